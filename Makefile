@@ -1,0 +1,115 @@
+# hetps — one build for the parameter server, the worker and the front door.
+#
+#   make              bin/hetps-ps bin/hetps-worker bin/hetps
+#   make SANITIZE=1   the same with ASan+UBSan (objects under build/san)
+#   make test         install missing packages, build, run every test
+#   make run          install missing packages, build, train the reference job
+#   make bench        benchmarks (tests/bench/)
+#
+# Sources are found by wildcard: common/*.c make libcommon, ps/*.c libps,
+# worker/*.c libworker (each main.c excepted), tests/unit/test_*.c one CUnit
+# program each, tests/tools/*.c one helper program each.
+
+CC       ?= cc
+SANITIZE ?=
+FLAVOUR  := $(if $(SANITIZE),san,rel)
+B        := build/$(FLAVOUR)
+GEN      := build/proto
+
+OPT      := $(if $(SANITIZE),-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined,-O2)
+BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBS   := $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
+CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Werror -Wshadow \
+            -Wstrict-prototypes -Wmissing-prototypes -I. -Icommon -I$(GEN) \
+            -I/usr/include/cjson $(BLAS_CFLAGS) -MMD -MP
+LDFLAGS  += $(if $(SANITIZE),-fsanitize=address,undefined)
+LDLIBS   += -lnng -lprotobuf-c -llmdb -lcjson -lz $(BLAS_LIBS) -lm -lpthread
+
+# CUDA is detected, not required (a later issue adds the CUDA backend).
+NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+
+COMMON_SRC := $(filter-out common/hetps.c,$(wildcard common/*.c)) $(GEN)/hetps.pb-c.c
+PS_SRC     := $(filter-out ps/main.c,$(wildcard ps/*.c))
+WORKER_SRC := $(filter-out worker/main.c,$(wildcard worker/*.c))
+TEST_SRC   := $(wildcard tests/unit/test_*.c)
+TOOL_SRC   := $(wildcard tests/tools/*.c)
+
+obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
+
+LIBCOMMON := $(B)/libcommon.a
+LIBPS     := $(B)/libps.a
+LIBWORKER := $(B)/libworker.a
+BINS      := bin/hetps-ps bin/hetps-worker bin/hetps
+TESTS     := $(patsubst tests/unit/%.c,$(B)/tests/%,$(TEST_SRC))
+TOOLS     := $(patsubst tests/tools/%.c,$(B)/tools/%,$(TOOL_SRC))
+
+.PHONY: all deps test run bench clean check-cuda
+all: check-cuda $(BINS) $(TESTS) $(TOOLS)
+
+check-cuda:
+	@if [ -n "$(NVCC)" ]; then echo "nvcc: found ($(NVCC)); CUDA backend not built yet: CPU-only build"; \
+	 else echo "nvcc: not found: CPU-only build"; fi
+
+# The binaries record which flavour built them, so switching SANITIZE relinks.
+build/flavour: FORCE
+	@mkdir -p build; [ "$$(cat $@ 2>/dev/null)" = "$(FLAVOUR)" ] || echo $(FLAVOUR) > $@
+FORCE:
+
+$(GEN)/hetps.pb-c.c $(GEN)/hetps.pb-c.h: proto/hetps.proto
+	@mkdir -p $(GEN)
+	protoc-c --proto_path=proto --c_out=$(GEN) proto/hetps.proto
+
+# Every object may include the generated header.
+$(B)/obj/%.o: %.c $(GEN)/hetps.pb-c.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(B)/obj/$(GEN)/hetps.pb-c.o: $(GEN)/hetps.pb-c.c
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -Wmissing-prototypes -Wshadow,$(CFLAGS)) -Wno-unused-parameter -c -o $@ $<
+
+$(LIBCOMMON): $(call obj,$(COMMON_SRC))
+$(LIBPS): $(call obj,$(PS_SRC))
+$(LIBWORKER): $(call obj,$(WORKER_SRC))
+$(B)/%.a:
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+bin/hetps-ps: $(call obj,ps/main.c) $(LIBPS) $(LIBCOMMON) build/flavour
+	@mkdir -p bin
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
+bin/hetps-worker: $(call obj,worker/main.c) $(LIBWORKER) $(LIBCOMMON) build/flavour
+	@mkdir -p bin
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
+bin/hetps: $(call obj,common/hetps.c) $(LIBCOMMON) build/flavour
+	@mkdir -p bin
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
+
+$(B)/tests/%: $(call obj,tests/unit/%.c) $(call obj,tests/unit/cu_main.c) $(LIBPS) $(LIBWORKER) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) -lcunit $(LDLIBS)
+$(B)/tools/%: $(call obj,tests/tools/%.c) $(LIBPS) $(LIBWORKER) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
+
+# Set-up: install what is missing (quiet when all is there), then build.
+deps:
+	@./deploy/install-deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@HETPS_BUILD=$(B) ./tests/run.sh
+
+EPOCHS ?= 10
+run: deps
+	@$(MAKE) --no-print-directory all
+	./bin/hetps launch deploy/cluster.local.json -- --model deploy/models/fashion_cnn.json --epochs $(EPOCHS)
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@HETPS_BUILD=$(B) ./tests/bench/run.sh
+
+clean:
+	rm -rf build bin
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,46 @@
+/*
+ * layout.h — which parameter server holds which part of which variable.
+ *
+ * Every variable is a flat float32 array cut into blocks of at most
+ * `block_elems` elements. Blocks are assigned to shards by a pure function
+ * of the variable sizes, the block size and the number of shards, so every
+ * process computes the same layout: blocks are taken largest first (ties by
+ * variable then offset) and each goes to the shard holding the fewest bytes
+ * so far (ties to the lowest index). This balances bytes across shards.
+ */
+#ifndef HC_LAYOUT_H
+#define HC_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HC_LAYOUT_DEFAULT_BLOCK 4096u   /* elements: 16 KiB */
+
+struct hc_block {
+    uint32_t var;           /* variable index */
+    uint64_t offset;        /* first element within the variable */
+    uint32_t length;        /* elements */
+    uint32_t shard;         /* owner */
+    uint64_t flat;          /* offset in the flat parameter vector */
+    uint32_t local;         /* index among its shard's blocks */
+};
+
+struct hc_layout {
+    int n_shards;
+    uint32_t block_elems;
+    size_t n_blocks;
+    struct hc_block *blocks;    /* (n_blocks) in (var, offset) order */
+    uint64_t total;             /* elements over all variables */
+    uint64_t *shard_elems;      /* (n_shards) elements per shard */
+    uint32_t *shard_blocks;     /* (n_shards) blocks per shard */
+};
+
+/* sizes[v] is the element count of variable v, for v < n_vars. */
+int hc_layout_build(const size_t *sizes, int n_vars, int n_shards,
+                    uint32_t block_elems, struct hc_layout *out);
+void hc_layout_free(struct hc_layout *l);
+
+/* A 64-bit fingerprint of the layout (for stores to check). */
+uint64_t hc_layout_hash(const struct hc_layout *l);
+
+#endif

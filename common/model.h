@@ -1,0 +1,136 @@
+/*
+ * model.h — a model file: a Keras-Sequential-like list of layers in JSON,
+ * with the input shape, loss, optimizer, metrics and training settings.
+ *
+ *   { "name": "fashion_cnn", "input_shape": [28, 28, 1], "seed": 42,
+ *     "layers": [
+ *       {"type": "conv2d", "filters": 32, "kernel_size": [3, 3],
+ *        "activation": "relu"},
+ *       {"type": "maxpool2d", "pool_size": [2, 2]},
+ *       {"type": "flatten"},
+ *       {"type": "dense", "units": 10, "activation": "softmax",
+ *        "device": "cpu:1"} ],
+ *     "loss": "sparse_categorical_crossentropy",
+ *     "optimizer": {"type": "adam", "learning_rate": 0.001, "beta_1": 0.9,
+ *                   "beta_2": 0.999, "epsilon": 1e-7},
+ *     "metrics": ["accuracy"], "batch_size": 64, "epochs": 10 }
+ *
+ * Loading infers every layer's output shape (a mismatch names the layer and
+ * both shapes) and yields the variable definitions in Keras's layout and
+ * names ("conv2d/kernel" (kh, kw, in, out), "conv2d/bias" (out),
+ * "dense/kernel" (in, out), "dense/bias" (out)), with Keras's default
+ * initialisers (Glorot-uniform kernels, zero biases) seeded by `seed`.
+ * Activations are NHWC like Keras; shapes below exclude the batch.
+ */
+#ifndef HC_MODEL_H
+#define HC_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HC_MODEL_MAX_LAYERS 64
+#define HC_MODEL_MAX_VARS   128
+#define HC_NAME_MAX         64
+
+enum hc_layer_type {
+    HC_LAYER_CONV2D,
+    HC_LAYER_MAXPOOL2D,
+    HC_LAYER_FLATTEN,
+    HC_LAYER_DENSE,
+    HC_LAYER_DROPOUT,
+    HC_LAYER_ACTIVATION,    /* a standalone activation layer */
+};
+
+enum hc_act {
+    HC_ACT_LINEAR,
+    HC_ACT_RELU,
+    HC_ACT_SIGMOID,
+    HC_ACT_TANH,
+    HC_ACT_SOFTMAX,
+};
+
+enum hc_loss { HC_LOSS_SPARSE_CCE, HC_LOSS_MSE };
+
+enum hc_optim { HC_OPT_SGD, HC_OPT_MOMENTUM, HC_OPT_ADAM };
+
+enum hc_init { HC_INIT_GLOROT_UNIFORM, HC_INIT_ZEROS };
+
+/* Optimizer settings, as Keras names them; applied by the parameter server. */
+struct hc_optim_conf {
+    enum hc_optim type;
+    float lr;               /* learning_rate */
+    float momentum;         /* SGD momentum (HC_OPT_MOMENTUM) */
+    int nesterov;
+    float beta1, beta2, eps; /* Adam */
+};
+
+/* A tensor shape without the batch dimension: (H, W, C) for images,
+ * (N) for flat vectors (rank 1, dims[0] = N). */
+struct hc_shape {
+    int rank;               /* 1 or 3 */
+    int dims[3];
+};
+
+struct hc_layer_spec {
+    enum hc_layer_type type;
+    char name[HC_NAME_MAX];     /* Keras-style default: conv2d, conv2d_1, dense… */
+    char device[32];            /* explicit placement ("cpu:1"), "" = default */
+    enum hc_act act;            /* fused activation (conv2d, dense, activation) */
+    int filters;                /* conv2d */
+    int kh, kw;                 /* conv2d kernel size */
+    int sh, sw;                 /* conv2d / maxpool2d strides */
+    int same;                   /* padding: 1 = "same", 0 = "valid" */
+    int ph, pw;                 /* maxpool2d pool size */
+    int units;                  /* dense */
+    float rate;                 /* dropout */
+    int use_bias;               /* conv2d / dense (default 1) */
+    struct hc_shape in, out;    /* inferred at load */
+    int var_kernel, var_bias;   /* indices into hc_model.vars, -1 if none */
+};
+
+struct hc_var_def {
+    char name[HC_NAME_MAX * 2]; /* "conv2d/kernel" */
+    int ndim;
+    int shape[4];               /* Keras layout */
+    size_t size;                /* product of shape */
+    enum hc_init init;
+    int fan_in, fan_out;        /* for Glorot: kh*kw*in, kh*kw*out / in, out */
+};
+
+struct hc_model {
+    char name[HC_NAME_MAX];
+    char source[512];           /* file it came from, for messages */
+    struct hc_shape input;
+    int n_layers;
+    struct hc_layer_spec layers[HC_MODEL_MAX_LAYERS];
+    int n_vars;
+    struct hc_var_def vars[HC_MODEL_MAX_VARS];
+    size_t n_params;            /* sum of vars[i].size */
+    enum hc_loss loss;
+    int n_classes;              /* output units for sparse CCE */
+    struct hc_optim_conf optim;
+    int metric_accuracy;
+    int batch_size;
+    int epochs;
+    uint64_t seed;
+    uint64_t signature;         /* hash of layers, shapes, loss, optimizer */
+};
+
+/* Parse a model from JSON text; `source` names it in messages. On error
+ * returns HC_ERR_CONFIG with a message naming the key or layer. */
+int hc_model_parse(const char *json, size_t len, const char *source,
+                   struct hc_model *out);
+int hc_model_load(const char *path, struct hc_model *out);
+
+/* Write the Keras default initial values of every variable into params,
+ * laid out variable after variable in definition order (n_params floats),
+ * deterministically from m->seed. */
+void hc_model_init_params(const struct hc_model *m, float *params);
+
+/* Offset (in floats) of variable v in the flat parameter vector. */
+size_t hc_model_var_offset(const struct hc_model *m, int v);
+
+const char *hc_act_name(enum hc_act a);
+const char *hc_layer_type_name(enum hc_layer_type t);
+
+#endif

@@ -1,0 +1,107 @@
+/*
+ * rpc.h — request/reply over nng (REQ/REP), hiding nng's details from the
+ * parameter server's service and the worker's client.
+ *
+ * Server: one REP socket listening on a URL, with many nng contexts, each a
+ * small state machine (receive → handler → reply → receive). The handler
+ * runs on an nng thread; it may reply at once or keep the request and reply
+ * later from any thread (a deferred reply: a pull waiting for a sync step),
+ * so a slow request never blocks the others.
+ *
+ * Client: one REQ socket per peer (parameter-server shard), dialled in the
+ * background with reconnection. hc_rpc_call_all sends one request to each
+ * of several peers at once and waits for all replies. Each attempt has a
+ * timeout; on timeout or lost connection the very same bytes (the same
+ * request id) are sent again with exponential back-off until `retry_ms`
+ * has passed, after which the call fails with HC_ERR_UNREACHABLE and a
+ * message naming the peer and its address. Servers recognise a repeated
+ * request id, so a re-send never applies anything twice.
+ *
+ * Threads: a client is used by one thread at a time (open a second client
+ * for a heartbeat thread). Server functions are thread-safe.
+ */
+#ifndef HC_RPC_H
+#define HC_RPC_H
+
+#include <stddef.h>
+
+#include <nng/nng.h>
+
+typedef struct hc_rpc_server hc_rpc_server;
+typedef struct hc_rpc_req hc_rpc_req;
+typedef struct hc_rpc_client hc_rpc_client;
+
+/*
+ * Called for every received message. `msg` is owned by the handler (free
+ * it with nng_msg_free when done). The handler must call hc_rpc_reply
+ * exactly once for `req`, now or later, from any thread.
+ */
+typedef void (*hc_rpc_handler)(void *arg, hc_rpc_req *req, nng_msg *msg);
+
+struct hc_rpc_server_opts {
+    int n_ctx;          /* contexts, i.e. requests in flight (default 64) */
+    size_t recv_max;    /* largest accepted message in bytes (default 512 MiB) */
+};
+
+/* Listen on `url` ("tcp://127.0.0.1:2222"). Fails with HC_ERR_TRANSPORT
+ * and a message naming the URL (address in use, bad host). */
+int hc_rpc_server_start(hc_rpc_server **out, const char *url,
+                        const struct hc_rpc_server_opts *opts,
+                        hc_rpc_handler handler, void *arg);
+
+/* Send `reply` (ownership taken) as the answer to `req`; with reply NULL
+ * the request is dropped without an answer (the client will time out).
+ * After this call `req` must not be used. */
+void hc_rpc_reply(hc_rpc_req *req, nng_msg *reply);
+
+/* Stop receiving, cancel pending contexts, close the socket, free. Deferred
+ * requests not yet answered are dropped. */
+void hc_rpc_server_stop(hc_rpc_server *s);
+
+struct hc_rpc_client_opts {
+    int timeout_ms;     /* one attempt (default 5000) */
+    int retry_ms;       /* keep retrying this long in total (default 30000) */
+    int backoff_min_ms; /* first back-off (default 50) */
+    int backoff_max_ms; /* largest back-off (default 2000) */
+    size_t recv_max;    /* largest accepted reply (default 512 MiB) */
+};
+
+/*
+ * Open one socket per peer and dial each in the background. urls[i] is the
+ * nng URL, names[i] the task ("ps:1") used in messages. Does not wait for
+ * connections.
+ */
+int hc_rpc_client_open(hc_rpc_client **out, int n, const char *const *urls,
+                       const char *const *names,
+                       const struct hc_rpc_client_opts *opts);
+
+/*
+ * Send reqs[i] to peer peers[i] for i < n, all at once, and wait until each
+ * has a reply or has failed. Ownership of every reqs[i] passes to the call.
+ * replies[i] receives the reply (caller frees) or NULL; errs[i] HC_OK or the
+ * failure code. timeout_ms > 0 overrides the per-attempt timeout (e.g. for
+ * a pull that may wait for a synchronous step). Returns HC_OK when every
+ * peer answered, else the first failure's code with its message.
+ */
+int hc_rpc_call_all(hc_rpc_client *c, int n, const int *peers,
+                    nng_msg **reqs, nng_msg **replies, int *errs,
+                    int timeout_ms);
+
+/* hc_rpc_call_all for one peer. */
+int hc_rpc_call(hc_rpc_client *c, int peer, nng_msg *req, nng_msg **reply,
+                int timeout_ms);
+
+/* Whether peer currently has a connected pipe. */
+int hc_rpc_connected(hc_rpc_client *c, int peer);
+
+int hc_rpc_client_peers(const hc_rpc_client *c);
+const char *hc_rpc_peer_name(const hc_rpc_client *c, int peer);
+const char *hc_rpc_peer_url(const hc_rpc_client *c, int peer);
+
+void hc_rpc_client_close(hc_rpc_client *c);
+
+/* Translate an nng error to an hc_err code, recording `what` and nng's
+ * text in the detail. */
+int hc_rpc_err(int nng_rv, const char *what);
+
+#endif

@@ -1,0 +1,127 @@
+/*
+ * wire.h — encode and decode hetps messages (see proto/hetps.proto).
+ *
+ * Frame, one nng message body:
+ *
+ *   [u32 LE header length H][H bytes protobuf Envelope][0-3 zero bytes so the
+ *    data starts at a multiple of 4][tensor data: float32 LE, tensors in the
+ *    order of Envelope.tensors, no gaps]
+ *
+ * Tensor data is never packed into protobuf: the sender writes it straight
+ * into the outgoing nng message (hc_wire_reserve, then hc_wire_seal), the
+ * receiver reads it in place (hc_wire_decode gives pointers into the
+ * message). Decoding validates everything before anyone uses it — frame
+ * sizes (overflow-checked), protobuf presence, protocol version, cluster id,
+ * sender job, payload kind, tensor counts, lengths, offsets, CRC32C, names,
+ * shapes — and on failure returns a code with a sentence in hc_err_msg()
+ * suitable for an Error reply.
+ *
+ * Thread safety: all functions are reentrant; a decoded message is owned by
+ * one thread at a time.
+ */
+#ifndef HC_WIRE_H
+#define HC_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nng/nng.h>
+
+#include "hetps.pb-c.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "hetps's wire format is little-endian float32; big-endian hosts are not supported"
+#endif
+
+#define HC_WIRE_VERSION 1u
+
+/* Limits every decoder enforces (a message over any is refused). */
+#define HC_WIRE_MAX_HEADER   (4u << 20)    /* Envelope bytes */
+#define HC_WIRE_MAX_MSG      (512u << 20)  /* whole message */
+#define HC_WIRE_MAX_TENSORS  65536u        /* TensorRefs / Ranges per message */
+#define HC_WIRE_MAX_TENSOR   (64u << 20)   /* elements in one TensorRef */
+#define HC_WIRE_MAX_VARS     4096u         /* variables per CreateVariables */
+#define HC_WIRE_MAX_DIMS     8u            /* dimensions of one shape */
+#define HC_WIRE_MAX_NAME     128u          /* bytes of a variable name */
+#define HC_WIRE_MAX_TEXT     4096u         /* bytes of any other string */
+#define HC_WIRE_MAX_VAR_ELEMS (1ull << 34) /* elements of one variable */
+#define HC_WIRE_MAX_MEMBERS  65536u        /* members in a reply */
+
+/* Identity stamped on every envelope a process sends. */
+struct hc_sender {
+    Hetps__Job job;
+    uint32_t index;
+    uint64_t incarnation;   /* random per process start, never 0 */
+    uint64_t cluster_id;
+};
+
+/* A tensor to send: `length` floats of variable `key` from `offset`. */
+struct hc_tensor_src {
+    uint32_t key;
+    uint64_t offset;
+    uint32_t length;
+    const float *data;      /* may be NULL with hc_wire_reserve */
+};
+
+/* A decoded message. `env` and `tensors` are owned by it; the data
+ * pointers point into the nng message it was decoded from, which must
+ * outlive it. */
+struct hc_wire_msg {
+    Hetps__Envelope *env;
+    size_t n_tensors;
+    const float **data;     /* (n_tensors) data of env->tensors[i] */
+};
+
+/* A fresh incarnation number: random, non-zero. */
+uint64_t hc_wire_new_incarnation(void);
+
+/* CRC32C (Castagnoli) of len bytes, as in iSCSI / RFC 3720. */
+uint32_t hc_crc32c(const void *buf, size_t len);
+
+/* Fill the header fields of an envelope from a sender and request id. */
+void hc_wire_init_env(Hetps__Envelope *env, const struct hc_sender *s,
+                      uint64_t request_id);
+
+/*
+ * Build the outgoing message for `env` (its payload set by the caller; its
+ * `tensors` field is overwritten from `t`) with room for the n tensors.
+ * When t[i].data is not NULL the data is copied in and sealed; otherwise
+ * *dst (when not NULL) receives n pointers to where the caller writes each
+ * tensor's floats, and the caller must call hc_wire_seal before sending.
+ * On success *out is a new message owned by the caller.
+ */
+int hc_wire_reserve(nng_msg **out, Hetps__Envelope *env,
+                    const struct hc_tensor_src *t, size_t n, float **dst);
+
+/* Compute the CRCs of the written tensor data and finish the header. */
+int hc_wire_seal(nng_msg *msg);
+
+/* hc_wire_reserve with every t[i].data set: encode and seal in one go. */
+int hc_wire_encode(nng_msg **out, Hetps__Envelope *env,
+                   const struct hc_tensor_src *t, size_t n);
+
+/*
+ * Decode and validate `len` bytes at `body` (an nng message body). When
+ * expect_cluster is not 0 the envelope's cluster id must equal it.
+ * Returns HC_OK and fills *out, or HC_ERR_PROTO / _VERSION / _CLUSTER /
+ * _LIMIT / _CRC with the reason in hc_err_msg(); *out is then empty.
+ */
+int hc_wire_decode(const void *body, size_t len, uint64_t expect_cluster,
+                   struct hc_wire_msg *out);
+
+void hc_wire_msg_free(struct hc_wire_msg *m);
+
+/* The Error payload code that answers an hc_err code. */
+Hetps__ErrorCode hc_wire_error_code(int hc_code);
+/* The hc_err code for an Error payload code received from a peer. */
+int hc_wire_error_from_code(Hetps__ErrorCode code);
+
+/* Build an Error reply with `text` (truncated to HC_WIRE_MAX_TEXT). */
+int hc_wire_error_reply(nng_msg **out, const struct hc_sender *s,
+                        uint64_t request_id, Hetps__ErrorCode code,
+                        const char *text);
+
+/* "join", "push", … for logs and messages. */
+const char *hc_wire_payload_name(Hetps__Envelope__PayloadCase c);
+
+#endif

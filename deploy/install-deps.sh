@@ -1,0 +1,42 @@
+#!/bin/sh
+# install-deps.sh — install every Debian package that hetps needs to build,
+# test and run the reference job. Idempotent: when everything is present it
+# prints nothing and exits 0. Needs root (or sudo) only when something is
+# missing.
+set -eu
+
+PKGS="build-essential pkg-config
+libnng-dev
+libprotobuf-c-dev protobuf-c-compiler
+liblmdb-dev lmdb-utils
+libcunit1-dev
+libopenblas-dev
+libcjson-dev
+zlib1g-dev
+dataset-fashion-mnist
+python3 python3-numpy
+iproute2 procps"
+
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "install-deps: installing:$missing"
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+        SUDO=sudo
+    else
+        echo "install-deps: missing packages:$missing; run this script as root" >&2
+        exit 1
+    fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+echo "install-deps: done"
