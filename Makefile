@@ -16,13 +16,14 @@ FLAVOUR  := $(if $(SANITIZE),san,rel)
 B        := build/$(FLAVOUR)
 GEN      := build/proto
 
-OPT      := $(if $(SANITIZE),-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined,-O2)
+SAN      := -fsanitize=address,undefined
+OPT      := $(if $(SANITIZE),-O1 $(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=undefined,-O2)
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
 CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Werror -Wshadow \
             -Wstrict-prototypes -Wmissing-prototypes -I. -Icommon -I$(GEN) \
             -I/usr/include/cjson $(BLAS_CFLAGS) -MMD -MP
-LDFLAGS  += $(if $(SANITIZE),-fsanitize=address,undefined)
+LDFLAGS  += $(if $(SANITIZE),$(SAN))
 LDLIBS   += -lnng -lprotobuf-c -llmdb -lcjson -lz $(BLAS_LIBS) -lm -lpthread
 
 # CUDA is detected, not required (a later issue adds the CUDA backend).
@@ -33,6 +34,7 @@ PS_SRC     := $(filter-out ps/main.c,$(wildcard ps/*.c))
 WORKER_SRC := $(filter-out worker/main.c,$(wildcard worker/*.c))
 TEST_SRC   := $(wildcard tests/unit/test_*.c)
 TOOL_SRC   := $(wildcard tests/tools/*.c)
+BENCH_SRC  := $(wildcard tests/bench/*.c)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
@@ -42,9 +44,10 @@ LIBWORKER := $(B)/libworker.a
 BINS      := bin/hetps-ps bin/hetps-worker bin/hetps
 TESTS     := $(patsubst tests/unit/%.c,$(B)/tests/%,$(TEST_SRC))
 TOOLS     := $(patsubst tests/tools/%.c,$(B)/tools/%,$(TOOL_SRC))
+BENCHES   := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 
 .PHONY: all deps test run bench clean check-cuda
-all: check-cuda $(BINS) $(TESTS) $(TOOLS)
+all: check-cuda $(BINS) $(TESTS) $(TOOLS) $(BENCHES)
 
 check-cuda:
 	@if [ -n "$(NVCC)" ]; then echo "nvcc: found ($(NVCC)); CUDA backend not built yet: CPU-only build"; \
@@ -91,6 +94,9 @@ $(B)/tests/%: $(call obj,tests/unit/%.c) $(call obj,tests/unit/cu_main.c) $(LIBP
 $(B)/tools/%: $(call obj,tests/tools/%.c) $(LIBPS) $(LIBWORKER) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
+$(B)/bench/%: $(call obj,tests/bench/%.c) $(LIBPS) $(LIBWORKER) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
 
 # Set-up: install what is missing (quiet when all is there), then build.
 deps:
@@ -106,6 +112,7 @@ run: deps
 	./bin/hetps launch deploy/cluster.local.json -- --model deploy/models/fashion_cnn.json --epochs $(EPOCHS)
 
 bench: deps
+	@./deploy/install-deps.sh --bench
 	@$(MAKE) --no-print-directory all
 	@HETPS_BUILD=$(B) ./tests/bench/run.sh
 

@@ -107,7 +107,9 @@ struct hc_model {
     struct hc_var_def vars[HC_MODEL_MAX_VARS];
     size_t n_params;            /* sum of vars[i].size */
     enum hc_loss loss;
-    int n_classes;              /* output units for sparse CCE */
+    int n_classes;              /* output units: classes for sparse CCE (last
+                                   layer softmax, or linear logits); targets
+                                   per sample for mse */
     struct hc_optim_conf optim;
     int metric_accuracy;
     int batch_size;
@@ -129,6 +131,11 @@ void hc_model_init_params(const struct hc_model *m, float *params);
 
 /* Offset (in floats) of variable v in the flat parameter vector. */
 size_t hc_model_var_offset(const struct hc_model *m, int v);
+
+/* The optimizer settings as one line of JSON ({"type":"adam",…}) with
+ * Keras's names, as sent to the parameter servers. Returns the length, or
+ * -1 when buf is too small. */
+int hc_optim_to_json(const struct hc_optim_conf *c, char *buf, size_t len);
 
 const char *hc_act_name(enum hc_act a);
 const char *hc_layer_type_name(enum hc_layer_type t);

@@ -55,7 +55,11 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
 void hc_rpc_reply(hc_rpc_req *req, nng_msg *reply);
 
 /* Stop receiving, cancel pending contexts, close the socket, free. Deferred
- * requests not yet answered are dropped. */
+ * requests not yet answered are dropped: an hc_rpc_reply running at the
+ * same time is safe (its reply is discarded), but once this returns every
+ * unanswered hc_rpc_req is freed and must not be passed to hc_rpc_reply —
+ * forget them (the request messages remain the handler's to free). Handlers
+ * that are running when stop begins are waited for. */
 void hc_rpc_server_stop(hc_rpc_server *s);
 
 struct hc_rpc_client_opts {

@@ -78,7 +78,10 @@ uint64_t hc_wire_new_incarnation(void);
 /* CRC32C (Castagnoli) of len bytes, as in iSCSI / RFC 3720. */
 uint32_t hc_crc32c(const void *buf, size_t len);
 
-/* Fill the header fields of an envelope from a sender and request id. */
+/* Fill the header fields of an envelope from a sender and request id
+ * (hetps__envelope__init first, so the payload is unset). env->sender then
+ * points to a Task owned by this module, valid for the life of the process
+ * (one per distinct job/index; never free it). */
 void hc_wire_init_env(Hetps__Envelope *env, const struct hc_sender *s,
                       uint64_t request_id);
 
@@ -88,12 +91,18 @@ void hc_wire_init_env(Hetps__Envelope *env, const struct hc_sender *s,
  * When t[i].data is not NULL the data is copied in and sealed; otherwise
  * *dst (when not NULL) receives n pointers to where the caller writes each
  * tensor's floats, and the caller must call hc_wire_seal before sending.
- * On success *out is a new message owned by the caller.
+ * On success *out is a new message owned by the caller; on failure *out
+ * is NULL. env->tensors/n_tensors are used only during the call and are
+ * NULL/0 when it returns (what they held before is ignored, not freed).
+ * The envelope is checked as a receiver would check it: a message the
+ * decoder would refuse fails here with the decoder's code and sentence.
  */
 int hc_wire_reserve(nng_msg **out, Hetps__Envelope *env,
                     const struct hc_tensor_src *t, size_t n, float **dst);
 
-/* Compute the CRCs of the written tensor data and finish the header. */
+/* Compute the CRCs of the written tensor data and finish the header (the
+ * header is re-packed in place; its size cannot change). HC_ERR_INVAL when
+ * msg was not built by hc_wire_reserve or was resized since. */
 int hc_wire_seal(nng_msg *msg);
 
 /* hc_wire_reserve with every t[i].data set: encode and seal in one go. */
@@ -104,7 +113,10 @@ int hc_wire_encode(nng_msg **out, Hetps__Envelope *env,
  * Decode and validate `len` bytes at `body` (an nng message body). When
  * expect_cluster is not 0 the envelope's cluster id must equal it.
  * Returns HC_OK and fills *out, or HC_ERR_PROTO / _VERSION / _CLUSTER /
- * _LIMIT / _CRC with the reason in hc_err_msg(); *out is then empty.
+ * _LIMIT / _CRC (or _NOMEM) with the reason in hc_err_msg(); *out is then
+ * empty. Tensor data is read in place, so the data section must be 4-byte
+ * aligned in memory (nng's received bodies are); a misaligned body with
+ * tensors is refused with HC_ERR_PROTO. Free with hc_wire_msg_free.
  */
 int hc_wire_decode(const void *body, size_t len, uint64_t expect_cluster,
                    struct hc_wire_msg *out);

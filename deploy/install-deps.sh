@@ -17,6 +17,11 @@ dataset-fashion-mnist
 python3 python3-numpy
 iproute2 procps"
 
+# `--bench` adds what `make bench` compares against (PyTorch, CPU build).
+if [ "${1:-}" = "--bench" ]; then
+    PKGS="$PKGS python3-torch"
+fi
+
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -1,0 +1,766 @@
+/*
+ * client.c — the worker's view of the parameter servers (see client.h).
+ *
+ * Every operation builds one request per shard, sends them all at once
+ * through common/rpc, and checks each reply before using it: it must be
+ * from the right cluster, answer this request id, and be the expected kind
+ * or an Error, whose text is passed on naming the shard.
+ */
+#include "client.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "log.h"
+#include "rpc.h"
+#include "wire.h"
+
+struct shard_view {
+    int joined;
+    uint64_t incarnation;
+    uint64_t version;
+    char members[512];          /* "worker:0 joined, worker:1 joined" */
+};
+
+/* What the client prepared for one shard's pulls and pushes. */
+struct shard_plan {
+    uint32_t n_blocks;
+    uint32_t *blocks;           /* (n_blocks) indices into layout.blocks */
+    Hetps__Range *ranges;       /* (n_blocks) for pulls */
+    Hetps__Range **range_ptrs;  /* (n_blocks) */
+    struct hc_tensor_src *src;  /* (n_blocks) for pushes and creates */
+};
+
+struct pc_client {
+    const struct hc_cluster *cl;
+    struct hc_sender me;
+    atomic_uint_fast64_t next_id;
+    struct pc_opts o;
+    int n;                      /* shards */
+    const char **urls, **names;
+    char (*name_buf)[32];
+    hc_rpc_client *rpc;
+    struct shard_view *view;    /* (n) */
+
+    /* Scratch reused by every call: one entry per shard. */
+    int *peers;
+    nng_msg **reqs, **replies;
+    int *errs;
+    struct hc_wire_msg *dec;
+
+    const struct hc_model *model;
+    struct hc_layout layout;
+    int have_layout;
+    struct shard_plan *plan;    /* (n) */
+
+    pthread_t hb_thread;
+    int hb_running;
+    int hb_interval_ms;
+    pthread_mutex_t hb_mu;
+    pthread_cond_t hb_cv;
+    int hb_stop;
+};
+
+static uint64_t next_id(struct pc_client *c)
+{
+    return atomic_fetch_add(&c->next_id, 1);
+}
+
+int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
+            int index, const struct pc_opts *o)
+{
+    struct hc_rpc_client_opts ro = { 0 };
+    struct pc_client *c;
+    int i, rv;
+
+    *out = NULL;
+    c = calloc(1, sizeof *c);
+    if (!c)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory opening the client");
+    c->cl = cl;
+    c->n = cl->n_ps;
+    c->me.job = job == HC_JOB_WORKER ? HETPS__JOB__JOB_WORKER
+                                     : HETPS__JOB__JOB_CLIENT;
+    c->me.index = (uint32_t)index;
+    c->me.incarnation = hc_wire_new_incarnation();
+    c->me.cluster_id = cl->id;
+    atomic_init(&c->next_id, 1);
+    if (o)
+        c->o = *o;
+    if (c->o.timeout_ms <= 0)
+        c->o.timeout_ms = 5000;
+    if (c->o.retry_ms <= 0)
+        c->o.retry_ms = 30000;
+    pthread_mutex_init(&c->hb_mu, NULL);
+    pthread_cond_init(&c->hb_cv, NULL);
+
+    c->urls = calloc((size_t)c->n, sizeof *c->urls);
+    c->names = calloc((size_t)c->n, sizeof *c->names);
+    c->name_buf = calloc((size_t)c->n, sizeof *c->name_buf);
+    c->view = calloc((size_t)c->n, sizeof *c->view);
+    c->peers = calloc((size_t)c->n, sizeof *c->peers);
+    c->reqs = calloc((size_t)c->n, sizeof *c->reqs);
+    c->replies = calloc((size_t)c->n, sizeof *c->replies);
+    c->errs = calloc((size_t)c->n, sizeof *c->errs);
+    c->dec = calloc((size_t)c->n, sizeof *c->dec);
+    c->plan = calloc((size_t)c->n, sizeof *c->plan);
+    if (!c->urls || !c->names || !c->name_buf || !c->view || !c->peers ||
+        !c->reqs || !c->replies || !c->errs || !c->dec || !c->plan) {
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory opening the client");
+        goto fail;
+    }
+    for (i = 0; i < c->n; i++) {
+        snprintf(c->name_buf[i], sizeof c->name_buf[i], "ps:%d", i);
+        c->names[i] = c->name_buf[i];
+        c->urls[i] = cl->ps[i].url;
+        c->peers[i] = i;
+    }
+    ro.timeout_ms = c->o.timeout_ms;
+    ro.retry_ms = c->o.retry_ms;
+    rv = hc_rpc_client_open(&c->rpc, c->n, c->urls, c->names, &ro);
+    if (rv != HC_OK)
+        goto fail;
+    *out = c;
+    return HC_OK;
+fail:
+    pc_close(c);
+    return rv;
+}
+
+/*
+ * Send c->reqs[0..n) to every shard at once; decode each reply into
+ * c->dec[i] and check it answers request `id` with payload `want`.
+ * On failure every decoded reply is released.
+ */
+static int exchange(struct pc_client *c, const uint64_t *ids,
+                    Hetps__Envelope__PayloadCase want, const char *what,
+                    int timeout_ms)
+{
+    int i, rv, first = HC_OK;
+    char msg[1024] = "";
+
+    rv = hc_rpc_call_all(c->rpc, c->n, c->peers, c->reqs, c->replies, c->errs,
+                         timeout_ms);
+    for (i = 0; i < c->n; i++)
+        c->reqs[i] = NULL;
+    if (rv != HC_OK) {
+        first = rv;
+        snprintf(msg, sizeof msg, "%s: %s", what, hc_err_msg());
+    }
+    for (i = 0; i < c->n; i++) {
+        const Hetps__Envelope *e;
+
+        if (!c->replies[i])
+            continue;
+        rv = hc_wire_decode(nng_msg_body(c->replies[i]),
+                            nng_msg_len(c->replies[i]), c->cl->id, &c->dec[i]);
+        if (rv != HC_OK) {
+            if (first == HC_OK) {
+                first = rv;
+                snprintf(msg, sizeof msg, "%s: bad reply from ps:%d (%s): %s",
+                         what, i, c->urls[i], hc_err_msg());
+            }
+            continue;
+        }
+        e = c->dec[i].env;
+        if (e->payload_case == HETPS__ENVELOPE__PAYLOAD_ERROR) {
+            if (first == HC_OK) {
+                first = hc_wire_error_from_code(e->error->code);
+                if (first == HC_OK)
+                    first = HC_ERR_REMOTE;
+                snprintf(msg, sizeof msg, "%s: ps:%d (%s) refused: %s", what,
+                         i, c->urls[i], e->error->message);
+            }
+        } else if (e->request_id != ids[i] || e->payload_case != want) {
+            if (first == HC_OK) {
+                first = HC_ERR_PROTO;
+                snprintf(msg, sizeof msg,
+                         "%s: ps:%d answered request %llu with a %s to %llu",
+                         what, i, (unsigned long long)ids[i],
+                         hc_wire_payload_name(e->payload_case),
+                         (unsigned long long)e->request_id);
+            }
+        }
+    }
+    if (first != HC_OK) {
+        for (i = 0; i < c->n; i++) {
+            hc_wire_msg_free(&c->dec[i]);
+            if (c->replies[i])
+                nng_msg_free(c->replies[i]);
+            c->replies[i] = NULL;
+        }
+        return hc_err_set(first, "%s", msg);
+    }
+    return HC_OK;
+}
+
+static void release(struct pc_client *c)
+{
+    int i;
+
+    for (i = 0; i < c->n; i++) {
+        hc_wire_msg_free(&c->dec[i]);
+        if (c->replies[i])
+            nng_msg_free(c->replies[i]);
+        c->replies[i] = NULL;
+    }
+}
+
+static void free_reqs(struct pc_client *c)
+{
+    int i;
+
+    for (i = 0; i < c->n; i++) {
+        if (c->reqs[i])
+            nng_msg_free(c->reqs[i]);
+        c->reqs[i] = NULL;
+    }
+}
+
+/* Build the same payload-only request (no tensors) for every shard. */
+static int simple_reqs(struct pc_client *c, Hetps__Envelope *env,
+                       uint64_t *ids)
+{
+    int i, rv;
+
+    for (i = 0; i < c->n; i++) {
+        ids[i] = next_id(c);
+        env->request_id = ids[i];
+        rv = hc_wire_encode(&c->reqs[i], env, NULL, 0);
+        if (rv != HC_OK) {
+            free_reqs(c);
+            return rv;
+        }
+    }
+    return HC_OK;
+}
+
+int pc_join(struct pc_client *c, const char *devices)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Join join = HETPS__JOIN__INIT;
+    uint64_t *ids = calloc((size_t)c->n, sizeof *ids);
+    char host[256] = "";
+    int i, rv;
+
+    if (!ids)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    gethostname(host, sizeof host - 1);
+    hc_wire_init_env(&env, &c->me, 0);
+    join.devices = (char *)(devices ? devices : "");
+    join.host = host;
+    join.has_pid = 1;
+    join.pid = (uint32_t)getpid();
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_JOIN;
+    env.join = &join;
+    rv = simple_reqs(c, &env, ids);
+    if (rv == HC_OK)
+        rv = exchange(c, ids, HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY, "join", 0);
+    if (rv == HC_OK) {
+        for (i = 0; i < c->n; i++) {
+            const Hetps__JoinReply *jr = c->dec[i].env->join_reply;
+            struct shard_view *v = &c->view[i];
+            size_t k, len = 0;
+
+            v->joined = 1;
+            v->incarnation = jr->shard_incarnation;
+            v->version = jr->has_version ? jr->version : 0;
+            v->members[0] = '\0';
+            for (k = 0; k < jr->n_members && len < sizeof v->members; k++)
+                len += (size_t)snprintf(v->members + len,
+                                        sizeof v->members - len, "%sworker:%u %s",
+                                        k ? ", " : "", jr->members[k]->task->index,
+                                        jr->members[k]->state);
+        }
+        release(c);
+    }
+    free(ids);
+    return rv;
+}
+
+void pc_print_view(const struct pc_client *c, FILE *f)
+{
+    int i;
+
+    fprintf(f, "cluster %016llx: %d parameter server(s), %d worker(s); this is %s:%u\n",
+            (unsigned long long)c->cl->id, c->n, c->cl->n_worker,
+            c->me.job == HETPS__JOB__JOB_WORKER ? "worker" : "client",
+            c->me.index);
+    for (i = 0; i < c->n; i++) {
+        const struct shard_view *v = &c->view[i];
+
+        fprintf(f, "  ps:%d %-24s %s incarnation %016llx version %llu; members: %s\n",
+                i, c->cl->ps[i].addr, v->joined ? "joined" : "not joined",
+                (unsigned long long)v->incarnation,
+                (unsigned long long)v->version,
+                v->members[0] ? v->members : "-");
+    }
+    fflush(f);
+}
+
+static int send_all_simple(struct pc_client *c, hc_rpc_client *rpc,
+                           Hetps__Envelope__PayloadCase pc, const char *what)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Heartbeat hb = HETPS__HEARTBEAT__INIT;
+    Hetps__Leave lv = HETPS__LEAVE__INIT;
+    Hetps__Shutdown sd = HETPS__SHUTDOWN__INIT;
+    nng_msg **reqs = calloc((size_t)c->n, sizeof *reqs);
+    nng_msg **reps = calloc((size_t)c->n, sizeof *reps);
+    int *errs = calloc((size_t)c->n, sizeof *errs);
+    int i, rv = HC_OK, bad = 0;
+
+    if (!reqs || !reps || !errs) {
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    hc_wire_init_env(&env, &c->me, 0);
+    env.payload_case = pc;
+    if (pc == HETPS__ENVELOPE__PAYLOAD_HEARTBEAT)
+        env.heartbeat = &hb;
+    else if (pc == HETPS__ENVELOPE__PAYLOAD_LEAVE)
+        env.leave = &lv;
+    else
+        env.shutdown = &sd;
+    for (i = 0; i < c->n; i++) {
+        env.request_id = next_id(c);
+        rv = hc_wire_encode(&reqs[i], &env, NULL, 0);
+        if (rv != HC_OK)
+            goto out;
+    }
+    rv = hc_rpc_call_all(rpc, c->n, c->peers, reqs, reps, errs, 0);
+    for (i = 0; i < c->n; i++)
+        reqs[i] = NULL;
+    for (i = 0; i < c->n && rv == HC_OK; i++) {
+        struct hc_wire_msg d;
+
+        if (hc_wire_decode(nng_msg_body(reps[i]), nng_msg_len(reps[i]),
+                           c->cl->id, &d) != HC_OK) {
+            rv = hc_err_set(HC_ERR_PROTO, "%s: bad reply from ps:%d: %s", what,
+                            i, hc_err_msg());
+            break;
+        }
+        if (d.env->payload_case == HETPS__ENVELOPE__PAYLOAD_ERROR) {
+            rv = hc_err_set(HC_ERR_REMOTE, "%s: ps:%d refused: %s", what, i,
+                            d.env->error->message);
+            bad = 1;
+        }
+        hc_wire_msg_free(&d);
+        if (bad)
+            break;
+    }
+out:
+    for (i = 0; reqs && i < c->n; i++)
+        if (reqs[i])
+            nng_msg_free(reqs[i]);
+    for (i = 0; reps && i < c->n; i++)
+        if (reps[i])
+            nng_msg_free(reps[i]);
+    free(reqs);
+    free(reps);
+    free(errs);
+    return rv;
+}
+
+static void *heartbeat_main(void *arg)
+{
+    struct pc_client *c = arg;
+    struct hc_rpc_client_opts ro = { 0 };
+    hc_rpc_client *rpc = NULL;
+    struct timespec until;
+    int rv;
+
+    ro.timeout_ms = c->hb_interval_ms > 500 ? c->hb_interval_ms : 500;
+    ro.retry_ms = ro.timeout_ms;
+    rv = hc_rpc_client_open(&rpc, c->n, c->urls, c->names, &ro);
+    if (rv != HC_OK) {
+        hc_warn("heartbeats disabled: %s", hc_err_msg());
+        return NULL;
+    }
+    pthread_mutex_lock(&c->hb_mu);
+    while (!c->hb_stop) {
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += c->hb_interval_ms / 1000;
+        until.tv_nsec += (long)(c->hb_interval_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&c->hb_cv, &c->hb_mu, &until);
+        if (c->hb_stop)
+            break;
+        pthread_mutex_unlock(&c->hb_mu);
+        if (send_all_simple(c, rpc, HETPS__ENVELOPE__PAYLOAD_HEARTBEAT,
+                            "heartbeat") != HC_OK)
+            hc_warn("%s", hc_err_msg());
+        pthread_mutex_lock(&c->hb_mu);
+    }
+    pthread_mutex_unlock(&c->hb_mu);
+    hc_rpc_client_close(rpc);
+    return NULL;
+}
+
+int pc_heartbeat_start(struct pc_client *c, int interval_ms)
+{
+    if (c->hb_running)
+        return HC_OK;
+    c->hb_interval_ms = interval_ms > 0 ? interval_ms : 1000;
+    c->hb_stop = 0;
+    if (pthread_create(&c->hb_thread, NULL, heartbeat_main, c) != 0)
+        return hc_err_set(HC_ERR_IO, "cannot start the heartbeat thread");
+    c->hb_running = 1;
+    return HC_OK;
+}
+
+static void heartbeat_stop(struct pc_client *c)
+{
+    if (!c->hb_running)
+        return;
+    pthread_mutex_lock(&c->hb_mu);
+    c->hb_stop = 1;
+    pthread_cond_signal(&c->hb_cv);
+    pthread_mutex_unlock(&c->hb_mu);
+    pthread_join(c->hb_thread, NULL);
+    c->hb_running = 0;
+}
+
+int pc_leave(struct pc_client *c)
+{
+    heartbeat_stop(c);
+    return send_all_simple(c, c->rpc, HETPS__ENVELOPE__PAYLOAD_LEAVE, "leave");
+}
+
+int pc_shutdown(struct pc_client *c)
+{
+    return send_all_simple(c, c->rpc, HETPS__ENVELOPE__PAYLOAD_SHUTDOWN,
+                           "shutdown");
+}
+
+int pc_status(struct pc_client *c, struct pc_shard_status *out)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Status st = HETPS__STATUS__INIT;
+    uint64_t *ids = calloc((size_t)c->n, sizeof *ids);
+    int i, rv;
+
+    memset(out, 0, sizeof *out * (size_t)c->n);
+    if (!ids)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    hc_wire_init_env(&env, &c->me, 0);
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_STATUS;
+    env.status = &st;
+    rv = simple_reqs(c, &env, ids);
+    if (rv != HC_OK)
+        goto out;
+    hc_rpc_call_all(c->rpc, c->n, c->peers, c->reqs, c->replies, c->errs, 0);
+    for (i = 0; i < c->n; i++) {
+        struct pc_shard_status *o = &out[i];
+        const Hetps__StatusReply *r;
+        size_t k;
+
+        c->reqs[i] = NULL;
+        if (!c->replies[i]) {
+            snprintf(o->error, sizeof o->error, "%s", hc_strerror(c->errs[i]));
+            continue;
+        }
+        if (hc_wire_decode(nng_msg_body(c->replies[i]),
+                           nng_msg_len(c->replies[i]), c->cl->id,
+                           &c->dec[i]) != HC_OK) {
+            snprintf(o->error, sizeof o->error, "bad reply: %s", hc_err_msg());
+            continue;
+        }
+        if (c->dec[i].env->payload_case != HETPS__ENVELOPE__PAYLOAD_STATUS_REPLY) {
+            snprintf(o->error, sizeof o->error, "answered with a %s",
+                     hc_wire_payload_name(c->dec[i].env->payload_case));
+            continue;
+        }
+        r = c->dec[i].env->status_reply;
+        o->up = 1;
+        o->incarnation = r->incarnation;
+        o->version = r->version;
+        o->requests = r->requests;
+        o->duplicates = r->duplicates;
+        o->rejected = r->rejected;
+        o->uptime_ms = r->uptime_ms;
+        snprintf(o->mode, sizeof o->mode, "%s", r->mode ? r->mode : "");
+        o->members = calloc(r->n_members + 1, sizeof *o->members);
+        if (!o->members)
+            continue;
+        for (k = 0; k < r->n_members; k++) {
+            const Hetps__Member *m = r->members[k];
+            struct pc_member *pm = &o->members[k];
+
+            pm->worker = (int)m->task->index;
+            snprintf(pm->state, sizeof pm->state, "%s", m->state);
+            pm->incarnation = m->incarnation;
+            pm->last_seen_ms = m->last_seen_ms;
+            pm->requests = m->requests;
+            pm->duplicates = m->duplicates;
+            snprintf(pm->devices, sizeof pm->devices, "%s",
+                     m->devices ? m->devices : "");
+        }
+        o->n_members = (int)r->n_members;
+    }
+    release(c);
+out:
+    free(ids);
+    return rv;
+}
+
+void pc_status_free(struct pc_shard_status *st, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++) {
+        free(st[i].members);
+        st[i].members = NULL;
+    }
+}
+
+int pc_set_model(struct pc_client *c, const struct hc_model *m,
+                 uint32_t block_elems)
+{
+    size_t sizes[HC_MODEL_MAX_VARS];
+    size_t b;
+    int i, v, rv;
+
+    for (v = 0; v < m->n_vars; v++)
+        sizes[v] = m->vars[v].size;
+    rv = hc_layout_build(sizes, m->n_vars, c->n,
+                         block_elems ? block_elems : HC_LAYOUT_DEFAULT_BLOCK,
+                         &c->layout);
+    if (rv != HC_OK)
+        return rv;
+    c->have_layout = 1;
+    c->model = m;
+    for (i = 0; i < c->n; i++) {
+        struct shard_plan *p = &c->plan[i];
+        uint32_t n = c->layout.shard_blocks[i];
+
+        p->n_blocks = 0;
+        p->blocks = calloc(n + 1, sizeof *p->blocks);
+        p->ranges = calloc(n + 1, sizeof *p->ranges);
+        p->range_ptrs = calloc(n + 1, sizeof *p->range_ptrs);
+        p->src = calloc(n + 1, sizeof *p->src);
+        if (!p->blocks || !p->ranges || !p->range_ptrs || !p->src)
+            return hc_err_set(HC_ERR_NOMEM, "out of memory for the layout");
+    }
+    for (b = 0; b < c->layout.n_blocks; b++) {
+        const struct hc_block *blk = &c->layout.blocks[b];
+        struct shard_plan *p = &c->plan[blk->shard];
+        Hetps__Range *r = &p->ranges[p->n_blocks];
+
+        hetps__range__init(r);
+        r->key = blk->var;
+        r->offset = blk->offset;
+        r->length = blk->length;
+        p->range_ptrs[p->n_blocks] = r;
+        p->src[p->n_blocks].key = blk->var;
+        p->src[p->n_blocks].offset = blk->offset;
+        p->src[p->n_blocks].length = blk->length;
+        p->blocks[p->n_blocks++] = (uint32_t)b;
+    }
+    return HC_OK;
+}
+
+static int need_layout(const struct pc_client *c, const char *what)
+{
+    if (!c->have_layout)
+        return hc_err_set(HC_ERR_INVAL, "%s before pc_set_model", what);
+    return HC_OK;
+}
+
+int pc_create(struct pc_client *c, const float *init)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__CreateVariables cv = HETPS__CREATE_VARIABLES__INIT;
+    Hetps__VariableDef defs[HC_MODEL_MAX_VARS], *def_ptrs[HC_MODEL_MAX_VARS];
+    uint32_t shapes[HC_MODEL_MAX_VARS][4];
+    uint64_t *ids = NULL;
+    char optim[512];
+    const struct hc_model *m = c->model;
+    int i, v, rv;
+    uint32_t k;
+
+    if ((rv = need_layout(c, "pc_create")) != HC_OK)
+        return rv;
+    for (v = 0; v < m->n_vars; v++) {
+        hetps__variable_def__init(&defs[v]);
+        defs[v].name = (char *)m->vars[v].name;
+        for (i = 0; i < m->vars[v].ndim; i++)
+            shapes[v][i] = (uint32_t)m->vars[v].shape[i];
+        defs[v].n_shape = (size_t)m->vars[v].ndim;
+        defs[v].shape = shapes[v];
+        def_ptrs[v] = &defs[v];
+    }
+    hc_optim_to_json(&m->optim, optim, sizeof optim);
+    hc_wire_init_env(&env, &c->me, 0);
+    cv.n_vars = (size_t)m->n_vars;
+    cv.vars = def_ptrs;
+    cv.block_elems = c->layout.block_elems;
+    cv.signature = m->signature;
+    cv.has_optimizer = 1;
+    cv.optimizer.data = (uint8_t *)optim;
+    cv.optimizer.len = strlen(optim);
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_CREATE;
+    env.create = &cv;
+    ids = calloc((size_t)c->n, sizeof *ids);
+    if (!ids)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    for (i = 0; i < c->n; i++) {
+        struct shard_plan *p = &c->plan[i];
+
+        for (k = 0; k < p->n_blocks; k++)
+            p->src[k].data = init + c->layout.blocks[p->blocks[k]].flat;
+        ids[i] = env.request_id = next_id(c);
+        rv = hc_wire_encode(&c->reqs[i], &env, p->src, p->n_blocks);
+        if (rv != HC_OK) {
+            free_reqs(c);
+            goto out;
+        }
+    }
+    rv = exchange(c, ids, HETPS__ENVELOPE__PAYLOAD_ACK, "create variables", 0);
+    if (rv == HC_OK)
+        release(c);
+out:
+    free(ids);
+    return rv;
+}
+
+int pc_pull(struct pc_client *c, float *params, uint64_t *version)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Pull pull = HETPS__PULL__INIT;
+    uint64_t ids[64], *idp = ids, vmin = UINT64_MAX;
+    int i, rv;
+    size_t k;
+
+    if ((rv = need_layout(c, "pc_pull")) != HC_OK)
+        return rv;
+    if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    hc_wire_init_env(&env, &c->me, 0);
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_PULL;
+    env.pull = &pull;
+    for (i = 0; i < c->n; i++) {
+        pull.n_ranges = c->plan[i].n_blocks;
+        pull.ranges = c->plan[i].range_ptrs;
+        idp[i] = env.request_id = next_id(c);
+        rv = hc_wire_encode(&c->reqs[i], &env, NULL, 0);
+        if (rv != HC_OK) {
+            free_reqs(c);
+            goto out;
+        }
+    }
+    rv = exchange(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK, "pull", 0);
+    if (rv != HC_OK)
+        goto out;
+    for (i = 0; i < c->n && rv == HC_OK; i++) {
+        const struct shard_plan *p = &c->plan[i];
+        const struct hc_wire_msg *d = &c->dec[i];
+
+        if (d->n_tensors != p->n_blocks) {
+            rv = hc_err_set(HC_ERR_PROTO, "pull: ps:%d sent %zu blocks, "
+                            "asked for %u", i, d->n_tensors, p->n_blocks);
+            break;
+        }
+        for (k = 0; k < d->n_tensors; k++) {
+            const struct hc_block *b = &c->layout.blocks[p->blocks[k]];
+            const Hetps__TensorRef *t = d->env->tensors[k];
+
+            if (t->key != b->var || t->offset != b->offset ||
+                t->length != b->length) {
+                rv = hc_err_set(HC_ERR_PROTO, "pull: ps:%d sent block "
+                                "(%u, %llu, %u), asked for (%u, %llu, %u)", i,
+                                t->key, (unsigned long long)t->offset,
+                                t->length, b->var,
+                                (unsigned long long)b->offset, b->length);
+                break;
+            }
+            memcpy(params + b->flat, d->data[k], (size_t)b->length * sizeof(float));
+        }
+        if (d->env->ack->has_version && d->env->ack->version < vmin)
+            vmin = d->env->ack->version;
+    }
+    release(c);
+    if (version)
+        *version = vmin == UINT64_MAX ? 0 : vmin;
+out:
+    if (idp != ids)
+        free(idp);
+    return rv;
+}
+
+int pc_push(struct pc_client *c, const float *grads, uint32_t samples)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Push push = HETPS__PUSH__INIT;
+    uint64_t ids[64], *idp = ids;
+    int i, rv;
+    uint32_t k;
+
+    if ((rv = need_layout(c, "pc_push")) != HC_OK)
+        return rv;
+    if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    hc_wire_init_env(&env, &c->me, 0);
+    push.samples = samples;
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
+    env.push = &push;
+    for (i = 0; i < c->n; i++) {
+        struct shard_plan *p = &c->plan[i];
+
+        for (k = 0; k < p->n_blocks; k++)
+            p->src[k].data = grads + c->layout.blocks[p->blocks[k]].flat;
+        idp[i] = env.request_id = next_id(c);
+        rv = hc_wire_encode(&c->reqs[i], &env, p->src, p->n_blocks);
+        if (rv != HC_OK) {
+            free_reqs(c);
+            goto out;
+        }
+    }
+    rv = exchange(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK, "push", 0);
+    if (rv == HC_OK)
+        release(c);
+out:
+    if (idp != ids)
+        free(idp);
+    return rv;
+}
+
+void pc_close(struct pc_client *c)
+{
+    int i;
+
+    if (!c)
+        return;
+    heartbeat_stop(c);
+    if (c->rpc)
+        hc_rpc_client_close(c->rpc);
+    for (i = 0; c->plan && i < c->n; i++) {
+        free(c->plan[i].blocks);
+        free(c->plan[i].ranges);
+        free(c->plan[i].range_ptrs);
+        free(c->plan[i].src);
+    }
+    if (c->have_layout)
+        hc_layout_free(&c->layout);
+    free(c->plan);
+    free(c->urls);
+    free(c->names);
+    free(c->name_buf);
+    free(c->view);
+    free(c->peers);
+    free(c->reqs);
+    free(c->replies);
+    free(c->errs);
+    free(c->dec);
+    pthread_mutex_destroy(&c->hb_mu);
+    pthread_cond_destroy(&c->hb_cv);
+    free(c);
+}

@@ -1,0 +1,96 @@
+/*
+ * client.h — what a worker (or the front door) sees of the parameter
+ * servers: join, pull, push, leave, over all shards at once.
+ *
+ * The client hides the wire and the transport: it cuts the flat parameter
+ * vector into the layout's blocks, sends one request per shard in
+ * parallel, checks every reply (sender, request id, checksums) and copies
+ * pulled blocks straight into the caller's buffer. Every request carries
+ * (task, incarnation, request id); a request that times out is re-sent with
+ * the same id, which the shards recognise, so nothing is applied twice.
+ *
+ * Threads: one thread uses a client at a time; the heartbeat thread started
+ * by pc_heartbeat_start has its own sockets.
+ */
+#ifndef HC_CLIENT_H
+#define HC_CLIENT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cluster.h"
+#include "layout.h"
+#include "model.h"
+
+struct pc_client;
+
+struct pc_opts {
+    int timeout_ms;     /* one attempt (default 5000) */
+    int retry_ms;       /* give up on a shard after this long (default 30000) */
+};
+
+/* Open sockets to every shard of `cl` as task (job, index); job is
+ * HC_JOB_WORKER, or -1 for the front door. Does not wait for connections. */
+int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
+            int index, const struct pc_opts *o);
+
+/* Join every shard in parallel; `devices` is reported in status. */
+int pc_join(struct pc_client *c, const char *devices);
+
+/* Print what the join replies said: shards, their incarnations and the
+ * workers each has seen. */
+void pc_print_view(const struct pc_client *c, FILE *f);
+
+/* Send a heartbeat to every shard every interval_ms from a thread of the
+ * client's own (stopped by pc_leave / pc_close). */
+int pc_heartbeat_start(struct pc_client *c, int interval_ms);
+
+/* Tell every shard this worker is done. */
+int pc_leave(struct pc_client *c);
+
+/* Fix the variable layout (from the model) used by create, pull and push. */
+int pc_set_model(struct pc_client *c, const struct hc_model *m,
+                 uint32_t block_elems);
+
+/* Chief: register the model's variables on every shard with their initial
+ * values `init` (n_params floats). Idempotent across restarts. */
+int pc_create(struct pc_client *c, const float *init);
+
+/* Pull every block into params (n_params floats). *version, when not NULL,
+ * receives the smallest shard version seen. */
+int pc_pull(struct pc_client *c, float *params, uint64_t *version);
+
+/* Push a gradient (n_params floats, the mean over `samples` samples). */
+int pc_push(struct pc_client *c, const float *grads, uint32_t samples);
+
+/* Ask every shard to shut down (front door). */
+int pc_shutdown(struct pc_client *c);
+
+/* What one shard says of one worker. */
+struct pc_member {
+    int worker;
+    char state[16];             /* "joined", "left", "dead" */
+    uint64_t incarnation;
+    uint64_t last_seen_ms;
+    uint64_t requests, duplicates;
+    char devices[128];
+};
+
+/* What one shard says of itself. */
+struct pc_shard_status {
+    int up;                     /* answered */
+    char error[512];            /* why not, when !up */
+    uint64_t incarnation, version, requests, duplicates, rejected, uptime_ms;
+    char mode[16];
+    int n_members;
+    struct pc_member *members;  /* (n_members), freed by pc_status_free */
+};
+
+/* Ask every shard for its status in parallel; out has one entry per shard.
+ * Returns HC_OK even when some shards are down (see out[i].up). */
+int pc_status(struct pc_client *c, struct pc_shard_status *out);
+void pc_status_free(struct pc_shard_status *st, int n);
+
+void pc_close(struct pc_client *c);
+
+#endif

@@ -1,0 +1,22 @@
+/*
+ * crc32c.h — the two implementations behind hc_crc32c (declared in wire.h),
+ * exposed so tests can hold the hardware path to the portable one.
+ *
+ * hc_crc32c picks SSE4.2's crc32 instruction when the CPU has it (checked
+ * at run time) and the portable slicing-by-8 table code otherwise; both
+ * compute CRC32C (Castagnoli, reflected polynomial 0x82F63B78, initial and
+ * final XOR 0xFFFFFFFF), as in iSCSI / RFC 3720. All are thread-safe.
+ */
+#ifndef HC_CRC32C_H
+#define HC_CRC32C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* CRC32C of len bytes with the portable table code only. */
+uint32_t hc_crc32c_soft(const void *buf, size_t len);
+
+/* Whether hc_crc32c uses the CPU's crc32 instruction on this machine. */
+int hc_crc32c_hw_available(void);
+
+#endif

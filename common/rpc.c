@@ -1,0 +1,876 @@
+/*
+ * rpc.c — request/reply over nng: the REP server's context state machines
+ * and the REQ client's concurrent, retrying calls (contract in rpc.h).
+ *
+ * Server: each hc_rpc_req is one nng context with its own aio, cycling
+ *   RECV → (handler owns the message: WAIT) → hc_rpc_reply → SEND → RECV.
+ * The aio callback drives the cycle; hc_rpc_reply starts the send from any
+ * thread. A stopping flag under the server mutex turns late replies into
+ * drops, so stop never races a send it does not know about.
+ *
+ * Client: each peer has one REQ socket (nng's own timed re-send disabled),
+ * one context and one aio, reused for every call. A call runs one small
+ * state machine per peer on that aio — SEND → RECV, or on a retryable
+ * failure SLEEP (back-off) → SEND again with a fresh copy of the very same
+ * bytes — and the calling thread waits on a condition variable until every
+ * peer is done. Every step has a timeout, and the wait itself is bounded.
+ */
+#include "rpc.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <nng/supplemental/util/platform.h>
+
+#include "err.h"
+#include "log.h"
+
+#define DEFAULT_N_CTX 64
+#define MAX_N_CTX 65536
+#define DEFAULT_RECV_MAX ((size_t)512 << 20)
+#define DEFAULT_TIMEOUT_MS 5000
+#define DEFAULT_RETRY_MS 30000
+#define DEFAULT_BACKOFF_MIN_MS 50
+#define DEFAULT_BACKOFF_MAX_MS 2000
+#define RECONNECT_MIN_MS 20
+#define RECONNECT_MAX_MS 1000
+#define WARN_EVERY_MS 1000   /* at most one retry warning per peer per second */
+#define RECV_ERR_PAUSE_MS 50 /* pause after an unexpected server recv error */
+#define ABORT_SLACK_MS 5000  /* beyond the retry budget before a call aborts */
+
+/* Translate an nng code without recording anything (usable on nng threads). */
+static int code_of(int rv)
+{
+    switch (rv) {
+    case 0:
+        return HC_OK;
+    case NNG_ETIMEDOUT:
+        return HC_ERR_TIMEOUT;
+    case NNG_ECLOSED:
+        return HC_ERR_CLOSED;
+    case NNG_ENOMEM:
+        return HC_ERR_NOMEM;
+    default:
+        return HC_ERR_TRANSPORT;
+    }
+}
+
+int hc_rpc_err(int nng_rv, const char *what)
+{
+    if (nng_rv == 0)
+        return HC_OK;
+    return hc_err_set(code_of(nng_rv), "%s: %s", what ? what : "nng",
+                      nng_strerror(nng_rv));
+}
+
+/* ------------------------------------------------------------------ */
+/* Server                                                              */
+/* ------------------------------------------------------------------ */
+
+enum req_state { REQ_RECV, REQ_WAIT, REQ_SEND, REQ_PAUSE, REQ_STOPPED };
+
+struct hc_rpc_req {
+    hc_rpc_server *s;
+    nng_ctx ctx;
+    nng_aio *aio;
+    nng_aio *pause;             /* timer only: nng_sleep_aio marks an aio
+                                 * so a later timeout reads as success */
+    int ctx_open;
+    enum req_state state;
+};
+
+struct hc_rpc_server {
+    nng_socket sock;
+    int sock_open;
+    char *url;
+    hc_rpc_handler handler;
+    void *arg;
+    nng_mtx *mtx;
+    int stopping;               /* under mtx: replies are dropped */
+    atomic_uint_least64_t last_warn;
+    int n_req;
+    hc_rpc_req *reqs;           /* (n_req) */
+};
+
+static void req_recv(hc_rpc_req *r)
+{
+    r->state = REQ_RECV;
+    nng_aio_set_timeout(r->aio, NNG_DURATION_INFINITE);
+    nng_ctx_recv(r->ctx, r->aio);
+}
+
+static void server_warn(hc_rpc_server *s, const char *what, int rv)
+{
+    uint64_t now = nng_clock();
+    uint64_t last = atomic_load(&s->last_warn);
+
+    if (last != 0 && now - last < WARN_EVERY_MS)
+        return;
+    atomic_store(&s->last_warn, now);
+    hc_warn("rpc server %s: %s failed: %s", s->url, what, nng_strerror(rv));
+}
+
+/* The aio callback: one step of the context's cycle. Nothing after the
+ * handler call touches `r`, because the handler may already have replied
+ * from another thread and the send's own callback may be running. */
+static void req_cb(void *arg)
+{
+    hc_rpc_req *r = arg;
+    hc_rpc_server *s = r->s;
+    int rv = nng_aio_result(r->aio);
+    nng_msg *msg;
+
+    switch (r->state) {
+    case REQ_RECV:
+        if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
+            r->state = REQ_STOPPED;
+            return;
+        }
+        if (rv != 0) {
+            /* Unexpected: pause before the next receive so a persistent
+             * error cannot spin. */
+            server_warn(s, "receive", rv);
+            r->state = REQ_PAUSE;
+            nng_sleep_aio(RECV_ERR_PAUSE_MS, r->pause);
+            return;
+        }
+        msg = nng_aio_get_msg(r->aio);
+        nng_aio_set_msg(r->aio, NULL);
+        r->state = REQ_WAIT;
+        s->handler(s->arg, r, msg);
+        return;
+    case REQ_SEND:
+        if (rv != 0) {
+            /* The send did not take the message: it is still ours. */
+            msg = nng_aio_get_msg(r->aio);
+            nng_aio_set_msg(r->aio, NULL);
+            if (msg)
+                nng_msg_free(msg);
+            if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
+                r->state = REQ_STOPPED;
+                return;
+            }
+            server_warn(s, "reply", rv);
+        }
+        req_recv(r);
+        return;
+    case REQ_PAUSE:
+    case REQ_WAIT:
+    case REQ_STOPPED:
+        return;
+    }
+}
+
+/* The pause after an unexpected receive error is over. */
+static void pause_cb(void *arg)
+{
+    hc_rpc_req *r = arg;
+
+    if (nng_aio_result(r->pause) == NNG_ECANCELED) {
+        r->state = REQ_STOPPED;
+        return;
+    }
+    req_recv(r);
+}
+
+void hc_rpc_reply(hc_rpc_req *req, nng_msg *reply)
+{
+    hc_rpc_server *s;
+
+    if (!req) {
+        if (reply)
+            nng_msg_free(reply);
+        return;
+    }
+    s = req->s;
+    nng_mtx_lock(s->mtx);
+    if (s->stopping || req->state != REQ_WAIT) {
+        nng_mtx_unlock(s->mtx);
+        if (reply)
+            nng_msg_free(reply);
+        return;
+    }
+    if (!reply) {
+        /* Drop: a fresh receive abandons the request in nng. */
+        req_recv(req);
+    } else {
+        req->state = REQ_SEND;
+        nng_aio_set_msg(req->aio, reply);
+        nng_aio_set_timeout(req->aio, NNG_DURATION_INFINITE);
+        nng_ctx_send(req->ctx, req->aio);
+    }
+    nng_mtx_unlock(s->mtx);
+}
+
+static void server_free(hc_rpc_server *s)
+{
+    int i;
+
+    if (!s)
+        return;
+    if (s->mtx) {
+        nng_mtx_lock(s->mtx);
+        s->stopping = 1;
+        nng_mtx_unlock(s->mtx);
+    }
+    /* Stop every aio first: waits for running callbacks (and handlers). */
+    for (i = 0; i < s->n_req; i++) {
+        if (s->reqs[i].pause)
+            nng_aio_stop(s->reqs[i].pause);
+        if (s->reqs[i].aio)
+            nng_aio_stop(s->reqs[i].aio);
+    }
+    for (i = 0; i < s->n_req; i++) {
+        hc_rpc_req *r = &s->reqs[i];
+        nng_msg *left;
+
+        if (r->ctx_open)
+            nng_ctx_close(r->ctx);
+        if (r->aio) {
+            if ((left = nng_aio_get_msg(r->aio)) != NULL)
+                nng_msg_free(left);
+            nng_aio_free(r->aio);
+        }
+        if (r->pause)
+            nng_aio_free(r->pause);
+    }
+    if (s->sock_open)
+        nng_close(s->sock);
+    if (s->mtx)
+        nng_mtx_free(s->mtx);
+    free(s->reqs);
+    free(s->url);
+    free(s);
+}
+
+int hc_rpc_server_start(hc_rpc_server **out, const char *url,
+                        const struct hc_rpc_server_opts *opts,
+                        hc_rpc_handler handler, void *arg)
+{
+    hc_rpc_server *s = NULL;
+    int n_ctx = opts && opts->n_ctx ? opts->n_ctx : DEFAULT_N_CTX;
+    size_t recv_max = opts && opts->recv_max ? opts->recv_max
+                                             : DEFAULT_RECV_MAX;
+    int rv, i, err;
+
+    if (out)
+        *out = NULL;
+    if (!out || !url || !handler)
+        return hc_err_set(HC_ERR_INVAL,
+                          "rpc server: out, url and handler are required");
+    if (n_ctx < 1 || n_ctx > MAX_N_CTX)
+        return hc_err_set(HC_ERR_INVAL,
+                          "rpc server %s: n_ctx %d out of range 1..%d", url,
+                          n_ctx, MAX_N_CTX);
+    if (!(s = calloc(1, sizeof *s)) || !(s->url = strdup(url)) ||
+        !(s->reqs = calloc((size_t)n_ctx, sizeof *s->reqs))) {
+        err = hc_err_set(HC_ERR_NOMEM, "rpc server %s: out of memory", url);
+        goto fail;
+    }
+    s->handler = handler;
+    s->arg = arg;
+    atomic_init(&s->last_warn, 0);
+    if ((rv = nng_mtx_alloc(&s->mtx)) != 0) {
+        err = hc_rpc_err(rv, "rpc server: mutex");
+        goto fail;
+    }
+    if ((rv = nng_rep0_open(&s->sock)) != 0) {
+        err = hc_rpc_err(rv, "rpc server: opening REP socket");
+        goto fail;
+    }
+    s->sock_open = 1;
+    if ((rv = nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, recv_max)) !=
+        0) {
+        err = hc_rpc_err(rv, "rpc server: setting recv_max");
+        goto fail;
+    }
+    if ((rv = nng_listen(s->sock, url, NULL, 0)) != 0) {
+        err = hc_err_set(code_of(rv) == HC_ERR_NOMEM ? HC_ERR_NOMEM
+                                                     : HC_ERR_TRANSPORT,
+                         "rpc server: cannot listen on %s: %s%s", url,
+                         nng_strerror(rv),
+                         rv == NNG_EADDRINUSE
+                             ? " (another process holds the port; stop it "
+                               "or pick another port)"
+                             : "");
+        goto fail;
+    }
+    for (i = 0; i < n_ctx; i++) {
+        hc_rpc_req *r = &s->reqs[i];
+
+        r->s = s;
+        r->state = REQ_STOPPED;
+        s->n_req = i + 1;
+        if ((rv = nng_aio_alloc(&r->aio, req_cb, r)) != 0 ||
+            (rv = nng_aio_alloc(&r->pause, pause_cb, r)) != 0) {
+            err = hc_rpc_err(rv, "rpc server: allocating aio");
+            goto fail;
+        }
+        if ((rv = nng_ctx_open(&r->ctx, s->sock)) != 0) {
+            err = hc_rpc_err(rv, "rpc server: opening context");
+            goto fail;
+        }
+        r->ctx_open = 1;
+    }
+    for (i = 0; i < n_ctx; i++)
+        req_recv(&s->reqs[i]);
+    *out = s;
+    return HC_OK;
+
+fail:
+    server_free(s);
+    return err;
+}
+
+void hc_rpc_server_stop(hc_rpc_server *s)
+{
+    server_free(s);
+}
+
+/* ------------------------------------------------------------------ */
+/* Client                                                              */
+/* ------------------------------------------------------------------ */
+
+enum call_state { CALL_IDLE, CALL_SEND, CALL_RECV, CALL_SLEEP, CALL_DONE };
+
+struct peer {
+    hc_rpc_client *c;
+    char *url;
+    char *name;
+    nng_socket sock;
+    int sock_open;
+    nng_ctx ctx;
+    int ctx_open;
+    nng_aio *aio;
+    nng_aio *timer;            /* back-off only (see hc_rpc_req.pause) */
+    atomic_int connected;      /* pipes currently up */
+    atomic_int ever_connected;
+
+    /* One call's state, owned by the aio callback while the call runs. */
+    enum call_state state;
+    int in_call;
+    nng_msg *copy;             /* the request as the caller gave it */
+    nng_msg *reply;
+    int err;
+    int attempts;
+    int last_rv;
+    int backoff_ms;
+    int attempt_ms;
+    nng_time begin;
+    nng_time attempt_begin;
+    nng_time deadline;         /* begin + retry_ms */
+    nng_time last_warn;
+    char msg[512];
+};
+
+struct hc_rpc_client {
+    struct hc_rpc_client_opts opts;
+    int n;
+    struct peer *peers;        /* (n) */
+    nng_mtx *mtx;
+    nng_cv *cv;
+    int pending;               /* under mtx: peers of this call not done */
+    atomic_int abort;
+};
+
+static void pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
+{
+    struct peer *p = arg;
+
+    (void)pipe;
+    if (ev == NNG_PIPE_EV_ADD_POST) {
+        atomic_fetch_add(&p->connected, 1);
+        atomic_store(&p->ever_connected, 1);
+    } else if (ev == NNG_PIPE_EV_REM_POST) {
+        atomic_fetch_sub(&p->connected, 1);
+    }
+}
+
+static int retryable(int rv)
+{
+    switch (rv) {
+    case NNG_ETIMEDOUT:
+    case NNG_ECLOSED:
+    case NNG_ECONNREFUSED:
+    case NNG_ECONNRESET:
+    case NNG_ECONNABORTED:
+    case NNG_ECONNSHUT:
+    case NNG_EUNREACHABLE:
+    case NNG_EAGAIN:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Finish this peer's part of the call; the last thing the callback does. */
+static void peer_done(struct peer *p, int err)
+{
+    hc_rpc_client *c = p->c;
+
+    p->err = err;
+    nng_mtx_lock(c->mtx);
+    p->state = CALL_DONE;
+    if (--c->pending == 0)
+        nng_cv_wake(c->cv);
+    nng_mtx_unlock(c->mtx);
+}
+
+static void peer_send(struct peer *p)
+{
+    nng_msg *m;
+    int rv;
+
+    if ((rv = nng_msg_dup(&m, p->copy)) != 0) {
+        snprintf(p->msg, sizeof p->msg, "%s at %s: copying the request: %s",
+                 p->name, p->url, nng_strerror(rv));
+        peer_done(p, code_of(rv));
+        return;
+    }
+    p->attempts++;
+    p->attempt_begin = nng_clock();
+    p->state = CALL_SEND;
+    nng_aio_set_msg(p->aio, m);
+    nng_aio_set_timeout(p->aio, p->attempt_ms);
+    nng_ctx_send(p->ctx, p->aio);
+}
+
+static void peer_unreachable(struct peer *p)
+{
+    double secs = (double)(nng_clock() - p->begin) / 1000.0;
+    char why[160];
+
+    if (!atomic_load(&p->ever_connected))
+        snprintf(why, sizeof why, "never connected: connection refused?");
+    else if (atomic_load(&p->connected) > 0)
+        snprintf(why, sizeof why, "connected but no reply; last error: %s",
+                 nng_strerror(p->last_rv));
+    else
+        snprintf(why, sizeof why, "connection lost; last error: %s",
+                 nng_strerror(p->last_rv));
+    snprintf(p->msg, sizeof p->msg,
+             "%s at %s: no reply after %.1f s, %d attempt%s (%s)", p->name,
+             p->url, secs, p->attempts, p->attempts == 1 ? "" : "s", why);
+    peer_done(p, HC_ERR_UNREACHABLE);
+}
+
+/* An attempt failed with nng code rv: back off and re-send, or give up. */
+static void peer_failed(struct peer *p, int rv, const char *what)
+{
+    hc_rpc_client *c = p->c;
+    nng_time now = nng_clock();
+    int b = p->backoff_ms, sleep_ms;
+
+    p->last_rv = rv;
+    if (atomic_load(&c->abort)) {
+        snprintf(p->msg, sizeof p->msg, "%s at %s: call aborted after %.1f s",
+                 p->name, p->url, (double)(now - p->begin) / 1000.0);
+        peer_done(p, HC_ERR_TIMEOUT);
+        return;
+    }
+    if (!retryable(rv)) {
+        snprintf(p->msg, sizeof p->msg, "%s at %s: %s: %s", p->name, p->url,
+                 what, nng_strerror(rv));
+        peer_done(p, code_of(rv));
+        return;
+    }
+    if (now >= p->deadline) {
+        peer_unreachable(p);
+        return;
+    }
+    /* Exponential back-off, ±25 % jitter, never past the deadline. */
+    sleep_ms = b - b / 4 + (int)(nng_random() % (uint32_t)(b / 2 + 1));
+    if (sleep_ms < 1)
+        sleep_ms = 1;
+    if ((nng_time)sleep_ms > p->deadline - now)
+        sleep_ms = (int)(p->deadline - now);
+    p->backoff_ms = b > c->opts.backoff_max_ms / 2 ? c->opts.backoff_max_ms
+                                                    : 2 * b;
+    if (p->last_warn == 0 || now - p->last_warn >= WARN_EVERY_MS) {
+        p->last_warn = now;
+        hc_warn("rpc: %s at %s: %s: %s; retrying in %d ms (attempt %d, "
+                "%.1f s of %.1f s)",
+                p->name, p->url, what, nng_strerror(rv), sleep_ms,
+                p->attempts, (double)(now - p->begin) / 1000.0,
+                c->opts.retry_ms / 1000.0);
+    }
+    p->state = CALL_SLEEP;
+    nng_sleep_aio(sleep_ms, p->timer);
+}
+
+/* The back-off timer's callback: send again, unless the call aborted. */
+static void timer_cb(void *arg)
+{
+    struct peer *p = arg;
+    int rv = nng_aio_result(p->timer);
+
+    if (rv == 0 && atomic_load(&p->c->abort))
+        rv = NNG_ECANCELED;
+    if (rv != 0) {
+        peer_failed(p, rv, "back-off");
+        return;
+    }
+    peer_send(p);
+}
+
+/* The peer's aio callback: one step of SEND → RECV (→ SLEEP → SEND …). */
+static void peer_cb(void *arg)
+{
+    struct peer *p = arg;
+    int rv = nng_aio_result(p->aio);
+    nng_msg *m;
+    nng_duration left;
+
+    switch (p->state) {
+    case CALL_SEND:
+        if (rv != 0) {
+            /* A failed send leaves the message with us. */
+            if ((m = nng_aio_get_msg(p->aio)) != NULL)
+                nng_msg_free(m);
+            nng_aio_set_msg(p->aio, NULL);
+            peer_failed(p, rv, "send");
+            return;
+        }
+        left = p->attempt_ms - (nng_duration)(nng_clock() - p->attempt_begin);
+        p->state = CALL_RECV;
+        nng_aio_set_timeout(p->aio, left > 0 ? left : 1);
+        nng_ctx_recv(p->ctx, p->aio);
+        return;
+    case CALL_RECV:
+        if (rv != 0) {
+            peer_failed(p, rv, "no reply");
+            return;
+        }
+        p->reply = nng_aio_get_msg(p->aio);
+        nng_aio_set_msg(p->aio, NULL);
+        peer_done(p, HC_OK);
+        return;
+    case CALL_SLEEP:
+    case CALL_IDLE:
+    case CALL_DONE:
+        return;
+    }
+}
+
+static void peer_close(struct peer *p)
+{
+    nng_msg *left;
+
+    if (p->timer)
+        nng_aio_stop(p->timer);
+    if (p->aio)
+        nng_aio_stop(p->aio);
+    if (p->ctx_open)
+        nng_ctx_close(p->ctx);
+    if (p->sock_open)
+        nng_close(p->sock); /* runs the last pipe callbacks */
+    if (p->aio) {
+        if ((left = nng_aio_get_msg(p->aio)) != NULL)
+            nng_msg_free(left);
+        nng_aio_free(p->aio);
+    }
+    if (p->timer)
+        nng_aio_free(p->timer);
+    free(p->url);
+    free(p->name);
+}
+
+void hc_rpc_client_close(hc_rpc_client *c)
+{
+    int i;
+
+    if (!c)
+        return;
+    for (i = 0; i < c->n; i++)
+        peer_close(&c->peers[i]);
+    if (c->cv)
+        nng_cv_free(c->cv);
+    if (c->mtx)
+        nng_mtx_free(c->mtx);
+    free(c->peers);
+    free(c);
+}
+
+static int peer_open(hc_rpc_client *c, struct peer *p, const char *url,
+                     const char *name)
+{
+    int rv;
+    const char *step;
+
+    p->c = c;
+    atomic_init(&p->connected, 0);
+    atomic_init(&p->ever_connected, 0);
+    if (!(p->url = strdup(url)) || !(p->name = strdup(name)))
+        return hc_err_set(HC_ERR_NOMEM, "rpc client: out of memory for %s",
+                          name);
+    step = "opening REQ socket";
+    if ((rv = nng_req0_open(&p->sock)) != 0)
+        goto fail;
+    p->sock_open = 1;
+    step = "setting options";
+    if ((rv = nng_socket_set_size(p->sock, NNG_OPT_RECVMAXSZ,
+                                  c->opts.recv_max)) != 0 ||
+        (rv = nng_socket_set_ms(p->sock, NNG_OPT_REQ_RESENDTIME,
+                                NNG_DURATION_INFINITE)) != 0 ||
+        (rv = nng_socket_set_ms(p->sock, NNG_OPT_RECONNMINT,
+                                RECONNECT_MIN_MS)) != 0 ||
+        (rv = nng_socket_set_ms(p->sock, NNG_OPT_RECONNMAXT,
+                                RECONNECT_MAX_MS)) != 0)
+        goto fail;
+    step = "registering pipe callbacks";
+    if ((rv = nng_pipe_notify(p->sock, NNG_PIPE_EV_ADD_POST, pipe_cb, p)) !=
+            0 ||
+        (rv = nng_pipe_notify(p->sock, NNG_PIPE_EV_REM_POST, pipe_cb, p)) != 0)
+        goto fail;
+    step = "opening context";
+    if ((rv = nng_ctx_open(&p->ctx, p->sock)) != 0)
+        goto fail;
+    p->ctx_open = 1;
+    if ((rv = nng_ctx_set_ms(p->ctx, NNG_OPT_REQ_RESENDTIME,
+                             NNG_DURATION_INFINITE)) != 0)
+        goto fail;
+    step = "allocating aio";
+    if ((rv = nng_aio_alloc(&p->aio, peer_cb, p)) != 0 ||
+        (rv = nng_aio_alloc(&p->timer, timer_cb, p)) != 0)
+        goto fail;
+    step = "dialling (is the URL valid?)";
+    if ((rv = nng_dial(p->sock, url, NULL, NNG_FLAG_NONBLOCK)) != 0)
+        goto fail;
+    return HC_OK;
+
+fail:
+    return hc_err_set(code_of(rv), "rpc client: %s at %s: %s: %s", name, url,
+                      step, nng_strerror(rv));
+}
+
+int hc_rpc_client_open(hc_rpc_client **out, int n, const char *const *urls,
+                       const char *const *names,
+                       const struct hc_rpc_client_opts *opts)
+{
+    hc_rpc_client *c = NULL;
+    struct hc_rpc_client_opts o = {0};
+    int rv, i;
+
+    if (out)
+        *out = NULL;
+    if (!out || n < 0 || (n > 0 && (!urls || !names)))
+        return hc_err_set(HC_ERR_INVAL, "rpc client: bad arguments "
+                                        "(out, n >= 0, urls and names)");
+    if (opts)
+        o = *opts;
+    if (o.timeout_ms < 0 || o.retry_ms < 0 || o.backoff_min_ms < 0 ||
+        o.backoff_max_ms < 0)
+        return hc_err_set(HC_ERR_INVAL,
+                          "rpc client: negative timeout_ms, retry_ms or "
+                          "backoff (use 0 for the default)");
+    o.timeout_ms = o.timeout_ms ? o.timeout_ms : DEFAULT_TIMEOUT_MS;
+    o.retry_ms = o.retry_ms ? o.retry_ms : DEFAULT_RETRY_MS;
+    o.backoff_min_ms = o.backoff_min_ms ? o.backoff_min_ms
+                                        : DEFAULT_BACKOFF_MIN_MS;
+    o.backoff_max_ms = o.backoff_max_ms ? o.backoff_max_ms
+                                        : DEFAULT_BACKOFF_MAX_MS;
+    o.recv_max = o.recv_max ? o.recv_max : DEFAULT_RECV_MAX;
+    if (o.backoff_max_ms < o.backoff_min_ms)
+        o.backoff_max_ms = o.backoff_min_ms;
+    for (i = 0; i < n; i++)
+        if (!urls[i] || !names[i])
+            return hc_err_set(HC_ERR_INVAL,
+                              "rpc client: peer %d has no URL or name", i);
+
+    if (!(c = calloc(1, sizeof *c)) ||
+        !(c->peers = calloc(n > 0 ? (size_t)n : 1, sizeof *c->peers))) {
+        rv = hc_err_set(HC_ERR_NOMEM, "rpc client: out of memory");
+        goto fail;
+    }
+    c->opts = o;
+    atomic_init(&c->abort, 0);
+    if ((rv = nng_mtx_alloc(&c->mtx)) != 0 ||
+        (rv = nng_cv_alloc(&c->cv, c->mtx)) != 0) {
+        rv = hc_rpc_err(rv, "rpc client: mutex");
+        goto fail;
+    }
+    for (i = 0; i < n; i++) {
+        c->n = i + 1;
+        if ((rv = peer_open(c, &c->peers[i], urls[i], names[i])) != HC_OK)
+            goto fail;
+    }
+    c->n = n;
+    *out = c;
+    return HC_OK;
+
+fail:
+    hc_rpc_client_close(c);
+    return rv;
+}
+
+/* Free every request and clear the outputs of a call that never started. */
+static void drop_all(int n, nng_msg **reqs, nng_msg **replies, int *errs,
+                     int code)
+{
+    int i;
+
+    for (i = 0; i < n; i++) {
+        if (reqs && reqs[i])
+            nng_msg_free(reqs[i]);
+        if (replies)
+            replies[i] = NULL;
+        if (errs)
+            errs[i] = code;
+    }
+}
+
+/* Every target is a valid, distinct peer with a request. */
+static int check_targets(hc_rpc_client *c, int n, const int *peers,
+                         nng_msg **reqs)
+{
+    int i, rv = HC_OK;
+
+    for (i = 0; i < n && rv == HC_OK; i++) {
+        if (peers[i] < 0 || peers[i] >= c->n)
+            rv = hc_err_set(HC_ERR_INVAL,
+                            "rpc call: target %d: peer %d is not one of the "
+                            "%d peers",
+                            i, peers[i], c->n);
+        else if (!reqs[i])
+            rv = hc_err_set(HC_ERR_INVAL,
+                            "rpc call: target %d (%s): request is NULL", i,
+                            c->peers[peers[i]].name);
+        else if (c->peers[peers[i]].in_call)
+            rv = hc_err_set(HC_ERR_INVAL,
+                            "rpc call: peer %s named twice in one call",
+                            c->peers[peers[i]].name);
+        else
+            c->peers[peers[i]].in_call = 1;
+    }
+    for (i = 0; i < n; i++)
+        if (peers[i] >= 0 && peers[i] < c->n)
+            c->peers[peers[i]].in_call = 0;
+    return rv;
+}
+
+/* Wait until every peer of the call is done. Every attempt is bounded, so
+ * this ends; past `hard` (a guard against a transport that never completes
+ * an operation) the call is aborted and the aios cancelled. */
+static void wait_all(hc_rpc_client *c, int n, const int *peers, nng_time hard)
+{
+    int i;
+
+    nng_mtx_lock(c->mtx);
+    while (c->pending > 0) {
+        if (nng_cv_until(c->cv, hard) != NNG_ETIMEDOUT)
+            continue;
+        atomic_store(&c->abort, 1);
+        nng_mtx_unlock(c->mtx);
+        for (i = 0; i < n; i++) { /* a no-op on an idle aio */
+            nng_aio_cancel(c->peers[peers[i]].aio);
+            nng_aio_cancel(c->peers[peers[i]].timer);
+        }
+        nng_mtx_lock(c->mtx);
+        hard = nng_clock() + 100;
+    }
+    nng_mtx_unlock(c->mtx);
+}
+
+int hc_rpc_call_all(hc_rpc_client *c, int n, const int *peers,
+                    nng_msg **reqs, nng_msg **replies, int *errs,
+                    int timeout_ms)
+{
+    int i, rv, first = -1;
+    int attempt_ms;
+    nng_time begin;
+
+    if (!c || n < 0 || (n > 0 && (!peers || !reqs || !replies || !errs))) {
+        drop_all(n, reqs, replies, errs, HC_ERR_INVAL);
+        return hc_err_set(HC_ERR_INVAL, "rpc call: bad arguments");
+    }
+    if ((rv = check_targets(c, n, peers, reqs)) != HC_OK) {
+        drop_all(n, reqs, replies, errs, rv);
+        return rv;
+    }
+    if (n == 0)
+        return HC_OK;
+
+    attempt_ms = timeout_ms > 0 ? timeout_ms : c->opts.timeout_ms;
+    begin = nng_clock();
+    atomic_store(&c->abort, 0);
+    c->pending = n;
+    for (i = 0; i < n; i++) {
+        struct peer *p = &c->peers[peers[i]];
+
+        p->in_call = 1;
+        p->copy = reqs[i];
+        p->reply = NULL;
+        p->err = HC_OK;
+        p->attempts = 0;
+        p->last_rv = 0;
+        p->backoff_ms = c->opts.backoff_min_ms;
+        p->attempt_ms = attempt_ms;
+        p->begin = begin;
+        p->deadline = begin + (nng_time)c->opts.retry_ms;
+        p->last_warn = 0;
+        p->msg[0] = '\0';
+        p->state = CALL_IDLE;
+    }
+    for (i = 0; i < n; i++)
+        peer_send(&c->peers[peers[i]]);
+    wait_all(c, n, peers,
+             begin + (nng_time)c->opts.retry_ms + 2 * (nng_time)attempt_ms +
+                 ABORT_SLACK_MS);
+
+    for (i = 0; i < n; i++) {
+        struct peer *p = &c->peers[peers[i]];
+
+        nng_aio_wait(p->timer); /* the last callbacks have returned */
+        nng_aio_wait(p->aio);
+        nng_msg_free(p->copy);
+        p->copy = NULL;
+        p->in_call = 0;
+        p->state = CALL_IDLE;
+        replies[i] = p->reply;
+        p->reply = NULL;
+        errs[i] = p->err;
+        if (p->err != HC_OK && first < 0)
+            first = i;
+    }
+    if (first < 0)
+        return HC_OK;
+    return hc_err_set(errs[first], "%s", c->peers[peers[first]].msg);
+}
+
+int hc_rpc_call(hc_rpc_client *c, int peer, nng_msg *req, nng_msg **reply,
+                int timeout_ms)
+{
+    int err;
+
+    return hc_rpc_call_all(c, 1, &peer, &req, reply, &err, timeout_ms);
+}
+
+int hc_rpc_connected(hc_rpc_client *c, int peer)
+{
+    if (!c || peer < 0 || peer >= c->n)
+        return 0;
+    return atomic_load(&c->peers[peer].connected) > 0;
+}
+
+int hc_rpc_client_peers(const hc_rpc_client *c)
+{
+    return c ? c->n : 0;
+}
+
+const char *hc_rpc_peer_name(const hc_rpc_client *c, int peer)
+{
+    if (!c || peer < 0 || peer >= c->n)
+        return "?";
+    return c->peers[peer].name;
+}
+
+const char *hc_rpc_peer_url(const hc_rpc_client *c, int peer)
+{
+    if (!c || peer < 0 || peer >= c->n)
+        return "?";
+    return c->peers[peer].url;
+}

@@ -1,0 +1,48 @@
+/*
+ * service.h — one parameter-server shard as a network service.
+ *
+ * The service receives envelopes over common/rpc, validates them
+ * (common/wire), keeps the membership of the workers (join, heartbeat,
+ * leave) and answers status and shutdown. Requests with an effect carry
+ * (worker, incarnation, request id); the per-worker record answers a repeat
+ * of the last applied request with the reply sent the first time, so a
+ * re-sent request is never applied twice. Variable state (create, pull,
+ * push) is delegated to ps/shard.h.
+ *
+ * Threads: handlers run on nng's threads under one service mutex;
+ * ps_service_wait blocks the calling (main) thread.
+ */
+#ifndef PS_SERVICE_H
+#define PS_SERVICE_H
+
+#include <stdint.h>
+
+#include "cluster.h"
+
+struct ps_service;
+
+struct ps_service_conf {
+    const struct hc_cluster *cluster;   /* must outlive the service */
+    int shard;                  /* this shard's index in cluster->ps */
+    const char *listen_url;     /* NULL: cluster->ps[shard].url */
+    const char *data_dir;       /* LMDB directory of this shard */
+    int n_ctx;                  /* requests in flight (0: default) */
+    size_t max_message;         /* largest accepted request (0: default) */
+    int heartbeat_timeout_ms;   /* a worker silent this long is dead */
+};
+
+/* Open the shard's store and start listening. Errors name the URL or the
+ * directory. */
+int ps_service_start(struct ps_service **out, const struct ps_service_conf *c);
+
+/* Block until a Shutdown request arrives or ps_service_request_stop is
+ * called (e.g. from a signal handler: it is async-signal-safe). */
+void ps_service_wait(struct ps_service *s);
+
+/* Async-signal-safe: ask ps_service_wait to return. */
+void ps_service_request_stop(struct ps_service *s);
+
+/* Stop listening, commit and close the store, free. */
+void ps_service_stop(struct ps_service *s);
+
+#endif

@@ -1,0 +1,410 @@
+/*
+ * shard.c — the variables of one shard (see shard.h): the chief's create,
+ * pulls served from one store snapshot, pushes applied by the optimizer in
+ * one store transaction.
+ *
+ * The store's block table is the shard's map: a (variable, offset) names a
+ * block, found by binary search in `index` (the blocks sorted by variable
+ * and offset). Every array a pull or push needs is sized at create/open
+ * time, so the steady state allocates nothing but the reply message.
+ */
+#include "shard.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "layout.h"
+#include "log.h"
+#include "optimizer.h"
+#include "store.h"
+
+struct ps_shard {
+    int index, n_shards;
+    char dir[1024];
+    struct ps_store *store;
+    struct hc_optim_conf optim;
+    uint32_t n_blocks;
+    const struct ps_block *blocks;  /* (n_blocks) the store's, local order */
+    uint32_t *index_sorted;         /* (n_blocks) local indices by (var, offset) */
+    struct ps_read *reads;          /* (n_blocks) pull scratch */
+    struct ps_update *updates;      /* (n_blocks) push scratch */
+    struct hc_tensor_src *src;      /* (n_blocks) reply scratch */
+    float **dst;                    /* (n_blocks) reply scratch */
+    unsigned char *seen;            /* (n_blocks) duplicate-block check */
+};
+
+static const struct ps_shard *sort_ctx;
+
+static int cmp_block(const void *a, const void *b)
+{
+    const struct ps_block *x = &sort_ctx->blocks[*(const uint32_t *)a];
+    const struct ps_block *y = &sort_ctx->blocks[*(const uint32_t *)b];
+
+    if (x->var != y->var)
+        return x->var < y->var ? -1 : 1;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Size the scratch arrays and the lookup index for the store's blocks. */
+static int load_blocks(struct ps_shard *sh)
+{
+    struct ps_store_info info;
+    uint32_t i, n;
+
+    ps_store_info(sh->store, &info);
+    if (!info.initialised)
+        return HC_OK;
+    sh->optim = info.optim;
+    sh->blocks = ps_store_blocks(sh->store, &n);
+    sh->n_blocks = n;
+    free(sh->index_sorted);
+    free(sh->reads);
+    free(sh->updates);
+    free(sh->src);
+    free(sh->dst);
+    free(sh->seen);
+    sh->index_sorted = calloc(n + 1, sizeof *sh->index_sorted);
+    sh->reads = calloc(n + 1, sizeof *sh->reads);
+    sh->updates = calloc(n + 1, sizeof *sh->updates);
+    sh->src = calloc(n + 1, sizeof *sh->src);
+    sh->dst = calloc(n + 1, sizeof *sh->dst);
+    sh->seen = calloc(n + 1, 1);
+    if (!sh->index_sorted || !sh->reads || !sh->updates || !sh->src ||
+        !sh->dst || !sh->seen)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory for %u blocks", n);
+    for (i = 0; i < n; i++)
+        sh->index_sorted[i] = i;
+    sort_ctx = sh;
+    qsort(sh->index_sorted, n, sizeof *sh->index_sorted, cmp_block);
+    sort_ctx = NULL;
+    return HC_OK;
+}
+
+/* The local block holding element `offset` of variable `var`, or -1. */
+static long find_block(const struct ps_shard *sh, uint32_t var, uint64_t offset)
+{
+    uint32_t lo = 0, hi = sh->n_blocks;
+
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        const struct ps_block *b = &sh->blocks[sh->index_sorted[mid]];
+
+        if (b->var < var || (b->var == var && b->offset + b->length <= offset))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < sh->n_blocks) {
+        const struct ps_block *b = &sh->blocks[sh->index_sorted[lo]];
+
+        if (b->var == var && b->offset <= offset &&
+            offset < b->offset + b->length)
+            return (long)sh->index_sorted[lo];
+    }
+    return -1;
+}
+
+int ps_shard_open(struct ps_shard **out, const char *dir, int shard,
+                  int n_shards)
+{
+    struct ps_store_info info;
+    struct ps_shard *sh;
+    int rv;
+
+    *out = NULL;
+    sh = calloc(1, sizeof *sh);
+    if (!sh)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory opening shard");
+    sh->index = shard;
+    sh->n_shards = n_shards;
+    snprintf(sh->dir, sizeof sh->dir, "%s", dir);
+    rv = ps_store_open(dir, NULL, &sh->store);
+    if (rv == HC_OK)
+        rv = load_blocks(sh);
+    if (rv != HC_OK) {
+        ps_shard_close(sh);
+        return rv;
+    }
+    ps_store_info(sh->store, &info);
+    if (info.initialised) {
+        if (info.shard != (uint32_t)shard || info.n_shards != (uint32_t)n_shards) {
+            rv = hc_err_set(HC_ERR_MISMATCH,
+                            "store %s holds shard %u of %u, but this task is "
+                            "shard %d of %d: use the right --data-dir, or "
+                            "`hetps reshard` to change the number of "
+                            "parameter servers", dir, info.shard, info.n_shards,
+                            shard, n_shards);
+            ps_shard_close(sh);
+            return rv;
+        }
+        hc_info("store %s: %u blocks at step %llu (open #%llu)", dir,
+                sh->n_blocks, (unsigned long long)info.step,
+                (unsigned long long)info.incarnation);
+    } else {
+        hc_info("store %s: empty, waiting for the chief to create the variables",
+                dir);
+    }
+    *out = sh;
+    return HC_OK;
+}
+
+static int ack_with(const struct ps_shard *sh, const struct hc_wire_msg *in,
+                    const struct hc_sender *me, uint64_t version,
+                    const struct hc_tensor_src *t, size_t n, float **dst,
+                    nng_msg **reply)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Ack ack = HETPS__ACK__INIT;
+
+    (void)sh;
+    hc_wire_init_env(&env, me, in->env->request_id);
+    ack.has_version = 1;
+    ack.version = version;
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_ACK;
+    env.ack = &ack;
+    return hc_wire_reserve(reply, &env, t, n, dst);
+}
+
+static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
+                        const struct hc_sender *me, nng_msg **reply)
+{
+    const Hetps__CreateVariables *cv = in->env->create;
+    size_t sizes[HC_MODEL_MAX_VARS];
+    const float **init = NULL;
+    struct hc_layout layout = { 0 };
+    struct hc_optim_conf oc;
+    char optim[PS_OPTIM_JSON_MAX];
+    size_t v, k, b;
+    int rv, created = 0, have_layout = 0;
+
+    if (cv->n_vars == 0 || cv->n_vars > HC_MODEL_MAX_VARS)
+        return hc_err_set(HC_ERR_LIMIT, "create: %zu variables (1..%d allowed)",
+                          cv->n_vars, HC_MODEL_MAX_VARS);
+    if (!cv->has_optimizer)
+        return hc_err_set(HC_ERR_CONFIG, "create: no optimizer settings");
+    rv = ps_optim_from_json((const char *)cv->optimizer.data,
+                            cv->optimizer.len, "CreateVariables.optimizer", &oc);
+    if (rv == HC_OK)
+        rv = ps_optim_to_json(&oc, optim, sizeof optim);
+    if (rv != HC_OK)
+        return rv;
+    for (v = 0; v < cv->n_vars; v++) {
+        size_t size = 1;
+
+        for (k = 0; k < cv->vars[v]->n_shape; k++)
+            size *= cv->vars[v]->shape[k];
+        sizes[v] = size;
+    }
+    rv = hc_layout_build(sizes, (int)cv->n_vars, sh->n_shards, cv->block_elems,
+                         &layout);
+    if (rv != HC_OK)
+        goto out;
+    have_layout = 1;
+    if (in->n_tensors != layout.shard_blocks[sh->index]) {
+        rv = hc_err_set(HC_ERR_MISMATCH, "create: %zu initial blocks sent, "
+                        "shard ps:%d holds %u", in->n_tensors, sh->index,
+                        layout.shard_blocks[sh->index]);
+        goto out;
+    }
+    init = calloc(in->n_tensors + 1, sizeof *init);
+    if (!init) {
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (b = 0, k = 0; b < layout.n_blocks; b++) {
+        const struct hc_block *blk = &layout.blocks[b];
+        const Hetps__TensorRef *t;
+
+        if (blk->shard != (uint32_t)sh->index)
+            continue;
+        t = in->env->tensors[blk->local];
+        if (t->key != blk->var || t->offset != blk->offset ||
+            t->length != blk->length) {
+            rv = hc_err_set(HC_ERR_MISMATCH, "create: tensor %u is (%u, %llu, "
+                            "%u), the layout's block is (%u, %llu, %u)",
+                            blk->local, t->key, (unsigned long long)t->offset,
+                            t->length, blk->var,
+                            (unsigned long long)blk->offset, blk->length);
+            goto out;
+        }
+        init[blk->local] = in->data[blk->local];
+        k++;
+    }
+    rv = ps_store_init(sh->store, cv->signature, &layout, (uint32_t)sh->index,
+                       optim, init, &created);
+    if (rv == HC_OK)
+        rv = load_blocks(sh);
+    if (rv != HC_OK)
+        goto out;
+    if (created)
+        hc_info("variables created: %zu variables, %u blocks here, optimizer %s",
+                cv->n_vars, sh->n_blocks, optim);
+    else
+        hc_info("variables already exist (step %llu): kept",
+                (unsigned long long)ps_store_step(sh->store));
+    rv = ack_with(sh, in, me, ps_store_step(sh->store), NULL, 0, NULL, reply);
+out:
+    free(init);
+    if (have_layout)
+        hc_layout_free(&layout);
+    return rv;
+}
+
+/* Check a pull range or pushed tensor against the blocks; returns the
+ * local block index or a negative error code (message set). */
+static long check_range(struct ps_shard *sh, const char *what, size_t i,
+                        uint32_t key, uint64_t offset, uint32_t length,
+                        int whole)
+{
+    long local = find_block(sh, key, offset);
+    const struct ps_block *b;
+
+    if (local < 0)
+        return -hc_err_set(HC_ERR_NOTFOUND, "%s %zu: no block of variable %u "
+                           "at offset %llu on shard ps:%d", what, i, key,
+                           (unsigned long long)offset, sh->index);
+    b = &sh->blocks[local];
+    if (offset + length > b->offset + b->length ||
+        (whole && (offset != b->offset || length != b->length)))
+        return -hc_err_set(HC_ERR_MISMATCH, "%s %zu: (%u, %llu, %u) does not "
+                           "match block (%u, %llu, %u) of shard ps:%d", what, i,
+                           key, (unsigned long long)offset, length, b->var,
+                           (unsigned long long)b->offset, b->length, sh->index);
+    return local;
+}
+
+static int serve_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
+                      const struct hc_sender *me, nng_msg **reply)
+{
+    const Hetps__Pull *p = in->env->pull;
+    uint64_t step = 0;
+    size_t i;
+    int rv;
+
+    if (p->n_ranges > sh->n_blocks)
+        return hc_err_set(HC_ERR_LIMIT, "pull of %zu ranges; shard ps:%d has "
+                          "%u blocks", p->n_ranges, sh->index, sh->n_blocks);
+    for (i = 0; i < p->n_ranges; i++) {
+        const Hetps__Range *r = p->ranges[i];
+        long local = check_range(sh, "pull range", i, r->key, r->offset,
+                                 r->length, 0);
+
+        if (local < 0)
+            return (int)-local;
+        sh->src[i].key = r->key;
+        sh->src[i].offset = r->offset;
+        sh->src[i].length = r->length;
+        sh->src[i].data = NULL;
+        sh->reads[i].local = (uint32_t)local;
+        sh->reads[i].first = (uint32_t)(r->offset - sh->blocks[local].offset);
+        sh->reads[i].count = r->length;
+    }
+    /* Pulls and pushes are serialised by the service, so the step read
+     * here is the step of the snapshot read below. */
+    rv = ack_with(sh, in, me, ps_store_step(sh->store), sh->src, p->n_ranges,
+                  sh->dst, reply);
+    if (rv != HC_OK)
+        return rv;
+    for (i = 0; i < p->n_ranges; i++)
+        sh->reads[i].dst = sh->dst[i];
+    rv = ps_store_read(sh->store, sh->reads, p->n_ranges, &step);
+    if (rv == HC_OK)
+        rv = hc_wire_seal(*reply);
+    if (rv != HC_OK && *reply) {
+        nng_msg_free(*reply);
+        *reply = NULL;
+    }
+    return rv;
+}
+
+static int serve_push(struct ps_shard *sh, const struct hc_wire_msg *in,
+                      const struct hc_sender *me, nng_msg **reply)
+{
+    const Hetps__Envelope *e = in->env;
+    struct ps_record rec;
+    uint64_t step;
+    size_t i;
+    int rv;
+
+    if (in->n_tensors == 0)
+        return hc_err_set(HC_ERR_PROTO, "push without tensors");
+    if (in->n_tensors > sh->n_blocks)
+        return hc_err_set(HC_ERR_LIMIT, "push of %zu tensors; shard ps:%d has "
+                          "%u blocks", in->n_tensors, sh->index, sh->n_blocks);
+    memset(sh->seen, 0, sh->n_blocks);
+    for (i = 0; i < in->n_tensors; i++) {
+        const Hetps__TensorRef *t = e->tensors[i];
+        long local = check_range(sh, "pushed tensor", i, t->key, t->offset,
+                                 t->length, 1);
+
+        if (local < 0)
+            return (int)-local;
+        if (sh->seen[local]++)
+            return hc_err_set(HC_ERR_PROTO, "pushed tensor %zu repeats block "
+                              "(%u, %llu)", i, t->key,
+                              (unsigned long long)t->offset);
+        sh->updates[i].local = (uint32_t)local;
+        sh->updates[i].length = t->length;
+        sh->updates[i].grad = in->data[i];
+        sh->updates[i].scale = 1.0f;
+    }
+    /* The reply is recorded with the update, so build it first. */
+    rv = ack_with(sh, in, me, ps_store_step(sh->store) + 1, NULL, 0, NULL,
+                  reply);
+    if (rv != HC_OK)
+        return rv;
+    rec.worker = e->sender->index;
+    rec.incarnation = e->incarnation;
+    rec.request_id = e->request_id;
+    rec.reply = nng_msg_body(*reply);
+    rec.reply_len = (uint32_t)nng_msg_len(*reply);
+    rv = ps_store_apply(sh->store, &sh->optim, sh->updates, in->n_tensors,
+                        &rec, 1, &step);
+    if (rv != HC_OK) {
+        nng_msg_free(*reply);
+        *reply = NULL;
+    }
+    return rv;
+}
+
+int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
+                   const struct hc_sender *me, nng_msg **reply)
+{
+    *reply = NULL;
+    switch (in->env->payload_case) {
+    case HETPS__ENVELOPE__PAYLOAD_CREATE:
+        return serve_create(sh, in, me, reply);
+    case HETPS__ENVELOPE__PAYLOAD_PULL:
+    case HETPS__ENVELOPE__PAYLOAD_PUSH:
+        if (!sh->n_blocks)
+            return hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables "
+                              "yet: the chief (worker:0) creates them",
+                              sh->index);
+        return in->env->payload_case == HETPS__ENVELOPE__PAYLOAD_PULL
+                   ? serve_pull(sh, in, me, reply)
+                   : serve_push(sh, in, me, reply);
+    default:
+        return hc_err_set(HC_ERR_PROTO, "not a variable request");
+    }
+}
+
+uint64_t ps_shard_version(const struct ps_shard *sh)
+{
+    return sh && sh->store ? ps_store_step(sh->store) : 0;
+}
+
+void ps_shard_close(struct ps_shard *sh)
+{
+    if (!sh)
+        return;
+    ps_store_close(sh->store);
+    free(sh->index_sorted);
+    free(sh->reads);
+    free(sh->updates);
+    free(sh->src);
+    free(sh->dst);
+    free(sh->seen);
+    free(sh);
+}

@@ -1,0 +1,270 @@
+/*
+ * store.h — one parameter-server shard's durable state in an LMDB
+ * environment: its blocks of every variable, the optimizer's slots, the
+ * global step, and the last request applied from each worker.
+ *
+ * The store knows nothing of the network. A shard opens its directory
+ * (--data-dir) with ps_store_open, the chief's first CreateVariables
+ * becomes ps_store_init (idempotent), pulls read blocks with
+ * ps_store_read from read transactions (MVCC: readers never wait for the
+ * writer, and always see whole updates), and each optimizer step is one
+ * write transaction, ps_store_apply, that also records which request it
+ * answered — so a request repeated after a crash is recognised, never
+ * applied twice.
+ *
+ * Layout on disk: DIR/data.mdb and DIR/lock.mdb, with four named
+ * databases. Integers in values are little-endian (hetps runs on
+ * little-endian hosts only); keys are big-endian so that LMDB's order is
+ * numeric order.
+ *
+ *   "meta"     text key → value. "magic" = "HETPSDB", "format" = u32
+ *              PS_STORE_FORMAT, "incarnation" = u64 (opens so far);
+ *              after ps_store_init also "signature", "layout_hash" (u64),
+ *              "block_elems", "n_shards", "shard", "n_blocks", "n_slots"
+ *              (u32), "optimizer" (JSON text, ps_optim_to_json) and
+ *              "step" (u64: updates applied so far = the version).
+ *   "vars"     u32 BE local block index → struct ps_block_hdr (24 bytes)
+ *              + length float32 values.
+ *   "slots"    (u32 BE slot, u32 BE local block) → ps_block_hdr + floats
+ *              (Adam: slot 0 = m, slot 1 = v; momentum: slot 0 = v).
+ *   "records"  u32 BE worker task index → 32-byte header (u64
+ *              incarnation, u64 request id, u64 step after the apply,
+ *              u32 reply length, u32 0) + the cached reply bytes.
+ *
+ * Checksums: every block header carries the CRC32C (Castagnoli, the
+ * polynomial of the wire's TensorRef.crc32c) of its float bytes, computed
+ * by a small static function in store.c, so a pull of a whole block can
+ * send the stored CRC as is. ps_store_verify recomputes them all.
+ *
+ * Threading: one struct ps_store per environment per process. Reads
+ * (ps_store_read, ps_store_read_block, ps_store_record_get, ps_store_step,
+ * ps_store_info, ps_store_blocks, ps_store_verify) may run on any number
+ * of threads at once, alongside one writer; writers (ps_store_init,
+ * ps_store_apply, ps_store_sync) are serialised by the store. Nothing
+ * may be called concurrently with ps_store_close. Do not open the same
+ * directory twice in one process (LMDB's rule), and never carry a store
+ * across fork().
+ *
+ * Errors: HC_ERR_* codes with a message (hc_err_msg) naming the directory
+ * and what to do. A failed write transaction is aborted — the store then
+ * holds exactly what it held before the call — and the store stays usable.
+ */
+#ifndef PS_STORE_H
+#define PS_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "model.h"
+
+#define PS_STORE_MAGIC  "HETPSDB"
+#define PS_STORE_FORMAT 1u
+#define PS_STORE_MAX_REPLY 4096u    /* bytes of a record's cached reply */
+#define PS_STORE_MAX_SLOTS 2
+
+struct ps_store;
+
+enum ps_durability {
+    /* MDB_NOSYNC | MDB_NOMETASYNC: a commit reaches the OS page cache, so
+     * it survives kill -9 of the process but not a machine crash. */
+    PS_DURABLE_NONE = 0,
+    /* Commits reach the disk: fsync at every commit (sync_ms = 0) or,
+     * grouping commits, at the first commit sync_ms after the last sync
+     * and at ps_store_sync / ps_store_close. */
+    PS_DURABLE_MACHINE = 1,
+};
+
+struct ps_store_opts {
+    uint64_t map_size;          /* bytes mapped at open; 0 = 1 GiB */
+    uint64_t map_max;           /* growth limit on MDB_MAP_FULL (doubling);
+                                   0 = 64 GiB; <= map_size: no growth */
+    enum ps_durability durability;
+    unsigned sync_ms;           /* PS_DURABLE_MACHINE group commit */
+    unsigned max_readers;       /* concurrent read transactions; 0 = 126 */
+    int read_only;              /* MDB_RDONLY: inspect, export */
+    /* Largest apply (estimated dirty pages) computed straight into
+     * MDB_RESERVE'd space; bigger ones go through the store's scratch
+     * because LMDB may spill a big transaction's dirty pages, moving
+     * earlier reservations. 0 = 65536 (half of LMDB's dirty limit). */
+    uint64_t direct_max_pages;
+};
+
+/* Header of every stored block value ("vars" and "slots"), followed by
+ * `length` floats. */
+struct ps_block_hdr {
+    uint32_t var;               /* variable index */
+    uint32_t length;            /* elements */
+    uint64_t offset;            /* first element within the variable */
+    uint32_t crc;               /* CRC32C of the length*4 float bytes */
+    uint32_t kind;              /* 0 = parameters, 1 + s = slot s */
+};
+
+/* A block of this shard, as the store knows it. */
+struct ps_block {
+    uint32_t var;
+    uint32_t length;
+    uint64_t offset;
+};
+
+struct ps_store_info {
+    const char *dir;            /* as given to ps_store_open */
+    int initialised;            /* 0 until ps_store_init */
+    uint64_t incarnation;       /* opens of this store, this one included */
+    uint64_t step;              /* updates applied (the version) */
+    uint64_t signature;         /* model signature */
+    uint64_t layout_hash;       /* ps_store's fingerprint of the layout */
+    uint32_t block_elems, n_shards, shard, n_blocks, n_slots;
+    struct hc_optim_conf optim;
+    uint64_t map_size, map_max; /* bytes, now */
+    unsigned page_size;
+};
+
+/* One block's gradient for ps_store_apply. */
+struct ps_update {
+    uint32_t local;             /* local block index */
+    uint32_t length;            /* must equal the block's length */
+    const float *grad;          /* (length) */
+    float scale;                /* gradient used = grad · scale */
+};
+
+/* The request an apply answers, recorded in the same transaction. */
+struct ps_record {
+    uint32_t worker;            /* worker task index */
+    uint64_t incarnation;       /* the worker's incarnation */
+    uint64_t request_id;
+    const void *reply;          /* reply_len bytes to answer a repeat */
+    uint32_t reply_len;         /* <= PS_STORE_MAX_REPLY */
+};
+
+/* One block (or part of it) to read with ps_store_read. */
+struct ps_read {
+    uint32_t local;             /* local block index */
+    uint32_t first;             /* first element within the block */
+    uint32_t count;             /* elements; first + count <= length */
+    float *dst;                 /* (count) written by ps_store_read */
+    uint32_t crc;               /* out: the stored CRC32C of the whole block */
+};
+
+/*
+ * Open (creating when missing, with parent directories) the store in
+ * directory `dir`. `o` may be NULL for the defaults. Clears reader slots
+ * left by crashed processes (mdb_reader_check; logs how many), writes the
+ * magic and format into a fresh store or checks them in an existing one,
+ * and counts this open as a new incarnation (not when read_only). Loads
+ * the block table when the store is initialised.
+ *
+ * Returns HC_OK and *out (owned by the caller, freed by ps_store_close),
+ * or: HC_ERR_IO (directory cannot be made or opened), HC_ERR_VERSION (not
+ * a hetps store, other format, LMDB file of another version: the message
+ * names the path and what to do), HC_ERR_STORE (other LMDB failure),
+ * HC_ERR_NOMEM, HC_ERR_INVAL (bad options).
+ */
+int ps_store_open(const char *dir, const struct ps_store_opts *o,
+                  struct ps_store **out);
+
+/* Sync (in every durability mode), close the environment and free the
+ * store. NULL is a no-op. */
+void ps_store_close(struct ps_store *s);
+
+/*
+ * Initialise the store as shard `shard` of `layout` for the model with
+ * `signature` and the optimizer settings `optim_json` (ps_optim_from_json
+ * text). `init` holds one pointer per local block of this shard (in local
+ * order), each to that block's length floats; NULL makes every block zero.
+ * The slots start at zero and the step at 0. All in one transaction.
+ *
+ * Idempotent: when the store is already initialised with the same
+ * signature, layout fingerprint, shard and optimizer, nothing changes and
+ * HC_OK is returned with *created = 0 (values trained so far are kept);
+ * *created = 1 when this call initialised it (created may be NULL).
+ * Errors: HC_ERR_MISMATCH (initialised for another model, layout or shard
+ * count — the message says which and suggests `hetps reshard` or a fresh
+ * --data-dir), HC_ERR_INVAL (bad layout or shard), HC_ERR_CONFIG (bad
+ * optimizer text), HC_ERR_MAPFULL, HC_ERR_STORE.
+ */
+int ps_store_init(struct ps_store *s, uint64_t signature,
+                  const struct hc_layout *layout, uint32_t shard,
+                  const char *optim_json, const float *const *init,
+                  int *created);
+
+/* The current step (updates applied; the version pulls wait for). 0 when
+ * not initialised. Lock-free. */
+uint64_t ps_store_step(const struct ps_store *s);
+
+/* What the store holds (meta), into *info. Strings point into the store
+ * and live until ps_store_close. */
+void ps_store_info(const struct ps_store *s, struct ps_store_info *info);
+
+/* This shard's blocks in local order: *n entries, owned by the store,
+ * valid until ps_store_close (NULL, 0 before ps_store_init). */
+const struct ps_block *ps_store_blocks(const struct ps_store *s, uint32_t *n);
+
+/*
+ * Read the `n` ranges `r` from one snapshot (one read transaction): every
+ * block comes from the same step, returned in *step (may be NULL).
+ * Fills r[i].dst and r[i].crc. Allocation-free once warm (read
+ * transactions are pooled).
+ * Errors: HC_ERR_NOTFOUND (not initialised, or no such block),
+ * HC_ERR_INVAL (range outside the block), HC_ERR_LIMIT (all reader slots
+ * in use: raise max_readers), HC_ERR_STORE (LMDB failure, or a stored
+ * value of the wrong size: corruption).
+ */
+int ps_store_read(struct ps_store *s, struct ps_read *r, size_t n,
+                  uint64_t *step);
+
+/* Read all `len` floats of local block `local` into dst (len must be the
+ * block's length). Errors as ps_store_read, HC_ERR_MISMATCH for len. */
+int ps_store_read_block(struct ps_store *s, uint32_t local, float *dst,
+                        uint32_t len);
+
+/*
+ * Apply one optimizer step in one write transaction: for each update, read
+ * the block's parameters and slots, run ps_optim_apply(c, step, …) into
+ * MDB_RESERVE'd space of the new values, store their CRCs; then, when
+ * n > 0, add 1 to the step; write each record (n_recs, may be 0); commit.
+ * On MDB_MAP_FULL the map is doubled (up to map_max) and the transaction
+ * run again. *new_step (may be NULL) receives the step after the apply.
+ *
+ * `c` must need no more slots than the store was initialised with (a
+ * different learning rate is fine: a schedule is the caller's business).
+ * A block may appear once per apply. Allocation-free in steady state
+ * (LMDB's own page buffers aside).
+ * Errors, with nothing applied: HC_ERR_NOTFOUND (not initialised),
+ * HC_ERR_INVAL (bad block, length, duplicate block, record), HC_ERR_LIMIT
+ * (reply too long), HC_ERR_CONFIG (c fails ps_optim_validate),
+ * HC_ERR_MISMATCH (c needs more slots), HC_ERR_MAPFULL
+ * (the map is at map_max: the message names the directory and the limit
+ * to raise), HC_ERR_STORE, HC_ERR_IO (sync failed after commit — the
+ * update is applied but may not be on disk).
+ */
+int ps_store_apply(struct ps_store *s, const struct hc_optim_conf *c,
+                   const struct ps_update *u, size_t n,
+                   const struct ps_record *recs, size_t n_recs,
+                   uint64_t *new_step);
+
+/*
+ * The last request recorded for `worker`: its incarnation, request id and
+ * cached reply (copied into reply[0 .. *reply_len); reply may be NULL when
+ * cap is 0). Any out-pointer may be NULL.
+ * Errors: HC_ERR_NOTFOUND (nothing recorded for this worker),
+ * HC_ERR_LIMIT (cap smaller than the reply; *reply_len says how much),
+ * HC_ERR_STORE.
+ */
+int ps_store_record_get(struct ps_store *s, uint32_t worker,
+                        uint64_t *incarnation, uint64_t *request_id,
+                        void *reply, size_t cap, size_t *reply_len);
+
+/*
+ * Recompute the CRC of every block and slot and check the headers against
+ * the block table. Returns HC_OK, or HC_ERR_CRC naming the first bad block
+ * (local index, variable, offset, kind), or HC_ERR_STORE for a missing or
+ * mis-sized value. Reads one snapshot; runs alongside pulls and applies.
+ */
+int ps_store_verify(struct ps_store *s);
+
+/* Flush committed transactions to disk now (mdb_env_sync, forced).
+ * Returns HC_OK or HC_ERR_IO. */
+int ps_store_sync(struct ps_store *s);
+
+#endif

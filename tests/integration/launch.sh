@@ -1,0 +1,48 @@
+#!/bin/sh
+# launch.sh — `hetps launch` of 2 parameter servers and 2 workers on
+# loopback: every worker joins every shard, `hetps status` lists all four
+# tasks, garbage sent to both live shards is refused while the workers stay
+# joined, and the job ends cleanly with prefixed output.
+. "$(dirname "$0")/lib.inc"
+pick_ports
+cat > "$T/cluster.json" <<JSON
+{ "cluster": { "ps": ["127.0.0.1:$PORT", "127.0.0.1:$((PORT + 1))"],
+               "worker": ["127.0.0.1:$((PORT + 2))", "127.0.0.1:$((PORT + 3))"] },
+  "hetps": { "workers": [ {"devices": "cpu"}, {"devices": "cpu"} ] } }
+JSON
+
+"$BIN/hetps" launch --data-dir "$T/data" --ps-arg=--max-message=1048576 \
+    "$T/cluster.json" -- --linger 6 --print-view > "$T/launch.log" 2>&1 &
+LPID=$!
+track $LPID
+
+both_joined() {
+    "$BIN/hetps" status "$T/cluster.json" > "$T/status.txt" 2>&1 || return 1
+    [ "$(grep -c '^worker:.*ps:0 joined.*ps:1 joined' "$T/status.txt")" -eq 2 ]
+}
+wait_for 15 both_joined || { cat "$T/status.txt" "$T/launch.log"; fail "workers did not join both shards"; }
+cat "$T/status.txt"
+for task in ps:0 ps:1 worker:0 worker:1; do
+    grep -q "^$task " "$T/status.txt" || fail "status does not list $task"
+done
+grep -q '^ps:0 .* up ' "$T/status.txt" || fail "ps:0 not up"
+ok "status lists all four tasks, both workers joined on both shards"
+
+"$B/tools/poke" garbage "$T/cluster.json" 0 || fail "garbage to ps:0"
+"$B/tools/poke" garbage "$T/cluster.json" 1 || fail "garbage to ps:1"
+both_joined || { cat "$T/status.txt"; fail "workers lost after garbage"; }
+grep -q 'ps:0 .*rejected [1-9]' "$T/status.txt" || fail "ps:0 counted no rejected message"
+ok "servers refused garbage and kept serving the workers"
+
+launcher_gone() { ! kill -0 $LPID 2>/dev/null; }
+wait_for 30 launcher_gone || { cat "$T/launch.log"; "$BIN/hetps" status "$T/cluster.json"; fail "hetps launch still running 30 s after the workers' linger"; }
+wait $LPID
+rc=$?
+PIDS=""
+tail -20 "$T/launch.log"
+[ $rc -eq 0 ] || fail "hetps launch exited $rc"
+grep -q '^\[ps:0\] ' "$T/launch.log" || fail "no [ps:0] prefixed output"
+grep -q '^\[worker:1\] ' "$T/launch.log" || fail "no [worker:1] prefixed output"
+grep -q '^\[worker:0\]   ps:1 ' "$T/launch.log" || fail "worker:0 printed no view of ps:1"
+grep -q 'parameter servers told to shut down' "$T/launch.log" || fail "no shutdown"
+ok "launch exited 0 after the workers left and the servers shut down"

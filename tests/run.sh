@@ -1,0 +1,64 @@
+#!/bin/sh
+# run.sh — run every test of hetps and add up the results.
+#
+# Unit tests: each $HETPS_BUILD/tests/test_* program (CUnit) prints
+# "cunit-counts: run R failed F skipped S". Integration tests: each
+# tests/integration/*.sh is one test; exit 0 passes, 77 is skipped, anything
+# else fails. The last line is "tests: P passed, F failed, S skipped".
+# Set TESTS=pattern to run only the matching ones.
+set -u
+cd "$(dirname "$0")/.."
+B=${HETPS_BUILD:-build/rel}
+PATTERN=${TESTS:-}
+pass=0 fail=0 skip=0 failed_names=""
+log_dir=$(mktemp -d "${TMPDIR:-/tmp}/hetps-tests-XXXXXX")
+
+for t in "$B"/tests/test_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    case "$name" in *"$PATTERN"*) ;; *) continue ;; esac
+    echo "=== unit: $name"
+    "$t" > "$log_dir/$name.log" 2>&1
+    rc=$?
+    line=$(grep '^cunit-counts:' "$log_dir/$name.log" | tail -1)
+    if [ -z "$line" ]; then
+        cat "$log_dir/$name.log"
+        echo "$name: crashed or printed no counts (exit $rc)"
+        fail=$((fail + 1)); failed_names="$failed_names $name"
+        continue
+    fi
+    set -- $line
+    r=$3 f=$5 s=$7
+    # Show the CUnit summary, and the whole log when something failed.
+    if [ "$rc" -ne 0 ] || [ "$f" -ne 0 ]; then
+        cat "$log_dir/$name.log"
+        failed_names="$failed_names $name"
+        [ "$f" -eq 0 ] && f=1
+    else
+        sed -n '/Run Summary/,$p' "$log_dir/$name.log"
+        grep -h 'skipped:' "$log_dir/$name.log" || true
+    fi
+    pass=$((pass + r - f - s)); fail=$((fail + f)); skip=$((skip + s))
+done
+
+for t in tests/integration/*.sh; do
+    [ -f "$t" ] || continue
+    name=$(basename "$t" .sh)
+    case "$name" in *"$PATTERN"*) ;; *) continue ;; esac
+    echo "=== integration: $name"
+    HETPS_BUILD="$B" sh "$t" > "$log_dir/$name.log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ]; then
+        pass=$((pass + 1)); tail -3 "$log_dir/$name.log"; echo "$name: passed"
+    elif [ $rc -eq 77 ]; then
+        skip=$((skip + 1)); tail -1 "$log_dir/$name.log"; echo "$name: skipped"
+    else
+        fail=$((fail + 1)); failed_names="$failed_names $name"
+        tail -60 "$log_dir/$name.log"; echo "$name: FAILED (exit $rc)"
+    fi
+done
+
+rm -rf "$log_dir"
+[ -n "$failed_names" ] && echo "failed:$failed_names"
+echo "tests: $pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,298 @@
+/*
+ * poke.c — an adversarial client for the integration tests.
+ *
+ *   poke garbage CLUSTER_FILE SHARD   random bytes, truncated, oversized,
+ *                                     corrupted and foreign messages; every
+ *                                     one must get an Error reply or a
+ *                                     closed pipe, and a Status afterwards
+ *                                     must still be answered
+ *   poke replay CLUSTER_FILE WORKER   join as WORKER, send the same request
+ *                                     id again, check it was answered from
+ *                                     the record and not applied twice
+ *
+ * Prints one line per check and "poke: N passed, M failed"; exits 1 on any
+ * failure.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "client.h"
+#include "cluster.h"
+#include "err.h"
+#include "wire.h"
+
+static int passed, failed;
+
+static void check(int ok, const char *what, const char *detail)
+{
+    printf("poke: %s: %s%s%s\n", ok ? "ok" : "FAIL", what, detail ? ": " : "",
+           detail ? detail : "");
+    if (ok)
+        passed++;
+    else
+        failed++;
+}
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static uint64_t next_rand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* Send raw bytes on a fresh socket; classify the outcome. 1 = error reply,
+ * 2 = no reply (pipe closed / timeout), 0 = an unexpected non-error reply. */
+static int send_raw(const char *url, const void *buf, size_t len,
+                    char *why, size_t why_len)
+{
+    nng_socket s;
+    nng_msg *m = NULL;
+    struct hc_wire_msg d;
+    int rv, out = 2;
+
+    snprintf(why, why_len, "no reply");
+    if (nng_req0_open(&s) != 0)
+        return 0;
+    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 1500);
+    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 1500);
+    nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+    if ((rv = nng_dial(s, url, NULL, 0)) != 0) {
+        snprintf(why, why_len, "dial: %s", nng_strerror(rv));
+        nng_close(s);
+        return 0;
+    }
+    if (nng_msg_alloc(&m, len) != 0) {
+        nng_close(s);
+        return 0;
+    }
+    if (len)
+        memcpy(nng_msg_body(m), buf, len);
+    if ((rv = nng_sendmsg(s, m, 0)) != 0) {
+        nng_msg_free(m);
+        snprintf(why, why_len, "send: %s", nng_strerror(rv));
+        nng_close(s);
+        return 2;
+    }
+    if ((rv = nng_recvmsg(s, &m, 0)) != 0) {
+        snprintf(why, why_len, "no reply (%s)", nng_strerror(rv));
+        nng_close(s);
+        return 2;
+    }
+    if (hc_wire_decode(nng_msg_body(m), nng_msg_len(m), 0, &d) == HC_OK) {
+        if (d.env->payload_case == HETPS__ENVELOPE__PAYLOAD_ERROR) {
+            snprintf(why, why_len, "error reply: %s", d.env->error->message);
+            out = 1;
+        } else {
+            snprintf(why, why_len, "unexpected %s reply",
+                     hc_wire_payload_name(d.env->payload_case));
+            out = 0;
+        }
+        hc_wire_msg_free(&d);
+    } else {
+        snprintf(why, why_len, "undecodable reply: %s", hc_err_msg());
+        out = 0;
+    }
+    nng_msg_free(m);
+    nng_close(s);
+    return out;
+}
+
+/* A valid Status request of this cluster, as bytes. */
+static size_t status_bytes(const struct hc_cluster *cl, unsigned char *buf,
+                           size_t cap, uint64_t cluster_id)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Status st = HETPS__STATUS__INIT;
+    struct hc_sender me = { HETPS__JOB__JOB_CLIENT, 0, 1, cluster_id };
+    nng_msg *m;
+    size_t len;
+
+    (void)cl;
+    hc_wire_init_env(&env, &me, 7);
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_STATUS;
+    env.status = &st;
+    if (hc_wire_encode(&m, &env, NULL, 0) != HC_OK)
+        return 0;
+    len = nng_msg_len(m);
+    if (len > cap)
+        len = cap;
+    memcpy(buf, nng_msg_body(m), len);
+    nng_msg_free(m);
+    return len;
+}
+
+static int garbage(const struct hc_cluster *cl, int shard)
+{
+    const char *url = cl->ps[shard].url;
+    unsigned char buf[4096], good[512];
+    size_t glen = status_bytes(cl, good, sizeof good, cl->id);
+    char why[600], what[128];
+    size_t big = 2u << 20;
+    unsigned char *huge;
+    int i, r;
+
+    for (i = 0; i < 20; i++) {
+        size_t len = (size_t)(next_rand() % sizeof buf), k;
+
+        for (k = 0; k < len; k++)
+            buf[k] = (unsigned char)next_rand();
+        r = send_raw(url, buf, len, why, sizeof why);
+        snprintf(what, sizeof what, "%zu random bytes", len);
+        check(r != 0, what, why);
+    }
+    for (i = 0; i < (int)glen; i += (int)glen / 5 + 1) {
+        r = send_raw(url, good, (size_t)i, why, sizeof why);
+        snprintf(what, sizeof what, "status truncated to %d of %zu bytes", i, glen);
+        check(r != 0, what, why);
+    }
+    memcpy(buf, good, glen);
+    buf[0] = buf[1] = buf[2] = buf[3] = 0xFF;
+    r = send_raw(url, buf, glen, why, sizeof why);
+    check(r == 1, "header length 0xFFFFFFFF", why);
+
+    glen = status_bytes(cl, good, sizeof good, cl->id ^ 1);
+    r = send_raw(url, good, glen, why, sizeof why);
+    check(r == 1 && strstr(why, "cluster"), "envelope of another cluster", why);
+
+    huge = calloc(1, big);
+    if (huge) {
+        glen = status_bytes(cl, good, sizeof good, cl->id);
+        memcpy(huge, good, glen);
+        r = send_raw(url, huge, big, why, sizeof why);
+        check(r != 0, "2 MiB message over the server's limit", why);
+        free(huge);
+    }
+
+    glen = status_bytes(cl, good, sizeof good, cl->id);
+    r = send_raw(url, good, glen, why, sizeof why);
+    check(r == 0 && strstr(why, "status_reply"),
+          "a valid status is still answered", why);
+    return failed ? 1 : 0;
+}
+
+/* Join as worker w with a fixed incarnation and request id, twice. */
+static int join_raw(const struct hc_cluster *cl, int w, uint64_t id,
+                    nng_msg **reply)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Join join = HETPS__JOIN__INIT;
+    struct hc_sender me = { HETPS__JOB__JOB_WORKER, (uint32_t)w,
+                            0x1234567890ABCDEFull, cl->id };
+    nng_socket s;
+    nng_msg *m;
+    int rv;
+
+    hc_wire_init_env(&env, &me, id);
+    join.devices = "poke";
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_JOIN;
+    env.join = &join;
+    if (hc_wire_encode(&m, &env, NULL, 0) != HC_OK)
+        return -1;
+    if (nng_req0_open(&s) != 0)
+        return -1;
+    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 3000);
+    if ((rv = nng_dial(s, cl->ps[0].url, NULL, 0)) != 0 ||
+        (rv = nng_sendmsg(s, m, 0)) != 0 || (rv = nng_recvmsg(s, reply, 0)) != 0) {
+        fprintf(stderr, "poke: join: %s\n", nng_strerror(rv));
+        nng_close(s);
+        return -1;
+    }
+    nng_close(s);
+    return 0;
+}
+
+static int member_counts(const struct hc_cluster *cl, int w, uint64_t *req,
+                         uint64_t *dup)
+{
+    struct pc_shard_status *st = calloc((size_t)cl->n_ps, sizeof *st);
+    struct pc_client *pc = NULL;
+    int k, found = 0;
+
+    if (!st || pc_open(&pc, cl, -1, 0, NULL) != HC_OK || pc_status(pc, st)) {
+        free(st);
+        pc_close(pc);
+        return -1;
+    }
+    for (k = 0; k < st[0].n_members; k++)
+        if (st[0].members[k].worker == w) {
+            *req = st[0].members[k].requests;
+            *dup = st[0].members[k].duplicates;
+            found = 1;
+        }
+    pc_status_free(st, cl->n_ps);
+    free(st);
+    pc_close(pc);
+    return found ? 0 : -1;
+}
+
+static int replay(const struct hc_cluster *cl, int w)
+{
+    nng_msg *a = NULL, *b = NULL, *c = NULL;
+    uint64_t req = 0, dup = 0;
+    struct hc_wire_msg d;
+    char detail[256];
+
+    if (join_raw(cl, w, 41, &a) || join_raw(cl, w, 41, &b)) {
+        check(0, "join twice with request id 41", "no reply");
+        return 1;
+    }
+    check(nng_msg_len(a) == nng_msg_len(b) &&
+              !memcmp(nng_msg_body(a), nng_msg_body(b), nng_msg_len(a)),
+          "the repeat is answered with the first reply's bytes", NULL);
+    if (member_counts(cl, w, &req, &dup) == 0) {
+        snprintf(detail, sizeof detail, "requests %llu duplicates %llu",
+                 (unsigned long long)req, (unsigned long long)dup);
+        check(req == 1 && dup == 1, "applied once, one duplicate", detail);
+    } else {
+        check(0, "status lists the member", NULL);
+    }
+    if (join_raw(cl, w, 40, &c) == 0 &&
+        hc_wire_decode(nng_msg_body(c), nng_msg_len(c), cl->id, &d) == HC_OK) {
+        check(d.env->payload_case == HETPS__ENVELOPE__PAYLOAD_ERROR &&
+                  d.env->error->code == HETPS__ERROR_CODE__E_STALE,
+              "an older request id is refused as stale",
+              d.env->payload_case == HETPS__ENVELOPE__PAYLOAD_ERROR
+                  ? d.env->error->message : NULL);
+        hc_wire_msg_free(&d);
+    } else {
+        check(0, "an older request id is refused as stale", "no reply");
+    }
+    nng_msg_free(a);
+    nng_msg_free(b);
+    if (c)
+        nng_msg_free(c);
+    return failed ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct hc_cluster cl;
+    struct hc_diag diag;
+    int rv = 2, idx;
+
+    if (argc != 4) {
+        fprintf(stderr, "usage: poke garbage|replay CLUSTER_FILE INDEX\n");
+        return 2;
+    }
+    if (hc_cluster_load_file(argv[2], &cl, &diag) != HC_OK) {
+        hc_diag_print(&diag, stderr);
+        return 2;
+    }
+    idx = atoi(argv[3]);
+    if (!strcmp(argv[1], "garbage") && idx >= 0 && idx < cl.n_ps)
+        rv = garbage(&cl, idx);
+    else if (!strcmp(argv[1], "replay") && idx >= 0 && idx < cl.n_worker)
+        rv = replay(&cl, idx);
+    else
+        fprintf(stderr, "poke: bad command or index\n");
+    printf("poke: %d passed, %d failed\n", passed, failed);
+    hc_cluster_free(&cl);
+    return rv;
+}

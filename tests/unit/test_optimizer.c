@@ -1,0 +1,527 @@
+/*
+ * test_optimizer.c — ps/optimizer: SGD, momentum (plain and Nesterov) and
+ * Adam against numbers computed independently (decimal literals worked
+ * out by hand or in double precision, and double-precision reference
+ * loops written here with the textbook formulas); in-place against
+ * out-of-place and vector against scalar, bit for bit; the JSON form:
+ * round trips, Keras defaults and every error message.
+ */
+#include "cu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "err.h"
+#include "ps/optimizer.h"
+
+static const struct hc_optim_conf SGD = {.type = HC_OPT_SGD, .lr = 0.1f};
+static const struct hc_optim_conf MOM = {.type = HC_OPT_MOMENTUM, .lr = 0.1f,
+                                         .momentum = 0.9f};
+static const struct hc_optim_conf NAG = {.type = HC_OPT_MOMENTUM, .lr = 0.1f,
+                                         .momentum = 0.9f, .nesterov = 1};
+static const struct hc_optim_conf ADAM = {.type = HC_OPT_ADAM, .lr = 1e-3f,
+                                          .beta1 = 0.9f, .beta2 = 0.999f,
+                                          .eps = 1e-7f};
+
+/* |got - want| <= abs + rel·|want| */
+static int close_to(double got, double want, double abs, double rel)
+{
+    return fabs(got - want) <= abs + rel * fabs(want);
+}
+
+#define CHECK_CLOSE(got, want, abs, rel)                                    \
+    do {                                                                    \
+        double g_ = (got), w_ = (want);                                     \
+        if (!close_to(g_, w_, (abs), (rel)))                                \
+            printf("\n  %s:%d: got %.10g want %.10g\n", __FILE__, __LINE__,  \
+                   g_, w_);                                                 \
+        CU_ASSERT(close_to(g_, w_, (abs), (rel)));                          \
+    } while (0)
+
+static void test_slots_and_names(void)
+{
+    CU_ASSERT_EQUAL(ps_optim_slots(&SGD), 0);
+    CU_ASSERT_EQUAL(ps_optim_slots(&MOM), 1);
+    CU_ASSERT_EQUAL(ps_optim_slots(&ADAM), 2);
+    CU_ASSERT_STRING_EQUAL(ps_optim_name(HC_OPT_SGD), "sgd");
+    CU_ASSERT_STRING_EQUAL(ps_optim_name(HC_OPT_MOMENTUM), "momentum");
+    CU_ASSERT_STRING_EQUAL(ps_optim_name(HC_OPT_ADAM), "adam");
+}
+
+/* SGD, lr 0.1: p = 1 - 0.1·0.5 = 0.95, then 0.95 - 0.1·(-1) = 1.05. */
+static void test_sgd_steps(void)
+{
+    float p[6] = {1, -2, 0.5f, 3, 0, 7};
+    double ref[6] = {1, -2, 0.5, 3, 0, 7};
+    const float g[2][6] = {{0.5f, 1, -0.25f, 2, 0, -4},
+                           {-1, 0.5f, 0.125f, -3, 1, 8}};
+
+    for (int t = 0; t < 2; t++) {
+        ps_optim_apply(&SGD, (uint64_t)t, 6, p, g[t], 1.0f, NULL, NULL, p,
+                       NULL, NULL);
+        for (int i = 0; i < 6; i++) {
+            ref[i] = ref[i] - 0.1 * g[t][i];
+            CHECK_CLOSE(p[i], ref[i], 1e-7, 1e-6);
+        }
+        if (t == 0)
+            CHECK_CLOSE(p[0], 0.95, 1e-7, 1e-7);
+    }
+    CHECK_CLOSE(p[0], 1.05, 1e-7, 1e-7);
+    CHECK_CLOSE(p[5], 7 + 0.4 - 0.8, 1e-6, 1e-7);
+}
+
+/* Momentum 0.9, lr 0.1, grads 0.5 then 0.5 then -1, worked by hand:
+ *   v1 = -0.05            p1 = 0.95
+ *   v2 = -0.05 - 0.045 = -0.095          p2 = 0.855
+ *   v3 = 0.1 - 0.0855 = 0.0145           p3 = 0.8695
+ * Nesterov (p += -g·lr + μ·v_new):
+ *   p1 = 1 - 0.05 - 0.045 = 0.905
+ *   p2 = 0.905 - 0.05 - 0.0855 = 0.7695
+ *   p3 = 0.7695 + 0.1 + 0.01305 = 0.88255 */
+static void test_momentum_steps(void)
+{
+    const float g[3] = {0.5f, 0.5f, -1};
+    const double want_v[3] = {-0.05, -0.095, 0.0145};
+    const double want_p[3] = {0.95, 0.855, 0.8695};
+    const double want_nag[3] = {0.905, 0.7695, 0.88255};
+    float p = 1, v = 0, pn = 1, vn = 0;
+
+    for (int t = 0; t < 3; t++) {
+        ps_optim_apply(&MOM, (uint64_t)t, 1, &p, &g[t], 1.0f, &v, NULL, &p,
+                       &v, NULL);
+        ps_optim_apply(&NAG, (uint64_t)t, 1, &pn, &g[t], 1.0f, &vn, NULL,
+                       &pn, &vn, NULL);
+        CHECK_CLOSE(v, want_v[t], 1e-7, 1e-6);
+        CHECK_CLOSE(p, want_p[t], 1e-7, 1e-6);
+        CHECK_CLOSE(vn, want_v[t], 1e-7, 1e-6);
+        CHECK_CLOSE(pn, want_nag[t], 1e-7, 1e-6);
+    }
+}
+
+/* A longer momentum run over many elements against a double reference. */
+static void test_momentum_reference(void)
+{
+    enum { N = 37, T = 5 };
+    float p[N], v[N], pn[N], vn[N], g[N];
+    double rp[N], rv[N], rpn[N], rvn[N];
+
+    for (int i = 0; i < N; i++) {
+        p[i] = pn[i] = (float)(i - 18) / 8.0f;
+        rp[i] = rpn[i] = p[i];
+        v[i] = vn[i] = 0;
+        rv[i] = rvn[i] = 0;
+    }
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < N; i++)
+            g[i] = (float)((i * 7 + t * 3) % 11 - 5) / 4.0f;
+        ps_optim_apply(&MOM, (uint64_t)t, N, p, g, 1.0f, v, NULL, p, v, NULL);
+        ps_optim_apply(&NAG, (uint64_t)t, N, pn, g, 1.0f, vn, NULL, pn, vn,
+                       NULL);
+        for (int i = 0; i < N; i++) {
+            double lr = 0.1f, mu = 0.9f;
+
+            rv[i] = mu * rv[i] - lr * g[i];
+            rp[i] = rp[i] + rv[i];
+            rvn[i] = mu * rvn[i] - lr * g[i];
+            rpn[i] = rpn[i] + mu * rvn[i] - lr * g[i];
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        CHECK_CLOSE(p[i], rp[i], 1e-6, 1e-5);
+        CHECK_CLOSE(v[i], rv[i], 1e-6, 1e-5);
+        CHECK_CLOSE(pn[i], rpn[i], 1e-6, 1e-5);
+        CHECK_CLOSE(vn[i], rvn[i], 1e-6, 1e-5);
+    }
+}
+
+/* Adam, Keras defaults (lr 1e-3, β 0.9/0.999, ε 1e-7), three steps on
+ * three elements; expected values computed in double precision:
+ *   t = 1: m = (0.05, -0.1, 0), v = (2.5e-4, 1e-3, 0),
+ *          p = (0.999000006325, -0.499000003162, 0.25)
+ *   t = 3: p = (0.998149808482, -0.499781756797, 0.250181546402),
+ *          m = (-0.012, 0.149, 0.08875),
+ *          v = (8.7443775e-4, 5.244001e-3, 1.015609375e-3) */
+static void test_adam_steps(void)
+{
+    const float g[3][3] = {{0.5f, -1, 0}, {0.25f, 2, -0.125f},
+                           {-0.75f, 0.5f, 1}};
+    const double p1[3] = {0.999000006325, -0.499000003162, 0.25};
+    const double p3[3] = {0.998149808482, -0.499781756797, 0.250181546402};
+    const double m3[3] = {-0.012, 0.149, 0.08875};
+    const double v3[3] = {8.7443775e-4, 5.244001e-3, 1.015609375e-3};
+    float p[3] = {1, -0.5f, 0.25f}, m[3] = {0}, v[3] = {0};
+
+    for (int t = 0; t < 3; t++) {
+        ps_optim_apply(&ADAM, (uint64_t)t, 3, p, g[t], 1.0f, m, v, p, m, v);
+        if (t == 0) {
+            CHECK_CLOSE(m[0], 0.05, 1e-9, 1e-6);
+            CHECK_CLOSE(m[1], -0.1, 1e-9, 1e-6);
+            CHECK_CLOSE(v[0], 2.5e-4, 1e-12, 1e-6);
+            CHECK_CLOSE(v[1], 1e-3, 1e-12, 1e-6);
+            CU_ASSERT_EQUAL(m[2], 0.0f);
+            CU_ASSERT_EQUAL(v[2], 0.0f);
+            for (int i = 0; i < 3; i++)
+                CHECK_CLOSE(p[i], p1[i], 2e-7, 0);
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        CHECK_CLOSE(p[i], p3[i], 3e-7, 0);
+        CHECK_CLOSE(m[i], m3[i], 1e-9, 1e-5);
+        CHECK_CLOSE(v[i], v3[i], 1e-12, 1e-5);
+    }
+}
+
+/* ε outside the square root of the uncorrected v (Keras), not the
+ * textbook m̂/(sqrt(v̂) + ε): with ε = 0.1 they differ widely. Keras:
+ * 1 - lr_t·0.05/(sqrt(2.5e-4) + 0.1) = 0.999863472941; the textbook form
+ * would give 0.999166666667. */
+static void test_adam_eps_hat_form(void)
+{
+    struct hc_optim_conf c = ADAM;
+    float p = 1, m = 0, v = 0, g = 0.5f;
+
+    c.eps = 0.1f;
+    ps_optim_apply(&c, 0, 1, &p, &g, 1.0f, &m, &v, &p, &m, &v);
+    CHECK_CLOSE(p, 0.999863472941, 2e-7, 0);
+    CU_ASSERT(fabs(p - 0.999166666667) > 1e-4);
+}
+
+/* Keras takes 1 − β in double from the decimal β and rounds it to float:
+ * with g = 1 the first step gives m = float(1 − 0.9) = 0.1f and
+ * v = float(1 − 0.999) = 0.001f exactly (1.0f − 0.999f would give
+ * 0.000999987f). */
+static void test_adam_keras_coefficients(void)
+{
+    float p = 0, m = 0, v = 0, g = 1;
+
+    ps_optim_apply(&ADAM, 0, 1, &p, &g, 1.0f, &m, &v, &p, &m, &v);
+    CU_ASSERT(m == 0.1f);
+    CU_ASSERT(v == 0.001f);
+    CU_ASSERT(v != 1.0f - 0.999f);
+}
+
+/* A long Adam run (late steps, where the bias corrections fade) against
+ * the textbook formulas in double, rearranged to the ε̂ form. */
+static void test_adam_reference(void)
+{
+    enum { N = 19, T = 40 };
+    float p[N], m[N] = {0}, v[N] = {0}, g[N];
+    double rp[N], rm[N] = {0}, rv[N] = {0};
+    const double lr = 1e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-7f;
+    uint64_t first = 1000;  /* steps already applied: t = 1001.. */
+
+    for (int i = 0; i < N; i++)
+        rp[i] = p[i] = (float)(i % 5) - 2.0f;
+    for (int t = 0; t < T; t++) {
+        double tt = (double)(first + (uint64_t)t + 1);
+        double mhat_scale = 1.0 / (1.0 - pow(b1, tt));
+        double vhat_scale = 1.0 / (1.0 - pow(b2, tt));
+
+        for (int i = 0; i < N; i++)
+            g[i] = (float)((i * 5 + t) % 9 - 4) / 3.0f;
+        ps_optim_apply(&ADAM, first + (uint64_t)t, N, p, g, 1.0f, m, v, p, m,
+                       v);
+        for (int i = 0; i < N; i++) {
+            double mh, vh;
+
+            rm[i] = b1 * rm[i] + (1 - b1) * g[i];
+            rv[i] = b2 * rv[i] + (1 - b2) * g[i] * g[i];
+            mh = rm[i] * mhat_scale;
+            vh = rv[i] * vhat_scale;
+            /* lr·m̂/(sqrt(v̂) + ε·sqrt(vhat_scale)) is the ε̂ form */
+            rp[i] -= lr * mh / (sqrt(vh) + eps * sqrt(vhat_scale));
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        CHECK_CLOSE(p[i], rp[i], 2e-6, 0);
+        CHECK_CLOSE(m[i], rm[i], 1e-7, 1e-4);
+        CHECK_CLOSE(v[i], rv[i], 1e-9, 1e-4);
+    }
+}
+
+/* Deterministic pseudo-random floats in [-2, 2). */
+static void fill(float *x, size_t n, unsigned seed)
+{
+    unsigned s = seed * 2654435761u + 1;
+
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = (float)((s >> 8) & 0xffff) / 16384.0f - 2.0f;
+    }
+}
+
+/* In place, out of place (misaligned to 16 bytes), mixed, and one element
+ * at a time (scalar path) all give the same bits. */
+static void test_inplace_outofplace_scalar(void)
+{
+    enum { N = 1031 };
+    static float g[N], p0[N], s00[N], s10[N];
+    static float pi[N], s0i[N], s1i[N];        /* in place */
+    static float po[N + 1], s0o[N + 1], s1o[N + 1];  /* out of place */
+    static float pm[N], s0m[N + 1], s1m[N + 1];  /* p in place, slots out */
+    static float ps[N], s0s[N], s1s[N];        /* scalar, in place */
+    const struct hc_optim_conf *confs[] = {&SGD, &MOM, &NAG, &ADAM};
+
+    for (size_t c = 0; c < sizeof confs / sizeof confs[0]; c++) {
+        const struct hc_optim_conf *oc = confs[c];
+
+        fill(p0, N, 1);
+        fill(s00, N, 2);
+        fill(s10, N, 3);
+        for (int i = 0; i < N; i++)
+            s10[i] = fabsf(s10[i]);     /* Adam's v is never negative */
+        memcpy(pi, p0, sizeof pi);
+        memcpy(s0i, s00, sizeof s0i);
+        memcpy(s1i, s10, sizeof s1i);
+        memcpy(pm, p0, sizeof pm);
+        memcpy(ps, p0, sizeof ps);
+        memcpy(s0s, s00, sizeof s0s);
+        memcpy(s1s, s10, sizeof s1s);
+        {
+            const float *pin = p0, *s0in = s00, *s1in = s10;
+            const float *min0 = s00, *min1 = s10;
+
+            for (uint64_t t = 0; t < 3; t++) {
+                fill(g, N, 10 + (unsigned)t);
+                ps_optim_apply(oc, 7 + t, N, pi, g, 0.5f, s0i, s1i, pi, s0i,
+                               s1i);
+                ps_optim_apply(oc, 7 + t, N, pin, g, 0.5f, s0in, s1in, po + 1,
+                               s0o + 1, s1o + 1);
+                pin = po + 1;
+                s0in = s0o + 1;
+                s1in = s1o + 1;
+                ps_optim_apply(oc, 7 + t, N, pm, g, 0.5f, min0, min1, pm,
+                               s0m + 1, s1m + 1);
+                min0 = s0m + 1;
+                min1 = s1m + 1;
+                for (int i = 0; i < N; i++)
+                    ps_optim_apply(oc, 7 + t, 1, &ps[i], &g[i], 0.5f, &s0s[i],
+                                   &s1s[i], &ps[i], &s0s[i], &s1s[i]);
+            }
+        }
+        CU_ASSERT(memcmp(pi, po + 1, sizeof pi) == 0);
+        CU_ASSERT(memcmp(pi, pm, sizeof pi) == 0);
+        CU_ASSERT(memcmp(pi, ps, sizeof pi) == 0);
+        CU_ASSERT(memcmp(pi, p0, sizeof pi) != 0);
+        if (ps_optim_slots(oc) >= 1) {
+            CU_ASSERT(memcmp(s0i, s0o + 1, sizeof s0i) == 0);
+            CU_ASSERT(memcmp(s0i, s0m + 1, sizeof s0i) == 0);
+            CU_ASSERT(memcmp(s0i, s0s, sizeof s0i) == 0);
+        }
+        if (ps_optim_slots(oc) == 2) {
+            CU_ASSERT(memcmp(s1i, s1o + 1, sizeof s1i) == 0);
+            CU_ASSERT(memcmp(s1i, s1m + 1, sizeof s1i) == 0);
+            CU_ASSERT(memcmp(s1i, s1s, sizeof s1i) == 0);
+        }
+    }
+}
+
+/* gscale multiplies the gradient: (4g)·0.25 is g exactly. */
+static void test_gscale(void)
+{
+    enum { N = 13 };
+    const struct hc_optim_conf *confs[] = {&SGD, &MOM, &NAG, &ADAM};
+
+    for (size_t c = 0; c < sizeof confs / sizeof confs[0]; c++) {
+        float g[N], g4[N], a[N], b[N], am[N] = {0}, bm[N] = {0};
+        float av[N] = {0}, bv[N] = {0};
+
+        fill(g, N, 5);
+        for (int i = 0; i < N; i++)
+            g4[i] = 4.0f * g[i];
+        fill(a, N, 6);
+        memcpy(b, a, sizeof a);
+        ps_optim_apply(confs[c], 0, N, a, g, 1.0f, am, av, a, am, av);
+        ps_optim_apply(confs[c], 0, N, b, g4, 0.25f, bm, bv, b, bm, bv);
+        CU_ASSERT(memcmp(a, b, sizeof a) == 0);
+        CU_ASSERT(memcmp(am, bm, sizeof am) == 0);
+    }
+}
+
+static void test_validate(void)
+{
+    static const struct {
+        struct hc_optim_conf c;
+        const char *want;       /* NULL: valid */
+    } cases[] = {
+        {{.type = HC_OPT_SGD, .lr = 0.01f}, NULL},
+        {{.type = HC_OPT_SGD, .lr = 0}, NULL},
+        {{.type = HC_OPT_SGD, .lr = -1}, "learning_rate -1 must be"},
+        {{.type = HC_OPT_SGD, .lr = INFINITY}, "learning_rate inf must be"},
+        {{.type = HC_OPT_MOMENTUM, .lr = 0.1f, .momentum = 0},
+         "momentum 0 must be in (0, 1]"},
+        {{.type = HC_OPT_MOMENTUM, .lr = 0.1f, .momentum = 1}, NULL},
+        {{.type = HC_OPT_ADAM, .lr = 1e-3f, .beta1 = 1, .beta2 = 0.9f,
+          .eps = 1e-7f}, "beta_1 1 must be in [0, 1)"},
+        {{.type = HC_OPT_ADAM, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = -0.1f,
+          .eps = 1e-7f}, "beta_2 -0.1 must be in [0, 1)"},
+        {{.type = HC_OPT_ADAM, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.9f,
+          .eps = 0}, "epsilon 0 must be a finite number > 0"},
+        {{.type = (enum hc_optim)9, .lr = 1}, "optimizer type 9 is unknown"},
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rv;
+
+        hc_err_clear();
+        rv = ps_optim_validate(&cases[i].c, "model m.json");
+        if (!cases[i].want) {
+            CU_ASSERT_EQUAL(rv, HC_OK);
+            continue;
+        }
+        CU_ASSERT_EQUAL(rv, HC_ERR_CONFIG);
+        if (!strstr(hc_err_msg(), cases[i].want) ||
+            !strstr(hc_err_msg(), "model m.json"))
+            printf("\n  case %zu: message \"%s\"\n", i, hc_err_msg());
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), cases[i].want));
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "model m.json"));
+    }
+}
+
+static void test_json_round_trip(void)
+{
+    static const struct hc_optim_conf cases[] = {
+        {.type = HC_OPT_SGD, .lr = 0.01f},
+        {.type = HC_OPT_SGD, .lr = 0.0123456789f},
+        {.type = HC_OPT_MOMENTUM, .lr = 0.05f, .momentum = 0.9f},
+        {.type = HC_OPT_MOMENTUM, .lr = 0.05f, .momentum = 0.99f,
+         .nesterov = 1},
+        {.type = HC_OPT_ADAM, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f,
+         .eps = 1e-7f},
+        {.type = HC_OPT_ADAM, .lr = 3.3e-4f, .beta1 = 0.0f, .beta2 = 0.98f,
+         .eps = 1.1e-8f},
+    };
+    char buf[PS_OPTIM_JSON_MAX];
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct hc_optim_conf back;
+
+        memset(&back, 0x55, sizeof back);
+        CU_ASSERT_EQUAL_FATAL(ps_optim_to_json(&cases[i], buf, sizeof buf),
+                              HC_OK);
+        CU_ASSERT_EQUAL_FATAL(ps_optim_from_json(buf, strlen(buf), "rt",
+                                                 &back), HC_OK);
+        CU_ASSERT(ps_optim_equal(&cases[i], &back));
+        CU_ASSERT_EQUAL(back.type, cases[i].type);
+        CU_ASSERT(back.lr == cases[i].lr);
+        if (cases[i].type == HC_OPT_ADAM)
+            CU_ASSERT(back.eps == cases[i].eps && back.beta2 == cases[i].beta2);
+    }
+    CU_ASSERT_EQUAL(ps_optim_to_json(&ADAM, buf, sizeof buf), HC_OK);
+    CU_ASSERT_STRING_EQUAL(buf, "{\"type\":\"adam\",\"learning_rate\":0.001,"
+                           "\"beta_1\":0.9,\"beta_2\":0.999,\"epsilon\":1e-07}");
+    CU_ASSERT_EQUAL(ps_optim_to_json(&NAG, buf, sizeof buf), HC_OK);
+    CU_ASSERT_STRING_EQUAL(buf, "{\"type\":\"sgd\",\"learning_rate\":0.1,"
+                           "\"momentum\":0.9,\"nesterov\":true}");
+    /* too small a buffer, invalid settings */
+    CU_ASSERT_EQUAL(ps_optim_to_json(&ADAM, buf, 20), HC_ERR_LIMIT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "buffer holds 20"));
+    {
+        struct hc_optim_conf bad = ADAM;
+
+        bad.eps = -1;
+        CU_ASSERT_EQUAL(ps_optim_to_json(&bad, buf, sizeof buf),
+                        HC_ERR_CONFIG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "epsilon -1"));
+    }
+}
+
+/* Keras's names and defaults. */
+static void test_json_defaults(void)
+{
+    struct hc_optim_conf c;
+    const char *t;
+
+    t = "{\"type\":\"adam\"}";
+    CU_ASSERT_EQUAL_FATAL(ps_optim_from_json(t, strlen(t), "d", &c), HC_OK);
+    CU_ASSERT(c.type == HC_OPT_ADAM && c.lr == 0.001f && c.beta1 == 0.9f &&
+              c.beta2 == 0.999f && c.eps == 1e-7f);
+    t = "{\"type\":\"sgd\",\"name\":\"SGD\"}";
+    CU_ASSERT_EQUAL_FATAL(ps_optim_from_json(t, strlen(t), "d", &c), HC_OK);
+    CU_ASSERT(c.type == HC_OPT_SGD && c.lr == 0.01f);
+    t = "{\"type\":\"sgd\",\"learning_rate\":0.2,\"momentum\":0.5,"
+        "\"nesterov\":true}";
+    CU_ASSERT_EQUAL_FATAL(ps_optim_from_json(t, strlen(t), "d", &c), HC_OK);
+    CU_ASSERT(c.type == HC_OPT_MOMENTUM && c.lr == 0.2f &&
+              c.momentum == 0.5f && c.nesterov);
+    t = "{\"type\":\"momentum\",\"momentum\":0.9}";
+    CU_ASSERT_EQUAL_FATAL(ps_optim_from_json(t, strlen(t), "d", &c), HC_OK);
+    CU_ASSERT(c.type == HC_OPT_MOMENTUM && c.momentum == 0.9f && !c.nesterov);
+    /* the length bounds the text: trailing bytes are not read */
+    t = "{\"type\":\"adam\",\"learning_rate\":0.5}garbage";
+    CU_ASSERT_EQUAL(ps_optim_from_json(t, strlen(t) - 7, "d", &c), HC_OK);
+    CU_ASSERT(c.lr == 0.5f);
+    /* trailing white space and a counted NUL are fine */
+    t = "{\"type\":\"adam\"} \n";
+    CU_ASSERT_EQUAL(ps_optim_from_json(t, strlen(t) + 1, "d", &c), HC_OK);
+}
+
+static void test_json_errors(void)
+{
+    static const struct {
+        const char *json;
+        const char *want;
+    } cases[] = {
+        {"", "empty"},
+        {"{", "not valid JSON"},
+        {"{\"type\":\"adam\",}", "not valid JSON"},
+        {"[1]", "must be a JSON object"},
+        {"{}", "\"type\" is missing"},
+        {"{\"type\":\"rmsprop\"}", "\"rmsprop\" is not supported"},
+        {"{\"type\":3}", "(not a string) is not supported"},
+        {"{\"type\":\"adam\",\"learning_rate\":\"x\"}",
+         "\"learning_rate\" must be a number"},
+        {"{\"type\":\"adam\",\"beta_1\":1.0}", "beta_1 1 must be in [0, 1)"},
+        {"{\"type\":\"adam\",\"epsilon\":0}", "epsilon 0 must be"},
+        {"{\"type\":\"sgd\",\"learning_rate\":-1}", "learning_rate -1 must be"},
+        {"{\"type\":\"sgd\",\"momentum\":1.5}", "momentum 1.5 must be in [0, 1]"},
+        {"{\"type\":\"momentum\"}", "needs \"momentum\" > 0"},
+        {"{\"type\":\"sgd\",\"nesterov\":1}", "\"nesterov\" must be true or false"},
+        {"{\"type\":\"adam\",\"amsgrad\":true}",
+         "unknown optimizer key \"amsgrad\""},
+        {"{\"type\":\"adam\",\"learning_rate\":1e300}", "out of float range"},
+        {"{\"type\":\"adam\",\"name\":5}", "\"name\" must be a string"},
+        {"{\"type\":\"adam\"} x", "unexpected text after the optimizer "
+         "settings (byte 16)"},
+    };
+    struct hc_optim_conf c = SGD;
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *m;
+        int rv;
+
+        rv = ps_optim_from_json(cases[i].json, strlen(cases[i].json),
+                                "CreateVariables.optimizer", &c);
+        m = hc_err_msg();
+        CU_ASSERT_EQUAL(rv, HC_ERR_CONFIG);
+        if (!strstr(m, cases[i].want) ||
+            !strstr(m, "CreateVariables.optimizer"))
+            printf("\n  case %zu (%s): message \"%s\"\n", i, cases[i].json, m);
+        CU_ASSERT_PTR_NOT_NULL(strstr(m, cases[i].want));
+        CU_ASSERT_PTR_NOT_NULL(strstr(m, "CreateVariables.optimizer"));
+    }
+    /* *out untouched on error */
+    CU_ASSERT(c.type == HC_OPT_SGD && c.lr == 0.1f);
+}
+
+void hp_test_register(void)
+{
+    CU_pSuite s = CU_add_suite("optimizer", NULL, NULL);
+
+    CU_add_test(s, "slots and names", test_slots_and_names);
+    CU_add_test(s, "sgd steps", test_sgd_steps);
+    CU_add_test(s, "momentum steps (plain, nesterov)", test_momentum_steps);
+    CU_add_test(s, "momentum vs double reference", test_momentum_reference);
+    CU_add_test(s, "adam steps", test_adam_steps);
+    CU_add_test(s, "adam epsilon-hat form", test_adam_eps_hat_form);
+    CU_add_test(s, "adam keras coefficients", test_adam_keras_coefficients);
+    CU_add_test(s, "adam vs double reference", test_adam_reference);
+    CU_add_test(s, "in place = out of place = scalar",
+                test_inplace_outofplace_scalar);
+    CU_add_test(s, "gradient scale", test_gscale);
+    CU_add_test(s, "validate", test_validate);
+    CU_add_test(s, "json round trip", test_json_round_trip);
+    CU_add_test(s, "json keras defaults", test_json_defaults);
+    CU_add_test(s, "json errors", test_json_errors);
+}

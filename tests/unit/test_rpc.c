@@ -1,0 +1,872 @@
+/*
+ * test_rpc.c — common/rpc over real loopback TCP: echo, concurrent
+ * call_all, deferred replies, re-send of identical bytes, unreachable
+ * peers, reconnection, recv_max, listen errors, stop with outstanding
+ * deferred requests, argument checks and the nng error mapping.
+ *
+ * Ports come from a base derived from getpid() in 30000–60000 (below the
+ * ephemeral range when it starts above 31000), one new port per server; a
+ * port found in use is skipped. Timeouts are 100–500 ms
+ * so the file runs in a few seconds.
+ */
+#include "cu.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+#include <nng/supplemental/util/platform.h>
+
+#include "common/err.h"
+#include "common/rpc.h"
+
+/* ---------- ports, messages ---------- */
+
+static int port_next;
+
+/* Lowest ephemeral port: a client re-dialling a port inside the ephemeral
+ * range can connect to itself (TCP simultaneous open) and so occupy the
+ * port a server is about to listen on; ports below the range avoid that. */
+static int ephemeral_low(void)
+{
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    int lo = 0;
+
+    if (f) {
+        if (fscanf(f, "%d", &lo) != 1)
+            lo = 0;
+        fclose(f);
+    }
+    return lo;
+}
+
+static int next_port(void)
+{
+    int lo = 30000, hi = 60000, e;
+
+    if (port_next == 0) {
+        e = ephemeral_low();
+        if (e > lo + 1000 && e < hi)
+            hi = e;
+        /* Room for the ~20 ports one run uses above the base. */
+        port_next = lo + (int)(((unsigned)getpid() * 2654435761u) %
+                               (unsigned)(hi - lo - 100));
+    }
+    return port_next++;
+}
+
+static void url_of(char *buf, size_t n, int port)
+{
+    snprintf(buf, n, "tcp://127.0.0.1:%d", port);
+}
+
+static nng_msg *make_msg(const void *data, size_t len)
+{
+    nng_msg *m = NULL;
+
+    if (nng_msg_alloc(&m, 0) != 0)
+        return NULL;
+    if (nng_msg_append(m, data, len) != 0) {
+        nng_msg_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static nng_msg *make_str(const char *s)
+{
+    return make_msg(s, strlen(s));
+}
+
+static int body_is(nng_msg *m, const char *s)
+{
+    return m && nng_msg_len(m) == strlen(s) &&
+           memcmp(nng_msg_body(m), s, strlen(s)) == 0;
+}
+
+/* ---------- a test server ---------- */
+
+enum tmode {
+    T_ECHO,       /* reply "s<id>:" + body at once */
+    T_DEFER,      /* reply from a thread after delay_ms */
+    T_SLOW_PREFIX, /* bodies starting "slow" deferred, others at once */
+    T_DROP_FIRST, /* drop the first request, echo the rest */
+    T_HOLD,       /* keep every request unanswered */
+};
+
+#define T_SEEN 8
+#define T_THR 32
+#define T_HELD 16
+
+struct tsrv {
+    hc_rpc_server *s;
+    char url[64];
+    int id;
+    enum tmode mode;
+    int delay_ms;
+    pthread_mutex_t mu;
+    int n_recv;
+    nng_msg *seen[T_SEEN];     /* copies of the first bodies received */
+    pthread_t thr[T_THR];
+    int n_thr;
+    hc_rpc_req *held[T_HELD];
+    nng_msg *held_msg[T_HELD];
+    int n_held;
+};
+
+struct tjob {
+    struct tsrv *t;
+    hc_rpc_req *req;
+    nng_msg *msg;
+    int delay_ms;
+};
+
+static void echo_reply(struct tsrv *t, hc_rpc_req *req, nng_msg *msg)
+{
+    char pre[16];
+    nng_msg *r;
+    int n = snprintf(pre, sizeof pre, "s%d:", t->id);
+
+    r = make_msg(pre, (size_t)n);
+    if (r && nng_msg_append(r, nng_msg_body(msg), nng_msg_len(msg)) != 0) {
+        nng_msg_free(r);
+        r = NULL;
+    }
+    nng_msg_free(msg);
+    hc_rpc_reply(req, r);
+}
+
+static void *job_main(void *arg)
+{
+    struct tjob *j = arg;
+
+    nng_msleep(j->delay_ms);
+    echo_reply(j->t, j->req, j->msg);
+    free(j);
+    return NULL;
+}
+
+static void defer_reply(struct tsrv *t, hc_rpc_req *req, nng_msg *msg)
+{
+    struct tjob *j = malloc(sizeof *j);
+    int ok = 0;
+
+    if (j) {
+        *j = (struct tjob){t, req, msg, t->delay_ms};
+        pthread_mutex_lock(&t->mu);
+        if (t->n_thr < T_THR &&
+            pthread_create(&t->thr[t->n_thr], NULL, job_main, j) == 0) {
+            t->n_thr++;
+            ok = 1;
+        }
+        pthread_mutex_unlock(&t->mu);
+    }
+    if (!ok) {
+        free(j);
+        echo_reply(t, req, msg);
+    }
+}
+
+static void t_handler(void *arg, hc_rpc_req *req, nng_msg *msg)
+{
+    struct tsrv *t = arg;
+    int k;
+    nng_msg *copy;
+
+    pthread_mutex_lock(&t->mu);
+    k = t->n_recv++;
+    if (k < T_SEEN && nng_msg_dup(&copy, msg) == 0)
+        t->seen[k] = copy;
+    pthread_mutex_unlock(&t->mu);
+
+    switch (t->mode) {
+    case T_ECHO:
+        echo_reply(t, req, msg);
+        return;
+    case T_DEFER:
+        defer_reply(t, req, msg);
+        return;
+    case T_SLOW_PREFIX:
+        if (nng_msg_len(msg) >= 4 && memcmp(nng_msg_body(msg), "slow", 4) == 0)
+            defer_reply(t, req, msg);
+        else
+            echo_reply(t, req, msg);
+        return;
+    case T_DROP_FIRST:
+        if (k == 0) {
+            nng_msg_free(msg);
+            hc_rpc_reply(req, NULL);
+        } else {
+            echo_reply(t, req, msg);
+        }
+        return;
+    case T_HOLD:
+        pthread_mutex_lock(&t->mu);
+        if (t->n_held < T_HELD) {
+            t->held[t->n_held] = req;
+            t->held_msg[t->n_held++] = msg;
+            msg = NULL;
+        }
+        pthread_mutex_unlock(&t->mu);
+        if (msg) {
+            nng_msg_free(msg);
+            hc_rpc_reply(req, NULL);
+        }
+        return;
+    }
+}
+
+static void tsrv_init(struct tsrv *t, int id, enum tmode mode, int delay_ms)
+{
+    memset(t, 0, sizeof *t);
+    t->id = id;
+    t->mode = mode;
+    t->delay_ms = delay_ms;
+    pthread_mutex_init(&t->mu, NULL);
+}
+
+/* Start on `url` when given, else on a fresh port (skipping ports in use). */
+static int tsrv_start_at(struct tsrv *t, const char *url,
+                         const struct hc_rpc_server_opts *opts)
+{
+    int tries, rv = HC_ERR_TRANSPORT;
+
+    for (tries = 0; tries < 50; tries++) {
+        if (url)
+            snprintf(t->url, sizeof t->url, "%s", url);
+        else
+            url_of(t->url, sizeof t->url, next_port());
+        rv = hc_rpc_server_start(&t->s, t->url, opts, t_handler, t);
+        if (rv == HC_OK || url || !strstr(hc_err_msg(), "in use"))
+            break;
+    }
+    if (rv != HC_OK)
+        fprintf(stderr, "server start: %s\n", hc_err_msg());
+    return rv;
+}
+
+static int tsrv_start(struct tsrv *t, const struct hc_rpc_server_opts *opts)
+{
+    return tsrv_start_at(t, NULL, opts);
+}
+
+/* Stop the server, join deferred-reply threads, free what was kept. */
+static void tsrv_fini(struct tsrv *t)
+{
+    int i, n;
+
+    /* Threads answer first: after stop, no reply may be sent. */
+    pthread_mutex_lock(&t->mu);
+    n = t->n_thr;
+    pthread_mutex_unlock(&t->mu);
+    for (i = 0; i < n; i++)
+        pthread_join(t->thr[i], NULL);
+    hc_rpc_server_stop(t->s);
+    t->s = NULL;
+    for (i = 0; i < T_SEEN; i++)
+        if (t->seen[i])
+            nng_msg_free(t->seen[i]);
+    for (i = 0; i < t->n_held; i++)
+        nng_msg_free(t->held_msg[i]); /* the reqs died with the server */
+    pthread_mutex_destroy(&t->mu);
+}
+
+static int tsrv_recv_count(struct tsrv *t)
+{
+    int n;
+
+    pthread_mutex_lock(&t->mu);
+    n = t->n_recv;
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+static int client_open(hc_rpc_client **c, int n, const char *const *urls,
+                       const char *const *names, int timeout_ms, int retry_ms)
+{
+    struct hc_rpc_client_opts o = {
+        .timeout_ms = timeout_ms,
+        .retry_ms = retry_ms,
+        .backoff_min_ms = 10,
+        .backoff_max_ms = 50,
+    };
+    int rv = hc_rpc_client_open(c, n, urls, names, &o);
+
+    if (rv != HC_OK)
+        fprintf(stderr, "client open: %s\n", hc_err_msg());
+    return rv;
+}
+
+static int wait_connected(hc_rpc_client *c, int peer, int want, int ms)
+{
+    nng_time end = nng_clock() + (nng_time)ms;
+
+    while (hc_rpc_connected(c, peer) != want && nng_clock() < end)
+        nng_msleep(5);
+    return hc_rpc_connected(c, peer) == want;
+}
+
+/* ---------- tests ---------- */
+
+static void test_err_map(void)
+{
+    static const struct {
+        int nng_rv;
+        int code;
+    } cases[] = {
+        {0, HC_OK},
+        {NNG_ETIMEDOUT, HC_ERR_TIMEOUT},
+        {NNG_ECLOSED, HC_ERR_CLOSED},
+        {NNG_ENOMEM, HC_ERR_NOMEM},
+        {NNG_EADDRINUSE, HC_ERR_TRANSPORT},
+        {NNG_ENOTSUP, HC_ERR_TRANSPORT},
+        {NNG_EADDRINVAL, HC_ERR_TRANSPORT},
+        {NNG_ECONNREFUSED, HC_ERR_TRANSPORT},
+    };
+    size_t i;
+    char want[256];
+
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hc_err_clear();
+        CU_ASSERT_EQUAL(hc_rpc_err(cases[i].nng_rv, "dialling ps:0"),
+                        cases[i].code);
+        if (cases[i].nng_rv == 0)
+            continue;
+        snprintf(want, sizeof want, "dialling ps:0: %s",
+                 nng_strerror(cases[i].nng_rv));
+        CU_ASSERT_STRING_EQUAL(hc_err_msg(), want);
+    }
+}
+
+static void test_echo(void)
+{
+    struct tsrv t;
+    hc_rpc_client *c = NULL;
+    nng_msg *reply = NULL;
+    const char *urls[1], *names[1] = {"ps:0"};
+    int rv;
+
+    tsrv_init(&t, 0, T_ECHO, 0);
+    if (tsrv_start(&t, NULL) != HC_OK) {
+        CU_FAIL("server start");
+        goto out;
+    }
+    urls[0] = t.url;
+    if (client_open(&c, 1, urls, names, 500, 2000) != HC_OK) {
+        CU_FAIL("client open");
+        goto out;
+    }
+    CU_ASSERT_EQUAL(hc_rpc_client_peers(c), 1);
+    CU_ASSERT_STRING_EQUAL(hc_rpc_peer_name(c, 0), "ps:0");
+    CU_ASSERT_STRING_EQUAL(hc_rpc_peer_url(c, 0), t.url);
+    CU_ASSERT_STRING_EQUAL(hc_rpc_peer_name(c, 1), "?");
+
+    rv = hc_rpc_call(c, 0, make_str("hello"), &reply, 0);
+    CU_ASSERT_EQUAL(rv, HC_OK);
+    CU_ASSERT(body_is(reply, "s0:hello"));
+    if (reply)
+        nng_msg_free(reply);
+    reply = NULL;
+    CU_ASSERT(wait_connected(c, 0, 1, 1000)); /* ADD_POST may trail */
+
+    /* The same context and aio serve a second call. */
+    rv = hc_rpc_call(c, 0, make_str("again"), &reply, 300);
+    CU_ASSERT_EQUAL(rv, HC_OK);
+    CU_ASSERT(body_is(reply, "s0:again"));
+    if (reply)
+        nng_msg_free(reply);
+
+    /* The connected count falls when the server goes away. */
+    tsrv_fini(&t);
+    CU_ASSERT(wait_connected(c, 0, 0, 2000));
+    hc_rpc_client_close(c);
+    return;
+out:
+    hc_rpc_client_close(c);
+    tsrv_fini(&t);
+}
+
+static void test_call_all_parallel(void)
+{
+    struct tsrv t[3];
+    hc_rpc_client *c = NULL;
+    const char *urls[3], *names[3] = {"ps:0", "ps:1", "ps:2"};
+    const int peers[3] = {2, 0, 1};
+    nng_msg *reqs[3], *replies[3] = {NULL, NULL, NULL};
+    int errs[3] = {-1, -1, -1};
+    int i, rv, started = 0;
+    nng_time t0, ms;
+    char want[32], body[16];
+
+    for (i = 0; i < 3; i++) {
+        tsrv_init(&t[i], i, T_DEFER, 200);
+        started++;
+        if (tsrv_start(&t[i], NULL) != HC_OK) {
+            CU_FAIL("server start");
+            goto out;
+        }
+        urls[i] = t[i].url;
+    }
+    if (client_open(&c, 3, urls, names, 1000, 3000) != HC_OK) {
+        CU_FAIL("client open");
+        goto out;
+    }
+    /* Let the background dials finish so the timing measures the calls. */
+    for (i = 0; i < 3; i++)
+        CU_ASSERT(wait_connected(c, i, 1, 2000));
+    for (i = 0; i < 3; i++) {
+        snprintf(body, sizeof body, "req%d", i);
+        reqs[i] = make_str(body);
+    }
+    t0 = nng_clock();
+    rv = hc_rpc_call_all(c, 3, peers, reqs, replies, errs, 0);
+    ms = nng_clock() - t0;
+    CU_ASSERT_EQUAL(rv, HC_OK);
+    for (i = 0; i < 3; i++) {
+        snprintf(want, sizeof want, "s%d:req%d", peers[i], i);
+        CU_ASSERT_EQUAL(errs[i], HC_OK);
+        CU_ASSERT(body_is(replies[i], want));
+        if (replies[i])
+            nng_msg_free(replies[i]);
+    }
+    /* Three 200 ms handlers in parallel: ~200 ms, not 600+. */
+    CU_ASSERT(ms >= 190);
+    CU_ASSERT(ms < 500);
+    if (ms >= 500)
+        fprintf(stderr, "call_all took %llu ms\n", (unsigned long long)ms);
+out:
+    hc_rpc_client_close(c);
+    for (i = 0; i < started; i++)
+        tsrv_fini(&t[i]);
+}
+
+struct slow_call {
+    hc_rpc_client *c;
+    int rv;
+    nng_msg *reply;
+    atomic_int done;
+};
+
+static void *slow_call_main(void *arg)
+{
+    struct slow_call *sc = arg;
+
+    sc->rv = hc_rpc_call(sc->c, 0, make_str("slow one"), &sc->reply, 0);
+    atomic_store(&sc->done, 1);
+    return NULL;
+}
+
+static void test_deferred_does_not_block(void)
+{
+    struct tsrv t;
+    hc_rpc_client *c1 = NULL, *c2 = NULL;
+    const char *urls[1], *names[1] = {"ps:0"};
+    struct slow_call sc = {0};
+    pthread_t th;
+    int joined = 1, rv, spins;
+    nng_msg *reply = NULL;
+    nng_time t0, ms;
+
+    atomic_init(&sc.done, 0);
+    tsrv_init(&t, 0, T_SLOW_PREFIX, 150);
+    if (tsrv_start(&t, NULL) != HC_OK) {
+        CU_FAIL("server start");
+        goto out;
+    }
+    urls[0] = t.url;
+    if (client_open(&c1, 1, urls, names, 1000, 2000) != HC_OK ||
+        client_open(&c2, 1, urls, names, 1000, 2000) != HC_OK) {
+        CU_FAIL("client open");
+        goto out;
+    }
+    CU_ASSERT(wait_connected(c2, 0, 1, 2000));
+    sc.c = c1;
+    if (pthread_create(&th, NULL, slow_call_main, &sc) != 0) {
+        CU_FAIL("pthread_create");
+        goto out;
+    }
+    joined = 0;
+    for (spins = 0; spins < 400 && tsrv_recv_count(&t) < 1; spins++)
+        nng_msleep(5);
+    CU_ASSERT_EQUAL(tsrv_recv_count(&t), 1);
+
+    t0 = nng_clock();
+    rv = hc_rpc_call(c2, 0, make_str("fast"), &reply, 0);
+    ms = nng_clock() - t0;
+    CU_ASSERT_EQUAL(rv, HC_OK);
+    CU_ASSERT(body_is(reply, "s0:fast"));
+    CU_ASSERT(ms < 100);
+    CU_ASSERT_EQUAL(atomic_load(&sc.done), 0); /* the slow one still waits */
+    if (reply)
+        nng_msg_free(reply);
+
+    pthread_join(th, NULL);
+    joined = 1;
+    CU_ASSERT_EQUAL(sc.rv, HC_OK);
+    CU_ASSERT(body_is(sc.reply, "s0:slow one"));
+    if (sc.reply)
+        nng_msg_free(sc.reply);
+out:
+    if (!joined)
+        pthread_join(th, NULL);
+    hc_rpc_client_close(c1);
+    hc_rpc_client_close(c2);
+    tsrv_fini(&t);
+}
+
+static void test_resend_same_bytes(void)
+{
+    static const unsigned char payload[] = {0x08, 0x2a, 0x12, 0x03, 'r',
+                                            'i', 'd', 0x00, 0xff, 0x7f};
+    struct tsrv t;
+    hc_rpc_client *c = NULL;
+    const char *urls[1], *names[1] = {"ps:3"};
+    nng_msg *reply = NULL;
+    int rv;
+
+    tsrv_init(&t, 3, T_DROP_FIRST, 0);
+    if (tsrv_start(&t, NULL) != HC_OK) {
+        CU_FAIL("server start");
+        goto out;
+    }
+    urls[0] = t.url;
+    if (client_open(&c, 1, urls, names, 100, 3000) != HC_OK) {
+        CU_FAIL("client open");
+        goto out;
+    }
+    CU_ASSERT(wait_connected(c, 0, 1, 2000));
+    rv = hc_rpc_call(c, 0, make_msg(payload, sizeof payload), &reply, 0);
+    CU_ASSERT_EQUAL(rv, HC_OK);
+    CU_ASSERT(reply && nng_msg_len(reply) == 3 + sizeof payload &&
+              memcmp((char *)nng_msg_body(reply) + 3, payload,
+                     sizeof payload) == 0);
+    if (reply)
+        nng_msg_free(reply);
+    CU_ASSERT_EQUAL(tsrv_recv_count(&t), 2);
+    CU_ASSERT(t.seen[0] && nng_msg_len(t.seen[0]) == sizeof payload &&
+              memcmp(nng_msg_body(t.seen[0]), payload, sizeof payload) == 0);
+    CU_ASSERT(t.seen[1] && nng_msg_len(t.seen[1]) == sizeof payload &&
+              memcmp(nng_msg_body(t.seen[1]), payload, sizeof payload) == 0);
+out:
+    hc_rpc_client_close(c);
+    tsrv_fini(&t);
+}
+
+static void test_unreachable(void)
+{
+    hc_rpc_client *c = NULL;
+    char url[64];
+    const char *urls[1] = {url}, *names[1] = {"ps:7"};
+    nng_msg *reply = (nng_msg *)&reply; /* must be overwritten with NULL */
+    int rv;
+    nng_time t0, ms;
+
+    url_of(url, sizeof url, next_port()); /* nothing listens there */
+    if (client_open(&c, 1, urls, names, 100, 300) != HC_OK) {
+        CU_FAIL("client open");
+        return;
+    }
+    t0 = nng_clock();
+    rv = hc_rpc_call(c, 0, make_str("anyone?"), &reply, 0);
+    ms = nng_clock() - t0;
+    CU_ASSERT_EQUAL(rv, HC_ERR_UNREACHABLE);
+    CU_ASSERT_PTR_NULL(reply);
+    CU_ASSERT(ms >= 290);
+    CU_ASSERT(ms < 1000);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "ps:7"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), url));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "never connected"));
+    CU_ASSERT_EQUAL(hc_rpc_connected(c, 0), 0);
+    hc_rpc_client_close(c);
+}
+
+struct late_start {
+    struct tsrv *t;
+    const char *url;
+    int delay_ms;
+    int rv;
+};
+
+static void *late_start_main(void *arg)
+{
+    struct late_start *ls = arg;
+
+    nng_msleep(ls->delay_ms);
+    ls->rv = tsrv_start_at(ls->t, ls->url, NULL);
+    return NULL;
+}
+
+static void test_server_after_client(void)
+{
+    struct tsrv t;
+    hc_rpc_client *c = NULL;
+    char url[64];
+    const char *urls[1] = {url}, *names[1] = {"ps:1"};
+    struct late_start ls;
+    pthread_t th;
+    nng_msg *reply = NULL;
+    int rv, started = 0;
+    nng_time t0, ms;
+
+    tsrv_init(&t, 1, T_ECHO, 0);
+    url_of(url, sizeof url, next_port());
+    if (client_open(&c, 1, urls, names, 100, 3000) != HC_OK) {
+        CU_FAIL("client open");
+        goto out;
+    }
+    CU_ASSERT_EQUAL(hc_rpc_connected(c, 0), 0);
+    ls = (struct late_start){&t, url, 200, -1};
+    if (pthread_create(&th, NULL, late_start_main, &ls) != 0) {
+        CU_FAIL("pthread_create");
+        goto out;
+    }
+    t0 = nng_clock();
+    rv = hc_rpc_call(c, 0, make_str("early"), &reply, 0);
+    ms = nng_clock() - t0;
+    pthread_join(th, NULL);
+    started = ls.rv == HC_OK;
+    CU_ASSERT_EQUAL(ls.rv, HC_OK);
+    CU_ASSERT_EQUAL(rv, HC_OK);
+    CU_ASSERT(body_is(reply, "s1:early"));
+    CU_ASSERT(ms >= 190);
+    CU_ASSERT(ms < 2500);
+    CU_ASSERT(wait_connected(c, 0, 1, 1000)); /* ADD_POST may trail */
+    if (reply)
+        nng_msg_free(reply);
+out:
+    hc_rpc_client_close(c);
+    if (started)
+        tsrv_fini(&t);
+    else
+        pthread_mutex_destroy(&t.mu);
+}
+
+static void test_recv_max(void)
+{
+    struct tsrv t;
+    struct hc_rpc_server_opts so = {.n_ctx = 4, .recv_max = 1024};
+    hc_rpc_client *c = NULL;
+    const char *urls[1], *names[1] = {"ps:2"};
+    nng_msg *reply = NULL;
+    char *big = NULL;
+    int rv;
+
+    tsrv_init(&t, 2, T_ECHO, 0);
+    if (tsrv_start(&t, &so) != HC_OK) {
+        CU_FAIL("server start");
+        goto out;
+    }
+    urls[0] = t.url;
+    if (client_open(&c, 1, urls, names, 100, 300) != HC_OK) {
+        CU_FAIL("client open");
+        goto out;
+    }
+    CU_ASSERT(wait_connected(c, 0, 1, 2000));
+    if (!(big = calloc(1, 4096))) {
+        CU_FAIL("calloc");
+        goto out;
+    }
+    rv = hc_rpc_call(c, 0, make_msg(big, 4096), &reply, 0);
+    CU_ASSERT_EQUAL(rv, HC_ERR_UNREACHABLE);
+    CU_ASSERT_PTR_NULL(reply);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "ps:2"));
+    CU_ASSERT_EQUAL(tsrv_recv_count(&t), 0);
+
+    /* The server still serves; the client reconnects. */
+    rv = hc_rpc_call(c, 0, make_str("small"), &reply, 0);
+    CU_ASSERT_EQUAL(rv, HC_OK);
+    CU_ASSERT(body_is(reply, "s2:small"));
+    CU_ASSERT_EQUAL(tsrv_recv_count(&t), 1);
+    if (reply)
+        nng_msg_free(reply);
+out:
+    free(big);
+    hc_rpc_client_close(c);
+    tsrv_fini(&t);
+}
+
+static void test_listen_errors(void)
+{
+    struct tsrv t;
+    hc_rpc_server *s2 = NULL;
+    const struct hc_rpc_server_opts bad_ctx = {.n_ctx = -1};
+    struct {
+        const char *url;
+        const struct hc_rpc_server_opts *opts;
+        int code;
+        const char *text;
+    } cases[] = {
+        {NULL, NULL, HC_ERR_TRANSPORT, "in use"}, /* url of the running one */
+        {"bogus://127.0.0.1:1", NULL, HC_ERR_TRANSPORT, "bogus://127.0.0.1:1"},
+        {"tcp://127.0.0.1:1", &bad_ctx, HC_ERR_INVAL, "n_ctx -1"},
+    };
+    size_t i;
+    int rv;
+
+    tsrv_init(&t, 0, T_ECHO, 0);
+    if (tsrv_start(&t, NULL) != HC_OK) {
+        CU_FAIL("server start");
+        goto out;
+    }
+    cases[0].url = t.url;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        s2 = (hc_rpc_server *)&s2;
+        rv = hc_rpc_server_start(&s2, cases[i].url, cases[i].opts, t_handler,
+                                 &t);
+        CU_ASSERT_EQUAL(rv, cases[i].code);
+        CU_ASSERT_PTR_NULL(s2);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), cases[i].url));
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), cases[i].text));
+        if (rv == HC_OK)
+            hc_rpc_server_stop(s2);
+    }
+out:
+    tsrv_fini(&t);
+}
+
+static void test_stop_with_deferred(void)
+{
+    struct tsrv t, d;
+    struct hc_rpc_server_opts so = {.n_ctx = 4};
+    hc_rpc_client *c = NULL;
+    const char *urls[2], *names[2] = {"ps:0", "ps:1"};
+    const int peers[2] = {0, 1};
+    nng_msg *reqs[2], *replies[2] = {NULL, NULL};
+    int errs[2], rv, held, d_started = 0;
+
+    tsrv_init(&t, 0, T_HOLD, 0);
+    tsrv_init(&d, 1, T_DEFER, 30);
+    if (tsrv_start(&t, &so) != HC_OK) {
+        CU_FAIL("server start");
+        goto out;
+    }
+    d_started = 1;
+    if (tsrv_start(&d, &so) != HC_OK) {
+        CU_FAIL("server start");
+        goto out;
+    }
+    urls[0] = t.url;
+    urls[1] = d.url;
+    if (client_open(&c, 2, urls, names, 100, 150) != HC_OK) {
+        CU_FAIL("client open");
+        goto out;
+    }
+    reqs[0] = make_str("never answered");
+    reqs[1] = make_str("answered late");
+    rv = hc_rpc_call_all(c, 2, peers, reqs, replies, errs, 0);
+    CU_ASSERT_EQUAL(rv, HC_ERR_UNREACHABLE);
+    CU_ASSERT_EQUAL(errs[0], HC_ERR_UNREACHABLE);
+    CU_ASSERT_EQUAL(errs[1], HC_OK);
+    CU_ASSERT_PTR_NULL(replies[0]);
+    CU_ASSERT(body_is(replies[1], "s1:answered late"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "ps:0"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "connected but no reply"));
+    if (replies[1])
+        nng_msg_free(replies[1]);
+    pthread_mutex_lock(&t.mu);
+    held = t.n_held;
+    pthread_mutex_unlock(&t.mu);
+    CU_ASSERT(held >= 1);
+out:
+    hc_rpc_client_close(c);
+    tsrv_fini(&t); /* stops with held requests; ASan checks the rest */
+    if (d_started)
+        tsrv_fini(&d);
+    else
+        pthread_mutex_destroy(&d.mu);
+}
+
+static void test_call_args(void)
+{
+    hc_rpc_client *c = NULL;
+    char url[64];
+    const char *urls[2] = {url, url}, *names[2] = {"ps:0", "ps:1"};
+    struct {
+        int n;
+        int peers[2];
+        int null_req; /* reqs[1] is NULL */
+        int code;
+        const char *text;
+    } cases[] = {
+        {2, {0, 5}, 0, HC_ERR_INVAL, "peer 5 is not one of the 2 peers"},
+        {2, {-1, 0}, 0, HC_ERR_INVAL, "peer -1 is not one of the 2 peers"},
+        {2, {1, 1}, 0, HC_ERR_INVAL, "peer ps:1 named twice"},
+        {2, {0, 1}, 1, HC_ERR_INVAL, "target 1 (ps:1): request is NULL"},
+        {0, {0, 0}, 0, HC_OK, NULL},
+    };
+    nng_msg *reqs[2], *replies[2];
+    int errs[2];
+    size_t i;
+    int rv;
+
+    url_of(url, sizeof url, next_port());
+    if (client_open(&c, 2, urls, names, 100, 100) != HC_OK) {
+        CU_FAIL("client open");
+        return;
+    }
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        reqs[0] = make_str("a");
+        reqs[1] = cases[i].null_req ? NULL : make_str("b");
+        replies[0] = replies[1] = (nng_msg *)&replies;
+        rv = hc_rpc_call_all(c, cases[i].n, cases[i].peers, reqs, replies,
+                             errs, 0);
+        CU_ASSERT_EQUAL(rv, cases[i].code);
+        if (cases[i].text) {
+            CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), cases[i].text));
+            CU_ASSERT_PTR_NULL(replies[0]); /* requests were freed */
+            CU_ASSERT_PTR_NULL(replies[1]);
+        } else {
+            nng_msg_free(reqs[0]); /* n = 0: nothing was handed over */
+            nng_msg_free(reqs[1]);
+        }
+    }
+    hc_rpc_client_close(c);
+}
+
+static void test_client_open_errors(void)
+{
+    hc_rpc_client *c = (hc_rpc_client *)&c;
+    const char *urls[2] = {"tcp://127.0.0.1:1", "bogus://host:1"};
+    const char *names[2] = {"ps:0", "ps:1"};
+    const struct hc_rpc_client_opts neg = {.timeout_ms = -5};
+    int rv;
+
+    rv = hc_rpc_client_open(&c, 2, urls, names, NULL);
+    CU_ASSERT_EQUAL(rv, HC_ERR_TRANSPORT);
+    CU_ASSERT_PTR_NULL(c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "ps:1"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "bogus://host:1"));
+
+    rv = hc_rpc_client_open(&c, 1, urls, names, &neg);
+    CU_ASSERT_EQUAL(rv, HC_ERR_INVAL);
+    CU_ASSERT_PTR_NULL(c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "negative timeout_ms"));
+}
+
+void hp_test_register(void)
+{
+    CU_pSuite s = CU_add_suite("rpc", NULL, NULL);
+
+    CU_add_test(s, "nng error mapping", test_err_map);
+    CU_add_test(s, "echo, accessors, connected count", test_echo);
+    CU_add_test(s, "call_all to 3 servers runs concurrently",
+                test_call_all_parallel);
+    CU_add_test(s, "deferred reply does not block others",
+                test_deferred_does_not_block);
+    CU_add_test(s, "dropped request is re-sent with the same bytes",
+                test_resend_same_bytes);
+    CU_add_test(s, "nothing listening: UNREACHABLE names peer and URL",
+                test_unreachable);
+    CU_add_test(s, "server started after the client", test_server_after_client);
+    CU_add_test(s, "recv_max drops large message, keeps serving",
+                test_recv_max);
+    CU_add_test(s, "listen errors name the URL", test_listen_errors);
+    CU_add_test(s, "stop with outstanding deferred requests",
+                test_stop_with_deferred);
+    CU_add_test(s, "call_all argument checks", test_call_args);
+    CU_add_test(s, "client open errors", test_client_open_errors);
+}

@@ -1,0 +1,1019 @@
+/*
+ * test_store.c — ps/store on real LMDB environments in temporary
+ * directories: open/init/reopen, idempotent init and every mismatch,
+ * applies checked against values computed here and against the optimizer
+ * run in memory (both the direct-reserve and the scratch path), records
+ * for duplicate detection, MDB_MAP_FULL with and without growth, refusal
+ * of foreign or damaged files, CRC damage found by ps_store_verify (bytes
+ * changed through raw LMDB), read-only opens, durability modes, and
+ * readers running alongside 200 applies that must always see whole
+ * updates.
+ *
+ * Layouts are built by hand here (the store uses only struct hc_layout's
+ * fields), blocks dealt round-robin to the shards.
+ */
+#include "cu.h"
+
+#include <lmdb.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "err.h"
+#include "log.h"
+#include "ps/optimizer.h"
+#include "ps/store.h"
+
+#define SIG 0x5151000012345678ull
+
+static const char *SGD_JSON = "{\"type\":\"sgd\",\"learning_rate\":0.5}";
+static const char *ADAM_JSON = "{\"type\":\"adam\"}";
+
+#define CHECK_MSG(substr)                                                    \
+    do {                                                                     \
+        const char *m_ = hc_err_msg();                                       \
+        if (!strstr(m_, (substr)))                                           \
+            printf("\n  %s:%d: message \"%s\" lacks \"%s\"\n", __FILE__,      \
+                   __LINE__, m_, (substr));                                  \
+        CU_ASSERT_PTR_NOT_NULL(strstr(m_, (substr)));                        \
+    } while (0)
+
+/* ---- helpers ----------------------------------------------------------- */
+
+/* Cut variables into blocks of `be`, dealt round-robin to the shards. */
+static void tl_build(struct hc_layout *l, const size_t *sizes, int nv,
+                     int n_shards, uint32_t be)
+{
+    size_t nb = 0, k = 0;
+
+    memset(l, 0, sizeof *l);
+    for (int v = 0; v < nv; v++)
+        nb += (sizes[v] + be - 1) / be;
+    l->n_shards = n_shards;
+    l->block_elems = be;
+    l->n_blocks = nb;
+    l->blocks = calloc(nb, sizeof *l->blocks);
+    l->shard_elems = calloc((size_t)n_shards, sizeof *l->shard_elems);
+    l->shard_blocks = calloc((size_t)n_shards, sizeof *l->shard_blocks);
+    for (int v = 0; v < nv; v++) {
+        for (size_t off = 0; off < sizes[v]; off += be, k++) {
+            struct hc_block *b = &l->blocks[k];
+            uint32_t sh = (uint32_t)(k % (size_t)n_shards);
+
+            b->var = (uint32_t)v;
+            b->offset = off;
+            b->length = (uint32_t)(sizes[v] - off < be ? sizes[v] - off : be);
+            b->shard = sh;
+            b->flat = l->total;
+            b->local = l->shard_blocks[sh]++;
+            l->shard_elems[sh] += b->length;
+            l->total += b->length;
+        }
+    }
+}
+
+static void tl_free(struct hc_layout *l)
+{
+    free(l->blocks);
+    free(l->shard_elems);
+    free(l->shard_blocks);
+    memset(l, 0, sizeof *l);
+}
+
+/* Initial values of a shard's blocks: var·1000 + element/4 (exact). */
+struct vals {
+    uint32_t n;
+    float **b;          /* (n) each (length) */
+    uint32_t *len;      /* (n) */
+};
+
+static void vals_make(struct vals *v, const struct hc_layout *l, uint32_t sh)
+{
+    v->n = l->shard_blocks[sh];
+    v->b = calloc(v->n, sizeof *v->b);
+    v->len = calloc(v->n, sizeof *v->len);
+    for (size_t i = 0; i < l->n_blocks; i++) {
+        const struct hc_block *b = &l->blocks[i];
+
+        if (b->shard != sh)
+            continue;
+        v->len[b->local] = b->length;
+        v->b[b->local] = malloc(b->length * sizeof(float));
+        for (uint32_t e = 0; e < b->length; e++)
+            v->b[b->local][e] = (float)b->var * 1000.0f +
+                                (float)(b->offset + e) / 4.0f;
+    }
+}
+
+static void vals_free(struct vals *v)
+{
+    for (uint32_t i = 0; i < v->n; i++)
+        free(v->b[i]);
+    free(v->b);
+    free(v->len);
+}
+
+static uint32_t ref_crc32c(const void *buf, size_t n)
+{
+    const unsigned char *p = buf;
+    uint32_t c = 0xFFFFFFFFu;
+
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+    }
+    return ~c;
+}
+
+/* Every block of the store equals v (and its CRC the reference CRC). */
+static int store_equals(struct ps_store *s, const struct vals *v)
+{
+    int ok = 1;
+
+    for (uint32_t i = 0; i < v->n; i++) {
+        float *got = malloc(v->len[i] * sizeof(float));
+        struct ps_read r = {i, 0, v->len[i], got, 0};
+
+        if (ps_store_read(s, &r, 1, NULL) != HC_OK ||
+            memcmp(got, v->b[i], v->len[i] * sizeof(float)) != 0 ||
+            r.crc != ref_crc32c(v->b[i], v->len[i] * sizeof(float)))
+            ok = 0;
+        free(got);
+    }
+    return ok;
+}
+
+static struct ps_store *open_ok(const char *dir, const struct ps_store_opts *o)
+{
+    struct ps_store *s = NULL;
+    int rv = ps_store_open(dir, o, &s);
+
+    if (rv != HC_OK)
+        printf("\n  open %s: %s\n", dir, hc_err_msg());
+    CU_ASSERT_EQUAL(rv, HC_OK);
+    return s;
+}
+
+/* Change raw bytes of a stored value through LMDB (the store closed). */
+static int raw_edit(const char *dir, const char *db, const void *key,
+                    size_t klen, size_t at, const void *bytes, size_t n)
+{
+    MDB_env *env = NULL;
+    MDB_txn *txn = NULL;
+    MDB_dbi dbi;
+    MDB_val k = {klen, (void *)key}, v, nv;
+    unsigned char *copy = NULL;
+    int rc;
+
+    if ((rc = mdb_env_create(&env)) || (rc = mdb_env_set_maxdbs(env, 8)) ||
+        (rc = mdb_env_open(env, dir, 0, 0644)) ||
+        (rc = mdb_txn_begin(env, NULL, 0, &txn)) ||
+        (rc = mdb_dbi_open(txn, db, 0, &dbi)))
+        goto out;
+    rc = mdb_get(txn, dbi, &k, &v);
+    if (rc == MDB_NOTFOUND) {
+        v.mv_size = 0;
+        v.mv_data = NULL;
+    } else if (rc) {
+        goto out;
+    }
+    nv.mv_size = v.mv_size > at + n ? v.mv_size : at + n;
+    copy = calloc(1, nv.mv_size);
+    if (v.mv_size)
+        memcpy(copy, v.mv_data, v.mv_size);
+    memcpy(copy + at, bytes, n);
+    nv.mv_data = copy;
+    if ((rc = mdb_put(txn, dbi, &k, &nv, 0)))
+        goto out;
+    rc = mdb_txn_commit(txn);
+    txn = NULL;
+out:
+    if (txn)
+        mdb_txn_abort(txn);
+    if (env)
+        mdb_env_close(env);
+    free(copy);
+    return rc;
+}
+
+/* Replace a whole value (exact bytes). */
+static int raw_put(const char *dir, const char *db, const char *key,
+                   const void *val, size_t n)
+{
+    MDB_env *env = NULL;
+    MDB_txn *txn = NULL;
+    MDB_dbi dbi;
+    MDB_val k = {strlen(key), (void *)key}, v = {n, (void *)val};
+    int rc;
+
+    if ((rc = mdb_env_create(&env)) || (rc = mdb_env_set_maxdbs(env, 8)) ||
+        (rc = mdb_env_open(env, dir, 0, 0644)) ||
+        (rc = mdb_txn_begin(env, NULL, 0, &txn)) ||
+        (rc = mdb_dbi_open(txn, db, 0, &dbi)) ||
+        (rc = mdb_put(txn, dbi, &k, &v, 0)))
+        goto out;
+    rc = mdb_txn_commit(txn);
+    txn = NULL;
+out:
+    if (txn)
+        mdb_txn_abort(txn);
+    if (env)
+        mdb_env_close(env);
+    return rc;
+}
+
+static void sub(char *buf, size_t cap, const char *dir, const char *name)
+{
+    snprintf(buf, cap, "%s/%s", dir, name);
+}
+
+/* ---- tests ------------------------------------------------------------- */
+
+static void test_open_fresh(void)
+{
+    char tmp[256], dir[300];
+    struct ps_store *s;
+    struct ps_store_info info;
+    float x[4];
+    struct ps_update u = {0, 4, x, 1.0f};
+    struct hc_optim_conf sgd = {.type = HC_OPT_SGD, .lr = 0.1f};
+
+    hp_tmpdir(tmp, sizeof tmp);
+    sub(dir, sizeof dir, tmp, "a/b/ps0");      /* parents are created */
+    s = open_ok(dir, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    ps_store_info(s, &info);
+    CU_ASSERT_EQUAL(info.initialised, 0);
+    CU_ASSERT_EQUAL(info.incarnation, 1);
+    CU_ASSERT_EQUAL(info.map_size, 1ull << 30);
+    CU_ASSERT_EQUAL(ps_store_step(s), 0);
+    CU_ASSERT_EQUAL(ps_store_read_block(s, 0, x, 4), HC_ERR_NOTFOUND);
+    CHECK_MSG("not initialised");
+    CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, &u, 1, NULL, 0, NULL),
+                    HC_ERR_NOTFOUND);
+    CHECK_MSG(dir);
+    ps_store_close(s);
+    s = open_ok(dir, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    ps_store_info(s, &info);
+    CU_ASSERT_EQUAL(info.incarnation, 2);
+    ps_store_close(s);
+    /* a path that cannot be a directory */
+    sub(dir, sizeof dir, tmp, "a/b/ps0/data.mdb/x");
+    CU_ASSERT_EQUAL(ps_store_open(dir, NULL, &s), HC_ERR_IO);
+    CHECK_MSG("cannot create");
+    CU_ASSERT_PTR_NULL(s);
+    CU_ASSERT_EQUAL(ps_store_open("", NULL, &s), HC_ERR_INVAL);
+    CHECK_MSG("--data-dir");
+    hp_rmtree(tmp);
+}
+
+static void test_init_reopen(void)
+{
+    const size_t sizes[] = {600, 10, 300};
+    char tmp[256];
+    struct hc_layout l;
+    struct vals v;
+    struct ps_store *s;
+    struct ps_store_info info;
+    const struct ps_block *tab;
+    uint32_t n;
+    int created = -1;
+
+    hp_tmpdir(tmp, sizeof tmp);
+    tl_build(&l, sizes, 3, 2, 256);
+    vals_make(&v, &l, 1);
+    s = open_ok(tmp, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 1, ADAM_JSON,
+                                  (const float *const *)v.b, &created), HC_OK);
+    CU_ASSERT_EQUAL(created, 1);
+    CU_ASSERT(store_equals(s, &v));
+    tab = ps_store_blocks(s, &n);
+    CU_ASSERT_EQUAL_FATAL(n, l.shard_blocks[1]);
+    for (size_t i = 0; i < l.n_blocks; i++) {
+        const struct hc_block *b = &l.blocks[i];
+
+        if (b->shard != 1)
+            continue;
+        CU_ASSERT(tab[b->local].var == b->var &&
+                  tab[b->local].offset == b->offset &&
+                  tab[b->local].length == b->length);
+    }
+    CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
+    ps_store_close(s);
+
+    s = open_ok(tmp, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    ps_store_info(s, &info);
+    CU_ASSERT_EQUAL(info.initialised, 1);
+    CU_ASSERT_EQUAL(info.incarnation, 2);
+    CU_ASSERT_EQUAL(info.signature, SIG);
+    CU_ASSERT_EQUAL(info.shard, 1);
+    CU_ASSERT_EQUAL(info.n_shards, 2);
+    CU_ASSERT_EQUAL(info.block_elems, 256);
+    CU_ASSERT_EQUAL(info.n_blocks, l.shard_blocks[1]);
+    CU_ASSERT_EQUAL(info.n_slots, 2);
+    CU_ASSERT_EQUAL(info.optim.type, HC_OPT_ADAM);
+    CU_ASSERT(info.optim.lr == 0.001f);
+    CU_ASSERT_EQUAL(info.step, 0);
+    CU_ASSERT(store_equals(s, &v));
+    CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
+    /* idempotent: same init again changes nothing */
+    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 1, ADAM_JSON, NULL, &created),
+                    HC_OK);
+    CU_ASSERT_EQUAL(created, 0);
+    CU_ASSERT(store_equals(s, &v));
+    ps_store_close(s);
+    vals_free(&v);
+    tl_free(&l);
+    hp_rmtree(tmp);
+}
+
+static void test_init_mismatch(void)
+{
+    const size_t sizes[] = {600, 10, 300};
+    char tmp[256];
+    struct hc_layout l, l3, lb;
+    struct ps_store *s;
+    int created = -1;
+
+    hp_tmpdir(tmp, sizeof tmp);
+    tl_build(&l, sizes, 3, 2, 256);
+    tl_build(&l3, sizes, 3, 3, 256);
+    tl_build(&lb, sizes, 3, 2, 128);
+    s = open_ok(tmp, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    /* bad arguments before anything is written */
+    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 2, SGD_JSON, NULL, NULL),
+                    HC_ERR_INVAL);
+    CHECK_MSG("shard 2 is out of range");
+    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 0, "{\"type\":\"nadam\"}", NULL,
+                                  NULL), HC_ERR_CONFIG);
+    CHECK_MSG("\"nadam\" is not supported");
+    CU_ASSERT_EQUAL(ps_store_init(s, SIG, NULL, 0, SGD_JSON, NULL, NULL),
+                    HC_ERR_INVAL);
+    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 0, SGD_JSON, NULL, &created),
+                    HC_OK);
+    CU_ASSERT_EQUAL(created, 1);
+
+    CU_ASSERT_EQUAL(ps_store_init(s, SIG + 1, &l, 0, SGD_JSON, NULL,
+                                  &created), HC_ERR_MISMATCH);
+    CU_ASSERT_EQUAL(created, 0);
+    CHECK_MSG("model signature");
+    CHECK_MSG(tmp);
+    CHECK_MSG("fresh --data-dir");
+    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l3, 0, SGD_JSON, NULL, NULL),
+                    HC_ERR_MISMATCH);
+    CHECK_MSG("laid out for 2 shards");
+    CHECK_MSG("now has 3 shards");
+    CHECK_MSG("hetps reshard");
+    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &lb, 0, SGD_JSON, NULL, NULL),
+                    HC_ERR_MISMATCH);
+    CHECK_MSG("blocks of 128");
+    CHECK_MSG("hetps reshard");
+    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 1, SGD_JSON, NULL, NULL),
+                    HC_ERR_MISMATCH);
+    CHECK_MSG("holds shard 0 but this server is shard 1");
+    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 0, ADAM_JSON, NULL, NULL),
+                    HC_ERR_MISMATCH);
+    CHECK_MSG("optimizer {\"type\":\"sgd\"");
+    /* the same settings written differently are the same optimizer */
+    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 0,
+                                  "{ \"learning_rate\": 0.5, \"type\": \"sgd\" }",
+                                  NULL, &created), HC_OK);
+    CU_ASSERT_EQUAL(created, 0);
+    ps_store_close(s);
+    tl_free(&l);
+    tl_free(&l3);
+    tl_free(&lb);
+    hp_rmtree(tmp);
+}
+
+/* SGD lr 0.5, scale 0.5 on exact binary values: p − 0.25·g. */
+static void test_apply_sgd(void)
+{
+    const size_t sizes[] = {20, 7};
+    char tmp[256];
+    struct hc_layout l;
+    struct vals v;
+    struct ps_store *s;
+    struct hc_optim_conf c = {.type = HC_OPT_SGD, .lr = 0.5f};
+    float g0[8], g1[7], got[8];
+    struct ps_update u[2];
+    struct ps_read r[2];
+    uint64_t step = 99;
+
+    hp_tmpdir(tmp, sizeof tmp);
+    tl_build(&l, sizes, 2, 1, 8);  /* blocks: 8, 8, 4 | 7 */
+    vals_make(&v, &l, 0);
+    s = open_ok(tmp, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, SGD_JSON,
+                                        (const float *const *)v.b, NULL),
+                          HC_OK);
+    for (int i = 0; i < 8; i++)
+        g0[i] = (float)(i - 3);
+    for (int i = 0; i < 7; i++)
+        g1[i] = (float)(2 * i) + 0.5f;
+    u[0] = (struct ps_update){1, 8, g0, 0.5f};
+    u[1] = (struct ps_update){3, 7, g1, 0.5f};
+    CU_ASSERT_EQUAL(ps_store_apply(s, &c, u, 2, NULL, 0, &step), HC_OK);
+    CU_ASSERT_EQUAL(step, 1);
+    CU_ASSERT_EQUAL(ps_store_step(s), 1);
+    /* expected: block 1 is var 0, elements 8..15: e/4 − 0.25·(i − 3) */
+    for (int i = 0; i < 8; i++)
+        v.b[1][i] = (float)(8 + i) / 4.0f - 0.25f * (float)(i - 3);
+    /* block 3 is var 1, elements 0..6: 1000 + e/4 − 0.25·(2i + 0.5) */
+    for (int i = 0; i < 7; i++)
+        v.b[3][i] = 1000.0f + (float)i / 4.0f - 0.25f * ((float)(2 * i) + 0.5f);
+    CU_ASSERT_EQUAL(v.b[1][0], 2.75f);          /* 2 + 0.75, by hand */
+    CU_ASSERT_EQUAL(v.b[3][6], 1000.0f + 1.5f - 3.125f);
+    CU_ASSERT(store_equals(s, &v));
+    /* a range read and the snapshot's step */
+    r[0] = (struct ps_read){1, 2, 3, got, 0};
+    r[1] = (struct ps_read){3, 6, 1, got + 3, 0};
+    CU_ASSERT_EQUAL(ps_store_read(s, r, 2, &step), HC_OK);
+    CU_ASSERT_EQUAL(step, 1);
+    CU_ASSERT(got[0] == v.b[1][2] && got[2] == v.b[1][4] &&
+              got[3] == v.b[3][6]);
+    CU_ASSERT_EQUAL(r[0].crc, ref_crc32c(v.b[1], 8 * sizeof(float)));
+    /* read errors */
+    r[0] = (struct ps_read){1, 6, 3, got, 0};
+    CU_ASSERT_EQUAL(ps_store_read(s, r, 1, NULL), HC_ERR_INVAL);
+    CHECK_MSG("outside block 1");
+    r[0] = (struct ps_read){9, 0, 1, got, 0};
+    CU_ASSERT_EQUAL(ps_store_read(s, r, 1, NULL), HC_ERR_NOTFOUND);
+    CHECK_MSG("no parameters for block 9");
+    CU_ASSERT_EQUAL(ps_store_read_block(s, 0, got, 7), HC_ERR_MISMATCH);
+    CHECK_MSG("block 0 has 8 elements, not 7");
+    CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
+    ps_store_close(s);
+    vals_free(&v);
+    tl_free(&l);
+    hp_rmtree(tmp);
+}
+
+/* Adam through the store equals Adam in memory, bit for bit, over steps
+ * and a reopen (so slots and the step persist), on the direct path and on
+ * the scratch path (direct_max_pages = 1). Block lengths make both leaf
+ * values (may be 2-byte aligned) and overflow values. */
+static void run_adam_equivalence(uint64_t direct_max_pages)
+{
+    const size_t sizes[] = {3000, 5, 1201};
+    char tmp[256];
+    struct hc_layout l;
+    struct vals v;
+    struct ps_store_opts o = {.direct_max_pages = direct_max_pages};
+    struct ps_store *s;
+    struct hc_optim_conf c;
+    float *m[8], *vv[8], *g[8], *got;
+    struct ps_update u[8];
+    uint32_t nb;
+
+    CU_ASSERT_EQUAL_FATAL(ps_optim_from_json(ADAM_JSON, strlen(ADAM_JSON),
+                                             "t", &c), HC_OK);
+    c.lr = 0.01f;   /* a schedule may change lr: allowed */
+    hp_tmpdir(tmp, sizeof tmp);
+    tl_build(&l, sizes, 3, 1, 1024);
+    vals_make(&v, &l, 0);
+    nb = v.n;
+    CU_ASSERT_FATAL(nb <= 8);
+    got = malloc(1024 * sizeof(float));
+    for (uint32_t i = 0; i < nb; i++) {
+        m[i] = calloc(v.len[i], sizeof(float));
+        vv[i] = calloc(v.len[i], sizeof(float));
+        g[i] = malloc(v.len[i] * sizeof(float));
+    }
+    s = open_ok(tmp, &o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, ADAM_JSON,
+                                        (const float *const *)v.b, NULL),
+                          HC_OK);
+    for (uint64_t t = 0; t < 4; t++) {
+        uint32_t nu = 0;
+        uint64_t step = 0;
+
+        if (t == 2) {           /* restart in the middle */
+            ps_store_close(s);
+            s = open_ok(tmp, &o);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+        }
+        for (uint32_t i = 0; i < nb; i++) {
+            if (t == 1 && i == 1)
+                continue;       /* not every block in every step */
+            for (uint32_t e = 0; e < v.len[i]; e++)
+                g[i][e] = (float)((e * 7 + i * 3 + t * 5) % 13) / 8.0f - 0.75f;
+            u[nu++] = (struct ps_update){i, v.len[i], g[i], 0.5f};
+            ps_optim_apply(&c, t, v.len[i], v.b[i], g[i], 0.5f, m[i], vv[i],
+                           v.b[i], m[i], vv[i]);
+        }
+        CU_ASSERT_EQUAL(ps_store_apply(s, &c, u, nu, NULL, 0, &step), HC_OK);
+        CU_ASSERT_EQUAL(step, t + 1);
+    }
+    CU_ASSERT(store_equals(s, &v));
+    CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
+    ps_store_close(s);
+    for (uint32_t i = 0; i < nb; i++) {
+        free(m[i]);
+        free(vv[i]);
+        free(g[i]);
+    }
+    free(got);
+    vals_free(&v);
+    tl_free(&l);
+    hp_rmtree(tmp);
+}
+
+static void test_apply_adam_direct(void)
+{
+    run_adam_equivalence(0);
+}
+
+static void test_apply_adam_scratch(void)
+{
+    run_adam_equivalence(1);
+}
+
+static void test_apply_errors(void)
+{
+    const size_t sizes[] = {20};
+    char tmp[256];
+    struct hc_layout l;
+    struct ps_store *s;
+    struct hc_optim_conf sgd = {.type = HC_OPT_SGD, .lr = 0.5f};
+    struct hc_optim_conf adam = {.type = HC_OPT_ADAM, .lr = 1e-3f,
+                                 .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-7f};
+    struct hc_optim_conf bad = {.type = HC_OPT_SGD, .lr = -2};
+    float g[8] = {1, 1, 1, 1, 1, 1, 1, 1}, x[8];
+    char big[PS_STORE_MAX_REPLY + 1] = {0};
+    struct ps_update u[2];
+    struct ps_record rec = {3, 7, 9, big, PS_STORE_MAX_REPLY + 1};
+
+    hp_tmpdir(tmp, sizeof tmp);
+    tl_build(&l, sizes, 1, 1, 8);   /* blocks 8, 8, 4 */
+    s = open_ok(tmp, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+                          HC_OK);
+    u[0] = (struct ps_update){5, 8, g, 1};
+    CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, u, 1, NULL, 0, NULL),
+                    HC_ERR_INVAL);
+    CHECK_MSG("names block 5 but this shard has 3 blocks");
+    u[0] = (struct ps_update){2, 8, g, 1};
+    CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, u, 1, NULL, 0, NULL),
+                    HC_ERR_INVAL);
+    CHECK_MSG("has 8 elements, the block 4");
+    u[0] = (struct ps_update){0, 8, g, 1};
+    u[1] = (struct ps_update){0, 8, g, 1};
+    CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, u, 2, NULL, 0, NULL),
+                    HC_ERR_INVAL);
+    CHECK_MSG("block 0 appears twice");
+    u[1] = (struct ps_update){1, 8, NULL, 1};
+    CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, u, 2, NULL, 0, NULL),
+                    HC_ERR_INVAL);
+    CHECK_MSG("no gradient");
+    CU_ASSERT_EQUAL(ps_store_apply(s, &adam, u, 1, NULL, 0, NULL),
+                    HC_ERR_MISMATCH);
+    CHECK_MSG("needs 2 slot arrays");
+    CU_ASSERT_EQUAL(ps_store_apply(s, &bad, u, 1, NULL, 0, NULL),
+                    HC_ERR_CONFIG);
+    CHECK_MSG("learning_rate -2");
+    CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, u, 1, &rec, 1, NULL),
+                    HC_ERR_LIMIT);
+    CHECK_MSG("4097 bytes");
+    /* nothing was applied */
+    CU_ASSERT_EQUAL(ps_store_step(s), 0);
+    CU_ASSERT_EQUAL(ps_store_read_block(s, 0, x, 8), HC_OK);
+    CU_ASSERT(x[0] == 0 && x[7] == 0);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 3, NULL, NULL, NULL, 0, NULL),
+                    HC_ERR_NOTFOUND);
+    /* and the store still works */
+    CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, u, 1, NULL, 0, NULL), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_read_block(s, 0, x, 8), HC_OK);
+    CU_ASSERT(x[0] == -0.5f && x[7] == -0.5f);
+    ps_store_close(s);
+    tl_free(&l);
+    hp_rmtree(tmp);
+}
+
+static void test_records(void)
+{
+    const size_t sizes[] = {16};
+    char tmp[256], reply[64];
+    struct hc_layout l;
+    struct ps_store *s;
+    struct hc_optim_conf sgd = {.type = HC_OPT_SGD, .lr = 0.5f};
+    float g[16] = {0};
+    struct ps_update u = {0, 16, g, 1};
+    struct ps_record recs[2] = {
+        {0, 0xAAAA, 41, "ack-w0", 6},
+        {7, 0xBBBB, 5, "ack-w7-long", 11},
+    };
+    uint64_t inc = 0, req = 0, step = 0;
+    size_t len = 0;
+
+    hp_tmpdir(tmp, sizeof tmp);
+    tl_build(&l, sizes, 1, 1, 16);
+    s = open_ok(tmp, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+                          HC_OK);
+    CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, &u, 1, recs, 2, &step), HC_OK);
+    CU_ASSERT_EQUAL(step, 1);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 7, &inc, &req, reply, sizeof reply,
+                                        &len), HC_OK);
+    CU_ASSERT(inc == 0xBBBB && req == 5 && len == 11 &&
+              memcmp(reply, "ack-w7-long", 11) == 0);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 3, &inc, &req, reply, sizeof reply,
+                                        &len), HC_ERR_NOTFOUND);
+    CHECK_MSG("no request recorded for worker 3");
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 7, NULL, NULL, reply, 4, &len),
+                    HC_ERR_LIMIT);
+    CU_ASSERT_EQUAL(len, 11);
+    CHECK_MSG("has 11 bytes but the buffer holds 4");
+    /* a record-only apply (a repeat answered, a join) leaves the step */
+    recs[0].request_id = 42;
+    recs[0].reply_len = 0;
+    CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, NULL, 0, recs, 1, &step), HC_OK);
+    CU_ASSERT_EQUAL(step, 1);
+    ps_store_close(s);
+
+    s = open_ok(tmp, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(ps_store_step(s), 1);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 0, &inc, &req, NULL, 0, &len),
+                    HC_OK);
+    CU_ASSERT(inc == 0xAAAA && req == 42 && len == 0);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 7, &inc, &req, reply, sizeof reply,
+                                        &len), HC_OK);
+    CU_ASSERT(inc == 0xBBBB && req == 5 && len == 11);
+    ps_store_close(s);
+    tl_free(&l);
+    hp_rmtree(tmp);
+}
+
+/* A 64 KiB map that may not grow fills up; the failing apply is rolled
+ * back whole, everything before it is intact, and with a higher limit the
+ * same apply goes through. */
+static void test_map_full(void)
+{
+    const size_t sizes[] = {16};
+    char tmp[256], reply[3000];
+    struct hc_layout l;
+    struct ps_store_opts o = {.map_size = 64 << 10, .map_max = 64 << 10};
+    struct ps_store *s;
+    struct ps_store_info info;
+    struct hc_optim_conf sgd = {.type = HC_OPT_SGD, .lr = 1.0f};
+    float g[16], x[16];
+    struct ps_update u = {0, 16, g, 1};
+    struct ps_record rec = {0, 1, 0, reply, sizeof reply};
+    uint32_t w, ok = 0;
+    int rv = HC_OK;
+
+    for (int i = 0; i < 16; i++)
+        g[i] = -1;
+    memset(reply, 'r', sizeof reply);
+    hp_tmpdir(tmp, sizeof tmp);
+    tl_build(&l, sizes, 1, 1, 16);
+    s = open_ok(tmp, &o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+                          HC_OK);
+    for (w = 0; w < 64; w++) {
+        rec.worker = w;
+        rec.request_id = 100 + w;
+        rv = ps_store_apply(s, &sgd, &u, 1, &rec, 1, NULL);
+        if (rv != HC_OK)
+            break;
+        ok++;
+    }
+    CU_ASSERT(ok >= 1);
+    CU_ASSERT_EQUAL_FATAL(rv, HC_ERR_MAPFULL);
+    CHECK_MSG(tmp);
+    CHECK_MSG("map is full at 64 KiB");
+    CHECK_MSG("--map-max");
+    CHECK_MSG("not applied");
+    /* rolled back; earlier data intact; still readable */
+    CU_ASSERT_EQUAL(ps_store_step(s), ok);
+    CU_ASSERT_EQUAL(ps_store_read_block(s, 0, x, 16), HC_OK);
+    CU_ASSERT_EQUAL(x[0], (float)ok);
+    CU_ASSERT_EQUAL(x[15], (float)ok);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, ok - 1, NULL, NULL, NULL, 0, NULL),
+                    HC_ERR_LIMIT);  /* present (reply larger than 0) */
+    CU_ASSERT_EQUAL(ps_store_record_get(s, ok, NULL, NULL, NULL, 0, NULL),
+                    HC_ERR_NOTFOUND);
+    CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
+    ps_store_close(s);
+
+    /* allowed to grow: the same apply succeeds and the map doubled */
+    o.map_max = 1 << 20;
+    s = open_ok(tmp, &o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(ps_store_step(s), ok);
+    rec.worker = ok;
+    for (w = 0; w < 3; w++, rec.worker++)
+        CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, &u, 1, &rec, 1, NULL), HC_OK);
+    ps_store_info(s, &info);
+    CU_ASSERT(info.map_size > (64u << 10));
+    CU_ASSERT_EQUAL(ps_store_read_block(s, 0, x, 16), HC_OK);
+    CU_ASSERT_EQUAL(x[3], (float)(ok + 3));
+    CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
+    ps_store_close(s);
+    tl_free(&l);
+    hp_rmtree(tmp);
+}
+
+/* An init bigger than the initial map grows it on its own. */
+static void test_map_growth_init(void)
+{
+    const size_t sizes[] = {40 * 256};
+    char tmp[256];
+    struct hc_layout l;
+    struct ps_store_opts o = {.map_size = 64 << 10, .map_max = 8 << 20};
+    struct ps_store *s;
+    struct ps_store_info info;
+    struct vals v;
+
+    hp_tmpdir(tmp, sizeof tmp);
+    tl_build(&l, sizes, 1, 1, 256);
+    vals_make(&v, &l, 0);
+    s = open_ok(tmp, &o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 0, ADAM_JSON,
+                                  (const float *const *)v.b, NULL), HC_OK);
+    ps_store_info(s, &info);
+    CU_ASSERT(info.map_size >= (128u << 10));
+    CU_ASSERT(info.map_size <= (8u << 20));
+    CU_ASSERT(store_equals(s, &v));
+    ps_store_close(s);
+    vals_free(&v);
+    tl_free(&l);
+    hp_rmtree(tmp);
+}
+
+static void test_refuse_foreign(void)
+{
+    char tmp[256], dir[300], file[320];
+    struct ps_store *s = NULL;
+    uint32_t fmt = 99;
+    FILE *f;
+
+    hp_tmpdir(tmp, sizeof tmp);
+    /* a hetps store whose magic was overwritten */
+    sub(dir, sizeof dir, tmp, "magic");
+    s = open_ok(dir, NULL);
+    ps_store_close(s);
+    CU_ASSERT_EQUAL_FATAL(raw_put(dir, "meta", "magic", "NOTHETPS", 8), 0);
+    CU_ASSERT_EQUAL(ps_store_open(dir, NULL, &s), HC_ERR_VERSION);
+    CU_ASSERT_PTR_NULL(s);
+    CHECK_MSG(dir);
+    CHECK_MSG("not a hetps store (meta magic is \"NOTHETPS\"");
+    CHECK_MSG("--data-dir");
+    /* a newer format */
+    sub(dir, sizeof dir, tmp, "format");
+    s = open_ok(dir, NULL);
+    ps_store_close(s);
+    CU_ASSERT_EQUAL_FATAL(raw_put(dir, "meta", "format", &fmt, 4), 0);
+    CU_ASSERT_EQUAL(ps_store_open(dir, NULL, &s), HC_ERR_VERSION);
+    CHECK_MSG("store format 99, but this hetps reads format 1");
+    CHECK_MSG(dir);
+    /* some other program's LMDB database */
+    sub(dir, sizeof dir, tmp, "foreign");
+    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
+    CU_ASSERT_EQUAL_FATAL(raw_put(dir, NULL, "foo", "bar", 3), 0);
+    CU_ASSERT_EQUAL(ps_store_open(dir, NULL, &s), HC_ERR_VERSION);
+    CHECK_MSG("not a hetps store (no \"meta\")");
+    /* not an LMDB file at all */
+    sub(dir, sizeof dir, tmp, "garbage");
+    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
+    snprintf(file, sizeof file, "%s/data.mdb", dir);
+    f = fopen(file, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    for (int i = 0; i < 4096; i++)
+        fputc("garbage!"[i % 8], f);
+    fclose(f);
+    CU_ASSERT_EQUAL(ps_store_open(dir, NULL, &s), HC_ERR_VERSION);
+    CHECK_MSG(file);
+    CHECK_MSG("is not an LMDB database");
+    hp_rmtree(tmp);
+}
+
+static void test_verify_corruption(void)
+{
+    const size_t sizes[] = {40};
+    char tmp[256];
+    struct hc_layout l;
+    struct vals v;
+    struct ps_store *s;
+    unsigned char key[8] = {0, 0, 0, 1, 0, 0, 0, 0};
+    float bad = 12345.0f;
+
+    hp_tmpdir(tmp, sizeof tmp);
+    tl_build(&l, sizes, 1, 1, 16);      /* blocks 16, 16, 8 */
+    vals_make(&v, &l, 0);
+    s = open_ok(tmp, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, ADAM_JSON,
+                                        (const float *const *)v.b, NULL),
+                          HC_OK);
+    CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
+    ps_store_close(s);
+
+    /* element 3 of block 1's parameters, header (and its CRC) untouched */
+    CU_ASSERT_EQUAL_FATAL(raw_edit(tmp, "vars", key, 4,
+                                   sizeof(struct ps_block_hdr) + 3 * 4, &bad,
+                                   4), 0);
+    s = open_ok(tmp, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(ps_store_verify(s), HC_ERR_CRC);
+    CHECK_MSG("parameters of block 1 (variable 0, offset 16, 16 elements)");
+    CHECK_MSG("stored CRC32C");
+    CHECK_MSG(tmp);
+    ps_store_close(s);
+    /* put it back: clean again; then damage slot 1 of block 2 */
+    CU_ASSERT_EQUAL_FATAL(raw_edit(tmp, "vars", key, 4,
+                                   sizeof(struct ps_block_hdr) + 3 * 4,
+                                   &v.b[1][3], 4), 0);
+    s = open_ok(tmp, NULL);
+    CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
+    ps_store_close(s);
+    {
+        unsigned char skey[8] = {0, 0, 0, 1, 0, 0, 0, 2};
+
+        CU_ASSERT_EQUAL_FATAL(raw_edit(tmp, "slots", skey, 8,
+                                       sizeof(struct ps_block_hdr), &bad, 4),
+                              0);
+    }
+    s = open_ok(tmp, NULL);
+    CU_ASSERT_EQUAL(ps_store_verify(s), HC_ERR_CRC);
+    CHECK_MSG("slot 1 of block 2 (variable 0, offset 32, 8 elements)");
+    ps_store_close(s);
+    vals_free(&v);
+    tl_free(&l);
+    hp_rmtree(tmp);
+}
+
+static void test_read_only_and_durability(void)
+{
+    const size_t sizes[] = {8};
+    char tmp[256], dir[300];
+    struct hc_layout l;
+    struct ps_store_opts w = {.durability = PS_DURABLE_MACHINE, .sync_ms = 0};
+    struct ps_store_opts ro = {.read_only = 1};
+    struct ps_store *s, *r;
+    struct ps_store_info info;
+    struct hc_optim_conf sgd = {.type = HC_OPT_SGD, .lr = 1.0f};
+    float g[8] = {-1, -1, -1, -1, -1, -1, -1, -1}, x[8];
+    struct ps_update u = {0, 8, g, 1};
+
+    hp_tmpdir(tmp, sizeof tmp);
+    tl_build(&l, sizes, 1, 1, 8);
+    s = open_ok(tmp, &w);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+                          HC_OK);
+    CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, &u, 1, NULL, 0, NULL), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_sync(s), HC_OK);
+    ps_store_close(s);
+    /* group commit */
+    w.sync_ms = 5;
+    s = open_ok(tmp, &w);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, &u, 1, NULL, 0, NULL), HC_OK);
+    /* a read-only view (hetps inspect) beside the running writer */
+    r = open_ok(tmp, &ro);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    ps_store_info(r, &info);
+    CU_ASSERT_EQUAL(info.incarnation, 2);       /* not counted */
+    CU_ASSERT_EQUAL(info.step, 4);
+    CU_ASSERT_EQUAL(ps_store_read_block(r, 0, x, 8), HC_OK);
+    CU_ASSERT_EQUAL(x[0], 4.0f);
+    CU_ASSERT_EQUAL(ps_store_apply(r, &sgd, &u, 1, NULL, 0, NULL),
+                    HC_ERR_INVAL);
+    CHECK_MSG("read-only");
+    CU_ASSERT_EQUAL(ps_store_verify(r), HC_OK);
+    ps_store_close(r);
+    ps_store_close(s);
+    sub(dir, sizeof dir, tmp, "missing");
+    CU_ASSERT_EQUAL(ps_store_open(dir, &ro, &r), HC_ERR_NOTFOUND);
+    CHECK_MSG("no such directory");
+    tl_free(&l);
+    hp_rmtree(tmp);
+}
+
+/* ---- concurrent readers ------------------------------------------------ */
+
+enum { CB = 4, CLEN = 1000, CSTEPS = 200 };
+
+struct conc {
+    struct ps_store *s;
+    atomic_int done;
+    atomic_int bad;
+    atomic_uint reads;
+};
+
+/* Every element of every block of a snapshot equals the snapshot's step:
+ * each apply adds exactly 1 to every element. */
+static void *reader(void *arg)
+{
+    struct conc *c = arg;
+    static _Thread_local float buf[CB][CLEN];
+    uint64_t last = 0;
+
+    while (!atomic_load(&c->done)) {
+        struct ps_read r[CB];
+        uint64_t step = 0;
+
+        for (uint32_t b = 0; b < CB; b++)
+            r[b] = (struct ps_read){b, 0, CLEN, buf[b], 0};
+        if (ps_store_read(c->s, r, CB, &step) != HC_OK) {
+            atomic_fetch_add(&c->bad, 1);
+            break;
+        }
+        if (step < last)
+            atomic_fetch_add(&c->bad, 1);
+        last = step;
+        for (uint32_t b = 0; b < CB; b++)
+            for (uint32_t e = 0; e < CLEN; e++)
+                if (buf[b][e] != (float)step) {
+                    atomic_fetch_add(&c->bad, 1);
+                    e = CLEN;
+                    b = CB;
+                }
+        atomic_fetch_add(&c->reads, 1);
+    }
+    return NULL;
+}
+
+static void test_concurrent_readers(void)
+{
+    const size_t sizes[] = {CB * CLEN};
+    char tmp[256];
+    struct hc_layout l;
+    struct hc_optim_conf sgd = {.type = HC_OPT_SGD, .lr = 1.0f};
+    static float g[CLEN];
+    struct ps_update u[CB];
+    struct conc c = {0};
+    pthread_t th[2];
+    int rv = HC_OK;
+
+    for (int i = 0; i < CLEN; i++)
+        g[i] = -1;
+    for (uint32_t b = 0; b < CB; b++)
+        u[b] = (struct ps_update){b, CLEN, g, 1};
+    hp_tmpdir(tmp, sizeof tmp);
+    tl_build(&l, sizes, 1, 1, CLEN);
+    c.s = open_ok(tmp, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c.s);
+    CU_ASSERT_EQUAL_FATAL(ps_store_init(c.s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+                          HC_OK);
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, reader, &c), 0);
+    for (int t = 0; t < CSTEPS && rv == HC_OK; t++) {
+        rv = ps_store_apply(c.s, &sgd, u, CB, NULL, 0, NULL);
+        if (t % 50 == 0)    /* let the readers in on a 2-core machine */
+            while (atomic_load(&c.reads) < (unsigned)(t / 50 + 1) &&
+                   atomic_load(&c.bad) == 0)
+                sched_yield();
+    }
+    atomic_store(&c.done, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    CU_ASSERT_EQUAL(rv, HC_OK);
+    CU_ASSERT_EQUAL(ps_store_step(c.s), CSTEPS);
+    CU_ASSERT_EQUAL(atomic_load(&c.bad), 0);
+    CU_ASSERT(atomic_load(&c.reads) >= 4);
+    ps_store_close(c.s);
+    tl_free(&l);
+    hp_rmtree(tmp);
+}
+
+void hp_test_register(void)
+{
+    CU_pSuite s = CU_add_suite("store", NULL, NULL);
+
+    hc_log_set_level(HC_LOG_WARN);      /* opens and growth log at info */
+
+    CU_add_test(s, "open fresh, incarnations", test_open_fresh);
+    CU_add_test(s, "init, reopen, idempotent init", test_init_reopen);
+    CU_add_test(s, "init mismatches", test_init_mismatch);
+    CU_add_test(s, "apply sgd, read ranges", test_apply_sgd);
+    CU_add_test(s, "apply adam = optimizer (direct)", test_apply_adam_direct);
+    CU_add_test(s, "apply adam = optimizer (scratch)",
+                test_apply_adam_scratch);
+    CU_add_test(s, "apply errors roll back", test_apply_errors);
+    CU_add_test(s, "records survive reopen", test_records);
+    CU_add_test(s, "map full, then growth", test_map_full);
+    CU_add_test(s, "map grows during init", test_map_growth_init);
+    CU_add_test(s, "foreign and damaged files refused", test_refuse_foreign);
+    CU_add_test(s, "verify finds CRC damage", test_verify_corruption);
+    CU_add_test(s, "read-only open, durability", test_read_only_and_durability);
+    CU_add_test(s, "readers during 200 applies", test_concurrent_readers);
+}

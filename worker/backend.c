@@ -1,0 +1,228 @@
+/*
+ * backend.c — what every backend shares: the wk_be_* wrappers over the ops
+ * table (with the generic defaults of optional entries), the window
+ * geometry of convolution and pooling, and dropout's counter-based hash.
+ * Nothing here touches backend memory itself.
+ */
+#include "backend.h"
+
+#include "err.h"
+
+int wk_geom_init(struct wk_geom *g, int B, int H, int W, int C, int kh, int kw,
+                 int sh, int sw, int same)
+{
+    int pad_h, pad_w;
+
+    if (B < 1 || H < 1 || W < 1 || C < 1 || kh < 1 || kw < 1 || sh < 1 ||
+        sw < 1)
+        return HC_ERR_INVAL;
+    g->B = B;
+    g->H = H;
+    g->W = W;
+    g->C = C;
+    g->kh = kh;
+    g->kw = kw;
+    g->sh = sh;
+    g->sw = sw;
+    if (same) {
+        g->OH = (H + sh - 1) / sh;
+        g->OW = (W + sw - 1) / sw;
+        pad_h = (g->OH - 1) * sh + kh - H;
+        pad_w = (g->OW - 1) * sw + kw - W;
+        g->pt = pad_h > 0 ? pad_h / 2 : 0;
+        g->pl = pad_w > 0 ? pad_w / 2 : 0;
+    } else {
+        if (kh > H || kw > W)
+            return HC_ERR_INVAL;
+        g->OH = (H - kh) / sh + 1;
+        g->OW = (W - kw) / sw + 1;
+        g->pt = 0;
+        g->pl = 0;
+    }
+    return HC_OK;
+}
+
+uint64_t wk_dropout_hash(uint64_t seed, uint64_t i)
+{
+    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void wk_backend_free(struct wk_backend *be)
+{
+    if (be)
+        be->ops->destroy(be);
+}
+
+int wk_be_alloc(struct wk_backend *be, size_t bytes, void **out)
+{
+    return be->ops->alloc(be, bytes, out);
+}
+
+void wk_be_free(struct wk_backend *be, void *p)
+{
+    if (p)
+        be->ops->free(be, p);
+}
+
+int wk_be_upload(struct wk_backend *be, void *dst, const void *src,
+                 size_t bytes)
+{
+    return be->ops->upload(be, dst, src, bytes);
+}
+
+int wk_be_download(struct wk_backend *be, void *dst, const void *src,
+                   size_t bytes)
+{
+    return be->ops->download(be, dst, src, bytes);
+}
+
+int wk_be_copy(struct wk_backend *be, void *dst, const void *src,
+               size_t bytes)
+{
+    return be->ops->copy(be, dst, src, bytes);
+}
+
+int wk_be_check(struct wk_backend *be)
+{
+    return be->ops->check ? be->ops->check(be) : HC_OK;
+}
+
+void wk_be_sgemm(struct wk_backend *be, int ta, int tb, int m, int n, int k,
+                 float alpha, const float *a, int lda, const float *b, int ldb,
+                 float beta, float *c, int ldc)
+{
+    be->ops->sgemm(be, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void wk_be_fill(struct wk_backend *be, float *x, size_t n, float v)
+{
+    be->ops->fill(be, x, n, v);
+}
+
+void wk_be_scale(struct wk_backend *be, float *x, size_t n, float a)
+{
+    be->ops->scale(be, x, n, a);
+}
+
+void wk_be_axpy(struct wk_backend *be, size_t n, float a, const float *x,
+                float *y)
+{
+    be->ops->axpy(be, n, a, x, y);
+}
+
+void wk_be_reduce(struct wk_backend *be, float *dst, const float *const *src,
+                  const float *w, int n_src, size_t n)
+{
+    int i;
+
+    if (be->ops->reduce) {
+        be->ops->reduce(be, dst, src, w, n_src, n);
+        return;
+    }
+    /* A compute op reports failure through check(), so a failed copy
+     * needs no return code here: the device records it. */
+    if (dst != src[0] && be->ops->copy(be, dst, src[0], n * sizeof *dst))
+        return;
+    if (w && w[0] != 1.0f)
+        be->ops->scale(be, dst, n, w[0]);
+    for (i = 1; i < n_src; i++)
+        be->ops->axpy(be, n, w ? w[i] : 1.0f, src[i], dst);
+}
+
+void wk_be_im2col(struct wk_backend *be, const struct wk_geom *g,
+                  const float *x, float *cols)
+{
+    be->ops->im2col(be, g, x, cols);
+}
+
+void wk_be_col2im(struct wk_backend *be, const struct wk_geom *g,
+                  const float *cols, float *dx)
+{
+    be->ops->col2im(be, g, cols, dx);
+}
+
+void wk_be_act_forward(struct wk_backend *be, const float *x,
+                       const float *bias, float *y, int rows, int n,
+                       enum hc_act act)
+{
+    be->ops->act_forward(be, x, bias, y, rows, n, act);
+}
+
+void wk_be_act_backward(struct wk_backend *be, const float *y, const float *dy,
+                        float *dx, int rows, int n, enum hc_act act)
+{
+    be->ops->act_backward(be, y, dy, dx, rows, n, act);
+}
+
+void wk_be_bias_grad(struct wk_backend *be, const float *dy, int rows, int n,
+                     float *db)
+{
+    be->ops->bias_grad(be, dy, rows, n, db);
+}
+
+void wk_be_act_bias_backward(struct wk_backend *be, const float *y, float *dy,
+                             int rows, int n, enum hc_act act, float *db)
+{
+    if (be->ops->act_bias_backward) {
+        be->ops->act_bias_backward(be, y, dy, rows, n, act, db);
+        return;
+    }
+    if (act != HC_ACT_LINEAR)
+        be->ops->act_backward(be, y, dy, dy, rows, n, act);
+    if (db)
+        be->ops->bias_grad(be, dy, rows, n, db);
+}
+
+void wk_be_xent_forward(struct wk_backend *be, const float *z,
+                        const int *labels, int rows, int n, float *p,
+                        float *loss, float *hit)
+{
+    be->ops->xent_forward(be, z, labels, rows, n, p, loss, hit);
+}
+
+void wk_be_xent_backward(struct wk_backend *be, const float *p,
+                         const int *labels, int rows, int n, float scale,
+                         float *dz)
+{
+    be->ops->xent_backward(be, p, labels, rows, n, scale, dz);
+}
+
+void wk_be_mse_forward(struct wk_backend *be, const float *y, const float *t,
+                       int rows, int n, float *loss, float *hit)
+{
+    be->ops->mse_forward(be, y, t, rows, n, loss, hit);
+}
+
+void wk_be_mse_backward(struct wk_backend *be, const float *y, const float *t,
+                        size_t count, float scale, float *dy)
+{
+    be->ops->mse_backward(be, y, t, count, scale, dy);
+}
+
+void wk_be_maxpool_forward(struct wk_backend *be, const struct wk_geom *g,
+                           const float *x, float *y, int32_t *idx)
+{
+    be->ops->maxpool_forward(be, g, x, y, idx);
+}
+
+void wk_be_maxpool_backward(struct wk_backend *be, const struct wk_geom *g,
+                            const float *dy, const int32_t *idx, float *dx)
+{
+    be->ops->maxpool_backward(be, g, dy, idx, dx);
+}
+
+void wk_be_dropout_forward(struct wk_backend *be, const float *x, float *y,
+                           size_t n, float rate, uint64_t seed)
+{
+    be->ops->dropout_forward(be, x, y, n, rate, seed);
+}
+
+void wk_be_dropout_backward(struct wk_backend *be, const float *dy, float *dx,
+                            size_t n, float rate, uint64_t seed)
+{
+    be->ops->dropout_backward(be, dy, dx, n, rate, seed);
+}

@@ -1,0 +1,758 @@
+/*
+ * backend_cpu.c — the CPU backend: host memory, OpenBLAS for the matrix
+ * products, plain loops for everything else (written so that gcc -O2
+ * vectorises the inner loops). It is also the reference the CUDA backend
+ * is compared with, so every op stays short and obviously correct.
+ *
+ * OpenBLAS's thread count is process-wide; see wk_backend_cpu_new in
+ * backend.h for what that means with several CPU devices.
+ */
+#include "backend.h"
+
+#include <cblas.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+
+struct cpu_ctx {
+    int n_threads;
+};
+
+/* Columns summed per pass of a bias gradient (stack accumulators), and
+ * rows summed in float before the partial sums are added in double. */
+#define BIAS_CHUNK 256
+#define BIAS_ROWS 64
+
+/*
+ * Four-float vectors (GCC/clang vector extensions: SSE on x86-64, NEON on
+ * arm64) for the passes over large activations. At -O2 gcc vectorises only
+ * loops of known trip count, and the scalar selects of relu and max-pool
+ * compile to mispredicted branches, so these loops say it themselves.
+ * Loads and stores go through memcpy: any alignment is fine.
+ */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+static inline v4f vload(const float *p)
+{
+    v4f v;
+
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void vstore(float *p, v4f v)
+{
+    memcpy(p, &v, sizeof v);
+}
+
+/* Lane by lane m ? a : b, m from a comparison (all ones or all zeros). */
+static inline v4f vsel(v4i m, v4f a, v4f b)
+{
+    return (v4f)((m & (v4i)a) | (~m & (v4i)b));
+}
+
+/* ---- memory ---- */
+
+static void cpu_destroy(struct wk_backend *be)
+{
+    free(be->ctx);
+    free(be);
+}
+
+static int cpu_alloc(struct wk_backend *be, size_t bytes, void **out)
+{
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+
+    *out = rounded ? aligned_alloc(64, rounded) : NULL;
+    if (!*out)
+        return hc_err_set(HC_ERR_NOMEM, "%s: cannot allocate %zu bytes",
+                          be->name, bytes);
+    return HC_OK;
+}
+
+static void cpu_free(struct wk_backend *be, void *p)
+{
+    (void)be;
+    free(p);
+}
+
+static int cpu_memcpy(struct wk_backend *be, void *dst, const void *src,
+                      size_t bytes)
+{
+    (void)be;
+    if (bytes && dst != src)
+        memmove(dst, src, bytes);
+    return HC_OK;
+}
+
+/* ---- BLAS-like ---- */
+
+static void cpu_sgemm(struct wk_backend *be, int ta, int tb, int m, int n,
+                      int k, float alpha, const float *a, int lda,
+                      const float *b, int ldb, float beta, float *c, int ldc)
+{
+    int i;
+
+    (void)be;
+    if (m <= 0 || n <= 0)
+        return;
+    if (k <= 0) {
+        for (i = 0; i < m; i++) {
+            if (beta == 0.0f)
+                memset(c + (size_t)i * ldc, 0, (size_t)n * sizeof *c);
+            else
+                cblas_sscal(n, beta, c + (size_t)i * ldc, 1);
+        }
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
+                beta, c, ldc);
+}
+
+static void cpu_fill(struct wk_backend *be, float *x, size_t n, float v)
+{
+    size_t i;
+
+    (void)be;
+    if (v == 0.0f) {
+        memset(x, 0, n * sizeof *x);
+        return;
+    }
+    for (i = 0; i < n; i++)
+        x[i] = v;
+}
+
+static void cpu_scale(struct wk_backend *be, float *x, size_t n, float a)
+{
+    size_t i;
+
+    (void)be;
+    for (i = 0; i < n; i++)
+        x[i] *= a;
+}
+
+static void cpu_axpy(struct wk_backend *be, size_t n, float a, const float *x,
+                     float *y)
+{
+    size_t i;
+
+    (void)be;
+    for (i = 0; i < n; i++)
+        y[i] += a * x[i];
+}
+
+static void cpu_reduce(struct wk_backend *be, float *dst,
+                       const float *const *src, const float *w, int n_src,
+                       size_t n)
+{
+    size_t i;
+    int s;
+    float w0 = w ? w[0] : 1.0f;
+
+    (void)be;
+    for (i = 0; i < n; i++)
+        dst[i] = w0 * src[0][i];
+    for (s = 1; s < n_src; s++) {
+        float ws = w ? w[s] : 1.0f;
+        const float *x = src[s];
+
+        for (i = 0; i < n; i++)
+            dst[i] += ws * x[i];
+    }
+}
+
+/* ---- convolution helpers ---- */
+
+/* memcpy, without a library call for the few floats of a thin image. */
+static inline void copy_floats(float *dst, const float *src, int n)
+{
+    int i;
+
+    if (n >= 16) {
+        memcpy(dst, src, (size_t)n * sizeof *dst);
+        return;
+    }
+    for (i = 0; i < n; i++)
+        dst[i] = src[i];
+}
+
+static void cpu_im2col(struct wk_backend *be, const struct wk_geom *g,
+                       const float *x, float *cols)
+{
+    const int C = g->C, kwc = g->kw * g->C;
+    int b, oh, ow, i, j;
+
+    (void)be;
+    for (b = 0; b < g->B; b++) {
+        const float *xb = x + (size_t)b * g->H * g->W * C;
+
+        for (oh = 0; oh < g->OH; oh++) {
+            for (ow = 0; ow < g->OW; ow++) {
+                int iw0 = ow * g->sw - g->pl;
+                int inside = iw0 >= 0 && iw0 + g->kw <= g->W;
+
+                for (i = 0; i < g->kh; i++) {
+                    int ih = oh * g->sh - g->pt + i;
+                    const float *row = xb + (size_t)ih * g->W * C;
+
+                    if (ih < 0 || ih >= g->H) {
+                        memset(cols, 0, (size_t)kwc * sizeof *cols);
+                    } else if (inside) {
+                        copy_floats(cols, row + (size_t)iw0 * C, kwc);
+                    } else {
+                        for (j = 0; j < g->kw; j++) {
+                            int iw = iw0 + j;
+
+                            if (iw < 0 || iw >= g->W)
+                                memset(cols + j * C, 0,
+                                       (size_t)C * sizeof *cols);
+                            else
+                                copy_floats(cols + j * C, row + (size_t)iw * C,
+                                            C);
+                        }
+                    }
+                    cols += kwc;
+                }
+            }
+        }
+    }
+}
+
+static void cpu_col2im(struct wk_backend *be, const struct wk_geom *g,
+                       const float *cols, float *dx)
+{
+    const int C = g->C;
+    int b, oh, ow, i, j, c;
+
+    (void)be;
+    memset(dx, 0, (size_t)g->B * g->H * g->W * C * sizeof *dx);
+    for (b = 0; b < g->B; b++) {
+        float *xb = dx + (size_t)b * g->H * g->W * C;
+
+        for (oh = 0; oh < g->OH; oh++) {
+            for (ow = 0; ow < g->OW; ow++) {
+                for (i = 0; i < g->kh; i++) {
+                    int ih = oh * g->sh - g->pt + i;
+
+                    for (j = 0; j < g->kw; j++, cols += C) {
+                        int iw = ow * g->sw - g->pl + j;
+                        float *px;
+
+                        if (ih < 0 || ih >= g->H || iw < 0 || iw >= g->W)
+                            continue;
+                        px = xb + ((size_t)ih * g->W + iw) * C;
+                        for (c = 0; c < C; c++)
+                            px[c] += cols[c];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* ---- bias and activations ---- */
+
+static void softmax_row(const float *z, const float *bias, float *p, int n)
+{
+    float mx = -INFINITY, sum = 0.0f;
+    int j;
+
+    for (j = 0; j < n; j++) {
+        p[j] = z[j] + (bias ? bias[j] : 0.0f);
+        if (p[j] > mx)
+            mx = p[j];
+    }
+    for (j = 0; j < n; j++) {
+        p[j] = expf(p[j] - mx);
+        sum += p[j];
+    }
+    for (j = 0; j < n; j++)
+        p[j] /= sum;
+}
+
+static void cpu_act_forward(struct wk_backend *be, const float *x,
+                            const float *bias, float *y, int rows, int n,
+                            enum hc_act act)
+{
+    int r, j;
+
+    (void)be;
+    for (r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * n;
+        float *yr = y + (size_t)r * n;
+
+        switch (act) {
+        case HC_ACT_SOFTMAX:
+            softmax_row(xr, bias, yr, n);
+            break;
+        case HC_ACT_RELU:
+            for (j = 0; j + 4 <= n; j += 4) {
+                v4f v = vload(xr + j), zero = {0};
+
+                if (bias)
+                    v += vload(bias + j);
+                vstore(yr + j, vsel(v > zero, v, zero));
+            }
+            for (; j < n; j++) {
+                float v = xr[j] + (bias ? bias[j] : 0.0f);
+                yr[j] = v > 0.0f ? v : 0.0f;
+            }
+            break;
+        case HC_ACT_SIGMOID:
+            for (j = 0; j < n; j++)
+                yr[j] = 1.0f / (1.0f + expf(-(xr[j] + (bias ? bias[j] : 0.0f))));
+            break;
+        case HC_ACT_TANH:
+            for (j = 0; j < n; j++)
+                yr[j] = tanhf(xr[j] + (bias ? bias[j] : 0.0f));
+            break;
+        case HC_ACT_LINEAR:
+        default:
+            if (!bias) {
+                if (xr != yr)
+                    memcpy(yr, xr, (size_t)n * sizeof *yr);
+                break;
+            }
+            for (j = 0; j + 4 <= n; j += 4)
+                vstore(yr + j, vload(xr + j) + vload(bias + j));
+            for (; j < n; j++)
+                yr[j] = xr[j] + bias[j];
+            break;
+        }
+    }
+}
+
+static void cpu_act_backward(struct wk_backend *be, const float *y,
+                             const float *dy, float *dx, int rows, int n,
+                             enum hc_act act)
+{
+    size_t i, count = (size_t)rows * n;
+    int r, j;
+
+    (void)be;
+    switch (act) {
+    case HC_ACT_SOFTMAX:
+        for (r = 0; r < rows; r++) {
+            const float *yr = y + (size_t)r * n, *dyr = dy + (size_t)r * n;
+            float *dxr = dx + (size_t)r * n;
+            float dot = 0.0f;
+
+            for (j = 0; j < n; j++)
+                dot += dyr[j] * yr[j];
+            for (j = 0; j < n; j++)
+                dxr[j] = yr[j] * (dyr[j] - dot);
+        }
+        break;
+    case HC_ACT_RELU:
+        for (i = 0; i < count; i++)
+            dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+        break;
+    case HC_ACT_SIGMOID:
+        for (i = 0; i < count; i++)
+            dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+        break;
+    case HC_ACT_TANH:
+        for (i = 0; i < count; i++)
+            dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+        break;
+    case HC_ACT_LINEAR:
+    default:
+        if (dx != dy)
+            memcpy(dx, dy, count * sizeof *dx);
+        break;
+    }
+}
+
+/* Derivative of act at output v (act is not softmax). */
+static inline float act_deriv(enum hc_act act, float v)
+{
+    switch (act) {
+    case HC_ACT_RELU:
+        return v > 0.0f ? 1.0f : 0.0f;
+    case HC_ACT_SIGMOID:
+        return v * (1.0f - v);
+    case HC_ACT_TANH:
+        return 1.0f - v * v;
+    default:
+        return 1.0f;
+    }
+}
+
+/* dy ← dy · act'(y) over columns [j0, j1) of one row, adding the results
+ * to part (j1 − j0 floats). act linear: dy is only read (through cdy). */
+static void colsum_row(const float *y, float *dy, const float *cdy, int j0,
+                       int j1, enum hc_act act, float *part)
+{
+    const v4f zero = {0};
+    int j = j0;
+
+    if (act == HC_ACT_LINEAR) {
+        for (; j + 4 <= j1; j += 4)
+            vstore(part + j - j0, vload(part + j - j0) + vload(cdy + j));
+        for (; j < j1; j++)
+            part[j - j0] += cdy[j];
+        return;
+    }
+    if (act == HC_ACT_RELU) {
+        for (; j + 4 <= j1; j += 4) {
+            v4f d = vsel(vload(y + j) > zero, vload(dy + j), zero);
+
+            vstore(dy + j, d);
+            vstore(part + j - j0, vload(part + j - j0) + d);
+        }
+    }
+    for (; j < j1; j++) {
+        dy[j] *= act_deriv(act, y[j]);
+        part[j - j0] += dy[j];
+    }
+}
+
+/* Column sums of dy (rows, n) into db: float partial sums over BIAS_ROWS
+ * rows, added up in double, over column chunks that fit on the stack; with
+ * act not linear, dy ← dy · act'(y) first, in the same pass. */
+static void act_colsum(const float *y, float *dy, const float *cdy, int rows,
+                       int n, enum hc_act act, float *db)
+{
+    double acc[BIAS_CHUNK];
+    float part[BIAS_CHUNK];
+    int j0, j1, r0, r, j;
+
+    for (j0 = 0; j0 < n; j0 = j1) {
+        j1 = j0 + BIAS_CHUNK < n ? j0 + BIAS_CHUNK : n;
+        for (j = j0; j < j1; j++)
+            acc[j - j0] = 0.0;
+        for (r0 = 0; r0 < rows; r0 += BIAS_ROWS) {
+            int r1 = r0 + BIAS_ROWS < rows ? r0 + BIAS_ROWS : rows;
+
+            memset(part, 0, sizeof part);
+            for (r = r0; r < r1; r++) {
+                size_t off = (size_t)r * n;
+
+                if (act == HC_ACT_LINEAR)
+                    colsum_row(NULL, NULL, cdy + off, j0, j1, act, part);
+                else
+                    colsum_row(y + off, dy + off, NULL, j0, j1, act, part);
+            }
+            for (j = j0; j < j1; j++)
+                acc[j - j0] += part[j - j0];
+        }
+        for (j = j0; j < j1; j++)
+            db[j] = (float)acc[j - j0];
+    }
+}
+
+static void cpu_act_bias_backward(struct wk_backend *be, const float *y,
+                                  float *dy, int rows, int n, enum hc_act act,
+                                  float *db)
+{
+    if (act == HC_ACT_SOFTMAX || !db) {
+        if (act != HC_ACT_LINEAR)
+            cpu_act_backward(be, y, dy, dy, rows, n, act);
+        if (db)
+            act_colsum(NULL, NULL, dy, rows, n, HC_ACT_LINEAR, db);
+        return;
+    }
+    act_colsum(y, dy, dy, rows, n, act, db);
+}
+
+static void cpu_bias_grad(struct wk_backend *be, const float *dy, int rows,
+                          int n, float *db)
+{
+    (void)be;
+    act_colsum(NULL, NULL, dy, rows, n, HC_ACT_LINEAR, db);
+}
+
+/* ---- losses ---- */
+
+static void cpu_xent_forward(struct wk_backend *be, const float *z,
+                             const int *labels, int rows, int n, float *p,
+                             float *loss, float *hit)
+{
+    int r, j;
+
+    (void)be;
+    for (r = 0; r < rows; r++) {
+        const float *zr = z + (size_t)r * n;
+        float *pr = p + (size_t)r * n;
+        float mx = zr[0], sum = 0.0f;
+        int arg = 0;
+
+        for (j = 1; j < n; j++) {
+            if (zr[j] > mx) {
+                mx = zr[j];
+                arg = j;
+            }
+        }
+        for (j = 0; j < n; j++) {
+            pr[j] = expf(zr[j] - mx);
+            sum += pr[j];
+        }
+        for (j = 0; j < n; j++)
+            pr[j] /= sum;
+        if (labels) {
+            loss[r] = logf(sum) + mx - zr[labels[r]];
+            hit[r] = arg == labels[r] ? 1.0f : 0.0f;
+        }
+    }
+}
+
+static void cpu_xent_backward(struct wk_backend *be, const float *p,
+                              const int *labels, int rows, int n, float scale,
+                              float *dz)
+{
+    int r, j;
+
+    (void)be;
+    for (r = 0; r < rows; r++) {
+        const float *pr = p + (size_t)r * n;
+        float *dr = dz + (size_t)r * n;
+
+        for (j = 0; j < n; j++)
+            dr[j] = scale * pr[j];
+        dr[labels[r]] -= scale;
+    }
+}
+
+static int argmax_row(const float *v, int n)
+{
+    int j, arg = 0;
+
+    for (j = 1; j < n; j++)
+        if (v[j] > v[arg])
+            arg = j;
+    return arg;
+}
+
+static void cpu_mse_forward(struct wk_backend *be, const float *y,
+                            const float *t, int rows, int n, float *loss,
+                            float *hit)
+{
+    int r, j;
+
+    (void)be;
+    for (r = 0; r < rows; r++) {
+        const float *yr = y + (size_t)r * n, *tr = t + (size_t)r * n;
+        float sum = 0.0f;
+
+        for (j = 0; j < n; j++)
+            sum += (yr[j] - tr[j]) * (yr[j] - tr[j]);
+        loss[r] = sum / (float)n;
+        if (n == 1)
+            hit[r] = (yr[0] > 0.5f) == (tr[0] > 0.5f) ? 1.0f : 0.0f;
+        else
+            hit[r] = argmax_row(yr, n) == argmax_row(tr, n) ? 1.0f : 0.0f;
+    }
+}
+
+static void cpu_mse_backward(struct wk_backend *be, const float *y,
+                             const float *t, size_t count, float scale,
+                             float *dy)
+{
+    size_t i;
+
+    (void)be;
+    for (i = 0; i < count; i++)
+        dy[i] = scale * (y[i] - t[i]);
+}
+
+/* ---- pooling ---- */
+
+/* Max over one window: the output position whose cells are (ih0 + i,
+ * iw0 + j), i in [i0, i1), j in [j0, j1), in image img of x. The first
+ * cell initialises y and idx (C values each, in cache); every other cell
+ * updates them where it is strictly greater, four channels a step. */
+static void pool_window(const struct wk_geom *g, const float *x, size_t img,
+                        int ih0, int iw0, int i0, int i1, int j0, int j1,
+                        float *y, int32_t *idx)
+{
+    const int C = g->C;
+    const v4i lane = {0, 1, 2, 3};
+    int i, j, c;
+
+    for (i = i0; i < i1; i++) {
+        for (j = j0; j < j1; j++) {
+            int32_t at = (int32_t)(img + ((size_t)(ih0 + i) * g->W + iw0 + j) * C);
+            const float *px = x + at;
+
+            if (i == i0 && j == j0) {
+                for (c = 0; c + 4 <= C; c += 4) {
+                    v4i arg = at + c + lane;
+
+                    vstore(y + c, vload(px + c));
+                    memcpy(idx + c, &arg, sizeof arg);
+                }
+                for (; c < C; c++) {
+                    y[c] = px[c];
+                    idx[c] = at + c;
+                }
+                continue;
+            }
+            for (c = 0; c + 4 <= C; c += 4) {
+                v4f v = vload(px + c), best = vload(y + c);
+                v4i m = v > best, arg;
+
+                memcpy(&arg, idx + c, sizeof arg);
+                arg = (m & (at + c + lane)) | (~m & arg);
+                vstore(y + c, vsel(m, v, best));
+                memcpy(idx + c, &arg, sizeof arg);
+            }
+            for (; c < C; c++) {
+                if (px[c] > y[c]) {
+                    y[c] = px[c];
+                    idx[c] = at + c;
+                }
+            }
+        }
+    }
+}
+
+static void cpu_maxpool_forward(struct wk_backend *be, const struct wk_geom *g,
+                                const float *x, float *y, int32_t *idx)
+{
+    int b, oh, ow;
+
+    (void)be;
+    for (b = 0; b < g->B; b++) {
+        size_t img = (size_t)b * g->H * g->W * g->C;
+
+        for (oh = 0; oh < g->OH; oh++) {
+            int ih0 = oh * g->sh - g->pt;
+            int i0 = ih0 < 0 ? -ih0 : 0;
+            int i1 = ih0 + g->kh > g->H ? g->H - ih0 : g->kh;
+
+            for (ow = 0; ow < g->OW; ow++) {
+                int iw0 = ow * g->sw - g->pl;
+                int j0 = iw0 < 0 ? -iw0 : 0;
+                int j1 = iw0 + g->kw > g->W ? g->W - iw0 : g->kw;
+
+                pool_window(g, x, img, ih0, iw0, i0, i1, j0, j1, y, idx);
+                y += g->C;
+                idx += g->C;
+            }
+        }
+    }
+}
+
+static void cpu_maxpool_backward(struct wk_backend *be,
+                                 const struct wk_geom *g, const float *dy,
+                                 const int32_t *idx, float *dx)
+{
+    const size_t band_out = (size_t)g->OW * g->C;
+    const size_t img = (size_t)g->H * g->W * g->C;
+    size_t o, n_out = (size_t)g->B * g->OH * band_out;
+    int b, oh;
+
+    (void)be;
+    if (g->sh != g->kh || g->sw != g->kw || g->pt || g->pl ||
+        g->OH * g->kh > g->H || g->OW * g->kw > g->W) {
+        /* Overlapping or padded windows: clear, then scatter-add. */
+        memset(dx, 0, (size_t)g->B * img * sizeof *dx);
+        for (o = 0; o < n_out; o++)
+            dx[idx[o]] += dy[o];
+        return;
+    }
+    /* Disjoint windows: clear one band of kh input rows at a time and
+     * scatter into it while it is in cache; then the rows no window
+     * covers. */
+    for (b = 0; b < g->B; b++) {
+        float *xb = dx + (size_t)b * img;
+        size_t band_in = (size_t)g->kh * g->W * g->C;
+
+        for (oh = 0; oh < g->OH; oh++) {
+            memset(xb + oh * band_in, 0, band_in * sizeof *dx);
+            for (o = 0; o < band_out; o++, dy++, idx++)
+                dx[*idx] = *dy;
+        }
+        memset(xb + g->OH * band_in, 0,
+               (img - g->OH * band_in) * sizeof *dx);
+    }
+}
+
+/* ---- dropout ---- */
+
+static void cpu_dropout(const float *x, float *y, size_t n, float rate,
+                        uint64_t seed)
+{
+    uint64_t thr = (uint64_t)(rate * 16777216.0f);
+    float keep = 1.0f / (1.0f - rate);
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        y[i] = (wk_dropout_hash(seed, i) >> 40) >= thr ? x[i] * keep : 0.0f;
+}
+
+static void cpu_dropout_forward(struct wk_backend *be, const float *x,
+                                float *y, size_t n, float rate, uint64_t seed)
+{
+    (void)be;
+    cpu_dropout(x, y, n, rate, seed);
+}
+
+static void cpu_dropout_backward(struct wk_backend *be, const float *dy,
+                                 float *dx, size_t n, float rate,
+                                 uint64_t seed)
+{
+    (void)be;
+    cpu_dropout(dy, dx, n, rate, seed);
+}
+
+static const struct wk_backend_ops cpu_ops = {
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_memcpy,
+    .download = cpu_memcpy,
+    .copy = cpu_memcpy,
+    .check = NULL,
+    .sgemm = cpu_sgemm,
+    .fill = cpu_fill,
+    .scale = cpu_scale,
+    .axpy = cpu_axpy,
+    .reduce = cpu_reduce,
+    .im2col = cpu_im2col,
+    .col2im = cpu_col2im,
+    .act_forward = cpu_act_forward,
+    .act_backward = cpu_act_backward,
+    .bias_grad = cpu_bias_grad,
+    .act_bias_backward = cpu_act_bias_backward,
+    .xent_forward = cpu_xent_forward,
+    .xent_backward = cpu_xent_backward,
+    .mse_forward = cpu_mse_forward,
+    .mse_backward = cpu_mse_backward,
+    .maxpool_forward = cpu_maxpool_forward,
+    .maxpool_backward = cpu_maxpool_backward,
+    .dropout_forward = cpu_dropout_forward,
+    .dropout_backward = cpu_dropout_backward,
+};
+
+int wk_backend_cpu_new(int n_threads, struct wk_backend **out)
+{
+    struct wk_backend *be = NULL;
+    struct cpu_ctx *ctx = NULL;
+
+    *out = NULL;
+    if (n_threads < 0)
+        return hc_err_set(HC_ERR_INVAL,
+                          "cpu backend: %d threads requested; use 1 or more "
+                          "(0 means 1)", n_threads);
+    be = calloc(1, sizeof *be);
+    ctx = calloc(1, sizeof *ctx);
+    if (!be || !ctx) {
+        free(be);
+        free(ctx);
+        return hc_err_set(HC_ERR_NOMEM, "cpu backend: out of memory");
+    }
+    ctx->n_threads = n_threads ? n_threads : 1;
+    openblas_set_num_threads(ctx->n_threads);
+    be->ops = &cpu_ops;
+    be->ctx = ctx;
+    be->host_memory = 1;
+    strcpy(be->name, "cpu");
+    *out = be;
+    return HC_OK;
+}

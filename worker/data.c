@@ -1,0 +1,479 @@
+/*
+ * data.c — IDX files into memory, and a worker's shuffled shard of them.
+ *
+ * An IDX file is a 4-byte big-endian magic (0, 0, element type, number of
+ * dimensions), one big-endian u32 per dimension, then the elements. Both
+ * files of a pair are opened and their headers checked (counts agreeing)
+ * before any body is read, so a mismatch is reported at once; the bodies are
+ * then streamed through a fixed buffer and converted (pixels to floats in
+ * [0, 1], labels to int32). Every error names the file and says what was
+ * expected. The shard's shuffle and batching are documented in data.h.
+ */
+#include "data.h"
+#include "err.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define IDX_TYPE_U8     0x08
+#define IDX_IMAGES      0x00000803u
+#define IDX_LABELS      0x00000801u
+#define IDX_MAX_ELEMS   (1ull << 33)    /* 8 Gi pixels: 32 GiB of floats */
+#define CHUNK           (1u << 16)
+
+/* One open IDX file and what its header said. */
+struct idx {
+    const char *path;
+    const char *kind;       /* "images" or "labels", for messages */
+    gzFile gz;
+    int ndims;
+    uint32_t dims[3];
+    uint64_t elems;         /* product of dims */
+};
+
+/* Read up to len bytes; returns the count, or -1 on a read error. */
+static long long read_full(gzFile gz, void *buf, size_t len)
+{
+    size_t got = 0;
+
+    while (got < len) {
+        size_t want = len - got < (1u << 30) ? len - got : (1u << 30);
+        int n = gzread(gz, (char *)buf + got, (unsigned)want);
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    return (long long)got;
+}
+
+/* zlib's last error on gz, without the path it prefixes; "" when none.
+ * *sys is set when it was a system (errno) error. */
+static const char *gz_why(gzFile gz, const char *path, int *sys)
+{
+    int code = Z_OK;
+    const char *msg = gzerror(gz, &code);
+    size_t n = strlen(path);
+
+    *sys = code == Z_ERRNO;
+    if (code == Z_ERRNO)
+        return strerror(errno);
+    if (code == Z_OK || !msg)
+        return "";
+    if (strncmp(msg, path, n) == 0 && strncmp(msg + n, ": ", 2) == 0)
+        msg += n + 2;
+    return msg;
+}
+
+static int read_error(const struct idx *f)
+{
+    int sys;
+    const char *why = gz_why(f->gz, f->path, &sys);
+
+    if (sys)
+        return hc_err_set(HC_ERR_IO, "%s file %s: read failed: %s", f->kind,
+                          f->path, why);
+    return hc_err_set(HC_ERR_DATA, "%s file %s: corrupt gzip data: %s",
+                      f->kind, f->path, why);
+}
+
+/* Exactly len bytes of the header, or a "truncated header" error. */
+static int read_header(struct idx *f, void *buf, size_t len, size_t done)
+{
+    long long n = read_full(f->gz, buf, len);
+
+    if (n < 0)
+        return read_error(f);
+    if ((size_t)n < len) {
+        if (done + (size_t)n == 0)
+            return hc_err_set(HC_ERR_DATA, "%s file %s is empty", f->kind,
+                              f->path);
+        return hc_err_set(HC_ERR_DATA, "%s file %s: truncated header: "
+                          "expected %zu bytes, got %zu", f->kind, f->path,
+                          done + len, done + (size_t)n);
+    }
+    return HC_OK;
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+           (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Open f->path and check its header against an IDX images (want_dims 3) or
+ * labels (want_dims 1) file of unsigned bytes. */
+static int idx_open(struct idx *f, int want_dims)
+{
+    const uint32_t want = want_dims == 3 ? IDX_IMAGES : IDX_LABELS;
+    const char *other = want_dims == 3 ? "labels" : "images";
+    unsigned char hdr[12];
+    uint32_t magic;
+    int rv;
+
+    if (!(f->gz = gzopen(f->path, "rb"))) {
+        int e = errno ? errno : ENOMEM;
+        return hc_err_set(e == ENOENT ? HC_ERR_NOTFOUND : HC_ERR_IO,
+                          "%s file %s: cannot open: %s", f->kind, f->path,
+                          strerror(e));
+    }
+    if ((rv = read_header(f, hdr, 4, 0)))
+        return rv;
+    magic = be32(hdr);
+    if (hdr[0] != 0 || hdr[1] != 0)
+        return hc_err_set(HC_ERR_DATA, "%s file %s is not an IDX file "
+                          "(magic 0x%08x, expected 0x%08x)", f->kind, f->path,
+                          magic, want);
+    if (hdr[2] != IDX_TYPE_U8)
+        return hc_err_set(HC_ERR_DATA, "%s file %s holds IDX element type "
+                          "0x%02x (magic 0x%08x); expected unsigned bytes, "
+                          "type 0x08 (magic 0x%08x)", f->kind, f->path,
+                          hdr[2], magic, want);
+    f->ndims = hdr[3];
+    if (f->ndims == 4 - want_dims)      /* 1 ↔ 3: the other kind */
+        return hc_err_set(HC_ERR_DATA, "%s file %s is an IDX %s file (magic "
+                          "0x%08x), expected %s (magic 0x%08x); are the "
+                          "images and labels files swapped?", f->kind,
+                          f->path, other, magic, f->kind, want);
+    if (f->ndims != want_dims)
+        return hc_err_set(HC_ERR_DATA, "%s file %s has %d dimensions (magic "
+                          "0x%08x); expected %d (magic 0x%08x)%s", f->kind,
+                          f->path, f->ndims, magic, want_dims, want,
+                          want_dims == 3 ? ": (N, rows, cols)" : ": (N)");
+    if ((rv = read_header(f, hdr, 4u * (unsigned)want_dims, 4)))
+        return rv;
+    f->elems = 1;
+    for (int i = 0; i < want_dims; i++) {
+        f->dims[i] = be32(hdr + 4 * i);
+        if (f->dims[i] > INT32_MAX ||
+            (f->dims[i] && f->elems > IDX_MAX_ELEMS / f->dims[i]))
+            return hc_err_set(HC_ERR_DATA, "%s file %s: dimensions too large "
+                              "(more than %llu elements)", f->kind, f->path,
+                              IDX_MAX_ELEMS);
+        f->elems *= f->dims[i];
+    }
+    if (f->dims[0] == 0)
+        return hc_err_set(HC_ERR_DATA, "%s file %s holds no samples (N = 0)",
+                          f->kind, f->path);
+    if (f->elems == 0)
+        return hc_err_set(HC_ERR_DATA, "%s file %s: images of %u x %u "
+                          "pixels are empty", f->kind, f->path, f->dims[1],
+                          f->dims[2]);
+    return HC_OK;
+}
+
+/* After the body: a short body is truncated, a longer file has trailing
+ * bytes. got is what was read of the body. */
+static int idx_finish(struct idx *f, uint64_t got)
+{
+    char extra;
+    long long n;
+
+    if (got < f->elems) {
+        int sys;
+        const char *why = gz_why(f->gz, f->path, &sys);
+        return hc_err_set(HC_ERR_DATA, "%s file %s is truncated: expected "
+                          "%llu bytes of data after the header, got %llu%s%s",
+                          f->kind, f->path, (unsigned long long)f->elems,
+                          (unsigned long long)got, *why ? "; gzip: " : "",
+                          why);
+    }
+    if ((n = read_full(f->gz, &extra, 1)) < 0)
+        return read_error(f);
+    if (n > 0)
+        return hc_err_set(HC_ERR_DATA, "%s file %s has trailing bytes after "
+                          "the %u samples its header announces", f->kind,
+                          f->path, f->dims[0]);
+    return HC_OK;
+}
+
+static void idx_close(struct idx *f)
+{
+    if (f->gz)
+        gzclose(f->gz);
+    f->gz = NULL;
+}
+
+/* Stream the body of f, converting each byte: pixels to x (if x) else
+ * labels to y. */
+static int idx_body(struct idx *f, unsigned char *buf, float *x, int32_t *y)
+{
+    float lut[256];
+    uint64_t got = 0;
+
+    for (int i = 0; i < 256; i++)
+        lut[i] = (float)(i / 255.0);
+    while (got < f->elems) {
+        uint64_t left = f->elems - got;
+        size_t want = left < CHUNK ? (size_t)left : CHUNK;
+        long long n = read_full(f->gz, buf, want);
+        if (n < 0)
+            return read_error(f);
+        for (long long i = 0; i < n; i++) {
+            if (x)
+                x[got + (uint64_t)i] = lut[buf[i]];
+            else
+                y[got + (uint64_t)i] = buf[i];
+        }
+        got += (uint64_t)n;
+        if ((size_t)n < want)
+            break;
+    }
+    return idx_finish(f, got);
+}
+
+void wk_data_free(struct wk_dataset *d)
+{
+    if (!d)
+        return;
+    free(d->x);
+    free(d->y);
+    memset(d, 0, sizeof *d);
+}
+
+int wk_data_load(const char *images_path, const char *labels_path,
+                 struct wk_dataset *out)
+{
+    struct idx im = {.path = images_path, .kind = "images"};
+    struct idx lb = {.path = labels_path, .kind = "labels"};
+    struct wk_dataset d = {0};
+    unsigned char *buf = NULL;
+    int rv;
+
+    if (!out)
+        return hc_err_set(HC_ERR_INVAL, "wk_data_load: NULL output");
+    memset(out, 0, sizeof *out);
+    if (!images_path || !labels_path)
+        return hc_err_set(HC_ERR_INVAL, "wk_data_load: NULL path");
+    if ((rv = idx_open(&im, 3)) || (rv = idx_open(&lb, 1)))
+        goto out;
+    if (im.dims[0] != lb.dims[0]) {
+        rv = hc_err_set(HC_ERR_DATA, "images file %s holds %u images but "
+                        "labels file %s holds %u labels; they must be a "
+                        "matching pair", im.path, im.dims[0], lb.path,
+                        lb.dims[0]);
+        goto out;
+    }
+    d.n = (int)im.dims[0];
+    d.h = (int)im.dims[1];
+    d.w = (int)im.dims[2];
+    d.c = 1;
+    snprintf(d.images_path, sizeof d.images_path, "%s", images_path);
+    snprintf(d.labels_path, sizeof d.labels_path, "%s", labels_path);
+    buf = malloc(CHUNK);
+    d.x = malloc((size_t)im.elems * sizeof *d.x);
+    d.y = malloc((size_t)d.n * sizeof *d.y);
+    if (!buf || !d.x || !d.y) {
+        rv = hc_err_set(HC_ERR_NOMEM, "images file %s: out of memory for "
+                        "%d images of %d x %d", images_path, d.n, d.h, d.w);
+        goto out;
+    }
+    if ((rv = idx_body(&lb, buf, NULL, d.y)) ||
+        (rv = idx_body(&im, buf, d.x, NULL)))
+        goto out;
+    for (int i = 0; i < d.n; i++)
+        if (d.y[i] + 1 > d.n_classes)
+            d.n_classes = d.y[i] + 1;
+    *out = d;
+    memset(&d, 0, sizeof d);
+out:
+    free(buf);
+    idx_close(&im);
+    idx_close(&lb);
+    wk_data_free(&d);
+    return rv;
+}
+
+/* dir/NAME.gz if it exists, else dir/NAME. */
+static int pick_file(const char *dir, const char *name, char *path,
+                     size_t len)
+{
+    const char *sep = dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/";
+
+    if ((size_t)snprintf(path, len, "%s%s%s.gz", dir, sep, name) >= len)
+        return hc_err_set(HC_ERR_INVAL, "data directory %s: path too long",
+                          dir);
+    if (access(path, F_OK) == 0)
+        return HC_OK;
+    snprintf(path, len, "%s%s%s", dir, sep, name);
+    if (access(path, F_OK) == 0)
+        return HC_OK;
+    return hc_err_set(HC_ERR_NOTFOUND, "data directory %s has no %s(.gz); "
+                      "install Debian's dataset-fashion-mnist package or "
+                      "point to a directory holding the IDX files", dir,
+                      name);
+}
+
+int wk_data_load_dir(const char *dir, const char *which,
+                     struct wk_dataset *out)
+{
+    char name[64], images[WK_DATA_PATH_MAX], labels[WK_DATA_PATH_MAX];
+    int rv;
+
+    if (!out)
+        return hc_err_set(HC_ERR_INVAL, "wk_data_load_dir: NULL output");
+    memset(out, 0, sizeof *out);
+    if (!dir)
+        dir = WK_DATA_DEFAULT_DIR;
+    if (!which || (strcmp(which, "train") && strcmp(which, "t10k") &&
+                   strcmp(which, "test")))
+        return hc_err_set(HC_ERR_INVAL, "data set \"%s\": use \"train\" or "
+                          "\"t10k\" (test)", which ? which : "(null)");
+    if (strcmp(which, "test") == 0)
+        which = "t10k";
+    snprintf(name, sizeof name, "%s-images-idx3-ubyte", which);
+    if ((rv = pick_file(dir, name, images, sizeof images)))
+        return rv;
+    snprintf(name, sizeof name, "%s-labels-idx1-ubyte", which);
+    if ((rv = pick_file(dir, name, labels, sizeof labels)))
+        return rv;
+    return wk_data_load(images, labels, out);
+}
+
+int wk_data_check_classes(const struct wk_dataset *d, int n_classes)
+{
+    for (int i = 0; i < d->n; i++)
+        if (d->y[i] >= n_classes)
+            return hc_err_set(HC_ERR_DATA, "labels file %s: label %d of "
+                              "sample %d is not below the model's %d "
+                              "classes", d->labels_path, d->y[i], i,
+                              n_classes);
+    return HC_OK;
+}
+
+int wk_data_batch(const struct wk_dataset *d, int start, int count,
+                  float *x_out, int32_t *y_out)
+{
+    size_t px = (size_t)d->h * (size_t)d->w * (size_t)d->c;
+
+    if (start < 0 || count < 0 || start >= d->n)
+        return 0;
+    if (count > d->n - start)
+        count = d->n - start;
+    memcpy(x_out, d->x + (size_t)start * px, (size_t)count * px * sizeof *x_out);
+    memcpy(y_out, d->y + start, (size_t)count * sizeof *y_out);
+    return count;
+}
+
+/* ---- shards ---------------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t splitmix64(uint64_t *state)
+{
+    return mix64(*state += 0x9E3779B97F4A7C15ull);
+}
+
+/* Uniform in [0, bound), bound ≥ 1, without modulo bias. */
+static uint64_t below(uint64_t *state, uint64_t bound)
+{
+    uint64_t threshold = (0 - bound) % bound, r;
+
+    do
+        r = splitmix64(state);
+    while (r < threshold);
+    return r % bound;
+}
+
+/* Put the shard's samples in epoch's order (see data.h). */
+static void shuffle(struct wk_shard *s, int epoch)
+{
+    uint64_t state = mix64(s->seed ^
+                           mix64((uint64_t)epoch * 0x9E3779B97F4A7C15ull ^
+                                 mix64((uint64_t)s->index + 1)));
+
+    for (int j = 0; j < s->n; j++)
+        s->order[j] = s->index + j * s->n_shards;
+    for (int i = s->n - 1; i > 0; i--) {
+        int j = (int)below(&state, (uint64_t)i + 1);
+        int32_t t = s->order[i];
+        s->order[i] = s->order[j];
+        s->order[j] = t;
+    }
+    s->epoch = epoch;
+}
+
+int wk_shard_init(struct wk_shard *s, int n_total, int n_shards,
+                  int shard_index, uint64_t seed)
+{
+    if (!s)
+        return hc_err_set(HC_ERR_INVAL, "wk_shard_init: NULL shard");
+    memset(s, 0, sizeof *s);
+    if (n_total < 1)
+        return hc_err_set(HC_ERR_INVAL, "data shard: the data set holds %d "
+                          "samples; need at least one", n_total);
+    if (n_shards < 1 || shard_index < 0 || shard_index >= n_shards)
+        return hc_err_set(HC_ERR_INVAL, "data shard %d of %d: need 0 <= "
+                          "index < shards", shard_index, n_shards);
+    if (n_shards > n_total)
+        return hc_err_set(HC_ERR_INVAL, "data shard %d of %d: %d samples "
+                          "leave some shards empty; use at most %d workers",
+                          shard_index, n_shards, n_total, n_total);
+    s->n_total = n_total;
+    s->n_shards = n_shards;
+    s->index = shard_index;
+    s->seed = seed;
+    s->n = n_total / n_shards + (shard_index < n_total % n_shards);
+    s->epoch = -1;
+    if (!(s->order = malloc((size_t)s->n * sizeof *s->order)))
+        return hc_err_set(HC_ERR_NOMEM, "data shard: out of memory for %d "
+                          "indices", s->n);
+    return HC_OK;
+}
+
+int wk_shard_n_batches(const struct wk_shard *s, int batch_size)
+{
+    if (batch_size < 1)
+        return 0;
+    return s->n / batch_size + (s->n % batch_size != 0);
+}
+
+int wk_shard_batch(struct wk_shard *s, int epoch, int batch_index,
+                   int batch_size, const struct wk_dataset *d, float *x_out,
+                   int32_t *y_out)
+{
+    size_t px;
+    long long start;
+    int count;
+
+    if (!s->order || !d || batch_size < 1 || epoch < 0 || batch_index < 0)
+        return -hc_err_set(HC_ERR_INVAL, "data shard: bad batch request "
+                           "(epoch %d, batch %d of size %d)", epoch,
+                           batch_index, batch_size);
+    if (d->n != s->n_total)
+        return -hc_err_set(HC_ERR_INVAL, "data shard: made for %d samples "
+                           "but the data set %s holds %d", s->n_total,
+                           d->images_path, d->n);
+    start = (long long)batch_index * batch_size;
+    if (start >= s->n)
+        return 0;
+    if (s->epoch != epoch)
+        shuffle(s, epoch);
+    count = s->n - start < batch_size ? (int)(s->n - start) : batch_size;
+    px = (size_t)d->h * (size_t)d->w * (size_t)d->c;
+    for (int k = 0; k < count; k++) {
+        int32_t i = s->order[start + k];
+        memcpy(x_out + (size_t)k * px, d->x + (size_t)i * px,
+               px * sizeof *x_out);
+        y_out[k] = d->y[i];
+    }
+    return count;
+}
+
+void wk_shard_free(struct wk_shard *s)
+{
+    if (!s)
+        return;
+    free(s->order);
+    memset(s, 0, sizeof *s);
+}

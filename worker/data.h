@@ -1,0 +1,110 @@
+/*
+ * data.h — training data: IDX files (as Fashion-MNIST and MNIST ship them)
+ * loaded into memory, and each worker's shard of them in per-epoch shuffled
+ * batches.
+ *
+ * Files may be gzip-compressed or plain (zlib reads both). Images are IDX
+ * magic 0x00000803 with dimensions (N, rows, cols) of unsigned bytes;
+ * labels are 0x00000801 with dimension (N). Pixels become floats in [0, 1]
+ * (value / 255), laid out (N, H, W, 1) like Keras's NHWC input.
+ *
+ * Sharding is strided, like tf.data.Dataset.shard: shard k of K holds the
+ * samples i with i % K == k, so shards are disjoint, together cover every
+ * sample exactly once, and differ in size by at most one. Each epoch the
+ * shard's samples are shuffled by Fisher–Yates driven by splitmix64 started
+ * from mix64(seed ^ mix64(epoch · 0x9E3779B97F4A7C15 ^ mix64(shard + 1)))
+ * (mix64: splitmix64's output function), with unbiased bounded draws; the
+ * order of an epoch thus depends only on (seed, epoch, shard), never on
+ * which epochs were visited before.
+ *
+ * Batches follow Keras: ceil(n / B) per epoch, the last one partial when B
+ * does not divide the shard's n.
+ *
+ * Threads: a wk_dataset is read-only once loaded and may be shared; a
+ * wk_shard is used by one thread at a time.
+ */
+#ifndef WK_DATA_H
+#define WK_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define WK_DATA_DEFAULT_DIR "/usr/share/datasets/fashion-mnist/"
+#define WK_DATA_PATH_MAX 512
+
+struct wk_dataset {
+    int n;                  /* samples */
+    int h, w, c;            /* image rows, cols, channels (1) */
+    float *x;               /* (n, h, w, c) pixels scaled to [0, 1] */
+    int32_t *y;             /* (n) labels */
+    int n_classes;          /* 1 + the largest label present */
+    char images_path[WK_DATA_PATH_MAX];
+    char labels_path[WK_DATA_PATH_MAX];
+};
+
+/*
+ * Load an images file and its labels file. On success fills *out (free with
+ * wk_data_free) and returns HC_OK. Returns HC_ERR_NOTFOUND when a file is
+ * missing, HC_ERR_IO when it cannot be read, HC_ERR_DATA when a file is not
+ * what it should be (wrong magic — also images and labels swapped —,
+ * dimensions, truncated, trailing bytes, counts disagreeing, empty), with a
+ * message naming the file; *out is then zeroed.
+ */
+int wk_data_load(const char *images_path, const char *labels_path,
+                 struct wk_dataset *out);
+
+/*
+ * Load the Fashion-MNIST (or MNIST) set `which` ("train" or "t10k"; "test"
+ * means "t10k") from dir (NULL: WK_DATA_DEFAULT_DIR): the files
+ * WHICH-images-idx3-ubyte.gz and WHICH-labels-idx1-ubyte.gz, or the same
+ * names without ".gz".
+ */
+int wk_data_load_dir(const char *dir, const char *which,
+                     struct wk_dataset *out);
+
+/* HC_ERR_DATA (naming the labels file, the sample and the label) when a
+ * label is ≥ n_classes, e.g. the model's output width. */
+int wk_data_check_classes(const struct wk_dataset *d, int n_classes);
+
+/* Copy samples [start, start + count) in file order (evaluation); count is
+ * cut at the end of the set. Returns the number copied, 0 past the end. */
+int wk_data_batch(const struct wk_dataset *d, int start, int count,
+                  float *x_out /* (count, h, w, c) */,
+                  int32_t *y_out /* (count) */);
+
+void wk_data_free(struct wk_dataset *d);
+
+/* One worker's share of a data set of n_total samples. */
+struct wk_shard {
+    int n_total;            /* samples in the whole set */
+    int n_shards, index;    /* this is shard index of n_shards */
+    uint64_t seed;
+    int n;                  /* samples in this shard */
+    int32_t *order;         /* (n) sample indices in the current epoch order */
+    int epoch;              /* epoch `order` is shuffled for; -1 none yet */
+};
+
+/* HC_ERR_INVAL with a message when n_total < 1, n_shards < 1, index out of
+ * [0, n_shards) or the shard would be empty (n_shards > n_total). */
+int wk_shard_init(struct wk_shard *s, int n_total, int n_shards,
+                  int shard_index, uint64_t seed);
+
+/* Batches of batch_size in one epoch: ceil(n / batch_size). */
+int wk_shard_n_batches(const struct wk_shard *s, int batch_size);
+
+/*
+ * Fill x_out and y_out with batch batch_index of epoch (≥ 0), shuffling the
+ * shard's order first when the epoch changed (O(n), no allocation). Returns
+ * the number of samples filled: batch_size, fewer for the last batch, 0
+ * past the end of the epoch; or -HC_ERR_INVAL (negative, with a message)
+ * when the arguments do not fit: batch_size < 1, epoch or batch_index < 0,
+ * or a data set whose size is not the shard's n_total.
+ */
+int wk_shard_batch(struct wk_shard *s, int epoch, int batch_index,
+                   int batch_size, const struct wk_dataset *d,
+                   float *x_out /* (batch_size, h, w, c) */,
+                   int32_t *y_out /* (batch_size) */);
+
+void wk_shard_free(struct wk_shard *s);
+
+#endif

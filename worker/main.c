@@ -1,0 +1,260 @@
+/*
+ * main.c — hetps-worker: one worker task.
+ *
+ *   hetps-worker --cluster FILE --task worker:1 [--model M.json] [...]
+ *
+ * Resolves the cluster and the task (configuration mistakes exit 2 before
+ * any socket opens), joins every shard and, with a model, trains; without
+ * one it stays joined (heartbeating) until stopped or --linger runs out —
+ * useful to check a cluster's connectivity.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client.h"
+#include "cluster.h"
+#include "err.h"
+#include "log.h"
+#include "model.h"
+#include "trainer.h"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"Usage: hetps-worker [OPTION]...\n"
+"Run one worker task of a hetps cluster: join every parameter server, then\n"
+"train the model (or, without --model, stay joined until stopped).\n"
+"\n"
+"  -c, --cluster FILE        cluster file (TensorFlow ClusterSpec JSON);\n"
+"                            default: the TF_CONFIG environment variable\n"
+"  -t, --task JOB:INDEX      this task, e.g. worker:1 (default: TF_CONFIG's or\n"
+"                            the file's \"task\"); chief means worker:0\n"
+"      --devices LIST        cpu, cpu:0,cpu:1, gpu:0,gpu:1 or auto (default:\n"
+"                            the cluster file's hetps.workers[i].devices)\n"
+"  -m, --model FILE          train this model file (deploy/models/*.json)\n"
+"  -e, --epochs N            epochs (default: the model file's)\n"
+"  -b, --batch-size N        this worker's batch (default: the model file's)\n"
+"      --data-dir DIR        IDX files (default /usr/share/datasets/fashion-mnist)\n"
+"      --max-steps N         stop after N steps (tests)\n"
+"      --threads N           BLAS threads of the CPU device (default 1)\n"
+"      --eval / --no-eval    evaluate on the test set at epoch ends\n"
+"                            (default: on the chief only)\n"
+"      --print-view          print the cluster as the shards see it after joining\n"
+"      --linger SECONDS      without --model: stay joined this long, then leave\n"
+"                            (default: until SIGINT/SIGTERM)\n"
+"      --timeout MS          one request attempt (default 5000)\n"
+"      --retry MS            give up on an unreachable shard after MS (default 30000)\n"
+"  -h, --help                show this help and exit\n"
+"\n"
+"Exit status: 0 when done, 1 on a runtime failure (an unreachable shard is\n"
+"named), 2 on a bad flag or configuration.\n");
+}
+
+static int parse_ms(const char *flag, const char *v, int *out)
+{
+    char *end;
+    long x = strtol(v, &end, 10);
+
+    if (*end || end == v || x <= 0 || x > 86400000L) {
+        fprintf(stderr, "hetps-worker: %s: '%s' is not a positive number\n",
+                flag, v);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    enum { O_DEVICES = 256, O_VIEW, O_LINGER, O_TIMEOUT, O_RETRY, O_DATA,
+           O_MAXSTEPS, O_THREADS, O_EVAL, O_NOEVAL };
+    static const struct option opts[] = {
+        { "cluster", required_argument, NULL, 'c' },
+        { "task", required_argument, NULL, 't' },
+        { "devices", required_argument, NULL, O_DEVICES },
+        { "model", required_argument, NULL, 'm' },
+        { "epochs", required_argument, NULL, 'e' },
+        { "batch-size", required_argument, NULL, 'b' },
+        { "data-dir", required_argument, NULL, O_DATA },
+        { "max-steps", required_argument, NULL, O_MAXSTEPS },
+        { "threads", required_argument, NULL, O_THREADS },
+        { "eval", no_argument, NULL, O_EVAL },
+        { "no-eval", no_argument, NULL, O_NOEVAL },
+        { "print-view", no_argument, NULL, O_VIEW },
+        { "linger", required_argument, NULL, O_LINGER },
+        { "timeout", required_argument, NULL, O_TIMEOUT },
+        { "retry", required_argument, NULL, O_RETRY },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *cluster_file = NULL, *task = NULL, *devices = NULL;
+    const char *model_file = NULL, *data_dir = NULL;
+    int epochs = 0, batch = 0, max_steps = 0, threads = 0, eval = -1;
+    struct hc_model *model = NULL;
+    struct pc_opts po = { 0 };
+    struct pc_client *pc = NULL;
+    struct hc_cluster cl;
+    struct hc_diag diag;
+    struct sigaction sa;
+    int c, rv, print_view = 0, linger_s = 0, status = 1;
+    char name[32];
+
+    while ((c = getopt_long(argc, argv, "c:t:m:e:b:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model_file = optarg; break;
+        case 'e':
+            if (parse_ms("--epochs", optarg, &epochs))
+                return 2;
+            break;
+        case 'b':
+            if (parse_ms("--batch-size", optarg, &batch))
+                return 2;
+            break;
+        case O_DATA: data_dir = optarg; break;
+        case O_MAXSTEPS:
+            if (parse_ms("--max-steps", optarg, &max_steps))
+                return 2;
+            break;
+        case O_THREADS:
+            if (parse_ms("--threads", optarg, &threads))
+                return 2;
+            break;
+        case O_EVAL: eval = 1; break;
+        case O_NOEVAL: eval = 0; break;
+        case 'c': cluster_file = optarg; break;
+        case 't': task = optarg; break;
+        case O_DEVICES: devices = optarg; break;
+        case O_VIEW: print_view = 1; break;
+        case O_LINGER:
+            if (parse_ms("--linger", optarg, &linger_s))
+                return 2;
+            break;
+        case O_TIMEOUT:
+            if (parse_ms("--timeout", optarg, &po.timeout_ms))
+                return 2;
+            break;
+        case O_RETRY:
+            if (parse_ms("--retry", optarg, &po.retry_ms))
+                return 2;
+            break;
+        case 'h': usage(stdout); return 0;
+        default:
+            fprintf(stderr, "Try 'hetps-worker --help' for more information.\n");
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "hetps-worker: unexpected argument '%s'\n"
+                "Try 'hetps-worker --help' for more information.\n",
+                argv[optind]);
+        return 2;
+    }
+    if (hc_cluster_resolve(cluster_file, task, 1, &cl, &diag) != HC_OK) {
+        hc_diag_print(&diag, stderr);
+        return 2;
+    }
+    if (cl.task_job != HC_JOB_WORKER) {
+        fprintf(stderr, "hetps-worker: this task is ps:%d; hetps-worker runs "
+                "worker tasks (use hetps-ps, or --task worker:N)\n",
+                cl.task_index);
+        hc_cluster_free(&cl);
+        return 2;
+    }
+    if (model_file) {
+        model = calloc(1, sizeof *model);
+        if (!model || hc_model_load(model_file, model) != HC_OK) {
+            fprintf(stderr, "hetps-worker: %s\n",
+                    model ? hc_err_msg() : "out of memory");
+            free(model);
+            hc_cluster_free(&cl);
+            return 2;
+        }
+    }
+    snprintf(name, sizeof name, "worker:%d", cl.task_index);
+    hc_log_set_task(name);
+    if (!devices)
+        devices = cl.wconf[cl.task_index].devices[0]
+                      ? cl.wconf[cl.task_index].devices : "auto";
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (model) {
+        struct wk_train_conf tc = { 0 };
+
+        tc.cluster = &cl;
+        tc.worker = cl.task_index;
+        tc.model = model;
+        tc.epochs = epochs;
+        tc.batch_size = batch;
+        tc.max_steps = max_steps;
+        tc.data_dir = data_dir;
+        tc.devices = devices;
+        tc.n_threads = threads;
+        tc.eval = eval;
+        tc.client = po;
+        tc.stop = &stop_requested;
+        rv = wk_train(&tc);
+        if (rv != HC_OK)
+            hc_error("%s", hc_err_msg());
+        else
+            hc_info("done");
+        status = rv == HC_OK ? 0 : 1;
+        goto out;
+    }
+    rv = pc_open(&pc, &cl, HC_JOB_WORKER, cl.task_index, &po);
+    if (rv == HC_OK)
+        rv = pc_join(pc, devices);
+    if (rv != HC_OK) {
+        hc_error("%s", hc_err_msg());
+        goto out;
+    }
+    hc_info("joined %d shard(s) (devices %s)", cl.n_ps, devices);
+    if (print_view)
+        pc_print_view(pc, stdout);
+    rv = pc_heartbeat_start(pc, 1000);
+    if (rv != HC_OK) {
+        hc_error("%s", hc_err_msg());
+        goto out;
+    }
+    {
+        struct timespec t0, now, tick = { 0, 50 * 1000000L };
+
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (;;) {
+            if (stop_requested)
+                break;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (linger_s > 0 && now.tv_sec - t0.tv_sec >= linger_s)
+                break;
+            nanosleep(&tick, NULL);
+        }
+    }
+    rv = pc_leave(pc);
+    if (rv != HC_OK) {
+        hc_error("%s", hc_err_msg());
+        goto out;
+    }
+    hc_info("left the cluster");
+    status = 0;
+out:
+    pc_close(pc);
+    free(model);
+    hc_cluster_free(&cl);
+    return status;
+}

@@ -1,0 +1,363 @@
+/*
+ * nn.c — running a wk_net: the forward, loss and backward passes (see nn.h
+ * for the contract, nn_build.c for how the net is built). Convolution is
+ * im2col + one SGEMM over the whole batch, its bias and activation fused
+ * into one pass over the output (or, before a max-pool, over the pooled
+ * output); backward fuses the activation derivative with the bias
+ * gradient. Layers never touch backend memory: all arithmetic is in the
+ * backend's ops.
+ */
+#include "nn_impl.h"
+
+#include "err.h"
+
+/* ---- forward ---- */
+
+static void conv_forward(struct wk_net *net, struct nn_layer *l,
+                         const float *x, const float *params, int B)
+{
+    struct wk_geom g = l->g;
+    int M = B * g.OH * g.OW, K = g.kh * g.kw * g.C, F = l->out_c;
+    const float *cols = x;
+
+    g.B = B;
+    if (!l->direct) {
+        wk_be_im2col(net->be, &g, x, l->cols);
+        cols = l->cols;
+    }
+    wk_be_sgemm(net->be, 0, 0, M, F, K, 1.0f, cols, K, params + l->off_w, F,
+                0.0f, l->out, F);
+    if (!l->pre_pool)
+        wk_be_act_forward(net->be, l->out,
+                          l->off_b != NO_VAR ? params + l->off_b : NULL,
+                          l->out, M, F, l->act);
+}
+
+static void dense_forward(struct wk_net *net, struct nn_layer *l,
+                          const float *x, const float *params, int B)
+{
+    wk_be_sgemm(net->be, 0, 0, B, l->units, l->in_size, 1.0f, x, l->in_size,
+                params + l->off_w, l->units, 0.0f, l->out, l->units);
+    wk_be_act_forward(net->be, l->out,
+                      l->off_b != NO_VAR ? params + l->off_b : NULL, l->out,
+                      B, l->units, l->act);
+}
+
+static void layer_forward(struct wk_net *net, int i, const float *x,
+                          const float *params, int B, int training)
+{
+    struct nn_layer *l = &net->layers[i];
+    struct wk_geom g = l->g;
+    size_t n = (size_t)B * l->out_size;
+
+    l->y = l->out;
+    l->seed = 0;
+    switch (l->type) {
+    case HC_LAYER_CONV2D:
+        conv_forward(net, l, x, params, B);
+        break;
+    case HC_LAYER_DENSE:
+        dense_forward(net, l, x, params, B);
+        break;
+    case HC_LAYER_MAXPOOL2D:
+        g.B = B;
+        wk_be_maxpool_forward(net->be, &g, x, l->out, l->idx);
+        if (l->post_act && (l->act != HC_ACT_LINEAR || l->off_b != NO_VAR))
+            wk_be_act_forward(net->be, l->out,
+                              l->off_b != NO_VAR ? params + l->off_b : NULL,
+                              l->out, (int)(n / l->out_c), l->out_c, l->act);
+        break;
+    case HC_LAYER_FLATTEN:
+        l->y = x;
+        break;
+    case HC_LAYER_DROPOUT:
+        if (!training || l->rate == 0.0f) {
+            l->y = x;
+            break;
+        }
+        l->seed = wk_dropout_hash(net->seed,
+                                  net->counter * HC_MODEL_MAX_LAYERS + i);
+        if (!l->seed)
+            l->seed = 1;
+        wk_be_dropout_forward(net->be, x, l->out, n, l->rate, l->seed);
+        break;
+    case HC_LAYER_ACTIVATION:
+        if (net->fused && i == net->n_layers - 1)
+            break;  /* softmax of the loss, below */
+        wk_be_act_forward(net->be, x, NULL, l->out, (int)(n / l->out_c),
+                          l->out_c, l->act);
+        break;
+    }
+}
+
+int wk_net_forward(struct wk_net *net, const float *params, const float *x,
+                   int B, int training)
+{
+    struct wk_backend *be = net->be;
+    const float *in;
+    int i, rv;
+
+    net->stage = 0;
+    if (!params || !x)
+        return hc_err_set(HC_ERR_INVAL, "wk_net_forward: params or x is NULL");
+    if (B < 1 || B > net->max_batch)
+        return hc_err_set(HC_ERR_INVAL,
+                          "wk_net_forward: batch of %d samples; this net "
+                          "takes 1 to %d", B, net->max_batch);
+    if (!be->host_memory) {
+        if ((rv = wk_be_upload(be, net->params_d, params,
+                               net->n_params * sizeof *params)) ||
+            (rv = wk_be_upload(be, net->x_d, x,
+                               (size_t)B * net->in_size * sizeof *x)))
+            return rv;
+        params = net->params_d;
+        x = net->x_d;
+    }
+    if (training)
+        net->counter++;
+    in = x;
+    for (i = 0; i < net->n_layers; i++) {
+        layer_forward(net, i, in, params, B, training);
+        in = net->layers[i].y;
+    }
+    net->output = in;
+    if (net->fused) {
+        struct nn_layer *last = &net->layers[net->n_layers - 1];
+        float *p = last->type == HC_LAYER_DENSE ? net->probs : last->out;
+
+        /* Logits: the dense output, or the input of the activation. */
+        net->logits = last->type == HC_LAYER_DENSE
+                          ? last->out
+                          : (net->n_layers > 1
+                                 ? net->layers[net->n_layers - 2].y
+                                 : x);
+        wk_be_xent_forward(be, net->logits, NULL, B, (int)net->out_size, p,
+                           NULL, NULL);
+        net->output = p;
+        net->probs_cur = p;
+    }
+    if ((rv = wk_be_check(be)))
+        return rv;
+    net->x_cur = x;
+    net->B = B;
+    net->stage = 1;
+    return HC_OK;
+}
+
+int wk_net_output(struct wk_net *net, float *out)
+{
+    if (net->stage < 1)
+        return hc_err_set(HC_ERR_INVAL,
+                          "wk_net_output: no forward pass has run");
+    return wk_be_download(net->be, out, net->output,
+                          (size_t)net->B * net->out_size * sizeof *out);
+}
+
+/* ---- loss ---- */
+
+int wk_net_loss(struct wk_net *net, const int *labels, const float *targets,
+                double *loss_sum, int *correct)
+{
+    struct wk_backend *be = net->be;
+    const int B = net->B, N = (int)net->out_size;
+    double sum = 0.0;
+    int i, hits = 0, rv;
+
+    if (net->stage < 1)
+        return hc_err_set(HC_ERR_INVAL,
+                          "wk_net_loss: call wk_net_forward first");
+    if (net->loss == HC_LOSS_SPARSE_CCE) {
+        if (!labels)
+            return hc_err_set(HC_ERR_INVAL,
+                              "wk_net_loss: sparse_categorical_crossentropy "
+                              "needs labels");
+        for (i = 0; i < B; i++)
+            if (labels[i] < 0 || labels[i] >= N)
+                return hc_err_set(HC_ERR_DATA,
+                                  "label of sample %d is %d; the model has "
+                                  "%d classes (0 to %d)", i, labels[i], N,
+                                  N - 1);
+        if (!be->host_memory) {
+            if ((rv = wk_be_upload(be, net->labels_d, labels,
+                                   (size_t)B * sizeof *labels)))
+                return rv;
+            labels = net->labels_d;
+        }
+        wk_be_xent_forward(be, net->logits, labels, B, N,
+                           net->probs_cur, net->loss_d, net->hit_d);
+        net->labels_cur = labels;
+    } else {
+        if (!targets)
+            return hc_err_set(HC_ERR_INVAL,
+                              "wk_net_loss: mse needs targets");
+        if (!be->host_memory) {
+            if ((rv = wk_be_upload(be, net->targets_d, targets,
+                                   (size_t)B * N * sizeof *targets)))
+                return rv;
+            targets = net->targets_d;
+        }
+        wk_be_mse_forward(be, net->output, targets, B, N, net->loss_d,
+                          net->hit_d);
+        net->targets_cur = targets;
+    }
+    if ((rv = wk_be_check(be)))
+        return rv;
+    if (!be->host_memory &&
+        ((rv = wk_be_download(be, net->loss_h, net->loss_d,
+                              (size_t)B * sizeof *net->loss_h)) ||
+         (rv = wk_be_download(be, net->hit_h, net->hit_d,
+                              (size_t)B * sizeof *net->hit_h))))
+        return rv;
+    for (i = 0; i < B; i++) {
+        sum += net->loss_h[i];
+        hits += net->hit_h[i] != 0.0f;
+    }
+    if (loss_sum)
+        *loss_sum = sum;
+    if (correct)
+        *correct = hits;
+    net->stage = 2;
+    return HC_OK;
+}
+
+/* ---- backward ---- */
+
+/* Backward of layer i: dy (B, out_size) is its output gradient (and may be
+ * overwritten); writes its parameter gradients into grads and, when
+ * need_dx, the input gradient into dx. Returns 1 when the input gradient
+ * is in dx, 0 when it is still dy (in-place or pass-through layers). */
+static int layer_backward(struct wk_net *net, int i, const float *params,
+                          float *grads, float *dy, float *dx, int need_dx)
+{
+    struct nn_layer *l = &net->layers[i];
+    struct wk_backend *be = net->be;
+    const int B = net->B;
+    const float *x = i > 0 ? net->layers[i - 1].y : net->x_cur;
+    float *db = l->off_b != NO_VAR ? grads + l->off_b : NULL;
+    struct wk_geom g = l->g;
+    int M, K, F;
+
+    g.B = B;
+    switch (l->type) {
+    case HC_LAYER_CONV2D:
+        M = B * g.OH * g.OW;
+        K = g.kh * g.kw * g.C;
+        F = l->out_c;
+        if (!l->pre_pool)
+            wk_be_act_bias_backward(be, l->y, dy, M, F, l->act, db);
+        /* dW (K, F) = colsᵀ · dY */
+        wk_be_sgemm(be, 1, 0, K, F, M, 1.0f, l->direct ? x : l->cols, K, dy,
+                    F, 0.0f, grads + l->off_w, F);
+        if (!need_dx)
+            return 0;
+        if (l->direct) {
+            wk_be_sgemm(be, 0, 1, M, K, F, 1.0f, dy, F, params + l->off_w, F,
+                        0.0f, dx, K);
+            return 1;
+        }
+        /* dcols (M, K) = dY · Wᵀ, into the cols workspace (done with). */
+        wk_be_sgemm(be, 0, 1, M, K, F, 1.0f, dy, F, params + l->off_w, F,
+                    0.0f, l->cols, K);
+        wk_be_col2im(be, &g, l->cols, dx);
+        return 1;
+    case HC_LAYER_DENSE:
+        wk_be_act_bias_backward(be, l->y, dy, B, l->units, l->act, db);
+        /* dW (in, out) = Xᵀ · dY */
+        wk_be_sgemm(be, 1, 0, l->in_size, l->units, B, 1.0f, x, l->in_size,
+                    dy, l->units, 0.0f, grads + l->off_w, l->units);
+        if (!need_dx)
+            return 0;
+        wk_be_sgemm(be, 0, 1, B, l->in_size, l->units, 1.0f, dy, l->units,
+                    params + l->off_w, l->units, 0.0f, dx, l->in_size);
+        return 1;
+    case HC_LAYER_MAXPOOL2D:
+        if (l->post_act)
+            wk_be_act_bias_backward(be, l->y, dy, B * l->out_size / l->out_c,
+                                    l->out_c, l->act, db);
+        if (!need_dx)
+            return 0;
+        wk_be_maxpool_backward(be, &g, dy, l->idx, dx);
+        return 1;
+    case HC_LAYER_DROPOUT:
+        if (l->seed)
+            wk_be_dropout_backward(be, dy, dy, (size_t)B * l->out_size,
+                                   l->rate, l->seed);
+        return 0;
+    case HC_LAYER_ACTIVATION:
+        if (!(net->fused && i == net->n_layers - 1) && l->act != HC_ACT_LINEAR)
+            wk_be_act_backward(be, l->y, dy, dy, B * l->out_size / l->out_c,
+                               l->out_c, l->act);
+        return 0;
+    case HC_LAYER_FLATTEN:
+        return 0;
+    }
+    return 0;
+}
+
+int wk_net_backward(struct wk_net *net, const float *params, float *grads)
+{
+    struct wk_backend *be = net->be;
+    float *out_grads = grads;
+    const int B = net->B, N = (int)net->out_size;
+    int i, k = 0, rv;
+
+    if (net->stage != 2)
+        return hc_err_set(HC_ERR_INVAL,
+                          "wk_net_backward: call wk_net_forward and then "
+                          "wk_net_loss first");
+    if (!params || !grads)
+        return hc_err_set(HC_ERR_INVAL,
+                          "wk_net_backward: params or grads is NULL");
+    if (!be->host_memory) {
+        params = net->params_d;
+        grads = net->grads_d;
+    }
+    /* Gradient of the mean loss with respect to the output (or, fused,
+     * the logits). */
+    if (net->fused)
+        wk_be_xent_backward(be, net->output, net->labels_cur, B, N,
+                            1.0f / (float)B, net->dbuf[0]);
+    else
+        wk_be_mse_backward(be, net->output, net->targets_cur, (size_t)B * N,
+                           2.0f / ((float)N * (float)B), net->dbuf[0]);
+    for (i = net->n_layers - 1; i >= net->first_param; i--)
+        if (layer_backward(net, i, params, grads, net->dbuf[k],
+                           net->dbuf[1 - k], i > net->first_param))
+            k = 1 - k;
+    if ((rv = wk_be_check(be)))
+        return rv;
+    if (!be->host_memory &&
+        (rv = wk_be_download(be, out_grads, grads,
+                             net->n_params * sizeof *grads)))
+        return rv;
+    return HC_OK;
+}
+
+/* ---- convenience ---- */
+
+int wk_net_step(struct wk_net *net, const float *params, const float *x,
+                const int *labels, const float *targets, int B, float *grads,
+                double *loss_mean, int *correct)
+{
+    double sum;
+    int rv;
+
+    if ((rv = wk_net_forward(net, params, x, B, 1)) ||
+        (rv = wk_net_loss(net, labels, targets, &sum, correct)) ||
+        (rv = wk_net_backward(net, params, grads)))
+        return rv;
+    if (loss_mean)
+        *loss_mean = sum / B;
+    return HC_OK;
+}
+
+int wk_net_predict(struct wk_net *net, const float *params, const float *x,
+                   const int *labels, const float *targets, int B,
+                   double *loss_sum, int *correct)
+{
+    int rv;
+
+    if ((rv = wk_net_forward(net, params, x, B, 0)))
+        return rv;
+    return wk_net_loss(net, labels, targets, loss_sum, correct);
+}

@@ -1,0 +1,123 @@
+/*
+ * nn.h — a model's network on one backend: forward, loss and backward.
+ *
+ * A wk_net is built once from a model (common/model.h) for one backend and
+ * a maximum batch size; it allocates every buffer it will need then —
+ * activations (B, H, W, C) per layer, the im2col workspace of each
+ * convolution, max-pool argmax indices, two activation-gradient buffers —
+ * so the training loop allocates nothing. Layers call the backend's ops
+ * (backend.h) only.
+ *
+ * Parameters and gradients are flat float arrays of model->n_params, the
+ * variables one after the other in definition order (the order of
+ * hc_model_var_offset), each in Keras layout: conv kernel (kh, kw, in, out),
+ * dense kernel (in, out), biases (out). All pointers in this API are HOST
+ * pointers; on a backend whose memory is not host memory the net copies
+ * them in and out (on the CPU backend it uses them in place).
+ *
+ * Supported losses (anything else is rejected by wk_net_new):
+ *   - sparse categorical cross-entropy: the output must be flat (N) and the
+ *     last layer a dense or activation layer with softmax activation; the
+ *     softmax is fused with the loss (loss = logsumexp(z) − z_label, stable
+ *     for any logits). Labels are ints in [0, N).
+ *   - mean squared error, any output activation, float targets (B, N);
+ *     per-sample loss is the mean over the N outputs, as Keras.
+ * Gradients are those of the MEAN loss over the batch (Keras semantics).
+ * "correct" counts accuracy as Keras's "accuracy" metric resolves for the
+ * loss: argmax(output) == label for sparse CCE; for MSE argmax(output) ==
+ * argmax(target) when N > 1, (output > 0.5) == (target > 0.5) when N = 1.
+ *
+ * Dropout is active only in training forwards; its mask comes from the
+ * backend's counter-based hash with a seed derived from the net's seed
+ * (wk_net_set_seed, default model->seed), the layer index and a counter of
+ * training forwards, so a run is reproducible and backward re-derives the
+ * mask instead of storing it.
+ *
+ * A net is used by one thread at a time. The model may be freed after
+ * wk_net_new; the backend must outlive the net.
+ */
+#ifndef WK_NN_H
+#define WK_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "model.h"
+
+struct wk_net;
+
+/*
+ * Build the net of model m on backend be for batches of up to max_batch
+ * samples. Checks the model: every layer's input shape matches the previous
+ * output, output shapes agree with the layer settings, each variable has
+ * the size its layer needs and belongs to exactly one layer, and the loss
+ * and output activation are a supported pair. Errors: HC_ERR_INVAL (NULL
+ * argument, max_batch < 1), HC_ERR_CONFIG (unsupported model; the message
+ * names the model and layer and says what to change), HC_ERR_MISMATCH
+ * (inconsistent shapes or variable sizes), HC_ERR_LIMIT (a batch tensor
+ * over 2^31 − 1 elements), HC_ERR_NOMEM.
+ */
+int wk_net_new(const struct hc_model *m, struct wk_backend *be, int max_batch,
+               struct wk_net **out);
+void wk_net_free(struct wk_net *net);              /* NULL allowed */
+
+/* Floats per sample of the input (H·W·C) and of the output (N). */
+size_t wk_net_input_size(const struct wk_net *net);
+size_t wk_net_output_size(const struct wk_net *net);
+
+/* Seed of dropout masks; also restarts the counter of training forwards,
+ * so the same seed reproduces the same masks. */
+void wk_net_set_seed(struct wk_net *net, uint64_t seed);
+
+/*
+ * Forward pass of B samples x (B, H, W, C) (row-major, NHWC, like the
+ * model's input_shape) with parameters params (n_params). training = 1
+ * applies dropout. The parameters must stay unchanged until the matching
+ * wk_net_backward. Errors: HC_ERR_INVAL (B outside [1, max_batch], NULL),
+ * or a device error.
+ */
+int wk_net_forward(struct wk_net *net, const float *params, const float *x,
+                   int B, int training);
+
+/* Copy the output (B, N) of the last forward — probabilities when the
+ * output is softmax — into out. HC_ERR_INVAL before any forward. */
+int wk_net_output(struct wk_net *net, float *out);
+
+/*
+ * Loss of the last forward: labels (B) for sparse CCE, targets (B, N) for
+ * MSE (the other may be NULL). Sets *loss_sum to the sum over the batch of
+ * the per-sample losses and *correct to the number of correct samples
+ * (either pointer may be NULL). Errors: HC_ERR_INVAL (no forward yet, the
+ * needed array missing), HC_ERR_DATA (a label outside [0, N): the message
+ * gives the sample and the value).
+ */
+int wk_net_loss(struct wk_net *net, const int *labels, const float *targets,
+                double *loss_sum, int *correct);
+
+/*
+ * Gradient of the mean loss of the last wk_net_loss with respect to every
+ * parameter, written to grads (n_params; overwritten, not accumulated).
+ * params must be the vector given to the forward. Errors: HC_ERR_INVAL
+ * when wk_net_loss did not follow the last forward, or a device error.
+ */
+int wk_net_backward(struct wk_net *net, const float *params, float *grads);
+
+/* One training step: forward (training), loss, backward. *loss_mean is the
+ * mean loss over the batch, *correct the number of correct samples (either
+ * may be NULL). Errors as the three calls. */
+int wk_net_step(struct wk_net *net, const float *params, const float *x,
+                const int *labels, const float *targets, int B, float *grads,
+                double *loss_mean, int *correct);
+
+/* Evaluation: forward without dropout and the loss; *loss_sum is the SUM
+ * over the B samples so batches can be added up. */
+int wk_net_predict(struct wk_net *net, const float *params, const float *x,
+                   const int *labels, const float *targets, int B,
+                   double *loss_sum, int *correct);
+
+/* The dropout seed layer `layer` used in the last forward (0 when it did
+ * not drop); for tests and debugging, with wk_dropout_hash. */
+uint64_t wk_net_dropout_seed(const struct wk_net *net, int layer);
+
+#endif

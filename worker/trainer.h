@@ -1,0 +1,41 @@
+/*
+ * trainer.h — a worker's training loop: pull → forward/backward → push,
+ * epoch after epoch over this worker's shard of the data, and, on the
+ * chief (worker 0), the variables' creation and an evaluation on the test
+ * set at each epoch end, printed as Keras prints it.
+ *
+ * The trainer sees the parameter servers only through common/client.h and
+ * computes only through worker/nn.h: it builds no message and touches no
+ * backend directly.
+ */
+#ifndef WK_TRAINER_H
+#define WK_TRAINER_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "client.h"
+#include "cluster.h"
+#include "model.h"
+
+struct wk_train_conf {
+    const struct hc_cluster *cluster;
+    int worker;                 /* this worker's index */
+    const struct hc_model *model;
+    int epochs;                 /* 0: the model's */
+    int batch_size;             /* 0: the model's */
+    int max_steps;              /* stop after this many steps (0: no limit) */
+    const char *data_dir;       /* NULL: Fashion-MNIST's default */
+    const char *devices;        /* reported to the shards */
+    int n_threads;              /* BLAS threads of the CPU device (0: 1) */
+    int eval;                   /* evaluate at epoch ends (chief default) */
+    uint32_t block_elems;       /* 0: the layout default */
+    struct pc_opts client;      /* timeouts */
+    volatile sig_atomic_t *stop; /* set (e.g. by a signal) to stop early */
+};
+
+/* Run the whole job for this worker. Returns HC_OK when every epoch ran
+ * (or stop was set), else the failure with its message in hc_err_msg(). */
+int wk_train(const struct wk_train_conf *c);
+
+#endif
