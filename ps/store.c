@@ -1273,6 +1273,72 @@ out:
     return rv;
 }
 
+/* ---- application meta ------------------------------------------------- */
+
+struct app_meta_arg {
+    char key[80];
+    const void *data;
+    size_t len;
+};
+
+static int app_meta_body(struct ps_store *s, MDB_txn *txn, void *arg)
+{
+    const struct app_meta_arg *a = arg;
+
+    return meta_put(s, txn, a->key, a->data, a->len);
+}
+
+static int app_meta_key(char *out, size_t cap, const char *key)
+{
+    if (!key || !*key || strlen(key) > 64)
+        return hc_err_set(HC_ERR_INVAL, "meta key must be 1..64 bytes");
+    snprintf(out, cap, "app.%s", key);
+    return HC_OK;
+}
+
+int ps_store_meta_put(struct ps_store *s, const char *key, const void *data,
+                      size_t len)
+{
+    struct app_meta_arg a = { .data = data, .len = len };
+    int rv;
+
+    if ((rv = app_meta_key(a.key, sizeof a.key, key)) != HC_OK)
+        return rv;
+    pthread_mutex_lock(&s->wmu);
+    rv = write_txn(s, app_meta_body, &a, "writing meta");
+    pthread_mutex_unlock(&s->wmu);
+    return rv;
+}
+
+int ps_store_meta_get(struct ps_store *s, const char *key, void *buf,
+                      size_t cap, size_t *len)
+{
+    char k[80];
+    MDB_txn *txn = NULL;
+    MDB_val v;
+    int rv;
+
+    if ((rv = app_meta_key(k, sizeof k, key)) != HC_OK)
+        return rv;
+    if ((rv = txn_begin(s, MDB_RDONLY, &txn)) != HC_OK)
+        return rv;
+    rv = meta_get(s, txn, k, &v);
+    if (rv == HC_ERR_NOTFOUND)
+        rv = hc_err_set(HC_ERR_NOTFOUND, "store %s holds no \"%s\"", s->dir,
+                        key);
+    if (rv == HC_OK) {
+        if (len)
+            *len = v.mv_size;
+        if (v.mv_size > cap)
+            rv = hc_err_set(HC_ERR_LIMIT, "store %s: \"%s\" has %zu bytes, "
+                            "the buffer %zu", s->dir, key, v.mv_size, cap);
+        else if (v.mv_size)
+            memcpy(buf, v.mv_data, v.mv_size);
+    }
+    rtxn_end(s, txn);
+    return rv;
+}
+
 /* ---- apply ------------------------------------------------------------- */
 
 struct apply_arg {

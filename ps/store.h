@@ -263,6 +263,19 @@ int ps_store_record_get(struct ps_store *s, uint32_t worker,
  */
 int ps_store_verify(struct ps_store *s);
 
+/*
+ * Application meta data beside the store's own: `key` (1..64 bytes, e.g.
+ * "vars") → up to a few KiB of bytes. put is one write transaction (the
+ * shard keeps the variables' names and shapes there for export); get
+ * copies the value into buf (cap bytes) and its size into *len.
+ * Errors: HC_ERR_NOTFOUND (no such key), HC_ERR_LIMIT (buf too small;
+ * *len says how much), HC_ERR_INVAL (bad key), HC_ERR_STORE, HC_ERR_MAPFULL.
+ */
+int ps_store_meta_put(struct ps_store *s, const char *key, const void *data,
+                      size_t len);
+int ps_store_meta_get(struct ps_store *s, const char *key, void *buf,
+                      size_t cap, size_t *len);
+
 /* Flush committed transactions to disk now (mdb_env_sync, forced).
  * Returns HC_OK or HC_ERR_IO. */
 int ps_store_sync(struct ps_store *s);
