@@ -596,6 +596,26 @@ static int cmd_check_config(int argc, char **argv)
     return 0;
 }
 
+/* Commands of one role run by that role's program, as git runs git-foo. */
+static int run_role(const char *prog, int argc, char **argv)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 32];
+    char **args = calloc((size_t)argc + 2, sizeof *args);
+    int i;
+
+    if (!args)
+        return 1;
+    bin_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/%s", dir, prog);
+    args[0] = path;
+    for (i = 0; i < argc; i++)
+        args[i + 1] = argv[i];
+    execv(path, args);
+    fprintf(stderr, "hetps: cannot run %s: %s\n", path, strerror(errno));
+    free(args);
+    return 1;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -607,6 +627,10 @@ static void usage(FILE *f)
 "  launch CLUSTER_FILE [-- WORKER_ARG...]  start every task on this machine\n"
 "  status [FILE]                           what every parameter server knows\n"
 "  check-config [FILE]                     check a cluster file or TF_CONFIG\n"
+"  export --out DIR [--data-dir D] [FILE]  the shards' variables as .npy files\n"
+"  inspect STORE_DIR...                    what a shard's LMDB store holds\n"
+"  eval --model M (--weights DIR | --cluster FILE)\n"
+"                                          loss and accuracy on the test set\n"
 "  help                                    this text\n"
 "\n"
 "'hetps COMMAND --help' describes each command.\n");
@@ -625,6 +649,10 @@ int main(int argc, char **argv)
         return cmd_status(argc - 1, argv + 1);
     if (!strcmp(argv[1], "check-config"))
         return cmd_check_config(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "export") || !strcmp(argv[1], "inspect"))
+        return run_role("hetps-ps", argc - 1, argv + 1);
+    if (!strcmp(argv[1], "eval"))
+        return run_role("hetps-worker", argc - 1, argv + 1);
     if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
         !strcmp(argv[1], "-h")) {
         usage(stdout);

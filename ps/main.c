@@ -16,6 +16,7 @@
 #include "cluster.h"
 #include "err.h"
 #include "log.h"
+#include "export.h"
 #include "service.h"
 
 static struct ps_service *the_service;
@@ -31,6 +32,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
 "Usage: hetps-ps [OPTION]...\n"
+"       hetps-ps export|inspect ...   (as `hetps export`, `hetps inspect`)\n"
 "Run one parameter-server task (a shard of every variable) of a hetps cluster.\n"
 "\n"
 "  -c, --cluster FILE        cluster file (TensorFlow ClusterSpec JSON);\n"
@@ -47,6 +49,75 @@ static void usage(FILE *f)
 "\n"
 "Exit status: 0 after a clean shutdown, 1 on a runtime failure, 2 on a bad\n"
 "flag or configuration.\n");
+}
+
+/* `hetps-ps export …` / `hetps export …`: the stores to .npy files. */
+static int cmd_export(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "cluster", required_argument, NULL, 'c' },
+        { "data-dir", required_argument, NULL, 'd' },
+        { "out", required_argument, NULL, 'o' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *file = NULL, *data_dir = "hetps-data", *out = NULL;
+    struct hc_cluster cl;
+    struct hc_diag diag;
+    int c, rv;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "c:d:o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': file = optarg; break;
+        case 'd': data_dir = optarg; break;
+        case 'o': out = optarg; break;
+        case 'h':
+            printf("Usage: hetps export [--cluster FILE] [--data-dir DIR] --out OUT\n"
+                   "Write every variable held by the shards' stores (shard J in\n"
+                   "DIR/ps-J, default hetps-data) as OUT/NAME.npy (float32, Keras\n"
+                   "layout: conv kernels (kh, kw, in, out), dense kernels (in, out)),\n"
+                   "loadable with numpy.load and into the same Keras model.\n"
+                   "The stores are read-only: this runs beside live servers.\n");
+            return 0;
+        default:
+            fprintf(stderr, "Try 'hetps export --help' for more information.\n");
+            return 2;
+        }
+    }
+    if (!file && optind < argc)
+        file = argv[optind++];
+    if (!out) {
+        fprintf(stderr, "hetps export: --out DIR is required\n");
+        return 2;
+    }
+    if (hc_cluster_resolve(file, NULL, 0, &cl, &diag) != HC_OK) {
+        hc_diag_print(&diag, stderr);
+        return 2;
+    }
+    rv = ps_export(&cl, data_dir, out, stdout);
+    if (rv != HC_OK)
+        fprintf(stderr, "hetps export: %s\n", hc_err_msg());
+    hc_cluster_free(&cl);
+    return rv == HC_OK ? 0 : 1;
+}
+
+static int cmd_inspect(int argc, char **argv)
+{
+    int i, bad = 0;
+
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        printf("Usage: hetps inspect STORE_DIR...\n"
+               "Print what a shard's LMDB store holds and verify its checksums.\n");
+        return argc < 2 ? 2 : 0;
+    }
+    for (i = 1; i < argc; i++) {
+        if (ps_inspect(argv[i], stdout) != HC_OK) {
+            fprintf(stderr, "hetps inspect: %s\n", hc_err_msg());
+            bad = 1;
+        }
+    }
+    return bad;
 }
 
 int main(int argc, char **argv)
@@ -70,6 +141,10 @@ int main(int argc, char **argv)
     char *end;
     int c, rv;
 
+    if (argc > 1 && !strcmp(argv[1], "export"))
+        return cmd_export(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "inspect"))
+        return cmd_inspect(argc - 1, argv + 1);
     while ((c = getopt_long(argc, argv, "c:t:d:l:h", opts, NULL)) != -1) {
         switch (c) {
         case 'c': cluster_file = optarg; break;

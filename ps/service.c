@@ -389,6 +389,12 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
     default:
         if (in.env->sender->job == HETPS__JOB__JOB_WORKER) {
             reply = serve_worker(s, &in);
+        } else if (in.env->payload_case == HETPS__ENVELOPE__PAYLOAD_PULL) {
+            /* Reading needs no membership: `hetps eval` of live weights. */
+            rv = ps_shard_serve(s->shard, &in, &s->me, &reply);
+            if (rv != HC_OK)
+                reply = error_reply(s, in.env->request_id,
+                                    hc_wire_error_code(rv), hc_err_msg());
         } else {
             reply = error_reply(s, in.env->request_id,
                                 HETPS__ERROR_CODE__E_UNKNOWN_TASK,

@@ -167,6 +167,32 @@ static int ack_with(const struct ps_shard *sh, const struct hc_wire_msg *in,
     return hc_wire_reserve(reply, &env, t, n, dst);
 }
 
+/* Keep the variables' names and shapes in the store ("vars": JSON), for
+ * `hetps export` and `hetps inspect`. */
+static int save_var_defs(struct ps_shard *sh, const Hetps__CreateVariables *cv)
+{
+    size_t cap = 64 + cv->n_vars * (HC_WIRE_MAX_NAME + 16 * HC_WIRE_MAX_DIMS);
+    char *json = malloc(cap);
+    size_t len = 0, v, k;
+    int rv;
+
+    if (!json)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    len += (size_t)snprintf(json + len, cap - len, "[");
+    for (v = 0; v < cv->n_vars; v++) {
+        len += (size_t)snprintf(json + len, cap - len, "%s{\"name\":\"%s\",\"shape\":[",
+                                v ? "," : "", cv->vars[v]->name);
+        for (k = 0; k < cv->vars[v]->n_shape; k++)
+            len += (size_t)snprintf(json + len, cap - len, "%s%u", k ? "," : "",
+                                    cv->vars[v]->shape[k]);
+        len += (size_t)snprintf(json + len, cap - len, "]}");
+    }
+    len += (size_t)snprintf(json + len, cap - len, "]");
+    rv = ps_store_meta_put(sh->store, "vars", json, len);
+    free(json);
+    return rv;
+}
+
 static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
                         const struct hc_sender *me, nng_msg **reply)
 {
@@ -236,6 +262,10 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
                        optim, init, &created);
     if (rv == HC_OK)
         rv = load_blocks(sh);
+    if (rv != HC_OK)
+        goto out;
+    if (rv == HC_OK && created)
+        rv = save_var_defs(sh, cv);
     if (rv != HC_OK)
         goto out;
     if (created)

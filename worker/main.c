@@ -21,6 +21,10 @@
 #include "log.h"
 #include "model.h"
 #include "trainer.h"
+#include "backend.h"
+#include "data.h"
+#include "eval.h"
+#include "nn.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -34,6 +38,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
 "Usage: hetps-worker [OPTION]...\n"
+"       hetps-worker eval ...     (as `hetps eval`)\n"
 "Run one worker task of a hetps cluster: join every parameter server, then\n"
 "train the model (or, without --model, stay joined until stopped).\n"
 "\n"
@@ -76,6 +81,126 @@ static int parse_ms(const char *flag, const char *v, int *out)
     return 0;
 }
 
+/* `hetps-worker eval …` / `hetps eval …`: weights → loss and accuracy. */
+static int cmd_eval(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "model", required_argument, NULL, 'm' },
+        { "weights", required_argument, NULL, 'w' },
+        { "cluster", required_argument, NULL, 'c' },
+        { "data-dir", required_argument, NULL, 'd' },
+        { "set", required_argument, NULL, 's' },
+        { "batch-size", required_argument, NULL, 'b' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *model_file = NULL, *weights = NULL, *cluster_file = NULL;
+    const char *data_dir = NULL, *set = "t10k";
+    struct hc_model *m = calloc(1, sizeof *m);
+    struct wk_dataset d = { 0 };
+    struct wk_backend *be = NULL;
+    struct wk_net *net = NULL;
+    struct pc_client *pc = NULL;
+    struct hc_cluster cl = { 0 };
+    struct hc_diag diag;
+    float *params = NULL, *x = NULL;
+    int32_t *y = NULL;
+    double loss, acc;
+    int c, rv, batch = 256, status = 1, have_cluster = 0;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:w:c:d:s:b:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model_file = optarg; break;
+        case 'w': weights = optarg; break;
+        case 'c': cluster_file = optarg; break;
+        case 'd': data_dir = optarg; break;
+        case 's': set = optarg; break;
+        case 'b':
+            if (parse_ms("--batch-size", optarg, &batch))
+                return 2;
+            break;
+        case 'h':
+            printf("Usage: hetps eval --model FILE (--weights DIR | --cluster FILE)\n"
+                   "                  [--data-dir DIR] [--set t10k|train] [--batch-size N]\n"
+                   "Evaluate a model's weights — exported .npy files (hetps export)\n"
+                   "or the live values of a running cluster — on an IDX data set\n"
+                   "(default: Fashion-MNIST's 10,000 test images).\n");
+            free(m);
+            return 0;
+        default:
+            fprintf(stderr, "Try 'hetps eval --help' for more information.\n");
+            free(m);
+            return 2;
+        }
+    }
+    if (!m || !model_file || (!weights == !cluster_file)) {
+        fprintf(stderr, "hetps eval: give --model and one of --weights or --cluster\n");
+        free(m);
+        return 2;
+    }
+    if (hc_model_load(model_file, m) != HC_OK) {
+        fprintf(stderr, "hetps eval: %s\n", hc_err_msg());
+        free(m);
+        return 2;
+    }
+    if (cluster_file) {
+        if (hc_cluster_resolve(cluster_file, NULL, 0, &cl, &diag) != HC_OK) {
+            hc_diag_print(&diag, stderr);
+            free(m);
+            return 2;
+        }
+        have_cluster = 1;
+    }
+    params = malloc(m->n_params * sizeof *params);
+    if (!params) {
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if ((rv = wk_data_load_dir(data_dir, set, &d)) != HC_OK ||
+        (m->loss == HC_LOSS_SPARSE_CCE &&
+         (rv = wk_data_check_classes(&d, m->n_classes)) != HC_OK) ||
+        (rv = wk_backend_cpu_new(1, &be)) != HC_OK ||
+        (rv = wk_net_new(m, be, batch, &net)) != HC_OK)
+        goto out;
+    x = malloc((size_t)batch * wk_net_input_size(net) * sizeof *x);
+    y = malloc((size_t)batch * sizeof *y);
+    if (!x || !y) {
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory for batch %d", batch);
+        goto out;
+    }
+    if (weights) {
+        rv = wk_load_npy(m, weights, params);
+    } else {
+        rv = pc_open(&pc, &cl, -1, 0, NULL);
+        if (rv == HC_OK)
+            rv = pc_set_model(pc, m, 0);
+        if (rv == HC_OK)
+            rv = pc_pull(pc, params, NULL);
+    }
+    if (rv == HC_OK)
+        rv = wk_evaluate(net, params, &d, batch, x, y, &loss, &acc);
+    if (rv == HC_OK) {
+        printf("eval: %s on %d samples of %s: loss %.4f - accuracy %.4f\n",
+               m->name, d.n, d.images_path, loss, acc);
+        status = 0;
+    }
+out:
+    if (rv != HC_OK)
+        fprintf(stderr, "hetps eval: %s\n", hc_err_msg());
+    pc_close(pc);
+    free(params);
+    free(x);
+    free(y);
+    wk_net_free(net);
+    wk_backend_free(be);
+    wk_data_free(&d);
+    if (have_cluster)
+        hc_cluster_free(&cl);
+    free(m);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     enum { O_DEVICES = 256, O_VIEW, O_LINGER, O_TIMEOUT, O_RETRY, O_DATA,
@@ -111,6 +236,8 @@ int main(int argc, char **argv)
     int c, rv, print_view = 0, linger_s = 0, status = 1;
     char name[32];
 
+    if (argc > 1 && !strcmp(argv[1], "eval"))
+        return cmd_eval(argc - 1, argv + 1);
     while ((c = getopt_long(argc, argv, "c:t:m:e:b:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model_file = optarg; break;

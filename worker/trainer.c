@@ -15,6 +15,7 @@
 
 #include "backend.h"
 #include "data.h"
+#include "eval.h"
 #include "err.h"
 #include "log.h"
 #include "nn.h"
@@ -27,28 +28,29 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Loss and accuracy of params on a whole data set. */
-static int evaluate(struct wk_net *net, const float *params,
-                    const struct wk_dataset *d, int batch, float *x,
-                    int32_t *y, double *loss, double *acc)
+/* 1 when every worker but `self` has left (or died), by every shard's
+ * account. */
+static int others_done(struct pc_client *pc, const struct hc_cluster *cl,
+                       int self)
 {
-    double sum = 0, s;
-    long correct = 0;
-    int start, n, k, rv;
+    struct pc_shard_status *st = calloc((size_t)cl->n_ps, sizeof *st);
+    int j, k, done = 1;
 
-    for (start = 0; start < d->n; start += n) {
-        n = wk_data_batch(d, start, batch, x, y);
-        if (n <= 0)
-            break;
-        rv = wk_net_predict(net, params, x, y, NULL, n, &s, &k);
-        if (rv != HC_OK)
-            return rv;
-        sum += s;
-        correct += k;
+    if (!st || pc_status(pc, st) != HC_OK) {
+        free(st);
+        return 0;
     }
-    *loss = sum / d->n;
-    *acc = (double)correct / d->n;
-    return HC_OK;
+    for (j = 0; j < cl->n_ps; j++) {
+        if (!st[j].up)
+            done = 0;
+        for (k = 0; k < st[j].n_members; k++)
+            if (st[j].members[k].worker != self &&
+                !strcmp(st[j].members[k].state, "joined"))
+                done = 0;
+    }
+    pc_status_free(st, cl->n_ps);
+    free(st);
+    return done;
 }
 
 /* Non-chief workers wait for the chief to create the variables. */
@@ -187,7 +189,7 @@ int wk_train(const struct wk_train_conf *c)
             double vl, va;
 
             if ((rv = pc_pull(pc, params, NULL)) ||
-                (rv = evaluate(net, params, &test, B, x, y, &vl, &va)))
+                (rv = wk_evaluate(net, params, &test, B, x, y, &vl, &va)))
                 goto out;
             printf("Epoch %d/%d - %.1fs - loss: %.4f - accuracy: %.4f - "
                    "val_loss: %.4f - val_accuracy: %.4f - %.0f samples/s\n",
@@ -201,6 +203,26 @@ int wk_train(const struct wk_train_conf *c)
         fflush(stdout);
         if ((c->stop && *c->stop) || (c->max_steps && steps >= c->max_steps))
             break;
+    }
+    if (do_eval && chief && c->cluster->n_worker > 1 && !(c->stop && *c->stop)) {
+        /* The others may still be pushing: evaluate the final weights once
+         * they are done (bounded: a worker that neither finishes nor dies
+         * within ten minutes is not waited for). */
+        double t_end = now_s() + 600, vl, va;
+        int waited = 0;
+
+        while (!others_done(pc, c->cluster, c->worker) && now_s() < t_end &&
+               !(c->stop && *c->stop)) {
+            if (!waited++)
+                hc_info("waiting for the other workers to finish");
+            nanosleep(&(struct timespec){ 0, 200 * 1000000L }, NULL);
+        }
+        if ((rv = pc_pull(pc, params, NULL)) ||
+            (rv = wk_evaluate(net, params, &test, B, x, y, &vl, &va)))
+            goto out;
+        printf("Final weights (all workers done): val_loss: %.4f - "
+               "val_accuracy: %.4f\n", vl, va);
+        fflush(stdout);
     }
     rv = HC_OK;
 out:

@@ -1,0 +1,290 @@
+/*
+ * export.c — `hetps export` and `hetps inspect` (see export.h).
+ *
+ * A .npy file (NumPy format 1.0) is the magic "\x93NUMPY", version 1.0, a
+ * little-endian u16 header length and a Python-literal header
+ * {'descr': '<f4', 'fortran_order': False, 'shape': (…), } padded with
+ * spaces and a newline to a multiple of 64 bytes, then the raw data in C
+ * order — which is the order the shards keep (Keras's layout).
+ */
+#include "export.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cJSON.h>
+
+#include "err.h"
+#include "model.h"
+#include "store.h"
+
+#define VARS_JSON_MAX (1u << 20)
+
+struct var {
+    char name[HC_NAME_MAX * 2];
+    int ndim;
+    uint32_t shape[8];
+    size_t size;
+    float *data;            /* (size) */
+    unsigned char *seen;    /* (size) elements filled */
+};
+
+static int parse_vars(const char *json, size_t len, const char *dir,
+                      struct var **out, int *n_out)
+{
+    cJSON *root = cJSON_ParseWithLength(json, len), *it;
+    struct var *vars = NULL;
+    int n = 0, rv = HC_OK;
+
+    if (!cJSON_IsArray(root) || cJSON_GetArraySize(root) < 1) {
+        rv = hc_err_set(HC_ERR_STORE, "store %s: variable definitions are "
+                        "damaged", dir);
+        goto out;
+    }
+    vars = calloc((size_t)cJSON_GetArraySize(root), sizeof *vars);
+    if (!vars) {
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    cJSON_ArrayForEach(it, root) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
+        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(it, "shape"), *d;
+        struct var *v = &vars[n];
+
+        if (!cJSON_IsString(name) || !cJSON_IsArray(shape) ||
+            cJSON_GetArraySize(shape) > 8 ||
+            strlen(name->valuestring) >= sizeof v->name) {
+            rv = hc_err_set(HC_ERR_STORE, "store %s: variable definition %d "
+                            "is damaged", dir, n);
+            goto out;
+        }
+        snprintf(v->name, sizeof v->name, "%s", name->valuestring);
+        v->size = 1;
+        cJSON_ArrayForEach(d, shape) {
+            if (!cJSON_IsNumber(d) || d->valuedouble < 1 ||
+                d->valuedouble > (double)UINT32_MAX) {
+                rv = hc_err_set(HC_ERR_STORE, "store %s: shape of %s is "
+                                "damaged", dir, v->name);
+                goto out;
+            }
+            v->shape[v->ndim++] = (uint32_t)d->valuedouble;
+            v->size *= (uint32_t)d->valuedouble;
+        }
+        n++;
+    }
+out:
+    cJSON_Delete(root);
+    if (rv != HC_OK) {
+        free(vars);
+        return rv;
+    }
+    *out = vars;
+    *n_out = n;
+    return HC_OK;
+}
+
+/* Create every directory on the way to `path`'s parent. */
+static int mkdirs_for(const char *path)
+{
+    char buf[PATH_MAX];
+    char *p;
+
+    snprintf(buf, sizeof buf, "%s", path);
+    for (p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return hc_err_set(HC_ERR_IO, "cannot create %s: %s", buf,
+                              strerror(errno));
+        *p = '/';
+    }
+    return HC_OK;
+}
+
+static int write_npy(const char *path, const struct var *v)
+{
+    char header[512];
+    unsigned char pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0 };
+    size_t n = 0, total;
+    FILE *f;
+    int i, rv = HC_OK;
+
+    n += (size_t)snprintf(header + n, sizeof header - n,
+                          "{'descr': '<f4', 'fortran_order': False, 'shape': (");
+    for (i = 0; i < v->ndim; i++)
+        n += (size_t)snprintf(header + n, sizeof header - n, "%u%s",
+                              v->shape[i], v->ndim == 1 ? "," : i + 1 < v->ndim ? ", " : "");
+    n += (size_t)snprintf(header + n, sizeof header - n, "), }");
+    total = (sizeof pre + n + 1 + 63) / 64 * 64;
+    while (sizeof pre + n + 1 < total)
+        header[n++] = ' ';
+    header[n++] = '\n';
+    pre[8] = (unsigned char)(n & 0xFF);
+    pre[9] = (unsigned char)(n >> 8);
+    if ((rv = mkdirs_for(path)) != HC_OK)
+        return rv;
+    f = fopen(path, "wb");
+    if (!f)
+        return hc_err_set(HC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    if (fwrite(pre, 1, sizeof pre, f) != sizeof pre ||
+        fwrite(header, 1, n, f) != n ||
+        fwrite(v->data, sizeof(float), v->size, f) != v->size)
+        rv = hc_err_set(HC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    if (fclose(f) != 0 && rv == HC_OK)
+        rv = hc_err_set(HC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    return rv;
+}
+
+int ps_export(const struct hc_cluster *cl, const char *data_dir,
+              const char *out_dir, FILE *log)
+{
+    struct ps_store_opts o = { .read_only = 1 };
+    struct var *vars = NULL;
+    char *json = NULL, dir[PATH_MAX];
+    uint64_t signature = 0, step = 0;
+    int n_vars = 0, j, v, rv = HC_OK;
+
+    json = malloc(VARS_JSON_MAX);
+    if (!json)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    for (j = 0; j < cl->n_ps && rv == HC_OK; j++) {
+        struct ps_store *s = NULL;
+        struct ps_store_info info;
+        const struct ps_block *blocks;
+        uint32_t nb, b;
+        size_t len;
+
+        snprintf(dir, sizeof dir, "%s/ps-%d", data_dir, j);
+        rv = ps_store_open(dir, &o, &s);
+        if (rv != HC_OK)
+            break;
+        ps_store_info(s, &info);
+        if (!info.initialised) {
+            rv = hc_err_set(HC_ERR_NOTFOUND, "store %s holds no variables "
+                            "(was the job started with this --data-dir?)", dir);
+        } else if (info.n_shards != (uint32_t)cl->n_ps || info.shard != (uint32_t)j) {
+            rv = hc_err_set(HC_ERR_MISMATCH, "store %s is shard %u of %u, the "
+                            "cluster has %d parameter servers", dir, info.shard,
+                            info.n_shards, cl->n_ps);
+        } else if (j > 0 && info.signature != signature) {
+            rv = hc_err_set(HC_ERR_MISMATCH, "store %s is of another model than "
+                            "%s/ps-0", dir, data_dir);
+        }
+        if (rv == HC_OK && j == 0) {
+            signature = info.signature;
+            step = info.step;
+            rv = ps_store_meta_get(s, "vars", json, VARS_JSON_MAX, &len);
+            if (rv == HC_OK)
+                rv = parse_vars(json, len, dir, &vars, &n_vars);
+            for (v = 0; rv == HC_OK && v < n_vars; v++) {
+                vars[v].data = calloc(vars[v].size, sizeof(float));
+                vars[v].seen = calloc(vars[v].size, 1);
+                if (!vars[v].data || !vars[v].seen)
+                    rv = hc_err_set(HC_ERR_NOMEM, "out of memory for %s",
+                                    vars[v].name);
+            }
+        }
+        blocks = rv == HC_OK ? ps_store_blocks(s, &nb) : NULL;
+        for (b = 0; rv == HC_OK && b < nb; b++) {
+            const struct ps_block *k = &blocks[b];
+            struct var *var;
+            uint32_t e;
+
+            if (k->var >= (uint32_t)n_vars ||
+                k->offset + k->length > vars[k->var].size) {
+                rv = hc_err_set(HC_ERR_STORE, "store %s: block %u lies outside "
+                                "the variables", dir, b);
+                break;
+            }
+            var = &vars[k->var];
+            rv = ps_store_read_block(s, b, var->data + k->offset, k->length);
+            for (e = 0; rv == HC_OK && e < k->length; e++)
+                if (var->seen[k->offset + e]++)
+                    rv = hc_err_set(HC_ERR_STORE, "store %s: element %llu of "
+                                    "%s is held twice", dir,
+                                    (unsigned long long)(k->offset + e), var->name);
+        }
+        if (rv == HC_OK && info.step != step && log)
+            fprintf(log, "note: %s is at step %llu, ps-0 at %llu (asynchronous "
+                    "training: shards apply pushes independently)\n", dir,
+                    (unsigned long long)info.step, (unsigned long long)step);
+        ps_store_close(s);
+    }
+    for (v = 0; rv == HC_OK && v < n_vars; v++) {
+        char path[PATH_MAX];
+        size_t e;
+
+        for (e = 0; e < vars[v].size; e++)
+            if (!vars[v].seen[e])
+                break;
+        if (e < vars[v].size) {
+            rv = hc_err_set(HC_ERR_STORE, "element %zu of %s is in no store: "
+                            "is a shard's --data-dir missing?", e, vars[v].name);
+            break;
+        }
+        snprintf(path, sizeof path, "%s/%s.npy", out_dir, vars[v].name);
+        rv = write_npy(path, &vars[v]);
+        if (rv == HC_OK && log) {
+            int i;
+
+            fprintf(log, "%s (", path);
+            for (i = 0; i < vars[v].ndim; i++)
+                fprintf(log, "%s%u", i ? ", " : "", vars[v].shape[i]);
+            fprintf(log, "%s) float32\n", vars[v].ndim == 1 ? "," : "");
+        }
+    }
+    for (v = 0; vars && v < n_vars; v++) {
+        free(vars[v].data);
+        free(vars[v].seen);
+    }
+    free(vars);
+    free(json);
+    return rv;
+}
+
+int ps_inspect(const char *dir, FILE *out)
+{
+    struct ps_store_opts o = { .read_only = 1 };
+    struct ps_store *s = NULL;
+    struct ps_store_info info;
+    char *json;
+    size_t len = 0;
+    int rv;
+
+    rv = ps_store_open(dir, &o, &s);
+    if (rv != HC_OK)
+        return rv;
+    ps_store_info(s, &info);
+    fprintf(out, "store %s\n  opened %llu time(s)\n", dir,
+            (unsigned long long)info.incarnation);
+    if (!info.initialised) {
+        fprintf(out, "  no variables yet\n");
+        ps_store_close(s);
+        return HC_OK;
+    }
+    fprintf(out, "  shard %u of %u, %u blocks of up to %u elements, %u slot(s)\n"
+            "  step %llu\n  model signature %016llx, layout %016llx\n"
+            "  optimizer %s lr %g\n  map %llu MiB\n",
+            info.shard, info.n_shards, info.n_blocks, info.block_elems,
+            info.n_slots, (unsigned long long)info.step,
+            (unsigned long long)info.signature,
+            (unsigned long long)info.layout_hash,
+            info.optim.type == HC_OPT_ADAM ? "adam"
+            : info.optim.type == HC_OPT_MOMENTUM ? "momentum" : "sgd",
+            (double)info.optim.lr, (unsigned long long)(info.map_size >> 20));
+    json = malloc(VARS_JSON_MAX);
+    if (json && ps_store_meta_get(s, "vars", json, VARS_JSON_MAX - 1, &len) == HC_OK) {
+        json[len] = '\0';
+        fprintf(out, "  variables %s\n", json);
+    }
+    free(json);
+    rv = ps_store_verify(s);
+    fprintf(out, "  checksums: %s\n", rv == HC_OK ? "all good" : hc_err_msg());
+    ps_store_close(s);
+    return rv;
+}

@@ -1,0 +1,154 @@
+/*
+ * eval.c — evaluating weights, and reading them back from .npy files
+ * (see eval.h). A .npy file (NumPy format 1.0 or 2.0): "\x93NUMPY", major
+ * and minor version, header length (u16 LE, or u32 LE for 2.0), a Python
+ * dict literal with 'descr', 'fortran_order' and 'shape', then the data.
+ */
+#include "eval.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+
+int wk_evaluate(struct wk_net *net, const float *params,
+                const struct wk_dataset *d, int batch, float *x, int32_t *y,
+                double *loss, double *acc)
+{
+    double sum = 0, s;
+    long correct = 0;
+    int start, n, k, rv;
+
+    for (start = 0; start < d->n; start += n) {
+        n = wk_data_batch(d, start, batch, x, y);
+        if (n <= 0)
+            break;
+        rv = wk_net_predict(net, params, x, y, NULL, n, &s, &k);
+        if (rv != HC_OK)
+            return rv;
+        sum += s;
+        correct += k;
+    }
+    *loss = sum / d->n;
+    *acc = (double)correct / d->n;
+    return HC_OK;
+}
+
+/* Parse the shape tuple "(3, 3, 1, 32)" after 'shape': in the header. */
+static int npy_shape(const char *h, long *dims, int *ndim)
+{
+    const char *p = strstr(h, "'shape':");
+
+    *ndim = 0;
+    if (!p || !(p = strchr(p, '(')))
+        return -1;
+    p++;
+    for (;;) {
+        char *end;
+        long v;
+
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (*p == ')')
+            return 0;
+        v = strtol(p, &end, 10);
+        if (end == p || *ndim == 8 || v < 0)
+            return -1;
+        dims[(*ndim)++] = v;
+        p = end;
+    }
+}
+
+static int load_one(const struct hc_var_def *v, const char *path, float *dst)
+{
+    unsigned char pre[12];
+    char header[4096], want[128], got[128];
+    long dims[8];
+    size_t hlen, got_n;
+    int ndim, i, rv = HC_OK, n;
+    FILE *f = fopen(path, "rb");
+
+    if (!f)
+        return hc_err_set(errno == ENOENT ? HC_ERR_NOTFOUND : HC_ERR_IO,
+                          "%s: %s (variable %s)", path, strerror(errno), v->name);
+    if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
+        rv = hc_err_set(HC_ERR_DATA, "%s is not a .npy file", path);
+        goto out;
+    }
+    if (pre[6] == 1) {
+        hlen = (size_t)pre[8] | (size_t)pre[9] << 8;
+    } else if (pre[6] == 2 || pre[6] == 3) {
+        if (fread(pre + 10, 1, 2, f) != 2) {
+            rv = hc_err_set(HC_ERR_DATA, "%s: truncated header", path);
+            goto out;
+        }
+        hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 |
+               (size_t)pre[11] << 24;
+    } else {
+        rv = hc_err_set(HC_ERR_DATA, "%s: .npy version %d is not supported",
+                        path, pre[6]);
+        goto out;
+    }
+    if (hlen >= sizeof header || fread(header, 1, hlen, f) != hlen) {
+        rv = hc_err_set(HC_ERR_DATA, "%s: bad or truncated header", path);
+        goto out;
+    }
+    header[hlen] = '\0';
+    if (!strstr(header, "'descr': '<f4'")) {
+        rv = hc_err_set(HC_ERR_DATA, "%s: not little-endian float32 "
+                        "(save with dtype=numpy.float32)", path);
+        goto out;
+    }
+    if (!strstr(header, "'fortran_order': False")) {
+        rv = hc_err_set(HC_ERR_DATA, "%s: Fortran order; save a C-ordered "
+                        "array (numpy.ascontiguousarray)", path);
+        goto out;
+    }
+    if (npy_shape(header, dims, &ndim) != 0) {
+        rv = hc_err_set(HC_ERR_DATA, "%s: cannot read the shape", path);
+        goto out;
+    }
+    n = 0;
+    for (i = 0; i < v->ndim; i++)
+        n += snprintf(want + n, sizeof want - (size_t)n, "%s%d", i ? ", " : "",
+                      v->shape[i]);
+    n = 0;
+    got[0] = '\0';
+    for (i = 0; i < ndim; i++)
+        n += snprintf(got + n, sizeof got - (size_t)n, "%s%ld", i ? ", " : "",
+                      dims[i]);
+    if (strcmp(want, got) != 0) {
+        rv = hc_err_set(HC_ERR_MISMATCH, "%s has shape (%s); the model's %s is "
+                        "(%s)", path, got, v->name, want);
+        goto out;
+    }
+    got_n = fread(dst, sizeof(float), v->size, f);
+    if (got_n != v->size) {
+        rv = hc_err_set(HC_ERR_DATA, "%s: truncated: %zu of %zu values", path,
+                        got_n, v->size);
+        goto out;
+    }
+    if (fgetc(f) != EOF)
+        rv = hc_err_set(HC_ERR_DATA, "%s: bytes after the data", path);
+out:
+    fclose(f);
+    return rv;
+}
+
+int wk_load_npy(const struct hc_model *m, const char *dir, float *params)
+{
+    int v, rv;
+
+    for (v = 0; v < m->n_vars; v++) {
+        char path[PATH_MAX];
+
+        snprintf(path, sizeof path, "%s/%s.npy", dir, m->vars[v].name);
+        rv = load_one(&m->vars[v], path, params + hc_model_var_offset(m, v));
+        if (rv != HC_OK)
+            return rv;
+    }
+    return HC_OK;
+}
