@@ -19,7 +19,7 @@
  *
  * Initial values (hc_model_init_params). Each variable v has its own stream
  * of the splitmix64 generator (Steele, Lea & Flood 2014) started from
- * state = mix64(seed ^ mix64(v + 0x9E3779B97F4A7C15)), mix64 being
+ * state = hc_mix64(seed ^ hc_mix64(v + 0x9E3779B97F4A7C15)), mix64 being
  * splitmix64's output function; so a variable's values depend only on
  * (seed, v). A Glorot-uniform element is (2u − 1)·limit with u the top
  * 53 bits of the next output over 2^53 and limit = sqrt(6 / (fan_in +
@@ -34,6 +34,7 @@
  */
 #include "model.h"
 #include "err.h"
+#include "rng.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -1199,17 +1200,6 @@ out:
 
 /* ---- initial values ----------------------------------------------------------------- */
 
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t splitmix64(uint64_t *state)
-{
-    return mix64(*state += 0x9E3779B97F4A7C15ull);
-}
 
 void hc_model_init_params(const struct hc_model *m, float *params)
 {
@@ -1226,9 +1216,9 @@ void hc_model_init_params(const struct hc_model *m, float *params)
         }
         double limit = sqrt(6.0 / ((double)d->fan_in + (double)d->fan_out));
         uint64_t state =
-            mix64(m->seed ^ mix64((uint64_t)v + 0x9E3779B97F4A7C15ull));
+            hc_mix64(m->seed ^ hc_mix64((uint64_t)v + 0x9E3779B97F4A7C15ull));
         for (size_t i = 0; i < d->size; i++) {
-            double u = (double)(splitmix64(&state) >> 11) * 0x1.0p-53;
+            double u = (double)(hc_splitmix64(&state) >> 11) * 0x1.0p-53;
             p[i] = (float)((2.0 * u - 1.0) * limit);
         }
     }

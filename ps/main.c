@@ -191,6 +191,13 @@ int main(int argc, char **argv)
         hc_cluster_free(&cl);
         return 2;
     }
+    if (cl.mode != HC_MODE_ASYNC) {
+        fprintf(stderr, "hetps-ps: %s: hetps.mode \"%s\" is not available in "
+                "this release; use \"async\" (synchronous and bounded-staleness "
+                "training come next)\n", cl.source, hc_mode_name(cl.mode));
+        hc_cluster_free(&cl);
+        return 2;
+    }
     snprintf(name, sizeof name, "ps:%d", cl.task_index);
     hc_log_set_task(name);
     if (!data_dir[0])

@@ -11,6 +11,7 @@
  */
 #include "data.h"
 #include "err.h"
+#include "rng.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -362,17 +363,6 @@ int wk_data_batch(const struct wk_dataset *d, int start, int count,
 
 /* ---- shards ---------------------------------------------------------------- */
 
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t splitmix64(uint64_t *state)
-{
-    return mix64(*state += 0x9E3779B97F4A7C15ull);
-}
 
 /* Uniform in [0, bound), bound ≥ 1, without modulo bias. */
 static uint64_t below(uint64_t *state, uint64_t bound)
@@ -380,7 +370,7 @@ static uint64_t below(uint64_t *state, uint64_t bound)
     uint64_t threshold = (0 - bound) % bound, r;
 
     do
-        r = splitmix64(state);
+        r = hc_splitmix64(state);
     while (r < threshold);
     return r % bound;
 }
@@ -388,9 +378,9 @@ static uint64_t below(uint64_t *state, uint64_t bound)
 /* Put the shard's samples in epoch's order (see data.h). */
 static void shuffle(struct wk_shard *s, int epoch)
 {
-    uint64_t state = mix64(s->seed ^
-                           mix64((uint64_t)epoch * 0x9E3779B97F4A7C15ull ^
-                                 mix64((uint64_t)s->index + 1)));
+    uint64_t state = hc_mix64(s->seed ^
+                           hc_mix64((uint64_t)epoch * 0x9E3779B97F4A7C15ull ^
+                                 hc_mix64((uint64_t)s->index + 1)));
 
     for (int j = 0; j < s->n; j++)
         s->order[j] = s->index + j * s->n_shards;
