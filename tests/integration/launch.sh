@@ -46,3 +46,20 @@ grep -q '^\[worker:1\] ' "$T/launch.log" || fail "no [worker:1] prefixed output"
 grep -q '^\[worker:0\]   ps:1 ' "$T/launch.log" || fail "worker:0 printed no view of ps:1"
 grep -q 'parameter servers told to shut down' "$T/launch.log" || fail "no shutdown"
 ok "launch exited 0 after the workers left and the servers shut down"
+
+# Ctrl-C: the launcher forwards it, every task stops, exit 130.
+"$BIN/hetps" launch --data-dir "$T/data2" "$T/cluster.json" -- --linger 120 \
+    > "$T/launch2.log" 2>&1 &
+LPID=$!
+track $LPID
+wait_for 15 both_joined || { cat "$T/launch2.log"; fail "second launch did not come up"; }
+kill -INT $LPID
+wait_for 15 launcher_gone || { cat "$T/launch2.log"; fail "launcher still running 15 s after SIGINT"; }
+wait $LPID
+rc=$?
+PIDS=""
+[ $rc -eq 130 ] || { cat "$T/launch2.log"; fail "launcher exited $rc after SIGINT, not 130"; }
+left=$(pgrep -f "$T/cluster.json" | wc -l)
+[ "$left" -eq 0 ] || { pgrep -af "$T/cluster.json"; fail "$left task(s) still running after Ctrl-C"; }
+grep -q 'worker:1\] .*left the cluster' "$T/launch2.log" || { cat "$T/launch2.log"; fail "worker:1 did not leave cleanly"; }
+ok "Ctrl-C stops every task (workers leave), exit 130"
