@@ -487,6 +487,10 @@ int pc_status(struct pc_client *c, struct pc_shard_status *out)
         o->duplicates = r->duplicates;
         o->rejected = r->rejected;
         o->uptime_ms = r->uptime_ms;
+        o->late = r->late;
+        o->stale = r->stale;
+        o->max_ahead = r->max_ahead;
+        o->waiting = r->waiting;
         snprintf(o->mode, sizeof o->mode, "%s", r->mode ? r->mode : "");
         o->members = calloc(r->n_members + 1, sizeof *o->members);
         if (!o->members)
@@ -501,6 +505,10 @@ int pc_status(struct pc_client *c, struct pc_shard_status *out)
             pm->last_seen_ms = m->last_seen_ms;
             pm->requests = m->requests;
             pm->duplicates = m->duplicates;
+            pm->clock = m->clock;
+            pm->late = m->late;
+            pm->samples_per_s = m->samples_per_s;
+            pm->share = m->share;
             snprintf(pm->devices, sizeof pm->devices, "%s",
                      m->devices ? m->devices : "");
         }
@@ -634,6 +642,17 @@ out:
 
 int pc_pull(struct pc_client *c, float *params, uint64_t *version)
 {
+    struct pc_step st = { 0 };
+    int rv = pc_pull_step(c, params, &st, 0);
+
+    if (version)
+        *version = st.version;
+    return rv;
+}
+
+int pc_pull_step(struct pc_client *c, float *params, struct pc_step *st,
+                 int wait_ms)
+{
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__Pull pull = HETPS__PULL__INIT;
     uint64_t ids[64], *idp = ids, vmin = UINT64_MAX;
@@ -644,9 +663,16 @@ int pc_pull(struct pc_client *c, float *params, uint64_t *version)
         return rv;
     if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
         return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    st->has_slice = 0;
     hc_wire_init_env(&env, &c->me, 0);
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_PULL;
     env.pull = &pull;
+    pull.has_min_version = st->min_version > 0;
+    pull.min_version = st->min_version;
+    pull.has_clock = 1;
+    pull.clock = st->clock;
+    pull.has_global_batch = st->global_batch > 0;
+    pull.global_batch = st->global_batch;
     for (i = 0; i < c->n; i++) {
         pull.n_ranges = c->plan[i].n_blocks;
         pull.ranges = c->plan[i].range_ptrs;
@@ -657,9 +683,14 @@ int pc_pull(struct pc_client *c, float *params, uint64_t *version)
             goto out;
         }
     }
-    rv = exchange(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK, "pull", 0);
+    rv = exchange(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK, "pull", wait_ms);
     if (rv != HC_OK)
         goto out;
+    if (c->dec[0].env->ack->has_batch_count) {
+        st->has_slice = 1;
+        st->offset = c->dec[0].env->ack->batch_offset;
+        st->count = c->dec[0].env->ack->batch_count;
+    }
     for (i = 0; i < c->n && rv == HC_OK; i++) {
         const struct shard_plan *p = &c->plan[i];
         const struct hc_wire_msg *d = &c->dec[i];
@@ -688,8 +719,7 @@ int pc_pull(struct pc_client *c, float *params, uint64_t *version)
             vmin = d->env->ack->version;
     }
     release(c);
-    if (version)
-        *version = vmin == UINT64_MAX ? 0 : vmin;
+    st->version = vmin == UINT64_MAX ? 0 : vmin;
 out:
     if (idp != ids)
         free(idp);
@@ -697,6 +727,13 @@ out:
 }
 
 int pc_push(struct pc_client *c, const float *grads, uint32_t samples)
+{
+    return pc_push_step(c, grads, samples, 0, 0, 0, NULL);
+}
+
+int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
+                 uint64_t base_version, float samples_per_s, uint64_t clock,
+                 int *late)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__Push push = HETPS__PUSH__INIT;
@@ -710,6 +747,14 @@ int pc_push(struct pc_client *c, const float *grads, uint32_t samples)
         return hc_err_set(HC_ERR_NOMEM, "out of memory");
     hc_wire_init_env(&env, &c->me, 0);
     push.samples = samples;
+    push.has_base_version = 1;
+    push.base_version = base_version;
+    push.has_samples_per_s = samples_per_s > 0;
+    push.samples_per_s = samples_per_s;
+    push.has_clock = 1;
+    push.clock = clock;
+    if (late)
+        *late = 0;
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
     env.push = &push;
     for (i = 0; i < c->n; i++) {
@@ -725,8 +770,12 @@ int pc_push(struct pc_client *c, const float *grads, uint32_t samples)
         }
     }
     rv = exchange(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK, "push", 0);
-    if (rv == HC_OK)
+    if (rv == HC_OK) {
+        for (i = 0; late && i < c->n; i++)
+            if (c->dec[i].env->ack->has_late && c->dec[i].env->ack->late)
+                *late = 1;
         release(c);
+    }
 out:
     if (idp != ids)
         free(idp);

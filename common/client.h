@@ -63,6 +63,29 @@ int pc_pull(struct pc_client *c, float *params, uint64_t *version);
 /* Push a gradient (n_params floats, the mean over `samples` samples). */
 int pc_push(struct pc_client *c, const float *grads, uint32_t samples);
 
+/* One step of a synchronous or bounded-staleness worker. */
+struct pc_step {
+    uint64_t min_version;   /* in: sync: wait until every shard reaches it */
+    uint64_t clock;         /* in: ssp: steps this worker has pushed */
+    uint32_t global_batch;  /* in: sync: samples of the step over all
+                               workers (0: ask for no slice) */
+    uint64_t version;       /* out: smallest version pulled */
+    int has_slice;          /* out: sync: ps:0 assigned a slice */
+    uint32_t offset, count; /* out: this worker's slice of the global batch */
+};
+
+/* Pull with the step's conditions; waits (up to wait_ms per attempt, 0 =
+ * the client's timeout) while a shard holds the pull back. */
+int pc_pull_step(struct pc_client *c, float *params, struct pc_step *st,
+                 int wait_ms);
+
+/* Push a gradient computed at base_version with the worker's measured
+ * speed; *late (may be NULL) is set when a shard counted it as too late
+ * for its synchronous step. */
+int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
+                 uint64_t base_version, float samples_per_s, uint64_t clock,
+                 int *late);
+
 /* Ask every shard to shut down (front door). */
 int pc_shutdown(struct pc_client *c);
 
@@ -74,6 +97,9 @@ struct pc_member {
     uint64_t last_seen_ms;
     uint64_t requests, duplicates;
     char devices[128];
+    uint64_t clock, late;       /* steps pushed; gradients too late */
+    float samples_per_s;        /* reported speed */
+    uint32_t share;             /* sync: samples of the current step */
 };
 
 /* What one shard says of itself. */
@@ -81,6 +107,9 @@ struct pc_shard_status {
     int up;                     /* answered */
     char error[512];            /* why not, when !up */
     uint64_t incarnation, version, requests, duplicates, rejected, uptime_ms;
+    uint64_t late, stale;       /* sync: late gradients; async: refused old */
+    uint32_t max_ahead;         /* ssp: most steps a worker ran ahead */
+    uint32_t waiting;           /* pulls held back now */
     char mode[16];
     int n_members;
     struct pc_member *members;  /* (n_members), freed by pc_status_free */

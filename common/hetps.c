@@ -506,16 +506,20 @@ static int cmd_status(int argc, char **argv)
             continue;
         }
         printf("ps:%-7d %-8s %s mode %s incarnation %016llx version %llu "
-               "requests %llu duplicates %llu rejected %llu uptime %.1fs\n",
+               "requests %llu duplicates %llu rejected %llu late %llu "
+               "stale %llu max_ahead %u waiting %u uptime %.1fs\n",
                i, "up", cl.ps[i].addr, st[i].mode,
                (unsigned long long)st[i].incarnation,
                (unsigned long long)st[i].version,
                (unsigned long long)st[i].requests,
                (unsigned long long)st[i].duplicates,
-               (unsigned long long)st[i].rejected, st[i].uptime_ms / 1000.0);
+               (unsigned long long)st[i].rejected,
+               (unsigned long long)st[i].late,
+               (unsigned long long)st[i].stale, st[i].max_ahead,
+               st[i].waiting, st[i].uptime_ms / 1000.0);
     }
     for (w = 0; w < cl.n_worker; w++) {
-        char states[256] = "";
+        char states[1024] = "";
         const char *devices = "";
         size_t len = 0;
         int seen = 0;
@@ -531,11 +535,15 @@ static int cmd_status(int argc, char **argv)
                 seen++;
                 devices = m->devices;
                 len += (size_t)snprintf(states + len, sizeof states - len,
-                                        "%sps:%d %s (seen %llums ago, %llu requests, %llu duplicates)",
+                                        "%sps:%d %s (seen %llums ago, %llu requests, %llu duplicates, "
+                                        "clock %llu, %.0f samples/s, share %u, late %llu)",
                                         len ? "; " : "", i, m->state,
                                         (unsigned long long)m->last_seen_ms,
                                         (unsigned long long)m->requests,
-                                        (unsigned long long)m->duplicates);
+                                        (unsigned long long)m->duplicates,
+                                        (unsigned long long)m->clock,
+                                        (double)m->samples_per_s, m->share,
+                                        (unsigned long long)m->late);
                 if (len >= sizeof states)
                     len = sizeof states - 1;
             }

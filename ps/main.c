@@ -45,6 +45,12 @@ static void usage(FILE *f)
 "      --heartbeat-timeout MS  a worker silent this long is dead (default 10000)\n"
 "      --max-message BYTES   refuse larger requests (closes the sender's\n"
 "                            connection; default 512 MiB)\n"
+"      --balance on|off      sync: split each step's global batch among the\n"
+"                            workers by their measured speed (default on)\n"
+"      --max-staleness N     async: refuse gradients computed more than N\n"
+"                            versions ago (default 0: no bound)\n"
+"      --join-timeout MS     sync/ssp: a worker of the cluster file that has\n"
+"                            not joined by then is left out (default 60000)\n"
 "  -h, --help                show this help and exit\n"
 "\n"
 "Exit status: 0 after a clean shutdown, 1 on a runtime failure, 2 on a bad\n"
@@ -129,10 +135,13 @@ int main(int argc, char **argv)
         { "listen", required_argument, NULL, 'l' },
         { "heartbeat-timeout", required_argument, NULL, 'H' },
         { "max-message", required_argument, NULL, 'M' },
+        { "balance", required_argument, NULL, 'B' },
+        { "max-staleness", required_argument, NULL, 'S' },
+        { "join-timeout", required_argument, NULL, 'J' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    struct ps_service_conf conf = { 0 };
+    struct ps_service_conf conf = { .balance = 1 };
     struct hc_cluster cl;
     struct hc_diag diag;
     const char *cluster_file = NULL, *task = NULL;
@@ -170,6 +179,33 @@ int main(int argc, char **argv)
             conf.max_message = (size_t)v;
             break;
         }
+        case 'B':
+            if (!strcmp(optarg, "on"))
+                conf.balance = 1;
+            else if (!strcmp(optarg, "off"))
+                conf.balance = 0;
+            else {
+                fprintf(stderr, "hetps-ps: --balance: '%s' is not on or off\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'S':
+            conf.max_staleness = strtoull(optarg, &end, 10);
+            if (*end || optarg[0] == '-') {
+                fprintf(stderr, "hetps-ps: --max-staleness: '%s' is not a "
+                        "number of versions\n", optarg);
+                return 2;
+            }
+            break;
+        case 'J':
+            conf.join_timeout_ms = (int)strtol(optarg, &end, 10);
+            if (*end || conf.join_timeout_ms <= 0) {
+                fprintf(stderr, "hetps-ps: --join-timeout: '%s' is not a "
+                        "positive number of milliseconds\n", optarg);
+                return 2;
+            }
+            break;
         case 'h': usage(stdout); return 0;
         default:
             fprintf(stderr, "Try 'hetps-ps --help' for more information.\n");
@@ -188,13 +224,6 @@ int main(int argc, char **argv)
     if (cl.task_job != HC_JOB_PS) {
         fprintf(stderr, "hetps-ps: this task is worker:%d; hetps-ps runs ps "
                 "tasks (use hetps-worker, or --task ps:N)\n", cl.task_index);
-        hc_cluster_free(&cl);
-        return 2;
-    }
-    if (cl.mode != HC_MODE_ASYNC) {
-        fprintf(stderr, "hetps-ps: %s: hetps.mode \"%s\" is not available in "
-                "this release; use \"async\" (synchronous and bounded-staleness "
-                "training come next)\n", cl.source, hc_mode_name(cl.mode));
         hc_cluster_free(&cl);
         return 2;
     }

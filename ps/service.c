@@ -26,6 +26,7 @@
 #include "log.h"
 #include "rpc.h"
 #include "shard.h"
+#include "sync.h"
 #include "wire.h"
 
 enum member_state { M_NONE, M_JOINED, M_LEFT, M_DEAD };
@@ -44,12 +45,24 @@ struct member {
     uint64_t requests, duplicates;
 };
 
+/* A pull that must wait (sync: for the next version; ssp: for the slowest
+ * worker). The request message is kept and served again when ready. */
+struct pending {
+    hc_rpc_req *req;
+    nng_msg *msg;
+    int worker;
+    uint64_t min_version, clock;
+};
+
 struct ps_service {
     struct ps_service_conf conf;
     const struct hc_cluster *cl;
     struct hc_sender me;
     hc_rpc_server *rpc;
     struct ps_shard *shard;
+    struct ps_sync *sync;
+    struct pending *pending;    /* (n_pending) */
+    int n_pending, cap_pending;
 
     pthread_mutex_t mu;         /* guards everything below */
     struct member *members;     /* (n_members) indexed by worker index */
@@ -135,6 +148,9 @@ static int fill_members(struct ps_service *s, Hetps__Member ***out,
         pm->requests = m->requests;
         pm->has_duplicates = 1;
         pm->duplicates = m->duplicates;
+        pm->has_clock = pm->has_samples_per_s = pm->has_share = pm->has_late = 1;
+        ps_sync_worker(s->sync, i, &pm->clock, &pm->samples_per_s, &pm->share,
+                       &pm->late);
         (*out)[n++] = pm;
     }
     return n;
@@ -168,6 +184,16 @@ static nng_msg *status_reply(struct ps_service *s, uint64_t id)
     st.has_uptime_ms = 1;
     st.uptime_ms = (uint64_t)(now_ms() - s->start_ms);
     st.mode = (char *)hc_mode_name(s->cl->mode);
+    {
+        struct ps_sync_stats ss;
+
+        ps_sync_stats(s->sync, &ss);
+        st.has_late = st.has_max_ahead = st.has_stale = st.has_waiting = 1;
+        st.late = ss.late;
+        st.max_ahead = ss.max_ahead;
+        st.stale = ss.stale;
+        st.waiting = (uint32_t)s->n_pending;
+    }
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_STATUS_REPLY;
     env.status_reply = &st;
     if (n < 0 || hc_wire_encode(&m, &env, NULL, 0) != HC_OK)
@@ -254,11 +280,161 @@ static int is_effect(Hetps__Envelope__PayloadCase c)
     }
 }
 
+/* Answer a pull now: values, version and (sync, from any shard; workers
+ * use ps:0's) the worker's slice of the step's global batch. */
+static nng_msg *answer_pull(struct ps_service *s, const struct hc_wire_msg *in)
+{
+    const Hetps__Pull *p = in->env->pull;
+    struct ps_pull_extra extra = { 0 };
+    nng_msg *reply = NULL;
+    int rv;
+
+    if (s->cl->mode == HC_MODE_SYNC && p->has_global_batch &&
+        in->env->sender->job == HETPS__JOB__JOB_WORKER) {
+        extra.has_slice = 1;
+        ps_sync_assign(s->sync, (int)in->env->sender->index, p->global_batch,
+                       &extra.offset, &extra.count);
+    }
+    rv = ps_shard_serve(s->shard, in, &s->me, &extra, &reply);
+    if (rv != HC_OK)
+        return error_reply(s, in->env->request_id, hc_wire_error_code(rv),
+                           hc_err_msg());
+    return reply;
+}
+
+static int pull_ready(struct ps_service *s, const struct hc_wire_msg *in)
+{
+    const Hetps__Pull *p = in->env->pull;
+
+    return ps_sync_pull_ready(s->sync, (int)in->env->sender->index,
+                              p->has_min_version ? p->min_version : 0,
+                              p->has_clock ? p->clock : 0,
+                              ps_shard_version(s->shard));
+}
+
+/* A pull: answered now, or kept (the message and the request) until the
+ * mode allows it; a newer pull of the same worker replaces a kept one. */
+static nng_msg *serve_pull(struct ps_service *s, const struct hc_wire_msg *in,
+                           struct pending *unused, nng_msg *msg_in,
+                           hc_rpc_req *req, int *deferred)
+{
+    int w = (int)in->env->sender->index, i;
+
+    (void)unused;
+    if (pull_ready(s, in))
+        return answer_pull(s, in);
+    for (i = 0; i < s->n_pending; i++) {
+        if (s->pending[i].worker == w) {
+            hc_rpc_reply(s->pending[i].req, NULL);
+            nng_msg_free(s->pending[i].msg);
+            s->pending[i] = s->pending[--s->n_pending];
+            break;
+        }
+    }
+    if (s->n_pending == s->cap_pending) {
+        int cap = s->cap_pending ? 2 * s->cap_pending : 16;
+        struct pending *p = realloc(s->pending, (size_t)cap * sizeof *p);
+
+        if (!p)
+            return error_reply(s, in->env->request_id,
+                               HETPS__ERROR_CODE__E_LIMIT,
+                               "out of memory for waiting pulls");
+        s->pending = p;
+        s->cap_pending = cap;
+    }
+    s->pending[s->n_pending].req = req;
+    s->pending[s->n_pending].msg = msg_in;
+    s->pending[s->n_pending].worker = w;
+    s->pending[s->n_pending].min_version =
+        in->env->pull->has_min_version ? in->env->pull->min_version : 0;
+    s->pending[s->n_pending].clock =
+        in->env->pull->has_clock ? in->env->pull->clock : 0;
+    s->n_pending++;
+    *deferred = 1;
+    return NULL;
+}
+
+/* Answer every kept pull the mode now allows. */
+static void serve_pending(struct ps_service *s)
+{
+    int i = 0;
+
+    while (i < s->n_pending) {
+        struct pending *p = &s->pending[i];
+        struct hc_wire_msg in;
+        nng_msg *reply;
+
+        if (hc_wire_decode(nng_msg_body(p->msg), nng_msg_len(p->msg),
+                           s->cl->id, &in) != HC_OK) {
+            hc_rpc_reply(p->req, NULL);
+        } else if (pull_ready(s, &in)) {
+            reply = answer_pull(s, &in);
+            hc_wire_msg_free(&in);
+            hc_rpc_reply(p->req, reply);
+        } else {
+            hc_wire_msg_free(&in);
+            i++;
+            continue;
+        }
+        nng_msg_free(p->msg);
+        *p = s->pending[--s->n_pending];
+    }
+}
+
+/* Apply a complete synchronous step, then answer the pulls it frees. */
+static void advance(struct ps_service *s)
+{
+    uint64_t total;
+
+    if (s->cl->mode == HC_MODE_SYNC && ps_sync_step_ready(s->sync, &total)) {
+        int rv = ps_shard_apply_step(s->shard, total);
+
+        if (rv != HC_OK)
+            hc_error("cannot apply step %llu: %s",
+                     (unsigned long long)ps_shard_version(s->shard),
+                     hc_err_msg());
+        ps_sync_step_done(s->sync);
+    }
+    serve_pending(s);
+}
+
+/* A push: judged by the mode, then applied, added to the step, or counted
+ * as late. */
+static int serve_push(struct ps_service *s, const struct hc_wire_msg *in,
+                      nng_msg **reply)
+{
+    const Hetps__Push *p = in->env->push;
+    int w = (int)in->env->sender->index, rv;
+    enum ps_push_verdict v;
+
+    v = ps_sync_push(s->sync, w, p->has_base_version ? p->base_version : 0,
+                     ps_shard_version(s->shard), p->samples,
+                     p->has_samples_per_s ? p->samples_per_s : 0);
+    switch (v) {
+    case PS_PUSH_APPLY:
+        rv = ps_shard_serve(s->shard, in, &s->me, NULL, reply);
+        if (rv == HC_OK)
+            serve_pending(s);
+        return rv;
+    case PS_PUSH_ACCUMULATE:
+        rv = ps_shard_accumulate(s->shard, in);
+        if (rv == HC_OK)
+            rv = ps_shard_ack(s->shard, in, &s->me, 0, reply);
+        advance(s);
+        return rv;
+    case PS_PUSH_LATE:
+        return ps_shard_ack(s->shard, in, &s->me, 1, reply);
+    default:
+        return HC_ERR_STALE;
+    }
+}
+
 /*
  * Requests from workers: check the sender, answer repeats from the record,
  * apply the rest. Called with s->mu held; returns the reply.
  */
-static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in)
+static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
+                             nng_msg *msg_in, hc_rpc_req *req, int *deferred)
 {
     const Hetps__Envelope *e = in->env;
     Hetps__Envelope__PayloadCase pc = e->payload_case;
@@ -319,6 +495,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in)
             hc_info("worker:%u joined (devices %s)", w,
                     e->join->devices ? e->join->devices : "?");
         m->state = M_JOINED;
+        ps_sync_member(s->sync, (int)w, 1);
         snprintf(m->devices, sizeof m->devices, "%s",
                  e->join->devices ? e->join->devices : "");
         reply = join_reply(s, e->request_id);
@@ -328,12 +505,20 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in)
     case HETPS__ENVELOPE__PAYLOAD_LEAVE:
         m->state = M_LEFT;
         hc_info("worker:%u left", w);
+        ps_sync_member(s->sync, (int)w, 0);
+        advance(s);
         reply = ack_reply(s, e->request_id, 0);
         break;
     case HETPS__ENVELOPE__PAYLOAD_CREATE:
+        rv = ps_shard_serve(s->shard, in, &s->me, NULL, &reply);
+        if (rv != HC_OK)
+            return error_reply(s, e->request_id, hc_wire_error_code(rv),
+                               hc_err_msg());
+        break;
     case HETPS__ENVELOPE__PAYLOAD_PULL:
+        return serve_pull(s, in, NULL, msg_in, req, deferred);
     case HETPS__ENVELOPE__PAYLOAD_PUSH:
-        rv = ps_shard_serve(s->shard, in, &s->me, &reply);
+        rv = serve_push(s, in, &reply);
         if (rv != HC_OK)
             return error_reply(s, e->request_id, hc_wire_error_code(rv),
                                hc_err_msg());
@@ -355,7 +540,7 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
     struct hc_wire_msg in;
     nng_msg *reply = NULL;
     uint64_t rejected;
-    int rv;
+    int rv, deferred = 0;
 
     rv = hc_wire_decode(nng_msg_body(msg), nng_msg_len(msg), s->cl->id, &in);
     if (rv != HC_OK) {
@@ -388,10 +573,10 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
         break;
     default:
         if (in.env->sender->job == HETPS__JOB__JOB_WORKER) {
-            reply = serve_worker(s, &in);
+            reply = serve_worker(s, &in, msg, req, &deferred);
         } else if (in.env->payload_case == HETPS__ENVELOPE__PAYLOAD_PULL) {
             /* Reading needs no membership: `hetps eval` of live weights. */
-            rv = ps_shard_serve(s->shard, &in, &s->me, &reply);
+            rv = ps_shard_serve(s->shard, &in, &s->me, NULL, &reply);
             if (rv != HC_OK)
                 reply = error_reply(s, in.env->request_id,
                                     hc_wire_error_code(rv), hc_err_msg());
@@ -404,6 +589,8 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
     }
     pthread_mutex_unlock(&s->mu);
     hc_wire_msg_free(&in);
+    if (deferred)
+        return;         /* kept with its message: answered by serve_pending */
     nng_msg_free(msg);
     hc_rpc_reply(req, reply);
 }
@@ -412,7 +599,7 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
 static void sweep_members(struct ps_service *s)
 {
     int64_t now = now_ms();
-    int i;
+    int i, changed = 0;
 
     pthread_mutex_lock(&s->mu);
     for (i = 0; i < s->n_members; i++) {
@@ -423,8 +610,20 @@ static void sweep_members(struct ps_service *s)
             m->state = M_DEAD;
             hc_warn("worker:%d silent for %lld ms: marked dead", i,
                     (long long)(now - m->last_seen_ms));
+            ps_sync_member(s->sync, i, 0);
+            changed = 1;
+        } else if (m->state == M_NONE && s->cl->mode != HC_MODE_ASYNC &&
+                   now - s->start_ms > s->conf.join_timeout_ms) {
+            /* Expected from the start (sync, ssp); never came. */
+            m->state = M_DEAD;
+            hc_warn("worker:%d did not join within %d ms: steps go on "
+                    "without it", i, s->conf.join_timeout_ms);
+            ps_sync_member(s->sync, i, 0);
+            changed = 1;
         }
     }
+    if (changed)
+        advance(s);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -461,11 +660,30 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
         rv = hc_err_set(HC_ERR_IO, "pipe: %s", strerror(errno));
         goto fail;
     }
+    if (s->conf.join_timeout_ms <= 0)
+        s->conf.join_timeout_ms = 60000;
+    {
+        struct ps_sync_conf sc = { 0 };
+        int i;
+
+        sc.mode = s->cl->mode;
+        sc.staleness = s->cl->staleness;
+        sc.backup = s->cl->backup_workers;
+        sc.balance = c->balance;
+        sc.max_staleness = c->max_staleness;
+        sc.n_workers = s->cl->n_worker;
+        rv = ps_sync_new(&s->sync, &sc);
+        if (rv != HC_OK)
+            goto fail;
+        /* sync and ssp wait for every worker of the cluster from the start. */
+        for (i = 0; s->cl->mode != HC_MODE_ASYNC && i < s->n_members; i++)
+            ps_sync_member(s->sync, i, 1);
+    }
     rv = ps_shard_open(&s->shard, c->data_dir, c->shard, s->cl->n_ps);
     if (rv != HC_OK)
         goto fail;
     url = c->listen_url ? c->listen_url : s->cl->ps[c->shard].url;
-    ro.n_ctx = c->n_ctx;
+    ro.n_ctx = c->n_ctx > 0 ? c->n_ctx : 64 + 4 * s->n_members;
     ro.recv_max = c->max_message;
     rv = hc_rpc_server_start(&s->rpc, url, &ro, on_request, s);
     if (rv != HC_OK)
@@ -512,8 +730,12 @@ void ps_service_stop(struct ps_service *s)
         return;
     if (s->rpc)
         hc_rpc_server_stop(s->rpc);
+    for (i = 0; i < s->n_pending; i++)
+        nng_msg_free(s->pending[i].msg);
+    free(s->pending);
     if (s->shard)
         ps_shard_close(s->shard);
+    ps_sync_free(s->sync);
     for (i = 0; s->members && i < s->n_members; i++)
         free(s->members[i].reply);
     free(s->members);

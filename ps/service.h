@@ -29,6 +29,10 @@ struct ps_service_conf {
     int n_ctx;                  /* requests in flight (0: default) */
     size_t max_message;         /* largest accepted request (0: default) */
     int heartbeat_timeout_ms;   /* a worker silent this long is dead */
+    int join_timeout_ms;        /* sync/ssp: a worker never joined by then
+                                   is dead (default 60000) */
+    int balance;                /* sync: split batches by speed */
+    uint64_t max_staleness;     /* async: refuse older gradients (0: off) */
 };
 
 /* Open the shard's store and start listening. Errors name the URL or the

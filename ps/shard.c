@@ -33,6 +33,8 @@ struct ps_shard {
     struct hc_tensor_src *src;      /* (n_blocks) reply scratch */
     float **dst;                    /* (n_blocks) reply scratch */
     unsigned char *seen;            /* (n_blocks) duplicate-block check */
+    float **acc;                    /* (n_blocks) sync: sample-weighted sums */
+    float *acc_mem;                 /* one allocation behind acc */
 };
 
 static const struct ps_shard *sort_ctx;
@@ -65,14 +67,28 @@ static int load_blocks(struct ps_shard *sh)
     free(sh->src);
     free(sh->dst);
     free(sh->seen);
+    free(sh->acc);
+    free(sh->acc_mem);
     sh->index_sorted = calloc(n + 1, sizeof *sh->index_sorted);
     sh->reads = calloc(n + 1, sizeof *sh->reads);
     sh->updates = calloc(n + 1, sizeof *sh->updates);
     sh->src = calloc(n + 1, sizeof *sh->src);
     sh->dst = calloc(n + 1, sizeof *sh->dst);
     sh->seen = calloc(n + 1, 1);
+    sh->acc = calloc(n + 1, sizeof *sh->acc);
+    {
+        size_t total = 0;
+
+        for (i = 0; i < n; i++)
+            total += sh->blocks[i].length;
+        sh->acc_mem = calloc(total + 1, sizeof *sh->acc_mem);
+        for (i = 0, total = 0; sh->acc && sh->acc_mem && i < n; i++) {
+            sh->acc[i] = sh->acc_mem + total;
+            total += sh->blocks[i].length;
+        }
+    }
     if (!sh->index_sorted || !sh->reads || !sh->updates || !sh->src ||
-        !sh->dst || !sh->seen)
+        !sh->dst || !sh->seen || !sh->acc || !sh->acc_mem)
         return hc_err_set(HC_ERR_NOMEM, "out of memory for %u blocks", n);
     for (i = 0; i < n; i++)
         sh->index_sorted[i] = i;
@@ -153,7 +169,7 @@ int ps_shard_open(struct ps_shard **out, const char *dir, int shard,
 static int ack_with(const struct ps_shard *sh, const struct hc_wire_msg *in,
                     const struct hc_sender *me, uint64_t version,
                     const struct hc_tensor_src *t, size_t n, float **dst,
-                    nng_msg **reply)
+                    const struct ps_pull_extra *extra, nng_msg **reply)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__Ack ack = HETPS__ACK__INIT;
@@ -162,6 +178,11 @@ static int ack_with(const struct ps_shard *sh, const struct hc_wire_msg *in,
     hc_wire_init_env(&env, me, in->env->request_id);
     ack.has_version = 1;
     ack.version = version;
+    if (extra && extra->has_slice) {
+        ack.has_batch_offset = ack.has_batch_count = 1;
+        ack.batch_offset = extra->offset;
+        ack.batch_count = extra->count;
+    }
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_ACK;
     env.ack = &ack;
     return hc_wire_reserve(reply, &env, t, n, dst);
@@ -274,7 +295,8 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
     else
         hc_info("variables already exist (step %llu): kept",
                 (unsigned long long)ps_store_step(sh->store));
-    rv = ack_with(sh, in, me, ps_store_step(sh->store), NULL, 0, NULL, reply);
+    rv = ack_with(sh, in, me, ps_store_step(sh->store), NULL, 0, NULL, NULL,
+                  reply);
 out:
     free(init);
     if (have_layout)
@@ -306,7 +328,8 @@ static long check_range(struct ps_shard *sh, const char *what, size_t i,
 }
 
 static int serve_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
-                      const struct hc_sender *me, nng_msg **reply)
+                      const struct hc_sender *me,
+                      const struct ps_pull_extra *extra, nng_msg **reply)
 {
     const Hetps__Pull *p = in->env->pull;
     uint64_t step = 0;
@@ -334,7 +357,7 @@ static int serve_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
     /* Pulls and pushes are serialised by the service, so the step read
      * here is the step of the snapshot read below. */
     rv = ack_with(sh, in, me, ps_store_step(sh->store), sh->src, p->n_ranges,
-                  sh->dst, reply);
+                  sh->dst, extra, reply);
     if (rv != HC_OK)
         return rv;
     for (i = 0; i < p->n_ranges; i++)
@@ -349,14 +372,12 @@ static int serve_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
     return rv;
 }
 
-static int serve_push(struct ps_shard *sh, const struct hc_wire_msg *in,
-                      const struct hc_sender *me, nng_msg **reply)
+/* Check a push's tensors: each a whole block of this shard, none twice;
+ * fills sh->updates[i].local. */
+static int check_push(struct ps_shard *sh, const struct hc_wire_msg *in)
 {
     const Hetps__Envelope *e = in->env;
-    struct ps_record rec;
-    uint64_t step;
     size_t i;
-    int rv;
 
     if (in->n_tensors == 0)
         return hc_err_set(HC_ERR_PROTO, "push without tensors");
@@ -380,9 +401,22 @@ static int serve_push(struct ps_shard *sh, const struct hc_wire_msg *in,
         sh->updates[i].grad = in->data[i];
         sh->updates[i].scale = 1.0f;
     }
+    return HC_OK;
+}
+
+static int serve_push(struct ps_shard *sh, const struct hc_wire_msg *in,
+                      const struct hc_sender *me, nng_msg **reply)
+{
+    const Hetps__Envelope *e = in->env;
+    struct ps_record rec;
+    uint64_t step;
+    int rv;
+
+    if ((rv = check_push(sh, in)) != HC_OK)
+        return rv;
     /* The reply is recorded with the update, so build it first. */
     rv = ack_with(sh, in, me, ps_store_step(sh->store) + 1, NULL, 0, NULL,
-                  reply);
+                  NULL, reply);
     if (rv != HC_OK)
         return rv;
     rec.worker = e->sender->index;
@@ -399,8 +433,65 @@ static int serve_push(struct ps_shard *sh, const struct hc_wire_msg *in,
     return rv;
 }
 
+int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in)
+{
+    float w = (float)in->env->push->samples;
+    size_t i;
+    uint32_t k;
+    int rv;
+
+    if (!sh->n_blocks)
+        return hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables yet",
+                          sh->index);
+    if ((rv = check_push(sh, in)) != HC_OK)
+        return rv;
+    for (i = 0; i < in->n_tensors; i++) {
+        float *a = sh->acc[sh->updates[i].local];
+        const float *g = in->data[i];
+
+        for (k = 0; k < sh->updates[i].length; k++)
+            a[k] += w * g[k];
+    }
+    return HC_OK;
+}
+
+int ps_shard_apply_step(struct ps_shard *sh, uint64_t total)
+{
+    uint32_t b;
+    int rv;
+
+    for (b = 0; b < sh->n_blocks; b++) {
+        sh->updates[b].local = b;
+        sh->updates[b].length = sh->blocks[b].length;
+        sh->updates[b].grad = sh->acc[b];
+        sh->updates[b].scale = total ? 1.0f / (float)total : 0.0f;
+    }
+    rv = ps_store_apply(sh->store, &sh->optim, sh->updates, sh->n_blocks,
+                        NULL, 0, NULL);
+    for (b = 0; b < sh->n_blocks; b++)
+        memset(sh->acc[b], 0, sh->blocks[b].length * sizeof(float));
+    return rv;
+}
+
+int ps_shard_ack(struct ps_shard *sh, const struct hc_wire_msg *in,
+                 const struct hc_sender *me, int late, nng_msg **reply)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Ack ack = HETPS__ACK__INIT;
+
+    hc_wire_init_env(&env, me, in->env->request_id);
+    ack.has_version = 1;
+    ack.version = ps_store_step(sh->store);
+    ack.has_late = late != 0;
+    ack.late = late != 0;
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_ACK;
+    env.ack = &ack;
+    return hc_wire_encode(reply, &env, NULL, 0);
+}
+
 int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
-                   const struct hc_sender *me, nng_msg **reply)
+                   const struct hc_sender *me,
+                   const struct ps_pull_extra *extra, nng_msg **reply)
 {
     *reply = NULL;
     switch (in->env->payload_case) {
@@ -413,7 +504,7 @@ int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
                               "yet: the chief (worker:0) creates them",
                               sh->index);
         return in->env->payload_case == HETPS__ENVELOPE__PAYLOAD_PULL
-                   ? serve_pull(sh, in, me, reply)
+                   ? serve_pull(sh, in, me, extra, reply)
                    : serve_push(sh, in, me, reply);
     default:
         return hc_err_set(HC_ERR_PROTO, "not a variable request");
@@ -436,5 +527,7 @@ void ps_shard_close(struct ps_shard *sh)
     free(sh->src);
     free(sh->dst);
     free(sh->seen);
+    free(sh->acc);
+    free(sh->acc_mem);
     free(sh);
 }

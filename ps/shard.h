@@ -22,10 +22,31 @@ struct ps_shard;
 int ps_shard_open(struct ps_shard **out, const char *dir, int shard,
                   int n_shards);
 
-/* Serve a create, pull or push. On success *reply is the answer (owned by
- * the caller); on failure returns a code with the reason in hc_err_msg(). */
+/* What a pull's answer carries besides the values: a synchronous step's
+ * slice of the global batch for the worker. */
+struct ps_pull_extra {
+    int has_slice;
+    uint32_t offset, count;
+};
+
+/* Serve a create, pull or push (applied at once). `extra` (may be NULL)
+ * adds to a pull's answer. On success *reply is the answer (owned by the
+ * caller); on failure returns a code with the reason in hc_err_msg(). */
 int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
-                   const struct hc_sender *me, nng_msg **reply);
+                   const struct hc_sender *me,
+                   const struct ps_pull_extra *extra, nng_msg **reply);
+
+/* Synchronous steps: add a push (mean gradient of `samples` samples) to the
+ * step's sum, weighted by samples. Checks the tensors as a push would. */
+int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in);
+
+/* Apply the step's sum divided by `total` samples (its sample-weighted
+ * mean) with the optimizer in one store transaction; clears the sum. */
+int ps_shard_apply_step(struct ps_shard *sh, uint64_t total);
+
+/* An Ack for `in` carrying the shard's version (and `late`). */
+int ps_shard_ack(struct ps_shard *sh, const struct hc_wire_msg *in,
+                 const struct hc_sender *me, int late, nng_msg **reply);
 
 /* Updates applied so far (the shard's global step). */
 uint64_t ps_shard_version(const struct ps_shard *sh);

@@ -432,19 +432,29 @@ int wk_shard_batch(struct wk_shard *s, int epoch, int batch_index,
                    int batch_size, const struct wk_dataset *d, float *x_out,
                    int32_t *y_out)
 {
-    size_t px;
-    long long start;
-    int count;
-
-    if (!s->order || !d || batch_size < 1 || epoch < 0 || batch_index < 0)
+    if (batch_size < 1 || batch_index < 0)
         return -hc_err_set(HC_ERR_INVAL, "data shard: bad batch request "
                            "(epoch %d, batch %d of size %d)", epoch,
                            batch_index, batch_size);
+    return wk_shard_slice(s, epoch, (long long)batch_index * batch_size,
+                          batch_size, d, x_out, y_out);
+}
+
+int wk_shard_slice(struct wk_shard *s, int epoch, long long start,
+                   int batch_size, const struct wk_dataset *d, float *x_out,
+                   int32_t *y_out)
+{
+    size_t px;
+    int count;
+
+    if (!s->order || !d || batch_size < 1 || epoch < 0 || start < 0)
+        return -hc_err_set(HC_ERR_INVAL, "data shard: bad batch request "
+                           "(epoch %d, start %lld, size %d)", epoch, start,
+                           batch_size);
     if (d->n != s->n_total)
         return -hc_err_set(HC_ERR_INVAL, "data shard: made for %d samples "
                            "but the data set %s holds %d", s->n_total,
                            d->images_path, d->n);
-    start = (long long)batch_index * batch_size;
     if (start >= s->n)
         return 0;
     if (s->epoch != epoch)

@@ -105,6 +105,13 @@ int wk_shard_batch(struct wk_shard *s, int epoch, int batch_index,
                    float *x_out /* (batch_size, h, w, c) */,
                    int32_t *y_out /* (batch_size) */);
 
+/* wk_shard_batch for any run of the epoch's order: up to `count` samples
+ * from position `start` (synchronous training takes a worker's slice of
+ * each global batch this way). Same returns as wk_shard_batch. */
+int wk_shard_slice(struct wk_shard *s, int epoch, long long start, int count,
+                   const struct wk_dataset *d, float *x_out /* (count, h, w, c) */,
+                   int32_t *y_out /* (count) */);
+
 void wk_shard_free(struct wk_shard *s);
 
 #endif

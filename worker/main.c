@@ -56,6 +56,8 @@ static void usage(FILE *f)
 "      --threads N           BLAS threads of the CPU device (default 1)\n"
 "      --eval / --no-eval    evaluate on the test set at epoch ends\n"
 "                            (default: on the chief only)\n"
+"      --slowdown F          (tests) make every step F times slower, to stand\n"
+"                            in for a slower machine\n"
 "      --print-view          print the cluster as the shards see it after joining\n"
 "      --linger SECONDS      without --model: stay joined this long, then leave\n"
 "                            (default: until SIGINT/SIGTERM)\n"
@@ -204,7 +206,7 @@ out:
 int main(int argc, char **argv)
 {
     enum { O_DEVICES = 256, O_VIEW, O_LINGER, O_TIMEOUT, O_RETRY, O_DATA,
-           O_MAXSTEPS, O_THREADS, O_EVAL, O_NOEVAL };
+           O_MAXSTEPS, O_THREADS, O_EVAL, O_NOEVAL, O_SLOWDOWN };
     static const struct option opts[] = {
         { "cluster", required_argument, NULL, 'c' },
         { "task", required_argument, NULL, 't' },
@@ -217,6 +219,7 @@ int main(int argc, char **argv)
         { "threads", required_argument, NULL, O_THREADS },
         { "eval", no_argument, NULL, O_EVAL },
         { "no-eval", no_argument, NULL, O_NOEVAL },
+        { "slowdown", required_argument, NULL, O_SLOWDOWN },
         { "print-view", no_argument, NULL, O_VIEW },
         { "linger", required_argument, NULL, O_LINGER },
         { "timeout", required_argument, NULL, O_TIMEOUT },
@@ -227,6 +230,7 @@ int main(int argc, char **argv)
     const char *cluster_file = NULL, *task = NULL, *devices = NULL;
     const char *model_file = NULL, *data_dir = NULL;
     int epochs = 0, batch = 0, max_steps = 0, threads = 0, eval = -1;
+    double slowdown = 1.0;
     struct hc_model *model = NULL;
     struct pc_opts po = { 0 };
     struct pc_client *pc = NULL;
@@ -260,6 +264,17 @@ int main(int argc, char **argv)
             break;
         case O_EVAL: eval = 1; break;
         case O_NOEVAL: eval = 0; break;
+        case O_SLOWDOWN: {
+            char *end;
+
+            slowdown = strtod(optarg, &end);
+            if (*end || !(slowdown >= 1.0 && slowdown <= 1000.0)) {
+                fprintf(stderr, "hetps-worker: --slowdown: '%s' is not a "
+                        "factor in [1, 1000]\n", optarg);
+                return 2;
+            }
+            break;
+        }
         case 'c': cluster_file = optarg; break;
         case 't': task = optarg; break;
         case O_DEVICES: devices = optarg; break;
@@ -334,6 +349,7 @@ int main(int argc, char **argv)
         tc.devices = devices;
         tc.n_threads = threads;
         tc.eval = eval;
+        tc.slowdown = slowdown;
         tc.client = po;
         tc.stop = &stop_requested;
         rv = wk_train(&tc);

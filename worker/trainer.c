@@ -2,9 +2,20 @@
  * trainer.c — the worker's training loop (see trainer.h).
  *
  * Every buffer of the loop — parameters, gradients, the batch — is
- * allocated once before the first step. In asynchronous mode each step
- * pulls the freshest parameters from every shard, computes the gradient of
- * the mean loss over the batch and pushes it; the shards apply it at once.
+ * allocated once before the first step.
+ *
+ * async, ssp: each worker walks its own strided shard of the training set,
+ * epoch after epoch; each step pulls the freshest parameters (ssp: the
+ * shards hold the pull while this worker is too far ahead), computes the
+ * gradient of the mean loss over the batch and pushes it.
+ *
+ * sync: the steps are global. Step v covers samples [t·G, t·G + G) of
+ * epoch e's permutation of the whole training set (v = e·steps + t, G =
+ * the per-worker batch × workers), the same permutation on every worker;
+ * ps:0 tells each worker its slice of it with the pull of version v, sized
+ * to the workers' measured speeds. The shards apply the sample-weighted
+ * mean of the slices' gradients — the gradient of the global batch — so
+ * training equals one process on batch G, to float rounding.
  */
 #include "trainer.h"
 
@@ -15,10 +26,29 @@
 
 #include "backend.h"
 #include "data.h"
-#include "eval.h"
 #include "err.h"
+#include "eval.h"
 #include "log.h"
 #include "nn.h"
+
+/* A sync pull may wait for the slowest worker: allow one attempt this long. */
+#define SYNC_WAIT_MS 120000
+
+struct run {
+    const struct wk_train_conf *c;
+    const struct hc_model *m;
+    struct pc_client *pc;
+    struct wk_net *net;
+    struct wk_dataset train, test;
+    struct wk_shard shard;
+    float *params, *grads, *x;  /* (n_params) (n_params) (max_batch, H, W, C) */
+    int32_t *y;                 /* (max_batch) */
+    int epochs, B, max_batch, chief, do_eval;
+    long steps;                 /* steps this worker computed */
+    uint64_t clock;             /* gradients pushed */
+    uint64_t late;              /* of them too late for their sync step */
+    double speed;               /* samples/s, moving average */
+};
 
 static double now_s(void)
 {
@@ -26,6 +56,46 @@ static double now_s(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts;
+
+    if (s <= 0)
+        return;
+    ts.tv_sec = (time_t)s;
+    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+    nanosleep(&ts, NULL);
+}
+
+static int stopping(const struct run *r)
+{
+    return (r->c->stop && *r->c->stop) ||
+           (r->c->max_steps && r->steps >= r->c->max_steps);
+}
+
+/* Forward/backward of n samples in r->x; the test-only slowdown stretches
+ * it, and the speed average sees the stretched time, as it would see a
+ * slower machine. */
+static int compute(struct run *r, int n, double *loss, int *correct)
+{
+    double t0 = now_s(), dt;
+    int rv = wk_net_step(r->net, r->params, r->x, r->y, NULL, n, r->grads,
+                         loss, correct);
+
+    dt = now_s() - t0;
+    if (r->c->slowdown > 1) {
+        sleep_s(dt * (r->c->slowdown - 1));
+        dt *= r->c->slowdown;
+    }
+    if (dt > 0) {
+        double v = n / dt;
+
+        r->speed = r->speed > 0 ? 0.8 * r->speed + 0.2 * v : v;
+    }
+    r->steps++;
+    return rv;
 }
 
 /* 1 when every worker but `self` has left (or died), by every shard's
@@ -70,182 +140,307 @@ static int wait_for_variables(struct pc_client *pc, float *params,
                               "running?", retry_ms);
         if (!said++)
             hc_info("waiting for the chief to create the variables");
-        nanosleep(&(struct timespec){ 0, 100 * 1000000L }, NULL);
+        sleep_s(0.1);
     }
+}
+
+/* Keras-like end-of-epoch line; the chief adds the test set's figures. */
+static int epoch_line(struct run *r, int epoch, double dt, double loss_sum,
+                      long correct, int seen, uint64_t min_version)
+{
+    double vl, va;
+    int rv;
+
+    if (!r->do_eval) {
+        printf("Epoch %d/%d - %.1fs - loss: %.4f - accuracy: %.4f - "
+               "%.0f samples/s\n", epoch + 1, r->epochs, dt, loss_sum / seen,
+               (double)correct / seen, seen / dt);
+        fflush(stdout);
+        return HC_OK;
+    }
+    {
+        struct pc_step st = { .min_version = min_version };
+
+        rv = pc_pull_step(r->pc, r->params, &st, SYNC_WAIT_MS);
+    }
+    if (rv == HC_OK)
+        rv = wk_evaluate(r->net, r->params, &r->test, r->max_batch, r->x, r->y,
+                         &vl, &va);
+    if (rv != HC_OK)
+        return rv;
+    printf("Epoch %d/%d - %.1fs - loss: %.4f - accuracy: %.4f - "
+           "val_loss: %.4f - val_accuracy: %.4f - %.0f samples/s\n", epoch + 1,
+           r->epochs, dt, loss_sum / seen, (double)correct / seen, vl, va,
+           seen / dt);
+    fflush(stdout);
+    return HC_OK;
+}
+
+/* async and ssp: this worker's own shard, its own pace. */
+static int run_async(struct run *r)
+{
+    const int ssp = r->c->cluster->mode == HC_MODE_SSP;
+    int epoch, rv;
+
+    for (epoch = 0; epoch < r->epochs && !stopping(r); epoch++) {
+        int nb = wk_shard_n_batches(&r->shard, r->B), b, seen = 0;
+        double t0 = now_s(), loss_sum = 0;
+        long correct = 0;
+
+        for (b = 0; b < nb && !stopping(r); b++) {
+            struct pc_step st = { .clock = r->clock };
+            double loss;
+            int n, k;
+
+            n = wk_shard_batch(&r->shard, epoch, b, r->B, &r->train, r->x, r->y);
+            if (n < 0)
+                return -n;
+            if ((rv = pc_pull_step(r->pc, r->params, &st,
+                                   ssp ? SYNC_WAIT_MS : 0)) ||
+                (rv = compute(r, n, &loss, &k)) ||
+                (rv = pc_push_step(r->pc, r->grads, (uint32_t)n, st.version,
+                                   (float)r->speed, r->clock, NULL)))
+                return rv;
+            r->clock++;
+            loss_sum += loss * n;
+            correct += k;
+            seen += n;
+        }
+        if (seen && (rv = epoch_line(r, epoch, now_s() - t0, loss_sum, correct,
+                                     seen, 0)) != HC_OK)
+            return rv;
+    }
+    return HC_OK;
+}
+
+/* sync: global steps; this worker computes the slice ps:0 assigns it. */
+static int run_sync(struct run *r)
+{
+    const int n_workers = r->c->cluster->n_worker;
+    const long long N = r->train.n, G = (long long)r->B * n_workers;
+    long long spe = (N + G - 1) / G;    /* steps per epoch */
+    uint64_t v = 0, total, v_first = UINT64_MAX;
+    int epoch = -1, seen = 0, rv;
+    double t0 = now_s(), loss_sum = 0, t_first = 0;
+    long correct = 0;
+
+    /* A last partial batch too small to give each worker a sample is
+     * dropped (as drop_remainder would). */
+    if (N % G && N % G < n_workers)
+        spe = N / G;
+    total = (uint64_t)spe * (uint64_t)r->epochs;
+    while (!stopping(r)) {
+        struct pc_step st = { .min_version = v, .clock = r->clock };
+        long long t, Gv;
+        double loss;
+        int n, k, e, late;
+
+        t = (long long)(v % (uint64_t)spe);
+        Gv = N - t * G < G ? N - t * G : G;
+        st.global_batch = (uint32_t)Gv;
+        rv = pc_pull_step(r->pc, r->params, &st, SYNC_WAIT_MS);
+        if (rv != HC_OK)
+            return rv;
+        if (st.version >= total)
+            break;
+        if (st.version != v) {          /* others moved on (backup workers) */
+            v = st.version;
+            continue;                   /* ask again with this step's batch */
+        }
+        if (v_first == UINT64_MAX) {
+            v_first = v;
+            t_first = now_s();
+        }
+        e = (int)(v / (uint64_t)spe);
+        if (e != epoch) {
+            epoch = e;
+            t0 = now_s();
+            loss_sum = 0;
+            correct = 0;
+            seen = 0;
+        }
+        if (!st.has_slice || st.count == 0 || st.count > (uint32_t)r->max_batch) {
+            if (st.count > (uint32_t)r->max_batch)
+                hc_warn("step %llu: slice of %u samples is over the %d this "
+                        "worker holds: skipped", (unsigned long long)v,
+                        st.count, r->max_batch);
+            v++;
+            continue;
+        }
+        n = wk_shard_slice(&r->shard, epoch, t * G + st.offset, (int)st.count,
+                           &r->train, r->x, r->y);
+        if (n <= 0)
+            return n < 0 ? -n : hc_err_set(HC_ERR_DATA, "step %llu: empty slice",
+                                           (unsigned long long)v);
+        if ((rv = compute(r, n, &loss, &k)) ||
+            (rv = pc_push_step(r->pc, r->grads, (uint32_t)n, v,
+                               (float)r->speed, r->clock, &late)))
+            return rv;
+        r->clock++;
+        if (late)
+            r->late++;
+        loss_sum += loss * n;
+        correct += k;
+        seen += n;
+        v++;
+        if (v % (uint64_t)spe == 0 && seen) {
+            if ((rv = epoch_line(r, epoch, now_s() - t0, loss_sum, correct,
+                                 seen, v)) != HC_OK)
+                return rv;
+            seen = 0;
+        }
+    }
+    if (r->late)
+        hc_info("%llu of %llu gradients came too late for their step "
+                "(backup workers)", (unsigned long long)r->late,
+                (unsigned long long)r->clock);
+    if (v_first != UINT64_MAX && v > v_first) {
+        double dt = now_s() - t_first;
+
+        /* Steps of G samples, all workers together (the last batch of an
+         * epoch may be shorter: close enough for a rate). */
+        hc_info("sync: %llu steps of global batch %lld in %.2f s: %.0f "
+                "samples/s over all workers; this worker %.0f samples/s",
+                (unsigned long long)(v - v_first), G, dt,
+                dt > 0 ? (double)(v - v_first) * (double)G / dt : 0.0,
+                r->speed);
+    }
+    return HC_OK;
+}
+
+/* The chief, at the end: the final weights, once every worker is done. */
+static int final_eval(struct run *r)
+{
+    double t_end = now_s() + 600, vl, va;
+    int waited = 0, rv;
+
+    while (!others_done(r->pc, r->c->cluster, r->c->worker) && now_s() < t_end &&
+           !(r->c->stop && *r->c->stop)) {
+        if (!waited++)
+            hc_info("waiting for the other workers to finish");
+        sleep_s(0.2);
+    }
+    if ((rv = pc_pull(r->pc, r->params, NULL)) ||
+        (rv = wk_evaluate(r->net, r->params, &r->test, r->max_batch, r->x, r->y,
+                          &vl, &va)))
+        return rv;
+    printf("Final weights (all workers done): val_loss: %.4f - "
+           "val_accuracy: %.4f\n", vl, va);
+    fflush(stdout);
+    return HC_OK;
 }
 
 int wk_train(const struct wk_train_conf *c)
 {
     const struct hc_model *m = c->model;
-    const int chief = c->worker == 0;
-    const int epochs = c->epochs > 0 ? c->epochs : m->epochs;
-    const int B = c->batch_size > 0 ? c->batch_size : m->batch_size;
-    const int do_eval = c->eval >= 0 ? c->eval : chief;
-    struct wk_dataset train = { 0 }, test = { 0 };
-    struct wk_shard shard = { 0 };
+    const int sync = c->cluster->mode == HC_MODE_SYNC;
     struct wk_backend *be = NULL;
-    struct wk_net *net = NULL;
-    struct pc_client *pc = NULL;
-    float *params = NULL, *grads = NULL, *x = NULL;
-    int32_t *y = NULL;
-    size_t in_size;
-    long steps = 0;
-    int rv, epoch, joined = 0;
+    struct run r = { 0 };
+    int rv, joined = 0, in_size;
 
-    rv = wk_data_load_dir(c->data_dir, "train", &train);
-    if (rv == HC_OK && do_eval)
-        rv = wk_data_load_dir(c->data_dir, "t10k", &test);
+    r.c = c;
+    r.m = m;
+    r.chief = c->worker == 0;
+    r.epochs = c->epochs > 0 ? c->epochs : m->epochs;
+    r.B = c->batch_size > 0 ? c->batch_size : m->batch_size;
+    r.do_eval = c->eval >= 0 ? c->eval : r.chief;
+    /* sync: a worker's slice may grow up to the whole global batch. */
+    r.max_batch = sync ? r.B * c->cluster->n_worker : r.B;
+
+    rv = wk_data_load_dir(c->data_dir, "train", &r.train);
+    if (rv == HC_OK && r.do_eval)
+        rv = wk_data_load_dir(c->data_dir, "t10k", &r.test);
     if (rv == HC_OK && m->loss == HC_LOSS_SPARSE_CCE)
-        rv = wk_data_check_classes(&train, m->n_classes);
+        rv = wk_data_check_classes(&r.train, m->n_classes);
     if (rv != HC_OK)
         goto out;
-    if (train.h * train.w * train.c != (int)(m->input.rank == 3
-            ? m->input.dims[0] * m->input.dims[1] * m->input.dims[2]
-            : m->input.dims[0])) {
+    in_size = m->input.rank == 3
+                  ? m->input.dims[0] * m->input.dims[1] * m->input.dims[2]
+                  : m->input.dims[0];
+    if (r.train.h * r.train.w * r.train.c != in_size) {
         rv = hc_err_set(HC_ERR_MISMATCH, "%s: images are %dx%dx%d but model "
-                        "%s expects input %d values", train.images_path,
-                        train.h, train.w, train.c, m->source,
-                        m->input.rank == 3 ? m->input.dims[0] * m->input.dims[1] *
-                                                 m->input.dims[2]
-                                           : m->input.dims[0]);
+                        "%s expects input %d values", r.train.images_path,
+                        r.train.h, r.train.w, r.train.c, m->source, in_size);
         goto out;
     }
-    rv = wk_shard_init(&shard, train.n, c->cluster->n_worker, c->worker,
-                       m->seed);
+    /* async/ssp: this worker's strided shard; sync: the whole set, in the
+     * same per-epoch order on every worker. */
+    rv = sync ? wk_shard_init(&r.shard, r.train.n, 1, 0, m->seed)
+              : wk_shard_init(&r.shard, r.train.n, c->cluster->n_worker,
+                              c->worker, m->seed);
     if (rv != HC_OK)
         goto out;
     if ((rv = wk_backend_cpu_new(c->n_threads > 0 ? c->n_threads : 1, &be)) ||
-        (rv = wk_net_new(m, be, B, &net)))
+        (rv = wk_net_new(m, be, r.max_batch, &r.net)))
         goto out;
-    in_size = wk_net_input_size(net);
-    params = malloc(m->n_params * sizeof *params);
-    grads = malloc(m->n_params * sizeof *grads);
-    x = malloc((size_t)B * in_size * sizeof *x);
-    y = malloc((size_t)B * sizeof *y);
-    if (!params || !grads || !x || !y) {
-        rv = hc_err_set(HC_ERR_NOMEM, "out of memory for batch %d", B);
+    r.params = malloc(m->n_params * sizeof *r.params);
+    r.grads = malloc(m->n_params * sizeof *r.grads);
+    r.x = malloc((size_t)r.max_batch * wk_net_input_size(r.net) * sizeof *r.x);
+    r.y = malloc((size_t)r.max_batch * sizeof *r.y);
+    if (!r.params || !r.grads || !r.x || !r.y) {
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory for batch %d", r.max_batch);
         goto out;
     }
 
-    rv = pc_open(&pc, c->cluster, HC_JOB_WORKER, c->worker, &c->client);
+    rv = pc_open(&r.pc, c->cluster, HC_JOB_WORKER, c->worker, &c->client);
     if (rv == HC_OK)
-        rv = pc_join(pc, c->devices ? c->devices : "cpu");
+        rv = pc_join(r.pc, c->devices ? c->devices : "cpu");
     if (rv == HC_OK) {
         joined = 1;
-        rv = pc_heartbeat_start(pc, 1000);
+        rv = pc_heartbeat_start(r.pc, 1000);
     }
     if (rv == HC_OK)
-        rv = pc_set_model(pc, m, c->block_elems);
+        rv = pc_set_model(r.pc, m, c->block_elems);
     if (rv != HC_OK)
         goto out;
-    if (chief) {
-        hc_model_init_params(m, params);
-        rv = pc_create(pc, params);
+    if (r.chief) {
+        hc_model_init_params(m, r.params);
+        rv = pc_create(r.pc, r.params);
         if (rv == HC_OK)
             hc_info("variables of %s registered on %d shard(s): %zu parameters",
                     m->name, c->cluster->n_ps, m->n_params);
     } else {
-        rv = wait_for_variables(pc, params,
+        rv = wait_for_variables(r.pc, r.params,
                                 c->client.retry_ms > 0 ? c->client.retry_ms
                                                        : 60000);
     }
     if (rv != HC_OK)
         goto out;
 
-    hc_info("training %s: %d epoch(s), batch %d, %d of %d samples (shard %d/%d)",
-            m->name, epochs, B, shard.n, train.n, c->worker,
-            c->cluster->n_worker);
-    for (epoch = 0; epoch < epochs; epoch++) {
-        int nb = wk_shard_n_batches(&shard, B), b, seen = 0;
-        double t0 = now_s(), loss_sum = 0, dt;
-        long correct = 0;
-
-        for (b = 0; b < nb; b++) {
-            double loss;
-            int n, k;
-
-            if (c->stop && *c->stop)
-                break;
-            if (c->max_steps && steps >= c->max_steps)
-                break;
-            n = wk_shard_batch(&shard, epoch, b, B, &train, x, y);
-            if (n < 0) {
-                rv = -n;
-                goto out;
-            }
-            if ((rv = pc_pull(pc, params, NULL)) ||
-                (rv = wk_net_step(net, params, x, y, NULL, n, grads, &loss, &k)) ||
-                (rv = pc_push(pc, grads, (uint32_t)n)))
-                goto out;
-            loss_sum += loss * n;
-            correct += k;
-            seen += n;
-            steps++;
-        }
-        dt = now_s() - t0;
-        if (seen == 0)
-            break;
-        if (do_eval) {
-            double vl, va;
-
-            if ((rv = pc_pull(pc, params, NULL)) ||
-                (rv = wk_evaluate(net, params, &test, B, x, y, &vl, &va)))
-                goto out;
-            printf("Epoch %d/%d - %.1fs - loss: %.4f - accuracy: %.4f - "
-                   "val_loss: %.4f - val_accuracy: %.4f - %.0f samples/s\n",
-                   epoch + 1, epochs, dt, loss_sum / seen,
-                   (double)correct / seen, vl, va, seen / dt);
-        } else {
-            printf("Epoch %d/%d - %.1fs - loss: %.4f - accuracy: %.4f - "
-                   "%.0f samples/s\n", epoch + 1, epochs, dt, loss_sum / seen,
-                   (double)correct / seen, seen / dt);
-        }
-        fflush(stdout);
-        if ((c->stop && *c->stop) || (c->max_steps && steps >= c->max_steps))
-            break;
-    }
-    if (do_eval && chief && c->cluster->n_worker > 1 && !(c->stop && *c->stop)) {
-        /* The others may still be pushing: evaluate the final weights once
-         * they are done (bounded: a worker that neither finishes nor dies
-         * within ten minutes is not waited for). */
-        double t_end = now_s() + 600, vl, va;
-        int waited = 0;
-
-        while (!others_done(pc, c->cluster, c->worker) && now_s() < t_end &&
-               !(c->stop && *c->stop)) {
-            if (!waited++)
-                hc_info("waiting for the other workers to finish");
-            nanosleep(&(struct timespec){ 0, 200 * 1000000L }, NULL);
-        }
-        if ((rv = pc_pull(pc, params, NULL)) ||
-            (rv = wk_evaluate(net, params, &test, B, x, y, &vl, &va)))
-            goto out;
-        printf("Final weights (all workers done): val_loss: %.4f - "
-               "val_accuracy: %.4f\n", vl, va);
-        fflush(stdout);
-    }
-    rv = HC_OK;
+    if (sync)
+        hc_info("training %s (sync): %d epoch(s), global batch %d over %d "
+                "worker(s), %d samples", m->name, r.epochs,
+                r.B * c->cluster->n_worker, c->cluster->n_worker, r.train.n);
+    else
+        hc_info("training %s (%s): %d epoch(s), batch %d, %d of %d samples "
+                "(shard %d/%d)", m->name, hc_mode_name(c->cluster->mode),
+                r.epochs, r.B, r.shard.n, r.train.n, c->worker,
+                c->cluster->n_worker);
+    rv = sync ? run_sync(&r) : run_async(&r);
+    if (rv == HC_OK && r.do_eval && r.chief && c->cluster->n_worker > 1 &&
+        !(c->stop && *c->stop))
+        rv = final_eval(&r);
 out:
-    if (pc && joined) {
+    if (r.pc && joined) {
         int lrv, keep = rv;
         char msg[1024];
 
         snprintf(msg, sizeof msg, "%s", hc_err_msg());
-        lrv = pc_leave(pc);
+        lrv = pc_leave(r.pc);
         if (keep != HC_OK)
             hc_err_set(keep, "%s", msg);
         else if (lrv != HC_OK)
             rv = lrv;
     }
-    pc_close(pc);
-    free(params);
-    free(grads);
-    free(x);
-    free(y);
-    wk_net_free(net);
+    pc_close(r.pc);
+    free(r.params);
+    free(r.grads);
+    free(r.x);
+    free(r.y);
+    wk_net_free(r.net);
     wk_backend_free(be);
-    wk_shard_free(&shard);
-    wk_data_free(&train);
-    wk_data_free(&test);
+    wk_shard_free(&r.shard);
+    wk_data_free(&r.train);
+    wk_data_free(&r.test);
     return rv;
 }

@@ -30,6 +30,8 @@ struct wk_train_conf {
     int n_threads;              /* BLAS threads of the CPU device (0: 1) */
     int eval;                   /* evaluate at epoch ends (chief default) */
     uint32_t block_elems;       /* 0: the layout default */
+    double slowdown;            /* test only: stretch each step F times
+                                   (stands in for a slower machine) */
     struct pc_opts client;      /* timeouts */
     volatile sig_atomic_t *stop; /* set (e.g. by a signal) to stop early */
 };

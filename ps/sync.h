@@ -1,0 +1,87 @@
+/*
+ * sync.h — the consistency modes of a shard: when a push is applied and
+ * when a pull may be answered.
+ *
+ *   async   every push is applied at once; a push computed at a version
+ *           more than max_staleness versions old is refused (0: no bound).
+ *   sync    the pushes of one step are added up (weighted by samples) until
+ *           every live worker but `backup` has pushed; then the optimizer
+ *           runs once on the sample-weighted mean and the version moves on.
+ *           A pull for version v waits until the shard reaches v. Pushes
+ *           for an older step are late: counted, not applied. The step's
+ *           global batch is split among the live workers in proportion to
+ *           their measured speeds (or equally with balance off).
+ *   ssp:S   pushes are applied at once; a pull from a worker that has
+ *           pushed c steps waits while c − (fewest steps of a live worker)
+ *           > S, so no worker runs more than S steps ahead.
+ *
+ * Knows nothing of the network or the store: the service feeds it events
+ * and asks it questions, under the service's mutex.
+ */
+#ifndef PS_SYNC_H
+#define PS_SYNC_H
+
+#include <stdint.h>
+
+#include "cluster.h"
+
+struct ps_sync;
+
+struct ps_sync_conf {
+    enum hc_mode mode;
+    int staleness;              /* ssp: S */
+    int backup;                 /* sync: backup workers */
+    int balance;                /* sync: split batches by speed (1) or equally */
+    uint64_t max_staleness;     /* async: refuse older gradients (0: off) */
+    int n_workers;              /* in the cluster definition */
+};
+
+enum ps_push_verdict {
+    PS_PUSH_APPLY,              /* apply now (async, ssp) */
+    PS_PUSH_ACCUMULATE,         /* add to the step (sync) */
+    PS_PUSH_LATE,               /* sync: for an older step; counted, dropped */
+    PS_PUSH_REFUSE,             /* message in hc_err_msg() */
+};
+
+int ps_sync_new(struct ps_sync **out, const struct ps_sync_conf *c);
+void ps_sync_free(struct ps_sync *s);
+
+/* A worker joined (live = 1) or left or died (live = 0). Worker indices
+ * beyond n_workers grow the table (elastic clusters). */
+void ps_sync_member(struct ps_sync *s, int worker, int live);
+
+/* Judge a push of `samples` from worker computed at base_version when the
+ * shard is at `version`; records its speed and clock. */
+enum ps_push_verdict ps_sync_push(struct ps_sync *s, int worker,
+                                  uint64_t base_version, uint64_t version,
+                                  uint32_t samples, float samples_per_s);
+
+/* sync: 1 when the step's pushes are complete; *total receives the samples
+ * behind them. */
+int ps_sync_step_ready(const struct ps_sync *s, uint64_t *total);
+
+/* sync: the step was applied; start the next (new assignment of shares). */
+void ps_sync_step_done(struct ps_sync *s);
+
+/* May a pull from worker (min_version, clock) be answered now at version? */
+int ps_sync_pull_ready(struct ps_sync *s, int worker, uint64_t min_version,
+                       uint64_t clock, uint64_t version);
+
+/* sync: this worker's slice [*offset, *offset + *count) of a global batch
+ * of `global_batch` samples for the current step. */
+void ps_sync_assign(struct ps_sync *s, int worker, uint32_t global_batch,
+                    uint32_t *offset, uint32_t *count);
+
+/* Counters for status. */
+struct ps_sync_stats {
+    uint64_t late, stale;
+    uint32_t max_ahead;
+};
+void ps_sync_stats(const struct ps_sync *s, struct ps_sync_stats *st);
+
+/* Per-worker figures for status: steps pushed, speed, current share,
+ * late gradients. */
+void ps_sync_worker(const struct ps_sync *s, int worker, uint64_t *clock,
+                    float *samples_per_s, uint32_t *share, uint64_t *late);
+
+#endif

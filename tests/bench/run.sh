@@ -1,0 +1,104 @@
+#!/bin/sh
+# run.sh — `make bench`: samples/s of one worker's training step (hetps's
+# tests/bench/step.c) against the same step in PyTorch (torch_step.py), at
+# batch 64 and 256 with 1 thread, each program run RUNS times and the BEST
+# (highest samples/s) run kept: on a shared 2-core VM noise only ever slows
+# a run down, so the best is the steadiest estimate of what the code can do.
+# Prints every command exactly as run, its output, then a table with the
+# ratio hetps/torch. Then two single runs of PyTorch with a setting changed
+# (NCHW layout; glibc's default malloc), to show what each is worth.
+#
+# Environment: HETPS_BUILD (build/rel), BENCH_STEPS (300), BENCH_RUNS (3),
+# PYTHON (/usr/bin/python3, the interpreter Debian's python3-torch is for).
+# OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE and the like are passed unchanged to
+# both programs; the only variables added are GLIBC_TUNABLES (PyTorch only,
+# see torch_step.py and README.md) and, inside torch_step.py,
+# OPENBLAS_NUM_THREADS / OMP_NUM_THREADS = the thread count.
+set -eu
+
+cd "$(dirname "$0")/../.."
+BUILD=${HETPS_BUILD:-build/rel}
+STEPS=${BENCH_STEPS:-300}
+RUNS=${BENCH_RUNS:-3}
+PY=${PYTHON:-/usr/bin/python3}
+THREADS=1
+STEP="$BUILD/bench/step"
+# Keep freed blocks in the process instead of returning them to the kernel
+# (see README.md: without it PyTorch spends most of a step in page faults).
+TUNE="GLIBC_TUNABLES=glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=268435456"
+
+if [ ! -x "$STEP" ]; then
+    echo "bench: $STEP is missing; build it with 'make all' (or 'make bench')" >&2
+    exit 1
+fi
+
+have_torch=1
+if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
+    have_torch=0
+fi
+
+# run CMD… — print the command, run it, echo its output; the samples/s of
+# its "…: S samples/s" line lands in $RATE, its peak RSS (MiB) in $RSS.
+run() {
+    echo "\$ $*"
+    out=$(env "$@") || { echo "$out"; echo "bench: command failed: $*" >&2; exit 1; }
+    echo "$out" | sed 's/^/  /'
+    RATE=$(echo "$out" | sed -n 's/.*: \([0-9.]*\) samples\/s$/\1/p' | head -n 1)
+    RSS=$(echo "$out" | sed -n 's/.*peak RSS \([0-9.]*\) MiB$/\1/p' | head -n 1)
+    if [ -z "$RATE" ]; then
+        echo "bench: no samples/s in the output of: $*" >&2
+        exit 1
+    fi
+}
+
+# best CMD… — run CMD $RUNS times; $BEST = highest samples/s, $BEST_RSS =
+# the largest peak RSS seen.
+best() {
+    BEST=0
+    BEST_RSS=0
+    i=0
+    while [ "$i" -lt "$RUNS" ]; do
+        run "$@"
+        BEST=$(awk -v a="$BEST" -v b="$RATE" 'BEGIN { print (b > a) ? b : a }')
+        BEST_RSS=$(awk -v a="$BEST_RSS" -v b="$RSS" 'BEGIN { print (b > a) ? b : a }')
+        i=$((i + 1))
+    done
+}
+
+echo "bench: one worker's training step (fashion_cnn, Adam 1e-3), $STEPS" \
+     "timed steps after 20 warm-up, $THREADS thread, best of $RUNS runs"
+echo "bench: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}" \
+     "OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE:-unset} (passed unchanged)"
+[ "$have_torch" = 1 ] || echo "torch: skipped (python3-torch not installed)"
+
+table=""
+for B in 64 256; do
+    best "$STEP" "$STEPS" "$B" "$THREADS" --rss
+    h=$BEST
+    h_rss=$BEST_RSS
+    if [ "$have_torch" = 1 ]; then
+        best "$TUNE" "$PY" tests/bench/torch_step.py "$STEPS" "$B" "$THREADS" --rss
+        line=$(awk -v b="$B" -v h="$h" -v t="$BEST" -v hr="$h_rss" -v tr="$BEST_RSS" \
+            'BEGIN { printf "step batch %d: hetps %.0f samples/s, torch %.0f samples/s, ratio %.1fx (peak RSS hetps %.0f MiB, torch %.0f MiB)", b, h, t, h / t, hr, tr }')
+    else
+        line=$(awk -v b="$B" -v h="$h" -v hr="$h_rss" \
+            'BEGIN { printf "step batch %d: hetps %.0f samples/s, torch skipped (peak RSS hetps %.0f MiB)", b, h, hr }')
+    fi
+    table="$table$line
+"
+done
+
+extra=""
+if [ "$have_torch" = 1 ]; then
+    run "$TUNE" "$PY" tests/bench/torch_step.py "$STEPS" 64 "$THREADS" --nchw
+    extra="${extra}torch batch 64, NCHW layout (one run): $(printf '%.0f' "$RATE") samples/s
+"
+    run "$PY" tests/bench/torch_step.py "$STEPS" 64 "$THREADS"
+    extra="${extra}torch batch 64, glibc default malloc (one run): $(printf '%.0f' "$RATE") samples/s
+"
+fi
+
+echo
+echo "== results (best of $RUNS; hetps: $STEP, torch: $PY tests/bench/torch_step.py)"
+printf '%s' "$table"
+printf '%s' "$extra"

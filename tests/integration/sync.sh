@@ -1,0 +1,119 @@
+#!/bin/sh
+# sync.sh — the consistency modes with real processes on loopback:
+#   1. sync with 2 workers × batch 32 gives the same parameters as 1 worker
+#      × batch 64 after 20 steps on the same samples (relative ≤ 1e-5);
+#   2. sync with backup_workers 1 and one worker slowed 5×: steps go on at
+#      the fast worker's pace and the late gradients are counted;
+#   3. ssp:2 with one worker slowed 3×: no worker is ever served more than
+#      2 steps ahead of the slowest (the shards' own account), and the fast
+#      one was held back at least once.
+. "$(dirname "$0")/lib.inc"
+DATA=/usr/share/datasets/fashion-mnist
+[ -f "$DATA/train-images-idx3-ubyte.gz" ] || { echo "skipped: no Fashion-MNIST at $DATA"; exit 77; }
+pick_ports
+MODEL=deploy/models/fashion_cnn.json
+
+# cluster NAME N_WORKERS HETPS_BLOCK: write $T/NAME.json on fresh ports.
+next=$PORT
+cluster() {
+    ps0=$next; ps1=$((next + 1)); next=$((next + 2))
+    workers=""
+    i=0
+    while [ $i -lt "$2" ]; do
+        workers="$workers${workers:+, }\"127.0.0.1:$next\""
+        next=$((next + 1)); i=$((i + 1))
+    done
+    printf '{ "cluster": { "ps": ["127.0.0.1:%s", "127.0.0.1:%s"], "worker": [%s] },\n  "hetps": %s }\n' \
+        $ps0 $ps1 "$workers" "$3" > "$T/$1.json"
+}
+# servers NAME [PS_ARGS]: start both shards of $T/NAME.json.
+servers() {
+    name=$1; shift
+    for i in 0 1; do
+        "$BIN/hetps-ps" --cluster "$T/$name.json" --task ps:$i \
+            --data-dir "$T/$name-data/ps-$i" "$@" > "$T/$name-ps$i.log" 2>&1 &
+        track $!
+    done
+    wait_for 10 "$BIN/hetps" status "$T/$name.json" || fail "$name: servers did not start"
+}
+stop_servers() {
+    "$BIN/hetps" status "$T/$1.json" > "$T/$1-status.txt" 2>&1
+    for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
+    for p in $PIDS; do wait "$p" 2>/dev/null; done
+    PIDS=""
+}
+
+# 1. Equivalence.
+cluster one 1 '{ "mode": "sync" }'
+cluster two 2 '{ "mode": "sync" }'
+servers one
+"$BIN/hetps-worker" --cluster "$T/one.json" --task worker:0 --model $MODEL \
+    --batch-size 64 --max-steps 20 --no-eval > "$T/one-w0.log" 2>&1 || { cat "$T/one-w0.log"; fail "1 × 64"; }
+stop_servers one
+servers two
+for i in 0 1; do
+    "$BIN/hetps-worker" --cluster "$T/two.json" --task worker:$i --model $MODEL \
+        --batch-size 32 --max-steps 20 --no-eval > "$T/two-w$i.log" 2>&1 &
+    eval "w$i=\$!"
+done
+wait $w0 || { cat "$T/two-w0.log"; fail "2 × 32: worker 0"; }
+wait $w1 || { cat "$T/two-w1.log"; fail "2 × 32: worker 1"; }
+stop_servers two
+"$BIN/hetps" export --data-dir "$T/one-data" --out "$T/one-npy" "$T/one.json" > /dev/null 2>&1 || fail "export one"
+"$BIN/hetps" export --data-dir "$T/two-data" --out "$T/two-npy" "$T/two.json" > /dev/null 2>&1 || fail "export two"
+/usr/bin/python3 - "$T" <<'PY' || fail "2 × 32 differs from 1 × 64"
+import sys, numpy as np
+t = sys.argv[1]
+worst = 0.0
+for name in ["conv2d/kernel", "conv2d/bias", "dense/kernel", "dense/bias"]:
+    a = np.load(f"{t}/one-npy/{name}.npy").astype(np.float64)
+    b = np.load(f"{t}/two-npy/{name}.npy").astype(np.float64)
+    rel = np.linalg.norm(a - b) / np.linalg.norm(a)
+    print(f"{name}: relative difference {rel:.2e}")
+    worst = max(worst, rel)
+init = np.load(f"{t}/one-npy/dense/kernel.npy")
+assert worst <= 1e-5, worst
+print(f"largest relative difference {worst:.2e} <= 1e-5")
+PY
+grep -q "step 20\b\|version 20 " "$T/two-status.txt" || grep -q "version 20" "$T/two-status.txt" || { cat "$T/two-status.txt"; fail "the shards are not at version 20"; }
+ok "sync 2 × 32 equals 1 × 64 after 20 steps"
+
+# 2. Backup worker: worker 1 is 5× slower; 150 steps at the fast pace.
+cluster backup 2 '{ "mode": "sync", "backup_workers": 1 }'
+servers backup
+"$BIN/hetps-worker" --cluster "$T/backup.json" --task worker:1 --model $MODEL \
+    --batch-size 32 --no-eval --slowdown 5 > "$T/backup-w1.log" 2>&1 &
+slow=$!
+track $slow
+"$BIN/hetps-worker" --cluster "$T/backup.json" --task worker:0 --model $MODEL \
+    --batch-size 32 --max-steps 150 --no-eval > "$T/backup-w0.log" 2>&1 || { cat "$T/backup-w0.log"; fail "backup: fast worker"; }
+"$BIN/hetps" status "$T/backup.json" > "$T/backup-status.txt" 2>&1
+kill -TERM $slow; wait $slow 2>/dev/null
+stop_servers backup
+cat "$T/backup-status.txt"
+late=$(sed -n 's/^ps:0 .* late \([0-9]*\) .*/\1/p' "$T/backup-status.txt")
+ver=$(sed -n 's/^ps:0 .* version \([0-9]*\) .*/\1/p' "$T/backup-status.txt")
+c1=$(sed -n 's/^worker:1 .*ps:0 [a-z]* ([^)]*clock \([0-9]*\),.*/\1/p' "$T/backup-status.txt")
+[ -n "$late" ] && [ "$late" -ge 1 ] || fail "backup: no late gradient counted"
+[ -n "$ver" ] && [ "$ver" -ge 150 ] || fail "backup: only $ver steps applied"
+[ -n "$c1" ] && [ "$c1" -le 75 ] || fail "backup: the slow worker pushed $c1 gradients in 150 steps: steps waited for it"
+ok "backup_workers 1: $ver steps at the fast pace, slow worker pushed $c1, $late late gradients counted"
+
+# 3. ssp:2 with worker 1 slowed 3×.
+cluster ssp 2 '{ "mode": "ssp:2" }'
+servers ssp
+"$BIN/hetps-worker" --cluster "$T/ssp.json" --task worker:1 --model $MODEL \
+    --no-eval --slowdown 3 --max-steps 40 > "$T/ssp-w1.log" 2>&1 &
+slow=$!
+track $slow
+"$BIN/hetps-worker" --cluster "$T/ssp.json" --task worker:0 --model $MODEL \
+    --max-steps 40 --no-eval > "$T/ssp-w0.log" 2>&1 || { cat "$T/ssp-w0.log"; fail "ssp: worker 0"; }
+wait $slow || { cat "$T/ssp-w1.log"; fail "ssp: worker 1"; }
+stop_servers ssp
+cat "$T/ssp-status.txt"
+for i in 0 1; do
+    ahead=$(sed -n "s/^ps:$i .* max_ahead \([0-9]*\) .*/\1/p" "$T/ssp-status.txt")
+    [ -n "$ahead" ] && [ "$ahead" -le 2 ] || fail "ssp: ps:$i saw a worker $ahead steps ahead"
+    [ "$ahead" -ge 1 ] || fail "ssp: ps:$i never saw a worker ahead: the bound was not exercised"
+done
+ok "ssp:2: no worker ever more than 2 steps ahead (max_ahead $ahead)"
