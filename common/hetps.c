@@ -28,6 +28,7 @@
 #include "cluster.h"
 #include "err.h"
 #include "log.h"
+#include "tune.h"
 #include "client.h"
 
 #define MAX_ARGS 256
@@ -647,6 +648,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     hc_log_set_task("hetps");
+    hc_tune_process();
     if (argc < 2) {
         usage(stderr);
         return 2;

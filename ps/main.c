@@ -16,6 +16,7 @@
 #include "cluster.h"
 #include "err.h"
 #include "log.h"
+#include "tune.h"
 #include "export.h"
 #include "service.h"
 
@@ -149,6 +150,8 @@ int main(int argc, char **argv)
     struct sigaction sa;
     char *end;
     int c, rv;
+
+    hc_tune_process();
 
     if (argc > 1 && !strcmp(argv[1], "export"))
         return cmd_export(argc - 1, argv + 1);

@@ -761,6 +761,11 @@ int ps_store_open(const char *dir, const struct ps_store_opts *o,
     } else if ((rv = mkdir_p(dir)) != HC_OK) {
         goto fail;
     }
+    /* Writes go straight into the map: no dirty-page copies malloc'd per
+     * transaction and no write(2) of them at commit (measured: most of a
+     * push's cost without it). The file is sparse up to the map size. */
+    if (!o->read_only)
+        flags |= MDB_WRITEMAP;
     if (s->durability == PS_DURABLE_NONE)
         flags |= MDB_NOSYNC | MDB_NOMETASYNC;
     else if (s->sync_ms > 0)

@@ -19,6 +19,7 @@
 #include "cluster.h"
 #include "err.h"
 #include "log.h"
+#include "tune.h"
 #include "model.h"
 #include "trainer.h"
 #include "backend.h"
@@ -239,6 +240,8 @@ int main(int argc, char **argv)
     struct sigaction sa;
     int c, rv, print_view = 0, linger_s = 0, status = 1;
     char name[32];
+
+    hc_tune_process();
 
     if (argc > 1 && !strcmp(argv[1], "eval"))
         return cmd_eval(argc - 1, argv + 1);
