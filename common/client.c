@@ -640,6 +640,9 @@ out:
     return rv;
 }
 
+static int take_values(struct pc_client *c, float *params, struct pc_step *st,
+                       int *late);
+
 int pc_pull(struct pc_client *c, float *params, uint64_t *version)
 {
     struct pc_step st = { 0 };
@@ -655,9 +658,8 @@ int pc_pull_step(struct pc_client *c, float *params, struct pc_step *st,
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__Pull pull = HETPS__PULL__INIT;
-    uint64_t ids[64], *idp = ids, vmin = UINT64_MAX;
+    uint64_t ids[64], *idp = ids;
     int i, rv;
-    size_t k;
 
     if ((rv = need_layout(c, "pc_pull")) != HC_OK)
         return rv;
@@ -686,6 +688,26 @@ int pc_pull_step(struct pc_client *c, float *params, struct pc_step *st,
     rv = exchange(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK, "pull", wait_ms);
     if (rv != HC_OK)
         goto out;
+    rv = take_values(c, params, st, NULL);
+out:
+    if (idp != ids)
+        free(idp);
+    return rv;
+}
+
+/* Copy the values of every shard's answer (in c->dec) into params, check
+ * them against the plan, and read the version, the slice (ps:0's) and the
+ * late flags; releases the answers. */
+static int take_values(struct pc_client *c, float *params, struct pc_step *st,
+                       int *late)
+{
+    uint64_t vmin = UINT64_MAX;
+    int i, rv = HC_OK;
+    size_t k;
+
+    st->has_slice = 0;
+    if (late)
+        *late = 0;
     if (c->dec[0].env->ack->has_batch_count) {
         st->has_slice = 1;
         st->offset = c->dec[0].env->ack->batch_offset;
@@ -717,12 +739,11 @@ int pc_pull_step(struct pc_client *c, float *params, struct pc_step *st,
         }
         if (d->env->ack->has_version && d->env->ack->version < vmin)
             vmin = d->env->ack->version;
+        if (late && d->env->ack->has_late && d->env->ack->late)
+            *late = 1;
     }
     release(c);
     st->version = vmin == UINT64_MAX ? 0 : vmin;
-out:
-    if (idp != ids)
-        free(idp);
     return rv;
 }
 
@@ -776,6 +797,56 @@ int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
                 *late = 1;
         release(c);
     }
+out:
+    if (idp != ids)
+        free(idp);
+    return rv;
+}
+
+int pc_push_pull(struct pc_client *c, const float *grads, uint32_t samples,
+                 uint64_t base_version, float samples_per_s, float *params,
+                 struct pc_step *st, int *late, int wait_ms)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Push push = HETPS__PUSH__INIT;
+    uint64_t ids[64], *idp = ids;
+    int i, rv;
+    uint32_t k;
+
+    if ((rv = need_layout(c, "pc_push_pull")) != HC_OK)
+        return rv;
+    if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    hc_wire_init_env(&env, &c->me, 0);
+    push.samples = samples;
+    push.has_base_version = 1;
+    push.base_version = base_version;
+    push.has_samples_per_s = samples_per_s > 0;
+    push.samples_per_s = samples_per_s;
+    push.has_clock = 1;
+    push.clock = st->clock;
+    push.has_global_batch = st->global_batch > 0;
+    push.global_batch = st->global_batch;
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
+    env.push = &push;
+    for (i = 0; i < c->n; i++) {
+        struct shard_plan *p = &c->plan[i];
+
+        for (k = 0; k < p->n_blocks; k++)
+            p->src[k].data = grads + c->layout.blocks[p->blocks[k]].flat;
+        push.n_ranges = p->n_blocks;
+        push.ranges = p->range_ptrs;
+        idp[i] = env.request_id = next_id(c);
+        rv = hc_wire_encode(&c->reqs[i], &env, p->src, p->n_blocks);
+        if (rv != HC_OK) {
+            free_reqs(c);
+            goto out;
+        }
+    }
+    rv = exchange(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK, "push-and-pull",
+                  wait_ms);
+    if (rv == HC_OK)
+        rv = take_values(c, params, st, late);
 out:
     if (idp != ids)
         free(idp);

@@ -86,6 +86,19 @@ int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
                  uint64_t base_version, float samples_per_s, uint64_t clock,
                  int *late);
 
+/*
+ * Push-and-pull, one round trip per step (as ps-lite's PushPull): push the
+ * gradient computed at base_version, and receive into params the values
+ * the mode allows next — sync: version base_version + 1, with this
+ * worker's slice of st->global_batch for it; ssp: once this worker is
+ * within the bound after the push (st->clock: steps pushed before this
+ * one); async: at once. Fills st->version and the slice; *late (may be
+ * NULL) as pc_push_step. wait_ms as pc_pull_step.
+ */
+int pc_push_pull(struct pc_client *c, const float *grads, uint32_t samples,
+                 uint64_t base_version, float samples_per_s, float *params,
+                 struct pc_step *st, int *late, int wait_ms);
+
 /* Ask every shard to shut down (front door). */
 int pc_shutdown(struct pc_client *c);
 

@@ -364,6 +364,16 @@ static int check_payload(const Hetps__Envelope *env)
         if (env->push->samples == 0)
             return hc_err_set(HC_ERR_PROTO, "push has samples 0; a gradient "
                               "stands for at least one sample");
+        if (env->push->n_ranges > HC_WIRE_MAX_TENSORS)
+            return hc_err_set(HC_ERR_LIMIT, "push-and-pull asks for %zu "
+                              "ranges, over the limit of %u",
+                              env->push->n_ranges, HC_WIRE_MAX_TENSORS);
+        for (size_t i = 0; i < env->push->n_ranges; i++) {
+            const Hetps__Range *r = env->push->ranges[i];
+
+            if ((rv = check_span("range", i, r->key, r->offset, r->length)))
+                return rv;
+        }
         return HC_OK;
     case HETPS__ENVELOPE__PAYLOAD_ERROR:
         if (!error_code_known(env->error->code))

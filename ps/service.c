@@ -51,7 +51,8 @@ struct pending {
     hc_rpc_req *req;
     nng_msg *msg;
     int worker;
-    uint64_t min_version, clock;
+    int is_push;                /* push-and-pull: record the answer */
+    uint64_t request_id;
 };
 
 struct ps_service {
@@ -239,8 +240,9 @@ static void record_reply(struct member *m, uint64_t id, nng_msg *reply)
 {
     size_t len = reply ? nng_msg_len(reply) : 0;
 
+    if (m->last_req != id)
+        m->requests++;
     m->last_req = id;
-    m->requests++;
     if (len > m->reply_cap) {
         unsigned char *p = realloc(m->reply, len);
 
@@ -282,47 +284,59 @@ static int is_effect(Hetps__Envelope__PayloadCase c)
 
 /* Answer a pull now: values, version and (sync, from any shard; workers
  * use ps:0's) the worker's slice of the step's global batch. */
-static nng_msg *answer_pull(struct ps_service *s, const struct hc_wire_msg *in)
+static nng_msg *answer_pull(struct ps_service *s, const struct hc_wire_msg *in,
+                            int late)
 {
-    const Hetps__Pull *p = in->env->pull;
+    const Hetps__Envelope *e = in->env;
+    int is_push = e->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH;
+    int has_gb = is_push ? e->push->has_global_batch : e->pull->has_global_batch;
+    uint32_t gb = is_push ? e->push->global_batch : e->pull->global_batch;
     struct ps_pull_extra extra = { 0 };
     nng_msg *reply = NULL;
     int rv;
 
-    if (s->cl->mode == HC_MODE_SYNC && p->has_global_batch &&
-        in->env->sender->job == HETPS__JOB__JOB_WORKER) {
+    extra.late = late;
+    if (s->cl->mode == HC_MODE_SYNC && has_gb &&
+        e->sender->job == HETPS__JOB__JOB_WORKER) {
         extra.has_slice = 1;
-        ps_sync_assign(s->sync, (int)in->env->sender->index, p->global_batch,
-                       &extra.offset, &extra.count);
+        ps_sync_assign(s->sync, (int)e->sender->index, gb, &extra.offset,
+                       &extra.count);
     }
-    rv = ps_shard_serve(s->shard, in, &s->me, &extra, &reply);
+    rv = ps_shard_answer_pull(s->shard, in, &s->me, &extra, &reply);
     if (rv != HC_OK)
         return error_reply(s, in->env->request_id, hc_wire_error_code(rv),
                            hc_err_msg());
     return reply;
 }
 
+/* Whether the mode lets a pull — or the pull half of a push-and-pull,
+ * which asks for the version after its push — be answered now. */
 static int pull_ready(struct ps_service *s, const struct hc_wire_msg *in)
 {
-    const Hetps__Pull *p = in->env->pull;
+    const Hetps__Envelope *e = in->env;
+    uint64_t min_version, clock;
 
-    return ps_sync_pull_ready(s->sync, (int)in->env->sender->index,
-                              p->has_min_version ? p->min_version : 0,
-                              p->has_clock ? p->clock : 0,
-                              ps_shard_version(s->shard));
+    if (e->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH) {
+        const Hetps__Push *p = e->push;
+
+        min_version = s->cl->mode == HC_MODE_SYNC && p->has_base_version
+                          ? p->base_version + 1 : 0;
+        clock = (p->has_clock ? p->clock : 0) + 1;
+    } else {
+        min_version = e->pull->has_min_version ? e->pull->min_version : 0;
+        clock = e->pull->has_clock ? e->pull->clock : 0;
+    }
+    return ps_sync_pull_ready(s->sync, (int)e->sender->index, min_version,
+                              clock, ps_shard_version(s->shard));
 }
 
-/* A pull: answered now, or kept (the message and the request) until the
- * mode allows it; a newer pull of the same worker replaces a kept one. */
-static nng_msg *serve_pull(struct ps_service *s, const struct hc_wire_msg *in,
-                           struct pending *unused, nng_msg *msg_in,
-                           hc_rpc_req *req, int *deferred)
+/* Keep a request (pull or push-and-pull) to answer when the mode allows;
+ * a worker has at most one kept: a newer one replaces it. */
+static int defer(struct ps_service *s, const struct hc_wire_msg *in,
+                 nng_msg *msg_in, hc_rpc_req *req)
 {
     int w = (int)in->env->sender->index, i;
 
-    (void)unused;
-    if (pull_ready(s, in))
-        return answer_pull(s, in);
     for (i = 0; i < s->n_pending; i++) {
         if (s->pending[i].worker == w) {
             hc_rpc_reply(s->pending[i].req, NULL);
@@ -336,20 +350,30 @@ static nng_msg *serve_pull(struct ps_service *s, const struct hc_wire_msg *in,
         struct pending *p = realloc(s->pending, (size_t)cap * sizeof *p);
 
         if (!p)
-            return error_reply(s, in->env->request_id,
-                               HETPS__ERROR_CODE__E_LIMIT,
-                               "out of memory for waiting pulls");
+            return hc_err_set(HC_ERR_NOMEM, "out of memory for waiting pulls");
         s->pending = p;
         s->cap_pending = cap;
     }
     s->pending[s->n_pending].req = req;
     s->pending[s->n_pending].msg = msg_in;
     s->pending[s->n_pending].worker = w;
-    s->pending[s->n_pending].min_version =
-        in->env->pull->has_min_version ? in->env->pull->min_version : 0;
-    s->pending[s->n_pending].clock =
-        in->env->pull->has_clock ? in->env->pull->clock : 0;
+    s->pending[s->n_pending].is_push =
+        in->env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH;
+    s->pending[s->n_pending].request_id = in->env->request_id;
     s->n_pending++;
+    return HC_OK;
+}
+
+/* A pull: answered now, or kept (the message and the request) until the
+ * mode allows it. */
+static nng_msg *serve_pull(struct ps_service *s, const struct hc_wire_msg *in,
+                           nng_msg *msg_in, hc_rpc_req *req, int *deferred)
+{
+    if (pull_ready(s, in))
+        return answer_pull(s, in, 0);
+    if (defer(s, in, msg_in, req) != HC_OK)
+        return error_reply(s, in->env->request_id, HETPS__ERROR_CODE__E_LIMIT,
+                           hc_err_msg());
     *deferred = 1;
     return NULL;
 }
@@ -368,7 +392,9 @@ static void serve_pending(struct ps_service *s)
                            s->cl->id, &in) != HC_OK) {
             hc_rpc_reply(p->req, NULL);
         } else if (pull_ready(s, &in)) {
-            reply = answer_pull(s, &in);
+            reply = answer_pull(s, &in, 0);
+            if (p->is_push && reply && p->worker < s->n_members)
+                record_reply(&s->members[p->worker], p->request_id, reply);
             hc_wire_msg_free(&in);
             hc_rpc_reply(p->req, reply);
         } else {
@@ -401,10 +427,12 @@ static void advance(struct ps_service *s)
 /* A push: judged by the mode, then applied, added to the step, or counted
  * as late. */
 static int serve_push(struct ps_service *s, const struct hc_wire_msg *in,
+                      nng_msg *msg_in, hc_rpc_req *req, int *deferred,
                       nng_msg **reply)
 {
     const Hetps__Push *p = in->env->push;
-    int w = (int)in->env->sender->index, rv;
+    int w = (int)in->env->sender->index, rv, late = 0;
+    int and_pull = p->n_ranges > 0;
     enum ps_push_verdict v;
 
     v = ps_sync_push(s->sync, w, p->has_base_version ? p->base_version : 0,
@@ -415,18 +443,35 @@ static int serve_push(struct ps_service *s, const struct hc_wire_msg *in,
         rv = ps_shard_serve(s->shard, in, &s->me, NULL, reply);
         if (rv == HC_OK)
             serve_pending(s);
-        return rv;
+        break;
     case PS_PUSH_ACCUMULATE:
         rv = ps_shard_accumulate(s->shard, in);
-        if (rv == HC_OK)
+        if (rv == HC_OK && !and_pull)
             rv = ps_shard_ack(s->shard, in, &s->me, 0, reply);
         advance(s);
-        return rv;
+        break;
     case PS_PUSH_LATE:
-        return ps_shard_ack(s->shard, in, &s->me, 1, reply);
+        late = 1;
+        rv = and_pull ? HC_OK : ps_shard_ack(s->shard, in, &s->me, 1, reply);
+        break;
     default:
         return HC_ERR_STALE;
     }
+    if (rv != HC_OK || !and_pull)
+        return rv;
+    /* Push-and-pull: the values the mode allows next, now or later. */
+    if (*reply) {
+        nng_msg_free(*reply);
+        *reply = NULL;
+    }
+    if (late || pull_ready(s, in)) {
+        *reply = answer_pull(s, in, late);
+        return HC_OK;
+    }
+    if ((rv = defer(s, in, msg_in, req)) != HC_OK)
+        return rv;
+    *deferred = 1;
+    return HC_OK;
 }
 
 /*
@@ -463,6 +508,27 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                            text);
     }
     if (is_effect(pc) && m->incarnation == e->incarnation && m->last_req) {
+        if (e->request_id == m->last_req && m->reply_len == 0) {
+            int i;
+
+            /* Still waiting (a kept push-and-pull): the re-send replaces
+             * the request its answer will go to. */
+            for (i = 0; i < s->n_pending; i++) {
+                struct pending *p = &s->pending[i];
+
+                if (p->worker == (int)w && p->is_push &&
+                    p->request_id == e->request_id) {
+                    hc_rpc_reply(p->req, NULL);
+                    nng_msg_free(p->msg);
+                    p->req = req;
+                    p->msg = msg_in;
+                    *deferred = 1;
+                    m->duplicates++;
+                    s->duplicates++;
+                    return NULL;
+                }
+            }
+        }
         if (e->request_id == m->last_req) {
             m->duplicates++;
             s->duplicates++;
@@ -516,9 +582,9 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                                hc_err_msg());
         break;
     case HETPS__ENVELOPE__PAYLOAD_PULL:
-        return serve_pull(s, in, NULL, msg_in, req, deferred);
+        return serve_pull(s, in, msg_in, req, deferred);
     case HETPS__ENVELOPE__PAYLOAD_PUSH:
-        rv = serve_push(s, in, &reply);
+        rv = serve_push(s, in, msg_in, req, deferred, &reply);
         if (rv != HC_OK)
             return error_reply(s, e->request_id, hc_wire_error_code(rv),
                                hc_err_msg());
@@ -529,7 +595,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         return error_reply(s, e->request_id, HETPS__ERROR_CODE__E_MALFORMED,
                            text);
     }
-    if (reply && is_effect(pc))
+    if ((reply || *deferred) && is_effect(pc))
         record_reply(m, e->request_id, reply);
     return reply;
 }

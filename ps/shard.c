@@ -178,6 +178,10 @@ static int ack_with(const struct ps_shard *sh, const struct hc_wire_msg *in,
     hc_wire_init_env(&env, me, in->env->request_id);
     ack.has_version = 1;
     ack.version = version;
+    if (extra && extra->late) {
+        ack.has_late = 1;
+        ack.late = 1;
+    }
     if (extra && extra->has_slice) {
         ack.has_batch_offset = ack.has_batch_count = 1;
         ack.batch_offset = extra->offset;
@@ -331,7 +335,15 @@ static int serve_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
                       const struct hc_sender *me,
                       const struct ps_pull_extra *extra, nng_msg **reply)
 {
-    const Hetps__Pull *p = in->env->pull;
+    const Hetps__Envelope *e = in->env;
+    struct {
+        size_t n_ranges;
+        Hetps__Range **ranges;
+    } pr = { e->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH ? e->push->n_ranges
+                                                             : e->pull->n_ranges,
+             e->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH ? e->push->ranges
+                                                             : e->pull->ranges },
+      *p = &pr;
     uint64_t step = 0;
     size_t i;
     int rv;
@@ -471,6 +483,17 @@ int ps_shard_apply_step(struct ps_shard *sh, uint64_t total)
     for (b = 0; b < sh->n_blocks; b++)
         memset(sh->acc[b], 0, sh->blocks[b].length * sizeof(float));
     return rv;
+}
+
+int ps_shard_answer_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
+                         const struct hc_sender *me,
+                         const struct ps_pull_extra *extra, nng_msg **reply)
+{
+    *reply = NULL;
+    if (!sh->n_blocks)
+        return hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables yet",
+                          sh->index);
+    return serve_pull(sh, in, me, extra, reply);
 }
 
 int ps_shard_ack(struct ps_shard *sh, const struct hc_wire_msg *in,

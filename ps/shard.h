@@ -27,6 +27,7 @@ int ps_shard_open(struct ps_shard **out, const char *dir, int shard,
 struct ps_pull_extra {
     int has_slice;
     uint32_t offset, count;
+    int late;                   /* push-and-pull: the push came too late */
 };
 
 /* Serve a create, pull or push (applied at once). `extra` (may be NULL)
@@ -43,6 +44,12 @@ int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in);
 /* Apply the step's sum divided by `total` samples (its sample-weighted
  * mean) with the optimizer in one store transaction; clears the sum. */
 int ps_shard_apply_step(struct ps_shard *sh, uint64_t total);
+
+/* The pull answer (values of the requested ranges, version, `extra`) to a
+ * Pull, or to a Push that carries ranges (push-and-pull). */
+int ps_shard_answer_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
+                         const struct hc_sender *me,
+                         const struct ps_pull_extra *extra, nng_msg **reply);
 
 /* An Ack for `in` carrying the shard's version (and `late`). */
 int ps_shard_ack(struct ps_shard *sh, const struct hc_wire_msg *in,

@@ -176,30 +176,38 @@ static int epoch_line(struct run *r, int epoch, double dt, double loss_sum,
     return HC_OK;
 }
 
-/* async and ssp: this worker's own shard, its own pace. */
+/* async and ssp: this worker's own shard, its own pace. Each step is one
+ * push-and-pull: the gradient goes out, the values for the next step come
+ * back (ssp: once this worker is within the bound). */
 static int run_async(struct run *r)
 {
     const int ssp = r->c->cluster->mode == HC_MODE_SSP;
+    const int wait = ssp ? SYNC_WAIT_MS : 0;
+    struct pc_step st = { 0 };
     int epoch, rv;
 
+    if ((rv = pc_pull_step(r->pc, r->params, &st, wait)) != HC_OK)
+        return rv;
     for (epoch = 0; epoch < r->epochs && !stopping(r); epoch++) {
         int nb = wk_shard_n_batches(&r->shard, r->B), b, seen = 0;
         double t0 = now_s(), loss_sum = 0;
         long correct = 0;
 
         for (b = 0; b < nb && !stopping(r); b++) {
-            struct pc_step st = { .clock = r->clock };
+            uint64_t base = st.version;
             double loss;
             int n, k;
 
             n = wk_shard_batch(&r->shard, epoch, b, r->B, &r->train, r->x, r->y);
             if (n < 0)
                 return -n;
-            if ((rv = pc_pull_step(r->pc, r->params, &st,
-                                   ssp ? SYNC_WAIT_MS : 0)) ||
-                (rv = compute(r, n, &loss, &k)) ||
-                (rv = pc_push_step(r->pc, r->grads, (uint32_t)n, st.version,
-                                   (float)r->speed, r->clock, NULL)))
+            if ((rv = compute(r, n, &loss, &k)) != HC_OK)
+                return rv;
+            st.clock = r->clock;
+            st.global_batch = 0;
+            rv = pc_push_pull(r->pc, r->grads, (uint32_t)n, base,
+                              (float)r->speed, r->params, &st, NULL, wait);
+            if (rv != HC_OK)
                 return rv;
             r->clock++;
             loss_sum += loss * n;
@@ -213,14 +221,18 @@ static int run_async(struct run *r)
     return HC_OK;
 }
 
-/* sync: global steps; this worker computes the slice ps:0 assigns it. */
+/* sync: global steps; this worker computes the slice ps:0 assigns it.
+ * Each step is one push-and-pull: the slice's gradient for version v goes
+ * out, the values of v + 1 (once every worker has pushed) and the slice
+ * for v + 1 come back. */
 static int run_sync(struct run *r)
 {
     const int n_workers = r->c->cluster->n_worker;
     const long long N = r->train.n, G = (long long)r->B * n_workers;
     long long spe = (N + G - 1) / G;    /* steps per epoch */
-    uint64_t v = 0, total, v_first = UINT64_MAX;
-    int epoch = -1, seen = 0, rv;
+    uint64_t v, total, v_first = UINT64_MAX;
+    struct pc_step st = { 0 };
+    int epoch = -1, seen = 0, rv, have = 0;
     double t0 = now_s(), loss_sum = 0, t_first = 0;
     long correct = 0;
 
@@ -229,29 +241,35 @@ static int run_sync(struct run *r)
     if (N % G && N % G < n_workers)
         spe = N / G;
     total = (uint64_t)spe * (uint64_t)r->epochs;
+#define GLOBAL_BATCH(ver) \
+    (N - (long long)((ver) % (uint64_t)spe) * G < G \
+         ? N - (long long)((ver) % (uint64_t)spe) * G : G)
     while (!stopping(r)) {
-        struct pc_step st = { .min_version = v, .clock = r->clock };
-        long long t, Gv;
+        long long t;
         double loss;
         int n, k, e, late;
 
-        t = (long long)(v % (uint64_t)spe);
-        Gv = N - t * G < G ? N - t * G : G;
-        st.global_batch = (uint32_t)Gv;
-        rv = pc_pull_step(r->pc, r->params, &st, SYNC_WAIT_MS);
-        if (rv != HC_OK)
-            return rv;
-        if (st.version >= total)
+        if (!have) {        /* (re)start: a plain pull of the newest step */
+            st.min_version = v_first == UINT64_MAX ? 0 : st.version;
+            st.clock = r->clock;
+            st.global_batch = (uint32_t)GLOBAL_BATCH(st.min_version);
+            if ((rv = pc_pull_step(r->pc, r->params, &st, SYNC_WAIT_MS)))
+                return rv;
+            have = 1;
+        }
+        v = st.version;
+        if (v >= total)
             break;
-        if (st.version != v) {          /* others moved on (backup workers) */
-            v = st.version;
-            continue;                   /* ask again with this step's batch */
+        if (st.global_batch != (uint32_t)GLOBAL_BATCH(v)) {
+            have = 0;       /* the slice was cut for another step's batch */
+            continue;
         }
         if (v_first == UINT64_MAX) {
             v_first = v;
             t_first = now_s();
         }
         e = (int)(v / (uint64_t)spe);
+        t = (long long)(v % (uint64_t)spe);
         if (e != epoch) {
             epoch = e;
             t0 = now_s();
@@ -264,7 +282,8 @@ static int run_sync(struct run *r)
                 hc_warn("step %llu: slice of %u samples is over the %d this "
                         "worker holds: skipped", (unsigned long long)v,
                         st.count, r->max_batch);
-            v++;
+            st.version = v + 1;
+            have = 0;       /* nothing to push: wait for the next step */
             continue;
         }
         n = wk_shard_slice(&r->shard, epoch, t * G + st.offset, (int)st.count,
@@ -272,9 +291,13 @@ static int run_sync(struct run *r)
         if (n <= 0)
             return n < 0 ? -n : hc_err_set(HC_ERR_DATA, "step %llu: empty slice",
                                            (unsigned long long)v);
-        if ((rv = compute(r, n, &loss, &k)) ||
-            (rv = pc_push_step(r->pc, r->grads, (uint32_t)n, v,
-                               (float)r->speed, r->clock, &late)))
+        if ((rv = compute(r, n, &loss, &k)) != HC_OK)
+            return rv;
+        st.clock = r->clock;
+        st.global_batch = (uint32_t)GLOBAL_BATCH(v + 1);
+        rv = pc_push_pull(r->pc, r->grads, (uint32_t)n, v, (float)r->speed,
+                          r->params, &st, &late, SYNC_WAIT_MS);
+        if (rv != HC_OK)
             return rv;
         r->clock++;
         if (late)
@@ -282,28 +305,30 @@ static int run_sync(struct run *r)
         loss_sum += loss * n;
         correct += k;
         seen += n;
-        v++;
-        if (v % (uint64_t)spe == 0 && seen) {
+        if ((v + 1) % (uint64_t)spe == 0 && seen) {
             if ((rv = epoch_line(r, epoch, now_s() - t0, loss_sum, correct,
-                                 seen, v)) != HC_OK)
+                                 seen, v + 1)) != HC_OK)
                 return rv;
             seen = 0;
+            have = 0;       /* epoch_line pulled without a slice */
+            st.version = v + 1;
         }
     }
+#undef GLOBAL_BATCH
     if (r->late)
         hc_info("%llu of %llu gradients came too late for their step "
                 "(backup workers)", (unsigned long long)r->late,
                 (unsigned long long)r->clock);
-    if (v_first != UINT64_MAX && v > v_first) {
+    if (v_first != UINT64_MAX && st.version > v_first) {
         double dt = now_s() - t_first;
+        uint64_t steps = (st.version < total ? st.version : total) - v_first;
 
         /* Steps of G samples, all workers together (the last batch of an
          * epoch may be shorter: close enough for a rate). */
         hc_info("sync: %llu steps of global batch %lld in %.2f s: %.0f "
                 "samples/s over all workers; this worker %.0f samples/s",
-                (unsigned long long)(v - v_first), G, dt,
-                dt > 0 ? (double)(v - v_first) * (double)G / dt : 0.0,
-                r->speed);
+                (unsigned long long)steps, G, dt,
+                dt > 0 ? (double)steps * (double)G / dt : 0.0, r->speed);
     }
     return HC_OK;
 }
