@@ -51,6 +51,11 @@ uint64_t wk_dropout_hash(uint64_t seed, uint64_t i)
     return z ^ (z >> 31);
 }
 
+uint64_t wk_dropout_seed_at(uint64_t seed, uint64_t offset)
+{
+    return seed + offset * 0x9E3779B97F4A7C15ull;
+}
+
 void wk_backend_free(struct wk_backend *be)
 {
     if (be)

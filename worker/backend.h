@@ -62,6 +62,12 @@ int wk_geom_init(struct wk_geom *g, int B, int H, int W, int C, int kh, int kw,
  */
 uint64_t wk_dropout_hash(uint64_t seed, uint64_t i);
 
+/* The seed whose mask starts `offset` elements into the mask of `seed`:
+ * wk_dropout_hash(wk_dropout_seed_at(s, k), i) == wk_dropout_hash(s, k + i)
+ * (it is s + k · 0x9E3779B97F4A7C15). A net computing rows r… of a larger
+ * batch uses it to drop exactly what one net on the whole batch would. */
+uint64_t wk_dropout_seed_at(uint64_t seed, uint64_t offset);
+
 struct wk_backend_ops {
     /* ---- lifetime and memory ---- */
     void (*destroy)(struct wk_backend *be);

@@ -63,6 +63,9 @@ static void cpu_destroy(struct wk_backend *be)
     free(be);
 }
 
+/* Fresh memory is written once here, so its pages are mapped at build time
+ * and the first steps do not pay page faults — which would also skew the
+ * speeds replica.c balances by. */
 static int cpu_alloc(struct wk_backend *be, size_t bytes, void **out)
 {
     size_t rounded = (bytes + 63) & ~(size_t)63;
@@ -71,6 +74,7 @@ static int cpu_alloc(struct wk_backend *be, size_t bytes, void **out)
     if (!*out)
         return hc_err_set(HC_ERR_NOMEM, "%s: cannot allocate %zu bytes",
                           be->name, bytes);
+    memset(*out, 0, rounded);
     return HC_OK;
 }
 

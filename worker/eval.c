@@ -14,7 +14,7 @@
 
 #include "err.h"
 
-int wk_evaluate(struct wk_net *net, const float *params,
+int wk_evaluate(struct wk_replicas *r, const float *params,
                 const struct wk_dataset *d, int batch, float *x, int32_t *y,
                 double *loss, double *acc)
 {
@@ -26,7 +26,7 @@ int wk_evaluate(struct wk_net *net, const float *params,
         n = wk_data_batch(d, start, batch, x, y);
         if (n <= 0)
             break;
-        rv = wk_net_predict(net, params, x, y, NULL, n, &s, &k);
+        rv = wk_replicas_predict(r, params, x, y, NULL, n, &s, &k);
         if (rv != HC_OK)
             return rv;
         sum += s;

@@ -10,14 +10,14 @@
 
 #include "data.h"
 #include "model.h"
-#include "nn.h"
+#include "replica.h"
 
 /*
  * Mean loss and accuracy of `params` on all of `d`, in batches of `batch`
- * (at most the net's max batch) through the scratch x (batch, H, W, C) and
- * y (batch). Allocates nothing.
+ * (at most the replicas' max batch) through the scratch x (batch, H, W, C)
+ * and y (batch), on every device of r. Allocates nothing.
  */
-int wk_evaluate(struct wk_net *net, const float *params,
+int wk_evaluate(struct wk_replicas *r, const float *params,
                 const struct wk_dataset *d, int batch, float *x, int32_t *y,
                 double *loss, double *acc);
 

@@ -25,7 +25,8 @@
 #include "backend.h"
 #include "data.h"
 #include "eval.h"
-#include "nn.h"
+#include "device.h"
+#include "replica.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -94,15 +95,16 @@ static int cmd_eval(int argc, char **argv)
         { "data-dir", required_argument, NULL, 'd' },
         { "set", required_argument, NULL, 's' },
         { "batch-size", required_argument, NULL, 'b' },
+        { "devices", required_argument, NULL, 'D' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     const char *model_file = NULL, *weights = NULL, *cluster_file = NULL;
-    const char *data_dir = NULL, *set = "t10k";
+    const char *data_dir = NULL, *set = "t10k", *devices = "auto";
     struct hc_model *m = calloc(1, sizeof *m);
     struct wk_dataset d = { 0 };
-    struct wk_backend *be = NULL;
-    struct wk_net *net = NULL;
+    struct wk_devices devs = { 0 };
+    struct wk_replicas *rep = NULL;
     struct pc_client *pc = NULL;
     struct hc_cluster cl = { 0 };
     struct hc_diag diag;
@@ -112,8 +114,9 @@ static int cmd_eval(int argc, char **argv)
     int c, rv, batch = 256, status = 1, have_cluster = 0;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:w:c:d:s:b:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:w:c:d:s:b:D:h", opts, NULL)) != -1) {
         switch (c) {
+        case 'D': devices = optarg; break;
         case 'm': model_file = optarg; break;
         case 'w': weights = optarg; break;
         case 'c': cluster_file = optarg; break;
@@ -126,6 +129,7 @@ static int cmd_eval(int argc, char **argv)
         case 'h':
             printf("Usage: hetps eval --model FILE (--weights DIR | --cluster FILE)\n"
                    "                  [--data-dir DIR] [--set t10k|train] [--batch-size N]\n"
+"                  [--devices LIST]\n"
                    "Evaluate a model's weights — exported .npy files (hetps export)\n"
                    "or the live values of a running cluster — on an IDX data set\n"
                    "(default: Fashion-MNIST's 10,000 test images).\n");
@@ -163,10 +167,10 @@ static int cmd_eval(int argc, char **argv)
     if ((rv = wk_data_load_dir(data_dir, set, &d)) != HC_OK ||
         (m->loss == HC_LOSS_SPARSE_CCE &&
          (rv = wk_data_check_classes(&d, m->n_classes)) != HC_OK) ||
-        (rv = wk_backend_cpu_new(1, &be)) != HC_OK ||
-        (rv = wk_net_new(m, be, batch, &net)) != HC_OK)
+        (rv = wk_devices_open(devices, 1, &devs)) != HC_OK ||
+        (rv = wk_replicas_open(m, &devs, batch, &rep)) != HC_OK)
         goto out;
-    x = malloc((size_t)batch * wk_net_input_size(net) * sizeof *x);
+    x = malloc((size_t)batch * wk_replicas_input_size(rep) * sizeof *x);
     y = malloc((size_t)batch * sizeof *y);
     if (!x || !y) {
         rv = hc_err_set(HC_ERR_NOMEM, "out of memory for batch %d", batch);
@@ -182,7 +186,7 @@ static int cmd_eval(int argc, char **argv)
             rv = pc_pull(pc, params, NULL);
     }
     if (rv == HC_OK)
-        rv = wk_evaluate(net, params, &d, batch, x, y, &loss, &acc);
+        rv = wk_evaluate(rep, params, &d, batch, x, y, &loss, &acc);
     if (rv == HC_OK) {
         printf("eval: %s on %d samples of %s: loss %.4f - accuracy %.4f\n",
                m->name, d.n, d.images_path, loss, acc);
@@ -195,8 +199,8 @@ out:
     free(params);
     free(x);
     free(y);
-    wk_net_free(net);
-    wk_backend_free(be);
+    wk_replicas_free(rep);
+    wk_devices_close(&devs);
     wk_data_free(&d);
     if (have_cluster)
         hc_cluster_free(&cl);

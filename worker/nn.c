@@ -6,14 +6,128 @@
  * output); backward fuses the activation derivative with the bias
  * gradient. Layers never touch backend memory: all arithmetic is in the
  * backend's ops.
+ *
+ * With explicit placement each layer runs on its own backend (l->be) with
+ * its parameters there; cross() moves an activation, or its gradient,
+ * between two backends where consecutive layers differ.
  */
 #include "nn_impl.h"
 
 #include "err.h"
 
+/* ---- parameters and crossings between backends ---- */
+
+/* The parameter (gradient) vector the layers of device d index with their
+ * doff_*: the host vector itself on host memory. */
+static const float *dev_params(const struct nn_dev *d, const float *host)
+{
+    return d->be->host_memory ? host : d->params_d;
+}
+
+static float *dev_grads(const struct nn_dev *d, float *host)
+{
+    return d->be->host_memory ? host : d->grads_d;
+}
+
+/* Host parameters → every non-host device: the slices its layers own, or
+ * the whole vector when it holds them all. */
+static int upload_params(struct wk_net *net, const float *params)
+{
+    int k, i, rv;
+
+    for (k = 0; k < net->n_devs; k++) {
+        struct nn_dev *d = &net->devs[k];
+
+        if (d->be->host_memory || !d->n_params)
+            continue;
+        if (d->all_params) {
+            if ((rv = wk_be_upload(d->be, d->params_d, params,
+                                   net->n_params * sizeof *params)))
+                return rv;
+            continue;
+        }
+        for (i = 0; i < net->n_layers; i++) {
+            const struct nn_layer *l = &net->layers[i];
+
+            if (l->dev != k)
+                continue;
+            if ((l->n_w && (rv = wk_be_upload(d->be, d->params_d + l->doff_w,
+                                              params + l->off_w,
+                                              l->n_w * sizeof *params))) ||
+                (l->n_b && (rv = wk_be_upload(d->be, d->params_d + l->doff_b,
+                                              params + l->off_b,
+                                              l->n_b * sizeof *params))))
+                return rv;
+        }
+    }
+    return HC_OK;
+}
+
+/* Every non-host device's gradients → the host vector. */
+static int download_grads(struct wk_net *net, float *grads)
+{
+    int k, i, rv;
+
+    for (k = 0; k < net->n_devs; k++) {
+        struct nn_dev *d = &net->devs[k];
+
+        if (d->be->host_memory || !d->n_params)
+            continue;
+        if (d->all_params) {
+            if ((rv = wk_be_download(d->be, grads, d->grads_d,
+                                     net->n_params * sizeof *grads)))
+                return rv;
+            continue;
+        }
+        for (i = 0; i < net->n_layers; i++) {
+            const struct nn_layer *l = &net->layers[i];
+
+            if (l->dev != k)
+                continue;
+            if ((l->n_w && (rv = wk_be_download(d->be, grads + l->off_w,
+                                                d->grads_d + l->doff_w,
+                                                l->n_w * sizeof *grads))) ||
+                (l->n_b && (rv = wk_be_download(d->be, grads + l->off_b,
+                                                d->grads_d + l->doff_b,
+                                                l->n_b * sizeof *grads))))
+                return rv;
+        }
+    }
+    return HC_OK;
+}
+
+/* Copy n floats from src on backend `from` to dst on backend `to`, two
+ * different backends not both host memory (those hand pointers over and
+ * never come here): one upload or download when one side is host memory,
+ * else download into the host staging buffer and upload from it. */
+static int cross(struct wk_net *net, struct wk_backend *from,
+                 struct wk_backend *to, float *dst, const float *src,
+                 size_t n)
+{
+    int rv;
+
+    if (from->host_memory)
+        return wk_be_upload(to, dst, src, n * sizeof *src);
+    if (to->host_memory)
+        return wk_be_download(from, dst, src, n * sizeof *src);
+    if ((rv = wk_be_download(from, net->stage_h, src, n * sizeof *src)))
+        return rv;
+    return wk_be_upload(to, dst, net->stage_h, n * sizeof *src);
+}
+
+static int check_all(struct wk_net *net)
+{
+    int k, rv;
+
+    for (k = 0; k < net->n_devs; k++)
+        if ((rv = wk_be_check(net->devs[k].be)))
+            return rv;
+    return HC_OK;
+}
+
 /* ---- forward ---- */
 
-static void conv_forward(struct wk_net *net, struct nn_layer *l,
+static void conv_forward(struct nn_layer *l,
                          const float *x, const float *params, int B)
 {
     struct wk_geom g = l->g;
@@ -22,25 +136,24 @@ static void conv_forward(struct wk_net *net, struct nn_layer *l,
 
     g.B = B;
     if (!l->direct) {
-        wk_be_im2col(net->be, &g, x, l->cols);
+        wk_be_im2col(l->be, &g, x, l->cols);
         cols = l->cols;
     }
-    wk_be_sgemm(net->be, 0, 0, M, F, K, 1.0f, cols, K, params + l->off_w, F,
+    wk_be_sgemm(l->be, 0, 0, M, F, K, 1.0f, cols, K, params + l->doff_w, F,
                 0.0f, l->out, F);
     if (!l->pre_pool)
-        wk_be_act_forward(net->be, l->out,
-                          l->off_b != NO_VAR ? params + l->off_b : NULL,
+        wk_be_act_forward(l->be, l->out,
+                          l->n_b ? params + l->doff_b : NULL,
                           l->out, M, F, l->act);
 }
 
-static void dense_forward(struct wk_net *net, struct nn_layer *l,
-                          const float *x, const float *params, int B)
+static void dense_forward(struct nn_layer *l, const float *x,
+                          const float *params, int B)
 {
-    wk_be_sgemm(net->be, 0, 0, B, l->units, l->in_size, 1.0f, x, l->in_size,
-                params + l->off_w, l->units, 0.0f, l->out, l->units);
-    wk_be_act_forward(net->be, l->out,
-                      l->off_b != NO_VAR ? params + l->off_b : NULL, l->out,
-                      B, l->units, l->act);
+    wk_be_sgemm(l->be, 0, 0, B, l->units, l->in_size, 1.0f, x, l->in_size,
+                params + l->doff_w, l->units, 0.0f, l->out, l->units);
+    wk_be_act_forward(l->be, l->out, l->n_b ? params + l->doff_b : NULL,
+                      l->out, B, l->units, l->act);
 }
 
 static void layer_forward(struct wk_net *net, int i, const float *x,
@@ -50,21 +163,22 @@ static void layer_forward(struct wk_net *net, int i, const float *x,
     struct wk_geom g = l->g;
     size_t n = (size_t)B * l->out_size;
 
+    l->x = x;
     l->y = l->out;
     l->seed = 0;
     switch (l->type) {
     case HC_LAYER_CONV2D:
-        conv_forward(net, l, x, params, B);
+        conv_forward(l, x, params, B);
         break;
     case HC_LAYER_DENSE:
-        dense_forward(net, l, x, params, B);
+        dense_forward(l, x, params, B);
         break;
     case HC_LAYER_MAXPOOL2D:
         g.B = B;
-        wk_be_maxpool_forward(net->be, &g, x, l->out, l->idx);
-        if (l->post_act && (l->act != HC_ACT_LINEAR || l->off_b != NO_VAR))
-            wk_be_act_forward(net->be, l->out,
-                              l->off_b != NO_VAR ? params + l->off_b : NULL,
+        wk_be_maxpool_forward(l->be, &g, x, l->out, l->idx);
+        if (l->post_act && (l->act != HC_ACT_LINEAR || l->n_b))
+            wk_be_act_forward(l->be, l->out,
+                              l->n_b ? params + l->doff_b : NULL,
                               l->out, (int)(n / l->out_c), l->out_c, l->act);
         break;
     case HC_LAYER_FLATTEN:
@@ -79,12 +193,17 @@ static void layer_forward(struct wk_net *net, int i, const float *x,
                                   net->counter * HC_MODEL_MAX_LAYERS + i);
         if (!l->seed)
             l->seed = 1;
-        wk_be_dropout_forward(net->be, x, l->out, n, l->rate, l->seed);
+        /* Rows from first_sample on of the batch's mask (wk_net_set_
+         * dropout_pos); 0 is still "off" for backward, a 2^-64 chance. */
+        if (net->first_sample)
+            l->seed = wk_dropout_seed_at(l->seed, (uint64_t)net->first_sample *
+                                                      (uint64_t)l->out_size);
+        wk_be_dropout_forward(l->be, x, l->out, n, l->rate, l->seed);
         break;
     case HC_LAYER_ACTIVATION:
         if (net->fused && i == net->n_layers - 1)
             break;  /* softmax of the loss, below */
-        wk_be_act_forward(net->be, x, NULL, l->out, (int)(n / l->out_c),
+        wk_be_act_forward(l->be, x, NULL, l->out, (int)(n / l->out_c),
                           l->out_c, l->act);
         break;
     }
@@ -93,9 +212,8 @@ static void layer_forward(struct wk_net *net, int i, const float *x,
 int wk_net_forward(struct wk_net *net, const float *params, const float *x,
                    int B, int training)
 {
-    struct wk_backend *be = net->be;
     const float *in;
-    int i, rv;
+    int i, prev, rv;
 
     net->stage = 0;
     if (!params || !x)
@@ -104,21 +222,31 @@ int wk_net_forward(struct wk_net *net, const float *params, const float *x,
         return hc_err_set(HC_ERR_INVAL,
                           "wk_net_forward: batch of %d samples; this net "
                           "takes 1 to %d", B, net->max_batch);
-    if (!be->host_memory) {
-        if ((rv = wk_be_upload(be, net->params_d, params,
-                               net->n_params * sizeof *params)) ||
-            (rv = wk_be_upload(be, net->x_d, x,
+    if ((rv = upload_params(net, params)))
+        return rv;
+    if (!net->in_be->host_memory) {
+        if ((rv = wk_be_upload(net->in_be, net->x_d, x,
                                (size_t)B * net->in_size * sizeof *x)))
             return rv;
-        params = net->params_d;
         x = net->x_d;
     }
     if (training)
         net->counter++;
     in = x;
+    prev = net->layers[0].dev;
     for (i = 0; i < net->n_layers; i++) {
-        layer_forward(net, i, in, params, B, training);
-        in = net->layers[i].y;
+        struct nn_layer *l = &net->layers[i];
+        struct nn_dev *d = &net->devs[l->dev];
+
+        if (l->cross_in) {
+            if ((rv = cross(net, net->devs[prev].be, l->be, l->xin, in,
+                            (size_t)B * l->in_size)))
+                return rv;
+            in = l->xin;
+        }
+        layer_forward(net, i, in, dev_params(d, params), B, training);
+        in = l->y;
+        prev = l->dev;
     }
     net->output = in;
     if (net->fused) {
@@ -126,19 +254,14 @@ int wk_net_forward(struct wk_net *net, const float *params, const float *x,
         float *p = last->type == HC_LAYER_DENSE ? net->probs : last->out;
 
         /* Logits: the dense output, or the input of the activation. */
-        net->logits = last->type == HC_LAYER_DENSE
-                          ? last->out
-                          : (net->n_layers > 1
-                                 ? net->layers[net->n_layers - 2].y
-                                 : x);
-        wk_be_xent_forward(be, net->logits, NULL, B, (int)net->out_size, p,
-                           NULL, NULL);
+        net->logits = last->type == HC_LAYER_DENSE ? last->out : last->x;
+        wk_be_xent_forward(net->out_be, net->logits, NULL, B,
+                           (int)net->out_size, p, NULL, NULL);
         net->output = p;
         net->probs_cur = p;
     }
-    if ((rv = wk_be_check(be)))
+    if ((rv = check_all(net)))
         return rv;
-    net->x_cur = x;
     net->B = B;
     net->stage = 1;
     return HC_OK;
@@ -149,7 +272,7 @@ int wk_net_output(struct wk_net *net, float *out)
     if (net->stage < 1)
         return hc_err_set(HC_ERR_INVAL,
                           "wk_net_output: no forward pass has run");
-    return wk_be_download(net->be, out, net->output,
+    return wk_be_download(net->out_be, out, net->output,
                           (size_t)net->B * net->out_size * sizeof *out);
 }
 
@@ -158,7 +281,7 @@ int wk_net_output(struct wk_net *net, float *out)
 int wk_net_loss(struct wk_net *net, const int *labels, const float *targets,
                 double *loss_sum, int *correct)
 {
-    struct wk_backend *be = net->be;
+    struct wk_backend *be = net->out_be;
     const int B = net->B, N = (int)net->out_size;
     double sum = 0.0;
     int i, hits = 0, rv;
@@ -230,10 +353,10 @@ static int layer_backward(struct wk_net *net, int i, const float *params,
                           float *grads, float *dy, float *dx, int need_dx)
 {
     struct nn_layer *l = &net->layers[i];
-    struct wk_backend *be = net->be;
+    struct wk_backend *be = l->be;
     const int B = net->B;
-    const float *x = i > 0 ? net->layers[i - 1].y : net->x_cur;
-    float *db = l->off_b != NO_VAR ? grads + l->off_b : NULL;
+    const float *x = l->x;
+    float *db = l->n_b ? grads + l->doff_b : NULL;
     struct wk_geom g = l->g;
     int M, K, F;
 
@@ -247,16 +370,16 @@ static int layer_backward(struct wk_net *net, int i, const float *params,
             wk_be_act_bias_backward(be, l->y, dy, M, F, l->act, db);
         /* dW (K, F) = colsᵀ · dY */
         wk_be_sgemm(be, 1, 0, K, F, M, 1.0f, l->direct ? x : l->cols, K, dy,
-                    F, 0.0f, grads + l->off_w, F);
+                    F, 0.0f, grads + l->doff_w, F);
         if (!need_dx)
             return 0;
         if (l->direct) {
-            wk_be_sgemm(be, 0, 1, M, K, F, 1.0f, dy, F, params + l->off_w, F,
-                        0.0f, dx, K);
+            wk_be_sgemm(be, 0, 1, M, K, F, 1.0f, dy, F, params + l->doff_w,
+                        F, 0.0f, dx, K);
             return 1;
         }
         /* dcols (M, K) = dY · Wᵀ, into the cols workspace (done with). */
-        wk_be_sgemm(be, 0, 1, M, K, F, 1.0f, dy, F, params + l->off_w, F,
+        wk_be_sgemm(be, 0, 1, M, K, F, 1.0f, dy, F, params + l->doff_w, F,
                     0.0f, l->cols, K);
         wk_be_col2im(be, &g, l->cols, dx);
         return 1;
@@ -264,11 +387,11 @@ static int layer_backward(struct wk_net *net, int i, const float *params,
         wk_be_act_bias_backward(be, l->y, dy, B, l->units, l->act, db);
         /* dW (in, out) = Xᵀ · dY */
         wk_be_sgemm(be, 1, 0, l->in_size, l->units, B, 1.0f, x, l->in_size,
-                    dy, l->units, 0.0f, grads + l->off_w, l->units);
+                    dy, l->units, 0.0f, grads + l->doff_w, l->units);
         if (!need_dx)
             return 0;
         wk_be_sgemm(be, 0, 1, B, l->in_size, l->units, 1.0f, dy, l->units,
-                    params + l->off_w, l->units, 0.0f, dx, l->in_size);
+                    params + l->doff_w, l->units, 0.0f, dx, l->in_size);
         return 1;
     case HC_LAYER_MAXPOOL2D:
         if (l->post_act)
@@ -296,10 +419,10 @@ static int layer_backward(struct wk_net *net, int i, const float *params,
 
 int wk_net_backward(struct wk_net *net, const float *params, float *grads)
 {
-    struct wk_backend *be = net->be;
-    float *out_grads = grads;
     const int B = net->B, N = (int)net->out_size;
-    int i, k = 0, rv;
+    struct wk_backend *be = net->out_be;
+    int i, cur, rv;
+    float *dy;
 
     if (net->stage != 2)
         return hc_err_set(HC_ERR_INVAL,
@@ -308,27 +431,39 @@ int wk_net_backward(struct wk_net *net, const float *params, float *grads)
     if (!params || !grads)
         return hc_err_set(HC_ERR_INVAL,
                           "wk_net_backward: params or grads is NULL");
-    if (!be->host_memory) {
-        params = net->params_d;
-        grads = net->grads_d;
-    }
     /* Gradient of the mean loss with respect to the output (or, fused,
      * the logits). */
+    cur = net->layers[net->n_layers - 1].dev;
+    dy = net->devs[cur].dbuf[0];
     if (net->fused)
         wk_be_xent_backward(be, net->output, net->labels_cur, B, N,
-                            1.0f / (float)B, net->dbuf[0]);
+                            1.0f / (float)B, dy);
     else
         wk_be_mse_backward(be, net->output, net->targets_cur, (size_t)B * N,
-                           2.0f / ((float)N * (float)B), net->dbuf[0]);
-    for (i = net->n_layers - 1; i >= net->first_param; i--)
-        if (layer_backward(net, i, params, grads, net->dbuf[k],
-                           net->dbuf[1 - k], i > net->first_param))
-            k = 1 - k;
-    if ((rv = wk_be_check(be)))
-        return rv;
-    if (!be->host_memory &&
-        (rv = wk_be_download(be, out_grads, grads,
-                             net->n_params * sizeof *grads)))
+                           2.0f / ((float)N * (float)B), dy);
+    for (i = net->n_layers - 1; i >= net->first_param; i--) {
+        struct nn_layer *l = &net->layers[i];
+        struct nn_dev *d = &net->devs[l->dev];
+        float *dx;
+
+        if (l->dev != cur) {
+            /* dy, the input gradient of layer i + 1, crosses back. Both
+             * host memory: layer i works on it where it is. */
+            if (!(d->be->host_memory && net->devs[cur].be->host_memory)) {
+                if ((rv = cross(net, net->devs[cur].be, d->be, d->dbuf[0],
+                                dy, (size_t)B * l->out_size)))
+                    return rv;
+                dy = d->dbuf[0];
+            }
+            cur = l->dev;
+        }
+        dx = dy == d->dbuf[0] ? d->dbuf[1] : d->dbuf[0];
+        if (layer_backward(net, i, dev_params(d, params),
+                           dev_grads(d, grads), dy, dx,
+                           i > net->first_param))
+            dy = dx;
+    }
+    if ((rv = check_all(net)) || (rv = download_grads(net, grads)))
         return rv;
     return HC_OK;
 }

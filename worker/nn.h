@@ -33,8 +33,16 @@
  * training forwards, so a run is reproducible and backward re-derives the
  * mask instead of storing it.
  *
+ * Explicit placement (wk_net_new_placed): each layer may run on its own
+ * backend, with its parameters and gradients there (the net copies each
+ * layer's slice of params in and of grads out). Where consecutive layers
+ * sit on different backends, the activation crosses forward and its
+ * gradient backward: by pointer when both are host memory, else by the
+ * backends' upload/download (through a host staging buffer when neither
+ * is host memory). Results equal those of one backend.
+ *
  * A net is used by one thread at a time. The model may be freed after
- * wk_net_new; the backend must outlive the net.
+ * wk_net_new; the backends must outlive the net.
  */
 #ifndef WK_NN_H
 #define WK_NN_H
@@ -60,6 +68,17 @@ struct wk_net;
  */
 int wk_net_new(const struct hc_model *m, struct wk_backend *be, int max_batch,
                struct wk_net **out);
+
+/*
+ * The same with layer i of m run on layer_be[i] (m->n_layers entries, none
+ * NULL; equal pointers are one backend). Layers on different backends run
+ * one after the other on the calling thread. Errors as wk_net_new, and
+ * HC_ERR_INVAL for a NULL entry (the message names the layer),
+ * HC_ERR_LIMIT for more than 16 distinct backends.
+ */
+int wk_net_new_placed(const struct hc_model *m,
+                      struct wk_backend *const *layer_be, int max_batch,
+                      struct wk_net **out);
 void wk_net_free(struct wk_net *net);              /* NULL allowed */
 
 /* Floats per sample of the input (H·W·C) and of the output (N). */
@@ -69,6 +88,17 @@ size_t wk_net_output_size(const struct wk_net *net);
 /* Seed of dropout masks; also restarts the counter of training forwards,
  * so the same seed reproduces the same masks. */
 void wk_net_set_seed(struct wk_net *net, uint64_t seed);
+
+/*
+ * For a net that computes a slice of a larger batch (replica.h): the next
+ * training forward draws the dropout masks that training forward number
+ * forwards + 1 after wk_net_set_seed(net, seed) would draw for samples
+ * first_sample, first_sample + 1, … of its batch, so splitting a batch
+ * across nets changes no mask. first_sample holds until the next call
+ * (wk_net_set_seed sets it to 0).
+ */
+void wk_net_set_dropout_pos(struct wk_net *net, uint64_t seed,
+                            uint64_t forwards, size_t first_sample);
 
 /*
  * Forward pass of B samples x (B, H, W, C) (row-major, NHWC, like the
@@ -117,7 +147,8 @@ int wk_net_predict(struct wk_net *net, const float *params, const float *x,
                    double *loss_sum, int *correct);
 
 /* The dropout seed layer `layer` used in the last forward (0 when it did
- * not drop); for tests and debugging, with wk_dropout_hash. */
+ * not drop; with wk_net_set_dropout_pos already moved to first_sample);
+ * for tests and debugging, with wk_dropout_hash. */
 uint64_t wk_net_dropout_seed(const struct wk_net *net, int layer);
 
 #endif

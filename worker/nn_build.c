@@ -1,7 +1,8 @@
 /*
  * nn_build.c — building a wk_net from a model: checking every layer's
  * shapes, variables and settings (each message names the model and the
- * layer), choosing the supported loss, fusing conv2d → maxpool2d, and
+ * layer), choosing the supported loss, placing each layer on its backend,
+ * fusing conv2d → maxpool2d, laying out each device's parameters and
  * allocating every buffer of the steady state once.
  */
 #include "nn_impl.h"
@@ -84,10 +85,10 @@ static const char *model_name(const struct hc_model *m)
 }
 
 /* Check variable v of the layer: in range, `size` floats; record it as
- * used (owner[v]) and return its offset in *off. */
+ * used (owner[v]) and return its offset in *off and its size in *n. */
 static int check_var(const struct hc_model *m, const struct ctx_names *cn,
                      const size_t *var_off, int *owner, int li, int v,
-                     const char *what, size_t size, size_t *off)
+                     const char *what, size_t size, size_t *off, size_t *n)
 {
     if (v < 0 || v >= m->n_vars)
         return hc_err_set(HC_ERR_MISMATCH,
@@ -106,6 +107,7 @@ static int check_var(const struct hc_model *m, const struct ctx_names *cn,
                           model_name(m), cn->layer, m->vars[v].name, owner[v]);
     owner[v] = li;
     *off = var_off[v];
+    *n = size;
     return HC_OK;
 }
 
@@ -167,7 +169,7 @@ static int setup_layer(const struct hc_model *m, const struct ctx_names *cn,
 
             l->direct = kh == 1 && kw == 1 && sh == 1 && sw == 1;
             if ((rv = check_var(m, cn, var_off, owner, li, s->var_kernel,
-                                "kernel", ksize, &l->off_w)))
+                                "kernel", ksize, &l->off_w, &l->n_w)))
                 return rv;
         }
         break;
@@ -190,7 +192,7 @@ static int setup_layer(const struct hc_model *m, const struct ctx_names *cn,
         want.dims[0] = s->units;
         l->units = s->units;
         if ((rv = check_var(m, cn, var_off, owner, li, s->var_kernel, "kernel",
-                            (size_t)C * s->units, &l->off_w)))
+                            (size_t)C * s->units, &l->off_w, &l->n_w)))
             return rv;
         break;
     case HC_LAYER_DROPOUT:
@@ -217,7 +219,7 @@ static int setup_layer(const struct hc_model *m, const struct ctx_names *cn,
         int n = want.rank == 3 ? want.dims[2] : want.dims[0];
 
         if ((rv = check_var(m, cn, var_off, owner, li, s->var_bias, "bias",
-                            (size_t)n, &l->off_b)))
+                            (size_t)n, &l->off_b, &l->n_b)))
             return rv;
     }
     l->in_size = (int)shape_size(in);
@@ -359,7 +361,8 @@ static int setup_loss(struct wk_net *net, const struct hc_model *m)
  * activation derivative and the bias gradient are taken on the pooled
  * gradient and the scatter to the argmax does the rest: the conv's other
  * outputs get no gradient either way. (Where relu ties a window at 0 the
- * argmax may differ from the unfused one, but its gradient is 0.)
+ * argmax may differ from the unfused one, but its gradient is 0.) Only a
+ * pair on one backend fuses.
  */
 static void fuse_conv_pool(struct wk_net *net)
 {
@@ -369,58 +372,171 @@ static void fuse_conv_pool(struct wk_net *net)
         struct nn_layer *c = &net->layers[i], *p = &net->layers[i + 1];
 
         if (c->type != HC_LAYER_CONV2D || p->type != HC_LAYER_MAXPOOL2D ||
-            c->act == HC_ACT_SOFTMAX)
+            c->act == HC_ACT_SOFTMAX || c->dev != p->dev)
             continue;
         c->pre_pool = 1;
         p->post_act = 1;
         p->act = c->act;
-        p->off_b = c->off_b;
+        p->off_b = c->off_b;    /* the pool now owns the bias */
+        p->n_b = c->n_b;
+        c->off_b = NO_VAR;
+        c->n_b = 0;
+    }
+}
+
+/* ---- building the net: placement ---- */
+
+/* Give each layer its backend and an index into net->devs; fill in_be and
+ * out_be. layer_be has one entry per layer. */
+static int setup_devices(struct wk_net *net, const struct hc_model *m,
+                         struct wk_backend *const *layer_be)
+{
+    int i, k;
+
+    for (i = 0; i < net->n_layers; i++) {
+        struct nn_layer *l = &net->layers[i];
+
+        if (!layer_be[i])
+            return hc_err_set(HC_ERR_INVAL,
+                              "wk_net_new_placed: model %s, %s has no "
+                              "backend (NULL)", model_name(m), l->name);
+        for (k = 0; k < net->n_devs; k++)
+            if (net->devs[k].be == layer_be[i])
+                break;
+        if (k == net->n_devs) {
+            if (net->n_devs == NN_MAX_DEVS)
+                return hc_err_set(HC_ERR_LIMIT,
+                                  "model %s: its layers use more than %d "
+                                  "backends", model_name(m), NN_MAX_DEVS);
+            net->devs[net->n_devs++].be = layer_be[i];
+        }
+        l->dev = k;
+        l->be = layer_be[i];
+    }
+    net->in_be = net->layers[0].be;
+    net->out_be = net->layers[net->n_layers - 1].be;
+    return HC_OK;
+}
+
+/*
+ * Where each layer's parameters sit on its device (doff_*): the host
+ * offsets on host memory and on a device holding every parameter layer
+ * (so one transfer moves the whole vector); otherwise its layers' slices
+ * packed one after the other. Also marks the layers whose input comes from
+ * another backend by copy (cross_in): all but host-to-host hand-overs.
+ */
+static void setup_layout(struct wk_net *net)
+{
+    int i, k, n_owners = 0;
+
+    for (i = 0; i < net->n_layers; i++)
+        n_owners += net->layers[i].n_w || net->layers[i].n_b;
+    for (k = 0; k < net->n_devs; k++) {
+        struct nn_dev *d = &net->devs[k];
+        int mine = 0;
+
+        for (i = 0; i < net->n_layers; i++)
+            mine += net->layers[i].dev == k &&
+                    (net->layers[i].n_w || net->layers[i].n_b);
+        d->all_params = mine == n_owners;
+        d->n_params = 0;
+        for (i = 0; i < net->n_layers; i++) {
+            struct nn_layer *l = &net->layers[i];
+
+            if (l->dev != k)
+                continue;
+            l->doff_w = l->off_w;
+            l->doff_b = l->off_b;
+            if (d->be->host_memory || d->all_params)
+                continue;
+            if (l->n_w) {
+                l->doff_w = d->n_params;
+                d->n_params += l->n_w;
+            }
+            if (l->n_b) {
+                l->doff_b = d->n_params;
+                d->n_params += l->n_b;
+            }
+        }
+        if (d->all_params)
+            d->n_params = net->n_params;
+    }
+    for (i = 1; i < net->n_layers; i++) {
+        struct nn_layer *l = &net->layers[i];
+        const struct nn_layer *p = &net->layers[i - 1];
+
+        l->cross_in = l->dev != p->dev &&
+                      !(l->be->host_memory && p->be->host_memory);
     }
 }
 
 /* ---- building the net: buffers ---- */
 
-static int alloc_f(struct wk_net *net, float **p, size_t n)
+static int alloc_f(struct wk_backend *be, float **p, size_t n)
 {
-    return wk_be_alloc(net->be, n * sizeof **p, (void **)p);
+    return wk_be_alloc(be, n * sizeof **p, (void **)p);
 }
 
 static int setup_buffers(struct wk_net *net)
 {
     const size_t B = (size_t)net->max_batch;
-    size_t max_act = net->in_size;
-    int i, rv;
+    struct wk_backend *ob = net->out_be;
+    size_t stage = 0;
+    int i, k, rv;
 
     for (i = 0; i < net->n_layers; i++) {
         struct nn_layer *l = &net->layers[i];
+        struct nn_dev *d = &net->devs[l->dev];
         int own = l->type != HC_LAYER_FLATTEN;
 
-        if ((size_t)l->out_size > max_act)
-            max_act = (size_t)l->out_size;
+        if ((size_t)l->in_size > d->max_act)
+            d->max_act = (size_t)l->in_size;
+        if ((size_t)l->out_size > d->max_act)
+            d->max_act = (size_t)l->out_size;
         if (l->type == HC_LAYER_DROPOUT && l->rate == 0.0f)
             own = 0;
-        if (own && (rv = alloc_f(net, &l->out, B * l->out_size)))
+        if (own && (rv = alloc_f(l->be, &l->out, B * l->out_size)))
             return rv;
         if (l->type == HC_LAYER_CONV2D && !l->direct &&
-            (rv = alloc_f(net, &l->cols, B * l->g.OH * l->g.OW * l->g.kh *
-                                             l->g.kw * l->g.C)))
+            (rv = alloc_f(l->be, &l->cols, B * l->g.OH * l->g.OW * l->g.kh *
+                                               l->g.kw * l->g.C)))
             return rv;
         if (l->type == HC_LAYER_MAXPOOL2D &&
-            (rv = wk_be_alloc(net->be, B * l->out_size * sizeof *l->idx,
+            (rv = wk_be_alloc(l->be, B * l->out_size * sizeof *l->idx,
                               (void **)&l->idx)))
             return rv;
+        if (l->cross_in) {
+            if ((rv = alloc_f(l->be, &l->xin, B * l->in_size)))
+                return rv;
+            if (!net->layers[i - 1].be->host_memory &&
+                !l->be->host_memory && (size_t)l->in_size > stage)
+                stage = (size_t)l->in_size;
+        }
     }
-    for (i = 0; i < 2; i++)
-        if ((rv = alloc_f(net, &net->dbuf[i], B * max_act)))
+    for (k = 0; k < net->n_devs; k++) {
+        struct nn_dev *d = &net->devs[k];
+
+        for (i = 0; i < 2; i++)
+            if ((rv = alloc_f(d->be, &d->dbuf[i], B * d->max_act)))
+                return rv;
+        if (!d->be->host_memory && d->n_params &&
+            ((rv = alloc_f(d->be, &d->params_d, d->n_params)) ||
+             (rv = alloc_f(d->be, &d->grads_d, d->n_params))))
             return rv;
+    }
+    if (stage && !(net->stage_h = malloc(B * stage * sizeof *net->stage_h)))
+        return hc_err_set(HC_ERR_NOMEM, "net: out of host memory");
     if (net->fused &&
         net->layers[net->n_layers - 1].type == HC_LAYER_DENSE &&
-        (rv = alloc_f(net, &net->probs, B * net->out_size)))
+        (rv = alloc_f(ob, &net->probs, B * net->out_size)))
         return rv;
-    if ((rv = alloc_f(net, &net->loss_d, B)) ||
-        (rv = alloc_f(net, &net->hit_d, B)))
+    if ((rv = alloc_f(ob, &net->loss_d, B)) ||
+        (rv = alloc_f(ob, &net->hit_d, B)))
         return rv;
-    if (net->be->host_memory) {
+    if (!net->in_be->host_memory &&
+        (rv = alloc_f(net->in_be, &net->x_d, B * net->in_size)))
+        return rv;
+    if (ob->host_memory) {
         net->loss_h = net->loss_d;
         net->hit_h = net->hit_d;
         return HC_OK;
@@ -429,23 +545,20 @@ static int setup_buffers(struct wk_net *net)
     net->hit_h = malloc(B * sizeof *net->hit_h);
     if (!net->loss_h || !net->hit_h)
         return hc_err_set(HC_ERR_NOMEM, "net: out of host memory");
-    if ((rv = alloc_f(net, &net->x_d, B * net->in_size)) ||
-        (rv = alloc_f(net, &net->params_d, net->n_params)) ||
-        (rv = alloc_f(net, &net->grads_d, net->n_params)))
-        return rv;
     if (net->loss == HC_LOSS_MSE)
-        return alloc_f(net, &net->targets_d, B * net->out_size);
-    return wk_be_alloc(net->be, B * sizeof *net->labels_d,
+        return alloc_f(ob, &net->targets_d, B * net->out_size);
+    return wk_be_alloc(ob, B * sizeof *net->labels_d,
                        (void **)&net->labels_d);
 }
 
-int wk_net_new(const struct hc_model *m, struct wk_backend *be, int max_batch,
-               struct wk_net **out)
+int wk_net_new_placed(const struct hc_model *m,
+                      struct wk_backend *const *layer_be, int max_batch,
+                      struct wk_net **out)
 {
     struct wk_net *net = NULL;
     int rv;
 
-    if (!out || !m || !be)
+    if (!out || !m || !layer_be)
         return hc_err_set(HC_ERR_INVAL, "wk_net_new: NULL argument");
     *out = NULL;
     if (max_batch < 1)
@@ -455,12 +568,13 @@ int wk_net_new(const struct hc_model *m, struct wk_backend *be, int max_batch,
     net = calloc(1, sizeof *net);
     if (!net)
         return hc_err_set(HC_ERR_NOMEM, "wk_net_new: out of memory");
-    net->be = be;
     net->max_batch = max_batch;
     net->seed = m->seed;
-    if ((rv = setup_model(net, m)) || (rv = setup_loss(net, m)))
+    if ((rv = setup_model(net, m)) || (rv = setup_loss(net, m)) ||
+        (rv = setup_devices(net, m, layer_be)))
         goto fail;
     fuse_conv_pool(net);
+    setup_layout(net);
     if ((rv = setup_buffers(net)))
         goto fail;
     *out = net;
@@ -470,33 +584,57 @@ fail:
     return rv;
 }
 
+int wk_net_new(const struct hc_model *m, struct wk_backend *be, int max_batch,
+               struct wk_net **out)
+{
+    struct wk_backend *layer_be[HC_MODEL_MAX_LAYERS];
+    int i;
+
+    if (!out || !m || !be)
+        return hc_err_set(HC_ERR_INVAL, "wk_net_new: NULL argument");
+    for (i = 0; i < HC_MODEL_MAX_LAYERS; i++)
+        layer_be[i] = be;
+    return wk_net_new_placed(m, layer_be, max_batch, out);
+}
+
 void wk_net_free(struct wk_net *net)
 {
-    struct wk_backend *be;
-    int i;
+    int i, k;
 
     if (!net)
         return;
-    be = net->be;
     for (i = 0; i < net->n_layers; i++) {
-        wk_be_free(be, net->layers[i].out);
-        wk_be_free(be, net->layers[i].cols);
-        wk_be_free(be, net->layers[i].idx);
+        struct nn_layer *l = &net->layers[i];
+
+        if (!l->be)
+            continue;
+        wk_be_free(l->be, l->out);
+        wk_be_free(l->be, l->cols);
+        wk_be_free(l->be, l->idx);
+        wk_be_free(l->be, l->xin);
     }
-    wk_be_free(be, net->dbuf[0]);
-    wk_be_free(be, net->dbuf[1]);
-    wk_be_free(be, net->probs);
-    wk_be_free(be, net->loss_d);
-    wk_be_free(be, net->hit_d);
-    if (!be->host_memory) {
-        free(net->loss_h);
-        free(net->hit_h);
+    for (k = 0; k < net->n_devs; k++) {
+        struct nn_dev *d = &net->devs[k];
+
+        wk_be_free(d->be, d->dbuf[0]);
+        wk_be_free(d->be, d->dbuf[1]);
+        wk_be_free(d->be, d->params_d);
+        wk_be_free(d->be, d->grads_d);
     }
-    wk_be_free(be, net->x_d);
-    wk_be_free(be, net->params_d);
-    wk_be_free(be, net->grads_d);
-    wk_be_free(be, net->targets_d);
-    wk_be_free(be, net->labels_d);
+    free(net->stage_h);
+    if (net->out_be) {
+        wk_be_free(net->out_be, net->probs);
+        wk_be_free(net->out_be, net->loss_d);
+        wk_be_free(net->out_be, net->hit_d);
+        wk_be_free(net->out_be, net->targets_d);
+        wk_be_free(net->out_be, net->labels_d);
+        if (!net->out_be->host_memory) {
+            free(net->loss_h);
+            free(net->hit_h);
+        }
+    }
+    if (net->in_be)
+        wk_be_free(net->in_be, net->x_d);
     free(net);
 }
 
@@ -512,8 +650,15 @@ size_t wk_net_output_size(const struct wk_net *net)
 
 void wk_net_set_seed(struct wk_net *net, uint64_t seed)
 {
+    wk_net_set_dropout_pos(net, seed, 0, 0);
+}
+
+void wk_net_set_dropout_pos(struct wk_net *net, uint64_t seed,
+                            uint64_t forwards, size_t first_sample)
+{
     net->seed = seed;
-    net->counter = 0;
+    net->counter = forwards;
+    net->first_sample = first_sample;
 }
 
 uint64_t wk_net_dropout_seed(const struct wk_net *net, int layer)

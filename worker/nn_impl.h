@@ -2,6 +2,12 @@
  * nn_impl.h — the inside of a wk_net, shared by the files that build it
  * (nn_build.c) and run it (nn.c). Nothing outside worker/nn*.c includes
  * this; the contract is nn.h.
+ *
+ * A net runs on one or more backends (explicit placement): each layer
+ * names the backend it runs on (nn_layer.dev, an index into wk_net.devs)
+ * and keeps every buffer it writes there. Where consecutive layers sit on
+ * different backends the activation, and in backward its gradient, cross
+ * between them (nn.c, cross()).
  */
 #ifndef WK_NN_IMPL_H
 #define WK_NN_IMPL_H
@@ -10,9 +16,27 @@
 
 #define NO_VAR ((size_t)-1)
 
+/* Distinct backends one net may run on. */
+#define NN_MAX_DEVS 16
+
+/* One backend of the net and what lives on it. */
+struct nn_dev {
+    struct wk_backend *be;
+    int all_params;         /* holds every layer with parameters: its
+                             * parameter layout is the host one (one
+                             * transfer each way) */
+    size_t n_params;        /* floats of parameters its layers own */
+    float *params_d;        /* (n_params) non-host backends only */
+    float *grads_d;         /* (n_params) non-host backends only */
+    size_t max_act;         /* floats per sample of its largest activation */
+    float *dbuf[2];         /* (max_B, max_act) activation gradients */
+};
+
 struct nn_layer {
     enum hc_layer_type type;
     char name[HC_NAME_MAX + 32];   /* "layer 3 (dense)", for messages */
+    int dev;                /* index into wk_net.devs */
+    struct wk_backend *be;  /* = devs[dev].be */
     enum hc_act act;        /* applied in forward; LINEAR for the fused
                              * softmax of the output */
     int in_size, out_size;  /* floats per sample */
@@ -26,16 +50,24 @@ struct nn_layer {
                              * fuse_conv_pool) */
     int post_act;           /* maxpool2d applying act and the bias at off_b
                              * of the conv2d before it */
-    size_t off_w, off_b;    /* offsets in params, NO_VAR if none */
+    size_t off_w, off_b;    /* offsets in the host params, NO_VAR if none */
+    size_t n_w, n_b;        /* their sizes (0 with NO_VAR) */
+    size_t doff_w, doff_b;  /* the same in the device's params / grads */
+    int cross_in;           /* input comes from another backend by copy */
+    float *xin;             /* (max_B, in_size) that copy, cross_in only */
     float *out;             /* (max_B, out_size) own buffer, or NULL */
     float *cols;            /* (max_B·OH·OW, kh·kw·C) conv2d workspace */
     int32_t *idx;           /* (max_B, out_size) maxpool2d argmax */
+    const float *x;         /* input of the last forward (own backend) */
     const float *y;         /* output of the last forward (own or alias) */
     uint64_t seed;          /* dropout seed of the last forward, 0 = off */
 };
 
 struct wk_net {
-    struct wk_backend *be;
+    int n_devs;
+    struct nn_dev devs[NN_MAX_DEVS];
+    struct wk_backend *in_be;   /* backend of the first layer */
+    struct wk_backend *out_be;  /* backend of the last layer (loss) */
     int n_layers;
     struct nn_layer layers[HC_MODEL_MAX_LAYERS];
     int max_batch;
@@ -44,24 +76,23 @@ struct wk_net {
     enum hc_loss loss;
     int fused;              /* softmax output + sparse CCE */
     float *probs;           /* (max_B, N) fused dense output: softmax(z) */
-    float *dbuf[2];         /* (max_B, max layer size) activation grads */
-    float *loss_d, *hit_d;  /* (max_B) per-sample loss and hit */
+    float *loss_d, *hit_d;  /* (max_B) per-sample loss and hit, on out_be */
     float *loss_h, *hit_h;  /* (max_B) host copies (device backends) */
-    float *x_d;             /* (max_B, in_size)   device backends only */
-    float *params_d;        /* (n_params)         device backends only */
-    float *grads_d;         /* (n_params)         device backends only */
-    float *targets_d;       /* (max_B, N)         device backends, MSE */
-    int *labels_d;          /* (max_B)            device backends, CCE */
+    float *x_d;             /* (max_B, in_size) on in_be, device only */
+    float *targets_d;       /* (max_B, N) on out_be, device only, MSE */
+    int *labels_d;          /* (max_B)    on out_be, device only, CCE */
+    float *stage_h;         /* (max_B, max crossing size) host staging of
+                             * a copy between two device backends */
     /* state of the current step */
     int B;
     int stage;              /* 0 nothing, 1 forward done, 2 loss done */
-    const float *x_cur;     /* input of the last forward (backend memory) */
     const float *logits;    /* (B, N) fused: z */
     const float *output;    /* (B, N) network output */
     float *probs_cur;       /* (B, N) fused: softmax(z), = output */
     const int *labels_cur;  /* backend memory */
     const float *targets_cur;
     uint64_t seed, counter;
+    size_t first_sample;    /* dropout masks start at this sample */
 };
 
 #endif

@@ -29,7 +29,8 @@
 #include "err.h"
 #include "eval.h"
 #include "log.h"
-#include "nn.h"
+#include "device.h"
+#include "replica.h"
 
 /* A sync pull may wait for the slowest worker: allow one attempt this long. */
 #define SYNC_WAIT_MS 120000
@@ -38,7 +39,8 @@ struct run {
     const struct wk_train_conf *c;
     const struct hc_model *m;
     struct pc_client *pc;
-    struct wk_net *net;
+    struct wk_devices devs;     /* this worker's devices */
+    struct wk_replicas *rep;    /* mirrored replicas, or one placed net */
     struct wk_dataset train, test;
     struct wk_shard shard;
     float *params, *grads, *x;  /* (n_params) (n_params) (max_batch, H, W, C) */
@@ -81,8 +83,8 @@ static int stopping(const struct run *r)
 static int compute(struct run *r, int n, double *loss, int *correct)
 {
     double t0 = now_s(), dt;
-    int rv = wk_net_step(r->net, r->params, r->x, r->y, NULL, n, r->grads,
-                         loss, correct);
+    int rv = wk_replicas_step(r->rep, r->params, r->x, r->y, NULL, n, r->grads,
+                              loss, correct);
 
     dt = now_s() - t0;
     if (r->c->slowdown > 1) {
@@ -164,7 +166,7 @@ static int epoch_line(struct run *r, int epoch, double dt, double loss_sum,
         rv = pc_pull_step(r->pc, r->params, &st, SYNC_WAIT_MS);
     }
     if (rv == HC_OK)
-        rv = wk_evaluate(r->net, r->params, &r->test, r->max_batch, r->x, r->y,
+        rv = wk_evaluate(r->rep, r->params, &r->test, r->max_batch, r->x, r->y,
                          &vl, &va);
     if (rv != HC_OK)
         return rv;
@@ -346,7 +348,7 @@ static int final_eval(struct run *r)
         sleep_s(0.2);
     }
     if ((rv = pc_pull(r->pc, r->params, NULL)) ||
-        (rv = wk_evaluate(r->net, r->params, &r->test, r->max_batch, r->x, r->y,
+        (rv = wk_evaluate(r->rep, r->params, &r->test, r->max_batch, r->x, r->y,
                           &vl, &va)))
         return rv;
     printf("Final weights (all workers done): val_loss: %.4f - "
@@ -359,9 +361,9 @@ int wk_train(const struct wk_train_conf *c)
 {
     const struct hc_model *m = c->model;
     const int sync = c->cluster->mode == HC_MODE_SYNC;
-    struct wk_backend *be = NULL;
     struct run r = { 0 };
-    int rv, joined = 0, in_size;
+    char devstr[256];
+    int rv, joined = 0, in_size, have_devs = 0;
 
     r.c = c;
     r.m = m;
@@ -395,12 +397,22 @@ int wk_train(const struct wk_train_conf *c)
                               c->worker, m->seed);
     if (rv != HC_OK)
         goto out;
-    if ((rv = wk_backend_cpu_new(c->n_threads > 0 ? c->n_threads : 1, &be)) ||
-        (rv = wk_net_new(m, be, r.max_batch, &r.net)))
+    rv = wk_devices_open(c->devices ? c->devices : "auto",
+                         c->n_threads > 0 ? c->n_threads : 1, &r.devs);
+    if (rv != HC_OK)
         goto out;
+    have_devs = 1;
+    if ((rv = wk_replicas_open(m, &r.devs, r.max_batch, &r.rep)) != HC_OK)
+        goto out;
+    wk_devices_str(&r.devs, devstr, sizeof devstr);
+    if (r.devs.n > 1)
+        hc_info("devices %s: %s", devstr,
+                wk_replicas_is_placed(r.rep) ? "layers placed as the model "
+                "file says" : "mirrored, batch split by measured speed");
     r.params = malloc(m->n_params * sizeof *r.params);
     r.grads = malloc(m->n_params * sizeof *r.grads);
-    r.x = malloc((size_t)r.max_batch * wk_net_input_size(r.net) * sizeof *r.x);
+    r.x = malloc((size_t)r.max_batch * wk_replicas_input_size(r.rep) *
+                 sizeof *r.x);
     r.y = malloc((size_t)r.max_batch * sizeof *r.y);
     if (!r.params || !r.grads || !r.x || !r.y) {
         rv = hc_err_set(HC_ERR_NOMEM, "out of memory for batch %d", r.max_batch);
@@ -409,7 +421,7 @@ int wk_train(const struct wk_train_conf *c)
 
     rv = pc_open(&r.pc, c->cluster, HC_JOB_WORKER, c->worker, &c->client);
     if (rv == HC_OK)
-        rv = pc_join(r.pc, c->devices ? c->devices : "cpu");
+        rv = pc_join(r.pc, devstr);
     if (rv == HC_OK) {
         joined = 1;
         rv = pc_heartbeat_start(r.pc, 1000);
@@ -462,8 +474,9 @@ out:
     free(r.grads);
     free(r.x);
     free(r.y);
-    wk_net_free(r.net);
-    wk_backend_free(be);
+    wk_replicas_free(r.rep);
+    if (have_devs)
+        wk_devices_close(&r.devs);
     wk_shard_free(&r.shard);
     wk_data_free(&r.train);
     wk_data_free(&r.test);
