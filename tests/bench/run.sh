@@ -102,3 +102,10 @@ echo
 echo "== results (best of $RUNS; hetps: $STEP, torch: $PY tests/bench/torch_step.py)"
 printf '%s' "$table"
 printf '%s' "$extra"
+
+# Heterogeneity-aware balancing in sync mode: the reference global batch
+# and a large one (what a GPU server would run), see balance.sh.
+echo
+echo "== sync balancing (tests/bench/balance.sh)"
+HETPS_BIN=bin BENCH_GLOBAL_BATCH=64 BENCH_STEPS_SYNC=200 sh tests/bench/balance.sh | tail -7
+HETPS_BIN=bin BENCH_GLOBAL_BATCH=1024 BENCH_STEPS_SYNC=40 sh tests/bench/balance.sh | tail -7
