@@ -747,14 +747,15 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st,
     return rv;
 }
 
-int pc_push(struct pc_client *c, const float *grads, uint32_t samples)
-{
-    return pc_push_step(c, grads, samples, 0, 0, 0, NULL);
-}
-
-int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
-                 uint64_t base_version, float samples_per_s, uint64_t clock,
-                 int *late)
+/*
+ * Send one push per shard (its blocks of grads) and wait for the answers,
+ * left decoded in c->dec. With `and_pull` each push carries the shard's
+ * ranges and the answer carries their values (push-and-pull).
+ */
+static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
+                     uint64_t base_version, float samples_per_s,
+                     uint64_t clock, uint32_t global_batch, int and_pull,
+                     int wait_ms)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__Push push = HETPS__PUSH__INIT;
@@ -762,7 +763,7 @@ int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
     int i, rv;
     uint32_t k;
 
-    if ((rv = need_layout(c, "pc_push")) != HC_OK)
+    if ((rv = need_layout(c, "push")) != HC_OK)
         return rv;
     if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
         return hc_err_set(HC_ERR_NOMEM, "out of memory");
@@ -774,8 +775,8 @@ int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
     push.samples_per_s = samples_per_s;
     push.has_clock = 1;
     push.clock = clock;
-    if (late)
-        *late = 0;
+    push.has_global_batch = global_batch > 0;
+    push.global_batch = global_batch;
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
     env.push = &push;
     for (i = 0; i < c->n; i++) {
@@ -783,6 +784,8 @@ int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
 
         for (k = 0; k < p->n_blocks; k++)
             p->src[k].data = grads + c->layout.blocks[p->blocks[k]].flat;
+        push.n_ranges = and_pull ? p->n_blocks : 0;
+        push.ranges = and_pull ? p->range_ptrs : NULL;
         idp[i] = env.request_id = next_id(c);
         rv = hc_wire_encode(&c->reqs[i], &env, p->src, p->n_blocks);
         if (rv != HC_OK) {
@@ -790,67 +793,45 @@ int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
             goto out;
         }
     }
-    rv = exchange(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK, "push", 0);
-    if (rv == HC_OK) {
-        for (i = 0; late && i < c->n; i++)
-            if (c->dec[i].env->ack->has_late && c->dec[i].env->ack->late)
-                *late = 1;
-        release(c);
-    }
+    rv = exchange(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK,
+                  and_pull ? "push-and-pull" : "push", wait_ms);
 out:
     if (idp != ids)
         free(idp);
     return rv;
 }
 
+int pc_push(struct pc_client *c, const float *grads, uint32_t samples)
+{
+    return pc_push_step(c, grads, samples, 0, 0, 0, NULL);
+}
+
+int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
+                 uint64_t base_version, float samples_per_s, uint64_t clock,
+                 int *late)
+{
+    int i, rv = send_push(c, grads, samples, base_version, samples_per_s,
+                          clock, 0, 0, 0);
+
+    if (late)
+        *late = 0;
+    if (rv != HC_OK)
+        return rv;
+    for (i = 0; late && i < c->n; i++)
+        if (c->dec[i].env->ack->has_late && c->dec[i].env->ack->late)
+            *late = 1;
+    release(c);
+    return HC_OK;
+}
+
 int pc_push_pull(struct pc_client *c, const float *grads, uint32_t samples,
                  uint64_t base_version, float samples_per_s, float *params,
                  struct pc_step *st, int *late, int wait_ms)
 {
-    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
-    Hetps__Push push = HETPS__PUSH__INIT;
-    uint64_t ids[64], *idp = ids;
-    int i, rv;
-    uint32_t k;
+    int rv = send_push(c, grads, samples, base_version, samples_per_s,
+                       st->clock, st->global_batch, 1, wait_ms);
 
-    if ((rv = need_layout(c, "pc_push_pull")) != HC_OK)
-        return rv;
-    if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
-        return hc_err_set(HC_ERR_NOMEM, "out of memory");
-    hc_wire_init_env(&env, &c->me, 0);
-    push.samples = samples;
-    push.has_base_version = 1;
-    push.base_version = base_version;
-    push.has_samples_per_s = samples_per_s > 0;
-    push.samples_per_s = samples_per_s;
-    push.has_clock = 1;
-    push.clock = st->clock;
-    push.has_global_batch = st->global_batch > 0;
-    push.global_batch = st->global_batch;
-    env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
-    env.push = &push;
-    for (i = 0; i < c->n; i++) {
-        struct shard_plan *p = &c->plan[i];
-
-        for (k = 0; k < p->n_blocks; k++)
-            p->src[k].data = grads + c->layout.blocks[p->blocks[k]].flat;
-        push.n_ranges = p->n_blocks;
-        push.ranges = p->range_ptrs;
-        idp[i] = env.request_id = next_id(c);
-        rv = hc_wire_encode(&c->reqs[i], &env, p->src, p->n_blocks);
-        if (rv != HC_OK) {
-            free_reqs(c);
-            goto out;
-        }
-    }
-    rv = exchange(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK, "push-and-pull",
-                  wait_ms);
-    if (rv == HC_OK)
-        rv = take_values(c, params, st, late);
-out:
-    if (idp != ids)
-        free(idp);
-    return rv;
+    return rv == HC_OK ? take_values(c, params, st, late) : rv;
 }
 
 void pc_close(struct pc_client *c)
