@@ -50,6 +50,8 @@ struct pc_client {
     /* Scratch reused by every call: one entry per shard. */
     int *peers;
     nng_msg **reqs, **replies;
+    nng_msg **copies;           /* of reqs, to re-send after a re-join */
+    char devices[128];          /* as joined, for re-joins */
     int *errs;
     struct hc_wire_msg *dec;
 
@@ -106,11 +108,13 @@ int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
     c->peers = calloc((size_t)c->n, sizeof *c->peers);
     c->reqs = calloc((size_t)c->n, sizeof *c->reqs);
     c->replies = calloc((size_t)c->n, sizeof *c->replies);
+    c->copies = calloc((size_t)c->n, sizeof *c->copies);
     c->errs = calloc((size_t)c->n, sizeof *c->errs);
     c->dec = calloc((size_t)c->n, sizeof *c->dec);
     c->plan = calloc((size_t)c->n, sizeof *c->plan);
     if (!c->urls || !c->names || !c->name_buf || !c->view || !c->peers ||
-        !c->reqs || !c->replies || !c->errs || !c->dec || !c->plan) {
+        !c->reqs || !c->replies || !c->errs || !c->dec || !c->plan ||
+        !c->copies) {
         rv = hc_err_set(HC_ERR_NOMEM, "out of memory opening the client");
         goto fail;
     }
@@ -132,6 +136,56 @@ fail:
     return rv;
 }
 
+/* 1 when `reply` is an Error saying the sender has not joined. */
+static int not_joined(const struct pc_client *c, nng_msg *reply)
+{
+    struct hc_wire_msg d;
+    int yes;
+
+    if (hc_wire_decode(nng_msg_body(reply), nng_msg_len(reply), c->cl->id,
+                       &d) != HC_OK)
+        return 0;
+    yes = d.env->payload_case == HETPS__ENVELOPE__PAYLOAD_ERROR &&
+          d.env->error->code == HETPS__ERROR_CODE__E_NOT_JOINED;
+    hc_wire_msg_free(&d);
+    return yes;
+}
+
+/* Join shard i alone (after it restarted). */
+static int join_one(struct pc_client *c, int i)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Join join = HETPS__JOIN__INIT;
+    nng_msg *req = NULL, *reply = NULL;
+    struct hc_wire_msg d;
+    int rv;
+
+    hc_wire_init_env(&env, &c->me, atomic_fetch_add(&c->next_id, 1));
+    join.devices = c->devices;
+    join.has_pid = 1;
+    join.pid = (uint32_t)getpid();
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_JOIN;
+    env.join = &join;
+    if ((rv = hc_wire_encode(&req, &env, NULL, 0)) != HC_OK)
+        return rv;
+    if ((rv = hc_rpc_call(c->rpc, i, req, &reply, 0)) != HC_OK)
+        return rv;
+    rv = hc_wire_decode(nng_msg_body(reply), nng_msg_len(reply), c->cl->id, &d);
+    if (rv == HC_OK) {
+        if (d.env->payload_case != HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY)
+            rv = hc_err_set(HC_ERR_REMOTE, "ps:%d refused the re-join%s%s", i,
+                            d.env->payload_case == HETPS__ENVELOPE__PAYLOAD_ERROR
+                                ? ": " : "",
+                            d.env->payload_case == HETPS__ENVELOPE__PAYLOAD_ERROR
+                                ? d.env->error->message : "");
+        else
+            c->view[i].incarnation = d.env->join_reply->shard_incarnation;
+        hc_wire_msg_free(&d);
+    }
+    nng_msg_free(reply);
+    return rv;
+}
+
 /*
  * Send c->reqs[0..n) to every shard at once; decode each reply into
  * c->dec[i] and check it answers request `id` with payload `want`.
@@ -141,13 +195,53 @@ static int exchange(struct pc_client *c, const uint64_t *ids,
                     Hetps__Envelope__PayloadCase want, const char *what,
                     int timeout_ms)
 {
-    int i, rv, first = HC_OK;
+    int i, rv, first = HC_OK, round;
     char msg[1024] = "";
 
+    for (i = 0; i < c->n; i++) {
+        c->copies[i] = NULL;
+        if (c->reqs[i] && nng_msg_dup(&c->copies[i], c->reqs[i]) != 0)
+            c->copies[i] = NULL;
+    }
     rv = hc_rpc_call_all(c->rpc, c->n, c->peers, c->reqs, c->replies, c->errs,
                          timeout_ms);
     for (i = 0; i < c->n; i++)
         c->reqs[i] = NULL;
+    /* A shard that restarted (a new incarnation) no longer knows this
+     * worker: join it again and re-send the same request — the same id, so
+     * a request it had applied before the restart is answered from its
+     * record, not applied twice. */
+    for (round = 0; rv == HC_OK && round < 3; round++) {
+        int again = 0;
+
+        for (i = 0; i < c->n; i++) {
+            nng_msg *dup = NULL;
+
+            if (!c->replies[i] || !c->copies[i] || !not_joined(c, c->replies[i]))
+                continue;
+            again = 1;
+            hc_warn("ps:%d (%s) does not know this worker (it restarted?): "
+                    "joining it again and re-sending %s", i, c->urls[i], what);
+            if ((rv = join_one(c, i)) != HC_OK)
+                break;
+            nng_msg_free(c->replies[i]);
+            c->replies[i] = NULL;
+            if (nng_msg_dup(&dup, c->copies[i]) != 0) {
+                rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
+                break;
+            }
+            if ((rv = hc_rpc_call(c->rpc, i, dup, &c->replies[i],
+                                  timeout_ms)) != HC_OK)
+                break;
+        }
+        if (!again)
+            break;
+    }
+    for (i = 0; i < c->n; i++) {
+        if (c->copies[i])
+            nng_msg_free(c->copies[i]);
+        c->copies[i] = NULL;
+    }
     if (rv != HC_OK) {
         first = rv;
         snprintf(msg, sizeof msg, "%s: %s", what, hc_err_msg());
@@ -251,8 +345,9 @@ int pc_join(struct pc_client *c, const char *devices)
     if (!ids)
         return hc_err_set(HC_ERR_NOMEM, "out of memory");
     gethostname(host, sizeof host - 1);
+    snprintf(c->devices, sizeof c->devices, "%s", devices ? devices : "");
     hc_wire_init_env(&env, &c->me, 0);
-    join.devices = (char *)(devices ? devices : "");
+    join.devices = c->devices;
     join.host = host;
     join.has_pid = 1;
     join.pid = (uint32_t)getpid();
@@ -702,7 +797,7 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st,
                        int *late)
 {
     uint64_t vmin = UINT64_MAX;
-    int i, rv = HC_OK;
+    int i, rv = HC_OK, missing = 0;
     size_t k;
 
     st->has_slice = 0;
@@ -717,6 +812,14 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st,
         const struct shard_plan *p = &c->plan[i];
         const struct hc_wire_msg *d = &c->dec[i];
 
+        if (d->n_tensors == 0 && p->n_blocks > 0 && d->env->ack->has_version &&
+            d->env->payload_case == HETPS__ENVELOPE__PAYLOAD_ACK &&
+            (d->env->ack->has_duplicate || !d->env->ack->has_batch_count)) {
+            /* A push answered from a restarted shard's record: the push was
+             * applied; the values come with a plain pull below. */
+            missing = 1;
+            continue;
+        }
         if (d->n_tensors != p->n_blocks) {
             rv = hc_err_set(HC_ERR_PROTO, "pull: ps:%d sent %zu blocks, "
                             "asked for %u", i, d->n_tensors, p->n_blocks);
@@ -744,6 +847,18 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st,
     }
     release(c);
     st->version = vmin == UINT64_MAX ? 0 : vmin;
+    if (rv == HC_OK && missing) {
+        struct pc_step again = *st;
+
+        again.min_version = 0;
+        rv = pc_pull_step(c, params, &again, 0);
+        st->version = again.version;
+        if (again.has_slice) {
+            st->has_slice = 1;
+            st->offset = again.offset;
+            st->count = again.count;
+        }
+    }
     return rv;
 }
 
@@ -859,6 +974,7 @@ void pc_close(struct pc_client *c)
     free(c->peers);
     free(c->reqs);
     free(c->replies);
+    free(c->copies);
     free(c->errs);
     free(c->dec);
     pthread_mutex_destroy(&c->hb_mu);

@@ -50,6 +50,10 @@ static void usage(FILE *f)
 "                            workers by their measured speed (default on)\n"
 "      --max-staleness N     async: refuse gradients computed more than N\n"
 "                            versions ago (default 0: no bound)\n"
+"      --durability LEVEL    process (default): a kill -9 of this server loses\n"
+"                            no acknowledged update (commits reach the OS);\n"
+"                            machine[:MS]: commits reach the disk, fsync'd\n"
+"                            at once or grouped over MS milliseconds\n"
 "      --join-timeout MS     sync/ssp: a worker of the cluster file that has\n"
 "                            not joined by then is left out (default 60000)\n"
 "  -h, --help                show this help and exit\n"
@@ -139,6 +143,7 @@ int main(int argc, char **argv)
         { "balance", required_argument, NULL, 'B' },
         { "max-staleness", required_argument, NULL, 'S' },
         { "join-timeout", required_argument, NULL, 'J' },
+        { "durability", required_argument, NULL, 'D' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -198,6 +203,30 @@ int main(int argc, char **argv)
             if (*end || optarg[0] == '-') {
                 fprintf(stderr, "hetps-ps: --max-staleness: '%s' is not a "
                         "number of versions\n", optarg);
+                return 2;
+            }
+            break;
+        case 'D':
+            if (!strcmp(optarg, "process")) {
+                conf.durability = 0;
+            } else if (!strncmp(optarg, "machine", 7) &&
+                       (optarg[7] == '\0' || optarg[7] == ':')) {
+                conf.durability = 1;
+                conf.sync_ms = 0;
+                if (optarg[7] == ':') {
+                    long ms = strtol(optarg + 8, &end, 10);
+
+                    if (*end || end == optarg + 8 || ms < 0 || ms > 60000) {
+                        fprintf(stderr, "hetps-ps: --durability: '%s': the "
+                                "group-commit window must be 0..60000 ms\n",
+                                optarg);
+                        return 2;
+                    }
+                    conf.sync_ms = (unsigned)ms;
+                }
+            } else {
+                fprintf(stderr, "hetps-ps: --durability: '%s' is not process, "
+                        "machine or machine:MS\n", optarg);
                 return 2;
             }
             break;

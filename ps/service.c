@@ -29,6 +29,9 @@
 #include "sync.h"
 #include "wire.h"
 
+/* Largest recorded reply kept in the store (an Ack). */
+#define PS_RECORD_MAX 4096
+
 enum member_state { M_NONE, M_JOINED, M_LEFT, M_DEAD };
 
 static const char *const state_names[] = { "unknown", "joined", "left", "dead" };
@@ -37,9 +40,15 @@ static const char *const state_names[] = { "unknown", "joined", "left", "dead" }
 struct member {
     enum member_state state;
     uint64_t incarnation;       /* of the worker process last joined */
-    uint64_t last_req;          /* last applied request id */
-    unsigned char *reply;       /* (reply_len) bytes answered to last_req */
-    size_t reply_len, reply_cap;
+    /* The last applied request and its reply, kept apart for pushes (which
+     * carry the optimizer's ordering) and for the rest (join, leave,
+     * create), so a re-join does not make a re-sent push look old. */
+    struct record {
+        uint64_t last_req;      /* last applied request id */
+        unsigned char *reply;   /* (reply_len) bytes answered to last_req;
+                                   0 bytes: still being answered */
+        size_t reply_len, reply_cap;
+    } rec[2];
     int64_t last_seen_ms;
     char devices[128];
     uint64_t requests, duplicates;
@@ -235,38 +244,45 @@ static nng_msg *join_reply(struct ps_service *s, uint64_t id)
     return m;
 }
 
+/* Which record a request kind goes to. */
+static struct record *record_of(struct member *m, Hetps__Envelope__PayloadCase c)
+{
+    return &m->rec[c == HETPS__ENVELOPE__PAYLOAD_PUSH ? 0 : 1];
+}
+
 /* Remember the reply to the last applied request of a member. */
-static void record_reply(struct member *m, uint64_t id, nng_msg *reply)
+static void record_reply(struct member *m, struct record *r, uint64_t id,
+                         nng_msg *reply)
 {
     size_t len = reply ? nng_msg_len(reply) : 0;
 
-    if (m->last_req != id)
+    if (r->last_req != id)
         m->requests++;
-    m->last_req = id;
-    if (len > m->reply_cap) {
-        unsigned char *p = realloc(m->reply, len);
+    r->last_req = id;
+    if (len > r->reply_cap) {
+        unsigned char *p = realloc(r->reply, len);
 
         if (!p) {
-            m->reply_len = 0;
+            r->reply_len = 0;
             return;
         }
-        m->reply = p;
-        m->reply_cap = len;
+        r->reply = p;
+        r->reply_cap = len;
     }
     if (len)
-        memcpy(m->reply, nng_msg_body(reply), len);
-    m->reply_len = len;
+        memcpy(r->reply, nng_msg_body(reply), len);
+    r->reply_len = len;
 }
 
-/* A copy of the recorded reply, marked as a duplicate where it is an Ack. */
-static nng_msg *replay_reply(struct member *m)
+/* A copy of the recorded reply. */
+static nng_msg *replay_reply(const struct record *r)
 {
-    nng_msg *r;
+    nng_msg *msg;
 
-    if (!m->reply_len || nng_msg_alloc(&r, m->reply_len) != 0)
+    if (!r->reply_len || nng_msg_alloc(&msg, r->reply_len) != 0)
         return NULL;
-    memcpy(nng_msg_body(r), m->reply, m->reply_len);
-    return r;
+    memcpy(nng_msg_body(msg), r->reply, r->reply_len);
+    return msg;
 }
 
 static int is_effect(Hetps__Envelope__PayloadCase c)
@@ -394,7 +410,9 @@ static void serve_pending(struct ps_service *s)
         } else if (pull_ready(s, &in)) {
             reply = answer_pull(s, &in, 0);
             if (p->is_push && reply && p->worker < s->n_members)
-                record_reply(&s->members[p->worker], p->request_id, reply);
+                record_reply(&s->members[p->worker],
+                             &s->members[p->worker].rec[0], p->request_id,
+                             reply);
             hc_wire_msg_free(&in);
             hc_rpc_reply(p->req, reply);
         } else {
@@ -485,6 +503,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
     Hetps__Envelope__PayloadCase pc = e->payload_case;
     uint32_t w = e->sender->index;
     struct member *m;
+    struct record *rec;
     nng_msg *reply = NULL;
     char text[512];
     int rv;
@@ -507,8 +526,9 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         return error_reply(s, e->request_id, HETPS__ERROR_CODE__E_NOT_JOINED,
                            text);
     }
-    if (is_effect(pc) && m->incarnation == e->incarnation && m->last_req) {
-        if (e->request_id == m->last_req && m->reply_len == 0) {
+    rec = record_of(m, pc);
+    if (is_effect(pc) && m->incarnation == e->incarnation && rec->last_req) {
+        if (e->request_id == rec->last_req && rec->reply_len == 0) {
             int i;
 
             /* Still waiting (a kept push-and-pull): the re-send replaces
@@ -529,19 +549,19 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                 }
             }
         }
-        if (e->request_id == m->last_req) {
+        if (e->request_id == rec->last_req) {
             m->duplicates++;
             s->duplicates++;
             hc_debug("worker:%u request %llu (%s) repeated: answered from the record",
                      w, (unsigned long long)e->request_id,
                      hc_wire_payload_name(pc));
-            return replay_reply(m);
+            return replay_reply(rec);
         }
-        if (e->request_id < m->last_req) {
+        if (e->request_id < rec->last_req) {
             snprintf(text, sizeof text,
                      "worker:%u request %llu is older than its last applied "
                      "request %llu", w, (unsigned long long)e->request_id,
-                     (unsigned long long)m->last_req);
+                     (unsigned long long)rec->last_req);
             return error_reply(s, e->request_id, HETPS__ERROR_CODE__E_STALE,
                                text);
         }
@@ -555,7 +575,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                         (unsigned long long)m->incarnation,
                         (unsigned long long)e->incarnation);
             m->incarnation = e->incarnation;
-            m->last_req = 0;
+            m->rec[0].last_req = m->rec[1].last_req = 0;
         }
         if (m->state != M_JOINED)
             hc_info("worker:%u joined (devices %s)", w,
@@ -596,7 +616,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                            text);
     }
     if ((reply || *deferred) && is_effect(pc))
-        record_reply(m, e->request_id, reply);
+        record_reply(m, rec, e->request_id, reply);
     return reply;
 }
 
@@ -745,9 +765,35 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
         for (i = 0; s->cl->mode != HC_MODE_ASYNC && i < s->n_members; i++)
             ps_sync_member(s->sync, i, 1);
     }
-    rv = ps_shard_open(&s->shard, c->data_dir, c->shard, s->cl->n_ps);
+    rv = ps_shard_open(&s->shard, c->data_dir, c->shard, s->cl->n_ps,
+                       c->durability, c->sync_ms);
     if (rv != HC_OK)
         goto fail;
+    {
+        /* The requests applied before a restart: a repeat of one is still
+         * answered from the record, never applied twice. */
+        unsigned char *buf = malloc(PS_RECORD_MAX);
+        int i, n = 0;
+
+        for (i = 0; buf && i < s->n_members; i++) {
+            struct member *m = &s->members[i];
+            size_t len = 0;
+
+            if (ps_shard_record(s->shard, i, &m->incarnation,
+                                &m->rec[0].last_req, buf, PS_RECORD_MAX,
+                                &len) != HC_OK)
+                continue;
+            if (len && (m->rec[0].reply = malloc(len))) {
+                memcpy(m->rec[0].reply, buf, len);
+                m->rec[0].reply_len = m->rec[0].reply_cap = len;
+            }
+            n++;
+        }
+        free(buf);
+        hc_err_clear();
+        if (n)
+            hc_info("recovered the last applied request of %d worker(s)", n);
+    }
     url = c->listen_url ? c->listen_url : s->cl->ps[c->shard].url;
     ro.n_ctx = c->n_ctx > 0 ? c->n_ctx : 64 + 4 * s->n_members;
     ro.recv_max = c->max_message;
@@ -802,8 +848,10 @@ void ps_service_stop(struct ps_service *s)
     if (s->shard)
         ps_shard_close(s->shard);
     ps_sync_free(s->sync);
-    for (i = 0; s->members && i < s->n_members; i++)
-        free(s->members[i].reply);
+    for (i = 0; s->members && i < s->n_members; i++) {
+        free(s->members[i].rec[0].reply);
+        free(s->members[i].rec[1].reply);
+    }
     free(s->members);
     if (s->stop_pipe[0] >= 0)
         close(s->stop_pipe[0]);

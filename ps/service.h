@@ -32,6 +32,8 @@ struct ps_service_conf {
     int join_timeout_ms;        /* sync/ssp: a worker never joined by then
                                    is dead (default 60000) */
     int balance;                /* sync: split batches by speed */
+    int durability;             /* 0 process (default), 1 machine */
+    unsigned sync_ms;           /* machine: group commit window (0: each) */
     uint64_t max_staleness;     /* async: refuse older gradients (0: off) */
 };
 

@@ -123,12 +123,15 @@ static long find_block(const struct ps_shard *sh, uint32_t var, uint64_t offset)
 }
 
 int ps_shard_open(struct ps_shard **out, const char *dir, int shard,
-                  int n_shards)
+                  int n_shards, int durability, unsigned sync_ms)
 {
+    struct ps_store_opts o = { 0 };
     struct ps_store_info info;
     struct ps_shard *sh;
     int rv;
 
+    o.durability = durability ? PS_DURABLE_MACHINE : PS_DURABLE_NONE;
+    o.sync_ms = sync_ms;
     *out = NULL;
     sh = calloc(1, sizeof *sh);
     if (!sh)
@@ -136,7 +139,7 @@ int ps_shard_open(struct ps_shard **out, const char *dir, int shard,
     sh->index = shard;
     sh->n_shards = n_shards;
     snprintf(sh->dir, sizeof sh->dir, "%s", dir);
-    rv = ps_store_open(dir, NULL, &sh->store);
+    rv = ps_store_open(dir, &o, &sh->store);
     if (rv == HC_OK)
         rv = load_blocks(sh);
     if (rv != HC_OK) {
@@ -532,6 +535,13 @@ int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
     default:
         return hc_err_set(HC_ERR_PROTO, "not a variable request");
     }
+}
+
+int ps_shard_record(struct ps_shard *sh, int w, uint64_t *incarnation,
+                    uint64_t *request_id, void *reply, size_t cap, size_t *len)
+{
+    return ps_store_record_get(sh->store, (uint32_t)w, incarnation, request_id,
+                               reply, cap, len);
 }
 
 uint64_t ps_shard_version(const struct ps_shard *sh)

@@ -20,7 +20,13 @@ struct ps_shard;
  * once the chief's CreateVariables arrives, or already when the store
  * holds them from an earlier run. */
 int ps_shard_open(struct ps_shard **out, const char *dir, int shard,
-                  int n_shards);
+                  int n_shards, int durability, unsigned sync_ms);
+
+/* The last request the store recorded for worker w (after a restart: so a
+ * repeat is still recognised). HC_ERR_NOTFOUND when none. */
+int ps_shard_record(struct ps_shard *sh, int w, uint64_t *incarnation,
+                    uint64_t *request_id, void *reply, size_t cap,
+                    size_t *len);
 
 /* What a pull's answer carries besides the values: a synchronous step's
  * slice of the global batch for the worker. */
