@@ -48,3 +48,47 @@ acc=$(sed -n 's/.*Final weights.*val_accuracy: \([0-9.]*\).*/\1/p' "$T/w0.log")
 [ -n "$acc" ] || { tail "$T/w0.log"; fail "no final accuracy"; }
 awk -v a="$acc" 'BEGIN { exit !(a >= 0.85) }' || fail "accuracy $acc < 0.85 after the restart"
 ok "workers re-joined the restarted shard; one epoch reached $acc"
+
+# A worker killed with SIGKILL in sync mode: after the heartbeat timeout the
+# shards stop waiting for it and the steps go on; started again, it joins
+# at the current version and the job finishes.
+cat > "$T/sync.json" <<JSON
+{ "cluster": { "ps": ["127.0.0.1:$((PORT + 4))", "127.0.0.1:$((PORT + 5))"],
+               "worker": ["127.0.0.1:$((PORT + 6))", "127.0.0.1:$((PORT + 7))"] },
+  "hetps": { "mode": "sync" } }
+JSON
+for i in 0 1; do
+    "$BIN/hetps-ps" --cluster "$T/sync.json" --task ps:$i --heartbeat-timeout 1500 \
+        --data-dir "$T/sdata/ps-$i" > "$T/sps-$i.log" 2>&1 &
+    track $!
+done
+wait_for 10 "$BIN/hetps" status "$T/sync.json" || fail "sync servers did not start"
+for i in 0 1; do
+    "$BIN/hetps-worker" --cluster "$T/sync.json" --task worker:$i \
+        --model $MODEL --epochs 1 --batch-size 32 > "$T/sw$i.log" 2>&1 &
+    eval "sw$i=\$!"
+    track $!
+done
+sync_over() {
+    v=$("$BIN/hetps" status "$T/sync.json" 2>/dev/null | sed -n 's/^ps:0 .* version \([0-9]*\) .*/\1/p')
+    [ -n "$v" ] && [ "$v" -ge "$1" ]
+}
+wait_for 60 sync_over 100 || { cat "$T"/sw*.log; fail "sync training did not start"; }
+kill -KILL $sw1
+wait $sw1 2>/dev/null
+v0=$("$BIN/hetps" status "$T/sync.json" | sed -n 's/^ps:0 .* version \([0-9]*\) .*/\1/p')
+wait_for 20 sync_over $((v0 + 50)) || { cat "$T/sps-0.log"; fail "steps stopped after worker:1 died"; }
+grep -q "worker:1 silent .* marked dead" "$T/sps-0.log" || { cat "$T/sps-0.log"; fail "worker:1 was not marked dead"; }
+ok "worker:1 killed: marked dead after the heartbeat timeout, steps went on"
+"$BIN/hetps-worker" --cluster "$T/sync.json" --task worker:1 \
+    --model $MODEL --epochs 1 --batch-size 32 > "$T/sw1b.log" 2>&1 &
+sw1=$!
+track $sw1
+wait $sw0 || { tail -20 "$T/sw0.log"; fail "worker:0 failed"; }
+wait $sw1 || { tail -20 "$T/sw1b.log"; fail "the restarted worker:1 failed"; }
+grep -q "worker:1 joined\|worker:1 restarted" "$T/sps-0.log" || fail "worker:1 did not rejoin"
+awk '/INFO training/ {seen=1} END {exit !seen}' "$T/sw1b.log" || fail "the restarted worker did not train"
+acc=$(sed -n 's/.*Final weights.*val_accuracy: \([0-9.]*\).*/\1/p' "$T/sw0.log")
+[ -n "$acc" ] || { tail "$T/sw0.log"; fail "no final accuracy"; }
+awk -v a="$acc" 'BEGIN { exit !(a >= 0.85) }' || fail "accuracy $acc < 0.85"
+ok "worker:1 restarted, rejoined at the current version; job finished at $acc"
