@@ -96,8 +96,10 @@ ver=$(sed -n 's/^ps:0 .* version \([0-9]*\) .*/\1/p' "$T/backup-status.txt")
 c1=$(sed -n 's/^worker:1 .*ps:0 [a-z]* ([^)]*clock \([0-9]*\),.*/\1/p' "$T/backup-status.txt")
 [ -n "$late" ] && [ "$late" -ge 1 ] || fail "backup: no late gradient counted"
 [ -n "$ver" ] && [ "$ver" -ge 150 ] || fail "backup: only $ver steps applied"
-# Had steps waited for the slow worker, versions would advance at its pace.
-[ -n "$c1" ] && [ $((2 * ver)) -ge $((3 * c1)) ] || fail "backup: $ver steps but the slow worker pushed $c1 gradients: steps waited for it"
+# Had steps waited for the slow worker, every version would hold one of its
+# gradients. (How much faster the fast one runs depends on the load of the
+# machine: the slowdown is a sleep, the fast worker's compute is not.)
+[ -n "$c1" ] && [ "$c1" -lt "$ver" ] || fail "backup: $ver steps but the slow worker pushed $c1 gradients: steps waited for it"
 ok "backup_workers 1: $ver steps at the fast pace, slow worker pushed $c1, $late late gradients counted"
 
 # 3. ssp:2 with worker 1 slowed 3×.
