@@ -26,8 +26,24 @@ CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Werror -Wshadow \
 LDFLAGS  += $(if $(SANITIZE),$(SAN))
 LDLIBS   += -lnng -lprotobuf-c -llmdb -lcjson -lz $(BLAS_LIBS) -lm -lpthread
 
-# CUDA is detected, not required (a later issue adds the CUDA backend).
+# CUDA is detected, not required. With nvcc, worker/*.cu (the CUDA backend)
+# join libworker and -DHETPS_CUDA is set; the CUDA runtime is linked
+# statically and cuBLAS is loaded with dlopen at run time, so the binaries
+# start on machines without a GPU, a driver or CUDA libraries. NVCC= (empty)
+# forces a CPU-only build. SANITIZE=1 builds are CPU-only: ASan's shadow
+# memory and the CUDA driver do not mix (it needs protect_shadow_gap=0).
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+CUDA_SRC  := $(if $(NVCC),$(if $(SANITIZE),,$(wildcard worker/*.cu)))
+CUDA_HOME := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
+GENCODE   := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+NVCCFLAGS := -std=c++17 -g -O2 $(GENCODE) -Xcompiler -Wall,-Wextra,-Werror \
+             -I. -Icommon -I$(GEN)
+ifneq ($(CUDA_SRC),)
+CFLAGS   += -DHETPS_CUDA
+LDLIBS   += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib \
+            -lcudart_static -lstdc++ -ldl -lrt -lpthread
+endif
 
 COMMON_SRC := $(filter-out common/hetps.c,$(wildcard common/*.c)) $(GEN)/hetps.pb-c.c
 PS_SRC     := $(filter-out ps/main.c,$(wildcard ps/*.c))
@@ -50,13 +66,20 @@ BENCHES   := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 all: check-cuda $(BINS) $(TESTS) $(TOOLS) $(BENCHES)
 
 check-cuda:
-	@if [ -n "$(NVCC)" ]; then echo "nvcc: found ($(NVCC)); CUDA backend not built yet: CPU-only build"; \
+	@if [ -n "$(CUDA_SRC)" ]; then echo "nvcc: found (sm_80, sm_90 + PTX): $(NVCC)"; \
+	 elif [ -n "$(NVCC)" ]; then echo "nvcc: found, but SANITIZE=1 builds are CPU-only"; \
 	 else echo "nvcc: not found: CPU-only build"; fi
 
 # The binaries record which flavour built them, so switching SANITIZE relinks.
 build/flavour: FORCE
 	@mkdir -p build; [ "$$(cat $@ 2>/dev/null)" = "$(FLAVOUR)" ] || echo $(FLAVOUR) > $@
 FORCE:
+
+# device.c is the one C file that reads HETPS_CUDA: rebuild it when the
+# choice changes (nvcc found or not, NVCC= given).
+$(B)/cuda.stamp: FORCE
+	@mkdir -p $(B); [ "$$(cat $@ 2>/dev/null)" = "cuda=$(if $(CUDA_SRC),1,0)" ] || echo "cuda=$(if $(CUDA_SRC),1,0)" > $@
+$(B)/obj/worker/device.o: $(B)/cuda.stamp
 
 $(GEN)/hetps.pb-c.c $(GEN)/hetps.pb-c.h: proto/hetps.proto
 	@mkdir -p $(GEN)
@@ -67,13 +90,17 @@ $(B)/obj/%.o: %.c $(GEN)/hetps.pb-c.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+$(B)/obj/%.o: %.cu $(GEN)/hetps.pb-c.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c -o $@ $<
+
 $(B)/obj/$(GEN)/hetps.pb-c.o: $(GEN)/hetps.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out -Wmissing-prototypes -Wshadow,$(CFLAGS)) -Wno-unused-parameter -c -o $@ $<
 
 $(LIBCOMMON): $(call obj,$(COMMON_SRC))
 $(LIBPS): $(call obj,$(PS_SRC))
-$(LIBWORKER): $(call obj,$(WORKER_SRC))
+$(LIBWORKER): $(call obj,$(WORKER_SRC)) $(patsubst %.cu,$(B)/obj/%.o,$(CUDA_SRC))
 $(B)/%.a:
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^

@@ -158,8 +158,17 @@ int ps_shard_open(struct ps_shard **out, const char *dir, int shard,
             ps_shard_close(sh);
             return rv;
         }
-        hc_info("store %s: %u blocks at step %llu (open #%llu)", dir,
-                sh->n_blocks, (unsigned long long)info.step,
+        /* Every block and slot against its checksum before serving. */
+        rv = ps_store_verify(sh->store);
+        if (rv != HC_OK) {
+            rv = hc_err_set(rv, "%s — refusing to serve a damaged store; "
+                            "restore it from a copy, or start from an empty "
+                            "--data-dir", hc_err_msg());
+            ps_shard_close(sh);
+            return rv;
+        }
+        hc_info("store %s: %u blocks at step %llu, checksums good (open #%llu)",
+                dir, sh->n_blocks, (unsigned long long)info.step,
                 (unsigned long long)info.incarnation);
     } else {
         hc_info("store %s: empty, waiting for the chief to create the variables",

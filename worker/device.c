@@ -12,16 +12,31 @@
 #include <string.h>
 #include <strings.h>
 
+#include "backend_cuda.h"
 #include "err.h"
 
 #define MAX_INDEX 999
 
 /* ---- the backend registry ---- */
 
+#ifdef HETPS_CUDA
+#define HAVE_CUDA 1
 int wk_backend_cuda_available(void)
 {
-    return 0;   /* no CUDA backend in this build */
+    return wk_cuda_device_count();
 }
+#else
+/* No CUDA backend in this build: nothing of backend_cuda.h is linked, and
+ * every call to it below sits behind HAVE_CUDA, which the compiler folds. */
+#define HAVE_CUDA 0
+#define wk_cuda_device_info(d, n, l, m, a, b) HC_ERR_UNSUPPORTED
+#define wk_backend_cuda_new(d, o) HC_ERR_UNSUPPORTED
+
+int wk_backend_cuda_available(void)
+{
+    return 0;
+}
+#endif
 
 int wk_backend_open(const struct wk_device *d, int blas_threads,
                     struct wk_backend **out)
@@ -35,14 +50,51 @@ int wk_backend_open(const struct wk_device *d, int blas_threads,
         snprintf((*out)->name, sizeof (*out)->name, "%s", d->name);
         return HC_OK;
     }
-    n_gpu = wk_backend_cuda_available();
-    if (n_gpu == 0)
+    if (!HAVE_CUDA)
         return hc_err_set(HC_ERR_UNSUPPORTED,
                           "%s: this build has no CUDA backend (nvcc not found "
                           "at build time) — use cpu", d->name);
-    return hc_err_set(HC_ERR_UNSUPPORTED,
-                      "%s: this machine has %d GPU%s (gpu:0 to gpu:%d)",
-                      d->name, n_gpu, n_gpu == 1 ? "" : "s", n_gpu - 1);
+    n_gpu = wk_backend_cuda_available();
+    if (n_gpu == 0)
+        return hc_err_set(HC_ERR_UNSUPPORTED,
+                          "%s: this machine has no CUDA device — use cpu",
+                          d->name);
+    if (d->index >= n_gpu)
+        return hc_err_set(HC_ERR_UNSUPPORTED,
+                          "%s: this machine has %d CUDA device%s (gpu:0 to "
+                          "gpu:%d)", d->name, n_gpu, n_gpu == 1 ? "" : "s",
+                          n_gpu - 1);
+    if ((rv = wk_backend_cuda_new(d->index, out)))
+        return rv;
+    snprintf((*out)->name, sizeof (*out)->name, "%s", d->name);
+    return HC_OK;
+}
+
+void wk_devices_list(FILE *f)
+{
+    char name[128];
+    size_t mem;
+    int n_gpu = wk_backend_cuda_available(), i, major, minor;
+
+    fprintf(f, "cpu:0  CPU, OpenBLAS (cpu:N are logical devices sharing its "
+               "cores)\n");
+    if (!HAVE_CUDA) {
+        fprintf(f, "no GPU: this build has no CUDA backend (nvcc not found "
+                   "at build time)\n");
+        return;
+    }
+    if (n_gpu == 0) {
+        fprintf(f, "no CUDA device found: using the CPU\n");
+        return;
+    }
+    for (i = 0; i < n_gpu; i++) {
+        if (wk_cuda_device_info(i, name, sizeof name, &mem, &major, &minor)) {
+            fprintf(f, "gpu:%d  %s\n", i, hc_err_msg());
+            continue;
+        }
+        fprintf(f, "gpu:%d  %s, %.1f GiB, compute capability %d.%d\n", i,
+                name, (double)mem / (1024.0 * 1024.0 * 1024.0), major, minor);
+    }
 }
 
 /* ---- parsing ---- */

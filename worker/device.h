@@ -17,6 +17,8 @@
 #ifndef WK_DEVICE_H
 #define WK_DEVICE_H
 
+#include <stdio.h>
+
 #include "backend.h"
 
 #define WK_MAX_DEVICES 16
@@ -75,7 +77,7 @@ const char *wk_devices_str(const struct wk_devices *devs, char *buf,
 /* ---- the backend registry ---- */
 
 /* Number of CUDA devices usable by this build: 0 in a build without the
- * CUDA backend (this one) or on a machine without GPUs. */
+ * CUDA backend (no HETPS_CUDA) or on a machine without GPUs or driver. */
 int wk_backend_cuda_available(void);
 
 /* Open the backend of device d (kind and index set); blas_threads as
@@ -83,5 +85,9 @@ int wk_backend_cuda_available(void);
  * such device. */
 int wk_backend_open(const struct wk_device *d, int blas_threads,
                     struct wk_backend **out);
+
+/* Print the devices this build and machine have, one a line: the CPU, then
+ * each GPU (name, memory, compute capability) or why there is none. */
+void wk_devices_list(FILE *f);
 
 #endif

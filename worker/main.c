@@ -41,6 +41,7 @@ static void usage(FILE *f)
     fprintf(f,
 "Usage: hetps-worker [OPTION]...\n"
 "       hetps-worker eval ...     (as `hetps eval`)\n"
+"       hetps-worker --list-devices   (the CPU and each GPU it can use)\n"
 "Run one worker task of a hetps cluster: join every parameter server, then\n"
 "train the model (or, without --model, stay joined until stopped).\n"
 "\n"
@@ -249,6 +250,10 @@ int main(int argc, char **argv)
 
     if (argc > 1 && !strcmp(argv[1], "eval"))
         return cmd_eval(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "--list-devices")) {
+        wk_devices_list(stdout);
+        return 0;
+    }
     while ((c = getopt_long(argc, argv, "c:t:m:e:b:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model_file = optarg; break;

@@ -1,0 +1,684 @@
+/*
+ * test_cuda.c — the CUDA backend against the CPU backend: every op of the
+ * table and whole nets (the reference model deploy/models/fashion_cnn.json
+ * and a model using every other layer kind) on the same random data, each
+ * element within 1e-4 · (1 + |cpu|) of the CPU's result (the largest
+ * difference is printed). Index outputs (max-pool argmax, dropout masks,
+ * hits) must be equal.
+ *
+ * The GPU is reached only through device.h (wk_backend_open of "gpu:0"),
+ * so this file compiles and links in a CPU-only build too. Without a CUDA
+ * device every GPU test calls HP_SKIP("no CUDA device") after doing its
+ * CPU half; the message test runs everywhere.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cu.h"
+#include "err.h"
+#include "model.h"
+#include "worker/backend.h"
+#include "worker/device.h"
+#include "worker/nn.h"
+
+#define TOL 1e-4
+
+static uint64_t rng = 88172645463325252ull;
+
+static float frand(void)        /* uniform in [-1, 1) */
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 40) / 8388608.0 - 1.0);
+}
+
+static float *rand_floats(size_t n)
+{
+    float *p = malloc(n * sizeof *p);
+    size_t i;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    for (i = 0; i < n; i++)
+        p[i] = frand();
+    return p;
+}
+
+/* Each got[i] within TOL·(1 + |want[i]|); prints the largest difference. */
+static int near(const char *what, const float *got, const float *want,
+                size_t n)
+{
+    double worst = 0.0;
+    size_t i, at = 0, bad = 0;
+
+    for (i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+
+        if (!(d <= TOL * (1.0 + fabs(want[i]))))
+            bad++;
+        if (d > worst || d != d) {
+            worst = d;
+            at = i;
+        }
+    }
+    printf("\n    %-40s max |gpu - cpu| %.3g (element %zu of %zu)%s", what,
+           worst, at, n, bad ? "  FAIL" : "");
+    CU_ASSERT_EQUAL(bad, 0);
+    return bad == 0;
+}
+
+/* ---- a GPU backend and the CPU reference ---- */
+
+struct pair {
+    struct wk_backend *cpu, *gpu;
+};
+
+/* 1 with both backends open; 0 when the machine has no CUDA device. */
+static int pair_open(struct pair *p)
+{
+    struct wk_device d = {"gpu:0", WK_DEV_GPU, 0, NULL};
+
+    memset(p, 0, sizeof *p);
+    if (wk_backend_cuda_available() < 1)
+        return 0;
+    CU_ASSERT_EQUAL_FATAL(wk_backend_cpu_new(1, &p->cpu), HC_OK);
+    if (wk_backend_open(&d, 0, &p->gpu)) {
+        printf("\n    %s", hc_err_msg());
+        CU_FAIL_FATAL("gpu:0 does not open");
+    }
+    CU_ASSERT_EQUAL(p->gpu->host_memory, 0);
+    return 1;
+}
+
+static void pair_close(struct pair *p)
+{
+    CU_ASSERT_EQUAL(wk_be_check(p->gpu), HC_OK);
+    wk_backend_free(p->gpu);
+    wk_backend_free(p->cpu);
+}
+
+/* Device copy of n bytes of host memory. */
+static void *up(struct pair *p, const void *h, size_t bytes)
+{
+    void *d = NULL;
+
+    CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p->gpu, bytes, &d), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(wk_be_upload(p->gpu, d, h, bytes), HC_OK);
+    return d;
+}
+
+/* Download n floats of d into a fresh host array (checked first). */
+static float *down(struct pair *p, const void *d, size_t bytes)
+{
+    float *h = malloc(bytes);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    CU_ASSERT_EQUAL(wk_be_check(p->gpu), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(wk_be_download(p->gpu, h, d, bytes), HC_OK);
+    return h;
+}
+
+/* Compare device buffer d (n floats) with host reference want. */
+static void cmp(struct pair *p, const char *what, const float *d,
+                const float *want, size_t n)
+{
+    float *h = down(p, d, n * sizeof *h);
+
+    near(what, h, want, n);
+    free(h);
+}
+
+/* ---- ops ---- */
+
+static void test_blas(void)
+{
+    static const struct {
+        int ta, tb, m, n, k, pad;
+        float alpha, beta;
+    } t[] = {
+        {0, 0, 37, 29, 41, 0, 1.0f, 0.0f}, {1, 0, 37, 29, 41, 3, 0.5f, 1.0f},
+        {0, 1, 64, 10, 800, 0, 1.0f, 0.0f}, {1, 1, 5, 7, 3, 2, -2.0f, 0.25f},
+        {0, 0, 6, 5, 0, 1, 1.0f, 0.5f},     {1, 0, 6, 5, 0, 0, 1.0f, 0.0f},
+    };
+    struct pair p;
+    size_t i;
+
+    if (!pair_open(&p))
+        HP_SKIP("no CUDA device");
+    for (i = 0; i < sizeof t / sizeof t[0]; i++) {
+        int lda = (t[i].ta ? t[i].m : t[i].k) + t[i].pad;
+        int ldb = (t[i].tb ? t[i].k : t[i].n) + t[i].pad;
+        int ldc = t[i].n + t[i].pad;
+        size_t na = (size_t)(t[i].ta ? t[i].k : t[i].m) * lda + 1;
+        size_t nb = (size_t)(t[i].tb ? t[i].n : t[i].k) * ldb + 1;
+        size_t nc = (size_t)t[i].m * ldc;
+        float *a = rand_floats(na), *b = rand_floats(nb), *c = rand_floats(nc);
+        float *da = up(&p, a, na * 4), *db = up(&p, b, nb * 4);
+        float *dc;
+        char what[64];
+        size_t j;
+
+        if (t[i].beta == 0.0f)          /* beta = 0 ignores NaN */
+            for (j = 0; j < nc; j++)
+                c[j] = NAN;
+        dc = up(&p, c, nc * 4);
+        wk_be_sgemm(p.cpu, t[i].ta, t[i].tb, t[i].m, t[i].n, t[i].k,
+                    t[i].alpha, a, lda, b, ldb, t[i].beta, c, ldc);
+        wk_be_sgemm(p.gpu, t[i].ta, t[i].tb, t[i].m, t[i].n, t[i].k,
+                    t[i].alpha, da, lda, db, ldb, t[i].beta, dc, ldc);
+        snprintf(what, sizeof what, "sgemm ta %d tb %d %dx%dx%d", t[i].ta,
+                 t[i].tb, t[i].m, t[i].n, t[i].k);
+        cmp(&p, what, dc, c, nc);
+        wk_be_free(p.gpu, da);
+        wk_be_free(p.gpu, db);
+        wk_be_free(p.gpu, dc);
+        free(a);
+        free(b);
+        free(c);
+    }
+    pair_close(&p);
+}
+
+static void test_blas1_reduce(void)
+{
+    enum { N = 100003, NS = 19 };
+    const float *srcs[NS], *dsrcs[NS];
+    float w[NS], *x, *y, *dx, *dy, *s[NS], *ds[NS];
+    struct pair p;
+    int i;
+
+    if (!pair_open(&p))
+        HP_SKIP("no CUDA device");
+    x = rand_floats(N);
+    y = rand_floats(N);
+    dx = up(&p, x, N * 4);
+    dy = up(&p, y, N * 4);
+    wk_be_axpy(p.cpu, N, 0.75f, x, y);
+    wk_be_axpy(p.gpu, N, 0.75f, dx, dy);
+    cmp(&p, "axpy", dy, y, N);
+    wk_be_scale(p.cpu, y, N, -1.5f);
+    wk_be_scale(p.gpu, dy, N, -1.5f);
+    cmp(&p, "scale", dy, y, N);
+    wk_be_fill(p.cpu, y, N / 2, 3.25f);
+    wk_be_fill(p.gpu, dy, N / 2, 3.25f);
+    cmp(&p, "fill", dy, y, N);
+    CU_ASSERT_EQUAL(wk_be_copy(p.gpu, dy, dx, N * 4), HC_OK);
+    cmp(&p, "copy", dy, x, N);
+    for (i = 0; i < NS; i++) {
+        s[i] = rand_floats(N);
+        ds[i] = up(&p, s[i], N * 4);
+        srcs[i] = s[i];
+        dsrcs[i] = ds[i];
+        w[i] = frand();
+    }
+    wk_be_reduce(p.cpu, y, srcs, NULL, 3, N);
+    wk_be_reduce(p.gpu, dy, dsrcs, NULL, 3, N);
+    cmp(&p, "reduce 3 sources, no weights", dy, y, N);
+    wk_be_reduce(p.cpu, s[0], srcs, w, NS, N);      /* dst = src[0] */
+    wk_be_reduce(p.gpu, ds[0], dsrcs, w, NS, N);
+    cmp(&p, "reduce 19 weighted sources in place", ds[0], s[0], N);
+    for (i = 0; i < NS; i++) {
+        wk_be_free(p.gpu, ds[i]);
+        free(s[i]);
+    }
+    wk_be_free(p.gpu, dx);
+    wk_be_free(p.gpu, dy);
+    free(x);
+    free(y);
+    pair_close(&p);
+}
+
+static void test_conv_pool(void)
+{
+    static const struct {
+        int B, H, W, C, kh, kw, sh, sw, same;
+    } t[] = {
+        {3, 28, 28, 1, 3, 3, 1, 1, 0}, {2, 9, 11, 5, 3, 3, 2, 2, 1},
+        {2, 7, 7, 8, 1, 1, 1, 1, 0},   {1, 10, 9, 3, 5, 4, 3, 2, 1},
+        {4, 26, 26, 32, 2, 2, 2, 2, 0}, {2, 7, 9, 6, 3, 3, 2, 2, 0},
+        {2, 8, 8, 4, 3, 3, 1, 1, 1},
+    };
+    struct pair p;
+    size_t i;
+
+    if (!pair_open(&p))
+        HP_SKIP("no CUDA device");
+    for (i = 0; i < sizeof t / sizeof t[0]; i++) {
+        struct wk_geom g;
+        size_t nx, nc, ny, j;
+        float *x, *cols, *dx, *y, *dy, *d_x, *d_cols, *d_dx, *d_y, *d_dy;
+        int32_t *idx, *d_idx, *idx_h;
+        char what[96];
+
+        CU_ASSERT_EQUAL_FATAL(wk_geom_init(&g, t[i].B, t[i].H, t[i].W,
+                                           t[i].C, t[i].kh, t[i].kw, t[i].sh,
+                                           t[i].sw, t[i].same), HC_OK);
+        nx = (size_t)g.B * g.H * g.W * g.C;
+        nc = (size_t)g.B * g.OH * g.OW * g.kh * g.kw * g.C;
+        ny = (size_t)g.B * g.OH * g.OW * g.C;
+        x = rand_floats(nx);
+        cols = rand_floats(nc);
+        dx = malloc(nx * 4);
+        y = malloc(ny * 4);
+        dy = rand_floats(ny);
+        idx = malloc(ny * 4);
+        d_x = up(&p, x, nx * 4);
+        d_cols = up(&p, cols, nc * 4);
+        d_dy = up(&p, dy, ny * 4);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, nx * 4, (void **)&d_dx), 0);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, ny * 4, (void **)&d_y), 0);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, ny * 4, (void **)&d_idx), 0);
+
+        snprintf(what, sizeof what, "col2im %dx%d s%d%s C%d", g.kh, g.kw,
+                 g.sh, t[i].same ? " same" : "", g.C);
+        wk_be_col2im(p.cpu, &g, cols, dx);
+        wk_be_col2im(p.gpu, &g, d_cols, d_dx);
+        cmp(&p, what, d_dx, dx, nx);
+        what[0] = 'i', what[1] = 'm', what[2] = '2', what[3] = 'c',
+        what[4] = 'o', what[5] = 'l';
+        wk_be_im2col(p.cpu, &g, x, cols);
+        wk_be_im2col(p.gpu, &g, d_x, d_cols);
+        cmp(&p, what, d_cols, cols, nc);
+
+        snprintf(what, sizeof what, "maxpool %dx%d s%d%s C%d", g.kh, g.kw,
+                 g.sh, t[i].same ? " same" : "", g.C);
+        wk_be_maxpool_forward(p.cpu, &g, x, y, idx);
+        wk_be_maxpool_forward(p.gpu, &g, d_x, d_y, d_idx);
+        cmp(&p, what, d_y, y, ny);
+        idx_h = (int32_t *)down(&p, d_idx, ny * 4);
+        for (j = 0; j < ny && idx_h[j] == idx[j]; j++)
+            ;
+        CU_ASSERT_EQUAL(j, ny);         /* same argmax everywhere */
+        free(idx_h);
+        strcat(what, " backward");
+        wk_be_maxpool_backward(p.cpu, &g, dy, idx, dx);
+        wk_be_maxpool_backward(p.gpu, &g, d_dy, d_idx, d_dx);
+        cmp(&p, what, d_dx, dx, nx);
+
+        wk_be_free(p.gpu, d_x);
+        wk_be_free(p.gpu, d_cols);
+        wk_be_free(p.gpu, d_dx);
+        wk_be_free(p.gpu, d_y);
+        wk_be_free(p.gpu, d_dy);
+        wk_be_free(p.gpu, d_idx);
+        free(x);
+        free(cols);
+        free(dx);
+        free(y);
+        free(dy);
+        free(idx);
+    }
+    pair_close(&p);
+}
+
+static void test_activations(void)
+{
+    static const enum hc_act acts[] = {HC_ACT_LINEAR, HC_ACT_RELU,
+                                       HC_ACT_SIGMOID, HC_ACT_TANH,
+                                       HC_ACT_SOFTMAX};
+    static const struct {
+        int rows, n;
+    } shapes[] = {{5, 10}, {3000, 37}, {2, 300}};
+    struct pair p;
+    size_t a, s;
+
+    if (!pair_open(&p))
+        HP_SKIP("no CUDA device");
+    for (s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int rows = shapes[s].rows, n = shapes[s].n;
+        size_t cnt = (size_t)rows * n;
+
+        for (a = 0; a < sizeof acts / sizeof acts[0]; a++) {
+            float *x = rand_floats(cnt), *bias = rand_floats(n);
+            float *dy = rand_floats(cnt), *y = malloc(cnt * 4);
+            float *db = malloc(n * 4);
+            float *d_x = up(&p, x, cnt * 4), *d_bias = up(&p, bias, n * 4);
+            float *d_dy = up(&p, dy, cnt * 4), *d_y, *d_db;
+            char what[96];
+
+            CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, cnt * 4, (void **)&d_y),
+                                  0);
+            CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, n * 4, (void **)&d_db),
+                                  0);
+            snprintf(what, sizeof what, "%s forward %dx%d",
+                     hc_act_name(acts[a]), rows, n);
+            wk_be_act_forward(p.cpu, x, a % 2 ? bias : NULL, y, rows, n,
+                              acts[a]);
+            wk_be_act_forward(p.gpu, d_x, a % 2 ? d_bias : NULL, d_y, rows,
+                              n, acts[a]);
+            cmp(&p, what, d_y, y, cnt);
+            wk_be_act_forward(p.cpu, x, bias, x, rows, n, acts[a]);
+            wk_be_act_forward(p.gpu, d_x, d_bias, d_x, rows, n, acts[a]);
+            strcat(what, " in place");
+            cmp(&p, what, d_x, x, cnt);
+            snprintf(what, sizeof what, "%s backward", hc_act_name(acts[a]));
+            wk_be_act_backward(p.cpu, y, dy, x, rows, n, acts[a]);
+            wk_be_act_backward(p.gpu, d_y, d_dy, d_x, rows, n, acts[a]);
+            cmp(&p, what, d_x, x, cnt);
+            snprintf(what, sizeof what, "%s fused bias backward",
+                     hc_act_name(acts[a]));
+            wk_be_act_bias_backward(p.cpu, y, dy, rows, n, acts[a], db);
+            wk_be_act_bias_backward(p.gpu, d_y, d_dy, rows, n, acts[a], d_db);
+            cmp(&p, what, d_dy, dy, cnt);
+            cmp(&p, "  … its bias gradient", d_db, db, n);
+            wk_be_bias_grad(p.cpu, x, rows, n, db);
+            wk_be_bias_grad(p.gpu, d_x, rows, n, d_db);
+            cmp(&p, "bias gradient", d_db, db, n);
+            wk_be_free(p.gpu, d_x);
+            wk_be_free(p.gpu, d_bias);
+            wk_be_free(p.gpu, d_dy);
+            wk_be_free(p.gpu, d_y);
+            wk_be_free(p.gpu, d_db);
+            free(x);
+            free(bias);
+            free(dy);
+            free(y);
+            free(db);
+        }
+    }
+    pair_close(&p);
+}
+
+static void test_losses(void)
+{
+    static const struct {
+        int rows, n;
+    } t[] = {{64, 10}, {7, 1}, {33, 100}};
+    struct pair p;
+    size_t k;
+    int r;
+
+    if (!pair_open(&p))
+        HP_SKIP("no CUDA device");
+    for (k = 0; k < sizeof t / sizeof t[0]; k++) {
+        int rows = t[k].rows, n = t[k].n;
+        size_t cnt = (size_t)rows * n;
+        float *z = rand_floats(cnt), *tg = rand_floats(cnt);
+        float *pr = malloc(cnt * 4), *loss = malloc(rows * 4);
+        float *hit = malloc(rows * 4);
+        int *lab = malloc(rows * sizeof *lab);
+        float *d_z, *d_t, *d_p, *d_loss, *d_hit, *h;
+        int *d_lab;
+
+        for (r = 0; r < rows; r++)
+            lab[r] = (int)((frand() + 1.0f) * 0.5f * n) % n;
+        z[0] = z[1];                    /* a tie: the first maximum wins */
+        d_z = up(&p, z, cnt * 4);
+        d_t = up(&p, tg, cnt * 4);
+        d_lab = up(&p, lab, rows * sizeof *lab);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, cnt * 4, (void **)&d_p), 0);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, rows * 4, (void **)&d_loss),
+                              0);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, rows * 4, (void **)&d_hit),
+                              0);
+        wk_be_xent_forward(p.cpu, z, lab, rows, n, pr, loss, hit);
+        wk_be_xent_forward(p.gpu, d_z, d_lab, rows, n, d_p, d_loss, d_hit);
+        cmp(&p, "softmax + CE forward: p", d_p, pr, cnt);
+        cmp(&p, "softmax + CE forward: loss", d_loss, loss, rows);
+        h = down(&p, d_hit, rows * 4);
+        CU_ASSERT(memcmp(h, hit, rows * 4) == 0);
+        free(h);
+        wk_be_xent_forward(p.cpu, z, NULL, rows, n, pr, NULL, NULL);
+        wk_be_xent_forward(p.gpu, d_z, NULL, rows, n, d_p, NULL, NULL);
+        cmp(&p, "softmax without labels", d_p, pr, cnt);
+        wk_be_xent_backward(p.cpu, pr, lab, rows, n, 1.0f / rows, pr);
+        wk_be_xent_backward(p.gpu, d_p, d_lab, rows, n, 1.0f / rows, d_p);
+        cmp(&p, "CE backward in place", d_p, pr, cnt);
+        wk_be_mse_forward(p.cpu, z, tg, rows, n, loss, hit);
+        wk_be_mse_forward(p.gpu, d_z, d_t, rows, n, d_loss, d_hit);
+        cmp(&p, "mse forward: loss", d_loss, loss, rows);
+        h = down(&p, d_hit, rows * 4);
+        CU_ASSERT(memcmp(h, hit, rows * 4) == 0);
+        free(h);
+        wk_be_mse_backward(p.cpu, z, tg, cnt, 2.0f / cnt, pr);
+        wk_be_mse_backward(p.gpu, d_z, d_t, cnt, 2.0f / cnt, d_p);
+        cmp(&p, "mse backward", d_p, pr, cnt);
+        wk_be_free(p.gpu, d_z);
+        wk_be_free(p.gpu, d_t);
+        wk_be_free(p.gpu, d_lab);
+        wk_be_free(p.gpu, d_p);
+        wk_be_free(p.gpu, d_loss);
+        wk_be_free(p.gpu, d_hit);
+        free(z);
+        free(tg);
+        free(pr);
+        free(loss);
+        free(hit);
+        free(lab);
+    }
+    pair_close(&p);
+}
+
+static void test_dropout(void)
+{
+    enum { N = 50001 };
+    static const float rates[] = {0.0f, 0.3f, 0.5f, 0.9f};
+    struct pair p;
+    size_t k;
+
+    if (!pair_open(&p))
+        HP_SKIP("no CUDA device");
+    for (k = 0; k < sizeof rates / sizeof rates[0]; k++) {
+        float *x = rand_floats(N), *y = malloc(N * 4), *h;
+        float *d_x = up(&p, x, N * 4), *d_y;
+        uint64_t seed = wk_dropout_seed_at(12345u + k, 77);
+
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, N * 4, (void **)&d_y), 0);
+        wk_be_dropout_forward(p.cpu, x, y, N, rates[k], seed);
+        wk_be_dropout_forward(p.gpu, d_x, d_y, N, rates[k], seed);
+        h = down(&p, d_y, N * 4);
+        CU_ASSERT(memcmp(h, y, N * 4) == 0);    /* the same mask, exactly */
+        free(h);
+        wk_be_dropout_backward(p.cpu, x, x, N, rates[k], seed + 1);
+        wk_be_dropout_backward(p.gpu, d_x, d_x, N, rates[k], seed + 1);
+        h = down(&p, d_x, N * 4);
+        CU_ASSERT(memcmp(h, x, N * 4) == 0);
+        free(h);
+        wk_be_free(p.gpu, d_x);
+        wk_be_free(p.gpu, d_y);
+        free(x);
+        free(y);
+    }
+    pair_close(&p);
+}
+
+/* ---- errors ---- */
+
+static void test_errors(void)
+{
+    struct wk_device d = {"gpu:0", WK_DEV_GPU, 0, NULL};
+    struct wk_backend *be = NULL;
+    int n = wk_backend_cuda_available();
+    void *ptr = NULL;
+    char want[64];
+
+    if (n < 1) {
+        /* Runs everywhere: gpu:0 is refused, saying why. */
+        CU_ASSERT_EQUAL(wk_backend_open(&d, 0, &be), HC_ERR_UNSUPPORTED);
+        CU_ASSERT_PTR_NULL(be);
+        CU_ASSERT(strstr(hc_err_msg(), "gpu:0: this build has no CUDA "
+                                       "backend") ||
+                  strstr(hc_err_msg(), "gpu:0: this machine has no CUDA "
+                                       "device — use cpu"));
+        printf("\n    %s", hc_err_msg());
+        return;
+    }
+    d.index = n;
+    snprintf(d.name, sizeof d.name, "gpu:%d", n);
+    CU_ASSERT_EQUAL(wk_backend_open(&d, 0, &be), HC_ERR_UNSUPPORTED);
+    snprintf(want, sizeof want, "gpu:%d: this machine has %d CUDA device", n,
+             n);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), want));
+    d.index = 0;
+    snprintf(d.name, sizeof d.name, "gpu:0");
+    CU_ASSERT_EQUAL_FATAL(wk_backend_open(&d, 0, &be), HC_OK);
+    CU_ASSERT_STRING_EQUAL(be->name, "gpu:0");
+    CU_ASSERT_EQUAL(wk_be_check(be), HC_OK);
+    CU_ASSERT_EQUAL(wk_be_alloc(be, (size_t)1 << 52, &ptr), HC_ERR_NOMEM);
+    CU_ASSERT_PTR_NULL(ptr);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "out of device memory"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "4503599627370496 bytes"));
+    printf("\n    %s", hc_err_msg());
+    /* The failure was recorded too: check reports it once, then clears. */
+    CU_ASSERT_EQUAL(wk_be_check(be), HC_ERR_NOMEM);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "cudaMalloc"));
+    CU_ASSERT_EQUAL(wk_be_check(be), HC_OK);
+    wk_backend_free(be);
+}
+
+/* ---- whole nets ---- */
+
+/* Every layer kind other than the reference model's: strided same convs,
+ * tanh, overlapping same pool, dropout, sigmoid output with mse. */
+static const char mixed_json[] =
+    "{\"name\": \"mixed\", \"input_shape\": [12, 10, 3], \"layers\": ["
+    "{\"type\": \"conv2d\", \"filters\": 8, \"kernel_size\": [3, 3],"
+    " \"strides\": [2, 2], \"padding\": \"same\", \"activation\": \"tanh\"},"
+    "{\"type\": \"conv2d\", \"filters\": 6, \"kernel_size\": [2, 2],"
+    " \"activation\": \"relu\"},"
+    "{\"type\": \"maxpool2d\", \"pool_size\": [3, 3], \"strides\": [1, 1],"
+    " \"padding\": \"same\"},"
+    "{\"type\": \"flatten\"},"
+    "{\"type\": \"dense\", \"units\": 40, \"activation\": \"relu\"},"
+    "{\"type\": \"dropout\", \"rate\": 0.3},"
+    "{\"type\": \"dense\", \"units\": 4, \"activation\": \"sigmoid\"}],"
+    " \"loss\": \"mse\", \"optimizer\": {\"type\": \"sgd\","
+    " \"learning_rate\": 0.01}, \"batch_size\": 8, \"seed\": 5}";
+
+/* The net of m on the CPU and on gpu:0 (and split across both when split):
+ * one training step and one prediction on the same data compare. Returns
+ * 0 (after the CPU half) when there is no CUDA device. */
+static int compare_net(const struct hc_model *m, int B, int split)
+{
+    struct wk_backend *layer_be[HC_MODEL_MAX_LAYERS];
+    struct wk_net *cn = NULL, *gn = NULL;
+    size_t nin, nout, np = m->n_params, i;
+    float *params, *x, *tg, *gc, *gg, *oc, *og;
+    double lc, lg;
+    int *lab, cc, cg, l;
+    struct pair p;
+    char what[96];
+
+    params = malloc(np * 4);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(params);
+    hc_model_init_params(m, params);
+    if (!pair_open(&p)) {
+        /* The CPU half still runs: the model builds and steps. */
+        struct wk_backend *cpu = NULL;
+
+        CU_ASSERT_EQUAL_FATAL(wk_backend_cpu_new(1, &cpu), HC_OK);
+        CU_ASSERT_EQUAL_FATAL(wk_net_new(m, cpu, B, &cn), HC_OK);
+        wk_net_free(cn);
+        wk_backend_free(cpu);
+        free(params);
+        return 0;
+    }
+    CU_ASSERT_EQUAL_FATAL(wk_net_new(m, p.cpu, B, &cn), HC_OK);
+    for (l = 0; l < m->n_layers; l++)
+        layer_be[l] = split && l % 2 ? p.cpu : p.gpu;
+    CU_ASSERT_EQUAL_FATAL(wk_net_new_placed(m, layer_be, B, &gn), HC_OK);
+    nin = wk_net_input_size(cn);
+    nout = wk_net_output_size(cn);
+    x = rand_floats((size_t)B * nin);
+    tg = rand_floats((size_t)B * nout);
+    lab = malloc(B * sizeof *lab);
+    for (l = 0; l < B; l++)
+        lab[l] = (int)((frand() + 1.0f) * 0.5f * nout) % (int)nout;
+    gc = malloc(np * 4);
+    gg = malloc(np * 4);
+    oc = malloc((size_t)B * nout * 4);
+    og = malloc((size_t)B * nout * 4);
+    wk_net_set_seed(cn, 9);
+    wk_net_set_seed(gn, 9);
+    CU_ASSERT_EQUAL(wk_net_step(cn, params, x, lab, tg, B, gc, &lc, &cc), 0);
+    CU_ASSERT_EQUAL(wk_net_output(cn, oc), HC_OK);
+    if (wk_net_step(gn, params, x, lab, tg, B, gg, &lg, &cg))
+        printf("\n    %s", hc_err_msg());
+    CU_ASSERT_EQUAL(wk_net_output(gn, og), HC_OK);
+    snprintf(what, sizeof what, "%s%s B=%d output", m->name,
+             split ? " split cpu/gpu" : "", B);
+    near(what, og, oc, (size_t)B * nout);
+    what[strlen(what) - 6] = '\0';
+    strcat(what, "gradients");
+    near(what, gg, gc, np);
+    near("  … mean loss", &(float){(float)lg}, &(float){(float)lc}, 1);
+    CU_ASSERT(abs(cc - cg) <= 1);       /* a near tie may flip one */
+    CU_ASSERT_EQUAL(wk_net_predict(cn, params, x, lab, tg, B, &lc, &cc), 0);
+    CU_ASSERT_EQUAL(wk_net_predict(gn, params, x, lab, tg, B, &lg, &cg), 0);
+    near("  … predict loss sum", &(float){(float)lg}, &(float){(float)lc}, 1);
+    for (i = 0; i < np; i++)            /* a step really changed things */
+        if (gc[i] != 0.0f)
+            break;
+    CU_ASSERT(i < np);
+    wk_net_free(gn);
+    wk_net_free(cn);
+    pair_close(&p);
+    free(params);
+    free(x);
+    free(tg);
+    free(lab);
+    free(gc);
+    free(gg);
+    free(oc);
+    free(og);
+    return 1;
+}
+
+static void test_reference_model(void)
+{
+    struct hc_model *m = calloc(1, sizeof *m);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL_FATAL(hc_model_load("deploy/models/fashion_cnn.json", m),
+                          HC_OK);
+    if (!compare_net(m, 64, 0)) {
+        free(m);
+        HP_SKIP("no CUDA device");
+    }
+    compare_net(m, 5, 0);
+    compare_net(m, 16, 1);
+    free(m);
+}
+
+static void test_mixed_model(void)
+{
+    struct hc_model *m = calloc(1, sizeof *m);
+    int rv;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    rv = hc_model_parse(mixed_json, strlen(mixed_json), "mixed", m);
+    if (rv)
+        printf("\n    %s", hc_err_msg());
+    CU_ASSERT_EQUAL_FATAL(rv, HC_OK);
+    if (!compare_net(m, 8, 0)) {
+        free(m);
+        HP_SKIP("no CUDA device");
+    }
+    compare_net(m, 7, 1);
+    free(m);
+}
+
+void hp_test_register(void)
+{
+    static const struct {
+        const char *name;
+        CU_TestFunc fn;
+    } t[] = {
+        {"sgemm (transposes, ld, alpha, beta, k = 0)", test_blas},
+        {"fill, scale, axpy, copy, reduce", test_blas1_reduce},
+        {"im2col, col2im, maxpool forward/backward", test_conv_pool},
+        {"activations, bias gradients", test_activations},
+        {"softmax + CE, mse", test_losses},
+        {"dropout mask bit for bit", test_dropout},
+        {"device errors and messages", test_errors},
+        {"reference model (fashion_cnn) gpu vs cpu", test_reference_model},
+        {"conv/pool/dropout/mse model gpu vs cpu", test_mixed_model},
+    };
+    CU_pSuite s = CU_add_suite("backend_cuda", NULL, NULL);
+    size_t i;
+
+    for (i = 0; i < sizeof t / sizeof t[0]; i++)
+        CU_add_test(s, t[i].name, t[i].fn);
+}

@@ -1,0 +1,50 @@
+/*
+ * backend_cuda.h — the CUDA backend: the ops table of backend.h on one
+ * NVIDIA GPU (device memory, one stream, cuBLAS for the matrix products,
+ * kernels for the rest). Built only when nvcc is found (the Makefile then
+ * defines HETPS_CUDA); device.c is the one caller outside the backend.
+ *
+ * Nothing here needs a GPU, a driver or the CUDA libraries at run time:
+ * the CUDA runtime is linked statically, cuBLAS is loaded with dlopen when
+ * the first CUDA backend is created, and a machine without a driver or a
+ * GPU simply has 0 CUDA devices.
+ *
+ * Compute ops are asynchronous on the backend's stream; their first
+ * failure (a CUDA or cuBLAS call, naming the call and the device) is
+ * recorded and returned by the table's check op, which also waits for the
+ * queued work. upload/download/copy return their own failures at once.
+ */
+#ifndef WK_BACKEND_CUDA_H
+#define WK_BACKEND_CUDA_H
+
+#include <stddef.h>
+
+#include "backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Number of CUDA devices this process can use; 0 when the machine has no
+ * GPU or no driver (said once in the log: "no CUDA device found: using the
+ * CPU"). The count is taken once and cached. */
+int wk_cuda_device_count(void);
+
+/* Name (truncated to len, NUL-terminated), global memory in bytes and
+ * compute capability of CUDA device `device`; any output may be NULL.
+ * HC_ERR_INVAL for a device out of range, HC_ERR_DEVICE when CUDA fails. */
+int wk_cuda_device_info(int device, char *name, size_t len, size_t *mem_bytes,
+                        int *cc_major, int *cc_minor);
+
+/* Open a CUDA backend on device `device` (host_memory = 0, name "cuda:N"):
+ * a stream, a cuBLAS handle bound to it and a pinned staging buffer.
+ * Errors: HC_ERR_INVAL (device out of range: the message says how many
+ * devices the machine has), HC_ERR_UNSUPPORTED (cuBLAS cannot be loaded),
+ * HC_ERR_NOMEM, HC_ERR_DEVICE. Free with wk_backend_free. */
+int wk_backend_cuda_new(int device, struct wk_backend **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,745 @@
+/*
+ * kernels_cuda.cu — the CUDA backend's compute ops other than sgemm:
+ * fill/scale/axpy/reduce, im2col/col2im over NHWC, bias add and gradient,
+ * activations forward and backward, softmax + sparse cross-entropy, MSE,
+ * max-pool with argmax, and dropout with the CPU's counter hash. Each op
+ * queues one or two kernels on the backend's stream and records a failed
+ * launch for the check op (cuda_impl.cuh).
+ *
+ * The kernels follow backend_cpu.c op by op and pick the same elements
+ * (first maximum on ties, same dropout mask); only the order of float
+ * additions in sums differs. Sums with no atomics anywhere, so results are
+ * deterministic: col2im and max-pool backward gather per input element,
+ * bias gradients use per-chunk partial sums added up in double.
+ */
+#include "cuda_impl.cuh"
+
+#include <math.h>
+
+#define TPB 256                 /* threads per block */
+#define ROWS_PER_BLOCK (TPB / 32)   /* warp-per-row kernels */
+#define MAX_BLOCKS 1048576u
+#define REDUCE_SRC 16           /* sources per reduce kernel */
+#define COLSUM_CHUNKS 512       /* most partial sums per column */
+
+#define GRID_LOOP(i, n)                                                   \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
+         i += (size_t)blockDim.x * gridDim.x)
+
+static unsigned blocks_for(size_t n)
+{
+    size_t b = (n + TPB - 1) / TPB;
+
+    return b < 1 ? 1u : b > MAX_BLOCKS ? MAX_BLOCKS : (unsigned)b;
+}
+
+static cudaStream_t stream_of(struct wk_backend *be)
+{
+    return cu_ctx(be)->stream;
+}
+
+/* ---- BLAS-like ---- */
+
+__global__ static void fill_k(float *x, size_t n, float v)
+{
+    GRID_LOOP(i, n)
+        x[i] = v;
+}
+
+__global__ static void scale_k(float *x, size_t n, float a)
+{
+    GRID_LOOP(i, n)
+        x[i] *= a;
+}
+
+__global__ static void axpy_k(size_t n, float a, const float *x, float *y)
+{
+    GRID_LOOP(i, n)
+        y[i] += a * x[i];
+}
+
+struct reduce_args {
+    const float *src[REDUCE_SRC];
+    float w[REDUCE_SRC];
+    int n_src;
+    int accumulate;             /* 0: dst = Σ; 1: dst += Σ */
+};
+
+__global__ static void reduce_k(float *dst, struct reduce_args a, size_t n)
+{
+    GRID_LOOP(i, n) {
+        float v = a.accumulate ? dst[i] + a.w[0] * a.src[0][i]
+                               : a.w[0] * a.src[0][i];
+
+        for (int s = 1; s < a.n_src; s++)
+            v += a.w[s] * a.src[s][i];
+        dst[i] = v;
+    }
+}
+
+__global__ static void scale_rows_k(float *c, int m, int n, int ldc,
+                                    float beta)
+{
+    GRID_LOOP(i, (size_t)m * n) {
+        float *p = c + (i / n) * (size_t)ldc + i % n;
+
+        *p = beta == 0.0f ? 0.0f : beta * *p;
+    }
+}
+
+void wk_cu_fill(struct wk_backend *be, float *x, size_t n, float v)
+{
+    if (!n || wk_cu_enter(be))
+        return;
+    fill_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(x, n, v);
+    wk_cu_launched(be, "fill kernel");
+}
+
+void wk_cu_scale(struct wk_backend *be, float *x, size_t n, float a)
+{
+    if (!n || wk_cu_enter(be))
+        return;
+    scale_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(x, n, a);
+    wk_cu_launched(be, "scale kernel");
+}
+
+void wk_cu_axpy(struct wk_backend *be, size_t n, float a, const float *x,
+                float *y)
+{
+    if (!n || wk_cu_enter(be))
+        return;
+    axpy_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(n, a, x, y);
+    wk_cu_launched(be, "axpy kernel");
+}
+
+void wk_cu_reduce(struct wk_backend *be, float *dst, const float *const *src,
+                  const float *w, int n_src, size_t n)
+{
+    struct reduce_args a;
+    int s0, s;
+
+    if (!n || n_src < 1 || wk_cu_enter(be))
+        return;
+    for (s0 = 0; s0 < n_src; s0 += REDUCE_SRC) {
+        a.n_src = n_src - s0 < REDUCE_SRC ? n_src - s0 : REDUCE_SRC;
+        a.accumulate = s0 > 0;
+        for (s = 0; s < a.n_src; s++) {
+            a.src[s] = src[s0 + s];
+            a.w[s] = w ? w[s0 + s] : 1.0f;
+        }
+        reduce_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(dst, a, n);
+        wk_cu_launched(be, "reduce kernel");
+    }
+}
+
+void wk_cu_scale_rows(struct wk_backend *be, float *c, int m, int n, int ldc,
+                      float beta)
+{
+    if (m <= 0 || n <= 0 || wk_cu_enter(be))
+        return;
+    scale_rows_k<<<blocks_for((size_t)m * n), TPB, 0, stream_of(be)>>>(
+        c, m, n, ldc, beta);
+    wk_cu_launched(be, "sgemm k=0 kernel");
+}
+
+/* ---- convolution helpers ---- */
+
+/* One thread per entry of cols (B·OH·OW, kh·kw·C). */
+__global__ static void im2col_k(struct wk_geom g, const float *x, float *cols)
+{
+    size_t total = (size_t)g.B * g.OH * g.OW * g.kh * g.kw * g.C;
+
+    GRID_LOOP(e, total) {
+        size_t t = e;
+        int c = (int)(t % g.C), j, i, ow, oh, b, ih, iw;
+
+        t /= g.C;
+        j = (int)(t % g.kw);
+        t /= g.kw;
+        i = (int)(t % g.kh);
+        t /= g.kh;
+        ow = (int)(t % g.OW);
+        t /= g.OW;
+        oh = (int)(t % g.OH);
+        b = (int)(t / g.OH);
+        ih = oh * g.sh - g.pt + i;
+        iw = ow * g.sw - g.pl + j;
+        cols[e] = ih < 0 || ih >= g.H || iw < 0 || iw >= g.W
+                      ? 0.0f
+                      : x[(((size_t)b * g.H + ih) * g.W + iw) * g.C + c];
+    }
+}
+
+/* First output index o ≥ 0 whose window [o·s − p, o·s − p + k) holds
+ * input position v. */
+__device__ static int first_window(int v, int p, int k, int s)
+{
+    int num = v + p - k + 1;
+
+    return num <= 0 ? 0 : (num + s - 1) / s;
+}
+
+/* One thread per element of dx (B, H, W, C): the sum of every cols entry
+ * im2col read from it, windows in output order. */
+__global__ static void col2im_k(struct wk_geom g, const float *cols, float *dx)
+{
+    size_t total = (size_t)g.B * g.H * g.W * g.C;
+    size_t row_len = (size_t)g.kh * g.kw * g.C;
+
+    GRID_LOOP(e, total) {
+        size_t t = e;
+        int c = (int)(t % g.C), iw, ih, b, oh, ow, oh1, ow0, ow1;
+        float sum = 0.0f;
+
+        t /= g.C;
+        iw = (int)(t % g.W);
+        t /= g.W;
+        ih = (int)(t % g.H);
+        b = (int)(t / g.H);
+        oh1 = (ih + g.pt) / g.sh;
+        if (oh1 > g.OH - 1)
+            oh1 = g.OH - 1;
+        ow0 = first_window(iw, g.pl, g.kw, g.sw);
+        ow1 = (iw + g.pl) / g.sw;
+        if (ow1 > g.OW - 1)
+            ow1 = g.OW - 1;
+        for (oh = first_window(ih, g.pt, g.kh, g.sh); oh <= oh1; oh++) {
+            int i = ih + g.pt - oh * g.sh;
+
+            for (ow = ow0; ow <= ow1; ow++) {
+                int j = iw + g.pl - ow * g.sw;
+                size_t r = ((size_t)b * g.OH + oh) * g.OW + ow;
+
+                sum += cols[r * row_len + ((size_t)i * g.kw + j) * g.C + c];
+            }
+        }
+        dx[e] = sum;
+    }
+}
+
+void wk_cu_im2col(struct wk_backend *be, const struct wk_geom *g,
+                  const float *x, float *cols)
+{
+    size_t n = (size_t)g->B * g->OH * g->OW * g->kh * g->kw * g->C;
+
+    if (!n || wk_cu_enter(be))
+        return;
+    im2col_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(*g, x, cols);
+    wk_cu_launched(be, "im2col kernel");
+}
+
+void wk_cu_col2im(struct wk_backend *be, const struct wk_geom *g,
+                  const float *cols, float *dx)
+{
+    size_t n = (size_t)g->B * g->H * g->W * g->C;
+
+    if (!n || wk_cu_enter(be))
+        return;
+    col2im_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(*g, cols, dx);
+    wk_cu_launched(be, "col2im kernel");
+}
+
+/* ---- warp helpers (one warp per row) ---- */
+
+__device__ static float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ static float warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* The first maximum of the warp's (value, index) pairs: greater value, or
+ * equal value and smaller index. Every lane gets the result. */
+__device__ static void warp_argmax(float *v, int *idx)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, *v, o);
+        int oi = __shfl_xor_sync(0xffffffffu, *idx, o);
+
+        if (ov > *v || (ov == *v && oi < *idx)) {
+            *v = ov;
+            *idx = oi;
+        }
+    }
+}
+
+/* First argmax of row v (n ≥ 1), as argmax_row in backend_cpu.c. */
+__device__ static int row_argmax(const float *v, int n, int lane)
+{
+    float best = -INFINITY;
+    int arg = n;                /* "none yet" loses every tie */
+
+    for (int j = lane; j < n; j += 32) {
+        if (arg == n || v[j] > best) {
+            best = v[j];
+            arg = j;
+        }
+    }
+    warp_argmax(&best, &arg);
+    return arg;
+}
+
+static unsigned row_blocks(int rows)
+{
+    return (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
+}
+
+/* ---- bias and activations ---- */
+
+__device__ static float act_apply(enum hc_act act, float v)
+{
+    switch (act) {
+    case HC_ACT_RELU:
+        return v > 0.0f ? v : 0.0f;
+    case HC_ACT_SIGMOID:
+        return 1.0f / (1.0f + expf(-v));
+    case HC_ACT_TANH:
+        return tanhf(v);
+    default:
+        return v;
+    }
+}
+
+__global__ static void act_k(const float *x, const float *bias, float *y,
+                             int rows, int n, enum hc_act act)
+{
+    GRID_LOOP(i, (size_t)rows * n)
+        y[i] = act_apply(act, x[i] + (bias ? bias[i % n] : 0.0f));
+}
+
+/* Softmax of x + bias per row, computed stably; y may equal x. */
+__global__ static void softmax_k(const float *x, const float *bias, float *y,
+                                 int rows, int n)
+{
+    int r = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    float mx = -INFINITY, sum = 0.0f;
+
+    if (r >= rows)
+        return;
+    x += (size_t)r * n;
+    y += (size_t)r * n;
+    for (int j = lane; j < n; j += 32)
+        mx = fmaxf(mx, x[j] + (bias ? bias[j] : 0.0f));
+    mx = warp_max(mx);
+    for (int j = lane; j < n; j += 32) {
+        float e = expf(x[j] + (bias ? bias[j] : 0.0f) - mx);
+
+        y[j] = e;
+        sum += e;
+    }
+    sum = warp_sum(sum);
+    for (int j = lane; j < n; j += 32)
+        y[j] /= sum;
+}
+
+__device__ static float act_deriv(enum hc_act act, float v)
+{
+    switch (act) {
+    case HC_ACT_RELU:
+        return v > 0.0f ? 1.0f : 0.0f;
+    case HC_ACT_SIGMOID:
+        return v * (1.0f - v);
+    case HC_ACT_TANH:
+        return 1.0f - v * v;
+    default:
+        return 1.0f;
+    }
+}
+
+__global__ static void act_back_k(const float *y, const float *dy, float *dx,
+                                  size_t count, enum hc_act act)
+{
+    GRID_LOOP(i, count) {
+        if (act == HC_ACT_RELU)
+            dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+        else
+            dx[i] = dy[i] * act_deriv(act, y[i]);
+    }
+}
+
+/* dx = y ⊙ (dy − Σ_j dy_j y_j) per row; dx may equal dy. */
+__global__ static void softmax_back_k(const float *y, const float *dy,
+                                      float *dx, int rows, int n)
+{
+    int r = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    size_t off = (size_t)r * n;
+    float dot = 0.0f;
+
+    if (r >= rows)
+        return;
+    for (int j = lane; j < n; j += 32)
+        dot += dy[off + j] * y[off + j];
+    dot = warp_sum(dot);
+    for (int j = lane; j < n; j += 32)
+        dx[off + j] = y[off + j] * (dy[off + j] - dot);
+}
+
+/* Partial column sums: block (x, y) sums columns 32·x … over rows y·8 + ty,
+ * stepping by gridDim.y · 8, into part[y · n + column]. */
+__global__ static void colsum_part_k(const float *dy, int rows, int n,
+                                     float *part)
+{
+    __shared__ float sh[8][33];
+    int col = blockIdx.x * 32 + threadIdx.x;
+    float s = 0.0f;
+
+    if (col < n)
+        for (int r = blockIdx.y * 8 + threadIdx.y; r < rows;
+             r += gridDim.y * 8)
+            s += dy[(size_t)r * n + col];
+    sh[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < n) {
+        for (int k = 1; k < 8; k++)
+            s += sh[k][threadIdx.x];
+        part[(size_t)blockIdx.y * n + col] = s;
+    }
+}
+
+__global__ static void colsum_final_k(const float *part, int chunks, int n,
+                                      float *db)
+{
+    GRID_LOOP(j, (size_t)n) {
+        double acc = 0.0;
+
+        for (int k = 0; k < chunks; k++)
+            acc += part[(size_t)k * n + j];
+        db[j] = (float)acc;
+    }
+}
+
+void wk_cu_act_forward(struct wk_backend *be, const float *x,
+                       const float *bias, float *y, int rows, int n,
+                       enum hc_act act)
+{
+    if (rows <= 0 || n <= 0 || wk_cu_enter(be))
+        return;
+    if (act == HC_ACT_SOFTMAX)
+        softmax_k<<<row_blocks(rows), TPB, 0, stream_of(be)>>>(x, bias, y,
+                                                               rows, n);
+    else
+        act_k<<<blocks_for((size_t)rows * n), TPB, 0, stream_of(be)>>>(
+            x, bias, y, rows, n, act);
+    wk_cu_launched(be, "activation forward kernel");
+}
+
+void wk_cu_act_backward(struct wk_backend *be, const float *y,
+                        const float *dy, float *dx, int rows, int n,
+                        enum hc_act act)
+{
+    size_t count = (size_t)rows * n;
+
+    if (rows <= 0 || n <= 0 || wk_cu_enter(be))
+        return;
+    if (act == HC_ACT_SOFTMAX)
+        softmax_back_k<<<row_blocks(rows), TPB, 0, stream_of(be)>>>(y, dy, dx,
+                                                                    rows, n);
+    else
+        act_back_k<<<blocks_for(count), TPB, 0, stream_of(be)>>>(y, dy, dx,
+                                                                 count, act);
+    wk_cu_launched(be, "activation backward kernel");
+}
+
+void wk_cu_bias_grad(struct wk_backend *be, const float *dy, int rows, int n,
+                     float *db)
+{
+    int chunks;
+    float *part;
+
+    if (n <= 0 || wk_cu_enter(be))
+        return;
+    if (rows <= 0) {
+        wk_cu_fill(be, db, (size_t)n, 0.0f);
+        return;
+    }
+    chunks = (rows + 127) / 128;        /* about 16 rows per thread */
+    if (chunks > COLSUM_CHUNKS)
+        chunks = COLSUM_CHUNKS;
+    if (!(part = wk_cu_workspace(be, (size_t)chunks * n * sizeof *part)))
+        return;
+    colsum_part_k<<<dim3((unsigned)(n + 31) / 32, (unsigned)chunks),
+                    dim3(32, 8), 0, stream_of(be)>>>(dy, rows, n, part);
+    wk_cu_launched(be, "bias gradient kernel");
+    colsum_final_k<<<blocks_for((size_t)n), TPB, 0, stream_of(be)>>>(
+        part, chunks, n, db);
+    wk_cu_launched(be, "bias gradient kernel");
+}
+
+void wk_cu_act_bias_backward(struct wk_backend *be, const float *y, float *dy,
+                             int rows, int n, enum hc_act act, float *db)
+{
+    if (act != HC_ACT_LINEAR)
+        wk_cu_act_backward(be, y, dy, dy, rows, n, act);
+    if (db)
+        wk_cu_bias_grad(be, dy, rows, n, db);
+}
+
+/* ---- losses ---- */
+
+__global__ static void xent_k(const float *z, const int *labels, int rows,
+                              int n, float *p, float *loss, float *hit)
+{
+    int r = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    int lane = threadIdx.x % 32, arg;
+    float mx, sum = 0.0f;
+
+    if (r >= rows)
+        return;
+    z += (size_t)r * n;
+    p += (size_t)r * n;
+    arg = row_argmax(z, n, lane);
+    mx = z[arg];
+    for (int j = lane; j < n; j += 32) {
+        float e = expf(z[j] - mx);
+
+        p[j] = e;
+        sum += e;
+    }
+    sum = warp_sum(sum);
+    for (int j = lane; j < n; j += 32)
+        p[j] /= sum;
+    if (labels && lane == 0) {
+        loss[r] = logf(sum) + mx - z[labels[r]];
+        hit[r] = arg == labels[r] ? 1.0f : 0.0f;
+    }
+}
+
+__global__ static void xent_back_k(const float *p, const int *labels,
+                                   int rows, int n, float scale, float *dz)
+{
+    GRID_LOOP(i, (size_t)rows * n) {
+        float v = scale * p[i];
+
+        if ((int)(i % n) == labels[i / n])
+            v -= scale;
+        dz[i] = v;
+    }
+}
+
+__global__ static void mse_k(const float *y, const float *t, int rows, int n,
+                             float *loss, float *hit)
+{
+    int r = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    int lane = threadIdx.x % 32, ay, at;
+    float sum = 0.0f;
+
+    if (r >= rows)
+        return;
+    y += (size_t)r * n;
+    t += (size_t)r * n;
+    for (int j = lane; j < n; j += 32)
+        sum += (y[j] - t[j]) * (y[j] - t[j]);
+    sum = warp_sum(sum);
+    ay = row_argmax(y, n, lane);
+    at = row_argmax(t, n, lane);
+    if (lane == 0) {
+        loss[r] = sum / (float)n;
+        if (n == 1)
+            hit[r] = (y[0] > 0.5f) == (t[0] > 0.5f) ? 1.0f : 0.0f;
+        else
+            hit[r] = ay == at ? 1.0f : 0.0f;
+    }
+}
+
+__global__ static void mse_back_k(const float *y, const float *t,
+                                  size_t count, float scale, float *dy)
+{
+    GRID_LOOP(i, count)
+        dy[i] = scale * (y[i] - t[i]);
+}
+
+void wk_cu_xent_forward(struct wk_backend *be, const float *z,
+                        const int *labels, int rows, int n, float *p,
+                        float *loss, float *hit)
+{
+    if (rows <= 0 || n <= 0 || wk_cu_enter(be))
+        return;
+    xent_k<<<row_blocks(rows), TPB, 0, stream_of(be)>>>(z, labels, rows, n, p,
+                                                        loss, hit);
+    wk_cu_launched(be, "softmax cross-entropy kernel");
+}
+
+void wk_cu_xent_backward(struct wk_backend *be, const float *p,
+                         const int *labels, int rows, int n, float scale,
+                         float *dz)
+{
+    if (rows <= 0 || n <= 0 || wk_cu_enter(be))
+        return;
+    xent_back_k<<<blocks_for((size_t)rows * n), TPB, 0, stream_of(be)>>>(
+        p, labels, rows, n, scale, dz);
+    wk_cu_launched(be, "cross-entropy backward kernel");
+}
+
+void wk_cu_mse_forward(struct wk_backend *be, const float *y, const float *t,
+                       int rows, int n, float *loss, float *hit)
+{
+    if (rows <= 0 || n <= 0 || wk_cu_enter(be))
+        return;
+    mse_k<<<row_blocks(rows), TPB, 0, stream_of(be)>>>(y, t, rows, n, loss,
+                                                       hit);
+    wk_cu_launched(be, "mse kernel");
+}
+
+void wk_cu_mse_backward(struct wk_backend *be, const float *y, const float *t,
+                        size_t count, float scale, float *dy)
+{
+    if (!count || wk_cu_enter(be))
+        return;
+    mse_back_k<<<blocks_for(count), TPB, 0, stream_of(be)>>>(y, t, count,
+                                                             scale, dy);
+    wk_cu_launched(be, "mse backward kernel");
+}
+
+/* ---- pooling ---- */
+
+/* One thread per output (b, oh, ow, c): the window's first maximum, cells
+ * visited row by row as pool_window in backend_cpu.c. */
+__global__ static void maxpool_k(struct wk_geom g, const float *x, float *y,
+                                 int32_t *idx)
+{
+    size_t total = (size_t)g.B * g.OH * g.OW * g.C;
+
+    GRID_LOOP(e, total) {
+        size_t t = e;
+        int c = (int)(t % g.C), ow, oh, b, ih0, iw0, i0, i1, j0, j1;
+        float best = 0.0f;
+        int32_t arg = -1;
+
+        t /= g.C;
+        ow = (int)(t % g.OW);
+        t /= g.OW;
+        oh = (int)(t % g.OH);
+        b = (int)(t / g.OH);
+        ih0 = oh * g.sh - g.pt;
+        iw0 = ow * g.sw - g.pl;
+        i0 = ih0 < 0 ? -ih0 : 0;
+        i1 = ih0 + g.kh > g.H ? g.H - ih0 : g.kh;
+        j0 = iw0 < 0 ? -iw0 : 0;
+        j1 = iw0 + g.kw > g.W ? g.W - iw0 : g.kw;
+        for (int i = i0; i < i1; i++) {
+            for (int j = j0; j < j1; j++) {
+                int32_t at = (int32_t)((((size_t)b * g.H + ih0 + i) * g.W +
+                                        iw0 + j) * g.C + c);
+
+                if (arg < 0 || x[at] > best) {
+                    best = x[at];
+                    arg = at;
+                }
+            }
+        }
+        y[e] = best;
+        idx[e] = arg;
+    }
+}
+
+/* One thread per element of dx: the sum of dy over the windows whose
+ * maximum it is, in output order (the CPU's scatter order). */
+__global__ static void maxpool_back_k(struct wk_geom g, const float *dy,
+                                      const int32_t *idx, float *dx)
+{
+    size_t total = (size_t)g.B * g.H * g.W * g.C;
+
+    GRID_LOOP(e, total) {
+        size_t t = e;
+        int c = (int)(t % g.C), iw, ih, b, oh1, ow0, ow1;
+        float sum = 0.0f;
+
+        t /= g.C;
+        iw = (int)(t % g.W);
+        t /= g.W;
+        ih = (int)(t % g.H);
+        b = (int)(t / g.H);
+        oh1 = (ih + g.pt) / g.sh;
+        if (oh1 > g.OH - 1)
+            oh1 = g.OH - 1;
+        ow0 = first_window(iw, g.pl, g.kw, g.sw);
+        ow1 = (iw + g.pl) / g.sw;
+        if (ow1 > g.OW - 1)
+            ow1 = g.OW - 1;
+        for (int oh = first_window(ih, g.pt, g.kh, g.sh); oh <= oh1; oh++) {
+            for (int ow = ow0; ow <= ow1; ow++) {
+                size_t o = (((size_t)b * g.OH + oh) * g.OW + ow) * g.C + c;
+
+                if ((size_t)idx[o] == e)
+                    sum += dy[o];
+            }
+        }
+        dx[e] = sum;
+    }
+}
+
+void wk_cu_maxpool_forward(struct wk_backend *be, const struct wk_geom *g,
+                           const float *x, float *y, int32_t *idx)
+{
+    size_t n = (size_t)g->B * g->OH * g->OW * g->C;
+
+    if (!n || wk_cu_enter(be))
+        return;
+    maxpool_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(*g, x, y, idx);
+    wk_cu_launched(be, "max-pool kernel");
+}
+
+void wk_cu_maxpool_backward(struct wk_backend *be, const struct wk_geom *g,
+                            const float *dy, const int32_t *idx, float *dx)
+{
+    size_t n = (size_t)g->B * g->H * g->W * g->C;
+
+    if (!n || wk_cu_enter(be))
+        return;
+    maxpool_back_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(*g, dy, idx, dx);
+    wk_cu_launched(be, "max-pool backward kernel");
+}
+
+/* ---- dropout ---- */
+
+/* wk_dropout_hash (backend.c), bit for bit. */
+__device__ static uint64_t dropout_hash(uint64_t seed, uint64_t i)
+{
+    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+__global__ static void dropout_k(const float *x, float *y, size_t n,
+                                 uint64_t thr, float keep, uint64_t seed)
+{
+    GRID_LOOP(i, n)
+        y[i] = (dropout_hash(seed, i) >> 40) >= thr ? x[i] * keep : 0.0f;
+}
+
+/* Threshold and scale computed on the host exactly as cpu_dropout does. */
+static void dropout(struct wk_backend *be, const float *x, float *y, size_t n,
+                    float rate, uint64_t seed)
+{
+    uint64_t thr = (uint64_t)(rate * 16777216.0f);
+    float keep = 1.0f / (1.0f - rate);
+
+    if (!n || wk_cu_enter(be))
+        return;
+    dropout_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(x, y, n, thr, keep,
+                                                        seed);
+    wk_cu_launched(be, "dropout kernel");
+}
+
+void wk_cu_dropout_forward(struct wk_backend *be, const float *x, float *y,
+                           size_t n, float rate, uint64_t seed)
+{
+    dropout(be, x, y, n, rate, seed);
+}
+
+void wk_cu_dropout_backward(struct wk_backend *be, const float *dy, float *dx,
+                            size_t n, float rate, uint64_t seed)
+{
+    dropout(be, dy, dx, n, rate, seed);
+}
