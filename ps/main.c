@@ -24,8 +24,11 @@ static struct ps_service *the_service;
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    if (the_service)
+    if (!the_service)
+        return;
+    if (sig == SIGHUP)
+        ps_service_request_reload(the_service);
+    else
         ps_service_request_stop(the_service);
 }
 
@@ -265,6 +268,7 @@ int main(int argc, char **argv)
         snprintf(data_dir, sizeof data_dir, "hetps-data/ps-%d", cl.task_index);
 
     conf.cluster = &cl;
+    conf.cluster_file = cluster_file;
     conf.shard = cl.task_index;
     conf.data_dir = data_dir;
     rv = ps_service_start(&the_service, &conf);
@@ -277,6 +281,7 @@ int main(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     ps_service_wait(the_service);

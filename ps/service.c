@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "err.h"
@@ -52,6 +53,8 @@ struct member {
     int64_t last_seen_ms;
     char devices[128];
     uint64_t requests, duplicates;
+    int removed;                /* no longer in the cluster file */
+    int64_t expected_ms;        /* sync/ssp: expected to join since then */
 };
 
 /* A pull that must wait (sync: for the next version; ssp: for the slowest
@@ -82,6 +85,9 @@ struct ps_service {
 
     int stop_pipe[2];           /* written by request_stop, read by wait */
     atomic_int stopping;
+    atomic_int reload;          /* SIGHUP: re-read the cluster file */
+    struct timespec file_mtime; /* of the cluster file when last read */
+    int n_active;               /* workers in the cluster file now */
 };
 
 static int64_t now_ms(void)
@@ -508,10 +514,10 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
     char text[512];
     int rv;
 
-    if (w >= (uint32_t)s->n_members) {
+    if (w >= (uint32_t)s->n_members || s->members[w].removed) {
         snprintf(text, sizeof text,
                  "sender worker:%u is not in the cluster definition (%d workers)",
-                 w, s->n_members);
+                 w, s->n_active);
         return error_reply(s, e->request_id,
                            HETPS__ERROR_CODE__E_UNKNOWN_TASK, text);
     }
@@ -698,12 +704,14 @@ static void sweep_members(struct ps_service *s)
                     (long long)(now - m->last_seen_ms));
             ps_sync_member(s->sync, i, 0);
             changed = 1;
-        } else if (m->state == M_NONE && s->cl->mode != HC_MODE_ASYNC &&
-                   now - s->start_ms > s->conf.join_timeout_ms) {
+        } else if (m->state == M_NONE && !m->removed &&
+                   s->cl->mode != HC_MODE_ASYNC &&
+                   now - m->expected_ms > s->conf.join_timeout_ms) {
             /* Expected from the start (sync, ssp); never came. */
             m->state = M_DEAD;
             hc_warn("worker:%d did not join within %d ms: steps go on "
                     "without it", i, s->conf.join_timeout_ms);
+            m->expected_ms = INT64_MAX / 2;
             ps_sync_member(s->sync, i, 0);
             changed = 1;
         }
@@ -711,6 +719,90 @@ static void sweep_members(struct ps_service *s)
     if (changed)
         advance(s);
     pthread_mutex_unlock(&s->mu);
+}
+
+static int file_mtime(const char *path, struct timespec *t)
+{
+    struct stat st;
+
+    if (!path || stat(path, &st) != 0)
+        return -1;
+    *t = st.st_mtim;
+    return 0;
+}
+
+/*
+ * Elastic membership: re-read the cluster file. Workers added to it are
+ * accepted (and, in sync/ssp, expected) from the next step; workers removed
+ * from it are treated as having left and refused from then on. A changed
+ * list of parameter servers is refused: moving blocks is `hetps reshard`.
+ */
+static void reload_cluster(struct ps_service *s)
+{
+    struct hc_cluster nc;
+    struct hc_diag diag;
+    int i, n_old, rv;
+
+    rv = hc_cluster_load_file(s->conf.cluster_file, &nc, &diag);
+    if (rv != HC_OK) {
+        hc_warn("cluster file %s changed but cannot be used (%s); keeping "
+                "the running cluster", s->conf.cluster_file,
+                diag.n ? diag.msg[0] : hc_err_msg());
+        return;
+    }
+    if (nc.id != s->cl->id) {
+        hc_warn("cluster file %s now lists other parameter servers: moving "
+                "blocks between servers needs `hetps reshard`; keeping the "
+                "running cluster", s->conf.cluster_file);
+        hc_cluster_free(&nc);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    n_old = s->n_active;
+    if (nc.n_worker > s->n_members) {
+        struct member *m = realloc(s->members,
+                                   (size_t)nc.n_worker * sizeof *m);
+
+        if (!m) {
+            pthread_mutex_unlock(&s->mu);
+            hc_cluster_free(&nc);
+            hc_warn("out of memory growing the membership");
+            return;
+        }
+        memset(m + s->n_members, 0,
+               (size_t)(nc.n_worker - s->n_members) * sizeof *m);
+        s->members = m;
+        s->n_members = nc.n_worker;
+    }
+    for (i = 0; i < s->n_members; i++) {
+        struct member *m = &s->members[i];
+
+        if (i < nc.n_worker && (m->removed || i >= n_old)) {
+            m->removed = 0;
+            m->expected_ms = now_ms();
+            if (s->cl->mode != HC_MODE_ASYNC)
+                ps_sync_member(s->sync, i, 1);
+            hc_info("worker:%d added by the cluster file", i);
+        } else if (i >= nc.n_worker && !m->removed) {
+            m->removed = 1;
+            if (m->state == M_JOINED)
+                m->state = M_LEFT;
+            ps_sync_member(s->sync, i, 0);
+            hc_info("worker:%d removed by the cluster file", i);
+        }
+    }
+    s->n_active = nc.n_worker;
+    advance(s);
+    pthread_mutex_unlock(&s->mu);
+    if (n_old != nc.n_worker)
+        hc_info("cluster file %s: %d worker(s), was %d", s->conf.cluster_file,
+                nc.n_worker, n_old);
+    hc_cluster_free(&nc);
+}
+
+void ps_service_request_reload(struct ps_service *s)
+{
+    atomic_store(&s->reload, 1);
 }
 
 int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
@@ -733,7 +825,9 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
     s->me.incarnation = hc_wire_new_incarnation();
     s->me.cluster_id = s->cl->id;
     s->start_ms = now_ms();
-    s->n_members = s->cl->n_worker;
+    s->n_members = s->n_active = s->cl->n_worker;
+    if (c->cluster_file)
+        file_mtime(c->cluster_file, &s->file_mtime);
     s->stop_pipe[0] = s->stop_pipe[1] = -1;
     pthread_mutex_init(&s->mu, NULL);
     s->members = calloc((size_t)s->n_members, sizeof *s->members);
@@ -762,8 +856,11 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
         if (rv != HC_OK)
             goto fail;
         /* sync and ssp wait for every worker of the cluster from the start. */
-        for (i = 0; s->cl->mode != HC_MODE_ASYNC && i < s->n_members; i++)
-            ps_sync_member(s->sync, i, 1);
+        for (i = 0; i < s->n_members; i++) {
+            s->members[i].expected_ms = s->start_ms;
+            if (s->cl->mode != HC_MODE_ASYNC)
+                ps_sync_member(s->sync, i, 1);
+        }
     }
     rv = ps_shard_open(&s->shard, c->data_dir, c->shard, s->cl->n_ps,
                        c->durability, c->sync_ms);
@@ -824,11 +921,20 @@ void ps_service_wait(struct ps_service *s)
     struct pollfd p = { .fd = s->stop_pipe[0], .events = POLLIN };
 
     while (!atomic_load(&s->stopping)) {
+        struct timespec t;
         int n = poll(&p, 1, 500);
 
         if (n < 0 && errno != EINTR)
             break;
         sweep_members(s);
+        if (s->conf.cluster_file &&
+            (atomic_exchange(&s->reload, 0) ||
+             (file_mtime(s->conf.cluster_file, &t) == 0 &&
+              (t.tv_sec != s->file_mtime.tv_sec ||
+               t.tv_nsec != s->file_mtime.tv_nsec)))) {
+            file_mtime(s->conf.cluster_file, &s->file_mtime);
+            reload_cluster(s);
+        }
     }
     /* Let the reply to a Shutdown request leave before the socket closes. */
     nanosleep(&(struct timespec){ .tv_nsec = 200 * 1000000L }, NULL);

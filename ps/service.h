@@ -23,6 +23,8 @@ struct ps_service;
 
 struct ps_service_conf {
     const struct hc_cluster *cluster;   /* must outlive the service */
+    const char *cluster_file;   /* re-read on change or SIGHUP (elastic
+                                   membership); NULL: TF_CONFIG, fixed */
     int shard;                  /* this shard's index in cluster->ps */
     const char *listen_url;     /* NULL: cluster->ps[shard].url */
     const char *data_dir;       /* LMDB directory of this shard */
@@ -47,6 +49,9 @@ void ps_service_wait(struct ps_service *s);
 
 /* Async-signal-safe: ask ps_service_wait to return. */
 void ps_service_request_stop(struct ps_service *s);
+
+/* Async-signal-safe: re-read the cluster file at the next tick (SIGHUP). */
+void ps_service_request_reload(struct ps_service *s);
 
 /* Stop listening, commit and close the store, free. */
 void ps_service_stop(struct ps_service *s);

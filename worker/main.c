@@ -352,6 +352,7 @@ int main(int argc, char **argv)
         struct wk_train_conf tc = { 0 };
 
         tc.cluster = &cl;
+        tc.cluster_file = cluster_file;
         tc.worker = cl.task_index;
         tc.model = model;
         tc.epochs = epochs;

@@ -178,6 +178,44 @@ static int epoch_line(struct run *r, int epoch, double dt, double loss_sum,
     return HC_OK;
 }
 
+/*
+ * Elastic membership (async, ssp): at an epoch start, re-read the cluster
+ * file; when the number of workers changed, this worker's data shard is
+ * recomputed for the new membership. Returns 1 when this worker is no
+ * longer in the file (it should leave), 0 otherwise.
+ */
+static int refresh_membership(struct run *r, int *n_workers)
+{
+    struct hc_cluster nc;
+    struct hc_diag diag;
+    int n, rv;
+
+    if (!r->c->cluster_file ||
+        hc_cluster_load_file(r->c->cluster_file, &nc, &diag) != HC_OK)
+        return 0;
+    n = nc.n_worker;
+    hc_cluster_free(&nc);
+    if (n == *n_workers)
+        return 0;
+    if (r->c->worker >= n) {
+        hc_info("the cluster file no longer lists worker:%d: leaving",
+                r->c->worker);
+        return 1;
+    }
+    wk_shard_free(&r->shard);
+    rv = wk_shard_init(&r->shard, r->train.n, n, r->c->worker, r->m->seed);
+    if (rv != HC_OK) {
+        hc_warn("cannot reshard the data for %d workers: %s", n, hc_err_msg());
+        wk_shard_init(&r->shard, r->train.n, *n_workers, r->c->worker,
+                      r->m->seed);
+        return 0;
+    }
+    hc_info("cluster file: %d worker(s), was %d: this worker now reads %d "
+            "samples per epoch", n, *n_workers, r->shard.n);
+    *n_workers = n;
+    return 0;
+}
+
 /* async and ssp: this worker's own shard, its own pace. Each step is one
  * push-and-pull: the gradient goes out, the values for the next step come
  * back (ssp: once this worker is within the bound). */
@@ -186,15 +224,18 @@ static int run_async(struct run *r)
     const int ssp = r->c->cluster->mode == HC_MODE_SSP;
     const int wait = ssp ? SYNC_WAIT_MS : 0;
     struct pc_step st = { 0 };
-    int epoch, rv;
+    int epoch, rv, n_workers = r->c->cluster->n_worker;
 
     if ((rv = pc_pull_step(r->pc, r->params, &st, wait)) != HC_OK)
         return rv;
     for (epoch = 0; epoch < r->epochs && !stopping(r); epoch++) {
-        int nb = wk_shard_n_batches(&r->shard, r->B), b, seen = 0;
+        int nb, b, seen = 0;
         double t0 = now_s(), loss_sum = 0;
         long correct = 0;
 
+        if (epoch > 0 && refresh_membership(r, &n_workers))
+            break;
+        nb = wk_shard_n_batches(&r->shard, r->B);
         for (b = 0; b < nb && !stopping(r); b++) {
             uint64_t base = st.version;
             double loss;

@@ -20,6 +20,8 @@
 
 struct wk_train_conf {
     const struct hc_cluster *cluster;
+    const char *cluster_file;   /* async/ssp: re-read at each epoch start
+                                   (elastic membership); NULL: fixed */
     int worker;                 /* this worker's index */
     const struct hc_model *model;
     int epochs;                 /* 0: the model's */

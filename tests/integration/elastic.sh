@@ -1,0 +1,68 @@
+#!/bin/sh
+# elastic.sh — scaling by editing the cluster file while training runs
+# (async): the job starts with 1 worker, grows to 3 (entries added, the new
+# processes started), shrinks to 2 (an entry removed, its process stopped).
+# The shards re-read the file on change, the chief's data shard follows the
+# membership at its next epoch, and the job finishes with the accuracy bar.
+. "$(dirname "$0")/lib.inc"
+DATA=/usr/share/datasets/fashion-mnist
+[ -f "$DATA/train-images-idx3-ubyte.gz" ] || { echo "skipped: no Fashion-MNIST at $DATA"; exit 77; }
+pick_ports
+MODEL=deploy/models/fashion_cnn.json
+# write_cluster N: the file with N workers, replaced atomically.
+write_cluster() {
+    w="\"127.0.0.1:$((PORT + 2))\""
+    [ "$1" -ge 2 ] && w="$w, \"127.0.0.1:$((PORT + 3))\""
+    [ "$1" -ge 3 ] && w="$w, \"127.0.0.1:$((PORT + 4))\""
+    printf '{ "cluster": { "ps": ["127.0.0.1:%s", "127.0.0.1:%s"], "worker": [%s] },\n  "hetps": { "mode": "async" } }\n' \
+        $PORT $((PORT + 1)) "$w" > "$T/cluster.tmp"
+    mv "$T/cluster.tmp" "$T/cluster.json"
+}
+write_cluster 1
+for i in 0 1; do
+    "$BIN/hetps-ps" --cluster "$T/cluster.json" --task ps:$i \
+        --data-dir "$T/data/ps-$i" > "$T/ps-$i.log" 2>&1 &
+    track $!
+done
+wait_for 10 "$BIN/hetps" status "$T/cluster.json" || fail "servers did not start"
+"$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:0 --model $MODEL \
+    --epochs 3 > "$T/w0.log" 2>&1 &
+w0=$!
+track $w0
+version_over() {
+    v=$("$BIN/hetps" status "$T/cluster.json" 2>/dev/null | sed -n 's/^ps:0 .* version \([0-9]*\) .*/\1/p')
+    [ -n "$v" ] && [ "$v" -ge "$1" ]
+}
+wait_for 60 version_over 200 || { cat "$T/w0.log"; fail "training did not start"; }
+
+write_cluster 3
+added() { grep -q "worker:2 added by the cluster file" "$T/ps-0.log"; }
+wait_for 10 added || { cat "$T/ps-0.log"; fail "the shards did not take the added workers"; }
+for i in 1 2; do
+    "$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:$i --model $MODEL \
+        --epochs 1 > "$T/w$i.log" 2>&1 &
+    eval "w$i=\$!"
+    track $!
+done
+joined2() { grep -q "worker:2 joined" "$T/ps-0.log" && grep -q "worker:1 joined" "$T/ps-0.log"; }
+wait_for 30 joined2 || { cat "$T/ps-0.log" "$T/w2.log"; fail "the new workers did not join"; }
+pushed() { "$BIN/hetps" status "$T/cluster.json" 2>/dev/null | grep -q '^worker:2 .*clock [1-9][0-9]'; }
+wait_for 30 pushed || { cat "$T/w2.log"; fail "worker:2 did not train"; }
+ok "grown from 1 to 3 workers by editing the cluster file"
+
+write_cluster 2
+kill -TERM $w2
+wait $w2
+removed() { grep -q "worker:2 removed by the cluster file" "$T/ps-0.log"; }
+wait_for 10 removed || { cat "$T/ps-0.log"; fail "the shards did not take the removal"; }
+ok "shrunk to 2 workers: worker:2's entry removed and its process stopped"
+
+wait $w0 || { tail -20 "$T/w0.log"; fail "the chief failed"; }
+wait $w1 || { tail -20 "$T/w1.log"; fail "worker:1 failed"; }
+grep "cluster file:" "$T/w0.log" || true
+grep -q "cluster file: [23] worker(s), was 1" "$T/w0.log" || { cat "$T/w0.log"; fail "the chief's data shard did not follow the membership"; }
+acc=$(sed -n 's/.*Final weights.*val_accuracy: \([0-9.]*\).*/\1/p' "$T/w0.log")
+[ -n "$acc" ] || acc=$(sed -n 's/.*Epoch 3\/3 .*val_accuracy: \([0-9.]*\).*/\1/p' "$T/w0.log")
+[ -n "$acc" ] || { tail "$T/w0.log"; fail "no final accuracy"; }
+awk -v a="$acc" 'BEGIN { exit !(a >= 0.85) }' || fail "accuracy $acc < 0.85"
+ok "the elastic job finished at $acc"
