@@ -638,6 +638,8 @@ static void usage(FILE *f)
 "  check-config [FILE]                     check a cluster file or TF_CONFIG\n"
 "  export --out DIR [--data-dir D] [FILE]  the shards' variables as .npy files\n"
 "  inspect STORE_DIR...                    what a shard's LMDB store holds\n"
+"  reshard --from OLD --to NEW --out-dir D move the stores to another number\n"
+"                                          of parameter servers\n"
 "  eval --model M (--weights DIR | --cluster FILE)\n"
 "                                          loss and accuracy on the test set\n"
 "  help                                    this text\n"
@@ -659,7 +661,8 @@ int main(int argc, char **argv)
         return cmd_status(argc - 1, argv + 1);
     if (!strcmp(argv[1], "check-config"))
         return cmd_check_config(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "export") || !strcmp(argv[1], "inspect"))
+    if (!strcmp(argv[1], "export") || !strcmp(argv[1], "inspect") ||
+        !strcmp(argv[1], "reshard"))
         return run_role("hetps-ps", argc - 1, argv + 1);
     if (!strcmp(argv[1], "eval"))
         return run_role("hetps-worker", argc - 1, argv + 1);

@@ -20,6 +20,8 @@
 
 #include "err.h"
 #include "model.h"
+#include "layout.h"
+#include "optimizer.h"
 #include "store.h"
 
 #define VARS_JSON_MAX (1u << 20)
@@ -241,6 +243,178 @@ int ps_export(const struct hc_cluster *cl, const char *data_dir,
     for (v = 0; vars && v < n_vars; v++) {
         free(vars[v].data);
         free(vars[v].seen);
+    }
+    free(vars);
+    free(json);
+    return rv;
+}
+
+int ps_reshard(const struct hc_cluster *from, const char *from_dir,
+               const struct hc_cluster *to, const char *to_dir, FILE *log)
+{
+    struct ps_store_opts ro = { .read_only = 1 };
+    struct ps_store_info info0;
+    struct hc_layout lay = { 0 };
+    struct var *vars = NULL;
+    float *slot_full[PS_STORE_MAX_SLOTS][HC_MODEL_MAX_VARS] = { { 0 } };
+    size_t sizes[HC_MODEL_MAX_VARS] = { 0 }, vlen = 0;
+    char *json = NULL, dir[PATH_MAX], optim[PS_OPTIM_JSON_MAX];
+    uint64_t step = 0;
+    int n_vars = 0, j, v, k, rv = HC_OK, have_lay = 0;
+    uint32_t n_slots = 0, block_elems = 0;
+
+    json = malloc(VARS_JSON_MAX);
+    if (!json)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    /* 1. Everything the old shards hold, assembled per variable. */
+    for (j = 0; j < from->n_ps && rv == HC_OK; j++) {
+        struct ps_store *st = NULL;
+        struct ps_store_info info;
+        const struct ps_block *blocks;
+        uint32_t nb, b;
+
+        snprintf(dir, sizeof dir, "%s/ps-%d", from_dir, j);
+        if ((rv = ps_store_open(dir, &ro, &st)) != HC_OK)
+            break;
+        ps_store_info(st, &info);
+        if (!info.initialised)
+            rv = hc_err_set(HC_ERR_NOTFOUND, "store %s holds no variables", dir);
+        else if (info.n_shards != (uint32_t)from->n_ps || info.shard != (uint32_t)j)
+            rv = hc_err_set(HC_ERR_MISMATCH, "store %s is shard %u of %u; the "
+                            "--from cluster has %d parameter servers", dir,
+                            info.shard, info.n_shards, from->n_ps);
+        else if (j > 0 && info.signature != info0.signature)
+            rv = hc_err_set(HC_ERR_MISMATCH, "store %s is of another model than "
+                            "%s/ps-0", dir, from_dir);
+        if (rv == HC_OK && (rv = ps_store_verify(st)) != HC_OK)
+            rv = hc_err_set(rv, "%s: not moving a damaged store", hc_err_msg());
+        if (rv == HC_OK && j == 0) {
+            info0 = info;
+            n_slots = info.n_slots;
+            block_elems = info.block_elems;
+            rv = ps_store_meta_get(st, "vars", json, VARS_JSON_MAX, &vlen);
+            if (rv == HC_OK)
+                rv = parse_vars(json, vlen, dir, &vars, &n_vars);
+            for (v = 0; rv == HC_OK && v < n_vars; v++) {
+                vars[v].data = calloc(vars[v].size, sizeof(float));
+                vars[v].seen = calloc(vars[v].size, 1);
+                for (k = 0; k < (int)n_slots; k++)
+                    slot_full[k][v] = calloc(vars[v].size, sizeof(float));
+                if (!vars[v].data || !vars[v].seen ||
+                    (n_slots > 0 && !slot_full[0][v]) ||
+                    (n_slots > 1 && !slot_full[1][v]))
+                    rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
+            }
+        }
+        if (rv == HC_OK && info.step > step)
+            step = info.step;
+        blocks = rv == HC_OK ? ps_store_blocks(st, &nb) : NULL;
+        for (b = 0; rv == HC_OK && b < nb; b++) {
+            const struct ps_block *bk = &blocks[b];
+            struct var *var;
+
+            if (bk->var >= (uint32_t)n_vars ||
+                bk->offset + bk->length > vars[bk->var].size) {
+                rv = hc_err_set(HC_ERR_STORE, "store %s: block %u lies outside "
+                                "the variables", dir, b);
+                break;
+            }
+            var = &vars[bk->var];
+            if (var->seen[bk->offset]++) {
+                rv = hc_err_set(HC_ERR_STORE, "store %s: block %u is held twice",
+                                dir, b);
+                break;
+            }
+            rv = ps_store_read_block(st, b, var->data + bk->offset, bk->length);
+            for (k = 0; rv == HC_OK && k < (int)n_slots; k++)
+                rv = ps_store_read_slot(st, (uint32_t)k, b,
+                                        slot_full[k][bk->var] + bk->offset,
+                                        bk->length);
+        }
+        ps_store_close(st);
+    }
+    /* 2. The new layout and fresh stores. */
+    for (v = 0; rv == HC_OK && v < n_vars; v++)
+        sizes[v] = vars[v].size;
+    if (rv == HC_OK && (rv = hc_layout_build(sizes, n_vars, to->n_ps, block_elems,
+                                             &lay)) == HC_OK)
+        have_lay = 1;
+    if (rv == HC_OK)
+        rv = ps_optim_to_json(&info0.optim, optim, sizeof optim);
+    for (j = 0; rv == HC_OK && j < to->n_ps; j++) {
+        const float **init = calloc(lay.shard_blocks[j] + 1, sizeof *init);
+        const float **sl[PS_STORE_MAX_SLOTS] = { 0 };
+        struct ps_store *st = NULL;
+        struct ps_store_info info;
+        size_t b;
+        int created = 0;
+
+        for (k = 0; k < (int)n_slots; k++)
+            sl[k] = calloc(lay.shard_blocks[j] + 1, sizeof *sl[k]);
+        if (!init || (n_slots > 0 && !sl[0]) || (n_slots > 1 && !sl[1])) {
+            rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
+            goto next;
+        }
+        for (b = 0; b < lay.n_blocks; b++) {
+            const struct hc_block *bk = &lay.blocks[b];
+
+            if (bk->shard != (uint32_t)j)
+                continue;
+            init[bk->local] = vars[bk->var].data + bk->offset;
+            for (k = 0; k < (int)n_slots; k++)
+                sl[k][bk->local] = slot_full[k][bk->var] + bk->offset;
+        }
+        snprintf(dir, sizeof dir, "%s/ps-%d", to_dir, j);
+        if ((rv = ps_store_open(dir, NULL, &st)) != HC_OK)
+            goto next;
+        ps_store_info(st, &info);
+        if (info.initialised) {
+            rv = hc_err_set(HC_ERR_EXISTS, "store %s already holds variables: "
+                            "give reshard an empty --out-dir", dir);
+            goto next;
+        }
+        if ((rv = ps_store_init(st, info0.signature, &lay, (uint32_t)j, optim,
+                                init, &created)) == HC_OK &&
+            (rv = ps_store_restore(st, (const float *const *const *)sl, step)) ==
+                HC_OK)
+            rv = ps_store_meta_put(st, "vars", json, vlen);
+        /* 3. Read back: every parameter bitwise as it was. */
+        for (b = 0; rv == HC_OK && b < lay.n_blocks; b++) {
+            const struct hc_block *bk = &lay.blocks[b];
+            float *back;
+
+            if (bk->shard != (uint32_t)j)
+                continue;
+            back = malloc((size_t)bk->length * sizeof *back);
+            if (!back) {
+                rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
+                break;
+            }
+            rv = ps_store_read_block(st, bk->local, back, bk->length);
+            if (rv == HC_OK && memcmp(back, vars[bk->var].data + bk->offset,
+                                      (size_t)bk->length * sizeof *back) != 0)
+                rv = hc_err_set(HC_ERR_STORE, "%s: block %u reads back "
+                                "different values", dir, bk->local);
+            free(back);
+        }
+        if (rv == HC_OK)
+            rv = ps_store_verify(st);
+        if (rv == HC_OK && log)
+            fprintf(log, "%s: %u blocks, step %llu, checksums good\n", dir,
+                    lay.shard_blocks[j], (unsigned long long)step);
+next:
+        ps_store_close(st);
+        free(init);
+        for (k = 0; k < PS_STORE_MAX_SLOTS; k++)
+            free(sl[k]);
+    }
+    if (have_lay)
+        hc_layout_free(&lay);
+    for (v = 0; vars && v < n_vars; v++) {
+        free(vars[v].data);
+        free(vars[v].seen);
+        for (k = 0; k < PS_STORE_MAX_SLOTS; k++)
+            free(slot_full[k][v]);
     }
     free(vars);
     free(json);

@@ -116,6 +116,68 @@ static int cmd_export(int argc, char **argv)
     return rv == HC_OK ? 0 : 1;
 }
 
+/* `hetps-ps reshard …` / `hetps reshard …`. */
+static int cmd_reshard(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "from", required_argument, NULL, 'f' },
+        { "to", required_argument, NULL, 't' },
+        { "data-dir", required_argument, NULL, 'd' },
+        { "out-dir", required_argument, NULL, 'o' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *from = NULL, *to = NULL, *data_dir = "hetps-data", *out = NULL;
+    struct hc_cluster a, b;
+    struct hc_diag diag;
+    int c, rv;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "f:t:d:o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'f': from = optarg; break;
+        case 't': to = optarg; break;
+        case 'd': data_dir = optarg; break;
+        case 'o': out = optarg; break;
+        case 'h':
+            printf("Usage: hetps reshard --from OLD_CLUSTER --to NEW_CLUSTER\n"
+                   "                     [--data-dir DIR] --out-dir NEW_DIR\n"
+                   "Move a job's variables, optimizer slots and step from the\n"
+                   "stores of OLD_CLUSTER's parameter servers (DIR/ps-J, default\n"
+                   "hetps-data) to fresh stores for NEW_CLUSTER's (NEW_DIR/ps-J),\n"
+                   "verifying checksums and reading every value back. Stop the\n"
+                   "job first; then start it with NEW_CLUSTER and --data-dir\n"
+                   "NEW_DIR: training continues from the same values.\n");
+            return 0;
+        default:
+            fprintf(stderr, "Try 'hetps reshard --help' for more information.\n");
+            return 2;
+        }
+    }
+    if (!from || !to || !out) {
+        fprintf(stderr, "hetps reshard: --from, --to and --out-dir are required\n");
+        return 2;
+    }
+    if (hc_cluster_load_file(from, &a, &diag) != HC_OK) {
+        hc_diag_print(&diag, stderr);
+        return 2;
+    }
+    if (hc_cluster_load_file(to, &b, &diag) != HC_OK) {
+        hc_diag_print(&diag, stderr);
+        hc_cluster_free(&a);
+        return 2;
+    }
+    rv = ps_reshard(&a, data_dir, &b, out, stdout);
+    if (rv != HC_OK)
+        fprintf(stderr, "hetps reshard: %s\n", hc_err_msg());
+    else
+        printf("resharded %d → %d parameter servers: start the job with %s "
+               "and --data-dir %s\n", a.n_ps, b.n_ps, to, out);
+    hc_cluster_free(&a);
+    hc_cluster_free(&b);
+    return rv == HC_OK ? 0 : 1;
+}
+
 static int cmd_inspect(int argc, char **argv)
 {
     int i, bad = 0;
@@ -165,6 +227,8 @@ int main(int argc, char **argv)
         return cmd_export(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "inspect"))
         return cmd_inspect(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "reshard"))
+        return cmd_reshard(argc - 1, argv + 1);
     while ((c = getopt_long(argc, argv, "c:t:d:l:h", opts, NULL)) != -1) {
         switch (c) {
         case 'c': cluster_file = optarg; break;

@@ -1278,6 +1278,78 @@ out:
     return rv;
 }
 
+/* ---- moving state (hetps reshard) ------------------------------------ */
+
+int ps_store_read_slot(struct ps_store *s, uint32_t slot, uint32_t local,
+                       float *dst, uint32_t len)
+{
+    unsigned char key[8];
+    struct ps_block_hdr h;
+    MDB_txn *txn = NULL;
+    MDB_val v;
+    int rv;
+
+    if (slot >= s->n_slots || local >= s->n_blocks ||
+        len != s->blocks[local].length)
+        return hc_err_set(HC_ERR_INVAL, "store %s: no slot %u of block %u "
+                          "with %u elements", s->dir, slot, local, len);
+    be32(key, slot);
+    be32(key + 4, local);
+    if ((rv = txn_begin(s, MDB_RDONLY, &txn)) != HC_OK)
+        return rv;
+    rv = get_block(s, txn, s->dbi_slots, key, 8, local, "slot", &v, &h);
+    if (rv == HC_OK) {
+        memcpy(dst, (const unsigned char *)v.mv_data + HDR_SIZE,
+               (size_t)len * 4);
+        if (crc32c(dst, (size_t)len * 4) != h.crc)
+            rv = hc_err_set(HC_ERR_CRC, "store %s: slot %u of block %u fails "
+                            "its checksum; the store is damaged", s->dir, slot,
+                            local);
+    }
+    rtxn_end(s, txn);
+    return rv;
+}
+
+struct restore_arg {
+    const float *const *const *slots;
+    uint64_t step;
+};
+
+static int restore_body(struct ps_store *s, MDB_txn *txn, void *arg)
+{
+    const struct restore_arg *a = arg;
+    int rv;
+
+    for (uint32_t i = 0; i < s->n_blocks; i++) {
+        for (uint32_t k = 0; k < s->n_slots; k++) {
+            unsigned char key[8];
+
+            be32(key, k);
+            be32(key + 4, i);
+            if ((rv = put_block(s, txn, s->dbi_slots, key, 8, &s->blocks[i],
+                                1 + k, a->slots ? a->slots[k][i] : NULL)))
+                return rv;
+        }
+    }
+    return meta_put_u64(s, txn, "step", a->step);
+}
+
+int ps_store_restore(struct ps_store *s, const float *const *const *slots,
+                     uint64_t step)
+{
+    struct restore_arg a = { slots, step };
+    int rv;
+
+    if (!s->n_blocks)
+        return hc_err_set(HC_ERR_NOTFOUND, "store %s holds no variables", s->dir);
+    pthread_mutex_lock(&s->wmu);
+    rv = write_txn(s, restore_body, &a, "restoring the optimizer state");
+    pthread_mutex_unlock(&s->wmu);
+    if (rv == HC_OK)
+        atomic_store(&s->step, step);
+    return rv;
+}
+
 /* ---- application meta ------------------------------------------------- */
 
 struct app_meta_arg {

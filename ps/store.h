@@ -264,6 +264,17 @@ int ps_store_record_get(struct ps_store *s, uint32_t worker,
 int ps_store_verify(struct ps_store *s);
 
 /*
+ * Moving a shard's state elsewhere (`hetps reshard`): read slot `slot` of
+ * local block `local` (len = the block's length; checksum verified), and
+ * overwrite every block's slots — slots[k][local], `length` floats each,
+ * NULL for zeros — and the step, in one write transaction.
+ */
+int ps_store_read_slot(struct ps_store *s, uint32_t slot, uint32_t local,
+                       float *dst, uint32_t len);
+int ps_store_restore(struct ps_store *s, const float *const *const *slots,
+                     uint64_t step);
+
+/*
  * Application meta data beside the store's own: `key` (1..64 bytes, e.g.
  * "vars") → up to a few KiB of bytes. put is one write transaction (the
  * shard keeps the variables' names and shapes there for export); get
