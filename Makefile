@@ -62,7 +62,7 @@ TESTS     := $(patsubst tests/unit/%.c,$(B)/tests/%,$(TEST_SRC))
 TOOLS     := $(patsubst tests/tools/%.c,$(B)/tools/%,$(TOOL_SRC))
 BENCHES   := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps test run bench clean check-cuda
+.PHONY: all deps test test-faults run bench clean check-cuda
 all: check-cuda $(BINS) $(TESTS) $(TOOLS) $(BENCHES)
 
 check-cuda:
@@ -132,6 +132,11 @@ deps:
 test: deps
 	@$(MAKE) --no-print-directory all
 	@HETPS_BUILD=$(B) ./tests/run.sh
+
+# Only the network-fault tests (tests/faults/, as root); `make test` runs them too.
+test-faults: deps
+	@$(MAKE) --no-print-directory all
+	@HETPS_BUILD=$(B) TESTS=netns ./tests/run.sh
 
 EPOCHS ?= 10
 run: deps

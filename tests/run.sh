@@ -4,7 +4,8 @@
 # Unit tests: each $HETPS_BUILD/tests/test_* program (CUnit) prints
 # "cunit-counts: run R failed F skipped S". Integration tests: each
 # tests/integration/*.sh is one test; exit 0 passes, 77 is skipped, anything
-# else fails. The last line is "tests: P passed, F failed, S skipped".
+# else fails. tests/faults/*.sh (network faults in namespaces; need root)
+# run the same way. The last line is "tests: P passed, F failed, S skipped".
 # Set TESTS=pattern to run only the matching ones.
 set -u
 cd "$(dirname "$0")/.."
@@ -41,7 +42,7 @@ for t in "$B"/tests/test_*; do
     pass=$((pass + r - f - s)); fail=$((fail + f)); skip=$((skip + s))
 done
 
-for t in tests/integration/*.sh; do
+for t in tests/integration/*.sh tests/faults/*.sh; do
     [ -f "$t" ] || continue
     name=$(basename "$t" .sh)
     case "$name" in *"$PATTERN"*) ;; *) continue ;; esac
