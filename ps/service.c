@@ -757,6 +757,17 @@ static void reload_cluster(struct ps_service *s)
         hc_cluster_free(&nc);
         return;
     }
+    if (s->cl->mode == HC_MODE_SYNC && nc.n_worker != s->n_active) {
+        /* A sync step's global batch is the workers' batch × their number,
+         * fixed at start: changing it under running workers would cut
+         * their slices from different batches. */
+        hc_warn("cluster file %s now lists %d workers, was %d: a sync job "
+                "keeps its workers (stop it and start it again with the new "
+                "file; the stores keep what was trained)",
+                s->conf.cluster_file, nc.n_worker, s->n_active);
+        hc_cluster_free(&nc);
+        return;
+    }
     pthread_mutex_lock(&s->mu);
     n_old = s->n_active;
     if (nc.n_worker > s->n_members) {

@@ -190,7 +190,7 @@ static int refresh_membership(struct run *r, int *n_workers)
     struct hc_diag diag;
     int n, rv;
 
-    if (!r->c->cluster_file ||
+    if (!r->c->cluster_file || r->c->cluster->mode == HC_MODE_SYNC ||
         hc_cluster_load_file(r->c->cluster_file, &nc, &diag) != HC_OK)
         return 0;
     n = nc.n_worker;

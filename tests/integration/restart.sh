@@ -1,9 +1,11 @@
 #!/bin/sh
-# restart.sh — a parameter server killed with SIGKILL mid-training and
-# started again on its store: it resumes from its last commit with a new
-# incarnation, the workers join it again and re-send their in-flight
-# requests (the same ids: nothing applied twice), and the job finishes with
-# the one-epoch accuracy bar (≥ 85 %).
+# restart.sh — training through faults. A parameter server killed with
+# SIGKILL twice mid-training and started again on its store each time: it
+# resumes from its last commit with a new incarnation, the workers join it
+# again and re-send their in-flight requests (the same ids: nothing
+# applied twice); a worker killed with SIGKILL and started again joins
+# with a new incarnation; the job finishes with the one-epoch accuracy bar
+# (≥ 85 %). Then the same for a worker in sync mode.
 . "$(dirname "$0")/lib.inc"
 DATA=/usr/share/datasets/fashion-mnist
 [ -f "$DATA/train-images-idx3-ubyte.gz" ] || { echo "skipped: no Fashion-MNIST at $DATA"; exit 77; }
@@ -39,8 +41,23 @@ wait $ps1 2>/dev/null
 ok "ps:1 killed with SIGKILL at version >= 150"
 sleep 1
 start_ps 1
-wait $w0 || { tail -20 "$T/w0.log"; fail "worker 0 failed after the restart"; }
-wait $w1 || { tail -20 "$T/w1.log"; fail "worker 1 failed after the restart"; }
+wait_for 60 version_over 300 || { cat "$T"/w*.log; fail "training did not go on after the first restart"; }
+kill -KILL $ps1
+wait $ps1 2>/dev/null
+sleep 0.5
+start_ps 1
+ok "ps:1 killed with SIGKILL again at version >= 300 and restarted"
+wait_for 60 version_over 420 || { cat "$T"/w*.log; fail "training did not go on after the second restart"; }
+kill -KILL $w1
+wait $w1 2>/dev/null
+"$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:1 \
+    --model $MODEL --epochs 1 > "$T/w1b.log" 2>&1 &
+w1=$!
+track $w1
+ok "worker:1 killed with SIGKILL at version >= 420 and restarted"
+wait $w0 || { tail -20 "$T/w0.log"; fail "worker 0 failed after the restarts"; }
+wait $w1 || { tail -20 "$T/w1b.log"; fail "the restarted worker 1 failed"; }
+grep -q "worker:1 restarted" "$T/ps-0.log" || { cat "$T/ps-0.log"; fail "ps:0 did not see worker:1's new incarnation"; }
 grep -q "joining it again" "$T/w0.log" "$T/w1.log" || { cat "$T/w0.log"; fail "no worker re-joined the restarted shard"; }
 grep -q "store .*initialised, step [1-9]" "$T/ps-1.log" || { cat "$T/ps-1.log"; fail "the restarted shard did not resume from its store"; }
 grep Final "$T/w0.log"
