@@ -10,7 +10,9 @@
 #   - drops 5 % of the packets into ps:0 (iptables statistic),
 #   - delays ps:0's traffic through a tbf shaper (~100 ms of queue),
 # and at the end every parameter must equal the number of pushes: nothing
-# applied twice, nothing acknowledged lost. Every loop is bounded; the
+# applied twice, nothing acknowledged lost. Then the worker is killed with
+# SIGKILL mid-run and started again: it must find every acknowledged push
+# applied and at most its in-flight ones more. Every loop is bounded; the
 # namespaces and processes are removed at exit, also on failure.
 # Needs root (network namespaces); otherwise it is skipped.
 set -u
@@ -74,7 +76,7 @@ PUSHES=3000
 ip netns exec "${P}w0" "$B/tools/counter" "$T/cluster.json" $PUSHES > "$T/counter.log" 2>&1 &
 cpid=$!
 PIDS="$PIDS $cpid"
-acked() { grep -c 'pushes acknowledged' "$T/counter.log"; }
+acked() { echo $(( $(grep -c 'pushes acknowledged' "$T/counter.log") / 10 )); }
 # wait_acked N: until N hundred pushes are acknowledged (bounded: 60 s).
 wait_acked() {
     i=0
@@ -119,3 +121,22 @@ tail -2 "$T/counter.log"
 [ $rc -eq 0 ] || { tail -20 "$T/ps-0.log"; fail "values differ from the acknowledged pushes"; }
 grep -q "counter: $PUSHES acknowledged, every value $PUSHES.0" "$T/counter.log" || fail "the counter did not finish"
 ok "$PUSHES pushes through kills, a pause, a link cut, loss and delay: every value exactly $PUSHES"
+
+# The worker killed with SIGKILL mid-run and started again: the new one
+# finds every acknowledged push of the old one applied, plus at most its
+# one push in flight, applied at most once.
+ip netns exec "${P}w0" "$B/tools/counter" "$T/cluster.json" 2000 > "$T/counter2.log" 2>&1 &
+cpid=$!
+PIDS="$PIDS $cpid"
+i=0
+while [ "$(grep -c 'pushes acknowledged' "$T/counter2.log")" -lt 30 ] && [ $i -lt 300 ]; do
+    sleep 0.1; i=$((i + 1))
+done
+kill -KILL $cpid; wait $cpid 2>/dev/null
+lo=$(( PUSHES + 10 * $(grep -c 'pushes acknowledged' "$T/counter2.log") ))
+ip netns exec "${P}w0" "$B/tools/counter" "$T/cluster.json" 200 > "$T/counter3.log" 2>&1 ||
+    { cat "$T/counter3.log"; fail "the restarted counter failed"; }
+start=$(sed -n 's/^counter: starting at \([0-9]*\)\..*/\1/p' "$T/counter3.log")
+[ -n "$start" ] && [ "$start" -ge "$lo" ] && [ "$start" -le $((lo + 10)) ] ||
+    fail "after the kill the values were $start; acknowledged pushes put them in [$lo, $((lo + 10))]"
+ok "worker killed with SIGKILL and restarted: it found $start (acknowledged at least $lo, at most 10 more in flight or unreported), then 200 more exactly"

@@ -8,9 +8,12 @@
  * other: every applied push adds exactly 1.0 to every parameter. The test
  * around it kills, pauses and restarts the parameter servers meanwhile; the
  * client re-sends each push (same request id) until it is acknowledged.
- * At the end every parameter must equal PUSHES exactly: a push applied
- * twice, or lost after its acknowledgement, shows. Prints
- * "counter: N acknowledged, every value V" and exits 0 when V == N.
+ * It first reads the values (0 on a fresh job; what an earlier, killed
+ * counter left otherwise: printed as "counter: starting at B"); at the end
+ * every parameter must equal B + PUSHES exactly: a push applied twice, or
+ * lost after its acknowledgement, shows. Progress is printed every 10
+ * pushes ("counter: N pushes acknowledged"). Prints "counter: N
+ * acknowledged, every value V" and exits 0 when V == B + N.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +37,7 @@ int main(int argc, char **argv)
     struct pc_client *pc = NULL;
     struct hc_cluster cl;
     struct hc_diag diag;
-    float *g = NULL, *p = NULL;
+    float *g = NULL, *p = NULL, base = 0;
     long n, i, bad = 0;
     size_t k;
     int rv;
@@ -63,11 +66,21 @@ int main(int argc, char **argv)
         rv = pc_set_model(pc, m, 1);    /* one element per block: many blocks */
     if (rv == HC_OK)
         rv = pc_create(pc, p);
+    if (rv == HC_OK)
+        rv = pc_pull(pc, p, NULL);
+    if (rv == HC_OK) {
+        base = p[0];
+        for (k = 1; k < m->n_params; k++)
+            if (p[k] != base)
+                rv = hc_err_set(HC_ERR_MISMATCH, "parameters start unequal: "
+                                "%.1f and %.1f", (double)base, (double)p[k]);
+        printf("counter: starting at %.1f\n", (double)base);
+    }
     for (k = 0; g && k < m->n_params; k++)
         g[k] = -1.0f;
     for (i = 0; rv == HC_OK && i < n; i++) {
         rv = pc_push_step(pc, g, 1, 0, 0, (uint64_t)i, NULL);
-        if (rv == HC_OK && (i + 1) % 100 == 0)
+        if (rv == HC_OK && (i + 1) % 10 == 0)
             printf("counter: %ld pushes acknowledged\n", i + 1);
         fflush(stdout);
     }
@@ -79,12 +92,13 @@ int main(int argc, char **argv)
         return 1;
     }
     for (k = 0; k < m->n_params; k++)
-        if (p[k] != (float)n) {
-            fprintf(stderr, "counter: parameter %zu is %.1f, expected %ld\n", k,
-                    (double)p[k], n);
+        if (p[k] != base + (float)n) {
+            fprintf(stderr, "counter: parameter %zu is %.1f, expected %.1f\n",
+                    k, (double)p[k], (double)(base + (float)n));
             bad = 1;
         }
-    printf("counter: %ld acknowledged, every value %.1f\n", n, (double)p[0]);
+    printf("counter: %ld acknowledged, every value %.1f\n", n,
+           (double)(p[0] - base));
     pc_leave(pc);
     pc_close(pc);
     hc_cluster_free(&cl);
