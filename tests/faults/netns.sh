@@ -137,6 +137,7 @@ lo=$(( PUSHES + 10 * $(grep -c 'pushes acknowledged' "$T/counter2.log") ))
 ip netns exec "${P}w0" "$B/tools/counter" "$T/cluster.json" 200 > "$T/counter3.log" 2>&1 ||
     { cat "$T/counter3.log"; fail "the restarted counter failed"; }
 start=$(sed -n 's/^counter: starting at \([0-9]*\)\..*/\1/p' "$T/counter3.log")
-[ -n "$start" ] && [ "$start" -ge "$lo" ] && [ "$start" -le $((lo + 10)) ] ||
-    fail "after the kill the values were $start; acknowledged pushes put them in [$lo, $((lo + 10))]"
-ok "worker killed with SIGKILL and restarted: it found $start (acknowledged at least $lo, at most 10 more in flight or unreported), then 200 more exactly"
+end=$(sed -n 's/^counter: starting at .* to \([0-9]*\)\..*/\1/p' "$T/counter3.log")
+[ -n "$start" ] && [ -n "$end" ] && [ "$start" -ge "$lo" ] && [ "$end" -le $((lo + 10)) ] ||
+    fail "after the kill the values were $start..$end; acknowledged pushes put them in [$lo, $((lo + 10))]"
+ok "worker killed with SIGKILL and restarted: it found $start..$end (acknowledged at least $lo, at most 10 more in flight or unreported: each applied at most once), then 200 more exactly"
