@@ -770,6 +770,8 @@ int pc_pull_step(struct pc_client *c, float *params, struct pc_step *st,
     pull.clock = st->clock;
     pull.has_global_batch = st->global_batch > 0;
     pull.global_batch = st->global_batch;
+    pull.has_job_batch = st->job_batch > 0;
+    pull.job_batch = st->job_batch;
     for (i = 0; i < c->n; i++) {
         pull.n_ranges = c->plan[i].n_blocks;
         pull.ranges = c->plan[i].range_ptrs;
@@ -808,6 +810,8 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st,
         st->offset = c->dec[0].env->ack->batch_offset;
         st->count = c->dec[0].env->ack->batch_count;
     }
+    if (c->dec[0].env->ack->has_job_batch)
+        st->job_batch = c->dec[0].env->ack->job_batch;
     for (i = 0; i < c->n && rv == HC_OK; i++) {
         const struct shard_plan *p = &c->plan[i];
         const struct hc_wire_msg *d = &c->dec[i];
@@ -869,8 +873,8 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st,
  */
 static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
                      uint64_t base_version, float samples_per_s,
-                     uint64_t clock, uint32_t global_batch, int and_pull,
-                     int wait_ms)
+                     uint64_t clock, uint32_t global_batch, uint32_t job_batch,
+                     int and_pull, int wait_ms)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__Push push = HETPS__PUSH__INIT;
@@ -892,6 +896,8 @@ static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
     push.clock = clock;
     push.has_global_batch = global_batch > 0;
     push.global_batch = global_batch;
+    push.has_job_batch = job_batch > 0;
+    push.job_batch = job_batch;
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
     env.push = &push;
     for (i = 0; i < c->n; i++) {
@@ -926,7 +932,7 @@ int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
                  int *late)
 {
     int i, rv = send_push(c, grads, samples, base_version, samples_per_s,
-                          clock, 0, 0, 0);
+                          clock, 0, 0, 0, 0);
 
     if (late)
         *late = 0;
@@ -944,7 +950,7 @@ int pc_push_pull(struct pc_client *c, const float *grads, uint32_t samples,
                  struct pc_step *st, int *late, int wait_ms)
 {
     int rv = send_push(c, grads, samples, base_version, samples_per_s,
-                       st->clock, st->global_batch, 1, wait_ms);
+                       st->clock, st->global_batch, st->job_batch, 1, wait_ms);
 
     return rv == HC_OK ? take_values(c, params, st, late) : rv;
 }

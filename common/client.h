@@ -69,6 +69,8 @@ struct pc_step {
     uint64_t clock;         /* in: ssp: steps this worker has pushed */
     uint32_t global_batch;  /* in: sync: samples of the step over all
                                workers (0: ask for no slice) */
+    uint32_t job_batch;     /* in: sync: this worker's idea of the job's full
+                               global batch; out: the job's (ps:0's) */
     uint64_t version;       /* out: smallest version pulled */
     int has_slice;          /* out: sync: ps:0 assigned a slice */
     uint32_t offset, count; /* out: this worker's slice of the global batch */

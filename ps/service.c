@@ -313,6 +313,8 @@ static nng_msg *answer_pull(struct ps_service *s, const struct hc_wire_msg *in,
     int is_push = e->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH;
     int has_gb = is_push ? e->push->has_global_batch : e->pull->has_global_batch;
     uint32_t gb = is_push ? e->push->global_batch : e->pull->global_batch;
+    uint32_t jb = is_push ? (e->push->has_job_batch ? e->push->job_batch : 0)
+                          : (e->pull->has_job_batch ? e->pull->job_batch : 0);
     struct ps_pull_extra extra = { 0 };
     nng_msg *reply = NULL;
     int rv;
@@ -321,7 +323,10 @@ static nng_msg *answer_pull(struct ps_service *s, const struct hc_wire_msg *in,
     if (s->cl->mode == HC_MODE_SYNC && has_gb &&
         e->sender->job == HETPS__JOB__JOB_WORKER) {
         extra.has_slice = 1;
-        ps_sync_assign(s->sync, (int)e->sender->index, gb, &extra.offset,
+        if (jb)
+            extra.job_batch = ps_sync_job_batch(s->sync, jb);
+        ps_sync_assign(s->sync, (int)e->sender->index, gb,
+                       ps_shard_version(s->shard), &extra.offset,
                        &extra.count);
     }
     rv = ps_shard_answer_pull(s->shard, in, &s->me, &extra, &reply);
@@ -436,7 +441,8 @@ static void advance(struct ps_service *s)
 {
     uint64_t total;
 
-    if (s->cl->mode == HC_MODE_SYNC && ps_sync_step_ready(s->sync, &total)) {
+    if (s->cl->mode == HC_MODE_SYNC &&
+        ps_sync_step_ready(s->sync, ps_shard_version(s->shard), &total)) {
         int rv = ps_shard_apply_step(s->shard, total);
 
         if (rv != HC_OK)
@@ -587,7 +593,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
             hc_info("worker:%u joined (devices %s)", w,
                     e->join->devices ? e->join->devices : "?");
         m->state = M_JOINED;
-        ps_sync_member(s->sync, (int)w, 1);
+        ps_sync_join(s->sync, (int)w, ps_shard_version(s->shard));
         snprintf(m->devices, sizeof m->devices, "%s",
                  e->join->devices ? e->join->devices : "");
         reply = join_reply(s, e->request_id);
@@ -733,9 +739,10 @@ static int file_mtime(const char *path, struct timespec *t)
 
 /*
  * Elastic membership: re-read the cluster file. Workers added to it are
- * accepted (and, in sync/ssp, expected) from the next step; workers removed
- * from it are treated as having left and refused from then on. A changed
- * list of parameter servers is refused: moving blocks is `hetps reshard`.
+ * accepted; one takes part from the step boundary after it joins (sync:
+ * with a share of the job's unchanged global batch). Workers removed from
+ * it are treated as having left and refused from then on. A changed list
+ * of parameter servers is refused: moving blocks is `hetps reshard`.
  */
 static void reload_cluster(struct ps_service *s)
 {
@@ -754,17 +761,6 @@ static void reload_cluster(struct ps_service *s)
         hc_warn("cluster file %s now lists other parameter servers: moving "
                 "blocks between servers needs `hetps reshard`; keeping the "
                 "running cluster", s->conf.cluster_file);
-        hc_cluster_free(&nc);
-        return;
-    }
-    if (s->cl->mode == HC_MODE_SYNC && nc.n_worker != s->n_active) {
-        /* A sync step's global batch is the workers' batch × their number,
-         * fixed at start: changing it under running workers would cut
-         * their slices from different batches. */
-        hc_warn("cluster file %s now lists %d workers, was %d: a sync job "
-                "keeps its workers (stop it and start it again with the new "
-                "file; the stores keep what was trained)",
-                s->conf.cluster_file, nc.n_worker, s->n_active);
         hc_cluster_free(&nc);
         return;
     }
@@ -790,9 +786,7 @@ static void reload_cluster(struct ps_service *s)
 
         if (i < nc.n_worker && (m->removed || i >= n_old)) {
             m->removed = 0;
-            m->expected_ms = now_ms();
-            if (s->cl->mode != HC_MODE_ASYNC)
-                ps_sync_member(s->sync, i, 1);
+            m->expected_ms = INT64_MAX / 2;  /* not waited for until it joins */
             hc_info("worker:%d added by the cluster file", i);
         } else if (i >= nc.n_worker && !m->removed) {
             m->removed = 1;

@@ -194,6 +194,10 @@ static int ack_with(const struct ps_shard *sh, const struct hc_wire_msg *in,
         ack.has_late = 1;
         ack.late = 1;
     }
+    if (extra && extra->job_batch) {
+        ack.has_job_batch = 1;
+        ack.job_batch = extra->job_batch;
+    }
     if (extra && extra->has_slice) {
         ack.has_batch_offset = ack.has_batch_count = 1;
         ack.batch_offset = extra->offset;

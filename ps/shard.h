@@ -34,6 +34,7 @@ struct ps_pull_extra {
     int has_slice;
     uint32_t offset, count;
     int late;                   /* push-and-pull: the push came too late */
+    uint32_t job_batch;         /* sync: the job's global batch (0: none) */
 };
 
 /* Serve a create, pull or push (applied at once). `extra` (may be NULL)

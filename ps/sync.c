@@ -18,6 +18,7 @@
 
 struct wstate {
     int live;
+    uint64_t from;              /* first version it takes part in */
     int pushed;                 /* sync: contributed to the current step */
     uint64_t clock;             /* pushes accepted */
     float speed;                /* samples/s, last reported */
@@ -32,6 +33,7 @@ struct ps_sync {
     uint64_t step_samples;      /* sync: samples accumulated this step */
     int step_pushes;
     uint32_t assigned_for;      /* G of the current assignment, 0 = none */
+    uint32_t job_batch;         /* sync: the job's full global batch */
     struct ps_sync_stats st;
 };
 
@@ -76,20 +78,49 @@ void ps_sync_member(struct ps_sync *s, int worker, int live)
 {
     if (worker < 0 || grow(s, worker))
         return;
-    if (s->w[worker].live != live)
-        s->assigned_for = 0;    /* membership changed: new shares */
+    /* A gradient already pushed stays in the step: it was computed for it. */
     s->w[worker].live = live;
-    if (!live && s->w[worker].pushed) {
-        /* Its gradient stays in the step: it was computed for it. */
-    }
+    if (live)
+        s->w[worker].from = 0;
 }
 
-static int live_count(const struct ps_sync *s)
+static uint64_t min_live_clock(const struct ps_sync *s);
+
+void ps_sync_join(struct ps_sync *s, int worker, uint64_t version)
+{
+    uint64_t lo;
+
+    if (worker < 0 || grow(s, worker) || s->w[worker].live)
+        return;
+    /* ssp: a newcomer starts level with the slowest, not at 0, or it would
+     * hold everyone back until it caught up. */
+    lo = min_live_clock(s);
+    if (s->c.mode == HC_MODE_SSP && lo != UINT64_MAX && s->w[worker].clock < lo)
+        s->w[worker].clock = lo;
+    s->w[worker].live = 1;
+    s->w[worker].from = version + 1;
+    s->w[worker].pushed = 0;
+}
+
+uint32_t ps_sync_job_batch(struct ps_sync *s, uint32_t proposed)
+{
+    if (!s->job_batch)
+        s->job_batch = proposed;
+    return s->job_batch;
+}
+
+/* Takes part in the step at `version`. */
+static int takes_part(const struct wstate *w, uint64_t version)
+{
+    return w->live && w->from <= version;
+}
+
+static int live_count(const struct ps_sync *s, uint64_t version)
 {
     int i, n = 0;
 
     for (i = 0; i < s->n; i++)
-        n += s->w[i].live;
+        n += takes_part(&s->w[i], version);
     return n;
 }
 
@@ -148,12 +179,13 @@ enum ps_push_verdict ps_sync_push(struct ps_sync *s, int worker,
     }
 }
 
-int ps_sync_step_ready(const struct ps_sync *s, uint64_t *total)
+int ps_sync_step_ready(const struct ps_sync *s, uint64_t version,
+                       uint64_t *total)
 {
     int i, need = 0, missing = 0;
 
     for (i = 0; i < s->n; i++) {
-        if (s->w[i].live) {
+        if (takes_part(&s->w[i], version)) {
             need++;
             missing += !s->w[i].pushed;
         }
@@ -194,7 +226,8 @@ int ps_sync_pull_ready(struct ps_sync *s, int worker, uint64_t min_version,
 
     switch (s->c.mode) {
     case HC_MODE_SYNC:
-        return version >= min_version;
+        return version >= min_version &&
+               (worker < 0 || worker >= s->n || version >= s->w[worker].from);
     case HC_MODE_SSP:
         lo = min_live_clock(s);
         if (lo == UINT64_MAX || clock <= lo)
@@ -210,24 +243,25 @@ int ps_sync_pull_ready(struct ps_sync *s, int worker, uint64_t min_version,
     }
 }
 
-/* Shares of G among the live workers by speed (largest remainder). */
-static void assign(struct ps_sync *s, uint32_t G)
+/* Shares of G among the workers of the step at `version`, by speed
+ * (largest remainder). */
+static void assign(struct ps_sync *s, uint32_t G, uint64_t version)
 {
     double sum = 0, want[64], *wp = want;
     uint32_t given = 0, off = 0;
-    int i, n = live_count(s), known = 0;
+    int i, n = live_count(s, version), known = 0;
 
     if (s->n > 64 && !(wp = calloc((size_t)s->n, sizeof *wp)))
         return;
     for (i = 0; i < s->n; i++) {
         s->w[i].share = 0;
-        if (s->w[i].live && s->w[i].speed > 0)
+        if (takes_part(&s->w[i], version) && s->w[i].speed > 0)
             known++;
     }
     for (i = 0; i < s->n; i++) {
         double v = 1.0;
 
-        if (!s->w[i].live)
+        if (!takes_part(&s->w[i], version))
             continue;
         /* Until every live worker has reported, split equally. */
         if (s->c.balance && known == n)
@@ -236,7 +270,7 @@ static void assign(struct ps_sync *s, uint32_t G)
         sum += v;
     }
     for (i = 0; i < s->n && n; i++) {
-        if (!s->w[i].live)
+        if (!takes_part(&s->w[i], version))
             continue;
         wp[i] = G * wp[i] / sum;
         s->w[i].share = (uint32_t)wp[i];
@@ -251,7 +285,7 @@ static void assign(struct ps_sync *s, uint32_t G)
         for (i = 0; i < s->n; i++) {
             double r;
 
-            if (!s->w[i].live)
+            if (!takes_part(&s->w[i], version))
                 continue;
             r = wp[i] - s->w[i].share;
             if (r > br) {
@@ -267,7 +301,7 @@ static void assign(struct ps_sync *s, uint32_t G)
         int best = -1;
 
         for (i = 0; i < s->n; i++)
-            if (s->w[i].live && s->w[i].share > 1 &&
+            if (takes_part(&s->w[i], version) && s->w[i].share > 1 &&
                 (best < 0 || s->w[i].share > s->w[best].share))
                 best = i;
         if (best < 0)
@@ -285,14 +319,14 @@ static void assign(struct ps_sync *s, uint32_t G)
 }
 
 void ps_sync_assign(struct ps_sync *s, int worker, uint32_t global_batch,
-                    uint32_t *offset, uint32_t *count)
+                    uint64_t version, uint32_t *offset, uint32_t *count)
 {
-    if (worker < 0 || worker >= s->n || !s->w[worker].live) {
+    if (worker < 0 || worker >= s->n || !takes_part(&s->w[worker], version)) {
         *offset = *count = 0;
         return;
     }
     if (s->assigned_for != global_batch)
-        assign(s, global_batch);
+        assign(s, global_batch, version);
     *offset = s->w[worker].offset;
     *count = s->w[worker].share;
 }

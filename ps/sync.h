@@ -46,9 +46,19 @@ enum ps_push_verdict {
 int ps_sync_new(struct ps_sync **out, const struct ps_sync_conf *c);
 void ps_sync_free(struct ps_sync *s);
 
-/* A worker joined (live = 1) or left or died (live = 0). Worker indices
- * beyond n_workers grow the table (elastic clusters). */
+/* A worker is expected from the start (live = 1), or left or died
+ * (live = 0). Worker indices beyond n_workers grow the table (elastic
+ * clusters). Shares of a step already handed out do not change. */
 void ps_sync_member(struct ps_sync *s, int worker, int live);
+
+/* A worker joined at `version`: one expected from the start takes part
+ * from where it is; any other (added to the cluster file, or back after
+ * dying) from the next step boundary, version + 1. */
+void ps_sync_join(struct ps_sync *s, int worker, uint64_t version);
+
+/* sync: the job's full global batch — the first proposal wins, so workers
+ * started later (elastic) cut the same batches. */
+uint32_t ps_sync_job_batch(struct ps_sync *s, uint32_t proposed);
 
 /* Judge a push of `samples` from worker computed at base_version when the
  * shard is at `version`; records its speed and clock. */
@@ -58,7 +68,8 @@ enum ps_push_verdict ps_sync_push(struct ps_sync *s, int worker,
 
 /* sync: 1 when the step's pushes are complete; *total receives the samples
  * behind them. */
-int ps_sync_step_ready(const struct ps_sync *s, uint64_t *total);
+int ps_sync_step_ready(const struct ps_sync *s, uint64_t version,
+                       uint64_t *total);
 
 /* sync: the step was applied; start the next (new assignment of shares). */
 void ps_sync_step_done(struct ps_sync *s);
@@ -70,7 +81,7 @@ int ps_sync_pull_ready(struct ps_sync *s, int worker, uint64_t min_version,
 /* sync: this worker's slice [*offset, *offset + *count) of a global batch
  * of `global_batch` samples for the current step. */
 void ps_sync_assign(struct ps_sync *s, int worker, uint32_t global_batch,
-                    uint32_t *offset, uint32_t *count);
+                    uint64_t version, uint32_t *offset, uint32_t *count);
 
 /* Counters for status. */
 struct ps_sync_stats {

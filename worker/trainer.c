@@ -271,7 +271,8 @@ static int run_async(struct run *r)
 static int run_sync(struct run *r)
 {
     const int n_workers = r->c->cluster->n_worker;
-    const long long N = r->train.n, G = (long long)r->B * n_workers;
+    const long long N = r->train.n;
+    long long G = (long long)r->B * n_workers;  /* until ps:0 says the job's */
     long long spe = (N + G - 1) / G;    /* steps per epoch */
     uint64_t v, total, v_first = UINT64_MAX;
     struct pc_step st = { 0 };
@@ -284,6 +285,7 @@ static int run_sync(struct run *r)
     if (N % G && N % G < n_workers)
         spe = N / G;
     total = (uint64_t)spe * (uint64_t)r->epochs;
+    st.job_batch = (uint32_t)G;
 #define GLOBAL_BATCH(ver) \
     (N - (long long)((ver) % (uint64_t)spe) * G < G \
          ? N - (long long)((ver) % (uint64_t)spe) * G : G)
@@ -299,6 +301,20 @@ static int run_sync(struct run *r)
             if ((rv = pc_pull_step(r->pc, r->params, &st, SYNC_WAIT_MS)))
                 return rv;
             have = 1;
+        }
+        if (st.job_batch && st.job_batch != (uint32_t)G) {
+            /* The job's global batch was fixed by the workers that started
+             * it (this one joined later, e.g. added to the cluster file):
+             * cut the same batches. */
+            hc_info("the job's global batch is %u (not %lld): taking a share "
+                    "of it", st.job_batch, G);
+            G = st.job_batch;
+            spe = (N + G - 1) / G;
+            if (N % G && N % G < n_workers)
+                spe = N / G;
+            total = (uint64_t)spe * (uint64_t)r->epochs;
+            have = 0;
+            continue;
         }
         v = st.version;
         if (v >= total)

@@ -66,3 +66,52 @@ acc=$(sed -n 's/.*Final weights.*val_accuracy: \([0-9.]*\).*/\1/p' "$T/w0.log")
 [ -n "$acc" ] || { tail "$T/w0.log"; fail "no final accuracy"; }
 awk -v a="$acc" 'BEGIN { exit !(a >= 0.85) }' || fail "accuracy $acc < 0.85"
 ok "the elastic job finished at $acc"
+
+# The same in sync mode: the job's global batch stays what it was (64); a
+# worker added to the file takes a share of it from the step after it
+# joins, and leaving takes effect at the next step.
+SP=$((PORT + 10))
+write_sync() {
+    w="\"127.0.0.1:$((SP + 2))\""
+    [ "$1" -ge 2 ] && w="$w, \"127.0.0.1:$((SP + 3))\""
+    printf '{ "cluster": { "ps": ["127.0.0.1:%s", "127.0.0.1:%s"], "worker": [%s] },\n  "hetps": { "mode": "sync" } }\n' \
+        $SP $((SP + 1)) "$w" > "$T/sync.tmp"
+    mv "$T/sync.tmp" "$T/sync.json"
+}
+write_sync 1
+for i in 0 1; do
+    "$BIN/hetps-ps" --cluster "$T/sync.json" --task ps:$i \
+        --data-dir "$T/sdata/ps-$i" > "$T/sps-$i.log" 2>&1 &
+    track $!
+done
+wait_for 10 "$BIN/hetps" status "$T/sync.json" || fail "sync servers did not start"
+"$BIN/hetps-worker" --cluster "$T/sync.json" --task worker:0 --model $MODEL \
+    --epochs 1 --batch-size 64 > "$T/sw0.log" 2>&1 &
+sw0=$!
+track $sw0
+sync_over() {
+    v=$("$BIN/hetps" status "$T/sync.json" 2>/dev/null | sed -n 's/^ps:0 .* version \([0-9]*\) .*/\1/p')
+    [ -n "$v" ] && [ "$v" -ge "$1" ]
+}
+wait_for 60 sync_over 100 || { cat "$T/sw0.log"; fail "sync training did not start"; }
+write_sync 2
+sadded() { grep -q "worker:1 added by the cluster file" "$T/sps-0.log"; }
+wait_for 10 sadded || { cat "$T/sps-0.log"; fail "sync shards did not take the added worker"; }
+"$BIN/hetps-worker" --cluster "$T/sync.json" --task worker:1 --model $MODEL \
+    --epochs 1 --batch-size 64 > "$T/sw1.log" 2>&1 &
+sw1=$!
+track $sw1
+sshare() { "$BIN/hetps" status "$T/sync.json" 2>/dev/null | grep -q '^worker:1 .*ps:0 joined.*clock [1-9][0-9]'; }
+wait_for 30 sshare || { cat "$T/sw1.log"; fail "the added sync worker did not take part"; }
+grep -q "the job's global batch is 64" "$T/sw1.log" || { cat "$T/sw1.log"; fail "the added worker did not take the job's global batch"; }
+ok "sync: worker:1 added, takes a share of the job's global batch 64"
+write_sync 1
+kill -TERM $sw1
+wait $sw1
+wait $sw0 || { tail -20 "$T/sw0.log"; fail "the sync chief failed"; }
+sacc=$(sed -n 's/.*Epoch 1\/1 .*val_accuracy: \([0-9.]*\).*/\1/p' "$T/sw0.log")
+[ -n "$sacc" ] || { tail "$T/sw0.log"; fail "no sync accuracy"; }
+awk -v a="$sacc" 'BEGIN { exit !(a >= 0.85) }' || fail "sync accuracy $sacc < 0.85"
+sv=$("$BIN/hetps" status "$T/sync.json" | sed -n 's/^ps:0 .* version \([0-9]*\) .*/\1/p')
+[ "$sv" = 938 ] || fail "sync job ended at version $sv, not 938 steps of 64"
+ok "sync: grown to 2 and back to 1; 938 steps of the global batch 64, accuracy $sacc"
