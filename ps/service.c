@@ -131,22 +131,31 @@ static nng_msg *ack_reply(struct ps_service *s, uint64_t id, int duplicate)
     return m;
 }
 
-/* Fill members[] (caller frees the arrays) for join and status replies. */
-static int fill_members(struct ps_service *s, Hetps__Member ***out,
-                        Hetps__Member **storage, Hetps__Task **tasks)
+/* The members' entries of a join or status reply (arrays owned here). */
+struct member_list {
+    Hetps__Member **list;       /* (n) pointers into storage */
+    Hetps__Member *storage;
+    Hetps__Task *tasks;
+    int n;                      /* -1: out of memory */
+};
+
+static void fill_members(struct ps_service *s, struct member_list *ml)
 {
     int64_t now = now_ms();
-    int i, n = 0;
+    int i;
 
-    *out = calloc((size_t)s->n_members + 1, sizeof **out);
-    *storage = calloc((size_t)s->n_members + 1, sizeof **storage);
-    *tasks = calloc((size_t)s->n_members + 1, sizeof **tasks);
-    if (!*out || !*storage || !*tasks)
-        return -1;
+    ml->n = 0;
+    ml->list = calloc((size_t)s->n_members + 1, sizeof *ml->list);
+    ml->storage = calloc((size_t)s->n_members + 1, sizeof *ml->storage);
+    ml->tasks = calloc((size_t)s->n_members + 1, sizeof *ml->tasks);
+    if (!ml->list || !ml->storage || !ml->tasks) {
+        ml->n = -1;
+        return;
+    }
     for (i = 0; i < s->n_members; i++) {
         struct member *m = &s->members[i];
-        Hetps__Member *pm = &(*storage)[n];
-        Hetps__Task *t = &(*tasks)[n];
+        Hetps__Member *pm = &ml->storage[ml->n];
+        Hetps__Task *t = &ml->tasks[ml->n];
 
         if (m->state == M_NONE)
             continue;
@@ -167,9 +176,15 @@ static int fill_members(struct ps_service *s, Hetps__Member ***out,
         pm->has_clock = pm->has_samples_per_s = pm->has_share = pm->has_late = 1;
         ps_sync_worker(s->sync, i, &pm->clock, &pm->samples_per_s, &pm->share,
                        &pm->late);
-        (*out)[n++] = pm;
+        ml->list[ml->n++] = pm;
     }
-    return n;
+}
+
+static void free_members(struct member_list *ml)
+{
+    free(ml->list);
+    free(ml->storage);
+    free(ml->tasks);
 }
 
 static nng_msg *status_reply(struct ps_service *s, uint64_t id)
@@ -177,10 +192,8 @@ static nng_msg *status_reply(struct ps_service *s, uint64_t id)
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__StatusReply st = HETPS__STATUS_REPLY__INIT;
     Hetps__Task me = HETPS__TASK__INIT;
-    Hetps__Member **list = NULL, *storage = NULL;
-    Hetps__Task *tasks = NULL;
+    struct member_list ml;
     nng_msg *m = NULL;
-    int n;
 
     init_env(s, &env, id);
     me.job = HETPS__JOB__JOB_PS;
@@ -188,10 +201,10 @@ static nng_msg *status_reply(struct ps_service *s, uint64_t id)
     st.shard = &me;
     st.incarnation = s->me.incarnation;
     st.version = s->shard ? ps_shard_version(s->shard) : 0;
-    n = fill_members(s, &list, &storage, &tasks);
-    if (n >= 0) {
-        st.n_members = (size_t)n;
-        st.members = list;
+    fill_members(s, &ml);
+    if (ml.n >= 0) {
+        st.n_members = (size_t)ml.n;
+        st.members = ml.list;
     }
     st.has_requests = st.has_duplicates = st.has_rejected = 1;
     st.requests = s->requests;
@@ -212,11 +225,9 @@ static nng_msg *status_reply(struct ps_service *s, uint64_t id)
     }
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_STATUS_REPLY;
     env.status_reply = &st;
-    if (n < 0 || hc_wire_encode(&m, &env, NULL, 0) != HC_OK)
+    if (ml.n < 0 || hc_wire_encode(&m, &env, NULL, 0) != HC_OK)
         m = NULL;
-    free(list);
-    free(storage);
-    free(tasks);
+    free_members(&ml);
     return m;
 }
 
@@ -224,10 +235,8 @@ static nng_msg *join_reply(struct ps_service *s, uint64_t id)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__JoinReply jr = HETPS__JOIN_REPLY__INIT;
-    Hetps__Member **list = NULL, *storage = NULL;
-    Hetps__Task *tasks = NULL;
+    struct member_list ml;
     nng_msg *m = NULL;
-    int n;
 
     init_env(s, &env, id);
     jr.shard_incarnation = s->me.incarnation;
@@ -235,18 +244,16 @@ static nng_msg *join_reply(struct ps_service *s, uint64_t id)
     jr.n_shards = (uint32_t)s->cl->n_ps;
     jr.has_version = 1;
     jr.version = s->shard ? ps_shard_version(s->shard) : 0;
-    n = fill_members(s, &list, &storage, &tasks);
-    if (n >= 0) {
-        jr.n_members = (size_t)n;
-        jr.members = list;
+    fill_members(s, &ml);
+    if (ml.n >= 0) {
+        jr.n_members = (size_t)ml.n;
+        jr.members = ml.list;
     }
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY;
     env.join_reply = &jr;
-    if (n < 0 || hc_wire_encode(&m, &env, NULL, 0) != HC_OK)
+    if (ml.n < 0 || hc_wire_encode(&m, &env, NULL, 0) != HC_OK)
         m = NULL;
-    free(list);
-    free(storage);
-    free(tasks);
+    free_members(&ml);
     return m;
 }
 

@@ -49,6 +49,18 @@ static int cmp_block(const void *a, const void *b)
     return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
+static void free_scratch(struct ps_shard *sh)
+{
+    free(sh->index_sorted);
+    free(sh->reads);
+    free(sh->updates);
+    free(sh->src);
+    free(sh->dst);
+    free(sh->seen);
+    free(sh->acc);
+    free(sh->acc_mem);
+}
+
 /* Size the scratch arrays and the lookup index for the store's blocks. */
 static int load_blocks(struct ps_shard *sh)
 {
@@ -61,14 +73,7 @@ static int load_blocks(struct ps_shard *sh)
     sh->optim = info.optim;
     sh->blocks = ps_store_blocks(sh->store, &n);
     sh->n_blocks = n;
-    free(sh->index_sorted);
-    free(sh->reads);
-    free(sh->updates);
-    free(sh->src);
-    free(sh->dst);
-    free(sh->seen);
-    free(sh->acc);
-    free(sh->acc_mem);
+    free_scratch(sh);
     sh->index_sorted = calloc(n + 1, sizeof *sh->index_sorted);
     sh->reads = calloc(n + 1, sizeof *sh->reads);
     sh->updates = calloc(n + 1, sizeof *sh->updates);
@@ -567,13 +572,6 @@ void ps_shard_close(struct ps_shard *sh)
     if (!sh)
         return;
     ps_store_close(sh->store);
-    free(sh->index_sorted);
-    free(sh->reads);
-    free(sh->updates);
-    free(sh->src);
-    free(sh->dst);
-    free(sh->seen);
-    free(sh->acc);
-    free(sh->acc_mem);
+    free_scratch(sh);
     free(sh);
 }
