@@ -36,7 +36,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
 "Usage: hetps-ps [OPTION]...\n"
-"       hetps-ps export|inspect ...   (as `hetps export`, `hetps inspect`)\n"
+"       hetps-ps export|inspect|reshard ...   (as `hetps export` …)\n"
 "Run one parameter-server task (a shard of every variable) of a hetps cluster.\n"
 "\n"
 "  -c, --cluster FILE        cluster file (TensorFlow ClusterSpec JSON);\n"
@@ -60,6 +60,9 @@ static void usage(FILE *f)
 "      --join-timeout MS     sync/ssp: a worker of the cluster file that has\n"
 "                            not joined by then is left out (default 60000)\n"
 "  -h, --help                show this help and exit\n"
+"\n"
+"The cluster file is re-read when it changes or on SIGHUP: workers added to\n"
+"or removed from it join or leave at the next step (elastic membership).\n"
 "\n"
 "Exit status: 0 after a clean shutdown, 1 on a runtime failure, 2 on a bad\n"
 "flag or configuration.\n");
