@@ -51,6 +51,7 @@ struct pc_client {
     int *peers;
     nng_msg **reqs, **replies;
     nng_msg **copies;           /* of reqs, to re-send after a re-join */
+    unsigned char *copy_ok;     /* copies[i] holds this call's request */
     char devices[128];          /* as joined, for re-joins */
     int *errs;
     struct hc_wire_msg *dec;
@@ -109,12 +110,13 @@ int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
     c->reqs = calloc((size_t)c->n, sizeof *c->reqs);
     c->replies = calloc((size_t)c->n, sizeof *c->replies);
     c->copies = calloc((size_t)c->n, sizeof *c->copies);
+    c->copy_ok = calloc((size_t)c->n, 1);
     c->errs = calloc((size_t)c->n, sizeof *c->errs);
     c->dec = calloc((size_t)c->n, sizeof *c->dec);
     c->plan = calloc((size_t)c->n, sizeof *c->plan);
     if (!c->urls || !c->names || !c->name_buf || !c->view || !c->peers ||
         !c->reqs || !c->replies || !c->errs || !c->dec || !c->plan ||
-        !c->copies) {
+        !c->copies || !c->copy_ok) {
         rv = hc_err_set(HC_ERR_NOMEM, "out of memory opening the client");
         goto fail;
     }
@@ -134,21 +136,6 @@ int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
 fail:
     pc_close(c);
     return rv;
-}
-
-/* 1 when `reply` is an Error saying the sender has not joined. */
-static int not_joined(const struct pc_client *c, nng_msg *reply)
-{
-    struct hc_wire_msg d;
-    int yes;
-
-    if (hc_wire_decode(nng_msg_body(reply), nng_msg_len(reply), c->cl->id,
-                       &d) != HC_OK)
-        return 0;
-    yes = d.env->payload_case == HETPS__ENVELOPE__PAYLOAD_ERROR &&
-          d.env->error->code == HETPS__ERROR_CODE__E_NOT_JOINED;
-    hc_wire_msg_free(&d);
-    return yes;
 }
 
 /* Join shard i alone (after it restarted). */
@@ -198,10 +185,18 @@ static int exchange(struct pc_client *c, const uint64_t *ids,
     int i, rv, first = HC_OK, round;
     char msg[1024] = "";
 
+    /* Keep each request's bytes for a re-send after a re-join, in buffers
+     * kept from call to call (no allocation once they are large enough). */
     for (i = 0; i < c->n; i++) {
-        c->copies[i] = NULL;
-        if (c->reqs[i] && nng_msg_dup(&c->copies[i], c->reqs[i]) != 0)
-            c->copies[i] = NULL;
+        size_t len = c->reqs[i] ? nng_msg_len(c->reqs[i]) : 0;
+
+        c->copy_ok[i] = 0;
+        if (!c->reqs[i] ||
+            (!c->copies[i] && nng_msg_alloc(&c->copies[i], len) != 0) ||
+            nng_msg_realloc(c->copies[i], len) != 0)
+            continue;
+        memcpy(nng_msg_body(c->copies[i]), nng_msg_body(c->reqs[i]), len);
+        c->copy_ok[i] = 1;
     }
     rv = hc_rpc_call_all(c->rpc, c->n, c->peers, c->reqs, c->replies, c->errs,
                          timeout_ms);
@@ -216,9 +211,20 @@ static int exchange(struct pc_client *c, const uint64_t *ids,
 
         for (i = 0; i < c->n; i++) {
             nng_msg *dup = NULL;
+            const Hetps__Envelope *e;
 
-            if (!c->replies[i] || !c->copies[i] || !not_joined(c, c->replies[i]))
+            /* Decoded once here; the checks below use the same result. */
+            if (!c->replies[i] || !c->copy_ok[i] ||
+                (!c->dec[i].env &&
+                 hc_wire_decode(nng_msg_body(c->replies[i]),
+                                nng_msg_len(c->replies[i]), c->cl->id,
+                                &c->dec[i]) != HC_OK))
                 continue;
+            e = c->dec[i].env;
+            if (e->payload_case != HETPS__ENVELOPE__PAYLOAD_ERROR ||
+                e->error->code != HETPS__ERROR_CODE__E_NOT_JOINED)
+                continue;
+            hc_wire_msg_free(&c->dec[i]);
             again = 1;
             hc_warn("ps:%d (%s) does not know this worker (it restarted?): "
                     "joining it again and re-sending %s", i, c->urls[i], what);
@@ -237,11 +243,6 @@ static int exchange(struct pc_client *c, const uint64_t *ids,
         if (!again)
             break;
     }
-    for (i = 0; i < c->n; i++) {
-        if (c->copies[i])
-            nng_msg_free(c->copies[i]);
-        c->copies[i] = NULL;
-    }
     if (rv != HC_OK) {
         first = rv;
         snprintf(msg, sizeof msg, "%s: %s", what, hc_err_msg());
@@ -251,8 +252,10 @@ static int exchange(struct pc_client *c, const uint64_t *ids,
 
         if (!c->replies[i])
             continue;
-        rv = hc_wire_decode(nng_msg_body(c->replies[i]),
-                            nng_msg_len(c->replies[i]), c->cl->id, &c->dec[i]);
+        rv = c->dec[i].env ? HC_OK
+                           : hc_wire_decode(nng_msg_body(c->replies[i]),
+                                            nng_msg_len(c->replies[i]),
+                                            c->cl->id, &c->dec[i]);
         if (rv != HC_OK) {
             if (first == HC_OK) {
                 first = rv;
@@ -922,11 +925,6 @@ out:
     return rv;
 }
 
-int pc_push(struct pc_client *c, const float *grads, uint32_t samples)
-{
-    return pc_push_step(c, grads, samples, 0, 0, 0, NULL);
-}
-
 int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
                  uint64_t base_version, float samples_per_s, uint64_t clock,
                  int *late)
@@ -980,7 +978,11 @@ void pc_close(struct pc_client *c)
     free(c->peers);
     free(c->reqs);
     free(c->replies);
+    for (i = 0; c->copies && i < c->n; i++)
+        if (c->copies[i])
+            nng_msg_free(c->copies[i]);
     free(c->copies);
+    free(c->copy_ok);
     free(c->errs);
     free(c->dec);
     pthread_mutex_destroy(&c->hb_mu);

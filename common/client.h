@@ -60,9 +60,6 @@ int pc_create(struct pc_client *c, const float *init);
  * receives the smallest shard version seen. */
 int pc_pull(struct pc_client *c, float *params, uint64_t *version);
 
-/* Push a gradient (n_params floats, the mean over `samples` samples). */
-int pc_push(struct pc_client *c, const float *grads, uint32_t samples);
-
 /* One step of a synchronous or bounded-staleness worker. */
 struct pc_step {
     uint64_t min_version;   /* in: sync: wait until every shard reaches it */
@@ -81,9 +78,10 @@ struct pc_step {
 int pc_pull_step(struct pc_client *c, float *params, struct pc_step *st,
                  int wait_ms);
 
-/* Push a gradient computed at base_version with the worker's measured
- * speed; *late (may be NULL) is set when a shard counted it as too late
- * for its synchronous step. */
+/* Push a gradient (n_params floats, the mean over `samples` samples)
+ * computed at base_version with the worker's measured speed; *late (may
+ * be NULL) is set when a shard counted it as too late for its
+ * synchronous step. */
 int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
                  uint64_t base_version, float samples_per_s, uint64_t clock,
                  int *late);

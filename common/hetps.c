@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cluster.h"
+#include "clock.h"
 #include "err.h"
 #include "log.h"
 #include "tune.h"
@@ -55,14 +56,6 @@ static void on_signal(int sig)
     got_signal = sig;
     if (write(sig_pipe[1], &b, 1) < 0)
         return;
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Directory of this executable, to find hetps-ps and hetps-worker. */
@@ -340,7 +333,7 @@ static int cmd_launch(int argc, char **argv)
     if (first_fail) {
         signal_all(ch, n_children, SIGTERM, 0);
         stopping = 1;
-        stop_at = now_ms() + 10000;
+        stop_at = hc_now_ms() + 10000;
     }
 
     for (;;) {
@@ -377,7 +370,7 @@ static int cmd_launch(int argc, char **argv)
                         strsignal(sig));
                 signal_all(ch, n_children, SIGTERM, 0);
                 stopping = 1;
-                stop_at = now_ms() + 10000;
+                stop_at = hc_now_ms() + 10000;
                 if (!first_fail)
                     first_fail = 128 + sig;
             } else {
@@ -412,7 +405,7 @@ static int cmd_launch(int argc, char **argv)
                     who, first_fail);
             signal_all(ch, n_children, SIGTERM, 0);
             stopping = 1;
-            stop_at = now_ms() + 10000;
+            stop_at = hc_now_ms() + 10000;
         }
         if (!stopping && !workers_alive && !shutdown_sent) {
             struct pc_client *pc = NULL;
@@ -428,10 +421,10 @@ static int cmd_launch(int argc, char **argv)
                 signal_all(ch, n_children, SIGTERM, 1);
             }
             pc_close(pc);
-            stop_at = now_ms() + 15000;
+            stop_at = hc_now_ms() + 15000;
             stopping = 0;
         }
-        if (stop_at && now_ms() > stop_at) {
+        if (stop_at && hc_now_ms() > stop_at) {
             fprintf(stderr, "hetps launch: tasks still running after the grace "
                     "period: killing them\n");
             signal_all(ch, n_children, SIGKILL, 0);

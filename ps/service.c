@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "clock.h"
 #include "log.h"
 #include "rpc.h"
 #include "shard.h"
@@ -65,6 +66,7 @@ struct pending {
     int worker;
     int is_push;                /* push-and-pull: record the answer */
     uint64_t request_id;
+    uint64_t min_version, clock; /* what it waits for (see pull_wants) */
 };
 
 struct ps_service {
@@ -89,14 +91,6 @@ struct ps_service {
     struct timespec file_mtime; /* of the cluster file when last read */
     int n_active;               /* workers in the cluster file now */
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void init_env(struct ps_service *s, Hetps__Envelope *env, uint64_t id)
 {
@@ -141,7 +135,7 @@ struct member_list {
 
 static void fill_members(struct ps_service *s, struct member_list *ml)
 {
-    int64_t now = now_ms();
+    int64_t now = hc_now_ms();
     int i;
 
     ml->n = 0;
@@ -211,7 +205,7 @@ static nng_msg *status_reply(struct ps_service *s, uint64_t id)
     st.duplicates = s->duplicates;
     st.rejected = s->rejected;
     st.has_uptime_ms = 1;
-    st.uptime_ms = (uint64_t)(now_ms() - s->start_ms);
+    st.uptime_ms = (uint64_t)(hc_now_ms() - s->start_ms);
     st.mode = (char *)hc_mode_name(s->cl->mode);
     {
         struct ps_sync_stats ss;
@@ -345,23 +339,30 @@ static nng_msg *answer_pull(struct ps_service *s, const struct hc_wire_msg *in,
 
 /* Whether the mode lets a pull — or the pull half of a push-and-pull,
  * which asks for the version after its push — be answered now. */
-static int pull_ready(struct ps_service *s, const struct hc_wire_msg *in)
+static void pull_wants(const struct ps_service *s, const struct hc_wire_msg *in,
+                       uint64_t *min_version, uint64_t *clock)
 {
     const Hetps__Envelope *e = in->env;
-    uint64_t min_version, clock;
 
     if (e->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH) {
         const Hetps__Push *p = e->push;
 
-        min_version = s->cl->mode == HC_MODE_SYNC && p->has_base_version
-                          ? p->base_version + 1 : 0;
-        clock = (p->has_clock ? p->clock : 0) + 1;
+        *min_version = s->cl->mode == HC_MODE_SYNC && p->has_base_version
+                           ? p->base_version + 1 : 0;
+        *clock = (p->has_clock ? p->clock : 0) + 1;
     } else {
-        min_version = e->pull->has_min_version ? e->pull->min_version : 0;
-        clock = e->pull->has_clock ? e->pull->clock : 0;
+        *min_version = e->pull->has_min_version ? e->pull->min_version : 0;
+        *clock = e->pull->has_clock ? e->pull->clock : 0;
     }
-    return ps_sync_pull_ready(s->sync, (int)e->sender->index, min_version,
-                              clock, ps_shard_version(s->shard));
+}
+
+static int pull_ready(struct ps_service *s, const struct hc_wire_msg *in)
+{
+    uint64_t min_version, clock;
+
+    pull_wants(s, in, &min_version, &clock);
+    return ps_sync_pull_ready(s->sync, (int)in->env->sender->index,
+                              min_version, clock, ps_shard_version(s->shard));
 }
 
 /* Keep a request (pull or push-and-pull) to answer when the mode allows;
@@ -394,6 +395,8 @@ static int defer(struct ps_service *s, const struct hc_wire_msg *in,
     s->pending[s->n_pending].is_push =
         in->env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH;
     s->pending[s->n_pending].request_id = in->env->request_id;
+    pull_wants(s, in, &s->pending[s->n_pending].min_version,
+               &s->pending[s->n_pending].clock);
     s->n_pending++;
     return HC_OK;
 }
@@ -422,10 +425,16 @@ static void serve_pending(struct ps_service *s)
         struct hc_wire_msg in;
         nng_msg *reply;
 
+        /* Decoded (checksums and all) only once it can be answered. */
+        if (!ps_sync_pull_ready(s->sync, p->worker, p->min_version, p->clock,
+                                ps_shard_version(s->shard))) {
+            i++;
+            continue;
+        }
         if (hc_wire_decode(nng_msg_body(p->msg), nng_msg_len(p->msg),
                            s->cl->id, &in) != HC_OK) {
             hc_rpc_reply(p->req, NULL);
-        } else if (pull_ready(s, &in)) {
+        } else {
             reply = answer_pull(s, &in, 0);
             if (p->is_push && reply && p->worker < s->n_members)
                 record_reply(&s->members[p->worker],
@@ -433,10 +442,6 @@ static void serve_pending(struct ps_service *s)
                              reply);
             hc_wire_msg_free(&in);
             hc_rpc_reply(p->req, reply);
-        } else {
-            hc_wire_msg_free(&in);
-            i++;
-            continue;
         }
         nng_msg_free(p->msg);
         *p = s->pending[--s->n_pending];
@@ -535,7 +540,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                            HETPS__ERROR_CODE__E_UNKNOWN_TASK, text);
     }
     m = &s->members[w];
-    m->last_seen_ms = now_ms();
+    m->last_seen_ms = hc_now_ms();
     if (pc != HETPS__ENVELOPE__PAYLOAD_JOIN &&
         (m->state != M_JOINED || m->incarnation != e->incarnation)) {
         snprintf(text, sizeof text,
@@ -703,7 +708,7 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
 /* Mark workers silent for longer than the heartbeat timeout as dead. */
 static void sweep_members(struct ps_service *s)
 {
-    int64_t now = now_ms();
+    int64_t now = hc_now_ms();
     int i, changed = 0;
 
     pthread_mutex_lock(&s->mu);
@@ -836,7 +841,7 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
     s->me.index = (uint32_t)c->shard;
     s->me.incarnation = hc_wire_new_incarnation();
     s->me.cluster_id = s->cl->id;
-    s->start_ms = now_ms();
+    s->start_ms = hc_now_ms();
     s->n_members = s->n_active = s->cl->n_worker;
     if (c->cluster_file)
         file_mtime(c->cluster_file, &s->file_mtime);
@@ -949,7 +954,7 @@ void ps_service_wait(struct ps_service *s)
         }
     }
     /* Let the reply to a Shutdown request leave before the socket closes. */
-    nanosleep(&(struct timespec){ .tv_nsec = 200 * 1000000L }, NULL);
+    hc_sleep_s(0.2);
 }
 
 void ps_service_stop(struct ps_service *s)

@@ -37,12 +37,11 @@ struct ps_shard {
     float *acc_mem;                 /* one allocation behind acc */
 };
 
-static const struct ps_shard *sort_ctx;
-
-static int cmp_block(const void *a, const void *b)
+static int cmp_block(const void *a, const void *b, void *arg)
 {
-    const struct ps_block *x = &sort_ctx->blocks[*(const uint32_t *)a];
-    const struct ps_block *y = &sort_ctx->blocks[*(const uint32_t *)b];
+    const struct ps_shard *sh = arg;
+    const struct ps_block *x = &sh->blocks[*(const uint32_t *)a];
+    const struct ps_block *y = &sh->blocks[*(const uint32_t *)b];
 
     if (x->var != y->var)
         return x->var < y->var ? -1 : 1;
@@ -97,9 +96,7 @@ static int load_blocks(struct ps_shard *sh)
         return hc_err_set(HC_ERR_NOMEM, "out of memory for %u blocks", n);
     for (i = 0; i < n; i++)
         sh->index_sorted[i] = i;
-    sort_ctx = sh;
-    qsort(sh->index_sorted, n, sizeof *sh->index_sorted, cmp_block);
-    sort_ctx = NULL;
+    qsort_r(sh->index_sorted, n, sizeof *sh->index_sorted, cmp_block, sh);
     return HC_OK;
 }
 

@@ -13,15 +13,14 @@
  */
 #include "replica.h"
 
-#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "err.h"
+#include "clock.h"
 #include "nn.h"
 
 #define SPEED_EMA 0.3           /* weight of the newest measurement */
@@ -72,28 +71,6 @@ struct wk_replicas {
     uint64_t gen;
     int pending, quit;
 };
-
-/* ---- time ---- */
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_s(double s)
-{
-    struct timespec ts;
-
-    if (!(s > 0.0))
-        return;
-    ts.tv_sec = (time_t)s;
-    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-        ;
-}
 
 /* ---- the split ---- */
 
@@ -185,7 +162,7 @@ static void run_job(struct wk_replicas *r, struct rep_dev *d)
     d->rv = HC_OK;
     if (!d->count)
         return;
-    t0 = now_s();
+    t0 = hc_now_s();
     if (r->job == JOB_STEP) {
         wk_net_set_dropout_pos(d->net, r->seed, r->steps, s);
         if (!(rv = wk_net_forward(d->net, r->params, x, d->count, 1)) &&
@@ -196,10 +173,10 @@ static void run_job(struct wk_replicas *r, struct rep_dev *d)
         rv = wk_net_predict(d->net, r->params, x, labels, targets, d->count,
                             &d->loss_sum, &d->correct);
     }
-    t1 = now_s();
+    t1 = hc_now_s();
     if (d->slowdown > 1.0)
-        sleep_s((d->slowdown - 1.0) * (t1 - t0));
-    d->seconds = now_s() - t0;
+        hc_sleep_s((d->slowdown - 1.0) * (t1 - t0));
+    d->seconds = hc_now_s() - t0;
     if (rv) {
         d->rv = rv;
         snprintf(d->msg, sizeof d->msg, "%s", hc_err_msg());

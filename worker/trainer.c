@@ -22,9 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend.h"
+#include "clock.h"
 #include "data.h"
 #include "err.h"
 #include "eval.h"
@@ -52,25 +52,6 @@ struct run {
     double speed;               /* samples/s, moving average */
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_s(double s)
-{
-    struct timespec ts;
-
-    if (s <= 0)
-        return;
-    ts.tv_sec = (time_t)s;
-    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
-    nanosleep(&ts, NULL);
-}
-
 static int stopping(const struct run *r)
 {
     return (r->c->stop && *r->c->stop) ||
@@ -82,13 +63,13 @@ static int stopping(const struct run *r)
  * slower machine. */
 static int compute(struct run *r, int n, double *loss, int *correct)
 {
-    double t0 = now_s(), dt;
+    double t0 = hc_now_s(), dt;
     int rv = wk_replicas_step(r->rep, r->params, r->x, r->y, NULL, n, r->grads,
                               loss, correct);
 
-    dt = now_s() - t0;
+    dt = hc_now_s() - t0;
     if (r->c->slowdown > 1) {
-        sleep_s(dt * (r->c->slowdown - 1));
+        hc_sleep_s(dt * (r->c->slowdown - 1));
         dt *= r->c->slowdown;
     }
     if (dt > 0) {
@@ -129,20 +110,20 @@ static int others_done(struct pc_client *pc, const struct hc_cluster *cl,
 static int wait_for_variables(struct pc_client *pc, float *params,
                               int retry_ms)
 {
-    double deadline = now_s() + retry_ms / 1000.0;
+    double deadline = hc_now_s() + retry_ms / 1000.0;
     int rv, said = 0;
 
     for (;;) {
         rv = pc_pull(pc, params, NULL);
         if (rv != HC_ERR_NOTFOUND)
             return rv;
-        if (now_s() > deadline)
+        if (hc_now_s() > deadline)
             return hc_err_set(HC_ERR_TIMEOUT, "the chief (worker:0) did not "
                               "create the variables within %d ms: is it "
                               "running?", retry_ms);
         if (!said++)
             hc_info("waiting for the chief to create the variables");
-        sleep_s(0.1);
+        hc_sleep_s(0.1);
     }
 }
 
@@ -230,7 +211,7 @@ static int run_async(struct run *r)
         return rv;
     for (epoch = 0; epoch < r->epochs && !stopping(r); epoch++) {
         int nb, b, seen = 0;
-        double t0 = now_s(), loss_sum = 0;
+        double t0 = hc_now_s(), loss_sum = 0;
         long correct = 0;
 
         if (epoch > 0 && refresh_membership(r, &n_workers))
@@ -257,7 +238,7 @@ static int run_async(struct run *r)
             correct += k;
             seen += n;
         }
-        if (seen && (rv = epoch_line(r, epoch, now_s() - t0, loss_sum, correct,
+        if (seen && (rv = epoch_line(r, epoch, hc_now_s() - t0, loss_sum, correct,
                                      seen, 0)) != HC_OK)
             return rv;
     }
@@ -277,7 +258,7 @@ static int run_sync(struct run *r)
     uint64_t v, total, v_first = UINT64_MAX;
     struct pc_step st = { 0 };
     int epoch = -1, seen = 0, rv, have = 0;
-    double t0 = now_s(), loss_sum = 0, t_first = 0;
+    double t0 = hc_now_s(), loss_sum = 0, t_first = 0;
     long correct = 0;
 
     /* A last partial batch too small to give each worker a sample is
@@ -325,13 +306,13 @@ static int run_sync(struct run *r)
         }
         if (v_first == UINT64_MAX) {
             v_first = v;
-            t_first = now_s();
+            t_first = hc_now_s();
         }
         e = (int)(v / (uint64_t)spe);
         t = (long long)(v % (uint64_t)spe);
         if (e != epoch) {
             epoch = e;
-            t0 = now_s();
+            t0 = hc_now_s();
             loss_sum = 0;
             correct = 0;
             seen = 0;
@@ -365,7 +346,7 @@ static int run_sync(struct run *r)
         correct += k;
         seen += n;
         if ((v + 1) % (uint64_t)spe == 0 && seen) {
-            if ((rv = epoch_line(r, epoch, now_s() - t0, loss_sum, correct,
+            if ((rv = epoch_line(r, epoch, hc_now_s() - t0, loss_sum, correct,
                                  seen, v + 1)) != HC_OK)
                 return rv;
             seen = 0;
@@ -379,7 +360,7 @@ static int run_sync(struct run *r)
                 "(backup workers)", (unsigned long long)r->late,
                 (unsigned long long)r->clock);
     if (v_first != UINT64_MAX && st.version > v_first) {
-        double dt = now_s() - t_first;
+        double dt = hc_now_s() - t_first;
         uint64_t steps = (st.version < total ? st.version : total) - v_first;
 
         /* Steps of G samples, all workers together (the last batch of an
@@ -395,14 +376,14 @@ static int run_sync(struct run *r)
 /* The chief, at the end: the final weights, once every worker is done. */
 static int final_eval(struct run *r)
 {
-    double t_end = now_s() + 600, vl, va;
+    double t_end = hc_now_s() + 600, vl, va;
     int waited = 0, rv;
 
-    while (!others_done(r->pc, r->c->cluster, r->c->worker) && now_s() < t_end &&
+    while (!others_done(r->pc, r->c->cluster, r->c->worker) && hc_now_s() < t_end &&
            !(r->c->stop && *r->c->stop)) {
         if (!waited++)
             hc_info("waiting for the other workers to finish");
-        sleep_s(0.2);
+        hc_sleep_s(0.2);
     }
     if ((rv = pc_pull(r->pc, r->params, NULL)) ||
         (rv = wk_evaluate(r->rep, r->params, &r->test, r->max_batch, r->x, r->y,

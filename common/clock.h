@@ -1,0 +1,17 @@
+/*
+ * clock.h — monotonic time and sleeping, the way every hetps module needs
+ * them (timeouts, rates, back-off).
+ */
+#ifndef HC_CLOCK_H
+#define HC_CLOCK_H
+
+#include <stdint.h>
+
+/* Seconds / milliseconds of CLOCK_MONOTONIC. */
+double hc_now_s(void);
+int64_t hc_now_ms(void);
+
+/* Sleep s seconds (nothing when s <= 0), all of it despite signals. */
+void hc_sleep_s(double s);
+
+#endif
