@@ -1,6 +1,7 @@
 /*
- * crc32c.h — the two implementations behind hc_crc32c (declared in wire.h),
- * exposed so tests can hold the hardware path to the portable one.
+ * crc32c.h — CRC32C, the checksum of tensors on the wire and of blocks in
+ * the stores, and the portable implementation behind it, exposed so tests
+ * can hold the hardware path to it.
  *
  * hc_crc32c picks SSE4.2's crc32 instruction when the CPU has it (checked
  * at run time) and the portable slicing-by-8 table code otherwise; both
@@ -12,6 +13,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* CRC32C (Castagnoli) of len bytes, as in iSCSI / RFC 3720. */
+uint32_t hc_crc32c(const void *buf, size_t len);
 
 /* CRC32C of len bytes with the portable table code only. */
 uint32_t hc_crc32c_soft(const void *buf, size_t len);

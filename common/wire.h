@@ -27,6 +27,7 @@
 
 #include <nng/nng.h>
 
+#include "crc32c.h"
 #include "hetps.pb-c.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -75,8 +76,6 @@ struct hc_wire_msg {
 /* A fresh incarnation number: random, non-zero. */
 uint64_t hc_wire_new_incarnation(void);
 
-/* CRC32C (Castagnoli) of len bytes, as in iSCSI / RFC 3720. */
-uint32_t hc_crc32c(const void *buf, size_t len);
 
 /* Fill the header fields of an envelope from a sender and request id
  * (hetps__envelope__init first, so the payload is unset). env->sender then

@@ -26,10 +26,8 @@
  * own reservation. Values not 4-byte aligned (small values sit in leaf
  * pages, which LMDB aligns to 2 bytes only) go through the scratch too.
  *
- * CRC32C: the Castagnoli CRC (reflected polynomial 0x82F63B78), the
- * wire's checksum, with the SSE4.2 crc32 instruction where the CPU has it
- * (checked once against a slice-by-8 table version, which is the
- * fallback); the common hc_crc32c will replace both.
+ * CRC32C: hc_crc32c (common/crc32c.h), the wire's checksum, so a block's
+ * stored CRC is the one a pull of the whole block sends.
  */
 #include "store.h"
 
@@ -46,6 +44,7 @@
 
 #include <lmdb.h>
 
+#include "crc32c.h"
 #include "err.h"
 #include "log.h"
 #include "optimizer.h"
@@ -105,96 +104,6 @@ struct ps_store {
     uint32_t seen_gen;
     uint64_t last_sync_ms;
 };
-
-/* ---- CRC32C ------------------------------------------------------------ */
-
-static uint32_t crc_table[8][256];
-static int crc_hw;              /* SSE4.2 crc32 instruction usable */
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static uint32_t crc32c_sw(const void *buf, size_t len)
-{
-    const unsigned char *p = buf;
-    uint32_t c = 0xFFFFFFFFu;
-
-    for (; len >= 8; p += 8, len -= 8) {
-        uint32_t lo, hi;
-
-        memcpy(&lo, p, 4);
-        memcpy(&hi, p + 4, 4);
-        lo ^= c;
-        c = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
-            crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^
-            crc_table[3][hi & 0xff] ^ crc_table[2][(hi >> 8) & 0xff] ^
-            crc_table[1][(hi >> 16) & 0xff] ^ crc_table[0][hi >> 24];
-    }
-    for (; len; p++, len--)
-        c = (c >> 8) ^ crc_table[0][(c ^ *p) & 0xff];
-    return c ^ 0xFFFFFFFFu;
-}
-
-#if defined(__x86_64__)
-__attribute__((target("sse4.2")))
-static uint32_t crc32c_hw(const void *buf, size_t len)
-{
-    const unsigned char *p = buf;
-    uint64_t c = 0xFFFFFFFFu;
-    uint32_t c32;
-
-    for (; len >= 8; p += 8, len -= 8) {
-        uint64_t w;
-
-        memcpy(&w, p, 8);
-        c = __builtin_ia32_crc32di(c, w);
-    }
-    c32 = (uint32_t)c;
-    for (; len; p++, len--)
-        c32 = __builtin_ia32_crc32qi(c32, *p);
-    return c32 ^ 0xFFFFFFFFu;
-}
-#endif
-
-static void crc_init(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-
-        for (int k = 0; k < 8; k++)
-            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-        crc_table[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; i++)
-        for (int t = 1; t < 8; t++)
-            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^
-                              crc_table[0][crc_table[t - 1][i] & 0xff];
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("sse4.2")) {
-        unsigned char pat[263];
-
-        for (size_t i = 0; i < sizeof pat; i++)
-            pat[i] = (unsigned char)(i * 131u + 7u);
-        /* both versions must agree with each other and the check value */
-        crc_hw = crc32c_hw("123456789", 9) == 0xE3069283u &&
-                 crc32c_sw("123456789", 9) == 0xE3069283u &&
-                 crc32c_hw(pat, sizeof pat) == crc32c_sw(pat, sizeof pat);
-        if (!crc_hw)
-            hc_error("store: CRC32C self-check failed (hardware and table "
-                     "versions disagree); using the table version");
-    }
-#endif
-}
-
-/* CRC32C (Castagnoli) of len bytes, as hc_crc32c will compute it. */
-static uint32_t crc32c(const void *buf, size_t len)
-{
-    pthread_once(&crc_once, crc_init);
-#if defined(__x86_64__)
-    if (crc_hw)
-        return crc32c_hw(buf, len);
-#endif
-    return crc32c_sw(buf, len);
-}
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -875,36 +784,6 @@ void ps_store_close(struct ps_store *s)
 
 /* ---- init -------------------------------------------------------------- */
 
-/* ps_store's own fingerprint of a layout: FNV-1a 64 over the shard count,
- * the block size and every block (all shards) in layout order. */
-static uint64_t layout_fingerprint(const struct hc_layout *l)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-
-#define MIX(x)                                          \
-    do {                                                \
-        uint64_t v_ = (uint64_t)(x);                    \
-        for (int b_ = 0; b_ < 8; b_++) {                \
-            h ^= (v_ >> (8 * b_)) & 0xff;               \
-            h *= 0x100000001b3ull;                      \
-        }                                               \
-    } while (0)
-    MIX(l->n_shards);
-    MIX(l->block_elems);
-    MIX(l->n_blocks);
-    for (size_t i = 0; i < l->n_blocks; i++) {
-        const struct hc_block *b = &l->blocks[i];
-
-        MIX(b->var);
-        MIX(b->offset);
-        MIX(b->length);
-        MIX(b->shard);
-        MIX(b->local);
-    }
-#undef MIX
-    return h;
-}
-
 struct init_arg {
     uint64_t signature, layout_hash;
     uint32_t block_elems, n_shards, shard, n_blocks, n_slots;
@@ -931,7 +810,7 @@ static int put_block(struct ps_store *s, MDB_txn *txn, MDB_dbi dbi,
         memcpy(dst + HDR_SIZE, data, (size_t)b->length * 4);
     else
         memset(dst + HDR_SIZE, 0, (size_t)b->length * 4);
-    h.crc = crc32c(dst + HDR_SIZE, (size_t)b->length * 4);
+    h.crc = hc_crc32c(dst + HDR_SIZE, (size_t)b->length * 4);
     memcpy(dst, &h, HDR_SIZE);
     return HC_OK;
 }
@@ -1067,7 +946,7 @@ int ps_store_init(struct ps_store *s, uint64_t signature,
                 goto out;
             }
     a = (struct init_arg){
-        .signature = signature, .layout_hash = layout_fingerprint(layout),
+        .signature = signature, .layout_hash = hc_layout_hash(layout),
         .block_elems = layout->block_elems,
         .n_shards = (uint32_t)layout->n_shards, .shard = shard,
         .n_blocks = n, .n_slots = (uint32_t)ps_optim_slots(&oc),
@@ -1301,7 +1180,7 @@ int ps_store_read_slot(struct ps_store *s, uint32_t slot, uint32_t local,
     if (rv == HC_OK) {
         memcpy(dst, (const unsigned char *)v.mv_data + HDR_SIZE,
                (size_t)len * 4);
-        if (crc32c(dst, (size_t)len * 4) != h.crc)
+        if (hc_crc32c(dst, (size_t)len * 4) != h.crc)
             rv = hc_err_set(HC_ERR_CRC, "store %s: slot %u of block %u fails "
                             "its checksum; the store is damaged", s->dir, slot,
                             local);
@@ -1509,7 +1388,7 @@ static int apply_block(struct ps_store *s, MDB_txn *txn,
         dst = neu[k].mv_data;
         if ((unsigned char *)out[k] != dst + HDR_SIZE)
             memcpy(dst + HDR_SIZE, out[k], bytes);
-        h.crc = crc32c(out[k], bytes);
+        h.crc = hc_crc32c(out[k], bytes);
         memcpy(dst, &h, HDR_SIZE);
     }
     return HC_OK;
@@ -1698,7 +1577,7 @@ int ps_store_verify(struct ps_store *s)
                                 (unsigned long long)h.offset, h.length, h.kind);
                 break;
             }
-            crc = crc32c((const unsigned char *)v.mv_data + HDR_SIZE,
+            crc = hc_crc32c((const unsigned char *)v.mv_data + HDR_SIZE,
                          (size_t)h.length * 4);
             if (crc != h.crc) {
                 rv = hc_err_set(HC_ERR_CRC, "store %s: %s of block %u "

@@ -31,9 +31,8 @@
  *              incarnation, u64 request id, u64 step after the apply,
  *              u32 reply length, u32 0) + the cached reply bytes.
  *
- * Checksums: every block header carries the CRC32C (Castagnoli, the
- * polynomial of the wire's TensorRef.crc32c) of its float bytes, computed
- * by a small static function in store.c, so a pull of a whole block can
+ * Checksums: every block header carries the CRC32C (hc_crc32c, the wire's
+ * TensorRef.crc32c) of its float bytes, so a pull of a whole block can
  * send the stored CRC as is. ps_store_verify recomputes them all.
  *
  * Threading: one struct ps_store per environment per process. Reads
@@ -113,7 +112,7 @@ struct ps_store_info {
     uint64_t incarnation;       /* opens of this store, this one included */
     uint64_t step;              /* updates applied (the version) */
     uint64_t signature;         /* model signature */
-    uint64_t layout_hash;       /* ps_store's fingerprint of the layout */
+    uint64_t layout_hash;       /* hc_layout_hash of the layout */
     uint32_t block_elems, n_shards, shard, n_blocks, n_slots;
     struct hc_optim_conf optim;
     uint64_t map_size, map_max; /* bytes, now */
