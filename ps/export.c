@@ -142,205 +142,195 @@ static int write_npy(const char *path, const struct var *v)
     return rv;
 }
 
-int ps_export(const struct hc_cluster *cl, const char *data_dir,
-              const char *out_dir, FILE *log)
+/* Everything the shards of one cluster hold, assembled per variable. */
+struct gathered {
+    struct var *vars;           /* (n_vars) values, element coverage */
+    int n_vars;
+    float *slots[PS_STORE_MAX_SLOTS][HC_MODEL_MAX_VARS]; /* optimizer slots */
+    uint32_t n_slots, block_elems;
+    uint64_t step;              /* the largest shard step */
+    struct ps_store_info info0; /* of shard 0 */
+    char *json;                 /* (json_len) shard 0's variable definitions */
+    size_t json_len;
+};
+
+static void gathered_free(struct gathered *g)
+{
+    int v, k;
+
+    for (v = 0; g->vars && v < g->n_vars; v++) {
+        free(g->vars[v].data);
+        free(g->vars[v].seen);
+        for (k = 0; k < PS_STORE_MAX_SLOTS; k++)
+            free(g->slots[k][v]);
+    }
+    free(g->vars);
+    free(g->json);
+    memset(g, 0, sizeof *g);
+}
+
+/* Shard 0's definitions: parse them and allocate every variable's arrays. */
+static int gather_defs(struct gathered *g, struct ps_store *st,
+                       const char *dir, int with_slots)
+{
+    int v, k, rv;
+
+    g->n_slots = g->info0.n_slots;
+    g->block_elems = g->info0.block_elems;
+    g->json = malloc(VARS_JSON_MAX);
+    if (!g->json)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    rv = ps_store_meta_get(st, "vars", g->json, VARS_JSON_MAX, &g->json_len);
+    if (rv == HC_OK)
+        rv = parse_vars(g->json, g->json_len, dir, &g->vars, &g->n_vars);
+    for (v = 0; rv == HC_OK && v < g->n_vars; v++) {
+        g->vars[v].data = calloc(g->vars[v].size, sizeof(float));
+        g->vars[v].seen = calloc(g->vars[v].size, 1);
+        if (!g->vars[v].data || !g->vars[v].seen)
+            rv = hc_err_set(HC_ERR_NOMEM, "out of memory for %s",
+                            g->vars[v].name);
+        for (k = 0; rv == HC_OK && with_slots && k < (int)g->n_slots; k++)
+            if (!(g->slots[k][v] = calloc(g->vars[v].size, sizeof(float))))
+                rv = hc_err_set(HC_ERR_NOMEM, "out of memory for %s",
+                                g->vars[v].name);
+    }
+    return rv;
+}
+
+/*
+ * Read every block (and, with_slots, every optimizer slot) of the stores
+ * of `cl` — shard J in DATA_DIR/ps-J, opened read-only — into *g. Every
+ * element must come from exactly one block; `verify` checks every checksum
+ * first. Frees *g on failure.
+ */
+static int gather(const struct hc_cluster *cl, const char *data_dir,
+                  int with_slots, int verify, struct gathered *g, FILE *log)
 {
     struct ps_store_opts o = { .read_only = 1 };
-    struct var *vars = NULL;
-    char *json = NULL, dir[PATH_MAX];
-    uint64_t signature = 0, step = 0;
-    int n_vars = 0, j, v, rv = HC_OK;
+    char dir[PATH_MAX];
+    int j, v, k, rv = HC_OK;
 
-    json = malloc(VARS_JSON_MAX);
-    if (!json)
-        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    memset(g, 0, sizeof *g);
     for (j = 0; j < cl->n_ps && rv == HC_OK; j++) {
-        struct ps_store *s = NULL;
+        struct ps_store *st = NULL;
         struct ps_store_info info;
         const struct ps_block *blocks;
-        uint32_t nb, b;
-        size_t len;
+        uint32_t nb = 0, b;
 
         snprintf(dir, sizeof dir, "%s/ps-%d", data_dir, j);
-        rv = ps_store_open(dir, &o, &s);
-        if (rv != HC_OK)
+        if ((rv = ps_store_open(dir, &o, &st)) != HC_OK)
             break;
-        ps_store_info(s, &info);
-        if (!info.initialised) {
+        ps_store_info(st, &info);
+        if (!info.initialised)
             rv = hc_err_set(HC_ERR_NOTFOUND, "store %s holds no variables "
                             "(was the job started with this --data-dir?)", dir);
-        } else if (info.n_shards != (uint32_t)cl->n_ps || info.shard != (uint32_t)j) {
+        else if (info.n_shards != (uint32_t)cl->n_ps || info.shard != (uint32_t)j)
             rv = hc_err_set(HC_ERR_MISMATCH, "store %s is shard %u of %u, the "
                             "cluster has %d parameter servers", dir, info.shard,
                             info.n_shards, cl->n_ps);
-        } else if (j > 0 && info.signature != signature) {
+        else if (j > 0 && info.signature != g->info0.signature)
             rv = hc_err_set(HC_ERR_MISMATCH, "store %s is of another model than "
                             "%s/ps-0", dir, data_dir);
-        }
+        if (rv == HC_OK && verify && (rv = ps_store_verify(st)) != HC_OK)
+            rv = hc_err_set(rv, "%s: not moving a damaged store", hc_err_msg());
         if (rv == HC_OK && j == 0) {
-            signature = info.signature;
-            step = info.step;
-            rv = ps_store_meta_get(s, "vars", json, VARS_JSON_MAX, &len);
-            if (rv == HC_OK)
-                rv = parse_vars(json, len, dir, &vars, &n_vars);
-            for (v = 0; rv == HC_OK && v < n_vars; v++) {
-                vars[v].data = calloc(vars[v].size, sizeof(float));
-                vars[v].seen = calloc(vars[v].size, 1);
-                if (!vars[v].data || !vars[v].seen)
-                    rv = hc_err_set(HC_ERR_NOMEM, "out of memory for %s",
-                                    vars[v].name);
-            }
+            g->info0 = info;
+            rv = gather_defs(g, st, dir, with_slots);
         }
-        blocks = rv == HC_OK ? ps_store_blocks(s, &nb) : NULL;
+        if (rv == HC_OK && info.step != g->info0.step && log)
+            fprintf(log, "note: %s is at step %llu, ps-0 at %llu (asynchronous "
+                    "training: shards apply pushes independently)\n", dir,
+                    (unsigned long long)info.step,
+                    (unsigned long long)g->info0.step);
+        if (rv == HC_OK && info.step > g->step)
+            g->step = info.step;
+        blocks = rv == HC_OK ? ps_store_blocks(st, &nb) : NULL;
         for (b = 0; rv == HC_OK && b < nb; b++) {
-            const struct ps_block *k = &blocks[b];
+            const struct ps_block *bk = &blocks[b];
             struct var *var;
             uint32_t e;
 
-            if (k->var >= (uint32_t)n_vars ||
-                k->offset + k->length > vars[k->var].size) {
+            if (bk->var >= (uint32_t)g->n_vars ||
+                bk->offset + bk->length > g->vars[bk->var].size) {
                 rv = hc_err_set(HC_ERR_STORE, "store %s: block %u lies outside "
                                 "the variables", dir, b);
                 break;
             }
-            var = &vars[k->var];
-            rv = ps_store_read_block(s, b, var->data + k->offset, k->length);
-            for (e = 0; rv == HC_OK && e < k->length; e++)
-                if (var->seen[k->offset + e]++)
+            var = &g->vars[bk->var];
+            rv = ps_store_read_block(st, b, var->data + bk->offset, bk->length);
+            for (e = 0; rv == HC_OK && e < bk->length; e++)
+                if (var->seen[bk->offset + e]++)
                     rv = hc_err_set(HC_ERR_STORE, "store %s: element %llu of "
                                     "%s is held twice", dir,
-                                    (unsigned long long)(k->offset + e), var->name);
+                                    (unsigned long long)(bk->offset + e),
+                                    var->name);
+            for (k = 0; rv == HC_OK && with_slots && k < (int)g->n_slots; k++)
+                rv = ps_store_read_slot(st, (uint32_t)k, b,
+                                        g->slots[k][bk->var] + bk->offset,
+                                        bk->length);
         }
-        if (rv == HC_OK && info.step != step && log)
-            fprintf(log, "note: %s is at step %llu, ps-0 at %llu (asynchronous "
-                    "training: shards apply pushes independently)\n", dir,
-                    (unsigned long long)info.step, (unsigned long long)step);
-        ps_store_close(s);
+        ps_store_close(st);
     }
-    for (v = 0; rv == HC_OK && v < n_vars; v++) {
-        char path[PATH_MAX];
+    for (v = 0; rv == HC_OK && v < g->n_vars; v++) {
         size_t e;
 
-        for (e = 0; e < vars[v].size; e++)
-            if (!vars[v].seen[e])
+        for (e = 0; e < g->vars[v].size; e++)
+            if (!g->vars[v].seen[e])
                 break;
-        if (e < vars[v].size) {
+        if (e < g->vars[v].size)
             rv = hc_err_set(HC_ERR_STORE, "element %zu of %s is in no store: "
-                            "is a shard's --data-dir missing?", e, vars[v].name);
-            break;
-        }
-        snprintf(path, sizeof path, "%s/%s.npy", out_dir, vars[v].name);
-        rv = write_npy(path, &vars[v]);
-        if (rv == HC_OK && log) {
-            int i;
+                            "is a shard's --data-dir missing?", e,
+                            g->vars[v].name);
+    }
+    if (rv != HC_OK)
+        gathered_free(g);
+    return rv;
+}
 
+int ps_export(const struct hc_cluster *cl, const char *data_dir,
+              const char *out_dir, FILE *log)
+{
+    struct gathered g;
+    int v, rv = gather(cl, data_dir, 0, 0, &g, log);
+
+    for (v = 0; rv == HC_OK && v < g.n_vars; v++) {
+        char path[PATH_MAX];
+        int i;
+
+        snprintf(path, sizeof path, "%s/%s.npy", out_dir, g.vars[v].name);
+        rv = write_npy(path, &g.vars[v]);
+        if (rv == HC_OK && log) {
             fprintf(log, "%s (", path);
-            for (i = 0; i < vars[v].ndim; i++)
-                fprintf(log, "%s%u", i ? ", " : "", vars[v].shape[i]);
-            fprintf(log, "%s) float32\n", vars[v].ndim == 1 ? "," : "");
+            for (i = 0; i < g.vars[v].ndim; i++)
+                fprintf(log, "%s%u", i ? ", " : "", g.vars[v].shape[i]);
+            fprintf(log, "%s) float32\n", g.vars[v].ndim == 1 ? "," : "");
         }
     }
-    for (v = 0; vars && v < n_vars; v++) {
-        free(vars[v].data);
-        free(vars[v].seen);
-    }
-    free(vars);
-    free(json);
+    if (rv == HC_OK)
+        gathered_free(&g);
     return rv;
 }
 
 int ps_reshard(const struct hc_cluster *from, const char *from_dir,
                const struct hc_cluster *to, const char *to_dir, FILE *log)
 {
-    struct ps_store_opts ro = { .read_only = 1 };
-    struct ps_store_info info0;
     struct hc_layout lay = { 0 };
-    struct var *vars = NULL;
-    float *slot_full[PS_STORE_MAX_SLOTS][HC_MODEL_MAX_VARS] = { { 0 } };
-    size_t sizes[HC_MODEL_MAX_VARS] = { 0 }, vlen = 0;
-    char *json = NULL, dir[PATH_MAX], optim[PS_OPTIM_JSON_MAX];
-    uint64_t step = 0;
-    int n_vars = 0, j, v, k, rv = HC_OK, have_lay = 0;
-    uint32_t n_slots = 0, block_elems = 0;
+    struct gathered g;
+    size_t sizes[HC_MODEL_MAX_VARS] = { 0 };
+    char dir[PATH_MAX], optim[PS_OPTIM_JSON_MAX];
+    int j, v, k, rv, have_lay = 0;
 
-    json = malloc(VARS_JSON_MAX);
-    if (!json)
-        return hc_err_set(HC_ERR_NOMEM, "out of memory");
-    /* 1. Everything the old shards hold, assembled per variable. */
-    for (j = 0; j < from->n_ps && rv == HC_OK; j++) {
-        struct ps_store *st = NULL;
-        struct ps_store_info info;
-        const struct ps_block *blocks;
-        uint32_t nb, b;
-
-        snprintf(dir, sizeof dir, "%s/ps-%d", from_dir, j);
-        if ((rv = ps_store_open(dir, &ro, &st)) != HC_OK)
-            break;
-        ps_store_info(st, &info);
-        if (!info.initialised)
-            rv = hc_err_set(HC_ERR_NOTFOUND, "store %s holds no variables", dir);
-        else if (info.n_shards != (uint32_t)from->n_ps || info.shard != (uint32_t)j)
-            rv = hc_err_set(HC_ERR_MISMATCH, "store %s is shard %u of %u; the "
-                            "--from cluster has %d parameter servers", dir,
-                            info.shard, info.n_shards, from->n_ps);
-        else if (j > 0 && info.signature != info0.signature)
-            rv = hc_err_set(HC_ERR_MISMATCH, "store %s is of another model than "
-                            "%s/ps-0", dir, from_dir);
-        if (rv == HC_OK && (rv = ps_store_verify(st)) != HC_OK)
-            rv = hc_err_set(rv, "%s: not moving a damaged store", hc_err_msg());
-        if (rv == HC_OK && j == 0) {
-            info0 = info;
-            n_slots = info.n_slots;
-            block_elems = info.block_elems;
-            rv = ps_store_meta_get(st, "vars", json, VARS_JSON_MAX, &vlen);
-            if (rv == HC_OK)
-                rv = parse_vars(json, vlen, dir, &vars, &n_vars);
-            for (v = 0; rv == HC_OK && v < n_vars; v++) {
-                vars[v].data = calloc(vars[v].size, sizeof(float));
-                vars[v].seen = calloc(vars[v].size, 1);
-                for (k = 0; k < (int)n_slots; k++)
-                    slot_full[k][v] = calloc(vars[v].size, sizeof(float));
-                if (!vars[v].data || !vars[v].seen ||
-                    (n_slots > 0 && !slot_full[0][v]) ||
-                    (n_slots > 1 && !slot_full[1][v]))
-                    rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
-            }
-        }
-        if (rv == HC_OK && info.step > step)
-            step = info.step;
-        blocks = rv == HC_OK ? ps_store_blocks(st, &nb) : NULL;
-        for (b = 0; rv == HC_OK && b < nb; b++) {
-            const struct ps_block *bk = &blocks[b];
-            struct var *var;
-
-            if (bk->var >= (uint32_t)n_vars ||
-                bk->offset + bk->length > vars[bk->var].size) {
-                rv = hc_err_set(HC_ERR_STORE, "store %s: block %u lies outside "
-                                "the variables", dir, b);
-                break;
-            }
-            var = &vars[bk->var];
-            if (var->seen[bk->offset]++) {
-                rv = hc_err_set(HC_ERR_STORE, "store %s: block %u is held twice",
-                                dir, b);
-                break;
-            }
-            rv = ps_store_read_block(st, b, var->data + bk->offset, bk->length);
-            for (k = 0; rv == HC_OK && k < (int)n_slots; k++)
-                rv = ps_store_read_slot(st, (uint32_t)k, b,
-                                        slot_full[k][bk->var] + bk->offset,
-                                        bk->length);
-        }
-        ps_store_close(st);
-    }
+    /* 1. Everything the old shards hold, checksums verified. */
+    if ((rv = gather(from, from_dir, 1, 1, &g, log)) != HC_OK)
+        return rv;
     /* 2. The new layout and fresh stores. */
-    for (v = 0; rv == HC_OK && v < n_vars; v++)
-        sizes[v] = vars[v].size;
-    if (rv == HC_OK && (rv = hc_layout_build(sizes, n_vars, to->n_ps, block_elems,
-                                             &lay)) == HC_OK)
+    for (v = 0; v < g.n_vars; v++)
+        sizes[v] = g.vars[v].size;
+    rv = hc_layout_build(sizes, g.n_vars, to->n_ps, g.block_elems, &lay);
+    if (rv == HC_OK)
         have_lay = 1;
     if (rv == HC_OK)
-        rv = ps_optim_to_json(&info0.optim, optim, sizeof optim);
+        rv = ps_optim_to_json(&g.info0.optim, optim, sizeof optim);
     for (j = 0; rv == HC_OK && j < to->n_ps; j++) {
         const float **init = calloc(lay.shard_blocks[j] + 1, sizeof *init);
         const float **sl[PS_STORE_MAX_SLOTS] = { 0 };
@@ -349,9 +339,9 @@ int ps_reshard(const struct hc_cluster *from, const char *from_dir,
         size_t b;
         int created = 0;
 
-        for (k = 0; k < (int)n_slots; k++)
+        for (k = 0; k < (int)g.n_slots; k++)
             sl[k] = calloc(lay.shard_blocks[j] + 1, sizeof *sl[k]);
-        if (!init || (n_slots > 0 && !sl[0]) || (n_slots > 1 && !sl[1])) {
+        if (!init || (g.n_slots > 0 && !sl[0]) || (g.n_slots > 1 && !sl[1])) {
             rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
             goto next;
         }
@@ -360,9 +350,9 @@ int ps_reshard(const struct hc_cluster *from, const char *from_dir,
 
             if (bk->shard != (uint32_t)j)
                 continue;
-            init[bk->local] = vars[bk->var].data + bk->offset;
-            for (k = 0; k < (int)n_slots; k++)
-                sl[k][bk->local] = slot_full[k][bk->var] + bk->offset;
+            init[bk->local] = g.vars[bk->var].data + bk->offset;
+            for (k = 0; k < (int)g.n_slots; k++)
+                sl[k][bk->local] = g.slots[k][bk->var] + bk->offset;
         }
         snprintf(dir, sizeof dir, "%s/ps-%d", to_dir, j);
         if ((rv = ps_store_open(dir, NULL, &st)) != HC_OK)
@@ -373,11 +363,11 @@ int ps_reshard(const struct hc_cluster *from, const char *from_dir,
                             "give reshard an empty --out-dir", dir);
             goto next;
         }
-        if ((rv = ps_store_init(st, info0.signature, &lay, (uint32_t)j, optim,
+        if ((rv = ps_store_init(st, g.info0.signature, &lay, (uint32_t)j, optim,
                                 init, &created)) == HC_OK &&
-            (rv = ps_store_restore(st, (const float *const *const *)sl, step)) ==
+            (rv = ps_store_restore(st, (const float *const *const *)sl, g.step)) ==
                 HC_OK)
-            rv = ps_store_meta_put(st, "vars", json, vlen);
+            rv = ps_store_meta_put(st, "vars", g.json, g.json_len);
         /* 3. Read back: every parameter bitwise as it was. */
         for (b = 0; rv == HC_OK && b < lay.n_blocks; b++) {
             const struct hc_block *bk = &lay.blocks[b];
@@ -391,7 +381,7 @@ int ps_reshard(const struct hc_cluster *from, const char *from_dir,
                 break;
             }
             rv = ps_store_read_block(st, bk->local, back, bk->length);
-            if (rv == HC_OK && memcmp(back, vars[bk->var].data + bk->offset,
+            if (rv == HC_OK && memcmp(back, g.vars[bk->var].data + bk->offset,
                                       (size_t)bk->length * sizeof *back) != 0)
                 rv = hc_err_set(HC_ERR_STORE, "%s: block %u reads back "
                                 "different values", dir, bk->local);
@@ -401,7 +391,7 @@ int ps_reshard(const struct hc_cluster *from, const char *from_dir,
             rv = ps_store_verify(st);
         if (rv == HC_OK && log)
             fprintf(log, "%s: %u blocks, step %llu, checksums good\n", dir,
-                    lay.shard_blocks[j], (unsigned long long)step);
+                    lay.shard_blocks[j], (unsigned long long)g.step);
 next:
         ps_store_close(st);
         free(init);
@@ -410,14 +400,7 @@ next:
     }
     if (have_lay)
         hc_layout_free(&lay);
-    for (v = 0; vars && v < n_vars; v++) {
-        free(vars[v].data);
-        free(vars[v].seen);
-        for (k = 0; k < PS_STORE_MAX_SLOTS; k++)
-            free(slot_full[k][v]);
-    }
-    free(vars);
-    free(json);
+    gathered_free(&g);
     return rv;
 }
 
