@@ -17,16 +17,15 @@
 
 #include "client.h"
 #include "cluster.h"
-#include "err.h"
-#include "log.h"
-#include "tune.h"
-#include "model.h"
-#include "trainer.h"
-#include "backend.h"
 #include "data.h"
-#include "eval.h"
 #include "device.h"
+#include "err.h"
+#include "eval.h"
+#include "log.h"
+#include "model.h"
 #include "replica.h"
+#include "trainer.h"
+#include "tune.h"
 
 static volatile sig_atomic_t stop_requested;
 

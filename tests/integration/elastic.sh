@@ -9,16 +9,17 @@ DATA=/usr/share/datasets/fashion-mnist
 [ -f "$DATA/train-images-idx3-ubyte.gz" ] || { echo "skipped: no Fashion-MNIST at $DATA"; exit 77; }
 pick_ports
 MODEL=deploy/models/fashion_cnn.json
-# write_cluster N: the file with N workers, replaced atomically.
+# write_cluster FILE BASE_PORT N MODE: a cluster file with 2 shards and N
+# workers on ports from BASE_PORT, replaced atomically.
 write_cluster() {
-    w="\"127.0.0.1:$((PORT + 2))\""
-    [ "$1" -ge 2 ] && w="$w, \"127.0.0.1:$((PORT + 3))\""
-    [ "$1" -ge 3 ] && w="$w, \"127.0.0.1:$((PORT + 4))\""
-    printf '{ "cluster": { "ps": ["127.0.0.1:%s", "127.0.0.1:%s"], "worker": [%s] },\n  "hetps": { "mode": "async" } }\n' \
-        $PORT $((PORT + 1)) "$w" > "$T/cluster.tmp"
-    mv "$T/cluster.tmp" "$T/cluster.json"
+    w="\"127.0.0.1:$(($2 + 2))\""
+    [ "$3" -ge 2 ] && w="$w, \"127.0.0.1:$(($2 + 3))\""
+    [ "$3" -ge 3 ] && w="$w, \"127.0.0.1:$(($2 + 4))\""
+    printf '{ "cluster": { "ps": ["127.0.0.1:%s", "127.0.0.1:%s"], "worker": [%s] },\n  "hetps": { "mode": "%s" } }\n' \
+        "$2" $(($2 + 1)) "$w" "$4" > "$1.tmp"
+    mv "$1.tmp" "$1"
 }
-write_cluster 1
+write_cluster "$T/cluster.json" $PORT 1 async
 for i in 0 1; do
     "$BIN/hetps-ps" --cluster "$T/cluster.json" --task ps:$i \
         --data-dir "$T/data/ps-$i" > "$T/ps-$i.log" 2>&1 &
@@ -35,7 +36,7 @@ version_over() {
 }
 wait_for 60 version_over 200 || { cat "$T/w0.log"; fail "training did not start"; }
 
-write_cluster 3
+write_cluster "$T/cluster.json" $PORT 3 async
 added() { grep -q "worker:2 added by the cluster file" "$T/ps-0.log"; }
 wait_for 10 added || { cat "$T/ps-0.log"; fail "the shards did not take the added workers"; }
 for i in 1 2; do
@@ -50,7 +51,7 @@ pushed() { "$BIN/hetps" status "$T/cluster.json" 2>/dev/null | grep -q '^worker:
 wait_for 30 pushed || { cat "$T/w2.log"; fail "worker:2 did not train"; }
 ok "grown from 1 to 3 workers by editing the cluster file"
 
-write_cluster 2
+write_cluster "$T/cluster.json" $PORT 2 async
 kill -TERM $w2
 wait $w2
 removed() { grep -q "worker:2 removed by the cluster file" "$T/ps-0.log"; }
@@ -71,14 +72,7 @@ ok "the elastic job finished at $acc"
 # worker added to the file takes a share of it from the step after it
 # joins, and leaving takes effect at the next step.
 SP=$((PORT + 10))
-write_sync() {
-    w="\"127.0.0.1:$((SP + 2))\""
-    [ "$1" -ge 2 ] && w="$w, \"127.0.0.1:$((SP + 3))\""
-    printf '{ "cluster": { "ps": ["127.0.0.1:%s", "127.0.0.1:%s"], "worker": [%s] },\n  "hetps": { "mode": "sync" } }\n' \
-        $SP $((SP + 1)) "$w" > "$T/sync.tmp"
-    mv "$T/sync.tmp" "$T/sync.json"
-}
-write_sync 1
+write_cluster "$T/sync.json" $SP 1 sync
 for i in 0 1; do
     "$BIN/hetps-ps" --cluster "$T/sync.json" --task ps:$i \
         --data-dir "$T/sdata/ps-$i" > "$T/sps-$i.log" 2>&1 &
@@ -94,7 +88,7 @@ sync_over() {
     [ -n "$v" ] && [ "$v" -ge "$1" ]
 }
 wait_for 60 sync_over 100 || { cat "$T/sw0.log"; fail "sync training did not start"; }
-write_sync 2
+write_cluster "$T/sync.json" $SP 2 sync
 sadded() { grep -q "worker:1 added by the cluster file" "$T/sps-0.log"; }
 wait_for 10 sadded || { cat "$T/sps-0.log"; fail "sync shards did not take the added worker"; }
 "$BIN/hetps-worker" --cluster "$T/sync.json" --task worker:1 --model $MODEL \
@@ -105,7 +99,7 @@ sshare() { "$BIN/hetps" status "$T/sync.json" 2>/dev/null | grep -q '^worker:1 .
 wait_for 30 sshare || { cat "$T/sw1.log"; fail "the added sync worker did not take part"; }
 grep -q "the job's global batch is 64" "$T/sw1.log" || { cat "$T/sw1.log"; fail "the added worker did not take the job's global batch"; }
 ok "sync: worker:1 added, takes a share of the job's global batch 64"
-write_sync 1
+write_cluster "$T/sync.json" $SP 1 sync
 kill -TERM $sw1
 wait $sw1
 wait $sw0 || { tail -20 "$T/sw0.log"; fail "the sync chief failed"; }
