@@ -32,9 +32,15 @@ LDLIBS   += -lnng -lprotobuf-c -llmdb -lcjson -lz $(BLAS_LIBS) -lm -lpthread
 # start on machines without a GPU, a driver or CUDA libraries. NVCC= (empty)
 # forces a CPU-only build. SANITIZE=1 builds are CPU-only: ASan's shadow
 # memory and the CUDA driver do not mix (it needs protect_shadow_gap=0).
-NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
-CUDA_SRC  := $(if $(NVCC),$(if $(SANITIZE),,$(wildcard worker/*.cu)))
-CUDA_HOME := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
+ifeq ($(origin NVCC),undefined)
+NVCC := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+endif
+# nvcc may be a wrapper script (/usr/local/bin/nvcc → exec …/cuda-13.0/bin/nvcc):
+# ask nvcc itself where its toolkit is (TOP in --dryrun), not its path.
+CUDA_HOME := $(if $(NVCC),$(realpath $(shell $(NVCC) --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | sed -n 's/^\#\$$ TOP=//p' | head -n 1)))
+CUDART    := $(firstword $(wildcard $(CUDA_HOME)/lib64/libcudart_static.a \
+               $(CUDA_HOME)/targets/x86_64-linux/lib/libcudart_static.a))
+CUDA_SRC  := $(if $(CUDART),$(if $(SANITIZE),,$(wildcard worker/*.cu)))
 GENCODE   := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
 NVCCFLAGS := -std=c++17 -g -O2 $(GENCODE) -Xcompiler -Wall,-Wextra,-Werror \
@@ -67,6 +73,7 @@ all: check-cuda $(BINS) $(TESTS) $(TOOLS) $(BENCHES)
 
 check-cuda:
 	@if [ -n "$(CUDA_SRC)" ]; then echo "nvcc: found (sm_80, sm_90 + PTX): $(NVCC)"; \
+	 elif [ -n "$(NVCC)" ] && [ -z "$(CUDART)" ]; then echo "nvcc: found ($(NVCC)), but no libcudart_static.a under '$(CUDA_HOME)': CPU-only build"; \
 	 elif [ -n "$(NVCC)" ]; then echo "nvcc: found, but SANITIZE=1 builds are CPU-only"; \
 	 else echo "nvcc: not found: CPU-only build"; fi
 
