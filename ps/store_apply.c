@@ -1,0 +1,255 @@
+/*
+ * store_apply.c — one optimizer step as one write transaction
+ * (ps_store_apply): check the updates, read each block's parameters and
+ * slots, run the optimizer into the new values, count the step, write the
+ * records of the requests it answers (store_record.c), commit, and sync
+ * when group commit says so. See store.h for the contract, store_impl.h
+ * for the other store files.
+ *
+ * For each block the old parameters and slots are read (mdb_get), then
+ * the new values are reserved (mdb_put with MDB_RESERVE, same size) and
+ * the optimizer writes straight into them. With a same-size value LMDB
+ * either returns the old location (the page is already dirty in this
+ * transaction: the update runs in place) or fresh space (a copied leaf or
+ * new overflow pages) while the old copy stays readable until commit —
+ * ps_optim_apply handles both. One hazard remains: when a transaction has
+ * dirtied about 128K pages, LMDB spills dirty pages to disk at the next
+ * put and frees their buffers, which would move reservations made earlier.
+ * Applies estimated to dirty more than direct_max_pages therefore compute
+ * into the store's scratch first and copy each value in right after its
+ * own reservation. Values not 4-byte aligned (small values sit in leaf
+ * pages, which LMDB aligns to 2 bytes only) go through the scratch too.
+ */
+#include "store_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "clock.h"
+#include "crc32c.h"
+#include "err.h"
+
+struct apply_arg {
+    const struct hc_optim_conf *c;
+    const struct ps_update *u;
+    size_t n;
+    const struct ps_record *recs;
+    size_t n_recs;
+    int direct;
+    uint64_t new_step;
+};
+
+static int is_aligned4(const void *p)
+{
+    return ((uintptr_t)p & 3u) == 0;
+}
+
+/* Update one block: see the file comment for why both paths are safe. */
+static int apply_block(struct ps_store *s, MDB_txn *txn,
+                       const struct hc_optim_conf *c, uint64_t step,
+                       const struct ps_update *u, int direct)
+{
+    static const char *const kinds[] = {"parameters", "slot 0", "slot 1"};
+    const struct ps_block *b = &s->blocks[u->local];
+    size_t bytes = (size_t)b->length * 4, ml = s->max_len;
+    int na = 1 + ps_optim_slots(c);
+    unsigned char keys[3][8];
+    MDB_val key[3], old[3], neu[3];
+    const float *in[3] = {NULL, NULL, NULL};
+    float *out[3] = {NULL, NULL, NULL};
+    int rc, rv;
+
+    for (int k = 0; k < na; k++) {
+        struct ps_block_hdr h;
+        const unsigned char *data;
+
+        key[k].mv_size = store_block_key(keys[k], k, u->local);
+        key[k].mv_data = keys[k];
+        if ((rv = store_get_block(s, txn, k ? s->dbi_slots : s->dbi_vars,
+                                  keys[k], key[k].mv_size, u->local, kinds[k],
+                                  &old[k], &h)) != HC_OK)
+            return rv;
+        if (h.var != b->var || h.offset != b->offset ||
+            h.length != b->length || h.kind != (uint32_t)k)
+            return hc_err_set(HC_ERR_STORE, "store %s: %s of block %u: header "
+                              "(var %u, offset %llu, %u elements) disagrees "
+                              "with the block table; the store is damaged",
+                              s->dir, kinds[k], u->local, h.var,
+                              (unsigned long long)h.offset, h.length);
+        data = (const unsigned char *)old[k].mv_data + HDR_SIZE;
+        if (is_aligned4(data)) {
+            in[k] = (const float *)(const void *)data;
+        } else {
+            memcpy(s->scratch + k * ml, data, bytes);
+            in[k] = s->scratch + k * ml;
+        }
+    }
+    for (int k = 0; k < na; k++) {
+        out[k] = s->scratch + (3 + k) * ml;
+        if (!direct)
+            continue;
+        neu[k].mv_size = HDR_SIZE + bytes;
+        rc = mdb_put(txn, k ? s->dbi_slots : s->dbi_vars, &key[k], &neu[k],
+                     MDB_RESERVE);
+        if (rc != 0)
+            return store_lmdb_err(s, rc, "writing a block");
+        if (is_aligned4((unsigned char *)neu[k].mv_data + HDR_SIZE))
+            out[k] = (float *)(void *)((unsigned char *)neu[k].mv_data +
+                                       HDR_SIZE);
+    }
+    ps_optim_apply(c, step, b->length, in[0], u->grad, u->scale, in[1], in[2],
+                   out[0], out[1], out[2]);
+    for (int k = 0; k < na; k++) {
+        struct ps_block_hdr h = {b->var, b->length, b->offset, 0, (uint32_t)k};
+        unsigned char *dst;
+
+        if (!direct) {
+            neu[k].mv_size = HDR_SIZE + bytes;
+            rc = mdb_put(txn, k ? s->dbi_slots : s->dbi_vars, &key[k],
+                         &neu[k], MDB_RESERVE);
+            if (rc != 0)
+                return store_lmdb_err(s, rc, "writing a block");
+        }
+        dst = neu[k].mv_data;
+        if ((unsigned char *)out[k] != dst + HDR_SIZE)
+            memcpy(dst + HDR_SIZE, out[k], bytes);
+        h.crc = hc_crc32c(out[k], bytes);
+        memcpy(dst, &h, HDR_SIZE);
+    }
+    return HC_OK;
+}
+
+static int apply_body(struct ps_store *s, MDB_txn *txn, void *arg)
+{
+    struct apply_arg *a = arg;
+    uint64_t step;
+    int rv;
+
+    if ((rv = store_meta_fixed(s, txn, "step", &step, sizeof step)) != HC_OK)
+        return rv;
+    for (size_t i = 0; i < a->n; i++)
+        if ((rv = apply_block(s, txn, a->c, step, &a->u[i], a->direct)))
+            return rv;
+    if (a->n > 0) {
+        step++;
+        if ((rv = store_meta_put_u64(s, txn, "step", step)) != HC_OK)
+            return rv;
+    }
+    for (size_t i = 0; i < a->n_recs; i++)
+        if ((rv = store_record_put(s, txn, &a->recs[i], step)) != HC_OK)
+            return rv;
+    a->new_step = step;
+    return HC_OK;
+}
+
+/* Check an apply's arguments before any transaction starts. */
+static int apply_check(struct ps_store *s, const struct hc_optim_conf *c,
+                       const struct ps_update *u, size_t n,
+                       const struct ps_record *recs, size_t n_recs)
+{
+    int rv;
+
+    if (s->read_only)
+        return hc_err_set(HC_ERR_INVAL, "store %s: opened read-only; cannot "
+                          "apply", s->dir);
+    if (!c)
+        return hc_err_set(HC_ERR_INVAL, "store %s: apply without optimizer "
+                          "settings", s->dir);
+    if ((rv = ps_optim_validate(c, s->dir)) != HC_OK)
+        return rv;
+    if ((uint32_t)ps_optim_slots(c) > s->n_slots)
+        return hc_err_set(HC_ERR_MISMATCH, "store %s: optimizer %s needs %d "
+                          "slot arrays but the store was made with %s (%u)",
+                          s->dir, ps_optim_name(c->type), ps_optim_slots(c),
+                          s->optim_json, s->n_slots);
+    if (++s->seen_gen == 0) {
+        memset(s->seen, 0, (size_t)s->n_blocks * sizeof *s->seen);
+        s->seen_gen = 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t l = u[i].local;
+
+        if (l >= s->n_blocks)
+            return hc_err_set(HC_ERR_INVAL, "store %s: update %zu names block "
+                              "%u but this shard has %u blocks", s->dir, i, l,
+                              s->n_blocks);
+        if (u[i].length != s->blocks[l].length)
+            return hc_err_set(HC_ERR_INVAL, "store %s: update %zu for block %u "
+                              "has %u elements, the block %u", s->dir, i, l,
+                              u[i].length, s->blocks[l].length);
+        if (!u[i].grad || !isfinite(u[i].scale))
+            return hc_err_set(HC_ERR_INVAL, "store %s: update %zu for block %u "
+                              "has no gradient or a non-finite scale", s->dir,
+                              i, l);
+        if (s->seen[l] == s->seen_gen)
+            return hc_err_set(HC_ERR_INVAL, "store %s: block %u appears twice "
+                              "in one apply", s->dir, l);
+        s->seen[l] = s->seen_gen;
+    }
+    for (size_t i = 0; i < n_recs; i++) {
+        if (recs[i].reply_len > PS_STORE_MAX_REPLY)
+            return hc_err_set(HC_ERR_LIMIT, "store %s: the reply recorded for "
+                              "worker %u has %u bytes; at most %u are kept",
+                              s->dir, recs[i].worker, recs[i].reply_len,
+                              PS_STORE_MAX_REPLY);
+        if (recs[i].reply_len && !recs[i].reply)
+            return hc_err_set(HC_ERR_INVAL, "store %s: record for worker %u "
+                              "has a length but no reply", s->dir,
+                              recs[i].worker);
+    }
+    return HC_OK;
+}
+
+/* Flush after a commit when group commit says it is time. */
+static int maybe_sync(struct ps_store *s)
+{
+    uint64_t t;
+    int rc;
+
+    if (s->durability != PS_DURABLE_MACHINE || s->sync_ms == 0)
+        return HC_OK;
+    t = (uint64_t)hc_now_ms();
+    if (t - s->last_sync_ms < s->sync_ms)
+        return HC_OK;
+    s->last_sync_ms = t;
+    if ((rc = mdb_env_sync(s->env, 1)) != 0)
+        return hc_err_set(HC_ERR_IO, "store %s: sync failed: %s; the update "
+                          "is committed but may not be on disk", s->dir,
+                          mdb_strerror(rc));
+    return HC_OK;
+}
+
+int ps_store_apply(struct ps_store *s, const struct hc_optim_conf *c,
+                   const struct ps_update *u, size_t n,
+                   const struct ps_record *recs, size_t n_recs,
+                   uint64_t *new_step)
+{
+    struct apply_arg a = {c, u, n, recs, n_recs, 0, 0};
+    uint64_t pages = 16;
+    int rv;
+
+    if (!atomic_load(&s->initialised))
+        return hc_err_set(HC_ERR_NOTFOUND, "store %s: not initialised yet "
+                          "(the chief creates the variables first)", s->dir);
+    pthread_mutex_lock(&s->wmu);
+    if ((rv = apply_check(s, c, u, n, recs, n_recs)) != HC_OK)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t bytes = HDR_SIZE + (uint64_t)u[i].length * 4 + 16;
+
+        pages += (uint64_t)(1 + ps_optim_slots(c)) *
+                 ((bytes + s->psize - 1) / s->psize + 8);
+    }
+    pages += (uint64_t)n_recs * 10;
+    a.direct = pages <= s->direct_max_pages;
+    if ((rv = store_write_txn(s, apply_body, &a,
+                              "applying an update")) != HC_OK)
+        goto out;
+    atomic_store(&s->step, a.new_step);
+    if (new_step)
+        *new_step = a.new_step;
+    rv = maybe_sync(s);
+out:
+    pthread_mutex_unlock(&s->wmu);
+    return rv;
+}

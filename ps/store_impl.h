@@ -1,0 +1,134 @@
+/*
+ * store_impl.h — the inside of a ps_store, shared by the files that make
+ * up the store. Nothing outside ps/store*.c includes this; the contract is
+ * store.h.
+ *
+ *   store.c         open (check the magic and format, load meta and the
+ *                   block table), init, close, sync, what meta says
+ *   store_txn.c     LMDB errors, transactions, map growth, meta keys and
+ *                   the application's meta data
+ *   store_block.c   block and optimizer-slot values: keys, headers and
+ *                   CRCs; pulls, verify, and moving slots for reshard
+ *   store_apply.c   one optimizer step per write transaction
+ *   store_record.c  the per-worker request records an apply writes
+ */
+#ifndef PS_STORE_IMPL_H
+#define PS_STORE_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lmdb.h>
+
+#include "optimizer.h"
+#include "store.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the hetps store keeps little-endian float32; big-endian hosts are not supported"
+#endif
+
+#define HDR_SIZE sizeof(struct ps_block_hdr)
+#define POOL_MAX 8
+
+struct ps_store {
+    char *dir;
+    MDB_env *env;
+    int env_open;               /* mdb_env_open succeeded */
+    MDB_dbi dbi_meta, dbi_vars, dbi_slots, dbi_recs;
+    int read_only;
+    enum ps_durability durability;
+    unsigned sync_ms;
+    uint64_t direct_max_pages;
+    _Atomic uint64_t map_size;  /* written under maplock, read anywhere */
+    _Atomic uint64_t map_max;
+    unsigned psize;
+
+    pthread_mutex_t wmu;        /* one writer at a time (scratch, seen) */
+    pthread_rwlock_t maplock;   /* shared: in a txn; exclusive: resizing */
+    pthread_mutex_t poolmu;
+    MDB_txn *pool[POOL_MAX];    /* reset read transactions */
+    int n_pool;
+
+    _Atomic uint64_t step;
+    _Atomic int initialised;
+    uint64_t incarnation;
+    uint64_t signature, layout_hash;
+    uint32_t block_elems, n_shards, shard, n_blocks, n_slots;
+    struct hc_optim_conf optim;
+    char optim_json[PS_OPTIM_JSON_MAX];
+
+    struct ps_block *blocks;    /* (n_blocks) */
+    uint32_t max_len;           /* longest block */
+    float *scratch;             /* (2 * 3, max_len): in 0..2, out 3..5 */
+    uint32_t *seen;             /* (n_blocks) apply generation stamps */
+    uint32_t seen_gen;
+    uint64_t last_sync_ms;
+};
+
+/* ---- store_txn.c ------------------------------------------------------- */
+
+/* Write x big-endian into b[0..4) (keys sort numerically). */
+void store_be32(unsigned char *b, uint32_t x);
+
+/* b bytes as "64 KiB" or "1024 MiB" in buf; returns buf. */
+const char *store_fmt_bytes(char *buf, size_t cap, uint64_t b);
+
+/* Translate LMDB code rc into an HC_ERR_* code with a message naming the
+ * store and what it was doing (`what`). */
+int store_lmdb_err(const struct ps_store *s, int rc, const char *what);
+
+/* Begin a transaction (flags: 0 or MDB_RDONLY; read ones come from the
+ * pool) with maplock held shared. End a read one with store_rtxn_end, a
+ * write one only inside store_write_txn. */
+int store_txn_begin(struct ps_store *s, unsigned flags, MDB_txn **txn);
+void store_rtxn_end(struct ps_store *s, MDB_txn *t);
+
+/* The body of a write transaction: HC_OK commits, anything else aborts. */
+typedef int (*store_write_fn)(struct ps_store *s, MDB_txn *txn, void *arg);
+
+/* Run fn in a write transaction and commit, growing the map and running
+ * it again on MDB_MAP_FULL. The caller holds s->wmu. */
+int store_write_txn(struct ps_store *s, store_write_fn fn, void *arg,
+                    const char *what);
+
+/* The store's own "meta" keys. get: HC_ERR_NOTFOUND (no message) when
+ * missing; fixed: a missing key or a value of another size is damage. */
+int store_meta_get(struct ps_store *s, MDB_txn *txn, const char *key,
+                   MDB_val *v);
+int store_meta_put(struct ps_store *s, MDB_txn *txn, const char *key,
+                   const void *data, size_t len);
+int store_meta_put_u32(struct ps_store *s, MDB_txn *txn, const char *key,
+                       uint32_t x);
+int store_meta_put_u64(struct ps_store *s, MDB_txn *txn, const char *key,
+                       uint64_t x);
+int store_meta_fixed(struct ps_store *s, MDB_txn *txn, const char *key,
+                     void *dst, size_t len);
+
+/* ---- store_block.c ----------------------------------------------------- */
+
+/* Key of array k (0 = parameters in "vars", 1 + slot in "slots") of block
+ * `local` into key[0..8); returns its length (4 or 8). */
+size_t store_block_key(unsigned char *key, int k, uint32_t local);
+
+/* Reserve and write a block value: header (with the CRC) + b->length
+ * floats of data, or zeros when data is NULL. */
+int store_put_block(struct ps_store *s, MDB_txn *txn, MDB_dbi dbi,
+                    const void *key, size_t klen, const struct ps_block *b,
+                    uint32_t kind, const float *data);
+
+/* Fetch a block value into *v and its header into *h, checking the size
+ * against the header; `kind` names it in messages. */
+int store_get_block(struct ps_store *s, MDB_txn *txn, MDB_dbi dbi,
+                    const void *key, size_t klen, uint32_t local,
+                    const char *kind, MDB_val *v, struct ps_block_hdr *h);
+
+/* ---- store_record.c ---------------------------------------------------- */
+
+/* Write r (replacing the worker's last record) in txn, stamped with
+ * `step`, the step after the apply it answers. */
+int store_record_put(struct ps_store *s, MDB_txn *txn,
+                     const struct ps_record *r, uint64_t step);
+
+#endif

@@ -1,0 +1,323 @@
+/*
+ * store_txn.c — the store's transactions on its LMDB environment, and the
+ * "meta" database they read and write (see store.h for the contract and
+ * the on-disk layout, store_impl.h for the other store files).
+ *
+ * Transactions. Every write goes through store_write_txn(), which begins
+ * a write transaction, runs a body, commits, and on MDB_MAP_FULL aborts,
+ * doubles the map (up to map_max) and runs the body again; a failed
+ * transaction is always aborted, never reused. Reads use read-only
+ * transactions kept in a small pool (reset, then renewed), so a pull
+ * allocates nothing and keeps its reader slot. Every transaction holds
+ * `maplock` shared; changing the map size (growth here, or adopting a size
+ * another process set: MDB_MAP_RESIZED) takes it exclusively, because
+ * LMDB allows mdb_env_set_mapsize only while no transaction is active.
+ *
+ * Meta: the store's own keys (magic, format, incarnation, the layout and
+ * the step), and the application's keys beside them under "app.".
+ */
+#include "store_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "err.h"
+#include "log.h"
+
+/* ---- small helpers ----------------------------------------------------- */
+
+void store_be32(unsigned char *b, uint32_t x)
+{
+    b[0] = (unsigned char)(x >> 24);
+    b[1] = (unsigned char)(x >> 16);
+    b[2] = (unsigned char)(x >> 8);
+    b[3] = (unsigned char)x;
+}
+
+/* "64 KiB", "1024 MiB" */
+const char *store_fmt_bytes(char *buf, size_t cap, uint64_t b)
+{
+    if (b < (1u << 20))
+        snprintf(buf, cap, "%llu KiB", (unsigned long long)(b >> 10));
+    else
+        snprintf(buf, cap, "%llu MiB", (unsigned long long)(b >> 20));
+    return buf;
+}
+
+/* Translate an LMDB code into an hc code with a message. */
+int store_lmdb_err(const struct ps_store *s, int rc, const char *what)
+{
+    switch (rc) {
+    case MDB_MAP_FULL:
+        return hc_err_set(HC_ERR_MAPFULL, "store %s: %s: the LMDB map is full",
+                          s->dir, what);
+    case MDB_READERS_FULL:
+        return hc_err_set(HC_ERR_LIMIT, "store %s: %s: every LMDB reader slot "
+                          "is in use; raise max_readers", s->dir, what);
+    case ENOMEM:
+        return hc_err_set(HC_ERR_NOMEM, "store %s: %s: out of memory",
+                          s->dir, what);
+    case EIO:
+    case ENOSPC:
+    case EACCES:
+    case EROFS:
+        return hc_err_set(HC_ERR_IO, "store %s: %s: %s", s->dir, what,
+                          mdb_strerror(rc));
+    case MDB_CORRUPTED:
+    case MDB_PAGE_NOTFOUND:
+        return hc_err_set(HC_ERR_STORE, "store %s: %s: %s; the store is "
+                          "damaged: restore it from a checkpoint or re-create "
+                          "it", s->dir, what, mdb_strerror(rc));
+    default:
+        return hc_err_set(HC_ERR_STORE, "store %s: %s: %s", s->dir, what,
+                          mdb_strerror(rc));
+    }
+}
+
+/* ---- map size and transactions ----------------------------------------- */
+
+/* Set the map size (0: adopt the size in the file) with no transaction
+ * active in this process. Called without maplock held. */
+static int map_resize(struct ps_store *s, uint64_t size)
+{
+    MDB_envinfo info;
+    int rc;
+
+    pthread_rwlock_wrlock(&s->maplock);
+    rc = mdb_env_set_mapsize(s->env, (size_t)size);
+    if (rc == 0 && mdb_env_info(s->env, &info) == 0)
+        s->map_size = info.me_mapsize;
+    pthread_rwlock_unlock(&s->maplock);
+    if (rc != 0)
+        return store_lmdb_err(s, rc, "resizing the map");
+    if (s->map_size > s->map_max)
+        s->map_max = s->map_size;
+    return HC_OK;
+}
+
+/* Double the map after MDB_MAP_FULL, or explain why not. */
+static int map_grow(struct ps_store *s, const char *what)
+{
+    char a[32], b[32];
+    uint64_t old = s->map_size, want = old * 2;
+    int rv;
+
+    if (want > s->map_max)
+        want = s->map_max;
+    if (want <= old)
+        return hc_err_set(HC_ERR_MAPFULL, "store %s: %s: the LMDB map is full "
+                          "at %s and may not grow (the limit, map_max, is %s): "
+                          "raise it with --map-max or free space in the store; "
+                          "this change was not applied and the store is "
+                          "unchanged", s->dir, what,
+                          store_fmt_bytes(a, sizeof a, old),
+                          store_fmt_bytes(b, sizeof b, s->map_max));
+    if ((rv = map_resize(s, want)) != HC_OK)
+        return rv;
+    hc_info("store %s: LMDB map grown from %s to %s", s->dir,
+            store_fmt_bytes(a, sizeof a, old),
+            store_fmt_bytes(b, sizeof b, s->map_size));
+    return HC_OK;
+}
+
+/* Begin a transaction with maplock held shared; on MDB_MAP_RESIZED (another
+ * process grew the map) adopt the new size and try again. */
+int store_txn_begin(struct ps_store *s, unsigned flags, MDB_txn **txn)
+{
+    int rc = 0;
+
+    for (int tries = 0; tries < 4; tries++) {
+        MDB_txn *t = NULL;
+
+        if (flags & MDB_RDONLY) {
+            pthread_mutex_lock(&s->poolmu);
+            if (s->n_pool > 0)
+                t = s->pool[--s->n_pool];
+            pthread_mutex_unlock(&s->poolmu);
+        }
+        pthread_rwlock_rdlock(&s->maplock);
+        if (t) {
+            rc = mdb_txn_renew(t);
+            if (rc != 0)
+                mdb_txn_abort(t);
+        } else {
+            rc = mdb_txn_begin(s->env, NULL, flags, &t);
+        }
+        if (rc == 0) {
+            *txn = t;
+            return HC_OK;
+        }
+        pthread_rwlock_unlock(&s->maplock);
+        if (rc != MDB_MAP_RESIZED)
+            break;
+        if (map_resize(s, 0) != HC_OK)
+            return HC_ERR_STORE;
+    }
+    return store_lmdb_err(s, rc, "starting a transaction");
+}
+
+/* End a read transaction from store_txn_begin: keep it for reuse. */
+void store_rtxn_end(struct ps_store *s, MDB_txn *t)
+{
+    mdb_txn_reset(t);
+    pthread_rwlock_unlock(&s->maplock);
+    pthread_mutex_lock(&s->poolmu);
+    if (s->n_pool < POOL_MAX) {
+        s->pool[s->n_pool++] = t;
+        t = NULL;
+    }
+    pthread_mutex_unlock(&s->poolmu);
+    if (t)
+        mdb_txn_abort(t);
+}
+
+/* Run `fn` in a write transaction and commit; grow the map and run it
+ * again on MDB_MAP_FULL. The caller holds wmu. */
+int store_write_txn(struct ps_store *s, store_write_fn fn, void *arg,
+                    const char *what)
+{
+    for (;;) {
+        MDB_txn *txn = NULL;
+        int rv, rc;
+
+        if ((rv = store_txn_begin(s, 0, &txn)) != HC_OK)
+            return rv;
+        rv = fn(s, txn, arg);
+        if (rv == HC_OK) {
+            rc = mdb_txn_commit(txn);
+            if (rc != 0)
+                rv = store_lmdb_err(s, rc, what);
+        } else {
+            mdb_txn_abort(txn);
+        }
+        pthread_rwlock_unlock(&s->maplock);
+        if (rv != HC_ERR_MAPFULL)
+            return rv;
+        if ((rv = map_grow(s, what)) != HC_OK)
+            return rv;
+    }
+}
+
+/* ---- meta -------------------------------------------------------------- */
+
+int store_meta_get(struct ps_store *s, MDB_txn *txn, const char *key,
+                   MDB_val *v)
+{
+    MDB_val k = {strlen(key), (void *)key};
+    int rc = mdb_get(txn, s->dbi_meta, &k, v);
+
+    if (rc == MDB_NOTFOUND)
+        return HC_ERR_NOTFOUND;
+    if (rc != 0)
+        return store_lmdb_err(s, rc, "reading meta");
+    return HC_OK;
+}
+
+int store_meta_put(struct ps_store *s, MDB_txn *txn, const char *key,
+                   const void *data, size_t len)
+{
+    MDB_val k = {strlen(key), (void *)key}, v = {len, (void *)data};
+    int rc = mdb_put(txn, s->dbi_meta, &k, &v, 0);
+
+    return rc ? store_lmdb_err(s, rc, "writing meta") : HC_OK;
+}
+
+int store_meta_put_u32(struct ps_store *s, MDB_txn *txn, const char *key,
+                       uint32_t x)
+{
+    return store_meta_put(s, txn, key, &x, sizeof x);
+}
+
+int store_meta_put_u64(struct ps_store *s, MDB_txn *txn, const char *key,
+                       uint64_t x)
+{
+    return store_meta_put(s, txn, key, &x, sizeof x);
+}
+
+/* Read a fixed-size meta value; a missing key or a wrong size is damage. */
+int store_meta_fixed(struct ps_store *s, MDB_txn *txn, const char *key,
+                     void *dst, size_t len)
+{
+    MDB_val v;
+    int rv = store_meta_get(s, txn, key, &v);
+
+    if (rv == HC_ERR_NOTFOUND)
+        return hc_err_set(HC_ERR_STORE, "store %s: meta key \"%s\" is missing; "
+                          "the store is damaged: restore it from a checkpoint "
+                          "or re-create it", s->dir, key);
+    if (rv != HC_OK)
+        return rv;
+    if (v.mv_size != len)
+        return hc_err_set(HC_ERR_STORE, "store %s: meta key \"%s\" has %zu "
+                          "bytes, expected %zu; the store is damaged", s->dir,
+                          key, v.mv_size, len);
+    memcpy(dst, v.mv_data, len);
+    return HC_OK;
+}
+
+/* ---- application meta -------------------------------------------------- */
+
+struct app_meta_arg {
+    char key[80];
+    const void *data;
+    size_t len;
+};
+
+static int app_meta_body(struct ps_store *s, MDB_txn *txn, void *arg)
+{
+    const struct app_meta_arg *a = arg;
+
+    return store_meta_put(s, txn, a->key, a->data, a->len);
+}
+
+static int app_meta_key(char *out, size_t cap, const char *key)
+{
+    if (!key || !*key || strlen(key) > 64)
+        return hc_err_set(HC_ERR_INVAL, "meta key must be 1..64 bytes");
+    snprintf(out, cap, "app.%s", key);
+    return HC_OK;
+}
+
+int ps_store_meta_put(struct ps_store *s, const char *key, const void *data,
+                      size_t len)
+{
+    struct app_meta_arg a = { .data = data, .len = len };
+    int rv;
+
+    if ((rv = app_meta_key(a.key, sizeof a.key, key)) != HC_OK)
+        return rv;
+    pthread_mutex_lock(&s->wmu);
+    rv = store_write_txn(s, app_meta_body, &a, "writing meta");
+    pthread_mutex_unlock(&s->wmu);
+    return rv;
+}
+
+int ps_store_meta_get(struct ps_store *s, const char *key, void *buf,
+                      size_t cap, size_t *len)
+{
+    char k[80];
+    MDB_txn *txn = NULL;
+    MDB_val v;
+    int rv;
+
+    if ((rv = app_meta_key(k, sizeof k, key)) != HC_OK)
+        return rv;
+    if ((rv = store_txn_begin(s, MDB_RDONLY, &txn)) != HC_OK)
+        return rv;
+    rv = store_meta_get(s, txn, k, &v);
+    if (rv == HC_ERR_NOTFOUND)
+        rv = hc_err_set(HC_ERR_NOTFOUND, "store %s holds no \"%s\"", s->dir,
+                        key);
+    if (rv == HC_OK) {
+        if (len)
+            *len = v.mv_size;
+        if (v.mv_size > cap)
+            rv = hc_err_set(HC_ERR_LIMIT, "store %s: \"%s\" has %zu bytes, "
+                            "the buffer %zu", s->dir, key, v.mv_size, cap);
+        else if (v.mv_size)
+            memcpy(buf, v.mv_data, v.mv_size);
+    }
+    store_rtxn_end(s, txn);
+    return rv;
+}
