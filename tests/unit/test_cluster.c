@@ -1,5 +1,5 @@
 /*
- * test_cluster.c — the cluster definition (common/cluster.c): a table of
+ * test_cluster.c — the cluster definition (common/cluster*.c): a table of
  * mistakes, each checked for the key and the wording of its one message;
  * the real shapes of TF_CONFIG (TensorFlow with a chief, Kubeflow with a
  * string index, master, dict-form jobs, IPv6); the hetps block; identity

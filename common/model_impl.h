@@ -1,0 +1,86 @@
+/*
+ * model_impl.h — the inside of the model reader, shared by its files:
+ * model.c (the model as a whole: loss, optimizer, metrics, signature,
+ * initial values, the entry points), model_layer.c (the layers: their
+ * keys, shapes and variables) and model_json.c (typed JSON values and the
+ * key check). Nothing outside common/model*.c includes this; the contract
+ * is model.h.
+ *
+ * Errors: each reader returns HC_OK, or the code of hc_err_set with one
+ * message "WHERE: what is wrong", WHERE naming the file and the place in
+ * it ("F: layers[2] (dense \"dense_1\")", "F: optimizer (adam)").
+ */
+#ifndef HC_MODEL_IMPL_H
+#define HC_MODEL_IMPL_H
+
+#include "model.h"
+
+#include <cjson/cJSON.h>
+
+#define WHERE_MAX       640     /* bytes of a WHERE */
+
+/* A number range: [lo, hi], with either end open. */
+struct md_range {
+    double lo, hi;
+    int lo_open, hi_open;
+};
+
+/* ---- typed JSON values (model_json.c) ---------------------------------- */
+
+/* Record "WHERE: message" as an HC_ERR_CONFIG error and return that code. */
+int md_fail(const char *where, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* A missing required key, with an example value. */
+int md_missing(const char *where, const char *key, const char *example);
+
+/* A short rendering of a JSON value for messages: 0, "abc", an array …;
+ * returns buf. */
+const char *md_show(const cJSON *it, char *buf, size_t len);
+
+/* s lower-cased without underscores into buf, for matching enum spellings;
+ * returns buf. */
+const char *md_norm(const char *s, char *buf, size_t len);
+
+/* Every key of obj must be in allowed (NULL-terminated) and appear once;
+ * an unknown key's message suggests the one probably meant. */
+int md_check_keys(const cJSON *obj, const char *const *allowed,
+                  const char *where);
+
+const cJSON *md_get(const cJSON *obj, const char *key);
+int md_is_int(const cJSON *it);             /* a finite whole number */
+
+/* An integer value in [lo, hi]. */
+int md_int_value(const cJSON *it, const char *key, const char *where,
+                 int lo, int hi, int *out);
+
+/* Optional keys: *out = def when absent (NULL for a string). get_pair takes
+ * an integer or a [height, width] pair, each in [lo, hi]. */
+int md_get_int(const cJSON *obj, const char *key, const char *where,
+               int def, int lo, int hi, int *out);
+int md_get_pair(const cJSON *obj, const char *key, const char *where,
+                int lo, int hi, int *a, int *b);
+int md_get_float(const cJSON *obj, const char *key, const char *where,
+                 double def, struct md_range r, float *out);
+int md_get_bool(const cJSON *obj, const char *key, const char *where,
+                int def, int *out);
+int md_get_str(const cJSON *obj, const char *key, const char *where,
+               const char **out);
+
+/* ---- layers and shapes (model_layer.c) --------------------------------- */
+
+/* Read root's "layers" into m->layers and m->n_layers, inferring each
+ * layer's output shape and adding its variables to m->vars; the first
+ * layer's input is m->input when have_input, else its own input_shape. */
+int md_read_layers(const cJSON *root, struct hc_model *m, int have_input);
+
+/* An "input_shape" value, [H, W, C] or [N], into *s. */
+int md_parse_shape(const cJSON *it, const char *where, struct hc_shape *s);
+
+/* "(H, W, C)" or "(N)" into buf; returns buf. */
+const char *md_fmt_shape(const struct hc_shape *s, char *buf, size_t len);
+
+/* 1 when s is a valid model or layer name: letters, digits, '_', '-', '.'. */
+int md_name_ok(const char *s);
+
+#endif
