@@ -334,6 +334,9 @@ static nng_msg *answer_pull(struct ps_service *s, const struct hc_wire_msg *in,
     if (rv != HC_OK)
         return error_reply(s, in->env->request_id, hc_wire_error_code(rv),
                            hc_err_msg());
+    if (extra.has_slice)
+        ps_sync_answered(s->sync, (int)e->sender->index, extra.count,
+                         hc_now_s());
     return reply;
 }
 
@@ -479,7 +482,7 @@ static int serve_push(struct ps_service *s, const struct hc_wire_msg *in,
 
     v = ps_sync_push(s->sync, w, p->has_base_version ? p->base_version : 0,
                      ps_shard_version(s->shard), p->samples,
-                     p->has_samples_per_s ? p->samples_per_s : 0);
+                     p->has_samples_per_s ? p->samples_per_s : 0, hc_now_s());
     switch (v) {
     case PS_PUSH_APPLY:
         rv = ps_shard_serve(s->shard, in, &s->me, NULL, reply);

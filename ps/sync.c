@@ -1,12 +1,17 @@
 /*
  * sync.c — the consistency modes (see sync.h).
  *
- * Shares of a synchronous step are fixed when the step starts, from the
- * speeds reported so far: worker k gets round(G · v_k / Σv) samples by the
- * largest-remainder rule (each at least one when G allows), laid out in
- * worker order, so every worker computes the same slice boundaries for the
- * same G. A step's assignment is recomputed lazily for each new G (the last
- * step of an epoch is shorter).
+ * Shares of a synchronous step are fixed when the step starts, from what
+ * is known so far of each worker k: its speed v_k (samples/s of its own
+ * compute, reported with every push) and its fixed time per step lag_k
+ * (measured here: from answering its pull to its push arriving, less its
+ * slice at its speed — the round trip, slicing, encoding). Worker k gets
+ * n_k = v_k (T − lag_k) samples, T chosen so that Σ n_k = G — every worker
+ * then finishes at T — rounded by the largest-remainder rule (each at least
+ * one when G allows), laid out in worker order, so every worker computes
+ * the same slice boundaries for the same G. With equal lags this is
+ * n_k = G · v_k / Σv. A step's assignment is recomputed lazily for each new
+ * G (the last step of an epoch is shorter).
  */
 #include "sync.h"
 
@@ -24,6 +29,13 @@ struct wstate {
     float speed;                /* samples/s, last reported */
     uint64_t late;
     uint32_t share, offset;     /* sync: of the current assignment */
+    /* sync: the worker's fixed time per step (s) — its round trip and
+     * whatever it does besides computing its slice — measured here as the
+     * time from answering its pull to its push arriving, less share/speed. */
+    double answered_at;         /* when its current slice went out, 0: none */
+    uint32_t answered_share;    /* that slice's samples */
+    double lag;                 /* moving average; valid when lag_n > 0 */
+    uint32_t lag_n;
 };
 
 struct ps_sync {
@@ -124,9 +136,27 @@ static int live_count(const struct ps_sync *s, uint64_t version)
     return n;
 }
 
+/* A push of the current step arrived at `now`: learn the worker's lag. */
+static void learn_lag(struct wstate *w, double now)
+{
+    double cycle, lag;
+
+    if (w->answered_at <= 0 || !w->answered_share || !(w->speed > 0) ||
+        now < w->answered_at)
+        return;
+    cycle = now - w->answered_at;
+    lag = cycle - (double)w->answered_share / w->speed;
+    if (lag < 0)
+        lag = 0;
+    w->lag = w->lag_n ? 0.8 * w->lag + 0.2 * lag : lag;
+    w->lag_n++;
+    w->answered_at = 0;
+}
+
 enum ps_push_verdict ps_sync_push(struct ps_sync *s, int worker,
                                   uint64_t base_version, uint64_t version,
-                                  uint32_t samples, float samples_per_s)
+                                  uint32_t samples, float samples_per_s,
+                                  double now)
 {
     struct wstate *w;
 
@@ -156,6 +186,7 @@ enum ps_push_verdict ps_sync_push(struct ps_sync *s, int worker,
                        worker, (unsigned long long)version);
             return PS_PUSH_REFUSE;
         }
+        learn_lag(w, now);
         w->pushed = 1;
         w->clock++;
         s->step_pushes++;
@@ -243,36 +274,79 @@ int ps_sync_pull_ready(struct ps_sync *s, int worker, uint64_t min_version,
     }
 }
 
-/* Shares of G among the workers of the step at `version`, by speed
- * (largest remainder). */
+/*
+ * What each worker of the step should compute, in samples, before rounding:
+ * the split that makes every worker finish at the same moment T, each
+ * taking lag_k + n_k / v_k (its fixed time per step, then its slice at its
+ * speed). Σ n_k = G gives T = (G + Σ v_k lag_k) / Σ v_k over the workers
+ * with lag_k < T; one whose fixed time alone is past T gets nothing here
+ * (the minimum of one sample comes later). Equal shares with balance off,
+ * or until every worker has reported a speed.
+ */
+static void ideal_shares(const struct ps_sync *s, uint32_t G, uint64_t version,
+                         double *want)
+{
+    int i, n = 0, known = 0, changed;
+    double sv, svl, T = 0;
+
+    for (i = 0; i < s->n; i++) {
+        want[i] = -1;           /* not taking part */
+        if (!takes_part(&s->w[i], version))
+            continue;
+        n++;
+        known += s->w[i].speed > 0;
+        want[i] = 0;
+    }
+    if (!n)
+        return;
+    if (!s->c.balance || known < n) {
+        for (i = 0; i < s->n; i++)
+            if (want[i] >= 0)
+                want[i] = (double)G / n;
+        return;
+    }
+    for (i = 0; i < s->n; i++)
+        if (want[i] >= 0)
+            want[i] = 1;        /* 1: in the active set */
+    do {
+        sv = svl = 0;
+        for (i = 0; i < s->n; i++) {
+            if (want[i] == 1) {
+                double lag = s->w[i].lag_n ? s->w[i].lag : 0;
+
+                sv += s->w[i].speed;
+                svl += s->w[i].speed * lag;
+            }
+        }
+        T = (G + svl) / sv;
+        changed = 0;
+        for (i = 0; i < s->n; i++) {
+            if (want[i] == 1 && s->w[i].lag_n && s->w[i].lag >= T) {
+                want[i] = 0;    /* too slow to help this step */
+                changed = 1;
+            }
+        }
+    } while (changed);
+    for (i = 0; i < s->n; i++)
+        if (want[i] == 1)
+            want[i] = s->w[i].speed * (T - (s->w[i].lag_n ? s->w[i].lag : 0));
+}
+
+/* Shares of G among the workers of the step at `version` (ideal_shares,
+ * rounded by largest remainder; each at least one sample when G allows). */
 static void assign(struct ps_sync *s, uint32_t G, uint64_t version)
 {
-    double sum = 0, want[64], *wp = want;
+    double want[64], *wp = want;
     uint32_t given = 0, off = 0;
-    int i, n = live_count(s, version), known = 0;
+    int i, n = live_count(s, version);
 
     if (s->n > 64 && !(wp = calloc((size_t)s->n, sizeof *wp)))
         return;
+    ideal_shares(s, G, version, wp);
     for (i = 0; i < s->n; i++) {
         s->w[i].share = 0;
-        if (takes_part(&s->w[i], version) && s->w[i].speed > 0)
-            known++;
-    }
-    for (i = 0; i < s->n; i++) {
-        double v = 1.0;
-
-        if (!takes_part(&s->w[i], version))
+        if (wp[i] < 0)
             continue;
-        /* Until every live worker has reported, split equally. */
-        if (s->c.balance && known == n)
-            v = s->w[i].speed;
-        wp[i] = v;
-        sum += v;
-    }
-    for (i = 0; i < s->n && n; i++) {
-        if (!takes_part(&s->w[i], version))
-            continue;
-        wp[i] = G * wp[i] / sum;
         s->w[i].share = (uint32_t)wp[i];
         if (s->w[i].share == 0 && G >= (uint32_t)n)
             s->w[i].share = 1;
@@ -285,7 +359,7 @@ static void assign(struct ps_sync *s, uint32_t G, uint64_t version)
         for (i = 0; i < s->n; i++) {
             double r;
 
-            if (!takes_part(&s->w[i], version))
+            if (wp[i] < 0)
                 continue;
             r = wp[i] - s->w[i].share;
             if (r > br) {
@@ -329,6 +403,15 @@ void ps_sync_assign(struct ps_sync *s, int worker, uint32_t global_batch,
         assign(s, global_batch, version);
     *offset = s->w[worker].offset;
     *count = s->w[worker].share;
+}
+
+void ps_sync_answered(struct ps_sync *s, int worker, uint32_t count,
+                      double now)
+{
+    if (worker < 0 || worker >= s->n)
+        return;
+    s->w[worker].answered_at = count ? now : 0;
+    s->w[worker].answered_share = count;
 }
 
 void ps_sync_stats(const struct ps_sync *s, struct ps_sync_stats *st)

@@ -9,8 +9,9 @@
  *           runs once on the sample-weighted mean and the version moves on.
  *           A pull for version v waits until the shard reaches v. Pushes
  *           for an older step are late: counted, not applied. The step's
- *           global batch is split among the live workers in proportion to
- *           their measured speeds (or equally with balance off).
+ *           global batch is split among the live workers by their measured
+ *           speeds and fixed times per step, so that all finish together
+ *           (or equally with balance off).
  *   ssp:S   pushes are applied at once; a pull from a worker that has
  *           pushed c steps waits while c − (fewest steps of a live worker)
  *           > S, so no worker runs more than S steps ahead.
@@ -61,10 +62,13 @@ void ps_sync_join(struct ps_sync *s, int worker, uint64_t version);
 uint32_t ps_sync_job_batch(struct ps_sync *s, uint32_t proposed);
 
 /* Judge a push of `samples` from worker computed at base_version when the
- * shard is at `version`; records its speed and clock. */
+ * shard is at `version`, arriving at `now` (seconds, monotonic); records
+ * its speed and clock, and in sync its fixed time per step (see
+ * ps_sync_answered). */
 enum ps_push_verdict ps_sync_push(struct ps_sync *s, int worker,
                                   uint64_t base_version, uint64_t version,
-                                  uint32_t samples, float samples_per_s);
+                                  uint32_t samples, float samples_per_s,
+                                  double now);
 
 /* sync: 1 when the step's pushes are complete; *total receives the samples
  * behind them. */
@@ -82,6 +86,13 @@ int ps_sync_pull_ready(struct ps_sync *s, int worker, uint64_t min_version,
  * of `global_batch` samples for the current step. */
 void ps_sync_assign(struct ps_sync *s, int worker, uint32_t global_batch,
                     uint64_t version, uint32_t *offset, uint32_t *count);
+
+/* sync: worker's slice of `count` samples was sent at `now`. The time until
+ * its push arrives, less count / speed, is the worker's fixed time per step
+ * (round trip, slicing, encoding); shares are sized so that every worker's
+ * fixed time plus its slice at its speed ends together. */
+void ps_sync_answered(struct ps_sync *s, int worker, uint32_t count,
+                      double now);
 
 /* Counters for status. */
 struct ps_sync_stats {

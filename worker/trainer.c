@@ -50,6 +50,7 @@ struct run {
     uint64_t clock;             /* gradients pushed */
     uint64_t late;              /* of them too late for their sync step */
     double speed;               /* samples/s, moving average */
+    double t_compute, t_exchange; /* s spent computing / in push-and-pull */
 };
 
 static int stopping(const struct run *r)
@@ -70,8 +71,9 @@ static int compute(struct run *r, int n, double *loss, int *correct)
     dt = hc_now_s() - t0;
     if (r->c->slowdown > 1) {
         hc_sleep_s(dt * (r->c->slowdown - 1));
-        dt *= r->c->slowdown;
+        dt = hc_now_s() - t0;
     }
+    r->t_compute += dt;
     if (dt > 0) {
         double v = n / dt;
 
@@ -272,7 +274,7 @@ static int run_sync(struct run *r)
          ? N - (long long)((ver) % (uint64_t)spe) * G : G)
     while (!stopping(r)) {
         long long t;
-        double loss;
+        double loss, tx;
         int n, k, e, late;
 
         if (!have) {        /* (re)start: a plain pull of the newest step */
@@ -335,10 +337,12 @@ static int run_sync(struct run *r)
             return rv;
         st.clock = r->clock;
         st.global_batch = (uint32_t)GLOBAL_BATCH(v + 1);
+        tx = hc_now_s();
         rv = pc_push_pull(r->pc, r->grads, (uint32_t)n, v, (float)r->speed,
                           r->params, &st, &late, SYNC_WAIT_MS);
         if (rv != HC_OK)
             return rv;
+        r->t_exchange += hc_now_s() - tx;
         r->clock++;
         if (late)
             r->late++;
@@ -366,9 +370,12 @@ static int run_sync(struct run *r)
         /* Steps of G samples, all workers together (the last batch of an
          * epoch may be shorter: close enough for a rate). */
         hc_info("sync: %llu steps of global batch %lld in %.2f s: %.0f "
-                "samples/s over all workers; this worker %.0f samples/s",
+                "samples/s over all workers; this worker %.0f samples/s, "
+                "per step %.2f ms computing, %.2f ms in push-and-pull",
                 (unsigned long long)steps, G, dt,
-                dt > 0 ? (double)steps * (double)G / dt : 0.0, r->speed);
+                dt > 0 ? (double)steps * (double)G / dt : 0.0, r->speed,
+                r->steps ? 1e3 * r->t_compute / (double)r->steps : 0.0,
+                r->steps ? 1e3 * r->t_exchange / (double)r->steps : 0.0);
     }
     return HC_OK;
 }

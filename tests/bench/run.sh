@@ -107,5 +107,18 @@ printf '%s' "$extra"
 # and a large one (what a GPU server would run), see balance.sh.
 echo
 echo "== sync balancing (tests/bench/balance.sh)"
-HETPS_BIN=bin BENCH_GLOBAL_BATCH=64 BENCH_STEPS_SYNC=200 sh tests/bench/balance.sh | tail -7
-HETPS_BIN=bin BENCH_GLOBAL_BATCH=1024 BENCH_STEPS_SYNC=40 sh tests/bench/balance.sh | tail -7
+HETPS_BIN=bin BENCH_GLOBAL_BATCH=64 BENCH_STEPS_SYNC=1000 sh tests/bench/balance.sh | tail -7
+HETPS_BIN=bin BENCH_GLOBAL_BATCH=1024 BENCH_STEPS_SYNC=60 sh tests/bench/balance.sh | tail -7
+
+# What one synchronous step's exchange costs at the transport: hetps's
+# request/reply layer against raw nng with the same bytes (a worker's
+# push-and-pull to 2 shards: ~109 KB each way per shard), back to back and
+# with 3 ms of computing between calls (as between training steps), and
+# with tiny messages (the latency floor).
+echo
+echo "== request/reply round trip (tests/bench/rpc.c)"
+for args in "1000 109000 109000 2" "300 109000 109000 2 3000" "2000 200 200 2"; do
+    echo "\$ $BUILD/bench/rpc $args"
+    # shellcheck disable=SC2086
+    "$BUILD/bench/rpc" $args
+done

@@ -1,0 +1,234 @@
+/*
+ * rpc.c — round trip of hetps's request/reply layer (common/rpc) against
+ * raw nng REQ/REP with the same bytes, in the same run (part of
+ * `make bench`).
+ *
+ *   rpc ITERS REQ_BYTES REPLY_BYTES SERVERS [GAP_US]
+ *
+ * Forks SERVERS server processes per flavour (raw nng: one REP socket, a
+ * recv/send loop; hetps: hc_rpc_server with its contexts), each on its own
+ * loopback port, then times ITERS calls that send REQ_BYTES to every server
+ * at once and wait for every REPLY_BYTES answer — the shape of a worker's
+ * push-and-pull to its shards. With GAP_US, the client computes (spins)
+ * that long before each call, as a worker does between steps, so the
+ * servers' CPUs go idle in between: the call's time then includes waking
+ * them (the gap itself is not counted). Prints µs per call for each
+ * flavour, best of three passes, and the ratio hetps/raw. The servers are
+ * stopped by pid.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "clock.h"
+#include "rpc.h"
+#include "tune.h"
+
+#define MAX_SERVERS 16
+
+static size_t reply_bytes;
+static double gap_s; /* busy time between calls */
+
+static void busy(void)
+{
+    double end = hc_now_s() + gap_s;
+
+    while (gap_s > 0 && hc_now_s() < end)
+        ;
+}
+
+static void die(const char *what, int rv)
+{
+    fprintf(stderr, "rpc bench: %s: %s\n", what, rv ? nng_strerror(rv) : "failed");
+    exit(1);
+}
+
+/* Raw nng: answer every request with reply_bytes of zeros. */
+static void raw_server(const char *url)
+{
+    nng_socket s;
+    int rv;
+
+    if ((rv = nng_rep0_open(&s)) || (rv = nng_setopt_size(s, NNG_OPT_RECVMAXSZ, 0)) ||
+        (rv = nng_listen(s, url, NULL, 0)))
+        die(url, rv);
+    for (;;) {
+        nng_msg *m;
+
+        if ((rv = nng_recvmsg(s, &m, 0)))
+            die("raw recv", rv);
+        nng_msg_clear(m);
+        if ((rv = nng_msg_realloc(m, reply_bytes)))
+            die("raw realloc", rv);
+        if ((rv = nng_sendmsg(s, m, 0))) {
+            nng_msg_free(m);
+            die("raw send", rv);
+        }
+    }
+}
+
+static void hetps_handler(void *arg, hc_rpc_req *req, nng_msg *msg)
+{
+    nng_msg *reply;
+
+    (void)arg;
+    nng_msg_free(msg);
+    if (nng_msg_alloc(&reply, reply_bytes))
+        reply = NULL;
+    hc_rpc_reply(req, reply);
+}
+
+static void hetps_server(const char *url)
+{
+    hc_rpc_server *s;
+
+    if (hc_rpc_server_start(&s, url, NULL, hetps_handler, NULL) != 0)
+        die(url, 0);
+    for (;;)
+        pause();
+}
+
+static pid_t spawn(void (*serve)(const char *), const char *url)
+{
+    pid_t pid = fork();
+
+    if (pid < 0)
+        die("fork", 0);
+    if (pid == 0) {
+        serve(url);
+        _exit(0);
+    }
+    return pid;
+}
+
+static double time_raw(int n, const char urls[][64], int iters, size_t req_bytes)
+{
+    nng_socket s[MAX_SERVERS];
+    double t0 = 0, best = 1e30;
+    int i, k, pass, rv;
+
+    for (k = 0; k < n; k++)
+        if ((rv = nng_req0_open(&s[k])) ||
+            (rv = nng_setopt_ms(s[k], NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) ||
+            (rv = nng_dial(s[k], urls[k], NULL, 0)))
+            die(urls[k], rv);
+    for (pass = 0; pass < 4; pass++) {      /* pass 0 warms up */
+        for (i = 0; i < iters; i++) {
+            if (i == 0)
+                t0 = hc_now_s();
+            busy();
+            for (k = 0; k < n; k++) {
+                nng_msg *m;
+
+                if ((rv = nng_msg_alloc(&m, req_bytes)))
+                    die("alloc", rv);
+                memset(nng_msg_body(m), 0, req_bytes);
+                if ((rv = nng_sendmsg(s[k], m, 0)))
+                    die("raw client send", rv);
+            }
+            for (k = 0; k < n; k++) {
+                nng_msg *m;
+
+                if ((rv = nng_recvmsg(s[k], &m, 0)))
+                    die("raw client recv", rv);
+                nng_msg_free(m);
+            }
+        }
+        if (pass && (hc_now_s() - t0) / iters < best)
+            best = (hc_now_s() - t0) / iters - gap_s;
+    }
+    for (k = 0; k < n; k++)
+        nng_close(s[k]);
+    return best;
+}
+
+static double time_hetps(int n, const char urls[][64], int iters, size_t req_bytes)
+{
+    const char *u[MAX_SERVERS], *names[MAX_SERVERS];
+    int peers[MAX_SERVERS], errs[MAX_SERVERS], i, k, pass;
+    nng_msg *reqs[MAX_SERVERS], *replies[MAX_SERVERS];
+    hc_rpc_client *c;
+    double t0 = 0, best = 1e30;
+
+    for (k = 0; k < n; k++) {
+        u[k] = urls[k];
+        names[k] = "bench";
+        peers[k] = k;
+    }
+    if (hc_rpc_client_open(&c, n, u, names, NULL) != 0)
+        die("hc_rpc_client_open", 0);
+    for (pass = 0; pass < 4; pass++) {
+        for (i = 0; i < iters; i++) {
+            if (i == 0)
+                t0 = hc_now_s();
+            busy();
+            for (k = 0; k < n; k++) {
+                if (nng_msg_alloc(&reqs[k], req_bytes))
+                    die("alloc", 0);
+                memset(nng_msg_body(reqs[k]), 0, req_bytes);
+            }
+            if (hc_rpc_call_all(c, n, peers, reqs, replies, errs, 0) != 0)
+                die("hc_rpc_call_all", 0);
+            for (k = 0; k < n; k++)
+                nng_msg_free(replies[k]);
+        }
+        if (pass && (hc_now_s() - t0) / iters < best)
+            best = (hc_now_s() - t0) / iters - gap_s;
+    }
+    hc_rpc_client_close(c);
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    char raw_urls[MAX_SERVERS][64], hp_urls[MAX_SERVERS][64];
+    pid_t pids[2 * MAX_SERVERS];
+    int iters, n, k, port;
+    size_t req_bytes;
+    double raw, hp;
+
+    if (argc == 6) {
+        char *end;
+
+        gap_s = strtod(argv[5], &end) / 1e6;
+        if (end == argv[5] || *end || gap_s < 0 || gap_s > 1) {
+            fprintf(stderr, "rpc: GAP_US '%s' is not a number of microseconds "
+                    "in 0..1000000\n", argv[5]);
+            return 2;
+        }
+    }
+    if ((argc != 5 && argc != 6) || (iters = atoi(argv[1])) <= 0 || (n = atoi(argv[4])) <= 0 ||
+        n > MAX_SERVERS) {
+        fprintf(stderr, "usage: rpc ITERS REQ_BYTES REPLY_BYTES SERVERS (1..%d) [GAP_US]\n",
+                MAX_SERVERS);
+        return 2;
+    }
+    hc_tune_process();          /* as hetps-ps and hetps-worker do */
+    req_bytes = (size_t)strtoull(argv[2], NULL, 10);
+    reply_bytes = (size_t)strtoull(argv[3], NULL, 10);
+    port = 23000 + (int)(getpid() % 200) * 40;
+    for (k = 0; k < n; k++) {
+        snprintf(raw_urls[k], sizeof raw_urls[k], "tcp://127.0.0.1:%d", port + k);
+        snprintf(hp_urls[k], sizeof hp_urls[k], "tcp://127.0.0.1:%d", port + 20 + k);
+        pids[k] = spawn(raw_server, raw_urls[k]);
+        pids[n + k] = spawn(hetps_server, hp_urls[k]);
+    }
+    hc_sleep_s(0.3);            /* let the servers listen */
+    raw = time_raw(n, raw_urls, iters, req_bytes);
+    hp = time_hetps(n, hp_urls, iters, req_bytes);
+    for (k = 0; k < 2 * n; k++) {
+        kill(pids[k], SIGTERM);
+        waitpid(pids[k], NULL, 0);
+    }
+    printf("rpc: %d servers, request %zu B, reply %zu B each, %.0f us computing "
+           "between calls: raw nng %.1f us, hetps rpc %.1f us per call (%.2fx)\n",
+           n, req_bytes, reply_bytes, gap_s * 1e6, raw * 1e6, hp * 1e6, hp / raw);
+    return 0;
+}

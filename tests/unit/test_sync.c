@@ -1,0 +1,209 @@
+/*
+ * test_sync.c — the consistency modes' bookkeeping (ps/sync.c) without a
+ * network: how a synchronous step's global batch is shared (equal until
+ * every worker has reported a speed or with balance off; by speed; by
+ * speed and each worker's measured fixed time per step), that shares
+ * always tile the batch, when a step is complete (with and without backup
+ * workers), late and refused pushes, and ssp's bound.
+ */
+#include "cu.h"
+#include "ps/sync.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+static struct ps_sync *make(int n_workers, enum hc_mode mode, int balance,
+                            int backup)
+{
+    struct ps_sync_conf c = { 0 };
+    struct ps_sync *s = NULL;
+    int i;
+
+    c.mode = mode;
+    c.balance = balance;
+    c.backup = backup;
+    c.staleness = 2;
+    c.n_workers = n_workers;
+    CU_ASSERT_FATAL(ps_sync_new(&s, &c) == 0);
+    for (i = 0; i < n_workers; i++) {
+        ps_sync_member(s, i, 1);
+        ps_sync_join(s, i, 0);
+    }
+    return s;
+}
+
+/* Shares of G at version for n workers; checks they tile [0, G). */
+static void shares(struct ps_sync *s, int n, uint32_t G, uint64_t version,
+                   uint32_t *count)
+{
+    uint32_t off, expect = 0;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        ps_sync_assign(s, i, G, version, &off, &count[i]);
+        CU_ASSERT_EQUAL(off, expect);
+        expect += count[i];
+    }
+    CU_ASSERT_EQUAL(expect, G);
+}
+
+/* One synchronous step: every worker is answered its slice at t, pushes
+ * after its fixed time lag[i] plus its slice at speed[i]; the step is
+ * applied. Returns the step's end (the last push). */
+static double step(struct ps_sync *s, int n, uint64_t version, uint32_t G,
+                   double t, const float *speed, const double *lag)
+{
+    uint32_t count[8], off;
+    uint64_t total;
+    double end = t;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        ps_sync_assign(s, i, G, version, &off, &count[i]);
+        ps_sync_answered(s, i, count[i], t);
+    }
+    for (i = 0; i < n; i++) {
+        double at = t + lag[i] + count[i] / speed[i];
+
+        CU_ASSERT_EQUAL(ps_sync_push(s, i, version, version, count[i],
+                                     speed[i], at),
+                        PS_PUSH_ACCUMULATE);
+        if (at > end)
+            end = at;
+    }
+    CU_ASSERT(ps_sync_step_ready(s, version, &total));
+    CU_ASSERT_EQUAL(total, G);
+    ps_sync_step_done(s);
+    return end;
+}
+
+/* Shares of 64 for 2 workers at step 20, after 20 steps with these speeds
+ * and fixed times (the lag average settles). */
+static void settled_shares(const float *speed, const double *lag, uint32_t *c)
+{
+    struct ps_sync *s = make(2, HC_MODE_SYNC, 1, 0);
+    double t = 1.0;
+    int i;
+
+    for (i = 0; i < 20; i++)
+        t = step(s, 2, (uint64_t)i, 64, t, speed, lag) + 0.001;
+    shares(s, 2, 64, 20, c);
+    ps_sync_free(s);
+}
+
+static void test_equal_until_known(void)
+{
+    struct ps_sync *s = make(3, HC_MODE_SYNC, 1, 0);
+    uint32_t c[3];
+
+    shares(s, 3, 64, 0, c);
+    CU_ASSERT(c[0] >= 21 && c[0] <= 22 && c[1] >= 21 && c[1] <= 22 &&
+              c[2] >= 21 && c[2] <= 22);
+    ps_sync_free(s);
+}
+
+static void test_by_speed(void)
+{
+    struct ps_sync *s = make(2, HC_MODE_SYNC, 1, 0);
+    const float speed[2] = { 3000, 1000 };
+    const double lag[2] = { 0, 0 };
+    uint32_t c[2];
+
+    step(s, 2, 0, 64, 1.0, speed, lag);   /* learns the speeds */
+    shares(s, 2, 64, 1, c);
+    CU_ASSERT_EQUAL(c[0], 48);            /* 64 · 3/4 */
+    CU_ASSERT_EQUAL(c[1], 16);
+    ps_sync_free(s);
+
+    s = make(2, HC_MODE_SYNC, 0, 0);      /* --balance off */
+    step(s, 2, 0, 64, 1.0, speed, lag);
+    shares(s, 2, 64, 1, c);
+    CU_ASSERT_EQUAL(c[0], 32);
+    CU_ASSERT_EQUAL(c[1], 32);
+    ps_sync_free(s);
+}
+
+/* A worker with a longer fixed time per step (a farther machine, a later
+ * answer) gets less, so that both finish together: with speeds 3000 and
+ * 1000 samples/s and lags 0 and 4 ms, T = (64 + 1000 · 0.004) / 4000 =
+ * 17 ms: 51 and 13 samples, where speed alone gives 48 and 16. */
+static void test_by_speed_and_lag(void)
+{
+    const float speed[2] = { 3000, 1000 };
+    const double lag[2] = { 0, 0.004 };
+    uint32_t c[2];
+    double spread;
+
+    settled_shares(speed, lag, c);
+    CU_ASSERT_EQUAL(c[0], 51);
+    CU_ASSERT_EQUAL(c[1], 13);
+    /* Both finish within one sample of the slow worker of each other. */
+    spread = (lag[1] + c[1] / speed[1]) - (lag[0] + c[0] / speed[0]);
+    CU_ASSERT(spread < 1.0 / speed[1] && spread > -1.0 / speed[1]);
+}
+
+/* A worker whose fixed time alone is past the others' finish keeps the
+ * minimum of one sample; the batch is still tiled. */
+static void test_lag_beyond_step(void)
+{
+    const float speed[2] = { 10000, 10000 };
+    const double lag[2] = { 0, 0.1 };
+    uint32_t c[2];
+
+    settled_shares(speed, lag, c);
+    CU_ASSERT_EQUAL(c[0], 63);
+    CU_ASSERT_EQUAL(c[1], 1);
+}
+
+static void test_step_complete_backup_late(void)
+{
+    struct ps_sync *s = make(3, HC_MODE_SYNC, 1, 1);
+    struct ps_sync_stats st;
+    uint64_t total;
+
+    CU_ASSERT_EQUAL(ps_sync_push(s, 0, 0, 0, 10, 100, 1.0), PS_PUSH_ACCUMULATE);
+    CU_ASSERT(!ps_sync_step_ready(s, 0, &total));
+    CU_ASSERT_EQUAL(ps_sync_push(s, 0, 0, 0, 10, 100, 1.0), PS_PUSH_REFUSE);
+    CU_ASSERT_EQUAL(ps_sync_push(s, 1, 1, 0, 10, 100, 1.0), PS_PUSH_REFUSE);
+    CU_ASSERT_EQUAL(ps_sync_push(s, 1, 0, 0, 10, 100, 1.0), PS_PUSH_ACCUMULATE);
+    CU_ASSERT(ps_sync_step_ready(s, 0, &total));      /* 3 − 1 backup */
+    CU_ASSERT_EQUAL(total, 20);
+    ps_sync_step_done(s);
+    CU_ASSERT_EQUAL(ps_sync_push(s, 2, 0, 1, 10, 100, 1.0), PS_PUSH_LATE);
+    ps_sync_stats(s, &st);
+    CU_ASSERT_EQUAL(st.late, 1);
+    CU_ASSERT(!ps_sync_pull_ready(s, 2, 2, 0, 1));    /* wants version 2 */
+    CU_ASSERT(ps_sync_pull_ready(s, 2, 1, 0, 1));
+    ps_sync_free(s);
+}
+
+static void test_ssp_bound(void)
+{
+    struct ps_sync *s = make(2, HC_MODE_SSP, 1, 0);
+    struct ps_sync_stats st;
+    int i;
+
+    for (i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(ps_sync_push(s, 0, 0, 0, 1, 0, 1.0), PS_PUSH_APPLY);
+    /* worker 0 has pushed 3, worker 1 none: a pull at clock 3 is 3 ahead. */
+    CU_ASSERT(!ps_sync_pull_ready(s, 0, 0, 3, 0));
+    CU_ASSERT(ps_sync_pull_ready(s, 0, 0, 2, 0));
+    CU_ASSERT_EQUAL(ps_sync_push(s, 1, 0, 0, 1, 0, 1.0), PS_PUSH_APPLY);
+    CU_ASSERT(ps_sync_pull_ready(s, 0, 0, 3, 0));
+    ps_sync_stats(s, &st);
+    CU_ASSERT(st.max_ahead <= 2);
+    ps_sync_free(s);
+}
+
+void hp_test_register(void)
+{
+    CU_pSuite s = CU_add_suite("sync", NULL, NULL);
+
+    CU_add_test(s, "equal shares until speeds are known", test_equal_until_known);
+    CU_add_test(s, "shares by speed; balance off", test_by_speed);
+    CU_add_test(s, "shares by speed and fixed time per step", test_by_speed_and_lag);
+    CU_add_test(s, "fixed time past the step: one sample", test_lag_beyond_step);
+    CU_add_test(s, "step completion, backup workers, late pushes",
+                test_step_complete_backup_late);
+    CU_add_test(s, "ssp bound", test_ssp_bound);
+}
