@@ -4,6 +4,7 @@
 #   make SANITIZE=1   the same with ASan+UBSan (objects under build/san)
 #   make test         install missing packages, build, run every test
 #   make run          install missing packages, build, train the reference job
+#                     (EPOCHS=N: fewer epochs; MODE=sync|ssp:S: another mode)
 #   make bench        benchmarks (tests/bench/)
 #
 # Sources are found by wildcard: common/*.c make libcommon, ps/*.c libps,
@@ -148,7 +149,7 @@ test-faults: deps
 EPOCHS ?= 10
 run: deps
 	@$(MAKE) --no-print-directory all
-	./bin/hetps launch deploy/cluster.local.json -- --model deploy/models/fashion_cnn.json --epochs $(EPOCHS)
+	./bin/hetps launch $(if $(MODE),--mode $(MODE)) deploy/cluster.local.json -- --model deploy/models/fashion_cnn.json --epochs $(EPOCHS)
 
 bench: deps
 	@./deploy/install-deps.sh --bench

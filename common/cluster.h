@@ -102,6 +102,13 @@ int hc_cluster_resolve(const char *file, const char *task_flag, int need_task,
 int hc_cluster_set_task(struct hc_cluster *c, const char *spec,
                         const char *source, struct hc_diag *diag);
 
+/* Override the cluster file's mode with a --mode flag's text: "async",
+ * "sync" or "ssp:S". Returns HC_OK, or HC_ERR_INVAL with a message naming
+ * `source` (e.g. "--mode") and the valid spellings. Every task of a job
+ * must run the same mode: workers check the shards' at join. */
+int hc_cluster_set_mode(struct hc_cluster *c, const char *text,
+                        const char *source);
+
 void hc_cluster_free(struct hc_cluster *c);
 
 /* Print the resolved cluster, human-readable, as `hetps check-config` does. */

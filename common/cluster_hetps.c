@@ -7,6 +7,7 @@
  * through cl_problem (cluster_read.c).
  */
 #include "cluster_impl.h"
+#include "err.h"
 
 #include <ctype.h>
 #include <string.h>
@@ -189,6 +190,29 @@ static void read_mode(struct cl_parse *p, const cJSON *m, const cJSON *st,
     }
     c->mode = HC_MODE_SSP;
     c->staleness = (int)s;
+}
+
+int hc_cluster_set_mode(struct hc_cluster *c, const char *text,
+                        const char *source)
+{
+    long long s = -1;
+
+    if (!c || !text)
+        return hc_err_set(HC_ERR_INVAL, "%s: no mode given", source);
+    if (strcmp(text, "async") == 0 || strcmp(text, "sync") == 0) {
+        c->mode = text[0] == 'a' ? HC_MODE_ASYNC : HC_MODE_SYNC;
+        c->staleness = 0;
+        return HC_OK;
+    }
+    if (strncmp(text, "ssp:", 4) == 0 && cl_parse_decimal(text + 4, &s) == 0 &&
+        s >= 0 && s <= SSP_MAX) {
+        c->mode = HC_MODE_SSP;
+        c->staleness = (int)s;
+        return HC_OK;
+    }
+    return hc_err_set(HC_ERR_INVAL, "%s: \"%.40s\" is not a mode; valid: "
+                      "async, sync, ssp:S (S = staleness bound, a whole number "
+                      "0..%d, e.g. ssp:3)", source, text, SSP_MAX);
 }
 
 void cl_read_hetps(struct cl_parse *p, const cJSON *h, struct hc_cluster *c)

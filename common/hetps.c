@@ -206,6 +206,8 @@ static void launch_usage(FILE *f)
 "\n"
 "  -d, --data-dir DIR     parent of the shards' stores (default hetps-data):\n"
 "                         ps:J keeps its LMDB in DIR/ps-J\n"
+"  -m, --mode MODE        async, sync or ssp:S for every task, instead of\n"
+"                         the cluster file's hetps.mode\n"
 "  -p, --ps-arg ARG       pass ARG to every hetps-ps (repeatable)\n"
 "  -h, --help             show this help and exit\n");
 }
@@ -215,10 +217,11 @@ static int cmd_launch(int argc, char **argv)
     static const struct option opts[] = {
         { "data-dir", required_argument, NULL, 'd' },
         { "ps-arg", required_argument, NULL, 'p' },
+        { "mode", required_argument, NULL, 'm' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    const char *data_dir = "hetps-data", *file;
+    const char *data_dir = "hetps-data", *file, *mode = NULL;
     const char *ps_args[MAX_ARGS];
     int n_ps_args = 0, c, i, n, n_children = 0, first_fail = 0;
     int n_worker_args = 0, shutdown_sent = 0, stopping = 0;
@@ -232,9 +235,10 @@ static int cmd_launch(int argc, char **argv)
     struct sigaction sa;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "+d:p:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+d:p:m:h", opts, NULL)) != -1) {
         switch (c) {
         case 'd': data_dir = optarg; break;
+        case 'm': mode = optarg; break;
         case 'p':
             if (n_ps_args == MAX_ARGS - 16) {
                 fprintf(stderr, "hetps launch: too many --ps-arg\n");
@@ -268,6 +272,11 @@ static int cmd_launch(int argc, char **argv)
     }
     for (i = 0; i < diag.n_note; i++)
         fprintf(stderr, "hetps: note: %s\n", diag.note[i]);
+    if (mode && hc_cluster_set_mode(&cl, mode, "--mode") != HC_OK) {
+        fprintf(stderr, "hetps launch: %s\n", hc_err_msg());
+        hc_cluster_free(&cl);
+        return 2;
+    }
     if (mkdir(data_dir, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "hetps launch: cannot create --data-dir %s: %s\n",
                 data_dir, strerror(errno));
@@ -307,6 +316,10 @@ static int cmd_launch(int argc, char **argv)
         args[k++] = (char *)file;
         args[k++] = "--task";
         args[k++] = task;
+        if (mode) {
+            args[k++] = "--mode";
+            args[k++] = (char *)mode;
+        }
         if (is_ps) {
             snprintf(ddir, sizeof ddir, "%s/ps-%d", data_dir, idx);
             args[k++] = "--data-dir";

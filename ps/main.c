@@ -49,6 +49,8 @@ static void usage(FILE *f)
 "      --heartbeat-timeout MS  a worker silent this long is dead (default 10000)\n"
 "      --max-message BYTES   refuse larger requests (closes the sender's\n"
 "                            connection; default 512 MiB)\n"
+"      --mode MODE           async, sync or ssp:S, instead of the cluster\n"
+"                            file's hetps.mode (give every task the same)\n"
 "      --balance on|off      sync: split each step's global batch among the\n"
 "                            workers by their measured speed (default on)\n"
 "      --max-staleness N     async: refuse gradients computed more than N\n"
@@ -208,6 +210,7 @@ int main(int argc, char **argv)
         { "listen", required_argument, NULL, 'l' },
         { "heartbeat-timeout", required_argument, NULL, 'H' },
         { "max-message", required_argument, NULL, 'M' },
+        { "mode", required_argument, NULL, 'm' },
         { "balance", required_argument, NULL, 'B' },
         { "max-staleness", required_argument, NULL, 'S' },
         { "join-timeout", required_argument, NULL, 'J' },
@@ -218,7 +221,7 @@ int main(int argc, char **argv)
     struct ps_service_conf conf = { .balance = 1 };
     struct hc_cluster cl;
     struct hc_diag diag;
-    const char *cluster_file = NULL, *task = NULL;
+    const char *cluster_file = NULL, *task = NULL, *mode = NULL;
     char data_dir[1024] = "", name[32];
     struct sigaction sa;
     char *end;
@@ -238,6 +241,7 @@ int main(int argc, char **argv)
         case 't': task = optarg; break;
         case 'd': snprintf(data_dir, sizeof data_dir, "%s", optarg); break;
         case 'l': conf.listen_url = optarg; break;
+        case 'm': mode = optarg; break;
         case 'H':
             conf.heartbeat_timeout_ms = (int)strtol(optarg, &end, 10);
             if (*end || conf.heartbeat_timeout_ms <= 0) {
@@ -321,6 +325,11 @@ int main(int argc, char **argv)
     }
     if (hc_cluster_resolve(cluster_file, task, 1, &cl, &diag) != HC_OK) {
         hc_diag_print(&diag, stderr);
+        return 2;
+    }
+    if (mode && hc_cluster_set_mode(&cl, mode, "--mode") != HC_OK) {
+        fprintf(stderr, "hetps-ps: %s\n", hc_err_msg());
+        hc_cluster_free(&cl);
         return 2;
     }
     if (cl.task_job != HC_JOB_PS) {

@@ -110,7 +110,13 @@ void ps_sync_join(struct ps_sync *s, int worker, uint64_t version)
     if (s->c.mode == HC_MODE_SSP && lo != UINT64_MAX && s->w[worker].clock < lo)
         s->w[worker].clock = lo;
     s->w[worker].live = 1;
-    s->w[worker].from = version + 1;
+    /* In sync, a step nobody has pushed to nor been given a slice of can
+     * still take it in; otherwise it joins at the next step boundary. (A
+     * lone worker coming back must not wait for a step no one else will
+     * finish.) */
+    s->w[worker].from = s->c.mode == HC_MODE_SYNC && s->step_pushes == 0 &&
+                                s->assigned_for == 0
+                            ? version : version + 1;
     s->w[worker].pushed = 0;
 }
 

@@ -54,7 +54,9 @@ void ps_sync_member(struct ps_sync *s, int worker, int live);
 
 /* A worker joined at `version`: one expected from the start takes part
  * from where it is; any other (added to the cluster file, or back after
- * dying) from the next step boundary, version + 1. */
+ * dying or leaving) from the next step boundary, version + 1 — or in sync
+ * from `version` itself while no worker has pushed to that step or been
+ * given a slice of it. */
 void ps_sync_join(struct ps_sync *s, int worker, uint64_t version);
 
 /* sync: the job's full global batch — the first proposal wins, so workers

@@ -48,6 +48,8 @@ static void usage(FILE *f)
 "                            default: the TF_CONFIG environment variable\n"
 "  -t, --task JOB:INDEX      this task, e.g. worker:1 (default: TF_CONFIG's or\n"
 "                            the file's \"task\"); chief means worker:0\n"
+"      --mode MODE           async, sync or ssp:S, instead of the cluster\n"
+"                            file's hetps.mode (the shards must run the same)\n"
 "      --devices LIST        cpu, cpu:0,cpu:1, gpu:0,gpu:1 or auto (default:\n"
 "                            the cluster file's hetps.workers[i].devices)\n"
 "  -m, --model FILE          train this model file (deploy/models/*.json)\n"
@@ -211,11 +213,12 @@ out:
 int main(int argc, char **argv)
 {
     enum { O_DEVICES = 256, O_VIEW, O_LINGER, O_TIMEOUT, O_RETRY, O_DATA,
-           O_MAXSTEPS, O_THREADS, O_EVAL, O_NOEVAL, O_SLOWDOWN };
+           O_MAXSTEPS, O_THREADS, O_EVAL, O_NOEVAL, O_SLOWDOWN, O_MODE };
     static const struct option opts[] = {
         { "cluster", required_argument, NULL, 'c' },
         { "task", required_argument, NULL, 't' },
         { "devices", required_argument, NULL, O_DEVICES },
+        { "mode", required_argument, NULL, O_MODE },
         { "model", required_argument, NULL, 'm' },
         { "epochs", required_argument, NULL, 'e' },
         { "batch-size", required_argument, NULL, 'b' },
@@ -233,7 +236,7 @@ int main(int argc, char **argv)
         { NULL, 0, NULL, 0 },
     };
     const char *cluster_file = NULL, *task = NULL, *devices = NULL;
-    const char *model_file = NULL, *data_dir = NULL;
+    const char *model_file = NULL, *data_dir = NULL, *mode = NULL;
     int epochs = 0, batch = 0, max_steps = 0, threads = 0, eval = -1;
     double slowdown = 1.0;
     struct hc_model *model = NULL;
@@ -289,6 +292,7 @@ int main(int argc, char **argv)
         case 'c': cluster_file = optarg; break;
         case 't': task = optarg; break;
         case O_DEVICES: devices = optarg; break;
+        case O_MODE: mode = optarg; break;
         case O_VIEW: print_view = 1; break;
         case O_LINGER:
             if (parse_ms("--linger", optarg, &linger_s))
@@ -316,6 +320,11 @@ int main(int argc, char **argv)
     }
     if (hc_cluster_resolve(cluster_file, task, 1, &cl, &diag) != HC_OK) {
         hc_diag_print(&diag, stderr);
+        return 2;
+    }
+    if (mode && hc_cluster_set_mode(&cl, mode, "--mode") != HC_OK) {
+        fprintf(stderr, "hetps-worker: %s\n", hc_err_msg());
+        hc_cluster_free(&cl);
         return 2;
     }
     if (cl.task_job != HC_JOB_WORKER) {
@@ -375,6 +384,8 @@ int main(int argc, char **argv)
     rv = pc_open(&pc, &cl, HC_JOB_WORKER, cl.task_index, &po);
     if (rv == HC_OK)
         rv = pc_join(pc, devices);
+    if (rv == HC_OK)
+        rv = wk_check_mode(pc, &cl);
     if (rv != HC_OK) {
         hc_error("%s", hc_err_msg());
         goto out;

@@ -108,6 +108,26 @@ static int others_done(struct pc_client *pc, const struct hc_cluster *cl,
     return done;
 }
 
+int wk_check_mode(struct pc_client *pc, const struct hc_cluster *cl)
+{
+    struct pc_shard_status *st = calloc((size_t)cl->n_ps, sizeof *st);
+    const char *mine = hc_mode_name(cl->mode);
+    int j, rv;
+
+    if (!st)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    rv = pc_status(pc, st);
+    for (j = 0; rv == HC_OK && j < cl->n_ps; j++)
+        if (st[j].up && st[j].mode[0] && strcmp(st[j].mode, mine) != 0)
+            rv = hc_err_set(HC_ERR_CONFIG, "ps:%d runs mode %s but this "
+                            "worker runs %s (hetps.mode in the cluster file, "
+                            "or --mode): give every task the same mode", j,
+                            st[j].mode, mine);
+    pc_status_free(st, cl->n_ps);
+    free(st);
+    return rv;
+}
+
 /* Non-chief workers wait for the chief to create the variables. */
 static int wait_for_variables(struct pc_client *pc, float *params,
                               int retry_ms)
@@ -469,6 +489,9 @@ int wk_train(const struct wk_train_conf *c)
         rv = pc_join(r.pc, devstr);
     if (rv == HC_OK) {
         joined = 1;
+        rv = wk_check_mode(r.pc, c->cluster);
+    }
+    if (rv == HC_OK) {
         rv = pc_heartbeat_start(r.pc, 1000);
     }
     if (rv == HC_OK)

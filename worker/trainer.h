@@ -42,4 +42,9 @@ struct wk_train_conf {
  * (or stop was set), else the failure with its message in hc_err_msg(). */
 int wk_train(const struct wk_train_conf *c);
 
+/* After joining: every shard that answers runs this worker's mode
+ * (cluster->mode, from the cluster file or --mode); HC_ERR_CONFIG naming
+ * the first that does not. */
+int wk_check_mode(struct pc_client *pc, const struct hc_cluster *cluster);
+
 #endif

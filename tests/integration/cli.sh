@@ -37,6 +37,12 @@ grep -q "port" "$T/out.txt" || { cat "$T/out.txt"; fail "no message on the port"
 "$BIN/hetps-ps" --cluster "$T/good.json" --task ps:3 > "$T/out.txt" 2>&1
 [ $? -eq 2 ] || fail "out-of-range task did not exit 2"
 grep -q "ps:3\|index" "$T/out.txt" || { cat "$T/out.txt"; fail "no message on the task index"; }
+for p in hetps-ps hetps-worker; do
+    "$BIN/$p" --cluster "$T/good.json" --task ${p#hetps-}:0 --mode ssp > "$T/out.txt" 2>&1
+    [ $? -eq 2 ] && grep -q -- '--mode: "ssp" is not a mode' "$T/out.txt" || { cat "$T/out.txt"; fail "$p --mode ssp: no exit 2 with the reason"; }
+done
+"$BIN/hetps" launch --mode fast "$T/good.json" > "$T/out.txt" 2>&1
+[ $? -eq 2 ] && grep -q -- '--mode: "fast" is not a mode' "$T/out.txt" || { cat "$T/out.txt"; fail "hetps launch --mode fast: no exit 2 with the reason"; }
 ok "configuration mistakes exit 2 with a message"
 
 echo "{ \"cluster\": { \"ps\": [\"127.0.0.1:$((PORT + 5))\"], \"worker\": [\"127.0.0.1:1\"] } }" > "$T/down.json"

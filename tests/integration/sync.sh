@@ -6,7 +6,8 @@
 #      the fast worker's pace and the late gradients are counted;
 #   3. ssp:2 with one worker slowed 3×: no worker is ever served more than
 #      2 steps ahead of the slowest (the shards' own account), and the fast
-#      one was held back at least once.
+#      one was held back at least once;
+#   4. --mode overrides the cluster file; mismatched modes are refused.
 . "$(dirname "$0")/lib.inc"
 DATA=/usr/share/datasets/fashion-mnist
 [ -f "$DATA/train-images-idx3-ubyte.gz" ] || { echo "skipped: no Fashion-MNIST at $DATA"; exit 77; }
@@ -120,3 +121,20 @@ for i in 0 1; do
     [ "$ahead" -ge 1 ] || fail "ssp: ps:$i never saw a worker ahead: the bound was not exercised"
 done
 ok "ssp:2: no worker ever more than 2 steps ahead (max_ahead $ahead)"
+
+# 4. --mode instead of the cluster file's mode; a worker of another mode is
+#    refused with the reason.
+cluster flag 1 '{ "mode": "async" }'
+servers flag --mode sync
+grep -q "mode sync" "$T/flag-ps0.log" || "$BIN/hetps" status "$T/flag.json" | grep -q "mode sync" \
+    || { "$BIN/hetps" status "$T/flag.json"; fail "--mode sync: the shards do not run sync"; }
+"$BIN/hetps-worker" --cluster "$T/flag.json" --task worker:0 --model $MODEL \
+    --max-steps 5 --no-eval > "$T/flag-async.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "ps:0 runs mode sync but this worker runs async" "$T/flag-async.log" \
+    || { cat "$T/flag-async.log"; fail "a worker of another mode was not refused (exit $rc)"; }
+"$BIN/hetps-worker" --cluster "$T/flag.json" --task worker:0 --model $MODEL --mode sync \
+    --max-steps 5 --no-eval > "$T/flag-sync.log" 2>&1 || { cat "$T/flag-sync.log"; fail "--mode sync worker"; }
+grep -q "sync: " "$T/flag-sync.log" || { cat "$T/flag-sync.log"; fail "--mode sync worker did not train in sync mode"; }
+stop_servers flag
+ok "--mode sync overrides the file's async; a worker of another mode is refused"

@@ -4,7 +4,8 @@
  * every worker has reported a speed or with balance off; by speed; by
  * speed and each worker's measured fixed time per step), that shares
  * always tile the batch, when a step is complete (with and without backup
- * workers), late and refused pushes, and ssp's bound.
+ * workers), late and refused pushes, ssp's bound, and which step a worker
+ * that comes back takes part in.
  */
 #include "cu.h"
 #include "ps/sync.h"
@@ -195,6 +196,30 @@ static void test_ssp_bound(void)
     ps_sync_free(s);
 }
 
+/* A worker back after leaving takes part in a step nobody has started
+ * (a lone worker must not wait for a step no one will finish), and only
+ * in the next one when the step is under way. */
+static void test_rejoin(void)
+{
+    struct ps_sync *s = make(2, HC_MODE_SYNC, 1, 0);
+    uint32_t off, count;
+    uint64_t total;
+
+    ps_sync_member(s, 0, 0);
+    ps_sync_member(s, 1, 0);
+    ps_sync_join(s, 0, 0);                    /* nobody started step 0 */
+    CU_ASSERT(ps_sync_pull_ready(s, 0, 0, 0, 0));
+    ps_sync_assign(s, 0, 64, 0, &off, &count);
+    CU_ASSERT_EQUAL(count, 64);
+    ps_sync_join(s, 1, 0);                    /* step 0 handed out */
+    CU_ASSERT(!ps_sync_pull_ready(s, 1, 0, 0, 0));
+    CU_ASSERT_EQUAL(ps_sync_push(s, 0, 0, 0, 64, 100, 1.0), PS_PUSH_ACCUMULATE);
+    CU_ASSERT(ps_sync_step_ready(s, 0, &total));  /* not waiting for 1 */
+    ps_sync_step_done(s);
+    CU_ASSERT(ps_sync_pull_ready(s, 1, 1, 0, 1));
+    ps_sync_free(s);
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("sync", NULL, NULL);
@@ -206,4 +231,5 @@ void hp_test_register(void)
     CU_add_test(s, "step completion, backup workers, late pushes",
                 test_step_complete_backup_late);
     CU_add_test(s, "ssp bound", test_ssp_bound);
+    CU_add_test(s, "re-join: this step or the next", test_rejoin);
 }
