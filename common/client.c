@@ -1,10 +1,14 @@
 /*
- * client.c — the worker's view of the parameter servers (see client.h).
+ * client.c — the worker's view of the parameter servers (see client.h):
+ * open and close, join, heartbeats, leave and shutdown, and the layout of
+ * the model's variables over the shards (pc_set_model, pc_create).
  *
  * Every operation builds one request per shard, sends them all at once
  * through common/rpc, and checks each reply before using it: it must be
  * from the right cluster, answer this request id, and be the expected kind
- * or an Error, whose text is passed on naming the shard.
+ * or an Error, whose text is passed on naming the shard. The exchange
+ * itself is client_exchange.c; pull, push and status are client_step.c
+ * (see client_impl.h).
  */
 #include "client.h"
 
@@ -15,64 +19,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client_impl.h"
 #include "err.h"
 #include "log.h"
 #include "rpc.h"
 #include "wire.h"
-
-struct shard_view {
-    int joined;
-    uint64_t incarnation;
-    uint64_t version;
-    char members[512];          /* "worker:0 joined, worker:1 joined" */
-};
-
-/* What the client prepared for one shard's pulls and pushes. */
-struct shard_plan {
-    uint32_t n_blocks;
-    uint32_t *blocks;           /* (n_blocks) indices into layout.blocks */
-    Hetps__Range *ranges;       /* (n_blocks) for pulls */
-    Hetps__Range **range_ptrs;  /* (n_blocks) */
-    struct hc_tensor_src *src;  /* (n_blocks) for pushes and creates */
-};
-
-struct pc_client {
-    const struct hc_cluster *cl;
-    struct hc_sender me;
-    atomic_uint_fast64_t next_id;
-    struct pc_opts o;
-    int n;                      /* shards */
-    const char **urls, **names;
-    char (*name_buf)[32];
-    hc_rpc_client *rpc;
-    struct shard_view *view;    /* (n) */
-
-    /* Scratch reused by every call: one entry per shard. */
-    int *peers;
-    nng_msg **reqs, **replies;
-    nng_msg **copies;           /* of reqs, to re-send after a re-join */
-    unsigned char *copy_ok;     /* copies[i] holds this call's request */
-    char devices[128];          /* as joined, for re-joins */
-    int *errs;
-    struct hc_wire_msg *dec;
-
-    const struct hc_model *model;
-    struct hc_layout layout;
-    int have_layout;
-    struct shard_plan *plan;    /* (n) */
-
-    pthread_t hb_thread;
-    int hb_running;
-    int hb_interval_ms;
-    pthread_mutex_t hb_mu;
-    pthread_cond_t hb_cv;
-    int hb_stop;
-};
-
-static uint64_t next_id(struct pc_client *c)
-{
-    return atomic_fetch_add(&c->next_id, 1);
-}
 
 int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
             int index, const struct pc_opts *o)
@@ -138,205 +89,6 @@ fail:
     return rv;
 }
 
-/* Join shard i alone (after it restarted). */
-static int join_one(struct pc_client *c, int i)
-{
-    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
-    Hetps__Join join = HETPS__JOIN__INIT;
-    nng_msg *req = NULL, *reply = NULL;
-    struct hc_wire_msg d;
-    int rv;
-
-    hc_wire_init_env(&env, &c->me, atomic_fetch_add(&c->next_id, 1));
-    join.devices = c->devices;
-    join.has_pid = 1;
-    join.pid = (uint32_t)getpid();
-    env.payload_case = HETPS__ENVELOPE__PAYLOAD_JOIN;
-    env.join = &join;
-    if ((rv = hc_wire_encode(&req, &env, NULL, 0)) != HC_OK)
-        return rv;
-    if ((rv = hc_rpc_call(c->rpc, i, req, &reply, 0)) != HC_OK)
-        return rv;
-    rv = hc_wire_decode(nng_msg_body(reply), nng_msg_len(reply), c->cl->id, &d);
-    if (rv == HC_OK) {
-        if (d.env->payload_case != HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY)
-            rv = hc_err_set(HC_ERR_REMOTE, "ps:%d refused the re-join%s%s", i,
-                            d.env->payload_case == HETPS__ENVELOPE__PAYLOAD_ERROR
-                                ? ": " : "",
-                            d.env->payload_case == HETPS__ENVELOPE__PAYLOAD_ERROR
-                                ? d.env->error->message : "");
-        else
-            c->view[i].incarnation = d.env->join_reply->shard_incarnation;
-        hc_wire_msg_free(&d);
-    }
-    nng_msg_free(reply);
-    return rv;
-}
-
-/*
- * Send c->reqs[0..n) to every shard at once; decode each reply into
- * c->dec[i] and check it answers request `id` with payload `want`.
- * On failure every decoded reply is released.
- */
-static int exchange(struct pc_client *c, const uint64_t *ids,
-                    Hetps__Envelope__PayloadCase want, const char *what,
-                    int timeout_ms)
-{
-    int i, rv, first = HC_OK, round;
-    char msg[1024] = "";
-
-    /* Keep each request's bytes for a re-send after a re-join, in buffers
-     * kept from call to call (no allocation once they are large enough). */
-    for (i = 0; i < c->n; i++) {
-        size_t len = c->reqs[i] ? nng_msg_len(c->reqs[i]) : 0;
-
-        c->copy_ok[i] = 0;
-        if (!c->reqs[i] ||
-            (!c->copies[i] && nng_msg_alloc(&c->copies[i], len) != 0) ||
-            nng_msg_realloc(c->copies[i], len) != 0)
-            continue;
-        memcpy(nng_msg_body(c->copies[i]), nng_msg_body(c->reqs[i]), len);
-        c->copy_ok[i] = 1;
-    }
-    rv = hc_rpc_call_all(c->rpc, c->n, c->peers, c->reqs, c->replies, c->errs,
-                         timeout_ms);
-    for (i = 0; i < c->n; i++)
-        c->reqs[i] = NULL;
-    /* A shard that restarted (a new incarnation) no longer knows this
-     * worker: join it again and re-send the same request — the same id, so
-     * a request it had applied before the restart is answered from its
-     * record, not applied twice. */
-    for (round = 0; rv == HC_OK && round < 3; round++) {
-        int again = 0;
-
-        for (i = 0; i < c->n; i++) {
-            nng_msg *dup = NULL;
-            const Hetps__Envelope *e;
-
-            /* Decoded once here; the checks below use the same result. */
-            if (!c->replies[i] || !c->copy_ok[i] ||
-                (!c->dec[i].env &&
-                 hc_wire_decode(nng_msg_body(c->replies[i]),
-                                nng_msg_len(c->replies[i]), c->cl->id,
-                                &c->dec[i]) != HC_OK))
-                continue;
-            e = c->dec[i].env;
-            if (e->payload_case != HETPS__ENVELOPE__PAYLOAD_ERROR ||
-                e->error->code != HETPS__ERROR_CODE__E_NOT_JOINED)
-                continue;
-            hc_wire_msg_free(&c->dec[i]);
-            again = 1;
-            hc_warn("ps:%d (%s) does not know this worker (it restarted?): "
-                    "joining it again and re-sending %s", i, c->urls[i], what);
-            if ((rv = join_one(c, i)) != HC_OK)
-                break;
-            nng_msg_free(c->replies[i]);
-            c->replies[i] = NULL;
-            if (nng_msg_dup(&dup, c->copies[i]) != 0) {
-                rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
-                break;
-            }
-            if ((rv = hc_rpc_call(c->rpc, i, dup, &c->replies[i],
-                                  timeout_ms)) != HC_OK)
-                break;
-        }
-        if (!again)
-            break;
-    }
-    if (rv != HC_OK) {
-        first = rv;
-        snprintf(msg, sizeof msg, "%s: %s", what, hc_err_msg());
-    }
-    for (i = 0; i < c->n; i++) {
-        const Hetps__Envelope *e;
-
-        if (!c->replies[i])
-            continue;
-        rv = c->dec[i].env ? HC_OK
-                           : hc_wire_decode(nng_msg_body(c->replies[i]),
-                                            nng_msg_len(c->replies[i]),
-                                            c->cl->id, &c->dec[i]);
-        if (rv != HC_OK) {
-            if (first == HC_OK) {
-                first = rv;
-                snprintf(msg, sizeof msg, "%s: bad reply from ps:%d (%s): %s",
-                         what, i, c->urls[i], hc_err_msg());
-            }
-            continue;
-        }
-        e = c->dec[i].env;
-        if (e->payload_case == HETPS__ENVELOPE__PAYLOAD_ERROR) {
-            if (first == HC_OK) {
-                first = hc_wire_error_from_code(e->error->code);
-                if (first == HC_OK)
-                    first = HC_ERR_REMOTE;
-                snprintf(msg, sizeof msg, "%s: ps:%d (%s) refused: %s", what,
-                         i, c->urls[i], e->error->message);
-            }
-        } else if (e->request_id != ids[i] || e->payload_case != want) {
-            if (first == HC_OK) {
-                first = HC_ERR_PROTO;
-                snprintf(msg, sizeof msg,
-                         "%s: ps:%d answered request %llu with a %s to %llu",
-                         what, i, (unsigned long long)ids[i],
-                         hc_wire_payload_name(e->payload_case),
-                         (unsigned long long)e->request_id);
-            }
-        }
-    }
-    if (first != HC_OK) {
-        for (i = 0; i < c->n; i++) {
-            hc_wire_msg_free(&c->dec[i]);
-            if (c->replies[i])
-                nng_msg_free(c->replies[i]);
-            c->replies[i] = NULL;
-        }
-        return hc_err_set(first, "%s", msg);
-    }
-    return HC_OK;
-}
-
-static void release(struct pc_client *c)
-{
-    int i;
-
-    for (i = 0; i < c->n; i++) {
-        hc_wire_msg_free(&c->dec[i]);
-        if (c->replies[i])
-            nng_msg_free(c->replies[i]);
-        c->replies[i] = NULL;
-    }
-}
-
-static void free_reqs(struct pc_client *c)
-{
-    int i;
-
-    for (i = 0; i < c->n; i++) {
-        if (c->reqs[i])
-            nng_msg_free(c->reqs[i]);
-        c->reqs[i] = NULL;
-    }
-}
-
-/* Build the same payload-only request (no tensors) for every shard. */
-static int simple_reqs(struct pc_client *c, Hetps__Envelope *env,
-                       uint64_t *ids)
-{
-    int i, rv;
-
-    for (i = 0; i < c->n; i++) {
-        ids[i] = next_id(c);
-        env->request_id = ids[i];
-        rv = hc_wire_encode(&c->reqs[i], env, NULL, 0);
-        if (rv != HC_OK) {
-            free_reqs(c);
-            return rv;
-        }
-    }
-    return HC_OK;
-}
-
 int pc_join(struct pc_client *c, const char *devices)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
@@ -356,9 +108,10 @@ int pc_join(struct pc_client *c, const char *devices)
     join.pid = (uint32_t)getpid();
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_JOIN;
     env.join = &join;
-    rv = simple_reqs(c, &env, ids);
+    rv = client_simple_reqs(c, &env, ids);
     if (rv == HC_OK)
-        rv = exchange(c, ids, HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY, "join", 0);
+        rv = client_exchange(c, ids, HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY,
+                             "join", 0);
     if (rv == HC_OK) {
         for (i = 0; i < c->n; i++) {
             const Hetps__JoinReply *jr = c->dec[i].env->join_reply;
@@ -375,7 +128,7 @@ int pc_join(struct pc_client *c, const char *devices)
                                         k ? ", " : "", jr->members[k]->task->index,
                                         jr->members[k]->state);
         }
-        release(c);
+        client_release(c);
     }
     free(ids);
     return rv;
@@ -426,7 +179,7 @@ static int send_all_simple(struct pc_client *c, hc_rpc_client *rpc,
     else
         env.shutdown = &sd;
     for (i = 0; i < c->n; i++) {
-        env.request_id = next_id(c);
+        env.request_id = client_next_id(c);
         rv = hc_wire_encode(&reqs[i], &env, NULL, 0);
         if (rv != HC_OK)
             goto out;
@@ -539,95 +292,6 @@ int pc_shutdown(struct pc_client *c)
                            "shutdown");
 }
 
-int pc_status(struct pc_client *c, struct pc_shard_status *out)
-{
-    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
-    Hetps__Status st = HETPS__STATUS__INIT;
-    uint64_t *ids = calloc((size_t)c->n, sizeof *ids);
-    int i, rv;
-
-    memset(out, 0, sizeof *out * (size_t)c->n);
-    if (!ids)
-        return hc_err_set(HC_ERR_NOMEM, "out of memory");
-    hc_wire_init_env(&env, &c->me, 0);
-    env.payload_case = HETPS__ENVELOPE__PAYLOAD_STATUS;
-    env.status = &st;
-    rv = simple_reqs(c, &env, ids);
-    if (rv != HC_OK)
-        goto out;
-    hc_rpc_call_all(c->rpc, c->n, c->peers, c->reqs, c->replies, c->errs, 0);
-    for (i = 0; i < c->n; i++) {
-        struct pc_shard_status *o = &out[i];
-        const Hetps__StatusReply *r;
-        size_t k;
-
-        c->reqs[i] = NULL;
-        if (!c->replies[i]) {
-            snprintf(o->error, sizeof o->error, "%s", hc_strerror(c->errs[i]));
-            continue;
-        }
-        if (hc_wire_decode(nng_msg_body(c->replies[i]),
-                           nng_msg_len(c->replies[i]), c->cl->id,
-                           &c->dec[i]) != HC_OK) {
-            snprintf(o->error, sizeof o->error, "bad reply: %s", hc_err_msg());
-            continue;
-        }
-        if (c->dec[i].env->payload_case != HETPS__ENVELOPE__PAYLOAD_STATUS_REPLY) {
-            snprintf(o->error, sizeof o->error, "answered with a %s",
-                     hc_wire_payload_name(c->dec[i].env->payload_case));
-            continue;
-        }
-        r = c->dec[i].env->status_reply;
-        o->up = 1;
-        o->incarnation = r->incarnation;
-        o->version = r->version;
-        o->requests = r->requests;
-        o->duplicates = r->duplicates;
-        o->rejected = r->rejected;
-        o->uptime_ms = r->uptime_ms;
-        o->late = r->late;
-        o->stale = r->stale;
-        o->max_ahead = r->max_ahead;
-        o->waiting = r->waiting;
-        snprintf(o->mode, sizeof o->mode, "%s", r->mode ? r->mode : "");
-        o->members = calloc(r->n_members + 1, sizeof *o->members);
-        if (!o->members)
-            continue;
-        for (k = 0; k < r->n_members; k++) {
-            const Hetps__Member *m = r->members[k];
-            struct pc_member *pm = &o->members[k];
-
-            pm->worker = (int)m->task->index;
-            snprintf(pm->state, sizeof pm->state, "%s", m->state);
-            pm->incarnation = m->incarnation;
-            pm->last_seen_ms = m->last_seen_ms;
-            pm->requests = m->requests;
-            pm->duplicates = m->duplicates;
-            pm->clock = m->clock;
-            pm->late = m->late;
-            pm->samples_per_s = m->samples_per_s;
-            pm->share = m->share;
-            snprintf(pm->devices, sizeof pm->devices, "%s",
-                     m->devices ? m->devices : "");
-        }
-        o->n_members = (int)r->n_members;
-    }
-    release(c);
-out:
-    free(ids);
-    return rv;
-}
-
-void pc_status_free(struct pc_shard_status *st, int n)
-{
-    int i;
-
-    for (i = 0; i < n; i++) {
-        free(st[i].members);
-        st[i].members = NULL;
-    }
-}
-
 int pc_set_model(struct pc_client *c, const struct hc_model *m,
                  uint32_t block_elems)
 {
@@ -674,7 +338,7 @@ int pc_set_model(struct pc_client *c, const struct hc_model *m,
     return HC_OK;
 }
 
-static int need_layout(const struct pc_client *c, const char *what)
+int client_need_layout(const struct pc_client *c, const char *what)
 {
     if (!c->have_layout)
         return hc_err_set(HC_ERR_INVAL, "%s before pc_set_model", what);
@@ -693,7 +357,7 @@ int pc_create(struct pc_client *c, const float *init)
     int i, v, rv;
     uint32_t k;
 
-    if ((rv = need_layout(c, "pc_create")) != HC_OK)
+    if ((rv = client_need_layout(c, "pc_create")) != HC_OK)
         return rv;
     for (v = 0; v < m->n_vars; v++) {
         hetps__variable_def__init(&defs[v]);
@@ -723,234 +387,20 @@ int pc_create(struct pc_client *c, const float *init)
 
         for (k = 0; k < p->n_blocks; k++)
             p->src[k].data = init + c->layout.blocks[p->blocks[k]].flat;
-        ids[i] = env.request_id = next_id(c);
+        ids[i] = env.request_id = client_next_id(c);
         rv = hc_wire_encode(&c->reqs[i], &env, p->src, p->n_blocks);
         if (rv != HC_OK) {
-            free_reqs(c);
+            client_free_reqs(c);
             goto out;
         }
     }
-    rv = exchange(c, ids, HETPS__ENVELOPE__PAYLOAD_ACK, "create variables", 0);
+    rv = client_exchange(c, ids, HETPS__ENVELOPE__PAYLOAD_ACK,
+                         "create variables", 0);
     if (rv == HC_OK)
-        release(c);
+        client_release(c);
 out:
     free(ids);
     return rv;
-}
-
-static int take_values(struct pc_client *c, float *params, struct pc_step *st,
-                       int *late);
-
-int pc_pull(struct pc_client *c, float *params, uint64_t *version)
-{
-    struct pc_step st = { 0 };
-    int rv = pc_pull_step(c, params, &st, 0);
-
-    if (version)
-        *version = st.version;
-    return rv;
-}
-
-int pc_pull_step(struct pc_client *c, float *params, struct pc_step *st,
-                 int wait_ms)
-{
-    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
-    Hetps__Pull pull = HETPS__PULL__INIT;
-    uint64_t ids[64], *idp = ids;
-    int i, rv;
-
-    if ((rv = need_layout(c, "pc_pull")) != HC_OK)
-        return rv;
-    if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
-        return hc_err_set(HC_ERR_NOMEM, "out of memory");
-    st->has_slice = 0;
-    hc_wire_init_env(&env, &c->me, 0);
-    env.payload_case = HETPS__ENVELOPE__PAYLOAD_PULL;
-    env.pull = &pull;
-    pull.has_min_version = st->min_version > 0;
-    pull.min_version = st->min_version;
-    pull.has_clock = 1;
-    pull.clock = st->clock;
-    pull.has_global_batch = st->global_batch > 0;
-    pull.global_batch = st->global_batch;
-    pull.has_job_batch = st->job_batch > 0;
-    pull.job_batch = st->job_batch;
-    for (i = 0; i < c->n; i++) {
-        pull.n_ranges = c->plan[i].n_blocks;
-        pull.ranges = c->plan[i].range_ptrs;
-        idp[i] = env.request_id = next_id(c);
-        rv = hc_wire_encode(&c->reqs[i], &env, NULL, 0);
-        if (rv != HC_OK) {
-            free_reqs(c);
-            goto out;
-        }
-    }
-    rv = exchange(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK, "pull", wait_ms);
-    if (rv != HC_OK)
-        goto out;
-    rv = take_values(c, params, st, NULL);
-out:
-    if (idp != ids)
-        free(idp);
-    return rv;
-}
-
-/* Copy the values of every shard's answer (in c->dec) into params, check
- * them against the plan, and read the version, the slice (ps:0's) and the
- * late flags; releases the answers. */
-static int take_values(struct pc_client *c, float *params, struct pc_step *st,
-                       int *late)
-{
-    uint64_t vmin = UINT64_MAX;
-    int i, rv = HC_OK, missing = 0;
-    size_t k;
-
-    st->has_slice = 0;
-    if (late)
-        *late = 0;
-    if (c->dec[0].env->ack->has_batch_count) {
-        st->has_slice = 1;
-        st->offset = c->dec[0].env->ack->batch_offset;
-        st->count = c->dec[0].env->ack->batch_count;
-    }
-    if (c->dec[0].env->ack->has_job_batch)
-        st->job_batch = c->dec[0].env->ack->job_batch;
-    for (i = 0; i < c->n && rv == HC_OK; i++) {
-        const struct shard_plan *p = &c->plan[i];
-        const struct hc_wire_msg *d = &c->dec[i];
-
-        if (d->n_tensors == 0 && p->n_blocks > 0 && d->env->ack->has_version &&
-            d->env->payload_case == HETPS__ENVELOPE__PAYLOAD_ACK &&
-            (d->env->ack->has_duplicate || !d->env->ack->has_batch_count)) {
-            /* A push answered from a restarted shard's record: the push was
-             * applied; the values come with a plain pull below. */
-            missing = 1;
-            continue;
-        }
-        if (d->n_tensors != p->n_blocks) {
-            rv = hc_err_set(HC_ERR_PROTO, "pull: ps:%d sent %zu blocks, "
-                            "asked for %u", i, d->n_tensors, p->n_blocks);
-            break;
-        }
-        for (k = 0; k < d->n_tensors; k++) {
-            const struct hc_block *b = &c->layout.blocks[p->blocks[k]];
-            const Hetps__TensorRef *t = d->env->tensors[k];
-
-            if (t->key != b->var || t->offset != b->offset ||
-                t->length != b->length) {
-                rv = hc_err_set(HC_ERR_PROTO, "pull: ps:%d sent block "
-                                "(%u, %llu, %u), asked for (%u, %llu, %u)", i,
-                                t->key, (unsigned long long)t->offset,
-                                t->length, b->var,
-                                (unsigned long long)b->offset, b->length);
-                break;
-            }
-            memcpy(params + b->flat, d->data[k], (size_t)b->length * sizeof(float));
-        }
-        if (d->env->ack->has_version && d->env->ack->version < vmin)
-            vmin = d->env->ack->version;
-        if (late && d->env->ack->has_late && d->env->ack->late)
-            *late = 1;
-    }
-    release(c);
-    st->version = vmin == UINT64_MAX ? 0 : vmin;
-    if (rv == HC_OK && missing) {
-        struct pc_step again = *st;
-
-        again.min_version = 0;
-        rv = pc_pull_step(c, params, &again, 0);
-        st->version = again.version;
-        if (again.has_slice) {
-            st->has_slice = 1;
-            st->offset = again.offset;
-            st->count = again.count;
-        }
-    }
-    return rv;
-}
-
-/*
- * Send one push per shard (its blocks of grads) and wait for the answers,
- * left decoded in c->dec. With `and_pull` each push carries the shard's
- * ranges and the answer carries their values (push-and-pull).
- */
-static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
-                     uint64_t base_version, float samples_per_s,
-                     uint64_t clock, uint32_t global_batch, uint32_t job_batch,
-                     int and_pull, int wait_ms)
-{
-    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
-    Hetps__Push push = HETPS__PUSH__INIT;
-    uint64_t ids[64], *idp = ids;
-    int i, rv;
-    uint32_t k;
-
-    if ((rv = need_layout(c, "push")) != HC_OK)
-        return rv;
-    if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
-        return hc_err_set(HC_ERR_NOMEM, "out of memory");
-    hc_wire_init_env(&env, &c->me, 0);
-    push.samples = samples;
-    push.has_base_version = 1;
-    push.base_version = base_version;
-    push.has_samples_per_s = samples_per_s > 0;
-    push.samples_per_s = samples_per_s;
-    push.has_clock = 1;
-    push.clock = clock;
-    push.has_global_batch = global_batch > 0;
-    push.global_batch = global_batch;
-    push.has_job_batch = job_batch > 0;
-    push.job_batch = job_batch;
-    env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
-    env.push = &push;
-    for (i = 0; i < c->n; i++) {
-        struct shard_plan *p = &c->plan[i];
-
-        for (k = 0; k < p->n_blocks; k++)
-            p->src[k].data = grads + c->layout.blocks[p->blocks[k]].flat;
-        push.n_ranges = and_pull ? p->n_blocks : 0;
-        push.ranges = and_pull ? p->range_ptrs : NULL;
-        idp[i] = env.request_id = next_id(c);
-        rv = hc_wire_encode(&c->reqs[i], &env, p->src, p->n_blocks);
-        if (rv != HC_OK) {
-            free_reqs(c);
-            goto out;
-        }
-    }
-    rv = exchange(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK,
-                  and_pull ? "push-and-pull" : "push", wait_ms);
-out:
-    if (idp != ids)
-        free(idp);
-    return rv;
-}
-
-int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
-                 uint64_t base_version, float samples_per_s, uint64_t clock,
-                 int *late)
-{
-    int i, rv = send_push(c, grads, samples, base_version, samples_per_s,
-                          clock, 0, 0, 0, 0);
-
-    if (late)
-        *late = 0;
-    if (rv != HC_OK)
-        return rv;
-    for (i = 0; late && i < c->n; i++)
-        if (c->dec[i].env->ack->has_late && c->dec[i].env->ack->late)
-            *late = 1;
-    release(c);
-    return HC_OK;
-}
-
-int pc_push_pull(struct pc_client *c, const float *grads, uint32_t samples,
-                 uint64_t base_version, float samples_per_s, float *params,
-                 struct pc_step *st, int *late, int wait_ms)
-{
-    int rv = send_push(c, grads, samples, base_version, samples_per_s,
-                       st->clock, st->global_batch, st->job_batch, 1, wait_ms);
-
-    return rv == HC_OK ? take_values(c, params, st, late) : rv;
 }
 
 void pc_close(struct pc_client *c)

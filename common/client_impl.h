@@ -1,0 +1,111 @@
+/*
+ * client_impl.h — the inside of a pc_client, shared by the files that
+ * make up the client. Nothing outside common/client*.c includes this; the
+ * contract is client.h.
+ *
+ *   client.c           open and close; join and the view it gives;
+ *                      heartbeats, leave and shutdown; the layout and each
+ *                      shard's plan (pc_set_model), and pc_create
+ *   client_exchange.c  one request to every shard at once: send, re-join a
+ *                      restarted shard and re-send the same request, check
+ *                      every reply
+ *   client_step.c      pull, push and push-and-pull (values copied into
+ *                      the caller's buffer), and status
+ *
+ * Threads: as client.h. The heartbeat thread (client.c) reads only what
+ * pc_open set and the hb_ fields (under hb_mu), takes request ids from the
+ * atomic next_id, and sends on sockets of its own.
+ */
+#ifndef HC_CLIENT_IMPL_H
+#define HC_CLIENT_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "client.h"
+#include "rpc.h"
+#include "wire.h"
+
+struct shard_view {
+    int joined;
+    uint64_t incarnation;
+    uint64_t version;
+    char members[512];          /* "worker:0 joined, worker:1 joined" */
+};
+
+/* What the client prepared for one shard's pulls and pushes. */
+struct shard_plan {
+    uint32_t n_blocks;
+    uint32_t *blocks;           /* (n_blocks) indices into layout.blocks */
+    Hetps__Range *ranges;       /* (n_blocks) for pulls */
+    Hetps__Range **range_ptrs;  /* (n_blocks) */
+    struct hc_tensor_src *src;  /* (n_blocks) for pushes and creates */
+};
+
+struct pc_client {
+    const struct hc_cluster *cl;
+    struct hc_sender me;
+    atomic_uint_fast64_t next_id;
+    struct pc_opts o;
+    int n;                      /* shards */
+    const char **urls, **names;
+    char (*name_buf)[32];
+    hc_rpc_client *rpc;
+    struct shard_view *view;    /* (n) */
+
+    /* Scratch reused by every call: one entry per shard. */
+    int *peers;
+    nng_msg **reqs, **replies;
+    nng_msg **copies;           /* of reqs, to re-send after a re-join */
+    unsigned char *copy_ok;     /* copies[i] holds this call's request */
+    char devices[128];          /* as joined, for re-joins */
+    int *errs;
+    struct hc_wire_msg *dec;
+
+    const struct hc_model *model;
+    struct hc_layout layout;
+    int have_layout;
+    struct shard_plan *plan;    /* (n) */
+
+    pthread_t hb_thread;
+    int hb_running;
+    int hb_interval_ms;
+    pthread_mutex_t hb_mu;
+    pthread_cond_t hb_cv;
+    int hb_stop;
+};
+
+/* ---- requests to every shard (client_exchange.c) ----------------------- */
+
+/* A fresh request id (safe from any thread). */
+uint64_t client_next_id(struct pc_client *c);
+
+/*
+ * Send c->reqs[0..n) to every shard at once; decode each reply into
+ * c->dec[i] and check it answers request ids[i] with payload `want` (a
+ * shard that restarted is joined again and sent the same request). On
+ * failure every decoded reply is released; on success the caller reads
+ * c->dec and calls client_release. `what` names the call in errors.
+ */
+int client_exchange(struct pc_client *c, const uint64_t *ids,
+                    Hetps__Envelope__PayloadCase want, const char *what,
+                    int timeout_ms);
+
+/* Free the replies (and their decoded forms) of the last exchange. */
+void client_release(struct pc_client *c);
+
+/* Free the requests not sent (c->reqs). */
+void client_free_reqs(struct pc_client *c);
+
+/* Build the same payload-only request (no tensors) for every shard; the
+ * ids go to ids[0..n). */
+int client_simple_reqs(struct pc_client *c, Hetps__Envelope *env,
+                       uint64_t *ids);
+
+/* ---- the layout (client.c) --------------------------------------------- */
+
+/* HC_ERR_INVAL naming `what` when pc_set_model has not been called. */
+int client_need_layout(const struct pc_client *c, const char *what);
+
+#endif

@@ -1,0 +1,322 @@
+/*
+ * client_step.c — a worker's step calls: pull (optionally waiting for the
+ * step's conditions), push, and push-and-pull (one round trip per step);
+ * and the front door's status. Pulled blocks are checked against each
+ * shard's plan and copied straight into the caller's buffer; ps:0's
+ * answer gives the worker's slice of a synchronous step's global batch.
+ * See client_impl.h.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_impl.h"
+#include "err.h"
+#include "rpc.h"
+#include "wire.h"
+
+static int take_values(struct pc_client *c, float *params, struct pc_step *st,
+                       int *late);
+
+int pc_pull(struct pc_client *c, float *params, uint64_t *version)
+{
+    struct pc_step st = { 0 };
+    int rv = pc_pull_step(c, params, &st, 0);
+
+    if (version)
+        *version = st.version;
+    return rv;
+}
+
+int pc_pull_step(struct pc_client *c, float *params, struct pc_step *st,
+                 int wait_ms)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Pull pull = HETPS__PULL__INIT;
+    uint64_t ids[64], *idp = ids;
+    int i, rv;
+
+    if ((rv = client_need_layout(c, "pc_pull")) != HC_OK)
+        return rv;
+    if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    st->has_slice = 0;
+    hc_wire_init_env(&env, &c->me, 0);
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_PULL;
+    env.pull = &pull;
+    pull.has_min_version = st->min_version > 0;
+    pull.min_version = st->min_version;
+    pull.has_clock = 1;
+    pull.clock = st->clock;
+    pull.has_global_batch = st->global_batch > 0;
+    pull.global_batch = st->global_batch;
+    pull.has_job_batch = st->job_batch > 0;
+    pull.job_batch = st->job_batch;
+    for (i = 0; i < c->n; i++) {
+        pull.n_ranges = c->plan[i].n_blocks;
+        pull.ranges = c->plan[i].range_ptrs;
+        idp[i] = env.request_id = client_next_id(c);
+        rv = hc_wire_encode(&c->reqs[i], &env, NULL, 0);
+        if (rv != HC_OK) {
+            client_free_reqs(c);
+            goto out;
+        }
+    }
+    rv = client_exchange(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK, "pull",
+                         wait_ms);
+    if (rv != HC_OK)
+        goto out;
+    rv = take_values(c, params, st, NULL);
+out:
+    if (idp != ids)
+        free(idp);
+    return rv;
+}
+
+/* Copy the values of every shard's answer (in c->dec) into params, check
+ * them against the plan, and read the version, the slice (ps:0's) and the
+ * late flags; releases the answers. */
+static int take_values(struct pc_client *c, float *params, struct pc_step *st,
+                       int *late)
+{
+    uint64_t vmin = UINT64_MAX;
+    int i, rv = HC_OK, missing = 0;
+    size_t k;
+
+    st->has_slice = 0;
+    if (late)
+        *late = 0;
+    if (c->dec[0].env->ack->has_batch_count) {
+        st->has_slice = 1;
+        st->offset = c->dec[0].env->ack->batch_offset;
+        st->count = c->dec[0].env->ack->batch_count;
+    }
+    if (c->dec[0].env->ack->has_job_batch)
+        st->job_batch = c->dec[0].env->ack->job_batch;
+    for (i = 0; i < c->n && rv == HC_OK; i++) {
+        const struct shard_plan *p = &c->plan[i];
+        const struct hc_wire_msg *d = &c->dec[i];
+
+        if (d->n_tensors == 0 && p->n_blocks > 0 && d->env->ack->has_version &&
+            d->env->payload_case == HETPS__ENVELOPE__PAYLOAD_ACK &&
+            (d->env->ack->has_duplicate || !d->env->ack->has_batch_count)) {
+            /* A push answered from a restarted shard's record: the push was
+             * applied; the values come with a plain pull below. */
+            missing = 1;
+            continue;
+        }
+        if (d->n_tensors != p->n_blocks) {
+            rv = hc_err_set(HC_ERR_PROTO, "pull: ps:%d sent %zu blocks, "
+                            "asked for %u", i, d->n_tensors, p->n_blocks);
+            break;
+        }
+        for (k = 0; k < d->n_tensors; k++) {
+            const struct hc_block *b = &c->layout.blocks[p->blocks[k]];
+            const Hetps__TensorRef *t = d->env->tensors[k];
+
+            if (t->key != b->var || t->offset != b->offset ||
+                t->length != b->length) {
+                rv = hc_err_set(HC_ERR_PROTO, "pull: ps:%d sent block "
+                                "(%u, %llu, %u), asked for (%u, %llu, %u)", i,
+                                t->key, (unsigned long long)t->offset,
+                                t->length, b->var,
+                                (unsigned long long)b->offset, b->length);
+                break;
+            }
+            memcpy(params + b->flat, d->data[k], (size_t)b->length * sizeof(float));
+        }
+        if (d->env->ack->has_version && d->env->ack->version < vmin)
+            vmin = d->env->ack->version;
+        if (late && d->env->ack->has_late && d->env->ack->late)
+            *late = 1;
+    }
+    client_release(c);
+    st->version = vmin == UINT64_MAX ? 0 : vmin;
+    if (rv == HC_OK && missing) {
+        struct pc_step again = *st;
+
+        again.min_version = 0;
+        rv = pc_pull_step(c, params, &again, 0);
+        st->version = again.version;
+        if (again.has_slice) {
+            st->has_slice = 1;
+            st->offset = again.offset;
+            st->count = again.count;
+        }
+    }
+    return rv;
+}
+
+/*
+ * Send one push per shard (its blocks of grads) and wait for the answers,
+ * left decoded in c->dec. With `and_pull` each push carries the shard's
+ * ranges and the answer carries their values (push-and-pull).
+ */
+static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
+                     uint64_t base_version, float samples_per_s,
+                     uint64_t clock, uint32_t global_batch, uint32_t job_batch,
+                     int and_pull, int wait_ms)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Push push = HETPS__PUSH__INIT;
+    uint64_t ids[64], *idp = ids;
+    int i, rv;
+    uint32_t k;
+
+    if ((rv = client_need_layout(c, "push")) != HC_OK)
+        return rv;
+    if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    hc_wire_init_env(&env, &c->me, 0);
+    push.samples = samples;
+    push.has_base_version = 1;
+    push.base_version = base_version;
+    push.has_samples_per_s = samples_per_s > 0;
+    push.samples_per_s = samples_per_s;
+    push.has_clock = 1;
+    push.clock = clock;
+    push.has_global_batch = global_batch > 0;
+    push.global_batch = global_batch;
+    push.has_job_batch = job_batch > 0;
+    push.job_batch = job_batch;
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
+    env.push = &push;
+    for (i = 0; i < c->n; i++) {
+        struct shard_plan *p = &c->plan[i];
+
+        for (k = 0; k < p->n_blocks; k++)
+            p->src[k].data = grads + c->layout.blocks[p->blocks[k]].flat;
+        push.n_ranges = and_pull ? p->n_blocks : 0;
+        push.ranges = and_pull ? p->range_ptrs : NULL;
+        idp[i] = env.request_id = client_next_id(c);
+        rv = hc_wire_encode(&c->reqs[i], &env, p->src, p->n_blocks);
+        if (rv != HC_OK) {
+            client_free_reqs(c);
+            goto out;
+        }
+    }
+    rv = client_exchange(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK,
+                         and_pull ? "push-and-pull" : "push", wait_ms);
+out:
+    if (idp != ids)
+        free(idp);
+    return rv;
+}
+
+int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
+                 uint64_t base_version, float samples_per_s, uint64_t clock,
+                 int *late)
+{
+    int i, rv = send_push(c, grads, samples, base_version, samples_per_s,
+                          clock, 0, 0, 0, 0);
+
+    if (late)
+        *late = 0;
+    if (rv != HC_OK)
+        return rv;
+    for (i = 0; late && i < c->n; i++)
+        if (c->dec[i].env->ack->has_late && c->dec[i].env->ack->late)
+            *late = 1;
+    client_release(c);
+    return HC_OK;
+}
+
+int pc_push_pull(struct pc_client *c, const float *grads, uint32_t samples,
+                 uint64_t base_version, float samples_per_s, float *params,
+                 struct pc_step *st, int *late, int wait_ms)
+{
+    int rv = send_push(c, grads, samples, base_version, samples_per_s,
+                       st->clock, st->global_batch, st->job_batch, 1, wait_ms);
+
+    return rv == HC_OK ? take_values(c, params, st, late) : rv;
+}
+
+int pc_status(struct pc_client *c, struct pc_shard_status *out)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Status st = HETPS__STATUS__INIT;
+    uint64_t *ids = calloc((size_t)c->n, sizeof *ids);
+    int i, rv;
+
+    memset(out, 0, sizeof *out * (size_t)c->n);
+    if (!ids)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    hc_wire_init_env(&env, &c->me, 0);
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_STATUS;
+    env.status = &st;
+    rv = client_simple_reqs(c, &env, ids);
+    if (rv != HC_OK)
+        goto out;
+    hc_rpc_call_all(c->rpc, c->n, c->peers, c->reqs, c->replies, c->errs, 0);
+    for (i = 0; i < c->n; i++) {
+        struct pc_shard_status *o = &out[i];
+        const Hetps__StatusReply *r;
+        size_t k;
+
+        c->reqs[i] = NULL;
+        if (!c->replies[i]) {
+            snprintf(o->error, sizeof o->error, "%s", hc_strerror(c->errs[i]));
+            continue;
+        }
+        if (hc_wire_decode(nng_msg_body(c->replies[i]),
+                           nng_msg_len(c->replies[i]), c->cl->id,
+                           &c->dec[i]) != HC_OK) {
+            snprintf(o->error, sizeof o->error, "bad reply: %s", hc_err_msg());
+            continue;
+        }
+        if (c->dec[i].env->payload_case != HETPS__ENVELOPE__PAYLOAD_STATUS_REPLY) {
+            snprintf(o->error, sizeof o->error, "answered with a %s",
+                     hc_wire_payload_name(c->dec[i].env->payload_case));
+            continue;
+        }
+        r = c->dec[i].env->status_reply;
+        o->up = 1;
+        o->incarnation = r->incarnation;
+        o->version = r->version;
+        o->requests = r->requests;
+        o->duplicates = r->duplicates;
+        o->rejected = r->rejected;
+        o->uptime_ms = r->uptime_ms;
+        o->late = r->late;
+        o->stale = r->stale;
+        o->max_ahead = r->max_ahead;
+        o->waiting = r->waiting;
+        snprintf(o->mode, sizeof o->mode, "%s", r->mode ? r->mode : "");
+        o->members = calloc(r->n_members + 1, sizeof *o->members);
+        if (!o->members)
+            continue;
+        for (k = 0; k < r->n_members; k++) {
+            const Hetps__Member *m = r->members[k];
+            struct pc_member *pm = &o->members[k];
+
+            pm->worker = (int)m->task->index;
+            snprintf(pm->state, sizeof pm->state, "%s", m->state);
+            pm->incarnation = m->incarnation;
+            pm->last_seen_ms = m->last_seen_ms;
+            pm->requests = m->requests;
+            pm->duplicates = m->duplicates;
+            pm->clock = m->clock;
+            pm->late = m->late;
+            pm->samples_per_s = m->samples_per_s;
+            pm->share = m->share;
+            snprintf(pm->devices, sizeof pm->devices, "%s",
+                     m->devices ? m->devices : "");
+        }
+        o->n_members = (int)r->n_members;
+    }
+    client_release(c);
+out:
+    free(ids);
+    return rv;
+}
+
+void pc_status_free(struct pc_shard_status *st, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++) {
+        free(st[i].members);
+        st[i].members = NULL;
+    }
+}

@@ -1,0 +1,262 @@
+/*
+ * service_member.c — what a shard knows and says of its workers: the
+ * member entries of join and status replies, workers silent too long (or
+ * never joined) marked dead, and the cluster file re-read that adds and
+ * removes workers while the job runs (elastic membership). See
+ * service_impl.h for the other service files.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "clock.h"
+#include "cluster.h"
+#include "err.h"
+#include "log.h"
+#include "service_impl.h"
+#include "shard.h"
+#include "sync.h"
+#include "wire.h"
+
+static const char *const state_names[] = { "unknown", "joined", "left", "dead" };
+
+/* The members' entries of a join or status reply (arrays owned here). */
+struct member_list {
+    Hetps__Member **list;       /* (n) pointers into storage */
+    Hetps__Member *storage;
+    Hetps__Task *tasks;
+    int n;                      /* -1: out of memory */
+};
+
+static void fill_members(struct ps_service *s, struct member_list *ml)
+{
+    int64_t now = hc_now_ms();
+    int i;
+
+    ml->n = 0;
+    ml->list = calloc((size_t)s->n_members + 1, sizeof *ml->list);
+    ml->storage = calloc((size_t)s->n_members + 1, sizeof *ml->storage);
+    ml->tasks = calloc((size_t)s->n_members + 1, sizeof *ml->tasks);
+    if (!ml->list || !ml->storage || !ml->tasks) {
+        ml->n = -1;
+        return;
+    }
+    for (i = 0; i < s->n_members; i++) {
+        struct member *m = &s->members[i];
+        Hetps__Member *pm = &ml->storage[ml->n];
+        Hetps__Task *t = &ml->tasks[ml->n];
+
+        if (m->state == M_NONE)
+            continue;
+        hetps__member__init(pm);
+        hetps__task__init(t);
+        t->job = HETPS__JOB__JOB_WORKER;
+        t->index = (uint32_t)i;
+        pm->task = t;
+        pm->incarnation = m->incarnation;
+        pm->state = (char *)state_names[m->state];
+        pm->has_last_seen_ms = 1;
+        pm->last_seen_ms = (uint64_t)(now - m->last_seen_ms);
+        pm->devices = m->devices;
+        pm->has_requests = 1;
+        pm->requests = m->requests;
+        pm->has_duplicates = 1;
+        pm->duplicates = m->duplicates;
+        pm->has_clock = pm->has_samples_per_s = pm->has_share = pm->has_late = 1;
+        ps_sync_worker(s->sync, i, &pm->clock, &pm->samples_per_s, &pm->share,
+                       &pm->late);
+        ml->list[ml->n++] = pm;
+    }
+}
+
+static void free_members(struct member_list *ml)
+{
+    free(ml->list);
+    free(ml->storage);
+    free(ml->tasks);
+}
+
+nng_msg *service_status_reply(struct ps_service *s, uint64_t id)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__StatusReply st = HETPS__STATUS_REPLY__INIT;
+    Hetps__Task me = HETPS__TASK__INIT;
+    struct member_list ml;
+    nng_msg *m = NULL;
+
+    hc_wire_init_env(&env, &s->me, id);
+    me.job = HETPS__JOB__JOB_PS;
+    me.index = (uint32_t)s->conf.shard;
+    st.shard = &me;
+    st.incarnation = s->me.incarnation;
+    st.version = s->shard ? ps_shard_version(s->shard) : 0;
+    fill_members(s, &ml);
+    if (ml.n >= 0) {
+        st.n_members = (size_t)ml.n;
+        st.members = ml.list;
+    }
+    st.has_requests = st.has_duplicates = st.has_rejected = 1;
+    st.requests = s->requests;
+    st.duplicates = s->duplicates;
+    st.rejected = s->rejected;
+    st.has_uptime_ms = 1;
+    st.uptime_ms = (uint64_t)(hc_now_ms() - s->start_ms);
+    st.mode = (char *)hc_mode_name(s->cl->mode);
+    {
+        struct ps_sync_stats ss;
+
+        ps_sync_stats(s->sync, &ss);
+        st.has_late = st.has_max_ahead = st.has_stale = st.has_waiting = 1;
+        st.late = ss.late;
+        st.max_ahead = ss.max_ahead;
+        st.stale = ss.stale;
+        st.waiting = (uint32_t)s->n_pending;
+    }
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_STATUS_REPLY;
+    env.status_reply = &st;
+    if (ml.n < 0 || hc_wire_encode(&m, &env, NULL, 0) != HC_OK)
+        m = NULL;
+    free_members(&ml);
+    return m;
+}
+
+nng_msg *service_join_reply(struct ps_service *s, uint64_t id)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__JoinReply jr = HETPS__JOIN_REPLY__INIT;
+    struct member_list ml;
+    nng_msg *m = NULL;
+
+    hc_wire_init_env(&env, &s->me, id);
+    jr.shard_incarnation = s->me.incarnation;
+    jr.shard_index = (uint32_t)s->conf.shard;
+    jr.n_shards = (uint32_t)s->cl->n_ps;
+    jr.has_version = 1;
+    jr.version = s->shard ? ps_shard_version(s->shard) : 0;
+    fill_members(s, &ml);
+    if (ml.n >= 0) {
+        jr.n_members = (size_t)ml.n;
+        jr.members = ml.list;
+    }
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY;
+    env.join_reply = &jr;
+    if (ml.n < 0 || hc_wire_encode(&m, &env, NULL, 0) != HC_OK)
+        m = NULL;
+    free_members(&ml);
+    return m;
+}
+
+/* Mark workers silent for longer than the heartbeat timeout as dead. */
+void service_sweep_members(struct ps_service *s)
+{
+    int64_t now = hc_now_ms();
+    int i, changed = 0;
+
+    pthread_mutex_lock(&s->mu);
+    for (i = 0; i < s->n_members; i++) {
+        struct member *m = &s->members[i];
+
+        if (m->state == M_JOINED &&
+            now - m->last_seen_ms > s->conf.heartbeat_timeout_ms) {
+            m->state = M_DEAD;
+            hc_warn("worker:%d silent for %lld ms: marked dead", i,
+                    (long long)(now - m->last_seen_ms));
+            ps_sync_member(s->sync, i, 0);
+            changed = 1;
+        } else if (m->state == M_NONE && !m->removed &&
+                   s->cl->mode != HC_MODE_ASYNC &&
+                   now - m->expected_ms > s->conf.join_timeout_ms) {
+            /* Expected from the start (sync, ssp); never came. */
+            m->state = M_DEAD;
+            hc_warn("worker:%d did not join within %d ms: steps go on "
+                    "without it", i, s->conf.join_timeout_ms);
+            m->expected_ms = INT64_MAX / 2;
+            ps_sync_member(s->sync, i, 0);
+            changed = 1;
+        }
+    }
+    if (changed)
+        service_advance(s);
+    pthread_mutex_unlock(&s->mu);
+}
+
+int service_file_mtime(const char *path, struct timespec *t)
+{
+    struct stat st;
+
+    if (!path || stat(path, &st) != 0)
+        return -1;
+    *t = st.st_mtim;
+    return 0;
+}
+
+/*
+ * Elastic membership: re-read the cluster file. Workers added to it are
+ * accepted; one takes part from the step boundary after it joins (sync:
+ * with a share of the job's unchanged global batch). Workers removed from
+ * it are treated as having left and refused from then on. A changed list
+ * of parameter servers is refused: moving blocks is `hetps reshard`.
+ */
+void service_reload_cluster(struct ps_service *s)
+{
+    struct hc_cluster nc;
+    struct hc_diag diag;
+    int i, n_old, rv;
+
+    rv = hc_cluster_load_file(s->conf.cluster_file, &nc, &diag);
+    if (rv != HC_OK) {
+        hc_warn("cluster file %s changed but cannot be used (%s); keeping "
+                "the running cluster", s->conf.cluster_file,
+                diag.n ? diag.msg[0] : hc_err_msg());
+        return;
+    }
+    if (nc.id != s->cl->id) {
+        hc_warn("cluster file %s now lists other parameter servers: moving "
+                "blocks between servers needs `hetps reshard`; keeping the "
+                "running cluster", s->conf.cluster_file);
+        hc_cluster_free(&nc);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    n_old = s->n_active;
+    if (nc.n_worker > s->n_members) {
+        struct member *m = realloc(s->members,
+                                   (size_t)nc.n_worker * sizeof *m);
+
+        if (!m) {
+            pthread_mutex_unlock(&s->mu);
+            hc_cluster_free(&nc);
+            hc_warn("out of memory growing the membership");
+            return;
+        }
+        memset(m + s->n_members, 0,
+               (size_t)(nc.n_worker - s->n_members) * sizeof *m);
+        s->members = m;
+        s->n_members = nc.n_worker;
+    }
+    for (i = 0; i < s->n_members; i++) {
+        struct member *m = &s->members[i];
+
+        if (i < nc.n_worker && (m->removed || i >= n_old)) {
+            m->removed = 0;
+            m->expected_ms = INT64_MAX / 2;  /* not waited for until it joins */
+            hc_info("worker:%d added by the cluster file", i);
+        } else if (i >= nc.n_worker && !m->removed) {
+            m->removed = 1;
+            if (m->state == M_JOINED)
+                m->state = M_LEFT;
+            ps_sync_member(s->sync, i, 0);
+            hc_info("worker:%d removed by the cluster file", i);
+        }
+    }
+    s->n_active = nc.n_worker;
+    service_advance(s);
+    pthread_mutex_unlock(&s->mu);
+    if (n_old != nc.n_worker)
+        hc_info("cluster file %s: %d worker(s), was %d", s->conf.cluster_file,
+                nc.n_worker, n_old);
+    hc_cluster_free(&nc);
+}

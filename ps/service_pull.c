@@ -1,0 +1,234 @@
+/*
+ * service_pull.c — pulls and pushes as the consistency mode judges them
+ * (ps/sync.h): a pull is answered now, or its message and request are kept
+ * until the mode allows it (sync: the next version; ssp: the slowest
+ * worker within the bound) and answered by serve_pending; a push is
+ * applied, added to the synchronous step, or counted as late, and a
+ * push-and-pull's answer is the pull the mode allows after it. See
+ * service_impl.h for the other service files.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "clock.h"
+#include "err.h"
+#include "log.h"
+#include "rpc.h"
+#include "service_impl.h"
+#include "shard.h"
+#include "sync.h"
+#include "wire.h"
+
+/* Answer a pull now: values, version and (sync, from any shard; workers
+ * use ps:0's) the worker's slice of the step's global batch. */
+static nng_msg *answer_pull(struct ps_service *s, const struct hc_wire_msg *in,
+                            int late)
+{
+    const Hetps__Envelope *e = in->env;
+    int is_push = e->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH;
+    int has_gb = is_push ? e->push->has_global_batch : e->pull->has_global_batch;
+    uint32_t gb = is_push ? e->push->global_batch : e->pull->global_batch;
+    uint32_t jb = is_push ? (e->push->has_job_batch ? e->push->job_batch : 0)
+                          : (e->pull->has_job_batch ? e->pull->job_batch : 0);
+    struct ps_pull_extra extra = { 0 };
+    nng_msg *reply = NULL;
+    int rv;
+
+    extra.late = late;
+    if (s->cl->mode == HC_MODE_SYNC && has_gb &&
+        e->sender->job == HETPS__JOB__JOB_WORKER) {
+        extra.has_slice = 1;
+        if (jb)
+            extra.job_batch = ps_sync_job_batch(s->sync, jb);
+        ps_sync_assign(s->sync, (int)e->sender->index, gb,
+                       ps_shard_version(s->shard), &extra.offset,
+                       &extra.count);
+    }
+    rv = ps_shard_answer_pull(s->shard, in, &s->me, &extra, &reply);
+    if (rv != HC_OK)
+        return service_error_reply(s, in->env->request_id,
+                                   hc_wire_error_code(rv), hc_err_msg());
+    if (extra.has_slice)
+        ps_sync_answered(s->sync, (int)e->sender->index, extra.count,
+                         hc_now_s());
+    return reply;
+}
+
+/* Whether the mode lets a pull — or the pull half of a push-and-pull,
+ * which asks for the version after its push — be answered now. */
+static void pull_wants(const struct ps_service *s, const struct hc_wire_msg *in,
+                       uint64_t *min_version, uint64_t *clock)
+{
+    const Hetps__Envelope *e = in->env;
+
+    if (e->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH) {
+        const Hetps__Push *p = e->push;
+
+        *min_version = s->cl->mode == HC_MODE_SYNC && p->has_base_version
+                           ? p->base_version + 1 : 0;
+        *clock = (p->has_clock ? p->clock : 0) + 1;
+    } else {
+        *min_version = e->pull->has_min_version ? e->pull->min_version : 0;
+        *clock = e->pull->has_clock ? e->pull->clock : 0;
+    }
+}
+
+static int pull_ready(struct ps_service *s, const struct hc_wire_msg *in)
+{
+    uint64_t min_version, clock;
+
+    pull_wants(s, in, &min_version, &clock);
+    return ps_sync_pull_ready(s->sync, (int)in->env->sender->index,
+                              min_version, clock, ps_shard_version(s->shard));
+}
+
+/* Keep a request (pull or push-and-pull) to answer when the mode allows;
+ * a worker has at most one kept: a newer one replaces it. */
+static int defer(struct ps_service *s, const struct hc_wire_msg *in,
+                 nng_msg *msg_in, hc_rpc_req *req)
+{
+    int w = (int)in->env->sender->index, i;
+
+    for (i = 0; i < s->n_pending; i++) {
+        if (s->pending[i].worker == w) {
+            hc_rpc_reply(s->pending[i].req, NULL);
+            nng_msg_free(s->pending[i].msg);
+            s->pending[i] = s->pending[--s->n_pending];
+            break;
+        }
+    }
+    if (s->n_pending == s->cap_pending) {
+        int cap = s->cap_pending ? 2 * s->cap_pending : 16;
+        struct pending *p = realloc(s->pending, (size_t)cap * sizeof *p);
+
+        if (!p)
+            return hc_err_set(HC_ERR_NOMEM, "out of memory for waiting pulls");
+        s->pending = p;
+        s->cap_pending = cap;
+    }
+    s->pending[s->n_pending].req = req;
+    s->pending[s->n_pending].msg = msg_in;
+    s->pending[s->n_pending].worker = w;
+    s->pending[s->n_pending].is_push =
+        in->env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH;
+    s->pending[s->n_pending].request_id = in->env->request_id;
+    pull_wants(s, in, &s->pending[s->n_pending].min_version,
+               &s->pending[s->n_pending].clock);
+    s->n_pending++;
+    return HC_OK;
+}
+
+/* A pull: answered now, or kept (the message and the request) until the
+ * mode allows it. */
+nng_msg *service_serve_pull(struct ps_service *s, const struct hc_wire_msg *in,
+                            nng_msg *msg_in, hc_rpc_req *req, int *deferred)
+{
+    if (pull_ready(s, in))
+        return answer_pull(s, in, 0);
+    if (defer(s, in, msg_in, req) != HC_OK)
+        return service_error_reply(s, in->env->request_id,
+                                   HETPS__ERROR_CODE__E_LIMIT, hc_err_msg());
+    *deferred = 1;
+    return NULL;
+}
+
+/* Answer every kept pull the mode now allows. */
+static void serve_pending(struct ps_service *s)
+{
+    int i = 0;
+
+    while (i < s->n_pending) {
+        struct pending *p = &s->pending[i];
+        struct hc_wire_msg in;
+        nng_msg *reply;
+
+        /* Decoded (checksums and all) only once it can be answered. */
+        if (!ps_sync_pull_ready(s->sync, p->worker, p->min_version, p->clock,
+                                ps_shard_version(s->shard))) {
+            i++;
+            continue;
+        }
+        if (hc_wire_decode(nng_msg_body(p->msg), nng_msg_len(p->msg),
+                           s->cl->id, &in) != HC_OK) {
+            hc_rpc_reply(p->req, NULL);
+        } else {
+            reply = answer_pull(s, &in, 0);
+            if (p->is_push && reply && p->worker < s->n_members)
+                service_record_reply(&s->members[p->worker],
+                                     &s->members[p->worker].rec[0],
+                                     p->request_id, reply);
+            hc_wire_msg_free(&in);
+            hc_rpc_reply(p->req, reply);
+        }
+        nng_msg_free(p->msg);
+        *p = s->pending[--s->n_pending];
+    }
+}
+
+/* Apply a complete synchronous step, then answer the pulls it frees. */
+void service_advance(struct ps_service *s)
+{
+    uint64_t total;
+
+    if (s->cl->mode == HC_MODE_SYNC &&
+        ps_sync_step_ready(s->sync, ps_shard_version(s->shard), &total)) {
+        int rv = ps_shard_apply_step(s->shard, total);
+
+        if (rv != HC_OK)
+            hc_error("cannot apply step %llu: %s",
+                     (unsigned long long)ps_shard_version(s->shard),
+                     hc_err_msg());
+        ps_sync_step_done(s->sync);
+    }
+    serve_pending(s);
+}
+
+/* A push: judged by the mode, then applied, added to the step, or counted
+ * as late. */
+int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
+                       nng_msg *msg_in, hc_rpc_req *req, int *deferred,
+                       nng_msg **reply)
+{
+    const Hetps__Push *p = in->env->push;
+    int w = (int)in->env->sender->index, rv, late = 0;
+    int and_pull = p->n_ranges > 0;
+    enum ps_push_verdict v;
+
+    v = ps_sync_push(s->sync, w, p->has_base_version ? p->base_version : 0,
+                     ps_shard_version(s->shard), p->samples,
+                     p->has_samples_per_s ? p->samples_per_s : 0, hc_now_s());
+    switch (v) {
+    case PS_PUSH_APPLY:
+        rv = ps_shard_serve(s->shard, in, &s->me, NULL, reply);
+        if (rv == HC_OK)
+            serve_pending(s);
+        break;
+    case PS_PUSH_ACCUMULATE:
+        rv = ps_shard_accumulate(s->shard, in);
+        if (rv == HC_OK && !and_pull)
+            rv = ps_shard_ack(s->shard, in, &s->me, 0, reply);
+        service_advance(s);
+        break;
+    case PS_PUSH_LATE:
+        late = 1;
+        rv = and_pull ? HC_OK : ps_shard_ack(s->shard, in, &s->me, 1, reply);
+        break;
+    default:
+        return HC_ERR_STALE;
+    }
+    if (rv != HC_OK || !and_pull)
+        return rv;
+    /* Push-and-pull: the values the mode allows next, now or later. */
+    if (*reply) {
+        nng_msg_free(*reply);
+        *reply = NULL;
+    }
+    if (late || pull_ready(s, in)) {
+        *reply = answer_pull(s, in, late);
+        return HC_OK;
+    }
+    if ((rv = defer(s, in, msg_in, req)) != HC_OK)
+        return rv;
+    *deferred = 1;
+    return HC_OK;
+}
