@@ -58,9 +58,10 @@ for t in test_cuda test_nn test_replica; do
     log=$LOGS/$t.log
     capped 90 "$B/tests/$t" > "$log" 2>&1
     rc=$?
-    [ $rc = 124 ] && echo "(timed out)" >> "$log"
-    say "$t: exit $rc — $(grep -E '^cunit-counts|^not run|^\(timed out' "$log")"
-    grep -E 'FAIL|max \|gpu|gpu.*rel diff|skipped:' "$log" | head -60 >> "$REPORT"
+    counts=$(grep '^cunit-counts' "$log")
+    [ $rc = 124 ] && counts=$(grep -m1 '^not run' "$log" || echo "timed out")
+    say "$t: exit $rc — $counts"
+    grep -E 'FAIL|max \|gpu|gpu.*rel diff|gpu mirrored:|skipped:' "$log" | head -60 >> "$REPORT"
     grep -q 'failed 0' "$log" || grep -B2 -A8 'FAIL' "$log" | head -40 | tee -a "$REPORT"
 done
 
@@ -77,11 +78,16 @@ for b in 64 256 1024; do
         [ "$d" = cpu ] && [ "$b" = 1024 ] && continue
         s=$([ "$d" = cpu ] && echo 20 || echo "$STEPS")
         r=$(capped 40 "$B/bench/step_gpu" --device "$d" --batch "$b" --steps "$s" 2>&1 | tail -1)
-        say "  $r"
+        case $r in
+        hetps-gpu:*) say "  $r" ;;
+        *) say "  $d batch $b: FAILED: ${r:-timed out}" ;;
+        esac
     done
 done
 
-if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+capped 60 python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1
+torch_rc=$?
+if [ $torch_rc = 0 ]; then
     for b in 64 256 1024; do
         r=$(capped 60 python3 - "$b" "$STEPS" <<'PY' 2>&1 | tail -1
 import sys, time, torch, torch.nn as nn
@@ -107,6 +113,8 @@ PY
 )
         say "  $r"
     done
+elif [ $torch_rc = 124 ]; then
+    say "  torch: not timed (import timed out or the budget is spent)"
 else
     say "  torch: no CUDA PyTorch here: skipped"
 fi
