@@ -16,10 +16,10 @@
  * deploy/models/fashion_cnn.json. 10 warm-up steps (the replicas measure
  * each device's speed there), then N timed ones. Prints
  *   hetps-gpu: LIST batch B: S samples/s
- * (LIST as given) and for several devices, after it, " (mirrored, split 128+128)" — the
- * slices of the last step — or " (placed)" when the model file places
- * its layers. Exits 1 with a message on any error (no CUDA device
- * included).
+ * (LIST as given), for several devices followed by the slices of the last
+ * step, " (mirrored, split 128+128)", or by " (placed)" when the model
+ * file places its layers. Exits 1 with a message on any error (no CUDA
+ * device included).
  */
 #include <getopt.h>
 #include <stdio.h>
