@@ -1,14 +1,25 @@
 /*
- * step_gpu.c — speed of one training step (wk_net_step: upload params and
- * batch, forward, loss, backward, download gradients) of a model on one
- * device, on random data so it needs no data set: the GPU peer of step.c.
+ * step_gpu.c — speed of one training step of a model on one device or on
+ * several mirrored ones, on random data so it needs no data set: the GPU
+ * peer of step.c. It takes the trainer's path (worker/trainer.c):
+ * wk_devices_open, wk_replicas_open, wk_replicas_step — upload params and
+ * each device's slice of the batch, forward, loss, backward, download the
+ * gradients and reduce them on the host. With one device a step runs
+ * inline and costs what wk_net_step costs; with several, the batch is cut
+ * by each device's measured speed (replica.h) and the devices run at once.
  *
- *   step_gpu [--device gpu:0] [--batch B] [--steps N] [--model FILE]
+ *   step_gpu [--device LIST] [--batch B] [--steps N] [--model FILE]
  *
- * Defaults: gpu:0, batch 64, 200 steps, deploy/models/fashion_cnn.json.
- * 10 warm-up steps, then N timed ones. Prints
- *   hetps-gpu: DEVICE batch B: S samples/s
- * Exits 1 with a message on any error (no CUDA device included).
+ * LIST is a device list as the worker takes it (device.h): "gpu:0",
+ * "gpu:0,gpu:1", "cpu", "cpu:0,cpu:1"; --devices is the same option. Each
+ * CPU device gets 1 OpenBLAS thread. Defaults: gpu:0, batch 64, 200 steps,
+ * deploy/models/fashion_cnn.json. 10 warm-up steps (the replicas measure
+ * each device's speed there), then N timed ones. Prints
+ *   hetps-gpu: LIST batch B: S samples/s
+ * (LIST as given), for several devices followed by the slices of the last
+ * step, " (mirrored, split 128+128)", or by " (placed)" when the model
+ * file places its layers. Exits 1 with a message on any error (no CUDA
+ * device included).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -19,7 +30,7 @@
 #include "err.h"
 #include "model.h"
 #include "worker/device.h"
-#include "worker/nn.h"
+#include "worker/replica.h"
 
 #define WARMUP 10
 
@@ -31,10 +42,36 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* " (mirrored, split 128+128)" or " (placed)" for several devices, "" for
+ * one. */
+static const char *mode_str(const struct wk_replicas *r, char *buf,
+                            size_t len)
+{
+    int counts[WK_MAX_DEVICES], n = wk_replicas_n(r), i;
+    size_t at;
+
+    buf[0] = '\0';
+    if (n < 2)
+        return buf;
+    if (wk_replicas_is_placed(r)) {
+        snprintf(buf, len, " (placed)");
+        return buf;
+    }
+    wk_replicas_last_split(r, counts);
+    at = (size_t)snprintf(buf, len, " (mirrored, split ");
+    for (i = 0; i < n && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%d", i ? "+" : "",
+                               counts[i]);
+    if (at < len)
+        snprintf(buf + at, len - at, ")");
+    return buf;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"device", required_argument, NULL, 'd'},
+        {"devices", required_argument, NULL, 'd'},
         {"batch", required_argument, NULL, 'b'},
         {"steps", required_argument, NULL, 's'},
         {"model", required_argument, NULL, 'm'},
@@ -43,11 +80,12 @@ int main(int argc, char **argv)
     const char *device = "gpu:0", *model = "deploy/models/fashion_cnn.json";
     struct hc_model *m = calloc(1, sizeof *m);
     struct wk_devices devs = {0};
-    struct wk_net *net = NULL;
+    struct wk_replicas *rep = NULL;
     float *params = NULL, *grads = NULL, *x = NULL;
     int *labels = NULL, batch = 64, steps = 200, c, i, status = 1;
     size_t nin, k;
-    double t0 = 0.0, loss;
+    double t0 = 0.0, dt, loss;
+    char mode[WK_MAX_DEVICES * 8 + 32];
 
     while ((c = getopt_long(argc, argv, "d:b:s:m:", opts, NULL)) != -1) {
         switch (c) {
@@ -56,7 +94,7 @@ int main(int argc, char **argv)
         case 's': steps = atoi(optarg); break;
         case 'm': model = optarg; break;
         default:
-            fprintf(stderr, "usage: step_gpu [--device D] [--batch B] "
+            fprintf(stderr, "usage: step_gpu [--device LIST] [--batch B] "
                             "[--steps N] [--model FILE]\n");
             return 2;
         }
@@ -67,9 +105,9 @@ int main(int argc, char **argv)
         return 2;
     }
     if (hc_model_load(model, m) || wk_devices_open(device, 1, &devs) ||
-        wk_net_new(m, devs.dev[0].be, batch, &net))
+        wk_replicas_open(m, &devs, batch, &rep))
         goto out;
-    nin = wk_net_input_size(net);
+    nin = wk_replicas_input_size(rep);
     params = malloc(m->n_params * sizeof *params);
     grads = malloc(m->n_params * sizeof *grads);
     x = malloc((size_t)batch * nin * sizeof *x);
@@ -82,21 +120,22 @@ int main(int argc, char **argv)
     for (k = 0; k < (size_t)batch * nin; k++)
         x[k] = (float)((k * 2654435761u) % 1000) / 1000.0f;
     for (i = 0; i < batch; i++)
-        labels[i] = i % (int)wk_net_output_size(net);
+        labels[i] = i % (int)wk_replicas_output_size(rep);
     for (i = 0; i < WARMUP + steps; i++) {
         if (i == WARMUP)
             t0 = now_s();
-        if (wk_net_step(net, params, x, labels, NULL, batch, grads, &loss,
-                        NULL))
+        if (wk_replicas_step(rep, params, x, labels, NULL, batch, grads,
+                             &loss, NULL))
             goto out;
     }
-    printf("hetps-gpu: %s batch %d: %.0f samples/s\n", device, batch,
-           (double)steps * batch / (now_s() - t0));
+    dt = now_s() - t0;
+    printf("hetps-gpu: %s batch %d: %.0f samples/s%s\n", device, batch,
+           (double)steps * batch / dt, mode_str(rep, mode, sizeof mode));
     status = 0;
 out:
     if (status)
         fprintf(stderr, "step_gpu: %s\n", hc_err_msg());
-    wk_net_free(net);
+    wk_replicas_free(rep);
     wk_devices_close(&devs);
     free(params);
     free(grads);

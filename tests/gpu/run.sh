@@ -1,53 +1,95 @@
 #!/bin/sh
 # run.sh — the GPU checks, in one script for a machine with a CUDA device
 # (under 5 minutes): build with nvcc, run test_cuda (every op and whole nets,
-# GPU vs CPU) and test_nn, then time a training step of the reference model
-# (tests/bench/step_gpu.c: wk_net_step with uploads and downloads) at batch
-# 64, 256 and 1024 on gpu:0 and on cpu, and PyTorch CUDA on the same model
-# when torch sees a GPU. Writes a short report to $OUT/report.txt (or
-# ./gpu-report.txt without OUT) and prints it.
-#
-# Not covered yet: mirrored replicas on gpu:0,gpu:1 (step_gpu runs one
-# device; with two GPUs it times each separately).
+# GPU vs CPU), test_nn and test_replica (mirrored replicas on GPUs against
+# one CPU device), then time a training step of the reference model
+# (tests/bench/step_gpu.c: the trainer's wk_replicas_step, with uploads,
+# downloads and the host reduction) at batch 64, 256 and 1024: on cpu, on
+# gpu:0 (and gpu:1 when there is one), on gpu:0,gpu:1 mirrored when there
+# are two GPUs, and on gpu:0,cpu mirrored (the batch split by measured
+# speed); then PyTorch CUDA on the same model when torch sees a GPU. Works
+# with no GPU, one, or more (only gpu:0 and gpu:1 are timed), and without
+# nvidia-smi. Every step runs under a timeout cut to what is left of a
+# 290 s budget (BUDGET), so the script ends in time even when something
+# hangs; what did not run says so. Writes a short report to $OUT/report.txt
+# (or ./gpu-report.txt without OUT) and prints it; the build and test logs
+# go beside it.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 REPORT=${OUT:+$OUT/report.txt}
 REPORT=${REPORT:-./gpu-report.txt}
+LOGS=$(dirname "$REPORT")
 B=build/rel
 STEPS=${STEPS:-100}
+BUDGET=${BUDGET:-290}
+T0=$(date +%s)
 : > "$REPORT"
 say() { echo "$*" | tee -a "$REPORT"; }
 
+# capped SECONDS CMD…: run CMD under timeout, SECONDS or what is left of
+# the budget if less; exit 124 (like timeout) without running it when
+# nothing is left.
+capped() {
+    cap=$1; shift
+    left=$((BUDGET - ($(date +%s) - T0)))
+    [ "$left" -lt "$cap" ] && cap=$left
+    if [ "$cap" -le 0 ]; then
+        echo "not run: the ${BUDGET} s budget is spent"
+        return 124
+    fi
+    timeout "$cap" "$@"
+}
+
 say "== gpu checks $(date -u +%FT%TZ)"
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version \
-    --format=csv,noheader 2>&1 | sed 's/^/gpu: /' | tee -a "$REPORT"
-if ! make -j"$(nproc)" all > build.log 2>&1; then
-    say "build FAILED:"; tail -30 build.log | tee -a "$REPORT"; exit 1
+if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --query-gpu=name,memory.total,driver_version \
+        --format=csv,noheader 2>&1 | sed 's/^/gpu: /' | tee -a "$REPORT"
+else
+    say "gpu: nvidia-smi not found"
 fi
-say "$(grep '^nvcc:' build.log | head -1)"
+if ! capped 200 make -j"$(nproc)" all > "$LOGS/build.log" 2>&1; then
+    say "build FAILED (or ran out of time):"
+    tail -30 "$LOGS/build.log" | tee -a "$REPORT"; exit 1
+fi
+say "$(grep '^nvcc:' "$LOGS/build.log" | head -1)"
 say "$(bin/hetps-worker --list-devices 2>&1)"
 
-for t in test_cuda test_nn; do
-    timeout 120 "$B/tests/$t" > "$t.log" 2>&1
-    say "$t: exit $? — $(grep '^cunit-counts' "$t.log")"
-    grep -E 'FAIL|max \|gpu' "$t.log" | sort -t' ' -k1 | head -60 >> "$REPORT"
-    grep -q 'failed 0' "$t.log" || grep -B2 -A8 'FAIL' "$t.log" | head -40 | tee -a "$REPORT"
+for t in test_cuda test_nn test_replica; do
+    log=$LOGS/$t.log
+    capped 90 "$B/tests/$t" > "$log" 2>&1
+    rc=$?
+    counts=$(grep '^cunit-counts' "$log")
+    [ $rc = 124 ] && counts=$(grep -m1 '^not run' "$log" || echo "timed out")
+    say "$t: exit $rc — $counts"
+    grep -E 'FAIL|max \|gpu|gpu.*rel diff|gpu mirrored:|skipped:' "$log" | head -60 >> "$REPORT"
+    grep -q 'failed 0' "$log" || grep -B2 -A8 'FAIL' "$log" | head -40 | tee -a "$REPORT"
 done
 
 n_gpu=$(bin/hetps-worker --list-devices 2>/dev/null | grep -c '^gpu:')
-say "== step speed, fashion_cnn, $STEPS steps (samples/s; hetps: forward+loss+backward with param upload/grad download; torch: the same plus its Adam update)"
+case $n_gpu in
+0) gpus="" ;;
+1) gpus="gpu:0 gpu:0,cpu" ;;
+*) gpus="gpu:0 gpu:1 gpu:0,gpu:1 gpu:0,cpu" ;;
+esac
+say "== step speed, fashion_cnn, $STEPS steps (samples/s; hetps: forward+loss+backward with param upload/grad download, mirrored: the batch split by measured speed and the gradients reduced on the host; torch: the same plus its Adam update)"
+[ "$n_gpu" -lt 2 ] && say "  $n_gpu GPU: gpu:0,gpu:1 mirrored not timed"
 for b in 64 256 1024; do
-    for d in cpu $(seq -s ' ' -f 'gpu:%g' 0 $((n_gpu - 1)) 2>/dev/null); do
+    for d in cpu $gpus; do
         [ "$d" = cpu ] && [ "$b" = 1024 ] && continue
         s=$([ "$d" = cpu ] && echo 20 || echo "$STEPS")
-        r=$(timeout 60 "$B/bench/step_gpu" --device "$d" --batch "$b" --steps "$s" 2>&1 | tail -1)
-        say "  $r"
+        r=$(capped 40 "$B/bench/step_gpu" --device "$d" --batch "$b" --steps "$s" 2>&1 | tail -1)
+        case $r in
+        hetps-gpu:*) say "  $r" ;;
+        *) say "  $d batch $b: FAILED: ${r:-timed out}" ;;
+        esac
     done
 done
 
-if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+capped 60 python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1
+torch_rc=$?
+if [ $torch_rc = 0 ]; then
     for b in 64 256 1024; do
-        r=$(timeout 60 python3 - "$b" "$STEPS" <<'PY' 2>&1 | tail -1
+        r=$(capped 60 python3 - "$b" "$STEPS" <<'PY' 2>&1 | tail -1
 import sys, time, torch, torch.nn as nn
 b, steps = int(sys.argv[1]), int(sys.argv[2])
 torch.backends.cudnn.allow_tf32 = False
@@ -71,7 +113,9 @@ PY
 )
         say "  $r"
     done
+elif [ $torch_rc = 124 ]; then
+    say "  torch: not timed (import timed out or the budget is spent)"
 else
     say "  torch: no CUDA PyTorch here: skipped"
 fi
-say "== report in $REPORT"
+say "== done in $(($(date +%s) - T0)) s; report in $REPORT"
