@@ -12,7 +12,7 @@ cat > "$T/cluster.json" <<JSON
 JSON
 
 "$BIN/hetps" launch --data-dir "$T/data" --ps-arg=--max-message=1048576 \
-    "$T/cluster.json" -- --linger 6 --print-view > "$T/launch.log" 2>&1 &
+    "$T/cluster.json" -- --linger 15 --print-view > "$T/launch.log" 2>&1 &
 LPID=$!
 track $LPID
 
