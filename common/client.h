@@ -113,6 +113,7 @@ struct pc_member {
     uint64_t clock, late;       /* steps pushed; gradients too late */
     float samples_per_s;        /* reported speed */
     uint32_t share;             /* sync: samples of the current step */
+    float lag_ms;               /* sync: fixed time per step; -1: not sync */
 };
 
 /* What one shard says of itself. */

@@ -300,6 +300,7 @@ int pc_status(struct pc_client *c, struct pc_shard_status *out)
             pm->late = m->late;
             pm->samples_per_s = m->samples_per_s;
             pm->share = m->share;
+            pm->lag_ms = m->has_lag_ms ? m->lag_ms : -1.0f;
             snprintf(pm->devices, sizeof pm->devices, "%s",
                      m->devices ? m->devices : "");
         }

@@ -541,15 +541,19 @@ static int cmd_status(int argc, char **argv)
                     continue;
                 seen++;
                 devices = m->devices;
+                char lag[40] = "";
+
+                if (m->lag_ms >= 0)
+                    snprintf(lag, sizeof lag, ", lag %.2f ms", (double)m->lag_ms);
                 len += (size_t)snprintf(states + len, sizeof states - len,
                                         "%sps:%d %s (seen %llums ago, %llu requests, %llu duplicates, "
-                                        "clock %llu, %.0f samples/s, share %u, late %llu)",
+                                        "clock %llu, %.0f samples/s, share %u%s, late %llu)",
                                         len ? "; " : "", i, m->state,
                                         (unsigned long long)m->last_seen_ms,
                                         (unsigned long long)m->requests,
                                         (unsigned long long)m->duplicates,
                                         (unsigned long long)m->clock,
-                                        (double)m->samples_per_s, m->share,
+                                        (double)m->samples_per_s, m->share, lag,
                                         (unsigned long long)m->late);
                 if (len >= sizeof states)
                     len = sizeof states - 1;

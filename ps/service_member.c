@@ -67,7 +67,8 @@ static void fill_members(struct ps_service *s, struct member_list *ml)
         pm->duplicates = m->duplicates;
         pm->has_clock = pm->has_samples_per_s = pm->has_share = pm->has_late = 1;
         ps_sync_worker(s->sync, i, &pm->clock, &pm->samples_per_s, &pm->share,
-                       &pm->late);
+                       &pm->late, &pm->lag_ms);
+        pm->has_lag_ms = s->cl->mode == HC_MODE_SYNC;
         ml->list[ml->n++] = pm;
     }
 }

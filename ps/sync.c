@@ -426,15 +426,18 @@ void ps_sync_stats(const struct ps_sync *s, struct ps_sync_stats *st)
 }
 
 void ps_sync_worker(const struct ps_sync *s, int worker, uint64_t *clock,
-                    float *samples_per_s, uint32_t *share, uint64_t *late)
+                    float *samples_per_s, uint32_t *share, uint64_t *late,
+                    float *lag_ms)
 {
     if (worker < 0 || worker >= s->n) {
         *clock = 0;
         *samples_per_s = 0;
         *share = 0;
         *late = 0;
+        *lag_ms = 0;
         return;
     }
+    *lag_ms = s->w[worker].lag_n ? (float)(1e3 * s->w[worker].lag) : 0.0f;
     *clock = s->w[worker].clock;
     *samples_per_s = s->w[worker].speed;
     *share = s->w[worker].share;

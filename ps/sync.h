@@ -104,8 +104,10 @@ struct ps_sync_stats {
 void ps_sync_stats(const struct ps_sync *s, struct ps_sync_stats *st);
 
 /* Per-worker figures for status: steps pushed, speed, current share,
- * late gradients. */
+ * late gradients, and (sync) the fixed time per step in ms (0: not yet
+ * measured). */
 void ps_sync_worker(const struct ps_sync *s, int worker, uint64_t *clock,
-                    float *samples_per_s, uint32_t *share, uint64_t *late);
+                    float *samples_per_s, uint32_t *share, uint64_t *late,
+                    float *lag_ms);
 
 #endif
