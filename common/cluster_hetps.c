@@ -125,11 +125,33 @@ static void read_workers(struct cl_parse *p, const cJSON *w,
     }
 }
 
+/* The text of a mode: 0 and *mode (and *s for "ssp:S", else -1); -1 when
+ * it is no mode; -2 when the bound after "ssp:" is not 0..SSP_MAX. */
+static int parse_mode(const char *v, enum hc_mode *mode, long long *s)
+{
+    *s = -1;
+    if (strcmp(v, "async") == 0 || strcmp(v, "sync") == 0) {
+        *mode = v[0] == 'a' ? HC_MODE_ASYNC : HC_MODE_SYNC;
+        return 0;
+    }
+    if (strncmp(v, "ssp", 3) != 0 || (v[3] != '\0' && v[3] != ':'))
+        return -1;
+    *mode = HC_MODE_SSP;
+    if (v[3] == ':') {
+        int r = cl_parse_decimal(v + 4, s);
+
+        if (r != 0 || *s < 0 || *s > SSP_MAX)
+            return -2;
+    }
+    return 0;
+}
+
 /* mode: "async", "sync", "ssp:S", or "ssp" with "staleness": S. */
 static void read_mode(struct cl_parse *p, const cJSON *m, const cJSON *st,
                       struct hc_cluster *c)
 {
     long long s = -1, s2 = -1;
+    enum hc_mode mode;
     const char *v;
     int r;
 
@@ -155,27 +177,27 @@ static void read_mode(struct cl_parse *p, const cJSON *m, const cJSON *st,
         return;
     }
     v = m->valuestring;
-    if (strcmp(v, "async") == 0 || strcmp(v, "sync") == 0) {
-        c->mode = v[0] == 'a' ? HC_MODE_ASYNC : HC_MODE_SYNC;
-        if (st)
-            cl_problem(p, "hetps.staleness", "applies only to mode ssp, but "
-                       "mode is \"%s\"; remove it", v);
-        return;
-    }
-    if (strncmp(v, "ssp", 3) != 0 || (v[3] != '\0' && v[3] != ':')) {
+    r = parse_mode(v, &mode, &s);
+    if (r == -1) {
         cl_problem(p, "hetps.mode", "\"%.40s\" is not a mode; valid: "
                    "\"async\", \"sync\", \"ssp:S\" (S = staleness bound, a "
                    "whole number >= 0)", v);
         return;
     }
-    if (v[3] == ':') {
-        r = cl_parse_decimal(v + 4, &s);
-        if (r == -1 || s < 0 || r == -2 || s > SSP_MAX) {
-            cl_problem(p, "hetps.mode", "\"%.40s\": the staleness bound after "
-                       "\"ssp:\" must be a whole number 0..%d, e.g. \"ssp:3\"",
-                       v, SSP_MAX);
-            return;
-        }
+    if (r == -2) {
+        cl_problem(p, "hetps.mode", "\"%.40s\": the staleness bound after "
+                   "\"ssp:\" must be a whole number 0..%d, e.g. \"ssp:3\"",
+                   v, SSP_MAX);
+        return;
+    }
+    if (mode != HC_MODE_SSP) {
+        c->mode = mode;
+        if (st)
+            cl_problem(p, "hetps.staleness", "applies only to mode ssp, but "
+                       "mode is \"%s\"; remove it", v);
+        return;
+    }
+    if (s >= 0) {
         if (st && s2 != s) {
             cl_problem(p, "hetps.staleness", "%lld disagrees with mode "
                        "\"%s\"; give the bound once", s2, v);
@@ -195,24 +217,18 @@ static void read_mode(struct cl_parse *p, const cJSON *m, const cJSON *st,
 int hc_cluster_set_mode(struct hc_cluster *c, const char *text,
                         const char *source)
 {
-    long long s = -1;
+    enum hc_mode mode;
+    long long s;
 
     if (!c || !text)
         return hc_err_set(HC_ERR_INVAL, "%s: no mode given", source);
-    if (strcmp(text, "async") == 0 || strcmp(text, "sync") == 0) {
-        c->mode = text[0] == 'a' ? HC_MODE_ASYNC : HC_MODE_SYNC;
-        c->staleness = 0;
-        return HC_OK;
-    }
-    if (strncmp(text, "ssp:", 4) == 0 && cl_parse_decimal(text + 4, &s) == 0 &&
-        s >= 0 && s <= SSP_MAX) {
-        c->mode = HC_MODE_SSP;
-        c->staleness = (int)s;
-        return HC_OK;
-    }
-    return hc_err_set(HC_ERR_INVAL, "%s: \"%.40s\" is not a mode; valid: "
-                      "async, sync, ssp:S (S = staleness bound, a whole number "
-                      "0..%d, e.g. ssp:3)", source, text, SSP_MAX);
+    if (parse_mode(text, &mode, &s) != 0 || (mode == HC_MODE_SSP && s < 0))
+        return hc_err_set(HC_ERR_INVAL, "%s: \"%.40s\" is not a mode; valid: "
+                          "async, sync, ssp:S (S = staleness bound, a whole "
+                          "number 0..%d, e.g. ssp:3)", source, text, SSP_MAX);
+    c->mode = mode;
+    c->staleness = mode == HC_MODE_SSP ? (int)s : 0;
+    return HC_OK;
 }
 
 void cl_read_hetps(struct cl_parse *p, const cJSON *h, struct hc_cluster *c)

@@ -7,8 +7,7 @@
 # both give the same parameters as one device after 20 synchronous steps
 # (relative difference ≤ 1e-5).
 . "$(dirname "$0")/lib.inc"
-DATA=/usr/share/datasets/fashion-mnist
-[ -f "$DATA/train-images-idx3-ubyte.gz" ] || { echo "skipped: no Fashion-MNIST at $DATA"; exit 77; }
+need_data
 pick_ports
 
 # train NAME MODEL DEVICES: 20 sync steps of one worker on its own cluster,

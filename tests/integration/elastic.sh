@@ -5,8 +5,7 @@
 # The shards re-read the file on change, the chief's data shard follows the
 # membership at its next epoch, and the job finishes with the accuracy bar.
 . "$(dirname "$0")/lib.inc"
-DATA=/usr/share/datasets/fashion-mnist
-[ -f "$DATA/train-images-idx3-ubyte.gz" ] || { echo "skipped: no Fashion-MNIST at $DATA"; exit 77; }
+need_data
 pick_ports
 MODEL=deploy/models/fashion_cnn.json
 # write_cluster FILE BASE_PORT N MODE: a cluster file with 2 shards and N

@@ -5,11 +5,7 @@
 # joined, and the job ends cleanly with prefixed output.
 . "$(dirname "$0")/lib.inc"
 pick_ports
-cat > "$T/cluster.json" <<JSON
-{ "cluster": { "ps": ["127.0.0.1:$PORT", "127.0.0.1:$((PORT + 1))"],
-               "worker": ["127.0.0.1:$((PORT + 2))", "127.0.0.1:$((PORT + 3))"] },
-  "hetps": { "workers": [ {"devices": "cpu"}, {"devices": "cpu"} ] } }
-JSON
+cluster2 '{ "workers": [ {"devices": "cpu"}, {"devices": "cpu"} ] }'
 
 "$BIN/hetps" launch --data-dir "$T/data" --ps-arg=--max-message=1048576 \
     "$T/cluster.json" -- --linger 15 --print-view > "$T/launch.log" 2>&1 &

@@ -4,8 +4,7 @@
 # bitwise the same before and after; training then goes on with the 3
 # shards from those values.
 . "$(dirname "$0")/lib.inc"
-DATA=/usr/share/datasets/fashion-mnist
-[ -f "$DATA/train-images-idx3-ubyte.gz" ] || { echo "skipped: no Fashion-MNIST at $DATA"; exit 77; }
+need_data
 pick_ports
 MODEL=deploy/models/fashion_cnn.json
 cat > "$T/two.json" <<JSON

@@ -7,15 +7,10 @@
 # with a new incarnation; the job finishes with the one-epoch accuracy bar
 # (≥ 85 %). Then the same for a worker in sync mode.
 . "$(dirname "$0")/lib.inc"
-DATA=/usr/share/datasets/fashion-mnist
-[ -f "$DATA/train-images-idx3-ubyte.gz" ] || { echo "skipped: no Fashion-MNIST at $DATA"; exit 77; }
+need_data
 pick_ports
 MODEL=deploy/models/fashion_cnn.json
-cat > "$T/cluster.json" <<JSON
-{ "cluster": { "ps": ["127.0.0.1:$PORT", "127.0.0.1:$((PORT + 1))"],
-               "worker": ["127.0.0.1:$((PORT + 2))", "127.0.0.1:$((PORT + 3))"] },
-  "hetps": { "mode": "async" } }
-JSON
+cluster2 '{ "mode": "async" }'
 start_ps() {
     "$BIN/hetps-ps" --cluster "$T/cluster.json" --task ps:$1 \
         --data-dir "$T/data/ps-$1" >> "$T/ps-$1.log" 2>&1 &

@@ -9,8 +9,7 @@
 #      one was held back at least once;
 #   4. --mode overrides the cluster file; mismatched modes are refused.
 . "$(dirname "$0")/lib.inc"
-DATA=/usr/share/datasets/fashion-mnist
-[ -f "$DATA/train-images-idx3-ubyte.gz" ] || { echo "skipped: no Fashion-MNIST at $DATA"; exit 77; }
+need_data
 pick_ports
 MODEL=deploy/models/fashion_cnn.json
 

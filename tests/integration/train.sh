@@ -6,15 +6,10 @@
 # figure; restarted servers resume from their stores and serve the same
 # weights live; a second chief finds the variables and keeps them.
 . "$(dirname "$0")/lib.inc"
-DATA=/usr/share/datasets/fashion-mnist
-[ -f "$DATA/train-images-idx3-ubyte.gz" ] || { echo "skipped: no Fashion-MNIST at $DATA"; exit 77; }
+need_data
 pick_ports
 MODEL=deploy/models/fashion_cnn.json
-cat > "$T/cluster.json" <<JSON
-{ "cluster": { "ps": ["127.0.0.1:$PORT", "127.0.0.1:$((PORT + 1))"],
-               "worker": ["127.0.0.1:$((PORT + 2))", "127.0.0.1:$((PORT + 3))"] },
-  "hetps": { "mode": "async" } }
-JSON
+cluster2 '{ "mode": "async" }'
 
 "$BIN/hetps" launch --data-dir "$T/data" "$T/cluster.json" -- \
     --model $MODEL --epochs 1 > "$T/launch.log" 2>&1 &
