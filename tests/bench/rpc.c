@@ -108,82 +108,116 @@ static pid_t spawn(void (*serve)(const char *), const char *url)
     return pid;
 }
 
+/* Time per call, best of 3 timed passes after a warm-up pass, less the
+ * computing gap before each call. */
+static double time_calls(void (*call)(void *), void *ctx, int iters)
+{
+    double best = 1e30;
+    int pass, i;
+
+    for (pass = 0; pass < 4; pass++) {
+        double t0 = hc_now_s(), per;
+
+        for (i = 0; i < iters; i++) {
+            busy();
+            call(ctx);
+        }
+        per = (hc_now_s() - t0) / iters - gap_s;
+        if (pass && per < best)
+            best = per;
+    }
+    return best;
+}
+
+struct raw {
+    int n;
+    size_t req_bytes;
+    nng_socket s[MAX_SERVERS];
+};
+
+/* One call with raw nng: send to every server, then take every reply. */
+static void raw_call(void *arg)
+{
+    struct raw *r = arg;
+    int k, rv;
+
+    for (k = 0; k < r->n; k++) {
+        nng_msg *m;
+
+        if ((rv = nng_msg_alloc(&m, r->req_bytes)))
+            die("alloc", rv);
+        memset(nng_msg_body(m), 0, r->req_bytes);
+        if ((rv = nng_sendmsg(r->s[k], m, 0)))
+            die("raw client send", rv);
+    }
+    for (k = 0; k < r->n; k++) {
+        nng_msg *m;
+
+        if ((rv = nng_recvmsg(r->s[k], &m, 0)))
+            die("raw client recv", rv);
+        nng_msg_free(m);
+    }
+}
+
 static double time_raw(int n, const char urls[][64], int iters, size_t req_bytes)
 {
-    nng_socket s[MAX_SERVERS];
-    double t0 = 0, best = 1e30;
-    int i, k, pass, rv;
+    struct raw r = { .n = n, .req_bytes = req_bytes };
+    double t;
+    int k, rv;
 
     for (k = 0; k < n; k++)
-        if ((rv = nng_req0_open(&s[k])) ||
-            (rv = nng_setopt_ms(s[k], NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) ||
-            (rv = nng_dial(s[k], urls[k], NULL, 0)))
+        if ((rv = nng_req0_open(&r.s[k])) ||
+            (rv = nng_setopt_ms(r.s[k], NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) ||
+            (rv = nng_dial(r.s[k], urls[k], NULL, 0)))
             die(urls[k], rv);
-    for (pass = 0; pass < 4; pass++) {      /* pass 0 warms up */
-        for (i = 0; i < iters; i++) {
-            if (i == 0)
-                t0 = hc_now_s();
-            busy();
-            for (k = 0; k < n; k++) {
-                nng_msg *m;
-
-                if ((rv = nng_msg_alloc(&m, req_bytes)))
-                    die("alloc", rv);
-                memset(nng_msg_body(m), 0, req_bytes);
-                if ((rv = nng_sendmsg(s[k], m, 0)))
-                    die("raw client send", rv);
-            }
-            for (k = 0; k < n; k++) {
-                nng_msg *m;
-
-                if ((rv = nng_recvmsg(s[k], &m, 0)))
-                    die("raw client recv", rv);
-                nng_msg_free(m);
-            }
-        }
-        if (pass && (hc_now_s() - t0) / iters < best)
-            best = (hc_now_s() - t0) / iters - gap_s;
-    }
+    t = time_calls(raw_call, &r, iters);
     for (k = 0; k < n; k++)
-        nng_close(s[k]);
-    return best;
+        nng_close(r.s[k]);
+    return t;
+}
+
+struct hp {
+    int n;
+    size_t req_bytes;
+    hc_rpc_client *c;
+    int peers[MAX_SERVERS], errs[MAX_SERVERS];
+    nng_msg *reqs[MAX_SERVERS], *replies[MAX_SERVERS];
+};
+
+/* One call through hetps's layer to every server at once. */
+static void hetps_call(void *arg)
+{
+    struct hp *h = arg;
+    int k;
+
+    for (k = 0; k < h->n; k++) {
+        if (nng_msg_alloc(&h->reqs[k], h->req_bytes))
+            die("alloc", 0);
+        memset(nng_msg_body(h->reqs[k]), 0, h->req_bytes);
+    }
+    if (hc_rpc_call_all(h->c, h->n, h->peers, h->reqs, h->replies, h->errs, 0) != 0)
+        die("hc_rpc_call_all", 0);
+    for (k = 0; k < h->n; k++)
+        nng_msg_free(h->replies[k]);
 }
 
 static double time_hetps(int n, const char urls[][64], int iters, size_t req_bytes)
 {
     const char *u[MAX_SERVERS], *names[MAX_SERVERS];
-    int peers[MAX_SERVERS], errs[MAX_SERVERS], i, k, pass;
-    nng_msg *reqs[MAX_SERVERS], *replies[MAX_SERVERS];
-    hc_rpc_client *c;
-    double t0 = 0, best = 1e30;
+    struct hp h = { .n = n, .req_bytes = req_bytes };
+    double t;
+    int k;
 
     for (k = 0; k < n; k++) {
         u[k] = urls[k];
         names[k] = "bench";
-        peers[k] = k;
+        h.peers[k] = k;
     }
-    if (hc_rpc_client_open(&c, n, u, names, NULL) != 0)
+    if (hc_rpc_client_open(&h.c, n, u, names, NULL) != 0)
         die("hc_rpc_client_open", 0);
-    for (pass = 0; pass < 4; pass++) {
-        for (i = 0; i < iters; i++) {
-            if (i == 0)
-                t0 = hc_now_s();
-            busy();
-            for (k = 0; k < n; k++) {
-                if (nng_msg_alloc(&reqs[k], req_bytes))
-                    die("alloc", 0);
-                memset(nng_msg_body(reqs[k]), 0, req_bytes);
-            }
-            if (hc_rpc_call_all(c, n, peers, reqs, replies, errs, 0) != 0)
-                die("hc_rpc_call_all", 0);
-            for (k = 0; k < n; k++)
-                nng_msg_free(replies[k]);
-        }
-        if (pass && (hc_now_s() - t0) / iters < best)
-            best = (hc_now_s() - t0) / iters - gap_s;
-    }
-    hc_rpc_client_close(c);
-    return best;
+    t = time_calls(hetps_call, &h, iters);
+    hc_rpc_client_close(h.c);
+    return t;
 }
 
 int main(int argc, char **argv)

@@ -29,10 +29,7 @@ wait_for 10 "$BIN/hetps" status "$T/cluster.json" || fail "servers did not start
     --epochs 3 > "$T/w0.log" 2>&1 &
 w0=$!
 track $w0
-version_over() {
-    v=$("$BIN/hetps" status "$T/cluster.json" 2>/dev/null | sed -n 's/^ps:0 .* version \([0-9]*\) .*/\1/p')
-    [ -n "$v" ] && [ "$v" -ge "$1" ]
-}
+version_over() { version_at_least "$T/cluster.json" 0 "$1"; }
 wait_for 60 version_over 200 || { cat "$T/w0.log"; fail "training did not start"; }
 
 write_cluster "$T/cluster.json" $PORT 3 async
@@ -82,10 +79,7 @@ wait_for 10 "$BIN/hetps" status "$T/sync.json" || fail "sync servers did not sta
     --epochs 1 --batch-size 64 > "$T/sw0.log" 2>&1 &
 sw0=$!
 track $sw0
-sync_over() {
-    v=$("$BIN/hetps" status "$T/sync.json" 2>/dev/null | sed -n 's/^ps:0 .* version \([0-9]*\) .*/\1/p')
-    [ -n "$v" ] && [ "$v" -ge "$1" ]
-}
+sync_over() { version_at_least "$T/sync.json" 0 "$1"; }
 wait_for 60 sync_over 100 || { cat "$T/sw0.log"; fail "sync training did not start"; }
 write_cluster "$T/sync.json" $SP 2 sync
 sadded() { grep -q "worker:1 added by the cluster file" "$T/sps-0.log"; }
@@ -105,6 +99,6 @@ wait $sw0 || { tail -20 "$T/sw0.log"; fail "the sync chief failed"; }
 sacc=$(sed -n 's/.*Epoch 1\/1 .*val_accuracy: \([0-9.]*\).*/\1/p' "$T/sw0.log")
 [ -n "$sacc" ] || { tail "$T/sw0.log"; fail "no sync accuracy"; }
 awk -v a="$sacc" 'BEGIN { exit !(a >= 0.85) }' || fail "sync accuracy $sacc < 0.85"
-sv=$("$BIN/hetps" status "$T/sync.json" | sed -n 's/^ps:0 .* version \([0-9]*\) .*/\1/p')
+sv=$(shard_version "$T/sync.json" 0)
 [ "$sv" = 938 ] || fail "sync job ended at version $sv, not 938 steps of 64"
 ok "sync: grown to 2 and back to 1; 938 steps of the global batch 64, accuracy $sacc"

@@ -26,10 +26,7 @@ for i in 0 1; do
     eval "w$i=\$!"
     track $!
 done
-version_over() {
-    v=$("$BIN/hetps" status "$T/cluster.json" 2>/dev/null | sed -n 's/^ps:1 .* version \([0-9]*\) .*/\1/p')
-    [ -n "$v" ] && [ "$v" -ge "$1" ]
-}
+version_over() { version_at_least "$T/cluster.json" 1 "$1"; }
 wait_for 60 version_over 150 || { cat "$T"/w*.log; fail "training did not start"; }
 kill -KILL $ps1
 wait $ps1 2>/dev/null
@@ -81,14 +78,11 @@ for i in 0 1; do
     eval "sw$i=\$!"
     track $!
 done
-sync_over() {
-    v=$("$BIN/hetps" status "$T/sync.json" 2>/dev/null | sed -n 's/^ps:0 .* version \([0-9]*\) .*/\1/p')
-    [ -n "$v" ] && [ "$v" -ge "$1" ]
-}
+sync_over() { version_at_least "$T/sync.json" 0 "$1"; }
 wait_for 60 sync_over 100 || { cat "$T"/sw*.log; fail "sync training did not start"; }
 kill -KILL $sw1
 wait $sw1 2>/dev/null
-v0=$("$BIN/hetps" status "$T/sync.json" | sed -n 's/^ps:0 .* version \([0-9]*\) .*/\1/p')
+v0=$(shard_version "$T/sync.json" 0)
 wait_for 20 sync_over $((v0 + 50)) || { cat "$T/sps-0.log"; fail "steps stopped after worker:1 died"; }
 grep -q "worker:1 silent .* marked dead" "$T/sps-0.log" || { cat "$T/sps-0.log"; fail "worker:1 was not marked dead"; }
 ok "worker:1 killed: marked dead after the heartbeat timeout, steps went on"
