@@ -121,6 +121,14 @@ int pc_join(struct pc_client *c, const char *devices)
             v->joined = 1;
             v->incarnation = jr->shard_incarnation;
             v->version = jr->has_version ? jr->version : 0;
+            if (jr->has_epoch && jr->has_batches &&
+                (!c->have_place || jr->epoch > c->place_epoch ||
+                 (jr->epoch == c->place_epoch &&
+                  jr->batches > c->place_batches))) {
+                c->have_place = 1;
+                c->place_epoch = jr->epoch;
+                c->place_batches = jr->batches;
+            }
             v->members[0] = '\0';
             for (k = 0; k < jr->n_members && len < sizeof v->members; k++)
                 len += (size_t)snprintf(v->members + len,
@@ -132,6 +140,15 @@ int pc_join(struct pc_client *c, const char *devices)
     }
     free(ids);
     return rv;
+}
+
+int pc_place(const struct pc_client *c, uint32_t *epoch, uint32_t *batches)
+{
+    if (!c->have_place)
+        return 0;
+    *epoch = c->place_epoch;
+    *batches = c->place_batches;
+    return 1;
 }
 
 void pc_print_view(const struct pc_client *c, FILE *f)

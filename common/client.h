@@ -37,6 +37,11 @@ int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
 /* Join every shard in parallel; `devices` is reported in status. */
 int pc_join(struct pc_client *c, const char *devices);
 
+/* After pc_join: where this worker's task index left off in its data, as
+ * recorded with its last push applied (pc_step.has_place) — the furthest
+ * place any shard holds. Returns 0 when no shard holds one. */
+int pc_place(const struct pc_client *c, uint32_t *epoch, uint32_t *batches);
+
 /* Print what the join replies said: shards, their incarnations and the
  * workers each has seen. */
 void pc_print_view(const struct pc_client *c, FILE *f);
@@ -68,6 +73,11 @@ struct pc_step {
                                workers (0: ask for no slice) */
     uint32_t job_batch;     /* in: sync: this worker's idea of the job's full
                                global batch; out: the job's (ps:0's) */
+    int has_place;          /* in: async/ssp push: the worker's place in its
+                               data once this push is applied — `batches`
+                               batches of epoch `epoch` done — recorded by
+                               the shards with it (see pc_place) */
+    uint32_t epoch, batches;
     uint64_t version;       /* out: smallest version pulled */
     int has_slice;          /* out: sync: ps:0 assigned a slice */
     uint32_t offset, count; /* out: this worker's slice of the global batch */

@@ -60,6 +60,8 @@ struct pc_client {
     nng_msg **copies;           /* of reqs, to re-send after a re-join */
     unsigned char *copy_ok;     /* copies[i] holds this call's request */
     char devices[128];          /* as joined, for re-joins */
+    int have_place;             /* pc_join found a recorded place: */
+    uint32_t place_epoch, place_batches;
     int *errs;
     struct hc_wire_msg *dec;
 

@@ -155,8 +155,7 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st,
  */
 static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
                      uint64_t base_version, float samples_per_s,
-                     uint64_t clock, uint32_t global_batch, uint32_t job_batch,
-                     int and_pull, int wait_ms)
+                     const struct pc_step *st, int and_pull, int wait_ms)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__Push push = HETPS__PUSH__INIT;
@@ -175,11 +174,14 @@ static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
     push.has_samples_per_s = samples_per_s > 0;
     push.samples_per_s = samples_per_s;
     push.has_clock = 1;
-    push.clock = clock;
-    push.has_global_batch = global_batch > 0;
-    push.global_batch = global_batch;
-    push.has_job_batch = job_batch > 0;
-    push.job_batch = job_batch;
+    push.clock = st->clock;
+    push.has_global_batch = st->global_batch > 0;
+    push.global_batch = st->global_batch;
+    push.has_job_batch = st->job_batch > 0;
+    push.job_batch = st->job_batch;
+    push.has_epoch = push.has_batches = st->has_place != 0;
+    push.epoch = st->epoch;
+    push.batches = st->batches;
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
     env.push = &push;
     for (i = 0; i < c->n; i++) {
@@ -208,8 +210,9 @@ int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
                  uint64_t base_version, float samples_per_s, uint64_t clock,
                  int *late)
 {
-    int i, rv = send_push(c, grads, samples, base_version, samples_per_s,
-                          clock, 0, 0, 0, 0);
+    struct pc_step st = { .clock = clock };
+    int i, rv = send_push(c, grads, samples, base_version, samples_per_s, &st,
+                          0, 0);
 
     if (late)
         *late = 0;
@@ -226,8 +229,8 @@ int pc_push_pull(struct pc_client *c, const float *grads, uint32_t samples,
                  uint64_t base_version, float samples_per_s, float *params,
                  struct pc_step *st, int *late, int wait_ms)
 {
-    int rv = send_push(c, grads, samples, base_version, samples_per_s,
-                       st->clock, st->global_batch, st->job_batch, 1, wait_ms);
+    int rv = send_push(c, grads, samples, base_version, samples_per_s, st, 1,
+                       wait_ms);
 
     return rv == HC_OK ? take_values(c, params, st, late) : rv;
 }

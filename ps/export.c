@@ -152,6 +152,9 @@ struct gathered {
     struct ps_store_info info0; /* of shard 0 */
     char *json;                 /* (json_len) shard 0's variable definitions */
     size_t json_len;
+    struct ps_place *places;    /* (n_workers) with_slots: each worker's
+                                   furthest recorded place in its data */
+    int n_workers;
 };
 
 static void gathered_free(struct gathered *g)
@@ -166,6 +169,7 @@ static void gathered_free(struct gathered *g)
     }
     free(g->vars);
     free(g->json);
+    free(g->places);
     memset(g, 0, sizeof *g);
 }
 
@@ -197,9 +201,29 @@ static int gather_defs(struct gathered *g, struct ps_store *st,
     return rv;
 }
 
+/* Keep in *at the furthest of it and the place st recorded for worker w. */
+static int gather_place(struct ps_store *st, uint32_t w, struct ps_place *at)
+{
+    static unsigned char reply[PS_STORE_MAX_REPLY];
+    struct ps_place p;
+    int rv = ps_store_record_get(st, w, NULL, NULL, reply, sizeof reply, NULL,
+                                 &p);
+
+    if (rv == HC_ERR_NOTFOUND) {
+        hc_err_clear();
+        return HC_OK;
+    }
+    if (rv == HC_OK && p.known &&
+        (!at->known || p.epoch > at->epoch ||
+         (p.epoch == at->epoch && p.batches > at->batches)))
+        *at = p;
+    return rv;
+}
+
 /*
  * Read every block (and, with_slots, every optimizer slot) of the stores
- * of `cl` — shard J in DATA_DIR/ps-J, opened read-only — into *g. Every
+ * of `cl` — shard J in DATA_DIR/ps-J, opened read-only — into *g, and
+ * with_slots each worker's furthest place recorded by any shard. Every
  * element must come from exactly one block; `verify` checks every checksum
  * first. Frees *g on failure.
  */
@@ -208,9 +232,15 @@ static int gather(const struct hc_cluster *cl, const char *data_dir,
 {
     struct ps_store_opts o = { .read_only = 1 };
     char dir[PATH_MAX];
-    int j, v, k, rv = HC_OK;
+    int j, v, k, w, rv = HC_OK;
 
     memset(g, 0, sizeof *g);
+    if (with_slots && cl->n_worker > 0) {
+        g->places = calloc((size_t)cl->n_worker, sizeof *g->places);
+        if (!g->places)
+            return hc_err_set(HC_ERR_NOMEM, "out of memory");
+        g->n_workers = cl->n_worker;
+    }
     for (j = 0; j < cl->n_ps && rv == HC_OK; j++) {
         struct ps_store *st = NULL;
         struct ps_store_info info;
@@ -244,6 +274,8 @@ static int gather(const struct hc_cluster *cl, const char *data_dir,
                     (unsigned long long)g->info0.step);
         if (rv == HC_OK && info.step > g->step)
             g->step = info.step;
+        for (w = 0; rv == HC_OK && w < g->n_workers; w++)
+            rv = gather_place(st, (uint32_t)w, &g->places[w]);
         blocks = rv == HC_OK ? ps_store_blocks(st, &nb) : NULL;
         for (b = 0; rv == HC_OK && b < nb; b++) {
             const struct ps_block *bk = &blocks[b];
@@ -311,6 +343,28 @@ int ps_export(const struct hc_cluster *cl, const char *data_dir,
     return rv;
 }
 
+/* Each worker's place in its data, for the workers to resume from (a
+ * record with no request: a worker's first request after the move comes
+ * with a new incarnation). */
+static int put_places(struct ps_store *st, const struct gathered *g)
+{
+    struct ps_record *recs = calloc((size_t)g->n_workers + 1, sizeof *recs);
+    size_t n = 0;
+    int w, rv;
+
+    if (!recs)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    for (w = 0; w < g->n_workers; w++)
+        if (g->places[w].known) {
+            recs[n].worker = (uint32_t)w;
+            recs[n++].place = g->places[w];
+        }
+    rv = n ? ps_store_apply(st, &g->info0.optim, NULL, 0, recs, n, NULL)
+           : HC_OK;
+    free(recs);
+    return rv;
+}
+
 int ps_reshard(const struct hc_cluster *from, const char *from_dir,
                const struct hc_cluster *to, const char *to_dir, FILE *log)
 {
@@ -366,8 +420,9 @@ int ps_reshard(const struct hc_cluster *from, const char *from_dir,
         if ((rv = ps_store_init(st, g.info0.signature, &lay, (uint32_t)j, optim,
                                 init, &created)) == HC_OK &&
             (rv = ps_store_restore(st, (const float *const *const *)sl, g.step)) ==
-                HC_OK)
-            rv = ps_store_meta_put(st, "vars", g.json, g.json_len);
+                HC_OK &&
+            (rv = ps_store_meta_put(st, "vars", g.json, g.json_len)) == HC_OK)
+            rv = put_places(st, &g);
         /* 3. Read back: every parameter bitwise as it was. */
         for (b = 0; rv == HC_OK && b < lay.n_blocks; b++) {
             const struct hc_block *bk = &lay.blocks[b];

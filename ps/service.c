@@ -212,7 +212,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         ps_sync_join(s->sync, (int)w, ps_shard_version(s->shard));
         snprintf(m->devices, sizeof m->devices, "%s",
                  e->join->devices ? e->join->devices : "");
-        reply = service_join_reply(s, e->request_id);
+        reply = service_join_reply(s, (int)w, e->request_id);
         break;
     case HETPS__ENVELOPE__PAYLOAD_HEARTBEAT:
         return ack_reply(s, e->request_id, 0);
@@ -388,7 +388,7 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
 
             if (ps_shard_record(s->shard, i, &m->incarnation,
                                 &m->rec[0].last_req, buf, PS_RECORD_MAX,
-                                &len) != HC_OK)
+                                &len, &m->place) != HC_OK)
                 continue;
             if (len && (m->rec[0].reply = malloc(len))) {
                 memcpy(m->rec[0].reply, buf, len);

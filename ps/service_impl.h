@@ -52,6 +52,8 @@ struct member {
     uint64_t requests, duplicates;
     int removed;                /* no longer in the cluster file */
     int64_t expected_ms;        /* sync/ssp: expected to join since then */
+    struct ps_place place;      /* async/ssp: its place in its data after
+                                   its last applied push (told on join) */
 };
 
 /* A pull that must wait (sync: for the next version; ssp: for the slowest
@@ -101,7 +103,9 @@ void service_record_reply(struct member *m, struct record *r, uint64_t id,
 /* ---- members (service_member.c) --------------------------------------- */
 
 nng_msg *service_status_reply(struct ps_service *s, uint64_t id);
-nng_msg *service_join_reply(struct ps_service *s, uint64_t id);
+/* The reply to worker's join: the shard, its members, and where the worker
+ * left off in its data (async/ssp) when a push of it was applied here. */
+nng_msg *service_join_reply(struct ps_service *s, int worker, uint64_t id);
 
 /* Mark workers silent for longer than the heartbeat timeout as dead. */
 void service_sweep_members(struct ps_service *s);

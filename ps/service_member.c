@@ -124,7 +124,7 @@ nng_msg *service_status_reply(struct ps_service *s, uint64_t id)
     return m;
 }
 
-nng_msg *service_join_reply(struct ps_service *s, uint64_t id)
+nng_msg *service_join_reply(struct ps_service *s, int worker, uint64_t id)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__JoinReply jr = HETPS__JOIN_REPLY__INIT;
@@ -137,6 +137,11 @@ nng_msg *service_join_reply(struct ps_service *s, uint64_t id)
     jr.n_shards = (uint32_t)s->cl->n_ps;
     jr.has_version = 1;
     jr.version = s->shard ? ps_shard_version(s->shard) : 0;
+    if (s->members[worker].place.known) {
+        jr.has_epoch = jr.has_batches = 1;
+        jr.epoch = s->members[worker].place.epoch;
+        jr.batches = s->members[worker].place.batches;
+    }
     fill_members(s, &ml);
     if (ml.n >= 0) {
         jr.n_members = (size_t)ml.n;

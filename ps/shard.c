@@ -454,6 +454,9 @@ static int serve_push(struct ps_shard *sh, const struct hc_wire_msg *in,
     rec.request_id = e->request_id;
     rec.reply = nng_msg_body(*reply);
     rec.reply_len = (uint32_t)nng_msg_len(*reply);
+    rec.place.known = e->push->has_epoch && e->push->has_batches;
+    rec.place.epoch = e->push->epoch;
+    rec.place.batches = e->push->batches;
     rv = ps_store_apply(sh->store, &sh->optim, sh->updates, in->n_tensors,
                         &rec, 1, &step);
     if (rv != HC_OK) {
@@ -553,10 +556,11 @@ int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
 }
 
 int ps_shard_record(struct ps_shard *sh, int w, uint64_t *incarnation,
-                    uint64_t *request_id, void *reply, size_t cap, size_t *len)
+                    uint64_t *request_id, void *reply, size_t cap, size_t *len,
+                    struct ps_place *place)
 {
     return ps_store_record_get(sh->store, (uint32_t)w, incarnation, request_id,
-                               reply, cap, len);
+                               reply, cap, len, place);
 }
 
 uint64_t ps_shard_version(const struct ps_shard *sh)

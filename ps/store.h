@@ -29,7 +29,10 @@
  *              (Adam: slot 0 = m, slot 1 = v; momentum: slot 0 = v).
  *   "records"  u32 BE worker task index → 32-byte header (u64
  *              incarnation, u64 request id, u64 step after the apply,
- *              u32 reply length, u32 0) + the cached reply bytes.
+ *              u32 reply length, u32 flags), then when flags bit 0 is set
+ *              the worker's place (u32 epoch, u32 batches done), then the
+ *              cached reply bytes. (Records without a place — flags 0 —
+ *              are those of format 1's first release and still read.)
  *
  * Checksums: every block header carries the CRC32C (hc_crc32c, the wire's
  * TensorRef.crc32c) of its float bytes, so a pull of a whole block can
@@ -127,6 +130,13 @@ struct ps_update {
     float scale;                /* gradient used = grad · scale */
 };
 
+/* Where a worker is in its data (async/ssp): `batches` batches of epoch
+ * `epoch` done. known = 0: not recorded. */
+struct ps_place {
+    int known;
+    uint32_t epoch, batches;
+};
+
 /* The request an apply answers, recorded in the same transaction. */
 struct ps_record {
     uint32_t worker;            /* worker task index */
@@ -134,6 +144,7 @@ struct ps_record {
     uint64_t request_id;
     const void *reply;          /* reply_len bytes to answer a repeat */
     uint32_t reply_len;         /* <= PS_STORE_MAX_REPLY */
+    struct ps_place place;      /* the worker's place after this request */
 };
 
 /* One block (or part of it) to read with ps_store_read. */
@@ -243,16 +254,18 @@ int ps_store_apply(struct ps_store *s, const struct hc_optim_conf *c,
                    uint64_t *new_step);
 
 /*
- * The last request recorded for `worker`: its incarnation, request id and
+ * The last request recorded for `worker`: its incarnation, request id,
  * cached reply (copied into reply[0 .. *reply_len); reply may be NULL when
- * cap is 0). Any out-pointer may be NULL.
+ * cap is 0) and the worker's place recorded with it. Any out-pointer may
+ * be NULL.
  * Errors: HC_ERR_NOTFOUND (nothing recorded for this worker),
  * HC_ERR_LIMIT (cap smaller than the reply; *reply_len says how much),
  * HC_ERR_STORE.
  */
 int ps_store_record_get(struct ps_store *s, uint32_t worker,
                         uint64_t *incarnation, uint64_t *request_id,
-                        void *reply, size_t cap, size_t *reply_len);
+                        void *reply, size_t cap, size_t *reply_len,
+                        struct ps_place *place);
 
 /*
  * Recompute the CRC of every block and slot and check the headers against

@@ -1,8 +1,9 @@
 /*
  * store_record.c — the "records" database: per worker, the last request
  * an apply answered (the worker's incarnation, the request id, the step
- * after the apply) and the reply it sent, so that a request repeated
- * after a crash or a lost reply is answered again, never applied twice.
+ * after the apply), the reply it sent, so that a request repeated after a
+ * crash or a lost reply is answered again, never applied twice, and the
+ * worker's place in its data, so that a restarted worker resumes there.
  * Written in the apply's own transaction (store_apply.c), read by
  * ps_store_record_get. See store.h for the contract and the value's
  * layout, store_impl.h for the other store files.
@@ -13,41 +14,51 @@
 
 #include "err.h"
 
-/* Value of a "records" entry, followed by reply_len bytes. */
+/* Value of a "records" entry: this header, the place when flags has
+ * REC_PLACE, then reply_len bytes. */
 struct record_hdr {
     uint64_t incarnation;
     uint64_t request_id;
     uint64_t step;              /* step after the apply that wrote it */
     uint32_t reply_len;
-    uint32_t pad;
+    uint32_t flags;
 };
+
+#define REC_PLACE 1u            /* a u32 epoch and u32 batches follow */
 
 int store_record_put(struct ps_store *s, MDB_txn *txn,
                      const struct ps_record *r, uint64_t step)
 {
     struct record_hdr h = {r->incarnation, r->request_id, step, r->reply_len,
-                           0};
+                           r->place.known ? REC_PLACE : 0};
+    uint32_t place[2] = {r->place.epoch, r->place.batches};
+    size_t head = sizeof h + (r->place.known ? sizeof place : 0);
     unsigned char key[4];
-    MDB_val k = {4, key}, v = {sizeof h + r->reply_len, NULL};
+    MDB_val k = {4, key}, v = {head + r->reply_len, NULL};
     int rc;
 
     store_be32(key, r->worker);
     if ((rc = mdb_put(txn, s->dbi_recs, &k, &v, MDB_RESERVE)) != 0)
         return store_lmdb_err(s, rc, "writing a record");
     memcpy(v.mv_data, &h, sizeof h);
+    if (r->place.known)
+        memcpy((unsigned char *)v.mv_data + sizeof h, place, sizeof place);
     if (r->reply_len)
-        memcpy((unsigned char *)v.mv_data + sizeof h, r->reply, r->reply_len);
+        memcpy((unsigned char *)v.mv_data + head, r->reply, r->reply_len);
     return HC_OK;
 }
 
 int ps_store_record_get(struct ps_store *s, uint32_t worker,
                         uint64_t *incarnation, uint64_t *request_id,
-                        void *reply, size_t cap, size_t *reply_len)
+                        void *reply, size_t cap, size_t *reply_len,
+                        struct ps_place *place)
 {
     MDB_txn *txn = NULL;
     unsigned char key[4];
     MDB_val k = {4, key}, v;
     struct record_hdr h;
+    uint32_t at[2] = {0, 0};
+    size_t head = sizeof h;
     int rc, rv;
 
     store_be32(key, worker);
@@ -63,13 +74,25 @@ int ps_store_record_get(struct ps_store *s, uint32_t worker,
         rv = store_lmdb_err(s, rc, "reading a record");
         goto out;
     }
-    if (v.mv_size >= sizeof h)
+    if (v.mv_size >= sizeof h) {
         memcpy(&h, v.mv_data, sizeof h);
-    if (v.mv_size < sizeof h || v.mv_size != sizeof h + h.reply_len) {
+        if (h.flags & REC_PLACE)
+            head += sizeof at;
+    }
+    if (v.mv_size < sizeof h || v.mv_size != head + h.reply_len ||
+        (h.flags & ~REC_PLACE)) {
         rv = hc_err_set(HC_ERR_STORE, "store %s: the record of worker %u has "
-                        "a bad size (%zu bytes); the store is damaged",
-                        s->dir, worker, v.mv_size);
+                        "a bad size (%zu bytes) or flags (%#x); the store is "
+                        "damaged", s->dir, worker, v.mv_size,
+                        v.mv_size >= sizeof h ? h.flags : 0u);
         goto out;
+    }
+    if (h.flags & REC_PLACE)
+        memcpy(at, (const unsigned char *)v.mv_data + sizeof h, sizeof at);
+    if (place) {
+        place->known = (h.flags & REC_PLACE) != 0;
+        place->epoch = at[0];
+        place->batches = at[1];
     }
     if (incarnation)
         *incarnation = h.incarnation;
@@ -84,7 +107,7 @@ int ps_store_record_get(struct ps_store *s, uint32_t worker,
         goto out;
     }
     if (h.reply_len)
-        memcpy(reply, (const unsigned char *)v.mv_data + sizeof h, h.reply_len);
+        memcpy(reply, (const unsigned char *)v.mv_data + head, h.reply_len);
 out:
     store_rtxn_end(s, txn);
     return rv;

@@ -219,27 +219,62 @@ static int refresh_membership(struct run *r, int *n_workers)
     return 0;
 }
 
-/* async and ssp: this worker's own shard, its own pace. Each step is one
+/* The job is done before this worker computed anything: say why. */
+static void nothing_to_train(const char *what)
+{
+    hc_info("%s: nothing to train. To train again from the start, give the "
+            "parameter servers empty data directories (--data-dir); to train "
+            "longer, raise --epochs", what);
+}
+
+/*
+ * async and ssp: this worker's own shard, its own pace. Each step is one
  * push-and-pull: the gradient goes out, the values for the next step come
- * back (ssp: once this worker is within the bound). */
+ * back (ssp: once this worker is within the bound). Each push carries the
+ * worker's place in its data, which the shards record with the update;
+ * a restarted worker (or a job started again on its stores) goes on from
+ * the furthest place a shard holds, as Keras's BackupAndRestore resumes
+ * from the interrupted epoch — nothing is trained twice or skipped, but
+ * at most the one push in flight when the worker died.
+ */
 static int run_async(struct run *r)
 {
     const int ssp = r->c->cluster->mode == HC_MODE_SSP;
     const int wait = ssp ? SYNC_WAIT_MS : 0;
     struct pc_step st = { 0 };
+    uint32_t e0 = 0, b0 = 0;
     int epoch, rv, n_workers = r->c->cluster->n_worker;
 
     if ((rv = pc_pull_step(r->pc, r->params, &st, wait)) != HC_OK)
         return rv;
-    for (epoch = 0; epoch < r->epochs && !stopping(r); epoch++) {
+    if (pc_place(r->pc, &e0, &b0)) {
+        if (b0 >= (uint32_t)wk_shard_n_batches(&r->shard, r->B)) {
+            e0++;           /* that epoch was done */
+            b0 = 0;
+        }
+        if (e0 >= (uint32_t)r->epochs) {
+            char what[160];
+
+            snprintf(what, sizeof what, "worker:%d has done all %d epoch(s) "
+                     "of this job (as the shards recorded)", r->c->worker,
+                     r->epochs);
+            nothing_to_train(what);
+            return HC_OK;
+        }
+        hc_info("resuming where worker:%d left off (as the shards recorded): "
+                "epoch %u/%d from batch %u of %d", r->c->worker, e0 + 1,
+                r->epochs, b0 + 1, wk_shard_n_batches(&r->shard, r->B));
+    }
+    st.has_place = 1;
+    for (epoch = (int)e0; epoch < r->epochs && !stopping(r); epoch++) {
         int nb, b, seen = 0;
         double t0 = hc_now_s(), loss_sum = 0;
         long correct = 0;
 
-        if (epoch > 0 && refresh_membership(r, &n_workers))
+        if (epoch > (int)e0 && refresh_membership(r, &n_workers))
             break;
         nb = wk_shard_n_batches(&r->shard, r->B);
-        for (b = 0; b < nb && !stopping(r); b++) {
+        for (b = epoch == (int)e0 ? (int)b0 : 0; b < nb && !stopping(r); b++) {
             uint64_t base = st.version;
             double loss;
             int n, k;
@@ -251,6 +286,8 @@ static int run_async(struct run *r)
                 return rv;
             st.clock = r->clock;
             st.global_batch = 0;
+            st.epoch = (uint32_t)epoch;
+            st.batches = (uint32_t)b + 1;
             rv = pc_push_pull(r->pc, r->grads, (uint32_t)n, base,
                               (float)r->speed, r->params, &st, NULL, wait);
             if (rv != HC_OK)
@@ -379,6 +416,15 @@ static int run_sync(struct run *r)
         }
     }
 #undef GLOBAL_BATCH
+    if (v_first == UINT64_MAX && !stopping(r)) {
+        char what[160];
+
+        snprintf(what, sizeof what, "the shards are at step %llu: this "
+                 "job's %d epoch(s) (%llu steps) are done",
+                 (unsigned long long)st.version, r->epochs,
+                 (unsigned long long)total);
+        nothing_to_train(what);
+    }
     if (r->late)
         hc_info("%llu of %llu gradients came too late for their step "
                 "(backup workers)", (unsigned long long)r->late,

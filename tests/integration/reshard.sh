@@ -2,7 +2,8 @@
 # reshard.sh — from 2 to 3 parameter servers mid-job: train 100 steps on 2
 # shards, stop, `hetps reshard` to 3, and the exported parameters are
 # bitwise the same before and after; training then goes on with the 3
-# shards from those values.
+# shards from those values, and the worker resumes at its place in its data
+# (moved with the blocks).
 . "$(dirname "$0")/lib.inc"
 need_data
 pick_ports
@@ -46,5 +47,6 @@ ok "2 → 3 shards: every parameter bitwise identical"
 grep -q "already holds variables" "$T/again.txt" || { cat "$T/again.txt"; fail "no clear message for a used --out-dir"; }
 run three new 3 20
 grep -q "variables already exist (step 100)" "$T/three-ps0.log" || { cat "$T/three-ps0.log"; fail "the 3-shard job did not continue from step 100"; }
-v=$(grep -h "store .*step" "$T"/three-ps*.log | tail -1)
-ok "training went on with 3 shards from the moved values"
+grep -q "resuming where worker:0 left off .* from batch 101 of" "$T/three-w.log" ||
+    { cat "$T/three-w.log"; fail "the worker did not resume at batch 101 after the move"; }
+ok "training went on with 3 shards from the moved values, the worker from batch 101"

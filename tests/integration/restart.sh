@@ -4,8 +4,10 @@
 # resumes from its last commit with a new incarnation, the workers join it
 # again and re-send their in-flight requests (the same ids: nothing
 # applied twice); a worker killed with SIGKILL and started again joins
-# with a new incarnation; the job finishes with the one-epoch accuracy bar
-# (≥ 85 %). Then the same for a worker in sync mode.
+# with a new incarnation and resumes where the shards recorded it left off
+# in its data, not from the start; the job finishes with the one-epoch
+# accuracy bar (≥ 85 %), and the same job started again on the finished
+# stores trains nothing. Then a worker killed in sync mode.
 . "$(dirname "$0")/lib.inc"
 need_data
 pick_ports
@@ -20,12 +22,16 @@ start_ps() {
 start_ps 0
 start_ps 1
 wait_for 10 "$BIN/hetps" status "$T/cluster.json" || fail "servers did not start"
-for i in 0 1; do
-    "$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:$i \
-        --model $MODEL --epochs 1 > "$T/w$i.log" 2>&1 &
-    eval "w$i=\$!"
-    track $!
-done
+# start_workers NAME: workers 0 and 1 for one epoch, logs $T/NAME0.log, …
+start_workers() {
+    for i in 0 1; do
+        "$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:$i \
+            --model $MODEL --epochs 1 > "$T/$1$i.log" 2>&1 &
+        eval "w$i=\$!"
+        track $!
+    done
+}
+start_workers w
 version_over() { version_at_least "$T/cluster.json" 1 "$1"; }
 wait_for 60 version_over 150 || { cat "$T"/w*.log; fail "training did not start"; }
 kill -KILL $ps1
@@ -57,6 +63,18 @@ acc=$(sed -n 's/.*Final weights.*val_accuracy: \([0-9.]*\).*/\1/p' "$T/w0.log")
 [ -n "$acc" ] || { tail "$T/w0.log"; fail "no final accuracy"; }
 awk -v a="$acc" 'BEGIN { exit !(a >= 0.85) }' || fail "accuracy $acc < 0.85 after the restart"
 ok "workers re-joined the restarted shard; one epoch reached $acc"
+from=$(sed -n 's/.*resuming where worker:1 left off.* from batch \([0-9]*\) of.*/\1/p' "$T/w1b.log")
+[ -n "$from" ] && [ "$from" -ge 100 ] || { cat "$T/w1b.log"; fail "the restarted worker:1 did not resume its epoch (from batch '$from')"; }
+ok "the restarted worker:1 resumed its epoch at batch $from (as the shards recorded)"
+
+# The finished job started again on the same stores: nothing to train.
+v_end=$(shard_version "$T/cluster.json" 0)
+start_workers again
+wait $w0 && wait $w1 || { cat "$T"/again*.log; fail "a worker of the finished job failed"; }
+grep -q "worker:1 has done all 1 epoch(s) of this job .*nothing to train" "$T/again1.log" ||
+    { cat "$T/again1.log"; fail "worker:1 did not say the job was done"; }
+[ "$(shard_version "$T/cluster.json" 0)" = "$v_end" ] || fail "the finished job trained again"
+ok "the finished job started again: nothing trained ($v_end steps), as the workers said"
 
 # A worker killed with SIGKILL in sync mode: after the heartbeat timeout the
 # shards stop waiting for it and the steps go on; started again, it joins

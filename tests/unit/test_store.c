@@ -553,7 +553,7 @@ static void test_apply_errors(void)
     float g[8] = {1, 1, 1, 1, 1, 1, 1, 1}, x[8];
     char big[PS_STORE_MAX_REPLY + 1] = {0};
     struct ps_update u[2];
-    struct ps_record rec = {3, 7, 9, big, PS_STORE_MAX_REPLY + 1};
+    struct ps_record rec = {3, 7, 9, big, PS_STORE_MAX_REPLY + 1, {0, 0, 0}};
 
     hp_tmpdir(tmp, sizeof tmp);
     tl_build(&l, sizes, 1, 1, 8);   /* blocks 8, 8, 4 */
@@ -591,7 +591,7 @@ static void test_apply_errors(void)
     CU_ASSERT_EQUAL(ps_store_step(s), 0);
     CU_ASSERT_EQUAL(ps_store_read_block(s, 0, x, 8), HC_OK);
     CU_ASSERT(x[0] == 0 && x[7] == 0);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 3, NULL, NULL, NULL, 0, NULL),
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 3, NULL, NULL, NULL, 0, NULL, NULL),
                     HC_ERR_NOTFOUND);
     /* and the store still works */
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, u, 1, NULL, 0, NULL), HC_OK);
@@ -612,9 +612,10 @@ static void test_records(void)
     float g[16] = {0};
     struct ps_update u = {0, 16, g, 1};
     struct ps_record recs[2] = {
-        {0, 0xAAAA, 41, "ack-w0", 6},
-        {7, 0xBBBB, 5, "ack-w7-long", 11},
+        {0, 0xAAAA, 41, "ack-w0", 6, {0, 0, 0}},
+        {7, 0xBBBB, 5, "ack-w7-long", 11, {1, 3, 17}},
     };
+    struct ps_place at = {1, 9, 9};
     uint64_t inc = 0, req = 0, step = 0;
     size_t len = 0;
 
@@ -627,14 +628,19 @@ static void test_records(void)
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, &u, 1, recs, 2, &step), HC_OK);
     CU_ASSERT_EQUAL(step, 1);
     CU_ASSERT_EQUAL(ps_store_record_get(s, 7, &inc, &req, reply, sizeof reply,
-                                        &len), HC_OK);
+                                        &len, &at), HC_OK);
     CU_ASSERT(inc == 0xBBBB && req == 5 && len == 11 &&
               memcmp(reply, "ack-w7-long", 11) == 0);
+    CU_ASSERT(at.known && at.epoch == 3 && at.batches == 17);
+    /* a record without a place (as the first release wrote them) */
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 0, NULL, NULL, reply, sizeof reply,
+                                        &len, &at), HC_OK);
+    CU_ASSERT(!at.known && len == 6 && memcmp(reply, "ack-w0", 6) == 0);
     CU_ASSERT_EQUAL(ps_store_record_get(s, 3, &inc, &req, reply, sizeof reply,
-                                        &len), HC_ERR_NOTFOUND);
+                                        &len, NULL), HC_ERR_NOTFOUND);
     CHECK_MSG("no request recorded for worker 3");
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 7, NULL, NULL, reply, 4, &len),
-                    HC_ERR_LIMIT);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 7, NULL, NULL, reply, 4, &len,
+                                        NULL), HC_ERR_LIMIT);
     CU_ASSERT_EQUAL(len, 11);
     CHECK_MSG("has 11 bytes but the buffer holds 4");
     /* a record-only apply (a repeat answered, a join) leaves the step */
@@ -647,12 +653,13 @@ static void test_records(void)
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     CU_ASSERT_EQUAL(ps_store_step(s), 1);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 0, &inc, &req, NULL, 0, &len),
-                    HC_OK);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 0, &inc, &req, NULL, 0, &len,
+                                        NULL), HC_OK);
     CU_ASSERT(inc == 0xAAAA && req == 42 && len == 0);
     CU_ASSERT_EQUAL(ps_store_record_get(s, 7, &inc, &req, reply, sizeof reply,
-                                        &len), HC_OK);
+                                        &len, &at), HC_OK);
     CU_ASSERT(inc == 0xBBBB && req == 5 && len == 11);
+    CU_ASSERT(at.known && at.epoch == 3 && at.batches == 17);
     ps_store_close(s);
     tl_free(&l);
     hp_rmtree(tmp);
@@ -672,7 +679,7 @@ static void test_map_full(void)
     struct hc_optim_conf sgd = {.type = HC_OPT_SGD, .lr = 1.0f};
     float g[16], x[16];
     struct ps_update u = {0, 16, g, 1};
-    struct ps_record rec = {0, 1, 0, reply, sizeof reply};
+    struct ps_record rec = {0, 1, 0, reply, sizeof reply, {0, 0, 0}};
     uint32_t w, ok = 0;
     int rv = HC_OK;
 
@@ -704,9 +711,9 @@ static void test_map_full(void)
     CU_ASSERT_EQUAL(ps_store_read_block(s, 0, x, 16), HC_OK);
     CU_ASSERT_EQUAL(x[0], (float)ok);
     CU_ASSERT_EQUAL(x[15], (float)ok);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, ok - 1, NULL, NULL, NULL, 0, NULL),
+    CU_ASSERT_EQUAL(ps_store_record_get(s, ok - 1, NULL, NULL, NULL, 0, NULL, NULL),
                     HC_ERR_LIMIT);  /* present (reply larger than 0) */
-    CU_ASSERT_EQUAL(ps_store_record_get(s, ok, NULL, NULL, NULL, 0, NULL),
+    CU_ASSERT_EQUAL(ps_store_record_get(s, ok, NULL, NULL, NULL, 0, NULL, NULL),
                     HC_ERR_NOTFOUND);
     CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
     ps_store_close(s);
