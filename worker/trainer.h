@@ -2,7 +2,10 @@
  * trainer.h — a worker's training loop: pull → forward/backward → push,
  * epoch after epoch over this worker's shard of the data, and, on the
  * chief (worker 0), the variables' creation and an evaluation on the test
- * set at each epoch end, printed as Keras prints it.
+ * set at each epoch end, printed as Keras prints it. A job started again
+ * on its stores (or a worker restarted) goes on where it was: sync from
+ * the shards' step, async/ssp from the place in its data that the shards
+ * recorded with the worker's last applied push (pc_place).
  *
  * The trainer sees the parameter servers only through common/client.h and
  * computes only through worker/nn.h: it builds no message and touches no
