@@ -126,6 +126,10 @@ bin/hetps: $(call obj,common/hetps.c) $(LIBCOMMON) build/flavour
 $(B)/tests/%: $(call obj,tests/unit/%.c) $(call obj,tests/unit/cu_main.c) $(LIBPS) $(LIBWORKER) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) -lcunit $(LDLIBS)
+# nfdelay holds packets of a netfilter queue (tests/faults/): its own library.
+$(B)/tools/nfdelay: $(call obj,tests/tools/nfdelay.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lnetfilter_queue -lnfnetlink
 $(B)/tools/%: $(call obj,tests/tools/%.c) $(LIBPS) $(LIBWORKER) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)

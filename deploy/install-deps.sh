@@ -15,7 +15,7 @@ libcjson-dev
 zlib1g-dev
 dataset-fashion-mnist
 python3 python3-numpy
-iproute2 procps iptables"
+iproute2 procps iptables libnetfilter-queue-dev"
 
 # `--bench` adds what `make bench` compares against (PyTorch, CPU build).
 if [ "${1:-}" = "--bench" ]; then
