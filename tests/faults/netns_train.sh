@@ -1,0 +1,77 @@
+#!/bin/sh
+# netns_train.sh — training under the network faults. The reference job
+# (deploy/models/fashion_cnn.json, 2 parameter servers and 2 workers, one
+# async epoch) runs with every task in a network namespace of its own,
+# joined by a bridge (netns.inc, as netns.sh). While it trains, one after
+# another and each for a stretch of ps:1's versions:
+#   - 5 % of the packets into ps:0 are dropped (iptables statistic),
+#   - ps:1's traffic goes through a tbf shaper (~100 ms of queue),
+#   - ps:0 is killed with SIGKILL and started again on its store,
+#   - worker:1's link is cut for 4 s: its heartbeats (1 s apart, 1 s
+#     timeout) go unanswered and it must say so; its step's requests wait
+#     in TCP's retransmissions or are re-sent with the same ids,
+# and the job must still finish with the one-epoch accuracy bar (>= 85 %),
+# with the workers' default --timeout and --retry.
+# Every wait is bounded; processes, iptables rules, qdiscs and namespaces
+# are removed at exit, also on failure. Needs root and Fashion-MNIST;
+# otherwise it is skipped.
+. "$(dirname "$0")/netns.inc"
+need_data
+MODEL=deploy/models/fashion_cnn.json
+T0=$(date +%s.%N)
+elapsed() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f s", b - a }'; }
+netns_up ht 10.212.0 ps0 ps1 w0 w1
+netns_cluster '{ "mode": "async" }'
+start_ps 0
+start_ps 1
+wait_servers
+for i in 0 1; do
+    in_ns_bg w$i "$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:$i \
+        --model $MODEL --epochs 1 > "$T/w$i.log" 2>&1
+    eval "w$i=\$!"
+    track $!
+done
+ok "2 parameter servers and 2 workers on a bridge, each in its own namespace ($(elapsed))"
+
+# at V WHAT: until ps:1 reports version >= V (bounded: 30 s), else fail
+# saying WHAT did not happen.
+at() {
+    wait_for 30 version_at_least "$T/cluster.json" 1 "$1" ||
+        { tail -n 5 "$T"/w*.log "$T"/ps-*.log; fail "$2 (ps:1 at version $(shard_version "$T/cluster.json" 1))"; }
+}
+at 50 "training did not start"
+drop_into ps0 0.05
+at 200 "training stalled with 5 % loss into ps:0"
+drop_off ps0
+ok "5 % of the packets into ps:0 dropped from version 50 to 200 ($(elapsed))"
+shape ps1
+at 280 "training stalled with ps:1 shaped"
+unshape ps1
+ok "ps:1's traffic shaped (tbf, ~100 ms of queue) to version 280 ($(elapsed))"
+kill -KILL $ps0
+wait $ps0 2>/dev/null
+start_ps 0
+at 400 "training did not go on after ps:0's restart"
+ok "ps:0 killed with SIGKILL at version >= 280 and restarted on its store ($(elapsed))"
+kill -0 $w1 2>/dev/null || fail "worker:1 finished before its link was cut"
+warns=$(grep -c WARN "$T/w1.log")
+link_down w1
+sleep 4
+link_up w1
+[ "$(grep -c WARN "$T/w1.log")" -gt "$warns" ] || { cat "$T/w1.log"; fail "worker:1 did not notice its cut link"; }
+ok "worker:1's link cut for 4 s: it warned of the silent shards ($(elapsed))"
+
+finished() { ! kill -0 $w0 2>/dev/null && ! kill -0 $w1 2>/dev/null; }
+wait_for 60 finished || { tail -n 5 "$T"/w*.log; fail "the workers did not finish"; }
+for i in 0 1; do
+    eval "wait \$w$i"
+    rc=$?
+    [ $rc -eq 0 ] || { tail -n 20 "$T/w$i.log"; fail "worker:$i failed (exit status $rc)"; }
+done
+grep -q "store .*initialised, step [1-9]" "$T/ps-0.log" || { cat "$T/ps-0.log"; fail "the restarted ps:0 did not resume from its store"; }
+grep -q "joining it again" "$T/w0.log" "$T/w1.log" || { cat "$T/w0.log"; fail "no worker re-joined the restarted ps:0"; }
+grep Final "$T/w0.log"
+acc=$(sed -n 's/.*Final weights.*val_accuracy: \([0-9.]*\).*/\1/p' "$T/w0.log")
+[ -n "$acc" ] || { tail "$T/w0.log"; fail "no final accuracy"; }
+awk -v a="$acc" 'BEGIN { exit !(a >= 0.85) }' || fail "accuracy $acc < 0.85 under the network faults"
+ok "one epoch through loss, delay, a shard's restart and a cut link reached $acc ($(elapsed))"
