@@ -8,7 +8,8 @@
 #   - pauses ps:1 with SIGSTOP for 3 s (past the client's 1 s timeout),
 #   - cuts ps:1's link for 5 s,
 #   - drops 5 % of the packets into ps:0 (iptables statistic),
-#   - delays ps:0's traffic through a tbf shaper (~100 ms of queue),
+#   - holds every packet into ps:0 for 100 ms (tests/tools/nfdelay on an
+#     NFQUEUE rule: this kernel has no netem) and checks that pushes slowed,
 # and at the end every parameter must equal the number of pushes: nothing
 # applied twice, nothing acknowledged lost. Then the worker is killed with
 # SIGKILL mid-run and started again: it must find every acknowledged push
@@ -25,9 +26,23 @@ start_ps 1
 wait_servers
 ok "3 hosts on a bridge, each in its own network namespace"
 PUSHES=3000
+# First, every packet into ps:0 held 100 ms: each push's round trip takes
+# at least that, so 20 whole pushes take 2 s (~10 ms without the delay).
+# (It comes first because the counter, undelayed, is done in seconds.)
+delay_into ps0 100
 in_ns_bg w0 "$B/tools/counter" "$T/cluster.json" $PUSHES > "$T/counter.log" 2>&1
 cpid=$!
 track $cpid
+tens() { grep -c 'pushes acknowledged' "$T/counter.log"; }
+i=0
+while [ "$(tens)" -lt 1 ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
+t0=$(date +%s%N)
+while [ "$(tens)" -lt 3 ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+delay_off ps0
+[ "$(tens)" -ge 3 ] || { cat "$T/counter.log"; fail "the counter stalled with ps:0's packets delayed"; }
+[ $ms -ge 1800 ] || fail "20 pushes took $ms ms with 100 ms of delay into ps:0: the delay did not apply"
+ok "every packet into ps:0 held 100 ms (nfdelay): 20 pushes took $ms ms"
 acked() { echo $(( $(grep -c 'pushes acknowledged' "$T/counter.log") / 10 )); }
 # wait_acked N: until N hundred pushes are acknowledged (bounded: 60 s).
 wait_acked() {
@@ -60,10 +75,6 @@ drop_into ps0 0.05
 wait_acked 22
 drop_off ps0
 ok "5 % of the packets into ps:0 dropped for 600 pushes"
-shape ps0
-wait_acked 26
-unshape ps0
-ok "ps:0's traffic shaped (tbf, 100 ms of queue) for 400 pushes"
 
 i=0
 while kill -0 $cpid 2>/dev/null && [ $i -lt 600 ]; do sleep 0.2; i=$((i + 1)); done
