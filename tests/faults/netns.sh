@@ -16,7 +16,7 @@
 # applied and at most its in-flight ones more. The network and the faults
 # come from netns.inc (shared with netns_train.sh, which trains through
 # them). Every loop is bounded; the namespaces and processes are removed
-# at exit, also on failure. Needs root, ip, iptables and tc; otherwise it
+# at exit, also on failure. Needs root, ip and iptables; otherwise it
 # is skipped.
 . "$(dirname "$0")/netns.inc"
 netns_up hf 10.211.0 ps0 ps1 w0

@@ -13,7 +13,7 @@
 #     in TCP's retransmissions or are re-sent with the same ids,
 # and the job must still finish with the one-epoch accuracy bar (>= 85 %),
 # with the workers' default --timeout and --retry.
-# Every wait is bounded; processes, iptables rules, qdiscs and namespaces
+# Every wait is bounded; processes, iptables rules and namespaces
 # are removed at exit, also on failure. Needs root and Fashion-MNIST;
 # otherwise it is skipped.
 . "$(dirname "$0")/netns.inc"
