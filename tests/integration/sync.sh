@@ -38,7 +38,7 @@ servers() {
 }
 stop_servers() {
     "$BIN/hetps" status "$T/$1.json" > "$T/$1-status.txt" 2>&1
-    for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
+    for p in $PIDS; do ours "$p" && kill -TERM "$p" 2>/dev/null; done
     for p in $PIDS; do wait "$p" 2>/dev/null; done
     PIDS=""
 }
