@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static const char *const err_text[HC_ERR__COUNT] = {
     [HC_OK] = "success",
@@ -45,11 +46,13 @@ const char *hc_strerror(int code)
 
 int hc_err_set(int code, const char *fmt, ...)
 {
+    char detail[sizeof err_detail]; /* an argument may be hc_err_msg() */
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(err_detail, sizeof err_detail, fmt, ap);
+    vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
+    memcpy(err_detail, detail, sizeof detail);
     err_code = code;
     return code;
 }

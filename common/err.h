@@ -46,7 +46,8 @@ const char *hc_strerror(int code);
 /*
  * Record a detailed message for the current thread and return `code`, so a
  * caller can write `return hc_err_set(HC_ERR_CONFIG, "…%s…", key);`.
- * The message is truncated to 1 KiB.
+ * The message is truncated to 1 KiB. An argument may be hc_err_msg(), to
+ * wrap the detail recorded before: hc_err_set(rv, "%s; do X", hc_err_msg()).
  */
 int hc_err_set(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

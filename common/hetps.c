@@ -5,7 +5,9 @@
  * parameter servers first), prefixes each line a task prints with its name
  * ("[ps:0] …"), forwards Ctrl-C/SIGTERM to all of them, tells the servers
  * to shut down once every worker has finished, and exits with the first
- * failing task's code. `status` asks every shard what it knows. The
+ * failing task's code. Before it starts any, `hetps-ps reshard --in-place`
+ * fits the stores in the data directory to the file's number of parameter
+ * servers (ps/reshard.c). `status` asks every shard what it knows. The
  * programs it runs (hetps-ps, hetps-worker) are looked for next to this
  * executable.
  */
@@ -195,6 +197,39 @@ static int reap(struct child *ch, int n, int *first_fail, const char **who)
     return any;
 }
 
+/*
+ * Before any task starts: `hetps-ps reshard --in-place`, which moves the
+ * stores in data_dir to the cluster file's number of parameter servers
+ * when they are of another (and finishes a move that was interrupted),
+ * printing what it did. Returns its exit code, -1 when it cannot be run.
+ */
+static int reshard_first(const char *dir, const char *file,
+                         const char *data_dir)
+{
+    char prog[PATH_MAX + 32];
+    char *args[] = { prog, "reshard", "--in-place", "--to", (char *)file,
+                     "--data-dir", (char *)data_dir, NULL };
+    int status;
+    pid_t pid;
+
+    snprintf(prog, sizeof prog, "%s/hetps-ps", dir);
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        execv(prog, args);
+        fprintf(stderr, "hetps launch: cannot run %s: %s\n", prog,
+                strerror(errno));
+        _exit(127);
+    }
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 static void launch_usage(FILE *f)
 {
     fprintf(f,
@@ -204,11 +239,18 @@ static void launch_usage(FILE *f)
 "with its name. Ctrl-C stops them all. When every worker has finished the\n"
 "servers are told to shut down. Exits with the first failing task's code.\n"
 "\n"
+"When DIR/ps-0 holds the stores of another number of parameter servers than\n"
+"CLUSTER_FILE's, they are resharded first (`hetps reshard --in-place`): the\n"
+"new stores go to DIR/ps-J, the old ones are kept in DIR/before-reshard-M.\n"
+"Stop the job that used them first. If that fails, no task is started.\n"
+"\n"
 "  -d, --data-dir DIR     parent of the shards' stores (default hetps-data):\n"
 "                         ps:J keeps its LMDB in DIR/ps-J\n"
 "  -m, --mode MODE        async, sync or ssp:S for every task, instead of\n"
 "                         the cluster file's hetps.mode\n"
 "  -p, --ps-arg ARG       pass ARG to every hetps-ps (repeatable)\n"
+"      --no-reshard       start the servers on the stores as they are (a\n"
+"                         store of another number of servers is refused)\n"
 "  -h, --help             show this help and exit\n");
 }
 
@@ -218,10 +260,12 @@ static int cmd_launch(int argc, char **argv)
         { "data-dir", required_argument, NULL, 'd' },
         { "ps-arg", required_argument, NULL, 'p' },
         { "mode", required_argument, NULL, 'm' },
+        { "no-reshard", no_argument, NULL, 'R' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     const char *data_dir = "hetps-data", *file, *mode = NULL;
+    int reshard = 1, rs;
     const char *ps_args[MAX_ARGS];
     int n_ps_args = 0, c, i, n, n_children = 0, first_fail = 0;
     int n_worker_args = 0, shutdown_sent = 0, stopping = 0;
@@ -239,6 +283,7 @@ static int cmd_launch(int argc, char **argv)
         switch (c) {
         case 'd': data_dir = optarg; break;
         case 'm': mode = optarg; break;
+        case 'R': reshard = 0; break;
         case 'p':
             if (n_ps_args == MAX_ARGS - 16) {
                 fprintf(stderr, "hetps launch: too many --ps-arg\n");
@@ -284,6 +329,13 @@ static int cmd_launch(int argc, char **argv)
         return 2;
     }
     bin_dir(dir, sizeof dir);
+    if (reshard && (rs = reshard_first(dir, file, data_dir)) != 0) {
+        fprintf(stderr, "hetps launch: no task started: the stores in %s "
+                "could not be fitted to %s's %d parameter servers (%s)\n",
+                data_dir, file, cl.n_ps, rs < 0 ? strerror(errno) : "above");
+        hc_cluster_free(&cl);
+        return 1;
+    }
     n = cl.n_ps + cl.n_worker;
     ch = calloc((size_t)n, sizeof *ch);
     if (!ch || pipe(sig_pipe) != 0) {

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "tune.h"
 #include "export.h"
+#include "reshard.h"
 #include "service.h"
 
 static struct ps_service *the_service;
@@ -121,6 +122,45 @@ static int cmd_export(int argc, char **argv)
     return rv == HC_OK ? 0 : 1;
 }
 
+/* `hetps reshard --in-place`: an interrupted reshard recovered, then
+ * DATA's stores fitted to `to` (reshard.h), saying what was done; silent
+ * when there was nothing to do. */
+static int reshard_in_place(const struct hc_cluster *to, const char *to_file,
+                            const char *data_dir)
+{
+    struct ps_reshard_done done;
+    int rv, from = 0;
+
+    /* Opening and writing stores is not news here: keep to what changed. */
+    if (!getenv("HETPS_LOG"))
+        hc_log_set_level(HC_LOG_WARN);
+    rv = ps_reshard_recover(data_dir, &done);
+    if (done.cleared)
+        printf("hetps reshard: removed the incomplete output of an "
+               "interrupted reshard in %s (its stores had not been "
+               "touched)\n", data_dir);
+    if (done.finished_from)
+        printf("hetps reshard: finished moving the stores in %s from %d to "
+               "%d parameter servers, which had been interrupted (the old "
+               "stores are kept in %s/before-reshard-%d)\n", data_dir,
+               done.finished_from, done.finished_to, data_dir,
+               done.finished_from);
+    fflush(stdout);
+    if (rv == HC_OK)
+        rv = ps_reshard_in_place(to, data_dir, &from, stdout);
+    if (rv != HC_OK) {
+        fprintf(stderr, "hetps reshard: %s\n", hc_err_msg());
+        return 1;
+    }
+    if (from)
+        printf("hetps reshard: %s holds %d parameter servers' stores, %s has "
+               "%d: resharded %d → %d (the old stores are kept in "
+               "%s/before-reshard-%d)\n", data_dir, from, to_file, to->n_ps,
+               from, to->n_ps, data_dir, from);
+    fflush(stdout);
+    return 0;
+}
+
 /* `hetps-ps reshard …` / `hetps reshard …`. */
 static int cmd_reshard(int argc, char **argv)
 {
@@ -129,39 +169,61 @@ static int cmd_reshard(int argc, char **argv)
         { "to", required_argument, NULL, 't' },
         { "data-dir", required_argument, NULL, 'd' },
         { "out-dir", required_argument, NULL, 'o' },
+        { "in-place", no_argument, NULL, 'i' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     const char *from = NULL, *to = NULL, *data_dir = "hetps-data", *out = NULL;
     struct hc_cluster a, b;
     struct hc_diag diag;
-    int c, rv;
+    int c, rv, in_place = 0;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "f:t:d:o:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "f:t:d:o:ih", opts, NULL)) != -1) {
         switch (c) {
         case 'f': from = optarg; break;
         case 't': to = optarg; break;
         case 'd': data_dir = optarg; break;
         case 'o': out = optarg; break;
+        case 'i': in_place = 1; break;
         case 'h':
             printf("Usage: hetps reshard --from OLD_CLUSTER --to NEW_CLUSTER\n"
                    "                     [--data-dir DIR] --out-dir NEW_DIR\n"
+                   "       hetps reshard --in-place --to NEW_CLUSTER [--data-dir DIR]\n"
                    "Move a job's variables, optimizer slots and step from the\n"
                    "stores of OLD_CLUSTER's parameter servers (DIR/ps-J, default\n"
                    "hetps-data) to fresh stores for NEW_CLUSTER's (NEW_DIR/ps-J),\n"
                    "verifying checksums and reading every value back. Stop the\n"
                    "job first; then start it with NEW_CLUSTER and --data-dir\n"
-                   "NEW_DIR: training continues from the same values.\n");
+                   "NEW_DIR: training continues from the same values.\n"
+                   "\n"
+                   "--in-place, what `hetps launch` does before it starts any\n"
+                   "task: when DIR/ps-0 holds a store of another number of\n"
+                   "parameter servers than NEW_CLUSTER's, move the job to new\n"
+                   "stores written inside DIR, keep the old ones in\n"
+                   "DIR/before-reshard-M/ps-J and put the new ones at DIR/ps-J.\n"
+                   "A move that was interrupted is finished first. Silent when\n"
+                   "the stores already fit.\n");
             return 0;
         default:
             fprintf(stderr, "Try 'hetps reshard --help' for more information.\n");
             return 2;
         }
     }
-    if (!from || !to || !out) {
-        fprintf(stderr, "hetps reshard: --from, --to and --out-dir are required\n");
+    if (in_place ? (!to || from || out) : (!from || !to || !out)) {
+        fprintf(stderr, "hetps reshard: %s\n", in_place
+                ? "--in-place takes --to (and --data-dir), not --from or --out-dir"
+                : "--from, --to and --out-dir are required");
         return 2;
+    }
+    if (in_place) {
+        if (hc_cluster_load_file(to, &b, &diag) != HC_OK) {
+            hc_diag_print(&diag, stderr);
+            return 2;
+        }
+        rv = reshard_in_place(&b, to, data_dir);
+        hc_cluster_free(&b);
+        return rv;
     }
     if (hc_cluster_load_file(from, &a, &diag) != HC_OK) {
         hc_diag_print(&diag, stderr);
