@@ -124,6 +124,8 @@ struct pc_member {
     float samples_per_s;        /* reported speed */
     uint32_t share;             /* sync: samples of the current step */
     float lag_ms;               /* sync: fixed time per step; -1: not sync */
+    int has_place;              /* async/ssp: where it is in its data: */
+    uint32_t epoch, batches;    /*   batches done of epoch (0-based) */
 };
 
 /* What one shard says of itself. */

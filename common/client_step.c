@@ -304,6 +304,9 @@ int pc_status(struct pc_client *c, struct pc_shard_status *out)
             pm->samples_per_s = m->samples_per_s;
             pm->share = m->share;
             pm->lag_ms = m->has_lag_ms ? m->lag_ms : -1.0f;
+            pm->has_place = m->has_epoch && m->has_batches;
+            pm->epoch = m->epoch;
+            pm->batches = m->batches;
             snprintf(pm->devices, sizeof pm->devices, "%s",
                      m->devices ? m->devices : "");
         }

@@ -593,18 +593,21 @@ static int cmd_status(int argc, char **argv)
                     continue;
                 seen++;
                 devices = m->devices;
-                char lag[40] = "";
+                char lag[40] = "", at[64] = "";
 
                 if (m->lag_ms >= 0)
                     snprintf(lag, sizeof lag, ", lag %.2f ms", (double)m->lag_ms);
+                if (m->has_place)
+                    snprintf(at, sizeof at, ", at epoch %u batch %u",
+                             m->epoch + 1, m->batches);
                 len += (size_t)snprintf(states + len, sizeof states - len,
                                         "%sps:%d %s (seen %llums ago, %llu requests, %llu duplicates, "
-                                        "clock %llu, %.0f samples/s, share %u%s, late %llu)",
+                                        "clock %llu%s, %.0f samples/s, share %u%s, late %llu)",
                                         len ? "; " : "", i, m->state,
                                         (unsigned long long)m->last_seen_ms,
                                         (unsigned long long)m->requests,
                                         (unsigned long long)m->duplicates,
-                                        (unsigned long long)m->clock,
+                                        (unsigned long long)m->clock, at,
                                         (double)m->samples_per_s, m->share, lag,
                                         (unsigned long long)m->late);
                 if (len >= sizeof states)

@@ -69,6 +69,9 @@ static void fill_members(struct ps_service *s, struct member_list *ml)
         ps_sync_worker(s->sync, i, &pm->clock, &pm->samples_per_s, &pm->share,
                        &pm->late, &pm->lag_ms);
         pm->has_lag_ms = s->cl->mode == HC_MODE_SYNC;
+        pm->has_epoch = pm->has_batches = m->place.known;
+        pm->epoch = m->place.epoch;
+        pm->batches = m->place.batches;
         ml->list[ml->n++] = pm;
     }
 }
