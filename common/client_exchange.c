@@ -60,6 +60,46 @@ static int join_one(struct pc_client *c, int i)
 }
 
 /*
+ * Tests (pc_opts.lose_reply_every): throw every shard's reply away and send
+ * the same request again, as a client does when a reply is lost; count the
+ * answers that are the lost one byte for byte — answered from the shard's
+ * record (a push applied again would be acknowledged at a later version).
+ */
+static int lose_replies(struct pc_client *c, int timeout_ms)
+{
+    nng_msg *lost, *dup = NULL;
+    int i, rv;
+
+    for (i = 0; i < c->n; i++) {
+        if (!c->replies[i] || !c->copy_ok[i])
+            continue;
+        lost = c->replies[i];
+        c->replies[i] = NULL;
+        c->n_lost++;
+        if (nng_msg_dup(&dup, c->copies[i]) != 0) {
+            nng_msg_free(lost);
+            return hc_err_set(HC_ERR_NOMEM, "out of memory");
+        }
+        rv = hc_rpc_call(c->rpc, i, dup, &c->replies[i], timeout_ms);
+        if (rv == HC_OK && nng_msg_len(lost) == nng_msg_len(c->replies[i]) &&
+            memcmp(nng_msg_body(lost), nng_msg_body(c->replies[i]),
+                   nng_msg_len(lost)) == 0)
+            c->n_from_record++;
+        nng_msg_free(lost);
+        if (rv != HC_OK)
+            return rv;
+    }
+    return HC_OK;
+}
+
+void pc_lost_replies(const struct pc_client *c, uint64_t *lost,
+                     uint64_t *from_record)
+{
+    *lost = c->n_lost;
+    *from_record = c->n_from_record;
+}
+
+/*
  * Send c->reqs[0..n) to every shard at once; decode each reply into
  * c->dec[i] and check it answers request `id` with payload `want`.
  * On failure every decoded reply is released.
@@ -88,6 +128,9 @@ int client_exchange(struct pc_client *c, const uint64_t *ids,
                          timeout_ms);
     for (i = 0; i < c->n; i++)
         c->reqs[i] = NULL;
+    if (rv == HC_OK && c->o.lose_reply_every > 0 &&
+        ++c->n_calls % (uint64_t)c->o.lose_reply_every == 0)
+        rv = lose_replies(c, timeout_ms);
     /* A shard that restarted (a new incarnation) no longer knows this
      * worker: join it again and re-send the same request — the same id, so
      * a request it had applied before the restart is answered from its

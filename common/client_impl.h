@@ -60,6 +60,8 @@ struct pc_client {
     nng_msg **copies;           /* of reqs, to re-send after a re-join */
     unsigned char *copy_ok;     /* copies[i] holds this call's request */
     char devices[128];          /* as joined, for re-joins */
+    uint64_t n_calls;           /* client_exchange calls (lose_reply_every) */
+    uint64_t n_lost, n_from_record; /* see pc_lost_replies */
     int have_place;             /* pc_join found a recorded place: */
     uint32_t place_epoch, place_batches;
     int *errs;

@@ -473,11 +473,12 @@ static int cmd_launch(int argc, char **argv)
             stop_at = hc_now_ms() + 10000;
         }
         if (!stopping && !workers_alive && !shutdown_sent) {
+            struct pc_opts po = { .timeout_ms = 2000, .retry_ms = 5000 };
             struct pc_client *pc = NULL;
 
             shutdown_sent = 1;
-            if (pc_open(&pc, &cl, -1, 0, &(struct pc_opts){ 2000, 5000 }) ==
-                    HC_OK && pc_shutdown(pc) == HC_OK) {
+            if (pc_open(&pc, &cl, -1, 0, &po) == HC_OK &&
+                pc_shutdown(pc) == HC_OK) {
                 fprintf(stderr, "hetps launch: every worker finished; "
                         "parameter servers told to shut down\n");
             } else {
@@ -546,7 +547,8 @@ static int cmd_status(int argc, char **argv)
         return 2;
     }
     st = calloc((size_t)cl.n_ps, sizeof *st);
-    rv = st ? pc_open(&pc, &cl, -1, 0, &(struct pc_opts){ 1000, 2000 })
+    rv = st ? pc_open(&pc, &cl, -1, 0,
+                      &(struct pc_opts){ .timeout_ms = 1000, .retry_ms = 2000 })
             : HC_ERR_NOMEM;
     if (rv == HC_OK)
         rv = pc_status(pc, st);

@@ -1,7 +1,7 @@
 /*
  * counter.c — the exactly-once check of the integration tests.
  *
- *   counter CLUSTER_FILE PUSHES
+ *   counter CLUSTER_FILE PUSHES [LOSE_REPLY_EVERY]
  *
  * Joins as worker 0, creates a two-variable model trained by SGD with
  * learning rate 1, and pushes a gradient of −1 PUSHES times, one after the
@@ -13,7 +13,10 @@
  * the end every parameter must equal its start + PUSHES exactly: a push applied twice, or
  * lost after its acknowledgement, shows. Progress is printed every 10
  * pushes ("counter: N pushes acknowledged"). Prints "counter: N
- * acknowledged, every value V" and exits 0 when V == B + N.
+ * acknowledged, every value V" and exits 0 when V == B + N. With
+ * LOSE_REPLY_EVERY = K, every Kth call throws the shards' replies away and
+ * sends the same requests again (pc_opts.lose_reply_every), and it prints
+ * "counter: L replies lost on purpose, R answered again from the record".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,11 +45,13 @@ int main(int argc, char **argv)
     size_t k;
     int rv;
 
-    if (argc != 3 || !m) {
-        fprintf(stderr, "usage: counter CLUSTER_FILE PUSHES\n");
+    if (argc < 3 || argc > 4 || !m) {
+        fprintf(stderr, "usage: counter CLUSTER_FILE PUSHES [LOSE_REPLY_EVERY]\n");
         return 2;
     }
     n = atol(argv[2]);
+    if (argc == 4)
+        po.lose_reply_every = atoi(argv[3]);
     if (hc_cluster_load_file(argv[1], &cl, &diag) != HC_OK) {
         hc_diag_print(&diag, stderr);
         return 2;
@@ -103,6 +108,14 @@ int main(int argc, char **argv)
         }
     printf("counter: %ld acknowledged, every value %.1f\n", n,
            (double)(p[0] - base[0]));
+    if (po.lose_reply_every > 0) {
+        uint64_t lost, again;
+
+        pc_lost_replies(pc, &lost, &again);
+        printf("counter: %llu replies lost on purpose, %llu answered again "
+               "from the record\n", (unsigned long long)lost,
+               (unsigned long long)again);
+    }
     pc_leave(pc);
     pc_close(pc);
     hc_cluster_free(&cl);
