@@ -100,7 +100,7 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st,
 
         if (d->n_tensors == 0 && p->n_blocks > 0 && d->env->ack->has_version &&
             d->env->payload_case == HETPS__ENVELOPE__PAYLOAD_ACK &&
-            (d->env->ack->has_duplicate || !d->env->ack->has_batch_count)) {
+            !d->env->ack->has_batch_count) {
             /* A push answered from a restarted shard's record: the push was
              * applied; the values come with a plain pull below. */
             missing = 1;

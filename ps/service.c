@@ -48,7 +48,7 @@ nng_msg *service_error_reply(struct ps_service *s, uint64_t id,
     return m;
 }
 
-static nng_msg *ack_reply(struct ps_service *s, uint64_t id, int duplicate)
+static nng_msg *ack_reply(struct ps_service *s, uint64_t id)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__Ack ack = HETPS__ACK__INIT;
@@ -57,8 +57,6 @@ static nng_msg *ack_reply(struct ps_service *s, uint64_t id, int duplicate)
     hc_wire_init_env(&env, &s->me, id);
     ack.has_version = 1;
     ack.version = s->shard ? ps_shard_version(s->shard) : 0;
-    ack.has_duplicate = duplicate != 0;
-    ack.duplicate = duplicate != 0;
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_ACK;
     env.ack = &ack;
     if (hc_wire_encode(&m, &env, NULL, 0) != HC_OK)
@@ -215,13 +213,13 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         reply = service_join_reply(s, (int)w, e->request_id);
         break;
     case HETPS__ENVELOPE__PAYLOAD_HEARTBEAT:
-        return ack_reply(s, e->request_id, 0);
+        return ack_reply(s, e->request_id);
     case HETPS__ENVELOPE__PAYLOAD_LEAVE:
         m->state = M_LEFT;
         hc_info("worker:%u left", w);
         ps_sync_member(s->sync, (int)w, 0);
         service_advance(s);
-        reply = ack_reply(s, e->request_id, 0);
+        reply = ack_reply(s, e->request_id);
         break;
     case HETPS__ENVELOPE__PAYLOAD_CREATE:
         rv = ps_shard_serve(s->shard, in, &s->me, NULL, &reply);
@@ -282,7 +280,7 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
                 : in.env->sender->job == HETPS__JOB__JOB_PS   ? "ps"
                                                               : "client",
                 in.env->sender->index);
-        reply = ack_reply(s, in.env->request_id, 0);
+        reply = ack_reply(s, in.env->request_id);
         ps_service_request_stop(s);
         break;
     default:

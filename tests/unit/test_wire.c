@@ -201,8 +201,8 @@ static void fx_init(struct fx *f, Hetps__Envelope__PayloadCase pc)
         hetps__ack__init(&f->ack);
         f->ack.has_version = 1;
         f->ack.version = 12;
-        f->ack.has_duplicate = 1;
-        f->ack.duplicate = 1;
+        f->ack.has_late = 1;
+        f->ack.late = 1;
         e->ack = &f->ack;
         fx_tensor(f, 2, 4, 4);
         break;
@@ -565,7 +565,7 @@ static void check_payload_fields(const Hetps__Envelope *e)
         break;
     case HETPS__ENVELOPE__PAYLOAD_ACK:
         CU_ASSERT_EQUAL(e->ack->version, 12);
-        CU_ASSERT_EQUAL(e->ack->duplicate, 1);
+        CU_ASSERT(e->ack->has_late && e->ack->late);
         break;
     case HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY:
         CU_ASSERT_EQUAL_FATAL(e->join_reply->n_members, 2);
