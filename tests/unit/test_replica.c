@@ -11,8 +11,9 @@
  *     fixed uneven splits): gradients, loss, accuracy, predict;
  *   - mirrored replicas on GPUs (gpu:0 alone, gpu:0 with cpu, gpu:0,gpu:1)
  *     against one CPU net, within float rounding of another device's
- *     arithmetic; each test prints "skipped: no CUDA device" (or says it
- *     needs two) where the machine has fewer GPUs than it uses;
+ *     arithmetic (gradients, and every sample's output); each test prints
+ *     "skipped: no CUDA device" (or says it needs two) where the machine
+ *     has fewer GPUs than it uses;
  *   - the split rule (largest remainder) and balancing by measured speed
  *     with one device slowed down;
  *   - every sample's output (wk_replicas_outputs, `hetps predict`),
@@ -824,6 +825,22 @@ static double max_diff(const float *a, const float *b, size_t n)
     return worst;
 }
 
+/* Largest difference of r's outputs for the first B samples of f from
+ * one CPU net's. */
+static double outputs_diff(struct fx *f, struct wk_replicas *r, int B)
+{
+    const size_t n = (size_t)B * (size_t)f->m.n_classes;
+    float *ref = falloc(n), *got = falloc(n);
+    double w;
+
+    outputs_ref(f, B, ref);
+    CU_ASSERT_EQUAL(wk_replicas_outputs(r, f->params, f->x, B, got), HC_OK);
+    w = max_diff(got, ref, n);
+    free(ref);
+    free(got);
+    return w;
+}
+
 static void test_outputs(void)
 {
     static const struct {
@@ -1305,7 +1322,7 @@ static void gpu_mirrored(const char *test, int need)
     };
     static const char *const paths[] = {CNN_PATH, MLP_PATH};
     int n_gpu = wk_backend_cuda_available(), ones[3] = {1, 1, 1};
-    double worst = 0.0;
+    double worst = 0.0, worst_out = 0.0;
     size_t k, p;
     char why[64];
 
@@ -1344,13 +1361,17 @@ static void gpu_mirrored(const char *test, int need)
             w = check_against_ref(what, &f, r, t[k].B, 3, GPU);
             if (w > worst)
                 worst = w;
+            w = outputs_diff(&f, r, t[k].B);
+            CU_ASSERT(w <= 1e-5);
+            if (w > worst_out)
+                worst_out = w;
             wk_replicas_free(r);
             wk_devices_close(&d);
         }
         fx_close(&f);
     }
-    printf("\n    gpu mirrored: largest relative gradient difference %.2e",
-           worst);
+    printf("\n    gpu mirrored: largest relative gradient difference %.2e, "
+           "output difference %.2e", worst, worst_out);
 }
 
 static void test_gpu_one(void)
