@@ -1,5 +1,7 @@
 /*
- * hetps.c — the front door: `hetps launch | status | check-config | help`.
+ * hetps.c — the front door: `hetps launch | status | check-config | help`;
+ * `export`, `inspect` and `reshard` run hetps-ps, `eval` and `predict`
+ * hetps-worker.
  *
  * `launch` starts every task of a cluster file on this machine (the
  * parameter servers first), prefixes each line a task prints with its name
@@ -709,6 +711,8 @@ static void usage(FILE *f)
 "                                          of parameter servers\n"
 "  eval --model M (--weights DIR | --cluster FILE)\n"
 "                                          loss and accuracy on the test set\n"
+"  predict --model M (--weights DIR | --cluster FILE) [--images FILE]\n"
+"          [--out FILE.npy]                the outputs for each image\n"
 "  help                                    this text\n"
 "\n"
 "'hetps COMMAND --help' describes each command.\n");
@@ -731,7 +735,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "export") || !strcmp(argv[1], "inspect") ||
         !strcmp(argv[1], "reshard"))
         return run_role("hetps-ps", argc - 1, argv + 1);
-    if (!strcmp(argv[1], "eval"))
+    if (!strcmp(argv[1], "eval") || !strcmp(argv[1], "predict"))
         return run_role("hetps-worker", argc - 1, argv + 1);
     if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
         !strcmp(argv[1], "-h")) {

@@ -1,11 +1,8 @@
 /*
  * export.c — `hetps export` and `hetps inspect` (see export.h).
  *
- * A .npy file (NumPy format 1.0) is the magic "\x93NUMPY", version 1.0, a
- * little-endian u16 header length and a Python-literal header
- * {'descr': '<f4', 'fortran_order': False, 'shape': (…), } padded with
- * spaces and a newline to a multiple of 64 bytes, then the raw data in C
- * order — which is the order the shards keep (Keras's layout).
+ * Each variable becomes a float32 .npy file (common/npy.h) in C order —
+ * which is the order the shards keep (Keras's layout).
  */
 #include "export.h"
 
@@ -21,6 +18,7 @@
 #include "err.h"
 #include "model.h"
 #include "layout.h"
+#include "npy.h"
 #include "optimizer.h"
 #include "store.h"
 
@@ -29,7 +27,7 @@
 struct var {
     char name[HC_NAME_MAX * 2];
     int ndim;
-    uint32_t shape[8];
+    size_t shape[HC_NPY_MAX_DIMS];
     size_t size;
     float *data;            /* (size) */
     unsigned char *seen;    /* (size) elements filled */
@@ -58,7 +56,7 @@ static int parse_vars(const char *json, size_t len, const char *dir,
         struct var *v = &vars[n];
 
         if (!cJSON_IsString(name) || !cJSON_IsArray(shape) ||
-            cJSON_GetArraySize(shape) > 8 ||
+            cJSON_GetArraySize(shape) > HC_NPY_MAX_DIMS ||
             strlen(name->valuestring) >= sizeof v->name) {
             rv = hc_err_set(HC_ERR_STORE, "store %s: variable definition %d "
                             "is damaged", dir, n);
@@ -73,7 +71,7 @@ static int parse_vars(const char *json, size_t len, const char *dir,
                                 "damaged", dir, v->name);
                 goto out;
             }
-            v->shape[v->ndim++] = (uint32_t)d->valuedouble;
+            v->shape[v->ndim++] = (size_t)d->valuedouble;
             v->size *= (uint32_t)d->valuedouble;
         }
         n++;
@@ -106,40 +104,6 @@ static int mkdirs_for(const char *path)
         *p = '/';
     }
     return HC_OK;
-}
-
-static int write_npy(const char *path, const struct var *v)
-{
-    char header[512];
-    unsigned char pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0 };
-    size_t n = 0, total;
-    FILE *f;
-    int i, rv = HC_OK;
-
-    n += (size_t)snprintf(header + n, sizeof header - n,
-                          "{'descr': '<f4', 'fortran_order': False, 'shape': (");
-    for (i = 0; i < v->ndim; i++)
-        n += (size_t)snprintf(header + n, sizeof header - n, "%u%s",
-                              v->shape[i], v->ndim == 1 ? "," : i + 1 < v->ndim ? ", " : "");
-    n += (size_t)snprintf(header + n, sizeof header - n, "), }");
-    total = (sizeof pre + n + 1 + 63) / 64 * 64;
-    while (sizeof pre + n + 1 < total)
-        header[n++] = ' ';
-    header[n++] = '\n';
-    pre[8] = (unsigned char)(n & 0xFF);
-    pre[9] = (unsigned char)(n >> 8);
-    if ((rv = mkdirs_for(path)) != HC_OK)
-        return rv;
-    f = fopen(path, "wb");
-    if (!f)
-        return hc_err_set(HC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    if (fwrite(pre, 1, sizeof pre, f) != sizeof pre ||
-        fwrite(header, 1, n, f) != n ||
-        fwrite(v->data, sizeof(float), v->size, f) != v->size)
-        rv = hc_err_set(HC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    if (fclose(f) != 0 && rv == HC_OK)
-        rv = hc_err_set(HC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    return rv;
 }
 
 /* Everything the shards of one cluster hold, assembled per variable. */
@@ -330,11 +294,14 @@ int ps_export(const struct hc_cluster *cl, const char *data_dir,
         int i;
 
         snprintf(path, sizeof path, "%s/%s.npy", out_dir, g.vars[v].name);
-        rv = write_npy(path, &g.vars[v]);
+        rv = mkdirs_for(path);
+        if (rv == HC_OK)
+            rv = hc_npy_write_f32(path, g.vars[v].shape, g.vars[v].ndim,
+                                  g.vars[v].data);
         if (rv == HC_OK && log) {
             fprintf(log, "%s (", path);
             for (i = 0; i < g.vars[v].ndim; i++)
-                fprintf(log, "%s%u", i ? ", " : "", g.vars[v].shape[i]);
+                fprintf(log, "%s%zu", i ? ", " : "", g.vars[v].shape[i]);
             fprintf(log, "%s) float32\n", g.vars[v].ndim == 1 ? "," : "");
         }
     }

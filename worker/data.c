@@ -6,7 +6,8 @@
  * files of a pair are opened and their headers checked (counts agreeing)
  * before any body is read, so a mismatch is reported at once; the bodies are
  * then streamed through a fixed buffer and converted (pixels to floats in
- * [0, 1], labels to int32). Every error names the file and says what was
+ * [0, 1], labels to int32). An images file may also be loaded alone
+ * (prediction), with the same checks. Every error names the file and says what was
  * expected. The shard's shuffle and batching are documented in data.h.
  */
 #include "data.h"
@@ -237,8 +238,10 @@ void wk_data_free(struct wk_dataset *d)
     memset(d, 0, sizeof *d);
 }
 
-int wk_data_load(const char *images_path, const char *labels_path,
-                 struct wk_dataset *out)
+/* Both files (labels_path set) or the images alone (labels_path NULL:
+ * d.y stays NULL). */
+static int load(const char *images_path, const char *labels_path,
+                struct wk_dataset *out)
 {
     struct idx im = {.path = images_path, .kind = "images"};
     struct idx lb = {.path = labels_path, .kind = "labels"};
@@ -246,14 +249,9 @@ int wk_data_load(const char *images_path, const char *labels_path,
     unsigned char *buf = NULL;
     int rv;
 
-    if (!out)
-        return hc_err_set(HC_ERR_INVAL, "wk_data_load: NULL output");
-    memset(out, 0, sizeof *out);
-    if (!images_path || !labels_path)
-        return hc_err_set(HC_ERR_INVAL, "wk_data_load: NULL path");
-    if ((rv = idx_open(&im, 3)) || (rv = idx_open(&lb, 1)))
+    if ((rv = idx_open(&im, 3)) || (labels_path && (rv = idx_open(&lb, 1))))
         goto out;
-    if (im.dims[0] != lb.dims[0]) {
+    if (labels_path && im.dims[0] != lb.dims[0]) {
         rv = hc_err_set(HC_ERR_DATA, "images file %s holds %u images but "
                         "labels file %s holds %u labels; they must be a "
                         "matching pair", im.path, im.dims[0], lb.path,
@@ -265,19 +263,21 @@ int wk_data_load(const char *images_path, const char *labels_path,
     d.w = (int)im.dims[2];
     d.c = 1;
     snprintf(d.images_path, sizeof d.images_path, "%s", images_path);
-    snprintf(d.labels_path, sizeof d.labels_path, "%s", labels_path);
+    if (labels_path)
+        snprintf(d.labels_path, sizeof d.labels_path, "%s", labels_path);
     buf = malloc(CHUNK);
     d.x = malloc((size_t)im.elems * sizeof *d.x);
-    d.y = malloc((size_t)d.n * sizeof *d.y);
-    if (!buf || !d.x || !d.y) {
+    if (labels_path)
+        d.y = malloc((size_t)d.n * sizeof *d.y);
+    if (!buf || !d.x || (labels_path && !d.y)) {
         rv = hc_err_set(HC_ERR_NOMEM, "images file %s: out of memory for "
                         "%d images of %d x %d", images_path, d.n, d.h, d.w);
         goto out;
     }
-    if ((rv = idx_body(&lb, buf, NULL, d.y)) ||
+    if ((labels_path && (rv = idx_body(&lb, buf, NULL, d.y))) ||
         (rv = idx_body(&im, buf, d.x, NULL)))
         goto out;
-    for (int i = 0; i < d.n; i++)
+    for (int i = 0; labels_path && i < d.n; i++)
         if (d.y[i] + 1 > d.n_classes)
             d.n_classes = d.y[i] + 1;
     *out = d;
@@ -288,6 +288,27 @@ out:
     idx_close(&lb);
     wk_data_free(&d);
     return rv;
+}
+
+int wk_data_load(const char *images_path, const char *labels_path,
+                 struct wk_dataset *out)
+{
+    if (!out)
+        return hc_err_set(HC_ERR_INVAL, "wk_data_load: NULL output");
+    memset(out, 0, sizeof *out);
+    if (!images_path || !labels_path)
+        return hc_err_set(HC_ERR_INVAL, "wk_data_load: NULL path");
+    return load(images_path, labels_path, out);
+}
+
+int wk_data_load_images(const char *images_path, struct wk_dataset *out)
+{
+    if (!out)
+        return hc_err_set(HC_ERR_INVAL, "wk_data_load_images: NULL output");
+    memset(out, 0, sizeof *out);
+    if (!images_path)
+        return hc_err_set(HC_ERR_INVAL, "wk_data_load_images: NULL path");
+    return load(images_path, NULL, out);
 }
 
 /* dir/NAME.gz if it exists, else dir/NAME. */
@@ -310,15 +331,12 @@ static int pick_file(const char *dir, const char *name, char *path,
                       name);
 }
 
-int wk_data_load_dir(const char *dir, const char *which,
-                     struct wk_dataset *out)
+int wk_data_dir_paths(const char *dir, const char *which, char *images,
+                      char *labels)
 {
-    char name[64], images[WK_DATA_PATH_MAX], labels[WK_DATA_PATH_MAX];
+    char name[64];
     int rv;
 
-    if (!out)
-        return hc_err_set(HC_ERR_INVAL, "wk_data_load_dir: NULL output");
-    memset(out, 0, sizeof *out);
     if (!dir)
         dir = WK_DATA_DEFAULT_DIR;
     if (!which || (strcmp(which, "train") && strcmp(which, "t10k") &&
@@ -328,17 +346,31 @@ int wk_data_load_dir(const char *dir, const char *which,
     if (strcmp(which, "test") == 0)
         which = "t10k";
     snprintf(name, sizeof name, "%s-images-idx3-ubyte", which);
-    if ((rv = pick_file(dir, name, images, sizeof images)))
+    if ((rv = pick_file(dir, name, images, WK_DATA_PATH_MAX)))
         return rv;
+    if (!labels)
+        return HC_OK;
     snprintf(name, sizeof name, "%s-labels-idx1-ubyte", which);
-    if ((rv = pick_file(dir, name, labels, sizeof labels)))
+    return pick_file(dir, name, labels, WK_DATA_PATH_MAX);
+}
+
+int wk_data_load_dir(const char *dir, const char *which,
+                     struct wk_dataset *out)
+{
+    char images[WK_DATA_PATH_MAX], labels[WK_DATA_PATH_MAX];
+    int rv;
+
+    if (!out)
+        return hc_err_set(HC_ERR_INVAL, "wk_data_load_dir: NULL output");
+    memset(out, 0, sizeof *out);
+    if ((rv = wk_data_dir_paths(dir, which, images, labels)))
         return rv;
     return wk_data_load(images, labels, out);
 }
 
 int wk_data_check_classes(const struct wk_dataset *d, int n_classes)
 {
-    for (int i = 0; i < d->n; i++)
+    for (int i = 0; d->y && i < d->n; i++)
         if (d->y[i] >= n_classes)
             return hc_err_set(HC_ERR_DATA, "labels file %s: label %d of "
                               "sample %d is not below the model's %d "
@@ -357,7 +389,8 @@ int wk_data_batch(const struct wk_dataset *d, int start, int count,
     if (count > d->n - start)
         count = d->n - start;
     memcpy(x_out, d->x + (size_t)start * px, (size_t)count * px * sizeof *x_out);
-    memcpy(y_out, d->y + start, (size_t)count * sizeof *y_out);
+    if (y_out && d->y)
+        memcpy(y_out, d->y + start, (size_t)count * sizeof *y_out);
     return count;
 }
 

@@ -36,10 +36,11 @@ struct wk_dataset {
     int n;                  /* samples */
     int h, w, c;            /* image rows, cols, channels (1) */
     float *x;               /* (n, h, w, c) pixels scaled to [0, 1] */
-    int32_t *y;             /* (n) labels */
-    int n_classes;          /* 1 + the largest label present */
+    int32_t *y;             /* (n) labels; NULL when loaded without them
+                               (wk_data_load_images) */
+    int n_classes;          /* 1 + the largest label present (0: no labels) */
     char images_path[WK_DATA_PATH_MAX];
-    char labels_path[WK_DATA_PATH_MAX];
+    char labels_path[WK_DATA_PATH_MAX];    /* "" without labels */
 };
 
 /*
@@ -54,6 +55,13 @@ int wk_data_load(const char *images_path, const char *labels_path,
                  struct wk_dataset *out);
 
 /*
+ * Load an images file alone (prediction: no labels needed): y is NULL,
+ * labels_path "", n_classes 0. Same checks and errors as wk_data_load for
+ * the images file (a labels file given instead is named as one).
+ */
+int wk_data_load_images(const char *images_path, struct wk_dataset *out);
+
+/*
  * Load the Fashion-MNIST (or MNIST) set `which` ("train" or "t10k"; "test"
  * means "t10k") from dir (NULL: WK_DATA_DEFAULT_DIR): the files
  * WHICH-images-idx3-ubyte.gz and WHICH-labels-idx1-ubyte.gz, or the same
@@ -62,12 +70,23 @@ int wk_data_load(const char *images_path, const char *labels_path,
 int wk_data_load_dir(const char *dir, const char *which,
                      struct wk_dataset *out);
 
+/*
+ * The files wk_data_load_dir would load: the images file's path into
+ * images and, unless labels is NULL, the labels file's into labels (each
+ * WK_DATA_PATH_MAX bytes). HC_ERR_INVAL for a bad `which`, HC_ERR_NOTFOUND
+ * (naming the directory and the file) when a file is missing.
+ */
+int wk_data_dir_paths(const char *dir, const char *which, char *images,
+                      char *labels);
+
 /* HC_ERR_DATA (naming the labels file, the sample and the label) when a
- * label is ≥ n_classes, e.g. the model's output width. */
+ * label is ≥ n_classes, e.g. the model's output width. HC_OK without
+ * labels. */
 int wk_data_check_classes(const struct wk_dataset *d, int n_classes);
 
 /* Copy samples [start, start + count) in file order (evaluation); count is
- * cut at the end of the set. Returns the number copied, 0 past the end. */
+ * cut at the end of the set. Returns the number copied, 0 past the end.
+ * y_out may be NULL, and is not written for a set without labels. */
 int wk_data_batch(const struct wk_dataset *d, int start, int count,
                   float *x_out /* (count, h, w, c) */,
                   int32_t *y_out /* (count) */);
@@ -93,7 +112,8 @@ int wk_shard_init(struct wk_shard *s, int n_total, int n_shards,
 int wk_shard_n_batches(const struct wk_shard *s, int batch_size);
 
 /*
- * Fill x_out and y_out with batch batch_index of epoch (≥ 0), shuffling the
+ * Fill x_out and y_out with batch batch_index of epoch (≥ 0) of a data set
+ * with labels, shuffling the
  * shard's order first when the epoch changed (O(n), no allocation). Returns
  * the number of samples filled: batch_size, fewer for the last batch, 0
  * past the end of the epoch; or -HC_ERR_INVAL (negative, with a message)

@@ -37,6 +37,44 @@ int wk_evaluate(struct wk_replicas *r, const float *params,
     return HC_OK;
 }
 
+int wk_check_input(const struct hc_model *m, const struct wk_dataset *d)
+{
+    const int *in = m->input.dims;
+    char shape[64];
+
+    if (m->input.rank == 3) {
+        if (d->h == in[0] && d->w == in[1] && d->c == in[2])
+            return HC_OK;
+        snprintf(shape, sizeof shape, "(%d, %d, %d)", in[0], in[1], in[2]);
+    } else {
+        if ((long)d->h * d->w * d->c == in[0])
+            return HC_OK;
+        snprintf(shape, sizeof shape, "(%d,)", in[0]);
+    }
+    return hc_err_set(HC_ERR_MISMATCH, "images file %s holds images of shape "
+                      "(%d, %d, %d), but model %s (%s) takes input of shape "
+                      "%s", d->images_path, d->h, d->w, d->c, m->name,
+                      m->source, shape);
+}
+
+int wk_predict_all(struct wk_replicas *r, const float *params,
+                   const struct wk_dataset *d, int batch, float *x,
+                   float *out)
+{
+    const size_t n_out = wk_replicas_output_size(r);
+    int start, n, rv;
+
+    for (start = 0; start < d->n; start += n) {
+        n = wk_data_batch(d, start, batch, x, NULL);
+        if (n <= 0)
+            break;
+        rv = wk_replicas_outputs(r, params, x, n, out + (size_t)start * n_out);
+        if (rv != HC_OK)
+            return rv;
+    }
+    return HC_OK;
+}
+
 /* Parse the shape tuple "(3, 3, 1, 32)" after 'shape': in the header. */
 static int npy_shape(const char *h, long *dims, int *ndim)
 {

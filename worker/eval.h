@@ -1,7 +1,7 @@
 /*
  * eval.h — evaluation of a model's weights on a data set: the chief's
- * end-of-epoch check and `hetps eval`, on weights exported as .npy files
- * (`hetps export`) or pulled from live parameter servers.
+ * end-of-epoch check, `hetps eval` and `hetps predict`, on weights exported
+ * as .npy files (`hetps export`) or pulled from live parameter servers.
  */
 #ifndef WK_EVAL_H
 #define WK_EVAL_H
@@ -20,6 +20,25 @@
 int wk_evaluate(struct wk_replicas *r, const float *params,
                 const struct wk_dataset *d, int batch, float *x, int32_t *y,
                 double *loss, double *acc);
+
+/*
+ * HC_ERR_MISMATCH, naming the images file, its image shape (H, W, C) and
+ * the model's input shape, when d's images are not the model's input: an
+ * input (H, W, C) takes images of exactly that shape, a flat input (N)
+ * images of N values (flattened in NHWC order).
+ */
+int wk_check_input(const struct hc_model *m, const struct wk_dataset *d);
+
+/*
+ * The model's output (B, N) for every sample of d — softmax probabilities
+ * for a softmax output — into out (d->n rows of wk_replicas_output_size(r),
+ * file order), in batches of `batch` (at most the replicas' max batch)
+ * through the scratch x (batch, H, W, C). Labels are not needed. Errors as
+ * wk_replicas_outputs.
+ */
+int wk_predict_all(struct wk_replicas *r, const float *params,
+                   const struct wk_dataset *d, int batch, float *x,
+                   float *out);
 
 /*
  * Read every variable of m from DIR/NAME.npy (float32, C order, the

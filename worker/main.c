@@ -7,7 +7,14 @@
  * any socket opens), joins every shard and, with a model, trains; without
  * one it stays joined (heartbeating) until stopped or --linger runs out —
  * useful to check a cluster's connectivity.
+ *
+ *   hetps-worker eval ... / hetps-worker predict ...
+ *
+ * `hetps eval` and `hetps predict` (the front door execs these): a
+ * model's weights, exported or live, on images — loss and accuracy, or
+ * the outputs themselves.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,6 +30,7 @@
 #include "eval.h"
 #include "log.h"
 #include "model.h"
+#include "npy.h"
 #include "replica.h"
 #include "trainer.h"
 #include "tune.h"
@@ -40,6 +48,7 @@ static void usage(FILE *f)
     fprintf(f,
 "Usage: hetps-worker [OPTION]...\n"
 "       hetps-worker eval ...     (as `hetps eval`)\n"
+"       hetps-worker predict ...  (as `hetps predict`)\n"
 "       hetps-worker --list-devices   (the CPU and each GPU it can use)\n"
 "Run one worker task of a hetps cluster: join every parameter server, then\n"
 "train the model (or, without --model, stay joined until stopped).\n"
@@ -88,126 +97,304 @@ static int parse_ms(const char *flag, const char *v, int *out)
     return 0;
 }
 
+/* ---- `hetps eval` and `hetps predict`: a model's weights on images ---- */
+
+/* What eval and predict share: the flags, the model, its weights and the
+ * replicas on the devices. */
+struct infer {
+    const char *cmd;                /* "eval" or "predict", for messages */
+    const char *model_file, *weights, *cluster_file, *devices;
+    const char *data_dir, *set;     /* NULL: not given */
+    int batch;
+    struct hc_model *m;
+    struct hc_cluster cl;
+    int have_cluster;
+    struct pc_client *pc;
+    struct wk_devices devs;
+    struct wk_replicas *rep;
+    float *params;                  /* (n_params) */
+    float *x;                       /* (batch, H, W, C) scratch */
+};
+
+#define INFER_OPTS \
+    { "model", required_argument, NULL, 'm' }, \
+    { "weights", required_argument, NULL, 'w' }, \
+    { "cluster", required_argument, NULL, 'c' }, \
+    { "data-dir", required_argument, NULL, 'd' }, \
+    { "set", required_argument, NULL, 's' }, \
+    { "batch-size", required_argument, NULL, 'b' }, \
+    { "devices", required_argument, NULL, 'D' }, \
+    { "help", no_argument, NULL, 'h' }
+#define INFER_SHORT "m:w:c:d:s:b:D:h"
+
+/* A flag both commands take: 1 when c was one (handled), 0 when it was
+ * not, -1 on a bad value (message printed). */
+static int infer_flag(struct infer *a, int c, const char *arg)
+{
+    switch (c) {
+    case 'D': a->devices = arg; return 1;
+    case 'm': a->model_file = arg; return 1;
+    case 'w': a->weights = arg; return 1;
+    case 'c': a->cluster_file = arg; return 1;
+    case 'd': a->data_dir = arg; return 1;
+    case 's': a->set = arg; return 1;
+    case 'b': return parse_ms("--batch-size", arg, &a->batch) ? -1 : 1;
+    default: return 0;
+    }
+}
+
+/* After the flags: check them, load the model, resolve the cluster.
+ * Returns 0, or the exit status 2 with the message printed. */
+static int infer_setup(struct infer *a, int argc, char **argv)
+{
+    if (optind < argc) {
+        fprintf(stderr, "hetps %s: unexpected argument '%s'\n"
+                "Try 'hetps %s --help' for more information.\n", a->cmd,
+                argv[optind], a->cmd);
+        return 2;
+    }
+    if (a->set && strcmp(a->set, "t10k") && strcmp(a->set, "test") &&
+        strcmp(a->set, "train")) {
+        fprintf(stderr, "hetps %s: --set: \"%s\" is not a data set; use "
+                "t10k (test) or train\n", a->cmd, a->set);
+        return 2;
+    }
+    if (!a->model_file || (!a->weights == !a->cluster_file)) {
+        fprintf(stderr, "hetps %s: give --model and one of --weights or "
+                "--cluster\n", a->cmd);
+        return 2;
+    }
+    if (!(a->m = calloc(1, sizeof *a->m))) {
+        fprintf(stderr, "hetps %s: out of memory\n", a->cmd);
+        return 2;
+    }
+    if (hc_model_load(a->model_file, a->m) != HC_OK) {
+        fprintf(stderr, "hetps %s: %s\n", a->cmd, hc_err_msg());
+        return 2;
+    }
+    if (a->cluster_file) {
+        struct hc_diag diag;
+
+        if (hc_cluster_resolve(a->cluster_file, NULL, 0, &a->cl, &diag) !=
+            HC_OK) {
+            hc_diag_print(&diag, stderr);
+            return 2;
+        }
+        a->have_cluster = 1;
+    }
+    return 0;
+}
+
+/* For the images of d: check their shape, open the devices and the
+ * replicas, and read the weights (the .npy files, or the live shards). */
+static int infer_open(struct infer *a, const struct wk_dataset *d)
+{
+    int rv;
+
+    if ((rv = wk_check_input(a->m, d)) != HC_OK ||
+        (rv = wk_devices_open(a->devices, 1, &a->devs)) != HC_OK ||
+        (rv = wk_replicas_open(a->m, &a->devs, a->batch, &a->rep)) != HC_OK)
+        return rv;
+    a->params = malloc(a->m->n_params * sizeof *a->params);
+    a->x = malloc((size_t)a->batch * wk_replicas_input_size(a->rep) *
+                  sizeof *a->x);
+    if (!a->params || !a->x)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory for batch %d",
+                          a->batch);
+    if (a->weights)
+        return wk_load_npy(a->m, a->weights, a->params);
+    if ((rv = pc_open(&a->pc, &a->cl, -1, 0, NULL)) == HC_OK &&
+        (rv = pc_set_model(a->pc, a->m, 0)) == HC_OK)
+        rv = pc_pull(a->pc, a->params, NULL);
+    return rv;
+}
+
+static void infer_close(struct infer *a)
+{
+    pc_close(a->pc);
+    free(a->params);
+    free(a->x);
+    wk_replicas_free(a->rep);
+    wk_devices_close(&a->devs);
+    if (a->have_cluster)
+        hc_cluster_free(&a->cl);
+    free(a->m);
+}
+
 /* `hetps-worker eval …` / `hetps eval …`: weights → loss and accuracy. */
 static int cmd_eval(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        { "model", required_argument, NULL, 'm' },
-        { "weights", required_argument, NULL, 'w' },
-        { "cluster", required_argument, NULL, 'c' },
-        { "data-dir", required_argument, NULL, 'd' },
-        { "set", required_argument, NULL, 's' },
-        { "batch-size", required_argument, NULL, 'b' },
-        { "devices", required_argument, NULL, 'D' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
-    const char *model_file = NULL, *weights = NULL, *cluster_file = NULL;
-    const char *data_dir = NULL, *set = "t10k", *devices = "auto";
-    struct hc_model *m = calloc(1, sizeof *m);
+    static const struct option opts[] = { INFER_OPTS, { NULL, 0, NULL, 0 } };
+    struct infer a = { .cmd = "eval", .devices = "auto", .batch = 256 };
     struct wk_dataset d = { 0 };
-    struct wk_devices devs = { 0 };
-    struct wk_replicas *rep = NULL;
-    struct pc_client *pc = NULL;
-    struct hc_cluster cl = { 0 };
-    struct hc_diag diag;
-    float *params = NULL, *x = NULL;
     int32_t *y = NULL;
     double loss, acc;
-    int c, rv, batch = 256, status = 1, have_cluster = 0;
+    int c, rv, status;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:w:c:d:s:b:D:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'D': devices = optarg; break;
-        case 'm': model_file = optarg; break;
-        case 'w': weights = optarg; break;
-        case 'c': cluster_file = optarg; break;
-        case 'd': data_dir = optarg; break;
-        case 's': set = optarg; break;
-        case 'b':
-            if (parse_ms("--batch-size", optarg, &batch))
+    while ((c = getopt_long(argc, argv, INFER_SHORT, opts, NULL)) != -1) {
+        if ((rv = infer_flag(&a, c, optarg)) != 0) {
+            if (rv < 0)
                 return 2;
-            break;
-        case 'h':
+            continue;
+        }
+        if (c == 'h') {
             printf("Usage: hetps eval --model FILE (--weights DIR | --cluster FILE)\n"
                    "                  [--data-dir DIR] [--set t10k|train] [--batch-size N]\n"
-"                  [--devices LIST]\n"
+                   "                  [--devices LIST]\n"
                    "Evaluate a model's weights — exported .npy files (hetps export)\n"
                    "or the live values of a running cluster — on an IDX data set\n"
                    "(default: Fashion-MNIST's 10,000 test images).\n");
-            free(m);
             return 0;
-        default:
-            fprintf(stderr, "Try 'hetps eval --help' for more information.\n");
-            free(m);
-            return 2;
         }
-    }
-    if (!m || !model_file || (!weights == !cluster_file)) {
-        fprintf(stderr, "hetps eval: give --model and one of --weights or --cluster\n");
-        free(m);
+        fprintf(stderr, "Try 'hetps eval --help' for more information.\n");
         return 2;
     }
-    if (hc_model_load(model_file, m) != HC_OK) {
-        fprintf(stderr, "hetps eval: %s\n", hc_err_msg());
-        free(m);
-        return 2;
-    }
-    if (cluster_file) {
-        if (hc_cluster_resolve(cluster_file, NULL, 0, &cl, &diag) != HC_OK) {
-            hc_diag_print(&diag, stderr);
-            free(m);
-            return 2;
-        }
-        have_cluster = 1;
-    }
-    params = malloc(m->n_params * sizeof *params);
-    if (!params) {
-        rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
+    if ((status = infer_setup(&a, argc, argv)) != 0)
+        goto out;
+    status = 1;
+    if ((rv = wk_data_load_dir(a.data_dir, a.set ? a.set : "t10k", &d)) !=
+            HC_OK ||
+        (a.m->loss == HC_LOSS_SPARSE_CCE &&
+         (rv = wk_data_check_classes(&d, a.m->n_classes)) != HC_OK) ||
+        (rv = infer_open(&a, &d)) != HC_OK)
+        goto out;
+    if (!(y = malloc((size_t)a.batch * sizeof *y))) {
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory for batch %d", a.batch);
         goto out;
     }
-    if ((rv = wk_data_load_dir(data_dir, set, &d)) != HC_OK ||
-        (m->loss == HC_LOSS_SPARSE_CCE &&
-         (rv = wk_data_check_classes(&d, m->n_classes)) != HC_OK) ||
-        (rv = wk_devices_open(devices, 1, &devs)) != HC_OK ||
-        (rv = wk_replicas_open(m, &devs, batch, &rep)) != HC_OK)
-        goto out;
-    x = malloc((size_t)batch * wk_replicas_input_size(rep) * sizeof *x);
-    y = malloc((size_t)batch * sizeof *y);
-    if (!x || !y) {
-        rv = hc_err_set(HC_ERR_NOMEM, "out of memory for batch %d", batch);
-        goto out;
-    }
-    if (weights) {
-        rv = wk_load_npy(m, weights, params);
-    } else {
-        rv = pc_open(&pc, &cl, -1, 0, NULL);
-        if (rv == HC_OK)
-            rv = pc_set_model(pc, m, 0);
-        if (rv == HC_OK)
-            rv = pc_pull(pc, params, NULL);
-    }
-    if (rv == HC_OK)
-        rv = wk_evaluate(rep, params, &d, batch, x, y, &loss, &acc);
+    rv = wk_evaluate(a.rep, a.params, &d, a.batch, a.x, y, &loss, &acc);
     if (rv == HC_OK) {
         printf("eval: %s on %d samples of %s: loss %.4f - accuracy %.4f\n",
-               m->name, d.n, d.images_path, loss, acc);
+               a.m->name, d.n, d.images_path, loss, acc);
         status = 0;
     }
 out:
-    if (rv != HC_OK)
+    if (status == 1)
         fprintf(stderr, "hetps eval: %s\n", hc_err_msg());
-    pc_close(pc);
-    free(params);
-    free(x);
     free(y);
-    wk_replicas_free(rep);
-    wk_devices_close(&devs);
     wk_data_free(&d);
-    if (have_cluster)
-        hc_cluster_free(&cl);
-    free(m);
+    infer_close(&a);
+    return status;
+}
+
+/* Print `INDEX CLASS PROBABILITY` per image: the argmax of its outputs and
+ * that output (one output: class 1 when it is above 0.5, as Keras's
+ * accuracy reads a single output). */
+static void print_classes(const float *out /* (n, k) */, int n, size_t k)
+{
+    int i;
+    size_t j, best;
+
+    for (i = 0; i < n; i++) {
+        const float *row = out + (size_t)i * k;
+        int cls;
+
+        for (best = 0, j = 1; j < k; j++)
+            if (row[j] > row[best])
+                best = j;
+        cls = k == 1 ? row[0] > 0.5f : (int)best;
+        printf("%d %d %.6f\n", i, cls, (double)row[best]);
+    }
+}
+
+/* `hetps-worker predict …` / `hetps predict …`: weights and images →
+ * the model's outputs (Keras's model.predict). */
+static int cmd_predict(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        INFER_OPTS,
+        { "images", required_argument, NULL, 'i' },
+        { "out", required_argument, NULL, 'o' },
+        { NULL, 0, NULL, 0 },
+    };
+    struct infer a = { .cmd = "predict", .devices = "auto", .batch = 256 };
+    struct wk_dataset d = { 0 };
+    const char *images = NULL, *out_file = NULL;
+    char path[WK_DATA_PATH_MAX];
+    float *out = NULL;
+    size_t k = 0;
+    int c, rv, status;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, INFER_SHORT "i:o:", opts, NULL)) !=
+           -1) {
+        if ((rv = infer_flag(&a, c, optarg)) != 0) {
+            if (rv < 0)
+                return 2;
+            continue;
+        }
+        switch (c) {
+        case 'i': images = optarg; break;
+        case 'o': out_file = optarg; break;
+        case 'h':
+            printf("Usage: hetps predict --model FILE (--weights DIR | --cluster FILE)\n"
+                   "                     [--images FILE | --data-dir DIR --set t10k|train]\n"
+                   "                     [--out FILE.npy] [--batch-size N] [--devices LIST]\n"
+                   "Run a model's weights — exported .npy files (hetps export) or the\n"
+                   "live values of a running cluster — forward over images, as Keras's\n"
+                   "model.predict: an IDX images file (gzip or plain; no labels needed)\n"
+                   "or a data set's images (default: Fashion-MNIST's 10,000 test images).\n"
+                   "\n"
+                   "  --out FILE.npy   write the outputs, float32 (N_images, N_outputs)\n"
+                   "                   (softmax probabilities), and print one summary line\n"
+                   "Without --out, one line per image: INDEX CLASS PROBABILITY (the\n"
+                   "largest output and its index; one output: class 1 above 0.5).\n");
+            return 0;
+        default:
+            fprintf(stderr, "Try 'hetps predict --help' for more information.\n");
+            return 2;
+        }
+    }
+    if (images && (a.data_dir || a.set)) {
+        fprintf(stderr, "hetps predict: --images: give an images file or "
+                "--data-dir/--set, not both\n");
+        return 2;
+    }
+    if ((status = infer_setup(&a, argc, argv)) != 0)
+        goto out;
+    status = 1;
+    if (!images) {
+        if ((rv = wk_data_dir_paths(a.data_dir, a.set ? a.set : "t10k", path,
+                                    NULL)) != HC_OK)
+            goto out;
+        images = path;
+    }
+    if ((rv = wk_data_load_images(images, &d)) != HC_OK ||
+        (rv = infer_open(&a, &d)) != HC_OK)
+        goto out;
+    k = wk_replicas_output_size(a.rep);
+    if (!(out = malloc((size_t)d.n * k * sizeof *out))) {
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory for %d x %zu outputs",
+                        d.n, k);
+        goto out;
+    }
+    if ((rv = wk_predict_all(a.rep, a.params, &d, a.batch, a.x, out)) !=
+        HC_OK)
+        goto out;
+    if (out_file) {
+        size_t shape[2] = { (size_t)d.n, k };
+
+        if ((rv = hc_npy_write_f32(out_file, shape, 2, out)) != HC_OK)
+            goto out;
+        printf("predict: %s on %d images of %s: outputs (%d, %zu) float32 "
+               "written to %s\n", a.m->name, d.n, d.images_path, d.n, k,
+               out_file);
+    } else {
+        print_classes(out, d.n, k);
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        rv = hc_err_set(HC_ERR_IO, "cannot write the output: %s",
+                        strerror(errno));
+        goto out;
+    }
+    status = 0;
+out:
+    if (status == 1)
+        fprintf(stderr, "hetps predict: %s\n", hc_err_msg());
+    free(out);
+    wk_data_free(&d);
+    infer_close(&a);
     return status;
 }
 
@@ -253,6 +440,8 @@ int main(int argc, char **argv)
 
     if (argc > 1 && !strcmp(argv[1], "eval"))
         return cmd_eval(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "predict"))
+        return cmd_predict(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "--list-devices")) {
         wk_devices_list(stdout);
         return 0;

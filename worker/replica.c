@@ -25,7 +25,7 @@
 
 #define SPEED_EMA 0.3           /* weight of the newest measurement */
 
-enum job { JOB_STEP, JOB_PREDICT };
+enum job { JOB_STEP, JOB_PREDICT, JOB_OUTPUTS };
 
 /* One device's replica and its part of the current job. */
 struct rep_dev {
@@ -59,6 +59,7 @@ struct wk_replicas {
     enum job job;
     const float *params, *x, *targets;
     const int *labels;
+    float *out;                 /* JOB_OUTPUTS: (B, out_size) */
     uint64_t seed, steps;
     /* split */
     int fixed;                  /* set_split weights in force */
@@ -169,6 +170,9 @@ static void run_job(struct wk_replicas *r, struct rep_dev *d)
             !(rv = wk_net_loss(d->net, labels, targets, &d->loss_sum,
                                &d->correct)))
             rv = wk_net_backward(d->net, r->params, d->gout);
+    } else if (r->job == JOB_OUTPUTS) {
+        if (!(rv = wk_net_forward(d->net, r->params, x, d->count, 0)))
+            rv = wk_net_output(d->net, r->out + s * r->out_size);
     } else {
         rv = wk_net_predict(d->net, r->params, x, labels, targets, d->count,
                             &d->loss_sum, &d->correct);
@@ -363,6 +367,20 @@ int wk_replicas_predict(struct wk_replicas *r, const float *params,
     if (correct)
         *correct = hits;
     return HC_OK;
+}
+
+int wk_replicas_outputs(struct wk_replicas *r, const float *params,
+                        const float *x, int B, float *out)
+{
+    int rv;
+
+    if (!out)
+        return hc_err_set(HC_ERR_INVAL, "wk_replicas_outputs: out is NULL");
+    if ((rv = set_job(r, JOB_OUTPUTS, params, x, NULL, NULL, B,
+                      "wk_replicas_outputs")))
+        return rv;
+    r->out = out;
+    return run_all(r);
 }
 
 /* ---- building ---- */

@@ -105,6 +105,17 @@ int wk_replicas_predict(struct wk_replicas *r, const float *params,
                         const float *targets, int B, double *loss_sum,
                         int *correct);
 
+/*
+ * The model's output for each of B samples x (B, H, W, C) — softmax
+ * probabilities when the output is softmax — into out (B, N) (host; N =
+ * wk_replicas_output_size), row i for sample i: split like a step, each
+ * device writing its slice's rows (placed: the one net, all B rows). No
+ * dropout, no labels, speeds not updated. Errors as wk_replicas_predict;
+ * out is undefined after an error.
+ */
+int wk_replicas_outputs(struct wk_replicas *r, const float *params,
+                        const float *x, int B, float *out);
+
 /* Measured samples/s of each device (wk_replicas_n entries), 0 where not
  * yet measured. Placed: every entry is the whole net's speed. */
 void wk_replicas_speeds(const struct wk_replicas *r, double *out);

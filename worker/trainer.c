@@ -474,7 +474,7 @@ int wk_train(const struct wk_train_conf *c)
     const int sync = c->cluster->mode == HC_MODE_SYNC;
     struct run r = { 0 };
     char devstr[256];
-    int rv, joined = 0, in_size, have_devs = 0;
+    int rv, joined = 0, have_devs = 0;
 
     r.c = c;
     r.m = m;
@@ -492,15 +492,9 @@ int wk_train(const struct wk_train_conf *c)
         rv = wk_data_check_classes(&r.train, m->n_classes);
     if (rv != HC_OK)
         goto out;
-    in_size = m->input.rank == 3
-                  ? m->input.dims[0] * m->input.dims[1] * m->input.dims[2]
-                  : m->input.dims[0];
-    if (r.train.h * r.train.w * r.train.c != in_size) {
-        rv = hc_err_set(HC_ERR_MISMATCH, "%s: images are %dx%dx%d but model "
-                        "%s expects input %d values", r.train.images_path,
-                        r.train.h, r.train.w, r.train.c, m->source, in_size);
+    if ((rv = wk_check_input(m, &r.train)) != HC_OK ||
+        (r.do_eval && (rv = wk_check_input(m, &r.test)) != HC_OK))
         goto out;
-    }
     /* async/ssp: this worker's strided shard; sync: the whole set, in the
      * same per-epoch order on every worker. */
     rv = sync ? wk_shard_init(&r.shard, r.train.n, 1, 0, m->seed)

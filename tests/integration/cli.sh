@@ -53,3 +53,24 @@ rc=$?
 grep -q "ps:0" "$T/out.txt" && grep -q "127.0.0.1:$((PORT + 5))" "$T/out.txt" || { cat "$T/out.txt"; fail "unreachable shard not named"; }
 [ $(( $(date +%s) - start )) -lt 15 ] || fail "worker took too long to give up"
 ok "unreachable shard: named, exit 1"
+
+# hetps predict: help, flags and images it cannot take (checked before any
+# weights are read, so none are needed here).
+"$BIN/hetps" predict --help > "$T/help.txt" 2>&1 && grep -q "Usage: hetps predict" "$T/help.txt" || fail "hetps predict --help"
+"$BIN/hetps" --help | grep -q "predict --model" || fail "hetps --help does not list predict"
+M=deploy/models/fashion_cnn.json
+for args in "--weights $T" "--model $M" "--model $M --weights $T --cluster $T/good.json" \
+            "--model $M --weights $T --batch-size 0" "--model $M --weights $T --set valid" \
+            "--model $M --weights $T --images x --set train" "--model $M --weights $T --no-such-flag"; do
+    "$BIN/hetps" predict $args > "$T/out.txt" 2>&1
+    rc=$?
+    [ $rc -eq 2 ] && grep -q -- '--' "$T/out.txt" || { cat "$T/out.txt"; fail "hetps predict $args: exit $rc, not 2 with the flag"; }
+done
+"$BIN/hetps" predict --model $M --weights "$T" --images "$T/none" > "$T/out.txt" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "images file $T/none: cannot open" "$T/out.txt" || { cat "$T/out.txt"; fail "missing images file: exit $rc"; }
+/usr/bin/python3 -c "import struct, sys; open(sys.argv[1], 'wb').write(struct.pack('>IIII', 0x803, 3, 14, 56) + bytes(3 * 784))" "$T/wide"
+"$BIN/hetps" predict --model $M --weights "$T" --images "$T/wide" > "$T/out.txt" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "images file $T/wide holds images of shape (14, 56, 1), but model fashion_cnn ($M) takes input of shape (28, 28, 1)" "$T/out.txt" || { cat "$T/out.txt"; fail "images of another shape: exit $rc"; }
+ok "hetps predict: --help, bad flags exit 2, a missing file and images of another shape named"

@@ -3,7 +3,9 @@
 # parameter servers and 2 asynchronous workers train the Fashion-MNIST CNN
 # to at least 85 % test accuracy; `hetps export` writes .npy files numpy
 # reads with Keras's shapes, and `hetps eval` of them gives the chief's
-# figure; restarted servers resume from their stores and serve the same
+# figure; `hetps predict` of them gives every image's probabilities
+# (argmax accuracy = eval's) or one line per image, and names a truncated
+# images file; restarted servers resume from their stores and serve the same
 # weights live; a second chief finds the variables and keeps them.
 . "$(dirname "$0")/lib.inc"
 need_data
@@ -42,6 +44,33 @@ cat "$T/eval.txt"
 eacc=$(sed -n 's/.*accuracy \([0-9.]*\).*/\1/p' "$T/eval.txt")
 [ "$eacc" = "$acc" ] || fail "eval of the export gives $eacc, the chief said $acc"
 ok "export: numpy reads it, eval gives the chief's accuracy"
+
+"$BIN/hetps" predict --model $MODEL --weights "$T/npy" --devices cpu:0,cpu:1 \
+    --out "$T/pred.npy" > "$T/predict.txt" 2>&1 || { cat "$T/predict.txt"; fail "predict --out"; }
+cat "$T/predict.txt"
+grep -q "outputs (10000, 10) float32 written to $T/pred.npy" "$T/predict.txt" || fail "predict printed no summary line"
+pacc=$(/usr/bin/python3 - "$T/pred.npy" "$DATA/t10k-labels-idx1-ubyte.gz" <<'PY'
+import gzip, sys, numpy as np
+p = np.load(sys.argv[1])
+assert p.shape == (10000, 10) and p.dtype == np.float32, (p.shape, p.dtype)
+assert np.allclose(p.sum(axis=1), 1, atol=1e-5), "rows are not probabilities"
+y = np.frombuffer(gzip.open(sys.argv[2]).read()[8:], np.uint8)
+print("%.4f" % (p.argmax(axis=1) == y).mean())
+PY
+) || fail "numpy cannot read predict's outputs"
+[ "$pacc" = "$eacc" ] || fail "predict's argmax accuracy $pacc, eval's $eacc"
+ok "predict --out: (10000, 10) float32, argmax accuracy $pacc = eval's"
+
+"$BIN/hetps" predict --model $MODEL --weights "$T/npy" > "$T/lines.txt" 2> "$T/err.txt" || { cat "$T/err.txt"; fail "predict to lines"; }
+[ "$(wc -l < "$T/lines.txt")" -eq 10000 ] || fail "predict printed $(wc -l < "$T/lines.txt") lines, not 10000"
+head -1 "$T/lines.txt" | grep -Eq '^0 [0-9] (0|1)\.[0-9]{6}$' || { head -1 "$T/lines.txt"; fail "first line is not INDEX CLASS PROBABILITY"; }
+first=$(/usr/bin/python3 -c "import numpy as np; p = np.load('$T/pred.npy')[0]; print('0 %d %.6f' % (p.argmax(), p.max()))")
+[ "$(head -1 "$T/lines.txt")" = "$first" ] || fail "first line $(head -1 "$T/lines.txt"), the .npy says $first"
+zcat "$DATA/t10k-images-idx3-ubyte.gz" | head -c 100000 > "$T/cut-images"
+"$BIN/hetps" predict --model $MODEL --weights "$T/npy" --images "$T/cut-images" > "$T/out.txt" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "images file $T/cut-images is truncated" "$T/out.txt" || { cat "$T/out.txt"; fail "truncated images: exit $rc without the reason"; }
+ok "predict: one INDEX CLASS PROBABILITY line per image ($(head -1 "$T/lines.txt")); a truncated images file named, exit $rc"
 
 for i in 0 1; do
     "$BIN/hetps-ps" --cluster "$T/cluster.json" --task ps:$i \

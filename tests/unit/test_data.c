@@ -1,7 +1,7 @@
 /*
  * test_data.c — IDX loading and sharding: small IDX files written plain and
- * gzipped into a temporary directory and read back; every malformed file
- * checked for its message; shards disjoint and complete with Keras's
+ * gzipped into a temporary directory and read back, with their labels or
+ * without (prediction); every malformed file checked for its message; shards disjoint and complete with Keras's
  * partial last batch; the per-epoch shuffle deterministic per (seed, epoch,
  * shard) and different across epochs; and, where Debian's Fashion-MNIST is
  * installed, the real test set.
@@ -300,7 +300,67 @@ static void test_bad_files(void)
         CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), want));
         CU_ASSERT_PTR_NULL(d.x);        /* *out zeroed on error */
         CU_ASSERT_EQUAL(d.n, 0);
+        /* The images alone: the same error where the images file is at
+         * fault, none where only the labels are. */
+        hc_err_clear();
+        rv = wk_data_load_images(ip, &d);
+        if (strcmp(t[i].images, "img") == 0) {
+            CU_ASSERT_EQUAL(rv, HC_OK);
+            CU_ASSERT_EQUAL(d.n, N_IMG);
+            wk_data_free(&d);
+            continue;
+        }
+        if (rv != t[i].rv || !strstr(hc_err_msg(), want))
+            printf("\n  row %zu, images only: rv %d: %s\n  wanted: %s\n", i,
+                   rv, hc_err_msg(), want);
+        CU_ASSERT_EQUAL(rv, t[i].rv);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), want));
+        CU_ASSERT_PTR_NULL(d.x);
     }
+}
+
+/* An images file without its labels (prediction). */
+static void test_load_images(void)
+{
+    struct wk_dataset d, both;
+    char ip[512], lp[512], sub[512], path[WK_DATA_PATH_MAX];
+    float x[2 * 6];
+    int32_t y[2] = {-7, -7};
+
+    write_pair("img", 1, "lbl", 0);
+    CU_ASSERT_EQUAL_FATAL(wk_data_load_images(in_tmp("img", ip, sizeof ip),
+                                              &d), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(wk_data_load(ip, in_tmp("lbl", lp, sizeof lp),
+                                       &both), HC_OK);
+    CU_ASSERT_EQUAL(d.n, N_IMG);
+    CU_ASSERT(d.h == 3 && d.w == 2 && d.c == 1);
+    CU_ASSERT_PTR_NULL(d.y);
+    CU_ASSERT_EQUAL(d.n_classes, 0);
+    CU_ASSERT_STRING_EQUAL(d.images_path, ip);
+    CU_ASSERT_STRING_EQUAL(d.labels_path, "");
+    CU_ASSERT_EQUAL(memcmp(d.x, both.x, N_IMG * 6 * sizeof *d.x), 0);
+    CU_ASSERT_EQUAL(wk_data_check_classes(&d, 1), HC_OK);
+    /* Eval batches: pixels copied, labels left alone. */
+    CU_ASSERT_EQUAL(wk_data_batch(&d, 3, 5, x, y), 2);
+    CU_ASSERT_EQUAL(memcmp(x, both.x + 3 * 6, sizeof x), 0);
+    CU_ASSERT(y[0] == -7 && y[1] == -7);
+    CU_ASSERT_EQUAL(wk_data_batch(&both, 3, 5, x, NULL), 2);
+    wk_data_free(&d);
+    wk_data_free(&both);
+
+    /* A directory's images without labels beside them. */
+    snprintf(sub, sizeof sub, "%s/alone", tmp);
+    CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0755), 0);
+    write_idx("alone/t10k-images-idx3-ubyte", 0, 0x803, img_dims, 3, pixels,
+              sizeof pixels);
+    CU_ASSERT_EQUAL(wk_data_dir_paths(sub, "test", path, NULL), HC_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(path, "/alone/t10k-images-idx3-ubyte"));
+    CU_ASSERT_EQUAL(wk_data_dir_paths(sub, "test", path, lp),
+                    HC_ERR_NOTFOUND);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "t10k-labels-idx1-ubyte"));
+    CU_ASSERT_EQUAL(wk_data_dir_paths(sub, "valid", path, NULL),
+                    HC_ERR_INVAL);
+    CU_ASSERT_EQUAL(wk_data_load_images(NULL, &d), HC_ERR_INVAL);
 }
 
 /* ---- shards ------------------------------------------------------------------ */
@@ -591,6 +651,7 @@ void hp_test_register(void)
     CU_add_test(s, "load small IDX files (plain, gzip)", test_load_small);
     CU_add_test(s, "load a directory", test_load_dir);
     CU_add_test(s, "malformed files", test_bad_files);
+    CU_add_test(s, "images without labels", test_load_images);
     CU_add_test(s, "shards disjoint and complete", test_shards_cover);
     CU_add_test(s, "per-epoch shuffle", test_shuffle);
     CU_add_test(s, "shuffle as documented", test_shuffle_documented);

@@ -11,10 +11,13 @@
  *     fixed uneven splits): gradients, loss, accuracy, predict;
  *   - mirrored replicas on GPUs (gpu:0 alone, gpu:0 with cpu, gpu:0,gpu:1)
  *     against one CPU net, within float rounding of another device's
- *     arithmetic; each test prints "skipped: no CUDA device" (or says it
- *     needs two) where the machine has fewer GPUs than it uses;
+ *     arithmetic (gradients, and every sample's output); each test prints
+ *     "skipped: no CUDA device" (or says it needs two) where the machine
+ *     has fewer GPUs than it uses;
  *   - the split rule (largest remainder) and balancing by measured speed
  *     with one device slowed down;
+ *   - every sample's output (wk_replicas_outputs, `hetps predict`),
+ *     mirrored and placed, against one wk_net's output rows;
  *   - explicit placement across devices against one device, with host
  *     backends (pointer hand-over) and with backends that say their memory
  *     is not host memory (copies through upload/download), and its errors.
@@ -791,6 +794,138 @@ static void test_placed(void)
     wk_devices_close(&d);
 }
 
+/*
+ * wk_replicas_outputs: every sample's output row, in sample order, as one
+ * wk_net gives it for the whole batch — mirrored on 2 and 3 CPU devices
+ * (measured and fixed uneven splits, a device with no share), placed, one
+ * sample at a time; softmax rows sum to 1; dropout stays off. Prints the
+ * largest difference.
+ */
+static void outputs_ref(struct fx *f, int B, float *ref /* (B, N) */)
+{
+    struct wk_devices d;
+    struct wk_net *net = NULL;
+
+    CU_ASSERT_EQUAL_FATAL(wk_devices_open("cpu", 1, &d), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(wk_net_new(&f->m, d.dev[0].be, B, &net), HC_OK);
+    CU_ASSERT_EQUAL(wk_net_forward(net, f->params, f->x, B, 0), HC_OK);
+    CU_ASSERT_EQUAL(wk_net_output(net, ref), HC_OK);
+    wk_net_free(net);
+    wk_devices_close(&d);
+}
+
+static double max_diff(const float *a, const float *b, size_t n)
+{
+    double worst = 0.0;
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        if (fabs((double)a[i] - b[i]) > worst)
+            worst = fabs((double)a[i] - b[i]);
+    return worst;
+}
+
+/* Largest difference of r's outputs for the first B samples of f from
+ * one CPU net's. */
+static double outputs_diff(struct fx *f, struct wk_replicas *r, int B)
+{
+    const size_t n = (size_t)B * (size_t)f->m.n_classes;
+    float *ref = falloc(n), *got = falloc(n);
+    double w;
+
+    outputs_ref(f, B, ref);
+    CU_ASSERT_EQUAL(wk_replicas_outputs(r, f->params, f->x, B, got), HC_OK);
+    w = max_diff(got, ref, n);
+    free(ref);
+    free(got);
+    return w;
+}
+
+static void test_outputs(void)
+{
+    static const struct {
+        const char *path, *devs;
+        int split[3];       /* all 0: measured (equal) */
+        const char *place[4];
+        int B;
+    } t[] = {
+        {CNN_PATH, "cpu:0,cpu:1", {0}, {NULL}, 77},
+        {CNN_PATH, "cpu:0,cpu:1", {1, 3}, {NULL}, 77},
+        {CNN_PATH, "cpu:0,cpu:1", {0}, {NULL}, 1},
+        {CNN_PATH, "cpu:0,cpu:1,cpu:2", {2, 0, 1}, {NULL}, 64},
+        {MLP_PATH, "cpu:0,cpu:1", {0}, {NULL}, 77},
+        {CNN_PATH, "cpu:0,cpu:1", {0}, {"cpu:0", "cpu:0", "cpu:1", "cpu:1"}, 77},
+        {MLP_PATH, "cpu:0,cpu:1", {0}, {"cpu:0", "cpu:1", "cpu:0", "cpu:1"}, 77},
+    };
+    double worst = 0.0;
+    size_t k;
+
+    for (k = 0; k < sizeof t / sizeof t[0]; k++) {
+        struct wk_devices d;
+        struct wk_replicas *r = NULL;
+        struct fx f;
+        const int B = t[k].B;
+        float *ref, *got, *one;
+        double w;
+        size_t N;
+        int i, j;
+
+        fx_open(&f, t[k].path, 31 + k);
+        if (t[k].place[0])
+            set_place(&f.m, t[k].place);
+        N = (size_t)f.m.n_classes;
+        ref = falloc((size_t)B * N);
+        got = falloc((size_t)B * N);
+        one = falloc(N);
+        outputs_ref(&f, B, ref);
+        CU_ASSERT_EQUAL_FATAL(wk_devices_open(t[k].devs, 1, &d), HC_OK);
+        CU_ASSERT_EQUAL_FATAL(wk_replicas_open(&f.m, &d, B, &r), HC_OK);
+        CU_ASSERT_EQUAL(wk_replicas_is_placed(r), t[k].place[0] != NULL);
+        if (t[k].split[0] || t[k].split[1])
+            CU_ASSERT_EQUAL(wk_replicas_set_split(r, t[k].split), HC_OK);
+        /* Twice: the second call on measured speeds may split otherwise. */
+        for (j = 0; j < 2; j++) {
+            memset(got, 0xff, (size_t)B * N * sizeof *got);   /* NaNs */
+            CU_ASSERT_EQUAL(wk_replicas_outputs(r, f.params, f.x, B, got),
+                            HC_OK);
+            w = max_diff(got, ref, (size_t)B * N);
+            CU_ASSERT(w <= 1e-6);
+            if (w > worst)
+                worst = w;
+        }
+        for (i = 0; i < B; i++) {
+            double sum = 0.0;
+
+            for (j = 0; j < (int)N; j++)
+                sum += got[(size_t)i * N + j];
+            CU_ASSERT(fabs(sum - 1.0) <= 1e-5);
+        }
+        /* Rows in order: the last and the middle sample alone give their
+         * own row, and neighbouring rows differ. */
+        for (i = B - 1; i >= 0; i = i ? i / 2 : -1) {
+            CU_ASSERT_EQUAL(wk_replicas_outputs(r, f.params, f.x + (size_t)i *
+                                                f.in, 1, one), HC_OK);
+            CU_ASSERT(max_diff(one, got + (size_t)i * N, N) <= 1e-6);
+            if (i > 0)
+                CU_ASSERT(max_diff(got + (size_t)i * N,
+                                   got + (size_t)(i - 1) * N, N) > 1e-6);
+        }
+        CU_ASSERT_EQUAL(wk_replicas_outputs(r, f.params, f.x, B, NULL),
+                        HC_ERR_INVAL);
+        CU_ASSERT_EQUAL(wk_replicas_outputs(r, f.params, f.x, B + 1, got),
+                        HC_ERR_INVAL);
+        CU_ASSERT_EQUAL(wk_replicas_outputs(r, f.params, f.x, 0, got),
+                        HC_ERR_INVAL);
+        wk_replicas_free(r);
+        wk_devices_close(&d);
+        free(ref);
+        free(got);
+        free(one);
+        fx_close(&f);
+    }
+    printf("\n    outputs: largest difference from one net %.2e", worst);
+}
+
 static void test_placed_errors(void)
 {
     static const struct {
@@ -1187,7 +1322,7 @@ static void gpu_mirrored(const char *test, int need)
     };
     static const char *const paths[] = {CNN_PATH, MLP_PATH};
     int n_gpu = wk_backend_cuda_available(), ones[3] = {1, 1, 1};
-    double worst = 0.0;
+    double worst = 0.0, worst_out = 0.0;
     size_t k, p;
     char why[64];
 
@@ -1226,13 +1361,17 @@ static void gpu_mirrored(const char *test, int need)
             w = check_against_ref(what, &f, r, t[k].B, 3, GPU);
             if (w > worst)
                 worst = w;
+            w = outputs_diff(&f, r, t[k].B);
+            CU_ASSERT(w <= 1e-5);
+            if (w > worst_out)
+                worst_out = w;
             wk_replicas_free(r);
             wk_devices_close(&d);
         }
         fx_close(&f);
     }
-    printf("\n    gpu mirrored: largest relative gradient difference %.2e",
-           worst);
+    printf("\n    gpu mirrored: largest relative gradient difference %.2e, "
+           "output difference %.2e", worst, worst_out);
 }
 
 static void test_gpu_one(void)
@@ -1321,6 +1460,7 @@ void hp_test_register(void)
         {"creation errors, threads start/stop", test_new_errors},
         {"placement = one device", test_placed},
         {"placement errors", test_placed_errors},
+        {"outputs (predict) = one device, rows in order", test_outputs},
         {"not host memory: placed crossings, mirrored", test_not_host_memory},
         {"mirrored gpu:0, gpu:0 with cpu = one CPU device", test_gpu_one},
         {"mirrored gpu:0,gpu:1 (and cpu) = one CPU device", test_gpu_two},
