@@ -426,6 +426,21 @@ next:
     return rv;
 }
 
+/* One line of `inspect` per worker the store has a record of. */
+static int print_record(void *arg, uint32_t worker, uint64_t incarnation,
+                        uint64_t request_id, const struct ps_place *at)
+{
+    FILE *out = arg;
+
+    fprintf(out, "  worker:%u last request %llu (incarnation %016llx)", worker,
+            (unsigned long long)request_id, (unsigned long long)incarnation);
+    if (at->known)
+        fprintf(out, ", at epoch %u batch %u of its data", at->epoch + 1,
+                at->batches);
+    fputc('\n', out);
+    return 0;
+}
+
 int ps_inspect(const char *dir, FILE *out)
 {
     struct ps_store_opts o = { .read_only = 1 };
@@ -462,7 +477,9 @@ int ps_inspect(const char *dir, FILE *out)
         fprintf(out, "  variables %s\n", json);
     }
     free(json);
-    rv = ps_store_verify(s);
+    rv = ps_store_records(s, print_record, out);
+    if (rv == HC_OK)
+        rv = ps_store_verify(s);
     fprintf(out, "  checksums: %s\n", rv == HC_OK ? "all good" : hc_err_msg());
     ps_store_close(s);
     return rv;

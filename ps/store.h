@@ -267,6 +267,15 @@ int ps_store_record_get(struct ps_store *s, uint32_t worker,
                         void *reply, size_t cap, size_t *reply_len,
                         struct ps_place *place);
 
+/* Every worker's record, in worker order (see ps_store_records). */
+typedef int (*ps_record_fn)(void *arg, uint32_t worker, uint64_t incarnation,
+                            uint64_t request_id, const struct ps_place *place);
+
+/* Call fn for each worker's record: its task index, incarnation, last
+ * request id and place; stops early (HC_OK) when fn returns non-zero.
+ * Errors: HC_ERR_STORE for a damaged record. */
+int ps_store_records(struct ps_store *s, ps_record_fn fn, void *arg);
+
 /*
  * Recompute the CRC of every block and slot and check the headers against
  * the block table. Returns HC_OK, or HC_ERR_CRC naming the first bad block

@@ -48,6 +48,33 @@ int store_record_put(struct ps_store *s, MDB_txn *txn,
     return HC_OK;
 }
 
+/* Check a record's value v and read its header, place and where its reply
+ * starts (*head). */
+static int decode(const struct ps_store *s, uint32_t worker, const MDB_val *v,
+                  struct record_hdr *h, struct ps_place *place, size_t *head)
+{
+    uint32_t at[2] = {0, 0};
+
+    *head = sizeof *h;
+    if (v->mv_size >= sizeof *h) {
+        memcpy(h, v->mv_data, sizeof *h);
+        if (h->flags & REC_PLACE)
+            *head += sizeof at;
+    }
+    if (v->mv_size < sizeof *h || v->mv_size != *head + h->reply_len ||
+        (h->flags & ~REC_PLACE))
+        return hc_err_set(HC_ERR_STORE, "store %s: the record of worker %u "
+                          "has a bad size (%zu bytes) or flags (%#x); the "
+                          "store is damaged", s->dir, worker, v->mv_size,
+                          v->mv_size >= sizeof *h ? h->flags : 0u);
+    if (h->flags & REC_PLACE)
+        memcpy(at, (const unsigned char *)v->mv_data + sizeof *h, sizeof at);
+    place->known = (h->flags & REC_PLACE) != 0;
+    place->epoch = at[0];
+    place->batches = at[1];
+    return HC_OK;
+}
+
 int ps_store_record_get(struct ps_store *s, uint32_t worker,
                         uint64_t *incarnation, uint64_t *request_id,
                         void *reply, size_t cap, size_t *reply_len,
@@ -57,8 +84,8 @@ int ps_store_record_get(struct ps_store *s, uint32_t worker,
     unsigned char key[4];
     MDB_val k = {4, key}, v;
     struct record_hdr h;
-    uint32_t at[2] = {0, 0};
-    size_t head = sizeof h;
+    struct ps_place at;
+    size_t head;
     int rc, rv;
 
     store_be32(key, worker);
@@ -74,26 +101,10 @@ int ps_store_record_get(struct ps_store *s, uint32_t worker,
         rv = store_lmdb_err(s, rc, "reading a record");
         goto out;
     }
-    if (v.mv_size >= sizeof h) {
-        memcpy(&h, v.mv_data, sizeof h);
-        if (h.flags & REC_PLACE)
-            head += sizeof at;
-    }
-    if (v.mv_size < sizeof h || v.mv_size != head + h.reply_len ||
-        (h.flags & ~REC_PLACE)) {
-        rv = hc_err_set(HC_ERR_STORE, "store %s: the record of worker %u has "
-                        "a bad size (%zu bytes) or flags (%#x); the store is "
-                        "damaged", s->dir, worker, v.mv_size,
-                        v.mv_size >= sizeof h ? h.flags : 0u);
+    if ((rv = decode(s, worker, &v, &h, &at, &head)) != HC_OK)
         goto out;
-    }
-    if (h.flags & REC_PLACE)
-        memcpy(at, (const unsigned char *)v.mv_data + sizeof h, sizeof at);
-    if (place) {
-        place->known = (h.flags & REC_PLACE) != 0;
-        place->epoch = at[0];
-        place->batches = at[1];
-    }
+    if (place)
+        *place = at;
     if (incarnation)
         *incarnation = h.incarnation;
     if (request_id)
@@ -109,6 +120,47 @@ int ps_store_record_get(struct ps_store *s, uint32_t worker,
     if (h.reply_len)
         memcpy(reply, (const unsigned char *)v.mv_data + head, h.reply_len);
 out:
+    store_rtxn_end(s, txn);
+    return rv;
+}
+
+int ps_store_records(struct ps_store *s, ps_record_fn fn, void *arg)
+{
+    MDB_txn *txn = NULL;
+    MDB_cursor *cur = NULL;
+    MDB_val k, v;
+    struct record_hdr h;
+    struct ps_place at;
+    size_t head;
+    int rc, rv;
+
+    if ((rv = store_txn_begin(s, MDB_RDONLY, &txn)) != HC_OK)
+        return rv;
+    if ((rc = mdb_cursor_open(txn, s->dbi_recs, &cur)) != 0) {
+        rv = store_lmdb_err(s, rc, "reading the records");
+        goto out;
+    }
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        const unsigned char *kb = k.mv_data;
+        uint32_t w;
+
+        if (k.mv_size != 4) {
+            rv = hc_err_set(HC_ERR_STORE, "store %s: a record has a %zu-byte "
+                            "key; the store is damaged", s->dir, k.mv_size);
+            goto out;
+        }
+        w = (uint32_t)kb[0] << 24 | (uint32_t)kb[1] << 16 |
+            (uint32_t)kb[2] << 8 | kb[3];
+        if ((rv = decode(s, w, &v, &h, &at, &head)) != HC_OK ||
+            fn(arg, w, h.incarnation, h.request_id, &at) != 0)
+            goto out;
+    }
+    if (rc != MDB_NOTFOUND)
+        rv = store_lmdb_err(s, rc, "reading the records");
+out:
+    if (cur)
+        mdb_cursor_close(cur);
     store_rtxn_end(s, txn);
     return rv;
 }

@@ -77,6 +77,10 @@ grep -q "worker:1 has done all 1 epoch(s) of this job .*nothing to train" "$T/ag
     { cat "$T/again1.log"; fail "worker:1 did not say the job was done"; }
 [ "$(shard_version "$T/cluster.json" 0)" = "$v_end" ] || fail "the finished job trained again"
 ok "the finished job started again: nothing trained ($v_end steps), as the workers said"
+"$BIN/hetps" inspect "$T/data/ps-0" > "$T/inspect.txt" 2>&1 || { cat "$T/inspect.txt"; fail "hetps inspect failed"; }
+grep -q "worker:1 last request [0-9]* (incarnation [0-9a-f]*), at epoch 1 batch 469 of its data" "$T/inspect.txt" ||
+    { cat "$T/inspect.txt"; fail "hetps inspect does not show where worker:1 ended in its data"; }
+ok "hetps inspect shows each worker's last request and place: $(grep -c '^  worker:' "$T/inspect.txt") workers"
 
 # A worker killed with SIGKILL in sync mode: after the heartbeat timeout the
 # shards stop waiting for it and the steps go on; started again, it joins

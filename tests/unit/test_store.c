@@ -602,6 +602,28 @@ static void test_apply_errors(void)
     hp_rmtree(tmp);
 }
 
+/* ps_store_records' callback: note each record; stop after `stop_after`. */
+struct seen_recs {
+    int n, stop_after;
+    uint32_t worker[8];
+    uint64_t request[8];
+    struct ps_place at[8];
+};
+
+static int note_record(void *arg, uint32_t worker, uint64_t incarnation,
+                       uint64_t request_id, const struct ps_place *at)
+{
+    struct seen_recs *r = arg;
+
+    (void)incarnation;
+    if (r->n < 8) {
+        r->worker[r->n] = worker;
+        r->request[r->n] = request_id;
+        r->at[r->n] = *at;
+    }
+    return ++r->n == r->stop_after;
+}
+
 static void test_records(void)
 {
     const size_t sizes[] = {16};
@@ -660,6 +682,20 @@ static void test_records(void)
                                         &len, &at), HC_OK);
     CU_ASSERT(inc == 0xBBBB && req == 5 && len == 11);
     CU_ASSERT(at.known && at.epoch == 3 && at.batches == 17);
+    {
+        struct seen_recs r = {0};
+
+        /* every record, in worker order; then stopped after the first */
+        CU_ASSERT_EQUAL(ps_store_records(s, note_record, &r), HC_OK);
+        CU_ASSERT_EQUAL_FATAL(r.n, 2);
+        CU_ASSERT(r.worker[0] == 0 && r.request[0] == 42 && !r.at[0].known);
+        CU_ASSERT(r.worker[1] == 7 && r.request[1] == 5 && r.at[1].known &&
+                  r.at[1].epoch == 3 && r.at[1].batches == 17);
+        memset(&r, 0, sizeof r);
+        r.stop_after = 1;
+        CU_ASSERT_EQUAL(ps_store_records(s, note_record, &r), HC_OK);
+        CU_ASSERT_EQUAL(r.n, 1);
+    }
     ps_store_close(s);
     tl_free(&l);
     hp_rmtree(tmp);
