@@ -168,15 +168,9 @@ static int gather_defs(struct gathered *g, struct ps_store *st,
 /* Keep in *at the furthest of it and the place st recorded for worker w. */
 static int gather_place(struct ps_store *st, uint32_t w, struct ps_place *at)
 {
-    static unsigned char reply[PS_STORE_MAX_REPLY];
     struct ps_place p;
-    int rv = ps_store_record_get(st, w, NULL, NULL, reply, sizeof reply, NULL,
-                                 &p);
+    int rv = ps_store_place(st, w, &p);
 
-    if (rv == HC_ERR_NOTFOUND) {
-        hc_err_clear();
-        return HC_OK;
-    }
     if (rv == HC_OK && p.known &&
         (!at->known || p.epoch > at->epoch ||
          (p.epoch == at->epoch && p.batches > at->batches)))

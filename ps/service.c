@@ -386,7 +386,7 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
 
             if (ps_shard_record(s->shard, i, &m->incarnation,
                                 &m->rec[0].last_req, buf, PS_RECORD_MAX,
-                                &len, &m->place) != HC_OK)
+                                &len) != HC_OK)
                 continue;
             if (len && (m->rec[0].reply = malloc(len))) {
                 memcpy(m->rec[0].reply, buf, len);

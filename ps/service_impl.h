@@ -52,8 +52,6 @@ struct member {
     uint64_t requests, duplicates;
     int removed;                /* no longer in the cluster file */
     int64_t expected_ms;        /* sync/ssp: expected to join since then */
-    struct ps_place place;      /* async/ssp: its place in its data after
-                                   its last applied push (told on join) */
 };
 
 /* A pull that must wait (sync: for the next version; ssp: for the slowest

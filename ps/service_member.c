@@ -34,6 +34,7 @@ struct member_list {
 static void fill_members(struct ps_service *s, struct member_list *ml)
 {
     int64_t now = hc_now_ms();
+    struct ps_place at;
     int i;
 
     ml->n = 0;
@@ -69,9 +70,10 @@ static void fill_members(struct ps_service *s, struct member_list *ml)
         ps_sync_worker(s->sync, i, &pm->clock, &pm->samples_per_s, &pm->share,
                        &pm->late, &pm->lag_ms);
         pm->has_lag_ms = s->cl->mode == HC_MODE_SYNC;
-        pm->has_epoch = pm->has_batches = m->place.known;
-        pm->epoch = m->place.epoch;
-        pm->batches = m->place.batches;
+        ps_shard_place(s->shard, i, &at);
+        pm->has_epoch = pm->has_batches = at.known;
+        pm->epoch = at.epoch;
+        pm->batches = at.batches;
         ml->list[ml->n++] = pm;
     }
 }
@@ -132,6 +134,7 @@ nng_msg *service_join_reply(struct ps_service *s, int worker, uint64_t id)
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__JoinReply jr = HETPS__JOIN_REPLY__INIT;
     struct member_list ml;
+    struct ps_place at;
     nng_msg *m = NULL;
 
     hc_wire_init_env(&env, &s->me, id);
@@ -140,11 +143,10 @@ nng_msg *service_join_reply(struct ps_service *s, int worker, uint64_t id)
     jr.n_shards = (uint32_t)s->cl->n_ps;
     jr.has_version = 1;
     jr.version = s->shard ? ps_shard_version(s->shard) : 0;
-    if (s->members[worker].place.known) {
-        jr.has_epoch = jr.has_batches = 1;
-        jr.epoch = s->members[worker].place.epoch;
-        jr.batches = s->members[worker].place.batches;
-    }
+    ps_shard_place(s->shard, worker, &at);
+    jr.has_epoch = jr.has_batches = at.known;
+    jr.epoch = at.epoch;
+    jr.batches = at.batches;
     fill_members(s, &ml);
     if (ml.n >= 0) {
         jr.n_members = (size_t)ml.n;

@@ -200,13 +200,6 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
     switch (v) {
     case PS_PUSH_APPLY:
         rv = ps_shard_serve(s->shard, in, &s->me, NULL, reply);
-        if (rv == HC_OK && p->has_epoch && p->has_batches) {
-            struct ps_place *at = &s->members[w].place;
-
-            at->known = 1;
-            at->epoch = p->epoch;
-            at->batches = p->batches;
-        }
         if (rv == HC_OK)
             serve_pending(s);
         break;

@@ -556,11 +556,19 @@ int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
 }
 
 int ps_shard_record(struct ps_shard *sh, int w, uint64_t *incarnation,
-                    uint64_t *request_id, void *reply, size_t cap, size_t *len,
-                    struct ps_place *place)
+                    uint64_t *request_id, void *reply, size_t cap, size_t *len)
 {
     return ps_store_record_get(sh->store, (uint32_t)w, incarnation, request_id,
-                               reply, cap, len, place);
+                               reply, cap, len);
+}
+
+void ps_shard_place(struct ps_shard *sh, int w, struct ps_place *at)
+{
+    memset(at, 0, sizeof *at);
+    if (sh && ps_store_place(sh->store, (uint32_t)w, at) != HC_OK) {
+        hc_warn("%s", hc_err_msg());
+        memset(at, 0, sizeof *at);
+    }
 }
 
 uint64_t ps_shard_version(const struct ps_shard *sh)

@@ -24,11 +24,15 @@ int ps_shard_open(struct ps_shard **out, const char *dir, int shard,
                   int n_shards, int durability, unsigned sync_ms);
 
 /* The last request the store recorded for worker w (after a restart: so a
- * repeat is still recognised) and the worker's place in its data then.
- * HC_ERR_NOTFOUND when none. */
+ * repeat is still recognised). HC_ERR_NOTFOUND when none. */
 int ps_shard_record(struct ps_shard *sh, int w, uint64_t *incarnation,
                     uint64_t *request_id, void *reply, size_t cap,
-                    size_t *len, struct ps_place *place);
+                    size_t *len);
+
+/* Worker w's place in its data, recorded with its last applied push
+ * (at->known = 0 when none; sh may be NULL; a damaged record is logged
+ * and read as none). */
+void ps_shard_place(struct ps_shard *sh, int w, struct ps_place *at);
 
 /* What a pull's answer carries besides the values: a synchronous step's
  * slice of the global batch for the worker. */

@@ -39,8 +39,9 @@
  * send the stored CRC as is. ps_store_verify recomputes them all.
  *
  * Threading: one struct ps_store per environment per process. Reads
- * (ps_store_read, ps_store_read_block, ps_store_record_get, ps_store_step,
- * ps_store_info, ps_store_blocks, ps_store_verify) may run on any number
+ * (ps_store_read, ps_store_read_block, ps_store_record_get, ps_store_place,
+ * ps_store_records, ps_store_step, ps_store_info, ps_store_blocks,
+ * ps_store_verify) may run on any number
  * of threads at once, alongside one writer; writers (ps_store_init,
  * ps_store_apply, ps_store_sync) are serialised by the store. Nothing
  * may be called concurrently with ps_store_close. Do not open the same
@@ -254,18 +255,21 @@ int ps_store_apply(struct ps_store *s, const struct hc_optim_conf *c,
                    uint64_t *new_step);
 
 /*
- * The last request recorded for `worker`: its incarnation, request id,
+ * The last request recorded for `worker`: its incarnation, request id and
  * cached reply (copied into reply[0 .. *reply_len); reply may be NULL when
- * cap is 0) and the worker's place recorded with it. Any out-pointer may
- * be NULL.
+ * cap is 0). Any out-pointer may be NULL.
  * Errors: HC_ERR_NOTFOUND (nothing recorded for this worker),
  * HC_ERR_LIMIT (cap smaller than the reply; *reply_len says how much),
  * HC_ERR_STORE.
  */
 int ps_store_record_get(struct ps_store *s, uint32_t worker,
                         uint64_t *incarnation, uint64_t *request_id,
-                        void *reply, size_t cap, size_t *reply_len,
-                        struct ps_place *place);
+                        void *reply, size_t cap, size_t *reply_len);
+
+/* The worker's place in its data recorded with its last request (at->known
+ * = 0 when there is no record or it has no place). Errors: HC_ERR_STORE
+ * for a damaged record. */
+int ps_store_place(struct ps_store *s, uint32_t worker, struct ps_place *at);
 
 /* Every worker's record, in worker order (see ps_store_records). */
 typedef int (*ps_record_fn)(void *arg, uint32_t worker, uint64_t incarnation,

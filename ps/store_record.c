@@ -75,36 +75,41 @@ static int decode(const struct ps_store *s, uint32_t worker, const MDB_val *v,
     return HC_OK;
 }
 
+/* The record of worker in txn, checked: its value, header, place and where
+ * its reply starts. HC_ERR_NOTFOUND when there is none. */
+static int lookup(struct ps_store *s, MDB_txn *txn, uint32_t worker,
+                  MDB_val *v, struct record_hdr *h, struct ps_place *at,
+                  size_t *head)
+{
+    unsigned char key[4];
+    MDB_val k = {4, key};
+    int rc;
+
+    store_be32(key, worker);
+    rc = mdb_get(txn, s->dbi_recs, &k, v);
+    if (rc == MDB_NOTFOUND)
+        return hc_err_set(HC_ERR_NOTFOUND, "store %s: no request recorded for "
+                          "worker %u", s->dir, worker);
+    if (rc != 0)
+        return store_lmdb_err(s, rc, "reading a record");
+    return decode(s, worker, v, h, at, head);
+}
+
 int ps_store_record_get(struct ps_store *s, uint32_t worker,
                         uint64_t *incarnation, uint64_t *request_id,
-                        void *reply, size_t cap, size_t *reply_len,
-                        struct ps_place *place)
+                        void *reply, size_t cap, size_t *reply_len)
 {
     MDB_txn *txn = NULL;
-    unsigned char key[4];
-    MDB_val k = {4, key}, v;
+    MDB_val v;
     struct record_hdr h;
     struct ps_place at;
     size_t head;
-    int rc, rv;
+    int rv;
 
-    store_be32(key, worker);
     if ((rv = store_txn_begin(s, MDB_RDONLY, &txn)) != HC_OK)
         return rv;
-    rc = mdb_get(txn, s->dbi_recs, &k, &v);
-    if (rc == MDB_NOTFOUND) {
-        rv = hc_err_set(HC_ERR_NOTFOUND, "store %s: no request recorded for "
-                        "worker %u", s->dir, worker);
+    if ((rv = lookup(s, txn, worker, &v, &h, &at, &head)) != HC_OK)
         goto out;
-    }
-    if (rc != 0) {
-        rv = store_lmdb_err(s, rc, "reading a record");
-        goto out;
-    }
-    if ((rv = decode(s, worker, &v, &h, &at, &head)) != HC_OK)
-        goto out;
-    if (place)
-        *place = at;
     if (incarnation)
         *incarnation = h.incarnation;
     if (request_id)
@@ -120,6 +125,26 @@ int ps_store_record_get(struct ps_store *s, uint32_t worker,
     if (h.reply_len)
         memcpy(reply, (const unsigned char *)v.mv_data + head, h.reply_len);
 out:
+    store_rtxn_end(s, txn);
+    return rv;
+}
+
+int ps_store_place(struct ps_store *s, uint32_t worker, struct ps_place *at)
+{
+    MDB_txn *txn = NULL;
+    MDB_val v;
+    struct record_hdr h;
+    size_t head;
+    int rv;
+
+    memset(at, 0, sizeof *at);
+    if ((rv = store_txn_begin(s, MDB_RDONLY, &txn)) != HC_OK)
+        return rv;
+    rv = lookup(s, txn, worker, &v, &h, at, &head);
+    if (rv == HC_ERR_NOTFOUND) {
+        hc_err_clear();
+        rv = HC_OK;
+    }
     store_rtxn_end(s, txn);
     return rv;
 }

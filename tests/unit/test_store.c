@@ -591,7 +591,7 @@ static void test_apply_errors(void)
     CU_ASSERT_EQUAL(ps_store_step(s), 0);
     CU_ASSERT_EQUAL(ps_store_read_block(s, 0, x, 8), HC_OK);
     CU_ASSERT(x[0] == 0 && x[7] == 0);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 3, NULL, NULL, NULL, 0, NULL, NULL),
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 3, NULL, NULL, NULL, 0, NULL),
                     HC_ERR_NOTFOUND);
     /* and the store still works */
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, u, 1, NULL, 0, NULL), HC_OK);
@@ -650,19 +650,24 @@ static void test_records(void)
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, &u, 1, recs, 2, &step), HC_OK);
     CU_ASSERT_EQUAL(step, 1);
     CU_ASSERT_EQUAL(ps_store_record_get(s, 7, &inc, &req, reply, sizeof reply,
-                                        &len, &at), HC_OK);
+                                        &len), HC_OK);
     CU_ASSERT(inc == 0xBBBB && req == 5 && len == 11 &&
               memcmp(reply, "ack-w7-long", 11) == 0);
+    CU_ASSERT_EQUAL(ps_store_place(s, 7, &at), HC_OK);
     CU_ASSERT(at.known && at.epoch == 3 && at.batches == 17);
     /* a record without a place (as the first release wrote them) */
     CU_ASSERT_EQUAL(ps_store_record_get(s, 0, NULL, NULL, reply, sizeof reply,
-                                        &len, &at), HC_OK);
+                                        &len), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_place(s, 0, &at), HC_OK);
     CU_ASSERT(!at.known && len == 6 && memcmp(reply, "ack-w0", 6) == 0);
+    /* no record at all: no place */
+    CU_ASSERT_EQUAL(ps_store_place(s, 3, &at), HC_OK);
+    CU_ASSERT(!at.known);
     CU_ASSERT_EQUAL(ps_store_record_get(s, 3, &inc, &req, reply, sizeof reply,
-                                        &len, NULL), HC_ERR_NOTFOUND);
+                                        &len), HC_ERR_NOTFOUND);
     CHECK_MSG("no request recorded for worker 3");
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 7, NULL, NULL, reply, 4, &len,
-                                        NULL), HC_ERR_LIMIT);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 7, NULL, NULL, reply, 4, &len),
+                    HC_ERR_LIMIT);
     CU_ASSERT_EQUAL(len, 11);
     CHECK_MSG("has 11 bytes but the buffer holds 4");
     /* a record-only apply (a repeat answered, a join) leaves the step */
@@ -675,12 +680,13 @@ static void test_records(void)
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     CU_ASSERT_EQUAL(ps_store_step(s), 1);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 0, &inc, &req, NULL, 0, &len,
-                                        NULL), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 0, &inc, &req, NULL, 0, &len),
+                    HC_OK);
     CU_ASSERT(inc == 0xAAAA && req == 42 && len == 0);
     CU_ASSERT_EQUAL(ps_store_record_get(s, 7, &inc, &req, reply, sizeof reply,
-                                        &len, &at), HC_OK);
+                                        &len), HC_OK);
     CU_ASSERT(inc == 0xBBBB && req == 5 && len == 11);
+    CU_ASSERT_EQUAL(ps_store_place(s, 7, &at), HC_OK);
     CU_ASSERT(at.known && at.epoch == 3 && at.batches == 17);
     {
         struct seen_recs r = {0};
@@ -747,9 +753,9 @@ static void test_map_full(void)
     CU_ASSERT_EQUAL(ps_store_read_block(s, 0, x, 16), HC_OK);
     CU_ASSERT_EQUAL(x[0], (float)ok);
     CU_ASSERT_EQUAL(x[15], (float)ok);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, ok - 1, NULL, NULL, NULL, 0, NULL, NULL),
+    CU_ASSERT_EQUAL(ps_store_record_get(s, ok - 1, NULL, NULL, NULL, 0, NULL),
                     HC_ERR_LIMIT);  /* present (reply larger than 0) */
-    CU_ASSERT_EQUAL(ps_store_record_get(s, ok, NULL, NULL, NULL, 0, NULL, NULL),
+    CU_ASSERT_EQUAL(ps_store_record_get(s, ok, NULL, NULL, NULL, 0, NULL),
                     HC_ERR_NOTFOUND);
     CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
     ps_store_close(s);
