@@ -56,6 +56,7 @@ COMMON_SRC := $(filter-out common/hetps.c,$(wildcard common/*.c)) $(GEN)/hetps.p
 PS_SRC     := $(filter-out ps/main.c,$(wildcard ps/*.c))
 WORKER_SRC := $(filter-out worker/main.c,$(wildcard worker/*.c))
 TEST_SRC   := $(wildcard tests/unit/test_*.c)
+TEST_HELPERS := $(filter-out tests/unit/test_%.c,$(wildcard tests/unit/*.c))
 TOOL_SRC   := $(wildcard tests/tools/*.c)
 BENCH_SRC  := $(wildcard tests/bench/*.c)
 
@@ -123,7 +124,7 @@ bin/hetps: $(call obj,common/hetps.c) $(LIBCOMMON) build/flavour
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
 
-$(B)/tests/%: $(call obj,tests/unit/%.c) $(call obj,tests/unit/cu_main.c) $(LIBPS) $(LIBWORKER) $(LIBCOMMON)
+$(B)/tests/%: $(call obj,tests/unit/%.c) $(call obj,$(TEST_HELPERS)) $(LIBPS) $(LIBWORKER) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) -lcunit $(LDLIBS)
 # nfdelay holds packets of a netfilter queue (tests/faults/): its own library.

@@ -1,8 +1,8 @@
 #!/bin/sh
 # run.sh — the GPU checks, in one script for a machine with a CUDA device
 # (under 5 minutes): build with nvcc, run test_cuda (every op and whole nets,
-# GPU vs CPU), test_nn and test_replica (mirrored replicas on GPUs against
-# one CPU device), then time a training step of the reference model
+# GPU vs CPU), the test_nn_* programs and test_replica (mirrored replicas on
+# GPUs against one CPU device), then time a training step of the reference model
 # (tests/bench/step_gpu.c: the trainer's wk_replicas_step, with uploads,
 # downloads and the host reduction) at batch 64, 256 and 1024: on cpu, on
 # gpu:0 (and gpu:1 when there is one), on gpu:0,gpu:1 mirrored when there
@@ -54,7 +54,8 @@ fi
 say "$(grep '^nvcc:' "$LOGS/build.log" | head -1)"
 say "$(bin/hetps-worker --list-devices 2>&1)"
 
-for t in test_cuda test_nn test_replica; do
+for p in "$B"/tests/test_cuda "$B"/tests/test_nn_* "$B"/tests/test_replica; do
+    t=$(basename "$p")
     log=$LOGS/$t.log
     capped 90 "$B/tests/$t" > "$log" 2>&1
     rc=$?

@@ -1,0 +1,563 @@
+/*
+ * nn_ref.c — the double-precision reference the layer tests compare
+ * against, and the helpers they share (see nn_ref.h for each contract).
+ */
+#include "nn_ref.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cu.h"
+#include "err.h"
+
+/* ---- random numbers, comparison, allocation ---- */
+
+uint64_t nr_rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [lo, hi). */
+double nr_urand(uint64_t *s, double lo, double hi)
+{
+    return lo + (hi - lo) * (double)(nr_rng_next(s) >> 11) * 0x1.0p-53;
+}
+
+void nr_fill_rand(float *x, size_t n, uint64_t *s, double lo, double hi)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        x[i] = (float)nr_urand(s, lo, hi);
+}
+
+/* Compare got against want: every |got − want| ≤ atol + rtol·|want|.
+ * Prints the largest difference; returns 1 when all are within. */
+int nr_cmp_report(const char *what, const float *gotf, const double *gotd,
+                  const double *want, size_t n, double atol, double rtol)
+{
+    double worst = 0.0, worst_ratio = 0.0;
+    size_t i, at = 0, bad_at = 0;
+    int ok = 1;
+
+    for (i = 0; i < n; i++) {
+        double g = gotf ? (double)gotf[i] : gotd[i];
+        double d = fabs(g - want[i]);
+        double ratio = d / (atol + rtol * fabs(want[i]));
+
+        if (!(d <= atol + rtol * fabs(want[i]))) {
+            if (ok || ratio > worst_ratio)
+                bad_at = i;
+            ok = 0;
+        }
+        if (d > worst || isnan(d)) {
+            worst = d;
+            at = i;
+        }
+        if (ratio > worst_ratio)
+            worst_ratio = ratio;
+    }
+    if (n == 0)
+        return 1;
+    printf("\n    %-44s max |diff| %.3g (at %zu: %.6g vs %.6g)%s", what, worst,
+           at, gotf ? (double)gotf[at] : gotd[at], want[at],
+           ok ? "" : "  FAIL");
+    if (!ok)
+        printf("\n      worst relative to tolerance at %zu: %.9g vs %.9g",
+               bad_at, gotf ? (double)gotf[bad_at] : gotd[bad_at],
+               want[bad_at]);
+    return ok;
+}
+
+double *nr_dalloc(size_t n)
+{
+    double *p = calloc(n ? n : 1, sizeof *p);
+
+    CU_ASSERT_FATAL(p != NULL);
+    return p;
+}
+
+float *nr_falloc(size_t n)
+{
+    float *p = calloc(n ? n : 1, sizeof *p);
+
+    CU_ASSERT_FATAL(p != NULL);
+    return p;
+}
+
+struct wk_backend *nr_cpu(void)
+{
+    struct wk_backend *be = NULL;
+
+    CU_ASSERT_FATAL(wk_backend_cpu_new(1, &be) == HC_OK);
+    return be;
+}
+
+/* ---- naive double-precision ops ---- */
+
+static double ref_act1(enum hc_act a, double z)
+{
+    switch (a) {
+    case HC_ACT_RELU: return z > 0 ? z : 0;
+    case HC_ACT_SIGMOID: return 1.0 / (1.0 + exp(-z));
+    case HC_ACT_TANH: return tanh(z);
+    default: return z;
+    }
+}
+
+/* Derivative from the pre-activation z. */
+static double ref_dact1(enum hc_act a, double z)
+{
+    double s;
+
+    switch (a) {
+    case HC_ACT_RELU: return z > 0 ? 1 : 0;
+    case HC_ACT_SIGMOID: s = 1.0 / (1.0 + exp(-z)); return s * (1 - s);
+    case HC_ACT_TANH: s = tanh(z); return 1 - s * s;
+    default: return 1;
+    }
+}
+
+/* y = act(z) over rows of n (softmax per row). */
+void nr_ref_act(enum hc_act a, const double *z, double *y, size_t rows,
+                int n)
+{
+    size_t r;
+    int j;
+
+    for (r = 0; r < rows; r++) {
+        const double *zr = z + r * n;
+        double *yr = y + r * n;
+
+        if (a == HC_ACT_SOFTMAX) {
+            double mx = zr[0], s = 0;
+
+            for (j = 1; j < n; j++)
+                mx = zr[j] > mx ? zr[j] : mx;
+            for (j = 0; j < n; j++)
+                s += exp(zr[j] - mx);
+            for (j = 0; j < n; j++)
+                yr[j] = exp(zr[j] - mx) / s;
+        } else {
+            for (j = 0; j < n; j++)
+                yr[j] = ref_act1(a, zr[j]);
+        }
+    }
+}
+
+/* dz from dy through act at z (y = act(z)). */
+void nr_ref_dact(enum hc_act a, const double *z, const double *y,
+                 const double *dy, double *dz, size_t rows, int n)
+{
+    size_t r;
+    int j, k;
+
+    for (r = 0; r < rows; r++) {
+        const double *zr = z + r * n, *yr = y + r * n, *dyr = dy + r * n;
+        double *dzr = dz + r * n;
+
+        for (j = 0; j < n; j++) {
+            if (a != HC_ACT_SOFTMAX) {
+                dzr[j] = dyr[j] * ref_dact1(a, zr[j]);
+                continue;
+            }
+            /* full Jacobian: dy_k/dz_j = y_k (δ_kj − y_j) */
+            dzr[j] = 0;
+            for (k = 0; k < n; k++)
+                dzr[j] += dyr[k] * yr[k] * ((k == j) - yr[j]);
+        }
+    }
+}
+
+/* Keras "same": pad_total = max((ceil(H/s) − 1)·s + k − H, 0). */
+int nr_pad_before(int H, int k, int s, int same)
+{
+    int out = (H + s - 1) / s, total = (out - 1) * s + k - H;
+
+    return same && total > 0 ? total / 2 : 0;
+}
+
+int nr_out_dim(int H, int k, int s, int same)
+{
+    return same ? (H + s - 1) / s : (H - k) / s + 1;
+}
+
+/* ---- the model builder ---- */
+
+void nr_mb_begin(struct hc_model *m, const char *name, int rank, int d0,
+                 int d1, int d2, enum hc_loss loss)
+{
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->input.rank = rank;
+    m->input.dims[0] = d0;
+    m->input.dims[1] = d1;
+    m->input.dims[2] = d2;
+    m->loss = loss;
+    m->seed = 7;
+}
+
+static struct hc_shape mb_cur(const struct hc_model *m)
+{
+    return m->n_layers ? m->layers[m->n_layers - 1].out : m->input;
+}
+
+int nr_mb_var(struct hc_model *m, const char *layer, const char *what,
+              int ndim, int s0, int s1, int s2, int s3)
+{
+    struct hc_var_def *v = &m->vars[m->n_vars];
+    int sh[4] = {s0, s1, s2, s3}, i;
+
+    snprintf(v->name, sizeof v->name, "%s/%s", layer, what);
+    v->ndim = ndim;
+    v->size = 1;
+    for (i = 0; i < ndim; i++) {
+        v->shape[i] = sh[i];
+        v->size *= (size_t)sh[i];
+    }
+    v->init = ndim > 1 ? HC_INIT_GLOROT_UNIFORM : HC_INIT_ZEROS;
+    m->n_params += v->size;
+    return m->n_vars++;
+}
+
+struct hc_layer_spec *nr_mb_layer(struct hc_model *m,
+                                  enum hc_layer_type t, enum hc_act act)
+{
+    static const char *const names[] = {"conv2d", "max_pooling2d", "flatten",
+                                        "dense", "dropout", "activation"};
+    struct hc_layer_spec *l = &m->layers[m->n_layers];
+    int i, same = 0;
+
+    memset(l, 0, sizeof *l);
+    for (i = 0; i < m->n_layers; i++)
+        same += m->layers[i].type == t;
+    if (same)
+        snprintf(l->name, sizeof l->name, "%s_%d", names[t], same);
+    else
+        snprintf(l->name, sizeof l->name, "%s", names[t]);
+    l->type = t;
+    l->act = act;
+    l->in = mb_cur(m);
+    l->out = l->in;
+    l->var_kernel = l->var_bias = -1;
+    l->use_bias = 1;
+    m->n_layers++;
+    return l;
+}
+
+void nr_mb_conv(struct hc_model *m, int F, int kh, int kw, int sh, int sw,
+                int same, enum hc_act act, int use_bias)
+{
+    struct hc_layer_spec *l = nr_mb_layer(m, HC_LAYER_CONV2D, act);
+    int C = l->in.dims[2];
+
+    l->filters = F;
+    l->kh = kh;
+    l->kw = kw;
+    l->sh = sh;
+    l->sw = sw;
+    l->same = same;
+    l->use_bias = use_bias;
+    l->out.dims[0] = nr_out_dim(l->in.dims[0], kh, sh, same);
+    l->out.dims[1] = nr_out_dim(l->in.dims[1], kw, sw, same);
+    l->out.dims[2] = F;
+    l->var_kernel = nr_mb_var(m, l->name, "kernel", 4, kh, kw, C, F);
+    if (use_bias)
+        l->var_bias = nr_mb_var(m, l->name, "bias", 1, F, 0, 0, 0);
+}
+
+void nr_mb_pool(struct hc_model *m, int ph, int pw, int sh, int sw,
+                int same)
+{
+    struct hc_layer_spec *l = nr_mb_layer(m, HC_LAYER_MAXPOOL2D, HC_ACT_LINEAR);
+
+    l->ph = ph;
+    l->pw = pw;
+    l->sh = sh;
+    l->sw = sw;
+    l->same = same;
+    l->out.dims[0] = nr_out_dim(l->in.dims[0], ph, sh, same);
+    l->out.dims[1] = nr_out_dim(l->in.dims[1], pw, sw, same);
+}
+
+void nr_mb_flatten(struct hc_model *m)
+{
+    struct hc_layer_spec *l = nr_mb_layer(m, HC_LAYER_FLATTEN, HC_ACT_LINEAR);
+
+    l->out.rank = 1;
+    l->out.dims[0] = l->in.dims[0] * l->in.dims[1] * l->in.dims[2];
+    l->out.dims[1] = l->out.dims[2] = 0;
+}
+
+void nr_mb_dense(struct hc_model *m, int units, enum hc_act act,
+                 int use_bias)
+{
+    struct hc_layer_spec *l = nr_mb_layer(m, HC_LAYER_DENSE, act);
+
+    l->units = units;
+    l->use_bias = use_bias;
+    l->out.dims[0] = units;
+    l->var_kernel = nr_mb_var(m, l->name, "kernel", 2, l->in.dims[0], units,
+                              0, 0);
+    if (use_bias)
+        l->var_bias = nr_mb_var(m, l->name, "bias", 1, units, 0, 0, 0);
+    if (act == HC_ACT_SOFTMAX)
+        m->n_classes = units;
+}
+
+void nr_mb_dropout(struct hc_model *m, float rate)
+{
+    nr_mb_layer(m, HC_LAYER_DROPOUT, HC_ACT_LINEAR)->rate = rate;
+}
+
+void nr_mb_act(struct hc_model *m, enum hc_act act)
+{
+    nr_mb_layer(m, HC_LAYER_ACTIVATION, act);
+}
+
+size_t nr_shp_size(const struct hc_shape *s)
+{
+    return s->rank == 3 ? (size_t)s->dims[0] * s->dims[1] * s->dims[2]
+                        : (size_t)s->dims[0];
+}
+
+static size_t var_off(const struct hc_model *m, int v)
+{
+    size_t off = 0;
+    int i;
+
+    for (i = 0; i < v; i++)
+        off += m->vars[i].size;
+    return off;
+}
+
+/* Glorot-like random kernels and small random (nonzero) biases. */
+void nr_rand_params(const struct hc_model *m, float *p, uint64_t *s)
+{
+    int v;
+
+    for (v = 0; v < m->n_vars; v++) {
+        const struct hc_var_def *d = &m->vars[v];
+        double a = 0.1;
+
+        if (d->ndim > 1) {
+            size_t fan_out = (size_t)d->shape[d->ndim - 1];
+            size_t fan_in = d->size / fan_out;
+
+            a = sqrt(6.0 / (double)(fan_in + fan_out));
+        }
+        nr_fill_rand(p + var_off(m, v), d->size, s, -a, a);
+    }
+}
+
+/* ---- the reference network in double ---- */
+
+/*
+ * Mean loss of the batch with parameters P; when G is not NULL also the
+ * gradient (n_params). out (B, N) receives the network output if not NULL.
+ * Every layer is computed by the plainest loops, from the definition.
+ */
+double nr_ref_run(const struct hc_model *m, const double *P,
+                  const struct nr_batch *rb, double *G, double *out)
+{
+    const int B = rb->B, L = m->n_layers;
+    double *z[HC_MODEL_MAX_LAYERS], *y[HC_MODEL_MAX_LAYERS];
+    int *arg[HC_MODEL_MAX_LAYERS];
+    size_t in_n = nr_shp_size(&m->input), N, i;
+    double *x0 = nr_dalloc(B * in_n), *dy, *dx, loss = 0;
+    int l, b;
+
+    for (i = 0; i < B * in_n; i++)
+        x0[i] = rb->x[i];
+    for (l = 0; l < L; l++) {
+        const struct hc_layer_spec *s = &m->layers[l];
+        const double *X = l ? y[l - 1] : x0;
+        size_t on = nr_shp_size(&s->out), inn = nr_shp_size(&s->in);
+        const double *W = s->var_kernel >= 0 ? P + var_off(m, s->var_kernel)
+                                             : NULL;
+        const double *bias = s->var_bias >= 0 ? P + var_off(m, s->var_bias)
+                                              : NULL;
+
+        z[l] = nr_dalloc(B * on);
+        y[l] = nr_dalloc(B * on);
+        arg[l] = calloc(B * on, sizeof(int));
+        CU_ASSERT_FATAL(arg[l] != NULL);
+        if (s->type == HC_LAYER_CONV2D || s->type == HC_LAYER_MAXPOOL2D) {
+            int H = s->in.dims[0], Wd = s->in.dims[1], C = s->in.dims[2];
+            int OH = s->out.dims[0], OW = s->out.dims[1], F = s->out.dims[2];
+            int conv = s->type == HC_LAYER_CONV2D;
+            int kh = conv ? s->kh : s->ph, kw = conv ? s->kw : s->pw;
+            int pt = nr_pad_before(H, kh, s->sh, s->same);
+            int pl = nr_pad_before(Wd, kw, s->sw, s->same);
+            int oh, ow, f, a, c, bb;
+
+            for (bb = 0; bb < B; bb++)
+                for (oh = 0; oh < OH; oh++)
+                    for (ow = 0; ow < OW; ow++)
+                        for (f = 0; f < F; f++) {
+                            size_t o = (((size_t)bb * OH + oh) * OW + ow) * F + f;
+                            double acc = conv && bias ? bias[f] : 0;
+                            int best = -1;
+
+                            for (a = 0; a < kh * kw; a++) {
+                                int ih = oh * s->sh - pt + a / kw;
+                                int iw = ow * s->sw - pl + a % kw;
+
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= Wd)
+                                    continue;
+                                for (c = 0; c < C; c++) {
+                                    size_t xi = (((size_t)bb * H + ih) * Wd + iw) * C + c;
+
+                                    if (conv)
+                                        acc += X[xi] * W[((size_t)a * C + c) * F + f];
+                                    else if (c == f &&
+                                             (best < 0 || X[xi] > X[best]))
+                                        best = (int)xi;
+                                }
+                            }
+                            if (conv) {
+                                z[l][o] = acc;
+                            } else {
+                                z[l][o] = X[best];
+                                arg[l][o] = best;
+                            }
+                        }
+        } else if (s->type == HC_LAYER_DENSE) {
+            int U = s->units, u;
+
+            for (b = 0; b < B; b++)
+                for (u = 0; u < U; u++) {
+                    double acc = bias ? bias[u] : 0;
+
+                    for (i = 0; i < inn; i++)
+                        acc += X[b * inn + i] * W[i * U + u];
+                    z[l][b * U + u] = acc;
+                }
+        } else if (s->type == HC_LAYER_DROPOUT && rb->masks && rb->masks[l]) {
+            for (i = 0; i < B * on; i++)
+                z[l][i] = X[i] * rb->masks[l][i];
+        } else {
+            memcpy(z[l], X, B * on * sizeof(double));
+        }
+        if (s->type == HC_LAYER_CONV2D || s->type == HC_LAYER_DENSE ||
+            s->type == HC_LAYER_ACTIVATION) {
+            int n = s->out.rank == 3 ? s->out.dims[2] : s->out.dims[0];
+
+            nr_ref_act(s->act, z[l], y[l], B * on / n, n);
+        } else {
+            memcpy(y[l], z[l], B * on * sizeof(double));
+        }
+    }
+    N = nr_shp_size(&m->layers[L - 1].out);
+    dy = nr_dalloc(B * N);
+    for (b = 0; b < B; b++) {
+        const double *yb = y[L - 1] + b * N;
+
+        if (m->loss == HC_LOSS_SPARSE_CCE) {
+            loss -= log(yb[rb->labels[b]]);
+            dy[b * N + rb->labels[b]] = -1.0 / (B * yb[rb->labels[b]]);
+        } else {
+            for (i = 0; i < N; i++) {
+                double d = yb[i] - rb->targets[b * N + i];
+
+                loss += d * d / N;
+                dy[b * N + i] = 2 * d / ((double)N * B);
+            }
+        }
+    }
+    if (out)
+        memcpy(out, y[L - 1], B * N * sizeof(double));
+    for (l = L - 1; G && l >= 0; l--) {
+        const struct hc_layer_spec *s = &m->layers[l];
+        const double *X = l ? y[l - 1] : x0;
+        size_t on = nr_shp_size(&s->out), inn = nr_shp_size(&s->in);
+        const double *W = s->var_kernel >= 0 ? P + var_off(m, s->var_kernel)
+                                             : NULL;
+        double *dW = s->var_kernel >= 0 ? G + var_off(m, s->var_kernel) : NULL;
+        double *dB = s->var_bias >= 0 ? G + var_off(m, s->var_bias) : NULL;
+        double *dz = nr_dalloc(B * on);
+
+        dx = nr_dalloc(B * inn);
+        if (s->type == HC_LAYER_CONV2D || s->type == HC_LAYER_DENSE ||
+            s->type == HC_LAYER_ACTIVATION) {
+            int n = s->out.rank == 3 ? s->out.dims[2] : s->out.dims[0];
+
+            nr_ref_dact(s->act, z[l], y[l], dy, dz, B * on / n, n);
+        } else {
+            memcpy(dz, dy, B * on * sizeof(double));
+        }
+        if (s->type == HC_LAYER_CONV2D || s->type == HC_LAYER_MAXPOOL2D) {
+            int H = s->in.dims[0], Wd = s->in.dims[1], C = s->in.dims[2];
+            int OH = s->out.dims[0], OW = s->out.dims[1], F = s->out.dims[2];
+            int conv = s->type == HC_LAYER_CONV2D;
+            int kh = conv ? s->kh : s->ph, kw = conv ? s->kw : s->pw;
+            int pt = nr_pad_before(H, kh, s->sh, s->same);
+            int pl = nr_pad_before(Wd, kw, s->sw, s->same);
+            int oh, ow, f, a, c, bb;
+
+            for (bb = 0; bb < B; bb++)
+                for (oh = 0; oh < OH; oh++)
+                    for (ow = 0; ow < OW; ow++)
+                        for (f = 0; f < F; f++) {
+                            size_t o = (((size_t)bb * OH + oh) * OW + ow) * F + f;
+
+                            if (!conv) {
+                                dx[arg[l][o]] += dz[o];
+                                continue;
+                            }
+                            if (dB)
+                                dB[f] += dz[o];
+                            for (a = 0; a < kh * kw; a++) {
+                                int ih = oh * s->sh - pt + a / kw;
+                                int iw = ow * s->sw - pl + a % kw;
+
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= Wd)
+                                    continue;
+                                for (c = 0; c < C; c++) {
+                                    size_t xi = (((size_t)bb * H + ih) * Wd + iw) * C + c;
+                                    size_t wi = ((size_t)a * C + c) * F + f;
+
+                                    dW[wi] += dz[o] * X[xi];
+                                    dx[xi] += dz[o] * W[wi];
+                                }
+                            }
+                        }
+        } else if (s->type == HC_LAYER_DENSE) {
+            int U = s->units, u;
+
+            for (b = 0; b < B; b++)
+                for (u = 0; u < U; u++) {
+                    double g = dz[b * U + u];
+
+                    if (dB)
+                        dB[u] += g;
+                    for (i = 0; i < inn; i++) {
+                        dW[i * U + u] += g * X[b * inn + i];
+                        dx[b * inn + i] += g * W[i * U + u];
+                    }
+                }
+        } else if (s->type == HC_LAYER_DROPOUT && rb->masks && rb->masks[l]) {
+            for (i = 0; i < B * on; i++)
+                dx[i] = dz[i] * rb->masks[l][i];
+        } else {
+            memcpy(dx, dz, B * on * sizeof(double));
+        }
+        free(dz);
+        free(dy);
+        dy = dx;
+    }
+    free(dy);
+    for (l = 0; l < L; l++) {
+        free(z[l]);
+        free(y[l]);
+        free(arg[l]);
+    }
+    free(x0);
+    return loss / B;
+}

@@ -1,0 +1,214 @@
+/*
+ * test_nn_loss.c — activations and losses: every activation
+ * forward and backward (with the fused bias gradient), softmax with
+ * sparse categorical cross-entropy, mean squared error, and networks of
+ * activation layers and both losses against the double reference.
+ *
+ * The reference and the shared checks are in nn_ref.c and nn_check.c;
+ * each comparison prints its largest difference.
+ */
+#include "cu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nn_check.h"
+#include "nn_ref.h"
+#include "worker/backend.h"
+#include "worker/nn.h"
+
+static void test_activations(void)
+{
+    static const enum hc_act acts[] = {HC_ACT_LINEAR, HC_ACT_RELU,
+                                       HC_ACT_SIGMOID, HC_ACT_TANH,
+                                       HC_ACT_SOFTMAX};
+    struct wk_backend *be = nr_cpu();
+    enum { R = 9, N = 7 };
+    float x[R * N], bias[N], y[R * N], dy[R * N], dx[R * N], db[N];
+    float fused[R * N], db2[N];
+    double z[R * N], wy[R * N], wdz[R * N], wdb[N], dyd[R * N];
+    uint64_t s = 3;
+    size_t ai;
+    int r, j, wb;
+
+    for (ai = 0; ai < sizeof acts / sizeof acts[0]; ai++) {
+        enum hc_act a = acts[ai];
+
+        for (wb = 0; wb < 2; wb++) {
+            char what[64];
+
+            nr_fill_rand(x, R * N, &s, -3, 3);
+            nr_fill_rand(bias, N, &s, -1, 1);
+            nr_fill_rand(dy, R * N, &s, -1, 1);
+            x[0] = 0.0f;
+            for (r = 0; r < R; r++)
+                for (j = 0; j < N; j++)
+                    z[r * N + j] = (double)x[r * N + j] + (wb ? bias[j] : 0.0f);
+            nr_ref_act(a, z, wy, R, N);
+            wk_be_act_forward(be, x, wb ? bias : NULL, y, R, N, a);
+            snprintf(what, sizeof what, "act_forward %d bias %d", (int)a, wb);
+            CU_ASSERT(nr_cmp_report(what, y, NULL, wy, R * N, 1e-6, 1e-5));
+            /* backward from the float outputs, against double */
+            for (r = 0; r < R * N; r++)
+                dyd[r] = dy[r];
+            nr_ref_dact(a, z, wy, dyd, wdz, R, N);
+            wk_be_act_backward(be, y, dy, dx, R, N, a);
+            snprintf(what, sizeof what, "act_backward %d bias %d", (int)a, wb);
+            CU_ASSERT(nr_cmp_report(what, dx, NULL, wdz, R * N, 1e-6, 1e-4));
+            /* fused act + bias gradient: same as the two ops */
+            memcpy(fused, dy, sizeof fused);
+            wk_be_act_bias_backward(be, y, fused, R, N, a, db);
+            for (j = 0; j < N; j++) {
+                wdb[j] = 0;
+                for (r = 0; r < R; r++)
+                    wdb[j] += wdz[r * N + j];
+            }
+            snprintf(what, sizeof what, "act_bias_backward dy %d", (int)a);
+            CU_ASSERT(nr_cmp_report(what, fused, NULL, wdz, R * N, 1e-6, 1e-4));
+            snprintf(what, sizeof what, "act_bias_backward db %d", (int)a);
+            CU_ASSERT(nr_cmp_report(what, db, NULL, wdb, N, 1e-6, 1e-4));
+            wk_be_bias_grad(be, dx, R, N, db2);
+            CU_ASSERT(nr_cmp_report("bias_grad", db2, NULL, wdb, N, 1e-6,
+                                    1e-4));
+            /* in place, db NULL */
+            memcpy(fused, dy, sizeof fused);
+            wk_be_act_bias_backward(be, y, fused, R, N, a, NULL);
+            CU_ASSERT(nr_cmp_report("act_bias_backward db=NULL", fused, NULL,
+                                    wdz, R * N, 1e-6, 1e-4));
+            wk_be_act_forward(be, x, wb ? bias : NULL, x, R, N, a);
+            CU_ASSERT(memcmp(x, y, sizeof x) == 0);     /* in place */
+        }
+    }
+    wk_backend_free(be);
+}
+
+static void test_xent(void)
+{
+    struct wk_backend *be = nr_cpu();
+    enum { R = 6, N = 5 };
+    float z[R * N], p[R * N], loss[R], hit[R], dz[R * N];
+    double wp[R * N], wl[R], wh[R], wdz[R * N], zd[R * N];
+    int labels[R] = {0, 4, 2, 2, 1, 3}, r, j;
+    uint64_t s = 5;
+
+    nr_fill_rand(z, R * N, &s, -4, 4);
+    z[5 * N + 3] = 900.0f;     /* huge logits: still finite */
+    z[5 * N + 1] = -900.0f;
+    z[4 * N + 0] = 700.0f;     /* the label's logit far below the max */
+    z[3 * N + 2] = z[3 * N + 4] = 3.5f;  /* tie: first maximum wins */
+    z[3 * N + 0] = z[3 * N + 1] = z[3 * N + 3] = 0.0f;
+    for (r = 0; r < R * N; r++)
+        zd[r] = z[r];
+    nr_ref_act(HC_ACT_SOFTMAX, zd, wp, R, N);
+    for (r = 0; r < R; r++) {
+        double mx = zd[r * N], se = 0;
+        int arg = 0;
+
+        for (j = 1; j < N; j++)
+            if (zd[r * N + j] > mx) {
+                mx = zd[r * N + j];
+                arg = j;
+            }
+        for (j = 0; j < N; j++)
+            se += exp(zd[r * N + j] - mx);
+        wl[r] = log(se) + mx - zd[r * N + labels[r]];
+        wh[r] = arg == labels[r];
+        for (j = 0; j < N; j++)
+            wdz[r * N + j] = 0.25 * (wp[r * N + j] - (j == labels[r]));
+    }
+    wk_be_xent_forward(be, z, labels, R, N, p, loss, hit);
+    CU_ASSERT(nr_cmp_report("xent_forward p", p, NULL, wp, R * N, 1e-7, 1e-5));
+    CU_ASSERT(nr_cmp_report("xent_forward loss", loss, NULL, wl, R, 1e-6,
+                            1e-5));
+    CU_ASSERT(nr_cmp_report("xent_forward hit", hit, NULL, wh, R, 0, 0));
+    CU_ASSERT(isfinite(loss[4]) && loss[4] > 690.0f);
+    wk_be_xent_backward(be, p, labels, R, N, 0.25f, dz);
+    CU_ASSERT(nr_cmp_report("xent_backward", dz, NULL, wdz, R * N, 1e-7, 1e-5));
+    wk_be_xent_backward(be, p, labels, R, N, 0.25f, p);    /* in place */
+    CU_ASSERT(memcmp(p, dz, sizeof dz) == 0);
+    /* no labels: probabilities only, loss and hit untouched */
+    loss[0] = -1.0f;
+    wk_be_xent_forward(be, z, NULL, R, N, p, NULL, NULL);
+    CU_ASSERT(nr_cmp_report("xent_forward p (no labels)", p, NULL, wp, R * N,
+                            1e-7, 1e-5));
+    CU_ASSERT_EQUAL(loss[0], -1.0f);
+    wk_backend_free(be);
+}
+
+static void test_mse(void)
+{
+    struct wk_backend *be = nr_cpu();
+    enum { R = 5, N = 3 };
+    float y[R * N], t[R * N], loss[R], hit[R], dy[R * N];
+    float y1[4] = {0.2f, 0.7f, 0.6f, 0.4f}, t1[4] = {0.0f, 1.0f, 0.0f, 0.0f};
+    double wl[R], wh[R], wd[R * N], wl1[4], wh1[4] = {1, 1, 0, 1};
+    uint64_t s = 6;
+    int r, j;
+
+    nr_fill_rand(y, R * N, &s, -1, 1);
+    nr_fill_rand(t, R * N, &s, -1, 1);
+    for (r = 0; r < R; r++) {
+        int ay = 0, at = 0;
+
+        wl[r] = 0;
+        for (j = 0; j < N; j++) {
+            double d = (double)y[r * N + j] - t[r * N + j];
+
+            wl[r] += d * d / N;
+            wd[r * N + j] = 0.3 * d;
+            if (y[r * N + j] > y[r * N + ay])
+                ay = j;
+            if (t[r * N + j] > t[r * N + at])
+                at = j;
+        }
+        wh[r] = ay == at;
+    }
+    wk_be_mse_forward(be, y, t, R, N, loss, hit);
+    CU_ASSERT(nr_cmp_report("mse_forward loss", loss, NULL, wl, R, 1e-7, 1e-6));
+    CU_ASSERT(nr_cmp_report("mse_forward hit (argmax)", hit, NULL, wh, R, 0,
+                            0));
+    wk_be_mse_backward(be, y, t, R * N, 0.3f, dy);
+    CU_ASSERT(nr_cmp_report("mse_backward", dy, NULL, wd, R * N, 1e-7, 1e-6));
+    for (r = 0; r < 4; r++)
+        wl1[r] = ((double)y1[r] - t1[r]) * ((double)y1[r] - t1[r]);
+    wk_be_mse_forward(be, y1, t1, 4, 1, loss, hit);
+    CU_ASSERT(nr_cmp_report("mse_forward loss n=1", loss, NULL, wl1, 4, 1e-7,
+                            1e-6));
+    CU_ASSERT(nr_cmp_report("mse_forward hit n=1 (threshold)", hit, NULL, wh1,
+                            4, 0, 0));
+    wk_backend_free(be);
+}
+
+/* ---- networks ---- */
+
+static void test_grad_activation_layers(void)
+{
+    nc_check_model(nc_model_activation_layers, 4, 0, 0, 2);
+}
+
+static void test_grad_mse_softmax(void)
+{
+    nc_check_model(nc_model_mse_softmax, 3, 0, 0, 2);
+}
+
+static void test_grad_mse_relu_sigmoid1(void)
+{
+    nc_check_model(nc_model_mse_relu_sigmoid1, 5, 0, 0, 2);
+}
+
+void hp_test_register(void)
+{
+    static const struct nc_test ops[] = {
+        {"activations forward/backward, fused bias grad", test_activations},
+        {"softmax + sparse CCE", test_xent},
+        {"mse", test_mse},
+    }, nets[] = {
+        {"grad activation layers, fused softmax", test_grad_activation_layers},
+        {"grad mse on softmax output", test_grad_mse_softmax},
+        {"grad mse relu + sigmoid n=1", test_grad_mse_relu_sigmoid1},
+    };
+
+    nc_add_suite("backend_cpu loss", ops, sizeof ops / sizeof ops[0]);
+    nc_add_suite("nn loss", nets, sizeof nets / sizeof nets[0]);
+}

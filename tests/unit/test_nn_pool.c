@@ -1,0 +1,128 @@
+/*
+ * test_nn_pool.c — max-pooling: the op (values, argmax, backward)
+ * against naive loops, and networks with overlapping, "same" and
+ * row-dropping pools against the double reference.
+ *
+ * The reference and the shared checks are in nn_ref.c and nn_check.c;
+ * each comparison prints its largest difference.
+ */
+#include "cu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "err.h"
+#include "nn_check.h"
+#include "nn_ref.h"
+#include "worker/backend.h"
+#include "worker/nn.h"
+
+static void test_maxpool(void)
+{
+    static const struct {
+        int B, H, W, C, p, s, same;
+    } t[] = {
+        {2, 4, 4, 3, 2, 2, 0}, {2, 5, 5, 2, 2, 2, 0}, {1, 7, 6, 2, 3, 2, 0},
+        {2, 5, 5, 2, 2, 2, 1}, {1, 6, 5, 3, 3, 1, 1}, {3, 26, 26, 4, 2, 2, 0},
+        {1, 1, 1, 2, 2, 2, 1},
+    };
+    struct wk_backend *be = nr_cpu();
+    uint64_t s = 7;
+    size_t ti;
+
+    for (ti = 0; ti < sizeof t / sizeof t[0]; ti++) {
+        struct wk_geom g;
+        size_t nx, ny, i;
+        float *x, *y, *dy, *dx;
+        int32_t *idx;
+        double *wy, *widx, *wdx, *gi;
+        int b, oh, ow, c, a;
+        char what[64];
+
+        CU_ASSERT_FATAL(wk_geom_init(&g, t[ti].B, t[ti].H, t[ti].W, t[ti].C,
+                                     t[ti].p, t[ti].p, t[ti].s, t[ti].s,
+                                     t[ti].same) == HC_OK);
+        nx = (size_t)g.B * g.H * g.W * g.C;
+        ny = (size_t)g.B * g.OH * g.OW * g.C;
+        x = nr_falloc(nx);
+        dx = nr_falloc(nx);
+        y = nr_falloc(ny);
+        dy = nr_falloc(ny);
+        idx = calloc(ny, sizeof *idx);
+        CU_ASSERT_FATAL(idx != NULL);
+        wy = nr_dalloc(ny);
+        widx = nr_dalloc(ny);
+        gi = nr_dalloc(ny);
+        wdx = nr_dalloc(nx);
+        nr_fill_rand(x, nx, &s, -1, 1);
+        nr_fill_rand(dy, ny, &s, -1, 1);
+        for (i = 0; i < nx; i++)
+            dx[i] = NAN;
+        for (b = 0, i = 0; b < g.B; b++)
+            for (oh = 0; oh < g.OH; oh++)
+                for (ow = 0; ow < g.OW; ow++)
+                    for (c = 0; c < g.C; c++, i++) {
+                        long best = -1;
+
+                        for (a = 0; a < g.kh * g.kw; a++) {
+                            int ih = oh * g.sh - g.pt + a / g.kw;
+                            int iw = ow * g.sw - g.pl + a % g.kw;
+                            long xi = (((long)b * g.H + ih) * g.W + iw) * g.C + c;
+
+                            if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W)
+                                continue;
+                            if (best < 0 || x[xi] > x[best])
+                                best = xi;
+                        }
+                        wy[i] = x[best];
+                        widx[i] = (double)best;
+                        wdx[best] += dy[i];
+                    }
+        wk_be_maxpool_forward(be, &g, x, y, idx);
+        wk_be_maxpool_backward(be, &g, dy, idx, dx);
+        for (i = 0; i < ny; i++)
+            gi[i] = idx[i];
+        snprintf(what, sizeof what, "maxpool_forward case %zu", ti);
+        CU_ASSERT(nr_cmp_report(what, y, NULL, wy, ny, 0, 0));
+        snprintf(what, sizeof what, "maxpool argmax case %zu", ti);
+        CU_ASSERT(nr_cmp_report(what, NULL, gi, widx, ny, 0, 0));
+        snprintf(what, sizeof what, "maxpool_backward case %zu", ti);
+        CU_ASSERT(nr_cmp_report(what, dx, NULL, wdx, nx, 1e-7, 1e-6));
+        free(x);
+        free(dx);
+        free(y);
+        free(dy);
+        free(idx);
+        free(wy);
+        free(widx);
+        free(gi);
+        free(wdx);
+    }
+    wk_backend_free(be);
+}
+
+/* ---- networks ---- */
+
+static void test_grad_pools(void)
+{
+    nc_check_model(nc_model_pools, 3, 0, 0, 2);
+}
+
+static void test_grad_pool_leftover(void)
+{
+    nc_check_model(nc_model_pool_leftover, 2, 0, 0, 2);
+}
+
+void hp_test_register(void)
+{
+    static const struct nc_test ops[] = {
+        {"maxpool forward/backward", test_maxpool},
+    }, nets[] = {
+        {"grad overlapping and same pools", test_grad_pools},
+        {"grad pool with leftover rows", test_grad_pool_leftover},
+    };
+
+    nc_add_suite("backend_cpu pool", ops, sizeof ops / sizeof ops[0]);
+    nc_add_suite("nn pool", nets, sizeof nets / sizeof nets[0]);
+}
