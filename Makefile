@@ -6,6 +6,10 @@
 #   make run          install missing packages, build, train the reference job
 #                     (EPOCHS=N: fewer epochs; MODE=sync|ssp:S: another mode)
 #   make bench        benchmarks (tests/bench/)
+#   make image        the runtime image hetps:latest (deploy/Dockerfile;
+#                     image-gpu: hetps:gpu with cuBLAS)
+#   make test-deploy  images and Compose with a real Docker daemon
+#                     (tests/deploy/; also part of make test)
 #
 # Sources are found by wildcard: common/*.c make libcommon, ps/*.c libps,
 # worker/*.c libworker (each main.c excepted), tests/unit/test_*.c one CUnit
@@ -69,7 +73,7 @@ TESTS     := $(patsubst tests/unit/%.c,$(B)/tests/%,$(TEST_SRC))
 TOOLS     := $(patsubst tests/tools/%.c,$(B)/tools/%,$(TOOL_SRC))
 BENCHES   := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps test test-faults run bench clean check-cuda
+.PHONY: all deps test test-faults test-deploy image image-gpu run bench clean check-cuda
 all: check-cuda $(BINS) $(TESTS) $(TOOLS) $(BENCHES)
 
 check-cuda:
@@ -149,6 +153,18 @@ test: deps
 test-faults: deps
 	@$(MAKE) --no-print-directory all
 	@HETPS_BUILD=$(B) TESTS=netns ./tests/run.sh
+
+# Images need a Docker daemon (deploy/image.sh; BASE=debian:bookworm-slim
+# where a registry is reachable, else a local debootstrap minbase).
+image: all
+	@./deploy/image.sh
+image-gpu: all
+	@./deploy/image.sh --gpu
+
+# Only the deployment tests (tests/deploy/: Docker, Compose; as root).
+test-deploy: deps
+	@$(MAKE) --no-print-directory all
+	@HETPS_BUILD=$(B) TESTS=deploy ./tests/run.sh
 
 EPOCHS ?= 10
 run: deps
