@@ -11,6 +11,7 @@
 #   adds a third worker to the cluster file, regenerates, `up -d`: only the
 #   new worker starts (the others' start times unchanged), it joins the
 #   running job;
+#   removes it again: its container stops, the job goes on;
 #   the chief ends as any job does: final weights, test accuracy >= 0.85.
 # Each step's time is printed ("time: ...").
 . "$(dirname "$0")/../integration/lib.inc"
@@ -37,15 +38,19 @@ size=$(docker image inspect -f '{{.Size}}' hetps:latest)
 step "image build (base cached by tag), $((size / 1000000)) MB"
 [ "$size" -lt 200000000 ] || fail "the image is $((size / 1000000)) MB, over 200 MB"
 
-# cid PROJECT FILE SERVICE; started PROJECT FILE SERVICE: its start time.
-cid() { $DC -p "$1" -f "$2" ps -q "$3"; }
+# cid PROJECT FILE SERVICE: the service's container (by Compose's labels:
+# docker is much quicker to ask than docker-compose); started …: its start.
+cid() {
+    docker ps -aq --filter "label=com.docker.compose.project=$1" \
+        --filter "label=com.docker.compose.service=$3"
+}
 started() { docker inspect -f '{{.State.StartedAt}}' "$(cid "$@")"; }
 health() { docker inspect -f '{{.State.Health.Status}}' "$(cid "$@")"; }
 healthy() { [ "$(health "$@" 2>/dev/null)" = healthy ]; }
 restarted() { [ "$(docker inspect -f '{{.RestartCount}}' "$(cid "$@")")" -ge 1 ]; }
 # status PROJECT FILE: `hetps status` asked from inside ps-0's container
 # (host networking: from its own file's ps).
-status() { $DC -p "$1" -f "$2" exec -T "$3" hetps status "$4" 2>/dev/null; }
+status() { docker exec "$(cid "$1" "$2" "$3")" hetps status "$4" 2>/dev/null; }
 logs() { $DC -p "$1" -f "$2" logs --no-color --tail 40; }
 
 # job NAME: the whole scenario, on files set up by the caller:
@@ -78,8 +83,7 @@ job() {
 
     # Scale by editing the cluster file: only worker-2 starts.
     for s in worker-0 worker-1; do
-        c=$(cid "$PA" "$FA" $s 2>/dev/null; cid "$PB" "$FB" $s 2>/dev/null)
-        for x in $c; do
+        for x in $(cid "$PA" "$FA" $s; [ "$PB" = "$PA" ] || cid "$PB" "$FB" $s); do
             [ "$(docker inspect -f '{{.State.Running}}' "$x")" = true ] ||
                 fail "$1: $s ended before the edit (the job was too short to scale it: raise SLOW)"
         done
@@ -87,6 +91,7 @@ job() {
     before=""
     for s in ps-0 worker-0; do before="$before $s=$(started "$PA" "$FA" $s)"; done
     for s in ps-1 worker-1; do before="$before $s=$(started "$PB" "$FB" $s)"; done
+    cp "$CF" "$T/cluster.orig"
     write3
     gen
     $DC -p "$PB" -f "$FB" up -d --remove-orphans >"$T/up2.log" 2>&1 || { cat "$T/up2.log"; fail "$1: up after the edit failed"; }
@@ -98,9 +103,21 @@ job() {
     for s in ps-1 worker-1; do after="$after $s=$(started "$PB" "$FB" $s)"; done
     [ "$before" = "$after" ] || cat "$T/up2.log"
     [ "$before" = "$after" ] || fail "$1: a running container restarted: before$before, after$after"
+    step "$1: cluster file edited, regenerated, up -d: only worker-2 created"
     joined3() { status "$PA" "$FA" ps-0 "$INSIDE" | grep -q '^worker:2 .*joined.*clock [1-9]'; }
     wait_for 90 joined3 || { status "$PA" "$FA" ps-0 "$INSIDE"; logs "$PB" "$FB"; fail "$1: worker-2 did not join the running job"; }
-    step "$1: worker-2 added by the cluster file, joined and pushing; no other container restarted"
+    docker logs "$(cid "$PA" "$FA" ps-0)" 2>&1 | grep -q "worker:2 added by the cluster file" ||
+        fail "$1: ps-0 did not see the edit through the directory mount"
+    step "$1: worker-2 joined the running job and pushes"
+
+    # And removed again: its container stops, the job goes on.
+    cp "$T/cluster.orig" "$CF.tmp" && mv "$CF.tmp" "$CF"
+    gen
+    $DC -p "$PB" -f "$FB" up -d --remove-orphans >"$T/up3.log" 2>&1 || { cat "$T/up3.log"; fail "$1: up after the removal failed"; }
+    [ -z "$(cid "$PB" "$FB" worker-2)" ] || { cat "$T/up3.log"; fail "$1: worker-2's container still there"; }
+    removed() { docker logs "$(cid "$PA" "$FA" ps-0)" 2>&1 | grep -q "worker:2 removed by the cluster file"; }
+    wait_for 20 removed || fail "$1: ps-0 did not take the removal"
+    step "$1: worker-2's line removed: its container stopped and removed"
 
     # The job ends as any job does: the chief waits for all three.
     c0=$(cid "$PA" "$FA" worker-0)
@@ -115,7 +132,7 @@ job() {
     [ -n "$acc" ] || { tail -30 "$T/chief.log"; fail "$1: no 'Final weights (all workers done)' line"; }
     awk -v a="$acc" 'BEGIN { exit !(a >= 0.85) }' || { tail "$T/chief.log"; fail "$1: accuracy $acc < 0.85"; }
     step "$1: job done, final test accuracy $acc"
-    ok "$1: trained to $acc; ps-1 restarted by its policy; worker-2 joined by an edit"
+    ok "$1: trained to $acc; ps-1 restarted by its policy; worker-2 joined and left by edits"
 }
 
 # --- One host: a Compose network, the cluster file's host names as aliases.
