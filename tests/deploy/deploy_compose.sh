@@ -38,6 +38,18 @@ size=$(docker image inspect -f '{{.Size}}' hetps:latest)
 step "image build (base cached by tag), $((size / 1000000)) MB"
 [ "$size" -lt 200000000 ] || fail "the image is $((size / 1000000)) MB, over 200 MB"
 
+# A GPU worker on this host, whose Docker has no nvidia runtime (if it has
+# one, there is nothing to refuse).
+mkdir -p "$T/gpu"
+echo '{ "cluster": { "ps": ["p0:1"], "worker": ["g0:1"] }, "hetps": { "workers": [ {"devices": "gpu:0"} ] } }' > "$T/gpu/c.json"
+if ! docker info --format '{{json .Runtimes}}' | grep -q nvidia; then
+    "$HETPS" compose "$T/gpu/c.json" --check-gpu > /dev/null 2> "$T/gpu/err" &&
+        fail "--check-gpu accepted a GPU worker on a Docker without the nvidia runtime"
+    grep -q "worker-0 (g0:1) asks for GPUs, but this host's Docker has no nvidia runtime" "$T/gpu/err" ||
+        { cat "$T/gpu/err"; fail "--check-gpu: no clear message"; }
+    ok "--check-gpu: $(cat "$T/gpu/err")"
+fi
+
 # cid PROJECT FILE SERVICE: the service's container (by Compose's labels:
 # docker is much quicker to ask than docker-compose); started …: its start.
 cid() {
