@@ -60,6 +60,19 @@ started() { docker inspect -f '{{.State.StartedAt}}' "$(cid "$@")"; }
 health() { docker inspect -f '{{.State.Health.Status}}' "$(cid "$@")"; }
 healthy() { [ "$(health "$@" 2>/dev/null)" = healthy ]; }
 restarted() { [ "$(docker inspect -f '{{.RestartCount}}' "$(cid "$@")")" -ge 1 ]; }
+# start_to_healthy CONTAINER: seconds from its start to the end of its
+# first passing health check.
+start_to_healthy() {
+    docker inspect "$1" | python3 -c '
+import json, re, sys
+from datetime import datetime
+def t(s):
+    s = re.sub(r"(\.\d{6})\d*", r"\1", s).replace("Z", "+00:00")
+    return datetime.fromisoformat(s)
+st = json.load(sys.stdin)[0]["State"]
+ok = [h for h in st["Health"]["Log"] if h["ExitCode"] == 0]
+print("%.1f" % (t(ok[0]["End"]) - t(st["StartedAt"])).total_seconds() if ok else "?")'
+}
 # status PROJECT FILE: `hetps status` asked from inside ps-0's container
 # (host networking: from its own file's ps).
 status() { docker exec "$(cid "$1" "$2" "$3")" hetps status "$4" 2>/dev/null; }
@@ -80,6 +93,7 @@ job() {
         { cat "$T/up.log"; fail "$1: up of the second host failed"; }
     wait_for 60 healthy "$PA" "$FA" ps-0 || { logs "$PA" "$FA"; fail "$1: ps-0 not healthy"; }
     step "$1: up -d to ps-0 healthy and the workers started"
+    echo "time: $1: ps-0 from container start to its first healthy check: $(start_to_healthy "$(cid "$PA" "$FA" ps-0)") s"
     wait_for 60 healthy "$PA" "$FA" worker-0 || { logs "$PA" "$FA"; fail "$1: worker-0 never healthy (joined)"; }
     step "$1: worker-0 healthy (joined)"
     trained() { status "$PA" "$FA" ps-0 "$INSIDE" | grep -q '^ps:1 .* version [1-9][0-9][0-9]'; }
