@@ -20,6 +20,7 @@ CUDA_LIB=${CUDA_LIB:-/usr/local/cuda/lib64}
 for b in hetps-ps hetps-worker hetps; do
     [ -x "bin/$b" ] || { echo "image.sh: bin/$b missing: run make first" >&2; exit 1; }
 done
+docker info >/dev/null 2>&1 || { echo "image.sh: no Docker daemon answers (start one: dockerd, or systemctl start docker)" >&2; exit 1; }
 case "$BASE" in
 hetps-base:*) ./deploy/base-image.sh "$BASE" ;;
 esac
