@@ -6,6 +6,10 @@
 #   make run          install missing packages, build, train the reference job
 #                     (EPOCHS=N: fewer epochs; MODE=sync|ssp:S: another mode)
 #   make bench        benchmarks (tests/bench/)
+#   make image        the runtime image hetps:latest (deploy/Dockerfile;
+#                     image-gpu: hetps:gpu with cuBLAS)
+#   make test-deploy  images and Compose with a real Docker daemon
+#                     (tests/deploy/; also part of make test)
 #
 # Sources are found by wildcard: common/*.c make libcommon, ps/*.c libps,
 # worker/*.c libworker (each main.c excepted), tests/unit/test_*.c one CUnit
@@ -52,7 +56,7 @@ LDLIBS   += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib \
             -lcudart_static -lstdc++ -ldl -lrt -lpthread
 endif
 
-COMMON_SRC := $(filter-out common/hetps.c,$(wildcard common/*.c)) $(GEN)/hetps.pb-c.c
+COMMON_SRC := $(filter-out common/hetps%.c,$(wildcard common/*.c)) $(GEN)/hetps.pb-c.c
 PS_SRC     := $(filter-out ps/main.c,$(wildcard ps/*.c))
 WORKER_SRC := $(filter-out worker/main.c,$(wildcard worker/*.c))
 TEST_SRC   := $(wildcard tests/unit/test_*.c)
@@ -70,7 +74,7 @@ TESTS     := $(patsubst tests/unit/%.c,$(B)/tests/%,$(TEST_SRC))
 TOOLS     := $(patsubst tests/tools/%.c,$(B)/tools/%,$(TOOL_SRC))
 BENCHES   := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps test test-faults run bench clean check-cuda
+.PHONY: all deps test test-faults test-deploy image image-gpu run bench clean check-cuda
 all: check-cuda $(BINS) $(TESTS) $(TOOLS) $(BENCHES)
 
 check-cuda:
@@ -120,7 +124,7 @@ bin/hetps-ps: $(call obj,ps/main.c) $(LIBPS) $(LIBCOMMON) build/flavour
 bin/hetps-worker: $(call obj,worker/main.c) $(LIBWORKER) $(LIBCOMMON) build/flavour
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
-bin/hetps: $(call obj,common/hetps.c) $(LIBCOMMON) build/flavour
+bin/hetps: $(call obj,$(wildcard common/hetps*.c)) $(LIBCOMMON) build/flavour
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
 
@@ -150,6 +154,18 @@ test: deps
 test-faults: deps
 	@$(MAKE) --no-print-directory all
 	@HETPS_BUILD=$(B) TESTS=netns ./tests/run.sh
+
+# Images need a Docker daemon (deploy/image.sh; BASE=debian:bookworm-slim
+# where a registry is reachable, else a local debootstrap minbase).
+image: all
+	@./deploy/image.sh
+image-gpu: all
+	@./deploy/image.sh --gpu
+
+# Only the deployment tests (tests/deploy/: Docker, Compose; as root).
+test-deploy: deps
+	@$(MAKE) --no-print-directory all
+	@HETPS_BUILD=$(B) TESTS=deploy ./tests/run.sh
 
 EPOCHS ?= 10
 run: deps

@@ -35,6 +35,7 @@
 #include "log.h"
 #include "tune.h"
 #include "client.h"
+#include "hetps_cmd.h"
 
 #define MAX_ARGS 256
 
@@ -705,6 +706,10 @@ static void usage(FILE *f)
 "  launch CLUSTER_FILE [-- WORKER_ARG...]  start every task on this machine\n"
 "  status [FILE]                           what every parameter server knows\n"
 "  check-config [FILE]                     check a cluster file or TF_CONFIG\n"
+"  compose CLUSTER_FILE [-o FILE] [--host NAME]\n"
+"                                          a Docker Compose file of its tasks\n"
+"  health [--task JOB:I] [FILE]            exit 0 while a task is healthy (a\n"
+"                                          container's HEALTHCHECK)\n"
 "  export --out DIR [--data-dir D] [FILE]  the shards' variables as .npy files\n"
 "  inspect STORE_DIR...                    what a shard's LMDB store holds\n"
 "  reshard --from OLD --to NEW --out-dir D move the stores to another number\n"
@@ -732,6 +737,10 @@ int main(int argc, char **argv)
         return cmd_status(argc - 1, argv + 1);
     if (!strcmp(argv[1], "check-config"))
         return cmd_check_config(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "compose"))
+        return hetps_cmd_compose(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "health"))
+        return hetps_cmd_health(argc - 1, argv + 1);
     if (!strcmp(argv[1], "export") || !strcmp(argv[1], "inspect") ||
         !strcmp(argv[1], "reshard"))
         return run_role("hetps-ps", argc - 1, argv + 1);

@@ -5,7 +5,8 @@
 # "cunit-counts: run R failed F skipped S". Integration tests: each
 # tests/integration/*.sh is one test; exit 0 passes, 77 is skipped, anything
 # else fails. tests/faults/*.sh (network faults in namespaces; need root)
-# run the same way. The last line is "tests: P passed, F failed, S skipped".
+# run the same way, and so do tests/deploy/*.sh (images and Compose with a
+# real Docker daemon; skipped without one). The last line is "tests: P passed, F failed, S skipped".
 # Set TESTS=pattern to run only the matching ones.
 set -u
 cd "$(dirname "$0")/.."
@@ -42,7 +43,7 @@ for t in "$B"/tests/test_*; do
     pass=$((pass + r - f - s)); fail=$((fail + f)); skip=$((skip + s))
 done
 
-for t in tests/integration/*.sh tests/faults/*.sh; do
+for t in tests/integration/*.sh tests/faults/*.sh tests/deploy/*.sh; do
     [ -f "$t" ] || continue
     name=$(basename "$t" .sh)
     case "$name" in *"$PATTERN"*) ;; *) continue ;; esac

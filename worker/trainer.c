@@ -46,6 +46,7 @@ struct run {
     float *params, *grads, *x;  /* (n_params) (n_params) (max_batch, H, W, C) */
     int32_t *y;                 /* (max_batch) */
     int epochs, B, max_batch, chief, do_eval;
+    int most_workers;           /* most workers the cluster file has listed */
     long steps;                 /* steps this worker computed */
     uint64_t clock;             /* gradients pushed */
     uint64_t late;              /* of them too late for their sync step */
@@ -106,6 +107,33 @@ static int others_done(struct pc_client *pc, const struct hc_cluster *cl,
     pc_status_free(st, cl->n_ps);
     free(st);
     return done;
+}
+
+/*
+ * Whether other workers took part in this job: the cluster file listed more
+ * than one (at the start or at an epoch since), or a shard knows another
+ * worker — one added to the file and joined mid-job, whatever the mode.
+ */
+static int others_in_job(const struct run *r)
+{
+    const struct hc_cluster *cl = r->c->cluster;
+    struct pc_shard_status *st;
+    int j, k, found = 0;
+
+    if (r->most_workers > 1)
+        return 1;
+    st = calloc((size_t)cl->n_ps, sizeof *st);
+    if (!st || pc_status(r->pc, st) != HC_OK) {
+        free(st);
+        return 0;
+    }
+    for (j = 0; j < cl->n_ps; j++)
+        for (k = 0; k < st[j].n_members; k++)
+            if (st[j].members[k].worker != r->c->worker)
+                found = 1;
+    pc_status_free(st, cl->n_ps);
+    free(st);
+    return found;
 }
 
 int wk_check_mode(struct pc_client *pc, const struct hc_cluster *cl)
@@ -216,6 +244,8 @@ static int refresh_membership(struct run *r, int *n_workers)
     hc_info("cluster file: %d worker(s), was %d: this worker now reads %d "
             "samples per epoch", n, *n_workers, r->shard.n);
     *n_workers = n;
+    if (n > r->most_workers)
+        r->most_workers = n;
     return 0;
 }
 
@@ -482,6 +512,7 @@ int wk_train(const struct wk_train_conf *c)
     r.epochs = c->epochs > 0 ? c->epochs : m->epochs;
     r.B = c->batch_size > 0 ? c->batch_size : m->batch_size;
     r.do_eval = c->eval >= 0 ? c->eval : r.chief;
+    r.most_workers = c->cluster->n_worker;
     /* sync: a worker's slice may grow up to the whole global batch. */
     r.max_batch = sync ? r.B * c->cluster->n_worker : r.B;
 
@@ -562,8 +593,10 @@ int wk_train(const struct wk_train_conf *c)
                 r.epochs, r.B, r.shard.n, r.train.n, c->worker,
                 c->cluster->n_worker);
     rv = sync ? run_sync(&r) : run_async(&r);
-    if (rv == HC_OK && r.do_eval && r.chief && c->cluster->n_worker > 1 &&
-        !(c->stop && *c->stop))
+    /* The workers the job has now, not those it started with: one that
+     * joined mid-job is waited for like the others. */
+    if (rv == HC_OK && r.do_eval && r.chief && !(c->stop && *c->stop) &&
+        others_in_job(&r))
         rv = final_eval(&r);
 out:
     if (r.pc && joined) {
