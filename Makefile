@@ -52,7 +52,7 @@ LDLIBS   += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib \
             -lcudart_static -lstdc++ -ldl -lrt -lpthread
 endif
 
-COMMON_SRC := $(filter-out common/hetps.c,$(wildcard common/*.c)) $(GEN)/hetps.pb-c.c
+COMMON_SRC := $(filter-out common/hetps%.c,$(wildcard common/*.c)) $(GEN)/hetps.pb-c.c
 PS_SRC     := $(filter-out ps/main.c,$(wildcard ps/*.c))
 WORKER_SRC := $(filter-out worker/main.c,$(wildcard worker/*.c))
 TEST_SRC   := $(wildcard tests/unit/test_*.c)
@@ -119,7 +119,7 @@ bin/hetps-ps: $(call obj,ps/main.c) $(LIBPS) $(LIBCOMMON) build/flavour
 bin/hetps-worker: $(call obj,worker/main.c) $(LIBWORKER) $(LIBCOMMON) build/flavour
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
-bin/hetps: $(call obj,common/hetps.c) $(LIBCOMMON) build/flavour
+bin/hetps: $(call obj,$(wildcard common/hetps*.c)) $(LIBCOMMON) build/flavour
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
 

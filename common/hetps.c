@@ -35,6 +35,7 @@
 #include "log.h"
 #include "tune.h"
 #include "client.h"
+#include "hetps_cmd.h"
 
 #define MAX_ARGS 256
 
@@ -713,6 +714,7 @@ static void usage(FILE *f)
 "                                          loss and accuracy on the test set\n"
 "  predict --model M (--weights DIR | --cluster FILE) [--images FILE]\n"
 "          [--out FILE.npy]                the outputs for each image\n"
+"  k8s CLUSTER_FILE [-o DIR]               Kubernetes manifests for it\n"
 "  help                                    this text\n"
 "\n"
 "'hetps COMMAND --help' describes each command.\n");
@@ -737,6 +739,8 @@ int main(int argc, char **argv)
         return run_role("hetps-ps", argc - 1, argv + 1);
     if (!strcmp(argv[1], "eval") || !strcmp(argv[1], "predict"))
         return run_role("hetps-worker", argc - 1, argv + 1);
+    if (!strcmp(argv[1], "k8s"))
+        return hetps_cmd_k8s(argc - 1, argv + 1);
     if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
         !strcmp(argv[1], "-h")) {
         usage(stdout);

@@ -14,7 +14,7 @@ libopenblas-dev
 libcjson-dev
 zlib1g-dev
 dataset-fashion-mnist
-python3 python3-numpy
+python3 python3-numpy python3-yaml python3-jsonschema
 iproute2 procps iptables libnetfilter-queue-dev"
 
 # `--bench` adds what `make bench` compares against (PyTorch, CPU build).
