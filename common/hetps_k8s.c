@@ -61,6 +61,8 @@ static void k8s_usage(FILE *f)
 "      --port PORT         the port every task listens on (default 2222)\n"
 "  -- WORKER_ARG...        more hetps-worker flags (e.g. --epochs 10)\n"
 "\n"
+"With a \"token_file\" in the cluster, every pod mounts the Secret NAME-token\n"
+"(its key: the token file's name) as that file.\n"
 "Apply with: kubectl apply -f DIR. Check offline with\n"
 "deploy/k8s/validate.py DIR (deploy/README.md, Kubernetes).\n");
 }
@@ -229,13 +231,36 @@ static void pod_labels(FILE *f, const struct k8s_conf *k, const char *job,
             k->name, indent, "", job);
 }
 
-static void cluster_volume(FILE *f, const struct k8s_conf *k)
+/* The volume mounts every pod has: the cluster, and the token file from
+ * the Secret NAME-token (its key: the file's name) when the cluster has
+ * one, mounted as that one file (subPath), hiding nothing beside it. */
+static void common_mounts(FILE *f, const struct hc_cluster *c)
+{
+    const char *slash = strrchr(c->token_file, '/');
+
+    fprintf(f, "        - name: cluster\n          mountPath: %s\n"
+            "          readOnly: true\n", CONF_DIR);
+    if (c->token_file[0]) {
+        fprintf(f, "        - name: token\n          mountPath: ");
+        yq(f, c->token_file);
+        fprintf(f, "\n          subPath: ");
+        yq(f, slash ? slash + 1 : c->token_file);
+        fprintf(f, "\n          readOnly: true\n");
+    }
+}
+
+static void common_volumes(FILE *f, const struct k8s_conf *k,
+                           const struct hc_cluster *c)
 {
     fprintf(f, "      volumes:\n      - name: cluster\n        configMap:\n"
             "          name: %s-cluster\n", k->name);
+    if (c->token_file[0])
+        fprintf(f, "      - name: token\n        secret:\n"
+                "          secretName: %s-token\n", k->name);
 }
 
-static void write_ps(FILE *f, const struct k8s_conf *k, int n_ps)
+static void write_ps(FILE *f, const struct k8s_conf *k,
+                     const struct hc_cluster *c)
 {
     char name[96];
 
@@ -248,7 +273,7 @@ static void write_ps(FILE *f, const struct k8s_conf *k, int n_ps)
     meta(f, k, name, "ps");
     fprintf(f, "spec:\n  serviceName: %s\n  replicas: %d\n"
             "  podManagementPolicy: Parallel\n"
-            "  selector:\n    matchLabels:\n", name, n_ps);
+            "  selector:\n    matchLabels:\n", name, c->n_ps);
     pod_labels(f, k, "ps", 6);
     fprintf(f, "  template:\n    metadata:\n      labels:\n");
     pod_labels(f, k, "ps", 8);
@@ -267,11 +292,10 @@ static void write_ps(FILE *f, const struct k8s_conf *k, int n_ps)
             "        livenessProbe:\n          tcpSocket:\n            port: "
             "%d\n          initialDelaySeconds: 10\n          periodSeconds: "
             "10\n", k->port, k->port);
-    fprintf(f, "        volumeMounts:\n        - name: cluster\n"
-            "          mountPath: %s\n          readOnly: true\n"
-            "        - name: store\n          mountPath: %s\n", CONF_DIR,
-            STORE_DIR);
-    cluster_volume(f, k);
+    fprintf(f, "        volumeMounts:\n        - name: store\n"
+            "          mountPath: %s\n", STORE_DIR);
+    common_mounts(f, c);
+    common_volumes(f, k, c);
     fprintf(f, "  volumeClaimTemplates:\n  - metadata:\n      name: store\n"
             "    spec:\n      accessModes: [\"ReadWriteOnce\"]\n");
     if (k->storage_class)
@@ -335,9 +359,9 @@ static void write_worker(FILE *f, const struct k8s_conf *k,
     if (gpus)
         fprintf(f, "        resources:\n          limits:\n"
                 "            nvidia.com/gpu: %d\n", gpus);
-    fprintf(f, "        volumeMounts:\n        - name: cluster\n"
-            "          mountPath: %s\n          readOnly: true\n", CONF_DIR);
-    cluster_volume(f, k);
+    fprintf(f, "        volumeMounts:\n");
+    common_mounts(f, c);
+    common_volumes(f, k, c);
 }
 
 /* Open DIR/file for writing, or stdout when dir is NULL. */
@@ -392,7 +416,7 @@ static int write_all(const char *dir, const struct k8s_conf *k,
         if (i == 0)
             write_configmap(f, k, json);
         else if (i == 1)
-            write_ps(f, k, c->n_ps);
+            write_ps(f, k, c);
         else
             write_worker(f, k, c);
         if (close_out(f, path, &rc))

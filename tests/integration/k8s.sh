@@ -26,7 +26,7 @@ ok "deploy/k8s is current and valid"
 cat > "$T/gpu.json" <<'JSON'
 { "cluster": { "ps": ["a:1", "b:1", "c:1"], "worker": ["g:1", "h:1"] },
   "task": { "type": "ps", "index": 0 },
-  "hetps": { "mode": "sync", "workers": [ {"devices": "gpu:0,gpu:1"}, {"devices": "gpu:0,gpu:1"} ] } }
+  "hetps": { "mode": "sync", "token_file": "/run/secrets/hetps.token", "workers": [ {"devices": "gpu:0,gpu:1"}, {"devices": "gpu:0,gpu:1"} ] } }
 JSON
 "$BIN/hetps" k8s --name mnist --namespace team-a --storage 20Gi --port 2300 \
     "$T/gpu.json" > "$T/all.yaml" 2> "$T/err.txt" || { cat "$T/err.txt"; fail "hetps k8s to stdout"; }
@@ -36,7 +36,9 @@ grep -q '"mnist-ps-2.mnist-ps.team-a.svc:2300"' "$T/all.yaml" || fail "no namesp
 grep -q '"mode": "sync"' "$T/all.yaml" || fail "the hetps block was not kept"
 grep -q '"task"' "$T/all.yaml" && fail "the file's task was kept in the ConfigMap"
 grep -q "storage: 20Gi" "$T/all.yaml" || fail "--storage not used"
-ok "namespace, name, GPUs, port, storage"
+[ "$(grep -c 'secretName: mnist-token' "$T/all.yaml")" = 2 ] || fail "the token's Secret is not in both pod templates"
+[ "$(grep -c 'subPath: "hetps.token"' "$T/all.yaml")" = 2 ] || fail "the token is not mounted as its file"
+ok "namespace, name, GPUs, port, storage, token"
 
 # 3. the validator refuses what the API server or the pods would
 bad() { # bad FILE SED-EXPR EXPECTED-TEXT
