@@ -7,5 +7,6 @@
 #define HETPS_CMD_H
 
 int hetps_cmd_k8s(int argc, char **argv);
+int hetps_cmd_shutdown(int argc, char **argv);
 
 #endif
