@@ -33,6 +33,7 @@ struct k8s_conf {
     const char *storage;    /* each ps's claim: "1Gi" */
     const char *storage_class; /* NULL: the cluster's default */
     int port;
+    long fs_group;          /* the claims' group: the image's user's */
     char **worker_args;     /* after "--" */
     int n_worker_args;
 };
@@ -42,7 +43,8 @@ static void k8s_usage(FILE *f)
     fprintf(f,
 "Usage: hetps k8s CLUSTER_FILE [-o DIR] [--name NAME] [--namespace NS]\n"
 "                 [--image IMAGE] [--model FILE] [--storage SIZE]\n"
-"                 [--storage-class CLASS] [--port PORT] [-- WORKER_ARG...]\n"
+"                 [--storage-class CLASS] [--port PORT] [--fs-group GID]\n"
+"                 [-- WORKER_ARG...]\n"
 "Write Kubernetes manifests for the cluster CLUSTER_FILE describes: the\n"
 "parameter servers as a StatefulSet (a headless Service, a volume claim\n"
 "each), the workers as an Indexed Job, the cluster as a ConfigMap. Its\n"
@@ -59,6 +61,8 @@ static void k8s_usage(FILE *f)
 "      --storage SIZE      each parameter server's store (default 1Gi)\n"
 "      --storage-class C   the claims' storage class (default: the cluster's)\n"
 "      --port PORT         the port every task listens on (default 2222)\n"
+"      --fs-group GID      group that owns each server's volume; the image's\n"
+"                          user must be in it (default 1000)\n"
 "  -- WORKER_ARG...        more hetps-worker flags (e.g. --epochs 10)\n"
 "\n"
 "With a \"token_file\" in the cluster, every pod mounts the Secret NAME-token\n"
@@ -277,8 +281,8 @@ static void write_ps(FILE *f, const struct k8s_conf *k,
     pod_labels(f, k, "ps", 6);
     fprintf(f, "  template:\n    metadata:\n      labels:\n");
     pod_labels(f, k, "ps", 8);
-    fprintf(f, "    spec:\n      containers:\n      - name: ps\n"
-            "        image: ");
+    fprintf(f, "    spec:\n      securityContext:\n        fsGroup: %ld\n"
+            "      containers:\n      - name: ps\n        image: ", k->fs_group);
     yq(f, k->image);
     fprintf(f, "\n        command: [\"hetps-ps\", \"--cluster\", "
             "\"k8s:%s/cluster.json\",\n"
@@ -453,6 +457,11 @@ static int check_conf(const struct k8s_conf *k)
         fprintf(stderr, "hetps k8s: --port must be 1..65535\n");
         return 2;
     }
+    if (k->fs_group < 0 || k->fs_group > 2147483647) {
+        fprintf(stderr, "hetps k8s: --fs-group must be a group id, "
+                "0..2147483647\n");
+        return 2;
+    }
     if (!*k->image || strpbrk(k->image, " \t\n")) {
         fprintf(stderr, "hetps k8s: --image \"%s\" is not an image name\n",
                 k->image);
@@ -472,12 +481,13 @@ int hetps_cmd_k8s(int argc, char **argv)
         { "storage", required_argument, NULL, 's' },
         { "storage-class", required_argument, NULL, 'S' },
         { "port", required_argument, NULL, 'p' },
+        { "fs-group", required_argument, NULL, 'g' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     struct k8s_conf k = { "hetps", NULL, "hetps:latest",
                           "/usr/local/share/hetps/models/fashion_cnn.json",
-                          "1Gi", NULL, HC_DEFAULT_PORT, NULL, 0 };
+                          "1Gi", NULL, HC_DEFAULT_PORT, 1000, NULL, 0 };
     const char *out = NULL, *file;
     struct hc_cluster c;
     struct hc_diag diag;
@@ -500,6 +510,11 @@ int hetps_cmd_k8s(int argc, char **argv)
             k.port = (int)strtol(optarg, &end, 10);
             if (*end || end == optarg)
                 k.port = 0;
+            break;
+        case 'g':
+            k.fs_group = strtol(optarg, &end, 10);
+            if (*end || end == optarg)
+                k.fs_group = -1;
             break;
         case 'h': k8s_usage(stdout); return 0;
         default: k8s_usage(stderr); return 2;
