@@ -170,7 +170,9 @@ int hc_cluster_from_slurm(int n_ps, int want_task, struct hc_cluster *out,
  * or "worker"), else from the host name NAME-N whose NAME ends in "-ps" or
  * "-worker" (as `hetps k8s` names its StatefulSet and Job); the index from
  * JOB_COMPLETION_INDEX (an Indexed Job), else the N of NAME-N (a
- * StatefulSet's ordinal). The host name is HOSTNAME, else gethostname().
+ * StatefulSet's ordinal), plus HETPS_INDEX_OFFSET when set (a second Job
+ * whose pods are workers K..). The host name is HOSTNAME, else
+ * gethostname().
  * Writes "ps:0"-style text into spec; HC_OK, or HC_ERR_CONFIG with a message
  * naming the variable at fault.
  */

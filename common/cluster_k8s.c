@@ -4,7 +4,8 @@
  * StatefulSet's ordinal in its host name (NAME-N) or an Indexed Job's
  * JOB_COMPLETION_INDEX, so one pod template serves every task. The job
  * (ps or worker) comes from HETPS_JOB or the NAME's last word, as
- * `hetps k8s` names its StatefulSet "…-ps" and its Job "…-worker". Kubeflow
+ * `hetps k8s` names its StatefulSet "…-ps" and its Job "…-worker"; a Job
+ * whose pods start at worker K says so with HETPS_INDEX_OFFSET=K. Kubeflow
  * TFJob pods need none of this: their TF_CONFIG is read as it is
  * (cluster.c). Nothing here touches the network.
  */
@@ -35,7 +36,7 @@ int hc_k8s_task(char *spec, size_t n, struct hc_diag *diag)
     struct cl_parse p = { SRC, diag ? diag : &local, 0 };
     char host[HC_HOST_MAX];
     const char *job = getenv("HETPS_JOB"), *idx = getenv("JOB_COMPLETION_INDEX");
-    const char *h = getenv("HOSTNAME"), *dash = NULL, *word, *c;
+    const char *h = getenv("HOSTNAME"), *dash = NULL, *word, *c, *off;
     long long index = -1;
 
     if (!diag)
@@ -84,6 +85,15 @@ int hc_k8s_task(char *spec, size_t n, struct hc_diag *diag)
                    "StatefulSet's ordinal) and JOB_COMPLETION_INDEX is not "
                    "set (an Indexed Job's); give --task JOB:INDEX", h);
         return HC_ERR_CONFIG;
+    }
+    if ((off = getenv("HETPS_INDEX_OFFSET")) && *off) {
+        long long o;
+        if (cl_parse_decimal(off, &o) != 0 || o < 0 || o >= HC_MAX_TASKS) {
+            cl_problem(&p, "HETPS_INDEX_OFFSET", "\"%.40s\" is not a task "
+                       "index (0..%d)", off, HC_MAX_TASKS - 1);
+            return HC_ERR_CONFIG;
+        }
+        index += o;
     }
     snprintf(spec, n, "%s:%lld", job, index);
     return HC_OK;

@@ -25,6 +25,13 @@
 #define CONF_DIR "/etc/hetps"
 #define STORE_DIR "/var/lib/hetps"
 
+/* Workers in a row that use the same number of GPUs: one Indexed Job. */
+struct wgroup {
+    char job[96];           /* the Job's name: NAME-worker, NAME-worker-gpu2 */
+    int first, n;           /* workers first..first+n-1 */
+    int gpus;               /* nvidia.com/gpu each pod asks for */
+};
+
 struct k8s_conf {
     const char *name;       /* prefix of every object: "hetps" */
     const char *ns;         /* namespace, NULL: the current one */
@@ -36,6 +43,8 @@ struct k8s_conf {
     long fs_group;          /* the claims' group: the image's user's */
     char **worker_args;     /* after "--" */
     int n_worker_args;
+    struct wgroup *groups;  /* (n_groups) */
+    int n_groups;
 };
 
 static void k8s_usage(FILE *f)
@@ -47,7 +56,8 @@ static void k8s_usage(FILE *f)
 "                 [-- WORKER_ARG...]\n"
 "Write Kubernetes manifests for the cluster CLUSTER_FILE describes: the\n"
 "parameter servers as a StatefulSet (a headless Service, a volume claim\n"
-"each), the workers as an Indexed Job, the cluster as a ConfigMap. Its\n"
+"each), the workers as Indexed Jobs (one per run of workers with the same\n"
+"number of GPUs), the cluster as a ConfigMap. Its\n"
 "addresses become the pods' DNS names; its \"hetps\" block is kept.\n"
 "\n"
 "  -o, --out DIR           write DIR/configmap.yaml, DIR/ps.yaml and\n"
@@ -128,16 +138,72 @@ static void meta(FILE *f, const struct k8s_conf *k, const char *name,
         fprintf(f, "    app.kubernetes.io/component: %s\n", component);
 }
 
-/* The address of task `i` of `job` ("ps", "worker"). */
+/* The address of pod `i` of the StatefulSet or Job `set`, under the
+ * headless Service NAME-`job`: "set-i.NAME-job[.NS.svc]:PORT". */
 static void pod_addr(char *buf, size_t n, const struct k8s_conf *k,
-                     const char *job, int i)
+                     const char *set, const char *job, int i)
 {
     if (k->ns)
-        snprintf(buf, n, "%s-%s-%d.%s-%s.%s.svc:%d", k->name, job, i, k->name,
-                 job, k->ns, k->port);
-    else
-        snprintf(buf, n, "%s-%s-%d.%s-%s:%d", k->name, job, i, k->name, job,
+        snprintf(buf, n, "%s-%d.%s-%s.%s.svc:%d", set, i, k->name, job, k->ns,
                  k->port);
+    else
+        snprintf(buf, n, "%s-%d.%s-%s:%d", set, i, k->name, job, k->port);
+}
+
+/* The GPUs a worker's devices name ("gpu:0,gpu:1" -> 2; "auto" -> 0). */
+static int gpu_count(const char *devices)
+{
+    int n = 0;
+    const char *s;
+
+    for (s = devices; (s = strstr(s, "gpu:")); s += 4)
+        n++;
+    return n;
+}
+
+/*
+ * Cut the workers into runs of the same GPU count, one Indexed Job each, so
+ * a CPU worker never waits for a GPU node: one run is the Job NAME-worker;
+ * several are NAME-worker-cpu, NAME-worker-gpu2, … (a kind seen again gets
+ * its first worker's index appended). -1 when out of memory.
+ */
+static int worker_groups(struct k8s_conf *k, const struct hc_cluster *c)
+{
+    int i, j;
+
+    if (!(k->groups = calloc((size_t)c->n_worker, sizeof *k->groups)))
+        return -1;
+    for (i = 0; i < c->n_worker; i++) {
+        int g = gpu_count(c->wconf[i].devices);
+        struct wgroup *w;
+        if (k->n_groups && k->groups[k->n_groups - 1].gpus == g) {
+            k->groups[k->n_groups - 1].n++;
+            continue;
+        }
+        w = &k->groups[k->n_groups++];
+        w->first = i;
+        w->n = 1;
+        w->gpus = g;
+    }
+    for (i = 0; i < k->n_groups; i++) {
+        struct wgroup *w = &k->groups[i];
+        if (k->n_groups == 1) {
+            snprintf(w->job, sizeof w->job, "%s-worker", k->name);
+            continue;
+        }
+        if (w->gpus)
+            snprintf(w->job, sizeof w->job, "%s-worker-gpu%d", k->name,
+                     w->gpus);
+        else
+            snprintf(w->job, sizeof w->job, "%s-worker-cpu", k->name);
+        for (j = 0; j < i; j++)
+            if (k->groups[j].gpus == w->gpus) {
+                size_t l = strlen(w->job);
+                snprintf(w->job + l, sizeof w->job - l, "-%d", w->first);
+                break;
+            }
+    }
+    return 0;
 }
 
 /* The file's JSON with "cluster" rewritten to the pods' names and "task"
@@ -146,10 +212,10 @@ static char *cluster_text(const char *path, const struct hc_cluster *c,
                           const struct k8s_conf *k)
 {
     FILE *f = fopen(path, "rb");
-    char *buf = NULL, *text = NULL, addr[HC_HOST_MAX];
+    char *buf = NULL, *text = NULL, addr[HC_HOST_MAX], set[96];
     long len;
     cJSON *root = NULL, *cl, *ps, *wk;
-    int i;
+    int i, g;
 
     if (!f || fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 ||
         fseek(f, 0, SEEK_SET) != 0 || !(buf = malloc((size_t)len + 1)) ||
@@ -165,15 +231,17 @@ static char *cluster_text(const char *path, const struct hc_cluster *c,
         !(wk = cJSON_AddArrayToObject(cl, "worker")))
         goto out;
     for (i = 0; i < c->n_ps; i++) {
-        pod_addr(addr, sizeof addr, k, "ps", i);
+        snprintf(set, sizeof set, "%s-ps", k->name);
+        pod_addr(addr, sizeof addr, k, set, "ps", i);
         if (!cJSON_AddItemToArray(ps, cJSON_CreateString(addr)))
             goto out;
     }
-    for (i = 0; i < c->n_worker; i++) {
-        pod_addr(addr, sizeof addr, k, "worker", i);
-        if (!cJSON_AddItemToArray(wk, cJSON_CreateString(addr)))
-            goto out;
-    }
+    for (g = 0; g < k->n_groups; g++)
+        for (i = 0; i < k->groups[g].n; i++) {
+            pod_addr(addr, sizeof addr, k, k->groups[g].job, "worker", i);
+            if (!cJSON_AddItemToArray(wk, cJSON_CreateString(addr)))
+                goto out;
+        }
     text = cJSON_Print(root);
 out:
     if (f)
@@ -308,47 +376,23 @@ static void write_ps(FILE *f, const struct k8s_conf *k,
             k->storage);
 }
 
-/* The GPUs a worker's devices name ("gpu:0,gpu:1" -> 2; "auto" -> 0). */
-static int gpu_count(const char *devices)
+/* One Indexed Job: pod index j is worker w->first + j. */
+static void write_job(FILE *f, const struct k8s_conf *k,
+                      const struct hc_cluster *c, const struct wgroup *w)
 {
-    int n = 0;
-    const char *s;
+    int i;
 
-    for (s = devices; (s = strstr(s, "gpu:")); s += 4)
-        n++;
-    return n;
-}
-
-static void write_worker(FILE *f, const struct k8s_conf *k,
-                         const struct hc_cluster *c)
-{
-    char name[96];
-    int i, gpus = 0, mixed = 0;
-
-    for (i = 0; i < c->n_worker; i++) {
-        int g = gpu_count(c->wconf[i].devices);
-        mixed |= i > 0 && g != gpu_count(c->wconf[0].devices);
-        gpus = g > gpus ? g : gpus;
-    }
-    if (mixed)
-        fprintf(stderr, "hetps k8s: note: the workers use different numbers "
-                "of GPUs; every pod of the Job asks for %d (the most)\n",
-                gpus);
-    snprintf(name, sizeof name, "%s-worker", k->name);
-    fprintf(f, "# Workers: pod %s-N (JOB_COMPLETION_INDEX N) is task worker:N;"
-            "\n# worker 0 is the chief. The Job completes when every worker "
-            "has finished.\n", name);
-    write_service(f, k, "worker");
-    fprintf(f, "---\napiVersion: batch/v1\nkind: Job\n");
-    meta(f, k, name, "worker");
+    fprintf(f, "---\n# Workers %d..%d: pod %s-J (JOB_COMPLETION_INDEX J) is "
+            "task worker:%d+J.\napiVersion: batch/v1\nkind: Job\n", w->first,
+            w->first + w->n - 1, w->job, w->first);
+    meta(f, k, w->job, "worker");
     fprintf(f, "spec:\n  completionMode: Indexed\n  completions: %d\n"
             "  parallelism: %d\n  backoffLimit: %d\n  template:\n"
-            "    metadata:\n      labels:\n", c->n_worker, c->n_worker,
-            6 * c->n_worker);
+            "    metadata:\n      labels:\n", w->n, w->n, 6 * w->n);
     pod_labels(f, k, "worker", 8);
-    fprintf(f, "    spec:\n      subdomain: %s\n      restartPolicy: OnFailure"
-            "\n      containers:\n      - name: worker\n        image: ",
-            name);
+    fprintf(f, "    spec:\n      subdomain: %s-worker\n"
+            "      restartPolicy: OnFailure\n      containers:\n"
+            "      - name: worker\n        image: ", k->name);
     yq(f, k->image);
     fprintf(f, "\n        command: [\"hetps-worker\", \"--cluster\", "
             "\"k8s:%s/cluster.json\",\n                  \"--model\", ",
@@ -360,12 +404,28 @@ static void write_worker(FILE *f, const struct k8s_conf *k,
     }
     fprintf(f, "]\n        env:\n        - name: HETPS_JOB\n"
             "          value: worker\n");
-    if (gpus)
+    if (w->first)
+        fprintf(f, "        - name: HETPS_INDEX_OFFSET\n"
+                "          value: \"%d\"\n", w->first);
+    if (w->gpus)
         fprintf(f, "        resources:\n          limits:\n"
-                "            nvidia.com/gpu: %d\n", gpus);
+                "            nvidia.com/gpu: %d\n", w->gpus);
     fprintf(f, "        volumeMounts:\n");
     common_mounts(f, c);
     common_volumes(f, k, c);
+}
+
+static void write_worker(FILE *f, const struct k8s_conf *k,
+                         const struct hc_cluster *c)
+{
+    int g;
+
+    fprintf(f, "# Workers: an Indexed Job per run of workers with the same "
+            "number of GPUs;\n# worker 0 is the chief. A Job completes when "
+            "its workers have finished.\n");
+    write_service(f, k, "worker");
+    for (g = 0; g < k->n_groups; g++)
+        write_job(f, k, c, &k->groups[g]);
 }
 
 /* Open DIR/file for writing, or stdout when dir is NULL. */
@@ -487,7 +547,7 @@ int hetps_cmd_k8s(int argc, char **argv)
     };
     struct k8s_conf k = { "hetps", NULL, "hetps:latest",
                           "/usr/local/share/hetps/models/fashion_cnn.json",
-                          "1Gi", NULL, HC_DEFAULT_PORT, 1000, NULL, 0 };
+                          "1Gi", NULL, HC_DEFAULT_PORT, 1000, NULL, 0, NULL, 0 };
     const char *out = NULL, *file;
     struct hc_cluster c;
     struct hc_diag diag;
@@ -537,9 +597,10 @@ int hetps_cmd_k8s(int argc, char **argv)
         hc_diag_print(&diag, stderr);
         return 2;
     }
-    if (!(json = cluster_text(file, &c, &k))) {
+    if (worker_groups(&k, &c) != 0 || !(json = cluster_text(file, &c, &k))) {
         fprintf(stderr, "hetps k8s: %s: cannot rewrite the cluster (out of "
                 "memory?)\n", file);
+        free(k.groups);
         hc_cluster_free(&c);
         return 1;
     }
@@ -549,6 +610,7 @@ int hetps_cmd_k8s(int argc, char **argv)
                 "worker.yaml: %d parameter server(s), %d worker(s); "
                 "kubectl apply -f %s\n", out, c.n_ps, c.n_worker, out);
     free(json);
+    free(k.groups);
     hc_cluster_free(&c);
     return rc;
 }

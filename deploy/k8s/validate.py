@@ -10,7 +10,8 @@ their types, enums and name rules; anything else is refused), then what the
 API server and the pods would find wrong across objects: selectors that do
 not match their pod labels, a StatefulSet or Job whose headless Service is
 missing, a volume mount with no volume, a ConfigMap that is not there, and
-a cluster.json whose addresses are not the pods' DNS names. Prints one line
+a cluster.json whose addresses are not the pods' DNS names (or whose
+workers are not each run by exactly one Job). Prints one line
 per problem and exits 1, or "ok: N objects in M files" and exits 0.
 Needs python3-yaml and python3-jsonschema (Debian).
 """
@@ -82,6 +83,8 @@ def cross_errors(docs):
     def get(kind, ns, name):
         return by.get((kind, ns, name), (None, None, None))[2]
 
+    counted = {}
+
     for (kind, ns, name), (f, i, d) in sorted(by.items(), key=lambda x:
                                               (x[1][0], x[1][1])):
         w = where(f, i, d)
@@ -129,12 +132,23 @@ def cross_errors(docs):
                     out.append("%s: container %s mounts %s, which is neither "
                                "a volume nor a volume claim" %
                                (w, c["name"], m["name"]))
-        out += cluster_errors(w, kind, ns, name, spec, svc_name, pod, get)
-    return out
+        out += cluster_errors(w, kind, ns, name, spec, svc_name, pod, get,
+                              counted)
+    return out + worker_cover(counted, get)
 
 
-def cluster_errors(w, kind, ns, name, spec, svc_name, pod, get):
-    """The ConfigMap's cluster.json must name exactly these pods."""
+def env_of(pod, name):
+    for c in pod["containers"]:
+        for e in c.get("env", []):
+            if e["name"] == name:
+                return e["value"]
+    return None
+
+
+def cluster_errors(w, kind, ns, name, spec, svc_name, pod, get, counted):
+    """The ConfigMap's cluster.json must name exactly these pods: pod J of
+    a StatefulSet is ps J, pod J of a Job is worker HETPS_INDEX_OFFSET+J.
+    Adds each Job's pods to counted[ConfigMap] for the total check."""
     out = []
     for v in pod.get("volumes", []):
         cm_name = (v.get("configMap") or {}).get("name")
@@ -148,24 +162,58 @@ def cluster_errors(w, kind, ns, name, spec, svc_name, pod, get):
                        % (w, cm_name, e))
             continue
         job = "ps" if kind == "StatefulSet" else "worker"
-        n = spec.get("replicas", 1) if kind == "StatefulSet" \
-            else spec.get("completions", 1)
         addrs = cluster.get(job, [])
-        if len(addrs) != n:
-            out.append("%s: %d pod(s), but cluster.json lists %d %s "
-                       "address(es)" % (w, n, len(addrs), job))
+        if kind == "StatefulSet":
+            n, first = spec.get("replicas", 1), 0
+            if len(addrs) != n:
+                out.append("%s: %d pod(s), but cluster.json lists %d %s "
+                           "address(es)" % (w, n, len(addrs), job))
+        else:
+            n = spec.get("completions", 1)
+            try:
+                first = int(env_of(pod, "HETPS_INDEX_OFFSET") or 0)
+            except ValueError:
+                out.append("%s: HETPS_INDEX_OFFSET is not a number" % w)
+                continue
+            counted.setdefault((ns, cm_name), []).append((first, n, w))
+            if first + n > len(addrs):
+                out.append("%s: workers %d..%d, but cluster.json lists %d "
+                           "worker address(es)" % (w, first, first + n - 1,
+                                                   len(addrs)))
         ports = {p["containerPort"] for c in pod["containers"]
                  for p in c.get("ports", [])}
         suffix = ".%s.svc" % ns if ns else ""
-        for i, a in enumerate(addrs):
-            host, _, port = a.rpartition(":")
-            want = "%s-%d.%s%s" % (name, i, svc_name, suffix)
+        for j in range(min(n, max(len(addrs) - first, 0))):
+            i = first + j
+            host, _, port = addrs[i].rpartition(":")
+            want = "%s-%d.%s%s" % (name, j, svc_name, suffix)
             if host != want:
-                out.append("%s: cluster.json %s[%d] is %s, but pod %d is "
-                           "reached as %s" % (w, job, i, host, i, want))
+                out.append("%s: cluster.json %s[%d] is %s, but its pod is "
+                           "reached as %s" % (w, job, i, host, want))
             if ports and int(port) not in ports:
                 out.append("%s: cluster.json %s[%d] uses port %s, which the "
                            "container does not declare" % (w, job, i, port))
+    return out
+
+
+def worker_cover(counted, get):
+    """Every worker of a ConfigMap's cluster.json in exactly one Job."""
+    out = []
+    for (ns, cm_name), jobs in sorted(counted.items()):
+        cluster = json.loads(get("ConfigMap", ns, cm_name)["data"]
+                             ["cluster.json"])["cluster"]
+        seen = {}
+        for first, n, w in jobs:
+            for i in range(first, first + n):
+                if i in seen:
+                    out.append("%s: worker %d is also run by %s" %
+                               (w, i, seen[i]))
+                seen[i] = w
+        missing = [i for i in range(len(cluster.get("worker", [])))
+                   if i not in seen]
+        if missing:
+            out.append("ConfigMap %s: cluster.json worker(s) %s are run by no "
+                       "Job" % (cm_name, ", ".join(map(str, missing))))
     return out
 
 

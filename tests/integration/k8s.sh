@@ -40,6 +40,24 @@ grep -q "storage: 20Gi" "$T/all.yaml" || fail "--storage not used"
 [ "$(grep -c 'subPath: "hetps.token"' "$T/all.yaml")" = 2 ] || fail "the token is not mounted as its file"
 ok "namespace, name, GPUs, port, storage, token"
 
+# 2b. a GPU server beside CPU workers: an Indexed Job per kind of worker
+cat > "$T/mixed.json" <<'JSON'
+{ "cluster": { "ps": ["a:1"], "worker": ["g:1", "c:1", "d:1", "h:1"] },
+  "hetps": { "workers": [ {"devices": "gpu:0,gpu:1"}, {"devices": "cpu"},
+                          {"devices": "auto"}, {"devices": "gpu:0,gpu:1"} ] } }
+JSON
+"$BIN/hetps" k8s "$T/mixed.json" -o "$T/mixed" 2> "$T/err.txt" || { cat "$T/err.txt"; fail "hetps k8s, mixed workers"; }
+$PY $V "$T/mixed" > "$T/out.txt" 2>&1 || { cat "$T/out.txt"; fail "the mixed manifests do not validate"; }
+[ "$(grep -c '^kind: Job' "$T/mixed/worker.yaml")" = 3 ] || fail "not one Job per run of alike workers"
+grep -A1 "name: HETPS_INDEX_OFFSET" "$T/mixed/worker.yaml" | grep -q 'value: "3"' || fail "the last Job does not start at worker 3"
+[ "$(grep -c 'nvidia.com/gpu: 2' "$T/mixed/worker.yaml")" = 2 ] || fail "CPU workers ask for GPUs (or GPU workers do not)"
+grep -q '"hetps-worker-cpu-1.hetps-worker:2222"' "$T/mixed/configmap.yaml" || fail "worker 2's address is not its pod's"
+sed -i 's/value: "3"/value: "2"/' "$T/mixed/worker.yaml"
+$PY $V "$T/mixed" > "$T/out.txt" 2>&1 && fail "validate.py accepted a Job at the wrong offset"
+grep -q "worker 2 is also run by" "$T/out.txt" && grep -q "worker(s) 3 are run by no Job" "$T/out.txt" ||
+    { cat "$T/out.txt"; fail "validate.py's message for a wrong offset"; }
+ok "a Job per kind of worker (GPU, CPU), with its offset"
+
 # 3. the validator refuses what the API server or the pods would
 bad() { # bad FILE SED-EXPR EXPECTED-TEXT
     rm -rf "$T/bad"; cp -r "$T/gen" "$T/bad"

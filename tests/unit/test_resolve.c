@@ -20,7 +20,7 @@ static const char *const slurm_vars[] = {
     "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
     "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_JOB_ID",
     "SLURMD_NODENAME", "HETPS_PS_TASKS", "HETPS_BASE_PORT", "TF_CONFIG",
-    "HETPS_JOB", "JOB_COMPLETION_INDEX", "HOSTNAME",
+    "HETPS_JOB", "JOB_COMPLETION_INDEX", "HOSTNAME", "HETPS_INDEX_OFFSET",
 };
 
 static void clear_env(void)
@@ -322,19 +322,22 @@ static void test_k8s_task(void)
         const char *host, *job, *index;
         const char *want;   /* task, or NULL */
         const char *err;
+        const char *offset; /* HETPS_INDEX_OFFSET */
     } t[] = {
-        { "hetps-ps-1", NULL, NULL, "ps:1", NULL },
-        { "train-worker-12", NULL, NULL, "worker:12", NULL },
-        { "hetps-worker-3", NULL, "3", "worker:3", NULL },
-        { "pod-xyz", "worker", "2", "worker:2", NULL },   /* Indexed Job */
-        { "trainer-0", "ps", NULL, "ps:0", NULL },        /* any StatefulSet */
-        { "trainer-0", NULL, NULL, NULL, "HETPS_JOB: not set" },
-        { "hetps-ps", NULL, NULL, NULL, "HETPS_JOB: not set" },
-        { "web-7", "db", NULL, NULL, "HETPS_JOB: \"db\" is not a job" },
+        { "hetps-ps-1", NULL, NULL, "ps:1", NULL, NULL },
+        { "train-worker-12", NULL, NULL, "worker:12", NULL, NULL },
+        { "hetps-worker-3", NULL, "3", "worker:3", NULL, NULL },
+        { "pod-xyz", "worker", "2", "worker:2", NULL, NULL },   /* Indexed Job */
+        { "trainer-0", "ps", NULL, "ps:0", NULL, NULL },        /* any StatefulSet */
+        { "trainer-0", NULL, NULL, NULL, "HETPS_JOB: not set", NULL },
+        { "hetps-ps", NULL, NULL, NULL, "HETPS_JOB: not set", NULL },
+        { "web-7", "db", NULL, NULL, "HETPS_JOB: \"db\" is not a job", NULL },
         { "hetps-worker", "worker", NULL, NULL,
-          "HOSTNAME: \"hetps-worker\" does not end in -N" },
-        { "x", "worker", "-1", NULL, "JOB_COMPLETION_INDEX: \"-1\"" },
-        { "x", "worker", "1a", NULL, "JOB_COMPLETION_INDEX: \"1a\"" },
+          "HOSTNAME: \"hetps-worker\" does not end in -N", NULL },
+        { "x", "worker", "-1", NULL, "JOB_COMPLETION_INDEX: \"-1\"", NULL },
+        { "x", "worker", "1a", NULL, "JOB_COMPLETION_INDEX: \"1a\"", NULL },
+        { "x", "worker", "1", "worker:4", NULL, "3" },    /* a second Job */
+        { "x", "worker", "1", NULL, "HETPS_INDEX_OFFSET: \"-3\"", "-3" },
     };
     size_t i;
 
@@ -350,6 +353,8 @@ static void test_k8s_task(void)
             setenv("HETPS_JOB", t[i].job, 1);
         if (t[i].index)
             setenv("JOB_COMPLETION_INDEX", t[i].index, 1);
+        if (t[i].offset)
+            setenv("HETPS_INDEX_OFFSET", t[i].offset, 1);
         rc = hc_k8s_task(spec, sizeof spec, &d);
         if (t[i].want) {
             CU_ASSERT_EQUAL(rc, HC_OK);
