@@ -102,3 +102,16 @@ done
 grep -q "ps:1 INFO serving shard 1 of 2 on tcp://$NODE:$((PORT + 3)) " "$T/job.out" ||
     { grep serving "$T/job.out"; fail "ps:1 is not on $NODE:$((PORT + 3)) (base + local index 1)"; }
 ok "sbatch train.sbatch: 2 ps + 2 workers, val_accuracy $acc, $((t1 - t0)) s"
+
+# A job that cannot be laid out stops before any task, naming the variable.
+HETPS_BIN="$PWD/$BIN" HETPS_PS_TASKS=4 HETPS_STORE="$T/store2" \
+    sbatch --parsable --time=5 --nodes=1 --ntasks=4 --ntasks-per-node=4 --output="$T/bad.out" \
+        deploy/slurm/train.sbatch > "$T/jobid" 2> "$T/sbatch.err" ||
+    { cat "$T/sbatch.err"; fail "sbatch refused the second job"; }
+JOB=$(cat "$T/jobid")
+wait_for 60 job_done || { cat "$T/bad.out"; fail "job $JOB did not end in 60 s"; }
+JOB=""
+grep -q "Slurm: HETPS_PS_TASKS: 4 parameter server(s) leave no worker among the job's 4 task(s)" "$T/bad.out" ||
+    { cat "$T/bad.out"; fail "no message naming HETPS_PS_TASKS"; }
+[ ! -e "$T/store2" ] || fail "a task started despite the bad layout"
+ok "a bad layout stops the job before any task, naming HETPS_PS_TASKS"
