@@ -105,3 +105,22 @@ track $!
 wait_for 10 "$BIN/hetps" status "$T/pod.json" || { cat "$T/pod.txt"; fail "pod hetps-ps-0 does not serve"; }
 "$BIN/hetps" status "k8s:$T/pod.json" > "$T/out.txt" 2>&1 || { cat "$T/out.txt"; fail "status with k8s:FILE"; }
 ok "a StatefulSet pod finds its task"
+
+# 6. an Indexed Job's pod: worker 0 from JOB_COMPLETION_INDEX trains (a few
+# steps of the MLP), then `hetps shutdown k8s:FILE` stops the server
+if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    HOSTNAME=hetps-worker-0-x7k2p HETPS_JOB=worker JOB_COMPLETION_INDEX=0 \
+        "$BIN/hetps-worker" --cluster "k8s:$T/pod.json" --model deploy/models/fashion_mlp.json \
+        --epochs 1 --max-steps 20 > "$T/worker.txt" 2>&1 ||
+        { cat "$T/worker.txt"; fail "the Job's worker 0 did not train"; }
+    grep -q "worker:0 joined" "$T/pod.txt" || { cat "$T/pod.txt"; fail "the server saw no worker:0"; }
+    "$BIN/hetps" shutdown "k8s:$T/pod.json" > "$T/out.txt" 2>&1 || { cat "$T/out.txt"; fail "hetps shutdown k8s:FILE"; }
+    ps_gone() { ! kill -0 "$1" 2>/dev/null; }
+    PS=${PIDS##* }
+    wait_for 15 ps_gone "$PS" || fail "the server did not stop"
+    wait "$PS" || { cat "$T/pod.txt"; fail "the server exited non-zero"; }
+    PIDS=""
+    ok "an Indexed Job's pod trains as worker 0; hetps shutdown stops the server"
+else
+    echo "note: no Fashion-MNIST: the Indexed Job's worker was not run"
+fi
