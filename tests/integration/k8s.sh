@@ -4,7 +4,8 @@
 # deploy/k8s/validate.py (the Kubernetes API's fields, and across objects);
 # the validator refuses broken copies, each with its message; bad flags and
 # files are named; a parameter server started as pod NAME-ps-0 with
-# --cluster k8s:FILE finds its task and serves.
+# --cluster k8s:FILE finds its task and serves, a worker started as index 0
+# of an Indexed Job trains against it, and `hetps shutdown` stops it.
 . "$(dirname "$0")/lib.inc"
 PY=/usr/bin/python3
 V=deploy/k8s/validate.py
