@@ -21,6 +21,12 @@ iproute2 procps iptables libnetfilter-queue-dev"
 if [ "${1:-}" = "--bench" ]; then
     PKGS="$PKGS python3-torch"
 fi
+# `--slurm` adds what tests/integration/slurm.sh needs to run a one-node
+# Slurm cluster (it is skipped without them). Not by default: on a machine
+# with systemd these packages start their own daemons when installed.
+if [ "${1:-}" = "--slurm" ]; then
+    PKGS="$PKGS slurmctld slurmd slurm-client munge"
+fi
 
 missing=""
 for p in $PKGS; do
