@@ -40,7 +40,8 @@ struct k8s_conf {
     const char *storage;    /* each ps's claim: "1Gi" */
     const char *storage_class; /* NULL: the cluster's default */
     int port;
-    long fs_group;          /* the claims' group: the image's user's */
+    long fs_group;          /* the claims' group, given to the pods too */
+    const char *gpu_image;  /* for workers with GPUs */
     char **worker_args;     /* after "--" */
     int n_worker_args;
     struct wgroup *groups;  /* (n_groups) */
@@ -51,7 +52,8 @@ static void k8s_usage(FILE *f)
 {
     fprintf(f,
 "Usage: hetps k8s CLUSTER_FILE [-o DIR] [--name NAME] [--namespace NS]\n"
-"                 [--image IMAGE] [--model FILE] [--storage SIZE]\n"
+"                 [--image IMAGE] [--gpu-image IMAGE] [--model FILE]\n"
+"                 [--storage SIZE]\n"
 "                 [--storage-class CLASS] [--port PORT] [--fs-group GID]\n"
 "                 [-- WORKER_ARG...]\n"
 "Write Kubernetes manifests for the cluster CLUSTER_FILE describes: the\n"
@@ -65,14 +67,15 @@ static void k8s_usage(FILE *f)
 "      --name NAME         prefix of every object (default hetps)\n"
 "      --namespace NS      put every object in NS (default: kubectl's)\n"
 "      --image IMAGE       the image with hetps-ps and hetps-worker\n"
-"                          (default hetps:latest)\n"
+"                          (default hetps:latest, as `make image` tags it)\n"
+"      --gpu-image IMAGE   the image of workers with GPUs (default hetps:gpu)\n"
 "      --model FILE        the model inside the image (default\n"
-"                          /usr/local/share/hetps/models/fashion_cnn.json)\n"
+"                          /opt/hetps/deploy/models/fashion_cnn.json)\n"
 "      --storage SIZE      each parameter server's store (default 1Gi)\n"
 "      --storage-class C   the claims' storage class (default: the cluster's)\n"
 "      --port PORT         the port every task listens on (default 2222)\n"
-"      --fs-group GID      group that owns each server's volume; the image's\n"
-"                          user must be in it (default 1000)\n"
+"      --fs-group GID      group that owns each server's volume; Kubernetes\n"
+"                          gives it to the pod's processes (default 1000)\n"
 "  -- WORKER_ARG...        more hetps-worker flags (e.g. --epochs 10)\n"
 "\n"
 "With a \"token_file\" in the cluster, every pod mounts the Secret NAME-token\n"
@@ -393,7 +396,7 @@ static void write_job(FILE *f, const struct k8s_conf *k,
     fprintf(f, "    spec:\n      subdomain: %s-worker\n"
             "      restartPolicy: OnFailure\n      containers:\n"
             "      - name: worker\n        image: ", k->name);
-    yq(f, k->image);
+    yq(f, w->gpus ? k->gpu_image : k->image);
     fprintf(f, "\n        command: [\"hetps-worker\", \"--cluster\", "
             "\"k8s:%s/cluster.json\",\n                  \"--model\", ",
             CONF_DIR);
@@ -527,6 +530,11 @@ static int check_conf(const struct k8s_conf *k)
                 k->image);
         return 2;
     }
+    if (!*k->gpu_image || strpbrk(k->gpu_image, " \t\n")) {
+        fprintf(stderr, "hetps k8s: --gpu-image \"%s\" is not an image "
+                "name\n", k->gpu_image);
+        return 2;
+    }
     return 0;
 }
 
@@ -542,12 +550,14 @@ int hetps_cmd_k8s(int argc, char **argv)
         { "storage-class", required_argument, NULL, 'S' },
         { "port", required_argument, NULL, 'p' },
         { "fs-group", required_argument, NULL, 'g' },
+        { "gpu-image", required_argument, NULL, 'G' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     struct k8s_conf k = { "hetps", NULL, "hetps:latest",
-                          "/usr/local/share/hetps/models/fashion_cnn.json",
-                          "1Gi", NULL, HC_DEFAULT_PORT, 1000, NULL, 0, NULL, 0 };
+                          "/opt/hetps/deploy/models/fashion_cnn.json",
+                          "1Gi", NULL, HC_DEFAULT_PORT, 1000, "hetps:gpu",
+                          NULL, 0, NULL, 0 };
     const char *out = NULL, *file;
     struct hc_cluster c;
     struct hc_diag diag;
@@ -563,6 +573,7 @@ int hetps_cmd_k8s(int argc, char **argv)
         case 'n': k.name = optarg; break;
         case 'N': k.ns = optarg; break;
         case 'i': k.image = optarg; break;
+        case 'G': k.gpu_image = optarg; break;
         case 'm': k.model = optarg; break;
         case 's': k.storage = optarg; break;
         case 'S': k.storage_class = optarg; break;

@@ -52,6 +52,8 @@ $PY $V "$T/mixed" > "$T/out.txt" 2>&1 || { cat "$T/out.txt"; fail "the mixed man
 [ "$(grep -c '^kind: Job' "$T/mixed/worker.yaml")" = 3 ] || fail "not one Job per run of alike workers"
 grep -A1 "name: HETPS_INDEX_OFFSET" "$T/mixed/worker.yaml" | grep -q 'value: "3"' || fail "the last Job does not start at worker 3"
 [ "$(grep -c 'nvidia.com/gpu: 2' "$T/mixed/worker.yaml")" = 2 ] || fail "CPU workers ask for GPUs (or GPU workers do not)"
+[ "$(grep -c 'image: "hetps:gpu"' "$T/mixed/worker.yaml")" = 2 ] || fail "GPU workers do not run the GPU image"
+[ "$(grep -c 'image: "hetps:latest"' "$T/mixed/worker.yaml")" = 1 ] || fail "CPU workers do not run the CPU image"
 grep -q '"hetps-worker-cpu-1.hetps-worker:2222"' "$T/mixed/configmap.yaml" || fail "worker 2's address is not its pod's"
 sed -i 's/value: "3"/value: "2"/' "$T/mixed/worker.yaml"
 $PY $V "$T/mixed" > "$T/out.txt" 2>&1 && fail "validate.py accepted a Job at the wrong offset"
