@@ -10,6 +10,8 @@
 #                     image-gpu: hetps:gpu with cuBLAS)
 #   make test-deploy  images and Compose with a real Docker daemon
 #                     (tests/deploy/; also part of make test)
+#   make install      PREFIX/bin, PREFIX/share/hetps (models, examples,
+#                     deploy files); PREFIX=/usr/local, DESTDIR= for packages
 #
 # Sources are found by wildcard: common/*.c make libcommon, ps/*.c libps,
 # worker/*.c libworker (each main.c excepted), tests/unit/test_*.c one CUnit
@@ -74,7 +76,7 @@ TESTS     := $(patsubst tests/unit/%.c,$(B)/tests/%,$(TEST_SRC))
 TOOLS     := $(patsubst tests/tools/%.c,$(B)/tools/%,$(TOOL_SRC))
 BENCHES   := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps test test-faults test-deploy image image-gpu run bench clean check-cuda
+.PHONY: all deps test test-faults test-deploy image image-gpu run bench clean check-cuda install uninstall
 all: check-cuda $(BINS) $(TESTS) $(TOOLS) $(BENCHES)
 
 check-cuda:
@@ -176,6 +178,29 @@ bench: deps
 	@./deploy/install-deps.sh --bench
 	@$(MAKE) --no-print-directory all
 	@HETPS_BUILD=$(B) ./tests/bench/run.sh
+
+# Bare metal: the three programs (hetps finds the other two beside it), the
+# models, the example cluster file and the deploy files, the systemd unit
+# and the sbatch script with their paths set to PREFIX.
+PREFIX  ?= /usr/local
+SHARE   := $(DESTDIR)$(PREFIX)/share/hetps
+install: $(BINS)
+	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE)/models $(SHARE)/examples \
+	    $(SHARE)/systemd $(SHARE)/slurm $(SHARE)/k8s
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 deploy/models/*.json $(SHARE)/models/
+	install -m 644 deploy/cluster.local.json $(SHARE)/examples/
+	install -m 644 deploy/k8s/*.yaml deploy/k8s/schema.json $(SHARE)/k8s/
+	install -m 755 deploy/k8s/validate.py $(SHARE)/k8s/
+	sed 's|/usr/local/|$(PREFIX)/|g' deploy/systemd/hetps-ps@.service > $(SHARE)/systemd/hetps-ps@.service
+	sed 's|/usr/local/|$(PREFIX)/|g' deploy/slurm/train.sbatch > $(SHARE)/slurm/train.sbatch
+	chmod 644 $(SHARE)/systemd/hetps-ps@.service
+	chmod 755 $(SHARE)/slurm/train.sbatch
+	@echo "installed under $(DESTDIR)$(PREFIX): bin/hetps, bin/hetps-ps, bin/hetps-worker, share/hetps/"
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(BINS)))
+	rm -rf $(SHARE)
 
 clean:
 	rm -rf build bin

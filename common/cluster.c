@@ -485,6 +485,8 @@ int hc_cluster_load_file(const char *path, struct hc_cluster *out,
     if (ferror(f))
         goto unreadable;
     rc = hc_cluster_parse(buf, n, src, out, p.d);
+    if (rc == HC_OK)
+        snprintf(out->file, sizeof out->file, "%s", path);
     goto out;
 unreadable:
     cl_problem(&p, NULL, "cannot read it: %s; check the path (and that it is "
@@ -560,35 +562,81 @@ static void tf_task_over_file(const char *tf, struct hc_cluster *c,
     cJSON_Delete(root);
 }
 
-int hc_cluster_resolve(const char *file, const char *task_flag, int need_task,
-                       struct hc_cluster *out, struct hc_diag *diag)
+/* "slurm" or "slurm:K": 1 and *k (0 when not given); -1 when "slurm:"
+ * is followed by something that is not a count; 0 when not Slurm. */
+static int slurm_spec(const char *spec, long long *k)
 {
-    struct hc_diag local;
-    struct hc_diag *d = diag ? diag : &local;
-    const char *tf = getenv("TF_CONFIG");
-    int rc;
+    *k = 0;
+    if (strcmp(spec, "slurm") == 0)
+        return 1;
+    if (strncmp(spec, "slurm:", 6) != 0)
+        return 0;
+    return cl_parse_decimal(spec + 6, k) == 0 && *k > 0 && *k < HC_MAX_TASKS
+           ? 1 : -1;
+}
 
-    memset(d, 0, sizeof *d);
-    if (file) {
-        if ((rc = hc_cluster_load_file(file, out, d)) != HC_OK)
+/* The cluster named by spec (see cluster.h), its task when the resolver
+ * knows it and no --task flag decides. */
+static int resolve_cluster(const char *spec, const char *task_flag,
+                           int need_task, struct hc_cluster *out,
+                           struct hc_diag *d)
+{
+    int want_task = !task_flag && need_task;
+    const char *tf = getenv("TF_CONFIG"), *job = getenv("SLURM_JOB_ID");
+    long long k;
+    int s, rc;
+
+    if (spec && (s = slurm_spec(spec, &k)) != 0) {
+        if (s < 0) {
+            struct cl_parse p = { "--cluster", d, 0 };
+            memset(out, 0, sizeof *out);
+            cl_problem(&p, NULL, "\"%.80s\": write slurm or slurm:K, K the "
+                       "number of parameter servers (1 or more)", spec);
+            return HC_ERR_CONFIG;
+        }
+        return hc_cluster_from_slurm((int)k, want_task, out, d);
+    }
+    if (spec && strncmp(spec, "k8s:", 4) == 0)
+        return hc_cluster_from_k8s(spec + 4, want_task, out, d);
+    if (spec) {
+        if ((rc = hc_cluster_load_file(spec, out, d)) != HC_OK)
             return rc;
         if (tf && *tf && task_flag)
             cl_note(d, "TF_CONFIG is set but not used: the cluster file and "
                     "--task decide");
         else if (tf && *tf)
             tf_task_over_file(tf, out, d);
-    } else if (!tf || !*tf) {
+        return HC_OK;
+    }
+    if (tf && *tf)
+        return hc_cluster_parse(tf, strlen(tf), "TF_CONFIG", out, d);
+    if (job && *job) {
+        if ((rc = hc_cluster_from_slurm(0, want_task, out, d)) == HC_OK)
+            cl_note(d, "no cluster file and no TF_CONFIG: the cluster comes "
+                    "from Slurm job %.40s (--cluster slurm)", job);
+        return rc;
+    }
+    {
         struct cl_parse p = { "TF_CONFIG", d, 0 };
         memset(out, 0, sizeof *out);
         cl_problem(&p, NULL, "%s and no cluster file was given; give a "
                    "cluster file (e.g. deploy/cluster.local.json) or export "
                    "TF_CONFIG='{\"cluster\": {...}, \"task\": {...}}'",
                    tf ? "is empty" : "is not set");
-        return HC_ERR_CONFIG;
-    } else if ((rc = hc_cluster_parse(tf, strlen(tf), "TF_CONFIG", out, d))
-               != HC_OK) {
-        return rc;
     }
+    return HC_ERR_CONFIG;
+}
+
+int hc_cluster_resolve(const char *spec, const char *task_flag, int need_task,
+                       struct hc_cluster *out, struct hc_diag *diag)
+{
+    struct hc_diag local;
+    struct hc_diag *d = diag ? diag : &local;
+    int rc;
+
+    memset(d, 0, sizeof *d);
+    if ((rc = resolve_cluster(spec, task_flag, need_task, out, d)) != HC_OK)
+        return rc;
     if (task_flag)
         hc_cluster_set_task(out, task_flag, "--task flag", d);
     if (d->n == 0 && need_task && !out->has_task) {

@@ -15,6 +15,11 @@
  * the bookkeeping; a note says so. Identity, highest first: the --task flag,
  * TF_CONFIG's task, the file's task.
  *
+ * Resolvers build the same structure from what a scheduler gives a task
+ * (cluster_slurm.c: the SLURM_* variables; cluster_k8s.c: a StatefulSet
+ * ordinal or an Indexed Job's index); hc_cluster_resolve picks one by the
+ * --cluster text: "slurm", "slurm:K", "k8s:FILE", or a file name.
+ *
  * Every mistake is reported as one line "SOURCE: KEY: what is wrong; fix",
  * collected in an hc_diag, before any socket is opened. Nothing here touches
  * the network.
@@ -47,6 +52,9 @@ struct hc_worker_conf {
 
 struct hc_cluster {
     char source[512];       /* "cluster file deploy/x.json" or "TF_CONFIG" */
+    char file[512];         /* the cluster file's path, "" when the cluster
+                               came from elsewhere (TF_CONFIG, Slurm): the
+                               file a server re-reads when it changes */
     int n_ps;
     struct hc_task_addr *ps;          /* (n_ps) */
     int n_worker;
@@ -89,14 +97,93 @@ int hc_cluster_load_file(const char *path, struct hc_cluster *out,
                          struct hc_diag *diag);
 
 /*
- * The standard resolution every program uses: the cluster from `file` when
- * not NULL, else from TF_CONFIG (an error when unset or empty); identity
- * from `task_flag` ("worker:1", "ps:0", "chief", "chief:0") when not NULL,
- * else TF_CONFIG's task (also when the cluster came from a file), else the
- * file's task. `need_task` makes a missing identity an error.
+ * The standard resolution every program uses. `spec` is the --cluster
+ * text:
+ *   NULL          TF_CONFIG; when TF_CONFIG is unset or empty and
+ *                 SLURM_JOB_ID is set, the Slurm resolver (a note says so);
+ *                 else an error
+ *   "slurm"       the Slurm resolver, hc_cluster_from_slurm (K from
+ *   "slurm:K"     HETPS_PS_TASKS, or K given here)
+ *   "k8s:FILE"    the cluster file FILE, the task from the pod,
+ *                 hc_cluster_from_k8s
+ *   anything else a cluster file's path (./slurm reads a file named slurm)
+ * Identity: `task_flag` ("worker:1", "ps:0", "chief", "chief:0") when not
+ * NULL, else what the resolver says, else TF_CONFIG's task (also when the
+ * cluster came from a file), else the file's task. `need_task` makes a
+ * missing identity an error.
  */
-int hc_cluster_resolve(const char *file, const char *task_flag, int need_task,
+int hc_cluster_resolve(const char *spec, const char *task_flag, int need_task,
                        struct hc_cluster *out, struct hc_diag *diag);
+
+/* ---- Slurm (cluster_slurm.c) ----------------------------------------- */
+
+#define HC_SLURM_MAX_NODES 65536
+#define HC_DEFAULT_PORT 2222
+
+/* Host names of an expanded Slurm host list, in order. */
+struct hc_hostlist {
+    int n;
+    char (*name)[HC_HOST_MAX];  /* (n) */
+};
+
+/*
+ * Expand a Slurm host list as scontrol does: "node[01-03,07]" ->
+ * node01 node02 node03 node07 (the width of a range's first number is kept:
+ * "n[009-011]" -> n009 n010 n011), "a[1-2],b5" -> a1 a2 b5, several
+ * brackets multiply ("r[1-2]n[1-2]" -> r1n1 r1n2 r2n1 r2n2). `var` names
+ * the list in messages ("SLURM_JOB_NODELIST"). HC_OK and *out filled (free
+ * with hc_hostlist_free), or HC_ERR_CONFIG with one message in *diag naming
+ * `var` and the bad part.
+ */
+int hc_slurm_hostlist(const char *list, const char *var,
+                      struct hc_hostlist *out, struct hc_diag *diag);
+void hc_hostlist_free(struct hc_hostlist *h);
+
+/*
+ * Expand Slurm's tasks-per-node "3(x2),2,1" into counts[0..n_nodes) =
+ * 3 3 2 1; the counts must cover exactly n_nodes nodes. HC_OK, or
+ * HC_ERR_CONFIG with a message naming `var` and the bad part.
+ */
+int hc_slurm_tasks_per_node(const char *spec, const char *var, int n_nodes,
+                            int *counts, struct hc_diag *diag);
+
+/*
+ * The cluster of a Slurm job step, from the environment srun gives each
+ * task: the nodes from SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST), the
+ * tasks on each from SLURM_STEP_TASKS_PER_NODE (else SLURM_TASKS_PER_NODE),
+ * their number SLURM_NTASKS, this task SLURM_PROCID. Tasks are numbered in
+ * Slurm's default block distribution (node 0's tasks first); tasks 0..K-1
+ * are the parameter servers, the rest workers 0.. (K = n_ps when > 0, else
+ * HETPS_PS_TASKS, else 1). The task with local index L on its node listens
+ * on HETPS_BASE_PORT (default 2222) + L, so tasks sharing a node never
+ * collide. `want_task` also sets the task from SLURM_PROCID (and checks it
+ * against SLURMD_NODENAME). HC_OK, or HC_ERR_CONFIG with messages naming
+ * each variable at fault.
+ */
+int hc_cluster_from_slurm(int n_ps, int want_task, struct hc_cluster *out,
+                          struct hc_diag *diag);
+
+/* ---- Kubernetes (cluster_k8s.c) ------------------------------------- */
+
+/*
+ * A pod's task from what Kubernetes gives it: the job from HETPS_JOB ("ps"
+ * or "worker"), else from the host name NAME-N whose NAME ends in "-ps" or
+ * "-worker" (as `hetps k8s` names its StatefulSet and Job); the index from
+ * JOB_COMPLETION_INDEX (an Indexed Job), else the N of NAME-N (a
+ * StatefulSet's ordinal), plus HETPS_INDEX_OFFSET when set (a second Job
+ * whose pods are workers K..). The host name is HOSTNAME, else
+ * gethostname().
+ * Writes "ps:0"-style text into spec; HC_OK, or HC_ERR_CONFIG with a message
+ * naming the variable at fault.
+ */
+int hc_k8s_task(char *spec, size_t n, struct hc_diag *diag);
+
+/*
+ * The cluster file `path` (a ConfigMap's file) with the task of this pod
+ * (hc_k8s_task) when `want_task`. HC_OK or HC_ERR_CONFIG.
+ */
+int hc_cluster_from_k8s(const char *path, int want_task,
+                        struct hc_cluster *out, struct hc_diag *diag);
 
 /* Apply a "job:index" task spec to a parsed cluster (checked for range). */
 int hc_cluster_set_task(struct hc_cluster *c, const char *spec,

@@ -718,6 +718,8 @@ static void usage(FILE *f)
 "                                          loss and accuracy on the test set\n"
 "  predict --model M (--weights DIR | --cluster FILE) [--images FILE]\n"
 "          [--out FILE.npy]                the outputs for each image\n"
+"  shutdown [FILE]                         tell every parameter server to exit\n"
+"  k8s CLUSTER_FILE [-o DIR]               Kubernetes manifests for it\n"
 "  help                                    this text\n"
 "\n"
 "'hetps COMMAND --help' describes each command.\n");
@@ -746,6 +748,10 @@ int main(int argc, char **argv)
         return run_role("hetps-ps", argc - 1, argv + 1);
     if (!strcmp(argv[1], "eval") || !strcmp(argv[1], "predict"))
         return run_role("hetps-worker", argc - 1, argv + 1);
+    if (!strcmp(argv[1], "k8s"))
+        return hetps_cmd_k8s(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "shutdown"))
+        return hetps_cmd_shutdown(argc - 1, argv + 1);
     if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
         !strcmp(argv[1], "-h")) {
         usage(stdout);

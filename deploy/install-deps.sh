@@ -14,13 +14,19 @@ libopenblas-dev
 libcjson-dev
 zlib1g-dev
 dataset-fashion-mnist
-python3 python3-numpy
+python3 python3-numpy python3-yaml python3-jsonschema
 iproute2 procps iptables libnetfilter-queue-dev
-python3-yaml docker.io docker-compose debootstrap"
+docker.io docker-compose debootstrap"
 
 # `--bench` adds what `make bench` compares against (PyTorch, CPU build).
 if [ "${1:-}" = "--bench" ]; then
     PKGS="$PKGS python3-torch"
+fi
+# `--slurm` adds what tests/integration/slurm.sh needs to run a one-node
+# Slurm cluster (it is skipped without them). Not by default: on a machine
+# with systemd these packages start their own daemons when installed.
+if [ "${1:-}" = "--slurm" ]; then
+    PKGS="$PKGS slurmctld slurmd slurm-client munge"
 fi
 
 missing=""

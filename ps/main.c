@@ -40,8 +40,10 @@ static void usage(FILE *f)
 "       hetps-ps export|inspect|reshard ...   (as `hetps export` …)\n"
 "Run one parameter-server task (a shard of every variable) of a hetps cluster.\n"
 "\n"
-"  -c, --cluster FILE        cluster file (TensorFlow ClusterSpec JSON);\n"
-"                            default: the TF_CONFIG environment variable\n"
+"  -c, --cluster FILE        cluster file (TensorFlow ClusterSpec JSON), or\n"
+"                            slurm[:K] (Slurm's variables, K servers) or\n"
+"                            k8s:FILE (task from the pod's name or index);\n"
+"                            default: TF_CONFIG, else Slurm under a job\n"
 "  -t, --task JOB:INDEX      this task, e.g. ps:0 (default: TF_CONFIG's or\n"
 "                            the file's \"task\")\n"
 "  -d, --data-dir DIR        LMDB store of this shard (default hetps-data/ps-INDEX)\n"
@@ -406,7 +408,7 @@ int main(int argc, char **argv)
         snprintf(data_dir, sizeof data_dir, "hetps-data/ps-%d", cl.task_index);
 
     conf.cluster = &cl;
-    conf.cluster_file = cluster_file;
+    conf.cluster_file = cl.file[0] ? cl.file : NULL; /* re-read on change */
     conf.shard = cl.task_index;
     conf.data_dir = data_dir;
     rv = ps_service_start(&the_service, &conf);

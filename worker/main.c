@@ -53,8 +53,10 @@ static void usage(FILE *f)
 "Run one worker task of a hetps cluster: join every parameter server, then\n"
 "train the model (or, without --model, stay joined until stopped).\n"
 "\n"
-"  -c, --cluster FILE        cluster file (TensorFlow ClusterSpec JSON);\n"
-"                            default: the TF_CONFIG environment variable\n"
+"  -c, --cluster FILE        cluster file (TensorFlow ClusterSpec JSON), or\n"
+"                            slurm[:K] (Slurm's variables, K servers) or\n"
+"                            k8s:FILE (task from the pod's name or index);\n"
+"                            default: TF_CONFIG, else Slurm under a job\n"
 "  -t, --task JOB:INDEX      this task, e.g. worker:1 (default: TF_CONFIG's or\n"
 "                            the file's \"task\"); chief means worker:0\n"
 "      --mode MODE           async, sync or ssp:S, instead of the cluster\n"
@@ -550,7 +552,7 @@ int main(int argc, char **argv)
         struct wk_train_conf tc = { 0 };
 
         tc.cluster = &cl;
-        tc.cluster_file = cluster_file;
+        tc.cluster_file = cl.file[0] ? cl.file : NULL;
         tc.worker = cl.task_index;
         tc.model = model;
         tc.epochs = epochs;
