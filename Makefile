@@ -52,7 +52,8 @@ LDLIBS   += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib \
             -lcudart_static -lstdc++ -ldl -lrt -lpthread
 endif
 
-COMMON_SRC := $(filter-out common/hetps.c,$(wildcard common/*.c)) $(GEN)/hetps.pb-c.c
+COMMON_SRC := $(filter-out common/hetps%.c,$(wildcard common/*.c)) $(GEN)/hetps.pb-c.c
+HETPS_SRC  := $(wildcard worker/hetps/*.c common/hetps*.c)
 PS_SRC     := $(filter-out ps/main.c,$(wildcard ps/*.c))
 WORKER_SRC := $(filter-out worker/main.c,$(wildcard worker/*.c))
 TEST_SRC   := $(wildcard tests/unit/test_*.c)
@@ -120,7 +121,7 @@ bin/hetps-ps: $(call obj,ps/main.c) $(LIBPS) $(LIBCOMMON) build/flavour
 bin/hetps-worker: $(call obj,worker/main.c) $(LIBWORKER) $(LIBCOMMON) build/flavour
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
-bin/hetps: $(call obj,common/hetps.c) $(LIBCOMMON) build/flavour
+bin/hetps: $(call obj,$(HETPS_SRC)) $(LIBCOMMON) build/flavour
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
 
