@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
+#include "worker/client.h"
 #include "cluster.h"
 #include "err.h"
 #include "model.h"

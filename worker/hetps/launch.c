@@ -29,7 +29,7 @@
 #include "err.h"
 #include "log.h"
 #include "hetps.h"
-#include "client.h"
+#include "worker/client.h"
 
 #define MAX_ARGS 256
 

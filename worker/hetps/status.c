@@ -10,7 +10,7 @@
 #include "cluster.h"
 #include "err.h"
 #include "hetps.h"
-#include "client.h"
+#include "worker/client.h"
 
 int hetps_cmd_status(int argc, char **argv)
 {
