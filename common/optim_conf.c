@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "model.h"
+#include "optim_conf.h"
 
 static const char *const optim_names[] = {
     [HC_OPT_SGD] = "sgd", [HC_OPT_MOMENTUM] = "momentum", [HC_OPT_ADAM] = "adam",

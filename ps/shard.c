@@ -17,6 +17,7 @@
 #include "err.h"
 #include "layout.h"
 #include "log.h"
+#include "model.h"         /* HC_MODEL_MAX_VARS */
 #include "optimizer.h"
 #include "store.h"
 
