@@ -12,7 +12,7 @@
  * read in cluster_hetps.c, and the diagnostics, JSON text and values all
  * of them use are in cluster_read.c (shared through cluster_impl.h).
  */
-#include "cluster_impl.h"
+#include "cluster_read.h"
 
 #include "err.h"
 

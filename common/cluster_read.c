@@ -7,7 +7,7 @@
  * values: whole numbers, task indices, host:port addresses. Nothing here
  * touches the network.
  */
-#include "cluster_impl.h"
+#include "cluster_read.h"
 
 #include "err.h"
 
