@@ -6,7 +6,7 @@
  * already read (worker count, chief mapping); every mistake is reported
  * through cl_problem (cluster_read.c).
  */
-#include "cluster_read.h"
+#include "cluster_hetps.h"
 #include "err.h"
 
 #include <ctype.h>
