@@ -11,6 +11,7 @@
 
 #include "err.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,4 +77,38 @@ int hc_cluster_resolve(const char *file, const char *task_flag, int need_task,
         return HC_OK;
     hc_cluster_free(out);
     return HC_ERR_CONFIG;
+}
+
+int hc_cluster_open(const char *prog, int role, const struct hc_task_flags *f,
+                    struct hc_cluster *out)
+{
+    struct hc_diag diag;
+    int i, rv;
+
+    if (role < 0)
+        rv = hc_cluster_load_file(f->file, out, &diag);
+    else
+        rv = hc_cluster_resolve(f->file, f->task, 1, out, &diag);
+    if (rv != HC_OK) {
+        hc_diag_print(&diag, stderr);
+        return HC_ERR_CONFIG;
+    }
+    for (i = 0; i < diag.n_note; i++)
+        fprintf(stderr, "hetps: note: %s\n", diag.note[i]);
+    if (f->mode && hc_cluster_set_mode(out, f->mode, "--mode") != HC_OK) {
+        fprintf(stderr, "%s: %s\n", prog, hc_err_msg());
+        hc_cluster_free(out);
+        return HC_ERR_CONFIG;
+    }
+    if (role >= 0 && out->task_job != (enum hc_job)role) {
+        const char *want = hc_job_name((enum hc_job)role);
+        const char *other = hc_job_name(out->task_job);
+
+        fprintf(stderr, "%s: this task is %s:%d; %s runs %s tasks (use "
+                "hetps-%s, or --task %s:N)\n", prog, other, out->task_index,
+                prog, want, other, want);
+        hc_cluster_free(out);
+        return HC_ERR_CONFIG;
+    }
+    return HC_OK;
 }

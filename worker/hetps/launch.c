@@ -252,7 +252,6 @@ int hetps_cmd_launch(int argc, char **argv)
     const char *who = NULL;
     int64_t stop_at = 0;
     struct hc_cluster cl;
-    struct hc_diag diag;
     struct child *ch;
     char dir[PATH_MAX];
     struct sigaction sa;
@@ -290,17 +289,9 @@ int hetps_cmd_launch(int argc, char **argv)
         fprintf(stderr, "hetps launch: too many worker arguments\n");
         return 2;
     }
-    if (hc_cluster_load_file(file, &cl, &diag) != HC_OK) {
-        hc_diag_print(&diag, stderr);
+    if (hc_cluster_open("hetps launch", -1,
+                        &(struct hc_task_flags){ file, NULL, mode }, &cl) != HC_OK)
         return 2;
-    }
-    for (i = 0; i < diag.n_note; i++)
-        fprintf(stderr, "hetps: note: %s\n", diag.note[i]);
-    if (mode && hc_cluster_set_mode(&cl, mode, "--mode") != HC_OK) {
-        fprintf(stderr, "hetps launch: %s\n", hc_err_msg());
-        hc_cluster_free(&cl);
-        return 2;
-    }
     if (mkdir(data_dir, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "hetps launch: cannot create --data-dir %s: %s\n",
                 data_dir, strerror(errno));
