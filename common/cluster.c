@@ -394,12 +394,6 @@ const char *hc_job_name(enum hc_job job)
     return job == HC_JOB_PS ? "ps" : "worker";
 }
 
-const char *hc_mode_name(enum hc_mode mode)
-{
-    return mode == HC_MODE_SYNC ? "sync" : mode == HC_MODE_SSP ? "ssp"
-           : "async";
-}
-
 void hc_cluster_print(const struct hc_cluster *c, FILE *f)
 {
     int i;

@@ -125,6 +125,12 @@ static void read_workers(struct cl_parse *p, const cJSON *w,
     }
 }
 
+const char *hc_mode_name(enum hc_mode mode)
+{
+    return mode == HC_MODE_SYNC ? "sync" : mode == HC_MODE_SSP ? "ssp"
+           : "async";
+}
+
 /* The text of a mode: 0 and *mode (and *s for "ssp:S", else -1); -1 when
  * it is no mode; -2 when the bound after "ssp:" is not 0..SSP_MAX. */
 static int parse_mode(const char *v, enum hc_mode *mode, long long *s)
