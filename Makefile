@@ -8,8 +8,10 @@
 #   make bench        benchmarks (tests/bench/)
 #
 # Sources are found by wildcard: common/*.c make libcommon, ps/*.c libps,
-# worker/*.c libworker (each main.c excepted), tests/unit/test_*.c one CUnit
-# program each, tests/tools/*.c one helper program each.
+# worker/*.c libworker (each main.c excepted), worker/hetps/*.c the front
+# door bin/hetps (with common/hetps*.c, the commands not yet moved there),
+# tests/unit/test_*.c one CUnit program each, tests/tools/*.c one helper
+# program each.
 
 CC       ?= cc
 SANITIZE ?=
