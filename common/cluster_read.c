@@ -1,6 +1,6 @@
 /*
  * cluster_read.c — what every part of the cluster reader shares (the
- * contract is cluster_impl.h): the diagnostics of one parse, each mistake
+ * contract is cluster_read.h): the diagnostics of one parse, each mistake
  * one sentence "SOURCE: KEY: what is wrong; fix" (cl_problem), notes, and
  * their printing (hc_diag_print); the key check with its typo suggestions;
  * the JSON text, whose syntax errors name a line and column; and the
