@@ -21,8 +21,9 @@ struct hc_optim_conf {
 };
 
 /* The optimizer settings as one line of JSON ({"type":"adam",…}) with
- * Keras's names, as sent to the parameter servers. Returns the length, or
- * -1 when buf is too small. */
+ * Keras's names, as sent to the parameter servers, into buf (len bytes with
+ * the NUL; 512 always suffice). Returns HC_OK, or HC_ERR_LIMIT (message
+ * set) when buf is too small. */
 int hc_optim_to_json(const struct hc_optim_conf *c, char *buf, size_t len);
 
 #endif
