@@ -14,8 +14,9 @@
 struct pc_client;
 
 /* Called with the client and its number of shards once every shard has
- * answered a call (join, create, pull, push, status, …). A code other than
- * HC_OK (with hc_err_set) fails the call with it. */
+ * answered a call that changes or reads the variables — join, create,
+ * pull, push, push-and-pull (not heartbeats, leave, shutdown or status).
+ * A code other than HC_OK (with hc_err_set) fails the call with it. */
 typedef int (*pc_reply_hook)(struct pc_client *c, int n_shards, void *arg);
 
 /* Install fn (NULL: none) with its argument; before the first call. */
