@@ -14,8 +14,10 @@
 #                     deploy files); PREFIX=/usr/local, DESTDIR= for packages
 #
 # Sources are found by wildcard: common/*.c make libcommon, ps/*.c libps,
-# worker/*.c libworker (each main.c excepted), tests/unit/test_*.c one CUnit
-# program each, tests/tools/*.c one helper program each.
+# worker/*.c libworker (each main.c excepted), worker/hetps/*.c the front
+# door bin/hetps (with common/hetps*.c, the commands not yet moved there),
+# tests/unit/test_*.c one CUnit program each, tests/tools/*.c one helper
+# program each.
 
 CC       ?= cc
 SANITIZE ?=
@@ -59,6 +61,7 @@ LDLIBS   += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib \
 endif
 
 COMMON_SRC := $(filter-out common/hetps%.c,$(wildcard common/*.c)) $(GEN)/hetps.pb-c.c
+HETPS_SRC  := $(wildcard worker/hetps/*.c common/hetps*.c)
 PS_SRC     := $(filter-out ps/main.c,$(wildcard ps/*.c))
 WORKER_SRC := $(filter-out worker/main.c,$(wildcard worker/*.c))
 TEST_SRC   := $(wildcard tests/unit/test_*.c)
@@ -126,7 +129,7 @@ bin/hetps-ps: $(call obj,ps/main.c) $(LIBPS) $(LIBCOMMON) build/flavour
 bin/hetps-worker: $(call obj,worker/main.c) $(LIBWORKER) $(LIBCOMMON) build/flavour
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
-bin/hetps: $(call obj,$(wildcard common/hetps*.c)) $(LIBCOMMON) build/flavour
+bin/hetps: $(call obj,$(HETPS_SRC)) $(LIBWORKER) $(LIBCOMMON) build/flavour
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
 

@@ -7,12 +7,17 @@
  * fixes a file in one round. A chief/master job becomes worker 0. Nothing
  * here touches the network.
  *
- * This file reads the ClusterSpec (jobs, addresses, the chief) and the
- * task, and holds the entry points and the printer; the "hetps" block is
- * read in cluster_hetps.c, and the diagnostics, JSON text and values all
- * of them use are in cluster_read.c (shared through cluster_impl.h).
+ * This file reads the document — the ClusterSpec (jobs, addresses, the
+ * chief) — and holds hc_cluster_parse, hc_cluster_load_file and the
+ * printer. Each other part has its file, called from here and calling
+ * nothing back: the task (cluster_task.c), the "hetps" block
+ * (cluster_hetps.c), the diagnostics, JSON text and values
+ * (cluster_read.c). Where the cluster and the task come from — a file,
+ * TF_CONFIG, --task — is decided in cluster_resolve.c, above this file.
  */
-#include "cluster_impl.h"
+#include "cluster_hetps.h"
+#include "cluster_read.h"
+#include "cluster_task.h"
 
 #include "err.h"
 
@@ -36,7 +41,6 @@ struct job {
 
 static const char *const top_keys[] = { "cluster", "task", "hetps" };
 static const char *const job_keys[] = { "ps", "worker", "chief", "master" };
-static const char *const task_keys[] = { "type", "index" };
 
 /* ---- the "cluster" object --------------------------------------------- */
 
@@ -266,117 +270,6 @@ out:
     }
 }
 
-/* ---- the task --------------------------------------------------------- */
-
-enum { T_PS, T_WORKER, T_CHIEF, T_EVALUATOR, T_UNKNOWN };
-
-static int task_type(const char *s)
-{
-    if (strcmp(s, "ps") == 0)
-        return T_PS;
-    if (strcmp(s, "worker") == 0)
-        return T_WORKER;
-    if (strcmp(s, "chief") == 0 || strcmp(s, "master") == 0)
-        return T_CHIEF;
-    if (strcmp(s, "evaluator") == 0)
-        return T_EVALUATOR;
-    return T_UNKNOWN;
-}
-
-/* Report a task type that is not ps/worker/chief/master; -1 when bad. */
-static int check_type(struct cl_parse *p, const char *key, const char *type)
-{
-    int t = task_type(type);
-
-    if (t == T_EVALUATOR)
-        cl_problem(p, key, "hetps has no evaluator task: the chief (worker 0) "
-                   "evaluates on the test set at each epoch end; do not start "
-                   "an evaluator (or run this process as a worker)");
-    else if (t == T_UNKNOWN)
-        cl_problem(p, key, "unknown task type \"%.40s\"; valid: ps, worker, "
-                   "chief, master", type);
-    return t >= T_EVALUATOR ? -1 : t;
-}
-
-/*
- * Turn (type, TensorFlow index) into hetps's (job, index), checking the
- * range: a chief is worker 0 and worker i is worker i+1 when a chief job was
- * mapped. Sets c's task on success.
- */
-static int map_task(struct cl_parse *p, const char *ikey, int t, long long idx,
-                    struct hc_cluster *c)
-{
-    int n;
-
-    if (idx < 0) {
-        cl_problem(p, ikey, "%lld is negative; task indices start at 0", idx);
-        return -1;
-    }
-    if (t == T_PS || t == T_WORKER) {
-        n = t == T_PS ? c->n_ps : c->n_worker;
-        if (n < 0)
-            return -1; /* the job itself is wrong; already reported */
-        if (t == T_WORKER)
-            n -= c->chief_mapped;
-        if (idx >= n) {
-            if (n == 0)
-                cl_problem(p, ikey, "%lld is out of range: cluster.%s has no "
-                           "tasks", idx, t == T_PS ? "ps" : "worker");
-            else
-                cl_problem(p, ikey, "%lld is out of range: cluster.%s has %d "
-                           "task(s), valid indices are 0..%d", idx,
-                           t == T_PS ? "ps" : "worker", n, n - 1);
-            return -1;
-        }
-        c->task_job = t == T_PS ? HC_JOB_PS : HC_JOB_WORKER;
-        c->task_index = (int)idx + (t == T_WORKER ? c->chief_mapped : 0);
-    } else {
-        if (c->n_worker < 0)
-            return -1;
-        if (idx != 0) {
-            cl_problem(p, ikey, "%lld is out of range: the chief is a single "
-                       "task, valid index is 0", idx);
-            return -1;
-        }
-        c->task_job = HC_JOB_WORKER;
-        c->task_index = 0;
-    }
-    c->has_task = 1;
-    return 0;
-}
-
-/* Read a "task" object {"type": "worker", "index": 0} against c. */
-static void read_task(struct cl_parse *p, const cJSON *task,
-                      struct hc_cluster *c)
-{
-    const cJSON *type, *index;
-    long long idx = 0;
-    int t = -1, iok = -1;
-
-    if (!cJSON_IsObject(task)) {
-        cl_problem(p, "task", "must be an object {\"type\": \"worker\", "
-                   "\"index\": 0}, got %s", cl_jtype(task));
-        return;
-    }
-    cl_check_keys(p, task, "task", task_keys, NKEYS(task_keys), 0);
-    type = cJSON_GetObjectItemCaseSensitive(task, "type");
-    index = cJSON_GetObjectItemCaseSensitive(task, "index");
-    if (!type)
-        cl_problem(p, "task.type", "missing; add \"type\": \"worker\" (or "
-                   "\"ps\", \"chief\")");
-    else if (!cJSON_IsString(type))
-        cl_problem(p, "task.type", "must be a string such as \"worker\", got "
-                   "%s", cl_jtype(type));
-    else
-        t = check_type(p, "task.type", type->valuestring);
-    if (!index)
-        cl_problem(p, "task.index", "missing; add \"index\": 0");
-    else
-        iok = cl_read_index(p, "task.index", index, &idx);
-    if (t >= 0 && iok == 0)
-        map_task(p, "task.index", t, idx, c);
-}
-
 /* ---- public ----------------------------------------------------------- */
 
 static uint64_t cluster_id(const struct hc_cluster *c)
@@ -432,7 +325,7 @@ int hc_cluster_parse(const char *json, size_t len, const char *source,
     if ((h = cJSON_GetObjectItemCaseSensitive(root, "hetps")))
         cl_read_hetps(&p, h, out);
     if ((t = cJSON_GetObjectItemCaseSensitive(root, "task")))
-        read_task(&p, t, out);
+        cl_read_task(&p, t, out);
     if (p.d->n == 0 && !p.nomem)
         out->id = cluster_id(out);
 out:
@@ -498,167 +391,9 @@ out:
     return rc;
 }
 
-int hc_cluster_set_task(struct hc_cluster *c, const char *spec,
-                        const char *source, struct hc_diag *diag)
-{
-    struct hc_diag local;
-    struct cl_parse p = { source, diag ? diag : &local, 0 };
-    const char *colon = strchr(spec, ':');
-    char type[32], key[80];
-    size_t tl = colon ? (size_t)(colon - spec) : strlen(spec);
-    long long idx = 0;
-    int t, before, r;
-
-    if (!diag)
-        memset(&local, 0, sizeof local);
-    before = p.d->n;
-    snprintf(key, sizeof key, "\"%.64s\"", spec);
-    if (tl == 0 || tl >= sizeof type) {
-        cl_problem(&p, key, "not a task; write JOB:INDEX, e.g. \"worker:1\" "
-                   "or \"ps:0\"");
-        return HC_ERR_CONFIG;
-    }
-    memcpy(type, spec, tl);
-    type[tl] = '\0';
-    if ((t = check_type(&p, key, type)) < 0)
-        return HC_ERR_CONFIG;
-    if (!colon && t != T_CHIEF) {
-        cl_problem(&p, key, "missing index; write \"%s:0\" (JOB:INDEX)", type);
-        return HC_ERR_CONFIG;
-    }
-    if (colon) {
-        r = cl_parse_decimal(colon + 1, &idx);
-        if (r == -1) {
-            cl_problem(&p, key, "the index \"%.20s\" is not a number; write "
-                       "JOB:INDEX, e.g. \"%s:1\"", colon + 1, type);
-            return HC_ERR_CONFIG;
-        }
-        if (r == -2)
-            idx = LLONG_MAX;
-    }
-    map_task(&p, key, t, idx, c);
-    return p.d->n == before ? HC_OK : HC_ERR_CONFIG;
-}
-
-/* Apply TF_CONFIG's task to a cluster that came from a file. */
-static void tf_task_over_file(const char *tf, struct hc_cluster *c,
-                              struct hc_diag *d)
-{
-    struct cl_parse p = { "TF_CONFIG", d, 0 };
-    cJSON *root = cl_parse_json(&p, tf, strlen(tf));
-    const cJSON *t;
-
-    if (!root)
-        return;
-    if (!cJSON_IsObject(root))
-        cl_problem(&p, NULL, "the top level must be a JSON object {\"task\": "
-                   "{...}}, got %s", cl_jtype(root));
-    else if ((t = cJSON_GetObjectItemCaseSensitive(root, "task")))
-        read_task(&p, t, c);
-    if (cJSON_IsObject(root) && cJSON_GetObjectItemCaseSensitive(root,
-                                                                 "cluster"))
-        cl_note(d, "TF_CONFIG's cluster is ignored: the cluster comes from %s "
-                "(only TF_CONFIG's task is used)", c->source);
-    cJSON_Delete(root);
-}
-
-/* "slurm" or "slurm:K": 1 and *k (0 when not given); -1 when "slurm:"
- * is followed by something that is not a count; 0 when not Slurm. */
-static int slurm_spec(const char *spec, long long *k)
-{
-    *k = 0;
-    if (strcmp(spec, "slurm") == 0)
-        return 1;
-    if (strncmp(spec, "slurm:", 6) != 0)
-        return 0;
-    return cl_parse_decimal(spec + 6, k) == 0 && *k > 0 && *k < HC_MAX_TASKS
-           ? 1 : -1;
-}
-
-/* The cluster named by spec (see cluster.h), its task when the resolver
- * knows it and no --task flag decides. */
-static int resolve_cluster(const char *spec, const char *task_flag,
-                           int need_task, struct hc_cluster *out,
-                           struct hc_diag *d)
-{
-    int want_task = !task_flag && need_task;
-    const char *tf = getenv("TF_CONFIG"), *job = getenv("SLURM_JOB_ID");
-    long long k;
-    int s, rc;
-
-    if (spec && (s = slurm_spec(spec, &k)) != 0) {
-        if (s < 0) {
-            struct cl_parse p = { "--cluster", d, 0 };
-            memset(out, 0, sizeof *out);
-            cl_problem(&p, NULL, "\"%.80s\": write slurm or slurm:K, K the "
-                       "number of parameter servers (1 or more)", spec);
-            return HC_ERR_CONFIG;
-        }
-        return hc_cluster_from_slurm((int)k, want_task, out, d);
-    }
-    if (spec && strncmp(spec, "k8s:", 4) == 0)
-        return hc_cluster_from_k8s(spec + 4, want_task, out, d);
-    if (spec) {
-        if ((rc = hc_cluster_load_file(spec, out, d)) != HC_OK)
-            return rc;
-        if (tf && *tf && task_flag)
-            cl_note(d, "TF_CONFIG is set but not used: the cluster file and "
-                    "--task decide");
-        else if (tf && *tf)
-            tf_task_over_file(tf, out, d);
-        return HC_OK;
-    }
-    if (tf && *tf)
-        return hc_cluster_parse(tf, strlen(tf), "TF_CONFIG", out, d);
-    if (job && *job) {
-        if ((rc = hc_cluster_from_slurm(0, want_task, out, d)) == HC_OK)
-            cl_note(d, "no cluster file and no TF_CONFIG: the cluster comes "
-                    "from Slurm job %.40s (--cluster slurm)", job);
-        return rc;
-    }
-    {
-        struct cl_parse p = { "TF_CONFIG", d, 0 };
-        memset(out, 0, sizeof *out);
-        cl_problem(&p, NULL, "%s and no cluster file was given; give a "
-                   "cluster file (e.g. deploy/cluster.local.json) or export "
-                   "TF_CONFIG='{\"cluster\": {...}, \"task\": {...}}'",
-                   tf ? "is empty" : "is not set");
-    }
-    return HC_ERR_CONFIG;
-}
-
-int hc_cluster_resolve(const char *spec, const char *task_flag, int need_task,
-                       struct hc_cluster *out, struct hc_diag *diag)
-{
-    struct hc_diag local;
-    struct hc_diag *d = diag ? diag : &local;
-    int rc;
-
-    memset(d, 0, sizeof *d);
-    if ((rc = resolve_cluster(spec, task_flag, need_task, out, d)) != HC_OK)
-        return rc;
-    if (task_flag)
-        hc_cluster_set_task(out, task_flag, "--task flag", d);
-    if (d->n == 0 && need_task && !out->has_task) {
-        struct cl_parse p = { out->source, d, 0 };
-        cl_problem(&p, "task", "not given; pass --task worker:0 (or ps:0), or "
-                   "set \"task\" in TF_CONFIG or the cluster file");
-    }
-    if (d->n == 0)
-        return HC_OK;
-    hc_cluster_free(out);
-    return HC_ERR_CONFIG;
-}
-
 const char *hc_job_name(enum hc_job job)
 {
     return job == HC_JOB_PS ? "ps" : "worker";
-}
-
-const char *hc_mode_name(enum hc_mode mode)
-{
-    return mode == HC_MODE_SYNC ? "sync" : mode == HC_MODE_SSP ? "ssp"
-           : "async";
 }
 
 void hc_cluster_print(const struct hc_cluster *c, FILE *f)

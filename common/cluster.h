@@ -185,6 +185,28 @@ int hc_k8s_task(char *spec, size_t n, struct hc_diag *diag);
 int hc_cluster_from_k8s(const char *path, int want_task,
                         struct hc_cluster *out, struct hc_diag *diag);
 
+/* What a program's flags say of its place in the job. */
+struct hc_task_flags {
+    const char *file;   /* --cluster SPEC (hc_cluster_resolve); NULL: TF_CONFIG */
+    const char *task;   /* --task JOB:INDEX; NULL: TF_CONFIG's or the file's */
+    const char *mode;   /* --mode MODE; NULL: the cluster's hetps.mode */
+};
+
+/*
+ * The opening every program of a job shares (hetps-ps, hetps-worker,
+ * hetps launch). With role HC_JOB_PS or HC_JOB_WORKER: resolve the cluster
+ * and the task as hc_cluster_resolve (the task required), and refuse a
+ * task of the other role, naming the program to use. With role -1 (hetps
+ * launch, every task): read f->file alone, which must not be NULL — no
+ * TF_CONFIG, no task. Then apply f->mode as hc_cluster_set_mode.
+ * `prog` ("hetps-ps", "hetps launch") opens each message. Prints notes to
+ * stderr ("hetps: note: …"). Returns HC_OK with *out filled (free with
+ * hc_cluster_free), or HC_ERR_CONFIG after printing every mistake to
+ * stderr, *out then holding nothing: the program exits 2.
+ */
+int hc_cluster_open(const char *prog, int role, const struct hc_task_flags *f,
+                    struct hc_cluster *out);
+
 /* Apply a "job:index" task spec to a parsed cluster (checked for range). */
 int hc_cluster_set_task(struct hc_cluster *c, const char *spec,
                         const char *source, struct hc_diag *diag);

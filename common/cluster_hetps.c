@@ -6,7 +6,7 @@
  * already read (worker count, chief mapping); every mistake is reported
  * through cl_problem (cluster_read.c).
  */
-#include "cluster_impl.h"
+#include "cluster_hetps.h"
 #include "err.h"
 
 #include <ctype.h>
@@ -123,6 +123,12 @@ static void read_workers(struct cl_parse *p, const cJSON *w,
         }
         i++;
     }
+}
+
+const char *hc_mode_name(enum hc_mode mode)
+{
+    return mode == HC_MODE_SYNC ? "sync" : mode == HC_MODE_SSP ? "ssp"
+           : "async";
 }
 
 /* The text of a mode: 0 and *mode (and *s for "ssp:S", else -1); -1 when

@@ -9,7 +9,7 @@
  * TFJob pods need none of this: their TF_CONFIG is read as it is
  * (cluster.c). Nothing here touches the network.
  */
-#include "cluster_impl.h"
+#include "cluster_read.h"
 
 #include "err.h"
 

@@ -1,13 +1,13 @@
 /*
  * cluster_read.c — what every part of the cluster reader shares (the
- * contract is cluster_impl.h): the diagnostics of one parse, each mistake
+ * contract is cluster_read.h): the diagnostics of one parse, each mistake
  * one sentence "SOURCE: KEY: what is wrong; fix" (cl_problem), notes, and
  * their printing (hc_diag_print); the key check with its typo suggestions;
  * the JSON text, whose syntax errors name a line and column; and the
  * values: whole numbers, task indices, host:port addresses. Nothing here
  * touches the network.
  */
-#include "cluster_impl.h"
+#include "cluster_read.h"
 
 #include "err.h"
 

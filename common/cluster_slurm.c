@@ -10,7 +10,7 @@
  * it passes every check a cluster file does. Nothing here touches the
  * network.
  */
-#include "cluster_impl.h"
+#include "cluster_read.h"
 
 #include "err.h"
 

@@ -8,7 +8,6 @@
  * checksums of messages.
  */
 #include "crc32c.h"
-#include "wire.h"
 
 #include <pthread.h>
 #include <string.h>

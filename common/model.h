@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "optim_conf.h"
+
 #define HC_MODEL_MAX_LAYERS 64
 #define HC_MODEL_MAX_VARS   128
 #define HC_NAME_MAX         64
@@ -51,18 +53,7 @@ enum hc_act {
 
 enum hc_loss { HC_LOSS_SPARSE_CCE, HC_LOSS_MSE };
 
-enum hc_optim { HC_OPT_SGD, HC_OPT_MOMENTUM, HC_OPT_ADAM };
-
 enum hc_init { HC_INIT_GLOROT_UNIFORM, HC_INIT_ZEROS };
-
-/* Optimizer settings, as Keras names them; applied by the parameter server. */
-struct hc_optim_conf {
-    enum hc_optim type;
-    float lr;               /* learning_rate */
-    float momentum;         /* SGD momentum (HC_OPT_MOMENTUM) */
-    int nesterov;
-    float beta1, beta2, eps; /* Adam */
-};
 
 /* A tensor shape without the batch dimension: (H, W, C) for images,
  * (N) for flat vectors (rank 1, dims[0] = N). */
@@ -131,11 +122,6 @@ void hc_model_init_params(const struct hc_model *m, float *params);
 
 /* Offset (in floats) of variable v in the flat parameter vector. */
 size_t hc_model_var_offset(const struct hc_model *m, int v);
-
-/* The optimizer settings as one line of JSON ({"type":"adam",…}) with
- * Keras's names, as sent to the parameter servers. Returns the length, or
- * -1 when buf is too small. */
-int hc_optim_to_json(const struct hc_optim_conf *c, char *buf, size_t len);
 
 const char *hc_act_name(enum hc_act a);
 const char *hc_layer_type_name(enum hc_layer_type t);

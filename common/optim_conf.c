@@ -7,7 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "model.h"
+#include "err.h"
+#include "optim_conf.h"
 
 static const char *const optim_names[] = {
     [HC_OPT_SGD] = "sgd", [HC_OPT_MOMENTUM] = "momentum", [HC_OPT_ADAM] = "adam",
@@ -23,5 +24,8 @@ int hc_optim_to_json(const struct hc_optim_conf *c, char *buf, size_t len)
                      c->nesterov ? "true" : "false", (double)c->beta1,
                      (double)c->beta2, (double)c->eps);
 
-    return n < 0 || (size_t)n >= len ? -1 : n;
+    if (n < 0 || (size_t)n >= len)
+        return hc_err_set(HC_ERR_LIMIT, "optimizer settings: the JSON text "
+                          "needs %d bytes but the buffer holds %zu", n + 1, len);
+    return HC_OK;
 }

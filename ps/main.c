@@ -284,7 +284,6 @@ int main(int argc, char **argv)
     };
     struct ps_service_conf conf = { .balance = 1 };
     struct hc_cluster cl;
-    struct hc_diag diag;
     const char *cluster_file = NULL, *task = NULL, *mode = NULL;
     char data_dir[1024] = "", name[32];
     struct sigaction sa;
@@ -387,21 +386,10 @@ int main(int argc, char **argv)
                 "Try 'hetps-ps --help' for more information.\n", argv[optind]);
         return 2;
     }
-    if (hc_cluster_resolve(cluster_file, task, 1, &cl, &diag) != HC_OK) {
-        hc_diag_print(&diag, stderr);
+    if (hc_cluster_open("hetps-ps", HC_JOB_PS,
+                        &(struct hc_task_flags){ cluster_file, task, mode },
+                        &cl) != HC_OK)
         return 2;
-    }
-    if (mode && hc_cluster_set_mode(&cl, mode, "--mode") != HC_OK) {
-        fprintf(stderr, "hetps-ps: %s\n", hc_err_msg());
-        hc_cluster_free(&cl);
-        return 2;
-    }
-    if (cl.task_job != HC_JOB_PS) {
-        fprintf(stderr, "hetps-ps: this task is worker:%d; hetps-ps runs ps "
-                "tasks (use hetps-worker, or --task ps:N)\n", cl.task_index);
-        hc_cluster_free(&cl);
-        return 2;
-    }
     snprintf(name, sizeof name, "ps:%d", cl.task_index);
     hc_log_set_task(name);
     if (!data_dir[0])

@@ -43,7 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model.h"
+#include "optim_conf.h"
 
 /* Longest JSON text ps_optim_to_json writes, with its NUL. */
 #define PS_OPTIM_JSON_MAX 256

@@ -17,6 +17,7 @@
 #include "err.h"
 #include "layout.h"
 #include "log.h"
+#include "model.h"         /* HC_MODEL_MAX_VARS */
 #include "optimizer.h"
 #include "store.h"
 
@@ -326,27 +327,28 @@ out:
     return rv;
 }
 
-/* Check a pull range or pushed tensor against the blocks; returns the
- * local block index or a negative error code (message set). */
-static long check_range(struct ps_shard *sh, const char *what, size_t i,
-                        uint32_t key, uint64_t offset, uint32_t length,
-                        int whole)
+/* Check a pull range or pushed tensor against the blocks: HC_OK with the
+ * local block index in *out, or an error code (message set). */
+static int check_range(struct ps_shard *sh, const char *what, size_t i,
+                       uint32_t key, uint64_t offset, uint32_t length,
+                       int whole, uint32_t *out)
 {
     long local = find_block(sh, key, offset);
     const struct ps_block *b;
 
     if (local < 0)
-        return -hc_err_set(HC_ERR_NOTFOUND, "%s %zu: no block of variable %u "
-                           "at offset %llu on shard ps:%d", what, i, key,
-                           (unsigned long long)offset, sh->index);
+        return hc_err_set(HC_ERR_NOTFOUND, "%s %zu: no block of variable %u "
+                          "at offset %llu on shard ps:%d", what, i, key,
+                          (unsigned long long)offset, sh->index);
     b = &sh->blocks[local];
     if (offset + length > b->offset + b->length ||
         (whole && (offset != b->offset || length != b->length)))
-        return -hc_err_set(HC_ERR_MISMATCH, "%s %zu: (%u, %llu, %u) does not "
-                           "match block (%u, %llu, %u) of shard ps:%d", what, i,
-                           key, (unsigned long long)offset, length, b->var,
-                           (unsigned long long)b->offset, b->length, sh->index);
-    return local;
+        return hc_err_set(HC_ERR_MISMATCH, "%s %zu: (%u, %llu, %u) does not "
+                          "match block (%u, %llu, %u) of shard ps:%d", what, i,
+                          key, (unsigned long long)offset, length, b->var,
+                          (unsigned long long)b->offset, b->length, sh->index);
+    *out = (uint32_t)local;
+    return HC_OK;
 }
 
 static int serve_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
@@ -371,16 +373,16 @@ static int serve_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
                           "%u blocks", p->n_ranges, sh->index, sh->n_blocks);
     for (i = 0; i < p->n_ranges; i++) {
         const Hetps__Range *r = p->ranges[i];
-        long local = check_range(sh, "pull range", i, r->key, r->offset,
-                                 r->length, 0);
+        uint32_t local;
 
-        if (local < 0)
-            return (int)-local;
+        if ((rv = check_range(sh, "pull range", i, r->key, r->offset,
+                              r->length, 0, &local)) != HC_OK)
+            return rv;
         sh->src[i].key = r->key;
         sh->src[i].offset = r->offset;
         sh->src[i].length = r->length;
         sh->src[i].data = NULL;
-        sh->reads[i].local = (uint32_t)local;
+        sh->reads[i].local = local;
         sh->reads[i].first = (uint32_t)(r->offset - sh->blocks[local].offset);
         sh->reads[i].count = r->length;
     }
@@ -417,16 +419,17 @@ static int check_push(struct ps_shard *sh, const struct hc_wire_msg *in)
     memset(sh->seen, 0, sh->n_blocks);
     for (i = 0; i < in->n_tensors; i++) {
         const Hetps__TensorRef *t = e->tensors[i];
-        long local = check_range(sh, "pushed tensor", i, t->key, t->offset,
-                                 t->length, 1);
+        uint32_t local;
+        int rv;
 
-        if (local < 0)
-            return (int)-local;
+        if ((rv = check_range(sh, "pushed tensor", i, t->key, t->offset,
+                              t->length, 1, &local)) != HC_OK)
+            return rv;
         if (sh->seen[local]++)
             return hc_err_set(HC_ERR_PROTO, "pushed tensor %zu repeats block "
                               "(%u, %llu)", i, t->key,
                               (unsigned long long)t->offset);
-        sh->updates[i].local = (uint32_t)local;
+        sh->updates[i].local = local;
         sh->updates[i].length = t->length;
         sh->updates[i].grad = in->data[i];
         sh->updates[i].scale = 1.0f;

@@ -59,7 +59,7 @@
 #include <stdint.h>
 
 #include "layout.h"
-#include "model.h"
+#include "optim_conf.h"
 
 #define PS_STORE_MAGIC  "HETPSDB"
 #define PS_STORE_FORMAT 1u

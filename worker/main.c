@@ -433,7 +433,6 @@ int main(int argc, char **argv)
     struct pc_opts po = { 0 };
     struct pc_client *pc = NULL;
     struct hc_cluster cl;
-    struct hc_diag diag;
     struct sigaction sa;
     int c, rv, print_view = 0, linger_s = 0, status = 1;
     char name[32];
@@ -510,22 +509,10 @@ int main(int argc, char **argv)
                 argv[optind]);
         return 2;
     }
-    if (hc_cluster_resolve(cluster_file, task, 1, &cl, &diag) != HC_OK) {
-        hc_diag_print(&diag, stderr);
+    if (hc_cluster_open("hetps-worker", HC_JOB_WORKER,
+                        &(struct hc_task_flags){ cluster_file, task, mode },
+                        &cl) != HC_OK)
         return 2;
-    }
-    if (mode && hc_cluster_set_mode(&cl, mode, "--mode") != HC_OK) {
-        fprintf(stderr, "hetps-worker: %s\n", hc_err_msg());
-        hc_cluster_free(&cl);
-        return 2;
-    }
-    if (cl.task_job != HC_JOB_WORKER) {
-        fprintf(stderr, "hetps-worker: this task is ps:%d; hetps-worker runs "
-                "worker tasks (use hetps-ps, or --task worker:N)\n",
-                cl.task_index);
-        hc_cluster_free(&cl);
-        return 2;
-    }
     if (model_file) {
         model = calloc(1, sizeof *model);
         if (!model || hc_model_load(model_file, model) != HC_OK) {

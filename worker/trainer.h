@@ -7,7 +7,7 @@
  * the shards' step, async/ssp from the place in its data that the shards
  * recorded with the worker's last applied push (pc_place).
  *
- * The trainer sees the parameter servers only through common/client.h and
+ * The trainer sees the parameter servers only through worker/client.h and
  * computes only through worker/nn.h: it builds no message and touches no
  * backend directly.
  */

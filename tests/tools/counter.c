@@ -15,14 +15,17 @@
  * pushes ("counter: N pushes acknowledged"). Prints "counter: N
  * acknowledged, every value V" and exits 0 when V == B + N. With
  * LOSE_REPLY_EVERY = K, every Kth call throws the shards' replies away and
- * sends the same requests again (pc_opts.lose_reply_every), and it prints
+ * sends the same requests again (a hook installed through
+ * worker/client_hook.h: lose_replies below), and it prints
  * "counter: L replies lost on purpose, R answered again from the record".
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
+#include "worker/client.h"
+#include "worker/client_hook.h"
 #include "cluster.h"
 #include "err.h"
 #include "model.h"
@@ -33,8 +36,34 @@ static const char model_json[] =
     " \"loss\": \"mse\","
     " \"optimizer\": {\"type\": \"sgd\", \"learning_rate\": 1.0}}";
 
+/* Every `every`th call, each shard's reply is thrown away and the same
+ * request sent again; `again` counts the re-sends answered byte for byte
+ * as the first time (from the shard's record: a push applied again would
+ * be acknowledged at a later version). */
+struct lose {
+    long every;
+    uint64_t calls, lost, again;
+};
+
+static int lose_replies(struct pc_client *c, int n_shards, void *arg)
+{
+    struct lose *l = arg;
+    int i, rv, sent, same;
+
+    if (++l->calls % (uint64_t)l->every != 0)
+        return HC_OK;
+    for (i = 0; i < n_shards; i++) {
+        if ((rv = pc_hook_resend(c, i, &sent, &same)) != HC_OK)
+            return rv;
+        l->lost += (uint64_t)sent;
+        l->again += (uint64_t)same;
+    }
+    return HC_OK;
+}
+
 int main(int argc, char **argv)
 {
+    struct lose lose = { 0 };
     struct pc_opts po = { .timeout_ms = 1000, .retry_ms = 60000 };
     struct hc_model *m = calloc(1, sizeof *m);
     struct pc_client *pc = NULL;
@@ -51,7 +80,7 @@ int main(int argc, char **argv)
     }
     n = atol(argv[2]);
     if (argc == 4)
-        po.lose_reply_every = atoi(argv[3]);
+        lose.every = atol(argv[3]);
     if (hc_cluster_load_file(argv[1], &cl, &diag) != HC_OK) {
         hc_diag_print(&diag, stderr);
         return 2;
@@ -66,6 +95,8 @@ int main(int argc, char **argv)
     }
     if (rv == HC_OK)
         rv = pc_open(&pc, &cl, HC_JOB_WORKER, 0, &po);
+    if (rv == HC_OK && lose.every > 0)
+        pc_set_reply_hook(pc, lose_replies, &lose);
     if (rv == HC_OK)
         rv = pc_join(pc, "cpu");
     if (rv == HC_OK)
@@ -108,14 +139,10 @@ int main(int argc, char **argv)
         }
     printf("counter: %ld acknowledged, every value %.1f\n", n,
            (double)(p[0] - base[0]));
-    if (po.lose_reply_every > 0) {
-        uint64_t lost, again;
-
-        pc_lost_replies(pc, &lost, &again);
+    if (lose.every > 0)
         printf("counter: %llu replies lost on purpose, %llu answered again "
-               "from the record\n", (unsigned long long)lost,
-               (unsigned long long)again);
-    }
+               "from the record\n", (unsigned long long)lose.lost,
+               (unsigned long long)lose.again);
     pc_leave(pc);
     pc_close(pc);
     hc_cluster_free(&cl);

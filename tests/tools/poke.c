@@ -22,7 +22,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 
-#include "client.h"
+#include "worker/client.h"
 #include "cluster.h"
 #include "err.h"
 #include "wire.h"

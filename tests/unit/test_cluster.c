@@ -687,6 +687,57 @@ static void test_precedence(void)
     hp_rmtree(dir);
 }
 
+/* hc_cluster_open: the programs' shared opening, one row per case. */
+static void test_open(void)
+{
+    static const struct {
+        const char *what;
+        int role;
+        const char *task, *mode;
+        int want;               /* HC_OK or HC_ERR_CONFIG */
+        enum hc_mode mode_after;
+    } t[] = {
+        { "ps task for hetps-ps", HC_JOB_PS, "ps:1", NULL, HC_OK,
+          HC_MODE_ASYNC },
+        { "worker task for hetps-worker", HC_JOB_WORKER, "worker:0", "sync",
+          HC_OK, HC_MODE_SYNC },
+        { "worker task refused by hetps-ps", HC_JOB_PS, "worker:0", NULL,
+          HC_ERR_CONFIG, 0 },
+        { "ps task refused by hetps-worker", HC_JOB_WORKER, "ps:0", NULL,
+          HC_ERR_CONFIG, 0 },
+        { "no task", HC_JOB_WORKER, NULL, NULL, HC_ERR_CONFIG, 0 },
+        { "bad --mode", HC_JOB_PS, "ps:0", "fast", HC_ERR_CONFIG, 0 },
+        { "launch: no task needed", -1, NULL, "ssp:2", HC_OK, HC_MODE_SSP },
+        { "launch: bad --mode", -1, NULL, "ssp", HC_ERR_CONFIG, 0 },
+    };
+    char dir[256], path[300];
+    struct hc_cluster c;
+    size_t i;
+    int rc;
+
+    unsetenv("TF_CONFIG");
+    hp_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/c.json", dir);
+    write_file(path, "{" CL "}");
+    for (i = 0; i < sizeof t / sizeof t[0]; i++) {
+        rc = hc_cluster_open("test", t[i].role,
+                             &(struct hc_task_flags){ path, t[i].task,
+                                                      t[i].mode }, &c);
+        if (rc != t[i].want)
+            fprintf(stderr, "open: %s: got %d, want %d\n", t[i].what, rc,
+                    t[i].want);
+        CU_ASSERT_EQUAL(rc, t[i].want);
+        if (rc == HC_OK) {
+            CU_ASSERT_EQUAL(c.mode, t[i].mode_after);
+            CU_ASSERT_EQUAL(c.has_task, t[i].role >= 0);
+            hc_cluster_free(&c);
+        } else {
+            CU_ASSERT_PTR_NULL(c.ps);
+        }
+    }
+    hp_rmtree(dir);
+}
+
 static void test_task_specs(void)
 {
     static const struct {
@@ -838,6 +889,7 @@ void hp_test_register(void)
     CU_add_test(s, "hetps block", test_hetps_block);
     CU_add_test(s, "identity precedence", test_precedence);
     CU_add_test(s, "task specs", test_task_specs);
+    CU_add_test(s, "programs' opening (hc_cluster_open)", test_open);
     CU_add_test(s, "cluster id", test_cluster_id);
     CU_add_test(s, "printing", test_print);
 }

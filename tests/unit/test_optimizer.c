@@ -407,7 +407,16 @@ static void test_json_round_trip(void)
         CU_ASSERT(back.lr == cases[i].lr);
         if (cases[i].type == HC_OPT_ADAM)
             CU_ASSERT(back.eps == cases[i].eps && back.beta2 == cases[i].beta2);
+        /* the chief's text (common/optim_conf.c) reads back the same */
+        memset(&back, 0x55, sizeof back);
+        CU_ASSERT_EQUAL_FATAL(hc_optim_to_json(&cases[i], buf, sizeof buf),
+                              HC_OK);
+        CU_ASSERT_EQUAL_FATAL(ps_optim_from_json(buf, strlen(buf), "chief",
+                                                 &back), HC_OK);
+        CU_ASSERT(ps_optim_equal(&cases[i], &back));
     }
+    CU_ASSERT_EQUAL(hc_optim_to_json(&ADAM, buf, 20), HC_ERR_LIMIT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "buffer holds 20"));
     CU_ASSERT_EQUAL(ps_optim_to_json(&ADAM, buf, sizeof buf), HC_OK);
     CU_ASSERT_STRING_EQUAL(buf, "{\"type\":\"adam\",\"learning_rate\":0.001,"
                            "\"beta_1\":0.9,\"beta_2\":0.999,\"epsilon\":1e-07}");

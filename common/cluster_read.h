@@ -1,9 +1,8 @@
 /*
- * cluster_impl.h — the inside of the cluster reader, shared by its files:
- * cluster.c (the ClusterSpec, the task, the entry points), cluster_hetps.c
- * (the "hetps" block) and cluster_read.c (diagnostics, JSON text, values).
- * Nothing outside common/cluster*.c includes this; the contract is
- * cluster.h.
+ * cluster_read.h — the tools every part of the cluster reader
+ * (common/cluster*.c) uses, all in cluster_read.c: one parse's
+ * diagnostics, the JSON text and its values. Nothing outside
+ * common/cluster*.c includes this; the contract is cluster.h.
  */
 #ifndef HC_CLUSTER_IMPL_H
 #define HC_CLUSTER_IMPL_H
@@ -73,10 +72,5 @@ int cl_read_index(struct cl_parse *p, const char *key, const cJSON *v,
 /* A "host:port" (or "[v6]:port") string into *a; 0, or -1 when reported. */
 int cl_read_addr(struct cl_parse *p, const char *key, const cJSON *v,
                  struct hc_task_addr *a);
-
-/* ---- the "hetps" block (cluster_hetps.c) ------------------------------ */
-
-/* Read the "hetps" object into c, checked against c's workers. */
-void cl_read_hetps(struct cl_parse *p, const cJSON *h, struct hc_cluster *c);
 
 #endif

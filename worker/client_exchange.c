@@ -59,44 +59,35 @@ static int join_one(struct pc_client *c, int i)
     return rv;
 }
 
-/*
- * Tests (pc_opts.lose_reply_every): throw every shard's reply away and send
- * the same request again, as a client does when a reply is lost; count the
- * answers that are the lost one byte for byte — answered from the shard's
- * record (a push applied again would be acknowledged at a later version).
- */
-static int lose_replies(struct pc_client *c, int timeout_ms)
+void pc_set_reply_hook(struct pc_client *c, pc_reply_hook fn, void *arg)
 {
-    nng_msg *lost, *dup = NULL;
-    int i, rv;
-
-    for (i = 0; i < c->n; i++) {
-        if (!c->replies[i] || !c->copy_ok[i])
-            continue;
-        lost = c->replies[i];
-        c->replies[i] = NULL;
-        c->n_lost++;
-        if (nng_msg_dup(&dup, c->copies[i]) != 0) {
-            nng_msg_free(lost);
-            return hc_err_set(HC_ERR_NOMEM, "out of memory");
-        }
-        rv = hc_rpc_call(c->rpc, i, dup, &c->replies[i], timeout_ms);
-        if (rv == HC_OK && nng_msg_len(lost) == nng_msg_len(c->replies[i]) &&
-            memcmp(nng_msg_body(lost), nng_msg_body(c->replies[i]),
-                   nng_msg_len(lost)) == 0)
-            c->n_from_record++;
-        nng_msg_free(lost);
-        if (rv != HC_OK)
-            return rv;
-    }
-    return HC_OK;
+    c->hook = fn;
+    c->hook_arg = arg;
 }
 
-void pc_lost_replies(const struct pc_client *c, uint64_t *lost,
-                     uint64_t *from_record)
+int pc_hook_resend(struct pc_client *c, int shard, int *sent, int *same)
 {
-    *lost = c->n_lost;
-    *from_record = c->n_from_record;
+    nng_msg *lost, *dup = NULL;
+    int rv;
+
+    *sent = *same = 0;
+    if (shard < 0 || shard >= c->n)
+        return hc_err_set(HC_ERR_INVAL, "pc_hook_resend: no shard %d", shard);
+    if (!c->replies[shard] || !c->copy_ok[shard])
+        return HC_OK;
+    if (nng_msg_dup(&dup, c->copies[shard]) != 0)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    lost = c->replies[shard];
+    c->replies[shard] = NULL;
+    *sent = 1;
+    rv = hc_rpc_call(c->rpc, shard, dup, &c->replies[shard],
+                     c->call_timeout_ms);
+    if (rv == HC_OK && nng_msg_len(lost) == nng_msg_len(c->replies[shard]) &&
+        memcmp(nng_msg_body(lost), nng_msg_body(c->replies[shard]),
+               nng_msg_len(lost)) == 0)
+        *same = 1;
+    nng_msg_free(lost);
+    return rv;
 }
 
 /*
@@ -128,9 +119,10 @@ int client_exchange(struct pc_client *c, const uint64_t *ids,
                          timeout_ms);
     for (i = 0; i < c->n; i++)
         c->reqs[i] = NULL;
-    if (rv == HC_OK && c->o.lose_reply_every > 0 &&
-        ++c->n_calls % (uint64_t)c->o.lose_reply_every == 0)
-        rv = lose_replies(c, timeout_ms);
+    if (rv == HC_OK && c->hook) {
+        c->call_timeout_ms = timeout_ms;
+        rv = c->hook(c, c->n, c->hook_arg);
+    }
     /* A shard that restarted (a new incarnation) no longer knows this
      * worker: join it again and re-send the same request — the same id, so
      * a request it had applied before the restart is answered from its

@@ -9,7 +9,7 @@
  * finds its task from its ordinal or index (common/cluster_k8s.c). Only
  * text is written here: nothing talks to a Kubernetes API server.
  */
-#include "hetps_cmd.h"
+#include "hetps.h"
 
 #include "cluster.h"
 #include "err.h"

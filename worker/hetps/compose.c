@@ -27,7 +27,7 @@
 
 #include "cluster.h"
 #include "err.h"
-#include "hetps_cmd.h"
+#include "hetps.h"
 
 #define CONF_DIR "/etc/hetps"            /* the cluster file's directory */
 #define STORE_DIR "/var/lib/hetps"       /* a ps's named volume */

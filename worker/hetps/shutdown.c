@@ -6,9 +6,9 @@
  * the training is over; SPEC is anything --cluster takes (a cluster file,
  * slurm, k8s:FILE; none: TF_CONFIG, or Slurm under a job).
  */
-#include "hetps_cmd.h"
+#include "hetps.h"
 
-#include "client.h"
+#include "worker/client.h"
 #include "cluster.h"
 #include "err.h"
 

@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
+#include "worker/client.h"
 #include "cluster.h"
 #include "err.h"
-#include "hetps_cmd.h"
+#include "hetps.h"
 
 /* The value of a flag in an argv-like list: "--name V", "--name=V", "-s V". */
 static const char *flag_value(int argc, char **argv, const char *name,

@@ -1,17 +1,12 @@
 /*
- * hetps.c — the front door: `hetps launch | status | check-config | help`;
- * `export`, `inspect` and `reshard` run hetps-ps, `eval` and `predict`
- * hetps-worker.
- *
- * `launch` starts every task of a cluster file on this machine (the
- * parameter servers first), prefixes each line a task prints with its name
- * ("[ps:0] …"), forwards Ctrl-C/SIGTERM to all of them, tells the servers
- * to shut down once every worker has finished, and exits with the first
- * failing task's code. Before it starts any, `hetps-ps reshard --in-place`
- * fits the stores in the data directory to the file's number of parameter
- * servers (ps/reshard.c). `status` asks every shard what it knows. The
- * programs it runs (hetps-ps, hetps-worker) are looked for next to this
- * executable.
+ * launch.c — `hetps launch`: start every task of a cluster file on this
+ * machine (the parameter servers first), prefix each line a task prints
+ * with its name ("[ps:0] …"), forward Ctrl-C/SIGTERM to all of them, tell
+ * the servers to shut down once every worker has finished, and exit with
+ * the first failing task's code. Before it starts any, `hetps-ps reshard
+ * --in-place` fits the stores in the data directory to the file's number
+ * of parameter servers (ps/reshard.c). The programs it runs (hetps-ps,
+ * hetps-worker) are looked for next to this executable.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,9 +28,8 @@
 #include "clock.h"
 #include "err.h"
 #include "log.h"
-#include "tune.h"
-#include "client.h"
-#include "hetps_cmd.h"
+#include "hetps.h"
+#include "worker/client.h"
 
 #define MAX_ARGS 256
 
@@ -61,24 +55,6 @@ static void on_signal(int sig)
     got_signal = sig;
     if (write(sig_pipe[1], &b, 1) < 0)
         return;
-}
-
-/* Directory of this executable, to find hetps-ps and hetps-worker. */
-static void bin_dir(char *out, size_t len)
-{
-    char path[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-    char *slash;
-
-    if (n <= 0) {
-        snprintf(out, len, ".");
-        return;
-    }
-    path[n] = '\0';
-    slash = strrchr(path, '/');
-    if (slash)
-        *slash = '\0';
-    snprintf(out, len, "%s", path);
 }
 
 static void emit(struct child *ch, const char *line, size_t n)
@@ -257,7 +233,7 @@ static void launch_usage(FILE *f)
 "  -h, --help             show this help and exit\n");
 }
 
-static int cmd_launch(int argc, char **argv)
+int hetps_cmd_launch(int argc, char **argv)
 {
     static const struct option opts[] = {
         { "data-dir", required_argument, NULL, 'd' },
@@ -276,7 +252,6 @@ static int cmd_launch(int argc, char **argv)
     const char *who = NULL;
     int64_t stop_at = 0;
     struct hc_cluster cl;
-    struct hc_diag diag;
     struct child *ch;
     char dir[PATH_MAX];
     struct sigaction sa;
@@ -314,24 +289,16 @@ static int cmd_launch(int argc, char **argv)
         fprintf(stderr, "hetps launch: too many worker arguments\n");
         return 2;
     }
-    if (hc_cluster_load_file(file, &cl, &diag) != HC_OK) {
-        hc_diag_print(&diag, stderr);
+    if (hc_cluster_open("hetps launch", -1,
+                        &(struct hc_task_flags){ file, NULL, mode }, &cl) != HC_OK)
         return 2;
-    }
-    for (i = 0; i < diag.n_note; i++)
-        fprintf(stderr, "hetps: note: %s\n", diag.note[i]);
-    if (mode && hc_cluster_set_mode(&cl, mode, "--mode") != HC_OK) {
-        fprintf(stderr, "hetps launch: %s\n", hc_err_msg());
-        hc_cluster_free(&cl);
-        return 2;
-    }
     if (mkdir(data_dir, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "hetps launch: cannot create --data-dir %s: %s\n",
                 data_dir, strerror(errno));
         hc_cluster_free(&cl);
         return 2;
     }
-    bin_dir(dir, sizeof dir);
+    hetps_bin_dir(dir, sizeof dir);
     if (reshard && (rs = reshard_first(dir, file, data_dir)) != 0) {
         fprintf(stderr, "hetps launch: no task started: the stores in %s "
                 "could not be fitted to %s's %d parameter servers (%s)\n",
@@ -512,252 +479,4 @@ static int cmd_launch(int argc, char **argv)
     free(ch);
     hc_cluster_free(&cl);
     return first_fail;
-}
-
-static int cmd_status(int argc, char **argv)
-{
-    static const struct option opts[] = {
-        { "cluster", required_argument, NULL, 'c' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
-    const char *file = NULL;
-    struct pc_shard_status *st;
-    struct pc_client *pc = NULL;
-    struct hc_cluster cl;
-    struct hc_diag diag;
-    int c, i, w, rv, down = 0;
-
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'c': file = optarg; break;
-        case 'h':
-            printf("Usage: hetps status [--cluster FILE | FILE]\n"
-                   "Ask every parameter server of the cluster (FILE, or\n"
-                   "TF_CONFIG) for its state and the workers it knows.\n"
-                   "Exit status 1 when a server does not answer.\n");
-            return 0;
-        default:
-            fprintf(stderr, "Try 'hetps status --help' for more information.\n");
-            return 2;
-        }
-    }
-    if (!file && optind < argc)
-        file = argv[optind++];
-    if (hc_cluster_resolve(file, NULL, 0, &cl, &diag) != HC_OK) {
-        hc_diag_print(&diag, stderr);
-        return 2;
-    }
-    st = calloc((size_t)cl.n_ps, sizeof *st);
-    rv = st ? pc_open(&pc, &cl, -1, 0,
-                      &(struct pc_opts){ .timeout_ms = 1000, .retry_ms = 2000 })
-            : HC_ERR_NOMEM;
-    if (rv == HC_OK)
-        rv = pc_status(pc, st);
-    if (rv != HC_OK) {
-        fprintf(stderr, "hetps status: %s\n", hc_err_msg());
-        free(st);
-        pc_close(pc);
-        hc_cluster_free(&cl);
-        return 1;
-    }
-    printf("%-10s %-8s %s\n", "TASK", "STATE", "DETAIL");
-    for (i = 0; i < cl.n_ps; i++) {
-        if (!st[i].up) {
-            printf("ps:%-7d %-8s %s: %s\n", i, "down", cl.ps[i].addr, st[i].error);
-            down++;
-            continue;
-        }
-        printf("ps:%-7d %-8s %s mode %s incarnation %016llx version %llu "
-               "requests %llu duplicates %llu rejected %llu late %llu "
-               "stale %llu max_ahead %u waiting %u uptime %.1fs\n",
-               i, "up", cl.ps[i].addr, st[i].mode,
-               (unsigned long long)st[i].incarnation,
-               (unsigned long long)st[i].version,
-               (unsigned long long)st[i].requests,
-               (unsigned long long)st[i].duplicates,
-               (unsigned long long)st[i].rejected,
-               (unsigned long long)st[i].late,
-               (unsigned long long)st[i].stale, st[i].max_ahead,
-               st[i].waiting, st[i].uptime_ms / 1000.0);
-    }
-    for (w = 0; w < cl.n_worker; w++) {
-        char states[1024] = "";
-        const char *devices = "";
-        size_t len = 0;
-        int seen = 0;
-
-        for (i = 0; i < cl.n_ps; i++) {
-            int k;
-
-            for (k = 0; k < st[i].n_members; k++) {
-                const struct pc_member *m = &st[i].members[k];
-
-                if (m->worker != w)
-                    continue;
-                seen++;
-                devices = m->devices;
-                char lag[40] = "", at[64] = "";
-
-                if (m->lag_ms >= 0)
-                    snprintf(lag, sizeof lag, ", lag %.2f ms", (double)m->lag_ms);
-                if (m->has_place)
-                    snprintf(at, sizeof at, ", at epoch %u batch %u",
-                             m->epoch + 1, m->batches);
-                len += (size_t)snprintf(states + len, sizeof states - len,
-                                        "%sps:%d %s (seen %llums ago, %llu requests, %llu duplicates, "
-                                        "clock %llu%s, %.0f samples/s, share %u%s, late %llu)",
-                                        len ? "; " : "", i, m->state,
-                                        (unsigned long long)m->last_seen_ms,
-                                        (unsigned long long)m->requests,
-                                        (unsigned long long)m->duplicates,
-                                        (unsigned long long)m->clock, at,
-                                        (double)m->samples_per_s, m->share, lag,
-                                        (unsigned long long)m->late);
-                if (len >= sizeof states)
-                    len = sizeof states - 1;
-            }
-        }
-        printf("worker:%-3d %-8s %s devices %s%s%s\n", w,
-               seen ? "known" : "unknown", cl.worker[w].addr,
-               devices[0] ? devices : "-", seen ? ": " : "", states);
-    }
-    pc_status_free(st, cl.n_ps);
-    free(st);
-    pc_close(pc);
-    hc_cluster_free(&cl);
-    return down ? 1 : 0;
-}
-
-static int cmd_check_config(int argc, char **argv)
-{
-    static const struct option opts[] = {
-        { "task", required_argument, NULL, 't' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
-    const char *file = NULL, *task = NULL;
-    struct hc_cluster cl;
-    struct hc_diag diag;
-    int c;
-
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "t:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 't': task = optarg; break;
-        case 'h':
-            printf("Usage: hetps check-config [--task JOB:INDEX] [FILE]\n"
-                   "Check a cluster file (without FILE: the TF_CONFIG\n"
-                   "variable) and print the resolved cluster; on a mistake\n"
-                   "print one line per problem and exit 2.\n");
-            return 0;
-        default:
-            fprintf(stderr, "Try 'hetps check-config --help' for more information.\n");
-            return 2;
-        }
-    }
-    if (optind < argc)
-        file = argv[optind++];
-    if (optind < argc) {
-        fprintf(stderr, "hetps check-config: unexpected argument '%s'\n",
-                argv[optind]);
-        return 2;
-    }
-    if (hc_cluster_resolve(file, task, 0, &cl, &diag) != HC_OK) {
-        hc_diag_print(&diag, stderr);
-        return 2;
-    }
-    for (c = 0; c < diag.n_note; c++)
-        printf("note: %s\n", diag.note[c]);
-    hc_cluster_print(&cl, stdout);
-    hc_cluster_free(&cl);
-    return 0;
-}
-
-/* Commands of one role run by that role's program, as git runs git-foo. */
-static int run_role(const char *prog, int argc, char **argv)
-{
-    char dir[PATH_MAX], path[PATH_MAX + 32];
-    char **args = calloc((size_t)argc + 2, sizeof *args);
-    int i;
-
-    if (!args)
-        return 1;
-    bin_dir(dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/%s", dir, prog);
-    args[0] = path;
-    for (i = 0; i < argc; i++)
-        args[i + 1] = argv[i];
-    execv(path, args);
-    fprintf(stderr, "hetps: cannot run %s: %s\n", path, strerror(errno));
-    free(args);
-    return 1;
-}
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-"Usage: hetps COMMAND [ARG]...\n"
-"The front door of hetps, a parameter server for training across unequal\n"
-"machines.\n"
-"\n"
-"Commands:\n"
-"  launch CLUSTER_FILE [-- WORKER_ARG...]  start every task on this machine\n"
-"  status [FILE]                           what every parameter server knows\n"
-"  check-config [FILE]                     check a cluster file or TF_CONFIG\n"
-"  compose CLUSTER_FILE [-o FILE] [--host NAME]\n"
-"                                          a Docker Compose file of its tasks\n"
-"  health [--task JOB:I] [FILE]            exit 0 while a task is healthy (a\n"
-"                                          container's HEALTHCHECK)\n"
-"  export --out DIR [--data-dir D] [FILE]  the shards' variables as .npy files\n"
-"  inspect STORE_DIR...                    what a shard's LMDB store holds\n"
-"  reshard --from OLD --to NEW --out-dir D move the stores to another number\n"
-"                                          of parameter servers\n"
-"  eval --model M (--weights DIR | --cluster FILE)\n"
-"                                          loss and accuracy on the test set\n"
-"  predict --model M (--weights DIR | --cluster FILE) [--images FILE]\n"
-"          [--out FILE.npy]                the outputs for each image\n"
-"  shutdown [FILE]                         tell every parameter server to exit\n"
-"  k8s CLUSTER_FILE [-o DIR]               Kubernetes manifests for it\n"
-"  help                                    this text\n"
-"\n"
-"'hetps COMMAND --help' describes each command.\n");
-}
-
-int main(int argc, char **argv)
-{
-    hc_log_set_task("hetps");
-    hc_tune_process();
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
-    }
-    if (!strcmp(argv[1], "launch"))
-        return cmd_launch(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "status"))
-        return cmd_status(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "check-config"))
-        return cmd_check_config(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "compose"))
-        return hetps_cmd_compose(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "health"))
-        return hetps_cmd_health(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "export") || !strcmp(argv[1], "inspect") ||
-        !strcmp(argv[1], "reshard"))
-        return run_role("hetps-ps", argc - 1, argv + 1);
-    if (!strcmp(argv[1], "eval") || !strcmp(argv[1], "predict"))
-        return run_role("hetps-worker", argc - 1, argv + 1);
-    if (!strcmp(argv[1], "k8s"))
-        return hetps_cmd_k8s(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "shutdown"))
-        return hetps_cmd_shutdown(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
-        !strcmp(argv[1], "-h")) {
-        usage(stdout);
-        return 0;
-    }
-    fprintf(stderr, "hetps: unknown command '%s'\n", argv[1]);
-    usage(stderr);
-    return 2;
 }

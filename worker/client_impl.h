@@ -1,6 +1,6 @@
 /*
  * client_impl.h — the inside of a pc_client, shared by the files that
- * make up the client. Nothing outside common/client*.c includes this; the
+ * make up the client. Nothing outside worker/client*.c includes this; the
  * contract is client.h.
  *
  *   client.c           open and close; join and the view it gives;
@@ -8,7 +8,7 @@
  *                      shard's plan (pc_set_model), and pc_create
  *   client_exchange.c  one request to every shard at once: send, re-join a
  *                      restarted shard and re-send the same request, check
- *                      every reply
+ *                      every reply; the tests' seam (client_hook.h)
  *   client_step.c      pull, push and push-and-pull (values copied into
  *                      the caller's buffer), and status
  *
@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "client.h"
+#include "client_hook.h"
 #include "rpc.h"
 #include "wire.h"
 
@@ -60,8 +61,9 @@ struct pc_client {
     nng_msg **copies;           /* of reqs, to re-send after a re-join */
     unsigned char *copy_ok;     /* copies[i] holds this call's request */
     char devices[128];          /* as joined, for re-joins */
-    uint64_t n_calls;           /* client_exchange calls (lose_reply_every) */
-    uint64_t n_lost, n_from_record; /* see pc_lost_replies */
+    pc_reply_hook hook;         /* tests: see client_hook.h */
+    void *hook_arg;
+    int call_timeout_ms;        /* of the exchange in progress (the hook's) */
     int have_place;             /* pc_join found a recorded place: */
     uint32_t place_epoch, place_batches;
     int *errs;

@@ -385,7 +385,8 @@ int pc_create(struct pc_client *c, const float *init)
         defs[v].shape = shapes[v];
         def_ptrs[v] = &defs[v];
     }
-    hc_optim_to_json(&m->optim, optim, sizeof optim);
+    if ((rv = hc_optim_to_json(&m->optim, optim, sizeof optim)) != HC_OK)
+        return rv;
     hc_wire_init_env(&env, &c->me, 0);
     cv.n_vars = (size_t)m->n_vars;
     cv.vars = def_ptrs;

@@ -27,9 +27,6 @@ struct pc_client;
 struct pc_opts {
     int timeout_ms;     /* one attempt (default 5000) */
     int retry_ms;       /* give up on a shard after this long (default 30000) */
-    int lose_reply_every; /* tests: every Nth call, throw each shard's reply
-                             away and send the same request again, as after
-                             a lost reply (0: never); see pc_lost_replies */
 };
 
 /* Open sockets to every shard of `cl` as task (job, index); job is
@@ -111,12 +108,6 @@ int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
 int pc_push_pull(struct pc_client *c, const float *grads, uint32_t samples,
                  uint64_t base_version, float samples_per_s, float *params,
                  struct pc_step *st, int *late, int wait_ms);
-
-/* Replies thrown away by pc_opts.lose_reply_every so far, and how many of
- * the re-sent requests were answered with the lost reply byte for byte —
- * from the shard's record, not applied again. */
-void pc_lost_replies(const struct pc_client *c, uint64_t *lost,
-                     uint64_t *from_record);
 
 /* Ask every shard to shut down (front door). */
 int pc_shutdown(struct pc_client *c);
