@@ -80,16 +80,29 @@ static void bin_dir(char *out, size_t len)
     snprintf(out, len, "%s", path);
 }
 
-static void emit(struct child *ch, const char *line, size_t n)
+/* A worker's live progress bar (HETPS_TTY=1, our stdout a terminal):
+ * the task whose bar is on the last line, redrawn in place with '\r'. */
+static const struct child *bar_owner;
+
+/* Write one line of ch, prefixed with its name; end is '\n', or '\r' for
+ * a progress bar's redraw (left open on the terminal's last line). */
+static void emit(struct child *ch, const char *line, size_t n, char end)
 {
     char out[sizeof ch->buf + 48];
-    int k = snprintf(out, sizeof out, "[%s] ", ch->name);
+    int k = 0;
 
+    if (bar_owner && bar_owner != ch)
+        out[k++] = '\n';       /* keep the other task's bar above */
+    else if (bar_owner)
+        out[k++] = '\r';       /* the bar's own line: overwrite it */
+    k += snprintf(out + k, sizeof out - (size_t)k, "[%s] ", ch->name);
     if (n > sizeof out - (size_t)k - 1)
         n = sizeof out - (size_t)k - 1;
     memcpy(out + k, line, n);
-    out[k + (int)n] = '\n';
-    if (write(STDOUT_FILENO, out, (size_t)k + n + 1) < 0)
+    if (end == '\n')
+        out[k++ + (int)n] = '\n';
+    bar_owner = end == '\r' ? ch : NULL;
+    if (write(STDOUT_FILENO, out, (size_t)k + n) < 0)
         return;
 }
 
@@ -106,7 +119,11 @@ static int drain(struct child *ch)
         if (n < 0 && (errno == EINTR || errno == EAGAIN))
             return 0;
         if (ch->len)
-            emit(ch, ch->buf, ch->len);
+            emit(ch, ch->buf, ch->len, '\n');
+        else if (bar_owner == ch && write(STDOUT_FILENO, "\n", 1) < 0)
+            return 0;
+        if (bar_owner == ch)
+            bar_owner = NULL;
         ch->len = 0;
         close(ch->fd);
         ch->fd = -1;
@@ -115,18 +132,21 @@ static int drain(struct child *ch)
     ch->len += (size_t)n;
     for (;;) {
         char *nl = memchr(ch->buf, '\n', ch->len);
+        char *cr = memchr(ch->buf, '\r', nl ? (size_t)(nl - ch->buf) : ch->len);
+        char *end = cr ? cr : nl;
         size_t k;
 
-        if (!nl) {
+        if (!end) {
             if (ch->len == sizeof ch->buf) { /* a very long line: cut it */
-                emit(ch, ch->buf, ch->len);
+                emit(ch, ch->buf, ch->len, '\n');
                 ch->len = 0;
             }
             return 1;
         }
-        k = (size_t)(nl - ch->buf);
-        emit(ch, ch->buf, k);
-        memmove(ch->buf, nl + 1, ch->len - k - 1);
+        k = (size_t)(end - ch->buf);
+        if (k || *end == '\n')  /* a bar's leading '\r' ends nothing */
+            emit(ch, ch->buf, k, *end);
+        memmove(ch->buf, end + 1, ch->len - k - 1);
         ch->len -= k + 1;
     }
 }
@@ -356,6 +376,9 @@ static int cmd_launch(int argc, char **argv)
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* A worker draws its progress bar when this launcher's output is a
+     * terminal; emit() relays the redraws. */
+    setenv("HETPS_TTY", isatty(STDOUT_FILENO) ? "1" : "0", 1);
     for (i = 0; i < n; i++) {
         char prog[PATH_MAX + 32], task[32], ddir[PATH_MAX + 32];
         char *args[MAX_ARGS];
@@ -459,7 +482,7 @@ static int cmd_launch(int argc, char **argv)
                 while (drain(&ch[i]) && k++ < 10000)
                     ;
                 if (ch[i].len)
-                    emit(&ch[i], ch[i].buf, ch[i].len);
+                    emit(&ch[i], ch[i].buf, ch[i].len, '\n');
                 ch[i].len = 0;
                 if (ch[i].fd >= 0)
                     close(ch[i].fd);

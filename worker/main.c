@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "client.h"
 #include "cluster.h"
@@ -72,6 +73,12 @@ static void usage(FILE *f)
 "                            (default: on the chief only)\n"
 "      --slowdown F          (tests) make every step F times slower, to stand\n"
 "                            in for a slower machine\n"
+"      --verbose 0|1|2       as Keras's fit: 0 silent, 1 a progress bar on a\n"
+"                            terminal (elsewhere a line every few seconds)\n"
+"                            and the epoch summaries, 2 the summaries only\n"
+"                            (default 1; workers but the chief: at most 2)\n"
+"      --progress-every S    not on a terminal: seconds between progress\n"
+"                            lines (default 5)\n"
 "      --print-view          print the cluster as the shards see it after joining\n"
 "      --linger SECONDS      without --model: stay joined this long, then leave\n"
 "                            (default: until SIGINT/SIGTERM)\n"
@@ -401,7 +408,8 @@ out:
 int main(int argc, char **argv)
 {
     enum { O_DEVICES = 256, O_VIEW, O_LINGER, O_TIMEOUT, O_RETRY, O_DATA,
-           O_MAXSTEPS, O_THREADS, O_EVAL, O_NOEVAL, O_SLOWDOWN, O_MODE };
+           O_MAXSTEPS, O_THREADS, O_EVAL, O_NOEVAL, O_SLOWDOWN, O_MODE,
+           O_VERBOSE, O_PROGRESS };
     static const struct option opts[] = {
         { "cluster", required_argument, NULL, 'c' },
         { "task", required_argument, NULL, 't' },
@@ -416,6 +424,8 @@ int main(int argc, char **argv)
         { "eval", no_argument, NULL, O_EVAL },
         { "no-eval", no_argument, NULL, O_NOEVAL },
         { "slowdown", required_argument, NULL, O_SLOWDOWN },
+        { "verbose", required_argument, NULL, O_VERBOSE },
+        { "progress-every", required_argument, NULL, O_PROGRESS },
         { "print-view", no_argument, NULL, O_VIEW },
         { "linger", required_argument, NULL, O_LINGER },
         { "timeout", required_argument, NULL, O_TIMEOUT },
@@ -426,7 +436,8 @@ int main(int argc, char **argv)
     const char *cluster_file = NULL, *task = NULL, *devices = NULL;
     const char *model_file = NULL, *data_dir = NULL, *mode = NULL;
     int epochs = 0, batch = 0, max_steps = 0, threads = 0, eval = -1;
-    double slowdown = 1.0;
+    double slowdown = 1.0, progress_s = 5.0;
+    int verbose = 1;
     struct hc_model *model = NULL;
     struct pc_opts po = { 0 };
     struct pc_client *pc = NULL;
@@ -475,6 +486,27 @@ int main(int argc, char **argv)
             if (*end || !(slowdown >= 1.0 && slowdown <= 1000.0)) {
                 fprintf(stderr, "hetps-worker: --slowdown: '%s' is not a "
                         "factor in [1, 1000]\n", optarg);
+                return 2;
+            }
+            break;
+        }
+        case O_VERBOSE:
+            if (strcmp(optarg, "0") && strcmp(optarg, "1") &&
+                strcmp(optarg, "2")) {
+                fprintf(stderr, "hetps-worker: --verbose: '%s' is not 0, 1 "
+                        "or 2\n", optarg);
+                return 2;
+            }
+            verbose = optarg[0] - '0';
+            break;
+        case O_PROGRESS: {
+            char *end;
+
+            progress_s = strtod(optarg, &end);
+            if (*end || end == optarg ||
+                !(progress_s >= 0.01 && progress_s <= 86400)) {
+                fprintf(stderr, "hetps-worker: --progress-every: '%s' is not "
+                        "a number of seconds in [0.01, 86400]\n", optarg);
                 return 2;
             }
             break;
@@ -561,6 +593,11 @@ int main(int argc, char **argv)
         tc.n_threads = threads;
         tc.eval = eval;
         tc.slowdown = slowdown;
+        tc.verbose = verbose;
+        /* hetps launch relays a bar to its terminal (HETPS_TTY=1). */
+        tc.tty = isatty(STDOUT_FILENO) ||
+                 (getenv("HETPS_TTY") && !strcmp(getenv("HETPS_TTY"), "1"));
+        tc.progress_interval_s = progress_s;
         tc.client = po;
         tc.stop = &stop_requested;
         rv = wk_train(&tc);

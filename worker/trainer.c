@@ -30,6 +30,7 @@
 #include "eval.h"
 #include "log.h"
 #include "device.h"
+#include "progress.h"
 #include "replica.h"
 
 /* A sync pull may wait for the slowest worker: allow one attempt this long. */
@@ -51,6 +52,7 @@ struct run {
     uint64_t late;              /* of them too late for their sync step */
     double speed;               /* samples/s, moving average */
     double t_compute, t_exchange; /* s spent computing / in push-and-pull */
+    struct wk_progress prog;    /* what the user sees (progress.h) */
 };
 
 static int stopping(const struct run *r)
@@ -149,35 +151,29 @@ static int wait_for_variables(struct pc_client *pc, float *params,
     }
 }
 
-/* Keras-like end-of-epoch line; the chief adds the test set's figures. */
-static int epoch_line(struct run *r, int epoch, double dt, double loss_sum,
-                      long correct, int seen, uint64_t min_version)
+/* The epoch's end: the chief evaluates the test set (on the values of
+ * min_version or newer), then the summary line (progress.h). */
+static int epoch_end(struct run *r, int epoch, double dt, double loss_sum,
+                     long correct, int seen, uint64_t min_version)
 {
-    double vl, va;
+    struct wk_epoch_stats s = { .epoch = epoch, .steps = r->prog.step,
+                                .samples = seen, .seconds = dt,
+                                .loss = loss_sum / seen,
+                                .acc = (double)correct / seen };
     int rv;
 
-    if (!r->do_eval) {
-        printf("Epoch %d/%d - %.1fs - loss: %.4f - accuracy: %.4f - "
-               "%.0f samples/s\n", epoch + 1, r->epochs, dt, loss_sum / seen,
-               (double)correct / seen, seen / dt);
-        fflush(stdout);
-        return HC_OK;
-    }
-    {
+    if (r->do_eval) {
         struct pc_step st = { .min_version = min_version };
 
         rv = pc_pull_step(r->pc, r->params, &st, SYNC_WAIT_MS);
+        if (rv == HC_OK)
+            rv = wk_evaluate(r->rep, r->params, &r->test, r->max_batch, r->x,
+                             r->y, &s.val_loss, &s.val_acc);
+        if (rv != HC_OK)
+            return rv;
+        s.has_val = 1;
     }
-    if (rv == HC_OK)
-        rv = wk_evaluate(r->rep, r->params, &r->test, r->max_batch, r->x, r->y,
-                         &vl, &va);
-    if (rv != HC_OK)
-        return rv;
-    printf("Epoch %d/%d - %.1fs - loss: %.4f - accuracy: %.4f - "
-           "val_loss: %.4f - val_accuracy: %.4f - %.0f samples/s\n", epoch + 1,
-           r->epochs, dt, loss_sum / seen, (double)correct / seen, vl, va,
-           seen / dt);
-    fflush(stdout);
+    wk_progress_end(&r->prog, &s);
     return HC_OK;
 }
 
@@ -274,6 +270,7 @@ static int run_async(struct run *r)
         if (epoch > (int)e0 && refresh_membership(r, &n_workers))
             break;
         nb = wk_shard_n_batches(&r->shard, r->B);
+        wk_progress_begin(&r->prog, epoch, nb, t0);
         for (b = epoch == (int)e0 ? (int)b0 : 0; b < nb && !stopping(r); b++) {
             uint64_t base = st.version;
             double loss;
@@ -296,9 +293,10 @@ static int run_async(struct run *r)
             loss_sum += loss * n;
             correct += k;
             seen += n;
+            wk_progress_step(&r->prog, b + 1, n, loss, k, hc_now_s());
         }
-        if (seen && (rv = epoch_line(r, epoch, hc_now_s() - t0, loss_sum, correct,
-                                     seen, 0)) != HC_OK)
+        if (seen && (rv = epoch_end(r, epoch, hc_now_s() - t0, loss_sum, correct,
+                                    seen, 0)) != HC_OK)
             return rv;
     }
     return HC_OK;
@@ -375,6 +373,7 @@ static int run_sync(struct run *r)
             loss_sum = 0;
             correct = 0;
             seen = 0;
+            wk_progress_begin(&r->prog, epoch, spe, t0);
         }
         if (!st.has_slice || st.count == 0 || st.count > (uint32_t)r->max_batch) {
             if (st.count > (uint32_t)r->max_batch)
@@ -406,12 +405,13 @@ static int run_sync(struct run *r)
         loss_sum += loss * n;
         correct += k;
         seen += n;
+        wk_progress_step(&r->prog, t + 1, n, loss, k, hc_now_s());
         if ((v + 1) % (uint64_t)spe == 0 && seen) {
-            if ((rv = epoch_line(r, epoch, hc_now_s() - t0, loss_sum, correct,
-                                 seen, v + 1)) != HC_OK)
+            if ((rv = epoch_end(r, epoch, hc_now_s() - t0, loss_sum, correct,
+                                seen, v + 1)) != HC_OK)
                 return rv;
             seen = 0;
-            have = 0;       /* epoch_line pulled without a slice */
+            have = 0;       /* epoch_end pulled without a slice */
             st.version = v + 1;
         }
     }
@@ -484,6 +484,10 @@ int wk_train(const struct wk_train_conf *c)
     r.do_eval = c->eval >= 0 ? c->eval : r.chief;
     /* sync: a worker's slice may grow up to the whole global batch. */
     r.max_batch = sync ? r.B * c->cluster->n_worker : r.B;
+    /* The chief shows the bar; the others their epoch summaries. */
+    wk_progress_init(&r.prog, stdout, r.chief || c->verbose == 0
+                                           ? c->verbose : 2,
+                     c->tty, r.epochs, c->progress_interval_s);
 
     rv = wk_data_load_dir(c->data_dir, "train", &r.train);
     if (rv == HC_OK && r.do_eval)
