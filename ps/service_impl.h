@@ -86,6 +86,8 @@ struct ps_service {
     atomic_int reload;          /* SIGHUP: re-read the cluster file */
     struct timespec file_mtime; /* of the cluster file when last read */
     int n_active;               /* workers in the cluster file now */
+    uint64_t wait_version;      /* sync: the step whose wait was logged */
+    double wait_logged_s;       /*   after this long (next: twice as long) */
 };
 
 /* ---- dispatch and records (service.c) ---------------------------------- */
@@ -105,8 +107,11 @@ nng_msg *service_status_reply(struct ps_service *s, uint64_t id);
  * left off in its data (async/ssp) when a push of it was applied here. */
 nng_msg *service_join_reply(struct ps_service *s, int worker, uint64_t id);
 
-/* Mark workers silent for longer than the heartbeat timeout as dead. */
+/* Mark workers silent for longer than the heartbeat timeout as dead; log
+ * whom a synchronous step has waited for, once it is SERVICE_WAIT_LOG_S
+ * seconds, then at each doubling. */
 void service_sweep_members(struct ps_service *s);
+#define SERVICE_WAIT_LOG_S 5.0
 
 /* The modification time of `path` into *t; -1 when it cannot be read. */
 int service_file_mtime(const char *path, struct timespec *t);

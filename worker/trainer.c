@@ -134,19 +134,26 @@ int wk_check_mode(struct pc_client *pc, const struct hc_cluster *cl)
 static int wait_for_variables(struct pc_client *pc, float *params,
                               int retry_ms)
 {
-    double deadline = hc_now_s() + retry_ms / 1000.0;
+    double t0 = hc_now_s(), deadline = t0 + retry_ms / 1000.0;
     int rv, said = 0;
 
     for (;;) {
         rv = pc_pull(pc, params, NULL);
-        if (rv != HC_ERR_NOTFOUND)
+        if (rv != HC_ERR_NOTFOUND) {
+            if (rv == HC_OK && hc_now_s() - t0 >= 5.0)
+                hc_info("waited %.1f s for the chief (worker:0) to create "
+                        "the variables", hc_now_s() - t0);
             return rv;
+        }
         if (hc_now_s() > deadline)
             return hc_err_set(HC_ERR_TIMEOUT, "the chief (worker:0) did not "
                               "create the variables within %d ms: is it "
                               "running?", retry_ms);
-        if (!said++)
-            hc_info("waiting for the chief to create the variables");
+        if (said == 0 && hc_now_s() - t0 >= 5.0) {
+            said = 1;
+            hc_warn("waiting for the chief (worker:0) to create the "
+                    "variables for %.1f s", hc_now_s() - t0);
+        }
         hc_sleep_s(0.1);
     }
 }
