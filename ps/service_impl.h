@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "metrics.h"
 #include "rpc.h"
 #include "service.h"
 #include "shard.h"
@@ -63,6 +64,7 @@ struct pending {
     int is_push;                /* push-and-pull: record the answer */
     uint64_t request_id;
     uint64_t min_version, clock; /* what it waits for (see pull_wants) */
+    double t0;                  /* when it was kept (metrics) */
 };
 
 struct ps_service {
@@ -86,6 +88,10 @@ struct ps_service {
     atomic_int reload;          /* SIGHUP: re-read the cluster file */
     struct timespec file_mtime; /* of the cluster file when last read */
     int n_active;               /* workers in the cluster file now */
+    struct svc_metrics {        /* series of conf.metrics (NULL: none) */
+        struct hc_series *requests[4], *seconds[4]; /* by request kind */
+        struct hc_series *bytes_in, *bytes_out, *apply, *staleness;
+    } met;
     uint64_t wait_version;      /* sync: the step whose wait was logged */
     double wait_logged_s;       /*   after this long (next: twice as long) */
 };
@@ -99,6 +105,17 @@ nng_msg *service_error_reply(struct ps_service *s, uint64_t id,
 /* Remember the reply to the last applied request of a member. */
 void service_record_reply(struct member *m, struct record *r, uint64_t id,
                           nng_msg *reply);
+
+/* ---- metrics (service_metrics.c) --------------------------------------- */
+
+/* Register the shard's series in conf.metrics and its render callback. */
+void service_metrics_init(struct ps_service *s);
+/* A request of kind pc answered in `seconds` (deferred: when kept), its
+ * bytes in and out. Without s->mu. */
+void service_metrics_request(struct ps_service *s, int payload_case,
+                             size_t in, size_t out, double seconds);
+/* A request refused with `code` (the reason label). */
+void service_metrics_refusal(struct ps_service *s, int code);
 
 /* ---- members (service_member.c) --------------------------------------- */
 
