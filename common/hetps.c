@@ -291,6 +291,8 @@ static int cmd_launch(int argc, char **argv)
     const char *ps_args[MAX_ARGS];
     int n_ps_args = 0, c, i, n, n_children = 0, first_fail = 0;
     int n_worker_args = 0, shutdown_sent = 0, stopping = 0;
+    const char *user_logdir = NULL;
+    char logdir[PATH_MAX + 8];
     char **worker_args = NULL;
     const char *who = NULL;
     int64_t stop_at = 0;
@@ -333,6 +335,12 @@ static int cmd_launch(int argc, char **argv)
         fprintf(stderr, "hetps launch: too many worker arguments\n");
         return 2;
     }
+    for (i = 0; i < n_worker_args; i++)
+        if (!strcmp(worker_args[i], "--logdir") && i + 1 < n_worker_args)
+            user_logdir = worker_args[i + 1];
+        else if (!strncmp(worker_args[i], "--logdir=", 9))
+            user_logdir = worker_args[i] + 9;
+    snprintf(logdir, sizeof logdir, "%s/logs", data_dir);
     if (hc_cluster_load_file(file, &cl, &diag) != HC_OK) {
         hc_diag_print(&diag, stderr);
         return 2;
@@ -406,6 +414,10 @@ static int cmd_launch(int argc, char **argv)
         } else {
             for (j = 0; j < n_worker_args; j++)
                 args[k++] = worker_args[j];
+            if (!user_logdir) {
+                args[k++] = "--logdir";
+                args[k++] = logdir;
+            }
         }
         args[k] = NULL;
         snprintf(ch[i].name, sizeof ch[i].name, "%s", task);
@@ -531,6 +543,13 @@ static int cmd_launch(int argc, char **argv)
     if (first_fail)
         fprintf(stderr, "hetps launch: exit %d (first failure: %s)\n",
                 first_fail, who ? who : "signal");
+    else
+        printf("hetps launch: done. Summaries: %s (TensorBoard: tensorboard "
+               "--logdir %s; training.csv); plot: hetps plot %s -o "
+               "%s/run.png\n", user_logdir ? user_logdir : logdir,
+               user_logdir ? user_logdir : logdir,
+               user_logdir ? user_logdir : logdir,
+               user_logdir ? user_logdir : logdir);
     free(ch);
     hc_cluster_free(&cl);
     return first_fail;

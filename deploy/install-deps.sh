@@ -15,7 +15,8 @@ libcjson-dev
 zlib1g-dev
 dataset-fashion-mnist
 python3 python3-numpy
-iproute2 procps iptables libnetfilter-queue-dev"
+iproute2 procps iptables libnetfilter-queue-dev
+bsdutils prometheus python3-protobuf python3-crc32c gnuplot-nox chromium"
 
 # `--bench` adds what `make bench` compares against (PyTorch, CPU build).
 if [ "${1:-}" = "--bench" ]; then

@@ -30,10 +30,12 @@
 #include "err.h"
 #include "eval.h"
 #include "log.h"
+#include "metrics.h"
 #include "model.h"
 #include "npy.h"
 #include "replica.h"
 #include "trainer.h"
+#include "watch.h"
 #include "tune.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -79,6 +81,12 @@ static void usage(FILE *f)
 "                            (default 1; workers but the chief: at most 2)\n"
 "      --progress-every S    not on a terminal: seconds between progress\n"
 "                            lines (default 5)\n"
+"      --logdir DIR          the chief writes TensorBoard event files and\n"
+"                            training.csv here (hetps launch: DATA_DIR/logs;\n"
+"                            default: none)\n"
+"      --metrics-addr H:P    serve Prometheus /metrics here, and the chief\n"
+"                            its live page at / (\"off\": not; default: the\n"
+"                            cluster file's hetps.metrics_port, else off)\n"
 "      --print-view          print the cluster as the shards see it after joining\n"
 "      --linger SECONDS      without --model: stay joined this long, then leave\n"
 "                            (default: until SIGINT/SIGTERM)\n"
@@ -405,11 +413,46 @@ out:
     return status;
 }
 
+/* The reports of a training run (watch.h): progress on stdout, the
+ * metrics server when there is an address for this task, the chief's
+ * summaries under logdir. */
+static int start_watch(struct wk_watch *w, const struct hc_cluster *cl,
+                       const struct hc_model *m, int epochs, int verbose,
+                       double progress_s, const char *logdir,
+                       const char *metrics_flag, struct hc_metrics **metrics,
+                       struct hc_http **http)
+{
+    struct wk_watch_conf wc = { 0 };
+    char addr[300];
+    int rv, chief = cl->task_index == 0;
+
+    hc_metrics_addr(cl, 0, cl->task_index, metrics_flag, addr, sizeof addr);
+    if (addr[0]) {
+        if ((rv = hc_metrics_new(metrics)) != HC_OK ||
+            (rv = hc_http_start(http, addr, *metrics)) != HC_OK)
+            return hc_err_set(rv, "--metrics-addr: %s", hc_err_msg());
+        hc_info("metrics on http://%s/metrics", addr);
+    }
+    wc.worker = cl->task_index;
+    wc.n_workers = cl->n_worker;
+    wc.epochs = epochs > 0 ? epochs : m->epochs;
+    /* The chief shows the bar and writes the summaries; the others print
+     * their epoch summaries. hetps launch relays a bar to its terminal
+     * (HETPS_TTY=1). */
+    wc.verbose = chief || verbose == 0 ? verbose : 2;
+    wc.tty = isatty(STDOUT_FILENO) ||
+             (getenv("HETPS_TTY") && !strcmp(getenv("HETPS_TTY"), "1"));
+    wc.progress_interval_s = progress_s;
+    wc.metrics = *metrics;
+    wc.logdir = chief ? logdir : NULL;
+    return wk_watch_open(w, &wc);
+}
+
 int main(int argc, char **argv)
 {
     enum { O_DEVICES = 256, O_VIEW, O_LINGER, O_TIMEOUT, O_RETRY, O_DATA,
            O_MAXSTEPS, O_THREADS, O_EVAL, O_NOEVAL, O_SLOWDOWN, O_MODE,
-           O_VERBOSE, O_PROGRESS };
+           O_VERBOSE, O_PROGRESS, O_LOGDIR, O_METRICS };
     static const struct option opts[] = {
         { "cluster", required_argument, NULL, 'c' },
         { "task", required_argument, NULL, 't' },
@@ -426,6 +469,8 @@ int main(int argc, char **argv)
         { "slowdown", required_argument, NULL, O_SLOWDOWN },
         { "verbose", required_argument, NULL, O_VERBOSE },
         { "progress-every", required_argument, NULL, O_PROGRESS },
+        { "logdir", required_argument, NULL, O_LOGDIR },
+        { "metrics-addr", required_argument, NULL, O_METRICS },
         { "print-view", no_argument, NULL, O_VIEW },
         { "linger", required_argument, NULL, O_LINGER },
         { "timeout", required_argument, NULL, O_TIMEOUT },
@@ -438,6 +483,10 @@ int main(int argc, char **argv)
     int epochs = 0, batch = 0, max_steps = 0, threads = 0, eval = -1;
     double slowdown = 1.0, progress_s = 5.0;
     int verbose = 1;
+    const char *logdir = NULL, *metrics_flag = NULL;
+    struct hc_metrics *metrics = NULL;
+    struct hc_http *http = NULL;
+    struct wk_watch watch = { 0 };
     struct hc_model *model = NULL;
     struct pc_opts po = { 0 };
     struct pc_client *pc = NULL;
@@ -511,6 +560,8 @@ int main(int argc, char **argv)
             }
             break;
         }
+        case O_LOGDIR: logdir = optarg; break;
+        case O_METRICS: metrics_flag = optarg; break;
         case 'c': cluster_file = optarg; break;
         case 't': task = optarg; break;
         case O_DEVICES: devices = optarg; break;
@@ -593,14 +644,17 @@ int main(int argc, char **argv)
         tc.n_threads = threads;
         tc.eval = eval;
         tc.slowdown = slowdown;
-        tc.verbose = verbose;
-        /* hetps launch relays a bar to its terminal (HETPS_TTY=1). */
-        tc.tty = isatty(STDOUT_FILENO) ||
-                 (getenv("HETPS_TTY") && !strcmp(getenv("HETPS_TTY"), "1"));
-        tc.progress_interval_s = progress_s;
         tc.client = po;
         tc.stop = &stop_requested;
-        rv = wk_train(&tc);
+        tc.watch = &watch;
+        rv = start_watch(&watch, &cl, model, epochs, verbose, progress_s,
+                         logdir, metrics_flag, &metrics, &http);
+        if (rv == HC_OK)
+            rv = wk_train(&tc);
+        hc_http_stop(http);
+        if (watch.pts)
+            wk_watch_close(&watch);
+        hc_metrics_free(metrics);
         if (rv != HC_OK)
             hc_error("%s", hc_err_msg());
         else

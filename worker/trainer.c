@@ -30,7 +30,7 @@
 #include "eval.h"
 #include "log.h"
 #include "device.h"
-#include "progress.h"
+#include "watch.h"
 #include "replica.h"
 
 /* A sync pull may wait for the slowest worker: allow one attempt this long. */
@@ -52,7 +52,7 @@ struct run {
     uint64_t late;              /* of them too late for their sync step */
     double speed;               /* samples/s, moving average */
     double t_compute, t_exchange; /* s spent computing / in push-and-pull */
-    struct wk_progress prog;    /* what the user sees (progress.h) */
+    struct wk_watch *watch;     /* what the user sees (watch.h) */
 };
 
 static int stopping(const struct run *r)
@@ -163,7 +163,7 @@ static int wait_for_variables(struct pc_client *pc, float *params,
 static int epoch_end(struct run *r, int epoch, double dt, double loss_sum,
                      long correct, int seen, uint64_t min_version)
 {
-    struct wk_epoch_stats s = { .epoch = epoch, .steps = r->prog.step,
+    struct wk_epoch_stats s = { .epoch = epoch, .steps = r->watch->prog.step,
                                 .samples = seen, .seconds = dt,
                                 .loss = loss_sum / seen,
                                 .acc = (double)correct / seen };
@@ -180,7 +180,7 @@ static int epoch_end(struct run *r, int epoch, double dt, double loss_sum,
             return rv;
         s.has_val = 1;
     }
-    wk_progress_end(&r->prog, &s);
+    wk_watch_end(r->watch, &s, r->pc, r->c->cluster->n_ps);
     return HC_OK;
 }
 
@@ -277,10 +277,10 @@ static int run_async(struct run *r)
         if (epoch > (int)e0 && refresh_membership(r, &n_workers))
             break;
         nb = wk_shard_n_batches(&r->shard, r->B);
-        wk_progress_begin(&r->prog, epoch, nb, t0);
+        wk_watch_begin(r->watch, epoch, nb, t0);
         for (b = epoch == (int)e0 ? (int)b0 : 0; b < nb && !stopping(r); b++) {
             uint64_t base = st.version;
-            double loss;
+            double loss, tc = r->t_compute, tx;
             int n, k;
 
             n = wk_shard_batch(&r->shard, epoch, b, r->B, &r->train, r->x, r->y);
@@ -288,6 +288,7 @@ static int run_async(struct run *r)
                 return -n;
             if ((rv = compute(r, n, &loss, &k)) != HC_OK)
                 return rv;
+            tx = hc_now_s();
             st.clock = r->clock;
             st.global_batch = 0;
             st.epoch = (uint32_t)epoch;
@@ -300,7 +301,8 @@ static int run_async(struct run *r)
             loss_sum += loss * n;
             correct += k;
             seen += n;
-            wk_progress_step(&r->prog, b + 1, n, loss, k, hc_now_s());
+            wk_watch_step(r->watch, b + 1, n, loss, k, r->t_compute - tc,
+                          hc_now_s() - tx, hc_now_s());
         }
         if (seen && (rv = epoch_end(r, epoch, hc_now_s() - t0, loss_sum, correct,
                                     seen, 0)) != HC_OK)
@@ -336,7 +338,7 @@ static int run_sync(struct run *r)
          ? N - (long long)((ver) % (uint64_t)spe) * G : G)
     while (!stopping(r)) {
         long long t;
-        double loss, tx;
+        double loss, tx, tc = r->t_compute;
         int n, k, e, late;
 
         if (!have) {        /* (re)start: a plain pull of the newest step */
@@ -380,7 +382,7 @@ static int run_sync(struct run *r)
             loss_sum = 0;
             correct = 0;
             seen = 0;
-            wk_progress_begin(&r->prog, epoch, spe, t0);
+            wk_watch_begin(r->watch, epoch, spe, t0);
         }
         if (!st.has_slice || st.count == 0 || st.count > (uint32_t)r->max_batch) {
             if (st.count > (uint32_t)r->max_batch)
@@ -412,7 +414,8 @@ static int run_sync(struct run *r)
         loss_sum += loss * n;
         correct += k;
         seen += n;
-        wk_progress_step(&r->prog, t + 1, n, loss, k, hc_now_s());
+        wk_watch_step(r->watch, t + 1, n, loss, k, r->t_compute - tc,
+                      hc_now_s() - tx, hc_now_s());
         if ((v + 1) % (uint64_t)spe == 0 && seen) {
             if ((rv = epoch_end(r, epoch, hc_now_s() - t0, loss_sum, correct,
                                 seen, v + 1)) != HC_OK)
@@ -491,10 +494,7 @@ int wk_train(const struct wk_train_conf *c)
     r.do_eval = c->eval >= 0 ? c->eval : r.chief;
     /* sync: a worker's slice may grow up to the whole global batch. */
     r.max_batch = sync ? r.B * c->cluster->n_worker : r.B;
-    /* The chief shows the bar; the others their epoch summaries. */
-    wk_progress_init(&r.prog, stdout, r.chief || c->verbose == 0
-                                           ? c->verbose : 2,
-                     c->tty, r.epochs, c->progress_interval_s);
+    r.watch = c->watch;
 
     rv = wk_data_load_dir(c->data_dir, "train", &r.train);
     if (rv == HC_OK && r.do_eval)

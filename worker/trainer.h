@@ -21,6 +21,8 @@
 #include "cluster.h"
 #include "model.h"
 
+struct wk_watch;
+
 struct wk_train_conf {
     const struct hc_cluster *cluster;
     const char *cluster_file;   /* async/ssp: re-read at each epoch start
@@ -38,12 +40,8 @@ struct wk_train_conf {
     double slowdown;            /* test only: stretch each step F times
                                    (stands in for a slower machine) */
     struct pc_opts client;      /* timeouts */
-    int verbose;                /* 0 silent, 1 progress bar (lines when
-                                   not a terminal), 2 one line per epoch;
-                                   workers but the chief show at most 2 */
-    int tty;                    /* stdout is a terminal (or the launcher's) */
-    double progress_interval_s; /* not a terminal: seconds between lines
-                                   (0: 5) */
+    struct wk_watch *watch;     /* the reports (watch.h), opened by the
+                                   caller: progress, metrics, summaries */
     volatile sig_atomic_t *stop; /* set (e.g. by a signal) to stop early */
 };
 
