@@ -157,6 +157,7 @@ EPOCHS ?= 10
 run: deps
 	@$(MAKE) --no-print-directory all
 	./bin/hetps launch $(if $(MODE),--mode $(MODE)) deploy/cluster.local.json -- --model deploy/models/fashion_cnn.json --epochs $(EPOCHS)
+	@./bin/hetps plot hetps-data/logs -o hetps-data/logs/run.png
 
 bench: deps
 	@./deploy/install-deps.sh --bench

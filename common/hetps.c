@@ -35,6 +35,7 @@
 #include "log.h"
 #include "tune.h"
 #include "client.h"
+#include "hetps_cmd.h"
 
 #define MAX_ARGS 256
 
@@ -759,6 +760,8 @@ static void usage(FILE *f)
 "                                          loss and accuracy on the test set\n"
 "  predict --model M (--weights DIR | --cluster FILE) [--images FILE]\n"
 "          [--out FILE.npy]                the outputs for each image\n"
+"  plot LOGDIR [-o FILE.png]               a run's loss, accuracy and speed\n"
+"                                          curves (gnuplot)\n"
 "  help                                    this text\n"
 "\n"
 "'hetps COMMAND --help' describes each command.\n");
@@ -776,6 +779,8 @@ int main(int argc, char **argv)
         return cmd_launch(argc - 1, argv + 1);
     if (!strcmp(argv[1], "status"))
         return cmd_status(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "plot"))
+        return hetps_cmd_plot(argc - 1, argv + 1);
     if (!strcmp(argv[1], "check-config"))
         return cmd_check_config(argc - 1, argv + 1);
     if (!strcmp(argv[1], "export") || !strcmp(argv[1], "inspect") ||

@@ -69,3 +69,12 @@ for e in 1 2; do
     echo "$line" | grep -q 'worker_1/samples_per_s=[1-9]' || fail "epoch $e: no speed of worker:1"
 done
 ok "event file: framing, masked CRCs, file_version first, $nb step events, epoch val_accuracy = CSV = printed"
+
+"$BIN/hetps" plot "$T/data/logs" -o "$T/run.png" > "$T/plot.txt" 2>&1 || { cat "$T/plot.txt"; fail "hetps plot"; }
+grep -q "hetps plot: 2 epoch(s) of $T/data/logs/training.csv drawn in $T/run.png" "$T/plot.txt" || fail "hetps plot did not say what it drew"
+[ "$(head -c 8 "$T/run.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || fail "run.png is not a PNG"
+[ "$(wc -c < "$T/run.png")" -gt 20000 ] || fail "run.png is too small to hold three panels of curves"
+printf 'epoch,loss\n' > "$T/bad.csv"; mkdir "$T/bad"; mv "$T/bad.csv" "$T/bad/training.csv"
+"$BIN/hetps" plot "$T/bad" > "$T/plotbad.txt" 2>&1 && fail "hetps plot accepted a foreign CSV"
+grep -q "not a training.csv written by hetps" "$T/plotbad.txt" || { cat "$T/plotbad.txt"; fail "foreign CSV not named"; }
+ok "hetps plot: a PNG of the 2 epochs ($(wc -c < "$T/run.png") bytes); a foreign CSV is refused by name"
