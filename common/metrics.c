@@ -347,7 +347,8 @@ struct hc_http {
     struct hc_metrics *m;
     struct page pages[4];
     int n_pages;
-    int port;
+    int port, started;
+    char addr[256];
 };
 
 static char *metrics_page(void *arg, size_t *len)
@@ -412,11 +413,24 @@ int hc_http_page(struct hc_http *h, const char *path, const char *content_type,
     return HC_OK;
 }
 
-int hc_http_start(struct hc_http **out, const char *addr, struct hc_metrics *m)
+int hc_http_listen(struct hc_http *h)
+{
+    nng_sockaddr sa;
+    int rv;
+
+    if ((rv = nng_http_server_start(h->srv)) != 0)
+        return hc_err_set(HC_ERR_IO, "cannot serve metrics on %s: %s",
+                          h->addr, nng_strerror(rv));
+    if (nng_http_server_get_addr(h->srv, &sa) == 0 && sa.s_family == NNG_AF_INET)
+        h->port = ((sa.s_in.sa_port & 0xff) << 8) | (sa.s_in.sa_port >> 8);
+    h->started = 1;
+    return HC_OK;
+}
+
+int hc_http_open(struct hc_http **out, const char *addr, struct hc_metrics *m)
 {
     struct hc_http *h;
     nng_url *url = NULL;
-    nng_sockaddr sa;
     char u[300];
     const char *colon = strrchr(addr, ':');
     int rv;
@@ -447,13 +461,7 @@ int hc_http_start(struct hc_http **out, const char *addr, struct hc_metrics *m)
                            "text/plain; version=0.0.4; charset=utf-8",
                            metrics_page, m)) != HC_OK)
         goto fail;
-    if ((rv = nng_http_server_start(h->srv)) != 0) {
-        rv = hc_err_set(HC_ERR_IO, "cannot serve metrics on %s: %s", addr,
-                        nng_strerror(rv));
-        goto fail;
-    }
-    if (nng_http_server_get_addr(h->srv, &sa) == 0 && sa.s_family == NNG_AF_INET)
-        h->port = ((sa.s_in.sa_port & 0xff) << 8) | (sa.s_in.sa_port >> 8);
+    snprintf(h->addr, sizeof h->addr, "%s", addr);
     *out = h;
     return HC_OK;
 fail:
@@ -471,7 +479,8 @@ void hc_http_stop(struct hc_http *h)
 {
     if (!h)
         return;
-    nng_http_server_stop(h->srv);
+    if (h->started)
+        nng_http_server_stop(h->srv);
     nng_http_server_release(h->srv);
     free(h);
 }

@@ -60,17 +60,19 @@ char *hc_metrics_render(struct hc_metrics *m, size_t *len);
 extern const double hc_latency_bounds[16];
 
 /*
- * Serve GET /metrics of m on addr ("HOST:PORT", e.g. "127.0.0.1:9300";
- * port 0 picks one) with nng's HTTP server. HC_ERR_CONFIG naming addr when
- * it is not HOST:PORT, HC_ERR_IO when it cannot listen there.
+ * A server of GET /metrics of m on addr ("HOST:PORT", e.g.
+ * "127.0.0.1:9300"; port 0 picks one) with nng's HTTP server; it listens
+ * from hc_http_listen. HC_ERR_CONFIG naming addr when it is not HOST:PORT.
  */
-int hc_http_start(struct hc_http **out, const char *addr, struct hc_metrics *m);
+int hc_http_open(struct hc_http **out, const char *addr, struct hc_metrics *m);
 
 /* Serve GET path (e.g. "/") with the page fn returns: malloc'd bytes of
- * content_type, freed by the server; NULL: a 500. Before hc_http_start's
- * server is used. */
+ * content_type, freed by the server; NULL: a 500. Before hc_http_listen. */
 int hc_http_page(struct hc_http *h, const char *path, const char *content_type,
                  char *(*fn)(void *arg, size_t *len), void *arg);
+
+/* Start listening; HC_ERR_IO naming the address when it cannot. */
+int hc_http_listen(struct hc_http *h);
 
 /* The port it listens on (the one chosen for port 0). */
 int hc_http_port(const struct hc_http *h);

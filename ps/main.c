@@ -422,9 +422,11 @@ int main(int argc, char **argv)
     hc_metrics_addr(&cl, 1, cl.task_index, metrics_flag, metrics_addr,
                     sizeof metrics_addr);
     if (metrics_addr[0] && (hc_metrics_new(&metrics) != HC_OK ||
-                            hc_http_start(&http, metrics_addr, metrics) !=
-                                HC_OK)) {
+                            hc_http_open(&http, metrics_addr, metrics) !=
+                                HC_OK ||
+                            hc_http_listen(http) != HC_OK)) {
         hc_error("--metrics-addr: %s", hc_err_msg());
+        hc_http_stop(http);
         hc_metrics_free(metrics);
         hc_cluster_free(&cl);
         return 2;

@@ -34,6 +34,7 @@
 #include "model.h"
 #include "npy.h"
 #include "replica.h"
+#include "page.h"
 #include "trainer.h"
 #include "watch.h"
 #include "tune.h"
@@ -420,7 +421,7 @@ static int start_watch(struct wk_watch *w, const struct hc_cluster *cl,
                        const struct hc_model *m, int epochs, int verbose,
                        double progress_s, const char *logdir,
                        const char *metrics_flag, struct hc_metrics **metrics,
-                       struct hc_http **http)
+                       struct hc_http **http, struct wk_page *page)
 {
     struct wk_watch_conf wc = { 0 };
     char addr[300];
@@ -429,9 +430,8 @@ static int start_watch(struct wk_watch *w, const struct hc_cluster *cl,
     hc_metrics_addr(cl, 0, cl->task_index, metrics_flag, addr, sizeof addr);
     if (addr[0]) {
         if ((rv = hc_metrics_new(metrics)) != HC_OK ||
-            (rv = hc_http_start(http, addr, *metrics)) != HC_OK)
+            (rv = hc_http_open(http, addr, *metrics)) != HC_OK)
             return hc_err_set(rv, "--metrics-addr: %s", hc_err_msg());
-        hc_info("metrics on http://%s/metrics", addr);
     }
     wc.worker = cl->task_index;
     wc.n_workers = cl->n_worker;
@@ -445,7 +445,24 @@ static int start_watch(struct wk_watch *w, const struct hc_cluster *cl,
     wc.progress_interval_s = progress_s;
     wc.metrics = *metrics;
     wc.logdir = chief ? logdir : NULL;
-    return wk_watch_open(w, &wc);
+    if ((rv = wk_watch_open(w, &wc)) != HC_OK)
+        return rv;
+    if (!*http)
+        return HC_OK;
+    if (chief) {
+        page->cl = cl;
+        page->model = m->name;
+        page->watch = w;
+        if ((rv = hc_http_page(*http, "/", "text/html; charset=utf-8",
+                               wk_page_render, page)) != HC_OK)
+            return rv;
+    }
+    if ((rv = hc_http_listen(*http)) != HC_OK)
+        return hc_err_set(rv, "--metrics-addr: %s", hc_err_msg());
+    hc_info("metrics on http://%s/metrics%s%s%s", addr,
+            chief ? ", live page on http://" : "", chief ? addr : "",
+            chief ? "/" : "");
+    return HC_OK;
 }
 
 int main(int argc, char **argv)
@@ -487,6 +504,7 @@ int main(int argc, char **argv)
     struct hc_metrics *metrics = NULL;
     struct hc_http *http = NULL;
     struct wk_watch watch = { 0 };
+    struct wk_page page = { 0 };
     struct hc_model *model = NULL;
     struct pc_opts po = { 0 };
     struct pc_client *pc = NULL;
@@ -648,7 +666,7 @@ int main(int argc, char **argv)
         tc.stop = &stop_requested;
         tc.watch = &watch;
         rv = start_watch(&watch, &cl, model, epochs, verbose, progress_s,
-                         logdir, metrics_flag, &metrics, &http);
+                         logdir, metrics_flag, &metrics, &http, &page);
         if (rv == HC_OK)
             rv = wk_train(&tc);
         hc_http_stop(http);
