@@ -25,6 +25,7 @@
 
 #include "client.h"
 #include "cluster.h"
+#include "checkpoint.h"
 #include "data.h"
 #include "device.h"
 #include "err.h"
@@ -85,6 +86,11 @@ static void usage(FILE *f)
 "      --logdir DIR          the chief writes TensorBoard event files and\n"
 "                            training.csv here (hetps launch: DATA_DIR/logs;\n"
 "                            default: none)\n"
+"      --export-every-epoch DIR  the chief writes its weights after each\n"
+"                            epoch as .npy files, DIR/epoch-NNN/ (as hetps\n"
+"                            export), each directory whole or not at all\n"
+"      --export-best-only    only DIR/best/: the epoch of the best\n"
+"                            val_accuracy so far (Keras's save_best_only)\n"
 "      --metrics-addr H:P    serve Prometheus /metrics here, and the chief\n"
 "                            its live page at / (\"off\": not; default: the\n"
 "                            cluster file's hetps.metrics_port, else off)\n"
@@ -469,7 +475,8 @@ int main(int argc, char **argv)
 {
     enum { O_DEVICES = 256, O_VIEW, O_LINGER, O_TIMEOUT, O_RETRY, O_DATA,
            O_MAXSTEPS, O_THREADS, O_EVAL, O_NOEVAL, O_SLOWDOWN, O_MODE,
-           O_VERBOSE, O_PROGRESS, O_LOGDIR, O_METRICS };
+           O_VERBOSE, O_PROGRESS, O_LOGDIR, O_METRICS,
+           O_EXPORT, O_BEST };
     static const struct option opts[] = {
         { "cluster", required_argument, NULL, 'c' },
         { "task", required_argument, NULL, 't' },
@@ -487,6 +494,8 @@ int main(int argc, char **argv)
         { "verbose", required_argument, NULL, O_VERBOSE },
         { "progress-every", required_argument, NULL, O_PROGRESS },
         { "logdir", required_argument, NULL, O_LOGDIR },
+        { "export-every-epoch", required_argument, NULL, O_EXPORT },
+        { "export-best-only", no_argument, NULL, O_BEST },
         { "metrics-addr", required_argument, NULL, O_METRICS },
         { "print-view", no_argument, NULL, O_VIEW },
         { "linger", required_argument, NULL, O_LINGER },
@@ -505,6 +514,7 @@ int main(int argc, char **argv)
     struct hc_http *http = NULL;
     struct wk_watch watch = { 0 };
     struct wk_page page = { 0 };
+    struct wk_checkpoint ckpt = { .best = -1 };
     struct hc_model *model = NULL;
     struct pc_opts po = { 0 };
     struct pc_client *pc = NULL;
@@ -579,6 +589,8 @@ int main(int argc, char **argv)
             break;
         }
         case O_LOGDIR: logdir = optarg; break;
+        case O_EXPORT: ckpt.dir = optarg; break;
+        case O_BEST: ckpt.best_only = 1; break;
         case O_METRICS: metrics_flag = optarg; break;
         case 'c': cluster_file = optarg; break;
         case 't': task = optarg; break;
@@ -607,6 +619,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "hetps-worker: unexpected argument '%s'\n"
                 "Try 'hetps-worker --help' for more information.\n",
                 argv[optind]);
+        return 2;
+    }
+    if (ckpt.best_only && !ckpt.dir) {
+        fprintf(stderr, "hetps-worker: --export-best-only needs "
+                "--export-every-epoch DIR\n");
         return 2;
     }
     if (hc_cluster_resolve(cluster_file, task, 1, &cl, &diag) != HC_OK) {
@@ -665,6 +682,8 @@ int main(int argc, char **argv)
         tc.client = po;
         tc.stop = &stop_requested;
         tc.watch = &watch;
+        if (ckpt.dir && cl.task_index == 0)
+            tc.export_every_epoch = &ckpt;
         rv = start_watch(&watch, &cl, model, epochs, verbose, progress_s,
                          logdir, metrics_flag, &metrics, &http, &page);
         if (rv == HC_OK)

@@ -25,6 +25,7 @@
 
 #include "backend.h"
 #include "clock.h"
+#include "checkpoint.h"
 #include "data.h"
 #include "err.h"
 #include "eval.h"
@@ -179,6 +180,17 @@ static int epoch_end(struct run *r, int epoch, double dt, double loss_sum,
         if (rv != HC_OK)
             return rv;
         s.has_val = 1;
+        if (r->c->export_every_epoch) {
+            struct wk_checkpoint *ck = r->c->export_every_epoch;
+            int wrote;
+
+            if ((rv = wk_checkpoint_epoch(ck, r->m, r->params, epoch,
+                                          s.val_acc, &wrote)) != HC_OK)
+                return rv;
+            if (wrote)
+                hc_info("epoch %d: weights written to %s", epoch + 1,
+                        ck->last);
+        }
     }
     wk_watch_end(r->watch, &s, r->pc, r->c->cluster->n_ps);
     return HC_OK;

@@ -22,6 +22,7 @@
 #include "model.h"
 
 struct wk_watch;
+struct wk_checkpoint;
 
 struct wk_train_conf {
     const struct hc_cluster *cluster;
@@ -40,6 +41,8 @@ struct wk_train_conf {
     double slowdown;            /* test only: stretch each step F times
                                    (stands in for a slower machine) */
     struct pc_opts client;      /* timeouts */
+    struct wk_checkpoint *export_every_epoch; /* the chief's .npy weights
+                                   after each epoch (checkpoint.h); NULL */
     struct wk_watch *watch;     /* the reports (watch.h), opened by the
                                    caller: progress, metrics, summaries */
     volatile sig_atomic_t *stop; /* set (e.g. by a signal) to stop early */
