@@ -544,6 +544,8 @@ static int cmd_launch(int argc, char **argv)
     if (first_fail)
         fprintf(stderr, "hetps launch: exit %d (first failure: %s)\n",
                 first_fail, who ? who : "signal");
+    else if (user_logdir && !strcmp(user_logdir, "off"))
+        printf("hetps launch: done\n");
     else
         printf("hetps launch: done. Summaries: %s (TensorBoard: tensorboard "
                "--logdir %s; training.csv); plot: hetps plot %s -o "

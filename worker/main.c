@@ -85,7 +85,7 @@ static void usage(FILE *f)
 "                            lines (default 5)\n"
 "      --logdir DIR          the chief writes TensorBoard event files and\n"
 "                            training.csv here (hetps launch: DATA_DIR/logs;\n"
-"                            default: none)\n"
+"                            default and \"off\": none)\n"
 "      --export-every-epoch DIR  the chief writes its weights after each\n"
 "                            epoch as .npy files, DIR/epoch-NNN/ (as hetps\n"
 "                            export), each directory whole or not at all\n"
@@ -588,7 +588,7 @@ int main(int argc, char **argv)
             }
             break;
         }
-        case O_LOGDIR: logdir = optarg; break;
+        case O_LOGDIR: logdir = strcmp(optarg, "off") ? optarg : NULL; break;
         case O_EXPORT: ckpt.dir = optarg; break;
         case O_BEST: ckpt.best_only = 1; break;
         case O_METRICS: metrics_flag = optarg; break;
