@@ -177,8 +177,8 @@ static void tasks(struct buf *b, const struct wk_page *pg)
         put(b, "<tr><td>worker:%d</td><td>%s</td><td>", w,
             w == 0 ? "chief" : "worker");
         put_text(b, m ? m->devices : "");
-        put(b, "</td><td%s>", m && !strcmp(m->state, "joined") ? ""
-                                                                : " class=\"bad\"");
+        put(b, "</td><td%s>", m && strcmp(m->state, "dead") ? ""
+                                                             : " class=\"bad\"");
         put_text(b, m ? m->state : "unknown");
         if (m)
             put(b, "</td><td>%llu</td><td>%.0f</td><td>%u</td><td></td></tr>\n",
