@@ -71,6 +71,11 @@ static void usage(FILE *f)
 "                            file's); started again, it goes on to N\n"
 "  -b, --batch-size N        this worker's batch (default: the model file's)\n"
 "      --data-dir DIR        IDX files (default /usr/share/datasets/fashion-mnist)\n"
+"      --data X.npy,Y.npy | F.npz  train on NumPy arrays instead: images\n"
+"                            (N,H,W[,C]) float32 or uint8 (scaled by 1/255),\n"
+"                            integer labels (N,); an .npz holds x_train,\n"
+"                            y_train, x_test, y_test\n"
+"      --validation-data XT.npy,YT.npy  the test set with X.npy,Y.npy data\n"
 "      --max-steps N         stop after N steps (tests)\n"
 "      --threads N           BLAS threads of the CPU device (default 1)\n"
 "      --eval / --no-eval    evaluate on the test set at epoch ends\n"
@@ -355,7 +360,8 @@ static int cmd_predict(int argc, char **argv)
                    "                     [--out FILE.npy] [--batch-size N] [--devices LIST]\n"
                    "Run a model's weights — exported .npy files (hetps export) or the\n"
                    "live values of a running cluster — forward over images, as Keras's\n"
-                   "model.predict: an IDX images file (gzip or plain; no labels needed)\n"
+                   "model.predict: an IDX images file (gzip or plain; no labels needed),\n"
+                   "a NumPy .npy of images (float32, or uint8 scaled by 1/255)\n"
                    "or a data set's images (default: Fashion-MNIST's 10,000 test images).\n"
                    "\n"
                    "  --out FILE.npy   write the outputs, float32 (N_images, N_outputs)\n"
@@ -382,7 +388,10 @@ static int cmd_predict(int argc, char **argv)
             goto out;
         images = path;
     }
-    if ((rv = wk_data_load_images(images, &d)) != HC_OK ||
+    if ((rv = (strlen(images) > 4 &&
+               !strcmp(images + strlen(images) - 4, ".npy")
+                   ? wk_data_load_npy(images, NULL, &d)
+                   : wk_data_load_images(images, &d))) != HC_OK ||
         (rv = infer_open(&a, &d)) != HC_OK)
         goto out;
     k = wk_replicas_output_size(a.rep);
@@ -476,7 +485,7 @@ int main(int argc, char **argv)
     enum { O_DEVICES = 256, O_VIEW, O_LINGER, O_TIMEOUT, O_RETRY, O_DATA,
            O_MAXSTEPS, O_THREADS, O_EVAL, O_NOEVAL, O_SLOWDOWN, O_MODE,
            O_VERBOSE, O_PROGRESS, O_LOGDIR, O_METRICS,
-           O_EXPORT, O_BEST };
+           O_EXPORT, O_BEST, O_NPDATA, O_VALDATA };
     static const struct option opts[] = {
         { "cluster", required_argument, NULL, 'c' },
         { "task", required_argument, NULL, 't' },
@@ -494,6 +503,8 @@ int main(int argc, char **argv)
         { "verbose", required_argument, NULL, O_VERBOSE },
         { "progress-every", required_argument, NULL, O_PROGRESS },
         { "logdir", required_argument, NULL, O_LOGDIR },
+        { "data", required_argument, NULL, O_NPDATA },
+        { "validation-data", required_argument, NULL, O_VALDATA },
         { "export-every-epoch", required_argument, NULL, O_EXPORT },
         { "export-best-only", no_argument, NULL, O_BEST },
         { "metrics-addr", required_argument, NULL, O_METRICS },
@@ -510,6 +521,7 @@ int main(int argc, char **argv)
     double slowdown = 1.0, progress_s = 5.0;
     int verbose = 1;
     const char *logdir = NULL, *metrics_flag = NULL;
+    const char *np_data = NULL, *val_data = NULL;
     struct hc_metrics *metrics = NULL;
     struct hc_http *http = NULL;
     struct wk_watch watch = { 0 };
@@ -590,6 +602,8 @@ int main(int argc, char **argv)
         }
         case O_LOGDIR: logdir = strcmp(optarg, "off") ? optarg : NULL; break;
         case O_EXPORT: ckpt.dir = optarg; break;
+        case O_NPDATA: np_data = optarg; break;
+        case O_VALDATA: val_data = optarg; break;
         case O_BEST: ckpt.best_only = 1; break;
         case O_METRICS: metrics_flag = optarg; break;
         case 'c': cluster_file = optarg; break;
@@ -675,6 +689,8 @@ int main(int argc, char **argv)
         tc.batch_size = batch;
         tc.max_steps = max_steps;
         tc.data_dir = data_dir;
+        tc.data = np_data;
+        tc.validation_data = val_data;
         tc.devices = devices;
         tc.n_threads = threads;
         tc.eval = eval;

@@ -508,9 +508,11 @@ int wk_train(const struct wk_train_conf *c)
     r.max_batch = sync ? r.B * c->cluster->n_worker : r.B;
     r.watch = c->watch;
 
-    rv = wk_data_load_dir(c->data_dir, "train", &r.train);
+    rv = wk_data_load_any(c->data, c->validation_data, c->data_dir, "train",
+                          &r.train);
     if (rv == HC_OK && r.do_eval)
-        rv = wk_data_load_dir(c->data_dir, "t10k", &r.test);
+        rv = wk_data_load_any(c->data, c->validation_data, c->data_dir,
+                              "t10k", &r.test);
     if (rv == HC_OK && m->loss == HC_LOSS_SPARSE_CCE)
         rv = wk_data_check_classes(&r.train, m->n_classes);
     if (rv != HC_OK)

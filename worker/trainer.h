@@ -34,6 +34,9 @@ struct wk_train_conf {
     int batch_size;             /* 0: the model's */
     int max_steps;              /* stop after this many steps (0: no limit) */
     const char *data_dir;       /* NULL: Fashion-MNIST's default */
+    const char *data;           /* NumPy arrays instead: "X.npy,Y.npy" or
+                                   "F.npz" (data.h); NULL: data_dir */
+    const char *validation_data; /* the test set with X.npy,Y.npy data */
     const char *devices;        /* reported to the shards */
     int n_threads;              /* BLAS threads of the CPU device (0: 1) */
     int eval;                   /* evaluate at epoch ends (chief default) */
