@@ -544,15 +544,18 @@ static int cmd_launch(int argc, char **argv)
     if (first_fail)
         fprintf(stderr, "hetps launch: exit %d (first failure: %s)\n",
                 first_fail, who ? who : "signal");
-    else if (user_logdir && !strcmp(user_logdir, "off"))
-        printf("hetps launch: done\n");
-    else
-        printf("hetps launch: done. Summaries: %s (TensorBoard: tensorboard "
-               "--logdir %s; training.csv); plot: hetps plot %s -o "
-               "%s/run.png\n", user_logdir ? user_logdir : logdir,
-               user_logdir ? user_logdir : logdir,
-               user_logdir ? user_logdir : logdir,
-               user_logdir ? user_logdir : logdir);
+    else {
+        const char *ld = user_logdir ? user_logdir : logdir;
+        char csv[PATH_MAX + 32];
+
+        snprintf(csv, sizeof csv, "%s/training.csv", ld);
+        if (access(csv, R_OK) != 0)     /* nothing trained, or --logdir off */
+            printf("hetps launch: done\n");
+        else
+            printf("hetps launch: done. Summaries: %s (TensorBoard: "
+                   "tensorboard --logdir %s; training.csv); plot: hetps plot "
+                   "%s -o %s/run.png\n", ld, ld, ld, ld);
+    }
     free(ch);
     hc_cluster_free(&cl);
     return first_fail;

@@ -102,7 +102,6 @@ static int npy_parse(const unsigned char *b, size_t len, const char *name,
     char h[4096];
     const char *v;
     size_t hlen, off, need;
-    int i;
 
     memset(a, 0, sizeof *a);
     if (len < 10 || memcmp(b, "\x93NUMPY", 6))
@@ -159,7 +158,6 @@ static int npy_parse(const unsigned char *b, size_t len, const char *name,
                           "%zu bytes of data, the file holds %zu", name, need,
                           len - off);
     a->data = b + off;
-    (void)i;
     return HC_OK;
 }
 

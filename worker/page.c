@@ -200,7 +200,7 @@ char *wk_page_render(void *arg, size_t *len)
     struct buf b = { 0 };
     struct wk_watch_point *pts = calloc(WK_WATCH_POINTS, sizeof *pts);
     struct wk_watch_epoch *ep = calloc(WK_WATCH_EPOCHS, sizeof *ep);
-    double *v = calloc(6 * (WK_WATCH_POINTS + WK_WATCH_EPOCHS), sizeof *v);
+    double *v = calloc(4 * WK_WATCH_POINTS + 4 * WK_WATCH_EPOCHS, sizeof *v);
     int n_pts = 0, n_ep = 0, i;
 
     if (!pts || !ep || !v)
@@ -228,11 +228,9 @@ char *wk_page_render(void *arg, size_t *len)
         double *sx = v, *sl = v + WK_WATCH_POINTS, *sa = v + 2 * WK_WATCH_POINTS,
                *sr = v + 3 * WK_WATCH_POINTS;
         double *ex = v + 4 * WK_WATCH_POINTS, *evl = ex + WK_WATCH_EPOCHS,
-               *eva = evl + WK_WATCH_EPOCHS, *el = eva + WK_WATCH_EPOCHS,
-               *ea = el + WK_WATCH_EPOCHS;
+               *eva = evl + WK_WATCH_EPOCHS, *el = eva + WK_WATCH_EPOCHS;
         struct line l[2];
 
-        (void)ea;
         for (i = 0; i < n_pts; i++) {
             sx[i] = (double)pts[i].step;
             sl[i] = pts[i].loss;
@@ -245,7 +243,7 @@ char *wk_page_render(void *arg, size_t *len)
         chart(&b, "accuracy", l, 1, "steps");
         l[0] = (struct line){ "chief samples/s", "#2ca02c", sx, sr, n_pts };
         chart(&b, "throughput", l, 1, "steps");
-        for (i = 0; i < n_ep && i < WK_WATCH_EPOCHS / 4; i++) {
+        for (i = 0; i < n_ep; i++) {
             ex[i] = ep[i].s.epoch + 1;
             el[i] = ep[i].s.loss;
             evl[i] = ep[i].s.has_val ? ep[i].s.val_loss : NAN;
