@@ -60,7 +60,10 @@ LDLIBS   += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib \
             -lcudart_static -lstdc++ -ldl -lrt -lpthread
 endif
 
-COMMON_SRC := $(filter-out common/hetps%.c,$(wildcard common/*.c)) $(GEN)/hetps.pb-c.c
+PROTOS     := $(wildcard proto/*.proto)
+PROTO_C    := $(patsubst proto/%.proto,$(GEN)/%.pb-c.c,$(PROTOS))
+PROTO_H    := $(PROTO_C:.c=.h)
+COMMON_SRC := $(filter-out common/hetps%.c,$(wildcard common/*.c)) $(PROTO_C)
 HETPS_SRC  := $(wildcard worker/hetps/*.c common/hetps*.c)
 PS_SRC     := $(filter-out ps/main.c,$(wildcard ps/*.c))
 WORKER_SRC := $(filter-out worker/main.c,$(wildcard worker/*.c))
@@ -99,20 +102,20 @@ $(B)/cuda.stamp: FORCE
 	@mkdir -p $(B); [ "$$(cat $@ 2>/dev/null)" = "cuda=$(if $(CUDA_SRC),1,0)" ] || echo "cuda=$(if $(CUDA_SRC),1,0)" > $@
 $(B)/obj/worker/device.o: $(B)/cuda.stamp
 
-$(GEN)/hetps.pb-c.c $(GEN)/hetps.pb-c.h: proto/hetps.proto
+$(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto
 	@mkdir -p $(GEN)
-	protoc-c --proto_path=proto --c_out=$(GEN) proto/hetps.proto
+	protoc-c --proto_path=proto --c_out=$(GEN) $<
 
-# Every object may include the generated header.
-$(B)/obj/%.o: %.c $(GEN)/hetps.pb-c.h
+# Every object may include the generated headers.
+$(B)/obj/%.o: %.c $(PROTO_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(B)/obj/%.o: %.cu $(GEN)/hetps.pb-c.h
+$(B)/obj/%.o: %.cu $(PROTO_H)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c -o $@ $<
 
-$(B)/obj/$(GEN)/hetps.pb-c.o: $(GEN)/hetps.pb-c.c
+$(B)/obj/$(GEN)/%.pb-c.o: $(GEN)/%.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out -Wmissing-prototypes -Wshadow,$(CFLAGS)) -Wno-unused-parameter -c -o $@ $<
 
@@ -176,6 +179,7 @@ EPOCHS ?= 10
 run: deps
 	@$(MAKE) --no-print-directory all
 	./bin/hetps launch $(if $(MODE),--mode $(MODE)) deploy/cluster.local.json -- --model deploy/models/fashion_cnn.json --epochs $(EPOCHS)
+	@./bin/hetps plot hetps-data/logs -o hetps-data/logs/run.png
 
 bench: deps
 	@./deploy/install-deps.sh --bench

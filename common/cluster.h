@@ -70,6 +70,9 @@ struct hc_cluster {
     int staleness;          /* ssp bound S, when mode is SSP */
     int backup_workers;     /* sync: apply after n_worker - backup gradients */
     char token_file[512];   /* "" when none */
+    int metrics_port;       /* 0: off; else ps:j serves /metrics on its
+                               host at metrics_port + j, worker:i at
+                               metrics_port + n_ps + i */
 
     uint64_t id;            /* cluster id: FNV-1a 64 of the ps address list,
                                the part that fixes sharding; never 0 */

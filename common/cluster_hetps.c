@@ -16,7 +16,8 @@
 #define DEV_MAX 64           /* devices per worker */
 
 static const char *const hetps_keys[] = { "workers", "mode", "staleness",
-                                          "backup_workers", "token_file" };
+                                          "backup_workers", "token_file",
+                                          "metrics_port" };
 static const char *const wconf_keys[] = { "devices" };
 
 /* Validate a device list; the normalised list goes to out. */
@@ -271,6 +272,15 @@ void cl_read_hetps(struct cl_parse *p, const cJSON *h, struct hc_cluster *c)
                 cl_note(p->d, "hetps.backup_workers is ignored in mode %s "
                         "(it applies to mode sync)", hc_mode_name(c->mode));
         }
+    }
+    if ((b = cJSON_GetObjectItemCaseSensitive(h, "metrics_port"))) {
+        if (!cJSON_IsNumber(b) || cl_json_whole(b, &n) != 0 || n < 1 ||
+            n > 65535)
+            cl_problem(p, "hetps.metrics_port", "must be a port number (1 to "
+                       "65535): ps:j serves /metrics on its host at that port "
+                       "+ j, worker:i at that port + (number of ps) + i");
+        else
+            c->metrics_port = (int)n;
     }
     if ((t = cJSON_GetObjectItemCaseSensitive(h, "token_file"))) {
         if (!cJSON_IsString(t))

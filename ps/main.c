@@ -16,6 +16,7 @@
 #include "cluster.h"
 #include "err.h"
 #include "log.h"
+#include "metrics.h"
 #include "tune.h"
 #include "export.h"
 #include "reshard.h"
@@ -49,6 +50,9 @@ static void usage(FILE *f)
 "  -d, --data-dir DIR        LMDB store of this shard (default hetps-data/ps-INDEX)\n"
 "  -l, --listen URL          listen here instead of the cluster address\n"
 "                            (e.g. tcp://0.0.0.0:2222 in a container)\n"
+"      --metrics-addr H:P    serve Prometheus /metrics here (\"off\": not;\n"
+"                            default: the cluster file's hetps.metrics_port,\n"
+"                            else off)\n"
 "      --heartbeat-timeout MS  a worker silent this long is dead (default 10000)\n"
 "      --max-message BYTES   refuse larger requests (closes the sender's\n"
 "                            connection; default 512 MiB)\n"
@@ -279,10 +283,15 @@ int main(int argc, char **argv)
         { "max-staleness", required_argument, NULL, 'S' },
         { "join-timeout", required_argument, NULL, 'J' },
         { "durability", required_argument, NULL, 'D' },
+        { "metrics-addr", required_argument, NULL, 'P' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     struct ps_service_conf conf = { .balance = 1 };
+    const char *metrics_flag = NULL;
+    char metrics_addr[300];
+    struct hc_metrics *metrics = NULL;
+    struct hc_http *http = NULL;
     struct hc_cluster cl;
     const char *cluster_file = NULL, *task = NULL, *mode = NULL;
     char data_dir[1024] = "", name[32];
@@ -304,6 +313,7 @@ int main(int argc, char **argv)
         case 't': task = optarg; break;
         case 'd': snprintf(data_dir, sizeof data_dir, "%s", optarg); break;
         case 'l': conf.listen_url = optarg; break;
+        case 'P': metrics_flag = optarg; break;
         case 'm': mode = optarg; break;
         case 'H':
             conf.heartbeat_timeout_ms = (int)strtol(optarg, &end, 10);
@@ -399,9 +409,26 @@ int main(int argc, char **argv)
     conf.cluster_file = cl.file[0] ? cl.file : NULL; /* re-read on change */
     conf.shard = cl.task_index;
     conf.data_dir = data_dir;
+    hc_metrics_addr(&cl, 1, cl.task_index, metrics_flag, metrics_addr,
+                    sizeof metrics_addr);
+    if (metrics_addr[0] && (hc_metrics_new(&metrics) != HC_OK ||
+                            hc_http_open(&http, metrics_addr, metrics) !=
+                                HC_OK ||
+                            hc_http_listen(http) != HC_OK)) {
+        hc_error("--metrics-addr: %s", hc_err_msg());
+        hc_http_stop(http);
+        hc_metrics_free(metrics);
+        hc_cluster_free(&cl);
+        return 2;
+    }
+    if (http)
+        hc_info("metrics on http://%s/metrics", metrics_addr);
+    conf.metrics = metrics;
     rv = ps_service_start(&the_service, &conf);
     if (rv != HC_OK) {
         hc_error("cannot start: %s", hc_err_msg());
+        hc_http_stop(http);
+        hc_metrics_free(metrics);
         hc_cluster_free(&cl);
         return 1;
     }
@@ -414,8 +441,10 @@ int main(int argc, char **argv)
 
     ps_service_wait(the_service);
     hc_info("stopping");
+    hc_http_stop(http);
     ps_service_stop(the_service);
     the_service = NULL;
+    hc_metrics_free(metrics);
     hc_cluster_free(&cl);
     return 0;
 }

@@ -43,6 +43,7 @@ nng_msg *service_error_reply(struct ps_service *s, uint64_t id,
 {
     nng_msg *m = NULL;
 
+    service_metrics_refusal(s, code);
     if (hc_wire_error_reply(&m, &s->me, id, code, text) != HC_OK)
         return NULL;
     return m;
@@ -252,7 +253,9 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
     struct hc_wire_msg in;
     nng_msg *reply = NULL;
     uint64_t rejected;
-    int rv, deferred = 0;
+    int rv, deferred = 0, pc = 0;
+    double t0 = hc_now_s();
+    size_t in_len = nng_msg_len(msg);
 
     rv = hc_wire_decode(nng_msg_body(msg), nng_msg_len(msg), s->cl->id, &in);
     if (rv != HC_OK) {
@@ -270,6 +273,7 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
 
     pthread_mutex_lock(&s->mu);
     s->requests++;
+    pc = in.env->payload_case;
     switch (in.env->payload_case) {
     case HETPS__ENVELOPE__PAYLOAD_STATUS:
         reply = service_status_reply(s, in.env->request_id);
@@ -305,6 +309,8 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
     if (deferred)
         return;         /* kept with its message: answered by serve_pending */
     nng_msg_free(msg);
+    service_metrics_request(s, pc, in_len, reply ? nng_msg_len(reply) : 0,
+                            hc_now_s() - t0);
     hc_rpc_reply(req, reply);
 }
 
@@ -399,6 +405,7 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
         if (n)
             hc_info("recovered the last applied request of %d worker(s)", n);
     }
+    service_metrics_init(s);
     url = c->listen_url ? c->listen_url : s->cl->ps[c->shard].url;
     ro.n_ctx = c->n_ctx > 0 ? c->n_ctx : 64 + 4 * s->n_members;
     ro.recv_max = c->max_message;
@@ -454,6 +461,8 @@ void ps_service_stop(struct ps_service *s)
 
     if (!s)
         return;
+    if (s->conf.metrics)
+        hc_metrics_on_render(s->conf.metrics, NULL, NULL);
     if (s->rpc)
         hc_rpc_server_stop(s->rpc);
     for (i = 0; i < s->n_pending; i++)

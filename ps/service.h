@@ -37,6 +37,8 @@ struct ps_service_conf {
     int durability;             /* 0 process (default), 1 machine */
     unsigned sync_ms;           /* machine: group commit window (0: each) */
     uint64_t max_staleness;     /* async: refuse older gradients (0: off) */
+    struct hc_metrics *metrics; /* record into (service_metrics.c); NULL:
+                                   none. Must outlive the service */
 };
 
 /* Open the shard's store and start listening. Errors name the URL or the

@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "metrics.h"
 #include "rpc.h"
 #include "service.h"
 #include "shard.h"
@@ -63,6 +64,7 @@ struct pending {
     int is_push;                /* push-and-pull: record the answer */
     uint64_t request_id;
     uint64_t min_version, clock; /* what it waits for (see pull_wants) */
+    double t0;                  /* when it was kept (metrics) */
 };
 
 struct ps_service {
@@ -86,6 +88,12 @@ struct ps_service {
     atomic_int reload;          /* SIGHUP: re-read the cluster file */
     struct timespec file_mtime; /* of the cluster file when last read */
     int n_active;               /* workers in the cluster file now */
+    struct svc_metrics {        /* series of conf.metrics (NULL: none) */
+        struct hc_series *requests[4], *seconds[4]; /* by request kind */
+        struct hc_series *bytes_in, *bytes_out, *apply, *staleness;
+    } met;
+    uint64_t wait_version;      /* sync: the step whose wait was logged */
+    double wait_logged_s;       /*   after this long (next: twice as long) */
 };
 
 /* ---- dispatch and records (service.c) ---------------------------------- */
@@ -98,6 +106,17 @@ nng_msg *service_error_reply(struct ps_service *s, uint64_t id,
 void service_record_reply(struct member *m, struct record *r, uint64_t id,
                           nng_msg *reply);
 
+/* ---- metrics (service_metrics.c) --------------------------------------- */
+
+/* Register the shard's series in conf.metrics and its render callback. */
+void service_metrics_init(struct ps_service *s);
+/* A request of kind pc answered in `seconds` (deferred: when kept), its
+ * bytes in and out. Without s->mu. */
+void service_metrics_request(struct ps_service *s, int payload_case,
+                             size_t in, size_t out, double seconds);
+/* A request refused with `code` (the reason label). */
+void service_metrics_refusal(struct ps_service *s, int code);
+
 /* ---- members (service_member.c) --------------------------------------- */
 
 nng_msg *service_status_reply(struct ps_service *s, uint64_t id);
@@ -105,8 +124,11 @@ nng_msg *service_status_reply(struct ps_service *s, uint64_t id);
  * left off in its data (async/ssp) when a push of it was applied here. */
 nng_msg *service_join_reply(struct ps_service *s, int worker, uint64_t id);
 
-/* Mark workers silent for longer than the heartbeat timeout as dead. */
+/* Mark workers silent for longer than the heartbeat timeout as dead; log
+ * whom a synchronous step has waited for, once it is SERVICE_WAIT_LOG_S
+ * seconds, then at each doubling. */
 void service_sweep_members(struct ps_service *s);
+#define SERVICE_WAIT_LOG_S 5.0
 
 /* The modification time of `path` into *t; -1 when it cannot be read. */
 int service_file_mtime(const char *path, struct timespec *t);

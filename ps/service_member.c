@@ -92,6 +92,7 @@ nng_msg *service_status_reply(struct ps_service *s, uint64_t id)
     Hetps__Task me = HETPS__TASK__INIT;
     struct member_list ml;
     nng_msg *m = NULL;
+    char waiting_for[256];
 
     hc_wire_init_env(&env, &s->me, id);
     me.job = HETPS__JOB__JOB_PS;
@@ -120,6 +121,17 @@ nng_msg *service_status_reply(struct ps_service *s, uint64_t id)
         st.max_ahead = ss.max_ahead;
         st.stale = ss.stale;
         st.waiting = (uint32_t)s->n_pending;
+    }
+    {
+        double since;
+        uint64_t v = st.version;
+
+        if (ps_sync_waiting_for(s->sync, v, waiting_for, sizeof waiting_for,
+                                &since)) {
+            st.waiting_for = waiting_for;
+            st.has_waiting_s = 1;
+            st.waiting_s = hc_now_s() - since;
+        }
     }
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_STATUS_REPLY;
     env.status_reply = &st;
@@ -161,6 +173,27 @@ nng_msg *service_join_reply(struct ps_service *s, int worker, uint64_t id)
 }
 
 /* Mark workers silent for longer than the heartbeat timeout as dead. */
+/* Name the workers a synchronous step has waited for, for long. */
+static void log_waiting(struct ps_service *s)
+{
+    uint64_t v = s->shard ? ps_shard_version(s->shard) : 0;
+    char who[256];
+    double since, waited;
+
+    if (!ps_sync_waiting_for(s->sync, v, who, sizeof who, &since))
+        return;
+    waited = hc_now_s() - since;
+    if (v != s->wait_version) {
+        s->wait_version = v;
+        s->wait_logged_s = 0;
+    }
+    if (waited < SERVICE_WAIT_LOG_S || waited < 2 * s->wait_logged_s)
+        return;
+    s->wait_logged_s = waited;
+    hc_warn("sync step %llu: waiting for %s for %.1f s (the other workers "
+            "have pushed)", (unsigned long long)v, who, waited);
+}
+
 void service_sweep_members(struct ps_service *s)
 {
     int64_t now = hc_now_ms();
@@ -191,6 +224,7 @@ void service_sweep_members(struct ps_service *s)
     }
     if (changed)
         service_advance(s);
+    log_waiting(s);
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -112,6 +112,7 @@ static int defer(struct ps_service *s, const struct hc_wire_msg *in,
     s->pending[s->n_pending].is_push =
         in->env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH;
     s->pending[s->n_pending].request_id = in->env->request_id;
+    s->pending[s->n_pending].t0 = hc_now_s();
     pull_wants(s, in, &s->pending[s->n_pending].min_version,
                &s->pending[s->n_pending].clock);
     s->n_pending++;
@@ -158,6 +159,12 @@ static void serve_pending(struct ps_service *s)
                                      &s->members[p->worker].rec[0],
                                      p->request_id, reply);
             hc_wire_msg_free(&in);
+            service_metrics_request(s, p->is_push
+                                           ? HETPS__ENVELOPE__PAYLOAD_PUSH
+                                           : HETPS__ENVELOPE__PAYLOAD_PULL,
+                                    nng_msg_len(p->msg),
+                                    reply ? nng_msg_len(reply) : 0,
+                                    hc_now_s() - p->t0);
             hc_rpc_reply(p->req, reply);
         }
         nng_msg_free(p->msg);
@@ -172,7 +179,10 @@ void service_advance(struct ps_service *s)
 
     if (s->cl->mode == HC_MODE_SYNC &&
         ps_sync_step_ready(s->sync, ps_shard_version(s->shard), &total)) {
+        double t0 = hc_now_s();
         int rv = ps_shard_apply_step(s->shard, total);
+
+        hc_series_observe(s->met.apply, hc_now_s() - t0);
 
         if (rv != HC_OK)
             hc_error("cannot apply step %llu: %s",
@@ -197,12 +207,21 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
     v = ps_sync_push(s->sync, w, p->has_base_version ? p->base_version : 0,
                      ps_shard_version(s->shard), p->samples,
                      p->has_samples_per_s ? p->samples_per_s : 0, hc_now_s());
+    if ((v == PS_PUSH_APPLY || v == PS_PUSH_ACCUMULATE) &&
+        p->has_base_version && p->base_version <= ps_shard_version(s->shard))
+        hc_series_observe(s->met.staleness,
+                          (double)(ps_shard_version(s->shard) -
+                                   p->base_version));
     switch (v) {
-    case PS_PUSH_APPLY:
+    case PS_PUSH_APPLY: {
+        double t0 = hc_now_s();
+
         rv = ps_shard_serve(s->shard, in, &s->me, NULL, reply);
+        hc_series_observe(s->met.apply, hc_now_s() - t0);
         if (rv == HC_OK)
             serve_pending(s);
         break;
+    }
     case PS_PUSH_ACCUMULATE:
         rv = ps_shard_accumulate(s->shard, in);
         if (rv == HC_OK && !and_pull)

@@ -16,6 +16,7 @@
 #include "sync.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +45,7 @@ struct ps_sync {
     struct wstate *w;
     uint64_t step_samples;      /* sync: samples accumulated this step */
     int step_pushes;
+    double step_opened;         /* sync: when its first push arrived */
     uint32_t assigned_for;      /* G of the current assignment, 0 = none */
     uint32_t job_batch;         /* sync: the job's full global batch */
     struct ps_sync_stats st;
@@ -193,6 +195,8 @@ enum ps_push_verdict ps_sync_push(struct ps_sync *s, int worker,
             return PS_PUSH_REFUSE;
         }
         learn_lag(w, now);
+        if (s->step_pushes == 0)
+            s->step_opened = now;
         w->pushed = 1;
         w->clock++;
         s->step_pushes++;
@@ -418,6 +422,31 @@ void ps_sync_answered(struct ps_sync *s, int worker, uint32_t count,
         return;
     s->w[worker].answered_at = count ? now : 0;
     s->w[worker].answered_share = count;
+}
+
+int ps_sync_waiting_for(const struct ps_sync *s, uint64_t version, char *buf,
+                        size_t len, double *since)
+{
+    size_t at = 0;
+    int i, n = 0;
+
+    if (len)
+        buf[0] = '\0';
+    *since = s->step_opened;
+    if (s->c.mode != HC_MODE_SYNC || s->step_pushes == 0)
+        return 0;
+    for (i = 0; i < s->n; i++) {
+        if (!takes_part(&s->w[i], version) || s->w[i].pushed)
+            continue;
+        if (at < len) {
+            int k = snprintf(buf + at, len - at, "%sworker:%d", n ? ", " : "",
+                             i);
+
+            at += k > 0 ? (size_t)k : 0;
+        }
+        n++;
+    }
+    return n;
 }
 
 void ps_sync_stats(const struct ps_sync *s, struct ps_sync_stats *st)

@@ -22,6 +22,7 @@
 #ifndef PS_SYNC_H
 #define PS_SYNC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cluster.h"
@@ -95,6 +96,14 @@ void ps_sync_assign(struct ps_sync *s, int worker, uint32_t global_batch,
  * fixed time plus its slice at its speed ends together. */
 void ps_sync_answered(struct ps_sync *s, int worker, uint32_t count,
                       double now);
+
+/* sync: the workers the open step still waits for — taking part, not yet
+ * pushed — as "worker:1, worker:3" into buf (cut to len); returns how
+ * many. 0 (buf "") when no push of the step has arrived yet (nobody is
+ * kept waiting) or the mode is not sync. *since: when the step's first
+ * push arrived (the time base of ps_sync_push). */
+int ps_sync_waiting_for(const struct ps_sync *s, uint64_t version, char *buf,
+                        size_t len, double *since);
 
 /* Counters for status. */
 struct ps_sync_stats {

@@ -136,6 +136,8 @@ struct pc_shard_status {
     uint64_t late, stale;       /* sync: late gradients; async: refused old */
     uint32_t max_ahead;         /* ssp: most steps a worker ran ahead */
     uint32_t waiting;           /* pulls held back now */
+    char waiting_for[256];      /* sync: workers the open step waits for */
+    double waiting_s;           /*   since this many seconds ("": none) */
     char mode[16];
     int n_members;
     struct pc_member *members;  /* (n_members), freed by pc_status_free */

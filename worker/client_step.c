@@ -285,6 +285,9 @@ int pc_status(struct pc_client *c, struct pc_shard_status *out)
         o->stale = r->stale;
         o->max_ahead = r->max_ahead;
         o->waiting = r->waiting;
+        snprintf(o->waiting_for, sizeof o->waiting_for, "%s",
+                 r->waiting_for ? r->waiting_for : "");
+        o->waiting_s = r->waiting_s;
         snprintf(o->mode, sizeof o->mode, "%s", r->mode ? r->mode : "");
         o->members = calloc(r->n_members + 1, sizeof *o->members);
         if (!o->members)

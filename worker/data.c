@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -233,7 +234,10 @@ void wk_data_free(struct wk_dataset *d)
 {
     if (!d)
         return;
-    free(d->x);
+    if (d->map)
+        munmap(d->map, d->map_len);
+    else
+        free(d->x);
     free(d->y);
     memset(d, 0, sizeof *d);
 }

@@ -41,6 +41,9 @@ struct wk_dataset {
     int n_classes;          /* 1 + the largest label present (0: no labels) */
     char images_path[WK_DATA_PATH_MAX];
     char labels_path[WK_DATA_PATH_MAX];    /* "" without labels */
+    void *map;              /* x lies in this mapping (data_npy.c), not in
+                               malloc'd memory; NULL: x is malloc'd */
+    size_t map_len;
 };
 
 /*
@@ -92,6 +95,35 @@ int wk_data_batch(const struct wk_dataset *d, int start, int count,
                   int32_t *y_out /* (count) */);
 
 void wk_data_free(struct wk_dataset *d);
+
+/*
+ * NumPy arrays as Keras users hand them to fit(x, y) (data_npy.c):
+ *
+ *   wk_data_load_npy(X.npy, Y.npy)  images (N, H, W), (N, H, W, C) or
+ *        (N, D), float32 (taken as they are, memory-mapped) or uint8
+ *        (scaled by 1/255); labels (N,) of any integer type, >= 0.
+ *   wk_data_load_npz(F.npz, "train"|"test")  the arrays x_train, y_train
+ *        or x_test, y_test of an .npz (np.savez's stored entries are
+ *        memory-mapped; np.savez_compressed's deflated ones inflated).
+ *
+ * C order only. Errors are HC_ERR_DATA naming the file (or the .npz's
+ * entry) and what is wrong: not an .npy, dtype, Fortran order, shape,
+ * counts that differ, a negative label, a truncated file;
+ * HC_ERR_NOTFOUND / HC_ERR_IO for a file that is missing or unreadable.
+ * Y may be NULL (wk_data_load_npy only: images alone, for predict).
+ */
+int wk_data_load_npy(const char *x_path, const char *y_path,
+                     struct wk_dataset *out);
+int wk_data_load_npz(const char *path, const char *which,
+                     struct wk_dataset *out);
+
+/*
+ * The training ("train") or test ("t10k") set named by `data` — "X.npy,Y.npy"
+ * (train; test: `test` given as "XT.npy,YT.npy", else HC_ERR_NOTFOUND) or
+ * "F.npz" — or, with data NULL, wk_data_load_dir(dir, which).
+ */
+int wk_data_load_any(const char *data, const char *test, const char *dir,
+                     const char *which, struct wk_dataset *out);
 
 /* One worker's share of a data set of n_total samples. */
 struct wk_shard {

@@ -21,18 +21,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "client.h"
 #include "cluster.h"
+#include "checkpoint.h"
 #include "data.h"
 #include "device.h"
 #include "err.h"
 #include "eval.h"
 #include "log.h"
+#include "metrics.h"
 #include "model.h"
 #include "npy.h"
 #include "replica.h"
+#include "page.h"
 #include "trainer.h"
+#include "watch.h"
 #include "tune.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -68,12 +73,34 @@ static void usage(FILE *f)
 "                            file's); started again, it goes on to N\n"
 "  -b, --batch-size N        this worker's batch (default: the model file's)\n"
 "      --data-dir DIR        IDX files (default /usr/share/datasets/fashion-mnist)\n"
+"      --data X.npy,Y.npy | F.npz  train on NumPy arrays instead: images\n"
+"                            (N,H,W[,C]) float32 or uint8 (scaled by 1/255),\n"
+"                            integer labels (N,); an .npz holds x_train,\n"
+"                            y_train, x_test, y_test\n"
+"      --validation-data XT.npy,YT.npy  the test set with X.npy,Y.npy data\n"
 "      --max-steps N         stop after N steps (tests)\n"
 "      --threads N           BLAS threads of the CPU device (default 1)\n"
 "      --eval / --no-eval    evaluate on the test set at epoch ends\n"
 "                            (default: on the chief only)\n"
 "      --slowdown F          (tests) make every step F times slower, to stand\n"
 "                            in for a slower machine\n"
+"      --verbose 0|1|2       as Keras's fit: 0 silent, 1 a progress bar on a\n"
+"                            terminal (elsewhere a line every few seconds)\n"
+"                            and the epoch summaries, 2 the summaries only\n"
+"                            (default 1; workers but the chief: at most 2)\n"
+"      --progress-every S    not on a terminal: seconds between progress\n"
+"                            lines (default 5)\n"
+"      --logdir DIR          the chief writes TensorBoard event files and\n"
+"                            training.csv here (hetps launch: DATA_DIR/logs;\n"
+"                            default and \"off\": none)\n"
+"      --export-every-epoch DIR  the chief writes its weights after each\n"
+"                            epoch as .npy files, DIR/epoch-NNN/ (as hetps\n"
+"                            export), each directory whole or not at all\n"
+"      --export-best-only    only DIR/best/: the epoch of the best\n"
+"                            val_accuracy so far (Keras's save_best_only)\n"
+"      --metrics-addr H:P    serve Prometheus /metrics here, and the chief\n"
+"                            its live page at / (\"off\": not; default: the\n"
+"                            cluster file's hetps.metrics_port, else off)\n"
 "      --print-view          print the cluster as the shards see it after joining\n"
 "      --linger SECONDS      without --model: stay joined this long, then leave\n"
 "                            (default: until SIGINT/SIGTERM)\n"
@@ -335,7 +362,8 @@ static int cmd_predict(int argc, char **argv)
                    "                     [--out FILE.npy] [--batch-size N] [--devices LIST]\n"
                    "Run a model's weights — exported .npy files (hetps export) or the\n"
                    "live values of a running cluster — forward over images, as Keras's\n"
-                   "model.predict: an IDX images file (gzip or plain; no labels needed)\n"
+                   "model.predict: an IDX images file (gzip or plain; no labels needed),\n"
+                   "a NumPy .npy of images (float32, or uint8 scaled by 1/255)\n"
                    "or a data set's images (default: Fashion-MNIST's 10,000 test images).\n"
                    "\n"
                    "  --out FILE.npy   write the outputs, float32 (N_images, N_outputs)\n"
@@ -362,7 +390,10 @@ static int cmd_predict(int argc, char **argv)
             goto out;
         images = path;
     }
-    if ((rv = wk_data_load_images(images, &d)) != HC_OK ||
+    if ((rv = (strlen(images) > 4 &&
+               !strcmp(images + strlen(images) - 4, ".npy")
+                   ? wk_data_load_npy(images, NULL, &d)
+                   : wk_data_load_images(images, &d))) != HC_OK ||
         (rv = infer_open(&a, &d)) != HC_OK)
         goto out;
     k = wk_replicas_output_size(a.rep);
@@ -400,10 +431,63 @@ out:
     return status;
 }
 
+/* The reports of a training run (watch.h): progress on stdout, the
+ * metrics server when there is an address for this task, the chief's
+ * summaries under logdir. */
+static int start_watch(struct wk_watch *w, const struct hc_cluster *cl,
+                       const struct hc_model *m, int epochs, int verbose,
+                       double progress_s, const char *logdir,
+                       const char *metrics_flag, struct hc_metrics **metrics,
+                       struct hc_http **http, struct wk_page *page)
+{
+    struct wk_watch_conf wc = { 0 };
+    char addr[300];
+    int rv, chief = cl->task_index == 0;
+
+    hc_metrics_addr(cl, 0, cl->task_index, metrics_flag, addr, sizeof addr);
+    if (addr[0]) {
+        if ((rv = hc_metrics_new(metrics)) != HC_OK ||
+            (rv = hc_http_open(http, addr, *metrics)) != HC_OK)
+            return hc_err_set(rv, "--metrics-addr: %s", hc_err_msg());
+    }
+    wc.worker = cl->task_index;
+    wc.n_workers = cl->n_worker;
+    wc.epochs = epochs > 0 ? epochs : m->epochs;
+    /* The chief shows the bar and writes the summaries; the others print
+     * their epoch summaries. hetps launch relays a bar to its terminal
+     * (HETPS_TTY=1). */
+    wc.verbose = chief || verbose == 0 ? verbose : 2;
+    wc.tty = isatty(STDOUT_FILENO) ||
+             (getenv("HETPS_TTY") && !strcmp(getenv("HETPS_TTY"), "1"));
+    wc.progress_interval_s = progress_s;
+    wc.metrics = *metrics;
+    wc.logdir = chief ? logdir : NULL;
+    if ((rv = wk_watch_open(w, &wc)) != HC_OK)
+        return rv;
+    if (!*http)
+        return HC_OK;
+    if (chief) {
+        page->cl = cl;
+        page->model = m->name;
+        page->watch = w;
+        if ((rv = hc_http_page(*http, "/", "text/html; charset=utf-8",
+                               wk_page_render, page)) != HC_OK)
+            return rv;
+    }
+    if ((rv = hc_http_listen(*http)) != HC_OK)
+        return hc_err_set(rv, "--metrics-addr: %s", hc_err_msg());
+    hc_info("metrics on http://%s/metrics%s%s%s", addr,
+            chief ? ", live page on http://" : "", chief ? addr : "",
+            chief ? "/" : "");
+    return HC_OK;
+}
+
 int main(int argc, char **argv)
 {
     enum { O_DEVICES = 256, O_VIEW, O_LINGER, O_TIMEOUT, O_RETRY, O_DATA,
-           O_MAXSTEPS, O_THREADS, O_EVAL, O_NOEVAL, O_SLOWDOWN, O_MODE };
+           O_MAXSTEPS, O_THREADS, O_EVAL, O_NOEVAL, O_SLOWDOWN, O_MODE,
+           O_VERBOSE, O_PROGRESS, O_LOGDIR, O_METRICS,
+           O_EXPORT, O_BEST, O_NPDATA, O_VALDATA };
     static const struct option opts[] = {
         { "cluster", required_argument, NULL, 'c' },
         { "task", required_argument, NULL, 't' },
@@ -418,6 +502,14 @@ int main(int argc, char **argv)
         { "eval", no_argument, NULL, O_EVAL },
         { "no-eval", no_argument, NULL, O_NOEVAL },
         { "slowdown", required_argument, NULL, O_SLOWDOWN },
+        { "verbose", required_argument, NULL, O_VERBOSE },
+        { "progress-every", required_argument, NULL, O_PROGRESS },
+        { "logdir", required_argument, NULL, O_LOGDIR },
+        { "data", required_argument, NULL, O_NPDATA },
+        { "validation-data", required_argument, NULL, O_VALDATA },
+        { "export-every-epoch", required_argument, NULL, O_EXPORT },
+        { "export-best-only", no_argument, NULL, O_BEST },
+        { "metrics-addr", required_argument, NULL, O_METRICS },
         { "print-view", no_argument, NULL, O_VIEW },
         { "linger", required_argument, NULL, O_LINGER },
         { "timeout", required_argument, NULL, O_TIMEOUT },
@@ -428,7 +520,15 @@ int main(int argc, char **argv)
     const char *cluster_file = NULL, *task = NULL, *devices = NULL;
     const char *model_file = NULL, *data_dir = NULL, *mode = NULL;
     int epochs = 0, batch = 0, max_steps = 0, threads = 0, eval = -1;
-    double slowdown = 1.0;
+    double slowdown = 1.0, progress_s = 5.0;
+    int verbose = 1;
+    const char *logdir = NULL, *metrics_flag = NULL;
+    const char *np_data = NULL, *val_data = NULL;
+    struct hc_metrics *metrics = NULL;
+    struct hc_http *http = NULL;
+    struct wk_watch watch = { 0 };
+    struct wk_page page = { 0 };
+    struct wk_checkpoint ckpt = { .best = -1 };
     struct hc_model *model = NULL;
     struct pc_opts po = { 0 };
     struct pc_client *pc = NULL;
@@ -480,6 +580,33 @@ int main(int argc, char **argv)
             }
             break;
         }
+        case O_VERBOSE:
+            if (strcmp(optarg, "0") && strcmp(optarg, "1") &&
+                strcmp(optarg, "2")) {
+                fprintf(stderr, "hetps-worker: --verbose: '%s' is not 0, 1 "
+                        "or 2\n", optarg);
+                return 2;
+            }
+            verbose = optarg[0] - '0';
+            break;
+        case O_PROGRESS: {
+            char *end;
+
+            progress_s = strtod(optarg, &end);
+            if (*end || end == optarg ||
+                !(progress_s >= 0.01 && progress_s <= 86400)) {
+                fprintf(stderr, "hetps-worker: --progress-every: '%s' is not "
+                        "a number of seconds in [0.01, 86400]\n", optarg);
+                return 2;
+            }
+            break;
+        }
+        case O_LOGDIR: logdir = strcmp(optarg, "off") ? optarg : NULL; break;
+        case O_EXPORT: ckpt.dir = optarg; break;
+        case O_NPDATA: np_data = optarg; break;
+        case O_VALDATA: val_data = optarg; break;
+        case O_BEST: ckpt.best_only = 1; break;
+        case O_METRICS: metrics_flag = optarg; break;
         case 'c': cluster_file = optarg; break;
         case 't': task = optarg; break;
         case O_DEVICES: devices = optarg; break;
@@ -507,6 +634,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "hetps-worker: unexpected argument '%s'\n"
                 "Try 'hetps-worker --help' for more information.\n",
                 argv[optind]);
+        return 2;
+    }
+    if (ckpt.best_only && !ckpt.dir) {
+        fprintf(stderr, "hetps-worker: --export-best-only needs "
+                "--export-every-epoch DIR\n");
         return 2;
     }
     if (hc_cluster_open("hetps-worker", HC_JOB_WORKER,
@@ -546,13 +678,25 @@ int main(int argc, char **argv)
         tc.batch_size = batch;
         tc.max_steps = max_steps;
         tc.data_dir = data_dir;
+        tc.data = np_data;
+        tc.validation_data = val_data;
         tc.devices = devices;
         tc.n_threads = threads;
         tc.eval = eval;
         tc.slowdown = slowdown;
         tc.client = po;
         tc.stop = &stop_requested;
-        rv = wk_train(&tc);
+        tc.watch = &watch;
+        if (ckpt.dir && cl.task_index == 0)
+            tc.export_every_epoch = &ckpt;
+        rv = start_watch(&watch, &cl, model, epochs, verbose, progress_s,
+                         logdir, metrics_flag, &metrics, &http, &page);
+        if (rv == HC_OK)
+            rv = wk_train(&tc);
+        hc_http_stop(http);
+        if (watch.pts)
+            wk_watch_close(&watch);
+        hc_metrics_free(metrics);
         if (rv != HC_OK)
             hc_error("%s", hc_err_msg());
         else

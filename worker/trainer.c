@@ -25,11 +25,13 @@
 
 #include "backend.h"
 #include "clock.h"
+#include "checkpoint.h"
 #include "data.h"
 #include "err.h"
 #include "eval.h"
 #include "log.h"
 #include "device.h"
+#include "watch.h"
 #include "replica.h"
 
 /* A sync pull may wait for the slowest worker: allow one attempt this long. */
@@ -52,6 +54,7 @@ struct run {
     uint64_t late;              /* of them too late for their sync step */
     double speed;               /* samples/s, moving average */
     double t_compute, t_exchange; /* s spent computing / in push-and-pull */
+    struct wk_watch *watch;     /* what the user sees (watch.h) */
 };
 
 static int stopping(const struct run *r)
@@ -160,52 +163,64 @@ int wk_check_mode(struct pc_client *pc, const struct hc_cluster *cl)
 static int wait_for_variables(struct pc_client *pc, float *params,
                               int retry_ms)
 {
-    double deadline = hc_now_s() + retry_ms / 1000.0;
+    double t0 = hc_now_s(), deadline = t0 + retry_ms / 1000.0;
     int rv, said = 0;
 
     for (;;) {
         rv = pc_pull(pc, params, NULL);
-        if (rv != HC_ERR_NOTFOUND)
+        if (rv != HC_ERR_NOTFOUND) {
+            if (rv == HC_OK && hc_now_s() - t0 >= 5.0)
+                hc_info("waited %.1f s for the chief (worker:0) to create "
+                        "the variables", hc_now_s() - t0);
             return rv;
+        }
         if (hc_now_s() > deadline)
             return hc_err_set(HC_ERR_TIMEOUT, "the chief (worker:0) did not "
                               "create the variables within %d ms: is it "
                               "running?", retry_ms);
-        if (!said++)
-            hc_info("waiting for the chief to create the variables");
+        if (said == 0 && hc_now_s() - t0 >= 5.0) {
+            said = 1;
+            hc_warn("waiting for the chief (worker:0) to create the "
+                    "variables for %.1f s", hc_now_s() - t0);
+        }
         hc_sleep_s(0.1);
     }
 }
 
-/* Keras-like end-of-epoch line; the chief adds the test set's figures. */
-static int epoch_line(struct run *r, int epoch, double dt, double loss_sum,
-                      long correct, int seen, uint64_t min_version)
+/* The epoch's end: the chief evaluates the test set (on the values of
+ * min_version or newer), then the summary line (progress.h). */
+static int epoch_end(struct run *r, int epoch, double dt, double loss_sum,
+                     long correct, int seen, uint64_t min_version)
 {
-    double vl, va;
+    struct wk_epoch_stats s = { .epoch = epoch, .steps = r->watch->prog.step,
+                                .samples = seen, .seconds = dt,
+                                .loss = loss_sum / seen,
+                                .acc = (double)correct / seen };
     int rv;
 
-    if (!r->do_eval) {
-        printf("Epoch %d/%d - %.1fs - loss: %.4f - accuracy: %.4f - "
-               "%.0f samples/s\n", epoch + 1, r->epochs, dt, loss_sum / seen,
-               (double)correct / seen, seen / dt);
-        fflush(stdout);
-        return HC_OK;
-    }
-    {
+    if (r->do_eval) {
         struct pc_step st = { .min_version = min_version };
 
         rv = pc_pull_step(r->pc, r->params, &st, SYNC_WAIT_MS);
+        if (rv == HC_OK)
+            rv = wk_evaluate(r->rep, r->params, &r->test, r->max_batch, r->x,
+                             r->y, &s.val_loss, &s.val_acc);
+        if (rv != HC_OK)
+            return rv;
+        s.has_val = 1;
+        if (r->c->export_every_epoch) {
+            struct wk_checkpoint *ck = r->c->export_every_epoch;
+            int wrote;
+
+            if ((rv = wk_checkpoint_epoch(ck, r->m, r->params, epoch,
+                                          s.val_acc, &wrote)) != HC_OK)
+                return rv;
+            if (wrote)
+                hc_info("epoch %d: weights written to %s", epoch + 1,
+                        ck->last);
+        }
     }
-    if (rv == HC_OK)
-        rv = wk_evaluate(r->rep, r->params, &r->test, r->max_batch, r->x, r->y,
-                         &vl, &va);
-    if (rv != HC_OK)
-        return rv;
-    printf("Epoch %d/%d - %.1fs - loss: %.4f - accuracy: %.4f - "
-           "val_loss: %.4f - val_accuracy: %.4f - %.0f samples/s\n", epoch + 1,
-           r->epochs, dt, loss_sum / seen, (double)correct / seen, vl, va,
-           seen / dt);
-    fflush(stdout);
+    wk_watch_end(r->watch, &s, r->pc, r->c->cluster->n_ps);
     return HC_OK;
 }
 
@@ -304,9 +319,10 @@ static int run_async(struct run *r)
         if (epoch > (int)e0 && refresh_membership(r, &n_workers))
             break;
         nb = wk_shard_n_batches(&r->shard, r->B);
+        wk_watch_begin(r->watch, epoch, nb, t0);
         for (b = epoch == (int)e0 ? (int)b0 : 0; b < nb && !stopping(r); b++) {
             uint64_t base = st.version;
-            double loss;
+            double loss, tc = r->t_compute, tx;
             int n, k;
 
             n = wk_shard_batch(&r->shard, epoch, b, r->B, &r->train, r->x, r->y);
@@ -314,6 +330,7 @@ static int run_async(struct run *r)
                 return -n;
             if ((rv = compute(r, n, &loss, &k)) != HC_OK)
                 return rv;
+            tx = hc_now_s();
             st.clock = r->clock;
             st.global_batch = 0;
             st.epoch = (uint32_t)epoch;
@@ -326,9 +343,11 @@ static int run_async(struct run *r)
             loss_sum += loss * n;
             correct += k;
             seen += n;
+            wk_watch_step(r->watch, b + 1, n, loss, k, r->t_compute - tc,
+                          hc_now_s() - tx, hc_now_s());
         }
-        if (seen && (rv = epoch_line(r, epoch, hc_now_s() - t0, loss_sum, correct,
-                                     seen, 0)) != HC_OK)
+        if (seen && (rv = epoch_end(r, epoch, hc_now_s() - t0, loss_sum, correct,
+                                    seen, 0)) != HC_OK)
             return rv;
     }
     return HC_OK;
@@ -361,7 +380,7 @@ static int run_sync(struct run *r)
          ? N - (long long)((ver) % (uint64_t)spe) * G : G)
     while (!stopping(r)) {
         long long t;
-        double loss, tx;
+        double loss, tx, tc = r->t_compute;
         int n, k, e, late;
 
         if (!have) {        /* (re)start: a plain pull of the newest step */
@@ -405,6 +424,7 @@ static int run_sync(struct run *r)
             loss_sum = 0;
             correct = 0;
             seen = 0;
+            wk_watch_begin(r->watch, epoch, spe, t0);
         }
         if (!st.has_slice || st.count == 0 || st.count > (uint32_t)r->max_batch) {
             if (st.count > (uint32_t)r->max_batch)
@@ -436,12 +456,14 @@ static int run_sync(struct run *r)
         loss_sum += loss * n;
         correct += k;
         seen += n;
+        wk_watch_step(r->watch, t + 1, n, loss, k, r->t_compute - tc,
+                      hc_now_s() - tx, hc_now_s());
         if ((v + 1) % (uint64_t)spe == 0 && seen) {
-            if ((rv = epoch_line(r, epoch, hc_now_s() - t0, loss_sum, correct,
-                                 seen, v + 1)) != HC_OK)
+            if ((rv = epoch_end(r, epoch, hc_now_s() - t0, loss_sum, correct,
+                                seen, v + 1)) != HC_OK)
                 return rv;
             seen = 0;
-            have = 0;       /* epoch_line pulled without a slice */
+            have = 0;       /* epoch_end pulled without a slice */
             st.version = v + 1;
         }
     }
@@ -515,10 +537,13 @@ int wk_train(const struct wk_train_conf *c)
     r.most_workers = c->cluster->n_worker;
     /* sync: a worker's slice may grow up to the whole global batch. */
     r.max_batch = sync ? r.B * c->cluster->n_worker : r.B;
+    r.watch = c->watch;
 
-    rv = wk_data_load_dir(c->data_dir, "train", &r.train);
+    rv = wk_data_load_any(c->data, c->validation_data, c->data_dir, "train",
+                          &r.train);
     if (rv == HC_OK && r.do_eval)
-        rv = wk_data_load_dir(c->data_dir, "t10k", &r.test);
+        rv = wk_data_load_any(c->data, c->validation_data, c->data_dir,
+                              "t10k", &r.test);
     if (rv == HC_OK && m->loss == HC_LOSS_SPARSE_CCE)
         rv = wk_data_check_classes(&r.train, m->n_classes);
     if (rv != HC_OK)

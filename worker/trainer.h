@@ -21,6 +21,9 @@
 #include "cluster.h"
 #include "model.h"
 
+struct wk_watch;
+struct wk_checkpoint;
+
 struct wk_train_conf {
     const struct hc_cluster *cluster;
     const char *cluster_file;   /* async/ssp: re-read at each epoch start
@@ -31,6 +34,9 @@ struct wk_train_conf {
     int batch_size;             /* 0: the model's */
     int max_steps;              /* stop after this many steps (0: no limit) */
     const char *data_dir;       /* NULL: Fashion-MNIST's default */
+    const char *data;           /* NumPy arrays instead: "X.npy,Y.npy" or
+                                   "F.npz" (data.h); NULL: data_dir */
+    const char *validation_data; /* the test set with X.npy,Y.npy data */
     const char *devices;        /* reported to the shards */
     int n_threads;              /* BLAS threads of the CPU device (0: 1) */
     int eval;                   /* evaluate at epoch ends (chief default) */
@@ -38,6 +44,10 @@ struct wk_train_conf {
     double slowdown;            /* test only: stretch each step F times
                                    (stands in for a slower machine) */
     struct pc_opts client;      /* timeouts */
+    struct wk_checkpoint *export_every_epoch; /* the chief's .npy weights
+                                   after each epoch (checkpoint.h); NULL */
+    struct wk_watch *watch;     /* the reports (watch.h), opened by the
+                                   caller: progress, metrics, summaries */
     volatile sig_atomic_t *stop; /* set (e.g. by a signal) to stop early */
 };
 

@@ -122,3 +122,10 @@ for args in "1000 109000 109000 2" "300 109000 109000 2 3000" "2000 200 200 2"; 
     # shellcheck disable=SC2086
     "$BUILD/bench/rpc" $args
 done
+
+# What watching a run costs: metrics, summaries and progress on against
+# off, the whole reference job (see watch.sh).
+echo
+echo "== reports on vs off (tests/bench/watch_hooks.c, tests/bench/watch.sh)"
+"$BUILD/bench/watch_hooks"
+HETPS_BIN=bin sh tests/bench/watch.sh

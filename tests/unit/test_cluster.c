@@ -160,7 +160,9 @@ static const struct bad {
     { "{" CL ", \"hetps\": [1]}", "hetps", "must be an object", 1 },
     { "{" CL ", \"hetps\": {\"mdoe\": \"sync\"}}", "hetps.mdoe",
       "did you mean \"mode\"? (valid keys: workers, mode, staleness, "
-      "backup_workers, token_file)", 1 },
+      "backup_workers, token_file, metrics_port)", 1 },
+    { "{" CL ", \"hetps\": {\"metrics_port\": 70000}}", "hetps.metrics_port",
+      "must be a port number (1 to 65535)", 1 },
     { "{" CL ", \"hetps\": {\"speed\": 1}}", "hetps.speed",
       "unknown key; valid keys: workers, mode", 1 },
     { "{" CL ", \"hetps\": {\"mode\": \"fast\"}}", "hetps.mode",

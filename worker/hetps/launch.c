@@ -57,16 +57,29 @@ static void on_signal(int sig)
         return;
 }
 
-static void emit(struct child *ch, const char *line, size_t n)
+/* A worker's live progress bar (HETPS_TTY=1, our stdout a terminal):
+ * the task whose bar is on the last line, redrawn in place with '\r'. */
+static const struct child *bar_owner;
+
+/* Write one line of ch, prefixed with its name; end is '\n', or '\r' for
+ * a progress bar's redraw (left open on the terminal's last line). */
+static void emit(struct child *ch, const char *line, size_t n, char end)
 {
     char out[sizeof ch->buf + 48];
-    int k = snprintf(out, sizeof out, "[%s] ", ch->name);
+    int k = 0;
 
+    if (bar_owner && bar_owner != ch)
+        out[k++] = '\n';       /* keep the other task's bar above */
+    else if (bar_owner)
+        out[k++] = '\r';       /* the bar's own line: overwrite it */
+    k += snprintf(out + k, sizeof out - (size_t)k, "[%s] ", ch->name);
     if (n > sizeof out - (size_t)k - 1)
         n = sizeof out - (size_t)k - 1;
     memcpy(out + k, line, n);
-    out[k + (int)n] = '\n';
-    if (write(STDOUT_FILENO, out, (size_t)k + n + 1) < 0)
+    if (end == '\n')
+        out[k++ + (int)n] = '\n';
+    bar_owner = end == '\r' ? ch : NULL;
+    if (write(STDOUT_FILENO, out, (size_t)k + n) < 0)
         return;
 }
 
@@ -83,7 +96,11 @@ static int drain(struct child *ch)
         if (n < 0 && (errno == EINTR || errno == EAGAIN))
             return 0;
         if (ch->len)
-            emit(ch, ch->buf, ch->len);
+            emit(ch, ch->buf, ch->len, '\n');
+        else if (bar_owner == ch && write(STDOUT_FILENO, "\n", 1) < 0)
+            return 0;
+        if (bar_owner == ch)
+            bar_owner = NULL;
         ch->len = 0;
         close(ch->fd);
         ch->fd = -1;
@@ -92,18 +109,21 @@ static int drain(struct child *ch)
     ch->len += (size_t)n;
     for (;;) {
         char *nl = memchr(ch->buf, '\n', ch->len);
+        char *cr = memchr(ch->buf, '\r', nl ? (size_t)(nl - ch->buf) : ch->len);
+        char *end = cr ? cr : nl;
         size_t k;
 
-        if (!nl) {
+        if (!end) {
             if (ch->len == sizeof ch->buf) { /* a very long line: cut it */
-                emit(ch, ch->buf, ch->len);
+                emit(ch, ch->buf, ch->len, '\n');
                 ch->len = 0;
             }
             return 1;
         }
-        k = (size_t)(nl - ch->buf);
-        emit(ch, ch->buf, k);
-        memmove(ch->buf, nl + 1, ch->len - k - 1);
+        k = (size_t)(end - ch->buf);
+        if (k || *end == '\n')  /* a bar's leading '\r' ends nothing */
+            emit(ch, ch->buf, k, *end);
+        memmove(ch->buf, end + 1, ch->len - k - 1);
         ch->len -= k + 1;
     }
 }
@@ -248,6 +268,8 @@ int hetps_cmd_launch(int argc, char **argv)
     const char *ps_args[MAX_ARGS];
     int n_ps_args = 0, c, i, n, n_children = 0, first_fail = 0;
     int n_worker_args = 0, shutdown_sent = 0, stopping = 0;
+    const char *user_logdir = NULL;
+    char logdir[PATH_MAX + 8];
     char **worker_args = NULL;
     const char *who = NULL;
     int64_t stop_at = 0;
@@ -289,6 +311,12 @@ int hetps_cmd_launch(int argc, char **argv)
         fprintf(stderr, "hetps launch: too many worker arguments\n");
         return 2;
     }
+    for (i = 0; i < n_worker_args; i++)
+        if (!strcmp(worker_args[i], "--logdir") && i + 1 < n_worker_args)
+            user_logdir = worker_args[i + 1];
+        else if (!strncmp(worker_args[i], "--logdir=", 9))
+            user_logdir = worker_args[i] + 9;
+    snprintf(logdir, sizeof logdir, "%s/logs", data_dir);
     if (hc_cluster_open("hetps launch", -1,
                         &(struct hc_task_flags){ file, NULL, mode }, &cl) != HC_OK)
         return 2;
@@ -324,6 +352,9 @@ int hetps_cmd_launch(int argc, char **argv)
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* A worker draws its progress bar when this launcher's output is a
+     * terminal; emit() relays the redraws. */
+    setenv("HETPS_TTY", isatty(STDOUT_FILENO) ? "1" : "0", 1);
     for (i = 0; i < n; i++) {
         char prog[PATH_MAX + 32], task[32], ddir[PATH_MAX + 32];
         char *args[MAX_ARGS];
@@ -351,6 +382,10 @@ int hetps_cmd_launch(int argc, char **argv)
         } else {
             for (j = 0; j < n_worker_args; j++)
                 args[k++] = worker_args[j];
+            if (!user_logdir) {
+                args[k++] = "--logdir";
+                args[k++] = logdir;
+            }
         }
         args[k] = NULL;
         snprintf(ch[i].name, sizeof ch[i].name, "%s", task);
@@ -427,7 +462,7 @@ int hetps_cmd_launch(int argc, char **argv)
                 while (drain(&ch[i]) && k++ < 10000)
                     ;
                 if (ch[i].len)
-                    emit(&ch[i], ch[i].buf, ch[i].len);
+                    emit(&ch[i], ch[i].buf, ch[i].len, '\n');
                 ch[i].len = 0;
                 if (ch[i].fd >= 0)
                     close(ch[i].fd);
@@ -476,6 +511,18 @@ int hetps_cmd_launch(int argc, char **argv)
     if (first_fail)
         fprintf(stderr, "hetps launch: exit %d (first failure: %s)\n",
                 first_fail, who ? who : "signal");
+    else {
+        const char *ld = user_logdir ? user_logdir : logdir;
+        char csv[PATH_MAX + 32];
+
+        snprintf(csv, sizeof csv, "%s/training.csv", ld);
+        if (access(csv, R_OK) != 0)     /* nothing trained, or --logdir off */
+            printf("hetps launch: done\n");
+        else
+            printf("hetps launch: done. Summaries: %s (TensorBoard: "
+                   "tensorboard --logdir %s; training.csv); plot: hetps plot "
+                   "%s -o %s/run.png\n", ld, ld, ld, ld);
+    }
     free(ch);
     hc_cluster_free(&cl);
     return first_fail;

@@ -26,6 +26,7 @@ static const struct {
     { "health", hetps_cmd_health },
     { "k8s", hetps_cmd_k8s },
     { "shutdown", hetps_cmd_shutdown },
+    { "plot", hetps_cmd_plot },
 };
 
 static void usage(FILE *f)
@@ -53,6 +54,8 @@ static void usage(FILE *f)
 "          [--out FILE.npy]                the outputs for each image\n"
 "  shutdown [FILE]                         tell every parameter server to exit\n"
 "  k8s CLUSTER_FILE [-o DIR]               Kubernetes manifests for it\n"
+"  plot LOGDIR [-o FILE.png]               a run's loss, accuracy and speed\n"
+"                                          curves (gnuplot)\n"
 "  help                                    this text\n"
 "\n"
 "'hetps COMMAND --help' describes each command.\n");

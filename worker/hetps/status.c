@@ -79,6 +79,10 @@ int hetps_cmd_status(int argc, char **argv)
                (unsigned long long)st[i].late,
                (unsigned long long)st[i].stale, st[i].max_ahead,
                st[i].waiting, st[i].uptime_ms / 1000.0);
+        if (st[i].waiting_for[0] && st[i].waiting_s >= 1.0)
+            printf("ps:%-7d %-8s step %llu waiting for %s for %.1f s\n", i,
+                   "waits", (unsigned long long)st[i].version,
+                   st[i].waiting_for, st[i].waiting_s);
     }
     for (w = 0; w < cl.n_worker; w++) {
         char states[1024] = "";

@@ -1,0 +1,151 @@
+/*
+ * service_metrics.c — what a shard tells Prometheus (common/metrics.h):
+ * requests and their latency by kind, bytes in and out, the time to apply
+ * and commit an update, the staleness of applied gradients, refusals by
+ * reason, and, read at each scrape, its version, its members by state,
+ * each worker's speed, batch share and steps, and the store's size.
+ * Every series carries shard="j".
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "service_impl.h"
+
+static const char *const kinds[4] = { "push", "pull", "heartbeat", "other" };
+
+static int kind_of(int pc)
+{
+    switch (pc) {
+    case HETPS__ENVELOPE__PAYLOAD_PUSH: return 0;
+    case HETPS__ENVELOPE__PAYLOAD_PULL: return 1;
+    case HETPS__ENVELOPE__PAYLOAD_HEARTBEAT: return 2;
+    default: return 3;
+    }
+}
+
+/* At each scrape: what the shard holds now, under its mutex. */
+static void on_render(void *arg, struct hc_metrics *m)
+{
+    static const char *const states[] = { "none", "joined", "left", "dead" };
+    struct ps_service *s = arg;
+    int n[4] = { 0 }, i;
+    char l[96], path[1200];
+    struct stat st;
+
+    pthread_mutex_lock(&s->mu);
+    snprintf(l, sizeof l, "shard=\"%d\"", s->conf.shard);
+    hc_series_set(hc_metric(m, HC_GAUGE, "hetps_shard_version", "Updates "
+                            "applied by the shard (the step)", l, NULL, 0),
+                  s->shard ? (double)ps_shard_version(s->shard) : 0);
+    for (i = 0; i < s->n_members; i++) {
+        uint64_t clock, late;
+        float speed, lag;
+        uint32_t share;
+        char wl[128];
+
+        n[s->members[i].state]++;
+        if (s->members[i].state == M_NONE)
+            continue;
+        ps_sync_worker(s->sync, i, &clock, &speed, &share, &late, &lag);
+        snprintf(wl, sizeof wl, "%s,worker=\"%d\"", l, i);
+        hc_series_set(hc_metric(m, HC_GAUGE, "hetps_worker_samples_per_second",
+                                "Training speed each worker reports",
+                                wl, NULL, 0), speed);
+        hc_series_set(hc_metric(m, HC_GAUGE, "hetps_worker_batch_share_samples",
+                                "sync: samples of the current step given "
+                                "to each worker", wl, NULL, 0), share);
+        hc_series_set(hc_metric(m, HC_GAUGE, "hetps_worker_pushes",
+                                "Gradients of each worker accepted", wl,
+                                NULL, 0), (double)clock);
+    }
+    for (i = 0; i < 4; i++) {
+        char sl[128];
+
+        snprintf(sl, sizeof sl, "%s,state=\"%s\"", l, states[i]);
+        hc_series_set(hc_metric(m, HC_GAUGE, "hetps_members", "Workers of "
+                                "the cluster by membership state", sl, NULL,
+                                0), n[i]);
+    }
+    pthread_mutex_unlock(&s->mu);
+    snprintf(path, sizeof path, "%s/data.mdb", s->conf.data_dir);
+    if (stat(path, &st) == 0)
+        hc_series_set(hc_metric(m, HC_GAUGE, "hetps_store_bytes", "Disk "
+                                "space of the shard's LMDB store", l, NULL, 0),
+                      (double)st.st_blocks * 512.0);
+}
+
+void service_metrics_init(struct ps_service *s)
+{
+    static const double staleness_bounds[] = { 0, 1, 2, 4, 8, 16, 32, 64 };
+    struct hc_metrics *m = s->conf.metrics;
+    char l[96];
+    int k;
+
+    if (!m)
+        return;
+    for (k = 0; k < 4; k++) {
+        snprintf(l, sizeof l, "shard=\"%d\",type=\"%s\"", s->conf.shard,
+                 kinds[k]);
+        s->met.requests[k] = hc_metric(m, HC_COUNTER, "hetps_requests_total",
+                                       "Requests served by kind", l, NULL, 0);
+        s->met.seconds[k] = hc_metric(m, HC_HISTOGRAM,
+                                      "hetps_request_seconds", "Time to "
+                                      "answer a request, by kind (a pull "
+                                      "kept for its step: until kept)", l,
+                                      hc_latency_bounds, 16);
+    }
+    snprintf(l, sizeof l, "shard=\"%d\"", s->conf.shard);
+    s->met.bytes_in = hc_metric(m, HC_COUNTER, "hetps_received_bytes_total",
+                                "Request bytes received", l, NULL, 0);
+    s->met.bytes_out = hc_metric(m, HC_COUNTER, "hetps_sent_bytes_total",
+                                 "Reply bytes sent", l, NULL, 0);
+    s->met.apply = hc_metric(m, HC_HISTOGRAM, "hetps_commit_seconds",
+                             "Time to apply an update with the optimizer "
+                             "and commit it to the store", l,
+                             hc_latency_bounds, 16);
+    s->met.staleness = hc_metric(m, HC_HISTOGRAM, "hetps_push_staleness",
+                                 "Versions between the values a gradient "
+                                 "was computed on and the shard's", l,
+                                 staleness_bounds, 8);
+    hc_metrics_on_render(m, on_render, s);
+}
+
+void service_metrics_request(struct ps_service *s, int payload_case,
+                             size_t in, size_t out, double seconds)
+{
+    int k = kind_of(payload_case);
+
+    if (!s->conf.metrics)
+        return;
+    hc_series_add(s->met.requests[k], 1);
+    hc_series_observe(s->met.seconds[k], seconds);
+    hc_series_add(s->met.bytes_in, (double)in);
+    hc_series_add(s->met.bytes_out, (double)out);
+}
+
+void service_metrics_refusal(struct ps_service *s, int code)
+{
+    const ProtobufCEnumValue *v;
+    char l[128];
+
+    if (!s->conf.metrics)
+        return;
+    v = protobuf_c_enum_descriptor_get_value(&hetps__error_code__descriptor,
+                                             code);
+    snprintf(l, sizeof l, "shard=\"%d\",reason=\"", s->conf.shard);
+    {
+        const char *r = v ? v->name : "E_UNKNOWN";
+        size_t at = strlen(l);
+
+        r += strncmp(r, "E_", 2) ? 0 : 2;
+        for (; *r && at + 2 < sizeof l; r++)
+            l[at++] = (char)tolower((unsigned char)*r);
+        l[at++] = '"';
+        l[at] = '\0';
+    }
+    hc_series_add(hc_metric(s->conf.metrics, HC_COUNTER,
+                            "hetps_refusals_total", "Requests refused, by "
+                            "reason", l, NULL, 0), 1);
+}
