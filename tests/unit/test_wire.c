@@ -383,6 +383,17 @@ static void test_crc_paths_agree(void)
     CU_ASSERT_EQUAL(bad, 0);
     CU_ASSERT_EQUAL(hc_crc32c(buf + 3, N), crc_bitwise(buf + 3, N));
     CU_ASSERT_EQUAL(hc_crc32c_soft(buf + 3, N), crc_bitwise(buf + 3, N));
+    /* Lengths around the hardware path's three-chain rounds (3 × 4 KiB). */
+    {
+        static const size_t lens[] = {12287, 12288, 12289, 12295, 24576,
+                                      24583, 36864 + 31, N - 5};
+
+        for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++)
+            for (size_t a = 0; a < 8; a += 3)
+                bad += hc_crc32c(buf + a, lens[k]) !=
+                       hc_crc32c_soft(buf + a, lens[k]);
+        CU_ASSERT_EQUAL(bad, 0);
+    }
     printf("\n  crc32c: hardware path %s\n",
            hc_crc32c_hw_available() ? "in use" : "not available");
     free(buf);
