@@ -6,7 +6,7 @@
 # workers in async mode, STEPS steps each (BENCH_BIG_STEPS, 30). Prints the
 # chief's step split ("per step X ms computing, Y ms in push-and-pull"),
 # its samples/s, and each shard's peak RSS (VmHWM) and store file size.
-# Processes run on loopback ports of their own and are stopped by pid.
+# BENCH_BIG_RUNS ("sync async") picks the runs. Processes run on loopback ports of their own and are stopped by pid.
 set -eu
 cd "$(dirname "$0")/../.."
 BIN=${HETPS_BIN:-bin}
@@ -53,5 +53,5 @@ run() {
     PIDS=""
 }
 
-run sync1 sync 1
-run async2 async 2
+case ${BENCH_BIG_RUNS:-sync async} in *sync*) run sync1 sync 1 ;; esac
+case ${BENCH_BIG_RUNS:-sync async} in *async*) run async2 async 2 ;; esac
