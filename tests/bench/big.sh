@@ -45,7 +45,10 @@ run() {
     for p in $SHARDS; do
         rss=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' /proc/$p/status 2>/dev/null || echo 0)
         size=$(du -k "$T/$name-$i/data.mdb" 2>/dev/null | cut -f1)
-        echo "  ps:$i peak RSS $((rss / 1024)) MiB, store file ${size:-0} KiB on disk"
+        # CPU time (user + system, clock ticks) over the whole run: less
+        # moved by other load on the machine than wall time.
+        cpu=$(awk -v hz="$(getconf CLK_TCK)" '{ printf "%.1f", ($14 + $15) / hz }' /proc/$p/stat 2>/dev/null || echo "?")
+        echo "  ps:$i peak RSS $((rss / 1024)) MiB, store file ${size:-0} KiB on disk, CPU ${cpu} s"
         i=$((i + 1))
     done
     for p in $PIDS; do kill $p 2>/dev/null || true; done
