@@ -22,6 +22,7 @@
 
 #define DEFAULT_MAP_SIZE (1ull << 30)
 #define DEFAULT_MAP_MAX (64ull << 30)
+#define DEFAULT_DIRECT_PAGES 65536u
 
 /* ---- open, close ------------------------------------------------------- */
 
@@ -329,10 +330,8 @@ int ps_store_open(const char *dir, const struct ps_store_opts *o,
     s->read_only = o->read_only;
     s->durability = o->durability;
     s->sync_ms = o->sync_ms;
-    /* Writable stores map with MDB_WRITEMAP (below): reservations never
-     * move, so every apply may compute in place unless a test says not. */
     s->direct_max_pages = o->direct_max_pages ? o->direct_max_pages
-                                              : UINT64_MAX;
+                                              : DEFAULT_DIRECT_PAGES;
     s->map_size = o->map_size ? o->map_size : DEFAULT_MAP_SIZE;
     s->map_max = o->map_max ? o->map_max : DEFAULT_MAP_MAX;
     if (s->map_max < s->map_size)

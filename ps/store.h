@@ -87,11 +87,9 @@ struct ps_store_opts {
     unsigned max_readers;       /* concurrent read transactions; 0 = 126 */
     int read_only;              /* MDB_RDONLY: inspect, export */
     /* Largest apply (estimated dirty pages) computed straight into
-     * MDB_RESERVE'd space; bigger ones go through the store's scratch.
-     * 0 = no limit: a writable store maps with MDB_WRITEMAP, where a spill
-     * of a big transaction's dirty pages only clears their dirty flags and
-     * never moves a reservation (without WRITEMAP it would free their
-     * copies). Tests set it to exercise the scratch path. */
+     * MDB_RESERVE'd space; bigger ones go through the store's scratch
+     * because LMDB may spill a big transaction's dirty pages, moving
+     * earlier reservations. 0 = 65536 (half of LMDB's dirty limit). */
     uint64_t direct_max_pages;
 };
 

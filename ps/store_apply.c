@@ -12,16 +12,13 @@
  * either returns the old location (the page is already dirty in this
  * transaction: the update runs in place) or fresh space (a copied leaf or
  * new overflow pages) while the old copy stays readable until commit —
- * ps_optim_apply handles both. Without MDB_WRITEMAP one hazard would
- * remain: when a transaction has dirtied about 128K pages, LMDB spills
- * dirty pages to disk at the next put and frees their buffers, which would
- * move reservations made earlier. A writable store always maps with
- * MDB_WRITEMAP, where a spill only clears the pages' dirty flags in the
- * map, so every apply computes in place; the scratch path (compute, then
- * copy each value in right after its own reservation) is kept for stores
- * opened with a direct_max_pages limit (tests), and values not 4-byte
- * aligned (small values sit in leaf pages, which LMDB aligns to 2 bytes
- * only) go through it too.
+ * ps_optim_apply handles both. One hazard remains: when a transaction has
+ * dirtied about 128K pages, LMDB spills dirty pages to disk at the next
+ * put and frees their buffers, which would move reservations made earlier.
+ * Applies estimated to dirty more than direct_max_pages therefore compute
+ * into the store's scratch first and copy each value in right after its
+ * own reservation. Values not 4-byte aligned (small values sit in leaf
+ * pages, which LMDB aligns to 2 bytes only) go through the scratch too.
  */
 #include "store_impl.h"
 
