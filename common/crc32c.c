@@ -112,10 +112,11 @@ static uint32_t crc_shift_long(uint32_t c)
            crc_shift[2][(c >> 16) & 0xff] ^ crc_shift[3][c >> 24];
 }
 
+/* Advance a pre-inverted crc over n bytes with the instruction. */
 __attribute__((target("sse4.2")))
-static uint32_t crc_hw(const uint8_t *p, size_t n)
+static uint32_t crc_hw_update(uint32_t state, const uint8_t *p, size_t n)
 {
-    uint64_t crc = 0xFFFFFFFFu;
+    uint64_t crc = state;
 
     while (n > 0 && ((uintptr_t)p & 7) != 0) {
         crc = _mm_crc32_u8((uint32_t)crc, *p++);
@@ -162,7 +163,7 @@ static uint32_t crc_hw(const uint8_t *p, size_t n)
     }
     while (n--)
         crc = _mm_crc32_u8((uint32_t)crc, *p++);
-    return ~(uint32_t)crc;
+    return (uint32_t)crc;
 }
 #endif
 
@@ -175,11 +176,39 @@ int hc_crc32c_hw_available(void)
 #endif
 }
 
-uint32_t hc_crc32c(const void *buf, size_t len)
+/* Advance a pre-inverted crc over n bytes, the fastest way this CPU has. */
+static uint32_t crc_update(uint32_t state, const uint8_t *p, size_t n)
 {
 #if CRC_HAVE_X86
     if (__builtin_cpu_supports("sse4.2"))
-        return crc_hw(buf, len);
+        return crc_hw_update(state, p, n);
 #endif
-    return hc_crc32c_soft(buf, len);
+    pthread_once(&crc_table_once, crc_table_build);
+    return crc_soft_update(state, p, n);
+}
+
+uint32_t hc_crc32c(const void *buf, size_t len)
+{
+    return ~crc_update(0xFFFFFFFFu, buf, len);
+}
+
+/* Chunks small enough to be checksummed from L1 right after the copy. */
+#define CRC_COPY_CHUNK (6 * 4096)
+
+uint32_t hc_crc32c_copy(void *dst, const void *src, size_t len)
+{
+    uint8_t *d = dst;
+    const uint8_t *s = src;
+    uint32_t state = 0xFFFFFFFFu;
+
+    while (len) {
+        size_t k = len < CRC_COPY_CHUNK ? len : CRC_COPY_CHUNK;
+
+        memcpy(d, s, k);
+        state = crc_update(state, d, k);
+        d += k;
+        s += k;
+        len -= k;
+    }
+    return ~state;
 }

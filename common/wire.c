@@ -491,10 +491,8 @@ int hc_wire_reserve(nng_msg **out, Hetps__Envelope *env,
     env->n_tensors = n;
     if ((rv = check_envelope(env, &elems)) != HC_OK)
         goto out;
-    for (size_t i = 0; i < n; i++)
-        if (t[i].data)
-            refs[i].crc32c = hc_crc32c(t[i].data, (size_t)t[i].length * 4);
-
+    /* crc32c is fixed32: the header's size does not depend on the CRCs,
+     * which are computed while the data is copied in, below. */
     h = protobuf_c_message_get_packed_size(&env->base);
     if (h > HC_WIRE_MAX_HEADER) {
         rv = hc_err_set(HC_ERR_LIMIT, "%s header would be %zu bytes, over the "
@@ -521,6 +519,16 @@ int hc_wire_reserve(nng_msg **out, Hetps__Envelope *env,
                         "4-byte aligned");
         goto out;
     }
+    off = data_offset(h);
+    for (size_t i = 0; i < n; i++) {
+        size_t bytes = (size_t)t[i].length * 4;
+
+        if (t[i].data)
+            refs[i].crc32c = hc_crc32c_copy(body + off, t[i].data, bytes);
+        if (dst)
+            dst[i] = (float *)(void *)(body + off);
+        off += bytes;
+    }
     put_le32(body, (uint32_t)h);
     if (protobuf_c_message_pack(&env->base, body + 4) != h) {
         rv = hc_err_set(HC_ERR_PROTO, "%s header packed to a size other than "
@@ -528,17 +536,7 @@ int hc_wire_reserve(nng_msg **out, Hetps__Envelope *env,
                         hc_wire_payload_name(env->payload_case));
         goto out;
     }
-    off = data_offset(h);
-    memset(body + 4 + h, 0, off - 4 - h);
-    for (size_t i = 0; i < n; i++) {
-        size_t bytes = (size_t)t[i].length * 4;
-
-        if (t[i].data)
-            memcpy(body + off, t[i].data, bytes);
-        if (dst)
-            dst[i] = (float *)(void *)(body + off);
-        off += bytes;
-    }
+    memset(body + 4 + h, 0, data_offset(h) - 4 - h);
     *out = msg;
     msg = NULL;
     rv = HC_OK;

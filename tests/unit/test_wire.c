@@ -394,6 +394,24 @@ static void test_crc_paths_agree(void)
                        hc_crc32c_soft(buf + a, lens[k]);
         CU_ASSERT_EQUAL(bad, 0);
     }
+    /* Copy-and-checksum: the same CRC and the same bytes, across its
+     * 24 KiB chunks and at odd alignments of either side. */
+    {
+        static const size_t lens[] = {0, 1, 7, 24575, 24576, 24577, 50000,
+                                      N - 9};
+        uint8_t *out = malloc(N + 8);
+
+        CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+        for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++)
+            for (size_t a = 0; a < 4; a++) {
+                memset(out, 0, N + 8);
+                bad += hc_crc32c_copy(out + (3 - a), buf + a, lens[k]) !=
+                       hc_crc32c_soft(buf + a, lens[k]);
+                bad += memcmp(out + (3 - a), buf + a, lens[k]) != 0;
+            }
+        CU_ASSERT_EQUAL(bad, 0);
+        free(out);
+    }
     printf("\n  crc32c: hardware path %s\n",
            hc_crc32c_hw_available() ? "in use" : "not available");
     free(buf);
