@@ -17,6 +17,11 @@
 /* CRC32C (Castagnoli) of len bytes, as in iSCSI / RFC 3720. */
 uint32_t hc_crc32c(const void *buf, size_t len);
 
+/* Copy len bytes from src to dst (not overlapping) and return their
+ * CRC32C, in one pass over src: each chunk is checksummed in dst while it
+ * is still in cache. */
+uint32_t hc_crc32c_copy(void *dst, const void *src, size_t len);
+
 /* CRC32C of len bytes with the portable table code only. */
 uint32_t hc_crc32c_soft(const void *buf, size_t len);
 

@@ -775,20 +775,21 @@ static void wait_all(hc_rpc_client *c, int n, const int *peers, nng_time hard)
     nng_mtx_unlock(c->mtx);
 }
 
-int hc_rpc_call_all(hc_rpc_client *c, int n, const int *peers,
+/* The calls of hc_rpc_call_all; `keep`: the requests stay the caller's. */
+static int call_all(hc_rpc_client *c, int n, const int *peers,
                     nng_msg **reqs, nng_msg **replies, int *errs,
-                    int timeout_ms)
+                    int timeout_ms, int keep)
 {
     int i, rv, first = -1;
     int attempt_ms;
     nng_time begin;
 
     if (!c || n < 0 || (n > 0 && (!peers || !reqs || !replies || !errs))) {
-        drop_all(n, reqs, replies, errs, HC_ERR_INVAL);
+        drop_all(n, keep ? NULL : reqs, replies, errs, HC_ERR_INVAL);
         return hc_err_set(HC_ERR_INVAL, "rpc call: bad arguments");
     }
     if ((rv = check_targets(c, n, peers, reqs)) != HC_OK) {
-        drop_all(n, reqs, replies, errs, rv);
+        drop_all(n, keep ? NULL : reqs, replies, errs, rv);
         return rv;
     }
     if (n == 0)
@@ -826,7 +827,8 @@ int hc_rpc_call_all(hc_rpc_client *c, int n, const int *peers,
 
         nng_aio_wait(p->timer); /* the last callbacks have returned */
         nng_aio_wait(p->aio);
-        nng_msg_free(p->copy);
+        if (!keep)
+            nng_msg_free(p->copy);
         p->copy = NULL;
         p->in_call = 0;
         p->state = CALL_IDLE;
@@ -839,6 +841,21 @@ int hc_rpc_call_all(hc_rpc_client *c, int n, const int *peers,
     if (first < 0)
         return HC_OK;
     return hc_err_set(errs[first], "%s", c->peers[peers[first]].msg);
+}
+
+int hc_rpc_call_all(hc_rpc_client *c, int n, const int *peers,
+                    nng_msg **reqs, nng_msg **replies, int *errs,
+                    int timeout_ms)
+{
+    return call_all(c, n, peers, reqs, replies, errs, timeout_ms, 0);
+}
+
+int hc_rpc_call_all_kept(hc_rpc_client *c, int n, const int *peers,
+                         nng_msg *const *reqs, nng_msg **replies, int *errs,
+                         int timeout_ms)
+{
+    return call_all(c, n, peers, (nng_msg **)reqs, replies, errs, timeout_ms,
+                    1);
 }
 
 int hc_rpc_call(hc_rpc_client *c, int peer, nng_msg *req, nng_msg **reply,

@@ -91,6 +91,13 @@ int hc_rpc_call_all(hc_rpc_client *c, int n, const int *peers,
                     nng_msg **reqs, nng_msg **replies, int *errs,
                     int timeout_ms);
 
+/* hc_rpc_call_all, but every reqs[i] stays the caller's (each attempt
+ * sends a copy): for a caller that may send the same bytes again later,
+ * without a copy of its own. */
+int hc_rpc_call_all_kept(hc_rpc_client *c, int n, const int *peers,
+                         nng_msg *const *reqs, nng_msg **replies, int *errs,
+                         int timeout_ms);
+
 /* hc_rpc_call_all for one peer. */
 int hc_rpc_call(hc_rpc_client *c, int peer, nng_msg *req, nng_msg **reply,
                 int timeout_ms);

@@ -5,10 +5,11 @@
 #define HC_TUNE_H
 
 /*
- * Keep freed memory in the process: message bodies of a few hundred KiB
- * are allocated per request (nng owns them once sent), and glibc would
+ * Keep freed memory in the process: message bodies (a few hundred KiB to
+ * tens of MB: a large model's push) are allocated per request (nng owns them once sent), and glibc would
  * otherwise map and unmap them each time — on these VMs a fresh page costs
- * ~12 µs to touch. Sets mmap and trim thresholds with mallopt.
+ * ~12 µs to touch. Sets mmap and trim thresholds with mallopt (1 GiB:
+ * a process keeps up to that much freed memory for reuse).
  */
 void hc_tune_process(void);
 

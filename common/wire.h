@@ -104,6 +104,12 @@ int hc_wire_reserve(nng_msg **out, Hetps__Envelope *env,
  * msg was not built by hc_wire_reserve or was resized since. */
 int hc_wire_seal(nng_msg *msg);
 
+/* hc_wire_seal, taking tensor i's CRC from crc[i] where known[i] is set
+ * (the caller copied it from a source whose CRC it holds, e.g. a store
+ * block read whole: the receiver then checks the data end to end). */
+int hc_wire_seal_known(nng_msg *msg, const uint32_t *crc,
+                       const unsigned char *known);
+
 /* hc_wire_reserve with every t[i].data set: encode and seal in one go. */
 int hc_wire_encode(nng_msg **out, Hetps__Envelope *env,
                    const struct hc_tensor_src *t, size_t n);
@@ -119,6 +125,12 @@ int hc_wire_encode(nng_msg **out, Hetps__Envelope *env,
  */
 int hc_wire_decode(const void *body, size_t len, uint64_t expect_cluster,
                    struct hc_wire_msg *out);
+
+/* Decode again a message this process decoded with hc_wire_decode before
+ * and kept unchanged (a request held until it can be answered): every
+ * check but the tensors' CRC32C, which were checked then. */
+int hc_wire_redecode(const void *body, size_t len, uint64_t expect_cluster,
+                     struct hc_wire_msg *out);
 
 void hc_wire_msg_free(struct hc_wire_msg *m);
 

@@ -143,14 +143,15 @@ static void serve_pending(struct ps_service *s)
         struct hc_wire_msg in;
         nng_msg *reply;
 
-        /* Decoded (checksums and all) only once it can be answered. */
+        /* Decoded again only once it can be answered; its checksums were
+         * checked when it arrived. */
         if (!ps_sync_pull_ready(s->sync, p->worker, p->min_version, p->clock,
                                 ps_shard_version(s->shard))) {
             i++;
             continue;
         }
-        if (hc_wire_decode(nng_msg_body(p->msg), nng_msg_len(p->msg),
-                           s->cl->id, &in) != HC_OK) {
+        if (hc_wire_redecode(nng_msg_body(p->msg), nng_msg_len(p->msg),
+                             s->cl->id, &in) != HC_OK) {
             hc_rpc_reply(p->req, NULL);
         } else {
             reply = answer_pull(s, &in, 0);

@@ -95,28 +95,21 @@ int pc_hook_resend(struct pc_client *c, int shard, int *sent, int *same)
  * c->dec[i] and check it answers request `id` with payload `want`.
  * On failure every decoded reply is released.
  */
-int client_exchange(struct pc_client *c, const uint64_t *ids,
+static int exchange(struct pc_client *c, const uint64_t *ids,
                     Hetps__Envelope__PayloadCase want, const char *what,
                     int timeout_ms)
 {
     int i, rv, first = HC_OK, round;
     char msg[1024] = "";
 
-    /* Keep each request's bytes for a re-send after a re-join, in buffers
-     * kept from call to call (no allocation once they are large enough). */
+    /* The requests stay ours through the call (rpc sends copies), for a
+     * re-send after a re-join: no copy of our own of a large push. */
     for (i = 0; i < c->n; i++) {
-        size_t len = c->reqs[i] ? nng_msg_len(c->reqs[i]) : 0;
-
-        c->copy_ok[i] = 0;
-        if (!c->reqs[i] ||
-            (!c->copies[i] && nng_msg_alloc(&c->copies[i], len) != 0) ||
-            nng_msg_realloc(c->copies[i], len) != 0)
-            continue;
-        memcpy(nng_msg_body(c->copies[i]), nng_msg_body(c->reqs[i]), len);
-        c->copy_ok[i] = 1;
+        c->copies[i] = c->reqs[i];
+        c->copy_ok[i] = c->reqs[i] != NULL;
     }
-    rv = hc_rpc_call_all(c->rpc, c->n, c->peers, c->reqs, c->replies, c->errs,
-                         timeout_ms);
+    rv = hc_rpc_call_all_kept(c->rpc, c->n, c->peers, c->reqs, c->replies,
+                              c->errs, timeout_ms);
     for (i = 0; i < c->n; i++)
         c->reqs[i] = NULL;
     if (rv == HC_OK && c->hook) {
@@ -215,6 +208,21 @@ int client_exchange(struct pc_client *c, const uint64_t *ids,
         return hc_err_set(first, "%s", msg);
     }
     return HC_OK;
+}
+
+int client_exchange(struct pc_client *c, const uint64_t *ids,
+                    Hetps__Envelope__PayloadCase want, const char *what,
+                    int timeout_ms)
+{
+    int i, rv = exchange(c, ids, want, what, timeout_ms);
+
+    for (i = 0; i < c->n; i++) {
+        if (c->copies[i])
+            nng_msg_free(c->copies[i]);
+        c->copies[i] = NULL;
+        c->copy_ok[i] = 0;
+    }
+    return rv;
 }
 
 void client_release(struct pc_client *c)

@@ -58,7 +58,8 @@ struct pc_client {
     /* Scratch reused by every call: one entry per shard. */
     int *peers;
     nng_msg **reqs, **replies;
-    nng_msg **copies;           /* of reqs, to re-send after a re-join */
+    nng_msg **copies;           /* the requests of the exchange under way,
+                                   kept to re-send after a re-join */
     unsigned char *copy_ok;     /* copies[i] holds this call's request */
     char devices[128];          /* as joined, for re-joins */
     pc_reply_hook hook;         /* tests: see client_hook.h */

@@ -289,6 +289,8 @@ static int run_async(struct run *r)
     struct pc_step st = { 0 };
     uint32_t e0 = 0, b0 = 0;
     int epoch, rv, n_workers = r->c->cluster->n_worker;
+    long steps0 = r->steps;
+    double t_start = hc_now_s();
 
     if ((rv = pc_pull_step(r->pc, r->params, &st, wait)) != HC_OK)
         return rv;
@@ -335,10 +337,12 @@ static int run_async(struct run *r)
             st.global_batch = 0;
             st.epoch = (uint32_t)epoch;
             st.batches = (uint32_t)b + 1;
+            tx = hc_now_s();
             rv = pc_push_pull(r->pc, r->grads, (uint32_t)n, base,
                               (float)r->speed, r->params, &st, NULL, wait);
             if (rv != HC_OK)
                 return rv;
+            r->t_exchange += hc_now_s() - tx;
             r->clock++;
             loss_sum += loss * n;
             correct += k;
@@ -349,6 +353,17 @@ static int run_async(struct run *r)
         if (seen && (rv = epoch_end(r, epoch, hc_now_s() - t0, loss_sum, correct,
                                     seen, 0)) != HC_OK)
             return rv;
+    }
+    if (r->steps > steps0) {
+        long n = r->steps - steps0;
+        double dt = hc_now_s() - t_start;
+
+        hc_info("%s: %ld steps in %.2f s: this worker %.0f samples/s, per "
+                "step %.2f ms computing, %.2f ms in push-and-pull",
+                ssp ? "ssp" : "async", n, dt,
+                dt > 0 ? (double)n * r->B / dt : 0.0,
+                1e3 * r->t_compute / (double)r->steps,
+                1e3 * r->t_exchange / (double)r->steps);
     }
     return HC_OK;
 }

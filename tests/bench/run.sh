@@ -8,6 +8,10 @@
 # ratio hetps/torch. Then two single runs of PyTorch with a setting changed
 # (NCHW layout; glibc's default malloc), to show what each is worth.
 #
+# Then the parameter server's own rows: ps.c (push-and-pull through real
+# shards against raw nng and raw TCP), big.sh (the 20 M-parameter model) and
+# torch_allreduce.py (gloo's all-reduce of the same 80 MB).
+#
 # Environment: HETPS_BUILD (build/rel), BENCH_STEPS (300), BENCH_RUNS (3),
 # PYTHON (/usr/bin/python3, the interpreter Debian's python3-torch is for).
 # OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE and the like are passed unchanged to
@@ -122,6 +126,26 @@ for args in "1000 109000 109000 2" "300 109000 109000 2 3000" "2000 200 200 2"; 
     # shellcheck disable=SC2086
     "$BUILD/bench/rpc" $args
 done
+
+# The parameter server under load (tests/bench/ps.c): real shards against
+# raw nng and raw TCP of the same bytes, in the same run; reduced grid
+# (the full one: `$BUILD/bench/ps --full`, see README.md).
+echo
+echo "== parameter server push-and-pull (tests/bench/ps.c)"
+echo "\$ $BUILD/bench/ps"
+"$BUILD/bench/ps"
+
+# The 20 M-parameter MLP on 2 shards (big.sh), and the all-reduce of the
+# same 80 MB between two PyTorch processes (gloo), in the same run.
+echo
+echo "== 20 M-parameter model (tests/bench/big.sh)"
+HETPS_BIN=bin sh tests/bench/big.sh
+if [ "$have_torch" = 1 ]; then
+    echo "\$ $PY tests/bench/torch_allreduce.py 20037642 10"
+    "$PY" tests/bench/torch_allreduce.py 20037642 10
+else
+    echo "allreduce: skipped (python3-torch not installed)"
+fi
 
 # What watching a run costs: metrics, summaries and progress on against
 # off, the whole reference job (see watch.sh).

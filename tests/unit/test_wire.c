@@ -383,6 +383,35 @@ static void test_crc_paths_agree(void)
     CU_ASSERT_EQUAL(bad, 0);
     CU_ASSERT_EQUAL(hc_crc32c(buf + 3, N), crc_bitwise(buf + 3, N));
     CU_ASSERT_EQUAL(hc_crc32c_soft(buf + 3, N), crc_bitwise(buf + 3, N));
+    /* Lengths around the hardware path's three-chain rounds (3 × 4 KiB). */
+    {
+        static const size_t lens[] = {12287, 12288, 12289, 12295, 24576,
+                                      24583, 36864 + 31, N - 5};
+
+        for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++)
+            for (size_t a = 0; a < 8; a += 3)
+                bad += hc_crc32c(buf + a, lens[k]) !=
+                       hc_crc32c_soft(buf + a, lens[k]);
+        CU_ASSERT_EQUAL(bad, 0);
+    }
+    /* Copy-and-checksum: the same CRC and the same bytes, across its
+     * 24 KiB chunks and at odd alignments of either side. */
+    {
+        static const size_t lens[] = {0, 1, 7, 24575, 24576, 24577, 50000,
+                                      N - 9};
+        uint8_t *out = malloc(N + 8);
+
+        CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+        for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++)
+            for (size_t a = 0; a < 4; a++) {
+                memset(out, 0, N + 8);
+                bad += hc_crc32c_copy(out + (3 - a), buf + a, lens[k]) !=
+                       hc_crc32c_soft(buf + a, lens[k]);
+                bad += memcmp(out + (3 - a), buf + a, lens[k]) != 0;
+            }
+        CU_ASSERT_EQUAL(bad, 0);
+        free(out);
+    }
     printf("\n  crc32c: hardware path %s\n",
            hc_crc32c_hw_available() ? "in use" : "not available");
     free(buf);
@@ -731,6 +760,52 @@ static void test_reserve_unsealed(void)
     CU_ASSERT_EQUAL_FATAL(nng_msg_alloc(&msg, 0), 0);
     CU_ASSERT_EQUAL_FATAL(nng_msg_append(msg, "\x02\0\0\0\xff\xff", 6), 0);
     expect_err("seal foreign", hc_wire_seal(msg), HC_ERR_INVAL, "not an Envelope");
+    nng_msg_free(msg);
+}
+
+/* Sealed with known CRCs: a right one is used as given (the receiver
+ * accepts), a wrong one reaches the receiver (it refuses); redecode skips
+ * only the CRC check. */
+static void test_seal_known_redecode(void)
+{
+    struct hc_tensor_src t[2] = {{3, 0, 4, NULL}, {3, 4, 3, NULL}};
+    Hetps__Push push = HETPS__PUSH__INIT;
+    Hetps__Envelope env;
+    struct hc_wire_msg m;
+    unsigned char known[2] = {1, 0};
+    uint32_t crc[2];
+    float *dst[2], vals[4] = {1, 2, 3, 4};
+    nng_msg *msg;
+
+    push.samples = 1;
+    hc_wire_init_env(&env, &worker1, 1);
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
+    env.push = &push;
+    CU_ASSERT_EQUAL_FATAL(hc_wire_reserve(&msg, &env, t, 2, dst), HC_OK);
+    memcpy(dst[0], vals, sizeof vals);
+    memcpy(dst[1], vals, 3 * sizeof *vals);
+    crc[0] = hc_crc32c(vals, sizeof vals);
+    crc[1] = 0xdeadbeefu;       /* not known: computed, this is ignored */
+    CU_ASSERT_EQUAL(hc_wire_seal_known(msg, crc, known), HC_OK);
+    CU_ASSERT_EQUAL(hc_wire_decode(nng_msg_body(msg), nng_msg_len(msg), CLUSTER,
+                                   &m), HC_OK);
+    hc_wire_msg_free(&m);
+    crc[0] ^= 1;                /* a wrong known CRC goes out as given */
+    CU_ASSERT_EQUAL(hc_wire_seal_known(msg, crc, known), HC_OK);
+    expect_err("wrong known crc", hc_wire_decode(nng_msg_body(msg),
+                                                 nng_msg_len(msg), CLUSTER, &m),
+               HC_ERR_CRC, "tensor 0 (key 3");
+    CU_ASSERT_EQUAL(hc_wire_redecode(nng_msg_body(msg), nng_msg_len(msg),
+                                     CLUSTER, &m), HC_OK);
+    CU_ASSERT_EQUAL(m.n_tensors, 2);
+    if (m.n_tensors == 2)
+        CU_ASSERT_EQUAL(m.data[1][2], 3.0f);
+    hc_wire_msg_free(&m);
+    /* Everything else is still checked on redecode. */
+    expect_err("redecode other cluster",
+               hc_wire_redecode(nng_msg_body(msg), nng_msg_len(msg),
+                                CLUSTER + 1, &m),
+               HC_ERR_CLUSTER, "cluster");
     nng_msg_free(msg);
 }
 
@@ -1305,6 +1380,7 @@ void hp_test_register(void)
                 test_roundtrip_tensors);
     CU_add_test(s, "reserve without seal, seal errors", test_reserve_unsealed);
     CU_add_test(s, "encoder refuses invalid messages", test_encode_refuses);
+    CU_add_test(s, "seal with known CRCs, redecode", test_seal_known_redecode);
     CU_add_test(s, "decode: frame sizes", test_decode_frame);
     CU_add_test(s, "decode: truncated message", test_decode_truncated);
     CU_add_test(s, "decode: random bytes", test_decode_random);

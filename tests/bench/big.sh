@@ -1,0 +1,60 @@
+#!/bin/sh
+# big.sh — the 20 M-parameter MLP (deploy/models/fashion_mlp_20m.json:
+# flatten → dense 4096 relu → dense 4096 relu → dense 10, Adam, batch 64;
+# 80 MB of parameters) trained by real processes on loopback (part of
+# `make bench`): 2 parameter servers, 1 worker in sync mode, then 2
+# workers in async mode, STEPS steps each (BENCH_BIG_STEPS, 30). Prints the
+# chief's step split ("per step X ms computing, Y ms in push-and-pull"),
+# its samples/s, and each shard's peak RSS (VmHWM) and store file size.
+# BENCH_BIG_RUNS ("sync async") picks the runs. Processes run on loopback ports of their own and are stopped by pid.
+set -eu
+cd "$(dirname "$0")/../.."
+BIN=${HETPS_BIN:-bin}
+STEPS=${BENCH_BIG_STEPS:-30}
+MODEL=deploy/models/fashion_mlp_20m.json
+T=$(mktemp -d "${TMPDIR:-/tmp}/hetps-bench-big-XXXXXX")
+PIDS=""
+trap 'for p in $PIDS; do kill $p 2>/dev/null || true; done; rm -rf "$T"' EXIT INT TERM
+PORT=$(( 26000 + ( $(od -An -N2 -tu2 /dev/urandom) % 100 ) * 20 ))
+
+# run NAME MODE N_WORKERS
+run() {
+    name=$1 mode=$2 nw=$3
+    p0=$PORT p1=$((PORT + 1)) q0=$((PORT + 2)) q1=$((PORT + 3))
+    PORT=$((PORT + 4))
+    if [ "$nw" = 1 ]; then workers="\"127.0.0.1:$q0\""; else workers="\"127.0.0.1:$q0\", \"127.0.0.1:$q1\""; fi
+    printf '{ "cluster": { "ps": ["127.0.0.1:%s", "127.0.0.1:%s"], "worker": [%s] }, "hetps": { "mode": "%s" } }\n' \
+        $p0 $p1 "$workers" "$mode" > "$T/$name.json"
+    PIDS="" SHARDS=""
+    for i in 0 1; do
+        "$BIN/hetps-ps" --cluster "$T/$name.json" --task ps:$i --data-dir "$T/$name-$i" \
+            > "$T/$name-ps$i.log" 2>&1 &
+        PIDS="$PIDS $!" SHARDS="$SHARDS $!"
+    done
+    if [ "$nw" = 2 ]; then
+        "$BIN/hetps-worker" --cluster "$T/$name.json" --task worker:1 --model $MODEL \
+            --no-eval --max-steps "$STEPS" > "$T/$name-w1.log" 2>&1 &
+        PIDS="$PIDS $!"
+    fi
+    echo "\$ hetps-worker --task worker:0 --model $MODEL --no-eval --max-steps $STEPS ($mode, $nw worker(s), 2 shards)"
+    "$BIN/hetps-worker" --cluster "$T/$name.json" --task worker:0 --model $MODEL \
+        --no-eval --max-steps "$STEPS" > "$T/$name-w0.log" 2>&1 || { cat "$T/$name-w0.log"; exit 1; }
+    [ "$nw" = 1 ] || wait "${PIDS##* }" 2>/dev/null || true
+    sed -n 's/.*INFO \(sync: .*\)/  \1/p; s/.*INFO \(async: .*\)/  \1/p; s/.*INFO \(.*per step.*\)/  \1/p' "$T/$name-w0.log" | sort -u
+    i=0
+    for p in $SHARDS; do
+        rss=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' /proc/$p/status 2>/dev/null || echo 0)
+        size=$(du -k "$T/$name-$i/data.mdb" 2>/dev/null | cut -f1)
+        # CPU time (user + system, clock ticks) over the whole run: less
+        # moved by other load on the machine than wall time.
+        cpu=$(awk -v hz="$(getconf CLK_TCK)" '{ printf "%.1f", ($14 + $15) / hz }' /proc/$p/stat 2>/dev/null || echo "?")
+        echo "  ps:$i peak RSS $((rss / 1024)) MiB, store file ${size:-0} KiB on disk, CPU ${cpu} s"
+        i=$((i + 1))
+    done
+    for p in $PIDS; do kill $p 2>/dev/null || true; done
+    for p in $PIDS; do wait $p 2>/dev/null || true; done
+    PIDS=""
+}
+
+case ${BENCH_BIG_RUNS:-sync async} in *sync*) run sync1 sync 1 ;; esac
+case ${BENCH_BIG_RUNS:-sync async} in *async*) run async2 async 2 ;; esac
