@@ -318,7 +318,7 @@ static void test_json_position(void)
 
 /* ---- good inputs ------------------------------------------------------- */
 
-/* The shape of DESIGN.md's cluster file, read from a file. */
+/* The shape of the cluster file in README.md, read from a file. */
 static void test_plain_file(void)
 {
     char dir[256], path[320], src[400];
