@@ -25,7 +25,7 @@ CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Werror -Wshadow \
             -Wstrict-prototypes -Wmissing-prototypes -I. -Icommon -I$(GEN) \
             -I/usr/include/cjson $(BLAS_CFLAGS) -MMD -MP
 LDFLAGS  += $(if $(SANITIZE),$(SAN))
-LDLIBS   += -lnng -lprotobuf-c -llmdb -lcjson -lz $(BLAS_LIBS) -lm -lpthread
+LDLIBS   += -lnng -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -llmdb -lcjson -lz $(BLAS_LIBS) -lm -lpthread
 
 # CUDA is detected, not required. With nvcc, worker/*.cu (the CUDA backend)
 # join libworker and -DHETPS_CUDA is set; the CUDA runtime is linked
@@ -52,7 +52,7 @@ LDLIBS   += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib \
             -lcudart_static -lstdc++ -ldl -lrt -lpthread
 endif
 
-COMMON_SRC := $(filter-out common/hetps.c,$(wildcard common/*.c)) $(GEN)/hetps.pb-c.c
+COMMON_SRC := $(filter-out common/hetps%.c,$(wildcard common/*.c)) $(GEN)/hetps.pb-c.c
 PS_SRC     := $(filter-out ps/main.c,$(wildcard ps/*.c))
 WORKER_SRC := $(filter-out worker/main.c,$(wildcard worker/*.c))
 TEST_SRC   := $(wildcard tests/unit/test_*.c)
@@ -119,7 +119,7 @@ bin/hetps-ps: $(call obj,ps/main.c) $(LIBPS) $(LIBCOMMON) build/flavour
 bin/hetps-worker: $(call obj,worker/main.c) $(LIBWORKER) $(LIBCOMMON) build/flavour
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
-bin/hetps: $(call obj,common/hetps.c) $(LIBCOMMON) build/flavour
+bin/hetps: $(call obj,$(wildcard common/hetps*.c)) $(LIBCOMMON) build/flavour
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
 

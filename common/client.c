@@ -30,6 +30,7 @@ int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
 {
     struct hc_rpc_client_opts ro = { 0 };
     struct pc_client *c;
+    char who[32];
     int i, rv;
 
     *out = NULL;
@@ -77,8 +78,15 @@ int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
         c->urls[i] = cl->ps[i].url;
         c->peers[i] = i;
     }
+    if (job == HC_JOB_WORKER)
+        snprintf(who, sizeof who, "worker:%d", index);
+    else
+        snprintf(who, sizeof who, "admin");
+    if ((rv = hc_tls_resolve(cl, who, &c->tls)) != HC_OK)
+        goto fail;
     ro.timeout_ms = c->o.timeout_ms;
     ro.retry_ms = c->o.retry_ms;
+    ro.tls = c->tls.rpc;
     rv = hc_rpc_client_open(&c->rpc, c->n, c->urls, c->names, &ro);
     if (rv != HC_OK)
         goto fail;
@@ -245,6 +253,7 @@ static void *heartbeat_main(void *arg)
 
     ro.timeout_ms = c->hb_interval_ms > 500 ? c->hb_interval_ms : 500;
     ro.retry_ms = ro.timeout_ms;
+    ro.tls = c->tls.rpc;
     rv = hc_rpc_client_open(&rpc, c->n, c->urls, c->names, &ro);
     if (rv != HC_OK) {
         hc_warn("heartbeats disabled: %s", hc_err_msg());

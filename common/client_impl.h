@@ -25,6 +25,7 @@
 
 #include "client.h"
 #include "rpc.h"
+#include "tls.h"
 #include "wire.h"
 
 struct shard_view {
@@ -52,6 +53,7 @@ struct pc_client {
     const char **urls, **names;
     char (*name_buf)[32];
     hc_rpc_client *rpc;
+    struct hc_tls tls;          /* this task's certificate (rpc NULL: plain) */
     struct shard_view *view;    /* (n) */
 
     /* Scratch reused by every call: one entry per shard. */

@@ -34,6 +34,8 @@
 #include "err.h"
 #include "log.h"
 #include "tune.h"
+#include "tls.h"
+#include "hetps_cmd.h"
 #include "client.h"
 
 #define MAX_ARGS 256
@@ -247,7 +249,9 @@ static void launch_usage(FILE *f)
 "Stop the job that used them first. If that fails, no task is started.\n"
 "\n"
 "  -d, --data-dir DIR     parent of the shards' stores (default hetps-data):\n"
-"                         ps:J keeps its LMDB in DIR/ps-J\n"
+"                         ps:J keeps its LMDB in DIR/ps-J; the cluster's\n"
+"                         CA and certificates are made once in DIR/certs\n"
+"                         (unless HETPS_CERTS or hetps.certs names a set)\n"
 "  -m, --mode MODE        async, sync or ssp:S for every task, instead of\n"
 "                         the cluster file's hetps.mode\n"
 "  -p, --ps-arg ARG       pass ARG to every hetps-ps (repeatable)\n"
@@ -329,6 +333,29 @@ static int cmd_launch(int argc, char **argv)
                 data_dir, strerror(errno));
         hc_cluster_free(&cl);
         return 2;
+    }
+    if (!cl.insecure) {
+        /* Once per data directory: the cluster's CA and certificates. The
+         * tasks (and this process) find them through HETPS_CERTS. */
+        const char *env = getenv("HETPS_CERTS");
+        char certs[PATH_MAX];
+        int made = 0;
+
+        if (env && env[0])
+            snprintf(certs, sizeof certs, "%s", env);
+        else if (cl.certs[0])
+            snprintf(certs, sizeof certs, "%s", cl.certs);
+        else
+            snprintf(certs, sizeof certs, "%s/certs", data_dir);
+        if (hc_tls_make(&cl, certs, &made) != HC_OK) {
+            fprintf(stderr, "hetps launch: %s\n", hc_err_msg());
+            hc_cluster_free(&cl);
+            return 1;
+        }
+        if (made)
+            fprintf(stderr, "hetps launch: made the cluster's CA and "
+                    "certificates in %s (%d files)\n", certs, made);
+        setenv("HETPS_CERTS", certs, 1);
     }
     bin_dir(dir, sizeof dir);
     if (reshard && (rs = reshard_first(dir, file, data_dir)) != 0) {
@@ -705,6 +732,7 @@ static void usage(FILE *f)
 "  launch CLUSTER_FILE [-- WORKER_ARG...]  start every task on this machine\n"
 "  status [FILE]                           what every parameter server knows\n"
 "  check-config [FILE]                     check a cluster file or TF_CONFIG\n"
+"  certs CLUSTER_FILE DIR                  make the cluster's CA and certificates\n"
 "  export --out DIR [--data-dir D] [FILE]  the shards' variables as .npy files\n"
 "  inspect STORE_DIR...                    what a shard's LMDB store holds\n"
 "  reshard --from OLD --to NEW --out-dir D move the stores to another number\n"
@@ -732,6 +760,8 @@ int main(int argc, char **argv)
         return cmd_status(argc - 1, argv + 1);
     if (!strcmp(argv[1], "check-config"))
         return cmd_check_config(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "certs"))
+        return hetps_cmd_certs(argc - 1, argv + 1);
     if (!strcmp(argv[1], "export") || !strcmp(argv[1], "inspect") ||
         !strcmp(argv[1], "reshard"))
         return run_role("hetps-ps", argc - 1, argv + 1);

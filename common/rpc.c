@@ -18,12 +18,14 @@
 #include "rpc.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
+#include <nng/supplemental/tls/tls.h>
 #include <nng/supplemental/util/platform.h>
 
 #include "err.h"
@@ -41,8 +43,17 @@
 #define WARN_EVERY_MS 1000   /* at most one retry warning per peer per second */
 #define RECV_ERR_PAUSE_MS 50 /* pause after an unexpected server recv error */
 #define ABORT_SLACK_MS 5000  /* beyond the retry budget before a call aborts */
+#define URL_MAX 600
 
 /* Translate an nng code without recording anything (usable on nng threads). */
+/* Network byte order to host (nng keeps ports in network order). */
+static uint16_t ntohs_(uint16_t v)
+{
+    const unsigned char *b = (const unsigned char *)&v;
+
+    return (uint16_t)((b[0] << 8) | b[1]);
+}
+
 static int code_of(int rv)
 {
     switch (rv) {
@@ -68,6 +79,73 @@ int hc_rpc_err(int nng_rv, const char *what)
 }
 
 /* ------------------------------------------------------------------ */
+/* TLS                                                                 */
+/* ------------------------------------------------------------------ */
+
+/* The URL to use: "tcp://…" becomes "tls+tcp://…" when tls is set. */
+static void transport_url(char *out, size_t n, const char *url, int tls)
+{
+    if (tls && strncmp(url, "tcp://", 6) == 0)
+        snprintf(out, n, "tls+%s", url);
+    else
+        snprintf(out, n, "%s", url);
+}
+
+/* The host of "tcp://host:port" or "tcp://[v6]:port" into out. */
+static void url_host(char *out, size_t n, const char *url)
+{
+    const char *h = strstr(url, "://"), *e;
+
+    h = h ? h + 3 : url;
+    if (*h == '[') {
+        h++;
+        e = strchr(h, ']');
+    } else {
+        e = strrchr(h, ':');
+    }
+    if (!e)
+        e = h + strlen(h);
+    snprintf(out, n, "%.*s", (int)(e - h), h);
+}
+
+/* A TLS configuration for a listener (auth optional: the pipe callback
+ * refuses unverified peers, so it can name them) or a dialer (auth required,
+ * the server's certificate must name `server_name`). */
+static int tls_config(nng_tls_config **out, const struct hc_rpc_tls *t,
+                      int server, const char *server_name, const char *what)
+{
+    nng_tls_config *cfg = NULL;
+    const char *step = "allocating the configuration";
+    int rv;
+
+    *out = NULL;
+    if ((rv = nng_tls_config_alloc(&cfg, server ? NNG_TLS_MODE_SERVER
+                                                : NNG_TLS_MODE_CLIENT)) != 0)
+        goto fail;
+    step = "setting the authentication mode";
+    if ((rv = nng_tls_config_auth_mode(cfg, server
+                                                ? NNG_TLS_AUTH_MODE_OPTIONAL
+                                                : NNG_TLS_AUTH_MODE_REQUIRED)) != 0)
+        goto fail;
+    step = t->ca_file;
+    if ((rv = nng_tls_config_ca_file(cfg, t->ca_file)) != 0)
+        goto fail;
+    step = t->cert_key_file;
+    if ((rv = nng_tls_config_cert_key_file(cfg, t->cert_key_file, NULL)) != 0)
+        goto fail;
+    step = "setting the server name";
+    if (server_name && (rv = nng_tls_config_server_name(cfg, server_name)) != 0)
+        goto fail;
+    *out = cfg;
+    return HC_OK;
+fail:
+    if (cfg)
+        nng_tls_config_free(cfg);
+    return hc_err_set(code_of(rv), "%s: TLS: %s: %s (is it a PEM file made "
+                      "by `hetps certs`?)", what, step, nng_strerror(rv));
+}
+
+/* ------------------------------------------------------------------ */
 /* Server                                                              */
 /* ------------------------------------------------------------------ */
 
@@ -89,6 +167,9 @@ struct hc_rpc_server {
     char *url;
     hc_rpc_handler handler;
     void *arg;
+    int tls;
+    void (*on_close)(void *arg, uint32_t pipe);
+    atomic_uint_least64_t refused; /* connections refused (TLS) */
     nng_mtx *mtx;
     int stopping;               /* under mtx: replies are dropped */
     atomic_uint_least64_t last_warn;
@@ -177,6 +258,73 @@ static void pause_cb(void *arg)
     req_recv(r);
 }
 
+/* The remote address of a pipe, "127.0.0.1:54321" or "[::1]:54321". */
+static void pipe_addr(nng_pipe pipe, char *buf, size_t n)
+{
+    nng_sockaddr sa;
+    const unsigned char *a;
+    size_t at;
+    int i;
+
+    snprintf(buf, n, "an unknown address");
+    if (nng_pipe_get_addr(pipe, NNG_OPT_REMADDR, &sa) != 0)
+        return;
+    if (sa.s_family == NNG_AF_INET) {
+        a = (const unsigned char *)&sa.s_in.sa_addr;
+        snprintf(buf, n, "%u.%u.%u.%u:%u", a[0], a[1], a[2], a[3],
+                 (unsigned)ntohs_(sa.s_in.sa_port));
+    } else if (sa.s_family == NNG_AF_INET6) {
+        a = sa.s_in6.sa_addr;
+        at = (size_t)snprintf(buf, n, "[");
+        for (i = 0; i < 16 && at < n; i += 2)
+            at += (size_t)snprintf(buf + at, n - at, "%s%x", i ? ":" : "",
+                                   (unsigned)(a[i] << 8 | a[i + 1]));
+        if (at < n)
+            snprintf(buf + at, n - at, "]:%u",
+                     (unsigned)ntohs_(sa.s_in6.sa_port));
+    }
+}
+
+void hc_rpc_msg_peer(nng_msg *msg, char *buf, size_t n)
+{
+    pipe_addr(nng_msg_get_pipe(msg), buf, n);
+}
+
+uint32_t hc_rpc_msg_pipe(nng_msg *msg)
+{
+    int id = msg ? nng_pipe_id(nng_msg_get_pipe(msg)) : -1;
+
+    return id > 0 ? (uint32_t)id : 0;
+}
+
+/* A client connected (refuse it unless its certificate is the cluster's)
+ * or is gone (tell the service). */
+static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
+{
+    hc_rpc_server *s = arg;
+    bool verified = false;
+    char addr[80];
+    uint64_t n;
+
+    if (ev == NNG_PIPE_EV_REM_POST) {
+        if (s->on_close && nng_pipe_id(pipe) > 0)
+            s->on_close(s->arg, (uint32_t)nng_pipe_id(pipe));
+        return;
+    }
+    if (ev != NNG_PIPE_EV_ADD_PRE || !s->tls)
+        return;
+    if (nng_pipe_get_bool(pipe, NNG_OPT_TLS_VERIFIED, &verified) == 0 &&
+        verified)
+        return;
+    pipe_addr(pipe, addr, sizeof addr);
+    n = atomic_fetch_add(&s->refused, 1) + 1;
+    if (n <= 20 || n % 1000 == 0)
+        hc_warn("rpc server %s: refused the connection from %s (%llu so "
+                "far): no client certificate, or one not signed by this "
+                "cluster's CA", s->url, addr, (unsigned long long)n);
+    nng_pipe_close(pipe);
+}
+
 void hc_rpc_reply(hc_rpc_req *req, nng_msg *reply)
 {
     hc_rpc_server *s;
@@ -255,6 +403,9 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     int n_ctx = opts && opts->n_ctx ? opts->n_ctx : DEFAULT_N_CTX;
     size_t recv_max = opts && opts->recv_max ? opts->recv_max
                                              : DEFAULT_RECV_MAX;
+    nng_tls_config *tls = NULL;
+    nng_listener l;
+    char turl[URL_MAX];
     int rv, i, err;
 
     if (out)
@@ -288,10 +439,28 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
         err = hc_rpc_err(rv, "rpc server: setting recv_max");
         goto fail;
     }
-    if ((rv = nng_listen(s->sock, url, NULL, 0)) != 0) {
+    s->tls = opts && opts->tls;
+    s->on_close = opts ? opts->on_close : NULL;
+    atomic_init(&s->refused, 0);
+    if ((rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, server_pipe_cb,
+                              s)) != 0 ||
+        (rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, server_pipe_cb,
+                              s)) != 0) {
+        err = hc_rpc_err(rv, "rpc server: registering pipe callbacks");
+        goto fail;
+    }
+    transport_url(turl, sizeof turl, url, s->tls);
+    if (s->tls && (err = tls_config(&tls, opts->tls, 1, NULL, url)) != HC_OK)
+        goto fail;
+    if ((rv = nng_listener_create(&l, s->sock, turl)) == 0 &&
+        (!tls || (rv = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, tls)) == 0))
+        rv = nng_listener_start(l, 0);
+    if (tls)
+        nng_tls_config_free(tls); /* the listener holds its own reference */
+    if (rv != 0) {
         err = hc_err_set(code_of(rv) == HC_ERR_NOMEM ? HC_ERR_NOMEM
                                                      : HC_ERR_TRANSPORT,
-                         "rpc server: cannot listen on %s: %s%s", url,
+                         "rpc server: cannot listen on %s: %s%s", turl,
                          nng_strerror(rv),
                          rv == NNG_EADDRINUSE
                              ? " (another process holds the port; stop it "
@@ -349,6 +518,7 @@ struct peer {
     nng_aio *timer;            /* back-off only (see hc_rpc_req.pause) */
     atomic_int connected;      /* pipes currently up */
     atomic_int ever_connected;
+    int tls;
 
     /* One call's state, owned by the aio callback while the call runs. */
     enum call_state state;
@@ -442,10 +612,14 @@ static void peer_send(struct peer *p)
 static void peer_unreachable(struct peer *p)
 {
     double secs = (double)(nng_clock() - p->begin) / 1000.0;
-    char why[160];
+    char why[200];
 
     if (!atomic_load(&p->ever_connected))
-        snprintf(why, sizeof why, "never connected: connection refused?");
+        snprintf(why, sizeof why, p->tls
+                 ? "never connected: connection refused, or the TLS "
+                   "handshake failed (its certificate not from this "
+                   "cluster's CA, or not naming the host)"
+                 : "never connected: connection refused?");
     else if (atomic_load(&p->connected) > 0)
         snprintf(why, sizeof why, "connected but no reply; last error: %s",
                  nng_strerror(p->last_rv));
@@ -598,10 +772,15 @@ void hc_rpc_client_close(hc_rpc_client *c)
 static int peer_open(hc_rpc_client *c, struct peer *p, const char *url,
                      const char *name)
 {
-    int rv;
+    nng_tls_config *tls = NULL;
+    nng_dialer d;
+    char turl[URL_MAX], host[URL_MAX];
+    int rv, err;
     const char *step;
 
     p->c = c;
+    p->tls = c->opts.tls != NULL;
+    transport_url(turl, sizeof turl, url, p->tls);
     atomic_init(&p->connected, 0);
     atomic_init(&p->ever_connected, 0);
     if (!(p->url = strdup(url)) || !(p->name = strdup(name)))
@@ -637,13 +816,23 @@ static int peer_open(hc_rpc_client *c, struct peer *p, const char *url,
     if ((rv = nng_aio_alloc(&p->aio, peer_cb, p)) != 0 ||
         (rv = nng_aio_alloc(&p->timer, timer_cb, p)) != 0)
         goto fail;
+    if (p->tls) {
+        url_host(host, sizeof host, url);
+        if ((err = tls_config(&tls, c->opts.tls, 0, host, name)) != HC_OK)
+            return err;
+    }
     step = "dialling (is the URL valid?)";
-    if ((rv = nng_dial(p->sock, url, NULL, NNG_FLAG_NONBLOCK)) != 0)
+    if ((rv = nng_dialer_create(&d, p->sock, turl)) == 0 &&
+        (!tls || (rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, tls)) == 0))
+        rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK);
+    if (tls)
+        nng_tls_config_free(tls); /* the dialer holds its own reference */
+    if (rv != 0)
         goto fail;
     return HC_OK;
 
 fail:
-    return hc_err_set(code_of(rv), "rpc client: %s at %s: %s: %s", name, url,
+    return hc_err_set(code_of(rv), "rpc client: %s at %s: %s: %s", name, turl,
                       step, nng_strerror(rv));
 }
 
