@@ -31,6 +31,7 @@
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
+#include <nng/supplemental/util/platform.h>
 
 #include "client.h"
 #include "cluster.h"
@@ -40,6 +41,7 @@
 
 static int passed, failed;
 static const struct hc_cluster *the_cluster;
+static int timeout_ms = 1500; /* per send and per reply */
 
 /* Dial url on s, over TLS when the cluster is secure (see the top). */
 static int dial(nng_socket s, const char *url)
@@ -109,8 +111,8 @@ static int send_raw(const char *url, const void *buf, size_t len,
     snprintf(why, why_len, "no reply");
     if (nng_req0_open(&s) != 0)
         return 0;
-    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 1500);
-    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 1500);
+    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, timeout_ms);
+    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, timeout_ms);
     nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
     if ((rv = dial(s, url)) != 0) {
         snprintf(why, why_len, "dial: %s", nng_strerror(rv));
@@ -341,7 +343,9 @@ static int as(const struct hc_cluster *cl, const char *task, const char *kind)
         me.job = HETPS__JOB__JOB_WORKER;
         me.index = (uint32_t)atoi(task + 7);
     }
-    hc_wire_init_env(&env, &me, 1);
+    /* Request ids grow from one run to the next (one sender incarnation),
+     * so no request is taken for a repeat of an earlier one. */
+    hc_wire_init_env(&env, &me, (uint64_t)nng_clock());
     if (!strcmp(kind, "join")) {
         join.devices = "poke";
         env.payload_case = HETPS__ENVELOPE__PAYLOAD_JOIN;
@@ -373,6 +377,7 @@ static int as(const struct hc_cluster *cl, const char *task, const char *kind)
     }
     if (hc_wire_encode(&m, &env, NULL, 0) != HC_OK)
         return 2;
+    timeout_ms = 5000;
     r = send_raw(cl->ps[0].url, nng_msg_body(m), nng_msg_len(m), why,
                  sizeof why);
     nng_msg_free(m);
