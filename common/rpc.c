@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -30,6 +31,7 @@
 
 #include "err.h"
 #include "log.h"
+#include "rpc_auth.h"
 
 #define DEFAULT_N_CTX 64
 #define MAX_N_CTX 65536
@@ -159,7 +161,19 @@ struct hc_rpc_req {
                                  * so a later timeout reads as success */
     int ctx_open;
     enum req_state state;
+    char who[32];               /* the proven identity of the request's
+                                   connection ("worker:1"), "" without TLS */
 };
+
+/* What a TLS server knows of one connection (rpc_auth.h). */
+struct pipe_auth {
+    uint32_t pipe;
+    int has_nonce;
+    unsigned char nonce[HC_AUTH_NONCE];
+    char who[32];               /* "" until proven */
+};
+
+#define MAX_PIPES 65536
 
 struct hc_rpc_server {
     nng_socket sock;
@@ -170,7 +184,10 @@ struct hc_rpc_server {
     int tls;
     void (*on_close)(void *arg, uint32_t pipe);
     atomic_uint_least64_t refused; /* connections refused (TLS) */
+    hc_auth_verifier *verifier; /* TLS: checks the clients' proofs */
     nng_mtx *mtx;
+    struct pipe_auth *pipes;    /* under mtx: (n_pipes) connections */
+    int n_pipes, cap_pipes;
     int stopping;               /* under mtx: replies are dropped */
     atomic_uint_least64_t last_warn;
     int n_req;
@@ -194,6 +211,8 @@ static void server_warn(hc_rpc_server *s, const char *what, int rv)
     atomic_store(&s->last_warn, now);
     hc_warn("rpc server %s: %s failed: %s", s->url, what, nng_strerror(rv));
 }
+
+static int proof_serve(hc_rpc_server *s, hc_rpc_req *r, nng_msg *msg);
 
 /* The aio callback: one step of the context's cycle. Nothing after the
  * handler call touches `r`, because the handler may already have replied
@@ -222,6 +241,8 @@ static void req_cb(void *arg)
         msg = nng_aio_get_msg(r->aio);
         nng_aio_set_msg(r->aio, NULL);
         r->state = REQ_WAIT;
+        if (s->verifier && proof_serve(s, r, msg))
+            return;
         s->handler(s->arg, r, msg);
         return;
     case REQ_SEND:
@@ -307,8 +328,18 @@ static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
     uint64_t n;
 
     if (ev == NNG_PIPE_EV_REM_POST) {
-        if (s->on_close && nng_pipe_id(pipe) > 0)
-            s->on_close(s->arg, (uint32_t)nng_pipe_id(pipe));
+        uint32_t id = nng_pipe_id(pipe) > 0 ? (uint32_t)nng_pipe_id(pipe) : 0;
+        int i;
+
+        nng_mtx_lock(s->mtx);
+        for (i = 0; i < s->n_pipes; i++)
+            if (s->pipes[i].pipe == id) {
+                s->pipes[i] = s->pipes[--s->n_pipes];
+                break;
+            }
+        nng_mtx_unlock(s->mtx);
+        if (s->on_close && id)
+            s->on_close(s->arg, id);
         return;
     }
     if (ev != NNG_PIPE_EV_ADD_PRE || !s->tls)
@@ -323,6 +354,103 @@ static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
                 "far): no client certificate, or one not signed by this "
                 "cluster's CA", s->url, addr, (unsigned long long)n);
     nng_pipe_close(pipe);
+}
+
+const char *hc_rpc_req_identity(const hc_rpc_req *req)
+{
+    return req && req->who[0] ? req->who : NULL;
+}
+
+/* The entry of `pipe` (made when `make`), or NULL. Under s->mtx. */
+static struct pipe_auth *pipe_entry(hc_rpc_server *s, uint32_t pipe, int make)
+{
+    struct pipe_auth *pa;
+    int i;
+
+    for (i = 0; i < s->n_pipes; i++)
+        if (s->pipes[i].pipe == pipe)
+            return &s->pipes[i];
+    if (!make || s->n_pipes == MAX_PIPES)
+        return NULL;
+    if (s->n_pipes == s->cap_pipes) {
+        int cap = s->cap_pipes ? 2 * s->cap_pipes : 16;
+
+        if (!(pa = realloc(s->pipes, (size_t)cap * sizeof *pa)))
+            return NULL;
+        s->pipes = pa;
+        s->cap_pipes = cap;
+    }
+    pa = &s->pipes[s->n_pipes++];
+    memset(pa, 0, sizeof *pa);
+    pa->pipe = pipe;
+    return pa;
+}
+
+/*
+ * TLS: the certificate proof, before the handler sees anything. Answers
+ * HELLO and PROOF here (and a request on a connection not yet proven,
+ * with UNAUTH) and returns 1; for a request on a proven connection records
+ * its identity in r->who and returns 0.
+ */
+static int proof_serve(hc_rpc_server *s, hc_rpc_req *r, nng_msg *msg)
+{
+    uint32_t pipe = hc_rpc_msg_pipe(msg);
+    int kind = hc_auth_kind_of(msg), ok;
+    unsigned char nonce[HC_AUTH_NONCE];
+    struct pipe_auth *pa;
+    nng_msg *reply = NULL;
+    char who[32], why[256], addr[80];
+    uint64_t n;
+
+    r->who[0] = '\0';
+    nng_mtx_lock(s->mtx);
+    pa = pipe_entry(s, pipe, kind == HC_AUTH_HELLO);
+    if (kind == 0 && pa && pa->who[0]) {
+        memcpy(r->who, pa->who, sizeof r->who);
+        nng_mtx_unlock(s->mtx);
+        return 0;
+    }
+    if (kind == HC_AUTH_HELLO && pa) {
+        ok = getrandom(pa->nonce, sizeof pa->nonce, 0) == (ssize_t)sizeof pa->nonce;
+        pa->has_nonce = ok;
+        pa->who[0] = '\0';
+        memcpy(nonce, pa->nonce, sizeof nonce);
+        nng_mtx_unlock(s->mtx);
+        if (ok)
+            hc_auth_msg(&reply, HC_AUTH_NONCE_REPLY, nonce, sizeof nonce);
+        goto answer;
+    }
+    if (kind == HC_AUTH_PROOF && pa && pa->has_nonce) {
+        memcpy(nonce, pa->nonce, sizeof nonce);
+        pa->has_nonce = 0; /* one proof per nonce */
+        nng_mtx_unlock(s->mtx);
+        if (hc_auth_check(s->verifier, nonce, msg, who, sizeof who, why,
+                          sizeof why) == 0) {
+            nng_mtx_lock(s->mtx);
+            if ((pa = pipe_entry(s, pipe, 0)) != NULL)
+                memcpy(pa->who, who, sizeof pa->who);
+            nng_mtx_unlock(s->mtx);
+            hc_auth_msg(&reply, HC_AUTH_OK, NULL, 0);
+            goto answer;
+        }
+        hc_rpc_msg_peer(msg, addr, sizeof addr);
+        n = atomic_fetch_add(&s->refused, 1) + 1;
+        if (n <= 20 || n % 1000 == 0)
+            hc_warn("rpc server %s: refused the certificate proof from %s: "
+                    "%s", s->url, addr, why);
+        hc_auth_msg(&reply, HC_AUTH_ERR, why, strlen(why));
+        goto answer;
+    }
+    nng_mtx_unlock(s->mtx);
+    if (kind == 0)
+        hc_auth_msg(&reply, HC_AUTH_UNAUTH, NULL, 0);
+    else
+        hc_auth_msg(&reply, HC_AUTH_ERR, "send HELLO, then the PROOF, on "
+                    "one connection", 37);
+answer:
+    nng_msg_free(msg);
+    hc_rpc_reply(r, reply);
+    return 1;
 }
 
 void hc_rpc_reply(hc_rpc_req *req, nng_msg *reply)
@@ -390,6 +518,8 @@ static void server_free(hc_rpc_server *s)
         nng_close(s->sock);
     if (s->mtx)
         nng_mtx_free(s->mtx);
+    hc_auth_verifier_close(s->verifier);
+    free(s->pipes);
     free(s->reqs);
     free(s->url);
     free(s);
@@ -450,7 +580,9 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
         goto fail;
     }
     transport_url(turl, sizeof turl, url, s->tls);
-    if (s->tls && (err = tls_config(&tls, opts->tls, 1, NULL, url)) != HC_OK)
+    if (s->tls && ((err = tls_config(&tls, opts->tls, 1, NULL, url)) != HC_OK ||
+                   (err = hc_auth_verifier_open(&s->verifier,
+                                                opts->tls->ca_file)) != HC_OK))
         goto fail;
     if ((rv = nng_listener_create(&l, s->sock, turl)) == 0 &&
         (!tls || (rv = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, tls)) == 0))
@@ -519,6 +651,10 @@ struct peer {
     atomic_int connected;      /* pipes currently up */
     atomic_int ever_connected;
     int tls;
+    hc_auth_signer *signer;    /* TLS: proves this process's certificate */
+    atomic_uint authed_pipe;   /* the pipe the proof was accepted on; 0:
+                                  none (prove before the next request) */
+    enum { PH_HELLO, PH_PROOF, PH_REQ } phase; /* what the aio carries */
 
     /* One call's state, owned by the aio callback while the call runs. */
     enum call_state state;
@@ -551,12 +687,15 @@ static void pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
 {
     struct peer *p = arg;
 
-    (void)pipe;
     if (ev == NNG_PIPE_EV_ADD_POST) {
         atomic_fetch_add(&p->connected, 1);
         atomic_store(&p->ever_connected, 1);
     } else if (ev == NNG_PIPE_EV_REM_POST) {
+        unsigned id = (unsigned)nng_pipe_id(pipe);
+
         atomic_fetch_sub(&p->connected, 1);
+        /* The proven connection is gone: prove again on the next. */
+        atomic_compare_exchange_strong(&p->authed_pipe, &id, 0u);
     }
 }
 
@@ -590,17 +729,40 @@ static void peer_done(struct peer *p, int err)
     nng_mtx_unlock(c->mtx);
 }
 
+/* Send m (owned) as this attempt's next message, then wait for its reply. */
+static void peer_send_msg(struct peer *p, nng_msg *m)
+{
+    p->attempt_begin = nng_clock();
+    p->state = CALL_SEND;
+    nng_aio_set_msg(p->aio, m);
+    nng_aio_set_timeout(p->aio, p->attempt_ms);
+    nng_ctx_send(p->ctx, p->aio);
+}
+
 static void peer_send(struct peer *p)
 {
     nng_msg *m;
     int rv;
 
+    if (p->signer && atomic_load(&p->authed_pipe) == 0) {
+        /* A new connection: prove the certificate first (rpc_auth.h). */
+        if (hc_auth_msg(&m, HC_AUTH_HELLO, NULL, 0) != HC_OK) {
+            snprintf(p->msg, sizeof p->msg, "%s at %s: %s", p->name, p->url,
+                     hc_err_msg());
+            peer_done(p, HC_ERR_NOMEM);
+            return;
+        }
+        p->phase = PH_HELLO;
+        peer_send_msg(p, m);
+        return;
+    }
     if ((rv = nng_msg_dup(&m, p->copy)) != 0) {
         snprintf(p->msg, sizeof p->msg, "%s at %s: copying the request: %s",
                  p->name, p->url, nng_strerror(rv));
         peer_done(p, code_of(rv));
         return;
     }
+    p->phase = PH_REQ;
     p->attempts++;
     p->attempt_begin = nng_clock();
     p->state = CALL_SEND;
@@ -691,6 +853,64 @@ static void timer_cb(void *arg)
     peer_send(p);
 }
 
+/*
+ * A reply during the certificate proof (rpc_auth.h): continue it and
+ * return 1, or return 0 when p->reply is the request's own answer.
+ */
+static int proof_step(struct peer *p)
+{
+    nng_msg *r = p->reply, *proof = NULL;
+    int kind = hc_auth_kind_of(r);
+    const unsigned char *d;
+    size_t n;
+
+    if (p->phase == PH_REQ && kind != HC_AUTH_UNAUTH)
+        return 0;
+    p->reply = NULL;
+    if (kind == HC_AUTH_NONCE_REPLY && p->phase == PH_HELLO) {
+        if (hc_auth_prove(p->signer, r, &proof) != HC_OK) {
+            snprintf(p->msg, sizeof p->msg, "%s at %s: %s", p->name, p->url,
+                     hc_err_msg());
+            nng_msg_free(r);
+            peer_done(p, HC_ERR_CONFIG);
+            return 1;
+        }
+        nng_msg_free(r);
+        p->phase = PH_PROOF;
+        peer_send_msg(p, proof);
+        return 1;
+    }
+    if (kind == HC_AUTH_OK && p->phase == PH_PROOF) {
+        int id = nng_pipe_id(nng_msg_get_pipe(r));
+
+        nng_msg_free(r);
+        atomic_store(&p->authed_pipe, id > 0 ? (unsigned)id : 1u);
+        peer_send(p);
+        return 1;
+    }
+    if (kind == HC_AUTH_ERR) {
+        d = hc_auth_data(r, &n);
+        snprintf(p->msg, sizeof p->msg, "%s at %s refused this process's "
+                 "certificate: %.*s", p->name, p->url, (int)(n > 300 ? 300 : n),
+                 (const char *)d);
+        nng_msg_free(r);
+        peer_done(p, HC_ERR_CONFIG);
+        return 1;
+    }
+    nng_msg_free(r);
+    if (kind == HC_AUTH_UNAUTH) {
+        /* The request went on a connection not yet proven. */
+        atomic_store(&p->authed_pipe, 0u);
+        peer_failed(p, NNG_ECONNRESET, "connection not yet proven");
+        return 1;
+    }
+    snprintf(p->msg, sizeof p->msg, "%s at %s: an unexpected answer while "
+             "proving this process's certificate (not a hetps server?)",
+             p->name, p->url);
+    peer_done(p, HC_ERR_PROTO);
+    return 1;
+}
+
 /* The peer's aio callback: one step of SEND → RECV (→ SLEEP → SEND …). */
 static void peer_cb(void *arg)
 {
@@ -721,6 +941,8 @@ static void peer_cb(void *arg)
         }
         p->reply = nng_aio_get_msg(p->aio);
         nng_aio_set_msg(p->aio, NULL);
+        if (p->signer && proof_step(p))
+            return;
         peer_done(p, HC_OK);
         return;
     case CALL_SLEEP:
@@ -749,6 +971,7 @@ static void peer_close(struct peer *p)
     }
     if (p->timer)
         nng_aio_free(p->timer);
+    hc_auth_signer_close(p->signer);
     free(p->url);
     free(p->name);
 }
@@ -816,6 +1039,10 @@ static int peer_open(hc_rpc_client *c, struct peer *p, const char *url,
     if ((rv = nng_aio_alloc(&p->aio, peer_cb, p)) != 0 ||
         (rv = nng_aio_alloc(&p->timer, timer_cb, p)) != 0)
         goto fail;
+    atomic_init(&p->authed_pipe, 0u);
+    if (p->tls && (err = hc_auth_signer_open(&p->signer,
+                                             c->opts.tls->cert_key_file)) != HC_OK)
+        return err;
     if (p->tls) {
         url_host(host, sizeof host, url);
         if ((err = tls_config(&tls, c->opts.tls, 0, host, name)) != HC_OK)

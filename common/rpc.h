@@ -45,7 +45,9 @@ typedef void (*hc_rpc_handler)(void *arg, hc_rpc_req *req, nng_msg *msg);
  * client for a certificate and closes, with a warning naming the peer's
  * address, any connection whose certificate is missing or not signed by
  * ca_file; a client requires the server's certificate to be signed by
- * ca_file and to name the host of the URL it dials.
+ * ca_file and to name the host of the URL it dials. Then, once per
+ * connection, the client proves which certificate it holds (rpc_auth.h),
+ * so the server knows each request's task (hc_rpc_req_identity).
  */
 struct hc_rpc_tls {
     const char *ca_file;       /* the cluster CA's certificate */
@@ -64,6 +66,11 @@ struct hc_rpc_server_opts {
 /* The id of the connection (nng pipe) a received message came on; 0 when
  * unknown. Ids are not reused while the server runs. */
 uint32_t hc_rpc_msg_pipe(nng_msg *msg);
+
+/* With TLS, the task whose certificate the client proved on the request's
+ * connection ("worker:1", "ps:0", "admin": the certificate's CN); NULL
+ * without TLS. Valid until hc_rpc_reply. */
+const char *hc_rpc_req_identity(const hc_rpc_req *req);
 
 /* The remote address a received message came from ("127.0.0.1:54321"),
  * for messages naming a refused peer. */

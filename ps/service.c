@@ -289,6 +289,36 @@ static int is_admin(const Hetps__Task *t)
            (t->job == HETPS__JOB__JOB_WORKER && t->index == 0);
 }
 
+/*
+ * With TLS, the task a request claims must be the one whose certificate its
+ * connection proved: "worker:I" for worker I, "admin" for the front door.
+ * 0, with the refusal in hc_err and the log naming the peer, when not.
+ */
+static int claim_matches(struct ps_service *s, hc_rpc_req *req, nng_msg *msg,
+                         const Hetps__Envelope *e)
+{
+    const char *cert = hc_rpc_req_identity(req);
+    char claim[32], peer[80];
+
+    if (!s->tls.rpc)
+        return 1;
+    if (e->sender->job == HETPS__JOB__JOB_CLIENT)
+        snprintf(claim, sizeof claim, "admin");
+    else
+        snprintf(claim, sizeof claim, "%s:%u", sender_job(e->sender),
+                 e->sender->index);
+    if (cert && strcmp(cert, claim) == 0)
+        return 1;
+    hc_rpc_msg_peer(msg, peer, sizeof peer);
+    hc_warn("refused a %s from %s: it claims %s but its certificate is %s",
+            hc_wire_payload_name(e->payload_case), peer,
+            claim, cert ? cert : "unknown");
+    hc_err_set(HC_ERR_CONFIG, "this request claims %s but the connection's "
+               "certificate is %s's: a task may act only as itself", claim,
+               cert ? cert : "nobody");
+    return 0;
+}
+
 /* A client's connection is gone: a worker that joined on it may now be
  * replaced by a new process at once (a restart after a crash). */
 static void on_pipe_closed(void *arg, uint32_t pipe)
@@ -329,6 +359,18 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
         return;
     }
 
+    if (!claim_matches(s, req, msg, in.env)) {
+        pthread_mutex_lock(&s->mu);
+        s->rejected++;
+        pthread_mutex_unlock(&s->mu);
+        reply = service_error_reply(s, in.env->request_id,
+                                    HETPS__ERROR_CODE__E_FORBIDDEN,
+                                    hc_err_msg());
+        hc_wire_msg_free(&in);
+        nng_msg_free(msg);
+        hc_rpc_reply(req, reply);
+        return;
+    }
     pthread_mutex_lock(&s->mu);
     s->requests++;
     admin = is_admin(in.env->sender);

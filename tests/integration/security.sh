@@ -1,9 +1,10 @@
 #!/bin/sh
 # security.sh — a cluster admits only its own tasks (mutual TLS, roles).
 # Two parameter servers on loopback with the cluster's certificates; then
-#  - a client with no certificate, with one from another CA, or from
-#    another cluster (another cluster id) can neither join, pull, push,
-#    create nor shut down, and the shard's log names the refused peer;
+#  - a client with no certificate, with one from another CA, with another
+#    task's certificate, or from another cluster (another cluster id) can
+#    neither join, pull, push, create nor shut down, and the shard's log
+#    names the refused peer;
 #  - a worker's certificate cannot shut the cluster down, nor a worker
 #    other than the chief create the variables, nor read the members;
 #  - a second live worker:1 is refused while the first keeps training, and
@@ -65,6 +66,13 @@ grep -q "rejected a message from 127.0.0.1:[0-9]* .*cluster" "$T/ps-0.log" ||
 ok "another cluster id: all refused; ps:0 names the peer and the cluster"
 
 POKE_CERT=$T/certs/worker-1.pem
+refused_all "another task's certificate" "$T/cluster.json" worker:0
+grep -q "from 127.0.0.1:[0-9]*: it claims worker:0 but its certificate is worker:1" "$T/ps-0.log" ||
+    { cat "$T/ps-0.log"; fail "ps:0's log does not name the peer posing as worker:0"; }
+poke "$T/cluster.json" client shutdown > "$T/p.txt" && { cat "$T/p.txt"; fail "worker:1's certificate shut down as the front door"; }
+grep -q "certificate is worker:1's" "$T/p.txt" || { cat "$T/p.txt"; fail "the refusal does not name the certificate"; }
+ok "worker:1's certificate claiming worker:0 or the front door: all refused; ps:0 names the peer and both tasks"
+
 poke "$T/cluster.json" worker:1 shutdown > "$T/p.txt" && { cat "$T/p.txt"; fail "a worker shut the cluster down"; }
 grep -q "only the chief" "$T/p.txt" || { cat "$T/p.txt"; tail -5 "$T/ps-0.log"; fail "the shutdown refusal does not say who may"; }
 grep -q "refused a shutdown from worker:1" "$T/ps-0.log" || fail "ps:0 does not log the refused shutdown"

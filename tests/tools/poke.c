@@ -36,11 +36,16 @@
 #include "client.h"
 #include "cluster.h"
 #include "err.h"
+#include "rpc_auth.h"
 #include "tls.h"
 #include "wire.h"
 
 static int passed, failed;
 static const struct hc_cluster *the_cluster;
+static const char *proof_file; /* TLS: prove this certificate after dialling */
+static char as_name[32] = "admin"; /* whose certificate, by default */
+
+static int prove(nng_socket s, char *why, size_t why_len);
 static int timeout_ms = 1500; /* per send and per reply */
 
 /* Dial url on s, over TLS when the cluster is secure (see the top). */
@@ -54,7 +59,7 @@ static int dial(nng_socket s, const char *url)
     int rv;
 
     if (!the_cluster->insecure && (!ca || !cert)) {
-        if (hc_tls_resolve(the_cluster, "admin", &t) != HC_OK) {
+        if (hc_tls_resolve(the_cluster, as_name, &t) != HC_OK) {
             fprintf(stderr, "poke: %s\n", hc_err_msg());
             return NNG_EINVAL;
         }
@@ -65,6 +70,7 @@ static int dial(nng_socket s, const char *url)
     }
     if (the_cluster->insecure)
         return nng_dial(s, url, NULL, NNG_FLAG_NONBLOCK);
+    proof_file = strcmp(cert, "none") ? cert : NULL;
     snprintf(turl, sizeof turl, "tls+%s", url);
     h = strstr(url, "://") + 3;
     e = strrchr(h, ':');
@@ -119,6 +125,10 @@ static int send_raw(const char *url, const void *buf, size_t len,
         nng_close(s);
         return 0;
     }
+    if (prove(s, why, why_len) != 0) {
+        nng_close(s);
+        return 2;
+    }
     if (nng_msg_alloc(&m, len) != 0) {
         nng_close(s);
         return 0;
@@ -153,6 +163,53 @@ static int send_raw(const char *url, const void *buf, size_t len,
     nng_msg_free(m);
     nng_close(s);
     return out;
+}
+
+/* TLS: prove the certificate on s's connection, as common/rpc does (a
+ * client that skips it is answered UNAUTH). 0, or -1 with why. */
+static int prove(nng_socket s, char *why, size_t why_len)
+{
+    hc_auth_signer *sig = NULL;
+    nng_msg *m = NULL, *r = NULL;
+    int rv = -1;
+
+    if (!proof_file)
+        return 0;
+    if (hc_auth_signer_open(&sig, proof_file) != HC_OK) {
+        snprintf(why, why_len, "%s", hc_err_msg());
+        return -1;
+    }
+    if (hc_auth_msg(&m, HC_AUTH_HELLO, NULL, 0) != HC_OK ||
+        nng_sendmsg(s, m, 0) != 0 || nng_recvmsg(s, &r, 0) != 0 ||
+        hc_auth_kind_of(r) != HC_AUTH_NONCE_REPLY) {
+        snprintf(why, why_len, "no nonce from the server");
+        goto out;
+    }
+    m = NULL;
+    if (hc_auth_prove(sig, r, &m) != HC_OK)
+        goto out;
+    nng_msg_free(r);
+    r = NULL;
+    if (nng_sendmsg(s, m, 0) != 0 || nng_recvmsg(s, &r, 0) != 0) {
+        snprintf(why, why_len, "no answer to the proof");
+        goto out;
+    }
+    m = NULL;
+    if (hc_auth_kind_of(r) != HC_AUTH_OK) {
+        size_t n;
+        const unsigned char *d = hc_auth_data(r, &n);
+
+        snprintf(why, why_len, "proof refused: %.*s", (int)n, (const char *)d);
+        goto out;
+    }
+    rv = 0;
+out:
+    if (m)
+        nng_msg_free(m);
+    if (r)
+        nng_msg_free(r);
+    hc_auth_signer_close(sig);
+    return rv;
 }
 
 /* A valid Status request of this cluster, as bytes. */
@@ -238,8 +295,10 @@ static int join_raw(const struct hc_cluster *cl, int w, uint64_t id,
                             0x1234567890ABCDEFull, cl->id };
     nng_socket s;
     nng_msg *m;
+    char why[256] = "";
     int rv;
 
+    snprintf(as_name, sizeof as_name, "worker:%d", w);
     hc_wire_init_env(&env, &me, id);
     join.devices = "poke";
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_JOIN;
@@ -251,8 +310,9 @@ static int join_raw(const struct hc_cluster *cl, int w, uint64_t id,
     nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 3000);
     nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 3000);
     if ((rv = dial(s, cl->ps[0].url)) != 0 ||
+        (prove(s, why, sizeof why) != 0 && (rv = NNG_EPERM)) ||
         (rv = nng_sendmsg(s, m, 0)) != 0 || (rv = nng_recvmsg(s, reply, 0)) != 0) {
-        fprintf(stderr, "poke: join: %s\n", nng_strerror(rv));
+        fprintf(stderr, "poke: join: %s %s\n", nng_strerror(rv), why);
         nng_close(s);
         return -1;
     }
@@ -342,6 +402,7 @@ static int as(const struct hc_cluster *cl, const char *task, const char *kind)
     if (!strncmp(task, "worker:", 7)) {
         me.job = HETPS__JOB__JOB_WORKER;
         me.index = (uint32_t)atoi(task + 7);
+        snprintf(as_name, sizeof as_name, "%s", task);
     }
     /* Request ids grow from one run to the next (one sender incarnation),
      * so no request is taken for a repeat of an earlier one. */
