@@ -122,3 +122,10 @@ for args in "1000 109000 109000 2" "300 109000 109000 2 3000" "2000 200 200 2"; 
     # shellcheck disable=SC2086
     "$BUILD/bench/rpc" $args
 done
+
+# The cost of security: the reference job over mutual TLS against plain
+# TCP, interleaved (tests/bench/tls.sh; README.md, *The cost of security*).
+echo
+echo "== mutual TLS against plain TCP (tests/bench/tls.sh)"
+echo "\$ RUNS=2 tests/bench/tls.sh"
+HETPS_BUILD="$BUILD" RUNS=2 ./tests/bench/tls.sh
