@@ -299,6 +299,7 @@ static int claim_matches(struct ps_service *s, hc_rpc_req *req, nng_msg *msg,
 {
     const char *cert = hc_rpc_req_identity(req);
     char claim[32], peer[80];
+    uint64_t n;
 
     if (!s->tls.rpc)
         return 1;
@@ -309,10 +310,15 @@ static int claim_matches(struct ps_service *s, hc_rpc_req *req, nng_msg *msg,
                  e->sender->index);
     if (cert && strcmp(cert, claim) == 0)
         return 1;
+    pthread_mutex_lock(&s->mu);
+    n = ++s->rejected;
+    pthread_mutex_unlock(&s->mu);
     hc_rpc_msg_peer(msg, peer, sizeof peer);
-    hc_warn("refused a %s from %s: it claims %s but its certificate is %s",
-            hc_wire_payload_name(e->payload_case), peer,
-            claim, cert ? cert : "unknown");
+    if (n <= 10 || n % 1000 == 0)
+        hc_warn("refused a %s from %s (%llu rejected so far): it claims %s "
+                "but its certificate is %s",
+                hc_wire_payload_name(e->payload_case), peer,
+                (unsigned long long)n, claim, cert ? cert : "unknown");
     hc_err_set(HC_ERR_CONFIG, "this request claims %s but the connection's "
                "certificate is %s's: a task may act only as itself", claim,
                cert ? cert : "nobody");
@@ -360,9 +366,6 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
     }
 
     if (!claim_matches(s, req, msg, in.env)) {
-        pthread_mutex_lock(&s->mu);
-        s->rejected++;
-        pthread_mutex_unlock(&s->mu);
         reply = service_error_reply(s, in.env->request_id,
                                     HETPS__ERROR_CODE__E_FORBIDDEN,
                                     hc_err_msg());

@@ -67,7 +67,7 @@ ok "another cluster id: all refused; ps:0 names the peer and the cluster"
 
 POKE_CERT=$T/certs/worker-1.pem
 refused_all "another task's certificate" "$T/cluster.json" worker:0
-grep -q "from 127.0.0.1:[0-9]*: it claims worker:0 but its certificate is worker:1" "$T/ps-0.log" ||
+grep -q "from 127.0.0.1:[0-9]* (.*): it claims worker:0 but its certificate is worker:1" "$T/ps-0.log" ||
     { cat "$T/ps-0.log"; fail "ps:0's log does not name the peer posing as worker:0"; }
 poke "$T/cluster.json" client shutdown > "$T/p.txt" && { cat "$T/p.txt"; fail "worker:1's certificate shut down as the front door"; }
 grep -q "certificate is worker:1's" "$T/p.txt" || { cat "$T/p.txt"; fail "the refusal does not name the certificate"; }
