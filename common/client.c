@@ -45,6 +45,7 @@ int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
     c->me.incarnation = hc_wire_new_incarnation();
     c->me.cluster_id = cl->id;
     atomic_init(&c->next_id, 1);
+    atomic_init(&c->model_sig, 0);
     if (o)
         c->o = *o;
     if (c->o.timeout_ms <= 0)
@@ -103,13 +104,15 @@ int pc_join(struct pc_client *c, const char *devices)
     Hetps__Join join = HETPS__JOIN__INIT;
     uint64_t *ids = calloc((size_t)c->n, sizeof *ids);
     char host[256] = "";
+    struct hc_sender me;
     int i, rv;
 
     if (!ids)
         return hc_err_set(HC_ERR_NOMEM, "out of memory");
     gethostname(host, sizeof host - 1);
     snprintf(c->devices, sizeof c->devices, "%s", devices ? devices : "");
-    hc_wire_init_env(&env, &c->me, 0);
+    client_sender(c, &me);
+    hc_wire_init_env(&env, &me, 0);
     join.devices = c->devices;
     join.host = host;
     join.has_pid = 1;
@@ -318,6 +321,12 @@ int pc_shutdown(struct pc_client *c)
                            "shutdown");
 }
 
+void client_sender(struct pc_client *c, struct hc_sender *me)
+{
+    *me = c->me;
+    me->model_signature = atomic_load(&c->model_sig);
+}
+
 int pc_set_model(struct pc_client *c, const struct hc_model *m,
                  uint32_t block_elems)
 {
@@ -334,6 +343,7 @@ int pc_set_model(struct pc_client *c, const struct hc_model *m,
         return rv;
     c->have_layout = 1;
     c->model = m;
+    atomic_store(&c->model_sig, m->signature);
     for (i = 0; i < c->n; i++) {
         struct shard_plan *p = &c->plan[i];
         uint32_t n = c->layout.shard_blocks[i];

@@ -178,6 +178,8 @@ void hc_wire_init_env(Hetps__Envelope *env, const struct hc_sender *s,
         return;
     env->cluster_id = s->cluster_id;
     env->incarnation = s->incarnation;
+    env->has_model_signature = s->model_signature != 0;
+    env->model_signature = s->model_signature;
     env->sender = task_intern(s->job, s->index);
 }
 

@@ -152,6 +152,24 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         return service_error_reply(s, e->request_id,
                                    HETPS__ERROR_CODE__E_NOT_JOINED, text);
     }
+    if (e->has_model_signature && e->model_signature &&
+        (pc == HETPS__ENVELOPE__PAYLOAD_JOIN ||
+         pc == HETPS__ENVELOPE__PAYLOAD_PULL ||
+         pc == HETPS__ENVELOPE__PAYLOAD_PUSH)) {
+        uint64_t mine = ps_shard_signature(s->shard);
+
+        if (mine && mine != e->model_signature) {
+            snprintf(text, sizeof text,
+                     "worker:%u's model (signature %016llx) is not the one "
+                     "ps:%d's variables were created with (%016llx): give "
+                     "every worker the same model file", w,
+                     (unsigned long long)e->model_signature, s->conf.shard,
+                     (unsigned long long)mine);
+            hc_warn("refused a %s: %s", hc_wire_payload_name(pc), text);
+            return service_error_reply(s, e->request_id,
+                                       HETPS__ERROR_CODE__E_MISMATCH, text);
+        }
+    }
     rec = record_of(m, pc);
     if (is_effect(pc) && m->incarnation == e->incarnation && rec->last_req) {
         if (e->request_id == rec->last_req && rec->reply_len == 0) {

@@ -9,7 +9,8 @@
 #    other than the chief create the variables, nor read the members;
 #  - a second live worker:1 is refused while the first keeps training, and
 #    neither its join nor its pushes touch the first one's record;
-#  - a worker:1 killed with -9 and started again rejoins at once.
+#  - a worker:1 killed with -9 and started again rejoins at once;
+#  - a worker with another model file is refused at its first pull.
 # Controls: the front door's certificate reads the status, a worker's
 # certificate joins, so every refusal above is the credentials' doing.
 . "$(dirname "$0")/lib.inc"
@@ -113,3 +114,11 @@ grep -q "worker:1 restarted" "$T/ps-0.log" || fail "ps:0 did not see worker:1 re
 ok "worker:1 killed with -9 and started again rejoins at once and trains ($dt s)"
 wait $W0 || { tail -5 "$T/w0.log"; fail "the chief failed"; }
 ok "the chief trained to its end alongside"
+
+# Another model: its pulls and pushes are refused, both signatures named.
+"$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:1 --model deploy/models/fashion_mlp.json \
+    --max-steps 5 --no-eval > "$T/w1m.log" 2>&1 && { cat "$T/w1m.log"; fail "a worker with another model was let in"; }
+grep -q "model (signature [0-9a-f]*) is not the one ps:[01]'s variables were created with ([0-9a-f]*)" "$T/w1m.log" ||
+    { cat "$T/w1m.log"; fail "the worker with another model is not told why"; }
+grep -q "refused a pull: worker:1's model" "$T/ps-0.log" || fail "ps:0 does not log the other model"
+ok "a worker of another model is refused at its first pull, both signatures named"

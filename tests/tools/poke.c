@@ -218,7 +218,7 @@ static size_t status_bytes(const struct hc_cluster *cl, unsigned char *buf,
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__Status st = HETPS__STATUS__INIT;
-    struct hc_sender me = { HETPS__JOB__JOB_CLIENT, 0, 1, cluster_id };
+    struct hc_sender me = { HETPS__JOB__JOB_CLIENT, 0, 1, cluster_id, 0 };
     nng_msg *m;
     size_t len;
 
@@ -292,7 +292,7 @@ static int join_raw(const struct hc_cluster *cl, int w, uint64_t id,
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__Join join = HETPS__JOIN__INIT;
     struct hc_sender me = { HETPS__JOB__JOB_WORKER, (uint32_t)w,
-                            0x1234567890ABCDEFull, cl->id };
+                            0x1234567890ABCDEFull, cl->id, 0 };
     nng_socket s;
     nng_msg *m;
     char why[256] = "";
@@ -394,7 +394,7 @@ static int as(const struct hc_cluster *cl, const char *task, const char *kind)
     Hetps__Status status = HETPS__STATUS__INIT;
     Hetps__Shutdown shut = HETPS__SHUTDOWN__INIT;
     Hetps__Range range = HETPS__RANGE__INIT, *ranges[1] = { &range };
-    struct hc_sender me = { HETPS__JOB__JOB_CLIENT, 0, 0x5eed, cl->id };
+    struct hc_sender me = { HETPS__JOB__JOB_CLIENT, 0, 0x5eed, cl->id, 0 };
     char why[512];
     nng_msg *m;
     int r;
