@@ -822,6 +822,7 @@ static void test_print(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "cluster from " SRC));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, id));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "ssp (staleness bound 2)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "transport mutual TLS, certificates in "));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "ps:1      p1:2222"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "worker:0  c:1"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "devices gpu:0  (chief)"));
