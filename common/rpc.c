@@ -421,8 +421,11 @@ static int proof_serve(hc_rpc_server *s, hc_rpc_req *r, nng_msg *msg)
         goto answer;
     }
     if (kind == HC_AUTH_PROOF && pa && pa->has_nonce) {
+        /* The nonce stays until this connection's next HELLO: a late,
+         * stale proof (its client timed out and said HELLO again) fails
+         * without spoiling the fresh one. Replaying a proof gains nothing:
+         * the nonce is this connection's alone. */
         memcpy(nonce, pa->nonce, sizeof nonce);
-        pa->has_nonce = 0; /* one proof per nonce */
         nng_mtx_unlock(s->mtx);
         if (hc_auth_check(s->verifier, nonce, msg, who, sizeof who, why,
                           sizeof why) == 0) {

@@ -12,9 +12,9 @@
  *            SHA-256("hetps proof v1" ‖ nonce) with its key
  *
  * The server checks the certificate against the cluster CA, the signature
- * against the certificate's key, takes the subject CN ("worker:1", "ps:0",
- * "admin") as the pipe's identity and forgets the nonce (one proof per
- * nonce). Every later request on that pipe carries that identity; a
+ * against the certificate's key, and takes the subject CN ("worker:1",
+ * "ps:0", "admin") as the pipe's identity. A nonce belongs to one
+ * connection and lasts until its next HELLO. Every later request on that pipe carries that identity; a
  * request on a pipe without one is answered UNAUTH and the client proves
  * itself again (its connection changed). All of this travels inside the
  * TLS connection.
