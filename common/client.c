@@ -20,10 +20,14 @@
 #include <unistd.h>
 
 #include "client_impl.h"
+#include "clock.h"
 #include "err.h"
 #include "log.h"
 #include "rpc.h"
 #include "wire.h"
+
+/* How long a join refused because the task is in use is asked again. */
+#define TASK_IN_USE_GRACE_MS 3000
 
 int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
             int index, const struct pc_opts *o)
@@ -105,6 +109,7 @@ int pc_join(struct pc_client *c, const char *devices)
     uint64_t *ids = calloc((size_t)c->n, sizeof *ids);
     char host[256] = "";
     struct hc_sender me;
+    int64_t until;
     int i, rv;
 
     if (!ids)
@@ -119,10 +124,20 @@ int pc_join(struct pc_client *c, const char *devices)
     join.pid = (uint32_t)getpid();
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_JOIN;
     env.join = &join;
-    rv = client_simple_reqs(c, &env, ids);
-    if (rv == HC_OK)
-        rv = client_exchange(c, ids, HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY,
-                             "join", 0);
+    /* A shard refuses the join while another process of this task is
+     * connected (E_TASK_IN_USE, read as HC_ERR_EXISTS). After a crash
+     * the shard notices the old connection is gone within moments, so a
+     * restarted worker asks again for a short while before giving up. */
+    until = hc_now_ms() + TASK_IN_USE_GRACE_MS;
+    for (;;) {
+        rv = client_simple_reqs(c, &env, ids);
+        if (rv == HC_OK)
+            rv = client_exchange(c, ids, HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY,
+                                 "join", 0);
+        if (rv != HC_ERR_EXISTS || hc_now_ms() >= until)
+            break;
+        hc_sleep_s(0.1);
+    }
     if (rv == HC_OK) {
         for (i = 0; i < c->n; i++) {
             const Hetps__JoinReply *jr = c->dec[i].env->join_reply;

@@ -780,7 +780,7 @@ int hc_wire_error_from_code(Hetps__ErrorCode code)
     case HETPS__ERROR_CODE__E_STORE: return HC_ERR_STORE;
     case HETPS__ERROR_CODE__E_SHUTTING_DOWN: return HC_ERR_CLOSED;
     case HETPS__ERROR_CODE__E_UNSUPPORTED: return HC_ERR_UNSUPPORTED;
-    case HETPS__ERROR_CODE__E_TASK_IN_USE:
+    case HETPS__ERROR_CODE__E_TASK_IN_USE: return HC_ERR_EXISTS;
     case HETPS__ERROR_CODE__E_FORBIDDEN: return HC_ERR_CONFIG;
     default: return HC_ERR_REMOTE; /* E_UNKNOWN, E_NOT_JOINED, unknown */
     }
