@@ -408,7 +408,14 @@ void hc_cluster_print(const struct hc_cluster *c, FILE *f)
     if (c->mode == HC_MODE_SYNC)
         fprintf(f, " (backup workers %d)", c->backup_workers);
     fprintf(f, "\n  token     %s\n",
-            c->token_file[0] ? c->token_file : "none (no authentication)");
+            c->token_file[0] ? c->token_file : "none");
+    if (c->insecure)
+        fprintf(f, "  transport INSECURE plain TCP (\"insecure\": true)\n");
+    else
+        fprintf(f, "  transport mutual TLS, certificates in %s\n",
+                getenv("HETPS_CERTS") && getenv("HETPS_CERTS")[0]
+                    ? getenv("HETPS_CERTS")
+                    : c->certs[0] ? c->certs : "hetps-data/certs");
     fprintf(f, "  ps        %d task(s)\n", c->n_ps);
     for (i = 0; i < c->n_ps; i++)
         fprintf(f, "    ps:%-6d %s\n", i, c->ps[i].addr);

@@ -8,7 +8,8 @@
  *                                                       be a number or string)
  *     "hetps":   { "workers": [ {"devices": "gpu:0,gpu:1"}, {"devices": "cpu"} ],
  *                  "mode": "sync" | "async" | "ssp:3", "backup_workers": 1,
- *                  "token_file": "/run/secrets/hetps.token" } }
+ *                  "token_file": "/run/secrets/hetps.token",
+ *                  "certs": "/run/secrets/hetps", "insecure": false } }
  *
  * A `chief` (or `master`) job of one task becomes worker 0 and the listed
  * workers shift up by one, as TensorFlow's chief is a worker that also does
@@ -73,6 +74,8 @@ struct hc_cluster {
     int metrics_port;       /* 0: off; else ps:j serves /metrics on its
                                host at metrics_port + j, worker:i at
                                metrics_port + n_ps + i */
+    int insecure;           /* "insecure": true — plain TCP, no certificates */
+    char certs[512];        /* "certs": certificate directory, "" when unset */
 
     uint64_t id;            /* cluster id: FNV-1a 64 of the ps address list,
                                the part that fixes sharding; never 0 */

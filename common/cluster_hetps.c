@@ -2,7 +2,8 @@
  * cluster_hetps.c — the "hetps" block of a cluster definition, hetps's own
  * settings beside TensorFlow's ClusterSpec: the training mode ("async",
  * "sync", "ssp:S" or "ssp" with "staleness"), backup workers for sync,
- * each worker's devices, and the token file. Checked against the cluster
+ * each worker's devices, the token file, and transport security ("insecure":
+ * plain TCP; "certs": the certificate directory). Checked against the cluster
  * already read (worker count, chief mapping); every mistake is reported
  * through cl_problem (cluster_read.c).
  */
@@ -17,7 +18,7 @@
 
 static const char *const hetps_keys[] = { "workers", "mode", "staleness",
                                           "backup_workers", "token_file",
-                                          "metrics_port" };
+                                          "metrics_port", "insecure", "certs" };
 static const char *const wconf_keys[] = { "devices" };
 
 /* Validate a device list; the normalised list goes to out. */
@@ -294,5 +295,23 @@ void cl_read_hetps(struct cl_parse *p, const cJSON *h, struct hc_cluster *c)
                        "characters)", sizeof c->token_file - 1);
         else
             strcpy(c->token_file, t->valuestring);
+    }
+    if ((t = cJSON_GetObjectItemCaseSensitive(h, "insecure"))) {
+        if (!cJSON_IsBool(t))
+            cl_problem(p, "hetps.insecure", "must be true or false, got %s",
+                       cl_jtype(t));
+        else
+            c->insecure = cJSON_IsTrue(t);
+    }
+    if ((t = cJSON_GetObjectItemCaseSensitive(h, "certs"))) {
+        if (!cJSON_IsString(t) || !t->valuestring[0])
+            cl_problem(p, "hetps.certs", "must be a directory path (made by "
+                       "`hetps certs`), got %s",
+                       cJSON_IsString(t) ? "an empty string" : cl_jtype(t));
+        else if (strlen(t->valuestring) >= sizeof c->certs)
+            cl_problem(p, "hetps.certs", "too long (at most %zu characters)",
+                       sizeof c->certs - 1);
+        else
+            strcpy(c->certs, t->valuestring);
     }
 }

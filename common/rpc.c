@@ -18,16 +18,20 @@
 #include "rpc.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
+#include <nng/supplemental/tls/tls.h>
 #include <nng/supplemental/util/platform.h>
 
 #include "err.h"
 #include "log.h"
+#include "rpc_auth.h"
 
 #define DEFAULT_N_CTX 64
 #define MAX_N_CTX 65536
@@ -41,8 +45,17 @@
 #define WARN_EVERY_MS 1000   /* at most one retry warning per peer per second */
 #define RECV_ERR_PAUSE_MS 50 /* pause after an unexpected server recv error */
 #define ABORT_SLACK_MS 5000  /* beyond the retry budget before a call aborts */
+#define URL_MAX 600
 
 /* Translate an nng code without recording anything (usable on nng threads). */
+/* Network byte order to host (nng keeps ports in network order). */
+static uint16_t ntohs_(uint16_t v)
+{
+    const unsigned char *b = (const unsigned char *)&v;
+
+    return (uint16_t)((b[0] << 8) | b[1]);
+}
+
 static int code_of(int rv)
 {
     switch (rv) {
@@ -68,6 +81,73 @@ int hc_rpc_err(int nng_rv, const char *what)
 }
 
 /* ------------------------------------------------------------------ */
+/* TLS                                                                 */
+/* ------------------------------------------------------------------ */
+
+/* The URL to use: "tcp://…" becomes "tls+tcp://…" when tls is set. */
+static void transport_url(char *out, size_t n, const char *url, int tls)
+{
+    if (tls && strncmp(url, "tcp://", 6) == 0)
+        snprintf(out, n, "tls+%s", url);
+    else
+        snprintf(out, n, "%s", url);
+}
+
+/* The host of "tcp://host:port" or "tcp://[v6]:port" into out. */
+static void url_host(char *out, size_t n, const char *url)
+{
+    const char *h = strstr(url, "://"), *e;
+
+    h = h ? h + 3 : url;
+    if (*h == '[') {
+        h++;
+        e = strchr(h, ']');
+    } else {
+        e = strrchr(h, ':');
+    }
+    if (!e)
+        e = h + strlen(h);
+    snprintf(out, n, "%.*s", (int)(e - h), h);
+}
+
+/* A TLS configuration for a listener (auth optional: the pipe callback
+ * refuses unverified peers, so it can name them) or a dialer (auth required,
+ * the server's certificate must name `server_name`). */
+static int tls_config(nng_tls_config **out, const struct hc_rpc_tls *t,
+                      int server, const char *server_name, const char *what)
+{
+    nng_tls_config *cfg = NULL;
+    const char *step = "allocating the configuration";
+    int rv;
+
+    *out = NULL;
+    if ((rv = nng_tls_config_alloc(&cfg, server ? NNG_TLS_MODE_SERVER
+                                                : NNG_TLS_MODE_CLIENT)) != 0)
+        goto fail;
+    step = "setting the authentication mode";
+    if ((rv = nng_tls_config_auth_mode(cfg, server
+                                                ? NNG_TLS_AUTH_MODE_OPTIONAL
+                                                : NNG_TLS_AUTH_MODE_REQUIRED)) != 0)
+        goto fail;
+    step = t->ca_file;
+    if ((rv = nng_tls_config_ca_file(cfg, t->ca_file)) != 0)
+        goto fail;
+    step = t->cert_key_file;
+    if ((rv = nng_tls_config_cert_key_file(cfg, t->cert_key_file, NULL)) != 0)
+        goto fail;
+    step = "setting the server name";
+    if (server_name && (rv = nng_tls_config_server_name(cfg, server_name)) != 0)
+        goto fail;
+    *out = cfg;
+    return HC_OK;
+fail:
+    if (cfg)
+        nng_tls_config_free(cfg);
+    return hc_err_set(code_of(rv), "%s: TLS: %s: %s (is it a PEM file made "
+                      "by `hetps certs`?)", what, step, nng_strerror(rv));
+}
+
+/* ------------------------------------------------------------------ */
 /* Server                                                              */
 /* ------------------------------------------------------------------ */
 
@@ -81,7 +161,19 @@ struct hc_rpc_req {
                                  * so a later timeout reads as success */
     int ctx_open;
     enum req_state state;
+    char who[32];               /* the proven identity of the request's
+                                   connection ("worker:1"), "" without TLS */
 };
+
+/* What a TLS server knows of one connection (rpc_auth.h). */
+struct pipe_auth {
+    uint32_t pipe;
+    int has_nonce;
+    unsigned char nonce[HC_AUTH_NONCE];
+    char who[32];               /* "" until proven */
+};
+
+#define MAX_PIPES 65536
 
 struct hc_rpc_server {
     nng_socket sock;
@@ -89,7 +181,13 @@ struct hc_rpc_server {
     char *url;
     hc_rpc_handler handler;
     void *arg;
+    int tls;
+    void (*on_close)(void *arg, uint32_t pipe);
+    atomic_uint_least64_t refused; /* connections refused (TLS) */
+    hc_auth_verifier *verifier; /* TLS: checks the clients' proofs */
     nng_mtx *mtx;
+    struct pipe_auth *pipes;    /* under mtx: (n_pipes) connections */
+    int n_pipes, cap_pipes;
     int stopping;               /* under mtx: replies are dropped */
     atomic_uint_least64_t last_warn;
     int n_req;
@@ -113,6 +211,8 @@ static void server_warn(hc_rpc_server *s, const char *what, int rv)
     atomic_store(&s->last_warn, now);
     hc_warn("rpc server %s: %s failed: %s", s->url, what, nng_strerror(rv));
 }
+
+static int proof_serve(hc_rpc_server *s, hc_rpc_req *r, nng_msg *msg);
 
 /* The aio callback: one step of the context's cycle. Nothing after the
  * handler call touches `r`, because the handler may already have replied
@@ -141,6 +241,8 @@ static void req_cb(void *arg)
         msg = nng_aio_get_msg(r->aio);
         nng_aio_set_msg(r->aio, NULL);
         r->state = REQ_WAIT;
+        if (s->verifier && proof_serve(s, r, msg))
+            return;
         s->handler(s->arg, r, msg);
         return;
     case REQ_SEND:
@@ -175,6 +277,183 @@ static void pause_cb(void *arg)
         return;
     }
     req_recv(r);
+}
+
+/* The remote address of a pipe, "127.0.0.1:54321" or "[::1]:54321". */
+static void pipe_addr(nng_pipe pipe, char *buf, size_t n)
+{
+    nng_sockaddr sa;
+    const unsigned char *a;
+    size_t at;
+    int i;
+
+    snprintf(buf, n, "an unknown address");
+    if (nng_pipe_get_addr(pipe, NNG_OPT_REMADDR, &sa) != 0)
+        return;
+    if (sa.s_family == NNG_AF_INET) {
+        a = (const unsigned char *)&sa.s_in.sa_addr;
+        snprintf(buf, n, "%u.%u.%u.%u:%u", a[0], a[1], a[2], a[3],
+                 (unsigned)ntohs_(sa.s_in.sa_port));
+    } else if (sa.s_family == NNG_AF_INET6) {
+        a = sa.s_in6.sa_addr;
+        at = (size_t)snprintf(buf, n, "[");
+        for (i = 0; i < 16 && at < n; i += 2)
+            at += (size_t)snprintf(buf + at, n - at, "%s%x", i ? ":" : "",
+                                   (unsigned)(a[i] << 8 | a[i + 1]));
+        if (at < n)
+            snprintf(buf + at, n - at, "]:%u",
+                     (unsigned)ntohs_(sa.s_in6.sa_port));
+    }
+}
+
+void hc_rpc_msg_peer(nng_msg *msg, char *buf, size_t n)
+{
+    pipe_addr(nng_msg_get_pipe(msg), buf, n);
+}
+
+uint32_t hc_rpc_msg_pipe(nng_msg *msg)
+{
+    int id = msg ? nng_pipe_id(nng_msg_get_pipe(msg)) : -1;
+
+    return id > 0 ? (uint32_t)id : 0;
+}
+
+/* A client connected (refuse it unless its certificate is the cluster's)
+ * or is gone (tell the service). */
+static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
+{
+    hc_rpc_server *s = arg;
+    bool verified = false;
+    char addr[80];
+    uint64_t n;
+
+    if (ev == NNG_PIPE_EV_REM_POST) {
+        uint32_t id = nng_pipe_id(pipe) > 0 ? (uint32_t)nng_pipe_id(pipe) : 0;
+        int i;
+
+        nng_mtx_lock(s->mtx);
+        for (i = 0; i < s->n_pipes; i++)
+            if (s->pipes[i].pipe == id) {
+                s->pipes[i] = s->pipes[--s->n_pipes];
+                break;
+            }
+        nng_mtx_unlock(s->mtx);
+        if (s->on_close && id)
+            s->on_close(s->arg, id);
+        return;
+    }
+    if (ev != NNG_PIPE_EV_ADD_PRE || !s->tls)
+        return;
+    if (nng_pipe_get_bool(pipe, NNG_OPT_TLS_VERIFIED, &verified) == 0 &&
+        verified)
+        return;
+    pipe_addr(pipe, addr, sizeof addr);
+    n = atomic_fetch_add(&s->refused, 1) + 1;
+    if (n <= 20 || n % 1000 == 0)
+        hc_warn("rpc server %s: refused the connection from %s (%llu so "
+                "far): no client certificate, or one not signed by this "
+                "cluster's CA", s->url, addr, (unsigned long long)n);
+    nng_pipe_close(pipe);
+}
+
+const char *hc_rpc_req_identity(const hc_rpc_req *req)
+{
+    return req && req->who[0] ? req->who : NULL;
+}
+
+/* The entry of `pipe` (made when `make`), or NULL. Under s->mtx. */
+static struct pipe_auth *pipe_entry(hc_rpc_server *s, uint32_t pipe, int make)
+{
+    struct pipe_auth *pa;
+    int i;
+
+    for (i = 0; i < s->n_pipes; i++)
+        if (s->pipes[i].pipe == pipe)
+            return &s->pipes[i];
+    if (!make || s->n_pipes == MAX_PIPES)
+        return NULL;
+    if (s->n_pipes == s->cap_pipes) {
+        int cap = s->cap_pipes ? 2 * s->cap_pipes : 16;
+
+        if (!(pa = realloc(s->pipes, (size_t)cap * sizeof *pa)))
+            return NULL;
+        s->pipes = pa;
+        s->cap_pipes = cap;
+    }
+    pa = &s->pipes[s->n_pipes++];
+    memset(pa, 0, sizeof *pa);
+    pa->pipe = pipe;
+    return pa;
+}
+
+/*
+ * TLS: the certificate proof, before the handler sees anything. Answers
+ * HELLO and PROOF here (and a request on a connection not yet proven,
+ * with UNAUTH) and returns 1; for a request on a proven connection records
+ * its identity in r->who and returns 0.
+ */
+static int proof_serve(hc_rpc_server *s, hc_rpc_req *r, nng_msg *msg)
+{
+    uint32_t pipe = hc_rpc_msg_pipe(msg);
+    int kind = hc_auth_kind_of(msg), ok;
+    unsigned char nonce[HC_AUTH_NONCE];
+    struct pipe_auth *pa;
+    nng_msg *reply = NULL;
+    char who[32], why[256], addr[80];
+    uint64_t n;
+
+    r->who[0] = '\0';
+    nng_mtx_lock(s->mtx);
+    pa = pipe_entry(s, pipe, kind == HC_AUTH_HELLO);
+    if (kind == 0 && pa && pa->who[0]) {
+        memcpy(r->who, pa->who, sizeof r->who);
+        nng_mtx_unlock(s->mtx);
+        return 0;
+    }
+    if (kind == HC_AUTH_HELLO && pa) {
+        ok = getrandom(pa->nonce, sizeof pa->nonce, 0) == (ssize_t)sizeof pa->nonce;
+        pa->has_nonce = ok;
+        pa->who[0] = '\0';
+        memcpy(nonce, pa->nonce, sizeof nonce);
+        nng_mtx_unlock(s->mtx);
+        if (ok)
+            hc_auth_msg(&reply, HC_AUTH_NONCE_REPLY, nonce, sizeof nonce);
+        goto answer;
+    }
+    if (kind == HC_AUTH_PROOF && pa && pa->has_nonce) {
+        /* The nonce stays until this connection's next HELLO: a late,
+         * stale proof (its client timed out and said HELLO again) fails
+         * without spoiling the fresh one. Replaying a proof gains nothing:
+         * the nonce is this connection's alone. */
+        memcpy(nonce, pa->nonce, sizeof nonce);
+        nng_mtx_unlock(s->mtx);
+        if (hc_auth_check(s->verifier, nonce, msg, who, sizeof who, why,
+                          sizeof why) == 0) {
+            nng_mtx_lock(s->mtx);
+            if ((pa = pipe_entry(s, pipe, 0)) != NULL)
+                memcpy(pa->who, who, sizeof pa->who);
+            nng_mtx_unlock(s->mtx);
+            hc_auth_msg(&reply, HC_AUTH_OK, NULL, 0);
+            goto answer;
+        }
+        hc_rpc_msg_peer(msg, addr, sizeof addr);
+        n = atomic_fetch_add(&s->refused, 1) + 1;
+        if (n <= 20 || n % 1000 == 0)
+            hc_warn("rpc server %s: refused the certificate proof from %s: "
+                    "%s", s->url, addr, why);
+        hc_auth_msg(&reply, HC_AUTH_ERR, why, strlen(why));
+        goto answer;
+    }
+    nng_mtx_unlock(s->mtx);
+    if (kind == 0)
+        hc_auth_msg(&reply, HC_AUTH_UNAUTH, NULL, 0);
+    else
+        hc_auth_msg(&reply, HC_AUTH_ERR, "send HELLO, then the PROOF, on "
+                    "one connection", 37);
+answer:
+    nng_msg_free(msg);
+    hc_rpc_reply(r, reply);
+    return 1;
 }
 
 void hc_rpc_reply(hc_rpc_req *req, nng_msg *reply)
@@ -242,6 +521,8 @@ static void server_free(hc_rpc_server *s)
         nng_close(s->sock);
     if (s->mtx)
         nng_mtx_free(s->mtx);
+    hc_auth_verifier_close(s->verifier);
+    free(s->pipes);
     free(s->reqs);
     free(s->url);
     free(s);
@@ -255,6 +536,9 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     int n_ctx = opts && opts->n_ctx ? opts->n_ctx : DEFAULT_N_CTX;
     size_t recv_max = opts && opts->recv_max ? opts->recv_max
                                              : DEFAULT_RECV_MAX;
+    nng_tls_config *tls = NULL;
+    nng_listener l;
+    char turl[URL_MAX];
     int rv, i, err;
 
     if (out)
@@ -288,10 +572,30 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
         err = hc_rpc_err(rv, "rpc server: setting recv_max");
         goto fail;
     }
-    if ((rv = nng_listen(s->sock, url, NULL, 0)) != 0) {
+    s->tls = opts && opts->tls;
+    s->on_close = opts ? opts->on_close : NULL;
+    atomic_init(&s->refused, 0);
+    if ((rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, server_pipe_cb,
+                              s)) != 0 ||
+        (rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, server_pipe_cb,
+                              s)) != 0) {
+        err = hc_rpc_err(rv, "rpc server: registering pipe callbacks");
+        goto fail;
+    }
+    transport_url(turl, sizeof turl, url, s->tls);
+    if (s->tls && ((err = tls_config(&tls, opts->tls, 1, NULL, url)) != HC_OK ||
+                   (err = hc_auth_verifier_open(&s->verifier,
+                                                opts->tls->ca_file)) != HC_OK))
+        goto fail;
+    if ((rv = nng_listener_create(&l, s->sock, turl)) == 0 &&
+        (!tls || (rv = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, tls)) == 0))
+        rv = nng_listener_start(l, 0);
+    if (tls)
+        nng_tls_config_free(tls); /* the listener holds its own reference */
+    if (rv != 0) {
         err = hc_err_set(code_of(rv) == HC_ERR_NOMEM ? HC_ERR_NOMEM
                                                      : HC_ERR_TRANSPORT,
-                         "rpc server: cannot listen on %s: %s%s", url,
+                         "rpc server: cannot listen on %s: %s%s", turl,
                          nng_strerror(rv),
                          rv == NNG_EADDRINUSE
                              ? " (another process holds the port; stop it "
@@ -349,6 +653,11 @@ struct peer {
     nng_aio *timer;            /* back-off only (see hc_rpc_req.pause) */
     atomic_int connected;      /* pipes currently up */
     atomic_int ever_connected;
+    int tls;
+    hc_auth_signer *signer;    /* TLS: proves this process's certificate */
+    atomic_uint authed_pipe;   /* the pipe the proof was accepted on; 0:
+                                  none (prove before the next request) */
+    enum { PH_HELLO, PH_PROOF, PH_REQ } phase; /* what the aio carries */
 
     /* One call's state, owned by the aio callback while the call runs. */
     enum call_state state;
@@ -381,12 +690,15 @@ static void pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
 {
     struct peer *p = arg;
 
-    (void)pipe;
     if (ev == NNG_PIPE_EV_ADD_POST) {
         atomic_fetch_add(&p->connected, 1);
         atomic_store(&p->ever_connected, 1);
     } else if (ev == NNG_PIPE_EV_REM_POST) {
+        unsigned id = (unsigned)nng_pipe_id(pipe);
+
         atomic_fetch_sub(&p->connected, 1);
+        /* The proven connection is gone: prove again on the next. */
+        atomic_compare_exchange_strong(&p->authed_pipe, &id, 0u);
     }
 }
 
@@ -420,17 +732,40 @@ static void peer_done(struct peer *p, int err)
     nng_mtx_unlock(c->mtx);
 }
 
+/* Send m (owned) as this attempt's next message, then wait for its reply. */
+static void peer_send_msg(struct peer *p, nng_msg *m)
+{
+    p->attempt_begin = nng_clock();
+    p->state = CALL_SEND;
+    nng_aio_set_msg(p->aio, m);
+    nng_aio_set_timeout(p->aio, p->attempt_ms);
+    nng_ctx_send(p->ctx, p->aio);
+}
+
 static void peer_send(struct peer *p)
 {
     nng_msg *m;
     int rv;
 
+    if (p->signer && atomic_load(&p->authed_pipe) == 0) {
+        /* A new connection: prove the certificate first (rpc_auth.h). */
+        if (hc_auth_msg(&m, HC_AUTH_HELLO, NULL, 0) != HC_OK) {
+            snprintf(p->msg, sizeof p->msg, "%s at %s: %s", p->name, p->url,
+                     hc_err_msg());
+            peer_done(p, HC_ERR_NOMEM);
+            return;
+        }
+        p->phase = PH_HELLO;
+        peer_send_msg(p, m);
+        return;
+    }
     if ((rv = nng_msg_dup(&m, p->copy)) != 0) {
         snprintf(p->msg, sizeof p->msg, "%s at %s: copying the request: %s",
                  p->name, p->url, nng_strerror(rv));
         peer_done(p, code_of(rv));
         return;
     }
+    p->phase = PH_REQ;
     p->attempts++;
     p->attempt_begin = nng_clock();
     p->state = CALL_SEND;
@@ -442,10 +777,14 @@ static void peer_send(struct peer *p)
 static void peer_unreachable(struct peer *p)
 {
     double secs = (double)(nng_clock() - p->begin) / 1000.0;
-    char why[160];
+    char why[200];
 
     if (!atomic_load(&p->ever_connected))
-        snprintf(why, sizeof why, "never connected: connection refused?");
+        snprintf(why, sizeof why, p->tls
+                 ? "never connected: connection refused, or the TLS "
+                   "handshake failed (its certificate not from this "
+                   "cluster's CA, or not naming the host)"
+                 : "never connected: connection refused?");
     else if (atomic_load(&p->connected) > 0)
         snprintf(why, sizeof why, "connected but no reply; last error: %s",
                  nng_strerror(p->last_rv));
@@ -517,6 +856,64 @@ static void timer_cb(void *arg)
     peer_send(p);
 }
 
+/*
+ * A reply during the certificate proof (rpc_auth.h): continue it and
+ * return 1, or return 0 when p->reply is the request's own answer.
+ */
+static int proof_step(struct peer *p)
+{
+    nng_msg *r = p->reply, *proof = NULL;
+    int kind = hc_auth_kind_of(r);
+    const unsigned char *d;
+    size_t n;
+
+    if (p->phase == PH_REQ && kind != HC_AUTH_UNAUTH)
+        return 0;
+    p->reply = NULL;
+    if (kind == HC_AUTH_NONCE_REPLY && p->phase == PH_HELLO) {
+        if (hc_auth_prove(p->signer, r, &proof) != HC_OK) {
+            snprintf(p->msg, sizeof p->msg, "%s at %s: %s", p->name, p->url,
+                     hc_err_msg());
+            nng_msg_free(r);
+            peer_done(p, HC_ERR_CONFIG);
+            return 1;
+        }
+        nng_msg_free(r);
+        p->phase = PH_PROOF;
+        peer_send_msg(p, proof);
+        return 1;
+    }
+    if (kind == HC_AUTH_OK && p->phase == PH_PROOF) {
+        int id = nng_pipe_id(nng_msg_get_pipe(r));
+
+        nng_msg_free(r);
+        atomic_store(&p->authed_pipe, id > 0 ? (unsigned)id : 1u);
+        peer_send(p);
+        return 1;
+    }
+    if (kind == HC_AUTH_ERR) {
+        d = hc_auth_data(r, &n);
+        snprintf(p->msg, sizeof p->msg, "%s at %s refused this process's "
+                 "certificate: %.*s", p->name, p->url, (int)(n > 300 ? 300 : n),
+                 (const char *)d);
+        nng_msg_free(r);
+        peer_done(p, HC_ERR_CONFIG);
+        return 1;
+    }
+    nng_msg_free(r);
+    if (kind == HC_AUTH_UNAUTH) {
+        /* The request went on a connection not yet proven. */
+        atomic_store(&p->authed_pipe, 0u);
+        peer_failed(p, NNG_ECONNRESET, "connection not yet proven");
+        return 1;
+    }
+    snprintf(p->msg, sizeof p->msg, "%s at %s: an unexpected answer while "
+             "proving this process's certificate (not a hetps server?)",
+             p->name, p->url);
+    peer_done(p, HC_ERR_PROTO);
+    return 1;
+}
+
 /* The peer's aio callback: one step of SEND → RECV (→ SLEEP → SEND …). */
 static void peer_cb(void *arg)
 {
@@ -547,6 +944,8 @@ static void peer_cb(void *arg)
         }
         p->reply = nng_aio_get_msg(p->aio);
         nng_aio_set_msg(p->aio, NULL);
+        if (p->signer && proof_step(p))
+            return;
         peer_done(p, HC_OK);
         return;
     case CALL_SLEEP:
@@ -575,6 +974,7 @@ static void peer_close(struct peer *p)
     }
     if (p->timer)
         nng_aio_free(p->timer);
+    hc_auth_signer_close(p->signer);
     free(p->url);
     free(p->name);
 }
@@ -598,10 +998,15 @@ void hc_rpc_client_close(hc_rpc_client *c)
 static int peer_open(hc_rpc_client *c, struct peer *p, const char *url,
                      const char *name)
 {
-    int rv;
+    nng_tls_config *tls = NULL;
+    nng_dialer d;
+    char turl[URL_MAX], host[URL_MAX];
+    int rv, err;
     const char *step;
 
     p->c = c;
+    p->tls = c->opts.tls != NULL;
+    transport_url(turl, sizeof turl, url, p->tls);
     atomic_init(&p->connected, 0);
     atomic_init(&p->ever_connected, 0);
     if (!(p->url = strdup(url)) || !(p->name = strdup(name)))
@@ -637,13 +1042,27 @@ static int peer_open(hc_rpc_client *c, struct peer *p, const char *url,
     if ((rv = nng_aio_alloc(&p->aio, peer_cb, p)) != 0 ||
         (rv = nng_aio_alloc(&p->timer, timer_cb, p)) != 0)
         goto fail;
+    atomic_init(&p->authed_pipe, 0u);
+    if (p->tls && (err = hc_auth_signer_open(&p->signer,
+                                             c->opts.tls->cert_key_file)) != HC_OK)
+        return err;
+    if (p->tls) {
+        url_host(host, sizeof host, url);
+        if ((err = tls_config(&tls, c->opts.tls, 0, host, name)) != HC_OK)
+            return err;
+    }
     step = "dialling (is the URL valid?)";
-    if ((rv = nng_dial(p->sock, url, NULL, NNG_FLAG_NONBLOCK)) != 0)
+    if ((rv = nng_dialer_create(&d, p->sock, turl)) == 0 &&
+        (!tls || (rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, tls)) == 0))
+        rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK);
+    if (tls)
+        nng_tls_config_free(tls); /* the dialer holds its own reference */
+    if (rv != 0)
         goto fail;
     return HC_OK;
 
 fail:
-    return hc_err_set(code_of(rv), "rpc client: %s at %s: %s: %s", name, url,
+    return hc_err_set(code_of(rv), "rpc client: %s at %s: %s: %s", name, turl,
                       step, nng_strerror(rv));
 }
 

@@ -24,6 +24,7 @@
 #define HC_RPC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <nng/nng.h>
 
@@ -38,10 +39,42 @@ typedef struct hc_rpc_client hc_rpc_client;
  */
 typedef void (*hc_rpc_handler)(void *arg, hc_rpc_req *req, nng_msg *msg);
 
+/*
+ * Mutual TLS (nng's tls+tcp, mbedTLS): both files are PEM. With a TLS
+ * setting a "tcp://" URL is used as "tls+tcp://". A server asks every
+ * client for a certificate and closes, with a warning naming the peer's
+ * address, any connection whose certificate is missing or not signed by
+ * ca_file; a client requires the server's certificate to be signed by
+ * ca_file and to name the host of the URL it dials. Then, once per
+ * connection, the client proves which certificate it holds (rpc_auth.h),
+ * so the server knows each request's task (hc_rpc_req_identity).
+ */
+struct hc_rpc_tls {
+    const char *ca_file;       /* the cluster CA's certificate */
+    const char *cert_key_file; /* this process's certificate and key */
+};
+
 struct hc_rpc_server_opts {
     int n_ctx;          /* contexts, i.e. requests in flight (default 64) */
     size_t recv_max;    /* largest accepted message in bytes (default 512 MiB) */
+    const struct hc_rpc_tls *tls; /* NULL: plain TCP */
+    /* Called (on an nng thread) when a client's connection is gone, with
+     * the pipe id hc_rpc_msg_pipe gave for its messages; may be NULL. */
+    void (*on_close)(void *arg, uint32_t pipe);
 };
+
+/* The id of the connection (nng pipe) a received message came on; 0 when
+ * unknown. Ids are not reused while the server runs. */
+uint32_t hc_rpc_msg_pipe(nng_msg *msg);
+
+/* With TLS, the task whose certificate the client proved on the request's
+ * connection ("worker:1", "ps:0", "admin": the certificate's CN); NULL
+ * without TLS. Valid until hc_rpc_reply. */
+const char *hc_rpc_req_identity(const hc_rpc_req *req);
+
+/* The remote address a received message came from ("127.0.0.1:54321"),
+ * for messages naming a refused peer. */
+void hc_rpc_msg_peer(nng_msg *msg, char *buf, size_t n);
 
 /* Listen on `url` ("tcp://127.0.0.1:2222"). Fails with HC_ERR_TRANSPORT
  * and a message naming the URL (address in use, bad host). */
@@ -68,6 +101,7 @@ struct hc_rpc_client_opts {
     int backoff_min_ms; /* first back-off (default 50) */
     int backoff_max_ms; /* largest back-off (default 2000) */
     size_t recv_max;    /* largest accepted reply (default 512 MiB) */
+    const struct hc_rpc_tls *tls; /* NULL: plain TCP */
 };
 
 /*

@@ -59,8 +59,10 @@ static int job_known(int job)
 
 static int error_code_known(int code)
 {
-    return code >= HETPS__ERROR_CODE__E_UNKNOWN &&
-           code <= HETPS__ERROR_CODE__E_UNSUPPORTED;
+    return (code >= HETPS__ERROR_CODE__E_UNKNOWN &&
+            code <= HETPS__ERROR_CODE__E_UNSUPPORTED) ||
+           code == HETPS__ERROR_CODE__E_TASK_IN_USE ||
+           code == HETPS__ERROR_CODE__E_FORBIDDEN;
 }
 
 static int payload_carries_tensors(Hetps__Envelope__PayloadCase c)
@@ -176,6 +178,8 @@ void hc_wire_init_env(Hetps__Envelope *env, const struct hc_sender *s,
         return;
     env->cluster_id = s->cluster_id;
     env->incarnation = s->incarnation;
+    env->has_model_signature = s->model_signature != 0;
+    env->model_signature = s->model_signature;
     env->sender = task_intern(s->job, s->index);
 }
 
@@ -794,6 +798,8 @@ int hc_wire_error_from_code(Hetps__ErrorCode code)
     case HETPS__ERROR_CODE__E_STORE: return HC_ERR_STORE;
     case HETPS__ERROR_CODE__E_SHUTTING_DOWN: return HC_ERR_CLOSED;
     case HETPS__ERROR_CODE__E_UNSUPPORTED: return HC_ERR_UNSUPPORTED;
+    case HETPS__ERROR_CODE__E_TASK_IN_USE: return HC_ERR_EXISTS;
+    case HETPS__ERROR_CODE__E_FORBIDDEN: return HC_ERR_CONFIG;
     default: return HC_ERR_REMOTE; /* E_UNKNOWN, E_NOT_JOINED, unknown */
     }
 }

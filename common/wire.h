@@ -54,6 +54,7 @@ struct hc_sender {
     uint32_t index;
     uint64_t incarnation;   /* random per process start, never 0 */
     uint64_t cluster_id;
+    uint64_t model_signature; /* 0 until the sender has a model */
 };
 
 /* A tensor to send: `length` floats of variable `key` from `offset`. */

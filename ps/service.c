@@ -153,6 +153,24 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         return service_error_reply(s, e->request_id,
                                    HETPS__ERROR_CODE__E_NOT_JOINED, text);
     }
+    if (e->has_model_signature && e->model_signature &&
+        (pc == HETPS__ENVELOPE__PAYLOAD_JOIN ||
+         pc == HETPS__ENVELOPE__PAYLOAD_PULL ||
+         pc == HETPS__ENVELOPE__PAYLOAD_PUSH)) {
+        uint64_t mine = ps_shard_signature(s->shard);
+
+        if (mine && mine != e->model_signature) {
+            snprintf(text, sizeof text,
+                     "worker:%u's model (signature %016llx) is not the one "
+                     "ps:%d's variables were created with (%016llx): give "
+                     "every worker the same model file", w,
+                     (unsigned long long)e->model_signature, s->conf.shard,
+                     (unsigned long long)mine);
+            hc_warn("refused a %s: %s", hc_wire_payload_name(pc), text);
+            return service_error_reply(s, e->request_id,
+                                       HETPS__ERROR_CODE__E_MISMATCH, text);
+        }
+    }
     rec = record_of(m, pc);
     if (is_effect(pc) && m->incarnation == e->incarnation && rec->last_req) {
         if (e->request_id == rec->last_req && rec->reply_len == 0) {
@@ -196,6 +214,26 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
 
     switch (pc) {
     case HETPS__ENVELOPE__PAYLOAD_JOIN:
+        if (m->incarnation != e->incarnation && m->state == M_JOINED &&
+            m->pipe != 0 && m->pipe != hc_rpc_msg_pipe(msg_in)) {
+            /* Its connection is still up: a second live process, not a
+             * restart. Its record (de-duplication) stays the first one's. */
+            hc_warn("refused worker:%u (incarnation %016llx, host %s, pid %u): "
+                    "worker:%u is already joined by a live process "
+                    "(incarnation %016llx)", w,
+                    (unsigned long long)e->incarnation,
+                    e->join->host ? e->join->host : "?",
+                    e->join->has_pid ? e->join->pid : 0, w,
+                    (unsigned long long)m->incarnation);
+            snprintf(text, sizeof text,
+                     "worker:%u is already joined to ps:%d by a live process "
+                     "(incarnation %016llx): a second process with the same "
+                     "task is refused; stop it or give it another --task",
+                     w, s->conf.shard, (unsigned long long)m->incarnation);
+            return service_error_reply(s, e->request_id,
+                                       HETPS__ERROR_CODE__E_TASK_IN_USE, text);
+        }
+        m->pipe = hc_rpc_msg_pipe(msg_in);
         if (m->incarnation != e->incarnation) {
             if (m->state == M_JOINED)
                 hc_info("worker:%u restarted (incarnation %016llx → %016llx)", w,
@@ -223,6 +261,14 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         reply = ack_reply(s, e->request_id);
         break;
     case HETPS__ENVELOPE__PAYLOAD_CREATE:
+        if (w != 0) {
+            hc_warn("refused create variables from worker:%u: only the chief "
+                    "(worker:0) creates them", w);
+            return service_error_reply(s, e->request_id,
+                                       HETPS__ERROR_CODE__E_FORBIDDEN,
+                                       "only the chief (worker:0) may create "
+                                       "the variables");
+        }
         rv = ps_shard_serve(s->shard, in, &s->me, NULL, &reply);
         if (rv != HC_OK)
             return service_error_reply(s, e->request_id,
@@ -247,13 +293,78 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
     return reply;
 }
 
+static const char *sender_job(const Hetps__Task *t)
+{
+    return t->job == HETPS__JOB__JOB_WORKER ? "worker"
+           : t->job == HETPS__JOB__JOB_PS   ? "ps"
+                                            : "client";
+}
+
+/* The roles that may shut down and read the full status: the chief and
+ * the front door. */
+static int is_admin(const Hetps__Task *t)
+{
+    return t->job == HETPS__JOB__JOB_CLIENT ||
+           (t->job == HETPS__JOB__JOB_WORKER && t->index == 0);
+}
+
+/*
+ * With TLS, the task a request claims must be the one whose certificate its
+ * connection proved: "worker:I" for worker I, "admin" for the front door.
+ * 0, with the refusal in hc_err and the log naming the peer, when not.
+ */
+static int claim_matches(struct ps_service *s, hc_rpc_req *req, nng_msg *msg,
+                         const Hetps__Envelope *e)
+{
+    const char *cert = hc_rpc_req_identity(req);
+    char claim[32], peer[80];
+    uint64_t n;
+
+    if (!s->tls.rpc)
+        return 1;
+    if (e->sender->job == HETPS__JOB__JOB_CLIENT)
+        snprintf(claim, sizeof claim, "admin");
+    else
+        snprintf(claim, sizeof claim, "%s:%u", sender_job(e->sender),
+                 e->sender->index);
+    if (cert && strcmp(cert, claim) == 0)
+        return 1;
+    pthread_mutex_lock(&s->mu);
+    n = ++s->rejected;
+    pthread_mutex_unlock(&s->mu);
+    hc_rpc_msg_peer(msg, peer, sizeof peer);
+    if (n <= 10 || n % 1000 == 0)
+        hc_warn("refused a %s from %s (%llu rejected so far): it claims %s "
+                "but its certificate is %s",
+                hc_wire_payload_name(e->payload_case), peer,
+                (unsigned long long)n, claim, cert ? cert : "unknown");
+    hc_err_set(HC_ERR_CONFIG, "this request claims %s but the connection's "
+               "certificate is %s's: a task may act only as itself", claim,
+               cert ? cert : "nobody");
+    return 0;
+}
+
+/* A client's connection is gone: a worker that joined on it may now be
+ * replaced by a new process at once (a restart after a crash). */
+static void on_pipe_closed(void *arg, uint32_t pipe)
+{
+    struct ps_service *s = arg;
+    int i;
+
+    pthread_mutex_lock(&s->mu);
+    for (i = 0; i < s->n_members; i++)
+        if (s->members[i].pipe == pipe)
+            s->members[i].pipe = 0;
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
 {
     struct ps_service *s = arg;
     struct hc_wire_msg in;
     nng_msg *reply = NULL;
     uint64_t rejected;
-    int rv, deferred = 0, pc = 0;
+    int rv, deferred = 0, pc = 0, admin;
     double t0 = hc_now_s();
     size_t in_len = nng_msg_len(msg);
 
@@ -262,27 +373,49 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
         pthread_mutex_lock(&s->mu);
         rejected = ++s->rejected;
         pthread_mutex_unlock(&s->mu);
-        if (rejected <= 10 || rejected % 1000 == 0)
-            hc_warn("rejected a message (%llu so far): %s",
+        if (rejected <= 10 || rejected % 1000 == 0) {
+            char peer[80];
+
+            hc_rpc_msg_peer(msg, peer, sizeof peer);
+            hc_warn("rejected a message from %s (%llu so far): %s", peer,
                     (unsigned long long)rejected, hc_err_msg());
+        }
         nng_msg_free(msg);
         hc_rpc_reply(req, service_error_reply(s, 0, hc_wire_error_code(rv),
                                               hc_err_msg()));
         return;
     }
 
+    if (!claim_matches(s, req, msg, in.env)) {
+        reply = service_error_reply(s, in.env->request_id,
+                                    HETPS__ERROR_CODE__E_FORBIDDEN,
+                                    hc_err_msg());
+        hc_wire_msg_free(&in);
+        nng_msg_free(msg);
+        hc_rpc_reply(req, reply);
+        return;
+    }
     pthread_mutex_lock(&s->mu);
     s->requests++;
     pc = in.env->payload_case;
+    admin = is_admin(in.env->sender);
     switch (in.env->payload_case) {
     case HETPS__ENVELOPE__PAYLOAD_STATUS:
-        reply = service_status_reply(s, in.env->request_id);
+        reply = service_status_reply(s, in.env->request_id, admin);
         break;
     case HETPS__ENVELOPE__PAYLOAD_SHUTDOWN:
-        hc_info("shutdown requested by %s:%u",
-                in.env->sender->job == HETPS__JOB__JOB_WORKER ? "worker"
-                : in.env->sender->job == HETPS__JOB__JOB_PS   ? "ps"
-                                                              : "client",
+        if (!admin) {
+            s->rejected++;
+            hc_warn("refused a shutdown from %s:%u: only the chief and the "
+                    "front door (admin) may shut the cluster down",
+                    sender_job(in.env->sender), in.env->sender->index);
+            reply = service_error_reply(s, in.env->request_id,
+                                        HETPS__ERROR_CODE__E_FORBIDDEN,
+                                        "only the chief (worker:0) and the "
+                                        "front door may shut down");
+            break;
+        }
+        hc_info("shutdown requested by %s:%u", sender_job(in.env->sender),
                 in.env->sender->index);
         reply = ack_reply(s, in.env->request_id);
         ps_service_request_stop(s);
@@ -324,6 +457,7 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
     struct hc_rpc_server_opts ro = { 0 };
     struct ps_service *s;
     const char *url;
+    char who[32];
     int rv;
 
     *out = NULL;
@@ -409,12 +543,17 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
     url = c->listen_url ? c->listen_url : s->cl->ps[c->shard].url;
     ro.n_ctx = c->n_ctx > 0 ? c->n_ctx : 64 + 4 * s->n_members;
     ro.recv_max = c->max_message;
+    snprintf(who, sizeof who, "ps:%d", c->shard);
+    if ((rv = hc_tls_resolve(s->cl, who, &s->tls)) != HC_OK)
+        goto fail;
+    ro.tls = s->tls.rpc;
+    ro.on_close = on_pipe_closed;
     rv = hc_rpc_server_start(&s->rpc, url, &ro, on_request, s);
     if (rv != HC_OK)
         goto fail;
-    hc_info("serving shard %d of %d on %s (incarnation %016llx, data %s)",
+    hc_info("serving shard %d of %d on %s (incarnation %016llx, data %s, %s)",
             c->shard, s->cl->n_ps, url, (unsigned long long)s->me.incarnation,
-            c->data_dir);
+            c->data_dir, s->tls.rpc ? "mutual TLS" : "INSECURE plain TCP");
     *out = s;
     return HC_OK;
 fail:

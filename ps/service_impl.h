@@ -31,6 +31,7 @@
 #include "service.h"
 #include "shard.h"
 #include "sync.h"
+#include "tls.h"
 #include "wire.h"
 
 enum member_state { M_NONE, M_JOINED, M_LEFT, M_DEAD };
@@ -49,6 +50,8 @@ struct member {
         size_t reply_len, reply_cap;
     } rec[2];
     int64_t last_seen_ms;
+    uint32_t pipe;              /* connection its last join came on; 0 once
+                                   that connection is gone */
     char devices[128];
     uint64_t requests, duplicates;
     int removed;                /* no longer in the cluster file */
@@ -72,6 +75,7 @@ struct ps_service {
     const struct hc_cluster *cl;
     struct hc_sender me;
     hc_rpc_server *rpc;
+    struct hc_tls tls;          /* this shard's certificate (rpc NULL: plain) */
     struct ps_shard *shard;
     struct ps_sync *sync;
     struct pending *pending;    /* (n_pending) */
@@ -119,7 +123,9 @@ void service_metrics_refusal(struct ps_service *s, int code);
 
 /* ---- members (service_member.c) --------------------------------------- */
 
-nng_msg *service_status_reply(struct ps_service *s, uint64_t id);
+/* The status reply; without `full` (a worker other than the chief asks)
+ * only the shard, its version and its mode — no members, no counters. */
+nng_msg *service_status_reply(struct ps_service *s, uint64_t id, int full);
 /* The reply to worker's join: the shard, its members, and where the worker
  * left off in its data (async/ssp) when a push of it was applied here. */
 nng_msg *service_join_reply(struct ps_service *s, int worker, uint64_t id);

@@ -85,7 +85,7 @@ static void free_members(struct member_list *ml)
     free(ml->tasks);
 }
 
-nng_msg *service_status_reply(struct ps_service *s, uint64_t id)
+nng_msg *service_status_reply(struct ps_service *s, uint64_t id, int full)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__StatusReply st = HETPS__STATUS_REPLY__INIT;
@@ -100,6 +100,14 @@ nng_msg *service_status_reply(struct ps_service *s, uint64_t id)
     st.shard = &me;
     st.incarnation = s->me.incarnation;
     st.version = s->shard ? ps_shard_version(s->shard) : 0;
+    if (!full) {
+        st.mode = (char *)hc_mode_name(s->cl->mode);
+        env.payload_case = HETPS__ENVELOPE__PAYLOAD_STATUS_REPLY;
+        env.status_reply = &st;
+        if (hc_wire_encode(&m, &env, NULL, 0) != HC_OK)
+            return NULL;
+        return m;
+    }
     fill_members(s, &ml);
     if (ml.n >= 0) {
         st.n_members = (size_t)ml.n;

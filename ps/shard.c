@@ -608,6 +608,16 @@ uint64_t ps_shard_version(const struct ps_shard *sh)
     return sh && sh->store ? ps_store_step(sh->store) : 0;
 }
 
+uint64_t ps_shard_signature(const struct ps_shard *sh)
+{
+    struct ps_store_info info;
+
+    if (!sh || !sh->store)
+        return 0;
+    ps_store_info(sh->store, &info);
+    return info.initialised ? info.signature : 0;
+}
+
 void ps_shard_close(struct ps_shard *sh)
 {
     if (!sh)

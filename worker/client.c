@@ -20,16 +20,21 @@
 #include <unistd.h>
 
 #include "client_impl.h"
+#include "clock.h"
 #include "err.h"
 #include "log.h"
 #include "rpc.h"
 #include "wire.h"
+
+/* How long a join refused because the task is in use is asked again. */
+#define TASK_IN_USE_GRACE_MS 3000
 
 int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
             int index, const struct pc_opts *o)
 {
     struct hc_rpc_client_opts ro = { 0 };
     struct pc_client *c;
+    char who[32];
     int i, rv;
 
     *out = NULL;
@@ -44,6 +49,7 @@ int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
     c->me.incarnation = hc_wire_new_incarnation();
     c->me.cluster_id = cl->id;
     atomic_init(&c->next_id, 1);
+    atomic_init(&c->model_sig, 0);
     if (o)
         c->o = *o;
     if (c->o.timeout_ms <= 0)
@@ -77,8 +83,15 @@ int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
         c->urls[i] = cl->ps[i].url;
         c->peers[i] = i;
     }
+    if (job == HC_JOB_WORKER)
+        snprintf(who, sizeof who, "worker:%d", index);
+    else
+        snprintf(who, sizeof who, "admin");
+    if ((rv = hc_tls_resolve(cl, who, &c->tls)) != HC_OK)
+        goto fail;
     ro.timeout_ms = c->o.timeout_ms;
     ro.retry_ms = c->o.retry_ms;
+    ro.tls = c->tls.rpc;
     rv = hc_rpc_client_open(&c->rpc, c->n, c->urls, c->names, &ro);
     if (rv != HC_OK)
         goto fail;
@@ -95,23 +108,36 @@ int pc_join(struct pc_client *c, const char *devices)
     Hetps__Join join = HETPS__JOIN__INIT;
     uint64_t *ids = calloc((size_t)c->n, sizeof *ids);
     char host[256] = "";
+    struct hc_sender me;
+    int64_t until;
     int i, rv;
 
     if (!ids)
         return hc_err_set(HC_ERR_NOMEM, "out of memory");
     gethostname(host, sizeof host - 1);
     snprintf(c->devices, sizeof c->devices, "%s", devices ? devices : "");
-    hc_wire_init_env(&env, &c->me, 0);
+    client_sender(c, &me);
+    hc_wire_init_env(&env, &me, 0);
     join.devices = c->devices;
     join.host = host;
     join.has_pid = 1;
     join.pid = (uint32_t)getpid();
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_JOIN;
     env.join = &join;
-    rv = client_simple_reqs(c, &env, ids);
-    if (rv == HC_OK)
-        rv = client_exchange(c, ids, HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY,
-                             "join", 0);
+    /* A shard refuses the join while another process of this task is
+     * connected (E_TASK_IN_USE, read as HC_ERR_EXISTS). After a crash
+     * the shard notices the old connection is gone within moments, so a
+     * restarted worker asks again for a short while before giving up. */
+    until = hc_now_ms() + TASK_IN_USE_GRACE_MS;
+    for (;;) {
+        rv = client_simple_reqs(c, &env, ids);
+        if (rv == HC_OK)
+            rv = client_exchange(c, ids, HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY,
+                                 "join", 0);
+        if (rv != HC_ERR_EXISTS || hc_now_ms() >= until)
+            break;
+        hc_sleep_s(0.1);
+    }
     if (rv == HC_OK) {
         for (i = 0; i < c->n; i++) {
             const Hetps__JoinReply *jr = c->dec[i].env->join_reply;
@@ -245,6 +271,7 @@ static void *heartbeat_main(void *arg)
 
     ro.timeout_ms = c->hb_interval_ms > 500 ? c->hb_interval_ms : 500;
     ro.retry_ms = ro.timeout_ms;
+    ro.tls = c->tls.rpc;
     rv = hc_rpc_client_open(&rpc, c->n, c->urls, c->names, &ro);
     if (rv != HC_OK) {
         hc_warn("heartbeats disabled: %s", hc_err_msg());
@@ -309,6 +336,12 @@ int pc_shutdown(struct pc_client *c)
                            "shutdown");
 }
 
+void client_sender(struct pc_client *c, struct hc_sender *me)
+{
+    *me = c->me;
+    me->model_signature = atomic_load(&c->model_sig);
+}
+
 int pc_set_model(struct pc_client *c, const struct hc_model *m,
                  uint32_t block_elems)
 {
@@ -325,6 +358,7 @@ int pc_set_model(struct pc_client *c, const struct hc_model *m,
         return rv;
     c->have_layout = 1;
     c->model = m;
+    atomic_store(&c->model_sig, m->signature);
     for (i = 0; i < c->n; i++) {
         struct shard_plan *p = &c->plan[i];
         uint32_t n = c->layout.shard_blocks[i];

@@ -33,7 +33,10 @@ static int join_one(struct pc_client *c, int i)
     struct hc_wire_msg d;
     int rv;
 
-    hc_wire_init_env(&env, &c->me, atomic_fetch_add(&c->next_id, 1));
+    struct hc_sender me;
+
+    client_sender(c, &me);
+    hc_wire_init_env(&env, &me, atomic_fetch_add(&c->next_id, 1));
     join.devices = c->devices;
     join.has_pid = 1;
     join.pid = (uint32_t)getpid();

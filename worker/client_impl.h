@@ -26,6 +26,7 @@
 #include "client.h"
 #include "client_hook.h"
 #include "rpc.h"
+#include "tls.h"
 #include "wire.h"
 
 struct shard_view {
@@ -53,6 +54,9 @@ struct pc_client {
     const char **urls, **names;
     char (*name_buf)[32];
     hc_rpc_client *rpc;
+    struct hc_tls tls;          /* this task's certificate (rpc NULL: plain) */
+    atomic_uint_fast64_t model_sig; /* pc_set_model's; 0 before (me's stays 0:
+                                   the heartbeat thread reads me) */
     struct shard_view *view;    /* (n) */
 
     /* Scratch reused by every call: one entry per shard. */
@@ -114,5 +118,8 @@ int client_simple_reqs(struct pc_client *c, Hetps__Envelope *env,
 
 /* HC_ERR_INVAL naming `what` when pc_set_model has not been called. */
 int client_need_layout(const struct pc_client *c, const char *what);
+
+/* c->me with the model's signature, for joins, pulls and pushes. */
+void client_sender(struct pc_client *c, struct hc_sender *me);
 
 #endif

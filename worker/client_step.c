@@ -34,6 +34,7 @@ int pc_pull_step(struct pc_client *c, float *params, struct pc_step *st,
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__Pull pull = HETPS__PULL__INIT;
+    struct hc_sender me;
     uint64_t ids[64], *idp = ids;
     int i, rv;
 
@@ -42,7 +43,8 @@ int pc_pull_step(struct pc_client *c, float *params, struct pc_step *st,
     if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
         return hc_err_set(HC_ERR_NOMEM, "out of memory");
     st->has_slice = 0;
-    hc_wire_init_env(&env, &c->me, 0);
+    client_sender(c, &me);
+    hc_wire_init_env(&env, &me, 0);
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_PULL;
     env.pull = &pull;
     pull.has_min_version = st->min_version > 0;
@@ -159,6 +161,7 @@ static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__Push push = HETPS__PUSH__INIT;
+    struct hc_sender me;
     uint64_t ids[64], *idp = ids;
     int i, rv;
     uint32_t k;
@@ -167,7 +170,8 @@ static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
         return rv;
     if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
         return hc_err_set(HC_ERR_NOMEM, "out of memory");
-    hc_wire_init_env(&env, &c->me, 0);
+    client_sender(c, &me);
+    hc_wire_init_env(&env, &me, 0);
     push.samples = samples;
     push.has_base_version = 1;
     push.base_version = base_version;

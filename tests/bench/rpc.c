@@ -13,8 +13,10 @@
  * that long before each call, as a worker does between steps, so the
  * servers' CPUs go idle in between: the call's time then includes waking
  * them (the gap itself is not counted). Prints µs per call for each
- * flavour, best of three passes, and the ratio hetps/raw. The servers are
- * stopped by pid.
+ * flavour, best of three passes, and the ratio hetps/raw; then hetps's
+ * layer over mutual TLS (a throw-away cluster CA and certificates made in
+ * a temporary directory, as `hetps certs` does) and the ratio TLS/plain.
+ * The servers are stopped by pid.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -28,13 +30,16 @@
 #include <nng/protocol/reqrep0/req.h>
 
 #include "clock.h"
+#include "cluster.h"
 #include "rpc.h"
+#include "tls.h"
 #include "tune.h"
 
 #define MAX_SERVERS 16
 
 static size_t reply_bytes;
 static double gap_s; /* busy time between calls */
+static struct hc_rpc_tls server_tls, client_tls, *tls_on; /* NULL: plain */
 
 static void busy(void)
 {
@@ -87,9 +92,10 @@ static void hetps_handler(void *arg, hc_rpc_req *req, nng_msg *msg)
 
 static void hetps_server(const char *url)
 {
+    struct hc_rpc_server_opts o = { .tls = tls_on ? &server_tls : NULL };
     hc_rpc_server *s;
 
-    if (hc_rpc_server_start(&s, url, NULL, hetps_handler, NULL) != 0)
+    if (hc_rpc_server_start(&s, url, &o, hetps_handler, NULL) != 0)
         die(url, 0);
     for (;;)
         pause();
@@ -204,6 +210,7 @@ static void hetps_call(void *arg)
 static double time_hetps(int n, const char urls[][64], int iters, size_t req_bytes)
 {
     const char *u[MAX_SERVERS], *names[MAX_SERVERS];
+    struct hc_rpc_client_opts o = { .tls = tls_on ? &client_tls : NULL };
     struct hp h = { .n = n, .req_bytes = req_bytes };
     double t;
     int k;
@@ -213,20 +220,56 @@ static double time_hetps(int n, const char urls[][64], int iters, size_t req_byt
         names[k] = "bench";
         h.peers[k] = k;
     }
-    if (hc_rpc_client_open(&h.c, n, u, names, NULL) != 0)
+    if (hc_rpc_client_open(&h.c, n, u, names, &o) != 0)
         die("hc_rpc_client_open", 0);
     t = time_calls(hetps_call, &h, iters);
     hc_rpc_client_close(h.c);
     return t;
 }
 
+/* Certificates for a loopback cluster in a fresh temporary directory. */
+static void make_certs(char dir[64])
+{
+    static const char json[] = "{ \"cluster\": { \"ps\": [\"127.0.0.1:1\"], "
+                               "\"worker\": [\"127.0.0.1:2\"] } }";
+    static char ca[128], ps[128], wk[128];
+    struct hc_cluster cl;
+    struct hc_diag d;
+
+    snprintf(dir, 64, "/tmp/hetps-bench-certs-XXXXXX");
+    if (!mkdtemp(dir) || hc_cluster_parse(json, sizeof json - 1, "bench", &cl, &d) ||
+        hc_tls_make(&cl, dir, NULL))
+        die("making certificates", 0);
+    hc_cluster_free(&cl);
+    snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+    snprintf(ps, sizeof ps, "%s/ps-0.pem", dir);
+    snprintf(wk, sizeof wk, "%s/worker-0.pem", dir);
+    server_tls = (struct hc_rpc_tls){ ca, ps };
+    client_tls = (struct hc_rpc_tls){ ca, wk };
+}
+
+static void remove_certs(const char *dir)
+{
+    static const char *const files[] = { "ca.crt", "ca.key", "ps-0.pem",
+                                         "worker-0.pem", "admin.pem" };
+    char path[400];
+    size_t i;
+
+    for (i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     char raw_urls[MAX_SERVERS][64], hp_urls[MAX_SERVERS][64];
-    pid_t pids[2 * MAX_SERVERS];
+    char tls_urls[MAX_SERVERS][64], certs[64];
+    pid_t pids[3 * MAX_SERVERS];
     int iters, n, k, port;
     size_t req_bytes;
-    double raw, hp;
+    double raw, hp, tls;
 
     if (argc == 6) {
         char *end;
@@ -247,22 +290,32 @@ int main(int argc, char **argv)
     hc_tune_process();          /* as hetps-ps and hetps-worker do */
     req_bytes = (size_t)strtoull(argv[2], NULL, 10);
     reply_bytes = (size_t)strtoull(argv[3], NULL, 10);
-    port = 23000 + (int)(getpid() % 200) * 40;
+    port = 23000 + (int)(getpid() % 200) * 60;
+    make_certs(certs);
     for (k = 0; k < n; k++) {
         snprintf(raw_urls[k], sizeof raw_urls[k], "tcp://127.0.0.1:%d", port + k);
         snprintf(hp_urls[k], sizeof hp_urls[k], "tcp://127.0.0.1:%d", port + 20 + k);
+        snprintf(tls_urls[k], sizeof tls_urls[k], "tcp://127.0.0.1:%d", port + 40 + k);
         pids[k] = spawn(raw_server, raw_urls[k]);
         pids[n + k] = spawn(hetps_server, hp_urls[k]);
+        tls_on = &server_tls;
+        pids[2 * n + k] = spawn(hetps_server, tls_urls[k]);
+        tls_on = NULL;
     }
     hc_sleep_s(0.3);            /* let the servers listen */
     raw = time_raw(n, raw_urls, iters, req_bytes);
     hp = time_hetps(n, hp_urls, iters, req_bytes);
-    for (k = 0; k < 2 * n; k++) {
+    tls_on = &client_tls;
+    tls = time_hetps(n, tls_urls, iters, req_bytes);
+    for (k = 0; k < 3 * n; k++) {
         kill(pids[k], SIGTERM);
         waitpid(pids[k], NULL, 0);
     }
+    remove_certs(certs);
     printf("rpc: %d servers, request %zu B, reply %zu B each, %.0f us computing "
-           "between calls: raw nng %.1f us, hetps rpc %.1f us per call (%.2fx)\n",
-           n, req_bytes, reply_bytes, gap_s * 1e6, raw * 1e6, hp * 1e6, hp / raw);
+           "between calls: raw nng %.1f us, hetps rpc %.1f us per call (%.2fx); "
+           "over mutual TLS %.1f us (%.2fx plain)\n",
+           n, req_bytes, reply_bytes, gap_s * 1e6, raw * 1e6, hp * 1e6, hp / raw,
+           tls * 1e6, tls / hp);
     return 0;
 }

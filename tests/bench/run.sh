@@ -153,3 +153,10 @@ echo
 echo "== reports on vs off (tests/bench/watch_hooks.c, tests/bench/watch.sh)"
 "$BUILD/bench/watch_hooks"
 HETPS_BIN=bin sh tests/bench/watch.sh
+
+# The cost of security: the reference job over mutual TLS against plain
+# TCP, interleaved (tests/bench/tls.sh; README.md, *The cost of security*).
+echo
+echo "== mutual TLS against plain TCP (tests/bench/tls.sh)"
+echo "\$ RUNS=2 tests/bench/tls.sh"
+HETPS_BUILD="$BUILD" RUNS=2 ./tests/bench/tls.sh

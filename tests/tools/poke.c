@@ -9,6 +9,16 @@
  *   poke replay CLUSTER_FILE WORKER   join as WORKER, send the same request
  *                                     id again, check it was answered from
  *                                     the record and not applied twice
+ *   poke as CLUSTER_FILE TASK KIND    send one KIND request (join, pull,
+ *                                     push, create, shutdown, status) to
+ *                                     ps:0 claiming TASK ("worker:1",
+ *                                     "client"); prints "poke: accepted"
+ *                                     (exit 0) or "poke: refused: why"
+ *                                     (exit 1)
+ *
+ * TLS: with a secure cluster each connection presents the front door's
+ * certificate (tls.h), or POKE_CA / POKE_CERT when set (POKE_CERT=none:
+ * no certificate at all) — to play a client from outside the cluster.
  *
  * Prints one line per check and "poke: N passed, M failed"; exits 1 on any
  * failure.
@@ -21,13 +31,58 @@
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
+#include <nng/supplemental/util/platform.h>
 
 #include "worker/client.h"
 #include "cluster.h"
 #include "err.h"
+#include "rpc_auth.h"
+#include "tls.h"
 #include "wire.h"
 
 static int passed, failed;
+static const struct hc_cluster *the_cluster;
+static const char *proof_file; /* TLS: prove this certificate after dialling */
+static char as_name[32] = "admin"; /* whose certificate, by default */
+
+static int prove(nng_socket s, char *why, size_t why_len);
+static int timeout_ms = 1500; /* per send and per reply */
+
+/* Dial url on s, over TLS when the cluster is secure (see the top). */
+static int dial(nng_socket s, const char *url)
+{
+    const char *ca = getenv("POKE_CA"), *cert = getenv("POKE_CERT");
+    char turl[600], host[300];
+    struct hc_tls t;
+    nng_dialer d;
+    const char *h, *e;
+    int rv;
+
+    if (!the_cluster->insecure && (!ca || !cert)) {
+        if (hc_tls_resolve(the_cluster, as_name, &t) != HC_OK) {
+            fprintf(stderr, "poke: %s\n", hc_err_msg());
+            return NNG_EINVAL;
+        }
+        if (!ca)
+            ca = t.ca;
+        if (!cert)
+            cert = t.cert_key;
+    }
+    if (the_cluster->insecure)
+        return nng_dial(s, url, NULL, NNG_FLAG_NONBLOCK);
+    proof_file = strcmp(cert, "none") ? cert : NULL;
+    snprintf(turl, sizeof turl, "tls+%s", url);
+    h = strstr(url, "://") + 3;
+    e = strrchr(h, ':');
+    snprintf(host, sizeof host, "%.*s", (int)(e - h), h);
+    if ((rv = nng_dialer_create(&d, s, turl)) != 0 ||
+        (rv = nng_dialer_set_string(d, NNG_OPT_TLS_CA_FILE, ca)) != 0 ||
+        (strcmp(cert, "none") != 0 &&
+         (rv = nng_dialer_set_string(d, NNG_OPT_TLS_CERT_KEY_FILE, cert)) != 0) ||
+        (rv = nng_dialer_set_string(d, NNG_OPT_TLS_SERVER_NAME, host)) != 0)
+        return rv;
+    return nng_dialer_start(d, NNG_FLAG_NONBLOCK);
+}
 
 static void check(int ok, const char *what, const char *detail)
 {
@@ -62,13 +117,17 @@ static int send_raw(const char *url, const void *buf, size_t len,
     snprintf(why, why_len, "no reply");
     if (nng_req0_open(&s) != 0)
         return 0;
-    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 1500);
-    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 1500);
+    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, timeout_ms);
+    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, timeout_ms);
     nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-    if ((rv = nng_dial(s, url, NULL, NNG_FLAG_NONBLOCK)) != 0) {
+    if ((rv = dial(s, url)) != 0) {
         snprintf(why, why_len, "dial: %s", nng_strerror(rv));
         nng_close(s);
         return 0;
+    }
+    if (prove(s, why, why_len) != 0) {
+        nng_close(s);
+        return 2;
     }
     if (nng_msg_alloc(&m, len) != 0) {
         nng_close(s);
@@ -106,13 +165,60 @@ static int send_raw(const char *url, const void *buf, size_t len,
     return out;
 }
 
+/* TLS: prove the certificate on s's connection, as common/rpc does (a
+ * client that skips it is answered UNAUTH). 0, or -1 with why. */
+static int prove(nng_socket s, char *why, size_t why_len)
+{
+    hc_auth_signer *sig = NULL;
+    nng_msg *m = NULL, *r = NULL;
+    int rv = -1;
+
+    if (!proof_file)
+        return 0;
+    if (hc_auth_signer_open(&sig, proof_file) != HC_OK) {
+        snprintf(why, why_len, "%s", hc_err_msg());
+        return -1;
+    }
+    if (hc_auth_msg(&m, HC_AUTH_HELLO, NULL, 0) != HC_OK ||
+        nng_sendmsg(s, m, 0) != 0 || nng_recvmsg(s, &r, 0) != 0 ||
+        hc_auth_kind_of(r) != HC_AUTH_NONCE_REPLY) {
+        snprintf(why, why_len, "no nonce from the server");
+        goto out;
+    }
+    m = NULL;
+    if (hc_auth_prove(sig, r, &m) != HC_OK)
+        goto out;
+    nng_msg_free(r);
+    r = NULL;
+    if (nng_sendmsg(s, m, 0) != 0 || nng_recvmsg(s, &r, 0) != 0) {
+        snprintf(why, why_len, "no answer to the proof");
+        goto out;
+    }
+    m = NULL;
+    if (hc_auth_kind_of(r) != HC_AUTH_OK) {
+        size_t n;
+        const unsigned char *d = hc_auth_data(r, &n);
+
+        snprintf(why, why_len, "proof refused: %.*s", (int)n, (const char *)d);
+        goto out;
+    }
+    rv = 0;
+out:
+    if (m)
+        nng_msg_free(m);
+    if (r)
+        nng_msg_free(r);
+    hc_auth_signer_close(sig);
+    return rv;
+}
+
 /* A valid Status request of this cluster, as bytes. */
 static size_t status_bytes(const struct hc_cluster *cl, unsigned char *buf,
                            size_t cap, uint64_t cluster_id)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__Status st = HETPS__STATUS__INIT;
-    struct hc_sender me = { HETPS__JOB__JOB_CLIENT, 0, 1, cluster_id };
+    struct hc_sender me = { HETPS__JOB__JOB_CLIENT, 0, 1, cluster_id, 0 };
     nng_msg *m;
     size_t len;
 
@@ -186,11 +292,13 @@ static int join_raw(const struct hc_cluster *cl, int w, uint64_t id,
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__Join join = HETPS__JOIN__INIT;
     struct hc_sender me = { HETPS__JOB__JOB_WORKER, (uint32_t)w,
-                            0x1234567890ABCDEFull, cl->id };
+                            0x1234567890ABCDEFull, cl->id, 0 };
     nng_socket s;
     nng_msg *m;
+    char why[256] = "";
     int rv;
 
+    snprintf(as_name, sizeof as_name, "worker:%d", w);
     hc_wire_init_env(&env, &me, id);
     join.devices = "poke";
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_JOIN;
@@ -201,9 +309,10 @@ static int join_raw(const struct hc_cluster *cl, int w, uint64_t id,
         return -1;
     nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 3000);
     nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 3000);
-    if ((rv = nng_dial(s, cl->ps[0].url, NULL, NNG_FLAG_NONBLOCK)) != 0 ||
+    if ((rv = dial(s, cl->ps[0].url)) != 0 ||
+        (prove(s, why, sizeof why) != 0 && (rv = NNG_EPERM)) ||
         (rv = nng_sendmsg(s, m, 0)) != 0 || (rv = nng_recvmsg(s, reply, 0)) != 0) {
-        fprintf(stderr, "poke: join: %s\n", nng_strerror(rv));
+        fprintf(stderr, "poke: join: %s %s\n", nng_strerror(rv), why);
         nng_close(s);
         return -1;
     }
@@ -274,6 +383,73 @@ static int replay(const struct hc_cluster *cl, int w)
     return failed ? 1 : 0;
 }
 
+/* One request of `kind` claiming `task`, to ps:0. */
+static int as(const struct hc_cluster *cl, const char *task, const char *kind)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Join join = HETPS__JOIN__INIT;
+    Hetps__Pull pull = HETPS__PULL__INIT;
+    Hetps__Push push = HETPS__PUSH__INIT;
+    Hetps__CreateVariables create = HETPS__CREATE_VARIABLES__INIT;
+    Hetps__Status status = HETPS__STATUS__INIT;
+    Hetps__Shutdown shut = HETPS__SHUTDOWN__INIT;
+    Hetps__Range range = HETPS__RANGE__INIT, *ranges[1] = { &range };
+    struct hc_sender me = { HETPS__JOB__JOB_CLIENT, 0, 0x5eed, cl->id, 0 };
+    char why[512];
+    nng_msg *m;
+    int r;
+
+    if (!strncmp(task, "worker:", 7)) {
+        me.job = HETPS__JOB__JOB_WORKER;
+        me.index = (uint32_t)atoi(task + 7);
+        snprintf(as_name, sizeof as_name, "%s", task);
+    }
+    /* Request ids grow from one run to the next (one sender incarnation),
+     * so no request is taken for a repeat of an earlier one. */
+    hc_wire_init_env(&env, &me, (uint64_t)nng_clock());
+    if (!strcmp(kind, "join")) {
+        join.devices = "poke";
+        env.payload_case = HETPS__ENVELOPE__PAYLOAD_JOIN;
+        env.join = &join;
+    } else if (!strcmp(kind, "pull")) {
+        range.length = 1;
+        pull.n_ranges = 1;
+        pull.ranges = ranges;
+        env.payload_case = HETPS__ENVELOPE__PAYLOAD_PULL;
+        env.pull = &pull;
+    } else if (!strcmp(kind, "push")) {
+        push.samples = 1;
+        env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
+        env.push = &push;
+    } else if (!strcmp(kind, "create")) {
+        create.block_elems = 1;
+        create.signature = 1;
+        env.payload_case = HETPS__ENVELOPE__PAYLOAD_CREATE;
+        env.create = &create;
+    } else if (!strcmp(kind, "status")) {
+        env.payload_case = HETPS__ENVELOPE__PAYLOAD_STATUS;
+        env.status = &status;
+    } else if (!strcmp(kind, "shutdown")) {
+        env.payload_case = HETPS__ENVELOPE__PAYLOAD_SHUTDOWN;
+        env.shutdown = &shut;
+    } else {
+        fprintf(stderr, "poke: unknown request kind '%s'\n", kind);
+        return 2;
+    }
+    if (hc_wire_encode(&m, &env, NULL, 0) != HC_OK)
+        return 2;
+    timeout_ms = 5000;
+    r = send_raw(cl->ps[0].url, nng_msg_body(m), nng_msg_len(m), why,
+                 sizeof why);
+    nng_msg_free(m);
+    if (r == 0 && strncmp(why, "unexpected ", 11) == 0) {
+        printf("poke: accepted: %s as %s: %s\n", kind, task, why + 11);
+        return 0;
+    }
+    printf("poke: refused: %s as %s: %s\n", kind, task, why);
+    return 1;
+}
+
 /* Every call has its own timeouts and dials without blocking (a blocking
  * dial to a server that was shutting down once never returned); this
  * bounds the whole run besides, so a test never waits on poke for ever. */
@@ -296,13 +472,20 @@ int main(int argc, char **argv)
     signal(SIGALRM, on_alarm);
     alarm(60);
 
-    if (argc != 4) {
-        fprintf(stderr, "usage: poke garbage|replay CLUSTER_FILE INDEX\n");
+    if (argc != 4 && !(argc == 5 && !strcmp(argv[1], "as"))) {
+        fprintf(stderr, "usage: poke garbage|replay CLUSTER_FILE INDEX\n"
+                "       poke as CLUSTER_FILE TASK KIND\n");
         return 2;
     }
     if (hc_cluster_load_file(argv[2], &cl, &diag) != HC_OK) {
         hc_diag_print(&diag, stderr);
         return 2;
+    }
+    the_cluster = &cl;
+    if (!strcmp(argv[1], "as")) {
+        rv = argc == 5 ? as(&cl, argv[3], argv[4]) : 2;
+        hc_cluster_free(&cl);
+        return rv;
     }
     idx = atoi(argv[3]);
     if (!strcmp(argv[1], "garbage") && idx >= 0 && idx < cl.n_ps)

@@ -160,9 +160,17 @@ static const struct bad {
     { "{" CL ", \"hetps\": [1]}", "hetps", "must be an object", 1 },
     { "{" CL ", \"hetps\": {\"mdoe\": \"sync\"}}", "hetps.mdoe",
       "did you mean \"mode\"? (valid keys: workers, mode, staleness, "
-      "backup_workers, token_file, metrics_port)", 1 },
+      "backup_workers, token_file, metrics_port, insecure, certs)", 1 },
     { "{" CL ", \"hetps\": {\"metrics_port\": 70000}}", "hetps.metrics_port",
       "must be a port number (1 to 65535)", 1 },
+    { "{" CL ", \"hetps\": {\"insecure\": 1}}", "hetps.insecure",
+      "must be true or false, got a number", 1 },
+    { "{" CL ", \"hetps\": {\"insecure\": \"yes\"}}", "hetps.insecure",
+      "must be true or false, got a string", 1 },
+    { "{" CL ", \"hetps\": {\"certs\": \"\"}}", "hetps.certs",
+      "must be a directory path", 1 },
+    { "{" CL ", \"hetps\": {\"certs\": 3}}", "hetps.certs",
+      "must be a directory path (made by `hetps certs`), got a number", 1 },
     { "{" CL ", \"hetps\": {\"speed\": 1}}", "hetps.speed",
       "unknown key; valid keys: workers, mode", 1 },
     { "{" CL ", \"hetps\": {\"mode\": \"fast\"}}", "hetps.mode",
@@ -336,9 +344,12 @@ static void test_plain_file(void)
                "  \"hetps\":   { \"workers\": [ { \"devices\": \"gpu:0,gpu:1\" "
                "}, { \"devices\": \"cpu\" } ],\n"
                "               \"mode\": \"sync\", \"token_file\": "
-               "\"/run/secrets/hetps.token\" }\n"
+               "\"/run/secrets/hetps.token\",\n"
+               "               \"certs\": \"/run/secrets/hetps\" }\n"
                "}\n");
     CU_ASSERT_EQUAL_FATAL(hc_cluster_load_file(path, &c, &d), HC_OK);
+    CU_ASSERT_STRING_EQUAL(c.certs, "/run/secrets/hetps");
+    CU_ASSERT_EQUAL(c.insecure, 0);
     snprintf(src, sizeof src, "cluster file %s", path);
     CU_ASSERT_STRING_EQUAL(c.source, src);
     CU_ASSERT_EQUAL(d.n, 0);
@@ -864,6 +875,7 @@ static void test_print(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "cluster from " SRC));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, id));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "ssp (staleness bound 2)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "transport mutual TLS, certificates in "));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "ps:1      p1:2222"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "worker:0  c:1"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "devices gpu:0  (chief)"));

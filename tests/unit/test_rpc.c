@@ -2,7 +2,10 @@
  * test_rpc.c — common/rpc over real loopback TCP: echo, concurrent
  * call_all, deferred replies, re-send of identical bytes, unreachable
  * peers, reconnection, recv_max, listen errors, stop with outstanding
- * deferred requests, argument checks and the nng error mapping.
+ * deferred requests, argument checks and the nng error mapping; mutual
+ * TLS with certificates made by common/tls (a call goes through; a client
+ * of another CA, one without a certificate, and a server certificate not
+ * naming the host are refused; hc_tls_resolve's errors and insecure).
  *
  * Ports come from a base derived from getpid() in 30000–60000 (below the
  * ephemeral range when it starts above 31000), one new port per server; a
@@ -21,8 +24,10 @@
 #include <nng/nng.h>
 #include <nng/supplemental/util/platform.h>
 
+#include "common/cluster.h"
 #include "common/err.h"
 #include "common/rpc.h"
+#include "common/tls.h"
 
 /* ---------- ports, messages ---------- */
 
@@ -847,6 +852,134 @@ static void test_client_open_errors(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "negative timeout_ms"));
 }
 
+/* A certificate set for a loopback cluster in a fresh directory. */
+static int certs_in(char dir[64], struct hc_cluster *cl, const char *host)
+{
+    char json[256];
+    struct hc_diag d;
+    int n = 0;
+
+    snprintf(json, sizeof json, "{ \"cluster\": { \"ps\": [\"%s:1\"], "
+             "\"worker\": [\"127.0.0.1:2\"] } }", host);
+    snprintf(dir, 64, "/tmp/hetps-test-rpc-XXXXXX");
+    if (!mkdtemp(dir) ||
+        hc_cluster_parse(json, strlen(json), "test", cl, &d) != HC_OK ||
+        hc_tls_make(cl, dir, &n) != HC_OK || n != 5)
+        return -1;
+    return 0;
+}
+
+static void rm_certs(const char *dir)
+{
+    static const char *const f[] = { "ca.crt", "ca.key", "ps-0.pem",
+                                     "worker-0.pem", "admin.pem" };
+    char p[128];
+    size_t i;
+
+    for (i = 0; i < sizeof f / sizeof f[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, f[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
+/* One call through a client with `tls`; HC_OK or the failure. */
+static int tls_call(const char *url, const struct hc_rpc_tls *tls)
+{
+    struct hc_rpc_client_opts o = { .timeout_ms = 300, .retry_ms = 900,
+                                    .backoff_min_ms = 10,
+                                    .backoff_max_ms = 50, .tls = tls };
+    const char *urls[1] = { url }, *names[1] = { "ps:0" };
+    hc_rpc_client *c = NULL;
+    nng_msg *reply = NULL;
+    int rv = hc_rpc_client_open(&c, 1, urls, names, &o);
+
+    if (rv == HC_OK)
+        rv = hc_rpc_call(c, 0, make_str("tls"), &reply, 0);
+    if (rv == HC_OK && !body_is(reply, "s0:tls"))
+        rv = HC_ERR_PROTO;
+    if (reply)
+        nng_msg_free(reply);
+    hc_rpc_client_close(c);
+    return rv;
+}
+
+static void test_tls(void)
+{
+    char dir[64], other[64], wrong[64], ca[96], ps[96], wk[96], wk2[96],
+        ps3[96];
+    struct hc_cluster cl, cl2, cl3;
+    struct hc_tls t;
+    struct tsrv srv;
+    int made = -1;
+
+    if (certs_in(dir, &cl, "127.0.0.1") || certs_in(other, &cl2, "127.0.0.1") ||
+        certs_in(wrong, &cl3, "localhost")) {
+        CU_FAIL("making certificates");
+        return;
+    }
+    /* A second make keeps every file. */
+    CU_ASSERT_EQUAL(hc_tls_make(&cl, dir, &made), HC_OK);
+    CU_ASSERT_EQUAL(made, 0);
+    snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+    snprintf(ps, sizeof ps, "%s/ps-0.pem", dir);
+    snprintf(wk, sizeof wk, "%s/worker-0.pem", dir);
+    snprintf(wk2, sizeof wk2, "%s/worker-0.pem", other);
+    snprintf(ps3, sizeof ps3, "%s/ps-0.pem", wrong);
+    {
+        struct hc_rpc_tls st = { ca, ps }, good = { ca, wk },
+                          foreign = { ca, wk2 };
+        struct hc_rpc_server_opts so = { .tls = &st };
+
+        tsrv_init(&srv, 0, T_ECHO, 0);
+        if (tsrv_start(&srv, &so) != HC_OK) {
+            CU_FAIL("TLS server start");
+        } else {
+            CU_ASSERT_EQUAL(tls_call(srv.url, &good), HC_OK);
+            /* another CA's client certificate: the server closes it */
+            CU_ASSERT_NOT_EQUAL(tls_call(srv.url, &foreign), HC_OK);
+            /* plain TCP to a TLS server */
+            CU_ASSERT_NOT_EQUAL(tls_call(srv.url, NULL), HC_OK);
+            CU_ASSERT_EQUAL(tsrv_recv_count(&srv), 1);
+        }
+        tsrv_fini(&srv);
+    }
+    {
+        /* A server whose certificate names "localhost", dialled at
+         * 127.0.0.1: the client refuses it. */
+        char ca3[96];
+        struct hc_rpc_tls st, cli;
+
+        snprintf(ca3, sizeof ca3, "%s/ca.crt", wrong);
+        st = (struct hc_rpc_tls){ ca3, ps3 };
+        cli = (struct hc_rpc_tls){ ca3, ps3 };
+        struct hc_rpc_server_opts so = { .tls = &st };
+
+        tsrv_init(&srv, 0, T_ECHO, 0);
+        if (tsrv_start(&srv, &so) == HC_OK)
+            CU_ASSERT_NOT_EQUAL(tls_call(srv.url, &cli), HC_OK);
+        tsrv_fini(&srv);
+    }
+    /* Finding a task's files. */
+    setenv("HETPS_CERTS", dir, 1);
+    CU_ASSERT_EQUAL(hc_tls_resolve(&cl, "worker:0", &t), HC_OK);
+    CU_ASSERT_PTR_NOT_NULL(t.rpc);
+    CU_ASSERT_STRING_EQUAL(t.cert_key, wk);
+    CU_ASSERT_EQUAL(hc_tls_resolve(&cl, "worker:7", &t), HC_ERR_CONFIG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "worker-7.pem"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "hetps certs"));
+    unsetenv("HETPS_CERTS");
+    cl.insecure = 1;
+    CU_ASSERT_EQUAL(hc_tls_resolve(&cl, "worker:7", &t), HC_OK);
+    CU_ASSERT_PTR_NULL(t.rpc);
+    hc_cluster_free(&cl);
+    hc_cluster_free(&cl2);
+    hc_cluster_free(&cl3);
+    rm_certs(dir);
+    rm_certs(other);
+    rm_certs(wrong);
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("rpc", NULL, NULL);
@@ -869,4 +1002,5 @@ void hp_test_register(void)
                 test_stop_with_deferred);
     CU_add_test(s, "call_all argument checks", test_call_args);
     CU_add_test(s, "client open errors", test_client_open_errors);
+    CU_add_test(s, "mutual TLS: certificates, refusals, resolve", test_tls);
 }

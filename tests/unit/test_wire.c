@@ -25,7 +25,7 @@
 #define FX_REFS 8
 
 static const struct hc_sender worker1 = {
-    HETPS__JOB__JOB_WORKER, 1, INCARNATION, CLUSTER};
+    HETPS__JOB__JOB_WORKER, 1, INCARNATION, CLUSTER, 0};
 
 /* ---- fixture: one valid envelope of a payload kind ---- */
 
@@ -436,7 +436,7 @@ static void test_incarnation(void)
 /* Two envelopes from two identities on one thread keep their own sender. */
 static void test_init_env(void)
 {
-    static const struct hc_sender ps0 = {HETPS__JOB__JOB_PS, 0, 77, CLUSTER};
+    static const struct hc_sender ps0 = {HETPS__JOB__JOB_PS, 0, 77, CLUSTER, 0};
     Hetps__Envelope a, b;
 
     hc_wire_init_env(&a, &worker1, 5);

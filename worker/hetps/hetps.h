@@ -25,6 +25,7 @@ int hetps_cmd_health(int argc, char **argv);        /* health.c */
 int hetps_cmd_k8s(int argc, char **argv);           /* k8s.c */
 int hetps_cmd_shutdown(int argc, char **argv);      /* shutdown.c */
 int hetps_cmd_plot(int argc, char **argv);          /* plot.c */
+int hetps_cmd_certs(int argc, char **argv);         /* certs.c */
 
 /* The directory of this executable, where hetps-ps and hetps-worker are
  * looked for ("." when /proc/self/exe cannot be read); roles.c. */

@@ -30,6 +30,7 @@
 #include "log.h"
 #include "hetps.h"
 #include "worker/client.h"
+#include "tls.h"
 
 #define MAX_ARGS 256
 
@@ -244,7 +245,9 @@ static void launch_usage(FILE *f)
 "Stop the job that used them first. If that fails, no task is started.\n"
 "\n"
 "  -d, --data-dir DIR     parent of the shards' stores (default hetps-data):\n"
-"                         ps:J keeps its LMDB in DIR/ps-J\n"
+"                         ps:J keeps its LMDB in DIR/ps-J; the cluster's\n"
+"                         CA and certificates are made once in DIR/certs\n"
+"                         (unless HETPS_CERTS or hetps.certs names a set)\n"
 "  -m, --mode MODE        async, sync or ssp:S for every task, instead of\n"
 "                         the cluster file's hetps.mode\n"
 "  -p, --ps-arg ARG       pass ARG to every hetps-ps (repeatable)\n"
@@ -325,6 +328,29 @@ int hetps_cmd_launch(int argc, char **argv)
                 data_dir, strerror(errno));
         hc_cluster_free(&cl);
         return 2;
+    }
+    if (!cl.insecure) {
+        /* Once per data directory: the cluster's CA and certificates. The
+         * tasks (and this process) find them through HETPS_CERTS. */
+        const char *env = getenv("HETPS_CERTS");
+        char certs[PATH_MAX];
+        int made = 0;
+
+        if (env && env[0])
+            snprintf(certs, sizeof certs, "%s", env);
+        else if (cl.certs[0])
+            snprintf(certs, sizeof certs, "%s", cl.certs);
+        else
+            snprintf(certs, sizeof certs, "%s/certs", data_dir);
+        if (hc_tls_make(&cl, certs, &made) != HC_OK) {
+            fprintf(stderr, "hetps launch: %s\n", hc_err_msg());
+            hc_cluster_free(&cl);
+            return 1;
+        }
+        if (made)
+            fprintf(stderr, "hetps launch: made the cluster's CA and "
+                    "certificates in %s (%d files)\n", certs, made);
+        setenv("HETPS_CERTS", certs, 1);
     }
     hetps_bin_dir(dir, sizeof dir);
     if (reshard && (rs = reshard_first(dir, file, data_dir)) != 0) {

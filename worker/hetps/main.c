@@ -27,6 +27,7 @@ static const struct {
     { "k8s", hetps_cmd_k8s },
     { "shutdown", hetps_cmd_shutdown },
     { "plot", hetps_cmd_plot },
+    { "certs", hetps_cmd_certs },
 };
 
 static void usage(FILE *f)
@@ -54,6 +55,7 @@ static void usage(FILE *f)
 "          [--out FILE.npy]                the outputs for each image\n"
 "  shutdown [FILE]                         tell every parameter server to exit\n"
 "  k8s CLUSTER_FILE [-o DIR]               Kubernetes manifests for it\n"
+"  certs CLUSTER_FILE DIR                  make the cluster's CA and certificates\n"
 "  plot LOGDIR [-o FILE.png]               a run's loss, accuracy and speed\n"
 "                                          curves (gnuplot)\n"
 "  help                                    this text\n"

@@ -1,0 +1,124 @@
+#!/bin/sh
+# security.sh — a cluster admits only its own tasks (mutual TLS, roles).
+# Two parameter servers on loopback with the cluster's certificates; then
+#  - a client with no certificate, with one from another CA, with another
+#    task's certificate, or from another cluster (another cluster id) can
+#    neither join, pull, push, create nor shut down, and the shard's log
+#    names the refused peer;
+#  - a worker's certificate cannot shut the cluster down, nor a worker
+#    other than the chief create the variables, nor read the members;
+#  - a second live worker:1 is refused while the first keeps training, and
+#    neither its join nor its pushes touch the first one's record;
+#  - a worker:1 killed with -9 and started again rejoins at once;
+#  - a worker with another model file is refused at its first pull.
+# Controls: the front door's certificate reads the status, a worker's
+# certificate joins, so every refusal above is the credentials' doing.
+. "$(dirname "$0")/lib.inc"
+need_data
+pick_ports
+MODEL=deploy/models/fashion_cnn.json
+cluster2 '{ "mode": "async" }'
+"$BIN/hetps" certs "$T/cluster.json" "$T/other" > /dev/null || fail "certs of another CA"
+# Another cluster: a second ps list (so another cluster id), same ps:0.
+sed "s/\"127.0.0.1:$((PORT + 1))\"/\"127.0.0.1:$((PORT + 7))\"/" "$T/cluster.json" > "$T/other.json"
+
+for i in 0 1; do
+    "$BIN/hetps-ps" --cluster "$T/cluster.json" --task ps:$i \
+        --data-dir "$T/ps-$i" > "$T/ps-$i.log" 2>&1 &
+    track $!
+done
+wait_for 10 "$BIN/hetps" status "$T/cluster.json" || fail "servers did not come up over TLS"
+grep -q "mutual TLS" "$T/ps-0.log" || fail "ps:0 does not say it serves mutual TLS"
+
+poke() { "$B/tools/poke" as "$@"; }
+
+# Controls: the right certificates are let in.
+poke "$T/cluster.json" client status > "$T/p.txt" || { cat "$T/p.txt"; fail "control: the front door cannot read the status"; }
+POKE_CERT=$T/certs/worker-1.pem poke "$T/cluster.json" worker:1 join > "$T/p.txt" ||
+    { cat "$T/p.txt"; fail "control: worker:1's certificate cannot join"; }
+ok "controls: the admin certificate reads the status, worker:1's joins"
+
+refused_all() { # WHAT CLUSTER_FILE TASK: every kind refused
+    what=$1 file=$2 task=$3
+    for kind in join pull push create shutdown; do
+        poke "$file" "$task" $kind > "$T/p.txt" 2>&1 && { cat "$T/p.txt"; fail "$what: $kind accepted"; }
+        grep -q "poke: refused" "$T/p.txt" || { cat "$T/p.txt"; fail "$what: $kind: no refusal"; }
+    done
+    "$BIN/hetps" status "$T/cluster.json" > /dev/null || fail "$what: the servers stopped serving"
+}
+
+POKE_CERT=none; export POKE_CERT
+refused_all "no certificate" "$T/cluster.json" worker:0
+grep -q "refused the connection from 127.0.0.1:[0-9]*.*no client certificate" "$T/ps-0.log" ||
+    { cat "$T/ps-0.log"; fail "ps:0's log does not name the peer without a certificate"; }
+ok "no certificate: join, pull, push, create, shutdown all refused; ps:0 names the peer"
+
+POKE_CERT=$T/other/worker-0.pem
+n0=$(grep -c "refused the connection" "$T/ps-0.log")
+refused_all "another CA" "$T/cluster.json" worker:0
+n1=$(grep -c "refused the connection" "$T/ps-0.log")
+[ "$n1" -gt "$n0" ] || { cat "$T/ps-0.log"; fail "ps:0's log does not name the peer with another CA's certificate"; }
+ok "another CA's certificate: all refused; ps:0 logged $((n1 - n0)) refused connections"
+
+POKE_CERT=$T/certs/worker-0.pem
+refused_all "another cluster" "$T/other.json" worker:0
+grep -q "rejected a message from 127.0.0.1:[0-9]* .*cluster" "$T/ps-0.log" ||
+    { cat "$T/ps-0.log"; fail "ps:0's log does not name the peer of another cluster"; }
+ok "another cluster id: all refused; ps:0 names the peer and the cluster"
+
+POKE_CERT=$T/certs/worker-1.pem
+refused_all "another task's certificate" "$T/cluster.json" worker:0
+grep -q "from 127.0.0.1:[0-9]* (.*): it claims worker:0 but its certificate is worker:1" "$T/ps-0.log" ||
+    { cat "$T/ps-0.log"; fail "ps:0's log does not name the peer posing as worker:0"; }
+poke "$T/cluster.json" client shutdown > "$T/p.txt" && { cat "$T/p.txt"; fail "worker:1's certificate shut down as the front door"; }
+grep -q "certificate is worker:1's" "$T/p.txt" || { cat "$T/p.txt"; fail "the refusal does not name the certificate"; }
+ok "worker:1's certificate claiming worker:0 or the front door: all refused; ps:0 names the peer and both tasks"
+
+poke "$T/cluster.json" worker:1 shutdown > "$T/p.txt" && { cat "$T/p.txt"; fail "a worker shut the cluster down"; }
+grep -q "only the chief" "$T/p.txt" || { cat "$T/p.txt"; tail -5 "$T/ps-0.log"; fail "the shutdown refusal does not say who may"; }
+grep -q "refused a shutdown from worker:1" "$T/ps-0.log" || fail "ps:0 does not log the refused shutdown"
+poke "$T/cluster.json" worker:1 create > "$T/p.txt" && { cat "$T/p.txt"; fail "worker:1 created the variables"; }
+grep -q "only the chief" "$T/p.txt" || { cat "$T/p.txt"; fail "the create refusal does not say who may"; }
+"$B/tools/poke" as "$T/cluster.json" worker:1 status > "$T/p.txt" || fail "a worker's status (its mode) refused"
+"$BIN/hetps" status "$T/cluster.json" > /dev/null || fail "a worker's shutdown stopped the servers"
+unset POKE_CERT
+ok "worker:1's certificate can neither shut down nor create; the servers keep serving"
+
+# Two live processes claiming worker:1.
+"$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:0 --model $MODEL \
+    --max-steps 400 --no-eval > "$T/w0.log" 2>&1 &
+W0=$!; track $W0
+"$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:1 --model $MODEL \
+    --max-steps 400 --no-eval > "$T/w1.log" 2>&1 &
+W1=$!; track $W1
+wait_for 60 grep -q "worker:1 joined" "$T/ps-0.log" || fail "worker:1 did not join"
+sleep 2
+"$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:1 --model $MODEL \
+    --max-steps 5 --no-eval > "$T/w1b.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] || { cat "$T/w1b.log"; fail "a second live worker:1 was let in"; }
+grep -q "already joined .* by a live process" "$T/w1b.log" || { cat "$T/w1b.log"; fail "the second worker:1 does not say why"; }
+grep -q "refused worker:1 .*already joined by a live process" "$T/ps-0.log" || fail "ps:0 does not log the second worker:1"
+kill -0 $W1 2>/dev/null || { cat "$T/w1.log"; fail "the first worker:1 stopped"; }
+ok "a second live worker:1 is refused (exit $rc) while the first trains"
+
+# A crash: the first worker:1 killed, a new one rejoins at once.
+kill -KILL $W1
+wait $W1 2>/dev/null
+t0=$(date +%s)
+"$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:1 --model $MODEL \
+    --max-steps 20 --no-eval > "$T/w1c.log" 2>&1 || { cat "$T/w1c.log"; fail "worker:1 restarted after a crash was refused"; }
+dt=$(( $(date +%s) - t0 ))
+[ $dt -lt 60 ] || fail "the restarted worker:1 took $dt s"
+grep -q "worker:1 restarted" "$T/ps-0.log" || fail "ps:0 did not see worker:1 restart"
+ok "worker:1 killed with -9 and started again rejoins at once and trains ($dt s)"
+wait $W0 || { tail -5 "$T/w0.log"; fail "the chief failed"; }
+ok "the chief trained to its end alongside"
+
+# Another model: its pulls and pushes are refused, both signatures named.
+"$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:1 --model deploy/models/fashion_mlp.json \
+    --max-steps 5 --no-eval > "$T/w1m.log" 2>&1 && { cat "$T/w1m.log"; fail "a worker with another model was let in"; }
+grep -q "model (signature [0-9a-f]*) is not the one ps:[01]'s variables were created with ([0-9a-f]*)" "$T/w1m.log" ||
+    { cat "$T/w1m.log"; fail "the worker with another model is not told why"; }
+grep -q "refused a pull: worker:1's model" "$T/ps-0.log" || fail "ps:0 does not log the other model"
+ok "a worker of another model is refused at its first pull, both signatures named"
