@@ -5,48 +5,117 @@
 #include "npy.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "err.h"
+
+/* The 10-byte preamble and the padded header of a float32 array of this
+ * shape into buf (cap >= 512); returns the bytes written. */
+static size_t npy_header(const size_t *shape, int ndim, unsigned char *buf,
+                         size_t *count)
+{
+    char *header = (char *)buf + 10;
+    const size_t cap = 512 - 10;
+    size_t n = 0, total;
+    int i;
+
+    *count = 1;
+    n += (size_t)snprintf(header + n, cap - n,
+                          "{'descr': '<f4', 'fortran_order': False, 'shape': (");
+    for (i = 0; i < ndim; i++) {    /* 8 dims of 20 digits: fits */
+        n += (size_t)snprintf(header + n, cap - n, "%zu%s", shape[i],
+                              ndim == 1 ? "," : i + 1 < ndim ? ", " : "");
+        *count *= shape[i];
+    }
+    n += (size_t)snprintf(header + n, cap - n, "), }");
+    total = (10 + n + 1 + 63) / 64 * 64;
+    while (10 + n + 1 < total)
+        header[n++] = ' ';
+    header[n++] = '\n';
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (unsigned char)(n & 0xFF);
+    buf[9] = (unsigned char)(n >> 8);
+    return 10 + n;
+}
 
 int hc_npy_write_f32(const char *path, const size_t *shape, int ndim,
                      const float *data)
 {
-    char header[512];
-    unsigned char pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0 };
-    size_t n = 0, total, count = 1;
+    unsigned char hdr[512];
+    size_t n, count;
     FILE *f;
-    int i, rv = HC_OK;
+    int rv = HC_OK;
 
     if (!path || !data || ndim < 0 || ndim > HC_NPY_MAX_DIMS)
         return hc_err_set(HC_ERR_INVAL, "hc_npy_write_f32: %s",
                           !path || !data ? "NULL path or data"
                                          : "ndim out of range");
-    n += (size_t)snprintf(header + n, sizeof header - n,
-                          "{'descr': '<f4', 'fortran_order': False, 'shape': (");
-    for (i = 0; i < ndim; i++) {
-        n += (size_t)snprintf(header + n, sizeof header - n, "%zu%s",
-                              shape[i], ndim == 1 ? "," : i + 1 < ndim ? ", " : "");
-        count *= shape[i];
-    }
-    n += (size_t)snprintf(header + n, sizeof header - n, "), }");
-    total = (sizeof pre + n + 1 + 63) / 64 * 64;
-    while (sizeof pre + n + 1 < total)
-        header[n++] = ' ';
-    header[n++] = '\n';
-    pre[8] = (unsigned char)(n & 0xFF);
-    pre[9] = (unsigned char)(n >> 8);
+    n = npy_header(shape, ndim, hdr, &count);
     f = fopen(path, "wb");
     if (!f)
         return hc_err_set(HC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    if (fwrite(pre, 1, sizeof pre, f) != sizeof pre ||
-        fwrite(header, 1, n, f) != n ||
+    if (fwrite(hdr, 1, n, f) != n ||
         fwrite(data, sizeof(float), count, f) != count)
         rv = hc_err_set(HC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     if (fclose(f) != 0 && rv == HC_OK)
         rv = hc_err_set(HC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    return rv;
+}
+
+static int write_all(int fd, const void *p, size_t len)
+{
+    const char *c = p;
+
+    while (len > 0) {
+        ssize_t n = write(fd, c, len > (1u << 30) ? (1u << 30) : len);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        c += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int hc_npy_write_f32_at(int dirfd, const char *name, const char *shown,
+                        const size_t *shape, int ndim, const float *data)
+{
+    unsigned char hdr[512];
+    char tmp[300];
+    size_t n, count;
+    int fd, rv = HC_OK;
+
+    if (!name || !shown || !data || ndim < 0 || ndim > HC_NPY_MAX_DIMS ||
+        strchr(name, '/') || strlen(name) > 255 - 24)
+        return hc_err_set(HC_ERR_INVAL, "hc_npy_write_f32_at: bad arguments");
+    n = npy_header(shape, ndim, hdr, &count);
+    snprintf(tmp, sizeof tmp, ".%s.tmp-%ld", name, (long)getpid());
+    fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+                O_CLOEXEC, 0644);
+    if (fd < 0)
+        return hc_err_set(HC_ERR_IO, "cannot write %s: %s", shown,
+                          strerror(errno));
+    if (write_all(fd, hdr, n) != 0 ||
+        write_all(fd, data, count * sizeof(float)) != 0 || fsync(fd) != 0)
+        rv = hc_err_set(HC_ERR_IO, "cannot write %s: %s", shown,
+                        strerror(errno));
+    if (close(fd) != 0 && rv == HC_OK)
+        rv = hc_err_set(HC_ERR_IO, "cannot write %s: %s", shown,
+                        strerror(errno));
+    if (rv == HC_OK && renameat(dirfd, tmp, dirfd, name) != 0)
+        rv = hc_err_set(HC_ERR_IO, "cannot rename %s into place: %s", shown,
+                        strerror(errno));
+    if (rv == HC_OK && fsync(dirfd) != 0)
+        rv = hc_err_set(HC_ERR_IO, "cannot sync the directory of %s: %s",
+                        shown, strerror(errno));
+    if (rv != HC_OK)
+        unlinkat(dirfd, tmp, 0);
     return rv;
 }
 

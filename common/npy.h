@@ -42,6 +42,18 @@ int hc_npy_write_f32(const char *path, const size_t *shape, int ndim,
                      const float *data);
 
 /*
+ * The same, safely, as the file `name` (one path component) in the open
+ * directory dirfd: written to a temporary name beside it (opened with
+ * O_NOFOLLOW: a symlink planted there is not followed), synced, renamed
+ * over `name` (which replaces a symlink rather than writing through it),
+ * and the directory synced; a reader never sees a partial file. `shown`
+ * names the file in messages. Errors as hc_npy_write_f32 (no partial file
+ * is left behind).
+ */
+int hc_npy_write_f32_at(int dirfd, const char *name, const char *shown,
+                        const size_t *shape, int ndim, const float *data);
+
+/*
  * Read the header of the .npy file f (positioned at its start; `path`
  * names it in messages) into *out and leave f at the first data byte.
  * Every field is parsed into a bounded buffer: the header length, the

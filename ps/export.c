@@ -11,13 +11,16 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cJSON.h>
 
 #include "err.h"
 #include "model.h"
 #include "layout.h"
+#include "name.h"
 #include "npy.h"
 #include "optimizer.h"
 #include "store.h"
@@ -38,6 +41,7 @@ static int parse_vars(const char *json, size_t len, const char *dir,
 {
     cJSON *root = cJSON_ParseWithLength(json, len), *it;
     struct var *vars = NULL;
+    char what[PATH_MAX + 32];
     int n = 0, rv = HC_OK;
 
     if (!cJSON_IsArray(root) || cJSON_GetArraySize(root) < 1) {
@@ -60,6 +64,13 @@ static int parse_vars(const char *json, size_t len, const char *dir,
             strlen(name->valuestring) >= sizeof v->name) {
             rv = hc_err_set(HC_ERR_STORE, "store %s: variable definition %d "
                             "is damaged", dir, n);
+            goto out;
+        }
+        snprintf(what, sizeof what, "store %s: variable %d", dir, n);
+        if ((rv = hc_name_check(name->valuestring, HC_NAME_VARIABLE,
+                                what)) != HC_OK) {
+            rv = hc_err_set(HC_ERR_STORE, "%s; refusing to use it as a file "
+                            "name", hc_err_msg());
             goto out;
         }
         snprintf(v->name, sizeof v->name, "%s", name->valuestring);
@@ -87,22 +98,44 @@ out:
     return HC_OK;
 }
 
-/* Create every directory on the way to `path`'s parent. */
-static int mkdirs_for(const char *path)
+/* The directory that will hold variable `name` ("conv2d/kernel") under the
+ * open directory out: each part but the last made (mkdirat) and entered
+ * with O_NOFOLLOW, so a symlink inside the output directory is never
+ * followed. Gives its fd in *dir_fd and the file name ("kernel.npy") in
+ * leaf. The name was checked (name.h) before. */
+static int open_parent(int out, const char *out_dir, const char *name,
+                       char *leaf, size_t cap, int *dir_fd)
 {
-    char buf[PATH_MAX];
-    char *p;
+    char part[HC_NAME_MAX_BYTES + 1];
+    const char *p = name, *slash;
+    int fd = dup(out), next, rv;
 
-    snprintf(buf, sizeof buf, "%s", path);
-    for (p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return hc_err_set(HC_ERR_IO, "cannot create %s: %s", buf,
-                              strerror(errno));
-        *p = '/';
+    if (fd < 0)
+        return hc_err_set(HC_ERR_IO, "%s: %s", out_dir, strerror(errno));
+    while ((slash = strchr(p, '/')) != NULL) {
+        snprintf(part, sizeof part, "%.*s", (int)(slash - p), p);
+        if (mkdirat(fd, part, 0755) != 0 && errno != EEXIST) {
+            rv = hc_err_set(HC_ERR_IO, "cannot create %s/%.*s: %s", out_dir,
+                            (int)(slash - name), name, strerror(errno));
+            close(fd);
+            return rv;
+        }
+        next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (next < 0) {
+            rv = hc_err_set(HC_ERR_IO, "cannot enter %s/%.*s: %s%s", out_dir,
+                            (int)(slash - name), name, strerror(errno),
+                            errno == ELOOP || errno == ENOTDIR
+                                ? " (a symlink or file is in the way; export "
+                                  "does not follow links)" : "");
+            close(fd);
+            return rv;
+        }
+        close(fd);
+        fd = next;
+        p = slash + 1;
     }
+    snprintf(leaf, cap, "%s.npy", p);
+    *dir_fd = fd;
     return HC_OK;
 }
 
@@ -281,17 +314,24 @@ int ps_export(const struct hc_cluster *cl, const char *data_dir,
               const char *out_dir, FILE *log)
 {
     struct gathered g;
-    int v, rv = gather(cl, data_dir, 0, 0, &g, log);
+    int v, out = -1, rv = gather(cl, data_dir, 0, 0, &g, log);
+    const int gathered = rv == HC_OK;
 
+    if (rv == HC_OK &&
+        (out = open(out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+        rv = hc_err_set(HC_ERR_IO, "output directory %s: %s", out_dir,
+                        strerror(errno));
     for (v = 0; rv == HC_OK && v < g.n_vars; v++) {
-        char path[PATH_MAX];
-        int i;
+        char path[PATH_MAX], leaf[HC_NAME_MAX_BYTES + 8];
+        int i, dir = -1;
 
         snprintf(path, sizeof path, "%s/%s.npy", out_dir, g.vars[v].name);
-        rv = mkdirs_for(path);
-        if (rv == HC_OK)
-            rv = hc_npy_write_f32(path, g.vars[v].shape, g.vars[v].ndim,
-                                  g.vars[v].data);
+        if ((rv = open_parent(out, out_dir, g.vars[v].name, leaf,
+                              sizeof leaf, &dir)) != HC_OK)
+            break;
+        rv = hc_npy_write_f32_at(dir, leaf, path, g.vars[v].shape,
+                                 g.vars[v].ndim, g.vars[v].data);
+        close(dir);
         if (rv == HC_OK && log) {
             fprintf(log, "%s (", path);
             for (i = 0; i < g.vars[v].ndim; i++)
@@ -299,7 +339,9 @@ int ps_export(const struct hc_cluster *cl, const char *data_dir,
             fprintf(log, "%s) float32\n", g.vars[v].ndim == 1 ? "," : "");
         }
     }
-    if (rv == HC_OK)
+    if (out >= 0)
+        close(out);
+    if (gathered)
         gathered_free(&g);
     return rv;
 }
