@@ -570,7 +570,7 @@ static int cmd_status(int argc, char **argv)
         }
         printf("ps:%-7d %-8s %s mode %s incarnation %016llx version %llu "
                "requests %llu duplicates %llu rejected %llu late %llu "
-               "stale %llu max_ahead %u waiting %u uptime %.1fs\n",
+               "stale %llu nonfinite %llu max_ahead %u waiting %u uptime %.1fs\n",
                i, "up", cl.ps[i].addr, st[i].mode,
                (unsigned long long)st[i].incarnation,
                (unsigned long long)st[i].version,
@@ -578,7 +578,8 @@ static int cmd_status(int argc, char **argv)
                (unsigned long long)st[i].duplicates,
                (unsigned long long)st[i].rejected,
                (unsigned long long)st[i].late,
-               (unsigned long long)st[i].stale, st[i].max_ahead,
+               (unsigned long long)st[i].stale,
+               (unsigned long long)st[i].nonfinite, st[i].max_ahead,
                st[i].waiting, st[i].uptime_ms / 1000.0);
     }
     for (w = 0; w < cl.n_worker; w++) {

@@ -41,7 +41,13 @@ typedef void (*hc_rpc_handler)(void *arg, hc_rpc_req *req, nng_msg *msg);
 struct hc_rpc_server_opts {
     int n_ctx;          /* contexts, i.e. requests in flight (default 64) */
     size_t recv_max;    /* largest accepted message in bytes (default 512 MiB) */
+    int send_timeout_ms; /* a reply the peer has not taken by then is
+                            dropped and its context freed (default 10000) */
+    int max_conns;      /* connections at once; more are closed at accept,
+                           with a warning (default 1024) */
 };
+/* Every connection, server and client, has TCP keepalive on, so a peer
+ * that vanished (power loss, cable) is found and its connection closed. */
 
 /* Listen on `url` ("tcp://127.0.0.1:2222"). Fails with HC_ERR_TRANSPORT
  * and a message naming the URL (address in use, bad host). */

@@ -62,6 +62,9 @@ static void usage(FILE *f)
 "                            at once or grouped over MS milliseconds\n"
 "      --join-timeout MS     sync/ssp: a worker of the cluster file that has\n"
 "                            not joined by then is left out (default 60000)\n"
+"      --allow-nonfinite     apply gradients holding NaN or Inf (default: such\n"
+"                            a push is refused, the store left unchanged, and\n"
+"                            counted as nonfinite in `hetps status`)\n"
 "  -h, --help                show this help and exit\n"
 "\n"
 "The cluster file is re-read when it changes or on SIGHUP: workers added to\n"
@@ -277,6 +280,7 @@ int main(int argc, char **argv)
         { "max-staleness", required_argument, NULL, 'S' },
         { "join-timeout", required_argument, NULL, 'J' },
         { "durability", required_argument, NULL, 'D' },
+        { "allow-nonfinite", no_argument, NULL, 'N' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -334,6 +338,7 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'N': conf.allow_nonfinite = 1; break;
         case 'S':
             conf.max_staleness = strtoull(optarg, &end, 10);
             if (*end || optarg[0] == '-') {

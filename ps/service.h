@@ -37,6 +37,8 @@ struct ps_service_conf {
     int durability;             /* 0 process (default), 1 machine */
     unsigned sync_ms;           /* machine: group commit window (0: each) */
     uint64_t max_staleness;     /* async: refuse older gradients (0: off) */
+    int allow_nonfinite;        /* apply pushes holding NaN or Inf (default:
+                                   refused, counted in status) */
 };
 
 /* Open the shard's store and start listening. Errors name the URL or the

@@ -79,6 +79,7 @@ struct ps_service {
     struct member *members;     /* (n_members) indexed by worker index */
     int n_members;
     uint64_t requests, duplicates, rejected;
+    uint64_t nonfinite;         /* pushes refused for NaN/Inf values */
     int64_t start_ms;
 
     int stop_pipe[2];           /* written by request_stop, read by wait */

@@ -108,6 +108,8 @@ nng_msg *service_status_reply(struct ps_service *s, uint64_t id)
     st.requests = s->requests;
     st.duplicates = s->duplicates;
     st.rejected = s->rejected;
+    st.has_nonfinite = 1;
+    st.nonfinite = s->nonfinite;
     st.has_uptime_ms = 1;
     st.uptime_ms = (uint64_t)(hc_now_ms() - s->start_ms);
     st.mode = (char *)hc_mode_name(s->cl->mode);

@@ -1,0 +1,59 @@
+#!/bin/sh
+# limits.sh — a hostile or broken peer cannot poison, exhaust or jam a
+# shard: a push holding NaN or Inf is refused and the store left as it was
+# (counted in `hetps status`); a ~100-byte CreateVariables announcing 12
+# million blocks is refused without the shard's memory growing; a client
+# that sends pulls and never reads the replies is disconnected, and the
+# others are still served.
+. "$(dirname "$0")/lib.inc"
+MODEL=deploy/models/fashion_cnn.json
+pick_ports
+cat > "$T/cluster.json" <<JSON
+{ "cluster": { "ps": ["127.0.0.1:$PORT", "127.0.0.1:$((PORT + 1))"],
+               "worker": ["127.0.0.1:$((PORT + 2))"] } }
+JSON
+for i in 0 1; do
+    "$BIN/hetps-ps" --cluster "$T/cluster.json" --task ps:$i \
+        --data-dir "$T/ps-$i" > "$T/ps-$i.log" 2>&1 &
+    track $!
+    eval "PS$i=$!"
+done
+wait_for 10 "$BIN/hetps" status "$T/cluster.json" || { cat "$T"/ps-*.log; fail "servers did not come up"; }
+
+# 1. An absurd layout, refused in bounded memory (peak RSS of the shard).
+"$B/tools/hostile" layout "$T/cluster.json" 0 || { cat "$T/ps-0.log"; fail "absurd layout"; }
+peak=$(awk '/^VmHWM:/ {print $2}' /proc/"$PS0"/status)
+echo "ps:0 peak RSS after the absurd create: $peak kB"
+[ -n "$peak" ] && [ "$peak" -lt 150000 ] || fail "ps:0 grew to $peak kB on a refused create"
+ok "absurd layout refused, ps:0 peak RSS $peak kB"
+
+# 2. NaN and Inf pushes refused, the store unchanged, counted.
+"$B/tools/hostile" nan "$T/cluster.json" "$MODEL" || { cat "$T"/ps-*.log; fail "non-finite push"; }
+"$BIN/hetps" status "$T/cluster.json" > "$T/status.txt" 2>&1
+cat "$T/status.txt"
+for i in 0 1; do
+    grep -q "^ps:$i .* nonfinite 2 " "$T/status.txt" || fail "ps:$i does not count 2 non-finite pushes"
+done
+grep -q "refused a push from worker:0 .* is NaN" "$T/ps-0.log" || fail "ps:0's log does not name the NaN push"
+ok "NaN and Inf pushes refused and counted; the store unchanged"
+
+# 3. A client that never reads: pulls of every block of ps:1 (over 100 KB
+# each) until its socket buffers fill. The shard drops it after the reply
+# send timeout (10 s); `hetps status` is answered meanwhile or just after.
+"$B/tools/hostile" noread "$T/cluster.json" 1 "$MODEL" 400 40 > "$T/noread.log" 2>&1 &
+track $!
+sleep 3
+# ps:1 must answer again within 20 s (the attacker stays connected for 40;
+# without the send timeout ps:1 answers nobody until it leaves).
+start=$(date +%s) took=""
+while [ $(( $(date +%s) - start )) -lt 20 ]; do
+    if "$BIN/hetps" status "$T/cluster.json" 2>/dev/null | grep -q '^ps:1 .* up '; then
+        took=$(( $(date +%s) - start )); break
+    fi
+    sleep 0.5
+done
+[ -n "$took" ] || { cat "$T/noread.log" "$T/ps-1.log"; fail "ps:1 answered nobody for 20 s while a client did not read"; }
+cat "$T/noread.log"
+grep "did not take its reply" "$T/ps-1.log" | head -2
+grep -q "did not take its reply" "$T/ps-1.log" || fail "ps:1's log does not name the closed connection"
+ok "ps:1 answered others within ${took} s of a client that never reads"
