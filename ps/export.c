@@ -98,6 +98,30 @@ out:
     return HC_OK;
 }
 
+/* Make the output directory the user named, and its parents (their path is
+ * the user's own: symlinks in it are followed, as the shell would). */
+static int mkdir_p(const char *path)
+{
+    char buf[PATH_MAX];
+
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return hc_err_set(HC_ERR_INVAL, "output directory %.64s…: path too "
+                          "long", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char c = *p;
+
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return hc_err_set(HC_ERR_IO, "cannot create %s: %s", buf,
+                              strerror(errno));
+        *p = c;
+        if (!c)
+            return HC_OK;
+    }
+}
+
 /* The directory that will hold variable `name` ("conv2d/kernel") under the
  * open directory out: each part but the last made (mkdirat) and entered
  * with O_NOFOLLOW, so a symlink inside the output directory is never
@@ -221,7 +245,9 @@ static int gather_place(struct ps_store *st, uint32_t w, struct ps_place *at)
 static int gather(const struct hc_cluster *cl, const char *data_dir,
                   int with_slots, int verify, struct gathered *g, FILE *log)
 {
-    struct ps_store_opts o = { .read_only = 1 };
+    /* Moving stores (with_slots: reshard) needs them idle: a shard still
+     * writing would change them under the copy. A live export is fine. */
+    struct ps_store_opts o = { .read_only = 1, .require_idle = with_slots };
     char dir[PATH_MAX];
     int j, v, k, w, rv = HC_OK;
 
@@ -317,6 +343,8 @@ int ps_export(const struct hc_cluster *cl, const char *data_dir,
     int v, out = -1, rv = gather(cl, data_dir, 0, 0, &g, log);
     const int gathered = rv == HC_OK;
 
+    if (rv == HC_OK)
+        rv = mkdir_p(out_dir);
     if (rv == HC_OK &&
         (out = open(out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
         rv = hc_err_set(HC_ERR_IO, "output directory %s: %s", out_dir,

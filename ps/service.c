@@ -142,7 +142,6 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                                    HETPS__ERROR_CODE__E_UNKNOWN_TASK, text);
     }
     m = &s->members[w];
-    m->last_seen_ms = hc_now_ms();
     if (pc != HETPS__ENVELOPE__PAYLOAD_JOIN &&
         (m->state != M_JOINED || m->incarnation != e->incarnation)) {
         snprintf(text, sizeof text,
@@ -152,6 +151,9 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         return service_error_reply(s, e->request_id,
                                    HETPS__ERROR_CODE__E_NOT_JOINED, text);
     }
+    /* Only now: a message under the worker's name from anyone else (another
+     * incarnation, not joined) must not keep a dead worker alive. */
+    m->last_seen_ms = hc_now_ms();
     rec = record_of(m, pc);
     if (is_effect(pc) && m->incarnation == e->incarnation && rec->last_req) {
         if (e->request_id == rec->last_req && rec->reply_len == 0) {

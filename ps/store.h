@@ -86,6 +86,13 @@ struct ps_store_opts {
     unsigned sync_ms;           /* PS_DURABLE_MACHINE group commit */
     unsigned max_readers;       /* concurrent read transactions; 0 = 126 */
     int read_only;              /* MDB_RDONLY: inspect, export */
+    /* The data-directory lock, DIR/hetps.lock (flock): a writable open
+     * holds it exclusively while open, so a second shard (or a reshard
+     * writing there) on the same directory is refused; a read-only open
+     * with require_idle takes it shared, so it is refused while a shard
+     * still writes there (reshard's sources). Plain read-only opens
+     * (inspect, a live export) take no lock. */
+    int require_idle;
     /* Largest apply (estimated dirty pages) computed straight into
      * MDB_RESERVE'd space; bigger ones go through the store's scratch
      * because LMDB may spill a big transaction's dirty pages, moving

@@ -38,6 +38,7 @@ struct ps_store {
     int env_open;               /* mdb_env_open succeeded */
     MDB_dbi dbi_meta, dbi_vars, dbi_slots, dbi_recs;
     int read_only;
+    int lock_fd;                /* DIR/hetps.lock, -1 when none held */
     enum ps_durability durability;
     unsigned sync_ms;
     uint64_t direct_max_pages;

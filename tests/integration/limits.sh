@@ -57,3 +57,19 @@ cat "$T/noread.log"
 grep "did not take its reply" "$T/ps-1.log" | head -2
 grep -q "did not take its reply" "$T/ps-1.log" || fail "ps:1's log does not name the closed connection"
 ok "ps:1 answered others within ${took} s of a client that never reads"
+
+# 4. The data-directory lock: a second server on ps:0's directory, and a
+# reshard of the stores the running shards write to, are refused.
+"$BIN/hetps-ps" --cluster "$T/cluster.json" --task ps:0 --listen "tcp://127.0.0.1:$((PORT + 5))" \
+    --data-dir "$T/ps-0" > "$T/second.log" 2>&1 &
+second=$!
+track $second
+i=0; while ours $second && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+ours $second && fail "a second hetps-ps opened ps:0's data directory"
+grep -q "is in use by another process" "$T/second.log" || { cat "$T/second.log"; fail "the second server does not say the directory is in use"; }
+sed "s/\"127.0.0.1:$((PORT + 1))\"/\"127.0.0.1:$((PORT + 1))\", \"127.0.0.1:$((PORT + 6))\"/" \
+    "$T/cluster.json" > "$T/three.json"
+"$BIN/hetps" reshard --from "$T/cluster.json" --to "$T/three.json" --data-dir "$T" \
+    --out-dir "$T/new" > "$T/reshard.log" 2>&1 && fail "reshard of stores in use succeeded"
+grep -q "is in use by another process" "$T/reshard.log" || { cat "$T/reshard.log"; fail "reshard does not say the stores are in use"; }
+ok "data directories in use are locked against a second server and a reshard"
