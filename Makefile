@@ -158,8 +158,11 @@ fuzzers: $(FUZZERS)
 deps:
 	@./deploy/install-deps.sh
 
+# The fuzz targets (clang's libFuzzer) join as smoke runs when clang is there.
 test: deps
 	@$(MAKE) --no-print-directory all
+	@if command -v clang >/dev/null 2>&1; then $(MAKE) --no-print-directory FUZZ=1 fuzzers; \
+	 else echo "clang: not found: the fuzz smoke runs are skipped"; fi
 	@HETPS_BUILD=$(B) ./tests/run.sh
 
 # Only the network-fault tests (tests/faults/, as root); `make test` runs them too.

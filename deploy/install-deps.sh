@@ -15,7 +15,8 @@ libcjson-dev
 zlib1g-dev
 dataset-fashion-mnist
 python3 python3-numpy
-iproute2 procps iptables libnetfilter-queue-dev"
+iproute2 procps iptables libnetfilter-queue-dev
+clang libclang-rt-14-dev"
 
 # `--bench` adds what `make bench` compares against (PyTorch, CPU build).
 if [ "${1:-}" = "--bench" ]; then
