@@ -437,6 +437,8 @@ void ps_service_wait(struct ps_service *s)
         if (n < 0 && errno != EINTR)
             break;
         service_sweep_members(s);
+        if (ps_shard_maintain(s->shard) != HC_OK)
+            hc_warn("%s", hc_err_msg());
         if (s->conf.cluster_file &&
             (atomic_exchange(&s->reload, 0) ||
              (service_file_mtime(s->conf.cluster_file, &t) == 0 &&

@@ -613,6 +613,11 @@ uint64_t ps_shard_version(const struct ps_shard *sh)
     return sh && sh->store ? ps_store_step(sh->store) : 0;
 }
 
+int ps_shard_maintain(struct ps_shard *sh)
+{
+    return sh && sh->store ? ps_store_maintain(sh->store) : HC_OK;
+}
+
 void ps_shard_close(struct ps_shard *sh)
 {
     if (!sh)

@@ -71,6 +71,9 @@ int ps_shard_ack(struct ps_shard *sh, const struct hc_wire_msg *in,
 /* Updates applied so far (the shard's global step). */
 uint64_t ps_shard_version(const struct ps_shard *sh);
 
+/* The store's housekeeping (ps_store_maintain): call every few hundred ms. */
+int ps_shard_maintain(struct ps_shard *sh);
+
 void ps_shard_close(struct ps_shard *sh);
 
 #endif

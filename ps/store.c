@@ -723,6 +723,35 @@ const struct ps_block *ps_store_blocks(const struct ps_store *s, uint32_t *n)
 
 /* ---- sync -------------------------------------------------------------- */
 
+#define READER_CHECK_MS 10000
+
+int ps_store_maintain(struct ps_store *s)
+{
+    uint64_t now = (uint64_t)hc_now_ms();
+    int rc = 0, dead = 0;
+
+    if (s->read_only)
+        return HC_OK;
+    pthread_mutex_lock(&s->wmu);
+    if (s->unsynced && now - s->last_sync_ms >= s->sync_ms) {
+        rc = mdb_env_sync(s->env, 1);
+        s->last_sync_ms = now;
+        s->unsynced = 0;
+    }
+    pthread_mutex_unlock(&s->wmu);
+    if (rc != 0)
+        return hc_err_set(HC_ERR_IO, "store %s: timed sync failed: %s; the "
+                          "last commits may not be on disk", s->dir,
+                          mdb_strerror(rc));
+    if (now - s->last_reader_check_ms >= READER_CHECK_MS) {
+        s->last_reader_check_ms = now;
+        if (mdb_reader_check(s->env, &dead) == 0 && dead > 0)
+            hc_info("store %s: cleared %d stale reader slot%s left by crashed "
+                    "processes", s->dir, dead, dead == 1 ? "" : "s");
+    }
+    return HC_OK;
+}
+
 int ps_store_sync(struct ps_store *s)
 {
     int rc;

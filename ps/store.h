@@ -323,4 +323,13 @@ int ps_store_meta_get(struct ps_store *s, const char *key, void *buf,
  * Returns HC_OK or HC_ERR_IO. */
 int ps_store_sync(struct ps_store *s);
 
+/*
+ * Housekeeping, called every few hundred ms by the shard's service (any
+ * thread): with PS_DURABLE_MACHINE and sync_ms, sync commits older than
+ * sync_ms that no later commit has synced (so the window holds even when
+ * pushes stop); every 10 s, clear reader slots left by crashed processes
+ * (mdb_reader_check), logged when any. Returns HC_OK or HC_ERR_IO.
+ */
+int ps_store_maintain(struct ps_store *s);
+
 #endif

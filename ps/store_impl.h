@@ -66,6 +66,9 @@ struct ps_store {
     uint32_t *seen;             /* (n_blocks) apply generation stamps */
     uint32_t seen_gen;
     uint64_t last_sync_ms;
+    int unsynced;               /* under wmu: commits since the last sync */
+    uint64_t last_reader_check_ms;
+    uint64_t disk_reserved;     /* under wmu: bytes of the data file allocated */
 };
 
 /* ---- store_txn.c ------------------------------------------------------- */
