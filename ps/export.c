@@ -294,19 +294,38 @@ static int gather(const struct hc_cluster *cl, const char *data_dir,
         for (w = 0; rv == HC_OK && w < g->n_workers; w++)
             rv = gather_place(st, (uint32_t)w, &g->places[w]);
         blocks = rv == HC_OK ? ps_store_blocks(st, &nb) : NULL;
-        for (b = 0; rv == HC_OK && b < nb; b++) {
-            const struct ps_block *bk = &blocks[b];
-            struct var *var;
-            uint32_t e;
-
-            if (bk->var >= (uint32_t)g->n_vars ||
-                bk->offset + bk->length > g->vars[bk->var].size) {
+        /* Every block of this store from one read transaction: a live
+         * export is one consistent step of the shard, not a mix. */
+        for (b = 0; rv == HC_OK && b < nb; b++)
+            if (blocks[b].var >= (uint32_t)g->n_vars ||
+                blocks[b].offset + blocks[b].length > g->vars[blocks[b].var].size)
                 rv = hc_err_set(HC_ERR_STORE, "store %s: block %u lies outside "
                                 "the variables", dir, b);
-                break;
+        if (rv == HC_OK && nb > 0) {
+            struct ps_read *r = calloc(nb, sizeof *r);
+            uint64_t step = 0;
+
+            if (!r)
+                rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
+            for (b = 0; r && b < nb; b++) {
+                r[b].local = b;
+                r[b].count = blocks[b].length;
+                r[b].dst = g->vars[blocks[b].var].data + blocks[b].offset;
             }
-            var = &g->vars[bk->var];
-            rv = ps_store_read_block(st, b, var->data + bk->offset, bk->length);
+            if (r)
+                rv = ps_store_read(st, r, nb, &step);
+            free(r);
+            if (rv == HC_OK && step != info.step && log)
+                fprintf(log, "note: %s moved on from step %llu to %llu while "
+                        "exporting; its values are of step %llu\n", dir,
+                        (unsigned long long)info.step,
+                        (unsigned long long)step, (unsigned long long)step);
+        }
+        for (b = 0; rv == HC_OK && b < nb; b++) {
+            const struct ps_block *bk = &blocks[b];
+            struct var *var = &g->vars[bk->var];
+            uint32_t e;
+
             for (e = 0; rv == HC_OK && e < bk->length; e++)
                 if (var->seen[bk->offset + e]++)
                     rv = hc_err_set(HC_ERR_STORE, "store %s: element %llu of "
