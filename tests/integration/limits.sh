@@ -73,3 +73,20 @@ sed "s/\"127.0.0.1:$((PORT + 1))\"/\"127.0.0.1:$((PORT + 1))\", \"127.0.0.1:$((P
     --out-dir "$T/new" > "$T/reshard.log" 2>&1 && fail "reshard of stores in use succeeded"
 grep -q "is in use by another process" "$T/reshard.log" || { cat "$T/reshard.log"; fail "reshard does not say the stores are in use"; }
 ok "data directories in use are locked against a second server and a reshard"
+
+# 5. Export's files: it follows no symlink inside its output directory, and
+# refuses a store whose variable name would climb out of it.
+kill -TERM "$PS0" "$PS1"; wait "$PS0" "$PS1" 2>/dev/null
+mkdir -p "$T/out" "$T/elsewhere"
+ln -s "$T/elsewhere" "$T/out/conv2d"
+"$BIN/hetps" export --data-dir "$T" --out "$T/out" "$T/cluster.json" > "$T/export1.log" 2>&1 &&
+    fail "export wrote through a symlink in its output directory"
+grep -q "does not follow links" "$T/export1.log" || { cat "$T/export1.log"; fail "export does not say why"; }
+[ -z "$(ls "$T/elsewhere")" ] || fail "export wrote into the symlink's target"
+"$B/tools/hostile" badname "$T/ps-0" "../../escaped" || fail "could not plant a bad name"
+"$BIN/hetps" export --data-dir "$T" --out "$T/out2/a/b" "$T/cluster.json" > "$T/export2.log" 2>&1 &&
+    fail "export of a variable named ../../escaped succeeded"
+cat "$T/export2.log"
+grep -q 'has a part ".."' "$T/export2.log" || fail "export does not name the bad variable"
+[ -z "$(find "$T" -name 'escaped*')" ] || fail "export wrote outside its output directory"
+ok "export follows no symlink and refuses a name that climbs out"

@@ -8,6 +8,10 @@
  *   hostile layout CLUSTER_FILE SHARD    as worker:0: join, then a ~100-byte
  *                                        CreateVariables whose layout has 12
  *                                        million blocks (must be refused)
+ *   hostile badname STORE_DIR NAME       rename the first variable of a
+ *                                        stopped shard's store to NAME (as
+ *                                        a store written before names were
+ *                                        checked could hold)
  *   hostile noread CLUSTER_FILE SHARD MODEL N SECONDS
  *                                        over a raw TCP connection: N pulls
  *                                        of every block of the shard, then
@@ -34,6 +38,7 @@
 #include "err.h"
 #include "layout.h"
 #include "model.h"
+#include "ps/store.h"
 #include "wire.h"
 
 static int passed, failed;
@@ -291,6 +296,35 @@ static int no_read(const struct hc_cluster *cl, int shard, const char *model_pat
     return 0;
 }
 
+static int bad_name(const char *dir, const char *name)
+{
+    struct ps_store *st = NULL;
+    char json[65536], out[65536 + 256];
+    size_t len = 0;
+    const char *p;
+    int rv;
+
+    rv = ps_store_open(dir, NULL, &st);
+    if (rv == HC_OK)
+        rv = ps_store_meta_get(st, "vars", json, sizeof json - 1, &len);
+    if (rv == HC_OK) {
+        json[len] = '\0';
+        /* [{"name":"conv2d/kernel",... : replace the first name. */
+        p = strstr(json, "\"name\":\"");
+        rv = p ? HC_OK : hc_err_set(HC_ERR_STORE, "no name in vars");
+    }
+    if (rv == HC_OK) {
+        const char *end = strchr(p + 8, '"');
+
+        snprintf(out, sizeof out, "%.*s\"name\":\"%s%s", (int)(p - json), json,
+                 name, end);
+        rv = ps_store_meta_put(st, "vars", out, strlen(out));
+    }
+    check(rv == HC_OK, "rename the first variable", rv ? hc_err_msg() : name);
+    ps_store_close(st);
+    return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     struct hc_cluster cl;
@@ -299,8 +333,13 @@ int main(int argc, char **argv)
 
     signal(SIGPIPE, SIG_IGN);
     if (argc < 4) {
-        fprintf(stderr, "usage: hostile nan|layout|noread CLUSTER_FILE ...\n");
+        fprintf(stderr, "usage: hostile nan|layout|noread CLUSTER_FILE ... or hostile badname STORE_DIR NAME\n");
         return 2;
+    }
+    if (!strcmp(argv[1], "badname") && argc == 4) {
+        rv = bad_name(argv[2], argv[3]);
+        printf("hostile: %d passed, %d failed\n", passed, failed);
+        return rv;
     }
     if (hc_cluster_load_file(argv[2], &cl, &diag) != HC_OK) {
         hc_diag_print(&diag, stderr);
