@@ -352,6 +352,8 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
     }
     if (s->conf.join_timeout_ms <= 0)
         s->conf.join_timeout_ms = 60000;
+    if (s->conf.step_timeout_ms <= 0)
+        s->conf.step_timeout_ms = 120000;
     {
         struct ps_sync_conf sc = { 0 };
         int i;

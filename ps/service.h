@@ -37,6 +37,9 @@ struct ps_service_conf {
     int durability;             /* 0 process (default), 1 machine */
     unsigned sync_ms;           /* machine: group commit window (0: each) */
     uint64_t max_staleness;     /* async: refuse older gradients (0: off) */
+    int step_timeout_ms;        /* sync: a step waits this long for a live
+                                   worker's push, then goes on without it
+                                   (marked dead; default 120000) */
     int allow_nonfinite;        /* apply pushes holding NaN or Inf (default:
                                    refused, counted in status) */
 };

@@ -80,6 +80,9 @@ struct ps_service {
     int n_members;
     uint64_t requests, duplicates, rejected;
     uint64_t nonfinite;         /* pushes refused for NaN/Inf values */
+    uint64_t wait_version;      /* sync: the step being waited on … */
+    int64_t wait_since_ms;      /* … since then (its first push seen) */
+    int wait_warned;            /* half its deadline passed: said so */
     int64_t start_ms;
 
     int stop_pipe[2];           /* written by request_stop, read by wait */

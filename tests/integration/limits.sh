@@ -4,7 +4,9 @@
 # (counted in `hetps status`); a ~100-byte CreateVariables announcing 12
 # million blocks is refused without the shard's memory growing; a client
 # that sends pulls and never reads the replies is disconnected, and the
-# others are still served.
+# others are still served; a data directory in use is locked; export
+# follows no symlink and refuses a name that climbs out; a sync step waits
+# for a worker that never pushes only until --step-timeout.
 . "$(dirname "$0")/lib.inc"
 MODEL=deploy/models/fashion_cnn.json
 pick_ports
@@ -90,3 +92,25 @@ cat "$T/export2.log"
 grep -q 'has a part ".."' "$T/export2.log" || fail "export does not name the bad variable"
 [ -z "$(find "$T" -name 'escaped*')" ] || fail "export wrote outside its output directory"
 ok "export follows no symlink and refuses a name that climbs out"
+
+# 6. sync: a worker that joins and heartbeats but never pushes holds a step
+# only until --step-timeout; the shard names it, and the others train on.
+need_data
+cat > "$T/sync.json" <<JSON
+{ "cluster": { "ps": ["127.0.0.1:$((PORT + 7))"],
+               "worker": ["127.0.0.1:$((PORT + 8))", "127.0.0.1:$((PORT + 9))"] },
+  "hetps": { "mode": "sync" } }
+JSON
+"$BIN/hetps-ps" --cluster "$T/sync.json" --task ps:0 --data-dir "$T/sync-ps" \
+    --step-timeout 3000 > "$T/sync-ps.log" 2>&1 &
+track $!
+wait_for 10 "$BIN/hetps" status "$T/sync.json" || { cat "$T/sync-ps.log"; fail "sync server did not come up"; }
+"$B/tools/hostile" stall "$T/sync.json" 1 "$MODEL" 60 > "$T/stall.log" 2>&1 &
+track $!
+sleep 1
+timeout 90 "$BIN/hetps-worker" --cluster "$T/sync.json" --task worker:0 --model "$MODEL" \
+    --max-steps 5 --no-eval > "$T/sync-w0.log" 2>&1 ||
+    { cat "$T/sync-w0.log" "$T/sync-ps.log"; fail "worker:0 did not finish while worker:1 stalled"; }
+grep "waited .* for worker:1" "$T/sync-ps.log" | head -2
+grep -q "waited .* for worker:1: marked dead" "$T/sync-ps.log" || fail "the shard does not name the worker its step waited for"
+ok "a sync step waited for a silent worker:1 only until --step-timeout"

@@ -12,6 +12,9 @@
  *                                        stopped shard's store to NAME (as
  *                                        a store written before names were
  *                                        checked could hold)
+ *   hostile stall CLUSTER_FILE WORKER MODEL SECONDS
+ *                                        join as WORKER and heartbeat for
+ *                                        SECONDS, never pushing
  *   hostile noread CLUSTER_FILE SHARD MODEL N SECONDS
  *                                        over a raw TCP connection: N pulls
  *                                        of every block of the shard, then
@@ -325,6 +328,27 @@ static int bad_name(const char *dir, const char *name)
     return failed ? 1 : 0;
 }
 
+static int stall(const struct hc_cluster *cl, int w, const char *model_path,
+                 int seconds)
+{
+    static struct hc_model m;
+    struct pc_client *c = NULL;
+    int rv;
+
+    if ((rv = hc_model_load(model_path, &m)) == HC_OK &&
+        (rv = pc_open(&c, cl, HC_JOB_WORKER, w, NULL)) == HC_OK &&
+        (rv = pc_set_model(c, &m, 0)) == HC_OK &&
+        (rv = pc_join(c, "cpu")) == HC_OK)
+        rv = pc_heartbeat_start(c, 500);
+    check(rv == HC_OK, "join and heartbeat, never pushing",
+          rv ? hc_err_msg() : NULL);
+    fflush(stdout);
+    if (rv == HC_OK)
+        sleep((unsigned)seconds);
+    pc_close(c);
+    return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     struct hc_cluster cl;
@@ -349,6 +373,8 @@ int main(int argc, char **argv)
         rv = nan_push(&cl, argv[3]);
     else if (!strcmp(argv[1], "layout") && argc == 4 && atoi(argv[3]) < cl.n_ps)
         rv = absurd_layout(&cl, atoi(argv[3]));
+    else if (!strcmp(argv[1], "stall") && argc == 6 && atoi(argv[3]) < cl.n_worker)
+        rv = stall(&cl, atoi(argv[3]), argv[4], atoi(argv[5]));
     else if (!strcmp(argv[1], "noread") && argc == 7 && atoi(argv[3]) < cl.n_ps)
         return no_read(&cl, atoi(argv[3]), argv[4], atoi(argv[5]),
                        atoi(argv[6]));
