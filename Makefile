@@ -12,6 +12,8 @@
 #                     (tests/deploy/; also part of make test)
 #   make install      PREFIX/bin, PREFIX/share/hetps (models, examples,
 #                     deploy files); PREFIX=/usr/local, DESTDIR= for packages
+#   make fuzz         libFuzzer targets (tests/fuzz/, clang, ASan+UBSan under
+#                     build/fuzz), each run FUZZ_SECONDS (default 60) on its corpus
 #
 # Sources are found by wildcard: common/*.c make libcommon, ps/*.c libps,
 # worker/*.c libworker (each main.c excepted), worker/hetps/*.c the front
@@ -21,12 +23,20 @@
 
 CC       ?= cc
 SANITIZE ?=
-FLAVOUR  := $(if $(SANITIZE),san,rel)
+# FUZZ=1 (set by `make fuzz`): clang, every object instrumented for libFuzzer
+# with ASan+UBSan, under build/fuzz; only the fuzz targets are linked.
+FUZZ     ?=
+ifneq ($(FUZZ),)
+CC       := clang
+SANITIZE := 1
+endif
+FLAVOUR  := $(if $(FUZZ),fuzz,$(if $(SANITIZE),san,rel))
 B        := build/$(FLAVOUR)
 GEN      := build/proto
 
 SAN      := -fsanitize=address,undefined
 OPT      := $(if $(SANITIZE),-O1 $(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=undefined,-O2)
+OPT      += $(if $(FUZZ),-fsanitize=fuzzer-no-link)
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
 CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Werror -Wshadow \
@@ -71,6 +81,7 @@ TEST_SRC   := $(wildcard tests/unit/test_*.c)
 TEST_HELPERS := $(filter-out tests/unit/test_%.c,$(wildcard tests/unit/*.c))
 TOOL_SRC   := $(wildcard tests/tools/*.c)
 BENCH_SRC  := $(wildcard tests/bench/*.c)
+FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
@@ -81,8 +92,9 @@ BINS      := bin/hetps-ps bin/hetps-worker bin/hetps
 TESTS     := $(patsubst tests/unit/%.c,$(B)/tests/%,$(TEST_SRC))
 TOOLS     := $(patsubst tests/tools/%.c,$(B)/tools/%,$(TOOL_SRC))
 BENCHES   := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRC))
+FUZZERS   := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
 
-.PHONY: all deps test test-faults test-deploy image image-gpu run bench clean check-cuda install uninstall
+.PHONY: all deps test test-faults test-deploy image image-gpu run bench fuzz fuzzers clean check-cuda install uninstall
 all: check-cuda $(BINS) $(TESTS) $(TOOLS) $(BENCHES)
 
 check-cuda:
@@ -149,13 +161,21 @@ $(B)/tools/%: $(call obj,tests/tools/%.c) $(LIBPS) $(LIBWORKER) $(LIBCOMMON)
 $(B)/bench/%: $(call obj,tests/bench/%.c) $(LIBPS) $(LIBWORKER) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
+$(B)/fuzz/%: $(call obj,tests/fuzz/%.c) $(LIBPS) $(LIBWORKER) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $(filter %.o %.a,$^) $(LDLIBS)
+fuzzers: $(FUZZERS)
+.SECONDARY: $(call obj,$(FUZZ_SRC))
 
 # Set-up: install what is missing (quiet when all is there), then build.
 deps:
 	@./deploy/install-deps.sh
 
+# The fuzz targets (clang's libFuzzer) join as smoke runs when clang is there.
 test: deps
 	@$(MAKE) --no-print-directory all
+	@if command -v clang >/dev/null 2>&1; then $(MAKE) --no-print-directory FUZZ=1 fuzzers; \
+	 else echo "clang: not found: the fuzz smoke runs are skipped"; fi
 	@HETPS_BUILD=$(B) ./tests/run.sh
 
 # Only the network-fault tests (tests/faults/, as root); `make test` runs them too.
@@ -208,6 +228,13 @@ install: $(BINS)
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(BINS)))
 	rm -rf $(SHARE)
+
+# Each libFuzzer target for FUZZ_SECONDS on a copy of its corpus
+# (tests/fuzz/corpus/NAME); findings are left in build/fuzz/findings.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@$(MAKE) --no-print-directory FUZZ=1 fuzzers
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) ./tests/fuzz/run.sh
 
 clean:
 	rm -rf build bin

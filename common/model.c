@@ -302,7 +302,8 @@ static int parse_root(const cJSON *root, struct hc_model *m)
         return rv;
     if (s && (strlen(s) >= HC_NAME_MAX || !md_name_ok(s)))
         return md_fail(m->source, "\"name\" must be 1 to %d letters, digits, "
-                       "'_', '-' or '.', got \"%.40s\"", HC_NAME_MAX - 1, s);
+                       "'_', '-' or '.' (not \".\" or \"..\"), got \"%.40s\"",
+                       HC_NAME_MAX - 1, s);
     snprintf(m->name, sizeof m->name, "%s", s ? s : "sequential");
     if ((it = md_get(root, "input_shape")) != NULL) {
         if ((rv = md_parse_shape(it, m->source, &m->input)))

@@ -259,7 +259,8 @@ static const char *const *const layer_keys[] = {
 
 int md_name_ok(const char *s)
 {
-    if (!*s)
+    /* Names become paths (NAME/kernel.npy): never "." or "..". */
+    if (!*s || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
         return 0;
     for (; *s; s++)
         if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-' &&
@@ -293,8 +294,8 @@ static int layer_ident(struct hc_model *m, int i, const cJSON *lj,
     if (name) {
         if (strlen(name) >= HC_NAME_MAX || !md_name_ok(name))
             return md_fail(w0, "\"name\" must be 1 to %d letters, digits, "
-                           "'_', '-' or '.', got \"%.40s\"", HC_NAME_MAX - 1,
-                           name);
+                           "'_', '-' or '.' (not \".\" or \"..\"), got "
+                           "\"%.40s\"", HC_NAME_MAX - 1, name);
         snprintf(l->name, sizeof l->name, "%s", name);
     } else if (counters[l->type]++ == 0) {
         snprintf(l->name, sizeof l->name, "%s", type_prefix[l->type]);

@@ -17,6 +17,7 @@
  */
 #include "rpc.h"
 
+#include <arpa/inet.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -44,6 +45,8 @@
 #define RECONNECT_MAX_MS 1000
 #define WARN_EVERY_MS 1000   /* at most one retry warning per peer per second */
 #define RECV_ERR_PAUSE_MS 50 /* pause after an unexpected server recv error */
+#define DEFAULT_SEND_TIMEOUT_MS 10000 /* a reply not taken by then is dropped */
+#define DEFAULT_MAX_CONNS 1024
 #define ABORT_SLACK_MS 5000  /* beyond the retry budget before a call aborts */
 #define URL_MAX 600
 
@@ -163,6 +166,7 @@ struct hc_rpc_req {
     enum req_state state;
     char who[32];               /* the proven identity of the request's
                                    connection ("worker:1"), "" without TLS */
+    nng_pipe pipe;              /* the connection the request came on */
 };
 
 /* What a TLS server knows of one connection (rpc_auth.h). */
@@ -190,6 +194,10 @@ struct hc_rpc_server {
     int n_pipes, cap_pipes;
     int stopping;               /* under mtx: replies are dropped */
     atomic_uint_least64_t last_warn;
+    int send_timeout_ms;
+    int max_conns;
+    atomic_int conns;           /* connections (pipes) now open */
+    atomic_uint_least64_t refused_conns;
     int n_req;
     hc_rpc_req *reqs;           /* (n_req) */
 };
@@ -213,6 +221,29 @@ static void server_warn(hc_rpc_server *s, const char *what, int rv)
 }
 
 static int proof_serve(hc_rpc_server *s, hc_rpc_req *r, nng_msg *msg);
+
+/* A peer that did not take a reply within the send timeout is not reading:
+ * close its connection, so its other requests cannot hold contexts too. */
+static void drop_slow_reader(hc_rpc_server *s, nng_pipe p)
+{
+    nng_sockaddr sa;
+    char addr[64] = "?";
+
+    if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) == 0) {
+        if (sa.s_family == NNG_AF_INET) {
+            const uint8_t *a = (const uint8_t *)&sa.s_in.sa_addr;
+
+            snprintf(addr, sizeof addr, "%u.%u.%u.%u:%u", a[0], a[1], a[2],
+                     a[3], (unsigned)ntohs(sa.s_in.sa_port));
+        } else if (sa.s_family == NNG_AF_INET6) {
+            snprintf(addr, sizeof addr, "[ipv6]:%u",
+                     (unsigned)ntohs(sa.s_in6.sa_port));
+        }
+    }
+    hc_warn("rpc server %s: the peer at %s did not take its reply within %d "
+            "ms: closing its connection", s->url, addr, s->send_timeout_ms);
+    nng_pipe_close(p);
+}
 
 /* The aio callback: one step of the context's cycle. Nothing after the
  * handler call touches `r`, because the handler may already have replied
@@ -240,6 +271,7 @@ static void req_cb(void *arg)
         }
         msg = nng_aio_get_msg(r->aio);
         nng_aio_set_msg(r->aio, NULL);
+        r->pipe = nng_msg_get_pipe(msg);
         r->state = REQ_WAIT;
         if (s->verifier && proof_serve(s, r, msg))
             return;
@@ -256,7 +288,10 @@ static void req_cb(void *arg)
                 r->state = REQ_STOPPED;
                 return;
             }
-            server_warn(s, "reply", rv);
+            if (rv == NNG_ETIMEDOUT)
+                drop_slow_reader(s, r->pipe);
+            else
+                server_warn(s, "reply", rv);
         }
         req_recv(r);
         return;
@@ -331,6 +366,8 @@ static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
         uint32_t id = nng_pipe_id(pipe) > 0 ? (uint32_t)nng_pipe_id(pipe) : 0;
         int i;
 
+        atomic_fetch_sub(&s->conns, 1);
+
         nng_mtx_lock(s->mtx);
         for (i = 0; i < s->n_pipes; i++)
             if (s->pipes[i].pipe == id) {
@@ -342,11 +379,24 @@ static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
             s->on_close(s->arg, id);
         return;
     }
-    if (ev != NNG_PIPE_EV_ADD_PRE || !s->tls)
+    if (ev != NNG_PIPE_EV_ADD_PRE)
+        return;
+    /* The connection cap, then the certificate. A pipe closed here is
+     * closed before the socket sees it: no REM_POST comes for it. */
+    if (atomic_fetch_add(&s->conns, 1) >= s->max_conns) {
+        atomic_fetch_sub(&s->conns, 1);
+        atomic_fetch_add(&s->refused_conns, 1);
+        nng_pipe_close(pipe);
+        server_warn(s, "accepting a connection (over the cap of "
+                    "connections)", NNG_ENOSPC);
+        return;
+    }
+    if (!s->tls)
         return;
     if (nng_pipe_get_bool(pipe, NNG_OPT_TLS_VERIFIED, &verified) == 0 &&
         verified)
         return;
+    atomic_fetch_sub(&s->conns, 1);
     pipe_addr(pipe, addr, sizeof addr);
     n = atomic_fetch_add(&s->refused, 1) + 1;
     if (n <= 20 || n % 1000 == 0)
@@ -479,7 +529,9 @@ void hc_rpc_reply(hc_rpc_req *req, nng_msg *reply)
     } else {
         req->state = REQ_SEND;
         nng_aio_set_msg(req->aio, reply);
-        nng_aio_set_timeout(req->aio, NNG_DURATION_INFINITE);
+        /* A peer that never reads its replies must not hold this context
+         * (and, one by one, all of them) for ever. */
+        nng_aio_set_timeout(req->aio, s->send_timeout_ms);
         nng_ctx_send(req->ctx, req->aio);
     }
     nng_mtx_unlock(s->mtx);
@@ -528,6 +580,18 @@ static void server_free(hc_rpc_server *s)
     free(s);
 }
 
+/* Keepalive (a vanished peer's connection is found and closed) and the
+ * connection cap, set before listening. */
+static int server_limits(hc_rpc_server *s)
+{
+    int rv;
+
+    if ((rv = nng_socket_set_bool(s->sock, NNG_OPT_TCP_KEEPALIVE, true)) != 0 &&
+        rv != NNG_ENOTSUP)
+        return hc_rpc_err(rv, "rpc server: setting TCP keepalive");
+    return HC_OK;
+}
+
 int hc_rpc_server_start(hc_rpc_server **out, const char *url,
                         const struct hc_rpc_server_opts *opts,
                         hc_rpc_handler handler, void *arg)
@@ -557,7 +621,12 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     }
     s->handler = handler;
     s->arg = arg;
+    s->send_timeout_ms = opts && opts->send_timeout_ms ? opts->send_timeout_ms
+                                                       : DEFAULT_SEND_TIMEOUT_MS;
+    s->max_conns = opts && opts->max_conns ? opts->max_conns : DEFAULT_MAX_CONNS;
     atomic_init(&s->last_warn, 0);
+    atomic_init(&s->conns, 0);
+    atomic_init(&s->refused_conns, 0);
     if ((rv = nng_mtx_alloc(&s->mtx)) != 0) {
         err = hc_rpc_err(rv, "rpc server: mutex");
         goto fail;
@@ -570,6 +639,10 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     if ((rv = nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, recv_max)) !=
         0) {
         err = hc_rpc_err(rv, "rpc server: setting recv_max");
+        goto fail;
+    }
+    if ((rv = server_limits(s)) != HC_OK) {
+        err = rv;
         goto fail;
     }
     s->tls = opts && opts->tls;
@@ -1024,7 +1097,8 @@ static int peer_open(hc_rpc_client *c, struct peer *p, const char *url,
         (rv = nng_socket_set_ms(p->sock, NNG_OPT_RECONNMINT,
                                 RECONNECT_MIN_MS)) != 0 ||
         (rv = nng_socket_set_ms(p->sock, NNG_OPT_RECONNMAXT,
-                                RECONNECT_MAX_MS)) != 0)
+                                RECONNECT_MAX_MS)) != 0 ||
+        (rv = nng_socket_set_bool(p->sock, NNG_OPT_TCP_KEEPALIVE, true)) != 0)
         goto fail;
     step = "registering pipe callbacks";
     if ((rv = nng_pipe_notify(p->sock, NNG_PIPE_EV_ADD_POST, pipe_cb, p)) !=

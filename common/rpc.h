@@ -61,7 +61,13 @@ struct hc_rpc_server_opts {
     /* Called (on an nng thread) when a client's connection is gone, with
      * the pipe id hc_rpc_msg_pipe gave for its messages; may be NULL. */
     void (*on_close)(void *arg, uint32_t pipe);
+    int send_timeout_ms; /* a reply the peer has not taken by then is
+                            dropped and its context freed (default 10000) */
+    int max_conns;      /* connections at once; more are closed at accept,
+                           with a warning (default 1024) */
 };
+/* Every connection, server and client, has TCP keepalive on, so a peer
+ * that vanished (power loss, cable) is found and its connection closed. */
 
 /* The id of the connection (nng pipe) a received message came on; 0 when
  * unknown. Ids are not reused while the server runs. */

@@ -15,6 +15,7 @@
  * data section size, alignment, CRC32C).
  */
 #include "wire.h"
+#include "name.h"
 #include "err.h"
 
 #include <errno.h>
@@ -193,29 +194,17 @@ static int check_text(const char *s, const char *what)
     return HC_OK;
 }
 
-static int name_char_ok(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-           (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '/' ||
-           c == ':' || c == '-';
-}
-
+/* A variable name becomes a store key, a file name (`hetps export`) and
+ * log text: name.h's rule, checked before anything else reads it. */
 static int check_var_name(size_t i, const char *name)
 {
-    size_t n = name ? strnlen(name, HC_WIRE_MAX_NAME + 1) : 0;
+    char what[32];
 
-    if (n == 0)
-        return hc_err_set(HC_ERR_PROTO, "variable %zu has an empty name", i);
-    for (size_t k = 0; k < n; k++) /* first, so the prefix printed is clean */
-        if (!name_char_ok((unsigned char)name[k]))
-            return hc_err_set(HC_ERR_PROTO,
-                              "variable %zu name \"%.*s…\" has byte 0x%02x at "
-                              "position %zu; names use only A-Z a-z 0-9 _ . / : -",
-                              i, (int)k, name, (unsigned char)name[k], k);
-    if (n > HC_WIRE_MAX_NAME)
-        return hc_err_set(HC_ERR_LIMIT,
-                          "variable %zu name \"%.40s…\" is longer than %u bytes",
-                          i, name, HC_WIRE_MAX_NAME);
+    snprintf(what, sizeof what, "variable %zu", i);
+    if (hc_name_check(name, HC_NAME_VARIABLE, what) != HC_OK)
+        return hc_err_set(name && strnlen(name, HC_WIRE_MAX_NAME + 1) >
+                          HC_WIRE_MAX_NAME ? HC_ERR_LIMIT : HC_ERR_PROTO,
+                          "%s", hc_err_msg());
     return HC_OK;
 }
 

@@ -17,7 +17,8 @@ dataset-fashion-mnist
 python3 python3-numpy python3-yaml python3-jsonschema
 iproute2 procps iptables libnetfilter-queue-dev
 docker.io docker-compose debootstrap
-bsdutils prometheus python3-protobuf python3-crc32c gnuplot-nox chromium"
+bsdutils prometheus python3-protobuf python3-crc32c gnuplot-nox chromium
+clang libclang-rt-14-dev"
 
 # `--bench` adds what `make bench` compares against (PyTorch, CPU build).
 if [ "${1:-}" = "--bench" ]; then

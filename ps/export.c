@@ -11,13 +11,16 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cJSON.h>
 
 #include "err.h"
 #include "model.h"
 #include "layout.h"
+#include "name.h"
 #include "npy.h"
 #include "optimizer.h"
 #include "store.h"
@@ -38,6 +41,7 @@ static int parse_vars(const char *json, size_t len, const char *dir,
 {
     cJSON *root = cJSON_ParseWithLength(json, len), *it;
     struct var *vars = NULL;
+    char what[PATH_MAX + 32];
     int n = 0, rv = HC_OK;
 
     if (!cJSON_IsArray(root) || cJSON_GetArraySize(root) < 1) {
@@ -60,6 +64,13 @@ static int parse_vars(const char *json, size_t len, const char *dir,
             strlen(name->valuestring) >= sizeof v->name) {
             rv = hc_err_set(HC_ERR_STORE, "store %s: variable definition %d "
                             "is damaged", dir, n);
+            goto out;
+        }
+        snprintf(what, sizeof what, "store %s: variable %d", dir, n);
+        if ((rv = hc_name_check(name->valuestring, HC_NAME_VARIABLE,
+                                what)) != HC_OK) {
+            rv = hc_err_set(HC_ERR_STORE, "%s; refusing to use it as a file "
+                            "name", hc_err_msg());
             goto out;
         }
         snprintf(v->name, sizeof v->name, "%s", name->valuestring);
@@ -87,22 +98,68 @@ out:
     return HC_OK;
 }
 
-/* Create every directory on the way to `path`'s parent. */
-static int mkdirs_for(const char *path)
+/* Make the output directory the user named, and its parents (their path is
+ * the user's own: symlinks in it are followed, as the shell would). */
+static int mkdir_p(const char *path)
 {
     char buf[PATH_MAX];
-    char *p;
 
-    snprintf(buf, sizeof buf, "%s", path);
-    for (p = buf + 1; *p; p++) {
-        if (*p != '/')
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return hc_err_set(HC_ERR_INVAL, "output directory %.64s…: path too "
+                          "long", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0')
             continue;
+        char c = *p;
+
         *p = '\0';
         if (mkdir(buf, 0755) != 0 && errno != EEXIST)
             return hc_err_set(HC_ERR_IO, "cannot create %s: %s", buf,
                               strerror(errno));
-        *p = '/';
+        *p = c;
+        if (!c)
+            return HC_OK;
     }
+}
+
+/* The directory that will hold variable `name` ("conv2d/kernel") under the
+ * open directory out: each part but the last made (mkdirat) and entered
+ * with O_NOFOLLOW, so a symlink inside the output directory is never
+ * followed. Gives its fd in *dir_fd and the file name ("kernel.npy") in
+ * leaf. The name was checked (name.h) before. */
+static int open_parent(int out, const char *out_dir, const char *name,
+                       char *leaf, size_t cap, int *dir_fd)
+{
+    char part[HC_NAME_MAX_BYTES + 1];
+    const char *p = name, *slash;
+    int fd = dup(out), next, rv;
+
+    if (fd < 0)
+        return hc_err_set(HC_ERR_IO, "%s: %s", out_dir, strerror(errno));
+    while ((slash = strchr(p, '/')) != NULL) {
+        snprintf(part, sizeof part, "%.*s", (int)(slash - p), p);
+        if (mkdirat(fd, part, 0755) != 0 && errno != EEXIST) {
+            rv = hc_err_set(HC_ERR_IO, "cannot create %s/%.*s: %s", out_dir,
+                            (int)(slash - name), name, strerror(errno));
+            close(fd);
+            return rv;
+        }
+        next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (next < 0) {
+            rv = hc_err_set(HC_ERR_IO, "cannot enter %s/%.*s: %s%s", out_dir,
+                            (int)(slash - name), name, strerror(errno),
+                            errno == ELOOP || errno == ENOTDIR
+                                ? " (a symlink or file is in the way; export "
+                                  "does not follow links)" : "");
+            close(fd);
+            return rv;
+        }
+        close(fd);
+        fd = next;
+        p = slash + 1;
+    }
+    snprintf(leaf, cap, "%s.npy", p);
+    *dir_fd = fd;
     return HC_OK;
 }
 
@@ -188,7 +245,9 @@ static int gather_place(struct ps_store *st, uint32_t w, struct ps_place *at)
 static int gather(const struct hc_cluster *cl, const char *data_dir,
                   int with_slots, int verify, struct gathered *g, FILE *log)
 {
-    struct ps_store_opts o = { .read_only = 1 };
+    /* Moving stores (with_slots: reshard) needs them idle: a shard still
+     * writing would change them under the copy. A live export is fine. */
+    struct ps_store_opts o = { .read_only = 1, .require_idle = with_slots };
     char dir[PATH_MAX];
     int j, v, k, w, rv = HC_OK;
 
@@ -235,19 +294,38 @@ static int gather(const struct hc_cluster *cl, const char *data_dir,
         for (w = 0; rv == HC_OK && w < g->n_workers; w++)
             rv = gather_place(st, (uint32_t)w, &g->places[w]);
         blocks = rv == HC_OK ? ps_store_blocks(st, &nb) : NULL;
-        for (b = 0; rv == HC_OK && b < nb; b++) {
-            const struct ps_block *bk = &blocks[b];
-            struct var *var;
-            uint32_t e;
-
-            if (bk->var >= (uint32_t)g->n_vars ||
-                bk->offset + bk->length > g->vars[bk->var].size) {
+        /* Every block of this store from one read transaction: a live
+         * export is one consistent step of the shard, not a mix. */
+        for (b = 0; rv == HC_OK && b < nb; b++)
+            if (blocks[b].var >= (uint32_t)g->n_vars ||
+                blocks[b].offset + blocks[b].length > g->vars[blocks[b].var].size)
                 rv = hc_err_set(HC_ERR_STORE, "store %s: block %u lies outside "
                                 "the variables", dir, b);
-                break;
+        if (rv == HC_OK && nb > 0) {
+            struct ps_read *r = calloc(nb, sizeof *r);
+            uint64_t step = 0;
+
+            if (!r)
+                rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
+            for (b = 0; r && b < nb; b++) {
+                r[b].local = b;
+                r[b].count = blocks[b].length;
+                r[b].dst = g->vars[blocks[b].var].data + blocks[b].offset;
             }
-            var = &g->vars[bk->var];
-            rv = ps_store_read_block(st, b, var->data + bk->offset, bk->length);
+            if (r)
+                rv = ps_store_read(st, r, nb, &step);
+            free(r);
+            if (rv == HC_OK && step != info.step && log)
+                fprintf(log, "note: %s moved on from step %llu to %llu while "
+                        "exporting; its values are of step %llu\n", dir,
+                        (unsigned long long)info.step,
+                        (unsigned long long)step, (unsigned long long)step);
+        }
+        for (b = 0; rv == HC_OK && b < nb; b++) {
+            const struct ps_block *bk = &blocks[b];
+            struct var *var = &g->vars[bk->var];
+            uint32_t e;
+
             for (e = 0; rv == HC_OK && e < bk->length; e++)
                 if (var->seen[bk->offset + e]++)
                     rv = hc_err_set(HC_ERR_STORE, "store %s: element %llu of "
@@ -281,17 +359,26 @@ int ps_export(const struct hc_cluster *cl, const char *data_dir,
               const char *out_dir, FILE *log)
 {
     struct gathered g;
-    int v, rv = gather(cl, data_dir, 0, 0, &g, log);
+    int v, out = -1, rv = gather(cl, data_dir, 0, 0, &g, log);
+    const int gathered = rv == HC_OK;
 
+    if (rv == HC_OK)
+        rv = mkdir_p(out_dir);
+    if (rv == HC_OK &&
+        (out = open(out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+        rv = hc_err_set(HC_ERR_IO, "output directory %s: %s", out_dir,
+                        strerror(errno));
     for (v = 0; rv == HC_OK && v < g.n_vars; v++) {
-        char path[PATH_MAX];
-        int i;
+        char path[PATH_MAX], leaf[HC_NAME_MAX_BYTES + 8];
+        int i, dir = -1;
 
         snprintf(path, sizeof path, "%s/%s.npy", out_dir, g.vars[v].name);
-        rv = mkdirs_for(path);
-        if (rv == HC_OK)
-            rv = hc_npy_write_f32(path, g.vars[v].shape, g.vars[v].ndim,
-                                  g.vars[v].data);
+        if ((rv = open_parent(out, out_dir, g.vars[v].name, leaf,
+                              sizeof leaf, &dir)) != HC_OK)
+            break;
+        rv = hc_npy_write_f32_at(dir, leaf, path, g.vars[v].shape,
+                                 g.vars[v].ndim, g.vars[v].data);
+        close(dir);
         if (rv == HC_OK && log) {
             fprintf(log, "%s (", path);
             for (i = 0; i < g.vars[v].ndim; i++)
@@ -299,7 +386,9 @@ int ps_export(const struct hc_cluster *cl, const char *data_dir,
             fprintf(log, "%s) float32\n", g.vars[v].ndim == 1 ? "," : "");
         }
     }
-    if (rv == HC_OK)
+    if (out >= 0)
+        close(out);
+    if (gathered)
         gathered_free(&g);
     return rv;
 }

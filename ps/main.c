@@ -68,6 +68,12 @@ static void usage(FILE *f)
 "                            at once or grouped over MS milliseconds\n"
 "      --join-timeout MS     sync/ssp: a worker of the cluster file that has\n"
 "                            not joined by then is left out (default 60000)\n"
+"      --step-timeout MS     sync: a step waits this long for a live worker's\n"
+"                            push, naming it at half that, then goes on\n"
+"                            without it (marked dead; default 120000)\n"
+"      --allow-nonfinite     apply gradients holding NaN or Inf (default: such\n"
+"                            a push is refused, the store left unchanged, and\n"
+"                            counted as nonfinite in `hetps status`)\n"
 "  -h, --help                show this help and exit\n"
 "\n"
 "The cluster file is re-read when it changes or on SIGHUP: workers added to\n"
@@ -284,6 +290,8 @@ int main(int argc, char **argv)
         { "join-timeout", required_argument, NULL, 'J' },
         { "durability", required_argument, NULL, 'D' },
         { "metrics-addr", required_argument, NULL, 'P' },
+        { "allow-nonfinite", no_argument, NULL, 'N' },
+        { "step-timeout", required_argument, NULL, 'T' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -345,6 +353,7 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'N': conf.allow_nonfinite = 1; break;
         case 'S':
             conf.max_staleness = strtoull(optarg, &end, 10);
             if (*end || optarg[0] == '-') {
@@ -381,6 +390,14 @@ int main(int argc, char **argv)
             conf.join_timeout_ms = (int)strtol(optarg, &end, 10);
             if (*end || conf.join_timeout_ms <= 0) {
                 fprintf(stderr, "hetps-ps: --join-timeout: '%s' is not a "
+                        "positive number of milliseconds\n", optarg);
+                return 2;
+            }
+            break;
+        case 'T':
+            conf.step_timeout_ms = (int)strtol(optarg, &end, 10);
+            if (*end || conf.step_timeout_ms <= 0) {
+                fprintf(stderr, "hetps-ps: --step-timeout: '%s' is not a "
                         "positive number of milliseconds\n", optarg);
                 return 2;
             }

@@ -143,7 +143,6 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                                    HETPS__ERROR_CODE__E_UNKNOWN_TASK, text);
     }
     m = &s->members[w];
-    m->last_seen_ms = hc_now_ms();
     if (pc != HETPS__ENVELOPE__PAYLOAD_JOIN &&
         (m->state != M_JOINED || m->incarnation != e->incarnation)) {
         snprintf(text, sizeof text,
@@ -171,6 +170,9 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                                        HETPS__ERROR_CODE__E_MISMATCH, text);
         }
     }
+    /* Only now: a message under the worker's name from anyone else (another
+     * incarnation, not joined) must not keep a dead worker alive. */
+    m->last_seen_ms = hc_now_ms();
     rec = record_of(m, pc);
     if (is_effect(pc) && m->incarnation == e->incarnation && rec->last_req) {
         if (e->request_id == rec->last_req && rec->reply_len == 0) {
@@ -490,6 +492,8 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
     }
     if (s->conf.join_timeout_ms <= 0)
         s->conf.join_timeout_ms = 60000;
+    if (s->conf.step_timeout_ms <= 0)
+        s->conf.step_timeout_ms = 120000;
     {
         struct ps_sync_conf sc = { 0 };
         int i;
@@ -581,6 +585,8 @@ void ps_service_wait(struct ps_service *s)
         if (n < 0 && errno != EINTR)
             break;
         service_sweep_members(s);
+        if (ps_shard_maintain(s->shard) != HC_OK)
+            hc_warn("%s", hc_err_msg());
         if (s->conf.cluster_file &&
             (atomic_exchange(&s->reload, 0) ||
              (service_file_mtime(s->conf.cluster_file, &t) == 0 &&

@@ -39,6 +39,11 @@ struct ps_service_conf {
     uint64_t max_staleness;     /* async: refuse older gradients (0: off) */
     struct hc_metrics *metrics; /* record into (service_metrics.c); NULL:
                                    none. Must outlive the service */
+    int step_timeout_ms;        /* sync: a step waits this long for a live
+                                   worker's push, then goes on without it
+                                   (marked dead; default 120000) */
+    int allow_nonfinite;        /* apply pushes holding NaN or Inf (default:
+                                   refused, counted in status) */
 };
 
 /* Open the shard's store and start listening. Errors name the URL or the

@@ -85,6 +85,10 @@ struct ps_service {
     struct member *members;     /* (n_members) indexed by worker index */
     int n_members;
     uint64_t requests, duplicates, rejected;
+    uint64_t nonfinite;         /* pushes refused for NaN/Inf values */
+    uint64_t deadline_version;  /* sync: the step whose deadline runs … */
+    int64_t deadline_since_ms;  /* … since then (its first push seen) */
+    int deadline_warned;        /* half its deadline passed: said so */
     int64_t start_ms;
 
     int stop_pipe[2];           /* written by request_stop, read by wait */

@@ -117,6 +117,8 @@ nng_msg *service_status_reply(struct ps_service *s, uint64_t id, int full)
     st.requests = s->requests;
     st.duplicates = s->duplicates;
     st.rejected = s->rejected;
+    st.has_nonfinite = 1;
+    st.nonfinite = s->nonfinite;
     st.has_uptime_ms = 1;
     st.uptime_ms = (uint64_t)(hc_now_ms() - s->start_ms);
     st.mode = (char *)hc_mode_name(s->cl->mode);
@@ -180,7 +182,56 @@ nng_msg *service_join_reply(struct ps_service *s, int worker, uint64_t id)
     return m;
 }
 
-/* Mark workers silent for longer than the heartbeat timeout as dead. */
+/*
+ * sync: the deadline of a step. Once a step has started (a push arrived),
+ * it waits at most step_timeout_ms for the other live workers: at half of
+ * it the log names whom it waits for; at the deadline those workers are
+ * marked dead (a worker that heartbeats but never pushes would otherwise
+ * hold every step for ever) and the step goes on. A worker marked so joins
+ * again with its next request. Called with s->mu held; 1 when it changed
+ * the membership.
+ */
+static int sweep_step(struct ps_service *s, int64_t now)
+{
+    uint64_t version = ps_shard_version(s->shard);
+    int missing[16], n, i, k;
+    char names[16 * 12] = "";
+    size_t len = 0;
+
+    n = ps_sync_missing(s->sync, version, missing, 16);
+    if (n == 0 || version != s->deadline_version) {
+        s->deadline_version = version;
+        s->deadline_since_ms = now;
+        s->deadline_warned = 0;
+        return 0;
+    }
+    for (i = 0; i < n && i < 16; i++)
+        len += (size_t)snprintf(names + len, sizeof names - len, "%sworker:%d",
+                                i ? ", " : "", missing[i]);
+    if (now - s->deadline_since_ms < s->conf.step_timeout_ms) {
+        if (!s->deadline_warned && now - s->deadline_since_ms >= s->conf.step_timeout_ms / 2) {
+            s->deadline_warned = 1;
+            hc_warn("sync step %llu has waited %lld ms for %s%s (it goes on "
+                    "without them after %d ms)", (unsigned long long)version,
+                    (long long)(now - s->deadline_since_ms), names,
+                    n > 16 ? ", …" : "", s->conf.step_timeout_ms);
+        }
+        return 0;
+    }
+    hc_warn("sync step %llu waited %lld ms for %s%s: marked dead, the step "
+            "goes on without them (--step-timeout)", (unsigned long long)version,
+            (long long)(now - s->deadline_since_ms), names, n > 16 ? ", …" : "");
+    for (i = 0; i < n && i < 16; i++) {
+        k = missing[i];
+        if (k < s->n_members && s->members[k].state == M_JOINED)
+            s->members[k].state = M_DEAD;
+        ps_sync_member(s->sync, k, 0);
+    }
+    s->deadline_since_ms = now;
+    s->deadline_warned = 0;
+    return 1;
+}
+
 /* Name the workers a synchronous step has waited for, for long. */
 static void log_waiting(struct ps_service *s)
 {
@@ -230,6 +281,8 @@ void service_sweep_members(struct ps_service *s)
             changed = 1;
         }
     }
+    if (s->cl->mode == HC_MODE_SYNC)
+        changed |= sweep_step(s, now);
     if (changed)
         service_advance(s);
     log_waiting(s);

@@ -7,6 +7,7 @@
  * push-and-pull's answer is the pull the mode allows after it. See
  * service_impl.h for the other service files.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -196,6 +197,27 @@ void service_advance(struct ps_service *s)
 
 /* A push: judged by the mode, then applied, added to the step, or counted
  * as late. */
+/* The first tensor element of a push that is NaN or ±Inf (all exponent
+ * bits set), as its tensor index and element; 0 when every one is finite. */
+static int find_nonfinite(const struct hc_wire_msg *in, size_t *t, uint32_t *e)
+{
+    for (size_t i = 0; i < in->n_tensors; i++) {
+        const uint32_t *u = (const uint32_t *)(const void *)in->data[i];
+        uint32_t n = in->env->tensors[i]->length, k, any = 0;
+
+        for (k = 0; k < n; k++)     /* branch-free: vectorises */
+            any |= (uint32_t)((u[k] & 0x7f800000u) == 0x7f800000u);
+        if (!any)
+            continue;
+        for (k = 0; (u[k] & 0x7f800000u) != 0x7f800000u; k++)
+            ;
+        *t = i;
+        *e = k;
+        return 1;
+    }
+    return 0;
+}
+
 int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
                        nng_msg *msg_in, hc_rpc_req *req, int *deferred,
                        nng_msg **reply)
@@ -204,7 +226,29 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
     int w = (int)in->env->sender->index, rv, late = 0;
     int and_pull = p->n_ranges > 0;
     enum ps_push_verdict v;
+    size_t bad_t;
+    uint32_t bad_e;
 
+    /* One NaN applied poisons the store for good: refuse it before it
+     * counts for anything (the sync step, the record). */
+    if (!s->conf.allow_nonfinite && find_nonfinite(in, &bad_t, &bad_e)) {
+        const Hetps__TensorRef *t = in->env->tensors[bad_t];
+
+        if (s->nonfinite++ < 10 || s->nonfinite % 1000 == 0)
+            hc_warn("refused a push from worker:%d (request %llu): variable "
+                    "key %u element %llu is %s (%llu refused so far; "
+                    "--allow-nonfinite keeps them)", w,
+                    (unsigned long long)in->env->request_id, t->key,
+                    (unsigned long long)(t->offset + bad_e),
+                    isnan(in->data[bad_t][bad_e]) ? "NaN" : "infinite",
+                    (unsigned long long)s->nonfinite);
+        return hc_err_set(HC_ERR_INVAL, "push refused: variable key %u element "
+                          "%llu of the gradient is %s; the store is "
+                          "unchanged (the worker's training diverged: lower "
+                          "the learning rate)", t->key,
+                          (unsigned long long)(t->offset + bad_e),
+                          isnan(in->data[bad_t][bad_e]) ? "NaN" : "infinite");
+    }
     v = ps_sync_push(s->sync, w, p->has_base_version ? p->base_version : 0,
                      ps_shard_version(s->shard), p->samples,
                      p->has_samples_per_s ? p->samples_per_s : 0, hc_now_s());

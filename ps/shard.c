@@ -248,6 +248,41 @@ static int save_var_defs(struct ps_shard *sh, const Hetps__CreateVariables *cv)
     return rv;
 }
 
+/*
+ * Before building a create's layout (memory in proportion to its blocks,
+ * under the service's lock): is it the size of what the message carries?
+ * The message holds this shard's blocks, and the layout keeps every shard
+ * within block_elems elements of the others, so the whole has at most
+ * n_shards × (elements sent + block_elems) elements; and since a message
+ * carries at most HC_WIRE_MAX_TENSORS blocks, at most n_shards × (that +
+ * one partial block per variable) blocks. A ~100-byte message announcing
+ * billions of blocks is refused here, in constant memory.
+ */
+static int check_layout_size(const struct ps_shard *sh,
+                             const Hetps__CreateVariables *cv,
+                             const size_t *sizes, const struct hc_wire_msg *in)
+{
+    const uint64_t block = cv->block_elems;
+    uint64_t total = 0, blocks = 0, sent = 0, max_blocks;
+
+    for (size_t v = 0; v < cv->n_vars; v++) {
+        total += sizes[v];      /* each <= 2^34 (wire.c), at most 4096 */
+        blocks += sizes[v] / block + (sizes[v] % block != 0);
+    }
+    for (size_t t = 0; t < in->n_tensors; t++)
+        sent += in->env->tensors[t]->length;
+    max_blocks = (uint64_t)sh->n_shards * (HC_WIRE_MAX_TENSORS + cv->n_vars);
+    if (total > (uint64_t)sh->n_shards * (sent + block) || blocks > max_blocks)
+        return hc_err_set(HC_ERR_LIMIT, "create: a layout of %llu elements in "
+                          "%llu blocks of %u, but the message carries %llu "
+                          "elements in %zu blocks for this shard (ps:%d of %d);"
+                          " refused before building it", (unsigned long long)total,
+                          (unsigned long long)blocks, cv->block_elems,
+                          (unsigned long long)sent, in->n_tensors, sh->index,
+                          sh->n_shards);
+    return HC_OK;
+}
+
 static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
                         const struct hc_sender *me, nng_msg **reply)
 {
@@ -278,6 +313,8 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
             size *= cv->vars[v]->shape[k];
         sizes[v] = size;
     }
+    if ((rv = check_layout_size(sh, cv, sizes, in)) != HC_OK)
+        return rv;
     rv = hc_layout_build(sizes, (int)cv->n_vars, sh->n_shards, cv->block_elems,
                          &layout);
     if (rv != HC_OK)
@@ -616,6 +653,11 @@ uint64_t ps_shard_signature(const struct ps_shard *sh)
         return 0;
     ps_store_info(sh->store, &info);
     return info.initialised ? info.signature : 0;
+}
+
+int ps_shard_maintain(struct ps_shard *sh)
+{
+    return sh && sh->store ? ps_store_maintain(sh->store) : HC_OK;
 }
 
 void ps_shard_close(struct ps_shard *sh)

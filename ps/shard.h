@@ -74,6 +74,9 @@ uint64_t ps_shard_version(const struct ps_shard *sh);
 /* The model signature the variables were created with; 0 before. */
 uint64_t ps_shard_signature(const struct ps_shard *sh);
 
+/* The store's housekeeping (ps_store_maintain): call every few hundred ms. */
+int ps_shard_maintain(struct ps_shard *sh);
+
 void ps_shard_close(struct ps_shard *sh);
 
 #endif

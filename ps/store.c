@@ -14,7 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "err.h"
@@ -291,6 +294,33 @@ static int open_body(struct ps_store *s, MDB_txn *txn, void *arg)
     return HC_OK;
 }
 
+/* Take the data-directory lock (see ps_store_opts.require_idle). */
+static int lock_dir(struct ps_store *s, int exclusive)
+{
+    char path[PATH_MAX];
+
+    snprintf(path, sizeof path, "%s/hetps.lock", s->dir);
+    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (s->lock_fd < 0)
+        s->lock_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (s->lock_fd < 0)
+        return hc_err_set(HC_ERR_IO, "store %s: cannot open its lock file "
+                          "%s: %s", s->dir, path, strerror(errno));
+    if (flock(s->lock_fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+        int e = errno;
+
+        close(s->lock_fd);
+        s->lock_fd = -1;
+        if (e == EWOULDBLOCK)
+            return hc_err_set(HC_ERR_EXISTS, "store %s is in use by another "
+                              "process (a running hetps-ps, or a reshard "
+                              "writing it): stop it first", s->dir);
+        return hc_err_set(HC_ERR_IO, "store %s: cannot lock %s: %s", s->dir,
+                          path, strerror(e));
+    }
+    return HC_OK;
+}
+
 int ps_store_open(const char *dir, const struct ps_store_opts *o,
                   struct ps_store **out)
 {
@@ -328,6 +358,7 @@ int ps_store_open(const char *dir, const struct ps_store_opts *o,
         pthread_rwlockattr_destroy(&ra);
     }
     s->read_only = o->read_only;
+    s->lock_fd = -1;
     s->durability = o->durability;
     s->sync_ms = o->sync_ms;
     s->direct_max_pages = o->direct_max_pages ? o->direct_max_pages
@@ -347,7 +378,9 @@ int ps_store_open(const char *dir, const struct ps_store_opts *o,
             goto fail;
         }
         flags |= MDB_RDONLY;
-    } else if ((rv = mkdir_p(dir)) != HC_OK) {
+        if (o->require_idle && (rv = lock_dir(s, 0)) != HC_OK)
+            goto fail;
+    } else if ((rv = mkdir_p(dir)) != HC_OK || (rv = lock_dir(s, 1)) != HC_OK) {
         goto fail;
     }
     /* Writes go straight into the map: no dirty-page copies malloc'd per
@@ -452,6 +485,8 @@ void ps_store_close(struct ps_store *s)
         }
         mdb_env_close(s->env);
     }
+    if (s->lock_fd >= 0)
+        close(s->lock_fd);      /* releases the flock */
     pthread_rwlock_destroy(&s->maplock);
     pthread_mutex_destroy(&s->poolmu);
     pthread_mutex_destroy(&s->wmu);
@@ -687,6 +722,35 @@ const struct ps_block *ps_store_blocks(const struct ps_store *s, uint32_t *n)
 }
 
 /* ---- sync -------------------------------------------------------------- */
+
+#define READER_CHECK_MS 10000
+
+int ps_store_maintain(struct ps_store *s)
+{
+    uint64_t now = (uint64_t)hc_now_ms();
+    int rc = 0, dead = 0;
+
+    if (s->read_only)
+        return HC_OK;
+    pthread_mutex_lock(&s->wmu);
+    if (s->unsynced && now - s->last_sync_ms >= s->sync_ms) {
+        rc = mdb_env_sync(s->env, 1);
+        s->last_sync_ms = now;
+        s->unsynced = 0;
+    }
+    pthread_mutex_unlock(&s->wmu);
+    if (rc != 0)
+        return hc_err_set(HC_ERR_IO, "store %s: timed sync failed: %s; the "
+                          "last commits may not be on disk", s->dir,
+                          mdb_strerror(rc));
+    if (now - s->last_reader_check_ms >= READER_CHECK_MS) {
+        s->last_reader_check_ms = now;
+        if (mdb_reader_check(s->env, &dead) == 0 && dead > 0)
+            hc_info("store %s: cleared %d stale reader slot%s left by crashed "
+                    "processes", s->dir, dead, dead == 1 ? "" : "s");
+    }
+    return HC_OK;
+}
 
 int ps_store_sync(struct ps_store *s)
 {

@@ -86,6 +86,13 @@ struct ps_store_opts {
     unsigned sync_ms;           /* PS_DURABLE_MACHINE group commit */
     unsigned max_readers;       /* concurrent read transactions; 0 = 126 */
     int read_only;              /* MDB_RDONLY: inspect, export */
+    /* The data-directory lock, DIR/hetps.lock (flock): a writable open
+     * holds it exclusively while open, so a second shard (or a reshard
+     * writing there) on the same directory is refused; a read-only open
+     * with require_idle takes it shared, so it is refused while a shard
+     * still writes there (reshard's sources). Plain read-only opens
+     * (inspect, a live export) take no lock. */
+    int require_idle;
     /* Largest apply (estimated dirty pages) computed straight into
      * MDB_RESERVE'd space; bigger ones go through the store's scratch
      * because LMDB may spill a big transaction's dirty pages, moving
@@ -315,5 +322,14 @@ int ps_store_meta_get(struct ps_store *s, const char *key, void *buf,
 /* Flush committed transactions to disk now (mdb_env_sync, forced).
  * Returns HC_OK or HC_ERR_IO. */
 int ps_store_sync(struct ps_store *s);
+
+/*
+ * Housekeeping, called every few hundred ms by the shard's service (any
+ * thread): with PS_DURABLE_MACHINE and sync_ms, sync commits older than
+ * sync_ms that no later commit has synced (so the window holds even when
+ * pushes stop); every 10 s, clear reader slots left by crashed processes
+ * (mdb_reader_check), logged when any. Returns HC_OK or HC_ERR_IO.
+ */
+int ps_store_maintain(struct ps_store *s);
 
 #endif

@@ -38,6 +38,7 @@ struct ps_store {
     int env_open;               /* mdb_env_open succeeded */
     MDB_dbi dbi_meta, dbi_vars, dbi_slots, dbi_recs;
     int read_only;
+    int lock_fd;                /* DIR/hetps.lock, -1 when none held */
     enum ps_durability durability;
     unsigned sync_ms;
     uint64_t direct_max_pages;
@@ -65,6 +66,9 @@ struct ps_store {
     uint32_t *seen;             /* (n_blocks) apply generation stamps */
     uint32_t seen_gen;
     uint64_t last_sync_ms;
+    int unsynced;               /* under wmu: commits since the last sync */
+    uint64_t last_reader_check_ms;
+    uint64_t disk_reserved;     /* under wmu: bytes of the data file allocated */
 };
 
 /* ---- store_txn.c ------------------------------------------------------- */

@@ -19,6 +19,8 @@
 #include "store_impl.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -172,6 +174,53 @@ void store_rtxn_end(struct ps_store *s, MDB_txn *t)
         mdb_txn_abort(t);
 }
 
+#define DISK_MIN_AHEAD ((uint64_t)64 << 20)
+
+/*
+ * A full disk must be an error, not a crash. The store writes through its
+ * memory map (MDB_WRITEMAP) into a sparse file: a page stored into a hole
+ * when the disk is full would be SIGBUS. So before each write transaction
+ * the data file is allocated (posix_fallocate) ahead of LMDB's last used
+ * page by as much again as is in use (at least 64 MiB, at most up to the
+ * map size) — room for a transaction that rewrites every page. A full
+ * disk then fails here with ENOSPC, before anything is written: the
+ * update is refused with an error reply and a log line, the store as it
+ * was. File systems without fallocate are used as they are (no guard).
+ * The caller holds wmu.
+ */
+static int reserve_disk(struct ps_store *s, const char *what)
+{
+    MDB_envinfo info;
+    uint64_t used, want;
+    char a[32];
+    int fd, rc;
+
+    if (s->disk_reserved == UINT64_MAX || mdb_env_info(s->env, &info) != 0 ||
+        mdb_env_get_fd(s->env, &fd) != 0)
+        return HC_OK;
+    used = ((uint64_t)info.me_last_pgno + 1) * s->psize;
+    want = used + (used > DISK_MIN_AHEAD ? used : DISK_MIN_AHEAD);
+    if (want > s->map_size)
+        want = s->map_size;
+    if (want <= s->disk_reserved)
+        return HC_OK;
+    rc = posix_fallocate(fd, 0, (off_t)want);
+    if (rc == EOPNOTSUPP || rc == ENOSYS || rc == EINVAL) {
+        hc_warn("store %s: the file system cannot preallocate (%s): a full "
+                "disk would stop this server", s->dir, strerror(rc));
+        s->disk_reserved = UINT64_MAX;
+        return HC_OK;
+    }
+    if (rc != 0)
+        return hc_err_set(HC_ERR_IO, "store %s: %s: cannot reserve %s of "
+                          "disk for the store: %s; nothing was written and "
+                          "the store is as it was — free some space and go on",
+                          s->dir, what, store_fmt_bytes(a, sizeof a, want),
+                          strerror(rc));
+    s->disk_reserved = want;
+    return HC_OK;
+}
+
 /* Run `fn` in a write transaction and commit; grow the map and run it
  * again on MDB_MAP_FULL. The caller holds wmu. */
 int store_write_txn(struct ps_store *s, store_write_fn fn, void *arg,
@@ -181,6 +230,8 @@ int store_write_txn(struct ps_store *s, store_write_fn fn, void *arg,
         MDB_txn *txn = NULL;
         int rv, rc;
 
+        if ((rv = reserve_disk(s, what)) != HC_OK)
+            return rv;
         if ((rv = store_txn_begin(s, 0, &txn)) != HC_OK)
             return rv;
         rv = fn(s, txn, arg);

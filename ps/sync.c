@@ -238,6 +238,22 @@ int ps_sync_step_ready(const struct ps_sync *s, uint64_t version,
     return missing <= s->c.backup || need == 0;
 }
 
+int ps_sync_missing(const struct ps_sync *s, uint64_t version, int *workers,
+                    int cap)
+{
+    int i, n = 0;
+
+    if (s->step_pushes == 0)
+        return 0;
+    for (i = 0; i < s->n; i++)
+        if (takes_part(&s->w[i], version) && !s->w[i].pushed) {
+            if (n < cap)
+                workers[n] = i;
+            n++;
+        }
+    return n;
+}
+
 void ps_sync_step_done(struct ps_sync *s)
 {
     int i;

@@ -78,6 +78,12 @@ enum ps_push_verdict ps_sync_push(struct ps_sync *s, int worker,
 int ps_sync_step_ready(const struct ps_sync *s, uint64_t version,
                        uint64_t *total);
 
+/* sync: the live workers (up to cap, into workers[]) that have not pushed
+ * to the step at `version` although it has started (someone pushed);
+ * returns how many. 0 when the step has not started. */
+int ps_sync_missing(const struct ps_sync *s, uint64_t version, int *workers,
+                    int cap);
+
 /* sync: the step was applied; start the next (new assignment of shares). */
 void ps_sync_step_done(struct ps_sync *s);
 

@@ -6,8 +6,11 @@
 # tests/integration/*.sh is one test; exit 0 passes, 77 is skipped, anything
 # else fails. tests/faults/*.sh (network faults in namespaces; need root)
 # run the same way, and so do tests/deploy/*.sh (images and Compose with a
-# real Docker daemon; skipped without one). The last line is "tests: P passed, F failed, S skipped".
-# Set TESTS=pattern to run only the matching ones.
+# real Docker daemon; skipped without one). Fuzz smoke runs: each libFuzzer target of tests/fuzz/
+# (built under $FUZZ_BUILD, default build/fuzz, by `make fuzz` or `make
+# test`) runs FUZZ_SMOKE seconds (default 5) on its corpus, one test each,
+# skipped when not built. The last line is "tests: P passed, F failed, S
+# skipped". Set TESTS=pattern to run only the matching ones.
 set -u
 cd "$(dirname "$0")/.."
 B=${HETPS_BUILD:-build/rel}
@@ -57,6 +60,26 @@ for t in tests/integration/*.sh tests/faults/*.sh tests/deploy/*.sh; do
     else
         fail=$((fail + 1)); failed_names="$failed_names $name"
         tail -60 "$log_dir/$name.log"; echo "$name: FAILED (exit $rc)"
+    fi
+done
+
+FB=${FUZZ_BUILD:-build/fuzz}
+for src in tests/fuzz/fuzz_*.c; do
+    [ -f "$src" ] || continue
+    name=$(basename "$src" .c)
+    case "$name" in *"$PATTERN"*) ;; *) continue ;; esac
+    echo "=== fuzz smoke: $name"
+    if [ ! -x "$FB/fuzz/$name" ]; then
+        skip=$((skip + 1)); echo "skipped: $FB/fuzz/$name not built (clang with libFuzzer missing?)"
+        continue
+    fi
+    FUZZ_BUILD="$FB" FUZZ_SECONDS="${FUZZ_SMOKE:-5}" ./tests/fuzz/run.sh "${name#fuzz_}" \
+        > "$log_dir/$name.log" 2>&1
+    if [ $? -eq 0 ]; then
+        pass=$((pass + 1)); tail -2 "$log_dir/$name.log"
+    else
+        fail=$((fail + 1)); failed_names="$failed_names $name"
+        tail -40 "$log_dir/$name.log"
     fi
 done
 

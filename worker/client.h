@@ -134,6 +134,7 @@ struct pc_shard_status {
     char error[512];            /* why not, when !up */
     uint64_t incarnation, version, requests, duplicates, rejected, uptime_ms;
     uint64_t late, stale;       /* sync: late gradients; async: refused old */
+    uint64_t nonfinite;         /* pushes refused for NaN/Inf values */
     uint32_t max_ahead;         /* ssp: most steps a worker ran ahead */
     uint32_t waiting;           /* pulls held back now */
     char waiting_for[256];      /* sync: workers the open step waits for */

@@ -287,6 +287,7 @@ int pc_status(struct pc_client *c, struct pc_shard_status *out)
         o->uptime_ms = r->uptime_ms;
         o->late = r->late;
         o->stale = r->stale;
+        o->nonfinite = r->nonfinite;
         o->max_ahead = r->max_ahead;
         o->waiting = r->waiting;
         snprintf(o->waiting_for, sizeof o->waiting_for, "%s",

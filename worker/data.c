@@ -202,12 +202,37 @@ static void idx_close(struct idx *f)
     f->gz = NULL;
 }
 
-/* Stream the body of f, converting each byte: pixels to x (if x) else
- * labels to y. */
-static int idx_body(struct idx *f, unsigned char *buf, float *x, int32_t *y)
+/* Make room for `need` elements of `size` bytes in *p (capacity *cap),
+ * growing geometrically but never past f->elems: the arrays grow with the
+ * data actually read, so a header that announces more than the file holds
+ * costs no more memory than the file's own size. */
+static int idx_grow(const struct idx *f, void **p, uint64_t *cap,
+                    uint64_t need, size_t size)
+{
+    uint64_t c = *cap ? *cap : CHUNK;
+    void *q;
+
+    if (need <= *cap)
+        return HC_OK;
+    while (c < need)
+        c *= 2;
+    if (c > f->elems)
+        c = f->elems;
+    if (!(q = realloc(*p, (size_t)c * size)))
+        return hc_err_set(HC_ERR_NOMEM, "%s file %s: out of memory for %llu "
+                          "elements", f->kind, f->path, (unsigned long long)c);
+    *p = q;
+    *cap = c;
+    return HC_OK;
+}
+
+/* Stream the body of f, converting each byte: pixels to *x (if x) else
+ * labels to *y, each array allocated here (grown as the data arrives). */
+static int idx_body(struct idx *f, unsigned char *buf, float **x, int32_t **y)
 {
     float lut[256];
-    uint64_t got = 0;
+    uint64_t got = 0, cap = 0;
+    int rv;
 
     for (int i = 0; i < 256; i++)
         lut[i] = (float)(i / 255.0);
@@ -217,11 +242,15 @@ static int idx_body(struct idx *f, unsigned char *buf, float *x, int32_t *y)
         long long n = read_full(f->gz, buf, want);
         if (n < 0)
             return read_error(f);
+        rv = x ? idx_grow(f, (void **)x, &cap, got + (uint64_t)n, sizeof **x)
+               : idx_grow(f, (void **)y, &cap, got + (uint64_t)n, sizeof **y);
+        if (rv != HC_OK)
+            return rv;
         for (long long i = 0; i < n; i++) {
             if (x)
-                x[got + (uint64_t)i] = lut[buf[i]];
+                (*x)[got + (uint64_t)i] = lut[buf[i]];
             else
-                y[got + (uint64_t)i] = buf[i];
+                (*y)[got + (uint64_t)i] = buf[i];
         }
         got += (uint64_t)n;
         if ((size_t)n < want)
@@ -269,17 +298,13 @@ static int load(const char *images_path, const char *labels_path,
     snprintf(d.images_path, sizeof d.images_path, "%s", images_path);
     if (labels_path)
         snprintf(d.labels_path, sizeof d.labels_path, "%s", labels_path);
-    buf = malloc(CHUNK);
-    d.x = malloc((size_t)im.elems * sizeof *d.x);
-    if (labels_path)
-        d.y = malloc((size_t)d.n * sizeof *d.y);
-    if (!buf || !d.x || (labels_path && !d.y)) {
-        rv = hc_err_set(HC_ERR_NOMEM, "images file %s: out of memory for "
-                        "%d images of %d x %d", images_path, d.n, d.h, d.w);
+    if (!(buf = malloc(CHUNK))) {
+        rv = hc_err_set(HC_ERR_NOMEM, "images file %s: out of memory",
+                        images_path);
         goto out;
     }
-    if ((labels_path && (rv = idx_body(&lb, buf, NULL, d.y))) ||
-        (rv = idx_body(&im, buf, d.x, NULL)))
+    if ((labels_path && (rv = idx_body(&lb, buf, NULL, &d.y))) ||
+        (rv = idx_body(&im, buf, &d.x, NULL)))
         goto out;
     for (int i = 0; labels_path && i < d.n; i++)
         if (d.y[i] + 1 > d.n_classes)

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "npy.h"
 
 int wk_evaluate(struct wk_replicas *r, const float *params,
                 const struct wk_dataset *d, int batch, float *x, int32_t *y,
@@ -75,92 +76,41 @@ int wk_predict_all(struct wk_replicas *r, const float *params,
     return HC_OK;
 }
 
-/* Parse the shape tuple "(3, 3, 1, 32)" after 'shape': in the header. */
-static int npy_shape(const char *h, long *dims, int *ndim)
-{
-    const char *p = strstr(h, "'shape':");
-
-    *ndim = 0;
-    if (!p || !(p = strchr(p, '(')))
-        return -1;
-    p++;
-    for (;;) {
-        char *end;
-        long v;
-
-        while (*p == ' ' || *p == ',')
-            p++;
-        if (*p == ')')
-            return 0;
-        v = strtol(p, &end, 10);
-        if (end == p || *ndim == 8 || v < 0)
-            return -1;
-        dims[(*ndim)++] = v;
-        p = end;
-    }
-}
-
 static int load_one(const struct hc_var_def *v, const char *path, float *dst)
 {
-    unsigned char pre[12];
-    char header[4096], want[128], got[128];
-    long dims[8];
-    size_t hlen, got_n;
-    int ndim, i, rv = HC_OK, n;
+    struct hc_npy_info h;
+    uint64_t want[HC_NPY_MAX_DIMS];
+    char want_s[64], got_s[64];
+    size_t got_n;
+    int i, rv, same;
     FILE *f = fopen(path, "rb");
 
     if (!f)
         return hc_err_set(errno == ENOENT ? HC_ERR_NOTFOUND : HC_ERR_IO,
                           "%s: %s (variable %s)", path, strerror(errno), v->name);
-    if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
-        rv = hc_err_set(HC_ERR_DATA, "%s is not a .npy file", path);
+    if ((rv = hc_npy_read_header(f, path, &h)) != HC_OK)
         goto out;
-    }
-    if (pre[6] == 1) {
-        hlen = (size_t)pre[8] | (size_t)pre[9] << 8;
-    } else if (pre[6] == 2 || pre[6] == 3) {
-        if (fread(pre + 10, 1, 2, f) != 2) {
-            rv = hc_err_set(HC_ERR_DATA, "%s: truncated header", path);
-            goto out;
-        }
-        hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 |
-               (size_t)pre[11] << 24;
-    } else {
-        rv = hc_err_set(HC_ERR_DATA, "%s: .npy version %d is not supported",
-                        path, pre[6]);
-        goto out;
-    }
-    if (hlen >= sizeof header || fread(header, 1, hlen, f) != hlen) {
-        rv = hc_err_set(HC_ERR_DATA, "%s: bad or truncated header", path);
-        goto out;
-    }
-    header[hlen] = '\0';
-    if (!strstr(header, "'descr': '<f4'")) {
+    if (strcmp(h.descr, "<f4") != 0) {
         rv = hc_err_set(HC_ERR_DATA, "%s: not little-endian float32 "
                         "(save with dtype=numpy.float32)", path);
         goto out;
     }
-    if (!strstr(header, "'fortran_order': False")) {
+    if (h.fortran_order) {
         rv = hc_err_set(HC_ERR_DATA, "%s: Fortran order; save a C-ordered "
                         "array (numpy.ascontiguousarray)", path);
         goto out;
     }
-    if (npy_shape(header, dims, &ndim) != 0) {
-        rv = hc_err_set(HC_ERR_DATA, "%s: cannot read the shape", path);
-        goto out;
+    same = h.ndim == v->ndim;
+    for (i = 0; i < v->ndim; i++) {
+        want[i] = (uint64_t)v->shape[i];
+        same = same && h.shape[i] == want[i];
     }
-    n = 0;
-    for (i = 0; i < v->ndim; i++)
-        n += snprintf(want + n, sizeof want - (size_t)n, "%s%d", i ? ", " : "",
-                      v->shape[i]);
-    n = 0;
-    got[0] = '\0';
-    for (i = 0; i < ndim; i++)
-        n += snprintf(got + n, sizeof got - (size_t)n, "%s%ld", i ? ", " : "",
-                      dims[i]);
-    if (strcmp(want, got) != 0) {
-        rv = hc_err_set(HC_ERR_MISMATCH, "%s has shape (%s); the model's %s is "
-                        "(%s)", path, got, v->name, want);
+    if (!same) {
+        rv = hc_err_set(HC_ERR_MISMATCH, "%s has shape %s; the model's %s is "
+                        "%s", path, hc_npy_shape_str(h.shape, h.ndim, got_s,
+                                                     sizeof got_s),
+                        v->name, hc_npy_shape_str(want, v->ndim, want_s,
+                                                  sizeof want_s));
         goto out;
     }
     got_n = fread(dst, sizeof(float), v->size, f);

@@ -1002,6 +1002,10 @@ static void m_short(struct fx *f) { f->extra_bytes = -4; }
 static void m_long(struct fx *f) { f->extra_bytes = 4; }
 static void m_name_chars(struct fx *f) { f->vars[1].name = "dense\nbias"; }
 static void m_name_empty(struct fx *f) { f->vars[0].name = ""; }
+static void m_name_climb(struct fx *f) { f->vars[0].name = "../../x"; }
+static void m_name_abs(struct fx *f) { f->vars[0].name = "/etc/x"; }
+static void m_name_dot(struct fx *f) { f->vars[1].name = "dense/./bias"; }
+static void m_name_slash2(struct fx *f) { f->vars[1].name = "dense//bias"; }
 static void m_name_long(struct fx *f)
 {
     memset(f->name, 'a', HC_WIRE_MAX_NAME + 1);
@@ -1159,7 +1163,15 @@ static void test_decode_checks(void)
         {"tensors on pull", HETPS__ENVELOPE__PAYLOAD_PULL, m_pull_tensors, NULL,
          HC_ERR_PROTO, "pull carries 1 tensors but only push, create and ack"},
         {"name characters", HETPS__ENVELOPE__PAYLOAD_CREATE, m_name_chars, NULL,
-         HC_ERR_PROTO, "variable 1 name \"dense…\" has byte 0x0a at position 5"},
+         HC_ERR_PROTO, "variable 1 \"dense…\" has byte 0x0a at position 5"},
+        {"name climbs", HETPS__ENVELOPE__PAYLOAD_CREATE, m_name_climb, NULL,
+         HC_ERR_PROTO, "variable 0 \"../../x\" has a part \"..\""},
+        {"name absolute", HETPS__ENVELOPE__PAYLOAD_CREATE, m_name_abs, NULL,
+         HC_ERR_PROTO, "has an empty part"},
+        {"name dot part", HETPS__ENVELOPE__PAYLOAD_CREATE, m_name_dot, NULL,
+         HC_ERR_PROTO, "has a part \".\""},
+        {"name double slash", HETPS__ENVELOPE__PAYLOAD_CREATE, m_name_slash2,
+         NULL, HC_ERR_PROTO, "has an empty part"},
         {"name empty", HETPS__ENVELOPE__PAYLOAD_CREATE, m_name_empty, NULL,
          HC_ERR_PROTO, "variable 0 has an empty name"},
         {"name too long", HETPS__ENVELOPE__PAYLOAD_CREATE, m_name_long, NULL,

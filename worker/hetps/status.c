@@ -69,7 +69,7 @@ int hetps_cmd_status(int argc, char **argv)
         }
         printf("ps:%-7d %-8s %s mode %s incarnation %016llx version %llu "
                "requests %llu duplicates %llu rejected %llu late %llu "
-               "stale %llu max_ahead %u waiting %u uptime %.1fs\n",
+               "stale %llu nonfinite %llu max_ahead %u waiting %u uptime %.1fs\n",
                i, "up", cl.ps[i].addr, st[i].mode,
                (unsigned long long)st[i].incarnation,
                (unsigned long long)st[i].version,
@@ -77,7 +77,8 @@ int hetps_cmd_status(int argc, char **argv)
                (unsigned long long)st[i].duplicates,
                (unsigned long long)st[i].rejected,
                (unsigned long long)st[i].late,
-               (unsigned long long)st[i].stale, st[i].max_ahead,
+               (unsigned long long)st[i].stale,
+               (unsigned long long)st[i].nonfinite, st[i].max_ahead,
                st[i].waiting, st[i].uptime_ms / 1000.0);
         if (st[i].waiting_for[0] && st[i].waiting_s >= 1.0)
             printf("ps:%-7d %-8s step %llu waiting for %s for %.1f s\n", i,

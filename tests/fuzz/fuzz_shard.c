@@ -1,0 +1,192 @@
+/*
+ * fuzz_shard.c — libFuzzer target: a shard's request handler (ps/shard.c)
+ * over a temporary LMDB store. At start the chief's CreateVariables for a
+ * small model (Dense(3) over 4 inputs: kernel (4, 3), bias (3,), one shard)
+ * is served, so pulls and pushes find variables; each input is then one
+ * message body, decoded as the service decodes it and served: a create,
+ * pull or push, applied to the store, or refused with an error.
+ *
+ * HETPS_FUZZ_SEEDS=DIR fuzz_shard writes the seed messages (this create,
+ * pulls, pushes, push-and-pull, join, status) as DIR/NAME.msg and
+ * exits: tests/fuzz/corpus/{shard,wire} were made so.
+ */
+#include <sys/stat.h>
+
+#include "fuzz.h"
+#include "fuzz_util.inc"
+#include "err.h"
+#include "log.h"
+#include "model.h"
+#include "ps/shard.h"
+#include "wire.h"
+
+static struct ps_shard *shard;
+static struct hc_sender me = { HETPS__JOB__JOB_PS, 0, 1, 0 };
+
+static const char model_json[] =
+    "{\"name\": \"fz\", \"input_shape\": [4], \"layers\": [{\"type\": "
+    "\"dense\", \"name\": \"dense\", \"units\": 3}], \"loss\": "
+    "\"sparse_categorical_crossentropy\", \"optimizer\": {\"type\": \"adam\", "
+    "\"learning_rate\": 0.01}}";
+
+static int serve(const void *data, size_t size)
+{
+    struct hc_wire_msg in = { 0 };
+    nng_msg *reply = NULL;
+    void *body = malloc(size ? size : 1);
+    int rv;
+
+    if (!body)
+        return HC_ERR_NOMEM;
+    memcpy(body, data, size);
+    rv = hc_wire_decode(body, size, 0, &in);
+    if (rv == HC_OK) {
+        rv = ps_shard_serve(shard, &in, &me, NULL, &reply);
+        if (reply)
+            nng_msg_free(reply);
+        hc_wire_msg_free(&in);
+    }
+    free(body);
+    return rv;
+}
+
+static void seed(const char *dir, const char *name, Hetps__Envelope *env,
+                 const struct hc_tensor_src *t, size_t n)
+{
+    char path[512];
+    nng_msg *msg;
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/%s.msg", dir, name);
+    if (hc_wire_encode(&msg, env, t, n) != HC_OK || !(f = fopen(path, "wb"))) {
+        fprintf(stderr, "fuzz_shard: seed %s: %s\n", path, hc_err_msg());
+        exit(1);
+    }
+    fwrite(nng_msg_body(msg), 1, nng_msg_len(msg), f);
+    fclose(f);
+    nng_msg_free(msg);
+}
+
+/* The chief's create for the model, as pc_create sends it. */
+static void create_variables(const struct hc_model *m, const char *seed_dir)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__CreateVariables cv = HETPS__CREATE_VARIABLES__INIT;
+    Hetps__VariableDef defs[2], *ptrs[2];
+    uint32_t shapes[2][4];
+    struct hc_sender chief = { HETPS__JOB__JOB_WORKER, 0, 7, 0 };
+    struct hc_tensor_src t[2];
+    float init[15];
+    char optim[512];
+    nng_msg *msg;
+
+    for (int v = 0; v < 2; v++) {
+        hetps__variable_def__init(&defs[v]);
+        defs[v].name = (char *)m->vars[v].name;
+        for (int i = 0; i < m->vars[v].ndim; i++)
+            shapes[v][i] = (uint32_t)m->vars[v].shape[i];
+        defs[v].n_shape = (size_t)m->vars[v].ndim;
+        defs[v].shape = shapes[v];
+        ptrs[v] = &defs[v];
+    }
+    hc_model_init_params(m, init);
+    hc_optim_to_json(&m->optim, optim, sizeof optim);
+    hc_wire_init_env(&env, &chief, 1);
+    cv.n_vars = 2;
+    cv.vars = ptrs;
+    cv.block_elems = 4096;
+    cv.signature = m->signature;
+    cv.has_optimizer = 1;
+    cv.optimizer.data = (uint8_t *)optim;
+    cv.optimizer.len = strlen(optim);
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_CREATE;
+    env.create = &cv;
+    t[0] = (struct hc_tensor_src){ 0, 0, 12, init };
+    t[1] = (struct hc_tensor_src){ 1, 0, 3, init + 12 };
+    if (hc_wire_encode(&msg, &env, t, 2) != HC_OK) {
+        fprintf(stderr, "fuzz_shard: create: %s\n", hc_err_msg());
+        abort();
+    }
+    if (seed_dir)
+        seed(seed_dir, "create", &env, t, 2);
+    if (serve(nng_msg_body(msg), nng_msg_len(msg)) != HC_OK) {
+        fprintf(stderr, "fuzz_shard: create refused: %s\n", hc_err_msg());
+        abort();
+    }
+    nng_msg_free(msg);
+}
+
+/* The seeds besides the create (see the header comment). */
+static void write_seeds(const char *dir)
+{
+    static const float grad[15] = { 0.5f, -1, 2, 0, 1e-3f, 3, -2, 1, 0.25f,
+                                    -0.5f, 4, 1, 0.1f, -0.1f, 0 };
+    struct hc_sender w1 = { HETPS__JOB__JOB_WORKER, 1, 9, 0 };
+    struct hc_tensor_src t[2] = { { 0, 0, 12, grad }, { 1, 0, 3, grad + 12 } };
+    Hetps__Envelope env;
+    Hetps__Pull pull = HETPS__PULL__INIT;
+    Hetps__Push push = HETPS__PUSH__INIT;
+    Hetps__Join join = HETPS__JOIN__INIT;
+    Hetps__Status status = HETPS__STATUS__INIT;
+    Hetps__Range r[2] = { HETPS__RANGE__INIT, HETPS__RANGE__INIT };
+    Hetps__Range *rp[2] = { &r[0], &r[1] };
+
+    r[0].key = 0; r[0].length = 12;
+    r[1].key = 1; r[1].length = 3;
+    hetps__envelope__init(&env);
+    hc_wire_init_env(&env, &w1, 2);
+    pull.n_ranges = 2;
+    pull.ranges = rp;
+    pull.has_min_version = 1;
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_PULL;
+    env.pull = &pull;
+    seed(dir, "pull", &env, NULL, 0);
+    hc_wire_init_env(&env, &w1, 3);
+    push.samples = 64;
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
+    env.push = &push;
+    seed(dir, "push", &env, t, 2);
+    hc_wire_init_env(&env, &w1, 4);
+    push.n_ranges = 2;
+    push.ranges = rp;
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
+    env.push = &push;
+    seed(dir, "push_pull", &env, t, 2);
+    hc_wire_init_env(&env, &w1, 5);
+    join.devices = (char *)"cpu";
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_JOIN;
+    env.join = &join;
+    seed(dir, "join", &env, NULL, 0);
+    hc_wire_init_env(&env, &w1, 6);
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_STATUS;
+    env.status = &status;
+    seed(dir, "status", &env, NULL, 0);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    static struct hc_model m;
+    char dir[512];
+
+    (void)argc;
+    (void)argv;
+    hc_log_set_level(HC_LOG_ERROR);
+    snprintf(dir, sizeof dir, "%s/store", fz_dir());
+    if (hc_model_parse(model_json, sizeof model_json - 1, "fuzz", &m) != HC_OK ||
+        m.n_vars != 2 || ps_shard_open(&shard, dir, 0, 1, 0, 0) != HC_OK) {
+        fprintf(stderr, "fuzz_shard: set-up: %s\n", hc_err_msg());
+        abort();
+    }
+    create_variables(&m, getenv("HETPS_FUZZ_SEEDS"));
+    if (getenv("HETPS_FUZZ_SEEDS")) {
+        write_seeds(getenv("HETPS_FUZZ_SEEDS"));
+        exit(0);
+    }
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    serve(data, size);
+    return 0;
+}

@@ -1,0 +1,386 @@
+/*
+ * hostile.c — a hostile or broken peer, for tests/integration/limits.sh.
+ *
+ *   hostile nan CLUSTER_FILE MODEL       as worker:0: create, pull, push a
+ *                                        gradient holding a NaN (must be
+ *                                        refused, the store unchanged), then
+ *                                        a finite one (must be applied)
+ *   hostile layout CLUSTER_FILE SHARD    as worker:0: join, then a ~100-byte
+ *                                        CreateVariables whose layout has 12
+ *                                        million blocks (must be refused)
+ *   hostile badname STORE_DIR NAME       rename the first variable of a
+ *                                        stopped shard's store to NAME (as
+ *                                        a store written before names were
+ *                                        checked could hold)
+ *   hostile stall CLUSTER_FILE WORKER MODEL SECONDS
+ *                                        join as WORKER and heartbeat for
+ *                                        SECONDS, never pushing
+ *   hostile noread CLUSTER_FILE SHARD MODEL N SECONDS
+ *                                        over a raw TCP connection: N pulls
+ *                                        of every block of the shard, then
+ *                                        never read a reply for SECONDS
+ *
+ * Prints one line per check and "hostile: N passed, M failed"; exits 1 on
+ * any failure, 2 on bad arguments.
+ */
+#include <arpa/inet.h>
+#include <math.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "worker/client.h"
+#include "cluster.h"
+#include "err.h"
+#include "layout.h"
+#include "model.h"
+#include "ps/store.h"
+#include "wire.h"
+
+static int passed, failed;
+
+static void check(int ok, const char *what, const char *detail)
+{
+    printf("hostile: %s: %s%s%s\n", ok ? "ok" : "FAIL", what,
+           detail ? ": " : "", detail ? detail : "");
+    if (ok)
+        passed++;
+    else
+        failed++;
+}
+
+static int nan_push(const struct hc_cluster *cl, const char *model_path)
+{
+    static struct hc_model m;
+    struct pc_client *c = NULL;
+    float *init = NULL, *before = NULL, *after = NULL, *grad = NULL;
+    uint64_t version = 0;
+    int late = 0, rv;
+    size_t n, diff = 0;
+
+    if (hc_model_load(model_path, &m) != HC_OK) {
+        check(0, "load the model", hc_err_msg());
+        return 1;
+    }
+    n = m.n_params;
+    init = calloc(n, sizeof *init);
+    before = calloc(n, sizeof *before);
+    after = calloc(n, sizeof *after);
+    grad = calloc(n, sizeof *grad);
+    if (!init || !before || !after || !grad)
+        goto out;
+    hc_model_init_params(&m, init);
+    rv = pc_open(&c, cl, HC_JOB_WORKER, 0, NULL);
+    if (rv == HC_OK)
+        rv = pc_set_model(c, &m, 0);
+    if (rv == HC_OK)
+        rv = pc_join(c, "cpu");
+    if (rv == HC_OK)
+        rv = pc_create(c, init);
+    if (rv == HC_OK)
+        rv = pc_pull(c, before, &version);
+    check(rv == HC_OK, "join, create and pull", rv ? hc_err_msg() : NULL);
+    if (rv != HC_OK)
+        goto out;
+    /* Every shard's part holds one: each shard must refuse its part. */
+    for (size_t i = 0; i < n; i++)
+        grad[i] = i % 4096 == 7 ? NAN : 0.01f;
+    rv = pc_push_step(c, grad, 64, version, 0, 0, &late);
+    check(rv != HC_OK && strstr(hc_err_msg(), "NaN"),
+          "a push holding a NaN is refused", rv ? hc_err_msg() : "applied");
+    for (size_t i = 0; i < n; i++)
+        grad[i] = i % 4096 == 7 ? -INFINITY : 0.01f;
+    rv = pc_push_step(c, grad, 64, version, 0, 0, &late);
+    check(rv != HC_OK && strstr(hc_err_msg(), "infinite"),
+          "a push holding an Inf is refused", rv ? hc_err_msg() : "applied");
+    rv = pc_pull(c, after, NULL);
+    check(rv == HC_OK && memcmp(before, after, n * sizeof *after) == 0,
+          "every value is as before, bit for bit", rv ? hc_err_msg() : NULL);
+    for (size_t i = 0; i < n; i++)
+        grad[i] = 0.01f;
+    rv = pc_push_step(c, grad, 64, version, 0, 0, &late);
+    check(rv == HC_OK, "a finite push is applied", rv ? hc_err_msg() : NULL);
+    rv = pc_pull(c, after, NULL);
+    for (size_t i = 0; rv == HC_OK && i < n; i++)
+        diff += !(isfinite(after[i]) && after[i] != before[i]);
+    check(rv == HC_OK && diff == 0, "then every value moved and is finite",
+          rv ? hc_err_msg() : NULL);
+out:
+    pc_close(c);
+    free(init);
+    free(before);
+    free(after);
+    free(grad);
+    return failed ? 1 : 0;
+}
+
+/* Send one request on s and return its decoded reply (caller frees). */
+static int call(nng_socket s, uint64_t cluster_id, Hetps__Envelope *env,
+                struct hc_wire_msg *d, nng_msg **keep)
+{
+    nng_msg *m;
+    int rv;
+
+    if ((rv = hc_wire_encode(&m, env, NULL, 0)) != HC_OK)
+        return rv;
+    if (nng_sendmsg(s, m, 0) != 0) {
+        nng_msg_free(m);
+        return hc_err_set(HC_ERR_TRANSPORT, "send failed");
+    }
+    if (nng_recvmsg(s, keep, 0) != 0)
+        return hc_err_set(HC_ERR_TIMEOUT, "no reply");
+    return hc_wire_decode(nng_msg_body(*keep), nng_msg_len(*keep), cluster_id,
+                          d);
+}
+
+static int absurd_layout(const struct hc_cluster *cl, int shard)
+{
+    struct hc_sender me = { HETPS__JOB__JOB_WORKER, 0, 0x4151, cl->id, 0 };
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Join join = HETPS__JOIN__INIT;
+    Hetps__CreateVariables cv = HETPS__CREATE_VARIABLES__INIT;
+    Hetps__VariableDef def = HETPS__VARIABLE_DEF__INIT, *defs[1] = { &def };
+    uint32_t shape[1] = { 12000000 };
+    static const char optim[] = "{\"type\": \"sgd\", \"learning_rate\": 0.1}";
+    struct hc_wire_msg d;
+    nng_msg *reply = NULL, *probe;
+    nng_socket s;
+    int rv;
+
+    if (nng_req0_open(&s) != 0)
+        return 1;
+    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 20000);
+    nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+    if (nng_dial(s, cl->ps[shard].url, NULL, 0) != 0) {
+        check(0, "connect", cl->ps[shard].url);
+        return 1;
+    }
+    hc_wire_init_env(&env, &me, 1);
+    join.devices = "cpu";
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_JOIN;
+    env.join = &join;
+    rv = call(s, cl->id, &env, &d, &reply);
+    check(rv == HC_OK &&
+              d.env->payload_case == HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY,
+          "join", rv ? hc_err_msg() : NULL);
+    if (rv == HC_OK)
+        hc_wire_msg_free(&d);
+    nng_msg_free(reply);
+    hc_wire_init_env(&env, &me, 2);
+    def.name = "big/kernel";
+    def.n_shape = 1;
+    def.shape = shape;
+    cv.n_vars = 1;
+    cv.vars = defs;
+    cv.block_elems = 1;
+    cv.signature = 1;
+    cv.has_optimizer = 1;
+    cv.optimizer.data = (uint8_t *)optim;
+    cv.optimizer.len = sizeof optim - 1;
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_CREATE;
+    env.create = &cv;
+    if (hc_wire_encode(&probe, &env, NULL, 0) == HC_OK) {
+        char size[32];
+
+        snprintf(size, sizeof size, "%zu bytes", nng_msg_len(probe));
+        check(nng_msg_len(probe) < 200, "the create message is small", size);
+        nng_msg_free(probe);
+    }
+    hc_wire_init_env(&env, &me, 2);
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_CREATE;
+    env.create = &cv;
+    rv = call(s, cl->id, &env, &d, &reply);
+    check(rv == HC_OK && d.env->payload_case == HETPS__ENVELOPE__PAYLOAD_ERROR &&
+              d.env->error->code == HETPS__ERROR_CODE__E_LIMIT,
+          "a create of 12 million blocks is refused as over a limit",
+          rv ? hc_err_msg()
+             : d.env->payload_case == HETPS__ENVELOPE__PAYLOAD_ERROR
+                   ? d.env->error->message : "accepted");
+    if (rv == HC_OK)
+        hc_wire_msg_free(&d);
+    if (reply)
+        nng_msg_free(reply);
+    nng_close(s);
+    return failed ? 1 : 0;
+}
+
+/* A raw TCP connection speaking SP (REQ) that sends n pulls of every block
+ * of `shard` and then never reads. */
+static int no_read(const struct hc_cluster *cl, int shard, const char *model_path,
+                   int n, int seconds)
+{
+    static struct hc_model m;
+    struct hc_sender me = { HETPS__JOB__JOB_CLIENT, 0, 0x6262, cl->id, 0 };
+    static const unsigned char sp_req[8] = { 0, 'S', 'P', 0, 0, 0x30, 0, 0 };
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Pull pull = HETPS__PULL__INIT;
+    Hetps__Range *ranges = NULL, **rp = NULL;
+    size_t sizes[HC_MODEL_MAX_VARS], k = 0;
+    struct hc_layout l = { 0 };
+    struct addrinfo *ai = NULL;
+    char port[16];
+    nng_msg *msg = NULL;
+    int fd = -1, i, sent = 0;
+
+    if (hc_model_load(model_path, &m) != HC_OK) {
+        check(0, "load the model", hc_err_msg());
+        return 1;
+    }
+    for (i = 0; i < m.n_vars; i++)
+        sizes[i] = m.vars[i].size;
+    if (hc_layout_build(sizes, m.n_vars, cl->n_ps, HC_LAYOUT_DEFAULT_BLOCK,
+                        &l) != HC_OK)
+        return 1;
+    ranges = calloc(l.n_blocks, sizeof *ranges);
+    rp = calloc(l.n_blocks, sizeof *rp);
+    if (!ranges || !rp)
+        return 1;
+    for (size_t b = 0; b < l.n_blocks; b++) {
+        if (l.blocks[b].shard != (uint32_t)shard)
+            continue;
+        hetps__range__init(&ranges[k]);
+        ranges[k].key = l.blocks[b].var;
+        ranges[k].offset = l.blocks[b].offset;
+        ranges[k].length = l.blocks[b].length;
+        rp[k] = &ranges[k];
+        k++;
+    }
+    pull.n_ranges = k;
+    pull.ranges = rp;
+    snprintf(port, sizeof port, "%d", cl->ps[shard].port);
+    if (getaddrinfo(cl->ps[shard].host, port,
+                    &(struct addrinfo){ .ai_socktype = SOCK_STREAM }, &ai) != 0 ||
+        (fd = socket(ai->ai_family, SOCK_STREAM, 0)) < 0 ||
+        connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
+        write(fd, sp_req, sizeof sp_req) != (ssize_t)sizeof sp_req) {
+        check(0, "connect over raw TCP", cl->ps[shard].url);
+        return 1;
+    }
+    for (i = 0; i < n; i++) {
+        unsigned char hdr[12];
+        uint64_t len;
+        uint32_t id = 0x80000000u | (uint32_t)(i + 1);
+
+        hc_wire_init_env(&env, &me, (uint64_t)i + 1);
+        env.payload_case = HETPS__ENVELOPE__PAYLOAD_PULL;
+        env.pull = &pull;
+        if (hc_wire_encode(&msg, &env, NULL, 0) != HC_OK)
+            break;
+        len = 4 + nng_msg_len(msg);
+        for (int b = 0; b < 8; b++)
+            hdr[b] = (unsigned char)(len >> (56 - 8 * b));
+        for (int b = 0; b < 4; b++)
+            hdr[8 + b] = (unsigned char)(id >> (24 - 8 * b));
+        if (write(fd, hdr, sizeof hdr) != (ssize_t)sizeof hdr ||
+            write(fd, nng_msg_body(msg), nng_msg_len(msg)) !=
+                (ssize_t)nng_msg_len(msg)) {
+            nng_msg_free(msg);
+            break;      /* the server closed us: that is allowed */
+        }
+        nng_msg_free(msg);
+        sent++;
+    }
+    printf("hostile: sent %d pulls of %zu blocks each, reading nothing\n", sent,
+           k);
+    fflush(stdout);
+    sleep((unsigned)seconds);
+    close(fd);
+    freeaddrinfo(ai);
+    free(ranges);
+    free(rp);
+    hc_layout_free(&l);
+    return 0;
+}
+
+static int bad_name(const char *dir, const char *name)
+{
+    struct ps_store *st = NULL;
+    char json[65536], out[65536 + 256];
+    size_t len = 0;
+    const char *p;
+    int rv;
+
+    rv = ps_store_open(dir, NULL, &st);
+    if (rv == HC_OK)
+        rv = ps_store_meta_get(st, "vars", json, sizeof json - 1, &len);
+    if (rv == HC_OK) {
+        json[len] = '\0';
+        /* [{"name":"conv2d/kernel",... : replace the first name. */
+        p = strstr(json, "\"name\":\"");
+        rv = p ? HC_OK : hc_err_set(HC_ERR_STORE, "no name in vars");
+    }
+    if (rv == HC_OK) {
+        const char *end = strchr(p + 8, '"');
+
+        snprintf(out, sizeof out, "%.*s\"name\":\"%s%s", (int)(p - json), json,
+                 name, end);
+        rv = ps_store_meta_put(st, "vars", out, strlen(out));
+    }
+    check(rv == HC_OK, "rename the first variable", rv ? hc_err_msg() : name);
+    ps_store_close(st);
+    return failed ? 1 : 0;
+}
+
+static int stall(const struct hc_cluster *cl, int w, const char *model_path,
+                 int seconds)
+{
+    static struct hc_model m;
+    struct pc_client *c = NULL;
+    int rv;
+
+    if ((rv = hc_model_load(model_path, &m)) == HC_OK &&
+        (rv = pc_open(&c, cl, HC_JOB_WORKER, w, NULL)) == HC_OK &&
+        (rv = pc_set_model(c, &m, 0)) == HC_OK &&
+        (rv = pc_join(c, "cpu")) == HC_OK)
+        rv = pc_heartbeat_start(c, 500);
+    check(rv == HC_OK, "join and heartbeat, never pushing",
+          rv ? hc_err_msg() : NULL);
+    fflush(stdout);
+    if (rv == HC_OK)
+        sleep((unsigned)seconds);
+    pc_close(c);
+    return failed ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct hc_cluster cl;
+    struct hc_diag diag;
+    int rv = 2;
+
+    signal(SIGPIPE, SIG_IGN);
+    if (argc < 4) {
+        fprintf(stderr, "usage: hostile nan|layout|noread CLUSTER_FILE ... or hostile badname STORE_DIR NAME\n");
+        return 2;
+    }
+    if (!strcmp(argv[1], "badname") && argc == 4) {
+        rv = bad_name(argv[2], argv[3]);
+        printf("hostile: %d passed, %d failed\n", passed, failed);
+        return rv;
+    }
+    if (hc_cluster_load_file(argv[2], &cl, &diag) != HC_OK) {
+        hc_diag_print(&diag, stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "nan") && argc == 4)
+        rv = nan_push(&cl, argv[3]);
+    else if (!strcmp(argv[1], "layout") && argc == 4 && atoi(argv[3]) < cl.n_ps)
+        rv = absurd_layout(&cl, atoi(argv[3]));
+    else if (!strcmp(argv[1], "stall") && argc == 6 && atoi(argv[3]) < cl.n_worker)
+        rv = stall(&cl, atoi(argv[3]), argv[4], atoi(argv[5]));
+    else if (!strcmp(argv[1], "noread") && argc == 7 && atoi(argv[3]) < cl.n_ps)
+        return no_read(&cl, atoi(argv[3]), argv[4], atoi(argv[5]),
+                       atoi(argv[6]));
+    else
+        fprintf(stderr, "hostile: bad command or arguments\n");
+    printf("hostile: %d passed, %d failed\n", passed, failed);
+    hc_cluster_free(&cl);
+    return rv;
+}
