@@ -80,6 +80,9 @@ wait_for 30 node_idle || { tail "$S/slurmctld.log" "$S/slurmd.log"; fail "the Sl
 ok "one-node Slurm cluster up (slurmctld port $PORT, slurmd $((PORT + 1)))"
 
 t0=$(date +%s)
+# The job makes its own certificates (train.sbatch: hetps certs slurm), for
+# the node names Slurm gives it, not lib.inc's loopback set.
+unset HETPS_CERTS
 HETPS_BIN="$PWD/$BIN" HETPS_MODEL="$PWD/deploy/models/fashion_mlp.json" \
 HETPS_PS_TASKS=2 HETPS_BASE_PORT=$((PORT + 2)) HETPS_STORE="$T/store" \
     sbatch --parsable --time=5 --nodes=1 --ntasks=4 --ntasks-per-node=4 \

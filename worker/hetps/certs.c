@@ -25,7 +25,9 @@ static void certs_usage(FILE *f)
 "Files that exist are kept: run it again after adding tasks to sign the\n"
 "new ones with the same CA. Each task needs ca.crt and its own .pem; point\n"
 "it at DIR with HETPS_CERTS=DIR or the cluster file's \"hetps\": {\"certs\":\n"
-"DIR}. `hetps launch` does this by itself in DATA_DIR/certs.\n");
+"DIR}. `hetps launch` does this by itself in DATA_DIR/certs.\n"
+"CLUSTER_FILE may also be a resolver's spec, as --cluster takes it: `slurm`\n"
+"(in a batch script: the job's nodes) or `k8s:FILE`.\n");
 }
 
 int hetps_cmd_certs(int argc, char **argv)
@@ -53,7 +55,9 @@ int hetps_cmd_certs(int argc, char **argv)
                 "information.\n", argc - optind);
         return 2;
     }
-    if (hc_cluster_load_file(argv[optind], &cl, &diag) != HC_OK) {
+    /* A cluster file, or a resolver's spec: `hetps certs slurm DIR` in a
+     * batch script, `k8s:FILE` (hc_cluster_resolve; no task needed). */
+    if (hc_cluster_resolve(argv[optind], NULL, 0, &cl, &diag) != HC_OK) {
         hc_diag_print(&diag, stderr);
         return 2;
     }
