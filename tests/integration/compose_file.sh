@@ -21,7 +21,8 @@ EOF
 cat > "$T/check.py" <<'EOF'
 import sys, yaml
 doc = yaml.safe_load(open(sys.argv[1]))
-mode, d = sys.argv[2], sys.argv[3]
+mode, d, certs = sys.argv[2], sys.argv[3], sys.argv[4]
+import os
 s = doc["services"]
 def eq(a, b, what):
     if a != b:
@@ -39,8 +40,8 @@ if mode == "one":
     for w in ("worker-0", "worker-1"):
         eq(s[w]["depends_on"], {"ps-0": {"condition": "service_healthy"},
                                 "ps-1": {"condition": "service_healthy"}}, w + " depends_on")
-        eq(s[w]["volumes"], [d + ":/etc/hetps:ro", "/srv/fmnist:/usr/share/datasets/fashion-mnist:ro"],
-           w + " volumes")
+        eq(s[w]["volumes"], [d + ":/etc/hetps:ro", "/srv/fmnist:/usr/share/datasets/fashion-mnist:ro",
+                             certs + "/tasks/" + w + ":/run/secrets/hetps:ro"], w + " volumes")
         eq(s[w]["command"][-4:], ["--model", "deploy/models/fashion_cnn.json", "--epochs", "2"],
            w + " worker arguments")
     eq(s["worker-0"]["image"], "img:gpu", "GPU worker image")
@@ -54,7 +55,8 @@ if mode == "one":
     for p, i in (("ps-0", 0), ("ps-1", 1)):
         eq(s[p]["command"][:7], ["hetps-ps", "--cluster", "/etc/hetps/cluster.json",
                                  "--task", "ps:%d" % i, "--data-dir", "/var/lib/hetps"], p + " command")
-        eq(s[p]["volumes"], [d + ":/etc/hetps:ro", p + ":/var/lib/hetps"], p + " volumes")
+        eq(s[p]["volumes"], [d + ":/etc/hetps:ro", p + ":/var/lib/hetps",
+                             certs + "/tasks/" + p + ":/run/secrets/hetps:ro"], p + " volumes")
 else:
     eq(sorted(s), ["ps-1", "worker-1"], "services of host 127.0.0.3")
     eq(sorted(doc["volumes"]), ["ps-1"], "named volumes")
@@ -68,10 +70,16 @@ else:
 for name, v in s.items():
     eq(v["restart"], "unless-stopped" if name.startswith("ps") else "on-failure", name + " restart")
     eq(v["healthcheck"]["test"], ["CMD", "hetps", "health"], name + " healthcheck")
+    # Mutual TLS: each container sees the CA, its own certificate and the
+    # front door's (its HEALTHCHECK), never the CA's key.
+    eq(v["environment"], {"HETPS_CERTS": "/run/secrets/hetps"}, name + " environment")
+    own = name.replace("-", "-") + ".pem"
+    eq(sorted(os.listdir(certs + "/tasks/" + name)), sorted(["admin.pem", "ca.crt", own]),
+       name + " certificates")
 print("ok:", sys.argv[1])
 EOF
 d=$(cd "$T/c" && pwd -P)
-python3 "$T/check.py" "$T/one.yml" one "$d" || fail "one-host Compose file"
+python3 "$T/check.py" "$T/one.yml" one "$d" "$(cd "$T" && pwd -P)/certs" || fail "one-host Compose file"
 ok "one host: services, aliases, volumes, depends_on, GPU reservation parsed back"
 
 cat > "$T/c/two.json" <<'EOF'
@@ -80,9 +88,9 @@ cat > "$T/c/two.json" <<'EOF'
 EOF
 [ "$("$H" compose "$T/c/two.json" --list-hosts | cut -d' ' -f1 | tr '\n' ' ')" = "127.0.0.2 127.0.0.3 " ] ||
     fail "--list-hosts"
-"$H" compose "$T/c/two.json" --host 127.0.0.3 | sed 's#/etc/hetps/two.json#/etc/hetps/cluster.json#g' > "$T/b.yml" ||
+"$H" compose "$T/c/two.json" --host 127.0.0.3 --certs "$(cd "$T" && pwd -P)/certs2" | sed 's#/etc/hetps/two.json#/etc/hetps/cluster.json#g' > "$T/b.yml" ||
     fail "hetps compose --host failed"
-python3 "$T/check.py" "$T/b.yml" host "$d" || fail "per-host Compose file"
+python3 "$T/check.py" "$T/b.yml" host "$d" "$(cd "$T" && pwd -P)/certs2" || fail "per-host Compose file"
 ok "--host: host networking, the host's tasks only, its own servers in depends_on"
 
 # Bad input: each refused (exit 2) with a message naming it.
@@ -97,7 +105,7 @@ refused "cluster.ps\[0\] '127.0.0.2:7000'" "$T/c/two.json"
 refused "no task of .* is on it; its hosts: 127.0.0.2 127.0.0.3" "$T/c/two.json" --host 10.0.0.9
 refused "docker-compose 1.25.0 lacks" "$T/c/cluster.json" --compose-version 1.25.0
 refused "reservations.devices" "$T/c/cluster.json" --compose-version 1.27.4
-"$H" compose "$T/c/cluster.json" --compose-version 2.20.2 > /dev/null || fail "Compose v2 refused"
+"$H" compose "$T/c/cluster.json" --compose-version 2.20.2 --certs "$(cd "$T" && pwd -P)/certs" > /dev/null || fail "Compose v2 refused"
 cat > "$T/c/same.json" <<'EOF'
 { "cluster": { "ps": ["node1:2222"], "worker": ["node1:2223"] } }
 EOF

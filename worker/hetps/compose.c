@@ -20,19 +20,25 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cluster.h"
 #include "err.h"
 #include "hetps.h"
+#include "tls.h"
 
 #define CONF_DIR "/etc/hetps"            /* the cluster file's directory */
 #define STORE_DIR "/var/lib/hetps"       /* a ps's named volume */
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"
 #define MAX_GPUS 64
+#define CERTS_DIR "/run/secrets/hetps"   /* a task's certificates, read-only */
+#define IMAGE_UID 10001                  /* the image's user hetps (Dockerfile) */
 
 struct task {
     int job;                    /* HC_JOB_PS or HC_JOB_WORKER */
@@ -45,6 +51,7 @@ struct task {
 
 struct opts {
     const char *file, *out, *host, *image, *gpu_image, *data, *compose_ver;
+    const char *certs;          /* --certs DIR (made absolute); NULL: insecure */
     int list_hosts, check_gpu;
     char **worker_args;         /* after "--" */
     int n_worker_args;
@@ -71,6 +78,13 @@ static void usage(FILE *f)
 "                          every field written\n"
 "      --check-gpu         check that this host's Docker has the NVIDIA\n"
 "                          runtime when a GPU worker is written\n"
+"      --certs DIR         the cluster's certificates (made here when\n"
+"                          missing, as `hetps certs` does; default: certs/\n"
+"                          beside the output file). Each container gets,\n"
+"                          read-only at " CERTS_DIR ", DIR/tasks/SERVICE:\n"
+"                          ca.crt, its own certificate and admin.pem (for\n"
+"                          its HEALTHCHECK); ca.key stays on this host.\n"
+"                          Not used for an \"insecure\" cluster\n"
 "  -h, --help              this text\n"
 "\n"
 "Then: docker-compose -f FILE up -d (Compose v2: docker compose). After an\n"
@@ -322,7 +336,15 @@ static void write_service(FILE *f, const struct opts *o, const struct task *t,
             fputs("\n      - ", f);
             yq(f, v);
         }
+        if (o->certs) {
+            snprintf(v, sizeof v, "%s/tasks/%s:" CERTS_DIR ":ro", o->certs,
+                     t->service);
+            fputs("\n      - ", f);
+            yq(f, v);
+        }
     }
+    if (o->certs)
+        fputs("\n    environment:\n      HETPS_CERTS: \"" CERTS_DIR "\"", f);
     /* A ps comes back whatever stopped it but `docker stop`; a worker that
      * finished (exit 0) stays done, one that crashed comes back. */
     fprintf(f, "\n    restart: %s\n",
@@ -355,6 +377,96 @@ static void write_service(FILE *f, const struct opts *o, const struct task *t,
     }
 }
 
+/* Copy src to dst (mode 0600), replacing it. 0, or -1 with a message. */
+static int copy_file(const char *src, const char *dst)
+{
+    char buf[8192];
+    ssize_t n = 0;
+    int in, out, rv = 0;
+
+    if ((in = open(src, O_RDONLY | O_CLOEXEC)) < 0) {
+        fprintf(stderr, "hetps compose: %s: %s\n", src, strerror(errno));
+        return -1;
+    }
+    out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (out < 0) {
+        fprintf(stderr, "hetps compose: %s: %s\n", dst, strerror(errno));
+        close(in);
+        return -1;
+    }
+    while (rv == 0 && (n = read(in, buf, sizeof buf)) > 0)
+        if (write(out, buf, (size_t)n) != n)
+            rv = -1;
+    if (n < 0 || rv != 0 || close(out) != 0) {
+        fprintf(stderr, "hetps compose: cannot write %s\n", dst);
+        rv = -1;
+    }
+    close(in);
+    return rv;
+}
+
+/*
+ * The cluster's certificates in o->certs (made when missing), and for each
+ * task a directory DIR/tasks/SERVICE holding what its container may read:
+ * ca.crt, its own certificate and admin.pem (the HEALTHCHECK's identity),
+ * owned by the image's user when this runs as root. 0, or -1 with a message.
+ */
+static int task_certs(const struct opts *o, const struct hc_cluster *cl,
+                      const struct task *t, int n)
+{
+    char dir[PATH_MAX], src[PATH_MAX + 64], dst[PATH_MAX + 64], name[32];
+    char task[32];
+    const char *files[3];
+    int i, k, made = 0;
+
+    if (hc_tls_make(cl, o->certs, &made) != HC_OK) {
+        fprintf(stderr, "hetps compose: %s\n", hc_err_msg());
+        return -1;
+    }
+    snprintf(dir, sizeof dir, "%s/tasks", o->certs);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "hetps compose: %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        if (o->host && strcmp(t[i].a->host, o->host))
+            continue;
+        snprintf(task, sizeof task, "%s:%d", hc_job_name(t[i].job), t[i].index);
+        hc_tls_file_name(name, sizeof name, task);
+        files[0] = "ca.crt";
+        files[1] = name;
+        files[2] = "admin.pem";
+        snprintf(dst, sizeof dst, "%s/%s", dir, t[i].service);
+        if (mkdir(dst, 0700) != 0 && errno != EEXIST) {
+            fprintf(stderr, "hetps compose: %s: %s\n", dst, strerror(errno));
+            return -1;
+        }
+        if (geteuid() == 0 && chown(dst, IMAGE_UID, IMAGE_UID) != 0) {
+            fprintf(stderr, "hetps compose: %s: %s\n", dst, strerror(errno));
+            return -1;
+        }
+        for (k = 0; k < 3; k++) {
+            snprintf(src, sizeof src, "%s/%s", o->certs, files[k]);
+            snprintf(dst, sizeof dst, "%s/%s/%s", dir, t[i].service, files[k]);
+            if (copy_file(src, dst) != 0)
+                return -1;
+            if (geteuid() == 0 && chown(dst, IMAGE_UID, IMAGE_UID) != 0) {
+                fprintf(stderr, "hetps compose: %s: %s\n", dst, strerror(errno));
+                return -1;
+            }
+        }
+    }
+    if (made)
+        fprintf(stderr, "hetps compose: made the cluster's CA and "
+                "certificates in %s (%d files)\n", o->certs, made);
+    if (geteuid() != 0)
+        fprintf(stderr, "hetps compose: note: not root, so %s/tasks is not "
+                "given to the image's user (uid %d): the containers can read "
+                "it only if you run them as your own user\n", o->certs,
+                IMAGE_UID);
+    return 0;
+}
+
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
     static const struct option lo[] = {
@@ -366,6 +478,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         { "data", required_argument, NULL, 'd' },
         { "compose-version", required_argument, NULL, 'V' },
         { "check-gpu", no_argument, NULL, 'G' },
+        { "certs", required_argument, NULL, 'C' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -392,6 +505,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         case 'd': o->data = optarg; break;
         case 'V': o->compose_ver = optarg; break;
         case 'G': o->check_gpu = 1; break;
+        case 'C': o->certs = optarg; break;
         case 'h': usage(stdout); return 1;
         default:
             fprintf(stderr, "Try 'hetps compose --help' for more information.\n");
@@ -425,7 +539,7 @@ int hetps_cmd_compose(int argc, char **argv)
     struct hc_diag diag;
     struct task *t = NULL;
     const char **hosts = NULL;
-    char real[PATH_MAX], *slash;
+    char real[PATH_MAX], certs_abs[PATH_MAX], *slash;
     const char *base;
     int i, j, n, nh, rv = 2, gpu = 0, host_net;
     FILE *f = NULL;
@@ -501,6 +615,37 @@ int hetps_cmd_compose(int argc, char **argv)
     }
     if (o.compose_ver && check_compose_version(o.compose_ver, gpu))
         goto out;
+    if (cl.insecure) {
+        o.certs = NULL;
+    } else {
+        /* Absolute: Compose reads a relative path from the file's folder. */
+        char out_dir[PATH_MAX], *sl;
+
+        if (!o.certs) {
+            snprintf(out_dir, sizeof out_dir, "%s", o.out ? o.out : "./x");
+            sl = strrchr(out_dir, '/');
+            if (sl)
+                *sl = '\0';
+            else
+                snprintf(out_dir, sizeof out_dir, ".");
+            if (!realpath(out_dir, certs_abs) ||
+                strlen(certs_abs) + 7 >= sizeof certs_abs) {
+                fprintf(stderr, "hetps compose: %s: %s\n", out_dir,
+                        strerror(errno));
+                goto out;
+            }
+            strcat(certs_abs, "/certs");
+        } else if (o.certs[0] != '/') {
+            fprintf(stderr, "hetps compose: --certs '%s': give an absolute "
+                    "path\n", o.certs);
+            goto out;
+        } else {
+            snprintf(certs_abs, sizeof certs_abs, "%s", o.certs);
+        }
+        o.certs = certs_abs;
+        if (task_certs(&o, &cl, t, n) != 0)
+            goto out;
+    }
 
     f = o.out ? fopen(o.out, "w") : stdout;
     if (!f) {
