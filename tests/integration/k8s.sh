@@ -54,6 +54,23 @@ grep -A1 "name: HETPS_INDEX_OFFSET" "$T/mixed/worker.yaml" | grep -q 'value: "3"
 [ "$(grep -c 'nvidia.com/gpu: 2' "$T/mixed/worker.yaml")" = 2 ] || fail "CPU workers ask for GPUs (or GPU workers do not)"
 [ "$(grep -c 'image: "hetps:gpu"' "$T/mixed/worker.yaml")" = 2 ] || fail "GPU workers do not run the GPU image"
 [ "$(grep -c 'image: "hetps:latest"' "$T/mixed/worker.yaml")" = 1 ] || fail "CPU workers do not run the CPU image"
+
+# Mutual TLS: every pod mounts the Secret NAME-certs and is pointed at it;
+# --certs makes the certificates for the pods' DNS names, and the folder the
+# Secret is made from holds no CA key.
+grep -q "secretName: hetps-certs" "$T/gen/ps.yaml" && grep -q "secretName: hetps-certs" "$T/gen/worker.yaml" ||
+    fail "the pods do not mount the Secret hetps-certs"
+[ "$(grep -c 'name: HETPS_CERTS' "$T/gen/ps.yaml" "$T/gen/worker.yaml" | awk -F: '{s += $2} END {print s}')" = 2 ] ||
+    fail "HETPS_CERTS is not set in every pod template"
+"$BIN/hetps" k8s deploy/cluster.local.json -o "$T/tls" --certs "$T/kc" 2> "$T/err.txt" ||
+    { cat "$T/err.txt"; fail "hetps k8s --certs"; }
+grep -q "kubectl create secret generic hetps-certs --from-file=$T/kc/tasks" "$T/err.txt" ||
+    { cat "$T/err.txt"; fail "hetps k8s --certs does not say how to make the Secret"; }
+[ "$(cd "$T/kc/tasks" && ls | tr '\n' ' ')" = "admin.pem ca.crt ps-0.pem ps-1.pem worker-0.pem worker-1.pem " ] ||
+    { ls "$T/kc/tasks"; fail "the Secret's folder holds other files than the CA and the tasks' certificates"; }
+openssl x509 -noout -text -in "$T/kc/ps-1.pem" | grep -q "DNS:hetps-ps-1.hetps-ps" ||
+    fail "ps:1's certificate does not name its pod"
+ok "TLS: the Secret hetps-certs mounted in every pod; --certs names the pods"
 grep -q '"hetps-worker-cpu-1.hetps-worker:2222"' "$T/mixed/configmap.yaml" || fail "worker 2's address is not its pod's"
 sed -i 's/value: "3"/value: "2"/' "$T/mixed/worker.yaml"
 $PY $V "$T/mixed" > "$T/out.txt" 2>&1 && fail "validate.py accepted a Job at the wrong offset"

@@ -13,6 +13,7 @@
 
 #include "cluster.h"
 #include "err.h"
+#include "tls.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -24,6 +25,7 @@
 
 #define CONF_DIR "/etc/hetps"
 #define STORE_DIR "/var/lib/hetps"
+#define CERTS_DIR "/run/secrets/hetps"  /* the Secret NAME-certs */
 
 /* Workers in a row that use the same number of GPUs: one Indexed Job. */
 struct wgroup {
@@ -42,6 +44,7 @@ struct k8s_conf {
     int port;
     long fs_group;          /* the claims' group, given to the pods too */
     const char *gpu_image;  /* for workers with GPUs */
+    const char *certs;      /* --certs DIR: make the certificates there */
     char **worker_args;     /* after "--" */
     int n_worker_args;
     struct wgroup *groups;  /* (n_groups) */
@@ -74,12 +77,18 @@ static void k8s_usage(FILE *f)
 "      --storage SIZE      each parameter server's store (default 1Gi)\n"
 "      --storage-class C   the claims' storage class (default: the cluster's)\n"
 "      --port PORT         the port every task listens on (default 2222)\n"
+"      --certs DIR         make the cluster's certificates in DIR for the\n"
+"                          pods' names, and DIR/tasks: what the Secret holds\n"
 "      --fs-group GID      group that owns each server's volume; Kubernetes\n"
 "                          gives it to the pod's processes (default 1000)\n"
 "  -- WORKER_ARG...        more hetps-worker flags (e.g. --epochs 10)\n"
 "\n"
 "With a \"token_file\" in the cluster, every pod mounts the Secret NAME-token\n"
 "(its key: the token file's name) as that file.\n"
+"Unless the cluster is \"insecure\", every pod mounts the Secret NAME-certs\n"
+"at /run/secrets/hetps (HETPS_CERTS): the CA and every task's certificate,\n"
+"made for the pods' DNS names by --certs DIR (then: kubectl create secret\n"
+"generic NAME-certs --from-file=DIR/tasks, never ca.key).\n"
 "Apply with: kubectl apply -f DIR. Check offline with\n"
 "deploy/k8s/validate.py DIR (deploy/README.md, Kubernetes).\n");
 }
@@ -315,6 +324,9 @@ static void common_mounts(FILE *f, const struct hc_cluster *c)
 
     fprintf(f, "        - name: cluster\n          mountPath: %s\n"
             "          readOnly: true\n", CONF_DIR);
+    if (!c->insecure)
+        fprintf(f, "        - name: certs\n          mountPath: " CERTS_DIR
+                "\n          readOnly: true\n");
     if (c->token_file[0]) {
         fprintf(f, "        - name: token\n          mountPath: ");
         yq(f, c->token_file);
@@ -332,6 +344,17 @@ static void common_volumes(FILE *f, const struct k8s_conf *k,
     if (c->token_file[0])
         fprintf(f, "      - name: token\n        secret:\n"
                 "          secretName: %s-token\n", k->name);
+    if (!c->insecure)
+        fprintf(f, "      - name: certs\n        secret:\n"
+                "          secretName: %s-certs\n", k->name);
+}
+
+/* The environment line that points a task at its certificates. */
+static void certs_env(FILE *f, const struct hc_cluster *c)
+{
+    if (!c->insecure)
+        fprintf(f, "        - name: HETPS_CERTS\n          value: " CERTS_DIR
+                "\n");
 }
 
 static void write_ps(FILE *f, const struct k8s_conf *k,
@@ -359,8 +382,9 @@ static void write_ps(FILE *f, const struct k8s_conf *k,
             "\"k8s:%s/cluster.json\",\n"
             "                  \"--listen\", \"tcp://0.0.0.0:%d\", "
             "\"--data-dir\", \"%s/store\"]\n", CONF_DIR, k->port, STORE_DIR);
-    fprintf(f, "        env:\n        - name: HETPS_JOB\n          value: ps\n"
-            "        ports:\n        - name: hetps\n          containerPort: "
+    fprintf(f, "        env:\n        - name: HETPS_JOB\n          value: ps\n");
+    certs_env(f, c);
+    fprintf(f, "        ports:\n        - name: hetps\n          containerPort: "
             "%d\n", k->port);
     fprintf(f, "        readinessProbe:\n          tcpSocket:\n            port:"
             " %d\n          periodSeconds: 5\n"
@@ -407,6 +431,7 @@ static void write_job(FILE *f, const struct k8s_conf *k,
     }
     fprintf(f, "]\n        env:\n        - name: HETPS_JOB\n"
             "          value: worker\n");
+    certs_env(f, c);
     if (w->first)
         fprintf(f, "        - name: HETPS_INDEX_OFFSET\n"
                 "          value: \"%d\"\n", w->first);
@@ -538,6 +563,79 @@ static int check_conf(const struct k8s_conf *k)
     return 0;
 }
 
+/* Copy src to dst, replacing it. 0, or -1 with a message. */
+static int copy_to(const char *src, const char *dst)
+{
+    char buf[8192];
+    size_t n;
+    FILE *in = fopen(src, "rb"), *o = in ? fopen(dst, "wb") : NULL;
+    int rv = in && o ? 0 : -1;
+
+    while (rv == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, o) != n)
+            rv = -1;
+    if (in && ferror(in))
+        rv = -1;
+    if (o && fclose(o) != 0)
+        rv = -1;
+    if (in)
+        fclose(in);
+    if (rv)
+        fprintf(stderr, "hetps k8s: cannot copy %s to %s\n", src, dst);
+    return rv;
+}
+
+/*
+ * --certs DIR: the certificates of the cluster as the pods see it (their
+ * DNS names, from the rewritten cluster `json`), made as `hetps certs`
+ * does, and DIR/tasks holding what the Secret NAME-certs gets: ca.crt and
+ * every task's certificate, never ca.key. 0, or 1 with a message.
+ */
+static int make_certs(const struct k8s_conf *k, const char *json)
+{
+    struct hc_cluster pods;
+    struct hc_diag diag;
+    char dir[4096], src[4200], dst[4200], task[32], name[32];
+    int made = 0, i, rv = 1;
+
+    if (hc_cluster_parse(json, strlen(json), "the pods' cluster", &pods,
+                         &diag) != HC_OK) {
+        hc_diag_print(&diag, stderr);
+        return 1;
+    }
+    if (hc_tls_make(&pods, k->certs, &made) != HC_OK) {
+        fprintf(stderr, "hetps k8s: %s\n", hc_err_msg());
+        goto out;
+    }
+    snprintf(dir, sizeof dir, "%s/tasks", k->certs);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "hetps k8s: %s: %s\n", dir, strerror(errno));
+        goto out;
+    }
+    for (i = -2; i < pods.n_ps + pods.n_worker; i++) {
+        if (i == -2)
+            snprintf(name, sizeof name, "ca.crt");
+        else if (i == -1)
+            snprintf(name, sizeof name, "admin.pem");
+        else {
+            snprintf(task, sizeof task, "%s:%d", i < pods.n_ps ? "ps" : "worker",
+                     i < pods.n_ps ? i : i - pods.n_ps);
+            hc_tls_file_name(name, sizeof name, task);
+        }
+        snprintf(src, sizeof src, "%s/%s", k->certs, name);
+        snprintf(dst, sizeof dst, "%s/%s", dir, name);
+        if (copy_to(src, dst) != 0)
+            goto out;
+    }
+    fprintf(stderr, "hetps k8s: certificates for the pods' names in %s (%d "
+            "made); give them to the pods with:\n  kubectl create secret "
+            "generic %s-certs --from-file=%s\n", k->certs, made, k->name, dir);
+    rv = 0;
+out:
+    hc_cluster_free(&pods);
+    return rv;
+}
+
 int hetps_cmd_k8s(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -551,13 +649,14 @@ int hetps_cmd_k8s(int argc, char **argv)
         { "port", required_argument, NULL, 'p' },
         { "fs-group", required_argument, NULL, 'g' },
         { "gpu-image", required_argument, NULL, 'G' },
+        { "certs", required_argument, NULL, 'C' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     struct k8s_conf k = { "hetps", NULL, "hetps:latest",
                           "/opt/hetps/deploy/models/fashion_cnn.json",
                           "1Gi", NULL, HC_DEFAULT_PORT, 1000, "hetps:gpu",
-                          NULL, 0, NULL, 0 };
+                          NULL, NULL, 0, NULL, 0 };
     const char *out = NULL, *file;
     struct hc_cluster c;
     struct hc_diag diag;
@@ -574,6 +673,7 @@ int hetps_cmd_k8s(int argc, char **argv)
         case 'N': k.ns = optarg; break;
         case 'i': k.image = optarg; break;
         case 'G': k.gpu_image = optarg; break;
+        case 'C': k.certs = optarg; break;
         case 'm': k.model = optarg; break;
         case 's': k.storage = optarg; break;
         case 'S': k.storage_class = optarg; break;
@@ -616,6 +716,8 @@ int hetps_cmd_k8s(int argc, char **argv)
         return 1;
     }
     rc = write_all(out, &k, &c, json);
+    if (rc == 0 && k.certs && !c.insecure)
+        rc = make_certs(&k, json);
     if (rc == 0 && out)
         fprintf(stderr, "hetps k8s: wrote %s/configmap.yaml, ps.yaml, "
                 "worker.yaml: %d parameter server(s), %d worker(s); "
