@@ -662,6 +662,24 @@ static int check_data(const uint8_t *b, size_t len, size_t off,
     return HC_OK;
 }
 
+/* The largest whole message of a kind: only messages that carry tensors
+ * (create, pull, push) may reach HC_WIRE_MAX_MSG. */
+static size_t kind_limit(Hetps__Envelope__PayloadCase pc)
+{
+    switch (pc) {
+    case HETPS__ENVELOPE__PAYLOAD_CREATE:
+    case HETPS__ENVELOPE__PAYLOAD_PULL:
+    case HETPS__ENVELOPE__PAYLOAD_PUSH:
+        return HC_WIRE_MAX_MSG;
+    case HETPS__ENVELOPE__PAYLOAD_JOIN:
+    case HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY:
+    case HETPS__ENVELOPE__PAYLOAD_STATUS_REPLY:
+        return HC_WIRE_MAX_ROSTER;
+    default:
+        return HC_WIRE_MAX_CONTROL;
+    }
+}
+
 static int decode(const void *body, size_t len, uint64_t expect_cluster,
                   int check_crc, struct hc_wire_msg *out)
 {
@@ -702,6 +720,13 @@ static int decode(const void *body, size_t len, uint64_t expect_cluster,
         rv = hc_err_set(HC_ERR_VERSION, "message uses protocol version %u but "
                         "this program speaks version %u; run the same hetps "
                         "release on every task", env->version, HC_WIRE_VERSION);
+        goto fail;
+    }
+    if (len > kind_limit(env->payload_case)) {
+        rv = hc_err_set(HC_ERR_LIMIT, "a %s message of %zu bytes is over the "
+                        "limit of %zu for its kind",
+                        hc_wire_payload_name(env->payload_case), len,
+                        kind_limit(env->payload_case));
         goto fail;
     }
     if (expect_cluster != 0 && env->cluster_id != expect_cluster) {

@@ -39,6 +39,10 @@
 /* Limits every decoder enforces (a message over any is refused). */
 #define HC_WIRE_MAX_HEADER   (4u << 20)    /* Envelope bytes */
 #define HC_WIRE_MAX_MSG      (512u << 20)  /* whole message */
+#define HC_WIRE_MAX_CONTROL  (64u << 10)   /* heartbeat, leave, status, shutdown,
+                                              ack, error: no tensors */
+#define HC_WIRE_MAX_ROSTER   (32u << 20)   /* join and the replies that list
+                                              the members: join, status */
 #define HC_WIRE_MAX_TENSORS  65536u        /* TensorRefs / Ranges per message */
 #define HC_WIRE_MAX_TENSOR   (64u << 20)   /* elements in one TensorRef */
 #define HC_WIRE_MAX_VARS     4096u         /* variables per CreateVariables */

@@ -983,6 +983,33 @@ static void test_decode_too_big(void)
     free(f);
 }
 
+/* Per kind: a heartbeat (no tensors) padded past HC_WIRE_MAX_CONTROL is
+ * refused before its body is looked at; the same bytes as a push are not
+ * refused for their size. */
+static void test_decode_kind_limit(void)
+{
+    struct fx *f = malloc(sizeof *f);
+    size_t flen, len = (size_t)HC_WIRE_MAX_CONTROL + 1;
+    struct hc_wire_msg m;
+    uint8_t *buf, *big;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fx_init(f, HETPS__ENVELOPE__PAYLOAD_HEARTBEAT);
+    buf = fx_frame(f, &flen);
+    CU_ASSERT_FATAL(flen < len);
+    big = calloc(1, len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(big);
+    memcpy(big, buf, flen);
+    expect_err("padded heartbeat", hc_wire_decode(big, len, CLUSTER, &m),
+               HC_ERR_LIMIT, "a heartbeat message of 65537 bytes is over the "
+               "limit of 65536 for its kind");
+    CU_ASSERT_EQUAL(hc_wire_decode(buf, flen, CLUSTER, &m), HC_OK);
+    hc_wire_msg_free(&m);
+    free(big);
+    free(buf);
+    free(f);
+}
+
 /* ---- decoding: one row per Envelope check ---- */
 
 static void m_version(struct fx *f) { f->env.version = 2; }
@@ -1397,6 +1424,7 @@ void hp_test_register(void)
     CU_add_test(s, "decode: truncated message", test_decode_truncated);
     CU_add_test(s, "decode: random bytes", test_decode_random);
     CU_add_test(s, "decode: over the message limit", test_decode_too_big);
+    CU_add_test(s, "decode: over its kind's limit", test_decode_kind_limit);
     CU_add_test(s, "decode: envelope checks", test_decode_checks);
     CU_add_test(s, "decode: cluster 0 accepts any", test_decode_any_cluster);
     CU_add_test(s, "decode: misaligned body", test_decode_misaligned);
