@@ -663,13 +663,15 @@ static int check_data(const uint8_t *b, size_t len, size_t off,
 }
 
 /* The largest whole message of a kind: only messages that carry tensors
- * (create, pull, push) may reach HC_WIRE_MAX_MSG. */
+ * (create, pull, push, and the ack that answers a pull with the values)
+ * may reach HC_WIRE_MAX_MSG. */
 static size_t kind_limit(Hetps__Envelope__PayloadCase pc)
 {
     switch (pc) {
     case HETPS__ENVELOPE__PAYLOAD_CREATE:
     case HETPS__ENVELOPE__PAYLOAD_PULL:
     case HETPS__ENVELOPE__PAYLOAD_PUSH:
+    case HETPS__ENVELOPE__PAYLOAD_ACK:
         return HC_WIRE_MAX_MSG;
     case HETPS__ENVELOPE__PAYLOAD_JOIN:
     case HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY:

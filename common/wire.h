@@ -40,7 +40,7 @@
 #define HC_WIRE_MAX_HEADER   (4u << 20)    /* Envelope bytes */
 #define HC_WIRE_MAX_MSG      (512u << 20)  /* whole message */
 #define HC_WIRE_MAX_CONTROL  (64u << 10)   /* heartbeat, leave, status, shutdown,
-                                              ack, error: no tensors */
+                                              error: no tensors */
 #define HC_WIRE_MAX_ROSTER   (32u << 20)   /* join and the replies that list
                                               the members: join, status */
 #define HC_WIRE_MAX_TENSORS  65536u        /* TensorRefs / Ranges per message */

@@ -352,6 +352,8 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
     }
     rv = ps_store_init(sh->store, cv->signature, &layout, (uint32_t)sh->index,
                        optim, init, &created);
+    if (rv == HC_ERR_IO)        /* a full disk: said here, not only replied */
+        hc_warn("create refused: %s", hc_err_msg());
     if (rv == HC_OK)
         rv = load_blocks(sh);
     if (rv != HC_OK)

@@ -651,7 +651,17 @@ int ps_store_init(struct ps_store *s, uint64_t signature,
         pthread_mutex_unlock(&s->wmu);
         goto out;
     }
+    /* What the create writes: each block's record (values and CRC) and its
+     * optimizer slots, at most 5/4 of it in LMDB's pages, and as much again
+     * for copy-on-write of the B-tree — reserved on disk beforehand. */
+    s->write_extra = 0;
+    for (uint32_t i = 0; i < n; i++)
+        s->write_extra += ((uint64_t)tab[i].length * 4 + 64) *
+                          (1 + a.n_slots) * 5 / 2;
+    if (s->write_extra > s->map_size)
+        s->write_extra = s->map_size;
     rv = store_write_txn(s, init_body, &a, "initialising the store");
+    s->write_extra = 0;
     if (rv == HC_OK) {
         free(s->blocks);
         s->blocks = tab;

@@ -69,6 +69,8 @@ struct ps_store {
     int unsynced;               /* under wmu: commits since the last sync */
     uint64_t last_reader_check_ms;
     uint64_t disk_reserved;     /* under wmu: bytes of the data file allocated */
+    uint64_t write_extra;       /* under wmu: bytes the next write transaction
+                                   adds beyond what is in use (a create) */
 };
 
 /* ---- store_txn.c ------------------------------------------------------- */

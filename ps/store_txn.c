@@ -182,7 +182,9 @@ void store_rtxn_end(struct ps_store *s, MDB_txn *t)
  * when the disk is full would be SIGBUS. So before each write transaction
  * the data file is allocated (posix_fallocate) ahead of LMDB's last used
  * page by as much again as is in use (at least 64 MiB, at most up to the
- * map size) — room for a transaction that rewrites every page. A full
+ * map size) — room for a transaction that rewrites every page — and by
+ * what a transaction that adds data says it adds (s->write_extra, set by
+ * ps_store_init: a create of a large model writes far more than is in use). A full
  * disk then fails here with ENOSPC, before anything is written: the
  * update is refused with an error reply and a log line, the store as it
  * was. File systems without fallocate are used as they are (no guard).
@@ -200,6 +202,8 @@ static int reserve_disk(struct ps_store *s, const char *what)
         return HC_OK;
     used = ((uint64_t)info.me_last_pgno + 1) * s->psize;
     want = used + (used > DISK_MIN_AHEAD ? used : DISK_MIN_AHEAD);
+    if (used + s->write_extra + DISK_MIN_AHEAD > want)
+        want = used + s->write_extra + DISK_MIN_AHEAD;
     if (want > s->map_size)
         want = s->map_size;
     if (want <= s->disk_reserved)
