@@ -112,10 +112,21 @@ int pc_push_pull(struct pc_client *c, const float *grads, uint32_t samples,
 /* Ask every shard to shut down (front door). */
 int pc_shutdown(struct pc_client *c);
 
+/* A worker's membership as a shard reports it. */
+enum pc_member_state {
+    PC_MEMBER_UNKNOWN,          /* never joined, or a state not known here */
+    PC_MEMBER_JOINED,
+    PC_MEMBER_LEFT,             /* said goodbye */
+    PC_MEMBER_DEAD              /* missed its heartbeats */
+};
+
+/* "unknown", "joined", "left", "dead", as `hetps status` prints them. */
+const char *pc_member_state_name(enum pc_member_state s);
+
 /* What one shard says of one worker. */
 struct pc_member {
     int worker;
-    char state[16];             /* "joined", "left", "dead" */
+    enum pc_member_state state;
     uint64_t incarnation;
     uint64_t last_seen_ms;
     uint64_t requests, duplicates;

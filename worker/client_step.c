@@ -235,6 +235,18 @@ int pc_push_pull(struct pc_client *c, const float *grads, uint32_t samples,
     return rv == HC_OK ? take_values(c, params, st, late) : rv;
 }
 
+/* The client's states are the wire's, in the same order. */
+_Static_assert(PC_MEMBER_UNKNOWN == (int)HC_MEMBER_UNKNOWN &&
+               PC_MEMBER_JOINED == (int)HC_MEMBER_JOINED &&
+               PC_MEMBER_LEFT == (int)HC_MEMBER_LEFT &&
+               PC_MEMBER_DEAD == (int)HC_MEMBER_DEAD,
+               "enum pc_member_state must follow enum hc_member_state");
+
+const char *pc_member_state_name(enum pc_member_state s)
+{
+    return hc_member_state_name((enum hc_member_state)s);
+}
+
 int pc_status(struct pc_client *c, struct pc_shard_status *out)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
@@ -297,7 +309,7 @@ int pc_status(struct pc_client *c, struct pc_shard_status *out)
             struct pc_member *pm = &o->members[k];
 
             pm->worker = (int)m->task->index;
-            snprintf(pm->state, sizeof pm->state, "%s", m->state);
+            pm->state = (enum pc_member_state)hc_member_state_parse(m->state);
             pm->incarnation = m->incarnation;
             pm->last_seen_ms = m->last_seen_ms;
             pm->requests = m->requests;

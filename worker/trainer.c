@@ -104,7 +104,7 @@ static int others_done(struct pc_client *pc, const struct hc_cluster *cl,
             done = 0;
         for (k = 0; k < st[j].n_members; k++)
             if (st[j].members[k].worker != self &&
-                !strcmp(st[j].members[k].state, "joined"))
+                st[j].members[k].state == PC_MEMBER_JOINED)
                 done = 0;
     }
     pc_status_free(st, cl->n_ps);
