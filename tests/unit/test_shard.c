@@ -70,24 +70,36 @@ static void fx_close(struct fx *f)
     hp_rmtree(f->dir);
 }
 
-/* Encode env with the blocks of `values` (NULL: no tensors), decode it as
- * the service would, and serve it; the reply (when HC_OK) is decoded into
- * *out, which keeps *keep alive. Returns ps_shard_serve's code. */
+/* Encode env with the blocks of `values` (NULL: no tensors) into *req and
+ * decode it into *in, as the service receives it. */
+static void request(struct fx *f, Hetps__Envelope *env, const float *values,
+                    struct hc_wire_msg *in, nng_msg **req)
+{
+    size_t b, n = values ? f->lay.n_blocks : 0;
+
+    memset(in, 0, sizeof *in);
+    *req = NULL;
+    for (b = 0; b < n; b++)
+        f->src[b].data = values + f->lay.blocks[b].flat;
+    CU_ASSERT_EQUAL_FATAL(hc_wire_encode(req, env, f->src, n), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(hc_wire_decode(nng_msg_body(*req),
+                                         nng_msg_len(*req), CLUSTER, in),
+                          HC_OK);
+}
+
+/* Serve env (tensors: the blocks of `values`); the reply (when HC_OK) is
+ * decoded into *out, which keeps *keep alive. Returns ps_shard_serve's
+ * code. */
 static int serve(struct fx *f, Hetps__Envelope *env, const float *values,
                  struct hc_wire_msg *out, nng_msg **keep)
 {
-    struct hc_wire_msg in = { 0 };
-    nng_msg *req = NULL;
-    size_t b, n = values ? f->lay.n_blocks : 0;
+    struct hc_wire_msg in;
+    nng_msg *req;
     int rv;
 
     *keep = NULL;
     memset(out, 0, sizeof *out);
-    for (b = 0; b < n; b++)
-        f->src[b].data = values + f->lay.blocks[b].flat;
-    CU_ASSERT_EQUAL_FATAL(hc_wire_encode(&req, env, f->src, n), HC_OK);
-    CU_ASSERT_EQUAL_FATAL(hc_wire_decode(nng_msg_body(req), nng_msg_len(req),
-                                         CLUSTER, &in), HC_OK);
+    request(f, env, values, &in, &req);
     rv = ps_shard_serve(f->sh, &in, &shard0, NULL, keep);
     if (rv == HC_OK)
         CU_ASSERT_EQUAL_FATAL(hc_wire_decode(nng_msg_body(*keep),
@@ -222,9 +234,8 @@ static void test_sync_sum(void)
     float init[N], g1[N], g3[N], got[N];
     Hetps__Envelope env;
     Hetps__Push p;
-    struct hc_wire_msg in = { 0 };
-    nng_msg *req = NULL;
-    size_t b;
+    struct hc_wire_msg in;
+    nng_msg *req;
     uint64_t version;
     int i, bad = 0;
 
@@ -239,13 +250,7 @@ static void test_sync_sum(void)
         const float *g = w ? g3 : g1;
 
         push_env(&f, &env, &p, w ? 3 : 1, 0);
-        for (b = 0; b < f.lay.n_blocks; b++)
-            f.src[b].data = g + f.lay.blocks[b].flat;
-        CU_ASSERT_EQUAL_FATAL(hc_wire_encode(&req, &env, f.src,
-                                             f.lay.n_blocks), HC_OK);
-        CU_ASSERT_EQUAL_FATAL(hc_wire_decode(nng_msg_body(req),
-                                             nng_msg_len(req), CLUSTER, &in),
-                              HC_OK);
+        request(&f, &env, g, &in, &req);
         CU_ASSERT_EQUAL(ps_shard_accumulate(f.sh, &in), HC_OK);
         hc_wire_msg_free(&in);
         nng_msg_free(req);
@@ -304,17 +309,10 @@ static void test_refused(void)
     f.src[2].length = 1;
     push_env(&f, &env, &p, 1, 0);
     {
-        size_t b;
-        nng_msg *req = NULL;
-        struct hc_wire_msg in = { 0 };
+        nng_msg *req;
+        struct hc_wire_msg in;
 
-        for (b = 0; b < f.lay.n_blocks; b++)
-            f.src[b].data = init + f.lay.blocks[b].flat;
-        CU_ASSERT_EQUAL_FATAL(hc_wire_encode(&req, &env, f.src,
-                                             f.lay.n_blocks), HC_OK);
-        CU_ASSERT_EQUAL_FATAL(hc_wire_decode(nng_msg_body(req),
-                                             nng_msg_len(req), CLUSTER, &in),
-                              HC_OK);
+        request(&f, &env, init, &in, &req);
         keep = NULL;
         CU_ASSERT_NOT_EQUAL(ps_shard_serve(f.sh, &in, &shard0, NULL, &keep),
                             HC_OK);
