@@ -26,9 +26,11 @@
 #define LR 0.5f                 /* SGD, exact in binary for these values */
 
 static const struct hc_sender worker0 = {
-    HETPS__JOB__JOB_WORKER, 0, 0x1234567812345678ull, CLUSTER};
+    .job = HETPS__JOB__JOB_WORKER, .index = 0,
+    .incarnation = 0x1234567812345678ull, .cluster_id = CLUSTER };
 static const struct hc_sender shard0 = {
-    HETPS__JOB__JOB_PS, 0, 0x8765432187654321ull, CLUSTER};
+    .job = HETPS__JOB__JOB_PS, .index = 0,
+    .incarnation = 0x8765432187654321ull, .cluster_id = CLUSTER };
 
 /* What every test needs: the shard, its directory, the one-shard layout. */
 struct fx {
