@@ -93,6 +93,31 @@ const char *hc_wire_payload_name(Hetps__Envelope__PayloadCase c)
     }
 }
 
+static const char *const member_state_names[] = {
+    [HC_MEMBER_UNKNOWN] = "unknown",
+    [HC_MEMBER_JOINED] = "joined",
+    [HC_MEMBER_LEFT] = "left",
+    [HC_MEMBER_DEAD] = "dead",
+};
+
+const char *hc_member_state_name(enum hc_member_state s)
+{
+    if ((unsigned)s >= sizeof member_state_names / sizeof *member_state_names)
+        s = HC_MEMBER_UNKNOWN;
+    return member_state_names[s];
+}
+
+enum hc_member_state hc_member_state_parse(const char *name)
+{
+    unsigned s;
+
+    for (s = 0; name && s < sizeof member_state_names / sizeof *member_state_names;
+         s++)
+        if (!strcmp(name, member_state_names[s]))
+            return (enum hc_member_state)s;
+    return HC_MEMBER_UNKNOWN;
+}
+
 /* ---- identity ---- */
 
 uint64_t hc_wire_new_incarnation(void)

@@ -152,4 +152,18 @@ int hc_wire_error_reply(nng_msg **out, const struct hc_sender *s,
 /* "join", "push", … for logs and messages. */
 const char *hc_wire_payload_name(Hetps__Envelope__PayloadCase c);
 
+/* A worker's membership as a shard reports it (Member.state on the wire). */
+enum hc_member_state {
+    HC_MEMBER_UNKNOWN,          /* never joined, or a state not known here */
+    HC_MEMBER_JOINED,
+    HC_MEMBER_LEFT,             /* said goodbye */
+    HC_MEMBER_DEAD              /* missed its heartbeats */
+};
+
+/* "unknown", "joined", "left", "dead": the wire's words for each state. */
+const char *hc_member_state_name(enum hc_member_state s);
+
+/* The state `name` stands for; NULL or a word not listed above: UNKNOWN. */
+enum hc_member_state hc_member_state_parse(const char *name);
+
 #endif

@@ -23,19 +23,6 @@
 int ps_export(const struct hc_cluster *cl, const char *data_dir,
               const char *out_dir, FILE *log);
 
-/*
- * Move a job's state to another number of parameter servers: read every
- * block, every optimizer slot and the step from the stores of `from`
- * (shard J in FROM_DIR/ps-J, read-only, checksums verified), lay the
- * variables out for the shards of `to`, and write fresh stores in
- * TO_DIR/ps-J (which must not hold variables yet); then read them back and
- * check every parameter is bitwise the value it had. The new step is the
- * largest old one (shards of a sync job agree; async shards differ by the
- * pushes in flight). Workers then start with the `to` cluster file.
- */
-int ps_reshard(const struct hc_cluster *from, const char *from_dir,
-               const struct hc_cluster *to, const char *to_dir, FILE *log);
-
 /* Print what the store in `dir` holds: meta, variables, blocks, records. */
 int ps_inspect(const char *dir, FILE *out);
 

@@ -1,6 +1,10 @@
 /*
- * reshard.c — fit a data directory's stores to the cluster in place (see
- * reshard.h): what `hetps launch` does before it starts any task.
+ * reshard.c — move a job's stores to another number of shards, and fit a
+ * data directory's stores to the cluster in place (see reshard.h): what
+ * `hetps launch` does before it starts any task.
+ *
+ * ps_reshard gathers every variable and slot (gather.h), lays them out for
+ * the new shards and writes fresh stores, then reads them back.
  *
  * DATA holds shard J's store in DATA/ps-J. When DATA/ps-0 is a store of m
  * shards and the cluster has n != m parameter servers:
@@ -40,10 +44,129 @@
 #include <unistd.h>
 
 #include "err.h"
-#include "export.h"
+#include "gather.h"
+#include "layout.h"
+#include "optimizer.h"
 #include "store.h"
 
 #define COMPLETE "complete"
+
+/* Each worker's place in its data, for the workers to resume from (a
+ * record with no request: a worker's first request after the move comes
+ * with a new incarnation). */
+static int put_places(struct ps_store *st, const struct ps_gathered *g)
+{
+    struct ps_record *recs = calloc((size_t)g->n_workers + 1, sizeof *recs);
+    size_t n = 0;
+    int w, rv;
+
+    if (!recs)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    for (w = 0; w < g->n_workers; w++)
+        if (g->places[w].known) {
+            recs[n].worker = (uint32_t)w;
+            recs[n++].place = g->places[w];
+        }
+    rv = n ? ps_store_apply(st, &g->info0.optim, NULL, 0, recs, n, NULL)
+           : HC_OK;
+    free(recs);
+    return rv;
+}
+
+int ps_reshard(const struct hc_cluster *from, const char *from_dir,
+               const struct hc_cluster *to, const char *to_dir, FILE *log)
+{
+    struct hc_layout lay = { 0 };
+    struct ps_gathered g;
+    size_t sizes[HC_MODEL_MAX_VARS] = { 0 };
+    char dir[PATH_MAX], optim[PS_OPTIM_JSON_MAX];
+    int j, v, k, rv, have_lay = 0;
+
+    /* 1. Everything the old shards hold, checksums verified. */
+    if ((rv = ps_gather(from, from_dir, 1, 1, &g, log)) != HC_OK)
+        return rv;
+    /* 2. The new layout and fresh stores. */
+    for (v = 0; v < g.n_vars; v++)
+        sizes[v] = g.vars[v].size;
+    rv = hc_layout_build(sizes, g.n_vars, to->n_ps, g.block_elems, &lay);
+    if (rv == HC_OK)
+        have_lay = 1;
+    if (rv == HC_OK)
+        rv = ps_optim_to_json(&g.info0.optim, optim, sizeof optim);
+    for (j = 0; rv == HC_OK && j < to->n_ps; j++) {
+        const float **init = calloc(lay.shard_blocks[j] + 1, sizeof *init);
+        const float **sl[PS_STORE_MAX_SLOTS] = { 0 };
+        struct ps_store *st = NULL;
+        struct ps_store_info info;
+        size_t b;
+        int created = 0;
+
+        for (k = 0; k < (int)g.n_slots; k++)
+            sl[k] = calloc(lay.shard_blocks[j] + 1, sizeof *sl[k]);
+        if (!init || (g.n_slots > 0 && !sl[0]) || (g.n_slots > 1 && !sl[1])) {
+            rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
+            goto next;
+        }
+        for (b = 0; b < lay.n_blocks; b++) {
+            const struct hc_block *bk = &lay.blocks[b];
+
+            if (bk->shard != (uint32_t)j)
+                continue;
+            init[bk->local] = g.vars[bk->var].data + bk->offset;
+            for (k = 0; k < (int)g.n_slots; k++)
+                sl[k][bk->local] = g.slots[k][bk->var] + bk->offset;
+        }
+        snprintf(dir, sizeof dir, "%s/ps-%d", to_dir, j);
+        if ((rv = ps_store_open(dir, NULL, &st)) != HC_OK)
+            goto next;
+        ps_store_info(st, &info);
+        if (info.initialised) {
+            rv = hc_err_set(HC_ERR_EXISTS, "store %s already holds variables: "
+                            "give reshard an empty --out-dir", dir);
+            goto next;
+        }
+        if ((rv = ps_store_init(st, g.info0.signature, &lay, (uint32_t)j, optim,
+                                init, &created)) == HC_OK &&
+            (rv = ps_store_restore(st, (const float *const *const *)sl, g.step)) ==
+                HC_OK &&
+            (rv = ps_store_meta_put(st, "vars", g.json, g.json_len)) == HC_OK)
+            rv = put_places(st, &g);
+        /* 3. Read back: every parameter bitwise as it was. */
+        for (b = 0; rv == HC_OK && b < lay.n_blocks; b++) {
+            const struct hc_block *bk = &lay.blocks[b];
+            float *back;
+
+            if (bk->shard != (uint32_t)j)
+                continue;
+            back = malloc((size_t)bk->length * sizeof *back);
+            if (!back) {
+                rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
+                break;
+            }
+            rv = ps_store_read_block(st, bk->local, back, bk->length);
+            if (rv == HC_OK && memcmp(back, g.vars[bk->var].data + bk->offset,
+                                      (size_t)bk->length * sizeof *back) != 0)
+                rv = hc_err_set(HC_ERR_STORE, "%s: block %u reads back "
+                                "different values", dir, bk->local);
+            free(back);
+        }
+        if (rv == HC_OK)
+            rv = ps_store_verify(st);
+        if (rv == HC_OK && log)
+            fprintf(log, "%s: %u blocks, step %llu, checksums good\n", dir,
+                    lay.shard_blocks[j], (unsigned long long)g.step);
+next:
+        ps_store_close(st);
+        free(init);
+        for (k = 0; k < PS_STORE_MAX_SLOTS; k++)
+            free(sl[k]);
+    }
+    if (have_lay)
+        hc_layout_free(&lay);
+    ps_gathered_free(&g);
+    return rv;
+}
+
 
 static int path_fmt(char *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

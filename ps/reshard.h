@@ -1,7 +1,8 @@
 /*
- * reshard.h — fit a data directory's stores to the cluster in place: what
- * `hetps launch` does before it starts any task (`hetps reshard
- * --in-place`). The moving itself is ps_reshard (export.h).
+ * reshard.h — move a job's stores to another number of parameter servers
+ * (`hetps reshard`), and fit a data directory's stores to the cluster in
+ * place: what `hetps launch` does before it starts any task (`hetps
+ * reshard --in-place`).
  */
 #ifndef PS_RESHARD_H
 #define PS_RESHARD_H
@@ -9,6 +10,19 @@
 #include <stdio.h>
 
 #include "cluster.h"
+
+/*
+ * Move a job's state to another number of parameter servers: read every
+ * block, every optimizer slot and the step from the stores of `from`
+ * (shard J in FROM_DIR/ps-J, read-only, checksums verified), lay the
+ * variables out for the shards of `to`, and write fresh stores in
+ * TO_DIR/ps-J (which must not hold variables yet); then read them back and
+ * check every parameter is bitwise the value it had. The new step is the
+ * largest old one (shards of a sync job agree; async shards differ by the
+ * pushes in flight). Workers then start with the `to` cluster file.
+ */
+int ps_reshard(const struct hc_cluster *from, const char *from_dir,
+               const struct hc_cluster *to, const char *to_dir, FILE *log);
 
 /* What ps_reshard_recover did (zeros: nothing). */
 struct ps_reshard_done {

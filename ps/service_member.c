@@ -21,8 +21,6 @@
 #include "sync.h"
 #include "wire.h"
 
-static const char *const state_names[] = { "unknown", "joined", "left", "dead" };
-
 /* The members' entries of a join or status reply (arrays owned here). */
 struct member_list {
     Hetps__Member **list;       /* (n) pointers into storage */
@@ -58,7 +56,7 @@ static void fill_members(struct ps_service *s, struct member_list *ml)
         t->index = (uint32_t)i;
         pm->task = t;
         pm->incarnation = m->incarnation;
-        pm->state = (char *)state_names[m->state];
+        pm->state = (char *)hc_member_state_name((enum hc_member_state)m->state);
         pm->has_last_seen_ms = 1;
         pm->last_seen_ms = (uint64_t)(now - m->last_seen_ms);
         pm->devices = m->devices;

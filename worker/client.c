@@ -56,6 +56,8 @@ int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
         c->o.timeout_ms = 5000;
     if (c->o.retry_ms <= 0)
         c->o.retry_ms = 30000;
+    if (c->o.wait_ms <= 0)
+        c->o.wait_ms = 120000;
     pthread_mutex_init(&c->hb_mu, NULL);
     pthread_cond_init(&c->hb_cv, NULL);
 

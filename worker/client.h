@@ -27,6 +27,8 @@ struct pc_client;
 struct pc_opts {
     int timeout_ms;     /* one attempt (default 5000) */
     int retry_ms;       /* give up on a shard after this long (default 30000) */
+    int wait_ms;        /* pc_sync_step, pc_ssp_step: one attempt while a
+                           shard holds the pull back (default 120000) */
 };
 
 /* Open sockets to every shard of `cl` as task (job, index); job is
@@ -81,6 +83,9 @@ struct pc_step {
     uint64_t version;       /* out: smallest version pulled */
     int has_slice;          /* out: sync: ps:0 assigned a slice */
     uint32_t offset, count; /* out: this worker's slice of the global batch */
+    int late;               /* out: sync step: a shard counted the pushed
+                               gradient too late for its step (backup
+                               workers) */
 };
 
 /* Pull with the step's conditions; waits (up to wait_ms per attempt, 0 =
@@ -96,26 +101,61 @@ int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
                  uint64_t base_version, float samples_per_s, uint64_t clock,
                  int *late);
 
+/* A gradient to push: the mean over `samples` samples, computed on the
+ * values of base_version, with the worker's measured speed. */
+struct pc_grad {
+    const float *data;          /* (n_params) */
+    uint32_t samples;
+    uint64_t base_version;
+    float samples_per_s;
+};
+
 /*
- * Push-and-pull, one round trip per step (as ps-lite's PushPull): push the
- * gradient computed at base_version, and receive into params the values
- * the mode allows next — sync: version base_version + 1, with this
- * worker's slice of st->global_batch for it; ssp: once this worker is
- * within the bound after the push (st->clock: steps pushed before this
- * one); async: at once. Fills st->version and the slice; *late (may be
- * NULL) as pc_push_step. wait_ms as pc_pull_step.
+ * One step's exchange, one round trip (as ps-lite's PushPull): push g and
+ * receive into params (n_params floats) the values the mode allows next.
+ * Each fills st->version (the smallest shard version pulled).
+ *
+ * pc_sync_step: g is for step base_version; answers once every worker has
+ * pushed that step, with version base_version + 1 and this worker's slice
+ * (st->has_slice, offset, count) of st->global_batch (in: the samples of
+ * step base_version + 1) for it; st->late when a shard counted g too late
+ * for its step. Waits up to the client's wait_ms per attempt.
+ *
+ * pc_ssp_step: answers once this worker is within the staleness bound
+ * after the push (st->clock: steps it pushed before this one); waits up to
+ * wait_ms per attempt.
+ *
+ * pc_async_step: answers at once with the freshest values.
+ *
+ * pc_ssp_step and pc_async_step send the worker's place in its data with
+ * the push when st->has_place (st->epoch, st->batches), as the shards
+ * record it (pc_place). Errors: a code with a message naming the shard.
  */
-int pc_push_pull(struct pc_client *c, const float *grads, uint32_t samples,
-                 uint64_t base_version, float samples_per_s, float *params,
-                 struct pc_step *st, int *late, int wait_ms);
+int pc_sync_step(struct pc_client *c, const struct pc_grad *g, float *params,
+                 struct pc_step *st);
+int pc_ssp_step(struct pc_client *c, const struct pc_grad *g, float *params,
+                struct pc_step *st);
+int pc_async_step(struct pc_client *c, const struct pc_grad *g, float *params,
+                  struct pc_step *st);
 
 /* Ask every shard to shut down (front door). */
 int pc_shutdown(struct pc_client *c);
 
+/* A worker's membership as a shard reports it. */
+enum pc_member_state {
+    PC_MEMBER_UNKNOWN,          /* never joined, or a state not known here */
+    PC_MEMBER_JOINED,
+    PC_MEMBER_LEFT,             /* said goodbye */
+    PC_MEMBER_DEAD              /* missed its heartbeats */
+};
+
+/* "unknown", "joined", "left", "dead", as `hetps status` prints them. */
+const char *pc_member_state_name(enum pc_member_state s);
+
 /* What one shard says of one worker. */
 struct pc_member {
     int worker;
-    char state[16];             /* "joined", "left", "dead" */
+    enum pc_member_state state;
     uint64_t incarnation;
     uint64_t last_seen_ms;
     uint64_t requests, duplicates;

@@ -16,8 +16,7 @@
 #include "rpc.h"
 #include "wire.h"
 
-static int take_values(struct pc_client *c, float *params, struct pc_step *st,
-                       int *late);
+static int take_values(struct pc_client *c, float *params, struct pc_step *st);
 
 int pc_pull(struct pc_client *c, float *params, uint64_t *version)
 {
@@ -69,7 +68,7 @@ int pc_pull_step(struct pc_client *c, float *params, struct pc_step *st,
                          wait_ms);
     if (rv != HC_OK)
         goto out;
-    rv = take_values(c, params, st, NULL);
+    rv = take_values(c, params, st);
 out:
     if (idp != ids)
         free(idp);
@@ -79,16 +78,14 @@ out:
 /* Copy the values of every shard's answer (in c->dec) into params, check
  * them against the plan, and read the version, the slice (ps:0's) and the
  * late flags; releases the answers. */
-static int take_values(struct pc_client *c, float *params, struct pc_step *st,
-                       int *late)
+static int take_values(struct pc_client *c, float *params, struct pc_step *st)
 {
     uint64_t vmin = UINT64_MAX;
     int i, rv = HC_OK, missing = 0;
     size_t k;
 
     st->has_slice = 0;
-    if (late)
-        *late = 0;
+    st->late = 0;
     if (c->dec[0].env->ack->has_batch_count) {
         st->has_slice = 1;
         st->offset = c->dec[0].env->ack->batch_offset;
@@ -130,8 +127,8 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st,
         }
         if (d->env->ack->has_version && d->env->ack->version < vmin)
             vmin = d->env->ack->version;
-        if (late && d->env->ack->has_late && d->env->ack->late)
-            *late = 1;
+        if (d->env->ack->has_late && d->env->ack->late)
+            st->late = 1;
     }
     client_release(c);
     st->version = vmin == UINT64_MAX ? 0 : vmin;
@@ -229,14 +226,48 @@ int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
     return HC_OK;
 }
 
-int pc_push_pull(struct pc_client *c, const float *grads, uint32_t samples,
-                 uint64_t base_version, float samples_per_s, float *params,
-                 struct pc_step *st, int *late, int wait_ms)
+/* Push g with the pull's conditions in *st, wait up to wait_ms per
+ * attempt, and take the values. */
+static int push_pull(struct pc_client *c, const struct pc_grad *g,
+                     float *params, struct pc_step *st, int wait_ms)
 {
-    int rv = send_push(c, grads, samples, base_version, samples_per_s, st, 1,
-                       wait_ms);
+    int rv = send_push(c, g->data, g->samples, g->base_version,
+                       g->samples_per_s, st, 1, wait_ms);
 
-    return rv == HC_OK ? take_values(c, params, st, late) : rv;
+    return rv == HC_OK ? take_values(c, params, st) : rv;
+}
+
+int pc_sync_step(struct pc_client *c, const struct pc_grad *g, float *params,
+                 struct pc_step *st)
+{
+    st->has_place = 0;          /* a sync job's place is its version */
+    return push_pull(c, g, params, st, c->o.wait_ms);
+}
+
+int pc_ssp_step(struct pc_client *c, const struct pc_grad *g, float *params,
+                struct pc_step *st)
+{
+    st->global_batch = 0;       /* no slices outside sync */
+    return push_pull(c, g, params, st, c->o.wait_ms);
+}
+
+int pc_async_step(struct pc_client *c, const struct pc_grad *g, float *params,
+                  struct pc_step *st)
+{
+    st->global_batch = 0;
+    return push_pull(c, g, params, st, 0);
+}
+
+/* The client's states are the wire's, in the same order. */
+_Static_assert(PC_MEMBER_UNKNOWN == (int)HC_MEMBER_UNKNOWN &&
+               PC_MEMBER_JOINED == (int)HC_MEMBER_JOINED &&
+               PC_MEMBER_LEFT == (int)HC_MEMBER_LEFT &&
+               PC_MEMBER_DEAD == (int)HC_MEMBER_DEAD,
+               "enum pc_member_state must follow enum hc_member_state");
+
+const char *pc_member_state_name(enum pc_member_state s)
+{
+    return hc_member_state_name((enum hc_member_state)s);
 }
 
 int pc_status(struct pc_client *c, struct pc_shard_status *out)
@@ -302,7 +333,7 @@ int pc_status(struct pc_client *c, struct pc_shard_status *out)
             struct pc_member *pm = &o->members[k];
 
             pm->worker = (int)m->task->index;
-            snprintf(pm->state, sizeof pm->state, "%s", m->state);
+            pm->state = (enum pc_member_state)hc_member_state_parse(m->state);
             pm->incarnation = m->incarnation;
             pm->last_seen_ms = m->last_seen_ms;
             pm->requests = m->requests;

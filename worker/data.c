@@ -492,33 +492,35 @@ int wk_shard_n_batches(const struct wk_shard *s, int batch_size)
 
 int wk_shard_batch(struct wk_shard *s, int epoch, int batch_index,
                    int batch_size, const struct wk_dataset *d, float *x_out,
-                   int32_t *y_out)
+                   int32_t *y_out, int *n_out)
 {
+    *n_out = 0;
     if (batch_size < 1 || batch_index < 0)
-        return -hc_err_set(HC_ERR_INVAL, "data shard: bad batch request "
-                           "(epoch %d, batch %d of size %d)", epoch,
-                           batch_index, batch_size);
+        return hc_err_set(HC_ERR_INVAL, "data shard: bad batch request "
+                          "(epoch %d, batch %d of size %d)", epoch,
+                          batch_index, batch_size);
     return wk_shard_slice(s, epoch, (long long)batch_index * batch_size,
-                          batch_size, d, x_out, y_out);
+                          batch_size, d, x_out, y_out, n_out);
 }
 
 int wk_shard_slice(struct wk_shard *s, int epoch, long long start,
                    int batch_size, const struct wk_dataset *d, float *x_out,
-                   int32_t *y_out)
+                   int32_t *y_out, int *n_out)
 {
     size_t px;
     int count;
 
+    *n_out = 0;
     if (!s->order || !d || batch_size < 1 || epoch < 0 || start < 0)
-        return -hc_err_set(HC_ERR_INVAL, "data shard: bad batch request "
-                           "(epoch %d, start %lld, size %d)", epoch, start,
-                           batch_size);
+        return hc_err_set(HC_ERR_INVAL, "data shard: bad batch request "
+                          "(epoch %d, start %lld, size %d)", epoch, start,
+                          batch_size);
     if (d->n != s->n_total)
-        return -hc_err_set(HC_ERR_INVAL, "data shard: made for %d samples "
-                           "but the data set %s holds %d", s->n_total,
-                           d->images_path, d->n);
+        return hc_err_set(HC_ERR_INVAL, "data shard: made for %d samples "
+                          "but the data set %s holds %d", s->n_total,
+                          d->images_path, d->n);
     if (start >= s->n)
-        return 0;
+        return HC_OK;
     if (s->epoch != epoch)
         shuffle(s, epoch);
     count = s->n - start < batch_size ? (int)(s->n - start) : batch_size;
@@ -529,7 +531,8 @@ int wk_shard_slice(struct wk_shard *s, int epoch, long long start,
                px * sizeof *x_out);
         y_out[k] = d->y[i];
     }
-    return count;
+    *n_out = count;
+    return HC_OK;
 }
 
 void wk_shard_free(struct wk_shard *s)

@@ -145,24 +145,24 @@ int wk_shard_n_batches(const struct wk_shard *s, int batch_size);
 
 /*
  * Fill x_out and y_out with batch batch_index of epoch (≥ 0) of a data set
- * with labels, shuffling the
- * shard's order first when the epoch changed (O(n), no allocation). Returns
- * the number of samples filled: batch_size, fewer for the last batch, 0
- * past the end of the epoch; or -HC_ERR_INVAL (negative, with a message)
- * when the arguments do not fit: batch_size < 1, epoch or batch_index < 0,
- * or a data set whose size is not the shard's n_total.
+ * with labels, shuffling the shard's order first when the epoch changed
+ * (O(n), no allocation); *n_out is the number of samples filled:
+ * batch_size, fewer for the last batch, 0 past the end of the epoch.
+ * Returns HC_OK, or HC_ERR_INVAL (with a message, *n_out 0) when the
+ * arguments do not fit: batch_size < 1, epoch or batch_index < 0, or a data
+ * set whose size is not the shard's n_total.
  */
 int wk_shard_batch(struct wk_shard *s, int epoch, int batch_index,
                    int batch_size, const struct wk_dataset *d,
                    float *x_out /* (batch_size, h, w, c) */,
-                   int32_t *y_out /* (batch_size) */);
+                   int32_t *y_out /* (batch_size) */, int *n_out);
 
 /* wk_shard_batch for any run of the epoch's order: up to `count` samples
  * from position `start` (synchronous training takes a worker's slice of
  * each global batch this way). Same returns as wk_shard_batch. */
 int wk_shard_slice(struct wk_shard *s, int epoch, long long start, int count,
                    const struct wk_dataset *d, float *x_out /* (count, h, w, c) */,
-                   int32_t *y_out /* (count) */);
+                   int32_t *y_out /* (count) */, int *n_out);
 
 void wk_shard_free(struct wk_shard *s);
 

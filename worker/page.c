@@ -177,9 +177,9 @@ static void tasks(struct buf *b, const struct wk_page *pg)
         put(b, "<tr><td>worker:%d</td><td>%s</td><td>", w,
             w == 0 ? "chief" : "worker");
         put_text(b, m ? m->devices : "");
-        put(b, "</td><td%s>", m && strcmp(m->state, "dead") ? ""
+        put(b, "</td><td%s>", m && m->state != PC_MEMBER_DEAD ? ""
                                                              : " class=\"bad\"");
-        put_text(b, m ? m->state : "unknown");
+        put_text(b, pc_member_state_name(m ? m->state : PC_MEMBER_UNKNOWN));
         if (m)
             put(b, "</td><td>%llu</td><td>%.0f</td><td>%u</td><td></td></tr>\n",
                 (unsigned long long)m->clock, (double)m->samples_per_s,

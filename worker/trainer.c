@@ -33,6 +33,7 @@
 #include "device.h"
 #include "watch.h"
 #include "replica.h"
+#include "sync_schedule.h"
 
 /* A sync pull may wait for the slowest worker: allow one attempt this long. */
 #define SYNC_WAIT_MS 120000
@@ -104,7 +105,7 @@ static int others_done(struct pc_client *pc, const struct hc_cluster *cl,
             done = 0;
         for (k = 0; k < st[j].n_members; k++)
             if (st[j].members[k].worker != self &&
-                !strcmp(st[j].members[k].state, "joined"))
+                st[j].members[k].state == PC_MEMBER_JOINED)
                 done = 0;
     }
     pc_status_free(st, cl->n_ps);
@@ -324,22 +325,25 @@ static int run_async(struct run *r)
         wk_watch_begin(r->watch, epoch, nb, t0);
         for (b = epoch == (int)e0 ? (int)b0 : 0; b < nb && !stopping(r); b++) {
             uint64_t base = st.version;
+            struct pc_grad g;
             double loss, tc = r->t_compute, tx;
             int n, k;
 
-            n = wk_shard_batch(&r->shard, epoch, b, r->B, &r->train, r->x, r->y);
-            if (n < 0)
-                return -n;
+            rv = wk_shard_batch(&r->shard, epoch, b, r->B, &r->train, r->x,
+                                r->y, &n);
+            if (rv != HC_OK)
+                return rv;
             if ((rv = compute(r, n, &loss, &k)) != HC_OK)
                 return rv;
-            tx = hc_now_s();
+            g = (struct pc_grad){ .data = r->grads, .samples = (uint32_t)n,
+                                  .base_version = base,
+                                  .samples_per_s = (float)r->speed };
             st.clock = r->clock;
-            st.global_batch = 0;
             st.epoch = (uint32_t)epoch;
             st.batches = (uint32_t)b + 1;
             tx = hc_now_s();
-            rv = pc_push_pull(r->pc, r->grads, (uint32_t)n, base,
-                              (float)r->speed, r->params, &st, NULL, wait);
+            rv = ssp ? pc_ssp_step(r->pc, &g, r->params, &st)
+                     : pc_async_step(r->pc, &g, r->params, &st);
             if (rv != HC_OK)
                 return rv;
             r->t_exchange += hc_now_s() - tx;
@@ -368,148 +372,192 @@ static int run_async(struct run *r)
     return HC_OK;
 }
 
-/* sync: global steps; this worker computes the slice ps:0 assigns it.
- * Each step is one push-and-pull: the slice's gradient for version v goes
- * out, the values of v + 1 (once every worker has pushed) and the slice
- * for v + 1 come back. */
-static int run_sync(struct run *r)
+/* What a sync run keeps across steps. */
+struct sync_run {
+    struct wk_sync_schedule s;
+    struct pc_step st;          /* the last pull's answer: version, slice */
+    uint64_t v_first;           /* first step computed; UINT64_MAX: none */
+    double t_first;
+    int epoch;                  /* of the steps being summed, -1: none yet */
+    double t0, loss_sum;        /*   its start, its loss × samples */
+    long correct;
+    int seen;                   /*   samples computed in it */
+};
+
+/* A plain pull of the newest step (at the start, after a skipped step, an
+ * epoch's evaluation or a changed job batch), with the slice of its global
+ * batch; nothing when the run is stopping. */
+static int fresh_pull(struct run *r, struct sync_run *y)
 {
-    const int n_workers = r->c->cluster->n_worker;
-    const long long N = r->train.n;
-    long long G = (long long)r->B * n_workers;  /* until ps:0 says the job's */
-    long long spe = (N + G - 1) / G;    /* steps per epoch */
-    uint64_t v, total, v_first = UINT64_MAX;
-    struct pc_step st = { 0 };
-    int epoch = -1, seen = 0, rv, have = 0;
-    double t0 = hc_now_s(), loss_sum = 0, t_first = 0;
-    long correct = 0;
+    if (stopping(r))
+        return HC_OK;
+    y->st.min_version = y->v_first == UINT64_MAX ? 0 : y->st.version;
+    y->st.clock = r->clock;
+    y->st.global_batch =
+        (uint32_t)wk_sync_batch_of(&y->s, y->st.min_version);
+    return pc_pull_step(r->pc, r->params, &y->st, SYNC_WAIT_MS);
+}
 
-    /* A last partial batch too small to give each worker a sample is
-     * dropped (as drop_remainder would). */
-    if (N % G && N % G < n_workers)
-        spe = N / G;
-    total = (uint64_t)spe * (uint64_t)r->epochs;
-    st.job_batch = (uint32_t)G;
-#define GLOBAL_BATCH(ver) \
-    (N - (long long)((ver) % (uint64_t)spe) * G < G \
-         ? N - (long long)((ver) % (uint64_t)spe) * G : G)
-    while (!stopping(r)) {
-        long long t;
-        double loss, tx, tc = r->t_compute;
-        int n, k, e, late;
+/* One sync step v, the values and slice in hand: read the slice's samples,
+ * compute its gradient, push it and pull step v + 1 with the slice of its
+ * batch (one round trip); then count the step into its epoch. */
+static int one_step(struct run *r, struct sync_run *y, uint64_t v, int epoch,
+                    long long t)
+{
+    struct pc_grad g;
+    double loss, tx, tc = r->t_compute;
+    int n, k, rv;
 
-        if (!have) {        /* (re)start: a plain pull of the newest step */
-            st.min_version = v_first == UINT64_MAX ? 0 : st.version;
-            st.clock = r->clock;
-            st.global_batch = (uint32_t)GLOBAL_BATCH(st.min_version);
-            if ((rv = pc_pull_step(r->pc, r->params, &st, SYNC_WAIT_MS)))
-                return rv;
-            have = 1;
-        }
-        if (st.job_batch && st.job_batch != (uint32_t)G) {
-            /* The job's global batch was fixed by the workers that started
-             * it (this one joined later, e.g. added to the cluster file):
-             * cut the same batches. */
-            hc_info("the job's global batch is %u (not %lld): taking a share "
-                    "of it", st.job_batch, G);
-            G = st.job_batch;
-            spe = (N + G - 1) / G;
-            if (N % G && N % G < n_workers)
-                spe = N / G;
-            total = (uint64_t)spe * (uint64_t)r->epochs;
-            have = 0;
-            continue;
-        }
-        v = st.version;
-        if (v >= total)
-            break;
-        if (st.global_batch != (uint32_t)GLOBAL_BATCH(v)) {
-            have = 0;       /* the slice was cut for another step's batch */
-            continue;
-        }
-        if (v_first == UINT64_MAX) {
-            v_first = v;
-            t_first = hc_now_s();
-        }
-        e = (int)(v / (uint64_t)spe);
-        t = (long long)(v % (uint64_t)spe);
-        if (e != epoch) {
-            epoch = e;
-            t0 = hc_now_s();
-            loss_sum = 0;
-            correct = 0;
-            seen = 0;
-            wk_watch_begin(r->watch, epoch, spe, t0);
-        }
-        if (!st.has_slice || st.count == 0 || st.count > (uint32_t)r->max_batch) {
-            if (st.count > (uint32_t)r->max_batch)
-                hc_warn("step %llu: slice of %u samples is over the %d this "
-                        "worker holds: skipped", (unsigned long long)v,
-                        st.count, r->max_batch);
-            st.version = v + 1;
-            have = 0;       /* nothing to push: wait for the next step */
-            continue;
-        }
-        n = wk_shard_slice(&r->shard, epoch, t * G + st.offset, (int)st.count,
-                           &r->train, r->x, r->y);
-        if (n <= 0)
-            return n < 0 ? -n : hc_err_set(HC_ERR_DATA, "step %llu: empty slice",
-                                           (unsigned long long)v);
-        if ((rv = compute(r, n, &loss, &k)) != HC_OK)
-            return rv;
-        st.clock = r->clock;
-        st.global_batch = (uint32_t)GLOBAL_BATCH(v + 1);
-        tx = hc_now_s();
-        rv = pc_push_pull(r->pc, r->grads, (uint32_t)n, v, (float)r->speed,
-                          r->params, &st, &late, SYNC_WAIT_MS);
-        if (rv != HC_OK)
-            return rv;
-        r->t_exchange += hc_now_s() - tx;
-        r->clock++;
-        if (late)
-            r->late++;
-        loss_sum += loss * n;
-        correct += k;
-        seen += n;
-        wk_watch_step(r->watch, t + 1, n, loss, k, r->t_compute - tc,
-                      hc_now_s() - tx, hc_now_s());
-        if ((v + 1) % (uint64_t)spe == 0 && seen) {
-            if ((rv = epoch_end(r, epoch, hc_now_s() - t0, loss_sum, correct,
-                                seen, v + 1)) != HC_OK)
-                return rv;
-            seen = 0;
-            have = 0;       /* epoch_end pulled without a slice */
-            st.version = v + 1;
-        }
-    }
-#undef GLOBAL_BATCH
-    if (v_first == UINT64_MAX && !stopping(r)) {
+    rv = wk_shard_slice(&r->shard, epoch, t * y->s.G + y->st.offset,
+                        (int)y->st.count, &r->train, r->x, r->y, &n);
+    if (rv != HC_OK)
+        return rv;
+    if (n == 0)
+        return hc_err_set(HC_ERR_DATA, "step %llu: empty slice",
+                          (unsigned long long)v);
+    if ((rv = compute(r, n, &loss, &k)) != HC_OK)
+        return rv;
+    g = (struct pc_grad){ .data = r->grads, .samples = (uint32_t)n,
+                          .base_version = v, .samples_per_s = (float)r->speed };
+    y->st.clock = r->clock;
+    y->st.global_batch = (uint32_t)wk_sync_batch_of(&y->s, v + 1);
+    tx = hc_now_s();
+    if ((rv = pc_sync_step(r->pc, &g, r->params, &y->st)) != HC_OK)
+        return rv;
+    r->t_exchange += hc_now_s() - tx;
+    r->clock++;
+    if (y->st.late)
+        r->late++;
+    y->loss_sum += loss * n;
+    y->correct += k;
+    y->seen += n;
+    wk_watch_step(r->watch, t + 1, n, loss, k, r->t_compute - tc,
+                  hc_now_s() - tx, hc_now_s());
+    return HC_OK;
+}
+
+/* Start summing epoch `epoch` (its first step computed here). */
+static void sync_epoch_begin(struct run *r, struct sync_run *y, int epoch)
+{
+    y->epoch = epoch;
+    y->t0 = hc_now_s();
+    y->loss_sum = 0;
+    y->correct = 0;
+    y->seen = 0;
+    wk_watch_begin(r->watch, epoch, y->s.steps_per_epoch, y->t0);
+}
+
+/* The summary lines of a sync run. */
+static void sync_report(const struct run *r, const struct sync_run *y)
+{
+    if (y->v_first == UINT64_MAX && !stopping(r)) {
         char what[160];
 
         snprintf(what, sizeof what, "the shards are at step %llu: this "
                  "job's %d epoch(s) (%llu steps) are done",
-                 (unsigned long long)st.version, r->epochs,
-                 (unsigned long long)total);
+                 (unsigned long long)y->st.version, r->epochs,
+                 (unsigned long long)y->s.total);
         nothing_to_train(what);
     }
     if (r->late)
         hc_info("%llu of %llu gradients came too late for their step "
                 "(backup workers)", (unsigned long long)r->late,
                 (unsigned long long)r->clock);
-    if (v_first != UINT64_MAX && st.version > v_first) {
-        double dt = hc_now_s() - t_first;
-        uint64_t steps = (st.version < total ? st.version : total) - v_first;
+    if (y->v_first != UINT64_MAX && y->st.version > y->v_first) {
+        double dt = hc_now_s() - y->t_first;
+        uint64_t steps = (y->st.version < y->s.total ? y->st.version
+                                                     : y->s.total) - y->v_first;
 
         /* Steps of G samples, all workers together (the last batch of an
          * epoch may be shorter: close enough for a rate). */
         hc_info("sync: %llu steps of global batch %lld in %.2f s: %.0f "
                 "samples/s over all workers; this worker %.0f samples/s, "
                 "per step %.2f ms computing, %.2f ms in push-and-pull",
-                (unsigned long long)steps, G, dt,
-                dt > 0 ? (double)steps * (double)G / dt : 0.0, r->speed,
+                (unsigned long long)steps, y->s.G, dt,
+                dt > 0 ? (double)steps * (double)y->s.G / dt : 0.0, r->speed,
                 r->steps ? 1e3 * r->t_compute / (double)r->steps : 0.0,
                 r->steps ? 1e3 * r->t_exchange / (double)r->steps : 0.0);
     }
+}
+
+/*
+ * sync: global steps (sync_schedule.h); this worker computes the slice
+ * ps:0 assigns it. Each step: the values of step v and this worker's slice
+ * of it are in hand (pulled); compute the slice's gradient; push it and
+ * pull step v + 1 — values once every worker has pushed, and the slice of
+ * v + 1 — in one round trip. A fresh pull is needed only when the hand is
+ * empty or stale: at the start, when the job's batch differs from this
+ * worker's idea of it, when the slice was cut for another step's batch,
+ * after a step that gave this worker nothing, and after an epoch's
+ * evaluation.
+ */
+static int run_sync(struct run *r)
+{
+    struct sync_run y = { .v_first = UINT64_MAX, .epoch = -1 };
+    int rv;
+
+    if ((rv = wk_sync_schedule_init(&y.s, r->train.n, r->c->cluster->n_worker,
+                                    (long long)r->B * r->c->cluster->n_worker,
+                                    r->epochs)) != HC_OK)
+        return rv;
+    y.st.job_batch = (uint32_t)y.s.G;   /* until ps:0 says the job's */
+    y.t0 = hc_now_s();
+    if ((rv = fresh_pull(r, &y)) != HC_OK)
+        return rv;
+    while (!stopping(r)) {
+        uint64_t v = y.st.version;
+        long long t, was = y.s.G;
+        int epoch;
+
+        if (wk_sync_rebatch(&y.s, y.st.job_batch)) {
+            /* The job's global batch was fixed by the workers that started
+             * it (this one joined later, e.g. added to the cluster file):
+             * cut the same batches. */
+            hc_info("the job's global batch is %u (not %lld): taking a share "
+                    "of it", y.st.job_batch, was);
+            if ((rv = fresh_pull(r, &y)) != HC_OK)
+                return rv;
+            continue;
+        }
+        if (v >= y.s.total)
+            break;
+        if (y.st.global_batch != (uint32_t)wk_sync_batch_of(&y.s, v)) {
+            /* the slice was cut for another step's batch */
+            if ((rv = fresh_pull(r, &y)) != HC_OK)
+                return rv;
+            continue;
+        }
+        if (y.v_first == UINT64_MAX) {
+            y.v_first = v;
+            y.t_first = hc_now_s();
+        }
+        wk_sync_place(&y.s, v, &epoch, &t);
+        if (epoch != y.epoch)
+            sync_epoch_begin(r, &y, epoch);
+        if (!y.st.has_slice || y.st.count == 0 ||
+            y.st.count > (uint32_t)r->max_batch) {
+            if (y.st.count > (uint32_t)r->max_batch)
+                hc_warn("step %llu: slice of %u samples is over the %d this "
+                        "worker holds: skipped", (unsigned long long)v,
+                        y.st.count, r->max_batch);
+            y.st.version = v + 1;   /* nothing to push: wait for the next */
+            if ((rv = fresh_pull(r, &y)) != HC_OK)
+                return rv;
+            continue;
+        }
+        if ((rv = one_step(r, &y, v, epoch, t)) != HC_OK)
+            return rv;
+        if ((v + 1) % (uint64_t)y.s.steps_per_epoch == 0 && y.seen) {
+            if ((rv = epoch_end(r, epoch, hc_now_s() - y.t0, y.loss_sum,
+                                y.correct, y.seen, v + 1)) != HC_OK)
+                return rv;
+            y.seen = 0;
+            y.st.version = v + 1;   /* epoch_end pulled without a slice */
+            if ((rv = fresh_pull(r, &y)) != HC_OK)
+                return rv;
+        }
+    }
+    sync_report(r, &y);
     return HC_OK;
 }
 

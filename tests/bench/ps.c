@@ -10,7 +10,7 @@
  * directory, durability `process`), registers one variable of that size
  * and then runs synthetic clients — threads, each its own pc_client as
  * its own worker task — that push a gradient and pull the new values
- * (pc_push_pull, one round trip) as fast as they can, without computing.
+ * (pc_async_step, one round trip) as fast as they can, without computing.
  * In the same run, with the same bytes to the same number of servers and
  * the same number of concurrent requesters, it times raw nng REQ/REP
  * (forked servers answering from several contexts) and raw TCP (forked
@@ -489,12 +489,13 @@ fail:
 static int hp_call(void *p)
 {
     struct hp_st *st = p;
+    struct pc_grad g = { .data = st->grads, .samples = 64,
+                         .base_version = st->version, .samples_per_s = 1000.0f };
     struct pc_step s = { 0 };
     int rv;
 
     s.clock = st->clock;
-    rv = pc_push_pull(st->pc, st->grads, 64, st->version, 1000.0f, st->params,
-                      &s, NULL, 0);
+    rv = pc_async_step(st->pc, &g, st->params, &s);
     if (rv != HC_OK) {
         fprintf(stderr, "ps bench: push-and-pull: %s\n", hc_err_msg());
         return -1;

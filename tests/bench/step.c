@@ -90,28 +90,26 @@ static int parse_args(int argc, char **argv, struct bench_args *a)
 
 /* The training step: next batch of the shard, forward/loss/backward, Adam.
  * *step counts optimizer updates (Keras's iterations); *next_batch walks
- * the epochs. Returns the samples of the batch, or a negative error. */
+ * the epochs; *n the samples of the batch. Returns HC_OK or an error code. */
 static int train_step(struct wk_net *net, const struct hc_model *m,
                       struct wk_shard *shard, const struct wk_dataset *d,
                       int B, long *next_batch, uint64_t *step, float *params,
                       float *grads, float *s_m, float *s_v, float *x,
-                      int32_t *y, double *loss)
+                      int32_t *y, double *loss, int *n)
 {
     int nb = wk_shard_n_batches(shard, B);
     int epoch = (int)(*next_batch / nb), b = (int)(*next_batch % nb);
-    int n, rv;
+    int rv;
 
-    n = wk_shard_batch(shard, epoch, b, B, d, x, y);
-    if (n < 0)
-        return n;
-    rv = wk_net_step(net, params, x, y, NULL, n, grads, loss, NULL);
-    if (rv != HC_OK)
-        return -rv;
+    if ((rv = wk_shard_batch(shard, epoch, b, B, d, x, y, n)) != HC_OK ||
+        (rv = wk_net_step(net, params, x, y, NULL, *n, grads, loss,
+                          NULL)) != HC_OK)
+        return rv;
     ps_optim_apply(&m->optim, *step, m->n_params, params, grads, 1.0f,
                    s_m, s_v, params, s_m, s_v);
     (*step)++;
     (*next_batch)++;
-    return n;
+    return HC_OK;
 }
 
 int main(int argc, char **argv)
@@ -158,23 +156,19 @@ int main(int argc, char **argv)
     hc_model_init_params(&m, params);
 
     for (i = 0; i < WARMUP; i++) {
-        n = train_step(net, &m, &shard, &d, a.batch, &next_batch, &step,
-                       params, grads, s_m, s_v, x, y, &loss);
-        if (n < 0) {
-            rv = -n;
+        if ((rv = train_step(net, &m, &shard, &d, a.batch, &next_batch,
+                             &step, params, grads, s_m, s_v, x, y, &loss,
+                             &n)) != HC_OK)
             goto out;
-        }
         if (i == 0)
             loss_first = loss;
     }
     t0 = now_s();
     for (i = 0; i < a.steps; i++) {
-        n = train_step(net, &m, &shard, &d, a.batch, &next_batch, &step,
-                       params, grads, s_m, s_v, x, y, &loss);
-        if (n < 0) {
-            rv = -n;
+        if ((rv = train_step(net, &m, &shard, &d, a.batch, &next_batch,
+                             &step, params, grads, s_m, s_v, x, y, &loss,
+                             &n)) != HC_OK)
             goto out;
-        }
         samples += n;
     }
     dt = now_s() - t0;

@@ -410,7 +410,10 @@ static void test_shards_cover(void)
             int nb = wk_shard_n_batches(&s, t[i].batch);
             CU_ASSERT_EQUAL(nb, (want_n + t[i].batch - 1) / t[i].batch);
             for (int b = 0; b < nb; b++) {
-                int got = wk_shard_batch(&s, 3, b, t[i].batch, &d, x, y);
+                int got = -1;
+
+                CU_ASSERT_EQUAL(wk_shard_batch(&s, 3, b, t[i].batch, &d, x, y,
+                                               &got), HC_OK);
                 int want = b < nb - 1 ? t[i].batch
                                       : want_n - (nb - 1) * t[i].batch;
                 CU_ASSERT_EQUAL(got, want);
@@ -422,8 +425,11 @@ static void test_shards_cover(void)
                 }
                 total += got > 0 ? got : 0;
             }
-            CU_ASSERT_EQUAL(wk_shard_batch(&s, 3, nb, t[i].batch, &d, x, y),
-                            0);
+            int past = -1;
+
+            CU_ASSERT_EQUAL(wk_shard_batch(&s, 3, nb, t[i].batch, &d, x, y,
+                                           &past), HC_OK);
+            CU_ASSERT_EQUAL(past, 0);
             wk_shard_free(&s);
         }
         for (int j = 0; j < t[i].n; j++)
@@ -446,8 +452,8 @@ static void epoch_order(struct wk_shard *s, int epoch,
     float x[2 * 16];
     int got, at = 0;
 
-    for (int b = 0; (got = wk_shard_batch(s, epoch, b, 16, d, x,
-                                          order + at)) > 0; b++)
+    for (int b = 0; wk_shard_batch(s, epoch, b, 16, d, x, order + at,
+                                   &got) == HC_OK && got > 0; b++)
         at += got;
     CU_ASSERT_EQUAL(at, s->n);
 }
@@ -557,6 +563,7 @@ static void test_shard_errors(void)
     struct wk_shard s;
     float x[8];
     int32_t y[4];
+    int n;
 
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         CU_ASSERT_EQUAL(wk_shard_init(&s, t[i].n, t[i].k, t[i].index, 1),
@@ -570,15 +577,20 @@ static void test_shard_errors(void)
     make_set(&d, 10);
     make_set(&other, 11);
     CU_ASSERT_EQUAL_FATAL(wk_shard_init(&s, 10, 2, 1, 1), HC_OK);
-    CU_ASSERT_EQUAL(wk_shard_batch(&s, 0, 0, 0, &d, x, y), -HC_ERR_INVAL);
+    n = -1;
+    CU_ASSERT_EQUAL(wk_shard_batch(&s, 0, 0, 0, &d, x, y, &n), HC_ERR_INVAL);
+    CU_ASSERT_EQUAL(n, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "bad batch request"));
-    CU_ASSERT_EQUAL(wk_shard_batch(&s, -1, 0, 4, &d, x, y), -HC_ERR_INVAL);
-    CU_ASSERT_EQUAL(wk_shard_batch(&s, 0, -1, 4, &d, x, y), -HC_ERR_INVAL);
-    CU_ASSERT_EQUAL(wk_shard_batch(&s, 0, 0, 4, &other, x, y), -HC_ERR_INVAL);
+    CU_ASSERT_EQUAL(wk_shard_batch(&s, -1, 0, 4, &d, x, y, &n), HC_ERR_INVAL);
+    CU_ASSERT_EQUAL(wk_shard_batch(&s, 0, -1, 4, &d, x, y, &n), HC_ERR_INVAL);
+    CU_ASSERT_EQUAL(wk_shard_slice(&s, 0, -1, 4, &d, x, y, &n), HC_ERR_INVAL);
+    CU_ASSERT_EQUAL(wk_shard_batch(&s, 0, 0, 4, &other, x, y, &n),
+                    HC_ERR_INVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "data shard: made for 10 "
                                   "samples but the data set synthetic holds "
                                   "11"));
-    CU_ASSERT_EQUAL(wk_shard_batch(&s, 0, 1, 4, &d, x, y), 1);  /* 5 = 4+1 */
+    CU_ASSERT_EQUAL(wk_shard_batch(&s, 0, 1, 4, &d, x, y, &n), HC_OK);
+    CU_ASSERT_EQUAL(n, 1);                                      /* 5 = 4+1 */
     wk_shard_free(&s);
 
     /* wk_data_batch: file order, cut at the end. */

@@ -468,6 +468,30 @@ static void test_payload_names(void)
         hc_wire_payload_name((Hetps__Envelope__PayloadCase)99), "unknown");
 }
 
+static void test_member_states(void)
+{
+    static const struct {
+        enum hc_member_state state;
+        const char *name;
+    } cases[] = {
+        { HC_MEMBER_UNKNOWN, "unknown" },
+        { HC_MEMBER_JOINED, "joined" },
+        { HC_MEMBER_LEFT, "left" },
+        { HC_MEMBER_DEAD, "dead" },
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        CU_ASSERT_STRING_EQUAL(hc_member_state_name(cases[i].state),
+                               cases[i].name);
+        CU_ASSERT_EQUAL(hc_member_state_parse(cases[i].name), cases[i].state);
+    }
+    CU_ASSERT_STRING_EQUAL(hc_member_state_name((enum hc_member_state)7),
+                           "unknown");
+    CU_ASSERT_EQUAL(hc_member_state_parse("Joined"), HC_MEMBER_UNKNOWN);
+    CU_ASSERT_EQUAL(hc_member_state_parse(""), HC_MEMBER_UNKNOWN);
+    CU_ASSERT_EQUAL(hc_member_state_parse(NULL), HC_MEMBER_UNKNOWN);
+}
+
 static void test_error_codes(void)
 {
     static const struct { int hc; Hetps__ErrorCode wire; int both_ways; } map[] = {
@@ -1412,6 +1436,7 @@ void hp_test_register(void)
     CU_add_test(s, "incarnation non-zero, distinct", test_incarnation);
     CU_add_test(s, "init_env keeps each sender", test_init_env);
     CU_add_test(s, "payload names", test_payload_names);
+    CU_add_test(s, "member state names, both ways", test_member_states);
     CU_add_test(s, "error code mapping", test_error_codes);
     CU_add_test(s, "error reply, truncation", test_error_reply);
     CU_add_test(s, "round trip of every payload kind", test_roundtrip_kinds);

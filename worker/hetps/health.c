@@ -93,7 +93,7 @@ static int judge(const struct hc_cluster *cl, const struct pc_shard_status *st)
         up += st[i].up;
         for (k = 0; k < st[i].n_members; k++)
             if (st[i].members[k].worker == cl->task_index &&
-                !strcmp(st[i].members[k].state, "joined")) {
+                st[i].members[k].state == PC_MEMBER_JOINED) {
                 printf("worker:%d healthy: joined (ps:%d says so)\n",
                        cl->task_index, i);
                 return 1;

@@ -111,7 +111,8 @@ int hetps_cmd_status(int argc, char **argv)
                 len += (size_t)snprintf(states + len, sizeof states - len,
                                         "%sps:%d %s (seen %llums ago, %llu requests, %llu duplicates, "
                                         "clock %llu%s, %.0f samples/s, share %u%s, late %llu)",
-                                        len ? "; " : "", i, m->state,
+                                        len ? "; " : "", i,
+                                        pc_member_state_name(m->state),
                                         (unsigned long long)m->last_seen_ms,
                                         (unsigned long long)m->requests,
                                         (unsigned long long)m->duplicates,

@@ -1,0 +1,249 @@
+/*
+ * gather.c — assemble every variable from the stores of all shards (see
+ * gather.h): definitions from shard 0, blocks and slots from each shard,
+ * every element from exactly one block.
+ */
+#include "gather.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "err.h"
+#include "name.h"
+
+static int parse_vars(const char *json, size_t len, const char *dir,
+                      struct ps_gathered_var **out, int *n_out)
+{
+    cJSON *root = cJSON_ParseWithLength(json, len), *it;
+    struct ps_gathered_var *vars = NULL;
+    char what[PATH_MAX + 32];
+    int n = 0, rv = HC_OK;
+
+    if (!cJSON_IsArray(root) || cJSON_GetArraySize(root) < 1) {
+        rv = hc_err_set(HC_ERR_STORE, "store %s: variable definitions are "
+                        "damaged", dir);
+        goto out;
+    }
+    vars = calloc((size_t)cJSON_GetArraySize(root), sizeof *vars);
+    if (!vars) {
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    cJSON_ArrayForEach(it, root) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
+        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(it, "shape"), *d;
+        struct ps_gathered_var *v = &vars[n];
+
+        if (!cJSON_IsString(name) || !cJSON_IsArray(shape) ||
+            cJSON_GetArraySize(shape) > HC_NPY_MAX_DIMS ||
+            strlen(name->valuestring) >= sizeof v->name) {
+            rv = hc_err_set(HC_ERR_STORE, "store %s: variable definition %d "
+                            "is damaged", dir, n);
+            goto out;
+        }
+        snprintf(what, sizeof what, "store %s: variable %d", dir, n);
+        if ((rv = hc_name_check(name->valuestring, HC_NAME_VARIABLE,
+                                what)) != HC_OK) {
+            rv = hc_err_set(HC_ERR_STORE, "%s; refusing to use it as a file "
+                            "name", hc_err_msg());
+            goto out;
+        }
+        snprintf(v->name, sizeof v->name, "%s", name->valuestring);
+        v->size = 1;
+        cJSON_ArrayForEach(d, shape) {
+            if (!cJSON_IsNumber(d) || d->valuedouble < 1 ||
+                d->valuedouble > (double)UINT32_MAX) {
+                rv = hc_err_set(HC_ERR_STORE, "store %s: shape of %s is "
+                                "damaged", dir, v->name);
+                goto out;
+            }
+            v->shape[v->ndim++] = (size_t)d->valuedouble;
+            v->size *= (uint32_t)d->valuedouble;
+        }
+        n++;
+    }
+out:
+    cJSON_Delete(root);
+    if (rv != HC_OK) {
+        free(vars);
+        return rv;
+    }
+    *out = vars;
+    *n_out = n;
+    return HC_OK;
+}
+
+
+void ps_gathered_free(struct ps_gathered *g)
+{
+    int v, k;
+
+    for (v = 0; g->vars && v < g->n_vars; v++) {
+        free(g->vars[v].data);
+        free(g->vars[v].seen);
+        for (k = 0; k < PS_STORE_MAX_SLOTS; k++)
+            free(g->slots[k][v]);
+    }
+    free(g->vars);
+    free(g->json);
+    free(g->places);
+    memset(g, 0, sizeof *g);
+}
+
+/* Shard 0's definitions: parse them and allocate every variable's arrays. */
+static int gather_defs(struct ps_gathered *g, struct ps_store *st,
+                       const char *dir, int with_slots)
+{
+    int v, k, rv;
+
+    g->n_slots = g->info0.n_slots;
+    g->block_elems = g->info0.block_elems;
+    g->json = malloc(PS_VARS_JSON_MAX);
+    if (!g->json)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    rv = ps_store_meta_get(st, "vars", g->json, PS_VARS_JSON_MAX, &g->json_len);
+    if (rv == HC_OK)
+        rv = parse_vars(g->json, g->json_len, dir, &g->vars, &g->n_vars);
+    for (v = 0; rv == HC_OK && v < g->n_vars; v++) {
+        g->vars[v].data = calloc(g->vars[v].size, sizeof(float));
+        g->vars[v].seen = calloc(g->vars[v].size, 1);
+        if (!g->vars[v].data || !g->vars[v].seen)
+            rv = hc_err_set(HC_ERR_NOMEM, "out of memory for %s",
+                            g->vars[v].name);
+        for (k = 0; rv == HC_OK && with_slots && k < (int)g->n_slots; k++)
+            if (!(g->slots[k][v] = calloc(g->vars[v].size, sizeof(float))))
+                rv = hc_err_set(HC_ERR_NOMEM, "out of memory for %s",
+                                g->vars[v].name);
+    }
+    return rv;
+}
+
+/* Keep in *at the furthest of it and the place st recorded for worker w. */
+static int gather_place(struct ps_store *st, uint32_t w, struct ps_place *at)
+{
+    struct ps_place p;
+    int rv = ps_store_place(st, w, &p);
+
+    if (rv == HC_OK && p.known &&
+        (!at->known || p.epoch > at->epoch ||
+         (p.epoch == at->epoch && p.batches > at->batches)))
+        *at = p;
+    return rv;
+}
+
+int ps_gather(const struct hc_cluster *cl, const char *data_dir,
+              int with_slots, int verify, struct ps_gathered *g, FILE *log)
+{
+    /* Moving stores (with_slots: reshard) needs them idle: a shard still
+     * writing would change them under the copy. A live export is fine. */
+    struct ps_store_opts o = { .read_only = 1, .require_idle = with_slots };
+    char dir[PATH_MAX];
+    int j, v, k, w, rv = HC_OK;
+
+    memset(g, 0, sizeof *g);
+    if (with_slots && cl->n_worker > 0) {
+        g->places = calloc((size_t)cl->n_worker, sizeof *g->places);
+        if (!g->places)
+            return hc_err_set(HC_ERR_NOMEM, "out of memory");
+        g->n_workers = cl->n_worker;
+    }
+    for (j = 0; j < cl->n_ps && rv == HC_OK; j++) {
+        struct ps_store *st = NULL;
+        struct ps_store_info info;
+        const struct ps_block *blocks;
+        uint32_t nb = 0, b;
+
+        snprintf(dir, sizeof dir, "%s/ps-%d", data_dir, j);
+        if ((rv = ps_store_open(dir, &o, &st)) != HC_OK)
+            break;
+        ps_store_info(st, &info);
+        if (!info.initialised)
+            rv = hc_err_set(HC_ERR_NOTFOUND, "store %s holds no variables "
+                            "(was the job started with this --data-dir?)", dir);
+        else if (info.n_shards != (uint32_t)cl->n_ps || info.shard != (uint32_t)j)
+            rv = hc_err_set(HC_ERR_MISMATCH, "store %s is shard %u of %u, the "
+                            "cluster has %d parameter servers", dir, info.shard,
+                            info.n_shards, cl->n_ps);
+        else if (j > 0 && info.signature != g->info0.signature)
+            rv = hc_err_set(HC_ERR_MISMATCH, "store %s is of another model than "
+                            "%s/ps-0", dir, data_dir);
+        if (rv == HC_OK && verify && (rv = ps_store_verify(st)) != HC_OK)
+            rv = hc_err_set(rv, "%s: not moving a damaged store", hc_err_msg());
+        if (rv == HC_OK && j == 0) {
+            g->info0 = info;
+            rv = gather_defs(g, st, dir, with_slots);
+        }
+        if (rv == HC_OK && info.step != g->info0.step && log)
+            fprintf(log, "note: %s is at step %llu, ps-0 at %llu (asynchronous "
+                    "training: shards apply pushes independently)\n", dir,
+                    (unsigned long long)info.step,
+                    (unsigned long long)g->info0.step);
+        if (rv == HC_OK && info.step > g->step)
+            g->step = info.step;
+        for (w = 0; rv == HC_OK && w < g->n_workers; w++)
+            rv = gather_place(st, (uint32_t)w, &g->places[w]);
+        blocks = rv == HC_OK ? ps_store_blocks(st, &nb) : NULL;
+        /* Every block of this store from one read transaction: a live
+         * export is one consistent step of the shard, not a mix. */
+        for (b = 0; rv == HC_OK && b < nb; b++)
+            if (blocks[b].var >= (uint32_t)g->n_vars ||
+                blocks[b].offset + blocks[b].length > g->vars[blocks[b].var].size)
+                rv = hc_err_set(HC_ERR_STORE, "store %s: block %u lies outside "
+                                "the variables", dir, b);
+        if (rv == HC_OK && nb > 0) {
+            struct ps_read *r = calloc(nb, sizeof *r);
+            uint64_t step = 0;
+
+            if (!r)
+                rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
+            for (b = 0; r && b < nb; b++) {
+                r[b].local = b;
+                r[b].count = blocks[b].length;
+                r[b].dst = g->vars[blocks[b].var].data + blocks[b].offset;
+            }
+            if (r)
+                rv = ps_store_read(st, r, nb, &step);
+            free(r);
+            if (rv == HC_OK && step != info.step && log)
+                fprintf(log, "note: %s moved on from step %llu to %llu while "
+                        "exporting; its values are of step %llu\n", dir,
+                        (unsigned long long)info.step,
+                        (unsigned long long)step, (unsigned long long)step);
+        }
+        for (b = 0; rv == HC_OK && b < nb; b++) {
+            const struct ps_block *bk = &blocks[b];
+            struct ps_gathered_var *var = &g->vars[bk->var];
+            uint32_t e;
+
+            for (e = 0; rv == HC_OK && e < bk->length; e++)
+                if (var->seen[bk->offset + e]++)
+                    rv = hc_err_set(HC_ERR_STORE, "store %s: element %llu of "
+                                    "%s is held twice", dir,
+                                    (unsigned long long)(bk->offset + e),
+                                    var->name);
+            for (k = 0; rv == HC_OK && with_slots && k < (int)g->n_slots; k++)
+                rv = ps_store_read_slot(st, (uint32_t)k, b,
+                                        g->slots[k][bk->var] + bk->offset,
+                                        bk->length);
+        }
+        ps_store_close(st);
+    }
+    for (v = 0; rv == HC_OK && v < g->n_vars; v++) {
+        size_t e;
+
+        for (e = 0; e < g->vars[v].size; e++)
+            if (!g->vars[v].seen[e])
+                break;
+        if (e < g->vars[v].size)
+            rv = hc_err_set(HC_ERR_STORE, "element %zu of %s is in no store: "
+                            "is a shard's --data-dir missing?", e,
+                            g->vars[v].name);
+    }
+    if (rv != HC_OK)
+        ps_gathered_free(g);
+    return rv;
+}
+

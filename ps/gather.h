@@ -1,0 +1,58 @@
+/*
+ * gather.h — read the stores of every shard of a cluster, read-only, and
+ * assemble each variable (and its optimizer slots) whole: what `hetps
+ * export` writes out and ps_reshard lays out again (export.h, reshard.h).
+ */
+#ifndef PS_GATHER_H
+#define PS_GATHER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cluster.h"
+#include "model.h"
+#include "npy.h"
+#include "store.h"
+
+/* The most bytes of a store's variable definitions ("vars" meta). */
+#define PS_VARS_JSON_MAX (1u << 20)
+
+/* One variable, assembled from the blocks of every shard. */
+struct ps_gathered_var {
+    char name[HC_NAME_MAX * 2];
+    int ndim;
+    size_t shape[HC_NPY_MAX_DIMS];
+    size_t size;
+    float *data;            /* (size) */
+    unsigned char *seen;    /* (size) elements filled */
+};
+
+/* Everything the shards of one cluster hold, assembled per variable. */
+struct ps_gathered {
+    struct ps_gathered_var *vars; /* (n_vars) values, element coverage */
+    int n_vars;
+    float *slots[PS_STORE_MAX_SLOTS][HC_MODEL_MAX_VARS]; /* optimizer slots */
+    uint32_t n_slots, block_elems;
+    uint64_t step;              /* the largest shard step */
+    struct ps_store_info info0; /* of shard 0 */
+    char *json;                 /* (json_len) shard 0's variable definitions */
+    size_t json_len;
+    struct ps_place *places;    /* (n_workers) with_slots: each worker's
+                                   furthest recorded place in its data */
+    int n_workers;
+};
+
+/*
+ * Read every block (and, with_slots, every optimizer slot) of the stores
+ * of `cl` — shard J in DATA_DIR/ps-J, opened read-only — into *g, and
+ * with_slots each worker's furthest place recorded by any shard. Every
+ * element must come from exactly one block; `verify` checks every checksum
+ * first. Frees *g on failure.
+ */
+int ps_gather(const struct hc_cluster *cl, const char *data_dir,
+              int with_slots, int verify, struct ps_gathered *g, FILE *log);
+
+/* Free what ps_gather assembled; *g is zeroed. */
+void ps_gathered_free(struct ps_gathered *g);
+
+#endif

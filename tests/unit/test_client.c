@@ -1,0 +1,299 @@
+/*
+ * test_client.c — the worker's client (worker/client.h) against a real
+ * shard service started in this process (ps/service.h) on a loopback port
+ * with a temporary store: open, join, create, pull, the three modes' step
+ * calls, status, leave; and the errors a worker meets — a shard nobody
+ * answers at, a shard answering bytes that are no hetps message, a model
+ * not set before a pull.
+ */
+#include "cu.h"
+#include "ps/service.h"
+#include "worker/client.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+
+#include "cluster.h"
+#include "err.h"
+#include "model.h"
+
+/* A dense layer of 3 inputs and 2 units: 8 parameters, plain SGD. */
+static const char model_json[] =
+    "{\"name\":\"client-test\",\"input_shape\":[3],\"layers\":"
+    "[{\"type\":\"dense\",\"units\":2}],\"loss\":\"mse\","
+    "\"optimizer\":{\"type\":\"sgd\",\"learning_rate\":0.5},"
+    "\"batch_size\":4}";
+
+/* A TCP port on 127.0.0.1 free a moment ago (the kernel's pick). */
+static int free_port(void)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET };
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* A cluster of one shard at ps_port and one worker, async. */
+static void make_cluster(int ps_port, struct hc_cluster *cl)
+{
+    char json[256];
+    struct hc_diag diag = { 0 };
+
+    snprintf(json, sizeof json,
+             "{\"cluster\":{\"ps\":[\"127.0.0.1:%d\"],\"worker\":"
+             "[\"127.0.0.1:%d\"]},\"hetps\":{\"mode\":\"async\"}}",
+             ps_port, free_port());
+    CU_ASSERT_EQUAL_FATAL(hc_cluster_parse(json, strlen(json), "test cluster",
+                                           cl, &diag), HC_OK);
+    cl->insecure = 1;           /* plain TCP on loopback: no certificates */
+}
+
+static void make_model(struct hc_model *m)
+{
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(model_json, strlen(model_json),
+                                         "test model", m), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(m->n_params, 8);
+}
+
+/* Quick to give up: the error paths must not take the default 30 s. */
+static const struct pc_opts quick = { .timeout_ms = 300, .retry_ms = 1000,
+                                      .wait_ms = 2000 };
+
+/* One shard in this process over a fresh store. */
+struct server {
+    char dir[256];
+    struct hc_cluster cl;
+    struct ps_service *svc;
+};
+
+static int server_start(struct server *s)
+{
+    struct ps_service_conf c = { 0 };
+
+    memset(s, 0, sizeof *s);
+    hp_tmpdir(s->dir, sizeof s->dir);
+    make_cluster(free_port(), &s->cl);
+    c.cluster = &s->cl;
+    c.shard = 0;
+    c.data_dir = s->dir;
+    c.heartbeat_timeout_ms = 60000;
+    return ps_service_start(&s->svc, &c);
+}
+
+static void server_stop(struct server *s)
+{
+    if (s->svc)
+        ps_service_stop(s->svc);
+    hc_cluster_free(&s->cl);
+    hp_rmtree(s->dir);
+}
+
+/* The state of worker 0 as shard 0 reports it, asked by the front door. */
+static enum pc_member_state state_of_worker0(const struct hc_cluster *cl,
+                                             uint64_t *version)
+{
+    struct pc_client *door = NULL;
+    struct pc_shard_status st;
+    enum pc_member_state state = PC_MEMBER_UNKNOWN;
+    int k;
+
+    memset(&st, 0, sizeof st);
+    CU_ASSERT_EQUAL_FATAL(pc_open(&door, cl, -1, 0, &quick), HC_OK);
+    CU_ASSERT_EQUAL(pc_status(door, &st), HC_OK);
+    CU_ASSERT_TRUE(st.up);
+    CU_ASSERT_STRING_EQUAL(st.mode, "async");
+    *version = st.version;
+    for (k = 0; k < st.n_members; k++)
+        if (st.members[k].worker == 0)
+            state = st.members[k].state;
+    pc_status_free(&st, 1);
+    pc_close(door);
+    return state;
+}
+
+static void test_round_trip(void)
+{
+    struct server s;
+    struct hc_model m;
+    struct pc_client *pc = NULL;
+    float init[8], params[8], grads[8];
+    struct pc_grad g = { .data = grads, .samples = 4, .samples_per_s = 100 };
+    struct pc_step st = { 0 };
+    uint64_t version = 99;
+    int i, bad = 0;
+
+    make_model(&m);
+    CU_ASSERT_EQUAL_FATAL(server_start(&s), HC_OK);
+    for (i = 0; i < 8; i++) {
+        init[i] = (float)i;
+        grads[i] = 0.25f * (float)(i + 1);
+    }
+    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &s.cl, HC_JOB_WORKER, 0, &quick),
+                          HC_OK);
+    CU_ASSERT_EQUAL(pc_join(pc, "cpu"), HC_OK);
+    CU_ASSERT_EQUAL(pc_place(pc, &st.epoch, &st.batches), 0);
+    CU_ASSERT_EQUAL(pc_set_model(pc, &m, 0), HC_OK);
+    CU_ASSERT_EQUAL(pc_create(pc, init), HC_OK);
+    CU_ASSERT_EQUAL(pc_create(pc, init), HC_OK);    /* idempotent */
+    CU_ASSERT_EQUAL(pc_pull(pc, params, &version), HC_OK);
+    CU_ASSERT_EQUAL(version, 0);
+    CU_ASSERT_EQUAL(memcmp(params, init, sizeof params), 0);
+    CU_ASSERT_EQUAL(state_of_worker0(&s.cl, &version), PC_MEMBER_JOINED);
+
+    /* async: applied at once, SGD p - 0.5 g (exact in binary). */
+    st.has_place = 1;
+    st.epoch = 0;
+    st.batches = 1;
+    CU_ASSERT_EQUAL(pc_async_step(pc, &g, params, &st), HC_OK);
+    CU_ASSERT_EQUAL(st.version, 1);
+    CU_ASSERT_FALSE(st.has_slice);
+    CU_ASSERT_FALSE(st.late);
+    for (i = 0; i < 8; i++)
+        bad += params[i] != init[i] - 0.5f * grads[i];
+    CU_ASSERT_EQUAL(bad, 0);
+    /* ssp in an async job: the shard answers as async, one more update. */
+    g.base_version = st.version;
+    st.clock = 1;
+    st.batches = 2;
+    CU_ASSERT_EQUAL(pc_ssp_step(pc, &g, params, &st), HC_OK);
+    CU_ASSERT_EQUAL(st.version, 2);
+    for (i = 0, bad = 0; i < 8; i++)
+        bad += params[i] != init[i] - grads[i];
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(state_of_worker0(&s.cl, &version), PC_MEMBER_JOINED);
+    CU_ASSERT_EQUAL(version, 2);
+
+    CU_ASSERT_EQUAL(pc_leave(pc), HC_OK);
+    CU_ASSERT_EQUAL(state_of_worker0(&s.cl, &version), PC_MEMBER_LEFT);
+    pc_close(pc);
+
+    /* A worker that comes back finds the place its pushes recorded. */
+    pc = NULL;
+    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &s.cl, HC_JOB_WORKER, 0, &quick),
+                          HC_OK);
+    CU_ASSERT_EQUAL(pc_join(pc, "cpu"), HC_OK);
+    st.epoch = st.batches = 99;
+    CU_ASSERT_EQUAL(pc_place(pc, &st.epoch, &st.batches), 1);
+    CU_ASSERT_EQUAL(st.epoch, 0);
+    CU_ASSERT_EQUAL(st.batches, 2);
+    pc_close(pc);
+    server_stop(&s);
+}
+
+static void test_pull_without_model(void)
+{
+    struct server s;
+    struct pc_client *pc = NULL;
+    float params[8];
+
+    CU_ASSERT_EQUAL_FATAL(server_start(&s), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &s.cl, HC_JOB_WORKER, 0, &quick),
+                          HC_OK);
+    CU_ASSERT_EQUAL(pc_join(pc, "cpu"), HC_OK);
+    CU_ASSERT_NOT_EQUAL(pc_pull(pc, params, NULL), HC_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "pc_pull"));
+    pc_close(pc);
+    server_stop(&s);
+}
+
+static void test_unreachable(void)
+{
+    struct hc_cluster cl;
+    struct pc_client *pc = NULL;
+    struct pc_shard_status st;
+
+    make_cluster(free_port(), &cl);     /* nobody listens there */
+    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &cl, HC_JOB_WORKER, 0, &quick), HC_OK);
+    CU_ASSERT_NOT_EQUAL(pc_join(pc, "cpu"), HC_OK);
+    if (!strstr(hc_err_msg(), "ps:0"))
+        printf("\n  join: %s\n", hc_err_msg());
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "ps:0"));
+    pc_close(pc);
+
+    /* Status says the shard is down rather than failing. */
+    pc = NULL;
+    memset(&st, 0, sizeof st);
+    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &cl, -1, 0, &quick), HC_OK);
+    CU_ASSERT_EQUAL(pc_status(pc, &st), HC_OK);
+    CU_ASSERT_FALSE(st.up);
+    CU_ASSERT_NOT_EQUAL(st.error[0], '\0');
+    pc_status_free(&st, 1);
+    pc_close(pc);
+    hc_cluster_free(&cl);
+}
+
+/* A "shard" that answers every request with bytes no decoder accepts. */
+struct liar {
+    nng_socket sock;
+    int answered;
+};
+
+static void *liar_run(void *arg)
+{
+    struct liar *l = arg;
+    nng_msg *msg;
+
+    while (nng_recvmsg(l->sock, &msg, 0) == 0) {
+        nng_msg_clear(msg);
+        nng_msg_append(msg, "\x03\x00\x00\x00garbage", 11);
+        if (nng_sendmsg(l->sock, msg, 0) != 0)
+            nng_msg_free(msg);
+        else
+            l->answered++;
+    }
+    return NULL;
+}
+
+static void test_bad_reply(void)
+{
+    struct hc_cluster cl;
+    struct pc_client *pc = NULL;
+    struct liar l = { .answered = 0 };
+    pthread_t t;
+    char url[64];
+    int port = free_port(), rv;
+
+    make_cluster(port, &cl);
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
+    CU_ASSERT_EQUAL_FATAL(nng_rep0_open(&l.sock), 0);
+    CU_ASSERT_EQUAL_FATAL(nng_listen(l.sock, url, NULL, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, liar_run, &l), 0);
+    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &cl, HC_JOB_WORKER, 0, &quick), HC_OK);
+    rv = pc_join(pc, "cpu");
+    CU_ASSERT_NOT_EQUAL(rv, HC_OK);
+    if (!strstr(hc_err_msg(), "ps:0"))
+        printf("\n  join: %s\n", hc_err_msg());
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "ps:0"));
+    CU_ASSERT_TRUE(l.answered > 0);
+    pc_close(pc);
+    nng_close(l.sock);          /* ends liar_run's receive */
+    pthread_join(t, NULL);
+    hc_cluster_free(&cl);
+}
+
+void hp_test_register(void)
+{
+    CU_pSuite s = CU_add_suite("client", NULL, NULL);
+
+    CU_add_test(s, "open, join, create, pull, steps, status, leave",
+                test_round_trip);
+    CU_add_test(s, "pull before the model is set", test_pull_without_model);
+    CU_add_test(s, "a shard nobody answers at", test_unreachable);
+    CU_add_test(s, "a shard answering garbage", test_bad_reply);
+}

@@ -1,0 +1,343 @@
+/*
+ * test_shard.c — one shard's variables (ps/shard.h) over a temporary
+ * store, without a network: the chief's create (and its repeat), pulls,
+ * an async push through the optimizer, a synchronous step's
+ * sample-weighted sum, the values and version kept across a reopen, and
+ * the requests refused (before create, a range outside the variables, a
+ * gradient of the wrong length).
+ */
+#include "cu.h"
+#include "ps/shard.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/nng.h>
+
+#include "err.h"
+#include "layout.h"
+#include "wire.h"
+
+#define CLUSTER 0x5eedf00dull
+#define N 10                    /* elements of the one variable "w" */
+#define BLOCK 4                 /* elements per block: 3 blocks */
+#define LR 0.5f                 /* SGD, exact in binary for these values */
+
+static const struct hc_sender worker0 = {
+    .job = HETPS__JOB__JOB_WORKER, .index = 0,
+    .incarnation = 0x1234567812345678ull, .cluster_id = CLUSTER };
+static const struct hc_sender shard0 = {
+    .job = HETPS__JOB__JOB_PS, .index = 0,
+    .incarnation = 0x8765432187654321ull, .cluster_id = CLUSTER };
+
+/* What every test needs: the shard, its directory, the one-shard layout. */
+struct fx {
+    char dir[256];
+    struct ps_shard *sh;
+    struct hc_layout lay;
+    struct hc_tensor_src src[N];        /* (lay.n_blocks) */
+    Hetps__Range ranges[N], *range_ptrs[N];
+    uint64_t next_id;
+};
+
+static void fx_open(struct fx *f)
+{
+    size_t size = N, b;
+
+    memset(f, 0, sizeof *f);
+    hp_tmpdir(f->dir, sizeof f->dir);
+    CU_ASSERT_EQUAL_FATAL(hc_layout_build(&size, 1, 1, BLOCK, &f->lay), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(f->lay.n_blocks, 3);
+    for (b = 0; b < f->lay.n_blocks; b++) {
+        const struct hc_block *bk = &f->lay.blocks[b];
+
+        f->src[b] = (struct hc_tensor_src){ bk->var, bk->offset, bk->length,
+                                            NULL };
+        hetps__range__init(&f->ranges[b]);
+        f->ranges[b].key = bk->var;
+        f->ranges[b].offset = bk->offset;
+        f->ranges[b].length = bk->length;
+        f->range_ptrs[b] = &f->ranges[b];
+    }
+    f->next_id = 1;
+    CU_ASSERT_EQUAL_FATAL(ps_shard_open(&f->sh, f->dir, 0, 1, 0, 0), HC_OK);
+}
+
+static void fx_close(struct fx *f)
+{
+    ps_shard_close(f->sh);
+    hc_layout_free(&f->lay);
+    hp_rmtree(f->dir);
+}
+
+/* Encode env with the blocks of `values` (NULL: no tensors) into *req and
+ * decode it into *in, as the service receives it. */
+static void request(struct fx *f, Hetps__Envelope *env, const float *values,
+                    struct hc_wire_msg *in, nng_msg **req)
+{
+    size_t b, n = values ? f->lay.n_blocks : 0;
+
+    memset(in, 0, sizeof *in);
+    *req = NULL;
+    for (b = 0; b < n; b++)
+        f->src[b].data = values + f->lay.blocks[b].flat;
+    CU_ASSERT_EQUAL_FATAL(hc_wire_encode(req, env, f->src, n), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(hc_wire_decode(nng_msg_body(*req),
+                                         nng_msg_len(*req), CLUSTER, in),
+                          HC_OK);
+}
+
+/* Serve env (tensors: the blocks of `values`); the reply (when HC_OK) is
+ * decoded into *out, which keeps *keep alive. Returns ps_shard_serve's
+ * code. */
+static int serve(struct fx *f, Hetps__Envelope *env, const float *values,
+                 struct hc_wire_msg *out, nng_msg **keep)
+{
+    struct hc_wire_msg in;
+    nng_msg *req;
+    int rv;
+
+    *keep = NULL;
+    memset(out, 0, sizeof *out);
+    request(f, env, values, &in, &req);
+    rv = ps_shard_serve(f->sh, &in, &shard0, NULL, keep);
+    if (rv == HC_OK)
+        CU_ASSERT_EQUAL_FATAL(hc_wire_decode(nng_msg_body(*keep),
+                                             nng_msg_len(*keep), CLUSTER, out),
+                              HC_OK);
+    hc_wire_msg_free(&in);
+    nng_msg_free(req);
+    return rv;
+}
+
+static void done(struct hc_wire_msg *out, nng_msg *keep)
+{
+    hc_wire_msg_free(out);
+    if (keep)
+        nng_msg_free(keep);
+}
+
+static int create(struct fx *f, const float *init)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__CreateVariables cv = HETPS__CREATE_VARIABLES__INIT;
+    Hetps__VariableDef def = HETPS__VARIABLE_DEF__INIT, *defs[1] = { &def };
+    uint32_t shape[1] = { N };
+    static const char optim[] = "{\"type\":\"sgd\",\"learning_rate\":0.5}";
+    struct hc_wire_msg out;
+    nng_msg *keep;
+    int rv;
+
+    def.name = "dense/w";
+    def.n_shape = 1;
+    def.shape = shape;
+    cv.n_vars = 1;
+    cv.vars = defs;
+    cv.block_elems = BLOCK;
+    cv.signature = 0xabcdefull;
+    cv.has_optimizer = 1;
+    cv.optimizer.data = (uint8_t *)optim;
+    cv.optimizer.len = strlen(optim);
+    hc_wire_init_env(&env, &worker0, f->next_id++);
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_CREATE;
+    env.create = &cv;
+    rv = serve(f, &env, init, &out, &keep);
+    if (rv == HC_OK)
+        CU_ASSERT_EQUAL(out.env->payload_case, HETPS__ENVELOPE__PAYLOAD_ACK);
+    done(&out, keep);
+    return rv;
+}
+
+/* Pull every block into values[N]; *version the shard's. */
+static int pull(struct fx *f, float *values, uint64_t *version)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Pull p = HETPS__PULL__INIT;
+    struct hc_wire_msg out;
+    nng_msg *keep;
+    size_t k;
+    int rv;
+
+    p.n_ranges = f->lay.n_blocks;
+    p.ranges = f->range_ptrs;
+    hc_wire_init_env(&env, &worker0, f->next_id++);
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_PULL;
+    env.pull = &p;
+    rv = serve(f, &env, NULL, &out, &keep);
+    if (rv == HC_OK) {
+        CU_ASSERT_EQUAL_FATAL(out.n_tensors, f->lay.n_blocks);
+        for (k = 0; k < out.n_tensors; k++) {
+            const Hetps__TensorRef *t = out.env->tensors[k];
+
+            CU_ASSERT_FATAL(t->key == 0 && t->offset + t->length <= N);
+            memcpy(values + t->offset, out.data[k], t->length * sizeof(float));
+        }
+        *version = out.env->ack->version;
+    }
+    done(&out, keep);
+    return rv;
+}
+
+/* A push envelope of `samples` samples (tensors: the gradient's blocks). */
+static void push_env(struct fx *f, Hetps__Envelope *env, Hetps__Push *p,
+                     uint32_t samples, uint64_t base)
+{
+    hetps__envelope__init(env);
+    hetps__push__init(p);
+    p->samples = samples;
+    p->has_base_version = 1;
+    p->base_version = base;
+    hc_wire_init_env(env, &worker0, f->next_id++);
+    env->payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
+    env->push = p;
+}
+
+static void test_create_pull_push(void)
+{
+    struct fx f;
+    float init[N], grad[N], got[N];
+    Hetps__Envelope env;
+    Hetps__Push p;
+    struct hc_wire_msg out;
+    nng_msg *keep;
+    uint64_t version = 99;
+    int i, bad = 0;
+
+    for (i = 0; i < N; i++) {
+        init[i] = (float)(i - 3);
+        grad[i] = 0.25f * (float)(i + 1);
+    }
+    fx_open(&f);
+    CU_ASSERT_EQUAL(create(&f, init), HC_OK);
+    CU_ASSERT_EQUAL(create(&f, init), HC_OK);       /* the repeat: kept */
+    CU_ASSERT_EQUAL(pull(&f, got, &version), HC_OK);
+    CU_ASSERT_EQUAL(version, 0);
+    CU_ASSERT_EQUAL(memcmp(got, init, sizeof got), 0);
+    CU_ASSERT_EQUAL(ps_shard_version(f.sh), 0);
+
+    /* async: applied at once through SGD. */
+    push_env(&f, &env, &p, 8, 0);
+    CU_ASSERT_EQUAL(serve(&f, &env, grad, &out, &keep), HC_OK);
+    done(&out, keep);
+    CU_ASSERT_EQUAL(ps_shard_version(f.sh), 1);
+    CU_ASSERT_EQUAL(pull(&f, got, &version), HC_OK);
+    CU_ASSERT_EQUAL(version, 1);
+    for (i = 0; i < N; i++)
+        bad += got[i] != init[i] - LR * grad[i];
+    CU_ASSERT_EQUAL(bad, 0);
+    fx_close(&f);
+}
+
+static void test_sync_sum(void)
+{
+    struct fx f;
+    float init[N], g1[N], g3[N], got[N];
+    Hetps__Envelope env;
+    Hetps__Push p;
+    struct hc_wire_msg in;
+    nng_msg *req;
+    uint64_t version;
+    int i, bad = 0;
+
+    for (i = 0; i < N; i++) {
+        init[i] = 1.0f;
+        g1[i] = (float)i;               /* one sample's mean gradient */
+        g3[i] = 2.0f;                   /* three samples' */
+    }
+    fx_open(&f);
+    CU_ASSERT_EQUAL_FATAL(create(&f, init), HC_OK);
+    for (int w = 0; w < 2; w++) {
+        const float *g = w ? g3 : g1;
+
+        push_env(&f, &env, &p, w ? 3 : 1, 0);
+        request(&f, &env, g, &in, &req);
+        CU_ASSERT_EQUAL(ps_shard_accumulate(f.sh, &in), HC_OK);
+        hc_wire_msg_free(&in);
+        nng_msg_free(req);
+    }
+    CU_ASSERT_EQUAL(ps_shard_version(f.sh), 0);     /* summed, not applied */
+    CU_ASSERT_EQUAL(ps_shard_apply_step(f.sh, 4), HC_OK);
+    CU_ASSERT_EQUAL(ps_shard_version(f.sh), 1);
+    CU_ASSERT_EQUAL(pull(&f, got, &version), HC_OK);
+    for (i = 0; i < N; i++) {
+        float mean = (1.0f * g1[i] + 3.0f * g3[i]) / 4.0f;
+
+        bad += got[i] != init[i] - LR * mean;
+    }
+    if (bad)
+        printf("\n  %d values off, got[1] %g want %g\n", bad, (double)got[1],
+               (double)(init[1] - LR * (g1[1] + 3.0f * g3[1]) / 4.0f));
+    CU_ASSERT_EQUAL(bad, 0);
+
+    /* Closed and opened again: the values and the step are kept. */
+    ps_shard_close(f.sh);
+    f.sh = NULL;
+    CU_ASSERT_EQUAL_FATAL(ps_shard_open(&f.sh, f.dir, 0, 1, 0, 0), HC_OK);
+    CU_ASSERT_EQUAL(ps_shard_version(f.sh), 1);
+    memset(got, 0, sizeof got);
+    CU_ASSERT_EQUAL(pull(&f, got, &version), HC_OK);
+    CU_ASSERT_EQUAL(version, 1);
+    CU_ASSERT_EQUAL(got[9], init[9] - LR * (9.0f + 6.0f) / 4.0f);
+    fx_close(&f);
+}
+
+static void test_refused(void)
+{
+    struct fx f;
+    float init[N] = { 0 }, got[N];
+    Hetps__Envelope env;
+    Hetps__Push p;
+    struct hc_wire_msg out;
+    nng_msg *keep;
+    uint64_t version;
+
+    fx_open(&f);
+    /* Before the chief's create: nothing to pull or push. */
+    CU_ASSERT_NOT_EQUAL(pull(&f, got, &version), HC_OK);
+    push_env(&f, &env, &p, 1, 0);
+    CU_ASSERT_NOT_EQUAL(serve(&f, &env, init, &out, &keep), HC_OK);
+    done(&out, keep);
+    CU_ASSERT_EQUAL_FATAL(create(&f, init), HC_OK);
+
+    /* A range past the variable's end. */
+    f.ranges[2].length = 5;
+    CU_ASSERT_NOT_EQUAL(pull(&f, got, &version), HC_OK);
+    CU_ASSERT_NOT_EQUAL(hc_err_msg()[0], '\0');
+    f.ranges[2].length = 2;
+    /* A gradient with a block of the wrong length. */
+    f.lay.blocks[2].length = 1;
+    f.src[2].length = 1;
+    push_env(&f, &env, &p, 1, 0);
+    {
+        nng_msg *req;
+        struct hc_wire_msg in;
+
+        request(&f, &env, init, &in, &req);
+        keep = NULL;
+        CU_ASSERT_NOT_EQUAL(ps_shard_serve(f.sh, &in, &shard0, NULL, &keep),
+                            HC_OK);
+        CU_ASSERT_NOT_EQUAL(ps_shard_accumulate(f.sh, &in), HC_OK);
+        if (keep)
+            nng_msg_free(keep);
+        hc_wire_msg_free(&in);
+        nng_msg_free(req);
+    }
+    f.lay.blocks[2].length = 2;
+    CU_ASSERT_EQUAL(ps_shard_version(f.sh), 0);     /* nothing applied */
+    CU_ASSERT_EQUAL(pull(&f, got, &version), HC_OK);
+    CU_ASSERT_EQUAL(version, 0);
+    fx_close(&f);
+}
+
+void hp_test_register(void)
+{
+    CU_pSuite s = CU_add_suite("shard", NULL, NULL);
+
+    CU_add_test(s, "create, repeat, pull, async push", test_create_pull_push);
+    CU_add_test(s, "sync step: sample-weighted sum, kept on reopen",
+                test_sync_sum);
+    CU_add_test(s, "refused: before create, bad range, bad length",
+                test_refused);
+}
