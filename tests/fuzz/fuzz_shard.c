@@ -21,7 +21,7 @@
 #include "wire.h"
 
 static struct ps_shard *shard;
-static struct hc_sender me = { HETPS__JOB__JOB_PS, 0, 1, 0 };
+static struct hc_sender me = { HETPS__JOB__JOB_PS, 0, 1, 0, 0 };
 
 static const char model_json[] =
     "{\"name\": \"fz\", \"input_shape\": [4], \"layers\": [{\"type\": "
@@ -74,7 +74,7 @@ static void create_variables(const struct hc_model *m, const char *seed_dir)
     Hetps__CreateVariables cv = HETPS__CREATE_VARIABLES__INIT;
     Hetps__VariableDef defs[2], *ptrs[2];
     uint32_t shapes[2][4];
-    struct hc_sender chief = { HETPS__JOB__JOB_WORKER, 0, 7, 0 };
+    struct hc_sender chief = { HETPS__JOB__JOB_WORKER, 0, 7, 0, 0 };
     struct hc_tensor_src t[2];
     float init[15];
     char optim[512];
@@ -121,7 +121,7 @@ static void write_seeds(const char *dir)
 {
     static const float grad[15] = { 0.5f, -1, 2, 0, 1e-3f, 3, -2, 1, 0.25f,
                                     -0.5f, 4, 1, 0.1f, -0.1f, 0 };
-    struct hc_sender w1 = { HETPS__JOB__JOB_WORKER, 1, 9, 0 };
+    struct hc_sender w1 = { HETPS__JOB__JOB_WORKER, 1, 9, 0, 0 };
     struct hc_tensor_src t[2] = { { 0, 0, 12, grad }, { 1, 0, 3, grad + 12 } };
     Hetps__Envelope env;
     Hetps__Pull pull = HETPS__PULL__INIT;
