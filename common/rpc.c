@@ -906,24 +906,30 @@ static void peer_failed(struct peer *p, int rv, const char *what)
     int b = p->backoff_ms, sleep_ms;
 
     p->last_rv = rv;
-    if (p->signer && rv == NNG_ETIMEDOUT && atomic_load(&p->last_pipe)) {
-        /* TLS: no answer within a whole attempt on a connection that is
-         * up. A live server answers every message on a proven connection
-         * and every other one with UNAUTH (or the proof's next step), so
-         * the connection is wedged or its server stopped. Do not wait on
-         * it again: close it, so nng dials a fresh one and the next
-         * attempt proves itself there (a dropped connection costs one
-         * handshake; a wedged one cost the whole retry budget). */
+    if (p->signer && rv == NNG_ETIMEDOUT && p->phase == PH_REQ) {
+        /* TLS: a request unanswered for a whole attempt may be one the
+         * server keeps (a sync pull) or one sent on a connection the
+         * server never reads (after a restart). Prove again first: the
+         * server answers a HELLO at once, so the next attempt tells the
+         * two apart without closing a good connection. */
+        atomic_store(&p->authed_pipe, 0u);
+    } else if (p->signer && rv == NNG_ETIMEDOUT &&
+               atomic_load(&p->last_pipe)) {
+        /* TLS: a HELLO or PROOF unanswered for a whole attempt on a
+         * connection that is up. A live server answers both at once (or
+         * with UNAUTH), so the connection is wedged or its server stopped.
+         * Do not wait on it again: close it, so nng dials a fresh one and
+         * the next attempt proves itself there (a dropped connection costs
+         * one handshake; a wedged one cost the whole retry budget). */
         nng_pipe stuck = NNG_PIPE_INITIALIZER;
 
         stuck.id = atomic_exchange(&p->last_pipe, 0u);
         atomic_store(&p->authed_pipe, 0u);
         if (stuck.id) {
-            hc_debug("rpc: %s at %s: no answer to a %s within %d ms: "
-                     "closing connection %u, connecting again", p->name,
-                     p->url, p->phase == PH_HELLO ? "HELLO"
-                     : p->phase == PH_PROOF ? "PROOF" : "request",
-                     p->attempt_ms, (unsigned)stuck.id);
+            hc_warn("rpc: %s at %s: no answer to the certificate %s "
+                    "within %d ms: closing connection %u, connecting again",
+                    p->name, p->url, p->phase == PH_HELLO ? "HELLO" : "PROOF",
+                    p->attempt_ms, (unsigned)stuck.id);
             nng_pipe_close(stuck);
         }
     }
