@@ -756,6 +756,7 @@ struct peer {
     atomic_uint authed_pipe;   /* the pipe the proof was accepted on; 0:
                                   none (prove before the next request) */
     atomic_uint last_pipe;     /* the pipe that came up last (0: none) */
+    int unanswered;            /* proof steps unanswered in a row on it */
     enum { PH_HELLO, PH_PROOF, PH_REQ } phase; /* what the aio carries */
 
     /* One call's state, owned by the aio callback while the call runs. */
@@ -914,10 +915,12 @@ static void peer_failed(struct peer *p, int rv, const char *what)
          * two apart without closing a good connection. */
         atomic_store(&p->authed_pipe, 0u);
     } else if (p->signer && rv == NNG_ETIMEDOUT &&
-               atomic_load(&p->last_pipe)) {
-        /* TLS: a HELLO or PROOF unanswered for a whole attempt on a
-         * connection that is up. A live server answers both at once (or
-         * with UNAUTH), so the connection is wedged or its server stopped.
+               atomic_load(&p->last_pipe) && ++p->unanswered >= 2) {
+        /* TLS: a HELLO or PROOF unanswered for a whole attempt, twice in
+         * a row, on a connection that is up. A live server answers both at
+         * once (or with UNAUTH); once may be a busy server (a short
+         * attempt under load), twice says the connection is wedged or
+         * its server stopped.
          * Do not wait on it again: close it, so nng dials a fresh one and
          * the next attempt proves itself there (a dropped connection costs
          * one handshake; a wedged one cost the whole retry budget). */
@@ -925,6 +928,7 @@ static void peer_failed(struct peer *p, int rv, const char *what)
 
         stuck.id = atomic_exchange(&p->last_pipe, 0u);
         atomic_store(&p->authed_pipe, 0u);
+        p->unanswered = 0;
         if (stuck.id) {
             hc_warn("rpc: %s at %s: no answer to the certificate %s "
                     "within %d ms: closing connection %u, connecting again",
@@ -1072,6 +1076,7 @@ static void peer_cb(void *arg)
         }
         p->reply = nng_aio_get_msg(p->aio);
         nng_aio_set_msg(p->aio, NULL);
+        p->unanswered = 0;
         if (p->signer && proof_step(p))
             return;
         peer_done(p, HC_OK);

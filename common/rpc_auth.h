@@ -19,10 +19,11 @@
  * not proven, a PROOF with no nonce on its pipe (nng's REQ re-sends an
  * outstanding message on the next connection when its own closes) — is
  * answered UNAUTH, never dropped and never a final ERR: the client proves
- * itself again and re-sends. A client whose HELLO, PROOF or request got no
- * answer within an attempt closes that connection before the next attempt
- * (a live server always answers, so the connection is wedged). All of this
- * travels inside the TLS connection.
+ * itself again and re-sends. A request unanswered within an attempt makes
+ * the next attempt start with a HELLO; a HELLO or PROOF unanswered within
+ * two attempts in a row makes the client close that connection and dial a
+ * fresh one (a live server answers them at once, so it is wedged). All of
+ * this travels inside the TLS connection.
  *
  * Control messages start with 8 magic bytes that no hetps message can
  * start with (as a header length they exceed every limit), then a kind
