@@ -353,6 +353,9 @@ uint32_t hc_rpc_msg_pipe(nng_msg *msg)
     return id > 0 ? (uint32_t)id : 0;
 }
 
+static struct pipe_auth *pipe_entry(hc_rpc_server *s, uint32_t pipe,
+                                    int make);
+
 /* A client connected (refuse it unless its certificate is the cluster's)
  * or is gone (tell the service). */
 static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
@@ -361,6 +364,7 @@ static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
     bool verified = false;
     char addr[80];
     uint64_t n;
+    int made;
 
     if (ev == NNG_PIPE_EV_REM_POST) {
         uint32_t id = nng_pipe_id(pipe) > 0 ? (uint32_t)nng_pipe_id(pipe) : 0;
@@ -394,8 +398,21 @@ static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
     if (!s->tls)
         return;
     if (nng_pipe_get_bool(pipe, NNG_OPT_TLS_VERIFIED, &verified) == 0 &&
-        verified)
+        verified) {
+        /* Its entry lives from here to REM_POST: a proof message can only
+         * find the entry of a connection that is still open, and a HELLO
+         * handled after its connection closed cannot leave one behind. */
+        nng_mtx_lock(s->mtx);
+        made = pipe_entry(s, (uint32_t)nng_pipe_id(pipe), 1) != NULL;
+        nng_mtx_unlock(s->mtx);
+        if (made)
+            return;
+        atomic_fetch_sub(&s->conns, 1);
+        server_warn(s, "accepting a connection (no memory for its proof "
+                    "state)", NNG_ENOMEM);
+        nng_pipe_close(pipe);
         return;
+    }
     atomic_fetch_sub(&s->conns, 1);
     pipe_addr(pipe, addr, sizeof addr);
     n = atomic_fetch_add(&s->refused, 1) + 1;
@@ -454,7 +471,7 @@ static int proof_serve(hc_rpc_server *s, hc_rpc_req *r, nng_msg *msg)
 
     r->who[0] = '\0';
     nng_mtx_lock(s->mtx);
-    pa = pipe_entry(s, pipe, kind == HC_AUTH_HELLO);
+    pa = pipe_entry(s, pipe, 0);
     if (kind == 0 && pa && pa->who[0]) {
         memcpy(r->who, pa->who, sizeof r->who);
         nng_mtx_unlock(s->mtx);
@@ -468,6 +485,9 @@ static int proof_serve(hc_rpc_server *s, hc_rpc_req *r, nng_msg *msg)
         nng_mtx_unlock(s->mtx);
         if (ok)
             hc_auth_msg(&reply, HC_AUTH_NONCE_REPLY, nonce, sizeof nonce);
+        else
+            hc_auth_msg(&reply, HC_AUTH_ERR, "the server could not make a "
+                        "nonce (getrandom failed)", 47);
         goto answer;
     }
     if (kind == HC_AUTH_PROOF && pa && pa->has_nonce) {
@@ -495,11 +515,16 @@ static int proof_serve(hc_rpc_server *s, hc_rpc_req *r, nng_msg *msg)
         goto answer;
     }
     nng_mtx_unlock(s->mtx);
-    if (kind == 0)
-        hc_auth_msg(&reply, HC_AUTH_UNAUTH, NULL, 0);
-    else
-        hc_auth_msg(&reply, HC_AUTH_ERR, "send HELLO, then the PROOF, on "
-                    "one connection", 37);
+    /* Anything else must make the client prove itself again, never stop
+     * it: a request on a connection not (yet) proven, a PROOF without a
+     * nonce (nng's REQ re-sends an outstanding message on the next
+     * connection when the one it went on closes, so a PROOF or a request
+     * can arrive first thing on a new connection), a message whose
+     * connection is already gone. Every one of them gets this answer. */
+    hc_debug("rpc server %s: a %s on connection %u not proven: asking "
+             "for the proof", s->url, kind == 0 ? "request" : "proof message",
+             pipe);
+    hc_auth_msg(&reply, HC_AUTH_UNAUTH, NULL, 0);
 answer:
     nng_msg_free(msg);
     hc_rpc_reply(r, reply);
@@ -730,6 +755,8 @@ struct peer {
     hc_auth_signer *signer;    /* TLS: proves this process's certificate */
     atomic_uint authed_pipe;   /* the pipe the proof was accepted on; 0:
                                   none (prove before the next request) */
+    atomic_uint last_pipe;     /* the pipe that came up last (0: none) */
+    int unanswered;            /* proof steps unanswered in a row on it */
     enum { PH_HELLO, PH_PROOF, PH_REQ } phase; /* what the aio carries */
 
     /* One call's state, owned by the aio callback while the call runs. */
@@ -764,11 +791,13 @@ static void pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
     struct peer *p = arg;
 
     if (ev == NNG_PIPE_EV_ADD_POST) {
+        atomic_store(&p->last_pipe, (unsigned)nng_pipe_id(pipe));
         atomic_fetch_add(&p->connected, 1);
         atomic_store(&p->ever_connected, 1);
     } else if (ev == NNG_PIPE_EV_REM_POST) {
-        unsigned id = (unsigned)nng_pipe_id(pipe);
+        unsigned id = (unsigned)nng_pipe_id(pipe), last = id;
 
+        atomic_compare_exchange_strong(&p->last_pipe, &last, 0u);
         atomic_fetch_sub(&p->connected, 1);
         /* The proven connection is gone: prove again on the next. */
         atomic_compare_exchange_strong(&p->authed_pipe, &id, 0u);
@@ -878,6 +907,36 @@ static void peer_failed(struct peer *p, int rv, const char *what)
     int b = p->backoff_ms, sleep_ms;
 
     p->last_rv = rv;
+    if (p->signer && rv == NNG_ETIMEDOUT && p->phase == PH_REQ) {
+        /* TLS: a request unanswered for a whole attempt may be one the
+         * server keeps (a sync pull) or one sent on a connection the
+         * server never reads (after a restart). Prove again first: the
+         * server answers a HELLO at once, so the next attempt tells the
+         * two apart without closing a good connection. */
+        atomic_store(&p->authed_pipe, 0u);
+    } else if (p->signer && rv == NNG_ETIMEDOUT &&
+               atomic_load(&p->last_pipe) && ++p->unanswered >= 2) {
+        /* TLS: a HELLO or PROOF unanswered for a whole attempt, twice in
+         * a row, on a connection that is up. A live server answers both at
+         * once (or with UNAUTH); once may be a busy server (a short
+         * attempt under load), twice says the connection is wedged or
+         * its server stopped.
+         * Do not wait on it again: close it, so nng dials a fresh one and
+         * the next attempt proves itself there (a dropped connection costs
+         * one handshake; a wedged one cost the whole retry budget). */
+        nng_pipe stuck = NNG_PIPE_INITIALIZER;
+
+        stuck.id = atomic_exchange(&p->last_pipe, 0u);
+        atomic_store(&p->authed_pipe, 0u);
+        p->unanswered = 0;
+        if (stuck.id) {
+            hc_warn("rpc: %s at %s: no answer to the certificate %s "
+                    "within %d ms: closing connection %u, connecting again",
+                    p->name, p->url, p->phase == PH_HELLO ? "HELLO" : "PROOF",
+                    p->attempt_ms, (unsigned)stuck.id);
+            nng_pipe_close(stuck);
+        }
+    }
     if (atomic_load(&c->abort)) {
         snprintf(p->msg, sizeof p->msg, "%s at %s: call aborted after %.1f s",
                  p->name, p->url, (double)(now - p->begin) / 1000.0);
@@ -1017,6 +1076,7 @@ static void peer_cb(void *arg)
         }
         p->reply = nng_aio_get_msg(p->aio);
         nng_aio_set_msg(p->aio, NULL);
+        p->unanswered = 0;
         if (p->signer && proof_step(p))
             return;
         peer_done(p, HC_OK);
@@ -1117,6 +1177,7 @@ static int peer_open(hc_rpc_client *c, struct peer *p, const char *url,
         (rv = nng_aio_alloc(&p->timer, timer_cb, p)) != 0)
         goto fail;
     atomic_init(&p->authed_pipe, 0u);
+    atomic_init(&p->last_pipe, 0u);
     if (p->tls && (err = hc_auth_signer_open(&p->signer,
                                              c->opts.tls->cert_key_file)) != HC_OK)
         return err;

@@ -14,10 +14,16 @@
  * The server checks the certificate against the cluster CA, the signature
  * against the certificate's key, and takes the subject CN ("worker:1",
  * "ps:0", "admin") as the pipe's identity. A nonce belongs to one
- * connection and lasts until its next HELLO. Every later request on that pipe carries that identity; a
- * request on a pipe without one is answered UNAUTH and the client proves
- * itself again (its connection changed). All of this travels inside the
- * TLS connection.
+ * connection and lasts until its next HELLO. Every later request on that
+ * pipe carries that identity. Anything out of order — a request on a pipe
+ * not proven, a PROOF with no nonce on its pipe (nng's REQ re-sends an
+ * outstanding message on the next connection when its own closes) — is
+ * answered UNAUTH, never dropped and never a final ERR: the client proves
+ * itself again and re-sends. A request unanswered within an attempt makes
+ * the next attempt start with a HELLO; a HELLO or PROOF unanswered within
+ * two attempts in a row makes the client close that connection and dial a
+ * fresh one (a live server answers them at once, so it is wedged). All of
+ * this travels inside the TLS connection.
  *
  * Control messages start with 8 magic bytes that no hetps message can
  * start with (as a header length they exceed every limit), then a kind

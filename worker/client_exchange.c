@@ -24,6 +24,14 @@ uint64_t client_next_id(struct pc_client *c)
     return atomic_fetch_add(&c->next_id, 1);
 }
 
+/* Who sends: this task, with the model's signature (set by pc_set_model
+ * in client.c, read here for every envelope). */
+void client_sender(struct pc_client *c, struct hc_sender *me)
+{
+    *me = c->me;
+    me->model_signature = atomic_load(&c->model_sig);
+}
+
 /* Join shard i alone (after it restarted). */
 static int join_one(struct pc_client *c, int i)
 {
@@ -36,7 +44,7 @@ static int join_one(struct pc_client *c, int i)
     struct hc_sender me;
 
     client_sender(c, &me);
-    hc_wire_init_env(&env, &me, atomic_fetch_add(&c->next_id, 1));
+    hc_wire_init_env(&env, &me, client_next_id(c));
     join.devices = c->devices;
     join.has_pid = 1;
     join.pid = (uint32_t)getpid();

@@ -103,6 +103,9 @@ int client_exchange(struct pc_client *c, const uint64_t *ids,
                     Hetps__Envelope__PayloadCase want, const char *what,
                     int timeout_ms);
 
+/* c->me with the model's signature, for joins, pulls and pushes. */
+void client_sender(struct pc_client *c, struct hc_sender *me);
+
 /* Free the replies (and their decoded forms) of the last exchange. */
 void client_release(struct pc_client *c);
 
@@ -118,8 +121,5 @@ int client_simple_reqs(struct pc_client *c, Hetps__Envelope *env,
 
 /* HC_ERR_INVAL naming `what` when pc_set_model has not been called. */
 int client_need_layout(const struct pc_client *c, const char *what);
-
-/* c->me with the model's signature, for joins, pulls and pushes. */
-void client_sender(struct pc_client *c, struct hc_sender *me);
 
 #endif

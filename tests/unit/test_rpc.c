@@ -980,6 +980,71 @@ static void test_tls(void)
     rm_certs(wrong);
 }
 
+/*
+ * A TLS server killed and started again under a client, a few times: each
+ * call after a restart proves itself on the new connection and is
+ * answered (the stall of issue #11: a client kept waiting on a connection
+ * the new server never answered). One client throughout, as a worker.
+ */
+static void test_tls_restart(void)
+{
+    char dir[64], ca[96], ps[96], wk[96], url[64];
+    struct hc_cluster cl;
+    struct tsrv srv;
+    hc_rpc_client *c = NULL;
+    int round;
+
+    if (certs_in(dir, &cl, "127.0.0.1")) {
+        CU_FAIL("making certificates");
+        return;
+    }
+    snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+    snprintf(ps, sizeof ps, "%s/ps-0.pem", dir);
+    snprintf(wk, sizeof wk, "%s/worker-0.pem", dir);
+    {
+        struct hc_rpc_tls st = { ca, ps }, cli = { ca, wk };
+        struct hc_rpc_server_opts so = { .tls = &st };
+        struct hc_rpc_client_opts o = { .timeout_ms = 500, .retry_ms = 8000,
+                                        .backoff_min_ms = 10,
+                                        .backoff_max_ms = 100, .tls = &cli };
+        const char *urls[1] = { url }, *names[1] = { "ps:0" };
+
+        tsrv_init(&srv, 0, T_ECHO, 0);
+        if (tsrv_start(&srv, &so) != HC_OK) {
+            CU_FAIL("TLS server start");
+            goto out;
+        }
+        snprintf(url, sizeof url, "%s", srv.url);
+        if (hc_rpc_client_open(&c, 1, urls, names, &o) != HC_OK) {
+            CU_FAIL("client open");
+            tsrv_fini(&srv);
+            goto out;
+        }
+        for (round = 0; round < 4; round++) {
+            nng_msg *reply = NULL;
+            int rv = hc_rpc_call(c, 0, make_str("again"), &reply, 0);
+
+            if (rv != HC_OK)
+                fprintf(stderr, "round %d: %s\n", round, hc_err_msg());
+            CU_ASSERT_EQUAL(rv, HC_OK);
+            CU_ASSERT(rv != HC_OK || body_is(reply, "s0:again"));
+            if (reply)
+                nng_msg_free(reply);
+            tsrv_fini(&srv);
+            tsrv_init(&srv, 0, T_ECHO, 0);
+            if (tsrv_start_at(&srv, url, &so) != HC_OK) {
+                CU_FAIL("TLS server restart on the same URL");
+                break;
+            }
+        }
+        hc_rpc_client_close(c);
+        tsrv_fini(&srv);
+    }
+out:
+    hc_cluster_free(&cl);
+    rm_certs(dir);
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("rpc", NULL, NULL);
@@ -1003,4 +1068,6 @@ void hp_test_register(void)
     CU_add_test(s, "call_all argument checks", test_call_args);
     CU_add_test(s, "client open errors", test_client_open_errors);
     CU_add_test(s, "mutual TLS: certificates, refusals, resolve", test_tls);
+    CU_add_test(s, "mutual TLS: a client proves itself again after each "
+                "server restart", test_tls_restart);
 }
