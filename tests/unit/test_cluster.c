@@ -6,6 +6,7 @@
  * precedence (--task > TF_CONFIG > file); the cluster id; the printers.
  */
 #include "cu.h"
+#include "diag_check.h"
 
 #include "cluster.h"
 #include "err.h"
@@ -20,33 +21,6 @@
 #define PS2 "\"ps\": [\"p0:2222\", \"p1:2222\"]"
 #define W2 "\"worker\": [\"w0:2222\", \"w1:2222\"]"
 #define CL "\"cluster\": {" PS2 ", " W2 "}"
-
-/* 1 when one stored message holds both a and b (b may be NULL). */
-static int diag_has(const struct hc_diag *d, const char *a, const char *b)
-{
-    int i, n = d->n < HC_DIAG_MAX ? d->n : HC_DIAG_MAX;
-
-    for (i = 0; i < n; i++)
-        if (strstr(d->msg[i], a) && (!b || strstr(d->msg[i], b)))
-            return 1;
-    return 0;
-}
-
-static int note_has(const struct hc_diag *d, const char *a)
-{
-    int i;
-
-    for (i = 0; i < d->n_note; i++)
-        if (strstr(d->note[i], a))
-            return 1;
-    return 0;
-}
-
-static void show(const char *what, const struct hc_diag *d)
-{
-    printf("\n  for %s got %d message(s):\n", what, d->n);
-    hc_diag_print(d, stdout);
-}
 
 static int parse(const char *json, struct hc_cluster *c, struct hc_diag *d)
 {
@@ -244,11 +218,11 @@ static void test_bad_inputs(void)
         CU_ASSERT_PTR_NULL(c.worker);
         CU_ASSERT_EQUAL(c.n_ps, 0);
         CU_ASSERT(d.n >= 1);
-        int ok = diag_has(&d, want, bad[i].frag) &&
+        int ok = hp_diag_has(&d, want, bad[i].frag) &&
                  (bad[i].count == 0 || d.n == bad[i].count);
         CU_ASSERT(ok);
         if (!ok)
-            show(bad[i].json, &d);
+            hp_diag_show(bad[i].json, &d);
         /* the first message is also the thread's error detail */
         CU_ASSERT_STRING_EQUAL(hc_err_msg(), d.msg[0]);
     }
@@ -271,12 +245,12 @@ static void test_collects_all(void)
                           "\"boss\"}, \"hetps\": {\"mode\": \"slow\"}}",
                           &c, &d), HC_ERR_CONFIG);
     CU_ASSERT_EQUAL(d.n, 6);
-    CU_ASSERT(diag_has(&d, "cluster.ps[0]", "missing port"));
-    CU_ASSERT(diag_has(&d, "cluster.ps[1]", "not a number"));
-    CU_ASSERT(diag_has(&d, "cluster.worker[0]", "empty host"));
-    CU_ASSERT(diag_has(&d, "task.type", "boss"));
-    CU_ASSERT(diag_has(&d, "task.index", "missing"));
-    CU_ASSERT(diag_has(&d, "hetps.mode", "slow"));
+    CU_ASSERT(hp_diag_has(&d, "cluster.ps[0]", "missing port"));
+    CU_ASSERT(hp_diag_has(&d, "cluster.ps[1]", "not a number"));
+    CU_ASSERT(hp_diag_has(&d, "cluster.worker[0]", "empty host"));
+    CU_ASSERT(hp_diag_has(&d, "task.type", "boss"));
+    CU_ASSERT(hp_diag_has(&d, "task.index", "missing"));
+    CU_ASSERT(hp_diag_has(&d, "hetps.mode", "slow"));
 
     p += sprintf(p, "{\"cluster\": {\"worker\": [\"w:1\"], \"ps\": [");
     for (i = 0; i < 40; i++)
@@ -284,7 +258,7 @@ static void test_collects_all(void)
     sprintf(p, "]}}");
     CU_ASSERT_EQUAL(parse(json, &c, &d), HC_ERR_CONFIG);
     CU_ASSERT_EQUAL(d.n, 40);
-    CU_ASSERT(diag_has(&d, "cluster.ps[31]", "\"h31\": missing port"));
+    CU_ASSERT(hp_diag_has(&d, "cluster.ps[31]", "\"h31\": missing port"));
     f = open_memstream(&text, &tlen);
     CU_ASSERT_FATAL(f != NULL);
     hc_diag_print(&d, f);
@@ -317,10 +291,10 @@ static void test_json_position(void)
         struct hc_cluster c;
         struct hc_diag d;
         int ok = parse(t[i].json, &c, &d) == HC_ERR_CONFIG && d.n == 1 &&
-                 diag_has(&d, "bad JSON at", t[i].where);
+                 hp_diag_has(&d, "bad JSON at", t[i].where);
         CU_ASSERT(ok);
         if (!ok)
-            show(t[i].where, &d);
+            hp_diag_show(t[i].where, &d);
     }
 }
 
@@ -391,15 +365,15 @@ static void test_plain_file(void)
     CU_ASSERT_EQUAL(hc_cluster_load_file(path, &c, &d), HC_ERR_CONFIG);
     snprintf(src, sizeof src, "cluster file %s: cannot read it: %s", path,
              strerror(ENOENT));
-    CU_ASSERT(diag_has(&d, src, "check the path"));
+    CU_ASSERT(hp_diag_has(&d, src, "check the path"));
     CU_ASSERT_EQUAL(hc_cluster_load_file(dir, &c, &d), HC_ERR_CONFIG);
     snprintf(src, sizeof src, "cluster file %s: cannot read it: %s", dir,
              strerror(EISDIR));
-    CU_ASSERT(diag_has(&d, src, NULL));
+    CU_ASSERT(hp_diag_has(&d, src, NULL));
     snprintf(path, sizeof path, "%s/empty.json", dir);
     write_file(path, "\n");
     CU_ASSERT_EQUAL(hc_cluster_load_file(path, &c, &d), HC_ERR_CONFIG);
-    CU_ASSERT(diag_has(&d, "empty.json: is empty", NULL));
+    CU_ASSERT(hp_diag_has(&d, "empty.json: is empty", NULL));
     hp_rmtree(dir);
 }
 
@@ -425,7 +399,7 @@ static void test_tf_config_chief(void)
     CU_ASSERT_STRING_EQUAL(c.wconf[2].devices, "auto");
     CU_ASSERT_EQUAL(c.task_job, HC_JOB_WORKER);
     CU_ASSERT_EQUAL(c.task_index, 2);
-    CU_ASSERT(note_has(&d, "cluster.chief (host0:2222) is worker 0"));
+    CU_ASSERT(hp_note_has(&d, "cluster.chief (host0:2222) is worker 0"));
     hc_cluster_free(&c);
 
     setenv("TF_CONFIG",
@@ -476,7 +450,7 @@ static void test_kubeflow(void)
     CU_ASSERT_EQUAL(c.chief_mapped, 1);
     CU_ASSERT_STRING_EQUAL(c.worker[0].addr, "job-master-0:2222");
     CU_ASSERT_EQUAL(c.task_index, 0);
-    CU_ASSERT(note_has(&d, "cluster.master (job-master-0:2222) is worker 0"));
+    CU_ASSERT(hp_note_has(&d, "cluster.master (job-master-0:2222) is worker 0"));
     hc_cluster_free(&c);
 
     /* an evaluator pod gets a clear refusal */
@@ -484,7 +458,7 @@ static void test_kubeflow(void)
            "{\"cluster\":{\"ps\":[\"p:2222\"],\"worker\":[\"w:2222\"]},"
            "\"task\":{\"type\":\"evaluator\",\"index\":\"0\"}}", 1);
     CU_ASSERT_EQUAL(hc_cluster_resolve(NULL, NULL, 1, &c, &d), HC_ERR_CONFIG);
-    CU_ASSERT(diag_has(&d, "TF_CONFIG: task.type: ", "no evaluator"));
+    CU_ASSERT(hp_diag_has(&d, "TF_CONFIG: task.type: ", "no evaluator"));
     CU_ASSERT_PTR_NULL(c.ps);
     unsetenv("TF_CONFIG");
 }
@@ -514,7 +488,7 @@ static void test_dict_jobs(void)
     CU_ASSERT_EQUAL(parse("{\"cluster\": {\"ps\": {\"0\": \"p0:1\", \"1\": "
                           "\"p0:1\"}, \"worker\": [\"w0:1\"]}}", &c, &d),
                     HC_ERR_CONFIG);
-    CU_ASSERT(diag_has(&d, "cluster.ps[\"1\"]: ",
+    CU_ASSERT(hp_diag_has(&d, "cluster.ps[\"1\"]: ",
                        "also used by cluster.ps[\"0\"]"));
 }
 
@@ -539,7 +513,7 @@ static void test_ipv6(void)
     CU_ASSERT_EQUAL(parse("{\"cluster\": {\"ps\": [\"[::1]:2222\"], "
                           "\"worker\": [\"[::1]\"]}}", &c, &d),
                     HC_ERR_CONFIG);
-    CU_ASSERT(diag_has(&d, "cluster.worker[0]: ", "missing port"));
+    CU_ASSERT(hp_diag_has(&d, "cluster.worker[0]: ", "missing port"));
 }
 
 static void test_hetps_block(void)
@@ -576,7 +550,7 @@ static void test_hetps_block(void)
         snprintf(json, sizeof json, "{" CL ", \"hetps\": %s}", t[i].hetps);
         if (parse(json, &c, &d) != HC_OK) {
             CU_FAIL("good hetps block rejected");
-            show(t[i].hetps, &d);
+            hp_diag_show(t[i].hetps, &d);
             continue;
         }
         CU_ASSERT_EQUAL(c.mode, t[i].mode);
@@ -647,13 +621,13 @@ static void test_precedence(void)
              c.task_index == t[i].index && c.n_ps == 2;
         CU_ASSERT(ok);
         if (!ok) {
-            show(t[i].file, &d);
+            hp_diag_show(t[i].file, &d);
             printf("  job %d index %d\n", c.task_job, c.task_index);
         }
         if (rc == HC_OK)
             CU_ASSERT_PTR_NOT_NULL(strstr(c.source, "cluster file "));
         if (i == 2)
-            CU_ASSERT(note_has(&d, "TF_CONFIG's cluster is ignored"));
+            CU_ASSERT(hp_note_has(&d, "TF_CONFIG's cluster is ignored"));
         hc_cluster_free(&c);
     }
 
@@ -661,32 +635,32 @@ static void test_precedence(void)
     setenv("TF_CONFIG", "{\"task\": {\"type\": \"ps\", \"index\": 2}}", 1);
     CU_ASSERT_EQUAL(hc_cluster_resolve(path, NULL, 1, &c, &d),
                     HC_ERR_CONFIG);
-    CU_ASSERT(diag_has(&d, "TF_CONFIG: task.index: ", "0..1"));
+    CU_ASSERT(hp_diag_has(&d, "TF_CONFIG: task.index: ", "0..1"));
     setenv("TF_CONFIG", "{\"task\": ", 1);
     CU_ASSERT_EQUAL(hc_cluster_resolve(path, NULL, 1, &c, &d),
                     HC_ERR_CONFIG);
-    CU_ASSERT(diag_has(&d, "TF_CONFIG: bad JSON at line 1", NULL));
+    CU_ASSERT(hp_diag_has(&d, "TF_CONFIG: bad JSON at line 1", NULL));
 
     /* no cluster at all */
     unsetenv("TF_CONFIG");
     CU_ASSERT_EQUAL(hc_cluster_resolve(NULL, "ps:0", 1, &c, &d),
                     HC_ERR_CONFIG);
-    CU_ASSERT(diag_has(&d, "TF_CONFIG: is not set", "give a cluster file"));
+    CU_ASSERT(hp_diag_has(&d, "TF_CONFIG: is not set", "give a cluster file"));
     setenv("TF_CONFIG", "", 1);
     CU_ASSERT_EQUAL(hc_cluster_resolve(NULL, NULL, 0, &c, &d),
                     HC_ERR_CONFIG);
-    CU_ASSERT(diag_has(&d, "TF_CONFIG: is empty", NULL));
+    CU_ASSERT(hp_diag_has(&d, "TF_CONFIG: is empty", NULL));
     setenv("TF_CONFIG", "{\"task\": {\"type\": \"ps\", \"index\": 0}}", 1);
     CU_ASSERT_EQUAL(hc_cluster_resolve(NULL, NULL, 1, &c, &d),
                     HC_ERR_CONFIG);
-    CU_ASSERT(diag_has(&d, "TF_CONFIG: cluster: missing", NULL));
+    CU_ASSERT(hp_diag_has(&d, "TF_CONFIG: cluster: missing", NULL));
 
     /* no identity, needed or not */
     unsetenv("TF_CONFIG");
     write_file(path, "{" CL "}");
     CU_ASSERT_EQUAL(hc_cluster_resolve(path, NULL, 1, &c, &d),
                     HC_ERR_CONFIG);
-    CU_ASSERT(diag_has(&d, "task: not given", "--task worker:0"));
+    CU_ASSERT(hp_diag_has(&d, "task: not given", "--task worker:0"));
     CU_ASSERT_PTR_NULL(c.ps);
     CU_ASSERT_EQUAL(hc_cluster_resolve(path, NULL, 0, &c, &d), HC_OK);
     CU_ASSERT_EQUAL(c.has_task, 0);
@@ -695,7 +669,7 @@ static void test_precedence(void)
     /* a bad flag is reported with its source */
     CU_ASSERT_EQUAL(hc_cluster_resolve(path, "worker:9", 0, &c, &d),
                     HC_ERR_CONFIG);
-    CU_ASSERT(diag_has(&d, "--task flag: \"worker:9\": ", "0..1"));
+    CU_ASSERT(hp_diag_has(&d, "--task flag: \"worker:9\": ", "0..1"));
     CU_ASSERT_PTR_NULL(c.ps);
     hp_rmtree(dir);
 }
@@ -792,13 +766,13 @@ static void test_task_specs(void)
         snprintf(key, sizeof key, "--task flag: \"%s\": ", t[i].spec);
         if (t[i].frag)
             ok = rc == HC_ERR_CONFIG && d.n == 1 && !c.has_task &&
-                 diag_has(&d, key, t[i].frag);
+                 hp_diag_has(&d, key, t[i].frag);
         else
             ok = rc == HC_OK && d.n == 0 && c.has_task &&
                  c.task_job == t[i].job && c.task_index == t[i].index;
         CU_ASSERT(ok);
         if (!ok)
-            show(t[i].spec, &d);
+            hp_diag_show(t[i].spec, &d);
     }
     /* NULL diag is allowed */
     CU_ASSERT_EQUAL(hc_cluster_set_task(&c, "ps:5", "--task flag", NULL),

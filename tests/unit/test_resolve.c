@@ -7,6 +7,7 @@
  * ordinal or an Indexed Job's index; Kubeflow TFJob's TF_CONFIG as it is.
  */
 #include "cu.h"
+#include "diag_check.h"
 
 #include "cluster.h"
 #include "err.h"
@@ -29,22 +30,6 @@ static void clear_env(void)
 
     for (i = 0; i < sizeof slurm_vars / sizeof *slurm_vars; i++)
         unsetenv(slurm_vars[i]);
-}
-
-static int diag_has(const struct hc_diag *d, const char *a, const char *b)
-{
-    int i, n = d->n < HC_DIAG_MAX ? d->n : HC_DIAG_MAX;
-
-    for (i = 0; i < n; i++)
-        if (strstr(d->msg[i], a) && (!b || strstr(d->msg[i], b)))
-            return 1;
-    return 0;
-}
-
-static void show(const char *what, const struct hc_diag *d)
-{
-    printf("\n  for %s got %d message(s):\n", what, d->n);
-    hc_diag_print(d, stdout);
 }
 
 /* ---- host lists ------------------------------------------------------- */
@@ -122,9 +107,9 @@ static void test_hostlist_bad(void)
                                           &d), HC_ERR_CONFIG);
         CU_ASSERT_EQUAL(h.n, 0);
         CU_ASSERT_PTR_NULL(h.name);
-        if (!diag_has(&d, "Slurm: SLURM_JOB_NODELIST: ", NULL) ||
-            !diag_has(&d, t[i].part, t[i].what)) {
-            show(t[i].list, &d);
+        if (!hp_diag_has(&d, "Slurm: SLURM_JOB_NODELIST: ", NULL) ||
+            !hp_diag_has(&d, t[i].part, t[i].what)) {
+            hp_diag_show(t[i].list, &d);
             CU_FAIL("message does not name the variable and the bad part");
         }
     }
@@ -166,8 +151,8 @@ static void test_tasks_per_node(void)
             continue;
         }
         CU_ASSERT_EQUAL(rc, HC_ERR_CONFIG);
-        if (!diag_has(&d, "Slurm: SLURM_STEP_TASKS_PER_NODE: ", t[i].err)) {
-            show(t[i].spec, &d);
+        if (!hp_diag_has(&d, "Slurm: SLURM_STEP_TASKS_PER_NODE: ", t[i].err)) {
+            hp_diag_show(t[i].spec, &d);
             CU_FAIL("message does not name the variable and the bad part");
         }
     }
@@ -287,8 +272,8 @@ static void test_slurm_bad(void)
         CU_ASSERT_EQUAL(hc_cluster_resolve(t[i].spec, NULL, 1, &c, &d),
                         HC_ERR_CONFIG);
         CU_ASSERT_PTR_NULL(c.ps);
-        if (!diag_has(&d, t[i].a, t[i].b)) {
-            show(t[i].a, &d);
+        if (!hp_diag_has(&d, t[i].a, t[i].b)) {
+            hp_diag_show(t[i].a, &d);
             CU_FAIL("message does not name the variable and the bad part");
         }
     }
@@ -299,7 +284,7 @@ static void test_slurm_bad(void)
         clear_env();
         CU_ASSERT_EQUAL(hc_cluster_resolve("slurm", NULL, 1, &c, &d),
                         HC_ERR_CONFIG);
-        CU_ASSERT(diag_has(&d, "Slurm: SLURM_STEP_NODELIST: is not set",
+        CU_ASSERT(hp_diag_has(&d, "Slurm: SLURM_STEP_NODELIST: is not set",
                            "srun"));
     }
     clear_env();
@@ -361,8 +346,8 @@ static void test_k8s_task(void)
             CU_ASSERT_STRING_EQUAL(spec, t[i].want);
         } else {
             CU_ASSERT_EQUAL(rc, HC_ERR_CONFIG);
-            if (!diag_has(&d, "Kubernetes: ", t[i].err)) {
-                show(t[i].host, &d);
+            if (!hp_diag_has(&d, "Kubernetes: ", t[i].err)) {
+                hp_diag_show(t[i].host, &d);
                 CU_FAIL("message does not name the variable");
             }
         }
@@ -403,7 +388,7 @@ static void test_k8s_cluster(void)
     /* an index past the ConfigMap's cluster */
     setenv("JOB_COMPLETION_INDEX", "2", 1);
     CU_ASSERT_EQUAL(hc_cluster_resolve(spec, NULL, 1, &c, &d), HC_ERR_CONFIG);
-    CU_ASSERT(diag_has(&d, "Kubernetes pod (task worker:2)",
+    CU_ASSERT(hp_diag_has(&d, "Kubernetes pod (task worker:2)",
                        "out of range: cluster.worker has 2 task(s)"));
     /* --task wins over the pod */
     CU_ASSERT_EQUAL(hc_cluster_resolve(spec, "ps:0", 1, &c, &d), HC_OK);
@@ -412,7 +397,7 @@ static void test_k8s_cluster(void)
     /* a missing ConfigMap file is the file's error */
     CU_ASSERT_EQUAL(hc_cluster_resolve("k8s:/nonexistent/c.json", NULL, 1, &c,
                                        &d), HC_ERR_CONFIG);
-    CU_ASSERT(diag_has(&d, "cluster file /nonexistent/c.json", "cannot read"));
+    CU_ASSERT(hp_diag_has(&d, "cluster file /nonexistent/c.json", "cannot read"));
     clear_env();
     hp_rmtree(dir);
 }

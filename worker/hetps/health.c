@@ -115,7 +115,6 @@ int hetps_cmd_health(int argc, char **argv)
     char pfile[4096] = "", ptask[64] = "";
     const char *file = NULL, *task = NULL;
     struct pc_shard_status *st = NULL;
-    struct pc_client *pc = NULL;
     struct hc_cluster cl;
     struct hc_diag diag;
     int c, rv, healthy = 0;
@@ -152,12 +151,7 @@ int hetps_cmd_health(int argc, char **argv)
         hc_diag_print(&diag, stderr);
         return 2;
     }
-    st = calloc((size_t)cl.n_ps, sizeof *st);
-    rv = st ? pc_open(&pc, &cl, -1, 0,
-                      &(struct pc_opts){ .timeout_ms = 1000, .retry_ms = 2000 })
-            : HC_ERR_NOMEM;
-    if (rv == HC_OK)
-        rv = pc_status(pc, st);
+    rv = hetps_ask_status(&cl, &st);
     if (rv == HC_OK) {
         healthy = judge(&cl, st);
         pc_status_free(st, cl.n_ps);
@@ -166,7 +160,6 @@ int hetps_cmd_health(int argc, char **argv)
                cl.task_index, hc_err_msg());
     }
     free(st);
-    pc_close(pc);
     hc_cluster_free(&cl);
     return healthy ? 0 : 1;
 }

@@ -12,6 +12,9 @@
 
 #include <stddef.h>
 
+#include "cluster.h"
+#include "worker/client.h"
+
 int hetps_cmd_launch(int argc, char **argv);        /* launch.c */
 int hetps_cmd_status(int argc, char **argv);        /* status.c */
 int hetps_cmd_check_config(int argc, char **argv);  /* check_config.c */
@@ -26,6 +29,12 @@ int hetps_cmd_k8s(int argc, char **argv);           /* k8s.c */
 int hetps_cmd_shutdown(int argc, char **argv);      /* shutdown.c */
 int hetps_cmd_plot(int argc, char **argv);          /* plot.c */
 int hetps_cmd_certs(int argc, char **argv);         /* certs.c */
+
+/* Every parameter server's status (pc_status), asked as the front door
+ * with short timeouts: HC_OK and *out (cl->n_ps entries; free with
+ * pc_status_free and free), or an error code with hc_err_msg() set and
+ * *out NULL. ask.c. */
+int hetps_ask_status(const struct hc_cluster *cl, struct pc_shard_status **out);
 
 /* The directory of this executable, where hetps-ps and hetps-worker are
  * looked for ("." when /proc/self/exe cannot be read); roles.c. */

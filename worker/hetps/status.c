@@ -21,7 +21,6 @@ int hetps_cmd_status(int argc, char **argv)
     };
     const char *file = NULL;
     struct pc_shard_status *st;
-    struct pc_client *pc = NULL;
     struct hc_cluster cl;
     struct hc_diag diag;
     int c, i, w, rv, down = 0;
@@ -47,16 +46,8 @@ int hetps_cmd_status(int argc, char **argv)
         hc_diag_print(&diag, stderr);
         return 2;
     }
-    st = calloc((size_t)cl.n_ps, sizeof *st);
-    rv = st ? pc_open(&pc, &cl, -1, 0,
-                      &(struct pc_opts){ .timeout_ms = 1000, .retry_ms = 2000 })
-            : HC_ERR_NOMEM;
-    if (rv == HC_OK)
-        rv = pc_status(pc, st);
-    if (rv != HC_OK) {
+    if ((rv = hetps_ask_status(&cl, &st)) != HC_OK) {
         fprintf(stderr, "hetps status: %s\n", hc_err_msg());
-        free(st);
-        pc_close(pc);
         hc_cluster_free(&cl);
         return 1;
     }
@@ -129,7 +120,6 @@ int hetps_cmd_status(int argc, char **argv)
     }
     pc_status_free(st, cl.n_ps);
     free(st);
-    pc_close(pc);
     hc_cluster_free(&cl);
     return down ? 1 : 0;
 }
