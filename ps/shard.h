@@ -3,7 +3,12 @@
  * chief, pulls and pushes, on top of the LMDB store (ps/store.h) and the
  * optimizer (ps/optimizer.h). Knows the wire's envelopes, not the network.
  *
- * Threads: every call is made under the service's mutex.
+ * Threads: pulls (ps_shard_answer_pull, ps_shard_serve of a Pull),
+ * ps_shard_version, ps_shard_ack, ps_shard_place and ps_shard_record may
+ * run on any number of threads at once, beside one writer: create, push
+ * (ps_shard_serve of those), ps_shard_accumulate and ps_shard_apply_step
+ * share the shard's scratch and must be serialised by the caller.
+ * ps_shard_open and ps_shard_close run alone.
  */
 #ifndef PS_SHARD_H
 #define PS_SHARD_H

@@ -224,6 +224,24 @@ const struct ps_block *ps_store_blocks(const struct ps_store *s, uint32_t *n);
 int ps_store_read(struct ps_store *s, struct ps_read *r, size_t n,
                   uint64_t *step);
 
+/*
+ * A snapshot to read from in several calls (a pull that must know the
+ * step before it reads the values): ps_store_snap_begin opens a read
+ * transaction and gives its step; ps_store_snap_read reads ranges of it as
+ * ps_store_read does; ps_store_snap_end closes it (always, once begin
+ * succeeded; a no-op on an ended or failed one). One thread uses a
+ * snapshot; a writer commits meanwhile without waiting for it. Hold it
+ * briefly: pages it sees cannot be reused, so the map grows while it lives.
+ */
+struct ps_snap {
+    struct ps_store *store;
+    void *txn;                  /* MDB_txn, read-only */
+};
+int ps_store_snap_begin(struct ps_store *s, struct ps_snap *snap,
+                        uint64_t *step);
+int ps_store_snap_read(struct ps_snap *snap, struct ps_read *r, size_t n);
+void ps_store_snap_end(struct ps_snap *snap);
+
 /* Read all `len` floats of local block `local` into dst (len must be the
  * block's length). Errors as ps_store_read, HC_ERR_MISMATCH for len. */
 int ps_store_read_block(struct ps_store *s, uint32_t local, float *dst,
