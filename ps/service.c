@@ -290,6 +290,9 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
     s->stop_pipe[0] = s->stop_pipe[1] = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->wmu, NULL);
+    pthread_mutex_init(&s->qmu, NULL);
+    pthread_cond_init(&s->qcv, NULL);
+    s->qtail = &s->qhead;
     s->members = calloc((size_t)s->n_members, sizeof *s->members);
     if (!s->members) {
         rv = hc_err_set(HC_ERR_NOMEM, "out of memory for %d members",
@@ -425,5 +428,7 @@ void ps_service_stop(struct ps_service *s)
         close(s->stop_pipe[1]);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->wmu);
+    pthread_mutex_destroy(&s->qmu);
+    pthread_cond_destroy(&s->qcv);
     free(s);
 }

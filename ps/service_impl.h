@@ -83,6 +83,13 @@ struct ps_service {
     int n_pending, cap_pending;
 
     pthread_mutex_t wmu;        /* one writer of the shard at a time */
+    /* Group commit of async pushes (service_pull.c): pushes queue here,
+     * the first to find no commit running applies the queue in one store
+     * transaction and wakes the others. */
+    pthread_mutex_t qmu;        /* guards the four below */
+    pthread_cond_t qcv;         /* a group was committed */
+    struct group_wait *qhead, **qtail;
+    int committing;
     pthread_mutex_t mu;         /* guards everything below */
     struct member *members;     /* (n_members) indexed by worker index */
     int n_members;
@@ -168,8 +175,9 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
 /* An async push left outside by service_serve_push, whose record the
  * caller marked as being answered (last_req = its id, no reply yet: a
  * repeat meanwhile goes unanswered and is sent again; prev_req and
- * prev_len what the record held before). Takes s->wmu for the apply, then
- * s->mu to record the reply (or, on failure, put the record back).
+ * prev_len what the record held before). Applies it by group commit (the
+ * queued pushes in one store transaction, under s->wmu), then takes s->mu
+ * to record the reply (or, on failure, put the record back).
  * Returns the reply: the Ack, or a push-and-pull's values. */
 nng_msg *service_apply_outside(struct ps_service *s,
                                const struct hc_wire_msg *in,

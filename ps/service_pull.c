@@ -275,6 +275,67 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
     return HC_OK;
 }
 
+/* Most pushes applied in one transaction. */
+#define GROUP_MAX 16
+
+/* A push waiting in the group-commit queue. */
+struct group_wait {
+    struct ps_push_item item;
+    int done;
+    struct group_wait *next;
+};
+
+/*
+ * Apply an async push by group commit: queue it; the first waiter to find
+ * no commit running takes up to GROUP_MAX queued pushes, applies them in
+ * one store transaction under s->wmu, hands each its result and wakes the
+ * rest. Every push is committed before its Ack leaves. *reply: the Ack.
+ */
+static int group_apply(struct ps_service *s, const struct hc_wire_msg *in,
+                       nng_msg **reply)
+{
+    struct group_wait me = { .item = { .in = in } };
+
+    pthread_mutex_lock(&s->qmu);
+    *s->qtail = &me;
+    s->qtail = &me.next;
+    while (!me.done) {
+        struct ps_push_item items[GROUP_MAX];
+        struct group_wait *w[GROUP_MAX];
+        int n = 0, i;
+
+        if (s->committing) {
+            pthread_cond_wait(&s->qcv, &s->qmu);
+            continue;
+        }
+        s->committing = 1;
+        while (s->qhead && n < GROUP_MAX) {
+            w[n] = s->qhead;
+            s->qhead = w[n]->next;
+            items[n].in = w[n]->item.in;
+            n++;
+        }
+        if (!s->qhead)
+            s->qtail = &s->qhead;
+        pthread_mutex_unlock(&s->qmu);
+        pthread_mutex_lock(&s->wmu);
+        ps_shard_push_group(s->shard, items, (size_t)n, &s->me);
+        pthread_mutex_unlock(&s->wmu);
+        pthread_mutex_lock(&s->qmu);
+        for (i = 0; i < n; i++) {
+            w[i]->item = items[i];
+            w[i]->done = 1;
+        }
+        s->committing = 0;
+        pthread_cond_broadcast(&s->qcv);
+    }
+    pthread_mutex_unlock(&s->qmu);
+    if (me.item.rv != HC_OK)
+        return hc_err_set(me.item.rv, "%s", me.item.err);
+    *reply = me.item.reply;
+    return HC_OK;
+}
+
 /* Worker w's push record, if w is still the member that sent `in`. */
 static struct record *push_record(struct ps_service *s,
                                   const struct hc_wire_msg *in)
@@ -298,9 +359,7 @@ nng_msg *service_apply_outside(struct ps_service *s,
     nng_msg *reply = NULL;
     double t0 = hc_now_s();
 
-    pthread_mutex_lock(&s->wmu);
-    rv = ps_shard_serve(s->shard, in, &s->me, NULL, &reply);
-    pthread_mutex_unlock(&s->wmu);
+    rv = group_apply(s, in, &reply);
     hc_series_observe(s->met.apply, hc_now_s() - t0);
     if (rv != HC_OK) {
         nng_msg *err = service_error_reply(s, in->env->request_id,

@@ -452,8 +452,9 @@ out:
 }
 
 /* Check a push's tensors: each a whole block of this shard, none twice;
- * fills sh->updates[i].local. */
-static int check_push(struct ps_shard *sh, const struct hc_wire_msg *in)
+ * fills u[0 .. in->n_tensors). */
+static int check_push(struct ps_shard *sh, const struct hc_wire_msg *in,
+                      struct ps_update *u)
 {
     const Hetps__Envelope *e = in->env;
     size_t i;
@@ -476,10 +477,10 @@ static int check_push(struct ps_shard *sh, const struct hc_wire_msg *in)
             return hc_err_set(HC_ERR_PROTO, "pushed tensor %zu repeats block "
                               "(%u, %llu)", i, t->key,
                               (unsigned long long)t->offset);
-        sh->updates[i].local = local;
-        sh->updates[i].length = t->length;
-        sh->updates[i].grad = in->data[i];
-        sh->updates[i].scale = 1.0f;
+        u[i].local = local;
+        u[i].length = t->length;
+        u[i].grad = in->data[i];
+        u[i].scale = 1.0f;
     }
     return HC_OK;
 }
@@ -487,33 +488,105 @@ static int check_push(struct ps_shard *sh, const struct hc_wire_msg *in)
 static int serve_push(struct ps_shard *sh, const struct hc_wire_msg *in,
                       const struct hc_sender *me, nng_msg **reply)
 {
+    struct ps_push_item it = { .in = in };
+
+    ps_shard_push_group(sh, &it, 1, me);
+    if (it.rv != HC_OK)
+        return hc_err_set(it.rv, "%s", it.err);
+    *reply = it.reply;
+    return HC_OK;
+}
+
+/* The record of push `in` answered by `reply`, kept with its update. */
+static void push_record(const struct hc_wire_msg *in, const nng_msg *reply,
+                        struct ps_record *rec)
+{
     const Hetps__Envelope *e = in->env;
-    struct ps_record rec;
+
+    rec->worker = e->sender->index;
+    rec->incarnation = e->incarnation;
+    rec->request_id = e->request_id;
+    rec->reply = nng_msg_body((nng_msg *)reply);
+    rec->reply_len = (uint32_t)nng_msg_len((nng_msg *)reply);
+    rec->place.known = e->push->has_epoch && e->push->has_batches;
+    rec->place.epoch = e->push->epoch;
+    rec->place.batches = e->push->batches;
+}
+
+static void item_fail(struct ps_push_item *it, int rv)
+{
+    it->rv = rv;
+    snprintf(it->err, sizeof it->err, "%s", hc_err_msg());
+    if (it->reply) {
+        nng_msg_free(it->reply);
+        it->reply = NULL;
+    }
+}
+
+void ps_shard_push_group(struct ps_shard *sh, struct ps_push_item *items,
+                         size_t n, const struct hc_sender *me)
+{
+    struct ps_update *u = NULL;
+    struct ps_apply *g = NULL;
+    struct ps_record *recs = NULL;
+    size_t k, total = 0, n_g = 0, at = 0;
     uint64_t step;
     int rv;
 
-    if ((rv = check_push(sh, in)) != HC_OK)
-        return rv;
-    /* The reply is recorded with the update, so build it first. */
-    rv = ack_with(sh, in, me, ps_store_step(sh->store) + 1, NULL, 0, NULL,
-                  NULL, reply);
-    if (rv != HC_OK)
-        return rv;
-    rec.worker = e->sender->index;
-    rec.incarnation = e->incarnation;
-    rec.request_id = e->request_id;
-    rec.reply = nng_msg_body(*reply);
-    rec.reply_len = (uint32_t)nng_msg_len(*reply);
-    rec.place.known = e->push->has_epoch && e->push->has_batches;
-    rec.place.epoch = e->push->epoch;
-    rec.place.batches = e->push->batches;
-    rv = ps_store_apply(sh->store, &sh->optim, sh->updates, in->n_tensors,
-                        &rec, 1, &step);
-    if (rv != HC_OK) {
-        nng_msg_free(*reply);
-        *reply = NULL;
+    for (k = 0; k < n; k++) {
+        items[k].rv = HC_OK;
+        items[k].reply = NULL;
+        items[k].err[0] = 0;
+        total += items[k].in->n_tensors;
     }
-    return rv;
+    if (!atomic_load(&sh->ready)) {
+        hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables yet: the "
+                   "chief (worker:0) creates them", sh->index);
+        for (k = 0; k < n; k++)
+            item_fail(&items[k], HC_ERR_NOTFOUND);
+        return;
+    }
+    u = calloc(total + 1, sizeof *u);
+    g = calloc(n + 1, sizeof *g);
+    recs = calloc(n + 1, sizeof *recs);
+    if (!u || !g || !recs) {
+        hc_err_set(HC_ERR_NOMEM, "out of memory for %zu pushes", n);
+        for (k = 0; k < n; k++)
+            item_fail(&items[k], HC_ERR_NOMEM);
+        goto out;
+    }
+    step = ps_store_step(sh->store);
+    for (k = 0; k < n; k++) {
+        struct ps_push_item *it = &items[k];
+
+        if ((rv = check_push(sh, it->in, u + at)) != HC_OK) {
+            item_fail(it, rv);
+            continue;
+        }
+        /* The reply is recorded with the update, so build it first: the
+         * version after this push's step of the group. */
+        if ((rv = ack_with(sh, it->in, me, step + n_g + 1, NULL, 0, NULL,
+                           NULL, &it->reply)) != HC_OK) {
+            item_fail(it, rv);
+            continue;
+        }
+        push_record(it->in, it->reply, &recs[n_g]);
+        g[n_g].u = u + at;
+        g[n_g].n = it->in->n_tensors;
+        g[n_g].recs = &recs[n_g];
+        g[n_g].n_recs = 1;
+        n_g++;
+        at += it->in->n_tensors;
+    }
+    if (n_g && (rv = ps_store_apply_group(sh->store, &sh->optim, g, n_g,
+                                          NULL)) != HC_OK)
+        for (k = 0; k < n; k++)
+            if (items[k].rv == HC_OK)
+                item_fail(&items[k], rv);
+out:
+    free(u);
+    free(g);
+    free(recs);
 }
 
 int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in)
@@ -526,7 +599,7 @@ int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in)
     if (!sh->n_blocks)
         return hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables yet",
                           sh->index);
-    if ((rv = check_push(sh, in)) != HC_OK)
+    if ((rv = check_push(sh, in, sh->updates)) != HC_OK)
         return rv;
     for (i = 0; i < in->n_tensors; i++) {
         uint32_t b = sh->updates[i].local;

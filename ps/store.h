@@ -273,6 +273,24 @@ int ps_store_apply(struct ps_store *s, const struct hc_optim_conf *c,
                    uint64_t *new_step);
 
 /*
+ * Group commit: the steps g[0 .. n_g) (each as one ps_store_apply call
+ * would apply it: its updates, the step counted when it has any, then its
+ * records with the step after it) in ONE write transaction, in order, so a
+ * queue of pushes costs one commit (and one fsync under
+ * PS_DURABLE_MACHINE). A block may appear once per step and in several
+ * steps. All or nothing: on any error none is applied. Errors as
+ * ps_store_apply.
+ */
+struct ps_apply {
+    const struct ps_update *u;
+    size_t n;
+    const struct ps_record *recs;
+    size_t n_recs;
+};
+int ps_store_apply_group(struct ps_store *s, const struct hc_optim_conf *c,
+                         const struct ps_apply *g, size_t n_g,
+                         uint64_t *new_step);
+/*
  * The last request recorded for `worker`: its incarnation, request id and
  * cached reply (copied into reply[0 .. *reply_len); reply may be NULL when
  * cap is 0). Any out-pointer may be NULL.
