@@ -3,11 +3,11 @@
  * on (part of `make bench`).
  *
  *   ps [--sizes LIST] [--shards LIST] [--clients LIST] [--secs S]
- *      [--ps BIN] [--max-flight MIB] [--full]
+ *      [--ps BIN] [--max-flight MIB] [--durability LEVEL] [--full]
  *
  * For each tensor size and number of shards it starts real hetps-ps
  * processes (async mode, Adam, LMDB stores in a fresh temporary
- * directory, durability `process`), registers one variable of that size
+ * directory, durability `process` unless --durability machine), registers one variable of that size
  * and then runs synthetic clients — threads, each its own pc_client as
  * its own worker task — that push a gradient and pull the new values
  * (pc_push_pull, one round trip) as fast as they can, without computing.
@@ -71,6 +71,7 @@ struct list {
 static double secs = 0.5;
 static uint64_t mem_limit = 256ull << 20; /* client bytes in flight */
 static int base_port;
+static const char *durability = "process";  /* hetps-ps --durability */
 
 static void die(const char *what, const char *why)
 {
@@ -655,7 +656,7 @@ static pid_t spawn_shard(const char *bin, const char *dir, int j)
             dup2(fd, 2);
         }
         execl(bin, bin, "--cluster", cfile, "--task", task, "--data-dir", data,
-              (char *)NULL);
+              "--durability", durability, (char *)NULL);
         fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
         _exit(127);
     }
@@ -759,12 +760,14 @@ static void usage(FILE *f)
 {
     fprintf(f,
 "usage: ps [--sizes LIST] [--shards LIST] [--clients LIST] [--secs S]\n"
-"          [--ps BIN] [--max-flight MIB] [--full]\n"
+"          [--ps BIN] [--max-flight MIB] [--durability LEVEL] [--full]\n"
 "  --sizes    tensor bytes per round trip (default 1K,1M,16M,80MB)\n"
 "  --shards   numbers of shards (default 1,2)\n"
 "  --clients  concurrent clients, each one request in flight (default 1,8)\n"
 "  --secs     timed seconds per flavour and configuration (default 0.5)\n"
 "  --ps       the hetps-ps binary (default bin/hetps-ps)\n"
+"  --durability  the shards' --durability: process (default) or machine\n"
+"             (an fsync per commit: what a pull must not wait for)\n"
 "  --max-flight  skip configurations whose clients hold more than MIB\n"
 "             tensor bytes in flight together (default 256; --full 2048)\n"
 "  --full     the whole grid: sizes 1K,64K,1M,16M,80MB, shards 1,2,4,\n"
@@ -807,6 +810,9 @@ int main(int argc, char **argv)
             parse_list(argv[a], v, &clients);
         else if (!strcmp(argv[a], "--ps"))
             bin = v;
+        else if (!strcmp(argv[a], "--durability") &&
+                 (!strcmp(v, "process") || !strcmp(v, "machine")))
+            durability = v;
         else if (!strcmp(argv[a], "--max-flight") &&
                  (mem_limit = strtoull(v, NULL, 10) << 20) > 0)
             ;
@@ -845,8 +851,9 @@ int main(int argc, char **argv)
         }
         hc_sleep_s(0.3);
     }
-    printf("ps bench: async, Adam, durability process; %.1f s per flavour; "
-           "rt = push+pull round trip of SIZE tensor bytes each way\n", secs);
+    printf("ps bench: async, Adam, durability %s; %.1f s per flavour; "
+           "rt = push+pull round trip of SIZE tensor bytes each way\n",
+           durability, secs);
     for (si = 0; si < sizes.n; si++) {
         for (hi = 0; hi < shards.n; hi++) {
             int ns = (int)shards.v[hi], maxc = 0;
