@@ -11,9 +11,10 @@
  * answered with the same reply bytes as the first time (counted as a
  * duplicate) and never applied again; an older id is refused as stale
  * (the records: service_record.c; error and ack replies:
- * service_reply.c). What the shard says of its members and the cluster file re-read are in
- * service_member.c; pulls and pushes as the mode judges them in
- * service_pull.c (see service_impl.h).
+ * service_reply.c). What the shard says of its members and the cluster
+ * file re-read are in service_member.c; pulls and pushes as the mode
+ * judges them in service_pull.c (see service_impl.h, also for which lock
+ * each path holds).
  */
 #include "service.h"
 
@@ -84,7 +85,8 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                                    HETPS__ERROR_CODE__E_NOT_JOINED, text);
     }
     rec = service_record_of(m->rec, pc);
-    if (service_record_is_effect(pc) && m->incarnation == e->incarnation && rec->last_req) {
+    if (service_record_is_effect(pc) && m->incarnation == e->incarnation &&
+        rec->last_req) {
         if (e->request_id == rec->last_req && rec->reply_len == 0) {
             int i;
 

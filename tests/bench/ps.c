@@ -7,8 +7,8 @@
  *
  * For each tensor size and number of shards it starts real hetps-ps
  * processes (async mode, Adam, LMDB stores in a fresh temporary
- * directory, durability `process` unless --durability machine), registers one variable of that size
- * and then runs synthetic clients — threads, each its own pc_client as
+ * directory, durability `process` unless --durability machine),
+ * registers one variable of that size and then runs synthetic clients — threads, each its own pc_client as
  * its own worker task — that push a gradient and pull the new values
  * (pc_push_pull, one round trip) as fast as they can, without computing.
  * In the same run, with the same bytes to the same number of servers and
