@@ -338,12 +338,6 @@ int pc_shutdown(struct pc_client *c)
                            "shutdown");
 }
 
-void client_sender(struct pc_client *c, struct hc_sender *me)
-{
-    *me = c->me;
-    me->model_signature = atomic_load(&c->model_sig);
-}
-
 int pc_set_model(struct pc_client *c, const struct hc_model *m,
                  uint32_t block_elems)
 {
