@@ -9,10 +9,12 @@
  * the shard goes on serving everyone else. Requests with an effect go
  * through the sender's record: a repeat of the last applied request id is
  * answered with the same reply bytes as the first time (counted as a
- * duplicate) and never applied again; an older id is refused as stale.
- * What the shard says of its members and the cluster file re-read are in
- * service_member.c; pulls and pushes as the mode judges them in
- * service_pull.c (see service_impl.h).
+ * duplicate) and never applied again; an older id is refused as stale
+ * (the records: service_record.c; error and ack replies:
+ * service_reply.c). What the shard says of its members and the cluster
+ * file re-read are in service_member.c; pulls and pushes as the mode
+ * judges them in service_pull.c (see service_impl.h, also for which lock
+ * each path holds).
  */
 #include "service.h"
 
@@ -38,93 +40,22 @@
 /* Largest recorded reply kept in the store (an Ack). */
 #define PS_RECORD_MAX 4096
 
-nng_msg *service_error_reply(struct ps_service *s, uint64_t id,
-                             Hetps__ErrorCode code, const char *text)
-{
-    nng_msg *m = NULL;
-
-    service_metrics_refusal(s, code);
-    if (hc_wire_error_reply(&m, &s->me, id, code, text) != HC_OK)
-        return NULL;
-    return m;
-}
-
-static nng_msg *ack_reply(struct ps_service *s, uint64_t id)
-{
-    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
-    Hetps__Ack ack = HETPS__ACK__INIT;
-    nng_msg *m = NULL;
-
-    hc_wire_init_env(&env, &s->me, id);
-    ack.has_version = 1;
-    ack.version = s->shard ? ps_shard_version(s->shard) : 0;
-    env.payload_case = HETPS__ENVELOPE__PAYLOAD_ACK;
-    env.ack = &ack;
-    if (hc_wire_encode(&m, &env, NULL, 0) != HC_OK)
-        return NULL;
-    return m;
-}
-
-/* Which record a request kind goes to. */
-static struct record *record_of(struct member *m, Hetps__Envelope__PayloadCase c)
-{
-    return &m->rec[c == HETPS__ENVELOPE__PAYLOAD_PUSH ? 0 : 1];
-}
-
-/* Remember the reply to the last applied request of a member. */
-void service_record_reply(struct member *m, struct record *r, uint64_t id,
-                          nng_msg *reply)
-{
-    size_t len = reply ? nng_msg_len(reply) : 0;
-
-    if (r->last_req != id)
-        m->requests++;
-    r->last_req = id;
-    if (len > r->reply_cap) {
-        unsigned char *p = realloc(r->reply, len);
-
-        if (!p) {
-            r->reply_len = 0;
-            return;
-        }
-        r->reply = p;
-        r->reply_cap = len;
-    }
-    if (len)
-        memcpy(r->reply, nng_msg_body(reply), len);
-    r->reply_len = len;
-}
-
-/* A copy of the recorded reply. */
-static nng_msg *replay_reply(const struct record *r)
-{
-    nng_msg *msg;
-
-    if (!r->reply_len || nng_msg_alloc(&msg, r->reply_len) != 0)
-        return NULL;
-    memcpy(nng_msg_body(msg), r->reply, r->reply_len);
-    return msg;
-}
-
-static int is_effect(Hetps__Envelope__PayloadCase c)
-{
-    switch (c) {
-    case HETPS__ENVELOPE__PAYLOAD_JOIN:
-    case HETPS__ENVELOPE__PAYLOAD_LEAVE:
-    case HETPS__ENVELOPE__PAYLOAD_CREATE:
-    case HETPS__ENVELOPE__PAYLOAD_PUSH:
-        return 1;
-    default:
-        return 0;
-    }
-}
+/* What serve_worker leaves to do once s->mu is let go. */
+struct outside {
+    int pull;                   /* answer a pull the mode allows */
+    int push;                   /* apply an async push */
+    uint64_t prev_req;          /* its record before it (to put back) */
+    size_t prev_len;
+};
 
 /*
  * Requests from workers: check the sender, answer repeats from the record,
- * apply the rest. Called with s->mu held; returns the reply.
+ * apply the rest. Called with s->mu held; returns the reply, or NULL with
+ * *deferred (kept) or with work in *out to do without s->mu.
  */
 static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
-                             nng_msg *msg_in, hc_rpc_req *req, int *deferred)
+                             nng_msg *msg_in, hc_rpc_req *req, int *deferred,
+                             struct outside *out)
 {
     const Hetps__Envelope *e = in->env;
     Hetps__Envelope__PayloadCase pc = e->payload_case;
@@ -173,8 +104,9 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
     /* Only now: a message under the worker's name from anyone else (another
      * incarnation, not joined) must not keep a dead worker alive. */
     m->last_seen_ms = hc_now_ms();
-    rec = record_of(m, pc);
-    if (is_effect(pc) && m->incarnation == e->incarnation && rec->last_req) {
+    rec = service_record_of(m->rec, pc);
+    if (service_record_is_effect(pc) && m->incarnation == e->incarnation &&
+        rec->last_req) {
         if (e->request_id == rec->last_req && rec->reply_len == 0) {
             int i;
 
@@ -202,7 +134,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
             hc_debug("worker:%u request %llu (%s) repeated: answered from the record",
                      w, (unsigned long long)e->request_id,
                      hc_wire_payload_name(pc));
-            return replay_reply(rec);
+            return service_record_replay(rec);
         }
         if (e->request_id < rec->last_req) {
             snprintf(text, sizeof text,
@@ -254,13 +186,13 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         reply = service_join_reply(s, (int)w, e->request_id);
         break;
     case HETPS__ENVELOPE__PAYLOAD_HEARTBEAT:
-        return ack_reply(s, e->request_id);
+        return service_ack_reply(s, e->request_id);
     case HETPS__ENVELOPE__PAYLOAD_LEAVE:
         m->state = M_LEFT;
         hc_info("worker:%u left", w);
         ps_sync_member(s->sync, (int)w, 0);
         service_advance(s);
-        reply = ack_reply(s, e->request_id);
+        reply = service_ack_reply(s, e->request_id);
         break;
     case HETPS__ENVELOPE__PAYLOAD_CREATE:
         if (w != 0) {
@@ -271,18 +203,30 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                                        "only the chief (worker:0) may create "
                                        "the variables");
         }
+        pthread_mutex_lock(&s->wmu);
         rv = ps_shard_serve(s->shard, in, &s->me, NULL, &reply);
+        pthread_mutex_unlock(&s->wmu);
         if (rv != HC_OK)
             return service_error_reply(s, e->request_id,
                                        hc_wire_error_code(rv), hc_err_msg());
         break;
     case HETPS__ENVELOPE__PAYLOAD_PULL:
-        return service_serve_pull(s, in, msg_in, req, deferred);
+        return service_serve_pull(s, in, msg_in, req, deferred, &out->pull);
     case HETPS__ENVELOPE__PAYLOAD_PUSH:
-        rv = service_serve_push(s, in, msg_in, req, deferred, &reply);
+        rv = service_serve_push(s, in, msg_in, req, deferred, &out->push,
+                                &reply);
         if (rv != HC_OK)
             return service_error_reply(s, e->request_id,
                                        hc_wire_error_code(rv), hc_err_msg());
+        if (out->push) {
+            /* Applied outside s->mu: the record says it is being answered
+             * (a repeat meanwhile is not applied again). */
+            out->prev_req = rec->last_req;
+            out->prev_len = rec->reply_len;
+            if (service_record_save(rec, e->request_id, NULL))
+                m->requests++;
+            return NULL;
+        }
         break;
     default:
         snprintf(text, sizeof text, "a %s is a reply, not a request",
@@ -290,8 +234,9 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         return service_error_reply(s, e->request_id,
                                    HETPS__ERROR_CODE__E_MALFORMED, text);
     }
-    if ((reply || *deferred) && is_effect(pc))
-        service_record_reply(m, rec, e->request_id, reply);
+    if ((reply || *deferred) && service_record_is_effect(pc) &&
+        service_record_save(rec, e->request_id, reply))
+        m->requests++;
     return reply;
 }
 
@@ -364,6 +309,7 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
 {
     struct ps_service *s = arg;
     struct hc_wire_msg in;
+    struct outside out = { 0 };
     nng_msg *reply = NULL;
     uint64_t rejected;
     int rv, deferred = 0, pc = 0, admin;
@@ -419,19 +365,16 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
         }
         hc_info("shutdown requested by %s:%u", sender_job(in.env->sender),
                 in.env->sender->index);
-        reply = ack_reply(s, in.env->request_id);
+        reply = service_ack_reply(s, in.env->request_id);
         ps_service_request_stop(s);
         break;
     default:
         if (in.env->sender->job == HETPS__JOB__JOB_WORKER) {
-            reply = serve_worker(s, &in, msg, req, &deferred);
+            reply = serve_worker(s, &in, msg, req, &deferred, &out);
         } else if (in.env->payload_case == HETPS__ENVELOPE__PAYLOAD_PULL) {
-            /* Reading needs no membership: `hetps eval` of live weights. */
-            rv = ps_shard_serve(s->shard, &in, &s->me, NULL, &reply);
-            if (rv != HC_OK)
-                reply = service_error_reply(s, in.env->request_id,
-                                            hc_wire_error_code(rv),
-                                            hc_err_msg());
+            /* Reading needs no membership: `hetps eval` of live weights,
+             * from a snapshot, below. */
+            out.pull = 1;
         } else {
             reply = service_error_reply(s, in.env->request_id,
                                         HETPS__ERROR_CODE__E_UNKNOWN_TASK,
@@ -440,6 +383,10 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
         break;
     }
     pthread_mutex_unlock(&s->mu);
+    if (out.pull)
+        reply = service_answer_pull(s, &in, 0);
+    else if (out.push)
+        reply = service_apply_outside(s, &in, out.prev_req, out.prev_len);
     hc_wire_msg_free(&in);
     if (deferred)
         return;         /* kept with its message: answered by serve_pending */
@@ -480,6 +427,10 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
         service_file_mtime(c->cluster_file, &s->file_mtime);
     s->stop_pipe[0] = s->stop_pipe[1] = -1;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->wmu, NULL);
+    pthread_mutex_init(&s->qmu, NULL);
+    pthread_cond_init(&s->qcv, NULL);
+    s->qtail = &s->qhead;
     s->members = calloc((size_t)s->n_members, sizeof *s->members);
     if (!s->members) {
         rv = hc_err_set(HC_ERR_NOMEM, "out of memory for %d members",
@@ -532,10 +483,7 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
                                 &m->rec[0].last_req, buf, PS_RECORD_MAX,
                                 &len) != HC_OK)
                 continue;
-            if (len && (m->rec[0].reply = malloc(len))) {
-                memcpy(m->rec[0].reply, buf, len);
-                m->rec[0].reply_len = m->rec[0].reply_cap = len;
-            }
+            service_record_load(&m->rec[0], buf, len);
             n++;
         }
         free(buf);
@@ -617,8 +565,8 @@ void ps_service_stop(struct ps_service *s)
         ps_shard_close(s->shard);
     ps_sync_free(s->sync);
     for (i = 0; s->members && i < s->n_members; i++) {
-        free(s->members[i].rec[0].reply);
-        free(s->members[i].rec[1].reply);
+        service_record_free(&s->members[i].rec[0]);
+        service_record_free(&s->members[i].rec[1]);
     }
     free(s->members);
     if (s->stop_pipe[0] >= 0)
@@ -626,5 +574,8 @@ void ps_service_stop(struct ps_service *s)
     if (s->stop_pipe[1] >= 0)
         close(s->stop_pipe[1]);
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->wmu);
+    pthread_mutex_destroy(&s->qmu);
+    pthread_cond_destroy(&s->qcv);
     free(s);
 }

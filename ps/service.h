@@ -9,8 +9,11 @@
  * re-sent request is never applied twice. Variable state (create, pull,
  * push) is delegated to ps/shard.h.
  *
- * Threads: handlers run on nng's threads under one service mutex;
- * ps_service_wait blocks the calling (main) thread.
+ * Threads: handlers run on nng's threads in parallel. Membership, records
+ * and the mode's state are kept under one small mutex; the shard's writes
+ * (create, push, a step's apply) are serialised apart from it, and pulls
+ * read store snapshots beside them (service_impl.h says which path takes
+ * which lock). ps_service_wait blocks the calling (main) thread.
  */
 #ifndef PS_SERVICE_H
 #define PS_SERVICE_H

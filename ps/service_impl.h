@@ -6,6 +6,8 @@
  *   service.c         decode, check the sender, de-duplicate against the
  *                     per-worker records, dispatch, reply; start, the
  *                     tick loop of ps_service_wait, stop
+ *   service_record.c  the per-worker records (service_record.h)
+ *   service_reply.c   error and ack replies
  *   service_member.c  what the shard says of its members (join and status
  *                     replies), silent workers marked dead, and the
  *                     cluster file re-read (elastic membership)
@@ -13,10 +15,18 @@
  *                     answered now or kept until the mode allows, a
  *                     complete synchronous step applied
  *
- * Threads: service_sweep_members and service_reload_cluster take s->mu
- * themselves (ps_service_wait calls them); the other functions taking a
- * service are called with it held, except service_error_reply, which reads
- * only what never changes.
+ * Threads: two locks, always taken in this order when both are held.
+ * s->mu (small) guards membership, the records, the mode's state and the
+ * kept pulls; s->wmu serialises the shard's writers (create, push,
+ * accumulate, a step's apply), whose scratch and store transaction are
+ * one. Pulls read store snapshots under neither: in async and ssp a pull
+ * the mode allows, and an async push's apply (under wmu alone), run after
+ * s->mu is let go, so heartbeats, status and pulls never wait for a
+ * commit. service_sweep_members and service_reload_cluster take s->mu
+ * themselves (ps_service_wait calls them); service_answer_pull and
+ * service_apply_outside are called without it; the other functions taking
+ * a service are called with it held, except service_error_reply, which
+ * reads only what never changes.
  */
 #ifndef PS_SERVICE_IMPL_H
 #define PS_SERVICE_IMPL_H
@@ -29,6 +39,7 @@
 #include "metrics.h"
 #include "rpc.h"
 #include "service.h"
+#include "service_record.h"
 #include "shard.h"
 #include "sync.h"
 #include "tls.h"
@@ -40,15 +51,9 @@ enum member_state { M_NONE, M_JOINED, M_LEFT, M_DEAD };
 struct member {
     enum member_state state;
     uint64_t incarnation;       /* of the worker process last joined */
-    /* The last applied request and its reply, kept apart for pushes (which
-     * carry the optimizer's ordering) and for the rest (join, leave,
-     * create), so a re-join does not make a re-sent push look old. */
-    struct record {
-        uint64_t last_req;      /* last applied request id */
-        unsigned char *reply;   /* (reply_len) bytes answered to last_req;
-                                   0 bytes: still being answered */
-        size_t reply_len, reply_cap;
-    } rec[2];
+    /* The last applied request and its reply: pushes, then the rest
+     * (service_record_of). */
+    struct record rec[2];
     int64_t last_seen_ms;
     uint32_t pipe;              /* connection its last join came on; 0 once
                                    that connection is gone */
@@ -81,6 +86,14 @@ struct ps_service {
     struct pending *pending;    /* (n_pending) */
     int n_pending, cap_pending;
 
+    pthread_mutex_t wmu;        /* one writer of the shard at a time */
+    /* Group commit of async pushes (service_pull.c): pushes queue here,
+     * the first to find no commit running applies the queue in one store
+     * transaction and wakes the others. */
+    pthread_mutex_t qmu;        /* guards the four below */
+    pthread_cond_t qcv;         /* a group was committed */
+    struct group_wait *qhead, **qtail;
+    int committing;
     pthread_mutex_t mu;         /* guards everything below */
     struct member *members;     /* (n_members) indexed by worker index */
     int n_members;
@@ -104,15 +117,15 @@ struct ps_service {
     double wait_logged_s;       /*   after this long (next: twice as long) */
 };
 
-/* ---- dispatch and records (service.c) ---------------------------------- */
+/* ---- replies (service_reply.c) ----------------------------------------- */
 
 /* An Error reply to request `id` (NULL when it cannot be built). */
 nng_msg *service_error_reply(struct ps_service *s, uint64_t id,
                              Hetps__ErrorCode code, const char *text);
 
-/* Remember the reply to the last applied request of a member. */
-void service_record_reply(struct member *m, struct record *r, uint64_t id,
-                          nng_msg *reply);
+/* An Ack to request `id` carrying the shard's version (NULL when it cannot
+ * be built). */
+nng_msg *service_ack_reply(struct ps_service *s, uint64_t id);
 
 /* ---- metrics (service_metrics.c) --------------------------------------- */
 
@@ -149,15 +162,36 @@ void service_reload_cluster(struct ps_service *s);
 /* ---- pulls, pushes and steps (service_pull.c) -------------------------- */
 
 /* A pull: answered now, or kept (the message and the request) until the
- * mode allows it (*deferred set, NULL returned). */
+ * mode allows it (*deferred set, NULL returned); in async and ssp one the
+ * mode allows now is left to the caller (*outside set, NULL returned), to
+ * answer with service_answer_pull once s->mu is let go. */
 nng_msg *service_serve_pull(struct ps_service *s, const struct hc_wire_msg *in,
-                            nng_msg *msg_in, hc_rpc_req *req, int *deferred);
+                            nng_msg *msg_in, hc_rpc_req *req, int *deferred,
+                            int *outside);
+
+/* Answer a pull (or a push-and-pull's pull) now, from one store snapshot.
+ * Without s->mu in async and ssp; with it in sync (the step's slice). */
+nng_msg *service_answer_pull(struct ps_service *s,
+                             const struct hc_wire_msg *in, int late);
 
 /* A push: judged by the mode, then applied, added to the step, or counted
- * as late; a push-and-pull's values now (*reply) or later (*deferred). */
+ * as late; a push-and-pull's values now (*reply) or later (*deferred). In
+ * async an applied push is left to the caller (*outside set, HC_OK and no
+ * reply): service_apply_outside once s->mu is let go. */
 int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
                        nng_msg *msg_in, hc_rpc_req *req, int *deferred,
-                       nng_msg **reply);
+                       int *outside, nng_msg **reply);
+
+/* An async push left outside by service_serve_push, whose record the
+ * caller marked as being answered (last_req = its id, no reply yet: a
+ * repeat meanwhile goes unanswered and is sent again; prev_req and
+ * prev_len what the record held before). Applies it by group commit (the
+ * queued pushes in one store transaction, under s->wmu), then takes s->mu
+ * to record the reply (or, on failure, put the record back).
+ * Returns the reply: the Ack, or a push-and-pull's values. */
+nng_msg *service_apply_outside(struct ps_service *s,
+                               const struct hc_wire_msg *in,
+                               uint64_t prev_req, size_t prev_len);
 
 /* Apply a complete synchronous step, then answer the pulls it frees. */
 void service_advance(struct ps_service *s);

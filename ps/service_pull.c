@@ -8,6 +8,7 @@
  * service_impl.h for the other service files.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -22,8 +23,8 @@
 
 /* Answer a pull now: values, version and (sync, from any shard; workers
  * use ps:0's) the worker's slice of the step's global batch. */
-static nng_msg *answer_pull(struct ps_service *s, const struct hc_wire_msg *in,
-                            int late)
+nng_msg *service_answer_pull(struct ps_service *s,
+                             const struct hc_wire_msg *in, int late)
 {
     const Hetps__Envelope *e = in->env;
     int is_push = e->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH;
@@ -123,10 +124,16 @@ static int defer(struct ps_service *s, const struct hc_wire_msg *in,
 /* A pull: answered now, or kept (the message and the request) until the
  * mode allows it. */
 nng_msg *service_serve_pull(struct ps_service *s, const struct hc_wire_msg *in,
-                            nng_msg *msg_in, hc_rpc_req *req, int *deferred)
+                            nng_msg *msg_in, hc_rpc_req *req, int *deferred,
+                            int *outside)
 {
-    if (pull_ready(s, in))
-        return answer_pull(s, in, 0);
+    if (pull_ready(s, in)) {
+        if (s->cl->mode != HC_MODE_SYNC) {
+            *outside = 1;       /* a snapshot: no need to hold s->mu */
+            return NULL;
+        }
+        return service_answer_pull(s, in, 0);
+    }
     if (defer(s, in, msg_in, req) != HC_OK)
         return service_error_reply(s, in->env->request_id,
                                    HETPS__ERROR_CODE__E_LIMIT, hc_err_msg());
@@ -155,11 +162,11 @@ static void serve_pending(struct ps_service *s)
                              s->cl->id, &in) != HC_OK) {
             hc_rpc_reply(p->req, NULL);
         } else {
-            reply = answer_pull(s, &in, 0);
-            if (p->is_push && reply && p->worker < s->n_members)
-                service_record_reply(&s->members[p->worker],
-                                     &s->members[p->worker].rec[0],
-                                     p->request_id, reply);
+            reply = service_answer_pull(s, &in, 0);
+            if (p->is_push && reply && p->worker < s->n_members &&
+                service_record_save(&s->members[p->worker].rec[0],
+                                    p->request_id, reply))
+                s->members[p->worker].requests++;
             hc_wire_msg_free(&in);
             service_metrics_request(s, p->is_push
                                            ? HETPS__ENVELOPE__PAYLOAD_PUSH
@@ -182,7 +189,11 @@ void service_advance(struct ps_service *s)
     if (s->cl->mode == HC_MODE_SYNC &&
         ps_sync_step_ready(s->sync, ps_shard_version(s->shard), &total)) {
         double t0 = hc_now_s();
-        int rv = ps_shard_apply_step(s->shard, total);
+        int rv;
+
+        pthread_mutex_lock(&s->wmu);
+        rv = ps_shard_apply_step(s->shard, total);
+        pthread_mutex_unlock(&s->wmu);
 
         hc_series_observe(s->met.apply, hc_now_s() - t0);
 
@@ -220,7 +231,7 @@ static int find_nonfinite(const struct hc_wire_msg *in, size_t *t, uint32_t *e)
 
 int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
                        nng_msg *msg_in, hc_rpc_req *req, int *deferred,
-                       nng_msg **reply)
+                       int *outside, nng_msg **reply)
 {
     const Hetps__Push *p = in->env->push;
     int w = (int)in->env->sender->index, rv, late = 0;
@@ -261,14 +272,25 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
     case PS_PUSH_APPLY: {
         double t0 = hc_now_s();
 
+        /* async: no bound ties a pull to this push; apply it outside s->mu.
+         * ssp: the clock just counted must not be seen before the values,
+         * so the apply stays under s->mu. */
+        if (s->cl->mode == HC_MODE_ASYNC) {
+            *outside = 1;
+            return HC_OK;
+        }
+        pthread_mutex_lock(&s->wmu);
         rv = ps_shard_serve(s->shard, in, &s->me, NULL, reply);
+        pthread_mutex_unlock(&s->wmu);
         hc_series_observe(s->met.apply, hc_now_s() - t0);
         if (rv == HC_OK)
             serve_pending(s);
         break;
     }
     case PS_PUSH_ACCUMULATE:
+        pthread_mutex_lock(&s->wmu);
         rv = ps_shard_accumulate(s->shard, in);
+        pthread_mutex_unlock(&s->wmu);
         if (rv == HC_OK && !and_pull)
             rv = ps_shard_ack(s->shard, in, &s->me, 0, reply);
         service_advance(s);
@@ -288,11 +310,125 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
         *reply = NULL;
     }
     if (late || pull_ready(s, in)) {
-        *reply = answer_pull(s, in, late);
+        *reply = service_answer_pull(s, in, late);
         return HC_OK;
     }
     if ((rv = defer(s, in, msg_in, req)) != HC_OK)
         return rv;
     *deferred = 1;
     return HC_OK;
+}
+
+/* Most pushes applied in one transaction. */
+#define GROUP_MAX 16
+
+/* A push waiting in the group-commit queue. */
+struct group_wait {
+    struct ps_push_item item;
+    int done;
+    struct group_wait *next;
+};
+
+/*
+ * Apply an async push by group commit: queue it; the first waiter to find
+ * no commit running takes up to GROUP_MAX queued pushes, applies them in
+ * one store transaction under s->wmu, hands each its result and wakes the
+ * rest. Every push is committed before its Ack leaves. *reply: the Ack.
+ */
+static int group_apply(struct ps_service *s, const struct hc_wire_msg *in,
+                       nng_msg **reply)
+{
+    struct group_wait me = { .item = { .in = in } };
+
+    pthread_mutex_lock(&s->qmu);
+    *s->qtail = &me;
+    s->qtail = &me.next;
+    while (!me.done) {
+        struct ps_push_item items[GROUP_MAX];
+        struct group_wait *w[GROUP_MAX];
+        int n = 0, i;
+
+        if (s->committing) {
+            pthread_cond_wait(&s->qcv, &s->qmu);
+            continue;
+        }
+        s->committing = 1;
+        while (s->qhead && n < GROUP_MAX) {
+            w[n] = s->qhead;
+            s->qhead = w[n]->next;
+            items[n].in = w[n]->item.in;
+            n++;
+        }
+        if (!s->qhead)
+            s->qtail = &s->qhead;
+        pthread_mutex_unlock(&s->qmu);
+        pthread_mutex_lock(&s->wmu);
+        ps_shard_push_group(s->shard, items, (size_t)n, &s->me);
+        pthread_mutex_unlock(&s->wmu);
+        pthread_mutex_lock(&s->qmu);
+        for (i = 0; i < n; i++) {
+            w[i]->item = items[i];
+            w[i]->done = 1;
+        }
+        s->committing = 0;
+        pthread_cond_broadcast(&s->qcv);
+    }
+    pthread_mutex_unlock(&s->qmu);
+    if (me.item.rv != HC_OK)
+        return hc_err_set(me.item.rv, "%s", me.item.err);
+    *reply = me.item.reply;
+    return HC_OK;
+}
+
+/* Worker w's push record, if w is still the member that sent `in`. */
+static struct record *push_record(struct ps_service *s,
+                                  const struct hc_wire_msg *in)
+{
+    uint32_t w = in->env->sender->index;
+
+    if (w >= (uint32_t)s->n_members ||
+        s->members[w].incarnation != in->env->incarnation ||
+        s->members[w].rec[0].last_req != in->env->request_id)
+        return NULL;
+    return &s->members[w].rec[0];
+}
+
+nng_msg *service_apply_outside(struct ps_service *s,
+                               const struct hc_wire_msg *in,
+                               uint64_t prev_req, size_t prev_len)
+{
+    int and_pull = in->env->push->n_ranges > 0, rv;
+    uint32_t w = in->env->sender->index;
+    struct record *rec;
+    nng_msg *reply = NULL;
+    double t0 = hc_now_s();
+
+    rv = group_apply(s, in, &reply);
+    hc_series_observe(s->met.apply, hc_now_s() - t0);
+    if (rv != HC_OK) {
+        nng_msg *err = service_error_reply(s, in->env->request_id,
+                                           hc_wire_error_code(rv),
+                                           hc_err_msg());
+
+        /* Nothing applied: the record says what it said before. */
+        pthread_mutex_lock(&s->mu);
+        if ((rec = push_record(s, in)) != NULL) {
+            rec->last_req = prev_req;
+            rec->reply_len = prev_len;
+            s->members[w].requests--;
+        }
+        pthread_mutex_unlock(&s->mu);
+        return err;
+    }
+    if (and_pull) {
+        /* Async answers every pull at once: the values after this push. */
+        nng_msg_free(reply);
+        reply = service_answer_pull(s, in, 0);
+    }
+    pthread_mutex_lock(&s->mu);
+    if ((rec = push_record(s, in)) != NULL && reply)
+        service_record_save(rec, in->env->request_id, reply);
+    serve_pending(s);
+    pthread_mutex_unlock(&s->mu);
+    return reply;
 }

@@ -5,11 +5,18 @@
  *
  * The store's block table is the shard's map: a (variable, offset) names a
  * block, found by binary search in `index` (the blocks sorted by variable
- * and offset). Every array a pull or push needs is sized at create/open
- * time, so the steady state allocates nothing but the reply message.
+ * and offset). The arrays a push needs are sized at create/open time; a
+ * pull, which may run on any thread beside the writer, takes its few
+ * per-range entries in one small allocation of its own and reads one store
+ * snapshot, whose step is the version it answers with.
+ *
+ * The block table and the index are written once (open, or the first
+ * create) before `ready` is published, and only read after: a pull that
+ * sees `ready` needs no lock.
  */
 #include "shard.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,20 +33,25 @@ struct ps_shard {
     char dir[1024];
     struct ps_store *store;
     struct hc_optim_conf optim;
+    atomic_int ready;               /* blocks and index loaded (release) */
     uint32_t n_blocks;
     const struct ps_block *blocks;  /* (n_blocks) the store's, local order */
     uint32_t *index_sorted;         /* (n_blocks) local indices by (var, offset) */
-    struct ps_read *reads;          /* (n_blocks) pull scratch */
     struct ps_update *updates;      /* (n_blocks) push scratch */
-    struct hc_tensor_src *src;      /* (n_blocks) reply scratch */
-    float **dst;                    /* (n_blocks) reply scratch */
     unsigned char *seen;            /* (n_blocks) duplicate-block check */
     float **acc;                    /* (n_blocks) sync: sample-weighted sums */
     float *acc_mem;                 /* one allocation behind acc */
     unsigned char *acc_used;        /* (n_blocks) acc[b] holds a sum; else
                                        its contents are stale, read as 0 */
-    uint32_t *crcs;                 /* (n_blocks) pull: stored CRCs */
-    unsigned char *crc_known;       /* (n_blocks) pull: range = whole block */
+};
+
+/* What one pull needs per range, in one allocation (see pull_scratch). */
+struct pull_scratch {
+    struct ps_read *reads;
+    struct hc_tensor_src *src;
+    float **dst;
+    uint32_t *crcs;                 /* stored CRCs */
+    unsigned char *crc_known;       /* range = whole block */
 };
 
 static int cmp_block(const void *a, const void *b, void *arg)
@@ -56,16 +68,11 @@ static int cmp_block(const void *a, const void *b, void *arg)
 static void free_scratch(struct ps_shard *sh)
 {
     free(sh->index_sorted);
-    free(sh->reads);
     free(sh->updates);
-    free(sh->src);
-    free(sh->dst);
     free(sh->seen);
     free(sh->acc);
     free(sh->acc_mem);
     free(sh->acc_used);
-    free(sh->crcs);
-    free(sh->crc_known);
 }
 
 /* Size the scratch arrays and the lookup index for the store's blocks. */
@@ -74,6 +81,8 @@ static int load_blocks(struct ps_shard *sh)
     struct ps_store_info info;
     uint32_t i, n;
 
+    if (atomic_load(&sh->ready))
+        return HC_OK;           /* blocks never change once created */
     ps_store_info(sh->store, &info);
     if (!info.initialised)
         return HC_OK;
@@ -82,15 +91,10 @@ static int load_blocks(struct ps_shard *sh)
     sh->n_blocks = n;
     free_scratch(sh);
     sh->index_sorted = calloc(n + 1, sizeof *sh->index_sorted);
-    sh->reads = calloc(n + 1, sizeof *sh->reads);
     sh->updates = calloc(n + 1, sizeof *sh->updates);
-    sh->src = calloc(n + 1, sizeof *sh->src);
-    sh->dst = calloc(n + 1, sizeof *sh->dst);
     sh->seen = calloc(n + 1, 1);
     sh->acc = calloc(n + 1, sizeof *sh->acc);
     sh->acc_used = calloc(n + 1, 1);
-    sh->crcs = calloc(n + 1, sizeof *sh->crcs);
-    sh->crc_known = calloc(n + 1, 1);
     {
         size_t total = 0;
 
@@ -102,13 +106,13 @@ static int load_blocks(struct ps_shard *sh)
             total += sh->blocks[i].length;
         }
     }
-    if (!sh->index_sorted || !sh->reads || !sh->updates || !sh->src ||
-        !sh->dst || !sh->seen || !sh->acc || !sh->acc_mem || !sh->acc_used ||
-        !sh->crcs || !sh->crc_known)
+    if (!sh->index_sorted || !sh->updates || !sh->seen || !sh->acc ||
+        !sh->acc_mem || !sh->acc_used)
         return hc_err_set(HC_ERR_NOMEM, "out of memory for %u blocks", n);
     for (i = 0; i < n; i++)
         sh->index_sorted[i] = i;
     qsort_r(sh->index_sorted, n, sizeof *sh->index_sorted, cmp_block, sh);
+    atomic_store(&sh->ready, 1);
     return HC_OK;
 }
 
@@ -401,60 +405,84 @@ static int check_range(struct ps_shard *sh, const char *what, size_t i,
     return HC_OK;
 }
 
+/* One allocation holding a pull's per-range arrays (free with free(base)). */
+static void *pull_scratch(size_t n, struct pull_scratch *ps)
+{
+    size_t n1 = n + 1;
+    unsigned char *p = malloc(n1 * (sizeof *ps->reads + sizeof *ps->src +
+                                    sizeof *ps->dst + sizeof *ps->crcs + 1));
+
+    if (!p)
+        return NULL;
+    /* Largest alignment first: every array starts aligned. */
+    ps->src = (struct hc_tensor_src *)p;
+    ps->reads = (struct ps_read *)(ps->src + n1);
+    ps->dst = (float **)(ps->reads + n1);
+    ps->crcs = (uint32_t *)(ps->dst + n1);
+    ps->crc_known = (unsigned char *)(ps->crcs + n1);
+    return p;
+}
+
 static int serve_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
                       const struct hc_sender *me,
                       const struct ps_pull_extra *extra, nng_msg **reply)
 {
     const Hetps__Envelope *e = in->env;
-    struct {
-        size_t n_ranges;
-        Hetps__Range **ranges;
-    } pr = { e->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH ? e->push->n_ranges
-                                                             : e->pull->n_ranges,
-             e->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH ? e->push->ranges
-                                                             : e->pull->ranges },
-      *p = &pr;
+    int is_push = e->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH;
+    size_t n = is_push ? e->push->n_ranges : e->pull->n_ranges;
+    Hetps__Range **ranges = is_push ? e->push->ranges : e->pull->ranges;
+    struct ps_snap snap = { 0 };
+    struct pull_scratch ps;
     uint64_t step = 0;
+    void *base;
     size_t i;
     int rv;
 
-    if (p->n_ranges > sh->n_blocks)
+    if (n > sh->n_blocks)
         return hc_err_set(HC_ERR_LIMIT, "pull of %zu ranges; shard ps:%d has "
-                          "%u blocks", p->n_ranges, sh->index, sh->n_blocks);
-    for (i = 0; i < p->n_ranges; i++) {
-        const Hetps__Range *r = p->ranges[i];
+                          "%u blocks", n, sh->index, sh->n_blocks);
+    if (!(base = pull_scratch(n, &ps)))
+        return hc_err_set(HC_ERR_NOMEM, "out of memory for a pull of %zu "
+                          "ranges", n);
+    for (i = 0; i < n; i++) {
+        const Hetps__Range *r = ranges[i];
         uint32_t local;
 
         if ((rv = check_range(sh, "pull range", i, r->key, r->offset,
                               r->length, 0, &local)) != HC_OK)
-            return rv;
-        sh->src[i].key = r->key;
-        sh->src[i].offset = r->offset;
-        sh->src[i].length = r->length;
-        sh->src[i].data = NULL;
-        sh->reads[i].local = local;
-        sh->reads[i].first = (uint32_t)(r->offset - sh->blocks[local].offset);
-        sh->reads[i].count = r->length;
+            goto out;
+        ps.src[i].key = r->key;
+        ps.src[i].offset = r->offset;
+        ps.src[i].length = r->length;
+        ps.src[i].data = NULL;
+        ps.reads[i].local = local;
+        ps.reads[i].first = (uint32_t)(r->offset - sh->blocks[local].offset);
+        ps.reads[i].count = r->length;
     }
-    /* Pulls and pushes are serialised by the service, so the step read
-     * here is the step of the snapshot read below. */
-    rv = ack_with(sh, in, me, ps_store_step(sh->store), sh->src, p->n_ranges,
-                  sh->dst, extra, reply);
+    /* The snapshot first: its step is the version the answer names, however
+     * many pushes commit while it is read. */
+    if ((rv = ps_store_snap_begin(sh->store, &snap, &step)) != HC_OK)
+        goto out;
+    rv = ack_with(sh, in, me, step, ps.src, n, ps.dst, extra, reply);
     if (rv != HC_OK)
-        return rv;
-    for (i = 0; i < p->n_ranges; i++)
-        sh->reads[i].dst = sh->dst[i];
-    rv = ps_store_read(sh->store, sh->reads, p->n_ranges, &step);
+        goto out;
+    for (i = 0; i < n; i++)
+        ps.reads[i].dst = ps.dst[i];
+    rv = ps_store_snap_read(&snap, ps.reads, n);
+    ps_store_snap_end(&snap);
     /* A whole block goes out with the CRC stored with it: no second pass
      * over the data, and the worker checks it end to end. */
-    for (i = 0; rv == HC_OK && i < p->n_ranges; i++) {
-        sh->crcs[i] = sh->reads[i].crc;
-        sh->crc_known[i] = sh->reads[i].first == 0 &&
-                           sh->reads[i].count ==
-                               sh->blocks[sh->reads[i].local].length;
+    for (i = 0; rv == HC_OK && i < n; i++) {
+        ps.crcs[i] = ps.reads[i].crc;
+        ps.crc_known[i] = ps.reads[i].first == 0 &&
+                          ps.reads[i].count ==
+                              sh->blocks[ps.reads[i].local].length;
     }
     if (rv == HC_OK)
-        rv = hc_wire_seal_known(*reply, sh->crcs, sh->crc_known);
+        rv = hc_wire_seal_known(*reply, ps.crcs, ps.crc_known);
+out:
+    ps_store_snap_end(&snap);
+    free(base);
     if (rv != HC_OK && *reply) {
         nng_msg_free(*reply);
         *reply = NULL;
@@ -463,8 +491,9 @@ static int serve_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
 }
 
 /* Check a push's tensors: each a whole block of this shard, none twice;
- * fills sh->updates[i].local. */
-static int check_push(struct ps_shard *sh, const struct hc_wire_msg *in)
+ * fills u[0 .. in->n_tensors). */
+static int check_push(struct ps_shard *sh, const struct hc_wire_msg *in,
+                      struct ps_update *u)
 {
     const Hetps__Envelope *e = in->env;
     size_t i;
@@ -487,10 +516,10 @@ static int check_push(struct ps_shard *sh, const struct hc_wire_msg *in)
             return hc_err_set(HC_ERR_PROTO, "pushed tensor %zu repeats block "
                               "(%u, %llu)", i, t->key,
                               (unsigned long long)t->offset);
-        sh->updates[i].local = local;
-        sh->updates[i].length = t->length;
-        sh->updates[i].grad = in->data[i];
-        sh->updates[i].scale = 1.0f;
+        u[i].local = local;
+        u[i].length = t->length;
+        u[i].grad = in->data[i];
+        u[i].scale = 1.0f;
     }
     return HC_OK;
 }
@@ -498,33 +527,105 @@ static int check_push(struct ps_shard *sh, const struct hc_wire_msg *in)
 static int serve_push(struct ps_shard *sh, const struct hc_wire_msg *in,
                       const struct hc_sender *me, nng_msg **reply)
 {
+    struct ps_push_item it = { .in = in };
+
+    ps_shard_push_group(sh, &it, 1, me);
+    if (it.rv != HC_OK)
+        return hc_err_set(it.rv, "%s", it.err);
+    *reply = it.reply;
+    return HC_OK;
+}
+
+/* The record of push `in` answered by `reply`, kept with its update. */
+static void push_record(const struct hc_wire_msg *in, const nng_msg *reply,
+                        struct ps_record *rec)
+{
     const Hetps__Envelope *e = in->env;
-    struct ps_record rec;
+
+    rec->worker = e->sender->index;
+    rec->incarnation = e->incarnation;
+    rec->request_id = e->request_id;
+    rec->reply = nng_msg_body((nng_msg *)reply);
+    rec->reply_len = (uint32_t)nng_msg_len((nng_msg *)reply);
+    rec->place.known = e->push->has_epoch && e->push->has_batches;
+    rec->place.epoch = e->push->epoch;
+    rec->place.batches = e->push->batches;
+}
+
+static void item_fail(struct ps_push_item *it, int rv)
+{
+    it->rv = rv;
+    snprintf(it->err, sizeof it->err, "%s", hc_err_msg());
+    if (it->reply) {
+        nng_msg_free(it->reply);
+        it->reply = NULL;
+    }
+}
+
+void ps_shard_push_group(struct ps_shard *sh, struct ps_push_item *items,
+                         size_t n, const struct hc_sender *me)
+{
+    struct ps_update *u = NULL;
+    struct ps_apply *g = NULL;
+    struct ps_record *recs = NULL;
+    size_t k, total = 0, n_g = 0, at = 0;
     uint64_t step;
     int rv;
 
-    if ((rv = check_push(sh, in)) != HC_OK)
-        return rv;
-    /* The reply is recorded with the update, so build it first. */
-    rv = ack_with(sh, in, me, ps_store_step(sh->store) + 1, NULL, 0, NULL,
-                  NULL, reply);
-    if (rv != HC_OK)
-        return rv;
-    rec.worker = e->sender->index;
-    rec.incarnation = e->incarnation;
-    rec.request_id = e->request_id;
-    rec.reply = nng_msg_body(*reply);
-    rec.reply_len = (uint32_t)nng_msg_len(*reply);
-    rec.place.known = e->push->has_epoch && e->push->has_batches;
-    rec.place.epoch = e->push->epoch;
-    rec.place.batches = e->push->batches;
-    rv = ps_store_apply(sh->store, &sh->optim, sh->updates, in->n_tensors,
-                        &rec, 1, &step);
-    if (rv != HC_OK) {
-        nng_msg_free(*reply);
-        *reply = NULL;
+    for (k = 0; k < n; k++) {
+        items[k].rv = HC_OK;
+        items[k].reply = NULL;
+        items[k].err[0] = 0;
+        total += items[k].in->n_tensors;
     }
-    return rv;
+    if (!atomic_load(&sh->ready)) {
+        hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables yet: the "
+                   "chief (worker:0) creates them", sh->index);
+        for (k = 0; k < n; k++)
+            item_fail(&items[k], HC_ERR_NOTFOUND);
+        return;
+    }
+    u = calloc(total + 1, sizeof *u);
+    g = calloc(n + 1, sizeof *g);
+    recs = calloc(n + 1, sizeof *recs);
+    if (!u || !g || !recs) {
+        hc_err_set(HC_ERR_NOMEM, "out of memory for %zu pushes", n);
+        for (k = 0; k < n; k++)
+            item_fail(&items[k], HC_ERR_NOMEM);
+        goto out;
+    }
+    step = ps_store_step(sh->store);
+    for (k = 0; k < n; k++) {
+        struct ps_push_item *it = &items[k];
+
+        if ((rv = check_push(sh, it->in, u + at)) != HC_OK) {
+            item_fail(it, rv);
+            continue;
+        }
+        /* The reply is recorded with the update, so build it first: the
+         * version after this push's step of the group. */
+        if ((rv = ack_with(sh, it->in, me, step + n_g + 1, NULL, 0, NULL,
+                           NULL, &it->reply)) != HC_OK) {
+            item_fail(it, rv);
+            continue;
+        }
+        push_record(it->in, it->reply, &recs[n_g]);
+        g[n_g].u = u + at;
+        g[n_g].n = it->in->n_tensors;
+        g[n_g].recs = &recs[n_g];
+        g[n_g].n_recs = 1;
+        n_g++;
+        at += it->in->n_tensors;
+    }
+    if (n_g && (rv = ps_store_apply_group(sh->store, &sh->optim, g, n_g,
+                                          NULL)) != HC_OK)
+        for (k = 0; k < n; k++)
+            if (items[k].rv == HC_OK)
+                item_fail(&items[k], rv);
+out:
+    free(u);
+    free(g);
+    free(recs);
 }
 
 int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in)
@@ -537,7 +638,7 @@ int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in)
     if (!sh->n_blocks)
         return hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables yet",
                           sh->index);
-    if ((rv = check_push(sh, in)) != HC_OK)
+    if ((rv = check_push(sh, in, sh->updates)) != HC_OK)
         return rv;
     for (i = 0; i < in->n_tensors; i++) {
         uint32_t b = sh->updates[i].local;
@@ -582,7 +683,7 @@ int ps_shard_answer_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
                          const struct ps_pull_extra *extra, nng_msg **reply)
 {
     *reply = NULL;
-    if (!sh->n_blocks)
+    if (!atomic_load(&sh->ready))
         return hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables yet",
                           sh->index);
     return serve_pull(sh, in, me, extra, reply);
@@ -614,7 +715,7 @@ int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
         return serve_create(sh, in, me, reply);
     case HETPS__ENVELOPE__PAYLOAD_PULL:
     case HETPS__ENVELOPE__PAYLOAD_PUSH:
-        if (!sh->n_blocks)
+        if (!atomic_load(&sh->ready))
             return hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables "
                               "yet: the chief (worker:0) creates them",
                               sh->index);
@@ -649,12 +750,9 @@ uint64_t ps_shard_version(const struct ps_shard *sh)
 
 uint64_t ps_shard_signature(const struct ps_shard *sh)
 {
-    struct ps_store_info info;
-
-    if (!sh || !sh->store)
-        return 0;
-    ps_store_info(sh->store, &info);
-    return info.initialised ? info.signature : 0;
+    /* Not ps_store_info: the map's size it reads may be growing under an
+     * async push's apply, which holds no service lock this caller holds. */
+    return sh && sh->store ? ps_store_signature(sh->store) : 0;
 }
 
 int ps_shard_maintain(struct ps_shard *sh)

@@ -3,7 +3,13 @@
  * chief, pulls and pushes, on top of the LMDB store (ps/store.h) and the
  * optimizer (ps/optimizer.h). Knows the wire's envelopes, not the network.
  *
- * Threads: every call is made under the service's mutex.
+ * Threads: pulls (ps_shard_answer_pull, ps_shard_serve of a Pull),
+ * ps_shard_version, ps_shard_ack, ps_shard_place and ps_shard_record may
+ * run on any number of threads at once, beside one writer: create, push
+ * (ps_shard_serve of those), ps_shard_push_group, ps_shard_accumulate and
+ * ps_shard_apply_step
+ * share the shard's scratch and must be serialised by the caller.
+ * ps_shard_open and ps_shard_close run alone.
  */
 #ifndef PS_SHARD_H
 #define PS_SHARD_H
@@ -49,6 +55,22 @@ struct ps_pull_extra {
 int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
                    const struct hc_sender *me,
                    const struct ps_pull_extra *extra, nng_msg **reply);
+
+/* One push of a group (ps_shard_push_group): `in` given; reply, rv and
+ * err (rv's message) filled. */
+struct ps_push_item {
+    const struct hc_wire_msg *in;
+    nng_msg *reply;             /* the Ack (owned by the caller) */
+    int rv;                     /* HC_OK, or why this push was not applied */
+    char err[512];
+};
+
+/* Group commit: apply the pushes items[0 .. n) as consecutive steps in one
+ * store transaction (ps_store_apply_group), each recorded with its Ack.
+ * A push that fails its checks is left out (its rv and err set); when the
+ * transaction fails, none is applied and each carries the error. */
+void ps_shard_push_group(struct ps_shard *sh, struct ps_push_item *items,
+                         size_t n, const struct hc_sender *me);
 
 /* Synchronous steps: add a push (mean gradient of `samples` samples) to the
  * step's sum, weighted by samples. Checks the tensors as a push would. */

@@ -699,6 +699,12 @@ uint64_t ps_store_step(const struct ps_store *s)
     return atomic_load(&((struct ps_store *)s)->step);
 }
 
+uint64_t ps_store_signature(const struct ps_store *s)
+{
+    return atomic_load(&((struct ps_store *)s)->initialised) ? s->signature
+                                                             : 0;
+}
+
 void ps_store_info(const struct ps_store *s, struct ps_store_info *info)
 {
     struct ps_store *m = (struct ps_store *)s;

@@ -210,6 +210,10 @@ int ps_store_init(struct ps_store *s, uint64_t signature,
  * not initialised. Lock-free. */
 uint64_t ps_store_step(const struct ps_store *s);
 
+/* The model signature the store was initialised with; 0 before. Lock-free
+ * (set once, before the store is published as initialised). */
+uint64_t ps_store_signature(const struct ps_store *s);
+
 /* What the store holds (meta), into *info. Strings point into the store
  * and live until ps_store_close. */
 void ps_store_info(const struct ps_store *s, struct ps_store_info *info);
@@ -230,6 +234,24 @@ const struct ps_block *ps_store_blocks(const struct ps_store *s, uint32_t *n);
  */
 int ps_store_read(struct ps_store *s, struct ps_read *r, size_t n,
                   uint64_t *step);
+
+/*
+ * A snapshot to read from in several calls (a pull that must know the
+ * step before it reads the values): ps_store_snap_begin opens a read
+ * transaction and gives its step; ps_store_snap_read reads ranges of it as
+ * ps_store_read does; ps_store_snap_end closes it (always, once begin
+ * succeeded; a no-op on an ended or failed one). One thread uses a
+ * snapshot; a writer commits meanwhile without waiting for it. Hold it
+ * briefly: pages it sees cannot be reused, so the map grows while it lives.
+ */
+struct ps_snap {
+    struct ps_store *store;
+    void *txn;                  /* MDB_txn, read-only */
+};
+int ps_store_snap_begin(struct ps_store *s, struct ps_snap *snap,
+                        uint64_t *step);
+int ps_store_snap_read(struct ps_snap *snap, struct ps_read *r, size_t n);
+void ps_store_snap_end(struct ps_snap *snap);
 
 /* Read all `len` floats of local block `local` into dst (len must be the
  * block's length). Errors as ps_store_read, HC_ERR_MISMATCH for len. */
@@ -261,6 +283,24 @@ int ps_store_apply(struct ps_store *s, const struct hc_optim_conf *c,
                    const struct ps_record *recs, size_t n_recs,
                    uint64_t *new_step);
 
+/*
+ * Group commit: the steps g[0 .. n_g) (each as one ps_store_apply call
+ * would apply it: its updates, the step counted when it has any, then its
+ * records with the step after it) in ONE write transaction, in order, so a
+ * queue of pushes costs one commit (and one fsync under
+ * PS_DURABLE_MACHINE). A block may appear once per step and in several
+ * steps. All or nothing: on any error none is applied. Errors as
+ * ps_store_apply.
+ */
+struct ps_apply {
+    const struct ps_update *u;
+    size_t n;
+    const struct ps_record *recs;
+    size_t n_recs;
+};
+int ps_store_apply_group(struct ps_store *s, const struct hc_optim_conf *c,
+                         const struct ps_apply *g, size_t n_g,
+                         uint64_t *new_step);
 /*
  * The last request recorded for `worker`: its incarnation, request id and
  * cached reply (copied into reply[0 .. *reply_len); reply may be NULL when

@@ -1,6 +1,7 @@
 /*
  * store_apply.c — one optimizer step as one write transaction
- * (ps_store_apply): check the updates, read each block's parameters and
+ * (ps_store_apply), or several in one (ps_store_apply_group: group
+ * commit): check the updates, read each block's parameters and
  * slots, run the optimizer into the new values, count the step, write the
  * records of the requests it answers (store_record.c), commit, and sync
  * when group commit says so. See store.h for the contract, store_impl.h
@@ -31,10 +32,8 @@
 
 struct apply_arg {
     const struct hc_optim_conf *c;
-    const struct ps_update *u;
-    size_t n;
-    const struct ps_record *recs;
-    size_t n_recs;
+    const struct ps_apply *g;   /* (n_g) steps, applied in order */
+    size_t n_g;
     int direct;
     uint64_t new_step;
 };
@@ -119,25 +118,35 @@ static int apply_block(struct ps_store *s, MDB_txn *txn,
     return HC_OK;
 }
 
+/* Every step of the group in one transaction. A block updated by two
+ * steps is read back from this transaction's dirty page by the second
+ * (LMDB returns the same location for its same-size reservation: the
+ * update runs in place), so the steps compose exactly as separate
+ * transactions would. */
 static int apply_body(struct ps_store *s, MDB_txn *txn, void *arg)
 {
     struct apply_arg *a = arg;
-    uint64_t step;
+    uint64_t step, first;
     int rv;
 
     if ((rv = store_meta_fixed(s, txn, "step", &step, sizeof step)) != HC_OK)
         return rv;
-    for (size_t i = 0; i < a->n; i++)
-        if ((rv = apply_block(s, txn, a->c, step, &a->u[i], a->direct)))
-            return rv;
-    if (a->n > 0) {
-        step++;
-        if ((rv = store_meta_put_u64(s, txn, "step", step)) != HC_OK)
-            return rv;
+    first = step;
+    for (size_t k = 0; k < a->n_g; k++) {
+        const struct ps_apply *g = &a->g[k];
+
+        for (size_t i = 0; i < g->n; i++)
+            if ((rv = apply_block(s, txn, a->c, step, &g->u[i], a->direct)))
+                return rv;
+        if (g->n > 0)
+            step++;
+        for (size_t i = 0; i < g->n_recs; i++)
+            if ((rv = store_record_put(s, txn, &g->recs[i], step)) != HC_OK)
+                return rv;
     }
-    for (size_t i = 0; i < a->n_recs; i++)
-        if ((rv = store_record_put(s, txn, &a->recs[i], step)) != HC_OK)
-            return rv;
+    if (step != first &&
+        (rv = store_meta_put_u64(s, txn, "step", step)) != HC_OK)
+        return rv;
     a->new_step = step;
     return HC_OK;
 }
@@ -221,28 +230,33 @@ static int maybe_sync(struct ps_store *s)
     return HC_OK;
 }
 
-int ps_store_apply(struct ps_store *s, const struct hc_optim_conf *c,
-                   const struct ps_update *u, size_t n,
-                   const struct ps_record *recs, size_t n_recs,
-                   uint64_t *new_step)
+int ps_store_apply_group(struct ps_store *s, const struct hc_optim_conf *c,
+                         const struct ps_apply *g, size_t n_g,
+                         uint64_t *new_step)
 {
-    struct apply_arg a = {c, u, n, recs, n_recs, 0, 0};
+    struct apply_arg a = {c, g, n_g, 0, 0};
     uint64_t pages = 16;
-    int rv;
+    int rv = HC_OK;
 
     if (!atomic_load(&s->initialised))
         return hc_err_set(HC_ERR_NOTFOUND, "store %s: not initialised yet "
                           "(the chief creates the variables first)", s->dir);
     pthread_mutex_lock(&s->wmu);
-    if ((rv = apply_check(s, c, u, n, recs, n_recs)) != HC_OK)
+    for (size_t k = 0; k < n_g && rv == HC_OK; k++)
+        rv = apply_check(s, c, g[k].u, g[k].n, g[k].recs, g[k].n_recs);
+    if (rv != HC_OK)
         goto out;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t bytes = HDR_SIZE + (uint64_t)u[i].length * 4 + 16;
+    /* Counted per step: a block two steps share is counted twice, which
+     * only errs towards the scratch path. */
+    for (size_t k = 0; k < n_g; k++) {
+        for (size_t i = 0; i < g[k].n; i++) {
+            uint64_t bytes = HDR_SIZE + (uint64_t)g[k].u[i].length * 4 + 16;
 
-        pages += (uint64_t)(1 + ps_optim_slots(c)) *
-                 ((bytes + s->psize - 1) / s->psize + 8);
+            pages += (uint64_t)(1 + ps_optim_slots(c)) *
+                     ((bytes + s->psize - 1) / s->psize + 8);
+        }
+        pages += (uint64_t)g[k].n_recs * 10;
     }
-    pages += (uint64_t)n_recs * 10;
     a.direct = pages <= s->direct_max_pages;
     if ((rv = store_write_txn(s, apply_body, &a,
                               "applying an update")) != HC_OK)
@@ -254,4 +268,14 @@ int ps_store_apply(struct ps_store *s, const struct hc_optim_conf *c,
 out:
     pthread_mutex_unlock(&s->wmu);
     return rv;
+}
+
+int ps_store_apply(struct ps_store *s, const struct hc_optim_conf *c,
+                   const struct ps_update *u, size_t n,
+                   const struct ps_record *recs, size_t n_recs,
+                   uint64_t *new_step)
+{
+    struct ps_apply g = {u, n, recs, n_recs};
+
+    return ps_store_apply_group(s, c, &g, 1, new_step);
 }

@@ -82,17 +82,12 @@ int store_get_block(struct ps_store *s, MDB_txn *txn, MDB_dbi dbi,
 
 /* ---- pulls ------------------------------------------------------------- */
 
-int ps_store_read(struct ps_store *s, struct ps_read *r, size_t n,
-                  uint64_t *step)
+/* Read the ranges r[0 .. n) in the read transaction txn. */
+static int read_in(struct ps_store *s, MDB_txn *txn, struct ps_read *r,
+                   size_t n)
 {
-    MDB_txn *txn = NULL;
-    int rv;
+    int rv = HC_OK;
 
-    if (!atomic_load(&s->initialised))
-        return hc_err_set(HC_ERR_NOTFOUND, "store %s: not initialised yet "
-                          "(the chief creates the variables first)", s->dir);
-    if ((rv = store_txn_begin(s, MDB_RDONLY, &txn)) != HC_OK)
-        return rv;
     for (size_t i = 0; i < n; i++) {
         unsigned char key[4];
         struct ps_block_hdr h;
@@ -101,25 +96,70 @@ int ps_store_read(struct ps_store *s, struct ps_read *r, size_t n,
         store_be32(key, r[i].local);
         if ((rv = store_get_block(s, txn, s->dbi_vars, key, 4, r[i].local,
                                   "parameters", &v, &h)) != HC_OK)
-            goto out;
-        if (r[i].first > h.length || r[i].count > h.length - r[i].first) {
-            rv = hc_err_set(HC_ERR_INVAL, "store %s: elements %u..%llu are "
-                            "outside block %u (%u elements)", s->dir,
-                            r[i].first,
-                            (unsigned long long)r[i].first + r[i].count,
-                            r[i].local, h.length);
-            goto out;
-        }
+            return rv;
+        if (r[i].first > h.length || r[i].count > h.length - r[i].first)
+            return hc_err_set(HC_ERR_INVAL, "store %s: elements %u..%llu are "
+                              "outside block %u (%u elements)", s->dir,
+                              r[i].first,
+                              (unsigned long long)r[i].first + r[i].count,
+                              r[i].local, h.length);
         if (r[i].count)
             memcpy(r[i].dst, (const unsigned char *)v.mv_data + HDR_SIZE +
                                  (size_t)r[i].first * 4,
                    (size_t)r[i].count * 4);
         r[i].crc = h.crc;
     }
+    return rv;
+}
+
+int ps_store_snap_begin(struct ps_store *s, struct ps_snap *snap,
+                        uint64_t *step)
+{
+    MDB_txn *txn = NULL;
+    uint64_t at = 0;
+    int rv;
+
+    snap->store = NULL;
+    snap->txn = NULL;
+    if (!atomic_load(&s->initialised))
+        return hc_err_set(HC_ERR_NOTFOUND, "store %s: not initialised yet "
+                          "(the chief creates the variables first)", s->dir);
+    if ((rv = store_txn_begin(s, MDB_RDONLY, &txn)) != HC_OK)
+        return rv;
+    if ((rv = store_meta_fixed(s, txn, "step", &at, sizeof at)) != HC_OK) {
+        store_rtxn_end(s, txn);
+        return rv;
+    }
+    snap->store = s;
+    snap->txn = txn;
     if (step)
-        rv = store_meta_fixed(s, txn, "step", step, sizeof *step);
-out:
-    store_rtxn_end(s, txn);
+        *step = at;
+    return HC_OK;
+}
+
+int ps_store_snap_read(struct ps_snap *snap, struct ps_read *r, size_t n)
+{
+    return read_in(snap->store, snap->txn, r, n);
+}
+
+void ps_store_snap_end(struct ps_snap *snap)
+{
+    if (snap->txn)
+        store_rtxn_end(snap->store, snap->txn);
+    snap->store = NULL;
+    snap->txn = NULL;
+}
+
+int ps_store_read(struct ps_store *s, struct ps_read *r, size_t n,
+                  uint64_t *step)
+{
+    struct ps_snap snap;
+    int rv;
+
+    if ((rv = ps_store_snap_begin(s, &snap, step)) != HC_OK)
+        return rv;
+    rv = ps_store_snap_read(&snap, r, n);
+    ps_store_snap_end(&snap);
     return rv;
 }
 

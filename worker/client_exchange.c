@@ -19,6 +19,13 @@
 #include "rpc.h"
 #include "wire.h"
 
+/* Who this client is, with the model signature of the moment. */
+void client_sender(struct pc_client *c, struct hc_sender *me)
+{
+    *me = c->me;
+    me->model_signature = atomic_load(&c->model_sig);
+}
+
 uint64_t client_next_id(struct pc_client *c)
 {
     return atomic_fetch_add(&c->next_id, 1);

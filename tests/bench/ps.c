@@ -3,12 +3,12 @@
  * on (part of `make bench`).
  *
  *   ps [--sizes LIST] [--shards LIST] [--clients LIST] [--secs S]
- *      [--ps BIN] [--max-flight MIB] [--full]
+ *      [--ps BIN] [--max-flight MIB] [--durability LEVEL] [--full]
  *
  * For each tensor size and number of shards it starts real hetps-ps
  * processes (async mode, Adam, LMDB stores in a fresh temporary
- * directory, durability `process`), registers one variable of that size
- * and then runs synthetic clients — threads, each its own pc_client as
+ * directory, durability `process` unless --durability machine),
+ * registers one variable of that size and then runs synthetic clients — threads, each its own pc_client as
  * its own worker task — that push a gradient and pull the new values
  * (pc_async_step, one round trip) as fast as they can, without computing.
  * In the same run, with the same bytes to the same number of servers and
@@ -20,7 +20,10 @@
  * One line per configuration: round trips per second over all clients,
  * the mean time of one, and tensor bytes per second (size × round trips/s,
  * one way, as ps-lite's figures count them); then hetps as a fraction of
- * raw nng. Sizes take K (KiB), M (MiB) or MB (10^6 bytes) suffixes.
+ * raw nng. Then, when at least 3 clients are asked for, a "pull" line: a
+ * pull's time with the shards idle, and while 2 other clients
+ * push-and-pull as fast as they can (their commits must not add to it).
+ * Sizes take K (KiB), M (MiB) or MB (10^6 bytes) suffixes.
  * Configurations whose clients would have more than --max-flight MiB of
  * tensors in flight together are skipped with a line saying so. Each
  * client makes at least two timed calls, so slow rows still measure. Servers are stopped by pid; temporary
@@ -68,6 +71,7 @@ struct list {
 static double secs = 0.5;
 static uint64_t mem_limit = 256ull << 20; /* client bytes in flight */
 static int base_port;
+static const char *durability = "process";  /* hetps-ps --durability */
 
 static void die(const char *what, const char *why)
 {
@@ -516,6 +520,110 @@ static void hp_teardown(void *p)
     free(st);
 }
 
+/* ---- a pull's latency while other clients' pushes commit ------------- */
+
+struct pusher {
+    struct hp_conf *hc;
+    int i;
+    atomic_int *stop;
+    double busy;                /* seconds in push-and-pull */
+    uint64_t n;
+    int failed;
+};
+
+static void *pusher_loop(void *p)
+{
+    struct pusher *a = p;
+    struct hp_st *st = hp_setup(a->hc, a->i);
+
+    if (!st) {
+        a->failed = 1;
+        return NULL;
+    }
+    while (!atomic_load(a->stop)) {
+        double t0 = hc_now_s();
+
+        if (hp_call(st) != 0) {
+            a->failed = 1;
+            break;
+        }
+        a->busy += hc_now_s() - t0;
+        a->n++;
+    }
+    hp_teardown(st);
+    return NULL;
+}
+
+/* Mean and largest time of pc_pull over `secs` (at least 5 pulls). */
+static int time_pulls(struct hp_st *st, double *mean, double *max)
+{
+    double t0 = hc_now_s(), sum = 0;
+    uint64_t n = 0, v;
+
+    *max = 0;
+    while (hc_now_s() - t0 < secs || n < 5) {
+        double t = hc_now_s(), d;
+
+        if (pc_pull(st->pc, st->params, &v) != HC_OK) {
+            fprintf(stderr, "ps bench: pull: %s\n", hc_err_msg());
+            return -1;
+        }
+        d = hc_now_s() - t;
+        sum += d;
+        n++;
+        if (d > *max)
+            *max = d;
+    }
+    *mean = sum / (double)n;
+    return 0;
+}
+
+/* Worker 0 pulls alone, then while workers 1..n_push push-and-pull as fast
+ * as they can: with a serialised shard a pull waits for each commit, with
+ * a parallel one it does not. One line. */
+static void pull_under_push(struct hp_conf *hc, const char *sz, int ns,
+                            int n_push)
+{
+    struct pusher a[MAX_CLIENTS];
+    pthread_t th[MAX_CLIENTS];
+    atomic_int stop = 0;
+    struct hp_st *st = hp_setup(hc, 0);
+    double alone, alone_max, busy, busy_max, push_s = 0;
+    uint64_t pushes = 0;
+    int i, failed = 0;
+
+    if (!st || time_pulls(st, &alone, &alone_max) != 0) {
+        printf("pull %8s, %d shard(s): failed\n", sz, ns);
+        if (st)
+            hp_teardown(st);
+        return;
+    }
+    for (i = 0; i < n_push; i++) {
+        a[i] = (struct pusher){ hc, 1 + i, &stop, 0, 0, 0 };
+        if (pthread_create(&th[i], NULL, pusher_loop, &a[i]) != 0)
+            die("pthread_create", strerror(errno));
+    }
+    hc_sleep_s(0.2 + secs / 2);     /* the pushers joined and going */
+    failed = time_pulls(st, &busy, &busy_max);
+    atomic_store(&stop, 1);
+    for (i = 0; i < n_push; i++) {
+        pthread_join(th[i], NULL);
+        failed |= a[i].failed;
+        push_s += a[i].busy;
+        pushes += a[i].n;
+    }
+    hp_teardown(st);
+    if (failed || !pushes) {
+        printf("pull %8s, %d shard(s): failed\n", sz, ns);
+        return;
+    }
+    printf("pull %8s, %d shard(s): alone %.3f ms (max %.3f) | while %d "
+           "clients push-and-pull (%.3f ms each): %.3f ms (max %.3f)\n",
+           sz, ns, alone * 1e3, alone_max * 1e3, n_push,
+           push_s / (double)pushes * 1e3, busy * 1e3, busy_max * 1e3);
+    fflush(stdout);
+}
+
 static pid_t spawn_server(void (*serve)(int), int port)
 {
     pid_t pid = fork();
@@ -549,7 +657,7 @@ static pid_t spawn_shard(const char *bin, const char *dir, int j)
             dup2(fd, 2);
         }
         execl(bin, bin, "--cluster", cfile, "--task", task, "--data-dir", data,
-              (char *)NULL);
+              "--durability", durability, (char *)NULL);
         fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
         _exit(127);
     }
@@ -653,12 +761,14 @@ static void usage(FILE *f)
 {
     fprintf(f,
 "usage: ps [--sizes LIST] [--shards LIST] [--clients LIST] [--secs S]\n"
-"          [--ps BIN] [--max-flight MIB] [--full]\n"
+"          [--ps BIN] [--max-flight MIB] [--durability LEVEL] [--full]\n"
 "  --sizes    tensor bytes per round trip (default 1K,1M,16M,80MB)\n"
 "  --shards   numbers of shards (default 1,2)\n"
 "  --clients  concurrent clients, each one request in flight (default 1,8)\n"
 "  --secs     timed seconds per flavour and configuration (default 0.5)\n"
 "  --ps       the hetps-ps binary (default bin/hetps-ps)\n"
+"  --durability  the shards' --durability: process (default) or machine\n"
+"             (an fsync per commit: what a pull must not wait for)\n"
 "  --max-flight  skip configurations whose clients hold more than MIB\n"
 "             tensor bytes in flight together (default 256; --full 2048)\n"
 "  --full     the whole grid: sizes 1K,64K,1M,16M,80MB, shards 1,2,4,\n"
@@ -701,6 +811,9 @@ int main(int argc, char **argv)
             parse_list(argv[a], v, &clients);
         else if (!strcmp(argv[a], "--ps"))
             bin = v;
+        else if (!strcmp(argv[a], "--durability") &&
+                 (!strcmp(v, "process") || !strcmp(v, "machine")))
+            durability = v;
         else if (!strcmp(argv[a], "--max-flight") &&
                  (mem_limit = strtoull(v, NULL, 10) << 20) > 0)
             ;
@@ -739,8 +852,9 @@ int main(int argc, char **argv)
         }
         hc_sleep_s(0.3);
     }
-    printf("ps bench: async, Adam, durability process; %.1f s per flavour; "
-           "rt = push+pull round trip of SIZE tensor bytes each way\n", secs);
+    printf("ps bench: async, Adam, durability %s; %.1f s per flavour; "
+           "rt = push+pull round trip of SIZE tensor bytes each way\n",
+           durability, secs);
     for (si = 0; si < sizes.n; si++) {
         for (hi = 0; hi < shards.n; hi++) {
             int ns = (int)shards.v[hi], maxc = 0;
@@ -789,6 +903,8 @@ int main(int argc, char **argv)
                 printf("\n");
                 fflush(stdout);
             }
+            if (maxc >= 3 && 2 * bytes <= mem_limit)
+                pull_under_push(hc, fmt_size(bytes, sz, sizeof sz), ns, 2);
             stop_pids(pids, ns);
             hc_cluster_free(&hc->cl);
             free(hc);

@@ -22,12 +22,11 @@ cp "$T/cycle/b.c" "$T/cycle/c.c" "$T/clean/"
 ok "the tool catches a cycle, names its files, and passes a folder without one"
 
 # Cycles known when this test was written, to be removed by the plan of
-# issue #14: ps's service files (the de-duplication records move to their
-# own file, ps_service member states and pulls stop calling back into
-# service.c); the CUDA backend's error bookkeeping (wk_cu_enter/launched,
-# in backend_cuda.cu) used by the kernels it calls.
-KNOWN="ps: service.c service_member.c service_pull.c
-worker: backend_cuda.cu kernels_cuda.cu"
+# issue #14: the CUDA backend's error bookkeeping (wk_cu_enter/launched,
+# in backend_cuda.cu) used by the kernels it calls. (ps's service files
+# lost theirs when the records and replies moved to service_record.c and
+# service_reply.c.)
+KNOWN="worker: backend_cuda.cu kernels_cuda.cu"
 
 "$TOOL" > "$T/tree.txt" 2>&1
 rc=$?

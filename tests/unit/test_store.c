@@ -462,8 +462,10 @@ static void test_apply_sgd(void)
 /* Adam through the store equals Adam in memory, bit for bit, over steps
  * and a reopen (so slots and the step persist), on the direct path and on
  * the scratch path (direct_max_pages = 1). Block lengths make both leaf
- * values (may be 2-byte aligned) and overflow values. */
-static void run_adam_equivalence(uint64_t direct_max_pages)
+ * values (may be 2-byte aligned) and overflow values. With `group`, steps
+ * go two at a time through ps_store_apply_group (group commit): a block
+ * in both steps of a transaction is read back from its dirty page. */
+static void run_adam_equivalence(uint64_t direct_max_pages, int group)
 {
     const size_t sizes[] = {3000, 5, 1201};
     char tmp[256];
@@ -472,8 +474,9 @@ static void run_adam_equivalence(uint64_t direct_max_pages)
     struct ps_store_opts o = {.direct_max_pages = direct_max_pages};
     struct ps_store *s;
     struct hc_optim_conf c;
-    float *m[8], *vv[8], *g[8], *got;
-    struct ps_update u[8];
+    float *m[8], *vv[8], *g[2][8], *got;
+    struct ps_update u[2][8];
+    struct ps_apply a[2];
     uint32_t nb;
 
     CU_ASSERT_EQUAL_FATAL(ps_optim_from_json(ADAM_JSON, strlen(ADAM_JSON),
@@ -488,7 +491,8 @@ static void run_adam_equivalence(uint64_t direct_max_pages)
     for (uint32_t i = 0; i < nb; i++) {
         m[i] = calloc(v.len[i], sizeof(float));
         vv[i] = calloc(v.len[i], sizeof(float));
-        g[i] = malloc(v.len[i] * sizeof(float));
+        g[0][i] = malloc(v.len[i] * sizeof(float));
+        g[1][i] = malloc(v.len[i] * sizeof(float));
     }
     s = open_ok(tmp, &o);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
@@ -498,6 +502,7 @@ static void run_adam_equivalence(uint64_t direct_max_pages)
     for (uint64_t t = 0; t < 4; t++) {
         uint32_t nu = 0;
         uint64_t step = 0;
+        int h = (int)(t % 2);
 
         if (t == 2) {           /* restart in the middle */
             ps_store_close(s);
@@ -508,13 +513,22 @@ static void run_adam_equivalence(uint64_t direct_max_pages)
             if (t == 1 && i == 1)
                 continue;       /* not every block in every step */
             for (uint32_t e = 0; e < v.len[i]; e++)
-                g[i][e] = (float)((e * 7 + i * 3 + t * 5) % 13) / 8.0f - 0.75f;
-            u[nu++] = (struct ps_update){i, v.len[i], g[i], 0.5f};
-            ps_optim_apply(&c, t, v.len[i], v.b[i], g[i], 0.5f, m[i], vv[i],
-                           v.b[i], m[i], vv[i]);
+                g[h][i][e] = (float)((e * 7 + i * 3 + t * 5) % 13) / 8.0f -
+                             0.75f;
+            u[h][nu++] = (struct ps_update){i, v.len[i], g[h][i], 0.5f};
+            ps_optim_apply(&c, t, v.len[i], v.b[i], g[h][i], 0.5f, m[i],
+                           vv[i], v.b[i], m[i], vv[i]);
         }
-        CU_ASSERT_EQUAL(ps_store_apply(s, &c, u, nu, NULL, 0, &step), HC_OK);
-        CU_ASSERT_EQUAL(step, t + 1);
+        a[h] = (struct ps_apply){u[h], nu, NULL, 0};
+        if (!group) {
+            CU_ASSERT_EQUAL(ps_store_apply(s, &c, u[h], nu, NULL, 0, &step),
+                            HC_OK);
+            CU_ASSERT_EQUAL(step, t + 1);
+        } else if (h == 1) {
+            CU_ASSERT_EQUAL(ps_store_apply_group(s, &c, a, 2, &step), HC_OK);
+            CU_ASSERT_EQUAL(step, t + 1);
+            CU_ASSERT_EQUAL(ps_store_step(s), t + 1);
+        }
     }
     CU_ASSERT(store_equals(s, &v));
     CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
@@ -522,7 +536,8 @@ static void run_adam_equivalence(uint64_t direct_max_pages)
     for (uint32_t i = 0; i < nb; i++) {
         free(m[i]);
         free(vv[i]);
-        free(g[i]);
+        free(g[0][i]);
+        free(g[1][i]);
     }
     free(got);
     vals_free(&v);
@@ -532,12 +547,18 @@ static void run_adam_equivalence(uint64_t direct_max_pages)
 
 static void test_apply_adam_direct(void)
 {
-    run_adam_equivalence(0);
+    run_adam_equivalence(0, 0);
 }
 
 static void test_apply_adam_scratch(void)
 {
-    run_adam_equivalence(1);
+    run_adam_equivalence(1, 0);
+}
+
+static void test_apply_group(void)
+{
+    run_adam_equivalence(0, 1);
+    run_adam_equivalence(1, 1);
 }
 
 static void test_apply_errors(void)
@@ -1057,6 +1078,8 @@ void hp_test_register(void)
     CU_add_test(s, "apply adam = optimizer (direct)", test_apply_adam_direct);
     CU_add_test(s, "apply adam = optimizer (scratch)",
                 test_apply_adam_scratch);
+    CU_add_test(s, "group commit = steps one by one (direct, scratch)",
+                test_apply_group);
     CU_add_test(s, "apply errors roll back", test_apply_errors);
     CU_add_test(s, "records survive reopen", test_records);
     CU_add_test(s, "map full, then growth", test_map_full);

@@ -1,0 +1,54 @@
+/*
+ * service_record.h — a worker's last applied request and the reply it got,
+ * as the service keeps it to answer a repeat with the same bytes and never
+ * apply it twice (exactly-once). Knows replies as nng messages, nothing of
+ * the service or the store.
+ *
+ * Threads: a record belongs to one member of the service; it is read and
+ * written under the service's small mutex.
+ */
+#ifndef PS_SERVICE_RECORD_H
+#define PS_SERVICE_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nng/nng.h>
+
+#include "hetps.pb-c.h"
+
+/* The last applied request of one kind and its reply. */
+struct record {
+    uint64_t last_req;          /* last applied request id (0: none) */
+    unsigned char *reply;       /* (reply_len) bytes answered to last_req;
+                                   0 bytes: still being answered */
+    size_t reply_len, reply_cap;
+};
+
+/* Which of a member's two records (rec[2]) a request kind goes to: pushes,
+ * which carry the optimizer's ordering, apart from the rest (join, leave,
+ * create), so a re-join does not make a re-sent push look old. */
+struct record *service_record_of(struct record rec[2],
+                                 Hetps__Envelope__PayloadCase c);
+
+/* Whether a request kind has an effect (goes through the record). */
+int service_record_is_effect(Hetps__Envelope__PayloadCase c);
+
+/* Remember `reply` (NULL: none yet, still being answered) as the answer to
+ * request `id`. Returns 1 when id is a new request, 0 when it was already
+ * the last. Out of memory: the reply is forgotten (a repeat then goes
+ * unanswered and is sent again). */
+int service_record_save(struct record *r, uint64_t id, const nng_msg *reply);
+
+/* Keep `len` bytes recovered from the store (after a restart) as the
+ * reply to r->last_req; out of memory: none kept. */
+void service_record_load(struct record *r, const void *reply, size_t len);
+
+/* A new message holding a copy of the recorded reply; NULL when none is
+ * recorded (still being answered) or out of memory. */
+nng_msg *service_record_replay(const struct record *r);
+
+/* Free the reply bytes (the record reads as empty after). */
+void service_record_free(struct record *r);
+
+#endif
