@@ -31,14 +31,6 @@ uint64_t client_next_id(struct pc_client *c)
     return atomic_fetch_add(&c->next_id, 1);
 }
 
-/* Who sends: this task, with the model's signature (set by pc_set_model
- * in client.c, read here for every envelope). */
-void client_sender(struct pc_client *c, struct hc_sender *me)
-{
-    *me = c->me;
-    me->model_signature = atomic_load(&c->model_sig);
-}
-
 /* Join shard i alone (after it restarted). */
 static int join_one(struct pc_client *c, int i)
 {

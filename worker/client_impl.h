@@ -117,9 +117,6 @@ void client_free_reqs(struct pc_client *c);
 int client_simple_reqs(struct pc_client *c, Hetps__Envelope *env,
                        uint64_t *ids);
 
-/* c->me with the model's signature, for joins, pulls and pushes. */
-void client_sender(struct pc_client *c, struct hc_sender *me);
-
 /* ---- the layout (client.c) --------------------------------------------- */
 
 /* HC_ERR_INVAL naming `what` when pc_set_model has not been called. */
