@@ -15,7 +15,7 @@ libcjson-dev
 zlib1g-dev
 dataset-fashion-mnist
 python3 python3-numpy python3-yaml python3-jsonschema
-iproute2 procps iptables libnetfilter-queue-dev
+iproute2 procps iptables libnetfilter-queue-dev openssl
 docker.io docker-compose debootstrap
 bsdutils prometheus python3-protobuf python3-crc32c gnuplot-nox chromium
 clang libclang-rt-14-dev"
