@@ -48,6 +48,38 @@ struct outside {
     size_t prev_len;
 };
 
+/* Note a connection the member's process uses (the oldest forgotten when
+ * all slots hold live ones). */
+static void member_pipe_add(struct member *m, uint32_t pipe)
+{
+    int k, free_k = -1;
+
+    if (!pipe)
+        return;
+    for (k = 0; k < MEMBER_PIPES; k++) {
+        if (m->pipes[k] == pipe)
+            return;
+        if (!m->pipes[k] && free_k < 0)
+            free_k = k;
+    }
+    if (free_k < 0) {
+        memmove(m->pipes, m->pipes + 1, sizeof m->pipes - sizeof m->pipes[0]);
+        free_k = MEMBER_PIPES - 1;
+    }
+    m->pipes[free_k] = pipe;
+}
+
+/* The member's process still has a connection open other than `pipe`. */
+static int member_live_elsewhere(const struct member *m, uint32_t pipe)
+{
+    int k;
+
+    for (k = 0; k < MEMBER_PIPES; k++)
+        if (m->pipes[k] && m->pipes[k] != pipe)
+            return 1;
+    return 0;
+}
+
 /*
  * Requests from workers: check the sender, answer repeats from the record,
  * apply the rest. Called with s->mu held; returns the reply, or NULL with
@@ -104,6 +136,8 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
     /* Only now: a message under the worker's name from anyone else (another
      * incarnation, not joined) must not keep a dead worker alive. */
     m->last_seen_ms = hc_now_ms();
+    if (pc != HETPS__ENVELOPE__PAYLOAD_JOIN)
+        member_pipe_add(m, hc_rpc_msg_pipe(msg_in));
     rec = service_record_of(m->rec, pc);
     if (service_record_is_effect(pc) && m->incarnation == e->incarnation &&
         rec->last_req) {
@@ -149,7 +183,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
     switch (pc) {
     case HETPS__ENVELOPE__PAYLOAD_JOIN:
         if (m->incarnation != e->incarnation && m->state == M_JOINED &&
-            m->pipe != 0 && m->pipe != hc_rpc_msg_pipe(msg_in)) {
+            member_live_elsewhere(m, hc_rpc_msg_pipe(msg_in))) {
             /* Its connection is still up: a second live process, not a
              * restart. Its record (de-duplication) stays the first one's. */
             hc_warn("refused worker:%u (incarnation %016llx, host %s, pid %u): "
@@ -167,7 +201,9 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
             return service_error_reply(s, e->request_id,
                                        HETPS__ERROR_CODE__E_TASK_IN_USE, text);
         }
-        m->pipe = hc_rpc_msg_pipe(msg_in);
+        if (m->incarnation != e->incarnation)
+            memset(m->pipes, 0, sizeof m->pipes);
+        member_pipe_add(m, hc_rpc_msg_pipe(msg_in));
         if (m->incarnation != e->incarnation) {
             if (m->state == M_JOINED)
                 hc_info("worker:%u restarted (incarnation %016llx → %016llx)", w,
@@ -299,9 +335,14 @@ static void on_pipe_closed(void *arg, uint32_t pipe)
     int i;
 
     pthread_mutex_lock(&s->mu);
-    for (i = 0; i < s->n_members; i++)
-        if (s->members[i].pipe == pipe)
-            s->members[i].pipe = 0;
+    for (i = 0; i < s->n_members; i++) {
+        struct member *m = &s->members[i];
+        int k;
+
+        for (k = 0; k < MEMBER_PIPES; k++)
+            if (m->pipes[k] == pipe)
+                m->pipes[k] = 0;
+    }
     pthread_mutex_unlock(&s->mu);
 }
 

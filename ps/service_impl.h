@@ -47,6 +47,8 @@
 
 enum member_state { M_NONE, M_JOINED, M_LEFT, M_DEAD };
 
+#define MEMBER_PIPES 4
+
 /* What the shard knows of one worker. */
 struct member {
     enum member_state state;
@@ -55,8 +57,10 @@ struct member {
      * (service_record_of). */
     struct record rec[2];
     int64_t last_seen_ms;
-    uint32_t pipe;              /* connection its last join came on; 0 once
-                                   that connection is gone */
+    /* The connections its process's requests came on lately (join, pulls,
+     * pushes, heartbeats: one socket each), 0 once gone. A member with any
+     * left is a live process: another claiming its task is refused. */
+    uint32_t pipes[MEMBER_PIPES];
     char devices[128];
     uint64_t requests, duplicates;
     int removed;                /* no longer in the cluster file */

@@ -10,8 +10,11 @@ MODEL=deploy/models/fashion_cnn.json
 cluster2 '{ "mode": "sync" }'
 
 for i in 0 1; do
+    # A paused worker still holds its connections; the heartbeat timeout
+    # (10 s by default) would end the wait before a slow (sanitizer) build
+    # has logged it, so it is a minute here.
     "$BIN/hetps-ps" --cluster "$T/cluster.json" --task ps:$i \
-        --data-dir "$T/ps-$i" > "$T/ps-$i.log" 2>&1 &
+        --data-dir "$T/ps-$i" --heartbeat-timeout 60000 > "$T/ps-$i.log" 2>&1 &
     track $!
 done
 for i in 0 1; do
