@@ -156,6 +156,16 @@ static void conn_close(nng_tls_engine_conn *c)
     c->closed = true;
 }
 
+/* Any error but "would block" ends the connection: nng 1.5.2 would write
+ * on into its closed TCP stream (a write that is never sent, nor ever
+ * fails), so from here every call answers NNG_ECLOSED at once. */
+static int failed(nng_tls_engine_conn *c, int rv)
+{
+    if (rv != NNG_EAGAIN)
+        c->closed = true;
+    return rv;
+}
+
 static int conn_handshake(nng_tls_engine_conn *c)
 {
     int r;
@@ -165,9 +175,9 @@ static int conn_handshake(nng_tls_engine_conn *c)
     if ((r = SSL_do_handshake(c->ssl)) == 1)
         return 0;
     /* A verification failure (wrong CA, wrong name) is the peer's fault. */
-    return nng_code(c->ssl, r,
-                    SSL_get_verify_result(c->ssl) != X509_V_OK
-                        ? NNG_EPEERAUTH : NNG_ECRYPTO);
+    return failed(c, nng_code(c->ssl, r,
+                              SSL_get_verify_result(c->ssl) != X509_V_OK
+                                  ? NNG_EPEERAUTH : NNG_ECRYPTO));
 }
 
 static int conn_recv(nng_tls_engine_conn *c, uint8_t *buf, size_t *n)
@@ -181,7 +191,7 @@ static int conn_recv(nng_tls_engine_conn *c, uint8_t *buf, size_t *n)
         *n = got;
         return 0;
     }
-    return nng_code(c->ssl, r, NNG_ECRYPTO);
+    return failed(c, nng_code(c->ssl, r, NNG_ECRYPTO));
 }
 
 static int conn_send(nng_tls_engine_conn *c, const uint8_t *buf, size_t *n)
@@ -195,7 +205,7 @@ static int conn_send(nng_tls_engine_conn *c, const uint8_t *buf, size_t *n)
         *n = put;
         return 0;
     }
-    return nng_code(c->ssl, r, NNG_ECRYPTO);
+    return failed(c, nng_code(c->ssl, r, NNG_ECRYPTO));
 }
 
 static bool conn_verified(nng_tls_engine_conn *c)

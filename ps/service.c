@@ -106,6 +106,15 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                                    HETPS__ERROR_CODE__E_UNKNOWN_TASK, text);
     }
     m = &s->members[w];
+    if (pc == HETPS__ENVELOPE__PAYLOAD_CREATE && w != 0) {
+        /* The role first: whether it has joined does not matter. */
+        hc_warn("refused create variables from worker:%u: only the chief "
+                "(worker:0) creates them", w);
+        return service_error_reply(s, e->request_id,
+                                   HETPS__ERROR_CODE__E_FORBIDDEN,
+                                   "only the chief (worker:0) may create "
+                                   "the variables");
+    }
     if (pc != HETPS__ENVELOPE__PAYLOAD_JOIN &&
         (m->state != M_JOINED || m->incarnation != e->incarnation)) {
         snprintf(text, sizeof text,
@@ -231,14 +240,6 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         reply = service_ack_reply(s, e->request_id);
         break;
     case HETPS__ENVELOPE__PAYLOAD_CREATE:
-        if (w != 0) {
-            hc_warn("refused create variables from worker:%u: only the chief "
-                    "(worker:0) creates them", w);
-            return service_error_reply(s, e->request_id,
-                                       HETPS__ERROR_CODE__E_FORBIDDEN,
-                                       "only the chief (worker:0) may create "
-                                       "the variables");
-        }
         pthread_mutex_lock(&s->wmu);
         rv = ps_shard_serve(s->shard, in, &s->me, NULL, &reply);
         pthread_mutex_unlock(&s->wmu);

@@ -88,11 +88,15 @@ ok "worker:1's certificate can neither shut down nor create; the servers keep se
 "$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:0 --model $MODEL \
     --max-steps 400 --no-eval > "$T/w0.log" 2>&1 &
 W0=$!; track $W0
+# (long enough to be still training when the second one comes: it is
+# killed below)
 "$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:1 --model $MODEL \
-    --max-steps 400 --no-eval > "$T/w1.log" 2>&1 &
+    --max-steps 20000 --no-eval > "$T/w1.log" 2>&1 &
 W1=$!; track $W1
-wait_for 60 grep -q "worker:1 joined" "$T/ps-0.log" || fail "worker:1 did not join"
-sleep 2
+# (poke's join above already logged "worker:1 joined": wait for this
+# process's own training line, which follows its join and first pull)
+wait_for 60 grep -q "training " "$T/w1.log" || { cat "$T/w1.log"; fail "worker:1 did not start training"; }
+sleep 1
 "$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:1 --model $MODEL \
     --max-steps 5 --no-eval > "$T/w1b.log" 2>&1
 rc=$?

@@ -38,6 +38,7 @@
 #include "err.h"
 #include "rpc_auth.h"
 #include "tls.h"
+#include "tls_engine.h"
 #include "wire.h"
 
 static int passed, failed;
@@ -71,6 +72,8 @@ static int dial(nng_socket s, const char *url)
     if (the_cluster->insecure)
         return nng_dial(s, url, NULL, NNG_FLAG_NONBLOCK);
     proof_file = strcmp(cert, "none") ? cert : NULL;
+    if ((rv = hc_tls_engine_install()) != 0)   /* as the programs do */
+        return rv;
     snprintf(turl, sizeof turl, "tls+%s", url);
     h = strstr(url, "://") + 3;
     e = strrchr(h, ':');
