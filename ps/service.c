@@ -33,6 +33,7 @@
 #include "log.h"
 #include "rpc.h"
 #include "service_impl.h"
+#include "tls_engine.h"
 #include "shard.h"
 #include "sync.h"
 #include "wire.h"
@@ -214,10 +215,20 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
             memset(m->pipes, 0, sizeof m->pipes);
         member_pipe_add(m, hc_rpc_msg_pipe(msg_in));
         if (m->incarnation != e->incarnation) {
-            if (m->state == M_JOINED)
+            if (m->state == M_JOINED) {
                 hc_info("worker:%u restarted (incarnation %016llx → %016llx)", w,
                         (unsigned long long)m->incarnation,
                         (unsigned long long)e->incarnation);
+                /* The old process is gone (its connections are): it leaves
+                 * the steps as if its heartbeat had timed out, so the new
+                 * one joins them as any newcomer — the same way on every
+                 * shard, whether or not a shard's heartbeat check had
+                 * already marked the old one dead. (A shard that kept the
+                 * old one in the open step while another had moved on
+                 * made the newcomer's pull wait there for ever.) */
+                ps_sync_member(s->sync, (int)w, 0);
+                service_advance(s);
+            }
             m->incarnation = e->incarnation;
             m->rec[0].last_req = m->rec[1].last_req = 0;
         }
@@ -225,7 +236,23 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
             hc_info("worker:%u joined (devices %s)", w,
                     e->join->devices ? e->join->devices : "?");
         m->state = M_JOINED;
-        ps_sync_join(s->sync, (int)w, ps_shard_version(s->shard));
+        {
+            uint64_t v = ps_shard_version(s->shard),
+                     from = ps_sync_join(s->sync, (int)w, v);
+
+            if (s->cl->mode == HC_MODE_SYNC && e->join->has_start_version &&
+                e->join->start_version > from) {
+                /* The step the worker's shards agreed on (Join): not
+                 * counted in before it, as on the shard that saw it last. */
+                ps_sync_start_at(s->sync, (int)w, e->join->start_version);
+                from = e->join->start_version;
+                service_advance(s);
+            }
+            if (s->cl->mode == HC_MODE_SYNC)
+                hc_info("worker:%u takes part in sync steps from step %llu "
+                        "(this shard is at %llu)", w, (unsigned long long)from,
+                        (unsigned long long)v);
+        }
         snprintf(m->devices, sizeof m->devices, "%s",
                  e->join->devices ? e->join->devices : "");
         reply = service_join_reply(s, (int)w, e->request_id);
@@ -545,9 +572,10 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
     rv = hc_rpc_server_start(&s->rpc, url, &ro, on_request, s);
     if (rv != HC_OK)
         goto fail;
-    hc_info("serving shard %d of %d on %s (incarnation %016llx, data %s, %s)",
+    hc_info("serving shard %d of %d on %s (incarnation %016llx, data %s, %s%s)",
             c->shard, s->cl->n_ps, url, (unsigned long long)s->me.incarnation,
-            c->data_dir, s->tls.rpc ? "mutual TLS" : "INSECURE plain TCP");
+            c->data_dir, s->tls.rpc ? "mutual TLS, engine " : "INSECURE plain TCP",
+            s->tls.rpc ? hc_tls_engine_name() : "");
     *out = s;
     return HC_OK;
 fail:

@@ -167,6 +167,11 @@ nng_msg *service_join_reply(struct ps_service *s, int worker, uint64_t id)
     jr.has_epoch = jr.has_batches = at.known;
     jr.epoch = at.epoch;
     jr.batches = at.batches;
+    if (s->cl->mode == HC_MODE_SYNC &&
+        ps_sync_from(s->sync, worker) != UINT64_MAX) {
+        jr.has_from_version = 1;
+        jr.from_version = ps_sync_from(s->sync, worker);
+    }
     fill_members(s, &ml);
     if (ml.n >= 0) {
         jr.n_members = (size_t)ml.n;

@@ -100,12 +100,14 @@ void ps_sync_member(struct ps_sync *s, int worker, int live)
 
 static uint64_t min_live_clock(const struct ps_sync *s);
 
-void ps_sync_join(struct ps_sync *s, int worker, uint64_t version)
+uint64_t ps_sync_join(struct ps_sync *s, int worker, uint64_t version)
 {
     uint64_t lo;
 
-    if (worker < 0 || grow(s, worker) || s->w[worker].live)
-        return;
+    if (worker < 0 || grow(s, worker))
+        return version + 1;
+    if (s->w[worker].live)
+        return s->w[worker].from;
     /* ssp: a newcomer starts level with the slowest, not at 0, or it would
      * hold everyone back until it caught up. */
     lo = min_live_clock(s);
@@ -120,6 +122,22 @@ void ps_sync_join(struct ps_sync *s, int worker, uint64_t version)
                                 s->assigned_for == 0
                             ? version : version + 1;
     s->w[worker].pushed = 0;
+    return s->w[worker].from;
+}
+
+uint64_t ps_sync_from(const struct ps_sync *s, int worker)
+{
+    if (worker < 0 || worker >= s->n || !s->w[worker].live)
+        return UINT64_MAX;
+    return s->w[worker].from;
+}
+
+void ps_sync_start_at(struct ps_sync *s, int worker, uint64_t version)
+{
+    if (worker < 0 || worker >= s->n || !s->w[worker].live ||
+        s->w[worker].pushed || version <= s->w[worker].from)
+        return;
+    s->w[worker].from = version;
 }
 
 uint32_t ps_sync_job_batch(struct ps_sync *s, uint32_t proposed)

@@ -57,8 +57,16 @@ void ps_sync_member(struct ps_sync *s, int worker, int live);
  * from where it is; any other (added to the cluster file, or back after
  * dying or leaving) from the next step boundary, version + 1 — or in sync
  * from `version` itself while no worker has pushed to that step or been
- * given a slice of it. */
-void ps_sync_join(struct ps_sync *s, int worker, uint64_t version);
+ * given a slice of it. Returns the first version it takes part in (its
+ * old one when it was live already). */
+uint64_t ps_sync_join(struct ps_sync *s, int worker, uint64_t version);
+
+/* The first version `worker` takes part in (UINT64_MAX: not live). */
+uint64_t ps_sync_from(const struct ps_sync *s, int worker);
+
+/* sync: a live worker takes part from `version` on at the earliest (the
+ * step every shard agreed on, Join.start_version); a later `from` stays. */
+void ps_sync_start_at(struct ps_sync *s, int worker, uint64_t version);
 
 /* sync: the job's full global batch — the first proposal wins, so workers
  * started later (elastic) cut the same batches. */

@@ -15,7 +15,7 @@ set -u
 cd "$(dirname "$0")/.."
 B=${HETPS_BUILD:-build/rel}
 PATTERN=${TESTS:-}
-pass=0 fail=0 skip=0 failed_names=""
+pass=0 fail=0 skip=0 failed_names="" flaky_names=""
 log_dir=$(mktemp -d "${TMPDIR:-/tmp}/hetps-tests-XXXXXX")
 
 for t in "$B"/tests/test_*; do
@@ -23,8 +23,18 @@ for t in "$B"/tests/test_*; do
     name=$(basename "$t")
     case "$name" in *"$PATTERN"*) ;; *) continue ;; esac
     echo "=== unit: $name"
-    "$t" > "$log_dir/$name.log" 2>&1
+    # Bounded: a unit program that hangs fails (exit 124) instead of
+    # holding the run (nng 1.5.2 could hang a close: common/README.md).
+    timeout "${UNIT_TIMEOUT:-900}" "$t" > "$log_dir/$name.log" 2>&1
     rc=$?
+    if [ $rc -ne 0 ] && [ "${HETPS_RETRY:-1}" = 1 ]; then
+        # One more try, as for the integration tests below.
+        cat "$log_dir/$name.log"
+        echo "$name: FAILED (exit $rc) on the first try; trying once more"
+        timeout "${UNIT_TIMEOUT:-900}" "$t" > "$log_dir/$name.log" 2>&1
+        rc=$?
+        [ $rc -eq 0 ] && flaky_names="$flaky_names $name"
+    fi
     line=$(grep '^cunit-counts:' "$log_dir/$name.log" | tail -1)
     if [ -z "$line" ]; then
         cat "$log_dir/$name.log"
@@ -53,6 +63,18 @@ for t in tests/integration/*.sh tests/faults/*.sh tests/deploy/*.sh; do
     echo "=== integration: $name"
     HETPS_BUILD="$B" sh "$t" > "$log_dir/$name.log" 2>&1
     rc=$?
+    if [ $rc -ne 0 ] && [ $rc -ne 77 ] && [ "${HETPS_RETRY:-1}" = 1 ]; then
+        # One more try for a test that failed: some of these tests still
+        # fail now and then from timing on a loaded 2-core machine
+        # (tests/README.md, *Flaky tests*). The first failure is shown in full
+        # and the test is named at the end as flaky, never silently passed.
+        # HETPS_RETRY=0 turns this off.
+        tail -60 "$log_dir/$name.log"
+        echo "$name: FAILED (exit $rc) on the first try; trying once more"
+        HETPS_BUILD="$B" sh "$t" > "$log_dir/$name.log" 2>&1
+        rc=$?
+        [ $rc -eq 0 ] && flaky_names="$flaky_names $name"
+    fi
     if [ $rc -eq 0 ]; then
         pass=$((pass + 1)); tail -3 "$log_dir/$name.log"; echo "$name: passed"
     elif [ $rc -eq 77 ]; then
@@ -85,5 +107,6 @@ done
 
 rm -rf "$log_dir"
 [ -n "$failed_names" ] && echo "failed:$failed_names"
+[ -n "$flaky_names" ] && echo "flaky (failed once, passed on the second try):$flaky_names"
 echo "tests: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

@@ -140,6 +140,33 @@ int pc_join(struct pc_client *c, const char *devices)
             break;
         hc_sleep_s(0.1);
     }
+    if (rv == HC_OK && c->n > 1) {
+        /* sync: shards count a newcomer in from the step after the one
+         * each was at when its join arrived — steps apart when the job
+         * moved on between them, and the newcomer's first pull would then
+         * wait on one shard for a step that waits for its push on the
+         * other. Join again with the latest, so all agree. */
+        uint64_t lo = UINT64_MAX, hi = 0;
+
+        for (i = 0; i < c->n; i++) {
+            const Hetps__JoinReply *jr = c->dec[i].env->join_reply;
+
+            if (!jr->has_from_version)
+                continue;
+            lo = jr->from_version < lo ? jr->from_version : lo;
+            hi = jr->from_version > hi ? jr->from_version : hi;
+        }
+        if (lo != UINT64_MAX && lo != hi) {
+            client_release(c);
+            join.has_start_version = 1;
+            join.start_version = hi;
+            rv = client_simple_reqs(c, &env, ids);
+            if (rv == HC_OK)
+                rv = client_exchange(c, ids,
+                                     HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY,
+                                     "join", 0);
+        }
+    }
     if (rv == HC_OK) {
         for (i = 0; i < c->n; i++) {
             const Hetps__JoinReply *jr = c->dec[i].env->join_reply;

@@ -53,7 +53,7 @@ t0=$(date +%s%N)
 at $((v + 30)) "training stalled with ps:1's packets delayed"
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 delay_off ps1
-[ $ms -ge 1000 ] || fail "30 versions took $ms ms with 100 ms of delay into ps:1: the delay did not apply"
+[ $ms -ge 1000 ] || { tail -n 12 "$T"/w0.log "$T"/ps-1.log; fail "30 versions took $ms ms with 100 ms of delay into ps:1: the delay did not apply"; }
 ok "every packet into ps:1 held 100 ms: versions $v to $((v + 30)) took $ms ms ($(elapsed))"
 v=$(shard_version "$T/cluster.json" 1)
 kill -KILL $ps0

@@ -90,7 +90,7 @@ wait_for 10 sadded || { cat "$T/sps-0.log"; fail "sync shards did not take the a
 sw1=$!
 track $sw1
 sshare() { "$BIN/hetps" status "$T/sync.json" 2>/dev/null | grep -q '^worker:1 .*ps:0 joined.*clock [1-9][0-9]'; }
-wait_for 30 sshare || { cat "$T/sw1.log"; fail "the added sync worker did not take part"; }
+wait_for 30 sshare || { cat "$T/sw1.log"; tail -n 25 "$T/sps-0.log" "$T/sps-1.log"; fail "the added sync worker did not take part"; }
 grep -q "the job's global batch is 64" "$T/sw1.log" || { cat "$T/sw1.log"; fail "the added worker did not take the job's global batch"; }
 ok "sync: worker:1 added, takes a share of the job's global batch 64"
 write_cluster "$T/sync.json" $SP 1 sync

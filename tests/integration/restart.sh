@@ -115,7 +115,7 @@ ok "worker:1 killed: marked dead after the heartbeat timeout, steps went on"
 sw1=$!
 track $sw1
 wait $sw0 || { tail -20 "$T/sw0.log"; fail "worker:0 failed"; }
-wait $sw1 || { tail -20 "$T/sw1b.log"; fail "the restarted worker:1 failed"; }
+wait $sw1 || { tail -20 "$T/sw1b.log"; tail -n 25 "$T/sps-0.log" "$T/sps-1.log"; fail "the restarted worker:1 failed"; }
 grep -q "worker:1 joined\|worker:1 restarted" "$T/sps-0.log" || fail "worker:1 did not rejoin"
 awk '/INFO training/ {seen=1} END {exit !seen}' "$T/sw1b.log" || fail "the restarted worker did not train"
 acc=$(sed -n 's/.*Final weights.*val_accuracy: \([0-9.]*\).*/\1/p' "$T/sw0.log")

@@ -61,7 +61,13 @@ wait $w1 || { cat "$T/two-w1.log"; fail "2 × 32: worker 1"; }
 stop_servers two
 "$BIN/hetps" export --data-dir "$T/one-data" --out "$T/one-npy" "$T/one.json" > /dev/null 2>&1 || fail "export one"
 "$BIN/hetps" export --data-dir "$T/two-data" --out "$T/two-npy" "$T/two.json" > /dev/null 2>&1 || fail "export two"
-/usr/bin/python3 - "$T" <<'PY' || fail "2 × 32 differs from 1 × 64"
+# (on a difference: what the shards and workers said, to tell a step
+# applied without a worker, a late push or a slice cut differently)
+sync_evidence() {
+    cat "$T/two-status.txt"
+    grep -h "WARN\|late\|takes part\|dead\|without" "$T"/two-ps*.log "$T"/two-w*.log | head -40
+}
+/usr/bin/python3 - "$T" <<'PY' || { sync_evidence; fail "2 × 32 differs from 1 × 64"; }
 import sys, numpy as np
 t = sys.argv[1]
 worst = 0.0
