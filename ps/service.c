@@ -484,6 +484,11 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
         return hc_err_set(HC_ERR_NOMEM, "out of memory starting the service");
     s->conf = *c;
     s->cl = c->cluster;
+    /* No step's deadline runs yet: the first sweep starts one. (At 0, the
+     * store's first step looked as if it had waited since the clock's
+     * origin: a worker slow to push step 0 was marked dead at once, and
+     * sync.sh's 2 × 32 then differed from 1 × 64.) */
+    s->deadline_version = UINT64_MAX;
     if (s->conf.heartbeat_timeout_ms <= 0)
         s->conf.heartbeat_timeout_ms = 10000;
     s->me.job = HETPS__JOB__JOB_PS;
