@@ -220,6 +220,52 @@ static void test_rejoin(void)
     ps_sync_free(s);
 }
 
+/*
+ * Two shards of a running job (the chief alone, worker 0) see worker 1's
+ * join at different steps: A at step 4 already under way (from 5), B two
+ * steps behind at 2 (from 3). Counted in so, B's step 3 would wait for a
+ * push worker 1 cannot make while its pull waits on A for step 5 (the
+ * elastic.sh / restart.sh hang). With the agreed start (the later one,
+ * Join.start_version) B goes through steps 3 and 4 on the chief alone and
+ * both count worker 1 in from step 5.
+ */
+static void test_join_agreed_start(void)
+{
+    struct ps_sync *a = make(2, HC_MODE_SYNC, 1, 0),
+                   *b = make(2, HC_MODE_SYNC, 1, 0);
+    uint32_t off, count;
+    uint64_t total, fa, fb, v;
+
+    ps_sync_member(a, 1, 0);
+    ps_sync_member(b, 1, 0);
+    ps_sync_assign(a, 0, 64, 4, &off, &count);  /* A's step 4 handed out */
+    ps_sync_assign(b, 0, 64, 2, &off, &count);  /* B's step 2 handed out */
+    fa = ps_sync_join(a, 1, 4);
+    fb = ps_sync_join(b, 1, 2);
+    CU_ASSERT_EQUAL(fa, 5);
+    CU_ASSERT_EQUAL(fb, 3);
+    ps_sync_start_at(a, 1, fa > fb ? fa : fb);
+    ps_sync_start_at(b, 1, fa > fb ? fa : fb);
+    CU_ASSERT_EQUAL(ps_sync_from(a, 1), 5);
+    CU_ASSERT_EQUAL(ps_sync_from(b, 1), 5);
+    /* an earlier start never moves a later one back */
+    ps_sync_start_at(b, 1, 4);
+    CU_ASSERT_EQUAL(ps_sync_from(b, 1), 5);
+    for (v = 2; v < 5; v++) {                   /* B: the chief alone */
+        CU_ASSERT(!ps_sync_pull_ready(b, 1, 0, 0, v));
+        CU_ASSERT_EQUAL(ps_sync_push(b, 0, v, v, 64, 100, 1.0),
+                        PS_PUSH_ACCUMULATE);
+        CU_ASSERT(ps_sync_step_ready(b, v, &total));
+        ps_sync_step_done(b);
+    }
+    CU_ASSERT(ps_sync_pull_ready(b, 1, 0, 0, 5));
+    ps_sync_assign(b, 1, 64, 5, &off, &count);
+    CU_ASSERT_EQUAL(count, 32);                 /* in from step 5 */
+    CU_ASSERT_EQUAL(ps_sync_from(b, 7), UINT64_MAX);
+    ps_sync_free(a);
+    ps_sync_free(b);
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("sync", NULL, NULL);
@@ -232,4 +278,5 @@ void hp_test_register(void)
                 test_step_complete_backup_late);
     CU_add_test(s, "ssp bound", test_ssp_bound);
     CU_add_test(s, "re-join: this step or the next", test_rejoin);
+    CU_add_test(s, "a join agreed by the shards", test_join_agreed_start);
 }
