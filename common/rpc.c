@@ -807,7 +807,6 @@ struct peer {
     atomic_uint authed_pipe;   /* the pipe the proof was accepted on; 0:
                                   none (prove before the next request) */
     atomic_uint last_pipe;     /* the pipe that came up last (0: none) */
-    nng_dialer dialer;
     int unanswered;            /* proof steps unanswered in a row on it */
     enum { PH_HELLO, PH_PROOF, PH_REQ } phase; /* what the aio carries */
 
@@ -1217,22 +1216,6 @@ static void close_bounded(nng_socket sock, const char *name)
     closer_rele(k);
 }
 
-/* Before the socket is closed: no redial, and the connection closed
- * through the socket (protocol first), as server_drain does and for the
- * same reason. */
-static void peer_drain(struct peer *p)
-{
-    nng_pipe pipe = NNG_PIPE_INITIALIZER;
-    int k;
-
-    nng_dialer_set_ms(p->dialer, NNG_OPT_RECONNMINT, 600000);
-    nng_dialer_set_ms(p->dialer, NNG_OPT_RECONNMAXT, 600000);
-    if ((pipe.id = atomic_load(&p->last_pipe)) != 0)
-        nng_pipe_close(pipe);
-    for (k = 0; k < 200 && atomic_load(&p->connected) > 0; k++)
-        nng_msleep(5);
-}
-
 static void peer_close(struct peer *p)
 {
     nng_msg *left;
@@ -1243,8 +1226,6 @@ static void peer_close(struct peer *p)
         nng_aio_stop(p->aio);
     if (p->ctx_open)
         nng_ctx_close(p->ctx);
-    if (p->sock_open && p->tls)
-        peer_drain(p);
     if (p->sock_open) {
         /* No pipe callback may reach p once this returns. */
         nng_pipe_notify(p->sock, NNG_PIPE_EV_ADD_POST, NULL, NULL);
@@ -1341,7 +1322,6 @@ static int peer_open(hc_rpc_client *c, struct peer *p, const char *url,
     if ((rv = nng_dialer_create(&d, p->sock, turl)) == 0 &&
         (!tls || (rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, tls)) == 0))
         rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK);
-    p->dialer = d;
     if (tls)
         nng_tls_config_free(tls); /* the dialer holds its own reference */
     if (rv != 0)
