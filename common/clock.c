@@ -22,6 +22,20 @@ int64_t hc_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+struct timespec hc_time_in(clockid_t clock, int64_t ms)
+{
+    struct timespec ts;
+
+    clock_gettime(clock, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
 void hc_sleep_s(double s)
 {
     struct timespec ts;

@@ -33,9 +33,11 @@
 #include <nng/supplemental/tls/tls.h>
 #include <nng/supplemental/util/platform.h>
 
+#include "clock.h"
 #include "err.h"
 #include "log.h"
 #include "rpc_auth.h"
+#include "rpc_listen.h"
 #include "tls_engine.h"
 
 #define DEFAULT_N_CTX 64
@@ -206,6 +208,8 @@ struct hc_rpc_server {
     atomic_int conns;           /* connections (pipes) now open */
     atomic_int closing;         /* server_free: refuse new connections */
     atomic_uint_least64_t refused_conns;
+    atomic_uint_least64_t took; /* connections taken (ADD_PRE), refused too */
+    hc_listen *listen;          /* the listener and its guard */
     int n_req;
     hc_rpc_req *reqs;           /* (n_req) */
 };
@@ -393,6 +397,7 @@ static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
     }
     if (ev != NNG_PIPE_EV_ADD_PRE)
         return;
+    atomic_fetch_add(&s->took, 1);
     if (atomic_load(&s->closing)) {
         nng_pipe_close(pipe);
         return;
@@ -611,7 +616,7 @@ static void *closer_run(void *arg)
     return NULL;
 }
 
-static void close_bounded(nng_socket sock, const char *name)
+void hc_rpc_close_socket(nng_socket sock, const char *name)
 {
     struct closer *k = calloc(1, sizeof *k);
     pthread_attr_t attr;
@@ -635,13 +640,7 @@ static void close_bounded(nng_socket sock, const char *name)
         nng_close(sock);
         return;
     }
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += CLOSE_WAIT_MS / 1000;
-    until.tv_nsec += (long)(CLOSE_WAIT_MS % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    until = hc_time_in(CLOCK_REALTIME, CLOSE_WAIT_MS);
     while ((rv = sem_timedwait(&k->done, &until)) != 0 && errno == EINTR)
         ;
     if (rv != 0)
@@ -660,12 +659,12 @@ static void close_bounded(nng_socket sock, const char *name)
  * and every redial of the process stalls behind it (tests/unit/test_rpc.c
  * restarted a TLS server into that about one run in three).
  */
-static void server_drain(hc_rpc_server *s)
+static void server_close_conns(void *arg)
 {
+    hc_rpc_server *s = arg;
     uint32_t *ids;
-    int i, n = 0, k;
+    int i, n = 0;
 
-    atomic_store(&s->closing, 1);
     nng_mtx_lock(s->mtx);
     if ((ids = malloc((size_t)(s->n_pipes + 1) * sizeof *ids)) != NULL)
         for (i = 0; i < s->n_pipes; i++)
@@ -678,6 +677,14 @@ static void server_drain(hc_rpc_server *s)
         nng_pipe_close(p);
     }
     free(ids);
+}
+
+static void server_drain(hc_rpc_server *s)
+{
+    int k;
+
+    atomic_store(&s->closing, 1);
+    server_close_conns(s);
     for (k = 0; k < 200 && atomic_load(&s->conns) > 0; k++)
         nng_msleep(5);
 }
@@ -688,6 +695,8 @@ static void server_free(hc_rpc_server *s)
 
     if (!s)
         return;
+    hc_listen_stop(s->listen);  /* no new listener from here on */
+    s->listen = NULL;
     if (s->mtx) {
         nng_mtx_lock(s->mtx);
         s->stopping = 1;
@@ -720,7 +729,7 @@ static void server_free(hc_rpc_server *s)
         /* No pipe callback may reach s once this returns. */
         nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, NULL, NULL);
         nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, NULL, NULL);
-        close_bounded(s->sock, s->url);
+        hc_rpc_close_socket(s->sock, s->url);
     }
     if (s->mtx)
         nng_mtx_free(s->mtx);
@@ -752,7 +761,6 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     size_t recv_max = opts && opts->recv_max ? opts->recv_max
                                              : DEFAULT_RECV_MAX;
     nng_tls_config *tls = NULL;
-    nng_listener l;
     char turl[URL_MAX];
     int rv, i, err;
 
@@ -778,6 +786,7 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     atomic_init(&s->last_warn, 0);
     atomic_init(&s->conns, 0);
     atomic_init(&s->refused_conns, 0);
+    atomic_init(&s->took, 0);
     if ((rv = nng_mtx_alloc(&s->mtx)) != 0) {
         err = hc_rpc_err(rv, "rpc server: mutex");
         goto fail;
@@ -811,9 +820,9 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
                    (err = hc_auth_verifier_open(&s->verifier,
                                                 opts->tls->ca_file)) != HC_OK))
         goto fail;
-    if ((rv = nng_listener_create(&l, s->sock, turl)) == 0 &&
-        (!tls || (rv = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, tls)) == 0))
-        rv = nng_listener_start(l, 0);
+    rv = hc_listen_start(&s->listen, s->sock, turl, tls,
+                         s->tls ? opts->tls->cert_key_file : NULL, &s->took,
+                         s->tls ? server_close_conns : NULL, s);
     if (tls)
         nng_tls_config_free(tls); /* the listener holds its own reference */
     if (rv != 0) {
@@ -857,6 +866,11 @@ fail:
 void hc_rpc_server_stop(hc_rpc_server *s)
 {
     server_free(s);
+}
+
+uint64_t hc_rpc_server_relistens(hc_rpc_server *s)
+{
+    return s ? hc_listen_restarts(s->listen) : 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1228,7 +1242,7 @@ static void peer_close(struct peer *p)
         /* No pipe callback may reach p once this returns. */
         nng_pipe_notify(p->sock, NNG_PIPE_EV_ADD_POST, NULL, NULL);
         nng_pipe_notify(p->sock, NNG_PIPE_EV_REM_POST, NULL, NULL);
-        close_bounded(p->sock, p->name);
+        hc_rpc_close_socket(p->sock, p->name);
     }
     if (p->aio) {
         if ((left = nng_aio_get_msg(p->aio)) != NULL)

@@ -308,13 +308,7 @@ static void *heartbeat_main(void *arg)
     }
     pthread_mutex_lock(&c->hb_mu);
     while (!c->hb_stop) {
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += c->hb_interval_ms / 1000;
-        until.tv_nsec += (long)(c->hb_interval_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        until = hc_time_in(CLOCK_REALTIME, c->hb_interval_ms);
         pthread_cond_timedwait(&c->hb_cv, &c->hb_mu, &until);
         if (c->hb_stop)
             break;

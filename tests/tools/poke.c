@@ -36,6 +36,7 @@
 #include "worker/client.h"
 #include "cluster.h"
 #include "err.h"
+#include "rpc.h"
 #include "rpc_auth.h"
 #include "tls.h"
 #include "tls_engine.h"
@@ -125,15 +126,15 @@ static int send_raw(const char *url, const void *buf, size_t len,
     nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
     if ((rv = dial(s, url)) != 0) {
         snprintf(why, why_len, "dial: %s", nng_strerror(rv));
-        nng_close(s);
+        hc_rpc_close_socket(s, url);
         return 0;
     }
     if (prove(s, why, why_len) != 0) {
-        nng_close(s);
+        hc_rpc_close_socket(s, url);
         return 2;
     }
     if (nng_msg_alloc(&m, len) != 0) {
-        nng_close(s);
+        hc_rpc_close_socket(s, url);
         return 0;
     }
     if (len)
@@ -141,12 +142,12 @@ static int send_raw(const char *url, const void *buf, size_t len,
     if ((rv = nng_sendmsg(s, m, 0)) != 0) {
         nng_msg_free(m);
         snprintf(why, why_len, "send: %s", nng_strerror(rv));
-        nng_close(s);
+        hc_rpc_close_socket(s, url);
         return 2;
     }
     if ((rv = nng_recvmsg(s, &m, 0)) != 0) {
         snprintf(why, why_len, "no reply (%s)", nng_strerror(rv));
-        nng_close(s);
+        hc_rpc_close_socket(s, url);
         return 2;
     }
     if (hc_wire_decode(nng_msg_body(m), nng_msg_len(m), 0, &d) == HC_OK) {
@@ -164,7 +165,7 @@ static int send_raw(const char *url, const void *buf, size_t len,
         out = 0;
     }
     nng_msg_free(m);
-    nng_close(s);
+    hc_rpc_close_socket(s, url);
     return out;
 }
 
@@ -316,10 +317,10 @@ static int join_raw(const struct hc_cluster *cl, int w, uint64_t id,
         (prove(s, why, sizeof why) != 0 && (rv = NNG_EPERM)) ||
         (rv = nng_sendmsg(s, m, 0)) != 0 || (rv = nng_recvmsg(s, reply, 0)) != 0) {
         fprintf(stderr, "poke: join: %s %s\n", nng_strerror(rv), why);
-        nng_close(s);
+        hc_rpc_close_socket(s, cl->ps[0].url);
         return -1;
     }
-    nng_close(s);
+    hc_rpc_close_socket(s, cl->ps[0].url);
     return 0;
 }
 

@@ -14,12 +14,19 @@
  */
 #include "cu.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <openssl/ssl.h>
 
 #include <nng/nng.h>
 #include <nng/supplemental/util/platform.h>
@@ -980,6 +987,28 @@ static void test_tls(void)
     rm_certs(wrong);
 }
 
+/* One cluster's certificates on 127.0.0.1, for the TLS tests below. */
+struct tls_files {
+    char dir[64], ca[96], ps[96], wk[96];
+    struct hc_cluster cl;
+};
+
+static int tls_files_make(struct tls_files *f)
+{
+    if (certs_in(f->dir, &f->cl, "127.0.0.1"))
+        return -1;
+    snprintf(f->ca, sizeof f->ca, "%s/ca.crt", f->dir);
+    snprintf(f->ps, sizeof f->ps, "%s/ps-0.pem", f->dir);
+    snprintf(f->wk, sizeof f->wk, "%s/worker-0.pem", f->dir);
+    return 0;
+}
+
+static void tls_files_drop(struct tls_files *f)
+{
+    hc_cluster_free(&f->cl);
+    rm_certs(f->dir);
+}
+
 /*
  * A TLS server killed and started again under a client, a few times: each
  * call after a restart proves itself on the new connection and is
@@ -988,23 +1017,20 @@ static void test_tls(void)
  */
 static void test_tls_restart(void)
 {
-    char dir[64], ca[96], ps[96], wk[96], url[64];
-    struct hc_cluster cl;
+    char url[64];
+    struct tls_files f;
     struct tsrv srv;
     hc_rpc_client *c = NULL;
     int round;
 
-    if (certs_in(dir, &cl, "127.0.0.1")) {
+    if (tls_files_make(&f)) {
         CU_FAIL("making certificates");
         return;
     }
-    snprintf(ca, sizeof ca, "%s/ca.crt", dir);
-    snprintf(ps, sizeof ps, "%s/ps-0.pem", dir);
-    snprintf(wk, sizeof wk, "%s/worker-0.pem", dir);
     {
-        struct hc_rpc_tls st = { ca, ps }, cli = { ca, wk };
+        struct hc_rpc_tls st = { f.ca, f.ps }, cli = { f.ca, f.wk };
         struct hc_rpc_server_opts so = { .tls = &st };
-        struct hc_rpc_client_opts o = { .timeout_ms = 500, .retry_ms = 8000,
+        struct hc_rpc_client_opts o = { .timeout_ms = 500, .retry_ms = 20000,
                                         .backoff_min_ms = 10,
                                         .backoff_max_ms = 100, .tls = &cli };
         const char *urls[1] = { url }, *names[1] = { "ps:0" };
@@ -1041,8 +1067,113 @@ static void test_tls_restart(void)
         tsrv_fini(&srv);
     }
 out:
-    hc_cluster_free(&cl);
-    rm_certs(dir);
+    tls_files_drop(&f);
+}
+
+/*
+ * Clients that drop their connections in the middle of the handshake, a
+ * few hundred times: nng 1.5.2 can end its listener's accept loop on one
+ * (rpc_listen.h). The server must still answer a well-behaved client
+ * afterwards, at worst after its listener guard has listened again. The
+ * droppers run in a child process on OpenSSL alone (nng's state is not
+ * usable after fork, and a client of nng in this process could stall
+ * this process's own nng on the way out, as in rpc.c).
+ */
+static void drop_handshakes(int port, const char *cert_key, int n)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    uint64_t rng = 0x2545F4914F6CDD1Dull;
+    struct sockaddr_in sa = { .sin_family = AF_INET,
+                              .sin_port = htons((uint16_t)port) };
+    int i;
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (!ctx)
+        _exit(2);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+    SSL_CTX_use_certificate_chain_file(ctx, cert_key);
+    SSL_CTX_use_PrivateKey_file(ctx, cert_key, SSL_FILETYPE_PEM);
+    for (i = 0; i < n; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        SSL *ssl;
+
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+            if (fd >= 0)
+                close(fd);
+            continue;
+        }
+        ssl = SSL_new(ctx);
+        SSL_set_fd(ssl, fd);
+        if (rng % 3 == 0) {
+            /* the ClientHello only, then gone */
+            fcntl(fd, F_SETFL, O_NONBLOCK);
+            SSL_connect(ssl);
+        } else if (SSL_connect(ssl) == 1 && rng % 3 == 2) {
+            /* a whole handshake and the SP header, then gone */
+            static const unsigned char sp[8] = { 0, 'S', 'P', 0, 0, 0x30 };
+
+            SSL_write(ssl, sp, sizeof sp);
+        }
+        usleep((useconds_t)(rng >> 32) % 3000);
+        SSL_free(ssl);
+        close(fd);
+    }
+    SSL_CTX_free(ctx);
+    _exit(0);
+}
+
+static void test_dropped_handshakes(void)
+{
+    struct tls_files f;
+    struct tsrv srv;
+    int rv, port, status = -1;
+    pid_t child;
+
+    if (tls_files_make(&f)) {
+        CU_FAIL("making certificates");
+        return;
+    }
+    {
+        struct hc_rpc_tls st = { f.ca, f.ps }, cli = { f.ca, f.wk };
+        struct hc_rpc_server_opts so = { .tls = &st };
+        struct hc_rpc_client_opts o = { .timeout_ms = 500, .retry_ms = 30000,
+                                        .backoff_min_ms = 10,
+                                        .backoff_max_ms = 200, .tls = &cli };
+        const char *urls[1] = { srv.url }, *names[1] = { "ps:0" };
+        hc_rpc_client *c = NULL;
+        nng_msg *reply = NULL;
+
+        tsrv_init(&srv, 0, T_ECHO, 0);
+        if (tsrv_start(&srv, &so) != HC_OK) {
+            CU_FAIL("TLS server start");
+            goto out;
+        }
+        port = atoi(strrchr(srv.url, ':') + 1);
+        fflush(NULL);
+        if ((child = fork()) == 0)
+            drop_handshakes(port, f.wk, 300);
+        CU_ASSERT_FATAL(child > 0);
+        waitpid(child, &status, 0);
+        CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        rv = hc_rpc_client_open(&c, 1, urls, names, &o);
+        if (rv == HC_OK)
+            rv = hc_rpc_call(c, 0, make_str("still"), &reply, 0);
+        if (rv != HC_OK)
+            fprintf(stderr, "after dropped handshakes: %s\n", hc_err_msg());
+        CU_ASSERT_EQUAL(rv, HC_OK);
+        CU_ASSERT(rv != HC_OK || body_is(reply, "s0:still"));
+        fprintf(stderr, "dropped handshakes: the listener was restarted %llu "
+                "times\n", (unsigned long long)hc_rpc_server_relistens(srv.s));
+        if (reply)
+            nng_msg_free(reply);
+        hc_rpc_client_close(c);
+        tsrv_fini(&srv);
+    }
+out:
+    tls_files_drop(&f);
 }
 
 void hp_test_register(void)
@@ -1070,4 +1201,7 @@ void hp_test_register(void)
     CU_add_test(s, "mutual TLS: certificates, refusals, resolve", test_tls);
     CU_add_test(s, "mutual TLS: a client proves itself again after each "
                 "server restart", test_tls_restart);
+    CU_add_test(s, "mutual TLS: clients dropping their handshakes do not "
+                "stop the server from taking connections",
+                test_dropped_handshakes);
 }

@@ -1,0 +1,308 @@
+/*
+ * rpc_listen.c — the listener guard (why: rpc_listen.h).
+ *
+ * One thread per server wakes every TICK_MS. While connections keep
+ * arriving (the caller's `took` counter moves) it does nothing; after
+ * IDLE_MS without one it probes: a REQ socket of its own dials the
+ * listener, and the probe is over when the server takes a connection
+ * (alive), or PROBE_MS after the probe's own side came up without that
+ * (stopped), or when the probe never came up (no verdict: the address is
+ * not reachable from here, or the machine is slow). Two stopped probes in
+ * a row: the listener is closed and a new one started on the same
+ * address, retried while the old one still holds the port.
+ */
+#include "rpc_listen.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nng/protocol/reqrep0/req.h>
+#include <nng/supplemental/util/platform.h>
+
+#include "clock.h"
+#include "log.h"
+#include "rpc.h"
+
+#define TICK_MS 500
+#define IDLE_MS 2000        /* no connection taken for this long: probe */
+#define PROBE_MS 2000       /* the server's take waited for, once up */
+#define PROBE_UP_MS 3000    /* the probe's own side waited for */
+#define STOPPED_PROBES 2    /* stopped probes in a row before a restart */
+#define RELISTEN_TRIES 50   /* 100 ms apart, while the old port is held */
+#define URL_LEN 600
+
+struct hc_listen {
+    nng_socket sock;
+    nng_listener lst;
+    int listening;
+    char url[URL_LEN];          /* what the listener listens on */
+    char probe_url[URL_LEN];    /* what the probe dials */
+    nng_tls_config *tls;        /* the listener's (held) */
+    nng_tls_config *probe_tls;  /* the probe's */
+    atomic_uint_least64_t *took;
+    void (*close_conns)(void *);
+    void *arg;
+    atomic_int probe_up;        /* the probe's connection came up */
+    atomic_uint_least64_t restarts;
+    int unreachable_told;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;          /* CLOCK_MONOTONIC */
+    int stop;                   /* under mu */
+    pthread_t thread;
+    int running;
+};
+
+static int listen_now(hc_listen *l)
+{
+    int rv;
+
+    if ((rv = nng_listener_create(&l->lst, l->sock, l->url)) != 0)
+        return rv;
+    if ((l->tls && (rv = nng_listener_set_ptr(l->lst, NNG_OPT_TLS_CONFIG,
+                                              l->tls)) != 0) ||
+        (rv = nng_listener_start(l->lst, 0)) != 0) {
+        nng_listener_close(l->lst);
+        return rv;
+    }
+    l->listening = 1;
+    return 0;
+}
+
+/* "tls+tcp://0.0.0.0:0" → url with the bound port, probe_url on loopback. */
+static void set_urls(hc_listen *l, const char *turl, int port)
+{
+    const char *h = strstr(turl, "://"), *colon;
+    char host[URL_LEN];
+    int scheme;
+
+    h = h ? h + 3 : turl;
+    scheme = (int)(h - turl);
+    if (!(colon = strrchr(h, ':')))
+        colon = h + strlen(h);
+    snprintf(host, sizeof host, "%.*s", (int)(colon - h), h);
+    if (port <= 0 ||
+        snprintf(l->url, sizeof l->url, "%.*s%s:%d", scheme, turl, host,
+                 port) >= (int)sizeof l->url)
+        snprintf(l->url, sizeof l->url, "%s", turl);
+    if (!host[0] || !strcmp(host, "*") || !strcmp(host, "0.0.0.0"))
+        snprintf(host, sizeof host, "127.0.0.1");
+    else if (!strcmp(host, "[::]"))
+        snprintf(host, sizeof host, "[::1]");
+    colon = strrchr(l->url + scheme, ':');
+    if (snprintf(l->probe_url, sizeof l->probe_url, "%.*s%s%s", scheme, turl,
+                 host, colon ? colon : "") >= (int)sizeof l->probe_url)
+        snprintf(l->probe_url, sizeof l->probe_url, "%s", l->url);
+}
+
+/* Sleep ms unless stopped; 1 when stopped. */
+static int wait_stop(hc_listen *l, int ms)
+{
+    struct timespec until = hc_time_in(CLOCK_MONOTONIC, ms);
+    int stop;
+
+    pthread_mutex_lock(&l->mu);
+    while (!l->stop &&
+           pthread_cond_timedwait(&l->cv, &l->mu, &until) != ETIMEDOUT)
+        ;
+    stop = l->stop;
+    pthread_mutex_unlock(&l->mu);
+    return stop;
+}
+
+static void probe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    hc_listen *l = arg;
+
+    (void)p;
+    (void)ev;
+    atomic_store(&l->probe_up, 1);
+}
+
+/* 1 alive, 0 stopped, -1 no verdict. */
+static int probe(hc_listen *l)
+{
+    uint64_t before = atomic_load(l->took);
+    nng_socket ps;
+    nng_dialer d;
+    nng_time up_at = 0, start = nng_clock();
+    int verdict = -1, rv;
+
+    atomic_store(&l->probe_up, 0);
+    if (nng_req0_open(&ps) != 0)
+        return -1;
+    nng_pipe_notify(ps, NNG_PIPE_EV_ADD_POST, probe_cb, l);
+    if ((rv = nng_dialer_create(&d, ps, l->probe_url)) == 0 &&
+        (!l->probe_tls ||
+         (rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, l->probe_tls)) == 0))
+        rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK);
+    while (rv == 0 && !wait_stop(l, 20)) {
+        nng_time now = nng_clock();
+
+        if (atomic_load(l->took) != before) {
+            verdict = 1;
+            break;
+        }
+        if (!up_at && atomic_load(&l->probe_up))
+            up_at = now;
+        if (up_at && now - up_at >= PROBE_MS) {
+            verdict = atomic_load(l->took) != before ? 1 : 0;
+            break;
+        }
+        if (!up_at && now - start >= PROBE_UP_MS)
+            break;
+    }
+    nng_pipe_notify(ps, NNG_PIPE_EV_ADD_POST, NULL, NULL);
+    hc_rpc_close_socket(ps, "the listener's probe");
+    if (verdict < 0 && !l->unreachable_told) {
+        l->unreachable_told = 1;
+        hc_debug("rpc server %s: the listener's probe could not connect to "
+                 "%s (%s)", l->url, l->probe_url,
+                 rv ? nng_strerror(rv) : "no connection within the wait");
+    }
+    return verdict;
+}
+
+static void relisten(hc_listen *l)
+{
+    int rv = 0, k;
+
+    if (l->listening) {
+        hc_warn("rpc server %s: new connections are no longer taken (a "
+                "probe's connection came up and was not taken within %d ms, "
+                "%d times in a row: nng 1.5.2 stops accepting after a client "
+                "drops its connection during the handshake, "
+                "nanomsg/nng#1518); listening again — open connections are "
+                "closed, their clients reconnect", l->url, PROBE_MS,
+                STOPPED_PROBES);
+        if (l->close_conns)
+            l->close_conns(l->arg);
+        nng_listener_close(l->lst);
+        l->listening = 0;
+        atomic_fetch_add(&l->restarts, 1);
+    }
+    for (k = 0; k < RELISTEN_TRIES; k++) {
+        if ((rv = listen_now(l)) != NNG_EADDRINUSE || wait_stop(l, 100))
+            break;
+    }
+    if (rv == 0)
+        hc_info("rpc server %s: listening again", l->url);
+    else
+        hc_warn("rpc server %s: cannot listen again: %s (trying again in "
+                "%d ms)", l->url, nng_strerror(rv), TICK_MS);
+}
+
+static void *guard_run(void *arg)
+{
+    hc_listen *l = arg;
+    uint64_t seen = atomic_load(l->took);
+    nng_time changed = nng_clock();
+    int stopped = 0;
+
+    while (!wait_stop(l, TICK_MS)) {
+        uint64_t now_took = atomic_load(l->took);
+        int verdict;
+
+        if (!l->listening) {
+            relisten(l);
+            continue;
+        }
+        if (now_took != seen) {
+            seen = now_took;
+            changed = nng_clock();
+            stopped = 0;
+            continue;
+        }
+        if (nng_clock() - changed < IDLE_MS)
+            continue;
+        verdict = probe(l);
+        if (verdict == 0 && ++stopped < STOPPED_PROBES)
+            continue;           /* probe again at the next tick */
+        if (verdict == 0)
+            relisten(l);
+        stopped = 0;
+        seen = atomic_load(l->took);
+        changed = nng_clock();
+    }
+    return NULL;
+}
+
+int hc_listen_start(hc_listen **out, nng_socket sock, const char *turl,
+                    nng_tls_config *tls, const char *probe_cert_key,
+                    atomic_uint_least64_t *took,
+                    void (*close_conns)(void *arg), void *arg)
+{
+    hc_listen *l;
+    pthread_condattr_t ca;
+    int rv, port = 0;
+
+    *out = NULL;
+    if (!(l = calloc(1, sizeof *l)))
+        return NNG_ENOMEM;
+    l->sock = sock;
+    l->took = took;
+    l->close_conns = close_conns;
+    l->arg = arg;
+    atomic_init(&l->probe_up, 0);
+    atomic_init(&l->restarts, 0);
+    set_urls(l, turl, 0);
+    if (tls) {
+        nng_tls_config_hold(tls);
+        l->tls = tls;
+    }
+    if ((rv = listen_now(l)) != 0) {
+        hc_listen_stop(l);
+        return rv;
+    }
+    if (nng_listener_get_int(l->lst, NNG_OPT_TCP_BOUND_PORT, &port) == 0)
+        set_urls(l, turl, port);
+    if (tls &&
+        (nng_tls_config_alloc(&l->probe_tls, NNG_TLS_MODE_CLIENT) != 0 ||
+         nng_tls_config_auth_mode(l->probe_tls, NNG_TLS_AUTH_MODE_NONE) != 0 ||
+         !probe_cert_key ||
+         nng_tls_config_cert_key_file(l->probe_tls, probe_cert_key, NULL) != 0)) {
+        hc_warn("rpc server %s: the listener's probe has no TLS "
+                "configuration: the listener is not watched", l->url);
+        *out = l;               /* listening, unwatched */
+        return 0;
+    }
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&l->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    l->running = pthread_create(&l->thread, NULL, guard_run, l) == 0;
+    if (!l->running)
+        hc_warn("rpc server %s: no thread for the listener's guard: the "
+                "listener is not watched", l->url);
+    *out = l;
+    return 0;
+}
+
+uint64_t hc_listen_restarts(hc_listen *l)
+{
+    return l ? atomic_load(&l->restarts) : 0;
+}
+
+void hc_listen_stop(hc_listen *l)
+{
+    if (!l)
+        return;
+    if (l->running) {
+        pthread_mutex_lock(&l->mu);
+        l->stop = 1;
+        pthread_cond_broadcast(&l->cv);
+        pthread_mutex_unlock(&l->mu);
+        pthread_join(l->thread, NULL);
+        pthread_cond_destroy(&l->cv);
+        pthread_mutex_destroy(&l->mu);
+    }
+    if (l->probe_tls)
+        nng_tls_config_free(l->probe_tls);
+    if (l->tls)
+        nng_tls_config_free(l->tls);
+    free(l);
+}
