@@ -20,7 +20,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
-#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -33,10 +32,10 @@
 #include <nng/supplemental/tls/tls.h>
 #include <nng/supplemental/util/platform.h>
 
-#include "clock.h"
 #include "err.h"
 #include "log.h"
 #include "rpc_auth.h"
+#include "rpc_close.h"
 #include "rpc_listen.h"
 #include "tls_engine.h"
 
@@ -55,7 +54,6 @@
 #define DEFAULT_MAX_CONNS 1024
 #define ABORT_SLACK_MS 5000  /* beyond the retry budget before a call aborts */
 #define URL_MAX 600
-#define CLOSE_WAIT_MS 3000   /* a socket's close waited for at most */
 
 /* Translate an nng code without recording anything (usable on nng threads). */
 /* Network byte order to host (nng keeps ports in network order). */
@@ -577,77 +575,6 @@ void hc_rpc_reply(hc_rpc_req *req, nng_msg *reply)
         nng_ctx_send(req->ctx, req->aio);
     }
     nng_mtx_unlock(s->mtx);
-}
-
-/*
- * nng 1.5.2's nng_close can wait forever. Seen in tests/unit/test_rpc.c
- * (about 1 run in 20): a client whose TLS connection the server closes
- * right after the handshake (another CA's certificate) leaves its REQ
- * pipe's send pending in the TLS stream; nng's single reaper thread then
- * waits in req0_pipe_stop for that send for ever, and every later socket
- * close in the process waits for the reaper (found with a debug build of
- * nng 1.5.2; nng's tracker has other close hangs, e.g. nanomsg/nng#1543).
- * A process must not hang on its way out for that: a socket's close runs
- * on a thread of its own and is waited for CLOSE_WAIT_MS; past that it is
- * left to finish (or not) in the background. The caller removes its pipe
- * callbacks first, so nothing of its own is touched after we return.
- */
-struct closer {
-    nng_socket sock;
-    sem_t done;
-    atomic_int refs;            /* the closing thread and the waiter */
-};
-
-static void closer_rele(struct closer *k)
-{
-    if (atomic_fetch_sub(&k->refs, 1) == 1) {
-        sem_destroy(&k->done);
-        free(k);
-    }
-}
-
-static void *closer_run(void *arg)
-{
-    struct closer *k = arg;
-
-    nng_close(k->sock);
-    sem_post(&k->done);
-    closer_rele(k);
-    return NULL;
-}
-
-void hc_rpc_close_socket(nng_socket sock, const char *name)
-{
-    struct closer *k = calloc(1, sizeof *k);
-    pthread_attr_t attr;
-    pthread_t t;
-    struct timespec until;
-    int rv = -1;
-
-    if (k && sem_init(&k->done, 0, 0) == 0) {
-        k->sock = sock;
-        atomic_init(&k->refs, 2);
-        if (pthread_attr_init(&attr) == 0) {
-            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-            rv = pthread_create(&t, &attr, closer_run, k);
-            pthread_attr_destroy(&attr);
-        }
-        if (rv != 0)
-            sem_destroy(&k->done);
-    }
-    if (rv != 0) {              /* no thread: close here, unbounded */
-        free(k);
-        nng_close(sock);
-        return;
-    }
-    until = hc_time_in(CLOCK_REALTIME, CLOSE_WAIT_MS);
-    while ((rv = sem_timedwait(&k->done, &until)) != 0 && errno == EINTR)
-        ;
-    if (rv != 0)
-        hc_warn("rpc: closing the connection to %s took over %d ms (an nng "
-                "close that waits forever): left to finish in the background",
-                name ? name : "?", CLOSE_WAIT_MS);
-    closer_rele(k);
 }
 
 /*

@@ -105,12 +105,6 @@ void hc_rpc_server_stop(hc_rpc_server *s);
  * listened again (rpc_listen.h: an nng 1.5.2 bug a client can trigger). */
 uint64_t hc_rpc_server_relistens(hc_rpc_server *s);
 
-/* Close a socket of our own (one not opened by this module: a test's, a
- * tool's), waiting at most a few seconds: nng 1.5.2 can wait for ever on
- * a TLS connection the peer dropped (see rpc.c); past the wait the close
- * is left to finish in the background, with a warning naming `name`. */
-void hc_rpc_close_socket(nng_socket sock, const char *name);
-
 struct hc_rpc_client_opts {
     int timeout_ms;     /* one attempt (default 5000) */
     int retry_ms;       /* keep retrying this long in total (default 30000) */

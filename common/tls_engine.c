@@ -13,7 +13,8 @@
  *    finishes, nng's single reaper thread waits for it in req0_pipe_stop,
  *    and from then on every close in the process hangs and new connections
  *    stall ("connected but no reply"). An engine that answers NNG_ECLOSED
- *    once closed lets every such send fail at once.
+ *    once closed lets every such send fail at once (NNG_ECONNSHUT when the
+ *    peer failed it: see failed()).
  *  - mbedTLS 2.28 encrypts at 200–270 MB/s on this machine; OpenSSL's
  *    AES-GCM (AES-NI, carry-less multiply) at several GB/s.
  *
@@ -46,7 +47,8 @@ struct nng_tls_engine_config {
 struct nng_tls_engine_conn {
     void *nng;                  /* nng's side, for nng_tls_engine_send/recv */
     SSL *ssl;
-    bool closed;
+    bool closed;                /* closed by nng (our side) */
+    int err;                    /* the first failure, 0 while healthy */
 };
 
 static BIO_METHOD *bio_method;
@@ -61,7 +63,7 @@ static int bio_write(BIO *b, const char *buf, int len)
     int rv;
 
     BIO_clear_retry_flags(b);
-    if (c->closed)
+    if (c->closed || c->err)
         return -1;
     rv = nng_tls_engine_send(c->nng, (const uint8_t *)buf, &n);
     if (rv == NNG_EAGAIN) {
@@ -78,7 +80,7 @@ static int bio_read(BIO *b, char *buf, int len)
     int rv;
 
     BIO_clear_retry_flags(b);
-    if (c->closed)
+    if (c->closed || c->err)
         return -1;
     rv = nng_tls_engine_recv(c->nng, (uint8_t *)buf, &n);
     if (rv == NNG_EAGAIN) {
@@ -106,8 +108,8 @@ static int nng_code(SSL *ssl, int r, int fallback)
     case SSL_ERROR_WANT_READ:
     case SSL_ERROR_WANT_WRITE:
         return NNG_EAGAIN;
-    case SSL_ERROR_ZERO_RETURN:
-        return NNG_ECLOSED;
+    case SSL_ERROR_ZERO_RETURN:         /* the peer's close-notify */
+        return NNG_ECONNSHUT;
     case SSL_ERROR_SYSCALL:
         return NNG_ECONNSHUT;
     default:
@@ -158,12 +160,15 @@ static void conn_close(nng_tls_engine_conn *c)
 
 /* Any error but "would block" ends the connection: nng 1.5.2 would write
  * on into its closed TCP stream (a write that is never sent, nor ever
- * fails), so from here every call answers NNG_ECLOSED at once. */
+ * fails), so from here every call answers the same error at once. Never
+ * NNG_ECLOSED for the peer's doing: nng 1.5.2's listener takes an
+ * NNG_ECLOSED from a connection's handshake for its own close and stops
+ * accepting (rpc_listen.h); that code is kept for our side's close. */
 static int failed(nng_tls_engine_conn *c, int rv)
 {
-    if (rv != NNG_EAGAIN)
-        c->closed = true;
-    return rv;
+    if (rv != NNG_EAGAIN && !c->err)
+        c->err = rv == NNG_ECLOSED ? NNG_ECONNSHUT : rv;
+    return rv == NNG_EAGAIN ? rv : c->err;
 }
 
 static int conn_handshake(nng_tls_engine_conn *c)
@@ -172,6 +177,8 @@ static int conn_handshake(nng_tls_engine_conn *c)
 
     if (c->closed)
         return NNG_ECLOSED;
+    if (c->err)
+        return c->err;
     if ((r = SSL_do_handshake(c->ssl)) == 1)
         return 0;
     /* A verification failure (wrong CA, wrong name) is the peer's fault. */
@@ -187,6 +194,8 @@ static int conn_recv(nng_tls_engine_conn *c, uint8_t *buf, size_t *n)
 
     if (c->closed)
         return NNG_ECLOSED;
+    if (c->err)
+        return c->err;
     if ((r = SSL_read_ex(c->ssl, buf, *n, &got)) == 1) {
         *n = got;
         return 0;
@@ -201,6 +210,8 @@ static int conn_send(nng_tls_engine_conn *c, const uint8_t *buf, size_t *n)
 
     if (c->closed)
         return NNG_ECLOSED;
+    if (c->err)
+        return c->err;
     if ((r = SSL_write_ex(c->ssl, buf, *n, &put)) == 1) {
         *n = put;
         return 0;

@@ -36,7 +36,7 @@
 #include "worker/client.h"
 #include "cluster.h"
 #include "err.h"
-#include "rpc.h"
+#include "rpc_close.h"
 #include "rpc_auth.h"
 #include "tls.h"
 #include "tls_engine.h"
