@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "rpc.h"
 #include "service_impl.h"
 
 static const char *const kinds[4] = { "push", "pull", "heartbeat", "other" };
@@ -69,6 +70,10 @@ static void on_render(void *arg, struct hc_metrics *m)
                                 0), n[i]);
     }
     pthread_mutex_unlock(&s->mu);
+    hc_series_set(hc_metric(m, HC_COUNTER, "hetps_listener_restarts_total",
+                            "Times the shard found nng no longer taking "
+                            "connections and listened again", l, NULL, 0),
+                  (double)hc_rpc_server_relistens(s->rpc));
     snprintf(path, sizeof path, "%s/data.mdb", s->conf.data_dir);
     if (stat(path, &st) == 0)
         hc_series_set(hc_metric(m, HC_GAUGE, "hetps_store_bytes", "Disk "

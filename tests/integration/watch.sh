@@ -43,11 +43,12 @@ at_least "$(value 'hetps_worker_samples_per_second{shard="0",worker="1"}' "$M0")
 at_least "$(value 'hetps_worker_batch_share_samples{shard="0",worker="0"}' "$M0")" 1 || fail "worker:0 share on ps:0"
 at_least "$(value 'hetps_store_bytes{shard="0"}' "$M0")" 100000 || fail "ps:0 store size"
 grep -q '^hetps_push_staleness_count{shard="0"}' "$M0" || fail "no staleness histogram"
+[ -n "$(value 'hetps_listener_restarts_total{shard="0"}' "$M0")" ] || fail "no listener restart counter"
 at_least "$(value 'hetps_steps_total{worker="0"}' "$W0")" 400 || fail "worker:0 steps"
 at_least "$(value 'hetps_samples_total{worker="1"}' "$W1")" 10000 || fail "worker:1 samples"
 at_least "$(value 'hetps_push_pull_seconds_count{worker="0"}' "$W0")" 400 || fail "worker:0 push-pull histogram"
 at_least "$(value 'hetps_val_accuracy{worker="0"}' "$W0")" 0.8 || fail "worker:0 val_accuracy gauge"
-ok "/metrics of 4 tasks pass promtool; steps, latency, bytes, commits, members, speeds, shares, store size plausible"
+ok "/metrics of 4 tasks pass promtool; steps, latency, bytes, commits, members, speeds, shares, store size plausible; listener restarts counted"
 
 wait_for 120 sh -c "! kill -0 $LPID" || fail "the job did not finish"
 wait $LPID || { tail -20 "$T/launch.log"; fail "hetps launch failed"; }
