@@ -584,7 +584,8 @@ void hc_rpc_reply(hc_rpc_req *req, nng_msg *reply)
 
 /*
  * Close every TLS connection through the socket (protocol first, then the
- * transport) and wait for them to go, before the socket itself is closed.
+ * transport): before the socket closes (server_drain, which then waits for
+ * them to go) and before the listener guard replaces a stopped listener.
  * nng 1.5.2 closes a listener's connections transport first, and its TLS
  * transport (unlike its TCP one) then lets a reply that starts after that
  * wait for ever: nng's single reaper thread waits for it, and every close
