@@ -26,6 +26,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define FILE_MAX (16u << 20) /* a cluster file larger than this is a mistake */
 
@@ -272,23 +273,79 @@ out:
 
 /* ---- public ----------------------------------------------------------- */
 
+/* FNV-1a 64 of text, lower-cased, continuing from h. */
+static uint64_t fnv_text(uint64_t h, const char *s)
+{
+    for (; *s; s++) {
+        h ^= (unsigned char)tolower((unsigned char)*s);
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static void addr_text(char *buf, size_t n, const struct hc_task_addr *a)
+{
+    snprintf(buf, n, strchr(a->host, ':') ? "[%s]:%d" : "%s:%d", a->host,
+             a->port);
+}
+
+/*
+ * The cluster id: FNV-1a 64 of the definition's canonical text
+ *   ps=H:P,H:P;chief=H:P;mode=M;staleness=S;backup=K;insecure=I
+ * — everything fixed for the life of a job: the parameter servers (they fix
+ * the sharding), the chief (worker 0: it creates the variables), the
+ * training mode and its bounds, the transport. Left out on purpose: the
+ * other workers (the job scales by editing their list; the shards check
+ * membership themselves) and what is local to one machine or deployment
+ * (per-worker devices, certificate and token paths, the metrics port).
+ */
 static uint64_t cluster_id(const struct hc_cluster *c)
 {
     uint64_t h = 0xcbf29ce484222325ull;
-    char buf[HC_HOST_MAX + 16];
+    char buf[HC_HOST_MAX + 64];
     int i;
 
     for (i = 0; i < c->n_ps; i++) {
-        const struct hc_task_addr *a = &c->ps[i];
-        const char *s;
-        snprintf(buf, sizeof buf, strchr(a->host, ':') ? "%s[%s]:%d"
-                 : "%s%s:%d", i ? "," : "ps=", a->host, a->port);
-        for (s = buf; *s; s++) {
-            h ^= (unsigned char)tolower((unsigned char)*s);
-            h *= 0x100000001b3ull;
-        }
+        h = fnv_text(h, i ? "," : "ps=");
+        addr_text(buf, sizeof buf, &c->ps[i]);
+        h = fnv_text(h, buf);
     }
+    h = fnv_text(h, ";chief=");
+    if (c->n_worker > 0) {
+        addr_text(buf, sizeof buf, &c->worker[0]);
+        h = fnv_text(h, buf);
+    }
+    snprintf(buf, sizeof buf, ";mode=%s;staleness=%d;backup=%d;insecure=%d",
+             hc_mode_name(c->mode), c->mode == HC_MODE_SSP ? c->staleness : 0,
+             c->mode == HC_MODE_SYNC ? c->backup_workers : 0, !!c->insecure);
+    h = fnv_text(h, buf);
     return h ? h : 1;
+}
+
+static int same_addr(const struct hc_task_addr *a, const struct hc_task_addr *b)
+{
+    return a->port == b->port && strcasecmp(a->host, b->host) == 0;
+}
+
+const char *hc_cluster_differs(const struct hc_cluster *a,
+                               const struct hc_cluster *b)
+{
+    int i;
+
+    if (a->id == b->id)
+        return NULL;
+    if (a->n_ps != b->n_ps)
+        return "the list of parameter servers";
+    for (i = 0; i < a->n_ps; i++)
+        if (!same_addr(&a->ps[i], &b->ps[i]))
+            return "the list of parameter servers";
+    if ((a->n_worker > 0) != (b->n_worker > 0) ||
+        (a->n_worker > 0 && !same_addr(&a->worker[0], &b->worker[0])))
+        return "the chief (worker 0)";
+    if (!!a->insecure != !!b->insecure)
+        return "\"insecure\"";
+    /* Last: --mode may have changed a running process's mode, not its id. */
+    return "the mode or its bounds";
 }
 
 void hc_cluster_free(struct hc_cluster *c)

@@ -77,8 +77,10 @@ struct hc_cluster {
     int insecure;           /* "insecure": true — plain TCP, no certificates */
     char certs[512];        /* "certs": certificate directory, "" when unset */
 
-    uint64_t id;            /* cluster id: FNV-1a 64 of the ps address list,
-                               the part that fixes sharding; never 0 */
+    uint64_t id;            /* cluster id: FNV-1a 64 of what is fixed for
+                               the job's life — the ps list, the chief,
+                               mode and bounds, insecure — not the other
+                               workers (elastic); never 0 (cluster.c) */
 };
 
 /* Diagnostics of one parse: each entry a full sentence. */
@@ -225,6 +227,12 @@ int hc_cluster_set_mode(struct hc_cluster *c, const char *text,
                         const char *source);
 
 void hc_cluster_free(struct hc_cluster *c);
+
+/* NULL when a and b have the same cluster id, else the part of their
+ * definitions that differs: "the list of parameter servers", "the chief
+ * (worker 0)", "\"insecure\"" or "the mode or its bounds". */
+const char *hc_cluster_differs(const struct hc_cluster *a,
+                               const struct hc_cluster *b);
 
 /* Print the resolved cluster, human-readable, as `hetps check-config` does. */
 void hc_cluster_print(const struct hc_cluster *c, FILE *f);

@@ -341,11 +341,12 @@ static int claim_matches(struct ps_service *s, hc_rpc_req *req, nng_msg *msg,
     if (cert && strcmp(cert, claim) == 0)
         return 1;
     pthread_mutex_lock(&s->mu);
-    n = ++s->rejected;
+    s->rejected++;
+    n = ++s->claims_refused;
     pthread_mutex_unlock(&s->mu);
     hc_rpc_msg_peer(msg, peer, sizeof peer);
     if (n <= 10 || n % 1000 == 0)
-        hc_warn("refused a %s from %s (%llu rejected so far): it claims %s "
+        hc_warn("refused a %s from %s (%llu so far): it claims %s "
                 "but its certificate is %s",
                 hc_wire_payload_name(e->payload_case), peer,
                 (unsigned long long)n, claim, cert ? cert : "unknown");

@@ -102,6 +102,9 @@ struct ps_service {
     struct member *members;     /* (n_members) indexed by worker index */
     int n_members;
     uint64_t requests, duplicates, rejected;
+    uint64_t claims_refused;    /* of rejected: another task's certificate
+                                   (logged on a count of its own, so one
+                                   flood of bad envelopes does not hide it) */
     uint64_t nonfinite;         /* pushes refused for NaN/Inf values */
     uint64_t deadline_version;  /* sync: the step whose deadline runs … */
     int64_t deadline_since_ms;  /* … since then (its first push seen) */

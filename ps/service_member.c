@@ -306,13 +306,16 @@ int service_file_mtime(const char *path, struct timespec *t)
  * Elastic membership: re-read the cluster file. Workers added to it are
  * accepted; one takes part from the step boundary after it joins (sync:
  * with a share of the job's unchanged global batch). Workers removed from
- * it are treated as having left and refused from then on. A changed list
- * of parameter servers is refused: moving blocks is `hetps reshard`.
+ * it are treated as having left and refused from then on. A change to
+ * anything else the cluster id covers (the parameter servers, the chief,
+ * the mode, "insecure") is not taken: moving blocks is `hetps reshard`,
+ * the rest a new job.
  */
 void service_reload_cluster(struct ps_service *s)
 {
     struct hc_cluster nc;
     struct hc_diag diag;
+    const char *what;
     int i, n_old, rv;
 
     rv = hc_cluster_load_file(s->conf.cluster_file, &nc, &diag);
@@ -322,10 +325,15 @@ void service_reload_cluster(struct ps_service *s)
                 diag.n ? diag.msg[0] : hc_err_msg());
         return;
     }
-    if (nc.id != s->cl->id) {
-        hc_warn("cluster file %s now lists other parameter servers: moving "
-                "blocks between servers needs `hetps reshard`; keeping the "
-                "running cluster", s->conf.cluster_file);
+    if ((what = hc_cluster_differs(s->cl, &nc))) {
+        hc_warn("cluster file %s changed %s (cluster id 0x%016llx, running "
+                "0x%016llx): only workers other than the chief can be added "
+                "or removed while the job runs%s; keeping the running cluster",
+                s->conf.cluster_file, what, (unsigned long long)nc.id,
+                (unsigned long long)s->cl->id,
+                strstr(what, "parameter servers")
+                    ? " (moving blocks between servers is `hetps reshard`)"
+                    : "");
         hc_cluster_free(&nc);
         return;
     }

@@ -228,20 +228,28 @@ static int epoch_end(struct run *r, int epoch, double dt, double loss_sum,
 /*
  * Elastic membership (async, ssp): at an epoch start, re-read the cluster
  * file; when the number of workers changed, this worker's data shard is
- * recomputed for the new membership. Returns 1 when this worker is no
+ * recomputed for the new membership (a change to anything the cluster id
+ * covers is not taken, as on the shards). Returns 1 when this worker is no
  * longer in the file (it should leave), 0 otherwise.
  */
 static int refresh_membership(struct run *r, int *n_workers)
 {
     struct hc_cluster nc;
     struct hc_diag diag;
+    const char *what;
     int n, rv;
 
     if (!r->c->cluster_file || r->c->cluster->mode == HC_MODE_SYNC ||
         hc_cluster_load_file(r->c->cluster_file, &nc, &diag) != HC_OK)
         return 0;
     n = nc.n_worker;
+    what = hc_cluster_differs(r->c->cluster, &nc);
     hc_cluster_free(&nc);
+    if (what) {     /* the shards keep the running cluster: so do we */
+        hc_warn("cluster file %s changed %s: not taken while the job runs",
+                r->c->cluster_file, what);
+        return 0;
+    }
     if (n == *n_workers)
         return 0;
     if (r->c->worker >= n) {

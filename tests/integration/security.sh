@@ -21,6 +21,9 @@ cluster2 '{ "mode": "async" }'
 "$BIN/hetps" certs "$T/cluster.json" "$T/other" > /dev/null || fail "certs of another CA"
 # Another cluster: a second ps list (so another cluster id), same ps:0.
 sed "s/\"127.0.0.1:$((PORT + 1))\"/\"127.0.0.1:$((PORT + 7))\"/" "$T/cluster.json" > "$T/other.json"
+# Another definition on the same servers: the same ps list, another mode.
+sed 's/"mode": "async"/"mode": "sync"/' "$T/cluster.json" > "$T/other-mode.json"
+cmp -s "$T/cluster.json" "$T/other-mode.json" && fail "other-mode.json is not another definition"
 
 for i in 0 1; do
     "$BIN/hetps-ps" --cluster "$T/cluster.json" --task ps:$i \
@@ -69,6 +72,12 @@ refused_all "another cluster" "$T/other.json" worker:0
 grep -q "rejected a message from 127.0.0.1:[0-9]* .*cluster" "$T/ps-0.log" ||
     { cat "$T/ps-0.log"; fail "ps:0's log does not name the peer of another cluster"; }
 ok "another cluster id: all refused; ps:0 names the peer and the cluster"
+
+n0=$(grep -c "rejected a message from 127.0.0.1:[0-9]* .*cluster" "$T/ps-0.log")
+refused_all "the same servers, another mode" "$T/other-mode.json" worker:0
+n1=$(grep -c "rejected a message from 127.0.0.1:[0-9]* .*cluster" "$T/ps-0.log")
+[ "$n1" -gt "$n0" ] || { cat "$T/ps-0.log"; fail "ps:0's log does not name the peer of another definition"; }
+ok "the same servers in another definition (mode sync): all refused as another cluster"
 
 POKE_CERT=$T/certs/worker-1.pem
 refused_all "another task's certificate" "$T/cluster.json" worker:0

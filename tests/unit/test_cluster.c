@@ -793,6 +793,7 @@ static uint64_t id_of(const char *json)
         id = c.id;
         hc_cluster_free(&c);
     }
+    CU_ASSERT(id != 0);         /* parsed: a comparison is meaningful */
     return id;
 }
 
@@ -801,22 +802,29 @@ static void test_cluster_id(void)
     uint64_t a = id_of("{" CL "}");
     uint64_t h = 0xcbf29ce484222325ull;
     const char *s;
+    struct hc_cluster c1, c2;
+    struct hc_diag d;
 
     CU_ASSERT(a != 0);
-    /* FNV-1a 64 over the canonical ps list */
-    for (s = "ps=p0:2222,p1:2222"; *s; s++) {
+    /* FNV-1a 64 over the canonical definition */
+    for (s = "ps=p0:2222,p1:2222;chief=w0:2222;mode=async;staleness=0;"
+             "backup=0;insecure=0"; *s; s++) {
         h ^= (unsigned char)*s;
         h *= 0x100000001b3ull;
     }
     CU_ASSERT_EQUAL(a, h);
-    /* workers are elastic: adding, removing, a chief, hetps: same id */
-    CU_ASSERT_EQUAL(id_of("{\"cluster\": {" PS2 ", \"worker\": [\"w:1\"]}}"),
+    /* workers other than the chief are elastic; local settings are not
+     * the cluster's; case and the ps map's order do not matter */
+    CU_ASSERT_EQUAL(id_of("{\"cluster\": {" PS2 ", \"worker\": [\"w0:2222\"]}}"),
                     a);
-    CU_ASSERT_EQUAL(id_of("{\"cluster\": {" PS2 ", \"chief\": [\"c:1\"], "
-                          "\"worker\": [\"w:1\", \"w:2\", \"w:3\"]}, "
-                          "\"hetps\": {\"mode\": \"sync\"}}"), a);
+    CU_ASSERT_EQUAL(id_of("{\"cluster\": {" PS2 ", \"worker\": [\"w0:2222\", "
+                          "\"w:2\", \"w:3\"]}, \"hetps\": {\"metrics_port\": "
+                          "9100, \"workers\": [{\"devices\": \"cpu\"}]}}"), a);
     CU_ASSERT_EQUAL(id_of("{\"cluster\": {\"ps\": {\"1\": \"p1:2222\", \"0\": "
                           "\"P0:2222\"}, " W2 "}}"), a);
+    /* a chief job is worker 0 */
+    CU_ASSERT_EQUAL(id_of("{\"cluster\": {" PS2 ", \"chief\": [\"w0:2222\"], "
+                          "\"worker\": [\"w1:2222\"]}}"), a);
     /* the ps list fixes sharding: any change is another cluster */
     CU_ASSERT(id_of("{\"cluster\": {\"ps\": [\"p0:2222\"], " W2 "}}") != a);
     CU_ASSERT(id_of("{\"cluster\": {\"ps\": [\"p1:2222\", \"p0:2222\"], " W2
@@ -825,6 +833,38 @@ static void test_cluster_id(void)
                     "}}") != a);
     CU_ASSERT(id_of("{\"cluster\": {\"ps\": [\"p0:2222\", \"p1:2222\", "
                     "\"p2:2222\"], " W2 "}}") != a);
+    /* so do the chief, the mode and its bounds, and the transport */
+    CU_ASSERT(id_of("{\"cluster\": {" PS2 ", \"chief\": [\"c:1\"], " W2 "}}")
+              != a);
+    CU_ASSERT(id_of("{\"cluster\": {" PS2 ", \"worker\": [\"w1:2222\"]}}") != a);
+    CU_ASSERT(id_of("{" CL ", \"hetps\": {\"mode\": \"sync\"}}") != a);
+    CU_ASSERT(id_of("{" CL ", \"hetps\": {\"mode\": \"ssp:2\"}}") !=
+              id_of("{" CL ", \"hetps\": {\"mode\": \"ssp:3\"}}"));
+    CU_ASSERT(id_of("{" CL ", \"hetps\": {\"mode\": \"sync\"}}") !=
+              id_of("{" CL ", \"hetps\": {\"mode\": \"sync\", "
+                    "\"backup_workers\": 1}}"));
+    CU_ASSERT(id_of("{" CL ", \"hetps\": {\"insecure\": true}}") != a);
+
+    /* what differs is named */
+    CU_ASSERT_EQUAL_FATAL(parse("{" CL "}", &c1, &d), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(parse("{\"cluster\": {" PS2 ", \"worker\": "
+                                "[\"w0:2222\"]}}", &c2, &d), HC_OK);
+    CU_ASSERT_PTR_NULL(hc_cluster_differs(&c1, &c2));
+    hc_cluster_free(&c2);
+    CU_ASSERT_EQUAL_FATAL(parse("{\"cluster\": {\"ps\": [\"p0:2222\"], " W2
+                                "}}", &c2, &d), HC_OK);
+    CU_ASSERT_STRING_EQUAL(hc_cluster_differs(&c1, &c2),
+                           "the list of parameter servers");
+    hc_cluster_free(&c2);
+    CU_ASSERT_EQUAL_FATAL(parse("{\"cluster\": {" PS2 ", \"worker\": "
+                                "[\"w9:2222\"]}}", &c2, &d), HC_OK);
+    CU_ASSERT_STRING_EQUAL(hc_cluster_differs(&c1, &c2), "the chief (worker 0)");
+    hc_cluster_free(&c2);
+    CU_ASSERT_EQUAL_FATAL(parse("{" CL ", \"hetps\": {\"mode\": \"sync\"}}",
+                                &c2, &d), HC_OK);
+    CU_ASSERT_STRING_EQUAL(hc_cluster_differs(&c1, &c2), "the mode or its bounds");
+    hc_cluster_free(&c2);
+    hc_cluster_free(&c1);
 }
 
 static void test_print(void)
