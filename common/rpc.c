@@ -52,6 +52,7 @@
 #define RECV_ERR_PAUSE_MS 50 /* pause after an unexpected server recv error */
 #define DEFAULT_SEND_TIMEOUT_MS 10000 /* a reply not taken by then is dropped */
 #define DEFAULT_MAX_CONNS 1024
+#define DEFAULT_RECV_DEADLINE_MS 120000 /* see sweep_cb */
 #define ABORT_SLACK_MS 5000  /* beyond the retry budget before a call aborts */
 #define URL_MAX 600
 
@@ -181,9 +182,12 @@ struct hc_rpc_req {
     nng_pipe pipe;              /* the connection the request came on */
 };
 
-/* What a TLS server knows of one connection (rpc_auth.h). */
-struct pipe_auth {
+/* What a server knows of one open connection. */
+struct pipe_info {
     uint32_t pipe;
+    nng_time last;              /* connected, or its last request or reply */
+    int owed;                   /* its requests not yet answered */
+    /* TLS: the proof of its certificate (rpc_auth.h) */
     int has_nonce;
     unsigned char nonce[HC_AUTH_NONCE];
     char who[32];               /* "" until proven */
@@ -202,7 +206,10 @@ struct hc_rpc_server {
     atomic_uint_least64_t refused; /* connections refused (TLS) */
     hc_auth_verifier *verifier; /* TLS: checks the clients' proofs */
     nng_mtx *mtx;
-    struct pipe_auth *pipes;    /* under mtx: (n_pipes) connections */
+    struct pipe_info *pipes;    /* under mtx: (n_pipes) connections */
+    int recv_deadline_ms;
+    nng_aio *sweep;             /* every deadline/4: sweep_cb */
+    atomic_uint_least64_t deadline_closed;
     int n_pipes, cap_pipes;
     int stopping;               /* under mtx: replies are dropped */
     atomic_uint_least64_t last_warn;
@@ -236,6 +243,29 @@ static void server_warn(hc_rpc_server *s, const char *what, int rv)
 }
 
 static int proof_serve(hc_rpc_server *s, hc_rpc_req *r, nng_msg *msg);
+static struct pipe_info *pipe_entry(hc_rpc_server *s, uint32_t pipe,
+                                    int make);
+
+/* A request came on (+1) or was answered or dropped (-1) on pipe p: the
+ * receive deadline (sweep_cb) starts again. Under s->mtx when `locked`. */
+static void pipe_account(hc_rpc_server *s, nng_pipe p, int d, int locked)
+{
+    struct pipe_info *pi;
+    int id = nng_pipe_id(p);
+
+    if (id <= 0)
+        return;
+    if (!locked)
+        nng_mtx_lock(s->mtx);
+    if ((pi = pipe_entry(s, (uint32_t)id, 0)) != NULL) {
+        pi->owed += d;
+        if (pi->owed < 0)
+            pi->owed = 0;
+        pi->last = nng_clock();
+    }
+    if (!locked)
+        nng_mtx_unlock(s->mtx);
+}
 
 /* A peer that did not take a reply within the send timeout is not reading:
  * close its connection, so its other requests cannot hold contexts too. */
@@ -288,6 +318,7 @@ static void req_cb(void *arg)
         nng_aio_set_msg(r->aio, NULL);
         r->pipe = nng_msg_get_pipe(msg);
         r->state = REQ_WAIT;
+        pipe_account(s, r->pipe, 1, 0);
         if (s->verifier && proof_serve(s, r, msg))
             return;
         s->handler(s->arg, r, msg);
@@ -368,9 +399,6 @@ uint32_t hc_rpc_msg_pipe(nng_msg *msg)
     return id > 0 ? (uint32_t)id : 0;
 }
 
-static struct pipe_auth *pipe_entry(hc_rpc_server *s, uint32_t pipe,
-                                    int make);
-
 /* A client connected (refuse it unless its certificate is the cluster's)
  * or is gone (tell the service). */
 static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
@@ -379,7 +407,6 @@ static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
     bool verified = false;
     char addr[80];
     uint64_t n;
-    int made;
 
     if (ev == NNG_PIPE_EV_REM_POST) {
         uint32_t id = nng_pipe_id(pipe) > 0 ? (uint32_t)nng_pipe_id(pipe) : 0;
@@ -415,21 +442,22 @@ static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
                     "connections)", NNG_ENOSPC);
         return;
     }
-    if (!s->tls)
-        return;
-    if (nng_pipe_get_bool(pipe, NNG_OPT_TLS_VERIFIED, &verified) == 0 &&
-        verified) {
+    if (!s->tls || (nng_pipe_get_bool(pipe, NNG_OPT_TLS_VERIFIED,
+                                      &verified) == 0 && verified)) {
         /* Its entry lives from here to REM_POST: a proof message can only
          * find the entry of a connection that is still open, and a HELLO
          * handled after its connection closed cannot leave one behind. */
+        struct pipe_info *pi;
+
         nng_mtx_lock(s->mtx);
-        made = pipe_entry(s, (uint32_t)nng_pipe_id(pipe), 1) != NULL;
+        if ((pi = pipe_entry(s, (uint32_t)nng_pipe_id(pipe), 1)) != NULL)
+            pi->last = nng_clock();
         nng_mtx_unlock(s->mtx);
-        if (made)
+        if (pi)
             return;
         atomic_fetch_sub(&s->conns, 1);
-        server_warn(s, "accepting a connection (no memory for its proof "
-                    "state)", NNG_ENOMEM);
+        server_warn(s, "accepting a connection (no memory for its state)",
+                    NNG_ENOMEM);
         nng_pipe_close(pipe);
         return;
     }
@@ -449,9 +477,9 @@ const char *hc_rpc_req_identity(const hc_rpc_req *req)
 }
 
 /* The entry of `pipe` (made when `make`), or NULL. Under s->mtx. */
-static struct pipe_auth *pipe_entry(hc_rpc_server *s, uint32_t pipe, int make)
+static struct pipe_info *pipe_entry(hc_rpc_server *s, uint32_t pipe, int make)
 {
-    struct pipe_auth *pa;
+    struct pipe_info *pa;
     int i;
 
     for (i = 0; i < s->n_pipes; i++)
@@ -484,7 +512,7 @@ static int proof_serve(hc_rpc_server *s, hc_rpc_req *r, nng_msg *msg)
     uint32_t pipe = hc_rpc_msg_pipe(msg);
     int kind = hc_auth_kind_of(msg), ok;
     unsigned char nonce[HC_AUTH_NONCE];
-    struct pipe_auth *pa;
+    struct pipe_info *pa;
     nng_msg *reply = NULL;
     char who[32], why[256], addr[80];
     uint64_t n;
@@ -568,6 +596,7 @@ void hc_rpc_reply(hc_rpc_req *req, nng_msg *reply)
             nng_msg_free(reply);
         return;
     }
+    pipe_account(s, req->pipe, -1, 1);
     if (!reply) {
         /* Drop: a fresh receive abandons the request in nng. */
         req_recv(req);
@@ -580,6 +609,60 @@ void hc_rpc_reply(hc_rpc_req *req, nng_msg *reply)
         nng_ctx_send(req->ctx, req->aio);
     }
     nng_mtx_unlock(s->mtx);
+}
+
+/*
+ * The receive deadline. A connection owed no reply that has not completed
+ * a request within recv_deadline_ms of connecting, or of its last request
+ * or reply, is closed. nng 1.5.2 gives a message no deadline of its own:
+ * a peer that sends a length and then trickles the body, or nothing, would
+ * hold its connection (one of max_conns) and the buffer nng allocated for
+ * the announced length for ever. A client of ours that was merely idle
+ * redials on its next call (and with TLS proves itself again); a request
+ * the server keeps (a sync pull) is owed a reply, so its connection stays.
+ */
+static void sweep_cb(void *arg)
+{
+    hc_rpc_server *s = arg;
+    uint32_t late[16];
+    nng_time now = nng_clock();
+    int i, n = 0;
+
+    if (nng_aio_result(s->sweep) == NNG_ECANCELED)
+        return;
+    nng_mtx_lock(s->mtx);
+    for (i = 0; i < s->n_pipes && n < (int)(sizeof late / sizeof *late); i++) {
+        struct pipe_info *pi = &s->pipes[i];
+
+        if (pi->owed == 0 &&
+            now - pi->last > (nng_time)s->recv_deadline_ms) {
+            late[n++] = pi->pipe;
+            pi->last = now;     /* one close per deadline at most */
+        }
+    }
+    nng_mtx_unlock(s->mtx);
+    for (i = 0; i < n; i++) {
+        nng_pipe p = NNG_PIPE_INITIALIZER;
+        char addr[80];
+        uint64_t k = atomic_fetch_add(&s->deadline_closed, 1) + 1;
+
+        p.id = late[i];
+        pipe_addr(p, addr, sizeof addr);
+        if (k <= 20 || k % 1000 == 0)
+            hc_info("rpc server %s: closing the connection from %s (%llu so "
+                    "far): no complete request for %d ms (idle, or a message "
+                    "that never ends); a client of ours reconnects", s->url,
+                    addr, (unsigned long long)k, s->recv_deadline_ms);
+        nng_pipe_close(p);
+    }
+    nng_sleep_aio(s->recv_deadline_ms / 4 > 1000 ? 1000
+                                                 : s->recv_deadline_ms / 4,
+                  s->sweep);
+}
+
+uint64_t hc_rpc_server_deadline_closed(const hc_rpc_server *s)
+{
+    return s ? atomic_load(&s->deadline_closed) : 0;
 }
 
 /*
@@ -630,6 +713,8 @@ static void server_free(hc_rpc_server *s)
         return;
     hc_listen_stop(s->listen);  /* no new listener from here on */
     s->listen = NULL;
+    if (s->sweep)
+        nng_aio_stop(s->sweep);
     if (s->mtx) {
         nng_mtx_lock(s->mtx);
         s->stopping = 1;
@@ -666,6 +751,8 @@ static void server_free(hc_rpc_server *s)
     }
     if (s->mtx)
         nng_mtx_free(s->mtx);
+    if (s->sweep)
+        nng_aio_free(s->sweep);
     hc_auth_verifier_close(s->verifier);
     free(s->pipes);
     free(s->reqs);
@@ -716,6 +803,15 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     s->send_timeout_ms = opts && opts->send_timeout_ms ? opts->send_timeout_ms
                                                        : DEFAULT_SEND_TIMEOUT_MS;
     s->max_conns = opts && opts->max_conns ? opts->max_conns : DEFAULT_MAX_CONNS;
+    s->recv_deadline_ms = opts && opts->recv_deadline_ms
+                              ? opts->recv_deadline_ms
+                              : DEFAULT_RECV_DEADLINE_MS;
+    if (s->recv_deadline_ms < 4) {
+        err = hc_err_set(HC_ERR_INVAL, "rpc server %s: receive deadline %d "
+                         "ms is too short", url, s->recv_deadline_ms);
+        goto fail;
+    }
+    atomic_init(&s->deadline_closed, 0);
     atomic_init(&s->last_warn, 0);
     atomic_init(&s->conns, 0);
     atomic_init(&s->refused_conns, 0);
@@ -788,6 +884,11 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     }
     for (i = 0; i < n_ctx; i++)
         req_recv(&s->reqs[i]);
+    if ((rv = nng_aio_alloc(&s->sweep, sweep_cb, s)) != 0) {
+        err = hc_rpc_err(rv, "rpc server: allocating aio");
+        goto fail;
+    }
+    nng_sleep_aio(0, s->sweep);
     *out = s;
     return HC_OK;
 

@@ -65,6 +65,9 @@ struct hc_rpc_server_opts {
                             dropped and its context freed (default 10000) */
     int max_conns;      /* connections at once; more are closed at accept,
                            with a warning (default 1024) */
+    int recv_deadline_ms; /* a connection owed no reply that completes no
+                             request for this long is closed: idle, or a
+                             message body that never ends (default 120000) */
 };
 /* Every connection, server and client, has TCP keepalive on, so a peer
  * that vanished (power loss, cable) is found and its connection closed. */
@@ -104,6 +107,9 @@ void hc_rpc_server_stop(hc_rpc_server *s);
 /* Times the server found its listener no longer taking connections and
  * listened again (rpc_listen.h: an nng 1.5.2 bug a client can trigger). */
 uint64_t hc_rpc_server_relistens(hc_rpc_server *s);
+
+/* Connections closed by the receive deadline (recv_deadline_ms). */
+uint64_t hc_rpc_server_deadline_closed(const hc_rpc_server *s);
 
 struct hc_rpc_client_opts {
     int timeout_ms;     /* one attempt (default 5000) */

@@ -56,6 +56,10 @@ static void usage(FILE *f)
 "      --heartbeat-timeout MS  a worker silent this long is dead (default 10000)\n"
 "      --max-message BYTES   refuse larger requests (closes the sender's\n"
 "                            connection; default 512 MiB)\n"
+"      --recv-deadline MS    close a connection that is owed no reply and\n"
+"                            completes no request for this long: idle, or a\n"
+"                            message body that never ends (default 120000;\n"
+"                            our clients reconnect)\n"
 "      --mode MODE           async, sync or ssp:S, instead of the cluster\n"
 "                            file's hetps.mode (give every task the same)\n"
 "      --balance on|off      sync: split each step's global batch among the\n"
@@ -292,6 +296,7 @@ int main(int argc, char **argv)
         { "metrics-addr", required_argument, NULL, 'P' },
         { "allow-nonfinite", no_argument, NULL, 'N' },
         { "step-timeout", required_argument, NULL, 'T' },
+        { "recv-deadline", required_argument, NULL, 'R' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -402,6 +407,17 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'R': {
+            long v = strtol(optarg, &end, 10);
+
+            if (*end || end == optarg || v < 100 || v > 86400000) {
+                fprintf(stderr, "hetps-ps: --recv-deadline: '%s' is not a "
+                        "number of milliseconds in 100..86400000\n", optarg);
+                return 2;
+            }
+            conf.recv_deadline_ms = (int)v;
+            break;
+        }
         case 'h': usage(stdout); return 0;
         default:
             fprintf(stderr, "Try 'hetps-ps --help' for more information.\n");

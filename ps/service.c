@@ -575,6 +575,7 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
         goto fail;
     ro.tls = s->tls.rpc;
     ro.on_close = on_pipe_closed;
+    ro.recv_deadline_ms = c->recv_deadline_ms;
     rv = hc_rpc_server_start(&s->rpc, url, &ro, on_request, s);
     if (rv != HC_OK)
         goto fail;

@@ -42,6 +42,9 @@ struct ps_service_conf {
     uint64_t max_staleness;     /* async: refuse older gradients (0: off) */
     struct hc_metrics *metrics; /* record into (service_metrics.c); NULL:
                                    none. Must outlive the service */
+    int recv_deadline_ms;       /* rpc: a connection owed no reply that
+                                   completes no request this long is
+                                   closed (0: the default, 120 s) */
     int step_timeout_ms;        /* sync: a step waits this long for a live
                                    worker's push, then goes on without it
                                    (marked dead; default 120000) */

@@ -74,6 +74,11 @@ static void on_render(void *arg, struct hc_metrics *m)
                             "Times the shard found nng no longer taking "
                             "connections and listened again", l, NULL, 0),
                   (double)hc_rpc_server_relistens(s->rpc));
+    hc_series_set(hc_metric(m, HC_COUNTER, "hetps_connections_timed_out_total",
+                            "Connections closed by the receive deadline "
+                            "(idle, or a message that never ends)", l, NULL,
+                            0),
+                  (double)hc_rpc_server_deadline_closed(s->rpc));
     snprintf(path, sizeof path, "%s/data.mdb", s->conf.data_dir);
     if (stat(path, &st) == 0)
         hc_series_set(hc_metric(m, HC_GAUGE, "hetps_store_bytes", "Disk "

@@ -1,7 +1,8 @@
 /*
  * test_rpc.c — common/rpc over real loopback TCP: echo, concurrent
  * call_all, deferred replies, re-send of identical bytes, unreachable
- * peers, reconnection, recv_max, listen errors, stop with outstanding
+ * peers, reconnection, recv_max, the receive deadline, listen errors,
+ * stop with outstanding
  * deferred requests, argument checks and the nng error mapping; mutual
  * TLS with certificates made by common/tls (a call goes through; a client
  * of another CA, one without a certificate, and a server certificate not
@@ -16,6 +17,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -701,6 +703,92 @@ out:
     tsrv_fini(&t);
 }
 
+/* A raw TCP peer that speaks nng's SP header as a REQ socket, announces a
+ * request of `announce` bytes and sends only `send` of them. The fd, or
+ * -1. */
+static int trickle_peer(const char *url, uint64_t announce, size_t send)
+{
+    unsigned char sp[8] = {0, 'S', 'P', 0, 0, 48, 0, 0}, got[8], len[8];
+    char body[64] = {0};
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    const char *port = strrchr(url, ':');
+    int fd, i;
+
+    if (!port || send > sizeof body ||
+        (fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+        return -1;
+    a.sin_port = htons((uint16_t)atoi(port + 1));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (i = 0; i < 8; i++)
+        len[i] = (unsigned char)(announce >> (56 - 8 * i));
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        write(fd, sp, 8) != 8 || read(fd, got, 8) != 8 ||
+        write(fd, len, 8) != 8 || write(fd, body, send) != (ssize_t)send) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* 1 when the server closed fd within ms. */
+static int closed_within(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char b[16];
+
+    return poll(&p, 1, ms) == 1 && read(fd, b, sizeof b) <= 0;
+}
+
+static void test_recv_deadline(void)
+{
+    struct tsrv t;
+    struct hc_rpc_server_opts so = {.n_ctx = 8, .recv_deadline_ms = 400};
+    hc_rpc_client *c = NULL;
+    const char *urls[1], *names[1] = {"ps:4"};
+    nng_msg *reply = NULL;
+    int fd = -1, rv;
+
+    tsrv_init(&t, 4, T_SLOW_PREFIX, 1200);
+    if (tsrv_start(&t, &so) != HC_OK) {
+        CU_FAIL("server start");
+        goto out;
+    }
+    urls[0] = t.url;
+    if (client_open(&c, 1, urls, names, 3000, 5000) != HC_OK) {
+        CU_FAIL("client open");
+        goto out;
+    }
+    /* A request the server keeps longer than the deadline is owed its
+     * reply: its connection stays. */
+    rv = hc_rpc_call(c, 0, make_str("slow one"), &reply, 0);
+    CU_ASSERT_EQUAL(rv, HC_OK);
+    CU_ASSERT(body_is(reply, "s4:slow one"));
+    CU_ASSERT_EQUAL(tsrv_recv_count(&t), 1);     /* answered, not re-sent */
+    CU_ASSERT_EQUAL(hc_rpc_server_deadline_closed(t.s), 0);
+    if (reply)
+        nng_msg_free(reply);
+    reply = NULL;
+
+    /* A message whose body never ends: its connection is closed. */
+    fd = trickle_peer(t.url, 1000, 10);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT(closed_within(fd, 3000));
+    CU_ASSERT(hc_rpc_server_deadline_closed(t.s) >= 1);
+
+    /* Our client sat idle past the deadline too: it reconnects. */
+    rv = hc_rpc_call(c, 0, make_str("after"), &reply, 0);
+    CU_ASSERT_EQUAL(rv, HC_OK);
+    CU_ASSERT(body_is(reply, "s4:after"));
+    CU_ASSERT_EQUAL(tsrv_recv_count(&t), 2);
+    if (reply)
+        nng_msg_free(reply);
+out:
+    if (fd >= 0)
+        close(fd);
+    hc_rpc_client_close(c);
+    tsrv_fini(&t);
+}
+
 static void test_listen_errors(void)
 {
     struct tsrv t;
@@ -1194,6 +1282,8 @@ void hp_test_register(void)
     CU_add_test(s, "recv_max drops large message, keeps serving",
                 test_recv_max);
     CU_add_test(s, "listen errors name the URL", test_listen_errors);
+    CU_add_test(s, "receive deadline: a body that never ends is closed, a "
+                "kept request is not", test_recv_deadline);
     CU_add_test(s, "stop with outstanding deferred requests",
                 test_stop_with_deferred);
     CU_add_test(s, "call_all argument checks", test_call_args);
