@@ -361,8 +361,12 @@ int ps_store_open(const char *dir, const struct ps_store_opts *o,
     s->lock_fd = -1;
     s->durability = o->durability;
     s->sync_ms = o->sync_ms;
+    /* With MDB_WRITEMAP (every writable store, below) LMDB keeps no dirty
+     * list and never spills: a reservation stays where it is until commit,
+     * so every apply may compute straight into it. */
     s->direct_max_pages = o->direct_max_pages ? o->direct_max_pages
-                                              : DEFAULT_DIRECT_PAGES;
+                          : o->read_only      ? DEFAULT_DIRECT_PAGES
+                                              : UINT64_MAX;
     s->map_size = o->map_size ? o->map_size : DEFAULT_MAP_SIZE;
     s->map_max = o->map_max ? o->map_max : DEFAULT_MAP_MAX;
     if (s->map_max < s->map_size)

@@ -94,9 +94,11 @@ struct ps_store_opts {
      * (inspect, a live export) take no lock. */
     int require_idle;
     /* Largest apply (estimated dirty pages) computed straight into
-     * MDB_RESERVE'd space; bigger ones go through the store's scratch
-     * because LMDB may spill a big transaction's dirty pages, moving
-     * earlier reservations. 0 = 65536 (half of LMDB's dirty limit). */
+     * MDB_RESERVE'd space; bigger ones go through the store's scratch.
+     * Without MDB_WRITEMAP LMDB may spill a big transaction's dirty pages,
+     * moving earlier reservations; a writable store maps with WRITEMAP,
+     * where nothing moves. 0 = no limit (tests set one to exercise the
+     * scratch path). */
     uint64_t direct_max_pages;
 };
 

@@ -13,13 +13,15 @@
  * either returns the old location (the page is already dirty in this
  * transaction: the update runs in place) or fresh space (a copied leaf or
  * new overflow pages) while the old copy stays readable until commit —
- * ps_optim_apply handles both. One hazard remains: when a transaction has
- * dirtied about 128K pages, LMDB spills dirty pages to disk at the next
- * put and frees their buffers, which would move reservations made earlier.
- * Applies estimated to dirty more than direct_max_pages therefore compute
- * into the store's scratch first and copy each value in right after its
- * own reservation. Values not 4-byte aligned (small values sit in leaf
- * pages, which LMDB aligns to 2 bytes only) go through the scratch too.
+ * ps_optim_apply handles both. Without MDB_WRITEMAP one hazard would
+ * remain: past about 128K dirty pages LMDB spills them to disk at the next
+ * put and frees their buffers, moving reservations made earlier. Stores
+ * are written with WRITEMAP (no dirty list, no spill), so by default every
+ * apply is direct; an apply estimated to dirty more than direct_max_pages
+ * (set by tests) computes into the store's scratch first and copies each
+ * value in right after its own reservation. Values not 4-byte aligned
+ * (small values sit in leaf pages, which LMDB aligns to 2 bytes only) go
+ * through the scratch too.
  */
 #include "store_impl.h"
 
