@@ -3,10 +3,14 @@
 # flatten → dense 4096 relu → dense 4096 relu → dense 10, Adam, batch 64;
 # 80 MB of parameters) trained by real processes on loopback (part of
 # `make bench`): 2 parameter servers, 1 worker in sync mode, then 2
-# workers in async mode, STEPS steps each (BENCH_BIG_STEPS, 30). Prints the
-# chief's step split ("per step X ms computing, Y ms in push-and-pull"),
-# its samples/s, and each shard's peak RSS (VmHWM) and store file size.
-# BENCH_BIG_RUNS ("sync async") picks the runs. Processes run on loopback ports of their own and are stopped by pid.
+# workers in async mode, STEPS steps each (BENCH_BIG_STEPS, 30), over
+# mutual TLS (the default; certificates made in a temporary directory);
+# then the sync run again over plain TCP ("insecure": true), for the cost
+# of security at this size. Prints the chief's step split ("per step X ms
+# computing, Y ms in push-and-pull"), its samples/s, and each shard's peak
+# RSS (VmHWM) and store file size. BENCH_BIG_RUNS ("sync async
+# sync-plain") picks the runs; HETPS_TLS_ENGINE passes through. Processes
+# run on loopback ports of their own and are stopped by pid.
 set -eu
 cd "$(dirname "$0")/../.."
 BIN=${HETPS_BIN:-bin}
@@ -17,14 +21,18 @@ PIDS=""
 trap 'for p in $PIDS; do kill $p 2>/dev/null || true; done; rm -rf "$T"' EXIT INT TERM
 PORT=$(( 26000 + ( $(od -An -N2 -tu2 /dev/urandom) % 100 ) * 20 ))
 
-# run NAME MODE N_WORKERS
+# run NAME MODE N_WORKERS [plain]
 run() {
-    name=$1 mode=$2 nw=$3
+    name=$1 mode=$2 nw=$3 extra=""
+    [ "${4:-}" = plain ] && extra=', "insecure": true'
+
     p0=$PORT p1=$((PORT + 1)) q0=$((PORT + 2)) q1=$((PORT + 3))
     PORT=$((PORT + 4))
     if [ "$nw" = 1 ]; then workers="\"127.0.0.1:$q0\""; else workers="\"127.0.0.1:$q0\", \"127.0.0.1:$q1\""; fi
-    printf '{ "cluster": { "ps": ["127.0.0.1:%s", "127.0.0.1:%s"], "worker": [%s] }, "hetps": { "mode": "%s" } }\n' \
-        $p0 $p1 "$workers" "$mode" > "$T/$name.json"
+    printf '{ "cluster": { "ps": ["127.0.0.1:%s", "127.0.0.1:%s"], "worker": [%s] }, "hetps": { "mode": "%s"%s } }\n' \
+        $p0 $p1 "$workers" "$mode" "$extra" > "$T/$name.json"
+    [ -n "$extra" ] || "$BIN/hetps" certs "$T/$name.json" "$T/certs-$name" > /dev/null
+    export HETPS_CERTS="$T/certs-$name"
     PIDS="" SHARDS=""
     for i in 0 1; do
         "$BIN/hetps-ps" --cluster "$T/$name.json" --task ps:$i --data-dir "$T/$name-$i" \
@@ -36,7 +44,7 @@ run() {
             --no-eval --max-steps "$STEPS" > "$T/$name-w1.log" 2>&1 &
         PIDS="$PIDS $!"
     fi
-    echo "\$ hetps-worker --task worker:0 --model $MODEL --no-eval --max-steps $STEPS ($mode, $nw worker(s), 2 shards)"
+    echo "\$ hetps-worker --task worker:0 --model $MODEL --no-eval --max-steps $STEPS ($mode, $nw worker(s), 2 shards, $([ -n "$extra" ] && echo "plain TCP" || echo "mutual TLS${HETPS_TLS_ENGINE:+ on $HETPS_TLS_ENGINE}"))"
     "$BIN/hetps-worker" --cluster "$T/$name.json" --task worker:0 --model $MODEL \
         --no-eval --max-steps "$STEPS" > "$T/$name-w0.log" 2>&1 || { cat "$T/$name-w0.log"; exit 1; }
     [ "$nw" = 1 ] || wait "${PIDS##* }" 2>/dev/null || true
@@ -63,5 +71,7 @@ run() {
 }
 
 # Whole words: "async" alone must not run the sync case too.
-case " ${BENCH_BIG_RUNS:-sync async} " in *" sync "*) run sync1 sync 1 ;; esac
-case " ${BENCH_BIG_RUNS:-sync async} " in *" async "*) run async2 async 2 ;; esac
+RUNS=" ${BENCH_BIG_RUNS:-sync async sync-plain} "
+case "$RUNS" in *" sync "*) run sync1 sync 1 ;; esac
+case "$RUNS" in *" async "*) run async2 async 2 ;; esac
+case "$RUNS" in *" sync-plain "*) run plain1 sync 1 plain ;; esac

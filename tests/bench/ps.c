@@ -4,10 +4,13 @@
  *
  *   ps [--sizes LIST] [--shards LIST] [--clients LIST] [--secs S]
  *      [--ps BIN] [--max-flight MIB] [--durability LEVEL] [--full]
+ *      [--transport tls|plain]
  *
  * For each tensor size and number of shards it starts real hetps-ps
  * processes (async mode, Adam, LMDB stores in a fresh temporary
- * directory, durability `process` unless --durability machine),
+ * directory, durability `process` unless --durability machine; mutual
+ * TLS with certificates made there, as hetps's default, or plain TCP with
+ * --transport plain),
  * registers one variable of that size and then runs synthetic clients — threads, each its own pc_client as
  * its own worker task — that push a gradient and pull the new values
  * (pc_async_step, one round trip) as fast as they can, without computing.
@@ -53,6 +56,7 @@
 #include "cluster.h"
 #include "err.h"
 #include "model.h"
+#include "tls.h"
 #include "tune.h"
 
 #define MAX_LIST 16
@@ -72,6 +76,7 @@ static double secs = 0.5;
 static uint64_t mem_limit = 256ull << 20; /* client bytes in flight */
 static int base_port;
 static const char *durability = "process";  /* hetps-ps --durability */
+static int plain;           /* --transport plain: "insecure": true */
 
 static void die(const char *what, const char *why)
 {
@@ -694,11 +699,19 @@ static int shards_start(const char *bin, const char *dir, int n_shards,
     for (j = 0; j < n_workers; j++)
         len += (size_t)snprintf(json + len, cap - len, "%s\"127.0.0.1:%d\"",
                                 j ? "," : "", base_port + 100 + j);
-    snprintf(json + len, cap - len, "]},\"hetps\":{\"mode\":\"async\"}}\n");
+    if (plain)
+        snprintf(json + len, cap - len, "]},\"hetps\":{\"mode\":\"async\","
+                 "\"insecure\":true}}\n");
+    else
+        snprintf(json + len, cap - len, "]},\"hetps\":{\"mode\":\"async\","
+                 "\"certs\":\"%s/certs\"}}\n", dir);
     snprintf(path, sizeof path, "%s/cluster.json", dir);
     write_file(path, json);
     if (hc_cluster_load_file(path, &c->cl, &diag) != HC_OK)
         die(path, "the generated cluster file does not parse");
+    snprintf(path, sizeof path, "%s/certs", dir);
+    if (!plain && hc_tls_make(&c->cl, path, NULL) != HC_OK)
+        die(path, hc_err_msg());
     /* One dense layer without activation of exactly bytes/4 parameters:
      * k inputs and u units, u (k + 1) = bytes/4, k at most 65536. */
     {
@@ -762,6 +775,7 @@ static void usage(FILE *f)
     fprintf(f,
 "usage: ps [--sizes LIST] [--shards LIST] [--clients LIST] [--secs S]\n"
 "          [--ps BIN] [--max-flight MIB] [--durability LEVEL] [--full]\n"
+"          [--transport tls|plain]\n"
 "  --sizes    tensor bytes per round trip (default 1K,1M,16M,80MB)\n"
 "  --shards   numbers of shards (default 1,2)\n"
 "  --clients  concurrent clients, each one request in flight (default 1,8)\n"
@@ -772,7 +786,9 @@ static void usage(FILE *f)
 "  --max-flight  skip configurations whose clients hold more than MIB\n"
 "             tensor bytes in flight together (default 256; --full 2048)\n"
 "  --full     the whole grid: sizes 1K,64K,1M,16M,80MB, shards 1,2,4,\n"
-"             clients 1,2,4,8,16\n");
+"             clients 1,2,4,8,16\n"
+"  --transport  tls (default: mutual TLS, as hetps runs by default;\n"
+"             HETPS_TLS_ENGINE applies) or plain (\"insecure\": true)\n");
 }
 
 int main(int argc, char **argv)
@@ -814,6 +830,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[a], "--durability") &&
                  (!strcmp(v, "process") || !strcmp(v, "machine")))
             durability = v;
+        else if (!strcmp(argv[a], "--transport") &&
+                 (!strcmp(v, "tls") || !strcmp(v, "plain")))
+            plain = !strcmp(v, "plain");
         else if (!strcmp(argv[a], "--max-flight") &&
                  (mem_limit = strtoull(v, NULL, 10) << 20) > 0)
             ;
@@ -852,9 +871,9 @@ int main(int argc, char **argv)
         }
         hc_sleep_s(0.3);
     }
-    printf("ps bench: async, Adam, durability %s; %.1f s per flavour; "
+    printf("ps bench: async, Adam, durability %s, %s; %.1f s per flavour; "
            "rt = push+pull round trip of SIZE tensor bytes each way\n",
-           durability, secs);
+           durability, plain ? "plain TCP" : "mutual TLS", secs);
     for (si = 0; si < sizes.n; si++) {
         for (hi = 0; hi < shards.n; hi++) {
             int ns = (int)shards.v[hi], maxc = 0;

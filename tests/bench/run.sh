@@ -129,11 +129,14 @@ done
 
 # The parameter server under load (tests/bench/ps.c): real shards against
 # raw nng and raw TCP of the same bytes, in the same run; reduced grid
-# (the full one: `$BUILD/bench/ps --full`, see README.md).
+# (the full one: `$BUILD/bench/ps --full`, see README.md); over mutual TLS
+# (the default) and over plain TCP.
 echo
 echo "== parameter server push-and-pull (tests/bench/ps.c)"
 echo "\$ $BUILD/bench/ps"
 "$BUILD/bench/ps"
+echo "\$ $BUILD/bench/ps --transport plain"
+"$BUILD/bench/ps" --transport plain
 
 # The 20 M-parameter MLP on 2 shards (big.sh), and the all-reduce of the
 # same 80 MB between two PyTorch processes (gloo), in the same run.
