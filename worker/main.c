@@ -79,6 +79,9 @@ static void usage(FILE *f)
 "                            y_train, x_test, y_test\n"
 "      --validation-data XT.npy,YT.npy  the test set with X.npy,Y.npy data\n"
 "      --max-steps N         stop after N steps (tests)\n"
+"      --overlap             async: push and pull each step's gradient on its\n"
+"                            own thread while the next step computes (on\n"
+"                            values one exchange staler)\n"
 "      --threads N           BLAS threads of the CPU device (default 1)\n"
 "      --eval / --no-eval    evaluate on the test set at epoch ends\n"
 "                            (default: on the chief only)\n"
@@ -485,7 +488,7 @@ static int start_watch(struct wk_watch *w, const struct hc_cluster *cl,
 int main(int argc, char **argv)
 {
     enum { O_DEVICES = 256, O_VIEW, O_LINGER, O_TIMEOUT, O_RETRY, O_DATA,
-           O_MAXSTEPS, O_THREADS, O_EVAL, O_NOEVAL, O_SLOWDOWN, O_MODE,
+           O_MAXSTEPS, O_OVERLAP, O_THREADS, O_EVAL, O_NOEVAL, O_SLOWDOWN, O_MODE,
            O_VERBOSE, O_PROGRESS, O_LOGDIR, O_METRICS,
            O_EXPORT, O_BEST, O_NPDATA, O_VALDATA };
     static const struct option opts[] = {
@@ -498,6 +501,7 @@ int main(int argc, char **argv)
         { "batch-size", required_argument, NULL, 'b' },
         { "data-dir", required_argument, NULL, O_DATA },
         { "max-steps", required_argument, NULL, O_MAXSTEPS },
+        { "overlap", no_argument, NULL, O_OVERLAP },
         { "threads", required_argument, NULL, O_THREADS },
         { "eval", no_argument, NULL, O_EVAL },
         { "no-eval", no_argument, NULL, O_NOEVAL },
@@ -520,6 +524,7 @@ int main(int argc, char **argv)
     const char *cluster_file = NULL, *task = NULL, *devices = NULL;
     const char *model_file = NULL, *data_dir = NULL, *mode = NULL;
     int epochs = 0, batch = 0, max_steps = 0, threads = 0, eval = -1;
+    int overlap = 0;
     double slowdown = 1.0, progress_s = 5.0;
     int verbose = 1;
     const char *logdir = NULL, *metrics_flag = NULL;
@@ -569,6 +574,7 @@ int main(int argc, char **argv)
             break;
         case O_EVAL: eval = 1; break;
         case O_NOEVAL: eval = 0; break;
+        case O_OVERLAP: overlap = 1; break;
         case O_SLOWDOWN: {
             char *end;
 
@@ -677,6 +683,7 @@ int main(int argc, char **argv)
         tc.epochs = epochs;
         tc.batch_size = batch;
         tc.max_steps = max_steps;
+        tc.overlap = overlap;
         tc.data_dir = data_dir;
         tc.data = np_data;
         tc.validation_data = val_data;

@@ -34,6 +34,7 @@
 #include "watch.h"
 #include "replica.h"
 #include "sync_schedule.h"
+#include "exchange.h"
 
 /* A sync pull may wait for the slowest worker: allow one attempt this long. */
 #define SYNC_WAIT_MS 120000
@@ -47,6 +48,8 @@ struct run {
     struct wk_dataset train, test;
     struct wk_shard shard;
     float *params, *grads, *x;  /* (n_params) (n_params) (max_batch, H, W, C) */
+    float *params_alt, *grads_alt; /* --overlap: the buffers an exchange
+                                   uses while the next step computes */
     int32_t *y;                 /* (max_batch) */
     int epochs, B, max_batch, chief, do_eval;
     int most_workers;           /* most workers the cluster file has listed */
@@ -291,18 +294,69 @@ static void nothing_to_train(const char *what)
  * from the interrupted epoch — nothing is trained twice or skipped, but
  * at most the one push in flight when the worker died.
  */
+static void swap_buffers(float **a, float **b)
+{
+    float *t = *a;
+
+    *a = *b;
+    *b = t;
+}
+
+/* The exchange in flight is done: its values become the ones to compute
+ * on (*version: theirs). */
+static int overlap_finish(struct run *r, struct wk_exchange *x,
+                          uint64_t *version)
+{
+    int had = x->running, rv = wk_exchange_wait(x);
+
+    if (rv == HC_OK && had) {
+        swap_buffers(&r->params, &r->params_alt);
+        *version = x->st.version;
+    }
+    return rv;
+}
+
+/*
+ * --overlap: wait for the previous step's push-and-pull, then start this
+ * step's on its own thread (exchange.h) and return; the next step computes
+ * on the values the previous one brought, one exchange staler than without
+ * --overlap (async allows it; --max-staleness on the shards counts it).
+ * The exchange reads r->grads and writes r->params_alt: the next step
+ * computes into the other gradient buffer.
+ */
+static int overlap_step(struct run *r, struct wk_exchange *x,
+                        const struct pc_grad *g, const struct pc_step *st,
+                        uint64_t *version)
+{
+    int rv = overlap_finish(r, x, version);
+
+    if (rv != HC_OK)
+        return rv;
+    x->pc = r->pc;
+    x->g = *g;
+    x->st = *st;
+    x->params = r->params_alt;
+    if ((rv = wk_exchange_start(x)) != HC_OK)
+        return rv;
+    swap_buffers(&r->grads, &r->grads_alt);
+    return HC_OK;
+}
+
 static int run_async(struct run *r)
 {
     const int ssp = r->c->cluster->mode == HC_MODE_SSP;
     const int wait = ssp ? SYNC_WAIT_MS : 0;
     struct pc_step st = { 0 };
+    struct wk_exchange x = { 0 };
     uint32_t e0 = 0, b0 = 0;
+    uint64_t version;           /* of the values in r->params */
     int epoch, rv, n_workers = r->c->cluster->n_worker;
     long steps0 = r->steps;
     double t_start = hc_now_s();
 
     if ((rv = pc_pull_step(r->pc, r->params, &st, wait)) != HC_OK)
         return rv;
+    version = st.version;
     if (pc_place(r->pc, &e0, &b0)) {
         if (b0 >= (uint32_t)wk_shard_n_batches(&r->shard, r->B)) {
             e0++;           /* that epoch was done */
@@ -332,28 +386,32 @@ static int run_async(struct run *r)
         nb = wk_shard_n_batches(&r->shard, r->B);
         wk_watch_begin(r->watch, epoch, nb, t0);
         for (b = epoch == (int)e0 ? (int)b0 : 0; b < nb && !stopping(r); b++) {
-            uint64_t base = st.version;
             struct pc_grad g;
             double loss, tc = r->t_compute, tx;
             int n, k;
 
             rv = wk_shard_batch(&r->shard, epoch, b, r->B, &r->train, r->x,
                                 r->y, &n);
+            if (rv == HC_OK)
+                rv = compute(r, n, &loss, &k);
             if (rv != HC_OK)
-                return rv;
-            if ((rv = compute(r, n, &loss, &k)) != HC_OK)
-                return rv;
+                goto out;
             g = (struct pc_grad){ .data = r->grads, .samples = (uint32_t)n,
-                                  .base_version = base,
+                                  .base_version = version,
                                   .samples_per_s = (float)r->speed };
             st.clock = r->clock;
             st.epoch = (uint32_t)epoch;
             st.batches = (uint32_t)b + 1;
             tx = hc_now_s();
-            rv = ssp ? pc_ssp_step(r->pc, &g, r->params, &st)
-                     : pc_async_step(r->pc, &g, r->params, &st);
+            if (r->c->overlap) {
+                rv = overlap_step(r, &x, &g, &st, &version);
+            } else {
+                rv = ssp ? pc_ssp_step(r->pc, &g, r->params, &st)
+                         : pc_async_step(r->pc, &g, r->params, &st);
+                version = st.version;
+            }
             if (rv != HC_OK)
-                return rv;
+                goto out;
             r->t_exchange += hc_now_s() - tx;
             r->clock++;
             loss_sum += loss * n;
@@ -361,6 +419,13 @@ static int run_async(struct run *r)
             seen += n;
             wk_watch_step(r->watch, b + 1, n, loss, k, r->t_compute - tc,
                           hc_now_s() - tx, hc_now_s());
+        }
+        {   /* the epoch's last exchange, before its values are judged */
+            double tx = hc_now_s();
+
+            if ((rv = overlap_finish(r, &x, &version)) != HC_OK)
+                goto out;
+            r->t_exchange += hc_now_s() - tx;
         }
         if (seen && (rv = epoch_end(r, epoch, hc_now_s() - t0, loss_sum, correct,
                                     seen, 0)) != HC_OK)
@@ -371,13 +436,24 @@ static int run_async(struct run *r)
         double dt = hc_now_s() - t_start;
 
         hc_info("%s: %ld steps in %.2f s: this worker %.0f samples/s, per "
-                "step %.2f ms computing, %.2f ms in push-and-pull",
+                "step %.2f ms computing, %.2f ms in push-and-pull%s",
                 ssp ? "ssp" : "async", n, dt,
                 dt > 0 ? (double)n * r->B / dt : 0.0,
                 1e3 * r->t_compute / (double)r->steps,
-                1e3 * r->t_exchange / (double)r->steps);
+                1e3 * r->t_exchange / (double)r->steps,
+                r->c->overlap ? " not hidden by computing (--overlap)" : "");
     }
     return HC_OK;
+
+out:
+    if (x.running) {    /* its buffers and client must outlive it */
+        char why[512];
+
+        snprintf(why, sizeof why, "%s", hc_err_msg());
+        wk_exchange_wait(&x);
+        hc_err_set(rv, "%s", why);
+    }
+    return rv;
 }
 
 /* What a sync run keeps across steps. */
@@ -599,6 +675,11 @@ int wk_train(const struct wk_train_conf *c)
     char devstr[256];
     int rv, joined = 0, have_devs = 0;
 
+    if (c->overlap && c->cluster->mode != HC_MODE_ASYNC)
+        return hc_err_set(HC_ERR_CONFIG, "--overlap pushes each step while "
+                          "the next computes, on values one exchange staler: "
+                          "it needs mode async, and this job runs %s",
+                          hc_mode_name(c->cluster->mode));
     r.c = c;
     r.m = m;
     r.chief = c->worker == 0;
@@ -643,10 +724,15 @@ int wk_train(const struct wk_train_conf *c)
                 "file says" : "mirrored, batch split by measured speed");
     r.params = malloc(m->n_params * sizeof *r.params);
     r.grads = malloc(m->n_params * sizeof *r.grads);
+    if (c->overlap) {
+        r.params_alt = malloc(m->n_params * sizeof *r.params_alt);
+        r.grads_alt = malloc(m->n_params * sizeof *r.grads_alt);
+    }
     r.x = malloc((size_t)r.max_batch * wk_replicas_input_size(r.rep) *
                  sizeof *r.x);
     r.y = malloc((size_t)r.max_batch * sizeof *r.y);
-    if (!r.params || !r.grads || !r.x || !r.y) {
+    if (!r.params || !r.grads || !r.x || !r.y ||
+        (c->overlap && (!r.params_alt || !r.grads_alt))) {
         rv = hc_err_set(HC_ERR_NOMEM, "out of memory for batch %d", r.max_batch);
         goto out;
     }
@@ -709,6 +795,8 @@ out:
     pc_close(r.pc);
     free(r.params);
     free(r.grads);
+    free(r.params_alt);
+    free(r.grads_alt);
     free(r.x);
     free(r.y);
     wk_replicas_free(r.rep);

@@ -8,9 +8,11 @@
 # then the sync run again over plain TCP ("insecure": true), for the cost
 # of security at this size. Prints the chief's step split ("per step X ms
 # computing, Y ms in push-and-pull"), its samples/s, and each shard's peak
-# RSS (VmHWM) and store file size. BENCH_BIG_RUNS ("sync async
-# sync-plain") picks the runs; HETPS_TLS_ENGINE passes through. Processes
-# run on loopback ports of their own and are stopped by pid.
+# RSS (VmHWM) and store file size; last, the async run with each step's
+# push-and-pull overlapping the next step's computing (--overlap).
+# BENCH_BIG_RUNS ("sync async sync-plain async-overlap") picks the runs;
+# HETPS_TLS_ENGINE passes through. Processes run on loopback ports of
+# their own and are stopped by pid.
 set -eu
 cd "$(dirname "$0")/../.."
 BIN=${HETPS_BIN:-bin}
@@ -21,9 +23,9 @@ PIDS=""
 trap 'for p in $PIDS; do kill $p 2>/dev/null || true; done; rm -rf "$T"' EXIT INT TERM
 PORT=$(( 26000 + ( $(od -An -N2 -tu2 /dev/urandom) % 100 ) * 20 ))
 
-# run NAME MODE N_WORKERS [plain]
+# run NAME MODE N_WORKERS [tls|plain [WORKER_FLAG]]
 run() {
-    name=$1 mode=$2 nw=$3 extra=""
+    name=$1 mode=$2 nw=$3 extra="" wflag=${5:-}
     [ "${4:-}" = plain ] && extra=', "insecure": true'
 
     p0=$PORT p1=$((PORT + 1)) q0=$((PORT + 2)) q1=$((PORT + 3))
@@ -41,12 +43,12 @@ run() {
     done
     if [ "$nw" = 2 ]; then
         "$BIN/hetps-worker" --cluster "$T/$name.json" --task worker:1 --model $MODEL \
-            --no-eval --max-steps "$STEPS" > "$T/$name-w1.log" 2>&1 &
+            --no-eval --max-steps "$STEPS" $wflag > "$T/$name-w1.log" 2>&1 &
         PIDS="$PIDS $!"
     fi
-    echo "\$ hetps-worker --task worker:0 --model $MODEL --no-eval --max-steps $STEPS ($mode, $nw worker(s), 2 shards, $([ -n "$extra" ] && echo "plain TCP" || echo "mutual TLS${HETPS_TLS_ENGINE:+ on $HETPS_TLS_ENGINE}"))"
+    echo "\$ hetps-worker --task worker:0 --model $MODEL --no-eval --max-steps $STEPS${wflag:+ $wflag} ($mode, $nw worker(s), 2 shards, $([ -n "$extra" ] && echo "plain TCP" || echo "mutual TLS${HETPS_TLS_ENGINE:+ on $HETPS_TLS_ENGINE}"))"
     "$BIN/hetps-worker" --cluster "$T/$name.json" --task worker:0 --model $MODEL \
-        --no-eval --max-steps "$STEPS" > "$T/$name-w0.log" 2>&1 || { cat "$T/$name-w0.log"; exit 1; }
+        --no-eval --max-steps "$STEPS" $wflag > "$T/$name-w0.log" 2>&1 || { cat "$T/$name-w0.log"; exit 1; }
     [ "$nw" = 1 ] || wait "${PIDS##* }" 2>/dev/null || true
     sed -n 's/.*INFO \(sync: .*\)/  \1/p; s/.*INFO \(async: .*\)/  \1/p; s/.*INFO \(.*per step.*\)/  \1/p' "$T/$name-w0.log" | sort -u
     i=0
@@ -71,7 +73,8 @@ run() {
 }
 
 # Whole words: "async" alone must not run the sync case too.
-RUNS=" ${BENCH_BIG_RUNS:-sync async sync-plain} "
+RUNS=" ${BENCH_BIG_RUNS:-sync async sync-plain async-overlap} "
 case "$RUNS" in *" sync "*) run sync1 sync 1 ;; esac
 case "$RUNS" in *" async "*) run async2 async 2 ;; esac
 case "$RUNS" in *" sync-plain "*) run plain1 sync 1 plain ;; esac
+case "$RUNS" in *" async-overlap "*) run overlap2 async 2 tls --overlap ;; esac
