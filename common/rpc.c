@@ -133,8 +133,8 @@ static int tls_config(nng_tls_config **out, const struct hc_rpc_tls *t,
     if ((rv = hc_tls_engine_install()) != 0)
         return rv == NNG_EINVAL
                    ? hc_err_set(HC_ERR_CONFIG, "%s: TLS: HETPS_TLS_ENGINE=%s "
-                                "names no engine of hetps (openssl, "
-                                "the default, or mbed)", what,
+                                "names no engine of hetps (mbed, the "
+                                "default, or openssl)", what,
                                 getenv("HETPS_TLS_ENGINE"))
                    : hc_rpc_err(rv, "TLS engine");
     if ((rv = nng_tls_config_alloc(&cfg, server ? NNG_TLS_MODE_SERVER
