@@ -284,16 +284,6 @@ static void nothing_to_train(const char *what)
             "longer, raise --epochs", what);
 }
 
-/*
- * async and ssp: this worker's own shard, its own pace. Each step is one
- * push-and-pull: the gradient goes out, the values for the next step come
- * back (ssp: once this worker is within the bound). Each push carries the
- * worker's place in its data, which the shards record with the update;
- * a restarted worker (or a job started again on its stores) goes on from
- * the furthest place a shard holds, as Keras's BackupAndRestore resumes
- * from the interrupted epoch — nothing is trained twice or skipped, but
- * at most the one push in flight when the worker died.
- */
 static void swap_buffers(float **a, float **b)
 {
     float *t = *a;
@@ -342,6 +332,16 @@ static int overlap_step(struct run *r, struct wk_exchange *x,
     return HC_OK;
 }
 
+/*
+ * async and ssp: this worker's own shard, its own pace. Each step is one
+ * push-and-pull: the gradient goes out, the values for the next step come
+ * back (ssp: once this worker is within the bound). Each push carries the
+ * worker's place in its data, which the shards record with the update;
+ * a restarted worker (or a job started again on its stores) goes on from
+ * the furthest place a shard holds, as Keras's BackupAndRestore resumes
+ * from the interrupted epoch — nothing is trained twice or skipped, but
+ * at most the one push in flight when the worker died.
+ */
 static int run_async(struct run *r)
 {
     const int ssp = r->c->cluster->mode == HC_MODE_SSP;
