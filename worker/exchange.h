@@ -1,9 +1,10 @@
 /*
- * exchange.h — one asynchronous push-and-pull on a thread of its own, so
- * that the trainer computes the next step while it travels (`hetps-worker
- * --overlap`, async mode: trainer.c).
+ * exchange.h — asynchronous push-and-pulls on a thread of their own, so
+ * that the trainer computes the next step while one travels (`hetps-worker
+ * --overlap`, async mode: trainer.c). One thread for the whole run, woken
+ * per step.
  *
- * The trainer owns two parameter buffers and two gradient buffers: the
+ * The trainer owns two parameter buffers and two gradient buffers: an
  * exchange reads one gradient buffer and writes one parameter buffer while
  * the next step computes on the others. Nothing else of the client is used
  * by the trainer while an exchange runs.
@@ -21,19 +22,28 @@ struct wk_exchange {
                                    trainer until wk_exchange_wait) */
     float *params;              /* where the pulled values go */
     struct pc_step st;          /* in: clock, place; out: version */
+    int running;                /* one is asked for or under way */
+
+    /* the thread's side */
     int rv;                     /* pc_async_step's result */
     char err[512];              /* its message, when rv is not HC_OK */
-    int running;
+    int started, busy, quit;    /* under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
     pthread_t thread;
 };
 
-/* Start pushing x->g and pulling into x->params (both set by the caller,
- * with x->pc and x->st's inputs). HC_OK, or HC_ERR_IO when no thread could
- * be started (nothing is running then). */
+/* Push x->g and pull into x->params (both set by the caller, with x->pc
+ * and x->st's inputs) on the exchange thread, started by the first call.
+ * HC_OK, or HC_ERR_IO when no thread could be started (nothing runs). */
 int wk_exchange_start(struct wk_exchange *x);
 
 /* Wait for a started exchange; its result, its message back in hc_err_msg()
  * when it failed. HC_OK at once when none runs. */
 int wk_exchange_wait(struct wk_exchange *x);
+
+/* Wait for any exchange and stop the thread (nothing to do when none was
+ * started). */
+void wk_exchange_stop(struct wk_exchange *x);
 
 #endif

@@ -429,7 +429,7 @@ static int run_async(struct run *r)
         }
         if (seen && (rv = epoch_end(r, epoch, hc_now_s() - t0, loss_sum, correct,
                                     seen, 0)) != HC_OK)
-            return rv;
+            goto out;
     }
     if (r->steps > steps0) {
         long n = r->steps - steps0;
@@ -443,8 +443,7 @@ static int run_async(struct run *r)
                 1e3 * r->t_exchange / (double)r->steps,
                 r->c->overlap ? " not hidden by computing (--overlap)" : "");
     }
-    return HC_OK;
-
+    rv = HC_OK;
 out:
     if (x.running) {    /* its buffers and client must outlive it */
         char why[512];
@@ -453,6 +452,7 @@ out:
         wk_exchange_wait(&x);
         hc_err_set(rv, "%s", why);
     }
+    wk_exchange_stop(&x);
     return rv;
 }
 
