@@ -53,6 +53,13 @@ struct nng_tls_engine_conn {
 
 static BIO_METHOD *bio_method;
 
+/* What every call answers once the connection is closed (NNG_ECLOSED)
+ * or has failed (its first failure); 0 while it is usable. */
+static int ended(const nng_tls_engine_conn *c)
+{
+    return c->closed ? NNG_ECLOSED : c->err;
+}
+
 /* ------------------------------------------------------------------ */
 /* The BIO: OpenSSL's bytes in and out through nng                     */
 
@@ -63,7 +70,7 @@ static int bio_write(BIO *b, const char *buf, int len)
     int rv;
 
     BIO_clear_retry_flags(b);
-    if (c->closed || c->err)
+    if (ended(c))
         return -1;
     rv = nng_tls_engine_send(c->nng, (const uint8_t *)buf, &n);
     if (rv == NNG_EAGAIN) {
@@ -80,7 +87,7 @@ static int bio_read(BIO *b, char *buf, int len)
     int rv;
 
     BIO_clear_retry_flags(b);
-    if (c->closed || c->err)
+    if (ended(c))
         return -1;
     rv = nng_tls_engine_recv(c->nng, (uint8_t *)buf, &n);
     if (rv == NNG_EAGAIN) {
@@ -175,10 +182,8 @@ static int conn_handshake(nng_tls_engine_conn *c)
 {
     int r;
 
-    if (c->closed)
-        return NNG_ECLOSED;
-    if (c->err)
-        return c->err;
+    if ((r = ended(c)) != 0)
+        return r;
     if ((r = SSL_do_handshake(c->ssl)) == 1)
         return 0;
     /* A verification failure (wrong CA, wrong name) is the peer's fault. */
@@ -192,10 +197,8 @@ static int conn_recv(nng_tls_engine_conn *c, uint8_t *buf, size_t *n)
     size_t got = 0;
     int r;
 
-    if (c->closed)
-        return NNG_ECLOSED;
-    if (c->err)
-        return c->err;
+    if ((r = ended(c)) != 0)
+        return r;
     if ((r = SSL_read_ex(c->ssl, buf, *n, &got)) == 1) {
         *n = got;
         return 0;
@@ -208,10 +211,8 @@ static int conn_send(nng_tls_engine_conn *c, const uint8_t *buf, size_t *n)
     size_t put = 0;
     int r;
 
-    if (c->closed)
-        return NNG_ECLOSED;
-    if (c->err)
-        return c->err;
+    if ((r = ended(c)) != 0)
+        return r;
     if ((r = SSL_write_ex(c->ssl, buf, *n, &put)) == 1) {
         *n = put;
         return 0;
