@@ -38,6 +38,7 @@
 #include "rpc_close.h"
 #include "rpc_listen.h"
 #include "tls_engine.h"
+#include "tls_relay.h"
 
 #define DEFAULT_N_CTX 64
 #define MAX_N_CTX 65536
@@ -102,6 +103,14 @@ static void transport_url(char *out, size_t n, const char *url, int tls)
         snprintf(out, n, "%s", url);
 }
 
+/* Whether TLS goes through the relay (tls_relay.h) rather than nng. */
+static int use_relay(void)
+{
+    const char *e = getenv("HETPS_TLS_ENGINE");
+
+    return !e || !*e || !strcmp(e, "relay");
+}
+
 /* The host of "tcp://host:port" or "tcp://[v6]:port" into out. */
 static void url_host(char *out, size_t n, const char *url)
 {
@@ -133,8 +142,8 @@ static int tls_config(nng_tls_config **out, const struct hc_rpc_tls *t,
     if ((rv = hc_tls_engine_install()) != 0)
         return rv == NNG_EINVAL
                    ? hc_err_set(HC_ERR_CONFIG, "%s: TLS: HETPS_TLS_ENGINE=%s "
-                                "names no engine of hetps (mbed, the "
-                                "default, or openssl)", what,
+                                "names no engine of hetps (relay, the "
+                                "default, mbed or openssl)", what,
                                 getenv("HETPS_TLS_ENGINE"))
                    : hc_rpc_err(rv, "TLS engine");
     if ((rv = nng_tls_config_alloc(&cfg, server ? NNG_TLS_MODE_SERVER
@@ -220,6 +229,7 @@ struct hc_rpc_server {
     atomic_uint_least64_t refused_conns;
     atomic_uint_least64_t took; /* connections taken (ADD_PRE), refused too */
     hc_listen *listen;          /* the listener and its guard */
+    hc_relay_ep *relay;         /* TLS through the relay (tls_relay.h) */
     int n_req;
     hc_rpc_req *reqs;           /* (n_req) */
 };
@@ -371,6 +381,10 @@ static void pipe_addr(nng_pipe pipe, char *buf, size_t n)
     snprintf(buf, n, "an unknown address");
     if (nng_pipe_get_addr(pipe, NNG_OPT_REMADDR, &sa) != 0)
         return;
+    /* A connection through the TLS relay: its real peer. */
+    if (sa.s_family == NNG_AF_INET &&
+        hc_relay_peer(NULL, ntohs_(sa.s_in.sa_port), buf, n))
+        return;
     if (sa.s_family == NNG_AF_INET) {
         a = (const unsigned char *)&sa.s_in.sa_addr;
         snprintf(buf, n, "%u.%u.%u.%u:%u", a[0], a[1], a[2], a[3],
@@ -442,7 +456,17 @@ static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
                     "connections)", NNG_ENOSPC);
         return;
     }
-    if (!s->tls || (nng_pipe_get_bool(pipe, NNG_OPT_TLS_VERIFIED,
+    if (s->relay) {
+        nng_sockaddr sa;
+
+        verified = nng_pipe_get_addr(pipe, NNG_OPT_REMADDR, &sa) == 0 &&
+                   sa.s_family == NNG_AF_INET &&
+                   hc_relay_peer(s->relay, ntohs_(sa.s_in.sa_port), addr,
+                                 sizeof addr);
+    }
+    if (!s->tls ||
+        (s->relay ? verified
+                  : nng_pipe_get_bool(pipe, NNG_OPT_TLS_VERIFIED,
                                       &verified) == 0 && verified)) {
         /* Its entry lives from here to REM_POST: a proof message can only
          * find the entry of a connection that is still open, and a HELLO
@@ -462,6 +486,13 @@ static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
         return;
     }
     atomic_fetch_sub(&s->conns, 1);
+    if (s->relay) {
+        /* A connection to the inner port that the relay did not make (the
+         * listener guard's probe, or a local process): the relay logs the
+         * connections it refuses itself. */
+        nng_pipe_close(pipe);
+        return;
+    }
     pipe_addr(pipe, addr, sizeof addr);
     n = atomic_fetch_add(&s->refused, 1) + 1;
     if (n <= 20 || n % 1000 == 0)
@@ -711,6 +742,8 @@ static void server_free(hc_rpc_server *s)
 
     if (!s)
         return;
+    hc_relay_close(s->relay);   /* no new connection from here on */
+    s->relay = NULL;
     hc_listen_stop(s->listen);  /* no new listener from here on */
     s->listen = NULL;
     if (s->sweep)
@@ -782,7 +815,7 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
                                              : DEFAULT_RECV_MAX;
     nng_tls_config *tls = NULL;
     char turl[URL_MAX];
-    int rv, i, err;
+    int rv, i, err, relay;
 
     if (out)
         *out = NULL;
@@ -844,14 +877,30 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
         err = hc_rpc_err(rv, "rpc server: registering pipe callbacks");
         goto fail;
     }
-    transport_url(turl, sizeof turl, url, s->tls);
-    if (s->tls && ((err = tls_config(&tls, opts->tls, 1, NULL, url)) != HC_OK ||
-                   (err = hc_auth_verifier_open(&s->verifier,
-                                                opts->tls->ca_file)) != HC_OK))
+    relay = s->tls && use_relay();
+    transport_url(turl, sizeof turl, relay ? "tcp://127.0.0.1:0" : url,
+                  s->tls && !relay);
+    if (s->tls &&
+        ((!relay && (err = tls_config(&tls, opts->tls, 1, NULL, url)) != HC_OK) ||
+         (err = hc_auth_verifier_open(&s->verifier, opts->tls->ca_file)) !=
+             HC_OK))
         goto fail;
     rv = hc_listen_start(&s->listen, s->sock, turl, tls,
-                         s->tls ? opts->tls->cert_key_file : NULL, &s->took,
-                         s->tls ? server_close_conns : NULL, s);
+                         tls ? opts->tls->cert_key_file : NULL, &s->took,
+                         tls ? server_close_conns : NULL, s);
+    if (rv == 0 && relay) {
+        char host[URL_MAX];
+        const char *colon = strrchr(url, ':');
+        int bound = 0;
+
+        url_host(host, sizeof host, url);
+        if ((err = hc_relay_listen(&s->relay, host, colon ? atoi(colon + 1) : 0,
+                                   hc_listen_port(s->listen),
+                                   opts->tls->ca_file,
+                                   opts->tls->cert_key_file, url,
+                                   &bound)) != HC_OK)
+            goto fail;
+    }
     if (tls)
         nng_tls_config_free(tls); /* the listener holds its own reference */
     if (rv != 0) {
@@ -927,6 +976,7 @@ struct peer {
     atomic_int ever_connected;
     int tls;
     hc_auth_signer *signer;    /* TLS: proves this process's certificate */
+    hc_relay_ep *relay;        /* TLS through the relay (tls_relay.h) */
     atomic_uint authed_pipe;   /* the pipe the proof was accepted on; 0:
                                   none (prove before the next request) */
     atomic_uint last_pipe;     /* the pipe that came up last (0: none) */
@@ -1286,6 +1336,7 @@ static void peer_close(struct peer *p)
     if (p->timer)
         nng_aio_free(p->timer);
     hc_auth_signer_close(p->signer);
+    hc_relay_close(p->relay);
     free(p->url);
     free(p->name);
 }
@@ -1359,7 +1410,18 @@ static int peer_open(hc_rpc_client *c, struct peer *p, const char *url,
     if (p->tls && (err = hc_auth_signer_open(&p->signer,
                                              c->opts.tls->cert_key_file)) != HC_OK)
         return err;
-    if (p->tls) {
+    if (p->tls && use_relay()) {
+        const char *colon = strrchr(url, ':');
+        int inner = 0;
+
+        url_host(host, sizeof host, url);
+        if ((err = hc_relay_dial(&p->relay, host, colon ? atoi(colon + 1) : 0,
+                                 c->opts.tls->ca_file,
+                                 c->opts.tls->cert_key_file, name,
+                                 &inner)) != HC_OK)
+            return err;
+        snprintf(turl, sizeof turl, "tcp://127.0.0.1:%d", inner);
+    } else if (p->tls) {
         url_host(host, sizeof host, url);
         if ((err = tls_config(&tls, c->opts.tls, 0, host, name)) != HC_OK)
             return err;

@@ -26,7 +26,11 @@
  */
 #include "tls_engine.h"
 
+#include "err.h"
+
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -440,6 +444,88 @@ static int config_version(nng_tls_engine_config *cfg, nng_tls_version lo,
     return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* Contexts for the relay (tls_relay.c)                                 */
+
+/* The whole of a PEM file as a string; NULL with errno set. */
+static char *read_pem(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long len;
+
+    if (!f)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 &&
+        len <= (1L << 20) && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)len + 1)) != NULL) {
+        if (fread(buf, 1, (size_t)len, f) == (size_t)len) {
+            buf[len] = '\0';
+        } else {
+            free(buf);
+            buf = NULL;
+            errno = EIO;
+        }
+    } else if (!errno) {
+        errno = EFBIG;
+    }
+    fclose(f);
+    return buf;
+}
+
+SSL_CTX *hc_tls_ctx_open(int server, const char *ca_file,
+                         const char *cert_key_file, const char *server_name)
+{
+    nng_tls_engine_config *cfg = calloc(1, sizeof *cfg);
+    char *ca = NULL, *own = NULL;
+    const char *step = "allocating the configuration";
+    int rv = NNG_ENOMEM;
+
+    if (!cfg || (rv = config_init(cfg, server ? NNG_TLS_MODE_SERVER
+                                              : NNG_TLS_MODE_CLIENT)) != 0)
+        goto fail;
+    /* Our own byte pipe, so TLS 1.3 is safe here (see config_init). */
+    SSL_CTX_set_max_proto_version(cfg->ctx, TLS1_3_VERSION);
+    SSL_CTX_set_options(cfg->ctx, SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_set_read_ahead(cfg->ctx, 1);
+    (void)config_auth(cfg, NNG_TLS_AUTH_MODE_REQUIRED);
+    step = ca_file;
+    rv = NNG_ENOENT;
+    if (!(ca = read_pem(ca_file)) || (rv = config_ca_chain(cfg, ca, NULL)) != 0)
+        goto fail;
+    step = cert_key_file;
+    rv = NNG_ENOENT;
+    if (!(own = read_pem(cert_key_file)) ||
+        (rv = config_own_cert(cfg, own, own, NULL)) != 0)
+        goto fail;
+    step = "setting the server name";
+    if (server_name && (rv = config_server(cfg, server_name)) != 0)
+        goto fail;
+    free(ca);
+    free(own);
+    return cfg->ctx;
+fail:
+    hc_err_set(rv == NNG_ENOMEM ? HC_ERR_NOMEM : HC_ERR_CONFIG,
+               "TLS: %s: %s (is it a PEM file made by `hetps certs`?)", step,
+               rv == NNG_ENOENT && errno ? strerror(errno) : nng_strerror(rv));
+    free(ca);
+    free(own);
+    if (cfg && cfg->ctx)
+        config_fini(cfg);
+    free(cfg);
+    return NULL;
+}
+
+void hc_tls_ctx_close(SSL_CTX *ctx)
+{
+    nng_tls_engine_config *cfg = ctx ? SSL_CTX_get_app_data(ctx) : NULL;
+
+    if (cfg) {
+        config_fini(cfg);
+        free(cfg);
+    }
+}
+
 static nng_tls_engine_config_ops config_ops = {
     .size = sizeof(nng_tls_engine_config),
     .init = config_init,
@@ -482,7 +568,7 @@ static void install(void)
      * stall for good in nng 1.5.2's TLS layer over this engine (see
      * config_init); nng's own mbedTLS engine stays the default. */
     if (!want || strcmp(want, "openssl") != 0) {
-        if (want && strcmp(want, "mbed") != 0)
+        if (want && strcmp(want, "mbed") != 0 && strcmp(want, "relay") != 0)
             install_rv = NNG_EINVAL;
         return;
     }
@@ -508,6 +594,10 @@ int hc_tls_engine_install(void)
 
 const char *hc_tls_engine_name(void)
 {
+    const char *want = getenv("HETPS_TLS_ENGINE");
+
+    if (!want || !*want || !strcmp(want, "relay"))
+        return "relay (OpenSSL)";
     hc_tls_engine_install();
     return nng_tls_engine_name();
 }
