@@ -488,6 +488,7 @@ SSL_CTX *hc_tls_ctx_open(int server, const char *ca_file,
     SSL_CTX_set_max_proto_version(cfg->ctx, TLS1_3_VERSION);
     SSL_CTX_set_options(cfg->ctx, SSL_OP_NO_RENEGOTIATION);
     SSL_CTX_set_read_ahead(cfg->ctx, 1);
+    SSL_CTX_set_default_read_buffer_len(cfg->ctx, 256 * 1024);
     (void)config_auth(cfg, NNG_TLS_AUTH_MODE_REQUIRED);
     step = ca_file;
     rv = NNG_ENOENT;

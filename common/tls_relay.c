@@ -320,20 +320,36 @@ static int connected(int fd)
     return errno == ENOTCONN ? 0 : -1;
 }
 
-static size_t room(size_t off, size_t len)
+/* The buffers are rings of BUF_BYTES: bytes at [off, off + len) modulo
+ * BUF_BYTES, so nothing is ever moved inside one. */
+
+/* Where the next bytes go, and how many fit there in one piece. */
+static size_t tail_at(size_t off, size_t len)
 {
-    return BUF_BYTES - off - len;
+    return (off + len) % BUF_BYTES;
 }
 
-/* Make room at the end of a buffer whose bytes sit late in it. */
-static void compact(uint8_t *buf, size_t *off, size_t len)
+static size_t room(size_t off, size_t len)
 {
-    if (!len) {
-        *off = 0;
-    } else if (*off > BUF_BYTES / 2) {
-        memmove(buf, buf + *off, len);
-        *off = 0;
-    }
+    size_t t = tail_at(off, len);
+
+    if (len == BUF_BYTES)
+        return 0;
+    return t >= off ? BUF_BYTES - t : off - t;
+}
+
+/* How many bytes from off on are in one piece. */
+static size_t piece(size_t off, size_t len)
+{
+    return len < BUF_BYTES - off ? len : BUF_BYTES - off;
+}
+
+static void consume(size_t *off, size_t *len, size_t k)
+{
+    *off = (*off + k) % BUF_BYTES;
+    *len -= k;
+    if (!*len)
+        *off = 0;               /* the most room in one piece */
 }
 
 /* Move bytes both ways until nothing moves. */
@@ -348,9 +364,8 @@ static void pump(struct conn *c)
     do {
         moved = false;
         /* network → n2l */
-        compact(c->n2l, &c->n2l_off, c->n2l_len);
         while (!c->net_eof && room(c->n2l_off, c->n2l_len)) {
-            r = SSL_read_ex(c->ssl, c->n2l + c->n2l_off + c->n2l_len,
+            r = SSL_read_ex(c->ssl, c->n2l + tail_at(c->n2l_off, c->n2l_len),
                             room(c->n2l_off, c->n2l_len), &got);
             if (r == 1) {
                 c->n2l_len += got;
@@ -373,20 +388,19 @@ static void pump(struct conn *c)
         }
         /* n2l → loopback */
         if (c->n2l_len && c->loc_up) {
-            k = send(c->loc, c->n2l + c->n2l_off, c->n2l_len, MSG_NOSIGNAL);
+            k = send(c->loc, c->n2l + c->n2l_off,
+                     piece(c->n2l_off, c->n2l_len), MSG_NOSIGNAL);
             if (k > 0) {
-                c->n2l_off += (size_t)k;
-                c->n2l_len -= (size_t)k;
+                consume(&c->n2l_off, &c->n2l_len, (size_t)k);
                 moved = true;
             } else if (k < 0 && errno != EAGAIN && errno != EINTR) {
                 c->loc_eof = true;
-                c->n2l_len = 0;         /* nobody left to give it to */
+                c->n2l_len = c->n2l_off = 0; /* nobody left to take it */
             }
         }
         /* loopback → l2n */
-        compact(c->l2n, &c->l2n_off, c->l2n_len);
         while (c->loc_up && !c->loc_eof && room(c->l2n_off, c->l2n_len)) {
-            k = recv(c->loc, c->l2n + c->l2n_off + c->l2n_len,
+            k = recv(c->loc, c->l2n + tail_at(c->l2n_off, c->l2n_len),
                      room(c->l2n_off, c->l2n_len), 0);
             if (k > 0) {
                 c->l2n_len += (size_t)k;
@@ -401,10 +415,12 @@ static void pump(struct conn *c)
         if (c->l2n_len && !c->net_eof) {
             size_t put = 0;
 
-            r = SSL_write_ex(c->ssl, c->l2n + c->l2n_off, c->l2n_len, &put);
+            /* A write OpenSSL must finish is retried at the same place
+             * with at least as many bytes: the piece only grows. */
+            r = SSL_write_ex(c->ssl, c->l2n + c->l2n_off,
+                             piece(c->l2n_off, c->l2n_len), &put);
             if (r == 1) {
-                c->l2n_off += put;
-                c->l2n_len -= put;
+                consume(&c->l2n_off, &c->l2n_len, put);
                 moved = true;
             } else {
                 switch (SSL_get_error(c->ssl, r)) {
@@ -416,7 +432,7 @@ static void pump(struct conn *c)
                     break;
                 default:
                     c->net_eof = true;
-                    c->l2n_len = 0;
+                    c->l2n_len = c->l2n_off = 0;
                     break;
                 }
                 ERR_clear_error();
@@ -649,6 +665,7 @@ static void *relay_main(void *arg)
     int n, i;
 
     (void)arg;
+    pthread_setname_np(pthread_self(), "hetps:relay");
     for (;;) {
         n = epoll_wait(R.epfd, evs, 64, WAIT_MS);
         pthread_mutex_lock(&R.mu);
