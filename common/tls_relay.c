@@ -542,6 +542,14 @@ static void step(struct conn *c)
                 ERR_clear_error();
                 goto out;
             }
+            if (c->ep->server && !BIO_number_read(SSL_get_rbio(c->ssl))) {
+                /* Connected and closed without a byte: a TCP health check
+                 * (Kubernetes' tcpSocket probe) or a port scan. Counted,
+                 * not logged: nothing was refused. */
+                c->ep->refused++;
+                conn_kill(c);
+                return;
+            }
             if (c->ep->server) {
                 char r2[160];
 
