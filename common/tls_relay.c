@@ -46,6 +46,7 @@
 #define HANDSHAKE_MS 10000        /* connect + handshake, then closed */
 #define MAX_CONNS 4096            /* the relay's connections at once */
 #define WAIT_MS 250               /* epoll's wait: deadlines are this late */
+#define RESOLVE_MS 30000          /* a client's server looked up again */
 
 enum side { SIDE_LISTEN, SIDE_NET, SIDE_LOC };
 
@@ -66,6 +67,11 @@ struct hc_relay_ep {
     int refs;                   /* connections that point here */
     uint64_t refused;
     uint64_t logged_at;         /* ms of the last refusal logged */
+    /* client: the server's host, looked up again now and then */
+    char host[256];
+    int port;
+    bool numeric, failing;
+    uint64_t resolved_at;
     struct hc_relay_ep *next;
 };
 
@@ -260,16 +266,41 @@ static void refuse(struct conn *c, const char *why)
     conn_kill(c);
 }
 
+/* A client's connect failed (the server is down, or moved): nng dials
+ * again and the rpc layer reports a peer it never reached, so this is not
+ * logged; the next connect looks the host up again. */
+static void unreachable(struct conn *c)
+{
+    c->ep->failing = true;
+    conn_kill(c);
+}
+
+static int resolve(struct sockaddr_storage *to, socklen_t *len,
+                   const char *host, int port, int passive);
+
+/* A client's server by name again (a restarted container or pod may come
+ * back at another address); the old address is kept when that fails. */
+static void re_resolve(struct hc_relay_ep *ep)
+{
+    struct sockaddr_storage to;
+    socklen_t len;
+
+    ep->resolved_at = now_ms();
+    if (resolve(&to, &len, ep->host, ep->port, 0) == HC_OK) {
+        ep->to = to;
+        ep->to_len = len;
+    }
+}
+
 static struct conn *conn_new(struct hc_relay_ep *ep)
 {
     struct conn *c = calloc(1, sizeof *c);
 
     if (!c)
         return NULL;
-    if (!(c->n2l = malloc(BUF_BYTES)) || !(c->l2n = malloc(BUF_BYTES)) ||
-        !(c->ssl = SSL_new(ep->ctx))) {
-        free(c->n2l);
-        free(c->l2n);
+    /* The buffers come with the handshake (handshake_done): a peer that
+     * never finishes one costs no more than its SSL. */
+    if (!(c->ssl = SSL_new(ep->ctx))) {
         free(c);
         ERR_clear_error();
         return NULL;
@@ -483,6 +514,11 @@ static int handshake_done(struct conn *c)
     socklen_t len = sizeof sa;
     char why[160];
 
+    if (!(c->n2l = malloc(BUF_BYTES)) || !(c->l2n = malloc(BUF_BYTES))) {
+        refuse(c, "out of memory for its buffers");
+        return -1;
+    }
+    c->ep->failing = false;
     if (c->ep->server) {
         X509 *peer = SSL_get1_peer_certificate(c->ssl);
         bool ok = peer && SSL_get_verify_result(c->ssl) == X509_V_OK;
@@ -520,8 +556,7 @@ static void step(struct conn *c)
         if ((r = connected(c->net)) == 0)
             goto out;
         if (r < 0) {
-            snprintf(why, sizeof why, "connecting: %s", strerror(errno));
-            refuse(c, why);
+            unreachable(c);
             return;
         }
         if (ssl_on(c->ssl, c->net) != 0) {
@@ -624,11 +659,11 @@ static void accept_all(struct hc_relay_ep *ep)
         } else {
             addr_text((struct sockaddr *)&ep->to, c->peer, sizeof c->peer);
             c->loc = fd;
+            if (!ep->numeric && (ep->failing || now_ms() >= ep->resolved_at +
+                                                             RESOLVE_MS))
+                re_resolve(ep);
             if (start_connect(&c->net, ep) != 0) {
-                char why[160];
-
-                snprintf(why, sizeof why, "connecting: %s", strerror(errno));
-                refuse(c, why);
+                unreachable(c);
                 continue;
             }
             c->state = C_CONNECT;
@@ -696,9 +731,18 @@ static void *relay_main(void *arg)
             uint64_t now = now_ms();
             struct conn *c;
 
-            for (c = R.conns; c; c = c->next)
-                if (!c->dead && c->state != C_RELAY && now >= c->deadline)
+            for (c = R.conns; c; c = c->next) {
+                if (c->dead || (c->state == C_RELAY && c->loc_up) ||
+                    now < c->deadline)
+                    continue;
+                if (c->state == C_CONNECT)
+                    unreachable(c);
+                else if (c->state == C_HANDSHAKE)
                     refuse(c, "no TLS handshake within 10 s");
+                else
+                    refuse(c, "the server's socket did not take it within "
+                              "10 s");
+            }
             next_check = now + WAIT_MS;
         }
         reap();
@@ -833,6 +877,15 @@ static int ep_open(hc_relay_ep **out, int server, const char *lhost,
     ep->server = server;
     ep->fd = -1;
     snprintf(ep->name, sizeof ep->name, "%s", name);
+    snprintf(ep->host, sizeof ep->host, "%s", thost);
+    ep->port = tport;
+    {
+        struct in6_addr a6;
+
+        ep->numeric = inet_pton(AF_INET, thost, &a6) == 1 ||
+                      inet_pton(AF_INET6, thost, &a6) == 1;
+    }
+    ep->resolved_at = now_ms();
     if (!(ep->ctx = hc_tls_ctx_open(server, ca_file, cert_key_file,
                                     server_name))) {
         free(ep);
