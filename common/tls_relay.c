@@ -1,17 +1,21 @@
 /*
  * tls_relay.c — see tls_relay.h.
  *
- * One thread, one epoll set, level-triggered. Every connection has a
- * network side (TLS, through OpenSSL's socket BIO) and a loopback side
+ * Loops: a thread each (as many as the machine has cores, at most 8,
+ * started as endpoints come), each with its epoll set, level-triggered.
+ * Endpoints are dealt to the loops in turn; an endpoint's connections
+ * stay in its loop. Every connection has a network side (TLS, through
+ * our socket BIO) and a loopback side
  * (nng's plain TCP), and a buffer each way. After any event on either
  * side the connection is pumped until nothing moves: OpenSSL may hold
  * decrypted bytes epoll knows nothing of, so reading stops only on "want
  * read" or a full buffer. Interest follows from the buffers: read a side
  * while its buffer has room, wait to write a side while bytes wait for it.
  *
- * Lifetimes: everything is under one mutex; the relay thread takes it per
- * batch of events. Another thread closing an endpoint marks it and its
- * connections dead and closes their sockets; only the relay thread frees,
+ * Lifetimes: a loop's endpoints and connections are under its mutex; its
+ * thread takes it per batch of events. Another thread closing an endpoint
+ * marks it and its connections dead and closes their sockets; only the
+ * loop's thread frees,
  * at the end of a batch, so an event already taken for a dead connection
  * finds it marked, never freed.
  */
@@ -72,6 +76,7 @@ struct hc_relay_ep {
     int port;
     bool numeric, failing;
     uint64_t resolved_at;
+    struct loop *loop;          /* the thread that serves it */
     struct hc_relay_ep *next;
 };
 
@@ -94,7 +99,10 @@ struct conn {
     struct conn *next;
 };
 
-static struct {
+/* A relay thread and what it serves: endpoints are spread over the loops
+ * (a client's connections to two shards are encrypted on two cores), each
+ * endpoint's connections stay in its loop. */
+struct loop {
     pthread_mutex_t mu;
     int epfd;
     bool started;
@@ -102,7 +110,28 @@ static struct {
     struct conn *conns;
     int n_conns;
     uint64_t over_cap;
-} R = {.mu = PTHREAD_MUTEX_INITIALIZER, .epfd = -1};
+};
+
+#define MAX_LOOPS 8
+static struct loop loops[MAX_LOOPS];
+static int n_loops;
+static unsigned next_loop;
+static pthread_once_t loops_once = PTHREAD_ONCE_INIT;
+
+static void forget_in_child(void);
+
+static void loops_init(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int i;
+
+    n_loops = cpus < 1 ? 1 : cpus > MAX_LOOPS ? MAX_LOOPS : (int)cpus;
+    (void)pthread_atfork(NULL, NULL, forget_in_child);
+    for (i = 0; i < MAX_LOOPS; i++) {
+        pthread_mutex_init(&loops[i].mu, NULL);
+        loops[i].epfd = -1;
+    }
+}
 
 static uint64_t now_ms(void)
 {
@@ -156,6 +185,7 @@ static const char *ssl_reason(SSL *ssl, char *buf, size_t n)
  * SIGPIPE.                                                             */
 
 static BIO_METHOD *sock_method;
+static pthread_once_t sock_once = PTHREAD_ONCE_INIT;
 
 static int sock_write(BIO *b, const char *buf, int len)
 {
@@ -186,20 +216,25 @@ static long sock_ctrl(BIO *b, int cmd, long num, void *ptr)
     return cmd == BIO_CTRL_FLUSH ? 1 : 0;
 }
 
+static void sock_method_make(void)
+{
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK,
+                                 "hetps-relay");
+
+    if (m && BIO_meth_set_write(m, sock_write) &&
+        BIO_meth_set_read(m, sock_read) && BIO_meth_set_ctrl(m, sock_ctrl))
+        sock_method = m;
+    else
+        BIO_meth_free(m);
+}
+
 /* OpenSSL reads and writes fd through our BIO; 0 or -1. */
 static int ssl_on(SSL *ssl, int fd)
 {
     BIO *b;
 
-    if (!sock_method) {
-        sock_method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK,
-                                   "hetps-relay");
-        if (!sock_method || !BIO_meth_set_write(sock_method, sock_write) ||
-            !BIO_meth_set_read(sock_method, sock_read) ||
-            !BIO_meth_set_ctrl(sock_method, sock_ctrl))
-            return -1;
-    }
-    if (!(b = BIO_new(sock_method)))
+    pthread_once(&sock_once, sock_method_make);
+    if (!sock_method || !(b = BIO_new(sock_method)))
         return -1;
     BIO_set_data(b, (void *)(intptr_t)fd);
     BIO_set_init(b, 1);
@@ -208,23 +243,24 @@ static int ssl_on(SSL *ssl, int fd)
 }
 
 /* ------------------------------------------------------------------ */
-/* Connections (all under R.mu)                                         */
+/* Connections (all under their loop's mu, in its thread)             */
 
 static void set_interest(struct conn *c, int fd, struct tag *t,
                          uint32_t *cur, uint32_t want)
 {
     struct epoll_event ev = {.events = want, .data.ptr = t};
 
+    int epfd = c->ep->loop->epfd;
+
     if (fd < 0 || want == *cur)
         return;
     if (!*cur)
-        epoll_ctl(R.epfd, EPOLL_CTL_ADD, fd, &ev);
+        epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
     else if (!want)
-        epoll_ctl(R.epfd, EPOLL_CTL_DEL, fd, NULL);
+        epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
     else
-        epoll_ctl(R.epfd, EPOLL_CTL_MOD, fd, &ev);
+        epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev);
     *cur = want;
-    (void)c;
 }
 
 static void conn_kill(struct conn *c)
@@ -242,7 +278,7 @@ static void conn_kill(struct conn *c)
         close(c->loc);
         c->loc = -1;
     }
-    R.n_conns--;
+    c->ep->loop->n_conns--;
 }
 
 static void refuse(struct conn *c, const char *why)
@@ -311,9 +347,9 @@ static struct conn *conn_new(struct hc_relay_ep *ep)
     c->net_tag = (struct tag){SIDE_NET, c};
     c->loc_tag = (struct tag){SIDE_LOC, c};
     c->deadline = now_ms() + HANDSHAKE_MS;
-    c->next = R.conns;
-    R.conns = c;
-    R.n_conns++;
+    c->next = ep->loop->conns;
+    ep->loop->conns = c;
+    ep->loop->n_conns++;
     return c;
 }
 
@@ -627,6 +663,7 @@ out:
 
 static void accept_all(struct hc_relay_ep *ep)
 {
+    struct loop *R = ep->loop;
     struct sockaddr_storage sa;
     socklen_t len;
     struct conn *c;
@@ -638,11 +675,11 @@ static void accept_all(struct hc_relay_ep *ep)
                      SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return;                     /* EAGAIN, or try at the next event */
-        if (R.n_conns >= MAX_CONNS || !(c = conn_new(ep))) {
-            if (++R.over_cap <= 10 || R.over_cap % 1000 == 0)
+        if (R->n_conns >= MAX_CONNS || !(c = conn_new(ep))) {
+            if (++R->over_cap <= 10 || R->over_cap % 1000 == 0)
                 hc_warn("rpc relay %s: closed a connection at once (%d "
                         "open, the most there may be; %llu so far)",
-                        ep->name, R.n_conns, (unsigned long long)R.over_cap);
+                        ep->name, R->n_conns, (unsigned long long)R->over_cap);
             close(fd);
             continue;
         }
@@ -672,11 +709,11 @@ static void accept_all(struct hc_relay_ep *ep)
     }
 }
 
-/* Free what is dead; under R.mu, by the relay thread only. */
-static void reap(void)
+/* Free what is dead; under R->mu, by the loop's thread only. */
+static void reap(struct loop *R)
 {
-    struct conn **pc = &R.conns, *c;
-    struct hc_relay_ep **pe = &R.eps, *ep;
+    struct conn **pc = &R->conns, *c;
+    struct hc_relay_ep **pe = &R->eps, *ep;
 
     while ((c = *pc) != NULL) {
         if (!c->dead) {
@@ -703,15 +740,15 @@ static void reap(void)
 
 static void *relay_main(void *arg)
 {
+    struct loop *R = arg;
     struct epoll_event evs[64];
     uint64_t next_check = 0;
     int n, i;
 
-    (void)arg;
     pthread_setname_np(pthread_self(), "hetps:relay");
     for (;;) {
-        n = epoll_wait(R.epfd, evs, 64, WAIT_MS);
-        pthread_mutex_lock(&R.mu);
+        n = epoll_wait(R->epfd, evs, 64, WAIT_MS);
+        pthread_mutex_lock(&R->mu);
         for (i = 0; i < n; i++) {
             struct tag *t = evs[i].data.ptr;
 
@@ -731,7 +768,7 @@ static void *relay_main(void *arg)
             uint64_t now = now_ms();
             struct conn *c;
 
-            for (c = R.conns; c; c = c->next) {
+            for (c = R->conns; c; c = c->next) {
                 if (c->dead || (c->state == C_RELAY && c->loc_up) ||
                     now < c->deadline)
                     continue;
@@ -745,8 +782,8 @@ static void *relay_main(void *arg)
             }
             next_check = now + WAIT_MS;
         }
-        reap();
-        pthread_mutex_unlock(&R.mu);
+        reap(R);
+        pthread_mutex_unlock(&R->mu);
     }
     return NULL;
 }
@@ -755,59 +792,61 @@ static void *relay_main(void *arg)
  * the parent's endpoints. Their sockets are the parent's to serve: closed
  * here (a listening port held by a child would take connections nobody
  * accepts); their memory is kept where a leak checker sees it. */
-static struct hc_relay_ep *parents_eps;
-static struct conn *parents_conns;
+static struct hc_relay_ep *parents_eps[MAX_LOOPS];
+static struct conn *parents_conns[MAX_LOOPS];
 
 static void forget_in_child(void)
 {
     struct hc_relay_ep *ep;
     struct conn *c;
+    int i;
 
-    pthread_mutex_init(&R.mu, NULL);
-    for (ep = R.eps; ep; ep = ep->next)
-        if (ep->fd >= 0)
-            close(ep->fd);
-    for (c = R.conns; c; c = c->next) {
-        if (c->net >= 0)
-            close(c->net);
-        if (c->loc >= 0)
-            close(c->loc);
+    for (i = 0; i < MAX_LOOPS; i++) {
+        struct loop *R = &loops[i];
+
+        pthread_mutex_init(&R->mu, NULL);
+        for (ep = R->eps; ep; ep = ep->next)
+            if (ep->fd >= 0)
+                close(ep->fd);
+        for (c = R->conns; c; c = c->next) {
+            if (c->net >= 0)
+                close(c->net);
+            if (c->loc >= 0)
+                close(c->loc);
+        }
+        if (R->epfd >= 0)
+            close(R->epfd);
+        parents_eps[i] = R->eps;
+        parents_conns[i] = R->conns;
+        R->epfd = -1;
+        R->started = false;
+        R->eps = NULL;
+        R->conns = NULL;
+        R->n_conns = 0;
     }
-    if (R.epfd >= 0)
-        close(R.epfd);
-    parents_eps = R.eps;
-    parents_conns = R.conns;
-    R.epfd = -1;
-    R.started = false;
-    R.eps = NULL;
-    R.conns = NULL;
-    R.n_conns = 0;
 }
 
-/* Start the thread once; under R.mu. */
-static int start(void)
+/* Start the loop's thread once; under R->mu. */
+static int start(struct loop *R)
 {
-    static bool at_fork;
     pthread_t th;
     pthread_attr_t at;
 
-    if (R.started)
+    if (R->started)
         return HC_OK;
-    if (!at_fork && pthread_atfork(NULL, NULL, forget_in_child) == 0)
-        at_fork = true;
-    if ((R.epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
+    if ((R->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
         return hc_err_set(HC_ERR_TRANSPORT, "TLS relay: epoll: %s",
                           strerror(errno));
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&th, &at, relay_main, NULL) != 0) {
+    if (pthread_create(&th, &at, relay_main, R) != 0) {
         pthread_attr_destroy(&at);
-        close(R.epfd);
-        R.epfd = -1;
+        close(R->epfd);
+        R->epfd = -1;
         return hc_err_set(HC_ERR_NOMEM, "TLS relay: no thread");
     }
     pthread_attr_destroy(&at);
-    R.started = true;
+    R->started = true;
     return HC_OK;
 }
 
@@ -867,6 +906,7 @@ static int ep_open(hc_relay_ep **out, int server, const char *lhost,
 {
     struct sockaddr_storage la;
     socklen_t ll;
+    struct loop *R;
     hc_relay_ep *ep;
     int err;
     struct epoll_event ev;
@@ -904,18 +944,21 @@ static int ep_open(hc_relay_ep **out, int server, const char *lhost,
         goto fail;
     }
     ep->tag = (struct tag){SIDE_LISTEN, ep};
-    pthread_mutex_lock(&R.mu);
-    if ((err = start()) == HC_OK) {
+    pthread_once(&loops_once, loops_init);
+    R = ep->loop = &loops[__atomic_fetch_add(&next_loop, 1, __ATOMIC_RELAXED) %
+                         (unsigned)n_loops];
+    pthread_mutex_lock(&R->mu);
+    if ((err = start(R)) == HC_OK) {
         ev = (struct epoll_event){.events = EPOLLIN, .data.ptr = &ep->tag};
-        if (epoll_ctl(R.epfd, EPOLL_CTL_ADD, ep->fd, &ev) != 0) {
+        if (epoll_ctl(R->epfd, EPOLL_CTL_ADD, ep->fd, &ev) != 0) {
             err = hc_err_set(HC_ERR_TRANSPORT, "%s: epoll: %s", name,
                              strerror(errno));
         } else {
-            ep->next = R.eps;
-            R.eps = ep;
+            ep->next = R->eps;
+            R->eps = ep;
         }
     }
-    pthread_mutex_unlock(&R.mu);
+    pthread_mutex_unlock(&R->mu);
     if (err != HC_OK)
         goto fail;
     *out = ep;
@@ -950,33 +993,39 @@ void hc_relay_close(hc_relay_ep *ep)
 
     if (!ep)
         return;
-    pthread_mutex_lock(&R.mu);
+    pthread_mutex_lock(&ep->loop->mu);
     if (!ep->dead) {
         ep->dead = true;
-        epoll_ctl(R.epfd, EPOLL_CTL_DEL, ep->fd, NULL);
+        epoll_ctl(ep->loop->epfd, EPOLL_CTL_DEL, ep->fd, NULL);
         close(ep->fd);
         ep->fd = -1;
-        for (c = R.conns; c; c = c->next)
+        for (c = ep->loop->conns; c; c = c->next)
             if (c->ep == ep)
                 conn_kill(c);
     }
-    pthread_mutex_unlock(&R.mu);
+    pthread_mutex_unlock(&ep->loop->mu);
 }
 
 int hc_relay_peer(hc_relay_ep *ep, int from_port, char *peer, size_t n)
 {
     struct conn *c;
-    int found = 0;
+    int found = 0, i;
 
-    pthread_mutex_lock(&R.mu);
-    for (c = R.conns; c && !found; c = c->next)
-        if ((ep ? c->ep == ep : c->ep->server) && !c->dead &&
-            c->state == C_RELAY &&
-            c->loc_port == from_port) {
-            snprintf(peer, n, "%s", c->peer);
-            found = 1;
-        }
-    pthread_mutex_unlock(&R.mu);
+    pthread_once(&loops_once, loops_init);
+    for (i = 0; i < n_loops && !found; i++) {
+        struct loop *R = &loops[i];
+
+        if (ep && ep->loop != R)
+            continue;
+        pthread_mutex_lock(&R->mu);
+        for (c = R->conns; c && !found; c = c->next)
+            if ((ep ? c->ep == ep : c->ep->server) && !c->dead &&
+                c->state == C_RELAY && c->loc_port == from_port) {
+                snprintf(peer, n, "%s", c->peer);
+                found = 1;
+            }
+        pthread_mutex_unlock(&R->mu);
+    }
     return found;
 }
 
@@ -984,8 +1033,10 @@ uint64_t hc_relay_refused(const hc_relay_ep *ep)
 {
     uint64_t n;
 
-    pthread_mutex_lock(&R.mu);
-    n = ep ? ep->refused : 0;
-    pthread_mutex_unlock(&R.mu);
+    if (!ep)
+        return 0;
+    pthread_mutex_lock(&ep->loop->mu);
+    n = ep->refused;
+    pthread_mutex_unlock(&ep->loop->mu);
     return n;
 }

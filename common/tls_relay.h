@@ -4,7 +4,7 @@
  * nng 1.5.2's TLS transport moves at most 16 KiB per step, each step a
  * hand-off between its threads: a 40 MB message is 2 500 of them, and
  * mutual TLS cost 4× plain TCP at real model sizes whatever the cipher
- * (tests/bench/README.md). The relay does the TLS itself, in one thread of
+ * (tests/bench/README.md). The relay does the TLS itself, in threads of
  * the process with 256 KiB buffers, and hands nng plain TCP on loopback:
  *
  *  - a server's public port is the relay's; each connection that completes
@@ -24,7 +24,7 @@
  * relay did not make, and a client's relay only carries the bytes of
  * whoever connects — it cannot sign for this process.
  *
- * Threads: any thread may open and close endpoints; the relay's own thread
+ * Threads: any thread may open and close endpoints; the relay's threads
  * does all I/O. Selected with HETPS_TLS_ENGINE=relay (rpc.c).
  */
 #ifndef HC_TLS_RELAY_H
