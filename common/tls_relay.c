@@ -1028,15 +1028,3 @@ int hc_relay_peer(hc_relay_ep *ep, int from_port, char *peer, size_t n)
     }
     return found;
 }
-
-uint64_t hc_relay_refused(const hc_relay_ep *ep)
-{
-    uint64_t n;
-
-    if (!ep)
-        return 0;
-    pthread_mutex_lock(&ep->loop->mu);
-    n = ep->refused;
-    pthread_mutex_unlock(&ep->loop->mu);
-    return n;
-}

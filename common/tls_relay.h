@@ -59,8 +59,4 @@ void hc_relay_close(hc_relay_ep *ep);
  * ("10.0.0.5:41234") into peer. */
 int hc_relay_peer(hc_relay_ep *ep, int from_port, char *peer, size_t n);
 
-/* Connections refused by ep: no certificate, another CA, a failed or late
- * handshake. */
-uint64_t hc_relay_refused(const hc_relay_ep *ep);
-
 #endif
