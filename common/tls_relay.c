@@ -67,23 +67,24 @@ struct hc_relay_ep {
     struct sockaddr_storage to; /* server: nng's listener; client: the server */
     socklen_t to_len;
     char name[160];
+    pthread_mutex_t mu;         /* dead and fd, against close */
     bool dead;
-    int refs;                   /* connections that point here */
-    uint64_t refused;
-    uint64_t logged_at;         /* ms of the last refusal logged */
+    uint64_t refused;           /* atomic: a server's loops share it */
+    uint64_t logged_at;         /* ms of the last refusal logged (atomic) */
     /* client: the server's host, looked up again now and then */
     char host[256];
     int port;
     bool numeric, failing;
     uint64_t resolved_at;
-    struct loop *loop;          /* the thread that serves it */
-    struct hc_relay_ep *next;
+    struct loop *loop;          /* a client's loop; NULL: a server's, in all */
+    struct hc_relay_ep *next;   /* every endpoint ever opened (all_eps) */
 };
 
 enum state { C_CONNECT, C_HANDSHAKE, C_RELAY };
 
 struct conn {
     struct hc_relay_ep *ep;
+    struct loop *loop;          /* the loop that accepted it */
     int net, loc;               /* -1 when not (yet) open */
     struct tag net_tag, loc_tag;
     uint32_t net_ev, loc_ev;    /* registered interest (0: not registered) */
@@ -106,7 +107,6 @@ struct loop {
     pthread_mutex_t mu;
     int epfd;
     bool started;
-    struct hc_relay_ep *eps;
     struct conn *conns;
     int n_conns;
     uint64_t over_cap;
@@ -116,6 +116,10 @@ struct loop {
 static struct loop loops[MAX_LOOPS];
 static int n_loops;
 static unsigned next_loop;
+/* Endpoints are never freed (a loop may hold an event for a closed one):
+ * a closed one keeps a few hundred bytes, its TLS context freed. */
+static pthread_mutex_t eps_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct hc_relay_ep *all_eps;
 static pthread_once_t loops_once = PTHREAD_ONCE_INIT;
 
 static void forget_in_child(void);
@@ -250,7 +254,7 @@ static void set_interest(struct conn *c, int fd, struct tag *t,
 {
     struct epoll_event ev = {.events = want, .data.ptr = t};
 
-    int epfd = c->ep->loop->epfd;
+    int epfd = c->loop->epfd;
 
     if (fd < 0 || want == *cur)
         return;
@@ -278,19 +282,21 @@ static void conn_kill(struct conn *c)
         close(c->loc);
         c->loc = -1;
     }
-    c->ep->loop->n_conns--;
+    c->loop->n_conns--;
 }
 
 static void refuse(struct conn *c, const char *why)
 {
     struct hc_relay_ep *ep = c->ep;
-    uint64_t n = ++ep->refused, now = now_ms();
+    uint64_t n = __atomic_add_fetch(&ep->refused, 1, __ATOMIC_RELAXED);
+    uint64_t now = now_ms();
     /* The first 20, then at most one a second: a flood cannot fill the
      * log, and each kind of refused peer still shows. */
-    bool log = n <= 20 || now >= ep->logged_at + 1000;
+    bool log = n <= 20 ||
+               now >= __atomic_load_n(&ep->logged_at, __ATOMIC_RELAXED) + 1000;
 
     if (log)
-        ep->logged_at = now;
+        __atomic_store_n(&ep->logged_at, now, __ATOMIC_RELAXED);
     if (ep->server) {
         if (log)
             hc_warn("rpc server %s: refused the connection from %s (%llu so "
@@ -328,7 +334,7 @@ static void re_resolve(struct hc_relay_ep *ep)
     }
 }
 
-static struct conn *conn_new(struct hc_relay_ep *ep)
+static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R)
 {
     struct conn *c = calloc(1, sizeof *c);
 
@@ -342,14 +348,14 @@ static struct conn *conn_new(struct hc_relay_ep *ep)
         return NULL;
     }
     c->ep = ep;
-    ep->refs++;
+    c->loop = R;
     c->net = c->loc = -1;
     c->net_tag = (struct tag){SIDE_NET, c};
     c->loc_tag = (struct tag){SIDE_LOC, c};
     c->deadline = now_ms() + HANDSHAKE_MS;
-    c->next = ep->loop->conns;
-    ep->loop->conns = c;
-    ep->loop->n_conns++;
+    c->next = R->conns;
+    R->conns = c;
+    R->n_conns++;
     return c;
 }
 
@@ -617,7 +623,7 @@ static void step(struct conn *c)
                 /* Connected and closed without a byte: a TCP health check
                  * (Kubernetes' tcpSocket probe) or a port scan. Counted,
                  * not logged: nothing was refused. */
-                c->ep->refused++;
+                __atomic_add_fetch(&c->ep->refused, 1, __ATOMIC_RELAXED);
                 conn_kill(c);
                 return;
             }
@@ -661,9 +667,11 @@ out:
     update_interest(c);
 }
 
-static void accept_all(struct hc_relay_ep *ep)
+/* Take the connections waiting on ep into loop R. A server's listening
+ * socket is in every loop's epoll (EPOLLEXCLUSIVE: one loop woken per
+ * connection, as a rule), so its connections spread over the loops. */
+static void accept_all(struct hc_relay_ep *ep, struct loop *R)
 {
-    struct loop *R = ep->loop;
     struct sockaddr_storage sa;
     socklen_t len;
     struct conn *c;
@@ -671,11 +679,16 @@ static void accept_all(struct hc_relay_ep *ep)
 
     for (;;) {
         len = sizeof sa;
-        fd = accept4(ep->fd, (struct sockaddr *)&sa, &len,
-                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+        /* Under ep->mu: a close elsewhere cannot hand the fd's number to
+         * another socket between the check and the accept. */
+        pthread_mutex_lock(&ep->mu);
+        fd = ep->dead ? -1
+                      : accept4(ep->fd, (struct sockaddr *)&sa, &len,
+                                SOCK_NONBLOCK | SOCK_CLOEXEC);
+        pthread_mutex_unlock(&ep->mu);
         if (fd < 0)
             return;                     /* EAGAIN, or try at the next event */
-        if (R->n_conns >= MAX_CONNS || !(c = conn_new(ep))) {
+        if (R->n_conns >= MAX_CONNS || !(c = conn_new(ep, R))) {
             if (++R->over_cap <= 10 || R->over_cap % 1000 == 0)
                 hc_warn("rpc relay %s: closed a connection at once (%d "
                         "open, the most there may be; %llu so far)",
@@ -713,7 +726,6 @@ static void accept_all(struct hc_relay_ep *ep)
 static void reap(struct loop *R)
 {
     struct conn **pc = &R->conns, *c;
-    struct hc_relay_ep **pe = &R->eps, *ep;
 
     while ((c = *pc) != NULL) {
         if (!c->dead) {
@@ -721,20 +733,10 @@ static void reap(struct loop *R)
             continue;
         }
         *pc = c->next;
-        c->ep->refs--;
         SSL_free(c->ssl);
         free(c->n2l);
         free(c->l2n);
         free(c);
-    }
-    while ((ep = *pe) != NULL) {
-        if (!ep->dead || ep->refs) {
-            pe = &ep->next;
-            continue;
-        }
-        *pe = ep->next;
-        hc_tls_ctx_close(ep->ctx);
-        free(ep);
     }
 }
 
@@ -753,10 +755,7 @@ static void *relay_main(void *arg)
             struct tag *t = evs[i].data.ptr;
 
             if (t->side == SIDE_LISTEN) {
-                struct hc_relay_ep *ep = t->owner;
-
-                if (!ep->dead)
-                    accept_all(ep);
+                accept_all(t->owner, R);
             } else {
                 struct conn *c = t->owner;
 
@@ -792,7 +791,6 @@ static void *relay_main(void *arg)
  * the parent's endpoints. Their sockets are the parent's to serve: closed
  * here (a listening port held by a child would take connections nobody
  * accepts); their memory is kept where a leak checker sees it. */
-static struct hc_relay_ep *parents_eps[MAX_LOOPS];
 static struct conn *parents_conns[MAX_LOOPS];
 
 static void forget_in_child(void)
@@ -801,13 +799,18 @@ static void forget_in_child(void)
     struct conn *c;
     int i;
 
+    pthread_mutex_init(&eps_mu, NULL);
+    for (ep = all_eps; ep; ep = ep->next) {
+        pthread_mutex_init(&ep->mu, NULL);
+        if (ep->fd >= 0)
+            close(ep->fd);
+        ep->fd = -1;
+        ep->dead = true;
+    }
     for (i = 0; i < MAX_LOOPS; i++) {
         struct loop *R = &loops[i];
 
         pthread_mutex_init(&R->mu, NULL);
-        for (ep = R->eps; ep; ep = ep->next)
-            if (ep->fd >= 0)
-                close(ep->fd);
         for (c = R->conns; c; c = c->next) {
             if (c->net >= 0)
                 close(c->net);
@@ -816,11 +819,9 @@ static void forget_in_child(void)
         }
         if (R->epfd >= 0)
             close(R->epfd);
-        parents_eps[i] = R->eps;
         parents_conns[i] = R->conns;
         R->epfd = -1;
         R->started = false;
-        R->eps = NULL;
         R->conns = NULL;
         R->n_conns = 0;
     }
@@ -899,6 +900,21 @@ static int listen_on(const struct sockaddr_storage *addr, socklen_t len,
     return fd;
 }
 
+/* Start loop R if need be and watch ep's listening socket there. */
+static int watch(struct loop *R, hc_relay_ep *ep, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = &ep->tag};
+    int err;
+
+    pthread_mutex_lock(&R->mu);
+    if ((err = start(R)) == HC_OK &&
+        epoll_ctl(R->epfd, EPOLL_CTL_ADD, ep->fd, &ev) != 0)
+        err = hc_err_set(HC_ERR_TRANSPORT, "%s: epoll: %s", ep->name,
+                         strerror(errno));
+    pthread_mutex_unlock(&R->mu);
+    return err;
+}
+
 static int ep_open(hc_relay_ep **out, int server, const char *lhost,
                    int lport, const char *thost, int tport,
                    const char *ca_file, const char *cert_key_file,
@@ -906,10 +922,8 @@ static int ep_open(hc_relay_ep **out, int server, const char *lhost,
 {
     struct sockaddr_storage la;
     socklen_t ll;
-    struct loop *R;
     hc_relay_ep *ep;
-    int err;
-    struct epoll_event ev;
+    int err, i;
 
     *out = NULL;
     if (!(ep = calloc(1, sizeof *ep)))
@@ -944,23 +958,25 @@ static int ep_open(hc_relay_ep **out, int server, const char *lhost,
         goto fail;
     }
     ep->tag = (struct tag){SIDE_LISTEN, ep};
+    pthread_mutex_init(&ep->mu, NULL);
     pthread_once(&loops_once, loops_init);
-    R = ep->loop = &loops[__atomic_fetch_add(&next_loop, 1, __ATOMIC_RELAXED) %
-                         (unsigned)n_loops];
-    pthread_mutex_lock(&R->mu);
-    if ((err = start(R)) == HC_OK) {
-        ev = (struct epoll_event){.events = EPOLLIN, .data.ptr = &ep->tag};
-        if (epoll_ctl(R->epfd, EPOLL_CTL_ADD, ep->fd, &ev) != 0) {
-            err = hc_err_set(HC_ERR_TRANSPORT, "%s: epoll: %s", name,
-                             strerror(errno));
-        } else {
-            ep->next = R->eps;
-            R->eps = ep;
-        }
+    pthread_mutex_lock(&eps_mu);
+    ep->next = all_eps;
+    all_eps = ep;
+    pthread_mutex_unlock(&eps_mu);
+    /* A server's listening socket in every loop, a client's in one. */
+    if (server) {
+        for (i = 0; i < n_loops && err == HC_OK; i++)
+            err = watch(&loops[i], ep, EPOLLIN | EPOLLEXCLUSIVE);
+    } else {
+        ep->loop = &loops[__atomic_fetch_add(&next_loop, 1, __ATOMIC_RELAXED) %
+                          (unsigned)n_loops];
+        err = watch(ep->loop, ep, EPOLLIN);
     }
-    pthread_mutex_unlock(&R->mu);
-    if (err != HC_OK)
-        goto fail;
+    if (err != HC_OK) {
+        hc_relay_close(ep);             /* kept in all_eps: never freed */
+        return err;
+    }
     *out = ep;
     return HC_OK;
 fail:
@@ -990,20 +1006,33 @@ int hc_relay_dial(hc_relay_ep **out, const char *host, int port,
 void hc_relay_close(hc_relay_ep *ep)
 {
     struct conn *c;
+    int i;
 
     if (!ep)
         return;
-    pthread_mutex_lock(&ep->loop->mu);
-    if (!ep->dead) {
-        ep->dead = true;
-        epoll_ctl(ep->loop->epfd, EPOLL_CTL_DEL, ep->fd, NULL);
-        close(ep->fd);
-        ep->fd = -1;
-        for (c = ep->loop->conns; c; c = c->next)
+    pthread_mutex_lock(&ep->mu);
+    if (ep->dead) {
+        pthread_mutex_unlock(&ep->mu);
+        return;
+    }
+    ep->dead = true;
+    close(ep->fd);                      /* out of every epoll set */
+    ep->fd = -1;
+    pthread_mutex_unlock(&ep->mu);
+    /* No loop takes a connection of ep from here on; each loop's are
+     * closed under its mutex, so none is in a handshake when the context
+     * goes (a loop's thread holds its mutex through a batch of events). */
+    for (i = 0; i < n_loops; i++) {
+        struct loop *R = &loops[i];
+
+        pthread_mutex_lock(&R->mu);
+        for (c = R->conns; c; c = c->next)
             if (c->ep == ep)
                 conn_kill(c);
+        pthread_mutex_unlock(&R->mu);
     }
-    pthread_mutex_unlock(&ep->loop->mu);
+    hc_tls_ctx_close(ep->ctx);
+    ep->ctx = NULL;
 }
 
 int hc_relay_peer(hc_relay_ep *ep, int from_port, char *peer, size_t n)
@@ -1015,8 +1044,6 @@ int hc_relay_peer(hc_relay_ep *ep, int from_port, char *peer, size_t n)
     for (i = 0; i < n_loops && !found; i++) {
         struct loop *R = &loops[i];
 
-        if (ep && ep->loop != R)
-            continue;
         pthread_mutex_lock(&R->mu);
         for (c = R->conns; c && !found; c = c->next)
             if ((ep ? c->ep == ep : c->ep->server) && !c->dead &&
