@@ -3,10 +3,11 @@
  *
  * Loops: a thread each (as many as the machine has cores, at most 8,
  * started as endpoints come), each with its epoll set, level-triggered.
- * Endpoints are dealt to the loops in turn; an endpoint's connections
- * stay in its loop. Every connection has a network side (TLS, through
- * our socket BIO) and a loopback side
- * (nng's plain TCP), and a buffer each way. After any event on either
+ * A client's endpoint is dealt to one loop (in turn), a server's
+ * listening socket is watched by every loop, so its connections spread
+ * over them; a connection stays in the loop that took it. Every
+ * connection has a network side (TLS, through our socket BIO) and a
+ * loopback side (nng's plain TCP), and a buffer each way. After any event on either
  * side the connection is pumped until nothing moves: OpenSSL may hold
  * decrypted bytes epoll knows nothing of, so reading stops only on "want
  * read" or a full buffer. Interest follows from the buffers: read a side
@@ -100,9 +101,8 @@ struct conn {
     struct conn *next;
 };
 
-/* A relay thread and what it serves: endpoints are spread over the loops
- * (a client's connections to two shards are encrypted on two cores), each
- * endpoint's connections stay in its loop. */
+/* A relay thread and the connections it took (a client's connections to
+ * two shards are encrypted on two cores; a shard's clients on all). */
 struct loop {
     pthread_mutex_t mu;
     int epfd;
