@@ -425,6 +425,23 @@ static void consume(size_t *off, size_t *len, size_t k)
         *off = 0;               /* the most room in one piece */
 }
 
+/* After an OpenSSL call on c returned r: whether it only waits for the
+ * network (which way noted in c), or the connection failed or closed.
+ * Leaves OpenSSL's error queue empty. */
+static bool ssl_waits(struct conn *c, int r)
+{
+    int e = SSL_get_error(c->ssl, r);
+
+    ERR_clear_error();
+    if (e == SSL_ERROR_WANT_READ)
+        c->net_want_in = true;
+    else if (e == SSL_ERROR_WANT_WRITE)
+        c->net_want_out = true;
+    else
+        return false;
+    return true;
+}
+
 /* Move bytes both ways until nothing moves. */
 static void pump(struct conn *c)
 {
@@ -445,18 +462,8 @@ static void pump(struct conn *c)
                 moved = true;
                 continue;
             }
-            switch (SSL_get_error(c->ssl, r)) {
-            case SSL_ERROR_WANT_READ:
-                c->net_want_in = true;
-                break;
-            case SSL_ERROR_WANT_WRITE:
-                c->net_want_out = true;
-                break;
-            default:                    /* close-notify, reset, bad record */
-                c->net_eof = true;
-                break;
-            }
-            ERR_clear_error();
+            if (!ssl_waits(c, r))
+                c->net_eof = true;      /* close-notify, reset, bad record */
             break;
         }
         /* n2l → loopback */
@@ -495,20 +502,9 @@ static void pump(struct conn *c)
             if (r == 1) {
                 consume(&c->l2n_off, &c->l2n_len, put);
                 moved = true;
-            } else {
-                switch (SSL_get_error(c->ssl, r)) {
-                case SSL_ERROR_WANT_WRITE:
-                    c->net_want_out = true;
-                    break;
-                case SSL_ERROR_WANT_READ:
-                    c->net_want_in = true;
-                    break;
-                default:
-                    c->net_eof = true;
-                    c->l2n_len = c->l2n_off = 0;
-                    break;
-                }
-                ERR_clear_error();
+            } else if (!ssl_waits(c, r)) {
+                c->net_eof = true;
+                c->l2n_len = c->l2n_off = 0;
             }
         }
     } while (moved);
