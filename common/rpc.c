@@ -987,6 +987,8 @@ struct peer {
     enum call_state state;
     int in_call;
     nng_msg *copy;             /* the request as the caller gave it */
+    nng_msg *first;            /* a copy of it for the first attempt (the
+                                * caller's, made ahead), or NULL */
     nng_msg *reply;
     int err;
     int attempts;
@@ -1085,7 +1087,10 @@ static void peer_send(struct peer *p)
         peer_send_msg(p, m);
         return;
     }
-    if ((rv = nng_msg_dup(&m, p->copy)) != 0) {
+    if (p->first) {
+        m = p->first;           /* made by the caller: no copy here */
+        p->first = NULL;
+    } else if ((rv = nng_msg_dup(&m, p->copy)) != 0) {
         snprintf(p->msg, sizeof p->msg, "%s at %s: copying the request: %s",
                  p->name, p->url, nng_strerror(rv));
         peer_done(p, code_of(rv));
@@ -1508,8 +1513,10 @@ static void drop_all(int n, nng_msg **reqs, nng_msg **replies, int *errs,
     int i;
 
     for (i = 0; i < n; i++) {
-        if (reqs && reqs[i])
+        if (reqs && reqs[i]) {
             nng_msg_free(reqs[i]);
+            reqs[i] = NULL;
+        }
         if (replies)
             replies[i] = NULL;
         if (errs)
@@ -1569,10 +1576,11 @@ static void wait_all(hc_rpc_client *c, int n, const int *peers, nng_time hard)
     nng_mtx_unlock(c->mtx);
 }
 
-/* The calls of hc_rpc_call_all; `keep`: the requests stay the caller's. */
+/* The calls of hc_rpc_call_all; `keep`: the requests stay the caller's;
+ * firsts (NULL, or NULL entries): copies for the first attempts, taken. */
 static int call_all(hc_rpc_client *c, int n, const int *peers,
-                    nng_msg **reqs, nng_msg **replies, int *errs,
-                    int timeout_ms, int keep)
+                    nng_msg **reqs, nng_msg **firsts, nng_msg **replies,
+                    int *errs, int timeout_ms, int keep)
 {
     int i, rv, first = -1;
     int attempt_ms;
@@ -1580,10 +1588,12 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
 
     if (!c || n < 0 || (n > 0 && (!peers || !reqs || !replies || !errs))) {
         drop_all(n, keep ? NULL : reqs, replies, errs, HC_ERR_INVAL);
+        drop_all(firsts ? n : 0, firsts, NULL, NULL, 0);
         return hc_err_set(HC_ERR_INVAL, "rpc call: bad arguments");
     }
     if ((rv = check_targets(c, n, peers, reqs)) != HC_OK) {
         drop_all(n, keep ? NULL : reqs, replies, errs, rv);
+        drop_all(firsts ? n : 0, firsts, NULL, NULL, 0);
         return rv;
     }
     if (n == 0)
@@ -1598,6 +1608,9 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
 
         p->in_call = 1;
         p->copy = reqs[i];
+        p->first = firsts ? firsts[i] : NULL;
+        if (firsts)
+            firsts[i] = NULL;
         p->reply = NULL;
         p->err = HC_OK;
         p->attempts = 0;
@@ -1623,7 +1636,9 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
         nng_aio_wait(p->aio);
         if (!keep)
             nng_msg_free(p->copy);
-        p->copy = NULL;
+        if (p->first)                   /* never sent: the call failed first */
+            nng_msg_free(p->first);
+        p->copy = p->first = NULL;
         p->in_call = 0;
         p->state = CALL_IDLE;
         replies[i] = p->reply;
@@ -1641,15 +1656,23 @@ int hc_rpc_call_all(hc_rpc_client *c, int n, const int *peers,
                     nng_msg **reqs, nng_msg **replies, int *errs,
                     int timeout_ms)
 {
-    return call_all(c, n, peers, reqs, replies, errs, timeout_ms, 0);
+    return call_all(c, n, peers, reqs, NULL, replies, errs, timeout_ms, 0);
 }
 
 int hc_rpc_call_all_kept(hc_rpc_client *c, int n, const int *peers,
                          nng_msg *const *reqs, nng_msg **replies, int *errs,
                          int timeout_ms)
 {
-    return call_all(c, n, peers, (nng_msg **)reqs, replies, errs, timeout_ms,
-                    1);
+    return call_all(c, n, peers, (nng_msg **)reqs, NULL, replies, errs,
+                    timeout_ms, 1);
+}
+
+int hc_rpc_call_all_kept_first(hc_rpc_client *c, int n, const int *peers,
+                               nng_msg *const *reqs, nng_msg **firsts,
+                               nng_msg **replies, int *errs, int timeout_ms)
+{
+    return call_all(c, n, peers, (nng_msg **)reqs, firsts, replies, errs,
+                    timeout_ms, 1);
 }
 
 int hc_rpc_call(hc_rpc_client *c, int peer, nng_msg *req, nng_msg **reply,

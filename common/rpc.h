@@ -148,6 +148,14 @@ int hc_rpc_call_all_kept(hc_rpc_client *c, int n, const int *peers,
                          nng_msg *const *reqs, nng_msg **replies, int *errs,
                          int timeout_ms);
 
+/* hc_rpc_call_all_kept, where firsts[i] (NULL: none) is a copy of reqs[i]
+ * the caller made ahead (on another core, say): the first attempt sends it
+ * instead of copying reqs[i] then. The call takes every firsts[i] (sent or
+ * freed) and sets it NULL. */
+int hc_rpc_call_all_kept_first(hc_rpc_client *c, int n, const int *peers,
+                               nng_msg *const *reqs, nng_msg **firsts,
+                               nng_msg **replies, int *errs, int timeout_ms);
+
 /* hc_rpc_call_all for one peer. */
 int hc_rpc_call(hc_rpc_client *c, int peer, nng_msg *req, nng_msg **reply,
                 int timeout_ms);

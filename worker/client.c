@@ -73,9 +73,10 @@ int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
     c->errs = calloc((size_t)c->n, sizeof *c->errs);
     c->dec = calloc((size_t)c->n, sizeof *c->dec);
     c->plan = calloc((size_t)c->n, sizeof *c->plan);
+    c->firsts = calloc((size_t)c->n, sizeof *c->firsts);
     if (!c->urls || !c->names || !c->name_buf || !c->view || !c->peers ||
         !c->reqs || !c->replies || !c->errs || !c->dec || !c->plan ||
-        !c->copies || !c->copy_ok) {
+        !c->copies || !c->copy_ok || !c->firsts) {
         rv = hc_err_set(HC_ERR_NOMEM, "out of memory opening the client");
         goto fail;
     }
@@ -91,6 +92,7 @@ int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
         snprintf(who, sizeof who, "admin");
     if ((rv = hc_tls_resolve(cl, who, &c->tls)) != HC_OK)
         goto fail;
+    c->fan = pc_fanout_open(c->n);      /* NULL: everything on this thread */
     ro.timeout_ms = c->o.timeout_ms;
     ro.retry_ms = c->o.retry_ms;
     ro.tls = c->tls.rpc;
@@ -481,6 +483,11 @@ void pc_close(struct pc_client *c)
     heartbeat_stop(c);
     if (c->rpc)
         hc_rpc_client_close(c->rpc);
+    pc_fanout_close(c->fan);
+    for (i = 0; c->firsts && i < c->n; i++)
+        if (c->firsts[i])
+            nng_msg_free(c->firsts[i]);
+    free(c->firsts);
     for (i = 0; c->plan && i < c->n; i++) {
         free(c->plan[i].blocks);
         free(c->plan[i].ranges);

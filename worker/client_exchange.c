@@ -100,6 +100,25 @@ int pc_hook_resend(struct pc_client *c, int shard, int *sent, int *same)
     return rv;
 }
 
+int client_big(const struct pc_client *c)
+{
+    return c->fan && c->have_layout &&
+           c->layout.total * sizeof(float) >= ((uint64_t)4 << 20);
+}
+
+/* Decode every reply into c->dec, each on a core of the fan-out (its
+ * checksums are most of the work); a reply that does not decode is left
+ * for the caller's own decode, which reports why. */
+static void decode_one(void *arg, int i)
+{
+    struct pc_client *c = arg;
+
+    if (c->replies[i] && !c->dec[i].env)
+        (void)hc_wire_decode(nng_msg_body(c->replies[i]),
+                             nng_msg_len(c->replies[i]), c->cl->id,
+                             &c->dec[i]);   /* failed: c->dec[i] stays empty */
+}
+
 /*
  * Send c->reqs[0..n) to every shard at once; decode each reply into
  * c->dec[i] and check it answers request `id` with payload `want`.
@@ -118,10 +137,13 @@ static int exchange(struct pc_client *c, const uint64_t *ids,
         c->copies[i] = c->reqs[i];
         c->copy_ok[i] = c->reqs[i] != NULL;
     }
-    rv = hc_rpc_call_all_kept(c->rpc, c->n, c->peers, c->reqs, c->replies,
-                              c->errs, timeout_ms);
+    rv = hc_rpc_call_all_kept_first(c->rpc, c->n, c->peers, c->reqs,
+                                    c->firsts, c->replies, c->errs,
+                                    timeout_ms);
     for (i = 0; i < c->n; i++)
         c->reqs[i] = NULL;
+    if (rv == HC_OK && client_big(c))
+        pc_fanout_run(c->fan, c->n, decode_one, c);
     if (rv == HC_OK && c->hook) {
         c->call_timeout_ms = timeout_ms;
         rv = c->hook(c, c->n, c->hook_arg);

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "client.h"
+#include "fanout.h"
 #include "client_hook.h"
 #include "rpc.h"
 #include "tls.h"
@@ -78,6 +79,10 @@ struct pc_client {
     struct hc_layout layout;
     int have_layout;
     struct shard_plan *plan;    /* (n) */
+    struct pc_fanout *fan;      /* per-shard work on several cores (NULL:
+                                   one shard, or one core) */
+    nng_msg **firsts;           /* (n) copies of reqs for the first
+                                   attempts, made on the fan-out */
 
     pthread_t hb_thread;
     int hb_running;
@@ -102,6 +107,10 @@ uint64_t client_next_id(struct pc_client *c);
 int client_exchange(struct pc_client *c, const uint64_t *ids,
                     Hetps__Envelope__PayloadCase want, const char *what,
                     int timeout_ms);
+
+/* Whether the model's tensors are large enough (4 MiB) for per-shard work
+ * to go to the fan-out: below that, threads cost more than they save. */
+int client_big(const struct pc_client *c);
 
 /* c->me with the model's signature, for joins, pulls and pushes. */
 void client_sender(struct pc_client *c, struct hc_sender *me);

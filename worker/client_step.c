@@ -75,6 +75,56 @@ out:
     return rv;
 }
 
+/* One shard's values into params, on a core of the fan-out: checked
+ * against the plan first. */
+struct values_job {
+    struct pc_client *c;
+    float *params;
+    int *rv;                    /* (n) */
+    char (*why)[256];           /* (n) */
+};
+
+static void values_one(void *arg, int i)
+{
+    const struct values_job *j = arg;
+    const struct pc_client *c = j->c;
+    const struct shard_plan *p = &c->plan[i];
+    const struct hc_wire_msg *d = &c->dec[i];
+    size_t k;
+
+    j->rv[i] = HC_OK;
+    if (d->n_tensors == 0 && p->n_blocks > 0 && d->env->ack->has_version &&
+        d->env->payload_case == HETPS__ENVELOPE__PAYLOAD_ACK &&
+        !d->env->ack->has_batch_count) {
+        /* A push answered from a restarted shard's record: the push was
+         * applied; the values come with a plain pull (take_values). */
+        j->rv[i] = -1;
+        return;
+    }
+    if (d->n_tensors != p->n_blocks) {
+        j->rv[i] = HC_ERR_PROTO;
+        snprintf(j->why[i], sizeof j->why[i], "pull: ps:%d sent %zu blocks, "
+                 "asked for %u", i, d->n_tensors, p->n_blocks);
+        return;
+    }
+    for (k = 0; k < d->n_tensors; k++) {
+        const struct hc_block *b = &c->layout.blocks[p->blocks[k]];
+        const Hetps__TensorRef *t = d->env->tensors[k];
+
+        if (t->key != b->var || t->offset != b->offset ||
+            t->length != b->length) {
+            j->rv[i] = HC_ERR_PROTO;
+            snprintf(j->why[i], sizeof j->why[i], "pull: ps:%d sent block "
+                     "(%u, %llu, %u), asked for (%u, %llu, %u)", i, t->key,
+                     (unsigned long long)t->offset, t->length, b->var,
+                     (unsigned long long)b->offset, b->length);
+            return;
+        }
+        memcpy(j->params + b->flat, d->data[k],
+               (size_t)b->length * sizeof(float));
+    }
+}
+
 /* Copy the values of every shard's answer (in c->dec) into params, check
  * them against the plan, and read the version, the slice (ps:0's) and the
  * late flags; releases the answers. */
@@ -82,7 +132,22 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st)
 {
     uint64_t vmin = UINT64_MAX;
     int i, rv = HC_OK, missing = 0;
-    size_t k;
+    int rvs[64], *rvp = rvs;
+    char (*why)[256] = calloc((size_t)c->n, sizeof *why);
+    struct values_job job = {.c = c, .params = params};
+
+    if (c->n > 64 && !(rvp = calloc((size_t)c->n, sizeof *rvp))) {
+        free(why);
+        why = NULL;
+    }
+    if (!why) {
+        client_release(c);
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    }
+    job.rv = rvp;
+    job.why = why;
+    /* A large model's values are copied a shard per core. */
+    pc_fanout_run(client_big(c) ? c->fan : NULL, c->n, values_one, &job);
 
     st->has_slice = 0;
     st->late = 0;
@@ -94,42 +159,24 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st)
     if (c->dec[0].env->ack->has_job_batch)
         st->job_batch = c->dec[0].env->ack->job_batch;
     for (i = 0; i < c->n && rv == HC_OK; i++) {
-        const struct shard_plan *p = &c->plan[i];
         const struct hc_wire_msg *d = &c->dec[i];
 
-        if (d->n_tensors == 0 && p->n_blocks > 0 && d->env->ack->has_version &&
-            d->env->payload_case == HETPS__ENVELOPE__PAYLOAD_ACK &&
-            !d->env->ack->has_batch_count) {
-            /* A push answered from a restarted shard's record: the push was
-             * applied; the values come with a plain pull below. */
+        if (rvp[i] < 0) {
             missing = 1;
             continue;
         }
-        if (d->n_tensors != p->n_blocks) {
-            rv = hc_err_set(HC_ERR_PROTO, "pull: ps:%d sent %zu blocks, "
-                            "asked for %u", i, d->n_tensors, p->n_blocks);
+        if (rvp[i] != HC_OK) {
+            rv = hc_err_set(rvp[i], "%s", why[i]);
             break;
-        }
-        for (k = 0; k < d->n_tensors; k++) {
-            const struct hc_block *b = &c->layout.blocks[p->blocks[k]];
-            const Hetps__TensorRef *t = d->env->tensors[k];
-
-            if (t->key != b->var || t->offset != b->offset ||
-                t->length != b->length) {
-                rv = hc_err_set(HC_ERR_PROTO, "pull: ps:%d sent block "
-                                "(%u, %llu, %u), asked for (%u, %llu, %u)", i,
-                                t->key, (unsigned long long)t->offset,
-                                t->length, b->var,
-                                (unsigned long long)b->offset, b->length);
-                break;
-            }
-            memcpy(params + b->flat, d->data[k], (size_t)b->length * sizeof(float));
         }
         if (d->env->ack->has_version && d->env->ack->version < vmin)
             vmin = d->env->ack->version;
         if (d->env->ack->has_late && d->env->ack->late)
             st->late = 1;
     }
+    if (rvp != rvs)
+        free(rvp);
+    free(why);
     client_release(c);
     st->version = vmin == UINT64_MAX ? 0 : vmin;
     if (rv == HC_OK && missing) {
@@ -147,6 +194,44 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st)
     return rv;
 }
 
+/* One shard's push, encoded on a core of the fan-out: the envelope's
+ * per-shard fields in a copy of its own. */
+struct encode_job {
+    struct pc_client *c;
+    const Hetps__Envelope *env;
+    const float *grads;
+    const uint64_t *ids;
+    int and_pull, copy;
+    int *rv;                    /* (n) */
+    char (*why)[256];           /* (n): the message of a failure */
+};
+
+static void encode_one(void *arg, int i)
+{
+    const struct encode_job *j = arg;
+    struct pc_client *c = j->c;
+    struct shard_plan *p = &c->plan[i];
+    Hetps__Envelope env = *j->env;
+    Hetps__Push push = *j->env->push;
+    uint32_t k;
+
+    for (k = 0; k < p->n_blocks; k++)
+        p->src[k].data = j->grads + c->layout.blocks[p->blocks[k]].flat;
+    push.n_ranges = j->and_pull ? p->n_blocks : 0;
+    push.ranges = j->and_pull ? p->range_ptrs : NULL;
+    env.push = &push;
+    env.request_id = j->ids[i];
+    j->rv[i] = hc_wire_encode(&c->reqs[i], &env, p->src, p->n_blocks);
+    if (j->rv[i] != HC_OK) {
+        snprintf(j->why[i], sizeof j->why[i], "%s", hc_err_msg());
+        return;
+    }
+    /* The first attempt's copy, here rather than in rpc on the caller's
+     * thread one shard after the other. */
+    if (j->copy && nng_msg_dup(&c->firsts[i], c->reqs[i]) != 0)
+        c->firsts[i] = NULL;            /* rpc makes it then */
+}
+
 /*
  * Send one push per shard (its blocks of grads) and wait for the answers,
  * left decoded in c->dec. With `and_pull` each push carries the shard's
@@ -160,13 +245,22 @@ static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
     Hetps__Push push = HETPS__PUSH__INIT;
     struct hc_sender me;
     uint64_t ids[64], *idp = ids;
+    int rvs[64], *rvp = rvs;
+    char (*why)[256] = NULL;
+    struct encode_job job;
     int i, rv;
-    uint32_t k;
 
     if ((rv = client_need_layout(c, "push")) != HC_OK)
         return rv;
-    if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
-        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    if (c->n > 64 && (!(idp = calloc((size_t)c->n, sizeof *idp)) ||
+                      !(rvp = calloc((size_t)c->n, sizeof *rvp)))) {
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if (!(why = calloc((size_t)c->n, sizeof *why))) {
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
+        goto out;
+    }
     client_sender(c, &me);
     hc_wire_init_env(&env, &me, 0);
     push.samples = samples;
@@ -185,17 +279,22 @@ static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
     push.batches = st->batches;
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
     env.push = &push;
+    for (i = 0; i < c->n; i++)
+        idp[i] = client_next_id(c);
+    job = (struct encode_job){.c = c, .env = &env, .grads = grads,
+                              .ids = idp, .and_pull = and_pull,
+                              .copy = client_big(c), .rv = rvp, .why = why};
+    /* A large model's pushes are encoded and copied a shard per core. */
+    pc_fanout_run(job.copy ? c->fan : NULL, c->n, encode_one, &job);
     for (i = 0; i < c->n; i++) {
-        struct shard_plan *p = &c->plan[i];
-
-        for (k = 0; k < p->n_blocks; k++)
-            p->src[k].data = grads + c->layout.blocks[p->blocks[k]].flat;
-        push.n_ranges = and_pull ? p->n_blocks : 0;
-        push.ranges = and_pull ? p->range_ptrs : NULL;
-        idp[i] = env.request_id = client_next_id(c);
-        rv = hc_wire_encode(&c->reqs[i], &env, p->src, p->n_blocks);
-        if (rv != HC_OK) {
+        if (rvp[i] != HC_OK) {
+            rv = hc_err_set(rvp[i], "%s", why[i]);
             client_free_reqs(c);
+            for (i = 0; i < c->n; i++) {
+                if (c->firsts[i])
+                    nng_msg_free(c->firsts[i]);
+                c->firsts[i] = NULL;
+            }
             goto out;
         }
     }
@@ -204,6 +303,9 @@ static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
 out:
     if (idp != ids)
         free(idp);
+    if (rvp != rvs)
+        free(rvp);
+    free(why);
     return rv;
 }
 

@@ -289,6 +289,88 @@ static void test_bad_reply(void)
     hc_cluster_free(&cl);
 }
 
+/* A model of 4.5 MB (over client_big's 4 MiB) on two shards: each shard's
+ * push is encoded and copied on a core of its own, each answer decoded and
+ * its values copied out likewise (worker/fanout.h); the values must be
+ * exactly the serial path's. Then both shards stop and a push fails
+ * cleanly, its copies freed (the sanitizer build would see a leak). */
+static const char big_json[] =
+    "{\"name\":\"client-big\",\"input_shape\":[1024],\"layers\":"
+    "[{\"type\":\"dense\",\"units\":1100}],\"loss\":\"mse\","
+    "\"optimizer\":{\"type\":\"sgd\",\"learning_rate\":0.5},"
+    "\"batch_size\":4}";
+
+static void test_big_two_shards(void)
+{
+    struct hc_cluster cl;
+    struct hc_diag diag = { 0 };
+    struct ps_service *svc[2] = { NULL, NULL };
+    char dir[2][256], json[320];
+    struct hc_model m;
+    struct pc_client *pc = NULL;
+    struct pc_grad g = { .samples = 4, .samples_per_s = 100 };
+    struct pc_step st = { .has_place = 1, .batches = 1 };
+    float *init, *params, *grads;
+    size_t n, i, bad = 0;
+    int k;
+
+    snprintf(json, sizeof json,
+             "{\"cluster\":{\"ps\":[\"127.0.0.1:%d\",\"127.0.0.1:%d\"],"
+             "\"worker\":[\"127.0.0.1:%d\"]},\"hetps\":{\"mode\":\"async\"}}",
+             free_port(), free_port(), free_port());
+    CU_ASSERT_EQUAL_FATAL(hc_cluster_parse(json, strlen(json), "big cluster",
+                                           &cl, &diag), HC_OK);
+    cl.insecure = 1;
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(big_json, strlen(big_json),
+                                         "big model", &m), HC_OK);
+    n = m.n_params;
+    CU_ASSERT_FATAL(n * sizeof(float) >= (size_t)4 << 20);
+    init = malloc(n * sizeof *init);
+    params = malloc(n * sizeof *params);
+    grads = malloc(n * sizeof *grads);
+    CU_ASSERT_FATAL(init && params && grads);
+    for (i = 0; i < n; i++) {
+        init[i] = (float)(i % 1000);
+        grads[i] = 0.25f * (float)(i % 7 + 1);  /* 0.5 g is exact */
+    }
+    g.data = grads;
+    for (k = 0; k < 2; k++) {
+        struct ps_service_conf c = { 0 };
+
+        hp_tmpdir(dir[k], sizeof dir[k]);
+        c.cluster = &cl;
+        c.shard = k;
+        c.data_dir = dir[k];
+        c.heartbeat_timeout_ms = 60000;
+        CU_ASSERT_EQUAL_FATAL(ps_service_start(&svc[k], &c), HC_OK);
+    }
+    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &cl, HC_JOB_WORKER, 0, &quick), HC_OK);
+    CU_ASSERT_EQUAL(pc_join(pc, "cpu"), HC_OK);
+    CU_ASSERT_EQUAL(pc_set_model(pc, &m, 0), HC_OK);
+    CU_ASSERT_EQUAL(pc_create(pc, init), HC_OK);
+    memset(params, 0, n * sizeof *params);
+    CU_ASSERT_EQUAL(pc_pull(pc, params, NULL), HC_OK);
+    CU_ASSERT_EQUAL(memcmp(params, init, n * sizeof *params), 0);
+    CU_ASSERT_EQUAL(pc_async_step(pc, &g, params, &st), HC_OK);
+    CU_ASSERT_EQUAL(st.version, 1);
+    for (i = 0; i < n; i++)
+        bad += params[i] != init[i] - 0.5f * grads[i];
+    CU_ASSERT_EQUAL(bad, 0);
+
+    for (k = 0; k < 2; k++)
+        ps_service_stop(svc[k]);
+    st.batches = 2;
+    CU_ASSERT_NOT_EQUAL(pc_async_step(pc, &g, params, &st), HC_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "ps:"));
+    pc_close(pc);
+    for (k = 0; k < 2; k++)
+        hp_rmtree(dir[k]);
+    hc_cluster_free(&cl);
+    free(init);
+    free(params);
+    free(grads);
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("client", NULL, NULL);
@@ -298,4 +380,6 @@ void hp_test_register(void)
     CU_add_test(s, "pull before the model is set", test_pull_without_model);
     CU_add_test(s, "a shard nobody answers at", test_unreachable);
     CU_add_test(s, "a shard answering garbage", test_bad_reply);
+    CU_add_test(s, "a 4.5 MB model on two shards, a shard per core",
+                test_big_two_shards);
 }
