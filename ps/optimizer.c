@@ -2,10 +2,8 @@
  * optimizer.c — SGD, momentum and Adam with Keras's semantics (see
  * optimizer.h for the formulas), and their JSON settings.
  *
- * The kernels walk the arrays four floats at a time with GCC vector types,
- * loading and storing through memcpy: that needs no alignment, and since a
- * chunk is read completely before it is written, an output may be its own
- * input. The tail runs the same formula one float at a time; the square
+ * The kernels walk the arrays four floats at a time (vec.h): no alignment
+ * needed, and an output may be its own input. The tail runs the same formula one float at a time; the square
  * root is the only operation that needs a target intrinsic (SSE, NEON,
  * else per lane). Everything is IEEE float32 without contraction, so the
  * vector and scalar paths give the same bits.
@@ -20,34 +18,13 @@
 #include <cjson/cJSON.h>
 
 #include "err.h"
+#include "vec.h"
 
 #if defined(__SSE__)
 #include <xmmintrin.h>
 #elif defined(__aarch64__)
 #include <arm_neon.h>
 #endif
-
-typedef float v4f __attribute__((vector_size(16)));
-
-static inline v4f ld4(const float *p)
-{
-    v4f v;
-
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline void st4(float *p, v4f v)
-{
-    memcpy(p, &v, sizeof v);
-}
-
-static inline v4f splat4(float x)
-{
-    v4f v = {x, x, x, x};
-
-    return v;
-}
 
 static inline v4f sqrt4(v4f x)
 {

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "rpc.h"
 #include "service_impl.h"
+#include "vec.h"
 #include "shard.h"
 #include "sync.h"
 #include "wire.h"
@@ -214,11 +215,9 @@ static int find_nonfinite(const struct hc_wire_msg *in, size_t *t, uint32_t *e)
 {
     for (size_t i = 0; i < in->n_tensors; i++) {
         const uint32_t *u = (const uint32_t *)(const void *)in->data[i];
-        uint32_t n = in->env->tensors[i]->length, k, any = 0;
+        uint32_t n = in->env->tensors[i]->length, k;
 
-        for (k = 0; k < n; k++)     /* branch-free: vectorises */
-            any |= (uint32_t)((u[k] & 0x7f800000u) == 0x7f800000u);
-        if (!any)
+        if (!vec_any_nonfinite(in->data[i], n))
             continue;
         for (k = 0; (u[k] & 0x7f800000u) != 0x7f800000u; k++)
             ;

@@ -27,6 +27,7 @@
 #include "model.h"         /* HC_MODEL_MAX_VARS */
 #include "optimizer.h"
 #include "store.h"
+#include "vec.h"
 
 struct ps_shard {
     int index, n_shards;
@@ -632,7 +633,6 @@ int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in)
 {
     float w = (float)in->env->push->samples;
     size_t i;
-    uint32_t k;
     int rv;
 
     if (!sh->n_blocks)
@@ -647,14 +647,8 @@ int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in)
 
         /* The step's first gradient for a block is written, not added to
          * zeros: one pass less, and no clearing after the step. */
-        if (sh->acc_used[b]) {
-            for (k = 0; k < sh->updates[i].length; k++)
-                a[k] += w * g[k];
-        } else {
-            for (k = 0; k < sh->updates[i].length; k++)
-                a[k] = w * g[k];
-            sh->acc_used[b] = 1;
-        }
+        vec_scaled_add(a, g, w, sh->updates[i].length, sh->acc_used[b]);
+        sh->acc_used[b] = 1;
     }
     return HC_OK;
 }

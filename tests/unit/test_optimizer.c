@@ -8,12 +8,14 @@
  */
 #include "cu.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "err.h"
 #include "ps/optimizer.h"
+#include "ps/vec.h"
 
 static const struct hc_optim_conf SGD = {.type = HC_OPT_SGD, .lr = 0.1f};
 static const struct hc_optim_conf MOM = {.type = HC_OPT_MOMENTUM, .lr = 0.1f,
@@ -514,6 +516,44 @@ static void test_json_errors(void)
     CU_ASSERT(c.type == HC_OPT_SGD && c.lr == 0.1f);
 }
 
+/* vec.h's finite check and sync sum, against one float at a time: every
+ * length to 13 (the 4-wide body and each tail), the bad value at every
+ * place; the largest finite float, subnormals and -0 are finite. */
+static void test_vec_kernels(void)
+{
+    const float bad[3] = {NAN, INFINITY, -INFINITY};
+    float x[13], a[13], b[13], g[13];
+    size_t n, at, k;
+    int v, wrong = 0;
+
+    for (k = 0; k < 13; k++) {
+        x[k] = k % 3 == 0 ? FLT_MAX : k % 3 == 1 ? 1e-40f : -0.0f;
+        g[k] = 0.5f * (float)k - 2.0f;
+    }
+    for (n = 0; n <= 13; n++) {
+        wrong += vec_any_nonfinite(x, n) != 0;
+        for (at = 0; at < n; at++)
+            for (v = 0; v < 3; v++) {
+                float keep = x[at];
+
+                x[at] = bad[v];
+                wrong += vec_any_nonfinite(x, n) != 1;
+                x[at] = keep;
+            }
+        for (k = 0; k < 13; k++)
+            a[k] = b[k] = (float)k;
+        vec_scaled_add(a, g, 3.0f, n, 1);
+        for (k = 0; k < n; k++)
+            b[k] += 3.0f * g[k];
+        wrong += memcmp(a, b, sizeof a) != 0;
+        vec_scaled_add(a, g, 0.25f, n, 0);
+        for (k = 0; k < n; k++)
+            b[k] = 0.25f * g[k];
+        wrong += memcmp(a, b, sizeof a) != 0;
+    }
+    CU_ASSERT_EQUAL(wrong, 0);
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("optimizer", NULL, NULL);
@@ -533,4 +573,5 @@ void hp_test_register(void)
     CU_add_test(s, "json round trip", test_json_round_trip);
     CU_add_test(s, "json keras defaults", test_json_defaults);
     CU_add_test(s, "json errors", test_json_errors);
+    CU_add_test(s, "vector kernels: finite check, sync sum", test_vec_kernels);
 }
