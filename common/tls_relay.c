@@ -229,12 +229,13 @@ static int sock_write(BIO *b, const char *buf, int len)
     ssize_t k;
 
     BIO_clear_retry_flags(b);
-    if (c->wbuf && !c->w_failed) {
+    if (c->wbuf && !c->w_failed && (size_t)len <= WBUF_BYTES) {
         /* Gathered; pump() sends them when its writing is done. */
         if (c->w_off + c->w_len + (size_t)len > WBUF_BYTES) {
-            if (!wflush(c) && c->w_len + (size_t)len > WBUF_BYTES) {
-                if (c->w_failed)
-                    return -1;
+            (void)wflush(c);
+            if (c->w_failed)
+                return -1;
+            if (c->w_len + (size_t)len > WBUF_BYTES) {
                 BIO_set_retry_write(b);
                 return -1;
             }
@@ -244,6 +245,10 @@ static int sock_write(BIO *b, const char *buf, int len)
         memcpy(c->wbuf + c->w_off + c->w_len, buf, (size_t)len);
         c->w_len += (size_t)len;
         return len;
+    }
+    if (c->w_len && !wflush(c) && !c->w_failed) {
+        BIO_set_retry_write(b);         /* what is gathered goes first */
+        return -1;
     }
     if (c->w_failed)
         return -1;
