@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "vec.h"
 
 struct cpu_ctx {
     int n_threads;
@@ -27,27 +28,11 @@ struct cpu_ctx {
 #define BIAS_ROWS 64
 
 /*
- * Four-float vectors (GCC/clang vector extensions: SSE on x86-64, NEON on
- * arm64) for the passes over large activations. At -O2 gcc vectorises only
- * loops of known trip count, and the scalar selects of relu and max-pool
- * compile to mispredicted branches, so these loops say it themselves.
- * Loads and stores go through memcpy: any alignment is fine.
+ * The passes over large activations go four floats at a time (vec.h): the
+ * scalar selects of relu and max-pool would also compile to mispredicted
+ * branches. v4i holds a comparison's lanes for vsel.
  */
-typedef float v4f __attribute__((vector_size(16)));
 typedef int32_t v4i __attribute__((vector_size(16)));
-
-static inline v4f vload(const float *p)
-{
-    v4f v;
-
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline void vstore(float *p, v4f v)
-{
-    memcpy(p, &v, sizeof v);
-}
 
 /* Lane by lane m ? a : b, m from a comparison (all ones or all zeros). */
 static inline v4f vsel(v4i m, v4f a, v4f b)
@@ -296,11 +281,11 @@ static void cpu_act_forward(struct wk_backend *be, const float *x,
             break;
         case HC_ACT_RELU:
             for (j = 0; j + 4 <= n; j += 4) {
-                v4f v = vload(xr + j), zero = {0};
+                v4f v = ld4(xr + j), zero = {0};
 
                 if (bias)
-                    v += vload(bias + j);
-                vstore(yr + j, vsel(v > zero, v, zero));
+                    v += ld4(bias + j);
+                st4(yr + j, vsel(v > zero, v, zero));
             }
             for (; j < n; j++) {
                 float v = xr[j] + (bias ? bias[j] : 0.0f);
@@ -323,7 +308,7 @@ static void cpu_act_forward(struct wk_backend *be, const float *x,
                 break;
             }
             for (j = 0; j + 4 <= n; j += 4)
-                vstore(yr + j, vload(xr + j) + vload(bias + j));
+                st4(yr + j, ld4(xr + j) + ld4(bias + j));
             for (; j < n; j++)
                 yr[j] = xr[j] + bias[j];
             break;
@@ -397,17 +382,17 @@ static void colsum_row(const float *y, float *dy, const float *cdy, int j0,
 
     if (act == HC_ACT_LINEAR) {
         for (; j + 4 <= j1; j += 4)
-            vstore(part + j - j0, vload(part + j - j0) + vload(cdy + j));
+            st4(part + j - j0, ld4(part + j - j0) + ld4(cdy + j));
         for (; j < j1; j++)
             part[j - j0] += cdy[j];
         return;
     }
     if (act == HC_ACT_RELU) {
         for (; j + 4 <= j1; j += 4) {
-            v4f d = vsel(vload(y + j) > zero, vload(dy + j), zero);
+            v4f d = vsel(ld4(y + j) > zero, ld4(dy + j), zero);
 
-            vstore(dy + j, d);
-            vstore(part + j - j0, vload(part + j - j0) + d);
+            st4(dy + j, d);
+            st4(part + j - j0, ld4(part + j - j0) + d);
         }
     }
     for (; j < j1; j++) {
@@ -587,7 +572,7 @@ static void pool_window(const struct wk_geom *g, const float *x, size_t img,
                 for (c = 0; c + 4 <= C; c += 4) {
                     v4i arg = at + c + lane;
 
-                    vstore(y + c, vload(px + c));
+                    st4(y + c, ld4(px + c));
                     memcpy(idx + c, &arg, sizeof arg);
                 }
                 for (; c < C; c++) {
@@ -597,12 +582,12 @@ static void pool_window(const struct wk_geom *g, const float *x, size_t img,
                 continue;
             }
             for (c = 0; c + 4 <= C; c += 4) {
-                v4f v = vload(px + c), best = vload(y + c);
+                v4f v = ld4(px + c), best = ld4(y + c);
                 v4i m = v > best, arg;
 
                 memcpy(&arg, idx + c, sizeof arg);
                 arg = (m & (at + c + lane)) | (~m & arg);
-                vstore(y + c, vsel(m, v, best));
+                st4(y + c, vsel(m, v, best));
                 memcpy(idx + c, &arg, sizeof arg);
             }
             for (; c < C; c++) {

@@ -15,7 +15,7 @@
 
 #include "err.h"
 #include "ps/optimizer.h"
-#include "ps/vec.h"
+#include "vec.h"
 
 static const struct hc_optim_conf SGD = {.type = HC_OPT_SGD, .lr = 0.1f};
 static const struct hc_optim_conf MOM = {.type = HC_OPT_MOMENTUM, .lr = 0.1f,

@@ -1,15 +1,15 @@
 /*
- * vec.h — four floats (or four 32-bit words) at a time with GCC vector
- * types, for the shard's loops over tensors. GCC 12 at -O2 does not
- * vectorise a loop whose length is unknown, so the loops that touch every
- * value of a push (the optimizers, the sync sum, the finite check) say it
- * themselves. Loads and stores go through memcpy: no alignment needed, and
+ * vec.h — four floats (or four 32-bit words) at a time with GCC/clang
+ * vector types (SSE on x86-64, NEON on arm64), for loops over tensors.
+ * GCC 12 at -O2 does not vectorise a loop whose length is unknown, so the
+ * loops that touch every value (the shard's optimizers, sync sum and finite
+ * check; the CPU backend's passes over activations) say it themselves. Loads and stores go through memcpy: no alignment needed, and
  * an output may be its own input (a chunk is read before it is written).
  * Element-wise IEEE float32, no contraction: the same bits as one float at
  * a time.
  */
-#ifndef PS_VEC_H
-#define PS_VEC_H
+#ifndef HC_VEC_H
+#define HC_VEC_H
 
 #include <stdint.h>
 #include <string.h>
