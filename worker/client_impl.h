@@ -83,6 +83,8 @@ struct pc_client {
                                    one shard, or one core) */
     nng_msg **firsts;           /* (n) copies of reqs for the first
                                    attempts, made on the fan-out */
+    int *piece_rv;              /* (n) each fan-out piece's result, */
+    char (*piece_why)[256];     /* (n) and its failure's message */
 
     pthread_t hb_thread;
     int hb_running;

@@ -132,20 +132,10 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st)
 {
     uint64_t vmin = UINT64_MAX;
     int i, rv = HC_OK, missing = 0;
-    int rvs[64], *rvp = rvs;
-    char (*why)[256] = calloc((size_t)c->n, sizeof *why);
-    struct values_job job = {.c = c, .params = params};
+    int *rvp = c->piece_rv;
+    struct values_job job = {.c = c, .params = params, .rv = c->piece_rv,
+                             .why = c->piece_why};
 
-    if (c->n > 64 && !(rvp = calloc((size_t)c->n, sizeof *rvp))) {
-        free(why);
-        why = NULL;
-    }
-    if (!why) {
-        client_release(c);
-        return hc_err_set(HC_ERR_NOMEM, "out of memory");
-    }
-    job.rv = rvp;
-    job.why = why;
     /* A large model's values are copied a shard per core. */
     pc_fanout_run(client_big(c) ? c->fan : NULL, c->n, values_one, &job);
 
@@ -166,7 +156,7 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st)
             continue;
         }
         if (rvp[i] != HC_OK) {
-            rv = hc_err_set(rvp[i], "%s", why[i]);
+            rv = hc_err_set(rvp[i], "%s", c->piece_why[i]);
             break;
         }
         if (d->env->ack->has_version && d->env->ack->version < vmin)
@@ -174,9 +164,6 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st)
         if (d->env->ack->has_late && d->env->ack->late)
             st->late = 1;
     }
-    if (rvp != rvs)
-        free(rvp);
-    free(why);
     client_release(c);
     st->version = vmin == UINT64_MAX ? 0 : vmin;
     if (rv == HC_OK && missing) {
@@ -245,22 +232,13 @@ static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
     Hetps__Push push = HETPS__PUSH__INIT;
     struct hc_sender me;
     uint64_t ids[64], *idp = ids;
-    int rvs[64], *rvp = rvs;
-    char (*why)[256] = NULL;
     struct encode_job job;
     int i, rv;
 
     if ((rv = client_need_layout(c, "push")) != HC_OK)
         return rv;
-    if (c->n > 64 && (!(idp = calloc((size_t)c->n, sizeof *idp)) ||
-                      !(rvp = calloc((size_t)c->n, sizeof *rvp)))) {
-        rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    if (!(why = calloc((size_t)c->n, sizeof *why))) {
-        rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
-        goto out;
-    }
+    if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
     client_sender(c, &me);
     hc_wire_init_env(&env, &me, 0);
     push.samples = samples;
@@ -283,12 +261,13 @@ static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
         idp[i] = client_next_id(c);
     job = (struct encode_job){.c = c, .env = &env, .grads = grads,
                               .ids = idp, .and_pull = and_pull,
-                              .copy = client_big(c), .rv = rvp, .why = why};
+                              .copy = client_big(c), .rv = c->piece_rv,
+                              .why = c->piece_why};
     /* A large model's pushes are encoded and copied a shard per core. */
     pc_fanout_run(job.copy ? c->fan : NULL, c->n, encode_one, &job);
     for (i = 0; i < c->n; i++) {
-        if (rvp[i] != HC_OK) {
-            rv = hc_err_set(rvp[i], "%s", why[i]);
+        if (c->piece_rv[i] != HC_OK) {
+            rv = hc_err_set(c->piece_rv[i], "%s", c->piece_why[i]);
             client_free_reqs(c);
             for (i = 0; i < c->n; i++) {
                 if (c->firsts[i])
@@ -303,9 +282,6 @@ static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
 out:
     if (idp != ids)
         free(idp);
-    if (rvp != rvs)
-        free(rvp);
-    free(why);
     return rv;
 }
 
