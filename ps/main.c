@@ -75,6 +75,10 @@ static void usage(FILE *f)
 "      --step-timeout MS     sync: a step waits this long for a live worker's\n"
 "                            push, naming it at half that, then goes on\n"
 "                            without it (marked dead; default 120000)\n"
+"      --apply-threads N     threads for the optimizer step of a large update\n"
+"                            (1 MiB of gradients or more), at most the\n"
+"                            machine's cores and 8 (default 0: that many;\n"
+"                            1: the step on one thread)\n"
 "      --allow-nonfinite     apply gradients holding NaN or Inf (default: such\n"
 "                            a push is refused, the store left unchanged, and\n"
 "                            counted as nonfinite in `hetps status`)\n"
@@ -297,6 +301,7 @@ int main(int argc, char **argv)
         { "allow-nonfinite", no_argument, NULL, 'N' },
         { "step-timeout", required_argument, NULL, 'T' },
         { "recv-deadline", required_argument, NULL, 'R' },
+        { "apply-threads", required_argument, NULL, 'A' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -359,6 +364,18 @@ int main(int argc, char **argv)
             }
             break;
         case 'N': conf.allow_nonfinite = 1; break;
+        case 'A': {
+            long n = strtol(optarg, &end, 10);
+
+            if (*end || end == optarg || n < 0 || n > 64) {
+                fprintf(stderr, "hetps-ps: --apply-threads: '%s' is not a "
+                        "number of threads 0..64 (0: the machine's cores)\n",
+                        optarg);
+                return 2;
+            }
+            conf.apply_threads = (int)n;
+            break;
+        }
         case 'S':
             conf.max_staleness = strtoull(optarg, &end, 10);
             if (*end || optarg[0] == '-') {

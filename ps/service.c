@@ -541,7 +541,7 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
         }
     }
     rv = ps_shard_open(&s->shard, c->data_dir, c->shard, s->cl->n_ps,
-                       c->durability, c->sync_ms);
+                       c->durability, c->sync_ms, c->apply_threads);
     if (rv != HC_OK)
         goto fail;
     {

@@ -39,6 +39,8 @@ struct ps_service_conf {
     int balance;                /* sync: split batches by speed */
     int durability;             /* 0 process (default), 1 machine */
     unsigned sync_ms;           /* machine: group commit window (0: each) */
+    int apply_threads;          /* a large optimizer step's threads (0: the
+                                   machine's cores, at most 8) */
     uint64_t max_staleness;     /* async: refuse older gradients (0: off) */
     struct hc_metrics *metrics; /* record into (service_metrics.c); NULL:
                                    none. Must outlive the service */

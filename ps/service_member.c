@@ -98,6 +98,8 @@ nng_msg *service_status_reply(struct ps_service *s, uint64_t id, int full)
     st.shard = &me;
     st.incarnation = s->me.incarnation;
     st.version = s->shard ? ps_shard_version(s->shard) : 0;
+    st.block_elems = ps_shard_block_elems(s->shard);
+    st.has_block_elems = st.block_elems != 0;
     if (!full) {
         st.mode = (char *)hc_mode_name(s->cl->mode);
         env.payload_case = HETPS__ENVELOPE__PAYLOAD_STATUS_REPLY;
@@ -159,6 +161,8 @@ nng_msg *service_join_reply(struct ps_service *s, int worker, uint64_t id)
 
     hc_wire_init_env(&env, &s->me, id);
     jr.shard_incarnation = s->me.incarnation;
+    jr.block_elems = ps_shard_block_elems(s->shard);
+    jr.has_block_elems = jr.block_elems != 0;
     jr.shard_index = (uint32_t)s->conf.shard;
     jr.n_shards = (uint32_t)s->cl->n_ps;
     jr.has_version = 1;

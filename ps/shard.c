@@ -142,7 +142,8 @@ static long find_block(const struct ps_shard *sh, uint32_t var, uint64_t offset)
 }
 
 int ps_shard_open(struct ps_shard **out, const char *dir, int shard,
-                  int n_shards, int durability, unsigned sync_ms)
+                  int n_shards, int durability, unsigned sync_ms,
+                  int apply_threads)
 {
     struct ps_store_opts o = { 0 };
     struct ps_store_info info;
@@ -151,6 +152,7 @@ int ps_shard_open(struct ps_shard **out, const char *dir, int shard,
 
     o.durability = durability ? PS_DURABLE_MACHINE : PS_DURABLE_NONE;
     o.sync_ms = sync_ms;
+    o.apply_threads = apply_threads;
     *out = NULL;
     sh = calloc(1, sizeof *sh);
     if (!sh)
@@ -747,6 +749,11 @@ uint64_t ps_shard_signature(const struct ps_shard *sh)
     /* Not ps_store_info: the map's size it reads may be growing under an
      * async push's apply, which holds no service lock this caller holds. */
     return sh && sh->store ? ps_store_signature(sh->store) : 0;
+}
+
+uint32_t ps_shard_block_elems(const struct ps_shard *sh)
+{
+    return sh && sh->store ? ps_store_block_elems(sh->store) : 0;
 }
 
 int ps_shard_maintain(struct ps_shard *sh)

@@ -25,9 +25,11 @@ struct ps_shard;
 
 /* Open (creating if needed) the shard's store in `dir`. Variables exist
  * once the chief's CreateVariables arrives, or already when the store
- * holds them from an earlier run. */
+ * holds them from an earlier run. apply_threads: ps_store_opts's (0: the
+ * machine's cores, 1: one thread). */
 int ps_shard_open(struct ps_shard **out, const char *dir, int shard,
-                  int n_shards, int durability, unsigned sync_ms);
+                  int n_shards, int durability, unsigned sync_ms,
+                  int apply_threads);
 
 /* The last request the store recorded for worker w (after a restart: so a
  * repeat is still recognised). HC_ERR_NOTFOUND when none. */
@@ -95,6 +97,9 @@ uint64_t ps_shard_version(const struct ps_shard *sh);
 
 /* The model signature the variables were created with; 0 before. */
 uint64_t ps_shard_signature(const struct ps_shard *sh);
+
+/* Elements per block of the variables' layout; 0 before they exist. */
+uint32_t ps_shard_block_elems(const struct ps_shard *sh);
 
 /* The store's housekeeping (ps_store_maintain): call every few hundred ms. */
 int ps_shard_maintain(struct ps_shard *sh);

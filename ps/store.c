@@ -26,6 +26,7 @@
 #define DEFAULT_MAP_SIZE (1ull << 30)
 #define DEFAULT_MAP_MAX (64ull << 30)
 #define DEFAULT_DIRECT_PAGES 65536u
+#define DEFAULT_SPLIT_MIN 262144u  /* elements: a step this big is split */
 
 /* ---- open, close ------------------------------------------------------- */
 
@@ -338,6 +339,10 @@ int ps_store_open(const char *dir, const struct ps_store_opts *o,
     if (!dir || !*dir)
         return hc_err_set(HC_ERR_INVAL, "store: no directory given "
                           "(--data-dir)");
+    if (o->apply_threads < 0)
+        return hc_err_set(HC_ERR_INVAL, "store %s: %d apply threads; use 1 "
+                          "or more (0: the machine's cores)", dir,
+                          o->apply_threads);
     if (o->durability != PS_DURABLE_NONE && o->durability != PS_DURABLE_MACHINE)
         return hc_err_set(HC_ERR_INVAL, "store %s: unknown durability %d",
                           dir, (int)o->durability);
@@ -367,6 +372,9 @@ int ps_store_open(const char *dir, const struct ps_store_opts *o,
     s->direct_max_pages = o->direct_max_pages ? o->direct_max_pages
                           : o->read_only      ? DEFAULT_DIRECT_PAGES
                                               : UINT64_MAX;
+    s->split_min = o->split_min ? o->split_min : DEFAULT_SPLIT_MIN;
+    if (!o->read_only && o->apply_threads != 1)
+        s->fan = hc_fanout_open(o->apply_threads > 0 ? o->apply_threads : 8);
     s->map_size = o->map_size ? o->map_size : DEFAULT_MAP_SIZE;
     s->map_max = o->map_max ? o->map_max : DEFAULT_MAP_MAX;
     if (s->map_max < s->map_size)
@@ -494,6 +502,8 @@ void ps_store_close(struct ps_store *s)
     pthread_rwlock_destroy(&s->maplock);
     pthread_mutex_destroy(&s->poolmu);
     pthread_mutex_destroy(&s->wmu);
+    hc_fanout_close(s->fan);
+    free(s->jobs);
     free(s->blocks);
     free(s->scratch);
     free(s->seen);
@@ -709,6 +719,12 @@ uint64_t ps_store_signature(const struct ps_store *s)
                                                              : 0;
 }
 
+uint32_t ps_store_block_elems(const struct ps_store *s)
+{
+    return atomic_load(&((struct ps_store *)s)->initialised) ? s->block_elems
+                                                             : 0;
+}
+
 void ps_store_info(const struct ps_store *s, struct ps_store_info *info)
 {
     struct ps_store *m = (struct ps_store *)s;
@@ -719,6 +735,7 @@ void ps_store_info(const struct ps_store *s, struct ps_store_info *info)
     info->map_size = s->map_size;
     info->map_max = s->map_max;
     info->page_size = s->psize;
+    info->steps_split = atomic_load(&m->steps_split);
     info->initialised = atomic_load(&m->initialised);
     if (!info->initialised)
         return;

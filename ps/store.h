@@ -100,6 +100,13 @@ struct ps_store_opts {
      * where nothing moves. 0 = no limit (tests set one to exercise the
      * scratch path). */
     uint64_t direct_max_pages;
+    /* Threads for one optimizer step over a large update (at least
+     * split_min elements): the writer reads and reserves every block's
+     * records, then the optimizer, the CRC32Cs and the headers run on
+     * this many threads, a range of blocks each (see store_apply.c).
+     * 0 = the machine's cores (at most 8); 1 = the writer's thread only. */
+    int apply_threads;
+    uint64_t split_min;         /* elements; 0 = 262 144 (1 MiB of floats) */
 };
 
 /* Header of every stored block value ("vars" and "slots"), followed by
@@ -130,6 +137,8 @@ struct ps_store_info {
     struct hc_optim_conf optim;
     uint64_t map_size, map_max; /* bytes, now */
     unsigned page_size;
+    uint64_t steps_split;       /* optimizer steps computed on several
+                                   threads since the open */
 };
 
 /* One block's gradient for ps_store_apply. */
@@ -215,6 +224,10 @@ uint64_t ps_store_step(const struct ps_store *s);
 /* The model signature the store was initialised with; 0 before. Lock-free
  * (set once, before the store is published as initialised). */
 uint64_t ps_store_signature(const struct ps_store *s);
+
+/* Elements per block of the layout the store was initialised with; 0
+ * before. Lock-free, as ps_store_signature. */
+uint32_t ps_store_block_elems(const struct ps_store *s);
 
 /* What the store holds (meta), into *info. Strings point into the store
  * and live until ps_store_close. */

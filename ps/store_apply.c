@@ -26,6 +26,7 @@
 #include "store_impl.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
@@ -45,20 +46,71 @@ static int is_aligned4(const void *p)
     return ((uintptr_t)p & 3u) == 0;
 }
 
-/* Update one block: see the file comment for why both paths are safe. */
+/* A block of a split step, made ready by the writer (its records read
+ * and its new ones reserved) for the threads that compute it. */
+struct store_job {
+    const struct ps_block *b;
+    const struct ps_update *u;
+    const float *in[3];         /* parameters, slots: the values before */
+    unsigned char *dst[3];      /* the reserved values: header, floats */
+};
+
+/* Copy the new values into their reserved records unless computed there,
+ * and write each record's header with the CRC32C of its floats. */
+static void block_finish(const struct ps_block *b, int na,
+                         float *const out[3], unsigned char *const dst[3])
+{
+    size_t bytes = (size_t)b->length * 4;
+
+    for (int k = 0; k < na; k++) {
+        struct ps_block_hdr h = {b->var, b->length, b->offset, 0, (uint32_t)k};
+
+        if ((unsigned char *)out[k] != dst[k] + HDR_SIZE)
+            memcpy(dst[k] + HDR_SIZE, out[k], bytes);
+        h.crc = hc_crc32c(out[k], bytes);
+        memcpy(dst[k], &h, HDR_SIZE);
+    }
+}
+
+/* Reserve the new value of a block's array k (0: parameters, 1 + s: slot
+ * s), `bytes` of floats after the header; *dst is where it goes. */
+static int reserve(struct ps_store *s, MDB_txn *txn, int k, MDB_val *key,
+                   size_t bytes, unsigned char **dst)
+{
+    MDB_val v = {HDR_SIZE + bytes, NULL};
+    int rc = mdb_put(txn, k ? s->dbi_slots : s->dbi_vars, key, &v,
+                     MDB_RESERVE);
+
+    if (rc != 0)
+        return store_lmdb_err(s, rc, "writing a block");
+    *dst = v.mv_data;
+    return HC_OK;
+}
+
+/*
+ * Update one block: see the file comment for why both paths are safe.
+ * With `job` (a split step) a direct update whose values are overflow
+ * records — a run of pages of their own, which no later put of this
+ * transaction moves — and 4-byte aligned is only made ready: its records
+ * read and reserved, *deferred set, the computing left to compute_range.
+ * Anything else is computed here and now (a small value shares a leaf
+ * page, which the next put may rearrange).
+ */
 static int apply_block(struct ps_store *s, MDB_txn *txn,
                        const struct hc_optim_conf *c, uint64_t step,
-                       const struct ps_update *u, int direct)
+                       const struct ps_update *u, int direct,
+                       struct store_job *job, int *deferred)
 {
     static const char *const kinds[] = {"parameters", "slot 0", "slot 1"};
     const struct ps_block *b = &s->blocks[u->local];
     size_t bytes = (size_t)b->length * 4, ml = s->max_len;
     int na = 1 + ps_optim_slots(c);
-    unsigned char keys[3][8];
-    MDB_val key[3], old[3], neu[3];
+    int own_pages = HDR_SIZE + bytes >= s->psize, aligned = 1;
+    unsigned char keys[3][8], *dst[3] = {NULL, NULL, NULL};
+    MDB_val key[3], old[3];
     const float *in[3] = {NULL, NULL, NULL};
     float *out[3] = {NULL, NULL, NULL};
-    int rc, rv;
+    int rv;
 
     for (int k = 0; k < na; k++) {
         struct ps_block_hdr h;
@@ -83,40 +135,100 @@ static int apply_block(struct ps_store *s, MDB_txn *txn,
         } else {
             memcpy(s->scratch + k * ml, data, bytes);
             in[k] = s->scratch + k * ml;
+            aligned = 0;
         }
     }
     for (int k = 0; k < na; k++) {
         out[k] = s->scratch + (3 + k) * ml;
         if (!direct)
             continue;
-        neu[k].mv_size = HDR_SIZE + bytes;
-        rc = mdb_put(txn, k ? s->dbi_slots : s->dbi_vars, &key[k], &neu[k],
-                     MDB_RESERVE);
-        if (rc != 0)
-            return store_lmdb_err(s, rc, "writing a block");
-        if (is_aligned4((unsigned char *)neu[k].mv_data + HDR_SIZE))
-            out[k] = (float *)(void *)((unsigned char *)neu[k].mv_data +
-                                       HDR_SIZE);
+        if ((rv = reserve(s, txn, k, &key[k], bytes, &dst[k])) != HC_OK)
+            return rv;
+        if (is_aligned4(dst[k] + HDR_SIZE))
+            out[k] = (float *)(void *)(dst[k] + HDR_SIZE);
+        else
+            aligned = 0;
+    }
+    if (job && direct && aligned && own_pages) {
+        *job = (struct store_job){b, u, {in[0], in[1], in[2]},
+                                  {dst[0], dst[1], dst[2]}};
+        *deferred = 1;
+        return HC_OK;
     }
     ps_optim_apply(c, step, b->length, in[0], u->grad, u->scale, in[1], in[2],
                    out[0], out[1], out[2]);
-    for (int k = 0; k < na; k++) {
-        struct ps_block_hdr h = {b->var, b->length, b->offset, 0, (uint32_t)k};
-        unsigned char *dst;
+    for (int k = 0; k < na && !direct; k++)
+        if ((rv = reserve(s, txn, k, &key[k], bytes, &dst[k])) != HC_OK)
+            return rv;
+    block_finish(b, na, out, dst);
+    return HC_OK;
+}
 
-        if (!direct) {
-            neu[k].mv_size = HDR_SIZE + bytes;
-            rc = mdb_put(txn, k ? s->dbi_slots : s->dbi_vars, &key[k],
-                         &neu[k], MDB_RESERVE);
-            if (rc != 0)
-                return store_lmdb_err(s, rc, "writing a block");
-        }
-        dst = neu[k].mv_data;
-        if ((unsigned char *)out[k] != dst + HDR_SIZE)
-            memcpy(dst + HDR_SIZE, out[k], bytes);
-        h.crc = hc_crc32c(out[k], bytes);
-        memcpy(dst, &h, HDR_SIZE);
+/* The deferred blocks of a split step, cut into ranges for the threads. */
+struct split {
+    const struct hc_optim_conf *c;
+    uint64_t step;
+    int na, pieces;
+    const struct store_job *jobs;
+    size_t n;
+};
+
+static void compute_range(void *arg, int i)
+{
+    const struct split *sp = arg;
+    size_t lo = sp->n * (size_t)i / (size_t)sp->pieces;
+    size_t hi = sp->n * (size_t)(i + 1) / (size_t)sp->pieces;
+
+    for (size_t j = lo; j < hi; j++) {
+        const struct store_job *jb = &sp->jobs[j];
+        float *out[3] = {NULL, NULL, NULL};
+
+        for (int k = 0; k < sp->na; k++)
+            out[k] = (float *)(void *)(jb->dst[k] + HDR_SIZE);
+        ps_optim_apply(sp->c, sp->step, jb->b->length, jb->in[0], jb->u->grad,
+                       jb->u->scale, jb->in[1], jb->in[2], out[0], out[1],
+                       out[2]);
+        block_finish(jb->b, sp->na, out, jb->dst);
     }
+}
+
+/* One step's blocks: each made ready by this (the writer's) thread; when
+ * the step is big enough to split, the deferred ones then computed on the
+ * fan-out's threads and this one, a range each. */
+static int apply_step(struct ps_store *s, MDB_txn *txn,
+                      const struct hc_optim_conf *c, uint64_t step,
+                      const struct ps_apply *g, int direct)
+{
+    struct split sp = {c, step, 1 + ps_optim_slots(c), 0, s->jobs, 0};
+    uint64_t elems = 0;
+    int rv, split;
+
+    for (size_t i = 0; i < g->n; i++)
+        elems += g->u[i].length;
+    split = direct && s->fan && elems >= s->split_min;
+    if (split && g->n > s->jobs_cap) {
+        struct store_job *j = realloc(s->jobs, g->n * sizeof *j);
+
+        if (!j)
+            return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory for "
+                              "%zu blocks", s->dir, g->n);
+        s->jobs = j;
+        s->jobs_cap = g->n;
+    }
+    for (size_t i = 0; i < g->n; i++) {
+        int deferred = 0;
+
+        if ((rv = apply_block(s, txn, c, step, &g->u[i], direct,
+                              split ? &s->jobs[sp.n] : NULL, &deferred)))
+            return rv;
+        sp.n += (size_t)deferred;
+    }
+    if (sp.n == 0)
+        return HC_OK;
+    sp.jobs = s->jobs;
+    sp.pieces = sp.n < 32 ? (int)sp.n : 32;
+    hc_fanout_run(s->fan, sp.pieces, compute_range, &sp);
+    atomic_fetch_add(&s->steps_split, 1);
     return HC_OK;
 }
 
@@ -137,9 +249,8 @@ static int apply_body(struct ps_store *s, MDB_txn *txn, void *arg)
     for (size_t k = 0; k < a->n_g; k++) {
         const struct ps_apply *g = &a->g[k];
 
-        for (size_t i = 0; i < g->n; i++)
-            if ((rv = apply_block(s, txn, a->c, step, &g->u[i], a->direct)))
-                return rv;
+        if ((rv = apply_step(s, txn, a->c, step, g, a->direct)) != HC_OK)
+            return rv;
         if (g->n > 0)
             step++;
         for (size_t i = 0; i < g->n_recs; i++)

@@ -22,6 +22,7 @@
 
 #include <lmdb.h>
 
+#include "fanout.h"
 #include "optimizer.h"
 #include "store.h"
 
@@ -63,6 +64,11 @@ struct ps_store {
     struct ps_block *blocks;    /* (n_blocks) */
     uint32_t max_len;           /* longest block */
     float *scratch;             /* (2 * 3, max_len): in 0..2, out 3..5 */
+    struct hc_fanout *fan;      /* a large step's compute; NULL: one thread */
+    uint64_t split_min;         /* elements of a step worth splitting */
+    struct store_job *jobs;     /* under wmu: a split step's blocks */
+    size_t jobs_cap;
+    _Atomic uint64_t steps_split;
     uint32_t *seen;             /* (n_blocks) apply generation stamps */
     uint32_t seen_gen;
     uint64_t last_sync_ms;

@@ -95,7 +95,7 @@ int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
         snprintf(who, sizeof who, "admin");
     if ((rv = hc_tls_resolve(cl, who, &c->tls)) != HC_OK)
         goto fail;
-    c->fan = pc_fanout_open(c->n);      /* NULL: everything on this thread */
+    c->fan = hc_fanout_open(c->n);      /* NULL: everything on this thread */
     ro.timeout_ms = c->o.timeout_ms;
     ro.retry_ms = c->o.retry_ms;
     ro.tls = c->tls.rpc;
@@ -178,6 +178,17 @@ int pc_join(struct pc_client *c, const char *devices)
             struct shard_view *v = &c->view[i];
             size_t k, len = 0;
 
+            if (jr->has_block_elems && jr->block_elems &&
+                c->store_block && c->store_block != jr->block_elems &&
+                rv == HC_OK)
+                rv = hc_err_set(HC_ERR_MISMATCH, "the shards' stores hold "
+                                "blocks of different sizes (ps:%d: %u "
+                                "elements, another: %u): they were not made "
+                                "by one job — start from a fresh --data-dir "
+                                "or restore the job's own stores", i,
+                                jr->block_elems, c->store_block);
+            if (jr->has_block_elems && jr->block_elems && !c->store_block)
+                c->store_block = jr->block_elems;
             v->joined = 1;
             v->incarnation = jr->shard_incarnation;
             v->version = jr->has_version ? jr->version : 0;
@@ -373,9 +384,9 @@ int pc_set_model(struct pc_client *c, const struct hc_model *m,
 
     for (v = 0; v < m->n_vars; v++)
         sizes[v] = m->vars[v].size;
-    rv = hc_layout_build(sizes, m->n_vars, c->n,
-                         block_elems ? block_elems : HC_LAYOUT_DEFAULT_BLOCK,
-                         &c->layout);
+    if (!block_elems)
+        block_elems = c->store_block ? c->store_block : HC_LAYOUT_DEFAULT_BLOCK;
+    rv = hc_layout_build(sizes, m->n_vars, c->n, block_elems, &c->layout);
     if (rv != HC_OK)
         return rv;
     c->have_layout = 1;
@@ -486,7 +497,7 @@ void pc_close(struct pc_client *c)
     heartbeat_stop(c);
     if (c->rpc)
         hc_rpc_client_close(c->rpc);
-    pc_fanout_close(c->fan);
+    hc_fanout_close(c->fan);
     for (i = 0; c->firsts && i < c->n; i++)
         if (c->firsts[i])
             nng_msg_free(c->firsts[i]);

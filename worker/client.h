@@ -55,7 +55,11 @@ int pc_heartbeat_start(struct pc_client *c, int interval_ms);
 /* Tell every shard this worker is done. */
 int pc_leave(struct pc_client *c);
 
-/* Fix the variable layout (from the model) used by create, pull and push. */
+/* Fix the variable layout (from the model) used by create, pull and push.
+ * block_elems: elements per block; 0 takes the block size the shards'
+ * stores hold their variables in, as pc_join's or pc_status's replies
+ * said, and the layout's default (HC_LAYOUT_DEFAULT_BLOCK) for stores
+ * that hold none yet. */
 int pc_set_model(struct pc_client *c, const struct hc_model *m,
                  uint32_t block_elems);
 
@@ -180,6 +184,7 @@ struct pc_shard_status {
     char waiting_for[256];      /* sync: workers the open step waits for */
     double waiting_s;           /*   since this many seconds ("": none) */
     char mode[16];
+    uint32_t block_elems;       /* the store's block size; 0: no variables */
     int n_members;
     struct pc_member *members;  /* (n_members), freed by pc_status_free */
 };

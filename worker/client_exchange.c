@@ -149,7 +149,7 @@ static int exchange(struct pc_client *c, const uint64_t *ids,
     /* After the hook: it may replace a reply (and a decoded one points
      * into its reply). */
     if (rv == HC_OK && client_big(c))
-        pc_fanout_run(c->fan, c->n, decode_one, c);
+        hc_fanout_run(c->fan, c->n, decode_one, c);
     /* A shard that restarted (a new incarnation) no longer knows this
      * worker: join it again and re-send the same request — the same id, so
      * a request it had applied before the restart is answered from its

@@ -70,6 +70,9 @@ struct pc_client {
     pc_reply_hook hook;         /* tests: see client_hook.h */
     void *hook_arg;
     int call_timeout_ms;        /* of the exchange in progress (the hook's) */
+    uint32_t store_block;       /* elements per block of the shards' stores,
+                                   as join or status replies said; 0: none
+                                   holds variables yet */
     int have_place;             /* pc_join found a recorded place: */
     uint32_t place_epoch, place_batches;
     int *errs;
@@ -79,7 +82,7 @@ struct pc_client {
     struct hc_layout layout;
     int have_layout;
     struct shard_plan *plan;    /* (n) */
-    struct pc_fanout *fan;      /* per-shard work on several cores (NULL:
+    struct hc_fanout *fan;      /* per-shard work on several cores (NULL:
                                    one shard, or one core) */
     nng_msg **firsts;           /* (n) copies of reqs for the first
                                    attempts, made on the fan-out */

@@ -137,7 +137,7 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st)
                              .why = c->piece_why};
 
     /* A large model's values are copied a shard per core. */
-    pc_fanout_run(client_big(c) ? c->fan : NULL, c->n, values_one, &job);
+    hc_fanout_run(client_big(c) ? c->fan : NULL, c->n, values_one, &job);
 
     st->has_slice = 0;
     st->late = 0;
@@ -264,7 +264,7 @@ static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
                               .copy = client_big(c), .rv = c->piece_rv,
                               .why = c->piece_why};
     /* A large model's pushes are encoded and copied a shard per core. */
-    pc_fanout_run(job.copy ? c->fan : NULL, c->n, encode_one, &job);
+    hc_fanout_run(job.copy ? c->fan : NULL, c->n, encode_one, &job);
     for (i = 0; i < c->n; i++) {
         if (c->piece_rv[i] != HC_OK) {
             rv = hc_err_set(c->piece_rv[i], "%s", c->piece_why[i]);
@@ -403,6 +403,9 @@ int pc_status(struct pc_client *c, struct pc_shard_status *out)
                  r->waiting_for ? r->waiting_for : "");
         o->waiting_s = r->waiting_s;
         snprintf(o->mode, sizeof o->mode, "%s", r->mode ? r->mode : "");
+        o->block_elems = r->has_block_elems ? r->block_elems : 0;
+        if (o->block_elems && !c->store_block)
+            c->store_block = o->block_elems;
         o->members = calloc(r->n_members + 1, sizeof *o->members);
         if (!o->members)
             continue;

@@ -235,8 +235,20 @@ static int infer_open(struct infer *a, const struct wk_dataset *d)
                           a->batch);
     if (a->weights)
         return wk_load_npy(a->m, a->weights, a->params);
-    if ((rv = pc_open(&a->pc, &a->cl, -1, 0, NULL)) == HC_OK &&
-        (rv = pc_set_model(a->pc, a->m, 0)) == HC_OK)
+    if ((rv = pc_open(&a->pc, &a->cl, -1, 0, NULL)) != HC_OK)
+        return rv;
+    {
+        /* The stores' block size (their status says it), for the layout:
+         * a store may have been made with another than the default. */
+        struct pc_shard_status *st = calloc((size_t)a->cl.n_ps, sizeof *st);
+
+        if (!st)
+            return hc_err_set(HC_ERR_NOMEM, "out of memory");
+        rv = pc_status(a->pc, st);
+        pc_status_free(st, a->cl.n_ps);
+        free(st);
+    }
+    if (rv == HC_OK && (rv = pc_set_model(a->pc, a->m, 0)) == HC_OK)
         rv = pc_pull(a->pc, a->params, NULL);
     return rv;
 }

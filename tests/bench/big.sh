@@ -21,6 +21,9 @@ MODEL=deploy/models/fashion_mlp_20m.json
 T=$(mktemp -d "${TMPDIR:-/tmp}/hetps-bench-big-XXXXXX")
 PIDS=""
 trap 'for p in $PIDS; do kill $p 2>/dev/null || true; done; rm -rf "$T"' EXIT INT TERM
+# Both shards on this machine: each its share of the cores for a large
+# optimizer step, as `hetps launch` gives them.
+APPLY_THREADS=$(( $(nproc) > 2 ? $(nproc) / 2 : 1 ))
 PORT=$(( 26000 + ( $(od -An -N2 -tu2 /dev/urandom) % 100 ) * 20 ))
 
 # run NAME MODE N_WORKERS [tls|plain [WORKER_FLAG]]
@@ -38,7 +41,7 @@ run() {
     PIDS="" SHARDS=""
     for i in 0 1; do
         "$BIN/hetps-ps" --cluster "$T/$name.json" --task ps:$i --data-dir "$T/$name-$i" \
-            > "$T/$name-ps$i.log" 2>&1 &
+            --apply-threads "$APPLY_THREADS" > "$T/$name-ps$i.log" 2>&1 &
         PIDS="$PIDS $!" SHARDS="$SHARDS $!"
     done
     if [ "$nw" = 2 ]; then

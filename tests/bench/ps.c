@@ -642,11 +642,17 @@ static pid_t spawn_server(void (*serve)(int), int port)
     return pid;
 }
 
-static pid_t spawn_shard(const char *bin, const char *dir, int j)
+/* Shard j of n_shards, all on this machine: each with its share of the
+ * cores for a large optimizer step, as `hetps launch` gives them. */
+static pid_t spawn_shard(const char *bin, const char *dir, int j,
+                         int n_shards)
 {
-    char task[32], data[512], logf[512], cfile[512];
+    char task[32], data[512], logf[512], cfile[512], threads[24];
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
     pid_t pid;
 
+    snprintf(threads, sizeof threads, "%ld",
+             cores > n_shards ? cores / n_shards : 1);
     snprintf(task, sizeof task, "ps:%d", j);
     snprintf(data, sizeof data, "%s/ps-%d", dir, j);
     snprintf(logf, sizeof logf, "%s/ps-%d.log", dir, j);
@@ -662,7 +668,8 @@ static pid_t spawn_shard(const char *bin, const char *dir, int j)
             dup2(fd, 2);
         }
         execl(bin, bin, "--cluster", cfile, "--task", task, "--data-dir", data,
-              "--durability", durability, (char *)NULL);
+              "--durability", durability, "--apply-threads", threads,
+              (char *)NULL);
         fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
         _exit(127);
     }
@@ -730,7 +737,7 @@ static int shards_start(const char *bin, const char *dir, int n_shards,
         die("bench model", hc_err_msg());
     free(json);
     for (j = 0; j < n_shards; j++)
-        pids[j] = spawn_shard(bin, dir, j);
+        pids[j] = spawn_shard(bin, dir, j, n_shards);
     init = calloc(c->m.n_params, sizeof *init);
     rv = pc_open(&chief, &c->cl, HC_JOB_WORKER, 0, NULL);
     if (rv == HC_OK)

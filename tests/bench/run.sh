@@ -9,7 +9,8 @@
 # (NCHW layout; glibc's default malloc), to show what each is worth.
 #
 # Then the parameter server's own rows: ps.c (push-and-pull through real
-# shards against raw nng and raw TCP), big.sh (the 20 M-parameter model) and
+# shards against raw nng and raw TCP), apply.c (a shard's optimizer step,
+# one thread and split), big.sh (the 20 M-parameter model) and
 # torch_allreduce.py (gloo's all-reduce of the same 80 MB).
 #
 # Environment: HETPS_BUILD (build/rel), BENCH_STEPS (300), BENCH_RUNS (3),
@@ -137,6 +138,14 @@ echo "\$ $BUILD/bench/ps"
 "$BUILD/bench/ps"
 echo "\$ $BUILD/bench/ps --transport plain"
 "$BUILD/bench/ps" --transport plain
+
+# A shard's optimizer step through its store (tests/bench/apply.c): on one
+# thread and split over the cores (hetps-ps --apply-threads), in one run.
+echo "== a shard's optimizer step, one thread and split (tests/bench/apply.c)"
+for args in "262144 40 5" "10000000 5 5"; do
+    echo "\$ $BUILD/bench/apply $args"
+    "$BUILD/bench/apply" $args
+done
 
 # The 20 M-parameter MLP on 2 shards (big.sh), and the all-reduce of the
 # same 80 MB between two PyTorch processes (gloo), in the same run.

@@ -173,7 +173,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     hc_log_set_level(HC_LOG_ERROR);
     snprintf(dir, sizeof dir, "%s/store", fz_dir());
     if (hc_model_parse(model_json, sizeof model_json - 1, "fuzz", &m) != HC_OK ||
-        m.n_vars != 2 || ps_shard_open(&shard, dir, 0, 1, 0, 0) != HC_OK) {
+        m.n_vars != 2 || ps_shard_open(&shard, dir, 0, 1, 0, 0, 1) != HC_OK) {
         fprintf(stderr, "fuzz_shard: set-up: %s\n", hc_err_msg());
         abort();
     }

@@ -24,6 +24,7 @@
 
 #include "cluster.h"
 #include "err.h"
+#include "layout.h"
 #include "model.h"
 
 /* A dense layer of 3 inputs and 2 units: 8 parameters, plain SGD. */
@@ -104,26 +105,33 @@ static void server_stop(struct server *s)
     hp_rmtree(s->dir);
 }
 
-/* The state of worker 0 as shard 0 reports it, asked by the front door. */
+/* Shard 0's status, asked by the front door; free with pc_status_free. */
+static void door_status(const struct hc_cluster *cl, struct pc_shard_status *st)
+{
+    struct pc_client *door = NULL;
+
+    memset(st, 0, sizeof *st);
+    CU_ASSERT_EQUAL_FATAL(pc_open(&door, cl, -1, 0, &quick), HC_OK);
+    CU_ASSERT_EQUAL(pc_status(door, st), HC_OK);
+    CU_ASSERT_TRUE(st->up);
+    pc_close(door);
+}
+
+/* The state of worker 0 as shard 0 reports it. */
 static enum pc_member_state state_of_worker0(const struct hc_cluster *cl,
                                              uint64_t *version)
 {
-    struct pc_client *door = NULL;
     struct pc_shard_status st;
     enum pc_member_state state = PC_MEMBER_UNKNOWN;
     int k;
 
-    memset(&st, 0, sizeof st);
-    CU_ASSERT_EQUAL_FATAL(pc_open(&door, cl, -1, 0, &quick), HC_OK);
-    CU_ASSERT_EQUAL(pc_status(door, &st), HC_OK);
-    CU_ASSERT_TRUE(st.up);
+    door_status(cl, &st);
     CU_ASSERT_STRING_EQUAL(st.mode, "async");
     *version = st.version;
     for (k = 0; k < st.n_members; k++)
         if (st.members[k].worker == 0)
             state = st.members[k].state;
     pc_status_free(&st, 1);
-    pc_close(door);
     return state;
 }
 
@@ -371,6 +379,107 @@ static void test_big_two_shards(void)
     free(grads);
 }
 
+/* A dense layer of 1000 inputs and 9 units: a 9000-element kernel, which
+ * blocks of 4096 and of the default 4086 cut differently. */
+static const char wide_json[] =
+    "{\"name\":\"wide-test\",\"input_shape\":[1000],\"layers\":"
+    "[{\"type\":\"dense\",\"units\":9}],\"loss\":\"mse\","
+    "\"optimizer\":{\"type\":\"sgd\",\"learning_rate\":0.5},"
+    "\"batch_size\":4}";
+
+/* The block size the shard's status reports (0: no variables yet). */
+static uint32_t store_block_of(const struct hc_cluster *cl)
+{
+    struct pc_shard_status st;
+    uint32_t be;
+
+    door_status(cl, &st);
+    be = st.block_elems;
+    pc_status_free(&st, 1);
+    return be;
+}
+
+/*
+ * A store made with blocks of 4096 elements (an older default) is used as
+ * it is: a worker joining it, and a reader that asks the status first,
+ * lay the model out in its blocks and read the values whole; a reader
+ * that lays it out with the default is refused, not answered with values
+ * out of place. A fresh store takes the default.
+ */
+static void test_store_block_size(void)
+{
+    struct server s;
+    struct hc_model m;
+    struct pc_client *pc = NULL;
+    struct pc_shard_status st;
+    float init[9009], params[9009];
+    int i;
+
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(wide_json, strlen(wide_json),
+                                         "wide model", &m), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(m.n_params, 9009);
+    for (i = 0; i < 9009; i++)
+        init[i] = (float)i;
+
+    /* A fresh store: the default. */
+    CU_ASSERT_EQUAL_FATAL(server_start(&s), HC_OK);
+    CU_ASSERT_EQUAL(store_block_of(&s.cl), 0);
+    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &s.cl, HC_JOB_WORKER, 0, &quick),
+                          HC_OK);
+    CU_ASSERT_EQUAL(pc_join(pc, "cpu"), HC_OK);
+    CU_ASSERT_EQUAL(pc_set_model(pc, &m, 0), HC_OK);
+    CU_ASSERT_EQUAL(pc_create(pc, init), HC_OK);
+    CU_ASSERT_EQUAL(store_block_of(&s.cl), HC_LAYOUT_DEFAULT_BLOCK);
+    pc_close(pc);
+    server_stop(&s);
+
+    /* A store of 4096-element blocks. */
+    CU_ASSERT_EQUAL_FATAL(server_start(&s), HC_OK);
+    pc = NULL;
+    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &s.cl, HC_JOB_WORKER, 0, &quick),
+                          HC_OK);
+    CU_ASSERT_EQUAL(pc_join(pc, "cpu"), HC_OK);
+    CU_ASSERT_EQUAL(pc_set_model(pc, &m, 4096), HC_OK);
+    CU_ASSERT_EQUAL(pc_create(pc, init), HC_OK);
+    CU_ASSERT_EQUAL(pc_leave(pc), HC_OK);
+    pc_close(pc);
+    CU_ASSERT_EQUAL(store_block_of(&s.cl), 4096);
+
+    /* The worker again, with the default: the join says 4096. */
+    pc = NULL;
+    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &s.cl, HC_JOB_WORKER, 0, &quick),
+                          HC_OK);
+    CU_ASSERT_EQUAL(pc_join(pc, "cpu"), HC_OK);
+    CU_ASSERT_EQUAL(pc_set_model(pc, &m, 0), HC_OK);
+    CU_ASSERT_EQUAL(pc_create(pc, init), HC_OK);    /* idempotent */
+    memset(params, 0, sizeof params);
+    CU_ASSERT_EQUAL(pc_pull(pc, params, NULL), HC_OK);
+    CU_ASSERT_EQUAL(memcmp(params, init, sizeof params), 0);
+    CU_ASSERT_EQUAL(pc_leave(pc), HC_OK);
+    pc_close(pc);
+
+    /* A reader that asks the status first. */
+    pc = NULL;
+    memset(&st, 0, sizeof st);
+    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &s.cl, -1, 0, &quick), HC_OK);
+    CU_ASSERT_EQUAL(pc_status(pc, &st), HC_OK);
+    CU_ASSERT_EQUAL(st.block_elems, 4096);
+    pc_status_free(&st, 1);
+    CU_ASSERT_EQUAL(pc_set_model(pc, &m, 0), HC_OK);
+    memset(params, 0, sizeof params);
+    CU_ASSERT_EQUAL(pc_pull(pc, params, NULL), HC_OK);
+    CU_ASSERT_EQUAL(memcmp(params, init, sizeof params), 0);
+    pc_close(pc);
+
+    /* A reader that does not: its blocks are not the store's. */
+    pc = NULL;
+    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &s.cl, -1, 0, &quick), HC_OK);
+    CU_ASSERT_EQUAL(pc_set_model(pc, &m, 0), HC_OK);
+    CU_ASSERT_NOT_EQUAL(pc_pull(pc, params, NULL), HC_OK);
+    pc_close(pc);
+    server_stop(&s);
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("client", NULL, NULL);
@@ -382,4 +491,6 @@ void hp_test_register(void)
     CU_add_test(s, "a shard answering garbage", test_bad_reply);
     CU_add_test(s, "a 4.5 MB model on two shards, a shard per core",
                 test_big_two_shards);
+    CU_add_test(s, "a store of another block size is used as it is",
+                test_store_block_size);
 }

@@ -62,7 +62,7 @@ static void fx_open(struct fx *f)
         f->range_ptrs[b] = &f->ranges[b];
     }
     f->next_id = 1;
-    CU_ASSERT_EQUAL_FATAL(ps_shard_open(&f->sh, f->dir, 0, 1, 0, 0), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(ps_shard_open(&f->sh, f->dir, 0, 1, 0, 0, 0), HC_OK);
 }
 
 static void fx_close(struct fx *f)
@@ -274,7 +274,7 @@ static void test_sync_sum(void)
     /* Closed and opened again: the values and the step are kept. */
     ps_shard_close(f.sh);
     f.sh = NULL;
-    CU_ASSERT_EQUAL_FATAL(ps_shard_open(&f.sh, f.dir, 0, 1, 0, 0), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(ps_shard_open(&f.sh, f.dir, 0, 1, 0, 0, 0), HC_OK);
     CU_ASSERT_EQUAL(ps_shard_version(f.sh), 1);
     memset(got, 0, sizeof got);
     CU_ASSERT_EQUAL(pull(&f, got, &version), HC_OK);

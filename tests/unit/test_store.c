@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "err.h"
 #include "log.h"
@@ -464,14 +465,21 @@ static void test_apply_sgd(void)
  * the scratch path (direct_max_pages = 1). Block lengths make both leaf
  * values (may be 2-byte aligned) and overflow values. With `group`, steps
  * go two at a time through ps_store_apply_group (group commit): a block
- * in both steps of a transaction is read back from its dirty page. */
-static void run_adam_equivalence(uint64_t direct_max_pages, int group)
+ * in both steps of a transaction is read back from its dirty page. With
+ * `split`, every step is split over threads (split_min 1): the overflow
+ * blocks computed on the threads, the others by the writer, in one step;
+ * on the scratch path nothing is split. */
+static void run_adam_equivalence(uint64_t direct_max_pages, int group,
+                                 int split)
 {
     const size_t sizes[] = {3000, 5, 1201};
     char tmp[256];
     struct hc_layout l;
     struct vals v;
-    struct ps_store_opts o = {.direct_max_pages = direct_max_pages};
+    struct ps_store_opts o = {.direct_max_pages = direct_max_pages,
+                              .apply_threads = split ? 4 : 1,
+                              .split_min = split ? 1 : 0};
+    struct ps_store_info info;
     struct ps_store *s;
     struct hc_optim_conf c;
     float *m[8], *vv[8], *g[2][8], *got;
@@ -532,6 +540,12 @@ static void run_adam_equivalence(uint64_t direct_max_pages, int group)
     }
     CU_ASSERT(store_equals(s, &v));
     CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
+    ps_store_info(s, &info);
+    if (!split || direct_max_pages == 1) {
+        CU_ASSERT_EQUAL(info.steps_split, 0);
+    } else if (sysconf(_SC_NPROCESSORS_ONLN) > 1) { /* since the reopen */
+        CU_ASSERT_EQUAL(info.steps_split, 2);
+    }
     ps_store_close(s);
     for (uint32_t i = 0; i < nb; i++) {
         free(m[i]);
@@ -547,18 +561,37 @@ static void run_adam_equivalence(uint64_t direct_max_pages, int group)
 
 static void test_apply_adam_direct(void)
 {
-    run_adam_equivalence(0, 0);
+    run_adam_equivalence(0, 0, 0);
 }
 
 static void test_apply_adam_scratch(void)
 {
-    run_adam_equivalence(1, 0);
+    run_adam_equivalence(1, 0, 0);
 }
 
 static void test_apply_group(void)
 {
-    run_adam_equivalence(0, 1);
-    run_adam_equivalence(1, 1);
+    run_adam_equivalence(0, 1, 0);
+    run_adam_equivalence(1, 1, 0);
+}
+
+/* A large step computed on several threads: the same bits as on one. */
+static void test_apply_split(void)
+{
+    run_adam_equivalence(0, 0, 1);
+    run_adam_equivalence(0, 1, 1);
+    run_adam_equivalence(1, 0, 1);
+    {
+        char tmp[256];
+        struct ps_store_opts o = {.apply_threads = -1};
+        struct ps_store *s = NULL;
+
+        hp_tmpdir(tmp, sizeof tmp);
+        CU_ASSERT_EQUAL(ps_store_open(tmp, &o, &s), HC_ERR_INVAL);
+        CU_ASSERT_PTR_NULL(s);
+        CHECK_MSG("-1 apply threads");
+        hp_rmtree(tmp);
+    }
 }
 
 static void test_apply_errors(void)
@@ -1080,6 +1113,8 @@ void hp_test_register(void)
                 test_apply_adam_scratch);
     CU_add_test(s, "group commit = steps one by one (direct, scratch)",
                 test_apply_group);
+    CU_add_test(s, "a large step split over threads = one thread",
+                test_apply_split);
     CU_add_test(s, "apply errors roll back", test_apply_errors);
     CU_add_test(s, "records survive reopen", test_records);
     CU_add_test(s, "map full, then growth", test_map_full);

@@ -250,7 +250,8 @@ static void launch_usage(FILE *f)
 "                         (unless HETPS_CERTS or hetps.certs names a set)\n"
 "  -m, --mode MODE        async, sync or ssp:S for every task, instead of\n"
 "                         the cluster file's hetps.mode\n"
-"  -p, --ps-arg ARG       pass ARG to every hetps-ps (repeatable)\n"
+"  -p, --ps-arg ARG       pass ARG to every hetps-ps (repeatable); each\n"
+"                         gets --apply-threads CORES/SERVERS unless given\n"
 "      --no-reshard       start the servers on the stores as they are (a\n"
 "                         store of another number of servers is refused)\n"
 "  -h, --help             show this help and exit\n");
@@ -272,7 +273,8 @@ int hetps_cmd_launch(int argc, char **argv)
     int n_ps_args = 0, c, i, n, n_children = 0, first_fail = 0;
     int n_worker_args = 0, shutdown_sent = 0, stopping = 0;
     const char *user_logdir = NULL;
-    char logdir[PATH_MAX + 8];
+    char logdir[PATH_MAX + 8], apply_threads[24];
+    int user_apply_threads = 0;
     char **worker_args = NULL;
     const char *who = NULL;
     int64_t stop_at = 0;
@@ -378,6 +380,20 @@ int hetps_cmd_launch(int argc, char **argv)
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* Every server runs on this machine: each gets its share of the cores
+     * for a large optimizer step, unless --ps-arg says otherwise (the
+     * default, all cores each, would have the servers' threads crowd one
+     * another). */
+    for (i = 0; i < n_ps_args; i++)
+        if (!strncmp(ps_args[i], "--apply-threads", 15))
+            user_apply_threads = 1;
+    {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        long share = cores > cl.n_ps ? cores / cl.n_ps : 1;
+
+        snprintf(apply_threads, sizeof apply_threads, "%ld", share);
+    }
+
     /* A worker draws its progress bar when this launcher's output is a
      * terminal; emit() relays the redraws. */
     setenv("HETPS_TTY", isatty(STDOUT_FILENO) ? "1" : "0", 1);
@@ -403,6 +419,10 @@ int hetps_cmd_launch(int argc, char **argv)
             snprintf(ddir, sizeof ddir, "%s/ps-%d", data_dir, idx);
             args[k++] = "--data-dir";
             args[k++] = ddir;
+            if (!user_apply_threads) {
+                args[k++] = "--apply-threads";
+                args[k++] = apply_threads;
+            }
             for (j = 0; j < n_ps_args; j++)
                 args[k++] = (char *)ps_args[j];
         } else {

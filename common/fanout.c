@@ -21,7 +21,7 @@ struct job {
     int n, next, done;
 };
 
-struct pc_fanout {
+struct hc_fanout {
     pthread_mutex_t mu;
     pthread_cond_t work;        /* helpers: a job, or stop */
     pthread_cond_t idle;        /* the caller: the job's last piece done */
@@ -32,7 +32,7 @@ struct pc_fanout {
 };
 
 /* Take and run the job's pieces until none is left; under f->mu. */
-static void drain(struct pc_fanout *f, struct job *j)
+static void drain(struct hc_fanout *f, struct job *j)
 {
     while (j->next < j->n) {
         int i = j->next++;
@@ -47,7 +47,7 @@ static void drain(struct pc_fanout *f, struct job *j)
 
 static void *helper(void *arg)
 {
-    struct pc_fanout *f = arg;
+    struct hc_fanout *f = arg;
 
     pthread_mutex_lock(&f->mu);
     while (!f->stop) {
@@ -60,11 +60,11 @@ static void *helper(void *arg)
     return NULL;
 }
 
-struct pc_fanout *pc_fanout_open(int n)
+struct hc_fanout *hc_fanout_open(int n)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int want = n < (int)cores ? n : (int)cores;
-    struct pc_fanout *f;
+    struct hc_fanout *f;
 
     want = (want > MAX_HELPERS + 1 ? MAX_HELPERS + 1 : want) - 1;
     if (want < 1 || !(f = calloc(1, sizeof *f)))
@@ -76,13 +76,13 @@ struct pc_fanout *pc_fanout_open(int n)
            pthread_create(&f->threads[f->n_threads], NULL, helper, f) == 0)
         f->n_threads++;
     if (f->n_threads == 0) {
-        pc_fanout_close(f);
+        hc_fanout_close(f);
         return NULL;
     }
     return f;
 }
 
-void pc_fanout_close(struct pc_fanout *f)
+void hc_fanout_close(struct hc_fanout *f)
 {
     int i;
 
@@ -100,7 +100,7 @@ void pc_fanout_close(struct pc_fanout *f)
     free(f);
 }
 
-void pc_fanout_run(struct pc_fanout *f, int n, void (*fn)(void *arg, int i),
+void hc_fanout_run(struct hc_fanout *f, int n, void (*fn)(void *arg, int i),
                    void *arg)
 {
     struct job j = {.fn = fn, .arg = arg, .n = n};
