@@ -413,9 +413,16 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
         hc_rpc_reply(req, reply);
         return;
     }
-    pthread_mutex_lock(&s->mu);
-    s->requests++;
     pc = in.env->payload_case;
+    /* A worker's request may change the sync step (its heartbeats do not):
+     * it waits while one is being applied. Status, heartbeats and a
+     * client's pulls (from a snapshot) are served meanwhile. */
+    if (in.env->sender->job == HETPS__JOB__JOB_WORKER &&
+        pc != HETPS__ENVELOPE__PAYLOAD_HEARTBEAT)
+        service_lock_step(s);
+    else
+        pthread_mutex_lock(&s->mu);
+    s->requests++;
     admin = is_admin(in.env->sender);
     switch (in.env->payload_case) {
     case HETPS__ENVELOPE__PAYLOAD_STATUS:
@@ -452,7 +459,7 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
         }
         break;
     }
-    pthread_mutex_unlock(&s->mu);
+    service_unlock(s);      /* and applies a sync step found ready */
     if (out.pull)
         reply = service_answer_pull(s, &in, 0);
     else if (out.push)
@@ -505,6 +512,7 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
     pthread_mutex_init(&s->wmu, NULL);
     pthread_mutex_init(&s->qmu, NULL);
     pthread_cond_init(&s->qcv, NULL);
+    pthread_cond_init(&s->applied, NULL);
     s->qtail = &s->qhead;
     s->members = calloc((size_t)s->n_members, sizeof *s->members);
     if (!s->members) {
@@ -654,5 +662,15 @@ void ps_service_stop(struct ps_service *s)
     pthread_mutex_destroy(&s->wmu);
     pthread_mutex_destroy(&s->qmu);
     pthread_cond_destroy(&s->qcv);
+    pthread_cond_destroy(&s->applied);
     free(s);
+}
+
+void ps_service_set_apply_hook(struct ps_service *s, void (*fn)(void *),
+                               void *arg)
+{
+    pthread_mutex_lock(&s->mu);
+    s->apply_hook = fn;
+    s->apply_hook_arg = arg;
+    pthread_mutex_unlock(&s->mu);
 }

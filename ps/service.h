@@ -71,4 +71,11 @@ void ps_service_request_reload(struct ps_service *s);
 /* Stop listening, commit and close the store, free. */
 void ps_service_stop(struct ps_service *s);
 
+/* Tests' seam: fn(arg) runs in each synchronous step's apply, on the
+ * thread applying it, holding the shard's write lock and not the service's
+ * small one (as the apply does), before the store's transaction. NULL:
+ * none. */
+void ps_service_set_apply_hook(struct ps_service *s, void (*fn)(void *),
+                               void *arg);
+
 #endif

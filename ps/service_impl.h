@@ -122,7 +122,27 @@ struct ps_service {
     } met;
     uint64_t wait_version;      /* sync: the step whose wait was logged */
     double wait_logged_s;       /*   after this long (next: twice as long) */
+    /* sync: a step found ready is applied once s->mu is let go
+     * (service_unlock), so pulls, heartbeats and status are served while
+     * it runs. STEP_DUE: found ready, STEP_APPLYING: being applied; what
+     * would change the step meanwhile (a push, a join, a leave, the
+     * sweeps) waits on `applied` (service_lock_step). */
+    enum { STEP_NONE, STEP_DUE, STEP_APPLYING } applying;
+    uint64_t apply_total;       /* the due step's samples */
+    pthread_cond_t applied;
+    void (*apply_hook)(void *); /* tests: ps_service_set_apply_hook */
+    void *apply_hook_arg;
 };
+
+/* Take s->mu to change the sync step (a push, a join, a leave, a sweep):
+ * after any step being applied is done. */
+void service_lock_step(struct ps_service *s);
+
+/* Let s->mu go; then, when a sync step was found ready meanwhile
+ * (service_advance), apply it on this thread — holding the write lock,
+ * not s->mu — and answer the pulls it frees. Every path that may call
+ * service_advance ends with this instead of unlocking s->mu itself. */
+void service_unlock(struct ps_service *s);
 
 /* ---- replies (service_reply.c) ----------------------------------------- */
 

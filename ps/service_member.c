@@ -265,7 +265,7 @@ void service_sweep_members(struct ps_service *s)
     int64_t now = hc_now_ms();
     int i, changed = 0;
 
-    pthread_mutex_lock(&s->mu);
+    service_lock_step(s);
     for (i = 0; i < s->n_members; i++) {
         struct member *m = &s->members[i];
 
@@ -293,7 +293,7 @@ void service_sweep_members(struct ps_service *s)
     if (changed)
         service_advance(s);
     log_waiting(s);
-    pthread_mutex_unlock(&s->mu);
+    service_unlock(s);
 }
 
 int service_file_mtime(const char *path, struct timespec *t)
@@ -341,7 +341,7 @@ void service_reload_cluster(struct ps_service *s)
         hc_cluster_free(&nc);
         return;
     }
-    pthread_mutex_lock(&s->mu);
+    service_lock_step(s);
     n_old = s->n_active;
     if (nc.n_worker > s->n_members) {
         struct member *m = realloc(s->members,
@@ -375,7 +375,7 @@ void service_reload_cluster(struct ps_service *s)
     }
     s->n_active = nc.n_worker;
     service_advance(s);
-    pthread_mutex_unlock(&s->mu);
+    service_unlock(s);
     if (n_old != nc.n_worker)
         hc_info("cluster file %s: %d worker(s), was %d", s->conf.cluster_file,
                 nc.n_worker, n_old);

@@ -182,29 +182,55 @@ static void serve_pending(struct ps_service *s)
     }
 }
 
-/* Apply a complete synchronous step, then answer the pulls it frees. */
+/* A complete synchronous step is marked due (service_unlock applies it);
+ * the pulls the mode allows now are answered. */
 void service_advance(struct ps_service *s)
 {
     uint64_t total;
 
-    if (s->cl->mode == HC_MODE_SYNC &&
+    if (s->cl->mode == HC_MODE_SYNC && s->applying == STEP_NONE &&
         ps_sync_step_ready(s->sync, ps_shard_version(s->shard), &total)) {
+        s->applying = STEP_DUE;
+        s->apply_total = total;
+    }
+    serve_pending(s);
+}
+
+void service_lock_step(struct ps_service *s)
+{
+    pthread_mutex_lock(&s->mu);
+    while (s->applying != STEP_NONE)
+        pthread_cond_wait(&s->applied, &s->mu);
+}
+
+void service_unlock(struct ps_service *s)
+{
+    while (s->applying == STEP_DUE) {
+        uint64_t total = s->apply_total;
+        void (*hook)(void *) = s->apply_hook;
+        void *hook_arg = s->apply_hook_arg;
         double t0 = hc_now_s();
         int rv;
 
+        s->applying = STEP_APPLYING;
+        pthread_mutex_unlock(&s->mu);
         pthread_mutex_lock(&s->wmu);
+        if (hook)
+            hook(hook_arg);
         rv = ps_shard_apply_step(s->shard, total);
         pthread_mutex_unlock(&s->wmu);
-
         hc_series_observe(s->met.apply, hc_now_s() - t0);
-
         if (rv != HC_OK)
             hc_error("cannot apply step %llu: %s",
                      (unsigned long long)ps_shard_version(s->shard),
                      hc_err_msg());
+        pthread_mutex_lock(&s->mu);
         ps_sync_step_done(s->sync);
+        s->applying = STEP_NONE;
+        pthread_cond_broadcast(&s->applied);
+        service_advance(s);     /* the pulls it frees; the next step */
     }
-    serve_pending(s);
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* A push: judged by the mode, then applied, added to the step, or counted

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
@@ -480,6 +481,132 @@ static void test_store_block_size(void)
     server_stop(&s);
 }
 
+/* The apply hook of test_apply_unlocked: says it is in, then holds the
+ * step until released (at most 10 s: a test that fails ends). */
+struct held_apply {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int in, release;
+};
+
+static void hold_apply(void *arg)
+{
+    struct held_apply *h = arg;
+    struct timespec until;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    pthread_mutex_lock(&h->mu);
+    h->in = 1;
+    pthread_cond_broadcast(&h->cv);
+    while (!h->release &&
+           pthread_cond_timedwait(&h->cv, &h->mu, &until) == 0)
+        ;
+    pthread_mutex_unlock(&h->mu);
+}
+
+struct sync_worker {
+    struct pc_client *pc;
+    float params[8], grads[8];
+    struct pc_step st;
+    int rv;
+};
+
+static void *sync_step_thread(void *arg)
+{
+    struct sync_worker *w = arg;
+    struct pc_grad g = { .data = w->grads, .samples = 4,
+                         .samples_per_s = 100 };
+
+    w->rv = pc_sync_step(w->pc, &g, w->params, &w->st);
+    return NULL;
+}
+
+/*
+ * While a sync step is being applied (held there by the apply hook), the
+ * shard still answers a status request and a reader's pull — from the
+ * values before the step — instead of waiting for the step; then the step
+ * completes as usual.
+ */
+static void test_apply_unlocked(void)
+{
+    struct server s;
+    struct hc_model m;
+    struct ps_service_conf c = { 0 };
+    struct hc_diag diag = { 0 };
+    struct held_apply h = { .mu = PTHREAD_MUTEX_INITIALIZER,
+                            .cv = PTHREAD_COND_INITIALIZER };
+    struct sync_worker w = { .st = { .min_version = 1 } };
+    struct pc_shard_status st;
+    struct pc_client *reader = NULL;
+    char json[256];
+    float init[8], got[8];
+    uint64_t version = 99;
+    pthread_t th;
+    int i, in;
+
+    make_model(&m);
+    memset(&s, 0, sizeof s);
+    hp_tmpdir(s.dir, sizeof s.dir);
+    snprintf(json, sizeof json,
+             "{\"cluster\":{\"ps\":[\"127.0.0.1:%d\"],\"worker\":"
+             "[\"127.0.0.1:%d\"]},\"hetps\":{\"mode\":\"sync\"}}",
+             free_port(), free_port());
+    CU_ASSERT_EQUAL_FATAL(hc_cluster_parse(json, strlen(json), "sync cluster",
+                                           &s.cl, &diag), HC_OK);
+    s.cl.insecure = 1;
+    c.cluster = &s.cl;
+    c.data_dir = s.dir;
+    c.heartbeat_timeout_ms = 60000;
+    CU_ASSERT_EQUAL_FATAL(ps_service_start(&s.svc, &c), HC_OK);
+    ps_service_set_apply_hook(s.svc, hold_apply, &h);
+    for (i = 0; i < 8; i++) {
+        init[i] = (float)i;
+        w.grads[i] = 0.25f * (float)(i + 1);
+    }
+    CU_ASSERT_EQUAL_FATAL(pc_open(&w.pc, &s.cl, HC_JOB_WORKER, 0, &quick),
+                          HC_OK);
+    CU_ASSERT_EQUAL_FATAL(pc_join(w.pc, "cpu"), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(pc_set_model(w.pc, &m, 0), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(pc_create(w.pc, init), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, sync_step_thread, &w), 0);
+
+    pthread_mutex_lock(&h.mu);      /* the step is in its apply */
+    for (i = 0; i < 100 && !h.in; i++) {
+        struct timespec until;
+
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 1;
+        pthread_cond_timedwait(&h.cv, &h.mu, &until);
+    }
+    in = h.in;
+    pthread_mutex_unlock(&h.mu);
+    CU_ASSERT_TRUE(in);
+
+    door_status(&s.cl, &st);        /* answered meanwhile */
+    CU_ASSERT_EQUAL(st.version, 0);
+    CU_ASSERT_STRING_EQUAL(st.mode, "sync");
+    pc_status_free(&st, 1);
+    CU_ASSERT_EQUAL_FATAL(pc_open(&reader, &s.cl, -1, 0, &quick), HC_OK);
+    CU_ASSERT_EQUAL(pc_set_model(reader, &m, 0), HC_OK);
+    CU_ASSERT_EQUAL(pc_pull(reader, got, &version), HC_OK);
+    CU_ASSERT_EQUAL(version, 0);
+    CU_ASSERT_EQUAL(memcmp(got, init, sizeof got), 0);
+    pc_close(reader);
+
+    pthread_mutex_lock(&h.mu);
+    h.release = 1;
+    pthread_cond_broadcast(&h.cv);
+    pthread_mutex_unlock(&h.mu);
+    pthread_join(th, NULL);
+    CU_ASSERT_EQUAL(w.rv, HC_OK);
+    CU_ASSERT_EQUAL(w.st.version, 1);
+    for (i = 0; i < 8; i++)         /* SGD: p - 0.5 g, exact */
+        CU_ASSERT_EQUAL(w.params[i], init[i] - 0.5f * w.grads[i]);
+    pc_close(w.pc);
+    server_stop(&s);
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("client", NULL, NULL);
@@ -493,4 +620,6 @@ void hp_test_register(void)
                 test_big_two_shards);
     CU_add_test(s, "a store of another block size is used as it is",
                 test_store_block_size);
+    CU_add_test(s, "status and reads answered while a sync step applies",
+                test_apply_unlocked);
 }
