@@ -176,19 +176,18 @@ int pc_join(struct pc_client *c, const char *devices)
         for (i = 0; i < c->n; i++) {
             const Hetps__JoinReply *jr = c->dec[i].env->join_reply;
             struct shard_view *v = &c->view[i];
+            uint32_t be = jr->has_block_elems ? jr->block_elems : 0;
             size_t k, len = 0;
 
-            if (jr->has_block_elems && jr->block_elems &&
-                c->store_block && c->store_block != jr->block_elems &&
-                rv == HC_OK)
+            if (be && !c->store_block)
+                c->store_block = be;
+            else if (be && be != c->store_block && rv == HC_OK)
                 rv = hc_err_set(HC_ERR_MISMATCH, "the shards' stores hold "
                                 "blocks of different sizes (ps:%d: %u "
                                 "elements, another: %u): they were not made "
                                 "by one job — start from a fresh --data-dir "
-                                "or restore the job's own stores", i,
-                                jr->block_elems, c->store_block);
-            if (jr->has_block_elems && jr->block_elems && !c->store_block)
-                c->store_block = jr->block_elems;
+                                "or restore the job's own stores", i, be,
+                                c->store_block);
             v->joined = 1;
             v->incarnation = jr->shard_incarnation;
             v->version = jr->has_version ? jr->version : 0;
