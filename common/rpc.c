@@ -989,6 +989,9 @@ struct peer {
     nng_msg *copy;             /* the request as the caller gave it */
     nng_msg *first;            /* a copy of it for the first attempt (the
                                 * caller's, made ahead), or NULL */
+    hc_rpc_remake_fn remake;   /* copy NULL: makes a re-send's bytes */
+    void *remake_arg;
+    int remake_i;              /* this peer's index in the call */
     nng_msg *reply;
     int err;
     int attempts;
@@ -1090,6 +1093,14 @@ static void peer_send(struct peer *p)
     if (p->first) {
         m = p->first;           /* made by the caller: no copy here */
         p->first = NULL;
+    } else if (!p->copy) {
+        /* A re-send of a request the caller did not keep: made again. */
+        if ((rv = p->remake(p->remake_arg, p->remake_i, &m)) != HC_OK) {
+            snprintf(p->msg, sizeof p->msg, "%s at %s: making the request "
+                     "again: %s", p->name, p->url, hc_err_msg());
+            peer_done(p, rv);
+            return;
+        }
     } else if ((rv = nng_msg_dup(&m, p->copy)) != 0) {
         snprintf(p->msg, sizeof p->msg, "%s at %s: copying the request: %s",
                  p->name, p->url, nng_strerror(rv));
@@ -1577,21 +1588,25 @@ static void wait_all(hc_rpc_client *c, int n, const int *peers, nng_time hard)
 }
 
 /* The calls of hc_rpc_call_all; `keep`: the requests stay the caller's;
- * firsts (NULL, or NULL entries): copies for the first attempts, taken. */
+ * firsts (NULL, or NULL entries): copies for the first attempts, taken.
+ * remake (not NULL): reqs are NULL, firsts hold the requests (each taken),
+ * and a re-send asks remake for its bytes. */
 static int call_all(hc_rpc_client *c, int n, const int *peers,
                     nng_msg **reqs, nng_msg **firsts, nng_msg **replies,
-                    int *errs, int timeout_ms, int keep)
+                    int *errs, int timeout_ms, int keep,
+                    hc_rpc_remake_fn remake, void *remake_arg)
 {
     int i, rv, first = -1;
     int attempt_ms;
     nng_time begin;
+    nng_msg **sent = remake ? firsts : reqs; /* what each target sends */
 
-    if (!c || n < 0 || (n > 0 && (!peers || !reqs || !replies || !errs))) {
+    if (!c || n < 0 || (n > 0 && (!peers || !sent || !replies || !errs))) {
         drop_all(n, keep ? NULL : reqs, replies, errs, HC_ERR_INVAL);
         drop_all(firsts ? n : 0, firsts, NULL, NULL, 0);
         return hc_err_set(HC_ERR_INVAL, "rpc call: bad arguments");
     }
-    if ((rv = check_targets(c, n, peers, reqs)) != HC_OK) {
+    if ((rv = check_targets(c, n, peers, sent)) != HC_OK) {
         drop_all(n, keep ? NULL : reqs, replies, errs, rv);
         drop_all(firsts ? n : 0, firsts, NULL, NULL, 0);
         return rv;
@@ -1607,8 +1622,11 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
         struct peer *p = &c->peers[peers[i]];
 
         p->in_call = 1;
-        p->copy = reqs[i];
+        p->copy = remake ? NULL : reqs[i];
         p->first = firsts ? firsts[i] : NULL;
+        p->remake = remake;
+        p->remake_arg = remake_arg;
+        p->remake_i = i;
         if (firsts)
             firsts[i] = NULL;
         p->reply = NULL;
@@ -1656,7 +1674,8 @@ int hc_rpc_call_all(hc_rpc_client *c, int n, const int *peers,
                     nng_msg **reqs, nng_msg **replies, int *errs,
                     int timeout_ms)
 {
-    return call_all(c, n, peers, reqs, NULL, replies, errs, timeout_ms, 0);
+    return call_all(c, n, peers, reqs, NULL, replies, errs, timeout_ms, 0,
+                    NULL, NULL);
 }
 
 int hc_rpc_call_all_kept(hc_rpc_client *c, int n, const int *peers,
@@ -1664,15 +1683,19 @@ int hc_rpc_call_all_kept(hc_rpc_client *c, int n, const int *peers,
                          int timeout_ms)
 {
     return call_all(c, n, peers, (nng_msg **)reqs, NULL, replies, errs,
-                    timeout_ms, 1);
+                    timeout_ms, 1, NULL, NULL);
 }
 
-int hc_rpc_call_all_kept_first(hc_rpc_client *c, int n, const int *peers,
-                               nng_msg *const *reqs, nng_msg **firsts,
-                               nng_msg **replies, int *errs, int timeout_ms)
+int hc_rpc_call_all_remade(hc_rpc_client *c, int n, const int *peers,
+                           nng_msg **reqs, hc_rpc_remake_fn remake, void *arg,
+                           nng_msg **replies, int *errs, int timeout_ms)
 {
-    return call_all(c, n, peers, (nng_msg **)reqs, firsts, replies, errs,
-                    timeout_ms, 1);
+    if (!remake) {
+        drop_all(n, reqs, replies, errs, HC_ERR_INVAL);
+        return hc_err_set(HC_ERR_INVAL, "rpc call: no remake function");
+    }
+    return call_all(c, n, peers, NULL, reqs, replies, errs, timeout_ms, 1,
+                    remake, arg);
 }
 
 int hc_rpc_call(hc_rpc_client *c, int peer, nng_msg *req, nng_msg **reply,

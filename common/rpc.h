@@ -148,13 +148,19 @@ int hc_rpc_call_all_kept(hc_rpc_client *c, int n, const int *peers,
                          nng_msg *const *reqs, nng_msg **replies, int *errs,
                          int timeout_ms);
 
-/* hc_rpc_call_all_kept, where firsts[i] (NULL: none) is a copy of reqs[i]
- * the caller made ahead (on another core, say): the first attempt sends it
- * instead of copying reqs[i] then. The call takes every firsts[i] (sent or
- * freed) and sets it NULL. */
-int hc_rpc_call_all_kept_first(hc_rpc_client *c, int n, const int *peers,
-                               nng_msg *const *reqs, nng_msg **firsts,
-                               nng_msg **replies, int *errs, int timeout_ms);
+/* Makes call index i's request again for a re-send: the very bytes of the
+ * first attempt (same request id). Called on nng's threads while a call
+ * runs, one call per peer at a time. Returns HC_OK, or a code with its
+ * message set (the call then fails for that peer). */
+typedef int (*hc_rpc_remake_fn)(void *arg, int i, nng_msg **out);
+
+/* hc_rpc_call_all, where every reqs[i] is sent as it is (taken, set NULL)
+ * and no copy is kept: a re-send asks remake(arg, i) for the same bytes —
+ * for a caller that can make a large request again cheaper than keeping
+ * a copy of it (a push, encoded again from the gradients). */
+int hc_rpc_call_all_remade(hc_rpc_client *c, int n, const int *peers,
+                           nng_msg **reqs, hc_rpc_remake_fn remake, void *arg,
+                           nng_msg **replies, int *errs, int timeout_ms);
 
 /* hc_rpc_call_all for one peer. */
 int hc_rpc_call(hc_rpc_client *c, int peer, nng_msg *req, nng_msg **reply,

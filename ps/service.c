@@ -162,7 +162,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                 if (p->worker == (int)w && p->is_push &&
                     p->request_id == e->request_id) {
                     hc_rpc_reply(p->req, NULL);
-                    nng_msg_free(p->msg);
+                    service_free_kept(s, p->msg);
                     p->req = req;
                     p->msg = msg_in;
                     *deferred = 1;
@@ -644,7 +644,7 @@ void ps_service_stop(struct ps_service *s)
     if (s->rpc)
         hc_rpc_server_stop(s->rpc);
     for (i = 0; i < s->n_pending; i++)
-        nng_msg_free(s->pending[i].msg);
+        nng_msg_free(s->pending[i].msg);   /* no step is applied after */
     free(s->pending);
     if (s->shard)
         ps_shard_close(s->shard);

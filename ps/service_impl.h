@@ -196,6 +196,10 @@ nng_msg *service_serve_pull(struct ps_service *s, const struct hc_wire_msg *in,
                             nng_msg *msg_in, hc_rpc_req *req, int *deferred,
                             int *outside);
 
+/* Free a kept request's message (struct pending's), after copying any
+ * gradient of the open sync step lent from it. With s->mu. */
+void service_free_kept(struct ps_service *s, nng_msg *msg);
+
 /* Answer a pull (or a push-and-pull's pull) now, from one store snapshot.
  * Without s->mu in async and ssp; with it in sync (the step's slice). */
 nng_msg *service_answer_pull(struct ps_service *s,

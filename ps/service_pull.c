@@ -85,6 +85,16 @@ static int pull_ready(struct ps_service *s, const struct hc_wire_msg *in)
                               min_version, clock, ps_shard_version(s->shard));
 }
 
+/* Free a kept request's message; a sync step's gradients lent from it
+ * (ps_shard_accumulate) are copied into the step's sum first. */
+void service_free_kept(struct ps_service *s, nng_msg *msg)
+{
+    pthread_mutex_lock(&s->wmu);
+    ps_shard_unlend(s->shard, nng_msg_body(msg), nng_msg_len(msg));
+    pthread_mutex_unlock(&s->wmu);
+    nng_msg_free(msg);
+}
+
 /* Keep a request (pull or push-and-pull) to answer when the mode allows;
  * a worker has at most one kept: a newer one replaces it. */
 static int defer(struct ps_service *s, const struct hc_wire_msg *in,
@@ -95,7 +105,7 @@ static int defer(struct ps_service *s, const struct hc_wire_msg *in,
     for (i = 0; i < s->n_pending; i++) {
         if (s->pending[i].worker == w) {
             hc_rpc_reply(s->pending[i].req, NULL);
-            nng_msg_free(s->pending[i].msg);
+            service_free_kept(s, s->pending[i].msg);
             s->pending[i] = s->pending[--s->n_pending];
             break;
         }
@@ -177,7 +187,7 @@ static void serve_pending(struct ps_service *s)
                                     hc_now_s() - p->t0);
             hc_rpc_reply(p->req, reply);
         }
-        nng_msg_free(p->msg);
+        service_free_kept(s, p->msg);
         *p = s->pending[--s->n_pending];
     }
 }
@@ -259,7 +269,7 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
                        int *outside, nng_msg **reply)
 {
     const Hetps__Push *p = in->env->push;
-    int w = (int)in->env->sender->index, rv, late = 0;
+    int w = (int)in->env->sender->index, rv, late = 0, lent = 0;
     int and_pull = p->n_ranges > 0;
     enum ps_push_verdict v;
     size_t bad_t;
@@ -313,9 +323,12 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
         break;
     }
     case PS_PUSH_ACCUMULATE:
+        /* A push-and-pull's message is kept until its answer, after the
+         * step: its gradient is lent to the step rather than copied. */
         pthread_mutex_lock(&s->wmu);
-        rv = ps_shard_accumulate(s->shard, in);
+        rv = ps_shard_accumulate(s->shard, in, and_pull);
         pthread_mutex_unlock(&s->wmu);
+        lent = rv == HC_OK && and_pull;
         if (rv == HC_OK && !and_pull)
             rv = ps_shard_ack(s->shard, in, &s->me, 0, reply);
         service_advance(s);
@@ -336,12 +349,17 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
     }
     if (late || pull_ready(s, in)) {
         *reply = service_answer_pull(s, in, late);
+        rv = HC_OK;
+    } else if ((rv = defer(s, in, msg_in, req)) == HC_OK) {
+        *deferred = 1;
         return HC_OK;
     }
-    if ((rv = defer(s, in, msg_in, req)) != HC_OK)
-        return rv;
-    *deferred = 1;
-    return HC_OK;
+    if (lent) {             /* not kept after all: the step copies it now */
+        pthread_mutex_lock(&s->wmu);
+        ps_shard_unlend(s->shard, nng_msg_body(msg_in), nng_msg_len(msg_in));
+        pthread_mutex_unlock(&s->wmu);
+    }
+    return rv;
 }
 
 /* Most pushes applied in one transaction. */

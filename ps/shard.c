@@ -42,8 +42,19 @@ struct ps_shard {
     unsigned char *seen;            /* (n_blocks) duplicate-block check */
     float **acc;                    /* (n_blocks) sync: sample-weighted sums */
     float *acc_mem;                 /* one allocation behind acc */
-    unsigned char *acc_used;        /* (n_blocks) acc[b] holds a sum; else
-                                       its contents are stale, read as 0 */
+    unsigned char *acc_used;        /* (n_blocks) ACC_*: what block b's
+                                       gradient of the open step is */
+    const float **lent;             /* (n_blocks) ACC_LENT: the one push's
+                                       values, in a message the service
+                                       keeps (ps_shard_accumulate) */
+    float *lent_w;                  /* (n_blocks) its weight (samples) */
+};
+
+/* A block's gradient in the open synchronous step. */
+enum {
+    ACC_NONE,       /* none yet: acc[b] is stale, read as 0 */
+    ACC_SUM,        /* acc[b] holds the sample-weighted sum */
+    ACC_LENT        /* one push's: lent[b] · lent_w[b], not copied */
 };
 
 /* What one pull needs per range, in one allocation (see pull_scratch). */
@@ -74,6 +85,8 @@ static void free_scratch(struct ps_shard *sh)
     free(sh->acc);
     free(sh->acc_mem);
     free(sh->acc_used);
+    free(sh->lent);
+    free(sh->lent_w);
 }
 
 /* Size the scratch arrays and the lookup index for the store's blocks. */
@@ -96,6 +109,8 @@ static int load_blocks(struct ps_shard *sh)
     sh->seen = calloc(n + 1, 1);
     sh->acc = calloc(n + 1, sizeof *sh->acc);
     sh->acc_used = calloc(n + 1, 1);
+    sh->lent = calloc(n + 1, sizeof *sh->lent);
+    sh->lent_w = calloc(n + 1, sizeof *sh->lent_w);
     {
         size_t total = 0;
 
@@ -108,7 +123,7 @@ static int load_blocks(struct ps_shard *sh)
         }
     }
     if (!sh->index_sorted || !sh->updates || !sh->seen || !sh->acc ||
-        !sh->acc_mem || !sh->acc_used)
+        !sh->acc_mem || !sh->acc_used || !sh->lent || !sh->lent_w)
         return hc_err_set(HC_ERR_NOMEM, "out of memory for %u blocks", n);
     for (i = 0; i < n; i++)
         sh->index_sorted[i] = i;
@@ -631,7 +646,17 @@ out:
     free(recs);
 }
 
-int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in)
+/* Block b's lent gradient copied into its sum (acc[b] = lent · w). */
+static void take_lent(struct ps_shard *sh, uint32_t b)
+{
+    vec_scaled_add(sh->acc[b], sh->lent[b], sh->lent_w[b],
+                   sh->blocks[b].length, 0);
+    sh->acc_used[b] = ACC_SUM;
+    sh->lent[b] = NULL;
+}
+
+int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in,
+                        int lend)
 {
     float w = (float)in->env->push->samples;
     size_t i;
@@ -644,15 +669,35 @@ int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in)
         return rv;
     for (i = 0; i < in->n_tensors; i++) {
         uint32_t b = sh->updates[i].local;
-        float *a = sh->acc[b];
         const float *g = in->data[i];
 
+        if (lend && sh->acc_used[b] == ACC_NONE &&
+            sh->updates[i].length == sh->blocks[b].length) {
+            /* The step's only gradient so far: used where it lies. */
+            sh->lent[b] = g;
+            sh->lent_w[b] = w;
+            sh->acc_used[b] = ACC_LENT;
+            continue;
+        }
+        if (sh->acc_used[b] == ACC_LENT)
+            take_lent(sh, b);
         /* The step's first gradient for a block is written, not added to
          * zeros: one pass less, and no clearing after the step. */
-        vec_scaled_add(a, g, w, sh->updates[i].length, sh->acc_used[b]);
-        sh->acc_used[b] = 1;
+        vec_scaled_add(sh->acc[b], g, w, sh->updates[i].length,
+                       sh->acc_used[b] == ACC_SUM);
+        sh->acc_used[b] = ACC_SUM;
     }
     return HC_OK;
+}
+
+void ps_shard_unlend(struct ps_shard *sh, const void *body, size_t len)
+{
+    const char *lo = body, *hi = lo + len;
+
+    for (uint32_t b = 0; b < sh->n_blocks; b++)
+        if (sh->acc_used[b] == ACC_LENT &&
+            (const char *)sh->lent[b] >= lo && (const char *)sh->lent[b] < hi)
+            take_lent(sh, b);
 }
 
 int ps_shard_apply_step(struct ps_shard *sh, uint64_t total)
@@ -661,16 +706,24 @@ int ps_shard_apply_step(struct ps_shard *sh, uint64_t total)
     int rv;
 
     for (b = 0; b < sh->n_blocks; b++) {
-        if (!sh->acc_used[b])   /* no gradient this step: a zero sum */
-            memset(sh->acc[b], 0, sh->blocks[b].length * sizeof(float));
         sh->updates[b].local = b;
         sh->updates[b].length = sh->blocks[b].length;
         sh->updates[b].grad = sh->acc[b];
         sh->updates[b].scale = total ? 1.0f / (float)total : 0.0f;
+        if (sh->acc_used[b] == ACC_LENT) {
+            /* One push's mean gradient, weighted w / total. */
+            sh->updates[b].grad = sh->lent[b];
+            sh->updates[b].scale =
+                total ? sh->lent_w[b] / (float)total : 0.0f;
+        } else if (sh->acc_used[b] == ACC_NONE) {
+            /* no gradient this step: a zero sum */
+            memset(sh->acc[b], 0, sh->blocks[b].length * sizeof(float));
+        }
     }
     rv = ps_store_apply(sh->store, &sh->optim, sh->updates, sh->n_blocks,
                         NULL, 0, NULL);
-    memset(sh->acc_used, 0, sh->n_blocks);
+    memset(sh->acc_used, ACC_NONE, sh->n_blocks);
+    memset(sh->lent, 0, sh->n_blocks * sizeof *sh->lent);
     return rv;
 }
 

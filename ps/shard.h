@@ -75,8 +75,17 @@ void ps_shard_push_group(struct ps_shard *sh, struct ps_push_item *items,
                          size_t n, const struct hc_sender *me);
 
 /* Synchronous steps: add a push (mean gradient of `samples` samples) to the
- * step's sum, weighted by samples. Checks the tensors as a push would. */
-int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in);
+ * step's sum, weighted by samples. Checks the tensors as a push would.
+ * lend: the caller keeps in's message until the step is applied, or hands
+ * it to ps_shard_unlend before freeing it — so a block's only gradient is
+ * read where it lies (one worker's step: no sum made at all). */
+int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in,
+                        int lend);
+
+/* The message body [body, body + len) is about to be freed: the open
+ * step's gradients lent from it are copied into the step's sum first.
+ * Under the same lock as ps_shard_accumulate. */
+void ps_shard_unlend(struct ps_shard *sh, const void *body, size_t len);
 
 /* Apply the step's sum divided by `total` samples (its sample-weighted
  * mean) with the optimizer in one store transaction; clears the sum. */

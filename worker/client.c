@@ -73,12 +73,11 @@ int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
     c->errs = calloc((size_t)c->n, sizeof *c->errs);
     c->dec = calloc((size_t)c->n, sizeof *c->dec);
     c->plan = calloc((size_t)c->n, sizeof *c->plan);
-    c->firsts = calloc((size_t)c->n, sizeof *c->firsts);
     c->piece_rv = calloc((size_t)c->n, sizeof *c->piece_rv);
     c->piece_why = calloc((size_t)c->n, sizeof *c->piece_why);
     if (!c->urls || !c->names || !c->name_buf || !c->view || !c->peers ||
         !c->reqs || !c->replies || !c->errs || !c->dec || !c->plan ||
-        !c->copies || !c->copy_ok || !c->firsts || !c->piece_rv ||
+        !c->copies || !c->copy_ok || !c->piece_rv ||
         !c->piece_why) {
         rv = hc_err_set(HC_ERR_NOMEM, "out of memory opening the client");
         goto fail;
@@ -497,10 +496,6 @@ void pc_close(struct pc_client *c)
     if (c->rpc)
         hc_rpc_client_close(c->rpc);
     hc_fanout_close(c->fan);
-    for (i = 0; c->firsts && i < c->n; i++)
-        if (c->firsts[i])
-            nng_msg_free(c->firsts[i]);
-    free(c->firsts);
     free(c->piece_rv);
     free(c->piece_why);
     for (i = 0; c->plan && i < c->n; i++) {

@@ -75,6 +75,18 @@ void pc_set_reply_hook(struct pc_client *c, pc_reply_hook fn, void *arg)
     c->hook_arg = arg;
 }
 
+/* Shard i's request of the exchange under way once more: a copy of it,
+ * or a push made again (c->remake). */
+static int request_again(struct pc_client *c, int i, nng_msg **out)
+{
+    *out = NULL;
+    if (!c->copies[i])
+        return c->remake(c->remake_arg, i, out);
+    if (nng_msg_dup(out, c->copies[i]) != 0)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    return HC_OK;
+}
+
 int pc_hook_resend(struct pc_client *c, int shard, int *sent, int *same)
 {
     nng_msg *lost, *dup = NULL;
@@ -85,8 +97,8 @@ int pc_hook_resend(struct pc_client *c, int shard, int *sent, int *same)
         return hc_err_set(HC_ERR_INVAL, "pc_hook_resend: no shard %d", shard);
     if (!c->replies[shard] || !c->copy_ok[shard])
         return HC_OK;
-    if (nng_msg_dup(&dup, c->copies[shard]) != 0)
-        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    if ((rv = request_again(c, shard, &dup)) != HC_OK)
+        return rv;
     lost = c->replies[shard];
     c->replies[shard] = NULL;
     *sent = 1;
@@ -132,14 +144,19 @@ static int exchange(struct pc_client *c, const uint64_t *ids,
     char msg[1024] = "";
 
     /* The requests stay ours through the call (rpc sends copies), for a
-     * re-send after a re-join: no copy of our own of a large push. */
+     * re-send after a re-join — but a push's: sent as they are, and made
+     * again for a re-send (c->remake), so a large push is never copied. */
     for (i = 0; i < c->n; i++) {
-        c->copies[i] = c->reqs[i];
+        c->copies[i] = c->remake ? NULL : c->reqs[i];
         c->copy_ok[i] = c->reqs[i] != NULL;
     }
-    rv = hc_rpc_call_all_kept_first(c->rpc, c->n, c->peers, c->reqs,
-                                    c->firsts, c->replies, c->errs,
-                                    timeout_ms);
+    if (c->remake)
+        rv = hc_rpc_call_all_remade(c->rpc, c->n, c->peers, c->reqs,
+                                    c->remake, c->remake_arg, c->replies,
+                                    c->errs, timeout_ms);
+    else
+        rv = hc_rpc_call_all_kept(c->rpc, c->n, c->peers, c->reqs,
+                                  c->replies, c->errs, timeout_ms);
     for (i = 0; i < c->n; i++)
         c->reqs[i] = NULL;
     if (rv == HC_OK && c->hook) {
@@ -180,10 +197,8 @@ static int exchange(struct pc_client *c, const uint64_t *ids,
                 break;
             nng_msg_free(c->replies[i]);
             c->replies[i] = NULL;
-            if (nng_msg_dup(&dup, c->copies[i]) != 0) {
-                rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
+            if ((rv = request_again(c, i, &dup)) != HC_OK)
                 break;
-            }
             if ((rv = hc_rpc_call(c->rpc, i, dup, &c->replies[i],
                                   timeout_ms)) != HC_OK)
                 break;

@@ -84,8 +84,10 @@ struct pc_client {
     struct shard_plan *plan;    /* (n) */
     struct hc_fanout *fan;      /* per-shard work on several cores (NULL:
                                    one shard, or one core) */
-    nng_msg **firsts;           /* (n) copies of reqs for the first
-                                   attempts, made on the fan-out */
+    /* Set by a push for its exchange: its requests are sent without a
+     * copy kept, and made again by remake for a re-send. */
+    hc_rpc_remake_fn remake;
+    void *remake_arg;
     int *piece_rv;              /* (n) each fan-out piece's result, */
     char (*piece_why)[256];     /* (n) and its failure's message */
 

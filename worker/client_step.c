@@ -188,14 +188,15 @@ struct encode_job {
     const Hetps__Envelope *env;
     const float *grads;
     const uint64_t *ids;
-    int and_pull, copy;
+    int and_pull;
     int *rv;                    /* (n) */
     char (*why)[256];           /* (n): the message of a failure */
 };
 
-static void encode_one(void *arg, int i)
+/* Shard i's push into *out. Shard i's plan is touched by one thread at a
+ * time: the fan-out's piece i, or a re-send of it (remake_push). */
+static int encode_push(const struct encode_job *j, int i, nng_msg **out)
 {
-    const struct encode_job *j = arg;
     struct pc_client *c = j->c;
     struct shard_plan *p = &c->plan[i];
     Hetps__Envelope env = *j->env;
@@ -208,15 +209,25 @@ static void encode_one(void *arg, int i)
     push.ranges = j->and_pull ? p->range_ptrs : NULL;
     env.push = &push;
     env.request_id = j->ids[i];
-    j->rv[i] = hc_wire_encode(&c->reqs[i], &env, p->src, p->n_blocks);
-    if (j->rv[i] != HC_OK) {
+    return hc_wire_encode(out, &env, p->src, p->n_blocks);
+}
+
+static void encode_one(void *arg, int i)
+{
+    const struct encode_job *j = arg;
+
+    j->rv[i] = encode_push(j, i, &j->c->reqs[i]);
+    if (j->rv[i] != HC_OK)
         snprintf(j->why[i], sizeof j->why[i], "%s", hc_err_msg());
-        return;
-    }
-    /* The first attempt's copy, here rather than in rpc on the caller's
-     * thread one shard after the other. */
-    if (j->copy && nng_msg_dup(&c->firsts[i], c->reqs[i]) != 0)
-        c->firsts[i] = NULL;            /* rpc makes it then */
+}
+
+/* A large push is not kept for a re-send (hc_rpc_call_all_remade): it is
+ * encoded again from the gradients, which stay the caller's through the
+ * call — the same bytes, the same request id. */
+static int remake_push(void *arg, int i, nng_msg **out)
+{
+    *out = NULL;
+    return encode_push(arg, i, out);
 }
 
 /*
@@ -261,24 +272,22 @@ static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
         idp[i] = client_next_id(c);
     job = (struct encode_job){.c = c, .env = &env, .grads = grads,
                               .ids = idp, .and_pull = and_pull,
-                              .copy = client_big(c), .rv = c->piece_rv,
-                              .why = c->piece_why};
-    /* A large model's pushes are encoded and copied a shard per core. */
-    hc_fanout_run(job.copy ? c->fan : NULL, c->n, encode_one, &job);
+                              .rv = c->piece_rv, .why = c->piece_why};
+    /* A large model's pushes are encoded a shard per core. */
+    hc_fanout_run(client_big(c) ? c->fan : NULL, c->n, encode_one, &job);
     for (i = 0; i < c->n; i++) {
         if (c->piece_rv[i] != HC_OK) {
             rv = hc_err_set(c->piece_rv[i], "%s", c->piece_why[i]);
             client_free_reqs(c);
-            for (i = 0; i < c->n; i++) {
-                if (c->firsts[i])
-                    nng_msg_free(c->firsts[i]);
-                c->firsts[i] = NULL;
-            }
             goto out;
         }
     }
+    c->remake = remake_push;
+    c->remake_arg = &job;
     rv = client_exchange(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK,
                          and_pull ? "push-and-pull" : "push", wait_ms);
+    c->remake = NULL;
+    c->remake_arg = NULL;
 out:
     if (idp != ids)
         free(idp);

@@ -532,27 +532,39 @@ out:
     tsrv_fini(&t);
 }
 
+/* A server (index idx) that drops its first request, and a client of it
+ * connected as `name`; 0 when both are up (else a failure is recorded). */
+static int drop_first_pair(struct tsrv *t, int idx, const char *name,
+                           hc_rpc_client **c)
+{
+    const char *urls[1], *names[1] = {name};
+
+    *c = NULL;
+    tsrv_init(t, idx, T_DROP_FIRST, 0);
+    if (tsrv_start(t, NULL) != HC_OK) {
+        CU_FAIL("server start");
+        return -1;
+    }
+    urls[0] = t->url;
+    if (client_open(c, 1, urls, names, 100, 3000) != HC_OK) {
+        CU_FAIL("client open");
+        return -1;
+    }
+    CU_ASSERT(wait_connected(*c, 0, 1, 2000));
+    return 0;
+}
+
 static void test_resend_same_bytes(void)
 {
     static const unsigned char payload[] = {0x08, 0x2a, 0x12, 0x03, 'r',
                                             'i', 'd', 0x00, 0xff, 0x7f};
     struct tsrv t;
     hc_rpc_client *c = NULL;
-    const char *urls[1], *names[1] = {"ps:3"};
     nng_msg *reply = NULL;
     int rv;
 
-    tsrv_init(&t, 3, T_DROP_FIRST, 0);
-    if (tsrv_start(&t, NULL) != HC_OK) {
-        CU_FAIL("server start");
+    if (drop_first_pair(&t, 3, "ps:3", &c) != 0)
         goto out;
-    }
-    urls[0] = t.url;
-    if (client_open(&c, 1, urls, names, 100, 3000) != HC_OK) {
-        CU_FAIL("client open");
-        goto out;
-    }
-    CU_ASSERT(wait_connected(c, 0, 1, 2000));
     rv = hc_rpc_call(c, 0, make_msg(payload, sizeof payload), &reply, 0);
     CU_ASSERT_EQUAL(rv, HC_OK);
     CU_ASSERT(reply && nng_msg_len(reply) == 3 + sizeof payload &&
@@ -568,6 +580,86 @@ static void test_resend_same_bytes(void)
 out:
     hc_rpc_client_close(c);
     tsrv_fini(&t);
+}
+
+/* hc_rpc_call_all_remade: what a remake function was asked for. */
+struct remake_log {
+    const unsigned char *payload;
+    size_t len;
+    int calls, last_i, fail;
+};
+
+static int remake_payload(void *arg, int i, nng_msg **out)
+{
+    struct remake_log *l = arg;
+
+    l->calls++;
+    l->last_i = i;
+    if (l->fail)
+        return hc_err_set(HC_ERR_NOMEM, "remake test: no memory");
+    *out = make_msg(l->payload, l->len);
+    return HC_OK;
+}
+
+/* A call whose re-send is made by remake_payload (failing when `fail`)
+ * against a server that drops its first request. */
+static void remade_case(int fail)
+{
+    static const unsigned char payload[] = {0x08, 0x2b, 0x12, 0x03, 'r',
+                                            'e', 'm', 0x00, 0xfe, 0x7e};
+    struct remake_log log = {payload, sizeof payload, 0, -1, fail};
+    struct tsrv t;
+    hc_rpc_client *c = NULL;
+    nng_msg *req, *reply = NULL;
+    int peer = 0, err = -1, rv;
+
+    if (drop_first_pair(&t, 3, "ps:3", &c) != 0)
+        goto out;
+    /* The first attempt sends the request itself (taken); the server drops
+     * it; the re-send is made by the function, not copied. */
+    req = make_msg(payload, sizeof payload);
+    rv = hc_rpc_call_all_remade(c, 1, &peer, &req, remake_payload, &log,
+                                &reply, &err, 0);
+    CU_ASSERT_PTR_NULL(req);
+    CU_ASSERT_EQUAL(log.calls, 1);
+    CU_ASSERT_EQUAL(log.last_i, 0);
+    if (fail) {
+        /* A re-send that cannot be made fails the call, naming the peer. */
+        CU_ASSERT_EQUAL(rv, HC_ERR_NOMEM);
+        CU_ASSERT_EQUAL(err, HC_ERR_NOMEM);
+        CU_ASSERT_PTR_NULL(reply);
+        CU_ASSERT(strstr(hc_err_msg(), "ps:3") != NULL &&
+                  strstr(hc_err_msg(), "making the request again") != NULL);
+        /* No remake function: refused, the request freed. */
+        req = make_msg(payload, sizeof payload);
+        rv = hc_rpc_call_all_remade(c, 1, &peer, &req, NULL, NULL, &reply,
+                                    &err, 0);
+        CU_ASSERT_EQUAL(rv, HC_ERR_INVAL);
+        CU_ASSERT_PTR_NULL(req);
+        goto out;
+    }
+    CU_ASSERT_EQUAL(rv, HC_OK);
+    CU_ASSERT(reply && nng_msg_len(reply) == 3 + sizeof payload &&
+              memcmp((char *)nng_msg_body(reply) + 3, payload,
+                     sizeof payload) == 0);
+    CU_ASSERT_EQUAL(tsrv_recv_count(&t), 2);
+    CU_ASSERT(t.seen[1] && nng_msg_len(t.seen[1]) == sizeof payload &&
+              memcmp(nng_msg_body(t.seen[1]), payload, sizeof payload) == 0);
+out:
+    if (reply)
+        nng_msg_free(reply);
+    hc_rpc_client_close(c);
+    tsrv_fini(&t);
+}
+
+static void test_resend_remade(void)
+{
+    remade_case(0);
+}
+
+static void test_remake_fails(void)
+{
+    remade_case(1);
 }
 
 static void test_unreachable(void)
@@ -1390,6 +1482,10 @@ void hp_test_register(void)
                 test_deferred_does_not_block);
     CU_add_test(s, "dropped request is re-sent with the same bytes",
                 test_resend_same_bytes);
+    CU_add_test(s, "a remade request: sent as it is, made again for a "
+                   "re-send", test_resend_remade);
+    CU_add_test(s, "a re-send that cannot be made fails naming the peer",
+                test_remake_fails);
     CU_add_test(s, "nothing listening: UNREACHABLE names peer and URL",
                 test_unreachable);
     CU_add_test(s, "server started after the client", test_server_after_client);

@@ -253,7 +253,7 @@ static void test_sync_sum(void)
 
         push_env(&f, &env, &p, w ? 3 : 1, 0);
         request(&f, &env, g, &in, &req);
-        CU_ASSERT_EQUAL(ps_shard_accumulate(f.sh, &in), HC_OK);
+        CU_ASSERT_EQUAL(ps_shard_accumulate(f.sh, &in, 0), HC_OK);
         hc_wire_msg_free(&in);
         nng_msg_free(req);
     }
@@ -281,6 +281,64 @@ static void test_sync_sum(void)
     CU_ASSERT_EQUAL(version, 1);
     CU_ASSERT_EQUAL(got[9], init[9] - LR * (9.0f + 6.0f) / 4.0f);
     fx_close(&f);
+}
+
+/* A sync step's gradient lent from the kept message (ps_shard_accumulate's
+ * lend) gives the values the summed one gives; a message handed to
+ * ps_shard_unlend may then be scribbled over or freed. */
+static void sync_lent_case(int scenario)
+{
+    struct fx f;
+    float init[N], g1[N], g3[N], got[N];
+    Hetps__Envelope env;
+    Hetps__Push p;
+    struct hc_wire_msg in[2];
+    nng_msg *req[2] = { NULL, NULL };
+    uint64_t version;
+    int i, bad = 0, n = scenario == 0 ? 1 : 2;
+
+    for (i = 0; i < N; i++) {
+        init[i] = 1.0f;
+        g1[i] = (float)i;
+        g3[i] = 2.0f;
+    }
+    fx_open(&f);
+    CU_ASSERT_EQUAL_FATAL(create(&f, init), HC_OK);
+    for (int w = 0; w < n; w++) {
+        push_env(&f, &env, &p, n == 1 ? 4 : (w ? 3 : 1), 0);
+        request(&f, &env, w ? g3 : g1, &in[w], &req[w]);
+        CU_ASSERT_EQUAL(ps_shard_accumulate(f.sh, &in[w], 1), HC_OK);
+        hc_wire_msg_free(&in[w]);
+        if (scenario == 2 && w == 0) {
+            /* Given back before the step: copied, then the bytes go. */
+            ps_shard_unlend(f.sh, nng_msg_body(req[0]), nng_msg_len(req[0]));
+            memset(nng_msg_body(req[0]), 0xff, nng_msg_len(req[0]));
+        }
+    }
+    CU_ASSERT_EQUAL(ps_shard_apply_step(f.sh, 4), HC_OK);
+    CU_ASSERT_EQUAL(pull(&f, got, &version), HC_OK);
+    CU_ASSERT_EQUAL(version, 1);
+    for (i = 0; i < N; i++) {
+        float want = n == 1 ? init[i] - LR * g1[i]
+                            : init[i] - LR * ((1.0f * g1[i] + 3.0f * g3[i]) /
+                                              4.0f);
+
+        bad += got[i] != want;
+    }
+    if (bad)
+        printf("\n  scenario %d: %d values off, got[1] %g\n", scenario, bad,
+               (double)got[1]);
+    CU_ASSERT_EQUAL(bad, 0);
+    for (int w = 0; w < n; w++)
+        nng_msg_free(req[w]);
+    fx_close(&f);
+}
+
+static void test_sync_lent(void)
+{
+    sync_lent_case(0);      /* one push: its bytes are the step's gradient */
+    sync_lent_case(1);      /* a second push: the first is copied and added */
+    sync_lent_case(2);      /* given back early, then overwritten */
 }
 
 static void test_refused(void)
@@ -318,7 +376,7 @@ static void test_refused(void)
         keep = NULL;
         CU_ASSERT_NOT_EQUAL(ps_shard_serve(f.sh, &in, &shard0, NULL, &keep),
                             HC_OK);
-        CU_ASSERT_NOT_EQUAL(ps_shard_accumulate(f.sh, &in), HC_OK);
+        CU_ASSERT_NOT_EQUAL(ps_shard_accumulate(f.sh, &in, 0), HC_OK);
         if (keep)
             nng_msg_free(keep);
         hc_wire_msg_free(&in);
@@ -338,6 +396,8 @@ void hp_test_register(void)
     CU_add_test(s, "create, repeat, pull, async push", test_create_pull_push);
     CU_add_test(s, "sync step: sample-weighted sum, kept on reopen",
                 test_sync_sum);
+    CU_add_test(s, "sync step: a gradient lent from its message = summed",
+                test_sync_lent);
     CU_add_test(s, "refused: before create, bad range, bad length",
                 test_refused);
 }
