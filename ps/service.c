@@ -45,8 +45,7 @@
 struct outside {
     int pull;                   /* answer a pull the mode allows */
     int push;                   /* apply an async push */
-    uint64_t prev_req;          /* its record before it (to put back) */
-    size_t prev_len;
+    struct record prev;         /* its record before it (to put back) */
 };
 
 /* Note a connection the member's process uses (the oldest forgotten when
@@ -95,6 +94,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
     uint32_t w = e->sender->index;
     struct member *m;
     struct record *rec;
+    struct answer_info info = { 0 };
     nng_msg *reply = NULL;
     char text[512];
     int rv;
@@ -178,6 +178,8 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
             hc_debug("worker:%u request %llu (%s) repeated: answered from the record",
                      w, (unsigned long long)e->request_id,
                      hc_wire_payload_name(pc));
+            if (rec->again)
+                return service_answer_again(s, in);
             return service_record_replay(rec);
         }
         if (e->request_id < rec->last_req) {
@@ -278,15 +280,14 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         return service_serve_pull(s, in, msg_in, req, deferred, &out->pull);
     case HETPS__ENVELOPE__PAYLOAD_PUSH:
         rv = service_serve_push(s, in, msg_in, req, deferred, &out->push,
-                                &reply);
+                                &reply, &info);
         if (rv != HC_OK)
             return service_error_reply(s, e->request_id,
                                        hc_wire_error_code(rv), hc_err_msg());
         if (out->push) {
             /* Applied outside s->mu: the record says it is being answered
              * (a repeat meanwhile is not applied again). */
-            out->prev_req = rec->last_req;
-            out->prev_len = rec->reply_len;
+            out->prev = *rec;
             if (service_record_save(rec, e->request_id, NULL))
                 m->requests++;
             return NULL;
@@ -298,9 +299,15 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         return service_error_reply(s, e->request_id,
                                    HETPS__ERROR_CODE__E_MALFORMED, text);
     }
-    if ((reply || *deferred) && service_record_is_effect(pc) &&
-        service_record_save(rec, e->request_id, reply))
+    if (info.valid && reply) {
+        /* A push-and-pull answered at once: a large answer is recorded
+         * as answered, not copied. */
+        if (service_record_answer(s, (int)w, e->request_id, reply, &info))
+            m->requests++;
+    } else if ((reply || *deferred) && service_record_is_effect(pc) &&
+               service_record_save(rec, e->request_id, reply)) {
         m->requests++;
+    }
     return reply;
 }
 
@@ -461,9 +468,9 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
     }
     service_unlock(s);      /* and applies a sync step found ready */
     if (out.pull)
-        reply = service_answer_pull(s, &in, 0);
+        reply = service_answer_pull(s, &in, 0, NULL);
     else if (out.push)
-        reply = service_apply_outside(s, &in, out.prev_req, out.prev_len);
+        reply = service_apply_outside(s, &in, &out.prev);
     hc_wire_msg_free(&in);
     if (deferred)
         return;         /* kept with its message: answered by serve_pending */

@@ -63,6 +63,11 @@ struct member {
     uint32_t pipes[MEMBER_PIPES];
     char devices[128];
     uint64_t requests, duplicates;
+    /* Its last push-and-pull answer recorded without its bytes
+     * (rec[0].again): the version and extra it was built with, to build
+     * it again for a repeat. */
+    uint64_t again_version;
+    struct ps_pull_extra again_extra;
     int removed;                /* no longer in the cluster file */
     int64_t expected_ms;        /* sync/ssp: expected to join since then */
 };
@@ -200,29 +205,54 @@ nng_msg *service_serve_pull(struct ps_service *s, const struct hc_wire_msg *in,
  * gradient of the open sync step lent from it. With s->mu. */
 void service_free_kept(struct ps_service *s, nng_msg *msg);
 
+/* What a push-and-pull's answer was built with (service_record_answer). */
+struct answer_info {
+    int valid;
+    uint64_t version;           /* the shard's version when built */
+    struct ps_pull_extra extra;
+};
+
 /* Answer a pull (or a push-and-pull's pull) now, from one store snapshot.
- * Without s->mu in async and ssp; with it in sync (the step's slice). */
+ * Without s->mu in async and ssp; with it in sync (the step's slice).
+ * info (may be NULL) receives what the answer was built with. */
 nng_msg *service_answer_pull(struct ps_service *s,
-                             const struct hc_wire_msg *in, int late);
+                             const struct hc_wire_msg *in, int late,
+                             struct answer_info *info);
+
+/* Record `reply`, worker w's answer to push-and-pull `id` built with
+ * `info`: a large one (a model's values) as answered, its bytes not
+ * copied — a repeat gets service_answer_again; a small one as bytes.
+ * Returns 1 when id is new. With s->mu. */
+int service_record_answer(struct ps_service *s, int w, uint64_t id,
+                          const nng_msg *reply, const struct answer_info *info);
+
+/* The answer to a repeat of worker's last push-and-pull recorded without
+ * its bytes: made again with what it was built with while the shard is
+ * at that version (the same bytes), else the values now (async; a sync
+ * step that went on without this worker). With s->mu. */
+nng_msg *service_answer_again(struct ps_service *s,
+                              const struct hc_wire_msg *in);
 
 /* A push: judged by the mode, then applied, added to the step, or counted
- * as late; a push-and-pull's values now (*reply) or later (*deferred). In
+ * as late; a push-and-pull's values now (*reply, built with *info) or
+ * later (*deferred). In
  * async an applied push is left to the caller (*outside set, HC_OK and no
  * reply): service_apply_outside once s->mu is let go. */
 int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
                        nng_msg *msg_in, hc_rpc_req *req, int *deferred,
-                       int *outside, nng_msg **reply);
+                       int *outside, nng_msg **reply,
+                       struct answer_info *info);
 
 /* An async push left outside by service_serve_push, whose record the
  * caller marked as being answered (last_req = its id, no reply yet: a
- * repeat meanwhile goes unanswered and is sent again; prev_req and
- * prev_len what the record held before). Applies it by group commit (the
+ * repeat meanwhile goes unanswered and is sent again; *prev what the
+ * record held before). Applies it by group commit (the
  * queued pushes in one store transaction, under s->wmu), then takes s->mu
  * to record the reply (or, on failure, put the record back).
  * Returns the reply: the Ack, or a push-and-pull's values. */
 nng_msg *service_apply_outside(struct ps_service *s,
                                const struct hc_wire_msg *in,
-                               uint64_t prev_req, size_t prev_len);
+                               const struct record *prev);
 
 /* Apply a complete synchronous step, then answer the pulls it frees. */
 void service_advance(struct ps_service *s);

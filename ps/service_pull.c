@@ -25,7 +25,8 @@
 /* Answer a pull now: values, version and (sync, from any shard; workers
  * use ps:0's) the worker's slice of the step's global batch. */
 nng_msg *service_answer_pull(struct ps_service *s,
-                             const struct hc_wire_msg *in, int late)
+                             const struct hc_wire_msg *in, int late,
+                             struct answer_info *info)
 {
     const Hetps__Envelope *e = in->env;
     int is_push = e->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH;
@@ -47,13 +48,59 @@ nng_msg *service_answer_pull(struct ps_service *s,
                        ps_shard_version(s->shard), &extra.offset,
                        &extra.count);
     }
+    if (info) {
+        info->valid = 1;
+        info->version = ps_shard_version(s->shard);
+        info->extra = extra;
+    }
     rv = ps_shard_answer_pull(s->shard, in, &s->me, &extra, &reply);
-    if (rv != HC_OK)
+    if (rv != HC_OK) {
+        if (info)
+            info->valid = 0;
         return service_error_reply(s, in->env->request_id,
                                    hc_wire_error_code(rv), hc_err_msg());
+    }
     if (extra.has_slice)
         ps_sync_answered(s->sync, (int)e->sender->index, extra.count,
                          hc_now_s());
+    return reply;
+}
+
+/* A push-and-pull answer of this size or more (a model's values: 40 MB
+ * for each shard of a 20 M-parameter model) is not copied into the
+ * record; a repeat, rare, is answered again from the store. */
+#define RECORD_BYTES_MAX ((size_t)1 << 20)
+
+int service_record_answer(struct ps_service *s, int w, uint64_t id,
+                          const nng_msg *reply, const struct answer_info *info)
+{
+    struct member *m;
+
+    if (w < 0 || w >= s->n_members)
+        return 0;
+    m = &s->members[w];
+    if (reply && info && info->valid &&
+        nng_msg_len((nng_msg *)reply) >= RECORD_BYTES_MAX) {
+        m->again_version = info->version;
+        m->again_extra = info->extra;
+        return service_record_again(&m->rec[0], id);
+    }
+    return service_record_save(&m->rec[0], id, reply);
+}
+
+nng_msg *service_answer_again(struct ps_service *s,
+                              const struct hc_wire_msg *in)
+{
+    const struct member *m = &s->members[in->env->sender->index];
+    nng_msg *reply = NULL;
+    int rv;
+
+    if (ps_shard_version(s->shard) != m->again_version)
+        return service_answer_pull(s, in, 0, NULL);
+    rv = ps_shard_answer_pull(s->shard, in, &s->me, &m->again_extra, &reply);
+    if (rv != HC_OK)
+        return service_error_reply(s, in->env->request_id,
+                                   hc_wire_error_code(rv), hc_err_msg());
     return reply;
 }
 
@@ -143,7 +190,7 @@ nng_msg *service_serve_pull(struct ps_service *s, const struct hc_wire_msg *in,
             *outside = 1;       /* a snapshot: no need to hold s->mu */
             return NULL;
         }
-        return service_answer_pull(s, in, 0);
+        return service_answer_pull(s, in, 0, NULL);
     }
     if (defer(s, in, msg_in, req) != HC_OK)
         return service_error_reply(s, in->env->request_id,
@@ -173,10 +220,12 @@ static void serve_pending(struct ps_service *s)
                              s->cl->id, &in) != HC_OK) {
             hc_rpc_reply(p->req, NULL);
         } else {
-            reply = service_answer_pull(s, &in, 0);
-            if (p->is_push && reply && p->worker < s->n_members &&
-                service_record_save(&s->members[p->worker].rec[0],
-                                    p->request_id, reply))
+            struct answer_info info;
+
+            reply = service_answer_pull(s, &in, 0, &info);
+            if (p->is_push && reply &&
+                service_record_answer(s, p->worker, p->request_id, reply,
+                                      &info))
                 s->members[p->worker].requests++;
             hc_wire_msg_free(&in);
             service_metrics_request(s, p->is_push
@@ -266,7 +315,8 @@ static int find_nonfinite(const struct hc_wire_msg *in, size_t *t, uint32_t *e)
 
 int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
                        nng_msg *msg_in, hc_rpc_req *req, int *deferred,
-                       int *outside, nng_msg **reply)
+                       int *outside, nng_msg **reply,
+                       struct answer_info *info)
 {
     const Hetps__Push *p = in->env->push;
     int w = (int)in->env->sender->index, rv, late = 0, lent = 0;
@@ -348,7 +398,7 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
         *reply = NULL;
     }
     if (late || pull_ready(s, in)) {
-        *reply = service_answer_pull(s, in, late);
+        *reply = service_answer_pull(s, in, late, info);
         rv = HC_OK;
     } else if ((rv = defer(s, in, msg_in, req)) == HC_OK) {
         *deferred = 1;
@@ -438,11 +488,12 @@ static struct record *push_record(struct ps_service *s,
 
 nng_msg *service_apply_outside(struct ps_service *s,
                                const struct hc_wire_msg *in,
-                               uint64_t prev_req, size_t prev_len)
+                               const struct record *prev)
 {
     int and_pull = in->env->push->n_ranges > 0, rv;
     uint32_t w = in->env->sender->index;
     struct record *rec;
+    struct answer_info info = { 0 };
     nng_msg *reply = NULL;
     double t0 = hc_now_s();
 
@@ -456,8 +507,9 @@ nng_msg *service_apply_outside(struct ps_service *s,
         /* Nothing applied: the record says what it said before. */
         pthread_mutex_lock(&s->mu);
         if ((rec = push_record(s, in)) != NULL) {
-            rec->last_req = prev_req;
-            rec->reply_len = prev_len;
+            rec->last_req = prev->last_req;
+            rec->reply_len = prev->reply_len;
+            rec->again = prev->again;
             s->members[w].requests--;
         }
         pthread_mutex_unlock(&s->mu);
@@ -466,11 +518,11 @@ nng_msg *service_apply_outside(struct ps_service *s,
     if (and_pull) {
         /* Async answers every pull at once: the values after this push. */
         nng_msg_free(reply);
-        reply = service_answer_pull(s, in, 0);
+        reply = service_answer_pull(s, in, 0, &info);
     }
     pthread_mutex_lock(&s->mu);
     if ((rec = push_record(s, in)) != NULL && reply)
-        service_record_save(rec, in->env->request_id, reply);
+        service_record_answer(s, (int)w, in->env->request_id, reply, &info);
     serve_pending(s);
     pthread_mutex_unlock(&s->mu);
     return reply;

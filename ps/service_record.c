@@ -2,7 +2,7 @@
  * service_record.c — the per-worker records that make requests with an
  * effect exactly-once (see service_record.h): the last applied request id
  * of each kind and the reply bytes it was answered with, replayed to a
- * repeat.
+ * repeat — or, for a large pull answer, only that it was answered.
  */
 #include "service_record.h"
 
@@ -49,6 +49,7 @@ int service_record_save(struct record *r, uint64_t id, const nng_msg *reply)
 
     r->last_req = id;
     r->reply_len = 0;
+    r->again = 0;
     if (len && reserve(r, len)) {
         memcpy(r->reply, nng_msg_body((nng_msg *)reply), len);
         r->reply_len = len;
@@ -56,9 +57,20 @@ int service_record_save(struct record *r, uint64_t id, const nng_msg *reply)
     return is_new;
 }
 
+int service_record_again(struct record *r, uint64_t id)
+{
+    int is_new = r->last_req != id;
+
+    r->last_req = id;
+    r->reply_len = 0;
+    r->again = 1;
+    return is_new;
+}
+
 void service_record_load(struct record *r, const void *reply, size_t len)
 {
     r->reply_len = 0;
+    r->again = 0;
     if (len && reserve(r, len)) {
         memcpy(r->reply, reply, len);
         r->reply_len = len;

@@ -21,7 +21,10 @@
 struct record {
     uint64_t last_req;          /* last applied request id (0: none) */
     unsigned char *reply;       /* (reply_len) bytes answered to last_req;
-                                   0 bytes: still being answered */
+                                   0 bytes: still being answered, or */
+    int again;                  /* answered with values not kept here: the
+                                   service answers a repeat again from
+                                   the store (service_record_again) */
     size_t reply_len, reply_cap;
 };
 
@@ -39,6 +42,12 @@ int service_record_is_effect(Hetps__Envelope__PayloadCase c);
  * the last. Out of memory: the reply is forgotten (a repeat then goes
  * unanswered and is sent again). */
 int service_record_save(struct record *r, uint64_t id, const nng_msg *reply);
+
+/* Remember that request `id` was answered, without its bytes: a large
+ * pull answer, which the service makes again for a repeat rather than
+ * keeping a copy. Returns 1 when id is a new request, 0 when it was
+ * already the last. */
+int service_record_again(struct record *r, uint64_t id);
 
 /* Keep `len` bytes recovered from the store (after a restart) as the
  * reply to r->last_req; out of memory: none kept. */

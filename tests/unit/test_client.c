@@ -9,6 +9,7 @@
 #include "cu.h"
 #include "ps/service.h"
 #include "worker/client.h"
+#include "worker/client_hook.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -607,6 +608,131 @@ static void test_apply_unlocked(void)
     server_stop(&s);
 }
 
+/* The reply hook of test_answered_again: once armed, it has worker:1 push
+ * first (when there is one), then re-sends worker:0's request as if its
+ * reply were lost. */
+struct again_hook {
+    int armed, sent, same;
+    struct pc_client *other;    /* worker:1, or NULL */
+    const struct pc_grad *other_g;
+    float *other_params;
+    int other_rv;
+};
+
+static int again_resend(struct pc_client *c, int n_shards, void *arg)
+{
+    struct again_hook *h = arg;
+    struct pc_step st = { .has_place = 1, .batches = 1 };
+
+    (void)n_shards;
+    if (!h->armed)
+        return HC_OK;
+    h->armed = 0;
+    if (h->other)
+        h->other_rv = pc_async_step(h->other, h->other_g, h->other_params,
+                                    &st);
+    return pc_hook_resend(c, 0, &h->sent, &h->same);
+}
+
+/*
+ * A large push-and-pull's answer is recorded as answered, not copied: a
+ * repeat is answered again from the store — the same bytes while the
+ * shard is where it answered (sync), the values now once it has moved on
+ * (async, another worker's push in between) — and never applied twice.
+ */
+static void answered_again_case(const char *mode)
+{
+    int async = strcmp(mode, "async") == 0;
+    struct server s;
+    struct hc_model m;
+    struct ps_service_conf c = { 0 };
+    struct hc_diag diag = { 0 };
+    struct pc_client *pc = NULL, *other = NULL;
+    struct pc_grad g = { .samples = 4, .samples_per_s = 100 };
+    struct pc_grad g1 = { .samples = 4, .samples_per_s = 100 };
+    struct pc_step st = { .has_place = 1, .batches = 1 };
+    struct again_hook h = { 0 };
+    struct pc_shard_status ss;
+    float *init, *params, *grads, *grads1, *params1;
+    char json[320];
+    size_t n, i, bad = 0;
+
+    memset(&s, 0, sizeof s);
+    hp_tmpdir(s.dir, sizeof s.dir);
+    snprintf(json, sizeof json,
+             "{\"cluster\":{\"ps\":[\"127.0.0.1:%d\"],\"worker\":"
+             "[\"127.0.0.1:%d\"%s]},\"hetps\":{\"mode\":\"%s\"}}",
+             free_port(), free_port(), async ? ",\"127.0.0.1:1\"" : "", mode);
+    CU_ASSERT_EQUAL_FATAL(hc_cluster_parse(json, strlen(json), "again cluster",
+                                           &s.cl, &diag), HC_OK);
+    s.cl.insecure = 1;
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(big_json, strlen(big_json),
+                                         "big model", &m), HC_OK);
+    n = m.n_params;
+    init = malloc(n * sizeof *init);
+    params = malloc(n * sizeof *params);
+    params1 = malloc(n * sizeof *params1);
+    grads = malloc(n * sizeof *grads);
+    grads1 = malloc(n * sizeof *grads1);
+    CU_ASSERT_FATAL(init && params && params1 && grads && grads1);
+    for (i = 0; i < n; i++) {
+        init[i] = (float)(i % 1000);
+        grads[i] = 0.25f * (float)(i % 7 + 1);  /* 0.5 g is exact */
+        grads1[i] = 0.5f * (float)(i % 5 + 1);
+    }
+    g.data = grads;
+    g1.data = grads1;
+    c.cluster = &s.cl;
+    c.data_dir = s.dir;
+    c.heartbeat_timeout_ms = 60000;
+    CU_ASSERT_EQUAL_FATAL(ps_service_start(&s.svc, &c), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &s.cl, HC_JOB_WORKER, 0, &quick),
+                          HC_OK);
+    pc_set_reply_hook(pc, again_resend, &h);
+    CU_ASSERT_EQUAL_FATAL(pc_join(pc, "cpu"), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(pc_set_model(pc, &m, 0), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(pc_create(pc, init), HC_OK);
+    if (async) {
+        CU_ASSERT_EQUAL_FATAL(pc_open(&other, &s.cl, HC_JOB_WORKER, 1,
+                                      &quick), HC_OK);
+        CU_ASSERT_EQUAL_FATAL(pc_join(other, "cpu"), HC_OK);
+        CU_ASSERT_EQUAL_FATAL(pc_set_model(other, &m, 0), HC_OK);
+        h.other = other;
+        h.other_g = &g1;
+        h.other_params = params1;
+    }
+    h.armed = 1;
+    CU_ASSERT_EQUAL(async ? pc_async_step(pc, &g, params, &st)
+                          : pc_sync_step(pc, &g, params, &st), HC_OK);
+    CU_ASSERT_EQUAL(h.sent, 1);
+    CU_ASSERT_EQUAL(h.other_rv, HC_OK);
+    /* sync: the same bytes; async: made again after worker:1's push. */
+    CU_ASSERT_EQUAL(h.same, !async);
+    CU_ASSERT_EQUAL(st.version, async ? 2u : 1u);
+    for (i = 0; i < n; i++)
+        bad += params[i] != init[i] - 0.5f * grads[i] -
+                                (async ? 0.5f * grads1[i] : 0.0f);
+    CU_ASSERT_EQUAL(bad, 0);
+    door_status(&s.cl, &ss);        /* each push applied once */
+    CU_ASSERT_EQUAL(ss.version, async ? 2u : 1u);
+    CU_ASSERT(ss.duplicates >= 1);
+    pc_status_free(&ss, 1);
+    pc_close(other);
+    pc_close(pc);
+    server_stop(&s);
+    free(init);
+    free(params);
+    free(params1);
+    free(grads);
+    free(grads1);
+}
+
+static void test_answered_again(void)
+{
+    answered_again_case("sync");
+    answered_again_case("async");
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("client", NULL, NULL);
@@ -620,6 +746,8 @@ void hp_test_register(void)
                 test_big_two_shards);
     CU_add_test(s, "a store of another block size is used as it is",
                 test_store_block_size);
+    CU_add_test(s, "a large push-and-pull repeated: answered again, not "
+                   "applied twice", test_answered_again);
     CU_add_test(s, "status and reads answered while a sync step applies",
                 test_apply_unlocked);
 }
