@@ -191,6 +191,11 @@ uint32_t hc_crc32c(const void *buf, size_t len)
     return ~crc_update(0xFFFFFFFFu, buf, len);
 }
 
+uint32_t hc_crc32c_extend(uint32_t crc, const void *buf, size_t len)
+{
+    return ~crc_update(~crc, buf, len);
+}
+
 /* Chunks small enough to be checksummed from L1 right after the copy. */
 #define CRC_COPY_CHUNK (6 * 4096)
 

@@ -17,6 +17,12 @@
 /* CRC32C (Castagnoli) of len bytes, as in iSCSI / RFC 3720. */
 uint32_t hc_crc32c(const void *buf, size_t len);
 
+/* The CRC32C of a buffer continued by len more bytes: crc is the CRC32C
+ * of what came before (0 for nothing), so hc_crc32c(ab) ==
+ * hc_crc32c_extend(hc_crc32c(a), b). For checksumming in chunks while
+ * the same chunks are read for something else. */
+uint32_t hc_crc32c_extend(uint32_t crc, const void *buf, size_t len);
+
 /* Copy len bytes from src to dst (not overlapping) and return their
  * CRC32C, in one pass over src: each chunk is checksummed in dst while it
  * is still in cache. */

@@ -17,6 +17,7 @@
 #include "wire.h"
 #include "name.h"
 #include "err.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -638,19 +639,53 @@ out:
 
 /* ---- decoding ---- */
 
+/* Floats checksummed at a time by crc_and_finite: 24 KiB, small enough
+ * to be read again from cache. */
+#define FINITE_CHUNK 6144u
+
+/* The CRC32C of n floats at p and, in the same pass (chunk by chunk, each
+ * checked while it is in cache), the index of the first that is NaN or
+ * ±Inf (all exponent bits set) into *bad, n when none. */
+static uint32_t crc_and_finite(const float *p, uint32_t n, uint32_t *bad)
+{
+    uint32_t crc = 0, done = 0;
+
+    *bad = n;
+    while (done < n) {
+        uint32_t k = n - done < FINITE_CHUNK ? n - done : FINITE_CHUNK;
+
+        crc = hc_crc32c_extend(crc, p + done, (size_t)k * 4);
+        if (*bad == n && vec_any_nonfinite(p + done, k)) {
+            const uint32_t *u = (const uint32_t *)(const void *)(p + done);
+            uint32_t e = 0;
+
+            while ((u[e] & 0x7f800000u) != 0x7f800000u)
+                e++;
+            *bad = done + e;
+        }
+        done += k;
+    }
+    return crc;
+}
+
 /*
  * The data section after a valid Envelope: exact size, alignment, CRC32C
- * of each tensor. On success *data_out holds n_tensors pointers into b
- * (NULL when there are none), to be freed by the caller.
+ * of each tensor — and a push's first non-finite value (out->nonfinite_*),
+ * found in the same pass. On success out->data holds n_tensors pointers
+ * into b (NULL when there are none), to be freed by the caller.
  */
 static int check_data(const uint8_t *b, size_t len, size_t off,
                       const Hetps__Envelope *env, uint64_t elems,
-                      int check_crc, const float ***data_out)
+                      int check_crc, struct hc_wire_msg *out)
 {
+    int finite = check_crc &&
+                 env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH;
     const float **data;
     uint64_t want = off + elems * 4; /* elems <= 2^42: no overflow */
 
-    *data_out = NULL;
+    out->data = NULL;
+    out->finite_checked = finite;
+    out->nonfinite_t = env->n_tensors;
     if (len != want)
         return hc_err_set(HC_ERR_PROTO, "data section is %lld bytes but the "
                           "%zu tensors need %llu (sum of lengths x 4)",
@@ -670,8 +705,18 @@ static int check_data(const uint8_t *b, size_t len, size_t off,
     for (size_t i = 0; i < env->n_tensors; i++) {
         const Hetps__TensorRef *t = env->tensors[i];
         size_t bytes = (size_t)t->length * 4;
-        uint32_t crc = check_crc ? hc_crc32c(b + off, bytes) : t->crc32c;
+        uint32_t crc = t->crc32c, bad;
 
+        if (finite) {
+            crc = crc_and_finite((const float *)(const void *)(b + off),
+                                 t->length, &bad);
+            if (bad < t->length && out->nonfinite_t == env->n_tensors) {
+                out->nonfinite_t = i;
+                out->nonfinite_e = bad;
+            }
+        } else if (check_crc) {
+            crc = hc_crc32c(b + off, bytes);
+        }
         if (crc != t->crc32c) {
             free(data);
             return hc_err_set(HC_ERR_CRC, "tensor %zu (key %u, offset %llu, "
@@ -683,7 +728,7 @@ static int check_data(const uint8_t *b, size_t len, size_t off,
         data[i] = (const float *)(const void *)(b + off);
         off += bytes;
     }
-    *data_out = data;
+    out->data = data;
     return HC_OK;
 }
 
@@ -712,7 +757,6 @@ static int decode(const void *body, size_t len, uint64_t expect_cluster,
 {
     const uint8_t *b = body;
     Hetps__Envelope *env = NULL;
-    const float **data = NULL;
     uint64_t elems = 0;
     uint32_t h;
     int rv;
@@ -767,14 +811,14 @@ static int decode(const void *body, size_t len, uint64_t expect_cluster,
     if ((rv = check_envelope(env, &elems)) != HC_OK)
         goto fail;
     if ((rv = check_data(b, len, data_offset(h), env, elems, check_crc,
-                         &data)))
+                         out)))
         goto fail;
     out->env = env;
     out->n_tensors = env->n_tensors;
-    out->data = data;
     return HC_OK;
 fail:
     protobuf_c_message_free_unpacked(&env->base, NULL);
+    memset(out, 0, sizeof *out);
     return rv;
 }
 
@@ -788,6 +832,40 @@ int hc_wire_redecode(const void *body, size_t len, uint64_t expect_cluster,
                      struct hc_wire_msg *out)
 {
     return decode(body, len, expect_cluster, 0, out);
+}
+
+int hc_wire_decode_lazy(const void *body, size_t len, uint64_t expect_cluster,
+                        struct hc_wire_msg *out)
+{
+    int rv = decode(body, len, expect_cluster, 0, out);
+
+    if (rv == HC_OK)
+        out->crc_unchecked = 1;
+    return rv;
+}
+
+int hc_wire_take(const struct hc_wire_msg *m, size_t i, float *dst)
+{
+    const Hetps__TensorRef *t;
+    size_t bytes;
+    uint32_t crc;
+
+    if (!m || !m->env || i >= m->n_tensors || !dst)
+        return hc_err_set(HC_ERR_INVAL, "hc_wire_take: no tensor %zu", i);
+    t = m->env->tensors[i];
+    bytes = (size_t)t->length * 4;
+    if (!m->crc_unchecked) {
+        memcpy(dst, m->data[i], bytes);
+        return HC_OK;
+    }
+    crc = hc_crc32c_copy(dst, m->data[i], bytes);
+    if (crc != t->crc32c)
+        return hc_err_set(HC_ERR_CRC, "tensor %zu (key %u, offset %llu, %u "
+                          "elements): CRC32C %08x does not match %08x in the "
+                          "header; the data was corrupted", i, t->key,
+                          (unsigned long long)t->offset, t->length, crc,
+                          t->crc32c);
+    return HC_OK;
 }
 
 void hc_wire_msg_free(struct hc_wire_msg *m)

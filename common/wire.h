@@ -76,6 +76,13 @@ struct hc_wire_msg {
     Hetps__Envelope *env;
     size_t n_tensors;
     const float **data;     /* (n_tensors) data of env->tensors[i] */
+    int crc_unchecked;      /* hc_wire_decode_lazy's: read data only
+                               through hc_wire_take, which checks it */
+    int finite_checked;     /* hc_wire_decode of a push: its values were
+                               checked for NaN and ±Inf, with the CRC: */
+    size_t nonfinite_t;     /*   the first tensor holding one (n_tensors:
+                               none), */
+    uint32_t nonfinite_e;   /*   and its first such element */
 };
 
 /* A fresh incarnation number: random, non-zero. */
@@ -130,6 +137,20 @@ int hc_wire_encode(nng_msg **out, Hetps__Envelope *env,
  */
 int hc_wire_decode(const void *body, size_t len, uint64_t expect_cluster,
                    struct hc_wire_msg *out);
+
+/* hc_wire_decode, every check but the tensors' CRC32C: the caller reads
+ * each tensor's data with hc_wire_take, which checks it in the same pass
+ * as it copies it out (a large pull's answer is read once, not twice).
+ * out->crc_unchecked is set. */
+int hc_wire_decode_lazy(const void *body, size_t len, uint64_t expect_cluster,
+                        struct hc_wire_msg *out);
+
+/* Copy tensor i of a decoded message into dst (its length floats); when
+ * the message was decoded lazily, its CRC32C is checked as it is copied:
+ * HC_ERR_CRC naming the tensor when it does not match (dst then holds the
+ * corrupted values: the caller must not use them). Thread-safe for
+ * different i (and dst). */
+int hc_wire_take(const struct hc_wire_msg *m, size_t i, float *dst);
 
 /* Decode again a message this process decoded with hc_wire_decode before
  * and kept unchanged (a request held until it can be answered): every

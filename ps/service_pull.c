@@ -292,12 +292,16 @@ void service_unlock(struct ps_service *s)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* A push: judged by the mode, then applied, added to the step, or counted
- * as late. */
 /* The first tensor element of a push that is NaN or ±Inf (all exponent
- * bits set), as its tensor index and element; 0 when every one is finite. */
+ * bits set), as its tensor index and element; 0 when every one is finite.
+ * A push decoded whole was checked with its CRC32C (one pass). */
 static int find_nonfinite(const struct hc_wire_msg *in, size_t *t, uint32_t *e)
 {
+    if (in->finite_checked) {
+        *t = in->nonfinite_t;
+        *e = in->nonfinite_e;
+        return in->nonfinite_t < in->n_tensors;
+    }
     for (size_t i = 0; i < in->n_tensors; i++) {
         const uint32_t *u = (const uint32_t *)(const void *)in->data[i];
         uint32_t n = in->env->tensors[i]->length, k;
@@ -313,6 +317,8 @@ static int find_nonfinite(const struct hc_wire_msg *in, size_t *t, uint32_t *e)
     return 0;
 }
 
+/* A push: judged by the mode, then applied, added to the step, or counted
+ * as late. */
 int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
                        nng_msg *msg_in, hc_rpc_req *req, int *deferred,
                        int *outside, nng_msg **reply,

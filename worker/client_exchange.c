@@ -118,17 +118,18 @@ int client_big(const struct pc_client *c)
            c->layout.total * sizeof(float) >= ((uint64_t)4 << 20);
 }
 
-/* Decode every reply into c->dec, each on a core of the fan-out (its
- * checksums are most of the work); a reply that does not decode is left
- * for the caller's own decode, which reports why. */
+/* Decode every reply into c->dec, each on a core of the fan-out; a reply
+ * that does not decode is left for the caller's own decode, which reports
+ * why. Lazily: a large answer's checksums are checked as its values are
+ * copied out (values_one, hc_wire_take), one pass over them, not two. */
 static void decode_one(void *arg, int i)
 {
     struct pc_client *c = arg;
 
     if (c->replies[i] && !c->dec[i].env)
-        (void)hc_wire_decode(nng_msg_body(c->replies[i]),
-                             nng_msg_len(c->replies[i]), c->cl->id,
-                             &c->dec[i]);   /* failed: c->dec[i] stays empty */
+        (void)hc_wire_decode_lazy(nng_msg_body(c->replies[i]),
+                                  nng_msg_len(c->replies[i]), c->cl->id,
+                                  &c->dec[i]); /* failed: stays empty */
 }
 
 /*

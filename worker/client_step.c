@@ -120,8 +120,11 @@ static void values_one(void *arg, int i)
                      (unsigned long long)b->offset, b->length);
             return;
         }
-        memcpy(j->params + b->flat, d->data[k],
-               (size_t)b->length * sizeof(float));
+        if ((j->rv[i] = hc_wire_take(d, k, j->params + b->flat)) != HC_OK) {
+            snprintf(j->why[i], sizeof j->why[i], "pull: ps:%d: %s", i,
+                     hc_err_msg());
+            return;
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 #include "err.h"
 #include "wire.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -789,7 +790,7 @@ static void test_reserve_unsealed(void)
 
 /* Sealed with known CRCs: a right one is used as given (the receiver
  * accepts), a wrong one reaches the receiver (it refuses); redecode skips
- * only the CRC check. */
+ * only the CRC check; a lazy decode leaves it to hc_wire_take. */
 static void test_seal_known_redecode(void)
 {
     struct hc_tensor_src t[2] = {{3, 0, 4, NULL}, {3, 4, 3, NULL}};
@@ -830,6 +831,35 @@ static void test_seal_known_redecode(void)
                hc_wire_redecode(nng_msg_body(msg), nng_msg_len(msg),
                                 CLUSTER + 1, &m),
                HC_ERR_CLUSTER, "cluster");
+    /* A lazy decode takes the message; hc_wire_take then refuses the
+     * tensor whose CRC is wrong and copies the right one. */
+    {
+        float got[4] = {0};
+
+        CU_ASSERT_EQUAL(hc_wire_decode_lazy(nng_msg_body(msg),
+                                            nng_msg_len(msg), CLUSTER, &m),
+                        HC_OK);
+        CU_ASSERT_EQUAL(m.crc_unchecked, 1);
+        expect_err("take wrong crc", hc_wire_take(&m, 0, got), HC_ERR_CRC,
+                   "tensor 0 (key 3");
+        CU_ASSERT_EQUAL(hc_wire_take(&m, 1, got), HC_OK);
+        CU_ASSERT(got[0] == 1.0f && got[1] == 2.0f && got[2] == 3.0f);
+        CU_ASSERT_EQUAL(hc_wire_take(&m, 2, got), HC_ERR_INVAL);
+        hc_wire_msg_free(&m);
+        expect_err("lazy other cluster",
+                   hc_wire_decode_lazy(nng_msg_body(msg), nng_msg_len(msg),
+                                       CLUSTER + 1, &m),
+                   HC_ERR_CLUSTER, "cluster");
+        /* A full decode checked them: take only copies. */
+        crc[0] ^= 1;
+        CU_ASSERT_EQUAL(hc_wire_seal_known(msg, crc, known), HC_OK);
+        CU_ASSERT_EQUAL(hc_wire_decode(nng_msg_body(msg), nng_msg_len(msg),
+                                       CLUSTER, &m), HC_OK);
+        CU_ASSERT_EQUAL(m.crc_unchecked, 0);
+        CU_ASSERT_EQUAL(hc_wire_take(&m, 0, got), HC_OK);
+        CU_ASSERT(got[3] == 4.0f);
+        hc_wire_msg_free(&m);
+    }
     nng_msg_free(msg);
 }
 
@@ -1319,6 +1349,64 @@ static void test_decode_any_cluster(void)
     free(f);
 }
 
+/* A push's first NaN or ±Inf is found with its CRC32C, in one pass, in
+ * any chunk of any tensor; other kinds are not looked at. */
+static void test_decode_nonfinite(void)
+{
+    enum { A = 10, B = 20000 };         /* B spans several chunks */
+    static float a[A], b[B];
+    struct hc_tensor_src t[2] = {{1, 0, A, a}, {2, 0, B, b}};
+    Hetps__Push push = HETPS__PUSH__INIT;
+    Hetps__Ack ack = HETPS__ACK__INIT;
+    Hetps__Envelope env;
+    struct hc_wire_msg m;
+    const struct { int tensor, elem; float v; } cases[] = {
+        {-1, 0, 0.0f}, {0, 3, NAN}, {1, 0, INFINITY}, {1, 7000, -INFINITY},
+        {1, B - 1, NAN},
+    };
+    nng_msg *msg;
+
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (int i = 0; i < A; i++)
+            a[i] = (float)i;
+        for (int i = 0; i < B; i++)
+            b[i] = 0.5f * (float)i;
+        if (cases[c].tensor == 0)
+            a[cases[c].elem] = cases[c].v;
+        if (cases[c].tensor == 1) {
+            b[cases[c].elem] = cases[c].v;
+            b[B - 1] = NAN;             /* a later one is not the first */
+        }
+        push.samples = 1;
+        hc_wire_init_env(&env, &worker1, 1);
+        env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
+        env.push = &push;
+        CU_ASSERT_EQUAL_FATAL(hc_wire_encode(&msg, &env, t, 2), HC_OK);
+        CU_ASSERT_EQUAL_FATAL(hc_wire_decode(nng_msg_body(msg),
+                                             nng_msg_len(msg), CLUSTER, &m),
+                              HC_OK);
+        CU_ASSERT_EQUAL(m.finite_checked, 1);
+        if (cases[c].tensor < 0) {
+            CU_ASSERT_EQUAL(m.nonfinite_t, 2);
+        } else {
+            CU_ASSERT_EQUAL(m.nonfinite_t, (size_t)cases[c].tensor);
+            CU_ASSERT_EQUAL(m.nonfinite_e, (uint32_t)cases[c].elem);
+        }
+        hc_wire_msg_free(&m);
+        nng_msg_free(msg);
+    }
+    /* An answer's values are not a gradient: not looked at. */
+    hc_wire_init_env(&env, &worker1, 2);
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_ACK;
+    env.ack = &ack;
+    CU_ASSERT_EQUAL_FATAL(hc_wire_encode(&msg, &env, t, 2), HC_OK);
+    CU_ASSERT_EQUAL(hc_wire_decode(nng_msg_body(msg), nng_msg_len(msg),
+                                   CLUSTER, &m), HC_OK);
+    CU_ASSERT_EQUAL(m.finite_checked, 0);
+    hc_wire_msg_free(&m);
+    nng_msg_free(msg);
+}
+
 /* A body at an odd address: refused when it carries tensors. */
 static void test_decode_misaligned(void)
 {
@@ -1453,5 +1541,7 @@ void hp_test_register(void)
     CU_add_test(s, "decode: envelope checks", test_decode_checks);
     CU_add_test(s, "decode: cluster 0 accepts any", test_decode_any_cluster);
     CU_add_test(s, "decode: misaligned body", test_decode_misaligned);
+    CU_add_test(s, "decode: a push's first NaN or Inf, found with its CRC",
+                test_decode_nonfinite);
     CU_add_test(s, "decode: 2000 mutations", test_fuzz);
 }
