@@ -33,6 +33,10 @@ run() {
     if [ "$nw" = 1 ]; then workers="\"127.0.0.1:$q0\""; else workers="\"127.0.0.1:$q0\", \"127.0.0.1:$q1\""; fi
     printf '{ "cluster": { "ps": ["127.0.0.1:%s", "127.0.0.1:%s"], "worker": [%s] }, "hetps": %s }\n' \
         $p0 $p1 "$workers" "$block" > "$T/$name.json"
+    # Mutual TLS, as hetps runs by default: the run's own certificates
+    # (not a `make run` data directory's, which a fresh checkout lacks).
+    "$BIN/hetps" certs "$T/$name.json" "$T/certs-$name" > /dev/null
+    export HETPS_CERTS="$T/certs-$name"
     PIDS=""
     for i in 0 1; do
         # shellcheck disable=SC2086
