@@ -1,12 +1,13 @@
 /*
  * crc32c.h — CRC32C, the checksum of tensors on the wire and of blocks in
- * the stores, and the portable implementation behind it, exposed so tests
- * can hold the hardware path to it.
+ * the stores, and a portable implementation, exposed so tests can hold
+ * the fast one to it.
  *
- * hc_crc32c picks SSE4.2's crc32 instruction when the CPU has it (checked
- * at run time) and the portable slicing-by-8 table code otherwise; both
- * compute CRC32C (Castagnoli, reflected polynomial 0x82F63B78, initial and
- * final XOR 0xFFFFFFFF), as in iSCSI / RFC 3720. All are thread-safe.
+ * hc_crc32c is ISA-L's crc32_iscsi (the fastest code the CPU has, chosen
+ * by the library at run time); hc_crc32c_soft is slicing-by-8 table code.
+ * Both compute CRC32C (Castagnoli, reflected polynomial 0x82F63B78,
+ * initial and final XOR 0xFFFFFFFF), as in iSCSI / RFC 3720. All are
+ * thread-safe.
  */
 #ifndef HC_CRC32C_H
 #define HC_CRC32C_H
@@ -30,8 +31,5 @@ uint32_t hc_crc32c_copy(void *dst, const void *src, size_t len);
 
 /* CRC32C of len bytes with the portable table code only. */
 uint32_t hc_crc32c_soft(const void *buf, size_t len);
-
-/* Whether hc_crc32c uses the CPU's crc32 instruction on this machine. */
-int hc_crc32c_hw_available(void);
 
 #endif

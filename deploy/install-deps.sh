@@ -8,7 +8,7 @@ set -eu
 PKGS="build-essential pkg-config
 libnng-dev libmbedtls-dev libssl-dev
 libprotobuf-c-dev protobuf-c-compiler
-liblmdb-dev lmdb-utils
+liblmdb-dev lmdb-utils libisal-dev
 libcunit1-dev
 libopenblas-dev
 libcjson-dev

@@ -361,7 +361,8 @@ static void test_crc_vectors(void)
     CU_ASSERT_EQUAL(hc_crc32c("", 0), 0u);
 }
 
-/* Hardware, table and bitwise code agree on every length and alignment. */
+/* ISA-L's code, the table code and bitwise code agree on every length and
+ * alignment; a CRC continued in pieces is the CRC of the whole. */
 static void test_crc_paths_agree(void)
 {
     enum { N = 1 << 16 };
@@ -384,7 +385,7 @@ static void test_crc_paths_agree(void)
     CU_ASSERT_EQUAL(bad, 0);
     CU_ASSERT_EQUAL(hc_crc32c(buf + 3, N), crc_bitwise(buf + 3, N));
     CU_ASSERT_EQUAL(hc_crc32c_soft(buf + 3, N), crc_bitwise(buf + 3, N));
-    /* Lengths around the hardware path's three-chain rounds (3 × 4 KiB). */
+    /* Longer lengths, odd ones among them, at three alignments. */
     {
         static const size_t lens[] = {12287, 12288, 12289, 12295, 24576,
                                       24583, 36864 + 31, N - 5};
@@ -413,8 +414,16 @@ static void test_crc_paths_agree(void)
         CU_ASSERT_EQUAL(bad, 0);
         free(out);
     }
-    printf("\n  crc32c: hardware path %s\n",
-           hc_crc32c_hw_available() ? "in use" : "not available");
+    /* hc_crc32c_extend: any split of a buffer gives its CRC. */
+    {
+        static const size_t cuts[] = {0, 1, 63, 64, 255, 256, 4097, 30000};
+
+        for (size_t k = 0; k < sizeof cuts / sizeof cuts[0]; k++)
+            bad += hc_crc32c_extend(hc_crc32c(buf + 1, cuts[k]),
+                                    buf + 1 + cuts[k], 40000 - cuts[k]) !=
+                   hc_crc32c_soft(buf + 1, 40000);
+        CU_ASSERT_EQUAL(bad, 0);
+    }
     free(buf);
 }
 
