@@ -136,9 +136,12 @@ static int pull_ready(struct ps_service *s, const struct hc_wire_msg *in)
  * (ps_shard_accumulate) are copied into the step's sum first. */
 void service_free_kept(struct ps_service *s, nng_msg *msg)
 {
-    pthread_mutex_lock(&s->wmu);
-    ps_shard_unlend(s->shard, nng_msg_body(msg), nng_msg_len(msg));
-    pthread_mutex_unlock(&s->wmu);
+    /* Only sync steps lend; other modes need not wait for the writer. */
+    if (s->cl->mode == HC_MODE_SYNC) {
+        pthread_mutex_lock(&s->wmu);
+        ps_shard_unlend(s->shard, nng_msg_body(msg), nng_msg_len(msg));
+        pthread_mutex_unlock(&s->wmu);
+    }
     nng_msg_free(msg);
 }
 
