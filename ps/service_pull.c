@@ -17,7 +17,6 @@
 #include "log.h"
 #include "rpc.h"
 #include "service_impl.h"
-#include "vec.h"
 #include "shard.h"
 #include "sync.h"
 #include "wire.h"
@@ -132,16 +131,23 @@ static int pull_ready(struct ps_service *s, const struct hc_wire_msg *in)
                               min_version, clock, ps_shard_version(s->shard));
 }
 
+/* The open sync step's gradients lent from msg are copied into its sum
+ * (msg is about to go). Only sync steps lend: other modes need not wait
+ * for the writer. */
+static void give_back(struct ps_service *s, nng_msg *msg)
+{
+    if (s->cl->mode != HC_MODE_SYNC)
+        return;
+    pthread_mutex_lock(&s->wmu);
+    ps_shard_unlend(s->shard, nng_msg_body(msg), nng_msg_len(msg));
+    pthread_mutex_unlock(&s->wmu);
+}
+
 /* Free a kept request's message; a sync step's gradients lent from it
  * (ps_shard_accumulate) are copied into the step's sum first. */
 void service_free_kept(struct ps_service *s, nng_msg *msg)
 {
-    /* Only sync steps lend; other modes need not wait for the writer. */
-    if (s->cl->mode == HC_MODE_SYNC) {
-        pthread_mutex_lock(&s->wmu);
-        ps_shard_unlend(s->shard, nng_msg_body(msg), nng_msg_len(msg));
-        pthread_mutex_unlock(&s->wmu);
-    }
+    give_back(s, msg);
     nng_msg_free(msg);
 }
 
@@ -295,29 +301,14 @@ void service_unlock(struct ps_service *s)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* The first tensor element of a push that is NaN or ±Inf (all exponent
- * bits set), as its tensor index and element; 0 when every one is finite.
- * A push decoded whole was checked with its CRC32C (one pass). */
+/* The first tensor element of a push that is NaN or ±Inf, as its tensor
+ * index and element; 0 when every one is finite. on_request decodes every
+ * message whole, and hc_wire_decode finds it in a push's CRC32C pass. */
 static int find_nonfinite(const struct hc_wire_msg *in, size_t *t, uint32_t *e)
 {
-    if (in->finite_checked) {
-        *t = in->nonfinite_t;
-        *e = in->nonfinite_e;
-        return in->nonfinite_t < in->n_tensors;
-    }
-    for (size_t i = 0; i < in->n_tensors; i++) {
-        const uint32_t *u = (const uint32_t *)(const void *)in->data[i];
-        uint32_t n = in->env->tensors[i]->length, k;
-
-        if (!vec_any_nonfinite(in->data[i], n))
-            continue;
-        for (k = 0; (u[k] & 0x7f800000u) != 0x7f800000u; k++)
-            ;
-        *t = i;
-        *e = k;
-        return 1;
-    }
-    return 0;
+    *t = in->nonfinite_t;
+    *e = in->nonfinite_e;
+    return in->finite_checked && in->nonfinite_t < in->n_tensors;
 }
 
 /* A push: judged by the mode, then applied, added to the step, or counted
@@ -413,11 +404,8 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
         *deferred = 1;
         return HC_OK;
     }
-    if (lent) {             /* not kept after all: the step copies it now */
-        pthread_mutex_lock(&s->wmu);
-        ps_shard_unlend(s->shard, nng_msg_body(msg_in), nng_msg_len(msg_in));
-        pthread_mutex_unlock(&s->wmu);
-    }
+    if (lent)               /* not kept after all: the step copies it now */
+        give_back(s, msg_in);
     return rv;
 }
 
