@@ -279,22 +279,13 @@ static void pipe_account(hc_rpc_server *s, nng_pipe p, int d, int locked)
 
 /* A peer that did not take a reply within the send timeout is not reading:
  * close its connection, so its other requests cannot hold contexts too. */
+static void pipe_addr(nng_pipe pipe, char *buf, size_t n);
+
 static void drop_slow_reader(hc_rpc_server *s, nng_pipe p)
 {
-    nng_sockaddr sa;
-    char addr[64] = "?";
+    char addr[80];
 
-    if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) == 0) {
-        if (sa.s_family == NNG_AF_INET) {
-            const uint8_t *a = (const uint8_t *)&sa.s_in.sa_addr;
-
-            snprintf(addr, sizeof addr, "%u.%u.%u.%u:%u", a[0], a[1], a[2],
-                     a[3], (unsigned)ntohs(sa.s_in.sa_port));
-        } else if (sa.s_family == NNG_AF_INET6) {
-            snprintf(addr, sizeof addr, "[ipv6]:%u",
-                     (unsigned)ntohs(sa.s_in6.sa_port));
-        }
-    }
+    pipe_addr(p, addr, sizeof addr);
     hc_warn("rpc server %s: the peer at %s did not take its reply within %d "
             "ms: closing its connection", s->url, addr, s->send_timeout_ms);
     nng_pipe_close(p);
@@ -382,9 +373,11 @@ static void pipe_addr(nng_pipe pipe, char *buf, size_t n)
     if (nng_pipe_get_addr(pipe, NNG_OPT_REMADDR, &sa) != 0)
         return;
     /* A connection through the TLS relay: its real peer. */
-    if (sa.s_family == NNG_AF_INET &&
-        hc_relay_peer(NULL, ntohs_(sa.s_in.sa_port), buf, n))
+    if (sa.s_family == NNG_AF_INPROC) {
+        if (!hc_relay_peer(NULL, pipe, buf, n))
+            snprintf(buf, n, "a connection in this process");
         return;
+    }
     if (sa.s_family == NNG_AF_INET) {
         a = (const unsigned char *)&sa.s_in.sa_addr;
         snprintf(buf, n, "%u.%u.%u.%u:%u", a[0], a[1], a[2], a[3],
@@ -456,14 +449,8 @@ static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
                     "connections)", NNG_ENOSPC);
         return;
     }
-    if (s->relay) {
-        nng_sockaddr sa;
-
-        verified = nng_pipe_get_addr(pipe, NNG_OPT_REMADDR, &sa) == 0 &&
-                   sa.s_family == NNG_AF_INET &&
-                   hc_relay_peer(s->relay, ntohs_(sa.s_in.sa_port), addr,
-                                 sizeof addr);
-    }
+    if (s->relay)
+        verified = hc_relay_peer(s->relay, pipe, addr, sizeof addr);
     if (!s->tls ||
         (s->relay ? verified
                   : nng_pipe_get_bool(pipe, NNG_OPT_TLS_VERIFIED,
@@ -487,8 +474,8 @@ static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
     }
     atomic_fetch_sub(&s->conns, 1);
     if (s->relay) {
-        /* A connection to the inner port that the relay did not make (the
-         * listener guard's probe, or a local process): the relay logs the
+        /* A connection the relay did not make (none should come: the
+         * server listens on inproc addresses only): the relay logs the
          * connections it refuses itself. */
         nng_pipe_close(pipe);
         return;
@@ -878,28 +865,31 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
         goto fail;
     }
     relay = s->tls && use_relay();
-    transport_url(turl, sizeof turl, relay ? "tcp://127.0.0.1:0" : url,
-                  s->tls && !relay);
+    transport_url(turl, sizeof turl, url, s->tls && !relay);
     if (s->tls &&
         ((!relay && (err = tls_config(&tls, opts->tls, 1, NULL, url)) != HC_OK) ||
          (err = hc_auth_verifier_open(&s->verifier, opts->tls->ca_file)) !=
              HC_OK))
         goto fail;
-    rv = hc_listen_start(&s->listen, s->sock, turl, tls,
-                         tls ? opts->tls->cert_key_file : NULL, &s->took,
-                         tls ? server_close_conns : NULL, s);
-    if (rv == 0 && relay) {
+    if (relay) {
+        /* The relay listens on the port and joins each verified
+         * connection to the socket over inproc (no nng listener to
+         * guard: nng's handshake bug is in its TCP and TLS transports). */
         char host[URL_MAX];
         const char *colon = strrchr(url, ':');
         int bound = 0;
 
+        rv = 0;
         url_host(host, sizeof host, url);
         if ((err = hc_relay_listen(&s->relay, host, colon ? atoi(colon + 1) : 0,
-                                   hc_listen_port(s->listen),
-                                   opts->tls->ca_file,
+                                   s->sock, recv_max, opts->tls->ca_file,
                                    opts->tls->cert_key_file, url,
                                    &bound)) != HC_OK)
             goto fail;
+    } else {
+        rv = hc_listen_start(&s->listen, s->sock, turl, tls,
+                             tls ? opts->tls->cert_key_file : NULL, &s->took,
+                             tls ? server_close_conns : NULL, s);
     }
     if (tls)
         nng_tls_config_free(tls); /* the listener holds its own reference */
@@ -1427,16 +1417,13 @@ static int peer_open(hc_rpc_client *c, struct peer *p, const char *url,
                                              c->opts.tls->cert_key_file)) != HC_OK)
         return err;
     if (p->tls && use_relay()) {
+        /* The relay joins the socket while a TLS connection is up. */
         const char *colon = strrchr(url, ':');
-        int inner = 0;
 
         url_host(host, sizeof host, url);
-        if ((err = hc_relay_dial(&p->relay, host, colon ? atoi(colon + 1) : 0,
-                                 c->opts.tls->ca_file,
-                                 c->opts.tls->cert_key_file, name,
-                                 &inner)) != HC_OK)
-            return err;
-        snprintf(turl, sizeof turl, "tcp://127.0.0.1:%d", inner);
+        return hc_relay_dial(&p->relay, host, colon ? atoi(colon + 1) : 0,
+                             p->sock, c->opts.recv_max, c->opts.tls->ca_file,
+                             c->opts.tls->cert_key_file, name);
     } else if (p->tls) {
         url_host(host, sizeof host, url);
         if ((err = tls_config(&tls, c->opts.tls, 0, host, name)) != HC_OK)

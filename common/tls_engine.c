@@ -506,8 +506,9 @@ SSL_CTX *hc_tls_ctx_open(int server, const char *ca_file,
         goto fail;
     step = cert_key_file;
     rv = NNG_ENOENT;
-    if (!(own = read_pem(cert_key_file)) ||
-        (rv = config_own_cert(cfg, own, own, NULL)) != 0)
+    if ((cert_key_file || server) &&
+        (!(own = read_pem(cert_key_file)) ||
+         (rv = config_own_cert(cfg, own, own, NULL)) != 0))
         goto fail;
     step = "setting the server name";
     if (server_name && (rv = config_server(cfg, server_name)) != 0)

@@ -25,8 +25,9 @@ const char *hc_tls_engine_name(void);
 
 /* An OpenSSL context for the relay (tls_relay.h), configured as the
  * engine's: mutual TLS with the CA in ca_file and this process's
- * certificate and key in cert_key_file (PEM); a client (server 0) checks
- * that the server's certificate names server_name. NULL with the error
+ * certificate and key in cert_key_file (PEM; a client may have none, to
+ * play a peer from outside in the tests); a client (server 0) checks that
+ * the server's certificate names server_name. NULL with the error
  * set (err.h) naming the file. Free with hc_tls_ctx_close. */
 typedef struct ssl_ctx_st SSL_CTX;
 SSL_CTX *hc_tls_ctx_open(int server, const char *ca_file,

@@ -2,23 +2,31 @@
  * tls_relay.c — see tls_relay.h.
  *
  * Loops: a thread each (as many as the machine has cores, at most 8,
- * started as endpoints come), each with its epoll set, level-triggered.
- * A client's endpoint is dealt to one loop (in turn), a server's
- * listening socket is watched by every loop, so its connections spread
- * over them; a connection stays in the loop that took it. Every
- * connection has a network side (TLS, through our socket BIO) and a
- * loopback side (nng's plain TCP), and a buffer each way. After any event on either
- * side the connection is pumped until nothing moves: OpenSSL may hold
- * decrypted bytes epoll knows nothing of, so reading stops only on "want
- * read" or a full buffer. Interest follows from the buffers: read a side
- * while its buffer has room, wait to write a side while bytes wait for it.
+ * started as endpoints come), each with its epoll set, level-triggered,
+ * and an eventfd that nng's callbacks ring. A client's endpoint is dealt
+ * to one loop (in turn), a server's listening socket is watched by every
+ * loop, so its connections spread over them; a connection stays in the
+ * loop that took it. Every connection has a network side (TLS, through
+ * our socket BIO) and an inner side: a raw nng socket of its own, joined
+ * over inproc to the rpc socket (server: a raw REQ socket dialling a
+ * listener made for the connection; client: a raw REP socket dialling
+ * the client socket's address). After any event the connection is pumped
+ * until nothing moves: OpenSSL may hold decrypted bytes epoll knows
+ * nothing of, so reading stops only on "want read", or while a message
+ * read waits for nng to take the one before.
  *
- * Lifetimes: a loop's endpoints and connections are under its mutex; its
- * thread takes it per batch of events. Another thread closing an endpoint
- * marks it and its connections dead and closes their sockets; only the
- * loop's thread frees,
- * at the end of a batch, so an event already taken for a dead connection
- * finds it marked, never freed.
+ * nng's side: one receive (up to OUTQ messages queued for the network)
+ * and one send (a message read from the network) in flight per
+ * connection; their callbacks and the inner socket's pipe callback touch
+ * only the fields under the loop's kmu and ring the loop (kick).
+ *
+ * Lifetimes: a loop's endpoints and connections are under its mutex mu;
+ * its thread takes it per batch of events. Another thread closing an
+ * endpoint marks it and its connections dead and closes their sockets;
+ * only the loop's thread frees, at the end of a batch (reap), after
+ * closing the connection's nng socket and freeing its aios (which waits
+ * for their callbacks), so an event or a callback for a dead connection
+ * finds it marked, never freed. Lock order: mu, then reg_mu, then kmu.
  */
 #include "tls_relay.h"
 
@@ -35,10 +43,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -47,26 +58,38 @@
 #include "log.h"
 #include "tls_engine.h"
 
-#define BUF_BYTES (256u * 1024u)  /* each way, per connection */
 #define WBUF_BYTES (128u * 1024u) /* TLS records gathered for one send */
+#define STAGE_BYTES 16384u        /* one record: a frame's head + body */
+#define HEAD_BYTES 12u            /* body length (8, big-endian), id (4) */
+#define OUTQ 8                    /* messages from nng waiting, per conn */
 #define HANDSHAKE_MS 10000        /* connect + handshake, then closed */
 #define MAX_CONNS 4096            /* the relay's connections at once */
 #define WAIT_MS 250               /* epoll's wait: deadlines are this late */
 #define RESOLVE_MS 30000          /* a client's server looked up again */
+#define RETRY_MIN_MS 20           /* a client connects again after … */
+#define RETRY_MAX_MS 1000         /* … doubling up to this */
 
-enum side { SIDE_LISTEN, SIDE_NET, SIDE_LOC };
+/* What each side sends first, inside TLS. */
+static const unsigned char PREAMBLE[8] = {'H', 'E', 'T', 'P',
+                                          'S', 'r', '1', '\n'};
+
+enum side { SIDE_LISTEN, SIDE_NET, SIDE_WAKE };
 
 struct tag {
     enum side side;
-    void *owner;                /* hc_relay_ep (listen) or struct conn */
+    void *owner;                /* hc_relay_ep, struct conn, struct loop */
 };
 
 struct hc_relay_ep {
     int server;
-    int fd;                     /* the listening socket */
+    uint32_t id;                /* in this process */
+    int fd;                     /* a server's listening socket (else -1) */
     struct tag tag;
     SSL_CTX *ctx;
-    struct sockaddr_storage to; /* server: nng's listener; client: the server */
+    nng_socket inner;           /* the rpc socket: REP (server), REQ */
+    size_t recv_max;
+    char inproc[96];            /* client: the address inner listens on */
+    struct sockaddr_storage to; /* client: the server */
     socklen_t to_len;
     char name[160];
     pthread_mutex_t mu;         /* dead and fd, against close */
@@ -79,35 +102,69 @@ struct hc_relay_ep {
     bool numeric, failing;
     uint64_t resolved_at;
     struct loop *loop;          /* a client's loop; NULL: a server's, in all */
+    /* client, under its loop's mu: the connection now, and the next try */
+    struct conn *conn;
+    uint64_t retry_at;
+    int backoff_ms;
+    struct hc_relay_ep *loop_next; /* client: its loop's endpoints */
     struct hc_relay_ep *next;   /* every endpoint ever opened (all_eps) */
 };
 
 enum state { C_CONNECT, C_HANDSHAKE, C_RELAY };
 
 struct conn {
+    /* Held through every use of the SSL, the socket and the fields below
+     * down to the inner side: by the loop's thread while it steps the
+     * connection, by an nng callback that writes a message itself. */
+    pthread_mutex_t smu;
     struct hc_relay_ep *ep;
-    struct loop *loop;          /* the loop that accepted it */
-    int net, loc;               /* -1 when not (yet) open */
-    struct tag net_tag, loc_tag;
-    uint32_t net_ev, loc_ev;    /* registered interest (0: not registered) */
+    struct loop *loop;          /* the loop that took it */
+    int net;                    /* -1 when not (yet) open */
+    struct tag net_tag;
+    uint32_t net_ev;            /* registered interest (0: not registered) */
     SSL *ssl;
     enum state state;
-    bool dead, net_eof, loc_eof, loc_up;
+    bool dead, net_eof;
     bool w_failed;              /* a send of wbuf failed: the peer is gone */
     bool net_want_in, net_want_out;
-    /* A read that came back short or empty: the side is drained until its
-     * next event (level-triggered epoll reports what is left), so a pump
-     * does not ask the kernel again and again for nothing. */
-    bool net_dry, loc_dry;
+    /* A read that came back short or empty: the socket is drained until
+     * its next event (level-triggered epoll reports what is left). */
+    bool net_dry;
     uint64_t deadline;          /* ms, while not relaying */
-    uint8_t *n2l, *l2n;         /* plaintext: network → loopback, and back */
-    uint8_t *wbuf;              /* TLS records not sent yet (after the
-                                 * handshake: OpenSSL writes a record at a
-                                 * time, 16 KB; sent together) */
+    uint8_t *wbuf;              /* TLS records not sent yet (OpenSSL writes
+                                 * a record at a time; sent together) */
     size_t w_off, w_len;
-    size_t n2l_off, n2l_len, l2n_off, l2n_len;
-    int loc_port;               /* server: the port nng sees it from */
     char peer[64];
+    /* The inner side (loop thread only, but for the fields under kmu). */
+    nng_socket rs;              /* raw REQ (server) or raw REP (client) */
+    bool rs_open;
+    int rs_id;                  /* nng_socket_id(rs): found by its pipes */
+    nng_listener lst;           /* server: made on ep->inner for this conn */
+    bool lst_open;
+    int lst_id;
+    nng_aio *raio, *saio;
+    uint8_t pipe_raw[4];        /* client: the REQ socket's pipe, as nng
+                                 * put it in a request's header */
+    /* network → nng */
+    uint8_t pre[sizeof PREAMBLE];
+    size_t pre_got;
+    uint8_t head[HEAD_BYTES];
+    size_t head_got;
+    nng_msg *rx_msg;            /* the message being read */
+    size_t rx_got;
+    nng_msg *rx_ready;          /* read whole; nng's send still busy */
+    /* nng → network */
+    nng_msg *tx_msg;            /* the message being written */
+    uint8_t *stage;             /* its head and first bytes: one record */
+    size_t stage_len, tx_staged, tx_off, tx_total;
+    /* Under the loop's kmu: shared with nng's callbacks. */
+    nng_msg *outq[OUTQ];
+    int oq_head, oq_len;
+    bool recv_posted, send_busy, send_waited, inner_gone, kicked;
+    struct conn *kick_next;
+    /* reg_mu: the conns with an inner socket */
+    struct conn *reg_next;
+    bool registered;
     struct conn *next;
 };
 
@@ -115,22 +172,32 @@ struct conn {
  * two shards are encrypted on two cores; a shard's clients on all). */
 struct loop {
     pthread_mutex_t mu;
-    int epfd;
+    int epfd, wakefd;
+    struct tag wake_tag;
     bool started;
     struct conn *conns;
     int n_conns;
     uint64_t over_cap;
+    struct hc_relay_ep *clients; /* client endpoints dealt here */
+    pthread_mutex_t kmu;         /* the conns' nng-shared fields, kicks */
+    struct conn *kicks;          /* conns an nng callback woke */
 };
 
 #define MAX_LOOPS 8
 static struct loop loops[MAX_LOOPS];
 static int n_loops;
 static unsigned next_loop;
+static uint32_t next_ep_id;
+static uint64_t next_conn_id;
 /* Endpoints are never freed (a loop may hold an event for a closed one):
  * a closed one keeps a few hundred bytes, its TLS context freed. */
 static pthread_mutex_t eps_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct hc_relay_ep *all_eps;
 static pthread_once_t loops_once = PTHREAD_ONCE_INIT;
+/* Connections with an inner socket, found by it (pipe callbacks) or by
+ * their listener (hc_relay_peer). */
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct conn *reg_list;
 
 static void forget_in_child(void);
 
@@ -143,7 +210,9 @@ static void loops_init(void)
     (void)pthread_atfork(NULL, NULL, forget_in_child);
     for (i = 0; i < MAX_LOOPS; i++) {
         pthread_mutex_init(&loops[i].mu, NULL);
-        loops[i].epfd = -1;
+        pthread_mutex_init(&loops[i].kmu, NULL);
+        loops[i].epfd = loops[i].wakefd = -1;
+        loops[i].wake_tag = (struct tag){SIDE_WAKE, &loops[i]};
     }
 }
 
@@ -321,6 +390,108 @@ static int ssl_on(struct conn *c)
 }
 
 /* ------------------------------------------------------------------ */
+/* Waking a loop from nng's callbacks                                  */
+
+static void ring(struct loop *R)
+{
+    uint64_t one = 1;
+
+    if (R->wakefd >= 0)
+        (void)!write(R->wakefd, &one, sizeof one);
+}
+
+/* c has something for its loop to do; under R->kmu. */
+static void kick_locked(struct conn *c)
+{
+    struct loop *R = c->loop;
+
+    if (c->kicked)
+        return;
+    c->kicked = true;
+    c->kick_next = R->kicks;
+    R->kicks = c;
+    ring(R);
+}
+
+static bool send_inline(struct conn *c);
+
+/* A message from the rpc socket, for the network: written into TLS here,
+ * on nng's thread, when the connection is free (a wake-up of the loop's
+ * thread less per message), else left to the loop. */
+static void recv_cb(void *arg)
+{
+    struct conn *c = arg;
+    struct loop *R = c->loop;
+    int rv = nng_aio_result(c->raio);
+    nng_msg *m = rv == 0 ? nng_aio_get_msg(c->raio) : NULL;
+    bool again = false;
+
+    pthread_mutex_lock(&R->kmu);
+    c->recv_posted = false;
+    if (rv != 0) {
+        c->inner_gone = true;
+        kick_locked(c);
+    } else {
+        c->outq[(c->oq_head + c->oq_len) % OUTQ] = m;
+        c->oq_len++;
+        if (c->oq_len < OUTQ && !c->inner_gone)
+            again = c->recv_posted = true;
+    }
+    pthread_mutex_unlock(&R->kmu);
+    if (again)
+        nng_recv_aio(c->rs, c->raio);
+    if (rv == 0 && !send_inline(c)) {
+        pthread_mutex_lock(&R->kmu);
+        kick_locked(c);
+        pthread_mutex_unlock(&R->kmu);
+    }
+}
+
+/* nng took a message read from the network (or could not). */
+static void send_cb(void *arg)
+{
+    struct conn *c = arg;
+    struct loop *R = c->loop;
+    int rv = nng_aio_result(c->saio);
+
+    if (rv != 0) {
+        nng_msg *m = nng_aio_get_msg(c->saio);
+
+        nng_aio_set_msg(c->saio, NULL);
+        nng_msg_free(m);
+    }
+    pthread_mutex_lock(&R->kmu);
+    c->send_busy = false;
+    if (rv != 0)
+        c->inner_gone = true;
+    if (rv != 0 || c->send_waited)
+        kick_locked(c);
+    c->send_waited = false;
+    pthread_mutex_unlock(&R->kmu);
+}
+
+/* The inner socket's connection closed (the rpc side closed it, or its
+ * socket is gone): the TLS connection goes too. */
+static void inner_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    int sid = nng_socket_id(nng_pipe_socket(p));
+    struct conn *c;
+
+    (void)ev;
+    (void)arg;
+    pthread_mutex_lock(&reg_mu);
+    for (c = reg_list; c; c = c->reg_next)
+        if (c->rs_id == sid) {
+            pthread_mutex_lock(&c->loop->kmu);
+            c->inner_gone = true;
+            kick_locked(c);
+            pthread_mutex_unlock(&c->loop->kmu);
+            break;
+        }
+    pthread_mutex_unlock(&reg_mu);
+}
+
+/* ------------------------------------------------------------------ */
 /* Connections (all under their loop's mu, in its thread)             */
 
 static void set_interest(struct conn *c, int fd, struct tag *t,
@@ -341,8 +512,12 @@ static void set_interest(struct conn *c, int fd, struct tag *t,
     *cur = want;
 }
 
+/* Dead from here on: its socket closed now, its nng side and memory in
+ * reap. A client's endpoint connects again after its back-off. */
 static void conn_kill(struct conn *c)
 {
+    struct hc_relay_ep *ep = c->ep;
+
     if (c->dead)
         return;
     c->dead = true;
@@ -351,12 +526,15 @@ static void conn_kill(struct conn *c)
         close(c->net);
         c->net = -1;
     }
-    if (c->loc >= 0) {
-        set_interest(c, c->loc, &c->loc_tag, &c->loc_ev, 0);
-        close(c->loc);
-        c->loc = -1;
-    }
     c->loop->n_conns--;
+    if (!ep->server && ep->conn == c) {
+        ep->conn = NULL;
+        ep->retry_at = now_ms() + (uint64_t)ep->backoff_ms;
+        ep->backoff_ms = ep->backoff_ms * 2 > RETRY_MAX_MS
+                             ? RETRY_MAX_MS
+                             : ep->backoff_ms * 2;
+    }
+    ring(c->loop);              /* reaped at the end of this batch */
 }
 
 static void refuse(struct conn *c, const char *why)
@@ -382,9 +560,9 @@ static void refuse(struct conn *c, const char *why)
     conn_kill(c);
 }
 
-/* A client's connect failed (the server is down, or moved): nng dials
- * again and the rpc layer reports a peer it never reached, so this is not
- * logged; the next connect looks the host up again. */
+/* A client's connect failed (the server is down, or moved): the rpc
+ * layer reports a peer it never reached, so this is not logged; the next
+ * connect looks the host up again. */
 static void unreachable(struct conn *c)
 {
     c->ep->failing = true;
@@ -421,11 +599,11 @@ static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R)
         ERR_clear_error();
         return NULL;
     }
+    pthread_mutex_init(&c->smu, NULL);
     c->ep = ep;
     c->loop = R;
-    c->net = c->loc = -1;
+    c->net = -1;
     c->net_tag = (struct tag){SIDE_NET, c};
-    c->loc_tag = (struct tag){SIDE_LOC, c};
     c->deadline = now_ms() + HANDSHAKE_MS;
     c->next = R->conns;
     R->conns = c;
@@ -433,16 +611,23 @@ static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R)
     return c;
 }
 
-/* Connect fd (non-blocking) to ep->to; 0, or -1 on failure. */
-static int start_connect(int *fd, const struct hc_relay_ep *ep)
+/* TCP keepalive and no Nagle on a network socket. */
+static void net_opts(int fd)
 {
     int one = 1;
 
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+}
+
+/* Connect fd (non-blocking) to ep->to; 0, or -1 on failure. */
+static int start_connect(int *fd, const struct hc_relay_ep *ep)
+{
     *fd = socket(ep->to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
                  0);
     if (*fd < 0)
         return -1;
-    setsockopt(*fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    net_opts(*fd);
     if (connect(*fd, (const struct sockaddr *)&ep->to, ep->to_len) == 0 ||
         errno == EINPROGRESS)
         return 0;
@@ -467,38 +652,6 @@ static int connected(int fd)
     return errno == ENOTCONN ? 0 : -1;
 }
 
-/* The buffers are rings of BUF_BYTES: bytes at [off, off + len) modulo
- * BUF_BYTES, so nothing is ever moved inside one. */
-
-/* Where the next bytes go, and how many fit there in one piece. */
-static size_t tail_at(size_t off, size_t len)
-{
-    return (off + len) % BUF_BYTES;
-}
-
-static size_t room(size_t off, size_t len)
-{
-    size_t t = tail_at(off, len);
-
-    if (len == BUF_BYTES)
-        return 0;
-    return t >= off ? BUF_BYTES - t : off - t;
-}
-
-/* How many bytes from off on are in one piece. */
-static size_t piece(size_t off, size_t len)
-{
-    return len < BUF_BYTES - off ? len : BUF_BYTES - off;
-}
-
-static void consume(size_t *off, size_t *len, size_t k)
-{
-    *off = (*off + k) % BUF_BYTES;
-    *len -= k;
-    if (!*len)
-        *off = 0;               /* the most room in one piece */
-}
-
 /* After an OpenSSL call on c returned r: whether it only waits for the
  * network (which way noted in c), or the connection failed or closed.
  * Leaves OpenSSL's error queue empty. */
@@ -516,95 +669,289 @@ static bool ssl_waits(struct conn *c, int r)
     return true;
 }
 
-/* Move bytes both ways until nothing moves. */
+/* ------------------------------------------------------------------ */
+/* Network → nng                                                        */
+
+static void put_be64(uint8_t *p, uint64_t v)
+{
+    int i;
+
+    for (i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    int i;
+
+    for (i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* Hand m to nng, or keep it until nng's send before it is done. */
+static void to_inner(struct conn *c, nng_msg *m)
+{
+    struct loop *R = c->loop;
+    bool go;
+
+    pthread_mutex_lock(&R->kmu);
+    go = !c->send_busy;
+    if (go)
+        c->send_busy = true;
+    else
+        c->send_waited = true;
+    pthread_mutex_unlock(&R->kmu);
+    if (!go) {
+        c->rx_ready = m;
+        return;
+    }
+    nng_aio_set_msg(c->saio, m);
+    nng_send_aio(c->rs, c->saio);
+}
+
+/* The peer's first 8 bytes: hetps's relay, or refused by name. */
+static int inner_up(struct conn *c, char *why, size_t n);
+
+static int check_preamble(struct conn *c)
+{
+    char why[160];
+
+    if (!memcmp(c->pre, PREAMBLE, sizeof PREAMBLE)) {
+        /* A server sends it once it has taken our certificate: only now
+         * does the client's socket see a connection. */
+        if (c->ep->server)
+            return 0;
+        c->ep->backoff_ms = RETRY_MIN_MS;
+        if (inner_up(c, why, sizeof why) == 0)
+            return 0;
+        refuse(c, why);
+        return -1;
+    }
+    refuse(c, !memcmp(c->pre, "\0SP\0", 4)
+                  ? "it speaks nng's own TLS transport, not hetps's relay "
+                    "(HETPS_TLS_ENGINE=openssl or mbed there): give every "
+                    "process of the cluster the same HETPS_TLS_ENGINE"
+                  : "what it sent after the TLS handshake is not hetps's "
+                    "relay protocol");
+    return -1;
+}
+
+/* A frame's head is in: its message, ready for the body. */
+static int frame_start(struct conn *c)
+{
+    uint64_t len = get_be64(c->head);
+    nng_msg *m;
+    char why[160];
+
+    c->head_got = 0;
+    if (len > c->ep->recv_max) {
+        snprintf(why, sizeof why, "a message of %llu bytes, over the limit "
+                 "of %zu", (unsigned long long)len, c->ep->recv_max);
+        refuse(c, why);
+        return -1;
+    }
+    if (nng_msg_alloc(&m, 4 + (size_t)len) != 0 ||
+        (!c->ep->server && nng_msg_header_append(m, c->pipe_raw, 4) != 0)) {
+        refuse(c, "out of memory for a message");
+        return -1;
+    }
+    /* The request id leads the body, where nng's REQ and REP read it. */
+    memcpy(nng_msg_body(m), c->head + 8, 4);
+    c->rx_msg = m;
+    c->rx_got = 4;
+    return 0;
+}
+
+/* Read from TLS while a message can be taken; whether anything moved. */
+static bool net_in(struct conn *c)
+{
+    bool moved = false;
+    uint8_t *to;
+    size_t want, got;
+    int r;
+
+    if (c->rx_ready) {
+        nng_msg *m = c->rx_ready;
+
+        c->rx_ready = NULL;
+        to_inner(c, m);
+        if (c->rx_ready)
+            return false;
+        moved = true;
+    }
+    while (!c->net_eof && !c->dead && !c->rx_ready) {
+        if (c->pre_got < sizeof PREAMBLE) {
+            to = c->pre + c->pre_got;
+            want = sizeof PREAMBLE - c->pre_got;
+        } else if (!c->rx_msg) {
+            to = c->head + c->head_got;
+            want = HEAD_BYTES - c->head_got;
+        } else {
+            to = (uint8_t *)nng_msg_body(c->rx_msg) + c->rx_got;
+            want = nng_msg_len(c->rx_msg) - c->rx_got;
+        }
+        if (want) {
+            r = SSL_read_ex(c->ssl, to, want, &got);
+            if (r != 1) {
+                if (!ssl_waits(c, r))
+                    c->net_eof = true;  /* close-notify, reset, bad record */
+                break;
+            }
+            moved = true;
+        } else {
+            got = 0;                    /* a message with no body */
+        }
+        if (c->pre_got < sizeof PREAMBLE) {
+            c->pre_got += got;
+            if (c->pre_got == sizeof PREAMBLE && check_preamble(c) != 0)
+                break;
+        } else if (!c->rx_msg) {
+            c->head_got += got;
+            if (c->head_got == HEAD_BYTES && frame_start(c) != 0)
+                break;
+        } else if ((c->rx_got += got) == nng_msg_len(c->rx_msg)) {
+            nng_msg *m = c->rx_msg;
+
+            c->rx_msg = NULL;
+            to_inner(c, m);
+        }
+    }
+    return moved;
+}
+
+/* ------------------------------------------------------------------ */
+/* nng → network                                                        */
+
+/* The next message nng gave, staged: false when there is none. */
+static bool tx_take(struct conn *c)
+{
+    struct loop *R = c->loop;
+    nng_msg *m = NULL;
+    bool again = false;
+    size_t hl, len;
+    const uint8_t *h;
+
+    for (;;) {
+        pthread_mutex_lock(&R->kmu);
+        if (c->oq_len) {
+            m = c->outq[c->oq_head];
+            c->oq_head = (c->oq_head + 1) % OUTQ;
+            c->oq_len--;
+        }
+        if (!c->recv_posted && !c->inner_gone && c->oq_len < OUTQ)
+            again = c->recv_posted = true;
+        pthread_mutex_unlock(&R->kmu);
+        if (again)
+            nng_recv_aio(c->rs, c->raio);
+        again = false;
+        if (!m)
+            return false;
+        /* The header nng's raw socket left: the request id (server), or
+         * the client pipe's id and the request id (client). */
+        hl = nng_msg_header_len(m);
+        h = nng_msg_header(m);
+        if (hl == (c->ep->server ? 4u : 8u))
+            break;
+        nng_msg_free(m);        /* not a request or reply of ours */
+        m = NULL;
+    }
+    if (!c->ep->server)
+        memcpy(c->pipe_raw, h, 4);
+    len = nng_msg_len(m);
+    put_be64(c->stage, len);
+    memcpy(c->stage + 8, h + hl - 4, 4);
+    c->tx_staged = len < STAGE_BYTES - HEAD_BYTES ? len
+                                                  : STAGE_BYTES - HEAD_BYTES;
+    memcpy(c->stage + HEAD_BYTES, nng_msg_body(m), c->tx_staged);
+    c->stage_len = HEAD_BYTES + c->tx_staged;
+    c->tx_total = c->stage_len + (len - c->tx_staged);
+    c->tx_off = 0;
+    c->tx_msg = m;
+    return true;
+}
+
+/* Write what nng gave into TLS; whether anything moved. */
+static bool net_out(struct conn *c)
+{
+    bool moved = false;
+    const uint8_t *from;
+    size_t n, put;
+    int r;
+
+    while (!c->net_eof && !c->dead && c->rs_open) {
+        if (!c->tx_msg && !tx_take(c))
+            break;
+        if (c->tx_off < c->stage_len) {
+            from = c->stage + c->tx_off;
+            n = c->stage_len - c->tx_off;
+        } else {
+            from = (const uint8_t *)nng_msg_body(c->tx_msg) + c->tx_staged +
+                   (c->tx_off - c->stage_len);
+            n = c->tx_total - c->tx_off;
+        }
+        /* A write OpenSSL must finish is retried at the same place with
+         * as many bytes (partial writes are on: a record at a time). */
+        r = SSL_write_ex(c->ssl, from, n, &put);
+        if (r != 1) {
+            if (!ssl_waits(c, r))
+                c->net_eof = true;
+            break;
+        }
+        moved = true;
+        if ((c->tx_off += put) == c->tx_total) {
+            nng_msg_free(c->tx_msg);
+            c->tx_msg = NULL;
+        }
+    }
+    return moved;
+}
+
+/* nng's thread writes what nng gave, if no one else is using the
+ * connection: true when all of it went and nothing is left for the loop
+ * (a full socket, a failure, a message still being written are). */
+static bool send_inline(struct conn *c)
+{
+    bool done = false;
+
+    if (pthread_mutex_trylock(&c->smu) != 0)
+        return false;
+    if (!c->dead && c->state == C_RELAY && !c->net_eof) {
+        c->net_want_in = c->net_want_out = false;
+        (void)net_out(c);
+        if (c->w_len && !wflush(c) && !c->w_failed)
+            c->net_want_out = true;
+        done = !c->tx_msg && !c->w_len && !c->w_failed && !c->net_eof &&
+               !c->net_want_in && !c->net_want_out;
+    }
+    pthread_mutex_unlock(&c->smu);
+    return done;
+}
+
+/* Move messages both ways until nothing moves. */
 static void pump(struct conn *c)
 {
     bool moved;
-    size_t got;
-    ssize_t k;
-    int r;
 
     c->net_want_in = c->net_want_out = false;
     do {
-        moved = false;
-        /* network → n2l */
-        while (!c->net_eof && room(c->n2l_off, c->n2l_len)) {
-            r = SSL_read_ex(c->ssl, c->n2l + tail_at(c->n2l_off, c->n2l_len),
-                            room(c->n2l_off, c->n2l_len), &got);
-            if (r == 1) {
-                c->n2l_len += got;
-                moved = true;
-                continue;
-            }
-            if (!ssl_waits(c, r))
-                c->net_eof = true;      /* close-notify, reset, bad record */
-            break;
-        }
-        /* n2l → loopback */
-        if (c->n2l_len && c->loc_up) {
-            k = send(c->loc, c->n2l + c->n2l_off,
-                     piece(c->n2l_off, c->n2l_len), MSG_NOSIGNAL);
-            if (k > 0) {
-                consume(&c->n2l_off, &c->n2l_len, (size_t)k);
-                moved = true;
-            } else if (k < 0 && errno != EAGAIN && errno != EINTR) {
-                c->loc_eof = true;
-                c->n2l_len = c->n2l_off = 0; /* nobody left to take it */
-            }
-        }
-        /* loopback → l2n */
-        while (c->loc_up && !c->loc_eof && !c->loc_dry &&
-               room(c->l2n_off, c->l2n_len)) {
-            size_t want = room(c->l2n_off, c->l2n_len);
-
-            k = recv(c->loc, c->l2n + tail_at(c->l2n_off, c->l2n_len), want,
-                     0);
-            if (k > 0) {
-                c->l2n_len += (size_t)k;
-                c->loc_dry = (size_t)k < want;
-                moved = true;
-                continue;
-            }
-            if (k == 0 || (errno != EAGAIN && errno != EINTR))
-                c->loc_eof = true;
-            else
-                c->loc_dry = true;
-            break;
-        }
-        /* l2n → network: a record per SSL_write (partial writes are on),
-         * gathered in wbuf until the socket takes no more. */
-        while (c->l2n_len && !c->net_eof) {
-            size_t put = 0;
-
-            /* A write OpenSSL must finish is retried at the same place
-             * with at least as many bytes: the piece only grows. */
-            r = SSL_write_ex(c->ssl, c->l2n + c->l2n_off,
-                             piece(c->l2n_off, c->l2n_len), &put);
-            if (r == 1) {
-                consume(&c->l2n_off, &c->l2n_len, put);
-                moved = true;
-                continue;
-            }
-            if (!ssl_waits(c, r)) {
-                c->net_eof = true;
-                c->l2n_len = c->l2n_off = 0;
-            }
-            break;
-        }
+        moved = net_in(c);
+        if (c->dead)
+            return;
+        moved |= net_out(c);
         /* The records gathered, in as few sends as the socket takes. */
         if (c->w_len && !wflush(c) && !c->w_failed)
             c->net_want_out = true;
-        if (c->w_failed && !c->net_eof) {
+        if (c->w_failed)
             c->net_eof = true;
-            c->l2n_len = c->l2n_off = 0;
-        }
-    } while (moved);
+    } while (moved && !c->net_eof);
 }
 
 /* Register what c waits for now. */
 static void update_interest(struct conn *c)
 {
-    uint32_t net = 0, loc = 0;
+    uint32_t net = 0;
 
     switch (c->state) {
     case C_CONNECT:
@@ -614,37 +961,78 @@ static void update_interest(struct conn *c)
         net = c->net_want_out ? EPOLLOUT : EPOLLIN;
         break;
     case C_RELAY:
-        if (!c->net_eof && (c->net_want_in || room(c->n2l_off, c->n2l_len)))
+        if (!c->net_eof && (c->net_want_in || !c->rx_ready))
             net |= EPOLLIN;
         if (c->net_want_out || c->w_len)
             net |= EPOLLOUT;
-        if (!c->loc_up) {
-            loc = EPOLLOUT;
-        } else {
-            if (!c->loc_eof && room(c->l2n_off, c->l2n_len))
-                loc |= EPOLLIN;
-            if (c->n2l_len)
-                loc |= EPOLLOUT;
-        }
         break;
     }
     /* A side with nothing to do is not watched at all (epoll reports a
      * hang-up even unasked, level-triggered: a busy loop); the pump finds
      * the hang-up once there is something to do. */
     set_interest(c, c->net, &c->net_tag, &c->net_ev, net);
-    set_interest(c, c->loc, &c->loc_tag, &c->loc_ev, loc);
 }
 
-/* The handshake finished: a server's connection is verified and joined
- * to nng's listener; a client's (OpenSSL checked the name) relays. */
+/* The inner side: a raw socket joined to the rpc socket over inproc. */
+static int inner_up(struct conn *c, char *why, size_t n)
+{
+    struct hc_relay_ep *ep = c->ep;
+    char url[128];
+    const char *what = "opening its socket";
+    int rv;
+
+    if ((rv = ep->server ? nng_req0_open_raw(&c->rs)
+                         : nng_rep0_open_raw(&c->rs)) != 0)
+        goto fail;
+    c->rs_open = true;
+    c->rs_id = nng_socket_id(c->rs);
+    what = "allocating";
+    if ((rv = nng_aio_alloc(&c->raio, recv_cb, c)) != 0 ||
+        (rv = nng_aio_alloc(&c->saio, send_cb, c)) != 0)
+        goto fail;
+    what = "watching it";
+    if ((rv = nng_pipe_notify(c->rs, NNG_PIPE_EV_REM_POST, inner_pipe_cb,
+                              NULL)) != 0)
+        goto fail;
+    if (ep->server) {
+        /* A listener of its own: the server knows the peer by it. */
+        snprintf(url, sizeof url, "inproc://hetps-relay-%ld-%u-%llu",
+                 (long)getpid(), ep->id,
+                 (unsigned long long)__atomic_add_fetch(&next_conn_id, 1,
+                                                        __ATOMIC_RELAXED));
+        what = "listening on the server's socket";
+        if ((rv = nng_listen(ep->inner, url, &c->lst, 0)) != 0)
+            goto fail;
+        c->lst_open = true;
+        c->lst_id = nng_listener_id(c->lst);
+    } else {
+        snprintf(url, sizeof url, "%s", ep->inproc);
+    }
+    pthread_mutex_lock(&reg_mu);
+    c->reg_next = reg_list;
+    reg_list = c;
+    c->registered = true;
+    pthread_mutex_unlock(&reg_mu);
+    /* Not waited for: nng completes it on its own threads. */
+    what = "joining it to the rpc socket";
+    if ((rv = nng_dial(c->rs, url, NULL, NNG_FLAG_NONBLOCK)) != 0)
+        goto fail;
+    c->recv_posted = true;
+    nng_recv_aio(c->rs, c->raio);
+    return 0;
+fail:
+    snprintf(why, n, "%s: %s", what, nng_strerror(rv));
+    return -1;
+}
+
+/* The handshake finished: a server's connection is verified; either
+ * side joins its inner socket and says what it speaks. */
 static int handshake_done(struct conn *c)
 {
-    struct sockaddr_storage sa;
-    socklen_t len = sizeof sa;
     char why[160];
+    size_t put;
 
-    if (!(c->n2l = malloc(BUF_BYTES)) || !(c->l2n = malloc(BUF_BYTES)) ||
-        !(c->wbuf = malloc(WBUF_BYTES))) {
+    if (!(c->wbuf = malloc(WBUF_BYTES)) || !(c->stage = malloc(STAGE_BYTES))) {
         refuse(c, "out of memory for its buffers");
         return -1;
     }
@@ -659,27 +1047,26 @@ static int handshake_done(struct conn *c)
                       "cluster's CA");
             return -1;
         }
-        if (start_connect(&c->loc, c->ep) != 0 ||
-            getsockname(c->loc, (struct sockaddr *)&sa, &len) != 0) {
-            snprintf(why, sizeof why, "joining it to the server's socket: %s",
-                     strerror(errno));
+        if (inner_up(c, why, sizeof why) != 0) {
             refuse(c, why);
             return -1;
         }
-        c->loc_port = sa.ss_family == AF_INET
-                          ? ntohs(((struct sockaddr_in *)&sa)->sin_port)
-                          : 0;
-    } else {
-        c->loc_up = true;
     }
     c->state = C_RELAY;
+    if (SSL_write_ex(c->ssl, PREAMBLE, sizeof PREAMBLE, &put) != 1 ||
+        put != sizeof PREAMBLE) {
+        ERR_clear_error();
+        conn_kill(c);
+        return -1;
+    }
     return 0;
 }
 
-/* Everything a connection can do now. */
-static void step(struct conn *c)
+/* Everything a connection can do now; under c->smu. */
+static void step_locked(struct conn *c)
 {
     char why[200];
+    bool gone;
     int r;
 
     if (c->state == C_CONNECT) {
@@ -730,22 +1117,16 @@ static void step(struct conn *c)
         if (handshake_done(c) != 0)
             return;
     }
-    if (!c->loc_up) {
-        if ((r = connected(c->loc)) == 0)
-            goto out;
-        if (r < 0) {
-            snprintf(why, sizeof why, "joining it to the server's socket: %s",
-                     strerror(errno));
-            refuse(c, why);
-            return;
-        }
-        c->loc_up = true;
-    }
     pump(c);
-    /* One side gone and nothing left for the other: close both (nng sees
-     * its connection close and does what it does for a lost peer). */
-    if ((c->net_eof && !c->n2l_len) ||
-        (c->loc_eof && !c->l2n_len && !c->w_len)) {
+    if (c->dead)
+        return;
+    pthread_mutex_lock(&c->loop->kmu);
+    gone = c->inner_gone;
+    pthread_mutex_unlock(&c->loop->kmu);
+    /* The peer gone, or the rpc side's connection: close both (nng sees
+     * its connection close and does what it does for a lost peer). What
+     * was read and not taken is lost with it, as on any lost connection. */
+    if (c->net_eof || gone) {
         if (!c->net_eof) {
             SSL_shutdown(c->ssl);       /* a close-notify, not waited for */
             (void)wflush(c);
@@ -758,15 +1139,45 @@ out:
     update_interest(c);
 }
 
-/* Take the connections waiting on ep into loop R. A server's listening
- * socket is in every loop's epoll (EPOLLEXCLUSIVE: one loop woken per
- * connection, as a rule), so its connections spread over the loops. */
+static void step(struct conn *c)
+{
+    pthread_mutex_lock(&c->smu);
+    step_locked(c);
+    pthread_mutex_unlock(&c->smu);
+}
+
+/* A client endpoint's connection to its server, made (again). */
+static void client_connect(struct hc_relay_ep *ep, struct loop *R)
+{
+    struct conn *c;
+
+    if (R->n_conns >= MAX_CONNS || !(c = conn_new(ep, R))) {
+        ep->retry_at = now_ms() + RETRY_MAX_MS;
+        return;
+    }
+    ep->conn = c;
+    if (!ep->numeric &&
+        (ep->failing || now_ms() >= ep->resolved_at + RESOLVE_MS))
+        re_resolve(ep);
+    addr_text((struct sockaddr *)&ep->to, c->peer, sizeof c->peer);
+    if (start_connect(&c->net, ep) != 0) {
+        unreachable(c);
+        return;
+    }
+    c->state = C_CONNECT;
+    step(c);
+}
+
+/* Take the connections waiting on server endpoint ep into loop R. Its
+ * listening socket is in every loop's epoll (EPOLLEXCLUSIVE: one loop
+ * woken per connection, as a rule), so its connections spread over the
+ * loops. */
 static void accept_all(struct hc_relay_ep *ep, struct loop *R)
 {
     struct sockaddr_storage sa;
     socklen_t len;
     struct conn *c;
-    int fd, one = 1;
+    int fd;
 
     for (;;) {
         len = sizeof sa;
@@ -787,36 +1198,73 @@ static void accept_all(struct hc_relay_ep *ep, struct loop *R)
             close(fd);
             continue;
         }
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (ep->server) {
-            addr_text((struct sockaddr *)&sa, c->peer, sizeof c->peer);
-            c->net = fd;
-            if (ssl_on(c) != 0) {
-                refuse(c, "out of memory");
-                continue;
-            }
-            SSL_set_accept_state(c->ssl);
-            c->state = C_HANDSHAKE;
-        } else {
-            addr_text((struct sockaddr *)&ep->to, c->peer, sizeof c->peer);
-            c->loc = fd;
-            if (!ep->numeric && (ep->failing || now_ms() >= ep->resolved_at +
-                                                             RESOLVE_MS))
-                re_resolve(ep);
-            if (start_connect(&c->net, ep) != 0) {
-                unreachable(c);
-                continue;
-            }
-            c->state = C_CONNECT;
+        net_opts(fd);
+        addr_text((struct sockaddr *)&sa, c->peer, sizeof c->peer);
+        c->net = fd;
+        if (ssl_on(c) != 0) {
+            refuse(c, "out of memory");
+            continue;
         }
+        SSL_set_accept_state(c->ssl);
+        c->state = C_HANDSHAKE;
         step(c);
     }
 }
 
-/* Free what is dead; under R->mu, by the loop's thread only. */
+/* Free a dead connection: its nng side first (no callback of it runs once
+ * its aios are freed), outside any loop's mu. */
+static void conn_free(struct conn *c)
+{
+    struct loop *R = c->loop;
+    struct conn **pc;
+
+    if (c->registered) {
+        pthread_mutex_lock(&reg_mu);
+        for (pc = &reg_list; *pc; pc = &(*pc)->reg_next)
+            if (*pc == c) {
+                *pc = c->reg_next;
+                break;
+            }
+        pthread_mutex_unlock(&reg_mu);
+    }
+    if (c->rs_open)
+        nng_close(c->rs);
+    if (c->raio)
+        nng_aio_free(c->raio);
+    if (c->saio)
+        nng_aio_free(c->saio);
+    if (c->lst_open)
+        nng_listener_close(c->lst);
+    pthread_mutex_lock(&R->kmu);
+    for (pc = &R->kicks; *pc; pc = &(*pc)->kick_next)
+        if (*pc == c) {
+            *pc = c->kick_next;
+            break;
+        }
+    while (c->oq_len) {
+        nng_msg_free(c->outq[c->oq_head]);
+        c->oq_head = (c->oq_head + 1) % OUTQ;
+        c->oq_len--;
+    }
+    pthread_mutex_unlock(&R->kmu);
+    if (c->rx_msg)
+        nng_msg_free(c->rx_msg);
+    if (c->rx_ready)
+        nng_msg_free(c->rx_ready);
+    if (c->tx_msg)
+        nng_msg_free(c->tx_msg);
+    SSL_free(c->ssl);
+    free(c->wbuf);
+    free(c->stage);
+    pthread_mutex_destroy(&c->smu);
+    free(c);
+}
+
+/* Free what is dead; by the loop's thread only, called with R->mu held
+ * (released while nng closes: that may wait for nng's callbacks). */
 static void reap(struct loop *R)
 {
-    struct conn **pc = &R->conns, *c;
+    struct conn **pc = &R->conns, *c, *dead = NULL;
 
     while ((c = *pc) != NULL) {
         if (!c->dead) {
@@ -824,12 +1272,61 @@ static void reap(struct loop *R)
             continue;
         }
         *pc = c->next;
-        SSL_free(c->ssl);
-        free(c->n2l);
-        free(c->l2n);
-        free(c->wbuf);
-        free(c);
+        c->next = dead;
+        dead = c;
     }
+    if (!dead)
+        return;
+    pthread_mutex_unlock(&R->mu);
+    while ((c = dead) != NULL) {
+        dead = c->next;
+        conn_free(c);
+    }
+    pthread_mutex_lock(&R->mu);
+}
+
+/* The conns nng's callbacks woke, each stepped once. */
+static void run_kicks(struct loop *R)
+{
+    struct conn *list, *c;
+    uint64_t v;
+
+    (void)!read(R->wakefd, &v, sizeof v);
+    pthread_mutex_lock(&R->kmu);
+    list = R->kicks;
+    R->kicks = NULL;
+    for (c = list; c; c = c->kick_next)
+        c->kicked = false;
+    pthread_mutex_unlock(&R->kmu);
+    /* Nothing frees a conn before this batch's reap; a kick after this
+     * point puts it on R->kicks again, not on list. */
+    while ((c = list) != NULL) {
+        list = c->kick_next;
+        if (!c->dead)
+            step(c);
+    }
+}
+
+/* Client endpoints of R without a connection, connected again when their
+ * time comes; how long epoll may wait. */
+static int clients_due(struct loop *R)
+{
+    struct hc_relay_ep *ep;
+    uint64_t now = now_ms();
+    int wait = WAIT_MS;
+
+    for (ep = R->clients; ep; ep = ep->loop_next) {
+        if (ep->dead || ep->conn)
+            continue;
+        if (now >= ep->retry_at) {
+            client_connect(ep, R);
+            if (ep->conn)
+                continue;
+        }
+        if (ep->retry_at > now && ep->retry_at - now < (uint64_t)wait)
+            wait = (int)(ep->retry_at - now);
+    }
+    return wait;
 }
 
 static void *relay_main(void *arg)
@@ -837,26 +1334,24 @@ static void *relay_main(void *arg)
     struct loop *R = arg;
     struct epoll_event evs[64];
     uint64_t next_check = 0;
-    int n, i;
+    int n, i, wait = WAIT_MS;
 
     pthread_setname_np(pthread_self(), "hetps:relay");
     for (;;) {
-        n = epoll_wait(R->epfd, evs, 64, WAIT_MS);
+        n = epoll_wait(R->epfd, evs, 64, wait);
         pthread_mutex_lock(&R->mu);
         for (i = 0; i < n; i++) {
             struct tag *t = evs[i].data.ptr;
 
             if (t->side == SIDE_LISTEN) {
                 accept_all(t->owner, R);
+            } else if (t->side == SIDE_WAKE) {
+                run_kicks(R);
             } else {
                 struct conn *c = t->owner;
 
                 if (!c->dead) {
-                    /* The side with an event may have bytes again. */
-                    if (t->side == SIDE_NET)
-                        c->net_dry = false;
-                    else
-                        c->loc_dry = false;
+                    c->net_dry = false; /* it may have bytes again */
                     step(c);
                 }
             }
@@ -866,20 +1361,23 @@ static void *relay_main(void *arg)
             struct conn *c;
 
             for (c = R->conns; c; c = c->next) {
-                if (c->dead || (c->state == C_RELAY && c->loc_up) ||
-                    now < c->deadline)
+                if (c->dead || now < c->deadline ||
+                    (c->state == C_RELAY && c->pre_got == sizeof PREAMBLE))
                     continue;
+                pthread_mutex_lock(&c->smu);
                 if (c->state == C_CONNECT)
                     unreachable(c);
                 else if (c->state == C_HANDSHAKE)
                     refuse(c, "no TLS handshake within 10 s");
                 else
-                    refuse(c, "the server's socket did not take it within "
-                              "10 s");
+                    refuse(c, "nothing of hetps's relay protocol within "
+                              "10 s of the TLS handshake");
+                pthread_mutex_unlock(&c->smu);
             }
             next_check = now + WAIT_MS;
         }
         reap(R);
+        wait = clients_due(R);
         pthread_mutex_unlock(&R->mu);
     }
     return NULL;
@@ -888,7 +1386,8 @@ static void *relay_main(void *arg)
 /* A child of fork() has no relay thread: it starts its own, with none of
  * the parent's endpoints. Their sockets are the parent's to serve: closed
  * here (a listening port held by a child would take connections nobody
- * accepts); their memory is kept where a leak checker sees it. */
+ * accepts); their memory is kept where a leak checker sees it (nng's
+ * objects too: nng is not to be used across a fork). */
 static struct conn *parents_conns[MAX_LOOPS];
 
 static void forget_in_child(void)
@@ -898,6 +1397,8 @@ static void forget_in_child(void)
     int i;
 
     pthread_mutex_init(&eps_mu, NULL);
+    pthread_mutex_init(&reg_mu, NULL);
+    reg_list = NULL;
     for (ep = all_eps; ep; ep = ep->next) {
         pthread_mutex_init(&ep->mu, NULL);
         if (ep->fd >= 0)
@@ -909,25 +1410,28 @@ static void forget_in_child(void)
         struct loop *R = &loops[i];
 
         pthread_mutex_init(&R->mu, NULL);
-        for (c = R->conns; c; c = c->next) {
+        pthread_mutex_init(&R->kmu, NULL);
+        for (c = R->conns; c; c = c->next)
             if (c->net >= 0)
                 close(c->net);
-            if (c->loc >= 0)
-                close(c->loc);
-        }
         if (R->epfd >= 0)
             close(R->epfd);
+        if (R->wakefd >= 0)
+            close(R->wakefd);
         parents_conns[i] = R->conns;
-        R->epfd = -1;
+        R->epfd = R->wakefd = -1;
         R->started = false;
         R->conns = NULL;
         R->n_conns = 0;
+        R->clients = NULL;
+        R->kicks = NULL;
     }
 }
 
 /* Start the loop's thread once; under R->mu. */
 static int start(struct loop *R)
 {
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &R->wake_tag};
     pthread_t th;
     pthread_attr_t at;
 
@@ -936,12 +1440,24 @@ static int start(struct loop *R)
     if ((R->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
         return hc_err_set(HC_ERR_TRANSPORT, "TLS relay: epoll: %s",
                           strerror(errno));
+    if ((R->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
+        epoll_ctl(R->epfd, EPOLL_CTL_ADD, R->wakefd, &ev) != 0) {
+        int e = errno;
+
+        if (R->wakefd >= 0)
+            close(R->wakefd);
+        close(R->epfd);
+        R->epfd = R->wakefd = -1;
+        return hc_err_set(HC_ERR_TRANSPORT, "TLS relay: eventfd: %s",
+                          strerror(e));
+    }
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
     if (pthread_create(&th, &at, relay_main, R) != 0) {
         pthread_attr_destroy(&at);
+        close(R->wakefd);
         close(R->epfd);
-        R->epfd = -1;
+        R->epfd = R->wakefd = -1;
         return hc_err_set(HC_ERR_NOMEM, "TLS relay: no thread");
     }
     pthread_attr_destroy(&at);
@@ -949,7 +1465,7 @@ static int start(struct loop *R)
     return HC_OK;
 }
 
-/* host:port into ep->to (the first address); HC_OK or an error. */
+/* host:port into *to (the first address); HC_OK or an error. */
 static int resolve(struct sockaddr_storage *to, socklen_t *len,
                    const char *host, int port, int passive)
 {
@@ -998,10 +1514,11 @@ static int listen_on(const struct sockaddr_storage *addr, socklen_t len,
     return fd;
 }
 
-/* Start loop R if need be and watch ep's listening socket there. */
-static int watch(struct loop *R, hc_relay_ep *ep, uint32_t events)
+/* Start loop R if need be and watch server ep's listening socket there. */
+static int watch(struct loop *R, hc_relay_ep *ep)
 {
-    struct epoll_event ev = {.events = events, .data.ptr = &ep->tag};
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE,
+                             .data.ptr = &ep->tag};
     int err;
 
     pthread_mutex_lock(&R->mu);
@@ -1013,29 +1530,54 @@ static int watch(struct loop *R, hc_relay_ep *ep, uint32_t events)
     return err;
 }
 
+/* Deal client ep to a loop, which connects it at once. */
+static int deal(hc_relay_ep *ep)
+{
+    struct loop *R = &loops[__atomic_fetch_add(&next_loop, 1,
+                                               __ATOMIC_RELAXED) %
+                            (unsigned)n_loops];
+    int err;
+
+    pthread_mutex_lock(&R->mu);
+    if ((err = start(R)) == HC_OK) {
+        ep->loop = R;
+        ep->backoff_ms = RETRY_MIN_MS;
+        ep->retry_at = 0;
+        ep->loop_next = R->clients;
+        R->clients = ep;
+        ring(R);
+    }
+    pthread_mutex_unlock(&R->mu);
+    return err;
+}
+
 static int ep_open(hc_relay_ep **out, int server, const char *lhost,
-                   int lport, const char *thost, int tport,
-                   const char *ca_file, const char *cert_key_file,
-                   const char *server_name, const char *name, int *bound)
+                   int lport, const char *thost, int tport, nng_socket inner,
+                   size_t recv_max, const char *ca_file,
+                   const char *cert_key_file, const char *server_name,
+                   const char *name, int *bound)
 {
     struct sockaddr_storage la;
     socklen_t ll;
     hc_relay_ep *ep;
-    int err, i;
+    int err = HC_OK, rv, i;
 
     *out = NULL;
     if (!(ep = calloc(1, sizeof *ep)))
         return hc_err_set(HC_ERR_NOMEM, "TLS relay: out of memory");
     ep->server = server;
+    ep->id = __atomic_add_fetch(&next_ep_id, 1, __ATOMIC_RELAXED);
     ep->fd = -1;
+    ep->inner = inner;
+    ep->recv_max = recv_max;
     snprintf(ep->name, sizeof ep->name, "%s", name);
-    snprintf(ep->host, sizeof ep->host, "%s", thost);
+    snprintf(ep->host, sizeof ep->host, "%s", thost ? thost : "");
     ep->port = tport;
     {
         struct in6_addr a6;
 
-        ep->numeric = inet_pton(AF_INET, thost, &a6) == 1 ||
-                      inet_pton(AF_INET6, thost, &a6) == 1;
+        ep->numeric = inet_pton(AF_INET, ep->host, &a6) == 1 ||
+                      inet_pton(AF_INET6, ep->host, &a6) == 1;
     }
     ep->resolved_at = now_ms();
     if (!(ep->ctx = hc_tls_ctx_open(server, ca_file, cert_key_file,
@@ -1043,17 +1585,28 @@ static int ep_open(hc_relay_ep **out, int server, const char *lhost,
         free(ep);
         return hc_err_set(HC_ERR_CONFIG, "%s: %s", name, hc_err_msg());
     }
-    if ((err = resolve(&ep->to, &ep->to_len, thost, tport, 0)) != HC_OK ||
-        (err = resolve(&la, &ll, lhost, lport, 1)) != HC_OK)
-        goto fail;
-    if ((ep->fd = listen_on(&la, ll, bound)) < 0) {
-        err = hc_err_set(HC_ERR_TRANSPORT, "%s: cannot listen on %s:%d: %s%s",
-                         name, lhost, lport, strerror(errno),
-                         errno == EADDRINUSE
-                             ? " (another process holds the port; stop it "
-                               "or pick another port)"
-                             : "");
-        goto fail;
+    if (server) {
+        if ((err = resolve(&la, &ll, lhost, lport, 1)) != HC_OK)
+            goto fail;
+        if ((ep->fd = listen_on(&la, ll, bound)) < 0) {
+            err = hc_err_set(HC_ERR_TRANSPORT, "%s: cannot listen on %s:%d: "
+                             "%s%s", name, lhost, lport, strerror(errno),
+                             errno == EADDRINUSE
+                                 ? " (another process holds the port; stop "
+                                   "it or pick another port)"
+                                 : "");
+            goto fail;
+        }
+    } else {
+        if ((err = resolve(&ep->to, &ep->to_len, thost, tport, 0)) != HC_OK)
+            goto fail;
+        snprintf(ep->inproc, sizeof ep->inproc, "inproc://hetps-relay-%ld-%u",
+                 (long)getpid(), ep->id);
+        if ((rv = nng_listen(inner, ep->inproc, NULL, 0)) != 0) {
+            err = hc_err_set(HC_ERR_TRANSPORT, "%s: listening on %s: %s",
+                             name, ep->inproc, nng_strerror(rv));
+            goto fail;
+        }
     }
     ep->tag = (struct tag){SIDE_LISTEN, ep};
     pthread_mutex_init(&ep->mu, NULL);
@@ -1062,14 +1615,12 @@ static int ep_open(hc_relay_ep **out, int server, const char *lhost,
     ep->next = all_eps;
     all_eps = ep;
     pthread_mutex_unlock(&eps_mu);
-    /* A server's listening socket in every loop, a client's in one. */
+    /* A server's listening socket in every loop; a client in one. */
     if (server) {
         for (i = 0; i < n_loops && err == HC_OK; i++)
-            err = watch(&loops[i], ep, EPOLLIN | EPOLLEXCLUSIVE);
+            err = watch(&loops[i], ep);
     } else {
-        ep->loop = &loops[__atomic_fetch_add(&next_loop, 1, __ATOMIC_RELAXED) %
-                          (unsigned)n_loops];
-        err = watch(ep->loop, ep, EPOLLIN);
+        err = deal(ep);
     }
     if (err != HC_OK) {
         hc_relay_close(ep);             /* kept in all_eps: never freed */
@@ -1086,23 +1637,24 @@ fail:
 }
 
 int hc_relay_listen(hc_relay_ep **out, const char *host, int port,
-                    int inner_port, const char *ca_file,
+                    nng_socket inner, size_t recv_max, const char *ca_file,
                     const char *cert_key_file, const char *name, int *bound)
 {
-    return ep_open(out, 1, host, port, "127.0.0.1", inner_port, ca_file,
+    return ep_open(out, 1, host, port, NULL, 0, inner, recv_max, ca_file,
                    cert_key_file, NULL, name, bound);
 }
 
 int hc_relay_dial(hc_relay_ep **out, const char *host, int port,
-                  const char *ca_file, const char *cert_key_file,
-                  const char *name, int *inner_port)
+                  nng_socket inner, size_t recv_max, const char *ca_file,
+                  const char *cert_key_file, const char *name)
 {
-    return ep_open(out, 0, "127.0.0.1", 0, host, port, ca_file, cert_key_file,
-                   host, name, inner_port);
+    return ep_open(out, 0, NULL, 0, host, port, inner, recv_max, ca_file,
+                   cert_key_file, host, name, NULL);
 }
 
 void hc_relay_close(hc_relay_ep *ep)
 {
+    struct hc_relay_ep **pe;
     struct conn *c;
     int i;
 
@@ -1114,7 +1666,8 @@ void hc_relay_close(hc_relay_ep *ep)
         return;
     }
     ep->dead = true;
-    close(ep->fd);                      /* out of every epoll set */
+    if (ep->fd >= 0)
+        close(ep->fd);                  /* out of every epoll set */
     ep->fd = -1;
     pthread_mutex_unlock(&ep->mu);
     /* No loop takes a connection of ep from here on; each loop's are
@@ -1124,32 +1677,38 @@ void hc_relay_close(hc_relay_ep *ep)
         struct loop *R = &loops[i];
 
         pthread_mutex_lock(&R->mu);
+        for (pe = &R->clients; *pe; pe = &(*pe)->loop_next)
+            if (*pe == ep) {
+                *pe = ep->loop_next;
+                break;
+            }
         for (c = R->conns; c; c = c->next)
-            if (c->ep == ep)
+            if (c->ep == ep) {
+                pthread_mutex_lock(&c->smu);
                 conn_kill(c);
+                pthread_mutex_unlock(&c->smu);
+            }
         pthread_mutex_unlock(&R->mu);
     }
     hc_tls_ctx_close(ep->ctx);
     ep->ctx = NULL;
 }
 
-int hc_relay_peer(hc_relay_ep *ep, int from_port, char *peer, size_t n)
+int hc_relay_peer(hc_relay_ep *ep, nng_pipe pipe, char *peer, size_t n)
 {
+    int id = nng_listener_id(nng_pipe_listener(pipe));
     struct conn *c;
-    int found = 0, i;
+    int found = 0;
 
-    pthread_once(&loops_once, loops_init);
-    for (i = 0; i < n_loops && !found; i++) {
-        struct loop *R = &loops[i];
-
-        pthread_mutex_lock(&R->mu);
-        for (c = R->conns; c && !found; c = c->next)
-            if ((ep ? c->ep == ep : c->ep->server) && !c->dead &&
-                c->state == C_RELAY && c->loc_port == from_port) {
-                snprintf(peer, n, "%s", c->peer);
-                found = 1;
-            }
-        pthread_mutex_unlock(&R->mu);
-    }
+    if (id <= 0)
+        return 0;
+    pthread_mutex_lock(&reg_mu);
+    for (c = reg_list; c && !found; c = c->reg_next)
+        if (c->ep->server && (!ep || c->ep == ep) && c->lst_open &&
+            c->lst_id == id) {
+            snprintf(peer, n, "%s", c->peer);
+            found = 1;
+        }
+    pthread_mutex_unlock(&reg_mu);
     return found;
 }

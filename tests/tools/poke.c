@@ -40,6 +40,7 @@
 #include "rpc_auth.h"
 #include "tls.h"
 #include "tls_engine.h"
+#include "tls_relay.h"
 #include "wire.h"
 
 static int passed, failed;
@@ -50,10 +51,21 @@ static char as_name[32] = "admin"; /* whose certificate, by default */
 static int prove(nng_socket s, char *why, size_t why_len);
 static int timeout_ms = 1500; /* per send and per reply */
 
+static hc_relay_ep *relay;      /* the socket's TLS, by the relay */
+
+/* Close s and the relay that carried it. */
+static void close_sock(nng_socket s, const char *url)
+{
+    hc_rpc_close_socket(s, url);
+    hc_relay_close(relay);
+    relay = NULL;
+}
+
 /* Dial url on s, over TLS when the cluster is secure (see the top). */
 static int dial(nng_socket s, const char *url)
 {
     const char *ca = getenv("POKE_CA"), *cert = getenv("POKE_CERT");
+    const char *engine = getenv("HETPS_TLS_ENGINE");
     char turl[600], host[300];
     struct hc_tls t;
     nng_dialer d;
@@ -79,6 +91,15 @@ static int dial(nng_socket s, const char *url)
     h = strstr(url, "://") + 3;
     e = strrchr(h, ':');
     snprintf(host, sizeof host, "%.*s", (int)(e - h), h);
+    if (!engine || !*engine || !strcmp(engine, "relay")) {
+        /* The programs' default: TLS by the relay (tls_relay.h). */
+        hc_relay_close(relay);
+        relay = NULL;
+        return hc_relay_dial(&relay, host, atoi(e + 1), s, (size_t)64 << 20,
+                             ca, proof_file, "poke") == HC_OK
+                   ? 0
+                   : NNG_ECONNREFUSED;
+    }
     if ((rv = nng_dialer_create(&d, s, turl)) != 0 ||
         (rv = nng_dialer_set_string(d, NNG_OPT_TLS_CA_FILE, ca)) != 0 ||
         (strcmp(cert, "none") != 0 &&
@@ -126,15 +147,15 @@ static int send_raw(const char *url, const void *buf, size_t len,
     nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
     if ((rv = dial(s, url)) != 0) {
         snprintf(why, why_len, "dial: %s", nng_strerror(rv));
-        hc_rpc_close_socket(s, url);
+        close_sock(s, url);
         return 0;
     }
     if (prove(s, why, why_len) != 0) {
-        hc_rpc_close_socket(s, url);
+        close_sock(s, url);
         return 2;
     }
     if (nng_msg_alloc(&m, len) != 0) {
-        hc_rpc_close_socket(s, url);
+        close_sock(s, url);
         return 0;
     }
     if (len)
@@ -142,12 +163,12 @@ static int send_raw(const char *url, const void *buf, size_t len,
     if ((rv = nng_sendmsg(s, m, 0)) != 0) {
         nng_msg_free(m);
         snprintf(why, why_len, "send: %s", nng_strerror(rv));
-        hc_rpc_close_socket(s, url);
+        close_sock(s, url);
         return 2;
     }
     if ((rv = nng_recvmsg(s, &m, 0)) != 0) {
         snprintf(why, why_len, "no reply (%s)", nng_strerror(rv));
-        hc_rpc_close_socket(s, url);
+        close_sock(s, url);
         return 2;
     }
     if (hc_wire_decode(nng_msg_body(m), nng_msg_len(m), 0, &d) == HC_OK) {
@@ -165,7 +186,7 @@ static int send_raw(const char *url, const void *buf, size_t len,
         out = 0;
     }
     nng_msg_free(m);
-    hc_rpc_close_socket(s, url);
+    close_sock(s, url);
     return out;
 }
 
@@ -317,10 +338,10 @@ static int join_raw(const struct hc_cluster *cl, int w, uint64_t id,
         (prove(s, why, sizeof why) != 0 && (rv = NNG_EPERM)) ||
         (rv = nng_sendmsg(s, m, 0)) != 0 || (rv = nng_recvmsg(s, reply, 0)) != 0) {
         fprintf(stderr, "poke: join: %s %s\n", nng_strerror(rv), why);
-        hc_rpc_close_socket(s, cl->ps[0].url);
+        close_sock(s, cl->ps[0].url);
         return -1;
     }
-    hc_rpc_close_socket(s, cl->ps[0].url);
+    close_sock(s, cl->ps[0].url);
     return 0;
 }
 
