@@ -1464,6 +1464,39 @@ static void test_relay(void)
             CU_ASSERT(rc[i].ok);
         }
         CU_ASSERT_EQUAL(tsrv_recv_count(&srv), 2 * RELAY_CLIENTS);
+        {
+            /* Over the server's recv_max: the relay ends that connection
+             * before the server sees it; the client connects again and is
+             * served. */
+            struct hc_rpc_client_opts o = { .timeout_ms = 1500,
+                                            .retry_ms = 2500,
+                                            .backoff_min_ms = 10,
+                                            .backoff_max_ms = 100,
+                                            .tls = &cli };
+            const char *urls[1] = { srv.url }, *names[1] = { "ps:0" };
+            size_t big = 2 * RELAY_BYTES + 1;
+            unsigned char *body = calloc(1, big);
+            hc_rpc_client *c = NULL;
+            nng_msg *reply = NULL;
+
+            CU_ASSERT_FATAL(body != NULL);
+            CU_ASSERT_FATAL(hc_rpc_client_open(&c, 1, urls, names, &o) ==
+                            HC_OK);
+            CU_ASSERT(hc_rpc_call(c, 0, make_msg(body, big), &reply, 0) !=
+                      HC_OK);
+            if (reply)
+                nng_msg_free(reply);
+            reply = NULL;
+            CU_ASSERT(hc_rpc_call(c, 0, make_msg("small", 5), &reply, 0) ==
+                      HC_OK);
+            CU_ASSERT(reply && nng_msg_len(reply) == 8 &&
+                      !memcmp(nng_msg_body(reply), "s0:small", 8));
+            if (reply)
+                nng_msg_free(reply);
+            CU_ASSERT_EQUAL(tsrv_recv_count(&srv), 2 * RELAY_CLIENTS + 1);
+            hc_rpc_client_close(c);
+            free(body);
+        }
         tsrv_fini(&srv);
     }
 out:
@@ -1510,5 +1543,6 @@ void hp_test_register(void)
     CU_add_test(s, "mutual TLS: certificates, refusals, resolve", test_tls);
     CU_add_test(s, "mutual TLS through the relay: 6 MB each way from 3 "
                 "clients at once arrive whole; bytes that are no TLS are "
-                "refused", test_relay);
+                "refused; a message over recv_max ends its connection, the "
+                "next is served", test_relay);
 }
