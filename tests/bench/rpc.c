@@ -303,6 +303,18 @@ int main(int argc, char **argv)
         tls_on = NULL;
     }
     hc_sleep_s(0.3);            /* let the servers listen */
+    for (k = 0; k < 3 * n; k++)
+        if (waitpid(pids[k], NULL, WNOHANG) == pids[k]) {
+            /* It could not listen (its port taken): no call would end. */
+            fprintf(stderr, "rpc bench: a server exited at start (its port "
+                    "%d..%d in use?): run it again\n", port, port + 59);
+            for (k = 0; k < 3 * n; k++) {
+                kill(pids[k], SIGTERM);
+                waitpid(pids[k], NULL, 0);
+            }
+            remove_certs(certs);
+            return 1;
+        }
     raw = time_raw(n, raw_urls, iters, req_bytes);
     hp = time_hetps(n, hp_urls, iters, req_bytes);
     tls_on = &client_tls;
