@@ -1128,8 +1128,10 @@ static void test_tls(void)
             CU_FAIL("TLS server start");
         } else {
             CU_ASSERT_EQUAL(tls_call(srv.url, &good), HC_OK);
-            /* another CA's client certificate: the server closes it */
+            /* another CA's client certificate: the server closes it, and
+             * the client's socket never saw a connection */
             CU_ASSERT_NOT_EQUAL(tls_call(srv.url, &foreign), HC_OK);
+            CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "never connected"));
             /* plain TCP to a TLS server */
             CU_ASSERT_NOT_EQUAL(tls_call(srv.url, NULL), HC_OK);
             CU_ASSERT_EQUAL(tsrv_recv_count(&srv), 1);
