@@ -696,6 +696,22 @@ static void to_inner(struct conn *c, nng_msg *m)
     struct loop *R = c->loop;
     bool go;
 
+    int rv;
+
+    pthread_mutex_lock(&R->kmu);
+    go = !c->send_busy;
+    pthread_mutex_unlock(&R->kmu);
+    /* Nothing of ours queued before it: handed over here if the socket
+     * takes it at once (no callback, so no thread woken for one). */
+    if (go && (rv = nng_sendmsg(c->rs, m, NNG_FLAG_NONBLOCK)) != NNG_EAGAIN) {
+        if (rv != 0) {
+            nng_msg_free(m);
+            pthread_mutex_lock(&R->kmu);
+            c->inner_gone = true;
+            pthread_mutex_unlock(&R->kmu);
+        }
+        return;
+    }
     pthread_mutex_lock(&R->kmu);
     go = !c->send_busy;
     if (go)
@@ -986,6 +1002,9 @@ static int inner_up(struct conn *c, char *why, size_t n)
         goto fail;
     c->rs_open = true;
     c->rs_id = nng_socket_id(c->rs);
+    what = "setting its send buffer";
+    if ((rv = nng_socket_set_int(c->rs, NNG_OPT_SENDBUF, OUTQ)) != 0)
+        goto fail;
     what = "allocating";
     if ((rv = nng_aio_alloc(&c->raio, recv_cb, c)) != 0 ||
         (rv = nng_aio_alloc(&c->saio, send_cb, c)) != 0)
