@@ -277,10 +277,10 @@ static void pipe_account(hc_rpc_server *s, nng_pipe p, int d, int locked)
         nng_mtx_unlock(s->mtx);
 }
 
-/* A peer that did not take a reply within the send timeout is not reading:
- * close its connection, so its other requests cannot hold contexts too. */
 static void pipe_addr(nng_pipe pipe, char *buf, size_t n);
 
+/* A peer that did not take a reply within the send timeout is not reading:
+ * close its connection, so its other requests cannot hold contexts too. */
 static void drop_slow_reader(hc_rpc_server *s, nng_pipe p)
 {
     char addr[80];
