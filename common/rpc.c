@@ -14,6 +14,10 @@
  * failure SLEEP (back-off) → SEND again with a fresh copy of the very same
  * bytes — and the calling thread waits on a condition variable until every
  * peer is done. Every step has a timeout, and the wait itself is bounded.
+ * With TLS by the relay a peer has no socket (tls_relay.h, a direct
+ * client): the calling thread writes each request into TLS itself and
+ * runs the same state machine, woken when the relay hands it a reply or a
+ * connection comes or goes, or when a step's time is up (drive).
  */
 #include "rpc.h"
 
@@ -26,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -56,6 +61,7 @@
 #define DEFAULT_RECV_DEADLINE_MS 120000 /* see sweep_cb */
 #define ABORT_SLACK_MS 5000  /* beyond the retry budget before a call aborts */
 #define URL_MAX 600
+#define MAX_SERVE_THREADS 16 /* a direct server's handler threads, at most */
 
 /* Translate an nng code without recording anything (usable on nng threads). */
 /* Network byte order to host (nng keeps ports in network order). */
@@ -189,6 +195,12 @@ struct hc_rpc_req {
     char who[32];               /* the proven identity of the request's
                                    connection ("worker:1"), "" without TLS */
     nng_pipe pipe;              /* the connection the request came on */
+    /* A direct server's (below): one per request, freed once answered. */
+    int direct;
+    uint32_t id;                /* the request id it came with */
+    nng_msg *msg;               /* queued for a thread: the request */
+    hc_rpc_req *qnext;          /* under s->mtx: the queue */
+    hc_rpc_req *lnext, *lprev;  /* under s->mtx: the unanswered */
 };
 
 /* What a server knows of one open connection. */
@@ -232,6 +244,18 @@ struct hc_rpc_server {
     hc_relay_ep *relay;         /* TLS through the relay (tls_relay.h) */
     int n_req;
     hc_rpc_req *reqs;           /* (n_req) */
+    /* Direct (TLS by the relay): no socket. The relay hands each request
+     * to serve_msg, which queues it for a thread of the server's own; a
+     * reply goes back through hc_relay_send. n_ctx bounds the requests a
+     * connection may have unanswered. Under mtx: */
+    int direct;
+    int n_ctx;
+    hc_rpc_req *q_head, *q_tail; /* requests waiting for a thread */
+    hc_rpc_req *live;           /* requests not answered yet */
+    int quit;
+    nng_cv *qcv;
+    nng_thread *threads[MAX_SERVE_THREADS];
+    int n_threads;
 };
 
 static void req_recv(hc_rpc_req *r)
@@ -261,13 +285,13 @@ static struct pipe_info *pipe_entry(hc_rpc_server *s, uint32_t pipe,
 static void pipe_account(hc_rpc_server *s, nng_pipe p, int d, int locked)
 {
     struct pipe_info *pi;
-    int id = nng_pipe_id(p);
+    uint32_t id = p.id;
 
-    if (id <= 0)
+    if (id == 0)
         return;
     if (!locked)
         nng_mtx_lock(s->mtx);
-    if ((pi = pipe_entry(s, (uint32_t)id, 0)) != NULL) {
+    if ((pi = pipe_entry(s, id, 0)) != NULL) {
         pi->owed += d;
         if (pi->owed < 0)
             pi->owed = 0;
@@ -370,12 +394,12 @@ static void pipe_addr(nng_pipe pipe, char *buf, size_t n)
     int i;
 
     snprintf(buf, n, "an unknown address");
-    if (nng_pipe_get_addr(pipe, NNG_OPT_REMADDR, &sa) != 0)
+    /* A direct connection of the TLS relay: the relay knows its peer. */
+    if (hc_relay_conn_peer(pipe.id, buf, n) ||
+        nng_pipe_get_addr(pipe, NNG_OPT_REMADDR, &sa) != 0)
         return;
-    /* A connection through the TLS relay: its real peer. */
     if (sa.s_family == NNG_AF_INPROC) {
-        if (!hc_relay_peer(NULL, pipe, buf, n))
-            snprintf(buf, n, "a connection in this process");
+        snprintf(buf, n, "a connection in this process");
         return;
     }
     if (sa.s_family == NNG_AF_INET) {
@@ -401,9 +425,7 @@ void hc_rpc_msg_peer(nng_msg *msg, char *buf, size_t n)
 
 uint32_t hc_rpc_msg_pipe(nng_msg *msg)
 {
-    int id = msg ? nng_pipe_id(nng_msg_get_pipe(msg)) : -1;
-
-    return id > 0 ? (uint32_t)id : 0;
+    return msg ? nng_msg_get_pipe(msg).id : 0;
 }
 
 /* A client connected (refuse it unless its certificate is the cluster's)
@@ -449,11 +471,7 @@ static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
                     "connections)", NNG_ENOSPC);
         return;
     }
-    if (s->relay)
-        verified = hc_relay_peer(s->relay, pipe, addr, sizeof addr);
-    if (!s->tls ||
-        (s->relay ? verified
-                  : nng_pipe_get_bool(pipe, NNG_OPT_TLS_VERIFIED,
+    if (!s->tls || (nng_pipe_get_bool(pipe, NNG_OPT_TLS_VERIFIED,
                                       &verified) == 0 && verified)) {
         /* Its entry lives from here to REM_POST: a proof message can only
          * find the entry of a connection that is still open, and a HELLO
@@ -473,13 +491,6 @@ static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
         return;
     }
     atomic_fetch_sub(&s->conns, 1);
-    if (s->relay) {
-        /* A connection the relay did not make (none should come: the
-         * server listens on inproc addresses only): the relay logs the
-         * connections it refuses itself. */
-        nng_pipe_close(pipe);
-        return;
-    }
     pipe_addr(pipe, addr, sizeof addr);
     n = atomic_fetch_add(&s->refused, 1) + 1;
     if (n <= 20 || n % 1000 == 0)
@@ -597,6 +608,9 @@ answer:
     return 1;
 }
 
+static void direct_answered(hc_rpc_server *s, hc_rpc_req *r,
+                            nng_msg *reply);
+
 void hc_rpc_reply(hc_rpc_req *req, nng_msg *reply)
 {
     hc_rpc_server *s;
@@ -615,6 +629,10 @@ void hc_rpc_reply(hc_rpc_req *req, nng_msg *reply)
         return;
     }
     pipe_account(s, req->pipe, -1, 1);
+    if (req->direct) {
+        direct_answered(s, req, reply);
+        return;
+    }
     if (!reply) {
         /* Drop: a fresh receive abandons the request in nng. */
         req_recv(req);
@@ -627,6 +645,215 @@ void hc_rpc_reply(hc_rpc_req *req, nng_msg *reply)
         nng_ctx_send(req->ctx, req->aio);
     }
     nng_mtx_unlock(s->mtx);
+}
+
+/* ------------------------------------------------------------------ */
+/* A direct server (TLS by the relay, no socket)                        */
+
+/* A connection the relay verified (refused over the cap, said here), or
+ * one gone: what server_pipe_cb does for nng's pipes. */
+static int serve_conn(void *arg, uint32_t conn, int up, const char *peer)
+{
+    hc_rpc_server *s = arg;
+    struct pipe_info *pi;
+    int i;
+
+    if (!up) {
+        atomic_fetch_sub(&s->conns, 1);
+        nng_mtx_lock(s->mtx);
+        for (i = 0; i < s->n_pipes; i++)
+            if (s->pipes[i].pipe == conn) {
+                s->pipes[i] = s->pipes[--s->n_pipes];
+                break;
+            }
+        nng_mtx_unlock(s->mtx);
+        if (s->on_close)
+            s->on_close(s->arg, conn);
+        return 0;
+    }
+    atomic_fetch_add(&s->took, 1);
+    if (atomic_load(&s->closing))
+        return -1;
+    if (atomic_fetch_add(&s->conns, 1) >= s->max_conns) {
+        atomic_fetch_sub(&s->conns, 1);
+        atomic_fetch_add(&s->refused_conns, 1);
+        server_warn(s, "accepting a connection (over the cap of "
+                    "connections)", NNG_ENOSPC);
+        return -1;
+    }
+    nng_mtx_lock(s->mtx);
+    if ((pi = pipe_entry(s, conn, 1)) != NULL)
+        pi->last = nng_clock();
+    nng_mtx_unlock(s->mtx);
+    if (pi)
+        return 0;
+    atomic_fetch_sub(&s->conns, 1);
+    hc_warn("rpc server %s: no memory for the connection from %s: closed",
+            s->url, peer);
+    return -1;
+}
+
+/* A request, from the relay's thread: queued for a handler thread. A
+ * connection with n_ctx requests unanswered already is closed (a client
+ * of ours has one at a time; the rest would only queue). */
+static void serve_msg(void *arg, uint32_t conn, uint32_t id, nng_msg *msg)
+{
+    hc_rpc_server *s = arg;
+    nng_pipe pipe = NNG_PIPE_INITIALIZER;
+    struct pipe_info *pi;
+    hc_rpc_req *r = calloc(1, sizeof *r);
+    char addr[80];
+    int over = 0;
+
+    pipe.id = conn;
+    nng_msg_set_pipe(msg, pipe);
+    nng_mtx_lock(s->mtx);
+    pi = r && !s->stopping ? pipe_entry(s, conn, 0) : NULL;
+    if (pi && pi->owed >= s->n_ctx)
+        over = 1;
+    if (!pi || over) {
+        nng_mtx_unlock(s->mtx);
+        nng_msg_free(msg);
+        free(r);
+        if (over) {
+            pipe_addr(pipe, addr, sizeof addr);
+            hc_warn("rpc server %s: the peer at %s has %d requests "
+                    "unanswered: closing its connection", s->url, addr,
+                    s->n_ctx);
+            hc_relay_drop(s->relay, conn);
+        }
+        return;
+    }
+    pi->owed++;
+    pi->last = nng_clock();
+    r->s = s;
+    r->direct = 1;
+    r->pipe = pipe;
+    r->id = id;
+    r->msg = msg;
+    r->state = REQ_WAIT;
+    r->lnext = s->live;
+    if (s->live)
+        s->live->lprev = r;
+    s->live = r;
+    if (s->q_tail)
+        s->q_tail->qnext = r;
+    else
+        s->q_head = r;
+    s->q_tail = r;
+    nng_cv_wake1(s->qcv);
+    nng_mtx_unlock(s->mtx);
+}
+
+/* A handler thread: the proof, then the handler, for each request. */
+static void serve_thread(void *arg)
+{
+    hc_rpc_server *s = arg;
+    hc_rpc_req *r;
+    nng_msg *msg;
+
+    nng_mtx_lock(s->mtx);
+    for (;;) {
+        while (!s->q_head && !s->quit)
+            nng_cv_wait(s->qcv);
+        if (s->quit)
+            break;
+        r = s->q_head;
+        if (!(s->q_head = r->qnext))
+            s->q_tail = NULL;
+        msg = r->msg;
+        r->msg = NULL;
+        nng_mtx_unlock(s->mtx);
+        if (!s->verifier || !proof_serve(s, r, msg))
+            s->handler(s->arg, r, msg);
+        nng_mtx_lock(s->mtx);
+    }
+    nng_mtx_unlock(s->mtx);
+}
+
+/* hc_rpc_reply's end for a direct request (s->mtx held, released here):
+ * out of the unanswered, the reply written, the request freed. */
+static void direct_answered(hc_rpc_server *s, hc_rpc_req *r, nng_msg *reply)
+{
+    int err;
+
+    if (r->lprev)
+        r->lprev->lnext = r->lnext;
+    else
+        s->live = r->lnext;
+    if (r->lnext)
+        r->lnext->lprev = r->lprev;
+    r->state = REQ_STOPPED;
+    nng_mtx_unlock(s->mtx);
+    if (reply &&
+        (err = hc_relay_send(s->relay, r->pipe.id, r->id, reply)) != HC_OK) {
+        nng_msg_free(reply);
+        if (err == HC_ERR_LIMIT) {
+            /* Eight replies wait already: a peer that does not read. */
+            char addr[80];
+
+            pipe_addr(r->pipe, addr, sizeof addr);
+            hc_warn("rpc server %s: the peer at %s does not take its "
+                    "replies: closing its connection", s->url, addr);
+            hc_relay_drop(s->relay, r->pipe.id);
+        }
+    }
+    free(r);
+}
+
+/* The handler threads and the relay's listener of a direct server. */
+static int serve_start(hc_rpc_server *s, const char *url, size_t recv_max,
+                       const struct hc_rpc_tls *tls)
+{
+    const struct hc_relay_direct cb = {serve_conn, serve_msg, s,
+                                       s->send_timeout_ms};
+    char host[URL_MAX];
+    const char *colon = strrchr(url, ':');
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int bound = 0, n, rv;
+
+    s->direct = 1;
+    if ((rv = nng_cv_alloc(&s->qcv, s->mtx)) != 0)
+        return hc_rpc_err(rv, "rpc server: condition variable");
+    /* As many as nng's task threads would be: 2 a core, 4 to 16. */
+    n = cpus < 2 ? 4 : cpus > MAX_SERVE_THREADS / 2 ? MAX_SERVE_THREADS
+                                                    : 2 * (int)cpus;
+    while (s->n_threads < n) {
+        if ((rv = nng_thread_create(&s->threads[s->n_threads], serve_thread,
+                                    s)) != 0)
+            return hc_rpc_err(rv, "rpc server: starting a thread");
+        s->n_threads++;
+    }
+    url_host(host, sizeof host, url);
+    return hc_relay_listen_direct(&s->relay, host, colon ? atoi(colon + 1) : 0,
+                                  recv_max, tls->ca_file, tls->cert_key_file,
+                                  url, &bound, &cb);
+}
+
+/* Stop a direct server's threads (those in a handler finish it) and free
+ * every request not answered. The relay is closed already. */
+static void serve_stop(hc_rpc_server *s)
+{
+    hc_rpc_req *r;
+    int i;
+
+    if (!s->qcv)
+        return;
+    nng_mtx_lock(s->mtx);
+    s->quit = 1;
+    nng_cv_wake(s->qcv);
+    nng_mtx_unlock(s->mtx);
+    for (i = 0; i < s->n_threads; i++)
+        nng_thread_destroy(s->threads[i]);
+    s->n_threads = 0;
+    while ((r = s->live) != NULL) {
+        s->live = r->lnext;
+        if (r->msg)
+            nng_msg_free(r->msg);
+        free(r);
+    }
+    nng_cv_free(s->qcv);
+    s->qcv = NULL;
 }
 
 /*
@@ -671,7 +898,10 @@ static void sweep_cb(void *arg)
                     "far): no complete request for %d ms (idle, or a message "
                     "that never ends); a client of ours reconnects", s->url,
                     addr, (unsigned long long)k, s->recv_deadline_ms);
-        nng_pipe_close(p);
+        if (s->direct)
+            hc_relay_drop(s->relay, p.id);
+        else
+            nng_pipe_close(p);
     }
     nng_sleep_aio(s->recv_deadline_ms / 4 > 1000 ? 1000
                                                  : s->recv_deadline_ms / 4,
@@ -740,6 +970,7 @@ static void server_free(hc_rpc_server *s)
         s->stopping = 1;
         nng_mtx_unlock(s->mtx);
     }
+    serve_stop(s);
     /* Stop every aio first: waits for running callbacks (and handlers). */
     for (i = 0; i < s->n_req; i++) {
         if (s->reqs[i].pause)
@@ -802,7 +1033,7 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
                                              : DEFAULT_RECV_MAX;
     nng_tls_config *tls = NULL;
     char turl[URL_MAX];
-    int rv, i, err, relay;
+    int rv, i, err;
 
     if (out)
         *out = NULL;
@@ -840,6 +1071,20 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
         err = hc_rpc_err(rv, "rpc server: mutex");
         goto fail;
     }
+    s->tls = opts && opts->tls;
+    s->on_close = opts ? opts->on_close : NULL;
+    s->n_ctx = n_ctx;
+    atomic_init(&s->refused, 0);
+    if (s->tls && use_relay()) {
+        /* TLS by the relay, which hands requests to our threads: no
+         * socket (and no nng listener to guard: nng's handshake bug is
+         * in its TCP and TLS transports). */
+        if ((err = hc_auth_verifier_open(&s->verifier, opts->tls->ca_file)) !=
+                HC_OK ||
+            (err = serve_start(s, url, recv_max, opts->tls)) != HC_OK)
+            goto fail;
+        goto sweep;
+    }
     if ((rv = nng_rep0_open(&s->sock)) != 0) {
         err = hc_rpc_err(rv, "rpc server: opening REP socket");
         goto fail;
@@ -854,9 +1099,6 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
         err = rv;
         goto fail;
     }
-    s->tls = opts && opts->tls;
-    s->on_close = opts ? opts->on_close : NULL;
-    atomic_init(&s->refused, 0);
     if ((rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, server_pipe_cb,
                               s)) != 0 ||
         (rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, server_pipe_cb,
@@ -864,33 +1106,15 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
         err = hc_rpc_err(rv, "rpc server: registering pipe callbacks");
         goto fail;
     }
-    relay = s->tls && use_relay();
-    transport_url(turl, sizeof turl, url, s->tls && !relay);
+    transport_url(turl, sizeof turl, url, s->tls);
     if (s->tls &&
-        ((!relay && (err = tls_config(&tls, opts->tls, 1, NULL, url)) != HC_OK) ||
+        ((err = tls_config(&tls, opts->tls, 1, NULL, url)) != HC_OK ||
          (err = hc_auth_verifier_open(&s->verifier, opts->tls->ca_file)) !=
              HC_OK))
         goto fail;
-    if (relay) {
-        /* The relay listens on the port and joins each verified
-         * connection to the socket over inproc (no nng listener to
-         * guard: nng's handshake bug is in its TCP and TLS transports). */
-        char host[URL_MAX];
-        const char *colon = strrchr(url, ':');
-        int bound = 0;
-
-        rv = 0;
-        url_host(host, sizeof host, url);
-        if ((err = hc_relay_listen(&s->relay, host, colon ? atoi(colon + 1) : 0,
-                                   s->sock, recv_max, opts->tls->ca_file,
-                                   opts->tls->cert_key_file, url,
-                                   &bound)) != HC_OK)
-            goto fail;
-    } else {
-        rv = hc_listen_start(&s->listen, s->sock, turl, tls,
-                             tls ? opts->tls->cert_key_file : NULL, &s->took,
-                             tls ? server_close_conns : NULL, s);
-    }
+    rv = hc_listen_start(&s->listen, s->sock, turl, tls,
+                         tls ? opts->tls->cert_key_file : NULL, &s->took,
+                         tls ? server_close_conns : NULL, s);
     if (tls)
         nng_tls_config_free(tls); /* the listener holds its own reference */
     if (rv != 0) {
@@ -923,6 +1147,7 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     }
     for (i = 0; i < n_ctx; i++)
         req_recv(&s->reqs[i]);
+sweep:
     if ((rv = nng_aio_alloc(&s->sweep, sweep_cb, s)) != 0) {
         err = hc_rpc_err(rv, "rpc server: allocating aio");
         goto fail;
@@ -972,6 +1197,14 @@ struct peer {
     atomic_uint last_pipe;     /* the pipe that came up last (0: none) */
     int unanswered;            /* proof steps unanswered in a row on it */
     enum { PH_HELLO, PH_PROOF, PH_REQ } phase; /* what the aio carries */
+    /* A direct client's (tls_relay.h): no socket, no aio. */
+    int direct;
+    uint32_t next_id;          /* request ids sent, counted */
+    uint32_t want_id;          /* under c->mtx: the id the reply must have */
+    nng_msg *dreply;           /* under c->mtx: the reply the relay handed */
+    nng_msg *dout;             /* a request waiting for a connection */
+    uint32_t sent_conn;        /* the connection it went on */
+    nng_time due;              /* the attempt's end, or the back-off's */
 
     /* One call's state, owned by the aio callback while the call runs. */
     enum call_state state;
@@ -1003,6 +1236,7 @@ struct hc_rpc_client {
     nng_cv *cv;
     int pending;               /* under mtx: peers of this call not done */
     atomic_int abort;
+    int direct;                /* the peers are direct (TLS by the relay) */
 };
 
 static void pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
@@ -1053,10 +1287,16 @@ static void peer_done(struct peer *p, int err)
     nng_mtx_unlock(c->mtx);
 }
 
+static void direct_send(struct peer *p, nng_msg *m);
+
 /* Send m (owned) as this attempt's next message, then wait for its reply. */
 static void peer_send_msg(struct peer *p, nng_msg *m)
 {
     p->attempt_begin = nng_clock();
+    if (p->direct) {
+        direct_send(p, m);
+        return;
+    }
     p->state = CALL_SEND;
     nng_aio_set_msg(p->aio, m);
     nng_aio_set_timeout(p->aio, p->attempt_ms);
@@ -1099,11 +1339,7 @@ static void peer_send(struct peer *p)
     }
     p->phase = PH_REQ;
     p->attempts++;
-    p->attempt_begin = nng_clock();
-    p->state = CALL_SEND;
-    nng_aio_set_msg(p->aio, m);
-    nng_aio_set_timeout(p->aio, p->attempt_ms);
-    nng_ctx_send(p->ctx, p->aio);
+    peer_send_msg(p, m);
 }
 
 static void peer_unreachable(struct peer *p)
@@ -1164,7 +1400,10 @@ static void peer_failed(struct peer *p, int rv, const char *what)
                     "within %d ms: closing connection %u, connecting again",
                     p->name, p->url, p->phase == PH_HELLO ? "HELLO" : "PROOF",
                     p->attempt_ms, (unsigned)stuck.id);
-            nng_pipe_close(stuck);
+            if (p->direct)
+                hc_relay_drop(p->relay, stuck.id);
+            else
+                nng_pipe_close(stuck);
         }
     }
     if (atomic_load(&c->abort)) {
@@ -1198,6 +1437,13 @@ static void peer_failed(struct peer *p, int rv, const char *what)
                 p->name, p->url, what, nng_strerror(rv), sleep_ms,
                 p->attempts, (double)(now - p->begin) / 1000.0,
                 c->opts.retry_ms / 1000.0);
+    }
+    if (p->direct) {
+        nng_mtx_lock(c->mtx);
+        p->state = CALL_SLEEP;
+        p->due = now + (nng_time)sleep_ms;
+        nng_mtx_unlock(c->mtx);
+        return;
     }
     p->state = CALL_SLEEP;
     nng_sleep_aio(sleep_ms, p->timer);
@@ -1246,10 +1492,10 @@ static int proof_step(struct peer *p)
         return 1;
     }
     if (kind == HC_AUTH_OK && p->phase == PH_PROOF) {
-        int id = nng_pipe_id(nng_msg_get_pipe(r));
+        uint32_t id = nng_msg_get_pipe(r).id;
 
         nng_msg_free(r);
-        atomic_store(&p->authed_pipe, id > 0 ? (unsigned)id : 1u);
+        atomic_store(&p->authed_pipe, id ? (unsigned)id : 1u);
         peer_send(p);
         return 1;
     }
@@ -1318,9 +1564,215 @@ static void peer_cb(void *arg)
     }
 }
 
+/* ------------------------------------------------------------------ */
+/* A direct client: the state machine above, without nng's socket       */
+
+/* The relay: a connection came up or went (tls_relay.h). */
+static int direct_conn(void *arg, uint32_t conn, int up, const char *peer)
+{
+    struct peer *p = arg;
+    hc_rpc_client *c = p->c;
+
+    (void)peer;
+    if (up) {
+        atomic_store(&p->last_pipe, conn);
+        atomic_store(&p->connected, 1);
+        atomic_store(&p->ever_connected, 1);
+    } else {
+        unsigned last = conn, id = conn;
+
+        atomic_compare_exchange_strong(&p->last_pipe, &last, 0u);
+        atomic_store(&p->connected, 0);
+        /* The proven connection is gone: prove again on the next. */
+        atomic_compare_exchange_strong(&p->authed_pipe, &id, 0u);
+    }
+    nng_mtx_lock(c->mtx);
+    nng_cv_wake(c->cv);
+    nng_mtx_unlock(c->mtx);
+    return 0;
+}
+
+/* The relay read a message: the reply the call waits for, or a late one
+ * (to an attempt given up), dropped. */
+static void direct_msg(void *arg, uint32_t conn, uint32_t id, nng_msg *m)
+{
+    struct peer *p = arg;
+    hc_rpc_client *c = p->c;
+    nng_pipe pipe = NNG_PIPE_INITIALIZER;
+
+    pipe.id = conn;
+    nng_msg_set_pipe(m, pipe);  /* proof_step reads the connection there */
+    nng_mtx_lock(c->mtx);
+    if (p->state == CALL_RECV && id == p->want_id && !p->dreply) {
+        p->dreply = m;
+        m = NULL;
+        nng_cv_wake(c->cv);
+    }
+    nng_mtx_unlock(c->mtx);
+    if (m)
+        nng_msg_free(m);
+}
+
+static void direct_state(struct peer *p, enum call_state st)
+{
+    nng_mtx_lock(p->c->mtx);
+    p->state = st;
+    nng_mtx_unlock(p->c->mtx);
+}
+
+/* Write p->dout on the connection up now, or leave it to wait for one. */
+static void direct_push(struct peer *p)
+{
+    uint32_t conn = atomic_load(&p->last_pipe);
+    int err;
+
+    if (conn == 0)
+        return;
+    /* Waiting before it is sent: a reply can come before the send returns. */
+    direct_state(p, CALL_RECV);
+    if ((err = hc_relay_send(p->relay, conn, p->want_id, p->dout)) == HC_OK) {
+        p->dout = NULL;
+        p->sent_conn = conn;
+        return;
+    }
+    direct_state(p, CALL_SEND);
+    if (err == HC_ERR_CLOSED)
+        return;                 /* gone meanwhile: the next one */
+    nng_msg_free(p->dout);
+    p->dout = NULL;
+    peer_failed(p, err == HC_ERR_NOMEM ? NNG_ENOMEM : NNG_EAGAIN, "send");
+}
+
+/* A new attempt's message, with a request id of its own: a reply to an
+ * earlier one is never taken for its answer. */
+static void direct_send(struct peer *p, nng_msg *m)
+{
+    hc_rpc_client *c = p->c;
+    nng_msg *stale;
+
+    nng_mtx_lock(c->mtx);
+    stale = p->dreply;
+    p->dreply = NULL;
+    p->want_id = 0x80000000u | (++p->next_id & 0x7fffffffu);
+    p->state = CALL_SEND;
+    p->due = p->attempt_begin + (nng_time)p->attempt_ms;
+    nng_mtx_unlock(c->mtx);
+    if (stale)
+        nng_msg_free(stale);
+    p->dout = m;
+    direct_push(p);
+}
+
+/* What peer p can do now (under c->mtx): 0 nothing (*next lowered to
+ * its time), else 1. */
+static int direct_ready(struct peer *p, nng_time now, nng_time *next)
+{
+    uint32_t up = atomic_load(&p->last_pipe);
+
+    switch (p->state) {
+    case CALL_RECV:
+        if (p->dreply || up != p->sent_conn)
+            return 1;
+        break;
+    case CALL_SEND:
+        if (up)
+            return 1;
+        break;
+    case CALL_SLEEP:
+        break;
+    case CALL_IDLE:
+    case CALL_DONE:
+        return 0;
+    }
+    if (now >= p->due)
+        return 1;
+    if (p->due < *next)
+        *next = p->due;
+    return 0;
+}
+
+/* One step of peer p, in the calling thread (no lock held). */
+static void direct_step(struct peer *p, nng_time now)
+{
+    hc_rpc_client *c = p->c;
+    enum call_state st;
+    nng_msg *m;
+
+    nng_mtx_lock(c->mtx);
+    st = p->state;
+    m = p->dreply;
+    p->dreply = NULL;
+    nng_mtx_unlock(c->mtx);
+    if (st == CALL_RECV && m) {
+        p->reply = m;
+        p->unanswered = 0;
+        if (p->signer && proof_step(p))
+            return;
+        peer_done(p, HC_OK);
+        return;
+    }
+    if (st == CALL_SLEEP) {
+        if (atomic_load(&c->abort))
+            peer_failed(p, NNG_ECANCELED, "back-off");
+        else
+            peer_send(p);
+        return;
+    }
+    if (now < p->due) {
+        if (st == CALL_SEND)
+            direct_push(p);
+        else                    /* the connection it went on is gone */
+            peer_failed(p, NNG_ECONNSHUT, "connection lost");
+        return;
+    }
+    if (st == CALL_SEND) {
+        nng_msg_free(p->dout);
+        p->dout = NULL;
+        peer_failed(p, NNG_ETIMEDOUT, "send (no connection)");
+    } else {
+        peer_failed(p, NNG_ETIMEDOUT, "no reply");
+    }
+}
+
+/* wait_all for direct peers: the calling thread runs their steps. Past
+ * `hard` the call is aborted: each peer's next step ends it. */
+static void drive(hc_rpc_client *c, int n, const int *peers, nng_time hard)
+{
+    int i;
+
+    nng_mtx_lock(c->mtx);
+    while (c->pending > 0) {
+        nng_time now = nng_clock(), next = hard;
+        struct peer *ready = NULL;
+
+        for (i = 0; i < n && !ready; i++)
+            if (direct_ready(&c->peers[peers[i]], now, &next))
+                ready = &c->peers[peers[i]];
+        if (ready) {
+            nng_mtx_unlock(c->mtx);
+            direct_step(ready, now);
+            nng_mtx_lock(c->mtx);
+            continue;
+        }
+        if (now >= hard) {
+            atomic_store(&c->abort, 1);
+            for (i = 0; i < n; i++)
+                c->peers[peers[i]].due = now;
+            hard = now + 100;
+            continue;
+        }
+        nng_cv_until(c->cv, next);
+    }
+    nng_mtx_unlock(c->mtx);
+}
+
 static void peer_close(struct peer *p)
 {
     nng_msg *left;
+
+    /* No relay callback reaches p once this returns. */
+    hc_relay_close(p->relay);
+    p->relay = NULL;
 
     if (p->timer)
         nng_aio_stop(p->timer);
@@ -1342,7 +1794,10 @@ static void peer_close(struct peer *p)
     if (p->timer)
         nng_aio_free(p->timer);
     hc_auth_signer_close(p->signer);
-    hc_relay_close(p->relay);
+    if (p->dreply)
+        nng_msg_free(p->dreply);
+    if (p->dout)
+        nng_msg_free(p->dout);
     free(p->url);
     free(p->name);
 }
@@ -1380,6 +1835,23 @@ static int peer_open(hc_rpc_client *c, struct peer *p, const char *url,
     if (!(p->url = strdup(url)) || !(p->name = strdup(name)))
         return hc_err_set(HC_ERR_NOMEM, "rpc client: out of memory for %s",
                           name);
+    atomic_init(&p->authed_pipe, 0u);
+    atomic_init(&p->last_pipe, 0u);
+    if (c->direct) {
+        /* TLS by the relay, no socket: requests go from this thread. */
+        const struct hc_relay_direct cb = {direct_conn, direct_msg, p, 0};
+        const char *colon = strrchr(url, ':');
+
+        p->direct = 1;
+        if ((err = hc_auth_signer_open(&p->signer,
+                                       c->opts.tls->cert_key_file)) != HC_OK)
+            return err;
+        url_host(host, sizeof host, url);
+        return hc_relay_dial_direct(&p->relay, host,
+                                    colon ? atoi(colon + 1) : 0,
+                                    c->opts.recv_max, c->opts.tls->ca_file,
+                                    c->opts.tls->cert_key_file, name, &cb);
+    }
     step = "opening REQ socket";
     if ((rv = nng_req0_open(&p->sock)) != 0)
         goto fail;
@@ -1411,20 +1883,10 @@ static int peer_open(hc_rpc_client *c, struct peer *p, const char *url,
     if ((rv = nng_aio_alloc(&p->aio, peer_cb, p)) != 0 ||
         (rv = nng_aio_alloc(&p->timer, timer_cb, p)) != 0)
         goto fail;
-    atomic_init(&p->authed_pipe, 0u);
-    atomic_init(&p->last_pipe, 0u);
     if (p->tls && (err = hc_auth_signer_open(&p->signer,
                                              c->opts.tls->cert_key_file)) != HC_OK)
         return err;
-    if (p->tls && use_relay()) {
-        /* The relay joins the socket while a TLS connection is up. */
-        const char *colon = strrchr(url, ':');
-
-        url_host(host, sizeof host, url);
-        return hc_relay_dial(&p->relay, host, colon ? atoi(colon + 1) : 0,
-                             p->sock, c->opts.recv_max, c->opts.tls->ca_file,
-                             c->opts.tls->cert_key_file, name);
-    } else if (p->tls) {
+    if (p->tls) {
         url_host(host, sizeof host, url);
         if ((err = tls_config(&tls, c->opts.tls, 0, host, name)) != HC_OK)
             return err;
@@ -1484,6 +1946,7 @@ int hc_rpc_client_open(hc_rpc_client **out, int n, const char *const *urls,
         goto fail;
     }
     c->opts = o;
+    c->direct = o.tls && use_relay();
     atomic_init(&c->abort, 0);
     if ((rv = nng_mtx_alloc(&c->mtx)) != 0 ||
         (rv = nng_cv_alloc(&c->cv, c->mtx)) != 0) {
@@ -1630,15 +2093,18 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
     }
     for (i = 0; i < n; i++)
         peer_send(&c->peers[peers[i]]);
-    wait_all(c, n, peers,
-             begin + (nng_time)c->opts.retry_ms + 2 * (nng_time)attempt_ms +
-                 ABORT_SLACK_MS);
+    (c->direct ? drive : wait_all)(c, n, peers,
+                                   begin + (nng_time)c->opts.retry_ms +
+                                       2 * (nng_time)attempt_ms +
+                                       ABORT_SLACK_MS);
 
     for (i = 0; i < n; i++) {
         struct peer *p = &c->peers[peers[i]];
 
-        nng_aio_wait(p->timer); /* the last callbacks have returned */
-        nng_aio_wait(p->aio);
+        if (!p->direct) {
+            nng_aio_wait(p->timer); /* the last callbacks have returned */
+            nng_aio_wait(p->aio);
+        }
         if (!keep)
             nng_msg_free(p->copy);
         if (p->first)                   /* never sent: the call failed first */

@@ -107,6 +107,12 @@ struct hc_relay_ep {
     uint64_t retry_at;
     int backoff_ms;
     struct hc_relay_ep *loop_next; /* client: its loop's endpoints */
+    /* Direct (hc_relay_dial_direct, hc_relay_listen_direct): no inner
+     * socket; messages go to and from the callbacks and hc_relay_send. */
+    bool direct;
+    struct hc_relay_direct cb;
+    int send_timeout_ms;        /* a server's: output not taken by then
+                                 * closes the connection (0: never) */
     struct hc_relay_ep *next;   /* every endpoint ever opened (all_eps) */
 };
 
@@ -135,13 +141,19 @@ struct conn {
                                  * a record at a time; sent together) */
     size_t w_off, w_len;
     char peer[64];
+    uint32_t id;                /* in this process, never 0 */
+    /* A direct one's: callers writing into it now (under reg_mu; it is
+     * freed only once none is), the request id of the message being
+     * read, whether on_conn said it is up, and when its output last
+     * moved (ms, atomic; 0: none waits). */
+    int senders;
+    uint32_t rx_id;
+    bool announced;
+    uint64_t out_at;
     /* The inner side (loop thread only, but for the fields under kmu). */
     nng_socket rs;              /* raw REQ (server) or raw REP (client) */
     bool rs_open;
     int rs_id;                  /* nng_socket_id(rs): found by its pipes */
-    nng_listener lst;           /* server: made on ep->inner for this conn */
-    bool lst_open;
-    int lst_id;
     nng_aio *raio, *saio;
     uint8_t pipe_raw[4];        /* client: the REQ socket's pipe, as nng
                                  * put it in a request's header */
@@ -520,13 +532,17 @@ static void conn_kill(struct conn *c)
 
     if (c->dead)
         return;
-    c->dead = true;
+    __atomic_store_n(&c->dead, true, __ATOMIC_RELEASE);
     if (c->net >= 0) {
         set_interest(c, c->net, &c->net_tag, &c->net_ev, 0);
         close(c->net);
         c->net = -1;
     }
     c->loop->n_conns--;
+    if (c->announced) {
+        c->announced = false;
+        ep->cb.on_conn(ep->cb.arg, c->id, 0, c->peer);
+    }
     if (!ep->server && ep->conn == c) {
         ep->conn = NULL;
         ep->retry_at = now_ms() + (uint64_t)ep->backoff_ms;
@@ -602,6 +618,10 @@ static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R)
     pthread_mutex_init(&c->smu, NULL);
     c->ep = ep;
     c->loop = R;
+    /* Above nng's pipe ids (1 to 2^31 - 1): one space for both. */
+    c->id = 0x80000000u | ((uint32_t)__atomic_add_fetch(&next_conn_id, 1,
+                                                        __ATOMIC_RELAXED) &
+                           0x7fffffffu);
     c->net = -1;
     c->net_tag = (struct tag){SIDE_NET, c};
     c->deadline = now_ms() + HANDSHAKE_MS;
@@ -730,6 +750,20 @@ static void to_inner(struct conn *c, nng_msg *m)
 /* The peer's first 8 bytes: hetps's relay, or refused by name. */
 static int inner_up(struct conn *c, char *why, size_t n);
 
+/* A direct connection is up: findable by its id (hc_relay_send). A
+ * client's callee hears of it here; a server's said yes before. */
+static void announce(struct conn *c)
+{
+    pthread_mutex_lock(&reg_mu);
+    c->reg_next = reg_list;
+    reg_list = c;
+    c->registered = true;
+    pthread_mutex_unlock(&reg_mu);
+    c->announced = true;
+    if (!c->ep->server)
+        c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer);
+}
+
 static int check_preamble(struct conn *c)
 {
     char why[160];
@@ -740,6 +774,10 @@ static int check_preamble(struct conn *c)
         if (c->ep->server)
             return 0;
         c->ep->backoff_ms = RETRY_MIN_MS;
+        if (c->ep->direct) {
+            announce(c);
+            return 0;
+        }
         if (inner_up(c, why, sizeof why) == 0)
             return 0;
         refuse(c, why);
@@ -768,8 +806,20 @@ static int frame_start(struct conn *c)
         refuse(c, why);
         return -1;
     }
+    if (c->ep->direct) {
+        /* The caller gets the body alone, the id beside it. */
+        if (nng_msg_alloc(&m, (size_t)len) != 0) {
+            refuse(c, "out of memory for a message");
+            return -1;
+        }
+        c->rx_id = (uint32_t)c->head[8] << 24 | (uint32_t)c->head[9] << 16 |
+                   (uint32_t)c->head[10] << 8 | c->head[11];
+        c->rx_msg = m;
+        c->rx_got = 0;
+        return 0;
+    }
     if (nng_msg_alloc(&m, 4 + (size_t)len) != 0 ||
-        (!c->ep->server && nng_msg_header_append(m, c->pipe_raw, 4) != 0)) {
+        nng_msg_header_append(m, c->pipe_raw, 4) != 0) {
         refuse(c, "out of memory for a message");
         return -1;
     }
@@ -831,7 +881,10 @@ static bool net_in(struct conn *c)
             nng_msg *m = c->rx_msg;
 
             c->rx_msg = NULL;
-            to_inner(c, m);
+            if (c->ep->direct)
+                c->ep->cb.on_msg(c->ep->cb.arg, c->id, c->rx_id, m);
+            else
+                to_inner(c, m);
         }
     }
     return moved;
@@ -856,7 +909,8 @@ static bool tx_take(struct conn *c)
             c->oq_head = (c->oq_head + 1) % OUTQ;
             c->oq_len--;
         }
-        if (!c->recv_posted && !c->inner_gone && c->oq_len < OUTQ)
+        if (c->rs_open && !c->recv_posted && !c->inner_gone &&
+            c->oq_len < OUTQ)
             again = c->recv_posted = true;
         pthread_mutex_unlock(&R->kmu);
         if (again)
@@ -864,17 +918,16 @@ static bool tx_take(struct conn *c)
         again = false;
         if (!m)
             return false;
-        /* The header nng's raw socket left: the request id (server), or
-         * the client pipe's id and the request id (client). */
+        /* The header: the client pipe's id (what nng's raw socket left;
+         * unused when direct) and the request id. */
         hl = nng_msg_header_len(m);
         h = nng_msg_header(m);
-        if (hl == (c->ep->server ? 4u : 8u))
+        if (hl == 8u)
             break;
         nng_msg_free(m);        /* not a request or reply of ours */
         m = NULL;
     }
-    if (!c->ep->server)
-        memcpy(c->pipe_raw, h, 4);
+    memcpy(c->pipe_raw, h, 4);
     len = nng_msg_len(m);
     put_be64(c->stage, len);
     memcpy(c->stage + 8, h + hl - 4, 4);
@@ -896,7 +949,7 @@ static bool net_out(struct conn *c)
     size_t n, put;
     int r;
 
-    while (!c->net_eof && !c->dead && c->rs_open) {
+    while (!c->net_eof && !c->dead && (c->rs_open || c->ep->direct)) {
         if (!c->tx_msg && !tx_take(c))
             break;
         if (c->tx_off < c->stage_len) {
@@ -916,6 +969,7 @@ static bool net_out(struct conn *c)
             break;
         }
         moved = true;
+        __atomic_store_n(&c->out_at, now_ms(), __ATOMIC_RELAXED);
         if ((c->tx_off += put) == c->tx_total) {
             nng_msg_free(c->tx_msg);
             c->tx_msg = NULL;
@@ -992,13 +1046,10 @@ static void update_interest(struct conn *c)
 /* The inner side: a raw socket joined to the rpc socket over inproc. */
 static int inner_up(struct conn *c, char *why, size_t n)
 {
-    struct hc_relay_ep *ep = c->ep;
-    char url[128];
     const char *what = "opening its socket";
     int rv;
 
-    if ((rv = ep->server ? nng_req0_open_raw(&c->rs)
-                         : nng_rep0_open_raw(&c->rs)) != 0)
+    if ((rv = nng_rep0_open_raw(&c->rs)) != 0)
         goto fail;
     c->rs_open = true;
     c->rs_id = nng_socket_id(c->rs);
@@ -1013,20 +1064,6 @@ static int inner_up(struct conn *c, char *why, size_t n)
     if ((rv = nng_pipe_notify(c->rs, NNG_PIPE_EV_REM_POST, inner_pipe_cb,
                               NULL)) != 0)
         goto fail;
-    if (ep->server) {
-        /* A listener of its own: the server knows the peer by it. */
-        snprintf(url, sizeof url, "inproc://hetps-relay-%ld-%u-%llu",
-                 (long)getpid(), ep->id,
-                 (unsigned long long)__atomic_add_fetch(&next_conn_id, 1,
-                                                        __ATOMIC_RELAXED));
-        what = "listening on the server's socket";
-        if ((rv = nng_listen(ep->inner, url, &c->lst, 0)) != 0)
-            goto fail;
-        c->lst_open = true;
-        c->lst_id = nng_listener_id(c->lst);
-    } else {
-        snprintf(url, sizeof url, "%s", ep->inproc);
-    }
     pthread_mutex_lock(&reg_mu);
     c->reg_next = reg_list;
     reg_list = c;
@@ -1034,7 +1071,7 @@ static int inner_up(struct conn *c, char *why, size_t n)
     pthread_mutex_unlock(&reg_mu);
     /* Not waited for: nng completes it on its own threads. */
     what = "joining it to the rpc socket";
-    if ((rv = nng_dial(c->rs, url, NULL, NNG_FLAG_NONBLOCK)) != 0)
+    if ((rv = nng_dial(c->rs, c->ep->inproc, NULL, NNG_FLAG_NONBLOCK)) != 0)
         goto fail;
     c->recv_posted = true;
     nng_recv_aio(c->rs, c->raio);
@@ -1044,11 +1081,11 @@ fail:
     return -1;
 }
 
-/* The handshake finished: a server's connection is verified; either
- * side joins its inner socket and says what it speaks. */
+/* The handshake finished: a server's connection is verified and handed
+ * to its callee; either side says what it speaks (a client joins its
+ * inner socket, if any, once the server has said it: check_preamble). */
 static int handshake_done(struct conn *c)
 {
-    char why[160];
     size_t put;
 
     if (!(c->wbuf = malloc(WBUF_BYTES)) || !(c->stage = malloc(STAGE_BYTES))) {
@@ -1066,10 +1103,11 @@ static int handshake_done(struct conn *c)
                       "cluster's CA");
             return -1;
         }
-        if (inner_up(c, why, sizeof why) != 0) {
-            refuse(c, why);
+        if (c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer) != 0) {
+            conn_kill(c);               /* the callee said why */
             return -1;
         }
+        announce(c);
     }
     c->state = C_RELAY;
     if (SSL_write_ex(c->ssl, PREAMBLE, sizeof PREAMBLE, &put) != 1 ||
@@ -1230,6 +1268,19 @@ static void accept_all(struct hc_relay_ep *ep, struct loop *R)
     }
 }
 
+/* Out of the registry; under reg_mu. */
+static void unregister_locked(struct conn *c)
+{
+    struct conn **pc;
+
+    for (pc = &reg_list; *pc; pc = &(*pc)->reg_next)
+        if (*pc == c) {
+            *pc = c->reg_next;
+            break;
+        }
+    c->registered = false;
+}
+
 /* Free a dead connection: its nng side first (no callback of it runs once
  * its aios are freed), outside any loop's mu. */
 static void conn_free(struct conn *c)
@@ -1239,11 +1290,7 @@ static void conn_free(struct conn *c)
 
     if (c->registered) {
         pthread_mutex_lock(&reg_mu);
-        for (pc = &reg_list; *pc; pc = &(*pc)->reg_next)
-            if (*pc == c) {
-                *pc = c->reg_next;
-                break;
-            }
+        unregister_locked(c);
         pthread_mutex_unlock(&reg_mu);
     }
     if (c->rs_open)
@@ -1252,8 +1299,6 @@ static void conn_free(struct conn *c)
         nng_aio_free(c->raio);
     if (c->saio)
         nng_aio_free(c->saio);
-    if (c->lst_open)
-        nng_listener_close(c->lst);
     pthread_mutex_lock(&R->kmu);
     for (pc = &R->kicks; *pc; pc = &(*pc)->kick_next)
         if (*pc == c) {
@@ -1286,7 +1331,18 @@ static void reap(struct loop *R)
     struct conn **pc = &R->conns, *c, *dead = NULL;
 
     while ((c = *pc) != NULL) {
-        if (!c->dead) {
+        bool busy = false;
+
+        if (c->dead && c->registered) {
+            /* A caller still writing into it: at a later batch (it rings
+             * the loop when it is done); else no caller finds it again. */
+            pthread_mutex_lock(&reg_mu);
+            busy = c->senders > 0;
+            if (!busy)
+                unregister_locked(c);
+            pthread_mutex_unlock(&reg_mu);
+        }
+        if (!c->dead || busy) {
             pc = &c->next;
             continue;
         }
@@ -1348,6 +1404,33 @@ static int clients_due(struct loop *R)
     return wait;
 }
 
+/* A direct server's peer that has not taken its output for the send
+ * timeout is not reading: closed (so its requests hold nothing more),
+ * and true. Under R->mu. */
+static bool slow_reader(struct conn *c, uint64_t now)
+{
+    int t = c->ep->send_timeout_ms;
+    uint64_t at = __atomic_load_n(&c->out_at, __ATOMIC_RELAXED);
+    bool waits;
+
+    if (!c->ep->direct || !c->ep->server || t <= 0 || !at ||
+        now < at + (uint64_t)t)
+        return false;
+    pthread_mutex_lock(&c->smu);
+    pthread_mutex_lock(&c->loop->kmu);
+    waits = c->tx_msg || c->w_len || c->oq_len;
+    pthread_mutex_unlock(&c->loop->kmu);
+    if (waits) {
+        hc_warn("rpc server %s: the peer at %s did not take its reply within "
+                "%d ms: closing its connection", c->ep->name, c->peer, t);
+        conn_kill(c);
+    } else {
+        __atomic_store_n(&c->out_at, 0, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&c->smu);
+    return waits;
+}
+
 static void *relay_main(void *arg)
 {
     struct loop *R = arg;
@@ -1380,6 +1463,8 @@ static void *relay_main(void *arg)
             struct conn *c;
 
             for (c = R->conns; c; c = c->next) {
+                if (!c->dead && c->state == C_RELAY && slow_reader(c, now))
+                    continue;
                 if (c->dead || now < c->deadline ||
                     (c->state == C_RELAY && c->pre_got == sizeof PREAMBLE))
                     continue;
@@ -1574,7 +1659,8 @@ static int ep_open(hc_relay_ep **out, int server, const char *lhost,
                    int lport, const char *thost, int tport, nng_socket inner,
                    size_t recv_max, const char *ca_file,
                    const char *cert_key_file, const char *server_name,
-                   const char *name, int *bound)
+                   const char *name, int *bound,
+                   const struct hc_relay_direct *direct)
 {
     struct sockaddr_storage la;
     socklen_t ll;
@@ -1589,6 +1675,11 @@ static int ep_open(hc_relay_ep **out, int server, const char *lhost,
     ep->fd = -1;
     ep->inner = inner;
     ep->recv_max = recv_max;
+    if (direct) {
+        ep->direct = true;
+        ep->cb = *direct;
+        ep->send_timeout_ms = direct->send_timeout_ms;
+    }
     snprintf(ep->name, sizeof ep->name, "%s", name);
     snprintf(ep->host, sizeof ep->host, "%s", thost ? thost : "");
     ep->port = tport;
@@ -1619,6 +1710,8 @@ static int ep_open(hc_relay_ep **out, int server, const char *lhost,
     } else {
         if ((err = resolve(&ep->to, &ep->to_len, thost, tport, 0)) != HC_OK)
             goto fail;
+    }
+    if (!server && !direct) {
         snprintf(ep->inproc, sizeof ep->inproc, "inproc://hetps-relay-%ld-%u",
                  (long)getpid(), ep->id);
         if ((rv = nng_listen(inner, ep->inproc, NULL, 0)) != 0) {
@@ -1655,20 +1748,141 @@ fail:
     return err;
 }
 
-int hc_relay_listen(hc_relay_ep **out, const char *host, int port,
-                    nng_socket inner, size_t recv_max, const char *ca_file,
-                    const char *cert_key_file, const char *name, int *bound)
-{
-    return ep_open(out, 1, host, port, NULL, 0, inner, recv_max, ca_file,
-                   cert_key_file, NULL, name, bound);
-}
-
 int hc_relay_dial(hc_relay_ep **out, const char *host, int port,
                   nng_socket inner, size_t recv_max, const char *ca_file,
                   const char *cert_key_file, const char *name)
 {
     return ep_open(out, 0, NULL, 0, host, port, inner, recv_max, ca_file,
-                   cert_key_file, host, name, NULL);
+                   cert_key_file, host, name, NULL, NULL);
+}
+
+int hc_relay_dial_direct(hc_relay_ep **out, const char *host, int port,
+                         size_t recv_max, const char *ca_file,
+                         const char *cert_key_file, const char *name,
+                         const struct hc_relay_direct *cb)
+{
+    nng_socket none = NNG_SOCKET_INITIALIZER;
+
+    if (!cb || !cb->on_msg || !cb->on_conn) {
+        *out = NULL;
+        return hc_err_set(HC_ERR_INVAL, "%s: a direct TLS client needs its "
+                          "callbacks", name);
+    }
+    return ep_open(out, 0, NULL, 0, host, port, none, recv_max, ca_file,
+                   cert_key_file, host, name, NULL, cb);
+}
+
+int hc_relay_listen_direct(hc_relay_ep **out, const char *host, int port,
+                           size_t recv_max, const char *ca_file,
+                           const char *cert_key_file, const char *name,
+                           int *bound, const struct hc_relay_direct *cb)
+{
+    nng_socket none = NNG_SOCKET_INITIALIZER;
+
+    if (!cb || !cb->on_msg || !cb->on_conn) {
+        *out = NULL;
+        return hc_err_set(HC_ERR_INVAL, "%s: a direct TLS server needs its "
+                          "callbacks", name);
+    }
+    return ep_open(out, 1, host, port, NULL, 0, none, recv_max, ca_file,
+                   cert_key_file, NULL, name, bound, cb);
+}
+
+/* Direct connection conn of ep, if up, with a sender counted (a caller
+ * puts it back with put_conn); else NULL. */
+static struct conn *get_conn(hc_relay_ep *ep, uint32_t conn)
+{
+    struct conn *c;
+
+    pthread_mutex_lock(&reg_mu);
+    for (c = reg_list; c; c = c->reg_next)
+        if (c->id == conn && c->ep == ep)
+            break;
+    if (c && __atomic_load_n(&c->dead, __ATOMIC_ACQUIRE))
+        c = NULL;
+    if (c)
+        c->senders++;
+    pthread_mutex_unlock(&reg_mu);
+    return c;
+}
+
+static void put_conn(struct conn *c)
+{
+    int left;
+
+    pthread_mutex_lock(&reg_mu);
+    left = --c->senders;
+    pthread_mutex_unlock(&reg_mu);
+    if (left == 0 && __atomic_load_n(&c->dead, __ATOMIC_ACQUIRE))
+        ring(c->loop);                  /* to be reaped */
+}
+
+int hc_relay_send(hc_relay_ep *ep, uint32_t conn, uint32_t id, nng_msg *m)
+{
+    uint8_t h[8] = {0, 0, 0, 0, (uint8_t)(id >> 24), (uint8_t)(id >> 16),
+                    (uint8_t)(id >> 8), (uint8_t)id};
+    struct conn *c = get_conn(ep, conn);
+    struct loop *R;
+    int err = HC_OK;
+
+    if (!c)
+        return HC_ERR_CLOSED;
+    R = c->loop;
+    /* The header tx_take reads: (unused), the request id. */
+    nng_msg_header_clear(m);
+    if (nng_msg_header_append(m, h, sizeof h) != 0) {
+        err = HC_ERR_NOMEM;
+        goto out;
+    }
+    pthread_mutex_lock(&R->kmu);
+    if (c->oq_len < OUTQ) {
+        if (c->oq_len == 0)     /* the send timeout counts from here */
+            __atomic_store_n(&c->out_at, now_ms(), __ATOMIC_RELAXED);
+        c->outq[(c->oq_head + c->oq_len) % OUTQ] = m;
+        c->oq_len++;
+    } else {
+        err = HC_ERR_LIMIT;
+    }
+    pthread_mutex_unlock(&R->kmu);
+    /* Written here, in the caller's thread, when the connection is free;
+     * else its loop writes it. */
+    if (err == HC_OK && !send_inline(c)) {
+        pthread_mutex_lock(&R->kmu);
+        kick_locked(c);
+        pthread_mutex_unlock(&R->kmu);
+    }
+out:
+    put_conn(c);
+    return err;
+}
+
+void hc_relay_drop(hc_relay_ep *ep, uint32_t conn)
+{
+    struct conn *c = ep ? get_conn(ep, conn) : NULL;
+
+    if (!c)
+        return;
+    /* Its loop closes it, as when the rpc side closes an inner socket. */
+    pthread_mutex_lock(&c->loop->kmu);
+    c->inner_gone = true;
+    kick_locked(c);
+    pthread_mutex_unlock(&c->loop->kmu);
+    put_conn(c);
+}
+
+int hc_relay_conn_peer(uint32_t conn, char *peer, size_t n)
+{
+    struct conn *c;
+    int found = 0;
+
+    pthread_mutex_lock(&reg_mu);
+    for (c = reg_list; c && !found; c = c->reg_next)
+        if (c->id == conn && c->ep->direct) {
+            snprintf(peer, n, "%s", c->peer);
+            found = 1;
+        }
+    pthread_mutex_unlock(&reg_mu);
+    return found;
 }
 
 void hc_relay_close(hc_relay_ep *ep)
@@ -1711,23 +1925,4 @@ void hc_relay_close(hc_relay_ep *ep)
     }
     hc_tls_ctx_close(ep->ctx);
     ep->ctx = NULL;
-}
-
-int hc_relay_peer(hc_relay_ep *ep, nng_pipe pipe, char *peer, size_t n)
-{
-    int id = nng_listener_id(nng_pipe_listener(pipe));
-    struct conn *c;
-    int found = 0;
-
-    if (id <= 0)
-        return 0;
-    pthread_mutex_lock(&reg_mu);
-    for (c = reg_list; c && !found; c = c->reg_next)
-        if (c->ep->server && (!ep || c->ep == ep) && c->lst_open &&
-            c->lst_id == id) {
-            snprintf(peer, n, "%s", c->peer);
-            found = 1;
-        }
-    pthread_mutex_unlock(&reg_mu);
-    return found;
 }

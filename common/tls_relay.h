@@ -5,34 +5,36 @@
  * hand-off between its threads: a 40 MB message is 2 500 of them, and
  * mutual TLS cost 4× plain TCP at real model sizes whatever the cipher
  * (tests/bench/README.md). The relay does the TLS itself, in threads of
- * the process, and hands nng whole messages over its in-process (inproc)
- * transport, which passes a message by reference: a message's bytes are
- * decrypted straight into the nng message the server (or client) takes,
- * and encrypted straight from the one it gave.
+ * the process, and hands whole messages to the rpc layer: a message's
+ * bytes are decrypted straight into the nng message its callee takes, and
+ * encrypted straight from the one it gave — in the giving thread when the
+ * connection is free, so a request or a reply passes no other thread on
+ * its way out.
  *
  *  - a server's public port is the relay's; each connection that completes
- *    the handshake with a certificate of the cluster's CA gets an inproc
- *    listener of its own on the server's socket, and the relay's raw REQ
- *    socket for that connection dials it. hc_relay_peer tells a connection
- *    the relay made (and its real peer) by that listener.
- *  - a client's socket listens on an inproc address; the relay keeps a TLS
- *    connection to the server (the server's certificate must name its
- *    host), and once one is up its raw REP socket dials that address, so
- *    the client's socket sees a connection exactly while a verified TLS
- *    one is up. A lost or failed one is made again, 20 ms to 1 s apart.
+ *    the handshake with a certificate of the cluster's CA is handed to the
+ *    server's callbacks (hc_relay_listen_direct), which get each request
+ *    with the connection's number and send replies by it.
+ *  - a client keeps a TLS connection to its server (whose certificate
+ *    must name its host), made again 20 ms to 1 s apart when lost or
+ *    failed; its callbacks hear when one is up (the server's first bytes
+ *    say it took our certificate) and get each reply
+ *    (hc_relay_dial_direct). A test tool with an nng REQ socket uses
+ *    hc_relay_dial: the socket listens on an inproc address, which the
+ *    relay's raw REP socket dials while a connection is up.
  *
  * On the wire, inside TLS, each side first sends 8 bytes ("HETPSr1\n"),
  * then messages: an 8-byte big-endian body length, the 4-byte request id,
  * the body. A peer that sends anything else (nng's own TLS transport, say,
  * where a process has another HETPS_TLS_ENGINE) is refused by name, as is
- * a message longer than the socket's limit.
+ * a message longer than the endpoint's limit.
  *
  * What a peer proves about itself is unchanged: rpc_auth.h's signed proof
- * runs over the relayed connection. Only code in this process can reach
- * an inproc address.
+ * runs over the relayed connection.
  *
- * Threads: any thread may open and close endpoints; the relay's threads
- * do all TLS. Selected with HETPS_TLS_ENGINE=relay, or unset (rpc.c).
+ * Threads: any thread may open and close endpoints and send; the relay's
+ * threads read, and write what a sender left. Selected with
+ * HETPS_TLS_ENGINE=relay, or unset (rpc.c).
  */
 #ifndef HC_TLS_RELAY_H
 #define HC_TLS_RELAY_H
@@ -44,31 +46,75 @@
 
 typedef struct hc_relay_ep hc_relay_ep;
 
-/* A server's side: listen on host:port (port 0: any; *bound gets it),
- * completing TLS with the CA in ca_file and the certificate and key in
- * cert_key_file, and join verified connections to the REP socket inner;
- * messages over recv_max bytes end their connection. name: for logs (the
- * server's URL). HC_OK or an error (err.h). */
-int hc_relay_listen(hc_relay_ep **out, const char *host, int port,
-                    nng_socket inner, size_t recv_max, const char *ca_file,
-                    const char *cert_key_file, const char *name, int *bound);
-
-/* A client's side: carry the REQ socket inner's requests over TLS to
- * host:port, whose certificate must name host (inner listens on an inproc
- * address of the relay's; nothing else need dial). Replies over recv_max
- * bytes end the connection. name: for logs (the peer's task). HC_OK or an
- * error (err.h). */
+/* A client's side for an nng REQ socket (the test tools): carry inner's
+ * requests over TLS to host:port, whose certificate must name host, and
+ * the replies back (inner listens on an inproc address of the relay's;
+ * nothing else need dial). Replies over recv_max bytes end the connection.
+ * name: for logs (the peer's task). HC_OK or an error (err.h). */
 int hc_relay_dial(hc_relay_ep **out, const char *host, int port,
                   nng_socket inner, size_t recv_max, const char *ca_file,
                   const char *cert_key_file, const char *name);
 
+/*
+ * Direct endpoints (what rpc.c uses): no nng socket between the caller
+ * and TLS. A message to send is written into TLS in the sending thread
+ * when its connection is free (hc_relay_send), and a message read is
+ * handed to on_msg on the relay's thread: no thread of nng's and none of
+ * the relay's on the way out, one on the way in.
+ *
+ * Callbacks, on a relay thread or in hc_relay_close, never two at once
+ * for one connection; they must not close the endpoint:
+ *  - on_conn(arg, conn, 1, peer): connection conn (never 0, not reused,
+ *    with the top bit set: apart from nng's pipe ids) is up — a client's
+ *    once the server took our certificate and speaks the relay's
+ *    protocol, a server's once the client's certificate is verified. A
+ *    server's callee may refuse it (nonzero: closed, the callee logs why).
+ *    on_conn(arg, conn, 0, peer): it is gone (only after a 1 taken).
+ *  - on_msg(arg, conn, id, msg): a message read on conn, with the request
+ *    id it came with; msg (its body the message alone) is the callee's.
+ * send_timeout_ms (a server's): a connection whose output has not moved
+ * for that long while some waits is closed with a warning (0: never).
+ */
+struct hc_relay_direct {
+    int (*on_conn)(void *arg, uint32_t conn, int up, const char *peer);
+    void (*on_msg)(void *arg, uint32_t conn, uint32_t id, nng_msg *msg);
+    void *arg;
+    int send_timeout_ms;
+};
+
+/* As hc_relay_dial, with no socket: connects at once and again whenever a
+ * connection is lost (20 ms to 1 s apart); cb says what happens. */
+int hc_relay_dial_direct(hc_relay_ep **out, const char *host, int port,
+                         size_t recv_max, const char *ca_file,
+                         const char *cert_key_file, const char *name,
+                         const struct hc_relay_direct *cb);
+
+/* A server's side: listen on host:port (port 0: any; *bound gets it),
+ * completing TLS with the CA in ca_file and the certificate and key in
+ * cert_key_file; cb gets the verified connections and their requests.
+ * Messages over recv_max bytes end their connection. name: for logs (the
+ * server's URL). HC_OK or an error (err.h). */
+int hc_relay_listen_direct(hc_relay_ep **out, const char *host, int port,
+                           size_t recv_max, const char *ca_file,
+                           const char *cert_key_file, const char *name,
+                           int *bound, const struct hc_relay_direct *cb);
+
+/* Send m with request id on direct connection conn of ep (one on_conn
+ * said is up): taken and HC_OK; else m stays the caller's and
+ * HC_ERR_CLOSED (conn is not up), HC_ERR_LIMIT (8 messages wait already)
+ * or HC_ERR_NOMEM. Any thread. */
+int hc_relay_send(hc_relay_ep *ep, uint32_t conn, uint32_t id, nng_msg *m);
+
+/* Close direct connection conn of ep, if up (its relay thread does; then
+ * on_conn says it is gone; a client makes a new one). Any thread. */
+void hc_relay_drop(hc_relay_ep *ep, uint32_t conn);
+
+/* Whether conn is a direct connection now up; if so, its peer's address
+ * ("10.0.0.5:41234") into peer. */
+int hc_relay_conn_peer(uint32_t conn, char *peer, size_t n);
+
 /* Stop an endpoint: no more connections, and its open ones closed.
  * NULL is fine. */
 void hc_relay_close(hc_relay_ep *ep);
-
-/* Whether the connection pipe (of a server's socket) came through the
- * relay of server endpoint ep (NULL: of any); if so, its real peer
- * ("10.0.0.5:41234") into peer. */
-int hc_relay_peer(hc_relay_ep *ep, nng_pipe pipe, char *peer, size_t n);
 
 #endif
