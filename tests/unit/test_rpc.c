@@ -6,7 +6,9 @@
  * deferred requests, argument checks and the nng error mapping; mutual
  * TLS with certificates made by common/tls (a call goes through; a client
  * of another CA, one without a certificate, and a server certificate not
- * naming the host are refused; hc_tls_resolve's errors and insecure).
+ * naming the host are refused; hc_tls_resolve's errors and insecure); the
+ * TLS relay's direct server against peers that never read or ask too much
+ * at once (a raw client of its protocol).
  *
  * Ports come from a base derived from getpid() in 30000–60000 (below the
  * ephemeral range when it starts above 31000), one new port per server; a
@@ -16,6 +18,7 @@
 #include "cu.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <netinet/in.h>
@@ -28,6 +31,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <signal.h>
+#include <sys/time.h>
+
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include <nng/nng.h>
@@ -36,7 +43,9 @@
 #include "common/cluster.h"
 #include "common/err.h"
 #include "common/rpc.h"
+#include "common/rpc_auth.h"
 #include "common/tls.h"
+#include "common/tls_engine.h"
 
 /* ---------- ports, messages ---------- */
 
@@ -1505,6 +1514,244 @@ out:
     tls_files_drop(&f);
 }
 
+/* ---------- a raw peer of the relay's protocol (tls_relay.h) ---------- */
+
+/* Blocking, one thread: for peers that misbehave in ways hc_rpc_client
+ * never does (never reading its replies, or asking too much at once). */
+struct raw_peer {
+    int fd;
+    SSL_CTX *ctx;
+    SSL *ssl;
+};
+
+static void raw_close(struct raw_peer *r)
+{
+    if (r->ssl)
+        SSL_free(r->ssl);
+    hc_tls_ctx_close(r->ctx);
+    if (r->fd >= 0)
+        close(r->fd);
+    r->ssl = NULL;
+    r->ctx = NULL;
+    r->fd = -1;
+    ERR_clear_error();
+}
+
+static int raw_write(struct raw_peer *r, const void *p, size_t n)
+{
+    size_t put;
+
+    while (n) {                 /* partial writes are on (tls_engine.h) */
+        if (SSL_write_ex(r->ssl, p, n, &put) != 1)
+            return -1;
+        p = (const char *)p + put;
+        n -= put;
+    }
+    return 0;
+}
+
+static int raw_read(struct raw_peer *r, void *p, size_t n)
+{
+    size_t got;
+
+    while (n) {
+        if (SSL_read_ex(r->ssl, p, n, &got) != 1)
+            return -1;
+        p = (char *)p + got;
+        n -= got;
+    }
+    return 0;
+}
+
+static int raw_send(struct raw_peer *r, uint32_t id, const void *body,
+                    size_t n)
+{
+    unsigned char h[12];
+    int i;
+
+    for (i = 0; i < 8; i++)
+        h[i] = (unsigned char)((uint64_t)n >> (56 - 8 * i));
+    for (i = 0; i < 4; i++)
+        h[8 + i] = (unsigned char)(id >> (24 - 8 * i));
+    return raw_write(r, h, sizeof h) || raw_write(r, body, n) ? -1 : 0;
+}
+
+/* The next message, or NULL once the connection has ended. */
+static nng_msg *raw_recv(struct raw_peer *r)
+{
+    unsigned char h[12];
+    uint64_t n = 0;
+    nng_msg *m;
+    int i;
+
+    if (raw_read(r, h, sizeof h))
+        return NULL;
+    for (i = 0; i < 8; i++)
+        n = n << 8 | h[i];
+    if (n > ((uint64_t)64 << 20) || nng_msg_alloc(&m, (size_t)n) != 0)
+        return NULL;
+    if (raw_read(r, nng_msg_body(m), (size_t)n)) {
+        nng_msg_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* An auth message (rpc_auth.h) sent; the answer. */
+static nng_msg *raw_ask(struct raw_peer *r, nng_msg *q)
+{
+    int bad = !q || raw_send(r, 0x80000000u, nng_msg_body(q), nng_msg_len(q));
+
+    nng_msg_free(q);
+    return bad ? NULL : raw_recv(r);
+}
+
+/* Connected to url over TLS with cert (receive buffer rcvbuf bytes when
+ * not 0), the preambles exchanged, the certificate proven: 0, or -1. */
+static int raw_open(struct raw_peer *r, const char *url, const char *ca,
+                    const char *cert, int rcvbuf)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET };
+    static const char pre[8] = "HETPSr1\n";
+    char got[8];
+    hc_auth_signer *sg = NULL;
+    nng_msg *m, *proof = NULL;
+    int ok = 0;
+
+    r->ssl = NULL;
+    r->ctx = NULL;
+    sa.sin_port = htons((uint16_t)atoi(strrchr(url, ':') + 1));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if ((r->fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+        return -1;
+    if (rcvbuf)
+        setsockopt(r->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    if (connect(r->fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        !(r->ctx = hc_tls_ctx_open(0, ca, cert, "127.0.0.1")) ||
+        !(r->ssl = SSL_new(r->ctx)) || SSL_set_fd(r->ssl, r->fd) != 1 ||
+        SSL_connect(r->ssl) != 1 || raw_write(r, pre, 8) ||
+        raw_read(r, got, 8) || memcmp(got, pre, 8) ||
+        hc_auth_signer_open(&sg, cert) != HC_OK)
+        goto out;
+    if (hc_auth_msg(&m, HC_AUTH_HELLO, NULL, 0) != HC_OK ||
+        !(m = raw_ask(r, m)))
+        goto out;
+    if (hc_auth_kind_of(m) == HC_AUTH_NONCE_REPLY &&
+        hc_auth_prove(sg, m, &proof) == HC_OK) {
+        nng_msg_free(m);
+        if ((m = raw_ask(r, proof)) != NULL)
+            ok = hc_auth_kind_of(m) == HC_AUTH_OK;
+    }
+    nng_msg_free(m);
+out:
+    hc_auth_signer_close(sg);
+    if (!ok)
+        raw_close(r);
+    return ok ? 0 : -1;
+}
+
+/* Whether the peer's connection ends (EOF or a reset) within secs. */
+static int raw_ends(struct raw_peer *r, int secs)
+{
+    struct timeval tv = { .tv_sec = secs };
+    char buf[65536];
+    size_t got;
+    int i;
+
+    setsockopt(r->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    for (i = 0; i < 100000; i++) {
+        errno = 0;
+        if (SSL_read_ex(r->ssl, buf, sizeof buf, &got) != 1)
+            /* a timeout reads as "want read" or EAGAIN; the rest ended */
+            return SSL_get_error(r->ssl, 0) != SSL_ERROR_WANT_READ &&
+                   errno != EAGAIN && errno != EWOULDBLOCK;
+    }
+    return 0;
+}
+
+#define MISBEHAVE_BYTES ((size_t)4 << 20)
+
+/*
+ * Over TLS a server hands requests to its threads itself (rpc.c, direct):
+ * a peer that never reads its replies is closed once they have waited the
+ * send timeout, and one asking more than n_ctx at once unanswered is
+ * closed at once; a well-behaved client is served throughout.
+ */
+static void test_relay_misbehaving(void)
+{
+    struct tls_files f;
+    struct tsrv srv, hold;
+    struct raw_peer r = { .fd = -1 };
+    struct sigaction ign = { .sa_handler = SIG_IGN }, old;
+    unsigned char *body = NULL;
+    uint32_t i;
+
+    if (tls_files_make(&f)) {
+        CU_FAIL("making certificates");
+        return;
+    }
+    sigaction(SIGPIPE, &ign, &old);
+    tsrv_init(&srv, 0, T_ECHO, 0);
+    tsrv_init(&hold, 1, T_HOLD, 0);
+    {
+        struct hc_rpc_tls st = { f.ca, f.ps }, cli = { f.ca, f.wk };
+        struct hc_rpc_server_opts so = { .tls = &st, .n_ctx = 4,
+                                         .send_timeout_ms = 500,
+                                         .recv_max = 2 * MISBEHAVE_BYTES };
+        struct hc_rpc_client_opts o = { .timeout_ms = 2000, .retry_ms = 4000,
+                                        .tls = &cli };
+        const char *urls[1] = { srv.url }, *names[1] = { "ps:0" };
+        hc_rpc_client *c = NULL;
+        nng_msg *reply = NULL;
+
+        CU_ASSERT_FATAL((body = calloc(1, MISBEHAVE_BYTES)) != NULL);
+        if (tsrv_start(&srv, &so) != HC_OK || tsrv_start(&hold, &so) != HC_OK) {
+            CU_FAIL("TLS servers start");
+            goto out;
+        }
+        /* 1. Three 4 MB echoes, replies never read (16 KB of receive
+         * buffer): the server's writing stalls. */
+        CU_ASSERT_FATAL(raw_open(&r, srv.url, f.ca, f.wk, 16384) == 0);
+        for (i = 0; i < 3; i++)
+            CU_ASSERT(raw_send(&r, 0x80000001u + i, body, MISBEHAVE_BYTES) ==
+                      0);
+        /* Others are served meanwhile. */
+        CU_ASSERT_FATAL(hc_rpc_client_open(&c, 1, urls, names, &o) == HC_OK);
+        CU_ASSERT(hc_rpc_call(c, 0, make_msg("hi", 2), &reply, 0) == HC_OK);
+        CU_ASSERT(body_is(reply, "s0:hi"));
+        nng_msg_free(reply);
+        reply = NULL;
+        /* Closed after the send timeout (500 ms; checked every 250). */
+        nng_msleep(1500);
+        CU_ASSERT(raw_ends(&r, 5));
+        raw_close(&r);
+        CU_ASSERT(hc_rpc_call(c, 0, make_msg("again", 5), &reply, 0) ==
+                  HC_OK);
+        CU_ASSERT(body_is(reply, "s0:again"));
+        nng_msg_free(reply);
+        hc_rpc_client_close(c);
+
+        /* 2. n_ctx (4) requests kept unanswered, then a fifth: closed. */
+        CU_ASSERT_FATAL(raw_open(&r, hold.url, f.ca, f.wk, 0) == 0);
+        for (i = 0; i < 5; i++)
+            CU_ASSERT(raw_send(&r, 0x80000001u + i, "x", 1) == 0);
+        CU_ASSERT(raw_ends(&r, 5));
+        /* Never the fifth (one still queued when its connection went is
+         * answered "not proven", as on a lost connection). */
+        nng_msleep(100);
+        CU_ASSERT(tsrv_recv_count(&hold) >= 1 && tsrv_recv_count(&hold) <= 4);
+        raw_close(&r);
+    }
+out:
+    free(body);
+    if (srv.s)
+        tsrv_fini(&srv);
+    if (hold.s)
+        tsrv_fini(&hold);
+    sigaction(SIGPIPE, &old, NULL);
+    tls_files_drop(&f);
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("rpc", NULL, NULL);
@@ -1547,4 +1794,7 @@ void hp_test_register(void)
                 "clients at once arrive whole; bytes that are no TLS are "
                 "refused; a message over recv_max ends its connection, the "
                 "next is served", test_relay);
+    CU_add_test(s, "mutual TLS: a peer that never reads its replies is "
+                "closed after the send timeout, one with more than n_ctx "
+                "unanswered at once; others are served", test_relay_misbehaving);
 }
