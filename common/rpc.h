@@ -6,11 +6,16 @@
  * small state machine (receive → handler → reply → receive). The handler
  * runs on an nng thread; it may reply at once or keep the request and reply
  * later from any thread (a deferred reply: a pull waiting for a sync step),
- * so a slow request never blocks the others.
+ * so a slow request never blocks the others. With TLS by the relay (the
+ * default, tls_relay.h) there is no socket: the relay hands each request to
+ * threads of the server's own, which run the handler, and a reply is
+ * written into TLS by the thread that gives it — the same contract.
  *
  * Client: one REQ socket per peer (parameter-server shard), dialled in the
- * background with reconnection. hc_rpc_call_all sends one request to each
- * of several peers at once and waits for all replies. Each attempt has a
+ * background with reconnection; with TLS by the relay, one relay
+ * connection per peer, the calling thread sending and stepping the call.
+ * hc_rpc_call_all sends one request to each of several peers at once and
+ * waits for all replies. Each attempt has a
  * timeout; on timeout or lost connection the very same bytes (the same
  * request id) are sent again with exponential back-off until `retry_ms`
  * has passed, after which the call fails with HC_ERR_UNREACHABLE and a
@@ -55,11 +60,14 @@ struct hc_rpc_tls {
 };
 
 struct hc_rpc_server_opts {
-    int n_ctx;          /* contexts, i.e. requests in flight (default 64) */
+    int n_ctx;          /* contexts, i.e. requests in flight (default 64);
+                           with TLS by the relay, the requests one
+                           connection may have unanswered (more: closed) */
     size_t recv_max;    /* largest accepted message in bytes (default 512 MiB) */
     const struct hc_rpc_tls *tls; /* NULL: plain TCP */
-    /* Called (on an nng thread) when a client's connection is gone, with
-     * the pipe id hc_rpc_msg_pipe gave for its messages; may be NULL. */
+    /* Called (on an nng or relay thread) when a client's connection is
+     * gone, with the id hc_rpc_msg_pipe gave for its messages; may be
+     * NULL. */
     void (*on_close)(void *arg, uint32_t pipe);
     int send_timeout_ms; /* a reply the peer has not taken by then is
                             dropped and its context freed (default 10000) */
@@ -72,8 +80,9 @@ struct hc_rpc_server_opts {
 /* Every connection, server and client, has TCP keepalive on, so a peer
  * that vanished (power loss, cable) is found and its connection closed. */
 
-/* The id of the connection (nng pipe) a received message came on; 0 when
- * unknown. Ids are not reused while the server runs. */
+/* The id of the connection (nng pipe, or the relay's connection, top bit
+ * set) a received message came on; 0 when unknown. Ids are not reused
+ * while the server runs. */
 uint32_t hc_rpc_msg_pipe(nng_msg *msg);
 
 /* With TLS, the task whose certificate the client proved on the request's
@@ -149,8 +158,9 @@ int hc_rpc_call_all_kept(hc_rpc_client *c, int n, const int *peers,
                          int timeout_ms);
 
 /* Makes call index i's request again for a re-send: the very bytes of the
- * first attempt (same request id). Called on nng's threads while a call
- * runs, one call per peer at a time. Returns HC_OK, or a code with its
+ * first attempt (same request id). Called on nng's threads (with TLS by
+ * the relay, the calling thread) while a call runs, one call per peer at
+ * a time. Returns HC_OK, or a code with its
  * message set (the call then fails for that peer). */
 typedef int (*hc_rpc_remake_fn)(void *arg, int i, nng_msg **out);
 
