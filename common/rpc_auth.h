@@ -1,6 +1,6 @@
 /*
  * rpc_auth.h — which task's certificate a client holds, proved once per
- * connection (used by rpc.c only; the contract for callers is rpc.h).
+ * connection (used by rpc_server.c and rpc_client.c only; the contract for callers is rpc.h).
  *
  * nng 1.5.2 tells a server whether a TLS peer's certificate verified, not
  * whose it is. So on each new connection the client proves it:

@@ -16,7 +16,7 @@
  * comes up on the client side but is never taken by the server, twice in
  * a row, means the accept loop is gone: the listener is closed (and with
  * it its connections, whose clients reconnect) and a new one listens on
- * the same address, with a warning. Used by rpc.c only.
+ * the same address, with a warning. Used by rpc_server.c only.
  */
 #ifndef HC_RPC_LISTEN_H
 #define HC_RPC_LISTEN_H

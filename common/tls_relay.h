@@ -1,5 +1,5 @@
 /*
- * tls_relay.h — mutual TLS for rpc.c, on OpenSSL, outside nng.
+ * tls_relay.h — mutual TLS for rpc (rpc_server.c, rpc_client.c), on OpenSSL, outside nng.
  *
  * nng 1.5.2's TLS transport moves at most 16 KiB per step, each step a
  * hand-off between its threads: a 40 MB message is 2 500 of them, and
@@ -34,7 +34,7 @@
  *
  * Threads: any thread may open and close endpoints and send; the relay's
  * threads read, and write what a sender left. Selected with
- * HETPS_TLS_ENGINE=relay, or unset (rpc.c).
+ * HETPS_TLS_ENGINE=relay, or unset (rpc_conf.h).
  */
 #ifndef HC_TLS_RELAY_H
 #define HC_TLS_RELAY_H
@@ -56,7 +56,7 @@ int hc_relay_dial(hc_relay_ep **out, const char *host, int port,
                   const char *cert_key_file, const char *name);
 
 /*
- * Direct endpoints (what rpc.c uses): no nng socket between the caller
+ * Direct endpoints (what rpc uses): no nng socket between the caller
  * and TLS. A message to send is written into TLS in the sending thread
  * when its connection is free (hc_relay_send), and a message read is
  * handed to on_msg on the relay's thread: no thread of nng's and none of

@@ -1273,7 +1273,7 @@ out:
  * afterwards, at worst after its listener guard has listened again. The
  * droppers run in a child process on OpenSSL alone (nng's state is not
  * usable after fork, and a client of nng in this process could stall
- * this process's own nng on the way out, as in rpc.c).
+ * this process's own nng on the way out, as in rpc_client.c).
  */
 static void drop_handshakes(int port, const char *cert_key, int n)
 {
@@ -1672,7 +1672,7 @@ static int raw_ends(struct raw_peer *r, int secs)
 #define MISBEHAVE_BYTES ((size_t)4 << 20)
 
 /*
- * Over TLS a server hands requests to its threads itself (rpc.c, direct):
+ * Over TLS a server hands requests to its threads itself (rpc_server.c, direct):
  * a peer that never reads its replies is closed once they have waited the
  * send timeout, and one asking more than n_ctx at once unanswered is
  * closed at once; a well-behaved client is served throughout.
