@@ -3,30 +3,36 @@
  *
  * Loops: a thread each (as many as the machine has cores, at most 8,
  * started as endpoints come), each with its epoll set, level-triggered,
- * and an eventfd that nng's callbacks ring. A client's endpoint is dealt
- * to one loop (in turn), a server's listening socket is watched by every
- * loop, so its connections spread over them; a connection stays in the
- * loop that took it. Every connection has a network side (TLS, through
- * our socket BIO) and an inner side: a raw nng socket of its own, joined
- * over inproc to the rpc socket (server: a raw REQ socket dialling a
- * listener made for the connection; client: a raw REP socket dialling
- * the client socket's address). After any event the connection is pumped
- * until nothing moves: OpenSSL may hold decrypted bytes epoll knows
- * nothing of, so reading stops only on "want read", or while a message
- * read waits for nng to take the one before.
+ * and an eventfd that senders and nng's callbacks ring. A client's
+ * endpoint is dealt to one loop (in turn), a server's listening socket is
+ * watched by every loop, so its connections spread over them; a
+ * connection stays in the loop that took it. Every connection has a
+ * network side (TLS, through our socket BIO) and a side towards rpc:
+ * direct (its callbacks get what is read, hc_relay_send queues what is to
+ * go, found by the connection's number in the registry) or, for a tool's
+ * nng REQ socket, a raw REP socket of its own dialling the socket's inproc
+ * address. After any event the connection is pumped until nothing moves:
+ * OpenSSL may hold decrypted bytes epoll knows nothing of, so reading
+ * stops only on "want read", or while a message read waits for nng to take
+ * the one before.
  *
- * nng's side: one receive (up to OUTQ messages queued for the network)
- * and one send (a message read from the network) in flight per
- * connection; their callbacks and the inner socket's pipe callback touch
- * only the fields under the loop's kmu and ring the loop (kick).
+ * Output: up to OUTQ messages queue per connection (under the loop's kmu);
+ * whoever gives one writes it into TLS at once if it can take the
+ * connection's smu (trylock), else rings the loop (kick). An inner socket
+ * has one receive and one send in flight; their callbacks and its pipe
+ * callback touch only the fields under kmu.
  *
  * Lifetimes: a loop's endpoints and connections are under its mutex mu;
  * its thread takes it per batch of events. Another thread closing an
  * endpoint marks it and its connections dead and closes their sockets;
- * only the loop's thread frees, at the end of a batch (reap), after
- * closing the connection's nng socket and freeing its aios (which waits
- * for their callbacks), so an event or a callback for a dead connection
- * finds it marked, never freed. Lock order: mu, then reg_mu, then kmu.
+ * only the loop's thread frees, at the end of a batch (reap), once no
+ * sender holds the connection (counted under reg_mu) and after closing an
+ * inner socket and freeing its aios (which waits for their callbacks), so
+ * an event, a sender or a callback for a dead connection finds it marked,
+ * never freed. Lock order: mu, then smu, then reg_mu, then kmu. The
+ * callbacks run with mu and smu held (so they must not close an
+ * endpoint); hc_relay_send and hc_relay_drop take only reg_mu, kmu and
+ * smu by trylock, so any thread may call them, callbacks included.
  */
 #include "tls_relay.h"
 
