@@ -908,8 +908,7 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
         return hc_err_set(HC_ERR_INVAL,
                           "rpc server %s: n_ctx %d out of range 1..%d", url,
                           n_ctx, MAX_N_CTX);
-    if (!(s = calloc(1, sizeof *s)) || !(s->url = strdup(url)) ||
-        !(s->reqs = calloc((size_t)n_ctx, sizeof *s->reqs))) {
+    if (!(s = calloc(1, sizeof *s)) || !(s->url = strdup(url))) {
         err = hc_err_set(HC_ERR_NOMEM, "rpc server %s: out of memory", url);
         goto fail;
     }
@@ -990,6 +989,10 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
                              ? " (another process holds the port; stop it "
                                "or pick another port)"
                              : "");
+        goto fail;
+    }
+    if (!(s->reqs = calloc((size_t)n_ctx, sizeof *s->reqs))) {
+        err = hc_err_set(HC_ERR_NOMEM, "rpc server %s: out of memory", url);
         goto fail;
     }
     for (i = 0; i < n_ctx; i++) {

@@ -92,7 +92,7 @@ struct hc_relay_ep {
     int fd;                     /* a server's listening socket (else -1) */
     struct tag tag;
     SSL_CTX *ctx;
-    nng_socket inner;           /* the rpc socket: REP (server), REQ */
+    nng_socket inner;           /* a tool's REQ socket (hc_relay_dial) */
     size_t recv_max;
     char inproc[96];            /* client: the address inner listens on */
     struct sockaddr_storage to; /* client: the server */
@@ -157,7 +157,7 @@ struct conn {
     bool announced;
     uint64_t out_at;
     /* The inner side (loop thread only, but for the fields under kmu). */
-    nng_socket rs;              /* raw REQ (server) or raw REP (client) */
+    nng_socket rs;              /* raw REP, dialling inner's address */
     bool rs_open;
     int rs_id;                  /* nng_socket_id(rs): found by its pipes */
     nng_aio *raio, *saio;
