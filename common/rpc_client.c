@@ -60,8 +60,7 @@ struct peer {
     atomic_uint last_pipe;     /* the pipe that came up last (0: none) */
     int unanswered;            /* proof steps unanswered in a row on it */
     enum { PH_HELLO, PH_PROOF, PH_REQ } phase; /* what the aio carries */
-    /* A direct client's (tls_relay.h): no socket, no aio. */
-    int direct;
+    /* A direct client's (c->direct, tls_relay.h): no socket, no aio. */
     uint32_t next_id;          /* request ids sent, counted */
     uint32_t want_id;          /* under c->mtx: the id the reply must have */
     nng_msg *dreply;           /* under c->mtx: the reply the relay handed */
@@ -156,7 +155,7 @@ static void direct_send(struct peer *p, nng_msg *m);
 static void peer_send_msg(struct peer *p, nng_msg *m)
 {
     p->attempt_begin = nng_clock();
-    if (p->direct) {
+    if (p->c->direct) {
         direct_send(p, m);
         return;
     }
@@ -263,7 +262,7 @@ static void peer_failed(struct peer *p, int rv, const char *what)
                     "within %d ms: closing connection %u, connecting again",
                     p->name, p->url, p->phase == PH_HELLO ? "HELLO" : "PROOF",
                     p->attempt_ms, (unsigned)stuck.id);
-            if (p->direct)
+            if (p->c->direct)
                 hc_relay_drop(p->relay, stuck.id);
             else
                 nng_pipe_close(stuck);
@@ -301,7 +300,7 @@ static void peer_failed(struct peer *p, int rv, const char *what)
                 p->attempts, (double)(now - p->begin) / 1000.0,
                 c->opts.retry_ms / 1000.0);
     }
-    if (p->direct) {
+    if (p->c->direct) {
         nng_mtx_lock(c->mtx);
         p->state = CALL_SLEEP;
         p->due = now + (nng_time)sleep_ms;
@@ -705,7 +704,6 @@ static int peer_open(hc_rpc_client *c, struct peer *p, const char *url,
         const struct hc_relay_direct cb = {direct_conn, direct_msg, p, 0};
         const char *colon = strrchr(url, ':');
 
-        p->direct = 1;
         if ((err = hc_auth_signer_open(&p->signer,
                                        c->opts.tls->cert_key_file)) != HC_OK)
             return err;
@@ -964,7 +962,7 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
     for (i = 0; i < n; i++) {
         struct peer *p = &c->peers[peers[i]];
 
-        if (!p->direct) {
+        if (!p->c->direct) {
             nng_aio_wait(p->timer); /* the last callbacks have returned */
             nng_aio_wait(p->aio);
         }
