@@ -13,7 +13,7 @@
  * (the records: service_record.c; error and ack replies:
  * service_reply.c). What the shard says of its members and the cluster
  * file re-read are in service_member.c; pulls and pushes as the mode
- * judges them in service_pull.c (see service_impl.h, also for which lock
+ * judges them in service_step.c (see service_impl.h, also for which lock
  * each path holds).
  */
 #include "service.h"
@@ -35,7 +35,7 @@
 #include "service_impl.h"
 #include "tls_engine.h"
 #include "shard.h"
-#include "sync.h"
+#include "mode.h"
 #include "wire.h"
 
 /* Largest recorded reply kept in the store (an Ack). */
@@ -228,7 +228,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                  * already marked the old one dead. (A shard that kept the
                  * old one in the open step while another had moved on
                  * made the newcomer's pull wait there for ever.) */
-                ps_sync_member(s->sync, (int)w, 0);
+                ps_mode_member(s->sync, (int)w, 0);
                 service_advance(s);
             }
             m->incarnation = e->incarnation;
@@ -240,13 +240,13 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         m->state = M_JOINED;
         {
             uint64_t v = ps_shard_version(s->shard),
-                     from = ps_sync_join(s->sync, (int)w, v);
+                     from = ps_mode_join(s->sync, (int)w, v);
 
             if (s->cl->mode == HC_MODE_SYNC && e->join->has_start_version &&
                 e->join->start_version > from) {
                 /* The step the worker's shards agreed on (Join): not
                  * counted in before it, as on the shard that saw it last. */
-                ps_sync_start_at(s->sync, (int)w, e->join->start_version);
+                ps_mode_start_at(s->sync, (int)w, e->join->start_version);
                 from = e->join->start_version;
                 service_advance(s);
             }
@@ -264,7 +264,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
     case HETPS__ENVELOPE__PAYLOAD_LEAVE:
         m->state = M_LEFT;
         hc_info("worker:%u left", w);
-        ps_sync_member(s->sync, (int)w, 0);
+        ps_mode_member(s->sync, (int)w, 0);
         service_advance(s);
         reply = service_ack_reply(s, e->request_id);
         break;
@@ -536,7 +536,7 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
     if (s->conf.step_timeout_ms <= 0)
         s->conf.step_timeout_ms = 120000;
     {
-        struct ps_sync_conf sc = { 0 };
+        struct ps_mode_conf sc = { 0 };
         int i;
 
         sc.mode = s->cl->mode;
@@ -545,14 +545,14 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
         sc.balance = c->balance;
         sc.max_staleness = c->max_staleness;
         sc.n_workers = s->cl->n_worker;
-        rv = ps_sync_new(&s->sync, &sc);
+        rv = ps_mode_new(&s->sync, &sc);
         if (rv != HC_OK)
             goto fail;
         /* sync and ssp wait for every worker of the cluster from the start. */
         for (i = 0; i < s->n_members; i++) {
             s->members[i].expected_ms = s->start_ms;
             if (s->cl->mode != HC_MODE_ASYNC)
-                ps_sync_member(s->sync, i, 1);
+                ps_mode_member(s->sync, i, 1);
         }
     }
     rv = ps_shard_open(&s->shard, c->data_dir, c->shard, s->cl->n_ps,
@@ -655,7 +655,7 @@ void ps_service_stop(struct ps_service *s)
     free(s->pending);
     if (s->shard)
         ps_shard_close(s->shard);
-    ps_sync_free(s->sync);
+    ps_mode_free(s->sync);
     for (i = 0; s->members && i < s->n_members; i++) {
         service_record_free(&s->members[i].rec[0]);
         service_record_free(&s->members[i].rec[1]);

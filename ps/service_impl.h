@@ -11,7 +11,7 @@
  *   service_member.c  what the shard says of its members (join and status
  *                     replies), silent workers marked dead, and the
  *                     cluster file re-read (elastic membership)
- *   service_pull.c    pulls and pushes as the mode judges them: pulls
+ *   service_step.c    pulls and pushes as the mode judges them: pulls
  *                     answered now or kept until the mode allows, a
  *                     complete synchronous step applied
  *
@@ -41,7 +41,7 @@
 #include "service.h"
 #include "service_record.h"
 #include "shard.h"
-#include "sync.h"
+#include "mode.h"
 #include "tls.h"
 #include "wire.h"
 
@@ -91,12 +91,12 @@ struct ps_service {
     hc_rpc_server *rpc;
     struct hc_tls tls;          /* this shard's certificate (rpc NULL: plain) */
     struct ps_shard *shard;
-    struct ps_sync *sync;
+    struct ps_mode *sync;
     struct pending *pending;    /* (n_pending) */
     int n_pending, cap_pending;
 
     pthread_mutex_t wmu;        /* one writer of the shard at a time */
-    /* Group commit of async pushes (service_pull.c): pushes queue here,
+    /* Group commit of async pushes (service_step.c): pushes queue here,
      * the first to find no commit running applies the queue in one store
      * transaction and wakes the others. */
     pthread_mutex_t qmu;        /* guards the four below */
@@ -191,7 +191,7 @@ int service_file_mtime(const char *path, struct timespec *t);
 /* Elastic membership: re-read the cluster file (see service_member.c). */
 void service_reload_cluster(struct ps_service *s);
 
-/* ---- pulls, pushes and steps (service_pull.c) -------------------------- */
+/* ---- pulls, pushes and steps (service_step.c) -------------------------- */
 
 /* A pull: answered now, or kept (the message and the request) until the
  * mode allows it (*deferred set, NULL returned); in async and ssp one the

@@ -18,7 +18,7 @@
 #include "log.h"
 #include "service_impl.h"
 #include "shard.h"
-#include "sync.h"
+#include "mode.h"
 #include "wire.h"
 
 /* The members' entries of a join or status reply (arrays owned here). */
@@ -65,7 +65,7 @@ static void fill_members(struct ps_service *s, struct member_list *ml)
         pm->has_duplicates = 1;
         pm->duplicates = m->duplicates;
         pm->has_clock = pm->has_samples_per_s = pm->has_share = pm->has_late = 1;
-        ps_sync_worker(s->sync, i, &pm->clock, &pm->samples_per_s, &pm->share,
+        ps_mode_worker(s->sync, i, &pm->clock, &pm->samples_per_s, &pm->share,
                        &pm->late, &pm->lag_ms);
         pm->has_lag_ms = s->cl->mode == HC_MODE_SYNC;
         ps_shard_place(s->shard, i, &at);
@@ -123,9 +123,9 @@ nng_msg *service_status_reply(struct ps_service *s, uint64_t id, int full)
     st.uptime_ms = (uint64_t)(hc_now_ms() - s->start_ms);
     st.mode = (char *)hc_mode_name(s->cl->mode);
     {
-        struct ps_sync_stats ss;
+        struct ps_mode_stats ss;
 
-        ps_sync_stats(s->sync, &ss);
+        ps_mode_stats(s->sync, &ss);
         st.has_late = st.has_max_ahead = st.has_stale = st.has_waiting = 1;
         st.late = ss.late;
         st.max_ahead = ss.max_ahead;
@@ -136,7 +136,7 @@ nng_msg *service_status_reply(struct ps_service *s, uint64_t id, int full)
         double since;
         uint64_t v = st.version;
 
-        if (ps_sync_waiting_for(s->sync, v, waiting_for, sizeof waiting_for,
+        if (ps_mode_waiting_for(s->sync, v, waiting_for, sizeof waiting_for,
                                 &since)) {
             st.waiting_for = waiting_for;
             st.has_waiting_s = 1;
@@ -172,9 +172,9 @@ nng_msg *service_join_reply(struct ps_service *s, int worker, uint64_t id)
     jr.epoch = at.epoch;
     jr.batches = at.batches;
     if (s->cl->mode == HC_MODE_SYNC &&
-        ps_sync_from(s->sync, worker) != UINT64_MAX) {
+        ps_mode_from(s->sync, worker) != UINT64_MAX) {
         jr.has_from_version = 1;
-        jr.from_version = ps_sync_from(s->sync, worker);
+        jr.from_version = ps_mode_from(s->sync, worker);
     }
     fill_members(s, &ml);
     if (ml.n >= 0) {
@@ -205,7 +205,7 @@ static int sweep_step(struct ps_service *s, int64_t now)
     char names[16 * 12] = "";
     size_t len = 0;
 
-    n = ps_sync_missing(s->sync, version, missing, 16);
+    n = ps_mode_missing(s->sync, version, missing, 16);
     if (n == 0 || version != s->deadline_version) {
         s->deadline_version = version;
         s->deadline_since_ms = now;
@@ -232,7 +232,7 @@ static int sweep_step(struct ps_service *s, int64_t now)
         k = missing[i];
         if (k < s->n_members && s->members[k].state == M_JOINED)
             s->members[k].state = M_DEAD;
-        ps_sync_member(s->sync, k, 0);
+        ps_mode_member(s->sync, k, 0);
     }
     s->deadline_since_ms = now;
     s->deadline_warned = 0;
@@ -246,7 +246,7 @@ static void log_waiting(struct ps_service *s)
     char who[256];
     double since, waited;
 
-    if (!ps_sync_waiting_for(s->sync, v, who, sizeof who, &since))
+    if (!ps_mode_waiting_for(s->sync, v, who, sizeof who, &since))
         return;
     waited = hc_now_s() - since;
     if (v != s->wait_version) {
@@ -274,7 +274,7 @@ void service_sweep_members(struct ps_service *s)
             m->state = M_DEAD;
             hc_warn("worker:%d silent for %lld ms: marked dead", i,
                     (long long)(now - m->last_seen_ms));
-            ps_sync_member(s->sync, i, 0);
+            ps_mode_member(s->sync, i, 0);
             changed = 1;
         } else if (m->state == M_NONE && !m->removed &&
                    s->cl->mode != HC_MODE_ASYNC &&
@@ -284,7 +284,7 @@ void service_sweep_members(struct ps_service *s)
             hc_warn("worker:%d did not join within %d ms: steps go on "
                     "without it", i, s->conf.join_timeout_ms);
             m->expected_ms = INT64_MAX / 2;
-            ps_sync_member(s->sync, i, 0);
+            ps_mode_member(s->sync, i, 0);
             changed = 1;
         }
     }
@@ -369,7 +369,7 @@ void service_reload_cluster(struct ps_service *s)
             m->removed = 1;
             if (m->state == M_JOINED)
                 m->state = M_LEFT;
-            ps_sync_member(s->sync, i, 0);
+            ps_mode_member(s->sync, i, 0);
             hc_info("worker:%d removed by the cluster file", i);
         }
     }

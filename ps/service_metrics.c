@@ -49,7 +49,7 @@ static void on_render(void *arg, struct hc_metrics *m)
         n[s->members[i].state]++;
         if (s->members[i].state == M_NONE)
             continue;
-        ps_sync_worker(s->sync, i, &clock, &speed, &share, &late, &lag);
+        ps_mode_worker(s->sync, i, &clock, &speed, &share, &late, &lag);
         snprintf(wl, sizeof wl, "%s,worker=\"%d\"", l, i);
         hc_series_set(hc_metric(m, HC_GAUGE, "hetps_worker_samples_per_second",
                                 "Training speed each worker reports",

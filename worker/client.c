@@ -7,7 +7,7 @@
  * through common/rpc, and checks each reply before using it: it must be
  * from the right cluster, answer this request id, and be the expected kind
  * or an Error, whose text is passed on naming the shard. The exchange
- * itself is client_exchange.c; pull, push and status are client_step.c
+ * itself is client_call.c; pull, push and status are client_step.c
  * (see client_impl.h).
  */
 #include "client.h"
@@ -138,7 +138,7 @@ int pc_join(struct pc_client *c, const char *devices)
     for (;;) {
         rv = client_simple_reqs(c, &env, ids);
         if (rv == HC_OK)
-            rv = client_exchange(c, ids, HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY,
+            rv = client_call(c, ids, HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY,
                                  "join", 0);
         if (rv != HC_ERR_EXISTS || hc_now_ms() >= until)
             break;
@@ -166,7 +166,7 @@ int pc_join(struct pc_client *c, const char *devices)
             join.start_version = hi;
             rv = client_simple_reqs(c, &env, ids);
             if (rv == HC_OK)
-                rv = client_exchange(c, ids,
+                rv = client_call(c, ids,
                                      HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY,
                                      "join", 0);
         }
@@ -477,7 +477,7 @@ int pc_create(struct pc_client *c, const float *init)
             goto out;
         }
     }
-    rv = client_exchange(c, ids, HETPS__ENVELOPE__PAYLOAD_ACK,
+    rv = client_call(c, ids, HETPS__ENVELOPE__PAYLOAD_ACK,
                          "create variables", 0);
     if (rv == HC_OK)
         client_release(c);

@@ -6,7 +6,7 @@
  *   client.c           open and close; join and the view it gives;
  *                      heartbeats, leave and shutdown; the layout and each
  *                      shard's plan (pc_set_model), and pc_create
- *   client_exchange.c  one request to every shard at once: send, re-join a
+ *   client_call.c  one request to every shard at once: send, re-join a
  *                      restarted shard and re-send the same request, check
  *                      every reply; the tests' seam (client_hook.h)
  *   client_step.c      pull, push and push-and-pull (values copied into
@@ -99,7 +99,7 @@ struct pc_client {
     int hb_stop;
 };
 
-/* ---- requests to every shard (client_exchange.c) ----------------------- */
+/* ---- requests to every shard (client_call.c) ----------------------- */
 
 /* A fresh request id (safe from any thread). */
 uint64_t client_next_id(struct pc_client *c);
@@ -111,7 +111,7 @@ uint64_t client_next_id(struct pc_client *c);
  * failure every decoded reply is released; on success the caller reads
  * c->dec and calls client_release. `what` names the call in errors.
  */
-int client_exchange(struct pc_client *c, const uint64_t *ids,
+int client_call(struct pc_client *c, const uint64_t *ids,
                     Hetps__Envelope__PayloadCase want, const char *what,
                     int timeout_ms);
 

@@ -64,7 +64,7 @@ int pc_pull_step(struct pc_client *c, float *params, struct pc_step *st,
             goto out;
         }
     }
-    rv = client_exchange(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK, "pull",
+    rv = client_call(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK, "pull",
                          wait_ms);
     if (rv != HC_OK)
         goto out;
@@ -287,7 +287,7 @@ static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
     }
     c->remake = remake_push;
     c->remake_arg = &job;
-    rv = client_exchange(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK,
+    rv = client_call(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK,
                          and_pull ? "push-and-pull" : "push", wait_ms);
     c->remake = NULL;
     c->remake_arg = NULL;

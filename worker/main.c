@@ -115,7 +115,7 @@ static void usage(FILE *f)
 "named), 2 on a bad flag or configuration.\n");
 }
 
-static int parse_ms(const char *flag, const char *v, int *out)
+static int parse_count(const char *flag, const char *v, int *out)
 {
     char *end;
     long x = strtol(v, &end, 10);
@@ -170,7 +170,7 @@ static int infer_flag(struct infer *a, int c, const char *arg)
     case 'c': a->cluster_file = arg; return 1;
     case 'd': a->data_dir = arg; return 1;
     case 's': a->set = arg; return 1;
-    case 'b': return parse_ms("--batch-size", arg, &a->batch) ? -1 : 1;
+    case 'b': return parse_count("--batch-size", arg, &a->batch) ? -1 : 1;
     default: return 0;
     }
 }
@@ -568,20 +568,20 @@ int main(int argc, char **argv)
         switch (c) {
         case 'm': model_file = optarg; break;
         case 'e':
-            if (parse_ms("--epochs", optarg, &epochs))
+            if (parse_count("--epochs", optarg, &epochs))
                 return 2;
             break;
         case 'b':
-            if (parse_ms("--batch-size", optarg, &batch))
+            if (parse_count("--batch-size", optarg, &batch))
                 return 2;
             break;
         case O_DATA: data_dir = optarg; break;
         case O_MAXSTEPS:
-            if (parse_ms("--max-steps", optarg, &max_steps))
+            if (parse_count("--max-steps", optarg, &max_steps))
                 return 2;
             break;
         case O_THREADS:
-            if (parse_ms("--threads", optarg, &threads))
+            if (parse_count("--threads", optarg, &threads))
                 return 2;
             break;
         case O_EVAL: eval = 1; break;
@@ -631,15 +631,15 @@ int main(int argc, char **argv)
         case O_MODE: mode = optarg; break;
         case O_VIEW: print_view = 1; break;
         case O_LINGER:
-            if (parse_ms("--linger", optarg, &linger_s))
+            if (parse_count("--linger", optarg, &linger_s))
                 return 2;
             break;
         case O_TIMEOUT:
-            if (parse_ms("--timeout", optarg, &po.timeout_ms))
+            if (parse_count("--timeout", optarg, &po.timeout_ms))
                 return 2;
             break;
         case O_RETRY:
-            if (parse_ms("--retry", optarg, &po.retry_ms))
+            if (parse_count("--retry", optarg, &po.retry_ms))
                 return 2;
             break;
         case 'h': usage(stdout); return 0;

@@ -34,7 +34,7 @@
 #include "watch.h"
 #include "replica.h"
 #include "sync_schedule.h"
-#include "exchange.h"
+#include "overlap.h"
 
 /* A sync pull may wait for the slowest worker: allow one attempt this long. */
 #define SYNC_WAIT_MS 120000
@@ -322,10 +322,10 @@ static const char *steady_text(const struct run *r, char *buf, size_t len)
 
 /* The exchange in flight is done: its values become the ones to compute
  * on (*version: theirs). */
-static int overlap_finish(struct run *r, struct wk_exchange *x,
+static int overlap_finish(struct run *r, struct wk_overlap *x,
                           uint64_t *version)
 {
-    int had = x->running, rv = wk_exchange_wait(x);
+    int had = x->running, rv = wk_overlap_wait(x);
 
     if (rv == HC_OK && had) {
         swap_buffers(&r->params, &r->params_alt);
@@ -336,13 +336,13 @@ static int overlap_finish(struct run *r, struct wk_exchange *x,
 
 /*
  * --overlap: wait for the previous step's push-and-pull, then start this
- * step's on its own thread (exchange.h) and return; the next step computes
+ * step's on its own thread (overlap.h) and return; the next step computes
  * on the values the previous one brought, one exchange staler than without
  * --overlap (async allows it; --max-staleness on the shards counts it).
  * The exchange reads r->grads and writes r->params_alt: the next step
  * computes into the other gradient buffer.
  */
-static int overlap_step(struct run *r, struct wk_exchange *x,
+static int overlap_step(struct run *r, struct wk_overlap *x,
                         const struct pc_grad *g, const struct pc_step *st,
                         uint64_t *version)
 {
@@ -354,7 +354,7 @@ static int overlap_step(struct run *r, struct wk_exchange *x,
     x->g = *g;
     x->st = *st;
     x->params = r->params_alt;
-    if ((rv = wk_exchange_start(x)) != HC_OK)
+    if ((rv = wk_overlap_start(x)) != HC_OK)
         return rv;
     swap_buffers(&r->grads, &r->grads_alt);
     return HC_OK;
@@ -375,7 +375,7 @@ static int run_async(struct run *r)
     const int ssp = r->c->cluster->mode == HC_MODE_SSP;
     const int wait = ssp ? SYNC_WAIT_MS : 0;
     struct pc_step st = { 0 };
-    struct wk_exchange x = { 0 };
+    struct wk_overlap x = { 0 };
     uint32_t e0 = 0, b0 = 0;
     uint64_t version;           /* of the values in r->params */
     int epoch, rv, n_workers = r->c->cluster->n_worker;
@@ -480,10 +480,10 @@ out:
         char why[512];
 
         snprintf(why, sizeof why, "%s", hc_err_msg());
-        wk_exchange_wait(&x);
+        wk_overlap_wait(&x);
         hc_err_set(rv, "%s", why);
     }
-    wk_exchange_stop(&x);
+    wk_overlap_stop(&x);
     return rv;
 }
 

@@ -34,7 +34,7 @@ struct wk_train_conf {
     int batch_size;             /* 0: the model's */
     int max_steps;              /* stop after this many steps (0: no limit) */
     int overlap;                /* async: push-and-pull each step on its own
-                                   thread while the next computes (exchange.h) */
+                                   thread while the next computes (overlap.h) */
     const char *data_dir;       /* NULL: Fashion-MNIST's default */
     const char *data;           /* NumPy arrays instead: "X.npy,Y.npy" or
                                    "F.npz" (data.h); NULL: data_dir */

@@ -1,5 +1,5 @@
 /*
- * exchange.h — asynchronous push-and-pulls on a thread of their own, so
+ * overlap.h — asynchronous push-and-pulls on a thread of their own, so
  * that the trainer computes the next step while one travels (`hetps-worker
  * --overlap`, async mode: trainer.c). One thread for the whole run, woken
  * per step.
@@ -16,10 +16,10 @@
 
 #include "client.h"
 
-struct wk_exchange {
+struct wk_overlap {
     struct pc_client *pc;
     struct pc_grad g;           /* what is pushed (g.data: not touched by the
-                                   trainer until wk_exchange_wait) */
+                                   trainer until wk_overlap_wait) */
     float *params;              /* where the pulled values go */
     struct pc_step st;          /* in: clock, place; out: version */
     int running;                /* one is asked for or under way */
@@ -36,14 +36,14 @@ struct wk_exchange {
 /* Push x->g and pull into x->params (both set by the caller, with x->pc
  * and x->st's inputs) on the exchange thread, started by the first call.
  * HC_OK, or HC_ERR_IO when no thread could be started (nothing runs). */
-int wk_exchange_start(struct wk_exchange *x);
+int wk_overlap_start(struct wk_overlap *x);
 
 /* Wait for a started exchange; its result, its message back in hc_err_msg()
  * when it failed. HC_OK at once when none runs. */
-int wk_exchange_wait(struct wk_exchange *x);
+int wk_overlap_wait(struct wk_overlap *x);
 
 /* Wait for any exchange and stop the thread (nothing to do when none was
  * started). */
-void wk_exchange_stop(struct wk_exchange *x);
+void wk_overlap_stop(struct wk_overlap *x);
 
 #endif

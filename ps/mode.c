@@ -1,5 +1,5 @@
 /*
- * sync.c — the consistency modes (see sync.h).
+ * mode.c — the consistency modes (see mode.h).
  *
  * Shares of a synchronous step are fixed when the step starts, from what
  * is known so far of each worker k: its speed v_k (samples/s of its own
@@ -13,7 +13,7 @@
  * n_k = G · v_k / Σv. A step's assignment is recomputed lazily for each new
  * G (the last step of an epoch is shorter).
  */
-#include "sync.h"
+#include "mode.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -39,8 +39,8 @@ struct wstate {
     uint32_t lag_n;
 };
 
-struct ps_sync {
-    struct ps_sync_conf c;
+struct ps_mode {
+    struct ps_mode_conf c;
     int n;                      /* entries in w */
     struct wstate *w;
     uint64_t step_samples;      /* sync: samples accumulated this step */
@@ -48,10 +48,10 @@ struct ps_sync {
     double step_opened;         /* sync: when its first push arrived */
     uint32_t assigned_for;      /* G of the current assignment, 0 = none */
     uint32_t job_batch;         /* sync: the job's full global batch */
-    struct ps_sync_stats st;
+    struct ps_mode_stats st;
 };
 
-static int grow(struct ps_sync *s, int worker)
+static int grow(struct ps_mode *s, int worker)
 {
     struct wstate *w;
 
@@ -66,9 +66,9 @@ static int grow(struct ps_sync *s, int worker)
     return 0;
 }
 
-int ps_sync_new(struct ps_sync **out, const struct ps_sync_conf *c)
+int ps_mode_new(struct ps_mode **out, const struct ps_mode_conf *c)
 {
-    struct ps_sync *s = calloc(1, sizeof *s);
+    struct ps_mode *s = calloc(1, sizeof *s);
 
     *out = NULL;
     if (!s || (c->n_workers > 0 && grow(s, c->n_workers - 1))) {
@@ -80,7 +80,7 @@ int ps_sync_new(struct ps_sync **out, const struct ps_sync_conf *c)
     return HC_OK;
 }
 
-void ps_sync_free(struct ps_sync *s)
+void ps_mode_free(struct ps_mode *s)
 {
     if (!s)
         return;
@@ -88,7 +88,7 @@ void ps_sync_free(struct ps_sync *s)
     free(s);
 }
 
-void ps_sync_member(struct ps_sync *s, int worker, int live)
+void ps_mode_member(struct ps_mode *s, int worker, int live)
 {
     if (worker < 0 || grow(s, worker))
         return;
@@ -98,9 +98,9 @@ void ps_sync_member(struct ps_sync *s, int worker, int live)
         s->w[worker].from = 0;
 }
 
-static uint64_t min_live_clock(const struct ps_sync *s);
+static uint64_t min_live_clock(const struct ps_mode *s);
 
-uint64_t ps_sync_join(struct ps_sync *s, int worker, uint64_t version)
+uint64_t ps_mode_join(struct ps_mode *s, int worker, uint64_t version)
 {
     uint64_t lo;
 
@@ -125,14 +125,14 @@ uint64_t ps_sync_join(struct ps_sync *s, int worker, uint64_t version)
     return s->w[worker].from;
 }
 
-uint64_t ps_sync_from(const struct ps_sync *s, int worker)
+uint64_t ps_mode_from(const struct ps_mode *s, int worker)
 {
     if (worker < 0 || worker >= s->n || !s->w[worker].live)
         return UINT64_MAX;
     return s->w[worker].from;
 }
 
-void ps_sync_start_at(struct ps_sync *s, int worker, uint64_t version)
+void ps_mode_start_at(struct ps_mode *s, int worker, uint64_t version)
 {
     if (worker < 0 || worker >= s->n || !s->w[worker].live ||
         s->w[worker].pushed || version <= s->w[worker].from)
@@ -140,7 +140,7 @@ void ps_sync_start_at(struct ps_sync *s, int worker, uint64_t version)
     s->w[worker].from = version;
 }
 
-uint32_t ps_sync_job_batch(struct ps_sync *s, uint32_t proposed)
+uint32_t ps_mode_job_batch(struct ps_mode *s, uint32_t proposed)
 {
     if (!s->job_batch)
         s->job_batch = proposed;
@@ -153,7 +153,7 @@ static int takes_part(const struct wstate *w, uint64_t version)
     return w->live && w->from <= version;
 }
 
-static int live_count(const struct ps_sync *s, uint64_t version)
+static int live_count(const struct ps_mode *s, uint64_t version)
 {
     int i, n = 0;
 
@@ -179,7 +179,7 @@ static void learn_lag(struct wstate *w, double now)
     w->answered_at = 0;
 }
 
-enum ps_push_verdict ps_sync_push(struct ps_sync *s, int worker,
+enum ps_push_verdict ps_mode_push(struct ps_mode *s, int worker,
                                   uint64_t base_version, uint64_t version,
                                   uint32_t samples, float samples_per_s,
                                   double now)
@@ -238,7 +238,7 @@ enum ps_push_verdict ps_sync_push(struct ps_sync *s, int worker,
     }
 }
 
-int ps_sync_step_ready(const struct ps_sync *s, uint64_t version,
+int ps_mode_step_ready(const struct ps_mode *s, uint64_t version,
                        uint64_t *total)
 {
     int i, need = 0, missing = 0;
@@ -256,7 +256,7 @@ int ps_sync_step_ready(const struct ps_sync *s, uint64_t version,
     return missing <= s->c.backup || need == 0;
 }
 
-int ps_sync_missing(const struct ps_sync *s, uint64_t version, int *workers,
+int ps_mode_missing(const struct ps_mode *s, uint64_t version, int *workers,
                     int cap)
 {
     int i, n = 0;
@@ -272,7 +272,7 @@ int ps_sync_missing(const struct ps_sync *s, uint64_t version, int *workers,
     return n;
 }
 
-void ps_sync_step_done(struct ps_sync *s)
+void ps_mode_step_done(struct ps_mode *s)
 {
     int i;
 
@@ -283,7 +283,7 @@ void ps_sync_step_done(struct ps_sync *s)
     s->assigned_for = 0;
 }
 
-static uint64_t min_live_clock(const struct ps_sync *s)
+static uint64_t min_live_clock(const struct ps_mode *s)
 {
     uint64_t m = UINT64_MAX;
     int i;
@@ -294,7 +294,7 @@ static uint64_t min_live_clock(const struct ps_sync *s)
     return m;
 }
 
-int ps_sync_pull_ready(struct ps_sync *s, int worker, uint64_t min_version,
+int ps_mode_pull_ready(struct ps_mode *s, int worker, uint64_t min_version,
                        uint64_t clock, uint64_t version)
 {
     uint64_t lo;
@@ -327,7 +327,7 @@ int ps_sync_pull_ready(struct ps_sync *s, int worker, uint64_t min_version,
  * (the minimum of one sample comes later). Equal shares with balance off,
  * or until every worker has reported a speed.
  */
-static void ideal_shares(const struct ps_sync *s, uint32_t G, uint64_t version,
+static void ideal_shares(const struct ps_mode *s, uint32_t G, uint64_t version,
                          double *want)
 {
     int i, n = 0, known = 0, changed;
@@ -378,7 +378,7 @@ static void ideal_shares(const struct ps_sync *s, uint32_t G, uint64_t version,
 
 /* Shares of G among the workers of the step at `version` (ideal_shares,
  * rounded by largest remainder; each at least one sample when G allows). */
-static void assign(struct ps_sync *s, uint32_t G, uint64_t version)
+static void assign(struct ps_mode *s, uint32_t G, uint64_t version)
 {
     double want[64], *wp = want;
     uint32_t given = 0, off = 0;
@@ -436,7 +436,7 @@ static void assign(struct ps_sync *s, uint32_t G, uint64_t version)
         free(wp);
 }
 
-void ps_sync_assign(struct ps_sync *s, int worker, uint32_t global_batch,
+void ps_mode_assign(struct ps_mode *s, int worker, uint32_t global_batch,
                     uint64_t version, uint32_t *offset, uint32_t *count)
 {
     if (worker < 0 || worker >= s->n || !takes_part(&s->w[worker], version)) {
@@ -449,7 +449,7 @@ void ps_sync_assign(struct ps_sync *s, int worker, uint32_t global_batch,
     *count = s->w[worker].share;
 }
 
-void ps_sync_answered(struct ps_sync *s, int worker, uint32_t count,
+void ps_mode_answered(struct ps_mode *s, int worker, uint32_t count,
                       double now)
 {
     if (worker < 0 || worker >= s->n)
@@ -458,7 +458,7 @@ void ps_sync_answered(struct ps_sync *s, int worker, uint32_t count,
     s->w[worker].answered_share = count;
 }
 
-int ps_sync_waiting_for(const struct ps_sync *s, uint64_t version, char *buf,
+int ps_mode_waiting_for(const struct ps_mode *s, uint64_t version, char *buf,
                         size_t len, double *since)
 {
     size_t at = 0;
@@ -483,12 +483,12 @@ int ps_sync_waiting_for(const struct ps_sync *s, uint64_t version, char *buf,
     return n;
 }
 
-void ps_sync_stats(const struct ps_sync *s, struct ps_sync_stats *st)
+void ps_mode_stats(const struct ps_mode *s, struct ps_mode_stats *st)
 {
     *st = s->st;
 }
 
-void ps_sync_worker(const struct ps_sync *s, int worker, uint64_t *clock,
+void ps_mode_worker(const struct ps_mode *s, int worker, uint64_t *clock,
                     float *samples_per_s, uint32_t *share, uint64_t *late,
                     float *lag_ms)
 {

@@ -1,7 +1,7 @@
 /*
- * exchange.c — asynchronous push-and-pulls on a thread (exchange.h).
+ * overlap.c — asynchronous push-and-pulls on a thread (overlap.h).
  */
-#include "exchange.h"
+#include "overlap.h"
 
 #include <stdio.h>
 
@@ -9,7 +9,7 @@
 
 static void *exchange_main(void *arg)
 {
-    struct wk_exchange *x = arg;
+    struct wk_overlap *x = arg;
 
     pthread_mutex_lock(&x->mu);
     for (;;) {
@@ -29,7 +29,7 @@ static void *exchange_main(void *arg)
     return NULL;
 }
 
-int wk_exchange_start(struct wk_exchange *x)
+int wk_overlap_start(struct wk_overlap *x)
 {
     if (!x->started) {
         pthread_mutex_init(&x->mu, NULL);
@@ -53,7 +53,7 @@ int wk_exchange_start(struct wk_exchange *x)
     return HC_OK;
 }
 
-int wk_exchange_wait(struct wk_exchange *x)
+int wk_overlap_wait(struct wk_overlap *x)
 {
     if (!x->running)
         return HC_OK;
@@ -67,7 +67,7 @@ int wk_exchange_wait(struct wk_exchange *x)
     return HC_OK;
 }
 
-void wk_exchange_stop(struct wk_exchange *x)
+void wk_overlap_stop(struct wk_overlap *x)
 {
     if (!x->started)
         return;

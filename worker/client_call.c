@@ -1,5 +1,5 @@
 /*
- * client_exchange.c — one request to every shard at once, as join,
+ * client_call.c — one request to every shard at once, as join,
  * create, pull and push make it: send them all through common/rpc, and
  * check each reply before anyone reads it (the right cluster, this request
  * id, the expected kind, or an Error whose text is passed on naming the
@@ -260,7 +260,7 @@ static int exchange(struct pc_client *c, const uint64_t *ids,
     return HC_OK;
 }
 
-int client_exchange(struct pc_client *c, const uint64_t *ids,
+int client_call(struct pc_client *c, const uint64_t *ids,
                     Hetps__Envelope__PayloadCase want, const char *what,
                     int timeout_ms)
 {

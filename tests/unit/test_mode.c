@@ -1,5 +1,5 @@
 /*
- * test_sync.c — the consistency modes' bookkeeping (ps/sync.c) without a
+ * test_mode.c — the consistency modes' bookkeeping (ps/mode.c) without a
  * network: how a synchronous step's global batch is shared (equal until
  * every worker has reported a speed or with balance off; by speed; by
  * speed and each worker's measured fixed time per step), that shares
@@ -8,16 +8,16 @@
  * that comes back takes part in.
  */
 #include "cu.h"
-#include "ps/sync.h"
+#include "ps/mode.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 
-static struct ps_sync *make(int n_workers, enum hc_mode mode, int balance,
+static struct ps_mode *make(int n_workers, enum hc_mode mode, int balance,
                             int backup)
 {
-    struct ps_sync_conf c = { 0 };
-    struct ps_sync *s = NULL;
+    struct ps_mode_conf c = { 0 };
+    struct ps_mode *s = NULL;
     int i;
 
     c.mode = mode;
@@ -25,23 +25,23 @@ static struct ps_sync *make(int n_workers, enum hc_mode mode, int balance,
     c.backup = backup;
     c.staleness = 2;
     c.n_workers = n_workers;
-    CU_ASSERT_FATAL(ps_sync_new(&s, &c) == 0);
+    CU_ASSERT_FATAL(ps_mode_new(&s, &c) == 0);
     for (i = 0; i < n_workers; i++) {
-        ps_sync_member(s, i, 1);
-        ps_sync_join(s, i, 0);
+        ps_mode_member(s, i, 1);
+        ps_mode_join(s, i, 0);
     }
     return s;
 }
 
 /* Shares of G at version for n workers; checks they tile [0, G). */
-static void shares(struct ps_sync *s, int n, uint32_t G, uint64_t version,
+static void shares(struct ps_mode *s, int n, uint32_t G, uint64_t version,
                    uint32_t *count)
 {
     uint32_t off, expect = 0;
     int i;
 
     for (i = 0; i < n; i++) {
-        ps_sync_assign(s, i, G, version, &off, &count[i]);
+        ps_mode_assign(s, i, G, version, &off, &count[i]);
         CU_ASSERT_EQUAL(off, expect);
         expect += count[i];
     }
@@ -51,7 +51,7 @@ static void shares(struct ps_sync *s, int n, uint32_t G, uint64_t version,
 /* One synchronous step: every worker is answered its slice at t, pushes
  * after its fixed time lag[i] plus its slice at speed[i]; the step is
  * applied. Returns the step's end (the last push). */
-static double step(struct ps_sync *s, int n, uint64_t version, uint32_t G,
+static double step(struct ps_mode *s, int n, uint64_t version, uint32_t G,
                    double t, const float *speed, const double *lag)
 {
     uint32_t count[8], off;
@@ -60,21 +60,21 @@ static double step(struct ps_sync *s, int n, uint64_t version, uint32_t G,
     int i;
 
     for (i = 0; i < n; i++) {
-        ps_sync_assign(s, i, G, version, &off, &count[i]);
-        ps_sync_answered(s, i, count[i], t);
+        ps_mode_assign(s, i, G, version, &off, &count[i]);
+        ps_mode_answered(s, i, count[i], t);
     }
     for (i = 0; i < n; i++) {
         double at = t + lag[i] + count[i] / speed[i];
 
-        CU_ASSERT_EQUAL(ps_sync_push(s, i, version, version, count[i],
+        CU_ASSERT_EQUAL(ps_mode_push(s, i, version, version, count[i],
                                      speed[i], at),
                         PS_PUSH_ACCUMULATE);
         if (at > end)
             end = at;
     }
-    CU_ASSERT(ps_sync_step_ready(s, version, &total));
+    CU_ASSERT(ps_mode_step_ready(s, version, &total));
     CU_ASSERT_EQUAL(total, G);
-    ps_sync_step_done(s);
+    ps_mode_step_done(s);
     return end;
 }
 
@@ -82,30 +82,30 @@ static double step(struct ps_sync *s, int n, uint64_t version, uint32_t G,
  * and fixed times (the lag average settles). */
 static void settled_shares(const float *speed, const double *lag, uint32_t *c)
 {
-    struct ps_sync *s = make(2, HC_MODE_SYNC, 1, 0);
+    struct ps_mode *s = make(2, HC_MODE_SYNC, 1, 0);
     double t = 1.0;
     int i;
 
     for (i = 0; i < 20; i++)
         t = step(s, 2, (uint64_t)i, 64, t, speed, lag) + 0.001;
     shares(s, 2, 64, 20, c);
-    ps_sync_free(s);
+    ps_mode_free(s);
 }
 
 static void test_equal_until_known(void)
 {
-    struct ps_sync *s = make(3, HC_MODE_SYNC, 1, 0);
+    struct ps_mode *s = make(3, HC_MODE_SYNC, 1, 0);
     uint32_t c[3];
 
     shares(s, 3, 64, 0, c);
     CU_ASSERT(c[0] >= 21 && c[0] <= 22 && c[1] >= 21 && c[1] <= 22 &&
               c[2] >= 21 && c[2] <= 22);
-    ps_sync_free(s);
+    ps_mode_free(s);
 }
 
 static void test_by_speed(void)
 {
-    struct ps_sync *s = make(2, HC_MODE_SYNC, 1, 0);
+    struct ps_mode *s = make(2, HC_MODE_SYNC, 1, 0);
     const float speed[2] = { 3000, 1000 };
     const double lag[2] = { 0, 0 };
     uint32_t c[2];
@@ -114,14 +114,14 @@ static void test_by_speed(void)
     shares(s, 2, 64, 1, c);
     CU_ASSERT_EQUAL(c[0], 48);            /* 64 · 3/4 */
     CU_ASSERT_EQUAL(c[1], 16);
-    ps_sync_free(s);
+    ps_mode_free(s);
 
     s = make(2, HC_MODE_SYNC, 0, 0);      /* --balance off */
     step(s, 2, 0, 64, 1.0, speed, lag);
     shares(s, 2, 64, 1, c);
     CU_ASSERT_EQUAL(c[0], 32);
     CU_ASSERT_EQUAL(c[1], 32);
-    ps_sync_free(s);
+    ps_mode_free(s);
 }
 
 /* A worker with a longer fixed time per step (a farther machine, a later
@@ -158,42 +158,42 @@ static void test_lag_beyond_step(void)
 
 static void test_step_complete_backup_late(void)
 {
-    struct ps_sync *s = make(3, HC_MODE_SYNC, 1, 1);
-    struct ps_sync_stats st;
+    struct ps_mode *s = make(3, HC_MODE_SYNC, 1, 1);
+    struct ps_mode_stats st;
     uint64_t total;
 
-    CU_ASSERT_EQUAL(ps_sync_push(s, 0, 0, 0, 10, 100, 1.0), PS_PUSH_ACCUMULATE);
-    CU_ASSERT(!ps_sync_step_ready(s, 0, &total));
-    CU_ASSERT_EQUAL(ps_sync_push(s, 0, 0, 0, 10, 100, 1.0), PS_PUSH_REFUSE);
-    CU_ASSERT_EQUAL(ps_sync_push(s, 1, 1, 0, 10, 100, 1.0), PS_PUSH_REFUSE);
-    CU_ASSERT_EQUAL(ps_sync_push(s, 1, 0, 0, 10, 100, 1.0), PS_PUSH_ACCUMULATE);
-    CU_ASSERT(ps_sync_step_ready(s, 0, &total));      /* 3 − 1 backup */
+    CU_ASSERT_EQUAL(ps_mode_push(s, 0, 0, 0, 10, 100, 1.0), PS_PUSH_ACCUMULATE);
+    CU_ASSERT(!ps_mode_step_ready(s, 0, &total));
+    CU_ASSERT_EQUAL(ps_mode_push(s, 0, 0, 0, 10, 100, 1.0), PS_PUSH_REFUSE);
+    CU_ASSERT_EQUAL(ps_mode_push(s, 1, 1, 0, 10, 100, 1.0), PS_PUSH_REFUSE);
+    CU_ASSERT_EQUAL(ps_mode_push(s, 1, 0, 0, 10, 100, 1.0), PS_PUSH_ACCUMULATE);
+    CU_ASSERT(ps_mode_step_ready(s, 0, &total));      /* 3 − 1 backup */
     CU_ASSERT_EQUAL(total, 20);
-    ps_sync_step_done(s);
-    CU_ASSERT_EQUAL(ps_sync_push(s, 2, 0, 1, 10, 100, 1.0), PS_PUSH_LATE);
-    ps_sync_stats(s, &st);
+    ps_mode_step_done(s);
+    CU_ASSERT_EQUAL(ps_mode_push(s, 2, 0, 1, 10, 100, 1.0), PS_PUSH_LATE);
+    ps_mode_stats(s, &st);
     CU_ASSERT_EQUAL(st.late, 1);
-    CU_ASSERT(!ps_sync_pull_ready(s, 2, 2, 0, 1));    /* wants version 2 */
-    CU_ASSERT(ps_sync_pull_ready(s, 2, 1, 0, 1));
-    ps_sync_free(s);
+    CU_ASSERT(!ps_mode_pull_ready(s, 2, 2, 0, 1));    /* wants version 2 */
+    CU_ASSERT(ps_mode_pull_ready(s, 2, 1, 0, 1));
+    ps_mode_free(s);
 }
 
 static void test_ssp_bound(void)
 {
-    struct ps_sync *s = make(2, HC_MODE_SSP, 1, 0);
-    struct ps_sync_stats st;
+    struct ps_mode *s = make(2, HC_MODE_SSP, 1, 0);
+    struct ps_mode_stats st;
     int i;
 
     for (i = 0; i < 3; i++)
-        CU_ASSERT_EQUAL(ps_sync_push(s, 0, 0, 0, 1, 0, 1.0), PS_PUSH_APPLY);
+        CU_ASSERT_EQUAL(ps_mode_push(s, 0, 0, 0, 1, 0, 1.0), PS_PUSH_APPLY);
     /* worker 0 has pushed 3, worker 1 none: a pull at clock 3 is 3 ahead. */
-    CU_ASSERT(!ps_sync_pull_ready(s, 0, 0, 3, 0));
-    CU_ASSERT(ps_sync_pull_ready(s, 0, 0, 2, 0));
-    CU_ASSERT_EQUAL(ps_sync_push(s, 1, 0, 0, 1, 0, 1.0), PS_PUSH_APPLY);
-    CU_ASSERT(ps_sync_pull_ready(s, 0, 0, 3, 0));
-    ps_sync_stats(s, &st);
+    CU_ASSERT(!ps_mode_pull_ready(s, 0, 0, 3, 0));
+    CU_ASSERT(ps_mode_pull_ready(s, 0, 0, 2, 0));
+    CU_ASSERT_EQUAL(ps_mode_push(s, 1, 0, 0, 1, 0, 1.0), PS_PUSH_APPLY);
+    CU_ASSERT(ps_mode_pull_ready(s, 0, 0, 3, 0));
+    ps_mode_stats(s, &st);
     CU_ASSERT(st.max_ahead <= 2);
-    ps_sync_free(s);
+    ps_mode_free(s);
 }
 
 /* A worker back after leaving takes part in a step nobody has started
@@ -201,23 +201,23 @@ static void test_ssp_bound(void)
  * in the next one when the step is under way. */
 static void test_rejoin(void)
 {
-    struct ps_sync *s = make(2, HC_MODE_SYNC, 1, 0);
+    struct ps_mode *s = make(2, HC_MODE_SYNC, 1, 0);
     uint32_t off, count;
     uint64_t total;
 
-    ps_sync_member(s, 0, 0);
-    ps_sync_member(s, 1, 0);
-    ps_sync_join(s, 0, 0);                    /* nobody started step 0 */
-    CU_ASSERT(ps_sync_pull_ready(s, 0, 0, 0, 0));
-    ps_sync_assign(s, 0, 64, 0, &off, &count);
+    ps_mode_member(s, 0, 0);
+    ps_mode_member(s, 1, 0);
+    ps_mode_join(s, 0, 0);                    /* nobody started step 0 */
+    CU_ASSERT(ps_mode_pull_ready(s, 0, 0, 0, 0));
+    ps_mode_assign(s, 0, 64, 0, &off, &count);
     CU_ASSERT_EQUAL(count, 64);
-    ps_sync_join(s, 1, 0);                    /* step 0 handed out */
-    CU_ASSERT(!ps_sync_pull_ready(s, 1, 0, 0, 0));
-    CU_ASSERT_EQUAL(ps_sync_push(s, 0, 0, 0, 64, 100, 1.0), PS_PUSH_ACCUMULATE);
-    CU_ASSERT(ps_sync_step_ready(s, 0, &total));  /* not waiting for 1 */
-    ps_sync_step_done(s);
-    CU_ASSERT(ps_sync_pull_ready(s, 1, 1, 0, 1));
-    ps_sync_free(s);
+    ps_mode_join(s, 1, 0);                    /* step 0 handed out */
+    CU_ASSERT(!ps_mode_pull_ready(s, 1, 0, 0, 0));
+    CU_ASSERT_EQUAL(ps_mode_push(s, 0, 0, 0, 64, 100, 1.0), PS_PUSH_ACCUMULATE);
+    CU_ASSERT(ps_mode_step_ready(s, 0, &total));  /* not waiting for 1 */
+    ps_mode_step_done(s);
+    CU_ASSERT(ps_mode_pull_ready(s, 1, 1, 0, 1));
+    ps_mode_free(s);
 }
 
 /*
@@ -231,39 +231,39 @@ static void test_rejoin(void)
  */
 static void test_join_agreed_start(void)
 {
-    struct ps_sync *a = make(2, HC_MODE_SYNC, 1, 0),
+    struct ps_mode *a = make(2, HC_MODE_SYNC, 1, 0),
                    *b = make(2, HC_MODE_SYNC, 1, 0);
     uint32_t off, count;
     uint64_t total, fa, fb, v;
 
-    ps_sync_member(a, 1, 0);
-    ps_sync_member(b, 1, 0);
-    ps_sync_assign(a, 0, 64, 4, &off, &count);  /* A's step 4 handed out */
-    ps_sync_assign(b, 0, 64, 2, &off, &count);  /* B's step 2 handed out */
-    fa = ps_sync_join(a, 1, 4);
-    fb = ps_sync_join(b, 1, 2);
+    ps_mode_member(a, 1, 0);
+    ps_mode_member(b, 1, 0);
+    ps_mode_assign(a, 0, 64, 4, &off, &count);  /* A's step 4 handed out */
+    ps_mode_assign(b, 0, 64, 2, &off, &count);  /* B's step 2 handed out */
+    fa = ps_mode_join(a, 1, 4);
+    fb = ps_mode_join(b, 1, 2);
     CU_ASSERT_EQUAL(fa, 5);
     CU_ASSERT_EQUAL(fb, 3);
-    ps_sync_start_at(a, 1, fa > fb ? fa : fb);
-    ps_sync_start_at(b, 1, fa > fb ? fa : fb);
-    CU_ASSERT_EQUAL(ps_sync_from(a, 1), 5);
-    CU_ASSERT_EQUAL(ps_sync_from(b, 1), 5);
+    ps_mode_start_at(a, 1, fa > fb ? fa : fb);
+    ps_mode_start_at(b, 1, fa > fb ? fa : fb);
+    CU_ASSERT_EQUAL(ps_mode_from(a, 1), 5);
+    CU_ASSERT_EQUAL(ps_mode_from(b, 1), 5);
     /* an earlier start never moves a later one back */
-    ps_sync_start_at(b, 1, 4);
-    CU_ASSERT_EQUAL(ps_sync_from(b, 1), 5);
+    ps_mode_start_at(b, 1, 4);
+    CU_ASSERT_EQUAL(ps_mode_from(b, 1), 5);
     for (v = 2; v < 5; v++) {                   /* B: the chief alone */
-        CU_ASSERT(!ps_sync_pull_ready(b, 1, 0, 0, v));
-        CU_ASSERT_EQUAL(ps_sync_push(b, 0, v, v, 64, 100, 1.0),
+        CU_ASSERT(!ps_mode_pull_ready(b, 1, 0, 0, v));
+        CU_ASSERT_EQUAL(ps_mode_push(b, 0, v, v, 64, 100, 1.0),
                         PS_PUSH_ACCUMULATE);
-        CU_ASSERT(ps_sync_step_ready(b, v, &total));
-        ps_sync_step_done(b);
+        CU_ASSERT(ps_mode_step_ready(b, v, &total));
+        ps_mode_step_done(b);
     }
-    CU_ASSERT(ps_sync_pull_ready(b, 1, 0, 0, 5));
-    ps_sync_assign(b, 1, 64, 5, &off, &count);
+    CU_ASSERT(ps_mode_pull_ready(b, 1, 0, 0, 5));
+    ps_mode_assign(b, 1, 64, 5, &off, &count);
     CU_ASSERT_EQUAL(count, 32);                 /* in from step 5 */
-    CU_ASSERT_EQUAL(ps_sync_from(b, 7), UINT64_MAX);
-    ps_sync_free(a);
-    ps_sync_free(b);
+    CU_ASSERT_EQUAL(ps_mode_from(b, 7), UINT64_MAX);
+    ps_mode_free(a);
+    ps_mode_free(b);
 }
 
 void hp_test_register(void)

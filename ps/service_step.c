@@ -1,6 +1,6 @@
 /*
- * service_pull.c — pulls and pushes as the consistency mode judges them
- * (ps/sync.h): a pull is answered now, or its message and request are kept
+ * service_step.c — pulls and pushes as the consistency mode judges them
+ * (ps/mode.h): a pull is answered now, or its message and request are kept
  * until the mode allows it (sync: the next version; ssp: the slowest
  * worker within the bound) and answered by serve_pending; a push is
  * applied, added to the synchronous step, or counted as late, and a
@@ -18,7 +18,7 @@
 #include "rpc.h"
 #include "service_impl.h"
 #include "shard.h"
-#include "sync.h"
+#include "mode.h"
 #include "wire.h"
 
 /* Answer a pull now: values, version and (sync, from any shard; workers
@@ -42,8 +42,8 @@ nng_msg *service_answer_pull(struct ps_service *s,
         e->sender->job == HETPS__JOB__JOB_WORKER) {
         extra.has_slice = 1;
         if (jb)
-            extra.job_batch = ps_sync_job_batch(s->sync, jb);
-        ps_sync_assign(s->sync, (int)e->sender->index, gb,
+            extra.job_batch = ps_mode_job_batch(s->sync, jb);
+        ps_mode_assign(s->sync, (int)e->sender->index, gb,
                        ps_shard_version(s->shard), &extra.offset,
                        &extra.count);
     }
@@ -60,7 +60,7 @@ nng_msg *service_answer_pull(struct ps_service *s,
                                    hc_wire_error_code(rv), hc_err_msg());
     }
     if (extra.has_slice)
-        ps_sync_answered(s->sync, (int)e->sender->index, extra.count,
+        ps_mode_answered(s->sync, (int)e->sender->index, extra.count,
                          hc_now_s());
     return reply;
 }
@@ -127,7 +127,7 @@ static int pull_ready(struct ps_service *s, const struct hc_wire_msg *in)
     uint64_t min_version, clock;
 
     pull_wants(s, in, &min_version, &clock);
-    return ps_sync_pull_ready(s->sync, (int)in->env->sender->index,
+    return ps_mode_pull_ready(s->sync, (int)in->env->sender->index,
                               min_version, clock, ps_shard_version(s->shard));
 }
 
@@ -220,7 +220,7 @@ static void serve_pending(struct ps_service *s)
 
         /* Decoded again only once it can be answered; its checksums were
          * checked when it arrived. */
-        if (!ps_sync_pull_ready(s->sync, p->worker, p->min_version, p->clock,
+        if (!ps_mode_pull_ready(s->sync, p->worker, p->min_version, p->clock,
                                 ps_shard_version(s->shard))) {
             i++;
             continue;
@@ -257,7 +257,7 @@ void service_advance(struct ps_service *s)
     uint64_t total;
 
     if (s->cl->mode == HC_MODE_SYNC && s->applying == STEP_NONE &&
-        ps_sync_step_ready(s->sync, ps_shard_version(s->shard), &total)) {
+        ps_mode_step_ready(s->sync, ps_shard_version(s->shard), &total)) {
         s->applying = STEP_DUE;
         s->apply_total = total;
     }
@@ -293,7 +293,7 @@ void service_unlock(struct ps_service *s)
                      (unsigned long long)ps_shard_version(s->shard),
                      hc_err_msg());
         pthread_mutex_lock(&s->mu);
-        ps_sync_step_done(s->sync);
+        ps_mode_step_done(s->sync);
         s->applying = STEP_NONE;
         pthread_cond_broadcast(&s->applied);
         service_advance(s);     /* the pulls it frees; the next step */
@@ -345,7 +345,7 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
                           (unsigned long long)(t->offset + bad_e),
                           isnan(in->data[bad_t][bad_e]) ? "NaN" : "infinite");
     }
-    v = ps_sync_push(s->sync, w, p->has_base_version ? p->base_version : 0,
+    v = ps_mode_push(s->sync, w, p->has_base_version ? p->base_version : 0,
                      ps_shard_version(s->shard), p->samples,
                      p->has_samples_per_s ? p->samples_per_s : 0, hc_now_s());
     if ((v == PS_PUSH_APPLY || v == PS_PUSH_ACCUMULATE) &&

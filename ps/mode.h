@@ -1,5 +1,5 @@
 /*
- * sync.h — the consistency modes of a shard: when a push is applied and
+ * mode.h — the consistency modes of a shard: when a push is applied and
  * when a pull may be answered.
  *
  *   async   every push is applied at once; a push computed at a version
@@ -19,17 +19,17 @@
  * Knows nothing of the network or the store: the service feeds it events
  * and asks it questions, under the service's mutex.
  */
-#ifndef PS_SYNC_H
-#define PS_SYNC_H
+#ifndef PS_MODE_H
+#define PS_MODE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "cluster.h"
 
-struct ps_sync;
+struct ps_mode;
 
-struct ps_sync_conf {
+struct ps_mode_conf {
     enum hc_mode mode;
     int staleness;              /* ssp: S */
     int backup;                 /* sync: backup workers */
@@ -45,13 +45,13 @@ enum ps_push_verdict {
     PS_PUSH_REFUSE,             /* message in hc_err_msg() */
 };
 
-int ps_sync_new(struct ps_sync **out, const struct ps_sync_conf *c);
-void ps_sync_free(struct ps_sync *s);
+int ps_mode_new(struct ps_mode **out, const struct ps_mode_conf *c);
+void ps_mode_free(struct ps_mode *s);
 
 /* A worker is expected from the start (live = 1), or left or died
  * (live = 0). Worker indices beyond n_workers grow the table (elastic
  * clusters). Shares of a step already handed out do not change. */
-void ps_sync_member(struct ps_sync *s, int worker, int live);
+void ps_mode_member(struct ps_mode *s, int worker, int live);
 
 /* A worker joined at `version`: one expected from the start takes part
  * from where it is; any other (added to the cluster file, or back after
@@ -59,77 +59,77 @@ void ps_sync_member(struct ps_sync *s, int worker, int live);
  * from `version` itself while no worker has pushed to that step or been
  * given a slice of it. Returns the first version it takes part in (its
  * old one when it was live already). */
-uint64_t ps_sync_join(struct ps_sync *s, int worker, uint64_t version);
+uint64_t ps_mode_join(struct ps_mode *s, int worker, uint64_t version);
 
 /* The first version `worker` takes part in (UINT64_MAX: not live). */
-uint64_t ps_sync_from(const struct ps_sync *s, int worker);
+uint64_t ps_mode_from(const struct ps_mode *s, int worker);
 
 /* sync: a live worker takes part from `version` on at the earliest (the
  * step every shard agreed on, Join.start_version); a later `from` stays. */
-void ps_sync_start_at(struct ps_sync *s, int worker, uint64_t version);
+void ps_mode_start_at(struct ps_mode *s, int worker, uint64_t version);
 
 /* sync: the job's full global batch — the first proposal wins, so workers
  * started later (elastic) cut the same batches. */
-uint32_t ps_sync_job_batch(struct ps_sync *s, uint32_t proposed);
+uint32_t ps_mode_job_batch(struct ps_mode *s, uint32_t proposed);
 
 /* Judge a push of `samples` from worker computed at base_version when the
  * shard is at `version`, arriving at `now` (seconds, monotonic); records
  * its speed and clock, and in sync its fixed time per step (see
- * ps_sync_answered). */
-enum ps_push_verdict ps_sync_push(struct ps_sync *s, int worker,
+ * ps_mode_answered). */
+enum ps_push_verdict ps_mode_push(struct ps_mode *s, int worker,
                                   uint64_t base_version, uint64_t version,
                                   uint32_t samples, float samples_per_s,
                                   double now);
 
 /* sync: 1 when the step's pushes are complete; *total receives the samples
  * behind them. */
-int ps_sync_step_ready(const struct ps_sync *s, uint64_t version,
+int ps_mode_step_ready(const struct ps_mode *s, uint64_t version,
                        uint64_t *total);
 
 /* sync: the live workers (up to cap, into workers[]) that have not pushed
  * to the step at `version` although it has started (someone pushed);
  * returns how many. 0 when the step has not started. */
-int ps_sync_missing(const struct ps_sync *s, uint64_t version, int *workers,
+int ps_mode_missing(const struct ps_mode *s, uint64_t version, int *workers,
                     int cap);
 
 /* sync: the step was applied; start the next (new assignment of shares). */
-void ps_sync_step_done(struct ps_sync *s);
+void ps_mode_step_done(struct ps_mode *s);
 
 /* May a pull from worker (min_version, clock) be answered now at version? */
-int ps_sync_pull_ready(struct ps_sync *s, int worker, uint64_t min_version,
+int ps_mode_pull_ready(struct ps_mode *s, int worker, uint64_t min_version,
                        uint64_t clock, uint64_t version);
 
 /* sync: this worker's slice [*offset, *offset + *count) of a global batch
  * of `global_batch` samples for the current step. */
-void ps_sync_assign(struct ps_sync *s, int worker, uint32_t global_batch,
+void ps_mode_assign(struct ps_mode *s, int worker, uint32_t global_batch,
                     uint64_t version, uint32_t *offset, uint32_t *count);
 
 /* sync: worker's slice of `count` samples was sent at `now`. The time until
  * its push arrives, less count / speed, is the worker's fixed time per step
  * (round trip, slicing, encoding); shares are sized so that every worker's
  * fixed time plus its slice at its speed ends together. */
-void ps_sync_answered(struct ps_sync *s, int worker, uint32_t count,
+void ps_mode_answered(struct ps_mode *s, int worker, uint32_t count,
                       double now);
 
 /* sync: the workers the open step still waits for — taking part, not yet
  * pushed — as "worker:1, worker:3" into buf (cut to len); returns how
  * many. 0 (buf "") when no push of the step has arrived yet (nobody is
  * kept waiting) or the mode is not sync. *since: when the step's first
- * push arrived (the time base of ps_sync_push). */
-int ps_sync_waiting_for(const struct ps_sync *s, uint64_t version, char *buf,
+ * push arrived (the time base of ps_mode_push). */
+int ps_mode_waiting_for(const struct ps_mode *s, uint64_t version, char *buf,
                         size_t len, double *since);
 
 /* Counters for status. */
-struct ps_sync_stats {
+struct ps_mode_stats {
     uint64_t late, stale;
     uint32_t max_ahead;
 };
-void ps_sync_stats(const struct ps_sync *s, struct ps_sync_stats *st);
+void ps_mode_stats(const struct ps_mode *s, struct ps_mode_stats *st);
 
 /* Per-worker figures for status: steps pushed, speed, current share,
  * late gradients, and (sync) the fixed time per step in ms (0: not yet
  * measured). */
-void ps_sync_worker(const struct ps_sync *s, int worker, uint64_t *clock,
+void ps_mode_worker(const struct ps_mode *s, int worker, uint64_t *clock,
                     float *samples_per_s, uint32_t *share, uint64_t *late,
                     float *lag_ms);
 
