@@ -10,20 +10,25 @@
 # computing, Y ms in push-and-pull"), its samples/s, and each shard's peak
 # RSS (VmHWM) and store file size; last, the async run with each step's
 # push-and-pull overlapping the next step's computing (--overlap).
-# BENCH_BIG_RUNS ("sync async sync-plain async-overlap") picks the runs;
+# BENCH_BIG_RUNS ("sync async sync-plain async-overlap") picks the runs
+# (also async-plain and async-overlap-plain); BENCH_BIG_SHARDS (2) the
+# number of parameter servers; BENCH_BIG_WORKER_ARGS flags added to every
+# worker (tests/gpu/run.sh: --devices gpu:0 --data-dir DIR).
 # HETPS_TLS_ENGINE passes through. Processes run on loopback ports of
 # their own and are stopped by pid.
 set -eu
 cd "$(dirname "$0")/../.."
 BIN=${HETPS_BIN:-bin}
 STEPS=${BENCH_BIG_STEPS:-30}
+NS=${BENCH_BIG_SHARDS:-2}
+WARGS=${BENCH_BIG_WORKER_ARGS:-}
 MODEL=deploy/models/fashion_mlp_20m.json
 T=$(mktemp -d "${TMPDIR:-/tmp}/hetps-bench-big-XXXXXX")
 PIDS=""
 trap 'for p in $PIDS; do kill $p 2>/dev/null || true; done; rm -rf "$T"' EXIT INT TERM
 # Both shards on this machine: each its share of the cores for a large
 # optimizer step, as `hetps launch` gives them.
-APPLY_THREADS=$(( $(nproc) > 2 ? $(nproc) / 2 : 1 ))
+APPLY_THREADS=$(( $(nproc) > NS ? $(nproc) / NS : 1 ))
 PORT=$(( 26000 + ( $(od -An -N2 -tu2 /dev/urandom) % 100 ) * 20 ))
 
 # run NAME MODE N_WORKERS [tls|plain [WORKER_FLAG]]
@@ -31,27 +36,32 @@ run() {
     name=$1 mode=$2 nw=$3 extra="" wflag=${5:-}
     [ "${4:-}" = plain ] && extra=', "insecure": true'
 
-    p0=$PORT p1=$((PORT + 1)) q0=$((PORT + 2)) q1=$((PORT + 3))
-    PORT=$((PORT + 4))
+    ps="" i=0
+    while [ $i -lt "$NS" ]; do
+        ps="$ps${ps:+, }\"127.0.0.1:$((PORT + i))\""; i=$((i + 1))
+    done
+    q0=$((PORT + NS)) q1=$((PORT + NS + 1))
+    PORT=$((PORT + NS + 2))
     if [ "$nw" = 1 ]; then workers="\"127.0.0.1:$q0\""; else workers="\"127.0.0.1:$q0\", \"127.0.0.1:$q1\""; fi
-    printf '{ "cluster": { "ps": ["127.0.0.1:%s", "127.0.0.1:%s"], "worker": [%s] }, "hetps": { "mode": "%s"%s } }\n' \
-        $p0 $p1 "$workers" "$mode" "$extra" > "$T/$name.json"
+    printf '{ "cluster": { "ps": [%s], "worker": [%s] }, "hetps": { "mode": "%s"%s } }\n' \
+        "$ps" "$workers" "$mode" "$extra" > "$T/$name.json"
     [ -n "$extra" ] || "$BIN/hetps" certs "$T/$name.json" "$T/certs-$name" > /dev/null
     export HETPS_CERTS="$T/certs-$name"
     PIDS="" SHARDS=""
-    for i in 0 1; do
+    i=0
+    while [ $i -lt "$NS" ]; do
         "$BIN/hetps-ps" --cluster "$T/$name.json" --task ps:$i --data-dir "$T/$name-$i" \
             --apply-threads "$APPLY_THREADS" > "$T/$name-ps$i.log" 2>&1 &
-        PIDS="$PIDS $!" SHARDS="$SHARDS $!"
+        PIDS="$PIDS $!" SHARDS="$SHARDS $!" i=$((i + 1))
     done
     if [ "$nw" = 2 ]; then
         "$BIN/hetps-worker" --cluster "$T/$name.json" --task worker:1 --model $MODEL \
-            --no-eval --max-steps "$STEPS" $wflag > "$T/$name-w1.log" 2>&1 &
+            --no-eval --max-steps "$STEPS" $wflag $WARGS > "$T/$name-w1.log" 2>&1 &
         PIDS="$PIDS $!"
     fi
-    echo "\$ hetps-worker --task worker:0 --model $MODEL --no-eval --max-steps $STEPS${wflag:+ $wflag} ($mode, $nw worker(s), 2 shards, $([ -n "$extra" ] && echo "plain TCP" || echo "mutual TLS${HETPS_TLS_ENGINE:+ on $HETPS_TLS_ENGINE}"))"
+    echo "\$ hetps-worker --task worker:0 --model $MODEL --no-eval --max-steps $STEPS${wflag:+ $wflag}${WARGS:+ $WARGS} ($mode, $nw worker(s), $NS shards, $([ -n "$extra" ] && echo "plain TCP" || echo "mutual TLS${HETPS_TLS_ENGINE:+ on $HETPS_TLS_ENGINE}"))"
     "$BIN/hetps-worker" --cluster "$T/$name.json" --task worker:0 --model $MODEL \
-        --no-eval --max-steps "$STEPS" $wflag > "$T/$name-w0.log" 2>&1 || { cat "$T/$name-w0.log"; exit 1; }
+        --no-eval --max-steps "$STEPS" $wflag $WARGS > "$T/$name-w0.log" 2>&1 || { cat "$T/$name-w0.log"; exit 1; }
     [ "$nw" = 1 ] || wait "${PIDS##* }" 2>/dev/null || true
     sed -n 's/.*INFO \(sync: .*\)/  \1/p; s/.*INFO \(async: .*\)/  \1/p; s/.*INFO \(.*per step.*\)/  \1/p' "$T/$name-w0.log" | sort -u
     i=0
@@ -81,3 +91,5 @@ case "$RUNS" in *" sync "*) run sync1 sync 1 ;; esac
 case "$RUNS" in *" async "*) run async2 async 2 ;; esac
 case "$RUNS" in *" sync-plain "*) run plain1 sync 1 plain ;; esac
 case "$RUNS" in *" async-overlap "*) run overlap2 async 2 tls --overlap ;; esac
+case "$RUNS" in *" async-plain "*) run aplain2 async 2 plain ;; esac
+case "$RUNS" in *" async-overlap-plain "*) run oplain2 async 2 plain --overlap ;; esac
