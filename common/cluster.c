@@ -297,7 +297,7 @@ static void addr_text(char *buf, size_t n, const struct hc_task_addr *a)
  * training mode and its bounds, the transport. Left out on purpose: the
  * other workers (the job scales by editing their list; the shards check
  * membership themselves) and what is local to one machine or deployment
- * (per-worker devices, certificate and token paths, the metrics port).
+ * (per-worker devices, the certificate path, the metrics port).
  */
 static uint64_t cluster_id(const struct hc_cluster *c)
 {
@@ -464,8 +464,7 @@ void hc_cluster_print(const struct hc_cluster *c, FILE *f)
         fprintf(f, " (staleness bound %d)", c->staleness);
     if (c->mode == HC_MODE_SYNC)
         fprintf(f, " (backup workers %d)", c->backup_workers);
-    fprintf(f, "\n  token     %s\n",
-            c->token_file[0] ? c->token_file : "none");
+    fputc('\n', f);
     if (c->insecure)
         fprintf(f, "  transport INSECURE plain TCP (\"insecure\": true)\n");
     else

@@ -8,8 +8,7 @@
  *                                                       be a number or string)
  *     "hetps":   { "workers": [ {"devices": "gpu:0,gpu:1"}, {"devices": "cpu"} ],
  *                  "mode": "sync" | "async" | "ssp:3", "backup_workers": 1,
- *                  "token_file": "/run/secrets/hetps.token",
- *                  "certs": "/run/secrets/hetps", "insecure": false } }
+ * *                  "certs": "/run/secrets/hetps", "insecure": false } }
  *
  * A `chief` (or `master`) job of one task becomes worker 0 and the listed
  * workers shift up by one, as TensorFlow's chief is a worker that also does
@@ -70,7 +69,6 @@ struct hc_cluster {
     enum hc_mode mode;      /* default async */
     int staleness;          /* ssp bound S, when mode is SSP */
     int backup_workers;     /* sync: apply after n_worker - backup gradients */
-    char token_file[512];   /* "" when none */
     int metrics_port;       /* 0: off; else ps:j serves /metrics on its
                                host at metrics_port + j, worker:i at
                                metrics_port + n_ps + i */

@@ -2,7 +2,7 @@
  * cluster_hetps.c — the "hetps" block of a cluster definition, hetps's own
  * settings beside TensorFlow's ClusterSpec: the training mode ("async",
  * "sync", "ssp:S" or "ssp" with "staleness"), backup workers for sync,
- * each worker's devices, the token file, and transport security ("insecure":
+ * each worker's devices, and transport security ("insecure":
  * plain TCP; "certs": the certificate directory). Checked against the cluster
  * already read (worker count, chief mapping); every mistake is reported
  * through cl_problem (cluster_read.c).
@@ -283,19 +283,13 @@ void cl_read_hetps(struct cl_parse *p, const cJSON *h, struct hc_cluster *c)
         else
             c->metrics_port = (int)n;
     }
-    if ((t = cJSON_GetObjectItemCaseSensitive(h, "token_file"))) {
-        if (!cJSON_IsString(t))
-            cl_problem(p, "hetps.token_file", "must be a string (a file "
-                       "path), got %s", cl_jtype(t));
-        else if (!t->valuestring[0])
-            cl_problem(p, "hetps.token_file", "is empty; give a file path or "
-                       "remove the key");
-        else if (strlen(t->valuestring) >= sizeof c->token_file)
-            cl_problem(p, "hetps.token_file", "too long (at most %zu "
-                       "characters)", sizeof c->token_file - 1);
-        else
-            strcpy(c->token_file, t->valuestring);
-    }
+    /* A shared token as a second factor was planned beside the
+     * certificates and never read: a file that names one is refused, so
+     * that nobody believes a token protects the cluster. */
+    if (cJSON_GetObjectItemCaseSensitive(h, "token_file"))
+        cl_problem(p, "hetps.token_file", "is not supported: each task "
+                   "proves who it is with its certificate (mutual TLS, "
+                   "`hetps certs`); remove the key");
     if ((t = cJSON_GetObjectItemCaseSensitive(h, "insecure"))) {
         if (!cJSON_IsBool(t))
             cl_problem(p, "hetps.insecure", "must be true or false, got %s",

@@ -23,11 +23,11 @@ $PY $V deploy/k8s > "$T/out.txt" 2>&1 || { cat "$T/out.txt"; fail "the example d
 grep -q "^ok: 5 objects in 3 files" "$T/out.txt" || { cat "$T/out.txt"; fail "validate.py counted wrong"; }
 ok "deploy/k8s is current and valid"
 
-# 2. a namespace, a name, GPU workers, a token, to stdout
+# 2. a namespace, a name, GPU workers, to stdout; a token file is refused by name
 cat > "$T/gpu.json" <<'JSON'
 { "cluster": { "ps": ["a:1", "b:1", "c:1"], "worker": ["g:1", "h:1"] },
   "task": { "type": "ps", "index": 0 },
-  "hetps": { "mode": "sync", "token_file": "/run/secrets/hetps.token", "workers": [ {"devices": "gpu:0,gpu:1"}, {"devices": "gpu:0,gpu:1"} ] } }
+  "hetps": { "mode": "sync", "workers": [ {"devices": "gpu:0,gpu:1"}, {"devices": "gpu:0,gpu:1"} ] } }
 JSON
 "$BIN/hetps" k8s --name mnist --namespace team-a --storage 20Gi --port 2300 \
     "$T/gpu.json" > "$T/all.yaml" 2> "$T/err.txt" || { cat "$T/err.txt"; fail "hetps k8s to stdout"; }
@@ -37,9 +37,11 @@ grep -q '"mnist-ps-2.mnist-ps.team-a.svc:2300"' "$T/all.yaml" || fail "no namesp
 grep -q '"mode": "sync"' "$T/all.yaml" || fail "the hetps block was not kept"
 grep -q '"task"' "$T/all.yaml" && fail "the file's task was kept in the ConfigMap"
 grep -q "storage: 20Gi" "$T/all.yaml" || fail "--storage not used"
-[ "$(grep -c 'secretName: mnist-token' "$T/all.yaml")" = 2 ] || fail "the token's Secret is not in both pod templates"
-[ "$(grep -c 'subPath: "hetps.token"' "$T/all.yaml")" = 2 ] || fail "the token is not mounted as its file"
-ok "namespace, name, GPUs, port, storage, token"
+grep -q 'token' "$T/all.yaml" && fail "a token is mounted though none exists"
+sed 's|"mode": "sync",|"mode": "sync", "token_file": "/run/secrets/hetps.token",|' "$T/gpu.json" > "$T/token.json"
+"$BIN/hetps" k8s --name mnist "$T/token.json" > "$T/tok.yaml" 2> "$T/err.txt" && fail "a cluster file with a token_file was taken"
+grep -q 'hetps.token_file.*is not supported' "$T/err.txt" || { cat "$T/err.txt"; fail "the token_file refusal does not name the key"; }
+ok "namespace, name, GPUs, port, storage; token_file refused by name"
 
 # 2b. a GPU server beside CPU workers: an Indexed Job per kind of worker
 cat > "$T/mixed.json" <<'JSON'

@@ -191,10 +191,9 @@ static const struct bad {
       "hetps.workers[0].devices", "\"gpu:x\" is not a device", 1 },
     { "{" CL ", \"hetps\": {\"workers\": [{\"device\": \"cpu\"}]}}",
       "hetps.workers[0].device", "did you mean \"devices\"", 1 },
-    { "{" CL ", \"hetps\": {\"token_file\": 5}}", "hetps.token_file",
-      "must be a string", 1 },
-    { "{" CL ", \"hetps\": {\"token_file\": \"\"}}", "hetps.token_file",
-      "is empty", 1 },
+    { "{" CL ", \"hetps\": {\"token_file\": \"/run/secrets/t\"}}",
+      "hetps.token_file", "is not supported: each task proves who it is "
+      "with its certificate", 1 },
     { "{" CL ", \"clustr\": {}}", "clustr", "did you mean \"cluster\"", 1 },
 };
 
@@ -317,8 +316,7 @@ static void test_plain_file(void)
                "  \"task\":    { \"type\": \"worker\", \"index\": 0 },\n"
                "  \"hetps\":   { \"workers\": [ { \"devices\": \"gpu:0,gpu:1\" "
                "}, { \"devices\": \"cpu\" } ],\n"
-               "               \"mode\": \"sync\", \"token_file\": "
-               "\"/run/secrets/hetps.token\",\n"
+               "               \"mode\": \"sync\",\n"
                "               \"certs\": \"/run/secrets/hetps\" }\n"
                "}\n");
     CU_ASSERT_EQUAL_FATAL(hc_cluster_load_file(path, &c, &d), HC_OK);
@@ -343,7 +341,6 @@ static void test_plain_file(void)
     CU_ASSERT_EQUAL(c.task_index, 0);
     CU_ASSERT_EQUAL(c.mode, HC_MODE_SYNC);
     CU_ASSERT_EQUAL(c.backup_workers, 0);
-    CU_ASSERT_STRING_EQUAL(c.token_file, "/run/secrets/hetps.token");
     CU_ASSERT(c.id != 0);
     hc_cluster_free(&c);
     CU_ASSERT_PTR_NULL(c.ps);
@@ -532,8 +529,7 @@ static void test_hetps_block(void)
         { "{\"mode\": \"ssp:4\", \"staleness\": 4}", HC_MODE_SSP, 4, 0, "auto",
           "auto" },
         { "{\"workers\": [{\"devices\": \" gpu:0 , gpu:1\"}, {\"devices\": "
-          "\"cpu:4\"}], \"mode\": \"sync\", \"backup_workers\": 1, "
-          "\"token_file\": \"/t\"}", HC_MODE_SYNC, 0, 1, "gpu:0,gpu:1",
+          "\"cpu:4\"}], \"mode\": \"sync\", \"backup_workers\": 1}", HC_MODE_SYNC, 0, 1, "gpu:0,gpu:1",
           "cpu:4" },
         { "{\"workers\": [{\"devices\": \"cpu,gpu:0\"}]}", HC_MODE_ASYNC, 0,
           0, "cpu,gpu:0", "auto" },

@@ -83,8 +83,6 @@ static void k8s_usage(FILE *f)
 "                          gives it to the pod's processes (default 1000)\n"
 "  -- WORKER_ARG...        more hetps-worker flags (e.g. --epochs 10)\n"
 "\n"
-"With a \"token_file\" in the cluster, every pod mounts the Secret NAME-token\n"
-"(its key: the token file's name) as that file.\n"
 "Unless the cluster is \"insecure\", every pod mounts the Secret NAME-certs\n"
 "at /run/secrets/hetps (HETPS_CERTS): the CA and every task's certificate,\n"
 "made for the pods' DNS names by --certs DIR (then: kubectl create secret\n"
@@ -315,25 +313,15 @@ static void pod_labels(FILE *f, const struct k8s_conf *k, const char *job,
             k->name, indent, "", job);
 }
 
-/* The volume mounts every pod has: the cluster, and the token file from
- * the Secret NAME-token (its key: the file's name) when the cluster has
- * one, mounted as that one file (subPath), hiding nothing beside it. */
+/* The volume mounts every pod has: the cluster, and the certificates
+ * unless the cluster is insecure. */
 static void common_mounts(FILE *f, const struct hc_cluster *c)
 {
-    const char *slash = strrchr(c->token_file, '/');
-
     fprintf(f, "        - name: cluster\n          mountPath: %s\n"
             "          readOnly: true\n", CONF_DIR);
     if (!c->insecure)
         fprintf(f, "        - name: certs\n          mountPath: " CERTS_DIR
                 "\n          readOnly: true\n");
-    if (c->token_file[0]) {
-        fprintf(f, "        - name: token\n          mountPath: ");
-        yq(f, c->token_file);
-        fprintf(f, "\n          subPath: ");
-        yq(f, slash ? slash + 1 : c->token_file);
-        fprintf(f, "\n          readOnly: true\n");
-    }
 }
 
 static void common_volumes(FILE *f, const struct k8s_conf *k,
@@ -341,9 +329,6 @@ static void common_volumes(FILE *f, const struct k8s_conf *k,
 {
     fprintf(f, "      volumes:\n      - name: cluster\n        configMap:\n"
             "          name: %s-cluster\n", k->name);
-    if (c->token_file[0])
-        fprintf(f, "      - name: token\n        secret:\n"
-                "          secretName: %s-token\n", k->name);
     if (!c->insecure)
         fprintf(f, "      - name: certs\n        secret:\n"
                 "          secretName: %s-certs\n", k->name);
