@@ -678,13 +678,16 @@ static int run_sync(struct run *r)
     return HC_OK;
 }
 
-/* The chief, at the end: the final weights, once every worker is done. */
+/* The chief, at the end: the final weights, once every worker is done —
+ * the job's last line whatever its number of workers. The workers the job
+ * has now count, not those it started with: one that joined mid-job is
+ * waited for like the others. */
 static int final_eval(struct run *r)
 {
     double t_end = hc_now_s() + 600, vl, va;
-    int waited = 0, rv;
+    int waited = 0, rv, others = others_in_job(r);
 
-    while (!others_done(r->pc, r->c->cluster, r->c->worker) && hc_now_s() < t_end &&
+    while (others && !others_done(r->pc, r->c->cluster, r->c->worker) && hc_now_s() < t_end &&
            !(r->c->stop && *r->c->stop)) {
         if (!waited++)
             hc_info("waiting for the other workers to finish");
@@ -808,10 +811,7 @@ int wk_train(const struct wk_train_conf *c)
                 r.epochs, r.B, r.shard.n, r.train.n, c->worker,
                 c->cluster->n_worker);
     rv = sync ? run_sync(&r) : run_async(&r);
-    /* The workers the job has now, not those it started with: one that
-     * joined mid-job is waited for like the others. */
-    if (rv == HC_OK && r.do_eval && r.chief && !(c->stop && *c->stop) &&
-        others_in_job(&r))
+    if (rv == HC_OK && r.do_eval && r.chief && !(c->stop && *c->stop))
         rv = final_eval(&r);
 out:
     if (r.pc && joined) {

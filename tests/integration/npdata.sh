@@ -6,7 +6,8 @@
 # worker to exactly the val_accuracy of the IDX files; `hetps predict`
 # reads .npy images; bad arrays (float64 images, a shape the model does not
 # take, a label out of range, a negative label, a truncated file, an .npz
-# without x_test) are refused with a message naming the file.
+# without x_test) are refused with a message naming the file. The
+# one-worker job ends with the "Final weights" line, as a job of two does.
 . "$(dirname "$0")/lib.inc"
 need_data
 /usr/bin/python3 -c 'import numpy' 2>/dev/null || { echo "skipped: no python3-numpy"; exit 77; }
@@ -60,6 +61,14 @@ echo "val_accuracy: IDX $idx, .npz (stored uint8) $npz, .npz (deflated) $npzc, .
 [ -n "$idx" ] && awk -v a="$idx" 'BEGIN { exit !(a >= 0.8) }' || fail "the IDX run reached '$idx'"
 [ "$npz" = "$idx" ] && [ "$npzc" = "$idx" ] && [ "$npy" = "$idx" ] || fail "the arrays' accuracy differs from IDX's"
 ok "one epoch on .npz (stored, deflated) and .npy arrays: val_accuracy $idx, as on the IDX files"
+# A job of one worker ends with the line a job of two ends with, on the
+# same weights as its last epoch's figures.
+last=$(grep -v ' INFO \| WARN ' "$T/w-idx.log" | tail -1)
+case $last in
+"Final weights (all workers done): "*"val_accuracy: $idx") ;;
+*) fail "the one-worker job's last line is not its final weights at $idx: '$last'" ;;
+esac
+ok "a one-worker job's last line: $last"
 
 "$BIN/hetps" predict --model $MODEL --weights "$T/ck/epoch-001" --images "$T/xt.npy" --out "$T/p-npy.npy" > "$T/pred.txt" 2>&1 || { cat "$T/pred.txt"; fail "predict --images .npy"; }
 "$BIN/hetps" predict --model $MODEL --weights "$T/ck/epoch-001" --out "$T/p-idx.npy" > "$T/pred.txt" 2>&1 || { cat "$T/pred.txt"; fail "predict on IDX"; }
