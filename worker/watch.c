@@ -74,7 +74,7 @@ int wk_watch_open(struct wk_watch *w, const struct wk_watch_conf *c)
     fprintf(w->csv, "epoch,loss,accuracy,val_loss,val_accuracy,"
             "samples_per_s,seconds");
     for (i = 0; i < w->c.n_workers; i++)
-        fprintf(w->csv, ",worker_%d_samples_per_s", i);
+        fprintf(w->csv, ",worker_%d_compute_samples_per_s", i);
     fprintf(w->csv, "\n");
     fflush(w->csv);
     hc_info("summaries: %s (TensorBoard) and %s", hc_tfevents_path(w->tf),
@@ -212,7 +212,7 @@ static void write_summaries(struct wk_watch *w, const struct wk_watch_epoch *e)
         tags[n] = "epoch/val_accuracy", v[n++] = (float)s->val_acc;
     }
     for (k = 0; k < e->n_workers; k++) {
-        snprintf(names[3 * k], sizeof names[0], "worker_%d/samples_per_s", k);
+        snprintf(names[3 * k], sizeof names[0], "worker_%d/compute_samples_per_s", k);
         snprintf(names[3 * k + 1], sizeof names[0], "worker_%d/share", k);
         snprintf(names[3 * k + 2], sizeof names[0], "worker_%d/steps_behind",
                  k);

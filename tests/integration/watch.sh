@@ -67,7 +67,7 @@ for e in 1 2; do
     csv=$(awk -F, -v e=$e '$1 == e { printf "%.4f", $5 }' "$T/data/logs/training.csv")
     want=$(grep "^\[worker:0\] Epoch $e/2 .*val_accuracy" "$T/launch.log" | sed 's/.*val_accuracy: \([0-9.]*\).*/\1/')
     [ "$(printf '%.4f' "$acc")" = "$want" ] && [ "$csv" = "$want" ] || fail "epoch $e: event $acc, csv $csv, printed $want"
-    echo "$line" | grep -q 'worker_1/samples_per_s=[1-9]' || fail "epoch $e: no speed of worker:1"
+    echo "$line" | grep -q 'worker_1/compute_samples_per_s=[1-9]' || fail "epoch $e: no speed of worker:1"
 done
 ok "event file: framing, masked CRCs, file_version first, $nb step events, epoch val_accuracy = CSV = printed"
 

@@ -1,8 +1,9 @@
 /*
- * hetps_plot.c — `hetps plot LOGDIR -o run.png`: the curves of a run from
+ * plot.c — `hetps plot LOGDIR -o run.png`: the curves of a run from
  * the chief's LOGDIR/training.csv, drawn by gnuplot (Debian's gnuplot-nox)
  * into one PNG of three panels: loss per epoch (train and test), accuracy
- * per epoch (train and test), and samples/s per epoch of each worker.
+ * per epoch (train and test), and samples/s per epoch: the chief's epoch
+ * lines' (computing and push-and-pull) and each worker's computing alone.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -123,14 +124,14 @@ int hetps_cmd_plot(int argc, char **argv)
             "set title 'accuracy'\nset key bottom right\n"
             "plot '%s' using 1:3 with linespoints lw 2 title 'train', "
             "'' using 1:5 with linespoints lw 2 title 'test (val)'\n"
-            "set title 'samples/s per worker'\nset key bottom right\n"
+            "set title 'samples/s'\nset key bottom right\n"
             "set yrange [0:*]\n"
-            "plot ", out, csv, csv, csv);
+            "plot '%s' using 1:6 with linespoints lw 2 "
+            "title 'worker:0, its epoch lines (computing and push-and-pull)'",
+            out, csv, csv, csv, csv);
     for (k = 7; k < n_cols; k++)
-        fprintf(g, "%s'%s' using 1:%d with linespoints lw 2 title 'worker:%d'",
-                k > 7 ? ", " : "", csv, k + 1, k - 7);
-    if (n_cols <= 7)
-        fprintf(g, "'%s' using 1:6 with linespoints lw 2 title 'chief'", csv);
+        fprintf(g, ", '%s' using 1:%d with linespoints lw 2 "
+                "title 'worker:%d computing only'", csv, k + 1, k - 7);
     fprintf(g, "\nunset multiplot\n");
     status = pclose(g);
     if (status != 0) {
