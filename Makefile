@@ -17,8 +17,7 @@
 #
 # Sources are found by wildcard: common/*.c make libcommon, ps/*.c libps,
 # worker/*.c libworker (each main.c excepted), worker/hetps/*.c the front
-# door bin/hetps (with common/hetps*.c, the commands not yet moved there),
-# tests/unit/test_*.c one CUnit program each, tests/tools/*.c one helper
+# door bin/hetps, tests/unit/test_*.c one CUnit program each, tests/tools/*.c one helper
 # program each.
 
 CC       ?= cc
@@ -73,8 +72,8 @@ endif
 PROTOS     := $(wildcard proto/*.proto)
 PROTO_C    := $(patsubst proto/%.proto,$(GEN)/%.pb-c.c,$(PROTOS))
 PROTO_H    := $(PROTO_C:.c=.h)
-COMMON_SRC := $(filter-out common/hetps%.c,$(wildcard common/*.c)) $(PROTO_C)
-HETPS_SRC  := $(wildcard worker/hetps/*.c common/hetps*.c)
+COMMON_SRC := $(wildcard common/*.c) $(PROTO_C)
+HETPS_SRC  := $(wildcard worker/hetps/*.c)
 PS_SRC     := $(filter-out ps/main.c,$(wildcard ps/*.c))
 WORKER_SRC := $(filter-out worker/main.c,$(wildcard worker/*.c))
 TEST_SRC   := $(wildcard tests/unit/test_*.c)
