@@ -287,11 +287,13 @@ static void cuda_free(struct wk_backend *be, void *p)
     wk_cu_fail(be, cudaFree(p), "cudaFree", NULL);
 }
 
-/* Host ↔ device through the pinned staging buffer, chunk by chunk. */
+/* Host ↔ device: straight from page-locked host memory (both ends of the
+ * range in it), else through the pinned staging buffer, chunk by chunk. */
 static int cuda_transfer(struct wk_backend *be, void *dst, const void *src,
                          size_t bytes, int to_device)
 {
     struct cuda_ctx *c = cu_ctx(be);
+    const char *host = (const char *)(to_device ? src : dst);
     size_t off, n;
     int rv;
 
@@ -299,6 +301,18 @@ static int cuda_transfer(struct wk_backend *be, void *dst, const void *src,
         return HC_OK;
     if ((rv = wk_cu_enter(be)))
         return fail_now(be, rv);
+    if (wk_cuda_host_pinned(host) && wk_cuda_host_pinned(host + bytes - 1)) {
+        rv = wk_cu_fail(be, cudaMemcpyAsync(dst, src, bytes, to_device ?
+                                            cudaMemcpyHostToDevice :
+                                            cudaMemcpyDeviceToHost,
+                                            c->stream),
+                        to_device ? "cudaMemcpyAsync (upload)" :
+                                    "cudaMemcpyAsync (download)", NULL);
+        if (!rv)
+            rv = wk_cu_fail(be, cudaStreamSynchronize(c->stream),
+                            "cudaStreamSynchronize", NULL);
+        return rv ? fail_now(be, rv) : HC_OK;
+    }
     for (off = 0; off < bytes; off += n) {
         n = bytes - off < c->stage_bytes ? bytes - off : c->stage_bytes;
         if (to_device) {
@@ -471,4 +485,36 @@ fail:
     rv = hc_err_set(rv, "%s", c->msg);
     cuda_destroy(be);
     return rv;
+}
+
+extern "C" void *wk_cuda_host_alloc(size_t bytes)
+{
+    void *p = NULL;
+
+    if (!bytes || !wk_cuda_device_count())
+        return NULL;
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+        cudaGetLastError();     /* not sticky: clear it for later calls */
+        return NULL;
+    }
+    return p;
+}
+
+extern "C" int wk_cuda_host_pinned(const void *p)
+{
+    struct cudaPointerAttributes a;
+
+    if (!p || !wk_cuda_device_count())
+        return 0;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return a.type == cudaMemoryTypeHost;
+}
+
+extern "C" void wk_cuda_host_free(void *p)
+{
+    if (p && cudaFreeHost(p) != cudaSuccess)
+        cudaGetLastError();
 }

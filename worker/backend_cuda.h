@@ -43,6 +43,21 @@ int wk_cuda_device_info(int device, char *name, size_t len, size_t *mem_bytes,
  * HC_ERR_NOMEM, HC_ERR_DEVICE. Free with wk_backend_free. */
 int wk_backend_cuda_new(int device, struct wk_backend **out);
 
+/* Page-locked host memory of `bytes` bytes, usable by every GPU of the
+ * process (cudaHostAlloc, portable): a backend's upload and download copy
+ * straight from and to it at the bus's speed, where pageable memory goes
+ * through the backend's staging buffer (a memcpy more, and no overlap).
+ * NULL when CUDA refuses (no device, or the memory cannot be locked): the
+ * caller falls back to malloc. Free with wk_cuda_host_free. */
+void *wk_cuda_host_alloc(size_t bytes);
+
+/* 1 when p is memory of wk_cuda_host_alloc (or otherwise page-locked for
+ * CUDA), 0 when it is plain host memory. */
+int wk_cuda_host_pinned(const void *p);
+
+/* Free memory of wk_cuda_host_alloc; NULL is ignored. */
+void wk_cuda_host_free(void *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -31,6 +32,9 @@ int wk_backend_cuda_available(void)
 #define HAVE_CUDA 0
 #define wk_cuda_device_info(d, n, l, m, a, b) HC_ERR_UNSUPPORTED
 #define wk_backend_cuda_new(d, o) HC_ERR_UNSUPPORTED
+#define wk_cuda_host_alloc(n) NULL
+#define wk_cuda_host_pinned(p) ((void)(p), 0)
+#define wk_cuda_host_free(p) ((void)(p))
 
 int wk_backend_cuda_available(void)
 {
@@ -292,4 +296,28 @@ const char *wk_devices_str(const struct wk_devices *devs, char *buf,
         used += (size_t)k;
     }
     return buf;
+}
+
+void *wk_devices_host_alloc(const struct wk_devices *devs, size_t bytes)
+{
+    void *p = NULL;
+    int i;
+
+    for (i = 0; HAVE_CUDA && devs && i < devs->n && !p; i++)
+        if (devs->dev[i].kind == WK_DEV_GPU)
+            p = wk_cuda_host_alloc(bytes);
+    return p ? p : malloc(bytes);
+}
+
+int wk_devices_host_pinned(const void *p)
+{
+    return HAVE_CUDA && wk_cuda_host_pinned(p);
+}
+
+void wk_devices_host_free(void *p)
+{
+    if (wk_devices_host_pinned(p))
+        wk_cuda_host_free(p);
+    else
+        free(p);
 }

@@ -86,6 +86,25 @@ int wk_backend_cuda_available(void);
 int wk_backend_open(const struct wk_device *d, int blas_threads,
                     struct wk_backend **out);
 
+/*
+ * Host memory for what moves between the host and devs's devices (the
+ * parameters uploaded each step, the gradients downloaded): page-locked
+ * when devs has a GPU, so that the copies run at the bus's speed (an 80 MB
+ * upload on an H200: 1.5 ms pinned, 4.6 ms pageable), else plain malloc —
+ * also when the GPU's driver refuses to lock it (the copies stay right,
+ * through the backend's staging buffer, only slower). Not zeroed. NULL when
+ * out of memory. Free with wk_devices_host_free.
+ */
+void *wk_devices_host_alloc(const struct wk_devices *devs, size_t bytes);
+
+/* Free memory of wk_devices_host_alloc, whichever kind it got; NULL is
+ * ignored. */
+void wk_devices_host_free(void *p);
+
+/* 1 when p is page-locked host memory (wk_devices_host_alloc's on a GPU),
+ * 0 for plain host memory, NULL, or a build without CUDA. */
+int wk_devices_host_pinned(const void *p);
+
 /* Print the devices this build and machine have, one a line: the CPU, then
  * each GPU (name, memory, compute capability) or why there is none. */
 void wk_devices_list(FILE *f);

@@ -483,7 +483,8 @@ int wk_replicas_new(const struct hc_model *m, const struct wk_devices *devs,
         }
         d->gout = NULL;
         if (i > 0) {
-            if (!(d->grads = malloc(r->n_params * sizeof *d->grads))) {
+            if (!(d->grads = wk_devices_host_alloc(devs, r->n_params *
+                                                        sizeof *d->grads))) {
                 rv = hc_err_set(HC_ERR_NOMEM, "%s: out of memory for "
                                 "gradients", devs->dev[i].name);
                 goto fail;
@@ -578,7 +579,7 @@ void wk_replicas_free(struct wk_replicas *r)
     }
     for (i = 0; i < r->n; i++) {
         wk_net_free(r->dev[i].net);
-        free(r->dev[i].grads);
+        wk_devices_host_free(r->dev[i].grads);
     }
     free(r);
 }

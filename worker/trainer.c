@@ -758,11 +758,14 @@ int wk_train(const struct wk_train_conf *c)
         hc_info("devices %s: %s", devstr,
                 wk_replicas_is_placed(r.rep) ? "layers placed as the model "
                 "file says" : "mirrored, batch split by measured speed");
-    r.params = malloc(m->n_params * sizeof *r.params);
-    r.grads = malloc(m->n_params * sizeof *r.grads);
+    /* What is uploaded and downloaded each step: page-locked on a GPU. */
+    r.params = wk_devices_host_alloc(&r.devs, m->n_params * sizeof *r.params);
+    r.grads = wk_devices_host_alloc(&r.devs, m->n_params * sizeof *r.grads);
     if (c->overlap) {
-        r.params_alt = malloc(m->n_params * sizeof *r.params_alt);
-        r.grads_alt = malloc(m->n_params * sizeof *r.grads_alt);
+        r.params_alt = wk_devices_host_alloc(&r.devs, m->n_params *
+                                                      sizeof *r.params_alt);
+        r.grads_alt = wk_devices_host_alloc(&r.devs, m->n_params *
+                                                     sizeof *r.grads_alt);
     }
     r.x = malloc((size_t)r.max_batch * wk_replicas_input_size(r.rep) *
                  sizeof *r.x);
@@ -826,10 +829,10 @@ out:
             rv = lrv;
     }
     pc_close(r.pc);
-    free(r.params);
-    free(r.grads);
-    free(r.params_alt);
-    free(r.grads_alt);
+    wk_devices_host_free(r.params);
+    wk_devices_host_free(r.grads);
+    wk_devices_host_free(r.params_alt);
+    wk_devices_host_free(r.grads_alt);
     free(r.x);
     free(r.y);
     wk_replicas_free(r.rep);

@@ -9,14 +9,19 @@
  * by each device's measured speed (replica.h) and the devices run at once.
  *
  *   step_gpu [--device LIST] [--batch B] [--steps N] [--model FILE]
+ *            [--pageable]
  *
  * LIST is a device list as the worker takes it (device.h): "gpu:0",
  * "gpu:0,gpu:1", "cpu", "cpu:0,cpu:1"; --devices is the same option. Each
  * CPU device gets 1 OpenBLAS thread. Defaults: gpu:0, batch 64, 200 steps,
  * deploy/models/fashion_cnn.json. 10 warm-up steps (the replicas measure
- * each device's speed there), then N timed ones. Prints
- *   hetps-gpu: LIST batch B: S samples/s
- * (LIST as given), for several devices followed by the slices of the last
+ * each device's speed there), then N timed ones. The parameters and the
+ * gradients live in host memory as the trainer's do (wk_devices_host_alloc:
+ * page-locked when a GPU is in the list); --pageable takes plain malloc
+ * memory instead, to see what locking it saves. Prints
+ *   hetps-gpu: LIST batch B: S samples/s, T ms a step
+ * (LIST as given; ", pageable host buffers" with --pageable), for several
+ * devices followed by the slices of the last
  * step, " (mirrored, split 128+128)", or by " (placed)" when the model
  * file places its layers. Exits 1 with a message on any error (no CUDA
  * device included).
@@ -75,6 +80,7 @@ int main(int argc, char **argv)
         {"batch", required_argument, NULL, 'b'},
         {"steps", required_argument, NULL, 's'},
         {"model", required_argument, NULL, 'm'},
+        {"pageable", no_argument, NULL, 'P'},
         {NULL, 0, NULL, 0},
     };
     const char *device = "gpu:0", *model = "deploy/models/fashion_cnn.json";
@@ -83,6 +89,7 @@ int main(int argc, char **argv)
     struct wk_replicas *rep = NULL;
     float *params = NULL, *grads = NULL, *x = NULL;
     int *labels = NULL, batch = 64, steps = 200, c, i, status = 1;
+    int pageable = 0;
     size_t nin, k;
     double t0 = 0.0, dt, loss;
     char mode[WK_MAX_DEVICES * 8 + 32];
@@ -93,9 +100,10 @@ int main(int argc, char **argv)
         case 'b': batch = atoi(optarg); break;
         case 's': steps = atoi(optarg); break;
         case 'm': model = optarg; break;
+        case 'P': pageable = 1; break;
         default:
             fprintf(stderr, "usage: step_gpu [--device LIST] [--batch B] "
-                            "[--steps N] [--model FILE]\n");
+                            "[--steps N] [--model FILE] [--pageable]\n");
             return 2;
         }
     }
@@ -108,8 +116,11 @@ int main(int argc, char **argv)
         wk_replicas_open(m, &devs, batch, &rep))
         goto out;
     nin = wk_replicas_input_size(rep);
-    params = malloc(m->n_params * sizeof *params);
-    grads = malloc(m->n_params * sizeof *grads);
+    /* As the trainer has them (page-locked on a GPU), or --pageable. */
+    params = pageable ? malloc(m->n_params * sizeof *params)
+                      : wk_devices_host_alloc(&devs, m->n_params * sizeof *params);
+    grads = pageable ? malloc(m->n_params * sizeof *grads)
+                     : wk_devices_host_alloc(&devs, m->n_params * sizeof *grads);
     x = malloc((size_t)batch * nin * sizeof *x);
     labels = malloc((size_t)batch * sizeof *labels);
     if (!params || !grads || !x || !labels) {
@@ -129,16 +140,18 @@ int main(int argc, char **argv)
             goto out;
     }
     dt = now_s() - t0;
-    printf("hetps-gpu: %s batch %d: %.0f samples/s%s\n", device, batch,
-           (double)steps * batch / dt, mode_str(rep, mode, sizeof mode));
+    printf("hetps-gpu: %s batch %d: %.0f samples/s, %.2f ms a step%s%s\n",
+           device, batch, (double)steps * batch / dt, dt / steps * 1e3,
+           pageable ? ", pageable host buffers" : "",
+           mode_str(rep, mode, sizeof mode));
     status = 0;
 out:
     if (status)
         fprintf(stderr, "step_gpu: %s\n", hc_err_msg());
     wk_replicas_free(rep);
+    wk_devices_host_free(params);
+    wk_devices_host_free(grads);
     wk_devices_close(&devs);
-    free(params);
-    free(grads);
     free(x);
     free(labels);
     free(m);

@@ -141,11 +141,14 @@ fi
 MLP=deploy/models/fashion_mlp_20m.json
 say "== the 20 M-parameter MLP ($MLP, 80 MB of parameters), batch 64"
 if [ "$n_gpu" -ge 1 ]; then
-    for b in 64 1024; do
-        r=$(capped 40 "$B/bench/step_gpu" --device gpu:0 --model "$MLP" --batch "$b" --steps 30 2>&1 | tail -1)
+    # The step with the host buffers page-locked (as the trainer has them)
+    # and with plain pageable ones.
+    for a in "64" "64 --pageable" "1024" "1024 --pageable"; do
+        set -- $a
+        r=$(capped 40 "$B/bench/step_gpu" --device gpu:0 --model "$MLP" --batch "$1" --steps 30 ${2:-} 2>&1 | tail -1)
         case $r in
         hetps-gpu:*) say "  step: $r" ;;
-        *) say "  step gpu:0 batch $b: FAILED: ${r:-timed out}" ;;
+        *) say "  step gpu:0 batch $1${2:+ $2}: FAILED: ${r:-timed out}" ;;
         esac
     done
     # Jobs: parameter servers and workers on this machine (big.sh), 40 steps.

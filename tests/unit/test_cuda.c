@@ -130,6 +130,56 @@ static void cmp(struct pair *p, const char *what, const float *d,
     free(h);
 }
 
+/* ---- host memory ---- */
+
+/* Uploads and downloads from page-locked memory (wk_devices_host_alloc
+ * with a GPU: straight copies) and from plain malloc memory (through the
+ * staging buffer, in chunks: 20 MiB and 3 floats crosses its 8 MiB) give
+ * the same bytes, bit for bit. */
+static void test_host_memory(void)
+{
+    const size_t n = (20u << 20) / sizeof(float) + 3, bytes = n * sizeof(float);
+    struct wk_devices gpu = {0};
+    float *pinned, *plain, *back_pinned, *back_plain;
+    void *d = NULL;
+    struct pair p;
+    size_t i;
+
+    if (!pair_open(&p))
+        HP_SKIP("no CUDA device");
+    gpu.n = 1;
+    gpu.dev[0] = (struct wk_device){"gpu:0", WK_DEV_GPU, 0, p.gpu};
+    pinned = wk_devices_host_alloc(&gpu, bytes);
+    back_pinned = wk_devices_host_alloc(&gpu, bytes);
+    plain = malloc(bytes);
+    back_plain = malloc(bytes);
+    CU_ASSERT_FATAL(pinned && back_pinned && plain && back_plain);
+    CU_ASSERT_EQUAL(wk_devices_host_pinned(pinned), 1);
+    CU_ASSERT_EQUAL(wk_devices_host_pinned(pinned + n - 1), 1);
+    CU_ASSERT_EQUAL(wk_devices_host_pinned(plain), 0);
+    for (i = 0; i < n; i++)
+        pinned[i] = plain[i] = (float)i * 0.5f - 7.0f;
+    CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, bytes, &d), HC_OK);
+    CU_ASSERT_EQUAL(wk_be_upload(p.gpu, d, pinned, bytes), HC_OK);
+    CU_ASSERT_EQUAL(wk_be_download(p.gpu, back_plain, d, bytes), HC_OK);
+    CU_ASSERT_EQUAL(memcmp(back_plain, plain, bytes), 0);
+    wk_be_scale(p.gpu, d, n, 2.0f);
+    CU_ASSERT_EQUAL(wk_be_check(p.gpu), HC_OK);
+    CU_ASSERT_EQUAL(wk_be_download(p.gpu, back_pinned, d, bytes), HC_OK);
+    for (i = 0; i < n && back_pinned[i] == 2.0f * plain[i]; i++)
+        ;
+    CU_ASSERT_EQUAL(i, n);
+    CU_ASSERT_EQUAL(wk_be_upload(p.gpu, d, plain, bytes), HC_OK);
+    CU_ASSERT_EQUAL(wk_be_download(p.gpu, back_pinned, d, bytes), HC_OK);
+    CU_ASSERT_EQUAL(memcmp(back_pinned, pinned, bytes), 0);
+    wk_be_free(p.gpu, d);
+    wk_devices_host_free(pinned);
+    wk_devices_host_free(back_pinned);
+    free(plain);
+    free(back_plain);
+    pair_close(&p);
+}
+
 /* ---- ops ---- */
 
 static void test_blas(void)
@@ -666,6 +716,7 @@ void hp_test_register(void)
         const char *name;
         CU_TestFunc fn;
     } t[] = {
+        {"host memory: pinned and pageable copies", test_host_memory},
         {"sgemm (transposes, ld, alpha, beta, k = 0)", test_blas},
         {"fill, scale, axpy, copy, reduce", test_blas1_reduce},
         {"im2col, col2im, maxpool forward/backward", test_conv_pool},
