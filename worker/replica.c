@@ -19,9 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
 #include "clock.h"
+#include "err.h"
+#include "log.h"
 #include "nn.h"
+#include "share.h"
 
 #define SPEED_EMA 0.3           /* weight of the newest measurement */
 
@@ -63,6 +65,9 @@ struct wk_replicas {
     uint64_t seed, steps;
     /* split */
     int fixed;                  /* set_split weights in force */
+    struct wk_share share;      /* together, or the fastest alone */
+    int no_share;               /* wk_replicas_set_share(r, 0) */
+    int solo;                   /* the next job's: WK_SHARE_ALL or a device */
     double weight[WK_MAX_DEVICES];
     int split[WK_MAX_DEVICES];  /* of the last job */
     /* hand-off */
@@ -117,7 +122,8 @@ static void split_batch(const double *w, int n, int B, int *c)
     }
 }
 
-/* The weights of the next split: fixed, measured speeds, or equal. */
+/* The weights of the next split: fixed, the one device that runs alone,
+ * measured speeds, or equal. */
 static void split_weights(const struct wk_replicas *r, double *w)
 {
     int i, measured = 1;
@@ -125,7 +131,9 @@ static void split_weights(const struct wk_replicas *r, double *w)
     for (i = 0; i < r->n; i++)
         measured &= r->dev[i].speed > 0.0;
     for (i = 0; i < r->n; i++)
-        w[i] = r->fixed ? r->weight[i] : measured ? r->dev[i].speed : 1.0;
+        w[i] = r->fixed ? r->weight[i]
+             : r->solo != WK_SHARE_ALL ? (i == r->solo)
+             : measured ? r->dev[i].speed : 1.0;
 }
 
 int wk_replicas_split(const struct wk_replicas *r, int B, int *counts)
@@ -296,16 +304,76 @@ static void update_speeds(struct wk_replicas *r)
     }
 }
 
+/* The devices' gradients into grads, weighted by samples; one device's
+ * alone is copied (device 0's is there already). */
+static void reduce_grads(struct wk_replicas *r, float *grads, int B)
+{
+    int i, n = 0;
+    const float *src[WK_MAX_DEVICES];
+    double w[WK_MAX_DEVICES];
+    size_t j;
+
+    for (i = 0; i < r->n; i++)
+        if (r->dev[i].count) {
+            src[n] = i ? r->dev[i].grads : grads;
+            w[n++] = r->dev[i].count;
+        }
+    if (n == 1) {
+        if (src[0] != grads)
+            memcpy(grads, src[0], r->n_params * sizeof *grads);
+        return;
+    }
+    for (j = 0; j < r->n_params; j++) {
+        double acc = 0.0;
+
+        for (i = 0; i < n; i++)
+            acc += w[i] * (double)src[i][j];
+        grads[j] = (float)(acc / B);
+    }
+}
+
+/* Mirrored, balanced by measure: choose the next step's arrangement
+ * (share.h), and after it say when that changed. */
+static void share_begin(struct wk_replicas *r)
+{
+    double speed[WK_MAX_DEVICES];
+    int i;
+
+    if (r->placed || r->fixed || r->no_share || r->n < 2)
+        return;
+    for (i = 0; i < r->n; i++)
+        speed[i] = r->dev[i].speed;
+    r->solo = wk_share_next(&r->share, speed, r->n);
+}
+
+static void share_end(struct wk_replicas *r, double seconds, int B)
+{
+    char list[256];
+
+    if (r->placed || r->fixed || r->no_share || r->n < 2 ||
+        !wk_share_done(&r->share, seconds, B))
+        return;
+    wk_devices_str(r->devs, list, sizeof list);
+    if (r->share.cur == WK_SHARE_ALL)
+        hc_info("devices %s: together again (%.1f us a sample): every one "
+                "gets a share", list, r->share.cost * 1e6);
+    else
+        hc_info("devices %s: %s alone is faster (%.1f us a sample): the "
+                "others get no share until it pays again (tried every %ld "
+                "steps at most)", list, r->devs->dev[r->share.cur].name,
+                r->share.cost * 1e6, r->share.every);
+}
+
 int wk_replicas_step(struct wk_replicas *r, const float *params,
                      const float *x, const int *labels, const float *targets,
                      int B, float *grads, double *loss_mean, int *correct)
 {
-    double loss = 0.0;
+    double loss = 0.0, t0 = hc_now_s();
     int i, hits = 0, rv;
-    size_t j;
 
     if (!grads)
         return hc_err_set(HC_ERR_INVAL, "wk_replicas_step: grads is NULL");
+    share_begin(r);
     if ((rv = set_job(r, JOB_STEP, params, x, labels, targets, B,
                       "wk_replicas_step")))
         return rv;
@@ -317,24 +385,9 @@ int wk_replicas_step(struct wk_replicas *r, const float *params,
     if (rv)
         return rv;
     update_speeds(r);
-    if (!r->placed && r->n > 1) {
-        int n = 0;
-        const float *src[WK_MAX_DEVICES];
-        double w[WK_MAX_DEVICES];
-
-        for (i = 0; i < r->n; i++)
-            if (r->dev[i].count) {
-                src[n] = i ? r->dev[i].grads : grads;
-                w[n++] = r->dev[i].count;
-            }
-        for (j = 0; j < r->n_params; j++) {
-            double acc = 0.0;
-
-            for (i = 0; i < n; i++)
-                acc += w[i] * (double)src[i][j];
-            grads[j] = (float)(acc / B);
-        }
-    }
+    if (!r->placed && r->n > 1)
+        reduce_grads(r, grads, B);
+    share_end(r, hc_now_s() - t0, B);
     for (i = 0; i < (r->placed ? 1 : r->n); i++) {
         loss += r->dev[i].loss_sum;
         hits += r->dev[i].correct;
@@ -354,6 +407,7 @@ int wk_replicas_predict(struct wk_replicas *r, const float *params,
     double loss = 0.0;
     int i, hits = 0, rv;
 
+    r->solo = r->share.cur;     /* the arrangement in force, never a try */
     if ((rv = set_job(r, JOB_PREDICT, params, x, labels, targets, B,
                       "wk_replicas_predict")) ||
         (rv = run_all(r)))
@@ -376,6 +430,7 @@ int wk_replicas_outputs(struct wk_replicas *r, const float *params,
 
     if (!out)
         return hc_err_set(HC_ERR_INVAL, "wk_replicas_outputs: out is NULL");
+    r->solo = r->share.cur;
     if ((rv = set_job(r, JOB_OUTPUTS, params, x, NULL, NULL, B,
                       "wk_replicas_outputs")))
         return rv;
@@ -425,6 +480,8 @@ static struct wk_replicas *alloc_replicas(const struct hc_model *m,
         r->dev[i].r = r;
         r->dev[i].slowdown = 1.0;
     }
+    wk_share_init(&r->share);
+    r->solo = WK_SHARE_ALL;
     return r;
 }
 
@@ -650,6 +707,13 @@ int wk_replicas_set_split(struct wk_replicas *r, const int *counts)
         r->weight[i] = counts[i];
     r->fixed = 1;
     return HC_OK;
+}
+
+void wk_replicas_set_share(struct wk_replicas *r, int on)
+{
+    r->no_share = !on;
+    wk_share_init(&r->share);
+    r->solo = WK_SHARE_ALL;
 }
 
 int wk_replicas_set_slowdown(struct wk_replicas *r, int dev, double factor)

@@ -21,7 +21,11 @@
  *
  * Splitting. Each device's speed is an exponential moving average of its
  * own samples/s over training steps (weight 0.3 for the newest). Until
- * every device has been measured the split is equal. Slice sizes are the
+ * every device has been measured the split is equal. When the fastest
+ * device alone is faster than all of them together (a device with a fixed
+ * cost its share does not pay for: a CPU beside a GPU), it takes the whole
+ * batch and the others none until a later try shows they pay again
+ * (worker/share.h, wk_replicas_set_share). Slice sizes are the
  * largest-remainder rounding of B · w_i / Σ w (ties to the lower device
  * index), every device with w_i > 0 getting at least one sample when B is
  * at least their number — deterministic for given weights.
@@ -136,6 +140,16 @@ int wk_replicas_split(const struct wk_replicas *r, int B, int *counts);
  * counts. No effect in placed mode.
  */
 int wk_replicas_set_split(struct wk_replicas *r, const int *counts);
+
+/*
+ * Measured balancing (no fixed split) also asks whether the devices are
+ * faster together than the fastest alone, timing whole steps and trying
+ * the other arrangement now and then (worker/share.h): a device whose
+ * share does not pay for its fixed cost gets none until it would. on = 0
+ * turns that off — every device always gets its share by speed (tests of
+ * the proportional split); 1 (the default) turns it on again.
+ */
+void wk_replicas_set_share(struct wk_replicas *r, int on);
 
 /* For tests: device dev sleeps (factor − 1) × its compute time after each
  * slice, so it looks factor times slower. factor ≥ 1 (1 = off).

@@ -599,7 +599,9 @@ static void test_split_rule(void)
     fx_close(&f);
 }
 
-/* One device made 3× slower ends up with about a quarter of the batch. */
+/* One device made 3× slower ends up with about a quarter of the batch (the
+ * proportional split alone: whether together beats the faster alone is
+ * test_share_slow's, and on a busy machine either may). */
 static void test_balance(void)
 {
     struct wk_devices d;
@@ -612,6 +614,7 @@ static void test_balance(void)
     CU_ASSERT_EQUAL_FATAL(wk_devices_open("cpu:0,cpu:1", 1, &d), HC_OK);
     CU_ASSERT_EQUAL_FATAL(wk_replicas_new(&f.m, &d, 64, &r), HC_OK);
     CU_ASSERT_EQUAL(wk_replicas_set_slowdown(r, 1, 3.0), HC_OK);
+    wk_replicas_set_share(r, 0);
     wk_replicas_speeds(r, sp);
     CU_ASSERT(sp[0] == 0.0 && sp[1] == 0.0);
     CU_ASSERT_EQUAL(wk_replicas_split(r, 64, got), HC_OK);
@@ -634,6 +637,44 @@ static void test_balance(void)
      * times on a machine that may be busy with other work (seen: 11 to
      * 21); an equal split would be 32. */
     CU_ASSERT(late >= 8.0 && late <= 24.0);
+    wk_replicas_free(r);
+    wk_devices_close(&d);
+    fx_close(&f);
+}
+
+/* A device 20× slower than the other does not pay for its share: after the
+ * first try (steps 10 to 12) the other takes the whole batch, and the
+ * gradient is still the reference's; device 0 is the slow one, so the
+ * gradient comes from device 1's buffer. The fixed split of
+ * wk_replicas_set_split is never overruled. */
+static void test_share_slow(void)
+{
+    struct wk_devices d;
+    struct wk_replicas *r = NULL;
+    struct fx f;
+    int s, got[2], two[2] = {1, 1};
+
+    fx_open(&f, CNN_PATH, 5);
+    CU_ASSERT_EQUAL_FATAL(wk_devices_open("cpu:0,cpu:1", 1, &d), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(wk_replicas_new(&f.m, &d, MAX_B, &r), HC_OK);
+    CU_ASSERT_EQUAL(wk_replicas_set_slowdown(r, 0, 20.0), HC_OK);
+    printf("\n    split of 64 per step:");
+    for (s = 0; s < 16; s++) {
+        CU_ASSERT_EQUAL(wk_replicas_step(r, f.params, f.x, f.labels, NULL, 64,
+                                         f.g, NULL, NULL), HC_OK);
+        wk_replicas_last_split(r, got);
+        printf(" %d/%d", got[0], got[1]);
+    }
+    CU_ASSERT(got[0] == 0 && got[1] == 64);
+    check_against_ref("cnn cpu:0 20x slower, cpu:1 alone", &f, r, 64, 2,
+                      ROUNDED);
+    wk_replicas_last_split(r, got);
+    CU_ASSERT(got[0] == 0 && got[1] == 64);
+    CU_ASSERT_EQUAL(wk_replicas_set_split(r, two), HC_OK);
+    CU_ASSERT_EQUAL(wk_replicas_step(r, f.params, f.x, f.labels, NULL, 64,
+                                     f.g, NULL, NULL), HC_OK);
+    wk_replicas_last_split(r, got);
+    CU_ASSERT(got[0] == 32 && got[1] == 32);
     wk_replicas_free(r);
     wk_devices_close(&d);
     fx_close(&f);
@@ -1456,6 +1497,7 @@ void hp_test_register(void)
         {"mirrored fashion_mlp (dropout) = one device", test_mirrored_mlp},
         {"fixed uneven splits = one device", test_fixed_split},
         {"balancing with a 3x slower device", test_balance},
+        {"a 20x slower device gets no share", test_share_slow},
         {"step errors", test_step_errors},
         {"creation errors, threads start/stop", test_new_errors},
         {"placement = one device", test_placed},
