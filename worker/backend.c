@@ -7,6 +7,7 @@
 #include "backend.h"
 
 #include "err.h"
+#include "rng.h"
 
 int wk_geom_init(struct wk_geom *g, int B, int H, int W, int C, int kh, int kw,
                  int sh, int sw, int same)
@@ -44,16 +45,12 @@ int wk_geom_init(struct wk_geom *g, int B, int H, int W, int C, int kh, int kw,
 
 uint64_t wk_dropout_hash(uint64_t seed, uint64_t i)
 {
-    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
-
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    return hc_mix64(seed + (i + 1) * HC_GOLDEN_GAMMA);
 }
 
 uint64_t wk_dropout_seed_at(uint64_t seed, uint64_t offset)
 {
-    return seed + offset * 0x9E3779B97F4A7C15ull;
+    return seed + offset * HC_GOLDEN_GAMMA;
 }
 
 void wk_backend_free(struct wk_backend *be)

@@ -16,6 +16,8 @@
 
 #include <math.h>
 
+#include "rng.h"
+
 #define TPB 256                 /* threads per block */
 #define ROWS_PER_BLOCK (TPB / 32)   /* warp-per-row kernels */
 #define MAX_BLOCKS 1048576u
@@ -701,10 +703,11 @@ void wk_cu_maxpool_backward(struct wk_backend *be, const struct wk_geom *g,
 
 /* ---- dropout ---- */
 
-/* wk_dropout_hash (backend.c), bit for bit. */
+/* wk_dropout_hash (backend.c) bit for bit: the device twin of hc_mix64
+ * (common/rng.c), which device code cannot call. */
 __device__ static uint64_t dropout_hash(uint64_t seed, uint64_t i)
 {
-    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+    uint64_t z = seed + (i + 1) * HC_GOLDEN_GAMMA;
 
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
