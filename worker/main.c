@@ -504,12 +504,8 @@ struct worker_args {
     const char *cluster_file, *task, *mode;    /* NULL: not given */
     const char *devices;        /* NULL: the cluster file's, else "auto" */
     const char *model_file;     /* NULL: join and stay joined */
-    const char *data_dir;       /* IDX files; NULL: the default */
-    const char *np_data, *val_data; /* --data, --validation-data */
-    int epochs, batch, max_steps, threads;      /* 0: not given */
-    int eval;                   /* --eval 1, --no-eval 0, else -1 */
-    int overlap;
-    double slowdown;            /* ≥ 1 */
+    struct wk_train_conf train; /* what the flags set of the training:
+                                   epochs, batch size, data, eval … */
     int verbose;                /* 0, 1, 2 */
     double progress_s;          /* seconds between progress lines */
     const char *logdir;         /* NULL: none ("off") */
@@ -601,33 +597,34 @@ static int parse_args(int argc, char **argv, struct worker_args *a)
     };
     int c;
 
-    *a = (struct worker_args){ .eval = -1, .slowdown = 1.0, .verbose = 1,
-                               .progress_s = 5.0, .ckpt = { .best = -1 } };
+    *a = (struct worker_args){ .train = { .eval = -1, .slowdown = 1.0 },
+                               .verbose = 1, .progress_s = 5.0,
+                               .ckpt = { .best = -1 } };
     while ((c = getopt_long(argc, argv, "c:t:m:e:b:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': a->model_file = optarg; break;
         case 'e':
-            if (parse_count("--epochs", optarg, &a->epochs))
+            if (parse_count("--epochs", optarg, &a->train.epochs))
                 return 2;
             break;
         case 'b':
-            if (parse_count("--batch-size", optarg, &a->batch))
+            if (parse_count("--batch-size", optarg, &a->train.batch_size))
                 return 2;
             break;
-        case O_DATA: a->data_dir = optarg; break;
+        case O_DATA: a->train.data_dir = optarg; break;
         case O_MAXSTEPS:
-            if (parse_count("--max-steps", optarg, &a->max_steps))
+            if (parse_count("--max-steps", optarg, &a->train.max_steps))
                 return 2;
             break;
         case O_THREADS:
-            if (parse_count("--threads", optarg, &a->threads))
+            if (parse_count("--threads", optarg, &a->train.n_threads))
                 return 2;
             break;
-        case O_EVAL: a->eval = 1; break;
-        case O_NOEVAL: a->eval = 0; break;
-        case O_OVERLAP: a->overlap = 1; break;
+        case O_EVAL: a->train.eval = 1; break;
+        case O_NOEVAL: a->train.eval = 0; break;
+        case O_OVERLAP: a->train.overlap = 1; break;
         case O_SLOWDOWN:
-            if (parse_slowdown(optarg, &a->slowdown))
+            if (parse_slowdown(optarg, &a->train.slowdown))
                 return 2;
             break;
         case O_VERBOSE:
@@ -640,8 +637,8 @@ static int parse_args(int argc, char **argv, struct worker_args *a)
             break;
         case O_LOGDIR: a->logdir = strcmp(optarg, "off") ? optarg : NULL; break;
         case O_EXPORT: a->ckpt.dir = optarg; break;
-        case O_NPDATA: a->np_data = optarg; break;
-        case O_VALDATA: a->val_data = optarg; break;
+        case O_NPDATA: a->train.data = optarg; break;
+        case O_VALDATA: a->train.validation_data = optarg; break;
         case O_BEST: a->ckpt.best_only = 1; break;
         case O_METRICS: a->metrics_flag = optarg; break;
         case 'c': a->cluster_file = optarg; break;
@@ -686,7 +683,7 @@ static int parse_args(int argc, char **argv, struct worker_args *a)
 static int train(struct worker_args *a, const struct hc_cluster *cl,
                  const struct hc_model *model)
 {
-    struct wk_train_conf tc = { 0 };
+    struct wk_train_conf tc = a->train;
     struct hc_metrics *metrics = NULL;
     struct hc_http *http = NULL;
     struct wk_watch watch = { 0 };
@@ -697,23 +694,13 @@ static int train(struct worker_args *a, const struct hc_cluster *cl,
     tc.cluster_file = cl->file[0] ? cl->file : NULL;
     tc.worker = cl->task_index;
     tc.model = model;
-    tc.epochs = a->epochs;
-    tc.batch_size = a->batch;
-    tc.max_steps = a->max_steps;
-    tc.overlap = a->overlap;
-    tc.data_dir = a->data_dir;
-    tc.data = a->np_data;
-    tc.validation_data = a->val_data;
     tc.devices = a->devices;
-    tc.n_threads = a->threads;
-    tc.eval = a->eval;
-    tc.slowdown = a->slowdown;
     tc.client = a->po;
     tc.stop = &stop_requested;
     tc.watch = &watch;
     if (a->ckpt.dir && cl->task_index == 0)
         tc.export_every_epoch = &a->ckpt;
-    rv = start_watch(&watch, cl, model, a->epochs, a->verbose, a->progress_s,
+    rv = start_watch(&watch, cl, model, a->train.epochs, a->verbose, a->progress_s,
                      a->logdir, a->metrics_flag, &metrics, &http, &page);
     if (rv == HC_OK)
         rv = wk_train(&tc);
