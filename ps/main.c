@@ -368,7 +368,9 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
         switch (c) {
         case 'c': a->cluster_file = optarg; break;
         case 't': a->task = optarg; break;
-        case 'd': snprintf(a->data_dir, sizeof a->data_dir, "%s", optarg); break;
+        case 'd':
+            snprintf(a->data_dir, sizeof a->data_dir, "%s", optarg);
+            break;
         case 'l': conf->listen_url = optarg; break;
         case 'P': a->metrics_flag = optarg; break;
         case 'm': a->mode = optarg; break;
@@ -532,7 +534,8 @@ int main(int argc, char **argv)
     if ((status = parse_args(argc, argv, &a)) >= 0)
         return status;
     if (hc_cluster_open("hetps-ps", HC_JOB_PS,
-                        &(struct hc_task_flags){ a.cluster_file, a.task, a.mode },
+                        &(struct hc_task_flags){ a.cluster_file, a.task,
+                                                 a.mode },
                         &cl) != HC_OK)
         return 2;
     snprintf(name, sizeof name, "ps:%d", cl.task_index);

@@ -635,7 +635,9 @@ static int parse_args(int argc, char **argv, struct worker_args *a)
             if (parse_progress(optarg, &a->progress_s))
                 return 2;
             break;
-        case O_LOGDIR: a->logdir = strcmp(optarg, "off") ? optarg : NULL; break;
+        case O_LOGDIR:
+            a->logdir = strcmp(optarg, "off") ? optarg : NULL;
+            break;
         case O_EXPORT: a->ckpt.dir = optarg; break;
         case O_NPDATA: a->train.data = optarg; break;
         case O_VALDATA: a->train.validation_data = optarg; break;
@@ -700,8 +702,9 @@ static int train(struct worker_args *a, const struct hc_cluster *cl,
     tc.watch = &watch;
     if (a->ckpt.dir && cl->task_index == 0)
         tc.export_every_epoch = &a->ckpt;
-    rv = start_watch(&watch, cl, model, a->train.epochs, a->verbose, a->progress_s,
-                     a->logdir, a->metrics_flag, &metrics, &http, &page);
+    rv = start_watch(&watch, cl, model, a->train.epochs, a->verbose,
+                     a->progress_s, a->logdir, a->metrics_flag, &metrics,
+                     &http, &page);
     if (rv == HC_OK)
         rv = wk_train(&tc);
     hc_http_stop(http);
@@ -734,7 +737,8 @@ static void linger(int linger_s)
 /* Without --model: join every shard, heartbeat until stopped (or
  * --linger), then leave. Returns the exit status (1: the failure,
  * logged). */
-static int stay_joined(const struct worker_args *a, const struct hc_cluster *cl)
+static int stay_joined(const struct worker_args *a,
+                       const struct hc_cluster *cl)
 {
     struct pc_client *pc = NULL;
     int rv, status = 1;
@@ -791,7 +795,8 @@ int main(int argc, char **argv)
     if ((status = parse_args(argc, argv, &a)) >= 0)
         return status;
     if (hc_cluster_open("hetps-worker", HC_JOB_WORKER,
-                        &(struct hc_task_flags){ a.cluster_file, a.task, a.mode },
+                        &(struct hc_task_flags){ a.cluster_file, a.task,
+                                                 a.mode },
                         &cl) != HC_OK)
         return 2;
     if (a.model_file) {

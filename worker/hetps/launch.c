@@ -686,7 +686,8 @@ int hetps_cmd_launch(int argc, char **argv)
     if (a.reshard && (rv = reshard_first(dir, a.file, a.data_dir)) != 0) {
         fprintf(stderr, "hetps launch: no task started: the stores in %s "
                 "could not be fitted to %s's %d parameter servers (%s)\n",
-                a.data_dir, a.file, cl.n_ps, rv < 0 ? strerror(errno) : "above");
+                a.data_dir, a.file, cl.n_ps,
+                rv < 0 ? strerror(errno) : "above");
         hc_cluster_free(&cl);
         return 1;
     }
