@@ -296,12 +296,26 @@ static void update_speeds(struct wk_replicas *r)
     }
 }
 
+/* The last job's loss sum and hits, added up over the devices that ran
+ * it. */
+static void job_results(const struct wk_replicas *r, double *loss, int *hits)
+{
+    int i;
+
+    *loss = 0.0;
+    *hits = 0;
+    for (i = 0; i < (r->placed ? 1 : r->n); i++) {
+        *loss += r->dev[i].loss_sum;
+        *hits += r->dev[i].correct;
+    }
+}
+
 int wk_replicas_step(struct wk_replicas *r, const float *params,
                      const float *x, const int *labels, const float *targets,
                      int B, float *grads, double *loss_mean, int *correct)
 {
-    double loss = 0.0;
-    int i, hits = 0, rv;
+    double loss;
+    int i, hits, rv;
     size_t j;
 
     if (!grads)
@@ -335,10 +349,7 @@ int wk_replicas_step(struct wk_replicas *r, const float *params,
             grads[j] = (float)(acc / B);
         }
     }
-    for (i = 0; i < (r->placed ? 1 : r->n); i++) {
-        loss += r->dev[i].loss_sum;
-        hits += r->dev[i].correct;
-    }
+    job_results(r, &loss, &hits);
     if (loss_mean)
         *loss_mean = loss / B;
     if (correct)
@@ -351,17 +362,14 @@ int wk_replicas_predict(struct wk_replicas *r, const float *params,
                         const float *targets, int B, double *loss_sum,
                         int *correct)
 {
-    double loss = 0.0;
-    int i, hits = 0, rv;
+    double loss;
+    int hits, rv;
 
     if ((rv = set_job(r, JOB_PREDICT, params, x, labels, targets, B,
                       "wk_replicas_predict")) ||
         (rv = run_all(r)))
         return rv;
-    for (i = 0; i < (r->placed ? 1 : r->n); i++) {
-        loss += r->dev[i].loss_sum;
-        hits += r->dev[i].correct;
-    }
+    job_results(r, &loss, &hits);
     if (loss_sum)
         *loss_sum = loss;
     if (correct)
