@@ -455,7 +455,7 @@ void hc_model_init_params(const struct hc_model *m, float *params)
         }
         double limit = sqrt(6.0 / ((double)d->fan_in + (double)d->fan_out));
         uint64_t state =
-            hc_mix64(m->seed ^ hc_mix64((uint64_t)v + 0x9E3779B97F4A7C15ull));
+            hc_mix64(m->seed ^ hc_mix64((uint64_t)v + HC_GOLDEN_GAMMA));
         for (size_t i = 0; i < d->size; i++) {
             double u = (double)(hc_splitmix64(&state) >> 11) * 0x1.0p-53;
             p[i] = (float)((2.0 * u - 1.0) * limit);

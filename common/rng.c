@@ -12,5 +12,5 @@ uint64_t hc_mix64(uint64_t z)
 
 uint64_t hc_splitmix64(uint64_t *state)
 {
-    return hc_mix64(*state += 0x9E3779B97F4A7C15ull);
+    return hc_mix64(*state += HC_GOLDEN_GAMMA);
 }

@@ -17,6 +17,7 @@
 #include "wire.h"
 #include "name.h"
 #include "err.h"
+#include "rng.h"
 #include "vec.h"
 
 #include <errno.h>
@@ -137,14 +138,12 @@ uint64_t hc_wire_new_incarnation(void)
     }
     if (v == 0) { /* no getrandom: mix the clock and the pid (splitmix64) */
         struct timespec ts;
+        uint64_t state;
 
         clock_gettime(CLOCK_REALTIME, &ts);
-        v = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-        v ^= (uint64_t)getpid() << 32;
-        v += 0x9E3779B97F4A7C15ull;
-        v = (v ^ (v >> 30)) * 0xBF58476D1CE4E5B9ull;
-        v = (v ^ (v >> 27)) * 0x94D049BB133111EBull;
-        v ^= v >> 31;
+        state = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        state ^= (uint64_t)getpid() << 32;
+        v = hc_splitmix64(&state);
         if (v == 0)
             v = 1;
     }

@@ -283,7 +283,61 @@ static int cmd_inspect(int argc, char **argv)
     return bad;
 }
 
-int main(int argc, char **argv)
+/* The command line of a parameter-server task. */
+struct ps_args {
+    const char *cluster_file, *task, *mode;    /* NULL: not given */
+    const char *metrics_flag;   /* --metrics-addr, NULL: not given */
+    char data_dir[1024];        /* "": hetps-data/ps-INDEX */
+    struct ps_service_conf conf; /* the flags that tune the service */
+};
+
+/* A --*-timeout flag: a positive number of milliseconds. Returns 0, or -1
+ * with the message. */
+static int parse_timeout_ms(const char *flag, const char *v, int *out)
+{
+    char *end;
+
+    *out = (int)strtol(v, &end, 10);
+    if (*end || *out <= 0) {
+        fprintf(stderr, "hetps-ps: %s: '%s' is not a "
+                "positive number of milliseconds\n", flag, v);
+        return -1;
+    }
+    return 0;
+}
+
+/* --durability: process, machine or machine:MS (the group-commit window).
+ * Returns 0, or -1 with the message. */
+static int parse_durability(const char *v, struct ps_service_conf *conf)
+{
+    char *end;
+
+    if (!strcmp(v, "process")) {
+        conf->durability = 0;
+    } else if (!strncmp(v, "machine", 7) && (v[7] == '\0' || v[7] == ':')) {
+        conf->durability = 1;
+        conf->sync_ms = 0;
+        if (v[7] == ':') {
+            long ms = strtol(v + 8, &end, 10);
+
+            if (*end || end == v + 8 || ms < 0 || ms > 60000) {
+                fprintf(stderr, "hetps-ps: --durability: '%s': the "
+                        "group-commit window must be 0..60000 ms\n", v);
+                return -1;
+            }
+            conf->sync_ms = (unsigned)ms;
+        }
+    } else {
+        fprintf(stderr, "hetps-ps: --durability: '%s' is not process, "
+                "machine or machine:MS\n", v);
+        return -1;
+    }
+    return 0;
+}
+
+/* Parse the command line into a. Returns -1 to go on, else the exit code
+ * (0 after --help, 2 on a bad flag, with its message printed). */
+static int parse_args(int argc, char **argv, struct ps_args *a)
 {
     static const struct option opts[] = {
         { "cluster", required_argument, NULL, 'c' },
@@ -305,41 +359,25 @@ int main(int argc, char **argv)
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    struct ps_service_conf conf = { .balance = 1 };
-    const char *metrics_flag = NULL;
-    char metrics_addr[300];
-    struct hc_metrics *metrics = NULL;
-    struct hc_http *http = NULL;
-    struct hc_cluster cl;
-    const char *cluster_file = NULL, *task = NULL, *mode = NULL;
-    char data_dir[1024] = "", name[32];
-    struct sigaction sa;
+    struct ps_service_conf *conf = &a->conf;
     char *end;
-    int c, rv;
+    int c;
 
-    hc_tune_process();
-
-    if (argc > 1 && !strcmp(argv[1], "export"))
-        return cmd_export(argc - 1, argv + 1);
-    if (argc > 1 && !strcmp(argv[1], "inspect"))
-        return cmd_inspect(argc - 1, argv + 1);
-    if (argc > 1 && !strcmp(argv[1], "reshard"))
-        return cmd_reshard(argc - 1, argv + 1);
+    *a = (struct ps_args){ .conf = { .balance = 1 } };
     while ((c = getopt_long(argc, argv, "c:t:d:l:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'c': cluster_file = optarg; break;
-        case 't': task = optarg; break;
-        case 'd': snprintf(data_dir, sizeof data_dir, "%s", optarg); break;
-        case 'l': conf.listen_url = optarg; break;
-        case 'P': metrics_flag = optarg; break;
-        case 'm': mode = optarg; break;
+        case 'c': a->cluster_file = optarg; break;
+        case 't': a->task = optarg; break;
+        case 'd':
+            snprintf(a->data_dir, sizeof a->data_dir, "%s", optarg);
+            break;
+        case 'l': conf->listen_url = optarg; break;
+        case 'P': a->metrics_flag = optarg; break;
+        case 'm': a->mode = optarg; break;
         case 'H':
-            conf.heartbeat_timeout_ms = (int)strtol(optarg, &end, 10);
-            if (*end || conf.heartbeat_timeout_ms <= 0) {
-                fprintf(stderr, "hetps-ps: --heartbeat-timeout: '%s' is not a "
-                        "positive number of milliseconds\n", optarg);
+            if (parse_timeout_ms("--heartbeat-timeout", optarg,
+                                 &conf->heartbeat_timeout_ms))
                 return 2;
-            }
             break;
         case 'M': {
             unsigned long long v = strtoull(optarg, &end, 10);
@@ -349,21 +387,21 @@ int main(int argc, char **argv)
                         "of bytes >= 4096\n", optarg);
                 return 2;
             }
-            conf.max_message = (size_t)v;
+            conf->max_message = (size_t)v;
             break;
         }
         case 'B':
             if (!strcmp(optarg, "on"))
-                conf.balance = 1;
+                conf->balance = 1;
             else if (!strcmp(optarg, "off"))
-                conf.balance = 0;
+                conf->balance = 0;
             else {
                 fprintf(stderr, "hetps-ps: --balance: '%s' is not on or off\n",
                         optarg);
                 return 2;
             }
             break;
-        case 'N': conf.allow_nonfinite = 1; break;
+        case 'N': conf->allow_nonfinite = 1; break;
         case 'A': {
             long n = strtol(optarg, &end, 10);
 
@@ -373,11 +411,11 @@ int main(int argc, char **argv)
                         optarg);
                 return 2;
             }
-            conf.apply_threads = (int)n;
+            conf->apply_threads = (int)n;
             break;
         }
         case 'S':
-            conf.max_staleness = strtoull(optarg, &end, 10);
+            conf->max_staleness = strtoull(optarg, &end, 10);
             if (*end || optarg[0] == '-') {
                 fprintf(stderr, "hetps-ps: --max-staleness: '%s' is not a "
                         "number of versions\n", optarg);
@@ -385,44 +423,18 @@ int main(int argc, char **argv)
             }
             break;
         case 'D':
-            if (!strcmp(optarg, "process")) {
-                conf.durability = 0;
-            } else if (!strncmp(optarg, "machine", 7) &&
-                       (optarg[7] == '\0' || optarg[7] == ':')) {
-                conf.durability = 1;
-                conf.sync_ms = 0;
-                if (optarg[7] == ':') {
-                    long ms = strtol(optarg + 8, &end, 10);
-
-                    if (*end || end == optarg + 8 || ms < 0 || ms > 60000) {
-                        fprintf(stderr, "hetps-ps: --durability: '%s': the "
-                                "group-commit window must be 0..60000 ms\n",
-                                optarg);
-                        return 2;
-                    }
-                    conf.sync_ms = (unsigned)ms;
-                }
-            } else {
-                fprintf(stderr, "hetps-ps: --durability: '%s' is not process, "
-                        "machine or machine:MS\n", optarg);
+            if (parse_durability(optarg, conf))
                 return 2;
-            }
             break;
         case 'J':
-            conf.join_timeout_ms = (int)strtol(optarg, &end, 10);
-            if (*end || conf.join_timeout_ms <= 0) {
-                fprintf(stderr, "hetps-ps: --join-timeout: '%s' is not a "
-                        "positive number of milliseconds\n", optarg);
+            if (parse_timeout_ms("--join-timeout", optarg,
+                                 &conf->join_timeout_ms))
                 return 2;
-            }
             break;
         case 'T':
-            conf.step_timeout_ms = (int)strtol(optarg, &end, 10);
-            if (*end || conf.step_timeout_ms <= 0) {
-                fprintf(stderr, "hetps-ps: --step-timeout: '%s' is not a "
-                        "positive number of milliseconds\n", optarg);
+            if (parse_timeout_ms("--step-timeout", optarg,
+                                 &conf->step_timeout_ms))
                 return 2;
-            }
             break;
         case 'R': {
             long v = strtol(optarg, &end, 10);
@@ -432,7 +444,7 @@ int main(int argc, char **argv)
                         "number of milliseconds in 100..86400000\n", optarg);
                 return 2;
             }
-            conf.recv_deadline_ms = (int)v;
+            conf->recv_deadline_ms = (int)v;
             break;
         }
         case 'h': usage(stdout); return 0;
@@ -446,40 +458,45 @@ int main(int argc, char **argv)
                 "Try 'hetps-ps --help' for more information.\n", argv[optind]);
         return 2;
     }
-    if (hc_cluster_open("hetps-ps", HC_JOB_PS,
-                        &(struct hc_task_flags){ cluster_file, task, mode },
-                        &cl) != HC_OK)
-        return 2;
-    snprintf(name, sizeof name, "ps:%d", cl.task_index);
-    hc_log_set_task(name);
-    if (!data_dir[0])
-        snprintf(data_dir, sizeof data_dir, "hetps-data/ps-%d", cl.task_index);
+    return -1;
+}
 
-    conf.cluster = &cl;
-    conf.cluster_file = cl.file[0] ? cl.file : NULL; /* re-read on change */
-    conf.shard = cl.task_index;
-    conf.data_dir = data_dir;
-    hc_metrics_addr(&cl, 1, cl.task_index, metrics_flag, metrics_addr,
-                    sizeof metrics_addr);
-    if (metrics_addr[0] && (hc_metrics_new(&metrics) != HC_OK ||
-                            hc_http_open(&http, metrics_addr, metrics) !=
-                                HC_OK ||
-                            hc_http_listen(http) != HC_OK)) {
+/* Serve Prometheus /metrics when the flag or the cluster file gives this
+ * task an address. Returns HC_OK (*http NULL when there is none), or the
+ * failure, logged, with nothing left open. */
+static int open_metrics(const struct hc_cluster *cl, const char *metrics_flag,
+                        struct hc_metrics **metrics, struct hc_http **http)
+{
+    char addr[300];
+    int rv;
+
+    hc_metrics_addr(cl, 1, cl->task_index, metrics_flag, addr, sizeof addr);
+    if (!addr[0])
+        return HC_OK;
+    if ((rv = hc_metrics_new(metrics)) != HC_OK ||
+        (rv = hc_http_open(http, addr, *metrics)) != HC_OK ||
+        (rv = hc_http_listen(*http)) != HC_OK) {
         hc_error("--metrics-addr: %s", hc_err_msg());
-        hc_http_stop(http);
-        hc_metrics_free(metrics);
-        hc_cluster_free(&cl);
-        return 2;
+        hc_http_stop(*http);
+        *http = NULL;
+        hc_metrics_free(*metrics);
+        *metrics = NULL;
+        return rv;
     }
-    if (http)
-        hc_info("metrics on http://%s/metrics", metrics_addr);
-    conf.metrics = metrics;
-    rv = ps_service_start(&the_service, &conf);
-    if (rv != HC_OK) {
+    hc_info("metrics on http://%s/metrics", addr);
+    return HC_OK;
+}
+
+/* Run the shard until SIGINT/SIGTERM (SIGHUP: re-read the cluster file),
+ * then stop http and the service. Returns the exit status (1: it could
+ * not start, logged). */
+static int serve(const struct ps_service_conf *conf, struct hc_http *http)
+{
+    struct sigaction sa;
+
+    if (ps_service_start(&the_service, conf) != HC_OK) {
         hc_error("cannot start: %s", hc_err_msg());
         hc_http_stop(http);
-        hc_metrics_free(metrics);
-        hc_cluster_free(&cl);
         return 1;
     }
     memset(&sa, 0, sizeof sa);
@@ -494,7 +511,50 @@ int main(int argc, char **argv)
     hc_http_stop(http);
     ps_service_stop(the_service);
     the_service = NULL;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct ps_args a;
+    struct hc_metrics *metrics = NULL;
+    struct hc_http *http = NULL;
+    struct hc_cluster cl;
+    char name[32];
+    int status;
+
+    hc_tune_process();
+
+    if (argc > 1 && !strcmp(argv[1], "export"))
+        return cmd_export(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "inspect"))
+        return cmd_inspect(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "reshard"))
+        return cmd_reshard(argc - 1, argv + 1);
+    if ((status = parse_args(argc, argv, &a)) >= 0)
+        return status;
+    if (hc_cluster_open("hetps-ps", HC_JOB_PS,
+                        &(struct hc_task_flags){ a.cluster_file, a.task,
+                                                 a.mode },
+                        &cl) != HC_OK)
+        return 2;
+    snprintf(name, sizeof name, "ps:%d", cl.task_index);
+    hc_log_set_task(name);
+    if (!a.data_dir[0])
+        snprintf(a.data_dir, sizeof a.data_dir, "hetps-data/ps-%d",
+                 cl.task_index);
+
+    a.conf.cluster = &cl;
+    a.conf.cluster_file = cl.file[0] ? cl.file : NULL; /* re-read on change */
+    a.conf.shard = cl.task_index;
+    a.conf.data_dir = a.data_dir;
+    if (open_metrics(&cl, a.metrics_flag, &metrics, &http) != HC_OK) {
+        status = 2;
+    } else {
+        a.conf.metrics = metrics;
+        status = serve(&a.conf, http);
+    }
     hc_metrics_free(metrics);
     hc_cluster_free(&cl);
-    return 0;
+    return status;
 }

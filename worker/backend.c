@@ -7,6 +7,7 @@
 #include "backend.h"
 
 #include "err.h"
+#include "rng.h"
 
 int wk_geom_init(struct wk_geom *g, int B, int H, int W, int C, int kh, int kw,
                  int sh, int sw, int same)
@@ -44,16 +45,12 @@ int wk_geom_init(struct wk_geom *g, int B, int H, int W, int C, int kh, int kw,
 
 uint64_t wk_dropout_hash(uint64_t seed, uint64_t i)
 {
-    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
-
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    return hc_mix64(seed + (i + 1) * HC_GOLDEN_GAMMA);
 }
 
 uint64_t wk_dropout_seed_at(uint64_t seed, uint64_t offset)
 {
-    return seed + offset * 0x9E3779B97F4A7C15ull;
+    return seed + offset * HC_GOLDEN_GAMMA;
 }
 
 void wk_backend_free(struct wk_backend *be)
@@ -96,28 +93,20 @@ int wk_be_check(struct wk_backend *be)
     return be->ops->check ? be->ops->check(be) : HC_OK;
 }
 
-void wk_be_sgemm(struct wk_backend *be, int ta, int tb, int m, int n, int k,
-                 float alpha, const float *a, int lda, const float *b, int ldb,
-                 float beta, float *c, int ldc)
-{
-    be->ops->sgemm(be, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-void wk_be_fill(struct wk_backend *be, float *x, size_t n, float v)
-{
-    be->ops->fill(be, x, n, v);
-}
-
-void wk_be_scale(struct wk_backend *be, float *x, size_t n, float a)
-{
-    be->ops->scale(be, x, n, a);
-}
-
-void wk_be_axpy(struct wk_backend *be, size_t n, float a, const float *x,
-                float *y)
-{
-    be->ops->axpy(be, n, a, x, y);
-}
+/* The wrapper of a required compute op passes the call on; an optional
+ * one's is written out below, with its default. */
+#define WRAPPER_required(ret, name, params, args)                         \
+    ret wk_be_##name params                                               \
+    {                                                                     \
+        be->ops->name args;                                               \
+    }
+#define WRAPPER_optional(ret, name, params, args)
+#define WRAPPER(ret, name, params, args, presence)                        \
+    WRAPPER_##presence(ret, name, params, args)
+WK_BACKEND_COMPUTE_OPS(WRAPPER)
+#undef WRAPPER
+#undef WRAPPER_optional
+#undef WRAPPER_required
 
 void wk_be_reduce(struct wk_backend *be, float *dst, const float *const *src,
                   const float *w, int n_src, size_t n)
@@ -138,37 +127,6 @@ void wk_be_reduce(struct wk_backend *be, float *dst, const float *const *src,
         be->ops->axpy(be, n, w ? w[i] : 1.0f, src[i], dst);
 }
 
-void wk_be_im2col(struct wk_backend *be, const struct wk_geom *g,
-                  const float *x, float *cols)
-{
-    be->ops->im2col(be, g, x, cols);
-}
-
-void wk_be_col2im(struct wk_backend *be, const struct wk_geom *g,
-                  const float *cols, float *dx)
-{
-    be->ops->col2im(be, g, cols, dx);
-}
-
-void wk_be_act_forward(struct wk_backend *be, const float *x,
-                       const float *bias, float *y, int rows, int n,
-                       enum hc_act act)
-{
-    be->ops->act_forward(be, x, bias, y, rows, n, act);
-}
-
-void wk_be_act_backward(struct wk_backend *be, const float *y, const float *dy,
-                        float *dx, int rows, int n, enum hc_act act)
-{
-    be->ops->act_backward(be, y, dy, dx, rows, n, act);
-}
-
-void wk_be_bias_grad(struct wk_backend *be, const float *dy, int rows, int n,
-                     float *db)
-{
-    be->ops->bias_grad(be, dy, rows, n, db);
-}
-
 void wk_be_act_bias_backward(struct wk_backend *be, const float *y, float *dy,
                              int rows, int n, enum hc_act act, float *db)
 {
@@ -180,54 +138,4 @@ void wk_be_act_bias_backward(struct wk_backend *be, const float *y, float *dy,
         be->ops->act_backward(be, y, dy, dy, rows, n, act);
     if (db)
         be->ops->bias_grad(be, dy, rows, n, db);
-}
-
-void wk_be_xent_forward(struct wk_backend *be, const float *z,
-                        const int *labels, int rows, int n, float *p,
-                        float *loss, float *hit)
-{
-    be->ops->xent_forward(be, z, labels, rows, n, p, loss, hit);
-}
-
-void wk_be_xent_backward(struct wk_backend *be, const float *p,
-                         const int *labels, int rows, int n, float scale,
-                         float *dz)
-{
-    be->ops->xent_backward(be, p, labels, rows, n, scale, dz);
-}
-
-void wk_be_mse_forward(struct wk_backend *be, const float *y, const float *t,
-                       int rows, int n, float *loss, float *hit)
-{
-    be->ops->mse_forward(be, y, t, rows, n, loss, hit);
-}
-
-void wk_be_mse_backward(struct wk_backend *be, const float *y, const float *t,
-                        size_t count, float scale, float *dy)
-{
-    be->ops->mse_backward(be, y, t, count, scale, dy);
-}
-
-void wk_be_maxpool_forward(struct wk_backend *be, const struct wk_geom *g,
-                           const float *x, float *y, int32_t *idx)
-{
-    be->ops->maxpool_forward(be, g, x, y, idx);
-}
-
-void wk_be_maxpool_backward(struct wk_backend *be, const struct wk_geom *g,
-                            const float *dy, const int32_t *idx, float *dx)
-{
-    be->ops->maxpool_backward(be, g, dy, idx, dx);
-}
-
-void wk_be_dropout_forward(struct wk_backend *be, const float *x, float *y,
-                           size_t n, float rate, uint64_t seed)
-{
-    be->ops->dropout_forward(be, x, y, n, rate, seed);
-}
-
-void wk_be_dropout_backward(struct wk_backend *be, const float *dy, float *dx,
-                            size_t n, float rate, uint64_t seed)
-{
-    be->ops->dropout_backward(be, dy, dx, n, rate, seed);
 }

@@ -22,7 +22,8 @@
  *     may run concurrently on different threads.
  *
  * Optional table entries may be NULL; the wrapper then supplies a generic
- * default built from required entries (noted as "optional" below).
+ * default built from required entries (noted "optional" in backend_ops.h,
+ * the list of the entries and their contracts).
  */
 #ifndef WK_BACKEND_H
 #define WK_BACKEND_H
@@ -30,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend_ops.h"
 #include "model.h"
 
 struct wk_backend;
@@ -54,8 +56,9 @@ int wk_geom_init(struct wk_geom *g, int B, int H, int W, int C, int kh, int kw,
 /*
  * Dropout's counter-based random numbers, identical on every backend:
  * element i of a dropout with seed s is kept iff
- *     (splitmix64(s + (i + 1) · 0x9E3779B97F4A7C15) >> 40) ≥ threshold,
- * threshold = (uint32_t)(rate · 2^24), where splitmix64(z) is the finaliser
+ *     (mix64(s + (i + 1) · 0x9E3779B97F4A7C15) >> 40) ≥ threshold,
+ * threshold = (uint32_t)(rate · 2^24), where mix64(z) is splitmix64's
+ * finaliser (hc_mix64, common/rng.h)
  *     z = (z ^ (z >> 30)) · 0xBF58476D1CE4E5B9;
  *     z = (z ^ (z >> 27)) · 0x94D049BB133111EB;  z ^ (z >> 31).
  * Kept elements are scaled by 1 / (1 − rate) (inverted dropout, as Keras).
@@ -68,107 +71,13 @@ uint64_t wk_dropout_hash(uint64_t seed, uint64_t i);
  * batch uses it to drop exactly what one net on the whole batch would. */
 uint64_t wk_dropout_seed_at(uint64_t seed, uint64_t offset);
 
+/* The table: destroy, then the entries backend_ops.h lists, where their
+ * contracts are. */
 struct wk_backend_ops {
-    /* ---- lifetime and memory ---- */
     void (*destroy)(struct wk_backend *be);
-    /* Allocate `bytes` (> 0) of device memory, 64-byte aligned, contents
-     * undefined. Returns HC_ERR_NOMEM (with a message) on failure. */
-    int (*alloc)(struct wk_backend *be, size_t bytes, void **out);
-    void (*free)(struct wk_backend *be, void *p);       /* NULL allowed */
-    /* Host → device, device → host, device → device. Synchronous. A failure
-     * returns its code (with a message) and is also recorded for check(),
-     * as the reduce default relies on. */
-    int (*upload)(struct wk_backend *be, void *dst, const void *src,
-                  size_t bytes);
-    int (*download)(struct wk_backend *be, void *dst, const void *src,
-                    size_t bytes);
-    int (*copy)(struct wk_backend *be, void *dst, const void *src,
-                size_t bytes);
-    /* Optional: wait for queued work; return and clear the first failure of
-     * a compute op since the last call. NULL: never fails. */
-    int (*check)(struct wk_backend *be);
-
-    /* ---- BLAS-like ---- */
-    /* C (m, n) = alpha · op(A) · op(B) + beta · C, row-major; op(A) is
-     * (m, k): A is (m, lda≥k) when !ta, (k, lda≥m) when ta; likewise B.
-     * beta = 0 ignores C's old contents (NaN included). */
-    void (*sgemm)(struct wk_backend *be, int ta, int tb, int m, int n, int k,
-                  float alpha, const float *a, int lda, const float *b,
-                  int ldb, float beta, float *c, int ldc);
-    void (*fill)(struct wk_backend *be, float *x, size_t n, float v);
-    void (*scale)(struct wk_backend *be, float *x, size_t n, float a);
-    void (*axpy)(struct wk_backend *be, size_t n, float a, const float *x,
-                 float *y);                             /* y += a · x */
-    /* Optional: dst = Σ_i w_i · src_i (w = NULL: all 1), n_src ≥ 1; dst may
-     * equal src[0]. Default: scale/copy then axpy per source. */
-    void (*reduce)(struct wk_backend *be, float *dst, const float *const *src,
-                   const float *w, int n_src, size_t n);
-
-    /* ---- convolution helpers ---- */
-    /* cols (B·OH·OW, kh·kw·C) from x (B, H, W, C); column (i·kw + j)·C + c
-     * of row (b·OH + oh)·OW + ow holds x[b, oh·sh − pt + i, ow·sw − pl + j,
-     * c], or 0 in the padding. That column order is the Keras kernel
-     * (kh, kw, in, out) flattened to a (kh·kw·in, out) matrix. */
-    void (*im2col)(struct wk_backend *be, const struct wk_geom *g,
-                   const float *x, float *cols);
-    /* The adjoint: dx (B, H, W, C) = Σ of cols' entries over the positions
-     * im2col read them from. Overwrites dx. */
-    void (*col2im)(struct wk_backend *be, const struct wk_geom *g,
-                   const float *cols, float *dx);
-
-    /* ---- bias and activations (act ∈ hc_act; softmax acts on rows) ---- */
-    /* y (rows, n) = act(x + bias); bias (n) may be NULL; y may equal x. */
-    void (*act_forward)(struct wk_backend *be, const float *x,
-                        const float *bias, float *y, int rows, int n,
-                        enum hc_act act);
-    /* dx = dy · act'(…), from the op's output y; dx may equal dy. Softmax:
-     * dx = y ⊙ (dy − Σ_j dy_j y_j) per row. */
-    void (*act_backward)(struct wk_backend *be, const float *y,
-                         const float *dy, float *dx, int rows, int n,
-                         enum hc_act act);
-    /* db (n) = Σ over rows of dy (rows, n). Overwrites db. */
-    void (*bias_grad)(struct wk_backend *be, const float *dy, int rows, int n,
-                      float *db);
-    /* Optional fusion: dy ← act_backward(y, dy) in place, then, if db is not
-     * NULL, db = bias_grad(dy). Default: those two ops. */
-    void (*act_bias_backward)(struct wk_backend *be, const float *y, float *dy,
-                              int rows, int n, enum hc_act act, float *db);
-
-    /* ---- losses (per-sample results; the caller reduces) ---- */
-    /* p (rows, n) = softmax(z) per row, computed stably. If labels (rows) is
-     * not NULL also loss[r] = logsumexp(z_r) − z_r[label_r] and hit[r] = 1
-     * when argmax(z_r) (first maximum) equals label_r, else 0. Labels are
-     * in [0, n) (the caller checks). */
-    void (*xent_forward)(struct wk_backend *be, const float *z,
-                         const int *labels, int rows, int n, float *p,
-                         float *loss, float *hit);
-    /* dz (rows, n) = scale · (p − onehot(labels)). dz may equal p. */
-    void (*xent_backward)(struct wk_backend *be, const float *p,
-                          const int *labels, int rows, int n, float scale,
-                          float *dz);
-    /* loss[r] = mean_j (y − t)²; hit[r] = accuracy as Keras picks it for
-     * this loss: n = 1: (y > 0.5) == (t > 0.5); n > 1: argmax y == argmax t. */
-    void (*mse_forward)(struct wk_backend *be, const float *y, const float *t,
-                        int rows, int n, float *loss, float *hit);
-    /* dy = scale · (y − t), elementwise over `count` floats. */
-    void (*mse_backward)(struct wk_backend *be, const float *y, const float *t,
-                         size_t count, float scale, float *dy);
-
-    /* ---- pooling and dropout ---- */
-    /* y (B, OH, OW, C) = max over each window (padding never wins); idx
-     * holds the flat index into x of each maximum (first one on ties). */
-    void (*maxpool_forward)(struct wk_backend *be, const struct wk_geom *g,
-                            const float *x, float *y, int32_t *idx);
-    /* dx (B, H, W, C) = scatter-add of dy at idx. Overwrites dx. */
-    void (*maxpool_backward)(struct wk_backend *be, const struct wk_geom *g,
-                             const float *dy, const int32_t *idx, float *dx);
-    /* y = x ⊙ mask(seed) / (1 − rate), mask as wk_dropout_hash documents;
-     * y may equal x. 0 ≤ rate < 1. */
-    void (*dropout_forward)(struct wk_backend *be, const float *x, float *y,
-                            size_t n, float rate, uint64_t seed);
-    /* dx = dy ⊙ the same mask and scale; dx may equal dy. */
-    void (*dropout_backward)(struct wk_backend *be, const float *dy, float *dx,
-                             size_t n, float rate, uint64_t seed);
+#define WK_OPS_FIELD(ret, name, params, args, presence) ret (*name) params;
+    WK_BACKEND_OPS(WK_OPS_FIELD)
+#undef WK_OPS_FIELD
 };
 
 struct wk_backend {
@@ -193,56 +102,11 @@ int wk_backend_cpu_new(int n_threads, struct wk_backend **out);
 /* Destroy a backend (NULL allowed). Its buffers must be freed first. */
 void wk_backend_free(struct wk_backend *be);
 
-/* Wrappers: the entry of the table, or the generic default of an optional
- * entry. Same contracts as the table above. */
-int wk_be_alloc(struct wk_backend *be, size_t bytes, void **out);
-void wk_be_free(struct wk_backend *be, void *p);
-int wk_be_upload(struct wk_backend *be, void *dst, const void *src,
-                 size_t bytes);
-int wk_be_download(struct wk_backend *be, void *dst, const void *src,
-                   size_t bytes);
-int wk_be_copy(struct wk_backend *be, void *dst, const void *src,
-               size_t bytes);
-int wk_be_check(struct wk_backend *be);
-void wk_be_sgemm(struct wk_backend *be, int ta, int tb, int m, int n, int k,
-                 float alpha, const float *a, int lda, const float *b, int ldb,
-                 float beta, float *c, int ldc);
-void wk_be_fill(struct wk_backend *be, float *x, size_t n, float v);
-void wk_be_scale(struct wk_backend *be, float *x, size_t n, float a);
-void wk_be_axpy(struct wk_backend *be, size_t n, float a, const float *x,
-                float *y);
-void wk_be_reduce(struct wk_backend *be, float *dst, const float *const *src,
-                  const float *w, int n_src, size_t n);
-void wk_be_im2col(struct wk_backend *be, const struct wk_geom *g,
-                  const float *x, float *cols);
-void wk_be_col2im(struct wk_backend *be, const struct wk_geom *g,
-                  const float *cols, float *dx);
-void wk_be_act_forward(struct wk_backend *be, const float *x,
-                       const float *bias, float *y, int rows, int n,
-                       enum hc_act act);
-void wk_be_act_backward(struct wk_backend *be, const float *y, const float *dy,
-                        float *dx, int rows, int n, enum hc_act act);
-void wk_be_bias_grad(struct wk_backend *be, const float *dy, int rows, int n,
-                     float *db);
-void wk_be_act_bias_backward(struct wk_backend *be, const float *y, float *dy,
-                             int rows, int n, enum hc_act act, float *db);
-void wk_be_xent_forward(struct wk_backend *be, const float *z,
-                        const int *labels, int rows, int n, float *p,
-                        float *loss, float *hit);
-void wk_be_xent_backward(struct wk_backend *be, const float *p,
-                         const int *labels, int rows, int n, float scale,
-                         float *dz);
-void wk_be_mse_forward(struct wk_backend *be, const float *y, const float *t,
-                       int rows, int n, float *loss, float *hit);
-void wk_be_mse_backward(struct wk_backend *be, const float *y, const float *t,
-                        size_t count, float scale, float *dy);
-void wk_be_maxpool_forward(struct wk_backend *be, const struct wk_geom *g,
-                           const float *x, float *y, int32_t *idx);
-void wk_be_maxpool_backward(struct wk_backend *be, const struct wk_geom *g,
-                            const float *dy, const int32_t *idx, float *dx);
-void wk_be_dropout_forward(struct wk_backend *be, const float *x, float *y,
-                           size_t n, float rate, uint64_t seed);
-void wk_be_dropout_backward(struct wk_backend *be, const float *dy, float *dx,
-                            size_t n, float rate, uint64_t seed);
+/* Wrappers, wk_be_NAME for each entry of backend_ops.h: the entry of the
+ * table, or the generic default of an optional entry. Same contracts. */
+#define WK_BE_DECLARE(ret, name, params, args, presence)                \
+    ret wk_be_##name params;
+WK_BACKEND_OPS(WK_BE_DECLARE)
+#undef WK_BE_DECLARE
 
 #endif

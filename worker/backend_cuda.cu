@@ -389,9 +389,9 @@ static int cuda_check(struct wk_backend *be)
 
 /* Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: the same
  * buffers read as column-major are Aᵀ and Bᵀ, so swap the operands. */
-static void cuda_sgemm(struct wk_backend *be, int ta, int tb, int m, int n,
-                       int k, float alpha, const float *a, int lda,
-                       const float *b, int ldb, float beta, float *c, int ldc)
+void wk_cu_sgemm(struct wk_backend *be, int ta, int tb, int m, int n, int k,
+                 float alpha, const float *a, int lda, const float *b, int ldb,
+                 float beta, float *c, int ldc)
 {
     if (m <= 0 || n <= 0 || wk_cu_enter(be))
         return;
@@ -414,25 +414,10 @@ static const struct wk_backend_ops cuda_ops = {
     /* .download = */ cuda_download,
     /* .copy = */ cuda_copy,
     /* .check = */ cuda_check,
-    /* .sgemm = */ cuda_sgemm,
-    /* .fill = */ wk_cu_fill,
-    /* .scale = */ wk_cu_scale,
-    /* .axpy = */ wk_cu_axpy,
-    /* .reduce = */ wk_cu_reduce,
-    /* .im2col = */ wk_cu_im2col,
-    /* .col2im = */ wk_cu_col2im,
-    /* .act_forward = */ wk_cu_act_forward,
-    /* .act_backward = */ wk_cu_act_backward,
-    /* .bias_grad = */ wk_cu_bias_grad,
-    /* .act_bias_backward = */ wk_cu_act_bias_backward,
-    /* .xent_forward = */ wk_cu_xent_forward,
-    /* .xent_backward = */ wk_cu_xent_backward,
-    /* .mse_forward = */ wk_cu_mse_forward,
-    /* .mse_backward = */ wk_cu_mse_backward,
-    /* .maxpool_forward = */ wk_cu_maxpool_forward,
-    /* .maxpool_backward = */ wk_cu_maxpool_backward,
-    /* .dropout_forward = */ wk_cu_dropout_forward,
-    /* .dropout_backward = */ wk_cu_dropout_backward,
+    /* the compute ops, in the table's order: wk_cu_sgemm, wk_cu_fill, … */
+#define CU_ENTRY(ret, name, params, args, presence) wk_cu_##name,
+    WK_BACKEND_COMPUTE_OPS(CU_ENTRY)
+#undef CU_ENTRY
 };
 
 extern "C" int wk_backend_cuda_new(int device, struct wk_backend **out)

@@ -441,7 +441,7 @@ static uint64_t below(uint64_t *state, uint64_t bound)
 static void shuffle(struct wk_shard *s, int epoch)
 {
     uint64_t state = hc_mix64(s->seed ^
-                           hc_mix64((uint64_t)epoch * 0x9E3779B97F4A7C15ull ^
+                           hc_mix64((uint64_t)epoch * HC_GOLDEN_GAMMA ^
                                  hc_mix64((uint64_t)s->index + 1)));
 
     for (int j = 0; j < s->n; j++)

@@ -16,6 +16,8 @@
 
 #include <math.h>
 
+#include "rng.h"
+
 #define TPB 256                 /* threads per block */
 #define ROWS_PER_BLOCK (TPB / 32)   /* warp-per-row kernels */
 #define MAX_BLOCKS 1048576u
@@ -179,6 +181,36 @@ __device__ static int first_window(int v, int p, int k, int s)
     return num <= 0 ? 0 : (num + s - 1) / s;
 }
 
+/* Element e of an input (B, H, W, C) and the output windows that hold it:
+ * rows oh0..oh1, columns ow0..ow1 (none when a first exceeds its last). */
+struct covering {
+    int b, ih, iw, c;
+    int oh0, oh1, ow0, ow1;
+};
+
+__device__ static struct covering covering_windows(const struct wk_geom &g,
+                                                   size_t e)
+{
+    struct covering w;
+    size_t t = e;
+
+    w.c = (int)(t % g.C);
+    t /= g.C;
+    w.iw = (int)(t % g.W);
+    t /= g.W;
+    w.ih = (int)(t % g.H);
+    w.b = (int)(t / g.H);
+    w.oh0 = first_window(w.ih, g.pt, g.kh, g.sh);
+    w.oh1 = (w.ih + g.pt) / g.sh;
+    if (w.oh1 > g.OH - 1)
+        w.oh1 = g.OH - 1;
+    w.ow0 = first_window(w.iw, g.pl, g.kw, g.sw);
+    w.ow1 = (w.iw + g.pl) / g.sw;
+    if (w.ow1 > g.OW - 1)
+        w.ow1 = g.OW - 1;
+    return w;
+}
+
 /* One thread per element of dx (B, H, W, C): the sum of every cols entry
  * im2col read from it, windows in output order. */
 __global__ static void col2im_k(struct wk_geom g, const float *cols, float *dx)
@@ -187,30 +219,17 @@ __global__ static void col2im_k(struct wk_geom g, const float *cols, float *dx)
     size_t row_len = (size_t)g.kh * g.kw * g.C;
 
     GRID_LOOP(e, total) {
-        size_t t = e;
-        int c = (int)(t % g.C), iw, ih, b, oh, ow, oh1, ow0, ow1;
+        struct covering w = covering_windows(g, e);
         float sum = 0.0f;
 
-        t /= g.C;
-        iw = (int)(t % g.W);
-        t /= g.W;
-        ih = (int)(t % g.H);
-        b = (int)(t / g.H);
-        oh1 = (ih + g.pt) / g.sh;
-        if (oh1 > g.OH - 1)
-            oh1 = g.OH - 1;
-        ow0 = first_window(iw, g.pl, g.kw, g.sw);
-        ow1 = (iw + g.pl) / g.sw;
-        if (ow1 > g.OW - 1)
-            ow1 = g.OW - 1;
-        for (oh = first_window(ih, g.pt, g.kh, g.sh); oh <= oh1; oh++) {
-            int i = ih + g.pt - oh * g.sh;
+        for (int oh = w.oh0; oh <= w.oh1; oh++) {
+            int i = w.ih + g.pt - oh * g.sh;
 
-            for (ow = ow0; ow <= ow1; ow++) {
-                int j = iw + g.pl - ow * g.sw;
-                size_t r = ((size_t)b * g.OH + oh) * g.OW + ow;
+            for (int ow = w.ow0; ow <= w.ow1; ow++) {
+                int j = w.iw + g.pl - ow * g.sw;
+                size_t r = ((size_t)w.b * g.OH + oh) * g.OW + ow;
 
-                sum += cols[r * row_len + ((size_t)i * g.kw + j) * g.C + c];
+                sum += cols[r * row_len + ((size_t)i * g.kw + j) * g.C + w.c];
             }
         }
         dx[e] = sum;
@@ -649,25 +668,12 @@ __global__ static void maxpool_back_k(struct wk_geom g, const float *dy,
     size_t total = (size_t)g.B * g.H * g.W * g.C;
 
     GRID_LOOP(e, total) {
-        size_t t = e;
-        int c = (int)(t % g.C), iw, ih, b, oh1, ow0, ow1;
+        struct covering w = covering_windows(g, e);
         float sum = 0.0f;
 
-        t /= g.C;
-        iw = (int)(t % g.W);
-        t /= g.W;
-        ih = (int)(t % g.H);
-        b = (int)(t / g.H);
-        oh1 = (ih + g.pt) / g.sh;
-        if (oh1 > g.OH - 1)
-            oh1 = g.OH - 1;
-        ow0 = first_window(iw, g.pl, g.kw, g.sw);
-        ow1 = (iw + g.pl) / g.sw;
-        if (ow1 > g.OW - 1)
-            ow1 = g.OW - 1;
-        for (int oh = first_window(ih, g.pt, g.kh, g.sh); oh <= oh1; oh++) {
-            for (int ow = ow0; ow <= ow1; ow++) {
-                size_t o = (((size_t)b * g.OH + oh) * g.OW + ow) * g.C + c;
+        for (int oh = w.oh0; oh <= w.oh1; oh++) {
+            for (int ow = w.ow0; ow <= w.ow1; ow++) {
+                size_t o = (((size_t)w.b * g.OH + oh) * g.OW + ow) * g.C + w.c;
 
                 if ((size_t)idx[o] == e)
                     sum += dy[o];
@@ -701,10 +707,11 @@ void wk_cu_maxpool_backward(struct wk_backend *be, const struct wk_geom *g,
 
 /* ---- dropout ---- */
 
-/* wk_dropout_hash (backend.c), bit for bit. */
+/* wk_dropout_hash (backend.c) bit for bit: the device twin of hc_mix64
+ * (common/rng.c), which device code cannot call. */
 __device__ static uint64_t dropout_hash(uint64_t seed, uint64_t i)
 {
-    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+    uint64_t z = seed + (i + 1) * HC_GOLDEN_GAMMA;
 
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;

@@ -497,7 +497,69 @@ static int start_watch(struct wk_watch *w, const struct hc_cluster *cl,
     return HC_OK;
 }
 
-int main(int argc, char **argv)
+/* ---- a worker task ---- */
+
+/* The command line of a worker task. */
+struct worker_args {
+    const char *cluster_file, *task, *mode;    /* NULL: not given */
+    const char *devices;        /* NULL: the cluster file's, else "auto" */
+    const char *model_file;     /* NULL: join and stay joined */
+    struct wk_train_conf train; /* what the flags set of the training:
+                                   epochs, batch size, data, eval … */
+    int verbose;                /* 0, 1, 2 */
+    double progress_s;          /* seconds between progress lines */
+    const char *logdir;         /* NULL: none ("off") */
+    const char *metrics_flag;   /* --metrics-addr, NULL: not given */
+    struct wk_checkpoint ckpt;  /* --export-every-epoch, --export-best-only */
+    struct pc_opts po;          /* --timeout, --retry */
+    int print_view;
+    int linger_s;               /* 0: until stopped */
+};
+
+/* --slowdown: a factor in [1, 1000]. Returns 0, or -1 with the message. */
+static int parse_slowdown(const char *v, double *out)
+{
+    char *end;
+
+    *out = strtod(v, &end);
+    if (*end || !(*out >= 1.0 && *out <= 1000.0)) {
+        fprintf(stderr, "hetps-worker: --slowdown: '%s' is not a "
+                "factor in [1, 1000]\n", v);
+        return -1;
+    }
+    return 0;
+}
+
+/* --verbose: 0, 1 or 2. Returns 0, or -1 with the message. */
+static int parse_verbose(const char *v, int *out)
+{
+    if (strcmp(v, "0") && strcmp(v, "1") && strcmp(v, "2")) {
+        fprintf(stderr, "hetps-worker: --verbose: '%s' is not 0, 1 "
+                "or 2\n", v);
+        return -1;
+    }
+    *out = v[0] - '0';
+    return 0;
+}
+
+/* --progress-every: seconds in [0.01, 86400]. Returns 0, or -1 with the
+ * message. */
+static int parse_progress(const char *v, double *out)
+{
+    char *end;
+
+    *out = strtod(v, &end);
+    if (*end || end == v || !(*out >= 0.01 && *out <= 86400)) {
+        fprintf(stderr, "hetps-worker: --progress-every: '%s' is not "
+                "a number of seconds in [0.01, 86400]\n", v);
+        return -1;
+    }
+    return 0;
+}
+
+/* Parse the command line into a. Returns -1 to go on, else the exit code
+ * (0 after --help, 2 on a bad flag, with its message printed). */
+static int parse_args(int argc, char **argv, struct worker_args *a)
 {
     enum { O_DEVICES = 256, O_VIEW, O_LINGER, O_TIMEOUT, O_RETRY, O_DATA,
            O_MAXSTEPS, O_OVERLAP, O_THREADS, O_EVAL, O_NOEVAL, O_SLOWDOWN, O_MODE,
@@ -533,113 +595,69 @@ int main(int argc, char **argv)
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    const char *cluster_file = NULL, *task = NULL, *devices = NULL;
-    const char *model_file = NULL, *data_dir = NULL, *mode = NULL;
-    int epochs = 0, batch = 0, max_steps = 0, threads = 0, eval = -1;
-    int overlap = 0;
-    double slowdown = 1.0, progress_s = 5.0;
-    int verbose = 1;
-    const char *logdir = NULL, *metrics_flag = NULL;
-    const char *np_data = NULL, *val_data = NULL;
-    struct hc_metrics *metrics = NULL;
-    struct hc_http *http = NULL;
-    struct wk_watch watch = { 0 };
-    struct wk_page page = { 0 };
-    struct wk_checkpoint ckpt = { .best = -1 };
-    struct hc_model *model = NULL;
-    struct pc_opts po = { 0 };
-    struct pc_client *pc = NULL;
-    struct hc_cluster cl;
-    struct sigaction sa;
-    int c, rv, print_view = 0, linger_s = 0, status = 1;
-    char name[32];
+    int c;
 
-    hc_tune_process();
-
-    if (argc > 1 && !strcmp(argv[1], "eval"))
-        return cmd_eval(argc - 1, argv + 1);
-    if (argc > 1 && !strcmp(argv[1], "predict"))
-        return cmd_predict(argc - 1, argv + 1);
-    if (argc > 1 && !strcmp(argv[1], "--list-devices")) {
-        wk_devices_list(stdout);
-        return 0;
-    }
+    *a = (struct worker_args){ .train = { .eval = -1, .slowdown = 1.0 },
+                               .verbose = 1, .progress_s = 5.0,
+                               .ckpt = { .best = -1 } };
     while ((c = getopt_long(argc, argv, "c:t:m:e:b:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'm': model_file = optarg; break;
+        case 'm': a->model_file = optarg; break;
         case 'e':
-            if (parse_count("--epochs", optarg, &epochs))
+            if (parse_count("--epochs", optarg, &a->train.epochs))
                 return 2;
             break;
         case 'b':
-            if (parse_count("--batch-size", optarg, &batch))
+            if (parse_count("--batch-size", optarg, &a->train.batch_size))
                 return 2;
             break;
-        case O_DATA: data_dir = optarg; break;
+        case O_DATA: a->train.data_dir = optarg; break;
         case O_MAXSTEPS:
-            if (parse_count("--max-steps", optarg, &max_steps))
+            if (parse_count("--max-steps", optarg, &a->train.max_steps))
                 return 2;
             break;
         case O_THREADS:
-            if (parse_count("--threads", optarg, &threads))
+            if (parse_count("--threads", optarg, &a->train.n_threads))
                 return 2;
             break;
-        case O_EVAL: eval = 1; break;
-        case O_NOEVAL: eval = 0; break;
-        case O_OVERLAP: overlap = 1; break;
-        case O_SLOWDOWN: {
-            char *end;
-
-            slowdown = strtod(optarg, &end);
-            if (*end || !(slowdown >= 1.0 && slowdown <= 1000.0)) {
-                fprintf(stderr, "hetps-worker: --slowdown: '%s' is not a "
-                        "factor in [1, 1000]\n", optarg);
+        case O_EVAL: a->train.eval = 1; break;
+        case O_NOEVAL: a->train.eval = 0; break;
+        case O_OVERLAP: a->train.overlap = 1; break;
+        case O_SLOWDOWN:
+            if (parse_slowdown(optarg, &a->train.slowdown))
                 return 2;
-            }
             break;
-        }
         case O_VERBOSE:
-            if (strcmp(optarg, "0") && strcmp(optarg, "1") &&
-                strcmp(optarg, "2")) {
-                fprintf(stderr, "hetps-worker: --verbose: '%s' is not 0, 1 "
-                        "or 2\n", optarg);
+            if (parse_verbose(optarg, &a->verbose))
                 return 2;
-            }
-            verbose = optarg[0] - '0';
             break;
-        case O_PROGRESS: {
-            char *end;
-
-            progress_s = strtod(optarg, &end);
-            if (*end || end == optarg ||
-                !(progress_s >= 0.01 && progress_s <= 86400)) {
-                fprintf(stderr, "hetps-worker: --progress-every: '%s' is not "
-                        "a number of seconds in [0.01, 86400]\n", optarg);
+        case O_PROGRESS:
+            if (parse_progress(optarg, &a->progress_s))
                 return 2;
-            }
             break;
-        }
-        case O_LOGDIR: logdir = strcmp(optarg, "off") ? optarg : NULL; break;
-        case O_EXPORT: ckpt.dir = optarg; break;
-        case O_NPDATA: np_data = optarg; break;
-        case O_VALDATA: val_data = optarg; break;
-        case O_BEST: ckpt.best_only = 1; break;
-        case O_METRICS: metrics_flag = optarg; break;
-        case 'c': cluster_file = optarg; break;
-        case 't': task = optarg; break;
-        case O_DEVICES: devices = optarg; break;
-        case O_MODE: mode = optarg; break;
-        case O_VIEW: print_view = 1; break;
+        case O_LOGDIR:
+            a->logdir = strcmp(optarg, "off") ? optarg : NULL;
+            break;
+        case O_EXPORT: a->ckpt.dir = optarg; break;
+        case O_NPDATA: a->train.data = optarg; break;
+        case O_VALDATA: a->train.validation_data = optarg; break;
+        case O_BEST: a->ckpt.best_only = 1; break;
+        case O_METRICS: a->metrics_flag = optarg; break;
+        case 'c': a->cluster_file = optarg; break;
+        case 't': a->task = optarg; break;
+        case O_DEVICES: a->devices = optarg; break;
+        case O_MODE: a->mode = optarg; break;
+        case O_VIEW: a->print_view = 1; break;
         case O_LINGER:
-            if (parse_count("--linger", optarg, &linger_s))
+            if (parse_count("--linger", optarg, &a->linger_s))
                 return 2;
             break;
         case O_TIMEOUT:
-            if (parse_count("--timeout", optarg, &po.timeout_ms))
+            if (parse_count("--timeout", optarg, &a->po.timeout_ms))
                 return 2;
             break;
         case O_RETRY:
-            if (parse_count("--retry", optarg, &po.retry_ms))
+            if (parse_count("--retry", optarg, &a->po.retry_ms))
                 return 2;
             break;
         case 'h': usage(stdout); return 0;
@@ -654,105 +672,95 @@ int main(int argc, char **argv)
                 argv[optind]);
         return 2;
     }
-    if (ckpt.best_only && !ckpt.dir) {
+    if (a->ckpt.best_only && !a->ckpt.dir) {
         fprintf(stderr, "hetps-worker: --export-best-only needs "
                 "--export-every-epoch DIR\n");
         return 2;
     }
-    if (hc_cluster_open("hetps-worker", HC_JOB_WORKER,
-                        &(struct hc_task_flags){ cluster_file, task, mode },
-                        &cl) != HC_OK)
-        return 2;
-    if (model_file) {
-        model = calloc(1, sizeof *model);
-        if (!model || hc_model_load(model_file, model) != HC_OK) {
-            fprintf(stderr, "hetps-worker: %s\n",
-                    model ? hc_err_msg() : "out of memory");
-            free(model);
-            hc_cluster_free(&cl);
-            return 2;
-        }
-    }
-    snprintf(name, sizeof name, "worker:%d", cl.task_index);
-    hc_log_set_task(name);
-    if (!devices)
-        devices = cl.wconf[cl.task_index].devices[0]
-                      ? cl.wconf[cl.task_index].devices : "auto";
+    return -1;
+}
 
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+/* With --model: train it, the reports open around the run. Returns the
+ * exit status (1: the failure, logged). */
+static int train(struct worker_args *a, const struct hc_cluster *cl,
+                 const struct hc_model *model)
+{
+    struct wk_train_conf tc = a->train;
+    struct hc_metrics *metrics = NULL;
+    struct hc_http *http = NULL;
+    struct wk_watch watch = { 0 };
+    struct wk_page page = { 0 };
+    int rv;
 
-    if (model) {
-        struct wk_train_conf tc = { 0 };
-
-        tc.cluster = &cl;
-        tc.cluster_file = cl.file[0] ? cl.file : NULL;
-        tc.worker = cl.task_index;
-        tc.model = model;
-        tc.epochs = epochs;
-        tc.batch_size = batch;
-        tc.max_steps = max_steps;
-        tc.overlap = overlap;
-        tc.data_dir = data_dir;
-        tc.data = np_data;
-        tc.validation_data = val_data;
-        tc.devices = devices;
-        tc.n_threads = threads;
-        tc.eval = eval;
-        tc.slowdown = slowdown;
-        tc.client = po;
-        tc.stop = &stop_requested;
-        tc.watch = &watch;
-        if (ckpt.dir && cl.task_index == 0)
-            tc.export_every_epoch = &ckpt;
-        rv = start_watch(&watch, &cl, model, epochs, verbose, progress_s,
-                         logdir, metrics_flag, &metrics, &http, &page);
-        if (rv == HC_OK)
-            rv = wk_train(&tc);
-        hc_http_stop(http);
-        if (watch.pts)
-            wk_watch_close(&watch);
-        hc_metrics_free(metrics);
-        if (rv != HC_OK)
-            hc_error("%s", hc_err_msg());
-        else
-            hc_info("done");
-        status = rv == HC_OK ? 0 : 1;
-        goto out;
-    }
-    rv = pc_open(&pc, &cl, HC_JOB_WORKER, cl.task_index, &po);
+    tc.cluster = cl;
+    tc.cluster_file = cl->file[0] ? cl->file : NULL;
+    tc.worker = cl->task_index;
+    tc.model = model;
+    tc.devices = a->devices;
+    tc.client = a->po;
+    tc.stop = &stop_requested;
+    tc.watch = &watch;
+    if (a->ckpt.dir && cl->task_index == 0)
+        tc.export_every_epoch = &a->ckpt;
+    rv = start_watch(&watch, cl, model, a->train.epochs, a->verbose,
+                     a->progress_s, a->logdir, a->metrics_flag, &metrics,
+                     &http, &page);
     if (rv == HC_OK)
-        rv = pc_join(pc, devices);
+        rv = wk_train(&tc);
+    hc_http_stop(http);
+    if (watch.pts)
+        wk_watch_close(&watch);
+    hc_metrics_free(metrics);
+    if (rv != HC_OK)
+        hc_error("%s", hc_err_msg());
+    else
+        hc_info("done");
+    return rv == HC_OK ? 0 : 1;
+}
+
+/* Until SIGINT/SIGTERM, or linger_s seconds when it is > 0. */
+static void linger(int linger_s)
+{
+    struct timespec t0, now, tick = { 0, 50 * 1000000L };
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        if (stop_requested)
+            break;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (linger_s > 0 && now.tv_sec - t0.tv_sec >= linger_s)
+            break;
+        nanosleep(&tick, NULL);
+    }
+}
+
+/* Without --model: join every shard, heartbeat until stopped (or
+ * --linger), then leave. Returns the exit status (1: the failure,
+ * logged). */
+static int stay_joined(const struct worker_args *a,
+                       const struct hc_cluster *cl)
+{
+    struct pc_client *pc = NULL;
+    int rv, status = 1;
+
+    rv = pc_open(&pc, cl, HC_JOB_WORKER, cl->task_index, &a->po);
     if (rv == HC_OK)
-        rv = wk_check_mode(pc, &cl);
+        rv = pc_join(pc, a->devices);
+    if (rv == HC_OK)
+        rv = wk_check_mode(pc, cl);
     if (rv != HC_OK) {
         hc_error("%s", hc_err_msg());
         goto out;
     }
-    hc_info("joined %d shard(s) (devices %s)", cl.n_ps, devices);
-    if (print_view)
+    hc_info("joined %d shard(s) (devices %s)", cl->n_ps, a->devices);
+    if (a->print_view)
         pc_print_view(pc, stdout);
     rv = pc_heartbeat_start(pc, 1000);
     if (rv != HC_OK) {
         hc_error("%s", hc_err_msg());
         goto out;
     }
-    {
-        struct timespec t0, now, tick = { 0, 50 * 1000000L };
-
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (;;) {
-            if (stop_requested)
-                break;
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            if (linger_s > 0 && now.tv_sec - t0.tv_sec >= linger_s)
-                break;
-            nanosleep(&tick, NULL);
-        }
-    }
+    linger(a->linger_s);
     rv = pc_leave(pc);
     if (rv != HC_OK) {
         hc_error("%s", hc_err_msg());
@@ -762,6 +770,58 @@ int main(int argc, char **argv)
     status = 0;
 out:
     pc_close(pc);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    struct worker_args a;
+    struct hc_model *model = NULL;
+    struct hc_cluster cl;
+    struct sigaction sa;
+    int status;
+    char name[32];
+
+    hc_tune_process();
+
+    if (argc > 1 && !strcmp(argv[1], "eval"))
+        return cmd_eval(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "predict"))
+        return cmd_predict(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "--list-devices")) {
+        wk_devices_list(stdout);
+        return 0;
+    }
+    if ((status = parse_args(argc, argv, &a)) >= 0)
+        return status;
+    if (hc_cluster_open("hetps-worker", HC_JOB_WORKER,
+                        &(struct hc_task_flags){ a.cluster_file, a.task,
+                                                 a.mode },
+                        &cl) != HC_OK)
+        return 2;
+    if (a.model_file) {
+        model = calloc(1, sizeof *model);
+        if (!model || hc_model_load(a.model_file, model) != HC_OK) {
+            fprintf(stderr, "hetps-worker: %s\n",
+                    model ? hc_err_msg() : "out of memory");
+            free(model);
+            hc_cluster_free(&cl);
+            return 2;
+        }
+    }
+    snprintf(name, sizeof name, "worker:%d", cl.task_index);
+    hc_log_set_task(name);
+    if (!a.devices)
+        a.devices = cl.wconf[cl.task_index].devices[0]
+                        ? cl.wconf[cl.task_index].devices : "auto";
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    status = model ? train(&a, &cl, model) : stay_joined(&a, &cl);
     free(model);
     hc_cluster_free(&cl);
     return status;

@@ -364,12 +364,26 @@ static void share_end(struct wk_replicas *r, double seconds, int B)
                 r->share.cost * 1e6, r->share.every);
 }
 
+/* The last job's loss sum and hits, added up over the devices that ran
+ * it. */
+static void job_results(const struct wk_replicas *r, double *loss, int *hits)
+{
+    int i;
+
+    *loss = 0.0;
+    *hits = 0;
+    for (i = 0; i < (r->placed ? 1 : r->n); i++) {
+        *loss += r->dev[i].loss_sum;
+        *hits += r->dev[i].correct;
+    }
+}
+
 int wk_replicas_step(struct wk_replicas *r, const float *params,
                      const float *x, const int *labels, const float *targets,
                      int B, float *grads, double *loss_mean, int *correct)
 {
-    double loss = 0.0, t0 = hc_now_s();
-    int i, hits = 0, rv;
+    double loss, t0 = hc_now_s();
+    int hits, rv;
 
     if (!grads)
         return hc_err_set(HC_ERR_INVAL, "wk_replicas_step: grads is NULL");
@@ -388,10 +402,7 @@ int wk_replicas_step(struct wk_replicas *r, const float *params,
     if (!r->placed && r->n > 1)
         reduce_grads(r, grads, B);
     share_end(r, hc_now_s() - t0, B);
-    for (i = 0; i < (r->placed ? 1 : r->n); i++) {
-        loss += r->dev[i].loss_sum;
-        hits += r->dev[i].correct;
-    }
+    job_results(r, &loss, &hits);
     if (loss_mean)
         *loss_mean = loss / B;
     if (correct)
@@ -404,18 +415,15 @@ int wk_replicas_predict(struct wk_replicas *r, const float *params,
                         const float *targets, int B, double *loss_sum,
                         int *correct)
 {
-    double loss = 0.0;
-    int i, hits = 0, rv;
+    double loss;
+    int hits, rv;
 
     r->solo = r->share.cur;     /* the arrangement in force, never a try */
     if ((rv = set_job(r, JOB_PREDICT, params, x, labels, targets, B,
                       "wk_replicas_predict")) ||
         (rv = run_all(r)))
         return rv;
-    for (i = 0; i < (r->placed ? 1 : r->n); i++) {
-        loss += r->dev[i].loss_sum;
-        hits += r->dev[i].correct;
-    }
+    job_results(r, &loss, &hits);
     if (loss_sum)
         *loss_sum = loss;
     if (correct)

@@ -1,0 +1,162 @@
+/*
+ * backend_ops.h — the operations of a backend, listed once (internal to
+ * worker/: backend.h and cuda_impl.cuh include it). Each list calls
+ *
+ *     X(ret, name, params, args, presence)
+ *
+ * once per entry of struct wk_backend_ops, in the table's order:
+ *   ret       the return type (every compute op returns void: a failure is
+ *             recorded and reported by check);
+ *   name      the entry; wk_be_NAME is its wrapper, wk_cu_NAME the CUDA
+ *             backend's implementation of a compute op;
+ *   params    the parenthesised parameter list, struct wk_backend *be first;
+ *   args      the parenthesised argument names, to pass a call on;
+ *   presence  required (every backend fills it) or optional (NULL allowed:
+ *             the wrapper in backend.c supplies the generic default).
+ *
+ * They expand to the table's fields and the wrappers' declarations
+ * (backend.h), the wrappers of the required compute ops (backend.c), and
+ * the CUDA implementations' declarations and table entries (cuda_impl.cuh,
+ * backend_cuda.cu). The comments are the entries' contracts.
+ */
+#ifndef WK_BACKEND_OPS_H
+#define WK_BACKEND_OPS_H
+
+/* Lifetime is the table's destroy entry; these are memory and errors. */
+#define WK_BACKEND_MEMORY_OPS(X)                                              \
+    /* Allocate `bytes` (> 0) of device memory, 64-byte aligned, contents     \
+     * undefined. Returns HC_ERR_NOMEM (with a message) on failure. */        \
+    X(int, alloc, (struct wk_backend *be, size_t bytes, void **out),          \
+      (be, bytes, out), required)                                             \
+    /* Release a buffer of alloc; NULL allowed. */                            \
+    X(void, free, (struct wk_backend *be, void *p), (be, p), required)        \
+    /* Host → device, device → host, device → device. Synchronous. A failure  \
+     * returns its code (with a message) and is also recorded for check, as   \
+     * the reduce default relies on. */                                       \
+    X(int, upload, (struct wk_backend *be, void *dst, const void *src,        \
+                   size_t bytes), (be, dst, src, bytes), required)            \
+    X(int, download, (struct wk_backend *be, void *dst, const void *src,      \
+                     size_t bytes), (be, dst, src, bytes), required)          \
+    X(int, copy, (struct wk_backend *be, void *dst, const void *src,          \
+                 size_t bytes), (be, dst, src, bytes), required)              \
+    /* Wait for queued work; return and clear the first failure of a compute  \
+     * op since the last call. Optional: NULL never fails. */                 \
+    X(int, check, (struct wk_backend *be), (be), optional)
+
+/* The compute ops. The CUDA backend implements sgemm with cuBLAS
+ * (backend_cuda.cu) and the others as kernels (kernels_cuda.cu). */
+#define WK_BACKEND_COMPUTE_OPS(X)                                             \
+    /* ---- BLAS-like ---- */                                                 \
+    /* C (m, n) = alpha · op(A) · op(B) + beta · C, row-major; op(A) is       \
+     * (m, k): A is (m, lda≥k) when !ta, (k, lda≥m) when ta; likewise B.      \
+     * beta = 0 ignores C's old contents (NaN included). */                   \
+    X(void, sgemm, (struct wk_backend *be, int ta, int tb, int m, int n,      \
+                   int k, float alpha, const float *a, int lda,               \
+                   const float *b, int ldb, float beta, float *c, int ldc),   \
+      (be, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), required)   \
+    /* x (n) = v. */                                                          \
+    X(void, fill, (struct wk_backend *be, float *x, size_t n, float v),       \
+      (be, x, n, v), required)                                                \
+    /* x (n) *= a. */                                                         \
+    X(void, scale, (struct wk_backend *be, float *x, size_t n, float a),      \
+      (be, x, n, a), required)                                                \
+    /* y (n) += a · x. */                                                     \
+    X(void, axpy, (struct wk_backend *be, size_t n, float a, const float *x,  \
+                   float *y), (be, n, a, x, y), required)                     \
+    /* dst (n) = Σ_i w_i · src_i (w = NULL: all 1), n_src ≥ 1; dst may equal  \
+     * src[0]. Optional: the default is scale/copy, then axpy per source. */  \
+    X(void, reduce, (struct wk_backend *be, float *dst,                       \
+                     const float *const *src, const float *w, int n_src,      \
+                     size_t n),                                               \
+      (be, dst, src, w, n_src, n), optional)                                  \
+                                                                              \
+    /* ---- convolution helpers ---- */                                       \
+    /* cols (B·OH·OW, kh·kw·C) from x (B, H, W, C); column (i·kw + j)·C + c   \
+     * of row (b·OH + oh)·OW + ow holds x[b, oh·sh − pt + i, ow·sw − pl + j,  \
+     * c], or 0 in the padding. That column order is the Keras kernel         \
+     * (kh, kw, in, out) flattened to a (kh·kw·in, out) matrix. */            \
+    X(void, im2col, (struct wk_backend *be, const struct wk_geom *g,          \
+                     const float *x, float *cols),                            \
+      (be, g, x, cols), required)                                             \
+    /* The adjoint: dx (B, H, W, C) = Σ of cols' entries over the positions   \
+     * im2col read them from. Overwrites dx. */                               \
+    X(void, col2im, (struct wk_backend *be, const struct wk_geom *g,          \
+                     const float *cols, float *dx),                           \
+      (be, g, cols, dx), required)                                            \
+                                                                              \
+    /* ---- bias and activations (act ∈ hc_act; softmax acts on rows) ---- */ \
+    /* y (rows, n) = act(x + bias); bias (n) may be NULL; y may equal x. */   \
+    X(void, act_forward, (struct wk_backend *be, const float *x,              \
+                          const float *bias, float *y, int rows, int n,       \
+                          enum hc_act act),                                   \
+      (be, x, bias, y, rows, n, act), required)                               \
+    /* dx = dy · act'(…), from the op's output y; dx may equal dy. Softmax:   \
+     * dx = y ⊙ (dy − Σ_j dy_j y_j) per row. */                               \
+    X(void, act_backward, (struct wk_backend *be, const float *y,             \
+                           const float *dy, float *dx, int rows, int n,       \
+                           enum hc_act act),                                  \
+      (be, y, dy, dx, rows, n, act), required)                                \
+    /* db (n) = Σ over rows of dy (rows, n). Overwrites db. */                \
+    X(void, bias_grad, (struct wk_backend *be, const float *dy, int rows,     \
+                        int n, float *db),                                    \
+      (be, dy, rows, n, db), required)                                        \
+    /* dy ← act_backward(y, dy) in place, then, if db is not NULL,            \
+     * db = bias_grad(dy). Optional (a fusion): the default is those two. */  \
+    X(void, act_bias_backward, (struct wk_backend *be, const float *y,        \
+                                float *dy, int rows, int n, enum hc_act act,  \
+                                float *db),                                   \
+      (be, y, dy, rows, n, act, db), optional)                                \
+                                                                              \
+    /* ---- losses (per-sample results; the caller reduces) ---- */           \
+    /* p (rows, n) = softmax(z) per row, computed stably. If labels (rows) is \
+     * not NULL also loss[r] = logsumexp(z_r) − z_r[label_r] and hit[r] = 1   \
+     * when argmax(z_r) (first maximum) equals label_r, else 0. Labels are    \
+     * in [0, n) (the caller checks). */                                      \
+    X(void, xent_forward, (struct wk_backend *be, const float *z,             \
+                           const int *labels, int rows, int n, float *p,      \
+                           float *loss, float *hit),                          \
+      (be, z, labels, rows, n, p, loss, hit), required)                       \
+    /* dz (rows, n) = scale · (p − onehot(labels)). dz may equal p. */        \
+    X(void, xent_backward, (struct wk_backend *be, const float *p,            \
+                            const int *labels, int rows, int n, float scale,  \
+                            float *dz),                                       \
+      (be, p, labels, rows, n, scale, dz), required)                          \
+    /* loss[r] = mean_j (y − t)²; hit[r] = Keras's accuracy for this loss:    \
+     * n = 1: (y > 0.5) == (t > 0.5); n > 1: argmax y == argmax t. */         \
+    X(void, mse_forward, (struct wk_backend *be, const float *y,              \
+                          const float *t, int rows, int n, float *loss,       \
+                          float *hit),                                        \
+      (be, y, t, rows, n, loss, hit), required)                               \
+    /* dy = scale · (y − t), elementwise over `count` floats. */              \
+    X(void, mse_backward, (struct wk_backend *be, const float *y,             \
+                           const float *t, size_t count, float scale,         \
+                           float *dy),                                        \
+      (be, y, t, count, scale, dy), required)                                 \
+                                                                              \
+    /* ---- pooling and dropout ---- */                                       \
+    /* y (B, OH, OW, C) = max over each window (padding never wins); idx      \
+     * holds the flat index into x of each maximum (first one on ties). */    \
+    X(void, maxpool_forward, (struct wk_backend *be,                          \
+                              const struct wk_geom *g, const float *x,        \
+                              float *y, int32_t *idx),                        \
+      (be, g, x, y, idx), required)                                           \
+    /* dx (B, H, W, C) = scatter-add of dy at idx. Overwrites dx. */          \
+    X(void, maxpool_backward, (struct wk_backend *be,                         \
+                               const struct wk_geom *g, const float *dy,      \
+                               const int32_t *idx, float *dx),                \
+      (be, g, dy, idx, dx), required)                                         \
+    /* y = x ⊙ mask(seed) / (1 − rate), mask as wk_dropout_hash documents;    \
+     * y may equal x. 0 ≤ rate < 1. */                                        \
+    X(void, dropout_forward, (struct wk_backend *be, const float *x,          \
+                              float *y, size_t n, float rate, uint64_t seed), \
+      (be, x, y, n, rate, seed), required)                                    \
+    /* dx = dy ⊙ the same mask and scale; dx may equal dy. */                 \
+    X(void, dropout_backward, (struct wk_backend *be, const float *dy,        \
+                               float *dx, size_t n, float rate,               \
+                               uint64_t seed),                                \
+      (be, dy, dx, n, rate, seed), required)
+
+/* Every entry but destroy, in the table's order. */
+#define WK_BACKEND_OPS(X) WK_BACKEND_MEMORY_OPS(X) WK_BACKEND_COMPUTE_OPS(X)
+
+#endif
