@@ -21,6 +21,7 @@
 
 #include "clock.h"
 #include "err.h"
+#include "fault.h"
 #include "log.h"
 
 #define DEFAULT_MAP_SIZE (1ull << 30)
@@ -519,6 +520,8 @@ struct init_arg {
     const char *optim_json;
     const struct ps_block *blocks;  /* (n_blocks) in local order */
     const float *const *init;
+    const char *var_defs;           /* (var_defs_len) or NULL */
+    size_t var_defs_len;
 };
 
 static int init_body(struct ps_store *s, MDB_txn *txn, void *arg)
@@ -537,6 +540,9 @@ static int init_body(struct ps_store *s, MDB_txn *txn, void *arg)
                              strlen(a->optim_json))) ||
         (rv = store_meta_put_u64(s, txn, "step", 0)))
         return rv;
+    if (a->var_defs && (rv = store_app_meta_put(s, txn, "vars", a->var_defs,
+                                                a->var_defs_len)) != HC_OK)
+        return rv;
     for (uint32_t i = 0; i < a->n_blocks; i++) {
         unsigned char key[8];
 
@@ -552,6 +558,7 @@ static int init_body(struct ps_store *s, MDB_txn *txn, void *arg)
                 return rv;
         }
     }
+    ps_fault_point("create:inside_init");   /* all written, not committed */
     return HC_OK;
 }
 
@@ -591,11 +598,95 @@ static int init_mismatch(const struct ps_store *s, const struct init_arg *a,
     return HC_OK;
 }
 
-int ps_store_init(struct ps_store *s, uint64_t signature,
-                  const struct hc_layout *layout, uint32_t shard,
-                  const char *optim_json, const float *const *init,
+/* The local block table of shard `shard` of `layout` into *tab (n
+ * entries, freed by the caller), and its longest block into *max_len. */
+static int init_table(const struct ps_store *s, const struct hc_layout *layout,
+                      uint32_t shard, struct ps_block **tab, uint32_t *n,
+                      uint32_t *max_len)
+{
+    struct ps_block *t;
+
+    *n = *max_len = 0;
+    for (size_t i = 0; i < layout->n_blocks; i++)
+        *n += layout->blocks[i].shard == shard;
+    *tab = t = calloc(*n ? *n : 1, sizeof *t);
+    if (!t)
+        return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory", s->dir);
+    for (size_t i = 0; i < layout->n_blocks; i++) {
+        const struct hc_block *b = &layout->blocks[i];
+
+        if (b->shard != shard)
+            continue;
+        if (b->local >= *n || t[b->local].length != 0 || b->length == 0 ||
+            b->length > layout->block_elems)
+            return hc_err_set(HC_ERR_INVAL, "store %s: layout block %zu (var "
+                              "%u, offset %llu, %u elements, local %u) is "
+                              "invalid for shard %u of %u blocks", s->dir, i,
+                              b->var, (unsigned long long)b->offset, b->length,
+                              b->local, shard, *n);
+        t[b->local] = (struct ps_block){b->var, b->length, b->offset};
+        if (b->length > *max_len)
+            *max_len = b->length;
+    }
+    return HC_OK;
+}
+
+static int vars_body(struct ps_store *s, MDB_txn *txn, void *arg)
+{
+    const struct init_arg *a = arg;
+
+    return store_app_meta_put(s, txn, "vars", a->var_defs, a->var_defs_len);
+}
+
+/* Already initialised (s->wmu held): the same store, or say how it
+ * differs. A store an older hetps created without its variable
+ * definitions (killed between its two transactions) gets them now. */
+static int init_again(struct ps_store *s, const struct init_arg *a,
+                      const struct hc_optim_conf *oc)
+{
+    MDB_txn *txn = NULL;
+    MDB_val v;
+    int rv;
+
+    if ((rv = init_mismatch(s, a, oc)) != HC_OK || !a->var_defs)
+        return rv;
+    if ((rv = store_txn_begin(s, MDB_RDONLY, &txn)) != HC_OK)
+        return rv;
+    rv = store_meta_get(s, txn, "app.vars", &v);
+    store_rtxn_end(s, txn);
+    if (rv != HC_ERR_NOTFOUND)
+        return rv;
+    hc_warn("store %s: initialised but without its variable definitions (a "
+            "create cut short by an older hetps): writing them now", s->dir);
+    return store_write_txn(s, vars_body, (void *)a,
+                           "writing the variable definitions");
+}
+
+/* The store now holds what `a` wrote (s->wmu held): take over its table. */
+static int init_done(struct ps_store *s, const struct init_arg *a,
+                     const struct hc_optim_conf *oc, struct ps_block **tab,
+                     uint32_t max_len)
+{
+    free(s->blocks);
+    s->blocks = *tab;
+    *tab = NULL;
+    s->signature = a->signature;
+    s->layout_hash = a->layout_hash;
+    s->block_elems = a->block_elems;
+    s->n_shards = a->n_shards;
+    s->shard = a->shard;
+    s->n_blocks = a->n_blocks;
+    s->n_slots = a->n_slots;
+    s->max_len = max_len;
+    s->optim = *oc;
+    snprintf(s->optim_json, sizeof s->optim_json, "%s", a->optim_json);
+    return alloc_work(s);
+}
+
+int ps_store_init(struct ps_store *s, const struct ps_store_def *d,
                   int *created)
 {
+    const struct hc_layout *layout = d->layout;
     struct init_arg a = {0};
     struct hc_optim_conf oc;
     struct ps_block *tab = NULL;
@@ -612,63 +703,42 @@ int ps_store_init(struct ps_store *s, uint64_t signature,
         layout->block_elems == 0)
         return hc_err_set(HC_ERR_INVAL, "store %s: no layout or an empty one",
                           s->dir);
-    if (shard >= (uint32_t)layout->n_shards)
+    if (d->shard >= (uint32_t)layout->n_shards)
         return hc_err_set(HC_ERR_INVAL, "store %s: shard %u is out of range: "
-                          "the layout has %d shards", s->dir, shard,
+                          "the layout has %d shards", s->dir, d->shard,
                           layout->n_shards);
     snprintf(src, sizeof src, "store %s: optimizer", s->dir);
-    if ((rv = ps_optim_from_json(optim_json, optim_json ? strlen(optim_json)
-                                                        : 0, src, &oc)) ||
+    if ((rv = ps_optim_from_json(d->optim_json, d->optim_json
+                                 ? strlen(d->optim_json) : 0, src, &oc)) ||
         (rv = ps_optim_to_json(&oc, json, sizeof json)))
         return rv;
-    for (size_t i = 0; i < layout->n_blocks; i++)
-        n += layout->blocks[i].shard == shard;
-    tab = calloc(n ? n : 1, sizeof *tab);
-    if (!tab)
-        return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory", s->dir);
-    for (size_t i = 0; i < layout->n_blocks; i++) {
-        const struct hc_block *b = &layout->blocks[i];
-
-        if (b->shard != shard)
-            continue;
-        if (b->local >= n || tab[b->local].length != 0 || b->length == 0 ||
-            b->length > layout->block_elems) {
-            rv = hc_err_set(HC_ERR_INVAL, "store %s: layout block %zu (var %u, "
-                            "offset %llu, %u elements, local %u) is invalid for "
-                            "shard %u of %u blocks", s->dir, i, b->var,
-                            (unsigned long long)b->offset, b->length, b->local,
-                            shard, n);
+    if ((rv = init_table(s, layout, d->shard, &tab, &n, &max_len)) != HC_OK)
+        goto out;
+    for (uint32_t i = 0; d->init && i < n; i++)
+        if (!d->init[i]) {
+            rv = hc_err_set(HC_ERR_INVAL, "store %s: no initial values for "
+                            "local block %u", s->dir, i);
             goto out;
         }
-        tab[b->local] = (struct ps_block){b->var, b->length, b->offset};
-        if (b->length > max_len)
-            max_len = b->length;
-    }
-    if (init)
-        for (uint32_t i = 0; i < n; i++)
-            if (!init[i]) {
-                rv = hc_err_set(HC_ERR_INVAL, "store %s: no initial values "
-                                "for local block %u", s->dir, i);
-                goto out;
-            }
     a = (struct init_arg){
-        .signature = signature, .layout_hash = hc_layout_hash(layout),
+        .signature = d->signature, .layout_hash = hc_layout_hash(layout),
         .block_elems = layout->block_elems,
-        .n_shards = (uint32_t)layout->n_shards, .shard = shard,
+        .n_shards = (uint32_t)layout->n_shards, .shard = d->shard,
         .n_blocks = n, .n_slots = (uint32_t)ps_optim_slots(&oc),
-        .optim_json = json, .blocks = tab, .init = init,
+        .optim_json = json, .blocks = tab, .init = d->init,
+        .var_defs = d->var_defs, .var_defs_len = d->var_defs_len,
     };
 
     pthread_mutex_lock(&s->wmu);
     if (atomic_load(&s->initialised)) {
-        rv = init_mismatch(s, &a, &oc);
+        rv = init_again(s, &a, &oc);
         pthread_mutex_unlock(&s->wmu);
         goto out;
     }
     /* What the create writes: each block's record (values and CRC) and its
      * optimizer slots, at most 5/4 of it in LMDB's pages, and as much again
      * for copy-on-write of the B-tree — reserved on disk beforehand. */
-    s->write_extra = 0;
+    s->write_extra = a.var_defs_len * 2;
     for (uint32_t i = 0; i < n; i++)
         s->write_extra += ((uint64_t)tab[i].length * 4 + 64) *
                           (1 + a.n_slots) * 5 / 2;
@@ -676,29 +746,13 @@ int ps_store_init(struct ps_store *s, uint64_t signature,
         s->write_extra = s->map_size;
     rv = store_write_txn(s, init_body, &a, "initialising the store");
     s->write_extra = 0;
-    if (rv == HC_OK) {
-        free(s->blocks);
-        s->blocks = tab;
-        tab = NULL;
-        s->signature = a.signature;
-        s->layout_hash = a.layout_hash;
-        s->block_elems = a.block_elems;
-        s->n_shards = a.n_shards;
-        s->shard = a.shard;
-        s->n_blocks = a.n_blocks;
-        s->n_slots = a.n_slots;
-        s->max_len = max_len;
-        s->optim = oc;
-        memcpy(s->optim_json, json, sizeof json);
-        rv = alloc_work(s);
-        if (rv == HC_OK) {
-            atomic_store(&s->step, 0);
-            atomic_store(&s->initialised, 1);
-            if (created)
-                *created = 1;
-            hc_info("store %s: initialised shard %u of %u: %u blocks, "
-                    "optimizer %s", s->dir, shard, a.n_shards, n, json);
-        }
+    if (rv == HC_OK && (rv = init_done(s, &a, &oc, &tab, max_len)) == HC_OK) {
+        atomic_store(&s->step, 0);
+        atomic_store(&s->initialised, 1);
+        if (created)
+            *created = 1;
+        hc_info("store %s: initialised shard %u of %u: %u blocks, optimizer "
+                "%s", s->dir, d->shard, a.n_shards, n, json);
     }
     pthread_mutex_unlock(&s->wmu);
 out:

@@ -118,6 +118,10 @@ int store_meta_put_u64(struct ps_store *s, MDB_txn *txn, const char *key,
 int store_meta_fixed(struct ps_store *s, MDB_txn *txn, const char *key,
                      void *dst, size_t len);
 
+/* An application meta key (ps_store_meta_put's, e.g. "vars") in txn. */
+int store_app_meta_put(struct ps_store *s, MDB_txn *txn, const char *key,
+                       const void *data, size_t len);
+
 /* ---- store_block.c ----------------------------------------------------- */
 
 /* Key of array k (0 = parameters in "vars", 1 + slot in "slots") of block

@@ -40,6 +40,9 @@ static int open_one(struct run *r, const struct hc_layout *l,
                     const float *const *init)
 {
     struct ps_store_opts o = {.apply_threads = r->threads};
+    struct ps_store_def d = {.signature = 1, .layout = l,
+                             .optim_json = "{\"type\":\"adam\"}",
+                             .init = init};
 
     snprintf(r->dir, sizeof r->dir, "/tmp/hetps-bench-apply-XXXXXX");
     if (!mkdtemp(r->dir)) {
@@ -47,8 +50,7 @@ static int open_one(struct run *r, const struct hc_layout *l,
         return -1;
     }
     if (ps_store_open(r->dir, &o, &r->s) != HC_OK ||
-        ps_store_init(r->s, 1, l, 0, "{\"type\":\"adam\"}", init, NULL) !=
-            HC_OK) {
+        ps_store_init(r->s, &d, NULL) != HC_OK) {
         fprintf(stderr, "apply bench: %s\n", hc_err_msg());
         return -1;
     }

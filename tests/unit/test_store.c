@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "err.h"
@@ -44,6 +46,17 @@ static const char *ADAM_JSON = "{\"type\":\"adam\"}";
     } while (0)
 
 /* ---- helpers ----------------------------------------------------------- */
+
+/* ps_store_init without variable definitions. */
+static int init_as(struct ps_store *s, uint64_t sig, const struct hc_layout *l,
+                   uint32_t shard, const char *optim, const float *const *init,
+                   int *created)
+{
+    struct ps_store_def d = {.signature = sig, .layout = l, .shard = shard,
+                             .optim_json = optim, .init = init};
+
+    return ps_store_init(s, &d, created);
+}
 
 /* Cut variables into blocks of `be`, dealt round-robin to the shards. */
 static void tl_build(struct hc_layout *l, const size_t *sizes, int nv,
@@ -291,7 +304,7 @@ static void test_init_reopen(void)
     vals_make(&v, &l, 1);
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 1, ADAM_JSON,
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 1, ADAM_JSON,
                                   (const float *const *)v.b, &created), HC_OK);
     CU_ASSERT_EQUAL(created, 1);
     CU_ASSERT(store_equals(s, &v));
@@ -326,12 +339,101 @@ static void test_init_reopen(void)
     CU_ASSERT(store_equals(s, &v));
     CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
     /* idempotent: same init again changes nothing */
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 1, ADAM_JSON, NULL, &created),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 1, ADAM_JSON, NULL, &created),
                     HC_OK);
     CU_ASSERT_EQUAL(created, 0);
     CU_ASSERT(store_equals(s, &v));
     ps_store_close(s);
     vals_free(&v);
+    tl_free(&l);
+    hp_rmtree(tmp);
+}
+
+/* ps_store_init with the variable definitions `defs`. */
+static int init_defs(struct ps_store *s, const struct hc_layout *l,
+                     const char *defs, int *created)
+{
+    struct ps_store_def d = {.signature = SIG, .layout = l, .shard = 0,
+                             .optim_json = SGD_JSON, .var_defs = defs,
+                             .var_defs_len = defs ? strlen(defs) : 0};
+
+    return ps_store_init(s, &d, created);
+}
+
+/* What meta "vars" holds, NUL-terminated, into buf; the get's code. */
+static int vars_of(struct ps_store *s, char *buf, size_t cap)
+{
+    size_t len = 0;
+    int rv = ps_store_meta_get(s, "vars", buf, cap - 1, &len);
+
+    buf[rv == HC_OK ? len : 0] = '\0';
+    return rv;
+}
+
+/*
+ * Create is one transaction: the variable definitions are written with
+ * the meta and the blocks; a process killed inside it (the fault point,
+ * in a child) leaves an empty store that a second create makes whole; a
+ * store an older hetps initialised without definitions gets them from
+ * the next create, and they are never rewritten after.
+ */
+static void test_init_whole(void)
+{
+    static const char defs[] = "[{\"name\":\"w\",\"shape\":[30,20]}]";
+    const size_t sizes[] = {600};
+    char tmp[256], buf[256];
+    struct hc_layout l;
+    struct ps_store *s;
+    struct ps_store_info info;
+    int created = -1, status = 0;
+    pid_t pid;
+
+    hp_tmpdir(tmp, sizeof tmp);
+    tl_build(&l, sizes, 1, 1, 256);
+    pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        struct ps_store *c = NULL;
+
+        setenv("HETPS_FAULT", "create:inside_init", 1);
+        if (ps_store_open(tmp, NULL, &c) == HC_OK)
+            init_defs(c, &l, defs, NULL);
+        _exit(3);               /* not reached when the point fired */
+    }
+    CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    s = open_ok(tmp, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    ps_store_info(s, &info);
+    CU_ASSERT_EQUAL(info.initialised, 0);
+    CU_ASSERT_EQUAL(vars_of(s, buf, sizeof buf), HC_ERR_NOTFOUND);
+    CU_ASSERT_EQUAL(init_defs(s, &l, defs, &created), HC_OK);
+    CU_ASSERT_EQUAL(created, 1);
+    CU_ASSERT_EQUAL(vars_of(s, buf, sizeof buf), HC_OK);
+    CU_ASSERT_STRING_EQUAL(buf, defs);
+    /* a repeat keeps them as they are */
+    CU_ASSERT_EQUAL(init_defs(s, &l, "[]", &created), HC_OK);
+    CU_ASSERT_EQUAL(created, 0);
+    CU_ASSERT_EQUAL(vars_of(s, buf, sizeof buf), HC_OK);
+    CU_ASSERT_STRING_EQUAL(buf, defs);
+    ps_store_close(s);
+    hp_rmtree(tmp);
+
+    /* initialised without definitions (an older hetps's two transactions,
+     * killed between them): the next create writes them */
+    hp_tmpdir(tmp, sizeof tmp);
+    s = open_ok(tmp, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(init_defs(s, &l, NULL, &created), HC_OK);
+    CU_ASSERT_EQUAL(vars_of(s, buf, sizeof buf), HC_ERR_NOTFOUND);
+    ps_store_close(s);
+    s = open_ok(tmp, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(init_defs(s, &l, defs, &created), HC_OK);
+    CU_ASSERT_EQUAL(created, 0);
+    CU_ASSERT_EQUAL(vars_of(s, buf, sizeof buf), HC_OK);
+    CU_ASSERT_STRING_EQUAL(buf, defs);
+    ps_store_close(s);
     tl_free(&l);
     hp_rmtree(tmp);
 }
@@ -351,41 +453,41 @@ static void test_init_mismatch(void)
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     /* bad arguments before anything is written */
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 2, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 2, SGD_JSON, NULL, NULL),
                     HC_ERR_INVAL);
     CHECK_MSG("shard 2 is out of range");
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 0, "{\"type\":\"nadam\"}", NULL,
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, "{\"type\":\"nadam\"}", NULL,
                                   NULL), HC_ERR_CONFIG);
     CHECK_MSG("\"nadam\" is not supported");
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, NULL, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL(init_as(s, SIG, NULL, 0, SGD_JSON, NULL, NULL),
                     HC_ERR_INVAL);
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 0, SGD_JSON, NULL, &created),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, SGD_JSON, NULL, &created),
                     HC_OK);
     CU_ASSERT_EQUAL(created, 1);
 
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG + 1, &l, 0, SGD_JSON, NULL,
+    CU_ASSERT_EQUAL(init_as(s, SIG + 1, &l, 0, SGD_JSON, NULL,
                                   &created), HC_ERR_MISMATCH);
     CU_ASSERT_EQUAL(created, 0);
     CHECK_MSG("model signature");
     CHECK_MSG(tmp);
     CHECK_MSG("fresh --data-dir");
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l3, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l3, 0, SGD_JSON, NULL, NULL),
                     HC_ERR_MISMATCH);
     CHECK_MSG("laid out for 2 shards");
     CHECK_MSG("now has 3 shards");
     CHECK_MSG("hetps reshard");
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &lb, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &lb, 0, SGD_JSON, NULL, NULL),
                     HC_ERR_MISMATCH);
     CHECK_MSG("blocks of 128");
     CHECK_MSG("hetps reshard");
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 1, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 1, SGD_JSON, NULL, NULL),
                     HC_ERR_MISMATCH);
     CHECK_MSG("holds shard 0 but this server is shard 1");
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 0, ADAM_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, ADAM_JSON, NULL, NULL),
                     HC_ERR_MISMATCH);
     CHECK_MSG("optimizer {\"type\":\"sgd\"");
     /* the same settings written differently are the same optimizer */
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 0,
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0,
                                   "{ \"learning_rate\": 0.5, \"type\": \"sgd\" }",
                                   NULL, &created), HC_OK);
     CU_ASSERT_EQUAL(created, 0);
@@ -415,7 +517,7 @@ static void test_apply_sgd(void)
     vals_make(&v, &l, 0);
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, SGD_JSON,
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_JSON,
                                         (const float *const *)v.b, NULL),
                           HC_OK);
     for (int i = 0; i < 8; i++)
@@ -504,7 +606,7 @@ static void run_adam_equivalence(uint64_t direct_max_pages, int group,
     }
     s = open_ok(tmp, &o);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, ADAM_JSON,
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, ADAM_JSON,
                                         (const float *const *)v.b, NULL),
                           HC_OK);
     for (uint64_t t = 0; t < 4; t++) {
@@ -613,7 +715,7 @@ static void test_apply_errors(void)
     tl_build(&l, sizes, 1, 1, 8);   /* blocks 8, 8, 4 */
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
                           HC_OK);
     u[0] = (struct ps_update){5, 8, g, 1};
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, u, 1, NULL, 0, NULL),
@@ -699,7 +801,7 @@ static void test_records(void)
     tl_build(&l, sizes, 1, 1, 16);
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
                           HC_OK);
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, &u, 1, recs, 2, &step), HC_OK);
     CU_ASSERT_EQUAL(step, 1);
@@ -786,7 +888,7 @@ static void test_map_full(void)
     tl_build(&l, sizes, 1, 1, 16);
     s = open_ok(tmp, &o);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
                           HC_OK);
     for (w = 0; w < 64; w++) {
         rec.worker = w;
@@ -848,7 +950,7 @@ static void test_map_growth_init(void)
     vals_make(&v, &l, 0);
     s = open_ok(tmp, &o);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 0, ADAM_JSON,
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, ADAM_JSON,
                                   (const float *const *)v.b, NULL), HC_OK);
     ps_store_info(s, &info);
     CU_ASSERT(info.map_size >= (128u << 10));
@@ -922,7 +1024,7 @@ static void test_verify_corruption(void)
     vals_make(&v, &l, 0);
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, ADAM_JSON,
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, ADAM_JSON,
                                         (const float *const *)v.b, NULL),
                           HC_OK);
     CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
@@ -979,7 +1081,7 @@ static void test_read_only_and_durability(void)
     tl_build(&l, sizes, 1, 1, 8);
     s = open_ok(tmp, &w);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
                           HC_OK);
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, &u, 1, NULL, 0, NULL), HC_OK);
     CU_ASSERT_EQUAL(ps_store_sync(s), HC_OK);
@@ -1075,7 +1177,7 @@ static void test_concurrent_readers(void)
     tl_build(&l, sizes, 1, 1, CLEN);
     c.s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c.s);
-    CU_ASSERT_EQUAL_FATAL(ps_store_init(c.s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL_FATAL(init_as(c.s, SIG, &l, 0, SGD_JSON, NULL, NULL),
                           HC_OK);
     for (int i = 0; i < 2; i++)
         CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, reader, &c), 0);
@@ -1107,6 +1209,8 @@ void hp_test_register(void)
     CU_add_test(s, "open fresh, incarnations", test_open_fresh);
     CU_add_test(s, "init, reopen, idempotent init", test_init_reopen);
     CU_add_test(s, "init mismatches", test_init_mismatch);
+    CU_add_test(s, "init is whole or nothing, with the definitions",
+                test_init_whole);
     CU_add_test(s, "apply sgd, read ranges", test_apply_sgd);
     CU_add_test(s, "apply adam = optimizer (direct)", test_apply_adam_direct);
     CU_add_test(s, "apply adam = optimizer (scratch)",
