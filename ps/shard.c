@@ -315,20 +315,17 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
     struct hc_layout layout = { 0 };
     struct hc_optim_conf oc;
     struct ps_store_def def = { 0 };
-    char optim[PS_OPTIM_JSON_MAX], *defs = NULL;
+    char optim[160], *defs = NULL;
     size_t v, k, b;
     int rv, created = 0, have_layout = 0;
 
     if (cv->n_vars == 0 || cv->n_vars > HC_MODEL_MAX_VARS)
         return hc_err_set(HC_ERR_LIMIT, "create: %zu variables (1..%d allowed)",
                           cv->n_vars, HC_MODEL_MAX_VARS);
-    if (!cv->has_optimizer)
+    if (!cv->optimizer)
         return hc_err_set(HC_ERR_CONFIG, "create: no optimizer settings");
-    rv = ps_optim_from_json((const char *)cv->optimizer.data,
-                            cv->optimizer.len, "CreateVariables.optimizer", &oc);
-    if (rv == HC_OK)
-        rv = ps_optim_to_json(&oc, optim, sizeof optim);
-    if (rv != HC_OK)
+    if ((rv = hc_optim_from_wire(cv->optimizer, "create: optimizer",
+                                 &oc)) != HC_OK)
         return rv;
     for (v = 0; v < cv->n_vars; v++) {
         size_t size = 1;
@@ -379,7 +376,7 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
     def.signature = cv->signature;
     def.layout = &layout;
     def.shard = (uint32_t)sh->index;
-    def.optim_json = optim;
+    def.optim = &oc;
     def.init = init;
     def.var_defs = defs;
     ps_fault_point("create:before_init");
@@ -394,7 +391,8 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
         goto out;
     if (created)
         hc_info("variables created: %zu variables, %u blocks here, optimizer %s",
-                cv->n_vars, sh->n_blocks, optim);
+                cv->n_vars, sh->n_blocks,
+                hc_optim_describe(&oc, optim, sizeof optim));
     else
         hc_info("variables already exist (step %llu): kept",
                 (unsigned long long)ps_store_step(sh->store));

@@ -23,6 +23,7 @@
 #include "err.h"
 #include "fault.h"
 #include "log.h"
+#include "model.h"         /* hc_model_optim_from_json: format 1 */
 
 #define DEFAULT_MAP_SIZE (1ull << 30)
 #define DEFAULT_MAP_MAX (64ull << 30)
@@ -55,8 +56,9 @@ static int mkdir_p(const char *dir)
     return HC_OK;
 }
 
-/* Check the magic and the format of an existing store. */
-static int check_magic(struct ps_store *s, MDB_txn *txn)
+/* Check the magic and the format of an existing store (*format: this
+ * one's, or the older one an open converts). */
+static int check_magic(struct ps_store *s, MDB_txn *txn, uint32_t *out)
 {
     MDB_val v;
     uint32_t format;
@@ -83,7 +85,8 @@ static int check_magic(struct ps_store *s, MDB_txn *txn)
     if ((rv = store_meta_fixed(s, txn, "format", &format,
                                sizeof format)) != HC_OK)
         return rv;
-    if (format != PS_STORE_FORMAT)
+    *out = format;
+    if (format != PS_STORE_FORMAT && format != PS_STORE_FORMAT_JSON_OPTIM)
         return hc_err_set(HC_ERR_VERSION, "store %s: store format %u, but this "
                           "hetps reads format %u: use the hetps version that "
                           "wrote it (export the weights with it) or start from "
@@ -166,8 +169,9 @@ out:
     return rv;
 }
 
-/* Read what meta says into the store (magic already checked). */
-static int load_meta(struct ps_store *s, MDB_txn *txn)
+/* Read what meta says into the store (magic already checked; `format`
+ * the store's). */
+static int load_meta(struct ps_store *s, MDB_txn *txn, uint32_t format)
 {
     MDB_val v;
     uint64_t step;
@@ -198,18 +202,20 @@ static int load_meta(struct ps_store *s, MDB_txn *txn)
         return rv == HC_ERR_NOTFOUND
                    ? store_meta_fixed(s, txn, "optimizer", NULL, 0)
                    : rv;
-    snprintf(src, sizeof src, "store %s meta", s->dir);
-    if (ps_optim_from_json(v.mv_data, v.mv_size, src, &s->optim) != HC_OK) {
+    snprintf(src, sizeof src, "store %s: meta \"optimizer\"", s->dir);
+    if (format == PS_STORE_FORMAT)
+        rv = hc_optim_from_record(v.mv_data, v.mv_size, src, &s->optim);
+    else if (hc_model_optim_from_json(v.mv_data, v.mv_size, src,
+                                      &s->optim) != HC_OK) {
         char why[512];
 
         snprintf(why, sizeof why, "%s", hc_err_msg());
-        return hc_err_set(HC_ERR_STORE, "%s; the store is damaged", why);
+        rv = hc_err_set(HC_ERR_STORE, "%s (JSON text of store format %u); "
+                        "this hetps cannot convert it: export the weights "
+                        "with the hetps that wrote the store", why, format);
     }
-    if (v.mv_size >= sizeof s->optim_json)
-        return hc_err_set(HC_ERR_STORE, "store %s: meta optimizer text is too "
-                          "long; the store is damaged", s->dir);
-    memcpy(s->optim_json, v.mv_data, v.mv_size);
-    s->optim_json[v.mv_size] = '\0';
+    if (rv != HC_OK)
+        return rv;
     if (s->n_slots > PS_STORE_MAX_SLOTS ||
         (int)s->n_slots != ps_optim_slots(&s->optim) || s->block_elems == 0)
         return hc_err_set(HC_ERR_STORE, "store %s: meta disagrees with itself "
@@ -239,11 +245,33 @@ static int open_dbs(struct ps_store *s, MDB_txn *txn, unsigned flags)
     return HC_OK;
 }
 
+/* An older store brought to this format in the open's transaction: the
+ * optimizer settings, read from format 1's JSON text (load_meta), become
+ * the typed record. */
+static int convert_format(struct ps_store *s, MDB_txn *txn, uint32_t from)
+{
+    unsigned char rec[HC_OPTIM_RECORD_SIZE];
+    int rv;
+
+    if (atomic_load(&s->initialised)) {
+        hc_optim_to_record(&s->optim, rec);
+        if ((rv = store_meta_put(s, txn, "optimizer", rec, sizeof rec)))
+            return rv;
+    }
+    if ((rv = store_meta_put_u32(s, txn, "format", PS_STORE_FORMAT)))
+        return rv;
+    hc_info("store %s: converted from format %u (optimizer settings as JSON "
+            "text) to format %u (a typed record)", s->dir, from,
+            PS_STORE_FORMAT);
+    return HC_OK;
+}
+
 /* First transaction of an open: find or create meta, check it, count the
  * incarnation, load. */
 static int open_body(struct ps_store *s, MDB_txn *txn, void *arg)
 {
     unsigned wflags = s->read_only ? 0 : MDB_CREATE;
+    uint32_t format = PS_STORE_FORMAT;
     int rc, rv, fresh = 0;
 
     (void)arg;
@@ -282,10 +310,13 @@ static int open_body(struct ps_store *s, MDB_txn *txn, void *arg)
             (rv = store_meta_put_u32(s, txn, "format",
                                      PS_STORE_FORMAT)) != HC_OK)
             return rv;
-    } else if ((rv = check_magic(s, txn)) != HC_OK) {
+    } else if ((rv = check_magic(s, txn, &format)) != HC_OK) {
         return rv;
     }
-    if ((rv = load_meta(s, txn)) != HC_OK)
+    if ((rv = load_meta(s, txn, format)) != HC_OK)
+        return rv;
+    if (format != PS_STORE_FORMAT && !s->read_only &&
+        (rv = convert_format(s, txn, format)) != HC_OK)
         return rv;
     if (!s->read_only) {
         s->incarnation++;
@@ -517,7 +548,8 @@ void ps_store_close(struct ps_store *s)
 struct init_arg {
     uint64_t signature, layout_hash;
     uint32_t block_elems, n_shards, shard, n_blocks, n_slots;
-    const char *optim_json;
+    struct hc_optim_conf optim;
+    unsigned char optim_rec[HC_OPTIM_RECORD_SIZE];
     const struct ps_block *blocks;  /* (n_blocks) in local order */
     const float *const *init;
     const char *var_defs;           /* (var_defs_len) or NULL */
@@ -536,8 +568,8 @@ static int init_body(struct ps_store *s, MDB_txn *txn, void *arg)
         (rv = store_meta_put_u32(s, txn, "shard", a->shard)) ||
         (rv = store_meta_put_u32(s, txn, "n_blocks", a->n_blocks)) ||
         (rv = store_meta_put_u32(s, txn, "n_slots", a->n_slots)) ||
-        (rv = store_meta_put(s, txn, "optimizer", a->optim_json,
-                             strlen(a->optim_json))) ||
+        (rv = store_meta_put(s, txn, "optimizer", a->optim_rec,
+                             sizeof a->optim_rec)) ||
         (rv = store_meta_put_u64(s, txn, "step", 0)))
         return rv;
     if (a->var_defs && (rv = store_app_meta_put(s, txn, "vars", a->var_defs,
@@ -563,8 +595,7 @@ static int init_body(struct ps_store *s, MDB_txn *txn, void *arg)
 }
 
 /* Say how an initialised store differs from what init asks for. */
-static int init_mismatch(const struct ps_store *s, const struct init_arg *a,
-                         const struct hc_optim_conf *oc)
+static int init_mismatch(const struct ps_store *s, const struct init_arg *a)
 {
     if (s->signature != a->signature)
         return hc_err_set(HC_ERR_MISMATCH, "store %s: holds a different model "
@@ -590,11 +621,15 @@ static int init_mismatch(const struct ps_store *s, const struct init_arg *a,
         return hc_err_set(HC_ERR_MISMATCH, "store %s: holds shard %u but this "
                           "server is shard %u: check --data-dir and --task",
                           s->dir, s->shard, a->shard);
-    if (!ps_optim_equal(&s->optim, oc))
+    if (!hc_optim_equal(&s->optim, &a->optim)) {
+        char made[160], asked[160];
+
         return hc_err_set(HC_ERR_MISMATCH, "store %s: made with optimizer %s "
                           "but asked for %s: use the store's optimizer "
                           "settings, or a fresh --data-dir", s->dir,
-                          s->optim_json, a->optim_json);
+                          hc_optim_describe(&s->optim, made, sizeof made),
+                          hc_optim_describe(&a->optim, asked, sizeof asked));
+    }
     return HC_OK;
 }
 
@@ -641,14 +676,13 @@ static int vars_body(struct ps_store *s, MDB_txn *txn, void *arg)
 /* Already initialised (s->wmu held): the same store, or say how it
  * differs. A store an older hetps created without its variable
  * definitions (killed between its two transactions) gets them now. */
-static int init_again(struct ps_store *s, const struct init_arg *a,
-                      const struct hc_optim_conf *oc)
+static int init_again(struct ps_store *s, const struct init_arg *a)
 {
     MDB_txn *txn = NULL;
     MDB_val v;
     int rv;
 
-    if ((rv = init_mismatch(s, a, oc)) != HC_OK || !a->var_defs)
+    if ((rv = init_mismatch(s, a)) != HC_OK || !a->var_defs)
         return rv;
     if ((rv = store_txn_begin(s, MDB_RDONLY, &txn)) != HC_OK)
         return rv;
@@ -664,8 +698,7 @@ static int init_again(struct ps_store *s, const struct init_arg *a,
 
 /* The store now holds what `a` wrote (s->wmu held): take over its table. */
 static int init_done(struct ps_store *s, const struct init_arg *a,
-                     const struct hc_optim_conf *oc, struct ps_block **tab,
-                     uint32_t max_len)
+                     struct ps_block **tab, uint32_t max_len)
 {
     free(s->blocks);
     s->blocks = *tab;
@@ -678,8 +711,7 @@ static int init_done(struct ps_store *s, const struct init_arg *a,
     s->n_blocks = a->n_blocks;
     s->n_slots = a->n_slots;
     s->max_len = max_len;
-    s->optim = *oc;
-    snprintf(s->optim_json, sizeof s->optim_json, "%s", a->optim_json);
+    s->optim = a->optim;
     return alloc_work(s);
 }
 
@@ -688,9 +720,8 @@ int ps_store_init(struct ps_store *s, const struct ps_store_def *d,
 {
     const struct hc_layout *layout = d->layout;
     struct init_arg a = {0};
-    struct hc_optim_conf oc;
     struct ps_block *tab = NULL;
-    char json[PS_OPTIM_JSON_MAX], src[PATH_MAX + 32];
+    char src[PATH_MAX + 32], desc[160];
     uint32_t n = 0, max_len = 0;
     int rv;
 
@@ -708,9 +739,9 @@ int ps_store_init(struct ps_store *s, const struct ps_store_def *d,
                           "the layout has %d shards", s->dir, d->shard,
                           layout->n_shards);
     snprintf(src, sizeof src, "store %s: optimizer", s->dir);
-    if ((rv = ps_optim_from_json(d->optim_json, d->optim_json
-                                 ? strlen(d->optim_json) : 0, src, &oc)) ||
-        (rv = ps_optim_to_json(&oc, json, sizeof json)))
+    if (!d->optim)
+        return hc_err_set(HC_ERR_CONFIG, "%s: no settings given", src);
+    if ((rv = hc_optim_validate(d->optim, src)) != HC_OK)
         return rv;
     if ((rv = init_table(s, layout, d->shard, &tab, &n, &max_len)) != HC_OK)
         goto out;
@@ -724,14 +755,15 @@ int ps_store_init(struct ps_store *s, const struct ps_store_def *d,
         .signature = d->signature, .layout_hash = hc_layout_hash(layout),
         .block_elems = layout->block_elems,
         .n_shards = (uint32_t)layout->n_shards, .shard = d->shard,
-        .n_blocks = n, .n_slots = (uint32_t)ps_optim_slots(&oc),
-        .optim_json = json, .blocks = tab, .init = d->init,
+        .n_blocks = n, .n_slots = (uint32_t)ps_optim_slots(d->optim),
+        .optim = *d->optim, .blocks = tab, .init = d->init,
         .var_defs = d->var_defs, .var_defs_len = d->var_defs_len,
     };
 
+    hc_optim_to_record(&a.optim, a.optim_rec);
     pthread_mutex_lock(&s->wmu);
     if (atomic_load(&s->initialised)) {
-        rv = init_again(s, &a, &oc);
+        rv = init_again(s, &a);
         pthread_mutex_unlock(&s->wmu);
         goto out;
     }
@@ -746,13 +778,14 @@ int ps_store_init(struct ps_store *s, const struct ps_store_def *d,
         s->write_extra = s->map_size;
     rv = store_write_txn(s, init_body, &a, "initialising the store");
     s->write_extra = 0;
-    if (rv == HC_OK && (rv = init_done(s, &a, &oc, &tab, max_len)) == HC_OK) {
+    if (rv == HC_OK && (rv = init_done(s, &a, &tab, max_len)) == HC_OK) {
         atomic_store(&s->step, 0);
         atomic_store(&s->initialised, 1);
         if (created)
             *created = 1;
         hc_info("store %s: initialised shard %u of %u: %u blocks, optimizer "
-                "%s", s->dir, d->shard, a.n_shards, n, json);
+                "%s", s->dir, d->shard, a.n_shards, n,
+                hc_optim_describe(&a.optim, desc, sizeof desc));
     }
     pthread_mutex_unlock(&s->wmu);
 out:

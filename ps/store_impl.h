@@ -59,7 +59,6 @@ struct ps_store {
     uint64_t signature, layout_hash;
     uint32_t block_elems, n_shards, shard, n_blocks, n_slots;
     struct hc_optim_conf optim;
-    char optim_json[PS_OPTIM_JSON_MAX];
 
     struct ps_block *blocks;    /* (n_blocks) */
     uint32_t max_len;           /* longest block */

@@ -33,8 +33,12 @@
 
 #define SIG 0x5151000012345678ull
 
-static const char *SGD_JSON = "{\"type\":\"sgd\",\"learning_rate\":0.5}";
-static const char *ADAM_JSON = "{\"type\":\"adam\"}";
+static const struct hc_optim_conf SGD_OPT = {.type = HC_OPT_SGD, .lr = 0.5f};
+static const struct hc_optim_conf ADAM_OPT = {.type = HC_OPT_ADAM, .lr = 1e-3f,
+                                              .beta1 = 0.9f, .beta2 = 0.999f,
+                                              .eps = 1e-7f};
+#define SGD_OPTS (&SGD_OPT)
+#define ADAM_OPTS (&ADAM_OPT)
 
 #define CHECK_MSG(substr)                                                    \
     do {                                                                     \
@@ -49,11 +53,12 @@ static const char *ADAM_JSON = "{\"type\":\"adam\"}";
 
 /* ps_store_init without variable definitions. */
 static int init_as(struct ps_store *s, uint64_t sig, const struct hc_layout *l,
-                   uint32_t shard, const char *optim, const float *const *init,
+                   uint32_t shard, const struct hc_optim_conf *optim,
+                   const float *const *init,
                    int *created)
 {
     struct ps_store_def d = {.signature = sig, .layout = l, .shard = shard,
-                             .optim_json = optim, .init = init};
+                             .optim = optim, .init = init};
 
     return ps_store_init(s, &d, created);
 }
@@ -304,7 +309,7 @@ static void test_init_reopen(void)
     vals_make(&v, &l, 1);
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 1, ADAM_JSON,
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 1, ADAM_OPTS,
                                   (const float *const *)v.b, &created), HC_OK);
     CU_ASSERT_EQUAL(created, 1);
     CU_ASSERT(store_equals(s, &v));
@@ -339,7 +344,7 @@ static void test_init_reopen(void)
     CU_ASSERT(store_equals(s, &v));
     CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
     /* idempotent: same init again changes nothing */
-    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 1, ADAM_JSON, NULL, &created),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 1, ADAM_OPTS, NULL, &created),
                     HC_OK);
     CU_ASSERT_EQUAL(created, 0);
     CU_ASSERT(store_equals(s, &v));
@@ -354,7 +359,7 @@ static int init_defs(struct ps_store *s, const struct hc_layout *l,
                      const char *defs, int *created)
 {
     struct ps_store_def d = {.signature = SIG, .layout = l, .shard = 0,
-                             .optim_json = SGD_JSON, .var_defs = defs,
+                             .optim = SGD_OPTS, .var_defs = defs,
                              .var_defs_len = defs ? strlen(defs) : 0};
 
     return ps_store_init(s, &d, created);
@@ -438,6 +443,115 @@ static void test_init_whole(void)
     hp_rmtree(tmp);
 }
 
+/* Meta value `key` of the store in dir into buf (cap bytes); its size, or
+ * -1 when it cannot be read. */
+static long raw_meta(const char *dir, const char *key, void *buf, size_t cap)
+{
+    MDB_env *env = NULL;
+    MDB_txn *txn = NULL;
+    MDB_dbi dbi;
+    MDB_val k = {strlen(key), (void *)key}, v;
+    long n = -1;
+
+    if (!mdb_env_create(&env) && !mdb_env_set_maxdbs(env, 8) &&
+        !mdb_env_open(env, dir, MDB_RDONLY, 0644) &&
+        !mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) &&
+        !mdb_dbi_open(txn, "meta", 0, &dbi) && !mdb_get(txn, dbi, &k, &v) &&
+        v.mv_size <= cap) {
+        memcpy(buf, v.mv_data, v.mv_size);
+        n = (long)v.mv_size;
+    }
+    if (txn)
+        mdb_txn_abort(txn);
+    if (env)
+        mdb_env_close(env);
+    return n;
+}
+
+/*
+ * A store of format 1 kept its optimizer settings as JSON text: a
+ * read-only open reads them as they are, a writable one converts the store
+ * to format 2 (the typed record) in its first transaction; text this hetps
+ * refuses (a value out of today's limits) is named, with what to do; a
+ * damaged record of format 2 is named too.
+ */
+static void test_format1_converted(void)
+{
+    static const char old_json[] = "{\"type\":\"sgd\",\"learning_rate\":0.25,"
+                                   "\"momentum\":0.5,\"nesterov\":true}";
+    const struct hc_optim_conf want = {.type = HC_OPT_MOMENTUM, .lr = 0.25f,
+                                       .momentum = 0.5f, .nesterov = 1};
+    const uint32_t one = 1;
+    const size_t sizes[] = {600, 10};
+    struct ps_store_opts ro = {.read_only = 1};
+    char tmp[256], dir[300];
+    unsigned char rec[64];
+    struct hc_layout l;
+    struct vals v;
+    struct ps_store *s;
+    struct ps_store_info info;
+    uint32_t format = 0;
+
+    hp_tmpdir(tmp, sizeof tmp);
+    tl_build(&l, sizes, 2, 1, 256);
+    vals_make(&v, &l, 0);
+    sub(dir, sizeof dir, tmp, "old");
+    s = open_ok(dir, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, &want,
+                                  (const float *const *)v.b, NULL), HC_OK);
+    ps_store_close(s);
+    /* what an older hetps wrote */
+    CU_ASSERT_EQUAL_FATAL(raw_put(dir, "meta", "format", &one, 4), 0);
+    CU_ASSERT_EQUAL_FATAL(raw_put(dir, "meta", "optimizer", old_json,
+                                  strlen(old_json)), 0);
+    s = open_ok(dir, &ro);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    ps_store_info(s, &info);
+    CU_ASSERT(hc_optim_equal(&info.optim, &want));
+    ps_store_close(s);
+    CU_ASSERT_EQUAL(raw_meta(dir, "format", &format, sizeof format), 4);
+    CU_ASSERT_EQUAL(format, 1);         /* read-only: left as it was */
+    s = open_ok(dir, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    ps_store_info(s, &info);
+    CU_ASSERT(memcmp(&info.optim, &want, sizeof want) == 0);
+    CU_ASSERT(store_equals(s, &v));
+    ps_store_close(s);
+    CU_ASSERT_EQUAL(raw_meta(dir, "format", &format, sizeof format), 4);
+    CU_ASSERT_EQUAL(format, PS_STORE_FORMAT);
+    CU_ASSERT_EQUAL(raw_meta(dir, "optimizer", rec, sizeof rec),
+                    HC_OPTIM_RECORD_SIZE);
+    CU_ASSERT(memcmp(rec, "HOPT", 4) == 0);
+    s = open_ok(dir, &ro);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    ps_store_info(s, &info);
+    CU_ASSERT(memcmp(&info.optim, &want, sizeof want) == 0);
+    ps_store_close(s);
+
+    /* format 1 text out of today's limits: named, with what to do */
+    CU_ASSERT_EQUAL_FATAL(raw_put(dir, "meta", "format", &one, 4), 0);
+    CU_ASSERT_EQUAL_FATAL(raw_put(dir, "meta", "optimizer",
+                                  "{\"type\":\"sgd\",\"learning_rate\":0}", 32),
+                          0);
+    CU_ASSERT_EQUAL(ps_store_open(dir, NULL, &s), HC_ERR_STORE);
+    CU_ASSERT_PTR_NULL(s);
+    CHECK_MSG("learning_rate 0 is out of range");
+    CHECK_MSG("cannot convert it");
+    CHECK_MSG(dir);
+    /* format 2 with a damaged record */
+    CU_ASSERT_EQUAL_FATAL(raw_put(dir, "meta", "format", &format, 4), 0);
+    CU_ASSERT_EQUAL_FATAL(raw_put(dir, "meta", "optimizer", old_json,
+                                  strlen(old_json)), 0);
+    CU_ASSERT_EQUAL(ps_store_open(dir, NULL, &s), HC_ERR_STORE);
+    CHECK_MSG("not an optimizer settings record");
+    CHECK_MSG("JSON text");
+    CHECK_MSG("the store is damaged");
+    vals_free(&v);
+    tl_free(&l);
+    hp_rmtree(tmp);
+}
+
 static void test_init_mismatch(void)
 {
     const size_t sizes[] = {600, 10, 300};
@@ -453,43 +567,56 @@ static void test_init_mismatch(void)
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     /* bad arguments before anything is written */
-    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 2, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 2, SGD_OPTS, NULL, NULL),
                     HC_ERR_INVAL);
     CHECK_MSG("shard 2 is out of range");
-    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, "{\"type\":\"nadam\"}", NULL,
-                                  NULL), HC_ERR_CONFIG);
-    CHECK_MSG("\"nadam\" is not supported");
-    CU_ASSERT_EQUAL(init_as(s, SIG, NULL, 0, SGD_JSON, NULL, NULL),
+    {
+        struct hc_optim_conf bad = ADAM_OPT;
+
+        bad.beta1 = 1.5f;
+        CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, &bad, NULL, NULL),
+                        HC_ERR_CONFIG);
+        CHECK_MSG("beta_1 1.5 is out of range");
+        CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, NULL, NULL, NULL),
+                        HC_ERR_CONFIG);
+        CHECK_MSG("no settings given");
+    }
+    CU_ASSERT_EQUAL(init_as(s, SIG, NULL, 0, SGD_OPTS, NULL, NULL),
                     HC_ERR_INVAL);
-    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, SGD_JSON, NULL, &created),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, SGD_OPTS, NULL, &created),
                     HC_OK);
     CU_ASSERT_EQUAL(created, 1);
 
-    CU_ASSERT_EQUAL(init_as(s, SIG + 1, &l, 0, SGD_JSON, NULL,
+    CU_ASSERT_EQUAL(init_as(s, SIG + 1, &l, 0, SGD_OPTS, NULL,
                                   &created), HC_ERR_MISMATCH);
     CU_ASSERT_EQUAL(created, 0);
     CHECK_MSG("model signature");
     CHECK_MSG(tmp);
     CHECK_MSG("fresh --data-dir");
-    CU_ASSERT_EQUAL(init_as(s, SIG, &l3, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l3, 0, SGD_OPTS, NULL, NULL),
                     HC_ERR_MISMATCH);
     CHECK_MSG("laid out for 2 shards");
     CHECK_MSG("now has 3 shards");
     CHECK_MSG("hetps reshard");
-    CU_ASSERT_EQUAL(init_as(s, SIG, &lb, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &lb, 0, SGD_OPTS, NULL, NULL),
                     HC_ERR_MISMATCH);
     CHECK_MSG("blocks of 128");
     CHECK_MSG("hetps reshard");
-    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 1, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 1, SGD_OPTS, NULL, NULL),
                     HC_ERR_MISMATCH);
     CHECK_MSG("holds shard 0 but this server is shard 1");
-    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, ADAM_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, ADAM_OPTS, NULL, NULL),
                     HC_ERR_MISMATCH);
-    CHECK_MSG("optimizer {\"type\":\"sgd\"");
-    /* the same settings written differently are the same optimizer */
-    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0,
-                                  "{ \"learning_rate\": 0.5, \"type\": \"sgd\" }",
-                                  NULL, &created), HC_OK);
+    CHECK_MSG("made with optimizer sgd (learning_rate 0.5) but asked for "
+              "adam (learning_rate 0.00100000005");
+    /* settings the type does not use do not count */
+    {
+        struct hc_optim_conf same = SGD_OPT;
+
+        same.beta2 = 0.25f;
+        CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, &same, NULL, &created),
+                        HC_OK);
+    }
     CU_ASSERT_EQUAL(created, 0);
     ps_store_close(s);
     tl_free(&l);
@@ -517,7 +644,7 @@ static void test_apply_sgd(void)
     vals_make(&v, &l, 0);
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_JSON,
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_OPTS,
                                         (const float *const *)v.b, NULL),
                           HC_OK);
     for (int i = 0; i < 8; i++)
@@ -589,8 +716,7 @@ static void run_adam_equivalence(uint64_t direct_max_pages, int group,
     struct ps_apply a[2];
     uint32_t nb;
 
-    CU_ASSERT_EQUAL_FATAL(ps_optim_from_json(ADAM_JSON, strlen(ADAM_JSON),
-                                             "t", &c), HC_OK);
+    c = ADAM_OPT;
     c.lr = 0.01f;   /* a schedule may change lr: allowed */
     hp_tmpdir(tmp, sizeof tmp);
     tl_build(&l, sizes, 3, 1, 1024);
@@ -606,7 +732,7 @@ static void run_adam_equivalence(uint64_t direct_max_pages, int group,
     }
     s = open_ok(tmp, &o);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, ADAM_JSON,
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, ADAM_OPTS,
                                         (const float *const *)v.b, NULL),
                           HC_OK);
     for (uint64_t t = 0; t < 4; t++) {
@@ -715,7 +841,7 @@ static void test_apply_errors(void)
     tl_build(&l, sizes, 1, 1, 8);   /* blocks 8, 8, 4 */
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_OPTS, NULL, NULL),
                           HC_OK);
     u[0] = (struct ps_update){5, 8, g, 1};
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, u, 1, NULL, 0, NULL),
@@ -801,7 +927,7 @@ static void test_records(void)
     tl_build(&l, sizes, 1, 1, 16);
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_OPTS, NULL, NULL),
                           HC_OK);
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, &u, 1, recs, 2, &step), HC_OK);
     CU_ASSERT_EQUAL(step, 1);
@@ -888,7 +1014,7 @@ static void test_map_full(void)
     tl_build(&l, sizes, 1, 1, 16);
     s = open_ok(tmp, &o);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_OPTS, NULL, NULL),
                           HC_OK);
     for (w = 0; w < 64; w++) {
         rec.worker = w;
@@ -950,7 +1076,7 @@ static void test_map_growth_init(void)
     vals_make(&v, &l, 0);
     s = open_ok(tmp, &o);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, ADAM_JSON,
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, ADAM_OPTS,
                                   (const float *const *)v.b, NULL), HC_OK);
     ps_store_info(s, &info);
     CU_ASSERT(info.map_size >= (128u << 10));
@@ -986,7 +1112,7 @@ static void test_refuse_foreign(void)
     ps_store_close(s);
     CU_ASSERT_EQUAL_FATAL(raw_put(dir, "meta", "format", &fmt, 4), 0);
     CU_ASSERT_EQUAL(ps_store_open(dir, NULL, &s), HC_ERR_VERSION);
-    CHECK_MSG("store format 99, but this hetps reads format 1");
+    CHECK_MSG("store format 99, but this hetps reads format 2");
     CHECK_MSG(dir);
     /* some other program's LMDB database */
     sub(dir, sizeof dir, tmp, "foreign");
@@ -1024,7 +1150,7 @@ static void test_verify_corruption(void)
     vals_make(&v, &l, 0);
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, ADAM_JSON,
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, ADAM_OPTS,
                                         (const float *const *)v.b, NULL),
                           HC_OK);
     CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
@@ -1081,7 +1207,7 @@ static void test_read_only_and_durability(void)
     tl_build(&l, sizes, 1, 1, 8);
     s = open_ok(tmp, &w);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_OPTS, NULL, NULL),
                           HC_OK);
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, &u, 1, NULL, 0, NULL), HC_OK);
     CU_ASSERT_EQUAL(ps_store_sync(s), HC_OK);
@@ -1177,7 +1303,7 @@ static void test_concurrent_readers(void)
     tl_build(&l, sizes, 1, 1, CLEN);
     c.s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c.s);
-    CU_ASSERT_EQUAL_FATAL(init_as(c.s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL_FATAL(init_as(c.s, SIG, &l, 0, SGD_OPTS, NULL, NULL),
                           HC_OK);
     for (int i = 0; i < 2; i++)
         CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, reader, &c), 0);
@@ -1209,6 +1335,8 @@ void hp_test_register(void)
     CU_add_test(s, "open fresh, incarnations", test_open_fresh);
     CU_add_test(s, "init, reopen, idempotent init", test_init_reopen);
     CU_add_test(s, "init mismatches", test_init_mismatch);
+    CU_add_test(s, "format 1 (JSON optimizer) read, converted on open",
+                test_format1_converted);
     CU_add_test(s, "init is whole or nothing, with the definitions",
                 test_init_whole);
     CU_add_test(s, "apply sgd, read ranges", test_apply_sgd);
