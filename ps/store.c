@@ -1,7 +1,8 @@
 /*
  * store.c — a shard's store as a whole: opening it (creating the
  * directory and the environment, checking the magic and the format,
- * loading meta and the block table, counting the incarnation),
+ * converting a format-1 store, loading meta and the block table, counting
+ * the incarnation),
  * initialising it for a layout, closing and syncing it, and what its meta
  * says (step, info, blocks). The meta keys init writes are the ones open
  * loads. See store.h for the contract and the on-disk layout,
@@ -354,20 +355,13 @@ static int lock_dir(struct ps_store *s, int exclusive)
     return HC_OK;
 }
 
-int ps_store_open(const char *dir, const struct ps_store_opts *o,
-                  struct ps_store **out)
+/* A store for `dir` with the options applied, nothing opened yet. */
+static int store_new(const char *dir, const struct ps_store_opts *o,
+                     struct ps_store **out)
 {
-    static const struct ps_store_opts defaults;
-    struct ps_store *s = NULL;
-    MDB_envinfo info;
-    MDB_stat st;
-    unsigned flags = MDB_NOTLS;
-    int rc, rv = HC_OK, dead = 0;
-    char a[32];
+    struct ps_store *s;
+    pthread_rwlockattr_t ra;
 
-    *out = NULL;
-    if (!o)
-        o = &defaults;
     if (!dir || !*dir)
         return hc_err_set(HC_ERR_INVAL, "store: no directory given "
                           "(--data-dir)");
@@ -385,15 +379,11 @@ int ps_store_open(const char *dir, const struct ps_store_opts *o,
     }
     pthread_mutex_init(&s->wmu, NULL);
     pthread_mutex_init(&s->poolmu, NULL);
-    {
-        pthread_rwlockattr_t ra;
-
-        pthread_rwlockattr_init(&ra);
-        pthread_rwlockattr_setkind_np(&ra,
-            PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-        pthread_rwlock_init(&s->maplock, &ra);
-        pthread_rwlockattr_destroy(&ra);
-    }
+    pthread_rwlockattr_init(&ra);
+    pthread_rwlockattr_setkind_np(&ra,
+        PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&s->maplock, &ra);
+    pthread_rwlockattr_destroy(&ra);
     s->read_only = o->read_only;
     s->lock_fd = -1;
     s->durability = o->durability;
@@ -412,94 +402,125 @@ int ps_store_open(const char *dir, const struct ps_store_opts *o,
     if (s->map_max < s->map_size)
         s->map_max = s->map_size;
     s->last_sync_ms = (uint64_t)hc_now_ms();
+    *out = s;
+    return HC_OK;
+}
 
-    if (s->read_only) {
-        struct stat sb;
+/* The directory: made and locked for a writer; present (and locked
+ * shared with require_idle) for a reader. */
+static int open_dir(struct ps_store *s, const struct ps_store_opts *o)
+{
+    struct stat sb;
+    int rv;
 
-        if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-            rv = hc_err_set(HC_ERR_NOTFOUND, "store %s: no such directory",
-                            dir);
-            goto fail;
-        }
-        flags |= MDB_RDONLY;
-        if (o->require_idle && (rv = lock_dir(s, 0)) != HC_OK)
-            goto fail;
-    } else if ((rv = mkdir_p(dir)) != HC_OK || (rv = lock_dir(s, 1)) != HC_OK) {
-        goto fail;
+    if (!s->read_only) {
+        if ((rv = mkdir_p(s->dir)) != HC_OK)
+            return rv;
+        return lock_dir(s, 1);
     }
+    if (stat(s->dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return hc_err_set(HC_ERR_NOTFOUND, "store %s: no such directory",
+                          s->dir);
+    return o->require_idle ? lock_dir(s, 0) : HC_OK;
+}
+
+/* LMDB's environment: made with the store's flags, opened (its failures
+ * said in words), its map size and page size read, stale readers
+ * cleared. */
+static int open_env(struct ps_store *s, const struct ps_store_opts *o)
+{
+    const char *dir = s->dir;
+    unsigned flags = MDB_NOTLS;
+    MDB_envinfo info;
+    MDB_stat st;
+    int rc, dead = 0;
+
     /* Writes go straight into the map: no dirty-page copies malloc'd per
      * transaction and no write(2) of them at commit (measured: most of a
      * push's cost without it). The file is sparse up to the map size. */
-    if (!o->read_only)
-        flags |= MDB_WRITEMAP;
+    flags |= s->read_only ? MDB_RDONLY : MDB_WRITEMAP;
     if (s->durability == PS_DURABLE_NONE)
         flags |= MDB_NOSYNC | MDB_NOMETASYNC;
     else if (s->sync_ms > 0)
         flags |= MDB_NOSYNC;
-
     if ((rc = mdb_env_create(&s->env)) != 0 ||
         (rc = mdb_env_set_maxdbs(s->env, 8)) != 0 ||
         (rc = mdb_env_set_maxreaders(s->env, o->max_readers ? o->max_readers
                                                             : 126)) != 0 ||
-        (rc = mdb_env_set_mapsize(s->env, (size_t)s->map_size)) != 0) {
-        rv = store_lmdb_err(s, rc, "creating the environment");
-        goto fail;
-    }
+        (rc = mdb_env_set_mapsize(s->env, (size_t)s->map_size)) != 0)
+        return store_lmdb_err(s, rc, "creating the environment");
     rc = mdb_env_open(s->env, dir, flags, 0644);
-    if (rc != 0) {
-        if (rc == MDB_INVALID)
-            rv = hc_err_set(HC_ERR_VERSION, "store %s: %s/data.mdb is not an "
-                            "LMDB database or is damaged: point --data-dir at "
-                            "a hetps store or at an empty directory", dir, dir);
-        else if (rc == MDB_VERSION_MISMATCH)
-            rv = hc_err_set(HC_ERR_VERSION, "store %s: written by an LMDB "
-                            "version this build cannot read (%s): use the "
-                            "hetps build that wrote it", dir,
-                            mdb_version(NULL, NULL, NULL));
-        else if (rc == ENOENT || rc == EACCES || rc == EROFS || rc == ENOTDIR)
-            rv = hc_err_set(HC_ERR_IO, "store %s: cannot open: %s", dir,
-                            mdb_strerror(rc));
-        else
-            rv = store_lmdb_err(s, rc, "opening the environment");
-        goto fail;
-    }
+    if (rc == MDB_INVALID)
+        return hc_err_set(HC_ERR_VERSION, "store %s: %s/data.mdb is not an "
+                          "LMDB database or is damaged: point --data-dir at a "
+                          "hetps store or at an empty directory", dir, dir);
+    if (rc == MDB_VERSION_MISMATCH)
+        return hc_err_set(HC_ERR_VERSION, "store %s: written by an LMDB "
+                          "version this build cannot read (%s): use the hetps "
+                          "build that wrote it", dir,
+                          mdb_version(NULL, NULL, NULL));
+    if (rc == ENOENT || rc == EACCES || rc == EROFS || rc == ENOTDIR)
+        return hc_err_set(HC_ERR_IO, "store %s: cannot open: %s", dir,
+                          mdb_strerror(rc));
+    if (rc != 0)
+        return store_lmdb_err(s, rc, "opening the environment");
     s->env_open = 1;
     if ((rc = mdb_env_info(s->env, &info)) != 0 ||
-        (rc = mdb_env_stat(s->env, &st)) != 0) {
-        rv = store_lmdb_err(s, rc, "reading the environment");
-        goto fail;
-    }
+        (rc = mdb_env_stat(s->env, &st)) != 0)
+        return store_lmdb_err(s, rc, "reading the environment");
     s->map_size = info.me_mapsize;
     if (s->map_max < s->map_size)
         s->map_max = s->map_size;
     s->psize = st.ms_psize;
-    if ((rc = mdb_reader_check(s->env, &dead)) != 0) {
-        rv = store_lmdb_err(s, rc, "clearing stale readers");
-        goto fail;
-    }
+    if ((rc = mdb_reader_check(s->env, &dead)) != 0)
+        return store_lmdb_err(s, rc, "clearing stale readers");
     if (dead > 0)
         hc_info("store %s: cleared %d stale reader slot%s left by crashed "
                 "processes", dir, dead, dead == 1 ? "" : "s");
+    return HC_OK;
+}
 
-    if (s->read_only) {
-        MDB_txn *txn = NULL;
+/* The open's first transaction (open_body): a read transaction for a
+ * reader, a write transaction for a writer. */
+static int first_txn(struct ps_store *s)
+{
+    MDB_txn *txn = NULL;
+    int rc, rv;
 
-        if ((rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn)) != 0) {
-            rv = store_lmdb_err(s, rc, "opening the store");
-            goto fail;
-        }
-        rv = open_body(s, txn, NULL);
-        if (rv == HC_OK && (rc = mdb_txn_commit(txn)) != 0)
-            rv = store_lmdb_err(s, rc, "opening the store");
-        else if (rv != HC_OK)
-            mdb_txn_abort(txn);
-    } else {
+    if (!s->read_only) {
         pthread_mutex_lock(&s->wmu);
         rv = store_write_txn(s, open_body, NULL, "opening the store");
         pthread_mutex_unlock(&s->wmu);
+        return rv;
     }
-    if (rv != HC_OK)
-        goto fail;
+    if ((rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn)) != 0)
+        return store_lmdb_err(s, rc, "opening the store");
+    if ((rv = open_body(s, txn, NULL)) != HC_OK) {
+        mdb_txn_abort(txn);
+        return rv;
+    }
+    if ((rc = mdb_txn_commit(txn)) != 0)
+        return store_lmdb_err(s, rc, "opening the store");
+    return HC_OK;
+}
+
+int ps_store_open(const char *dir, const struct ps_store_opts *o,
+                  struct ps_store **out)
+{
+    static const struct ps_store_opts defaults;
+    struct ps_store *s = NULL;
+    char a[32];
+    int rv;
+
+    *out = NULL;
+    if ((rv = store_new(dir, o ? o : &defaults, &s)) != HC_OK)
+        return rv;
+    if ((rv = open_dir(s, o ? o : &defaults)) != HC_OK ||
+        (rv = open_env(s, o ? o : &defaults)) != HC_OK ||
+        (rv = first_txn(s)) != HC_OK) {
+        ps_store_close(s);
+        return rv;
+    }
     hc_info("store %s: opened (incarnation %llu, %s, step %llu, map %s)", dir,
             (unsigned long long)s->incarnation,
             atomic_load(&s->initialised) ? "initialised" : "empty",
@@ -507,9 +528,6 @@ int ps_store_open(const char *dir, const struct ps_store_opts *o,
             store_fmt_bytes(a, sizeof a, s->map_size));
     *out = s;
     return HC_OK;
-fail:
-    ps_store_close(s);
-    return rv;
 }
 
 void ps_store_close(struct ps_store *s)
