@@ -6,7 +6,8 @@
 # (committed, not yet answered), while ps:1 creates normally. Each time the
 # chief re-joins the restarted shard and re-sends its create with the same
 # request id — applied or answered as that create, never refused as older
-# than the re-join — the job finishes, the restarted store holds its
+# than the re-join — the job finishes (one point per mode trains a whole
+# epoch and reaches the usual accuracy), the restarted store holds its
 # variables and their definitions, and `hetps inspect` and `hetps export`
 # work on every store.
 . "$(dirname "$0")/lib.inc"
@@ -32,10 +33,15 @@ crash() {
     start_ps 1 "$D"
     wait_for 10 "$BIN/hetps" status "$T/cluster.json" ||
         fail "$1 $2: the servers did not start"
+    # One point per mode trains a whole epoch and is held to the usual
+    # accuracy; the others stop after $STEPS steps of each worker.
+    case $2 in
+    inside_init) run="--epochs 1" ;;
+    *) run="--max-steps $STEPS --no-eval" ;;
+    esac
     for i in 0 1; do
         "$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:$i \
-            --model $MODEL --max-steps "$STEPS" --batch-size 32 --no-eval \
-            > "$D/w$i.log" 2>&1 &
+            --model $MODEL $run --batch-size 64 > "$D/w$i.log" 2>&1 &
         eval "w$i=\$!"
         track $!
     done
@@ -57,6 +63,14 @@ crash() {
         [ -n "$v" ] && [ "$v" -ge "$STEPS" ] ||
             fail "$1 $2: ps:$j is at version '$v' after $STEPS steps of each worker"
     done
+    acc=""
+    if [ "$2" = inside_init ]; then
+        acc=$(sed -n 's/.*Final weights.*val_accuracy: \([0-9.]*\).*/\1/p' "$D/w0.log")
+        [ -n "$acc" ] || { tail "$D/w0.log"; fail "$1 $2: no final accuracy"; }
+        awk -v a="$acc" 'BEGIN { exit !(a >= 0.80) }' ||
+            fail "$1 $2: one epoch reached accuracy $acc < 0.80"
+        acc=", one epoch: accuracy $acc"
+    fi
     kill -TERM $ps0 $ps1
     wait $ps0 $ps1
     for j in 0 1; do
@@ -69,7 +83,7 @@ crash() {
         > "$D/export.log" 2>&1 || { cat "$D/export.log"; fail "$1 $2: hetps export failed"; }
     n=$(find "$D/npy" -name "*.npy" | wc -l)
     [ "$n" -eq 4 ] || fail "$1 $2: export wrote $n .npy files, not 4"
-    ok "$1, ps:0 killed at create:$2 (restarted on a store $left): trained to version $v, definitions kept, inspect and export work"
+    ok "$1, ps:0 killed at create:$2 (restarted on a store $left): trained to version $v$acc; definitions kept, inspect and export work"
 }
 
 for mode in async sync; do
