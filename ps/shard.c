@@ -322,11 +322,15 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
     if (cv->n_vars == 0 || cv->n_vars > HC_MODEL_MAX_VARS)
         return hc_err_set(HC_ERR_LIMIT, "create: %zu variables (1..%d allowed)",
                           cv->n_vars, HC_MODEL_MAX_VARS);
+    /* Settings the limits refuse are a malformed request (E_MALFORMED). */
     if (!cv->optimizer)
-        return hc_err_set(HC_ERR_CONFIG, "create: no optimizer settings");
-    if ((rv = hc_optim_from_wire(cv->optimizer, "create: optimizer",
-                                 &oc)) != HC_OK)
-        return rv;
+        return hc_err_set(HC_ERR_PROTO, "create: no optimizer settings");
+    if (hc_optim_from_wire(cv->optimizer, "create: optimizer", &oc) != HC_OK) {
+        char why[512];
+
+        snprintf(why, sizeof why, "%s", hc_err_msg());
+        return hc_err_set(HC_ERR_PROTO, "%s", why);
+    }
     for (v = 0; v < cv->n_vars; v++) {
         size_t size = 1;
 

@@ -369,16 +369,16 @@ static void test_refused(void)
     {
         Hetps__OptimizerSettings o = HETPS__OPTIMIZER_SETTINGS__INIT;
 
-        CU_ASSERT_EQUAL(create_with(&f, init, 1, NULL), HC_ERR_CONFIG);
+        CU_ASSERT_EQUAL(create_with(&f, init, 1, NULL), HC_ERR_PROTO);
         CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "no optimizer settings"));
         o.type = HETPS__OPTIMIZER_TYPE__OPTIMIZER_SGD;
         o.learning_rate = 1e9f;
-        CU_ASSERT_EQUAL(create_with(&f, init, 1, &o), HC_ERR_CONFIG);
+        CU_ASSERT_EQUAL(create_with(&f, init, 1, &o), HC_ERR_PROTO);
         CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "create: optimizer: "
                                       "learning_rate 1e+09 is out of range"));
         o.type = HETPS__OPTIMIZER_TYPE__OPTIMIZER_ADAM;
         o.learning_rate = 0.1f;
-        CU_ASSERT_EQUAL(create_with(&f, init, 1, &o), HC_ERR_CONFIG);
+        CU_ASSERT_EQUAL(create_with(&f, init, 1, &o), HC_ERR_PROTO);
         CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "lack beta_1"));
         CU_ASSERT_EQUAL(ps_shard_block_elems(f.sh), 0);  /* nothing made */
     }
