@@ -57,7 +57,7 @@ static int mkdir_p(const char *dir)
     return HC_OK;
 }
 
-/* Check the magic and the format of an existing store (*format: this
+/* Check the magic and the format of an existing store (*out: this
  * one's, or the older one an open converts). */
 static int check_magic(struct ps_store *s, MDB_txn *txn, uint32_t *out)
 {
