@@ -45,7 +45,7 @@ crash() {
         eval "w$i=\$!"
         track $!
     done
-    wait $ps0
+    wait $ps0 2>/dev/null
     rc=$?
     [ $rc -eq 137 ] && grep -q "fault point create:$2" "$D/ps-0.log" ||
         { cat "$D/ps-0.log"; fail "$1 $2: ps:0 was not killed at its fault point (exit $rc)"; }
