@@ -1,6 +1,9 @@
 /*
  * test_store.c — ps/store on real LMDB environments in temporary
- * directories: open/init/reopen, idempotent init and every mismatch,
+ * directories: open/init/reopen, idempotent init and every mismatch, a
+ * create that is whole or nothing (a child killed inside it by the fault
+ * point) with its variable definitions, a format-1 store (optimizer
+ * settings as JSON) read and converted,
  * applies checked against values computed here and against the optimizer
  * run in memory (both the direct-reserve and the scratch path), records
  * for duplicate detection, MDB_MAP_FULL with and without growth, refusal
