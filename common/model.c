@@ -113,20 +113,6 @@ static int check_output(struct hc_model *m)
     return HC_OK;
 }
 
-static void optim_defaults(enum hc_optim type, struct hc_optim_conf *o)
-{
-    memset(o, 0, sizeof *o);
-    o->type = type;
-    if (type == HC_OPT_ADAM) {
-        o->lr = 1e-3f;
-        o->beta1 = 0.9f;
-        o->beta2 = 0.999f;
-        o->eps = 1e-7f;
-    } else {
-        o->lr = 0.01f;
-    }
-}
-
 static int optim_type(const char *s, const char *where, enum hc_optim *t)
 {
     char n[32];
@@ -142,28 +128,27 @@ static int optim_type(const char *s, const char *where, enum hc_optim *t)
     return HC_OK;
 }
 
-static int parse_optim(const cJSON *root, struct hc_model *m)
+/* An optimizer value, "adam" or {"type": "adam", …}, into *c: Keras's
+ * names and defaults (hc_optim_defaults), then hc_optim_validate — the
+ * limits the shards apply too. `source` names the file. */
+static int read_optim(const cJSON *o, const char *source,
+                      struct hc_optim_conf *c)
 {
     static const char *const keys_adam[] = {
         "type", "learning_rate", "beta_1", "beta_2", "epsilon", NULL};
     static const char *const keys_sgd[] = {
         "type", "learning_rate", "momentum", "nesterov", NULL};
-    static const struct md_range lr_r = {0, 10, 1, 0}, beta_r = {0, 1, 0, 1},
-                              eps_r = {0, 1, 1, 1}, mom_r = {0, 1, 0, 1};
-    const cJSON *o = md_get(root, "optimizer");
-    struct hc_optim_conf *c = &m->optim;
+    static const struct md_range any = {-HUGE_VAL, HUGE_VAL, 0, 0};
     enum hc_optim t;
     const char *s;
     char where[WHERE_MAX], buf[64];
     int rv;
 
-    snprintf(where, sizeof where, "%.500s: optimizer", m->source);
-    if (!o)
-        return md_missing(m->source, "optimizer", "\"adam\"");
+    snprintf(where, sizeof where, "%.500s: optimizer", source);
     if (cJSON_IsString(o)) {
         if ((rv = optim_type(o->valuestring, where, &t)))
             return rv;
-        optim_defaults(t, c);
+        hc_optim_defaults(t, c);
         return HC_OK;
     }
     if (!cJSON_IsObject(o))
@@ -176,29 +161,55 @@ static int parse_optim(const cJSON *root, struct hc_model *m)
         return md_missing(where, "type", "\"adam\"");
     if ((rv = optim_type(s, where, &t)))
         return rv;
-    optim_defaults(t, c);
-    snprintf(where, sizeof where, "%.500s: optimizer (%s)", m->source,
-             t == HC_OPT_ADAM ? "adam" : "sgd");
+    hc_optim_defaults(t, c);
+    snprintf(where, sizeof where, "%.500s: optimizer (%s)", source,
+             hc_optim_name(t));
     if ((rv = md_check_keys(o, t == HC_OPT_ADAM ? keys_adam : keys_sgd,
                             where)) ||
-        (rv = md_get_float(o, "learning_rate", where, c->lr, lr_r, &c->lr)))
+        (rv = md_get_float(o, "learning_rate", where, c->lr, any, &c->lr)))
         return rv;
     if (t == HC_OPT_ADAM) {
-        if ((rv = md_get_float(o, "beta_1", where, c->beta1, beta_r,
+        if ((rv = md_get_float(o, "beta_1", where, c->beta1, any,
                                &c->beta1)) ||
-            (rv = md_get_float(o, "beta_2", where, c->beta2, beta_r,
-                               &c->beta2)))
+            (rv = md_get_float(o, "beta_2", where, c->beta2, any,
+                               &c->beta2)) ||
+            (rv = md_get_float(o, "epsilon", where, c->eps, any, &c->eps)))
             return rv;
-        return md_get_float(o, "epsilon", where, c->eps, eps_r, &c->eps);
+        return hc_optim_validate(c, where);
     }
-    if ((rv = md_get_float(o, "momentum", where, 0, mom_r, &c->momentum)) ||
+    if ((rv = md_get_float(o, "momentum", where, 0, any, &c->momentum)) ||
         (rv = md_get_bool(o, "nesterov", where, 0, &c->nesterov)))
         return rv;
-    if (c->momentum > 0)
+    if (c->momentum != 0.0f)
         c->type = HC_OPT_MOMENTUM;
     else if (c->nesterov)
         return md_fail(where, "\"nesterov\": true needs \"momentum\" > 0");
-    return HC_OK;
+    return hc_optim_validate(c, where);
+}
+
+static int parse_optim(const cJSON *root, struct hc_model *m)
+{
+    const cJSON *o = md_get(root, "optimizer");
+
+    if (!o)
+        return md_missing(m->source, "optimizer", "\"adam\"");
+    return read_optim(o, m->source, &m->optim);
+}
+
+int hc_model_optim_from_json(const char *text, size_t len, const char *source,
+                             struct hc_optim_conf *out)
+{
+    cJSON *o = cJSON_ParseWithLength(text, len);
+    struct hc_optim_conf c;
+    int rv;
+
+    if (!o)
+        return md_fail(source, "the optimizer settings are not valid JSON");
+    rv = read_optim(o, source, &c);
+    cJSON_Delete(o);
+    if (rv == HC_OK)
+        *out = c;
+    return rv;
 }
 
 static int parse_metrics(const cJSON *root, struct hc_model *m)

@@ -115,6 +115,14 @@ int hc_model_parse(const char *json, size_t len, const char *source,
                    struct hc_model *out);
 int hc_model_load(const char *path, struct hc_model *out);
 
+/* An optimizer value alone, as a model file's "optimizer" holds it ("adam"
+ * or {"type": "sgd", "learning_rate": 0.1, "momentum": 0.9}), read as the
+ * model reader reads it (Keras's names and defaults, hc_optim_validate):
+ * what a store of format 1 kept as JSON text is converted with. Returns
+ * HC_OK or HC_ERR_CONFIG naming `source`; *out unchanged on error. */
+int hc_model_optim_from_json(const char *text, size_t len, const char *source,
+                             struct hc_optim_conf *out);
+
 /* Write the Keras default initial values of every variable into params,
  * laid out variable after variable in definition order (n_params floats),
  * deterministically from m->seed. */

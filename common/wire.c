@@ -324,10 +324,6 @@ static int check_create(const Hetps__Envelope *env)
     if (c->block_elems == 0 || c->block_elems > HC_WIRE_MAX_TENSOR)
         return hc_err_set(HC_ERR_PROTO, "create has block_elems %u; it must be "
                           "1..%u", c->block_elems, HC_WIRE_MAX_TENSOR);
-    if (c->has_optimizer && c->optimizer.len > HC_WIRE_MAX_TEXT)
-        return hc_err_set(HC_ERR_LIMIT, "create optimizer settings are %zu "
-                          "bytes, over the limit of %u", c->optimizer.len,
-                          HC_WIRE_MAX_TEXT);
     /* The initial values must lie inside the variables defined here. */
     for (size_t i = 0; i < env->n_tensors; i++) {
         const Hetps__TensorRef *t = env->tensors[i];

@@ -34,7 +34,9 @@
 #error "hetps's wire format is little-endian float32; big-endian hosts are not supported"
 #endif
 
-#define HC_WIRE_VERSION 1u
+/* 2: CreateVariables.optimizer is an OptimizerSettings message (1: JSON
+ * text in field 4). */
+#define HC_WIRE_VERSION 2u
 
 /* Limits every decoder enforces (a message over any is refused). */
 #define HC_WIRE_MAX_HEADER   (4u << 20)    /* Envelope bytes */

@@ -1,6 +1,6 @@
 /*
  * optimizer.c — SGD, momentum and Adam with Keras's semantics (see
- * optimizer.h for the formulas), and their JSON settings.
+ * optimizer.h for the formulas).
  *
  * The kernels walk the arrays four floats at a time (vec.h): no alignment
  * needed, and an output may be its own input. The tail runs the same formula one float at a time; the square
@@ -14,8 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <cjson/cJSON.h>
 
 #include "err.h"
 #include "vec.h"
@@ -156,16 +154,6 @@ int ps_optim_slots(const struct hc_optim_conf *c)
     return 0;
 }
 
-const char *ps_optim_name(enum hc_optim type)
-{
-    switch (type) {
-    case HC_OPT_SGD: return "sgd";
-    case HC_OPT_MOMENTUM: return "momentum";
-    case HC_OPT_ADAM: return "adam";
-    }
-    return "?";
-}
-
 void ps_optim_apply(const struct hc_optim_conf *c, uint64_t step, size_t n,
                     const float *p_in, const float *g, float gscale,
                     const float *s0_in, const float *s1_in,
@@ -191,217 +179,4 @@ void ps_optim_apply(const struct hc_optim_conf *c, uint64_t step, size_t n,
         break;
     }
     }
-}
-
-int ps_optim_validate(const struct hc_optim_conf *c, const char *source)
-{
-    const char *src = source ? source : "optimizer";
-
-    if (c->type != HC_OPT_SGD && c->type != HC_OPT_MOMENTUM &&
-        c->type != HC_OPT_ADAM)
-        return hc_err_set(HC_ERR_CONFIG, "%s: optimizer type %d is unknown "
-                          "(known: sgd, momentum, adam)", src, (int)c->type);
-    if (!isfinite(c->lr) || c->lr < 0.0f)
-        return hc_err_set(HC_ERR_CONFIG, "%s: learning_rate %g must be a "
-                          "finite number >= 0", src, (double)c->lr);
-    if (c->type == HC_OPT_MOMENTUM &&
-        !(c->momentum > 0.0f && c->momentum <= 1.0f))
-        return hc_err_set(HC_ERR_CONFIG, "%s: momentum %g must be in (0, 1] "
-                          "(use sgd for no momentum)", src,
-                          (double)c->momentum);
-    if (c->type == HC_OPT_ADAM) {
-        if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f))
-            return hc_err_set(HC_ERR_CONFIG, "%s: beta_1 %g must be in "
-                              "[0, 1)", src, (double)c->beta1);
-        if (!(c->beta2 >= 0.0f && c->beta2 < 1.0f))
-            return hc_err_set(HC_ERR_CONFIG, "%s: beta_2 %g must be in "
-                              "[0, 1)", src, (double)c->beta2);
-        if (!isfinite(c->eps) || !(c->eps > 0.0f))
-            return hc_err_set(HC_ERR_CONFIG, "%s: epsilon %g must be a "
-                              "finite number > 0", src, (double)c->eps);
-    }
-    return HC_OK;
-}
-
-int ps_optim_equal(const struct hc_optim_conf *a, const struct hc_optim_conf *b)
-{
-    if (a->type != b->type || a->lr != b->lr)
-        return 0;
-    switch (a->type) {
-    case HC_OPT_SGD:
-        return 1;
-    case HC_OPT_MOMENTUM:
-        return a->momentum == b->momentum && !a->nesterov == !b->nesterov;
-    case HC_OPT_ADAM:
-        return a->beta1 == b->beta1 && a->beta2 == b->beta2 &&
-               a->eps == b->eps;
-    }
-    return 0;
-}
-
-int ps_optim_to_json(const struct hc_optim_conf *c, char *buf, size_t cap)
-{
-    char lr[32], a[32], b[32], e[32];
-    int rv, n = 0;
-
-    if ((rv = ps_optim_validate(c, "optimizer settings")) != HC_OK)
-        return rv;
-    fmt_float(lr, sizeof lr, c->lr);
-    switch (c->type) {
-    case HC_OPT_SGD:
-        n = snprintf(buf, cap, "{\"type\":\"sgd\",\"learning_rate\":%s}", lr);
-        break;
-    case HC_OPT_MOMENTUM:
-        fmt_float(a, sizeof a, c->momentum);
-        n = snprintf(buf, cap, "{\"type\":\"sgd\",\"learning_rate\":%s,"
-                     "\"momentum\":%s,\"nesterov\":%s}", lr, a,
-                     c->nesterov ? "true" : "false");
-        break;
-    case HC_OPT_ADAM:
-        fmt_float(a, sizeof a, c->beta1);
-        fmt_float(b, sizeof b, c->beta2);
-        fmt_float(e, sizeof e, c->eps);
-        n = snprintf(buf, cap, "{\"type\":\"adam\",\"learning_rate\":%s,"
-                     "\"beta_1\":%s,\"beta_2\":%s,\"epsilon\":%s}", lr, a, b, e);
-        break;
-    }
-    if (n < 0 || (size_t)n >= cap)
-        return hc_err_set(HC_ERR_LIMIT, "optimizer settings: the JSON text "
-                          "needs %d bytes but the buffer holds %zu", n + 1, cap);
-    return HC_OK;
-}
-
-/* Read number `key` of object `o` into *dst when present. */
-static int json_float(const cJSON *o, const char *key, const char *src,
-                      float *dst)
-{
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
-
-    if (!it)
-        return HC_OK;
-    if (!cJSON_IsNumber(it))
-        return hc_err_set(HC_ERR_CONFIG, "%s: optimizer key \"%s\" must be "
-                          "a number", src, key);
-    *dst = (float)it->valuedouble;
-    if (isfinite(it->valuedouble) && !isfinite(*dst))
-        return hc_err_set(HC_ERR_CONFIG, "%s: optimizer key \"%s\" = %g is "
-                          "out of float range", src, key, it->valuedouble);
-    return HC_OK;
-}
-
-int ps_optim_from_json(const char *json, size_t len, const char *source,
-                       struct hc_optim_conf *out)
-{
-    static const char *const known[] = {
-        "type", "name", "learning_rate", "momentum", "nesterov",
-        "beta_1", "beta_2", "epsilon",
-    };
-    const char *src = source ? source : "optimizer";
-    struct hc_optim_conf c = {.type = HC_OPT_SGD, .lr = 0.01f,
-                              .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-7f};
-    cJSON *root = NULL;
-    const cJSON *it;
-    const char *type, *at = NULL;
-    int rv = HC_OK;
-
-    if (!json || len == 0)
-        return hc_err_set(HC_ERR_CONFIG, "%s: the optimizer settings are "
-                          "empty; expected a JSON object such as "
-                          "{\"type\":\"adam\"}", src);
-    root = cJSON_ParseWithLengthOpts(json, len, &at, 0);
-    if (!root) {
-        size_t off = at && at >= json && at <= json + len ? (size_t)(at - json)
-                                                          : len;
-        rv = hc_err_set(HC_ERR_CONFIG, "%s: optimizer settings are not valid "
-                        "JSON (error near byte %zu)", src, off);
-        goto out;
-    }
-    for (; at && at < json + len; at++) {
-        if (*at == '\0' && at + 1 == json + len)
-            break;
-        if (*at != ' ' && *at != '\t' && *at != '\n' && *at != '\r') {
-            rv = hc_err_set(HC_ERR_CONFIG, "%s: unexpected text after the "
-                            "optimizer settings (byte %zu)", src,
-                            (size_t)(at - json));
-            goto out;
-        }
-    }
-    if (!cJSON_IsObject(root)) {
-        rv = hc_err_set(HC_ERR_CONFIG, "%s: optimizer settings must be a JSON "
-                        "object such as {\"type\":\"adam\"}", src);
-        goto out;
-    }
-    cJSON_ArrayForEach(it, root) {
-        size_t k;
-
-        for (k = 0; k < sizeof known / sizeof known[0]; k++)
-            if (it->string && strcmp(it->string, known[k]) == 0)
-                break;
-        if (k == sizeof known / sizeof known[0]) {
-            rv = hc_err_set(HC_ERR_CONFIG, "%s: unknown optimizer key \"%s\" "
-                            "(known: type, learning_rate, momentum, nesterov, "
-                            "beta_1, beta_2, epsilon)", src,
-                            it->string ? it->string : "");
-            goto out;
-        }
-    }
-    it = cJSON_GetObjectItemCaseSensitive(root, "type");
-    if (!it) {
-        rv = hc_err_set(HC_ERR_CONFIG, "%s: optimizer key \"type\" is missing "
-                        "(\"sgd\", \"momentum\" or \"adam\")", src);
-        goto out;
-    }
-    type = cJSON_GetStringValue(it);
-    if (!type || (strcmp(type, "sgd") != 0 && strcmp(type, "momentum") != 0 &&
-                  strcmp(type, "adam") != 0)) {
-        rv = hc_err_set(HC_ERR_CONFIG, "%s: optimizer type %s%s%s is not "
-                        "supported (use \"sgd\", \"momentum\" or \"adam\")",
-                        src, type ? "\"" : "", type ? type : "(not a string)",
-                        type ? "\"" : "");
-        goto out;
-    }
-    if (strcmp(type, "adam") == 0) {
-        c.type = HC_OPT_ADAM;
-        c.lr = 0.001f;
-    }
-    if ((rv = json_float(root, "learning_rate", src, &c.lr)) != HC_OK ||
-        (rv = json_float(root, "momentum", src, &c.momentum)) != HC_OK ||
-        (rv = json_float(root, "beta_1", src, &c.beta1)) != HC_OK ||
-        (rv = json_float(root, "beta_2", src, &c.beta2)) != HC_OK ||
-        (rv = json_float(root, "epsilon", src, &c.eps)) != HC_OK)
-        goto out;
-    it = cJSON_GetObjectItemCaseSensitive(root, "nesterov");
-    if (it) {
-        if (!cJSON_IsBool(it)) {
-            rv = hc_err_set(HC_ERR_CONFIG, "%s: optimizer key \"nesterov\" "
-                            "must be true or false", src);
-            goto out;
-        }
-        c.nesterov = cJSON_IsTrue(it);
-    }
-    it = cJSON_GetObjectItemCaseSensitive(root, "name");
-    if (it && !cJSON_IsString(it)) {
-        rv = hc_err_set(HC_ERR_CONFIG, "%s: optimizer key \"name\" must be "
-                        "a string", src);
-        goto out;
-    }
-    if (c.type != HC_OPT_ADAM) {
-        if (!(c.momentum >= 0.0f && c.momentum <= 1.0f)) {
-            rv = hc_err_set(HC_ERR_CONFIG, "%s: momentum %g must be in [0, 1]",
-                            src, (double)c.momentum);
-            goto out;
-        }
-        if (strcmp(type, "momentum") == 0 && c.momentum == 0.0f) {
-            rv = hc_err_set(HC_ERR_CONFIG, "%s: optimizer \"momentum\" needs "
-                            "\"momentum\" > 0 (use \"sgd\" for none)", src);
-            goto out;
-        }
-        c.type = c.momentum > 0.0f ? HC_OPT_MOMENTUM : HC_OPT_SGD;
-    }
-    if ((rv = ps_optim_validate(&c, src)) != HC_OK)
-        goto out;
-    *out = c;
-out:
-    cJSON_Delete(root);
-    return rv;
 }

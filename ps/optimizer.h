@@ -1,8 +1,8 @@
 /*
  * optimizer.h — the parameter server's optimizers, with the semantics of
- * tf.keras.optimizers (Keras 2.11+), as pure functions over float arrays,
- * and the JSON form of their settings (the wire's CreateVariables.optimizer
- * and the store's meta record).
+ * tf.keras.optimizers (Keras 2.11+), as pure functions over float arrays.
+ * Their settings — defaults, limits, the wire's and the store's forms — are
+ * common/optim_conf.h's.
  *
  * Update rules, for one element, with g the (scaled) gradient and every
  * vector operation elementwise. `step` counts the updates applied before
@@ -32,10 +32,7 @@
  * without fused multiply-add; vectorised and scalar code give identical
  * bits, so results do not depend on n, alignment or in-place use.
  *
- * Thread safety: every function is reentrant, except that cJSON's parser
- * (used by ps_optim_from_json) records its last error position in a
- * process-wide variable — harmless to the result, but a data race if two
- * threads parse at once.
+ * Thread safety: every function is reentrant.
  */
 #ifndef PS_OPTIMIZER_H
 #define PS_OPTIMIZER_H
@@ -45,29 +42,11 @@
 
 #include "optim_conf.h"
 
-/* Longest JSON text ps_optim_to_json writes, with its NUL. */
-#define PS_OPTIM_JSON_MAX 256
-
 /*
  * Number of slot arrays (each as long as the parameters) the optimizer
  * keeps per parameter: 0 for SGD, 1 for momentum (v), 2 for Adam (m, v).
  */
 int ps_optim_slots(const struct hc_optim_conf *c);
-
-/* "sgd", "momentum" or "adam"; "?" for a value out of range. */
-const char *ps_optim_name(enum hc_optim type);
-
-/*
- * Check the settings: a known type; learning_rate finite and >= 0;
- * momentum in [0, 1]; beta_1, beta_2 in [0, 1); epsilon finite and > 0
- * (Adam). `source` names the settings in the message ("CreateVariables").
- * Returns HC_OK or HC_ERR_CONFIG with a message naming the key.
- */
-int ps_optim_validate(const struct hc_optim_conf *c, const char *source);
-
-/* 1 when a and b describe the same optimizer (fields that the type does
- * not use are ignored), else 0. */
-int ps_optim_equal(const struct hc_optim_conf *a, const struct hc_optim_conf *b);
 
 /*
  * Apply one update to n elements: read p_in, g and the slots s0_in, s1_in,
@@ -79,39 +58,11 @@ int ps_optim_equal(const struct hc_optim_conf *a, const struct hc_optim_conf *b)
  * allowed. Slots the optimizer does not use (see ps_optim_slots) are
  * ignored and may be NULL; pass the used ones for every call. The first
  * update of fresh slots expects them zeroed. `c` must have passed
- * ps_optim_validate. Allocates nothing; never fails.
+ * hc_optim_validate. Allocates nothing; never fails.
  */
 void ps_optim_apply(const struct hc_optim_conf *c, uint64_t step, size_t n,
                     const float *p_in, const float *g, float gscale,
                     const float *s0_in, const float *s1_in,
                     float *p_out, float *s0_out, float *s1_out);
-
-/*
- * Write the settings as one line of JSON text with Keras's names, e.g.
- *   {"type":"adam","learning_rate":0.001,"beta_1":0.9,"beta_2":0.999,
- *    "epsilon":1e-07}
- *   {"type":"sgd","learning_rate":0.01,"momentum":0.9,"nesterov":true}
- * Each number is the shortest decimal that reads back as the same float,
- * so ps_optim_from_json(ps_optim_to_json(c)) == c. `buf` receives at most
- * `cap` bytes including the NUL (PS_OPTIM_JSON_MAX always suffices).
- * Returns HC_OK, HC_ERR_LIMIT when cap is too small, or the code of
- * ps_optim_validate when c is not valid.
- */
-int ps_optim_to_json(const struct hc_optim_conf *c, char *buf, size_t cap);
-
-/*
- * Parse `len` bytes of JSON text (no NUL needed) into *out, with Keras's
- * names and defaults: "type" (required: "sgd", "momentum" or "adam"),
- * "learning_rate" (0.01 for SGD, 0.001 for Adam), "momentum" (0.0),
- * "nesterov" (false), "beta_1" (0.9), "beta_2" (0.999), "epsilon" (1e-7);
- * "name" is accepted and ignored. "sgd" with momentum > 0 becomes
- * HC_OPT_MOMENTUM, as Keras's SGD does; "momentum" requires momentum > 0.
- * Unknown keys, wrong types and values ps_optim_validate refuses are
- * errors. `source` names the text in messages ("store /data/ps0 meta").
- * Returns HC_OK or HC_ERR_CONFIG (message: source, key, what is wrong);
- * *out is unchanged on error.
- */
-int ps_optim_from_json(const char *json, size_t len, const char *source,
-                       struct hc_optim_conf *out);
 
 #endif

@@ -79,7 +79,7 @@ int ps_reshard(const struct hc_cluster *from, const char *from_dir,
     struct hc_layout lay = { 0 };
     struct ps_gathered g;
     size_t sizes[HC_MODEL_MAX_VARS] = { 0 };
-    char dir[PATH_MAX], optim[PS_OPTIM_JSON_MAX];
+    char dir[PATH_MAX];
     int j, v, k, rv, have_lay = 0;
 
     /* 1. Everything the old shards hold, checksums verified. */
@@ -91,13 +91,12 @@ int ps_reshard(const struct hc_cluster *from, const char *from_dir,
     rv = hc_layout_build(sizes, g.n_vars, to->n_ps, g.block_elems, &lay);
     if (rv == HC_OK)
         have_lay = 1;
-    if (rv == HC_OK)
-        rv = ps_optim_to_json(&g.info0.optim, optim, sizeof optim);
     for (j = 0; rv == HC_OK && j < to->n_ps; j++) {
         const float **init = calloc(lay.shard_blocks[j] + 1, sizeof *init);
         const float **sl[PS_STORE_MAX_SLOTS] = { 0 };
         struct ps_store *st = NULL;
         struct ps_store_info info;
+        struct ps_store_def def;
         size_t b;
         int created = 0;
 
@@ -125,11 +124,14 @@ int ps_reshard(const struct hc_cluster *from, const char *from_dir,
                             "give reshard an empty --out-dir", dir);
             goto next;
         }
-        if ((rv = ps_store_init(st, g.info0.signature, &lay, (uint32_t)j, optim,
-                                init, &created)) == HC_OK &&
+        def = (struct ps_store_def){
+            .signature = g.info0.signature, .layout = &lay,
+            .shard = (uint32_t)j, .optim = &g.info0.optim, .init = init,
+            .var_defs = g.json, .var_defs_len = g.json_len,
+        };
+        if ((rv = ps_store_init(st, &def, &created)) == HC_OK &&
             (rv = ps_store_restore(st, (const float *const *const *)sl, g.step)) ==
-                HC_OK &&
-            (rv = ps_store_meta_put(st, "vars", g.json, g.json_len)) == HC_OK)
+                HC_OK)
             rv = put_places(st, &g);
         /* 3. Read back: every parameter bitwise as it was. */
         for (b = 0; rv == HC_OK && b < lay.n_blocks; b++) {

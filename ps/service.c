@@ -9,8 +9,10 @@
  * the shard goes on serving everyone else. Requests with an effect go
  * through the sender's record: a repeat of the last applied request id is
  * answered with the same reply bytes as the first time (counted as a
- * duplicate) and never applied again; an older id is refused as stale
- * (the records: service_record.c; error and ack replies:
+ * duplicate) and never applied again; an older id is refused as stale.
+ * Pushes, joins and the rest keep records apart, so the re-join before a
+ * re-sent request never makes that request look old (the records:
+ * service_record.c; error and ack replies:
  * service_reply.c). What the shard says of its members and the cluster
  * file re-read are in service_member.c; pulls and pushes as the mode
  * judges them in service_step.c (see service_impl.h, also for which lock
@@ -95,6 +97,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
     struct member *m;
     struct record *rec;
     struct answer_info info = { 0 };
+    uint64_t last;
     nng_msg *reply = NULL;
     char text[512];
     int rv;
@@ -149,8 +152,13 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
     if (pc != HETPS__ENVELOPE__PAYLOAD_JOIN)
         member_pipe_add(m, hc_rpc_msg_pipe(msg_in));
     rec = service_record_of(m->rec, pc);
+    last = rec->last_req;
+    if (pc == HETPS__ENVELOPE__PAYLOAD_JOIN &&
+        m->rec[SERVICE_REC_OTHER].last_req > last)
+        last = m->rec[SERVICE_REC_OTHER].last_req; /* a late join copy must
+                                                       not undo a leave */
     if (service_record_is_effect(pc) && m->incarnation == e->incarnation &&
-        rec->last_req) {
+        last) {
         if (e->request_id == rec->last_req && rec->reply_len == 0) {
             int i;
 
@@ -172,7 +180,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                 }
             }
         }
-        if (e->request_id == rec->last_req) {
+        if (rec->last_req && e->request_id == rec->last_req) {
             m->duplicates++;
             s->duplicates++;
             hc_debug("worker:%u request %llu (%s) repeated: answered from the record",
@@ -182,11 +190,11 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                 return service_answer_again(s, in);
             return service_record_replay(rec);
         }
-        if (e->request_id < rec->last_req) {
+        if (e->request_id < last) {
             snprintf(text, sizeof text,
                      "worker:%u request %llu is older than its last applied "
                      "request %llu", w, (unsigned long long)e->request_id,
-                     (unsigned long long)rec->last_req);
+                     (unsigned long long)last);
             return service_error_reply(s, e->request_id,
                                        HETPS__ERROR_CODE__E_STALE, text);
         }
@@ -232,7 +240,8 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                 service_advance(s);
             }
             m->incarnation = e->incarnation;
-            m->rec[0].last_req = m->rec[1].last_req = 0;
+            for (int k = 0; k < SERVICE_RECORDS; k++)
+                m->rec[k].last_req = 0;
         }
         if (m->state != M_JOINED)
             hc_info("worker:%u joined (devices %s)", w,
@@ -657,8 +666,8 @@ void ps_service_stop(struct ps_service *s)
         ps_shard_close(s->shard);
     ps_mode_free(s->sync);
     for (i = 0; s->members && i < s->n_members; i++) {
-        service_record_free(&s->members[i].rec[0]);
-        service_record_free(&s->members[i].rec[1]);
+        for (int k = 0; k < SERVICE_RECORDS; k++)
+            service_record_free(&s->members[i].rec[k]);
     }
     free(s->members);
     if (s->stop_pipe[0] >= 0)

@@ -53,9 +53,9 @@ enum member_state { M_NONE, M_JOINED, M_LEFT, M_DEAD };
 struct member {
     enum member_state state;
     uint64_t incarnation;       /* of the worker process last joined */
-    /* The last applied request and its reply: pushes, then the rest
+    /* The last applied request and its reply: pushes, joins, the rest
      * (service_record_of). */
-    struct record rec[2];
+    struct record rec[SERVICE_RECORDS];
     int64_t last_seen_ms;
     /* The connections its process's requests came on lately (join, pulls,
      * pushes, heartbeats: one socket each), 0 once gone. A member with any

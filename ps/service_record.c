@@ -9,10 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct record *service_record_of(struct record rec[2],
+struct record *service_record_of(struct record rec[SERVICE_RECORDS],
                                  Hetps__Envelope__PayloadCase c)
 {
-    return &rec[c == HETPS__ENVELOPE__PAYLOAD_PUSH ? 0 : 1];
+    switch (c) {
+    case HETPS__ENVELOPE__PAYLOAD_PUSH: return &rec[SERVICE_REC_PUSH];
+    case HETPS__ENVELOPE__PAYLOAD_JOIN: return &rec[SERVICE_REC_JOIN];
+    default: return &rec[SERVICE_REC_OTHER];
+    }
 }
 
 int service_record_is_effect(Hetps__Envelope__PayloadCase c)

@@ -28,10 +28,15 @@ struct record {
     size_t reply_len, reply_cap;
 };
 
-/* Which of a member's two records (rec[2]) a request kind goes to: pushes,
- * which carry the optimizer's ordering, apart from the rest (join, leave,
- * create), so a re-join does not make a re-sent push look old. */
-struct record *service_record_of(struct record rec[2],
+/* A member's records, one per ordering: pushes (which carry the
+ * optimizer's ordering), joins, and the chief's create and a leave. Kept
+ * apart so that the re-join before a re-sent push, create or leave (after
+ * a shard restart: a new, higher id) never makes that request look old. */
+enum { SERVICE_REC_PUSH, SERVICE_REC_JOIN, SERVICE_REC_OTHER, SERVICE_RECORDS };
+
+/* Which of a member's records (rec[SERVICE_RECORDS]) a request kind goes
+ * to. */
+struct record *service_record_of(struct record rec[SERVICE_RECORDS],
                                  Hetps__Envelope__PayloadCase c);
 
 /* Whether a request kind has an effect (goes through the record). */

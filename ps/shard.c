@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "fault.h"
 #include "layout.h"
 #include "log.h"
 #include "model.h"         /* HC_MODEL_MAX_VARS */
@@ -244,30 +245,30 @@ static int ack_with(const struct ps_shard *sh, const struct hc_wire_msg *in,
     return hc_wire_reserve(reply, &env, t, n, dst);
 }
 
-/* Keep the variables' names and shapes in the store ("vars": JSON), for
- * `hetps export` and `hetps inspect`. */
-static int save_var_defs(struct ps_shard *sh, const Hetps__CreateVariables *cv)
+/* The variables' names and shapes as the store keeps them ("vars": JSON
+ * text, for `hetps export` and `hetps inspect`) into *out (malloc'd, *len
+ * bytes). Names are checked by the wire's decoder (no quotes). */
+static int var_defs_json(const Hetps__CreateVariables *cv, char **out,
+                         size_t *len)
 {
     size_t cap = 64 + cv->n_vars * (HC_WIRE_MAX_NAME + 16 * HC_WIRE_MAX_DIMS);
     char *json = malloc(cap);
-    size_t len = 0, v, k;
-    int rv;
+    size_t n = 0, v, k;
 
-    if (!json)
+    if (!(*out = json))
         return hc_err_set(HC_ERR_NOMEM, "out of memory");
-    len += (size_t)snprintf(json + len, cap - len, "[");
+    n += (size_t)snprintf(json + n, cap - n, "[");
     for (v = 0; v < cv->n_vars; v++) {
-        len += (size_t)snprintf(json + len, cap - len, "%s{\"name\":\"%s\",\"shape\":[",
-                                v ? "," : "", cv->vars[v]->name);
+        n += (size_t)snprintf(json + n, cap - n, "%s{\"name\":\"%s\",\"shape\":[",
+                              v ? "," : "", cv->vars[v]->name);
         for (k = 0; k < cv->vars[v]->n_shape; k++)
-            len += (size_t)snprintf(json + len, cap - len, "%s%u", k ? "," : "",
-                                    cv->vars[v]->shape[k]);
-        len += (size_t)snprintf(json + len, cap - len, "]}");
+            n += (size_t)snprintf(json + n, cap - n, "%s%u", k ? "," : "",
+                                  cv->vars[v]->shape[k]);
+        n += (size_t)snprintf(json + n, cap - n, "]}");
     }
-    len += (size_t)snprintf(json + len, cap - len, "]");
-    rv = ps_store_meta_put(sh->store, "vars", json, len);
-    free(json);
-    return rv;
+    n += (size_t)snprintf(json + n, cap - n, "]");
+    *len = n;
+    return HC_OK;
 }
 
 /*
@@ -313,21 +314,23 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
     const float **init = NULL;
     struct hc_layout layout = { 0 };
     struct hc_optim_conf oc;
-    char optim[PS_OPTIM_JSON_MAX];
+    struct ps_store_def def = { 0 };
+    char optim[160], *defs = NULL;
     size_t v, k, b;
     int rv, created = 0, have_layout = 0;
 
     if (cv->n_vars == 0 || cv->n_vars > HC_MODEL_MAX_VARS)
         return hc_err_set(HC_ERR_LIMIT, "create: %zu variables (1..%d allowed)",
                           cv->n_vars, HC_MODEL_MAX_VARS);
-    if (!cv->has_optimizer)
-        return hc_err_set(HC_ERR_CONFIG, "create: no optimizer settings");
-    rv = ps_optim_from_json((const char *)cv->optimizer.data,
-                            cv->optimizer.len, "CreateVariables.optimizer", &oc);
-    if (rv == HC_OK)
-        rv = ps_optim_to_json(&oc, optim, sizeof optim);
-    if (rv != HC_OK)
-        return rv;
+    /* Settings the limits refuse are a malformed request (E_MALFORMED). */
+    if (!cv->optimizer)
+        return hc_err_set(HC_ERR_PROTO, "create: no optimizer settings");
+    if (hc_optim_from_wire(cv->optimizer, "create: optimizer", &oc) != HC_OK) {
+        char why[512];
+
+        snprintf(why, sizeof why, "%s", hc_err_msg());
+        return hc_err_set(HC_ERR_PROTO, "%s", why);
+    }
     for (v = 0; v < cv->n_vars; v++) {
         size_t size = 1;
 
@@ -372,27 +375,35 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
         init[blk->local] = in->data[blk->local];
         k++;
     }
-    rv = ps_store_init(sh->store, cv->signature, &layout, (uint32_t)sh->index,
-                       optim, init, &created);
+    if ((rv = var_defs_json(cv, &defs, &def.var_defs_len)) != HC_OK)
+        goto out;
+    def.signature = cv->signature;
+    def.layout = &layout;
+    def.shard = (uint32_t)sh->index;
+    def.optim = &oc;
+    def.init = init;
+    def.var_defs = defs;
+    ps_fault_point("create:before_init");
+    rv = ps_store_init(sh->store, &def, &created);
+    if (rv == HC_OK)
+        ps_fault_point("create:after_init");
     if (rv == HC_ERR_IO)        /* a full disk: said here, not only replied */
         hc_warn("create refused: %s", hc_err_msg());
     if (rv == HC_OK)
         rv = load_blocks(sh);
     if (rv != HC_OK)
         goto out;
-    if (rv == HC_OK && created)
-        rv = save_var_defs(sh, cv);
-    if (rv != HC_OK)
-        goto out;
     if (created)
         hc_info("variables created: %zu variables, %u blocks here, optimizer %s",
-                cv->n_vars, sh->n_blocks, optim);
+                cv->n_vars, sh->n_blocks,
+                hc_optim_describe(&oc, optim, sizeof optim));
     else
         hc_info("variables already exist (step %llu): kept",
                 (unsigned long long)ps_store_step(sh->store));
     rv = ack_with(sh, in, me, ps_store_step(sh->store), NULL, 0, NULL, NULL,
                   reply);
 out:
+    free(defs);
     free(init);
     if (have_layout)
         hc_layout_free(&layout);

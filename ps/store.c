@@ -1,7 +1,8 @@
 /*
  * store.c — a shard's store as a whole: opening it (creating the
  * directory and the environment, checking the magic and the format,
- * loading meta and the block table, counting the incarnation),
+ * converting a format-1 store, loading meta and the block table, counting
+ * the incarnation),
  * initialising it for a layout, closing and syncing it, and what its meta
  * says (step, info, blocks). The meta keys init writes are the ones open
  * loads. See store.h for the contract and the on-disk layout,
@@ -21,7 +22,9 @@
 
 #include "clock.h"
 #include "err.h"
+#include "fault.h"
 #include "log.h"
+#include "model.h"         /* hc_model_optim_from_json: format 1 */
 
 #define DEFAULT_MAP_SIZE (1ull << 30)
 #define DEFAULT_MAP_MAX (64ull << 30)
@@ -54,8 +57,9 @@ static int mkdir_p(const char *dir)
     return HC_OK;
 }
 
-/* Check the magic and the format of an existing store. */
-static int check_magic(struct ps_store *s, MDB_txn *txn)
+/* Check the magic and the format of an existing store (*out: this
+ * one's, or the older one an open converts). */
+static int check_magic(struct ps_store *s, MDB_txn *txn, uint32_t *out)
 {
     MDB_val v;
     uint32_t format;
@@ -82,7 +86,8 @@ static int check_magic(struct ps_store *s, MDB_txn *txn)
     if ((rv = store_meta_fixed(s, txn, "format", &format,
                                sizeof format)) != HC_OK)
         return rv;
-    if (format != PS_STORE_FORMAT)
+    *out = format;
+    if (format != PS_STORE_FORMAT && format != PS_STORE_FORMAT_JSON_OPTIM)
         return hc_err_set(HC_ERR_VERSION, "store %s: store format %u, but this "
                           "hetps reads format %u: use the hetps version that "
                           "wrote it (export the weights with it) or start from "
@@ -165,8 +170,9 @@ out:
     return rv;
 }
 
-/* Read what meta says into the store (magic already checked). */
-static int load_meta(struct ps_store *s, MDB_txn *txn)
+/* Read what meta says into the store (magic already checked; `format`
+ * the store's). */
+static int load_meta(struct ps_store *s, MDB_txn *txn, uint32_t format)
 {
     MDB_val v;
     uint64_t step;
@@ -197,18 +203,20 @@ static int load_meta(struct ps_store *s, MDB_txn *txn)
         return rv == HC_ERR_NOTFOUND
                    ? store_meta_fixed(s, txn, "optimizer", NULL, 0)
                    : rv;
-    snprintf(src, sizeof src, "store %s meta", s->dir);
-    if (ps_optim_from_json(v.mv_data, v.mv_size, src, &s->optim) != HC_OK) {
+    snprintf(src, sizeof src, "store %s: meta \"optimizer\"", s->dir);
+    if (format == PS_STORE_FORMAT)
+        rv = hc_optim_from_record(v.mv_data, v.mv_size, src, &s->optim);
+    else if (hc_model_optim_from_json(v.mv_data, v.mv_size, src,
+                                      &s->optim) != HC_OK) {
         char why[512];
 
         snprintf(why, sizeof why, "%s", hc_err_msg());
-        return hc_err_set(HC_ERR_STORE, "%s; the store is damaged", why);
+        rv = hc_err_set(HC_ERR_STORE, "%s (JSON text of store format %u); "
+                        "this hetps cannot convert it: export the weights "
+                        "with the hetps that wrote the store", why, format);
     }
-    if (v.mv_size >= sizeof s->optim_json)
-        return hc_err_set(HC_ERR_STORE, "store %s: meta optimizer text is too "
-                          "long; the store is damaged", s->dir);
-    memcpy(s->optim_json, v.mv_data, v.mv_size);
-    s->optim_json[v.mv_size] = '\0';
+    if (rv != HC_OK)
+        return rv;
     if (s->n_slots > PS_STORE_MAX_SLOTS ||
         (int)s->n_slots != ps_optim_slots(&s->optim) || s->block_elems == 0)
         return hc_err_set(HC_ERR_STORE, "store %s: meta disagrees with itself "
@@ -238,11 +246,33 @@ static int open_dbs(struct ps_store *s, MDB_txn *txn, unsigned flags)
     return HC_OK;
 }
 
+/* An older store brought to this format in the open's transaction: the
+ * optimizer settings, read from format 1's JSON text (load_meta), become
+ * the typed record. */
+static int convert_format(struct ps_store *s, MDB_txn *txn, uint32_t from)
+{
+    unsigned char rec[HC_OPTIM_RECORD_SIZE];
+    int rv;
+
+    if (atomic_load(&s->initialised)) {
+        hc_optim_to_record(&s->optim, rec);
+        if ((rv = store_meta_put(s, txn, "optimizer", rec, sizeof rec)))
+            return rv;
+    }
+    if ((rv = store_meta_put_u32(s, txn, "format", PS_STORE_FORMAT)))
+        return rv;
+    hc_info("store %s: converted from format %u (optimizer settings as JSON "
+            "text) to format %u (a typed record)", s->dir, from,
+            PS_STORE_FORMAT);
+    return HC_OK;
+}
+
 /* First transaction of an open: find or create meta, check it, count the
  * incarnation, load. */
 static int open_body(struct ps_store *s, MDB_txn *txn, void *arg)
 {
     unsigned wflags = s->read_only ? 0 : MDB_CREATE;
+    uint32_t format = PS_STORE_FORMAT;
     int rc, rv, fresh = 0;
 
     (void)arg;
@@ -281,10 +311,13 @@ static int open_body(struct ps_store *s, MDB_txn *txn, void *arg)
             (rv = store_meta_put_u32(s, txn, "format",
                                      PS_STORE_FORMAT)) != HC_OK)
             return rv;
-    } else if ((rv = check_magic(s, txn)) != HC_OK) {
+    } else if ((rv = check_magic(s, txn, &format)) != HC_OK) {
         return rv;
     }
-    if ((rv = load_meta(s, txn)) != HC_OK)
+    if ((rv = load_meta(s, txn, format)) != HC_OK)
+        return rv;
+    if (format != PS_STORE_FORMAT && !s->read_only &&
+        (rv = convert_format(s, txn, format)) != HC_OK)
         return rv;
     if (!s->read_only) {
         s->incarnation++;
@@ -322,20 +355,13 @@ static int lock_dir(struct ps_store *s, int exclusive)
     return HC_OK;
 }
 
-int ps_store_open(const char *dir, const struct ps_store_opts *o,
-                  struct ps_store **out)
+/* A store for `dir` with the options applied, nothing opened yet. */
+static int store_new(const char *dir, const struct ps_store_opts *o,
+                     struct ps_store **out)
 {
-    static const struct ps_store_opts defaults;
-    struct ps_store *s = NULL;
-    MDB_envinfo info;
-    MDB_stat st;
-    unsigned flags = MDB_NOTLS;
-    int rc, rv = HC_OK, dead = 0;
-    char a[32];
+    struct ps_store *s;
+    pthread_rwlockattr_t ra;
 
-    *out = NULL;
-    if (!o)
-        o = &defaults;
     if (!dir || !*dir)
         return hc_err_set(HC_ERR_INVAL, "store: no directory given "
                           "(--data-dir)");
@@ -353,15 +379,11 @@ int ps_store_open(const char *dir, const struct ps_store_opts *o,
     }
     pthread_mutex_init(&s->wmu, NULL);
     pthread_mutex_init(&s->poolmu, NULL);
-    {
-        pthread_rwlockattr_t ra;
-
-        pthread_rwlockattr_init(&ra);
-        pthread_rwlockattr_setkind_np(&ra,
-            PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-        pthread_rwlock_init(&s->maplock, &ra);
-        pthread_rwlockattr_destroy(&ra);
-    }
+    pthread_rwlockattr_init(&ra);
+    pthread_rwlockattr_setkind_np(&ra,
+        PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&s->maplock, &ra);
+    pthread_rwlockattr_destroy(&ra);
     s->read_only = o->read_only;
     s->lock_fd = -1;
     s->durability = o->durability;
@@ -380,94 +402,125 @@ int ps_store_open(const char *dir, const struct ps_store_opts *o,
     if (s->map_max < s->map_size)
         s->map_max = s->map_size;
     s->last_sync_ms = (uint64_t)hc_now_ms();
+    *out = s;
+    return HC_OK;
+}
 
-    if (s->read_only) {
-        struct stat sb;
+/* The directory: made and locked for a writer; present (and locked
+ * shared with require_idle) for a reader. */
+static int open_dir(struct ps_store *s, const struct ps_store_opts *o)
+{
+    struct stat sb;
+    int rv;
 
-        if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-            rv = hc_err_set(HC_ERR_NOTFOUND, "store %s: no such directory",
-                            dir);
-            goto fail;
-        }
-        flags |= MDB_RDONLY;
-        if (o->require_idle && (rv = lock_dir(s, 0)) != HC_OK)
-            goto fail;
-    } else if ((rv = mkdir_p(dir)) != HC_OK || (rv = lock_dir(s, 1)) != HC_OK) {
-        goto fail;
+    if (!s->read_only) {
+        if ((rv = mkdir_p(s->dir)) != HC_OK)
+            return rv;
+        return lock_dir(s, 1);
     }
+    if (stat(s->dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return hc_err_set(HC_ERR_NOTFOUND, "store %s: no such directory",
+                          s->dir);
+    return o->require_idle ? lock_dir(s, 0) : HC_OK;
+}
+
+/* LMDB's environment: made with the store's flags, opened (its failures
+ * said in words), its map size and page size read, stale readers
+ * cleared. */
+static int open_env(struct ps_store *s, const struct ps_store_opts *o)
+{
+    const char *dir = s->dir;
+    unsigned flags = MDB_NOTLS;
+    MDB_envinfo info;
+    MDB_stat st;
+    int rc, dead = 0;
+
     /* Writes go straight into the map: no dirty-page copies malloc'd per
      * transaction and no write(2) of them at commit (measured: most of a
      * push's cost without it). The file is sparse up to the map size. */
-    if (!o->read_only)
-        flags |= MDB_WRITEMAP;
+    flags |= s->read_only ? MDB_RDONLY : MDB_WRITEMAP;
     if (s->durability == PS_DURABLE_NONE)
         flags |= MDB_NOSYNC | MDB_NOMETASYNC;
     else if (s->sync_ms > 0)
         flags |= MDB_NOSYNC;
-
     if ((rc = mdb_env_create(&s->env)) != 0 ||
         (rc = mdb_env_set_maxdbs(s->env, 8)) != 0 ||
         (rc = mdb_env_set_maxreaders(s->env, o->max_readers ? o->max_readers
                                                             : 126)) != 0 ||
-        (rc = mdb_env_set_mapsize(s->env, (size_t)s->map_size)) != 0) {
-        rv = store_lmdb_err(s, rc, "creating the environment");
-        goto fail;
-    }
+        (rc = mdb_env_set_mapsize(s->env, (size_t)s->map_size)) != 0)
+        return store_lmdb_err(s, rc, "creating the environment");
     rc = mdb_env_open(s->env, dir, flags, 0644);
-    if (rc != 0) {
-        if (rc == MDB_INVALID)
-            rv = hc_err_set(HC_ERR_VERSION, "store %s: %s/data.mdb is not an "
-                            "LMDB database or is damaged: point --data-dir at "
-                            "a hetps store or at an empty directory", dir, dir);
-        else if (rc == MDB_VERSION_MISMATCH)
-            rv = hc_err_set(HC_ERR_VERSION, "store %s: written by an LMDB "
-                            "version this build cannot read (%s): use the "
-                            "hetps build that wrote it", dir,
-                            mdb_version(NULL, NULL, NULL));
-        else if (rc == ENOENT || rc == EACCES || rc == EROFS || rc == ENOTDIR)
-            rv = hc_err_set(HC_ERR_IO, "store %s: cannot open: %s", dir,
-                            mdb_strerror(rc));
-        else
-            rv = store_lmdb_err(s, rc, "opening the environment");
-        goto fail;
-    }
+    if (rc == MDB_INVALID)
+        return hc_err_set(HC_ERR_VERSION, "store %s: %s/data.mdb is not an "
+                          "LMDB database or is damaged: point --data-dir at a "
+                          "hetps store or at an empty directory", dir, dir);
+    if (rc == MDB_VERSION_MISMATCH)
+        return hc_err_set(HC_ERR_VERSION, "store %s: written by an LMDB "
+                          "version this build cannot read (%s): use the hetps "
+                          "build that wrote it", dir,
+                          mdb_version(NULL, NULL, NULL));
+    if (rc == ENOENT || rc == EACCES || rc == EROFS || rc == ENOTDIR)
+        return hc_err_set(HC_ERR_IO, "store %s: cannot open: %s", dir,
+                          mdb_strerror(rc));
+    if (rc != 0)
+        return store_lmdb_err(s, rc, "opening the environment");
     s->env_open = 1;
     if ((rc = mdb_env_info(s->env, &info)) != 0 ||
-        (rc = mdb_env_stat(s->env, &st)) != 0) {
-        rv = store_lmdb_err(s, rc, "reading the environment");
-        goto fail;
-    }
+        (rc = mdb_env_stat(s->env, &st)) != 0)
+        return store_lmdb_err(s, rc, "reading the environment");
     s->map_size = info.me_mapsize;
     if (s->map_max < s->map_size)
         s->map_max = s->map_size;
     s->psize = st.ms_psize;
-    if ((rc = mdb_reader_check(s->env, &dead)) != 0) {
-        rv = store_lmdb_err(s, rc, "clearing stale readers");
-        goto fail;
-    }
+    if ((rc = mdb_reader_check(s->env, &dead)) != 0)
+        return store_lmdb_err(s, rc, "clearing stale readers");
     if (dead > 0)
         hc_info("store %s: cleared %d stale reader slot%s left by crashed "
                 "processes", dir, dead, dead == 1 ? "" : "s");
+    return HC_OK;
+}
 
-    if (s->read_only) {
-        MDB_txn *txn = NULL;
+/* The open's first transaction (open_body): a read transaction for a
+ * reader, a write transaction for a writer. */
+static int first_txn(struct ps_store *s)
+{
+    MDB_txn *txn = NULL;
+    int rc, rv;
 
-        if ((rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn)) != 0) {
-            rv = store_lmdb_err(s, rc, "opening the store");
-            goto fail;
-        }
-        rv = open_body(s, txn, NULL);
-        if (rv == HC_OK && (rc = mdb_txn_commit(txn)) != 0)
-            rv = store_lmdb_err(s, rc, "opening the store");
-        else if (rv != HC_OK)
-            mdb_txn_abort(txn);
-    } else {
+    if (!s->read_only) {
         pthread_mutex_lock(&s->wmu);
         rv = store_write_txn(s, open_body, NULL, "opening the store");
         pthread_mutex_unlock(&s->wmu);
+        return rv;
     }
-    if (rv != HC_OK)
-        goto fail;
+    if ((rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn)) != 0)
+        return store_lmdb_err(s, rc, "opening the store");
+    if ((rv = open_body(s, txn, NULL)) != HC_OK) {
+        mdb_txn_abort(txn);
+        return rv;
+    }
+    if ((rc = mdb_txn_commit(txn)) != 0)
+        return store_lmdb_err(s, rc, "opening the store");
+    return HC_OK;
+}
+
+int ps_store_open(const char *dir, const struct ps_store_opts *o,
+                  struct ps_store **out)
+{
+    static const struct ps_store_opts defaults;
+    struct ps_store *s = NULL;
+    char a[32];
+    int rv;
+
+    *out = NULL;
+    if ((rv = store_new(dir, o ? o : &defaults, &s)) != HC_OK)
+        return rv;
+    if ((rv = open_dir(s, o ? o : &defaults)) != HC_OK ||
+        (rv = open_env(s, o ? o : &defaults)) != HC_OK ||
+        (rv = first_txn(s)) != HC_OK) {
+        ps_store_close(s);
+        return rv;
+    }
     hc_info("store %s: opened (incarnation %llu, %s, step %llu, map %s)", dir,
             (unsigned long long)s->incarnation,
             atomic_load(&s->initialised) ? "initialised" : "empty",
@@ -475,9 +528,6 @@ int ps_store_open(const char *dir, const struct ps_store_opts *o,
             store_fmt_bytes(a, sizeof a, s->map_size));
     *out = s;
     return HC_OK;
-fail:
-    ps_store_close(s);
-    return rv;
 }
 
 void ps_store_close(struct ps_store *s)
@@ -516,9 +566,12 @@ void ps_store_close(struct ps_store *s)
 struct init_arg {
     uint64_t signature, layout_hash;
     uint32_t block_elems, n_shards, shard, n_blocks, n_slots;
-    const char *optim_json;
+    struct hc_optim_conf optim;
+    unsigned char optim_rec[HC_OPTIM_RECORD_SIZE];
     const struct ps_block *blocks;  /* (n_blocks) in local order */
     const float *const *init;
+    const char *var_defs;           /* (var_defs_len) or NULL */
+    size_t var_defs_len;
 };
 
 static int init_body(struct ps_store *s, MDB_txn *txn, void *arg)
@@ -533,9 +586,12 @@ static int init_body(struct ps_store *s, MDB_txn *txn, void *arg)
         (rv = store_meta_put_u32(s, txn, "shard", a->shard)) ||
         (rv = store_meta_put_u32(s, txn, "n_blocks", a->n_blocks)) ||
         (rv = store_meta_put_u32(s, txn, "n_slots", a->n_slots)) ||
-        (rv = store_meta_put(s, txn, "optimizer", a->optim_json,
-                             strlen(a->optim_json))) ||
+        (rv = store_meta_put(s, txn, "optimizer", a->optim_rec,
+                             sizeof a->optim_rec)) ||
         (rv = store_meta_put_u64(s, txn, "step", 0)))
+        return rv;
+    if (a->var_defs && (rv = store_app_meta_put(s, txn, "vars", a->var_defs,
+                                                a->var_defs_len)) != HC_OK)
         return rv;
     for (uint32_t i = 0; i < a->n_blocks; i++) {
         unsigned char key[8];
@@ -552,12 +608,12 @@ static int init_body(struct ps_store *s, MDB_txn *txn, void *arg)
                 return rv;
         }
     }
+    ps_fault_point("create:inside_init");   /* all written, not committed */
     return HC_OK;
 }
 
 /* Say how an initialised store differs from what init asks for. */
-static int init_mismatch(const struct ps_store *s, const struct init_arg *a,
-                         const struct hc_optim_conf *oc)
+static int init_mismatch(const struct ps_store *s, const struct init_arg *a)
 {
     if (s->signature != a->signature)
         return hc_err_set(HC_ERR_MISMATCH, "store %s: holds a different model "
@@ -583,23 +639,107 @@ static int init_mismatch(const struct ps_store *s, const struct init_arg *a,
         return hc_err_set(HC_ERR_MISMATCH, "store %s: holds shard %u but this "
                           "server is shard %u: check --data-dir and --task",
                           s->dir, s->shard, a->shard);
-    if (!ps_optim_equal(&s->optim, oc))
+    if (!hc_optim_equal(&s->optim, &a->optim)) {
+        char made[160], asked[160];
+
         return hc_err_set(HC_ERR_MISMATCH, "store %s: made with optimizer %s "
                           "but asked for %s: use the store's optimizer "
                           "settings, or a fresh --data-dir", s->dir,
-                          s->optim_json, a->optim_json);
+                          hc_optim_describe(&s->optim, made, sizeof made),
+                          hc_optim_describe(&a->optim, asked, sizeof asked));
+    }
     return HC_OK;
 }
 
-int ps_store_init(struct ps_store *s, uint64_t signature,
-                  const struct hc_layout *layout, uint32_t shard,
-                  const char *optim_json, const float *const *init,
+/* The local block table of shard `shard` of `layout` into *tab (n
+ * entries, freed by the caller), and its longest block into *max_len. */
+static int init_table(const struct ps_store *s, const struct hc_layout *layout,
+                      uint32_t shard, struct ps_block **tab, uint32_t *n,
+                      uint32_t *max_len)
+{
+    struct ps_block *t;
+
+    *n = *max_len = 0;
+    for (size_t i = 0; i < layout->n_blocks; i++)
+        *n += layout->blocks[i].shard == shard;
+    *tab = t = calloc(*n ? *n : 1, sizeof *t);
+    if (!t)
+        return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory", s->dir);
+    for (size_t i = 0; i < layout->n_blocks; i++) {
+        const struct hc_block *b = &layout->blocks[i];
+
+        if (b->shard != shard)
+            continue;
+        if (b->local >= *n || t[b->local].length != 0 || b->length == 0 ||
+            b->length > layout->block_elems)
+            return hc_err_set(HC_ERR_INVAL, "store %s: layout block %zu (var "
+                              "%u, offset %llu, %u elements, local %u) is "
+                              "invalid for shard %u of %u blocks", s->dir, i,
+                              b->var, (unsigned long long)b->offset, b->length,
+                              b->local, shard, *n);
+        t[b->local] = (struct ps_block){b->var, b->length, b->offset};
+        if (b->length > *max_len)
+            *max_len = b->length;
+    }
+    return HC_OK;
+}
+
+static int vars_body(struct ps_store *s, MDB_txn *txn, void *arg)
+{
+    const struct init_arg *a = arg;
+
+    return store_app_meta_put(s, txn, "vars", a->var_defs, a->var_defs_len);
+}
+
+/* Already initialised (s->wmu held): the same store, or say how it
+ * differs. A store an older hetps created without its variable
+ * definitions (killed between its two transactions) gets them now. */
+static int init_again(struct ps_store *s, const struct init_arg *a)
+{
+    MDB_txn *txn = NULL;
+    MDB_val v;
+    int rv;
+
+    if ((rv = init_mismatch(s, a)) != HC_OK || !a->var_defs)
+        return rv;
+    if ((rv = store_txn_begin(s, MDB_RDONLY, &txn)) != HC_OK)
+        return rv;
+    rv = store_meta_get(s, txn, "app.vars", &v);
+    store_rtxn_end(s, txn);
+    if (rv != HC_ERR_NOTFOUND)
+        return rv;
+    hc_warn("store %s: initialised but without its variable definitions (a "
+            "create cut short by an older hetps): writing them now", s->dir);
+    return store_write_txn(s, vars_body, (void *)a,
+                           "writing the variable definitions");
+}
+
+/* The store now holds what `a` wrote (s->wmu held): take over its table. */
+static int init_done(struct ps_store *s, const struct init_arg *a,
+                     struct ps_block **tab, uint32_t max_len)
+{
+    free(s->blocks);
+    s->blocks = *tab;
+    *tab = NULL;
+    s->signature = a->signature;
+    s->layout_hash = a->layout_hash;
+    s->block_elems = a->block_elems;
+    s->n_shards = a->n_shards;
+    s->shard = a->shard;
+    s->n_blocks = a->n_blocks;
+    s->n_slots = a->n_slots;
+    s->max_len = max_len;
+    s->optim = a->optim;
+    return alloc_work(s);
+}
+
+int ps_store_init(struct ps_store *s, const struct ps_store_def *d,
                   int *created)
 {
+    const struct hc_layout *layout = d->layout;
     struct init_arg a = {0};
-    struct hc_optim_conf oc;
     struct ps_block *tab = NULL;
-    char json[PS_OPTIM_JSON_MAX], src[PATH_MAX + 32];
+    char src[PATH_MAX + 32], desc[160];
     uint32_t n = 0, max_len = 0;
     int rv;
 
@@ -612,63 +752,43 @@ int ps_store_init(struct ps_store *s, uint64_t signature,
         layout->block_elems == 0)
         return hc_err_set(HC_ERR_INVAL, "store %s: no layout or an empty one",
                           s->dir);
-    if (shard >= (uint32_t)layout->n_shards)
+    if (d->shard >= (uint32_t)layout->n_shards)
         return hc_err_set(HC_ERR_INVAL, "store %s: shard %u is out of range: "
-                          "the layout has %d shards", s->dir, shard,
+                          "the layout has %d shards", s->dir, d->shard,
                           layout->n_shards);
     snprintf(src, sizeof src, "store %s: optimizer", s->dir);
-    if ((rv = ps_optim_from_json(optim_json, optim_json ? strlen(optim_json)
-                                                        : 0, src, &oc)) ||
-        (rv = ps_optim_to_json(&oc, json, sizeof json)))
+    if (!d->optim)
+        return hc_err_set(HC_ERR_CONFIG, "%s: no settings given", src);
+    if ((rv = hc_optim_validate(d->optim, src)) != HC_OK)
         return rv;
-    for (size_t i = 0; i < layout->n_blocks; i++)
-        n += layout->blocks[i].shard == shard;
-    tab = calloc(n ? n : 1, sizeof *tab);
-    if (!tab)
-        return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory", s->dir);
-    for (size_t i = 0; i < layout->n_blocks; i++) {
-        const struct hc_block *b = &layout->blocks[i];
-
-        if (b->shard != shard)
-            continue;
-        if (b->local >= n || tab[b->local].length != 0 || b->length == 0 ||
-            b->length > layout->block_elems) {
-            rv = hc_err_set(HC_ERR_INVAL, "store %s: layout block %zu (var %u, "
-                            "offset %llu, %u elements, local %u) is invalid for "
-                            "shard %u of %u blocks", s->dir, i, b->var,
-                            (unsigned long long)b->offset, b->length, b->local,
-                            shard, n);
+    if ((rv = init_table(s, layout, d->shard, &tab, &n, &max_len)) != HC_OK)
+        goto out;
+    for (uint32_t i = 0; d->init && i < n; i++)
+        if (!d->init[i]) {
+            rv = hc_err_set(HC_ERR_INVAL, "store %s: no initial values for "
+                            "local block %u", s->dir, i);
             goto out;
         }
-        tab[b->local] = (struct ps_block){b->var, b->length, b->offset};
-        if (b->length > max_len)
-            max_len = b->length;
-    }
-    if (init)
-        for (uint32_t i = 0; i < n; i++)
-            if (!init[i]) {
-                rv = hc_err_set(HC_ERR_INVAL, "store %s: no initial values "
-                                "for local block %u", s->dir, i);
-                goto out;
-            }
     a = (struct init_arg){
-        .signature = signature, .layout_hash = hc_layout_hash(layout),
+        .signature = d->signature, .layout_hash = hc_layout_hash(layout),
         .block_elems = layout->block_elems,
-        .n_shards = (uint32_t)layout->n_shards, .shard = shard,
-        .n_blocks = n, .n_slots = (uint32_t)ps_optim_slots(&oc),
-        .optim_json = json, .blocks = tab, .init = init,
+        .n_shards = (uint32_t)layout->n_shards, .shard = d->shard,
+        .n_blocks = n, .n_slots = (uint32_t)ps_optim_slots(d->optim),
+        .optim = *d->optim, .blocks = tab, .init = d->init,
+        .var_defs = d->var_defs, .var_defs_len = d->var_defs_len,
     };
 
+    hc_optim_to_record(&a.optim, a.optim_rec);
     pthread_mutex_lock(&s->wmu);
     if (atomic_load(&s->initialised)) {
-        rv = init_mismatch(s, &a, &oc);
+        rv = init_again(s, &a);
         pthread_mutex_unlock(&s->wmu);
         goto out;
     }
     /* What the create writes: each block's record (values and CRC) and its
      * optimizer slots, at most 5/4 of it in LMDB's pages, and as much again
      * for copy-on-write of the B-tree — reserved on disk beforehand. */
-    s->write_extra = 0;
+    s->write_extra = a.var_defs_len * 2;
     for (uint32_t i = 0; i < n; i++)
         s->write_extra += ((uint64_t)tab[i].length * 4 + 64) *
                           (1 + a.n_slots) * 5 / 2;
@@ -676,29 +796,14 @@ int ps_store_init(struct ps_store *s, uint64_t signature,
         s->write_extra = s->map_size;
     rv = store_write_txn(s, init_body, &a, "initialising the store");
     s->write_extra = 0;
-    if (rv == HC_OK) {
-        free(s->blocks);
-        s->blocks = tab;
-        tab = NULL;
-        s->signature = a.signature;
-        s->layout_hash = a.layout_hash;
-        s->block_elems = a.block_elems;
-        s->n_shards = a.n_shards;
-        s->shard = a.shard;
-        s->n_blocks = a.n_blocks;
-        s->n_slots = a.n_slots;
-        s->max_len = max_len;
-        s->optim = oc;
-        memcpy(s->optim_json, json, sizeof json);
-        rv = alloc_work(s);
-        if (rv == HC_OK) {
-            atomic_store(&s->step, 0);
-            atomic_store(&s->initialised, 1);
-            if (created)
-                *created = 1;
-            hc_info("store %s: initialised shard %u of %u: %u blocks, "
-                    "optimizer %s", s->dir, shard, a.n_shards, n, json);
-        }
+    if (rv == HC_OK && (rv = init_done(s, &a, &tab, max_len)) == HC_OK) {
+        atomic_store(&s->step, 0);
+        atomic_store(&s->initialised, 1);
+        if (created)
+            *created = 1;
+        hc_info("store %s: initialised shard %u of %u: %u blocks, optimizer "
+                "%s", s->dir, d->shard, a.n_shards, n,
+                hc_optim_describe(&a.optim, desc, sizeof desc));
     }
     pthread_mutex_unlock(&s->wmu);
 out:

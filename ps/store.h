@@ -21,8 +21,12 @@
  *              PS_STORE_FORMAT, "incarnation" = u64 (opens so far);
  *              after ps_store_init also "signature", "layout_hash" (u64),
  *              "block_elems", "n_shards", "shard", "n_blocks", "n_slots"
- *              (u32), "optimizer" (JSON text, ps_optim_to_json) and
- *              "step" (u64: updates applied so far = the version).
+ *              (u32), "optimizer" (the settings as optim_conf.h's
+ *              fixed record, HC_OPTIM_RECORD_SIZE bytes: magic "HOPT",
+ *              version, type, values, CRC32C) and
+ *              "step" (u64: updates applied so far = the version), and
+ *              "app.vars" (the variables' names and shapes, JSON text,
+ *              ps_store_meta_get's "vars"), all in init's transaction.
  *   "vars"     u32 BE local block index → struct ps_block_hdr (24 bytes)
  *              + length float32 values.
  *   "slots"    (u32 BE slot, u32 BE local block) → ps_block_hdr + floats
@@ -33,6 +37,12 @@
  *              the worker's place (u32 epoch, u32 batches done), then the
  *              cached reply bytes. (Records without a place — flags 0 —
  *              are those of format 1's first release and still read.)
+ *
+ * Format 1 (hetps before the typed settings) kept "optimizer" as JSON
+ * text: a writable open converts such a store to format 2 in its first
+ * transaction (logged: "converted … to format 2"), a read-only open reads
+ * the text as it is. A store of a format newer than this build's is
+ * refused, naming both.
  *
  * Checksums: every block header carries the CRC32C (hc_crc32c, the wire's
  * TensorRef.crc32c) of its float bytes, so a pull of a whole block can
@@ -62,7 +72,8 @@
 #include "optim_conf.h"
 
 #define PS_STORE_MAGIC  "HETPSDB"
-#define PS_STORE_FORMAT 1u
+#define PS_STORE_FORMAT 2u
+#define PS_STORE_FORMAT_JSON_OPTIM 1u   /* older: converted on open */
 #define PS_STORE_MAX_REPLY 4096u    /* bytes of a record's cached reply */
 #define PS_STORE_MAX_SLOTS 2
 
@@ -197,24 +208,44 @@ int ps_store_open(const char *dir, const struct ps_store_opts *o,
 void ps_store_close(struct ps_store *s);
 
 /*
- * Initialise the store as shard `shard` of `layout` for the model with
- * `signature` and the optimizer settings `optim_json` (ps_optim_from_json
- * text). `init` holds one pointer per local block of this shard (in local
- * order), each to that block's length floats; NULL makes every block zero.
- * The slots start at zero and the step at 0. All in one transaction.
+ * What a create makes of a store: shard `shard` of `layout` for the model
+ * with `signature`, its optimizer settings, its initial values and the
+ * variables' names and shapes.
+ */
+struct ps_store_def {
+    uint64_t signature;             /* model signature */
+    const struct hc_layout *layout;
+    uint32_t shard;
+    const struct hc_optim_conf *optim;  /* checked by hc_optim_validate */
+    /* One pointer per local block of this shard (in local order), each to
+     * that block's length floats; NULL makes every block zero. */
+    const float *const *init;
+    /* The variables' names and shapes as `hetps export` and `inspect` read
+     * them (the "vars" application meta, JSON text), var_defs_len bytes;
+     * NULL for none. */
+    const char *var_defs;
+    size_t var_defs_len;
+};
+
+/*
+ * Initialise the store as `d` describes. The meta, every block, the
+ * optimizer's slots (zero), the step (0) and the variable definitions are
+ * written in ONE transaction: a process killed at any point leaves the
+ * store either empty or whole, never "created" without its definitions.
  *
  * Idempotent: when the store is already initialised with the same
  * signature, layout fingerprint, shard and optimizer, nothing changes and
- * HC_OK is returned with *created = 0 (values trained so far are kept);
- * *created = 1 when this call initialised it (created may be NULL).
+ * HC_OK is returned with *created = 0 (values trained so far are kept) —
+ * except that a store made by an older hetps without its variable
+ * definitions gets d->var_defs now. *created = 1 when this call
+ * initialised it (created may be NULL).
  * Errors: HC_ERR_MISMATCH (initialised for another model, layout or shard
  * count — the message says which and suggests `hetps reshard` or a fresh
  * --data-dir), HC_ERR_INVAL (bad layout or shard), HC_ERR_CONFIG (bad
- * optimizer text), HC_ERR_MAPFULL, HC_ERR_STORE.
+ * optimizer settings), HC_ERR_LIMIT (var_defs over the meta limit),
+ * HC_ERR_MAPFULL, HC_ERR_STORE.
  */
-int ps_store_init(struct ps_store *s, uint64_t signature,
-                  const struct hc_layout *layout, uint32_t shard,
-                  const char *optim_json, const float *const *init,
+int ps_store_init(struct ps_store *s, const struct ps_store_def *d,
                   int *created);
 
 /* The current step (updates applied; the version pulls wait for). 0 when
@@ -287,7 +318,7 @@ int ps_store_read_block(struct ps_store *s, uint32_t local, float *dst,
  * (LMDB's own page buffers aside).
  * Errors, with nothing applied: HC_ERR_NOTFOUND (not initialised),
  * HC_ERR_INVAL (bad block, length, duplicate block, record), HC_ERR_LIMIT
- * (reply too long), HC_ERR_CONFIG (c fails ps_optim_validate),
+ * (reply too long), HC_ERR_CONFIG (c fails hc_optim_validate),
  * HC_ERR_MISMATCH (c needs more slots), HC_ERR_MAPFULL
  * (the map is at map_max: the message names the directory and the limit
  * to raise), HC_ERR_STORE, HC_ERR_IO (sync failed after commit — the

@@ -277,13 +277,17 @@ static int apply_check(struct ps_store *s, const struct hc_optim_conf *c,
     if (!c)
         return hc_err_set(HC_ERR_INVAL, "store %s: apply without optimizer "
                           "settings", s->dir);
-    if ((rv = ps_optim_validate(c, s->dir)) != HC_OK)
+    if ((rv = hc_optim_validate(c, s->dir)) != HC_OK)
         return rv;
-    if ((uint32_t)ps_optim_slots(c) > s->n_slots)
+    if ((uint32_t)ps_optim_slots(c) > s->n_slots) {
+        char made[160];
+
         return hc_err_set(HC_ERR_MISMATCH, "store %s: optimizer %s needs %d "
                           "slot arrays but the store was made with %s (%u)",
-                          s->dir, ps_optim_name(c->type), ps_optim_slots(c),
-                          s->optim_json, s->n_slots);
+                          s->dir, hc_optim_name(c->type), ps_optim_slots(c),
+                          hc_optim_describe(&s->optim, made, sizeof made),
+                          s->n_slots);
+    }
     if (++s->seen_gen == 0) {
         memset(s->seen, 0, (size_t)s->n_blocks * sizeof *s->seen);
         s->seen_gen = 1;

@@ -59,7 +59,6 @@ struct ps_store {
     uint64_t signature, layout_hash;
     uint32_t block_elems, n_shards, shard, n_blocks, n_slots;
     struct hc_optim_conf optim;
-    char optim_json[PS_OPTIM_JSON_MAX];
 
     struct ps_block *blocks;    /* (n_blocks) */
     uint32_t max_len;           /* longest block */
@@ -117,6 +116,10 @@ int store_meta_put_u64(struct ps_store *s, MDB_txn *txn, const char *key,
                        uint64_t x);
 int store_meta_fixed(struct ps_store *s, MDB_txn *txn, const char *key,
                      void *dst, size_t len);
+
+/* An application meta key (ps_store_meta_put's, e.g. "vars") in txn. */
+int store_app_meta_put(struct ps_store *s, MDB_txn *txn, const char *key,
+                       const void *data, size_t len);
 
 /* ---- store_block.c ----------------------------------------------------- */
 

@@ -319,19 +319,30 @@ struct app_meta_arg {
     size_t len;
 };
 
-static int app_meta_body(struct ps_store *s, MDB_txn *txn, void *arg)
-{
-    const struct app_meta_arg *a = arg;
-
-    return store_meta_put(s, txn, a->key, a->data, a->len);
-}
-
 static int app_meta_key(char *out, size_t cap, const char *key)
 {
     if (!key || !*key || strlen(key) > 64)
         return hc_err_set(HC_ERR_INVAL, "meta key must be 1..64 bytes");
     snprintf(out, cap, "app.%s", key);
     return HC_OK;
+}
+
+int store_app_meta_put(struct ps_store *s, MDB_txn *txn, const char *key,
+                       const void *data, size_t len)
+{
+    char k[80];
+    int rv;
+
+    if ((rv = app_meta_key(k, sizeof k, key)) != HC_OK)
+        return rv;
+    return store_meta_put(s, txn, k, data, len);
+}
+
+static int app_meta_body(struct ps_store *s, MDB_txn *txn, void *arg)
+{
+    const struct app_meta_arg *a = arg;
+
+    return store_meta_put(s, txn, a->key, a->data, a->len);
 }
 
 int ps_store_meta_put(struct ps_store *s, const char *key, const void *data,

@@ -434,7 +434,7 @@ int pc_create(struct pc_client *c, const float *init)
     Hetps__VariableDef defs[HC_MODEL_MAX_VARS], *def_ptrs[HC_MODEL_MAX_VARS];
     uint32_t shapes[HC_MODEL_MAX_VARS][4];
     uint64_t *ids = NULL;
-    char optim[512];
+    Hetps__OptimizerSettings optim = HETPS__OPTIMIZER_SETTINGS__INIT;
     const struct hc_model *m = c->model;
     int i, v, rv;
     uint32_t k;
@@ -450,16 +450,13 @@ int pc_create(struct pc_client *c, const float *init)
         defs[v].shape = shapes[v];
         def_ptrs[v] = &defs[v];
     }
-    if ((rv = hc_optim_to_json(&m->optim, optim, sizeof optim)) != HC_OK)
-        return rv;
     hc_wire_init_env(&env, &c->me, 0);
     cv.n_vars = (size_t)m->n_vars;
     cv.vars = def_ptrs;
     cv.block_elems = c->layout.block_elems;
     cv.signature = m->signature;
-    cv.has_optimizer = 1;
-    cv.optimizer.data = (uint8_t *)optim;
-    cv.optimizer.len = strlen(optim);
+    hc_optim_to_wire(&m->optim, &optim);
+    cv.optimizer = &optim;
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_CREATE;
     env.create = &cv;
     ids = calloc((size_t)c->n, sizeof *ids);

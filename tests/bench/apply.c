@@ -40,6 +40,11 @@ static int open_one(struct run *r, const struct hc_layout *l,
                     const float *const *init)
 {
     struct ps_store_opts o = {.apply_threads = r->threads};
+    struct hc_optim_conf adam;
+    struct ps_store_def d = {.signature = 1, .layout = l, .optim = &adam,
+                             .init = init};
+
+    hc_optim_defaults(HC_OPT_ADAM, &adam);
 
     snprintf(r->dir, sizeof r->dir, "/tmp/hetps-bench-apply-XXXXXX");
     if (!mkdtemp(r->dir)) {
@@ -47,8 +52,7 @@ static int open_one(struct run *r, const struct hc_layout *l,
         return -1;
     }
     if (ps_store_open(r->dir, &o, &r->s) != HC_OK ||
-        ps_store_init(r->s, 1, l, 0, "{\"type\":\"adam\"}", init, NULL) !=
-            HC_OK) {
+        ps_store_init(r->s, &d, NULL) != HC_OK) {
         fprintf(stderr, "apply bench: %s\n", hc_err_msg());
         return -1;
     }
@@ -103,8 +107,8 @@ int main(int argc, char **argv)
                 "[BLOCK 1..2^24]\n");
         return 2;
     }
-    if (hc_layout_build(&elems, 1, 1, (uint32_t)block, &l) != HC_OK ||
-        ps_optim_from_json("{\"type\":\"adam\"}", 15, "bench", &c) != HC_OK) {
+    hc_optim_defaults(HC_OPT_ADAM, &c);
+    if (hc_layout_build(&elems, 1, 1, (uint32_t)block, &l) != HC_OK) {
         fprintf(stderr, "apply bench: %s\n", hc_err_msg());
         return 1;
     }

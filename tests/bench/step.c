@@ -129,7 +129,7 @@ int main(int argc, char **argv)
 
     if ((rv = parse_args(argc, argv, &a)) ||
         (rv = hc_model_load(a.model, &m)) ||
-        (rv = ps_optim_validate(&m.optim, a.model)) ||
+        (rv = hc_optim_validate(&m.optim, a.model)) ||
         (rv = wk_data_load_dir(a.data, "train", &d)) ||
         (rv = wk_data_check_classes(&d, m.n_classes)) ||
         (rv = wk_shard_init(&shard, d.n, 1, 0, m.seed)) ||

@@ -148,7 +148,7 @@ static int absurd_layout(const struct hc_cluster *cl, int shard)
     Hetps__CreateVariables cv = HETPS__CREATE_VARIABLES__INIT;
     Hetps__VariableDef def = HETPS__VARIABLE_DEF__INIT, *defs[1] = { &def };
     uint32_t shape[1] = { 12000000 };
-    static const char optim[] = "{\"type\": \"sgd\", \"learning_rate\": 0.1}";
+    Hetps__OptimizerSettings optim = HETPS__OPTIMIZER_SETTINGS__INIT;
     struct hc_wire_msg d;
     nng_msg *reply = NULL, *probe;
     nng_socket s;
@@ -181,9 +181,9 @@ static int absurd_layout(const struct hc_cluster *cl, int shard)
     cv.vars = defs;
     cv.block_elems = 1;
     cv.signature = 1;
-    cv.has_optimizer = 1;
-    cv.optimizer.data = (uint8_t *)optim;
-    cv.optimizer.len = sizeof optim - 1;
+    optim.type = HETPS__OPTIMIZER_TYPE__OPTIMIZER_SGD;
+    optim.learning_rate = 0.1f;
+    cv.optimizer = &optim;
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_CREATE;
     env.create = &cv;
     if (hc_wire_encode(&probe, &env, NULL, 0) == HC_OK) {

@@ -520,10 +520,21 @@ static void test_bad_models(void)
          "optimizer (adam): unknown key \"momentum\""},
         {"{'input_shape': [4], 'loss': 'mse', 'optimizer': {'type': 'sgd', "
          "'learning_rate': 0}, 'layers': [{'type': 'dense', 'units': 2}]}",
-         "optimizer (sgd): \"learning_rate\" must be in (0, 10], got 0"},
+         "optimizer (sgd): learning_rate 0 is out of range: it must be in "
+         "(0, 10]"},
+        {"{'input_shape': [4], 'loss': 'mse', 'optimizer': {'type': 'sgd', "
+         "'learning_rate': 0.1, 'momentum': 1}, 'layers': [{'type': 'dense',"
+         " 'units': 2}]}",
+         "optimizer (sgd): momentum 1 is out of range: it must be in (0, 1)"},
+        {"{'input_shape': [4], 'loss': 'mse', 'optimizer': {'type': 'adam', "
+         "'epsilon': 2}, 'layers': [{'type': 'dense', 'units': 2}]}",
+         "optimizer (adam): epsilon 2 is out of range: it must be in (0, 1]"},
+        {"{'input_shape': [4], 'loss': 'mse', 'optimizer': {'type': 'adam', "
+         "'learning_rate': '0.1'}, 'layers': [{'type': 'dense', 'units': 2}]}",
+         "optimizer (adam): \"learning_rate\" must be a number"},
         {"{'input_shape': [4], 'loss': 'mse', 'optimizer': {'type': 'adam', "
          "'beta_2': 0.9999999999}, 'layers': [{'type': 'dense', 'units': 2}]}",
-         "\"beta_2\" must be in [0, 1), got 0.9999999999"},
+         "beta_2 1 is out of range: it must be in [0, 1)"},
         {"{'input_shape': [4], 'loss': 'mse', 'optimizer': {'type': 'sgd', "
          "'nesterov': true}, 'layers': [{'type': 'dense', 'units': 2}]}",
          "\"nesterov\": true needs \"momentum\" > 0"},

@@ -3,8 +3,9 @@
  * Adam against numbers computed independently (decimal literals worked
  * out by hand or in double precision, and double-precision reference
  * loops written here with the textbook formulas); in-place against
- * out-of-place and vector against scalar, bit for bit; the JSON form:
- * round trips, Keras defaults and every error message.
+ * out-of-place and vector against scalar, bit for bit; the settings'
+ * codec (common/optim_conf.h): one validation, the wire's message and the
+ * store's record, round trips and every refusal.
  */
 #include "cu.h"
 
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "hetps.pb-c.h"
 #include "ps/optimizer.h"
 #include "vec.h"
 
@@ -46,9 +48,6 @@ static void test_slots_and_names(void)
     CU_ASSERT_EQUAL(ps_optim_slots(&SGD), 0);
     CU_ASSERT_EQUAL(ps_optim_slots(&MOM), 1);
     CU_ASSERT_EQUAL(ps_optim_slots(&ADAM), 2);
-    CU_ASSERT_STRING_EQUAL(ps_optim_name(HC_OPT_SGD), "sgd");
-    CU_ASSERT_STRING_EQUAL(ps_optim_name(HC_OPT_MOMENTUM), "momentum");
-    CU_ASSERT_STRING_EQUAL(ps_optim_name(HC_OPT_ADAM), "adam");
 }
 
 /* SGD, lr 0.1: p = 1 - 0.1·0.5 = 0.95, then 0.95 - 0.1·(-1) = 1.05. */
@@ -341,6 +340,7 @@ static void test_gscale(void)
     }
 }
 
+/* One set of limits (common/optim_conf.h), every edge of every range. */
 static void test_validate(void)
 {
     static const struct {
@@ -348,18 +348,31 @@ static void test_validate(void)
         const char *want;       /* NULL: valid */
     } cases[] = {
         {{.type = HC_OPT_SGD, .lr = 0.01f}, NULL},
-        {{.type = HC_OPT_SGD, .lr = 0}, NULL},
-        {{.type = HC_OPT_SGD, .lr = -1}, "learning_rate -1 must be"},
-        {{.type = HC_OPT_SGD, .lr = INFINITY}, "learning_rate inf must be"},
+        {{.type = HC_OPT_SGD, .lr = 10}, NULL},
+        {{.type = HC_OPT_SGD, .lr = 10.001f}, "learning_rate 10.001 is out of "
+         "range: it must be in (0, 10]"},
+        {{.type = HC_OPT_SGD, .lr = 0}, "learning_rate 0 is out of range"},
+        {{.type = HC_OPT_SGD, .lr = -1}, "learning_rate -1 is out of range"},
+        {{.type = HC_OPT_SGD, .lr = INFINITY}, "learning_rate inf is out of"},
+        {{.type = HC_OPT_SGD, .lr = NAN}, "learning_rate nan is out of"},
         {{.type = HC_OPT_MOMENTUM, .lr = 0.1f, .momentum = 0},
-         "momentum 0 must be in (0, 1]"},
-        {{.type = HC_OPT_MOMENTUM, .lr = 0.1f, .momentum = 1}, NULL},
+         "momentum 0 is out of range: it must be in (0, 1) (use sgd for no "
+         "momentum)"},
+        {{.type = HC_OPT_MOMENTUM, .lr = 0.1f, .momentum = 0.99f}, NULL},
+        {{.type = HC_OPT_MOMENTUM, .lr = 0.1f, .momentum = 1},
+         "momentum 1 is out of range: it must be in (0, 1)"},
+        {{.type = HC_OPT_MOMENTUM, .lr = 0.1f, .momentum = 0.5f,
+          .nesterov = 2}, "nesterov is 2"},
+        {{.type = HC_OPT_ADAM, .lr = 1e-3f, .beta1 = 0, .beta2 = 0,
+          .eps = 1}, NULL},
         {{.type = HC_OPT_ADAM, .lr = 1e-3f, .beta1 = 1, .beta2 = 0.9f,
-          .eps = 1e-7f}, "beta_1 1 must be in [0, 1)"},
+          .eps = 1e-7f}, "beta_1 1 is out of range: it must be in [0, 1)"},
         {{.type = HC_OPT_ADAM, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = -0.1f,
-          .eps = 1e-7f}, "beta_2 -0.1 must be in [0, 1)"},
+          .eps = 1e-7f}, "beta_2 -0.1 is out of range: it must be in [0, 1)"},
         {{.type = HC_OPT_ADAM, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.9f,
-          .eps = 0}, "epsilon 0 must be a finite number > 0"},
+          .eps = 0}, "epsilon 0 is out of range: it must be in (0, 1]"},
+        {{.type = HC_OPT_ADAM, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.9f,
+          .eps = 1.5f}, "epsilon 1.5 is out of range"},
         {{.type = (enum hc_optim)9, .lr = 1}, "optimizer type 9 is unknown"},
     };
 
@@ -367,7 +380,7 @@ static void test_validate(void)
         int rv;
 
         hc_err_clear();
-        rv = ps_optim_validate(&cases[i].c, "model m.json");
+        rv = hc_optim_validate(&cases[i].c, "model m.json");
         if (!cases[i].want) {
             CU_ASSERT_EQUAL(rv, HC_OK);
             continue;
@@ -381,139 +394,171 @@ static void test_validate(void)
     }
 }
 
-static void test_json_round_trip(void)
-{
-    static const struct hc_optim_conf cases[] = {
-        {.type = HC_OPT_SGD, .lr = 0.01f},
-        {.type = HC_OPT_SGD, .lr = 0.0123456789f},
-        {.type = HC_OPT_MOMENTUM, .lr = 0.05f, .momentum = 0.9f},
-        {.type = HC_OPT_MOMENTUM, .lr = 0.05f, .momentum = 0.99f,
-         .nesterov = 1},
-        {.type = HC_OPT_ADAM, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f,
-         .eps = 1e-7f},
-        {.type = HC_OPT_ADAM, .lr = 3.3e-4f, .beta1 = 0.0f, .beta2 = 0.98f,
-         .eps = 1.1e-8f},
-    };
-    char buf[PS_OPTIM_JSON_MAX];
-
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        struct hc_optim_conf back;
-
-        memset(&back, 0x55, sizeof back);
-        CU_ASSERT_EQUAL_FATAL(ps_optim_to_json(&cases[i], buf, sizeof buf),
-                              HC_OK);
-        CU_ASSERT_EQUAL_FATAL(ps_optim_from_json(buf, strlen(buf), "rt",
-                                                 &back), HC_OK);
-        CU_ASSERT(ps_optim_equal(&cases[i], &back));
-        CU_ASSERT_EQUAL(back.type, cases[i].type);
-        CU_ASSERT(back.lr == cases[i].lr);
-        if (cases[i].type == HC_OPT_ADAM)
-            CU_ASSERT(back.eps == cases[i].eps && back.beta2 == cases[i].beta2);
-        /* the chief's text (common/optim_conf.c) reads back the same */
-        memset(&back, 0x55, sizeof back);
-        CU_ASSERT_EQUAL_FATAL(hc_optim_to_json(&cases[i], buf, sizeof buf),
-                              HC_OK);
-        CU_ASSERT_EQUAL_FATAL(ps_optim_from_json(buf, strlen(buf), "chief",
-                                                 &back), HC_OK);
-        CU_ASSERT(ps_optim_equal(&cases[i], &back));
-    }
-    CU_ASSERT_EQUAL(hc_optim_to_json(&ADAM, buf, 20), HC_ERR_LIMIT);
-    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "buffer holds 20"));
-    CU_ASSERT_EQUAL(ps_optim_to_json(&ADAM, buf, sizeof buf), HC_OK);
-    CU_ASSERT_STRING_EQUAL(buf, "{\"type\":\"adam\",\"learning_rate\":0.001,"
-                           "\"beta_1\":0.9,\"beta_2\":0.999,\"epsilon\":1e-07}");
-    CU_ASSERT_EQUAL(ps_optim_to_json(&NAG, buf, sizeof buf), HC_OK);
-    CU_ASSERT_STRING_EQUAL(buf, "{\"type\":\"sgd\",\"learning_rate\":0.1,"
-                           "\"momentum\":0.9,\"nesterov\":true}");
-    /* too small a buffer, invalid settings */
-    CU_ASSERT_EQUAL(ps_optim_to_json(&ADAM, buf, 20), HC_ERR_LIMIT);
-    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "buffer holds 20"));
-    {
-        struct hc_optim_conf bad = ADAM;
-
-        bad.eps = -1;
-        CU_ASSERT_EQUAL(ps_optim_to_json(&bad, buf, sizeof buf),
-                        HC_ERR_CONFIG);
-        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "epsilon -1"));
-    }
-}
-
-/* Keras's names and defaults. */
-static void test_json_defaults(void)
+static void test_defaults_names_describe(void)
 {
     struct hc_optim_conf c;
-    const char *t;
+    char buf[160];
 
-    t = "{\"type\":\"adam\"}";
-    CU_ASSERT_EQUAL_FATAL(ps_optim_from_json(t, strlen(t), "d", &c), HC_OK);
+    hc_optim_defaults(HC_OPT_ADAM, &c);
     CU_ASSERT(c.type == HC_OPT_ADAM && c.lr == 0.001f && c.beta1 == 0.9f &&
-              c.beta2 == 0.999f && c.eps == 1e-7f);
-    t = "{\"type\":\"sgd\",\"name\":\"SGD\"}";
-    CU_ASSERT_EQUAL_FATAL(ps_optim_from_json(t, strlen(t), "d", &c), HC_OK);
-    CU_ASSERT(c.type == HC_OPT_SGD && c.lr == 0.01f);
-    t = "{\"type\":\"sgd\",\"learning_rate\":0.2,\"momentum\":0.5,"
-        "\"nesterov\":true}";
-    CU_ASSERT_EQUAL_FATAL(ps_optim_from_json(t, strlen(t), "d", &c), HC_OK);
-    CU_ASSERT(c.type == HC_OPT_MOMENTUM && c.lr == 0.2f &&
-              c.momentum == 0.5f && c.nesterov);
-    t = "{\"type\":\"momentum\",\"momentum\":0.9}";
-    CU_ASSERT_EQUAL_FATAL(ps_optim_from_json(t, strlen(t), "d", &c), HC_OK);
-    CU_ASSERT(c.type == HC_OPT_MOMENTUM && c.momentum == 0.9f && !c.nesterov);
-    /* the length bounds the text: trailing bytes are not read */
-    t = "{\"type\":\"adam\",\"learning_rate\":0.5}garbage";
-    CU_ASSERT_EQUAL(ps_optim_from_json(t, strlen(t) - 7, "d", &c), HC_OK);
-    CU_ASSERT(c.lr == 0.5f);
-    /* trailing white space and a counted NUL are fine */
-    t = "{\"type\":\"adam\"} \n";
-    CU_ASSERT_EQUAL(ps_optim_from_json(t, strlen(t) + 1, "d", &c), HC_OK);
+              c.beta2 == 0.999f && c.eps == 1e-7f && c.momentum == 0);
+    CU_ASSERT_EQUAL(hc_optim_validate(&c, "d"), HC_OK);
+    hc_optim_defaults(HC_OPT_SGD, &c);
+    CU_ASSERT(c.type == HC_OPT_SGD && c.lr == 0.01f && c.beta1 == 0);
+    CU_ASSERT_STRING_EQUAL(hc_optim_name(HC_OPT_SGD), "sgd");
+    CU_ASSERT_STRING_EQUAL(hc_optim_name(HC_OPT_MOMENTUM), "momentum");
+    CU_ASSERT_STRING_EQUAL(hc_optim_name(HC_OPT_ADAM), "adam");
+    CU_ASSERT_STRING_EQUAL(hc_optim_name((enum hc_optim)7), "?");
+    CU_ASSERT_STRING_EQUAL(hc_optim_describe(&ADAM, buf, sizeof buf),
+                           "adam (learning_rate 0.00100000005, beta_1 "
+                           "0.899999976, beta_2 0.999000013, epsilon "
+                           "1.00000001e-07)");
+    CU_ASSERT_STRING_EQUAL(hc_optim_describe(&NAG, buf, sizeof buf),
+                           "momentum (learning_rate 0.100000001, momentum "
+                           "0.899999976, nesterov true)");
+    /* equal ignores what the type does not use */
+    c = SGD;
+    c.beta1 = 0.5f;
+    CU_ASSERT(hc_optim_equal(&SGD, &c));
+    c = NAG;
+    c.nesterov = 0;
+    CU_ASSERT(!hc_optim_equal(&NAG, &c));
+    CU_ASSERT(!hc_optim_equal(&MOM, &SGD));
 }
 
-static void test_json_errors(void)
+static const struct hc_optim_conf ROUND_TRIP[] = {
+    {.type = HC_OPT_SGD, .lr = 0.01f},
+    {.type = HC_OPT_SGD, .lr = 0.0123456789f},
+    {.type = HC_OPT_MOMENTUM, .lr = 0.05f, .momentum = 0.9f},
+    {.type = HC_OPT_MOMENTUM, .lr = 0.05f, .momentum = 0.99f, .nesterov = 1},
+    {.type = HC_OPT_ADAM, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f,
+     .eps = 1e-7f},
+    {.type = HC_OPT_ADAM, .lr = 3.3e-4f, .beta1 = 0.0f, .beta2 = 0.98f,
+     .eps = 1.1e-8f},
+};
+
+/* Encode to the wire's message, pack, unpack, decode: the same settings,
+ * bit for bit (floats travel as float). */
+static void test_wire_round_trip(void)
 {
-    static const struct {
-        const char *json;
-        const char *want;
-    } cases[] = {
-        {"", "empty"},
-        {"{", "not valid JSON"},
-        {"{\"type\":\"adam\",}", "not valid JSON"},
-        {"[1]", "must be a JSON object"},
-        {"{}", "\"type\" is missing"},
-        {"{\"type\":\"rmsprop\"}", "\"rmsprop\" is not supported"},
-        {"{\"type\":3}", "(not a string) is not supported"},
-        {"{\"type\":\"adam\",\"learning_rate\":\"x\"}",
-         "\"learning_rate\" must be a number"},
-        {"{\"type\":\"adam\",\"beta_1\":1.0}", "beta_1 1 must be in [0, 1)"},
-        {"{\"type\":\"adam\",\"epsilon\":0}", "epsilon 0 must be"},
-        {"{\"type\":\"sgd\",\"learning_rate\":-1}", "learning_rate -1 must be"},
-        {"{\"type\":\"sgd\",\"momentum\":1.5}", "momentum 1.5 must be in [0, 1]"},
-        {"{\"type\":\"momentum\"}", "needs \"momentum\" > 0"},
-        {"{\"type\":\"sgd\",\"nesterov\":1}", "\"nesterov\" must be true or false"},
-        {"{\"type\":\"adam\",\"amsgrad\":true}",
-         "unknown optimizer key \"amsgrad\""},
-        {"{\"type\":\"adam\",\"learning_rate\":1e300}", "out of float range"},
-        {"{\"type\":\"adam\",\"name\":5}", "\"name\" must be a string"},
-        {"{\"type\":\"adam\"} x", "unexpected text after the optimizer "
-         "settings (byte 16)"},
-    };
+    for (size_t i = 0; i < sizeof ROUND_TRIP / sizeof ROUND_TRIP[0]; i++) {
+        Hetps__OptimizerSettings m = HETPS__OPTIMIZER_SETTINGS__INIT, *back;
+        struct hc_optim_conf c;
+        uint8_t buf[128];
+        size_t n;
+
+        hc_optim_to_wire(&ROUND_TRIP[i], &m);
+        n = hetps__optimizer_settings__pack(&m, buf);
+        back = hetps__optimizer_settings__unpack(NULL, n, buf);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(back);
+        memset(&c, 0x55, sizeof c);
+        CU_ASSERT_EQUAL(hc_optim_from_wire(back, "rt", &c), HC_OK);
+        CU_ASSERT(memcmp(&c, &ROUND_TRIP[i], sizeof c) == 0);
+        /* a type's own settings only */
+        CU_ASSERT_EQUAL(back->has_beta_1, ROUND_TRIP[i].type == HC_OPT_ADAM);
+        CU_ASSERT_EQUAL(back->has_momentum,
+                        ROUND_TRIP[i].type == HC_OPT_MOMENTUM);
+        hetps__optimizer_settings__free_unpacked(back, NULL);
+    }
+}
+
+/* What a hostile or broken peer can send: refused, naming it. */
+static void test_wire_errors(void)
+{
+    Hetps__OptimizerSettings m;
     struct hc_optim_conf c = SGD;
 
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const char *m;
-        int rv;
+#define WIRE_REFUSED(want)                                                  \
+    do {                                                                    \
+        CU_ASSERT_EQUAL(hc_optim_from_wire(&m, "create from worker:0", &c), \
+                        HC_ERR_CONFIG);                                     \
+        if (!strstr(hc_err_msg(), (want)) ||                                \
+            !strstr(hc_err_msg(), "create from worker:0"))                  \
+            printf("\n  %s:%d: message \"%s\"\n", __FILE__, __LINE__,      \
+                   hc_err_msg());                                           \
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), (want)));              \
+    } while (0)
 
-        rv = ps_optim_from_json(cases[i].json, strlen(cases[i].json),
-                                "CreateVariables.optimizer", &c);
-        m = hc_err_msg();
-        CU_ASSERT_EQUAL(rv, HC_ERR_CONFIG);
-        if (!strstr(m, cases[i].want) ||
-            !strstr(m, "CreateVariables.optimizer"))
-            printf("\n  case %zu (%s): message \"%s\"\n", i, cases[i].json, m);
-        CU_ASSERT_PTR_NOT_NULL(strstr(m, cases[i].want));
-        CU_ASSERT_PTR_NOT_NULL(strstr(m, "CreateVariables.optimizer"));
-    }
+    hetps__optimizer_settings__init(&m);
+    m.type = (Hetps__OptimizerType)7;
+    m.learning_rate = 0.1f;
+    WIRE_REFUSED("optimizer type 7 is unknown");
+    hc_optim_to_wire(&ADAM, &m);
+    m.has_epsilon = 0;
+    WIRE_REFUSED("the adam optimizer's settings lack epsilon");
+    hc_optim_to_wire(&ADAM, &m);
+    m.learning_rate = 1e6f;
+    WIRE_REFUSED("learning_rate 1e+06 is out of range");
+    hc_optim_to_wire(&ADAM, &m);
+    m.beta_2 = NAN;
+    WIRE_REFUSED("beta_2 nan is out of range");
+    hetps__optimizer_settings__init(&m);
+    hc_optim_to_wire(&MOM, &m);
+    m.has_momentum = 0;
+    WIRE_REFUSED("the momentum optimizer's settings lack momentum");
+    hc_optim_to_wire(&MOM, &m);
+    m.has_momentum = 1;
+    m.momentum = -0.5f;
+    WIRE_REFUSED("momentum -0.5 is out of range");
     /* *out untouched on error */
     CU_ASSERT(c.type == HC_OPT_SGD && c.lr == 0.1f);
+#undef WIRE_REFUSED
+}
+
+/* The store's fixed record: round trip, its exact bytes, and every way a
+ * record can be wrong. */
+static void test_record(void)
+{
+    static const unsigned char adam_rec[HC_OPTIM_RECORD_SIZE] = {
+        'H', 'O', 'P', 'T', 1, 0, 2, 0,
+        0x6f, 0x12, 0x83, 0x3a,     /* 0.001f */
+        0, 0, 0, 0,
+        0x66, 0x66, 0x66, 0x3f,     /* 0.9f */
+        0x77, 0xbe, 0x7f, 0x3f,     /* 0.999f */
+        0x95, 0xbf, 0xd6, 0x33,     /* 1e-7f */
+    };
+    unsigned char rec[HC_OPTIM_RECORD_SIZE], bad[HC_OPTIM_RECORD_SIZE];
+    struct hc_optim_conf c;
+
+    for (size_t i = 0; i < sizeof ROUND_TRIP / sizeof ROUND_TRIP[0]; i++) {
+        hc_optim_to_record(&ROUND_TRIP[i], rec);
+        memset(&c, 0x55, sizeof c);
+        CU_ASSERT_EQUAL(hc_optim_from_record(rec, sizeof rec, "s", &c), HC_OK);
+        CU_ASSERT(memcmp(&c, &ROUND_TRIP[i], sizeof c) == 0);
+    }
+    hc_optim_to_record(&ADAM, rec);
+    CU_ASSERT(memcmp(rec, adam_rec, 28) == 0);
+    CU_ASSERT_EQUAL(hc_optim_from_record(rec, sizeof rec - 1, "store d",
+                                         &c), HC_ERR_STORE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "store d: not an optimizer "
+                                  "settings record (31 bytes"));
+    CU_ASSERT_EQUAL(hc_optim_from_record("{\"type\":\"adam\",\"learning_rat}",
+                                         32, "store d", &c), HC_ERR_STORE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "JSON text"));
+    memcpy(bad, rec, sizeof bad);
+    bad[4] = 2;
+    CU_ASSERT_EQUAL(hc_optim_from_record(bad, sizeof bad, "store d", &c),
+                    HC_ERR_VERSION);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "record version 2"));
+    memcpy(bad, rec, sizeof bad);
+    bad[9] ^= 1;
+    CU_ASSERT_EQUAL(hc_optim_from_record(bad, sizeof bad, "store d", &c),
+                    HC_ERR_STORE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "fails its checksum"));
+    /* a value out of range under a good checksum: damage, named */
+    {
+        struct hc_optim_conf wild = ADAM;
+
+        wild.eps = 2;
+        hc_optim_to_record(&wild, bad);
+        CU_ASSERT_EQUAL(hc_optim_from_record(bad, sizeof bad, "store d",
+                                             &c), HC_ERR_STORE);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "epsilon 2 is out of "
+                                      "range"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "the store is damaged"));
+    }
+    CU_ASSERT(memcmp(&c, &ROUND_TRIP[sizeof ROUND_TRIP / sizeof ROUND_TRIP[0]
+                                     - 1], sizeof c) == 0);
 }
 
 /* vec.h's finite check and sync sum, against one float at a time: every
@@ -558,7 +603,7 @@ void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("optimizer", NULL, NULL);
 
-    CU_add_test(s, "slots and names", test_slots_and_names);
+    CU_add_test(s, "slots", test_slots_and_names);
     CU_add_test(s, "sgd steps", test_sgd_steps);
     CU_add_test(s, "momentum steps (plain, nesterov)", test_momentum_steps);
     CU_add_test(s, "momentum vs double reference", test_momentum_reference);
@@ -569,9 +614,11 @@ void hp_test_register(void)
     CU_add_test(s, "in place = out of place = scalar",
                 test_inplace_outofplace_scalar);
     CU_add_test(s, "gradient scale", test_gscale);
-    CU_add_test(s, "validate", test_validate);
-    CU_add_test(s, "json round trip", test_json_round_trip);
-    CU_add_test(s, "json keras defaults", test_json_defaults);
-    CU_add_test(s, "json errors", test_json_errors);
+    CU_add_test(s, "settings: one validation", test_validate);
+    CU_add_test(s, "settings: defaults, names, describe, equal",
+                test_defaults_names_describe);
+    CU_add_test(s, "settings: wire round trip", test_wire_round_trip);
+    CU_add_test(s, "settings: wire refusals", test_wire_errors);
+    CU_add_test(s, "settings: the store's record", test_record);
     CU_add_test(s, "vector kernels: finite check, sync sum", test_vec_kernels);
 }

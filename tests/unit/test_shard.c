@@ -119,13 +119,16 @@ static void done(struct hc_wire_msg *out, nng_msg *keep)
         nng_msg_free(keep);
 }
 
-static int create(struct fx *f, const float *init)
+/* The chief's create with SGD at LR, or with `optim` (NULL: none) when
+ * `own` is set. */
+static int create_with(struct fx *f, const float *init, int own,
+                       Hetps__OptimizerSettings *optim_in)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__CreateVariables cv = HETPS__CREATE_VARIABLES__INIT;
     Hetps__VariableDef def = HETPS__VARIABLE_DEF__INIT, *defs[1] = { &def };
     uint32_t shape[1] = { N };
-    static const char optim[] = "{\"type\":\"sgd\",\"learning_rate\":0.5}";
+    Hetps__OptimizerSettings optim = HETPS__OPTIMIZER_SETTINGS__INIT;
     struct hc_wire_msg out;
     nng_msg *keep;
     int rv;
@@ -137,9 +140,9 @@ static int create(struct fx *f, const float *init)
     cv.vars = defs;
     cv.block_elems = BLOCK;
     cv.signature = 0xabcdefull;
-    cv.has_optimizer = 1;
-    cv.optimizer.data = (uint8_t *)optim;
-    cv.optimizer.len = strlen(optim);
+    optim.type = HETPS__OPTIMIZER_TYPE__OPTIMIZER_SGD;
+    optim.learning_rate = LR;
+    cv.optimizer = own ? optim_in : &optim;
     hc_wire_init_env(&env, &worker0, f->next_id++);
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_CREATE;
     env.create = &cv;
@@ -148,6 +151,11 @@ static int create(struct fx *f, const float *init)
         CU_ASSERT_EQUAL(out.env->payload_case, HETPS__ENVELOPE__PAYLOAD_ACK);
     done(&out, keep);
     return rv;
+}
+
+static int create(struct fx *f, const float *init)
+{
+    return create_with(f, init, 0, NULL);
 }
 
 /* Pull every block into values[N]; *version the shard's. */
@@ -357,6 +365,23 @@ static void test_refused(void)
     push_env(&f, &env, &p, 1, 0);
     CU_ASSERT_NOT_EQUAL(serve(&f, &env, init, &out, &keep), HC_OK);
     done(&out, keep);
+    /* Settings a hostile or broken chief may send: refused, named. */
+    {
+        Hetps__OptimizerSettings o = HETPS__OPTIMIZER_SETTINGS__INIT;
+
+        CU_ASSERT_EQUAL(create_with(&f, init, 1, NULL), HC_ERR_PROTO);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "no optimizer settings"));
+        o.type = HETPS__OPTIMIZER_TYPE__OPTIMIZER_SGD;
+        o.learning_rate = 1e9f;
+        CU_ASSERT_EQUAL(create_with(&f, init, 1, &o), HC_ERR_PROTO);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "create: optimizer: "
+                                      "learning_rate 1e+09 is out of range"));
+        o.type = HETPS__OPTIMIZER_TYPE__OPTIMIZER_ADAM;
+        o.learning_rate = 0.1f;
+        CU_ASSERT_EQUAL(create_with(&f, init, 1, &o), HC_ERR_PROTO);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "lack beta_1"));
+        CU_ASSERT_EQUAL(ps_shard_block_elems(f.sh), 0);  /* nothing made */
+    }
     CU_ASSERT_EQUAL_FATAL(create(&f, init), HC_OK);
 
     /* A range past the variable's end. */

@@ -1,6 +1,9 @@
 /*
  * test_store.c — ps/store on real LMDB environments in temporary
- * directories: open/init/reopen, idempotent init and every mismatch,
+ * directories: open/init/reopen, idempotent init and every mismatch, a
+ * create that is whole or nothing (a child killed inside it by the fault
+ * point) with its variable definitions, a format-1 store (optimizer
+ * settings as JSON) read and converted,
  * applies checked against values computed here and against the optimizer
  * run in memory (both the direct-reserve and the scratch path), records
  * for duplicate detection, MDB_MAP_FULL with and without growth, refusal
@@ -21,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "err.h"
@@ -31,8 +36,12 @@
 
 #define SIG 0x5151000012345678ull
 
-static const char *SGD_JSON = "{\"type\":\"sgd\",\"learning_rate\":0.5}";
-static const char *ADAM_JSON = "{\"type\":\"adam\"}";
+static const struct hc_optim_conf SGD_OPT = {.type = HC_OPT_SGD, .lr = 0.5f};
+static const struct hc_optim_conf ADAM_OPT = {.type = HC_OPT_ADAM, .lr = 1e-3f,
+                                              .beta1 = 0.9f, .beta2 = 0.999f,
+                                              .eps = 1e-7f};
+#define SGD_OPTS (&SGD_OPT)
+#define ADAM_OPTS (&ADAM_OPT)
 
 #define CHECK_MSG(substr)                                                    \
     do {                                                                     \
@@ -44,6 +53,18 @@ static const char *ADAM_JSON = "{\"type\":\"adam\"}";
     } while (0)
 
 /* ---- helpers ----------------------------------------------------------- */
+
+/* ps_store_init without variable definitions. */
+static int init_as(struct ps_store *s, uint64_t sig, const struct hc_layout *l,
+                   uint32_t shard, const struct hc_optim_conf *optim,
+                   const float *const *init,
+                   int *created)
+{
+    struct ps_store_def d = {.signature = sig, .layout = l, .shard = shard,
+                             .optim = optim, .init = init};
+
+    return ps_store_init(s, &d, created);
+}
 
 /* Cut variables into blocks of `be`, dealt round-robin to the shards. */
 static void tl_build(struct hc_layout *l, const size_t *sizes, int nv,
@@ -291,7 +312,7 @@ static void test_init_reopen(void)
     vals_make(&v, &l, 1);
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 1, ADAM_JSON,
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 1, ADAM_OPTS,
                                   (const float *const *)v.b, &created), HC_OK);
     CU_ASSERT_EQUAL(created, 1);
     CU_ASSERT(store_equals(s, &v));
@@ -326,11 +347,209 @@ static void test_init_reopen(void)
     CU_ASSERT(store_equals(s, &v));
     CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
     /* idempotent: same init again changes nothing */
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 1, ADAM_JSON, NULL, &created),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 1, ADAM_OPTS, NULL, &created),
                     HC_OK);
     CU_ASSERT_EQUAL(created, 0);
     CU_ASSERT(store_equals(s, &v));
     ps_store_close(s);
+    vals_free(&v);
+    tl_free(&l);
+    hp_rmtree(tmp);
+}
+
+/* ps_store_init with the variable definitions `defs`. */
+static int init_defs(struct ps_store *s, const struct hc_layout *l,
+                     const char *defs, int *created)
+{
+    struct ps_store_def d = {.signature = SIG, .layout = l, .shard = 0,
+                             .optim = SGD_OPTS, .var_defs = defs,
+                             .var_defs_len = defs ? strlen(defs) : 0};
+
+    return ps_store_init(s, &d, created);
+}
+
+/* What meta "vars" holds, NUL-terminated, into buf; the get's code. */
+static int vars_of(struct ps_store *s, char *buf, size_t cap)
+{
+    size_t len = 0;
+    int rv = ps_store_meta_get(s, "vars", buf, cap - 1, &len);
+
+    buf[rv == HC_OK ? len : 0] = '\0';
+    return rv;
+}
+
+/*
+ * Create is one transaction: the variable definitions are written with
+ * the meta and the blocks; a process killed inside it (the fault point,
+ * in a child) leaves an empty store that a second create makes whole; a
+ * store an older hetps initialised without definitions gets them from
+ * the next create, and they are never rewritten after.
+ */
+static void test_init_whole(void)
+{
+    static const char defs[] = "[{\"name\":\"w\",\"shape\":[30,20]}]";
+    const size_t sizes[] = {600};
+    char tmp[256], buf[256];
+    struct hc_layout l;
+    struct ps_store *s;
+    struct ps_store_info info;
+    int created = -1, status = 0;
+    pid_t pid;
+
+    hp_tmpdir(tmp, sizeof tmp);
+    tl_build(&l, sizes, 1, 1, 256);
+    pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        struct ps_store *c = NULL;
+
+        setenv("HETPS_FAULT", "create:inside_init", 1);
+        if (ps_store_open(tmp, NULL, &c) == HC_OK)
+            init_defs(c, &l, defs, NULL);
+        _exit(3);               /* not reached when the point fired */
+    }
+    CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    s = open_ok(tmp, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    ps_store_info(s, &info);
+    CU_ASSERT_EQUAL(info.initialised, 0);
+    CU_ASSERT_EQUAL(vars_of(s, buf, sizeof buf), HC_ERR_NOTFOUND);
+    CU_ASSERT_EQUAL(init_defs(s, &l, defs, &created), HC_OK);
+    CU_ASSERT_EQUAL(created, 1);
+    CU_ASSERT_EQUAL(vars_of(s, buf, sizeof buf), HC_OK);
+    CU_ASSERT_STRING_EQUAL(buf, defs);
+    /* a repeat keeps them as they are */
+    CU_ASSERT_EQUAL(init_defs(s, &l, "[]", &created), HC_OK);
+    CU_ASSERT_EQUAL(created, 0);
+    CU_ASSERT_EQUAL(vars_of(s, buf, sizeof buf), HC_OK);
+    CU_ASSERT_STRING_EQUAL(buf, defs);
+    ps_store_close(s);
+    hp_rmtree(tmp);
+
+    /* initialised without definitions (an older hetps's two transactions,
+     * killed between them): the next create writes them */
+    hp_tmpdir(tmp, sizeof tmp);
+    s = open_ok(tmp, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(init_defs(s, &l, NULL, &created), HC_OK);
+    CU_ASSERT_EQUAL(vars_of(s, buf, sizeof buf), HC_ERR_NOTFOUND);
+    ps_store_close(s);
+    s = open_ok(tmp, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(init_defs(s, &l, defs, &created), HC_OK);
+    CU_ASSERT_EQUAL(created, 0);
+    CU_ASSERT_EQUAL(vars_of(s, buf, sizeof buf), HC_OK);
+    CU_ASSERT_STRING_EQUAL(buf, defs);
+    ps_store_close(s);
+    tl_free(&l);
+    hp_rmtree(tmp);
+}
+
+/* Meta value `key` of the store in dir into buf (cap bytes); its size, or
+ * -1 when it cannot be read. */
+static long raw_meta(const char *dir, const char *key, void *buf, size_t cap)
+{
+    MDB_env *env = NULL;
+    MDB_txn *txn = NULL;
+    MDB_dbi dbi;
+    MDB_val k = {strlen(key), (void *)key}, v;
+    long n = -1;
+
+    if (!mdb_env_create(&env) && !mdb_env_set_maxdbs(env, 8) &&
+        !mdb_env_open(env, dir, MDB_RDONLY, 0644) &&
+        !mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) &&
+        !mdb_dbi_open(txn, "meta", 0, &dbi) && !mdb_get(txn, dbi, &k, &v) &&
+        v.mv_size <= cap) {
+        memcpy(buf, v.mv_data, v.mv_size);
+        n = (long)v.mv_size;
+    }
+    if (txn)
+        mdb_txn_abort(txn);
+    if (env)
+        mdb_env_close(env);
+    return n;
+}
+
+/*
+ * A store of format 1 kept its optimizer settings as JSON text: a
+ * read-only open reads them as they are, a writable one converts the store
+ * to format 2 (the typed record) in its first transaction; text this hetps
+ * refuses (a value out of today's limits) is named, with what to do; a
+ * damaged record of format 2 is named too.
+ */
+static void test_format1_converted(void)
+{
+    static const char old_json[] = "{\"type\":\"sgd\",\"learning_rate\":0.25,"
+                                   "\"momentum\":0.5,\"nesterov\":true}";
+    const struct hc_optim_conf want = {.type = HC_OPT_MOMENTUM, .lr = 0.25f,
+                                       .momentum = 0.5f, .nesterov = 1};
+    const uint32_t one = 1;
+    const size_t sizes[] = {600, 10};
+    struct ps_store_opts ro = {.read_only = 1};
+    char tmp[256], dir[300];
+    unsigned char rec[64];
+    struct hc_layout l;
+    struct vals v;
+    struct ps_store *s;
+    struct ps_store_info info;
+    uint32_t format = 0;
+
+    hp_tmpdir(tmp, sizeof tmp);
+    tl_build(&l, sizes, 2, 1, 256);
+    vals_make(&v, &l, 0);
+    sub(dir, sizeof dir, tmp, "old");
+    s = open_ok(dir, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, &want,
+                                  (const float *const *)v.b, NULL), HC_OK);
+    ps_store_close(s);
+    /* what an older hetps wrote */
+    CU_ASSERT_EQUAL_FATAL(raw_put(dir, "meta", "format", &one, 4), 0);
+    CU_ASSERT_EQUAL_FATAL(raw_put(dir, "meta", "optimizer", old_json,
+                                  strlen(old_json)), 0);
+    s = open_ok(dir, &ro);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    ps_store_info(s, &info);
+    CU_ASSERT(hc_optim_equal(&info.optim, &want));
+    ps_store_close(s);
+    CU_ASSERT_EQUAL(raw_meta(dir, "format", &format, sizeof format), 4);
+    CU_ASSERT_EQUAL(format, 1);         /* read-only: left as it was */
+    s = open_ok(dir, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    ps_store_info(s, &info);
+    CU_ASSERT(memcmp(&info.optim, &want, sizeof want) == 0);
+    CU_ASSERT(store_equals(s, &v));
+    ps_store_close(s);
+    CU_ASSERT_EQUAL(raw_meta(dir, "format", &format, sizeof format), 4);
+    CU_ASSERT_EQUAL(format, PS_STORE_FORMAT);
+    CU_ASSERT_EQUAL(raw_meta(dir, "optimizer", rec, sizeof rec),
+                    HC_OPTIM_RECORD_SIZE);
+    CU_ASSERT(memcmp(rec, "HOPT", 4) == 0);
+    s = open_ok(dir, &ro);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    ps_store_info(s, &info);
+    CU_ASSERT(memcmp(&info.optim, &want, sizeof want) == 0);
+    ps_store_close(s);
+
+    /* format 1 text out of today's limits: named, with what to do */
+    CU_ASSERT_EQUAL_FATAL(raw_put(dir, "meta", "format", &one, 4), 0);
+    CU_ASSERT_EQUAL_FATAL(raw_put(dir, "meta", "optimizer",
+                                  "{\"type\":\"sgd\",\"learning_rate\":0}", 32),
+                          0);
+    CU_ASSERT_EQUAL(ps_store_open(dir, NULL, &s), HC_ERR_STORE);
+    CU_ASSERT_PTR_NULL(s);
+    CHECK_MSG("learning_rate 0 is out of range");
+    CHECK_MSG("cannot convert it");
+    CHECK_MSG(dir);
+    /* format 2 with a damaged record */
+    CU_ASSERT_EQUAL_FATAL(raw_put(dir, "meta", "format", &format, 4), 0);
+    CU_ASSERT_EQUAL_FATAL(raw_put(dir, "meta", "optimizer", old_json,
+                                  strlen(old_json)), 0);
+    CU_ASSERT_EQUAL(ps_store_open(dir, NULL, &s), HC_ERR_STORE);
+    CHECK_MSG("not an optimizer settings record");
+    CHECK_MSG("JSON text");
+    CHECK_MSG("the store is damaged");
     vals_free(&v);
     tl_free(&l);
     hp_rmtree(tmp);
@@ -351,43 +570,56 @@ static void test_init_mismatch(void)
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     /* bad arguments before anything is written */
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 2, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 2, SGD_OPTS, NULL, NULL),
                     HC_ERR_INVAL);
     CHECK_MSG("shard 2 is out of range");
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 0, "{\"type\":\"nadam\"}", NULL,
-                                  NULL), HC_ERR_CONFIG);
-    CHECK_MSG("\"nadam\" is not supported");
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, NULL, 0, SGD_JSON, NULL, NULL),
+    {
+        struct hc_optim_conf bad = ADAM_OPT;
+
+        bad.beta1 = 1.5f;
+        CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, &bad, NULL, NULL),
+                        HC_ERR_CONFIG);
+        CHECK_MSG("beta_1 1.5 is out of range");
+        CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, NULL, NULL, NULL),
+                        HC_ERR_CONFIG);
+        CHECK_MSG("no settings given");
+    }
+    CU_ASSERT_EQUAL(init_as(s, SIG, NULL, 0, SGD_OPTS, NULL, NULL),
                     HC_ERR_INVAL);
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 0, SGD_JSON, NULL, &created),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, SGD_OPTS, NULL, &created),
                     HC_OK);
     CU_ASSERT_EQUAL(created, 1);
 
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG + 1, &l, 0, SGD_JSON, NULL,
+    CU_ASSERT_EQUAL(init_as(s, SIG + 1, &l, 0, SGD_OPTS, NULL,
                                   &created), HC_ERR_MISMATCH);
     CU_ASSERT_EQUAL(created, 0);
     CHECK_MSG("model signature");
     CHECK_MSG(tmp);
     CHECK_MSG("fresh --data-dir");
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l3, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l3, 0, SGD_OPTS, NULL, NULL),
                     HC_ERR_MISMATCH);
     CHECK_MSG("laid out for 2 shards");
     CHECK_MSG("now has 3 shards");
     CHECK_MSG("hetps reshard");
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &lb, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &lb, 0, SGD_OPTS, NULL, NULL),
                     HC_ERR_MISMATCH);
     CHECK_MSG("blocks of 128");
     CHECK_MSG("hetps reshard");
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 1, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 1, SGD_OPTS, NULL, NULL),
                     HC_ERR_MISMATCH);
     CHECK_MSG("holds shard 0 but this server is shard 1");
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 0, ADAM_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, ADAM_OPTS, NULL, NULL),
                     HC_ERR_MISMATCH);
-    CHECK_MSG("optimizer {\"type\":\"sgd\"");
-    /* the same settings written differently are the same optimizer */
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 0,
-                                  "{ \"learning_rate\": 0.5, \"type\": \"sgd\" }",
-                                  NULL, &created), HC_OK);
+    CHECK_MSG("made with optimizer sgd (learning_rate 0.5) but asked for "
+              "adam (learning_rate 0.00100000005");
+    /* settings the type does not use do not count */
+    {
+        struct hc_optim_conf same = SGD_OPT;
+
+        same.beta2 = 0.25f;
+        CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, &same, NULL, &created),
+                        HC_OK);
+    }
     CU_ASSERT_EQUAL(created, 0);
     ps_store_close(s);
     tl_free(&l);
@@ -415,7 +647,7 @@ static void test_apply_sgd(void)
     vals_make(&v, &l, 0);
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, SGD_JSON,
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_OPTS,
                                         (const float *const *)v.b, NULL),
                           HC_OK);
     for (int i = 0; i < 8; i++)
@@ -487,8 +719,7 @@ static void run_adam_equivalence(uint64_t direct_max_pages, int group,
     struct ps_apply a[2];
     uint32_t nb;
 
-    CU_ASSERT_EQUAL_FATAL(ps_optim_from_json(ADAM_JSON, strlen(ADAM_JSON),
-                                             "t", &c), HC_OK);
+    c = ADAM_OPT;
     c.lr = 0.01f;   /* a schedule may change lr: allowed */
     hp_tmpdir(tmp, sizeof tmp);
     tl_build(&l, sizes, 3, 1, 1024);
@@ -504,7 +735,7 @@ static void run_adam_equivalence(uint64_t direct_max_pages, int group,
     }
     s = open_ok(tmp, &o);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, ADAM_JSON,
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, ADAM_OPTS,
                                         (const float *const *)v.b, NULL),
                           HC_OK);
     for (uint64_t t = 0; t < 4; t++) {
@@ -613,7 +844,7 @@ static void test_apply_errors(void)
     tl_build(&l, sizes, 1, 1, 8);   /* blocks 8, 8, 4 */
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_OPTS, NULL, NULL),
                           HC_OK);
     u[0] = (struct ps_update){5, 8, g, 1};
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, u, 1, NULL, 0, NULL),
@@ -699,7 +930,7 @@ static void test_records(void)
     tl_build(&l, sizes, 1, 1, 16);
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_OPTS, NULL, NULL),
                           HC_OK);
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, &u, 1, recs, 2, &step), HC_OK);
     CU_ASSERT_EQUAL(step, 1);
@@ -786,7 +1017,7 @@ static void test_map_full(void)
     tl_build(&l, sizes, 1, 1, 16);
     s = open_ok(tmp, &o);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_OPTS, NULL, NULL),
                           HC_OK);
     for (w = 0; w < 64; w++) {
         rec.worker = w;
@@ -848,7 +1079,7 @@ static void test_map_growth_init(void)
     vals_make(&v, &l, 0);
     s = open_ok(tmp, &o);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL(ps_store_init(s, SIG, &l, 0, ADAM_JSON,
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, ADAM_OPTS,
                                   (const float *const *)v.b, NULL), HC_OK);
     ps_store_info(s, &info);
     CU_ASSERT(info.map_size >= (128u << 10));
@@ -884,7 +1115,7 @@ static void test_refuse_foreign(void)
     ps_store_close(s);
     CU_ASSERT_EQUAL_FATAL(raw_put(dir, "meta", "format", &fmt, 4), 0);
     CU_ASSERT_EQUAL(ps_store_open(dir, NULL, &s), HC_ERR_VERSION);
-    CHECK_MSG("store format 99, but this hetps reads format 1");
+    CHECK_MSG("store format 99, but this hetps reads format 2");
     CHECK_MSG(dir);
     /* some other program's LMDB database */
     sub(dir, sizeof dir, tmp, "foreign");
@@ -922,7 +1153,7 @@ static void test_verify_corruption(void)
     vals_make(&v, &l, 0);
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, ADAM_JSON,
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, ADAM_OPTS,
                                         (const float *const *)v.b, NULL),
                           HC_OK);
     CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
@@ -979,7 +1210,7 @@ static void test_read_only_and_durability(void)
     tl_build(&l, sizes, 1, 1, 8);
     s = open_ok(tmp, &w);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL_FATAL(ps_store_init(s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_OPTS, NULL, NULL),
                           HC_OK);
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, &u, 1, NULL, 0, NULL), HC_OK);
     CU_ASSERT_EQUAL(ps_store_sync(s), HC_OK);
@@ -1075,7 +1306,7 @@ static void test_concurrent_readers(void)
     tl_build(&l, sizes, 1, 1, CLEN);
     c.s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c.s);
-    CU_ASSERT_EQUAL_FATAL(ps_store_init(c.s, SIG, &l, 0, SGD_JSON, NULL, NULL),
+    CU_ASSERT_EQUAL_FATAL(init_as(c.s, SIG, &l, 0, SGD_OPTS, NULL, NULL),
                           HC_OK);
     for (int i = 0; i < 2; i++)
         CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, reader, &c), 0);
@@ -1107,6 +1338,10 @@ void hp_test_register(void)
     CU_add_test(s, "open fresh, incarnations", test_open_fresh);
     CU_add_test(s, "init, reopen, idempotent init", test_init_reopen);
     CU_add_test(s, "init mismatches", test_init_mismatch);
+    CU_add_test(s, "format 1 (JSON optimizer) read, converted on open",
+                test_format1_converted);
+    CU_add_test(s, "init is whole or nothing, with the definitions",
+                test_init_whole);
     CU_add_test(s, "apply sgd, read ranges", test_apply_sgd);
     CU_add_test(s, "apply adam = optimizer (direct)", test_apply_adam_direct);
     CU_add_test(s, "apply adam = optimizer (scratch)",

@@ -1,0 +1,24 @@
+/*
+ * fault.h — fault points: named places in the shard where a test makes the
+ * process die as `kill -9` would, to show that what a crash there leaves
+ * behind is whole and that the job goes on after a restart.
+ *
+ * HETPS_FAULT=POINT[,POINT…] in the environment arms them; unset (as in
+ * any real deployment) a point costs one getenv and does nothing. The
+ * points, in the order a create passes them:
+ *
+ *   create:before_init   a create received and checked, nothing written
+ *   create:inside_init   the init transaction written, not yet committed
+ *   create:after_init    committed (store whole), not yet answered
+ *
+ * Compiled in always, so the binaries that are tested are the ones that
+ * run. Thread-safe.
+ */
+#ifndef PS_FAULT_H
+#define PS_FAULT_H
+
+/* When HETPS_FAULT names `point`, log it and kill this process with
+ * SIGKILL (no clean-up, no atexit); otherwise return at once. */
+void ps_fault_point(const char *point);
+
+#endif
