@@ -242,7 +242,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
             uint64_t v = ps_shard_version(s->shard),
                      from = ps_mode_join(s->sync, (int)w, v);
 
-            if (s->cl->mode == HC_MODE_SYNC && e->join->has_start_version &&
+            if (ps_mode_in_steps(s->sync) && e->join->has_start_version &&
                 e->join->start_version > from) {
                 /* The step the worker's shards agreed on (Join): not
                  * counted in before it, as on the shard that saw it last. */
@@ -250,7 +250,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                 from = e->join->start_version;
                 service_advance(s);
             }
-            if (s->cl->mode == HC_MODE_SYNC)
+            if (ps_mode_in_steps(s->sync))
                 hc_info("worker:%u takes part in sync steps from step %llu "
                         "(this shard is at %llu)", w, (unsigned long long)from,
                         (unsigned long long)v);
@@ -551,7 +551,7 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
         /* sync and ssp wait for every worker of the cluster from the start. */
         for (i = 0; i < s->n_members; i++) {
             s->members[i].expected_ms = s->start_ms;
-            if (s->cl->mode != HC_MODE_ASYNC)
+            if (ps_mode_holds_pulls(s->sync))
                 ps_mode_member(s->sync, i, 1);
         }
     }

@@ -38,7 +38,7 @@ nng_msg *service_answer_pull(struct ps_service *s,
     int rv;
 
     extra.late = late;
-    if (s->cl->mode == HC_MODE_SYNC && has_gb &&
+    if (ps_mode_in_steps(s->sync) && has_gb &&
         e->sender->job == HETPS__JOB__JOB_WORKER) {
         extra.has_slice = 1;
         if (jb)
@@ -113,7 +113,7 @@ static void pull_wants(const struct ps_service *s, const struct hc_wire_msg *in,
     if (e->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH) {
         const Hetps__Push *p = e->push;
 
-        *min_version = s->cl->mode == HC_MODE_SYNC && p->has_base_version
+        *min_version = ps_mode_in_steps(s->sync) && p->has_base_version
                            ? p->base_version + 1 : 0;
         *clock = (p->has_clock ? p->clock : 0) + 1;
     } else {
@@ -131,12 +131,12 @@ static int pull_ready(struct ps_service *s, const struct hc_wire_msg *in)
                               min_version, clock, ps_shard_version(s->shard));
 }
 
-/* The open sync step's gradients lent from msg are copied into its sum
- * (msg is about to go). Only sync steps lend: other modes need not wait
- * for the writer. */
+/* The open step's gradients lent from msg are copied into its sum (msg
+ * is about to go). Only a mode that lends messages needs it: the others
+ * need not wait for the writer. */
 static void give_back(struct ps_service *s, nng_msg *msg)
 {
-    if (s->cl->mode != HC_MODE_SYNC)
+    if (!ps_mode_lends_messages(s->sync))
         return;
     pthread_mutex_lock(&s->wmu);
     ps_shard_unlend(s->shard, nng_msg_body(msg), nng_msg_len(msg));
@@ -195,8 +195,9 @@ nng_msg *service_serve_pull(struct ps_service *s, const struct hc_wire_msg *in,
                             int *outside)
 {
     if (pull_ready(s, in)) {
-        if (s->cl->mode != HC_MODE_SYNC) {
-            *outside = 1;       /* a snapshot: no need to hold s->mu */
+        if (!ps_mode_in_steps(s->sync)) {
+            /* A snapshot and no step's slice: no need to hold s->mu. */
+            *outside = 1;
             return NULL;
         }
         return service_answer_pull(s, in, 0, NULL);
@@ -256,7 +257,7 @@ void service_advance(struct ps_service *s)
 {
     uint64_t total;
 
-    if (s->cl->mode == HC_MODE_SYNC && s->applying == STEP_NONE &&
+    if (ps_mode_in_steps(s->sync) && s->applying == STEP_NONE &&
         ps_mode_step_ready(s->sync, ps_shard_version(s->shard), &total)) {
         s->applying = STEP_DUE;
         s->apply_total = total;
@@ -360,7 +361,7 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
         /* async: no bound ties a pull to this push; apply it outside s->mu.
          * ssp: the clock just counted must not be seen before the values,
          * so the apply stays under s->mu. */
-        if (s->cl->mode == HC_MODE_ASYNC) {
+        if (!ps_mode_holds_pulls(s->sync)) {
             *outside = 1;
             return HC_OK;
         }
