@@ -7,11 +7,10 @@
  * validated by hc_wire_decode before anything reads it; a bad one is
  * answered with an Error naming the problem and counted as rejected, and
  * the shard goes on serving everyone else. Requests with an effect go
- * through the sender's record: a repeat of the last applied request id is
- * answered with the same reply bytes as the first time (counted as a
- * duplicate) and never applied again; an older id is refused as stale
- * (the records: service_record.c; error and ack replies:
- * service_reply.c). What the shard says of its members and the cluster
+ * through the sender's record ("request R answered at version V",
+ * ps/record.h): a repeat of it is answered again from the record (counted
+ * as a duplicate) and never applied again; an older id is refused as
+ * stale (error and ack replies: service_reply.c). What the shard says of its members and the cluster
  * file re-read are in service_member.c; pulls and pushes as the mode
  * judges them in service_step.c (see service_impl.h, also for which lock
  * each path holds).
@@ -38,15 +37,37 @@
 #include "mode.h"
 #include "wire.h"
 
-/* Largest recorded reply kept in the store (an Ack). */
-#define PS_RECORD_MAX 4096
-
 /* What serve_worker leaves to do once s->mu is let go. */
 struct outside {
     int pull;                   /* answer a pull the mode allows */
     int push;                   /* apply an async push */
-    struct record prev;         /* its record before it (to put back) */
+    struct ps_record prev;      /* its record before it (to put back) */
 };
+
+/* The kind of record a request goes to; PS_REQ_NONE: it has no effect. */
+static enum ps_record_kind record_kind(Hetps__Envelope__PayloadCase c)
+{
+    switch (c) {
+    case HETPS__ENVELOPE__PAYLOAD_PUSH:
+        return PS_REQ_PUSH;
+    case HETPS__ENVELOPE__PAYLOAD_JOIN:
+        return PS_REQ_JOIN;
+    case HETPS__ENVELOPE__PAYLOAD_LEAVE:
+        return PS_REQ_LEAVE;
+    case HETPS__ENVELOPE__PAYLOAD_CREATE:
+        return PS_REQ_CREATE;
+    default:
+        return PS_REQ_NONE;
+    }
+}
+
+/* Which of a member's two records a kind goes to: pushes, which carry the
+ * optimizer's ordering, apart from the rest (join, leave, create), so a
+ * re-join does not make a re-sent push look old. */
+static struct ps_record *record_of(struct member *m, enum ps_record_kind k)
+{
+    return &m->rec[k == PS_REQ_PUSH ? 0 : 1];
+}
 
 /* Note a connection the member's process uses (the oldest forgotten when
  * all slots hold live ones). */
@@ -91,9 +112,10 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
 {
     const Hetps__Envelope *e = in->env;
     Hetps__Envelope__PayloadCase pc = e->payload_case;
+    enum ps_record_kind kind = record_kind(pc);
     uint32_t w = e->sender->index;
     struct member *m;
-    struct record *rec;
+    struct ps_record *rec, prev;
     struct answer_info info = { 0 };
     nng_msg *reply = NULL;
     char text[512];
@@ -148,14 +170,19 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
     m->last_seen_ms = hc_now_ms();
     if (pc != HETPS__ENVELOPE__PAYLOAD_JOIN)
         member_pipe_add(m, hc_rpc_msg_pipe(msg_in));
-    rec = service_record_of(m->rec, pc);
-    if (service_record_is_effect(pc) && m->incarnation == e->incarnation &&
-        rec->last_req) {
-        if (e->request_id == rec->last_req && rec->reply_len == 0) {
+    rec = record_of(m, kind);
+    if (kind != PS_REQ_NONE && m->incarnation == e->incarnation) {
+        switch (ps_record_judge(rec, e->incarnation, e->request_id, kind)) {
+        case PS_JUDGE_NEW:
+            break;
+        case PS_JUDGE_IN_FLIGHT: {
             int i;
 
+            m->duplicates++;
+            s->duplicates++;
             /* Still waiting (a kept push-and-pull): the re-send replaces
-             * the request its answer will go to. */
+             * the request its answer will go to. Otherwise (being applied)
+             * no answer now: the worker sends it again. */
             for (i = 0; i < s->n_pending; i++) {
                 struct pending *p = &s->pending[i];
 
@@ -166,31 +193,36 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                     p->req = req;
                     p->msg = msg_in;
                     *deferred = 1;
-                    m->duplicates++;
-                    s->duplicates++;
                     return NULL;
                 }
             }
+            return NULL;
         }
-        if (e->request_id == rec->last_req) {
+        case PS_JUDGE_REPEAT:
             m->duplicates++;
             s->duplicates++;
             hc_debug("worker:%u request %llu (%s) repeated: answered from the record",
                      w, (unsigned long long)e->request_id,
                      hc_wire_payload_name(pc));
-            if (rec->again)
-                return service_answer_again(s, in);
-            return service_record_replay(rec);
-        }
-        if (e->request_id < rec->last_req) {
+            return service_answer_again(s, in, rec);
+        case PS_JUDGE_STALE:
             snprintf(text, sizeof text,
                      "worker:%u request %llu is older than its last applied "
                      "request %llu", w, (unsigned long long)e->request_id,
-                     (unsigned long long)rec->last_req);
+                     (unsigned long long)rec->request_id);
             return service_error_reply(s, e->request_id,
                                        HETPS__ERROR_CODE__E_STALE, text);
+        case PS_JUDGE_OTHER_KIND:
+            snprintf(text, sizeof text,
+                     "worker:%u request %llu is a %s, but that id was its "
+                     "request of another kind: a request id names one "
+                     "request", w, (unsigned long long)e->request_id,
+                     hc_wire_payload_name(pc));
+            return service_error_reply(s, e->request_id,
+                                       HETPS__ERROR_CODE__E_MALFORMED, text);
         }
     }
+    prev = *rec;
 
     switch (pc) {
     case HETPS__ENVELOPE__PAYLOAD_JOIN:
@@ -232,7 +264,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                 service_advance(s);
             }
             m->incarnation = e->incarnation;
-            m->rec[0].last_req = m->rec[1].last_req = 0;
+            m->rec[0].request_id = m->rec[1].request_id = 0;
         }
         if (m->state != M_JOINED)
             hc_info("worker:%u joined (devices %s)", w,
@@ -287,8 +319,8 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         if (out->push) {
             /* Applied outside s->mu: the record says it is being answered
              * (a repeat meanwhile is not applied again). */
-            out->prev = *rec;
-            if (service_record_save(rec, e->request_id, NULL))
+            out->prev = prev;
+            if (ps_record_begin(rec, w, kind, e->incarnation, e->request_id))
                 m->requests++;
             return NULL;
         }
@@ -299,14 +331,18 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         return service_error_reply(s, e->request_id,
                                    HETPS__ERROR_CODE__E_MALFORMED, text);
     }
-    if (info.valid && reply) {
-        /* A push-and-pull answered at once: a large answer is recorded
-         * as answered, not copied. */
-        if (service_record_answer(s, (int)w, e->request_id, reply, &info))
+    if (kind != PS_REQ_NONE && (reply || *deferred)) {
+        /* Answered (at the version the answer named), or kept to answer
+         * later: being answered. */
+        if (ps_record_begin(rec, w, kind, e->incarnation, e->request_id))
             m->requests++;
-    } else if ((reply || *deferred) && service_record_is_effect(pc) &&
-               service_record_save(rec, e->request_id, reply)) {
-        m->requests++;
+        if (!*deferred) {
+            if (!info.valid) {
+                info.valid = 1;
+                info.version = ps_shard_version(s->shard);
+            }
+            service_record_answered(rec, &info);
+        }
     }
     return reply;
 }
@@ -560,23 +596,20 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
     if (rv != HC_OK)
         goto fail;
     {
-        /* The requests applied before a restart: a repeat of one is still
-         * answered from the record, never applied twice. */
-        unsigned char *buf = malloc(PS_RECORD_MAX);
+        /* The pushes applied before a restart: a repeat of one is still
+         * answered from its record, never applied twice. */
         int i, n = 0;
 
-        for (i = 0; buf && i < s->n_members; i++) {
+        for (i = 0; i < s->n_members; i++) {
             struct member *m = &s->members[i];
-            size_t len = 0;
+            struct ps_record r;
 
-            if (ps_shard_record(s->shard, i, &m->incarnation,
-                                &m->rec[0].last_req, buf, PS_RECORD_MAX,
-                                &len) != HC_OK)
+            if (ps_shard_record(s->shard, i, &r) != HC_OK || !r.request_id)
                 continue;
-            service_record_load(&m->rec[0], buf, len);
+            m->incarnation = r.incarnation;
+            m->rec[0] = r;
             n++;
         }
-        free(buf);
         hc_err_clear();
         if (n)
             hc_info("recovered the last applied request of %d worker(s)", n);
@@ -656,10 +689,6 @@ void ps_service_stop(struct ps_service *s)
     if (s->shard)
         ps_shard_close(s->shard);
     ps_mode_free(s->sync);
-    for (i = 0; s->members && i < s->n_members; i++) {
-        service_record_free(&s->members[i].rec[0]);
-        service_record_free(&s->members[i].rec[1]);
-    }
     free(s->members);
     if (s->stop_pipe[0] >= 0)
         close(s->stop_pipe[0]);

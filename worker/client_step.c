@@ -93,14 +93,6 @@ static void values_one(void *arg, int i)
     size_t k;
 
     j->rv[i] = HC_OK;
-    if (d->n_tensors == 0 && p->n_blocks > 0 && d->env->ack->has_version &&
-        d->env->payload_case == HETPS__ENVELOPE__PAYLOAD_ACK &&
-        !d->env->ack->has_batch_count) {
-        /* A push answered from a restarted shard's record: the push was
-         * applied; the values come with a plain pull (take_values). */
-        j->rv[i] = -1;
-        return;
-    }
     if (d->n_tensors != p->n_blocks) {
         j->rv[i] = HC_ERR_PROTO;
         snprintf(j->why[i], sizeof j->why[i], "pull: ps:%d sent %zu blocks, "
@@ -134,7 +126,7 @@ static void values_one(void *arg, int i)
 static int take_values(struct pc_client *c, float *params, struct pc_step *st)
 {
     uint64_t vmin = UINT64_MAX;
-    int i, rv = HC_OK, missing = 0;
+    int i, rv = HC_OK;
     int *rvp = c->piece_rv;
     struct values_job job = {.c = c, .params = params, .rv = c->piece_rv,
                              .why = c->piece_why};
@@ -154,10 +146,6 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st)
     for (i = 0; i < c->n && rv == HC_OK; i++) {
         const struct hc_wire_msg *d = &c->dec[i];
 
-        if (rvp[i] < 0) {
-            missing = 1;
-            continue;
-        }
         if (rvp[i] != HC_OK) {
             rv = hc_err_set(rvp[i], "%s", c->piece_why[i]);
             break;
@@ -169,18 +157,6 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st)
     }
     client_release(c);
     st->version = vmin == UINT64_MAX ? 0 : vmin;
-    if (rv == HC_OK && missing) {
-        struct pc_step again = *st;
-
-        again.min_version = 0;
-        rv = pc_pull_step(c, params, &again, 0);
-        st->version = again.version;
-        if (again.has_slice) {
-            st->has_slice = 1;
-            st->offset = again.offset;
-            st->count = again.count;
-        }
-    }
     return rv;
 }
 
