@@ -102,24 +102,19 @@ static int member_live_elsewhere(const struct member *m, uint32_t pipe)
 }
 
 /*
- * Requests from workers: check the sender, answer repeats from the record,
- * apply the rest. Called with s->mu held; returns the reply, or NULL with
- * *deferred (kept) or with work in *out to do without s->mu.
+ * Admission of a worker's request: the sender is in the cluster, only the
+ * chief creates, it has joined (but for a join) and its model is the one
+ * the variables were made with. Returns the refusal, or NULL with *mp the
+ * sender's member, seen now (its connection noted).
  */
-static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
-                             nng_msg *msg_in, hc_rpc_req *req, int *deferred,
-                             struct outside *out)
+static nng_msg *admit(struct ps_service *s, const struct hc_wire_msg *in,
+                      nng_msg *msg_in, struct member **mp)
 {
     const Hetps__Envelope *e = in->env;
     Hetps__Envelope__PayloadCase pc = e->payload_case;
-    enum ps_record_kind kind = record_kind(pc);
     uint32_t w = e->sender->index;
     struct member *m;
-    struct ps_record *rec, prev;
-    struct answer_info info = { 0 };
-    nng_msg *reply = NULL;
     char text[512];
-    int rv;
 
     if (w >= (uint32_t)s->n_members || s->members[w].removed) {
         snprintf(text, sizeof text,
@@ -170,127 +165,219 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
     m->last_seen_ms = hc_now_ms();
     if (pc != HETPS__ENVELOPE__PAYLOAD_JOIN)
         member_pipe_add(m, hc_rpc_msg_pipe(msg_in));
-    rec = record_of(m, kind);
-    if (kind != PS_REQ_NONE && m->incarnation == e->incarnation) {
-        switch (ps_record_judge(rec, e->incarnation, e->request_id, kind)) {
-        case PS_JUDGE_NEW:
-            break;
-        case PS_JUDGE_IN_FLIGHT: {
-            int i;
+    *mp = m;
+    return NULL;
+}
 
-            m->duplicates++;
-            s->duplicates++;
-            /* Still waiting (a kept push-and-pull): the re-send replaces
-             * the request its answer will go to. Otherwise (being applied)
-             * no answer now: the worker sends it again. */
-            for (i = 0; i < s->n_pending; i++) {
-                struct pending *p = &s->pending[i];
+/*
+ * De-duplication: judge a request with an effect against the sender's
+ * record of its kind. Returns 0 for a new request (to act on); 1 when it
+ * is answered here: *reply from the record (a repeat), an error (stale,
+ * or an id of another kind), none (being answered: sent again later), or
+ * kept in place of its first copy (*deferred).
+ */
+static int deduplicate(struct ps_service *s, const struct hc_wire_msg *in,
+                       struct member *m, const struct ps_record *rec,
+                       nng_msg *msg_in, hc_rpc_req *req, int *deferred,
+                       nng_msg **reply)
+{
+    const Hetps__Envelope *e = in->env;
+    Hetps__Envelope__PayloadCase pc = e->payload_case;
+    enum ps_record_kind kind = record_kind(pc);
+    uint32_t w = e->sender->index;
+    char text[512];
 
-                if (p->worker == (int)w && p->is_push &&
-                    p->request_id == e->request_id) {
-                    hc_rpc_reply(p->req, NULL);
-                    service_free_kept(s, p->msg);
-                    p->req = req;
-                    p->msg = msg_in;
-                    *deferred = 1;
-                    return NULL;
-                }
+    *reply = NULL;
+    if (kind == PS_REQ_NONE || m->incarnation != e->incarnation)
+        return 0;
+    switch (ps_record_judge(rec, e->incarnation, e->request_id, kind)) {
+    case PS_JUDGE_NEW:
+        return 0;
+    case PS_JUDGE_IN_FLIGHT: {
+        int i;
+
+        m->duplicates++;
+        s->duplicates++;
+        /* Still waiting (a kept push-and-pull): the re-send replaces
+         * the request its answer will go to. Otherwise (being applied)
+         * no answer now: the worker sends it again. */
+        for (i = 0; i < s->n_pending; i++) {
+            struct pending *p = &s->pending[i];
+
+            if (p->worker == (int)w && p->is_push &&
+                p->request_id == e->request_id) {
+                hc_rpc_reply(p->req, NULL);
+                service_free_kept(s, p->msg);
+                p->req = req;
+                p->msg = msg_in;
+                *deferred = 1;
+                return 1;
             }
-            return NULL;
         }
-        case PS_JUDGE_REPEAT:
-            m->duplicates++;
-            s->duplicates++;
-            hc_debug("worker:%u request %llu (%s) repeated: answered from the record",
-                     w, (unsigned long long)e->request_id,
-                     hc_wire_payload_name(pc));
-            return service_answer_again(s, in, rec);
-        case PS_JUDGE_STALE:
-            snprintf(text, sizeof text,
-                     "worker:%u request %llu is older than its last applied "
-                     "request %llu", w, (unsigned long long)e->request_id,
-                     (unsigned long long)rec->request_id);
-            return service_error_reply(s, e->request_id,
-                                       HETPS__ERROR_CODE__E_STALE, text);
-        case PS_JUDGE_OTHER_KIND:
-            snprintf(text, sizeof text,
-                     "worker:%u request %llu is a %s, but that id was its "
-                     "request of another kind: a request id names one "
-                     "request", w, (unsigned long long)e->request_id,
-                     hc_wire_payload_name(pc));
-            return service_error_reply(s, e->request_id,
-                                       HETPS__ERROR_CODE__E_MALFORMED, text);
-        }
+        return 1;
     }
+    case PS_JUDGE_REPEAT:
+        m->duplicates++;
+        s->duplicates++;
+        hc_debug("worker:%u request %llu (%s) repeated: answered from the record",
+                 w, (unsigned long long)e->request_id,
+                 hc_wire_payload_name(pc));
+        *reply = service_answer_again(s, in, rec);
+        return 1;
+    case PS_JUDGE_STALE:
+        snprintf(text, sizeof text,
+                 "worker:%u request %llu is older than its last applied "
+                 "request %llu", w, (unsigned long long)e->request_id,
+                 (unsigned long long)rec->request_id);
+        *reply = service_error_reply(s, e->request_id,
+                                     HETPS__ERROR_CODE__E_STALE, text);
+        return 1;
+    case PS_JUDGE_OTHER_KIND:
+        snprintf(text, sizeof text,
+                 "worker:%u request %llu is a %s, but that id was its "
+                 "request of another kind: a request id names one "
+                 "request", w, (unsigned long long)e->request_id,
+                 hc_wire_payload_name(pc));
+        *reply = service_error_reply(s, e->request_id,
+                                     HETPS__ERROR_CODE__E_MALFORMED, text);
+        return 1;
+    }
+    return 0;
+}
+
+/* A join: a second live process under the worker's name is refused; a
+ * new incarnation (a restart) leaves the steps its old one was in; the
+ * worker takes part from the step the mode says. Returns the refusal, or
+ * NULL with *joined the join's reply. */
+static nng_msg *serve_join(struct ps_service *s, const struct hc_wire_msg *in,
+                           struct member *m, nng_msg *msg_in,
+                           nng_msg **joined)
+{
+    const Hetps__Envelope *e = in->env;
+    uint32_t w = e->sender->index;
+    char text[512];
+
+    if (m->incarnation != e->incarnation && m->state == M_JOINED &&
+        member_live_elsewhere(m, hc_rpc_msg_pipe(msg_in))) {
+        /* Its connection is still up: a second live process, not a
+         * restart. Its record (de-duplication) stays the first one's. */
+        hc_warn("refused worker:%u (incarnation %016llx, host %s, pid %u): "
+                "worker:%u is already joined by a live process "
+                "(incarnation %016llx)", w,
+                (unsigned long long)e->incarnation,
+                e->join->host ? e->join->host : "?",
+                e->join->has_pid ? e->join->pid : 0, w,
+                (unsigned long long)m->incarnation);
+        snprintf(text, sizeof text,
+                 "worker:%u is already joined to ps:%d by a live process "
+                 "(incarnation %016llx): a second process with the same "
+                 "task is refused; stop it or give it another --task",
+                 w, s->conf.shard, (unsigned long long)m->incarnation);
+        return service_error_reply(s, e->request_id,
+                                   HETPS__ERROR_CODE__E_TASK_IN_USE, text);
+    }
+    if (m->incarnation != e->incarnation)
+        memset(m->pipes, 0, sizeof m->pipes);
+    member_pipe_add(m, hc_rpc_msg_pipe(msg_in));
+    if (m->incarnation != e->incarnation) {
+        if (m->state == M_JOINED) {
+            hc_info("worker:%u restarted (incarnation %016llx → %016llx)", w,
+                    (unsigned long long)m->incarnation,
+                    (unsigned long long)e->incarnation);
+            /* The old process is gone (its connections are): it leaves
+             * the steps as if its heartbeat had timed out, so the new
+             * one joins them as any newcomer — the same way on every
+             * shard, whether or not a shard's heartbeat check had
+             * already marked the old one dead. (A shard that kept the
+             * old one in the open step while another had moved on
+             * made the newcomer's pull wait there for ever.) */
+            ps_mode_member(s->sync, (int)w, 0);
+            service_advance(s);
+        }
+        m->incarnation = e->incarnation;
+        m->rec[0].request_id = m->rec[1].request_id = 0;
+    }
+    if (m->state != M_JOINED)
+        hc_info("worker:%u joined (devices %s)", w,
+                e->join->devices ? e->join->devices : "?");
+    m->state = M_JOINED;
+    {
+        uint64_t v = ps_shard_version(s->shard),
+                 from = ps_mode_join(s->sync, (int)w, v);
+
+        if (ps_mode_in_steps(s->sync) && e->join->has_start_version &&
+            e->join->start_version > from) {
+            /* The step the worker's shards agreed on (Join): not
+             * counted in before it, as on the shard that saw it last. */
+            ps_mode_start_at(s->sync, (int)w, e->join->start_version);
+            from = e->join->start_version;
+            service_advance(s);
+        }
+        if (ps_mode_in_steps(s->sync))
+            hc_info("worker:%u takes part in sync steps from step %llu "
+                    "(this shard is at %llu)", w, (unsigned long long)from,
+                    (unsigned long long)v);
+    }
+    snprintf(m->devices, sizeof m->devices, "%s",
+             e->join->devices ? e->join->devices : "");
+    *joined = service_join_reply(s, (int)w, e->request_id);
+    return NULL;
+}
+
+/* A request with an effect answered (info) or kept to answer later
+ * (*deferred): the sender's record of its kind says so. */
+static void record_outcome(struct ps_service *s, const struct hc_wire_msg *in,
+                           struct member *m, struct ps_record *rec,
+                           int deferred, struct answer_info *info)
+{
+    const Hetps__Envelope *e = in->env;
+
+    if (ps_record_begin(rec, e->sender->index, record_kind(e->payload_case),
+                        e->incarnation, e->request_id))
+        m->requests++;
+    if (deferred)
+        return;
+    if (!info->valid) {
+        info->valid = 1;
+        info->version = ps_shard_version(s->shard);
+    }
+    service_record_answered(rec, info);
+}
+
+/*
+ * Requests from workers: admit the sender, answer repeats from the record,
+ * apply the rest. Called with s->mu held; returns the reply, or NULL with
+ * *deferred (kept) or with work in *out to do without s->mu.
+ */
+static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
+                             nng_msg *msg_in, hc_rpc_req *req, int *deferred,
+                             struct outside *out)
+{
+    const Hetps__Envelope *e = in->env;
+    Hetps__Envelope__PayloadCase pc = e->payload_case;
+    enum ps_record_kind kind = record_kind(pc);
+    uint32_t w = e->sender->index;
+    struct member *m = NULL;
+    struct ps_record *rec, prev;
+    struct answer_info info = { 0 };
+    nng_msg *reply;
+    char text[512];
+    int rv;
+
+    if ((reply = admit(s, in, msg_in, &m)) != NULL)
+        return reply;
+    rec = record_of(m, kind);
+    if (deduplicate(s, in, m, rec, msg_in, req, deferred, &reply))
+        return reply;
     prev = *rec;
-
     switch (pc) {
-    case HETPS__ENVELOPE__PAYLOAD_JOIN:
-        if (m->incarnation != e->incarnation && m->state == M_JOINED &&
-            member_live_elsewhere(m, hc_rpc_msg_pipe(msg_in))) {
-            /* Its connection is still up: a second live process, not a
-             * restart. Its record (de-duplication) stays the first one's. */
-            hc_warn("refused worker:%u (incarnation %016llx, host %s, pid %u): "
-                    "worker:%u is already joined by a live process "
-                    "(incarnation %016llx)", w,
-                    (unsigned long long)e->incarnation,
-                    e->join->host ? e->join->host : "?",
-                    e->join->has_pid ? e->join->pid : 0, w,
-                    (unsigned long long)m->incarnation);
-            snprintf(text, sizeof text,
-                     "worker:%u is already joined to ps:%d by a live process "
-                     "(incarnation %016llx): a second process with the same "
-                     "task is refused; stop it or give it another --task",
-                     w, s->conf.shard, (unsigned long long)m->incarnation);
-            return service_error_reply(s, e->request_id,
-                                       HETPS__ERROR_CODE__E_TASK_IN_USE, text);
-        }
-        if (m->incarnation != e->incarnation)
-            memset(m->pipes, 0, sizeof m->pipes);
-        member_pipe_add(m, hc_rpc_msg_pipe(msg_in));
-        if (m->incarnation != e->incarnation) {
-            if (m->state == M_JOINED) {
-                hc_info("worker:%u restarted (incarnation %016llx → %016llx)", w,
-                        (unsigned long long)m->incarnation,
-                        (unsigned long long)e->incarnation);
-                /* The old process is gone (its connections are): it leaves
-                 * the steps as if its heartbeat had timed out, so the new
-                 * one joins them as any newcomer — the same way on every
-                 * shard, whether or not a shard's heartbeat check had
-                 * already marked the old one dead. (A shard that kept the
-                 * old one in the open step while another had moved on
-                 * made the newcomer's pull wait there for ever.) */
-                ps_mode_member(s->sync, (int)w, 0);
-                service_advance(s);
-            }
-            m->incarnation = e->incarnation;
-            m->rec[0].request_id = m->rec[1].request_id = 0;
-        }
-        if (m->state != M_JOINED)
-            hc_info("worker:%u joined (devices %s)", w,
-                    e->join->devices ? e->join->devices : "?");
-        m->state = M_JOINED;
-        {
-            uint64_t v = ps_shard_version(s->shard),
-                     from = ps_mode_join(s->sync, (int)w, v);
+    case HETPS__ENVELOPE__PAYLOAD_JOIN: {
+        nng_msg *refused = serve_join(s, in, m, msg_in, &reply);
 
-            if (ps_mode_in_steps(s->sync) && e->join->has_start_version &&
-                e->join->start_version > from) {
-                /* The step the worker's shards agreed on (Join): not
-                 * counted in before it, as on the shard that saw it last. */
-                ps_mode_start_at(s->sync, (int)w, e->join->start_version);
-                from = e->join->start_version;
-                service_advance(s);
-            }
-            if (ps_mode_in_steps(s->sync))
-                hc_info("worker:%u takes part in sync steps from step %llu "
-                        "(this shard is at %llu)", w, (unsigned long long)from,
-                        (unsigned long long)v);
-        }
-        snprintf(m->devices, sizeof m->devices, "%s",
-                 e->join->devices ? e->join->devices : "");
-        reply = service_join_reply(s, (int)w, e->request_id);
+        if (refused)
+            return refused;
         break;
+    }
     case HETPS__ENVELOPE__PAYLOAD_HEARTBEAT:
         return service_ack_reply(s, e->request_id);
     case HETPS__ENVELOPE__PAYLOAD_LEAVE:
@@ -331,19 +418,8 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         return service_error_reply(s, e->request_id,
                                    HETPS__ERROR_CODE__E_MALFORMED, text);
     }
-    if (kind != PS_REQ_NONE && (reply || *deferred)) {
-        /* Answered (at the version the answer named), or kept to answer
-         * later: being answered. */
-        if (ps_record_begin(rec, w, kind, e->incarnation, e->request_id))
-            m->requests++;
-        if (!*deferred) {
-            if (!info.valid) {
-                info.valid = 1;
-                info.version = ps_shard_version(s->shard);
-            }
-            service_record_answered(rec, &info);
-        }
-    }
+    if (kind != PS_REQ_NONE && (reply || *deferred))
+        record_outcome(s, in, m, rec, *deferred, &info);
     return reply;
 }
 
