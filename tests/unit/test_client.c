@@ -381,6 +381,85 @@ static void test_big_two_shards(void)
     free(grads);
 }
 
+/*
+ * Four shards and a model of two blocks: shards 2 and 3 hold none, and a
+ * pull, a push or a push-and-pull asks them nothing (a push of no tensors
+ * was refused, and in sync a shard that never steps held the version the
+ * worker saw at 0). Both modes, two steps each.
+ */
+static void more_shards_case(const char *mode)
+{
+    enum { SHARDS = 4 };
+    int sync = strcmp(mode, "sync") == 0;
+    struct hc_cluster cl;
+    struct hc_diag diag = { 0 };
+    struct ps_service *svc[SHARDS] = { NULL };
+    char dir[SHARDS][256], json[512];
+    struct hc_model m;
+    struct pc_client *pc = NULL;
+    float init[8], params[8], grads[8];
+    struct pc_grad g = { .data = grads, .samples = 4, .samples_per_s = 100 };
+    struct pc_step st = { 0 };
+    int i, k, bad = 0, late = 1;
+
+    snprintf(json, sizeof json,
+             "{\"cluster\":{\"ps\":[\"127.0.0.1:%d\",\"127.0.0.1:%d\","
+             "\"127.0.0.1:%d\",\"127.0.0.1:%d\"],\"worker\":"
+             "[\"127.0.0.1:%d\"]},\"hetps\":{\"mode\":\"%s\"}}",
+             free_port(), free_port(), free_port(), free_port(), free_port(),
+             mode);
+    CU_ASSERT_EQUAL_FATAL(hc_cluster_parse(json, strlen(json), "4 shards",
+                                           &cl, &diag), HC_OK);
+    cl.insecure = 1;
+    make_model(&m);
+    for (i = 0; i < 8; i++) {
+        init[i] = (float)i;
+        grads[i] = 0.25f * (float)(i + 1);
+    }
+    for (k = 0; k < SHARDS; k++) {
+        struct ps_service_conf c = { 0 };
+
+        hp_tmpdir(dir[k], sizeof dir[k]);
+        c.cluster = &cl;
+        c.shard = k;
+        c.data_dir = dir[k];
+        c.heartbeat_timeout_ms = 60000;
+        CU_ASSERT_EQUAL_FATAL(ps_service_start(&svc[k], &c), HC_OK);
+    }
+    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &cl, HC_JOB_WORKER, 0, &quick), HC_OK);
+    CU_ASSERT_EQUAL(pc_join(pc, "cpu"), HC_OK);
+    CU_ASSERT_EQUAL(pc_set_model(pc, &m, 0), HC_OK);
+    CU_ASSERT_EQUAL(pc_create(pc, init), HC_OK);
+    CU_ASSERT_EQUAL(pc_pull(pc, params, &st.version), HC_OK);
+    CU_ASSERT_EQUAL(memcmp(params, init, sizeof params), 0);
+    for (k = 1; k <= 2; k++) {
+        g.base_version = st.version;
+        CU_ASSERT_EQUAL(sync ? pc_sync_step(pc, &g, params, &st)
+                             : pc_async_step(pc, &g, params, &st), HC_OK);
+        CU_ASSERT_EQUAL(st.version, (uint64_t)k);
+    }
+    for (i = 0; i < 8; i++)
+        bad += params[i] != init[i] - grads[i];     /* 2 × 0.5 g */
+    CU_ASSERT_EQUAL(bad, 0);
+    if (!sync) {                /* a push alone */
+        CU_ASSERT_EQUAL(pc_push_step(pc, grads, 4, st.version, 0, 3, &late),
+                        HC_OK);
+        CU_ASSERT_EQUAL(late, 0);
+    }
+    pc_close(pc);
+    for (k = 0; k < SHARDS; k++) {
+        ps_service_stop(svc[k]);
+        hp_rmtree(dir[k]);
+    }
+    hc_cluster_free(&cl);
+}
+
+static void test_more_shards_than_blocks(void)
+{
+    more_shards_case("async");
+    more_shards_case("sync");
+}
+
 /* A dense layer of 1000 inputs and 9 units: a 9000-element kernel, which
  * blocks of 4096 and of the default 4086 cut differently. */
 static const char wide_json[] =
@@ -835,4 +914,6 @@ void hp_test_register(void)
                 test_apply_unlocked);
     CU_add_test(s, "a push-and-pull re-sent to a restarted shard: answered "
                    "from its record", test_restart_resend);
+    CU_add_test(s, "more shards than blocks: the empty ones are not asked",
+                test_more_shards_than_blocks);
 }
