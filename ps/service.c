@@ -762,6 +762,7 @@ void ps_service_stop(struct ps_service *s)
     for (i = 0; i < s->n_pending; i++)
         nng_msg_free(s->pending[i].msg);   /* no step is applied after */
     free(s->pending);
+    free(s->step_recs);
     if (s->shard)
         ps_shard_close(s->shard);
     ps_mode_free(s->sync);

@@ -63,6 +63,8 @@ struct member {
     uint32_t pipes[MEMBER_PIPES];
     char devices[128];
     uint64_t requests, duplicates;
+    int in_step;                /* sync: its push (rec[0]) is in the open
+                                   step: recorded with the step's apply */
     int removed;                /* no longer in the cluster file */
     int64_t expected_ms;        /* sync/ssp: expected to join since then */
 };
@@ -129,6 +131,8 @@ struct ps_service {
      * sweeps) waits on `applied` (service_lock_step). */
     enum { STEP_NONE, STEP_DUE, STEP_APPLYING } applying;
     uint64_t apply_total;       /* the due step's samples */
+    struct ps_record *step_recs; /* (n_members) the records of its pushes,
+                                    applied with it (service_unlock) */
     pthread_cond_t applied;
     void (*apply_hook)(void *); /* tests: ps_service_set_apply_hook */
     void *apply_hook_arg;

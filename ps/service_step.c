@@ -122,7 +122,11 @@ nng_msg *service_answer_again(struct ps_service *s,
     if (r->kind != PS_REQ_PUSH || e->push->n_ranges == 0)
         return service_ack_at(s, e->request_id, r->version,
                               r->flags & PS_REC_LATE);
-    if (ps_shard_version(s->shard) != r->version)
+    /* Moved on, or a slice to give that the record does not hold (one
+     * read back after a restart): the values and the slice now. */
+    if (ps_shard_version(s->shard) != r->version ||
+        (!(r->flags & PS_REC_SLICE) && e->push->has_global_batch &&
+         ps_mode_in_steps(s->sync)))
         return service_answer_pull(s, in, r->flags & PS_REC_LATE, NULL);
     extra.late = (r->flags & PS_REC_LATE) != 0;
     extra.has_slice = (r->flags & PS_REC_SLICE) != 0;
@@ -303,6 +307,28 @@ void service_lock_step(struct ps_service *s)
         pthread_cond_wait(&s->applied, &s->mu);
 }
 
+/* The records of the pushes in the step about to be applied, into
+ * s->step_recs (none when it cannot be had: the step is applied all the
+ * same, and a re-send after a restart is judged by the mode). With s->mu. */
+static size_t step_records(struct ps_service *s)
+{
+    struct ps_record *r = realloc(s->step_recs,
+                                  (size_t)s->n_members * sizeof *r + 1);
+    size_t n = 0;
+    int i;
+
+    if (r)
+        s->step_recs = r;
+    for (i = 0; i < s->n_members; i++) {
+        struct member *m = &s->members[i];
+
+        if (r && m->in_step && m->rec[0].request_id)
+            r[n++] = m->rec[0];
+        m->in_step = 0;
+    }
+    return n;
+}
+
 void service_unlock(struct ps_service *s)
 {
     while (s->applying == STEP_DUE) {
@@ -310,6 +336,7 @@ void service_unlock(struct ps_service *s)
         void (*hook)(void *) = s->apply_hook;
         void *hook_arg = s->apply_hook_arg;
         double t0 = hc_now_s();
+        size_t n_recs = step_records(s);
         int rv;
 
         s->applying = STEP_APPLYING;
@@ -317,7 +344,7 @@ void service_unlock(struct ps_service *s)
         pthread_mutex_lock(&s->wmu);
         if (hook)
             hook(hook_arg);
-        rv = ps_shard_apply_step(s->shard, total);
+        rv = ps_shard_apply_step(s->shard, total, s->step_recs, n_recs);
         pthread_mutex_unlock(&s->wmu);
         hc_series_observe(s->met.apply, hc_now_s() - t0);
         if (rv != HC_OK)
@@ -416,6 +443,8 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
         rv = ps_shard_accumulate(s->shard, in, and_pull);
         pthread_mutex_unlock(&s->wmu);
         lent = rv == HC_OK && and_pull;
+        if (rv == HC_OK)
+            s->members[w].in_step = 1;
         service_advance(s);
         break;
     case PS_PUSH_LATE:

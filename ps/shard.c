@@ -698,7 +698,8 @@ void ps_shard_unlend(struct ps_shard *sh, const void *body, size_t len)
             take_lent(sh, b);
 }
 
-int ps_shard_apply_step(struct ps_shard *sh, uint64_t total)
+int ps_shard_apply_step(struct ps_shard *sh, uint64_t total,
+                        const struct ps_record *recs, size_t n_recs)
 {
     uint32_t b;
     int rv;
@@ -719,7 +720,7 @@ int ps_shard_apply_step(struct ps_shard *sh, uint64_t total)
         }
     }
     rv = ps_store_apply(sh->store, &sh->optim, sh->updates, sh->n_blocks,
-                        NULL, 0, NULL);
+                        recs, n_recs, NULL);
     memset(sh->acc_used, ACC_NONE, sh->n_blocks);
     memset(sh->lent, 0, sh->n_blocks * sizeof *sh->lent);
     return rv;

@@ -96,8 +96,11 @@ int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in,
 void ps_shard_unlend(struct ps_shard *sh, const void *body, size_t len);
 
 /* Apply the step's sum divided by `total` samples (its sample-weighted
- * mean) with the optimizer in one store transaction; clears the sum. */
-int ps_shard_apply_step(struct ps_shard *sh, uint64_t total);
+ * mean) with the optimizer in one store transaction, with the records of
+ * the pushes in it (recs[0 .. n_recs), made by ps_record_begin: answered
+ * at the version after the step); clears the sum. */
+int ps_shard_apply_step(struct ps_shard *sh, uint64_t total,
+                        const struct ps_record *recs, size_t n_recs);
 
 /* The pull answer (values of the requested ranges, version, `extra`) to a
  * Pull, or to a Push that carries ranges (push-and-pull). */
