@@ -37,13 +37,15 @@ enum {
 
 /* The kind of request a record answers. */
 enum ps_record_kind {
-    PS_REQ_NONE = 0,
+    PS_REQ_NONE = 0,            /* no request: a place only (reshard) */
     PS_REQ_PUSH = 1,            /* push, or push-and-pull */
     PS_REQ_JOIN = 2,
     PS_REQ_LEAVE = 3,
     PS_REQ_CREATE = 4,
 };
 
+/* Stored as it is: PS_RECORD_SIZE bytes, little-endian, each field at a
+ * fixed offset (record.c checks them at compile time). */
 struct ps_record {
     uint32_t magic;             /* PS_RECORD_MAGIC */
     uint16_t format;            /* PS_RECORD_FORMAT */
@@ -63,11 +65,11 @@ struct ps_record {
 
 /* What a request is, judged against the record of its kind. */
 enum ps_record_verdict {
-    PS_JUDGE_NEW,                 /* not seen: act on it */
-    PS_JUDGE_REPEAT,              /* answered: answer again from the record */
-    PS_JUDGE_IN_FLIGHT,           /* being answered: no second answer now */
-    PS_JUDGE_STALE,               /* older than the last: refuse it */
-    PS_JUDGE_OTHER_KIND,          /* its id names a request of another kind:
+    PS_JUDGE_NEW,               /* not seen: act on it */
+    PS_JUDGE_REPEAT,            /* answered: answer again from the record */
+    PS_JUDGE_IN_FLIGHT,         /* being answered: no second answer now */
+    PS_JUDGE_STALE,             /* older than the last: refuse it */
+    PS_JUDGE_OTHER_KIND,        /* its id names a request of another kind:
                                    refuse it */
 };
 
