@@ -222,7 +222,11 @@ static int deduplicate(struct ps_service *s, const struct hc_wire_msg *in,
         hc_debug("worker:%u request %llu (%s) repeated: answered from the record",
                  w, (unsigned long long)e->request_id,
                  hc_wire_payload_name(pc));
-        *reply = service_answer_again(s, in, rec);
+        /* A join's reply says how the shard is now; the rest are made
+         * again from what the record holds. */
+        *reply = rec->kind == PS_REQ_JOIN
+                     ? service_join_reply(s, (int)w, e->request_id)
+                     : service_answer_again(s, in, rec);
         return 1;
     case PS_JUDGE_STALE:
         snprintf(text, sizeof text,

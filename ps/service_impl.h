@@ -228,8 +228,8 @@ nng_msg *service_answer_pull(struct ps_service *s,
                              const struct hc_wire_msg *in, int late,
                              struct answer_info *info);
 
-/* The answer to `in`, a repeat of the request r records, made again from
- * the record: a join's reply; a push-and-pull's values with what the
+/* The answer to `in`, a repeat of the request r records (not a join's),
+ * made again from the record: a push-and-pull's values with what the
  * answer carried while the shard is at the version it named (the same
  * bytes), else the values now (async; a sync step that went on without
  * this worker; a shard restarted since); otherwise an Ack at the version

@@ -117,8 +117,6 @@ nng_msg *service_answer_again(struct ps_service *s,
     nng_msg *reply = NULL;
     int rv;
 
-    if (r->kind == PS_REQ_JOIN)
-        return service_join_reply(s, (int)e->sender->index, e->request_id);
     if (r->kind != PS_REQ_PUSH || e->push->n_ranges == 0)
         return service_ack_at(s, e->request_id, r->version,
                               r->flags & PS_REC_LATE);

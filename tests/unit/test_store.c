@@ -28,6 +28,7 @@
 #include "log.h"
 #include "ps/optimizer.h"
 #include "ps/store.h"
+#include "record_check.h"
 
 #define SIG 0x5151000012345678ull
 
@@ -676,59 +677,6 @@ static int note_record(void *arg, uint32_t worker, uint64_t incarnation,
     return ++r->n == r->stop_after;
 }
 
-/* A record of format 1 as the store wrote it before: a 32-byte header
- * (incarnation, request id, step, reply length, flags), the place when
- * flags bit 0 is set, then the reply's bytes. */
-static size_t record_v1(unsigned char *buf, uint64_t inc, uint64_t req,
-                        uint64_t step, int place, const char *reply)
-{
-    uint32_t len = (uint32_t)strlen(reply), flags = place ? 1u : 0u;
-    uint32_t at[2] = {4, 250};
-    size_t n = 0;
-
-    memcpy(buf + n, &inc, 8), n += 8;
-    memcpy(buf + n, &req, 8), n += 8;
-    memcpy(buf + n, &step, 8), n += 8;
-    memcpy(buf + n, &len, 4), n += 4;
-    memcpy(buf + n, &flags, 4), n += 4;
-    if (place)
-        memcpy(buf + n, at, sizeof at), n += sizeof at;
-    memcpy(buf + n, reply, len);
-    return n + len;
-}
-
-/* Stored bytes read back as a record: this format, format 1 with and
- * without a place, and what is neither. */
-static void test_record_decode(void)
-{
-    unsigned char buf[128];
-    struct ps_record r, in;
-    size_t n;
-
-    ps_record_begin(&in, 7, PS_REQ_PUSH, 0xBBBB, 5);
-    ps_record_set_place(&in, 1, 3, 17);
-    ps_record_answered(&in, 12);
-    CU_ASSERT_EQUAL(ps_record_decode(&in, sizeof in, 7, &r), 0);
-    CU_ASSERT_EQUAL(memcmp(&r, &in, sizeof r), 0);
-    CU_ASSERT_EQUAL(ps_record_decode(&in, sizeof in, 8, &r), -1);
-    CU_ASSERT_EQUAL(ps_record_decode(&in, sizeof in - 1, 7, &r), -1);
-    n = record_v1(buf, 0xAAAA, 41, 9, 1, "ack-w0");
-    CU_ASSERT_EQUAL(ps_record_decode(buf, n, 2, &r), 0);
-    CU_ASSERT(r.magic == PS_RECORD_MAGIC && r.format == PS_RECORD_FORMAT &&
-              r.worker == 2 && r.kind == PS_REQ_PUSH &&
-              r.incarnation == 0xAAAA && r.request_id == 41 &&
-              r.version == 9 && (r.flags & PS_REC_ANSWERED) &&
-              (r.flags & PS_REC_PLACE) && r.epoch == 4 && r.batches == 250);
-    n = record_v1(buf, 0xAAAA, 42, 10, 0, "");
-    CU_ASSERT_EQUAL(ps_record_decode(buf, n, 2, &r), 0);
-    CU_ASSERT(r.request_id == 42 && r.version == 10 &&
-              !(r.flags & PS_REC_PLACE));
-    CU_ASSERT_EQUAL(ps_record_decode(buf, n - 1, 2, &r), -1);
-    buf[28] = 2;                /* flags: an unknown bit */
-    CU_ASSERT_EQUAL(ps_record_decode(buf, n, 2, &r), -1);
-    CU_ASSERT_EQUAL(ps_record_decode(buf, 8, 2, &r), -1);
-}
-
 static void test_records(void)
 {
     const size_t sizes[] = {16};
@@ -778,7 +726,7 @@ static void test_records(void)
     ps_store_close(s);
 
     /* Records the old code wrote (format 1), one damaged. */
-    n = record_v1(v1, 0xCCCC, 77, 1, 1, "an-ack");
+    n = hp_record_v1(v1, 0xCCCC, 77, 1, 1, "an-ack");
     CU_ASSERT_EQUAL(raw_edit(tmp, "records", key5, 4, 0, v1, n), 0);
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
@@ -1177,8 +1125,6 @@ void hp_test_register(void)
     CU_add_test(s, "a large step split over threads = one thread",
                 test_apply_split);
     CU_add_test(s, "apply errors roll back", test_apply_errors);
-    CU_add_test(s, "stored records read back, format 1 too",
-                test_record_decode);
     CU_add_test(s, "records survive reopen; format 1 read", test_records);
     CU_add_test(s, "map full, then growth", test_map_full);
     CU_add_test(s, "map grows during init", test_map_growth_init);
