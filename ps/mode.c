@@ -88,6 +88,21 @@ void ps_mode_free(struct ps_mode *s)
     free(s);
 }
 
+int ps_mode_holds_pulls(const struct ps_mode *s)
+{
+    return s->c.mode != HC_MODE_ASYNC;
+}
+
+int ps_mode_in_steps(const struct ps_mode *s)
+{
+    return s->c.mode == HC_MODE_SYNC;
+}
+
+int ps_mode_lends_messages(const struct ps_mode *s)
+{
+    return s->c.mode == HC_MODE_SYNC;
+}
+
 void ps_mode_member(struct ps_mode *s, int worker, int live)
 {
     if (worker < 0 || grow(s, worker))

@@ -48,6 +48,32 @@ enum ps_push_verdict {
 int ps_mode_new(struct ps_mode **out, const struct ps_mode_conf *c);
 void ps_mode_free(struct ps_mode *s);
 
+/*
+ * What the mode asks of the service — its rules as questions, so the
+ * service never names a mode:
+ *
+ * ps_mode_holds_pulls: a pull may wait for other workers' pushes (sync,
+ * ssp). Such a mode expects every worker of the cluster from the start
+ * (one that never joins is given up after the join timeout), and a push
+ * it applies must be judged and applied under the service's lock, so no
+ * pull sees a worker's clock before its values. Without it (async) a push
+ * is applied outside that lock.
+ *
+ * ps_mode_in_steps: the workers move through common steps (sync): pushes
+ * add up to a step applied once complete, a push-and-pull answers the
+ * version after its step, a pull's answer carries the worker's slice of
+ * the step's global batch (so it is built under the service's lock), a
+ * worker joins from a step every shard agreed on, and a started step has
+ * a deadline.
+ *
+ * ps_mode_lends_messages: a step reads a gradient where it lies, in a
+ * message the service keeps until its answer (sync, ps_shard_accumulate's
+ * lend); a kept message that goes early must be given back first.
+ */
+int ps_mode_holds_pulls(const struct ps_mode *s);
+int ps_mode_in_steps(const struct ps_mode *s);
+int ps_mode_lends_messages(const struct ps_mode *s);
+
 /* A worker is expected from the start (live = 1), or left or died
  * (live = 0). Worker indices beyond n_workers grow the table (elastic
  * clusters). Shares of a step already handed out do not change. */

@@ -64,8 +64,9 @@ static int put_places(struct ps_store *st, const struct ps_gathered *g)
         return hc_err_set(HC_ERR_NOMEM, "out of memory");
     for (w = 0; w < g->n_workers; w++)
         if (g->places[w].known) {
-            recs[n].worker = (uint32_t)w;
-            recs[n++].place = g->places[w];
+            ps_record_begin(&recs[n], (uint32_t)w, PS_REQ_NONE, 0, 0);
+            ps_record_set_place(&recs[n++], 1, g->places[w].epoch,
+                                g->places[w].batches);
         }
     rv = n ? ps_store_apply(st, &g->info0.optim, NULL, 0, recs, n, NULL)
            : HC_OK;

@@ -7,13 +7,10 @@
  * validated by hc_wire_decode before anything reads it; a bad one is
  * answered with an Error naming the problem and counted as rejected, and
  * the shard goes on serving everyone else. Requests with an effect go
- * through the sender's record: a repeat of the last applied request id is
- * answered with the same reply bytes as the first time (counted as a
- * duplicate) and never applied again; an older id is refused as stale.
- * Pushes, joins and the rest keep records apart, so the re-join before a
- * re-sent request never makes that request look old (the records:
- * service_record.c; error and ack replies:
- * service_reply.c). What the shard says of its members and the cluster
+ * through the sender's record ("request R answered at version V",
+ * ps/record.h): a repeat of it is answered again from the record (counted
+ * as a duplicate) and never applied again; an older id is refused as
+ * stale (error and ack replies: service_reply.c). What the shard says of its members and the cluster
  * file re-read are in service_member.c; pulls and pushes as the mode
  * judges them in service_step.c (see service_impl.h, also for which lock
  * each path holds).
@@ -40,15 +37,36 @@
 #include "mode.h"
 #include "wire.h"
 
-/* Largest recorded reply kept in the store (an Ack). */
-#define PS_RECORD_MAX 4096
-
 /* What serve_worker leaves to do once s->mu is let go. */
 struct outside {
     int pull;                   /* answer a pull the mode allows */
     int push;                   /* apply an async push */
-    struct record prev;         /* its record before it (to put back) */
+    struct ps_record prev;      /* its record before it (to put back) */
 };
+
+/* The kind of record a request goes to; PS_REQ_NONE: it has no effect. */
+static enum ps_record_kind record_kind(Hetps__Envelope__PayloadCase c)
+{
+    switch (c) {
+    case HETPS__ENVELOPE__PAYLOAD_PUSH:
+        return PS_REQ_PUSH;
+    case HETPS__ENVELOPE__PAYLOAD_JOIN:
+        return PS_REQ_JOIN;
+    case HETPS__ENVELOPE__PAYLOAD_LEAVE:
+        return PS_REQ_LEAVE;
+    case HETPS__ENVELOPE__PAYLOAD_CREATE:
+        return PS_REQ_CREATE;
+    default:
+        return PS_REQ_NONE;
+    }
+}
+
+/* Which of a member's records a kind goes to (service_impl.h). */
+static struct ps_record *record_of(struct member *m, enum ps_record_kind k)
+{
+    return &m->rec[k == PS_REQ_PUSH ? REC_PUSH :
+                   k == PS_REQ_JOIN ? REC_JOIN : REC_OTHER];
+}
 
 /* Note a connection the member's process uses (the oldest forgotten when
  * all slots hold live ones). */
@@ -83,24 +101,19 @@ static int member_live_elsewhere(const struct member *m, uint32_t pipe)
 }
 
 /*
- * Requests from workers: check the sender, answer repeats from the record,
- * apply the rest. Called with s->mu held; returns the reply, or NULL with
- * *deferred (kept) or with work in *out to do without s->mu.
+ * Admission of a worker's request: the sender is in the cluster, only the
+ * chief creates, it has joined (but for a join) and its model is the one
+ * the variables were made with. Returns the refusal, or NULL with *mp the
+ * sender's member, seen now (its connection noted).
  */
-static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
-                             nng_msg *msg_in, hc_rpc_req *req, int *deferred,
-                             struct outside *out)
+static nng_msg *admit(struct ps_service *s, const struct hc_wire_msg *in,
+                      nng_msg *msg_in, struct member **mp)
 {
     const Hetps__Envelope *e = in->env;
     Hetps__Envelope__PayloadCase pc = e->payload_case;
     uint32_t w = e->sender->index;
     struct member *m;
-    struct record *rec;
-    struct answer_info info = { 0 };
-    uint64_t last;
-    nng_msg *reply = NULL;
     char text[512];
-    int rv;
 
     if (w >= (uint32_t)s->n_members || s->members[w].removed) {
         snprintf(text, sizeof text,
@@ -151,123 +164,230 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
     m->last_seen_ms = hc_now_ms();
     if (pc != HETPS__ENVELOPE__PAYLOAD_JOIN)
         member_pipe_add(m, hc_rpc_msg_pipe(msg_in));
-    rec = service_record_of(m->rec, pc);
-    last = rec->last_req;
-    if (pc == HETPS__ENVELOPE__PAYLOAD_JOIN &&
-        m->rec[SERVICE_REC_OTHER].last_req > last)
-        last = m->rec[SERVICE_REC_OTHER].last_req; /* a late join copy must
-                                                       not undo a leave */
-    if (service_record_is_effect(pc) && m->incarnation == e->incarnation &&
-        last) {
-        if (e->request_id == rec->last_req && rec->reply_len == 0) {
-            int i;
+    *mp = m;
+    return NULL;
+}
 
-            /* Still waiting (a kept push-and-pull): the re-send replaces
-             * the request its answer will go to. */
-            for (i = 0; i < s->n_pending; i++) {
-                struct pending *p = &s->pending[i];
+/*
+ * De-duplication: judge a request with an effect against the sender's
+ * record of its kind. Returns 0 for a new request (to act on); 1 when it
+ * is answered here: *reply from the record (a repeat), an error (stale,
+ * or an id of another kind), none (being answered: sent again later), or
+ * kept in place of its first copy (*deferred).
+ */
+static int deduplicate(struct ps_service *s, const struct hc_wire_msg *in,
+                       struct member *m, const struct ps_record *rec,
+                       nng_msg *msg_in, hc_rpc_req *req, int *deferred,
+                       nng_msg **reply)
+{
+    const Hetps__Envelope *e = in->env;
+    Hetps__Envelope__PayloadCase pc = e->payload_case;
+    enum ps_record_kind kind = record_kind(pc);
+    uint32_t w = e->sender->index;
+    char text[512];
 
-                if (p->worker == (int)w && p->is_push &&
-                    p->request_id == e->request_id) {
-                    hc_rpc_reply(p->req, NULL);
-                    service_free_kept(s, p->msg);
-                    p->req = req;
-                    p->msg = msg_in;
-                    *deferred = 1;
-                    m->duplicates++;
-                    s->duplicates++;
-                    return NULL;
-                }
+    *reply = NULL;
+    if (kind == PS_REQ_NONE || m->incarnation != e->incarnation)
+        return 0;
+    /* A join older than the last create or leave is a late copy: it must
+     * not undo a leave. */
+    if (kind == PS_REQ_JOIN && m->rec[REC_OTHER].request_id &&
+        m->rec[REC_OTHER].incarnation == e->incarnation &&
+        e->request_id < m->rec[REC_OTHER].request_id)
+        rec = &m->rec[REC_OTHER];
+    switch (ps_record_judge(rec, e->incarnation, e->request_id, kind)) {
+    case PS_JUDGE_NEW:
+        return 0;
+    case PS_JUDGE_IN_FLIGHT: {
+        int i;
+
+        m->duplicates++;
+        s->duplicates++;
+        /* Still waiting (a kept push-and-pull): the re-send replaces
+         * the request its answer will go to. Otherwise (being applied)
+         * no answer now: the worker sends it again. */
+        for (i = 0; i < s->n_pending; i++) {
+            struct pending *p = &s->pending[i];
+
+            if (p->worker == (int)w && p->is_push &&
+                p->request_id == e->request_id) {
+                hc_rpc_reply(p->req, NULL);
+                service_free_kept(s, p->msg);
+                p->req = req;
+                p->msg = msg_in;
+                *deferred = 1;
+                return 1;
             }
         }
-        if (rec->last_req && e->request_id == rec->last_req) {
-            m->duplicates++;
-            s->duplicates++;
-            hc_debug("worker:%u request %llu (%s) repeated: answered from the record",
-                     w, (unsigned long long)e->request_id,
-                     hc_wire_payload_name(pc));
-            if (rec->again)
-                return service_answer_again(s, in);
-            return service_record_replay(rec);
-        }
-        if (e->request_id < last) {
-            snprintf(text, sizeof text,
-                     "worker:%u request %llu is older than its last applied "
-                     "request %llu", w, (unsigned long long)e->request_id,
-                     (unsigned long long)last);
-            return service_error_reply(s, e->request_id,
-                                       HETPS__ERROR_CODE__E_STALE, text);
-        }
+        return 1;
     }
+    case PS_JUDGE_REPEAT:
+        m->duplicates++;
+        s->duplicates++;
+        hc_debug("worker:%u request %llu (%s) repeated: answered from the record",
+                 w, (unsigned long long)e->request_id,
+                 hc_wire_payload_name(pc));
+        /* A join's reply says how the shard is now; the rest are made
+         * again from what the record holds. */
+        *reply = rec->kind == PS_REQ_JOIN
+                     ? service_join_reply(s, (int)w, e->request_id)
+                     : service_answer_again(s, in, rec);
+        return 1;
+    case PS_JUDGE_STALE:
+        snprintf(text, sizeof text,
+                 "worker:%u request %llu is older than its last applied "
+                 "request %llu", w, (unsigned long long)e->request_id,
+                 (unsigned long long)rec->request_id);
+        *reply = service_error_reply(s, e->request_id,
+                                     HETPS__ERROR_CODE__E_STALE, text);
+        return 1;
+    case PS_JUDGE_OTHER_KIND:
+        snprintf(text, sizeof text,
+                 "worker:%u request %llu is a %s, but that id was its "
+                 "request of another kind: a request id names one "
+                 "request", w, (unsigned long long)e->request_id,
+                 hc_wire_payload_name(pc));
+        *reply = service_error_reply(s, e->request_id,
+                                     HETPS__ERROR_CODE__E_MALFORMED, text);
+        return 1;
+    }
+    return 0;
+}
 
+/* A join: a second live process under the worker's name is refused; a
+ * new incarnation (a restart) leaves the steps its old one was in; the
+ * worker takes part from the step the mode says. Returns the refusal, or
+ * NULL with *joined the join's reply. */
+static nng_msg *serve_join(struct ps_service *s, const struct hc_wire_msg *in,
+                           struct member *m, nng_msg *msg_in,
+                           nng_msg **joined)
+{
+    const Hetps__Envelope *e = in->env;
+    uint32_t w = e->sender->index;
+    char text[512];
+
+    if (m->incarnation != e->incarnation && m->state == M_JOINED &&
+        member_live_elsewhere(m, hc_rpc_msg_pipe(msg_in))) {
+        /* Its connection is still up: a second live process, not a
+         * restart. Its record (de-duplication) stays the first one's. */
+        hc_warn("refused worker:%u (incarnation %016llx, host %s, pid %u): "
+                "worker:%u is already joined by a live process "
+                "(incarnation %016llx)", w,
+                (unsigned long long)e->incarnation,
+                e->join->host ? e->join->host : "?",
+                e->join->has_pid ? e->join->pid : 0, w,
+                (unsigned long long)m->incarnation);
+        snprintf(text, sizeof text,
+                 "worker:%u is already joined to ps:%d by a live process "
+                 "(incarnation %016llx): a second process with the same "
+                 "task is refused; stop it or give it another --task",
+                 w, s->conf.shard, (unsigned long long)m->incarnation);
+        return service_error_reply(s, e->request_id,
+                                   HETPS__ERROR_CODE__E_TASK_IN_USE, text);
+    }
+    if (m->incarnation != e->incarnation)
+        memset(m->pipes, 0, sizeof m->pipes);
+    member_pipe_add(m, hc_rpc_msg_pipe(msg_in));
+    if (m->incarnation != e->incarnation) {
+        if (m->state == M_JOINED) {
+            hc_info("worker:%u restarted (incarnation %016llx → %016llx)", w,
+                    (unsigned long long)m->incarnation,
+                    (unsigned long long)e->incarnation);
+            /* The old process is gone (its connections are): it leaves
+             * the steps as if its heartbeat had timed out, so the new
+             * one joins them as any newcomer — the same way on every
+             * shard, whether or not a shard's heartbeat check had
+             * already marked the old one dead. (A shard that kept the
+             * old one in the open step while another had moved on
+             * made the newcomer's pull wait there for ever.) */
+            ps_mode_member(s->sync, (int)w, 0);
+            service_advance(s);
+        }
+        m->incarnation = e->incarnation;
+        for (int k = 0; k < N_REC; k++)
+            m->rec[k].request_id = 0;
+    }
+    if (m->state != M_JOINED)
+        hc_info("worker:%u joined (devices %s)", w,
+                e->join->devices ? e->join->devices : "?");
+    m->state = M_JOINED;
+    {
+        uint64_t v = ps_shard_version(s->shard),
+                 from = ps_mode_join(s->sync, (int)w, v);
+
+        if (ps_mode_in_steps(s->sync) && e->join->has_start_version &&
+            e->join->start_version > from) {
+            /* The step the worker's shards agreed on (Join): not
+             * counted in before it, as on the shard that saw it last. */
+            ps_mode_start_at(s->sync, (int)w, e->join->start_version);
+            from = e->join->start_version;
+            service_advance(s);
+        }
+        if (ps_mode_in_steps(s->sync))
+            hc_info("worker:%u takes part in sync steps from step %llu "
+                    "(this shard is at %llu)", w, (unsigned long long)from,
+                    (unsigned long long)v);
+    }
+    snprintf(m->devices, sizeof m->devices, "%s",
+             e->join->devices ? e->join->devices : "");
+    *joined = service_join_reply(s, (int)w, e->request_id);
+    return NULL;
+}
+
+/* A request with an effect answered (info) or kept to answer later
+ * (*deferred): the sender's record of its kind says so. */
+static void record_outcome(struct ps_service *s, const struct hc_wire_msg *in,
+                           struct member *m, struct ps_record *rec,
+                           int deferred, struct answer_info *info)
+{
+    const Hetps__Envelope *e = in->env;
+
+    if (ps_record_begin(rec, e->sender->index, record_kind(e->payload_case),
+                        e->incarnation, e->request_id))
+        m->requests++;
+    if (deferred)
+        return;
+    if (!info->valid) {
+        info->valid = 1;
+        info->version = ps_shard_version(s->shard);
+    }
+    service_record_answered(rec, info);
+}
+
+/*
+ * Requests from workers: admit the sender, answer repeats from the record,
+ * apply the rest. Called with s->mu held; returns the reply, or NULL with
+ * *deferred (kept) or with work in *out to do without s->mu.
+ */
+static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
+                             nng_msg *msg_in, hc_rpc_req *req, int *deferred,
+                             struct outside *out)
+{
+    const Hetps__Envelope *e = in->env;
+    Hetps__Envelope__PayloadCase pc = e->payload_case;
+    enum ps_record_kind kind = record_kind(pc);
+    uint32_t w = e->sender->index;
+    struct member *m = NULL;
+    struct ps_record *rec, prev;
+    struct answer_info info = { 0 };
+    nng_msg *reply;
+    char text[512];
+    int rv;
+
+    if ((reply = admit(s, in, msg_in, &m)) != NULL)
+        return reply;
+    rec = record_of(m, kind);
+    if (deduplicate(s, in, m, rec, msg_in, req, deferred, &reply))
+        return reply;
+    prev = *rec;
     switch (pc) {
-    case HETPS__ENVELOPE__PAYLOAD_JOIN:
-        if (m->incarnation != e->incarnation && m->state == M_JOINED &&
-            member_live_elsewhere(m, hc_rpc_msg_pipe(msg_in))) {
-            /* Its connection is still up: a second live process, not a
-             * restart. Its record (de-duplication) stays the first one's. */
-            hc_warn("refused worker:%u (incarnation %016llx, host %s, pid %u): "
-                    "worker:%u is already joined by a live process "
-                    "(incarnation %016llx)", w,
-                    (unsigned long long)e->incarnation,
-                    e->join->host ? e->join->host : "?",
-                    e->join->has_pid ? e->join->pid : 0, w,
-                    (unsigned long long)m->incarnation);
-            snprintf(text, sizeof text,
-                     "worker:%u is already joined to ps:%d by a live process "
-                     "(incarnation %016llx): a second process with the same "
-                     "task is refused; stop it or give it another --task",
-                     w, s->conf.shard, (unsigned long long)m->incarnation);
-            return service_error_reply(s, e->request_id,
-                                       HETPS__ERROR_CODE__E_TASK_IN_USE, text);
-        }
-        if (m->incarnation != e->incarnation)
-            memset(m->pipes, 0, sizeof m->pipes);
-        member_pipe_add(m, hc_rpc_msg_pipe(msg_in));
-        if (m->incarnation != e->incarnation) {
-            if (m->state == M_JOINED) {
-                hc_info("worker:%u restarted (incarnation %016llx → %016llx)", w,
-                        (unsigned long long)m->incarnation,
-                        (unsigned long long)e->incarnation);
-                /* The old process is gone (its connections are): it leaves
-                 * the steps as if its heartbeat had timed out, so the new
-                 * one joins them as any newcomer — the same way on every
-                 * shard, whether or not a shard's heartbeat check had
-                 * already marked the old one dead. (A shard that kept the
-                 * old one in the open step while another had moved on
-                 * made the newcomer's pull wait there for ever.) */
-                ps_mode_member(s->sync, (int)w, 0);
-                service_advance(s);
-            }
-            m->incarnation = e->incarnation;
-            for (int k = 0; k < SERVICE_RECORDS; k++)
-                m->rec[k].last_req = 0;
-        }
-        if (m->state != M_JOINED)
-            hc_info("worker:%u joined (devices %s)", w,
-                    e->join->devices ? e->join->devices : "?");
-        m->state = M_JOINED;
-        {
-            uint64_t v = ps_shard_version(s->shard),
-                     from = ps_mode_join(s->sync, (int)w, v);
+    case HETPS__ENVELOPE__PAYLOAD_JOIN: {
+        nng_msg *refused = serve_join(s, in, m, msg_in, &reply);
 
-            if (s->cl->mode == HC_MODE_SYNC && e->join->has_start_version &&
-                e->join->start_version > from) {
-                /* The step the worker's shards agreed on (Join): not
-                 * counted in before it, as on the shard that saw it last. */
-                ps_mode_start_at(s->sync, (int)w, e->join->start_version);
-                from = e->join->start_version;
-                service_advance(s);
-            }
-            if (s->cl->mode == HC_MODE_SYNC)
-                hc_info("worker:%u takes part in sync steps from step %llu "
-                        "(this shard is at %llu)", w, (unsigned long long)from,
-                        (unsigned long long)v);
-        }
-        snprintf(m->devices, sizeof m->devices, "%s",
-                 e->join->devices ? e->join->devices : "");
-        reply = service_join_reply(s, (int)w, e->request_id);
+        if (refused)
+            return refused;
         break;
+    }
     case HETPS__ENVELOPE__PAYLOAD_HEARTBEAT:
         return service_ack_reply(s, e->request_id);
     case HETPS__ENVELOPE__PAYLOAD_LEAVE:
@@ -296,8 +416,8 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         if (out->push) {
             /* Applied outside s->mu: the record says it is being answered
              * (a repeat meanwhile is not applied again). */
-            out->prev = *rec;
-            if (service_record_save(rec, e->request_id, NULL))
+            out->prev = prev;
+            if (ps_record_begin(rec, w, kind, e->incarnation, e->request_id))
                 m->requests++;
             return NULL;
         }
@@ -308,15 +428,8 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         return service_error_reply(s, e->request_id,
                                    HETPS__ERROR_CODE__E_MALFORMED, text);
     }
-    if (info.valid && reply) {
-        /* A push-and-pull answered at once: a large answer is recorded
-         * as answered, not copied. */
-        if (service_record_answer(s, (int)w, e->request_id, reply, &info))
-            m->requests++;
-    } else if ((reply || *deferred) && service_record_is_effect(pc) &&
-               service_record_save(rec, e->request_id, reply)) {
-        m->requests++;
-    }
+    if (kind != PS_REQ_NONE && (reply || *deferred))
+        record_outcome(s, in, m, rec, *deferred, &info);
     return reply;
 }
 
@@ -560,7 +673,7 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
         /* sync and ssp wait for every worker of the cluster from the start. */
         for (i = 0; i < s->n_members; i++) {
             s->members[i].expected_ms = s->start_ms;
-            if (s->cl->mode != HC_MODE_ASYNC)
+            if (ps_mode_holds_pulls(s->sync))
                 ps_mode_member(s->sync, i, 1);
         }
     }
@@ -569,23 +682,20 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
     if (rv != HC_OK)
         goto fail;
     {
-        /* The requests applied before a restart: a repeat of one is still
-         * answered from the record, never applied twice. */
-        unsigned char *buf = malloc(PS_RECORD_MAX);
+        /* The pushes applied before a restart: a repeat of one is still
+         * answered from its record, never applied twice. */
         int i, n = 0;
 
-        for (i = 0; buf && i < s->n_members; i++) {
+        for (i = 0; i < s->n_members; i++) {
             struct member *m = &s->members[i];
-            size_t len = 0;
+            struct ps_record r;
 
-            if (ps_shard_record(s->shard, i, &m->incarnation,
-                                &m->rec[0].last_req, buf, PS_RECORD_MAX,
-                                &len) != HC_OK)
+            if (ps_shard_record(s->shard, i, &r) != HC_OK || !r.request_id)
                 continue;
-            service_record_load(&m->rec[0], buf, len);
+            m->incarnation = r.incarnation;
+            m->rec[REC_PUSH] = r;
             n++;
         }
-        free(buf);
         hc_err_clear();
         if (n)
             hc_info("recovered the last applied request of %d worker(s)", n);
@@ -662,13 +772,10 @@ void ps_service_stop(struct ps_service *s)
     for (i = 0; i < s->n_pending; i++)
         nng_msg_free(s->pending[i].msg);   /* no step is applied after */
     free(s->pending);
+    free(s->step_recs);
     if (s->shard)
         ps_shard_close(s->shard);
     ps_mode_free(s->sync);
-    for (i = 0; s->members && i < s->n_members; i++) {
-        for (int k = 0; k < SERVICE_RECORDS; k++)
-            service_record_free(&s->members[i].rec[k]);
-    }
     free(s->members);
     if (s->stop_pipe[0] >= 0)
         close(s->stop_pipe[0]);

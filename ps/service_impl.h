@@ -4,9 +4,8 @@
  * contract is service.h.
  *
  *   service.c         decode, check the sender, de-duplicate against the
- *                     per-worker records, dispatch, reply; start, the
- *                     tick loop of ps_service_wait, stop
- *   service_record.c  the per-worker records (service_record.h)
+ *                     per-worker records (ps/record.h), dispatch, reply;
+ *                     start, the tick loop of ps_service_wait, stop
  *   service_reply.c   error and ack replies
  *   service_member.c  what the shard says of its members (join and status
  *                     replies), silent workers marked dead, and the
@@ -39,7 +38,7 @@
 #include "metrics.h"
 #include "rpc.h"
 #include "service.h"
-#include "service_record.h"
+#include "record.h"
 #include "shard.h"
 #include "mode.h"
 #include "tls.h"
@@ -50,12 +49,17 @@ enum member_state { M_NONE, M_JOINED, M_LEFT, M_DEAD };
 #define MEMBER_PIPES 4
 
 /* What the shard knows of one worker. */
+enum { REC_PUSH, REC_JOIN, REC_OTHER, N_REC };
+
 struct member {
     enum member_state state;
     uint64_t incarnation;       /* of the worker process last joined */
-    /* The last applied request and its reply: pushes, joins, the rest
-     * (service_record_of). */
-    struct record rec[SERVICE_RECORDS];
+    /* The records of its last requests with an effect, one per ordering:
+     * pushes (REC_PUSH: the optimizer's), joins, and the chief's create
+     * and a leave — kept apart so that the re-join before a re-sent push,
+     * create or leave (after a shard restart: a new, higher id) never
+     * makes that request look old. */
+    struct ps_record rec[N_REC];
     int64_t last_seen_ms;
     /* The connections its process's requests came on lately (join, pulls,
      * pushes, heartbeats: one socket each), 0 once gone. A member with any
@@ -63,11 +67,8 @@ struct member {
     uint32_t pipes[MEMBER_PIPES];
     char devices[128];
     uint64_t requests, duplicates;
-    /* Its last push-and-pull answer recorded without its bytes
-     * (rec[0].again): the version and extra it was built with, to build
-     * it again for a repeat. */
-    uint64_t again_version;
-    struct ps_pull_extra again_extra;
+    int in_step;                /* sync: its push (rec[REC_PUSH]) is in the open
+                                   step: recorded with the step's apply */
     int removed;                /* no longer in the cluster file */
     int64_t expected_ms;        /* sync/ssp: expected to join since then */
 };
@@ -79,7 +80,7 @@ struct pending {
     nng_msg *msg;
     int worker;
     int is_push;                /* push-and-pull: record the answer */
-    uint64_t request_id;
+    uint64_t request_id;        /* (and the sender's incarnation in msg) */
     uint64_t min_version, clock; /* what it waits for (see pull_wants) */
     double t0;                  /* when it was kept (metrics) */
 };
@@ -134,6 +135,8 @@ struct ps_service {
      * sweeps) waits on `applied` (service_lock_step). */
     enum { STEP_NONE, STEP_DUE, STEP_APPLYING } applying;
     uint64_t apply_total;       /* the due step's samples */
+    struct ps_record *step_recs; /* (n_members) the records of its pushes,
+                                    applied with it (service_unlock) */
     pthread_cond_t applied;
     void (*apply_hook)(void *); /* tests: ps_service_set_apply_hook */
     void *apply_hook_arg;
@@ -158,6 +161,11 @@ nng_msg *service_error_reply(struct ps_service *s, uint64_t id,
 /* An Ack to request `id` carrying the shard's version (NULL when it cannot
  * be built). */
 nng_msg *service_ack_reply(struct ps_service *s, uint64_t id);
+
+/* An Ack to request `id` answered at `version` (and `late`: the push came
+ * too late for its step). NULL when it cannot be built. */
+nng_msg *service_ack_at(struct ps_service *s, uint64_t id, uint64_t version,
+                        int late);
 
 /* ---- metrics (service_metrics.c) --------------------------------------- */
 
@@ -205,12 +213,17 @@ nng_msg *service_serve_pull(struct ps_service *s, const struct hc_wire_msg *in,
  * gradient of the open sync step lent from it. With s->mu. */
 void service_free_kept(struct ps_service *s, nng_msg *msg);
 
-/* What a push-and-pull's answer was built with (service_record_answer). */
+/* What a request was answered with, for its record: the version the
+ * answer named and, for values, what else it carried (the slice, late). */
 struct answer_info {
-    int valid;
-    uint64_t version;           /* the shard's version when built */
+    int valid;                  /* answered (not an error) */
+    uint64_t version;
     struct ps_pull_extra extra;
 };
+
+/* r's request was answered as `info` says. */
+void service_record_answered(struct ps_record *r,
+                             const struct answer_info *info);
 
 /* Answer a pull (or a push-and-pull's pull) now, from one store snapshot.
  * Without s->mu in async and ssp; with it in sync (the step's slice).
@@ -219,23 +232,19 @@ nng_msg *service_answer_pull(struct ps_service *s,
                              const struct hc_wire_msg *in, int late,
                              struct answer_info *info);
 
-/* Record `reply`, worker w's answer to push-and-pull `id` built with
- * `info`: a large one (a model's values) as answered, its bytes not
- * copied — a repeat gets service_answer_again; a small one as bytes.
- * Returns 1 when id is new. With s->mu. */
-int service_record_answer(struct ps_service *s, int w, uint64_t id,
-                          const nng_msg *reply, const struct answer_info *info);
-
-/* The answer to a repeat of worker's last push-and-pull recorded without
- * its bytes: made again with what it was built with while the shard is
- * at that version (the same bytes), else the values now (async; a sync
- * step that went on without this worker). With s->mu. */
+/* The answer to `in`, a repeat of the request r records (not a join's),
+ * made again from the record: a push-and-pull's values with what the
+ * answer carried while the shard is at the version it named (the same
+ * bytes), else the values now (async; a sync step that went on without
+ * this worker; a shard restarted since); otherwise an Ack at the version
+ * recorded. Nothing is applied. With s->mu. */
 nng_msg *service_answer_again(struct ps_service *s,
-                              const struct hc_wire_msg *in);
+                              const struct hc_wire_msg *in,
+                              const struct ps_record *r);
 
 /* A push: judged by the mode, then applied, added to the step, or counted
- * as late; a push-and-pull's values now (*reply, built with *info) or
- * later (*deferred). In
+ * as late; its answer now (*reply, answered as *info says: an Ack, or a
+ * push-and-pull's values) or later (*deferred). In
  * async an applied push is left to the caller (*outside set, HC_OK and no
  * reply): service_apply_outside once s->mu is let go. */
 int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
@@ -244,15 +253,16 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
                        struct answer_info *info);
 
 /* An async push left outside by service_serve_push, whose record the
- * caller marked as being answered (last_req = its id, no reply yet: a
- * repeat meanwhile goes unanswered and is sent again; *prev what the
- * record held before). Applies it by group commit (the
- * queued pushes in one store transaction, under s->wmu), then takes s->mu
- * to record the reply (or, on failure, put the record back).
- * Returns the reply: the Ack, or a push-and-pull's values. */
+ * caller marked as being answered (ps_record_begin: a repeat meanwhile
+ * goes unanswered and is sent again; *prev what the record held before).
+ * Applies it by group commit (the queued pushes in one store transaction,
+ * under s->wmu, each with its record), builds its answer (an Ack at the
+ * version after it, or a push-and-pull's values), then takes s->mu to
+ * record it as answered (or, on failure, put the record back).
+ * Returns the reply. */
 nng_msg *service_apply_outside(struct ps_service *s,
                                const struct hc_wire_msg *in,
-                               const struct record *prev);
+                               const struct ps_record *prev);
 
 /* Apply a complete synchronous step, then answer the pulls it frees. */
 void service_advance(struct ps_service *s);

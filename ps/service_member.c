@@ -67,7 +67,7 @@ static void fill_members(struct ps_service *s, struct member_list *ml)
         pm->has_clock = pm->has_samples_per_s = pm->has_share = pm->has_late = 1;
         ps_mode_worker(s->sync, i, &pm->clock, &pm->samples_per_s, &pm->share,
                        &pm->late, &pm->lag_ms);
-        pm->has_lag_ms = s->cl->mode == HC_MODE_SYNC;
+        pm->has_lag_ms = ps_mode_in_steps(s->sync);
         ps_shard_place(s->shard, i, &at);
         pm->has_epoch = pm->has_batches = at.known;
         pm->epoch = at.epoch;
@@ -171,7 +171,7 @@ nng_msg *service_join_reply(struct ps_service *s, int worker, uint64_t id)
     jr.has_epoch = jr.has_batches = at.known;
     jr.epoch = at.epoch;
     jr.batches = at.batches;
-    if (s->cl->mode == HC_MODE_SYNC &&
+    if (ps_mode_in_steps(s->sync) &&
         ps_mode_from(s->sync, worker) != UINT64_MAX) {
         jr.has_from_version = 1;
         jr.from_version = ps_mode_from(s->sync, worker);
@@ -277,7 +277,7 @@ void service_sweep_members(struct ps_service *s)
             ps_mode_member(s->sync, i, 0);
             changed = 1;
         } else if (m->state == M_NONE && !m->removed &&
-                   s->cl->mode != HC_MODE_ASYNC &&
+                   ps_mode_holds_pulls(s->sync) &&
                    now - m->expected_ms > s->conf.join_timeout_ms) {
             /* Expected from the start (sync, ssp); never came. */
             m->state = M_DEAD;
@@ -288,7 +288,7 @@ void service_sweep_members(struct ps_service *s)
             changed = 1;
         }
     }
-    if (s->cl->mode == HC_MODE_SYNC)
+    if (ps_mode_in_steps(s->sync))
         changed |= sweep_step(s, now);
     if (changed)
         service_advance(s);

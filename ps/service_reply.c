@@ -1,8 +1,8 @@
 /*
  * service_reply.c — the service's own short replies: an Error naming what
  * was wrong with a request (counted by reason in the metrics), and an Ack
- * carrying the shard's version. Replies with values are the shard's
- * (ps/shard.c).
+ * carrying a version (the shard's now, or the one a request was answered
+ * at). Replies with values are the shard's (ps/shard.c).
  */
 #include <stddef.h>
 
@@ -22,7 +22,8 @@ nng_msg *service_error_reply(struct ps_service *s, uint64_t id,
     return m;
 }
 
-nng_msg *service_ack_reply(struct ps_service *s, uint64_t id)
+nng_msg *service_ack_at(struct ps_service *s, uint64_t id, uint64_t version,
+                        int late)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__Ack ack = HETPS__ACK__INIT;
@@ -30,10 +31,16 @@ nng_msg *service_ack_reply(struct ps_service *s, uint64_t id)
 
     hc_wire_init_env(&env, &s->me, id);
     ack.has_version = 1;
-    ack.version = s->shard ? ps_shard_version(s->shard) : 0;
+    ack.version = version;
+    ack.has_late = ack.late = late != 0;
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_ACK;
     env.ack = &ack;
     if (hc_wire_encode(&m, &env, NULL, 0) != HC_OK)
         return NULL;
     return m;
+}
+
+nng_msg *service_ack_reply(struct ps_service *s, uint64_t id)
+{
+    return service_ack_at(s, id, s->shard ? ps_shard_version(s->shard) : 0, 0);
 }

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "clock.h"
 #include "err.h"
@@ -38,7 +39,7 @@ nng_msg *service_answer_pull(struct ps_service *s,
     int rv;
 
     extra.late = late;
-    if (s->cl->mode == HC_MODE_SYNC && has_gb &&
+    if (ps_mode_in_steps(s->sync) && has_gb &&
         e->sender->job == HETPS__JOB__JOB_WORKER) {
         extra.has_slice = 1;
         if (jb)
@@ -65,41 +66,75 @@ nng_msg *service_answer_pull(struct ps_service *s,
     return reply;
 }
 
-/* A push-and-pull answer of this size or more (a model's values: 40 MB
- * for each shard of a 20 M-parameter model) is not copied into the
- * record; a repeat, rare, is answered again from the store. */
-#define RECORD_BYTES_MAX ((size_t)1 << 20)
-
-int service_record_answer(struct ps_service *s, int w, uint64_t id,
-                          const nng_msg *reply, const struct answer_info *info)
+void service_record_answered(struct ps_record *r,
+                             const struct answer_info *info)
 {
-    struct member *m;
-
-    if (w < 0 || w >= s->n_members)
-        return 0;
-    m = &s->members[w];
-    if (reply && info && info->valid &&
-        nng_msg_len((nng_msg *)reply) >= RECORD_BYTES_MAX) {
-        m->again_version = info->version;
-        m->again_extra = info->extra;
-        return service_record_again(&m->rec[0], id);
+    ps_record_answered(r, info->version);
+    if (info->extra.late)
+        r->flags |= PS_REC_LATE;
+    if (info->extra.has_slice) {
+        r->flags |= PS_REC_SLICE;
+        r->slice_offset = info->extra.offset;
+        r->slice_count = info->extra.count;
     }
-    return service_record_save(&m->rec[0], id, reply);
+    r->job_batch = info->extra.job_batch;
+}
+
+/* The push record of worker w if it still names in's request (the worker
+ * may have joined again, or sent a newer one, meanwhile). With s->mu. */
+static struct ps_record *push_record(struct ps_service *s,
+                                     const struct hc_wire_msg *in)
+{
+    uint32_t w = in->env->sender->index;
+    struct ps_record *r;
+
+    if (w >= (uint32_t)s->n_members)
+        return NULL;
+    r = &s->members[w].rec[REC_PUSH];
+    if (r->incarnation != in->env->incarnation ||
+        r->request_id != in->env->request_id)
+        return NULL;
+    return r;
+}
+
+/* A push's request answered later (kept, or applied outside s->mu): its
+ * record says so, if it still names it. With s->mu. */
+static void record_later(struct ps_service *s, const struct hc_wire_msg *in,
+                         const struct answer_info *info)
+{
+    struct ps_record *r = push_record(s, in);
+
+    if (r && info->valid)
+        service_record_answered(r, info);
 }
 
 nng_msg *service_answer_again(struct ps_service *s,
-                              const struct hc_wire_msg *in)
+                              const struct hc_wire_msg *in,
+                              const struct ps_record *r)
 {
-    const struct member *m = &s->members[in->env->sender->index];
+    const Hetps__Envelope *e = in->env;
+    struct ps_pull_extra extra = { 0 };
     nng_msg *reply = NULL;
     int rv;
 
-    if (ps_shard_version(s->shard) != m->again_version)
-        return service_answer_pull(s, in, 0, NULL);
-    rv = ps_shard_answer_pull(s->shard, in, &s->me, &m->again_extra, &reply);
+    if (r->kind != PS_REQ_PUSH || e->push->n_ranges == 0)
+        return service_ack_at(s, e->request_id, r->version,
+                              r->flags & PS_REC_LATE);
+    /* Moved on, or a slice to give that the record does not hold (one
+     * read back after a restart): the values and the slice now. */
+    if (ps_shard_version(s->shard) != r->version ||
+        (!(r->flags & PS_REC_SLICE) && e->push->has_global_batch &&
+         ps_mode_in_steps(s->sync)))
+        return service_answer_pull(s, in, r->flags & PS_REC_LATE, NULL);
+    extra.late = (r->flags & PS_REC_LATE) != 0;
+    extra.has_slice = (r->flags & PS_REC_SLICE) != 0;
+    extra.offset = r->slice_offset;
+    extra.count = r->slice_count;
+    extra.job_batch = r->job_batch;
+    rv = ps_shard_answer_pull(s->shard, in, &s->me, &extra, &reply);
     if (rv != HC_OK)
-        return service_error_reply(s, in->env->request_id,
-                                   hc_wire_error_code(rv), hc_err_msg());
+        return service_error_reply(s, e->request_id, hc_wire_error_code(rv),
+                                   hc_err_msg());
     return reply;
 }
 
@@ -113,7 +148,7 @@ static void pull_wants(const struct ps_service *s, const struct hc_wire_msg *in,
     if (e->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH) {
         const Hetps__Push *p = e->push;
 
-        *min_version = s->cl->mode == HC_MODE_SYNC && p->has_base_version
+        *min_version = ps_mode_in_steps(s->sync) && p->has_base_version
                            ? p->base_version + 1 : 0;
         *clock = (p->has_clock ? p->clock : 0) + 1;
     } else {
@@ -131,12 +166,12 @@ static int pull_ready(struct ps_service *s, const struct hc_wire_msg *in)
                               min_version, clock, ps_shard_version(s->shard));
 }
 
-/* The open sync step's gradients lent from msg are copied into its sum
- * (msg is about to go). Only sync steps lend: other modes need not wait
- * for the writer. */
+/* The open step's gradients lent from msg are copied into its sum (msg
+ * is about to go). Only a mode that lends messages needs it: the others
+ * need not wait for the writer. */
 static void give_back(struct ps_service *s, nng_msg *msg)
 {
-    if (s->cl->mode != HC_MODE_SYNC)
+    if (!ps_mode_lends_messages(s->sync))
         return;
     pthread_mutex_lock(&s->wmu);
     ps_shard_unlend(s->shard, nng_msg_body(msg), nng_msg_len(msg));
@@ -195,8 +230,9 @@ nng_msg *service_serve_pull(struct ps_service *s, const struct hc_wire_msg *in,
                             int *outside)
 {
     if (pull_ready(s, in)) {
-        if (s->cl->mode != HC_MODE_SYNC) {
-            *outside = 1;       /* a snapshot: no need to hold s->mu */
+        if (!ps_mode_in_steps(s->sync)) {
+            /* A snapshot and no step's slice: no need to hold s->mu. */
+            *outside = 1;
             return NULL;
         }
         return service_answer_pull(s, in, 0, NULL);
@@ -232,10 +268,8 @@ static void serve_pending(struct ps_service *s)
             struct answer_info info;
 
             reply = service_answer_pull(s, &in, 0, &info);
-            if (p->is_push && reply &&
-                service_record_answer(s, p->worker, p->request_id, reply,
-                                      &info))
-                s->members[p->worker].requests++;
+            if (p->is_push)
+                record_later(s, &in, &info);
             hc_wire_msg_free(&in);
             service_metrics_request(s, p->is_push
                                            ? HETPS__ENVELOPE__PAYLOAD_PUSH
@@ -256,7 +290,7 @@ void service_advance(struct ps_service *s)
 {
     uint64_t total;
 
-    if (s->cl->mode == HC_MODE_SYNC && s->applying == STEP_NONE &&
+    if (ps_mode_in_steps(s->sync) && s->applying == STEP_NONE &&
         ps_mode_step_ready(s->sync, ps_shard_version(s->shard), &total)) {
         s->applying = STEP_DUE;
         s->apply_total = total;
@@ -271,6 +305,28 @@ void service_lock_step(struct ps_service *s)
         pthread_cond_wait(&s->applied, &s->mu);
 }
 
+/* The records of the pushes in the step about to be applied, into
+ * s->step_recs (none when it cannot be had: the step is applied all the
+ * same, and a re-send after a restart is judged by the mode). With s->mu. */
+static size_t step_records(struct ps_service *s)
+{
+    struct ps_record *r = realloc(s->step_recs,
+                                  (size_t)s->n_members * sizeof *r + 1);
+    size_t n = 0;
+    int i;
+
+    if (r)
+        s->step_recs = r;
+    for (i = 0; i < s->n_members; i++) {
+        struct member *m = &s->members[i];
+
+        if (r && m->in_step && m->rec[REC_PUSH].request_id)
+            r[n++] = m->rec[REC_PUSH];
+        m->in_step = 0;
+    }
+    return n;
+}
+
 void service_unlock(struct ps_service *s)
 {
     while (s->applying == STEP_DUE) {
@@ -278,6 +334,7 @@ void service_unlock(struct ps_service *s)
         void (*hook)(void *) = s->apply_hook;
         void *hook_arg = s->apply_hook_arg;
         double t0 = hc_now_s();
+        size_t n_recs = step_records(s);
         int rv;
 
         s->applying = STEP_APPLYING;
@@ -285,7 +342,7 @@ void service_unlock(struct ps_service *s)
         pthread_mutex_lock(&s->wmu);
         if (hook)
             hook(hook_arg);
-        rv = ps_shard_apply_step(s->shard, total);
+        rv = ps_shard_apply_step(s->shard, total, s->step_recs, n_recs);
         pthread_mutex_unlock(&s->wmu);
         hc_series_observe(s->met.apply, hc_now_s() - t0);
         if (rv != HC_OK)
@@ -353,6 +410,11 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
         hc_series_observe(s->met.staleness,
                           (double)(ps_shard_version(s->shard) -
                                    p->base_version));
+    /* A push alone is answered with an Ack at the shard's version now
+     * (ssp: the one after it). */
+    info->valid = 0;
+    info->version = ps_shard_version(s->shard);
+    memset(&info->extra, 0, sizeof info->extra);
     switch (v) {
     case PS_PUSH_APPLY: {
         double t0 = hc_now_s();
@@ -360,12 +422,12 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
         /* async: no bound ties a pull to this push; apply it outside s->mu.
          * ssp: the clock just counted must not be seen before the values,
          * so the apply stays under s->mu. */
-        if (s->cl->mode == HC_MODE_ASYNC) {
+        if (!ps_mode_holds_pulls(s->sync)) {
             *outside = 1;
             return HC_OK;
         }
         pthread_mutex_lock(&s->wmu);
-        rv = ps_shard_serve(s->shard, in, &s->me, NULL, reply);
+        rv = ps_shard_push(s->shard, in, &info->version);
         pthread_mutex_unlock(&s->wmu);
         hc_series_observe(s->met.apply, hc_now_s() - t0);
         if (rv == HC_OK)
@@ -379,24 +441,26 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
         rv = ps_shard_accumulate(s->shard, in, and_pull);
         pthread_mutex_unlock(&s->wmu);
         lent = rv == HC_OK && and_pull;
-        if (rv == HC_OK && !and_pull)
-            rv = ps_shard_ack(s->shard, in, &s->me, 0, reply);
+        if (rv == HC_OK)
+            s->members[w].in_step = 1;
         service_advance(s);
         break;
     case PS_PUSH_LATE:
         late = 1;
-        rv = and_pull ? HC_OK : ps_shard_ack(s->shard, in, &s->me, 1, reply);
+        info->extra.late = 1;
+        rv = HC_OK;
         break;
     default:
         return HC_ERR_STALE;
     }
-    if (rv != HC_OK || !and_pull)
+    if (rv != HC_OK)
         return rv;
-    /* Push-and-pull: the values the mode allows next, now or later. */
-    if (*reply) {
-        nng_msg_free(*reply);
-        *reply = NULL;
+    if (!and_pull) {
+        info->valid = 1;
+        *reply = service_ack_at(s, in->env->request_id, info->version, late);
+        return HC_OK;
     }
+    /* Push-and-pull: the values the mode allows next, now or later. */
     if (late || pull_ready(s, in)) {
         *reply = service_answer_pull(s, in, late, info);
         rv = HC_OK;
@@ -423,10 +487,11 @@ struct group_wait {
  * Apply an async push by group commit: queue it; the first waiter to find
  * no commit running takes up to GROUP_MAX queued pushes, applies them in
  * one store transaction under s->wmu, hands each its result and wakes the
- * rest. Every push is committed before its Ack leaves. *reply: the Ack.
+ * rest. Every push is committed before its answer leaves. *version: the
+ * version after it.
  */
 static int group_apply(struct ps_service *s, const struct hc_wire_msg *in,
-                       nng_msg **reply)
+                       uint64_t *version)
 {
     struct group_wait me = { .item = { .in = in } };
 
@@ -453,7 +518,7 @@ static int group_apply(struct ps_service *s, const struct hc_wire_msg *in,
             s->qtail = &s->qhead;
         pthread_mutex_unlock(&s->qmu);
         pthread_mutex_lock(&s->wmu);
-        ps_shard_push_group(s->shard, items, (size_t)n, &s->me);
+        ps_shard_push_group(s->shard, items, (size_t)n);
         pthread_mutex_unlock(&s->wmu);
         pthread_mutex_lock(&s->qmu);
         for (i = 0; i < n; i++) {
@@ -466,35 +531,23 @@ static int group_apply(struct ps_service *s, const struct hc_wire_msg *in,
     pthread_mutex_unlock(&s->qmu);
     if (me.item.rv != HC_OK)
         return hc_err_set(me.item.rv, "%s", me.item.err);
-    *reply = me.item.reply;
+    *version = me.item.version;
     return HC_OK;
-}
-
-/* Worker w's push record, if w is still the member that sent `in`. */
-static struct record *push_record(struct ps_service *s,
-                                  const struct hc_wire_msg *in)
-{
-    uint32_t w = in->env->sender->index;
-
-    if (w >= (uint32_t)s->n_members ||
-        s->members[w].incarnation != in->env->incarnation ||
-        s->members[w].rec[0].last_req != in->env->request_id)
-        return NULL;
-    return &s->members[w].rec[0];
 }
 
 nng_msg *service_apply_outside(struct ps_service *s,
                                const struct hc_wire_msg *in,
-                               const struct record *prev)
+                               const struct ps_record *prev)
 {
     int and_pull = in->env->push->n_ranges > 0, rv;
     uint32_t w = in->env->sender->index;
-    struct record *rec;
+    struct ps_record *rec;
     struct answer_info info = { 0 };
     nng_msg *reply = NULL;
+    uint64_t version = 0;
     double t0 = hc_now_s();
 
-    rv = group_apply(s, in, &reply);
+    rv = group_apply(s, in, &version);
     hc_series_observe(s->met.apply, hc_now_s() - t0);
     if (rv != HC_OK) {
         nng_msg *err = service_error_reply(s, in->env->request_id,
@@ -504,22 +557,26 @@ nng_msg *service_apply_outside(struct ps_service *s,
         /* Nothing applied: the record says what it said before. */
         pthread_mutex_lock(&s->mu);
         if ((rec = push_record(s, in)) != NULL) {
-            rec->last_req = prev->last_req;
-            rec->reply_len = prev->reply_len;
-            rec->again = prev->again;
+            *rec = *prev;
             s->members[w].requests--;
         }
         pthread_mutex_unlock(&s->mu);
         return err;
     }
-    if (and_pull) {
-        /* Async answers every pull at once: the values after this push. */
-        nng_msg_free(reply);
+    /* Async answers every pull at once: the values after this push. */
+    if (and_pull)
         reply = service_answer_pull(s, in, 0, &info);
+    else
+        reply = service_ack_at(s, in->env->request_id, version, 0);
+    if (!info.valid) {
+        /* An Ack, or values that could not be read: the push is applied
+         * all the same, and a repeat is answered from version on. */
+        memset(&info, 0, sizeof info);
+        info.valid = 1;
+        info.version = version;
     }
     pthread_mutex_lock(&s->mu);
-    if ((rec = push_record(s, in)) != NULL && reply)
-        service_record_answer(s, (int)w, in->env->request_id, reply, &info);
+    record_later(s, in, &info);
     serve_pending(s);
     pthread_mutex_unlock(&s->mu);
     return reply;

@@ -553,46 +553,49 @@ static int check_push(struct ps_shard *sh, const struct hc_wire_msg *in,
     return HC_OK;
 }
 
-static int serve_push(struct ps_shard *sh, const struct hc_wire_msg *in,
-                      const struct hc_sender *me, nng_msg **reply)
+int ps_shard_push(struct ps_shard *sh, const struct hc_wire_msg *in,
+                  uint64_t *version)
 {
     struct ps_push_item it = { .in = in };
 
-    ps_shard_push_group(sh, &it, 1, me);
+    ps_shard_push_group(sh, &it, 1);
     if (it.rv != HC_OK)
         return hc_err_set(it.rv, "%s", it.err);
-    *reply = it.reply;
+    *version = it.version;
     return HC_OK;
 }
 
-/* The record of push `in` answered by `reply`, kept with its update. */
-static void push_record(const struct hc_wire_msg *in, const nng_msg *reply,
-                        struct ps_record *rec)
+/* A push applied at once, answered with an Ack at the version after it. */
+static int serve_push(struct ps_shard *sh, const struct hc_wire_msg *in,
+                      const struct hc_sender *me, nng_msg **reply)
+{
+    uint64_t version;
+    int rv = ps_shard_push(sh, in, &version);
+
+    if (rv != HC_OK)
+        return rv;
+    return ack_with(sh, in, me, version, NULL, 0, NULL, NULL, reply);
+}
+
+/* The record of push `in`, written with its update. */
+static void push_record(const struct hc_wire_msg *in, struct ps_record *rec)
 {
     const Hetps__Envelope *e = in->env;
 
-    rec->worker = e->sender->index;
-    rec->incarnation = e->incarnation;
-    rec->request_id = e->request_id;
-    rec->reply = nng_msg_body((nng_msg *)reply);
-    rec->reply_len = (uint32_t)nng_msg_len((nng_msg *)reply);
-    rec->place.known = e->push->has_epoch && e->push->has_batches;
-    rec->place.epoch = e->push->epoch;
-    rec->place.batches = e->push->batches;
+    ps_record_begin(rec, e->sender->index, PS_REQ_PUSH, e->incarnation,
+                    e->request_id);
+    ps_record_set_place(rec, e->push->has_epoch && e->push->has_batches,
+                        e->push->epoch, e->push->batches);
 }
 
 static void item_fail(struct ps_push_item *it, int rv)
 {
     it->rv = rv;
     snprintf(it->err, sizeof it->err, "%s", hc_err_msg());
-    if (it->reply) {
-        nng_msg_free(it->reply);
-        it->reply = NULL;
-    }
 }
 
 void ps_shard_push_group(struct ps_shard *sh, struct ps_push_item *items,
-                         size_t n, const struct hc_sender *me)
+                         size_t n)
 {
     struct ps_update *u = NULL;
     struct ps_apply *g = NULL;
@@ -603,7 +606,7 @@ void ps_shard_push_group(struct ps_shard *sh, struct ps_push_item *items,
 
     for (k = 0; k < n; k++) {
         items[k].rv = HC_OK;
-        items[k].reply = NULL;
+        items[k].version = 0;
         items[k].err[0] = 0;
         total += items[k].in->n_tensors;
     }
@@ -631,14 +634,9 @@ void ps_shard_push_group(struct ps_shard *sh, struct ps_push_item *items,
             item_fail(it, rv);
             continue;
         }
-        /* The reply is recorded with the update, so build it first: the
-         * version after this push's step of the group. */
-        if ((rv = ack_with(sh, it->in, me, step + n_g + 1, NULL, 0, NULL,
-                           NULL, &it->reply)) != HC_OK) {
-            item_fail(it, rv);
-            continue;
-        }
-        push_record(it->in, it->reply, &recs[n_g]);
+        /* Each push is a step of the group: its version the one after. */
+        it->version = step + n_g + 1;
+        push_record(it->in, &recs[n_g]);
         g[n_g].u = u + at;
         g[n_g].n = it->in->n_tensors;
         g[n_g].recs = &recs[n_g];
@@ -711,7 +709,8 @@ void ps_shard_unlend(struct ps_shard *sh, const void *body, size_t len)
             take_lent(sh, b);
 }
 
-int ps_shard_apply_step(struct ps_shard *sh, uint64_t total)
+int ps_shard_apply_step(struct ps_shard *sh, uint64_t total,
+                        const struct ps_record *recs, size_t n_recs)
 {
     uint32_t b;
     int rv;
@@ -732,7 +731,7 @@ int ps_shard_apply_step(struct ps_shard *sh, uint64_t total)
         }
     }
     rv = ps_store_apply(sh->store, &sh->optim, sh->updates, sh->n_blocks,
-                        NULL, 0, NULL);
+                        recs, n_recs, NULL);
     memset(sh->acc_used, ACC_NONE, sh->n_blocks);
     memset(sh->lent, 0, sh->n_blocks * sizeof *sh->lent);
     return rv;
@@ -747,22 +746,6 @@ int ps_shard_answer_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
         return hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables yet",
                           sh->index);
     return serve_pull(sh, in, me, extra, reply);
-}
-
-int ps_shard_ack(struct ps_shard *sh, const struct hc_wire_msg *in,
-                 const struct hc_sender *me, int late, nng_msg **reply)
-{
-    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
-    Hetps__Ack ack = HETPS__ACK__INIT;
-
-    hc_wire_init_env(&env, me, in->env->request_id);
-    ack.has_version = 1;
-    ack.version = ps_store_step(sh->store);
-    ack.has_late = late != 0;
-    ack.late = late != 0;
-    env.payload_case = HETPS__ENVELOPE__PAYLOAD_ACK;
-    env.ack = &ack;
-    return hc_wire_encode(reply, &env, NULL, 0);
 }
 
 int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
@@ -787,11 +770,9 @@ int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
     }
 }
 
-int ps_shard_record(struct ps_shard *sh, int w, uint64_t *incarnation,
-                    uint64_t *request_id, void *reply, size_t cap, size_t *len)
+int ps_shard_record(struct ps_shard *sh, int w, struct ps_record *out)
 {
-    return ps_store_record_get(sh->store, (uint32_t)w, incarnation, request_id,
-                               reply, cap, len);
+    return ps_store_record_get(sh->store, (uint32_t)w, out);
 }
 
 void ps_shard_place(struct ps_shard *sh, int w, struct ps_place *at)

@@ -4,10 +4,10 @@
  * optimizer (ps/optimizer.h). Knows the wire's envelopes, not the network.
  *
  * Threads: pulls (ps_shard_answer_pull, ps_shard_serve of a Pull),
- * ps_shard_version, ps_shard_ack, ps_shard_place and ps_shard_record may
- * run on any number of threads at once, beside one writer: create, push
- * (ps_shard_serve of those), ps_shard_push_group, ps_shard_accumulate and
- * ps_shard_apply_step
+ * ps_shard_version, ps_shard_place and ps_shard_record may run on any
+ * number of threads at once, beside one writer: create, push
+ * (ps_shard_serve of those), ps_shard_push, ps_shard_push_group,
+ * ps_shard_accumulate and ps_shard_apply_step
  * share the shard's scratch and must be serialised by the caller.
  * ps_shard_open and ps_shard_close run alone.
  */
@@ -31,11 +31,10 @@ int ps_shard_open(struct ps_shard **out, const char *dir, int shard,
                   int n_shards, int durability, unsigned sync_ms,
                   int apply_threads);
 
-/* The last request the store recorded for worker w (after a restart: so a
- * repeat is still recognised). HC_ERR_NOTFOUND when none. */
-int ps_shard_record(struct ps_shard *sh, int w, uint64_t *incarnation,
-                    uint64_t *request_id, void *reply, size_t cap,
-                    size_t *len);
+/* The record of the last push the store applied for worker w (after a
+ * restart: so a repeat is still answered from it). HC_ERR_NOTFOUND when
+ * none. */
+int ps_shard_record(struct ps_shard *sh, int w, struct ps_record *out);
 
 /* Worker w's place in its data, recorded with its last applied push
  * (at->known = 0 when none; sh may be NULL; a damaged record is logged
@@ -51,28 +50,37 @@ struct ps_pull_extra {
     uint32_t job_batch;         /* sync: the job's global batch (0: none) */
 };
 
-/* Serve a create, pull or push (applied at once). `extra` (may be NULL)
- * adds to a pull's answer. On success *reply is the answer (owned by the
- * caller); on failure returns a code with the reason in hc_err_msg(). */
+/* Serve a create, pull or push (applied at once, answered with an Ack at
+ * the version after it). `extra` (may be NULL) adds to a pull's answer.
+ * On success *reply is the answer (owned by the caller); on failure
+ * returns a code with the reason in hc_err_msg(). */
 int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
                    const struct hc_sender *me,
                    const struct ps_pull_extra *extra, nng_msg **reply);
 
-/* One push of a group (ps_shard_push_group): `in` given; reply, rv and
+/* Apply one push at once, recorded as answered at *version, the version
+ * after it (ps_shard_push_group of one). The caller builds its reply. */
+int ps_shard_push(struct ps_shard *sh, const struct hc_wire_msg *in,
+                  uint64_t *version);
+
+/* One push of a group (ps_shard_push_group): `in` given; version, rv and
  * err (rv's message) filled. */
 struct ps_push_item {
     const struct hc_wire_msg *in;
-    nng_msg *reply;             /* the Ack (owned by the caller) */
+    uint64_t version;           /* the version after this push's step */
     int rv;                     /* HC_OK, or why this push was not applied */
     char err[512];
 };
 
 /* Group commit: apply the pushes items[0 .. n) as consecutive steps in one
- * store transaction (ps_store_apply_group), each recorded with its Ack.
- * A push that fails its checks is left out (its rv and err set); when the
- * transaction fails, none is applied and each carries the error. */
+ * store transaction (ps_store_apply_group), each with its record ("request
+ * R of worker W, incarnation I, answered at the version after its step",
+ * and the worker's place). Builds no reply: the caller answers each push
+ * (an Ack at its version, or a push-and-pull's values). A push that fails
+ * its checks is left out (its rv and err set); when the transaction fails,
+ * none is applied and each carries the error. */
 void ps_shard_push_group(struct ps_shard *sh, struct ps_push_item *items,
-                         size_t n, const struct hc_sender *me);
+                         size_t n);
 
 /* Synchronous steps: add a push (mean gradient of `samples` samples) to the
  * step's sum, weighted by samples. Checks the tensors as a push would.
@@ -88,18 +96,17 @@ int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in,
 void ps_shard_unlend(struct ps_shard *sh, const void *body, size_t len);
 
 /* Apply the step's sum divided by `total` samples (its sample-weighted
- * mean) with the optimizer in one store transaction; clears the sum. */
-int ps_shard_apply_step(struct ps_shard *sh, uint64_t total);
+ * mean) with the optimizer in one store transaction, with the records of
+ * the pushes in it (recs[0 .. n_recs), made by ps_record_begin: answered
+ * at the version after the step); clears the sum. */
+int ps_shard_apply_step(struct ps_shard *sh, uint64_t total,
+                        const struct ps_record *recs, size_t n_recs);
 
 /* The pull answer (values of the requested ranges, version, `extra`) to a
  * Pull, or to a Push that carries ranges (push-and-pull). */
 int ps_shard_answer_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
                          const struct hc_sender *me,
                          const struct ps_pull_extra *extra, nng_msg **reply);
-
-/* An Ack for `in` carrying the shard's version (and `late`). */
-int ps_shard_ack(struct ps_shard *sh, const struct hc_wire_msg *in,
-                 const struct hc_sender *me, int late, nng_msg **reply);
 
 /* Updates applied so far (the shard's global step). */
 uint64_t ps_shard_version(const struct ps_shard *sh);

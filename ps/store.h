@@ -31,12 +31,11 @@
  *              + length float32 values.
  *   "slots"    (u32 BE slot, u32 BE local block) → ps_block_hdr + floats
  *              (Adam: slot 0 = m, slot 1 = v; momentum: slot 0 = v).
- *   "records"  u32 BE worker task index → 32-byte header (u64
- *              incarnation, u64 request id, u64 step after the apply,
- *              u32 reply length, u32 flags), then when flags bit 0 is set
- *              the worker's place (u32 epoch, u32 batches done), then the
- *              cached reply bytes. (Records without a place — flags 0 —
- *              are those of format 1's first release and still read.)
+ *   "records"  u32 BE worker task index → struct ps_record (record.h)
+ *              as it is: 56 bytes opening with its magic and format,
+ *              "request R of worker W, incarnation I, answered at version
+ *              V" and the worker's place. Records of format 1 (a 32-byte
+ *              header, the place, the reply's bytes) are still read.
  *
  * Format 1 (hetps before the typed settings) kept "optimizer" as JSON
  * text: a writable open converts such a store to format 2 in its first
@@ -70,11 +69,11 @@
 
 #include "layout.h"
 #include "optim_conf.h"
+#include "record.h"
 
 #define PS_STORE_MAGIC  "HETPSDB"
 #define PS_STORE_FORMAT 2u
 #define PS_STORE_FORMAT_JSON_OPTIM 1u   /* older: converted on open */
-#define PS_STORE_MAX_REPLY 4096u    /* bytes of a record's cached reply */
 #define PS_STORE_MAX_SLOTS 2
 
 struct ps_store;
@@ -165,16 +164,6 @@ struct ps_update {
 struct ps_place {
     int known;
     uint32_t epoch, batches;
-};
-
-/* The request an apply answers, recorded in the same transaction. */
-struct ps_record {
-    uint32_t worker;            /* worker task index */
-    uint64_t incarnation;       /* the worker's incarnation */
-    uint64_t request_id;
-    const void *reply;          /* reply_len bytes to answer a repeat */
-    uint32_t reply_len;         /* <= PS_STORE_MAX_REPLY */
-    struct ps_place place;      /* the worker's place after this request */
 };
 
 /* One block (or part of it) to read with ps_store_read. */
@@ -308,7 +297,8 @@ int ps_store_read_block(struct ps_store *s, uint32_t local, float *dst,
  * Apply one optimizer step in one write transaction: for each update, read
  * the block's parameters and slots, run ps_optim_apply(c, step, …) into
  * MDB_RESERVE'd space of the new values, store their CRCs; then, when
- * n > 0, add 1 to the step; write each record (n_recs, may be 0); commit.
+ * n > 0, add 1 to the step; write each record (n_recs, may be 0; made by
+ * ps_record_begin), answered at the step after the apply; commit.
  * On MDB_MAP_FULL the map is doubled (up to map_max) and the transaction
  * run again. *new_step (may be NULL) receives the step after the apply.
  *
@@ -317,8 +307,8 @@ int ps_store_read_block(struct ps_store *s, uint32_t local, float *dst,
  * A block may appear once per apply. Allocation-free in steady state
  * (LMDB's own page buffers aside).
  * Errors, with nothing applied: HC_ERR_NOTFOUND (not initialised),
- * HC_ERR_INVAL (bad block, length, duplicate block, record), HC_ERR_LIMIT
- * (reply too long), HC_ERR_CONFIG (c fails hc_optim_validate),
+ * HC_ERR_INVAL (bad block, length, duplicate block, a record not made by
+ * ps_record_begin), HC_ERR_CONFIG (c fails hc_optim_validate),
  * HC_ERR_MISMATCH (c needs more slots), HC_ERR_MAPFULL
  * (the map is at map_max: the message names the directory and the limit
  * to raise), HC_ERR_STORE, HC_ERR_IO (sync failed after commit — the
@@ -348,16 +338,14 @@ int ps_store_apply_group(struct ps_store *s, const struct hc_optim_conf *c,
                          const struct ps_apply *g, size_t n_g,
                          uint64_t *new_step);
 /*
- * The last request recorded for `worker`: its incarnation, request id and
- * cached reply (copied into reply[0 .. *reply_len); reply may be NULL when
- * cap is 0). Any out-pointer may be NULL.
+ * The last request recorded for `worker` into *out: who sent it, its id,
+ * the version it was answered at and the worker's place (a format-1
+ * record read as this format).
  * Errors: HC_ERR_NOTFOUND (nothing recorded for this worker),
- * HC_ERR_LIMIT (cap smaller than the reply; *reply_len says how much),
- * HC_ERR_STORE.
+ * HC_ERR_STORE (a damaged record).
  */
 int ps_store_record_get(struct ps_store *s, uint32_t worker,
-                        uint64_t *incarnation, uint64_t *request_id,
-                        void *reply, size_t cap, size_t *reply_len);
+                        struct ps_record *out);
 
 /* The worker's place in its data recorded with its last request (at->known
  * = 0 when there is no record or it has no place). Errors: HC_ERR_STORE

@@ -312,17 +312,12 @@ static int apply_check(struct ps_store *s, const struct hc_optim_conf *c,
                               "in one apply", s->dir, l);
         s->seen[l] = s->seen_gen;
     }
-    for (size_t i = 0; i < n_recs; i++) {
-        if (recs[i].reply_len > PS_STORE_MAX_REPLY)
-            return hc_err_set(HC_ERR_LIMIT, "store %s: the reply recorded for "
-                              "worker %u has %u bytes; at most %u are kept",
-                              s->dir, recs[i].worker, recs[i].reply_len,
-                              PS_STORE_MAX_REPLY);
-        if (recs[i].reply_len && !recs[i].reply)
-            return hc_err_set(HC_ERR_INVAL, "store %s: record for worker %u "
-                              "has a length but no reply", s->dir,
+    for (size_t i = 0; i < n_recs; i++)
+        if (recs[i].magic != PS_RECORD_MAGIC ||
+            recs[i].format != PS_RECORD_FORMAT)
+            return hc_err_set(HC_ERR_INVAL, "store %s: record %zu (worker %u) "
+                              "was not made by ps_record_begin", s->dir, i,
                               recs[i].worker);
-    }
     return HC_OK;
 }
 

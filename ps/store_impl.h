@@ -141,7 +141,7 @@ int store_get_block(struct ps_store *s, MDB_txn *txn, MDB_dbi dbi,
 
 /* ---- store_record.c ---------------------------------------------------- */
 
-/* Write r (replacing the worker's last record) in txn, stamped with
+/* Write r (replacing the worker's last record) in txn, answered at
  * `step`, the step after the apply it answers. */
 int store_record_put(struct ps_store *s, MDB_txn *txn,
                      const struct ps_record *r, uint64_t step);

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -132,6 +133,88 @@ static void decode_one(void *arg, int i)
                                   &c->dec[i]); /* failed: stays empty */
 }
 
+/* A call to some shards only: call index k is shard idx[k]. */
+struct some {
+    struct pc_client *c;
+    int *idx;
+};
+
+static int remake_some(void *arg, int k, nng_msg **out)
+{
+    const struct some *sm = arg;
+
+    return sm->c->remake(sm->c->remake_arg, sm->idx[k], out);
+}
+
+/*
+ * Send c->reqs to their shards at once and wait for the replies, in
+ * c->replies and c->errs by shard. A shard without a request (a pull or
+ * a push skips one that holds no block of the model) is not called and
+ * gets no reply.
+ */
+static int call_shards(struct pc_client *c, int timeout_ms)
+{
+    nng_msg **reqs = NULL, **replies = NULL;
+    int *idx = NULL, *peers = NULL, *errs = NULL, n = 0, i, rv;
+    struct some sm = { c, NULL };
+
+    for (i = 0; i < c->n; i++)
+        n += c->reqs[i] != NULL;
+    if (n == c->n) {
+        if (c->remake)
+            return hc_rpc_call_all_remade(c->rpc, c->n, c->peers, c->reqs,
+                                          c->remake, c->remake_arg,
+                                          c->replies, c->errs, timeout_ms);
+        return hc_rpc_call_all_kept(c->rpc, c->n, c->peers, c->reqs,
+                                    c->replies, c->errs, timeout_ms);
+    }
+    for (i = 0; i < c->n; i++) {
+        c->replies[i] = NULL;
+        c->errs[i] = HC_OK;
+    }
+    if (n == 0)
+        return HC_OK;
+    idx = calloc((size_t)n, sizeof *idx);
+    peers = calloc((size_t)n, sizeof *peers);
+    errs = calloc((size_t)n, sizeof *errs);
+    reqs = calloc((size_t)n, sizeof *reqs);
+    replies = calloc((size_t)n, sizeof *replies);
+    if (!idx || !peers || !errs || !reqs || !replies) {
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
+        if (c->remake)          /* as a call would have: taken */
+            client_free_reqs(c);
+        goto out;
+    }
+    for (i = 0, n = 0; i < c->n; i++) {
+        if (!c->reqs[i])
+            continue;
+        idx[n] = i;
+        peers[n] = c->peers[i];
+        reqs[n++] = c->reqs[i];
+    }
+    sm.idx = idx;
+    if (c->remake) {
+        rv = hc_rpc_call_all_remade(c->rpc, n, peers, reqs, remake_some, &sm,
+                                    replies, errs, timeout_ms);
+        for (i = 0; i < n; i++)
+            c->reqs[idx[i]] = reqs[i];      /* taken: NULL */
+    } else {
+        rv = hc_rpc_call_all_kept(c->rpc, n, peers, reqs, replies, errs,
+                                  timeout_ms);
+    }
+    for (i = 0; i < n; i++) {
+        c->replies[idx[i]] = replies[i];
+        c->errs[idx[i]] = errs[i];
+    }
+out:
+    free(idx);
+    free(peers);
+    free(errs);
+    free(reqs);
+    free(replies);
+    return rv;
+}
+
 /*
  * Send c->reqs[0..n) to every shard at once; decode each reply into
  * c->dec[i] and check it answers request `id` with payload `want`.
@@ -151,13 +234,7 @@ static int exchange(struct pc_client *c, const uint64_t *ids,
         c->copies[i] = c->remake ? NULL : c->reqs[i];
         c->copy_ok[i] = c->reqs[i] != NULL;
     }
-    if (c->remake)
-        rv = hc_rpc_call_all_remade(c->rpc, c->n, c->peers, c->reqs,
-                                    c->remake, c->remake_arg, c->replies,
-                                    c->errs, timeout_ms);
-    else
-        rv = hc_rpc_call_all_kept(c->rpc, c->n, c->peers, c->reqs,
-                                  c->replies, c->errs, timeout_ms);
+    rv = call_shards(c, timeout_ms);
     for (i = 0; i < c->n; i++)
         c->reqs[i] = NULL;
     if (rv == HC_OK && c->hook) {

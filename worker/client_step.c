@@ -55,6 +55,8 @@ int pc_pull_step(struct pc_client *c, float *params, struct pc_step *st,
     pull.has_job_batch = st->job_batch > 0;
     pull.job_batch = st->job_batch;
     for (i = 0; i < c->n; i++) {
+        if (!c->plan[i].n_blocks)
+            continue;           /* a shard with no block of the model */
         pull.n_ranges = c->plan[i].n_blocks;
         pull.ranges = c->plan[i].range_ptrs;
         idp[i] = env.request_id = client_next_id(c);
@@ -93,14 +95,8 @@ static void values_one(void *arg, int i)
     size_t k;
 
     j->rv[i] = HC_OK;
-    if (d->n_tensors == 0 && p->n_blocks > 0 && d->env->ack->has_version &&
-        d->env->payload_case == HETPS__ENVELOPE__PAYLOAD_ACK &&
-        !d->env->ack->has_batch_count) {
-        /* A push answered from a restarted shard's record: the push was
-         * applied; the values come with a plain pull (take_values). */
-        j->rv[i] = -1;
-        return;
-    }
+    if (!p->n_blocks)
+        return;                 /* not asked: it holds no block */
     if (d->n_tensors != p->n_blocks) {
         j->rv[i] = HC_ERR_PROTO;
         snprintf(j->why[i], sizeof j->why[i], "pull: ps:%d sent %zu blocks, "
@@ -134,7 +130,7 @@ static void values_one(void *arg, int i)
 static int take_values(struct pc_client *c, float *params, struct pc_step *st)
 {
     uint64_t vmin = UINT64_MAX;
-    int i, rv = HC_OK, missing = 0;
+    int i, rv = HC_OK;
     int *rvp = c->piece_rv;
     struct values_job job = {.c = c, .params = params, .rv = c->piece_rv,
                              .why = c->piece_why};
@@ -144,20 +140,20 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st)
 
     st->has_slice = 0;
     st->late = 0;
-    if (c->dec[0].env->ack->has_batch_count) {
+    /* ps:0's slice: it holds the model's first block (the layout gives
+     * the largest first to the least loaded, ps:0 first on a tie). */
+    if (c->dec[0].env && c->dec[0].env->ack->has_batch_count) {
         st->has_slice = 1;
         st->offset = c->dec[0].env->ack->batch_offset;
         st->count = c->dec[0].env->ack->batch_count;
     }
-    if (c->dec[0].env->ack->has_job_batch)
+    if (c->dec[0].env && c->dec[0].env->ack->has_job_batch)
         st->job_batch = c->dec[0].env->ack->job_batch;
     for (i = 0; i < c->n && rv == HC_OK; i++) {
         const struct hc_wire_msg *d = &c->dec[i];
 
-        if (rvp[i] < 0) {
-            missing = 1;
+        if (!c->plan[i].n_blocks)
             continue;
-        }
         if (rvp[i] != HC_OK) {
             rv = hc_err_set(rvp[i], "%s", c->piece_why[i]);
             break;
@@ -169,18 +165,6 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st)
     }
     client_release(c);
     st->version = vmin == UINT64_MAX ? 0 : vmin;
-    if (rv == HC_OK && missing) {
-        struct pc_step again = *st;
-
-        again.min_version = 0;
-        rv = pc_pull_step(c, params, &again, 0);
-        st->version = again.version;
-        if (again.has_slice) {
-            st->has_slice = 1;
-            st->offset = again.offset;
-            st->count = again.count;
-        }
-    }
     return rv;
 }
 
@@ -219,6 +203,9 @@ static void encode_one(void *arg, int i)
 {
     const struct encode_job *j = arg;
 
+    j->rv[i] = HC_OK;
+    if (!j->c->plan[i].n_blocks)
+        return;                 /* no block of the model there: no push */
     j->rv[i] = encode_push(j, i, &j->c->reqs[i]);
     if (j->rv[i] != HC_OK)
         snprintf(j->why[i], sizeof j->why[i], "%s", hc_err_msg());
@@ -310,7 +297,8 @@ int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
     if (rv != HC_OK)
         return rv;
     for (i = 0; late && i < c->n; i++)
-        if (c->dec[i].env->ack->has_late && c->dec[i].env->ack->late)
+        if (c->dec[i].env && c->dec[i].env->ack->has_late &&
+            c->dec[i].env->ack->late)
             *late = 1;
     client_release(c);
     return HC_OK;

@@ -1,7 +1,7 @@
 /*
  * counter.c — the exactly-once check of the integration tests.
  *
- *   counter CLUSTER_FILE PUSHES [LOSE_REPLY_EVERY]
+ *   counter CLUSTER_FILE PUSHES [LOSE_REPLY_EVERY [async|sync [PAUSE_MS]]]
  *
  * Joins as worker 0, creates a two-variable model trained by SGD with
  * learning rate 1, and pushes a gradient of −1 PUSHES times, one after the
@@ -18,9 +18,15 @@
  * sends the same requests again (a hook installed through
  * worker/client_hook.h: lose_replies below), and it prints
  * "counter: L replies lost on purpose, R answered again from the record".
+ * With `sync` (a cluster in sync mode) each push is a push-and-pull of
+ * the next step (pc_sync_step): one worker, so every step applies exactly
+ * that push, and a step applied twice or lost shows the same way.
+ * PAUSE_MS: a pause after each push, so that the faults the test makes
+ * land while the counter runs.
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,14 +78,19 @@ int main(int argc, char **argv)
     float *g = NULL, *p = NULL, *base = NULL, lo = 0, hi = 0;
     long n, i, bad = 0;
     size_t k;
-    int rv;
+    uint64_t version = 0;
+    long pause_ms = argc == 6 ? atol(argv[5]) : 0;
+    int rv, sync = argc >= 5 && strcmp(argv[4], "sync") == 0;
 
-    if (argc < 3 || argc > 4 || !m) {
-        fprintf(stderr, "usage: counter CLUSTER_FILE PUSHES [LOSE_REPLY_EVERY]\n");
+    if (argc < 3 || argc > 6 ||
+        (argc >= 5 && !sync && strcmp(argv[4], "async") != 0) ||
+        pause_ms < 0 || pause_ms > 10000 || !m) {
+        fprintf(stderr, "usage: counter CLUSTER_FILE PUSHES "
+                "[LOSE_REPLY_EVERY [async|sync [PAUSE_MS]]]\n");
         return 2;
     }
     n = atol(argv[2]);
-    if (argc == 4)
+    if (argc >= 4)
         lose.every = atol(argv[3]);
     if (hc_cluster_load_file(argv[1], &cl, &diag) != HC_OK) {
         hc_diag_print(&diag, stderr);
@@ -104,7 +115,7 @@ int main(int argc, char **argv)
     if (rv == HC_OK)
         rv = pc_create(pc, p);
     if (rv == HC_OK)
-        rv = pc_pull(pc, p, NULL);
+        rv = pc_pull(pc, p, &version);
     if (rv == HC_OK) {
         /* After a killed counter the parameters may differ by its push in
          * flight: applied by some shards, not yet by others. */
@@ -119,10 +130,22 @@ int main(int argc, char **argv)
     for (k = 0; g && k < m->n_params; k++)
         g[k] = -1.0f;
     for (i = 0; rv == HC_OK && i < n; i++) {
-        rv = pc_push_step(pc, g, 1, 0, 0, (uint64_t)i, NULL);
+        if (sync) {
+            struct pc_grad pg = { .data = g, .samples = 1,
+                                  .base_version = version };
+            struct pc_step st = { .min_version = version + 1 };
+
+            rv = pc_sync_step(pc, &pg, p, &st);
+            version = st.version;
+        } else {
+            rv = pc_push_step(pc, g, 1, 0, 0, (uint64_t)i, NULL);
+        }
         if (rv == HC_OK && (i + 1) % 10 == 0)
             printf("counter: %ld pushes acknowledged\n", i + 1);
         fflush(stdout);
+        if (pause_ms > 0)
+            nanosleep(&(struct timespec){ pause_ms / 1000,
+                                          pause_ms % 1000 * 1000000L }, NULL);
     }
     if (rv == HC_OK)
         rv = pc_pull(pc, p, NULL);

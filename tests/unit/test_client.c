@@ -381,6 +381,85 @@ static void test_big_two_shards(void)
     free(grads);
 }
 
+/*
+ * Four shards and a model of two blocks: shards 2 and 3 hold none, and a
+ * pull, a push or a push-and-pull asks them nothing (a push of no tensors
+ * was refused, and in sync a shard that never steps held the version the
+ * worker saw at 0). Both modes, two steps each.
+ */
+static void more_shards_case(const char *mode)
+{
+    enum { SHARDS = 4 };
+    int sync = strcmp(mode, "sync") == 0;
+    struct hc_cluster cl;
+    struct hc_diag diag = { 0 };
+    struct ps_service *svc[SHARDS] = { NULL };
+    char dir[SHARDS][256], json[512];
+    struct hc_model m;
+    struct pc_client *pc = NULL;
+    float init[8], params[8], grads[8];
+    struct pc_grad g = { .data = grads, .samples = 4, .samples_per_s = 100 };
+    struct pc_step st = { 0 };
+    int i, k, bad = 0, late = 1;
+
+    snprintf(json, sizeof json,
+             "{\"cluster\":{\"ps\":[\"127.0.0.1:%d\",\"127.0.0.1:%d\","
+             "\"127.0.0.1:%d\",\"127.0.0.1:%d\"],\"worker\":"
+             "[\"127.0.0.1:%d\"]},\"hetps\":{\"mode\":\"%s\"}}",
+             free_port(), free_port(), free_port(), free_port(), free_port(),
+             mode);
+    CU_ASSERT_EQUAL_FATAL(hc_cluster_parse(json, strlen(json), "4 shards",
+                                           &cl, &diag), HC_OK);
+    cl.insecure = 1;
+    make_model(&m);
+    for (i = 0; i < 8; i++) {
+        init[i] = (float)i;
+        grads[i] = 0.25f * (float)(i + 1);
+    }
+    for (k = 0; k < SHARDS; k++) {
+        struct ps_service_conf c = { 0 };
+
+        hp_tmpdir(dir[k], sizeof dir[k]);
+        c.cluster = &cl;
+        c.shard = k;
+        c.data_dir = dir[k];
+        c.heartbeat_timeout_ms = 60000;
+        CU_ASSERT_EQUAL_FATAL(ps_service_start(&svc[k], &c), HC_OK);
+    }
+    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &cl, HC_JOB_WORKER, 0, &quick), HC_OK);
+    CU_ASSERT_EQUAL(pc_join(pc, "cpu"), HC_OK);
+    CU_ASSERT_EQUAL(pc_set_model(pc, &m, 0), HC_OK);
+    CU_ASSERT_EQUAL(pc_create(pc, init), HC_OK);
+    CU_ASSERT_EQUAL(pc_pull(pc, params, &st.version), HC_OK);
+    CU_ASSERT_EQUAL(memcmp(params, init, sizeof params), 0);
+    for (k = 1; k <= 2; k++) {
+        g.base_version = st.version;
+        CU_ASSERT_EQUAL(sync ? pc_sync_step(pc, &g, params, &st)
+                             : pc_async_step(pc, &g, params, &st), HC_OK);
+        CU_ASSERT_EQUAL(st.version, (uint64_t)k);
+    }
+    for (i = 0; i < 8; i++)
+        bad += params[i] != init[i] - grads[i];     /* 2 × 0.5 g */
+    CU_ASSERT_EQUAL(bad, 0);
+    if (!sync) {                /* a push alone */
+        CU_ASSERT_EQUAL(pc_push_step(pc, grads, 4, st.version, 0, 3, &late),
+                        HC_OK);
+        CU_ASSERT_EQUAL(late, 0);
+    }
+    pc_close(pc);
+    for (k = 0; k < SHARDS; k++) {
+        ps_service_stop(svc[k]);
+        hp_rmtree(dir[k]);
+    }
+    hc_cluster_free(&cl);
+}
+
+static void test_more_shards_than_blocks(void)
+{
+    more_shards_case("async");
+    more_shards_case("sync");
+}
+
 /* A dense layer of 1000 inputs and 9 units: a 9000-element kernel, which
  * blocks of 4096 and of the default 4086 cut differently. */
 static const char wide_json[] =
@@ -733,6 +812,89 @@ static void test_answered_again(void)
     answered_again_case("async");
 }
 
+/* The reply hook of test_restart_resend: before the push-and-pull's
+ * answer is read, the shard is stopped and started again on its store,
+ * and the same request sent again — to a shard that has forgotten the
+ * worker (the client joins it again and re-sends). */
+struct restart_hook {
+    struct server *s;
+    int armed, sent, same, rv;
+};
+
+static int restart_resend(struct pc_client *c, int n_shards, void *arg)
+{
+    struct restart_hook *h = arg;
+    struct ps_service_conf conf = { 0 };
+
+    (void)n_shards;
+    if (!h->armed)
+        return HC_OK;
+    h->armed = 0;
+    ps_service_stop(h->s->svc);
+    conf.cluster = &h->s->cl;
+    conf.data_dir = h->s->dir;
+    conf.heartbeat_timeout_ms = 60000;
+    if ((h->rv = ps_service_start(&h->s->svc, &conf)) != HC_OK) {
+        h->s->svc = NULL;
+        return h->rv;
+    }
+    return pc_hook_resend(c, 0, &h->sent, &h->same);
+}
+
+/*
+ * A push-and-pull applied, its answer lost, the shard restarted: the
+ * re-send is answered from the record the store kept with the push —
+ * the values, at the version after it — and the push is not applied
+ * again. (A shard answering it with a bare Ack fails the step: the
+ * client takes values only.)
+ */
+static void test_restart_resend(void)
+{
+    static const struct pc_opts patient = { .timeout_ms = 500,
+                                            .retry_ms = 20000,
+                                            .wait_ms = 2000 };
+    struct server s;
+    struct hc_model m;
+    struct pc_client *pc = NULL;
+    struct restart_hook h = { .s = &s };
+    float init[8], params[8], grads[8];
+    struct pc_grad g = { .data = grads, .samples = 4, .samples_per_s = 100 };
+    struct pc_step st = { .has_place = 1, .epoch = 2, .batches = 7 };
+    struct pc_shard_status ss;
+    int i, bad = 0;
+
+    make_model(&m);
+    CU_ASSERT_EQUAL_FATAL(server_start(&s), HC_OK);
+    for (i = 0; i < 8; i++) {
+        init[i] = (float)i;
+        grads[i] = 0.25f * (float)(i + 1);
+    }
+    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &s.cl, HC_JOB_WORKER, 0, &patient),
+                          HC_OK);
+    pc_set_reply_hook(pc, restart_resend, &h);
+    CU_ASSERT_EQUAL_FATAL(pc_join(pc, "cpu"), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(pc_set_model(pc, &m, 0), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(pc_create(pc, init), HC_OK);
+    h.armed = 1;
+    CU_ASSERT_EQUAL(pc_async_step(pc, &g, params, &st), HC_OK);
+    CU_ASSERT_EQUAL(h.rv, HC_OK);
+    CU_ASSERT_EQUAL(h.sent, 1);
+    CU_ASSERT_EQUAL(h.same, 0);         /* the restarted shard: join first */
+    CU_ASSERT_EQUAL(st.version, 1);
+    for (i = 0; i < 8; i++)
+        bad += params[i] != init[i] - 0.5f * grads[i];
+    CU_ASSERT_EQUAL(bad, 0);
+    door_status(&s.cl, &ss);            /* applied once */
+    CU_ASSERT_EQUAL(ss.version, 1);
+    CU_ASSERT(ss.duplicates >= 1);
+    CU_ASSERT_EQUAL_FATAL(ss.n_members, 1);  /* the place kept with it */
+    CU_ASSERT(ss.members[0].has_place && ss.members[0].epoch == 2 &&
+              ss.members[0].batches == 7);
+    pc_status_free(&ss, 1);
+    pc_close(pc);
+    server_stop(&s);
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("client", NULL, NULL);
@@ -750,4 +912,8 @@ void hp_test_register(void)
                    "applied twice", test_answered_again);
     CU_add_test(s, "status and reads answered while a sync step applies",
                 test_apply_unlocked);
+    CU_add_test(s, "a push-and-pull re-sent to a restarted shard: answered "
+                   "from its record", test_restart_resend);
+    CU_add_test(s, "more shards than blocks: the empty ones are not asked",
+                test_more_shards_than_blocks);
 }

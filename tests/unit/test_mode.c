@@ -266,6 +266,31 @@ static void test_join_agreed_start(void)
     ps_mode_free(b);
 }
 
+/* What each mode asks of the service, as a table: whether a pull may
+ * wait for other workers, whether pushes make common steps, whether a step
+ * reads gradients from kept messages. */
+static void test_rules(void)
+{
+    static const struct {
+        enum hc_mode mode;
+        int holds_pulls, in_steps, lends;
+    } t[] = {
+        {HC_MODE_ASYNC, 0, 0, 0},
+        {HC_MODE_SSP, 1, 0, 0},
+        {HC_MODE_SYNC, 1, 1, 1},
+    };
+    size_t k;
+
+    for (k = 0; k < sizeof t / sizeof t[0]; k++) {
+        struct ps_mode *s = make(2, t[k].mode, 1, 0);
+
+        CU_ASSERT_EQUAL(ps_mode_holds_pulls(s), t[k].holds_pulls);
+        CU_ASSERT_EQUAL(ps_mode_in_steps(s), t[k].in_steps);
+        CU_ASSERT_EQUAL(ps_mode_lends_messages(s), t[k].lends);
+        ps_mode_free(s);
+    }
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("sync", NULL, NULL);
@@ -279,4 +304,5 @@ void hp_test_register(void)
     CU_add_test(s, "ssp bound", test_ssp_bound);
     CU_add_test(s, "re-join: this step or the next", test_rejoin);
     CU_add_test(s, "a join agreed by the shards", test_join_agreed_start);
+    CU_add_test(s, "what each mode asks of the service", test_rules);
 }

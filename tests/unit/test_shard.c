@@ -209,6 +209,7 @@ static void test_create_pull_push(void)
     Hetps__Envelope env;
     Hetps__Push p;
     struct hc_wire_msg out;
+    struct ps_record rec;
     nng_msg *keep;
     uint64_t version = 99;
     int i, bad = 0;
@@ -225,11 +226,24 @@ static void test_create_pull_push(void)
     CU_ASSERT_EQUAL(memcmp(got, init, sizeof got), 0);
     CU_ASSERT_EQUAL(ps_shard_version(f.sh), 0);
 
-    /* async: applied at once through SGD. */
+    /* async: applied at once through SGD, recorded with its update and
+     * answered with an Ack at the version after it. */
+    CU_ASSERT_EQUAL(ps_shard_record(f.sh, 0, &rec), HC_ERR_NOTFOUND);
     push_env(&f, &env, &p, 8, 0);
+    p.has_epoch = p.has_batches = 1;
+    p.epoch = 1;
+    p.batches = 5;
     CU_ASSERT_EQUAL(serve(&f, &env, grad, &out, &keep), HC_OK);
+    CU_ASSERT(out.env && out.env->payload_case == HETPS__ENVELOPE__PAYLOAD_ACK &&
+              out.env->ack->version == 1 && out.n_tensors == 0);
     done(&out, keep);
     CU_ASSERT_EQUAL(ps_shard_version(f.sh), 1);
+    CU_ASSERT_EQUAL(ps_shard_record(f.sh, 0, &rec), HC_OK);
+    CU_ASSERT(rec.worker == 0 && rec.kind == PS_REQ_PUSH &&
+              rec.incarnation == worker0.incarnation &&
+              rec.request_id == env.request_id && rec.version == 1 &&
+              (rec.flags & PS_REC_ANSWERED) && (rec.flags & PS_REC_PLACE) &&
+              rec.epoch == 1 && rec.batches == 5);
     CU_ASSERT_EQUAL(pull(&f, got, &version), HC_OK);
     CU_ASSERT_EQUAL(version, 1);
     for (i = 0; i < N; i++)
@@ -245,6 +259,7 @@ static void test_sync_sum(void)
     Hetps__Envelope env;
     Hetps__Push p;
     struct hc_wire_msg in;
+    struct ps_record recs[2], r;
     nng_msg *req;
     uint64_t version;
     int i, bad = 0;
@@ -266,8 +281,14 @@ static void test_sync_sum(void)
         nng_msg_free(req);
     }
     CU_ASSERT_EQUAL(ps_shard_version(f.sh), 0);     /* summed, not applied */
-    CU_ASSERT_EQUAL(ps_shard_apply_step(f.sh, 4), HC_OK);
+    /* The step's pushes recorded with it, answered at the version after. */
+    ps_record_begin(&recs[0], 0, PS_REQ_PUSH, 0x66, 8);
+    ps_record_begin(&recs[1], 1, PS_REQ_PUSH, 0x77, 9);
+    CU_ASSERT_EQUAL(ps_shard_apply_step(f.sh, 4, recs, 2), HC_OK);
     CU_ASSERT_EQUAL(ps_shard_version(f.sh), 1);
+    CU_ASSERT_EQUAL(ps_shard_record(f.sh, 1, &r), HC_OK);
+    CU_ASSERT(r.incarnation == 0x77 && r.request_id == 9 && r.version == 1 &&
+              (r.flags & PS_REC_ANSWERED));
     CU_ASSERT_EQUAL(pull(&f, got, &version), HC_OK);
     for (i = 0; i < N; i++) {
         float mean = (1.0f * g1[i] + 3.0f * g3[i]) / 4.0f;
@@ -323,7 +344,7 @@ static void sync_lent_case(int scenario)
             memset(nng_msg_body(req[0]), 0xff, nng_msg_len(req[0]));
         }
     }
-    CU_ASSERT_EQUAL(ps_shard_apply_step(f.sh, 4), HC_OK);
+    CU_ASSERT_EQUAL(ps_shard_apply_step(f.sh, 4, NULL, 0), HC_OK);
     CU_ASSERT_EQUAL(pull(&f, got, &version), HC_OK);
     CU_ASSERT_EQUAL(version, 1);
     for (i = 0; i < N; i++) {

@@ -33,6 +33,7 @@
 #include "log.h"
 #include "ps/optimizer.h"
 #include "ps/store.h"
+#include "record_check.h"
 
 #define SIG 0x5151000012345678ull
 
@@ -836,9 +837,8 @@ static void test_apply_errors(void)
                                  .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-7f};
     struct hc_optim_conf bad = {.type = HC_OPT_SGD, .lr = -2};
     float g[8] = {1, 1, 1, 1, 1, 1, 1, 1}, x[8];
-    char big[PS_STORE_MAX_REPLY + 1] = {0};
     struct ps_update u[2];
-    struct ps_record rec = {3, 7, 9, big, PS_STORE_MAX_REPLY + 1, {0, 0, 0}};
+    struct ps_record rec = {.worker = 3, .request_id = 9};  /* no magic */
 
     hp_tmpdir(tmp, sizeof tmp);
     tl_build(&l, sizes, 1, 1, 8);   /* blocks 8, 8, 4 */
@@ -870,14 +870,13 @@ static void test_apply_errors(void)
                     HC_ERR_CONFIG);
     CHECK_MSG("learning_rate -2");
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, u, 1, &rec, 1, NULL),
-                    HC_ERR_LIMIT);
-    CHECK_MSG("4097 bytes");
+                    HC_ERR_INVAL);
+    CHECK_MSG("not made by ps_record_begin");
     /* nothing was applied */
     CU_ASSERT_EQUAL(ps_store_step(s), 0);
     CU_ASSERT_EQUAL(ps_store_read_block(s, 0, x, 8), HC_OK);
     CU_ASSERT(x[0] == 0 && x[7] == 0);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 3, NULL, NULL, NULL, 0, NULL),
-                    HC_ERR_NOTFOUND);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 3, &rec), HC_ERR_NOTFOUND);
     /* and the store still works */
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, u, 1, NULL, 0, NULL), HC_OK);
     CU_ASSERT_EQUAL(ps_store_read_block(s, 0, x, 8), HC_OK);
@@ -912,20 +911,21 @@ static int note_record(void *arg, uint32_t worker, uint64_t incarnation,
 static void test_records(void)
 {
     const size_t sizes[] = {16};
-    char tmp[256], reply[64];
+    char tmp[256];
     struct hc_layout l;
     struct ps_store *s;
     struct hc_optim_conf sgd = {.type = HC_OPT_SGD, .lr = 0.5f};
     float g[16] = {0};
     struct ps_update u = {0, 16, g, 1};
-    struct ps_record recs[2] = {
-        {0, 0xAAAA, 41, "ack-w0", 6, {0, 0, 0}},
-        {7, 0xBBBB, 5, "ack-w7-long", 11, {1, 3, 17}},
-    };
+    struct ps_record recs[2], r;
     struct ps_place at = {1, 9, 9};
-    uint64_t inc = 0, req = 0, step = 0;
-    size_t len = 0;
+    unsigned char v1[64], key5[4] = {0, 0, 0, 5}, key6[4] = {0, 0, 0, 6};
+    uint64_t step = 0;
+    size_t n;
 
+    ps_record_begin(&recs[0], 0, PS_REQ_PUSH, 0xAAAA, 41);
+    ps_record_begin(&recs[1], 7, PS_REQ_PUSH, 0xBBBB, 5);
+    ps_record_set_place(&recs[1], 1, 3, 17);
     hp_tmpdir(tmp, sizeof tmp);
     tl_build(&l, sizes, 1, 1, 16);
     s = open_ok(tmp, NULL);
@@ -934,59 +934,69 @@ static void test_records(void)
                           HC_OK);
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, &u, 1, recs, 2, &step), HC_OK);
     CU_ASSERT_EQUAL(step, 1);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 7, &inc, &req, reply, sizeof reply,
-                                        &len), HC_OK);
-    CU_ASSERT(inc == 0xBBBB && req == 5 && len == 11 &&
-              memcmp(reply, "ack-w7-long", 11) == 0);
+    /* answered at the step after the apply */
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 7, &r), HC_OK);
+    CU_ASSERT(r.incarnation == 0xBBBB && r.request_id == 5 &&
+              r.version == 1 && r.worker == 7 && r.kind == PS_REQ_PUSH &&
+              (r.flags & PS_REC_ANSWERED));
     CU_ASSERT_EQUAL(ps_store_place(s, 7, &at), HC_OK);
     CU_ASSERT(at.known && at.epoch == 3 && at.batches == 17);
-    /* a record without a place (as the first release wrote them) */
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 0, NULL, NULL, reply, sizeof reply,
-                                        &len), HC_OK);
+    /* a record without a place */
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 0, &r), HC_OK);
     CU_ASSERT_EQUAL(ps_store_place(s, 0, &at), HC_OK);
-    CU_ASSERT(!at.known && len == 6 && memcmp(reply, "ack-w0", 6) == 0);
+    CU_ASSERT(!at.known && r.request_id == 41);
     /* no record at all: no place */
     CU_ASSERT_EQUAL(ps_store_place(s, 3, &at), HC_OK);
     CU_ASSERT(!at.known);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 3, &inc, &req, reply, sizeof reply,
-                                        &len), HC_ERR_NOTFOUND);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 3, &r), HC_ERR_NOTFOUND);
     CHECK_MSG("no request recorded for worker 3");
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 7, NULL, NULL, reply, 4, &len),
-                    HC_ERR_LIMIT);
-    CU_ASSERT_EQUAL(len, 11);
-    CHECK_MSG("has 11 bytes but the buffer holds 4");
-    /* a record-only apply (a repeat answered, a join) leaves the step */
+    /* a record-only apply (a place moved by reshard) leaves the step */
     recs[0].request_id = 42;
-    recs[0].reply_len = 0;
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, NULL, 0, recs, 1, &step), HC_OK);
     CU_ASSERT_EQUAL(step, 1);
     ps_store_close(s);
 
+    /* Records the old code wrote (format 1), one damaged. */
+    n = hp_record_v1(v1, 0xCCCC, 77, 1, 1, "an-ack");
+    CU_ASSERT_EQUAL(raw_edit(tmp, "records", key5, 4, 0, v1, n), 0);
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     CU_ASSERT_EQUAL(ps_store_step(s), 1);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 0, &inc, &req, NULL, 0, &len),
-                    HC_OK);
-    CU_ASSERT(inc == 0xAAAA && req == 42 && len == 0);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 7, &inc, &req, reply, sizeof reply,
-                                        &len), HC_OK);
-    CU_ASSERT(inc == 0xBBBB && req == 5 && len == 11);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 0, &r), HC_OK);
+    CU_ASSERT(r.incarnation == 0xAAAA && r.request_id == 42);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 7, &r), HC_OK);
+    CU_ASSERT(r.incarnation == 0xBBBB && r.request_id == 5 && r.version == 1);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 5, &r), HC_OK);
+    CU_ASSERT(r.incarnation == 0xCCCC && r.request_id == 77 &&
+              r.version == 1 && (r.flags & PS_REC_ANSWERED));
+    CU_ASSERT_EQUAL(ps_store_place(s, 5, &at), HC_OK);
+    CU_ASSERT(at.known && at.epoch == 4 && at.batches == 250);
     CU_ASSERT_EQUAL(ps_store_place(s, 7, &at), HC_OK);
     CU_ASSERT(at.known && at.epoch == 3 && at.batches == 17);
     {
-        struct seen_recs r = {0};
+        struct seen_recs sr = {0};
 
         /* every record, in worker order; then stopped after the first */
-        CU_ASSERT_EQUAL(ps_store_records(s, note_record, &r), HC_OK);
-        CU_ASSERT_EQUAL_FATAL(r.n, 2);
-        CU_ASSERT(r.worker[0] == 0 && r.request[0] == 42 && !r.at[0].known);
-        CU_ASSERT(r.worker[1] == 7 && r.request[1] == 5 && r.at[1].known &&
-                  r.at[1].epoch == 3 && r.at[1].batches == 17);
-        memset(&r, 0, sizeof r);
-        r.stop_after = 1;
-        CU_ASSERT_EQUAL(ps_store_records(s, note_record, &r), HC_OK);
-        CU_ASSERT_EQUAL(r.n, 1);
+        CU_ASSERT_EQUAL(ps_store_records(s, note_record, &sr), HC_OK);
+        CU_ASSERT_EQUAL_FATAL(sr.n, 3);
+        CU_ASSERT(sr.worker[0] == 0 && sr.request[0] == 42 &&
+                  !sr.at[0].known);
+        CU_ASSERT(sr.worker[1] == 5 && sr.request[1] == 77);
+        CU_ASSERT(sr.worker[2] == 7 && sr.request[2] == 5 &&
+                  sr.at[2].known && sr.at[2].epoch == 3 &&
+                  sr.at[2].batches == 17);
+        memset(&sr, 0, sizeof sr);
+        sr.stop_after = 1;
+        CU_ASSERT_EQUAL(ps_store_records(s, note_record, &sr), HC_OK);
+        CU_ASSERT_EQUAL(sr.n, 1);
     }
+    ps_store_close(s);
+    CU_ASSERT_EQUAL(raw_edit(tmp, "records", key6, 4, 0, v1, n - 1), 0);
+    s = open_ok(tmp, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 6, &r), HC_ERR_STORE);
+    CHECK_MSG("the record of worker 6");
+    CHECK_MSG("damaged");
     ps_store_close(s);
     tl_free(&l);
     hp_rmtree(tmp);
@@ -998,7 +1008,7 @@ static void test_records(void)
 static void test_map_full(void)
 {
     const size_t sizes[] = {16};
-    char tmp[256], reply[3000];
+    char tmp[256];
     struct hc_layout l;
     struct ps_store_opts o = {.map_size = 64 << 10, .map_max = 64 << 10};
     struct ps_store *s;
@@ -1006,20 +1016,20 @@ static void test_map_full(void)
     struct hc_optim_conf sgd = {.type = HC_OPT_SGD, .lr = 1.0f};
     float g[16], x[16];
     struct ps_update u = {0, 16, g, 1};
-    struct ps_record rec = {0, 1, 0, reply, sizeof reply, {0, 0, 0}};
+    struct ps_record rec;
     uint32_t w, ok = 0;
     int rv = HC_OK;
 
     for (int i = 0; i < 16; i++)
         g[i] = -1;
-    memset(reply, 'r', sizeof reply);
+    ps_record_begin(&rec, 0, PS_REQ_PUSH, 1, 0);
     hp_tmpdir(tmp, sizeof tmp);
     tl_build(&l, sizes, 1, 1, 16);
     s = open_ok(tmp, &o);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, SGD_OPTS, NULL, NULL),
                           HC_OK);
-    for (w = 0; w < 64; w++) {
+    for (w = 0; w < 65536; w++) {
         rec.worker = w;
         rec.request_id = 100 + w;
         rv = ps_store_apply(s, &sgd, &u, 1, &rec, 1, NULL);
@@ -1038,10 +1048,9 @@ static void test_map_full(void)
     CU_ASSERT_EQUAL(ps_store_read_block(s, 0, x, 16), HC_OK);
     CU_ASSERT_EQUAL(x[0], (float)ok);
     CU_ASSERT_EQUAL(x[15], (float)ok);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, ok - 1, NULL, NULL, NULL, 0, NULL),
-                    HC_ERR_LIMIT);  /* present (reply larger than 0) */
-    CU_ASSERT_EQUAL(ps_store_record_get(s, ok, NULL, NULL, NULL, 0, NULL),
-                    HC_ERR_NOTFOUND);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, ok - 1, &rec), HC_OK);
+    CU_ASSERT_EQUAL(rec.request_id, 100 + ok - 1);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, ok, &rec), HC_ERR_NOTFOUND);
     CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
     ps_store_close(s);
 
@@ -1050,7 +1059,7 @@ static void test_map_full(void)
     s = open_ok(tmp, &o);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     CU_ASSERT_EQUAL(ps_store_step(s), ok);
-    rec.worker = ok;
+    ps_record_begin(&rec, ok, PS_REQ_PUSH, 1, 100 + ok);
     for (w = 0; w < 3; w++, rec.worker++)
         CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, &u, 1, &rec, 1, NULL), HC_OK);
     ps_store_info(s, &info);
@@ -1351,7 +1360,7 @@ void hp_test_register(void)
     CU_add_test(s, "a large step split over threads = one thread",
                 test_apply_split);
     CU_add_test(s, "apply errors roll back", test_apply_errors);
-    CU_add_test(s, "records survive reopen", test_records);
+    CU_add_test(s, "records survive reopen; format 1 read", test_records);
     CU_add_test(s, "map full, then growth", test_map_full);
     CU_add_test(s, "map grows during init", test_map_growth_init);
     CU_add_test(s, "foreign and damaged files refused", test_refuse_foreign);
