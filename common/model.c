@@ -38,10 +38,15 @@
  * optimizer with its settings. The model name, devices, batch size, epochs,
  * seed and metrics are not part of it: changing them does not change what a
  * store of trained variables means.
+ *
+ * Keras's own files — to_json's JSON (an object with "class_name") and a
+ * .keras archive (a zip: its config.json) — are translated into this
+ * format by model_keras.c and keras_archive.c, then read as any other.
  */
 #include "model_impl.h"
 
 #include "err.h"
+#include "keras.h"
 #include "rng.h"
 
 #include <ctype.h>
@@ -398,6 +403,14 @@ int hc_model_parse(const char *json, size_t len, const char *source,
                           "unexpected text after the JSON value");
         goto out;
     }
+    if (md_keras_is(root)) {
+        cJSON *native = NULL;
+
+        if ((rv = md_keras_translate(root, m->source, &native)) != HC_OK)
+            goto out;
+        cJSON_Delete(root);
+        root = native;
+    }
     if ((rv = parse_root(root, m)) == HC_OK)
         *out = *m;
 out:
@@ -429,6 +442,17 @@ int hc_model_load(const char *path, struct hc_model *out)
     if (ferror(f)) {
         rv = hc_err_set(HC_ERR_IO, "model file %s: read failed: %s", path,
                         strerror(errno));
+        goto out;
+    }
+    if (n >= 4 && !memcmp(buf, "PK\3\4", 4)) {     /* a .keras archive */
+        char src[512];
+
+        free(buf);
+        buf = NULL;
+        snprintf(src, sizeof src, "%.480s: config.json", path);
+        if ((rv = hc_keras_archive_config(path, MODEL_FILE_MAX, &buf, &n)) ==
+            HC_OK)
+            rv = hc_model_parse(buf, n, src, out);
         goto out;
     }
     rv = hc_model_parse(buf, n, path, out);

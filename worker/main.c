@@ -68,7 +68,10 @@ static void usage(FILE *f)
 "                            file's hetps.mode (the shards must run the same)\n"
 "      --devices LIST        cpu, cpu:0,cpu:1, gpu:0,gpu:1 or auto (default:\n"
 "                            the cluster file's hetps.workers[i].devices)\n"
-"  -m, --model FILE          train this model file (deploy/models/*.json)\n"
+"  -m, --model FILE          train this model file (deploy/models/*.json),\n"
+"                            Keras's model.to_json() or a .keras file\n"
+"      --initial-weights F   the chief starts the job from these weights: a\n"
+"                            .keras or .weights.h5 file, or .npy files' DIR\n"
 "  -e, --epochs N            epochs of the whole job (default: the model\n"
 "                            file's); started again, it goes on to N\n"
 "  -b, --batch-size N        this worker's batch (default: the model file's)\n"
@@ -234,7 +237,7 @@ static int infer_open(struct infer *a, const struct wk_dataset *d)
         return hc_err_set(HC_ERR_NOMEM, "out of memory for batch %d",
                           a->batch);
     if (a->weights)
-        return wk_load_npy(a->m, a->weights, a->params);
+        return wk_load_weights(a->m, a->weights, a->params);
     if ((rv = pc_open(&a->pc, &a->cl, -1, 0, NULL)) != HC_OK)
         return rv;
     {
@@ -286,8 +289,9 @@ static int cmd_eval(int argc, char **argv)
             printf("Usage: hetps eval --model FILE (--weights DIR | --cluster FILE)\n"
                    "                  [--data-dir DIR] [--set t10k|train] [--batch-size N]\n"
                    "                  [--devices LIST]\n"
-                   "Evaluate a model's weights — exported .npy files (hetps export)\n"
-                   "or the live values of a running cluster — on an IDX data set\n"
+                   "Evaluate a model's weights — exported .npy files (hetps export),\n"
+                   "a Keras .weights.h5 or .keras file, or the live values of a\n"
+                   "running cluster — on an IDX data set\n"
                    "(default: Fashion-MNIST's 10,000 test images).\n");
             return 0;
         }
@@ -375,8 +379,9 @@ static int cmd_predict(int argc, char **argv)
             printf("Usage: hetps predict --model FILE (--weights DIR | --cluster FILE)\n"
                    "                     [--images FILE | --data-dir DIR --set t10k|train]\n"
                    "                     [--out FILE.npy] [--batch-size N] [--devices LIST]\n"
-                   "Run a model's weights — exported .npy files (hetps export) or the\n"
-                   "live values of a running cluster — forward over images, as Keras's\n"
+                   "Run a model's weights — exported .npy files (hetps export), a Keras\n"
+                   ".weights.h5 or .keras file, or the live values of a running\n"
+                   "cluster — forward over images, as Keras's\n"
                    "model.predict: an IDX images file (gzip or plain; no labels needed),\n"
                    "a NumPy .npy of images (float32, or uint8 scaled by 1/255)\n"
                    "or a data set's images (default: Fashion-MNIST's 10,000 test images).\n"
@@ -502,7 +507,7 @@ int main(int argc, char **argv)
     enum { O_DEVICES = 256, O_VIEW, O_LINGER, O_TIMEOUT, O_RETRY, O_DATA,
            O_MAXSTEPS, O_OVERLAP, O_THREADS, O_EVAL, O_NOEVAL, O_SLOWDOWN, O_MODE,
            O_VERBOSE, O_PROGRESS, O_LOGDIR, O_METRICS,
-           O_EXPORT, O_BEST, O_NPDATA, O_VALDATA };
+           O_EXPORT, O_BEST, O_NPDATA, O_VALDATA, O_INITIAL };
     static const struct option opts[] = {
         { "cluster", required_argument, NULL, 'c' },
         { "task", required_argument, NULL, 't' },
@@ -525,6 +530,7 @@ int main(int argc, char **argv)
         { "validation-data", required_argument, NULL, O_VALDATA },
         { "export-every-epoch", required_argument, NULL, O_EXPORT },
         { "export-best-only", no_argument, NULL, O_BEST },
+        { "initial-weights", required_argument, NULL, O_INITIAL },
         { "metrics-addr", required_argument, NULL, O_METRICS },
         { "print-view", no_argument, NULL, O_VIEW },
         { "linger", required_argument, NULL, O_LINGER },
@@ -540,7 +546,7 @@ int main(int argc, char **argv)
     double slowdown = 1.0, progress_s = 5.0;
     int verbose = 1;
     const char *logdir = NULL, *metrics_flag = NULL;
-    const char *np_data = NULL, *val_data = NULL;
+    const char *np_data = NULL, *val_data = NULL, *initial = NULL;
     struct hc_metrics *metrics = NULL;
     struct hc_http *http = NULL;
     struct wk_watch watch = { 0 };
@@ -624,6 +630,7 @@ int main(int argc, char **argv)
         case O_NPDATA: np_data = optarg; break;
         case O_VALDATA: val_data = optarg; break;
         case O_BEST: ckpt.best_only = 1; break;
+        case O_INITIAL: initial = optarg; break;
         case O_METRICS: metrics_flag = optarg; break;
         case 'c': cluster_file = optarg; break;
         case 't': task = optarg; break;
@@ -708,6 +715,7 @@ int main(int argc, char **argv)
         tc.watch = &watch;
         if (ckpt.dir && cl.task_index == 0)
             tc.export_every_epoch = &ckpt;
+        tc.initial_weights = initial;
         rv = start_watch(&watch, &cl, model, epochs, verbose, progress_s,
                          logdir, metrics_flag, &metrics, &http, &page);
         if (rv == HC_OK)
