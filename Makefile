@@ -217,10 +217,11 @@ bench: deps
 PREFIX  ?= /usr/local
 SHARE   := $(DESTDIR)$(PREFIX)/share/hetps
 install: $(BINS)
-	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE)/models $(SHARE)/examples \
+	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE)/models/keras $(SHARE)/examples \
 	    $(SHARE)/systemd $(SHARE)/slurm $(SHARE)/k8s
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 deploy/models/*.json $(SHARE)/models/
+	install -m 644 deploy/models/keras/*.json $(SHARE)/models/keras/
 	install -m 644 deploy/cluster.local.json $(SHARE)/examples/
 	install -m 644 deploy/k8s/*.yaml deploy/k8s/schema.json $(SHARE)/k8s/
 	install -m 755 deploy/k8s/validate.py $(SHARE)/k8s/
