@@ -286,7 +286,7 @@ static int cmd_eval(int argc, char **argv)
             continue;
         }
         if (c == 'h') {
-            printf("Usage: hetps eval --model FILE (--weights DIR | --cluster FILE)\n"
+            printf("Usage: hetps eval --model FILE (--weights DIR|FILE | --cluster FILE)\n"
                    "                  [--data-dir DIR] [--set t10k|train] [--batch-size N]\n"
                    "                  [--devices LIST]\n"
                    "Evaluate a model's weights — exported .npy files (hetps export),\n"
@@ -376,7 +376,7 @@ static int cmd_predict(int argc, char **argv)
         case 'i': images = optarg; break;
         case 'o': out_file = optarg; break;
         case 'h':
-            printf("Usage: hetps predict --model FILE (--weights DIR | --cluster FILE)\n"
+            printf("Usage: hetps predict --model FILE (--weights DIR|FILE | --cluster FILE)\n"
                    "                     [--images FILE | --data-dir DIR --set t10k|train]\n"
                    "                     [--out FILE.npy] [--batch-size N] [--devices LIST]\n"
                    "Run a model's weights — exported .npy files (hetps export), a Keras\n"
