@@ -28,7 +28,7 @@
 
 #include "model.h"
 
-#define HC_KERAS_VERSION "3.5.0"   /* the format written and followed */
+#define HC_KERAS_VERSION "3.3.3"   /* metadata.json: the format written */
 
 /* Keras's class name of a layer type ("Conv2D", "MaxPooling2D" …). */
 const char *hc_keras_class(enum hc_layer_type t);

@@ -161,12 +161,26 @@ static cJSON *object(const char *module, const char *cls, cJSON *config)
     return o;
 }
 
+/* A layer's dtype: "float32", as Keras 3.0 to 3.3 write it and every
+ * Keras 3 reads it (3.4 on write a DTypePolicy object, which older ones
+ * may not take). */
 static cJSON *dtype_policy(void)
 {
-    cJSON *c = cJSON_CreateObject();
+    return cJSON_CreateString("float32");
+}
 
-    cJSON_AddStringToObject(c, "name", "float32");
-    return object("keras", "DTypePolicy", c);
+/* f as the shortest decimal that reads back as f (0.2, not
+ * 0.20000000298023224), as Python prints Keras's settings. */
+static double tidy(float f)
+{
+    char b[32];
+
+    for (int prec = 6; prec < 9; prec++) {
+        snprintf(b, sizeof b, "%.*g", prec, (double)f);
+        if ((float)strtod(b, NULL) == f)
+            return strtod(b, NULL);
+    }
+    return (double)f;
 }
 
 /* [null, dims...] of a shape. */
@@ -240,7 +254,7 @@ static cJSON *layer_json(const struct hc_model *m,
         weights_args(c, m, l->use_bias);
         break;
     case HC_LAYER_DROPOUT:
-        cJSON_AddNumberToObject(c, "rate", (double)l->rate);
+        cJSON_AddNumberToObject(c, "rate", tidy(l->rate));
         cJSON_AddNullToObject(c, "seed");
         cJSON_AddNullToObject(c, "noise_shape");
         break;
@@ -263,7 +277,7 @@ static cJSON *optimizer_json(const struct hc_optim_conf *o)
     int adam = o->type == HC_OPT_ADAM;
 
     cJSON_AddStringToObject(c, "name", adam ? "adam" : "SGD");
-    cJSON_AddNumberToObject(c, "learning_rate", (double)o->lr);
+    cJSON_AddNumberToObject(c, "learning_rate", tidy(o->lr));
     cJSON_AddNullToObject(c, "weight_decay");
     cJSON_AddNullToObject(c, "clipnorm");
     cJSON_AddNullToObject(c, "global_clipnorm");
@@ -271,15 +285,15 @@ static cJSON *optimizer_json(const struct hc_optim_conf *o)
     cJSON_AddBoolToObject(c, "use_ema", 0);
     cJSON_AddNumberToObject(c, "ema_momentum", 0.99);
     cJSON_AddNullToObject(c, "ema_overwrite_frequency");
-    cJSON_AddNullToObject(c, "loss_scale_factor");
-    cJSON_AddNullToObject(c, "gradient_accumulation_steps");
+    /* Later Keras adds loss_scale_factor and gradient_accumulation_steps,
+     * both off by default: left out, so that Keras 3.0 takes the file. */
     if (adam) {
-        cJSON_AddNumberToObject(c, "beta_1", (double)o->beta1);
-        cJSON_AddNumberToObject(c, "beta_2", (double)o->beta2);
-        cJSON_AddNumberToObject(c, "epsilon", (double)o->eps);
+        cJSON_AddNumberToObject(c, "beta_1", tidy(o->beta1));
+        cJSON_AddNumberToObject(c, "beta_2", tidy(o->beta2));
+        cJSON_AddNumberToObject(c, "epsilon", tidy(o->eps));
         cJSON_AddBoolToObject(c, "amsgrad", 0);
     } else {
-        cJSON_AddNumberToObject(c, "momentum", (double)o->momentum);
+        cJSON_AddNumberToObject(c, "momentum", tidy(o->momentum));
         cJSON_AddBoolToObject(c, "nesterov", o->nesterov);
     }
     return object("keras.optimizers", adam ? "Adam" : "SGD", c);
