@@ -369,8 +369,10 @@ static int syntax_error(const char *json, size_t len, size_t off,
                       source, line, col, what, near);
 }
 
-int hc_model_parse(const char *json, size_t len, const char *source,
-                   struct hc_model *out)
+/* A model's JSON text, with the command line's compile settings (c may be
+ * NULL). */
+static int parse_text(const char *json, size_t len, const char *source,
+                      const struct hc_model_compile *c, struct hc_model *out)
 {
     struct hc_model *m = NULL;
     cJSON *root = NULL;
@@ -411,6 +413,8 @@ int hc_model_parse(const char *json, size_t len, const char *source,
         cJSON_Delete(root);
         root = native;
     }
+    if (c && (rv = md_apply_compile(root, c)) != HC_OK)
+        goto out;
     if ((rv = parse_root(root, m)) == HC_OK)
         *out = *m;
 out:
@@ -419,7 +423,19 @@ out:
     return rv;
 }
 
+int hc_model_parse(const char *json, size_t len, const char *source,
+                   struct hc_model *out)
+{
+    return parse_text(json, len, source, NULL, out);
+}
+
 int hc_model_load(const char *path, struct hc_model *out)
+{
+    return hc_model_load_compiled(path, NULL, out);
+}
+
+int hc_model_load_compiled(const char *path, const struct hc_model_compile *c,
+                           struct hc_model *out)
 {
     FILE *f = NULL;
     char *buf = NULL;
@@ -427,7 +443,8 @@ int hc_model_load(const char *path, struct hc_model *out)
     int rv;
 
     if (!path || !out)
-        return hc_err_set(HC_ERR_INVAL, "hc_model_load: NULL argument");
+        return hc_err_set(HC_ERR_INVAL, "hc_model_load_compiled: NULL "
+                          "argument");
     if (!(f = fopen(path, "rb"))) {
         rv = hc_err_set(errno == ENOENT ? HC_ERR_NOTFOUND : HC_ERR_IO,
                         "model file %s: cannot open: %s", path,
@@ -452,10 +469,10 @@ int hc_model_load(const char *path, struct hc_model *out)
         snprintf(src, sizeof src, "%.480s: config.json", path);
         if ((rv = hc_keras_archive_config(path, MODEL_FILE_MAX, &buf, &n)) ==
             HC_OK)
-            rv = hc_model_parse(buf, n, src, out);
+            rv = parse_text(buf, n, src, c, out);
         goto out;
     }
-    rv = hc_model_parse(buf, n, path, out);
+    rv = parse_text(buf, n, path, c, out);
 out:
     free(buf);
     if (f)

@@ -95,4 +95,9 @@ int md_keras_is(const cJSON *root);
  * argument named, one line each. */
 int md_keras_translate(const cJSON *root, const char *source, cJSON **out);
 
+/* Replace root's "loss" and "optimizer" (hetps's format) with the command
+ * line's, those of c that are not NULL. HC_ERR_CONFIG for an --optimizer
+ * that is neither a name nor a JSON object. */
+int md_apply_compile(cJSON *root, const struct hc_model_compile *c);
+
 #endif

@@ -26,6 +26,10 @@
  * values differ from Keras's but follow the same distribution. Keras has
  * no per-layer device: hetps reads an optional "device" beside a layer's
  * "class_name" and "config" (Keras's loader ignores keys there).
+ *
+ * The command line's --loss and --optimizer (hc_model_load_compiled)
+ * replace what any model file says, as compiling a loaded model again
+ * does (md_apply_compile).
  */
 #include "model_impl.h"
 
@@ -685,4 +689,33 @@ int md_keras_translate(const cJSON *root, const char *source, cJSON **out)
 nomem:
     cJSON_Delete(n);
     return hc_err_set(HC_ERR_NOMEM, "%s: out of memory", source);
+}
+
+/* ---- the command line's compile settings -------------------------------- */
+
+int md_apply_compile(cJSON *root, const struct hc_model_compile *c)
+{
+    cJSON *o;
+
+    if (!cJSON_IsObject(root))
+        return HC_OK;           /* the model's own error comes next */
+    if (c->loss) {
+        cJSON_DeleteItemFromObjectCaseSensitive(root, "loss");
+        if (!cJSON_AddStringToObject(root, "loss", c->loss))
+            return hc_err_set(HC_ERR_NOMEM, "--loss: out of memory");
+    }
+    if (!c->optimizer)
+        return HC_OK;
+    o = c->optimizer[0] == '{' ? cJSON_Parse(c->optimizer)
+                               : cJSON_CreateString(c->optimizer);
+    if (!o || (!cJSON_IsObject(o) && !cJSON_IsString(o))) {
+        cJSON_Delete(o);
+        return hc_err_set(HC_ERR_CONFIG, "--optimizer: '%.80s' is neither a "
+                          "name (adam, sgd) nor a JSON object like "
+                          "{\"type\": \"sgd\", \"learning_rate\": 0.05}",
+                          c->optimizer);
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "optimizer");
+    cJSON_AddItemToObject(root, "optimizer", o);
+    return HC_OK;
 }

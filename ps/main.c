@@ -94,6 +94,7 @@ static void usage(FILE *f)
 /* --format keras: the model file read, --out a Keras file name. Returns
  * 0, or the exit status 2 with the message printed. */
 static int export_keras_args(const char *out, const char *model_file,
+                             const struct hc_model_compile *compile,
                              struct hc_model **m)
 {
     size_t n = strlen(out);
@@ -110,7 +111,8 @@ static int export_keras_args(const char *out, const char *model_file,
                 "(keras.models.load_model), as Keras requires\n");
         return 2;
     }
-    if (!(*m = calloc(1, sizeof **m)) || hc_model_load(model_file, *m)) {
+    if (!(*m = calloc(1, sizeof **m)) ||
+        hc_model_load_compiled(model_file, compile, *m)) {
         fprintf(stderr, "hetps export: %s\n",
                 *m ? hc_err_msg() : "out of memory");
         free(*m);
@@ -129,24 +131,29 @@ static int cmd_export(int argc, char **argv)
         { "out", required_argument, NULL, 'o' },
         { "format", required_argument, NULL, 'f' },
         { "model", required_argument, NULL, 'm' },
+        { "loss", required_argument, NULL, 'L' },
+        { "optimizer", required_argument, NULL, 'O' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     const char *file = NULL, *data_dir = "hetps-data", *out = NULL;
     const char *format = "npy", *model_file = NULL;
+    struct hc_model_compile compile = { 0 };
     struct hc_model *m = NULL;
     struct hc_cluster cl;
     struct hc_diag diag;
     int c, rv;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "c:d:o:f:m:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:d:o:f:m:L:O:h", opts, NULL)) != -1) {
         switch (c) {
         case 'c': file = optarg; break;
         case 'd': data_dir = optarg; break;
         case 'o': out = optarg; break;
         case 'f': format = optarg; break;
         case 'm': model_file = optarg; break;
+        case 'L': compile.loss = optarg; break;
+        case 'O': compile.optimizer = optarg; break;
         case 'h':
             printf("Usage: hetps export [--cluster FILE] [--data-dir DIR] --out OUT\n"
                    "       hetps export --format keras --model M --out F.weights.h5|F.keras ...\n"
@@ -156,7 +163,8 @@ static int cmd_export(int argc, char **argv)
                    "loadable with numpy.load and into the same Keras model.\n"
                    "With --format keras and the job's model file: Keras 3's weights\n"
                    "file (model.load_weights) or, for an OUT ending in .keras, a whole\n"
-                   "model archive (keras.models.load_model).\n"
+                   "model archive (keras.models.load_model); --loss and --optimizer\n"
+                   "as the job was given them.\n"
                    "The stores are read-only: this runs beside live servers.\n");
             return 0;
         default:
@@ -176,7 +184,7 @@ static int cmd_export(int argc, char **argv)
         return 2;
     }
     if (!strcmp(format, "keras") &&
-        (rv = export_keras_args(out, model_file, &m)) != 0)
+        (rv = export_keras_args(out, model_file, &compile, &m)) != 0)
         return rv;
     if (hc_cluster_resolve(file, NULL, 0, &cl, &diag) != HC_OK) {
         hc_diag_print(&diag, stderr);

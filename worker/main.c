@@ -72,6 +72,11 @@ static void usage(FILE *f)
 "                            Keras's model.to_json() or a .keras file\n"
 "      --initial-weights F   the chief starts the job from these weights: a\n"
 "                            .keras or .weights.h5 file, or .npy files' DIR\n"
+"      --loss NAME           instead of the model file's (or Keras's default):\n"
+"                            sparse_categorical_crossentropy or mse\n"
+"      --optimizer SPEC      instead of the model file's: adam, sgd or JSON,\n"
+"                            '{\"type\": \"sgd\", \"learning_rate\": 0.05}'; every\n"
+"                            worker, eval and export of the job needs the same\n"
 "  -e, --epochs N            epochs of the whole job (default: the model\n"
 "                            file's); started again, it goes on to N\n"
 "  -b, --batch-size N        this worker's batch (default: the model file's)\n"
@@ -140,6 +145,7 @@ struct infer {
     const char *cmd;                /* "eval" or "predict", for messages */
     const char *model_file, *weights, *cluster_file, *devices;
     const char *data_dir, *set;     /* NULL: not given */
+    struct hc_model_compile compile; /* --loss, --optimizer */
     int batch;
     struct hc_model *m;
     struct hc_cluster cl;
@@ -159,8 +165,10 @@ struct infer {
     { "set", required_argument, NULL, 's' }, \
     { "batch-size", required_argument, NULL, 'b' }, \
     { "devices", required_argument, NULL, 'D' }, \
+    { "loss", required_argument, NULL, 'L' }, \
+    { "optimizer", required_argument, NULL, 'O' }, \
     { "help", no_argument, NULL, 'h' }
-#define INFER_SHORT "m:w:c:d:s:b:D:h"
+#define INFER_SHORT "m:w:c:d:s:b:D:L:O:h"
 
 /* A flag both commands take: 1 when c was one (handled), 0 when it was
  * not, -1 on a bad value (message printed). */
@@ -168,6 +176,8 @@ static int infer_flag(struct infer *a, int c, const char *arg)
 {
     switch (c) {
     case 'D': a->devices = arg; return 1;
+    case 'L': a->compile.loss = arg; return 1;
+    case 'O': a->compile.optimizer = arg; return 1;
     case 'm': a->model_file = arg; return 1;
     case 'w': a->weights = arg; return 1;
     case 'c': a->cluster_file = arg; return 1;
@@ -203,7 +213,7 @@ static int infer_setup(struct infer *a, int argc, char **argv)
         fprintf(stderr, "hetps %s: out of memory\n", a->cmd);
         return 2;
     }
-    if (hc_model_load(a->model_file, a->m) != HC_OK) {
+    if (hc_model_load_compiled(a->model_file, &a->compile, a->m) != HC_OK) {
         fprintf(stderr, "hetps %s: %s\n", a->cmd, hc_err_msg());
         return 2;
     }
@@ -288,7 +298,7 @@ static int cmd_eval(int argc, char **argv)
         if (c == 'h') {
             printf("Usage: hetps eval --model FILE (--weights DIR|FILE | --cluster FILE)\n"
                    "                  [--data-dir DIR] [--set t10k|train] [--batch-size N]\n"
-                   "                  [--devices LIST]\n"
+                   "                  [--devices LIST] [--loss NAME] [--optimizer SPEC]\n"
                    "Evaluate a model's weights — exported .npy files (hetps export),\n"
                    "a Keras .weights.h5 or .keras file, or the live values of a\n"
                    "running cluster — on an IDX data set\n"
@@ -507,7 +517,7 @@ int main(int argc, char **argv)
     enum { O_DEVICES = 256, O_VIEW, O_LINGER, O_TIMEOUT, O_RETRY, O_DATA,
            O_MAXSTEPS, O_OVERLAP, O_THREADS, O_EVAL, O_NOEVAL, O_SLOWDOWN, O_MODE,
            O_VERBOSE, O_PROGRESS, O_LOGDIR, O_METRICS,
-           O_EXPORT, O_BEST, O_NPDATA, O_VALDATA, O_INITIAL };
+           O_EXPORT, O_BEST, O_NPDATA, O_VALDATA, O_INITIAL, O_LOSS, O_OPTIM };
     static const struct option opts[] = {
         { "cluster", required_argument, NULL, 'c' },
         { "task", required_argument, NULL, 't' },
@@ -531,6 +541,8 @@ int main(int argc, char **argv)
         { "export-every-epoch", required_argument, NULL, O_EXPORT },
         { "export-best-only", no_argument, NULL, O_BEST },
         { "initial-weights", required_argument, NULL, O_INITIAL },
+        { "loss", required_argument, NULL, O_LOSS },
+        { "optimizer", required_argument, NULL, O_OPTIM },
         { "metrics-addr", required_argument, NULL, O_METRICS },
         { "print-view", no_argument, NULL, O_VIEW },
         { "linger", required_argument, NULL, O_LINGER },
@@ -547,6 +559,7 @@ int main(int argc, char **argv)
     int verbose = 1;
     const char *logdir = NULL, *metrics_flag = NULL;
     const char *np_data = NULL, *val_data = NULL, *initial = NULL;
+    struct hc_model_compile compile = { 0 };
     struct hc_metrics *metrics = NULL;
     struct hc_http *http = NULL;
     struct wk_watch watch = { 0 };
@@ -631,6 +644,8 @@ int main(int argc, char **argv)
         case O_VALDATA: val_data = optarg; break;
         case O_BEST: ckpt.best_only = 1; break;
         case O_INITIAL: initial = optarg; break;
+        case O_LOSS: compile.loss = optarg; break;
+        case O_OPTIM: compile.optimizer = optarg; break;
         case O_METRICS: metrics_flag = optarg; break;
         case 'c': cluster_file = optarg; break;
         case 't': task = optarg; break;
@@ -672,7 +687,8 @@ int main(int argc, char **argv)
         return 2;
     if (model_file) {
         model = calloc(1, sizeof *model);
-        if (!model || hc_model_load(model_file, model) != HC_OK) {
+        if (!model ||
+            hc_model_load_compiled(model_file, &compile, model) != HC_OK) {
             fprintf(stderr, "hetps-worker: %s\n",
                     model ? hc_err_msg() : "out of memory");
             free(model);

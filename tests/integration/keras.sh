@@ -14,7 +14,9 @@
 #      .keras archive whose config.json names the same layers;
 #   4. round trip: `hetps eval` of the .keras archive gives the job's final
 #      accuracy, and a new job started from it (--initial-weights) is
-#      trained already after one step.
+#      trained already after one step;
+#   5. --optimizer replaces what a file says (Keras 2's to_json has no
+#      compile_config): the shards apply SGD at 0.05.
 . "$(dirname "$0")/lib.inc"
 need_data
 /usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null || { echo "skipped: /usr/bin/python3 lacks h5py (python3-h5py)"; exit 77; }
@@ -157,3 +159,16 @@ eacc=$(sed -n 's/.*accuracy \([0-9.]*\).*/\1/p' "$T/eval.txt")
 aacc=$(sed -n 's/.*\[worker:0\] Final weights.*val_accuracy: \([0-9.]*\).*/\1/p' "$T/again.log")
 awk -v a="$aacc" 'BEGIN { exit !(a >= 0.8) }' || fail "a job started from the .keras is at $aacc after one step"
 ok "round trip: eval of the .keras $eacc = the job's $acc; a job started from it: $aacc after one step"
+
+# 5. The command line's optimizer, to the shards.
+"$BIN/hetps-ps" --cluster "$T/cluster.json" --task ps:0 --data-dir "$T/sgd/ps-0" > "$T/sgd-ps.log" 2>&1 &
+track $!
+wait_for 10 "$BIN/hetps" status "$T/cluster.json" || fail "the shard did not start"
+"$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:0 --model $K/fashion_cnn.keras2.json \
+    --optimizer '{"type": "sgd", "learning_rate": 0.05}' --max-steps 2 --no-eval > "$T/sgd.log" 2>&1 ||
+    { cat "$T/sgd.log"; fail "--optimizer sgd"; }
+"$BIN/hetps" inspect "$T/sgd/ps-0" > "$T/inspect.txt" 2>&1
+grep -q "optimizer sgd lr 0.05" "$T/inspect.txt" || { cat "$T/inspect.txt"; fail "the shard does not apply --optimizer"; }
+"$BIN/hetps" eval --model $K/fashion_cnn.keras2.json --optimizer rmsprop --weights "$T/npy" > "$T/out.txt" 2>&1
+[ $? -eq 2 ] && grep -q 'unsupported optimizer "rmsprop"' "$T/out.txt" || { cat "$T/out.txt"; fail "--optimizer rmsprop not refused"; }
+ok "--optimizer: the shard applies sgd lr 0.05 to a to_json() model; rmsprop refused"

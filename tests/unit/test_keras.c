@@ -2,7 +2,8 @@
  * test_keras.c — Keras's files: the fixtures of deploy/models/keras/ read
  * as the same models as hetps's own files (signature, variables, initial
  * values, devices); a table of Keras configs, each refused naming its
- * layer and key or read into the expected settings; the weights file and
+ * layer and key or read into the expected settings; --loss and
+ * --optimizer over any file; the weights file and
  * the .keras archive written and read back, and damaged or foreign ones
  * refused naming the file and the dataset.
  *
@@ -237,6 +238,38 @@ static void test_config_values(void)
     CU_ASSERT_EQUAL(ma->input.dims[0], 5);
 }
 
+/* --loss and --optimizer replace what a file says, Keras's or hetps's. */
+static void test_compile_flags(void)
+{
+    struct hc_model_compile sgd = {
+        .optimizer = "{\"type\": \"sgd\", \"learning_rate\": 0.05}"};
+    struct hc_model_compile mse = {.loss = "mse", .optimizer = "sgd"};
+    struct hc_model_compile bad = {.optimizer = "{\"type\": "};
+    struct hc_model_compile rms = {.optimizer = "rmsprop"};
+
+    CU_ASSERT_EQUAL_FATAL(hc_model_load_compiled(K "fashion_cnn.keras2.json",
+                                                 &sgd, ma), HC_OK);
+    CU_ASSERT_EQUAL(ma->optim.type, HC_OPT_SGD);
+    CU_ASSERT(ma->optim.lr == 0.05f);
+    CU_ASSERT_EQUAL_FATAL(hc_model_load_compiled(K "fashion_cnn.keras3.json",
+                                                 &sgd, mb), HC_OK);
+    CU_ASSERT_EQUAL(ma->signature, mb->signature);
+    CU_ASSERT_EQUAL_FATAL(hc_model_load_compiled(
+                              "deploy/models/fashion_mlp.json", &mse, ma),
+                          HC_OK);
+    CU_ASSERT_EQUAL(ma->loss, HC_LOSS_MSE);
+    CU_ASSERT(ma->optim.type == HC_OPT_SGD && ma->optim.lr == 0.01f);
+    CU_ASSERT_EQUAL(hc_model_load_compiled(K "fashion_cnn.keras2.json", &bad,
+                                           ma), HC_ERR_CONFIG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "--optimizer"));
+    CU_ASSERT_EQUAL(hc_model_load_compiled(K "fashion_cnn.keras2.json", &rms,
+                                           ma), HC_ERR_CONFIG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "\"rmsprop\""));
+    CU_ASSERT_EQUAL_FATAL(hc_model_load_compiled(K "fashion_cnn.keras2.json",
+                                                 NULL, ma), HC_OK);
+    CU_ASSERT_EQUAL(ma->optim.type, HC_OPT_ADAM);
+}
+
 /* ---- weights files and archives --------------------------------------------- */
 
 static void fill(const struct hc_model *m, float *p)
@@ -358,6 +391,7 @@ void hp_test_register(void)
     CU_add_test(s, "the unsupported fixture", test_unsupported_fixture);
     CU_add_test(s, "refused configs", test_config_table);
     CU_add_test(s, "config values", test_config_values);
+    CU_add_test(s, "--loss and --optimizer", test_compile_flags);
     CU_add_test(s, "weights paths", test_paths);
     CU_add_test(s, "weights and archives written and read", test_write_read);
     CU_add_test(s, "bad archives", test_bad_archives);
