@@ -61,9 +61,9 @@ int hc_keras_read_weights(const char *path, const struct hc_model *m,
 int hc_keras_write_weights(const char *path, const struct hc_model *m,
                            const float *params);
 
-/* m as Keras 3 serialises a compiled Sequential (the config.json of a
- * `.keras` file, with "compile_config"), into a new buffer *json the
- * caller frees. */
+/* m as Keras 3 serialises a compiled Sequential (keras_config.c): the
+ * config.json of a `.keras` file, with "compile_config", into a new
+ * buffer *json the caller frees. */
 int hc_keras_config_json(const struct hc_model *m, char **json);
 
 /* Write m and params as a `.keras` archive at path: config.json,

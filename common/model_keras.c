@@ -15,8 +15,10 @@
  * a key this file does not know is ignored only when null. All the
  * problems of a file are reported together, one line each:
  *
- *   m.json: layers[2] BatchNormalization "batch_normalization": BatchNormalization is not supported (...)
- *   m.json: layers[1] Conv2D "conv2d": dilation_rate (2, 2) is not supported; hetps computes (1, 1)
+ *   m.json: layers[1] Conv2D "conv2d": Conv2D dilation_rate (2, 2) is
+ *       not supported; hetps computes (1, 1)
+ *   m.json: layers[2] BatchNormalization "batch_normalization":
+ *       BatchNormalization is not supported; hetps has InputLayer, ...
  *
  * What Keras files do not say. Without "compile_config" (Keras 2's
  * to_json never has one) the loss is sparse_categorical_crossentropy, the

@@ -57,7 +57,7 @@ static void expect_same(const struct hc_model *a, const struct hc_model *b)
     free(pb);
 }
 
-/* ---- the fixtures --------------------------------------------------------- */
+/* ---- the fixtures -------------------------------------------------------- */
 
 static void test_fixtures(void)
 {
@@ -102,7 +102,7 @@ static void test_unsupported_fixture(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "Adam amsgrad true"));
 }
 
-/* ---- a table of Keras configs ----------------------------------------------- */
+/* ---- a table of Keras configs -------------------------------------------- */
 
 static const char *dq(const char *s, char *buf, size_t len)
 {
@@ -270,7 +270,7 @@ static void test_compile_flags(void)
     CU_ASSERT_EQUAL(ma->optim.type, HC_OPT_ADAM);
 }
 
-/* ---- weights files and archives --------------------------------------------- */
+/* ---- weights files and archives ------------------------------------------ */
 
 static void fill(const struct hc_model *m, float *p)
 {
