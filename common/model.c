@@ -461,6 +461,14 @@ int hc_model_load_compiled(const char *path, const struct hc_model_compile *c,
                         strerror(errno));
         goto out;
     }
+    if (n >= 8 && !memcmp(buf, "\211HDF\r\n\032\n", 8)) {
+        rv = hc_err_set(HC_ERR_CONFIG, "model file %s is an HDF5 file: "
+                        "weights (give it to --weights or --initial-weights) "
+                        "or Keras 2's legacy .h5 model, which hetps does not "
+                        "read; give the model as model.to_json()'s JSON or "
+                        "a .keras file", path);
+        goto out;
+    }
     if (n >= 4 && !memcmp(buf, "PK\3\4", 4)) {     /* a .keras archive */
         char src[512];
 

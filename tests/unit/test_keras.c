@@ -345,6 +345,10 @@ static void test_write_read(void)
     CU_ASSERT_NOT_EQUAL(hc_keras_read_weights(h5, ma, q), HC_OK);
     CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), h5));
     CU_ASSERT_EQUAL(hc_keras_read_weights(cut, ma, q), HC_ERR_NOTFOUND);
+    /* A weights file given as the model. */
+    CU_ASSERT_EQUAL(hc_keras_write_weights(cut, ma, p), HC_OK);
+    CU_ASSERT_EQUAL(hc_model_load(cut, mb), HC_ERR_CONFIG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "is an HDF5 file"));
     free(p);
     free(q);
     hp_rmtree(dir);
