@@ -72,6 +72,18 @@ int hc_keras_var_path(const struct hc_model *m, int v, char *buf,
                       v);
 }
 
+/* Offset (in floats) of variable v in the flat parameters: the sum of the
+ * sizes before it, as hc_model_var_offset counts (computed here so that
+ * Keras's files need nothing of model.c, which reads .keras archives). */
+static size_t var_at(const struct hc_model *m, int v)
+{
+    size_t off = 0;
+
+    for (int i = 0; i < v; i++)
+        off += m->vars[i].size;
+    return off;
+}
+
 /* ---- reading ------------------------------------------------------------ */
 
 /* 1 when every group on the way to path and path itself exist. */
@@ -190,7 +202,7 @@ static int read_all(hid_t f, const char *file, const struct hc_model *m,
     for (int v = 0; v < m->n_vars; v++) {
         if ((rv = hc_keras_var_path(m, v, path, sizeof path)) != HC_OK ||
             (rv = read_var(f, file, path, &m->vars[v],
-                           params + hc_model_var_offset(m, v))) != HC_OK)
+                           params + var_at(m, v))) != HC_OK)
             return rv;
     }
     return HC_OK;
@@ -288,10 +300,10 @@ static int write_all(hid_t f, const struct hc_model *m, const float *params)
         bad = vg < 0;
         if (!bad && l->var_kernel >= 0)
             bad = write_var(vg, "0", &m->vars[l->var_kernel],
-                            params + hc_model_var_offset(m, l->var_kernel));
+                            params + var_at(m, l->var_kernel));
         if (!bad && l->var_bias >= 0)
             bad = write_var(vg, "1", &m->vars[l->var_bias],
-                            params + hc_model_var_offset(m, l->var_bias));
+                            params + var_at(m, l->var_bias));
         if (vg >= 0)
             bad |= H5Gclose(vg) < 0;
         bad |= H5Gclose(lg) < 0;
