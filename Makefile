@@ -43,6 +43,12 @@ CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Werror -Wshadow \
             -I/usr/include/cjson $(BLAS_CFLAGS) -MMD -MP
 LDFLAGS  += $(if $(SANITIZE),$(SAN))
 LDLIBS   += -lnng -lssl -lcrypto -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -llmdb -lcjson -lz -lisal $(BLAS_LIBS) -lm -lpthread
+# Keras's files (common/keras*.c): Debian's serial HDF5 (its own include and
+# library folders, which pkg-config names) and libzip.
+HDF5_CFLAGS := $(or $(shell pkg-config --cflags hdf5 2>/dev/null),-I/usr/include/hdf5/serial)
+HDF5_LIBS   := $(or $(shell pkg-config --libs hdf5 2>/dev/null),-L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5)
+CFLAGS   += $(HDF5_CFLAGS)
+LDLIBS   += $(HDF5_LIBS) -lzip
 
 # CUDA is detected, not required. With nvcc, worker/*.cu (the CUDA backend)
 # join libworker and -DHETPS_CUDA is set; the CUDA runtime is linked
@@ -211,10 +217,11 @@ bench: deps
 PREFIX  ?= /usr/local
 SHARE   := $(DESTDIR)$(PREFIX)/share/hetps
 install: $(BINS)
-	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE)/models $(SHARE)/examples \
+	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE)/models/keras $(SHARE)/examples \
 	    $(SHARE)/systemd $(SHARE)/slurm $(SHARE)/k8s
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 deploy/models/*.json $(SHARE)/models/
+	install -m 644 deploy/models/keras/*.json $(SHARE)/models/keras/
 	install -m 644 deploy/cluster.local.json $(SHARE)/examples/
 	install -m 644 deploy/k8s/*.yaml deploy/k8s/schema.json $(SHARE)/k8s/
 	install -m 755 deploy/k8s/validate.py $(SHARE)/k8s/

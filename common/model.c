@@ -38,10 +38,15 @@
  * optimizer with its settings. The model name, devices, batch size, epochs,
  * seed and metrics are not part of it: changing them does not change what a
  * store of trained variables means.
+ *
+ * Keras's own files — to_json's JSON (an object with "class_name") and a
+ * .keras archive (a zip: its config.json) — are translated into this
+ * format by model_keras.c and keras_archive.c, then read as any other.
  */
 #include "model_impl.h"
 
 #include "err.h"
+#include "keras.h"
 #include "rng.h"
 
 #include <ctype.h>
@@ -375,8 +380,10 @@ static int syntax_error(const char *json, size_t len, size_t off,
                       source, line, col, what, near);
 }
 
-int hc_model_parse(const char *json, size_t len, const char *source,
-                   struct hc_model *out)
+/* A model's JSON text, with the command line's compile settings (c may be
+ * NULL). */
+static int parse_text(const char *json, size_t len, const char *source,
+                      const struct hc_model_compile *c, struct hc_model *out)
 {
     struct hc_model *m = NULL;
     cJSON *root = NULL;
@@ -409,6 +416,16 @@ int hc_model_parse(const char *json, size_t len, const char *source,
                           "unexpected text after the JSON value");
         goto out;
     }
+    if (md_keras_is(root)) {
+        cJSON *native = NULL;
+
+        if ((rv = md_keras_translate(root, m->source, &native)) != HC_OK)
+            goto out;
+        cJSON_Delete(root);
+        root = native;
+    }
+    if (c && (rv = md_apply_compile(root, c)) != HC_OK)
+        goto out;
     if ((rv = parse_root(root, m)) == HC_OK)
         *out = *m;
 out:
@@ -417,7 +434,19 @@ out:
     return rv;
 }
 
+int hc_model_parse(const char *json, size_t len, const char *source,
+                   struct hc_model *out)
+{
+    return parse_text(json, len, source, NULL, out);
+}
+
 int hc_model_load(const char *path, struct hc_model *out)
+{
+    return hc_model_load_compiled(path, NULL, out);
+}
+
+int hc_model_load_compiled(const char *path, const struct hc_model_compile *c,
+                           struct hc_model *out)
 {
     FILE *f = NULL;
     char *buf = NULL;
@@ -425,7 +454,8 @@ int hc_model_load(const char *path, struct hc_model *out)
     int rv;
 
     if (!path || !out)
-        return hc_err_set(HC_ERR_INVAL, "hc_model_load: NULL argument");
+        return hc_err_set(HC_ERR_INVAL, "hc_model_load_compiled: NULL "
+                          "argument");
     if (!(f = fopen(path, "rb"))) {
         rv = hc_err_set(errno == ENOENT ? HC_ERR_NOTFOUND : HC_ERR_IO,
                         "model file %s: cannot open: %s", path,
@@ -442,7 +472,26 @@ int hc_model_load(const char *path, struct hc_model *out)
                         strerror(errno));
         goto out;
     }
-    rv = hc_model_parse(buf, n, path, out);
+    if (n >= 8 && !memcmp(buf, "\211HDF\r\n\032\n", 8)) {
+        rv = hc_err_set(HC_ERR_CONFIG, "model file %s is an HDF5 file: "
+                        "weights (give it to --weights or --initial-weights) "
+                        "or Keras 2's legacy .h5 model, which hetps does not "
+                        "read; give the model as model.to_json()'s JSON or "
+                        "a .keras file", path);
+        goto out;
+    }
+    if (n >= 4 && !memcmp(buf, "PK\3\4", 4)) {     /* a .keras archive */
+        char src[512];
+
+        free(buf);
+        buf = NULL;
+        snprintf(src, sizeof src, "%.480s: config.json", path);
+        if ((rv = hc_keras_archive_config(path, MODEL_FILE_MAX, &buf, &n)) ==
+            HC_OK)
+            rv = parse_text(buf, n, src, c, out);
+        goto out;
+    }
+    rv = parse_text(buf, n, path, c, out);
 out:
     free(buf);
     if (f)

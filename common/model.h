@@ -113,6 +113,8 @@ struct hc_model {
  * returns HC_ERR_CONFIG with a message naming the key or layer. */
 int hc_model_parse(const char *json, size_t len, const char *source,
                    struct hc_model *out);
+/* A model file: hetps's JSON, Keras's model.to_json() (Keras 2 or 3) or a
+ * .keras archive (its config.json), told apart by their content. */
 int hc_model_load(const char *path, struct hc_model *out);
 
 /* An optimizer value alone, as a model file's "optimizer" holds it ("adam"
@@ -122,6 +124,22 @@ int hc_model_load(const char *path, struct hc_model *out);
  * HC_OK or HC_ERR_CONFIG naming `source`; *out unchanged on error. */
 int hc_model_optim_from_json(const char *text, size_t len, const char *source,
                              struct hc_optim_conf *out);
+
+/* What model.compile() would say, from the command line (--loss,
+ * --optimizer): each non-NULL member replaces the file's, as compiling a
+ * loaded Keras model again does. loss is a name
+ * ("sparse_categorical_crossentropy", "mse"); optimizer a name ("adam",
+ * "sgd") or an optimizer object in JSON ({"type": "sgd",
+ * "learning_rate": 0.05, "momentum": 0.9}). A bad value fails as it would
+ * in the file, naming the flag. */
+struct hc_model_compile {
+    const char *loss;
+    const char *optimizer;
+};
+
+/* hc_model_load with the command line's compile settings (c may be NULL). */
+int hc_model_load_compiled(const char *path, const struct hc_model_compile *c,
+                           struct hc_model *out);
 
 /* Write the Keras default initial values of every variable into params,
  * laid out variable after variable in definition order (n_params floats),

@@ -2,8 +2,9 @@
  * model_impl.h — the inside of the model reader, shared by its files:
  * model.c (the model as a whole: loss, optimizer, metrics, signature,
  * initial values, the entry points), model_layer.c (the layers: their
- * keys, shapes and variables) and model_json.c (typed JSON values and the
- * key check). Nothing outside common/model*.c includes this; the contract
+ * keys, shapes and variables), model_json.c (typed JSON values and the
+ * key check) and model_keras.c (Keras's own JSON, translated). Nothing
+ * outside common/model*.c includes this; the contract
  * is model.h.
  *
  * Errors: each reader returns HC_OK, or the code of hc_err_set with one
@@ -82,5 +83,21 @@ const char *md_fmt_shape(const struct hc_shape *s, char *buf, size_t len);
 
 /* 1 when s is a valid model or layer name: letters, digits, '_', '-', '.'. */
 int md_name_ok(const char *s);
+
+/* ---- Keras's own files (model_keras.c) ---------------------------------- */
+
+/* 1 when root is a model as Keras serialises it ("class_name" at the top). */
+int md_keras_is(const cJSON *root);
+
+/* Translate Keras's model JSON (to_json, Keras 2 or 3, or a .keras file's
+ * config.json) into a new tree of hetps's own model format in *out (the
+ * caller deletes it). HC_ERR_CONFIG with every unsupported layer and
+ * argument named, one line each. */
+int md_keras_translate(const cJSON *root, const char *source, cJSON **out);
+
+/* Replace root's "loss" and "optimizer" (hetps's format) with the command
+ * line's, those of c that are not NULL. HC_ERR_CONFIG for an --optimizer
+ * that is neither a name nor a JSON object. */
+int md_apply_compile(cJSON *root, const struct hc_model_compile *c);
 
 #endif

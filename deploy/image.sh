@@ -29,7 +29,7 @@ ctx=build/image
 rm -rf "$ctx" && mkdir -p "$ctx/bin" "$ctx/models" "$ctx/cuda"
 cp bin/hetps-ps bin/hetps-worker bin/hetps "$ctx/bin/"
 strip "$ctx"/bin/* 2>/dev/null || true
-cp deploy/models/*.json "$ctx/models/"
+cp deploy/models/*.json "$ctx/models/" && cp -r deploy/models/keras "$ctx/models/"
 target=cpu
 if [ $gpu = 1 ]; then
     target=gpu

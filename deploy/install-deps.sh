@@ -13,6 +13,7 @@ libcunit1-dev
 libopenblas-dev
 libcjson-dev
 zlib1g-dev
+libhdf5-dev libzip-dev python3-h5py
 dataset-fashion-mnist
 python3 python3-numpy python3-yaml python3-jsonschema
 iproute2 procps iptables libnetfilter-queue-dev openssl

@@ -2,7 +2,9 @@
  * export.c — `hetps export` and `hetps inspect` (see export.h).
  *
  * Each variable becomes a float32 .npy file (common/npy.h) in C order —
- * which is the order the shards keep (Keras's layout).
+ * which is the order the shards keep (Keras's layout). With a model file,
+ * all of them become Keras's weights file or .keras archive
+ * (common/keras.h), after the stores are checked to hold that model.
  */
 #include "export.h"
 
@@ -17,6 +19,7 @@
 
 #include "err.h"
 #include "gather.h"
+#include "keras.h"
 #include "name.h"
 #include "npy.h"
 #include "store.h"
@@ -122,6 +125,72 @@ int ps_export(const struct hc_cluster *cl, const char *data_dir,
         close(out);
     if (gathered)
         ps_gathered_free(&g);
+    return rv;
+}
+
+/* The gathered variables are m's, in m's order and shapes, and the stores
+ * were made for m (its signature). */
+static int check_model(const struct ps_gathered *g, const struct hc_model *m)
+{
+    if (g->info0.signature != m->signature)
+        return hc_err_set(HC_ERR_MISMATCH, "the stores hold a model of "
+                          "signature %016llx; the model file %s has %016llx "
+                          "(give the job's own model file)",
+                          (unsigned long long)g->info0.signature, m->source,
+                          (unsigned long long)m->signature);
+    if (g->n_vars != m->n_vars)
+        return hc_err_set(HC_ERR_MISMATCH, "the stores hold %d variables; "
+                          "the model file %s has %d", g->n_vars, m->source,
+                          m->n_vars);
+    for (int v = 0; v < m->n_vars; v++) {
+        const struct hc_var_def *d = &m->vars[v];
+        int same = g->vars[v].ndim == d->ndim &&
+                   g->vars[v].size == d->size &&
+                   !strcmp(g->vars[v].name, d->name);
+
+        for (int k = 0; same && k < d->ndim; k++)
+            same = g->vars[v].shape[k] == (size_t)d->shape[k];
+        if (!same)
+            return hc_err_set(HC_ERR_MISMATCH, "the stores' variable %d is "
+                              "%s; the model file %s has %s of another shape "
+                              "or name", v, g->vars[v].name, m->source,
+                              d->name);
+    }
+    return HC_OK;
+}
+
+int ps_export_keras(const struct hc_cluster *cl, const char *data_dir,
+                    const struct hc_model *m, const char *out, FILE *log)
+{
+    struct ps_gathered g;
+    float *params = NULL;
+    size_t n = strlen(out);
+    int rv = ps_gather(cl, data_dir, 0, 0, &g, log);
+
+    if (rv != HC_OK)
+        return rv;
+    if ((rv = check_model(&g, m)) != HC_OK)
+        goto out;
+    if (!(params = malloc(m->n_params * sizeof *params))) {
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory for %zu parameters",
+                        m->n_params);
+        goto out;
+    }
+    for (int v = 0; v < m->n_vars; v++)
+        memcpy(params + hc_model_var_offset(m, v), g.vars[v].data,
+               g.vars[v].size * sizeof *params);
+    rv = n > 6 && !strcmp(out + n - 6, ".keras")
+             ? hc_keras_write_archive(out, m, params)
+             : hc_keras_write_weights(out, m, params);
+    for (int v = 0; rv == HC_OK && log && v < m->n_vars; v++) {
+        char path[HC_NAME_MAX + 32];
+
+        hc_keras_var_path(m, v, path, sizeof path);
+        fprintf(log, "%s: %s (%s) float32\n", out, path, m->vars[v].name);
+    }
+out:
+    free(params);
+    ps_gathered_free(&g);
     return rv;
 }
 

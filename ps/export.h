@@ -1,6 +1,7 @@
 /*
  * export.h — read the shards' stores offline: `hetps export` writes every
- * variable as a NumPy .npy file, `hetps inspect` prints what a store holds.
+ * variable as a NumPy .npy file (or all of them as Keras's files),
+ * `hetps inspect` prints what a store holds.
  *
  * The stores are opened read-only, so both run beside live servers.
  */
@@ -10,6 +11,7 @@
 #include <stdio.h>
 
 #include "cluster.h"
+#include "model.h"
 
 /*
  * Assemble every variable from the stores of all shards of `cl` — shard J
@@ -22,6 +24,16 @@
  */
 int ps_export(const struct hc_cluster *cl, const char *data_dir,
               const char *out_dir, FILE *log);
+
+/*
+ * The same variables as Keras 3's files of model m (the job's model file,
+ * whose variables and signature the stores must hold): out ending in
+ * ".keras" a whole archive (config.json, metadata.json, model.weights.h5;
+ * keras.models.load_model), else a weights file (model.load_weights).
+ * common/keras.h has the layout. Prints one line per variable to `log`.
+ */
+int ps_export_keras(const struct hc_cluster *cl, const char *data_dir,
+                    const struct hc_model *m, const char *out, FILE *log);
 
 /* Print what the store in `dir` holds: meta, variables, blocks, records. */
 int ps_inspect(const char *dir, FILE *out);

@@ -91,6 +91,37 @@ static void usage(FILE *f)
 "flag or configuration.\n");
 }
 
+/* --format keras: the model file read, --out a Keras file name. Returns
+ * 0, or the exit status 2 with the message printed. */
+static int export_keras_args(const char *out, const char *model_file,
+                             const struct hc_model_compile *compile,
+                             struct hc_model **m)
+{
+    size_t n = strlen(out);
+
+    if (!model_file) {
+        fprintf(stderr, "hetps export: --format keras needs the job's "
+                "--model FILE (Keras's files name layers by class)\n");
+        return 2;
+    }
+    if (!(n > 6 && !strcmp(out + n - 6, ".keras")) &&
+        !(n > 11 && !strcmp(out + n - 11, ".weights.h5"))) {
+        fprintf(stderr, "hetps export: --format keras: --out must end in "
+                ".weights.h5 (model.load_weights) or .keras "
+                "(keras.models.load_model), as Keras requires\n");
+        return 2;
+    }
+    if (!(*m = calloc(1, sizeof **m)) ||
+        hc_model_load_compiled(model_file, compile, *m)) {
+        fprintf(stderr, "hetps export: %s\n",
+                *m ? hc_err_msg() : "out of memory");
+        free(*m);
+        *m = NULL;
+        return 2;
+    }
+    return 0;
+}
+
 /* `hetps-ps export …` / `hetps export …`: the stores to .npy files. */
 static int cmd_export(int argc, char **argv)
 {
@@ -98,26 +129,42 @@ static int cmd_export(int argc, char **argv)
         { "cluster", required_argument, NULL, 'c' },
         { "data-dir", required_argument, NULL, 'd' },
         { "out", required_argument, NULL, 'o' },
+        { "format", required_argument, NULL, 'f' },
+        { "model", required_argument, NULL, 'm' },
+        { "loss", required_argument, NULL, 'L' },
+        { "optimizer", required_argument, NULL, 'O' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     const char *file = NULL, *data_dir = "hetps-data", *out = NULL;
+    const char *format = "npy", *model_file = NULL;
+    struct hc_model_compile compile = { 0 };
+    struct hc_model *m = NULL;
     struct hc_cluster cl;
     struct hc_diag diag;
     int c, rv;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "c:d:o:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:d:o:f:m:L:O:h", opts, NULL)) != -1) {
         switch (c) {
         case 'c': file = optarg; break;
         case 'd': data_dir = optarg; break;
         case 'o': out = optarg; break;
+        case 'f': format = optarg; break;
+        case 'm': model_file = optarg; break;
+        case 'L': compile.loss = optarg; break;
+        case 'O': compile.optimizer = optarg; break;
         case 'h':
             printf("Usage: hetps export [--cluster FILE] [--data-dir DIR] --out OUT\n"
+                   "       hetps export --format keras --model M --out F.weights.h5|F.keras ...\n"
                    "Write every variable held by the shards' stores (shard J in\n"
                    "DIR/ps-J, default hetps-data) as OUT/NAME.npy (float32, Keras\n"
                    "layout: conv kernels (kh, kw, in, out), dense kernels (in, out)),\n"
                    "loadable with numpy.load and into the same Keras model.\n"
+                   "With --format keras and the job's model file: Keras 3's weights\n"
+                   "file (model.load_weights) or, for an OUT ending in .keras, a whole\n"
+                   "model archive (keras.models.load_model); --loss and --optimizer\n"
+                   "as the job was given them.\n"
                    "The stores are read-only: this runs beside live servers.\n");
             return 0;
         default:
@@ -131,14 +178,25 @@ static int cmd_export(int argc, char **argv)
         fprintf(stderr, "hetps export: --out DIR is required\n");
         return 2;
     }
-    if (hc_cluster_resolve(file, NULL, 0, &cl, &diag) != HC_OK) {
-        hc_diag_print(&diag, stderr);
+    if (strcmp(format, "npy") && strcmp(format, "keras")) {
+        fprintf(stderr, "hetps export: --format: \"%s\" is not npy or keras\n",
+                format);
         return 2;
     }
-    rv = ps_export(&cl, data_dir, out, stdout);
+    if (!strcmp(format, "keras") &&
+        (rv = export_keras_args(out, model_file, &compile, &m)) != 0)
+        return rv;
+    if (hc_cluster_resolve(file, NULL, 0, &cl, &diag) != HC_OK) {
+        hc_diag_print(&diag, stderr);
+        free(m);
+        return 2;
+    }
+    rv = m ? ps_export_keras(&cl, data_dir, m, out, stdout)
+           : ps_export(&cl, data_dir, out, stdout);
     if (rv != HC_OK)
         fprintf(stderr, "hetps export: %s\n", hc_err_msg());
     hc_cluster_free(&cl);
+    free(m);
     return rv == HC_OK ? 0 : 1;
 }
 

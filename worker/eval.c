@@ -3,6 +3,7 @@
  * (see eval.h). A .npy file (NumPy format 1.0 or 2.0): "\x93NUMPY", major
  * and minor version, header length (u16 LE, or u32 LE for 2.0), a Python
  * dict literal with 'descr', 'fortran_order' and 'shape', then the data.
+ * Keras's own weights files are read by common/keras.h.
  */
 #include "eval.h"
 
@@ -13,7 +14,10 @@
 #include <string.h>
 
 #include "err.h"
+#include "keras.h"
 #include "npy.h"
+
+#include <sys/stat.h>
 
 int wk_evaluate(struct wk_replicas *r, const float *params,
                 const struct wk_dataset *d, int batch, float *x, int32_t *y,
@@ -139,4 +143,17 @@ int wk_load_npy(const struct hc_model *m, const char *dir, float *params)
             return rv;
     }
     return HC_OK;
+}
+
+int wk_load_weights(const struct hc_model *m, const char *path,
+                    float *params)
+{
+    struct stat st;
+
+    if (stat(path, &st) != 0)
+        return hc_err_set(errno == ENOENT ? HC_ERR_NOTFOUND : HC_ERR_IO,
+                          "weights %s: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return wk_load_npy(m, path, params);
+    return hc_keras_read_weights(path, m, params);
 }

@@ -48,4 +48,12 @@ int wk_predict_all(struct wk_replicas *r, const float *params,
  */
 int wk_load_npy(const struct hc_model *m, const char *dir, float *params);
 
+/*
+ * The weights of m from `path`: a directory of .npy files (wk_load_npy,
+ * as hetps export writes them), or Keras's files — a .weights.h5 file or
+ * a .keras archive (common/keras.h). Errors name the file.
+ */
+int wk_load_weights(const struct hc_model *m, const char *path,
+                    float *params);
+
 #endif

@@ -68,7 +68,15 @@ static void usage(FILE *f)
 "                            file's hetps.mode (the shards must run the same)\n"
 "      --devices LIST        cpu, cpu:0,cpu:1, gpu:0,gpu:1 or auto (default:\n"
 "                            the cluster file's hetps.workers[i].devices)\n"
-"  -m, --model FILE          train this model file (deploy/models/*.json)\n"
+"  -m, --model FILE          train this model file (deploy/models/*.json),\n"
+"                            Keras's model.to_json() or a .keras file\n"
+"      --initial-weights F   the chief starts the job from these weights: a\n"
+"                            .keras or .weights.h5 file, or .npy files' DIR\n"
+"      --loss NAME           instead of the model file's (or Keras's default):\n"
+"                            sparse_categorical_crossentropy or mse\n"
+"      --optimizer SPEC      instead of the model file's: adam, sgd or JSON,\n"
+"                            '{\"type\": \"sgd\", \"learning_rate\": 0.05}'; every\n"
+"                            worker, eval and export of the job needs the same\n"
 "  -e, --epochs N            epochs of the whole job (default: the model\n"
 "                            file's); started again, it goes on to N\n"
 "  -b, --batch-size N        this worker's batch (default: the model file's)\n"
@@ -137,6 +145,7 @@ struct infer {
     const char *cmd;                /* "eval" or "predict", for messages */
     const char *model_file, *weights, *cluster_file, *devices;
     const char *data_dir, *set;     /* NULL: not given */
+    struct hc_model_compile compile; /* --loss, --optimizer */
     int batch;
     struct hc_model *m;
     struct hc_cluster cl;
@@ -156,8 +165,10 @@ struct infer {
     { "set", required_argument, NULL, 's' }, \
     { "batch-size", required_argument, NULL, 'b' }, \
     { "devices", required_argument, NULL, 'D' }, \
+    { "loss", required_argument, NULL, 'L' }, \
+    { "optimizer", required_argument, NULL, 'O' }, \
     { "help", no_argument, NULL, 'h' }
-#define INFER_SHORT "m:w:c:d:s:b:D:h"
+#define INFER_SHORT "m:w:c:d:s:b:D:L:O:h"
 
 /* A flag both commands take: 1 when c was one (handled), 0 when it was
  * not, -1 on a bad value (message printed). */
@@ -165,6 +176,8 @@ static int infer_flag(struct infer *a, int c, const char *arg)
 {
     switch (c) {
     case 'D': a->devices = arg; return 1;
+    case 'L': a->compile.loss = arg; return 1;
+    case 'O': a->compile.optimizer = arg; return 1;
     case 'm': a->model_file = arg; return 1;
     case 'w': a->weights = arg; return 1;
     case 'c': a->cluster_file = arg; return 1;
@@ -200,7 +213,7 @@ static int infer_setup(struct infer *a, int argc, char **argv)
         fprintf(stderr, "hetps %s: out of memory\n", a->cmd);
         return 2;
     }
-    if (hc_model_load(a->model_file, a->m) != HC_OK) {
+    if (hc_model_load_compiled(a->model_file, &a->compile, a->m) != HC_OK) {
         fprintf(stderr, "hetps %s: %s\n", a->cmd, hc_err_msg());
         return 2;
     }
@@ -234,7 +247,7 @@ static int infer_open(struct infer *a, const struct wk_dataset *d)
         return hc_err_set(HC_ERR_NOMEM, "out of memory for batch %d",
                           a->batch);
     if (a->weights)
-        return wk_load_npy(a->m, a->weights, a->params);
+        return wk_load_weights(a->m, a->weights, a->params);
     if ((rv = pc_open(&a->pc, &a->cl, -1, 0, NULL)) != HC_OK)
         return rv;
     {
@@ -283,11 +296,12 @@ static int cmd_eval(int argc, char **argv)
             continue;
         }
         if (c == 'h') {
-            printf("Usage: hetps eval --model FILE (--weights DIR | --cluster FILE)\n"
+            printf("Usage: hetps eval --model FILE (--weights DIR|FILE | --cluster FILE)\n"
                    "                  [--data-dir DIR] [--set t10k|train] [--batch-size N]\n"
-                   "                  [--devices LIST]\n"
-                   "Evaluate a model's weights — exported .npy files (hetps export)\n"
-                   "or the live values of a running cluster — on an IDX data set\n"
+                   "                  [--devices LIST] [--loss NAME] [--optimizer SPEC]\n"
+                   "Evaluate a model's weights — exported .npy files (hetps export),\n"
+                   "a Keras .weights.h5 or .keras file, or the live values of a\n"
+                   "running cluster — on an IDX data set\n"
                    "(default: Fashion-MNIST's 10,000 test images).\n");
             return 0;
         }
@@ -372,11 +386,12 @@ static int cmd_predict(int argc, char **argv)
         case 'i': images = optarg; break;
         case 'o': out_file = optarg; break;
         case 'h':
-            printf("Usage: hetps predict --model FILE (--weights DIR | --cluster FILE)\n"
+            printf("Usage: hetps predict --model FILE (--weights DIR|FILE | --cluster FILE)\n"
                    "                     [--images FILE | --data-dir DIR --set t10k|train]\n"
                    "                     [--out FILE.npy] [--batch-size N] [--devices LIST]\n"
-                   "Run a model's weights — exported .npy files (hetps export) or the\n"
-                   "live values of a running cluster — forward over images, as Keras's\n"
+                   "Run a model's weights — exported .npy files (hetps export), a Keras\n"
+                   ".weights.h5 or .keras file, or the live values of a running\n"
+                   "cluster — forward over images, as Keras's\n"
                    "model.predict: an IDX images file (gzip or plain; no labels needed),\n"
                    "a NumPy .npy of images (float32, or uint8 scaled by 1/255)\n"
                    "or a data set's images (default: Fashion-MNIST's 10,000 test images).\n"
@@ -504,6 +519,7 @@ struct worker_args {
     const char *cluster_file, *task, *mode;    /* NULL: not given */
     const char *devices;        /* NULL: the cluster file's, else "auto" */
     const char *model_file;     /* NULL: join and stay joined */
+    struct hc_model_compile compile; /* --loss, --optimizer */
     struct wk_train_conf train; /* what the flags set of the training:
                                    epochs, batch size, data, eval … */
     int verbose;                /* 0, 1, 2 */
@@ -564,7 +580,7 @@ static int parse_args(int argc, char **argv, struct worker_args *a)
     enum { O_DEVICES = 256, O_VIEW, O_LINGER, O_TIMEOUT, O_RETRY, O_DATA,
            O_MAXSTEPS, O_OVERLAP, O_THREADS, O_EVAL, O_NOEVAL, O_SLOWDOWN, O_MODE,
            O_VERBOSE, O_PROGRESS, O_LOGDIR, O_METRICS,
-           O_EXPORT, O_BEST, O_NPDATA, O_VALDATA };
+           O_EXPORT, O_BEST, O_NPDATA, O_VALDATA, O_INITIAL, O_LOSS, O_OPTIM };
     static const struct option opts[] = {
         { "cluster", required_argument, NULL, 'c' },
         { "task", required_argument, NULL, 't' },
@@ -587,6 +603,9 @@ static int parse_args(int argc, char **argv, struct worker_args *a)
         { "validation-data", required_argument, NULL, O_VALDATA },
         { "export-every-epoch", required_argument, NULL, O_EXPORT },
         { "export-best-only", no_argument, NULL, O_BEST },
+        { "initial-weights", required_argument, NULL, O_INITIAL },
+        { "loss", required_argument, NULL, O_LOSS },
+        { "optimizer", required_argument, NULL, O_OPTIM },
         { "metrics-addr", required_argument, NULL, O_METRICS },
         { "print-view", no_argument, NULL, O_VIEW },
         { "linger", required_argument, NULL, O_LINGER },
@@ -641,6 +660,9 @@ static int parse_args(int argc, char **argv, struct worker_args *a)
         case O_EXPORT: a->ckpt.dir = optarg; break;
         case O_NPDATA: a->train.data = optarg; break;
         case O_VALDATA: a->train.validation_data = optarg; break;
+        case O_INITIAL: a->train.initial_weights = optarg; break;
+        case O_LOSS: a->compile.loss = optarg; break;
+        case O_OPTIM: a->compile.optimizer = optarg; break;
         case O_BEST: a->ckpt.best_only = 1; break;
         case O_METRICS: a->metrics_flag = optarg; break;
         case 'c': a->cluster_file = optarg; break;
@@ -801,7 +823,8 @@ int main(int argc, char **argv)
         return 2;
     if (a.model_file) {
         model = calloc(1, sizeof *model);
-        if (!model || hc_model_load(a.model_file, model) != HC_OK) {
+        if (!model ||
+            hc_model_load_compiled(a.model_file, &a.compile, model) != HC_OK) {
             fprintf(stderr, "hetps-worker: %s\n",
                     model ? hc_err_msg() : "out of memory");
             free(model);

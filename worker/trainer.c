@@ -775,6 +775,12 @@ int wk_train(const struct wk_train_conf *c)
         rv = hc_err_set(HC_ERR_NOMEM, "out of memory for batch %d", r.max_batch);
         goto out;
     }
+    /* The chief's first values: read (and checked) before any connection. */
+    if (r.chief && c->initial_weights &&
+        (rv = wk_load_weights(m, c->initial_weights, r.params)) != HC_OK)
+        goto out;
+    else if (r.chief && !c->initial_weights)
+        hc_model_init_params(m, r.params);
 
     rv = pc_open(&r.pc, c->cluster, HC_JOB_WORKER, c->worker, &c->client);
     if (rv == HC_OK)
@@ -791,7 +797,6 @@ int wk_train(const struct wk_train_conf *c)
     if (rv != HC_OK)
         goto out;
     if (r.chief) {
-        hc_model_init_params(m, r.params);
         rv = pc_create(r.pc, r.params);
         if (rv == HC_OK)
             hc_info("variables of %s registered on %d shard(s): %zu parameters",

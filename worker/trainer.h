@@ -48,6 +48,10 @@ struct wk_train_conf {
     struct pc_opts client;      /* timeouts */
     struct wk_checkpoint *export_every_epoch; /* the chief's .npy weights
                                    after each epoch (checkpoint.h); NULL */
+    const char *initial_weights; /* the chief creates the variables with
+                                   these (wk_load_weights: a .keras or
+                                   .weights.h5 file, a .npy directory);
+                                   NULL: the model's initialisers */
     struct wk_watch *watch;     /* the reports (watch.h), opened by the
                                    caller: progress, metrics, summaries */
     volatile sig_atomic_t *stop; /* set (e.g. by a signal) to stop early */

@@ -1,0 +1,74 @@
+/*
+ * keras.h — Keras 3's files of a model: the weights file `NAME.weights.h5`
+ * (HDF5, as `model.save_weights` writes it; keras_h5.c) and the `.keras`
+ * archive (a zip of config.json, metadata.json and model.weights.h5, as
+ * `model.save` writes it; keras_archive.c). The model itself, as Keras's
+ * JSON, is read by hc_model_load (model.h), which takes a `.keras` file
+ * too.
+ *
+ * The weights file's layout (Keras 3's H5IOStore): a group "vars" at the
+ * top (the model's own variables: none), and for the i-th layer of its
+ * class after the InputLayer, "layers/SNAKE/vars" with SNAKE the class
+ * in snake case, "_N" added from the second layer of a class on
+ * (conv2d, conv2d_1, max_pooling2d, flatten, dense, dense_1 …: Keras
+ * names the path by class, never by the layer's own name); in it one
+ * float32 dataset per variable, "0" the kernel and "1" the bias, in
+ * Keras's shapes — which are hetps's ((kh, kw, in, out), (in, out),
+ * (out)): nothing is transposed. The optimizer's state is not written
+ * (Keras then warns that it skips loading the optimizer).
+ *
+ * Every reader checks each size, shape and type against the model before
+ * it reads a value, and an error names the file and the dataset. Calls
+ * are not thread-safe (the HDF5 library's serial build).
+ */
+#ifndef HC_KERAS_H
+#define HC_KERAS_H
+
+#include <stddef.h>
+
+#include "model.h"
+
+#define HC_KERAS_VERSION "3.3.3"   /* metadata.json: the format written */
+
+/* Keras's class name of a layer type ("Conv2D", "MaxPooling2D" …). */
+const char *hc_keras_class(enum hc_layer_type t);
+
+/* The path of variable v of m in Keras's weights file
+ * ("layers/conv2d/vars/0") into buf. Returns HC_OK, or HC_ERR_INVAL for
+ * a v out of range. */
+int hc_keras_var_path(const struct hc_model *m, int v, char *buf,
+                      size_t len);
+
+/* 1 when the file at path starts as a zip archive does (PK\3\4). */
+int hc_keras_is_archive(const char *path);
+
+/* The config.json of the .keras archive at path, into a new buffer
+ * *json (NUL-terminated, *len bytes, the caller frees it), at most max
+ * bytes. Errors name the file: not a zip, no config.json, too large. */
+int hc_keras_archive_config(const char *path, size_t max, char **json,
+                            size_t *len);
+
+/* Read the weights of m from path — a `.weights.h5` file, or the
+ * model.weights.h5 of a `.keras` archive — into params (m->n_params
+ * floats, variable after variable as hc_model_var_offset lays them).
+ * Every variable must be there with the model's shape; errors name the
+ * file and the dataset. */
+int hc_keras_read_weights(const char *path, const struct hc_model *m,
+                          float *params);
+
+/* Write params (m->n_params floats) as a Keras 3 `.weights.h5` file at
+ * path, made whole or not at all (written beside it, then renamed). */
+int hc_keras_write_weights(const char *path, const struct hc_model *m,
+                           const float *params);
+
+/* m as Keras 3 serialises a compiled Sequential (keras_config.c): the
+ * config.json of a `.keras` file, with "compile_config", into a new
+ * buffer *json the caller frees. */
+int hc_keras_config_json(const struct hc_model *m, char **json);
+
+/* Write m and params as a `.keras` archive at path: config.json,
+ * metadata.json and model.weights.h5, made whole or not at all. */
+int hc_keras_write_archive(const char *path, const struct hc_model *m,
+                           const float *params);
+
+#endif

@@ -1,0 +1,228 @@
+/*
+ * keras_config.c — a model as Keras 3 serialises a compiled Sequential
+ * (keras.h: hc_keras_config_json): the config.json of the .keras archives
+ * hetps writes. Every layer with Keras's class, module and arguments (the
+ * values hetps computes: dilation (1, 1), channels_last, GlorotUniform
+ * kernels seeded by the model's seed, Zeros biases), its build_config
+ * and, for a placed layer, hetps's "device" beside them; then the
+ * compile_config (optimizer, loss, metrics). Written so that every Keras
+ * 3 reads it: a layer's dtype is "float32" (Keras 3.4 on writes a
+ * DTypePolicy object, which 3.0 to 3.3 may not take), and no optimizer key
+ * newer than Keras 3.0. Read back by model_keras.c, it gives the same
+ * model (signature and all).
+ */
+#include "keras.h"
+
+#include "err.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* {"module": MODULE, "class_name": CLS, "config": CONFIG,
+ *  "registered_name": null}; takes config. */
+static cJSON *object(const char *module, const char *cls, cJSON *config)
+{
+    cJSON *o = cJSON_CreateObject();
+
+    if (!o) {
+        cJSON_Delete(config);
+        return NULL;
+    }
+    cJSON_AddStringToObject(o, "module", module);
+    cJSON_AddStringToObject(o, "class_name", cls);
+    cJSON_AddItemToObject(o, "config", config ? config : cJSON_CreateObject());
+    cJSON_AddNullToObject(o, "registered_name");
+    return o;
+}
+
+/* A layer's dtype (see the top of this file). */
+static cJSON *dtype_policy(void)
+{
+    return cJSON_CreateString("float32");
+}
+
+/* f as the shortest decimal that reads back as f (0.2, not
+ * 0.20000000298023224), as Python prints Keras's settings. */
+static double tidy(float f)
+{
+    char b[32];
+
+    for (int prec = 6; prec < 9; prec++) {
+        snprintf(b, sizeof b, "%.*g", prec, (double)f);
+        if ((float)strtod(b, NULL) == f)
+            return strtod(b, NULL);
+    }
+    return (double)f;
+}
+
+/* [null, dims...] of a shape. */
+static cJSON *batch_shape(const struct hc_shape *s)
+{
+    cJSON *a = cJSON_CreateArray();
+
+    cJSON_AddItemToArray(a, cJSON_CreateNull());
+    for (int i = 0; i < s->rank; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(s->dims[i]));
+    return a;
+}
+
+static cJSON *pair(int a, int b)
+{
+    const int v[2] = {a, b};
+
+    return cJSON_CreateIntArray(v, 2);
+}
+
+/* The arguments of a layer with weights: initializers, no regularizers. */
+static void weights_args(cJSON *c, const struct hc_model *m, int use_bias)
+{
+    cJSON *seed = cJSON_CreateObject();
+
+    cJSON_AddNumberToObject(seed, "seed", (double)m->seed);
+    cJSON_AddBoolToObject(c, "use_bias", use_bias);
+    cJSON_AddItemToObject(c, "kernel_initializer",
+                          object("keras.initializers", "GlorotUniform", seed));
+    cJSON_AddItemToObject(c, "bias_initializer",
+                          object("keras.initializers", "Zeros", NULL));
+    cJSON_AddNullToObject(c, "kernel_regularizer");
+    cJSON_AddNullToObject(c, "bias_regularizer");
+    cJSON_AddNullToObject(c, "activity_regularizer");
+    cJSON_AddNullToObject(c, "kernel_constraint");
+    cJSON_AddNullToObject(c, "bias_constraint");
+}
+
+static cJSON *layer_json(const struct hc_model *m,
+                         const struct hc_layer_spec *l)
+{
+    cJSON *c = cJSON_CreateObject(), *o, *bc;
+
+    cJSON_AddStringToObject(c, "name", l->name);
+    cJSON_AddBoolToObject(c, "trainable", 1);
+    cJSON_AddItemToObject(c, "dtype", dtype_policy());
+    switch (l->type) {
+    case HC_LAYER_CONV2D:
+        cJSON_AddNumberToObject(c, "filters", l->filters);
+        cJSON_AddItemToObject(c, "kernel_size", pair(l->kh, l->kw));
+        cJSON_AddItemToObject(c, "strides", pair(l->sh, l->sw));
+        cJSON_AddStringToObject(c, "padding", l->same ? "same" : "valid");
+        cJSON_AddStringToObject(c, "data_format", "channels_last");
+        cJSON_AddItemToObject(c, "dilation_rate", pair(1, 1));
+        cJSON_AddNumberToObject(c, "groups", 1);
+        cJSON_AddStringToObject(c, "activation", hc_act_name(l->act));
+        weights_args(c, m, l->use_bias);
+        break;
+    case HC_LAYER_MAXPOOL2D:
+        cJSON_AddItemToObject(c, "pool_size", pair(l->ph, l->pw));
+        cJSON_AddStringToObject(c, "padding", l->same ? "same" : "valid");
+        cJSON_AddItemToObject(c, "strides", pair(l->sh, l->sw));
+        cJSON_AddStringToObject(c, "data_format", "channels_last");
+        break;
+    case HC_LAYER_FLATTEN:
+        cJSON_AddStringToObject(c, "data_format", "channels_last");
+        break;
+    case HC_LAYER_DENSE:
+        cJSON_AddNumberToObject(c, "units", l->units);
+        cJSON_AddStringToObject(c, "activation", hc_act_name(l->act));
+        weights_args(c, m, l->use_bias);
+        break;
+    case HC_LAYER_DROPOUT:
+        cJSON_AddNumberToObject(c, "rate", tidy(l->rate));
+        cJSON_AddNullToObject(c, "seed");
+        cJSON_AddNullToObject(c, "noise_shape");
+        break;
+    case HC_LAYER_ACTIVATION:
+        cJSON_AddStringToObject(c, "activation", hc_act_name(l->act));
+        break;
+    }
+    if (!(o = object("keras.layers", hc_keras_class(l->type), c)))
+        return NULL;
+    bc = cJSON_AddObjectToObject(o, "build_config");
+    cJSON_AddItemToObject(bc, "input_shape", batch_shape(&l->in));
+    if (l->device[0])
+        cJSON_AddStringToObject(o, "device", l->device);
+    return o;
+}
+
+static cJSON *optimizer_json(const struct hc_optim_conf *o)
+{
+    cJSON *c = cJSON_CreateObject();
+    int adam = o->type == HC_OPT_ADAM;
+
+    cJSON_AddStringToObject(c, "name", adam ? "adam" : "SGD");
+    cJSON_AddNumberToObject(c, "learning_rate", tidy(o->lr));
+    cJSON_AddNullToObject(c, "weight_decay");
+    cJSON_AddNullToObject(c, "clipnorm");
+    cJSON_AddNullToObject(c, "global_clipnorm");
+    cJSON_AddNullToObject(c, "clipvalue");
+    cJSON_AddBoolToObject(c, "use_ema", 0);
+    cJSON_AddNumberToObject(c, "ema_momentum", 0.99);
+    cJSON_AddNullToObject(c, "ema_overwrite_frequency");
+    /* Later Keras adds loss_scale_factor and gradient_accumulation_steps,
+     * both off by default: left out, so that Keras 3.0 takes the file. */
+    if (adam) {
+        cJSON_AddNumberToObject(c, "beta_1", tidy(o->beta1));
+        cJSON_AddNumberToObject(c, "beta_2", tidy(o->beta2));
+        cJSON_AddNumberToObject(c, "epsilon", tidy(o->eps));
+        cJSON_AddBoolToObject(c, "amsgrad", 0);
+    } else {
+        cJSON_AddNumberToObject(c, "momentum", tidy(o->momentum));
+        cJSON_AddBoolToObject(c, "nesterov", o->nesterov);
+    }
+    return object("keras.optimizers", adam ? "Adam" : "SGD", c);
+}
+
+static cJSON *compile_json(const struct hc_model *m)
+{
+    cJSON *c = cJSON_CreateObject();
+
+    cJSON_AddItemToObject(c, "optimizer", optimizer_json(&m->optim));
+    cJSON_AddStringToObject(c, "loss", m->loss == HC_LOSS_MSE
+                            ? "mean_squared_error"
+                            : "sparse_categorical_crossentropy");
+    cJSON_AddNullToObject(c, "loss_weights");
+    if (m->metric_accuracy)
+        cJSON_AddItemToObject(c, "metrics", cJSON_CreateStringArray(
+                                  (const char *[]){"accuracy"}, 1));
+    else
+        cJSON_AddNullToObject(c, "metrics");
+    cJSON_AddNullToObject(c, "weighted_metrics");
+    cJSON_AddBoolToObject(c, "run_eagerly", 0);
+    cJSON_AddNumberToObject(c, "steps_per_execution", 1);
+    cJSON_AddBoolToObject(c, "jit_compile", 0);
+    return c;
+}
+
+int hc_keras_config_json(const struct hc_model *m, char **json)
+{
+    cJSON *cfg = cJSON_CreateObject(), *layers, *in, *ic, *root, *bc;
+
+    *json = NULL;
+    if (!cfg)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    cJSON_AddStringToObject(cfg, "name", m->name);
+    cJSON_AddBoolToObject(cfg, "trainable", 1);
+    cJSON_AddItemToObject(cfg, "dtype", dtype_policy());
+    layers = cJSON_AddArrayToObject(cfg, "layers");
+    ic = cJSON_CreateObject();
+    cJSON_AddItemToObject(ic, "batch_shape", batch_shape(&m->input));
+    cJSON_AddStringToObject(ic, "dtype", "float32");
+    cJSON_AddBoolToObject(ic, "sparse", 0);
+    cJSON_AddStringToObject(ic, "name", "input_layer");
+    in = object("keras.layers", "InputLayer", ic);
+    cJSON_AddItemToArray(layers, in);
+    for (int i = 0; i < m->n_layers; i++)
+        cJSON_AddItemToArray(layers, layer_json(m, &m->layers[i]));
+    cJSON_AddItemToObject(cfg, "build_input_shape", batch_shape(&m->input));
+    root = object("keras", "Sequential", cfg);
+    if (root) {
+        bc = cJSON_AddObjectToObject(root, "build_config");
+        cJSON_AddItemToObject(bc, "input_shape", batch_shape(&m->input));
+        cJSON_AddItemToObject(root, "compile_config", compile_json(m));
+        *json = cJSON_PrintUnformatted(root);
+    }
+    cJSON_Delete(root);
+    if (!*json)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory for config.json");
+    return HC_OK;
+}

@@ -1,0 +1,351 @@
+/*
+ * keras_h5.c — the weights file of Keras 3 (`.weights.h5`, keras.h has
+ * its layout) read and written through Debian's HDF5 library: the paths
+ * of a model's variables, each dataset checked against the model (type a
+ * float, rank and every dimension) before a value is read, and a file
+ * written beside its name and renamed, so it is whole or absent. A
+ * `.keras` archive's weights are read from memory (HDF5's core driver
+ * given the file image keras_archive.c extracts).
+ */
+#include "keras.h"
+#include "keras_impl.h"
+
+#include "err.h"
+
+#include <errno.h>
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const classes[] = {
+    [HC_LAYER_CONV2D] = "Conv2D",   [HC_LAYER_MAXPOOL2D] = "MaxPooling2D",
+    [HC_LAYER_FLATTEN] = "Flatten", [HC_LAYER_DENSE] = "Dense",
+    [HC_LAYER_DROPOUT] = "Dropout", [HC_LAYER_ACTIVATION] = "Activation",
+};
+
+/* Keras's snake case of the class names above (naming.to_snake_case). */
+static const char *const snakes[] = {
+    [HC_LAYER_CONV2D] = "conv2d",   [HC_LAYER_MAXPOOL2D] = "max_pooling2d",
+    [HC_LAYER_FLATTEN] = "flatten", [HC_LAYER_DENSE] = "dense",
+    [HC_LAYER_DROPOUT] = "dropout", [HC_LAYER_ACTIVATION] = "activation",
+};
+
+#define N_CLASSES ((int)(sizeof classes / sizeof classes[0]))
+
+const char *hc_keras_class(enum hc_layer_type t)
+{
+    return (unsigned)t < (unsigned)N_CLASSES ? classes[t] : "Unknown";
+}
+
+/* "layers/SNAKE" of layer i into buf: SNAKE_N for the N-th (from 1)
+ * layer of the same class before it. */
+static void layer_path(const struct hc_model *m, int i, char *buf,
+                       size_t len)
+{
+    int same = 0;
+
+    for (int j = 0; j < i; j++)
+        same += m->layers[j].type == m->layers[i].type;
+    if (same)
+        snprintf(buf, len, "layers/%s_%d", snakes[m->layers[i].type], same);
+    else
+        snprintf(buf, len, "layers/%s", snakes[m->layers[i].type]);
+}
+
+int hc_keras_var_path(const struct hc_model *m, int v, char *buf,
+                      size_t len)
+{
+    char lp[HC_NAME_MAX + 16];
+
+    for (int i = 0; i < m->n_layers; i++) {
+        const struct hc_layer_spec *l = &m->layers[i];
+
+        if (l->var_kernel != v && l->var_bias != v)
+            continue;
+        layer_path(m, i, lp, sizeof lp);
+        snprintf(buf, len, "%s/vars/%d", lp, l->var_kernel == v ? 0 : 1);
+        return HC_OK;
+    }
+    return hc_err_set(HC_ERR_INVAL, "variable %d is not one of the model's",
+                      v);
+}
+
+/* Offset (in floats) of variable v in the flat parameters: the sum of the
+ * sizes before it, as hc_model_var_offset counts (computed here so that
+ * Keras's files need nothing of model.c, which reads .keras archives). */
+static size_t var_at(const struct hc_model *m, int v)
+{
+    size_t off = 0;
+
+    for (int i = 0; i < v; i++)
+        off += m->vars[i].size;
+    return off;
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+/* 1 when every group on the way to path and path itself exist. */
+static int exists(hid_t f, const char *path)
+{
+    char part[256];
+
+    for (const char *p = path; (p = strchr(p, '/')) != NULL; p++) {
+        snprintf(part, sizeof part, "%.*s", (int)(p - path), path);
+        if (H5Lexists(f, part, H5P_DEFAULT) <= 0)
+            return 0;
+    }
+    return H5Lexists(f, path, H5P_DEFAULT) > 0;
+}
+
+/* Variable v of m from dataset path of f into dst, after its checks. */
+static int read_var(hid_t f, const char *file, const char *path,
+                    const struct hc_var_def *d, float *dst)
+{
+    hsize_t dims[8];
+    hid_t ds = -1, type = -1, space = -1;
+    int rank, rv = HC_OK;
+    char got[96], want[96];
+    size_t n = 0;
+
+    if (!exists(f, path))
+        return hc_err_set(HC_ERR_MISMATCH, "%s: no dataset %s (the model's "
+                          "%s); is this the weights file of this model?",
+                          file, path, d->name);
+    if ((ds = H5Dopen2(f, path, H5P_DEFAULT)) < 0) {
+        rv = hc_err_set(HC_ERR_DATA, "%s: %s is not a dataset", file, path);
+        goto out;
+    }
+    type = H5Dget_type(ds);
+    space = H5Dget_space(ds);
+    if (type < 0 || space < 0 || H5Tget_class(type) != H5T_FLOAT) {
+        rv = hc_err_set(HC_ERR_DATA, "%s: %s is not floating point (Keras "
+                        "writes float32)", file, path);
+        goto out;
+    }
+    rank = H5Sget_simple_extent_ndims(space);
+    if (rank < 0 || rank > 8 ||
+        H5Sget_simple_extent_dims(space, dims, NULL) != rank) {
+        rv = hc_err_set(HC_ERR_DATA, "%s: %s: unreadable shape", file, path);
+        goto out;
+    }
+    int same = rank == d->ndim;
+    for (int k = 0; k < rank && k < d->ndim; k++)
+        same = same && dims[k] == (hsize_t)d->shape[k];
+    if (!same) {
+        got[0] = want[0] = '\0';
+        for (int k = 0; k < rank; k++)
+            n += (size_t)snprintf(got + n, n < sizeof got ? sizeof got - n
+                                  : 0, "%s%llu", k ? ", " : "",
+                                  (unsigned long long)dims[k]);
+        n = 0;
+        for (int k = 0; k < d->ndim; k++)
+            n += (size_t)snprintf(want + n, sizeof want - n, "%s%d",
+                                  k ? ", " : "", d->shape[k]);
+        rv = hc_err_set(HC_ERR_MISMATCH, "%s: %s has shape (%s); the "
+                        "model's %s is (%s)", file, path, got, d->name, want);
+        goto out;
+    }
+    if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0)
+        rv = hc_err_set(HC_ERR_DATA, "%s: %s: cannot read its values "
+                        "(truncated or damaged file?)", file, path);
+out:
+    if (space >= 0)
+        H5Sclose(space);
+    if (type >= 0)
+        H5Tclose(type);
+    if (ds >= 0)
+        H5Dclose(ds);
+    return rv;
+}
+
+/* Every layer's vars group holds exactly its variables (as Keras checks). */
+static int count_vars(hid_t f, const char *file, const struct hc_model *m)
+{
+    for (int i = 0; i < m->n_layers; i++) {
+        const struct hc_layer_spec *l = &m->layers[i];
+        int want = (l->var_kernel >= 0) + (l->var_bias >= 0);
+        char path[HC_NAME_MAX + 32];
+        H5G_info_t info;
+
+        layer_path(m, i, path, sizeof path);
+        strcat(path, "/vars");
+        if (!exists(f, path)) {
+            if (want == 0)
+                continue;
+            return hc_err_set(HC_ERR_MISMATCH, "%s: no group %s (layer "
+                              "\"%s\", %s); is this the weights file of this "
+                              "model?", file, path, l->name,
+                              hc_keras_class(l->type));
+        }
+        if (H5Gget_info_by_name(f, path, &info, H5P_DEFAULT) < 0)
+            return hc_err_set(HC_ERR_DATA, "%s: %s is not a group", file,
+                              path);
+        if (info.nlinks != (hsize_t)want)
+            return hc_err_set(HC_ERR_MISMATCH, "%s: %s holds %llu "
+                              "variables; layer \"%s\" (%s) has %d", file,
+                              path, (unsigned long long)info.nlinks, l->name,
+                              hc_keras_class(l->type), want);
+    }
+    return HC_OK;
+}
+
+static int read_all(hid_t f, const char *file, const struct hc_model *m,
+                    float *params)
+{
+    char path[HC_NAME_MAX + 32];
+    int rv;
+
+    if ((rv = count_vars(f, file, m)) != HC_OK)
+        return rv;
+    for (int v = 0; v < m->n_vars; v++) {
+        if ((rv = hc_keras_var_path(m, v, path, sizeof path)) != HC_OK ||
+            (rv = read_var(f, file, path, &m->vars[v],
+                           params + var_at(m, v))) != HC_OK)
+            return rv;
+    }
+    return HC_OK;
+}
+
+int kx_read_weights_image(const char *file, void *image, size_t len,
+                          const struct hc_model *m, float *params)
+{
+    hid_t fapl, f;
+    int rv;
+
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if ((fapl = H5Pcreate(H5P_FILE_ACCESS)) < 0)
+        return hc_err_set(HC_ERR_NOMEM, "%s: HDF5: out of memory", file);
+    if (H5Pset_fapl_core(fapl, 1 << 20, 0) < 0 ||
+        H5Pset_file_image(fapl, image, len) < 0) {
+        H5Pclose(fapl);
+        return hc_err_set(HC_ERR_NOMEM, "%s: HDF5: cannot take the file "
+                          "image", file);
+    }
+    f = H5Fopen("model.weights.h5", H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    if (f < 0)
+        return hc_err_set(HC_ERR_DATA, "%s: model.weights.h5 is not a "
+                          "readable HDF5 file (truncated or damaged?)", file);
+    rv = read_all(f, file, m, params);
+    H5Fclose(f);
+    return rv;
+}
+
+int kx_read_weights_file(const char *path, const struct hc_model *m,
+                         float *params)
+{
+    hid_t f;
+    int rv;
+
+    if (access(path, R_OK) != 0)
+        return hc_err_set(errno == ENOENT ? HC_ERR_NOTFOUND : HC_ERR_IO,
+                          "%s: cannot open: %s", path, strerror(errno));
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if (H5Fis_hdf5(path) <= 0 ||
+        (f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0)
+        return hc_err_set(HC_ERR_DATA, "%s: not a readable HDF5 file "
+                          "(truncated or damaged?); give a .weights.h5 "
+                          "file or a .keras archive", path);
+    rv = read_all(f, path, m, params);
+    H5Fclose(f);
+    return rv;
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+static int write_var(hid_t g, const char *name, const struct hc_var_def *d,
+                     const float *src)
+{
+    hsize_t dims[4];
+    hid_t space, ds;
+    int ok;
+
+    for (int k = 0; k < d->ndim; k++)
+        dims[k] = (hsize_t)d->shape[k];
+    if ((space = H5Screate_simple(d->ndim, dims, NULL)) < 0)
+        return -1;
+    ds = H5Dcreate2(g, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT,
+                    H5P_DEFAULT);
+    ok = ds >= 0 && H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL,
+                             H5P_DEFAULT, src) >= 0;
+    if (ds >= 0)
+        ok = H5Dclose(ds) >= 0 && ok;
+    H5Sclose(space);
+    return ok ? 0 : -1;
+}
+
+/* The groups and datasets of m into the new file f. */
+static int write_all(hid_t f, const struct hc_model *m, const float *params)
+{
+    hid_t g;
+    char path[HC_NAME_MAX + 32];
+
+    if ((g = H5Gcreate2(f, "vars", H5P_DEFAULT, H5P_DEFAULT,
+                        H5P_DEFAULT)) < 0 || H5Gclose(g) < 0 ||
+        (g = H5Gcreate2(f, "layers", H5P_DEFAULT, H5P_DEFAULT,
+                        H5P_DEFAULT)) < 0 || H5Gclose(g) < 0)
+        return -1;
+    for (int i = 0; i < m->n_layers; i++) {
+        const struct hc_layer_spec *l = &m->layers[i];
+        hid_t lg, vg;
+        int bad = 0;
+
+        layer_path(m, i, path, sizeof path);
+        if ((lg = H5Gcreate2(f, path, H5P_DEFAULT, H5P_DEFAULT,
+                             H5P_DEFAULT)) < 0)
+            return -1;
+        vg = H5Gcreate2(lg, "vars", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        bad = vg < 0;
+        if (!bad && l->var_kernel >= 0)
+            bad = write_var(vg, "0", &m->vars[l->var_kernel],
+                            params + var_at(m, l->var_kernel));
+        if (!bad && l->var_bias >= 0)
+            bad = write_var(vg, "1", &m->vars[l->var_bias],
+                            params + var_at(m, l->var_bias));
+        if (vg >= 0)
+            bad |= H5Gclose(vg) < 0;
+        bad |= H5Gclose(lg) < 0;
+        if (bad)
+            return -1;
+    }
+    return 0;
+}
+
+int kx_write_weights_file(const char *path, const char *name,
+                          const struct hc_model *m, const float *params)
+{
+    hid_t f;
+    int bad;
+
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if ((f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)) < 0)
+        return hc_err_set(HC_ERR_IO, "%s: HDF5 cannot create it", name);
+    bad = write_all(f, m, params);
+    bad |= H5Fclose(f) < 0;
+    if (bad) {
+        unlink(path);
+        return hc_err_set(HC_ERR_IO, "%s: HDF5 could not write it (disk "
+                          "full?)", name);
+    }
+    return HC_OK;
+}
+
+int hc_keras_write_weights(const char *path, const struct hc_model *m,
+                           const float *params)
+{
+    char tmp[4096];
+    int rv;
+
+    if (snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid()) >=
+        (int)sizeof tmp)
+        return hc_err_set(HC_ERR_INVAL, "%.64s…: path too long", path);
+    if ((rv = kx_write_weights_file(tmp, path, m, params)) != HC_OK)
+        return rv;
+    if (rename(tmp, path) != 0) {
+        rv = hc_err_set(HC_ERR_IO, "%s: %s", path, strerror(errno));
+        unlink(tmp);
+    }
+    return rv;
+}

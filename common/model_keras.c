@@ -1,0 +1,723 @@
+/*
+ * model_keras.c — a model as Keras writes it, read into hetps's own model
+ * file (model.h): what `model.to_json()` writes in Keras 2
+ * ({"class_name": "Sequential", "config": {...}, "keras_version": ...})
+ * and in Keras 3 (each object also carries "module", "registered_name"
+ * and "build_config"; a compiled model its "compile_config"), which is
+ * also the config.json of a Keras 3 `.keras` archive (keras_archive.c).
+ *
+ * The Keras tree is translated into the JSON of hetps's own format
+ * ({"input_shape": [...], "layers": [{"type": "conv2d", ...}], "loss": ...})
+ * and that is read by model.c as any model file, so shapes, variables and
+ * signature are the same code. Every Keras key is either translated,
+ * checked to hold the one value hetps computes ("dilation_rate" (1, 1),
+ * "data_format" "channels_last", no regularizer …), or refused by name;
+ * a key this file does not know is ignored only when null. All the
+ * problems of a file are reported together, one line each:
+ *
+ *   m.json: layers[1] Conv2D "conv2d": Conv2D dilation_rate (2, 2) is
+ *       not supported; hetps computes (1, 1)
+ *   m.json: layers[2] BatchNormalization "batch_normalization":
+ *       BatchNormalization is not supported; hetps has InputLayer, ...
+ *
+ * What Keras files do not say. Without "compile_config" (Keras 2's
+ * to_json never has one) the loss is sparse_categorical_crossentropy, the
+ * optimizer Adam with Keras's defaults and the metric accuracy. The seed
+ * of hetps's initial values is the first "seed" of a GlorotUniform kernel
+ * initializer (0 when none): hetps's generator is not Keras's, so the
+ * values differ from Keras's but follow the same distribution. Keras has
+ * no per-layer device: hetps reads an optional "device" beside a layer's
+ * "class_name" and "config" (Keras's loader ignores keys there).
+ *
+ * The command line's --loss and --optimizer (hc_model_load_compiled)
+ * replace what any model file says, as compiling a loaded model again
+ * does (md_apply_compile).
+ */
+#include "model_impl.h"
+
+#include "err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define PROBLEMS_MAX 8          /* lines of one error message */
+
+/* One translation: where it reads from and what it found wrong so far. */
+struct kx {
+    const char *src;
+    char msg[1000];             /* the problems, one line each */
+    size_t used;
+    int n_problems;
+    double seed;                /* -1: none seen yet */
+};
+
+static void problem(struct kx *k, const char *where, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void problem(struct kx *k, const char *where, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (k->n_problems++ >= PROBLEMS_MAX || k->used >= sizeof k->msg - 1)
+        return;
+    n = snprintf(k->msg + k->used, sizeof k->msg - k->used, "%s%s: %s: ",
+                 k->used ? "\n" : "", k->src, where);
+    if (n > 0 && (size_t)n < sizeof k->msg - k->used) {
+        k->used += (size_t)n;
+        va_start(ap, fmt);
+        n = vsnprintf(k->msg + k->used, sizeof k->msg - k->used, fmt, ap);
+        va_end(ap);
+        if (n > 0)
+            k->used += (size_t)n;
+    }
+    if (k->used > sizeof k->msg - 1)
+        k->used = sizeof k->msg - 1;
+}
+
+/* A value for messages: (2, 2) for a pair, as Keras prints tuples. */
+static const char *show(const cJSON *v, char *buf, size_t len)
+{
+    if (cJSON_IsArray(v) && cJSON_GetArraySize(v) <= 4) {
+        size_t n = 0;
+
+        n += (size_t)snprintf(buf, len, "(");
+        for (const cJSON *it = v->child; it && n < len; it = it->next) {
+            char one[48];
+
+            n += (size_t)snprintf(buf + n, len - n, "%s%s",
+                                  it == v->child ? "" : ", ",
+                                  md_show(it, one, sizeof one));
+        }
+        if (n < len)
+            snprintf(buf + n, len - n, ")");
+        return buf;
+    }
+    if (cJSON_IsObject(v) && cJSON_IsString(md_get(v, "class_name"))) {
+        snprintf(buf, len, "%.40s", md_get(v, "class_name")->valuestring);
+        return buf;
+    }
+    return md_show(v, buf, len);
+}
+
+/* ---- the checks on one Keras argument ----------------------------------- */
+
+enum kind {
+    K_COPY,         /* the same key and value in hetps's format */
+    K_ACT,          /* an activation hetps has: copied */
+    K_IGNORE,       /* no effect on what hetps computes */
+    K_NULL,         /* must be null (regularizers, constraints …) */
+    K_FALSE,        /* must be false or null */
+    K_TRUE,         /* must be true */
+    K_ONES,         /* 1 or (1, 1) */
+    K_LAST,         /* "channels_last" */
+    K_DTYPE,        /* float32, a string or a DTypePolicy */
+    K_GLOROT,       /* a GlorotUniform initializer (its seed is kept) */
+    K_ZEROS,        /* a Zeros initializer */
+    K_SHAPE,        /* an input shape with the batch: first layer only */
+};
+
+struct karg {
+    const char *key;
+    enum kind kind;
+};
+
+#define COMMON \
+    {"name", K_IGNORE}, {"trainable", K_TRUE}, {"dtype", K_DTYPE}, \
+    {"batch_input_shape", K_SHAPE}, {"batch_shape", K_SHAPE}, \
+    {"input_shape", K_SHAPE}, {"batch_size", K_NULL}
+
+#define WEIGHTS \
+    {"use_bias", K_COPY}, {"kernel_initializer", K_GLOROT}, \
+    {"bias_initializer", K_ZEROS}, {"kernel_regularizer", K_NULL}, \
+    {"bias_regularizer", K_NULL}, {"activity_regularizer", K_NULL}, \
+    {"kernel_constraint", K_NULL}, {"bias_constraint", K_NULL}, \
+    {"lora_rank", K_NULL}, {"lora_alpha", K_IGNORE}
+
+static const struct karg args_conv[] = {
+    COMMON, WEIGHTS, {"filters", K_COPY}, {"kernel_size", K_COPY},
+    {"strides", K_COPY}, {"padding", K_COPY}, {"data_format", K_LAST},
+    {"dilation_rate", K_ONES}, {"groups", K_ONES}, {"activation", K_ACT},
+    {NULL, 0}};
+static const struct karg args_pool[] = {
+    COMMON, {"pool_size", K_COPY}, {"strides", K_COPY}, {"padding", K_COPY},
+    {"data_format", K_LAST}, {NULL, 0}};
+static const struct karg args_flatten[] = {
+    COMMON, {"data_format", K_LAST}, {NULL, 0}};
+static const struct karg args_dense[] = {
+    COMMON, WEIGHTS, {"units", K_COPY}, {"activation", K_ACT}, {NULL, 0}};
+static const struct karg args_dropout[] = {
+    COMMON, {"rate", K_COPY}, {"noise_shape", K_NULL}, {"seed", K_IGNORE},
+    {NULL, 0}};
+static const struct karg args_act[] = {
+    COMMON, {"activation", K_ACT}, {NULL, 0}};
+static const struct karg args_input[] = {
+    COMMON, {"sparse", K_FALSE}, {"ragged", K_FALSE},
+    {"input_tensor", K_NULL}, {"optional", K_FALSE}, {NULL, 0}};
+
+/* The Keras classes hetps has; type NULL is InputLayer. */
+static const struct kclass {
+    const char *cls;
+    const char *type;
+    const struct karg *args;
+} classes[] = {
+    {"InputLayer", NULL, args_input},
+    {"Conv2D", "conv2d", args_conv},
+    {"Convolution2D", "conv2d", args_conv},
+    {"MaxPooling2D", "maxpool2d", args_pool},
+    {"MaxPool2D", "maxpool2d", args_pool},
+    {"Flatten", "flatten", args_flatten},
+    {"Dense", "dense", args_dense},
+    {"Dropout", "dropout", args_dropout},
+    {"Activation", "activation", args_act},
+};
+
+#define SUPPORTED "InputLayer, Conv2D, MaxPooling2D, Flatten, Dense, " \
+                  "Dropout, Activation"
+
+static int is_ones(const cJSON *v)
+{
+    if (md_is_int(v))
+        return v->valuedouble == 1;
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1)
+        return 0;
+    for (const cJSON *it = v->child; it; it = it->next)
+        if (!md_is_int(it) || it->valuedouble != 1)
+            return 0;
+    return 1;
+}
+
+/* The class name of a serialised Keras object, or NULL. */
+static const char *class_of(const cJSON *v)
+{
+    const cJSON *c = md_get(v, "class_name");
+
+    return cJSON_IsObject(v) && cJSON_IsString(c) ? c->valuestring : NULL;
+}
+
+static int dtype_ok(const cJSON *v)
+{
+    const cJSON *cfg;
+
+    if (cJSON_IsNull(v))
+        return 1;
+    if (cJSON_IsString(v))
+        return !strcmp(v->valuestring, "float32");
+    if (!class_of(v) || strcmp(class_of(v), "DTypePolicy"))
+        return 0;
+    cfg = md_get(v, "config");
+    return cJSON_IsObject(cfg) && cJSON_IsString(md_get(cfg, "name")) &&
+           !strcmp(md_get(cfg, "name")->valuestring, "float32");
+}
+
+/* An initializer of class cls (Keras 2 and 3 spell GlorotUniform the same;
+ * "glorot_uniform" as a string in older files). */
+static int init_is(const cJSON *v, const char *cls, const char *str)
+{
+    if (cJSON_IsString(v))
+        return !strcmp(v->valuestring, str);
+    return class_of(v) && !strcmp(class_of(v), cls);
+}
+
+static int act_ok(const cJSON *v)
+{
+    static const char *const acts[] = {
+        "relu", "sigmoid", "tanh", "softmax", "linear"};
+
+    if (cJSON_IsNull(v))
+        return 1;
+    if (!cJSON_IsString(v))
+        return 0;
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
+        if (!strcmp(v->valuestring, acts[i]))
+            return 1;
+    return 0;
+}
+
+/* [null, 28, 28, 1] → [28, 28, 1] into *shape (a new array). */
+static cJSON *drop_batch(const cJSON *v)
+{
+    cJSON *s;
+
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 2)
+        return NULL;
+    if (!(s = cJSON_CreateArray()))
+        return NULL;
+    for (const cJSON *it = v->child->next; it; it = it->next)
+        cJSON_AddItemToArray(s, cJSON_Duplicate(it, 1));
+    return s;
+}
+
+/* One argument of a layer: check it, copy it into out when it is. */
+static void layer_arg(struct kx *k, const char *where, const char *cls,
+                      const struct karg *a, const cJSON *v, cJSON *out,
+                      int first, cJSON **input)
+{
+    const cJSON *cfg;
+    char buf[96];
+
+    switch (a->kind) {
+    case K_COPY:
+        cJSON_AddItemToObject(out, a->key, cJSON_Duplicate(v, 1));
+        return;
+    case K_ACT:
+        if (!act_ok(v))
+            problem(k, where, "%s activation %s is not supported; hetps has "
+                    "relu, sigmoid, tanh, softmax and linear", cls,
+                    show(v, buf, sizeof buf));
+        else
+            cJSON_AddItemToObject(out, a->key, cJSON_Duplicate(v, 1));
+        return;
+    case K_IGNORE:
+        return;
+    case K_NULL:
+        if (!cJSON_IsNull(v))
+            problem(k, where, "%s %s %s is not supported; hetps has none",
+                    cls, a->key, show(v, buf, sizeof buf));
+        return;
+    case K_FALSE:
+        if (!cJSON_IsNull(v) && !cJSON_IsFalse(v))
+            problem(k, where, "%s %s %s is not supported", cls, a->key,
+                    show(v, buf, sizeof buf));
+        return;
+    case K_TRUE:
+        if (!cJSON_IsTrue(v))
+            problem(k, where, "%s %s %s is not supported; hetps trains every "
+                    "layer", cls, a->key, show(v, buf, sizeof buf));
+        return;
+    case K_ONES:
+        if (!is_ones(v))
+            problem(k, where, "%s %s %s is not supported; hetps computes %s",
+                    cls, a->key, show(v, buf, sizeof buf),
+                    cJSON_IsArray(v) ? "(1, 1)" : "1");
+        return;
+    case K_LAST:
+        if (!cJSON_IsNull(v) &&
+            !(cJSON_IsString(v) && !strcmp(v->valuestring, "channels_last")))
+            problem(k, where, "%s data_format %s is not supported; hetps "
+                    "computes \"channels_last\"", cls,
+                    show(v, buf, sizeof buf));
+        return;
+    case K_DTYPE:
+        if (!dtype_ok(v))
+            problem(k, where, "%s dtype %s is not supported; hetps computes "
+                    "in float32", cls,
+                    cJSON_IsObject(md_get(v, "config"))
+                        ? show(md_get(md_get(v, "config"), "name"), buf,
+                               sizeof buf)
+                        : show(v, buf, sizeof buf));
+        return;
+    case K_GLOROT:
+        if (!cJSON_IsNull(v) &&
+            !init_is(v, "GlorotUniform", "glorot_uniform")) {
+            problem(k, where, "%s kernel_initializer %s is not supported; "
+                    "hetps initialises kernels GlorotUniform", cls,
+                    show(v, buf, sizeof buf));
+            return;
+        }
+        cfg = md_get(v, "config");
+        if (k->seed < 0 && cJSON_IsObject(cfg) &&
+            md_is_int(md_get(cfg, "seed")) &&
+            md_get(cfg, "seed")->valuedouble >= 0)
+            k->seed = md_get(cfg, "seed")->valuedouble;
+        return;
+    case K_ZEROS:
+        if (!cJSON_IsNull(v) && !init_is(v, "Zeros", "zeros"))
+            problem(k, where, "%s bias_initializer %s is not supported; "
+                    "hetps initialises biases Zeros", cls,
+                    show(v, buf, sizeof buf));
+        return;
+    case K_SHAPE:
+        if (cJSON_IsNull(v))
+            return;
+        if (!first) {
+            problem(k, where, "%s %s belongs on the first layer", cls,
+                    a->key);
+            return;
+        }
+        if (*input)
+            return;     /* the first one given wins; Keras writes one */
+        if (!strcmp(a->key, "input_shape")) {
+            *input = cJSON_Duplicate(v, 1);
+            return;
+        }
+        if (!(*input = drop_batch(v)))
+            problem(k, where, "%s %s %s must be [null, ...dimensions]", cls,
+                    a->key, show(v, buf, sizeof buf));
+        return;
+    }
+}
+
+/* ---- layers ------------------------------------------------------------- */
+
+static const char *const keys_entry[] = {
+    "class_name", "config", "module", "registered_name", "build_config",
+    "name", "device", NULL};
+
+/* Layer i of the Keras model: its hetps form appended to layers (none for
+ * an InputLayer, whose shape goes to *input). */
+static void layer(struct kx *k, int i, const cJSON *lj, cJSON *layers,
+                  cJSON **input)
+{
+    const char *cls = class_of(lj), *name = NULL;
+    const struct kclass *kc = NULL;
+    const cJSON *cfg = md_get(lj, "config"), *v, *reg;
+    char where[160], buf[96];
+    cJSON *out;
+
+    if (cJSON_IsObject(cfg) && cJSON_IsString(md_get(cfg, "name")))
+        name = md_get(cfg, "name")->valuestring;
+    snprintf(where, sizeof where, "layers[%d] %.40s \"%.60s\"", i,
+             cls ? cls : "?", name ? name : "");
+    if (!cls || !cJSON_IsObject(cfg)) {
+        problem(k, where, "a Keras layer needs \"class_name\" and a "
+                "\"config\" object");
+        return;
+    }
+    for (size_t c = 0; c < sizeof classes / sizeof classes[0]; c++)
+        if (!strcmp(cls, classes[c].cls))
+            kc = &classes[c];
+    reg = md_get(lj, "registered_name");
+    if (!kc || (cJSON_IsString(reg) && strcmp(reg->valuestring, cls))) {
+        problem(k, where, "%s is not supported; hetps has " SUPPORTED,
+                cJSON_IsString(reg) ? reg->valuestring : cls);
+        return;
+    }
+    for (v = lj->child; v; v = v->next) {
+        int known = 0;
+
+        for (int j = 0; keys_entry[j]; j++)
+            known |= !strcmp(v->string, keys_entry[j]);
+        if (!known && !cJSON_IsNull(v))
+            problem(k, where, "%s key \"%.40s\" is not supported", cls,
+                    v->string);
+    }
+    if (!(out = cJSON_CreateObject()))
+        return;
+    if (kc->type)
+        cJSON_AddStringToObject(out, "type", kc->type);
+    if (name)
+        cJSON_AddStringToObject(out, "name", name);
+    if ((v = md_get(lj, "device")) != NULL)
+        cJSON_AddItemToObject(out, "device", cJSON_Duplicate(v, 1));
+    for (v = cfg->child; v; v = v->next) {
+        const struct karg *a = NULL;
+
+        for (int j = 0; kc->args[j].key; j++)
+            if (!strcmp(v->string, kc->args[j].key))
+                a = &kc->args[j];
+        if (a)
+            layer_arg(k, where, cls, a, v, out, i == 0 || !kc->type ||
+                      !cJSON_GetArraySize(layers), input);
+        else if (!cJSON_IsNull(v))
+            problem(k, where, "%s %.40s %s is not supported", cls, v->string,
+                    show(v, buf, sizeof buf));
+    }
+    if (kc->type)
+        cJSON_AddItemToArray(layers, out);
+    else
+        cJSON_Delete(out);
+}
+
+/* ---- compile_config: loss, optimizer, metrics --------------------------- */
+
+/* Keras's loss, as a name or a serialised Loss, into hetps's loss name. */
+static void loss(struct kx *k, const cJSON *v, cJSON *root)
+{
+    char n[64], buf[96];
+    const char *s = cJSON_IsString(v) ? v->valuestring : class_of(v);
+    const cJSON *cfg = md_get(v, "config"), *fl;
+
+    if (s) {
+        md_norm(s, n, sizeof n);
+        fl = cJSON_IsObject(cfg) ? md_get(cfg, "from_logits") : NULL;
+        if (!strcmp(n, "sparsecategoricalcrossentropy") && !cJSON_IsTrue(fl)) {
+            cJSON_AddStringToObject(root, "loss",
+                                    "sparse_categorical_crossentropy");
+            return;
+        }
+        if (!strcmp(n, "mse") || !strcmp(n, "meansquarederror")) {
+            cJSON_AddStringToObject(root, "loss", "mse");
+            return;
+        }
+        if (!strcmp(n, "sparsecategoricalcrossentropy")) {
+            problem(k, "compile_config", "loss SparseCategoricalCrossentropy "
+                    "from_logits true is not supported; end the model in "
+                    "softmax and use from_logits false");
+            return;
+        }
+    }
+    problem(k, "compile_config", "loss %s is not supported; hetps has "
+            "sparse_categorical_crossentropy and mean_squared_error",
+            show(v, buf, sizeof buf));
+}
+
+static const struct karg args_adam[] = {
+    {"name", K_IGNORE}, {"learning_rate", K_COPY}, {"beta_1", K_COPY},
+    {"beta_2", K_COPY}, {"epsilon", K_COPY}, {"amsgrad", K_FALSE},
+    {"weight_decay", K_NULL}, {"clipnorm", K_NULL},
+    {"global_clipnorm", K_NULL}, {"clipvalue", K_NULL}, {"use_ema", K_FALSE},
+    {"ema_momentum", K_IGNORE}, {"ema_overwrite_frequency", K_NULL},
+    {"loss_scale_factor", K_NULL}, {"gradient_accumulation_steps", K_NULL},
+    {"jit_compile", K_IGNORE}, {"is_legacy_optimizer", K_FALSE},
+    {"decay", K_IGNORE}, {NULL, 0}};
+static const struct karg args_sgd[] = {
+    {"name", K_IGNORE}, {"learning_rate", K_COPY}, {"momentum", K_COPY},
+    {"nesterov", K_COPY}, {"weight_decay", K_NULL}, {"clipnorm", K_NULL},
+    {"global_clipnorm", K_NULL}, {"clipvalue", K_NULL}, {"use_ema", K_FALSE},
+    {"ema_momentum", K_IGNORE}, {"ema_overwrite_frequency", K_NULL},
+    {"loss_scale_factor", K_NULL}, {"gradient_accumulation_steps", K_NULL},
+    {"jit_compile", K_IGNORE}, {"is_legacy_optimizer", K_FALSE},
+    {"decay", K_IGNORE}, {NULL, 0}};
+
+/* Keras's optimizer, as a name or a serialised Optimizer. */
+static void optimizer(struct kx *k, const cJSON *v, cJSON *root)
+{
+    const char *s = cJSON_IsString(v) ? v->valuestring : class_of(v);
+    const cJSON *cfg = md_get(v, "config");
+    const struct karg *args;
+    cJSON *o;
+    char n[32], buf[96], where[64];
+
+    if (s)
+        md_norm(s, n, sizeof n);
+    if (!s || (strcmp(n, "adam") && strcmp(n, "sgd"))) {
+        problem(k, "compile_config", "optimizer %s is not supported; hetps "
+                "has Adam and SGD", show(v, buf, sizeof buf));
+        return;
+    }
+    if (!(o = cJSON_AddObjectToObject(root, "optimizer")))
+        return;
+    cJSON_AddStringToObject(o, "type", n);
+    if (!cJSON_IsObject(cfg))
+        return;
+    args = n[0] == 'a' ? args_adam : args_sgd;
+    snprintf(where, sizeof where, "compile_config optimizer %s", s);
+    for (const cJSON *it = cfg->child; it; it = it->next) {
+        const struct karg *a = NULL;
+
+        for (int j = 0; args[j].key; j++)
+            if (!strcmp(it->string, args[j].key))
+                a = &args[j];
+        if (a && !strcmp(a->key, "learning_rate") && !cJSON_IsNumber(it))
+            problem(k, where, "learning_rate %s is not supported; hetps "
+                    "takes a constant learning rate",
+                    show(it, buf, sizeof buf));
+        else if (a)
+            layer_arg(k, where, s, a, it, o, 0, NULL);
+        else if (!cJSON_IsNull(it))
+            problem(k, where, "%.40s %s is not supported", it->string,
+                    show(it, buf, sizeof buf));
+    }
+}
+
+static void metrics(struct kx *k, const cJSON *v, cJSON *root)
+{
+    cJSON *ms;
+    char n[48], buf[96];
+
+    if (cJSON_IsNull(v))
+        return;
+    if (!cJSON_IsArray(v)) {
+        problem(k, "compile_config", "metrics %s is not supported; use "
+                "[\"accuracy\"]", show(v, buf, sizeof buf));
+        return;
+    }
+    if (!(ms = cJSON_AddArrayToObject(root, "metrics")))
+        return;
+    for (const cJSON *it = v->child; it; it = it->next) {
+        /* Keras 3 may nest a model's one output's list: [["accuracy"]]. */
+        const cJSON *m = cJSON_IsArray(it) && cJSON_GetArraySize(it) == 1
+                             ? it->child : it;
+        const char *s = cJSON_IsString(m) ? m->valuestring : class_of(m);
+
+        if (s) {
+            md_norm(s, n, sizeof n);
+            if (!strcmp(n, "accuracy") || !strcmp(n, "acc") ||
+                !strcmp(n, "sparsecategoricalaccuracy")) {
+                if (!cJSON_GetArraySize(ms))
+                    cJSON_AddItemToArray(ms, cJSON_CreateString("accuracy"));
+                continue;
+            }
+        }
+        problem(k, "compile_config", "metric %s is not supported; hetps has "
+                "accuracy", show(m, buf, sizeof buf));
+    }
+}
+
+static void compile_config(struct kx *k, const cJSON *cc, cJSON *root)
+{
+    static const char *const ignored[] = {
+        "run_eagerly", "steps_per_execution", "jit_compile", "auto_scale_loss",
+        NULL};
+    const cJSON *v;
+    char buf[96];
+
+    if (!cJSON_IsObject(cc)) {
+        cJSON_AddStringToObject(root, "loss",
+                                "sparse_categorical_crossentropy");
+        cJSON_AddStringToObject(root, "optimizer", "adam");
+        cJSON_AddItemToObject(root, "metrics",
+                              cJSON_CreateStringArray((const char *[]){
+                                  "accuracy"}, 1));
+        return;
+    }
+    for (v = cc->child; v; v = v->next) {
+        int skip = 0;
+
+        for (int j = 0; ignored[j]; j++)
+            skip |= !strcmp(v->string, ignored[j]);
+        if (!strcmp(v->string, "loss"))
+            loss(k, v, root);
+        else if (!strcmp(v->string, "optimizer"))
+            optimizer(k, v, root);
+        else if (!strcmp(v->string, "metrics"))
+            metrics(k, v, root);
+        else if (!skip && !cJSON_IsNull(v))
+            problem(k, "compile_config", "%.40s %s is not supported",
+                    v->string, show(v, buf, sizeof buf));
+    }
+    if (!md_get(root, "loss"))
+        cJSON_AddStringToObject(root, "loss",
+                                "sparse_categorical_crossentropy");
+    if (!md_get(root, "optimizer"))
+        cJSON_AddStringToObject(root, "optimizer", "adam");
+}
+
+/* ---- the model ---------------------------------------------------------- */
+
+int md_keras_is(const cJSON *root)
+{
+    return cJSON_IsObject(root) && md_get(root, "class_name") != NULL;
+}
+
+static const char *const keys_top[] = {
+    "class_name", "config", "module", "registered_name", "build_config",
+    "compile_config", "keras_version", "backend", NULL};
+static const char *const keys_seq[] = {
+    "name", "layers", "trainable", "dtype", "build_input_shape", NULL};
+
+/* The model's own keys (top level and Sequential's config). */
+static void model_keys(struct kx *k, const cJSON *root, const cJSON *cfg)
+{
+    char buf[96];
+
+    for (const cJSON *v = root->child; v; v = v->next) {
+        int known = 0;
+
+        for (int j = 0; keys_top[j]; j++)
+            known |= !strcmp(v->string, keys_top[j]);
+        if (!known && !cJSON_IsNull(v))
+            problem(k, "Sequential", "key \"%.40s\" is not supported",
+                    v->string);
+    }
+    for (const cJSON *v = cfg->child; v; v = v->next) {
+        int known = 0;
+
+        for (int j = 0; keys_seq[j]; j++)
+            known |= !strcmp(v->string, keys_seq[j]);
+        if (!known && !cJSON_IsNull(v))
+            problem(k, "Sequential", "%.40s %s is not supported", v->string,
+                    show(v, buf, sizeof buf));
+    }
+    if (md_get(cfg, "trainable") && !cJSON_IsTrue(md_get(cfg, "trainable")))
+        problem(k, "Sequential", "trainable false is not supported");
+    if (md_get(cfg, "dtype") && !dtype_ok(md_get(cfg, "dtype")))
+        problem(k, "Sequential", "dtype %s is not supported; hetps computes "
+                "in float32", show(md_get(cfg, "dtype"), buf, sizeof buf));
+}
+
+/* The input shape when no layer gave one: the model's build shapes. */
+static cJSON *model_input(const cJSON *root, const cJSON *cfg)
+{
+    const cJSON *bc = md_get(root, "build_config");
+    const cJSON *s = md_get(cfg, "build_input_shape");
+
+    if (!s && cJSON_IsObject(bc))
+        s = md_get(bc, "input_shape");
+    return s ? drop_batch(s) : NULL;
+}
+
+int md_keras_translate(const cJSON *root, const char *source, cJSON **out)
+{
+    struct kx k = { .src = source, .seed = -1 };
+    const char *cls = class_of(root);
+    const cJSON *cfg = md_get(root, "config"), *layers, *name;
+    cJSON *n = NULL, *nl, *input = NULL;
+    int i = 0;
+
+    *out = NULL;
+    if (!cls || strcmp(cls, "Sequential"))
+        return hc_err_set(HC_ERR_CONFIG, "%s: a Keras %.40s model is not "
+                          "supported; hetps trains Sequential models",
+                          source, cls ? cls : "(no class_name)");
+    layers = cJSON_IsObject(cfg) ? md_get(cfg, "layers") : NULL;
+    if (!cJSON_IsArray(layers))
+        return hc_err_set(HC_ERR_CONFIG, "%s: a Keras Sequential needs "
+                          "\"config\": {\"layers\": [...]}", source);
+    if (!(n = cJSON_CreateObject()) ||
+        !(nl = cJSON_AddArrayToObject(n, "layers")))
+        goto nomem;
+    name = md_get(cfg, "name");
+    if (cJSON_IsString(name))
+        cJSON_AddStringToObject(n, "name", name->valuestring);
+    model_keys(&k, root, cfg);
+    for (const cJSON *lj = layers->child; lj; lj = lj->next, i++) {
+        if (i >= HC_MODEL_MAX_LAYERS + 1) {
+            problem(&k, "Sequential", "more than %d layers",
+                    HC_MODEL_MAX_LAYERS);
+            break;
+        }
+        layer(&k, i, lj, nl, &input);
+    }
+    compile_config(&k, md_get(root, "compile_config"), n);
+    if (k.n_problems) {
+        cJSON_Delete(input);
+        cJSON_Delete(n);
+        if (k.n_problems > PROBLEMS_MAX)
+            return hc_err_set(HC_ERR_CONFIG, "%s\n%s: and %d more",
+                              k.msg, source, k.n_problems - PROBLEMS_MAX);
+        return hc_err_set(HC_ERR_CONFIG, "%s", k.msg);
+    }
+    if (!input)
+        input = model_input(root, cfg);
+    if (input)
+        cJSON_AddItemToObject(n, "input_shape", input);
+    if (k.seed >= 0)
+        cJSON_AddNumberToObject(n, "seed", k.seed);
+    *out = n;
+    return HC_OK;
+nomem:
+    cJSON_Delete(n);
+    return hc_err_set(HC_ERR_NOMEM, "%s: out of memory", source);
+}
+
+/* ---- the command line's compile settings -------------------------------- */
+
+int md_apply_compile(cJSON *root, const struct hc_model_compile *c)
+{
+    cJSON *o;
+
+    if (!cJSON_IsObject(root))
+        return HC_OK;           /* the model's own error comes next */
+    if (c->loss) {
+        cJSON_DeleteItemFromObjectCaseSensitive(root, "loss");
+        if (!cJSON_AddStringToObject(root, "loss", c->loss))
+            return hc_err_set(HC_ERR_NOMEM, "--loss: out of memory");
+    }
+    if (!c->optimizer)
+        return HC_OK;
+    o = c->optimizer[0] == '{' ? cJSON_Parse(c->optimizer)
+                               : cJSON_CreateString(c->optimizer);
+    if (!o || (!cJSON_IsObject(o) && !cJSON_IsString(o))) {
+        cJSON_Delete(o);
+        return hc_err_set(HC_ERR_CONFIG, "--optimizer: '%.80s' is neither a "
+                          "name (adam, sgd) nor a JSON object like "
+                          "{\"type\": \"sgd\", \"learning_rate\": 0.05}",
+                          c->optimizer);
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "optimizer");
+    cJSON_AddItemToObject(root, "optimizer", o);
+    return HC_OK;
+}
