@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include <nng/protocol/reqrep0/req.h>
-#include <nng/supplemental/tls/tls.h>
 #include <nng/supplemental/util/platform.h>
 
 #include "err.h"
@@ -683,15 +682,13 @@ void hc_rpc_client_close(hc_rpc_client *c)
 static int peer_open(hc_rpc_client *c, struct peer *p, const char *url,
                      const char *name)
 {
-    nng_tls_config *tls = NULL;
     nng_dialer d;
-    char turl[HC_RPC_URL_MAX], host[HC_RPC_URL_MAX];
+    char host[HC_RPC_URL_MAX];
     int rv, err;
     const char *step;
 
     p->c = c;
     p->tls = c->opts.tls != NULL;
-    hc_rpc_transport_url(turl, sizeof turl, url, p->tls);
     atomic_init(&p->connected, 0);
     atomic_init(&p->ever_connected, 0);
     if (!(p->url = strdup(url)) || !(p->name = strdup(name)))
@@ -744,26 +741,15 @@ static int peer_open(hc_rpc_client *c, struct peer *p, const char *url,
     if ((rv = nng_aio_alloc(&p->aio, peer_cb, p)) != 0 ||
         (rv = nng_aio_alloc(&p->timer, timer_cb, p)) != 0)
         goto fail;
-    if (p->tls && (err = hc_auth_signer_open(&p->signer,
-                                             c->opts.tls->cert_key_file)) != HC_OK)
-        return err;
-    if (p->tls) {
-        hc_rpc_url_host(host, sizeof host, url);
-        if ((err = hc_rpc_tls_config(&tls, c->opts.tls, 0, host, name)) != HC_OK)
-            return err;
-    }
     step = "dialling (is the URL valid?)";
-    if ((rv = nng_dialer_create(&d, p->sock, turl)) == 0 &&
-        (!tls || (rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, tls)) == 0))
+    if ((rv = nng_dialer_create(&d, p->sock, url)) == 0)
         rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK);
-    if (tls)
-        nng_tls_config_free(tls); /* the dialer holds its own reference */
     if (rv != 0)
         goto fail;
     return HC_OK;
 
 fail:
-    return hc_err_set(hc_rpc_code_of(rv), "rpc client: %s at %s: %s: %s", name, turl,
+    return hc_err_set(hc_rpc_code_of(rv), "rpc client: %s at %s: %s: %s", name, url,
                       step, nng_strerror(rv));
 }
 
@@ -807,7 +793,7 @@ int hc_rpc_client_open(hc_rpc_client **out, int n, const char *const *urls,
         goto fail;
     }
     c->opts = o;
-    c->direct = o.tls && hc_rpc_use_relay();
+    c->direct = o.tls != NULL;
     atomic_init(&c->abort, 0);
     if ((rv = nng_mtx_alloc(&c->mtx)) != 0 ||
         (rv = nng_cv_alloc(&c->cv, c->mtx)) != 0) {

@@ -8,7 +8,6 @@
 #include <stddef.h>
 
 #include <nng/nng.h>
-#include <nng/supplemental/tls/tls.h>
 
 #include "rpc.h"
 
@@ -19,21 +18,7 @@
 /* An nng code as an hc_err code, recording nothing (for nng's threads). */
 int hc_rpc_code_of(int nng_rv);
 
-/* The URL to use: "tcp://…" becomes "tls+tcp://…" when tls is set. */
-void hc_rpc_transport_url(char *out, size_t n, const char *url, int tls);
-
-/* Whether TLS goes through the relay (tls_relay.h, the default) rather
- * than nng's transport: HETPS_TLS_ENGINE unset, empty or "relay". */
-int hc_rpc_use_relay(void);
-
 /* The host of "tcp://host:port" or "tcp://[v6]:port" into out. */
 void hc_rpc_url_host(char *out, size_t n, const char *url);
-
-/* A TLS configuration for nng's transport: a listener's (server: the
- * client's certificate optional, the pipe callback refuses and names an
- * unverified peer) or a dialer's (required; the server's certificate must
- * name server_name). HC_OK, or an error naming `what` and the file. */
-int hc_rpc_tls_config(nng_tls_config **out, const struct hc_rpc_tls *t,
-                      int server, const char *server_name, const char *what);
 
 #endif

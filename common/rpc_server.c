@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include <nng/protocol/reqrep0/rep.h>
-#include <nng/supplemental/tls/tls.h>
 #include <nng/supplemental/util/platform.h>
 
 #include "err.h"
@@ -315,15 +314,11 @@ static void conn_gone(hc_rpc_server *s, uint32_t id)
         s->on_close(s->arg, id);
 }
 
-/* A client connected (refuse it unless its certificate is the cluster's)
- * or is gone (tell the service). */
+/* A client connected (refused over the cap of connections) or is gone
+ * (tell the service). */
 static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
 {
     hc_rpc_server *s = arg;
-    bool verified = false;
-    char addr[80];
-    uint64_t n;
-
     if (ev == NNG_PIPE_EV_REM_POST) {
         conn_gone(s, nng_pipe_id(pipe) > 0 ? (uint32_t)nng_pipe_id(pipe) : 0);
         return;
@@ -335,8 +330,8 @@ static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
         nng_pipe_close(pipe);
         return;
     }
-    /* The connection cap, then the certificate. A pipe closed here is
-     * closed before the socket sees it: no REM_POST comes for it. */
+    /* The connection cap. A pipe closed here is closed before the socket
+     * sees it: no REM_POST comes for it. */
     if (atomic_fetch_add(&s->conns, 1) >= s->max_conns) {
         atomic_fetch_sub(&s->conns, 1);
         atomic_fetch_add(&s->refused_conns, 1);
@@ -345,11 +340,8 @@ static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
                     "connections)", NNG_ENOSPC);
         return;
     }
-    if (!s->tls || (nng_pipe_get_bool(pipe, NNG_OPT_TLS_VERIFIED,
-                                      &verified) == 0 && verified)) {
-        /* Its entry lives from here to REM_POST: a proof message can only
-         * find the entry of a connection that is still open, and a HELLO
-         * handled after its connection closed cannot leave one behind. */
+    {
+        /* Its entry lives from here to REM_POST. */
         struct pipe_info *pi;
 
         nng_mtx_lock(s->mtx);
@@ -362,16 +354,7 @@ static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
         server_warn(s, "accepting a connection (no memory for its state)",
                     NNG_ENOMEM);
         nng_pipe_close(pipe);
-        return;
     }
-    atomic_fetch_sub(&s->conns, 1);
-    pipe_addr(pipe, addr, sizeof addr);
-    n = atomic_fetch_add(&s->refused, 1) + 1;
-    if (n <= 20 || n % 1000 == 0)
-        hc_warn("rpc server %s: refused the connection from %s (%llu so "
-                "far): no client certificate, or one not signed by this "
-                "cluster's CA", s->url, addr, (unsigned long long)n);
-    nng_pipe_close(pipe);
 }
 
 const char *hc_rpc_req_identity(const hc_rpc_req *req)
@@ -777,46 +760,6 @@ uint64_t hc_rpc_server_deadline_closed(const hc_rpc_server *s)
     return s ? atomic_load(&s->deadline_closed) : 0;
 }
 
-/*
- * Close every TLS connection through the socket (protocol first, then the
- * transport): before the socket closes (server_drain, which then waits for
- * them to go) and before the listener guard replaces a stopped listener.
- * nng 1.5.2 closes a listener's connections transport first, and its TLS
- * transport (unlike its TCP one) then lets a reply that starts after that
- * wait for ever: nng's single reaper thread waits for it, and every close
- * and every redial of the process stalls behind it (tests/unit/test_rpc.c
- * restarted a TLS server into that about one run in three).
- */
-static void server_close_conns(void *arg)
-{
-    hc_rpc_server *s = arg;
-    uint32_t *ids;
-    int i, n = 0;
-
-    nng_mtx_lock(s->mtx);
-    if ((ids = malloc((size_t)(s->n_pipes + 1) * sizeof *ids)) != NULL)
-        for (i = 0; i < s->n_pipes; i++)
-            ids[n++] = s->pipes[i].pipe;
-    nng_mtx_unlock(s->mtx);
-    for (i = 0; i < n; i++) {
-        nng_pipe p = NNG_PIPE_INITIALIZER;
-
-        p.id = ids[i];
-        nng_pipe_close(p);
-    }
-    free(ids);
-}
-
-static void server_drain(hc_rpc_server *s)
-{
-    int k;
-
-    atomic_store(&s->closing, 1);
-    server_close_conns(s);
-    for (k = 0; k < 200 && atomic_load(&s->conns) > 0; k++)
-        nng_msleep(5);
-}
-
 static void server_free(hc_rpc_server *s)
 {
     int i;
@@ -856,8 +799,6 @@ static void server_free(hc_rpc_server *s)
         if (r->pause)
             nng_aio_free(r->pause);
     }
-    if (s->sock_open && s->tls)
-        server_drain(s);
     if (s->sock_open) {
         /* No pipe callback may reach s once this returns. */
         nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, NULL, NULL);
@@ -895,8 +836,6 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     int n_ctx = opts && opts->n_ctx ? opts->n_ctx : DEFAULT_N_CTX;
     size_t recv_max = opts && opts->recv_max ? opts->recv_max
                                              : HC_RPC_DEFAULT_RECV_MAX;
-    nng_tls_config *tls = NULL;
-    char turl[HC_RPC_URL_MAX];
     int rv, i, err;
 
     if (out)
@@ -938,10 +877,9 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     s->on_close = opts ? opts->on_close : NULL;
     s->n_ctx = n_ctx;
     atomic_init(&s->refused, 0);
-    if (s->tls && hc_rpc_use_relay()) {
+    if (s->tls) {
         /* TLS by the relay, which hands requests to our threads: no
-         * socket (and no nng listener to guard: nng's handshake bug is
-         * in its TCP and TLS transports). */
+         * socket (and no nng listener to guard). */
         if ((err = hc_auth_verifier_open(&s->verifier, opts->tls->ca_file)) !=
                 HC_OK ||
             (err = serve_start(s, url, recv_max, opts->tls)) != HC_OK)
@@ -969,21 +907,11 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
         err = hc_rpc_err(rv, "rpc server: registering pipe callbacks");
         goto fail;
     }
-    hc_rpc_transport_url(turl, sizeof turl, url, s->tls);
-    if (s->tls &&
-        ((err = hc_rpc_tls_config(&tls, opts->tls, 1, NULL, url)) != HC_OK ||
-         (err = hc_auth_verifier_open(&s->verifier, opts->tls->ca_file)) !=
-             HC_OK))
-        goto fail;
-    rv = hc_listen_start(&s->listen, s->sock, turl, tls,
-                         tls ? opts->tls->cert_key_file : NULL, &s->took,
-                         tls ? server_close_conns : NULL, s);
-    if (tls)
-        nng_tls_config_free(tls); /* the listener holds its own reference */
+    rv = hc_listen_start(&s->listen, s->sock, url, &s->took);
     if (rv != 0) {
         err = hc_err_set(hc_rpc_code_of(rv) == HC_ERR_NOMEM ? HC_ERR_NOMEM
                                                      : HC_ERR_TRANSPORT,
-                         "rpc server: cannot listen on %s: %s%s", turl,
+                         "rpc server: cannot listen on %s: %s%s", url,
                          nng_strerror(rv),
                          rv == NNG_EADDRINUSE
                              ? " (another process holds the port; stop it "

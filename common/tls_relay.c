@@ -62,7 +62,7 @@
 
 #include "err.h"
 #include "log.h"
-#include "tls_engine.h"
+#include "tls_ctx.h"
 
 #define WBUF_BYTES (128u * 1024u) /* TLS records gathered for one send */
 #define STAGE_BYTES 16384u        /* one record: a frame's head + body */
@@ -790,9 +790,9 @@ static int check_preamble(struct conn *c)
         return -1;
     }
     refuse(c, !memcmp(c->pre, "\0SP\0", 4)
-                  ? "it speaks nng's own TLS transport, not hetps's relay "
-                    "(HETPS_TLS_ENGINE=openssl or mbed there): give every "
-                    "process of the cluster the same HETPS_TLS_ENGINE"
+                  ? "it speaks nng's own TLS transport (tls+tcp://), not "
+                    "hetps's relay: every process of a cluster speaks the "
+                    "relay's protocol inside TLS"
                   : "what it sent after the TLS handshake is not hetps's "
                     "relay protocol");
     return -1;

@@ -25,16 +25,15 @@
  *
  * On the wire, inside TLS, each side first sends 8 bytes ("HETPSr1\n"),
  * then messages: an 8-byte big-endian body length, the 4-byte request id,
- * the body. A peer that sends anything else (nng's own TLS transport, say,
- * where a process has another HETPS_TLS_ENGINE) is refused by name, as is
- * a message longer than the endpoint's limit.
+ * the body. A peer that sends anything else (nng's own TLS transport,
+ * say) is refused by name, as is a message longer than the endpoint's
+ * limit.
  *
  * What a peer proves about itself is unchanged: rpc_auth.h's signed proof
  * runs over the relayed connection.
  *
  * Threads: any thread may open and close endpoints and send; the relay's
- * threads read, and write what a sender left. Selected with
- * HETPS_TLS_ENGINE=relay, or unset (rpc_conf.h).
+ * threads read, and write what a sender left.
  */
 #ifndef HC_TLS_RELAY_H
 #define HC_TLS_RELAY_H

@@ -11,7 +11,7 @@
 # RSS (VmHWM) and store file size; last, the async run with each step's
 # push-and-pull overlapping the next step's computing (--overlap).
 # BENCH_BIG_RUNS ("sync async sync-plain async-overlap") picks the runs;
-# HETPS_TLS_ENGINE passes through. Processes run on loopback ports of
+# Processes run on loopback ports of
 # their own and are stopped by pid.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -49,7 +49,7 @@ run() {
             --no-eval --max-steps "$STEPS" $wflag > "$T/$name-w1.log" 2>&1 &
         PIDS="$PIDS $!"
     fi
-    echo "\$ hetps-worker --task worker:0 --model $MODEL --no-eval --max-steps $STEPS${wflag:+ $wflag} ($mode, $nw worker(s), 2 shards, $([ -n "$extra" ] && echo "plain TCP" || echo "mutual TLS${HETPS_TLS_ENGINE:+ on $HETPS_TLS_ENGINE}"))"
+    echo "\$ hetps-worker --task worker:0 --model $MODEL --no-eval --max-steps $STEPS${wflag:+ $wflag} ($mode, $nw worker(s), 2 shards, $([ -n "$extra" ] && echo "plain TCP" || echo "mutual TLS"))"
     "$BIN/hetps-worker" --cluster "$T/$name.json" --task worker:0 --model $MODEL \
         --no-eval --max-steps "$STEPS" $wflag > "$T/$name-w0.log" 2>&1 || { cat "$T/$name-w0.log"; exit 1; }
     [ "$nw" = 1 ] || wait "${PIDS##* }" 2>/dev/null || true

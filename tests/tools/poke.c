@@ -19,6 +19,8 @@
  * TLS: with a secure cluster each connection presents the front door's
  * certificate (tls.h), or POKE_CA / POKE_CERT when set (POKE_CERT=none:
  * no certificate at all) — to play a client from outside the cluster.
+ * POKE_NNG_TLS=1: nng's own TLS transport (tls+tcp://) instead of the
+ * relay's protocol, which a server must refuse by name.
  *
  * Prints one line per check and "poke: N passed, M failed"; exits 1 on any
  * failure.
@@ -39,7 +41,6 @@
 #include "rpc_close.h"
 #include "rpc_auth.h"
 #include "tls.h"
-#include "tls_engine.h"
 #include "tls_relay.h"
 #include "wire.h"
 
@@ -65,7 +66,7 @@ static void close_sock(nng_socket s, const char *url)
 static int dial(nng_socket s, const char *url)
 {
     const char *ca = getenv("POKE_CA"), *cert = getenv("POKE_CERT");
-    const char *engine = getenv("HETPS_TLS_ENGINE");
+    const char *nng_tls = getenv("POKE_NNG_TLS");
     char turl[600], host[300];
     struct hc_tls t;
     nng_dialer d;
@@ -85,14 +86,12 @@ static int dial(nng_socket s, const char *url)
     if (the_cluster->insecure)
         return nng_dial(s, url, NULL, NNG_FLAG_NONBLOCK);
     proof_file = strcmp(cert, "none") ? cert : NULL;
-    if ((rv = hc_tls_engine_install()) != 0)   /* as the programs do */
-        return rv;
     snprintf(turl, sizeof turl, "tls+%s", url);
     h = strstr(url, "://") + 3;
     e = strrchr(h, ':');
     snprintf(host, sizeof host, "%.*s", (int)(e - h), h);
-    if (!engine || !*engine || !strcmp(engine, "relay")) {
-        /* The programs' default: TLS by the relay (tls_relay.h). */
+    if (!nng_tls) {
+        /* As the programs do: TLS by the relay (tls_relay.h). */
         hc_relay_close(relay);
         relay = NULL;
         return hc_relay_dial(&relay, host, atoi(e + 1), s, (size_t)64 << 20,

@@ -45,7 +45,7 @@
 #include "common/rpc.h"
 #include "common/rpc_auth.h"
 #include "common/tls.h"
-#include "common/tls_engine.h"
+#include "common/tls_ctx.h"
 
 /* ---------- ports, messages ---------- */
 
@@ -1541,7 +1541,7 @@ static int raw_write(struct raw_peer *r, const void *p, size_t n)
 {
     size_t put;
 
-    while (n) {                 /* partial writes are on (tls_engine.h) */
+    while (n) {                 /* partial writes are on (tls_ctx.c) */
         if (SSL_write_ex(r->ssl, p, n, &put) != 1)
             return -1;
         p = (const char *)p + put;
