@@ -42,7 +42,7 @@
 #include "service_record.h"
 #include "shard.h"
 #include "mode.h"
-#include "tls.h"
+#include "tls_cert.h"
 #include "wire.h"
 
 enum member_state { M_NONE, M_JOINED, M_LEFT, M_DEAD };

@@ -56,7 +56,7 @@
 #include "cluster.h"
 #include "err.h"
 #include "model.h"
-#include "tls.h"
+#include "tls_cert.h"
 #include "tune.h"
 
 #define MAX_LIST 16

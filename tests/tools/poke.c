@@ -40,7 +40,7 @@
 #include "err.h"
 #include "rpc_close.h"
 #include "rpc_auth.h"
-#include "tls.h"
+#include "tls_cert.h"
 #include "tls_relay.h"
 #include "wire.h"
 

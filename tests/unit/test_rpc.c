@@ -44,7 +44,7 @@
 #include "common/err.h"
 #include "common/rpc.h"
 #include "common/rpc_auth.h"
-#include "common/tls.h"
+#include "common/tls_cert.h"
 #include "common/tls_ctx.h"
 
 /* ---------- ports, messages ---------- */
@@ -1183,6 +1183,78 @@ static void test_tls(void)
     rm_certs(wrong);
 }
 
+/* A copy of file `name` from directory `from` into `to`; 0 or -1. */
+static int copy_file(const char *from, const char *to, const char *name)
+{
+    char a[160], b[160], buf[8192];
+    FILE *in, *out;
+    size_t n;
+    int rv = 0;
+
+    snprintf(a, sizeof a, "%s/%s", from, name);
+    snprintf(b, sizeof b, "%s/%s", to, name);
+    if (!(in = fopen(a, "rb")))
+        return -1;
+    if (!(out = fopen(b, "wb"))) {
+        fclose(in);
+        return -1;
+    }
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n)
+            rv = -1;
+    fclose(in);
+    return fclose(out) == 0 ? rv : -1;
+}
+
+/*
+ * A set made by mbedTLS (before 2026-12: tests/unit/certs_mbedtls, for
+ * 127.0.0.1) still works: its server and clients talk, and a cluster that
+ * grew gets its new task's file, made by OpenSSL, signed by the old CA.
+ */
+static void test_old_certs(void)
+{
+    static const char *const f[] = { "ca.crt", "ca.key", "ps-0.pem",
+                                     "worker-0.pem", "admin.pem" };
+    const char *json = "{ \"cluster\": { \"ps\": [\"127.0.0.1:1\"], "
+                       "\"worker\": [\"127.0.0.1:2\", \"127.0.0.1:3\"] } }";
+    char dir[64] = "/tmp/hetps-test-rpc-XXXXXX", ca[96], ps[96], wk0[96],
+         wk1[96];
+    struct hc_cluster cl;
+    struct hc_diag d;
+    struct tsrv srv;
+    size_t i;
+    int made = -1;
+
+    CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
+    for (i = 0; i < sizeof f / sizeof f[0]; i++)
+        CU_ASSERT_FATAL(copy_file("tests/unit/certs_mbedtls", dir, f[i]) == 0);
+    CU_ASSERT_FATAL(hc_cluster_parse(json, strlen(json), "test", &cl, &d) ==
+                    HC_OK);
+    CU_ASSERT_EQUAL(hc_tls_make(&cl, dir, &made), HC_OK);
+    CU_ASSERT_EQUAL(made, 1);           /* worker-1.pem, by the old CA */
+    snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+    snprintf(ps, sizeof ps, "%s/ps-0.pem", dir);
+    snprintf(wk0, sizeof wk0, "%s/worker-0.pem", dir);
+    snprintf(wk1, sizeof wk1, "%s/worker-1.pem", dir);
+    {
+        struct hc_rpc_tls st = { ca, ps }, old = { ca, wk0 }, grown = { ca, wk1 };
+        struct hc_rpc_server_opts so = { .tls = &st };
+
+        tsrv_init(&srv, 0, T_ECHO, 0);
+        if (tsrv_start(&srv, &so) != HC_OK) {
+            CU_FAIL("TLS server start on a certificate made by mbedTLS");
+        } else {
+            CU_ASSERT_EQUAL(tls_call(srv.url, &old), HC_OK);
+            CU_ASSERT_EQUAL(tls_call(srv.url, &grown), HC_OK);
+            CU_ASSERT_EQUAL(tsrv_recv_count(&srv), 2);
+        }
+        tsrv_fini(&srv);
+    }
+    hc_cluster_free(&cl);
+    unlink(wk1);
+    rm_certs(dir);
+}
+
 /* One cluster's certificates on 127.0.0.1, for the TLS tests below. */
 struct tls_files {
     char dir[64], ca[96], ps[96], wk[96];
@@ -1790,6 +1862,8 @@ void hp_test_register(void)
      * the wrong certificate lives with on its way to exit, not what the
      * tests above are about. */
     CU_add_test(s, "mutual TLS: certificates, refusals, resolve", test_tls);
+    CU_add_test(s, "mutual TLS: a set made by mbedTLS still serves, and "
+                "grows with files its CA signs", test_old_certs);
     CU_add_test(s, "mutual TLS through the relay: 6 MB each way from 3 "
                 "clients at once arrive whole; bytes that are no TLS are "
                 "refused; a message over recv_max ends its connection, the "

@@ -11,7 +11,7 @@
 #include "cluster.h"
 #include "err.h"
 #include "hetps.h"
-#include "tls.h"
+#include "tls_cert.h"
 
 static void certs_usage(FILE *f)
 {
