@@ -43,7 +43,7 @@ CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Werror -Wshadow \
             -Wstrict-prototypes -Wmissing-prototypes -I. -Icommon -I$(GEN) \
             -I/usr/include/cjson $(BLAS_CFLAGS) -MMD -MP
 LDFLAGS  += $(if $(SANITIZE),$(SAN))
-LDLIBS   += -lnng -lssl -lcrypto -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -llmdb -lcjson -lz -lisal $(BLAS_LIBS) -lm -lpthread
+LDLIBS   += -lnng -lssl -lcrypto -lprotobuf-c -llmdb -lcjson -lz -lisal $(BLAS_LIBS) -lm -lpthread
 
 # CUDA is detected, not required. With nvcc, worker/*.cu (the CUDA backend)
 # join libworker and -DHETPS_CUDA is set; the CUDA runtime is linked

@@ -24,7 +24,6 @@
 
 #include "err.h"
 #include "log.h"
-#include "rpc_auth.h"
 #include "rpc_close.h"
 #include "rpc_conf.h"
 #include "tls_relay.h"
@@ -52,13 +51,8 @@ struct peer {
     atomic_int connected;      /* pipes currently up */
     atomic_int ever_connected;
     int tls;
-    hc_auth_signer *signer;    /* TLS: proves this process's certificate */
     hc_relay_ep *relay;        /* TLS through the relay (tls_relay.h) */
-    atomic_uint authed_pipe;   /* the pipe the proof was accepted on; 0:
-                                  none (prove before the next request) */
     atomic_uint last_pipe;     /* the pipe that came up last (0: none) */
-    int unanswered;            /* proof steps unanswered in a row on it */
-    enum { PH_HELLO, PH_PROOF, PH_REQ } phase; /* what the aio carries */
     /* A direct client's (c->direct, tls_relay.h): no socket, no aio. */
     uint32_t next_id;          /* request ids sent, counted */
     uint32_t want_id;          /* under c->mtx: the id the reply must have */
@@ -109,12 +103,10 @@ static void pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
         atomic_fetch_add(&p->connected, 1);
         atomic_store(&p->ever_connected, 1);
     } else if (ev == NNG_PIPE_EV_REM_POST) {
-        unsigned id = (unsigned)nng_pipe_id(pipe), last = id;
+        unsigned last = (unsigned)nng_pipe_id(pipe);
 
         atomic_compare_exchange_strong(&p->last_pipe, &last, 0u);
         atomic_fetch_sub(&p->connected, 1);
-        /* The proven connection is gone: prove again on the next. */
-        atomic_compare_exchange_strong(&p->authed_pipe, &id, 0u);
     }
 }
 
@@ -169,18 +161,6 @@ static void peer_send(struct peer *p)
     nng_msg *m;
     int rv;
 
-    if (p->signer && atomic_load(&p->authed_pipe) == 0) {
-        /* A new connection: prove the certificate first (rpc_auth.h). */
-        if (hc_auth_msg(&m, HC_AUTH_HELLO, NULL, 0) != HC_OK) {
-            snprintf(p->msg, sizeof p->msg, "%s at %s: %s", p->name, p->url,
-                     hc_err_msg());
-            peer_done(p, HC_ERR_NOMEM);
-            return;
-        }
-        p->phase = PH_HELLO;
-        peer_send_msg(p, m);
-        return;
-    }
     if (p->first) {
         m = p->first;           /* made by the caller: no copy here */
         p->first = NULL;
@@ -198,7 +178,6 @@ static void peer_send(struct peer *p)
         peer_done(p, hc_rpc_code_of(rv));
         return;
     }
-    p->phase = PH_REQ;
     p->attempts++;
     peer_send_msg(p, m);
 }
@@ -234,39 +213,6 @@ static void peer_failed(struct peer *p, int rv, const char *what)
     int b = p->backoff_ms, sleep_ms;
 
     p->last_rv = rv;
-    if (p->signer && rv == NNG_ETIMEDOUT && p->phase == PH_REQ) {
-        /* TLS: a request unanswered for a whole attempt may be one the
-         * server keeps (a sync pull) or one sent on a connection the
-         * server never reads (after a restart). Prove again first: the
-         * server answers a HELLO at once, so the next attempt tells the
-         * two apart without closing a good connection. */
-        atomic_store(&p->authed_pipe, 0u);
-    } else if (p->signer && rv == NNG_ETIMEDOUT &&
-               atomic_load(&p->last_pipe) && ++p->unanswered >= 2) {
-        /* TLS: a HELLO or PROOF unanswered for a whole attempt, twice in
-         * a row, on a connection that is up. A live server answers both at
-         * once (or with UNAUTH); once may be a busy server (a short
-         * attempt under load), twice says the connection is wedged or
-         * its server stopped.
-         * Do not wait on it again: close it, so nng dials a fresh one and
-         * the next attempt proves itself there (a dropped connection costs
-         * one handshake; a wedged one cost the whole retry budget). */
-        nng_pipe stuck = NNG_PIPE_INITIALIZER;
-
-        stuck.id = atomic_exchange(&p->last_pipe, 0u);
-        atomic_store(&p->authed_pipe, 0u);
-        p->unanswered = 0;
-        if (stuck.id) {
-            hc_warn("rpc: %s at %s: no answer to the certificate %s "
-                    "within %d ms: closing connection %u, connecting again",
-                    p->name, p->url, p->phase == PH_HELLO ? "HELLO" : "PROOF",
-                    p->attempt_ms, (unsigned)stuck.id);
-            if (p->c->direct)
-                hc_relay_drop(p->relay, stuck.id);
-            else
-                nng_pipe_close(stuck);
-        }
-    }
     if (atomic_load(&c->abort)) {
         snprintf(p->msg, sizeof p->msg, "%s at %s: call aborted after %.1f s",
                  p->name, p->url, (double)(now - p->begin) / 1000.0);
@@ -325,64 +271,6 @@ static void timer_cb(void *arg)
     peer_send(p);
 }
 
-/*
- * A reply during the certificate proof (rpc_auth.h): continue it and
- * return 1, or return 0 when p->reply is the request's own answer.
- */
-static int proof_step(struct peer *p)
-{
-    nng_msg *r = p->reply, *proof = NULL;
-    int kind = hc_auth_kind_of(r);
-    const unsigned char *d;
-    size_t n;
-
-    if (p->phase == PH_REQ && kind != HC_AUTH_UNAUTH)
-        return 0;
-    p->reply = NULL;
-    if (kind == HC_AUTH_NONCE_REPLY && p->phase == PH_HELLO) {
-        if (hc_auth_prove(p->signer, r, &proof) != HC_OK) {
-            snprintf(p->msg, sizeof p->msg, "%s at %s: %s", p->name, p->url,
-                     hc_err_msg());
-            nng_msg_free(r);
-            peer_done(p, HC_ERR_CONFIG);
-            return 1;
-        }
-        nng_msg_free(r);
-        p->phase = PH_PROOF;
-        peer_send_msg(p, proof);
-        return 1;
-    }
-    if (kind == HC_AUTH_OK && p->phase == PH_PROOF) {
-        uint32_t id = nng_msg_get_pipe(r).id;
-
-        nng_msg_free(r);
-        atomic_store(&p->authed_pipe, id ? (unsigned)id : 1u);
-        peer_send(p);
-        return 1;
-    }
-    if (kind == HC_AUTH_ERR) {
-        d = hc_auth_data(r, &n);
-        snprintf(p->msg, sizeof p->msg, "%s at %s refused this process's "
-                 "certificate: %.*s", p->name, p->url, (int)(n > 300 ? 300 : n),
-                 (const char *)d);
-        nng_msg_free(r);
-        peer_done(p, HC_ERR_CONFIG);
-        return 1;
-    }
-    nng_msg_free(r);
-    if (kind == HC_AUTH_UNAUTH) {
-        /* The request went on a connection not yet proven. */
-        atomic_store(&p->authed_pipe, 0u);
-        peer_failed(p, NNG_ECONNRESET, "connection not yet proven");
-        return 1;
-    }
-    snprintf(p->msg, sizeof p->msg, "%s at %s: an unexpected answer while "
-             "proving this process's certificate (not a hetps server?)",
-             p->name, p->url);
-    peer_done(p, HC_ERR_PROTO);
-    return 1;
-}
-
 /* The peer's aio callback: one step of SEND → RECV (→ SLEEP → SEND …). */
 static void peer_cb(void *arg)
 {
@@ -413,9 +301,6 @@ static void peer_cb(void *arg)
         }
         p->reply = nng_aio_get_msg(p->aio);
         nng_aio_set_msg(p->aio, NULL);
-        p->unanswered = 0;
-        if (p->signer && proof_step(p))
-            return;
         peer_done(p, HC_OK);
         return;
     case CALL_SLEEP:
@@ -429,23 +314,23 @@ static void peer_cb(void *arg)
 /* A direct client: the state machine above, without nng's socket       */
 
 /* The relay: a connection came up or went (tls_relay.h). */
-static int direct_conn(void *arg, uint32_t conn, int up, const char *peer)
+static int direct_conn(void *arg, uint32_t conn, int up, const char *peer,
+                       const char *who)
 {
     struct peer *p = arg;
     hc_rpc_client *c = p->c;
 
     (void)peer;
+    (void)who;
     if (up) {
         atomic_store(&p->last_pipe, conn);
         atomic_store(&p->connected, 1);
         atomic_store(&p->ever_connected, 1);
     } else {
-        unsigned last = conn, id = conn;
+        unsigned last = conn;
 
         atomic_compare_exchange_strong(&p->last_pipe, &last, 0u);
         atomic_store(&p->connected, 0);
-        /* The proven connection is gone: prove again on the next. */
-        atomic_compare_exchange_strong(&p->authed_pipe, &id, 0u);
     }
     nng_mtx_lock(c->mtx);
     nng_cv_wake(c->cv);
@@ -459,10 +344,7 @@ static void direct_msg(void *arg, uint32_t conn, uint32_t id, nng_msg *m)
 {
     struct peer *p = arg;
     hc_rpc_client *c = p->c;
-    nng_pipe pipe = NNG_PIPE_INITIALIZER;
-
-    pipe.id = conn;
-    nng_msg_set_pipe(m, pipe);  /* proof_step reads the connection there */
+    (void)conn;
     nng_mtx_lock(c->mtx);
     if (p->state == CALL_RECV && id == p->want_id && !p->dreply) {
         p->dreply = m;
@@ -566,9 +448,6 @@ static void direct_step(struct peer *p, nng_time now)
     nng_mtx_unlock(c->mtx);
     if (st == CALL_RECV && m) {
         p->reply = m;
-        p->unanswered = 0;
-        if (p->signer && proof_step(p))
-            return;
         peer_done(p, HC_OK);
         return;
     }
@@ -654,7 +533,6 @@ static void peer_close(struct peer *p)
     }
     if (p->timer)
         nng_aio_free(p->timer);
-    hc_auth_signer_close(p->signer);
     if (p->dreply)
         nng_msg_free(p->dreply);
     if (p->dout)
@@ -684,7 +562,7 @@ static int peer_open(hc_rpc_client *c, struct peer *p, const char *url,
 {
     nng_dialer d;
     char host[HC_RPC_URL_MAX];
-    int rv, err;
+    int rv;
     const char *step;
 
     p->c = c;
@@ -694,16 +572,12 @@ static int peer_open(hc_rpc_client *c, struct peer *p, const char *url,
     if (!(p->url = strdup(url)) || !(p->name = strdup(name)))
         return hc_err_set(HC_ERR_NOMEM, "rpc client: out of memory for %s",
                           name);
-    atomic_init(&p->authed_pipe, 0u);
     atomic_init(&p->last_pipe, 0u);
     if (c->direct) {
         /* TLS by the relay, no socket: requests go from this thread. */
         const struct hc_relay_direct cb = {direct_conn, direct_msg, p, 0};
         const char *colon = strrchr(url, ':');
 
-        if ((err = hc_auth_signer_open(&p->signer,
-                                       c->opts.tls->cert_key_file)) != HC_OK)
-            return err;
         hc_rpc_url_host(host, sizeof host, url);
         return hc_relay_dial_direct(&p->relay, host,
                                     colon ? atoi(colon + 1) : 0,

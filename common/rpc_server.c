@@ -9,7 +9,7 @@
  * is no socket: the relay queues each request, threads of the server's own
  * run the handler, and an hc_rpc_req lives from its request to its reply.
  * Both keep a table of open connections (pipe_info): the certificate each
- * proved (rpc_auth.h), the replies it is owed, the receive deadline.
+ * names (TLS), the replies it is owed, the receive deadline.
  */
 #include "rpc.h"
 
@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <nng/protocol/reqrep0/rep.h>
@@ -27,7 +26,6 @@
 
 #include "err.h"
 #include "log.h"
-#include "rpc_auth.h"
 #include "rpc_close.h"
 #include "rpc_conf.h"
 #include "rpc_listen.h"
@@ -60,8 +58,9 @@ struct hc_rpc_req {
                                  * so a later timeout reads as success */
     int ctx_open;
     enum req_state state;
-    char who[32];               /* the proven identity of the request's
-                                   connection ("worker:1"), "" without TLS */
+    char who[32];               /* the task the request's connection's
+                                   certificate names ("worker:1"), "" without
+                                   TLS */
     nng_pipe pipe;              /* the connection the request came on */
     /* A direct server's (below): one per request, freed once answered. */
     int direct;
@@ -76,10 +75,7 @@ struct pipe_info {
     uint32_t pipe;
     nng_time last;              /* connected, or its last request or reply */
     int owed;                   /* its requests not yet answered */
-    /* TLS: the proof of its certificate (rpc_auth.h) */
-    int has_nonce;
-    unsigned char nonce[HC_AUTH_NONCE];
-    char who[32];               /* "" until proven */
+    char who[32];               /* TLS: the task its certificate names */
 };
 
 #define MAX_PIPES 65536
@@ -92,8 +88,6 @@ struct hc_rpc_server {
     void *arg;
     int tls;
     void (*on_close)(void *arg, uint32_t pipe);
-    atomic_uint_least64_t refused; /* connections refused (TLS) */
-    hc_auth_verifier *verifier; /* TLS: checks the clients' proofs */
     nng_mtx *mtx;
     struct pipe_info *pipes;    /* under mtx: (n_pipes) connections */
     int recv_deadline_ms;
@@ -144,7 +138,6 @@ static void server_warn(hc_rpc_server *s, const char *what, int rv)
     hc_warn("rpc server %s: %s failed: %s", s->url, what, nng_strerror(rv));
 }
 
-static int proof_serve(hc_rpc_server *s, hc_rpc_req *r, nng_msg *msg);
 static struct pipe_info *pipe_entry(hc_rpc_server *s, uint32_t pipe,
                                     int make);
 
@@ -212,8 +205,6 @@ static void req_cb(void *arg)
         r->pipe = nng_msg_get_pipe(msg);
         r->state = REQ_WAIT;
         pipe_account(s, r->pipe, 1, 0);
-        if (s->verifier && proof_serve(s, r, msg))
-            return;
         s->handler(s->arg, r, msg);
         return;
     case REQ_SEND:
@@ -387,84 +378,6 @@ static struct pipe_info *pipe_entry(hc_rpc_server *s, uint32_t pipe, int make)
     return pa;
 }
 
-/*
- * TLS: the certificate proof, before the handler sees anything. Answers
- * HELLO and PROOF here (and a request on a connection not yet proven,
- * with UNAUTH) and returns 1; for a request on a proven connection records
- * its identity in r->who and returns 0.
- */
-static int proof_serve(hc_rpc_server *s, hc_rpc_req *r, nng_msg *msg)
-{
-    uint32_t pipe = hc_rpc_msg_pipe(msg);
-    int kind = hc_auth_kind_of(msg), ok;
-    unsigned char nonce[HC_AUTH_NONCE];
-    struct pipe_info *pa;
-    nng_msg *reply = NULL;
-    char who[32], why[256], addr[80];
-    uint64_t n;
-
-    r->who[0] = '\0';
-    nng_mtx_lock(s->mtx);
-    pa = pipe_entry(s, pipe, 0);
-    if (kind == 0 && pa && pa->who[0]) {
-        memcpy(r->who, pa->who, sizeof r->who);
-        nng_mtx_unlock(s->mtx);
-        return 0;
-    }
-    if (kind == HC_AUTH_HELLO && pa) {
-        ok = getrandom(pa->nonce, sizeof pa->nonce, 0) == (ssize_t)sizeof pa->nonce;
-        pa->has_nonce = ok;
-        pa->who[0] = '\0';
-        memcpy(nonce, pa->nonce, sizeof nonce);
-        nng_mtx_unlock(s->mtx);
-        if (ok)
-            hc_auth_msg(&reply, HC_AUTH_NONCE_REPLY, nonce, sizeof nonce);
-        else
-            hc_auth_msg(&reply, HC_AUTH_ERR, "the server could not make a "
-                        "nonce (getrandom failed)", 47);
-        goto answer;
-    }
-    if (kind == HC_AUTH_PROOF && pa && pa->has_nonce) {
-        /* The nonce stays until this connection's next HELLO: a late,
-         * stale proof (its client timed out and said HELLO again) fails
-         * without spoiling the fresh one. Replaying a proof gains nothing:
-         * the nonce is this connection's alone. */
-        memcpy(nonce, pa->nonce, sizeof nonce);
-        nng_mtx_unlock(s->mtx);
-        if (hc_auth_check(s->verifier, nonce, msg, who, sizeof who, why,
-                          sizeof why) == 0) {
-            nng_mtx_lock(s->mtx);
-            if ((pa = pipe_entry(s, pipe, 0)) != NULL)
-                memcpy(pa->who, who, sizeof pa->who);
-            nng_mtx_unlock(s->mtx);
-            hc_auth_msg(&reply, HC_AUTH_OK, NULL, 0);
-            goto answer;
-        }
-        hc_rpc_msg_peer(msg, addr, sizeof addr);
-        n = atomic_fetch_add(&s->refused, 1) + 1;
-        if (n <= 20 || n % 1000 == 0)
-            hc_warn("rpc server %s: refused the certificate proof from %s: "
-                    "%s", s->url, addr, why);
-        hc_auth_msg(&reply, HC_AUTH_ERR, why, strlen(why));
-        goto answer;
-    }
-    nng_mtx_unlock(s->mtx);
-    /* Anything else must make the client prove itself again, never stop
-     * it: a request on a connection not (yet) proven, a PROOF without a
-     * nonce (nng's REQ re-sends an outstanding message on the next
-     * connection when the one it went on closes, so a PROOF or a request
-     * can arrive first thing on a new connection), a message whose
-     * connection is already gone. Every one of them gets this answer. */
-    hc_debug("rpc server %s: a %s on connection %u not proven: asking "
-             "for the proof", s->url, kind == 0 ? "request" : "proof message",
-             pipe);
-    hc_auth_msg(&reply, HC_AUTH_UNAUTH, NULL, 0);
-answer:
-    nng_msg_free(msg);
-    hc_rpc_reply(r, reply);
-    return 1;
-}
-
 static void direct_answered(hc_rpc_server *s, hc_rpc_req *r,
                             nng_msg *reply);
 
@@ -509,7 +422,8 @@ void hc_rpc_reply(hc_rpc_req *req, nng_msg *reply)
 
 /* A connection the relay verified (refused over the cap, said here), or
  * one gone: what server_pipe_cb does for nng's pipes. */
-static int serve_conn(void *arg, uint32_t conn, int up, const char *peer)
+static int serve_conn(void *arg, uint32_t conn, int up, const char *peer,
+                      const char *who)
 {
     hc_rpc_server *s = arg;
     struct pipe_info *pi;
@@ -529,8 +443,10 @@ static int serve_conn(void *arg, uint32_t conn, int up, const char *peer)
         return -1;
     }
     nng_mtx_lock(s->mtx);
-    if ((pi = pipe_entry(s, conn, 1)) != NULL)
+    if ((pi = pipe_entry(s, conn, 1)) != NULL) {
         pi->last = nng_clock();
+        snprintf(pi->who, sizeof pi->who, "%s", who ? who : "");
+    }
     nng_mtx_unlock(s->mtx);
     if (pi)
         return 0;
@@ -578,6 +494,7 @@ static void serve_msg(void *arg, uint32_t conn, uint32_t id, nng_msg *msg)
     r->pipe = pipe;
     r->id = id;
     r->msg = msg;
+    memcpy(r->who, pi->who, sizeof r->who);
     r->state = REQ_WAIT;
     r->lnext = s->live;
     if (s->live)
@@ -592,7 +509,7 @@ static void serve_msg(void *arg, uint32_t conn, uint32_t id, nng_msg *msg)
     nng_mtx_unlock(s->mtx);
 }
 
-/* A handler thread: the proof, then the handler, for each request. */
+/* A handler thread: the handler, for each request. */
 static void serve_thread(void *arg)
 {
     hc_rpc_server *s = arg;
@@ -611,8 +528,7 @@ static void serve_thread(void *arg)
         msg = r->msg;
         r->msg = NULL;
         nng_mtx_unlock(s->mtx);
-        if (!s->verifier || !proof_serve(s, r, msg))
-            s->handler(s->arg, r, msg);
+        s->handler(s->arg, r, msg);
         nng_mtx_lock(s->mtx);
     }
     nng_mtx_unlock(s->mtx);
@@ -710,7 +626,7 @@ static void serve_stop(hc_rpc_server *s)
  * a peer that sends a length and then trickles the body, or nothing, would
  * hold its connection (one of max_conns) and the buffer nng allocated for
  * the announced length for ever. A client of ours that was merely idle
- * redials on its next call (and with TLS proves itself again); a request
+ * redials on its next call; a request
  * the server keeps (a sync pull) is owed a reply, so its connection stays.
  */
 static void sweep_cb(void *arg)
@@ -809,7 +725,6 @@ static void server_free(hc_rpc_server *s)
         nng_mtx_free(s->mtx);
     if (s->sweep)
         nng_aio_free(s->sweep);
-    hc_auth_verifier_close(s->verifier);
     free(s->pipes);
     free(s->reqs);
     free(s->url);
@@ -876,13 +791,10 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     s->tls = opts && opts->tls;
     s->on_close = opts ? opts->on_close : NULL;
     s->n_ctx = n_ctx;
-    atomic_init(&s->refused, 0);
     if (s->tls) {
         /* TLS by the relay, which hands requests to our threads: no
          * socket (and no nng listener to guard). */
-        if ((err = hc_auth_verifier_open(&s->verifier, opts->tls->ca_file)) !=
-                HC_OK ||
-            (err = serve_start(s, url, recv_max, opts->tls)) != HC_OK)
+        if ((err = serve_start(s, url, recv_max, opts->tls)) != HC_OK)
             goto fail;
         goto sweep;
     }

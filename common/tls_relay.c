@@ -147,6 +147,8 @@ struct conn {
                                  * a record at a time; sent together) */
     size_t w_off, w_len;
     char peer[64];
+    char who[32];               /* a server's: the task the client's
+                                 * certificate names ("worker:1") */
     uint32_t id;                /* in this process, never 0 */
     /* A direct one's: callers writing into it now (under reg_mu; it is
      * freed only once none is), the request id of the message being
@@ -547,7 +549,7 @@ static void conn_kill(struct conn *c)
     c->loop->n_conns--;
     if (c->announced) {
         c->announced = false;
-        ep->cb.on_conn(ep->cb.arg, c->id, 0, c->peer);
+        ep->cb.on_conn(ep->cb.arg, c->id, 0, c->peer, c->who);
     }
     if (!ep->server && ep->conn == c) {
         ep->conn = NULL;
@@ -767,7 +769,7 @@ static void announce(struct conn *c)
     pthread_mutex_unlock(&reg_mu);
     c->announced = true;
     if (!c->ep->server)
-        c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer);
+        c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer, NULL);
 }
 
 static int check_preamble(struct conn *c)
@@ -1100,16 +1102,13 @@ static int handshake_done(struct conn *c)
     }
     c->ep->failing = false;
     if (c->ep->server) {
-        X509 *peer = SSL_get1_peer_certificate(c->ssl);
-        bool ok = peer && SSL_get_verify_result(c->ssl) == X509_V_OK;
-
-        X509_free(peer);
-        if (!ok) {
+        /* The identity is the certificate just verified: its CN. */
+        if (hc_tls_peer_task(c->ssl, c->who, sizeof c->who) != 0) {
             refuse(c, "no client certificate, or one not signed by this "
-                      "cluster's CA");
+                      "cluster's CA, or one that names no task (no CN)");
             return -1;
         }
-        if (c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer) != 0) {
+        if (c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer, c->who) != 0) {
             conn_kill(c);               /* the callee said why */
             return -1;
         }

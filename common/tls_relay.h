@@ -29,8 +29,8 @@
  * say) is refused by name, as is a message longer than the endpoint's
  * limit.
  *
- * What a peer proves about itself is unchanged: rpc_auth.h's signed proof
- * runs over the relayed connection.
+ * A server's connection is the identity of its client: the task its
+ * verified certificate names (its CN), given with the connection.
  *
  * Threads: any thread may open and close endpoints and send; the relay's
  * threads read, and write what a sender left.
@@ -63,19 +63,21 @@ int hc_relay_dial(hc_relay_ep **out, const char *host, int port,
  *
  * Callbacks, on a relay thread or in hc_relay_close, never two at once
  * for one connection; they must not close the endpoint:
- *  - on_conn(arg, conn, 1, peer): connection conn (never 0, not reused,
- *    with the top bit set: apart from nng's pipe ids) is up — a client's
- *    once the server took our certificate and speaks the relay's
- *    protocol, a server's once the client's certificate is verified. A
- *    server's callee may refuse it (nonzero: closed, the callee logs why).
- *    on_conn(arg, conn, 0, peer): it is gone (only after a 1 taken).
+ *  - on_conn(arg, conn, 1, peer, who): connection conn (never 0, not
+ *    reused, with the top bit set: apart from nng's pipe ids) is up — a
+ *    client's once the server took our certificate and speaks the relay's
+ *    protocol (who NULL), a server's once the client's certificate is
+ *    verified (who: the task it names, "worker:1"). A server's callee may
+ *    refuse it (nonzero: closed, the callee logs why).
+ *    on_conn(arg, conn, 0, peer, who): it is gone (only after a 1 taken).
  *  - on_msg(arg, conn, id, msg): a message read on conn, with the request
  *    id it came with; msg (its body the message alone) is the callee's.
  * send_timeout_ms (a server's): a connection whose output has not moved
  * for that long while some waits is closed with a warning (0: never).
  */
 struct hc_relay_direct {
-    int (*on_conn)(void *arg, uint32_t conn, int up, const char *peer);
+    int (*on_conn)(void *arg, uint32_t conn, int up, const char *peer,
+                   const char *who);
     void (*on_msg)(void *arg, uint32_t conn, uint32_t id, nng_msg *msg);
     void *arg;
     int send_timeout_ms;

@@ -39,17 +39,15 @@
 #include "cluster.h"
 #include "err.h"
 #include "rpc_close.h"
-#include "rpc_auth.h"
 #include "tls_cert.h"
 #include "tls_relay.h"
 #include "wire.h"
 
 static int passed, failed;
 static const struct hc_cluster *the_cluster;
-static const char *proof_file; /* TLS: prove this certificate after dialling */
+static const char *cert_file;  /* TLS: this certificate, or NULL: none */
 static char as_name[32] = "admin"; /* whose certificate, by default */
 
-static int prove(nng_socket s, char *why, size_t why_len);
 static int timeout_ms = 1500; /* per send and per reply */
 
 static hc_relay_ep *relay;      /* the socket's TLS, by the relay */
@@ -85,7 +83,7 @@ static int dial(nng_socket s, const char *url)
     }
     if (the_cluster->insecure)
         return nng_dial(s, url, NULL, NNG_FLAG_NONBLOCK);
-    proof_file = strcmp(cert, "none") ? cert : NULL;
+    cert_file = strcmp(cert, "none") ? cert : NULL;
     snprintf(turl, sizeof turl, "tls+%s", url);
     h = strstr(url, "://") + 3;
     e = strrchr(h, ':');
@@ -95,7 +93,7 @@ static int dial(nng_socket s, const char *url)
         hc_relay_close(relay);
         relay = NULL;
         return hc_relay_dial(&relay, host, atoi(e + 1), s, (size_t)64 << 20,
-                             ca, proof_file, "poke") == HC_OK
+                             ca, cert_file, "poke") == HC_OK
                    ? 0
                    : NNG_ECONNREFUSED;
     }
@@ -149,10 +147,6 @@ static int send_raw(const char *url, const void *buf, size_t len,
         close_sock(s, url);
         return 0;
     }
-    if (prove(s, why, why_len) != 0) {
-        close_sock(s, url);
-        return 2;
-    }
     if (nng_msg_alloc(&m, len) != 0) {
         close_sock(s, url);
         return 0;
@@ -187,53 +181,6 @@ static int send_raw(const char *url, const void *buf, size_t len,
     nng_msg_free(m);
     close_sock(s, url);
     return out;
-}
-
-/* TLS: prove the certificate on s's connection, as common/rpc does (a
- * client that skips it is answered UNAUTH). 0, or -1 with why. */
-static int prove(nng_socket s, char *why, size_t why_len)
-{
-    hc_auth_signer *sig = NULL;
-    nng_msg *m = NULL, *r = NULL;
-    int rv = -1;
-
-    if (!proof_file)
-        return 0;
-    if (hc_auth_signer_open(&sig, proof_file) != HC_OK) {
-        snprintf(why, why_len, "%s", hc_err_msg());
-        return -1;
-    }
-    if (hc_auth_msg(&m, HC_AUTH_HELLO, NULL, 0) != HC_OK ||
-        nng_sendmsg(s, m, 0) != 0 || nng_recvmsg(s, &r, 0) != 0 ||
-        hc_auth_kind_of(r) != HC_AUTH_NONCE_REPLY) {
-        snprintf(why, why_len, "no nonce from the server");
-        goto out;
-    }
-    m = NULL;
-    if (hc_auth_prove(sig, r, &m) != HC_OK)
-        goto out;
-    nng_msg_free(r);
-    r = NULL;
-    if (nng_sendmsg(s, m, 0) != 0 || nng_recvmsg(s, &r, 0) != 0) {
-        snprintf(why, why_len, "no answer to the proof");
-        goto out;
-    }
-    m = NULL;
-    if (hc_auth_kind_of(r) != HC_AUTH_OK) {
-        size_t n;
-        const unsigned char *d = hc_auth_data(r, &n);
-
-        snprintf(why, why_len, "proof refused: %.*s", (int)n, (const char *)d);
-        goto out;
-    }
-    rv = 0;
-out:
-    if (m)
-        nng_msg_free(m);
-    if (r)
-        nng_msg_free(r);
-    hc_auth_signer_close(sig);
-    return rv;
 }
 
 /* A valid Status request of this cluster, as bytes. */
@@ -334,7 +281,6 @@ static int join_raw(const struct hc_cluster *cl, int w, uint64_t id,
     nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 3000);
     nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 3000);
     if ((rv = dial(s, cl->ps[0].url)) != 0 ||
-        (prove(s, why, sizeof why) != 0 && (rv = NNG_EPERM)) ||
         (rv = nng_sendmsg(s, m, 0)) != 0 || (rv = nng_recvmsg(s, reply, 0)) != 0) {
         fprintf(stderr, "poke: join: %s %s\n", nng_strerror(rv), why);
         close_sock(s, cl->ps[0].url);
@@ -477,8 +423,8 @@ static int as(const struct hc_cluster *cl, const char *task, const char *kind)
 /* Every call has its own timeouts and dials without blocking (a blocking
  * dial to a server that was shutting down once never returned); this
  * bounds the whole run besides, so a test never waits on poke for ever.
- * `garbage` makes some 30 TLS connections, each with a handshake and a
- * proof, and a call that gets no answer waits out its timeout: on a
+ * `garbage` makes some 30 TLS connections, each with a handshake, and a
+ * call that gets no answer waits out its timeout: on a
  * loaded 2-core machine that took over 60 s once, so the bound is 180 s. */
 static void on_alarm(int sig)
 {
