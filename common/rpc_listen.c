@@ -25,7 +25,6 @@
 
 #include "clock.h"
 #include "log.h"
-#include "rpc_close.h"
 
 #define TICK_MS 500
 #define IDLE_MS 2000        /* no connection taken for this long: probe */
@@ -116,7 +115,7 @@ static void probe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
     atomic_store(&l->probe_up, 1);
 }
 
-/* 1 alive, 0 stopped, -1 no verdict, -2 the guard must stop. */
+/* 1 alive, 0 stopped, -1 no verdict. */
 static int probe(hc_listen *l)
 {
     uint64_t before = atomic_load(l->took);
@@ -148,14 +147,7 @@ static int probe(hc_listen *l)
             break;
     }
     nng_pipe_notify(ps, NNG_PIPE_EV_ADD_POST, NULL, NULL);
-    if (hc_rpc_close_socket(ps, "the listener's probe") != 0) {
-        /* nng's own closing is stuck in this process: every later probe
-         * would leave one more thread waiting; a new listener would not
-         * help either */
-        hc_warn("rpc server %s: the listener's guard stops (its probe "
-                "could not be closed)", l->url);
-        return -2;
-    }
+    nng_close(ps);
     if (verdict < 0 && !l->unreachable_told) {
         l->unreachable_told = 1;
         hc_debug("rpc server %s: the listener's probe could not connect to "
@@ -215,8 +207,7 @@ static void *guard_run(void *arg)
         }
         if (nng_clock() - changed < IDLE_MS)
             continue;
-        if ((verdict = probe(l)) == -2)
-            break;
+        verdict = probe(l);
         if (verdict == 0 && ++stopped < STOPPED_PROBES)
             continue;           /* probe again at the next tick */
         if (verdict == 0)

@@ -7,29 +7,23 @@
  * endpoint is dealt to one loop (in turn), a server's listening socket is
  * watched by every loop, so its connections spread over them; a
  * connection stays in the loop that took it. Every connection has a
- * network side (TLS, through our socket BIO) and a side towards rpc:
- * direct (its callbacks get what is read, hc_relay_send queues what is to
- * go, found by the connection's number in the registry) or, for a tool's
- * nng REQ socket, a raw REP socket of its own dialling the socket's inproc
- * address. After any event the connection is pumped until nothing moves:
- * OpenSSL may hold decrypted bytes epoll knows nothing of, so reading
- * stops only on "want read", or while a message read waits for nng to take
- * the one before.
+ * network side (TLS, through our socket BIO) and a side towards rpc: its
+ * endpoint's callbacks get what is read, hc_relay_send queues what is to
+ * go (found by the connection's number in the registry). After any event
+ * the connection is pumped until nothing moves: OpenSSL may hold
+ * decrypted bytes epoll knows nothing of, so reading stops only on "want
+ * read".
  *
  * Output: up to OUTQ messages queue per connection (under the loop's kmu);
  * whoever gives one writes it into TLS at once if it can take the
- * connection's smu (trylock), else rings the loop (kick). An inner socket
- * has one receive and one send in flight; their callbacks and its pipe
- * callback touch only the fields under kmu.
+ * connection's smu (trylock), else rings the loop (kick).
  *
  * Lifetimes: a loop's endpoints and connections are under its mutex mu;
  * its thread takes it per batch of events. Another thread closing an
  * endpoint marks it and its connections dead and closes their sockets;
  * only the loop's thread frees, at the end of a batch (reap), once no
- * sender holds the connection (counted under reg_mu) and after closing an
- * inner socket and freeing its aios (which waits for their callbacks), so
- * an event, a sender or a callback for a dead connection finds it marked,
- * never freed. Lock order: mu, then smu, then reg_mu, then kmu. The
+ * sender holds the connection (counted under reg_mu), so an event or a
+ * sender for a dead connection finds it marked, never freed. Lock order: mu, then smu, then reg_mu, then kmu. The
  * callbacks run with mu and smu held (so they must not close an
  * endpoint); hc_relay_send and hc_relay_drop take only reg_mu, kmu and
  * smu by trylock, so any thread may call them, callbacks included.
@@ -54,8 +48,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <nng/protocol/reqrep0/rep.h>
-#include <nng/protocol/reqrep0/req.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -67,7 +59,7 @@
 #define WBUF_BYTES (128u * 1024u) /* TLS records gathered for one send */
 #define STAGE_BYTES 16384u        /* one record: a frame's head + body */
 #define HEAD_BYTES 12u            /* body length (8, big-endian), id (4) */
-#define OUTQ 8                    /* messages from nng waiting, per conn */
+#define OUTQ 8                    /* messages waiting to go, per conn */
 #define HANDSHAKE_MS 10000        /* connect + handshake, then closed */
 #define MAX_CONNS 4096            /* the relay's connections at once */
 #define WAIT_MS 250               /* epoll's wait: deadlines are this late */
@@ -92,9 +84,7 @@ struct hc_relay_ep {
     int fd;                     /* a server's listening socket (else -1) */
     struct tag tag;
     SSL_CTX *ctx;
-    nng_socket inner;           /* a tool's REQ socket (hc_relay_dial) */
     size_t recv_max;
-    char inproc[96];            /* client: the address inner listens on */
     struct sockaddr_storage to; /* client: the server */
     socklen_t to_len;
     char name[160];
@@ -113,10 +103,8 @@ struct hc_relay_ep {
     uint64_t retry_at;
     int backoff_ms;
     struct hc_relay_ep *loop_next; /* client: its loop's endpoints */
-    /* Direct (hc_relay_dial_direct, hc_relay_listen_direct): no inner
-     * socket; messages go to and from the callbacks and hc_relay_send. */
-    bool direct;
-    struct hc_relay_direct cb;
+    /* Messages go to the callbacks and come from hc_relay_send. */
+    struct hc_relay_cb cb;
     int send_timeout_ms;        /* a server's: output not taken by then
                                  * closes the connection (0: never) */
     struct hc_relay_ep *next;   /* every endpoint ever opened (all_eps) */
@@ -125,9 +113,9 @@ struct hc_relay_ep {
 enum state { C_CONNECT, C_HANDSHAKE, C_RELAY };
 
 struct conn {
-    /* Held through every use of the SSL, the socket and the fields below
-     * down to the inner side: by the loop's thread while it steps the
-     * connection, by an nng callback that writes a message itself. */
+    /* Held through every use of the SSL, the socket and the fields below:
+     * by the loop's thread while it steps the connection, by a sender
+     * that writes its message itself. */
     pthread_mutex_t smu;
     struct hc_relay_ep *ep;
     struct loop *loop;          /* the loop that took it */
@@ -150,7 +138,7 @@ struct conn {
     char who[32];               /* a server's: the task the client's
                                  * certificate names ("worker:1") */
     uint32_t id;                /* in this process, never 0 */
-    /* A direct one's: callers writing into it now (under reg_mu; it is
+    /* Callers writing into it now (under reg_mu; it is
      * freed only once none is), the request id of the message being
      * read, whether on_conn said it is up, and when its output last
      * moved (ms, atomic; 0: none waits). */
@@ -158,31 +146,23 @@ struct conn {
     uint32_t rx_id;
     bool announced;
     uint64_t out_at;
-    /* The inner side (loop thread only, but for the fields under kmu). */
-    nng_socket rs;              /* raw REP, dialling inner's address */
-    bool rs_open;
-    int rs_id;                  /* nng_socket_id(rs): found by its pipes */
-    nng_aio *raio, *saio;
-    uint8_t pipe_raw[4];        /* client: the REQ socket's pipe, as nng
-                                 * put it in a request's header */
-    /* network → nng */
+    /* network → rpc */
     uint8_t pre[sizeof PREAMBLE];
     size_t pre_got;
     uint8_t head[HEAD_BYTES];
     size_t head_got;
     nng_msg *rx_msg;            /* the message being read */
     size_t rx_got;
-    nng_msg *rx_ready;          /* read whole; nng's send still busy */
-    /* nng → network */
+    /* rpc → network */
     nng_msg *tx_msg;            /* the message being written */
     uint8_t *stage;             /* its head and first bytes: one record */
     size_t stage_len, tx_staged, tx_off, tx_total;
-    /* Under the loop's kmu: shared with nng's callbacks. */
+    /* Under the loop's kmu: shared with senders. */
     nng_msg *outq[OUTQ];
     int oq_head, oq_len;
-    bool recv_posted, send_busy, send_waited, inner_gone, kicked;
+    bool dropped, kicked;       /* hc_relay_drop; on the kicks list */
     struct conn *kick_next;
-    /* reg_mu: the conns with an inner socket */
+    /* reg_mu: the conns up (the registry) */
     struct conn *reg_next;
     bool registered;
     struct conn *next;
@@ -199,7 +179,7 @@ struct loop {
     int n_conns;
     uint64_t over_cap;
     struct hc_relay_ep *clients; /* client endpoints dealt here */
-    pthread_mutex_t kmu;         /* the conns' nng-shared fields, kicks */
+    pthread_mutex_t kmu;         /* the conns' sender-shared fields, kicks */
     struct conn *kicks;          /* conns an nng callback woke */
 };
 
@@ -214,8 +194,7 @@ static uint64_t next_conn_id;
 static pthread_mutex_t eps_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct hc_relay_ep *all_eps;
 static pthread_once_t loops_once = PTHREAD_ONCE_INIT;
-/* Connections with an inner socket, found by it (pipe callbacks) or by
- * their listener (hc_relay_peer). */
+/* Connections up, found by their number (hc_relay_send). */
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct conn *reg_list;
 
@@ -435,82 +414,6 @@ static void kick_locked(struct conn *c)
 
 static bool send_inline(struct conn *c);
 
-/* A message from the rpc socket, for the network: written into TLS here,
- * on nng's thread, when the connection is free (a wake-up of the loop's
- * thread less per message), else left to the loop. */
-static void recv_cb(void *arg)
-{
-    struct conn *c = arg;
-    struct loop *R = c->loop;
-    int rv = nng_aio_result(c->raio);
-    nng_msg *m = rv == 0 ? nng_aio_get_msg(c->raio) : NULL;
-    bool again = false;
-
-    pthread_mutex_lock(&R->kmu);
-    c->recv_posted = false;
-    if (rv != 0) {
-        c->inner_gone = true;
-        kick_locked(c);
-    } else {
-        c->outq[(c->oq_head + c->oq_len) % OUTQ] = m;
-        c->oq_len++;
-        if (c->oq_len < OUTQ && !c->inner_gone)
-            again = c->recv_posted = true;
-    }
-    pthread_mutex_unlock(&R->kmu);
-    if (again)
-        nng_recv_aio(c->rs, c->raio);
-    if (rv == 0 && !send_inline(c)) {
-        pthread_mutex_lock(&R->kmu);
-        kick_locked(c);
-        pthread_mutex_unlock(&R->kmu);
-    }
-}
-
-/* nng took a message read from the network (or could not). */
-static void send_cb(void *arg)
-{
-    struct conn *c = arg;
-    struct loop *R = c->loop;
-    int rv = nng_aio_result(c->saio);
-
-    if (rv != 0) {
-        nng_msg *m = nng_aio_get_msg(c->saio);
-
-        nng_aio_set_msg(c->saio, NULL);
-        nng_msg_free(m);
-    }
-    pthread_mutex_lock(&R->kmu);
-    c->send_busy = false;
-    if (rv != 0)
-        c->inner_gone = true;
-    if (rv != 0 || c->send_waited)
-        kick_locked(c);
-    c->send_waited = false;
-    pthread_mutex_unlock(&R->kmu);
-}
-
-/* The inner socket's connection closed (the rpc side closed it, or its
- * socket is gone): the TLS connection goes too. */
-static void inner_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
-{
-    int sid = nng_socket_id(nng_pipe_socket(p));
-    struct conn *c;
-
-    (void)ev;
-    (void)arg;
-    pthread_mutex_lock(&reg_mu);
-    for (c = reg_list; c; c = c->reg_next)
-        if (c->rs_id == sid) {
-            pthread_mutex_lock(&c->loop->kmu);
-            c->inner_gone = true;
-            kick_locked(c);
-            pthread_mutex_unlock(&c->loop->kmu);
-            break;
-        }
-    pthread_mutex_unlock(&reg_mu);
-}
-
 /* ------------------------------------------------------------------ */
 /* Connections (all under their loop's mu, in its thread)             */
 
@@ -718,47 +621,7 @@ static uint64_t get_be64(const uint8_t *p)
     return v;
 }
 
-/* Hand m to nng, or keep it until nng's send before it is done. */
-static void to_inner(struct conn *c, nng_msg *m)
-{
-    struct loop *R = c->loop;
-    bool go;
-
-    int rv;
-
-    pthread_mutex_lock(&R->kmu);
-    go = !c->send_busy;
-    pthread_mutex_unlock(&R->kmu);
-    /* Nothing of ours queued before it: handed over here if the socket
-     * takes it at once (no callback, so no thread woken for one). */
-    if (go && (rv = nng_sendmsg(c->rs, m, NNG_FLAG_NONBLOCK)) != NNG_EAGAIN) {
-        if (rv != 0) {
-            nng_msg_free(m);
-            pthread_mutex_lock(&R->kmu);
-            c->inner_gone = true;
-            pthread_mutex_unlock(&R->kmu);
-        }
-        return;
-    }
-    pthread_mutex_lock(&R->kmu);
-    go = !c->send_busy;
-    if (go)
-        c->send_busy = true;
-    else
-        c->send_waited = true;
-    pthread_mutex_unlock(&R->kmu);
-    if (!go) {
-        c->rx_ready = m;
-        return;
-    }
-    nng_aio_set_msg(c->saio, m);
-    nng_send_aio(c->rs, c->saio);
-}
-
-/* The peer's first 8 bytes: hetps's relay, or refused by name. */
-static int inner_up(struct conn *c, char *why, size_t n);
-
-/* A direct connection is up: findable by its id (hc_relay_send). A
+/* A connection is up: findable by its id (hc_relay_send). A
  * client's callee hears of it here; a server's said yes before. */
 static void announce(struct conn *c)
 {
@@ -772,24 +635,17 @@ static void announce(struct conn *c)
         c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer, NULL);
 }
 
+/* The peer's first 8 bytes: hetps's relay, or refused by name. */
 static int check_preamble(struct conn *c)
 {
-    char why[160];
-
     if (!memcmp(c->pre, PREAMBLE, sizeof PREAMBLE)) {
         /* A server sends it once it has taken our certificate: only now
          * does the client's socket see a connection. */
         if (c->ep->server)
             return 0;
         c->ep->backoff_ms = RETRY_MIN_MS;
-        if (c->ep->direct) {
-            announce(c);
-            return 0;
-        }
-        if (inner_up(c, why, sizeof why) == 0)
-            return 0;
-        refuse(c, why);
-        return -1;
+        announce(c);
+        return 0;
     }
     refuse(c, !memcmp(c->pre, "\0SP\0", 4)
                   ? "it speaks nng's own TLS transport (tls+tcp://), not "
@@ -814,31 +670,19 @@ static int frame_start(struct conn *c)
         refuse(c, why);
         return -1;
     }
-    if (c->ep->direct) {
-        /* The caller gets the body alone, the id beside it. */
-        if (nng_msg_alloc(&m, (size_t)len) != 0) {
-            refuse(c, "out of memory for a message");
-            return -1;
-        }
-        c->rx_id = (uint32_t)c->head[8] << 24 | (uint32_t)c->head[9] << 16 |
-                   (uint32_t)c->head[10] << 8 | c->head[11];
-        c->rx_msg = m;
-        c->rx_got = 0;
-        return 0;
-    }
-    if (nng_msg_alloc(&m, 4 + (size_t)len) != 0 ||
-        nng_msg_header_append(m, c->pipe_raw, 4) != 0) {
+    /* The callee gets the body alone, the id beside it. */
+    if (nng_msg_alloc(&m, (size_t)len) != 0) {
         refuse(c, "out of memory for a message");
         return -1;
     }
-    /* The request id leads the body, where nng's REQ and REP read it. */
-    memcpy(nng_msg_body(m), c->head + 8, 4);
+    c->rx_id = (uint32_t)c->head[8] << 24 | (uint32_t)c->head[9] << 16 |
+               (uint32_t)c->head[10] << 8 | c->head[11];
     c->rx_msg = m;
-    c->rx_got = 4;
+    c->rx_got = 0;
     return 0;
 }
 
-/* Read from TLS while a message can be taken; whether anything moved. */
+/* Read from TLS; whether anything moved. */
 static bool net_in(struct conn *c)
 {
     bool moved = false;
@@ -846,16 +690,7 @@ static bool net_in(struct conn *c)
     size_t want, got;
     int r;
 
-    if (c->rx_ready) {
-        nng_msg *m = c->rx_ready;
-
-        c->rx_ready = NULL;
-        to_inner(c, m);
-        if (c->rx_ready)
-            return false;
-        moved = true;
-    }
-    while (!c->net_eof && !c->dead && !c->rx_ready) {
+    while (!c->net_eof && !c->dead) {
         if (c->pre_got < sizeof PREAMBLE) {
             to = c->pre + c->pre_got;
             want = sizeof PREAMBLE - c->pre_got;
@@ -889,10 +724,7 @@ static bool net_in(struct conn *c)
             nng_msg *m = c->rx_msg;
 
             c->rx_msg = NULL;
-            if (c->ep->direct)
-                c->ep->cb.on_msg(c->ep->cb.arg, c->id, c->rx_id, m);
-            else
-                to_inner(c, m);
+            c->ep->cb.on_msg(c->ep->cb.arg, c->id, c->rx_id, m);
         }
     }
     return moved;
@@ -901,44 +733,26 @@ static bool net_in(struct conn *c)
 /* ------------------------------------------------------------------ */
 /* nng → network                                                        */
 
-/* The next message nng gave, staged: false when there is none. */
+/* The next message given to send, staged: false when there is none. */
 static bool tx_take(struct conn *c)
 {
     struct loop *R = c->loop;
     nng_msg *m = NULL;
-    bool again = false;
-    size_t hl, len;
-    const uint8_t *h;
+    size_t len;
 
-    for (;;) {
-        pthread_mutex_lock(&R->kmu);
-        if (c->oq_len) {
-            m = c->outq[c->oq_head];
-            c->oq_head = (c->oq_head + 1) % OUTQ;
-            c->oq_len--;
-        }
-        if (c->rs_open && !c->recv_posted && !c->inner_gone &&
-            c->oq_len < OUTQ)
-            again = c->recv_posted = true;
-        pthread_mutex_unlock(&R->kmu);
-        if (again)
-            nng_recv_aio(c->rs, c->raio);
-        again = false;
-        if (!m)
-            return false;
-        /* The header: the client pipe's id (what nng's raw socket left;
-         * unused when direct) and the request id. */
-        hl = nng_msg_header_len(m);
-        h = nng_msg_header(m);
-        if (hl == 8u)
-            break;
-        nng_msg_free(m);        /* not a request or reply of ours */
-        m = NULL;
+    pthread_mutex_lock(&R->kmu);
+    if (c->oq_len) {
+        m = c->outq[c->oq_head];
+        c->oq_head = (c->oq_head + 1) % OUTQ;
+        c->oq_len--;
     }
-    memcpy(c->pipe_raw, h, 4);
+    pthread_mutex_unlock(&R->kmu);
+    if (!m)
+        return false;
+    /* Its header is the request id (hc_relay_send). */
     len = nng_msg_len(m);
     put_be64(c->stage, len);
-    memcpy(c->stage + 8, h + hl - 4, 4);
+    memcpy(c->stage + 8, nng_msg_header(m), 4);
     c->tx_staged = len < STAGE_BYTES - HEAD_BYTES ? len
                                                   : STAGE_BYTES - HEAD_BYTES;
     memcpy(c->stage + HEAD_BYTES, nng_msg_body(m), c->tx_staged);
@@ -949,7 +763,7 @@ static bool tx_take(struct conn *c)
     return true;
 }
 
-/* Write what nng gave into TLS; whether anything moved. */
+/* Write what was given into TLS; whether anything moved. */
 static bool net_out(struct conn *c)
 {
     bool moved = false;
@@ -957,7 +771,7 @@ static bool net_out(struct conn *c)
     size_t n, put;
     int r;
 
-    while (!c->net_eof && !c->dead && (c->rs_open || c->ep->direct)) {
+    while (!c->net_eof && !c->dead) {
         if (!c->tx_msg && !tx_take(c))
             break;
         if (c->tx_off < c->stage_len) {
@@ -986,7 +800,7 @@ static bool net_out(struct conn *c)
     return moved;
 }
 
-/* nng's thread writes what nng gave, if no one else is using the
+/* A sender's thread writes what it gave, if no one else is using the
  * connection: true when all of it went and nothing is left for the loop
  * (a full socket, a failure, a message still being written are). */
 static bool send_inline(struct conn *c)
@@ -1039,7 +853,7 @@ static void update_interest(struct conn *c)
         net = c->net_want_out ? EPOLLOUT : EPOLLIN;
         break;
     case C_RELAY:
-        if (!c->net_eof && (c->net_want_in || !c->rx_ready))
+        if (!c->net_eof)
             net |= EPOLLIN;
         if (c->net_want_out || c->w_len)
             net |= EPOLLOUT;
@@ -1051,47 +865,9 @@ static void update_interest(struct conn *c)
     set_interest(c, c->net, &c->net_tag, &c->net_ev, net);
 }
 
-/* The inner side: a raw socket joined to the rpc socket over inproc. */
-static int inner_up(struct conn *c, char *why, size_t n)
-{
-    const char *what = "opening its socket";
-    int rv;
-
-    if ((rv = nng_rep0_open_raw(&c->rs)) != 0)
-        goto fail;
-    c->rs_open = true;
-    c->rs_id = nng_socket_id(c->rs);
-    what = "setting its send buffer";
-    if ((rv = nng_socket_set_int(c->rs, NNG_OPT_SENDBUF, OUTQ)) != 0)
-        goto fail;
-    what = "allocating";
-    if ((rv = nng_aio_alloc(&c->raio, recv_cb, c)) != 0 ||
-        (rv = nng_aio_alloc(&c->saio, send_cb, c)) != 0)
-        goto fail;
-    what = "watching it";
-    if ((rv = nng_pipe_notify(c->rs, NNG_PIPE_EV_REM_POST, inner_pipe_cb,
-                              NULL)) != 0)
-        goto fail;
-    pthread_mutex_lock(&reg_mu);
-    c->reg_next = reg_list;
-    reg_list = c;
-    c->registered = true;
-    pthread_mutex_unlock(&reg_mu);
-    /* Not waited for: nng completes it on its own threads. */
-    what = "joining it to the rpc socket";
-    if ((rv = nng_dial(c->rs, c->ep->inproc, NULL, NNG_FLAG_NONBLOCK)) != 0)
-        goto fail;
-    c->recv_posted = true;
-    nng_recv_aio(c->rs, c->raio);
-    return 0;
-fail:
-    snprintf(why, n, "%s: %s", what, nng_strerror(rv));
-    return -1;
-}
-
 /* The handshake finished: a server's connection is verified and handed
- * to its callee; either side says what it speaks (a client joins its
- * inner socket, if any, once the server has said it: check_preamble). */
+ * to its callee; either side says what it speaks (a client's callee hears
+ * of its connection once the server has said it: check_preamble). */
 static int handshake_done(struct conn *c)
 {
     size_t put;
@@ -1108,7 +884,7 @@ static int handshake_done(struct conn *c)
                       "cluster's CA, or one that names no task (no CN)");
             return -1;
         }
-        if (c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer, c->who) != 0) {
+        if (c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer, c->who)) {
             conn_kill(c);               /* the callee said why */
             return -1;
         }
@@ -1183,11 +959,10 @@ static void step_locked(struct conn *c)
     if (c->dead)
         return;
     pthread_mutex_lock(&c->loop->kmu);
-    gone = c->inner_gone;
+    gone = c->dropped;
     pthread_mutex_unlock(&c->loop->kmu);
-    /* The peer gone, or the rpc side's connection: close both (nng sees
-     * its connection close and does what it does for a lost peer). What
-     * was read and not taken is lost with it, as on any lost connection. */
+    /* The peer gone, or dropped by the rpc side: closed (its callee hears
+     * it is gone). */
     if (c->net_eof || gone) {
         if (!c->net_eof) {
             SSL_shutdown(c->ssl);       /* a close-notify, not waited for */
@@ -1286,8 +1061,7 @@ static void unregister_locked(struct conn *c)
     c->registered = false;
 }
 
-/* Free a dead connection: its nng side first (no callback of it runs once
- * its aios are freed), outside any loop's mu. */
+/* Free a dead connection, outside any loop's mu. */
 static void conn_free(struct conn *c)
 {
     struct loop *R = c->loop;
@@ -1298,12 +1072,6 @@ static void conn_free(struct conn *c)
         unregister_locked(c);
         pthread_mutex_unlock(&reg_mu);
     }
-    if (c->rs_open)
-        nng_close(c->rs);
-    if (c->raio)
-        nng_aio_free(c->raio);
-    if (c->saio)
-        nng_aio_free(c->saio);
     pthread_mutex_lock(&R->kmu);
     for (pc = &R->kicks; *pc; pc = &(*pc)->kick_next)
         if (*pc == c) {
@@ -1318,8 +1086,6 @@ static void conn_free(struct conn *c)
     pthread_mutex_unlock(&R->kmu);
     if (c->rx_msg)
         nng_msg_free(c->rx_msg);
-    if (c->rx_ready)
-        nng_msg_free(c->rx_ready);
     if (c->tx_msg)
         nng_msg_free(c->tx_msg);
     SSL_free(c->ssl);
@@ -1330,7 +1096,7 @@ static void conn_free(struct conn *c)
 }
 
 /* Free what is dead; by the loop's thread only, called with R->mu held
- * (released while nng closes: that may wait for nng's callbacks). */
+ * (released while freeing). */
 static void reap(struct loop *R)
 {
     struct conn **pc = &R->conns, *c, *dead = NULL;
@@ -1365,7 +1131,7 @@ static void reap(struct loop *R)
     pthread_mutex_lock(&R->mu);
 }
 
-/* The conns nng's callbacks woke, each stepped once. */
+/* The conns senders woke, each stepped once. */
 static void run_kicks(struct loop *R)
 {
     struct conn *list, *c;
@@ -1409,7 +1175,7 @@ static int clients_due(struct loop *R)
     return wait;
 }
 
-/* A direct server's peer that has not taken its output for the send
+/* A server's peer that has not taken its output for the send
  * timeout is not reading: closed (so its requests hold nothing more),
  * and true. Under R->mu. */
 static bool slow_reader(struct conn *c, uint64_t now)
@@ -1418,7 +1184,7 @@ static bool slow_reader(struct conn *c, uint64_t now)
     uint64_t at = __atomic_load_n(&c->out_at, __ATOMIC_RELAXED);
     bool waits;
 
-    if (!c->ep->direct || !c->ep->server || t <= 0 || !at ||
+    if (!c->ep->server || t <= 0 || !at ||
         now < at + (uint64_t)t)
         return false;
     pthread_mutex_lock(&c->smu);
@@ -1661,16 +1427,16 @@ static int deal(hc_relay_ep *ep)
 }
 
 static int ep_open(hc_relay_ep **out, int server, const char *lhost,
-                   int lport, const char *thost, int tport, nng_socket inner,
+                   int lport, const char *thost, int tport,
                    size_t recv_max, const char *ca_file,
                    const char *cert_key_file, const char *server_name,
                    const char *name, int *bound,
-                   const struct hc_relay_direct *direct)
+                   const struct hc_relay_cb *direct)
 {
     struct sockaddr_storage la;
     socklen_t ll;
     hc_relay_ep *ep;
-    int err = HC_OK, rv, i;
+    int err = HC_OK, i;
 
     *out = NULL;
     if (!(ep = calloc(1, sizeof *ep)))
@@ -1678,13 +1444,9 @@ static int ep_open(hc_relay_ep **out, int server, const char *lhost,
     ep->server = server;
     ep->id = __atomic_add_fetch(&next_ep_id, 1, __ATOMIC_RELAXED);
     ep->fd = -1;
-    ep->inner = inner;
     ep->recv_max = recv_max;
-    if (direct) {
-        ep->direct = true;
-        ep->cb = *direct;
-        ep->send_timeout_ms = direct->send_timeout_ms;
-    }
+    ep->cb = *direct;
+    ep->send_timeout_ms = direct->send_timeout_ms;
     snprintf(ep->name, sizeof ep->name, "%s", name);
     snprintf(ep->host, sizeof ep->host, "%s", thost ? thost : "");
     ep->port = tport;
@@ -1716,15 +1478,6 @@ static int ep_open(hc_relay_ep **out, int server, const char *lhost,
         if ((err = resolve(&ep->to, &ep->to_len, thost, tport, 0)) != HC_OK)
             goto fail;
     }
-    if (!server && !direct) {
-        snprintf(ep->inproc, sizeof ep->inproc, "inproc://hetps-relay-%ld-%u",
-                 (long)getpid(), ep->id);
-        if ((rv = nng_listen(inner, ep->inproc, NULL, 0)) != 0) {
-            err = hc_err_set(HC_ERR_TRANSPORT, "%s: listening on %s: %s",
-                             name, ep->inproc, nng_strerror(rv));
-            goto fail;
-        }
-    }
     ep->tag = (struct tag){SIDE_LISTEN, ep};
     pthread_mutex_init(&ep->mu, NULL);
     pthread_once(&loops_once, loops_init);
@@ -1754,42 +1507,30 @@ fail:
 }
 
 int hc_relay_dial(hc_relay_ep **out, const char *host, int port,
-                  nng_socket inner, size_t recv_max, const char *ca_file,
-                  const char *cert_key_file, const char *name)
-{
-    return ep_open(out, 0, NULL, 0, host, port, inner, recv_max, ca_file,
-                   cert_key_file, host, name, NULL, NULL);
-}
-
-int hc_relay_dial_direct(hc_relay_ep **out, const char *host, int port,
                          size_t recv_max, const char *ca_file,
                          const char *cert_key_file, const char *name,
-                         const struct hc_relay_direct *cb)
+                         const struct hc_relay_cb *cb)
 {
-    nng_socket none = NNG_SOCKET_INITIALIZER;
-
     if (!cb || !cb->on_msg || !cb->on_conn) {
         *out = NULL;
-        return hc_err_set(HC_ERR_INVAL, "%s: a direct TLS client needs its "
+        return hc_err_set(HC_ERR_INVAL, "%s: a TLS client needs its "
                           "callbacks", name);
     }
-    return ep_open(out, 0, NULL, 0, host, port, none, recv_max, ca_file,
+    return ep_open(out, 0, NULL, 0, host, port, recv_max, ca_file,
                    cert_key_file, host, name, NULL, cb);
 }
 
-int hc_relay_listen_direct(hc_relay_ep **out, const char *host, int port,
+int hc_relay_listen(hc_relay_ep **out, const char *host, int port,
                            size_t recv_max, const char *ca_file,
                            const char *cert_key_file, const char *name,
-                           int *bound, const struct hc_relay_direct *cb)
+                           int *bound, const struct hc_relay_cb *cb)
 {
-    nng_socket none = NNG_SOCKET_INITIALIZER;
-
     if (!cb || !cb->on_msg || !cb->on_conn) {
         *out = NULL;
-        return hc_err_set(HC_ERR_INVAL, "%s: a direct TLS server needs its "
+        return hc_err_set(HC_ERR_INVAL, "%s: a TLS server needs its "
                           "callbacks", name);
     }
-    return ep_open(out, 1, host, port, NULL, 0, none, recv_max, ca_file,
+    return ep_open(out, 1, host, port, NULL, 0, recv_max, ca_file,
                    cert_key_file, NULL, name, bound, cb);
 }
 
@@ -1824,7 +1565,7 @@ static void put_conn(struct conn *c)
 
 int hc_relay_send(hc_relay_ep *ep, uint32_t conn, uint32_t id, nng_msg *m)
 {
-    uint8_t h[8] = {0, 0, 0, 0, (uint8_t)(id >> 24), (uint8_t)(id >> 16),
+    uint8_t h[4] = {(uint8_t)(id >> 24), (uint8_t)(id >> 16),
                     (uint8_t)(id >> 8), (uint8_t)id};
     struct conn *c = get_conn(ep, conn);
     struct loop *R;
@@ -1833,7 +1574,7 @@ int hc_relay_send(hc_relay_ep *ep, uint32_t conn, uint32_t id, nng_msg *m)
     if (!c)
         return HC_ERR_CLOSED;
     R = c->loop;
-    /* The header tx_take reads: (unused), the request id. */
+    /* The header tx_take reads: the request id. */
     nng_msg_header_clear(m);
     if (nng_msg_header_append(m, h, sizeof h) != 0) {
         err = HC_ERR_NOMEM;
@@ -1867,9 +1608,9 @@ void hc_relay_drop(hc_relay_ep *ep, uint32_t conn)
 
     if (!c)
         return;
-    /* Its loop closes it, as when the rpc side closes an inner socket. */
+    /* Its loop closes it. */
     pthread_mutex_lock(&c->loop->kmu);
-    c->inner_gone = true;
+    c->dropped = true;
     kick_locked(c);
     pthread_mutex_unlock(&c->loop->kmu);
     put_conn(c);
@@ -1882,7 +1623,7 @@ int hc_relay_conn_peer(uint32_t conn, char *peer, size_t n)
 
     pthread_mutex_lock(&reg_mu);
     for (c = reg_list; c && !found; c = c->reg_next)
-        if (c->id == conn && c->ep->direct) {
+        if (c->id == conn) {
             snprintf(peer, n, "%s", c->peer);
             found = 1;
         }

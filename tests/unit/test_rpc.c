@@ -1348,10 +1348,9 @@ out:
  * Clients that drop their connections in the middle of the handshake, a
  * few hundred times: nng 1.5.2 can end its listener's accept loop on one
  * (rpc_listen.h). The server must still answer a well-behaved client
- * afterwards, at worst after its listener guard has listened again. The
- * droppers run in a child process on OpenSSL alone (nng's state is not
- * usable after fork, and a client of nng in this process could stall
- * this process's own nng on the way out, as in rpc_client.c).
+ * afterwards, at worst after its listener guard has listened again (plain
+ * TCP; over TLS the relay accepts). The droppers run in a child process,
+ * on sockets and OpenSSL alone (nng's state is not usable after fork).
  */
 static void drop_handshakes(int port, const char *cert_key, int n)
 {
@@ -1399,7 +1398,35 @@ static void drop_handshakes(int port, const char *cert_key, int n)
     _exit(0);
 }
 
-static void test_dropped_handshakes(void)
+/* drop_handshakes for a plain server: nng's SP header, none, half of it
+ * or all of it, then gone. */
+static void drop_plain(int port, int n)
+{
+    static const unsigned char sp[8] = { 0, 'S', 'P', 0, 0, 0x30 };
+    struct sockaddr_in sa = { .sin_family = AF_INET,
+                              .sin_port = htons((uint16_t)port) };
+    uint64_t rng = 0x2545F4914F6CDD1Dull;
+    int i;
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (i = 0; i < n; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+            rng % 3)
+            (void)!write(fd, sp, rng % 3 == 1 ? 4 : sizeof sp);
+        usleep((useconds_t)(rng >> 32) % 3000);
+        if (fd >= 0)
+            close(fd);
+    }
+    _exit(0);
+}
+
+/* 300 dropped handshakes on a server (TLS, or plain), then a call. */
+static void dropped_handshakes(int tls)
 {
     struct tls_files f;
     struct tsrv srv;
@@ -1412,23 +1439,27 @@ static void test_dropped_handshakes(void)
     }
     {
         struct hc_rpc_tls st = { f.ca, f.ps }, cli = { f.ca, f.wk };
-        struct hc_rpc_server_opts so = { .tls = &st };
+        struct hc_rpc_server_opts so = { .tls = tls ? &st : NULL };
         struct hc_rpc_client_opts o = { .timeout_ms = 500, .retry_ms = 30000,
                                         .backoff_min_ms = 10,
-                                        .backoff_max_ms = 200, .tls = &cli };
+                                        .backoff_max_ms = 200,
+                                        .tls = tls ? &cli : NULL };
         const char *urls[1] = { srv.url }, *names[1] = { "ps:0" };
         hc_rpc_client *c = NULL;
         nng_msg *reply = NULL;
 
         tsrv_init(&srv, 0, T_ECHO, 0);
         if (tsrv_start(&srv, &so) != HC_OK) {
-            CU_FAIL("TLS server start");
+            CU_FAIL("server start");
             goto out;
         }
         port = atoi(strrchr(srv.url, ':') + 1);
         fflush(NULL);
-        if ((child = fork()) == 0)
-            drop_handshakes(port, f.wk, 300);
+        if ((child = fork()) == 0) {
+            if (tls)
+                drop_handshakes(port, f.wk, 300);
+            drop_plain(port, 300);
+        }
         CU_ASSERT_FATAL(child > 0);
         waitpid(child, &status, 0);
         CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -1448,6 +1479,12 @@ static void test_dropped_handshakes(void)
     }
 out:
     tls_files_drop(&f);
+}
+
+static void test_dropped_handshakes(void)
+{
+    dropped_handshakes(0);
+    dropped_handshakes(1);
 }
 
 /*
@@ -1816,13 +1853,9 @@ void hp_test_register(void)
     CU_add_test(s, "client open errors", test_client_open_errors);
     CU_add_test(s, "mutual TLS: a client is answered again after each "
                 "server restart", test_tls_restart);
-    CU_add_test(s, "mutual TLS: clients dropping their handshakes do not "
-                "stop the server from taking connections",
+    CU_add_test(s, "plain and mutual TLS: clients dropping their "
+                "handshakes do not stop the server from taking connections",
                 test_dropped_handshakes);
-    /* Last: its refused clients can leave this process's nng unable to
-     * close or redial anything (common/rpc_close.c) — what a worker with
-     * the wrong certificate lives with on its way to exit, not what the
-     * tests above are about. */
     CU_add_test(s, "mutual TLS: certificates, refusals, resolve", test_tls);
     CU_add_test(s, "mutual TLS: a set made by mbedTLS still serves, and "
                 "grows with files its CA signs", test_old_certs);
