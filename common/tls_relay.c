@@ -55,10 +55,11 @@
 #include "err.h"
 #include "log.h"
 #include "tls_ctx.h"
+#include "tls_frame.h"
 
 #define WBUF_BYTES (128u * 1024u) /* TLS records gathered for one send */
 #define STAGE_BYTES 16384u        /* one record: a frame's head + body */
-#define HEAD_BYTES 12u            /* body length (8, big-endian), id (4) */
+#define HEAD_BYTES HC_FRAME_HEAD_BYTES
 #define OUTQ 8                    /* messages waiting to go, per conn */
 #define HANDSHAKE_MS 10000        /* connect + handshake, then closed */
 #define MAX_CONNS 4096            /* the relay's connections at once */
@@ -66,10 +67,11 @@
 #define RESOLVE_MS 30000          /* a client's server looked up again */
 #define RETRY_MIN_MS 20           /* a client connects again after … */
 #define RETRY_MAX_MS 1000         /* … doubling up to this */
+#define BUDGET_MAX ((uint64_t)4 << 30) /* default budget: this, or a
+                                        * quarter of the memory if less */
 
-/* What each side sends first, inside TLS. */
-static const unsigned char PREAMBLE[8] = {'H', 'E', 'T', 'P',
-                                          'S', 'r', '1', '\n'};
+/* What each side sends first, inside TLS (tls_frame.h). */
+static const unsigned char PREAMBLE[8] = HC_FRAME_PREAMBLE;
 
 enum side { SIDE_LISTEN, SIDE_NET, SIDE_WAKE };
 
@@ -143,16 +145,12 @@ struct conn {
      * read, whether on_conn said it is up, and when its output last
      * moved (ms, atomic; 0: none waits). */
     int senders;
-    uint32_t rx_id;
     bool announced;
     uint64_t out_at;
     /* network → rpc */
-    uint8_t pre[sizeof PREAMBLE];
-    size_t pre_got;
-    uint8_t head[HEAD_BYTES];
-    size_t head_got;
-    nng_msg *rx_msg;            /* the message being read */
-    size_t rx_got;
+    struct hc_frame_in in;      /* the frames being read */
+    bool hello;                 /* the peer's preamble is in */
+    uint64_t rx_charged;        /* the message's bytes, in `inflight` */
     /* rpc → network */
     nng_msg *tx_msg;            /* the message being written */
     uint8_t *stage;             /* its head and first bytes: one record */
@@ -194,17 +192,37 @@ static uint64_t next_conn_id;
 static pthread_mutex_t eps_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct hc_relay_ep *all_eps;
 static pthread_once_t loops_once = PTHREAD_ONCE_INIT;
+/* The bytes of the messages being read, process-wide, and their budget
+ * (atomic both): a peer that would take them over it is closed. */
+static uint64_t inflight, budget;
 /* Connections up, found by their number (hc_relay_send). */
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct conn *reg_list;
 
 static void forget_in_child(void);
 
+/* HETPS_RECV_BUDGET (bytes), else a quarter of the memory, at most
+ * BUDGET_MAX. */
+static uint64_t budget_default(void)
+{
+    const char *e = getenv("HETPS_RECV_BUDGET");
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    uint64_t q = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz / 4
+                                      : BUDGET_MAX;
+    char *end;
+    unsigned long long v;
+
+    if (e && *e && (v = strtoull(e, &end, 10)) > 0 && !*end)
+        return v;
+    return q < BUDGET_MAX ? q : BUDGET_MAX;
+}
+
 static void loops_init(void)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int i;
 
+    budget = budget_default();
     n_loops = cpus < 1 ? 1 : cpus > MAX_LOOPS ? MAX_LOOPS : (int)cpus;
     (void)pthread_atfork(NULL, NULL, forget_in_child);
     for (i = 0; i < MAX_LOOPS; i++) {
@@ -601,7 +619,7 @@ static bool ssl_waits(struct conn *c, int r)
 }
 
 /* ------------------------------------------------------------------ */
-/* Network → nng                                                        */
+/* Network → rpc                                                        */
 
 static void put_be64(uint8_t *p, uint64_t v)
 {
@@ -609,16 +627,6 @@ static void put_be64(uint8_t *p, uint64_t v)
 
     for (i = 7; i >= 0; i--, v >>= 8)
         p[i] = (uint8_t)v;
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    int i;
-
-    for (i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
 }
 
 /* A connection is up: findable by its id (hc_relay_send). A
@@ -635,50 +643,68 @@ static void announce(struct conn *c)
         c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer, NULL);
 }
 
-/* The peer's first 8 bytes: hetps's relay, or refused by name. */
-static int check_preamble(struct conn *c)
+/* The peer's first 8 bytes were hetps's. A server sends them once it has
+ * taken our certificate: only now does the client's callee hear of a
+ * connection. */
+static void hello(struct conn *c)
 {
-    if (!memcmp(c->pre, PREAMBLE, sizeof PREAMBLE)) {
-        /* A server sends it once it has taken our certificate: only now
-         * does the client's socket see a connection. */
-        if (c->ep->server)
-            return 0;
-        c->ep->backoff_ms = RETRY_MIN_MS;
-        announce(c);
-        return 0;
-    }
-    refuse(c, !memcmp(c->pre, "\0SP\0", 4)
-                  ? "it speaks nng's own TLS transport (tls+tcp://), not "
-                    "hetps's relay: every process of a cluster speaks the "
-                    "relay's protocol inside TLS"
-                  : "what it sent after the TLS handshake is not hetps's "
-                    "relay protocol");
-    return -1;
+    c->hello = true;
+    if (c->ep->server)
+        return;
+    c->ep->backoff_ms = RETRY_MIN_MS;
+    announce(c);
 }
 
-/* A frame's head is in: its message, ready for the body. */
+/* len more bytes being read, if the budget has room. */
+static bool charge(struct conn *c, uint64_t len)
+{
+    uint64_t cur = __atomic_load_n(&inflight, __ATOMIC_RELAXED);
+    uint64_t lim = __atomic_load_n(&budget, __ATOMIC_RELAXED);
+
+    do {
+        if (len > lim || cur > lim - len)
+            return false;
+    } while (!__atomic_compare_exchange_n(&inflight, &cur, cur + len, false,
+                                          __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    c->rx_charged = len;
+    return true;
+}
+
+static void uncharge(struct conn *c)
+{
+    __atomic_sub_fetch(&inflight, c->rx_charged, __ATOMIC_RELAXED);
+    c->rx_charged = 0;
+}
+
+/* A frame's head is in: its message, ready for the body. A message over
+ * the endpoint's limit, or one that would take the process's messages
+ * being read over their budget, closes the connection first. */
 static int frame_start(struct conn *c)
 {
-    uint64_t len = get_be64(c->head);
-    nng_msg *m;
-    char why[160];
+    uint64_t len = c->in.len;
+    char why[200];
 
-    c->head_got = 0;
     if (len > c->ep->recv_max) {
         snprintf(why, sizeof why, "a message of %llu bytes, over the limit "
                  "of %zu", (unsigned long long)len, c->ep->recv_max);
         refuse(c, why);
         return -1;
     }
+    if (!charge(c, len)) {
+        snprintf(why, sizeof why, "a message of %llu bytes would take the "
+                 "messages being received over this process's budget of "
+                 "%llu bytes (HETPS_RECV_BUDGET)", (unsigned long long)len,
+                 (unsigned long long)__atomic_load_n(&budget,
+                                                     __ATOMIC_RELAXED));
+        refuse(c, why);
+        return -1;
+    }
     /* The callee gets the body alone, the id beside it. */
-    if (nng_msg_alloc(&m, (size_t)len) != 0) {
+    if (hc_frame_begin(&c->in) != 0) {
+        uncharge(c);
         refuse(c, "out of memory for a message");
         return -1;
     }
-    c->rx_id = (uint32_t)c->head[8] << 24 | (uint32_t)c->head[9] << 16 |
-               (uint32_t)c->head[10] << 8 | c->head[11];
-    c->rx_msg = m;
-    c->rx_got = 0;
     return 0;
 }
 
@@ -688,19 +714,13 @@ static bool net_in(struct conn *c)
     bool moved = false;
     uint8_t *to;
     size_t want, got;
+    uint32_t id;
+    char why[200];
     int r;
 
     while (!c->net_eof && !c->dead) {
-        if (c->pre_got < sizeof PREAMBLE) {
-            to = c->pre + c->pre_got;
-            want = sizeof PREAMBLE - c->pre_got;
-        } else if (!c->rx_msg) {
-            to = c->head + c->head_got;
-            want = HEAD_BYTES - c->head_got;
-        } else {
-            to = (uint8_t *)nng_msg_body(c->rx_msg) + c->rx_got;
-            want = nng_msg_len(c->rx_msg) - c->rx_got;
-        }
+        to = hc_frame_want(&c->in, &want);
+        got = 0;                        /* want 0: a message with no body */
         if (want) {
             r = SSL_read_ex(c->ssl, to, want, &got);
             if (r != 1) {
@@ -709,29 +729,34 @@ static bool net_in(struct conn *c)
                 break;
             }
             moved = true;
-        } else {
-            got = 0;                    /* a message with no body */
         }
-        if (c->pre_got < sizeof PREAMBLE) {
-            c->pre_got += got;
-            if (c->pre_got == sizeof PREAMBLE && check_preamble(c) != 0)
-                break;
-        } else if (!c->rx_msg) {
-            c->head_got += got;
-            if (c->head_got == HEAD_BYTES && frame_start(c) != 0)
-                break;
-        } else if ((c->rx_got += got) == nng_msg_len(c->rx_msg)) {
-            nng_msg *m = c->rx_msg;
+        switch (hc_frame_got(&c->in, got, why, sizeof why)) {
+        case HC_FRAME_ERROR:
+            refuse(c, why);
+            return moved;
+        case HC_FRAME_HELLO:
+            hello(c);
+            break;
+        case HC_FRAME_HEAD:
+            if (frame_start(c) != 0)
+                return moved;
+            break;
+        case HC_FRAME_MSG: {
+            nng_msg *m = hc_frame_take(&c->in, &id);
 
-            c->rx_msg = NULL;
-            c->ep->cb.on_msg(c->ep->cb.arg, c->id, c->rx_id, m);
+            uncharge(c);
+            c->ep->cb.on_msg(c->ep->cb.arg, c->id, id, m);
+            break;
+        }
+        default:
+            break;
         }
     }
     return moved;
 }
 
 /* ------------------------------------------------------------------ */
-/* nng → network                                                        */
+/* rpc → network                                                        */
 
 /* The next message given to send, staged: false when there is none. */
 static bool tx_take(struct conn *c)
@@ -867,7 +892,7 @@ static void update_interest(struct conn *c)
 
 /* The handshake finished: a server's connection is verified and handed
  * to its callee; either side says what it speaks (a client's callee hears
- * of its connection once the server has said it: check_preamble). */
+ * of its connection once the server has said it: hello). */
 static int handshake_done(struct conn *c)
 {
     size_t put;
@@ -1084,8 +1109,8 @@ static void conn_free(struct conn *c)
         c->oq_len--;
     }
     pthread_mutex_unlock(&R->kmu);
-    if (c->rx_msg)
-        nng_msg_free(c->rx_msg);
+    hc_frame_reset(&c->in);
+    uncharge(c);
     if (c->tx_msg)
         nng_msg_free(c->tx_msg);
     SSL_free(c->ssl);
@@ -1237,7 +1262,7 @@ static void *relay_main(void *arg)
                 if (!c->dead && c->state == C_RELAY && slow_reader(c, now))
                     continue;
                 if (c->dead || now < c->deadline ||
-                    (c->state == C_RELAY && c->pre_got == sizeof PREAMBLE))
+                    (c->state == C_RELAY && c->hello))
                     continue;
                 pthread_mutex_lock(&c->smu);
                 if (c->state == C_CONNECT)
@@ -1671,4 +1696,11 @@ void hc_relay_close(hc_relay_ep *ep)
     }
     hc_tls_ctx_close(ep->ctx);
     ep->ctx = NULL;
+}
+
+void hc_relay_set_budget(uint64_t bytes)
+{
+    pthread_once(&loops_once, loops_init);
+    __atomic_store_n(&budget, bytes ? bytes : budget_default(),
+                     __ATOMIC_RELAXED);
 }

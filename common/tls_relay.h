@@ -106,6 +106,15 @@ void hc_relay_drop(hc_relay_ep *ep, uint32_t conn);
  * ("10.0.0.5:41234") into peer. */
 int hc_relay_conn_peer(uint32_t conn, char *peer, size_t n);
 
+/* The budget of the bytes of messages being read at once, process-wide
+ * (0: the default, HETPS_RECV_BUDGET or a quarter of the memory, at most
+ * 4 GiB). A frame's announced length is counted from its head to its
+ * last byte; a peer whose frame would take the total over the budget is
+ * closed, with a warning naming it, as one over recv_max is — so a few
+ * peers holding any certificate of the cluster cannot make the process
+ * hold more than this. Any thread. */
+void hc_relay_set_budget(uint64_t bytes);
+
 /* Stop an endpoint: no more connections, and its open ones closed.
  * NULL is fine. */
 void hc_relay_close(hc_relay_ep *ep);

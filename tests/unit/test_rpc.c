@@ -45,6 +45,7 @@
 #include "common/rpc.h"
 #include "common/tls_cert.h"
 #include "common/tls_ctx.h"
+#include "common/tls_relay.h"
 
 /* ---------- ports, messages ---------- */
 
@@ -1823,6 +1824,97 @@ out:
     tls_files_drop(&f);
 }
 
+/* A frame's head alone: body length n, request id. */
+static int raw_head(struct raw_peer *r, uint32_t id, uint64_t n)
+{
+    unsigned char h[12];
+    int i;
+
+    for (i = 0; i < 8; i++)
+        h[i] = (unsigned char)(n >> (56 - 8 * i));
+    for (i = 0; i < 4; i++)
+        h[8 + i] = (unsigned char)(id >> (24 - 8 * i));
+    return raw_write(r, h, sizeof h);
+}
+
+/* The length of the next reply (its body read and dropped), or 0. */
+static uint64_t raw_reply_len(struct raw_peer *r)
+{
+    unsigned char h[12], buf[65536];
+    uint64_t n = 0, left;
+    int i;
+
+    if (raw_read(r, h, sizeof h))
+        return 0;
+    for (i = 0; i < 8; i++)
+        n = n << 8 | h[i];
+    for (left = n; left;) {
+        size_t k = left < sizeof buf ? (size_t)left : sizeof buf;
+
+        if (raw_read(r, buf, k))
+            return 0;
+        left -= k;
+    }
+    return n;
+}
+
+#define BUDGET_BYTES ((size_t)6 << 20)
+
+/*
+ * The relay's budget of bytes being received (tls_relay.h), here 8 MiB: a
+ * peer announcing 6 MiB is read; a second one announcing 6 MiB meanwhile
+ * is closed (the budget, not recv_max, refuses it); once the first is
+ * whole its bytes are free again, and a third 6 MiB message is served, as
+ * is a well-behaved client throughout.
+ */
+static void test_relay_budget(void)
+{
+    struct tls_files f;
+    struct tsrv srv;
+    struct raw_peer a = { .fd = -1 }, b = { .fd = -1 };
+    unsigned char *body = calloc(1, BUDGET_BYTES);
+
+    CU_ASSERT_FATAL(body != NULL);
+    if (tls_files_make(&f)) {
+        CU_FAIL("making certificates");
+        free(body);
+        return;
+    }
+    hc_relay_set_budget((uint64_t)8 << 20);
+    tsrv_init(&srv, 0, T_ECHO, 0);
+    {
+        struct hc_rpc_tls st = { f.ca, f.ps }, cli = { f.ca, f.wk };
+        struct hc_rpc_server_opts so = { .tls = &st,
+                                         .recv_max = 4 * BUDGET_BYTES };
+
+        if (tsrv_start(&srv, &so) != HC_OK) {
+            CU_FAIL("TLS server start");
+            goto out;
+        }
+        CU_ASSERT_FATAL(raw_open(&a, srv.url, f.ca, f.wk, 0) == 0);
+        CU_ASSERT(raw_head(&a, 0x80000001u, BUDGET_BYTES) == 0);
+        CU_ASSERT(raw_write(&a, body, 4096) == 0);
+        nng_msleep(300);        /* a's head read: its 6 MiB counted */
+        CU_ASSERT_FATAL(raw_open(&b, srv.url, f.ca, f.wk, 0) == 0);
+        CU_ASSERT(raw_head(&b, 0x80000001u, BUDGET_BYTES) == 0);
+        CU_ASSERT(raw_ends(&b, 5));
+        raw_close(&b);
+        CU_ASSERT(raw_write(&a, body + 4096, BUDGET_BYTES - 4096) == 0);
+        CU_ASSERT_EQUAL(raw_reply_len(&a), BUDGET_BYTES + 3);
+        /* a's bytes are free again: another 6 MiB is read and answered */
+        CU_ASSERT(raw_send(&a, 0x80000002u, body, BUDGET_BYTES) == 0);
+        CU_ASSERT_EQUAL(raw_reply_len(&a), BUDGET_BYTES + 3);
+        raw_close(&a);
+        CU_ASSERT_EQUAL(tls_call(srv.url, &cli), HC_OK);
+        CU_ASSERT_EQUAL(tsrv_recv_count(&srv), 3);
+    }
+out:
+    hc_relay_set_budget(0);
+    tsrv_fini(&srv);
+    tls_files_drop(&f);
+    free(body);
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("rpc", NULL, NULL);
@@ -1866,4 +1958,8 @@ void hp_test_register(void)
     CU_add_test(s, "mutual TLS: a peer that never reads its replies is "
                 "closed after the send timeout, one with more than n_ctx "
                 "unanswered at once; others are served", test_relay_misbehaving);
+    CU_add_test(s, "mutual TLS: a peer whose message would take the "
+                "process's bytes being received over its budget is closed; "
+                "the bytes are free again once a message is whole",
+                test_relay_budget);
 }
