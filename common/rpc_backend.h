@@ -76,6 +76,10 @@ extern const struct hc_rpc_dial_ops hc_rpc_nng_dial, hc_rpc_tls_dial;
 
 struct hc_rpc_listen_ops {
     const char *name;
+    /* Whether the thread that hands a request may run its handler (nng's
+     * task threads: a pool meant for it) rather than the server's own
+     * threads (the relay's: one loop serves many connections). */
+    int handler_here;
     /* Listen on url for server s (its callbacks below). */
     int (*start)(void **be, hc_rpc_server *s, const char *url,
                  const struct hc_rpc_server_opts *o);

@@ -518,6 +518,6 @@ static uint64_t listen_relistens(void *be)
 }
 
 const struct hc_rpc_listen_ops hc_rpc_nng_listen = {
-    "nng", listen_start, listen_reply, listen_drop, listen_stop,
+    "nng", 1, listen_start, listen_reply, listen_drop, listen_stop,
     listen_relistens,
 };

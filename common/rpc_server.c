@@ -3,8 +3,9 @@
  * the requests (rpc_backend.h: nng REP for plain TCP, the relay for TLS).
  *
  * The backend hands each request with its connection and id
- * (hc_rpc_serve_msg); it is queued for threads of the server's own, which
- * run the handler; a reply, now or later from any thread, goes back
+ * (hc_rpc_serve_msg); the handler runs on the backend's thread where that
+ * is a pool meant for it (nng's), else on threads of the server's own
+ * that a queue feeds (the relay's loops serve many connections); a reply, now or later from any thread, goes back
  * through the backend by the same pair. The server keeps a table of open
  * connections: the task each one's certificate names, the replies it is
  * owed (more than n_ctx at once: closed), when it last moved (the receive
@@ -199,6 +200,13 @@ void hc_rpc_serve_msg(hc_rpc_server *s, uint32_t conn, uint32_t id,
     if (s->live)
         s->live->lprev = r;
     s->live = r;
+    if (s->ops->handler_here) {
+        /* nng's thread runs it, as its contexts were made for. */
+        r->msg = NULL;
+        nng_mtx_unlock(s->mtx);
+        s->handler(s->arg, r, m);
+        return;
+    }
     if (s->q_tail)
         s->q_tail->qnext = r;
     else
@@ -491,7 +499,7 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     s->next = servers;
     servers = s;
     nng_mtx_unlock(servers_mtx);
-    if ((err = serve_threads(s)) != HC_OK ||
+    if ((!s->ops->handler_here && (err = serve_threads(s)) != HC_OK) ||
         (err = s->ops->start(&s->be, s, url, &o)) != HC_OK)
         goto fail;
     nng_sleep_aio(0, s->sweep);

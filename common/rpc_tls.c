@@ -259,5 +259,5 @@ static int listen_start(void **be, hc_rpc_server *s, const char *url,
 }
 
 const struct hc_rpc_listen_ops hc_rpc_tls_listen = {
-    "relay", listen_start, listen_reply, listen_drop, listen_stop, NULL,
+    "relay", 0, listen_start, listen_reply, listen_drop, listen_stop, NULL,
 };
