@@ -4,9 +4,10 @@
  * (nng REQ/REP) or mutual TLS (the relay, tls_relay.h), behind one
  * interface (rpc_backend.h) with one code path per request.
  *
- * Server: the transport hands each request to threads of the server's
- * own, which run the handler; it may reply at once or keep the request
- * and reply later from any thread (a deferred reply: a pull waiting for a
+ * Server: the handler runs on a thread of the transport's (nng's task
+ * threads) or of the server's own (under TLS: the relay's threads only
+ * read and write); it may reply at once or keep the request and reply
+ * later from any thread (a deferred reply: a pull waiting for a
  * sync step), so a slow request never blocks the others.
  *
  * Client: one connection per peer (parameter-server shard), made in the
@@ -35,7 +36,8 @@ typedef struct hc_rpc_req hc_rpc_req;
 typedef struct hc_rpc_client hc_rpc_client;
 
 /*
- * Called for every received message, on one of the server's threads.
+ * Called for every received message, on a thread of the server's or of
+ * nng's (never the relay's).
  * `msg` is owned by the handler (free it with nng_msg_free when done). The
  * handler must call hc_rpc_reply exactly once for `req`, now or later,
  * from any thread.
