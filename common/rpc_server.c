@@ -172,10 +172,11 @@ void hc_rpc_serve_msg(hc_rpc_server *s, uint32_t conn, uint32_t id,
     struct conn_info *ci;
     hc_rpc_req *r = calloc(1, sizeof *r);
     char warn[160];
-    int over = 0;
+    int over = 0, stopping;
 
     nng_mtx_lock(s->mtx);
-    ci = r && !s->stopping ? conn_entry(s, conn, 0) : NULL;
+    stopping = s->stopping;
+    ci = r && !stopping ? conn_entry(s, conn, 0) : NULL;
     if (ci && ci->owed >= s->n_ctx)
         over = 1;
     if (!ci || over) {
@@ -190,6 +191,8 @@ void hc_rpc_serve_msg(hc_rpc_server *s, uint32_t conn, uint32_t id,
             hc_warn("rpc server %s: %s", s->url, warn);
             s->ops->drop(s->be, conn);
         }
+        if (!stopping)          /* not answered: the backend's slot free */
+            s->ops->reply(s->be, conn, id, NULL);
         return;
     }
     ci->owed++;
