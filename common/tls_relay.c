@@ -82,7 +82,6 @@ struct tag {
 
 struct hc_relay_ep {
     int server;
-    uint32_t id;                /* in this process */
     int fd;                     /* a server's listening socket (else -1) */
     struct tag tag;
     SSL_CTX *ctx;
@@ -185,7 +184,6 @@ struct loop {
 static struct loop loops[MAX_LOOPS];
 static int n_loops;
 static unsigned next_loop;
-static uint32_t next_ep_id;
 static uint64_t next_conn_id;
 /* Endpoints are never freed (a loop may hold an event for a closed one):
  * a closed one keeps a few hundred bytes, its TLS context freed. */
@@ -1467,7 +1465,6 @@ static int ep_open(hc_relay_ep **out, int server, const char *lhost,
     if (!(ep = calloc(1, sizeof *ep)))
         return hc_err_set(HC_ERR_NOMEM, "TLS relay: out of memory");
     ep->server = server;
-    ep->id = __atomic_add_fetch(&next_ep_id, 1, __ATOMIC_RELAXED);
     ep->fd = -1;
     ep->recv_max = recv_max;
     ep->cb = *direct;

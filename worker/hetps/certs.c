@@ -2,7 +2,7 @@
  * hetps_certs.c — `hetps certs CLUSTER_FILE DIR`: the cluster's CA and one
  * certificate per task (plus the front door's admin certificate) for
  * deployments made by hand, Compose secrets or Kubernetes Secrets. The
- * making itself is common/tls.c, shared with `hetps launch`.
+ * making itself is common/tls_cert.c, shared with `hetps launch`.
  */
 #include <getopt.h>
 #include <stdio.h>
