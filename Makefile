@@ -42,7 +42,7 @@ CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Werror -Wshadow \
             -Wstrict-prototypes -Wmissing-prototypes -I. -Icommon -I$(GEN) \
             -I/usr/include/cjson $(BLAS_CFLAGS) -MMD -MP
 LDFLAGS  += $(if $(SANITIZE),$(SAN))
-LDLIBS   += -lnng -lssl -lcrypto -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -llmdb -lcjson -lz -lisal $(BLAS_LIBS) -lm -lpthread
+LDLIBS   += -lnng -lssl -lcrypto -lprotobuf-c -llmdb -lcjson -lz -lisal $(BLAS_LIBS) -lm -lpthread
 # Keras's files (common/keras*.c): Debian's serial HDF5 (its own include and
 # library folders, which pkg-config names) and libzip.
 HDF5_CFLAGS := $(or $(shell pkg-config --cflags hdf5 2>/dev/null),-I/usr/include/hdf5/serial)

@@ -1,26 +1,24 @@
 /*
- * rpc.h — request/reply over nng (REQ/REP), hiding nng's details from the
- * parameter server's service and the worker's client.
+ * rpc.h — request/reply between hetps's processes, hiding the transport
+ * from the parameter server's service and the worker's client: plain TCP
+ * (nng REQ/REP) or mutual TLS (the relay, tls_relay.h), behind one
+ * interface (rpc_backend.h) with one code path per request.
  *
- * Server: one REP socket listening on a URL, with many nng contexts, each a
- * small state machine (receive → handler → reply → receive). The handler
- * runs on an nng thread; it may reply at once or keep the request and reply
- * later from any thread (a deferred reply: a pull waiting for a sync step),
- * so a slow request never blocks the others. With TLS by the relay (the
- * default, tls_relay.h) there is no socket: the relay hands each request to
- * threads of the server's own, which run the handler, and a reply is
- * written into TLS by the thread that gives it — the same contract.
+ * Server: the handler runs on a thread of the transport's (nng's task
+ * threads) or of the server's own (under TLS: the relay's threads only
+ * read and write); it may reply at once or keep the request and reply
+ * later from any thread (a deferred reply: a pull waiting for a
+ * sync step), so a slow request never blocks the others.
  *
- * Client: one REQ socket per peer (parameter-server shard), dialled in the
- * background with reconnection; with TLS by the relay, one relay
- * connection per peer, the calling thread sending and stepping the call.
+ * Client: one connection per peer (parameter-server shard), made in the
+ * background and again when lost; the calling thread steps its calls.
  * hc_rpc_call_all sends one request to each of several peers at once and
- * waits for all replies. Each attempt has a
- * timeout; on timeout or lost connection the very same bytes (the same
- * request id) are sent again with exponential back-off until `retry_ms`
- * has passed, after which the call fails with HC_ERR_UNREACHABLE and a
- * message naming the peer and its address. Servers recognise a repeated
- * request id, so a re-send never applies anything twice.
+ * waits for all replies. Each attempt has a timeout; on timeout or lost
+ * connection the very same bytes are sent again with exponential back-off
+ * until `retry_ms` has passed, after which the call fails with
+ * HC_ERR_UNREACHABLE and a message naming the peer and its address.
+ * Servers recognise a repeated request (the envelope's request id), so a
+ * re-send never applies anything twice.
  *
  * Threads: a client is used by one thread at a time (open a second client
  * for a heartbeat thread). Server functions are thread-safe.
@@ -38,21 +36,22 @@ typedef struct hc_rpc_req hc_rpc_req;
 typedef struct hc_rpc_client hc_rpc_client;
 
 /*
- * Called for every received message. `msg` is owned by the handler (free
- * it with nng_msg_free when done). The handler must call hc_rpc_reply
- * exactly once for `req`, now or later, from any thread.
+ * Called for every received message, on a thread of the server's or of
+ * nng's (never the relay's).
+ * `msg` is owned by the handler (free it with nng_msg_free when done). The
+ * handler must call hc_rpc_reply exactly once for `req`, now or later,
+ * from any thread.
  */
 typedef void (*hc_rpc_handler)(void *arg, hc_rpc_req *req, nng_msg *msg);
 
 /*
- * Mutual TLS (nng's tls+tcp, mbedTLS): both files are PEM. With a TLS
- * setting a "tcp://" URL is used as "tls+tcp://". A server asks every
- * client for a certificate and closes, with a warning naming the peer's
- * address, any connection whose certificate is missing or not signed by
- * ca_file; a client requires the server's certificate to be signed by
- * ca_file and to name the host of the URL it dials. Then, once per
- * connection, the client proves which certificate it holds (rpc_auth.h),
- * so the server knows each request's task (hc_rpc_req_identity).
+ * Mutual TLS (the relay, OpenSSL): both files are PEM (tls_cert.h). A
+ * server asks every client for a certificate and closes, with a warning
+ * naming the peer's address, any connection whose certificate is missing,
+ * not signed by ca_file or naming no task; a client requires the server's
+ * certificate to be signed by ca_file and to name the host of the URL it
+ * dials. The task the client's certificate names is each of its
+ * requests' identity (hc_rpc_req_identity).
  */
 struct hc_rpc_tls {
     const char *ca_file;       /* the cluster CA's certificate */
@@ -60,12 +59,12 @@ struct hc_rpc_tls {
 };
 
 struct hc_rpc_server_opts {
-    int n_ctx;          /* contexts, i.e. requests in flight (default 64);
-                           with TLS by the relay, the requests one
-                           connection may have unanswered (more: closed) */
+    int n_ctx;          /* the requests one connection may have
+                           unanswered (more: closed; default 64); over
+                           plain TCP the server's requests in flight */
     size_t recv_max;    /* largest accepted message in bytes (default 512 MiB) */
     const struct hc_rpc_tls *tls; /* NULL: plain TCP */
-    /* Called (on an nng or relay thread) when a client's connection is
+    /* Called (on a transport's thread) when a client's connection is
      * gone, with the id hc_rpc_msg_pipe gave for its messages; may be
      * NULL. */
     void (*on_close)(void *arg, uint32_t pipe);
@@ -85,8 +84,8 @@ struct hc_rpc_server_opts {
  * while the server runs. */
 uint32_t hc_rpc_msg_pipe(nng_msg *msg);
 
-/* With TLS, the task whose certificate the client proved on the request's
- * connection ("worker:1", "ps:0", "admin": the certificate's CN); NULL
+/* With TLS, the task the certificate of the request's connection names
+ * ("worker:1", "ps:0", "admin": its CN, verified by the handshake); NULL
  * without TLS. Valid until hc_rpc_reply. */
 const char *hc_rpc_req_identity(const hc_rpc_req *req);
 
@@ -105,7 +104,7 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
  * After this call `req` must not be used. */
 void hc_rpc_reply(hc_rpc_req *req, nng_msg *reply);
 
-/* Stop receiving, cancel pending contexts, close the socket, free. Deferred
+/* Stop receiving, close every connection, free. Deferred
  * requests not yet answered are dropped: an hc_rpc_reply running at the
  * same time is safe (its reply is discarded), but once this returns every
  * unanswered hc_rpc_req is freed and must not be passed to hc_rpc_reply —
@@ -114,7 +113,8 @@ void hc_rpc_reply(hc_rpc_req *req, nng_msg *reply);
 void hc_rpc_server_stop(hc_rpc_server *s);
 
 /* Times the server found its listener no longer taking connections and
- * listened again (rpc_listen.h: an nng 1.5.2 bug a client can trigger). */
+ * listened again (rpc_listen.h: an nng 1.5.2 bug a client can trigger;
+ * plain TCP only). */
 uint64_t hc_rpc_server_relistens(hc_rpc_server *s);
 
 /* Connections closed by the receive deadline (recv_deadline_ms). */
@@ -130,9 +130,9 @@ struct hc_rpc_client_opts {
 };
 
 /*
- * Open one socket per peer and dial each in the background. urls[i] is the
- * nng URL, names[i] the task ("ps:1") used in messages. Does not wait for
- * connections.
+ * Open one connection per peer, made in the background. urls[i] is
+ * "tcp://host:port", names[i] the task ("ps:1") used in messages. Does not
+ * wait for connections.
  */
 int hc_rpc_client_open(hc_rpc_client **out, int n, const char *const *urls,
                        const char *const *names,
@@ -158,10 +158,9 @@ int hc_rpc_call_all_kept(hc_rpc_client *c, int n, const int *peers,
                          int timeout_ms);
 
 /* Makes call index i's request again for a re-send: the very bytes of the
- * first attempt (same request id). Called on nng's threads (with TLS by
- * the relay, the calling thread) while a call runs, one call per peer at
- * a time. Returns HC_OK, or a code with its
- * message set (the call then fails for that peer). */
+ * first attempt (same request id). Called on the calling thread while a
+ * call runs. Returns HC_OK, or a code with its message set (the call then
+ * fails for that peer). */
 typedef int (*hc_rpc_remake_fn)(void *arg, int i, nng_msg **out);
 
 /* hc_rpc_call_all, where every reqs[i] is sent as it is (taken, set NULL)
@@ -176,7 +175,7 @@ int hc_rpc_call_all_remade(hc_rpc_client *c, int n, const int *peers,
 int hc_rpc_call(hc_rpc_client *c, int peer, nng_msg *req, nng_msg **reply,
                 int timeout_ms);
 
-/* Whether peer currently has a connected pipe. */
+/* Whether peer currently has a connection up. */
 int hc_rpc_connected(hc_rpc_client *c, int peer);
 
 int hc_rpc_client_peers(const hc_rpc_client *c);

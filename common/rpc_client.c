@@ -1,78 +1,57 @@
 /*
- * rpc_client.c — the client of rpc.h. Over nng: each peer has one REQ
- * socket (nng's own timed re-send disabled), one context and one aio,
- * reused for every call. A call runs one small state machine per peer on
- * that aio — SEND → RECV, or on a retryable failure SLEEP (back-off) → SEND
- * again with a fresh copy of the very same bytes — and the calling thread
- * waits on a condition variable until every peer is done. Every step has a
- * timeout, and the wait itself is bounded. With TLS by the relay a peer has
- * no socket (tls_relay.h, a direct client): the calling thread writes each
- * request into TLS itself and runs the same state machine, woken when the
- * relay hands it a reply or a connection comes or goes, or when a step's
- * time is up (drive).
+ * rpc_client.c — the client of rpc.h: one call's state machine, whatever
+ * carries it (rpc_backend.h: nng REQ for plain TCP, the relay for TLS).
+ *
+ * A call runs one small state machine per peer — WAIT (an attempt is
+ * out: its reply, its loss or its deadline ends it) → done, or SLEEP
+ * (back-off) → WAIT again with the very same bytes under a new request
+ * id — stepped by the calling thread alone (drive): the backend's threads
+ * only hand it a reply or a loss under the client's mutex and wake it.
+ * Every step has a deadline, and the whole call is bounded besides.
  */
 #include "rpc.h"
 
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <nng/protocol/reqrep0/req.h>
-#include <nng/supplemental/tls/tls.h>
 #include <nng/supplemental/util/platform.h>
 
 #include "err.h"
 #include "log.h"
-#include "rpc_auth.h"
-#include "rpc_close.h"
-#include "rpc_conf.h"
-#include "tls_relay.h"
+#include "rpc_backend.h"
 
 #define DEFAULT_TIMEOUT_MS 5000
 #define DEFAULT_RETRY_MS 30000
 #define DEFAULT_BACKOFF_MIN_MS 50
 #define DEFAULT_BACKOFF_MAX_MS 2000
-#define RECONNECT_MIN_MS 20
-#define RECONNECT_MAX_MS 1000
 #define ABORT_SLACK_MS 5000  /* beyond the retry budget before a call aborts */
 
-enum call_state { CALL_IDLE, CALL_SEND, CALL_RECV, CALL_SLEEP, CALL_DONE };
+enum call_state { CALL_IDLE, CALL_WAIT, CALL_SLEEP, CALL_DONE };
 
-struct peer {
+struct hc_rpc_link {
     hc_rpc_client *c;
     char *url;
     char *name;
-    nng_socket sock;
-    int sock_open;
-    nng_ctx ctx;
-    int ctx_open;
-    nng_aio *aio;
-    nng_aio *timer;            /* back-off only (see hc_rpc_req.pause) */
-    atomic_int connected;      /* pipes currently up */
+    const struct hc_rpc_dial_ops *ops;
+    void *be;                  /* the backend's */
+    atomic_int connected;      /* connections up now */
     atomic_int ever_connected;
-    int tls;
-    hc_auth_signer *signer;    /* TLS: proves this process's certificate */
-    hc_relay_ep *relay;        /* TLS through the relay (tls_relay.h) */
-    atomic_uint authed_pipe;   /* the pipe the proof was accepted on; 0:
-                                  none (prove before the next request) */
-    atomic_uint last_pipe;     /* the pipe that came up last (0: none) */
-    int unanswered;            /* proof steps unanswered in a row on it */
-    enum { PH_HELLO, PH_PROOF, PH_REQ } phase; /* what the aio carries */
-    /* A direct client's (c->direct, tls_relay.h): no socket, no aio. */
     uint32_t next_id;          /* request ids sent, counted */
-    uint32_t want_id;          /* under c->mtx: the id the reply must have */
-    nng_msg *dreply;           /* under c->mtx: the reply the relay handed */
-    nng_msg *dout;             /* a request waiting for a connection */
-    uint32_t sent_conn;        /* the connection it went on */
+
+    /* Under c->mtx: what the backend handed for the attempt in flight. */
+    enum call_state state;
+    uint32_t want_id;          /* the attempt's request id */
+    nng_msg *got;              /* its reply */
+    int lost;                  /* its loss: a code, 0 if none */
+    char lost_why[120];
     nng_time due;              /* the attempt's end, or the back-off's */
 
-    /* One call's state, owned by the aio callback while the call runs. */
-    enum call_state state;
+    /* One call's state, the calling thread's. */
     int in_call;
     nng_msg *copy;             /* the request as the caller gave it */
-    nng_msg *first;            /* a copy of it for the first attempt (the
+    nng_msg *first;            /* what the first attempt sends (the
                                 * caller's, made ahead), or NULL */
     hc_rpc_remake_fn remake;   /* copy NULL: makes a re-send's bytes */
     void *remake_arg;
@@ -80,11 +59,10 @@ struct peer {
     nng_msg *reply;
     int err;
     int attempts;
-    int last_rv;
+    char last_why[120];        /* the last attempt's failure */
     int backoff_ms;
     int attempt_ms;
     nng_time begin;
-    nng_time attempt_begin;
     nng_time deadline;         /* begin + retry_ms */
     nng_time last_warn;
     char msg[512];
@@ -93,191 +71,165 @@ struct peer {
 struct hc_rpc_client {
     struct hc_rpc_client_opts opts;
     int n;
-    struct peer *peers;        /* (n) */
+    struct hc_rpc_link *peers; /* (n) */
     nng_mtx *mtx;
     nng_cv *cv;
-    int pending;               /* under mtx: peers of this call not done */
-    atomic_int abort;
-    int direct;                /* the peers are direct (TLS by the relay) */
+    int pending;               /* peers of this call not done */
+    int abort;
 };
 
-static void pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
+/* ---- what the backend hands (any of its threads) ---------------------- */
+
+void hc_rpc_link_conn(hc_rpc_link *l, int delta)
 {
-    struct peer *p = arg;
-
-    if (ev == NNG_PIPE_EV_ADD_POST) {
-        atomic_store(&p->last_pipe, (unsigned)nng_pipe_id(pipe));
-        atomic_fetch_add(&p->connected, 1);
-        atomic_store(&p->ever_connected, 1);
-    } else if (ev == NNG_PIPE_EV_REM_POST) {
-        unsigned id = (unsigned)nng_pipe_id(pipe), last = id;
-
-        atomic_compare_exchange_strong(&p->last_pipe, &last, 0u);
-        atomic_fetch_sub(&p->connected, 1);
-        /* The proven connection is gone: prove again on the next. */
-        atomic_compare_exchange_strong(&p->authed_pipe, &id, 0u);
-    }
+    if (atomic_fetch_add(&l->connected, delta) + delta > 0)
+        atomic_store(&l->ever_connected, 1);
+    nng_mtx_lock(l->c->mtx);
+    nng_cv_wake(l->c->cv);
+    nng_mtx_unlock(l->c->mtx);
 }
 
-static int retryable(int rv)
+void hc_rpc_link_reply(hc_rpc_link *l, uint32_t id, nng_msg *m)
 {
-    switch (rv) {
-    case NNG_ETIMEDOUT:
-    case NNG_ECLOSED:
-    case NNG_ECONNREFUSED:
-    case NNG_ECONNRESET:
-    case NNG_ECONNABORTED:
-    case NNG_ECONNSHUT:
-    case NNG_EUNREACHABLE:
-    case NNG_EAGAIN:
-        return 1;
-    default:
-        return 0;
+    nng_mtx_lock(l->c->mtx);
+    if (l->state == CALL_WAIT && id == l->want_id && !l->got && !l->lost) {
+        l->got = m;
+        m = NULL;
+        nng_cv_wake(l->c->cv);
     }
+    nng_mtx_unlock(l->c->mtx);
+    if (m)                      /* a late answer to an attempt given up */
+        nng_msg_free(m);
 }
 
-/* Finish this peer's part of the call; the last thing the callback does. */
-static void peer_done(struct peer *p, int err)
+void hc_rpc_link_lost(hc_rpc_link *l, uint32_t id, int code, const char *why)
 {
-    hc_rpc_client *c = p->c;
+    nng_mtx_lock(l->c->mtx);
+    if (l->state == CALL_WAIT && id == l->want_id && !l->got && !l->lost) {
+        l->lost = code;
+        snprintf(l->lost_why, sizeof l->lost_why, "%s", why);
+        nng_cv_wake(l->c->cv);
+    }
+    nng_mtx_unlock(l->c->mtx);
+}
 
+/* ---- one peer's call, in the calling thread --------------------------- */
+
+static void set_state(hc_rpc_link *p, enum call_state st, nng_time due)
+{
+    nng_mtx_lock(p->c->mtx);
+    p->state = st;
+    p->due = due;
+    nng_mtx_unlock(p->c->mtx);
+}
+
+static void peer_done(hc_rpc_link *p, int err)
+{
     p->err = err;
-    nng_mtx_lock(c->mtx);
-    p->state = CALL_DONE;
-    if (--c->pending == 0)
-        nng_cv_wake(c->cv);
-    nng_mtx_unlock(c->mtx);
+    set_state(p, CALL_DONE, 0);
+    p->c->pending--;
 }
 
-static void direct_send(struct peer *p, nng_msg *m);
-
-/* Send m (owned) as this attempt's next message, then wait for its reply. */
-static void peer_send_msg(struct peer *p, nng_msg *m)
+/* The bytes of the next attempt: made by the caller (first), made again
+ * (remake) or copied. NULL when they cannot be, the peer then done. */
+static nng_msg *attempt_bytes(hc_rpc_link *p)
 {
-    p->attempt_begin = nng_clock();
-    if (p->c->direct) {
-        direct_send(p, m);
-        return;
-    }
-    p->state = CALL_SEND;
-    nng_aio_set_msg(p->aio, m);
-    nng_aio_set_timeout(p->aio, p->attempt_ms);
-    nng_ctx_send(p->ctx, p->aio);
-}
-
-static void peer_send(struct peer *p)
-{
-    nng_msg *m;
+    nng_msg *m = NULL;
     int rv;
 
-    if (p->signer && atomic_load(&p->authed_pipe) == 0) {
-        /* A new connection: prove the certificate first (rpc_auth.h). */
-        if (hc_auth_msg(&m, HC_AUTH_HELLO, NULL, 0) != HC_OK) {
-            snprintf(p->msg, sizeof p->msg, "%s at %s: %s", p->name, p->url,
-                     hc_err_msg());
-            peer_done(p, HC_ERR_NOMEM);
-            return;
-        }
-        p->phase = PH_HELLO;
-        peer_send_msg(p, m);
-        return;
-    }
     if (p->first) {
-        m = p->first;           /* made by the caller: no copy here */
+        m = p->first;
         p->first = NULL;
     } else if (!p->copy) {
-        /* A re-send of a request the caller did not keep: made again. */
         if ((rv = p->remake(p->remake_arg, p->remake_i, &m)) != HC_OK) {
             snprintf(p->msg, sizeof p->msg, "%s at %s: making the request "
                      "again: %s", p->name, p->url, hc_err_msg());
             peer_done(p, rv);
-            return;
+            return NULL;
         }
     } else if ((rv = nng_msg_dup(&m, p->copy)) != 0) {
         snprintf(p->msg, sizeof p->msg, "%s at %s: copying the request: %s",
                  p->name, p->url, nng_strerror(rv));
         peer_done(p, hc_rpc_code_of(rv));
-        return;
+        return NULL;
     }
-    p->phase = PH_REQ;
-    p->attempts++;
-    peer_send_msg(p, m);
+    return m;
 }
 
-static void peer_unreachable(struct peer *p)
+static void peer_failed(hc_rpc_link *p, int code, const char *why);
+
+/* An attempt: the bytes out under a request id of their own. */
+static void peer_send(hc_rpc_link *p)
+{
+    nng_msg *m = attempt_bytes(p);
+    uint32_t id;
+    int rv;
+
+    if (!m)
+        return;
+    p->attempts++;
+    id = 0x80000000u | (++p->next_id & 0x7fffffffu);
+    nng_mtx_lock(p->c->mtx);
+    if (p->got)
+        nng_msg_free(p->got);
+    p->got = NULL;
+    p->lost = 0;
+    p->want_id = id;
+    p->state = CALL_WAIT;
+    p->due = nng_clock() + (nng_time)p->attempt_ms;
+    nng_mtx_unlock(p->c->mtx);
+    if ((rv = p->ops->send(p->be, id, m)) != HC_OK)
+        peer_failed(p, rv, rv == HC_ERR_LIMIT ? "send: the connection is busy"
+                                              : hc_strerror(rv));
+}
+
+static void peer_unreachable(hc_rpc_link *p)
 {
     double secs = (double)(nng_clock() - p->begin) / 1000.0;
     char why[200];
 
     if (!atomic_load(&p->ever_connected))
-        snprintf(why, sizeof why, p->tls
+        snprintf(why, sizeof why, p->c->opts.tls
                  ? "never connected: connection refused, or the TLS "
                    "handshake failed (its certificate not from this "
                    "cluster's CA, or not naming the host)"
                  : "never connected: connection refused?");
     else if (atomic_load(&p->connected) > 0)
         snprintf(why, sizeof why, "connected but no reply; last error: %s",
-                 nng_strerror(p->last_rv));
+                 p->last_why);
     else
         snprintf(why, sizeof why, "connection lost; last error: %s",
-                 nng_strerror(p->last_rv));
+                 p->last_why);
     snprintf(p->msg, sizeof p->msg,
              "%s at %s: no reply after %.1f s, %d attempt%s (%s)", p->name,
              p->url, secs, p->attempts, p->attempts == 1 ? "" : "s", why);
     peer_done(p, HC_ERR_UNREACHABLE);
 }
 
-/* An attempt failed with nng code rv: back off and re-send, or give up. */
-static void peer_failed(struct peer *p, int rv, const char *what)
+/* Whether an attempt that failed with code is tried again. */
+static int retryable(int code)
+{
+    return code == HC_ERR_CLOSED || code == HC_ERR_TIMEOUT ||
+           code == HC_ERR_LIMIT;
+}
+
+/* An attempt failed: back off and send again, or give up. */
+static void peer_failed(hc_rpc_link *p, int code, const char *why)
 {
     hc_rpc_client *c = p->c;
     nng_time now = nng_clock();
     int b = p->backoff_ms, sleep_ms;
 
-    p->last_rv = rv;
-    if (p->signer && rv == NNG_ETIMEDOUT && p->phase == PH_REQ) {
-        /* TLS: a request unanswered for a whole attempt may be one the
-         * server keeps (a sync pull) or one sent on a connection the
-         * server never reads (after a restart). Prove again first: the
-         * server answers a HELLO at once, so the next attempt tells the
-         * two apart without closing a good connection. */
-        atomic_store(&p->authed_pipe, 0u);
-    } else if (p->signer && rv == NNG_ETIMEDOUT &&
-               atomic_load(&p->last_pipe) && ++p->unanswered >= 2) {
-        /* TLS: a HELLO or PROOF unanswered for a whole attempt, twice in
-         * a row, on a connection that is up. A live server answers both at
-         * once (or with UNAUTH); once may be a busy server (a short
-         * attempt under load), twice says the connection is wedged or
-         * its server stopped.
-         * Do not wait on it again: close it, so nng dials a fresh one and
-         * the next attempt proves itself there (a dropped connection costs
-         * one handshake; a wedged one cost the whole retry budget). */
-        nng_pipe stuck = NNG_PIPE_INITIALIZER;
-
-        stuck.id = atomic_exchange(&p->last_pipe, 0u);
-        atomic_store(&p->authed_pipe, 0u);
-        p->unanswered = 0;
-        if (stuck.id) {
-            hc_warn("rpc: %s at %s: no answer to the certificate %s "
-                    "within %d ms: closing connection %u, connecting again",
-                    p->name, p->url, p->phase == PH_HELLO ? "HELLO" : "PROOF",
-                    p->attempt_ms, (unsigned)stuck.id);
-            if (p->c->direct)
-                hc_relay_drop(p->relay, stuck.id);
-            else
-                nng_pipe_close(stuck);
-        }
-    }
-    if (atomic_load(&c->abort)) {
+    snprintf(p->last_why, sizeof p->last_why, "%s", why);
+    if (c->abort) {
         snprintf(p->msg, sizeof p->msg, "%s at %s: call aborted after %.1f s",
                  p->name, p->url, (double)(now - p->begin) / 1000.0);
         peer_done(p, HC_ERR_TIMEOUT);
         return;
     }
-    if (!retryable(rv)) {
-        snprintf(p->msg, sizeof p->msg, "%s at %s: %s: %s", p->name, p->url,
-                 what, nng_strerror(rv));
-        peer_done(p, hc_rpc_code_of(rv));
+    if (!retryable(code)) {
+        snprintf(p->msg, sizeof p->msg, "%s at %s: %s", p->name, p->url, why);
+        peer_done(p, code);
         return;
     }
     if (now >= p->deadline) {
@@ -294,258 +246,22 @@ static void peer_failed(struct peer *p, int rv, const char *what)
                                                     : 2 * b;
     if (p->last_warn == 0 || now - p->last_warn >= HC_RPC_WARN_EVERY_MS) {
         p->last_warn = now;
-        hc_warn("rpc: %s at %s: %s: %s; retrying in %d ms (attempt %d, "
-                "%.1f s of %.1f s)",
-                p->name, p->url, what, nng_strerror(rv), sleep_ms,
+        hc_warn("rpc: %s at %s: %s; retrying in %d ms (attempt %d, "
+                "%.1f s of %.1f s)", p->name, p->url, why, sleep_ms,
                 p->attempts, (double)(now - p->begin) / 1000.0,
                 c->opts.retry_ms / 1000.0);
     }
-    if (p->c->direct) {
-        nng_mtx_lock(c->mtx);
-        p->state = CALL_SLEEP;
-        p->due = now + (nng_time)sleep_ms;
-        nng_mtx_unlock(c->mtx);
-        return;
-    }
-    p->state = CALL_SLEEP;
-    nng_sleep_aio(sleep_ms, p->timer);
+    set_state(p, CALL_SLEEP, now + (nng_time)sleep_ms);
 }
 
-/* The back-off timer's callback: send again, unless the call aborted. */
-static void timer_cb(void *arg)
+/* Whether peer p has a step to take now (under c->mtx); if not, *next is
+ * lowered to when it will. */
+static int ready(hc_rpc_link *p, nng_time now, nng_time *next)
 {
-    struct peer *p = arg;
-    int rv = nng_aio_result(p->timer);
-
-    if (rv == 0 && atomic_load(&p->c->abort))
-        rv = NNG_ECANCELED;
-    if (rv != 0) {
-        peer_failed(p, rv, "back-off");
-        return;
-    }
-    peer_send(p);
-}
-
-/*
- * A reply during the certificate proof (rpc_auth.h): continue it and
- * return 1, or return 0 when p->reply is the request's own answer.
- */
-static int proof_step(struct peer *p)
-{
-    nng_msg *r = p->reply, *proof = NULL;
-    int kind = hc_auth_kind_of(r);
-    const unsigned char *d;
-    size_t n;
-
-    if (p->phase == PH_REQ && kind != HC_AUTH_UNAUTH)
+    if (p->state == CALL_IDLE || p->state == CALL_DONE)
         return 0;
-    p->reply = NULL;
-    if (kind == HC_AUTH_NONCE_REPLY && p->phase == PH_HELLO) {
-        if (hc_auth_prove(p->signer, r, &proof) != HC_OK) {
-            snprintf(p->msg, sizeof p->msg, "%s at %s: %s", p->name, p->url,
-                     hc_err_msg());
-            nng_msg_free(r);
-            peer_done(p, HC_ERR_CONFIG);
-            return 1;
-        }
-        nng_msg_free(r);
-        p->phase = PH_PROOF;
-        peer_send_msg(p, proof);
+    if (p->state == CALL_WAIT && (p->got || p->lost))
         return 1;
-    }
-    if (kind == HC_AUTH_OK && p->phase == PH_PROOF) {
-        uint32_t id = nng_msg_get_pipe(r).id;
-
-        nng_msg_free(r);
-        atomic_store(&p->authed_pipe, id ? (unsigned)id : 1u);
-        peer_send(p);
-        return 1;
-    }
-    if (kind == HC_AUTH_ERR) {
-        d = hc_auth_data(r, &n);
-        snprintf(p->msg, sizeof p->msg, "%s at %s refused this process's "
-                 "certificate: %.*s", p->name, p->url, (int)(n > 300 ? 300 : n),
-                 (const char *)d);
-        nng_msg_free(r);
-        peer_done(p, HC_ERR_CONFIG);
-        return 1;
-    }
-    nng_msg_free(r);
-    if (kind == HC_AUTH_UNAUTH) {
-        /* The request went on a connection not yet proven. */
-        atomic_store(&p->authed_pipe, 0u);
-        peer_failed(p, NNG_ECONNRESET, "connection not yet proven");
-        return 1;
-    }
-    snprintf(p->msg, sizeof p->msg, "%s at %s: an unexpected answer while "
-             "proving this process's certificate (not a hetps server?)",
-             p->name, p->url);
-    peer_done(p, HC_ERR_PROTO);
-    return 1;
-}
-
-/* The peer's aio callback: one step of SEND → RECV (→ SLEEP → SEND …). */
-static void peer_cb(void *arg)
-{
-    struct peer *p = arg;
-    int rv = nng_aio_result(p->aio);
-    nng_msg *m;
-    nng_duration left;
-
-    switch (p->state) {
-    case CALL_SEND:
-        if (rv != 0) {
-            /* A failed send leaves the message with us. */
-            if ((m = nng_aio_get_msg(p->aio)) != NULL)
-                nng_msg_free(m);
-            nng_aio_set_msg(p->aio, NULL);
-            peer_failed(p, rv, "send");
-            return;
-        }
-        left = p->attempt_ms - (nng_duration)(nng_clock() - p->attempt_begin);
-        p->state = CALL_RECV;
-        nng_aio_set_timeout(p->aio, left > 0 ? left : 1);
-        nng_ctx_recv(p->ctx, p->aio);
-        return;
-    case CALL_RECV:
-        if (rv != 0) {
-            peer_failed(p, rv, "no reply");
-            return;
-        }
-        p->reply = nng_aio_get_msg(p->aio);
-        nng_aio_set_msg(p->aio, NULL);
-        p->unanswered = 0;
-        if (p->signer && proof_step(p))
-            return;
-        peer_done(p, HC_OK);
-        return;
-    case CALL_SLEEP:
-    case CALL_IDLE:
-    case CALL_DONE:
-        return;
-    }
-}
-
-/* ------------------------------------------------------------------ */
-/* A direct client: the state machine above, without nng's socket       */
-
-/* The relay: a connection came up or went (tls_relay.h). */
-static int direct_conn(void *arg, uint32_t conn, int up, const char *peer)
-{
-    struct peer *p = arg;
-    hc_rpc_client *c = p->c;
-
-    (void)peer;
-    if (up) {
-        atomic_store(&p->last_pipe, conn);
-        atomic_store(&p->connected, 1);
-        atomic_store(&p->ever_connected, 1);
-    } else {
-        unsigned last = conn, id = conn;
-
-        atomic_compare_exchange_strong(&p->last_pipe, &last, 0u);
-        atomic_store(&p->connected, 0);
-        /* The proven connection is gone: prove again on the next. */
-        atomic_compare_exchange_strong(&p->authed_pipe, &id, 0u);
-    }
-    nng_mtx_lock(c->mtx);
-    nng_cv_wake(c->cv);
-    nng_mtx_unlock(c->mtx);
-    return 0;
-}
-
-/* The relay read a message: the reply the call waits for, or a late one
- * (to an attempt given up), dropped. */
-static void direct_msg(void *arg, uint32_t conn, uint32_t id, nng_msg *m)
-{
-    struct peer *p = arg;
-    hc_rpc_client *c = p->c;
-    nng_pipe pipe = NNG_PIPE_INITIALIZER;
-
-    pipe.id = conn;
-    nng_msg_set_pipe(m, pipe);  /* proof_step reads the connection there */
-    nng_mtx_lock(c->mtx);
-    if (p->state == CALL_RECV && id == p->want_id && !p->dreply) {
-        p->dreply = m;
-        m = NULL;
-        nng_cv_wake(c->cv);
-    }
-    nng_mtx_unlock(c->mtx);
-    if (m)
-        nng_msg_free(m);
-}
-
-static void direct_state(struct peer *p, enum call_state st)
-{
-    nng_mtx_lock(p->c->mtx);
-    p->state = st;
-    nng_mtx_unlock(p->c->mtx);
-}
-
-/* Write p->dout on the connection up now, or leave it to wait for one. */
-static void direct_push(struct peer *p)
-{
-    uint32_t conn = atomic_load(&p->last_pipe);
-    int err;
-
-    if (conn == 0)
-        return;
-    /* Waiting before it is sent: a reply can come before the send returns. */
-    direct_state(p, CALL_RECV);
-    if ((err = hc_relay_send(p->relay, conn, p->want_id, p->dout)) == HC_OK) {
-        p->dout = NULL;
-        p->sent_conn = conn;
-        return;
-    }
-    direct_state(p, CALL_SEND);
-    if (err == HC_ERR_CLOSED)
-        return;                 /* gone meanwhile: the next one */
-    nng_msg_free(p->dout);
-    p->dout = NULL;
-    peer_failed(p, err == HC_ERR_NOMEM ? NNG_ENOMEM : NNG_EAGAIN, "send");
-}
-
-/* A new attempt's message, with a request id of its own: a reply to an
- * earlier one is never taken for its answer. */
-static void direct_send(struct peer *p, nng_msg *m)
-{
-    hc_rpc_client *c = p->c;
-    nng_msg *stale;
-
-    nng_mtx_lock(c->mtx);
-    stale = p->dreply;
-    p->dreply = NULL;
-    p->want_id = 0x80000000u | (++p->next_id & 0x7fffffffu);
-    p->state = CALL_SEND;
-    p->due = p->attempt_begin + (nng_time)p->attempt_ms;
-    nng_mtx_unlock(c->mtx);
-    if (stale)
-        nng_msg_free(stale);
-    p->dout = m;
-    direct_push(p);
-}
-
-/* What peer p can do now (under c->mtx): 0 nothing (*next lowered to
- * its time), else 1. */
-static int direct_ready(struct peer *p, nng_time now, nng_time *next)
-{
-    uint32_t up = atomic_load(&p->last_pipe);
-
-    switch (p->state) {
-    case CALL_RECV:
-        if (p->dreply || up != p->sent_conn)
-            return 1;
-        break;
-    case CALL_SEND:
-        if (up)
-            return 1;
-        break;
-    case CALL_SLEEP:
-        break;
-    case CALL_IDLE:
-    case CALL_DONE:
-        return 0;
-    }
     if (now >= p->due)
         return 1;
     if (p->due < *next)
@@ -553,51 +269,48 @@ static int direct_ready(struct peer *p, nng_time now, nng_time *next)
     return 0;
 }
 
-/* One step of peer p, in the calling thread (no lock held). */
-static void direct_step(struct peer *p, nng_time now)
+/* One step of peer p (no lock held). */
+static void step(hc_rpc_link *p, nng_time now)
 {
-    hc_rpc_client *c = p->c;
     enum call_state st;
     nng_msg *m;
+    int lost;
+    char why[120];
 
-    nng_mtx_lock(c->mtx);
+    nng_mtx_lock(p->c->mtx);
     st = p->state;
-    m = p->dreply;
-    p->dreply = NULL;
-    nng_mtx_unlock(c->mtx);
-    if (st == CALL_RECV && m) {
-        p->reply = m;
-        p->unanswered = 0;
-        if (p->signer && proof_step(p))
-            return;
-        peer_done(p, HC_OK);
-        return;
-    }
+    m = p->got;
+    lost = p->lost;
+    snprintf(why, sizeof why, "%s", p->lost_why);
+    p->got = NULL;
+    p->lost = 0;
+    nng_mtx_unlock(p->c->mtx);
     if (st == CALL_SLEEP) {
-        if (atomic_load(&c->abort))
-            peer_failed(p, NNG_ECANCELED, "back-off");
+        if (p->c->abort)
+            peer_failed(p, HC_ERR_TIMEOUT, "back-off");
         else
             peer_send(p);
         return;
     }
-    if (now < p->due) {
-        if (st == CALL_SEND)
-            direct_push(p);
-        else                    /* the connection it went on is gone */
-            peer_failed(p, NNG_ECONNSHUT, "connection lost");
+    if (m) {
+        p->reply = m;
+        peer_done(p, HC_OK);
         return;
     }
-    if (st == CALL_SEND) {
-        nng_msg_free(p->dout);
-        p->dout = NULL;
-        peer_failed(p, NNG_ETIMEDOUT, "send (no connection)");
-    } else {
-        peer_failed(p, NNG_ETIMEDOUT, "no reply");
-    }
+    if (!lost && now < p->due)
+        return;
+    p->ops->cancel(p->be, p->want_id);
+    if (lost)
+        peer_failed(p, lost, why);
+    else
+        peer_failed(p, HC_ERR_TIMEOUT, atomic_load(&p->connected) > 0
+                                           ? "no reply"
+                                           : "no connection");
 }
 
-/* wait_all for direct peers: the calling thread runs their steps. Past
- * `hard` the call is aborted: each peer's next step ends it. */
+/* Step every peer of the call until each is done. Past `hard` (a guard
+ * against a backend that never answers nor loses) the call is aborted:
+ * each peer's next step ends it. */
 static void drive(hc_rpc_client *c, int n, const int *peers, nng_time hard)
 {
     int i;
@@ -605,19 +318,19 @@ static void drive(hc_rpc_client *c, int n, const int *peers, nng_time hard)
     nng_mtx_lock(c->mtx);
     while (c->pending > 0) {
         nng_time now = nng_clock(), next = hard;
-        struct peer *ready = NULL;
+        hc_rpc_link *go = NULL;
 
-        for (i = 0; i < n && !ready; i++)
-            if (direct_ready(&c->peers[peers[i]], now, &next))
-                ready = &c->peers[peers[i]];
-        if (ready) {
+        for (i = 0; i < n && !go; i++)
+            if (ready(&c->peers[peers[i]], now, &next))
+                go = &c->peers[peers[i]];
+        if (go) {
             nng_mtx_unlock(c->mtx);
-            direct_step(ready, now);
+            step(go, now);
             nng_mtx_lock(c->mtx);
             continue;
         }
         if (now >= hard) {
-            atomic_store(&c->abort, 1);
+            c->abort = 1;
             for (i = 0; i < n; i++)
                 c->peers[peers[i]].due = now;
             hard = now + 100;
@@ -628,41 +341,7 @@ static void drive(hc_rpc_client *c, int n, const int *peers, nng_time hard)
     nng_mtx_unlock(c->mtx);
 }
 
-static void peer_close(struct peer *p)
-{
-    nng_msg *left;
-
-    /* No relay callback reaches p once this returns. */
-    hc_relay_close(p->relay);
-    p->relay = NULL;
-
-    if (p->timer)
-        nng_aio_stop(p->timer);
-    if (p->aio)
-        nng_aio_stop(p->aio);
-    if (p->ctx_open)
-        nng_ctx_close(p->ctx);
-    if (p->sock_open) {
-        /* No pipe callback may reach p once this returns. */
-        nng_pipe_notify(p->sock, NNG_PIPE_EV_ADD_POST, NULL, NULL);
-        nng_pipe_notify(p->sock, NNG_PIPE_EV_REM_POST, NULL, NULL);
-        hc_rpc_close_socket(p->sock, p->name);
-    }
-    if (p->aio) {
-        if ((left = nng_aio_get_msg(p->aio)) != NULL)
-            nng_msg_free(left);
-        nng_aio_free(p->aio);
-    }
-    if (p->timer)
-        nng_aio_free(p->timer);
-    hc_auth_signer_close(p->signer);
-    if (p->dreply)
-        nng_msg_free(p->dreply);
-    if (p->dout)
-        nng_msg_free(p->dout);
-    free(p->url);
-    free(p->name);
-}
+/* ---- opening and closing ---------------------------------------------- */
 
 void hc_rpc_client_close(hc_rpc_client *c)
 {
@@ -670,8 +349,16 @@ void hc_rpc_client_close(hc_rpc_client *c)
 
     if (!c)
         return;
-    for (i = 0; i < c->n; i++)
-        peer_close(&c->peers[i]);
+    for (i = 0; i < c->n; i++) {
+        hc_rpc_link *p = &c->peers[i];
+
+        if (p->be)
+            p->ops->close(p->be);   /* no callback reaches p from here */
+        if (p->got)
+            nng_msg_free(p->got);
+        free(p->url);
+        free(p->name);
+    }
     if (c->cv)
         nng_cv_free(c->cv);
     if (c->mtx)
@@ -680,91 +367,26 @@ void hc_rpc_client_close(hc_rpc_client *c)
     free(c);
 }
 
-static int peer_open(hc_rpc_client *c, struct peer *p, const char *url,
-                     const char *name)
+/* The options, defaults filled in; HC_OK or HC_ERR_INVAL. */
+static int client_opts(struct hc_rpc_client_opts *o,
+                       const struct hc_rpc_client_opts *given)
 {
-    nng_tls_config *tls = NULL;
-    nng_dialer d;
-    char turl[HC_RPC_URL_MAX], host[HC_RPC_URL_MAX];
-    int rv, err;
-    const char *step;
-
-    p->c = c;
-    p->tls = c->opts.tls != NULL;
-    hc_rpc_transport_url(turl, sizeof turl, url, p->tls);
-    atomic_init(&p->connected, 0);
-    atomic_init(&p->ever_connected, 0);
-    if (!(p->url = strdup(url)) || !(p->name = strdup(name)))
-        return hc_err_set(HC_ERR_NOMEM, "rpc client: out of memory for %s",
-                          name);
-    atomic_init(&p->authed_pipe, 0u);
-    atomic_init(&p->last_pipe, 0u);
-    if (c->direct) {
-        /* TLS by the relay, no socket: requests go from this thread. */
-        const struct hc_relay_direct cb = {direct_conn, direct_msg, p, 0};
-        const char *colon = strrchr(url, ':');
-
-        if ((err = hc_auth_signer_open(&p->signer,
-                                       c->opts.tls->cert_key_file)) != HC_OK)
-            return err;
-        hc_rpc_url_host(host, sizeof host, url);
-        return hc_relay_dial_direct(&p->relay, host,
-                                    colon ? atoi(colon + 1) : 0,
-                                    c->opts.recv_max, c->opts.tls->ca_file,
-                                    c->opts.tls->cert_key_file, name, &cb);
-    }
-    step = "opening REQ socket";
-    if ((rv = nng_req0_open(&p->sock)) != 0)
-        goto fail;
-    p->sock_open = 1;
-    step = "setting options";
-    if ((rv = nng_socket_set_size(p->sock, NNG_OPT_RECVMAXSZ,
-                                  c->opts.recv_max)) != 0 ||
-        (rv = nng_socket_set_ms(p->sock, NNG_OPT_REQ_RESENDTIME,
-                                NNG_DURATION_INFINITE)) != 0 ||
-        (rv = nng_socket_set_ms(p->sock, NNG_OPT_RECONNMINT,
-                                RECONNECT_MIN_MS)) != 0 ||
-        (rv = nng_socket_set_ms(p->sock, NNG_OPT_RECONNMAXT,
-                                RECONNECT_MAX_MS)) != 0 ||
-        (rv = nng_socket_set_bool(p->sock, NNG_OPT_TCP_KEEPALIVE, true)) != 0)
-        goto fail;
-    step = "registering pipe callbacks";
-    if ((rv = nng_pipe_notify(p->sock, NNG_PIPE_EV_ADD_POST, pipe_cb, p)) !=
-            0 ||
-        (rv = nng_pipe_notify(p->sock, NNG_PIPE_EV_REM_POST, pipe_cb, p)) != 0)
-        goto fail;
-    step = "opening context";
-    if ((rv = nng_ctx_open(&p->ctx, p->sock)) != 0)
-        goto fail;
-    p->ctx_open = 1;
-    if ((rv = nng_ctx_set_ms(p->ctx, NNG_OPT_REQ_RESENDTIME,
-                             NNG_DURATION_INFINITE)) != 0)
-        goto fail;
-    step = "allocating aio";
-    if ((rv = nng_aio_alloc(&p->aio, peer_cb, p)) != 0 ||
-        (rv = nng_aio_alloc(&p->timer, timer_cb, p)) != 0)
-        goto fail;
-    if (p->tls && (err = hc_auth_signer_open(&p->signer,
-                                             c->opts.tls->cert_key_file)) != HC_OK)
-        return err;
-    if (p->tls) {
-        hc_rpc_url_host(host, sizeof host, url);
-        if ((err = hc_rpc_tls_config(&tls, c->opts.tls, 0, host, name)) != HC_OK)
-            return err;
-    }
-    step = "dialling (is the URL valid?)";
-    if ((rv = nng_dialer_create(&d, p->sock, turl)) == 0 &&
-        (!tls || (rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, tls)) == 0))
-        rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK);
-    if (tls)
-        nng_tls_config_free(tls); /* the dialer holds its own reference */
-    if (rv != 0)
-        goto fail;
+    *o = given ? *given : (struct hc_rpc_client_opts){0};
+    if (o->timeout_ms < 0 || o->retry_ms < 0 || o->backoff_min_ms < 0 ||
+        o->backoff_max_ms < 0)
+        return hc_err_set(HC_ERR_INVAL,
+                          "rpc client: negative timeout_ms, retry_ms or "
+                          "backoff (use 0 for the default)");
+    o->timeout_ms = o->timeout_ms ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
+    o->retry_ms = o->retry_ms ? o->retry_ms : DEFAULT_RETRY_MS;
+    o->backoff_min_ms = o->backoff_min_ms ? o->backoff_min_ms
+                                          : DEFAULT_BACKOFF_MIN_MS;
+    o->backoff_max_ms = o->backoff_max_ms ? o->backoff_max_ms
+                                          : DEFAULT_BACKOFF_MAX_MS;
+    o->recv_max = o->recv_max ? o->recv_max : HC_RPC_DEFAULT_RECV_MAX;
+    if (o->backoff_max_ms < o->backoff_min_ms)
+        o->backoff_max_ms = o->backoff_min_ms;
     return HC_OK;
-
-fail:
-    return hc_err_set(hc_rpc_code_of(rv), "rpc client: %s at %s: %s: %s", name, turl,
-                      step, nng_strerror(rv));
 }
 
 int hc_rpc_client_open(hc_rpc_client **out, int n, const char *const *urls,
@@ -772,7 +394,7 @@ int hc_rpc_client_open(hc_rpc_client **out, int n, const char *const *urls,
                        const struct hc_rpc_client_opts *opts)
 {
     hc_rpc_client *c = NULL;
-    struct hc_rpc_client_opts o = {0};
+    struct hc_rpc_client_opts o;
     int rv, i;
 
     if (out)
@@ -780,46 +402,40 @@ int hc_rpc_client_open(hc_rpc_client **out, int n, const char *const *urls,
     if (!out || n < 0 || (n > 0 && (!urls || !names)))
         return hc_err_set(HC_ERR_INVAL, "rpc client: bad arguments "
                                         "(out, n >= 0, urls and names)");
-    if (opts)
-        o = *opts;
-    if (o.timeout_ms < 0 || o.retry_ms < 0 || o.backoff_min_ms < 0 ||
-        o.backoff_max_ms < 0)
-        return hc_err_set(HC_ERR_INVAL,
-                          "rpc client: negative timeout_ms, retry_ms or "
-                          "backoff (use 0 for the default)");
-    o.timeout_ms = o.timeout_ms ? o.timeout_ms : DEFAULT_TIMEOUT_MS;
-    o.retry_ms = o.retry_ms ? o.retry_ms : DEFAULT_RETRY_MS;
-    o.backoff_min_ms = o.backoff_min_ms ? o.backoff_min_ms
-                                        : DEFAULT_BACKOFF_MIN_MS;
-    o.backoff_max_ms = o.backoff_max_ms ? o.backoff_max_ms
-                                        : DEFAULT_BACKOFF_MAX_MS;
-    o.recv_max = o.recv_max ? o.recv_max : HC_RPC_DEFAULT_RECV_MAX;
-    if (o.backoff_max_ms < o.backoff_min_ms)
-        o.backoff_max_ms = o.backoff_min_ms;
+    if ((rv = client_opts(&o, opts)) != HC_OK)
+        return rv;
     for (i = 0; i < n; i++)
         if (!urls[i] || !names[i])
             return hc_err_set(HC_ERR_INVAL,
                               "rpc client: peer %d has no URL or name", i);
-
     if (!(c = calloc(1, sizeof *c)) ||
         !(c->peers = calloc(n > 0 ? (size_t)n : 1, sizeof *c->peers))) {
         rv = hc_err_set(HC_ERR_NOMEM, "rpc client: out of memory");
         goto fail;
     }
     c->opts = o;
-    c->direct = o.tls && hc_rpc_use_relay();
-    atomic_init(&c->abort, 0);
     if ((rv = nng_mtx_alloc(&c->mtx)) != 0 ||
         (rv = nng_cv_alloc(&c->cv, c->mtx)) != 0) {
         rv = hc_rpc_err(rv, "rpc client: mutex");
         goto fail;
     }
     for (i = 0; i < n; i++) {
+        hc_rpc_link *p = &c->peers[i];
+
         c->n = i + 1;
-        if ((rv = peer_open(c, &c->peers[i], urls[i], names[i])) != HC_OK)
+        p->c = c;
+        p->ops = o.tls ? &hc_rpc_tls_dial : &hc_rpc_nng_dial;
+        atomic_init(&p->connected, 0);
+        atomic_init(&p->ever_connected, 0);
+        if (!(p->url = strdup(urls[i])) || !(p->name = strdup(names[i]))) {
+            rv = hc_err_set(HC_ERR_NOMEM, "rpc client: out of memory for %s",
+                            names[i]);
+            goto fail;
+        }
+        if ((rv = p->ops->open(&p->be, p, p->url, p->name, &c->opts)) !=
+            HC_OK)
             goto fail;
     }
-    c->n = n;
     *out = c;
     return HC_OK;
 
@@ -827,6 +443,8 @@ fail:
     hc_rpc_client_close(c);
     return rv;
 }
+
+/* ---- calls ------------------------------------------------------------ */
 
 /* Free every request and clear the outputs of a call that never started. */
 static void drop_all(int n, nng_msg **reqs, nng_msg **replies, int *errs,
@@ -875,27 +493,28 @@ static int check_targets(hc_rpc_client *c, int n, const int *peers,
     return rv;
 }
 
-/* Wait until every peer of the call is done. Every attempt is bounded, so
- * this ends; past `hard` (a guard against a transport that never completes
- * an operation) the call is aborted and the aios cancelled. */
-static void wait_all(hc_rpc_client *c, int n, const int *peers, nng_time hard)
+/* Peer p set up for a call: its request (kept by the caller, `copy`, or
+ * given for the first attempt, `first`, or made again by remake). */
+static void call_begin(hc_rpc_link *p, nng_msg *copy, nng_msg *first,
+                       hc_rpc_remake_fn remake, void *arg, int i,
+                       int attempt_ms, nng_time begin)
 {
-    int i;
-
-    nng_mtx_lock(c->mtx);
-    while (c->pending > 0) {
-        if (nng_cv_until(c->cv, hard) != NNG_ETIMEDOUT)
-            continue;
-        atomic_store(&c->abort, 1);
-        nng_mtx_unlock(c->mtx);
-        for (i = 0; i < n; i++) { /* a no-op on an idle aio */
-            nng_aio_cancel(c->peers[peers[i]].aio);
-            nng_aio_cancel(c->peers[peers[i]].timer);
-        }
-        nng_mtx_lock(c->mtx);
-        hard = nng_clock() + 100;
-    }
-    nng_mtx_unlock(c->mtx);
+    p->in_call = 1;
+    p->copy = copy;
+    p->first = first;
+    p->remake = remake;
+    p->remake_arg = arg;
+    p->remake_i = i;
+    p->reply = NULL;
+    p->err = HC_OK;
+    p->attempts = 0;
+    snprintf(p->last_why, sizeof p->last_why, "none");
+    p->backoff_ms = p->c->opts.backoff_min_ms;
+    p->attempt_ms = attempt_ms;
+    p->begin = begin;
+    p->deadline = begin + (nng_time)p->c->opts.retry_ms;
+    p->last_warn = 0;
+    p->msg[0] = '\0';
 }
 
 /* The calls of hc_rpc_call_all; `keep`: the requests stay the caller's;
@@ -927,52 +546,30 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
 
     attempt_ms = timeout_ms > 0 ? timeout_ms : c->opts.timeout_ms;
     begin = nng_clock();
-    atomic_store(&c->abort, 0);
+    c->abort = 0;
     c->pending = n;
     for (i = 0; i < n; i++) {
-        struct peer *p = &c->peers[peers[i]];
-
-        p->in_call = 1;
-        p->copy = remake ? NULL : reqs[i];
-        p->first = firsts ? firsts[i] : NULL;
-        p->remake = remake;
-        p->remake_arg = remake_arg;
-        p->remake_i = i;
+        call_begin(&c->peers[peers[i]], remake ? NULL : reqs[i],
+                   firsts ? firsts[i] : NULL, remake, remake_arg, i,
+                   attempt_ms, begin);
         if (firsts)
             firsts[i] = NULL;
-        p->reply = NULL;
-        p->err = HC_OK;
-        p->attempts = 0;
-        p->last_rv = 0;
-        p->backoff_ms = c->opts.backoff_min_ms;
-        p->attempt_ms = attempt_ms;
-        p->begin = begin;
-        p->deadline = begin + (nng_time)c->opts.retry_ms;
-        p->last_warn = 0;
-        p->msg[0] = '\0';
-        p->state = CALL_IDLE;
     }
     for (i = 0; i < n; i++)
         peer_send(&c->peers[peers[i]]);
-    (c->direct ? drive : wait_all)(c, n, peers,
-                                   begin + (nng_time)c->opts.retry_ms +
-                                       2 * (nng_time)attempt_ms +
-                                       ABORT_SLACK_MS);
+    drive(c, n, peers, begin + (nng_time)c->opts.retry_ms +
+                           2 * (nng_time)attempt_ms + ABORT_SLACK_MS);
 
     for (i = 0; i < n; i++) {
-        struct peer *p = &c->peers[peers[i]];
+        hc_rpc_link *p = &c->peers[peers[i]];
 
-        if (!p->c->direct) {
-            nng_aio_wait(p->timer); /* the last callbacks have returned */
-            nng_aio_wait(p->aio);
-        }
         if (!keep)
             nng_msg_free(p->copy);
         if (p->first)                   /* never sent: the call failed first */
             nng_msg_free(p->first);
         p->copy = p->first = NULL;
         p->in_call = 0;
-        p->state = CALL_IDLE;
+        set_state(p, CALL_IDLE, 0);
         replies[i] = p->reply;
         p->reply = NULL;
         errs[i] = p->err;

@@ -25,7 +25,6 @@
 
 #include "clock.h"
 #include "log.h"
-#include "rpc_close.h"
 
 #define TICK_MS 500
 #define IDLE_MS 2000        /* no connection taken for this long: probe */
@@ -41,11 +40,7 @@ struct hc_listen {
     int listening;
     char url[URL_LEN];          /* what the listener listens on */
     char probe_url[URL_LEN];    /* what the probe dials */
-    nng_tls_config *tls;        /* the listener's (held) */
-    nng_tls_config *probe_tls;  /* the probe's */
     atomic_uint_least64_t *took;
-    void (*close_conns)(void *);
-    void *arg;
     atomic_int probe_up;        /* the probe's connection came up */
     atomic_uint_least64_t restarts;
     int unreachable_told;
@@ -62,9 +57,7 @@ static int listen_now(hc_listen *l)
 
     if ((rv = nng_listener_create(&l->lst, l->sock, l->url)) != 0)
         return rv;
-    if ((l->tls && (rv = nng_listener_set_ptr(l->lst, NNG_OPT_TLS_CONFIG,
-                                              l->tls)) != 0) ||
-        (rv = nng_listener_start(l->lst, 0)) != 0) {
+    if ((rv = nng_listener_start(l->lst, 0)) != 0) {
         nng_listener_close(l->lst);
         return rv;
     }
@@ -72,7 +65,7 @@ static int listen_now(hc_listen *l)
     return 0;
 }
 
-/* "tls+tcp://0.0.0.0:0" → url with the bound port, probe_url on loopback. */
+/* "tcp://0.0.0.0:0" → url with the bound port, probe_url on loopback. */
 static void set_urls(hc_listen *l, const char *turl, int port)
 {
     const char *h = strstr(turl, "://"), *colon;
@@ -122,7 +115,7 @@ static void probe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
     atomic_store(&l->probe_up, 1);
 }
 
-/* 1 alive, 0 stopped, -1 no verdict, -2 the guard must stop. */
+/* 1 alive, 0 stopped, -1 no verdict. */
 static int probe(hc_listen *l)
 {
     uint64_t before = atomic_load(l->took);
@@ -135,9 +128,7 @@ static int probe(hc_listen *l)
     if (nng_req0_open(&ps) != 0)
         return -1;
     nng_pipe_notify(ps, NNG_PIPE_EV_ADD_POST, probe_cb, l);
-    if ((rv = nng_dialer_create(&d, ps, l->probe_url)) == 0 &&
-        (!l->probe_tls ||
-         (rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, l->probe_tls)) == 0))
+    if ((rv = nng_dialer_create(&d, ps, l->probe_url)) == 0)
         rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK);
     while (rv == 0 && !wait_stop(l, 20)) {
         nng_time now = nng_clock();
@@ -156,14 +147,7 @@ static int probe(hc_listen *l)
             break;
     }
     nng_pipe_notify(ps, NNG_PIPE_EV_ADD_POST, NULL, NULL);
-    if (hc_rpc_close_socket(ps, "the listener's probe") != 0) {
-        /* nng's own closing is stuck in this process: every later probe
-         * would leave one more thread waiting; a new listener would not
-         * help either */
-        hc_warn("rpc server %s: the listener's guard stops (its probe "
-                "could not be closed)", l->url);
-        return -2;
-    }
+    nng_close(ps);
     if (verdict < 0 && !l->unreachable_told) {
         l->unreachable_told = 1;
         hc_debug("rpc server %s: the listener's probe could not connect to "
@@ -185,8 +169,6 @@ static void relisten(hc_listen *l)
                 "nanomsg/nng#1518); listening again — open connections are "
                 "closed, their clients reconnect", l->url, PROBE_MS,
                 STOPPED_PROBES);
-        if (l->close_conns)
-            l->close_conns(l->arg);
         nng_listener_close(l->lst);
         l->listening = 0;
         atomic_fetch_add(&l->restarts, 1);
@@ -225,8 +207,7 @@ static void *guard_run(void *arg)
         }
         if (nng_clock() - changed < IDLE_MS)
             continue;
-        if ((verdict = probe(l)) == -2)
-            break;
+        verdict = probe(l);
         if (verdict == 0 && ++stopped < STOPPED_PROBES)
             continue;           /* probe again at the next tick */
         if (verdict == 0)
@@ -239,9 +220,7 @@ static void *guard_run(void *arg)
 }
 
 int hc_listen_start(hc_listen **out, nng_socket sock, const char *turl,
-                    nng_tls_config *tls, const char *probe_cert_key,
-                    atomic_uint_least64_t *took,
-                    void (*close_conns)(void *arg), void *arg)
+                    atomic_uint_least64_t *took)
 {
     hc_listen *l;
     pthread_condattr_t ca;
@@ -252,31 +231,15 @@ int hc_listen_start(hc_listen **out, nng_socket sock, const char *turl,
         return NNG_ENOMEM;
     l->sock = sock;
     l->took = took;
-    l->close_conns = close_conns;
-    l->arg = arg;
     atomic_init(&l->probe_up, 0);
     atomic_init(&l->restarts, 0);
     set_urls(l, turl, 0);
-    if (tls) {
-        nng_tls_config_hold(tls);
-        l->tls = tls;
-    }
     if ((rv = listen_now(l)) != 0) {
         hc_listen_stop(l);
         return rv;
     }
     if (nng_listener_get_int(l->lst, NNG_OPT_TCP_BOUND_PORT, &port) == 0)
         set_urls(l, turl, port);
-    if (tls &&
-        (nng_tls_config_alloc(&l->probe_tls, NNG_TLS_MODE_CLIENT) != 0 ||
-         nng_tls_config_auth_mode(l->probe_tls, NNG_TLS_AUTH_MODE_NONE) != 0 ||
-         !probe_cert_key ||
-         nng_tls_config_cert_key_file(l->probe_tls, probe_cert_key, NULL) != 0)) {
-        hc_warn("rpc server %s: the listener's probe has no TLS "
-                "configuration: the listener is not watched", l->url);
-        *out = l;               /* listening, unwatched */
-        return 0;
-    }
     pthread_mutex_init(&l->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -315,9 +278,5 @@ void hc_listen_stop(hc_listen *l)
         pthread_cond_destroy(&l->cv);
         pthread_mutex_destroy(&l->mu);
     }
-    if (l->probe_tls)
-        nng_tls_config_free(l->probe_tls);
-    if (l->tls)
-        nng_tls_config_free(l->tls);
     free(l);
 }

@@ -9,7 +9,8 @@
  * completes TCP and TLS handshakes, but no connection reaches the socket:
  * every client, ours included, waits for ever. Any port scanner, a client
  * killed at the wrong moment, or a health check that connects and hangs
- * up can do it.
+ * up can do it. (TLS goes through the relay, tls_relay.h: no nng
+ * listener there.)
  *
  * The guard: when the listener has taken no connection for a while, a
  * probe connects to it from inside the process. A probe whose connection
@@ -25,24 +26,17 @@
 #include <stdint.h>
 
 #include <nng/nng.h>
-#include <nng/supplemental/tls/tls.h>
 
 typedef struct hc_listen hc_listen;
 
-/* Listen on turl ("tcp://host:port" or "tls+tcp://…") for sock, with
- * the TLS configuration tls (NULL: plain; a reference is kept), and start
- * the guard. took: a counter the caller's NNG_PIPE_EV_ADD_PRE callback
- * adds one to for every connection the socket takes (before refusing
- * any): proof that accepting works. probe_cert_key: the certificate the
- * probe presents (the server's own; NULL without TLS). close_conns(arg)
- * closes the socket's connections the caller's way before an old
- * listener closes (NULL: nng closes them). A wildcard host is probed on
+/* Listen on turl ("tcp://host:port") for sock and start the guard.
+ * took: a counter the caller's NNG_PIPE_EV_ADD_PRE callback adds one to
+ * for every connection the socket takes (before refusing any): proof
+ * that accepting works. A wildcard host is probed on
  * loopback; port 0 becomes the bound port, so a new listener gets the
  * same. 0 or an nng error code (the listener's: NNG_EADDRINUSE …). */
 int hc_listen_start(hc_listen **out, nng_socket sock, const char *turl,
-                    nng_tls_config *tls, const char *probe_cert_key,
-                    atomic_uint_least64_t *took,
-                    void (*close_conns)(void *arg), void *arg);
+                    atomic_uint_least64_t *took);
 
 /* The port the listener is bound to (0: unknown). */
 int hc_listen_port(const hc_listen *l);

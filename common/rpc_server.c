@@ -1,615 +1,225 @@
 /*
- * rpc_server.c — the server of rpc.h. Over nng (plain TCP, or nng's own
- * TLS transport): each hc_rpc_req is one nng context with its own aio,
- * cycling RECV → (handler owns the message: WAIT) → hc_rpc_reply → SEND →
- * RECV. The aio callback drives the cycle; hc_rpc_reply starts the send
- * from any thread. A stopping flag under the server mutex turns late
- * replies into drops, so stop never races a send it does not know about.
- * Over the TLS relay (the default TLS; a direct server, tls_relay.h) there
- * is no socket: the relay queues each request, threads of the server's own
- * run the handler, and an hc_rpc_req lives from its request to its reply.
- * Both keep a table of open connections (pipe_info): the certificate each
- * proved (rpc_auth.h), the replies it is owed, the receive deadline.
+ * rpc_server.c — the server of rpc.h: one serve loop, whatever carries
+ * the requests (rpc_backend.h: nng REP for plain TCP, the relay for TLS).
+ *
+ * The backend hands each request with its connection and id
+ * (hc_rpc_serve_msg); the handler runs on the backend's thread where that
+ * is a pool meant for it (nng's), else on threads of the server's own
+ * that a queue feeds (the relay's loops serve many connections); a reply, now or later from any thread, goes back
+ * through the backend by the same pair. The server keeps a table of open
+ * connections: the task each one's certificate names, the replies it is
+ * owed (more than n_ctx at once: closed), when it last moved (the receive
+ * deadline), its peer's address for the logs.
  */
 #include "rpc.h"
 
-#include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
-#include <nng/protocol/reqrep0/rep.h>
-#include <nng/supplemental/tls/tls.h>
 #include <nng/supplemental/util/platform.h>
 
 #include "err.h"
 #include "log.h"
-#include "rpc_auth.h"
-#include "rpc_close.h"
-#include "rpc_conf.h"
-#include "rpc_listen.h"
-#include "tls_relay.h"
+#include "rpc_backend.h"
 
 #define DEFAULT_N_CTX 64
 #define MAX_N_CTX 65536
-#define RECV_ERR_PAUSE_MS 50 /* pause after an unexpected server recv error */
-#define DEFAULT_SEND_TIMEOUT_MS 10000 /* a reply not taken by then is dropped */
 #define DEFAULT_MAX_CONNS 1024
 #define DEFAULT_RECV_DEADLINE_MS 120000 /* see sweep_cb */
-#define MAX_SERVE_THREADS 16 /* a direct server's handler threads, at most */
-
-/* Translate an nng code without recording anything (usable on nng threads). */
-/* Network byte order to host (nng keeps ports in network order). */
-static uint16_t ntohs_(uint16_t v)
-{
-    const unsigned char *b = (const unsigned char *)&v;
-
-    return (uint16_t)((b[0] << 8) | b[1]);
-}
-
-enum req_state { REQ_RECV, REQ_WAIT, REQ_SEND, REQ_PAUSE, REQ_STOPPED };
+#define MAX_SERVE_THREADS 16
+#define MAX_PIPES 65536
 
 struct hc_rpc_req {
     hc_rpc_server *s;
-    nng_ctx ctx;
-    nng_aio *aio;
-    nng_aio *pause;             /* timer only: nng_sleep_aio marks an aio
-                                 * so a later timeout reads as success */
-    int ctx_open;
-    enum req_state state;
-    char who[32];               /* the proven identity of the request's
-                                   connection ("worker:1"), "" without TLS */
-    nng_pipe pipe;              /* the connection the request came on */
-    /* A direct server's (below): one per request, freed once answered. */
-    int direct;
-    uint32_t id;                /* the request id it came with */
+    uint32_t conn, id;          /* what the backend answers it by */
+    char who[32];               /* the task the connection's certificate
+                                   names ("worker:1"), "" without TLS */
     nng_msg *msg;               /* queued for a thread: the request */
     hc_rpc_req *qnext;          /* under s->mtx: the queue */
     hc_rpc_req *lnext, *lprev;  /* under s->mtx: the unanswered */
 };
 
 /* What a server knows of one open connection. */
-struct pipe_info {
-    uint32_t pipe;
+struct conn_info {
+    uint32_t conn;
     nng_time last;              /* connected, or its last request or reply */
     int owed;                   /* its requests not yet answered */
-    /* TLS: the proof of its certificate (rpc_auth.h) */
-    int has_nonce;
-    unsigned char nonce[HC_AUTH_NONCE];
-    char who[32];               /* "" until proven */
+    char who[32];               /* TLS: the task its certificate names */
+    char peer[64];              /* its address */
 };
 
-#define MAX_PIPES 65536
-
 struct hc_rpc_server {
-    nng_socket sock;
-    int sock_open;
     char *url;
+    const struct hc_rpc_listen_ops *ops;
+    void *be;                   /* the backend's */
     hc_rpc_handler handler;
     void *arg;
-    int tls;
     void (*on_close)(void *arg, uint32_t pipe);
-    atomic_uint_least64_t refused; /* connections refused (TLS) */
-    hc_auth_verifier *verifier; /* TLS: checks the clients' proofs */
-    nng_mtx *mtx;
-    struct pipe_info *pipes;    /* under mtx: (n_pipes) connections */
-    int recv_deadline_ms;
-    nng_aio *sweep;             /* every deadline/4: sweep_cb */
+    int n_ctx, max_conns, recv_deadline_ms;
+    atomic_int conns;           /* connections now open */
     atomic_uint_least64_t deadline_closed;
-    int n_pipes, cap_pipes;
-    int stopping;               /* under mtx: replies are dropped */
     atomic_uint_least64_t last_warn;
-    int send_timeout_ms;
-    int max_conns;
-    atomic_int conns;           /* connections (pipes) now open */
-    atomic_int closing;         /* server_free: refuse new connections */
-    atomic_uint_least64_t refused_conns;
-    atomic_uint_least64_t took; /* connections taken (ADD_PRE), refused too */
-    hc_listen *listen;          /* the listener and its guard */
-    hc_relay_ep *relay;         /* TLS through the relay (tls_relay.h) */
-    int n_req;
-    hc_rpc_req *reqs;           /* (n_req) */
-    /* Direct (TLS by the relay): no socket. The relay hands each request
-     * to serve_msg, which queues it for a thread of the server's own; a
-     * reply goes back through hc_relay_send. n_ctx bounds the requests a
-     * connection may have unanswered. Under mtx: */
-    int direct;
-    int n_ctx;
+    nng_aio *sweep;             /* every deadline/4: sweep_cb */
+    nng_mtx *mtx;
+    /* Under mtx: */
+    struct conn_info *cs;       /* (n_cs) open connections */
+    int n_cs, cap_cs;
+    int stopping;               /* replies are dropped */
+    int replying;               /* hc_rpc_reply calls in the backend */
     hc_rpc_req *q_head, *q_tail; /* requests waiting for a thread */
     hc_rpc_req *live;           /* requests not answered yet */
     int quit;
-    nng_cv *qcv;
+    nng_cv *cv;                 /* the queue; the last reply when stopping */
     nng_thread *threads[MAX_SERVE_THREADS];
     int n_threads;
+    hc_rpc_server *next;        /* every server of the process (servers) */
 };
 
-static void req_recv(hc_rpc_req *r)
+/* Every server running, for the peer address of a message. */
+static nng_mtx *servers_mtx;
+static hc_rpc_server *servers;
+static pthread_once_t servers_once = PTHREAD_ONCE_INIT;
+
+/* The entry of conn (made when `make`), or NULL. Under s->mtx. */
+static struct conn_info *conn_entry(hc_rpc_server *s, uint32_t conn, int make)
 {
-    r->state = REQ_RECV;
-    nng_aio_set_timeout(r->aio, NNG_DURATION_INFINITE);
-    nng_ctx_recv(r->ctx, r->aio);
+    struct conn_info *ci;
+    int i;
+
+    for (i = 0; i < s->n_cs; i++)
+        if (s->cs[i].conn == conn)
+            return &s->cs[i];
+    if (!make || s->n_cs == MAX_PIPES)
+        return NULL;
+    if (s->n_cs == s->cap_cs) {
+        int cap = s->cap_cs ? 2 * s->cap_cs : 16;
+
+        if (!(ci = realloc(s->cs, (size_t)cap * sizeof *ci)))
+            return NULL;
+        s->cs = ci;
+        s->cap_cs = cap;
+    }
+    ci = &s->cs[s->n_cs++];
+    memset(ci, 0, sizeof *ci);
+    ci->conn = conn;
+    return ci;
 }
 
-static void server_warn(hc_rpc_server *s, const char *what, int rv)
+static void server_warn(hc_rpc_server *s, const char *what)
 {
-    uint64_t now = nng_clock();
-    uint64_t last = atomic_load(&s->last_warn);
+    uint64_t now = nng_clock(), last = atomic_load(&s->last_warn);
 
     if (last != 0 && now - last < HC_RPC_WARN_EVERY_MS)
         return;
     atomic_store(&s->last_warn, now);
-    hc_warn("rpc server %s: %s failed: %s", s->url, what, nng_strerror(rv));
+    hc_warn("rpc server %s: %s", s->url, what);
 }
 
-static int proof_serve(hc_rpc_server *s, hc_rpc_req *r, nng_msg *msg);
-static struct pipe_info *pipe_entry(hc_rpc_server *s, uint32_t pipe,
-                                    int make);
+/* ---- what the backend hands ------------------------------------------- */
 
-/* A request came on (+1) or was answered or dropped (-1) on pipe p: the
- * receive deadline (sweep_cb) starts again. Under s->mtx when `locked`. */
-static void pipe_account(hc_rpc_server *s, nng_pipe p, int d, int locked)
-{
-    struct pipe_info *pi;
-    uint32_t id = p.id;
-
-    if (id == 0)
-        return;
-    if (!locked)
-        nng_mtx_lock(s->mtx);
-    if ((pi = pipe_entry(s, id, 0)) != NULL) {
-        pi->owed += d;
-        if (pi->owed < 0)
-            pi->owed = 0;
-        pi->last = nng_clock();
-    }
-    if (!locked)
-        nng_mtx_unlock(s->mtx);
-}
-
-static void pipe_addr(nng_pipe pipe, char *buf, size_t n);
-
-/* A peer that did not take a reply within the send timeout is not reading:
- * close its connection, so its other requests cannot hold contexts too. */
-static void drop_slow_reader(hc_rpc_server *s, nng_pipe p)
-{
-    char addr[80];
-
-    pipe_addr(p, addr, sizeof addr);
-    hc_warn("rpc server %s: the peer at %s did not take its reply within %d "
-            "ms: closing its connection", s->url, addr, s->send_timeout_ms);
-    nng_pipe_close(p);
-}
-
-/* The aio callback: one step of the context's cycle. Nothing after the
- * handler call touches `r`, because the handler may already have replied
- * from another thread and the send's own callback may be running. */
-static void req_cb(void *arg)
-{
-    hc_rpc_req *r = arg;
-    hc_rpc_server *s = r->s;
-    int rv = nng_aio_result(r->aio);
-    nng_msg *msg;
-
-    switch (r->state) {
-    case REQ_RECV:
-        if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
-            r->state = REQ_STOPPED;
-            return;
-        }
-        if (rv != 0) {
-            /* Unexpected: pause before the next receive so a persistent
-             * error cannot spin. */
-            server_warn(s, "receive", rv);
-            r->state = REQ_PAUSE;
-            nng_sleep_aio(RECV_ERR_PAUSE_MS, r->pause);
-            return;
-        }
-        msg = nng_aio_get_msg(r->aio);
-        nng_aio_set_msg(r->aio, NULL);
-        r->pipe = nng_msg_get_pipe(msg);
-        r->state = REQ_WAIT;
-        pipe_account(s, r->pipe, 1, 0);
-        if (s->verifier && proof_serve(s, r, msg))
-            return;
-        s->handler(s->arg, r, msg);
-        return;
-    case REQ_SEND:
-        if (rv != 0) {
-            /* The send did not take the message: it is still ours. */
-            msg = nng_aio_get_msg(r->aio);
-            nng_aio_set_msg(r->aio, NULL);
-            if (msg)
-                nng_msg_free(msg);
-            if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
-                r->state = REQ_STOPPED;
-                return;
-            }
-            if (rv == NNG_ETIMEDOUT)
-                drop_slow_reader(s, r->pipe);
-            else
-                server_warn(s, "reply", rv);
-        }
-        req_recv(r);
-        return;
-    case REQ_PAUSE:
-    case REQ_WAIT:
-    case REQ_STOPPED:
-        return;
-    }
-}
-
-/* The pause after an unexpected receive error is over. */
-static void pause_cb(void *arg)
-{
-    hc_rpc_req *r = arg;
-
-    if (nng_aio_result(r->pause) == NNG_ECANCELED) {
-        r->state = REQ_STOPPED;
-        return;
-    }
-    req_recv(r);
-}
-
-/* The remote address of a pipe, "127.0.0.1:54321" or "[::1]:54321". */
-static void pipe_addr(nng_pipe pipe, char *buf, size_t n)
-{
-    nng_sockaddr sa;
-    const unsigned char *a;
-    size_t at;
-    int i;
-
-    snprintf(buf, n, "an unknown address");
-    /* A direct connection of the TLS relay: the relay knows its peer. */
-    if (hc_relay_conn_peer(pipe.id, buf, n) ||
-        nng_pipe_get_addr(pipe, NNG_OPT_REMADDR, &sa) != 0)
-        return;
-    if (sa.s_family == NNG_AF_INPROC) {
-        snprintf(buf, n, "a connection in this process");
-        return;
-    }
-    if (sa.s_family == NNG_AF_INET) {
-        a = (const unsigned char *)&sa.s_in.sa_addr;
-        snprintf(buf, n, "%u.%u.%u.%u:%u", a[0], a[1], a[2], a[3],
-                 (unsigned)ntohs_(sa.s_in.sa_port));
-    } else if (sa.s_family == NNG_AF_INET6) {
-        a = sa.s_in6.sa_addr;
-        at = (size_t)snprintf(buf, n, "[");
-        for (i = 0; i < 16 && at < n; i += 2)
-            at += (size_t)snprintf(buf + at, n - at, "%s%x", i ? ":" : "",
-                                   (unsigned)(a[i] << 8 | a[i + 1]));
-        if (at < n)
-            snprintf(buf + at, n - at, "]:%u",
-                     (unsigned)ntohs_(sa.s_in6.sa_port));
-    }
-}
-
-void hc_rpc_msg_peer(nng_msg *msg, char *buf, size_t n)
-{
-    pipe_addr(nng_msg_get_pipe(msg), buf, n);
-}
-
-uint32_t hc_rpc_msg_pipe(nng_msg *msg)
-{
-    return msg ? nng_msg_get_pipe(msg).id : 0;
-}
-
-/* A connection (nng's pipe or the relay's) is gone: its entry dropped, the
- * service told. */
-static void conn_gone(hc_rpc_server *s, uint32_t id)
+/* A connection gone: its entry dropped, the service told. */
+static void conn_gone(hc_rpc_server *s, uint32_t conn)
 {
     int i;
 
     atomic_fetch_sub(&s->conns, 1);
     nng_mtx_lock(s->mtx);
-    for (i = 0; i < s->n_pipes; i++)
-        if (s->pipes[i].pipe == id) {
-            s->pipes[i] = s->pipes[--s->n_pipes];
+    for (i = 0; i < s->n_cs; i++)
+        if (s->cs[i].conn == conn) {
+            s->cs[i] = s->cs[--s->n_cs];
             break;
         }
     nng_mtx_unlock(s->mtx);
-    if (s->on_close && id)
-        s->on_close(s->arg, id);
+    if (s->on_close && conn)
+        s->on_close(s->arg, conn);
 }
 
-/* A client connected (refuse it unless its certificate is the cluster's)
- * or is gone (tell the service). */
-static void server_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg)
+int hc_rpc_serve_conn(hc_rpc_server *s, uint32_t conn, int up,
+                      const char *peer, const char *who)
 {
-    hc_rpc_server *s = arg;
-    bool verified = false;
-    char addr[80];
-    uint64_t n;
-
-    if (ev == NNG_PIPE_EV_REM_POST) {
-        conn_gone(s, nng_pipe_id(pipe) > 0 ? (uint32_t)nng_pipe_id(pipe) : 0);
-        return;
-    }
-    if (ev != NNG_PIPE_EV_ADD_PRE)
-        return;
-    atomic_fetch_add(&s->took, 1);
-    if (atomic_load(&s->closing)) {
-        nng_pipe_close(pipe);
-        return;
-    }
-    /* The connection cap, then the certificate. A pipe closed here is
-     * closed before the socket sees it: no REM_POST comes for it. */
-    if (atomic_fetch_add(&s->conns, 1) >= s->max_conns) {
-        atomic_fetch_sub(&s->conns, 1);
-        atomic_fetch_add(&s->refused_conns, 1);
-        nng_pipe_close(pipe);
-        server_warn(s, "accepting a connection (over the cap of "
-                    "connections)", NNG_ENOSPC);
-        return;
-    }
-    if (!s->tls || (nng_pipe_get_bool(pipe, NNG_OPT_TLS_VERIFIED,
-                                      &verified) == 0 && verified)) {
-        /* Its entry lives from here to REM_POST: a proof message can only
-         * find the entry of a connection that is still open, and a HELLO
-         * handled after its connection closed cannot leave one behind. */
-        struct pipe_info *pi;
-
-        nng_mtx_lock(s->mtx);
-        if ((pi = pipe_entry(s, (uint32_t)nng_pipe_id(pipe), 1)) != NULL)
-            pi->last = nng_clock();
-        nng_mtx_unlock(s->mtx);
-        if (pi)
-            return;
-        atomic_fetch_sub(&s->conns, 1);
-        server_warn(s, "accepting a connection (no memory for its state)",
-                    NNG_ENOMEM);
-        nng_pipe_close(pipe);
-        return;
-    }
-    atomic_fetch_sub(&s->conns, 1);
-    pipe_addr(pipe, addr, sizeof addr);
-    n = atomic_fetch_add(&s->refused, 1) + 1;
-    if (n <= 20 || n % 1000 == 0)
-        hc_warn("rpc server %s: refused the connection from %s (%llu so "
-                "far): no client certificate, or one not signed by this "
-                "cluster's CA", s->url, addr, (unsigned long long)n);
-    nng_pipe_close(pipe);
-}
-
-const char *hc_rpc_req_identity(const hc_rpc_req *req)
-{
-    return req && req->who[0] ? req->who : NULL;
-}
-
-/* The entry of `pipe` (made when `make`), or NULL. Under s->mtx. */
-static struct pipe_info *pipe_entry(hc_rpc_server *s, uint32_t pipe, int make)
-{
-    struct pipe_info *pa;
-    int i;
-
-    for (i = 0; i < s->n_pipes; i++)
-        if (s->pipes[i].pipe == pipe)
-            return &s->pipes[i];
-    if (!make || s->n_pipes == MAX_PIPES)
-        return NULL;
-    if (s->n_pipes == s->cap_pipes) {
-        int cap = s->cap_pipes ? 2 * s->cap_pipes : 16;
-
-        if (!(pa = realloc(s->pipes, (size_t)cap * sizeof *pa)))
-            return NULL;
-        s->pipes = pa;
-        s->cap_pipes = cap;
-    }
-    pa = &s->pipes[s->n_pipes++];
-    memset(pa, 0, sizeof *pa);
-    pa->pipe = pipe;
-    return pa;
-}
-
-/*
- * TLS: the certificate proof, before the handler sees anything. Answers
- * HELLO and PROOF here (and a request on a connection not yet proven,
- * with UNAUTH) and returns 1; for a request on a proven connection records
- * its identity in r->who and returns 0.
- */
-static int proof_serve(hc_rpc_server *s, hc_rpc_req *r, nng_msg *msg)
-{
-    uint32_t pipe = hc_rpc_msg_pipe(msg);
-    int kind = hc_auth_kind_of(msg), ok;
-    unsigned char nonce[HC_AUTH_NONCE];
-    struct pipe_info *pa;
-    nng_msg *reply = NULL;
-    char who[32], why[256], addr[80];
-    uint64_t n;
-
-    r->who[0] = '\0';
-    nng_mtx_lock(s->mtx);
-    pa = pipe_entry(s, pipe, 0);
-    if (kind == 0 && pa && pa->who[0]) {
-        memcpy(r->who, pa->who, sizeof r->who);
-        nng_mtx_unlock(s->mtx);
-        return 0;
-    }
-    if (kind == HC_AUTH_HELLO && pa) {
-        ok = getrandom(pa->nonce, sizeof pa->nonce, 0) == (ssize_t)sizeof pa->nonce;
-        pa->has_nonce = ok;
-        pa->who[0] = '\0';
-        memcpy(nonce, pa->nonce, sizeof nonce);
-        nng_mtx_unlock(s->mtx);
-        if (ok)
-            hc_auth_msg(&reply, HC_AUTH_NONCE_REPLY, nonce, sizeof nonce);
-        else
-            hc_auth_msg(&reply, HC_AUTH_ERR, "the server could not make a "
-                        "nonce (getrandom failed)", 47);
-        goto answer;
-    }
-    if (kind == HC_AUTH_PROOF && pa && pa->has_nonce) {
-        /* The nonce stays until this connection's next HELLO: a late,
-         * stale proof (its client timed out and said HELLO again) fails
-         * without spoiling the fresh one. Replaying a proof gains nothing:
-         * the nonce is this connection's alone. */
-        memcpy(nonce, pa->nonce, sizeof nonce);
-        nng_mtx_unlock(s->mtx);
-        if (hc_auth_check(s->verifier, nonce, msg, who, sizeof who, why,
-                          sizeof why) == 0) {
-            nng_mtx_lock(s->mtx);
-            if ((pa = pipe_entry(s, pipe, 0)) != NULL)
-                memcpy(pa->who, who, sizeof pa->who);
-            nng_mtx_unlock(s->mtx);
-            hc_auth_msg(&reply, HC_AUTH_OK, NULL, 0);
-            goto answer;
-        }
-        hc_rpc_msg_peer(msg, addr, sizeof addr);
-        n = atomic_fetch_add(&s->refused, 1) + 1;
-        if (n <= 20 || n % 1000 == 0)
-            hc_warn("rpc server %s: refused the certificate proof from %s: "
-                    "%s", s->url, addr, why);
-        hc_auth_msg(&reply, HC_AUTH_ERR, why, strlen(why));
-        goto answer;
-    }
-    nng_mtx_unlock(s->mtx);
-    /* Anything else must make the client prove itself again, never stop
-     * it: a request on a connection not (yet) proven, a PROOF without a
-     * nonce (nng's REQ re-sends an outstanding message on the next
-     * connection when the one it went on closes, so a PROOF or a request
-     * can arrive first thing on a new connection), a message whose
-     * connection is already gone. Every one of them gets this answer. */
-    hc_debug("rpc server %s: a %s on connection %u not proven: asking "
-             "for the proof", s->url, kind == 0 ? "request" : "proof message",
-             pipe);
-    hc_auth_msg(&reply, HC_AUTH_UNAUTH, NULL, 0);
-answer:
-    nng_msg_free(msg);
-    hc_rpc_reply(r, reply);
-    return 1;
-}
-
-static void direct_answered(hc_rpc_server *s, hc_rpc_req *r,
-                            nng_msg *reply);
-
-void hc_rpc_reply(hc_rpc_req *req, nng_msg *reply)
-{
-    hc_rpc_server *s;
-
-    if (!req) {
-        if (reply)
-            nng_msg_free(reply);
-        return;
-    }
-    s = req->s;
-    nng_mtx_lock(s->mtx);
-    if (s->stopping || req->state != REQ_WAIT) {
-        nng_mtx_unlock(s->mtx);
-        if (reply)
-            nng_msg_free(reply);
-        return;
-    }
-    pipe_account(s, req->pipe, -1, 1);
-    if (req->direct) {
-        direct_answered(s, req, reply);
-        return;
-    }
-    if (!reply) {
-        /* Drop: a fresh receive abandons the request in nng. */
-        req_recv(req);
-    } else {
-        req->state = REQ_SEND;
-        nng_aio_set_msg(req->aio, reply);
-        /* A peer that never reads its replies must not hold this context
-         * (and, one by one, all of them) for ever. */
-        nng_aio_set_timeout(req->aio, s->send_timeout_ms);
-        nng_ctx_send(req->ctx, req->aio);
-    }
-    nng_mtx_unlock(s->mtx);
-}
-
-/* ------------------------------------------------------------------ */
-/* A direct server (TLS by the relay, no socket)                        */
-
-/* A connection the relay verified (refused over the cap, said here), or
- * one gone: what server_pipe_cb does for nng's pipes. */
-static int serve_conn(void *arg, uint32_t conn, int up, const char *peer)
-{
-    hc_rpc_server *s = arg;
-    struct pipe_info *pi;
+    struct conn_info *ci = NULL;
 
     if (!up) {
         conn_gone(s, conn);
         return 0;
     }
-    atomic_fetch_add(&s->took, 1);
-    if (atomic_load(&s->closing))
-        return -1;
     if (atomic_fetch_add(&s->conns, 1) >= s->max_conns) {
         atomic_fetch_sub(&s->conns, 1);
-        atomic_fetch_add(&s->refused_conns, 1);
-        server_warn(s, "accepting a connection (over the cap of "
-                    "connections)", NNG_ENOSPC);
+        server_warn(s, "accepting a connection failed: over the cap of "
+                       "connections");
         return -1;
     }
     nng_mtx_lock(s->mtx);
-    if ((pi = pipe_entry(s, conn, 1)) != NULL)
-        pi->last = nng_clock();
+    if (!s->stopping && (ci = conn_entry(s, conn, 1)) != NULL) {
+        ci->last = nng_clock();
+        snprintf(ci->who, sizeof ci->who, "%s", who ? who : "");
+        snprintf(ci->peer, sizeof ci->peer, "%s", peer ? peer : "?");
+    }
     nng_mtx_unlock(s->mtx);
-    if (pi)
+    if (ci)
         return 0;
     atomic_fetch_sub(&s->conns, 1);
-    hc_warn("rpc server %s: no memory for the connection from %s: closed",
-            s->url, peer);
     return -1;
 }
 
-/* A request, from the relay's thread: queued for a handler thread. A
- * connection with n_ctx requests unanswered already is closed (a client
- * of ours has one at a time; the rest would only queue). */
-static void serve_msg(void *arg, uint32_t conn, uint32_t id, nng_msg *msg)
+void hc_rpc_serve_msg(hc_rpc_server *s, uint32_t conn, uint32_t id,
+                      nng_msg *m)
 {
-    hc_rpc_server *s = arg;
-    nng_pipe pipe = NNG_PIPE_INITIALIZER;
-    struct pipe_info *pi;
+    struct conn_info *ci;
     hc_rpc_req *r = calloc(1, sizeof *r);
-    char addr[80];
-    int over = 0;
+    char warn[160];
+    int over = 0, stopping;
 
-    pipe.id = conn;
-    nng_msg_set_pipe(msg, pipe);
     nng_mtx_lock(s->mtx);
-    pi = r && !s->stopping ? pipe_entry(s, conn, 0) : NULL;
-    if (pi && pi->owed >= s->n_ctx)
+    stopping = s->stopping;
+    ci = r && !stopping ? conn_entry(s, conn, 0) : NULL;
+    if (ci && ci->owed >= s->n_ctx)
         over = 1;
-    if (!pi || over) {
+    if (!ci || over) {
+        if (over)
+            snprintf(warn, sizeof warn, "the peer at %s has %d requests "
+                     "unanswered: closing its connection", ci->peer,
+                     s->n_ctx);
         nng_mtx_unlock(s->mtx);
-        nng_msg_free(msg);
+        nng_msg_free(m);
         free(r);
         if (over) {
-            pipe_addr(pipe, addr, sizeof addr);
-            hc_warn("rpc server %s: the peer at %s has %d requests "
-                    "unanswered: closing its connection", s->url, addr,
-                    s->n_ctx);
-            hc_relay_drop(s->relay, conn);
+            hc_warn("rpc server %s: %s", s->url, warn);
+            s->ops->drop(s->be, conn);
         }
+        if (!stopping)          /* not answered: the backend's slot free */
+            s->ops->reply(s->be, conn, id, NULL);
         return;
     }
-    pi->owed++;
-    pi->last = nng_clock();
-    r->s = s;
-    r->direct = 1;
-    r->pipe = pipe;
-    r->id = id;
-    r->msg = msg;
-    r->state = REQ_WAIT;
+    ci->owed++;
+    ci->last = nng_clock();
+    *r = (hc_rpc_req){.s = s, .conn = conn, .id = id, .msg = m};
+    memcpy(r->who, ci->who, sizeof r->who);
     r->lnext = s->live;
     if (s->live)
         s->live->lprev = r;
     s->live = r;
+    if (s->ops->handler_here) {
+        /* nng's thread runs it, as its contexts were made for. */
+        r->msg = NULL;
+        nng_mtx_unlock(s->mtx);
+        s->handler(s->arg, r, m);
+        return;
+    }
     if (s->q_tail)
         s->q_tail->qnext = r;
     else
         s->q_head = r;
     s->q_tail = r;
-    nng_cv_wake1(s->qcv);
+    nng_cv_wake1(s->cv);
     nng_mtx_unlock(s->mtx);
 }
 
-/* A handler thread: the proof, then the handler, for each request. */
+/* A handler thread: the handler, for each request queued. */
 static void serve_thread(void *arg)
 {
     hc_rpc_server *s = arg;
@@ -619,7 +229,7 @@ static void serve_thread(void *arg)
     nng_mtx_lock(s->mtx);
     for (;;) {
         while (!s->q_head && !s->quit)
-            nng_cv_wait(s->qcv);
+            nng_cv_wait(s->cv);
         if (s->quit)
             break;
         r = s->q_head;
@@ -628,144 +238,123 @@ static void serve_thread(void *arg)
         msg = r->msg;
         r->msg = NULL;
         nng_mtx_unlock(s->mtx);
-        if (!s->verifier || !proof_serve(s, r, msg))
-            s->handler(s->arg, r, msg);
+        s->handler(s->arg, r, msg);
         nng_mtx_lock(s->mtx);
     }
     nng_mtx_unlock(s->mtx);
 }
 
-/* hc_rpc_reply's end for a direct request (s->mtx held, released here):
- * out of the unanswered, the reply written, the request freed. */
-static void direct_answered(hc_rpc_server *s, hc_rpc_req *r, nng_msg *reply)
+void hc_rpc_reply(hc_rpc_req *req, nng_msg *reply)
 {
-    int err;
+    hc_rpc_server *s;
+    struct conn_info *ci;
 
-    if (r->lprev)
-        r->lprev->lnext = r->lnext;
-    else
-        s->live = r->lnext;
-    if (r->lnext)
-        r->lnext->lprev = r->lprev;
-    r->state = REQ_STOPPED;
-    nng_mtx_unlock(s->mtx);
-    if (reply &&
-        (err = hc_relay_send(s->relay, r->pipe.id, r->id, reply)) != HC_OK) {
-        nng_msg_free(reply);
-        if (err == HC_ERR_LIMIT) {
-            /* Eight replies wait already: a peer that does not read. */
-            char addr[80];
-
-            pipe_addr(r->pipe, addr, sizeof addr);
-            hc_warn("rpc server %s: the peer at %s does not take its "
-                    "replies: closing its connection", s->url, addr);
-            hc_relay_drop(s->relay, r->pipe.id);
-        }
-    }
-    free(r);
-}
-
-/* The handler threads and the relay's listener of a direct server. */
-static int serve_start(hc_rpc_server *s, const char *url, size_t recv_max,
-                       const struct hc_rpc_tls *tls)
-{
-    const struct hc_relay_direct cb = {serve_conn, serve_msg, s,
-                                       s->send_timeout_ms};
-    char host[HC_RPC_URL_MAX];
-    const char *colon = strrchr(url, ':');
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int bound = 0, n, rv;
-
-    s->direct = 1;
-    if ((rv = nng_cv_alloc(&s->qcv, s->mtx)) != 0)
-        return hc_rpc_err(rv, "rpc server: condition variable");
-    /* As many as nng's task threads would be: 2 a core, 4 to 16. */
-    n = cpus < 2 ? 4 : cpus > MAX_SERVE_THREADS / 2 ? MAX_SERVE_THREADS
-                                                    : 2 * (int)cpus;
-    while (s->n_threads < n) {
-        if ((rv = nng_thread_create(&s->threads[s->n_threads], serve_thread,
-                                    s)) != 0)
-            return hc_rpc_err(rv, "rpc server: starting a thread");
-        s->n_threads++;
-    }
-    hc_rpc_url_host(host, sizeof host, url);
-    return hc_relay_listen_direct(&s->relay, host, colon ? atoi(colon + 1) : 0,
-                                  recv_max, tls->ca_file, tls->cert_key_file,
-                                  url, &bound, &cb);
-}
-
-/* Stop a direct server's threads (those in a handler finish it) and free
- * every request not answered. The relay is closed already. */
-static void serve_stop(hc_rpc_server *s)
-{
-    hc_rpc_req *r;
-    int i;
-
-    if (!s->qcv)
+    if (!req) {
+        if (reply)
+            nng_msg_free(reply);
         return;
-    nng_mtx_lock(s->mtx);
-    s->quit = 1;
-    nng_cv_wake(s->qcv);
-    nng_mtx_unlock(s->mtx);
-    for (i = 0; i < s->n_threads; i++)
-        nng_thread_destroy(s->threads[i]);
-    s->n_threads = 0;
-    while ((r = s->live) != NULL) {
-        s->live = r->lnext;
-        if (r->msg)
-            nng_msg_free(r->msg);
-        free(r);
     }
-    nng_cv_free(s->qcv);
-    s->qcv = NULL;
+    s = req->s;
+    nng_mtx_lock(s->mtx);
+    if (s->stopping) {          /* stop frees req */
+        nng_mtx_unlock(s->mtx);
+        if (reply)
+            nng_msg_free(reply);
+        return;
+    }
+    if ((ci = conn_entry(s, req->conn, 0)) != NULL) {
+        ci->owed = ci->owed > 0 ? ci->owed - 1 : 0;
+        ci->last = nng_clock();
+    }
+    if (req->lprev)
+        req->lprev->lnext = req->lnext;
+    else
+        s->live = req->lnext;
+    if (req->lnext)
+        req->lnext->lprev = req->lprev;
+    s->replying++;
+    nng_mtx_unlock(s->mtx);
+    /* Out of the lock: the relay may write a large reply in this thread. */
+    s->ops->reply(s->be, req->conn, req->id, reply);
+    free(req);
+    nng_mtx_lock(s->mtx);
+    if (--s->replying == 0 && s->stopping)
+        nng_cv_wake(s->cv);
+    nng_mtx_unlock(s->mtx);
 }
+
+const char *hc_rpc_req_identity(const hc_rpc_req *req)
+{
+    return req && req->who[0] ? req->who : NULL;
+}
+
+uint32_t hc_rpc_msg_pipe(nng_msg *msg)
+{
+    return msg ? nng_msg_get_pipe(msg).id : 0;
+}
+
+void hc_rpc_conn_peer(uint32_t conn, char *buf, size_t n)
+{
+    hc_rpc_server *s;
+    struct conn_info *ci = NULL;
+
+    snprintf(buf, n, "an unknown address");
+    nng_mtx_lock(servers_mtx);
+    for (s = servers; s && !ci; s = s->next) {
+        nng_mtx_lock(s->mtx);
+        if ((ci = conn_entry(s, conn, 0)) != NULL)
+            snprintf(buf, n, "%s", ci->peer);
+        nng_mtx_unlock(s->mtx);
+    }
+    nng_mtx_unlock(servers_mtx);
+}
+
+void hc_rpc_msg_peer(nng_msg *msg, char *buf, size_t n)
+{
+    hc_rpc_conn_peer(hc_rpc_msg_pipe(msg), buf, n);
+}
+
+/* ---- the receive deadline --------------------------------------------- */
 
 /*
- * The receive deadline. A connection owed no reply that has not completed
- * a request within recv_deadline_ms of connecting, or of its last request
- * or reply, is closed. nng 1.5.2 gives a message no deadline of its own:
- * a peer that sends a length and then trickles the body, or nothing, would
- * hold its connection (one of max_conns) and the buffer nng allocated for
- * the announced length for ever. A client of ours that was merely idle
- * redials on its next call (and with TLS proves itself again); a request
- * the server keeps (a sync pull) is owed a reply, so its connection stays.
+ * A connection owed no reply that has not completed a request within
+ * recv_deadline_ms of connecting, or of its last request or reply, is
+ * closed: a peer that sends a length and then trickles the body, or
+ * nothing, would otherwise hold its connection (one of max_conns) for
+ * ever. A client of ours that was merely idle redials on its next call; a
+ * request the server keeps (a sync pull) is owed a reply, so its
+ * connection stays.
  */
 static void sweep_cb(void *arg)
 {
     hc_rpc_server *s = arg;
     uint32_t late[16];
+    char peers[16][64];
     nng_time now = nng_clock();
     int i, n = 0;
 
     if (nng_aio_result(s->sweep) == NNG_ECANCELED)
         return;
     nng_mtx_lock(s->mtx);
-    for (i = 0; i < s->n_pipes && n < (int)(sizeof late / sizeof *late); i++) {
-        struct pipe_info *pi = &s->pipes[i];
+    for (i = 0; i < s->n_cs && n < (int)(sizeof late / sizeof *late); i++) {
+        struct conn_info *ci = &s->cs[i];
 
-        if (pi->owed == 0 &&
-            now - pi->last > (nng_time)s->recv_deadline_ms) {
-            late[n++] = pi->pipe;
-            pi->last = now;     /* one close per deadline at most */
+        if (ci->owed == 0 && now - ci->last > (nng_time)s->recv_deadline_ms) {
+            memcpy(peers[n], ci->peer, sizeof peers[n]);
+            late[n++] = ci->conn;
+            ci->last = now;     /* one close per deadline at most */
         }
     }
     nng_mtx_unlock(s->mtx);
     for (i = 0; i < n; i++) {
-        nng_pipe p = NNG_PIPE_INITIALIZER;
-        char addr[80];
         uint64_t k = atomic_fetch_add(&s->deadline_closed, 1) + 1;
 
-        p.id = late[i];
-        pipe_addr(p, addr, sizeof addr);
         if (k <= 20 || k % 1000 == 0)
             hc_info("rpc server %s: closing the connection from %s (%llu so "
                     "far): no complete request for %d ms (idle, or a message "
                     "that never ends); a client of ours reconnects", s->url,
-                    addr, (unsigned long long)k, s->recv_deadline_ms);
-        if (s->direct)
-            hc_relay_drop(s->relay, p.id);
-        else
-            nng_pipe_close(p);
+                    peers[i], (unsigned long long)k, s->recv_deadline_ms);
+        s->ops->drop(s->be, late[i]);
     }
     nng_sleep_aio(s->recv_deadline_ms / 4 > 1000 ? 1000
                                                  : s->recv_deadline_ms / 4,
@@ -777,113 +366,99 @@ uint64_t hc_rpc_server_deadline_closed(const hc_rpc_server *s)
     return s ? atomic_load(&s->deadline_closed) : 0;
 }
 
-/*
- * Close every TLS connection through the socket (protocol first, then the
- * transport): before the socket closes (server_drain, which then waits for
- * them to go) and before the listener guard replaces a stopped listener.
- * nng 1.5.2 closes a listener's connections transport first, and its TLS
- * transport (unlike its TCP one) then lets a reply that starts after that
- * wait for ever: nng's single reaper thread waits for it, and every close
- * and every redial of the process stalls behind it (tests/unit/test_rpc.c
- * restarted a TLS server into that about one run in three).
- */
-static void server_close_conns(void *arg)
-{
-    hc_rpc_server *s = arg;
-    uint32_t *ids;
-    int i, n = 0;
-
-    nng_mtx_lock(s->mtx);
-    if ((ids = malloc((size_t)(s->n_pipes + 1) * sizeof *ids)) != NULL)
-        for (i = 0; i < s->n_pipes; i++)
-            ids[n++] = s->pipes[i].pipe;
-    nng_mtx_unlock(s->mtx);
-    for (i = 0; i < n; i++) {
-        nng_pipe p = NNG_PIPE_INITIALIZER;
-
-        p.id = ids[i];
-        nng_pipe_close(p);
-    }
-    free(ids);
-}
-
-static void server_drain(hc_rpc_server *s)
-{
-    int k;
-
-    atomic_store(&s->closing, 1);
-    server_close_conns(s);
-    for (k = 0; k < 200 && atomic_load(&s->conns) > 0; k++)
-        nng_msleep(5);
-}
+/* ---- starting and stopping -------------------------------------------- */
 
 static void server_free(hc_rpc_server *s)
 {
+    hc_rpc_server **ps;
+    hc_rpc_req *r;
     int i;
 
     if (!s)
         return;
-    hc_relay_close(s->relay);   /* no new connection from here on */
-    s->relay = NULL;
-    hc_listen_stop(s->listen);  /* no new listener from here on */
-    s->listen = NULL;
     if (s->sweep)
         nng_aio_stop(s->sweep);
     if (s->mtx) {
         nng_mtx_lock(s->mtx);
         s->stopping = 1;
+        while (s->replying > 0)
+            nng_cv_wait(s->cv);
         nng_mtx_unlock(s->mtx);
     }
-    serve_stop(s);
-    /* Stop every aio first: waits for running callbacks (and handlers). */
-    for (i = 0; i < s->n_req; i++) {
-        if (s->reqs[i].pause)
-            nng_aio_stop(s->reqs[i].pause);
-        if (s->reqs[i].aio)
-            nng_aio_stop(s->reqs[i].aio);
+    if (s->be)
+        s->ops->stop(s->be);    /* no callback of the backend from here */
+    if (s->cv) {
+        nng_mtx_lock(s->mtx);
+        s->quit = 1;
+        nng_cv_wake(s->cv);
+        nng_mtx_unlock(s->mtx);
     }
-    for (i = 0; i < s->n_req; i++) {
-        hc_rpc_req *r = &s->reqs[i];
-        nng_msg *left;
-
-        if (r->ctx_open)
-            nng_ctx_close(r->ctx);
-        if (r->aio) {
-            if ((left = nng_aio_get_msg(r->aio)) != NULL)
-                nng_msg_free(left);
-            nng_aio_free(r->aio);
+    for (i = 0; i < s->n_threads; i++) /* a running handler finishes */
+        nng_thread_destroy(s->threads[i]);
+    while ((r = s->live) != NULL) {
+        s->live = r->lnext;
+        if (r->msg)
+            nng_msg_free(r->msg);
+        free(r);
+    }
+    nng_mtx_lock(servers_mtx);
+    for (ps = &servers; *ps; ps = &(*ps)->next)
+        if (*ps == s) {
+            *ps = s->next;
+            break;
         }
-        if (r->pause)
-            nng_aio_free(r->pause);
-    }
-    if (s->sock_open && s->tls)
-        server_drain(s);
-    if (s->sock_open) {
-        /* No pipe callback may reach s once this returns. */
-        nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, NULL, NULL);
-        nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, NULL, NULL);
-        hc_rpc_close_socket(s->sock, s->url);
-    }
+    nng_mtx_unlock(servers_mtx);
+    if (s->cv)
+        nng_cv_free(s->cv);
     if (s->mtx)
         nng_mtx_free(s->mtx);
     if (s->sweep)
         nng_aio_free(s->sweep);
-    hc_auth_verifier_close(s->verifier);
-    free(s->pipes);
-    free(s->reqs);
+    free(s->cs);
     free(s->url);
     free(s);
 }
 
-/* Keepalive (a vanished peer's connection is found and closed) and the
- * connection cap, set before listening. */
-static int server_limits(hc_rpc_server *s)
+static void servers_init(void)
 {
+    (void)nng_mtx_alloc(&servers_mtx);
+}
+
+/* The handler threads: as many as nng's task threads would be, 2 a
+ * core, 4 to 16. */
+static int serve_threads(hc_rpc_server *s)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = cpus < 2 ? 4 : cpus > MAX_SERVE_THREADS / 2 ? MAX_SERVE_THREADS
+                                                        : 2 * (int)cpus;
     int rv;
 
-    if ((rv = nng_socket_set_bool(s->sock, NNG_OPT_TCP_KEEPALIVE, true)) != 0 &&
-        rv != NNG_ENOTSUP)
-        return hc_rpc_err(rv, "rpc server: setting TCP keepalive");
+    while (s->n_threads < n) {
+        if ((rv = nng_thread_create(&s->threads[s->n_threads], serve_thread,
+                                    s)) != 0)
+            return hc_rpc_err(rv, "rpc server: starting a thread");
+        s->n_threads++;
+    }
+    return HC_OK;
+}
+
+/* The options, defaults filled in. */
+static int server_opts(struct hc_rpc_server_opts *o, const char *url,
+                       const struct hc_rpc_server_opts *given)
+{
+    *o = given ? *given : (struct hc_rpc_server_opts){0};
+    o->n_ctx = o->n_ctx ? o->n_ctx : DEFAULT_N_CTX;
+    o->recv_max = o->recv_max ? o->recv_max : HC_RPC_DEFAULT_RECV_MAX;
+    o->max_conns = o->max_conns ? o->max_conns : DEFAULT_MAX_CONNS;
+    o->recv_deadline_ms = o->recv_deadline_ms ? o->recv_deadline_ms
+                                              : DEFAULT_RECV_DEADLINE_MS;
+    if (o->n_ctx < 1 || o->n_ctx > MAX_N_CTX)
+        return hc_err_set(HC_ERR_INVAL,
+                          "rpc server %s: n_ctx %d out of range 1..%d", url,
+                          o->n_ctx, MAX_N_CTX);
+    if (o->recv_deadline_ms < 4)
+        return hc_err_set(HC_ERR_INVAL, "rpc server %s: receive deadline %d "
+                          "ms is too short", url, o->recv_deadline_ms);
     return HC_OK;
 }
 
@@ -891,138 +466,48 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
                         const struct hc_rpc_server_opts *opts,
                         hc_rpc_handler handler, void *arg)
 {
+    struct hc_rpc_server_opts o;
     hc_rpc_server *s = NULL;
-    int n_ctx = opts && opts->n_ctx ? opts->n_ctx : DEFAULT_N_CTX;
-    size_t recv_max = opts && opts->recv_max ? opts->recv_max
-                                             : HC_RPC_DEFAULT_RECV_MAX;
-    nng_tls_config *tls = NULL;
-    char turl[HC_RPC_URL_MAX];
-    int rv, i, err;
+    int rv, err;
 
     if (out)
         *out = NULL;
     if (!out || !url || !handler)
         return hc_err_set(HC_ERR_INVAL,
                           "rpc server: out, url and handler are required");
-    if (n_ctx < 1 || n_ctx > MAX_N_CTX)
-        return hc_err_set(HC_ERR_INVAL,
-                          "rpc server %s: n_ctx %d out of range 1..%d", url,
-                          n_ctx, MAX_N_CTX);
+    if ((err = server_opts(&o, url, opts)) != HC_OK)
+        return err;
+    pthread_once(&servers_once, servers_init);
     if (!(s = calloc(1, sizeof *s)) || !(s->url = strdup(url))) {
-        err = hc_err_set(HC_ERR_NOMEM, "rpc server %s: out of memory", url);
-        goto fail;
+        free(s);
+        return hc_err_set(HC_ERR_NOMEM, "rpc server %s: out of memory", url);
     }
     s->handler = handler;
     s->arg = arg;
-    s->send_timeout_ms = opts && opts->send_timeout_ms ? opts->send_timeout_ms
-                                                       : DEFAULT_SEND_TIMEOUT_MS;
-    s->max_conns = opts && opts->max_conns ? opts->max_conns : DEFAULT_MAX_CONNS;
-    s->recv_deadline_ms = opts && opts->recv_deadline_ms
-                              ? opts->recv_deadline_ms
-                              : DEFAULT_RECV_DEADLINE_MS;
-    if (s->recv_deadline_ms < 4) {
-        err = hc_err_set(HC_ERR_INVAL, "rpc server %s: receive deadline %d "
-                         "ms is too short", url, s->recv_deadline_ms);
-        goto fail;
-    }
+    s->on_close = o.on_close;
+    s->n_ctx = o.n_ctx;
+    s->max_conns = o.max_conns;
+    s->recv_deadline_ms = o.recv_deadline_ms;
+    s->ops = o.tls ? &hc_rpc_tls_listen : &hc_rpc_nng_listen;
+    atomic_init(&s->conns, 0);
     atomic_init(&s->deadline_closed, 0);
     atomic_init(&s->last_warn, 0);
-    atomic_init(&s->conns, 0);
-    atomic_init(&s->refused_conns, 0);
-    atomic_init(&s->took, 0);
-    if ((rv = nng_mtx_alloc(&s->mtx)) != 0) {
-        err = hc_rpc_err(rv, "rpc server: mutex");
+    if ((rv = nng_mtx_alloc(&s->mtx)) != 0 ||
+        (rv = nng_cv_alloc(&s->cv, s->mtx)) != 0 ||
+        (rv = nng_aio_alloc(&s->sweep, sweep_cb, s)) != 0) {
+        err = hc_rpc_err(rv, "rpc server: allocating");
         goto fail;
     }
-    s->tls = opts && opts->tls;
-    s->on_close = opts ? opts->on_close : NULL;
-    s->n_ctx = n_ctx;
-    atomic_init(&s->refused, 0);
-    if (s->tls && hc_rpc_use_relay()) {
-        /* TLS by the relay, which hands requests to our threads: no
-         * socket (and no nng listener to guard: nng's handshake bug is
-         * in its TCP and TLS transports). */
-        if ((err = hc_auth_verifier_open(&s->verifier, opts->tls->ca_file)) !=
-                HC_OK ||
-            (err = serve_start(s, url, recv_max, opts->tls)) != HC_OK)
-            goto fail;
-        goto sweep;
-    }
-    if ((rv = nng_rep0_open(&s->sock)) != 0) {
-        err = hc_rpc_err(rv, "rpc server: opening REP socket");
+    nng_mtx_lock(servers_mtx);
+    s->next = servers;
+    servers = s;
+    nng_mtx_unlock(servers_mtx);
+    if ((!s->ops->handler_here && (err = serve_threads(s)) != HC_OK) ||
+        (err = s->ops->start(&s->be, s, url, &o)) != HC_OK)
         goto fail;
-    }
-    s->sock_open = 1;
-    if ((rv = nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, recv_max)) !=
-        0) {
-        err = hc_rpc_err(rv, "rpc server: setting recv_max");
-        goto fail;
-    }
-    if ((rv = server_limits(s)) != HC_OK) {
-        err = rv;
-        goto fail;
-    }
-    if ((rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, server_pipe_cb,
-                              s)) != 0 ||
-        (rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, server_pipe_cb,
-                              s)) != 0) {
-        err = hc_rpc_err(rv, "rpc server: registering pipe callbacks");
-        goto fail;
-    }
-    hc_rpc_transport_url(turl, sizeof turl, url, s->tls);
-    if (s->tls &&
-        ((err = hc_rpc_tls_config(&tls, opts->tls, 1, NULL, url)) != HC_OK ||
-         (err = hc_auth_verifier_open(&s->verifier, opts->tls->ca_file)) !=
-             HC_OK))
-        goto fail;
-    rv = hc_listen_start(&s->listen, s->sock, turl, tls,
-                         tls ? opts->tls->cert_key_file : NULL, &s->took,
-                         tls ? server_close_conns : NULL, s);
-    if (tls)
-        nng_tls_config_free(tls); /* the listener holds its own reference */
-    if (rv != 0) {
-        err = hc_err_set(hc_rpc_code_of(rv) == HC_ERR_NOMEM ? HC_ERR_NOMEM
-                                                     : HC_ERR_TRANSPORT,
-                         "rpc server: cannot listen on %s: %s%s", turl,
-                         nng_strerror(rv),
-                         rv == NNG_EADDRINUSE
-                             ? " (another process holds the port; stop it "
-                               "or pick another port)"
-                             : "");
-        goto fail;
-    }
-    if (!(s->reqs = calloc((size_t)n_ctx, sizeof *s->reqs))) {
-        err = hc_err_set(HC_ERR_NOMEM, "rpc server %s: out of memory", url);
-        goto fail;
-    }
-    for (i = 0; i < n_ctx; i++) {
-        hc_rpc_req *r = &s->reqs[i];
-
-        r->s = s;
-        r->state = REQ_STOPPED;
-        s->n_req = i + 1;
-        if ((rv = nng_aio_alloc(&r->aio, req_cb, r)) != 0 ||
-            (rv = nng_aio_alloc(&r->pause, pause_cb, r)) != 0) {
-            err = hc_rpc_err(rv, "rpc server: allocating aio");
-            goto fail;
-        }
-        if ((rv = nng_ctx_open(&r->ctx, s->sock)) != 0) {
-            err = hc_rpc_err(rv, "rpc server: opening context");
-            goto fail;
-        }
-        r->ctx_open = 1;
-    }
-    for (i = 0; i < n_ctx; i++)
-        req_recv(&s->reqs[i]);
-sweep:
-    if ((rv = nng_aio_alloc(&s->sweep, sweep_cb, s)) != 0) {
-        err = hc_rpc_err(rv, "rpc server: allocating aio");
-        goto fail;
-    }
     nng_sleep_aio(0, s->sweep);
     *out = s;
     return HC_OK;
-
 fail:
     server_free(s);
     return err;
@@ -1035,5 +520,5 @@ void hc_rpc_server_stop(hc_rpc_server *s)
 
 uint64_t hc_rpc_server_relistens(hc_rpc_server *s)
 {
-    return s ? hc_listen_restarts(s->listen) : 0;
+    return s && s->be && s->ops->relistens ? s->ops->relistens(s->be) : 0;
 }

@@ -7,29 +7,23 @@
  * endpoint is dealt to one loop (in turn), a server's listening socket is
  * watched by every loop, so its connections spread over them; a
  * connection stays in the loop that took it. Every connection has a
- * network side (TLS, through our socket BIO) and a side towards rpc:
- * direct (its callbacks get what is read, hc_relay_send queues what is to
- * go, found by the connection's number in the registry) or, for a tool's
- * nng REQ socket, a raw REP socket of its own dialling the socket's inproc
- * address. After any event the connection is pumped until nothing moves:
- * OpenSSL may hold decrypted bytes epoll knows nothing of, so reading
- * stops only on "want read", or while a message read waits for nng to take
- * the one before.
+ * network side (TLS, through our socket BIO) and a side towards rpc: its
+ * endpoint's callbacks get what is read, hc_relay_send queues what is to
+ * go (found by the connection's number in the registry). After any event
+ * the connection is pumped until nothing moves: OpenSSL may hold
+ * decrypted bytes epoll knows nothing of, so reading stops only on "want
+ * read".
  *
  * Output: up to OUTQ messages queue per connection (under the loop's kmu);
  * whoever gives one writes it into TLS at once if it can take the
- * connection's smu (trylock), else rings the loop (kick). An inner socket
- * has one receive and one send in flight; their callbacks and its pipe
- * callback touch only the fields under kmu.
+ * connection's smu (trylock), else rings the loop (kick).
  *
  * Lifetimes: a loop's endpoints and connections are under its mutex mu;
  * its thread takes it per batch of events. Another thread closing an
  * endpoint marks it and its connections dead and closes their sockets;
  * only the loop's thread frees, at the end of a batch (reap), once no
- * sender holds the connection (counted under reg_mu) and after closing an
- * inner socket and freeing its aios (which waits for their callbacks), so
- * an event, a sender or a callback for a dead connection finds it marked,
- * never freed. Lock order: mu, then smu, then reg_mu, then kmu. The
+ * sender holds the connection (counted under reg_mu), so an event or a
+ * sender for a dead connection finds it marked, never freed. Lock order: mu, then smu, then reg_mu, then kmu. The
  * callbacks run with mu and smu held (so they must not close an
  * endpoint); hc_relay_send and hc_relay_drop take only reg_mu, kmu and
  * smu by trylock, so any thread may call them, callbacks included.
@@ -54,30 +48,30 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <nng/protocol/reqrep0/rep.h>
-#include <nng/protocol/reqrep0/req.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
 #include "err.h"
 #include "log.h"
-#include "tls_engine.h"
+#include "tls_ctx.h"
+#include "tls_frame.h"
 
 #define WBUF_BYTES (128u * 1024u) /* TLS records gathered for one send */
 #define STAGE_BYTES 16384u        /* one record: a frame's head + body */
-#define HEAD_BYTES 12u            /* body length (8, big-endian), id (4) */
-#define OUTQ 8                    /* messages from nng waiting, per conn */
+#define HEAD_BYTES HC_FRAME_HEAD_BYTES
+#define OUTQ 8                    /* messages waiting to go, per conn */
 #define HANDSHAKE_MS 10000        /* connect + handshake, then closed */
 #define MAX_CONNS 4096            /* the relay's connections at once */
 #define WAIT_MS 250               /* epoll's wait: deadlines are this late */
 #define RESOLVE_MS 30000          /* a client's server looked up again */
 #define RETRY_MIN_MS 20           /* a client connects again after … */
 #define RETRY_MAX_MS 1000         /* … doubling up to this */
+#define BUDGET_MAX ((uint64_t)4 << 30) /* default budget: this, or a
+                                        * quarter of the memory if less */
 
-/* What each side sends first, inside TLS. */
-static const unsigned char PREAMBLE[8] = {'H', 'E', 'T', 'P',
-                                          'S', 'r', '1', '\n'};
+/* What each side sends first, inside TLS (tls_frame.h). */
+static const unsigned char PREAMBLE[8] = HC_FRAME_PREAMBLE;
 
 enum side { SIDE_LISTEN, SIDE_NET, SIDE_WAKE };
 
@@ -88,13 +82,10 @@ struct tag {
 
 struct hc_relay_ep {
     int server;
-    uint32_t id;                /* in this process */
     int fd;                     /* a server's listening socket (else -1) */
     struct tag tag;
     SSL_CTX *ctx;
-    nng_socket inner;           /* a tool's REQ socket (hc_relay_dial) */
     size_t recv_max;
-    char inproc[96];            /* client: the address inner listens on */
     struct sockaddr_storage to; /* client: the server */
     socklen_t to_len;
     char name[160];
@@ -113,10 +104,8 @@ struct hc_relay_ep {
     uint64_t retry_at;
     int backoff_ms;
     struct hc_relay_ep *loop_next; /* client: its loop's endpoints */
-    /* Direct (hc_relay_dial_direct, hc_relay_listen_direct): no inner
-     * socket; messages go to and from the callbacks and hc_relay_send. */
-    bool direct;
-    struct hc_relay_direct cb;
+    /* Messages go to the callbacks and come from hc_relay_send. */
+    struct hc_relay_cb cb;
     int send_timeout_ms;        /* a server's: output not taken by then
                                  * closes the connection (0: never) */
     struct hc_relay_ep *next;   /* every endpoint ever opened (all_eps) */
@@ -125,9 +114,9 @@ struct hc_relay_ep {
 enum state { C_CONNECT, C_HANDSHAKE, C_RELAY };
 
 struct conn {
-    /* Held through every use of the SSL, the socket and the fields below
-     * down to the inner side: by the loop's thread while it steps the
-     * connection, by an nng callback that writes a message itself. */
+    /* Held through every use of the SSL, the socket and the fields below:
+     * by the loop's thread while it steps the connection, by a sender
+     * that writes its message itself. */
     pthread_mutex_t smu;
     struct hc_relay_ep *ep;
     struct loop *loop;          /* the loop that took it */
@@ -147,40 +136,30 @@ struct conn {
                                  * a record at a time; sent together) */
     size_t w_off, w_len;
     char peer[64];
+    char who[32];               /* a server's: the task the client's
+                                 * certificate names ("worker:1") */
     uint32_t id;                /* in this process, never 0 */
-    /* A direct one's: callers writing into it now (under reg_mu; it is
+    /* Callers writing into it now (under reg_mu; it is
      * freed only once none is), the request id of the message being
      * read, whether on_conn said it is up, and when its output last
      * moved (ms, atomic; 0: none waits). */
     int senders;
-    uint32_t rx_id;
     bool announced;
     uint64_t out_at;
-    /* The inner side (loop thread only, but for the fields under kmu). */
-    nng_socket rs;              /* raw REP, dialling inner's address */
-    bool rs_open;
-    int rs_id;                  /* nng_socket_id(rs): found by its pipes */
-    nng_aio *raio, *saio;
-    uint8_t pipe_raw[4];        /* client: the REQ socket's pipe, as nng
-                                 * put it in a request's header */
-    /* network → nng */
-    uint8_t pre[sizeof PREAMBLE];
-    size_t pre_got;
-    uint8_t head[HEAD_BYTES];
-    size_t head_got;
-    nng_msg *rx_msg;            /* the message being read */
-    size_t rx_got;
-    nng_msg *rx_ready;          /* read whole; nng's send still busy */
-    /* nng → network */
+    /* network → rpc */
+    struct hc_frame_in in;      /* the frames being read */
+    bool hello;                 /* the peer's preamble is in */
+    uint64_t rx_charged;        /* the message's bytes, in `inflight` */
+    /* rpc → network */
     nng_msg *tx_msg;            /* the message being written */
     uint8_t *stage;             /* its head and first bytes: one record */
     size_t stage_len, tx_staged, tx_off, tx_total;
-    /* Under the loop's kmu: shared with nng's callbacks. */
+    /* Under the loop's kmu: shared with senders. */
     nng_msg *outq[OUTQ];
     int oq_head, oq_len;
-    bool recv_posted, send_busy, send_waited, inner_gone, kicked;
+    bool dropped, kicked;       /* hc_relay_drop; on the kicks list */
     struct conn *kick_next;
-    /* reg_mu: the conns with an inner socket */
+    /* reg_mu: the conns up (the registry) */
     struct conn *reg_next;
     bool registered;
     struct conn *next;
@@ -197,7 +176,7 @@ struct loop {
     int n_conns;
     uint64_t over_cap;
     struct hc_relay_ep *clients; /* client endpoints dealt here */
-    pthread_mutex_t kmu;         /* the conns' nng-shared fields, kicks */
+    pthread_mutex_t kmu;         /* the conns' sender-shared fields, kicks */
     struct conn *kicks;          /* conns an nng callback woke */
 };
 
@@ -205,25 +184,43 @@ struct loop {
 static struct loop loops[MAX_LOOPS];
 static int n_loops;
 static unsigned next_loop;
-static uint32_t next_ep_id;
 static uint64_t next_conn_id;
 /* Endpoints are never freed (a loop may hold an event for a closed one):
  * a closed one keeps a few hundred bytes, its TLS context freed. */
 static pthread_mutex_t eps_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct hc_relay_ep *all_eps;
 static pthread_once_t loops_once = PTHREAD_ONCE_INIT;
-/* Connections with an inner socket, found by it (pipe callbacks) or by
- * their listener (hc_relay_peer). */
+/* The bytes of the messages being read, process-wide, and their budget
+ * (atomic both): a peer that would take them over it is closed. */
+static uint64_t inflight, budget;
+/* Connections up, found by their number (hc_relay_send). */
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct conn *reg_list;
 
 static void forget_in_child(void);
+
+/* HETPS_RECV_BUDGET (bytes), else a quarter of the memory, at most
+ * BUDGET_MAX. */
+static uint64_t budget_default(void)
+{
+    const char *e = getenv("HETPS_RECV_BUDGET");
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    uint64_t q = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz / 4
+                                      : BUDGET_MAX;
+    char *end;
+    unsigned long long v;
+
+    if (e && *e && (v = strtoull(e, &end, 10)) > 0 && !*end)
+        return v;
+    return q < BUDGET_MAX ? q : BUDGET_MAX;
+}
 
 static void loops_init(void)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int i;
 
+    budget = budget_default();
     n_loops = cpus < 1 ? 1 : cpus > MAX_LOOPS ? MAX_LOOPS : (int)cpus;
     (void)pthread_atfork(NULL, NULL, forget_in_child);
     for (i = 0; i < MAX_LOOPS; i++) {
@@ -433,82 +430,6 @@ static void kick_locked(struct conn *c)
 
 static bool send_inline(struct conn *c);
 
-/* A message from the rpc socket, for the network: written into TLS here,
- * on nng's thread, when the connection is free (a wake-up of the loop's
- * thread less per message), else left to the loop. */
-static void recv_cb(void *arg)
-{
-    struct conn *c = arg;
-    struct loop *R = c->loop;
-    int rv = nng_aio_result(c->raio);
-    nng_msg *m = rv == 0 ? nng_aio_get_msg(c->raio) : NULL;
-    bool again = false;
-
-    pthread_mutex_lock(&R->kmu);
-    c->recv_posted = false;
-    if (rv != 0) {
-        c->inner_gone = true;
-        kick_locked(c);
-    } else {
-        c->outq[(c->oq_head + c->oq_len) % OUTQ] = m;
-        c->oq_len++;
-        if (c->oq_len < OUTQ && !c->inner_gone)
-            again = c->recv_posted = true;
-    }
-    pthread_mutex_unlock(&R->kmu);
-    if (again)
-        nng_recv_aio(c->rs, c->raio);
-    if (rv == 0 && !send_inline(c)) {
-        pthread_mutex_lock(&R->kmu);
-        kick_locked(c);
-        pthread_mutex_unlock(&R->kmu);
-    }
-}
-
-/* nng took a message read from the network (or could not). */
-static void send_cb(void *arg)
-{
-    struct conn *c = arg;
-    struct loop *R = c->loop;
-    int rv = nng_aio_result(c->saio);
-
-    if (rv != 0) {
-        nng_msg *m = nng_aio_get_msg(c->saio);
-
-        nng_aio_set_msg(c->saio, NULL);
-        nng_msg_free(m);
-    }
-    pthread_mutex_lock(&R->kmu);
-    c->send_busy = false;
-    if (rv != 0)
-        c->inner_gone = true;
-    if (rv != 0 || c->send_waited)
-        kick_locked(c);
-    c->send_waited = false;
-    pthread_mutex_unlock(&R->kmu);
-}
-
-/* The inner socket's connection closed (the rpc side closed it, or its
- * socket is gone): the TLS connection goes too. */
-static void inner_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
-{
-    int sid = nng_socket_id(nng_pipe_socket(p));
-    struct conn *c;
-
-    (void)ev;
-    (void)arg;
-    pthread_mutex_lock(&reg_mu);
-    for (c = reg_list; c; c = c->reg_next)
-        if (c->rs_id == sid) {
-            pthread_mutex_lock(&c->loop->kmu);
-            c->inner_gone = true;
-            kick_locked(c);
-            pthread_mutex_unlock(&c->loop->kmu);
-            break;
-        }
-    pthread_mutex_unlock(&reg_mu);
-}
-
 /* ------------------------------------------------------------------ */
 /* Connections (all under their loop's mu, in its thread)             */
 
@@ -547,7 +468,7 @@ static void conn_kill(struct conn *c)
     c->loop->n_conns--;
     if (c->announced) {
         c->announced = false;
-        ep->cb.on_conn(ep->cb.arg, c->id, 0, c->peer);
+        ep->cb.on_conn(ep->cb.arg, c->id, 0, c->peer, c->who);
     }
     if (!ep->server && ep->conn == c) {
         ep->conn = NULL;
@@ -696,7 +617,7 @@ static bool ssl_waits(struct conn *c, int r)
 }
 
 /* ------------------------------------------------------------------ */
-/* Network → nng                                                        */
+/* Network → rpc                                                        */
 
 static void put_be64(uint8_t *p, uint64_t v)
 {
@@ -706,57 +627,7 @@ static void put_be64(uint8_t *p, uint64_t v)
         p[i] = (uint8_t)v;
 }
 
-static uint64_t get_be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    int i;
-
-    for (i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
-/* Hand m to nng, or keep it until nng's send before it is done. */
-static void to_inner(struct conn *c, nng_msg *m)
-{
-    struct loop *R = c->loop;
-    bool go;
-
-    int rv;
-
-    pthread_mutex_lock(&R->kmu);
-    go = !c->send_busy;
-    pthread_mutex_unlock(&R->kmu);
-    /* Nothing of ours queued before it: handed over here if the socket
-     * takes it at once (no callback, so no thread woken for one). */
-    if (go && (rv = nng_sendmsg(c->rs, m, NNG_FLAG_NONBLOCK)) != NNG_EAGAIN) {
-        if (rv != 0) {
-            nng_msg_free(m);
-            pthread_mutex_lock(&R->kmu);
-            c->inner_gone = true;
-            pthread_mutex_unlock(&R->kmu);
-        }
-        return;
-    }
-    pthread_mutex_lock(&R->kmu);
-    go = !c->send_busy;
-    if (go)
-        c->send_busy = true;
-    else
-        c->send_waited = true;
-    pthread_mutex_unlock(&R->kmu);
-    if (!go) {
-        c->rx_ready = m;
-        return;
-    }
-    nng_aio_set_msg(c->saio, m);
-    nng_send_aio(c->rs, c->saio);
-}
-
-/* The peer's first 8 bytes: hetps's relay, or refused by name. */
-static int inner_up(struct conn *c, char *why, size_t n);
-
-/* A direct connection is up: findable by its id (hc_relay_send). A
+/* A connection is up: findable by its id (hc_relay_send). A
  * client's callee hears of it here; a server's said yes before. */
 static void announce(struct conn *c)
 {
@@ -767,103 +638,87 @@ static void announce(struct conn *c)
     pthread_mutex_unlock(&reg_mu);
     c->announced = true;
     if (!c->ep->server)
-        c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer);
+        c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer, NULL);
 }
 
-static int check_preamble(struct conn *c)
+/* The peer's first 8 bytes were hetps's. A server sends them once it has
+ * taken our certificate: only now does the client's callee hear of a
+ * connection. */
+static void hello(struct conn *c)
 {
-    char why[160];
-
-    if (!memcmp(c->pre, PREAMBLE, sizeof PREAMBLE)) {
-        /* A server sends it once it has taken our certificate: only now
-         * does the client's socket see a connection. */
-        if (c->ep->server)
-            return 0;
-        c->ep->backoff_ms = RETRY_MIN_MS;
-        if (c->ep->direct) {
-            announce(c);
-            return 0;
-        }
-        if (inner_up(c, why, sizeof why) == 0)
-            return 0;
-        refuse(c, why);
-        return -1;
-    }
-    refuse(c, !memcmp(c->pre, "\0SP\0", 4)
-                  ? "it speaks nng's own TLS transport, not hetps's relay "
-                    "(HETPS_TLS_ENGINE=openssl or mbed there): give every "
-                    "process of the cluster the same HETPS_TLS_ENGINE"
-                  : "what it sent after the TLS handshake is not hetps's "
-                    "relay protocol");
-    return -1;
+    c->hello = true;
+    if (c->ep->server)
+        return;
+    c->ep->backoff_ms = RETRY_MIN_MS;
+    announce(c);
 }
 
-/* A frame's head is in: its message, ready for the body. */
+/* len more bytes being read, if the budget has room. */
+static bool charge(struct conn *c, uint64_t len)
+{
+    uint64_t cur = __atomic_load_n(&inflight, __ATOMIC_RELAXED);
+    uint64_t lim = __atomic_load_n(&budget, __ATOMIC_RELAXED);
+
+    do {
+        if (len > lim || cur > lim - len)
+            return false;
+    } while (!__atomic_compare_exchange_n(&inflight, &cur, cur + len, false,
+                                          __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    c->rx_charged = len;
+    return true;
+}
+
+static void uncharge(struct conn *c)
+{
+    __atomic_sub_fetch(&inflight, c->rx_charged, __ATOMIC_RELAXED);
+    c->rx_charged = 0;
+}
+
+/* A frame's head is in: its message, ready for the body. A message over
+ * the endpoint's limit, or one that would take the process's messages
+ * being read over their budget, closes the connection first. */
 static int frame_start(struct conn *c)
 {
-    uint64_t len = get_be64(c->head);
-    nng_msg *m;
-    char why[160];
+    uint64_t len = c->in.len;
+    char why[200];
 
-    c->head_got = 0;
     if (len > c->ep->recv_max) {
         snprintf(why, sizeof why, "a message of %llu bytes, over the limit "
                  "of %zu", (unsigned long long)len, c->ep->recv_max);
         refuse(c, why);
         return -1;
     }
-    if (c->ep->direct) {
-        /* The caller gets the body alone, the id beside it. */
-        if (nng_msg_alloc(&m, (size_t)len) != 0) {
-            refuse(c, "out of memory for a message");
-            return -1;
-        }
-        c->rx_id = (uint32_t)c->head[8] << 24 | (uint32_t)c->head[9] << 16 |
-                   (uint32_t)c->head[10] << 8 | c->head[11];
-        c->rx_msg = m;
-        c->rx_got = 0;
-        return 0;
+    if (!charge(c, len)) {
+        snprintf(why, sizeof why, "a message of %llu bytes would take the "
+                 "messages being received over this process's budget of "
+                 "%llu bytes (HETPS_RECV_BUDGET)", (unsigned long long)len,
+                 (unsigned long long)__atomic_load_n(&budget,
+                                                     __ATOMIC_RELAXED));
+        refuse(c, why);
+        return -1;
     }
-    if (nng_msg_alloc(&m, 4 + (size_t)len) != 0 ||
-        nng_msg_header_append(m, c->pipe_raw, 4) != 0) {
+    /* The callee gets the body alone, the id beside it. */
+    if (hc_frame_begin(&c->in) != 0) {
+        uncharge(c);
         refuse(c, "out of memory for a message");
         return -1;
     }
-    /* The request id leads the body, where nng's REQ and REP read it. */
-    memcpy(nng_msg_body(m), c->head + 8, 4);
-    c->rx_msg = m;
-    c->rx_got = 4;
     return 0;
 }
 
-/* Read from TLS while a message can be taken; whether anything moved. */
+/* Read from TLS; whether anything moved. */
 static bool net_in(struct conn *c)
 {
     bool moved = false;
     uint8_t *to;
     size_t want, got;
+    uint32_t id;
+    char why[200];
     int r;
 
-    if (c->rx_ready) {
-        nng_msg *m = c->rx_ready;
-
-        c->rx_ready = NULL;
-        to_inner(c, m);
-        if (c->rx_ready)
-            return false;
-        moved = true;
-    }
-    while (!c->net_eof && !c->dead && !c->rx_ready) {
-        if (c->pre_got < sizeof PREAMBLE) {
-            to = c->pre + c->pre_got;
-            want = sizeof PREAMBLE - c->pre_got;
-        } else if (!c->rx_msg) {
-            to = c->head + c->head_got;
-            want = HEAD_BYTES - c->head_got;
-        } else {
-            to = (uint8_t *)nng_msg_body(c->rx_msg) + c->rx_got;
-            want = nng_msg_len(c->rx_msg) - c->rx_got;
-        }
+    while (!c->net_eof && !c->dead) {
+        to = hc_frame_want(&c->in, &want);
+        got = 0;                        /* want 0: a message with no body */
         if (want) {
             r = SSL_read_ex(c->ssl, to, want, &got);
             if (r != 1) {
@@ -872,71 +727,55 @@ static bool net_in(struct conn *c)
                 break;
             }
             moved = true;
-        } else {
-            got = 0;                    /* a message with no body */
         }
-        if (c->pre_got < sizeof PREAMBLE) {
-            c->pre_got += got;
-            if (c->pre_got == sizeof PREAMBLE && check_preamble(c) != 0)
-                break;
-        } else if (!c->rx_msg) {
-            c->head_got += got;
-            if (c->head_got == HEAD_BYTES && frame_start(c) != 0)
-                break;
-        } else if ((c->rx_got += got) == nng_msg_len(c->rx_msg)) {
-            nng_msg *m = c->rx_msg;
+        switch (hc_frame_got(&c->in, got, why, sizeof why)) {
+        case HC_FRAME_ERROR:
+            refuse(c, why);
+            return moved;
+        case HC_FRAME_HELLO:
+            hello(c);
+            break;
+        case HC_FRAME_HEAD:
+            if (frame_start(c) != 0)
+                return moved;
+            break;
+        case HC_FRAME_MSG: {
+            nng_msg *m = hc_frame_take(&c->in, &id);
 
-            c->rx_msg = NULL;
-            if (c->ep->direct)
-                c->ep->cb.on_msg(c->ep->cb.arg, c->id, c->rx_id, m);
-            else
-                to_inner(c, m);
+            uncharge(c);
+            c->ep->cb.on_msg(c->ep->cb.arg, c->id, id, m);
+            break;
+        }
+        default:
+            break;
         }
     }
     return moved;
 }
 
 /* ------------------------------------------------------------------ */
-/* nng → network                                                        */
+/* rpc → network                                                        */
 
-/* The next message nng gave, staged: false when there is none. */
+/* The next message given to send, staged: false when there is none. */
 static bool tx_take(struct conn *c)
 {
     struct loop *R = c->loop;
     nng_msg *m = NULL;
-    bool again = false;
-    size_t hl, len;
-    const uint8_t *h;
+    size_t len;
 
-    for (;;) {
-        pthread_mutex_lock(&R->kmu);
-        if (c->oq_len) {
-            m = c->outq[c->oq_head];
-            c->oq_head = (c->oq_head + 1) % OUTQ;
-            c->oq_len--;
-        }
-        if (c->rs_open && !c->recv_posted && !c->inner_gone &&
-            c->oq_len < OUTQ)
-            again = c->recv_posted = true;
-        pthread_mutex_unlock(&R->kmu);
-        if (again)
-            nng_recv_aio(c->rs, c->raio);
-        again = false;
-        if (!m)
-            return false;
-        /* The header: the client pipe's id (what nng's raw socket left;
-         * unused when direct) and the request id. */
-        hl = nng_msg_header_len(m);
-        h = nng_msg_header(m);
-        if (hl == 8u)
-            break;
-        nng_msg_free(m);        /* not a request or reply of ours */
-        m = NULL;
+    pthread_mutex_lock(&R->kmu);
+    if (c->oq_len) {
+        m = c->outq[c->oq_head];
+        c->oq_head = (c->oq_head + 1) % OUTQ;
+        c->oq_len--;
     }
-    memcpy(c->pipe_raw, h, 4);
+    pthread_mutex_unlock(&R->kmu);
+    if (!m)
+        return false;
+    /* Its header is the request id (hc_relay_send). */
     len = nng_msg_len(m);
     put_be64(c->stage, len);
-    memcpy(c->stage + 8, h + hl - 4, 4);
+    memcpy(c->stage + 8, nng_msg_header(m), 4);
     c->tx_staged = len < STAGE_BYTES - HEAD_BYTES ? len
                                                   : STAGE_BYTES - HEAD_BYTES;
     memcpy(c->stage + HEAD_BYTES, nng_msg_body(m), c->tx_staged);
@@ -947,7 +786,7 @@ static bool tx_take(struct conn *c)
     return true;
 }
 
-/* Write what nng gave into TLS; whether anything moved. */
+/* Write what was given into TLS; whether anything moved. */
 static bool net_out(struct conn *c)
 {
     bool moved = false;
@@ -955,7 +794,7 @@ static bool net_out(struct conn *c)
     size_t n, put;
     int r;
 
-    while (!c->net_eof && !c->dead && (c->rs_open || c->ep->direct)) {
+    while (!c->net_eof && !c->dead) {
         if (!c->tx_msg && !tx_take(c))
             break;
         if (c->tx_off < c->stage_len) {
@@ -984,7 +823,7 @@ static bool net_out(struct conn *c)
     return moved;
 }
 
-/* nng's thread writes what nng gave, if no one else is using the
+/* A sender's thread writes what it gave, if no one else is using the
  * connection: true when all of it went and nothing is left for the loop
  * (a full socket, a failure, a message still being written are). */
 static bool send_inline(struct conn *c)
@@ -1037,7 +876,7 @@ static void update_interest(struct conn *c)
         net = c->net_want_out ? EPOLLOUT : EPOLLIN;
         break;
     case C_RELAY:
-        if (!c->net_eof && (c->net_want_in || !c->rx_ready))
+        if (!c->net_eof)
             net |= EPOLLIN;
         if (c->net_want_out || c->w_len)
             net |= EPOLLOUT;
@@ -1049,47 +888,9 @@ static void update_interest(struct conn *c)
     set_interest(c, c->net, &c->net_tag, &c->net_ev, net);
 }
 
-/* The inner side: a raw socket joined to the rpc socket over inproc. */
-static int inner_up(struct conn *c, char *why, size_t n)
-{
-    const char *what = "opening its socket";
-    int rv;
-
-    if ((rv = nng_rep0_open_raw(&c->rs)) != 0)
-        goto fail;
-    c->rs_open = true;
-    c->rs_id = nng_socket_id(c->rs);
-    what = "setting its send buffer";
-    if ((rv = nng_socket_set_int(c->rs, NNG_OPT_SENDBUF, OUTQ)) != 0)
-        goto fail;
-    what = "allocating";
-    if ((rv = nng_aio_alloc(&c->raio, recv_cb, c)) != 0 ||
-        (rv = nng_aio_alloc(&c->saio, send_cb, c)) != 0)
-        goto fail;
-    what = "watching it";
-    if ((rv = nng_pipe_notify(c->rs, NNG_PIPE_EV_REM_POST, inner_pipe_cb,
-                              NULL)) != 0)
-        goto fail;
-    pthread_mutex_lock(&reg_mu);
-    c->reg_next = reg_list;
-    reg_list = c;
-    c->registered = true;
-    pthread_mutex_unlock(&reg_mu);
-    /* Not waited for: nng completes it on its own threads. */
-    what = "joining it to the rpc socket";
-    if ((rv = nng_dial(c->rs, c->ep->inproc, NULL, NNG_FLAG_NONBLOCK)) != 0)
-        goto fail;
-    c->recv_posted = true;
-    nng_recv_aio(c->rs, c->raio);
-    return 0;
-fail:
-    snprintf(why, n, "%s: %s", what, nng_strerror(rv));
-    return -1;
-}
-
 /* The handshake finished: a server's connection is verified and handed
- * to its callee; either side says what it speaks (a client joins its
- * inner socket, if any, once the server has said it: check_preamble). */
+ * to its callee; either side says what it speaks (a client's callee hears
+ * of its connection once the server has said it: hello). */
 static int handshake_done(struct conn *c)
 {
     size_t put;
@@ -1100,16 +901,13 @@ static int handshake_done(struct conn *c)
     }
     c->ep->failing = false;
     if (c->ep->server) {
-        X509 *peer = SSL_get1_peer_certificate(c->ssl);
-        bool ok = peer && SSL_get_verify_result(c->ssl) == X509_V_OK;
-
-        X509_free(peer);
-        if (!ok) {
+        /* The identity is the certificate just verified: its CN. */
+        if (hc_tls_peer_task(c->ssl, c->who, sizeof c->who) != 0) {
             refuse(c, "no client certificate, or one not signed by this "
-                      "cluster's CA");
+                      "cluster's CA, or one that names no task (no CN)");
             return -1;
         }
-        if (c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer) != 0) {
+        if (c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer, c->who)) {
             conn_kill(c);               /* the callee said why */
             return -1;
         }
@@ -1184,11 +982,10 @@ static void step_locked(struct conn *c)
     if (c->dead)
         return;
     pthread_mutex_lock(&c->loop->kmu);
-    gone = c->inner_gone;
+    gone = c->dropped;
     pthread_mutex_unlock(&c->loop->kmu);
-    /* The peer gone, or the rpc side's connection: close both (nng sees
-     * its connection close and does what it does for a lost peer). What
-     * was read and not taken is lost with it, as on any lost connection. */
+    /* The peer gone, or dropped by the rpc side: closed (its callee hears
+     * it is gone). */
     if (c->net_eof || gone) {
         if (!c->net_eof) {
             SSL_shutdown(c->ssl);       /* a close-notify, not waited for */
@@ -1287,8 +1084,7 @@ static void unregister_locked(struct conn *c)
     c->registered = false;
 }
 
-/* Free a dead connection: its nng side first (no callback of it runs once
- * its aios are freed), outside any loop's mu. */
+/* Free a dead connection, outside any loop's mu. */
 static void conn_free(struct conn *c)
 {
     struct loop *R = c->loop;
@@ -1299,12 +1095,6 @@ static void conn_free(struct conn *c)
         unregister_locked(c);
         pthread_mutex_unlock(&reg_mu);
     }
-    if (c->rs_open)
-        nng_close(c->rs);
-    if (c->raio)
-        nng_aio_free(c->raio);
-    if (c->saio)
-        nng_aio_free(c->saio);
     pthread_mutex_lock(&R->kmu);
     for (pc = &R->kicks; *pc; pc = &(*pc)->kick_next)
         if (*pc == c) {
@@ -1317,10 +1107,8 @@ static void conn_free(struct conn *c)
         c->oq_len--;
     }
     pthread_mutex_unlock(&R->kmu);
-    if (c->rx_msg)
-        nng_msg_free(c->rx_msg);
-    if (c->rx_ready)
-        nng_msg_free(c->rx_ready);
+    hc_frame_reset(&c->in);
+    uncharge(c);
     if (c->tx_msg)
         nng_msg_free(c->tx_msg);
     SSL_free(c->ssl);
@@ -1331,7 +1119,7 @@ static void conn_free(struct conn *c)
 }
 
 /* Free what is dead; by the loop's thread only, called with R->mu held
- * (released while nng closes: that may wait for nng's callbacks). */
+ * (released while freeing). */
 static void reap(struct loop *R)
 {
     struct conn **pc = &R->conns, *c, *dead = NULL;
@@ -1366,7 +1154,7 @@ static void reap(struct loop *R)
     pthread_mutex_lock(&R->mu);
 }
 
-/* The conns nng's callbacks woke, each stepped once. */
+/* The conns senders woke, each stepped once. */
 static void run_kicks(struct loop *R)
 {
     struct conn *list, *c;
@@ -1410,7 +1198,7 @@ static int clients_due(struct loop *R)
     return wait;
 }
 
-/* A direct server's peer that has not taken its output for the send
+/* A server's peer that has not taken its output for the send
  * timeout is not reading: closed (so its requests hold nothing more),
  * and true. Under R->mu. */
 static bool slow_reader(struct conn *c, uint64_t now)
@@ -1419,7 +1207,7 @@ static bool slow_reader(struct conn *c, uint64_t now)
     uint64_t at = __atomic_load_n(&c->out_at, __ATOMIC_RELAXED);
     bool waits;
 
-    if (!c->ep->direct || !c->ep->server || t <= 0 || !at ||
+    if (!c->ep->server || t <= 0 || !at ||
         now < at + (uint64_t)t)
         return false;
     pthread_mutex_lock(&c->smu);
@@ -1472,7 +1260,7 @@ static void *relay_main(void *arg)
                 if (!c->dead && c->state == C_RELAY && slow_reader(c, now))
                     continue;
                 if (c->dead || now < c->deadline ||
-                    (c->state == C_RELAY && c->pre_got == sizeof PREAMBLE))
+                    (c->state == C_RELAY && c->hello))
                     continue;
                 pthread_mutex_lock(&c->smu);
                 if (c->state == C_CONNECT)
@@ -1662,30 +1450,25 @@ static int deal(hc_relay_ep *ep)
 }
 
 static int ep_open(hc_relay_ep **out, int server, const char *lhost,
-                   int lport, const char *thost, int tport, nng_socket inner,
+                   int lport, const char *thost, int tport,
                    size_t recv_max, const char *ca_file,
                    const char *cert_key_file, const char *server_name,
                    const char *name, int *bound,
-                   const struct hc_relay_direct *direct)
+                   const struct hc_relay_cb *direct)
 {
     struct sockaddr_storage la;
     socklen_t ll;
     hc_relay_ep *ep;
-    int err = HC_OK, rv, i;
+    int err = HC_OK, i;
 
     *out = NULL;
     if (!(ep = calloc(1, sizeof *ep)))
         return hc_err_set(HC_ERR_NOMEM, "TLS relay: out of memory");
     ep->server = server;
-    ep->id = __atomic_add_fetch(&next_ep_id, 1, __ATOMIC_RELAXED);
     ep->fd = -1;
-    ep->inner = inner;
     ep->recv_max = recv_max;
-    if (direct) {
-        ep->direct = true;
-        ep->cb = *direct;
-        ep->send_timeout_ms = direct->send_timeout_ms;
-    }
+    ep->cb = *direct;
+    ep->send_timeout_ms = direct->send_timeout_ms;
     snprintf(ep->name, sizeof ep->name, "%s", name);
     snprintf(ep->host, sizeof ep->host, "%s", thost ? thost : "");
     ep->port = tport;
@@ -1717,15 +1500,6 @@ static int ep_open(hc_relay_ep **out, int server, const char *lhost,
         if ((err = resolve(&ep->to, &ep->to_len, thost, tport, 0)) != HC_OK)
             goto fail;
     }
-    if (!server && !direct) {
-        snprintf(ep->inproc, sizeof ep->inproc, "inproc://hetps-relay-%ld-%u",
-                 (long)getpid(), ep->id);
-        if ((rv = nng_listen(inner, ep->inproc, NULL, 0)) != 0) {
-            err = hc_err_set(HC_ERR_TRANSPORT, "%s: listening on %s: %s",
-                             name, ep->inproc, nng_strerror(rv));
-            goto fail;
-        }
-    }
     ep->tag = (struct tag){SIDE_LISTEN, ep};
     pthread_mutex_init(&ep->mu, NULL);
     pthread_once(&loops_once, loops_init);
@@ -1755,42 +1529,30 @@ fail:
 }
 
 int hc_relay_dial(hc_relay_ep **out, const char *host, int port,
-                  nng_socket inner, size_t recv_max, const char *ca_file,
-                  const char *cert_key_file, const char *name)
-{
-    return ep_open(out, 0, NULL, 0, host, port, inner, recv_max, ca_file,
-                   cert_key_file, host, name, NULL, NULL);
-}
-
-int hc_relay_dial_direct(hc_relay_ep **out, const char *host, int port,
                          size_t recv_max, const char *ca_file,
                          const char *cert_key_file, const char *name,
-                         const struct hc_relay_direct *cb)
+                         const struct hc_relay_cb *cb)
 {
-    nng_socket none = NNG_SOCKET_INITIALIZER;
-
     if (!cb || !cb->on_msg || !cb->on_conn) {
         *out = NULL;
-        return hc_err_set(HC_ERR_INVAL, "%s: a direct TLS client needs its "
+        return hc_err_set(HC_ERR_INVAL, "%s: a TLS client needs its "
                           "callbacks", name);
     }
-    return ep_open(out, 0, NULL, 0, host, port, none, recv_max, ca_file,
+    return ep_open(out, 0, NULL, 0, host, port, recv_max, ca_file,
                    cert_key_file, host, name, NULL, cb);
 }
 
-int hc_relay_listen_direct(hc_relay_ep **out, const char *host, int port,
+int hc_relay_listen(hc_relay_ep **out, const char *host, int port,
                            size_t recv_max, const char *ca_file,
                            const char *cert_key_file, const char *name,
-                           int *bound, const struct hc_relay_direct *cb)
+                           int *bound, const struct hc_relay_cb *cb)
 {
-    nng_socket none = NNG_SOCKET_INITIALIZER;
-
     if (!cb || !cb->on_msg || !cb->on_conn) {
         *out = NULL;
-        return hc_err_set(HC_ERR_INVAL, "%s: a direct TLS server needs its "
+        return hc_err_set(HC_ERR_INVAL, "%s: a TLS server needs its "
                           "callbacks", name);
     }
-    return ep_open(out, 1, host, port, NULL, 0, none, recv_max, ca_file,
+    return ep_open(out, 1, host, port, NULL, 0, recv_max, ca_file,
                    cert_key_file, NULL, name, bound, cb);
 }
 
@@ -1825,7 +1587,7 @@ static void put_conn(struct conn *c)
 
 int hc_relay_send(hc_relay_ep *ep, uint32_t conn, uint32_t id, nng_msg *m)
 {
-    uint8_t h[8] = {0, 0, 0, 0, (uint8_t)(id >> 24), (uint8_t)(id >> 16),
+    uint8_t h[4] = {(uint8_t)(id >> 24), (uint8_t)(id >> 16),
                     (uint8_t)(id >> 8), (uint8_t)id};
     struct conn *c = get_conn(ep, conn);
     struct loop *R;
@@ -1834,7 +1596,7 @@ int hc_relay_send(hc_relay_ep *ep, uint32_t conn, uint32_t id, nng_msg *m)
     if (!c)
         return HC_ERR_CLOSED;
     R = c->loop;
-    /* The header tx_take reads: (unused), the request id. */
+    /* The header tx_take reads: the request id. */
     nng_msg_header_clear(m);
     if (nng_msg_header_append(m, h, sizeof h) != 0) {
         err = HC_ERR_NOMEM;
@@ -1868,9 +1630,9 @@ void hc_relay_drop(hc_relay_ep *ep, uint32_t conn)
 
     if (!c)
         return;
-    /* Its loop closes it, as when the rpc side closes an inner socket. */
+    /* Its loop closes it. */
     pthread_mutex_lock(&c->loop->kmu);
-    c->inner_gone = true;
+    c->dropped = true;
     kick_locked(c);
     pthread_mutex_unlock(&c->loop->kmu);
     put_conn(c);
@@ -1883,7 +1645,7 @@ int hc_relay_conn_peer(uint32_t conn, char *peer, size_t n)
 
     pthread_mutex_lock(&reg_mu);
     for (c = reg_list; c && !found; c = c->reg_next)
-        if (c->id == conn && c->ep->direct) {
+        if (c->id == conn) {
             snprintf(peer, n, "%s", c->peer);
             found = 1;
         }
@@ -1931,4 +1693,11 @@ void hc_relay_close(hc_relay_ep *ep)
     }
     hc_tls_ctx_close(ep->ctx);
     ep->ctx = NULL;
+}
+
+void hc_relay_set_budget(uint64_t bytes)
+{
+    pthread_once(&loops_once, loops_init);
+    __atomic_store_n(&budget, bytes ? bytes : budget_default(),
+                     __ATOMIC_RELAXED);
 }

@@ -1,5 +1,6 @@
 /*
- * tls_relay.h — mutual TLS for rpc (rpc_server.c, rpc_client.c), on OpenSSL, outside nng.
+ * tls_relay.h — mutual TLS for rpc (its backend rpc_tls.c), on OpenSSL,
+ * outside nng.
  *
  * nng 1.5.2's TLS transport moves at most 16 KiB per step, each step a
  * hand-off between its threads: a 40 MB message is 2 500 of them, and
@@ -13,28 +14,25 @@
  *
  *  - a server's public port is the relay's; each connection that completes
  *    the handshake with a certificate of the cluster's CA is handed to the
- *    server's callbacks (hc_relay_listen_direct), which get each request
+ *    server's callbacks (hc_relay_listen), which get each request
  *    with the connection's number and send replies by it.
  *  - a client keeps a TLS connection to its server (whose certificate
  *    must name its host), made again 20 ms to 1 s apart when lost or
  *    failed; its callbacks hear when one is up (the server's first bytes
  *    say it took our certificate) and get each reply
- *    (hc_relay_dial_direct). A test tool with an nng REQ socket uses
- *    hc_relay_dial: the socket listens on an inproc address, which the
- *    relay's raw REP socket dials while a connection is up.
+ *    (hc_relay_dial).
  *
  * On the wire, inside TLS, each side first sends 8 bytes ("HETPSr1\n"),
  * then messages: an 8-byte big-endian body length, the 4-byte request id,
- * the body. A peer that sends anything else (nng's own TLS transport, say,
- * where a process has another HETPS_TLS_ENGINE) is refused by name, as is
- * a message longer than the endpoint's limit.
+ * the body. A peer that sends anything else (nng's own TLS transport,
+ * say) is refused by name, as is a message longer than the endpoint's
+ * limit.
  *
- * What a peer proves about itself is unchanged: rpc_auth.h's signed proof
- * runs over the relayed connection.
+ * A server's connection is the identity of its client: the task its
+ * verified certificate names (its CN), given with the connection.
  *
  * Threads: any thread may open and close endpoints and send; the relay's
- * threads read, and write what a sender left. Selected with
- * HETPS_TLS_ENGINE=relay, or unset (rpc_conf.h).
+ * threads read, and write what a sender left.
  */
 #ifndef HC_TLS_RELAY_H
 #define HC_TLS_RELAY_H
@@ -46,72 +44,76 @@
 
 typedef struct hc_relay_ep hc_relay_ep;
 
-/* A client's side for an nng REQ socket (the test tools): carry inner's
- * requests over TLS to host:port, whose certificate must name host, and
- * the replies back (inner listens on an inproc address of the relay's;
- * nothing else need dial). Replies over recv_max bytes end the connection.
- * name: for logs (the peer's task). HC_OK or an error (err.h). */
-int hc_relay_dial(hc_relay_ep **out, const char *host, int port,
-                  nng_socket inner, size_t recv_max, const char *ca_file,
-                  const char *cert_key_file, const char *name);
-
 /*
- * Direct endpoints (what rpc uses): no nng socket between the caller
- * and TLS. A message to send is written into TLS in the sending thread
- * when its connection is free (hc_relay_send), and a message read is
- * handed to on_msg on the relay's thread: no thread of nng's and none of
- * the relay's on the way out, one on the way in.
+ * Endpoints (what rpc_tls.c uses): no nng socket between the caller and
+ * TLS. A message to send is written into TLS in the sending thread when
+ * its connection is free (hc_relay_send), and a message read is handed to
+ * on_msg on the relay's thread: no thread of nng's and none of the
+ * relay's on the way out, one on the way in.
  *
  * Callbacks, on a relay thread or in hc_relay_close, never two at once
  * for one connection; they must not close the endpoint:
- *  - on_conn(arg, conn, 1, peer): connection conn (never 0, not reused,
- *    with the top bit set: apart from nng's pipe ids) is up — a client's
- *    once the server took our certificate and speaks the relay's
- *    protocol, a server's once the client's certificate is verified. A
- *    server's callee may refuse it (nonzero: closed, the callee logs why).
- *    on_conn(arg, conn, 0, peer): it is gone (only after a 1 taken).
+ *  - on_conn(arg, conn, 1, peer, who): connection conn (never 0, not
+ *    reused, with the top bit set: apart from nng's pipe ids) is up — a
+ *    client's once the server took our certificate and speaks the relay's
+ *    protocol (who NULL), a server's once the client's certificate is
+ *    verified (who: the task it names, "worker:1"). A server's callee may
+ *    refuse it (nonzero: closed, the callee logs why).
+ *    on_conn(arg, conn, 0, peer, who): it is gone (only after a 1 taken).
  *  - on_msg(arg, conn, id, msg): a message read on conn, with the request
  *    id it came with; msg (its body the message alone) is the callee's.
  * send_timeout_ms (a server's): a connection whose output has not moved
  * for that long while some waits is closed with a warning (0: never).
  */
-struct hc_relay_direct {
-    int (*on_conn)(void *arg, uint32_t conn, int up, const char *peer);
+struct hc_relay_cb {
+    int (*on_conn)(void *arg, uint32_t conn, int up, const char *peer,
+                   const char *who);
     void (*on_msg)(void *arg, uint32_t conn, uint32_t id, nng_msg *msg);
     void *arg;
     int send_timeout_ms;
 };
 
-/* As hc_relay_dial, with no socket: connects at once and again whenever a
- * connection is lost (20 ms to 1 s apart); cb says what happens. */
-int hc_relay_dial_direct(hc_relay_ep **out, const char *host, int port,
+/* A client's side: connect to host:port over TLS, whose certificate must
+ * name host, at once and again whenever a connection is lost (20 ms to
+ * 1 s apart); cb says what happens. Replies over recv_max bytes end the
+ * connection. name: for logs (the peer's task). HC_OK or an error. */
+int hc_relay_dial(hc_relay_ep **out, const char *host, int port,
                          size_t recv_max, const char *ca_file,
                          const char *cert_key_file, const char *name,
-                         const struct hc_relay_direct *cb);
+                         const struct hc_relay_cb *cb);
 
 /* A server's side: listen on host:port (port 0: any; *bound gets it),
  * completing TLS with the CA in ca_file and the certificate and key in
  * cert_key_file; cb gets the verified connections and their requests.
  * Messages over recv_max bytes end their connection. name: for logs (the
  * server's URL). HC_OK or an error (err.h). */
-int hc_relay_listen_direct(hc_relay_ep **out, const char *host, int port,
+int hc_relay_listen(hc_relay_ep **out, const char *host, int port,
                            size_t recv_max, const char *ca_file,
                            const char *cert_key_file, const char *name,
-                           int *bound, const struct hc_relay_direct *cb);
+                           int *bound, const struct hc_relay_cb *cb);
 
-/* Send m with request id on direct connection conn of ep (one on_conn
+/* Send m with request id on connection conn of ep (one on_conn
  * said is up): taken and HC_OK; else m stays the caller's and
  * HC_ERR_CLOSED (conn is not up), HC_ERR_LIMIT (8 messages wait already)
  * or HC_ERR_NOMEM. Any thread. */
 int hc_relay_send(hc_relay_ep *ep, uint32_t conn, uint32_t id, nng_msg *m);
 
-/* Close direct connection conn of ep, if up (its relay thread does; then
+/* Close connection conn of ep, if up (its relay thread does; then
  * on_conn says it is gone; a client makes a new one). Any thread. */
 void hc_relay_drop(hc_relay_ep *ep, uint32_t conn);
 
-/* Whether conn is a direct connection now up; if so, its peer's address
+/* Whether conn is a connection now up; if so, its peer's address
  * ("10.0.0.5:41234") into peer. */
 int hc_relay_conn_peer(uint32_t conn, char *peer, size_t n);
+
+/* The budget of the bytes of messages being read at once, process-wide
+ * (0: the default, HETPS_RECV_BUDGET or a quarter of the memory, at most
+ * 4 GiB). A frame's announced length is counted from its head to its
+ * last byte; a peer whose frame would take the total over the budget is
+ * closed, with a warning naming it, as one over recv_max is — so a few
+ * peers holding any certificate of the cluster cannot make the process
+ * hold more than this. Any thread. */
+void hc_relay_set_budget(uint64_t bytes);
 
 /* Stop an endpoint: no more connections, and its open ones closed.
  * NULL is fine. */

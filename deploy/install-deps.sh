@@ -6,7 +6,7 @@
 set -eu
 
 PKGS="build-essential pkg-config
-libnng-dev libmbedtls-dev libssl-dev
+libnng-dev libssl-dev
 libprotobuf-c-dev protobuf-c-compiler
 liblmdb-dev lmdb-utils libisal-dev
 libcunit1-dev

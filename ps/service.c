@@ -32,7 +32,6 @@
 #include "log.h"
 #include "rpc.h"
 #include "service_impl.h"
-#include "tls_engine.h"
 #include "shard.h"
 #include "mode.h"
 #include "wire.h"
@@ -713,10 +712,9 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
     rv = hc_rpc_server_start(&s->rpc, url, &ro, on_request, s);
     if (rv != HC_OK)
         goto fail;
-    hc_info("serving shard %d of %d on %s (incarnation %016llx, data %s, %s%s)",
+    hc_info("serving shard %d of %d on %s (incarnation %016llx, data %s, %s)",
             c->shard, s->cl->n_ps, url, (unsigned long long)s->me.incarnation,
-            c->data_dir, s->tls.rpc ? "mutual TLS, engine " : "INSECURE plain TCP",
-            s->tls.rpc ? hc_tls_engine_name() : "");
+            c->data_dir, s->tls.rpc ? "mutual TLS (OpenSSL)" : "INSECURE plain TCP");
     *out = s;
     return HC_OK;
 fail:

@@ -41,7 +41,7 @@
 #include "record.h"
 #include "shard.h"
 #include "mode.h"
-#include "tls.h"
+#include "tls_cert.h"
 #include "wire.h"
 
 enum member_state { M_NONE, M_JOINED, M_LEFT, M_DEAD };

@@ -27,7 +27,7 @@
 #include "fanout.h"
 #include "client_hook.h"
 #include "rpc.h"
-#include "tls.h"
+#include "tls_cert.h"
 #include "wire.h"
 
 struct shard_view {

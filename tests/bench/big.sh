@@ -14,7 +14,7 @@
 # (also async-plain and async-overlap-plain); BENCH_BIG_SHARDS (2) the
 # number of parameter servers; BENCH_BIG_WORKER_ARGS flags added to every
 # worker (tests/gpu/run.sh: --devices gpu:0 --data-dir DIR).
-# HETPS_TLS_ENGINE passes through. Processes run on loopback ports of
+# Processes run on loopback ports of
 # their own and are stopped by pid.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -59,7 +59,7 @@ run() {
             --no-eval --max-steps "$STEPS" $wflag $WARGS > "$T/$name-w1.log" 2>&1 &
         PIDS="$PIDS $!"
     fi
-    echo "\$ hetps-worker --task worker:0 --model $MODEL --no-eval --max-steps $STEPS${wflag:+ $wflag}${WARGS:+ $WARGS} ($mode, $nw worker(s), $NS shards, $([ -n "$extra" ] && echo "plain TCP" || echo "mutual TLS${HETPS_TLS_ENGINE:+ on $HETPS_TLS_ENGINE}"))"
+    echo "\$ hetps-worker --task worker:0 --model $MODEL --no-eval --max-steps $STEPS${wflag:+ $wflag}${WARGS:+ $WARGS} ($mode, $nw worker(s), $NS shards, $([ -n "$extra" ] && echo "plain TCP" || echo "mutual TLS"))"
     "$BIN/hetps-worker" --cluster "$T/$name.json" --task worker:0 --model $MODEL \
         --no-eval --max-steps "$STEPS" $wflag $WARGS > "$T/$name-w0.log" 2>&1 || { cat "$T/$name-w0.log"; exit 1; }
     [ "$nw" = 1 ] || wait "${PIDS##* }" 2>/dev/null || true

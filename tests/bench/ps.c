@@ -56,7 +56,7 @@
 #include "cluster.h"
 #include "err.h"
 #include "model.h"
-#include "tls.h"
+#include "tls_cert.h"
 #include "tune.h"
 
 #define MAX_LIST 16
@@ -795,7 +795,7 @@ static void usage(FILE *f)
 "  --full     the whole grid: sizes 1K,64K,1M,16M,80MB, shards 1,2,4,\n"
 "             clients 1,2,4,8,16\n"
 "  --transport  tls (default: mutual TLS, as hetps runs by default;\n"
-"             HETPS_TLS_ENGINE applies) or plain (\"insecure\": true)\n");
+"             the relay) or plain (\"insecure\": true)\n");
 }
 
 int main(int argc, char **argv)

@@ -32,7 +32,7 @@
 #include "clock.h"
 #include "cluster.h"
 #include "rpc.h"
-#include "tls.h"
+#include "tls_cert.h"
 #include "tune.h"
 
 #define MAX_SERVERS 16

@@ -1,6 +1,7 @@
 #!/bin/sh
 # security.sh — a cluster admits only its own tasks (mutual TLS, roles).
 # Two parameter servers on loopback with the cluster's certificates; then
+#  - a client on nng's own TLS transport is refused by name;
 #  - a client with no certificate, with one from another CA, with another
 #    task's certificate, or from another cluster (another cluster id) can
 #    neither join, pull, push, create nor shut down, and the shard's log
@@ -40,6 +41,14 @@ poke "$T/cluster.json" client status > "$T/p.txt" || { cat "$T/p.txt"; fail "con
 POKE_CERT=$T/certs/worker-1.pem poke "$T/cluster.json" worker:1 join > "$T/p.txt" ||
     { cat "$T/p.txt"; fail "control: worker:1's certificate cannot join"; }
 ok "controls: the admin certificate reads the status, worker:1's joins"
+
+# A client on nng's own TLS transport (tls+tcp://, not the relay's
+# protocol inside TLS): refused, and the server says why by name.
+POKE_NNG_TLS=1 poke "$T/cluster.json" client status > "$T/p.txt" 2>&1 &&
+    { cat "$T/p.txt"; fail "a client on nng's TLS transport was answered"; }
+grep -q "speaks nng's own TLS transport" "$T/ps-0.log" ||
+    { tail -5 "$T/ps-0.log"; fail "ps:0 does not name nng's TLS transport"; }
+ok "a client on nng's own TLS transport is refused; ps:0 names the transport"
 
 refused_all() { # WHAT CLUSTER_FILE TASK: every kind refused
     what=$1 file=$2 task=$3

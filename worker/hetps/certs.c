@@ -2,7 +2,7 @@
  * hetps_certs.c — `hetps certs CLUSTER_FILE DIR`: the cluster's CA and one
  * certificate per task (plus the front door's admin certificate) for
  * deployments made by hand, Compose secrets or Kubernetes Secrets. The
- * making itself is common/tls.c, shared with `hetps launch`.
+ * making itself is common/tls_cert.c, shared with `hetps launch`.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 #include "cluster.h"
 #include "err.h"
 #include "hetps.h"
-#include "tls.h"
+#include "tls_cert.h"
 
 static void certs_usage(FILE *f)
 {

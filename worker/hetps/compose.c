@@ -31,7 +31,7 @@
 #include "cluster.h"
 #include "err.h"
 #include "hetps.h"
-#include "tls.h"
+#include "tls_cert.h"
 
 #define CONF_DIR "/etc/hetps"            /* the cluster file's directory */
 #define STORE_DIR "/var/lib/hetps"       /* a ps's named volume */

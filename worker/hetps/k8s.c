@@ -13,7 +13,7 @@
 
 #include "cluster.h"
 #include "err.h"
-#include "tls.h"
+#include "tls_cert.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

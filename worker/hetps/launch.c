@@ -30,7 +30,7 @@
 #include "log.h"
 #include "hetps.h"
 #include "worker/client.h"
-#include "tls.h"
+#include "tls_cert.h"
 
 #define MAX_ARGS 256
 

@@ -1,5 +1,5 @@
 /*
- * tls.h — a cluster's certificates: where a process finds its own, and how
+ * tls_cert.h — a cluster's certificates: where a process finds its own, and how
  * a set is made for a cluster (`hetps certs`, `hetps launch`).
  *
  * A certificate directory holds, all PEM:
@@ -11,15 +11,18 @@
  *                   (clients check it), O names the cluster id
  *   worker-I.pem    certificate + key of task worker:I (CN "worker:I")
  *   admin.pem       certificate + key of the `hetps` front door (CN "admin")
- * Keys are ECDSA P-256, signed with SHA-256, made with mbedTLS; a task's
- * certificate is valid for ten years from its making.
+ * Keys are ECDSA P-256, signed with SHA-256, made with OpenSSL; a task's
+ * certificate is valid for ten years from its making. Its subjectAltName
+ * names its host as a dNSName (an IP address as text too) and, for an IP
+ * address, as an iPAddress. Sets made before 2026-12 by mbedTLS are read
+ * as they are (a grown cluster's new files are signed by their CA).
  *
  * Which directory a process reads, highest first: the HETPS_CERTS
  * environment variable, the cluster file's "hetps": {"certs": DIR}, else
  * "hetps-data/certs" (where `hetps launch` makes them by default).
  */
-#ifndef HC_TLS_H
-#define HC_TLS_H
+#ifndef HC_TLS_CERT_H
+#define HC_TLS_CERT_H
 
 #include <limits.h>
 
