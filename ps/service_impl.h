@@ -14,7 +14,9 @@
  *                     answered now or kept until the mode allows, a
  *                     complete synchronous step applied
  *
- * Threads: two locks, always taken in this order when both are held.
+ * Threads: three mutexes. s->mu and s->wmu are taken in this order when
+ * both are held; s->qmu, the group commit's queue (service_step.c), is
+ * only ever held alone — let go before its committer takes s->wmu.
  * s->mu (small) guards membership, the records, the mode's state and the
  * kept pulls; s->wmu serialises the shard's writers (create, push,
  * accumulate, a step's apply), whose scratch and store transaction are
