@@ -222,8 +222,17 @@ static void *rep_thread(void *arg)
  * order) is returned with its message. */
 static int run_all(struct wk_replicas *r)
 {
-    int i, n_threads = r->placed ? 0 : r->n - 1;
+    int i, n_threads = r->placed ? 0 : r->n - 1, others = 0;
 
+    /* Device 0 alone (the others have no share): no hand-off at all; the
+     * others' results are those of an empty slice. */
+    for (i = 1; i <= n_threads; i++)
+        others += r->dev[i].count > 0;
+    if (!others)
+        for (i = 1; i <= n_threads; i++)
+            run_job(r, &r->dev[i]);
+    if (!others)
+        n_threads = 0;
     if (n_threads > 0) {
         pthread_mutex_lock(&r->mu);
         r->pending = n_threads;
