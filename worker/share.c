@@ -7,7 +7,9 @@
 #define FIRST_TRY 10            /* timed steps before the first try */
 #define TRY_STEPS 3             /* steps of a try; the first is not timed */
 #define EVERY_MIN 100           /* wait after a try that won */
-#define EVERY_MAX 3200          /* longest wait */
+#define EVERY_MAX 3200          /* longest wait by doubling */
+#define TRY_SHARE 0.01          /* what tries may cost: 1 % of the steps' time */
+#define WAIT_MAX 100000         /* longest wait for an expensive try */
 #define MARGIN 0.97             /* a try must be this much cheaper to win */
 #define COST_EMA 0.3            /* weight of the newest step */
 
@@ -71,8 +73,18 @@ static int end_trial(struct wk_share *s)
     } else {
         /* Alone still wins over all; a device other than cur may now be
          * the fastest (all were just timed): try it next. */
+        double extra = s->cost > 0.0 ? (mean / s->cost - 1.0) * s->trial_n : 0.0;
+        long floor;
+
         s->recheck = s->cur != WK_SHARE_ALL && s->trial == WK_SHARE_ALL;
         s->every = s->every * 2 > EVERY_MAX ? EVERY_MAX : s->every * 2;
+        /* A try much slower than the arrangement in force (a GPU's tiny
+         * steps against a CPU's share) waits long enough that trying costs
+         * at most TRY_SHARE of the time. */
+        floor = extra / TRY_SHARE < (double)WAIT_MAX ? (long)(extra / TRY_SHARE)
+                                                      : WAIT_MAX;
+        if (s->every < floor)
+            s->every = floor;
     }
     s->until = s->recheck ? 0 : s->every;
     s->trial = WK_SHARE_NONE;

@@ -12,7 +12,9 @@
  * devices when the fastest runs alone, the fastest alone when they all
  * share. The faster one is kept (the other must win by 3 %, so noise does
  * not flip it); each try that loses doubles the wait before the next (100
- * steps, up to 3,200), so a device that does not pay costs almost nothing,
+ * steps, up to 3,200 — or longer, so that tries cost at most 1 % of the
+ * time, when a try was much slower than the arrangement in force), so a
+ * device that does not pay costs almost nothing,
  * and one that would pay again (another slowed down, its load went away) is
  * given a share again at the next try.
  *

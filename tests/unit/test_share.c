@@ -78,6 +78,22 @@ static void test_losing_tries_wait_longer(void)
     CU_ASSERT_EQUAL(waits[7], 3200);
 }
 
+static void test_expensive_try_waits_longer(void)
+{
+    const double speed[2] = { 1000.0, 50.0 }, solo[2] = { 1.0, 20.0 };
+    struct wk_share s;
+
+    wk_share_init(&s);
+    /* Alone (1.0) wins over all (11.0); the next try of all loses at 11×
+     * the cost: 2 timed steps × 10 extra = 20 steps' time, which may be at
+     * most 1 % of the wait: 2000 steps. */
+    run(&s, speed, 2, 13, 11.0, solo, WK_SHARE_ALL);
+    CU_ASSERT_EQUAL_FATAL(s.cur, 0);
+    run(&s, speed, 2, 100 + 3, 11.0, solo, 0);
+    CU_ASSERT_EQUAL(s.cur, 0);
+    CU_ASSERT(s.every >= 1990 && s.every <= 2010);
+}
+
 static void test_margin(void)
 {
     const double speed[2] = { 1000.0, 900.0 }, solo[2] = { 0.98, 5.0 };
@@ -158,6 +174,7 @@ void hp_test_register(void)
 
     CU_add_test(s, "first try after 10 steps; alone wins", test_first_try_and_win);
     CU_add_test(s, "losing tries wait twice as long, up to 3200", test_losing_tries_wait_longer);
+    CU_add_test(s, "a try much slower waits until it costs 1 %", test_expensive_try_waits_longer);
     CU_add_test(s, "a 3 % margin", test_margin);
     CU_add_test(s, "a device that pays again gets a share", test_pays_again);
     CU_add_test(s, "a new fastest device is tried alone", test_new_fastest);
