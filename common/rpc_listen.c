@@ -253,13 +253,6 @@ int hc_listen_start(hc_listen **out, nng_socket sock, const char *turl,
     return 0;
 }
 
-int hc_listen_port(const hc_listen *l)
-{
-    const char *colon = l ? strrchr(l->url, ':') : NULL;
-
-    return colon ? atoi(colon + 1) : 0;
-}
-
 uint64_t hc_listen_restarts(hc_listen *l)
 {
     return l ? atomic_load(&l->restarts) : 0;

@@ -38,9 +38,6 @@ typedef struct hc_listen hc_listen;
 int hc_listen_start(hc_listen **out, nng_socket sock, const char *turl,
                     atomic_uint_least64_t *took);
 
-/* The port the listener is bound to (0: unknown). */
-int hc_listen_port(const hc_listen *l);
-
 /* Times the listener was found stopped and listened again. */
 uint64_t hc_listen_restarts(hc_listen *l);
 

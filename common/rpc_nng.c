@@ -11,6 +11,7 @@
  */
 #include "rpc_backend.h"
 
+#include <arpa/inet.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -245,39 +246,22 @@ struct listen {
     struct rep_ctx *ctxs;       /* (n_ctx) */
 };
 
-/* Network byte order to host (nng keeps ports in network order). */
-static uint16_t ntohs_(uint16_t v)
-{
-    const unsigned char *b = (const unsigned char *)&v;
-
-    return (uint16_t)((b[0] << 8) | b[1]);
-}
-
-/* The remote address of a pipe, "127.0.0.1:54321" or "[::1]:54321". */
+/* The remote address of a pipe, "127.0.0.1:54321" or "[::1]:54321"
+ * (nng keeps addresses and ports in network order). */
 static void pipe_addr(nng_pipe pipe, char *buf, size_t n)
 {
     nng_sockaddr sa;
-    const unsigned char *a;
-    size_t at;
-    int i;
+    char host[INET6_ADDRSTRLEN];
 
     snprintf(buf, n, "an unknown address");
     if (nng_pipe_get_addr(pipe, NNG_OPT_REMADDR, &sa) != 0)
         return;
-    if (sa.s_family == NNG_AF_INET) {
-        a = (const unsigned char *)&sa.s_in.sa_addr;
-        snprintf(buf, n, "%u.%u.%u.%u:%u", a[0], a[1], a[2], a[3],
-                 (unsigned)ntohs_(sa.s_in.sa_port));
-    } else if (sa.s_family == NNG_AF_INET6) {
-        a = sa.s_in6.sa_addr;
-        at = (size_t)snprintf(buf, n, "[");
-        for (i = 0; i < 16 && at < n; i += 2)
-            at += (size_t)snprintf(buf + at, n - at, "%s%x", i ? ":" : "",
-                                   (unsigned)(a[i] << 8 | a[i + 1]));
-        if (at < n)
-            snprintf(buf + at, n - at, "]:%u",
-                     (unsigned)ntohs_(sa.s_in6.sa_port));
-    }
+    if (sa.s_family == NNG_AF_INET &&
+        inet_ntop(AF_INET, &sa.s_in.sa_addr, host, sizeof host))
+        snprintf(buf, n, "%s:%u", host, (unsigned)ntohs(sa.s_in.sa_port));
+    else if (sa.s_family == NNG_AF_INET6 &&
+             inet_ntop(AF_INET6, sa.s_in6.sa_addr, host, sizeof host))
+        snprintf(buf, n, "[%s]:%u", host, (unsigned)ntohs(sa.s_in6.sa_port));
 }
 
 static void listen_warn(struct listen *L, const char *what, int rv)
