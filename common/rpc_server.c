@@ -1,15 +1,13 @@
 /*
  * rpc_server.c — the server of rpc.h: one serve loop, whatever carries
- * the requests (rpc_backend.h: nng REP for plain TCP, the relay for TLS).
- *
- * The backend hands each request with its connection and id
- * (hc_rpc_serve_msg); the handler runs on the backend's thread where that
- * is a pool meant for it (nng's), else on threads of the server's own
- * that a queue feeds (the relay's loops serve many connections); a reply, now or later from any thread, goes back
- * through the backend by the same pair. The server keeps a table of open
- * connections: the task each one's certificate names, the replies it is
- * owed (more than n_ctx at once: closed), when it last moved (the receive
- * deadline), its peer's address for the logs.
+ * the requests (rpc_backend.h). The backend hands each request with its
+ * connection and id (hc_rpc_serve_msg); the handler runs on the backend's
+ * thread where that is a pool meant for it (nng's), else on the server's
+ * own threads, fed by a queue; a reply, now or later from any thread, goes
+ * back through the backend by the same pair. The server keeps a table of
+ * open connections: the task each one's certificate names, the replies it
+ * is owed (more than n_ctx: closed), when it last moved (the receive
+ * deadline), its peer's address.
  */
 #include "rpc.h"
 
