@@ -474,17 +474,9 @@ static int listen_start(void **be, hc_rpc_server *s, const char *url,
         (rv = nng_pipe_notify(L->sock, NNG_PIPE_EV_REM_POST, listen_pipe_cb,
                               L)) != 0)
         goto fail;
-    if ((rv = hc_listen_start(&L->guard, L->sock, url, &L->took)) != 0) {
-        rv = hc_err_set(rv == NNG_ENOMEM ? HC_ERR_NOMEM : HC_ERR_TRANSPORT,
-                        "rpc server: cannot listen on %s: %s%s", url,
-                        nng_strerror(rv),
-                        rv == NNG_EADDRINUSE
-                            ? " (another process holds the port; stop it "
-                              "or pick another port)"
-                            : "");
-        listen_stop(L);
-        return rv;
-    }
+    step = "cannot listen";
+    if ((rv = hc_listen_start(&L->guard, L->sock, url, &L->took)) != 0)
+        goto fail;
     step = "opening contexts";
     if ((rv = listen_ctxs(L, o->n_ctx)) != 0)
         goto fail;
@@ -492,8 +484,12 @@ static int listen_start(void **be, hc_rpc_server *s, const char *url,
     return HC_OK;
 fail:
     listen_stop(L);
-    return hc_err_set(hc_rpc_code_of(rv), "rpc server %s: %s: %s", url, step,
-                      nng_strerror(rv));
+    return hc_err_set(hc_rpc_code_of(rv), "rpc server %s: %s: %s%s", url,
+                      step, nng_strerror(rv),
+                      rv == NNG_EADDRINUSE
+                          ? " (another process holds the port; stop it or "
+                            "pick another port)"
+                          : "");
 }
 
 static uint64_t listen_relistens(void *be)

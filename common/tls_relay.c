@@ -136,13 +136,10 @@ struct conn {
     char who[32];               /* a server's: the task the client's
                                  * certificate names ("worker:1") */
     uint32_t id;                /* in this process, never 0 */
-    /* Callers writing into it now (under reg_mu; it is
-     * freed only once none is), the request id of the message being
-     * read, whether on_conn said it is up, and when its output last
-     * moved (ms, atomic; 0: none waits). */
-    int senders;
-    bool announced;
-    uint64_t out_at;
+    int senders;                /* reg_mu: callers holding it (get_conn) */
+    bool announced;             /* on_conn said it is up */
+    uint64_t out_at;            /* ms its output last moved (atomic; 0:
+                                 * none waits) */
     /* network → rpc */
     struct hc_frame_in in;      /* the frames being read */
     bool hello;                 /* the peer's preamble is in */
@@ -641,9 +638,8 @@ static void announce(struct conn *c)
         c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer, NULL);
 }
 
-/* The peer's first 8 bytes were hetps's. A server sends them once it has
- * taken our certificate: only now does the client's callee hear of a
- * connection. */
+/* The peer's preamble is in: a server sends it once it has taken our
+ * certificate, so only now does a client's callee hear of a connection. */
 static void hello(struct conn *c)
 {
     c->hello = true;
@@ -674,9 +670,8 @@ static void uncharge(struct conn *c)
     c->rx_charged = 0;
 }
 
-/* A frame's head is in: its message, ready for the body. A message over
- * the endpoint's limit, or one that would take the process's messages
- * being read over their budget, closes the connection first. */
+/* A frame's head is in: its message allocated, unless it is over the
+ * endpoint's limit or the process's budget (the connection closed). */
 static int frame_start(struct conn *c)
 {
     uint64_t len = c->in.len;
@@ -824,8 +819,7 @@ static bool net_out(struct conn *c)
 }
 
 /* A sender's thread writes what it gave, if no one else is using the
- * connection: true when all of it went and nothing is left for the loop
- * (a full socket, a failure, a message still being written are). */
+ * connection: true when nothing is left for the loop. */
 static bool send_inline(struct conn *c)
 {
     bool done = false;
@@ -886,8 +880,7 @@ static void update_interest(struct conn *c)
 }
 
 /* The handshake finished: a server's connection is verified and handed
- * to its callee; either side says what it speaks (a client's callee hears
- * of its connection once the server has said it: hello). */
+ * to its callee; either side sends its preamble. */
 static int handshake_done(struct conn *c)
 {
     size_t put;
@@ -1025,10 +1018,8 @@ static void client_connect(struct hc_relay_ep *ep, struct loop *R)
     step(c);
 }
 
-/* Take the connections waiting on server endpoint ep into loop R. Its
- * listening socket is in every loop's epoll (EPOLLEXCLUSIVE: one loop
- * woken per connection, as a rule), so its connections spread over the
- * loops. */
+/* Take the connections waiting on server endpoint ep into loop R (its
+ * listening socket is in every loop's epoll, EPOLLEXCLUSIVE). */
 static void accept_all(struct hc_relay_ep *ep, struct loop *R)
 {
     struct sockaddr_storage sa;
@@ -1195,9 +1186,8 @@ static int clients_due(struct loop *R)
     return wait;
 }
 
-/* A server's peer that has not taken its output for the send
- * timeout is not reading: closed (so its requests hold nothing more),
- * and true. Under R->mu. */
+/* A server's peer that has not taken its output for the send timeout:
+ * closed, and true. Under R->mu. */
 static bool slow_reader(struct conn *c, uint64_t now)
 {
     int t = c->ep->cb.send_timeout_ms;
@@ -1279,10 +1269,9 @@ static void *relay_main(void *arg)
 }
 
 /* A child of fork() has no relay thread: it starts its own, with none of
- * the parent's endpoints. Their sockets are the parent's to serve: closed
- * here (a listening port held by a child would take connections nobody
- * accepts); their memory is kept where a leak checker sees it (nng's
- * objects too: nng is not to be used across a fork). */
+ * the parent's endpoints. Their sockets are closed here (a listening port
+ * held by a child would take connections nobody accepts); their memory is
+ * kept where a leak checker sees it. */
 static struct conn *parents_conns[MAX_LOOPS];
 
 static void forget_in_child(void)
