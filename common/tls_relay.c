@@ -426,7 +426,8 @@ static void kick_locked(struct conn *c)
 /* ------------------------------------------------------------------ */
 /* Connections (all under their loop's mu, in its thread)             */
 
-/* Watch c's socket for want (0: not at all). */
+/* Watch c's socket for want (0: not at all — epoll reports a hang-up even
+ * unasked: a connection with nothing to do would busy the loop). */
 static void set_interest(struct conn *c, uint32_t want)
 {
     struct epoll_event ev = {.events = want, .data.ptr = &c->net_tag};
