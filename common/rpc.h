@@ -1,14 +1,12 @@
 /*
- * rpc.h — request/reply between hetps's processes, hiding the transport
- * from the parameter server's service and the worker's client: plain TCP
- * (nng REQ/REP) or mutual TLS (the relay, tls_relay.h), behind one
- * interface (rpc_backend.h) with one code path per request.
+ * rpc.h — request/reply between hetps's processes over plain TCP (nng
+ * REQ/REP) or mutual TLS (the relay, tls_relay.h), one code path per
+ * request whatever the transport (rpc_backend.h).
  *
- * Server: the handler runs on a thread of the transport's (nng's task
- * threads) or of the server's own (under TLS: the relay's threads only
- * read and write); it may reply at once or keep the request and reply
- * later from any thread (a deferred reply: a pull waiting for a
- * sync step), so a slow request never blocks the others.
+ * Server: the handler runs on a thread of nng's or of the server's own
+ * (never the relay's); it may reply at once or keep the request and reply
+ * later from any thread (a pull waiting for a sync step), so a slow
+ * request never blocks the others.
  *
  * Client: one connection per peer (parameter-server shard), made in the
  * background and again when lost; the calling thread steps its calls.
@@ -35,13 +33,9 @@ typedef struct hc_rpc_server hc_rpc_server;
 typedef struct hc_rpc_req hc_rpc_req;
 typedef struct hc_rpc_client hc_rpc_client;
 
-/*
- * Called for every received message, on a thread of the server's or of
- * nng's (never the relay's).
- * `msg` is owned by the handler (free it with nng_msg_free when done). The
- * handler must call hc_rpc_reply exactly once for `req`, now or later,
- * from any thread.
- */
+/* Called for every received message (threads: above). `msg` is owned by
+ * the handler (free it with nng_msg_free). The handler must call
+ * hc_rpc_reply exactly once for `req`, now or later, from any thread. */
 typedef void (*hc_rpc_handler)(void *arg, hc_rpc_req *req, nng_msg *msg);
 
 /*

@@ -1,25 +1,18 @@
 /*
  * rpc_backend.h — inside the rpc module only: the interface between rpc's
- * core (a client's calls, rpc_client.c; a server's serve loop,
- * rpc_server.c) and a transport that moves whole messages. The contract
- * for callers is rpc.h.
- *
- * A backend is a table of operations with a context pointer of its own,
- * as nng's transports or Redis's ConnectionType: the core runs one code
- * path per request whatever carries it, and a backend only sends,
+ * core (rpc_client.c's calls, rpc_server.c's serve loop) and a transport
+ * that moves whole messages (callers' contract: rpc.h). A backend is a
+ * table of operations with a context pointer of its own; it only sends,
  * receives and tells the core what happened:
  *
  *   hc_rpc_nng_dial, hc_rpc_nng_listen   plain TCP: nng REQ/REP (rpc_nng.c)
  *   hc_rpc_tls_dial, hc_rpc_tls_listen   mutual TLS: the relay (rpc_tls.c)
  *
- * Client. A call's attempt is a message with a request id (the core's,
- * new for every attempt). The backend delivers it when its connection is
- * up and hands back the reply with the id it answers; a reply whose id is
- * not the attempt's is dropped by the core, so a late answer to an
- * attempt given up is never taken for the next one's.
- *
- * Server. The backend hands each request with its connection and an id
- * of its own choosing; the core answers by the same pair, from any
+ * Client: an attempt is a message with a request id (new for every
+ * attempt); the backend delivers it once a connection is up and hands
+ * back the reply with the id it answers (the core drops one not the
+ * attempt's). Server: the backend hands each request with its connection
+ * and an id of its own; the core answers by the same pair, from any
  * thread, once. Connections are numbered in one space for every backend
  * (nng's pipe ids, the relay's with the top bit set).
  *

@@ -50,10 +50,8 @@ struct hc_rpc_link {
 
     /* One call's state, the calling thread's. */
     int in_call;
-    nng_msg *copy;             /* the request as the caller gave it */
-    nng_msg *first;            /* what the first attempt sends (the
-                                * caller's, made ahead), or NULL */
-    hc_rpc_remake_fn remake;   /* copy NULL: makes a re-send's bytes */
+    nng_msg *first;            /* what the first attempt sends, or NULL */
+    hc_rpc_remake_fn remake;   /* makes every other attempt's bytes */
     void *remake_arg;
     int remake_i;              /* this peer's index in the call */
     nng_msg *reply;
@@ -130,27 +128,18 @@ static void peer_done(hc_rpc_link *p, int err)
     p->c->pending--;
 }
 
-/* The bytes of the next attempt: made by the caller (first), made again
- * (remake) or copied. NULL when they cannot be, the peer then done. */
+/* The bytes of the next attempt: given for the first (first) or made
+ * (remake). NULL when they cannot be, the peer then done. */
 static nng_msg *attempt_bytes(hc_rpc_link *p)
 {
-    nng_msg *m = NULL;
+    nng_msg *m = p->first;
     int rv;
 
-    if (p->first) {
-        m = p->first;
-        p->first = NULL;
-    } else if (!p->copy) {
-        if ((rv = p->remake(p->remake_arg, p->remake_i, &m)) != HC_OK) {
-            snprintf(p->msg, sizeof p->msg, "%s at %s: making the request "
-                     "again: %s", p->name, p->url, hc_err_msg());
-            peer_done(p, rv);
-            return NULL;
-        }
-    } else if ((rv = nng_msg_dup(&m, p->copy)) != 0) {
-        snprintf(p->msg, sizeof p->msg, "%s at %s: copying the request: %s",
-                 p->name, p->url, nng_strerror(rv));
-        peer_done(p, hc_rpc_code_of(rv));
+    p->first = NULL;
+    if (!m && (rv = p->remake(p->remake_arg, p->remake_i, &m)) != HC_OK) {
+        snprintf(p->msg, sizeof p->msg, "%s at %s: making the request "
+                 "again: %s", p->name, p->url, hc_err_msg());
+        peer_done(p, rv);
         return NULL;
     }
     return m;
@@ -493,14 +482,12 @@ static int check_targets(hc_rpc_client *c, int n, const int *peers,
     return rv;
 }
 
-/* Peer p set up for a call: its request (kept by the caller, `copy`, or
- * given for the first attempt, `first`, or made again by remake). */
-static void call_begin(hc_rpc_link *p, nng_msg *copy, nng_msg *first,
-                       hc_rpc_remake_fn remake, void *arg, int i,
-                       int attempt_ms, nng_time begin)
+/* Peer p set up for a call: its first attempt's bytes (first, taken, or
+ * NULL) and how every other attempt's are made (remake). */
+static void call_begin(hc_rpc_link *p, nng_msg *first, hc_rpc_remake_fn remake,
+                       void *arg, int i, int attempt_ms, nng_time begin)
 {
     p->in_call = 1;
-    p->copy = copy;
     p->first = first;
     p->remake = remake;
     p->remake_arg = arg;
@@ -517,28 +504,23 @@ static void call_begin(hc_rpc_link *p, nng_msg *copy, nng_msg *first,
     p->msg[0] = '\0';
 }
 
-/* The calls of hc_rpc_call_all; `keep`: the requests stay the caller's;
- * firsts (NULL, or NULL entries): copies for the first attempts, taken.
- * remake (not NULL): reqs are NULL, firsts hold the requests (each taken),
- * and a re-send asks remake for its bytes. */
+/* The calls of hc_rpc_call_all: reqs[i] target i's request; taken (set
+ * NULL) as its first attempt's bytes when `take`, else left the caller's.
+ * Every attempt not given is made by remake(arg, i). */
 static int call_all(hc_rpc_client *c, int n, const int *peers,
-                    nng_msg **reqs, nng_msg **firsts, nng_msg **replies,
-                    int *errs, int timeout_ms, int keep,
-                    hc_rpc_remake_fn remake, void *remake_arg)
+                    nng_msg **reqs, int take, hc_rpc_remake_fn remake,
+                    void *arg, nng_msg **replies, int *errs, int timeout_ms)
 {
     int i, rv, first = -1;
     int attempt_ms;
     nng_time begin;
-    nng_msg **sent = remake ? firsts : reqs; /* what each target sends */
 
-    if (!c || n < 0 || (n > 0 && (!peers || !sent || !replies || !errs))) {
-        drop_all(n, keep ? NULL : reqs, replies, errs, HC_ERR_INVAL);
-        drop_all(firsts ? n : 0, firsts, NULL, NULL, 0);
-        return hc_err_set(HC_ERR_INVAL, "rpc call: bad arguments");
-    }
-    if ((rv = check_targets(c, n, peers, sent)) != HC_OK) {
-        drop_all(n, keep ? NULL : reqs, replies, errs, rv);
-        drop_all(firsts ? n : 0, firsts, NULL, NULL, 0);
+    if (!c || n < 0 || (n > 0 && (!peers || !reqs || !replies || !errs)))
+        rv = hc_err_set(HC_ERR_INVAL, "rpc call: bad arguments");
+    else
+        rv = check_targets(c, n, peers, reqs);
+    if (rv != HC_OK) {
+        drop_all(n, take ? reqs : NULL, replies, errs, rv);
         return rv;
     }
     if (n == 0)
@@ -549,11 +531,10 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
     c->abort = 0;
     c->pending = n;
     for (i = 0; i < n; i++) {
-        call_begin(&c->peers[peers[i]], remake ? NULL : reqs[i],
-                   firsts ? firsts[i] : NULL, remake, remake_arg, i,
-                   attempt_ms, begin);
-        if (firsts)
-            firsts[i] = NULL;
+        call_begin(&c->peers[peers[i]], take ? reqs[i] : NULL, remake, arg,
+                   i, attempt_ms, begin);
+        if (take)
+            reqs[i] = NULL;
     }
     for (i = 0; i < n; i++)
         peer_send(&c->peers[peers[i]]);
@@ -563,11 +544,9 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
     for (i = 0; i < n; i++) {
         hc_rpc_link *p = &c->peers[peers[i]];
 
-        if (!keep)
-            nng_msg_free(p->copy);
         if (p->first)                   /* never sent: the call failed first */
             nng_msg_free(p->first);
-        p->copy = p->first = NULL;
+        p->first = NULL;
         p->in_call = 0;
         set_state(p, CALL_IDLE, 0);
         replies[i] = p->reply;
@@ -581,20 +560,31 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
     return hc_err_set(errs[first], "%s", c->peers[peers[first]].msg);
 }
 
-int hc_rpc_call_all(hc_rpc_client *c, int n, const int *peers,
-                    nng_msg **reqs, nng_msg **replies, int *errs,
-                    int timeout_ms)
+/* remake for requests the caller keeps: a copy of reqs[i]. */
+static int copy_req(void *arg, int i, nng_msg **out)
 {
-    return call_all(c, n, peers, reqs, NULL, replies, errs, timeout_ms, 0,
-                    NULL, NULL);
+    int rv = nng_msg_dup(out, ((nng_msg *const *)arg)[i]);
+
+    return rv ? hc_rpc_err(rv, "copying the request") : HC_OK;
 }
 
 int hc_rpc_call_all_kept(hc_rpc_client *c, int n, const int *peers,
                          nng_msg *const *reqs, nng_msg **replies, int *errs,
                          int timeout_ms)
 {
-    return call_all(c, n, peers, (nng_msg **)reqs, NULL, replies, errs,
-                    timeout_ms, 1, NULL, NULL);
+    return call_all(c, n, peers, (nng_msg **)reqs, 0, copy_req,
+                    (void *)reqs, replies, errs, timeout_ms);
+}
+
+int hc_rpc_call_all(hc_rpc_client *c, int n, const int *peers,
+                    nng_msg **reqs, nng_msg **replies, int *errs,
+                    int timeout_ms)
+{
+    int rv = hc_rpc_call_all_kept(c, n, peers, reqs, replies, errs,
+                                  timeout_ms);
+
+    drop_all(reqs ? n : 0, reqs, NULL, NULL, 0);
+    return rv;
 }
 
 int hc_rpc_call_all_remade(hc_rpc_client *c, int n, const int *peers,
@@ -605,8 +595,8 @@ int hc_rpc_call_all_remade(hc_rpc_client *c, int n, const int *peers,
         drop_all(n, reqs, replies, errs, HC_ERR_INVAL);
         return hc_err_set(HC_ERR_INVAL, "rpc call: no remake function");
     }
-    return call_all(c, n, peers, NULL, reqs, replies, errs, timeout_ms, 1,
-                    remake, arg);
+    return call_all(c, n, peers, reqs, 1, remake, arg, replies, errs,
+                    timeout_ms);
 }
 
 int hc_rpc_call(hc_rpc_client *c, int peer, nng_msg *req, nng_msg **reply,

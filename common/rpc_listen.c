@@ -1,15 +1,8 @@
 /*
- * rpc_listen.c — the listener guard (why: rpc_listen.h).
- *
- * One thread per server wakes every TICK_MS. While connections keep
- * arriving (the caller's `took` counter moves) it does nothing; after
- * IDLE_MS without one it probes: a REQ socket of its own dials the
- * listener, and the probe is over when the server takes a connection
- * (alive), or PROBE_MS after the probe's own side came up without that
- * (stopped), or when the probe never came up (no verdict: the address is
- * not reachable from here, or the machine is slow). Two stopped probes in
- * a row: the listener is closed and a new one started on the same
- * address, retried while the old one still holds the port.
+ * rpc_listen.c — the listener guard (why: rpc_listen.h). One thread per
+ * server wakes every TICK_MS; after IDLE_MS without a connection taken it
+ * probes (probe: alive, stopped, or no verdict when the probe's own side
+ * never came up), and after STOPPED_PROBES stopped ones listens again.
  */
 #include "rpc_listen.h"
 
@@ -251,13 +244,6 @@ int hc_listen_start(hc_listen **out, nng_socket sock, const char *turl,
                 "listener is not watched", l->url);
     *out = l;
     return 0;
-}
-
-int hc_listen_port(const hc_listen *l)
-{
-    const char *colon = l ? strrchr(l->url, ':') : NULL;
-
-    return colon ? atoi(colon + 1) : 0;
 }
 
 uint64_t hc_listen_restarts(hc_listen *l)

@@ -1,23 +1,19 @@
 /*
- * rpc_listen.h — a server's listener, watched so it keeps accepting.
+ * rpc_listen.h — a plain-TCP server's nng listener, watched so it keeps
+ * accepting (rpc_nng.c only).
  *
  * nng 1.5.2 (Debian 12's) ends a listener's accept loop for good when a
- * client drops its connection while the two are still exchanging the
- * connection handshake: the server's next send fails with EPIPE, nng
- * reports that as "object closed", and the listener takes it for its own
- * close (nanomsg/nng#1518, fixed in nng 1.6). From then on the port still
- * completes TCP and TLS handshakes, but no connection reaches the socket:
- * every client, ours included, waits for ever. Any port scanner, a client
- * killed at the wrong moment, or a health check that connects and hangs
- * up can do it. (TLS goes through the relay, tls_relay.h: no nng
- * listener there.)
+ * client drops its connection during nng's connection handshake
+ * (nanomsg/nng#1518, fixed in nng 1.6): the port still completes TCP
+ * handshakes, but no connection reaches the socket. A port scanner or a
+ * health check can do it.
  *
  * The guard: when the listener has taken no connection for a while, a
  * probe connects to it from inside the process. A probe whose connection
  * comes up on the client side but is never taken by the server, twice in
  * a row, means the accept loop is gone: the listener is closed (and with
  * it its connections, whose clients reconnect) and a new one listens on
- * the same address, with a warning. Used by rpc_server.c only.
+ * the same address, with a warning.
  */
 #ifndef HC_RPC_LISTEN_H
 #define HC_RPC_LISTEN_H
@@ -31,15 +27,11 @@ typedef struct hc_listen hc_listen;
 
 /* Listen on turl ("tcp://host:port") for sock and start the guard.
  * took: a counter the caller's NNG_PIPE_EV_ADD_PRE callback adds one to
- * for every connection the socket takes (before refusing any): proof
- * that accepting works. A wildcard host is probed on
- * loopback; port 0 becomes the bound port, so a new listener gets the
- * same. 0 or an nng error code (the listener's: NNG_EADDRINUSE …). */
+ * for every connection the socket takes (before refusing any). A wildcard
+ * host is probed on loopback; port 0 becomes the bound port, so a new
+ * listener gets the same. 0 or an nng error code (NNG_EADDRINUSE …). */
 int hc_listen_start(hc_listen **out, nng_socket sock, const char *turl,
                     atomic_uint_least64_t *took);
-
-/* The port the listener is bound to (0: unknown). */
-int hc_listen_port(const hc_listen *l);
 
 /* Times the listener was found stopped and listened again. */
 uint64_t hc_listen_restarts(hc_listen *l);

@@ -11,6 +11,7 @@
  */
 #include "rpc_backend.h"
 
+#include <arpa/inet.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -221,39 +222,22 @@ struct listen {
     struct rep_ctx *ctxs;       /* (n_ctx) */
 };
 
-/* Network byte order to host (nng keeps ports in network order). */
-static uint16_t ntohs_(uint16_t v)
-{
-    const unsigned char *b = (const unsigned char *)&v;
-
-    return (uint16_t)((b[0] << 8) | b[1]);
-}
-
-/* The remote address of a pipe, "127.0.0.1:54321" or "[::1]:54321". */
+/* The remote address of a pipe, "127.0.0.1:54321" or "[::1]:54321"
+ * (nng keeps addresses and ports in network order). */
 static void pipe_addr(nng_pipe pipe, char *buf, size_t n)
 {
     nng_sockaddr sa;
-    const unsigned char *a;
-    size_t at;
-    int i;
+    char host[INET6_ADDRSTRLEN];
 
     snprintf(buf, n, "an unknown address");
     if (nng_pipe_get_addr(pipe, NNG_OPT_REMADDR, &sa) != 0)
         return;
-    if (sa.s_family == NNG_AF_INET) {
-        a = (const unsigned char *)&sa.s_in.sa_addr;
-        snprintf(buf, n, "%u.%u.%u.%u:%u", a[0], a[1], a[2], a[3],
-                 (unsigned)ntohs_(sa.s_in.sa_port));
-    } else if (sa.s_family == NNG_AF_INET6) {
-        a = sa.s_in6.sa_addr;
-        at = (size_t)snprintf(buf, n, "[");
-        for (i = 0; i < 16 && at < n; i += 2)
-            at += (size_t)snprintf(buf + at, n - at, "%s%x", i ? ":" : "",
-                                   (unsigned)(a[i] << 8 | a[i + 1]));
-        if (at < n)
-            snprintf(buf + at, n - at, "]:%u",
-                     (unsigned)ntohs_(sa.s_in6.sa_port));
-    }
+    if (sa.s_family == NNG_AF_INET &&
+        inet_ntop(AF_INET, &sa.s_in.sa_addr, host, sizeof host))
+        snprintf(buf, n, "%s:%u", host, (unsigned)ntohs(sa.s_in.sa_port));
+    else if (sa.s_family == NNG_AF_INET6 &&
+             inet_ntop(AF_INET6, sa.s_in6.sa_addr, host, sizeof host))
+        snprintf(buf, n, "[%s]:%u", host, (unsigned)ntohs(sa.s_in6.sa_port));
 }
 
 static void listen_warn(struct listen *L, const char *what, int rv)
@@ -466,17 +450,9 @@ static int listen_start(void **be, hc_rpc_server *s, const char *url,
         (rv = nng_pipe_notify(L->sock, NNG_PIPE_EV_REM_POST, listen_pipe_cb,
                               L)) != 0)
         goto fail;
-    if ((rv = hc_listen_start(&L->guard, L->sock, url, &L->took)) != 0) {
-        rv = hc_err_set(rv == NNG_ENOMEM ? HC_ERR_NOMEM : HC_ERR_TRANSPORT,
-                        "rpc server: cannot listen on %s: %s%s", url,
-                        nng_strerror(rv),
-                        rv == NNG_EADDRINUSE
-                            ? " (another process holds the port; stop it "
-                              "or pick another port)"
-                            : "");
-        listen_stop(L);
-        return rv;
-    }
+    step = "cannot listen";
+    if ((rv = hc_listen_start(&L->guard, L->sock, url, &L->took)) != 0)
+        goto fail;
     step = "opening contexts";
     if ((rv = listen_ctxs(L, o->n_ctx)) != 0)
         goto fail;
@@ -484,8 +460,12 @@ static int listen_start(void **be, hc_rpc_server *s, const char *url,
     return HC_OK;
 fail:
     listen_stop(L);
-    return hc_err_set(hc_rpc_code_of(rv), "rpc server %s: %s: %s", url, step,
-                      nng_strerror(rv));
+    return hc_err_set(hc_rpc_code_of(rv), "rpc server %s: %s: %s%s", url,
+                      step, nng_strerror(rv),
+                      rv == NNG_EADDRINUSE
+                          ? " (another process holds the port; stop it or "
+                            "pick another port)"
+                          : "");
 }
 
 static uint64_t listen_relistens(void *be)

@@ -1,15 +1,13 @@
 /*
  * rpc_server.c — the server of rpc.h: one serve loop, whatever carries
- * the requests (rpc_backend.h: nng REP for plain TCP, the relay for TLS).
- *
- * The backend hands each request with its connection and id
- * (hc_rpc_serve_msg); the handler runs on the backend's thread where that
- * is a pool meant for it (nng's), else on threads of the server's own
- * that a queue feeds (the relay's loops serve many connections); a reply, now or later from any thread, goes back
- * through the backend by the same pair. The server keeps a table of open
- * connections: the task each one's certificate names, the replies it is
- * owed (more than n_ctx at once: closed), when it last moved (the receive
- * deadline), its peer's address for the logs.
+ * the requests (rpc_backend.h). The backend hands each request with its
+ * connection and id (hc_rpc_serve_msg); the handler runs on the backend's
+ * thread where that is a pool meant for it (nng's), else on the server's
+ * own threads, fed by a queue; a reply, now or later from any thread, goes
+ * back through the backend by the same pair. The server keeps a table of
+ * open connections: the task each one's certificate names, the replies it
+ * is owed (more than n_ctx: closed), when it last moved (the receive
+ * deadline), its peer's address.
  */
 #include "rpc.h"
 
@@ -80,9 +78,8 @@ struct hc_rpc_server {
 };
 
 /* Every server running, for the peer address of a message. */
-static nng_mtx *servers_mtx;
+static pthread_mutex_t servers_mtx = PTHREAD_MUTEX_INITIALIZER;
 static hc_rpc_server *servers;
-static pthread_once_t servers_once = PTHREAD_ONCE_INIT;
 
 /* The entry of conn (made when `make`), or NULL. Under s->mtx. */
 static struct conn_info *conn_entry(hc_rpc_server *s, uint32_t conn, int make)
@@ -121,30 +118,19 @@ static void server_warn(hc_rpc_server *s, const char *what)
 
 /* ---- what the backend hands ------------------------------------------- */
 
-/* A connection gone: its entry dropped, the service told. */
-static void conn_gone(hc_rpc_server *s, uint32_t conn)
-{
-    int i;
-
-    atomic_fetch_sub(&s->conns, 1);
-    nng_mtx_lock(s->mtx);
-    for (i = 0; i < s->n_cs; i++)
-        if (s->cs[i].conn == conn) {
-            s->cs[i] = s->cs[--s->n_cs];
-            break;
-        }
-    nng_mtx_unlock(s->mtx);
-    if (s->on_close && conn)
-        s->on_close(s->arg, conn);
-}
-
 int hc_rpc_serve_conn(hc_rpc_server *s, uint32_t conn, int up,
                       const char *peer, const char *who)
 {
     struct conn_info *ci = NULL;
 
-    if (!up) {
-        conn_gone(s, conn);
+    if (!up) {                  /* its entry dropped, the service told */
+        atomic_fetch_sub(&s->conns, 1);
+        nng_mtx_lock(s->mtx);
+        if ((ci = conn_entry(s, conn, 0)) != NULL)
+            *ci = s->cs[--s->n_cs];
+        nng_mtx_unlock(s->mtx);
+        if (s->on_close && conn)
+            s->on_close(s->arg, conn);
         return 0;
     }
     if (atomic_fetch_add(&s->conns, 1) >= s->max_conns) {
@@ -299,14 +285,14 @@ void hc_rpc_conn_peer(uint32_t conn, char *buf, size_t n)
     struct conn_info *ci = NULL;
 
     snprintf(buf, n, "an unknown address");
-    nng_mtx_lock(servers_mtx);
+    pthread_mutex_lock(&servers_mtx);
     for (s = servers; s && !ci; s = s->next) {
         nng_mtx_lock(s->mtx);
         if ((ci = conn_entry(s, conn, 0)) != NULL)
             snprintf(buf, n, "%s", ci->peer);
         nng_mtx_unlock(s->mtx);
     }
-    nng_mtx_unlock(servers_mtx);
+    pthread_mutex_unlock(&servers_mtx);
 }
 
 void hc_rpc_msg_peer(nng_msg *msg, char *buf, size_t n)
@@ -368,7 +354,7 @@ uint64_t hc_rpc_server_deadline_closed(const hc_rpc_server *s)
 
 /* ---- starting and stopping -------------------------------------------- */
 
-static void server_free(hc_rpc_server *s)
+void hc_rpc_server_stop(hc_rpc_server *s)
 {
     hc_rpc_server **ps;
     hc_rpc_req *r;
@@ -401,13 +387,13 @@ static void server_free(hc_rpc_server *s)
             nng_msg_free(r->msg);
         free(r);
     }
-    nng_mtx_lock(servers_mtx);
+    pthread_mutex_lock(&servers_mtx);
     for (ps = &servers; *ps; ps = &(*ps)->next)
         if (*ps == s) {
             *ps = s->next;
             break;
         }
-    nng_mtx_unlock(servers_mtx);
+    pthread_mutex_unlock(&servers_mtx);
     if (s->cv)
         nng_cv_free(s->cv);
     if (s->mtx)
@@ -417,11 +403,6 @@ static void server_free(hc_rpc_server *s)
     free(s->cs);
     free(s->url);
     free(s);
-}
-
-static void servers_init(void)
-{
-    (void)nng_mtx_alloc(&servers_mtx);
 }
 
 /* The handler threads: as many as nng's task threads would be, 2 a
@@ -477,7 +458,6 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
                           "rpc server: out, url and handler are required");
     if ((err = server_opts(&o, url, opts)) != HC_OK)
         return err;
-    pthread_once(&servers_once, servers_init);
     if (!(s = calloc(1, sizeof *s)) || !(s->url = strdup(url))) {
         free(s);
         return hc_err_set(HC_ERR_NOMEM, "rpc server %s: out of memory", url);
@@ -498,10 +478,10 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
         err = hc_rpc_err(rv, "rpc server: allocating");
         goto fail;
     }
-    nng_mtx_lock(servers_mtx);
+    pthread_mutex_lock(&servers_mtx);
     s->next = servers;
     servers = s;
-    nng_mtx_unlock(servers_mtx);
+    pthread_mutex_unlock(&servers_mtx);
     if ((!s->ops->handler_here && (err = serve_threads(s)) != HC_OK) ||
         (err = s->ops->start(&s->be, s, url, &o)) != HC_OK)
         goto fail;
@@ -509,13 +489,8 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     *out = s;
     return HC_OK;
 fail:
-    server_free(s);
+    hc_rpc_server_stop(s);
     return err;
-}
-
-void hc_rpc_server_stop(hc_rpc_server *s)
-{
-    server_free(s);
 }
 
 uint64_t hc_rpc_server_relistens(hc_rpc_server *s)

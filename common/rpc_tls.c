@@ -47,8 +47,9 @@ struct dial {
 };
 
 /* Send attempt id on the connection up now, or keep it for the next. */
-static int dial_push(struct dial *d, uint32_t id, nng_msg *m)
+static int dial_send(void *be, uint32_t id, nng_msg *m)
 {
+    struct dial *d = be;
     uint32_t conn;
     int err;
 
@@ -103,7 +104,7 @@ static int dial_conn(void *arg, uint32_t conn, int up, const char *peer,
     hc_rpc_link_conn(d->l, up ? 1 : -1);
     if (lost)
         hc_rpc_link_lost(d->l, lost, HC_ERR_CLOSED, "connection lost");
-    if (out && dial_push(d, out_id, out) != HC_OK)
+    if (out && dial_send(d, out_id, out) != HC_OK)
         hc_rpc_link_lost(d->l, out_id, HC_ERR_LIMIT, "send failed");
     return 0;
 }
@@ -150,11 +151,6 @@ static int dial_open(void **be, hc_rpc_link *l, const char *url,
     }
     *be = d;
     return HC_OK;
-}
-
-static int dial_send(void *be, uint32_t id, nng_msg *m)
-{
-    return dial_push(be, id, m);
 }
 
 static void dial_cancel(void *be, uint32_t id)

@@ -335,23 +335,35 @@ out:
     return rv;
 }
 
+/* Task i of cl's certificates (its ps, its workers, then "admin" at
+ * n_ps + n_worker): its name into name and its host (NULL for admin). */
+static const char *task_of(const struct hc_cluster *cl, int i, char *name,
+                           size_t n)
+{
+    if (i < cl->n_ps) {
+        snprintf(name, n, "ps:%d", i);
+        return cl->ps[i].host;
+    }
+    if ((i -= cl->n_ps) < cl->n_worker) {
+        snprintf(name, n, "worker:%d", i);
+        return cl->worker[i].host;
+    }
+    snprintf(name, n, "admin");
+    return NULL;
+}
+
 /* 1 when dir holds ca.crt and every task's file (ca.key is not needed:
  * a mounted set without it is complete). */
 static int all_there(const struct hc_cluster *cl, const char *dir)
 {
     char name[32], file[64], path[PATH_MAX + 64];
-    int i, n = cl->n_ps + cl->n_worker;
+    int i;
 
     snprintf(path, sizeof path, "%s/ca.crt", dir);
     if (access(path, F_OK) != 0)
         return 0;
-    for (i = 0; i <= n; i++) {
-        if (i == n)
-            snprintf(name, sizeof name, "admin");
-        else if (i < cl->n_ps)
-            snprintf(name, sizeof name, "ps:%d", i);
-        else
-            snprintf(name, sizeof name, "worker:%d", i - cl->n_ps);
+    for (i = 0; i <= cl->n_ps + cl->n_worker; i++) {
+        task_of(cl, i, name, sizeof name);
         hc_tls_file_name(file, sizeof file, name);
         snprintf(path, sizeof path, "%s/%s", dir, file);
         if (access(path, F_OK) != 0)
@@ -379,16 +391,11 @@ int hc_tls_make(const struct hc_cluster *cl, const char *dir, int *made)
              (unsigned long long)cl->id);
     if ((rv = load_or_make_ca(&m, &n)) != HC_OK)
         goto out;
-    for (i = 0; i < cl->n_ps && rv == HC_OK; i++) {
-        snprintf(name, sizeof name, "ps:%d", i);
-        rv = make_task(&m, name, cl->ps[i].host, &n);
+    for (i = 0; i <= cl->n_ps + cl->n_worker && rv == HC_OK; i++) {
+        const char *host = task_of(cl, i, name, sizeof name);
+
+        rv = make_task(&m, name, host, &n);
     }
-    for (i = 0; i < cl->n_worker && rv == HC_OK; i++) {
-        snprintf(name, sizeof name, "worker:%d", i);
-        rv = make_task(&m, name, cl->worker[i].host, &n);
-    }
-    if (rv == HC_OK)
-        rv = make_task(&m, "admin", NULL, &n);
 out:
     X509_free(m.ca);
     EVP_PKEY_free(m.ca_key);

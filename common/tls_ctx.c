@@ -8,7 +8,6 @@
 #include "tls_ctx.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,49 +18,6 @@
 #include <openssl/x509v3.h>
 
 #include "err.h"
-
-/* The host a client's context requires of its server's certificate. */
-static int name_index = -1;
-
-static void free_name(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx,
-                      long argl, void *argp)
-{
-    (void)parent;
-    (void)ad;
-    (void)idx;
-    (void)argl;
-    (void)argp;
-    free(ptr);
-}
-
-static pthread_once_t name_once = PTHREAD_ONCE_INIT;
-
-static void name_init(void)
-{
-    name_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, free_name);
-}
-
-/* The chain as OpenSSL judges it, and then a server's certificate must
- * name the host dialled. Certificates made before 2026-12 carry an IP
- * address as a dNSName (as mbedTLS compared it), so an IP address is
- * matched both as one and as text. */
-static int verify_name(int ok, X509_STORE_CTX *x)
-{
-    SSL *ssl = X509_STORE_CTX_get_ex_data(x, SSL_get_ex_data_X509_STORE_CTX_idx());
-    const char *name = ssl ? SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl),
-                                                 name_index)
-                           : NULL;
-    X509 *cert = X509_STORE_CTX_get_current_cert(x);
-
-    if (!ok || X509_STORE_CTX_get_error_depth(x) != 0 || !name)
-        return ok;
-    if (X509_check_host(cert, name, 0, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS,
-                        NULL) == 1 ||
-        X509_check_ip_asc(cert, name, 0) == 1)
-        return 1;
-    X509_STORE_CTX_set_error(x, X509_V_ERR_HOSTNAME_MISMATCH);
-    return 0;
-}
 
 /* The settings every context of ours has. */
 static SSL_CTX *ctx_new(int server)
@@ -91,7 +47,7 @@ static SSL_CTX *ctx_new(int server)
     SSL_CTX_set_read_ahead(ctx, 1);
     SSL_CTX_set_default_read_buffer_len(ctx, 256 * 1024);
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
-                       verify_name);
+                       NULL);
     return ctx;
 }
 
@@ -115,10 +71,9 @@ SSL_CTX *hc_tls_ctx_open(int server, const char *ca_file,
                          const char *cert_key_file, const char *server_name)
 {
     SSL_CTX *ctx;
-    char why[200], *name;
+    char why[200];
     const char *step = ca_file;
 
-    pthread_once(&name_once, name_init);
     if (!(ctx = ctx_new(server))) {
         ERR_clear_error();
         hc_err_set(HC_ERR_NOMEM, "TLS: out of memory for a context");
@@ -133,14 +88,14 @@ SSL_CTX *hc_tls_ctx_open(int server, const char *ca_file,
          SSL_CTX_use_PrivateKey_file(ctx, cert_key_file, SSL_FILETYPE_PEM) != 1 ||
          SSL_CTX_check_private_key(ctx) != 1))
         goto fail;
-    if (server_name) {
-        step = "setting the server name";
-        if (!(name = strdup(server_name)) ||
-            !SSL_CTX_set_ex_data(ctx, name_index, name)) {
-            free(name);
-            goto fail;
-        }
-    }
+    /* A server's certificate names the host dialled as a dNSName (an IP
+     * address as text too: tls_cert.h). */
+    step = "setting the server name";
+    if (server_name &&
+        !X509_VERIFY_PARAM_set1_host(SSL_CTX_get0_param(ctx), server_name, 0))
+        goto fail;
+    X509_VERIFY_PARAM_set_hostflags(SSL_CTX_get0_param(ctx),
+                                    X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
     ERR_clear_error();
     return ctx;
 fail:
@@ -153,7 +108,7 @@ fail:
 
 void hc_tls_ctx_close(SSL_CTX *ctx)
 {
-    SSL_CTX_free(ctx);          /* its server name with it (free_name) */
+    SSL_CTX_free(ctx);
 }
 
 int hc_tls_peer_task(SSL *ssl, char *who, size_t n)

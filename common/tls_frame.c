@@ -37,6 +37,16 @@ static void read_head(struct hc_frame_in *f)
             (uint32_t)f->head[10] << 8 | f->head[11];
 }
 
+void hc_frame_head(uint8_t *p, uint64_t len, uint32_t id)
+{
+    int i;
+
+    for (i = 7; i >= 0; i--, len >>= 8)
+        p[i] = (uint8_t)len;
+    for (i = 11; i >= 8; i--, id >>= 8)
+        p[i] = (uint8_t)id;
+}
+
 int hc_frame_got(struct hc_frame_in *f, size_t n, char *why, size_t wn)
 {
     if (f->pre_got < sizeof f->pre) {

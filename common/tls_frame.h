@@ -58,6 +58,10 @@ int hc_frame_begin(struct hc_frame_in *f);
 /* After HC_FRAME_MSG: the message (the caller's) and its id. */
 nng_msg *hc_frame_take(struct hc_frame_in *f, uint32_t *id);
 
+/* A head for a body of len bytes with request id into p
+ * (HC_FRAME_HEAD_BYTES). */
+void hc_frame_head(uint8_t *p, uint64_t len, uint32_t id);
+
 /* Free what is held; f reads a new stream after this. */
 void hc_frame_reset(struct hc_frame_in *f);
 

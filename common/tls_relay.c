@@ -3,19 +3,17 @@
  *
  * Loops: a thread each (as many as the machine has cores, at most 8,
  * started as endpoints come), each with its epoll set, level-triggered,
- * and an eventfd that senders and nng's callbacks ring. A client's
- * endpoint is dealt to one loop (in turn), a server's listening socket is
- * watched by every loop, so its connections spread over them; a
- * connection stays in the loop that took it. Every connection has a
- * network side (TLS, through our socket BIO) and a side towards rpc: its
- * endpoint's callbacks get what is read, hc_relay_send queues what is to
- * go (found by the connection's number in the registry). After any event
- * the connection is pumped until nothing moves: OpenSSL may hold
- * decrypted bytes epoll knows nothing of, so reading stops only on "want
- * read".
+ * and an eventfd that senders ring. A client's endpoint is dealt to one
+ * loop (in turn); a server's listening socket is watched by every loop,
+ * so its connections spread over them; a connection stays in the loop
+ * that took it. What a connection reads goes to its endpoint's callbacks;
+ * hc_relay_send queues what is to go (found by the connection's number in
+ * the registry). After any event the connection is pumped until nothing
+ * moves: OpenSSL may hold decrypted bytes epoll knows nothing of, so
+ * reading stops only on "want read".
  *
- * Output: up to OUTQ messages queue per connection (under the loop's kmu);
- * whoever gives one writes it into TLS at once if it can take the
+ * Output: up to OUTQ messages queue per connection (under the loop's
+ * kmu); whoever gives one writes it into TLS at once if it can take the
  * connection's smu (trylock), else rings the loop (kick).
  *
  * Lifetimes: a loop's endpoints and connections are under its mutex mu;
@@ -23,10 +21,12 @@
  * endpoint marks it and its connections dead and closes their sockets;
  * only the loop's thread frees, at the end of a batch (reap), once no
  * sender holds the connection (counted under reg_mu), so an event or a
- * sender for a dead connection finds it marked, never freed. Lock order: mu, then smu, then reg_mu, then kmu. The
- * callbacks run with mu and smu held (so they must not close an
- * endpoint); hc_relay_send and hc_relay_drop take only reg_mu, kmu and
- * smu by trylock, so any thread may call them, callbacks included.
+ * sender for a dead connection finds it marked, never freed.
+ *
+ * Lock order: mu, then smu, then reg_mu, then kmu. The callbacks run with
+ * mu and smu held (so they must not close an endpoint); hc_relay_send and
+ * hc_relay_drop take only reg_mu, kmu and smu by trylock, so any thread
+ * may call them, callbacks included.
  */
 #include "tls_relay.h"
 
@@ -104,10 +104,7 @@ struct hc_relay_ep {
     uint64_t retry_at;
     int backoff_ms;
     struct hc_relay_ep *loop_next; /* client: its loop's endpoints */
-    /* Messages go to the callbacks and come from hc_relay_send. */
-    struct hc_relay_cb cb;
-    int send_timeout_ms;        /* a server's: output not taken by then
-                                 * closes the connection (0: never) */
+    struct hc_relay_cb cb;      /* who gets what is read */
     struct hc_relay_ep *next;   /* every endpoint ever opened (all_eps) */
 };
 
@@ -139,13 +136,10 @@ struct conn {
     char who[32];               /* a server's: the task the client's
                                  * certificate names ("worker:1") */
     uint32_t id;                /* in this process, never 0 */
-    /* Callers writing into it now (under reg_mu; it is
-     * freed only once none is), the request id of the message being
-     * read, whether on_conn said it is up, and when its output last
-     * moved (ms, atomic; 0: none waits). */
-    int senders;
-    bool announced;
-    uint64_t out_at;
+    int senders;                /* reg_mu: callers holding it (get_conn) */
+    bool announced;             /* on_conn said it is up */
+    uint64_t out_at;            /* ms its output last moved (atomic; 0:
+                                 * none waits) */
     /* network → rpc */
     struct hc_frame_in in;      /* the frames being read */
     bool hello;                 /* the peer's preamble is in */
@@ -156,6 +150,7 @@ struct conn {
     size_t stage_len, tx_staged, tx_off, tx_total;
     /* Under the loop's kmu: shared with senders. */
     nng_msg *outq[OUTQ];
+    uint32_t outq_id[OUTQ];     /* their request ids */
     int oq_head, oq_len;
     bool dropped, kicked;       /* hc_relay_drop; on the kicks list */
     struct conn *kick_next;
@@ -177,7 +172,7 @@ struct loop {
     uint64_t over_cap;
     struct hc_relay_ep *clients; /* client endpoints dealt here */
     pthread_mutex_t kmu;         /* the conns' sender-shared fields, kicks */
-    struct conn *kicks;          /* conns an nng callback woke */
+    struct conn *kicks;          /* conns senders woke */
 };
 
 #define MAX_LOOPS 8
@@ -405,7 +400,7 @@ static int ssl_on(struct conn *c)
 }
 
 /* ------------------------------------------------------------------ */
-/* Waking a loop from nng's callbacks                                  */
+/* Waking a loop                                                        */
 
 static void ring(struct loop *R)
 {
@@ -428,27 +423,21 @@ static void kick_locked(struct conn *c)
     ring(R);
 }
 
-static bool send_inline(struct conn *c);
-
 /* ------------------------------------------------------------------ */
 /* Connections (all under their loop's mu, in its thread)             */
 
-static void set_interest(struct conn *c, int fd, struct tag *t,
-                         uint32_t *cur, uint32_t want)
+/* Watch c's socket for want (0: not at all — epoll reports a hang-up even
+ * unasked: a connection with nothing to do would busy the loop). */
+static void set_interest(struct conn *c, uint32_t want)
 {
-    struct epoll_event ev = {.events = want, .data.ptr = t};
+    struct epoll_event ev = {.events = want, .data.ptr = &c->net_tag};
 
-    int epfd = c->loop->epfd;
-
-    if (fd < 0 || want == *cur)
+    if (c->net < 0 || want == c->net_ev)
         return;
-    if (!*cur)
-        epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
-    else if (!want)
-        epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
-    else
-        epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev);
-    *cur = want;
+    epoll_ctl(c->loop->epfd, !c->net_ev ? EPOLL_CTL_ADD
+                             : !want   ? EPOLL_CTL_DEL
+                                       : EPOLL_CTL_MOD, c->net, &ev);
+    c->net_ev = want;
 }
 
 /* Dead from here on: its socket closed now, its nng side and memory in
@@ -461,7 +450,7 @@ static void conn_kill(struct conn *c)
         return;
     __atomic_store_n(&c->dead, true, __ATOMIC_RELEASE);
     if (c->net >= 0) {
-        set_interest(c, c->net, &c->net_tag, &c->net_ev, 0);
+        set_interest(c, 0);
         close(c->net);
         c->net = -1;
     }
@@ -490,15 +479,13 @@ static void refuse(struct conn *c, const char *why)
     bool log = n <= 20 ||
                now >= __atomic_load_n(&ep->logged_at, __ATOMIC_RELAXED) + 1000;
 
-    if (log)
+    if (log) {
         __atomic_store_n(&ep->logged_at, now, __ATOMIC_RELAXED);
-    if (ep->server) {
-        if (log)
-            hc_warn("rpc server %s: refused the connection from %s (%llu so "
-                    "far): %s", ep->name, c->peer, (unsigned long long)n, why);
-    } else if (log) {
-        hc_warn("rpc client: %s (%s): TLS failed (%llu so far): %s",
-                ep->name, c->peer, (unsigned long long)n, why);
+        hc_warn(ep->server ? "rpc server %s: refused the connection from %s "
+                             "(%llu so far): %s"
+                           : "rpc client: %s (%s): TLS failed (%llu so far): "
+                             "%s", ep->name, c->peer, (unsigned long long)n,
+                why);
     }
     conn_kill(c);
 }
@@ -512,8 +499,27 @@ static void unreachable(struct conn *c)
     conn_kill(c);
 }
 
+/* host:port into *to (the first address); HC_OK or an error. */
 static int resolve(struct sockaddr_storage *to, socklen_t *len,
-                   const char *host, int port, int passive);
+                   const char *host, int port, int passive)
+{
+    struct addrinfo hints = {0}, *ai = NULL;
+    char ps[16];
+    int rv;
+
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = passive ? AI_PASSIVE : 0;
+    snprintf(ps, sizeof ps, "%d", port);
+    if (!strcmp(host, "*") || !host[0])
+        host = NULL;
+    if ((rv = getaddrinfo(host, ps, &hints, &ai)) != 0 || !ai)
+        return hc_err_set(HC_ERR_TRANSPORT, "%s:%d: %s", host ? host : "*",
+                          port, gai_strerror(rv));
+    memcpy(to, ai->ai_addr, ai->ai_addrlen);
+    *len = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    return HC_OK;
+}
 
 /* A client's server by name again (a restarted container or pod may come
  * back at another address); the old address is kept when that fails. */
@@ -619,14 +625,6 @@ static bool ssl_waits(struct conn *c, int r)
 /* ------------------------------------------------------------------ */
 /* Network → rpc                                                        */
 
-static void put_be64(uint8_t *p, uint64_t v)
-{
-    int i;
-
-    for (i = 7; i >= 0; i--, v >>= 8)
-        p[i] = (uint8_t)v;
-}
-
 /* A connection is up: findable by its id (hc_relay_send). A
  * client's callee hears of it here; a server's said yes before. */
 static void announce(struct conn *c)
@@ -641,9 +639,8 @@ static void announce(struct conn *c)
         c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer, NULL);
 }
 
-/* The peer's first 8 bytes were hetps's. A server sends them once it has
- * taken our certificate: only now does the client's callee hear of a
- * connection. */
+/* The peer's preamble is in: a server sends it once it has taken our
+ * certificate, so only now does a client's callee hear of a connection. */
 static void hello(struct conn *c)
 {
     c->hello = true;
@@ -674,9 +671,8 @@ static void uncharge(struct conn *c)
     c->rx_charged = 0;
 }
 
-/* A frame's head is in: its message, ready for the body. A message over
- * the endpoint's limit, or one that would take the process's messages
- * being read over their budget, closes the connection first. */
+/* A frame's head is in: its message allocated, unless it is over the
+ * endpoint's limit or the process's budget (the connection closed). */
 static int frame_start(struct conn *c)
 {
     uint64_t len = c->in.len;
@@ -761,21 +757,21 @@ static bool tx_take(struct conn *c)
 {
     struct loop *R = c->loop;
     nng_msg *m = NULL;
+    uint32_t id = 0;
     size_t len;
 
     pthread_mutex_lock(&R->kmu);
     if (c->oq_len) {
         m = c->outq[c->oq_head];
+        id = c->outq_id[c->oq_head];
         c->oq_head = (c->oq_head + 1) % OUTQ;
         c->oq_len--;
     }
     pthread_mutex_unlock(&R->kmu);
     if (!m)
         return false;
-    /* Its header is the request id (hc_relay_send). */
     len = nng_msg_len(m);
-    put_be64(c->stage, len);
-    memcpy(c->stage + 8, nng_msg_header(m), 4);
+    hc_frame_head(c->stage, len, id);
     c->tx_staged = len < STAGE_BYTES - HEAD_BYTES ? len
                                                   : STAGE_BYTES - HEAD_BYTES;
     memcpy(c->stage + HEAD_BYTES, nng_msg_body(m), c->tx_staged);
@@ -824,8 +820,7 @@ static bool net_out(struct conn *c)
 }
 
 /* A sender's thread writes what it gave, if no one else is using the
- * connection: true when all of it went and nothing is left for the loop
- * (a full socket, a failure, a message still being written are). */
+ * connection: true when nothing is left for the loop. */
 static bool send_inline(struct conn *c)
 {
     bool done = false;
@@ -882,15 +877,11 @@ static void update_interest(struct conn *c)
             net |= EPOLLOUT;
         break;
     }
-    /* A side with nothing to do is not watched at all (epoll reports a
-     * hang-up even unasked, level-triggered: a busy loop); the pump finds
-     * the hang-up once there is something to do. */
-    set_interest(c, c->net, &c->net_tag, &c->net_ev, net);
+    set_interest(c, net);
 }
 
 /* The handshake finished: a server's connection is verified and handed
- * to its callee; either side says what it speaks (a client's callee hears
- * of its connection once the server has said it: hello). */
+ * to its callee; either side sends its preamble. */
 static int handshake_done(struct conn *c)
 {
     size_t put;
@@ -1028,10 +1019,8 @@ static void client_connect(struct hc_relay_ep *ep, struct loop *R)
     step(c);
 }
 
-/* Take the connections waiting on server endpoint ep into loop R. Its
- * listening socket is in every loop's epoll (EPOLLEXCLUSIVE: one loop
- * woken per connection, as a rule), so its connections spread over the
- * loops. */
+/* Take the connections waiting on server endpoint ep into loop R (its
+ * listening socket is in every loop's epoll, EPOLLEXCLUSIVE). */
 static void accept_all(struct hc_relay_ep *ep, struct loop *R)
 {
     struct sockaddr_storage sa;
@@ -1198,12 +1187,11 @@ static int clients_due(struct loop *R)
     return wait;
 }
 
-/* A server's peer that has not taken its output for the send
- * timeout is not reading: closed (so its requests hold nothing more),
- * and true. Under R->mu. */
+/* A server's peer that has not taken its output for the send timeout:
+ * closed, and true. Under R->mu. */
 static bool slow_reader(struct conn *c, uint64_t now)
 {
-    int t = c->ep->send_timeout_ms;
+    int t = c->ep->cb.send_timeout_ms;
     uint64_t at = __atomic_load_n(&c->out_at, __ATOMIC_RELAXED);
     bool waits;
 
@@ -1282,10 +1270,9 @@ static void *relay_main(void *arg)
 }
 
 /* A child of fork() has no relay thread: it starts its own, with none of
- * the parent's endpoints. Their sockets are the parent's to serve: closed
- * here (a listening port held by a child would take connections nobody
- * accepts); their memory is kept where a leak checker sees it (nng's
- * objects too: nng is not to be used across a fork). */
+ * the parent's endpoints. Their sockets are closed here (a listening port
+ * held by a child would take connections nobody accepts); their memory is
+ * kept where a leak checker sees it. */
 static struct conn *parents_conns[MAX_LOOPS];
 
 static void forget_in_child(void)
@@ -1333,56 +1320,33 @@ static int start(struct loop *R)
     pthread_t th;
     pthread_attr_t at;
 
+    int rv;
+
     if (R->started)
         return HC_OK;
-    if ((R->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
-        return hc_err_set(HC_ERR_TRANSPORT, "TLS relay: epoll: %s",
-                          strerror(errno));
-    if ((R->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
+    if ((R->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+        (R->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
         epoll_ctl(R->epfd, EPOLL_CTL_ADD, R->wakefd, &ev) != 0) {
-        int e = errno;
-
-        if (R->wakefd >= 0)
-            close(R->wakefd);
-        close(R->epfd);
-        R->epfd = R->wakefd = -1;
-        return hc_err_set(HC_ERR_TRANSPORT, "TLS relay: eventfd: %s",
-                          strerror(e));
+        rv = hc_err_set(HC_ERR_TRANSPORT, "TLS relay: epoll: %s",
+                        strerror(errno));
+        goto fail;
     }
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&th, &at, relay_main, R) != 0) {
-        pthread_attr_destroy(&at);
-        close(R->wakefd);
-        close(R->epfd);
-        R->epfd = R->wakefd = -1;
-        return hc_err_set(HC_ERR_NOMEM, "TLS relay: no thread");
-    }
+    rv = pthread_create(&th, &at, relay_main, R);
     pthread_attr_destroy(&at);
-    R->started = true;
-    return HC_OK;
-}
-
-/* host:port into *to (the first address); HC_OK or an error. */
-static int resolve(struct sockaddr_storage *to, socklen_t *len,
-                   const char *host, int port, int passive)
-{
-    struct addrinfo hints = {0}, *ai = NULL;
-    char ps[16];
-    int rv;
-
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = passive ? AI_PASSIVE : 0;
-    snprintf(ps, sizeof ps, "%d", port);
-    if (!strcmp(host, "*") || !host[0])
-        host = NULL;
-    if ((rv = getaddrinfo(host, ps, &hints, &ai)) != 0 || !ai)
-        return hc_err_set(HC_ERR_TRANSPORT, "%s:%d: %s", host ? host : "*",
-                          port, gai_strerror(rv));
-    memcpy(to, ai->ai_addr, ai->ai_addrlen);
-    *len = ai->ai_addrlen;
-    freeaddrinfo(ai);
-    return HC_OK;
+    if (rv == 0) {
+        R->started = true;
+        return HC_OK;
+    }
+    rv = hc_err_set(HC_ERR_NOMEM, "TLS relay: no thread");
+fail:
+    if (R->wakefd >= 0)
+        close(R->wakefd);
+    if (R->epfd >= 0)
+        close(R->epfd);
+    R->epfd = R->wakefd = -1;
+    return rv;
 }
 
 /* A listening socket on addr; port into *bound. */
@@ -1449,56 +1413,53 @@ static int deal(hc_relay_ep *ep)
     return err;
 }
 
-static int ep_open(hc_relay_ep **out, int server, const char *lhost,
-                   int lport, const char *thost, int tport,
-                   size_t recv_max, const char *ca_file,
-                   const char *cert_key_file, const char *server_name,
-                   const char *name, int *bound,
-                   const struct hc_relay_cb *direct)
+/* A client (server 0: dial host:port) or server (listen on host:port)
+ * endpoint; see hc_relay_dial and hc_relay_listen. */
+static int ep_open(hc_relay_ep **out, int server, const char *host,
+                   int port, size_t recv_max, const char *ca_file,
+                   const char *cert_key_file, const char *name, int *bound,
+                   const struct hc_relay_cb *cb)
 {
     struct sockaddr_storage la;
+    struct in6_addr a6;
     socklen_t ll;
     hc_relay_ep *ep;
     int err = HC_OK, i;
 
     *out = NULL;
+    if (!cb || !cb->on_msg || !cb->on_conn)
+        return hc_err_set(HC_ERR_INVAL, "%s: the TLS relay needs callbacks",
+                          name);
     if (!(ep = calloc(1, sizeof *ep)))
         return hc_err_set(HC_ERR_NOMEM, "TLS relay: out of memory");
     ep->server = server;
     ep->fd = -1;
     ep->recv_max = recv_max;
-    ep->cb = *direct;
-    ep->send_timeout_ms = direct->send_timeout_ms;
+    ep->cb = *cb;
     snprintf(ep->name, sizeof ep->name, "%s", name);
-    snprintf(ep->host, sizeof ep->host, "%s", thost ? thost : "");
-    ep->port = tport;
-    {
-        struct in6_addr a6;
-
-        ep->numeric = inet_pton(AF_INET, ep->host, &a6) == 1 ||
-                      inet_pton(AF_INET6, ep->host, &a6) == 1;
-    }
+    snprintf(ep->host, sizeof ep->host, "%s", host);
+    ep->port = port;
+    ep->numeric = inet_pton(AF_INET, host, &a6) == 1 ||
+                  inet_pton(AF_INET6, host, &a6) == 1;
     ep->resolved_at = now_ms();
     if (!(ep->ctx = hc_tls_ctx_open(server, ca_file, cert_key_file,
-                                    server_name))) {
+                                    server ? NULL : host))) {
         free(ep);
         return hc_err_set(HC_ERR_CONFIG, "%s: %s", name, hc_err_msg());
     }
-    if (server) {
-        if ((err = resolve(&la, &ll, lhost, lport, 1)) != HC_OK)
+    if (!server) {
+        if ((err = resolve(&ep->to, &ep->to_len, host, port, 0)) != HC_OK)
             goto fail;
-        if ((ep->fd = listen_on(&la, ll, bound)) < 0) {
-            err = hc_err_set(HC_ERR_TRANSPORT, "%s: cannot listen on %s:%d: "
-                             "%s%s", name, lhost, lport, strerror(errno),
-                             errno == EADDRINUSE
-                                 ? " (another process holds the port; stop "
-                                   "it or pick another port)"
-                                 : "");
-            goto fail;
-        }
-    } else {
-        if ((err = resolve(&ep->to, &ep->to_len, thost, tport, 0)) != HC_OK)
-            goto fail;
+    } else if ((err = resolve(&la, &ll, host, port, 1)) != HC_OK) {
+        goto fail;
+    } else if ((ep->fd = listen_on(&la, ll, bound)) < 0) {
+        err = hc_err_set(HC_ERR_TRANSPORT, "%s: cannot listen on %s:%d: %s%s",
+                         name, host, port, strerror(errno),
+                         errno == EADDRINUSE
+                             ? " (another process holds the port; stop it "
+                               "or pick another port)"
+                             : "");
+        goto fail;
     }
     ep->tag = (struct tag){SIDE_LISTEN, ep};
     pthread_mutex_init(&ep->mu, NULL);
@@ -1529,34 +1490,25 @@ fail:
 }
 
 int hc_relay_dial(hc_relay_ep **out, const char *host, int port,
-                         size_t recv_max, const char *ca_file,
-                         const char *cert_key_file, const char *name,
-                         const struct hc_relay_cb *cb)
+                  size_t recv_max, const char *ca_file,
+                  const char *cert_key_file, const char *name,
+                  const struct hc_relay_cb *cb)
 {
-    if (!cb || !cb->on_msg || !cb->on_conn) {
-        *out = NULL;
-        return hc_err_set(HC_ERR_INVAL, "%s: a TLS client needs its "
-                          "callbacks", name);
-    }
-    return ep_open(out, 0, NULL, 0, host, port, recv_max, ca_file,
-                   cert_key_file, host, name, NULL, cb);
+    return ep_open(out, 0, host, port, recv_max, ca_file, cert_key_file,
+                   name, NULL, cb);
 }
 
 int hc_relay_listen(hc_relay_ep **out, const char *host, int port,
-                           size_t recv_max, const char *ca_file,
-                           const char *cert_key_file, const char *name,
-                           int *bound, const struct hc_relay_cb *cb)
+                    size_t recv_max, const char *ca_file,
+                    const char *cert_key_file, const char *name, int *bound,
+                    const struct hc_relay_cb *cb)
 {
-    if (!cb || !cb->on_msg || !cb->on_conn) {
-        *out = NULL;
-        return hc_err_set(HC_ERR_INVAL, "%s: a TLS server needs its "
-                          "callbacks", name);
-    }
-    return ep_open(out, 1, host, port, NULL, 0, recv_max, ca_file,
-                   cert_key_file, NULL, name, bound, cb);
+    return ep_open(out, 1, host, port, recv_max, ca_file, cert_key_file,
+                   name, bound, cb);
 }
 
-/* Direct connection conn of ep, if up, with a sender counted (a caller
+/* Connection conn of ep, if up, with a sender counted (a caller
+, if up, with a sender counted (a caller
  * puts it back with put_conn); else NULL. */
 static struct conn *get_conn(hc_relay_ep *ep, uint32_t conn)
 {
@@ -1587,27 +1539,20 @@ static void put_conn(struct conn *c)
 
 int hc_relay_send(hc_relay_ep *ep, uint32_t conn, uint32_t id, nng_msg *m)
 {
-    uint8_t h[4] = {(uint8_t)(id >> 24), (uint8_t)(id >> 16),
-                    (uint8_t)(id >> 8), (uint8_t)id};
     struct conn *c = get_conn(ep, conn);
     struct loop *R;
-    int err = HC_OK;
+    int err = HC_OK, at;
 
     if (!c)
         return HC_ERR_CLOSED;
     R = c->loop;
-    /* The header tx_take reads: the request id. */
-    nng_msg_header_clear(m);
-    if (nng_msg_header_append(m, h, sizeof h) != 0) {
-        err = HC_ERR_NOMEM;
-        goto out;
-    }
     pthread_mutex_lock(&R->kmu);
     if (c->oq_len < OUTQ) {
         if (c->oq_len == 0)     /* the send timeout counts from here */
             __atomic_store_n(&c->out_at, now_ms(), __ATOMIC_RELAXED);
-        c->outq[(c->oq_head + c->oq_len) % OUTQ] = m;
-        c->oq_len++;
+        at = (c->oq_head + c->oq_len++) % OUTQ;
+        c->outq[at] = m;
+        c->outq_id[at] = id;
     } else {
         err = HC_ERR_LIMIT;
     }
@@ -1619,7 +1564,6 @@ int hc_relay_send(hc_relay_ep *ep, uint32_t conn, uint32_t id, nng_msg *m)
         kick_locked(c);
         pthread_mutex_unlock(&R->kmu);
     }
-out:
     put_conn(c);
     return err;
 }
@@ -1636,21 +1580,6 @@ void hc_relay_drop(hc_relay_ep *ep, uint32_t conn)
     kick_locked(c);
     pthread_mutex_unlock(&c->loop->kmu);
     put_conn(c);
-}
-
-int hc_relay_conn_peer(uint32_t conn, char *peer, size_t n)
-{
-    struct conn *c;
-    int found = 0;
-
-    pthread_mutex_lock(&reg_mu);
-    for (c = reg_list; c && !found; c = c->reg_next)
-        if (c->id == conn) {
-            snprintf(peer, n, "%s", c->peer);
-            found = 1;
-        }
-    pthread_mutex_unlock(&reg_mu);
-    return found;
 }
 
 void hc_relay_close(hc_relay_ep *ep)

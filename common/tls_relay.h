@@ -1,35 +1,18 @@
 /*
- * tls_relay.h — mutual TLS for rpc (its backend rpc_tls.c), on OpenSSL,
- * outside nng.
+ * tls_relay.h — mutual TLS for rpc (its backend rpc_tls.c), on OpenSSL in
+ * threads of the process, outside nng (why: common/README.md, *The TLS
+ * relay*). Whole messages go both ways: a body is decrypted straight into
+ * the nng message its callee takes, and encrypted from the one given — in
+ * the giving thread when the connection is free.
  *
- * nng 1.5.2's TLS transport moves at most 16 KiB per step, each step a
- * hand-off between its threads: a 40 MB message is 2 500 of them, and
- * mutual TLS cost 4× plain TCP at real model sizes whatever the cipher
- * (tests/bench/README.md). The relay does the TLS itself, in threads of
- * the process, and hands whole messages to the rpc layer: a message's
- * bytes are decrypted straight into the nng message its callee takes, and
- * encrypted straight from the one it gave — in the giving thread when the
- * connection is free, so a request or a reply passes no other thread on
- * its way out.
+ * A server's port is the relay's: each connection that completes the
+ * handshake with a certificate of the cluster's CA is handed to the
+ * server's callbacks with the task its certificate names (its CN). A
+ * client keeps a TLS connection to its server (whose certificate must name
+ * its host), made again 20 ms to 1 s apart when lost or failed.
  *
- *  - a server's public port is the relay's; each connection that completes
- *    the handshake with a certificate of the cluster's CA is handed to the
- *    server's callbacks (hc_relay_listen), which get each request
- *    with the connection's number and send replies by it.
- *  - a client keeps a TLS connection to its server (whose certificate
- *    must name its host), made again 20 ms to 1 s apart when lost or
- *    failed; its callbacks hear when one is up (the server's first bytes
- *    say it took our certificate) and get each reply
- *    (hc_relay_dial).
- *
- * On the wire, inside TLS, each side first sends 8 bytes ("HETPSr1\n"),
- * then messages: an 8-byte big-endian body length, the 4-byte request id,
- * the body. A peer that sends anything else (nng's own TLS transport,
- * say) is refused by name, as is a message longer than the endpoint's
- * limit.
- *
- * A server's connection is the identity of its client: the task its
- * verified certificate names (its CN), given with the connection.
+ * On the wire, inside TLS: tls_frame.h. A peer that sends anything else,
+ * or a message longer than the endpoint's limit, is refused by name.
  *
  * Threads: any thread may open and close endpoints and send; the relay's
  * threads read, and write what a sender left.
@@ -45,12 +28,6 @@
 typedef struct hc_relay_ep hc_relay_ep;
 
 /*
- * Endpoints (what rpc_tls.c uses): no nng socket between the caller and
- * TLS. A message to send is written into TLS in the sending thread when
- * its connection is free (hc_relay_send), and a message read is handed to
- * on_msg on the relay's thread: no thread of nng's and none of the
- * relay's on the way out, one on the way in.
- *
  * Callbacks, on a relay thread or in hc_relay_close, never two at once
  * for one connection; they must not close the endpoint:
  *  - on_conn(arg, conn, 1, peer, who): connection conn (never 0, not
@@ -78,9 +55,9 @@ struct hc_relay_cb {
  * 1 s apart); cb says what happens. Replies over recv_max bytes end the
  * connection. name: for logs (the peer's task). HC_OK or an error. */
 int hc_relay_dial(hc_relay_ep **out, const char *host, int port,
-                         size_t recv_max, const char *ca_file,
-                         const char *cert_key_file, const char *name,
-                         const struct hc_relay_cb *cb);
+                  size_t recv_max, const char *ca_file,
+                  const char *cert_key_file, const char *name,
+                  const struct hc_relay_cb *cb);
 
 /* A server's side: listen on host:port (port 0: any; *bound gets it),
  * completing TLS with the CA in ca_file and the certificate and key in
@@ -88,9 +65,9 @@ int hc_relay_dial(hc_relay_ep **out, const char *host, int port,
  * Messages over recv_max bytes end their connection. name: for logs (the
  * server's URL). HC_OK or an error (err.h). */
 int hc_relay_listen(hc_relay_ep **out, const char *host, int port,
-                           size_t recv_max, const char *ca_file,
-                           const char *cert_key_file, const char *name,
-                           int *bound, const struct hc_relay_cb *cb);
+                    size_t recv_max, const char *ca_file,
+                    const char *cert_key_file, const char *name, int *bound,
+                    const struct hc_relay_cb *cb);
 
 /* Send m with request id on connection conn of ep (one on_conn
  * said is up): taken and HC_OK; else m stays the caller's and
@@ -101,10 +78,6 @@ int hc_relay_send(hc_relay_ep *ep, uint32_t conn, uint32_t id, nng_msg *m);
 /* Close connection conn of ep, if up (its relay thread does; then
  * on_conn says it is gone; a client makes a new one). Any thread. */
 void hc_relay_drop(hc_relay_ep *ep, uint32_t conn);
-
-/* Whether conn is a connection now up; if so, its peer's address
- * ("10.0.0.5:41234") into peer. */
-int hc_relay_conn_peer(uint32_t conn, char *peer, size_t n);
 
 /* The budget of the bytes of messages being read at once, process-wide
  * (0: the default, HETPS_RECV_BUDGET or a quarter of the memory, at most
