@@ -33,6 +33,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -67,6 +68,8 @@
 #define RESOLVE_MS 30000          /* a client's server looked up again */
 #define RETRY_MIN_MS 20           /* a client connects again after … */
 #define RETRY_MAX_MS 1000         /* … doubling up to this */
+#define TRIM_BYTES ((uint64_t)8 << 20) /* a dropped body this large: its
+                                          memory goes back to the system */
 #define BUDGET_MAX ((uint64_t)4 << 30) /* default budget: this, or a
                                         * quarter of the memory if less */
 
@@ -1073,11 +1076,16 @@ static void unregister_locked(struct conn *c)
     c->registered = false;
 }
 
-/* Free a dead connection, outside any loop's mu. */
+/* Free a dead connection, outside any loop's mu. A message it was still
+ * receiving is dropped; when that was large (a peer that announced a big
+ * body and left, or was closed, before sending it all) the memory goes
+ * back to the system: common/tune.c keeps freed memory for the next
+ * message of a model's size, which such a body will not be. */
 static void conn_free(struct conn *c)
 {
     struct loop *R = c->loop;
     struct conn **pc;
+    bool trim = c->rx_charged >= TRIM_BYTES;
 
     if (c->registered) {
         pthread_mutex_lock(&reg_mu);
@@ -1105,6 +1113,8 @@ static void conn_free(struct conn *c)
     free(c->stage);
     pthread_mutex_destroy(&c->smu);
     free(c);
+    if (trim)
+        malloc_trim(0);
 }
 
 /* Free what is dead; by the loop's thread only, called with R->mu held
