@@ -134,7 +134,9 @@ int hc_rpc_client_open(hc_rpc_client **out, int n, const char *const *urls,
 
 /*
  * Send reqs[i] to peer peers[i] for i < n, all at once, and wait until each
- * has a reply or has failed. Ownership of every reqs[i] passes to the call.
+ * has a reply or has failed. A peer may be named by several targets: it
+ * carries them one after another, in index order (one request in flight
+ * per peer; open several peers to the same URL for several in flight). Ownership of every reqs[i] passes to the call.
  * replies[i] receives the reply (caller frees) or NULL; errs[i] HC_OK or the
  * failure code. timeout_ms > 0 overrides the per-attempt timeout (e.g. for
  * a pull that may wait for a synchronous step). Returns HC_OK when every
@@ -158,7 +160,9 @@ int hc_rpc_call_all_kept(hc_rpc_client *c, int n, const int *peers,
 typedef int (*hc_rpc_remake_fn)(void *arg, int i, nng_msg **out);
 
 /* hc_rpc_call_all, where every reqs[i] is sent as it is (taken, set NULL)
- * and no copy is kept: a re-send asks remake(arg, i) for the same bytes —
+ * and no copy is kept: a re-send asks remake(arg, i) for the same bytes,
+ * as does a first attempt whose reqs[i] is NULL (made when its peer gets
+ * to it: a long queue of large requests is not all built up front) —
  * for a caller that can make a large request again cheaper than keeping
  * a copy of it (a push, encoded again from the gradients). */
 int hc_rpc_call_all_remade(hc_rpc_client *c, int n, const int *peers,

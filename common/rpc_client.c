@@ -8,6 +8,8 @@
  * id — stepped by the calling thread alone (drive): the backend's threads
  * only hand it a reply or a loss under the client's mutex and wake it.
  * Every step has a deadline, and the whole call is bounded besides.
+ * A call may name a peer several times (a worker's parts over one lane):
+ * the link carries its targets one after another, in the order given.
  */
 #include "rpc.h"
 
@@ -50,6 +52,8 @@ struct hc_rpc_link {
 
     /* One call's state, the calling thread's. */
     int in_call;
+    int q_head, q_tail;        /* the call's later indices for this link, in
+                                  order (-1: none; linked by c->q_next) */
     nng_msg *first;            /* what the first attempt sends, or NULL */
     hc_rpc_remake_fn remake;   /* makes every other attempt's bytes */
     void *remake_arg;
@@ -72,8 +76,21 @@ struct hc_rpc_client {
     struct hc_rpc_link *peers; /* (n) */
     nng_mtx *mtx;
     nng_cv *cv;
-    int pending;               /* peers of this call not done */
+    int pending;               /* targets of this call not done */
     int abort;
+    /* The call under way (call_all): where each target's outcome goes as
+     * its link finishes it, and the links' queues. */
+    nng_msg **out_replies;     /* (n) */
+    int *out_errs;             /* (n) */
+    nng_msg **out_first;       /* (n) first attempts' bytes given, or NULL */
+    int *q_next;               /* (cap_q) */
+    int cap_q;
+    int first_failed;          /* the first target that failed, or -1 */
+    char fail_msg[512];
+    hc_rpc_remake_fn remake;
+    void *remake_arg;
+    int attempt_ms;
+    nng_time begin;
 };
 
 /* ---- what the backend hands (any of its threads) ---------------------- */
@@ -297,6 +314,8 @@ static void step(hc_rpc_link *p, nng_time now)
                                            : "no connection");
 }
 
+static void link_next(hc_rpc_link *p);
+
 /* Step every peer of the call until each is done. Past `hard` (a guard
  * against a backend that never answers nor loses) the call is aborted:
  * each peer's next step ends it. */
@@ -315,6 +334,7 @@ static void drive(hc_rpc_client *c, int n, const int *peers, nng_time hard)
         if (go) {
             nng_mtx_unlock(c->mtx);
             step(go, now);
+            link_next(go);      /* done: its outcome out, its next begun */
             nng_mtx_lock(c->mtx);
             continue;
         }
@@ -353,6 +373,7 @@ void hc_rpc_client_close(hc_rpc_client *c)
     if (c->mtx)
         nng_mtx_free(c->mtx);
     free(c->peers);
+    free(c->q_next);
     free(c);
 }
 
@@ -453,72 +474,113 @@ static void drop_all(int n, nng_msg **reqs, nng_msg **replies, int *errs,
     }
 }
 
-/* Every target is a valid, distinct peer with a request. */
+/* Every target is a valid peer with a request (or a remake to make it). */
 static int check_targets(hc_rpc_client *c, int n, const int *peers,
-                         nng_msg **reqs)
+                         nng_msg **reqs, int lazy)
 {
-    int i, rv = HC_OK;
+    int i;
 
-    for (i = 0; i < n && rv == HC_OK; i++) {
+    for (i = 0; i < n; i++) {
         if (peers[i] < 0 || peers[i] >= c->n)
-            rv = hc_err_set(HC_ERR_INVAL,
-                            "rpc call: target %d: peer %d is not one of the "
-                            "%d peers",
-                            i, peers[i], c->n);
-        else if (!reqs[i])
-            rv = hc_err_set(HC_ERR_INVAL,
-                            "rpc call: target %d (%s): request is NULL", i,
-                            c->peers[peers[i]].name);
-        else if (c->peers[peers[i]].in_call)
-            rv = hc_err_set(HC_ERR_INVAL,
-                            "rpc call: peer %s named twice in one call",
-                            c->peers[peers[i]].name);
-        else
-            c->peers[peers[i]].in_call = 1;
+            return hc_err_set(HC_ERR_INVAL,
+                              "rpc call: target %d: peer %d is not one of "
+                              "the %d peers", i, peers[i], c->n);
+        if (!reqs[i] && !lazy)
+            return hc_err_set(HC_ERR_INVAL,
+                              "rpc call: target %d (%s): request is NULL", i,
+                              c->peers[peers[i]].name);
     }
-    for (i = 0; i < n; i++)
-        if (peers[i] >= 0 && peers[i] < c->n)
-            c->peers[peers[i]].in_call = 0;
-    return rv;
+    return HC_OK;
 }
 
-/* Peer p set up for a call: its first attempt's bytes (first, taken, or
- * NULL) and how every other attempt's are made (remake). */
-static void call_begin(hc_rpc_link *p, nng_msg *first, hc_rpc_remake_fn remake,
-                       void *arg, int i, int attempt_ms, nng_time begin)
+/* Peer p set up for target i of the call: its first attempt's bytes
+ * (c->out_first[i], taken, or NULL) and how every other attempt's are
+ * made (c->remake). */
+static void call_begin(hc_rpc_link *p, int i)
 {
+    hc_rpc_client *c = p->c;
+
     p->in_call = 1;
-    p->first = first;
-    p->remake = remake;
-    p->remake_arg = arg;
+    p->first = c->out_first ? c->out_first[i] : NULL;
+    if (c->out_first)
+        c->out_first[i] = NULL;
+    p->remake = c->remake;
+    p->remake_arg = c->remake_arg;
     p->remake_i = i;
     p->reply = NULL;
     p->err = HC_OK;
     p->attempts = 0;
     snprintf(p->last_why, sizeof p->last_why, "none");
-    p->backoff_ms = p->c->opts.backoff_min_ms;
-    p->attempt_ms = attempt_ms;
-    p->begin = begin;
-    p->deadline = begin + (nng_time)p->c->opts.retry_ms;
+    p->backoff_ms = c->opts.backoff_min_ms;
+    p->attempt_ms = c->attempt_ms;
+    p->begin = c->begin;
+    p->deadline = c->begin + (nng_time)c->opts.retry_ms;
     p->last_warn = 0;
     p->msg[0] = '\0';
 }
 
+/* Link p finished its target: the outcome to the call's arrays, and the
+ * link's next target, if any, begun (each link carries one at a time, in
+ * the order given: a lane's requests keep their order). */
+static void link_next(hc_rpc_link *p)
+{
+    hc_rpc_client *c = p->c;
+
+    while (p->state == CALL_DONE) {
+        int i = p->remake_i;
+
+        if (p->first)           /* never sent: the call failed first */
+            nng_msg_free(p->first);
+        p->first = NULL;
+        p->in_call = 0;
+        set_state(p, CALL_IDLE, 0);
+        c->out_replies[i] = p->reply;
+        p->reply = NULL;
+        c->out_errs[i] = p->err;
+        if (p->err != HC_OK && (c->first_failed < 0 || i < c->first_failed)) {
+            c->first_failed = i;
+            snprintf(c->fail_msg, sizeof c->fail_msg, "%s", p->msg);
+        }
+        if (p->q_head < 0)
+            return;
+        i = p->q_head;
+        p->q_head = c->q_next[i];
+        if (p->q_head < 0)
+            p->q_tail = -1;
+        call_begin(p, i);
+        peer_send(p);
+    }
+}
+
+/* Room for the queue links of n targets. */
+static int queue_room(hc_rpc_client *c, int n)
+{
+    int *q;
+
+    if (n <= c->cap_q)
+        return HC_OK;
+    if (!(q = realloc(c->q_next, (size_t)n * sizeof *q)))
+        return hc_err_set(HC_ERR_NOMEM, "rpc call: out of memory for %d "
+                          "targets", n);
+    c->q_next = q;
+    c->cap_q = n;
+    return HC_OK;
+}
+
 /* The calls of hc_rpc_call_all: reqs[i] target i's request; taken (set
  * NULL) as its first attempt's bytes when `take`, else left the caller's.
- * Every attempt not given is made by remake(arg, i). */
+ * Every attempt not given is made by remake(arg, i). A peer named by
+ * several targets carries them one after another, in order. */
 static int call_all(hc_rpc_client *c, int n, const int *peers,
                     nng_msg **reqs, int take, hc_rpc_remake_fn remake,
                     void *arg, nng_msg **replies, int *errs, int timeout_ms)
 {
-    int i, rv, first = -1;
-    int attempt_ms;
-    nng_time begin;
+    int i, rv;
 
     if (!c || n < 0 || (n > 0 && (!peers || !reqs || !replies || !errs)))
         rv = hc_err_set(HC_ERR_INVAL, "rpc call: bad arguments");
-    else
-        rv = check_targets(c, n, peers, reqs);
+    else if ((rv = check_targets(c, n, peers, reqs, take)) == HC_OK)
+        rv = queue_room(c, n);
     if (rv != HC_OK) {
         drop_all(n, take ? reqs : NULL, replies, errs, rv);
         return rv;
@@ -526,38 +588,51 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
     if (n == 0)
         return HC_OK;
 
-    attempt_ms = timeout_ms > 0 ? timeout_ms : c->opts.timeout_ms;
-    begin = nng_clock();
+    c->attempt_ms = timeout_ms > 0 ? timeout_ms : c->opts.timeout_ms;
+    c->begin = nng_clock();
     c->abort = 0;
     c->pending = n;
+    c->out_replies = replies;
+    c->out_errs = errs;
+    c->out_first = take ? reqs : NULL;
+    c->remake = remake;
+    c->remake_arg = arg;
+    c->first_failed = -1;
     for (i = 0; i < n; i++) {
-        call_begin(&c->peers[peers[i]], take ? reqs[i] : NULL, remake, arg,
-                   i, attempt_ms, begin);
-        if (take)
-            reqs[i] = NULL;
+        replies[i] = NULL;
+        errs[i] = HC_OK;
+        c->peers[peers[i]].q_head = c->peers[peers[i]].q_tail = -1;
     }
-    for (i = 0; i < n; i++)
-        peer_send(&c->peers[peers[i]]);
-    drive(c, n, peers, begin + (nng_time)c->opts.retry_ms +
-                           2 * (nng_time)attempt_ms + ABORT_SLACK_MS);
-
     for (i = 0; i < n; i++) {
         hc_rpc_link *p = &c->peers[peers[i]];
 
-        if (p->first)                   /* never sent: the call failed first */
-            nng_msg_free(p->first);
-        p->first = NULL;
-        p->in_call = 0;
-        set_state(p, CALL_IDLE, 0);
-        replies[i] = p->reply;
-        p->reply = NULL;
-        errs[i] = p->err;
-        if (p->err != HC_OK && first < 0)
-            first = i;
+        c->q_next[i] = -1;
+        if (!p->in_call) {
+            call_begin(p, i);
+            continue;
+        }
+        if (p->q_tail < 0)
+            p->q_head = i;
+        else
+            c->q_next[p->q_tail] = i;
+        p->q_tail = i;
     }
-    if (first < 0)
+    for (i = 0; i < n; i++) {
+        hc_rpc_link *p = &c->peers[peers[i]];
+
+        if (p->in_call && p->remake_i == i && p->state == CALL_IDLE) {
+            peer_send(p);
+            link_next(p);       /* failed at once: its next target */
+        }
+    }
+    drive(c, n, peers, c->begin + (nng_time)c->opts.retry_ms +
+                           2 * (nng_time)c->attempt_ms + ABORT_SLACK_MS);
+    c->out_replies = NULL;
+    c->out_errs = NULL;
+    c->out_first = NULL;
+    if (c->first_failed < 0)
         return HC_OK;
-    return hc_err_set(errs[first], "%s", c->peers[peers[first]].msg);
+    return hc_err_set(errs[c->first_failed], "%s", c->fail_msg);
 }
 
 /* remake for requests the caller keeps: a copy of reqs[i]. */
