@@ -439,6 +439,18 @@ static int check_envelope(const Hetps__Envelope *env, uint64_t *elems)
     if (!env->join) /* any member of the union: all are pointers */
         return hc_err_set(HC_ERR_PROTO, "%s payload is selected but not set",
                           hc_wire_payload_name(env->payload_case));
+    if (env->has_lane && env->lane >= HC_MAX_LANES)
+        return hc_err_set(HC_ERR_PROTO, "lane %u: a sender has lanes 0 to %u",
+                          env->lane, HC_MAX_LANES - 1);
+    if (env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH &&
+        (env->push->has_part || env->push->has_parts) &&
+        (!env->push->has_part || !env->push->has_parts ||
+         env->push->parts == 0 || env->push->parts > HC_WIRE_MAX_PARTS ||
+         env->push->part >= env->push->parts))
+        return hc_err_set(HC_ERR_PROTO, "push part %u of %u: a part is "
+                          "0 to parts - 1 of 1 to %u parts, both given",
+                          env->push->part, env->push->parts,
+                          HC_WIRE_MAX_PARTS);
     if (env->n_tensors > HC_WIRE_MAX_TENSORS)
         return hc_err_set(HC_ERR_LIMIT, "%s carries %zu tensors, over the "
                           "limit of %u", hc_wire_payload_name(env->payload_case),

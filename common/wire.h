@@ -53,6 +53,9 @@
 #define HC_WIRE_MAX_TEXT     4096u         /* bytes of any other string */
 #define HC_WIRE_MAX_VAR_ELEMS (1ull << 34) /* elements of one variable */
 #define HC_WIRE_MAX_MEMBERS  65536u        /* members in a reply */
+#define HC_WIRE_MAX_PARTS    65536u        /* parts of one push (Push.parts) */
+#define HC_MAX_LANES         8u            /* a sender's lanes (Envelope.lane):
+                                              requests in flight to one shard */
 
 /* Identity stamped on every envelope a process sends. */
 struct hc_sender {

@@ -13,6 +13,8 @@
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "records are stored as little-endian bytes");
 _Static_assert(sizeof(struct ps_record) == PS_RECORD_SIZE &&
+               offsetof(struct ps_record, worker) == 8 &&
+               offsetof(struct ps_record, lane) == 10 &&
                offsetof(struct ps_record, incarnation) == 16 &&
                offsetof(struct ps_record, version) == 32 &&
                offsetof(struct ps_record, slice_count) == 52,
@@ -44,7 +46,7 @@ int ps_record_begin(struct ps_record *r, uint32_t worker,
     r->magic = PS_RECORD_MAGIC;
     r->format = PS_RECORD_FORMAT;
     r->kind = (uint8_t)kind;
-    r->worker = worker;
+    r->worker = (uint16_t)worker;
     r->incarnation = incarnation;
     r->request_id = request_id;
     return other;

@@ -26,6 +26,10 @@
 #define PS_RECORD_FORMAT 2u             /* 1: a header and the reply's bytes
                                            (read too, see ps_record_decode) */
 
+/* Lanes a worker may have, each with a record of its own (the wire's
+ * HC_MAX_LANES; the service checks they agree). */
+#define PS_RECORD_LANES 8u
+
 /* What a record's flags say. */
 enum {
     PS_REC_ANSWERED = 1u << 0,  /* answered at `version`; without it the
@@ -51,7 +55,10 @@ struct ps_record {
     uint16_t format;            /* PS_RECORD_FORMAT */
     uint8_t flags;              /* PS_REC_* */
     uint8_t kind;               /* enum ps_record_kind */
-    uint32_t worker;            /* the worker's task index */
+    uint16_t worker;            /* the worker's task index (< HC_MAX_TASKS) */
+    uint16_t lane;              /* the worker's lane (Envelope.lane): one
+                                   record per (worker, lane); 0 in records
+                                   written before lanes (the same bytes) */
     uint32_t job_batch;         /* sync: the job's global batch the answer
                                    named (0: none) */
     uint64_t incarnation;       /* of the worker's process */

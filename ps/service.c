@@ -60,11 +60,33 @@ static enum ps_record_kind record_kind(Hetps__Envelope__PayloadCase c)
     }
 }
 
-/* Which of a member's records a kind goes to (service_impl.h). */
-static struct ps_record *record_of(struct member *m, enum ps_record_kind k)
+_Static_assert(PS_RECORD_LANES == HC_MAX_LANES,
+               "a worker's lanes: one record each");
+
+uint32_t service_lane(const Hetps__Envelope *e)
 {
-    return &m->rec[k == PS_REQ_PUSH ? REC_PUSH :
+    return e->has_lane ? e->lane : 0;   /* checked below HC_MAX_LANES */
+}
+
+/* Which of a member's records a request goes to (service_impl.h). */
+static struct ps_record *record_of(struct member *m,
+                                   const Hetps__Envelope *e,
+                                   enum ps_record_kind k)
+{
+    return &m->rec[k == PS_REQ_PUSH ? REC_PUSH + service_lane(e) :
                    k == PS_REQ_JOIN ? REC_JOIN : REC_OTHER];
+}
+
+/* Start rec as the record of e's request (kind k), on e's lane; 1 when
+ * it names another request than rec did. */
+static int record_begin(struct ps_record *rec, const Hetps__Envelope *e,
+                        enum ps_record_kind k)
+{
+    int other = ps_record_begin(rec, e->sender->index, k, e->incarnation,
+                                e->request_id);
+
+    rec->lane = (uint16_t)(k == PS_REQ_PUSH ? service_lane(e) : 0);
+    return other;
 }
 
 /* Note a connection the member's process uses (the oldest forgotten when
@@ -341,8 +363,7 @@ static void record_outcome(struct ps_service *s, const struct hc_wire_msg *in,
 {
     const Hetps__Envelope *e = in->env;
 
-    if (ps_record_begin(rec, e->sender->index, record_kind(e->payload_case),
-                        e->incarnation, e->request_id))
+    if (record_begin(rec, e, record_kind(e->payload_case)))
         m->requests++;
     if (deferred)
         return;
@@ -375,7 +396,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
 
     if ((reply = admit(s, in, msg_in, &m)) != NULL)
         return reply;
-    rec = record_of(m, kind);
+    rec = record_of(m, e, kind);
     if (deduplicate(s, in, m, rec, msg_in, req, deferred, &reply))
         return reply;
     prev = *rec;
@@ -416,7 +437,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
             /* Applied outside s->mu: the record says it is being answered
              * (a repeat meanwhile is not applied again). */
             out->prev = prev;
-            if (ps_record_begin(rec, w, kind, e->incarnation, e->request_id))
+            if (record_begin(rec, e, kind))
                 m->requests++;
             return NULL;
         }
@@ -688,12 +709,19 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
         for (i = 0; i < s->n_members; i++) {
             struct member *m = &s->members[i];
             struct ps_record r;
+            uint32_t lane;
+            int any = 0;
 
-            if (ps_shard_record(s->shard, i, &r) != HC_OK || !r.request_id)
-                continue;
-            m->incarnation = r.incarnation;
-            m->rec[REC_PUSH] = r;
-            n++;
+            for (lane = 0; lane < PS_RECORD_LANES; lane++) {
+                if (ps_shard_record(s->shard, i, lane, &r) != HC_OK ||
+                    !r.request_id ||
+                    (any && r.incarnation != m->incarnation))
+                    continue;
+                m->incarnation = r.incarnation;
+                m->rec[REC_PUSH + lane] = r;
+                any = 1;
+            }
+            n += any;
         }
         hc_err_clear();
         if (n)

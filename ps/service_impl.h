@@ -50,14 +50,16 @@ enum member_state { M_NONE, M_JOINED, M_LEFT, M_DEAD };
 
 #define MEMBER_PIPES 4
 
-/* What the shard knows of one worker. */
-enum { REC_PUSH, REC_JOIN, REC_OTHER, N_REC };
+/* What the shard knows of one worker. Its pushes have one record per
+ * lane (REC_PUSH + lane): a step's parts travel over several lanes, each
+ * lane's requests in order. */
+enum { REC_JOIN, REC_OTHER, REC_PUSH, N_REC = REC_PUSH + PS_RECORD_LANES };
 
 struct member {
     enum member_state state;
     uint64_t incarnation;       /* of the worker process last joined */
     /* The records of its last requests with an effect, one per ordering:
-     * pushes (REC_PUSH: the optimizer's), joins, and the chief's create
+     * pushes (REC_PUSH + lane: the optimizer's), joins, and the chief's create
      * and a leave — kept apart so that the re-join before a re-sent push,
      * create or leave (after a shard restart: a new, higher id) never
      * makes that request look old. */
@@ -69,8 +71,14 @@ struct member {
     uint32_t pipes[MEMBER_PIPES];
     char devices[128];
     uint64_t requests, duplicates;
-    int in_step;                /* sync: its push (rec[REC_PUSH]) is in the open
-                                   step: recorded with the step's apply */
+    unsigned in_step;           /* sync: bit l: its push on lane l
+                                   (rec[REC_PUSH + l]) is in the open step,
+                                   recorded with the step's apply */
+    /* sync: the parts of its push to the open step held so far (Push.part
+     * and parts): counted as pushed once all are in. */
+    uint64_t parts_base;        /* the step they are for */
+    uint64_t parts_incarnation;
+    uint32_t parts_in, parts_want;
     int removed;                /* no longer in the cluster file */
     int64_t expected_ms;        /* sync/ssp: expected to join since then */
 };
@@ -82,6 +90,9 @@ struct pending {
     nng_msg *msg;
     int worker;
     int is_push;                /* push-and-pull: record the answer */
+    uint32_t lane;              /* its sender's lane */
+    int held;                   /* sync: a part of a push not yet whole
+                                   (its worker's other parts to come) */
     uint64_t request_id;        /* (and the sender's incarnation in msg) */
     uint64_t min_version, clock; /* what it waits for (see pull_wants) */
     double t0;                  /* when it was kept (metrics) */
@@ -222,6 +233,9 @@ struct answer_info {
     uint64_t version;
     struct ps_pull_extra extra;
 };
+
+/* The lane e was sent on (Envelope.lane; 0 when absent). */
+uint32_t service_lane(const Hetps__Envelope *e);
 
 /* r's request was answered as `info` says. */
 void service_record_answered(struct ps_record *r,

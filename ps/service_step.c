@@ -90,7 +90,7 @@ static struct ps_record *push_record(struct ps_service *s,
 
     if (w >= (uint32_t)s->n_members)
         return NULL;
-    r = &s->members[w].rec[REC_PUSH];
+    r = &s->members[w].rec[REC_PUSH + service_lane(in->env)];
     if (r->incarnation != in->env->incarnation ||
         r->request_id != in->env->request_id)
         return NULL;
@@ -187,14 +187,19 @@ void service_free_kept(struct ps_service *s, nng_msg *msg)
 }
 
 /* Keep a request (pull or push-and-pull) to answer when the mode allows;
- * a worker has at most one kept: a newer one replaces it. */
+ * held: a part of a push whose other parts are still to come. A worker
+ * has at most one pull kept and one push per lane: a newer one replaces
+ * it. */
 static int defer(struct ps_service *s, const struct hc_wire_msg *in,
-                 nng_msg *msg_in, hc_rpc_req *req)
+                 nng_msg *msg_in, hc_rpc_req *req, int held)
 {
     int w = (int)in->env->sender->index, i;
+    int is_push = in->env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH;
+    uint32_t lane = service_lane(in->env);
 
     for (i = 0; i < s->n_pending; i++) {
-        if (s->pending[i].worker == w) {
+        if (s->pending[i].worker == w && s->pending[i].is_push == is_push &&
+            (!is_push || s->pending[i].lane == lane)) {
             hc_rpc_reply(s->pending[i].req, NULL);
             service_free_kept(s, s->pending[i].msg);
             s->pending[i] = s->pending[--s->n_pending];
@@ -213,8 +218,9 @@ static int defer(struct ps_service *s, const struct hc_wire_msg *in,
     s->pending[s->n_pending].req = req;
     s->pending[s->n_pending].msg = msg_in;
     s->pending[s->n_pending].worker = w;
-    s->pending[s->n_pending].is_push =
-        in->env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH;
+    s->pending[s->n_pending].is_push = is_push;
+    s->pending[s->n_pending].lane = lane;
+    s->pending[s->n_pending].held = held;
     s->pending[s->n_pending].request_id = in->env->request_id;
     s->pending[s->n_pending].t0 = hc_now_s();
     pull_wants(s, in, &s->pending[s->n_pending].min_version,
@@ -237,7 +243,7 @@ nng_msg *service_serve_pull(struct ps_service *s, const struct hc_wire_msg *in,
         }
         return service_answer_pull(s, in, 0, NULL);
     }
-    if (defer(s, in, msg_in, req) != HC_OK)
+    if (defer(s, in, msg_in, req, 0) != HC_OK)
         return service_error_reply(s, in->env->request_id,
                                    HETPS__ERROR_CODE__E_LIMIT, hc_err_msg());
     *deferred = 1;
@@ -256,7 +262,8 @@ static void serve_pending(struct ps_service *s)
 
         /* Decoded again only once it can be answered; its checksums were
          * checked when it arrived. */
-        if (!ps_mode_pull_ready(s->sync, p->worker, p->min_version, p->clock,
+        if (p->held ||
+            !ps_mode_pull_ready(s->sync, p->worker, p->min_version, p->clock,
                                 ps_shard_version(s->shard))) {
             i++;
             continue;
@@ -310,8 +317,9 @@ void service_lock_step(struct ps_service *s)
  * same, and a re-send after a restart is judged by the mode). With s->mu. */
 static size_t step_records(struct ps_service *s)
 {
-    struct ps_record *r = realloc(s->step_recs,
-                                  (size_t)s->n_members * sizeof *r + 1);
+    struct ps_record *r = realloc(s->step_recs, (size_t)s->n_members *
+                                                    PS_RECORD_LANES * sizeof *r +
+                                                1);
     size_t n = 0;
     int i;
 
@@ -320,8 +328,9 @@ static size_t step_records(struct ps_service *s)
     for (i = 0; i < s->n_members; i++) {
         struct member *m = &s->members[i];
 
-        if (r && m->in_step && m->rec[REC_PUSH].request_id)
-            r[n++] = m->rec[REC_PUSH];
+        for (uint32_t l = 0; r && l < PS_RECORD_LANES; l++)
+            if ((m->in_step >> l & 1u) && m->rec[REC_PUSH + l].request_id)
+                r[n++] = m->rec[REC_PUSH + l];
         m->in_step = 0;
     }
     return n;
@@ -368,6 +377,119 @@ static int find_nonfinite(const struct hc_wire_msg *in, size_t *t, uint32_t *e)
     return in->finite_checked && in->nonfinite_t < in->n_tensors;
 }
 
+/* ---- a synchronous step's push in parts ------------------------------ */
+
+/* A part of a push to a synchronous step (Push.parts > 1): held until
+ * the worker's other parts are in, so the step counts the push once, whole
+ * — the mode judges it then, and every part is added to the step's sum or
+ * answered as late together. */
+static int held_part(const struct ps_service *s, const struct hc_wire_msg *in)
+{
+    const Hetps__Push *p = in->env->push;
+
+    return ps_mode_in_steps(s->sync) && p->has_parts && p->parts > 1;
+}
+
+/* Let go of worker w's held parts without an answer (a part of another
+ * step or process came: these can never be whole; their sender re-sends
+ * what it still wants). */
+static void drop_held(struct ps_service *s, int w)
+{
+    int i = 0;
+
+    while (i < s->n_pending) {
+        struct pending *p = &s->pending[i];
+
+        if (p->worker != w || !p->held) {
+            i++;
+            continue;
+        }
+        hc_rpc_reply(p->req, NULL);
+        service_free_kept(s, p->msg);
+        *p = s->pending[--s->n_pending];
+    }
+}
+
+/* Count in's part; 1 when it is the worker's last of its push. */
+static int last_part(struct ps_service *s, const struct hc_wire_msg *in)
+{
+    const Hetps__Push *p = in->env->push;
+    int w = (int)in->env->sender->index;
+    struct member *m = &s->members[w];
+    uint64_t base = p->has_base_version ? p->base_version : 0;
+
+    if (m->parts_base != base || m->parts_want != p->parts ||
+        m->parts_incarnation != in->env->incarnation) {
+        drop_held(s, w);
+        m->parts_base = base;
+        m->parts_want = p->parts;
+        m->parts_incarnation = in->env->incarnation;
+        m->parts_in = 0;
+    }
+    if (++m->parts_in < m->parts_want)
+        return 0;
+    m->parts_in = 0;
+    return 1;
+}
+
+/* The push of worker w is whole and judged v (why: a refusal's reason):
+ * its held parts join the step's sum (lent, as a push-and-pull's), or are
+ * answered as late, or refused. Returns HC_OK, or the first failure of an
+ * addition to the sum. */
+static int release_held(struct ps_service *s, int w, enum ps_push_verdict v,
+                        const char *why)
+{
+    int i = 0, rv = HC_OK;
+
+    while (i < s->n_pending) {
+        struct pending *p = &s->pending[i];
+        struct hc_wire_msg in;
+        struct answer_info info;
+        nng_msg *reply = NULL;
+
+        if (p->worker != w || !p->held) {
+            i++;
+            continue;
+        }
+        if (hc_wire_redecode(nng_msg_body(p->msg), nng_msg_len(p->msg),
+                             s->cl->id, &in) != HC_OK) {
+            hc_rpc_reply(p->req, NULL);
+            service_free_kept(s, p->msg);
+            *p = s->pending[--s->n_pending];
+            continue;
+        }
+        if (v == PS_PUSH_ACCUMULATE) {
+            int r;
+
+            pthread_mutex_lock(&s->wmu);
+            r = ps_shard_accumulate(s->shard, &in, 1);
+            pthread_mutex_unlock(&s->wmu);
+            if (r == HC_OK) {
+                s->members[w].in_step |= 1u << p->lane;
+                p->held = 0;    /* now a push-and-pull waiting for the step */
+                hc_wire_msg_free(&in);
+                i++;
+                continue;
+            }
+            if (rv == HC_OK)
+                rv = r;
+            reply = service_error_reply(s, in.env->request_id,
+                                        hc_wire_error_code(r), hc_err_msg());
+        } else if (v == PS_PUSH_LATE) {
+            reply = service_answer_pull(s, &in, 1, &info);
+            record_later(s, &in, &info);
+        } else {
+            reply = service_error_reply(s, in.env->request_id,
+                                        HETPS__ERROR_CODE__E_STALE, why);
+        }
+        hc_wire_msg_free(&in);
+        hc_rpc_reply(p->req, reply);
+        service_free_kept(s, p->msg);
+        *p = s->pending[--s->n_pending];
+    }
+    return rv;
+}
+
 /* A push: judged by the mode, then applied, added to the step, or counted
  * as late. */
 int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
@@ -376,8 +498,9 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
                        struct answer_info *info)
 {
     const Hetps__Push *p = in->env->push;
-    int w = (int)in->env->sender->index, rv, late = 0, lent = 0;
+    int w = (int)in->env->sender->index, rv, late = 0, lent = 0, held = 0;
     int and_pull = p->n_ranges > 0;
+    char why[512];
     enum ps_push_verdict v;
     size_t bad_t;
     uint32_t bad_e;
@@ -402,9 +525,28 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
                           (unsigned long long)(t->offset + bad_e),
                           isnan(in->data[bad_t][bad_e]) ? "NaN" : "infinite");
     }
-    v = ps_mode_push(s->sync, w, p->has_base_version ? p->base_version : 0,
-                     ps_shard_version(s->shard), p->samples,
-                     p->has_samples_per_s ? p->samples_per_s : 0, hc_now_s());
+    if (held_part(s, in)) {
+        if (!and_pull)
+            return hc_err_set(HC_ERR_PROTO, "a push in parts to a "
+                              "synchronous step must ask for its values back "
+                              "(push-and-pull)");
+        if (!last_part(s, in)) {
+            if ((rv = defer(s, in, msg_in, req, 1)) != HC_OK)
+                return rv;
+            *deferred = 1;
+            return HC_OK;
+        }
+        held = 1;               /* the last: the whole push judged now */
+    }
+    /* Async: a push counts once, by its first part. */
+    if (p->has_part && p->part > 0 && !ps_mode_holds_pulls(s->sync))
+        v = PS_PUSH_APPLY;
+    else
+        v = ps_mode_push(s->sync, w, p->has_base_version ? p->base_version : 0,
+                         ps_shard_version(s->shard), p->samples,
+                         p->has_samples_per_s ? p->samples_per_s : 0,
+                         hc_now_s());
+    snprintf(why, sizeof why, "%s", hc_err_msg());
     if ((v == PS_PUSH_APPLY || v == PS_PUSH_ACCUMULATE) &&
         p->has_base_version && p->base_version <= ps_shard_version(s->shard))
         hc_series_observe(s->met.staleness,
@@ -442,15 +584,30 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
         pthread_mutex_unlock(&s->wmu);
         lent = rv == HC_OK && and_pull;
         if (rv == HC_OK)
-            s->members[w].in_step = 1;
+            s->members[w].in_step |= 1u << service_lane(in->env);
+        if (held) {
+            int r = release_held(s, w, rv == HC_OK ? v : PS_PUSH_REFUSE,
+                                 rv == HC_OK ? "" : hc_err_msg());
+
+            if (rv == HC_OK && r != HC_OK)
+                hc_warn("worker:%d: a part of its push to step %llu could "
+                        "not be added to the step: %s", w,
+                        (unsigned long long)ps_shard_version(s->shard),
+                        hc_err_msg());
+        }
         service_advance(s);
         break;
     case PS_PUSH_LATE:
+        if (held)
+            release_held(s, w, v, why);
         late = 1;
         info->extra.late = 1;
         rv = HC_OK;
         break;
     default:
+        if (held)
+            release_held(s, w, PS_PUSH_REFUSE, why);
+        hc_err_set(HC_ERR_STALE, "%s", why);
         return HC_ERR_STALE;
     }
     if (rv != HC_OK)
@@ -464,7 +621,7 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
     if (late || pull_ready(s, in)) {
         *reply = service_answer_pull(s, in, late, info);
         rv = HC_OK;
-    } else if ((rv = defer(s, in, msg_in, req)) == HC_OK) {
+    } else if ((rv = defer(s, in, msg_in, req, 0)) == HC_OK) {
         *deferred = 1;
         return HC_OK;
     }

@@ -584,6 +584,7 @@ static void push_record(const struct hc_wire_msg *in, struct ps_record *rec)
 
     ps_record_begin(rec, e->sender->index, PS_REQ_PUSH, e->incarnation,
                     e->request_id);
+    rec->lane = (uint16_t)(e->has_lane ? e->lane : 0);
     ps_record_set_place(rec, e->push->has_epoch && e->push->has_batches,
                         e->push->epoch, e->push->batches);
 }
@@ -634,8 +635,13 @@ void ps_shard_push_group(struct ps_shard *sh, struct ps_push_item *items,
             item_fail(it, rv);
             continue;
         }
-        /* Each push is a step of the group: its version the one after. */
-        it->version = step + n_g + 1;
+        /* Each push is a step of the group: its version the one after;
+         * a later part of a push is applied at its first part's step,
+         * not counted again. */
+        g[n_g].uncounted = it->in->env->push->has_part &&
+                           it->in->env->push->part > 0;
+        step += !g[n_g].uncounted;
+        it->version = step;
         push_record(it->in, &recs[n_g]);
         g[n_g].u = u + at;
         g[n_g].n = it->in->n_tensors;
@@ -770,9 +776,10 @@ int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
     }
 }
 
-int ps_shard_record(struct ps_shard *sh, int w, struct ps_record *out)
+int ps_shard_record(struct ps_shard *sh, int w, uint32_t lane,
+                    struct ps_record *out)
 {
-    return ps_store_record_get(sh->store, (uint32_t)w, out);
+    return ps_store_record_get(sh->store, (uint32_t)w, lane, out);
 }
 
 void ps_shard_place(struct ps_shard *sh, int w, struct ps_place *at)

@@ -31,10 +31,11 @@ int ps_shard_open(struct ps_shard **out, const char *dir, int shard,
                   int n_shards, int durability, unsigned sync_ms,
                   int apply_threads);
 
-/* The record of the last push the store applied for worker w (after a
- * restart: so a repeat is still answered from it). HC_ERR_NOTFOUND when
- * none. */
-int ps_shard_record(struct ps_shard *sh, int w, struct ps_record *out);
+/* The record of the last push the store applied for worker w on `lane`
+ * (after a restart: so a repeat is still answered from it).
+ * HC_ERR_NOTFOUND when none. */
+int ps_shard_record(struct ps_shard *sh, int w, uint32_t lane,
+                    struct ps_record *out);
 
 /* Worker w's place in its data, recorded with its last applied push
  * (at->known = 0 when none; sh may be NULL; a damaged record is logged

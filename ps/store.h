@@ -31,7 +31,8 @@
  *              + length float32 values.
  *   "slots"    (u32 BE slot, u32 BE local block) → ps_block_hdr + floats
  *              (Adam: slot 0 = m, slot 1 = v; momentum: slot 0 = v).
- *   "records"  u32 BE worker task index → struct ps_record (record.h)
+ *   "records"  u32 BE worker task index, then for a lane above 0 the
+ *              u32 BE lane → struct ps_record (record.h)
  *              as it is: 56 bytes opening with its magic and format,
  *              "request R of worker W, incarnation I, answered at version
  *              V" and the worker's place. Records of format 1 (a 32-byte
@@ -333,18 +334,21 @@ struct ps_apply {
     size_t n;
     const struct ps_record *recs;
     size_t n_recs;
+    int uncounted;      /* a later part of a push whose first part counted
+                           the step: applied at that step (the optimizer's
+                           step number), the step not counted again */
 };
 int ps_store_apply_group(struct ps_store *s, const struct hc_optim_conf *c,
                          const struct ps_apply *g, size_t n_g,
                          uint64_t *new_step);
 /*
- * The last request recorded for `worker` into *out: who sent it, its id,
+ * The last request recorded for (`worker`, `lane`) into *out: who sent it, its id,
  * the version it was answered at and the worker's place (a format-1
  * record read as this format).
- * Errors: HC_ERR_NOTFOUND (nothing recorded for this worker),
+ * Errors: HC_ERR_NOTFOUND (nothing recorded for this worker and lane),
  * HC_ERR_STORE (a damaged record).
  */
-int ps_store_record_get(struct ps_store *s, uint32_t worker,
+int ps_store_record_get(struct ps_store *s, uint32_t worker, uint32_t lane,
                         struct ps_record *out);
 
 /* The worker's place in its data recorded with its last request (at->known

@@ -248,10 +248,13 @@ static int apply_body(struct ps_store *s, MDB_txn *txn, void *arg)
     first = step;
     for (size_t k = 0; k < a->n_g; k++) {
         const struct ps_apply *g = &a->g[k];
+        /* A later part of a push (async): the step its first part
+         * counted, which it does not count again. */
+        uint64_t t = g->uncounted && step > 0 ? step - 1 : step;
 
-        if ((rv = apply_step(s, txn, a->c, step, g, a->direct)) != HC_OK)
+        if ((rv = apply_step(s, txn, a->c, t, g, a->direct)) != HC_OK)
             return rv;
-        if (g->n > 0)
+        if (g->n > 0 && !g->uncounted)
             step++;
         for (size_t i = 0; i < g->n_recs; i++)
             if ((rv = store_record_put(s, txn, &g->recs[i], step)) != HC_OK)
@@ -387,7 +390,7 @@ int ps_store_apply(struct ps_store *s, const struct hc_optim_conf *c,
                    const struct ps_record *recs, size_t n_recs,
                    uint64_t *new_step)
 {
-    struct ps_apply g = {u, n, recs, n_recs};
+    struct ps_apply g = {u, n, recs, n_recs, 0};
 
     return ps_store_apply_group(s, c, &g, 1, new_step);
 }

@@ -1,6 +1,6 @@
 /*
  * store_record.c — the "records" database, the LMDB side of ps/record.h:
- * per worker, the record of the last request an apply answered ("request
+ * per worker and lane, the record of the last request an apply answered ("request
  * R of worker W, incarnation I, answered at version V") with the worker's
  * place in its data, so that a request repeated after a crash is answered
  * again, never applied twice, and a restarted worker resumes where it
@@ -15,16 +15,28 @@
 
 #include "err.h"
 
+/* A record's key: the worker (u32 BE), then for lanes above 0 the lane
+ * (u32 BE) — lane 0's key is the one records had before lanes. Returns
+ * its size. */
+static size_t record_key(unsigned char key[8], uint32_t worker, uint32_t lane)
+{
+    store_be32(key, worker);
+    if (!lane)
+        return 4;
+    store_be32(key + 4, lane);
+    return 8;
+}
+
 int store_record_put(struct ps_store *s, MDB_txn *txn,
                      const struct ps_record *r, uint64_t step)
 {
     struct ps_record at = *r;
-    unsigned char key[4];
-    MDB_val k = {4, key}, v = {sizeof at, &at};
+    unsigned char key[8];
+    MDB_val k = {record_key(key, r->worker, r->lane), key},
+            v = {sizeof at, &at};
     int rc;
 
     ps_record_answered(&at, step);
-    store_be32(key, r->worker);
     if ((rc = mdb_put(txn, s->dbi_recs, &k, &v, 0)) != 0)
         return store_lmdb_err(s, rc, "writing a record");
     return HC_OK;
@@ -43,26 +55,29 @@ static int decode(const struct ps_store *s, uint32_t worker, const MDB_val *v,
     return HC_OK;
 }
 
-/* The record of worker in txn, checked. HC_ERR_NOTFOUND when there is
- * none. */
+/* The record of (worker, lane) in txn, checked. HC_ERR_NOTFOUND when
+ * there is none. */
 static int lookup(struct ps_store *s, MDB_txn *txn, uint32_t worker,
-                  struct ps_record *r)
+                  uint32_t lane, struct ps_record *r)
 {
-    unsigned char key[4];
-    MDB_val k = {4, key}, v;
+    unsigned char key[8];
+    MDB_val k = {record_key(key, worker, lane), key}, v;
     int rc;
 
-    store_be32(key, worker);
     rc = mdb_get(txn, s->dbi_recs, &k, &v);
     if (rc == MDB_NOTFOUND)
         return hc_err_set(HC_ERR_NOTFOUND, "store %s: no request recorded for "
-                          "worker %u", s->dir, worker);
+                          "worker %u lane %u", s->dir, worker, lane);
     if (rc != 0)
         return store_lmdb_err(s, rc, "reading a record");
-    return decode(s, worker, &v, r);
+    if ((rc = decode(s, worker, &v, r)) == HC_OK && r->lane != lane)
+        rc = hc_err_set(HC_ERR_STORE, "store %s: the record of worker %u lane "
+                        "%u names lane %u; the store is damaged", s->dir,
+                        worker, lane, r->lane);
+    return rc;
 }
 
-int ps_store_record_get(struct ps_store *s, uint32_t worker,
+int ps_store_record_get(struct ps_store *s, uint32_t worker, uint32_t lane,
                         struct ps_record *out)
 {
     MDB_txn *txn = NULL;
@@ -71,7 +86,7 @@ int ps_store_record_get(struct ps_store *s, uint32_t worker,
     memset(out, 0, sizeof *out);
     if ((rv = store_txn_begin(s, MDB_RDONLY, &txn)) != HC_OK)
         return rv;
-    rv = lookup(s, txn, worker, out);
+    rv = lookup(s, txn, worker, lane, out);
     store_rtxn_end(s, txn);
     return rv;
 }
@@ -87,16 +102,26 @@ static void place_of(const struct ps_record *r, struct ps_place *at)
 int ps_store_place(struct ps_store *s, uint32_t worker, struct ps_place *at)
 {
     struct ps_record r;
-    int rv;
+    uint64_t newest = 0;
+    uint32_t lane;
+    int rv = HC_OK;
 
+    /* The newest of the worker's records that holds a place (its lanes
+     * carry one push's parts: each records the place). */
     memset(at, 0, sizeof *at);
-    rv = ps_store_record_get(s, worker, &r);
-    if (rv == HC_ERR_NOTFOUND) {
-        hc_err_clear();
-        return HC_OK;
+    for (lane = 0; lane < PS_RECORD_LANES && rv == HC_OK; lane++) {
+        rv = ps_store_record_get(s, worker, lane, &r);
+        if (rv == HC_ERR_NOTFOUND) {
+            hc_err_clear();
+            rv = HC_OK;
+            continue;
+        }
+        if (rv == HC_OK && (r.flags & PS_REC_PLACE) &&
+            r.request_id >= newest) {
+            newest = r.request_id;
+            place_of(&r, at);
+        }
     }
-    if (rv == HC_OK)
-        place_of(&r, at);
     return rv;
 }
 
@@ -120,7 +145,7 @@ int ps_store_records(struct ps_store *s, ps_record_fn fn, void *arg)
         const unsigned char *kb = k.mv_data;
         uint32_t w;
 
-        if (k.mv_size != 4) {
+        if (k.mv_size != 4 && k.mv_size != 8) {
             rv = hc_err_set(HC_ERR_STORE, "store %s: a record has a %zu-byte "
                             "key; the store is damaged", s->dir, k.mv_size);
             goto out;

@@ -26,13 +26,48 @@
 #include "rpc.h"
 #include "wire.h"
 
+_Static_assert(PC_MAX_LANES == HC_MAX_LANES, "a client's lanes: the wire's");
+
 /* How long a join refused because the task is in use is asked again. */
 #define TASK_IN_USE_GRACE_MS 3000
+
+/* (Re)open the rpc client with `lanes` peers per shard (client_impl.h:
+ * peer i is shard i's lane 0, then the other lanes shard by shard). */
+static int open_links(struct pc_client *c, int lanes)
+{
+    struct hc_rpc_client_opts ro = { 0 };
+    int n = c->n * lanes, i, l, rv;
+    const char **urls = calloc((size_t)n + 1, sizeof *urls);
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+
+    if (!urls || !names) {
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory opening the client");
+        goto out;
+    }
+    for (i = 0; i < c->n; i++) {
+        urls[i] = c->urls[i];
+        names[i] = c->names[i];
+        for (l = 1; l < lanes; l++) {
+            urls[c->n + i * (lanes - 1) + l - 1] = c->urls[i];
+            names[c->n + i * (lanes - 1) + l - 1] = c->names[i];
+        }
+    }
+    ro.timeout_ms = c->o.timeout_ms;
+    ro.retry_ms = c->o.retry_ms;
+    ro.tls = c->tls.rpc;
+    hc_rpc_client_close(c->rpc);
+    c->rpc = NULL;
+    if ((rv = hc_rpc_client_open(&c->rpc, n, urls, names, &ro)) == HC_OK)
+        c->lanes_open = lanes;
+out:
+    free(urls);
+    free(names);
+    return rv;
+}
 
 int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
             int index, const struct pc_opts *o)
 {
-    struct hc_rpc_client_opts ro = { 0 };
     struct pc_client *c;
     char who[32];
     int i, rv;
@@ -58,6 +93,11 @@ int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
         c->o.retry_ms = 30000;
     if (c->o.wait_ms <= 0)
         c->o.wait_ms = 120000;
+    c->lanes = c->o.lanes > 0 ? c->o.lanes : 4;
+    if (c->lanes > (int)HC_MAX_LANES)
+        c->lanes = (int)HC_MAX_LANES;
+    c->part_bytes = c->o.part_bytes ? c->o.part_bytes : (uint64_t)4 << 20;
+    c->lanes_open = 1;
     pthread_mutex_init(&c->hb_mu, NULL);
     pthread_cond_init(&c->hb_cv, NULL);
 
@@ -95,11 +135,7 @@ int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
     if ((rv = hc_tls_resolve(cl, who, &c->tls)) != HC_OK)
         goto fail;
     c->fan = hc_fanout_open(c->n);      /* NULL: everything on this thread */
-    ro.timeout_ms = c->o.timeout_ms;
-    ro.retry_ms = c->o.retry_ms;
-    ro.tls = c->tls.rpc;
-    rv = hc_rpc_client_open(&c->rpc, c->n, c->urls, c->names, &ro);
-    if (rv != HC_OK)
+    if ((rv = open_links(c, 1)) != HC_OK)
         goto fail;
     *out = c;
     return HC_OK;
@@ -373,6 +409,62 @@ int pc_shutdown(struct pc_client *c)
                            "shutdown");
 }
 
+static void free_parts(struct pc_client *c)
+{
+    free(c->pcalls);
+    free(c->p_peers);
+    free(c->p_reqs);
+    free(c->p_replies);
+    free(c->p_errs);
+    free(c->p_rv);
+    free(c->p_dec);
+    free(c->p_why);
+    c->pcalls = NULL;
+    c->p_replies = NULL;
+    c->n_pcalls = 0;
+}
+
+/* The step's parts (client_parts.c), their calls, and a lane per part. */
+static int set_parts(struct pc_client *c)
+{
+    int n = (int)client_parts_plan(c), i, j = 0;
+    uint32_t k;
+
+    free_parts(c);
+    c->pcalls = calloc((size_t)n + 1, sizeof *c->pcalls);
+    c->p_peers = calloc((size_t)n + 1, sizeof *c->p_peers);
+    c->p_reqs = calloc((size_t)n + 1, sizeof *c->p_reqs);
+    c->p_replies = calloc((size_t)n + 1, sizeof *c->p_replies);
+    c->p_errs = calloc((size_t)n + 1, sizeof *c->p_errs);
+    c->p_rv = calloc((size_t)n + 1, sizeof *c->p_rv);
+    c->p_dec = calloc((size_t)n + 1, sizeof *c->p_dec);
+    c->p_why = calloc((size_t)n + 1, sizeof *c->p_why);
+    if (!c->pcalls || !c->p_peers || !c->p_reqs || !c->p_replies ||
+        !c->p_errs || !c->p_rv || !c->p_dec || !c->p_why)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory for the parts");
+    c->n_pcalls = n;
+    if (!client_parts_used(c))
+        return HC_OK;
+    if (c->lanes_open < c->lanes) {
+        int rv = open_links(c, c->lanes);
+
+        if (rv != HC_OK)
+            return rv;
+    }
+    for (i = 0; i < c->n; i++) {
+        for (k = 0; k < c->plan[i].n_parts; k++, j++) {
+            c->pcalls[j].shard = i;
+            c->pcalls[j].part = k;
+            c->p_peers[j] = k == 0 ? i
+                                   : c->n + i * (c->lanes_open - 1) +
+                                         (int)k - 1;
+        }
+    }
+    hc_info("each step moves in %d parts of about %.1f MiB over %d lanes "
+            "per shard", n, (double)c->part_bytes / (1 << 20), c->lanes);
+    return HC_OK;
+}
+
 int pc_set_model(struct pc_client *c, const struct hc_model *m,
                  uint32_t block_elems)
 {
@@ -399,7 +491,9 @@ int pc_set_model(struct pc_client *c, const struct hc_model *m,
         p->ranges = calloc(n + 1, sizeof *p->ranges);
         p->range_ptrs = calloc(n + 1, sizeof *p->range_ptrs);
         p->src = calloc(n + 1, sizeof *p->src);
-        if (!p->blocks || !p->ranges || !p->range_ptrs || !p->src)
+        p->part_at = calloc((size_t)c->lanes + 1, sizeof *p->part_at);
+        if (!p->blocks || !p->ranges || !p->range_ptrs || !p->src ||
+            !p->part_at)
             return hc_err_set(HC_ERR_NOMEM, "out of memory for the layout");
     }
     for (b = 0; b < c->layout.n_blocks; b++) {
@@ -417,7 +511,7 @@ int pc_set_model(struct pc_client *c, const struct hc_model *m,
         p->src[p->n_blocks].length = blk->length;
         p->blocks[p->n_blocks++] = (uint32_t)b;
     }
-    return HC_OK;
+    return set_parts(c);
 }
 
 int client_need_layout(const struct pc_client *c, const char *what)
@@ -500,6 +594,7 @@ void pc_close(struct pc_client *c)
         free(c->plan[i].ranges);
         free(c->plan[i].range_ptrs);
         free(c->plan[i].src);
+        free(c->plan[i].part_at);
     }
     if (c->have_layout)
         hc_layout_free(&c->layout);
@@ -518,6 +613,10 @@ void pc_close(struct pc_client *c)
     free(c->copy_ok);
     free(c->errs);
     free(c->dec);
+    for (i = 0; c->p_replies && i < c->n_pcalls; i++)
+        if (c->p_replies[i])
+            nng_msg_free(c->p_replies[i]);
+    free_parts(c);
     pthread_mutex_destroy(&c->hb_mu);
     pthread_cond_destroy(&c->hb_cv);
     free(c);

@@ -24,11 +24,20 @@
 
 struct pc_client;
 
+#define PC_MAX_LANES 8          /* pc_opts.lanes at most (the wire's) */
+
 struct pc_opts {
     int timeout_ms;     /* one attempt (default 5000) */
     int retry_ms;       /* give up on a shard after this long (default 30000) */
     int wait_ms;        /* pc_sync_step, pc_ssp_step: one attempt while a
                            shard holds the pull back (default 120000) */
+    /* pc_sync_step and pc_async_step of a large model: each shard's step
+     * moves as parts of about part_bytes (default 4 MiB), at most `lanes`
+     * (default 4, at most PC_MAX_LANES), each on a connection of its own,
+     * so transfer, apply and answer overlap. lanes 1: one message per
+     * shard. */
+    int lanes;
+    uint64_t part_bytes;
 };
 
 /* Open sockets to every shard of `cl` as task (job, index); job is

@@ -32,8 +32,7 @@ uint64_t client_next_id(struct pc_client *c)
     return atomic_fetch_add(&c->next_id, 1);
 }
 
-/* Join shard i alone (after it restarted). */
-static int join_one(struct pc_client *c, int i)
+int client_join_one(struct pc_client *c, int i)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__Join join = HETPS__JOIN__INIT;
@@ -271,7 +270,7 @@ static int exchange(struct pc_client *c, const uint64_t *ids,
             again = 1;
             hc_warn("ps:%d (%s) does not know this worker (it restarted?): "
                     "joining it again and re-sending %s", i, c->urls[i], what);
-            if ((rv = join_one(c, i)) != HC_OK)
+            if ((rv = client_join_one(c, i)) != HC_OK)
                 break;
             nng_msg_free(c->replies[i]);
             c->replies[i] = NULL;

@@ -11,6 +11,8 @@
  *                      every reply; the tests' seam (client_hook.h)
  *   client_step.c      pull, push and push-and-pull (values copied into
  *                      the caller's buffer), and status
+ *   client_parts.c     a large step's push-and-pull in parts, a part per
+ *                      lane (a connection of its own to the shard)
  *
  * Threads: as client.h. The heartbeat thread (client.c) reads only what
  * pc_open set and the hb_ fields (under hb_mu), takes request ids from the
@@ -44,6 +46,18 @@ struct shard_plan {
     Hetps__Range *ranges;       /* (n_blocks) for pulls */
     Hetps__Range **range_ptrs;  /* (n_blocks) */
     struct hc_tensor_src *src;  /* (n_blocks) for pushes and creates */
+    /* A step's push-and-pull in parts (client_parts.c): part k is blocks
+     * [part_at[k], part_at[k + 1]) and travels on lane k. */
+    uint32_t n_parts;
+    uint32_t *part_at;          /* (lanes + 1) */
+};
+
+/* One part of a step's push-and-pull: part `part` of shard `shard`'s
+ * blocks, on lane `part`, as request `id`. */
+struct part_call {
+    int shard;
+    uint32_t part;
+    uint64_t id;
 };
 
 struct pc_client {
@@ -91,6 +105,20 @@ struct pc_client {
     int *piece_rv;              /* (n) each fan-out piece's result, */
     char (*piece_why)[256];     /* (n) and its failure's message */
 
+    /* Parts (client_parts.c): rpc peer `shard` is a shard's lane 0, peer
+     * n + shard * (lanes - 1) + lane - 1 its lane `lane` (once the model
+     * has parts: until then lanes_open is 1). */
+    int lanes;                  /* wanted: pc_opts.lanes */
+    int lanes_open;             /* peers per shard the rpc client has */
+    uint64_t part_bytes;        /* pc_opts.part_bytes */
+    int n_pcalls;               /* parts of a step over all shards */
+    struct part_call *pcalls;   /* (n_pcalls) */
+    int *p_peers;               /* (n_pcalls) each part's rpc peer */
+    nng_msg **p_reqs, **p_replies; /* (n_pcalls) */
+    int *p_errs, *p_rv;         /* (n_pcalls) */
+    struct hc_wire_msg *p_dec;  /* (n_pcalls) */
+    char (*p_why)[256];         /* (n_pcalls) */
+
     pthread_t hb_thread;
     int hb_running;
     int hb_interval_ms;
@@ -132,6 +160,25 @@ void client_free_reqs(struct pc_client *c);
  * ids go to ids[0..n). */
 int client_simple_reqs(struct pc_client *c, Hetps__Envelope *env,
                        uint64_t *ids);
+
+/* Join shard i alone (after it restarted). */
+int client_join_one(struct pc_client *c, int i);
+
+/* ---- parts (client_parts.c) -------------------------------------------- */
+
+/* Cut each shard's plan into parts of about c->part_bytes, at most
+ * c->lanes (plan[i].n_parts, part_at); returns the parts over all shards. */
+size_t client_parts_plan(struct pc_client *c);
+
+/* Whether any shard's step moves in more than one part. */
+int client_parts_used(const struct pc_client *c);
+
+/* One step's push-and-pull in parts: env (a Push, its per-part fields
+ * filled here) with grads' blocks, the answers' values into params, the
+ * version, slice and late flag into st. Errors name the shard. */
+int client_parts_step(struct pc_client *c, const Hetps__Envelope *env,
+                      const float *grads, float *params, struct pc_step *st,
+                      int timeout_ms);
 
 /* ---- the layout (client.c) --------------------------------------------- */
 

@@ -220,28 +220,17 @@ static int remake_push(void *arg, int i, nng_msg **out)
     return encode_push(arg, i, out);
 }
 
-/*
- * Send one push per shard (its blocks of grads) and wait for the answers,
- * left decoded in c->dec. With `and_pull` each push carries the shard's
- * ranges and the answer carries their values (push-and-pull).
- */
-static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
-                     uint64_t base_version, float samples_per_s,
-                     const struct pc_step *st, int and_pull, int wait_ms)
+/* A push's envelope, the same for every shard: who, the gradient's
+ * samples, version and speed, and the step's conditions in *st. */
+static void push_env(struct pc_client *c, Hetps__Envelope *env,
+                     Hetps__Push *pp, uint32_t samples, uint64_t base_version,
+                     float samples_per_s, const struct pc_step *st)
 {
-    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__Push push = HETPS__PUSH__INIT;
     struct hc_sender me;
-    uint64_t ids[64], *idp = ids;
-    struct encode_job job;
-    int i, rv;
 
-    if ((rv = client_need_layout(c, "push")) != HC_OK)
-        return rv;
-    if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
-        return hc_err_set(HC_ERR_NOMEM, "out of memory");
     client_sender(c, &me);
-    hc_wire_init_env(&env, &me, 0);
+    hc_wire_init_env(env, &me, 0);
     push.samples = samples;
     push.has_base_version = 1;
     push.base_version = base_version;
@@ -256,8 +245,31 @@ static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
     push.has_epoch = push.has_batches = st->has_place != 0;
     push.epoch = st->epoch;
     push.batches = st->batches;
-    env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
-    env.push = &push;
+    *pp = push;
+    env->payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
+    env->push = pp;
+}
+
+/*
+ * Send one push per shard (its blocks of grads) and wait for the answers,
+ * left decoded in c->dec. With `and_pull` each push carries the shard's
+ * ranges and the answer carries their values (push-and-pull).
+ */
+static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
+                     uint64_t base_version, float samples_per_s,
+                     const struct pc_step *st, int and_pull, int wait_ms)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Push push;
+    uint64_t ids[64], *idp = ids;
+    struct encode_job job;
+    int i, rv;
+
+    if ((rv = client_need_layout(c, "push")) != HC_OK)
+        return rv;
+    if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    push_env(c, &env, &push, samples, base_version, samples_per_s, st);
     for (i = 0; i < c->n; i++)
         idp[i] = client_next_id(c);
     job = (struct encode_job){.c = c, .env = &env, .grads = grads,
@@ -305,13 +317,24 @@ int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
 }
 
 /* Push g with the pull's conditions in *st, wait up to wait_ms per
- * attempt, and take the values. */
+ * attempt, and take the values; in parts when the model has them and
+ * `parts` (sync and async). */
 static int push_pull(struct pc_client *c, const struct pc_grad *g,
-                     float *params, struct pc_step *st, int wait_ms)
+                     float *params, struct pc_step *st, int wait_ms,
+                     int parts)
 {
-    int rv = send_push(c, g->data, g->samples, g->base_version,
-                       g->samples_per_s, st, 1, wait_ms);
+    int rv;
 
+    if (parts && c->have_layout && client_parts_used(c)) {
+        Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+        Hetps__Push push;
+
+        push_env(c, &env, &push, g->samples, g->base_version,
+                 g->samples_per_s, st);
+        return client_parts_step(c, &env, g->data, params, st, wait_ms);
+    }
+    rv = send_push(c, g->data, g->samples, g->base_version,
+                   g->samples_per_s, st, 1, wait_ms);
     return rv == HC_OK ? take_values(c, params, st) : rv;
 }
 
@@ -319,21 +342,22 @@ int pc_sync_step(struct pc_client *c, const struct pc_grad *g, float *params,
                  struct pc_step *st)
 {
     st->has_place = 0;          /* a sync job's place is its version */
-    return push_pull(c, g, params, st, c->o.wait_ms);
+    return push_pull(c, g, params, st, c->o.wait_ms, 1);
 }
 
 int pc_ssp_step(struct pc_client *c, const struct pc_grad *g, float *params,
                 struct pc_step *st)
 {
     st->global_batch = 0;       /* no slices outside sync */
-    return push_pull(c, g, params, st, c->o.wait_ms);
+    /* ssp counts a worker's pushes as its clock: one message per shard. */
+    return push_pull(c, g, params, st, c->o.wait_ms, 0);
 }
 
 int pc_async_step(struct pc_client *c, const struct pc_grad *g, float *params,
                   struct pc_step *st)
 {
     st->global_batch = 0;
-    return push_pull(c, g, params, st, 0);
+    return push_pull(c, g, params, st, 0, 1);
 }
 
 /* The client's states are the wire's, in the same order. */

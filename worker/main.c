@@ -117,6 +117,11 @@ static void usage(FILE *f)
 "                            (default: until SIGINT/SIGTERM)\n"
 "      --timeout MS          one request attempt (default 5000)\n"
 "      --retry MS            give up on an unreachable shard after MS (default 30000)\n"
+"      --lanes N             sync and async: a large step moves to each shard in\n"
+"                            up to N parts at once, each on a connection of its\n"
+"                            own (1 to 8, default 4; 1: one message per shard)\n"
+"      --part-size BYTES     about this many bytes a part (K/M suffixes;\n"
+"                            default 4M)\n"
 "  -h, --help                show this help and exit\n"
 "\n"
 "Exit status: 0 when done, 1 on a runtime failure (an unreachable shard is\n"
@@ -134,6 +139,26 @@ static int parse_count(const char *flag, const char *v, int *out)
         return -1;
     }
     *out = (int)x;
+    return 0;
+}
+
+/* A size in bytes, with an optional K or M suffix (KiB, MiB), from 4K to
+ * 256M. Returns 0, or -1 with the message printed. */
+static int parse_bytes(const char *flag, const char *v, uint64_t *out)
+{
+    char *end;
+    unsigned long long x = strtoull(v, &end, 10);
+
+    if (end != v && (*end == 'K' || *end == 'k'))
+        x <<= 10, end++;
+    else if (end != v && (*end == 'M' || *end == 'm'))
+        x <<= 20, end++;
+    if (*end || end == v || v[0] == '-' || x < 4096 || x > (256ull << 20)) {
+        fprintf(stderr, "hetps-worker: %s: '%s' is not a size from 4K to "
+                "256M (bytes, K or M)\n", flag, v);
+        return -1;
+    }
+    *out = x;
     return 0;
 }
 
@@ -580,7 +605,8 @@ static int parse_args(int argc, char **argv, struct worker_args *a)
     enum { O_DEVICES = 256, O_VIEW, O_LINGER, O_TIMEOUT, O_RETRY, O_DATA,
            O_MAXSTEPS, O_OVERLAP, O_THREADS, O_EVAL, O_NOEVAL, O_SLOWDOWN, O_MODE,
            O_VERBOSE, O_PROGRESS, O_LOGDIR, O_METRICS,
-           O_EXPORT, O_BEST, O_NPDATA, O_VALDATA, O_INITIAL, O_LOSS, O_OPTIM };
+           O_EXPORT, O_BEST, O_NPDATA, O_VALDATA, O_INITIAL, O_LOSS, O_OPTIM,
+           O_LANES, O_PART };
     static const struct option opts[] = {
         { "cluster", required_argument, NULL, 'c' },
         { "task", required_argument, NULL, 't' },
@@ -611,6 +637,8 @@ static int parse_args(int argc, char **argv, struct worker_args *a)
         { "linger", required_argument, NULL, O_LINGER },
         { "timeout", required_argument, NULL, O_TIMEOUT },
         { "retry", required_argument, NULL, O_RETRY },
+        { "lanes", required_argument, NULL, O_LANES },
+        { "part-size", required_argument, NULL, O_PART },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -680,6 +708,19 @@ static int parse_args(int argc, char **argv, struct worker_args *a)
             break;
         case O_RETRY:
             if (parse_count("--retry", optarg, &a->po.retry_ms))
+                return 2;
+            break;
+        case O_LANES:
+            if (parse_count("--lanes", optarg, &a->po.lanes))
+                return 2;
+            if (a->po.lanes > PC_MAX_LANES) {
+                fprintf(stderr, "hetps-worker: --lanes: %d is over the most, "
+                        "%d\n", a->po.lanes, PC_MAX_LANES);
+                return 2;
+            }
+            break;
+        case O_PART:
+            if (parse_bytes("--part-size", optarg, &a->po.part_bytes))
                 return 2;
             break;
         case 'h': usage(stdout); return 0;

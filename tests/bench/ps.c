@@ -4,7 +4,7 @@
  *
  *   ps [--sizes LIST] [--shards LIST] [--clients LIST] [--secs S]
  *      [--ps BIN] [--max-flight MIB] [--durability LEVEL] [--full]
- *      [--transport tls|plain]
+ *      [--transport tls|plain] [--lanes N] [--part-size MIB]
  *
  * For each tensor size and number of shards it starts real hetps-ps
  * processes (async mode, Adam, LMDB stores in a fresh temporary
@@ -77,6 +77,8 @@ static uint64_t mem_limit = 256ull << 20; /* client bytes in flight */
 static int base_port;
 static const char *durability = "process";  /* hetps-ps --durability */
 static int plain;           /* --transport plain: "insecure": true */
+static int lanes;           /* --lanes (0: the client's default) */
+static uint64_t part_bytes; /* --part-size MiB (0: the client's default) */
 
 static void die(const char *what, const char *why)
 {
@@ -478,7 +480,8 @@ static void *hp_setup(void *conf, int i)
         st->grads[k] = 1e-3f * (float)((k % 7) + 1);
     /* Long attempts: a shard serving many large pushes one after another
      * answers late; the benchmark measures that, it does not re-send. */
-    struct pc_opts po = { .timeout_ms = 600000, .retry_ms = 1200000 };
+    struct pc_opts po = { .timeout_ms = 600000, .retry_ms = 1200000,
+                          .lanes = lanes, .part_bytes = part_bytes };
 
     if (pc_open(&st->pc, &st->c->cl, HC_JOB_WORKER, i, &po) != HC_OK ||
         pc_join(st->pc, "bench") != HC_OK ||
@@ -782,11 +785,14 @@ static void usage(FILE *f)
     fprintf(f,
 "usage: ps [--sizes LIST] [--shards LIST] [--clients LIST] [--secs S]\n"
 "          [--ps BIN] [--max-flight MIB] [--durability LEVEL] [--full]\n"
-"          [--transport tls|plain]\n"
+"          [--transport tls|plain] [--lanes N] [--part-size MIB]\n"
 "  --sizes    tensor bytes per round trip (default 1K,1M,16M,80MB)\n"
 "  --shards   numbers of shards (default 1,2)\n"
 "  --clients  concurrent clients, each one request in flight (default 1,8)\n"
 "  --secs     timed seconds per flavour and configuration (default 0.5)\n"
+"  --lanes    connections per shard a client's step is cut over (1 to 8;\n"
+"             default: the client's, 4)\n"
+"  --part-size MiB a part (default: the client's, 4)\n"
 "  --ps       the hetps-ps binary (default bin/hetps-ps)\n"
 "  --durability  the shards' --durability: process (default) or machine\n"
 "             (an fsync per commit: what a pull must not wait for)\n"
@@ -844,6 +850,12 @@ int main(int argc, char **argv)
                  (mem_limit = strtoull(v, NULL, 10) << 20) > 0)
             ;
         else if (!strcmp(argv[a], "--secs") && (secs = atof(v)) > 0 && secs < 600)
+            ;
+        else if (!strcmp(argv[a], "--lanes") && (lanes = atoi(v)) >= 1 &&
+                 lanes <= PC_MAX_LANES)
+            ;
+        else if (!strcmp(argv[a], "--part-size") &&
+                 (part_bytes = strtoull(v, NULL, 10) << 20) > 0)
             ;
         else {
             fprintf(stderr, "ps bench: unknown option or bad value: %s %s\n",

@@ -77,6 +77,9 @@ static void make_model(struct hc_model *m)
 /* Quick to give up: the error paths must not take the default 30 s. */
 static const struct pc_opts quick = { .timeout_ms = 300, .retry_ms = 1000,
                                       .wait_ms = 2000 };
+/* The same, a step in one message per shard (no parts). */
+static const struct pc_opts quick1 = { .timeout_ms = 300, .retry_ms = 1000,
+                                       .wait_ms = 2000, .lanes = 1 };
 
 /* One shard in this process over a fresh store. */
 struct server {
@@ -765,7 +768,7 @@ static void answered_again_case(const char *mode)
     c.data_dir = s.dir;
     c.heartbeat_timeout_ms = 60000;
     CU_ASSERT_EQUAL_FATAL(ps_service_start(&s.svc, &c), HC_OK);
-    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &s.cl, HC_JOB_WORKER, 0, &quick),
+    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &s.cl, HC_JOB_WORKER, 0, &quick1),
                           HC_OK);
     pc_set_reply_hook(pc, again_resend, &h);
     CU_ASSERT_EQUAL_FATAL(pc_join(pc, "cpu"), HC_OK);
@@ -773,7 +776,7 @@ static void answered_again_case(const char *mode)
     CU_ASSERT_EQUAL_FATAL(pc_create(pc, init), HC_OK);
     if (async) {
         CU_ASSERT_EQUAL_FATAL(pc_open(&other, &s.cl, HC_JOB_WORKER, 1,
-                                      &quick), HC_OK);
+                                      &quick1), HC_OK);
         CU_ASSERT_EQUAL_FATAL(pc_join(other, "cpu"), HC_OK);
         CU_ASSERT_EQUAL_FATAL(pc_set_model(other, &m, 0), HC_OK);
         h.other = other;
@@ -895,6 +898,157 @@ static void test_restart_resend(void)
     server_stop(&s);
 }
 
+/* One worker of parts_case: its client and its step, on a thread of its
+ * own in sync (the step waits for both). */
+struct parts_worker {
+    struct pc_client *pc;
+    struct pc_grad g;
+    struct pc_step st;
+    float *params;
+    int rv;
+    int sync;
+};
+
+static void *parts_step_main(void *arg)
+{
+    struct parts_worker *w = arg;
+
+    w->rv = w->sync ? pc_sync_step(w->pc, &w->g, w->params, &w->st)
+                    : pc_async_step(w->pc, &w->g, w->params, &w->st);
+    return NULL;
+}
+
+/*
+ * A step in parts: the 4.5 MB model on two shards, parts of 256 KiB over
+ * 4 lanes (so 4 parts a shard, each on its own connection). Sync, two
+ * workers: each shard holds a worker's parts until all are in, counts its
+ * push once, and the step is the sample-weighted mean of both, exactly;
+ * async, one worker: every part applied as it comes, the version counted
+ * once per push (by its first part). Two steps each; the shards' versions
+ * and request counts say each part was applied once.
+ */
+static void parts_case(const char *mode)
+{
+    int sync = strcmp(mode, "sync") == 0, nw = sync ? 2 : 1;
+    static const struct pc_opts parts = { .timeout_ms = 2000,
+                                          .retry_ms = 10000, .wait_ms = 5000,
+                                          .lanes = 4,
+                                          .part_bytes = 256u << 10 };
+    struct hc_cluster cl;
+    struct hc_diag diag = { 0 };
+    struct ps_service *svc[2] = { NULL, NULL };
+    char dir[2][256], json[320];
+    struct hc_model m;
+    struct parts_worker w[2];
+    struct pc_shard_status ss[2];
+    float *init, *expect;
+    size_t n, i, bad = 0;
+    int k, step;
+
+    memset(w, 0, sizeof w);
+    snprintf(json, sizeof json,
+             "{\"cluster\":{\"ps\":[\"127.0.0.1:%d\",\"127.0.0.1:%d\"],"
+             "\"worker\":[\"127.0.0.1:%d\",\"127.0.0.1:%d\"]},"
+             "\"hetps\":{\"mode\":\"%s\"}}",
+             free_port(), free_port(), free_port(), free_port(), mode);
+    CU_ASSERT_EQUAL_FATAL(hc_cluster_parse(json, strlen(json), "parts cluster",
+                                           &cl, &diag), HC_OK);
+    cl.insecure = 1;
+    if (!sync)
+        cl.n_worker = 1;        /* async: one worker alone */
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(big_json, strlen(big_json),
+                                         "big model", &m), HC_OK);
+    n = m.n_params;
+    init = malloc(n * sizeof *init);
+    expect = malloc(n * sizeof *expect);
+    CU_ASSERT_FATAL(init && expect);
+    for (k = 0; k < nw; k++) {
+        w[k].params = malloc(n * sizeof(float));
+        w[k].g.data = malloc(n * sizeof(float));
+        CU_ASSERT_FATAL(w[k].params && w[k].g.data);
+        w[k].g.samples = 4;
+        w[k].g.samples_per_s = 100;
+        w[k].sync = sync;
+    }
+    for (i = 0; i < n; i++) {
+        init[i] = expect[i] = (float)(i % 1000);
+        ((float *)w[0].g.data)[i] = 0.25f * (float)(i % 7 + 1);
+        if (sync)
+            ((float *)w[1].g.data)[i] = 0.5f * (float)(i % 5 + 1);
+    }
+    for (k = 0; k < 2; k++) {
+        struct ps_service_conf c = { 0 };
+
+        hp_tmpdir(dir[k], sizeof dir[k]);
+        c.cluster = &cl;
+        c.shard = k;
+        c.data_dir = dir[k];
+        c.heartbeat_timeout_ms = 60000;
+        CU_ASSERT_EQUAL_FATAL(ps_service_start(&svc[k], &c), HC_OK);
+    }
+    for (k = 0; k < nw; k++) {
+        CU_ASSERT_EQUAL_FATAL(pc_open(&w[k].pc, &cl, HC_JOB_WORKER, k, &parts),
+                              HC_OK);
+        CU_ASSERT_EQUAL_FATAL(pc_join(w[k].pc, "cpu"), HC_OK);
+        CU_ASSERT_EQUAL_FATAL(pc_set_model(w[k].pc, &m, 0), HC_OK);
+    }
+    CU_ASSERT_EQUAL_FATAL(pc_create(w[0].pc, init), HC_OK);
+    for (step = 1; step <= 2; step++) {
+        pthread_t t;
+
+        for (k = 0; k < nw; k++)
+            w[k].g.base_version = (uint64_t)step - 1;
+        if (sync)
+            CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, parts_step_main,
+                                                 &w[1]), 0);
+        parts_step_main(&w[0]);
+        if (sync)
+            pthread_join(t, NULL);
+        /* sgd 0.5: the mean of the workers' gradients, half of it. */
+        for (i = 0; i < n; i++)
+            expect[i] -= sync ? 0.25f * (((float *)w[0].g.data)[i] +
+                                         ((float *)w[1].g.data)[i])
+                              : 0.5f * ((float *)w[0].g.data)[i];
+        for (k = 0; k < nw; k++) {
+            CU_ASSERT_EQUAL(w[k].rv, HC_OK);
+            CU_ASSERT_EQUAL(w[k].st.version, (uint64_t)step);
+            for (i = 0; i < n; i++)
+                bad += w[k].params[i] != expect[i];
+        }
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    {
+        struct pc_client *door = NULL;
+
+        CU_ASSERT_EQUAL_FATAL(pc_open(&door, &cl, -1, 0, &quick), HC_OK);
+        CU_ASSERT_EQUAL(pc_status(door, ss), HC_OK);
+        for (k = 0; k < 2; k++) {
+            CU_ASSERT_EQUAL(ss[k].version, 2u);
+            CU_ASSERT_EQUAL(ss[k].duplicates, 0u);
+        }
+        pc_status_free(ss, 2);
+        pc_close(door);
+    }
+    for (k = 0; k < nw; k++) {
+        pc_close(w[k].pc);
+        free(w[k].params);
+        free((float *)w[k].g.data);
+    }
+    for (k = 0; k < 2; k++) {
+        ps_service_stop(svc[k]);
+        hp_rmtree(dir[k]);
+    }
+    hc_cluster_free(&cl);
+    free(init);
+    free(expect);
+}
+
+static void test_parts(void)
+{
+    parts_case("sync");
+    parts_case("async");
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("client", NULL, NULL);
@@ -914,6 +1068,8 @@ void hp_test_register(void)
                 test_apply_unlocked);
     CU_add_test(s, "a push-and-pull re-sent to a restarted shard: answered "
                    "from its record", test_restart_resend);
+    CU_add_test(s, "a step in parts over four lanes: sync holds a worker's "
+                "parts until whole, async counts a push once", test_parts);
     CU_add_test(s, "more shards than blocks: the empty ones are not asked",
                 test_more_shards_than_blocks);
 }

@@ -228,7 +228,7 @@ static void test_create_pull_push(void)
 
     /* async: applied at once through SGD, recorded with its update and
      * answered with an Ack at the version after it. */
-    CU_ASSERT_EQUAL(ps_shard_record(f.sh, 0, &rec), HC_ERR_NOTFOUND);
+    CU_ASSERT_EQUAL(ps_shard_record(f.sh, 0, 0, &rec), HC_ERR_NOTFOUND);
     push_env(&f, &env, &p, 8, 0);
     p.has_epoch = p.has_batches = 1;
     p.epoch = 1;
@@ -238,7 +238,7 @@ static void test_create_pull_push(void)
               out.env->ack->version == 1 && out.n_tensors == 0);
     done(&out, keep);
     CU_ASSERT_EQUAL(ps_shard_version(f.sh), 1);
-    CU_ASSERT_EQUAL(ps_shard_record(f.sh, 0, &rec), HC_OK);
+    CU_ASSERT_EQUAL(ps_shard_record(f.sh, 0, 0, &rec), HC_OK);
     CU_ASSERT(rec.worker == 0 && rec.kind == PS_REQ_PUSH &&
               rec.incarnation == worker0.incarnation &&
               rec.request_id == env.request_id && rec.version == 1 &&
@@ -286,7 +286,7 @@ static void test_sync_sum(void)
     ps_record_begin(&recs[1], 1, PS_REQ_PUSH, 0x77, 9);
     CU_ASSERT_EQUAL(ps_shard_apply_step(f.sh, 4, recs, 2), HC_OK);
     CU_ASSERT_EQUAL(ps_shard_version(f.sh), 1);
-    CU_ASSERT_EQUAL(ps_shard_record(f.sh, 1, &r), HC_OK);
+    CU_ASSERT_EQUAL(ps_shard_record(f.sh, 1, 0, &r), HC_OK);
     CU_ASSERT(r.incarnation == 0x77 && r.request_id == 9 && r.version == 1 &&
               (r.flags & PS_REC_ANSWERED));
     CU_ASSERT_EQUAL(pull(&f, got, &version), HC_OK);

@@ -759,7 +759,7 @@ static void run_adam_equivalence(uint64_t direct_max_pages, int group,
             ps_optim_apply(&c, t, v.len[i], v.b[i], g[h][i], 0.5f, m[i],
                            vv[i], v.b[i], m[i], vv[i]);
         }
-        a[h] = (struct ps_apply){u[h], nu, NULL, 0};
+        a[h] = (struct ps_apply){u[h], nu, NULL, 0, 0};
         if (!group) {
             CU_ASSERT_EQUAL(ps_store_apply(s, &c, u[h], nu, NULL, 0, &step),
                             HC_OK);
@@ -876,7 +876,7 @@ static void test_apply_errors(void)
     CU_ASSERT_EQUAL(ps_store_step(s), 0);
     CU_ASSERT_EQUAL(ps_store_read_block(s, 0, x, 8), HC_OK);
     CU_ASSERT(x[0] == 0 && x[7] == 0);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 3, &rec), HC_ERR_NOTFOUND);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 3, 0, &rec), HC_ERR_NOTFOUND);
     /* and the store still works */
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, u, 1, NULL, 0, NULL), HC_OK);
     CU_ASSERT_EQUAL(ps_store_read_block(s, 0, x, 8), HC_OK);
@@ -935,20 +935,20 @@ static void test_records(void)
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, &u, 1, recs, 2, &step), HC_OK);
     CU_ASSERT_EQUAL(step, 1);
     /* answered at the step after the apply */
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 7, &r), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 7, 0, &r), HC_OK);
     CU_ASSERT(r.incarnation == 0xBBBB && r.request_id == 5 &&
               r.version == 1 && r.worker == 7 && r.kind == PS_REQ_PUSH &&
               (r.flags & PS_REC_ANSWERED));
     CU_ASSERT_EQUAL(ps_store_place(s, 7, &at), HC_OK);
     CU_ASSERT(at.known && at.epoch == 3 && at.batches == 17);
     /* a record without a place */
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 0, &r), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 0, 0, &r), HC_OK);
     CU_ASSERT_EQUAL(ps_store_place(s, 0, &at), HC_OK);
     CU_ASSERT(!at.known && r.request_id == 41);
     /* no record at all: no place */
     CU_ASSERT_EQUAL(ps_store_place(s, 3, &at), HC_OK);
     CU_ASSERT(!at.known);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 3, &r), HC_ERR_NOTFOUND);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 3, 0, &r), HC_ERR_NOTFOUND);
     CHECK_MSG("no request recorded for worker 3");
     /* a record-only apply (a place moved by reshard) leaves the step */
     recs[0].request_id = 42;
@@ -962,11 +962,11 @@ static void test_records(void)
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     CU_ASSERT_EQUAL(ps_store_step(s), 1);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 0, &r), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 0, 0, &r), HC_OK);
     CU_ASSERT(r.incarnation == 0xAAAA && r.request_id == 42);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 7, &r), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 7, 0, &r), HC_OK);
     CU_ASSERT(r.incarnation == 0xBBBB && r.request_id == 5 && r.version == 1);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 5, &r), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 5, 0, &r), HC_OK);
     CU_ASSERT(r.incarnation == 0xCCCC && r.request_id == 77 &&
               r.version == 1 && (r.flags & PS_REC_ANSWERED));
     CU_ASSERT_EQUAL(ps_store_place(s, 5, &at), HC_OK);
@@ -994,7 +994,7 @@ static void test_records(void)
     CU_ASSERT_EQUAL(raw_edit(tmp, "records", key6, 4, 0, v1, n - 1), 0);
     s = open_ok(tmp, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, 6, &r), HC_ERR_STORE);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 6, 0, &r), HC_ERR_STORE);
     CHECK_MSG("the record of worker 6");
     CHECK_MSG("damaged");
     ps_store_close(s);
@@ -1048,9 +1048,9 @@ static void test_map_full(void)
     CU_ASSERT_EQUAL(ps_store_read_block(s, 0, x, 16), HC_OK);
     CU_ASSERT_EQUAL(x[0], (float)ok);
     CU_ASSERT_EQUAL(x[15], (float)ok);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, ok - 1, &rec), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, ok - 1, 0, &rec), HC_OK);
     CU_ASSERT_EQUAL(rec.request_id, 100 + ok - 1);
-    CU_ASSERT_EQUAL(ps_store_record_get(s, ok, &rec), HC_ERR_NOTFOUND);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, ok, 0, &rec), HC_ERR_NOTFOUND);
     CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
     ps_store_close(s);
 

@@ -1,0 +1,349 @@
+/*
+ * client_parts.c — a step's push-and-pull in parts (BytePS's partitions):
+ * each shard's blocks of the step are cut into parts of about part_bytes,
+ * in layout order (the first layers' blocks first: the next forward pass
+ * needs them first), and part k travels on lane k — a connection of its
+ * own to the shard — so a shard receives, applies and answers one part
+ * while the next is on the wire, and several cores copy at once. At most
+ * one part per lane: a synchronous shard holds a worker's parts until the
+ * last is in, so every part must be in flight together.
+ *
+ * Each part is its own request (its own id on its lane), made when its
+ * lane takes it (encoded from the gradients again for a re-send), checked
+ * against the plan, and its values copied into the caller's buffer a part
+ * per core. A shard that restarted is joined again and sent every part it
+ * did not know, together. See client_impl.h.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_impl.h"
+#include "err.h"
+#include "log.h"
+#include "rpc.h"
+#include "wire.h"
+
+size_t client_parts_plan(struct pc_client *c)
+{
+    size_t total = 0;
+    int i;
+
+    for (i = 0; i < c->n; i++) {
+        struct shard_plan *p = &c->plan[i];
+        uint64_t bytes = 0, each, at = 0;
+        uint32_t k, n;
+
+        for (k = 0; k < p->n_blocks; k++)
+            bytes += (uint64_t)c->layout.blocks[p->blocks[k]].length * 4;
+        n = (uint32_t)((bytes + c->part_bytes - 1) / c->part_bytes);
+        if (n > (uint32_t)c->lanes)
+            n = (uint32_t)c->lanes;     /* larger parts, one per lane */
+        if (n > p->n_blocks)
+            n = p->n_blocks;
+        if (n == 0 && p->n_blocks)
+            n = 1;
+        p->n_parts = n;
+        /* Cut at block boundaries, each part about an equal share. */
+        each = n ? (bytes + n - 1) / n : 0;
+        p->part_at[0] = 0;
+        for (k = 0, n = 0; k < p->n_blocks && n + 1 < p->n_parts; k++) {
+            at += (uint64_t)c->layout.blocks[p->blocks[k]].length * 4;
+            if (at >= each * (n + 1))
+                p->part_at[++n] = k + 1;
+        }
+        while (n + 1 < p->n_parts)      /* blocks ran out: fewer parts */
+            p->n_parts = n + 1;
+        p->part_at[p->n_parts] = p->n_blocks;
+        total += p->n_parts;
+    }
+    return total;
+}
+
+int client_parts_used(const struct pc_client *c)
+{
+    for (int i = 0; i < c->n; i++)
+        if (c->plan[i].n_parts > 1)
+            return 1;
+    return 0;
+}
+
+/* One step's parts: call j is part pc->part[j] of shard pc->shard[j]. */
+struct parts_job {
+    struct pc_client *c;
+    const Hetps__Envelope *env;
+    const float *grads;
+    float *params;
+};
+
+/* Part j's request into *out: the part's blocks of the gradients, its
+ * ranges to answer with, on its lane (called when its lane takes it, and
+ * again for a re-send: the same bytes). */
+static int part_request(struct parts_job *jb, int j, nng_msg **out)
+{
+    struct pc_client *c = jb->c;
+    const struct part_call *pcl = &c->pcalls[j];
+    struct shard_plan *p = &c->plan[pcl->shard];
+    uint32_t lo = p->part_at[pcl->part], hi = p->part_at[pcl->part + 1], k;
+    Hetps__Envelope env = *jb->env;
+    Hetps__Push push = *jb->env->push;
+
+    for (k = lo; k < hi; k++)
+        p->src[k].data = jb->grads + c->layout.blocks[p->blocks[k]].flat;
+    push.n_ranges = hi - lo;
+    push.ranges = p->range_ptrs + lo;
+    push.has_part = push.has_parts = 1;
+    push.part = pcl->part;
+    push.parts = p->n_parts;
+    env.push = &push;
+    env.request_id = pcl->id;
+    env.has_lane = 1;
+    env.lane = pcl->part;
+    *out = NULL;
+    return hc_wire_encode(out, &env, p->src + lo, hi - lo);
+}
+
+static int remake_part(void *arg, int j, nng_msg **out)
+{
+    return part_request(arg, j, out);
+}
+
+/* Free every reply and decoded form of the parts' exchange. */
+static void release_parts(struct pc_client *c)
+{
+    for (int j = 0; j < c->n_pcalls; j++) {
+        hc_wire_msg_free(&c->p_dec[j]);
+        if (c->p_replies[j])
+            nng_msg_free(c->p_replies[j]);
+        c->p_replies[j] = NULL;
+    }
+}
+
+/* Send every call at once (each on its own lane; idx NULL), or the calls
+ * idx[0 .. n) again, and wait; replies into c->p_replies. */
+static int send_calls(struct pc_client *c, struct parts_job *jb,
+                      const int *idx, int n, int timeout_ms)
+{
+    int k, rv;
+
+    if (!idx) {
+        release_parts(c);
+        for (k = 0; k < n; k++)
+            c->p_reqs[k] = NULL;        /* each made when its lane takes it */
+        return hc_rpc_call_all_remade(c->rpc, n, c->p_peers, c->p_reqs,
+                                      remake_part, jb, c->p_replies,
+                                      c->p_errs, timeout_ms);
+    }
+    /* A re-send to some: their own arrays, mapped back. */
+    {
+        int peers[64 * HC_MAX_LANES] = {0}, errs[64 * HC_MAX_LANES];
+        nng_msg *reqs[64 * HC_MAX_LANES] = {NULL}, *replies[64 * HC_MAX_LANES];
+
+        if (n > 64 * (int)HC_MAX_LANES)
+            return hc_err_set(HC_ERR_LIMIT, "push-and-pull: %d parts to "
+                              "send again at once", n);
+        for (k = 0; k < n; k++) {
+            peers[k] = c->p_peers[idx[k]];
+            if ((rv = part_request(jb, idx[k], &reqs[k])) != HC_OK) {
+                while (k-- > 0)
+                    nng_msg_free(reqs[k]);
+                return rv;
+            }
+        }
+        rv = hc_rpc_call_all_kept(c->rpc, n, peers, reqs, replies, errs,
+                                  timeout_ms);
+        for (k = 0; k < n; k++) {
+            nng_msg_free(reqs[k]);
+            if (c->p_replies[idx[k]])
+                nng_msg_free(c->p_replies[idx[k]]);
+            c->p_replies[idx[k]] = replies[k];
+            c->p_errs[idx[k]] = errs[k];
+        }
+        return rv;
+    }
+}
+
+/* Whether call j's reply says its shard does not know this worker (it
+ * restarted). Decodes it into c->p_dec[j] (lazily: values are checked as
+ * they are taken). */
+static int not_joined(struct pc_client *c, int j)
+{
+    const Hetps__Envelope *e;
+
+    if (!c->p_replies[j])
+        return 0;
+    if (!c->p_dec[j].env &&
+        hc_wire_decode_lazy(nng_msg_body(c->p_replies[j]),
+                            nng_msg_len(c->p_replies[j]), c->cl->id,
+                            &c->p_dec[j]) != HC_OK)
+        return 0;
+    e = c->p_dec[j].env;
+    return e->payload_case == HETPS__ENVELOPE__PAYLOAD_ERROR &&
+           e->error->code == HETPS__ERROR_CODE__E_NOT_JOINED;
+}
+
+/* Join again every shard that forgot this worker and send it all its
+ * parts once more (the same ids: one it had applied is answered from its
+ * record). A few rounds at most. */
+static int rejoin_resend(struct pc_client *c, struct parts_job *jb,
+                         int timeout_ms)
+{
+    int idx[64 * HC_MAX_LANES];
+    int round, j, i, rv = HC_OK;
+
+    for (round = 0; round < 3; round++) {
+        int n = 0;
+
+        for (i = 0; i < c->n && rv == HC_OK; i++) {
+            int forgot = 0;
+
+            for (j = 0; j < c->n_pcalls; j++)
+                if (c->pcalls[j].shard == i && not_joined(c, j))
+                    forgot = 1;
+            if (!forgot)
+                continue;
+            hc_warn("ps:%d (%s) does not know this worker (it restarted?): "
+                    "joining it again and re-sending the step's parts", i,
+                    c->urls[i]);
+            if ((rv = client_join_one(c, i)) != HC_OK)
+                break;
+            for (j = 0; j < c->n_pcalls; j++) {
+                if (c->pcalls[j].shard != i)
+                    continue;
+                hc_wire_msg_free(&c->p_dec[j]);
+                if (n < 64 * (int)HC_MAX_LANES)
+                    idx[n++] = j;
+            }
+        }
+        if (rv != HC_OK || n == 0)
+            return rv;
+        if ((rv = send_calls(c, jb, idx, n, timeout_ms)) != HC_OK)
+            return rv;
+    }
+    return HC_OK;
+}
+
+/* Call j's reply checked (an Ack answering its id, or an Error whose text
+ * is passed on naming the shard) and its values copied into params. */
+static int take_part(struct pc_client *c, struct parts_job *jb, int j,
+                     char *why, size_t why_n)
+{
+    const struct part_call *pcl = &c->pcalls[j];
+    const struct shard_plan *p = &c->plan[pcl->shard];
+    uint32_t lo = p->part_at[pcl->part], hi = p->part_at[pcl->part + 1], k;
+    const struct hc_wire_msg *d = &c->p_dec[j];
+    const Hetps__Envelope *e;
+    int rv;
+
+    if (!d->env &&
+        (rv = hc_wire_decode_lazy(nng_msg_body(c->p_replies[j]),
+                                  nng_msg_len(c->p_replies[j]), c->cl->id,
+                                  &c->p_dec[j])) != HC_OK) {
+        snprintf(why, why_n, "push-and-pull: bad reply from ps:%d (%s): %s",
+                 pcl->shard, c->urls[pcl->shard], hc_err_msg());
+        return rv;
+    }
+    e = d->env;
+    if (e->payload_case == HETPS__ENVELOPE__PAYLOAD_ERROR) {
+        rv = hc_wire_error_from_code(e->error->code);
+        snprintf(why, why_n, "push-and-pull: ps:%d (%s) refused: %s",
+                 pcl->shard, c->urls[pcl->shard], e->error->message);
+        return rv == HC_OK ? HC_ERR_REMOTE : rv;
+    }
+    if (e->request_id != pcl->id ||
+        e->payload_case != HETPS__ENVELOPE__PAYLOAD_ACK) {
+        snprintf(why, why_n, "push-and-pull: ps:%d answered request %llu "
+                 "with a %s to %llu", pcl->shard,
+                 (unsigned long long)pcl->id,
+                 hc_wire_payload_name(e->payload_case),
+                 (unsigned long long)e->request_id);
+        return HC_ERR_PROTO;
+    }
+    if (d->n_tensors != hi - lo) {
+        snprintf(why, why_n, "push-and-pull: ps:%d sent %zu blocks for part "
+                 "%u, asked for %u", pcl->shard, d->n_tensors, pcl->part,
+                 hi - lo);
+        return HC_ERR_PROTO;
+    }
+    for (k = lo; k < hi; k++) {
+        const struct hc_block *b = &c->layout.blocks[p->blocks[k]];
+        const Hetps__TensorRef *t = e->tensors[k - lo];
+
+        if (t->key != b->var || t->offset != b->offset ||
+            t->length != b->length) {
+            snprintf(why, why_n, "push-and-pull: ps:%d sent block (%u, %llu, "
+                     "%u), asked for (%u, %llu, %u)", pcl->shard, t->key,
+                     (unsigned long long)t->offset, t->length, b->var,
+                     (unsigned long long)b->offset, b->length);
+            return HC_ERR_PROTO;
+        }
+        if ((rv = hc_wire_take(d, k - lo, jb->params + b->flat)) != HC_OK) {
+            snprintf(why, why_n, "push-and-pull: ps:%d: %s", pcl->shard,
+                     hc_err_msg());
+            return rv;
+        }
+    }
+    return HC_OK;
+}
+
+static void take_one(void *arg, int j)
+{
+    struct parts_job *jb = arg;
+    struct pc_client *c = jb->c;
+
+    c->p_rv[j] = take_part(c, jb, j, c->p_why[j], sizeof c->p_why[j]);
+}
+
+int client_parts_step(struct pc_client *c, const Hetps__Envelope *env,
+                      const float *grads, float *params, struct pc_step *st,
+                      int timeout_ms)
+{
+    struct parts_job jb = {c, env, grads, params};
+    uint64_t vmin = UINT64_MAX;
+    int j, rv, first = -1;
+
+    /* The ids in lane order within each shard: part k's lane carries only
+     * it this step, so any increasing order keeps each lane's. */
+    for (j = 0; j < c->n_pcalls; j++)
+        c->pcalls[j].id = client_next_id(c);
+    rv = send_calls(c, &jb, NULL, c->n_pcalls, timeout_ms);
+    if (rv == HC_OK)
+        rv = rejoin_resend(c, &jb, timeout_ms);
+    if (rv != HC_OK) {
+        release_parts(c);
+        return hc_err_set(rv, "push-and-pull: %s", hc_err_msg());
+    }
+    /* Every part's values out, a part per core. */
+    hc_fanout_run(client_big(c) ? c->fan : NULL, c->n_pcalls, take_one, &jb);
+    st->has_slice = 0;
+    st->late = 0;
+    for (j = 0; j < c->n_pcalls; j++) {
+        const Hetps__Ack *a;
+
+        if (c->p_rv[j] != HC_OK) {
+            if (first < 0)
+                first = j;
+            continue;
+        }
+        a = c->p_dec[j].env->ack;
+        if (a->has_version && a->version < vmin)
+            vmin = a->version;
+        if (a->has_late && a->late)
+            st->late = 1;
+        /* ps:0's slice (it holds the model's first block): any of its
+         * parts' answers carries it. */
+        if (c->pcalls[j].shard == 0 && a->has_batch_count) {
+            st->has_slice = 1;
+            st->offset = a->batch_offset;
+            st->count = a->batch_count;
+        }
+        if (c->pcalls[j].shard == 0 && a->has_job_batch)
+            st->job_batch = a->job_batch;
+    }
+    if (first >= 0)
+        rv = hc_err_set(c->p_rv[first], "%s", c->p_why[first]);
+    release_parts(c);
+    st->version = vmin == UINT64_MAX ? 0 : vmin;
+    return rv;
+}
