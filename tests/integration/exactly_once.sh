@@ -12,9 +12,11 @@
 . "$(dirname "$0")/lib.inc"
 pick_ports
 
-# run MODE PUSHES: the counter through the kills above, in MODE.
+# run MODE PUSHES [LANES]: the counter through the kills above, in MODE;
+# with LANES each step moves in parts over that many lanes a shard (a part
+# a block: every part exactly once; no lost replies on purpose then).
 run() {
-    mode=$1 D="$T/$1"
+    mode=$1 lanes=${3:-} D="$T/$1${3:+-parts}"
     mkdir -p "$D"
     cat > "$D/cluster.json" <<JSON
 { "cluster": { "ps": ["127.0.0.1:$PORT", "127.0.0.1:$((PORT + 1))"],
@@ -31,8 +33,14 @@ JSON
     start_ps 1
     wait_for 10 "$BIN/hetps" status "$D/cluster.json" || fail "$mode: servers did not start"
     # 4 ms between pushes: the kills land while it counts.
-    "$B/tools/counter" "$D/cluster.json" "$2" 20 "$mode" 4 \
-        > "$D/counter.log" 2>&1 &
+    if [ -n "$lanes" ]; then
+        COUNTER_LANES=$lanes "$B/tools/counter" "$D/cluster.json" "$2" 0 \
+            "$mode" 4 > "$D/counter.log" 2>&1 &
+        mode="$mode in parts"
+    else
+        "$B/tools/counter" "$D/cluster.json" "$2" 20 "$mode" 4 \
+            > "$D/counter.log" 2>&1 &
+    fi
     cpid=$!
     track $cpid
     acked() { echo $(( $(grep -c 'pushes acknowledged' "$D/counter.log") * 10 )); }
@@ -56,6 +64,13 @@ JSON
     [ $rc -eq 0 ] || { tail -20 "$D/ps-0.log"; fail "$mode: counter: values differ from the acknowledged pushes"; }
     grep -q "counter: $2 acknowledged, every value $2.0" "$D/counter.log" || fail "$mode: counter did not finish"
     ok "$mode: $2 pushes through 3 kills and a pause: every value exactly $2"
+    if [ -n "$lanes" ]; then
+        grep -q "each step moves in 8 parts" "$D/counter.log" ||
+            fail "$mode: the counter's steps did not move in parts"
+        kill -TERM $ps0 $ps1
+        wait $ps0 $ps1 2>/dev/null
+        return
+    fi
     lost=$(sed -n 's/^counter: \([0-9]*\) replies lost on purpose, .*/\1/p' "$D/counter.log")
     again=$(sed -n 's/^counter: .* lost on purpose, \([0-9]*\) answered again .*/\1/p' "$D/counter.log")
     [ -n "$lost" ] && [ "$lost" -ge $(($2 / 11)) ] && [ "$again" -ge $((lost - 6)) ] ||
@@ -76,3 +91,5 @@ JSON
 
 run async 1000
 run sync 400
+run async 300 4
+run sync 200 4

@@ -22,7 +22,12 @@
  * the next step (pc_sync_step): one worker, so every step applies exactly
  * that push, and a step applied twice or lost shows the same way.
  * PAUSE_MS: a pause after each push, so that the faults the test makes
- * land while the counter runs.
+ * land while the counter runs. With COUNTER_LANES=N in the environment
+ * every step moves in parts, one block each, over N lanes per shard
+ * (pc_opts.lanes): in sync a push-and-pull as above, in async a
+ * push-and-pull too (pc_async_step: parts apply as they arrive) — each
+ * part exactly once through the same faults (the lost-reply hook works on
+ * whole messages only: use LOSE_REPLY_EVERY 0 with it).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -81,6 +86,12 @@ int main(int argc, char **argv)
     uint64_t version = 0;
     long pause_ms = argc == 6 ? atol(argv[5]) : 0;
     int rv, sync = argc >= 5 && strcmp(argv[4], "sync") == 0;
+    const char *lanes = getenv("COUNTER_LANES");
+
+    if (lanes) {
+        po.lanes = atoi(lanes);
+        po.part_bytes = 1;      /* a block a part, up to lanes a shard */
+    }
 
     if (argc < 3 || argc > 6 ||
         (argc >= 5 && !sync && strcmp(argv[4], "async") != 0) ||
@@ -137,6 +148,11 @@ int main(int argc, char **argv)
 
             rv = pc_sync_step(pc, &pg, p, &st);
             version = st.version;
+        } else if (lanes) {
+            struct pc_grad pg = { .data = g, .samples = 1 };
+            struct pc_step st = { .clock = (uint64_t)i };
+
+            rv = pc_async_step(pc, &pg, p, &st);
         } else {
             rv = pc_push_step(pc, g, 1, 0, 0, (uint64_t)i, NULL);
         }
