@@ -169,6 +169,14 @@ int hc_rpc_call_all_remade(hc_rpc_client *c, int n, const int *peers,
                            nng_msg **reqs, hc_rpc_remake_fn remake, void *arg,
                            nng_msg **replies, int *errs, int timeout_ms);
 
+/* Have every later call hand each reply to fn(arg, i, reply) on the
+ * calling thread as it lands, before the call returns (the reply stays in
+ * replies[i], the caller's): to start on one while others are in flight.
+ * fn NULL: no more. */
+void hc_rpc_on_reply(hc_rpc_client *c, void (*fn)(void *arg, int i,
+                                                   nng_msg *reply),
+                     void *arg);
+
 /* hc_rpc_call_all for one peer. */
 int hc_rpc_call(hc_rpc_client *c, int peer, nng_msg *req, nng_msg **reply,
                 int timeout_ms);

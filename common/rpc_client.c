@@ -91,6 +91,8 @@ struct hc_rpc_client {
     void *remake_arg;
     int attempt_ms;
     nng_time begin;
+    void (*on_reply)(void *arg, int i, nng_msg *reply); /* hc_rpc_on_reply */
+    void *on_reply_arg;
 };
 
 /* ---- what the backend hands (any of its threads) ---------------------- */
@@ -537,6 +539,8 @@ static void link_next(hc_rpc_link *p)
         c->out_replies[i] = p->reply;
         p->reply = NULL;
         c->out_errs[i] = p->err;
+        if (c->out_replies[i] && c->on_reply)
+            c->on_reply(c->on_reply_arg, i, c->out_replies[i]);
         if (p->err != HC_OK && (c->first_failed < 0 || i < c->first_failed)) {
             c->first_failed = i;
             snprintf(c->fail_msg, sizeof c->fail_msg, "%s", p->msg);
@@ -680,6 +684,14 @@ int hc_rpc_call(hc_rpc_client *c, int peer, nng_msg *req, nng_msg **reply,
     int err;
 
     return hc_rpc_call_all(c, 1, &peer, &req, reply, &err, timeout_ms);
+}
+
+void hc_rpc_on_reply(hc_rpc_client *c, void (*fn)(void *arg, int i,
+                                                   nng_msg *reply),
+                     void *arg)
+{
+    c->on_reply = fn;
+    c->on_reply_arg = arg;
 }
 
 int hc_rpc_connected(hc_rpc_client *c, int peer)

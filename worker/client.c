@@ -419,6 +419,7 @@ static void free_parts(struct pc_client *c)
     free(c->p_rv);
     free(c->p_dec);
     free(c->p_why);
+    free(c->p_taken);
     c->pcalls = NULL;
     c->p_replies = NULL;
     c->n_pcalls = 0;
@@ -439,8 +440,9 @@ static int set_parts(struct pc_client *c)
     c->p_rv = calloc((size_t)n + 1, sizeof *c->p_rv);
     c->p_dec = calloc((size_t)n + 1, sizeof *c->p_dec);
     c->p_why = calloc((size_t)n + 1, sizeof *c->p_why);
+    c->p_taken = calloc((size_t)n + 1, 1);
     if (!c->pcalls || !c->p_peers || !c->p_reqs || !c->p_replies ||
-        !c->p_errs || !c->p_rv || !c->p_dec || !c->p_why)
+        !c->p_errs || !c->p_rv || !c->p_dec || !c->p_why || !c->p_taken)
         return hc_err_set(HC_ERR_NOMEM, "out of memory for the parts");
     c->n_pcalls = n;
     if (!client_parts_used(c))

@@ -116,6 +116,7 @@ struct pc_client {
     int *p_peers;               /* (n_pcalls) each part's rpc peer */
     nng_msg **p_reqs, **p_replies; /* (n_pcalls) */
     int *p_errs, *p_rv;         /* (n_pcalls) */
+    unsigned char *p_taken;     /* (n_pcalls) its values taken (p_rv) */
     struct hc_wire_msg *p_dec;  /* (n_pcalls) */
     char (*p_why)[256];         /* (n_pcalls) */
 

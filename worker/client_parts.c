@@ -212,6 +212,7 @@ static int rejoin_resend(struct pc_client *c, struct parts_job *jb,
                 if (c->pcalls[j].shard != i)
                     continue;
                 hc_wire_msg_free(&c->p_dec[j]);
+                c->p_taken[j] = 0;      /* its answer comes again */
                 if (n < 64 * (int)HC_MAX_LANES)
                     idx[n++] = j;
             }
@@ -292,7 +293,21 @@ static void take_one(void *arg, int j)
     struct parts_job *jb = arg;
     struct pc_client *c = jb->c;
 
-    c->p_rv[j] = take_part(c, jb, j, c->p_why[j], sizeof c->p_why[j]);
+    if (!c->p_taken[j])
+        c->p_rv[j] = take_part(c, jb, j, c->p_why[j], sizeof c->p_why[j]);
+    c->p_taken[j] = 1;
+}
+
+/* A part's answer landed while others are on the wire: its values out now
+ * (an answer saying the shard restarted is left for rejoin_resend). */
+static void part_landed(void *arg, int j, nng_msg *reply)
+{
+    struct parts_job *jb = arg;
+    struct pc_client *c = jb->c;
+
+    (void)reply;
+    if (!not_joined(c, j))
+        take_one(jb, j);
 }
 
 int client_parts_step(struct pc_client *c, const Hetps__Envelope *env,
@@ -305,9 +320,15 @@ int client_parts_step(struct pc_client *c, const Hetps__Envelope *env,
 
     /* The ids in lane order within each shard: part k's lane carries only
      * it this step, so any increasing order keeps each lane's. */
-    for (j = 0; j < c->n_pcalls; j++)
+    for (j = 0; j < c->n_pcalls; j++) {
         c->pcalls[j].id = client_next_id(c);
+        c->p_taken[j] = 0;
+    }
+    /* Each answer's values are taken as it lands, while the others are
+     * still being answered. */
+    hc_rpc_on_reply(c->rpc, part_landed, &jb);
     rv = send_calls(c, &jb, NULL, c->n_pcalls, timeout_ms);
+    hc_rpc_on_reply(c->rpc, NULL, NULL);
     if (rv == HC_OK)
         rv = rejoin_resend(c, &jb, timeout_ms);
     if (rv != HC_OK) {
