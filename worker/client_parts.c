@@ -45,15 +45,18 @@ size_t client_parts_plan(struct pc_client *c)
         if (n == 0 && p->n_blocks)
             n = 1;
         p->n_parts = n;
-        /* Cut at block boundaries, each part about an equal share. */
+        /* Cut at block boundaries, each part about an equal share and
+         * none empty: a cut leaves a block at least for each part after
+         * it (a large last block makes fewer parts). */
         each = n ? (bytes + n - 1) / n : 0;
         p->part_at[0] = 0;
-        for (k = 0, n = 0; k < p->n_blocks && n + 1 < p->n_parts; k++) {
+        for (k = 0, n = 0; k + 1 < p->n_blocks && n + 1 < p->n_parts; k++) {
             at += (uint64_t)c->layout.blocks[p->blocks[k]].length * 4;
-            if (at >= each * (n + 1))
+            if (at >= each * (n + 1) &&
+                p->n_blocks - (k + 1) >= p->n_parts - (n + 1))
                 p->part_at[++n] = k + 1;
         }
-        while (n + 1 < p->n_parts)      /* blocks ran out: fewer parts */
+        if (p->n_parts)
             p->n_parts = n + 1;
         p->part_at[p->n_parts] = p->n_blocks;
         total += p->n_parts;
