@@ -521,3 +521,10 @@ void ps_mode_worker(const struct ps_mode *s, int worker, uint64_t *clock,
     *share = s->w[worker].share;
     *late = s->w[worker].late;
 }
+
+int ps_mode_expected(const struct ps_mode *s, uint64_t version)
+{
+    if (s->c.mode != HC_MODE_SYNC || s->c.backup > 0)
+        return 0;
+    return live_count(s, version);
+}

@@ -159,4 +159,10 @@ void ps_mode_worker(const struct ps_mode *s, int worker, uint64_t *clock,
                     float *samples_per_s, uint32_t *share, uint64_t *late,
                     float *lag_ms);
 
+/* sync: how many workers' pushes the step at `version` waits for, when
+ * it waits for every one of them (then a block all of them gave is final
+ * before the step is: ps_shard_apply_ready); 0 with backup workers (which
+ * ones count is known only at the end) and outside sync. */
+int ps_mode_expected(const struct ps_mode *s, uint64_t version);
+
 #endif

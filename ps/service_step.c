@@ -410,6 +410,38 @@ static void drop_held(struct ps_service *s, int w)
     }
 }
 
+/* Whether in's part may go into the open step as it arrives, before the
+ * worker's other parts: the step waits for every worker (no backups) and
+ * this part is for it — so the whole push will count, and a block every
+ * worker gave is final (ps_shard_apply_ready). Else the part is held. */
+static int part_now(const struct ps_service *s, const struct hc_wire_msg *in)
+{
+    const Hetps__Push *p = in->env->push;
+    uint64_t v = ps_shard_version(s->shard);
+
+    return p->has_base_version && p->base_version == v &&
+           ps_mode_expected(s->sync, v) > 0;
+}
+
+/* Add in's part to the open step now, and send to the store every block
+ * that all the step's workers have given. With s->mu. */
+static int add_part(struct ps_service *s, const struct hc_wire_msg *in)
+{
+    uint64_t v = ps_shard_version(s->shard);
+    int rv;
+
+    pthread_mutex_lock(&s->wmu);
+    rv = ps_shard_accumulate(s->shard, in, 1);
+    if (rv == HC_OK)
+        ps_shard_apply_ready(s->shard,
+                             (uint32_t)ps_mode_expected(s->sync, v));
+    pthread_mutex_unlock(&s->wmu);
+    if (rv == HC_OK)
+        s->members[in->env->sender->index].in_step |=
+            1u << service_lane(in->env);
+    return rv;
+}
+
 /* Count in's part; 1 when it is the worker's last of its push. */
 static int last_part(struct ps_service *s, const struct hc_wire_msg *in)
 {
@@ -499,7 +531,7 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
 {
     const Hetps__Push *p = in->env->push;
     int w = (int)in->env->sender->index, rv, late = 0, lent = 0, held = 0;
-    int and_pull = p->n_ranges > 0;
+    int and_pull = p->n_ranges > 0, added = 0;
     char why[512];
     enum ps_push_verdict v;
     size_t bad_t;
@@ -530,13 +562,29 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
             return hc_err_set(HC_ERR_PROTO, "a push in parts to a "
                               "synchronous step must ask for its values back "
                               "(push-and-pull)");
-        if (!last_part(s, in)) {
+        int last = last_part(s, in);
+
+        if (part_now(s, in)) {
+            /* Into the step at once; the push judged at its last part. */
+            if ((rv = add_part(s, in)) != HC_OK)
+                return rv;
+            added = lent = 1;
+            if (!last) {
+                if ((rv = defer(s, in, msg_in, req, 0)) != HC_OK) {
+                    give_back(s, msg_in);
+                    return rv;
+                }
+                *deferred = 1;
+                return HC_OK;
+            }
+        } else if (!last) {
             if ((rv = defer(s, in, msg_in, req, 1)) != HC_OK)
                 return rv;
             *deferred = 1;
             return HC_OK;
+        } else {
+            held = 1;           /* the last: the whole push judged now */
         }
-        held = 1;               /* the last: the whole push judged now */
     }
     /* Async: a push counts once, by its first part. */
     if (p->has_part && p->part > 0 && !ps_mode_holds_pulls(s->sync))
@@ -579,10 +627,13 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
     case PS_PUSH_ACCUMULATE:
         /* A push-and-pull's message is kept until its answer, after the
          * step: its gradient is lent to the step rather than copied. */
-        pthread_mutex_lock(&s->wmu);
-        rv = ps_shard_accumulate(s->shard, in, and_pull);
-        pthread_mutex_unlock(&s->wmu);
-        lent = rv == HC_OK && and_pull;
+        rv = HC_OK;
+        if (!added) {
+            pthread_mutex_lock(&s->wmu);
+            rv = ps_shard_accumulate(s->shard, in, and_pull);
+            pthread_mutex_unlock(&s->wmu);
+            lent = rv == HC_OK && and_pull;
+        }
         if (rv == HC_OK)
             s->members[w].in_step |= 1u << service_lane(in->env);
         if (held) {

@@ -49,6 +49,10 @@ struct ps_shard {
                                        values, in a message the service
                                        keeps (ps_shard_accumulate) */
     float *lent_w;                  /* (n_blocks) its weight (samples) */
+    uint32_t *acc_n;                /* (n_blocks) pushes in block b's sum */
+    uint64_t *acc_w;                /* (n_blocks) their samples */
+    unsigned char *applied;         /* (n_blocks) given to the open step
+                                       (ps_shard_apply_ready) */
 };
 
 /* A block's gradient in the open synchronous step. */
@@ -88,6 +92,9 @@ static void free_scratch(struct ps_shard *sh)
     free(sh->acc_used);
     free(sh->lent);
     free(sh->lent_w);
+    free(sh->acc_n);
+    free(sh->acc_w);
+    free(sh->applied);
 }
 
 /* Size the scratch arrays and the lookup index for the store's blocks. */
@@ -112,6 +119,9 @@ static int load_blocks(struct ps_shard *sh)
     sh->acc_used = calloc(n + 1, 1);
     sh->lent = calloc(n + 1, sizeof *sh->lent);
     sh->lent_w = calloc(n + 1, sizeof *sh->lent_w);
+    sh->acc_n = calloc(n + 1, sizeof *sh->acc_n);
+    sh->acc_w = calloc(n + 1, sizeof *sh->acc_w);
+    sh->applied = calloc(n + 1, 1);
     {
         size_t total = 0;
 
@@ -124,7 +134,8 @@ static int load_blocks(struct ps_shard *sh)
         }
     }
     if (!sh->index_sorted || !sh->updates || !sh->seen || !sh->acc ||
-        !sh->acc_mem || !sh->acc_used || !sh->lent || !sh->lent_w)
+        !sh->acc_mem || !sh->acc_used || !sh->lent || !sh->lent_w ||
+        !sh->acc_n || !sh->acc_w || !sh->applied)
         return hc_err_set(HC_ERR_NOMEM, "out of memory for %u blocks", n);
     for (i = 0; i < n; i++)
         sh->index_sorted[i] = i;
@@ -686,6 +697,15 @@ int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in,
         uint32_t b = sh->updates[i].local;
         const float *g = in->data[i];
 
+        if (sh->applied[b]) {
+            /* Its sum went to the open step already (every worker the
+             * step waits for was in): a worker it did not wait for. */
+            hc_warn("shard ps:%d: a gradient for block %u came after the "
+                    "block was applied in this step; left out", sh->index, b);
+            continue;
+        }
+        sh->acc_n[b]++;
+        sh->acc_w[b] += in->env->push->samples;
         if (lend && sh->acc_used[b] == ACC_NONE &&
             sh->updates[i].length == sh->blocks[b].length) {
             /* The step's only gradient so far: used where it lies. */
@@ -708,38 +728,86 @@ int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in,
 void ps_shard_unlend(struct ps_shard *sh, const void *body, size_t len)
 {
     const char *lo = body, *hi = lo + len;
+    int waited = 0;
 
-    for (uint32_t b = 0; b < sh->n_blocks; b++)
-        if (sh->acc_used[b] == ACC_LENT &&
-            (const char *)sh->lent[b] >= lo && (const char *)sh->lent[b] < hi)
-            take_lent(sh, b);
+    for (uint32_t b = 0; b < sh->n_blocks; b++) {
+        if (sh->acc_used[b] != ACC_LENT || (const char *)sh->lent[b] < lo ||
+            (const char *)sh->lent[b] >= hi)
+            continue;
+        if (sh->applied[b]) {
+            /* In the open step: read there, once its queued applies are
+             * done — then the message may go. */
+            if (!waited++)
+                ps_store_step_drain(sh->store);
+            continue;
+        }
+        take_lent(sh, b);
+    }
+}
+
+/* Block b's update of the open step: its sum (or its one lent gradient)
+ * over the samples behind it — with every push of the step in it, the
+ * step's sample-weighted mean; `total` where no push gave it a gradient
+ * (a zero sum, as a step's mean of nothing). */
+static void step_update(struct ps_shard *sh, uint32_t b, uint64_t total,
+                        struct ps_update *u)
+{
+    uint64_t w = sh->acc_w[b] ? sh->acc_w[b] : total;
+
+    u->local = b;
+    u->length = sh->blocks[b].length;
+    u->grad = sh->acc[b];
+    u->scale = w ? 1.0f / (float)w : 0.0f;
+    if (sh->acc_used[b] == ACC_LENT) {
+        u->grad = sh->lent[b];
+        u->scale = w ? sh->lent_w[b] / (float)w : 0.0f;
+    } else if (sh->acc_used[b] == ACC_NONE) {
+        memset(sh->acc[b], 0, sh->blocks[b].length * sizeof(float));
+    }
+}
+
+int ps_shard_apply_ready(struct ps_shard *sh, uint32_t need)
+{
+    uint32_t b, k = 0;
+    int rv;
+
+    if (!need)
+        return 0;
+    for (b = 0; b < sh->n_blocks; b++) {
+        if (sh->applied[b] || sh->acc_n[b] < need)
+            continue;
+        step_update(sh, b, 0, &sh->updates[k++]);
+        sh->applied[b] = 1;
+    }
+    if (k && (rv = ps_store_step_add(sh->store, &sh->optim, sh->updates,
+                                     k)) != HC_OK) {
+        hc_warn("shard ps:%d: %s (applied with the step's last blocks)",
+                sh->index, hc_err_msg());
+        for (b = 0; b < sh->n_blocks; b++)
+            sh->applied[b] = 0;
+        return 0;
+    }
+    if (k)
+        hc_debug("shard ps:%d: %u blocks to the open step", sh->index, k);
+    return (int)k;
 }
 
 int ps_shard_apply_step(struct ps_shard *sh, uint64_t total,
                         const struct ps_record *recs, size_t n_recs)
 {
-    uint32_t b;
+    uint32_t b, k = 0;
     int rv;
 
-    for (b = 0; b < sh->n_blocks; b++) {
-        sh->updates[b].local = b;
-        sh->updates[b].length = sh->blocks[b].length;
-        sh->updates[b].grad = sh->acc[b];
-        sh->updates[b].scale = total ? 1.0f / (float)total : 0.0f;
-        if (sh->acc_used[b] == ACC_LENT) {
-            /* One push's mean gradient, weighted w / total. */
-            sh->updates[b].grad = sh->lent[b];
-            sh->updates[b].scale =
-                total ? sh->lent_w[b] / (float)total : 0.0f;
-        } else if (sh->acc_used[b] == ACC_NONE) {
-            /* no gradient this step: a zero sum */
-            memset(sh->acc[b], 0, sh->blocks[b].length * sizeof(float));
-        }
-    }
-    rv = ps_store_apply(sh->store, &sh->optim, sh->updates, sh->n_blocks,
-                        recs, n_recs, NULL);
+    for (b = 0; b < sh->n_blocks; b++)
+        if (!sh->applied[b])
+            step_update(sh, b, total, &sh->updates[k++]);
+    rv = ps_store_step_commit(sh->store, &sh->optim, sh->updates, k, recs,
+                              n_recs, NULL);
     memset(sh->acc_used, ACC_NONE, sh->n_blocks);
     memset(sh->lent, 0, sh->n_blocks * sizeof *sh->lent);
+    memset(sh->acc_n, 0, sh->n_blocks * sizeof *sh->acc_n);
+    memset(sh->acc_w, 0, sh->n_blocks * sizeof *sh->acc_w);
+    memset(sh->applied, 0, sh->n_blocks);
     return rv;
 }
 

@@ -96,10 +96,20 @@ int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in,
  * Under the same lock as ps_shard_accumulate. */
 void ps_shard_unlend(struct ps_shard *sh, const void *body, size_t len);
 
+/* The blocks of the open step whose sums every one of `need` workers'
+ * pushes is in (need 0: none) go to the optimizer now, into the step's
+ * open store transaction (ps_store_step_add), while the rest arrive: their
+ * gradients (a sum, or a lent push the caller keeps) must stay until the
+ * step is applied. Returns how many blocks went. Under the lock of
+ * ps_shard_accumulate. */
+int ps_shard_apply_ready(struct ps_shard *sh, uint32_t need);
+
 /* Apply the step's sum divided by `total` samples (its sample-weighted
- * mean) with the optimizer in one store transaction, with the records of
- * the pushes in it (recs[0 .. n_recs), made by ps_record_begin: answered
- * at the version after the step); clears the sum. */
+ * mean; per block, over the samples of the pushes that gave it) with the
+ * optimizer — the blocks not applied yet, then the step committed as one
+ * store transaction with the ones ps_shard_apply_ready gave it — with the
+ * records of the pushes in it (recs[0 .. n_recs), made by ps_record_begin:
+ * answered at the version after the step); clears the sum. */
 int ps_shard_apply_step(struct ps_shard *sh, uint64_t total,
                         const struct ps_record *recs, size_t n_recs);
 

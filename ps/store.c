@@ -534,6 +534,7 @@ void ps_store_close(struct ps_store *s)
 {
     if (!s)
         return;
+    store_step_stop(s);     /* a step left open is not applied */
     for (int i = 0; i < s->n_pool; i++)
         mdb_txn_abort(s->pool[i]);
     s->n_pool = 0;
@@ -874,13 +875,16 @@ int ps_store_maintain(struct ps_store *s)
 
     if (s->read_only)
         return HC_OK;
-    pthread_mutex_lock(&s->wmu);
-    if (s->unsynced && now - s->last_sync_ms >= s->sync_ms) {
-        rc = mdb_env_sync(s->env, 1);
-        s->last_sync_ms = now;
-        s->unsynced = 0;
+    /* Busy (a write, or a step open until its last part: ps_store_step_open)
+     * — the timed sync waits for the next call. */
+    if (pthread_mutex_trylock(&s->wmu) == 0) {
+        if (s->unsynced && now - s->last_sync_ms >= s->sync_ms) {
+            rc = mdb_env_sync(s->env, 1);
+            s->last_sync_ms = now;
+            s->unsynced = 0;
+        }
+        pthread_mutex_unlock(&s->wmu);
     }
-    pthread_mutex_unlock(&s->wmu);
     if (rc != 0)
         return hc_err_set(HC_ERR_IO, "store %s: timed sync failed: %s; the "
                           "last commits may not be on disk", s->dir,

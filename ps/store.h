@@ -342,6 +342,32 @@ int ps_store_apply_group(struct ps_store *s, const struct hc_optim_conf *c,
                          const struct ps_apply *g, size_t n_g,
                          uint64_t *new_step);
 /*
+ * A synchronous step applied in parts (store_step.c), as they become ready,
+ * and committed together: each ps_store_step_add queues blocks to run
+ * through the optimizer (at the current step, not counted) into ONE write
+ * transaction, opened at the first and kept on a thread of the store's own
+ * (LMDB's writer is a thread's); ps_store_step_commit queues the rest, the
+ * records (answered at the step after it) and the count, and waits for the
+ * commit — the same bits and the same all-or-nothing as one ps_store_apply
+ * of every block (a crash before it leaves the store as it was). Without
+ * an add it is ps_store_apply. The gradients u[i].grad point to must stay
+ * valid and unchanged until the commit returns, or until ps_store_step_drain
+ * (which waits for every queued add) returns. A block may be given once per
+ * step; no other write may be started on the store while a step is open
+ * (its writer lock is the step thread's from the first add to the commit).
+ * An add that fails aborts the open transaction quietly: the commit then
+ * applies every block of the step in one ps_store_apply (a full map grows
+ * there). Errors (of the commit) as ps_store_apply.
+ */
+int ps_store_step_add(struct ps_store *s, const struct hc_optim_conf *c,
+                      const struct ps_update *u, size_t n);
+void ps_store_step_drain(struct ps_store *s);
+int ps_store_step_commit(struct ps_store *s, const struct hc_optim_conf *c,
+                         const struct ps_update *u, size_t n,
+                         const struct ps_record *recs, size_t n_recs,
+                         uint64_t *new_step);
+
+/*
  * The last request recorded for (`worker`, `lane`) into *out: who sent it, its id,
  * the version it was answered at and the worker's place (a format-1
  * record read as this format).

@@ -195,7 +195,7 @@ static void compute_range(void *arg, int i)
 /* One step's blocks: each made ready by this (the writer's) thread; when
  * the step is big enough to split, the deferred ones then computed on the
  * fan-out's threads and this one, a range each. */
-static int apply_step(struct ps_store *s, MDB_txn *txn,
+int store_apply_blocks(struct ps_store *s, MDB_txn *txn,
                       const struct hc_optim_conf *c, uint64_t step,
                       const struct ps_apply *g, int direct)
 {
@@ -252,7 +252,7 @@ static int apply_body(struct ps_store *s, MDB_txn *txn, void *arg)
          * counted, which it does not count again. */
         uint64_t t = g->uncounted && step > 0 ? step - 1 : step;
 
-        if ((rv = apply_step(s, txn, a->c, t, g, a->direct)) != HC_OK)
+        if ((rv = store_apply_blocks(s, txn, a->c, t, g, a->direct)) != HC_OK)
             return rv;
         if (g->n > 0 && !g->uncounted)
             step++;
@@ -268,7 +268,7 @@ static int apply_body(struct ps_store *s, MDB_txn *txn, void *arg)
 }
 
 /* Check an apply's arguments before any transaction starts. */
-static int apply_check(struct ps_store *s, const struct hc_optim_conf *c,
+int store_apply_check(struct ps_store *s, const struct hc_optim_conf *c,
                        const struct ps_update *u, size_t n,
                        const struct ps_record *recs, size_t n_recs)
 {
@@ -325,7 +325,7 @@ static int apply_check(struct ps_store *s, const struct hc_optim_conf *c,
 }
 
 /* Flush after a commit when group commit says it is time. */
-static int maybe_sync(struct ps_store *s)
+int store_maybe_sync(struct ps_store *s)
 {
     uint64_t t;
     int rc;
@@ -358,7 +358,7 @@ int ps_store_apply_group(struct ps_store *s, const struct hc_optim_conf *c,
                           "(the chief creates the variables first)", s->dir);
     pthread_mutex_lock(&s->wmu);
     for (size_t k = 0; k < n_g && rv == HC_OK; k++)
-        rv = apply_check(s, c, g[k].u, g[k].n, g[k].recs, g[k].n_recs);
+        rv = store_apply_check(s, c, g[k].u, g[k].n, g[k].recs, g[k].n_recs);
     if (rv != HC_OK)
         goto out;
     /* Counted per step: a block two steps share is counted twice, which
@@ -379,7 +379,7 @@ int ps_store_apply_group(struct ps_store *s, const struct hc_optim_conf *c,
     atomic_store(&s->step, a.new_step);
     if (new_step)
         *new_step = a.new_step;
-    rv = maybe_sync(s);
+    rv = store_maybe_sync(s);
 out:
     pthread_mutex_unlock(&s->wmu);
     return rv;

@@ -76,6 +76,7 @@ struct ps_store {
     uint64_t disk_reserved;     /* under wmu: bytes of the data file allocated */
     uint64_t write_extra;       /* under wmu: bytes the next write transaction
                                    adds beyond what is in use (a create) */
+    struct store_step *stepper; /* store_step.c's thread, once used */
 };
 
 /* ---- store_txn.c ------------------------------------------------------- */
@@ -94,6 +95,25 @@ int store_lmdb_err(const struct ps_store *s, int rc, const char *what);
  * pool) with maplock held shared. End a read one with store_rtxn_end, a
  * write one only inside store_write_txn. */
 int store_txn_begin(struct ps_store *s, unsigned flags, MDB_txn **txn);
+
+/* store_apply.c, for the open step (store_step.c) too: check an apply's
+ * arguments; run the optimizer on g's blocks in txn at `step` (direct:
+ * into their reserved values; split over the apply threads when large);
+ * sync after a commit when group commit says so. Under wmu. */
+int store_apply_check(struct ps_store *s, const struct hc_optim_conf *c,
+                      const struct ps_update *u, size_t n,
+                      const struct ps_record *recs, size_t n_recs);
+int store_apply_blocks(struct ps_store *s, MDB_txn *txn,
+                       const struct hc_optim_conf *c, uint64_t step,
+                       const struct ps_apply *g, int direct);
+int store_maybe_sync(struct ps_store *s);
+
+/* The step thread of store_step.c, stopped by ps_store_close. */
+void store_step_stop(struct ps_store *s);
+
+/* Allocate the data file ahead of a write transaction (store_txn.c: a
+ * full disk fails here, before anything is written). Under wmu. */
+int store_reserve_disk(struct ps_store *s, const char *what);
 void store_rtxn_end(struct ps_store *s, MDB_txn *t);
 
 /* The body of a write transaction: HC_OK commits, anything else aborts. */

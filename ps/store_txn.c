@@ -190,7 +190,7 @@ void store_rtxn_end(struct ps_store *s, MDB_txn *t)
  * was. File systems without fallocate are used as they are (no guard).
  * The caller holds wmu.
  */
-static int reserve_disk(struct ps_store *s, const char *what)
+int store_reserve_disk(struct ps_store *s, const char *what)
 {
     MDB_envinfo info;
     uint64_t used, want;
@@ -234,7 +234,7 @@ int store_write_txn(struct ps_store *s, store_write_fn fn, void *arg,
         MDB_txn *txn = NULL;
         int rv, rc;
 
-        if ((rv = reserve_disk(s, what)) != HC_OK)
+        if ((rv = store_reserve_disk(s, what)) != HC_OK)
             return rv;
         if ((rv = store_txn_begin(s, 0, &txn)) != HC_OK)
             return rv;

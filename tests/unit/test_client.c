@@ -921,15 +921,19 @@ static void *parts_step_main(void *arg)
 /*
  * A step in parts: the 4.5 MB model on two shards, parts of 256 KiB over
  * 4 lanes (so 4 parts a shard, each on its own connection). Sync, two
- * workers: each shard holds a worker's parts until all are in, counts its
- * push once, and the step is the sample-weighted mean of both, exactly;
- * async, one worker: every part applied as it comes, the version counted
- * once per push (by its first part). Two steps each; the shards' versions
- * and request counts say each part was applied once.
+ * workers: each part goes into the step as it comes, a block to the
+ * store's open step once both workers gave it, the push counted once at
+ * its last part, and the step is the sample-weighted mean of both,
+ * exactly; sync with a backup worker (one worker): its parts held until
+ * the last, then judged as one push; async, one worker: every part
+ * applied as it comes, the version counted once per push (by its first
+ * part). Two steps each; the shards' versions and request counts say each
+ * part was applied once.
  */
 static void parts_case(const char *mode)
 {
-    int sync = strcmp(mode, "sync") == 0, nw = sync ? 2 : 1;
+    int backup = strcmp(mode, "sync-backup") == 0;
+    int sync = backup || strcmp(mode, "sync") == 0, nw = sync && !backup ? 2 : 1;
     static const struct pc_opts parts = { .timeout_ms = 2000,
                                           .retry_ms = 10000, .wait_ms = 5000,
                                           .lanes = 4,
@@ -949,13 +953,14 @@ static void parts_case(const char *mode)
     snprintf(json, sizeof json,
              "{\"cluster\":{\"ps\":[\"127.0.0.1:%d\",\"127.0.0.1:%d\"],"
              "\"worker\":[\"127.0.0.1:%d\",\"127.0.0.1:%d\"]},"
-             "\"hetps\":{\"mode\":\"%s\"}}",
-             free_port(), free_port(), free_port(), free_port(), mode);
+             "\"hetps\":{\"mode\":\"%s\"%s}}",
+             free_port(), free_port(), free_port(), free_port(),
+             sync ? "sync" : mode, backup ? ",\"backup_workers\":1" : "");
     CU_ASSERT_EQUAL_FATAL(hc_cluster_parse(json, strlen(json), "parts cluster",
                                            &cl, &diag), HC_OK);
     cl.insecure = 1;
-    if (!sync)
-        cl.n_worker = 1;        /* async: one worker alone */
+    if (nw == 1)
+        cl.n_worker = 1;        /* one worker alone */
     CU_ASSERT_EQUAL_FATAL(hc_model_parse(big_json, strlen(big_json),
                                          "big model", &m), HC_OK);
     n = m.n_params;
@@ -973,7 +978,7 @@ static void parts_case(const char *mode)
     for (i = 0; i < n; i++) {
         init[i] = expect[i] = (float)(i % 1000);
         ((float *)w[0].g.data)[i] = 0.25f * (float)(i % 7 + 1);
-        if (sync)
+        if (nw == 2)
             ((float *)w[1].g.data)[i] = 0.5f * (float)(i % 5 + 1);
     }
     for (k = 0; k < 2; k++) {
@@ -998,17 +1003,17 @@ static void parts_case(const char *mode)
 
         for (k = 0; k < nw; k++)
             w[k].g.base_version = (uint64_t)step - 1;
-        if (sync)
+        if (nw == 2)
             CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, parts_step_main,
                                                  &w[1]), 0);
         parts_step_main(&w[0]);
-        if (sync)
+        if (nw == 2)
             pthread_join(t, NULL);
         /* sgd 0.5: the mean of the workers' gradients, half of it. */
         for (i = 0; i < n; i++)
-            expect[i] -= sync ? 0.25f * (((float *)w[0].g.data)[i] +
-                                         ((float *)w[1].g.data)[i])
-                              : 0.5f * ((float *)w[0].g.data)[i];
+            expect[i] -= nw == 2 ? 0.25f * (((float *)w[0].g.data)[i] +
+                                            ((float *)w[1].g.data)[i])
+                                 : 0.5f * ((float *)w[0].g.data)[i];
         for (k = 0; k < nw; k++) {
             CU_ASSERT_EQUAL(w[k].rv, HC_OK);
             CU_ASSERT_EQUAL(w[k].st.version, (uint64_t)step);
@@ -1046,6 +1051,7 @@ static void parts_case(const char *mode)
 static void test_parts(void)
 {
     parts_case("sync");
+    parts_case("sync-backup");
     parts_case("async");
 }
 
@@ -1068,8 +1074,9 @@ void hp_test_register(void)
                 test_apply_unlocked);
     CU_add_test(s, "a push-and-pull re-sent to a restarted shard: answered "
                    "from its record", test_restart_resend);
-    CU_add_test(s, "a step in parts over four lanes: sync holds a worker's "
-                "parts until whole, async counts a push once", test_parts);
+    CU_add_test(s, "a step in parts over four lanes: sync adds each to the "
+                "step as it comes (held with backups), async counts a push "
+                "once", test_parts);
     CU_add_test(s, "more shards than blocks: the empty ones are not asked",
                 test_more_shards_than_blocks);
 }
