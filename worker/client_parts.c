@@ -318,7 +318,7 @@ int client_parts_step(struct pc_client *c, const Hetps__Envelope *env,
                       int timeout_ms)
 {
     struct parts_job jb = {c, env, grads, params};
-    uint64_t vmin = UINT64_MAX;
+    uint64_t vmin = UINT64_MAX, shard_v = 0;
     int j, rv, first = -1;
 
     /* The ids in lane order within each shard: part k's lane carries only
@@ -351,8 +351,17 @@ int client_parts_step(struct pc_client *c, const Hetps__Envelope *env,
             continue;
         }
         a = c->p_dec[j].env->ack;
-        if (a->has_version && a->version < vmin)
-            vmin = a->version;
+        /* A shard's version: its newest part's (async: a later part may
+         * be answered before the first counted the push); the step's, the
+         * smallest shard's (calls are in shard order). */
+        if (a->has_version && a->version > shard_v)
+            shard_v = a->version;
+        if (j + 1 == c->n_pcalls ||
+            c->pcalls[j + 1].shard != c->pcalls[j].shard) {
+            if (shard_v < vmin)
+                vmin = shard_v;
+            shard_v = 0;
+        }
         if (a->has_late && a->late)
             st->late = 1;
         /* ps:0's slice (it holds the model's first block): any of its
