@@ -1,7 +1,8 @@
 #!/bin/sh
 # sync.sh — the consistency modes with real processes on loopback:
 #   1. sync with 2 workers × batch 32 gives the same parameters as 1 worker
-#      × batch 64 after 20 steps on the same samples (relative ≤ 1e-5);
+#      × batch 64 after 20 steps on the same samples (relative ≤ 1e-5), and
+#      so does every step in parts (--lanes 4 --part-size 4K);
 #   2. sync with backup_workers 1 and one worker slowed 5×: steps go on at
 #      the fast worker's pace and the late gradients are counted;
 #   3. ssp:2 with one worker slowed 3×: no worker is ever served more than
@@ -50,39 +51,51 @@ servers one
 "$BIN/hetps-worker" --cluster "$T/one.json" --task worker:0 --model $MODEL \
     --batch-size 64 --max-steps 20 --no-eval > "$T/one-w0.log" 2>&1 || { cat "$T/one-w0.log"; fail "1 × 64"; }
 stop_servers one
-servers two
-for i in 0 1; do
-    "$BIN/hetps-worker" --cluster "$T/two.json" --task worker:$i --model $MODEL \
-        --batch-size 32 --max-steps 20 --no-eval > "$T/two-w$i.log" 2>&1 &
-    eval "w$i=\$!"
-done
-wait $w0 || { cat "$T/two-w0.log"; fail "2 × 32: worker 0"; }
-wait $w1 || { cat "$T/two-w1.log"; fail "2 × 32: worker 1"; }
-stop_servers two
-"$BIN/hetps" export --data-dir "$T/one-data" --out "$T/one-npy" "$T/one.json" > /dev/null 2>&1 || fail "export one"
-"$BIN/hetps" export --data-dir "$T/two-data" --out "$T/two-npy" "$T/two.json" > /dev/null 2>&1 || fail "export two"
-# (on a difference: what the shards and workers said, to tell a step
-# applied without a worker, a late push or a slice cut differently)
-sync_evidence() {
-    cat "$T/two-status.txt"
-    grep -h "WARN\|late\|takes part\|dead\|without" "$T"/two-ps*.log "$T"/two-w*.log | head -40
-}
-/usr/bin/python3 - "$T" <<'PY' || { sync_evidence; fail "2 × 32 differs from 1 × 64"; }
+# two NAME [WORKER_FLAGS]: 2 workers × 32 for 20 steps on $T/NAME.json,
+# exported to $T/NAME-npy and compared with 1 × 64 (relative <= 1e-5).
+two() {
+    name=$1; shift
+    servers $name
+    for i in 0 1; do
+        "$BIN/hetps-worker" --cluster "$T/$name.json" --task worker:$i --model $MODEL \
+            --batch-size 32 --max-steps 20 --no-eval "$@" > "$T/$name-w$i.log" 2>&1 &
+        eval "w$i=\$!"
+    done
+    wait $w0 || { cat "$T/$name-w0.log"; fail "$name 2 × 32: worker 0"; }
+    wait $w1 || { cat "$T/$name-w1.log"; fail "$name 2 × 32: worker 1"; }
+    stop_servers $name
+    "$BIN/hetps" export --data-dir "$T/$name-data" --out "$T/$name-npy" "$T/$name.json" > /dev/null 2>&1 || fail "export $name"
+    # (on a difference: what the shards and workers said, to tell a step
+    # applied without a worker, a late push or a slice cut differently)
+    sync_evidence() {
+        cat "$T/$name-status.txt"
+        grep -h "WARN\|late\|takes part\|dead\|without" "$T"/$name-ps*.log "$T"/$name-w*.log | head -40
+    }
+    /usr/bin/python3 - "$T" "$name" <<'PY' || { sync_evidence; fail "$name: 2 × 32 differs from 1 × 64"; }
 import sys, numpy as np
-t = sys.argv[1]
+t, name = sys.argv[1], sys.argv[2]
 worst = 0.0
-for name in ["conv2d/kernel", "conv2d/bias", "dense/kernel", "dense/bias"]:
-    a = np.load(f"{t}/one-npy/{name}.npy").astype(np.float64)
-    b = np.load(f"{t}/two-npy/{name}.npy").astype(np.float64)
+for v in ["conv2d/kernel", "conv2d/bias", "dense/kernel", "dense/bias"]:
+    a = np.load(f"{t}/one-npy/{v}.npy").astype(np.float64)
+    b = np.load(f"{t}/{name}-npy/{v}.npy").astype(np.float64)
     rel = np.linalg.norm(a - b) / np.linalg.norm(a)
-    print(f"{name}: relative difference {rel:.2e}")
+    print(f"{v}: relative difference {rel:.2e}")
     worst = max(worst, rel)
-init = np.load(f"{t}/one-npy/dense/kernel.npy")
 assert worst <= 1e-5, worst
 print(f"largest relative difference {worst:.2e} <= 1e-5")
 PY
-grep -q "step 20\b\|version 20 " "$T/two-status.txt" || grep -q "version 20" "$T/two-status.txt" || { cat "$T/two-status.txt"; fail "the shards are not at version 20"; }
+    grep -q "version 20" "$T/$name-status.txt" || { cat "$T/$name-status.txt"; fail "$name: the shards are not at version 20"; }
+}
+"$BIN/hetps" export --data-dir "$T/one-data" --out "$T/one-npy" "$T/one.json" > /dev/null 2>&1 || fail "export one"
+two two
 ok "sync 2 × 32 equals 1 × 64 after 20 steps"
+# The same with every step in parts (4 a shard, each on its own lane: each
+# part added to the step as it comes, a block applied once both workers
+# gave it, the step committed with its last part).
+cluster parts 2 '{ "mode": "sync" }'
+two parts --lanes 4 --part-size 4K
+grep -q "each step moves in 8 parts" "$T/parts-w0.log" || { cat "$T/parts-w0.log"; fail "the workers' steps did not move in parts"; }
+ok "sync 2 × 32 in parts equals 1 × 64 after 20 steps"
 
 # 2. Backup worker: worker 1 is 5× slower; 150 steps at the fast pace.
 cluster backup 2 '{ "mode": "sync", "backup_workers": 1 }'
