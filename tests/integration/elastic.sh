@@ -76,8 +76,10 @@ for i in 0 1; do
     track $!
 done
 wait_for 10 "$BIN/hetps" status "$T/sync.json" || fail "sync servers did not start"
+# (every step in parts, 4 a shard: a worker joining and leaving while
+# parts are added to the open step as they come)
 "$BIN/hetps-worker" --cluster "$T/sync.json" --task worker:0 --model $MODEL \
-    --epochs 1 --batch-size 64 > "$T/sw0.log" 2>&1 &
+    --epochs 1 --batch-size 64 --lanes 4 --part-size 4K > "$T/sw0.log" 2>&1 &
 sw0=$!
 track $sw0
 sync_over() { version_at_least "$T/sync.json" 0 "$1"; }
@@ -86,7 +88,7 @@ write_cluster "$T/sync.json" $SP 2 sync
 sadded() { grep -q "worker:1 added by the cluster file" "$T/sps-0.log"; }
 wait_for 10 sadded || { cat "$T/sps-0.log"; fail "sync shards did not take the added worker"; }
 "$BIN/hetps-worker" --cluster "$T/sync.json" --task worker:1 --model $MODEL \
-    --epochs 1 --batch-size 64 > "$T/sw1.log" 2>&1 &
+    --epochs 1 --batch-size 64 --lanes 4 --part-size 4K > "$T/sw1.log" 2>&1 &
 sw1=$!
 track $sw1
 sshare() { "$BIN/hetps" status "$T/sync.json" 2>/dev/null | grep -q '^worker:1 .*ps:0 joined.*clock [1-9][0-9]'; }
