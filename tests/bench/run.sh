@@ -138,6 +138,12 @@ echo "\$ $BUILD/bench/ps"
 "$BUILD/bench/ps"
 echo "\$ $BUILD/bench/ps --transport plain"
 "$BUILD/bench/ps" --transport plain
+# A large step in parts over 4 lanes a shard (the default) against one
+# message a shard (--lanes 1), with raw TCP of the same bytes beside each.
+for lanes in 4 1; do
+    echo "\$ $BUILD/bench/ps --transport plain --sizes 16M,80MB --shards 2 --clients 1 --lanes $lanes"
+    "$BUILD/bench/ps" --transport plain --sizes 16M,80MB --shards 2 --clients 1 --lanes $lanes
+done
 
 # A shard's optimizer step through its store (tests/bench/apply.c): on one
 # thread and split over the cores (hetps-ps --apply-threads), in one run.
