@@ -146,7 +146,7 @@ struct conn {
     /* network → rpc */
     struct hc_frame_in in;      /* the frames being read */
     bool hello;                 /* the peer's preamble is in */
-    uint64_t rx_charged;        /* the message's bytes, in `inflight` */
+    uint64_t rx_charged;        /* what the message holds, in `inflight` */
     /* rpc → network */
     nng_msg *tx_msg;            /* the message being written */
     uint8_t *stage;             /* its head and first bytes: one record */
@@ -188,8 +188,8 @@ static uint64_t next_conn_id;
 static pthread_mutex_t eps_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct hc_relay_ep *all_eps;
 static pthread_once_t loops_once = PTHREAD_ONCE_INIT;
-/* The bytes of the messages being read, process-wide, and their budget
- * (atomic both): a peer that would take them over it is closed. */
+/* The bytes held by the messages being read, process-wide, and their
+ * budget (atomic both): a peer that would take them over it is closed. */
 static uint64_t inflight, budget;
 /* Connections up, found by their number (hc_relay_send). */
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -653,7 +653,7 @@ static void hello(struct conn *c)
     announce(c);
 }
 
-/* len more bytes being read, if the budget has room. */
+/* The message being read holds len more bytes, if the budget has room. */
 static bool charge(struct conn *c, uint64_t len)
 {
     uint64_t cur = __atomic_load_n(&inflight, __ATOMIC_RELAXED);
@@ -664,7 +664,7 @@ static bool charge(struct conn *c, uint64_t len)
             return false;
     } while (!__atomic_compare_exchange_n(&inflight, &cur, cur + len, false,
                                           __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-    c->rx_charged = len;
+    c->rx_charged += len;
     return true;
 }
 
@@ -674,35 +674,29 @@ static void uncharge(struct conn *c)
     c->rx_charged = 0;
 }
 
-/* A frame's head is in: its message allocated, unless it is over the
- * endpoint's limit or the process's budget (the connection closed). */
-static int frame_start(struct conn *c)
+/* A head is in, or its body's buffer is full: the buffer grown, unless
+ * the message is over the endpoint's limit or the growth would take the
+ * process over its budget (the connection closed). */
+static int body_grow(struct conn *c)
 {
-    uint64_t len = c->in.len;
-    char why[200];
+    unsigned long long len = c->in.len, more = hc_frame_room(&c->in);
+    char why[240];
 
-    if (len > c->ep->recv_max) {
+    if (len > c->ep->recv_max)
         snprintf(why, sizeof why, "a message of %llu bytes, over the limit "
-                 "of %zu", (unsigned long long)len, c->ep->recv_max);
-        refuse(c, why);
-        return -1;
-    }
-    if (!charge(c, len)) {
-        snprintf(why, sizeof why, "a message of %llu bytes would take the "
-                 "messages being received over this process's budget of "
-                 "%llu bytes (HETPS_RECV_BUDGET)", (unsigned long long)len,
-                 (unsigned long long)__atomic_load_n(&budget,
-                                                     __ATOMIC_RELAXED));
-        refuse(c, why);
-        return -1;
-    }
-    /* The callee gets the body alone, the id beside it. */
-    if (hc_frame_begin(&c->in) != 0) {
-        uncharge(c);
-        refuse(c, "out of memory for a message");
-        return -1;
-    }
-    return 0;
+                 "of %zu", len, c->ep->recv_max);
+    else if (!charge(c, more))
+        snprintf(why, sizeof why, "%llu more bytes of a message of %llu "
+                 "would take the messages being received over this "
+                 "process's budget of %llu bytes (HETPS_RECV_BUDGET)", more,
+                 len, (unsigned long long)__atomic_load_n(&budget,
+                                                          __ATOMIC_RELAXED));
+    else if (hc_frame_grow(&c->in) == 0)
+        return 0;
+    else
+        snprintf(why, sizeof why, "out of memory for a message");
+    refuse(c, why);
+    return -1;
 }
 
 /* Read from TLS; whether anything moved. */
@@ -735,7 +729,8 @@ static bool net_in(struct conn *c)
             hello(c);
             break;
         case HC_FRAME_HEAD:
-            if (frame_start(c) != 0)
+        case HC_FRAME_ROOM:
+            if (body_grow(c) != 0)
                 return moved;
             break;
         case HC_FRAME_MSG: {

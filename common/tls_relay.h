@@ -79,11 +79,12 @@ int hc_relay_send(hc_relay_ep *ep, uint32_t conn, uint32_t id, nng_msg *m);
  * on_conn says it is gone; a client makes a new one). Any thread. */
 void hc_relay_drop(hc_relay_ep *ep, uint32_t conn);
 
-/* The budget of the bytes of messages being read at once, process-wide
+/* The budget of the bytes held by messages being read, process-wide
  * (0: the default, HETPS_RECV_BUDGET or a quarter of the memory, at most
- * 4 GiB). A frame's announced length is counted from its head to its
- * last byte; a peer whose frame would take the total over the budget is
- * closed, with a warning naming it, as one over recv_max is — so a few
+ * 4 GiB). A body's memory grows as its bytes arrive (tls_frame.h: at most
+ * 4 times them, plus 64 KiB), not at the length its head announces; a
+ * peer whose message would take the total over the budget is closed, with
+ * a warning naming it, as one announcing more than recv_max is — so a few
  * peers holding any certificate of the cluster cannot make the process
  * hold more than this. Any thread. */
 void hc_relay_set_budget(uint64_t bytes);
