@@ -239,24 +239,20 @@ static uint64_t now_ms(void)
 
 static void addr_text(const struct sockaddr *sa, char *buf, size_t n)
 {
+    const struct sockaddr_in *a4 = (const void *)sa;
+    const struct sockaddr_in6 *a6 = (const void *)sa;
     char host[INET6_ADDRSTRLEN] = "?";
-    int port = 0;
+    bool v6 = sa->sa_family == AF_INET6;
 
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *a = (const void *)sa;
-
-        inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
-        port = ntohs(a->sin_port);
-        snprintf(buf, n, "%s:%d", host, port);
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const void *)sa;
-
-        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
-        port = ntohs(a->sin6_port);
-        snprintf(buf, n, "[%s]:%d", host, port);
-    } else {
+    if (!v6 && sa->sa_family != AF_INET) {
         snprintf(buf, n, "an unknown address");
+        return;
     }
+    inet_ntop(sa->sa_family, v6 ? (const void *)&a6->sin6_addr
+                                : (const void *)&a4->sin_addr, host,
+              sizeof host);
+    snprintf(buf, n, v6 ? "[%s]:%d" : "%s:%d", host,
+             ntohs(v6 ? a6->sin6_port : a4->sin_port));
 }
 
 /* OpenSSL's reason for the last failure on this thread, then cleared. */
@@ -502,6 +498,20 @@ static void unreachable(struct conn *c)
     conn_kill(c);
 }
 
+/* The host of "tcp://host:port" or "tcp://[v6]:port" into out, and the
+ * port. */
+static int url_split(char *out, size_t n, const char *url)
+{
+    const char *h = strstr(url, "://"), *e, *colon = strrchr(url, ':');
+
+    h = h ? h + 3 : url;
+    e = *h == '[' ? strchr(++h, ']') : strrchr(h, ':');
+    if (!e)
+        e = h + strlen(h);
+    snprintf(out, n, "%.*s", (int)(e - h), h);
+    return colon ? atoi(colon + 1) : 0;
+}
+
 /* host:port into *to (the first address); HC_OK or an error. */
 static int resolve(struct sockaddr_storage *to, socklen_t *len,
                    const char *host, int port, int passive)
@@ -591,37 +601,30 @@ static int start_connect(int *fd, const struct hc_relay_ep *ep)
 }
 
 /* Whether a non-blocking connect on fd has finished: 1 yes, 0 not yet,
- * -1 failed (errno set). */
+ * -1 failed. */
 static int connected(int fd)
 {
     struct sockaddr_storage sa;
-    socklen_t len = sizeof sa;
+    socklen_t len = sizeof sa, el = sizeof(int);
     int err = 0;
-    socklen_t el = sizeof err;
 
-    if (getpeername(fd, (struct sockaddr *)&sa, &len) == 0)
-        return 1;
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err) {
-        errno = err;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err)
         return -1;
-    }
-    return errno == ENOTCONN ? 0 : -1;
+    return getpeername(fd, (struct sockaddr *)&sa, &len) == 0;
 }
 
 /* After an OpenSSL call on c returned r: whether it only waits for the
- * network (which way noted in c), or the connection failed or closed.
- * Leaves OpenSSL's error queue empty. */
+ * network (which way noted in c; the error queue emptied), or the
+ * connection failed or closed (the queue kept for ssl_reason). */
 static bool ssl_waits(struct conn *c, int r)
 {
     int e = SSL_get_error(c->ssl, r);
 
-    ERR_clear_error();
-    if (e == SSL_ERROR_WANT_READ)
-        c->net_want_in = true;
-    else if (e == SSL_ERROR_WANT_WRITE)
-        c->net_want_out = true;
-    else
+    if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
         return false;
+    c->net_want_in |= e == SSL_ERROR_WANT_READ;
+    c->net_want_out |= e == SSL_ERROR_WANT_WRITE;
+    ERR_clear_error();
     return true;
 }
 
@@ -715,8 +718,9 @@ static bool net_in(struct conn *c)
         if (want) {
             r = SSL_read_ex(c->ssl, to, want, &got);
             if (r != 1) {
-                if (!ssl_waits(c, r))
-                    c->net_eof = true;  /* close-notify, reset, bad record */
+                /* close-notify, reset, bad record: the connection ends */
+                c->net_eof = !ssl_waits(c, r);
+                ERR_clear_error();
                 break;
             }
             moved = true;
@@ -803,8 +807,8 @@ static bool net_out(struct conn *c)
          * as many bytes (partial writes are on: a record at a time). */
         r = SSL_write_ex(c->ssl, from, n, &put);
         if (r != 1) {
-            if (!ssl_waits(c, r))
-                c->net_eof = true;
+            c->net_eof = !ssl_waits(c, r);
+            ERR_clear_error();
             break;
         }
         moved = true;
@@ -937,13 +941,8 @@ static void step_locked(struct conn *c)
         c->net_want_in = c->net_want_out = false;
         r = SSL_do_handshake(c->ssl);
         if (r != 1) {
-            int e = SSL_get_error(c->ssl, r);
-
-            if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-                c->net_want_out = e == SSL_ERROR_WANT_WRITE;
-                ERR_clear_error();
+            if (ssl_waits(c, r))
                 goto out;
-            }
             if (c->ep->server && !BIO_number_read(SSL_get_rbio(c->ssl))) {
                 /* Connected and closed without a byte: a TCP health check
                  * (Kubernetes' tcpSocket probe) or a port scan. Counted,
@@ -1071,7 +1070,8 @@ static void unregister_locked(struct conn *c)
     c->registered = false;
 }
 
-/* Free a dead connection, outside any loop's mu. A message it was still
+/* Free a dead connection (reap took it out of the registry), outside any
+ * loop's mu. A message it was still
  * receiving is dropped; when that was large (a peer that announced a big
  * body and left, or was closed, before sending it all) the memory goes
  * back to the system: common/tune.c keeps freed memory for the next
@@ -1082,11 +1082,6 @@ static void conn_free(struct conn *c)
     struct conn **pc;
     bool trim = c->rx_charged >= TRIM_BYTES;
 
-    if (c->registered) {
-        pthread_mutex_lock(&reg_mu);
-        unregister_locked(c);
-        pthread_mutex_unlock(&reg_mu);
-    }
     pthread_mutex_lock(&R->kmu);
     for (pc = &R->kicks; *pc; pc = &(*pc)->kick_next)
         if (*pc == c) {
@@ -1354,12 +1349,9 @@ fail:
     return rv;
 }
 
-/* A listening socket on addr; port into *bound. */
-static int listen_on(const struct sockaddr_storage *addr, socklen_t len,
-                     int *bound)
+/* A listening socket on addr, or -1 (errno set). */
+static int listen_on(const struct sockaddr_storage *addr, socklen_t len)
 {
-    struct sockaddr_storage sa;
-    socklen_t sl = sizeof sa;
     int fd, one = 1;
 
     fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -1367,17 +1359,13 @@ static int listen_on(const struct sockaddr_storage *addr, socklen_t len,
         return -1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(fd, (const struct sockaddr *)addr, len) != 0 ||
-        listen(fd, 128) != 0 ||
-        getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
+        listen(fd, 128) != 0) {
         int e = errno;
 
         close(fd);
         errno = e;
         return -1;
     }
-    *bound = ntohs(sa.ss_family == AF_INET6
-                       ? ((struct sockaddr_in6 *)&sa)->sin6_port
-                       : ((struct sockaddr_in *)&sa)->sin_port);
     return fd;
 }
 
@@ -1418,18 +1406,17 @@ static int deal(hc_relay_ep *ep)
     return err;
 }
 
-/* A client (server 0: dial host:port) or server (listen on host:port)
- * endpoint; see hc_relay_dial and hc_relay_listen. */
-static int ep_open(hc_relay_ep **out, int server, const char *host,
-                   int port, size_t recv_max, const char *ca_file,
-                   const char *cert_key_file, const char *name, int *bound,
-                   const struct hc_relay_cb *cb)
+int hc_relay_open(hc_relay_ep **out, int server, const char *url,
+                  size_t recv_max, const char *ca_file,
+                  const char *cert_key_file, const char *name,
+                  const struct hc_relay_cb *cb)
 {
     struct sockaddr_storage la;
     struct in6_addr a6;
     socklen_t ll;
     hc_relay_ep *ep;
-    int err = HC_OK, i;
+    char host[256];
+    int err = HC_OK, i, port = url_split(host, sizeof host, url);
 
     *out = NULL;
     if (!cb || !cb->on_msg || !cb->on_conn)
@@ -1457,7 +1444,7 @@ static int ep_open(hc_relay_ep **out, int server, const char *host,
             goto fail;
     } else if ((err = resolve(&la, &ll, host, port, 1)) != HC_OK) {
         goto fail;
-    } else if ((ep->fd = listen_on(&la, ll, bound)) < 0) {
+    } else if ((ep->fd = listen_on(&la, ll)) < 0) {
         err = hc_err_set(HC_ERR_TRANSPORT, "%s: cannot listen on %s:%d: %s%s",
                          name, host, port, strerror(errno),
                          errno == EADDRINUSE
@@ -1492,24 +1479,6 @@ fail:
     hc_tls_ctx_close(ep->ctx);
     free(ep);
     return err;
-}
-
-int hc_relay_dial(hc_relay_ep **out, const char *host, int port,
-                  size_t recv_max, const char *ca_file,
-                  const char *cert_key_file, const char *name,
-                  const struct hc_relay_cb *cb)
-{
-    return ep_open(out, 0, host, port, recv_max, ca_file, cert_key_file,
-                   name, NULL, cb);
-}
-
-int hc_relay_listen(hc_relay_ep **out, const char *host, int port,
-                    size_t recv_max, const char *ca_file,
-                    const char *cert_key_file, const char *name, int *bound,
-                    const struct hc_relay_cb *cb)
-{
-    return ep_open(out, 1, host, port, recv_max, ca_file, cert_key_file,
-                   name, bound, cb);
 }
 
 /* Connection conn of ep, if up, with a sender counted (a caller
