@@ -645,17 +645,6 @@ static void announce(struct conn *c)
         c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer, NULL);
 }
 
-/* The peer's preamble is in: a server sends it once it has taken our
- * certificate, so only now does a client's callee hear of a connection. */
-static void hello(struct conn *c)
-{
-    c->hello = true;
-    if (c->ep->server)
-        return;
-    c->ep->backoff_ms = RETRY_MIN_MS;
-    announce(c);
-}
-
 /* The message being read holds len more bytes, if the budget has room. */
 static bool charge(struct conn *c, uint64_t len)
 {
@@ -729,8 +718,14 @@ static bool net_in(struct conn *c)
         case HC_FRAME_ERROR:
             refuse(c, why);
             return moved;
-        case HC_FRAME_HELLO:
-            hello(c);
+        case HC_FRAME_HELLO:    /* a server sends it once it took our
+                                 * certificate: only now does a client's
+                                 * callee hear of the connection */
+            c->hello = true;
+            if (!c->ep->server) {
+                c->ep->backoff_ms = RETRY_MIN_MS;
+                announce(c);
+            }
             break;
         case HC_FRAME_HEAD:
         case HC_FRAME_ROOM:
