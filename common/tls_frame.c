@@ -8,14 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A piece of a body's first quarter, (cap) bytes; each as long as those
- * before it together, so none is copied until the message is made. */
-struct hc_frame_chunk {
-    struct hc_frame_chunk *next;
-    size_t cap;
-    uint8_t data[];
-};
-
 uint8_t *hc_frame_want(struct hc_frame_in *f, size_t *n)
 {
     if (f->pre_got < sizeof f->pre) {
@@ -28,9 +20,7 @@ uint8_t *hc_frame_want(struct hc_frame_in *f, size_t *n)
     }
     if (!(*n = f->cap - f->got))
         return NULL;            /* hc_frame_grow first (or no body) */
-    if (f->msg)
-        return (uint8_t *)nng_msg_body(f->msg) + f->got;
-    return f->last->data + f->last->cap - *n;
+    return (f->msg ? (uint8_t *)nng_msg_body(f->msg) : f->stage) + f->got;
 }
 
 /* The head's fields. */
@@ -85,7 +75,7 @@ int hc_frame_got(struct hc_frame_in *f, size_t n, char *why, size_t wn)
 }
 
 /* What the body holds after its next growth: doubling from the first
- * chunk up to a quarter of the body, then the whole body. */
+ * buffer up to a quarter of the body, then the whole body. */
 static size_t next_cap(const struct hc_frame_in *f)
 {
     size_t len = (size_t)f->len, quarter = len / 4 + (len % 4 != 0);
@@ -102,38 +92,24 @@ size_t hc_frame_room(const struct hc_frame_in *f)
     return next_cap(f) - f->cap;
 }
 
-/* The chunks freed, their bytes copied to `to` first unless it is NULL. */
-static void chunks_free(struct hc_frame_in *f, uint8_t *to)
-{
-    struct hc_frame_chunk *k;
-
-    while ((k = f->chunks) != NULL) {
-        if (to)
-            to = (uint8_t *)memcpy(to, k->data, k->cap) + k->cap;
-        f->chunks = k->next;
-        free(k);
-    }
-    f->last = NULL;
-}
-
 int hc_frame_grow(struct hc_frame_in *f)
 {
     size_t c = next_cap(f);
-    struct hc_frame_chunk *k;
+    uint8_t *s;
 
     if (f->len > SIZE_MAX)
         return -1;
     if (c < f->len) {
-        if (!(k = malloc(sizeof *k + (c - f->cap))))
+        if (!(s = realloc(f->stage, c)))
             return -1;
-        k->next = NULL;
-        k->cap = c - f->cap;
-        *(f->last ? &f->last->next : &f->chunks) = k;
-        f->last = k;
-    } else if (nng_msg_alloc(&f->msg, c) == 0) {
-        chunks_free(f, nng_msg_body(f->msg));
+        f->stage = s;
     } else {
-        return -1;
+        if (nng_msg_alloc(&f->msg, c) != 0)
+            return -1;
+        if (f->got)
+            memcpy(nng_msg_body(f->msg), f->stage, f->got);
+        free(f->stage);
+        f->stage = NULL;
     }
     f->cap = c;
     return 0;
@@ -156,7 +132,7 @@ void hc_frame_reset(struct hc_frame_in *f)
 
     if (f->msg)
         nng_msg_free(f->msg);
-    chunks_free(f, NULL);
+    free(f->stage);
     memset(f, 0, sizeof *f);
     f->first = first;
 }

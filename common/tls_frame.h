@@ -7,11 +7,10 @@
  * request id) and the body. The reader says where the next bytes go
  * (hc_frame_want, read up to that many there, hc_frame_got). Memory for
  * a body comes as its bytes do, never at the length a head announces:
- * its first quarter is read into chunks, the first of 64 KiB and each
- * as long as those before it together; then the nng message its callee
- * takes is allocated whole, that quarter copied in and the rest read
- * straight into it — what a body holds is at most 4 times what arrived,
- * plus 64 KiB. Each growth is the caller's
+ * its first quarter is read into a buffer that doubles from 64 KiB, then
+ * the nng message its callee takes is allocated whole, that quarter
+ * copied in and the rest read straight into it — what a body holds is
+ * at most 4 times what arrived, plus 64 KiB. Each growth is the caller's
  * (HC_FRAME_HEAD, HC_FRAME_ROOM): it counts hc_frame_room against its
  * limits and calls hc_frame_grow, or refuses the peer.
  */
@@ -25,7 +24,7 @@
 
 #define HC_FRAME_PREAMBLE "HETPSr1\n"
 #define HC_FRAME_HEAD_BYTES 12u
-#define HC_FRAME_FIRST_BYTES ((size_t)64 << 10) /* a body's first chunk */
+#define HC_FRAME_FIRST_BYTES ((size_t)64 << 10) /* a body's first buffer */
 
 enum hc_frame_ev {
     HC_FRAME_MORE,      /* nothing whole yet: read on */
@@ -36,18 +35,16 @@ enum hc_frame_ev {
     HC_FRAME_ERROR,     /* not hetps's protocol: why says whose */
 };
 
-struct hc_frame_chunk;
-
 struct hc_frame_in {
     uint8_t pre[8];
     size_t pre_got;
     uint8_t head[HC_FRAME_HEAD_BYTES];
     size_t head_got;
     int in_body;                /* a head is in: its body (maybe empty) next */
-    struct hc_frame_chunk *chunks, *last; /* (cap) the body, until … */
+    uint8_t *stage;             /* (cap) the body's first bytes, until … */
     nng_msg *msg;               /* (len) … its message is allocated */
     size_t cap, got;            /* bytes held for the body, and read */
-    size_t first;               /* the first chunk (0: HC_FRAME_FIRST_BYTES) */
+    size_t first;               /* the first buffer (0: HC_FRAME_FIRST_BYTES) */
     uint64_t len;               /* the head's: the body's length */
     uint32_t id;                /* the head's: its request id */
 };

@@ -3,10 +3,10 @@
  * (common/tls_frame.c), apart from sockets and TLS. The input is the byte
  * stream a peer sends after the handshake, fed in pieces whose sizes the
  * input's first byte picks (as TLS records and short reads cut it), with
- * a body's first chunk of 1 to 8 bytes (its second byte) so that short
+ * a first body buffer of 1 to 8 bytes (its second byte) so that short
  * inputs grow bodies through every stage. A head is taken only under a
  * limit (as the relay's recv_max), so the bodies stay small; a body never
- * holds more than 4 times its bytes read plus its first chunk; every
+ * holds more than 4 times its bytes read plus its first buffer; every
  * message read must be the bytes sent, and nothing may be held after a
  * reset.
  */
