@@ -15,25 +15,6 @@
 #include "log.h"
 #include "tls_relay.h"
 
-/* The host of "tcp://host:port" or "tcp://[v6]:port" into out, and the
- * port. */
-static int url_split(char *out, size_t n, const char *url)
-{
-    const char *h = strstr(url, "://"), *e, *colon = strrchr(url, ':');
-
-    h = h ? h + 3 : url;
-    if (*h == '[') {
-        h++;
-        e = strchr(h, ']');
-    } else {
-        e = strrchr(h, ':');
-    }
-    if (!e)
-        e = h + strlen(h);
-    snprintf(out, n, "%.*s", (int)(e - h), h);
-    return colon ? atoi(colon + 1) : 0;
-}
-
 /* ---- client ---------------------------------------------------------- */
 
 struct dial {
@@ -133,8 +114,7 @@ static int dial_open(void **be, hc_rpc_link *l, const char *url,
 {
     struct dial *d = calloc(1, sizeof *d);
     struct hc_relay_cb cb = {dial_conn, dial_msg, d, 0};
-    char host[600];
-    int port = url_split(host, sizeof host, url), err;
+    int err;
 
     *be = NULL;
     if (!d)
@@ -142,9 +122,8 @@ static int dial_open(void **be, hc_rpc_link *l, const char *url,
                           name);
     d->l = l;
     pthread_mutex_init(&d->mu, NULL);
-    if ((err = hc_relay_dial(&d->ep, host, port, o->recv_max,
-                                    o->tls->ca_file, o->tls->cert_key_file,
-                                    name, &cb)) != HC_OK) {
+    if ((err = hc_relay_open(&d->ep, 0, url, o->recv_max, o->tls->ca_file,
+                             o->tls->cert_key_file, name, &cb)) != HC_OK) {
         pthread_mutex_destroy(&d->mu);
         free(d);
         return err;
@@ -234,19 +213,16 @@ static int listen_start(void **be, hc_rpc_server *s, const char *url,
                         const struct hc_rpc_server_opts *o)
 {
     struct listen *L = calloc(1, sizeof *L);
-    struct hc_relay_cb cb = {listen_conn, listen_msg, L,
-                                 o->send_timeout_ms};
-    char host[600];
-    int port = url_split(host, sizeof host, url), bound = 0, err;
+    struct hc_relay_cb cb = {listen_conn, listen_msg, L, o->send_timeout_ms};
+    int err;
 
     *be = NULL;
     if (!L)
         return hc_err_set(HC_ERR_NOMEM, "rpc server %s: out of memory", url);
     L->s = s;
     snprintf(L->url, sizeof L->url, "%s", url);
-    if ((err = hc_relay_listen(&L->ep, host, port, o->recv_max,
-                                      o->tls->ca_file, o->tls->cert_key_file,
-                                      url, &bound, &cb)) != HC_OK) {
+    if ((err = hc_relay_open(&L->ep, 1, url, o->recv_max, o->tls->ca_file,
+                             o->tls->cert_key_file, url, &cb)) != HC_OK) {
         free(L);
         return err;
     }

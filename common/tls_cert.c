@@ -110,12 +110,14 @@ static int ssl_err(const char *what, const char *path)
     return hc_err_set(HC_ERR_IO, "hetps certs: %s %s: %s", what, path, why);
 }
 
-/* Write `len` bytes to path, created with `mode`; never overwrites. */
-static int write_new(const char *path, const char *data, size_t len,
-                     mode_t mode)
+/* What a memory BIO holds, written to path, created with `mode`; never
+ * overwrites. */
+static int write_bio(const char *path, BIO *b, mode_t mode)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-    size_t at = 0;
+    char *data;
+    long got = BIO_get_mem_data(b, &data);
+    size_t at = 0, len = got > 0 ? (size_t)got : 0;
 
     if (fd < 0)
         return hc_err_set(HC_ERR_IO, "hetps certs: cannot create %s: %s",
@@ -141,15 +143,6 @@ static int write_new(const char *path, const char *data, size_t len,
                           strerror(errno));
     }
     return HC_OK;
-}
-
-/* What a memory BIO holds, written to a new file. */
-static int write_bio(const char *path, BIO *b, mode_t mode)
-{
-    char *data;
-    long len = BIO_get_mem_data(b, &data);
-
-    return write_new(path, data, len > 0 ? (size_t)len : 0, mode);
 }
 
 /* One extension of the X.509v3 configuration syntax ("critical,CA:TRUE"). */
@@ -229,10 +222,10 @@ static X509 *make_crt(struct maker *m, const char *cn, EVP_PKEY *key,
     return NULL;
 }
 
-/* PEM of a certificate and, when key is not NULL, its key into b. */
+/* PEM of a certificate and its key into b (either may be NULL). */
 static int pem_of(BIO *b, X509 *x, EVP_PKEY *key)
 {
-    return PEM_write_bio_X509(b, x) &&
+    return (!x || PEM_write_bio_X509(b, x)) &&
            (!key || PEM_write_bio_PrivateKey(b, key, NULL, NULL, 0, NULL,
                                              NULL));
 }
@@ -290,8 +283,7 @@ static int load_or_make_ca(struct maker *m, int *made)
         return HC_ERR_IO;
     rv = HC_ERR_IO;
     if (!(kb = BIO_new(BIO_s_mem())) || !(cb = BIO_new(BIO_s_mem())) ||
-        !PEM_write_bio_PrivateKey(kb, m->ca_key, NULL, NULL, 0, NULL, NULL) ||
-        !pem_of(cb, ca, NULL))
+        !pem_of(kb, NULL, m->ca_key) || !pem_of(cb, ca, NULL))
         ssl_err("encoding the CA for", m->dir);
     else if ((rv = write_bio(key_path, kb, 0600)) == HC_OK &&
              (rv = write_bio(crt_path, cb, 0644)) == HC_OK)

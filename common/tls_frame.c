@@ -5,6 +5,7 @@
 #include "tls_frame.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 uint8_t *hc_frame_want(struct hc_frame_in *f, size_t *n)
@@ -17,12 +18,9 @@ uint8_t *hc_frame_want(struct hc_frame_in *f, size_t *n)
         *n = HC_FRAME_HEAD_BYTES - f->head_got;
         return f->head + f->head_got;
     }
-    if (!f->msg) {
-        *n = 0;                 /* hc_frame_begin first (or no body) */
-        return NULL;
-    }
-    *n = nng_msg_len(f->msg) - f->got;
-    return (uint8_t *)nng_msg_body(f->msg) + f->got;
+    if (!(*n = f->cap - f->got))
+        return NULL;            /* hc_frame_grow first (or no body) */
+    return (f->msg ? (uint8_t *)nng_msg_body(f->msg) : f->stage) + f->got;
 }
 
 /* The head's fields. */
@@ -70,19 +68,51 @@ int hc_frame_got(struct hc_frame_in *f, size_t n, char *why, size_t wn)
         read_head(f);
         return HC_FRAME_HEAD;
     }
-    if (!f->msg) {              /* got before begin: a caller's mistake */
-        snprintf(why, wn, "a message read before its buffer was made");
-        return HC_FRAME_ERROR;
-    }
     f->got += n;
-    return f->got == nng_msg_len(f->msg) ? HC_FRAME_MSG : HC_FRAME_MORE;
+    if (f->msg && f->got == f->cap)
+        return HC_FRAME_MSG;
+    return f->got < f->cap ? HC_FRAME_MORE : HC_FRAME_ROOM;
 }
 
-int hc_frame_begin(struct hc_frame_in *f)
+/* What the body holds after its next growth: doubling from the first
+ * buffer up to a quarter of the body, then the whole body. */
+static size_t next_cap(const struct hc_frame_in *f)
 {
-    f->got = 0;
-    return f->len > SIZE_MAX || nng_msg_alloc(&f->msg, (size_t)f->len) != 0
-               ? -1 : 0;
+    size_t len = (size_t)f->len, quarter = len / 4 + (len % 4 != 0);
+    size_t c = f->cap ? 2 * f->cap
+                      : f->first ? f->first : HC_FRAME_FIRST_BYTES;
+
+    if (c >= len || f->cap >= quarter)
+        return len;
+    return c < quarter ? c : quarter;
+}
+
+size_t hc_frame_room(const struct hc_frame_in *f)
+{
+    return next_cap(f) - f->cap;
+}
+
+int hc_frame_grow(struct hc_frame_in *f)
+{
+    size_t c = next_cap(f);
+    uint8_t *s;
+
+    if (f->len > SIZE_MAX)
+        return -1;
+    if (c < f->len) {
+        if (!(s = realloc(f->stage, c)))
+            return -1;
+        f->stage = s;
+    } else {
+        if (nng_msg_alloc(&f->msg, c) != 0)
+            return -1;
+        if (f->got)
+            memcpy(nng_msg_body(f->msg), f->stage, f->got);
+        free(f->stage);
+        f->stage = NULL;
+    }
+    f->cap = c;
+    return 0;
 }
 
 nng_msg *hc_frame_take(struct hc_frame_in *f, uint32_t *id)
@@ -92,12 +122,17 @@ nng_msg *hc_frame_take(struct hc_frame_in *f, uint32_t *id)
     *id = f->id;
     f->msg = NULL;
     f->in_body = 0;
+    f->cap = f->got = 0;
     return m;
 }
 
 void hc_frame_reset(struct hc_frame_in *f)
 {
+    size_t first = f->first;
+
     if (f->msg)
         nng_msg_free(f->msg);
+    free(f->stage);
     memset(f, 0, sizeof *f);
+    f->first = first;
 }

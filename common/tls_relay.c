@@ -146,7 +146,7 @@ struct conn {
     /* network → rpc */
     struct hc_frame_in in;      /* the frames being read */
     bool hello;                 /* the peer's preamble is in */
-    uint64_t rx_charged;        /* the message's bytes, in `inflight` */
+    uint64_t rx_charged;        /* what the message holds, in `inflight` */
     /* rpc → network */
     nng_msg *tx_msg;            /* the message being written */
     uint8_t *stage;             /* its head and first bytes: one record */
@@ -188,8 +188,8 @@ static uint64_t next_conn_id;
 static pthread_mutex_t eps_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct hc_relay_ep *all_eps;
 static pthread_once_t loops_once = PTHREAD_ONCE_INIT;
-/* The bytes of the messages being read, process-wide, and their budget
- * (atomic both): a peer that would take them over it is closed. */
+/* The bytes held by the messages being read, process-wide, and their
+ * budget (atomic both): a peer that would take them over it is closed. */
 static uint64_t inflight, budget;
 /* Connections up, found by their number (hc_relay_send). */
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -239,24 +239,20 @@ static uint64_t now_ms(void)
 
 static void addr_text(const struct sockaddr *sa, char *buf, size_t n)
 {
+    const struct sockaddr_in *a4 = (const void *)sa;
+    const struct sockaddr_in6 *a6 = (const void *)sa;
     char host[INET6_ADDRSTRLEN] = "?";
-    int port = 0;
+    bool v6 = sa->sa_family == AF_INET6;
 
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *a = (const void *)sa;
-
-        inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
-        port = ntohs(a->sin_port);
-        snprintf(buf, n, "%s:%d", host, port);
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const void *)sa;
-
-        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
-        port = ntohs(a->sin6_port);
-        snprintf(buf, n, "[%s]:%d", host, port);
-    } else {
+    if (!v6 && sa->sa_family != AF_INET) {
         snprintf(buf, n, "an unknown address");
+        return;
     }
+    inet_ntop(sa->sa_family, v6 ? (const void *)&a6->sin6_addr
+                                : (const void *)&a4->sin_addr, host,
+              sizeof host);
+    snprintf(buf, n, v6 ? "[%s]:%d" : "%s:%d", host,
+             ntohs(v6 ? a6->sin6_port : a4->sin_port));
 }
 
 /* OpenSSL's reason for the last failure on this thread, then cleared. */
@@ -502,6 +498,20 @@ static void unreachable(struct conn *c)
     conn_kill(c);
 }
 
+/* The host of "tcp://host:port" or "tcp://[v6]:port" into out, and the
+ * port. */
+static int url_split(char *out, size_t n, const char *url)
+{
+    const char *h = strstr(url, "://"), *e, *colon = strrchr(url, ':');
+
+    h = h ? h + 3 : url;
+    e = *h == '[' ? strchr(++h, ']') : strrchr(h, ':');
+    if (!e)
+        e = h + strlen(h);
+    snprintf(out, n, "%.*s", (int)(e - h), h);
+    return colon ? atoi(colon + 1) : 0;
+}
+
 /* host:port into *to (the first address); HC_OK or an error. */
 static int resolve(struct sockaddr_storage *to, socklen_t *len,
                    const char *host, int port, int passive)
@@ -591,37 +601,30 @@ static int start_connect(int *fd, const struct hc_relay_ep *ep)
 }
 
 /* Whether a non-blocking connect on fd has finished: 1 yes, 0 not yet,
- * -1 failed (errno set). */
+ * -1 failed. */
 static int connected(int fd)
 {
     struct sockaddr_storage sa;
-    socklen_t len = sizeof sa;
+    socklen_t len = sizeof sa, el = sizeof(int);
     int err = 0;
-    socklen_t el = sizeof err;
 
-    if (getpeername(fd, (struct sockaddr *)&sa, &len) == 0)
-        return 1;
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err) {
-        errno = err;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err)
         return -1;
-    }
-    return errno == ENOTCONN ? 0 : -1;
+    return getpeername(fd, (struct sockaddr *)&sa, &len) == 0;
 }
 
 /* After an OpenSSL call on c returned r: whether it only waits for the
- * network (which way noted in c), or the connection failed or closed.
- * Leaves OpenSSL's error queue empty. */
+ * network (which way noted in c; the error queue emptied), or the
+ * connection failed or closed (the queue kept for ssl_reason). */
 static bool ssl_waits(struct conn *c, int r)
 {
     int e = SSL_get_error(c->ssl, r);
 
-    ERR_clear_error();
-    if (e == SSL_ERROR_WANT_READ)
-        c->net_want_in = true;
-    else if (e == SSL_ERROR_WANT_WRITE)
-        c->net_want_out = true;
-    else
+    if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
         return false;
+    c->net_want_in |= e == SSL_ERROR_WANT_READ;
+    c->net_want_out |= e == SSL_ERROR_WANT_WRITE;
+    ERR_clear_error();
     return true;
 }
 
@@ -642,18 +645,7 @@ static void announce(struct conn *c)
         c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer, NULL);
 }
 
-/* The peer's preamble is in: a server sends it once it has taken our
- * certificate, so only now does a client's callee hear of a connection. */
-static void hello(struct conn *c)
-{
-    c->hello = true;
-    if (c->ep->server)
-        return;
-    c->ep->backoff_ms = RETRY_MIN_MS;
-    announce(c);
-}
-
-/* len more bytes being read, if the budget has room. */
+/* The message being read holds len more bytes, if the budget has room. */
 static bool charge(struct conn *c, uint64_t len)
 {
     uint64_t cur = __atomic_load_n(&inflight, __ATOMIC_RELAXED);
@@ -664,7 +656,7 @@ static bool charge(struct conn *c, uint64_t len)
             return false;
     } while (!__atomic_compare_exchange_n(&inflight, &cur, cur + len, false,
                                           __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-    c->rx_charged = len;
+    c->rx_charged += len;
     return true;
 }
 
@@ -674,35 +666,29 @@ static void uncharge(struct conn *c)
     c->rx_charged = 0;
 }
 
-/* A frame's head is in: its message allocated, unless it is over the
- * endpoint's limit or the process's budget (the connection closed). */
-static int frame_start(struct conn *c)
+/* A head is in, or its body's buffer is full: the buffer grown, unless
+ * the message is over the endpoint's limit or the growth would take the
+ * process over its budget (the connection closed). */
+static int body_grow(struct conn *c)
 {
-    uint64_t len = c->in.len;
-    char why[200];
+    unsigned long long len = c->in.len, more = hc_frame_room(&c->in);
+    char why[240];
 
-    if (len > c->ep->recv_max) {
+    if (len > c->ep->recv_max)
         snprintf(why, sizeof why, "a message of %llu bytes, over the limit "
-                 "of %zu", (unsigned long long)len, c->ep->recv_max);
-        refuse(c, why);
-        return -1;
-    }
-    if (!charge(c, len)) {
-        snprintf(why, sizeof why, "a message of %llu bytes would take the "
-                 "messages being received over this process's budget of "
-                 "%llu bytes (HETPS_RECV_BUDGET)", (unsigned long long)len,
-                 (unsigned long long)__atomic_load_n(&budget,
-                                                     __ATOMIC_RELAXED));
-        refuse(c, why);
-        return -1;
-    }
-    /* The callee gets the body alone, the id beside it. */
-    if (hc_frame_begin(&c->in) != 0) {
-        uncharge(c);
-        refuse(c, "out of memory for a message");
-        return -1;
-    }
-    return 0;
+                 "of %zu", len, c->ep->recv_max);
+    else if (!charge(c, more))
+        snprintf(why, sizeof why, "%llu more bytes of a message of %llu "
+                 "would take the messages being received over this "
+                 "process's budget of %llu bytes (HETPS_RECV_BUDGET)", more,
+                 len, (unsigned long long)__atomic_load_n(&budget,
+                                                          __ATOMIC_RELAXED));
+    else if (hc_frame_grow(&c->in) == 0)
+        return 0;
+    else
+        snprintf(why, sizeof why, "out of memory for a message");
+    refuse(c, why);
+    return -1;
 }
 
 /* Read from TLS; whether anything moved. */
@@ -721,8 +707,9 @@ static bool net_in(struct conn *c)
         if (want) {
             r = SSL_read_ex(c->ssl, to, want, &got);
             if (r != 1) {
-                if (!ssl_waits(c, r))
-                    c->net_eof = true;  /* close-notify, reset, bad record */
+                /* close-notify, reset, bad record: the connection ends */
+                c->net_eof = !ssl_waits(c, r);
+                ERR_clear_error();
                 break;
             }
             moved = true;
@@ -731,11 +718,18 @@ static bool net_in(struct conn *c)
         case HC_FRAME_ERROR:
             refuse(c, why);
             return moved;
-        case HC_FRAME_HELLO:
-            hello(c);
+        case HC_FRAME_HELLO:    /* a server sends it once it took our
+                                 * certificate: only now does a client's
+                                 * callee hear of the connection */
+            c->hello = true;
+            if (!c->ep->server) {
+                c->ep->backoff_ms = RETRY_MIN_MS;
+                announce(c);
+            }
             break;
         case HC_FRAME_HEAD:
-            if (frame_start(c) != 0)
+        case HC_FRAME_ROOM:
+            if (body_grow(c) != 0)
                 return moved;
             break;
         case HC_FRAME_MSG: {
@@ -808,8 +802,8 @@ static bool net_out(struct conn *c)
          * as many bytes (partial writes are on: a record at a time). */
         r = SSL_write_ex(c->ssl, from, n, &put);
         if (r != 1) {
-            if (!ssl_waits(c, r))
-                c->net_eof = true;
+            c->net_eof = !ssl_waits(c, r);
+            ERR_clear_error();
             break;
         }
         moved = true;
@@ -942,13 +936,8 @@ static void step_locked(struct conn *c)
         c->net_want_in = c->net_want_out = false;
         r = SSL_do_handshake(c->ssl);
         if (r != 1) {
-            int e = SSL_get_error(c->ssl, r);
-
-            if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-                c->net_want_out = e == SSL_ERROR_WANT_WRITE;
-                ERR_clear_error();
+            if (ssl_waits(c, r))
                 goto out;
-            }
             if (c->ep->server && !BIO_number_read(SSL_get_rbio(c->ssl))) {
                 /* Connected and closed without a byte: a TCP health check
                  * (Kubernetes' tcpSocket probe) or a port scan. Counted,
@@ -1076,7 +1065,8 @@ static void unregister_locked(struct conn *c)
     c->registered = false;
 }
 
-/* Free a dead connection, outside any loop's mu. A message it was still
+/* Free a dead connection (reap took it out of the registry), outside any
+ * loop's mu. A message it was still
  * receiving is dropped; when that was large (a peer that announced a big
  * body and left, or was closed, before sending it all) the memory goes
  * back to the system: common/tune.c keeps freed memory for the next
@@ -1087,11 +1077,6 @@ static void conn_free(struct conn *c)
     struct conn **pc;
     bool trim = c->rx_charged >= TRIM_BYTES;
 
-    if (c->registered) {
-        pthread_mutex_lock(&reg_mu);
-        unregister_locked(c);
-        pthread_mutex_unlock(&reg_mu);
-    }
     pthread_mutex_lock(&R->kmu);
     for (pc = &R->kicks; *pc; pc = &(*pc)->kick_next)
         if (*pc == c) {
@@ -1359,12 +1344,9 @@ fail:
     return rv;
 }
 
-/* A listening socket on addr; port into *bound. */
-static int listen_on(const struct sockaddr_storage *addr, socklen_t len,
-                     int *bound)
+/* A listening socket on addr, or -1 (errno set). */
+static int listen_on(const struct sockaddr_storage *addr, socklen_t len)
 {
-    struct sockaddr_storage sa;
-    socklen_t sl = sizeof sa;
     int fd, one = 1;
 
     fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -1372,17 +1354,13 @@ static int listen_on(const struct sockaddr_storage *addr, socklen_t len,
         return -1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(fd, (const struct sockaddr *)addr, len) != 0 ||
-        listen(fd, 128) != 0 ||
-        getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
+        listen(fd, 128) != 0) {
         int e = errno;
 
         close(fd);
         errno = e;
         return -1;
     }
-    *bound = ntohs(sa.ss_family == AF_INET6
-                       ? ((struct sockaddr_in6 *)&sa)->sin6_port
-                       : ((struct sockaddr_in *)&sa)->sin_port);
     return fd;
 }
 
@@ -1423,18 +1401,17 @@ static int deal(hc_relay_ep *ep)
     return err;
 }
 
-/* A client (server 0: dial host:port) or server (listen on host:port)
- * endpoint; see hc_relay_dial and hc_relay_listen. */
-static int ep_open(hc_relay_ep **out, int server, const char *host,
-                   int port, size_t recv_max, const char *ca_file,
-                   const char *cert_key_file, const char *name, int *bound,
-                   const struct hc_relay_cb *cb)
+int hc_relay_open(hc_relay_ep **out, int server, const char *url,
+                  size_t recv_max, const char *ca_file,
+                  const char *cert_key_file, const char *name,
+                  const struct hc_relay_cb *cb)
 {
     struct sockaddr_storage la;
     struct in6_addr a6;
     socklen_t ll;
     hc_relay_ep *ep;
-    int err = HC_OK, i;
+    char host[256];
+    int err = HC_OK, i, port = url_split(host, sizeof host, url);
 
     *out = NULL;
     if (!cb || !cb->on_msg || !cb->on_conn)
@@ -1462,7 +1439,7 @@ static int ep_open(hc_relay_ep **out, int server, const char *host,
             goto fail;
     } else if ((err = resolve(&la, &ll, host, port, 1)) != HC_OK) {
         goto fail;
-    } else if ((ep->fd = listen_on(&la, ll, bound)) < 0) {
+    } else if ((ep->fd = listen_on(&la, ll)) < 0) {
         err = hc_err_set(HC_ERR_TRANSPORT, "%s: cannot listen on %s:%d: %s%s",
                          name, host, port, strerror(errno),
                          errno == EADDRINUSE
@@ -1497,24 +1474,6 @@ fail:
     hc_tls_ctx_close(ep->ctx);
     free(ep);
     return err;
-}
-
-int hc_relay_dial(hc_relay_ep **out, const char *host, int port,
-                  size_t recv_max, const char *ca_file,
-                  const char *cert_key_file, const char *name,
-                  const struct hc_relay_cb *cb)
-{
-    return ep_open(out, 0, host, port, recv_max, ca_file, cert_key_file,
-                   name, NULL, cb);
-}
-
-int hc_relay_listen(hc_relay_ep **out, const char *host, int port,
-                    size_t recv_max, const char *ca_file,
-                    const char *cert_key_file, const char *name, int *bound,
-                    const struct hc_relay_cb *cb)
-{
-    return ep_open(out, 1, host, port, recv_max, ca_file, cert_key_file,
-                   name, bound, cb);
 }
 
 /* Connection conn of ep, if up, with a sender counted (a caller

@@ -1,15 +1,14 @@
 /*
  * tls_relay.h — mutual TLS for rpc (its backend rpc_tls.c), on OpenSSL in
  * threads of the process, outside nng (why: common/README.md, *The TLS
- * relay*). Whole messages go both ways: a body is decrypted straight into
- * the nng message its callee takes, and encrypted from the one given — in
- * the giving thread when the connection is free.
+ * relay*). Whole messages go both ways: a body is decrypted into memory
+ * that grows with its bytes and then into the nng message its callee
+ * takes (tls_frame.h), and encrypted from the one given — in the giving
+ * thread when the connection is free.
  *
- * A server's port is the relay's: each connection that completes the
- * handshake with a certificate of the cluster's CA is handed to the
- * server's callbacks with the task its certificate names (its CN). A
- * client keeps a TLS connection to its server (whose certificate must name
- * its host), made again 20 ms to 1 s apart when lost or failed.
+ * A server's port is the relay's: only a connection that completes the
+ * handshake with a certificate of the cluster's CA reaches the server's
+ * callbacks, with the task its certificate names (its CN).
  *
  * On the wire, inside TLS: tls_frame.h. A peer that sends anything else,
  * or a message longer than the endpoint's limit, is refused by name.
@@ -50,24 +49,17 @@ struct hc_relay_cb {
     int send_timeout_ms;
 };
 
-/* A client's side: connect to host:port over TLS, whose certificate must
- * name host, at once and again whenever a connection is lost (20 ms to
- * 1 s apart); cb says what happens. Replies over recv_max bytes end the
- * connection. name: for logs (the peer's task). HC_OK or an error. */
-int hc_relay_dial(hc_relay_ep **out, const char *host, int port,
+/* An endpoint on url ("tcp://host:port"), presenting the certificate and
+ * key in cert_key_file and trusting the CA in ca_file. A server (server 1)
+ * listens there and hands cb each connection whose certificate that CA
+ * signed; a client connects there (the server's certificate must name
+ * host) at once and again whenever a connection is lost, 20 ms to 1 s
+ * apart. A message over recv_max bytes ends its connection. name: for
+ * logs (the server's URL, the client's peer task). HC_OK or an error. */
+int hc_relay_open(hc_relay_ep **out, int server, const char *url,
                   size_t recv_max, const char *ca_file,
                   const char *cert_key_file, const char *name,
                   const struct hc_relay_cb *cb);
-
-/* A server's side: listen on host:port (port 0: any; *bound gets it),
- * completing TLS with the CA in ca_file and the certificate and key in
- * cert_key_file; cb gets the verified connections and their requests.
- * Messages over recv_max bytes end their connection. name: for logs (the
- * server's URL). HC_OK or an error (err.h). */
-int hc_relay_listen(hc_relay_ep **out, const char *host, int port,
-                    size_t recv_max, const char *ca_file,
-                    const char *cert_key_file, const char *name, int *bound,
-                    const struct hc_relay_cb *cb);
 
 /* Send m with request id on connection conn of ep (one on_conn
  * said is up): taken and HC_OK; else m stays the caller's and
@@ -79,11 +71,12 @@ int hc_relay_send(hc_relay_ep *ep, uint32_t conn, uint32_t id, nng_msg *m);
  * on_conn says it is gone; a client makes a new one). Any thread. */
 void hc_relay_drop(hc_relay_ep *ep, uint32_t conn);
 
-/* The budget of the bytes of messages being read at once, process-wide
+/* The budget of the bytes held by messages being read, process-wide
  * (0: the default, HETPS_RECV_BUDGET or a quarter of the memory, at most
- * 4 GiB). A frame's announced length is counted from its head to its
- * last byte; a peer whose frame would take the total over the budget is
- * closed, with a warning naming it, as one over recv_max is — so a few
+ * 4 GiB). A body's memory grows as its bytes arrive (tls_frame.h: at most
+ * 4 times them, plus 64 KiB), not at the length its head announces; a
+ * peer whose message would take the total over the budget is closed, with
+ * a warning naming it, as one announcing more than recv_max is — so a few
  * peers holding any certificate of the cluster cannot make the process
  * hold more than this. Any thread. */
 void hc_relay_set_budget(uint64_t bytes);

@@ -19,11 +19,20 @@
  *                                        over a raw TCP connection: N pulls
  *                                        of every block of the shard, then
  *                                        never read a reply for SECONDS
+ *   hostile announce CLUSTER_FILE SHARD N MIB KIB SECONDS
+ *                                        over the relay's mutual TLS with
+ *                                        worker:0's certificate: N
+ *                                        connections, each announcing a
+ *                                        body of MIB MiB and sending KIB
+ *                                        KiB of it, then 1 KiB a second
+ *                                        for SECONDS; checks that the
+ *                                        shard kept every one open
  *
  * Prints one line per check and "hostile: N passed, M failed"; exits 1 on
  * any failure, 2 on bad arguments.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <math.h>
 #include <netdb.h>
 #include <signal.h>
@@ -35,6 +44,7 @@
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
+#include <openssl/ssl.h>
 
 #include "worker/client.h"
 #include "cluster.h"
@@ -42,6 +52,9 @@
 #include "layout.h"
 #include "model.h"
 #include "ps/store.h"
+#include "tls_cert.h"
+#include "tls_ctx.h"
+#include "tls_frame.h"
 #include "wire.h"
 
 static int passed, failed;
@@ -299,6 +312,113 @@ static int no_read(const struct hc_cluster *cl, int shard, const char *model_pat
     return 0;
 }
 
+/* All n bytes of p into ssl (partial writes are on: tls_ctx.c); 0 or -1. */
+static int ssl_put(SSL *ssl, const void *p, size_t n)
+{
+    size_t put;
+
+    while (n) {
+        if (SSL_write_ex(ssl, p, n, &put) != 1)
+            return -1;
+        p = (const char *)p + put;
+        n -= put;
+    }
+    return 0;
+}
+
+/* A connection to the shard speaking the relay's protocol inside mutual
+ * TLS, the preambles exchanged, and a head announcing mib MiB with kib
+ * KiB of its body sent: the SSL, or NULL. */
+static SSL *announce_one(SSL_CTX *ctx, const struct addrinfo *ai, int mib,
+                         int kib, uint32_t id)
+{
+    static const unsigned char body[1024];
+    uint8_t head[HC_FRAME_HEAD_BYTES], pre[8];
+    size_t got = 0;
+    SSL *ssl = NULL;
+    int fd, k, ok = 0;
+
+    if ((fd = socket(ai->ai_family, SOCK_STREAM, 0)) < 0)
+        return NULL;
+    hc_frame_head(head, (uint64_t)mib << 20, id);
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        (ssl = SSL_new(ctx)) && SSL_set_fd(ssl, fd) == 1 &&
+        SSL_connect(ssl) == 1 &&
+        ssl_put(ssl, HC_FRAME_PREAMBLE, sizeof pre) == 0 &&
+        SSL_read_ex(ssl, pre, sizeof pre, &got) == 1 && got == sizeof pre &&
+        !memcmp(pre, HC_FRAME_PREAMBLE, sizeof pre) &&
+        ssl_put(ssl, head, sizeof head) == 0) {
+        for (ok = 1, k = 0; ok && k < kib; k++)
+            ok = ssl_put(ssl, body, sizeof body) == 0;
+    }
+    if (!ok) {
+        SSL_free(ssl);
+        close(fd);
+        return NULL;
+    }
+    return ssl;
+}
+
+/* Whether the shard closed ssl's connection (it sends nothing unasked). */
+static int closed(SSL *ssl)
+{
+    char c;
+    ssize_t k = recv(SSL_get_fd(ssl), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+
+    return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+static int announce(const struct hc_cluster *cl, int shard, int n, int mib,
+                    int kib, int seconds)
+{
+    static const unsigned char more[1024];
+    struct hc_tls tls;
+    struct addrinfo *ai = NULL;
+    SSL_CTX *ctx = NULL;
+    SSL *ssl[64] = { 0 };
+    char port[16], detail[160];
+    int i, t, up = 0, kept = 0;
+
+    n = n < 64 ? n : 64;
+    snprintf(port, sizeof port, "%d", cl->ps[shard].port);
+    if (hc_tls_resolve(cl, "worker:0", &tls) != HC_OK || !tls.rpc ||
+        !(ctx = hc_tls_ctx_open(0, tls.ca, tls.cert_key,
+                                cl->ps[shard].host)) ||
+        getaddrinfo(cl->ps[shard].host, port,
+                    &(struct addrinfo){ .ai_socktype = SOCK_STREAM }, &ai)) {
+        check(0, "worker:0's certificate and the shard's address",
+              hc_err_msg());
+        hc_tls_ctx_close(ctx);
+        return 1;
+    }
+    for (i = 0; i < n; i++)
+        up += (ssl[i] = announce_one(ctx, ai, mib, kib,
+                                     0x80000001u + (uint32_t)i)) != NULL;
+    snprintf(detail, sizeof detail, "%d of %d, each announcing %d MiB and "
+             "sending %d KiB", up, n, mib, kib);
+    check(up == n, "connections over mutual TLS as worker:0", detail);
+    printf("hostile: holding\n");
+    fflush(stdout);
+    for (t = 0; t < seconds; t++) {
+        sleep(1);
+        for (i = 0; i < n; i++)
+            if (ssl[i] && !closed(ssl[i]))
+                (void)ssl_put(ssl[i], more, sizeof more);
+    }
+    for (i = 0; i < n; i++) {
+        kept += ssl[i] && !closed(ssl[i]);
+        if (ssl[i]) {
+            close(SSL_get_fd(ssl[i]));
+            SSL_free(ssl[i]);
+        }
+    }
+    snprintf(detail, sizeof detail, "%d of %d after %d s", kept, n, seconds);
+    check(kept == n, "the shard kept every connection open", detail);
+    freeaddrinfo(ai);
+    hc_tls_ctx_close(ctx);
+    return failed ? 1 : 0;
+}
+
 static int bad_name(const char *dir, const char *name)
 {
     struct ps_store *st = NULL;
@@ -357,7 +477,7 @@ int main(int argc, char **argv)
 
     signal(SIGPIPE, SIG_IGN);
     if (argc < 4) {
-        fprintf(stderr, "usage: hostile nan|layout|noread CLUSTER_FILE ... or hostile badname STORE_DIR NAME\n");
+        fprintf(stderr, "usage: hostile nan|layout|stall|noread|announce CLUSTER_FILE ... or hostile badname STORE_DIR NAME\n");
         return 2;
     }
     if (!strcmp(argv[1], "badname") && argc == 4) {
@@ -375,6 +495,9 @@ int main(int argc, char **argv)
         rv = absurd_layout(&cl, atoi(argv[3]));
     else if (!strcmp(argv[1], "stall") && argc == 6 && atoi(argv[3]) < cl.n_worker)
         rv = stall(&cl, atoi(argv[3]), argv[4], atoi(argv[5]));
+    else if (!strcmp(argv[1], "announce") && argc == 8 && atoi(argv[3]) < cl.n_ps)
+        rv = announce(&cl, atoi(argv[3]), atoi(argv[4]), atoi(argv[5]),
+                      atoi(argv[6]), atoi(argv[7]));
     else if (!strcmp(argv[1], "noread") && argc == 7 && atoi(argv[3]) < cl.n_ps)
         return no_read(&cl, atoi(argv[3]), argv[4], atoi(argv[5]),
                        atoi(argv[6]));

@@ -2022,18 +2022,23 @@ out:
 }
 
 /*
- * The relay's budget of bytes being received (tls_relay.h), here 8 MiB: a
- * peer announcing 6 MiB is read; a second one announcing 6 MiB meanwhile
- * is closed (the budget, not recv_max, refuses it); once the first is
- * whole its bytes are free again, and a third 6 MiB message is served, as
- * is a well-behaved client throughout.
+ * The relay's budget of bytes held by messages being read (tls_relay.h),
+ * here 8 MiB: three peers announce 6 MiB each and send 4 KiB (they hold
+ * 64 KiB each, not 18 MiB), then finish in turn and are answered; then one
+ * holds all 6 MiB of its next message (half of it read), and another whose
+ * message grows past the budget meanwhile is closed (the budget, not
+ * recv_max, refuses it); once the first is whole its bytes are free again
+ * and it is served once more, as is a well-behaved client.
  */
 static void test_relay_budget(void)
 {
     struct tls_files f;
     struct tsrv srv;
-    struct raw_peer a = { .fd = -1 }, b = { .fd = -1 };
+    struct raw_peer p[3] = { { .fd = -1 }, { .fd = -1 }, { .fd = -1 } };
+    struct sigaction ign = { .sa_handler = SIG_IGN }, old;
     unsigned char *body = calloc(1, BUDGET_BYTES);
+    const size_t half = BUDGET_BYTES / 2;
+    int i;
 
     CU_ASSERT_FATAL(body != NULL);
     if (tls_files_make(&f)) {
@@ -2041,6 +2046,7 @@ static void test_relay_budget(void)
         free(body);
         return;
     }
+    sigaction(SIGPIPE, &ign, &old);     /* p[1] writes into its close */
     hc_relay_set_budget((uint64_t)8 << 20);
     tsrv_init(&srv, 0, T_ECHO, 0);
     {
@@ -2052,25 +2058,34 @@ static void test_relay_budget(void)
             CU_FAIL("TLS server start");
             goto out;
         }
-        CU_ASSERT_FATAL(raw_open(&a, srv.url, f.ca, f.wk, 0) == 0);
-        CU_ASSERT(raw_head(&a, 0x80000001u, BUDGET_BYTES) == 0);
-        CU_ASSERT(raw_write(&a, body, 4096) == 0);
-        nng_msleep(300);        /* a's head read: its 6 MiB counted */
-        CU_ASSERT_FATAL(raw_open(&b, srv.url, f.ca, f.wk, 0) == 0);
-        CU_ASSERT(raw_head(&b, 0x80000001u, BUDGET_BYTES) == 0);
-        CU_ASSERT(raw_ends(&b, 5));
-        raw_close(&b);
-        CU_ASSERT(raw_write(&a, body + 4096, BUDGET_BYTES - 4096) == 0);
-        CU_ASSERT_EQUAL(raw_reply_len(&a), BUDGET_BYTES + 3);
-        /* a's bytes are free again: another 6 MiB is read and answered */
-        CU_ASSERT(raw_send(&a, 0x80000002u, body, BUDGET_BYTES) == 0);
-        CU_ASSERT_EQUAL(raw_reply_len(&a), BUDGET_BYTES + 3);
-        raw_close(&a);
+        for (i = 0; i < 3; i++) {
+            CU_ASSERT_FATAL(raw_open(&p[i], srv.url, f.ca, f.wk, 0) == 0);
+            CU_ASSERT(raw_head(&p[i], 0x80000001u, BUDGET_BYTES) == 0);
+            CU_ASSERT(raw_write(&p[i], body, 4096) == 0);
+        }
+        nng_msleep(300);                /* the three heads read */
+        for (i = 0; i < 3; i++) {
+            CU_ASSERT(raw_write(&p[i], body + 4096, BUDGET_BYTES - 4096) == 0);
+            CU_ASSERT_EQUAL(raw_reply_len(&p[i]), BUDGET_BYTES + 3);
+        }
+        CU_ASSERT(raw_head(&p[0], 0x80000002u, BUDGET_BYTES) == 0);
+        CU_ASSERT(raw_write(&p[0], body, half) == 0);
+        nng_msleep(300);                /* p[0] holds its 6 MiB */
+        CU_ASSERT(raw_head(&p[1], 0x80000002u, BUDGET_BYTES) == 0);
+        (void)raw_write(&p[1], body, half);     /* cut short by the close */
+        CU_ASSERT(raw_ends(&p[1], 5));
+        CU_ASSERT(raw_write(&p[0], body + half, BUDGET_BYTES - half) == 0);
+        CU_ASSERT_EQUAL(raw_reply_len(&p[0]), BUDGET_BYTES + 3);
+        CU_ASSERT(raw_send(&p[0], 0x80000003u, body, BUDGET_BYTES) == 0);
+        CU_ASSERT_EQUAL(raw_reply_len(&p[0]), BUDGET_BYTES + 3);
         CU_ASSERT_EQUAL(tls_call(srv.url, &cli), HC_OK);
-        CU_ASSERT_EQUAL(tsrv_recv_count(&srv), 3);
+        CU_ASSERT_EQUAL(tsrv_recv_count(&srv), 6);
     }
 out:
+    for (i = 0; i < 3; i++)
+        raw_close(&p[i]);
     hc_relay_set_budget(0);
+    sigaction(SIGPIPE, &old, NULL);
     tsrv_fini(&srv);
     tls_files_drop(&f);
     free(body);
@@ -2121,9 +2136,9 @@ void hp_test_register(void)
     CU_add_test(s, "mutual TLS: a peer that never reads its replies is "
                 "closed after the send timeout, one with more than n_ctx "
                 "unanswered at once; others are served", test_relay_misbehaving);
-    CU_add_test(s, "mutual TLS: a peer whose message would take the "
-                "process's bytes being received over its budget is closed; "
-                "the bytes are free again once a message is whole",
+    CU_add_test(s, "mutual TLS: announcing costs no memory, bytes held do: "
+                "a peer whose message grows past the process's budget is "
+                "closed; the bytes are free again once a message is whole",
                 test_relay_budget);
     CU_add_test(s, "mutual TLS: six peers that announce 48 MiB each and "
                 "leave unfinished: others served meanwhile, memory back "
