@@ -1953,9 +1953,11 @@ static long rss_mib(void)
  * Six peers holding a worker's certificate each announce a 48 MiB message
  * and send all of it but the last 4 KiB, then leave: while they hold it
  * the server keeps serving a client of ours, and after they left the
- * process's memory is back within 64 MiB of where it started — with the
- * process tuned as a shard is (common/tune.c keeps freed memory for reuse;
- * the relay gives a dropped large body back to the system).
+ * process's memory is back within 128 MiB of where it started, not 288
+ * over — with the process tuned as a shard is (common/tune.c keeps freed
+ * memory for reuse; the relay gives a dropped large body back to the
+ * system). What stays is malloc's slack after the trim: up to 68 MiB seen
+ * on the loaded 2-core VM (1 run in 9 over 64), 21 MiB usually.
  */
 static void test_relay_hostile_memory(void)
 {
@@ -2005,14 +2007,14 @@ static void test_relay_hostile_memory(void)
         for (k = 0; k < 50; k++) {      /* at most 5 s */
             nng_msleep(100);
             after = rss_mib();
-            if (after >= 0 && after <= start + 64)
+            if (after >= 0 && after <= start + 128)
                 break;
         }
         printf("\n    resident: %ld MiB at the start, %ld MiB while %d peers "
                "held %zu MiB each, %ld MiB %.1f s after they left", start,
                during, HOSTILE, HOSTILE_BYTES >> 20, after, (k + 1) / 10.0);
         CU_ASSERT(during >= start + (long)(HOSTILE * (HOSTILE_BYTES >> 20)) / 2);
-        CU_ASSERT(after >= 0 && after <= start + 64);
+        CU_ASSERT(after >= 0 && after <= start + 128);
         CU_ASSERT_EQUAL(tls_call(srv.url, &cli), HC_OK);
     }
 out:
@@ -2142,5 +2144,5 @@ void hp_test_register(void)
                 test_relay_budget);
     CU_add_test(s, "mutual TLS: six peers that announce 48 MiB each and "
                 "leave unfinished: others served meanwhile, memory back "
-                "within 64 MiB after", test_relay_hostile_memory);
+                "within 128 MiB after", test_relay_hostile_memory);
 }
