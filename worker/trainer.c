@@ -597,6 +597,22 @@ static void sync_report(const struct run *r, const struct sync_run *y)
     }
 }
 
+/* After step v: when it ended an epoch this worker computed samples of,
+ * the epoch's summary (and evaluation). */
+static int sync_epoch_end(struct run *r, struct sync_run *y, uint64_t v,
+                          int epoch)
+{
+    int rv;
+
+    if ((v + 1) % (uint64_t)y->s.steps_per_epoch != 0 || !y->seen)
+        return HC_OK;
+    if ((rv = epoch_end(r, epoch, hc_now_s() - y->t0, y->loss_sum,
+                        y->correct, y->seen, v + 1)) != HC_OK)
+        return rv;
+    y->seen = 0;
+    return HC_OK;
+}
+
 /*
  * sync: global steps (sync_schedule.h); this worker computes the slice
  * ps:0 assigns it. Each step: the values of step v and this worker's slice
@@ -605,8 +621,9 @@ static void sync_report(const struct run *r, const struct sync_run *y)
  * v + 1 — in one round trip. A fresh pull is needed only when the hand is
  * empty or stale: at the start, when the job's batch differs from this
  * worker's idea of it, when the slice was cut for another step's batch,
- * after a step that gave this worker nothing, and after an epoch's
- * evaluation.
+ * after a step that gave this worker nothing (it sits the step out: its
+ * pull of the next version is all the shards hear from it), and after an
+ * epoch's evaluation.
  */
 static int run_sync(struct run *r)
 {
@@ -657,18 +674,20 @@ static int run_sync(struct run *r)
                 hc_warn("step %llu: slice of %u samples is over the %d this "
                         "worker holds: skipped", (unsigned long long)v,
                         y.st.count, r->max_batch);
-            y.st.version = v + 1;   /* nothing to push: wait for the next */
-            if ((rv = fresh_pull(r, &y)) != HC_OK)
+            /* Nothing to push (no share: it would not pay for this
+             * worker's round trip): the pull of the next version tells the
+             * shards not to wait for it, and waits there. */
+            y.st.version = v + 1;
+            if ((rv = sync_epoch_end(r, &y, v, epoch)) != HC_OK ||
+                (rv = fresh_pull(r, &y)) != HC_OK)
                 return rv;
             continue;
         }
         if ((rv = one_step(r, &y, v, epoch, t)) != HC_OK)
             return rv;
         if ((v + 1) % (uint64_t)y.s.steps_per_epoch == 0 && y.seen) {
-            if ((rv = epoch_end(r, epoch, hc_now_s() - y.t0, y.loss_sum,
-                                y.correct, y.seen, v + 1)) != HC_OK)
+            if ((rv = sync_epoch_end(r, &y, v, epoch)) != HC_OK)
                 return rv;
-            y.seen = 0;
             y.st.version = v + 1;   /* epoch_end pulled without a slice */
             if ((rv = fresh_pull(r, &y)) != HC_OK)
                 return rv;

@@ -1,12 +1,18 @@
 #!/bin/sh
 # balance.sh — heterogeneity-aware balancing in sync mode (part of
-# `make bench`). Two workers, worker 1 slowed 3× (--slowdown 3, standing in
-# for a CPU server beside GPUs), global batch GB (64), STEPS steps each run:
-#   solo fast, solo slow   each worker alone (1-worker cluster, batch 64)
+# `make bench`). Two workers, worker 1 slowed SLOW× (BENCH_SLOWDOWN, 3:
+# --slowdown 3, standing in for a CPU server beside GPUs), global batch GB
+# (64), STEPS steps each run:
+#   solo fast, solo slow   each worker alone (1-worker cluster, batch GB)
 #   ideal                  the sum of the two solo speeds
-#   balance off            equal 32/32 slices: every step waits for the slow one
-#   balance on             slices sized to the measured speeds
+#   balance off            equal GB/2 slices: every step waits for the slow one
+#   balance on             slices sized to the measured speeds; a worker
+#                          whose slice does not pay for its round trip
+#                          gets none (ps/mode.c)
 #   backup 1               balance on, and a step needs only one gradient
+# BENCH_RUNS picks runs (default "fast slow off on backup"; a slow worker
+# alone at --slowdown 20 takes minutes). The last line compares "balance
+# on" with the fast worker alone.
 # The figure of each run is the chief's "sync: … samples/s over all
 # workers" (global samples per second of wall time between its first and
 # last step). The five runs are repeated ROUNDS times (BENCH_ROUNDS, 3),
@@ -19,6 +25,8 @@ BIN=${HETPS_BIN:-bin}
 STEPS=${BENCH_STEPS_SYNC:-200}
 GB=${BENCH_GLOBAL_BATCH:-64}   # global batch; each of the 2 workers: GB/2
 ROUNDS=${BENCH_ROUNDS:-3}
+SLOW=${BENCH_SLOWDOWN:-3}
+RUNS=${BENCH_RUNS:-fast slow off on backup}
 MODEL=deploy/models/fashion_cnn.json
 T=$(mktemp -d "${TMPDIR:-/tmp}/hetps-bench-XXXXXX")
 PIDS=""
@@ -67,20 +75,26 @@ fast=0 slow=0 off=0 on=0 backup=0
 r=1
 while [ $r -le "$ROUNDS" ]; do
     echo "-- round $r of $ROUNDS"
-    run fast 1 '{"mode": "sync"}' "" "--batch-size $GB" ""; fast=$(best $fast)
-    run slow 1 '{"mode": "sync"}' "" "--batch-size $GB --slowdown 3" ""; slow=$(best $slow)
-    run off 2 '{"mode": "sync"}' "--balance off" "--batch-size $H" "--batch-size $H --slowdown 3"; off=$(best $off)
-    run on 2 '{"mode": "sync"}' "--balance on" "--batch-size $H" "--batch-size $H --slowdown 3"; on=$(best $on)
-    run backup 2 '{"mode": "sync", "backup_workers": 1}' "--balance on" "--batch-size $H" "--batch-size $H --slowdown 3"; backup=$(best $backup)
+    for k in $RUNS; do
+        case $k in
+        fast) run fast 1 '{"mode": "sync"}' "" "--batch-size $GB" ""; fast=$(best $fast) ;;
+        slow) run slow 1 '{"mode": "sync"}' "" "--batch-size $GB --slowdown $SLOW" ""; slow=$(best $slow) ;;
+        off) run off 2 '{"mode": "sync"}' "--balance off" "--batch-size $H" "--batch-size $H --slowdown $SLOW"; off=$(best $off) ;;
+        on) run on 2 '{"mode": "sync"}' "--balance on" "--batch-size $H" "--batch-size $H --slowdown $SLOW"; on=$(best $on) ;;
+        backup) run backup 2 '{"mode": "sync", "backup_workers": 1}' "--balance on" "--batch-size $H" "--batch-size $H --slowdown $SLOW"; backup=$(best $backup) ;;
+        *) echo "balance.sh: unknown run '$k' in BENCH_RUNS" >&2; exit 2 ;;
+        esac
+    done
     r=$((r + 1))
 done
 ideal=$((fast + slow))
 
-pct() { awk -v a="$1" -v b="$ideal" 'BEGIN { printf "%.0f %%", 100 * a / b }'; }
+pct() { awk -v a="$1" -v b="$ideal" 'BEGIN { if (b > 0) printf "%.0f %%", 100 * a / b; else printf "-" }'; }
 echo
-echo "sync, 2 workers, worker:1 slowed 3x, global batch $GB, $STEPS steps, best of $ROUNDS (samples/s):"
-printf '  %-22s %8s\n' "solo fast" "$fast" "solo slow (3x)" "$slow"
+echo "sync, 2 workers, worker:1 slowed ${SLOW}x, global batch $GB, $STEPS steps, best of $ROUNDS (samples/s):"
+printf '  %-22s %8s\n' "solo fast" "$fast" "solo slow (${SLOW}x)" "$slow"
 printf '  %-22s %8s  %s\n' "ideal (sum)" "$ideal" "100 %" \
     "balance off" "$off" "$(pct "$off")" \
     "balance on" "$on" "$(pct "$on")" \
     "backup_workers 1" "$backup" "$(pct "$backup")"
+awk -v a="$on" -v f="$fast" 'BEGIN { if (f > 0) printf "  balance on / solo fast: %.3f\n", a / f }'
