@@ -51,6 +51,9 @@ struct wstate {
     int out;                    /* sync: sits out — given no share */
     int sat_out;                /* sync: pulled past the open step without
                                    pushing to it: not waited for */
+    int recalled;               /* sync: sat out, but nobody else is left
+                                   to push the step: its pull is answered
+                                   now, with a share */
 };
 
 /* sync with balance: who is given a share (see "Sitting out" above). */
@@ -140,6 +143,8 @@ int ps_mode_lends_messages(const struct ps_mode *s)
     return s->c.mode == HC_MODE_SYNC;
 }
 
+static void recall_if_alone(struct ps_mode *s, uint64_t version);
+
 void ps_mode_member(struct ps_mode *s, int worker, int live)
 {
     if (worker < 0 || grow(s, worker))
@@ -148,6 +153,8 @@ void ps_mode_member(struct ps_mode *s, int worker, int live)
     s->w[worker].live = live;
     if (live)
         s->w[worker].from = 0;
+    else if (s->c.mode == HC_MODE_SYNC && s->seat.cut_version != UINT64_MAX)
+        recall_if_alone(s, s->seat.cut_version);
 }
 
 static uint64_t min_live_clock(const struct ps_mode *s);
@@ -331,6 +338,7 @@ void ps_mode_step_done(struct ps_mode *s)
     for (i = 0; i < s->n; i++) {
         s->w[i].pushed = 0;
         s->w[i].sat_out = 0;
+        s->w[i].recalled = 0;
     }
     s->step_pushes = 0;
     s->step_samples = 0;
@@ -350,7 +358,38 @@ int ps_mode_sits_out(struct ps_mode *s, int worker, uint64_t min_version,
     if (!takes_part(w, version) || w->pushed || w->sat_out)
         return 0;
     w->sat_out = 1;
+    recall_if_alone(s, version);
     return 1;
+}
+
+/* The open step has no push and nobody left to push it but workers that
+ * sat it out (the one with a share left or died): they are recalled — a
+ * new cut gives them shares, and their pulls are answered at this version
+ * (ps_mode_pull_ready) — or the step would wait for ever. */
+static void recall_if_alone(struct ps_mode *s, uint64_t version)
+{
+    int i, sat = 0;
+
+    if (s->step_pushes)
+        return;
+    for (i = 0; i < s->n; i++) {
+        if (!takes_part(&s->w[i], version))
+            continue;
+        if (!s->w[i].sat_out)
+            return;
+        sat++;
+    }
+    if (!sat)
+        return;
+    for (i = 0; i < s->n; i++) {
+        if (takes_part(&s->w[i], version) && s->w[i].sat_out) {
+            s->w[i].sat_out = 0;
+            s->w[i].out = 0;
+            s->w[i].recalled = 1;
+        }
+    }
+    s->seat.trial = -1;
+    s->assigned_for = 0;
 }
 
 static uint64_t min_live_clock(const struct ps_mode *s)
@@ -371,8 +410,10 @@ int ps_mode_pull_ready(struct ps_mode *s, int worker, uint64_t min_version,
 
     switch (s->c.mode) {
     case HC_MODE_SYNC:
-        return version >= min_version &&
-               (worker < 0 || worker >= s->n || version >= s->w[worker].from);
+        if (worker < 0 || worker >= s->n)
+            return version >= min_version;
+        return (version >= min_version || s->w[worker].recalled) &&
+               version >= s->w[worker].from;
     case HC_MODE_SSP:
         lo = min_live_clock(s);
         if (lo == UINT64_MAX || clock <= lo)
@@ -688,6 +729,7 @@ void ps_mode_answered(struct ps_mode *s, int worker, uint32_t count,
         return;
     s->w[worker].answered_at = count ? now : 0;
     s->w[worker].answered_share = count;
+    s->w[worker].recalled = 0;
     if (!t->fresh)
         return;
     /* The open step's first answer ends the step before. */

@@ -125,7 +125,10 @@ int ps_mode_missing(const struct ps_mode *s, uint64_t version, int *workers,
  * asks for a later version, it sat the step out (given no share, or a
  * slice it skipped): the step no longer waits for its push. Returns 1 when
  * that is news (the service should see whether the step is complete), 0
- * otherwise and in the other modes. */
+ * otherwise and in the other modes. Should nobody be left to push the step
+ * (the worker with a share left or died, here or in ps_mode_member), the
+ * workers that sat it out are recalled: their pulls are ready at this
+ * version (ps_mode_pull_ready) and get shares of the step. */
 int ps_mode_sits_out(struct ps_mode *s, int worker, uint64_t min_version,
                      uint64_t version);
 

@@ -54,6 +54,7 @@ struct run {
     int epochs, B, max_batch, chief, do_eval;
     int most_workers;           /* most workers the cluster file has listed */
     long steps;                 /* steps this worker computed */
+    long sat_out;               /* sync: steps it was given no share of */
     uint64_t clock;             /* gradients pushed */
     uint64_t late;              /* of them too late for their sync step */
     double speed;               /* samples/s, moving average */
@@ -66,7 +67,7 @@ struct run {
 static int stopping(const struct run *r)
 {
     return (r->c->stop && *r->c->stop) ||
-           (r->c->max_steps && r->steps >= r->c->max_steps);
+           (r->c->max_steps && r->steps + r->sat_out >= r->c->max_steps);
 }
 
 /* Forward/backward of n samples in r->x; the test-only slowdown stretches
@@ -578,6 +579,10 @@ static void sync_report(const struct run *r, const struct sync_run *y)
         hc_info("%llu of %llu gradients came too late for their step "
                 "(backup workers)", (unsigned long long)r->late,
                 (unsigned long long)r->clock);
+    if (r->sat_out)
+        hc_info("sat out %ld of %ld steps: given no share (it would not "
+                "have paid for this worker's round trip)", r->sat_out,
+                r->sat_out + r->steps);
     if (y->v_first != UINT64_MAX && y->st.version > y->v_first) {
         double dt = hc_now_s() - y->t_first;
         uint64_t steps = (y->st.version < y->s.total ? y->st.version
@@ -678,6 +683,7 @@ static int run_sync(struct run *r)
              * worker's round trip): the pull of the next version tells the
              * shards not to wait for it, and waits there. */
             y.st.version = v + 1;
+            r->sat_out++;
             if ((rv = sync_epoch_end(r, &y, v, epoch)) != HC_OK ||
                 (rv = fresh_pull(r, &y)) != HC_OK)
                 return rv;

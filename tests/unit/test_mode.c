@@ -475,6 +475,47 @@ static void test_join_agreed_start(void)
     ps_mode_free(b);
 }
 
+/* Nobody left to push a step but workers that sat it out (the one with a
+ * share left, before or after they pulled): they are recalled — their
+ * pulls are ready at this version, with the whole batch — instead of
+ * waiting for ever. */
+static void test_sit_out_recalled(void)
+{
+    static const struct {
+        const char *what;
+        int leave_first;        /* worker 0 leaves before 1's pull */
+    } t[] = {
+        {"left after the pull", 0},
+        {"left before the pull", 1},
+    };
+    size_t k;
+
+    for (k = 0; k < sizeof t / sizeof t[0]; k++) {
+        struct ps_mode *s = make(2, HC_MODE_SYNC, 1, 0);
+        uint32_t off, count;
+        uint64_t total;
+
+        ps_mode_assign(s, 0, 64, 0, &off, &count);  /* the step is cut */
+        if (t[k].leave_first)
+            ps_mode_member(s, 0, 0);
+        CU_ASSERT(ps_mode_sits_out(s, 1, 1, 0));
+        if (!t[k].leave_first) {
+            CU_ASSERT(!ps_mode_pull_ready(s, 1, 1, 0, 0));
+            ps_mode_member(s, 0, 0);
+        }
+        CU_ASSERT(ps_mode_pull_ready(s, 1, 1, 0, 0));
+        ps_mode_assign(s, 1, 64, 0, &off, &count);
+        ps_mode_answered(s, 1, count, 1.0);
+        CU_ASSERT_EQUAL(count, 64);
+        CU_ASSERT(!ps_mode_pull_ready(s, 1, 1, 0, 0)); /* answered once */
+        CU_ASSERT_EQUAL(ps_mode_push(s, 1, 0, 0, 64, 100, 1.5),
+                        PS_PUSH_ACCUMULATE);
+        CU_ASSERT(ps_mode_step_ready(s, 0, &total));
+        CU_ASSERT_EQUAL(total, 64);
+        ps_mode_free(s);
+    }
+}
+
 /* What each mode asks of the service, as a table: whether a pull may
  * wait for other workers, whether pushes make common steps, whether a step
  * reads gradients from kept messages. */
@@ -512,6 +553,7 @@ void hp_test_register(void)
     CU_add_test(s, "a worker sitting out comes back", test_sit_out_comes_back);
     CU_add_test(s, "sits out: the rules", test_sits_out_rules);
     CU_add_test(s, "a step without the worker sitting out", test_sit_out_step);
+    CU_add_test(s, "sat out, nobody else left: recalled", test_sit_out_recalled);
     CU_add_test(s, "step completion, backup workers, late pushes",
                 test_step_complete_backup_late);
     CU_add_test(s, "ssp bound", test_ssp_bound);
