@@ -81,6 +81,7 @@ struct ps_mode {
     struct wstate *w;
     uint64_t step_samples;      /* sync: samples accumulated this step */
     int step_pushes;
+    int step_sat;               /* sync: workers that sat it out */
     double step_opened;         /* sync: when its first push arrived */
     uint32_t assigned_for;      /* G of the current assignment, 0 = none */
     uint32_t job_batch;         /* sync: the job's full global batch */
@@ -271,7 +272,7 @@ enum ps_push_verdict ps_mode_push(struct ps_mode *s, int worker,
             return PS_PUSH_REFUSE;
         }
         learn_lag(w, now);
-        if (s->step_pushes == 0)
+        if (s->step_pushes == 0 && s->step_sat == 0)
             s->step_opened = now;
         w->pushed = 1;
         w->clock++;
@@ -320,7 +321,7 @@ int ps_mode_missing(const struct ps_mode *s, uint64_t version, int *workers,
 {
     int i, n = 0;
 
-    if (s->step_pushes == 0)
+    if (s->step_pushes == 0 && s->step_sat == 0)
         return 0;
     for (i = 0; i < s->n; i++)
         if (awaited(&s->w[i], version) && !s->w[i].pushed) {
@@ -341,13 +342,14 @@ void ps_mode_step_done(struct ps_mode *s)
         s->w[i].recalled = 0;
     }
     s->step_pushes = 0;
+    s->step_sat = 0;
     s->step_samples = 0;
     s->assigned_for = 0;
     s->seat.fresh = 1;
 }
 
 int ps_mode_sits_out(struct ps_mode *s, int worker, uint64_t min_version,
-                     uint64_t version)
+                     uint64_t version, double now)
 {
     struct wstate *w;
 
@@ -357,7 +359,11 @@ int ps_mode_sits_out(struct ps_mode *s, int worker, uint64_t min_version,
     w = &s->w[worker];
     if (!takes_part(w, version) || w->pushed || w->sat_out)
         return 0;
+    /* It is kept waiting by the step as much as one that pushed. */
+    if (s->step_pushes == 0 && s->step_sat == 0)
+        s->step_opened = now;
     w->sat_out = 1;
+    s->step_sat++;
     recall_if_alone(s, version);
     return 1;
 }
@@ -388,6 +394,7 @@ static void recall_if_alone(struct ps_mode *s, uint64_t version)
             s->w[i].recalled = 1;
         }
     }
+    s->step_sat = 0;
     s->seat.trial = -1;
     s->assigned_for = 0;
 }
@@ -750,7 +757,7 @@ int ps_mode_waiting_for(const struct ps_mode *s, uint64_t version, char *buf,
     if (len)
         buf[0] = '\0';
     *since = s->step_opened;
-    if (s->c.mode != HC_MODE_SYNC || s->step_pushes == 0)
+    if (s->c.mode != HC_MODE_SYNC || (s->step_pushes == 0 && s->step_sat == 0))
         return 0;
     for (i = 0; i < s->n; i++) {
         if (!awaited(&s->w[i], version) || s->w[i].pushed)

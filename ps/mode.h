@@ -115,8 +115,9 @@ int ps_mode_step_ready(const struct ps_mode *s, uint64_t version,
                        uint64_t *total);
 
 /* sync: the live workers (up to cap, into workers[]) that have not pushed
- * to the step at `version` although it has started (someone pushed);
- * returns how many. 0 when the step has not started. */
+ * to the step at `version` although it has started (someone pushed or sat
+ * it out) and did not sit it out; returns how many. 0 when the step has
+ * not started. */
 int ps_mode_missing(const struct ps_mode *s, uint64_t version, int *workers,
                     int cap);
 
@@ -130,7 +131,7 @@ int ps_mode_missing(const struct ps_mode *s, uint64_t version, int *workers,
  * workers that sat it out are recalled: their pulls are ready at this
  * version (ps_mode_pull_ready) and get shares of the step. */
 int ps_mode_sits_out(struct ps_mode *s, int worker, uint64_t min_version,
-                     uint64_t version);
+                     uint64_t version, double now);
 
 /* sync: the step was applied; start the next (new assignment of shares). */
 void ps_mode_step_done(struct ps_mode *s);
@@ -156,9 +157,10 @@ void ps_mode_answered(struct ps_mode *s, int worker, uint32_t count,
 
 /* sync: the workers the open step still waits for — taking part, not yet
  * pushed — as "worker:1, worker:3" into buf (cut to len); returns how
- * many. 0 (buf "") when no push of the step has arrived yet (nobody is
- * kept waiting) or the mode is not sync. *since: when the step's first
- * push arrived (the time base of ps_mode_push). */
+ * many. 0 (buf "") when no push of the step has arrived yet nor a worker
+ * sat it out (nobody is kept waiting) or the mode is not sync. *since:
+ * when the step's first push or sitting out arrived (the time base of
+ * ps_mode_push). */
 int ps_mode_waiting_for(const struct ps_mode *s, uint64_t version, char *buf,
                         size_t len, double *since);
 

@@ -409,7 +409,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
          * to it (given no share): the step no longer waits for it. */
         if (e->pull->has_min_version &&
             ps_mode_sits_out(s->sync, (int)w, e->pull->min_version,
-                             ps_shard_version(s->shard)))
+                             ps_shard_version(s->shard), hc_now_s()))
             service_advance(s);
         return service_serve_pull(s, in, msg_in, req, deferred, &out->pull);
     case HETPS__ENVELOPE__PAYLOAD_PUSH:

@@ -188,7 +188,7 @@ static uint32_t run_steps(struct ps_mode *s, int n, uint64_t *v, int steps,
             double at = *t + lag[i] + count[i] / speed[i];
 
             if (!count[i]) {
-                CU_ASSERT(ps_mode_sits_out(s, i, *v + 1, *v));
+                CU_ASSERT(ps_mode_sits_out(s, i, *v + 1, *v, 1.0));
                 continue;
             }
             got[i]++;
@@ -310,13 +310,13 @@ static void test_sits_out_rules(void)
             ps_mode_push(s, t[k].worker, t[k].version, t[k].version, 8,
                          100, 1.0);
         got = ps_mode_sits_out(s, t[k].worker, t[k].min_version,
-                               t[k].version);
+                               t[k].version, 1.0);
         if (got != t[k].expect)
             fprintf(stderr, "\nsits_out: %s: %d\n", t[k].what, got);
         CU_ASSERT_EQUAL(got, t[k].expect);
         /* a repeat is no news */
         CU_ASSERT_EQUAL(ps_mode_sits_out(s, t[k].worker, t[k].min_version,
-                                         t[k].version), 0);
+                                         t[k].version, 2.0), 0);
         ps_mode_free(s);
     }
 }
@@ -333,7 +333,7 @@ static void test_sit_out_step(void)
     char buf[64];
     double since;
 
-    CU_ASSERT(ps_mode_sits_out(s, 2, 1, 0));
+    CU_ASSERT(ps_mode_sits_out(s, 2, 1, 0, 1.0));
     CU_ASSERT_EQUAL(ps_mode_push(s, 0, 0, 0, 40, 100, 1.0),
                     PS_PUSH_ACCUMULATE);
     CU_ASSERT(!ps_mode_step_ready(s, 0, &total));
@@ -356,8 +356,23 @@ static void test_sit_out_step(void)
     CU_ASSERT_EQUAL(who[0], 2);
     ps_mode_free(s);
 
+    /* Nobody pushed, the others sat out: the step has started for them,
+     * and the one with the share is named (a paused worker must not hold
+     * the job unnamed and without a deadline). */
+    s = make(3, HC_MODE_SYNC, 1, 0);
+    CU_ASSERT_EQUAL(ps_mode_missing(s, 0, who, 4), 0);
+    CU_ASSERT(ps_mode_sits_out(s, 1, 1, 0, 5.0));
+    CU_ASSERT(ps_mode_sits_out(s, 2, 1, 0, 6.0));
+    CU_ASSERT(!ps_mode_step_ready(s, 0, &total));
+    CU_ASSERT_EQUAL(ps_mode_missing(s, 0, who, 4), 1);
+    CU_ASSERT_EQUAL(who[0], 0);
+    CU_ASSERT_EQUAL(ps_mode_waiting_for(s, 0, buf, sizeof buf, &since), 1);
+    CU_ASSERT_STRING_EQUAL(buf, "worker:0");
+    CU_ASSERT_DOUBLE_EQUAL(since, 5.0, 1e-9);
+    ps_mode_free(s);
+
     s = make(3, HC_MODE_SYNC, 1, 1);            /* backup_workers 1 */
-    CU_ASSERT(ps_mode_sits_out(s, 2, 1, 0));
+    CU_ASSERT(ps_mode_sits_out(s, 2, 1, 0, 1.0));
     CU_ASSERT_EQUAL(ps_mode_push(s, 0, 0, 0, 40, 100, 1.0),
                     PS_PUSH_ACCUMULATE);
     CU_ASSERT(ps_mode_step_ready(s, 0, &total)); /* 2 awaited − 1 backup */
@@ -498,7 +513,7 @@ static void test_sit_out_recalled(void)
         ps_mode_assign(s, 0, 64, 0, &off, &count);  /* the step is cut */
         if (t[k].leave_first)
             ps_mode_member(s, 0, 0);
-        CU_ASSERT(ps_mode_sits_out(s, 1, 1, 0));
+        CU_ASSERT(ps_mode_sits_out(s, 1, 1, 0, 1.0));
         if (!t[k].leave_first) {
             CU_ASSERT(!ps_mode_pull_ready(s, 1, 1, 0, 0));
             ps_mode_member(s, 0, 0);
