@@ -23,7 +23,8 @@
 #include "err.h"
 
 #define FIRST_TRY 10            /* timed steps before the first try */
-#define TRY_STEPS 3             /* steps of a try; the first is not timed */
+#define TRY_STEPS 5             /* steps of a try; the first is not timed */
+#define RECENT 9                /* steps in force the try is measured against */
 #define EVERY_MIN 100           /* wait after a try that won */
 #define EVERY_MAX 3200          /* longest wait by doubling */
 #define TRY_SHARE 0.01          /* what tries may cost: 1 % of the steps' time */
@@ -62,9 +63,11 @@ struct seat {
     int trial_in;               /* the try gives it a share (1) or none (0) */
     int trial_left;             /* steps still to cut under the try */
     int trial_n;                /* timed steps of the try measured */
-    double trial_sum;           /* their s per sample */
+    double trial_c[TRY_STEPS];  /* their s per sample */
     long until, every;          /* steps before the next try; back-off */
     double cost;                /* s per sample in force (EMA); 0: unknown */
+    double recent[RECENT];      /* the last steps in force, s per sample */
+    int n_recent, at_recent;
     int toggle;                 /* alternates try-in and try-out */
     uint64_t cut_version;       /* the step whose shares were last cut */
     enum step_tag cut_tag;      /*   under the try or not */
@@ -567,7 +570,6 @@ static void start_try(struct ps_mode *s, uint64_t version)
     }
     s->seat.trial_left = TRY_STEPS;
     s->seat.trial_n = 0;
-    s->seat.trial_sum = 0;
 }
 
 /* The shares of the step at `version` are about to be cut for the first
@@ -679,19 +681,46 @@ void ps_mode_assign(struct ps_mode *s, int worker, uint32_t global_batch,
     *count = s->w[worker].share;
 }
 
-/* The try is over: keep what was cheaper (as worker/share.c). */
+/* The median of n values (n ≤ RECENT), in a copy. */
+static double median(const double *v, int n)
+{
+    double c[RECENT > TRY_STEPS ? RECENT : TRY_STEPS];
+    int i, j;
+
+    for (i = 0; i < n; i++) {           /* insertion sort: n is small */
+        double x = v[i];
+
+        for (j = i; j > 0 && c[j - 1] > x; j--)
+            c[j] = c[j - 1];
+        c[j] = x;
+    }
+    return n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+}
+
+/* The try is over: keep what was cheaper (as worker/share.c), by the
+ * medians of its timed steps and of the last steps in force — on a shared
+ * machine one step in several is slowed by others, and a mean would let
+ * it decide. */
 static void end_try(struct seat *t, struct wstate *w)
 {
-    double mean = t->trial_n ? t->trial_sum / t->trial_n : 0.0;
+    double now_c = t->n_recent >= 3 ? median(t->recent, t->n_recent)
+                                    : t->cost;
+    double tried = median(t->trial_c, t->trial_n);
 
-    if (mean > 0.0 && mean < MARGIN * t->cost) {
+    if (tried > 0.0 && tried < MARGIN * now_c) {
+        int i;
+
         w->out = !t->trial_in;
-        t->cost = mean;
+        t->cost = tried;
         t->every = EVERY_MIN;
+        t->n_recent = t->at_recent = 0;     /* what is in force now */
+        for (i = 0; i < t->trial_n; i++)
+            t->recent[t->n_recent++] = t->trial_c[i];
+        t->at_recent = t->n_recent % RECENT;
     } else {
         /* A try much dearer than the arrangement in force waits long
          * enough that trying costs at most TRY_SHARE of the time. */
-        double extra = (mean / t->cost - 1.0) * t->trial_n;
+        double extra = (tried / now_c - 1.0) * t->trial_n;
         long floor = extra / TRY_SHARE < (double)WAIT_MAX
                          ? (long)(extra / TRY_SHARE) : WAIT_MAX;
 
@@ -712,6 +741,10 @@ static void step_measured(struct ps_mode *s, double c, enum step_tag tag)
     case TAG_NORMAL:
         t->cost = t->cost > 0.0 ? COST_EMA * c + (1.0 - COST_EMA) * t->cost
                                 : c;
+        t->recent[t->at_recent] = c;
+        t->at_recent = (t->at_recent + 1) % RECENT;
+        if (t->n_recent < RECENT)
+            t->n_recent++;
         if (t->until > 0)
             t->until--;
         break;
@@ -720,7 +753,7 @@ static void step_measured(struct ps_mode *s, double c, enum step_tag tag)
     case TAG_TRY:
         if (t->trial < 0)
             break;              /* void */
-        t->trial_sum += c;
+        t->trial_c[t->trial_n] = c;
         if (++t->trial_n == TRY_STEPS - 1)
             end_try(t, &s->w[t->trial]);
         break;

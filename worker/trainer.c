@@ -88,7 +88,13 @@ static int compute(struct run *r, int n, double *loss, int *correct)
     if (dt > 0) {
         double v = n / dt;
 
-        r->speed = r->speed > 0 ? 0.8 * r->speed + 0.2 * v : v;
+        /* The first step is cold (page faults, first allocations: several
+         * times slower, and a slowed worker's stretch of it the more): the
+         * second replaces it, then a moving average. Shards size sync
+         * shares from this speed; from the cold first alone a fast worker
+         * looked 5x slower for 10 steps and a slow one got 2x its share. */
+        r->speed = r->steps == 1 || !(r->speed > 0) ? v
+                                                    : 0.8 * r->speed + 0.2 * v;
     }
     r->steps++;
     return rv;
@@ -488,12 +494,18 @@ out:
     return rv;
 }
 
+/* sync: steps after which the run's rate is given again (speeds measured,
+ * shares settled: who sits out is first tried after 10 steps). */
+#define SETTLE_STEPS 20
+
 /* What a sync run keeps across steps. */
 struct sync_run {
     struct wk_sync_schedule s;
     struct pc_step st;          /* the last pull's answer: version, slice */
     uint64_t v_first;           /* first step computed; UINT64_MAX: none */
     double t_first;
+    uint64_t v_settled;         /* step SETTLE_STEPS after v_first, or 0 */
+    double t_settled;           /*   when it began */
     int epoch;                  /* of the steps being summed, -1: none yet */
     double t0, loss_sum;        /*   its start, its loss × samples */
     long correct;
@@ -587,15 +599,25 @@ static void sync_report(const struct run *r, const struct sync_run *y)
         double dt = hc_now_s() - y->t_first;
         uint64_t steps = (y->st.version < y->s.total ? y->st.version
                                                      : y->s.total) - y->v_first;
-        char steady[64];
+        uint64_t end = y->st.version < y->s.total ? y->st.version
+                                                  : y->s.total;
+        char steady[64], settled[80] = "";
 
         /* Steps of G samples, all workers together (the last batch of an
-         * epoch may be shorter: close enough for a rate). */
+         * epoch may be shorter: close enough for a rate); and the same
+         * after the first SETTLE_STEPS (speeds measured, shares settled). */
+        if (y->t_settled && end > y->v_settled &&
+            hc_now_s() > y->t_settled)
+            snprintf(settled, sizeof settled, " (%.0f after the first %d "
+                     "steps)", (double)(end - y->v_settled) *
+                     (double)y->s.G / (hc_now_s() - y->t_settled),
+                     SETTLE_STEPS);
         hc_info("sync: %llu steps of global batch %lld in %.2f s: %.0f "
-                "samples/s over all workers; this worker %.0f samples/s, "
+                "samples/s over all workers%s; this worker %.0f samples/s, "
                 "per step %.2f ms computing, %.2f ms in push-and-pull%s",
                 (unsigned long long)steps, y->s.G, dt,
-                dt > 0 ? (double)steps * (double)y->s.G / dt : 0.0, r->speed,
+                dt > 0 ? (double)steps * (double)y->s.G / dt : 0.0, settled,
+                r->speed,
                 r->steps ? 1e3 * r->t_compute / (double)r->steps : 0.0,
                 r->steps ? 1e3 * r->t_exchange / (double)r->steps : 0.0,
                 steady_text(r, steady, sizeof steady));
@@ -669,6 +691,10 @@ static int run_sync(struct run *r)
         if (y.v_first == UINT64_MAX) {
             y.v_first = v;
             y.t_first = hc_now_s();
+        }
+        if (!y.t_settled && v >= y.v_first + SETTLE_STEPS) {
+            y.v_settled = v;
+            y.t_settled = hc_now_s();
         }
         wk_sync_place(&y.s, v, &epoch, &t);
         if (epoch != y.epoch)

@@ -37,6 +37,7 @@ PORT=$(( 21000 + ( $(od -An -N2 -tu2 /dev/urandom) % 100 ) * 100 ))
 run() {
     name=$1 nw=$2 block=$3 psargs=$4 w0=$5 w1=$6
     p0=$PORT p1=$((PORT + 1)) q0=$((PORT + 2)) q1=$((PORT + 3))
+    rm -rf "$T/$name-0" "$T/$name-1"   # each round trains from step 0
     PORT=$((PORT + 4))
     if [ "$nw" = 1 ]; then workers="\"127.0.0.1:$q0\""; else workers="\"127.0.0.1:$q0\", \"127.0.0.1:$q1\""; fi
     printf '{ "cluster": { "ps": ["127.0.0.1:%s", "127.0.0.1:%s"], "worker": [%s] }, "hetps": %s }\n' \
@@ -63,6 +64,7 @@ run() {
     "$BIN/hetps-worker" --cluster "$T/$name.json" --task worker:0 --model $MODEL \
         --no-eval --max-steps "$STEPS" $w0 > "$T/$name-w0.log" 2>&1 || { cat "$T/$name-w0.log"; exit 1; }
     RATE=$(sed -n 's/.*sync: .*: \([0-9]*\) samples\/s over all workers.*/\1/p' "$T/$name-w0.log")
+    SETTLED=$(sed -n 's/.*samples\/s over all workers (\([0-9]*\) after the first.*/\1/p' "$T/$name-w0.log")
     sed -n 's/.*INFO \(sync: .*\)/  \1/p' "$T/$name-w0.log"
     for p in $PIDS; do kill $p 2>/dev/null || true; done
     for p in $PIDS; do wait $p 2>/dev/null || true; done
@@ -71,16 +73,17 @@ run() {
 
 H=$((GB / 2))
 best() { [ "${RATE:-0}" -gt "$1" ] && echo "$RATE" || echo "$1"; }
-fast=0 slow=0 off=0 on=0 backup=0
+best_settled() { [ "${SETTLED:-0}" -gt "$1" ] && echo "$SETTLED" || echo "$1"; }
+fast=0 slow=0 off=0 on=0 backup=0 fast_s=0 on_s=0
 r=1
 while [ $r -le "$ROUNDS" ]; do
     echo "-- round $r of $ROUNDS"
     for k in $RUNS; do
         case $k in
-        fast) run fast 1 '{"mode": "sync"}' "" "--batch-size $GB" ""; fast=$(best $fast) ;;
+        fast) run fast 1 '{"mode": "sync"}' "" "--batch-size $GB" ""; fast=$(best $fast); fast_s=$(best_settled $fast_s) ;;
         slow) run slow 1 '{"mode": "sync"}' "" "--batch-size $GB --slowdown $SLOW" ""; slow=$(best $slow) ;;
         off) run off 2 '{"mode": "sync"}' "--balance off" "--batch-size $H" "--batch-size $H --slowdown $SLOW"; off=$(best $off) ;;
-        on) run on 2 '{"mode": "sync"}' "--balance on" "--batch-size $H" "--batch-size $H --slowdown $SLOW"; on=$(best $on) ;;
+        on) run on 2 '{"mode": "sync"}' "--balance on" "--batch-size $H" "--batch-size $H --slowdown $SLOW"; on=$(best $on); on_s=$(best_settled $on_s) ;;
         backup) run backup 2 '{"mode": "sync", "backup_workers": 1}' "--balance on" "--batch-size $H" "--batch-size $H --slowdown $SLOW"; backup=$(best $backup) ;;
         *) echo "balance.sh: unknown run '$k' in BENCH_RUNS" >&2; exit 2 ;;
         esac
@@ -97,4 +100,4 @@ printf '  %-22s %8s  %s\n' "ideal (sum)" "$ideal" "100 %" \
     "balance off" "$off" "$(pct "$off")" \
     "balance on" "$on" "$(pct "$on")" \
     "backup_workers 1" "$backup" "$(pct "$backup")"
-awk -v a="$on" -v f="$fast" 'BEGIN { if (f > 0) printf "  balance on / solo fast: %.3f\n", a / f }'
+awk -v a="$on" -v f="$fast" -v a2="$on_s" -v f2="$fast_s" 'BEGIN { if (f > 0) printf "  balance on / solo fast: %.3f (after the first 20 steps: %.3f)\n", a / f, (f2 > 0 ? a2 / f2 : 0) }'
