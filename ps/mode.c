@@ -23,8 +23,7 @@
 #include "err.h"
 
 #define FIRST_TRY 10            /* timed steps before the first try */
-#define TRY_STEPS 5             /* steps of a try; the first is not timed */
-#define RECENT 9                /* steps in force the try is measured against */
+#define TRY_STEPS 8             /* steps of a try: flipped and in force, by turns */
 #define EVERY_MIN 100           /* wait after a try that won */
 #define EVERY_MAX 3200          /* longest wait by doubling */
 #define TRY_SHARE 0.01          /* what tries may cost: 1 % of the steps' time */
@@ -32,7 +31,9 @@
 #define MARGIN 0.97             /* a try must be this much cheaper to win */
 #define COST_EMA 0.3            /* weight of the newest step */
 
-enum step_tag { TAG_NORMAL, TAG_TRY_FIRST, TAG_TRY };
+/* A step's shares were cut with the arrangement in force, outside a try
+ * or in one, or with the try's worker flipped. */
+enum step_tag { TAG_NORMAL, TAG_TRY_KEEP, TAG_TRY_FLIP };
 
 struct wstate {
     int live;
@@ -62,12 +63,10 @@ struct seat {
     int trial;                  /* worker under a try, -1: none */
     int trial_in;               /* the try gives it a share (1) or none (0) */
     int trial_left;             /* steps still to cut under the try */
-    int trial_n;                /* timed steps of the try measured */
-    double trial_c[TRY_STEPS];  /* their s per sample */
+    int n_flip, n_keep;         /* its steps measured, each way */
+    double flip_c[TRY_STEPS], keep_c[TRY_STEPS]; /* their s per sample */
     long until, every;          /* steps before the next try; back-off */
     double cost;                /* s per sample in force (EMA); 0: unknown */
-    double recent[RECENT];      /* the last steps in force, s per sample */
-    int n_recent, at_recent;
     int toggle;                 /* alternates try-in and try-out */
     uint64_t cut_version;       /* the step whose shares were last cut */
     enum step_tag cut_tag;      /*   under the try or not */
@@ -443,7 +442,7 @@ int ps_mode_pull_ready(struct ps_mode *s, int worker, uint64_t min_version,
  * out, 1 it is brought in, 0 neither. */
 static int flipped(const struct ps_mode *s, int i)
 {
-    if (s->seat.cut_tag == TAG_NORMAL || s->seat.trial != i)
+    if (s->seat.cut_tag != TAG_TRY_FLIP || s->seat.trial != i)
         return 0;
     return s->seat.trial_in ? 1 : -1;
 }
@@ -569,7 +568,7 @@ static void start_try(struct ps_mode *s, uint64_t version)
         s->seat.trial_in = 0;
     }
     s->seat.trial_left = TRY_STEPS;
-    s->seat.trial_n = 0;
+    s->seat.n_flip = s->seat.n_keep = 0;
 }
 
 /* The shares of the step at `version` are about to be cut for the first
@@ -587,7 +586,7 @@ static void begin_cut(struct ps_mode *s, uint64_t version)
     if (t->trial < 0 && t->until <= 0 && t->cost > 0)
         start_try(s, version);
     if (t->trial >= 0 && t->trial_left > 0) {
-        t->cut_tag = t->trial_left == TRY_STEPS ? TAG_TRY_FIRST : TAG_TRY;
+        t->cut_tag = t->trial_left % 2 ? TAG_TRY_KEEP : TAG_TRY_FLIP;
         t->trial_left--;
     }
 }
@@ -681,10 +680,10 @@ void ps_mode_assign(struct ps_mode *s, int worker, uint32_t global_batch,
     *count = s->w[worker].share;
 }
 
-/* The median of n values (n ≤ RECENT), in a copy. */
+/* The median of n values (n ≤ TRY_STEPS), in a copy. */
 static double median(const double *v, int n)
 {
-    double c[RECENT > TRY_STEPS ? RECENT : TRY_STEPS];
+    double c[TRY_STEPS];
     int i, j;
 
     for (i = 0; i < n; i++) {           /* insertion sort: n is small */
@@ -698,29 +697,22 @@ static double median(const double *v, int n)
 }
 
 /* The try is over: keep what was cheaper (as worker/share.c), by the
- * medians of its timed steps and of the last steps in force — on a shared
- * machine one step in several is slowed by others, and a mean would let
- * it decide. */
+ * medians of its steps each way. Its steps took turns, so a machine
+ * slowed by others for a while slows both alike, and a median lets no
+ * single slowed step decide. */
 static void end_try(struct seat *t, struct wstate *w)
 {
-    double now_c = t->n_recent >= 3 ? median(t->recent, t->n_recent)
-                                    : t->cost;
-    double tried = median(t->trial_c, t->trial_n);
+    double kept = median(t->keep_c, t->n_keep);
+    double tried = median(t->flip_c, t->n_flip);
 
-    if (tried > 0.0 && tried < MARGIN * now_c) {
-        int i;
-
+    if (tried > 0.0 && tried < MARGIN * kept) {
         w->out = !t->trial_in;
         t->cost = tried;
         t->every = EVERY_MIN;
-        t->n_recent = t->at_recent = 0;     /* what is in force now */
-        for (i = 0; i < t->trial_n; i++)
-            t->recent[t->n_recent++] = t->trial_c[i];
-        t->at_recent = t->n_recent % RECENT;
     } else {
         /* A try much dearer than the arrangement in force waits long
          * enough that trying costs at most TRY_SHARE of the time. */
-        double extra = (tried / now_c - 1.0) * t->trial_n;
+        double extra = kept > 0.0 ? (tried / kept - 1.0) * t->n_flip : 0.0;
         long floor = extra / TRY_SHARE < (double)WAIT_MAX
                          ? (long)(extra / TRY_SHARE) : WAIT_MAX;
 
@@ -737,27 +729,21 @@ static void step_measured(struct ps_mode *s, double c, enum step_tag tag)
 {
     struct seat *t = &s->seat;
 
-    switch (tag) {
-    case TAG_NORMAL:
+    if (tag == TAG_NORMAL) {
         t->cost = t->cost > 0.0 ? COST_EMA * c + (1.0 - COST_EMA) * t->cost
                                 : c;
-        t->recent[t->at_recent] = c;
-        t->at_recent = (t->at_recent + 1) % RECENT;
-        if (t->n_recent < RECENT)
-            t->n_recent++;
         if (t->until > 0)
             t->until--;
-        break;
-    case TAG_TRY_FIRST:         /* the change itself: not timed */
-        break;
-    case TAG_TRY:
-        if (t->trial < 0)
-            break;              /* void */
-        t->trial_c[t->trial_n] = c;
-        if (++t->trial_n == TRY_STEPS - 1)
-            end_try(t, &s->w[t->trial]);
-        break;
+        return;
     }
+    if (t->trial < 0)
+        return;                 /* void */
+    if (tag == TAG_TRY_FLIP)
+        t->flip_c[t->n_flip++] = c;
+    else
+        t->keep_c[t->n_keep++] = c;
+    if (t->n_flip + t->n_keep == TRY_STEPS)
+        end_try(t, &s->w[t->trial]);
 }
 
 void ps_mode_answered(struct ps_mode *s, int worker, uint32_t count,
