@@ -12,6 +12,23 @@
  * the same slice boundaries for the same G. With equal lags this is
  * n_k = G · v_k / Σv. A step's assignment is recomputed lazily for each new
  * G (the last step of an epoch is shorter).
+ *
+ * Sitting out: a worker whose share does not pay for its round trip gets
+ * none. Predicted: dropping k shortens T exactly when lag_k ≥ T without k
+ * (T with k is a weighted mean of that T and lag_k), so such a worker gets
+ * nothing, not even the minimum of one sample. Measured: what the
+ * prediction leaves out (a second push to add up, one more reply, a slow
+ * worker's fixed costs per batch, two processes on the same cores) shows
+ * in the step's own time, from its first answer to the next step's, per
+ * sample. As worker/share.c does for devices, the arrangement in force is
+ * tried now and then against one worker flipped (the slowest with a share
+ * left out, or the fastest sitting out brought back): TRY_STEPS steps,
+ * flipped and as in force by turns, the medians of each compared; a lost
+ * try doubles the wait, and tries cost at most TRY_SHARE of the time. A
+ * worker with no share stays a member: it pulls the next version, and that
+ * pull tells every shard not to wait for it (ps_mode_sits_out). Only
+ * ps:0's slices are used by the workers; the other shards wait for the
+ * pushes and the sitting out they see, so their own cuts do not matter.
  */
 #include "mode.h"
 
