@@ -597,10 +597,9 @@ static void sync_report(const struct run *r, const struct sync_run *y)
                 r->sat_out + r->steps);
     if (y->v_first != UINT64_MAX && y->st.version > y->v_first) {
         double dt = hc_now_s() - y->t_first;
-        uint64_t steps = (y->st.version < y->s.total ? y->st.version
-                                                     : y->s.total) - y->v_first;
         uint64_t end = y->st.version < y->s.total ? y->st.version
                                                   : y->s.total;
+        uint64_t steps = end - y->v_first;
         char steady[64], settled[80] = "";
 
         /* Steps of G samples, all workers together (the last batch of an
