@@ -23,8 +23,9 @@
  * sample. As worker/share.c does for devices, the arrangement in force is
  * tried now and then against one worker flipped (the slowest with a share
  * left out, or the fastest sitting out brought back): TRY_STEPS steps,
- * flipped and as in force by turns, the medians of each compared; a lost
- * try doubles the wait, and tries cost at most TRY_SHARE of the time. A
+ * flipped and as in force by turns, the means of each compared (a share
+ * must save MARGIN to be given or kept); a lost try doubles the wait, and
+ * tries cost at most TRY_SHARE of the time. A
  * worker with no share stays a member: it pulls the next version, and that
  * pull tells every shard not to wait for it (ps_mode_sits_out). Only
  * ps:0's slices are used by the workers; the other shards wait for the
@@ -40,12 +41,12 @@
 #include "err.h"
 
 #define FIRST_TRY 10            /* timed steps before the first try */
-#define TRY_STEPS 8             /* steps of a try: flipped and in force, by turns */
+#define TRY_STEPS 12            /* steps of a try: flipped and in force, by turns */
 #define EVERY_MIN 100           /* wait after a try that won */
 #define EVERY_MAX 3200          /* longest wait by doubling */
 #define TRY_SHARE 0.01          /* what tries may cost: 1 % of the steps' time */
 #define WAIT_MAX 100000         /* longest wait for an expensive try */
-#define MARGIN 0.97             /* a try must be this much cheaper to win */
+#define MARGIN 0.97             /* what a share must save to be given */
 #define COST_EMA 0.3            /* weight of the newest step */
 
 /* A step's shares were cut with the arrangement in force, outside a try
@@ -697,32 +698,32 @@ void ps_mode_assign(struct ps_mode *s, int worker, uint32_t global_batch,
     *count = s->w[worker].share;
 }
 
-/* The median of n values (n ≤ TRY_STEPS), in a copy. */
-static double median(const double *v, int n)
+/* The mean of n values. */
+static double mean(const double *v, int n)
 {
-    double c[TRY_STEPS];
-    int i, j;
+    double sum = 0.0;
+    int i;
 
-    for (i = 0; i < n; i++) {           /* insertion sort: n is small */
-        double x = v[i];
-
-        for (j = i; j > 0 && c[j - 1] > x; j--)
-            c[j] = c[j - 1];
-        c[j] = x;
-    }
-    return n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+    for (i = 0; i < n; i++)
+        sum += v[i];
+    return n ? sum / n : 0.0;
 }
 
 /* The try is over: keep what was cheaper (as worker/share.c), by the
- * medians of its steps each way. Its steps took turns, so a machine
- * slowed by others for a while slows both alike, and a median lets no
- * single slowed step decide. */
+ * mean of its steps each way. Its steps took turns, so a machine slowed by
+ * others for a while slows both alike. A mean, not a median: a slow
+ * worker's hiccups (a few ms of its own, 20 times over when it is 20 times
+ * slower) hold the whole step, one step in several, and they are part of
+ * what its share costs. */
 static void end_try(struct seat *t, struct wstate *w)
 {
-    double kept = median(t->keep_c, t->n_keep);
-    double tried = median(t->flip_c, t->n_flip);
+    double kept = mean(t->keep_c, t->n_keep);
+    double tried = mean(t->flip_c, t->n_flip);
 
-    if (tried > 0.0 && tried < MARGIN * kept) {
+    /* A share must pay: bringing a worker in wins when that is MARGIN
+     * cheaper, leaving it out unless keeping it in was MARGIN cheaper. */
+    if (tried > 0.0 && (t->trial_in ? tried < MARGIN * kept
+                                    : MARGIN * tried <= kept)) {
         w->out = !t->trial_in;
         t->cost = tried;
         t->every = EVERY_MIN;
