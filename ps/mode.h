@@ -11,7 +11,9 @@
  *           for an older step are late: counted, not applied. The step's
  *           global batch is split among the live workers by their measured
  *           speeds and fixed times per step, so that all finish together
- *           (or equally with balance off).
+ *           (or equally with balance off); a worker whose share does not
+ *           pay for its round trip gets none and is not waited for (tried
+ *           again now and then; mode.c, "Sitting out").
  *   ssp:S   pushes are applied at once; a pull from a worker that has
  *           pushed c steps waits while c − (fewest steps of a live worker)
  *           > S, so no worker runs more than S steps ahead.
@@ -113,10 +115,23 @@ int ps_mode_step_ready(const struct ps_mode *s, uint64_t version,
                        uint64_t *total);
 
 /* sync: the live workers (up to cap, into workers[]) that have not pushed
- * to the step at `version` although it has started (someone pushed);
- * returns how many. 0 when the step has not started. */
+ * to the step at `version` although it has started (someone pushed or sat
+ * it out) and did not sit it out; returns how many. 0 when the step has
+ * not started. */
 int ps_mode_missing(const struct ps_mode *s, uint64_t version, int *workers,
                     int cap);
+
+/* sync: a pull from `worker` for min_version, the shard at `version`.
+ * When the worker takes part in the open step, has not pushed to it and
+ * asks for a later version, it sat the step out (given no share, or a
+ * slice it skipped): the step no longer waits for its push. Returns 1 when
+ * that is news (the service should see whether the step is complete), 0
+ * otherwise and in the other modes. Should nobody be left to push the step
+ * (the worker with a share left or died, here or in ps_mode_member), the
+ * workers that sat it out are recalled: their pulls are ready at this
+ * version (ps_mode_pull_ready) and get shares of the step. */
+int ps_mode_sits_out(struct ps_mode *s, int worker, uint64_t min_version,
+                     uint64_t version, double now);
 
 /* sync: the step was applied; start the next (new assignment of shares). */
 void ps_mode_step_done(struct ps_mode *s);
@@ -126,22 +141,26 @@ int ps_mode_pull_ready(struct ps_mode *s, int worker, uint64_t min_version,
                        uint64_t clock, uint64_t version);
 
 /* sync: this worker's slice [*offset, *offset + *count) of a global batch
- * of `global_batch` samples for the current step. */
+ * of `global_batch` samples for the current step. A count of 0: the worker
+ * sits this step out; it should pull the next version (ps_mode_sits_out). */
 void ps_mode_assign(struct ps_mode *s, int worker, uint32_t global_batch,
                     uint64_t version, uint32_t *offset, uint32_t *count);
 
 /* sync: worker's slice of `count` samples was sent at `now`. The time until
  * its push arrives, less count / speed, is the worker's fixed time per step
  * (round trip, slicing, encoding); shares are sized so that every worker's
- * fixed time plus its slice at its speed ends together. */
+ * fixed time plus its slice at its speed ends together. The first answer
+ * of a step also ends the step before: its time per sample is what decides
+ * who sits out. */
 void ps_mode_answered(struct ps_mode *s, int worker, uint32_t count,
                       double now);
 
 /* sync: the workers the open step still waits for — taking part, not yet
  * pushed — as "worker:1, worker:3" into buf (cut to len); returns how
- * many. 0 (buf "") when no push of the step has arrived yet (nobody is
- * kept waiting) or the mode is not sync. *since: when the step's first
- * push arrived (the time base of ps_mode_push). */
+ * many. 0 (buf "") when no push of the step has arrived yet nor a worker
+ * sat it out (nobody is kept waiting) or the mode is not sync. *since:
+ * when the step's first push or sitting out arrived (the time base of
+ * ps_mode_push). */
 int ps_mode_waiting_for(const struct ps_mode *s, uint64_t version, char *buf,
                         size_t len, double *since);
 
@@ -159,8 +178,8 @@ void ps_mode_worker(const struct ps_mode *s, int worker, uint64_t *clock,
                     float *samples_per_s, uint32_t *share, uint64_t *late,
                     float *lag_ms);
 
-/* sync: how many workers' pushes the step at `version` waits for, when
- * it waits for every one of them (then a block all of them gave is final
+/* sync: how many workers' pushes the step at `version` waits for (live,
+ * taking part, not sitting it out), when it waits for every one of them (then a block all of them gave is final
  * before the step is: ps_shard_apply_ready); 0 with backup workers (which
  * ones count is known only at the end) and outside sync. */
 int ps_mode_expected(const struct ps_mode *s, uint64_t version);

@@ -426,6 +426,12 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                                        hc_wire_error_code(rv), hc_err_msg());
         break;
     case HETPS__ENVELOPE__PAYLOAD_PULL:
+        /* sync: a pull past the open step from a worker that did not push
+         * to it (given no share): the step no longer waits for it. */
+        if (e->pull->has_min_version &&
+            ps_mode_sits_out(s->sync, (int)w, e->pull->min_version,
+                             ps_shard_version(s->shard), hc_now_s()))
+            service_advance(s);
         return service_serve_pull(s, in, msg_in, req, deferred, &out->pull);
     case HETPS__ENVELOPE__PAYLOAD_PUSH:
         rv = service_serve_push(s, in, msg_in, req, deferred, &out->push,

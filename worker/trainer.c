@@ -54,6 +54,7 @@ struct run {
     int epochs, B, max_batch, chief, do_eval;
     int most_workers;           /* most workers the cluster file has listed */
     long steps;                 /* steps this worker computed */
+    long sat_out;               /* sync: steps it was given no share of */
     uint64_t clock;             /* gradients pushed */
     uint64_t late;              /* of them too late for their sync step */
     double speed;               /* samples/s, moving average */
@@ -66,7 +67,7 @@ struct run {
 static int stopping(const struct run *r)
 {
     return (r->c->stop && *r->c->stop) ||
-           (r->c->max_steps && r->steps >= r->c->max_steps);
+           (r->c->max_steps && r->steps + r->sat_out >= r->c->max_steps);
 }
 
 /* Forward/backward of n samples in r->x; the test-only slowdown stretches
@@ -87,7 +88,13 @@ static int compute(struct run *r, int n, double *loss, int *correct)
     if (dt > 0) {
         double v = n / dt;
 
-        r->speed = r->speed > 0 ? 0.8 * r->speed + 0.2 * v : v;
+        /* The first step is cold (page faults, first allocations: several
+         * times slower, and a slowed worker's stretch of it the more): the
+         * second replaces it, then a moving average. Shards size sync
+         * shares from this speed; from the cold first alone a fast worker
+         * looked 5x slower for 10 steps and a slow one got 2x its share. */
+        r->speed = r->steps == 1 || !(r->speed > 0) ? v
+                                                    : 0.8 * r->speed + 0.2 * v;
     }
     r->steps++;
     return rv;
@@ -487,12 +494,18 @@ out:
     return rv;
 }
 
+/* sync: steps after which the run's rate is given again (speeds measured,
+ * shares settled: who sits out is first tried after 10 steps). */
+#define SETTLE_STEPS 20
+
 /* What a sync run keeps across steps. */
 struct sync_run {
     struct wk_sync_schedule s;
     struct pc_step st;          /* the last pull's answer: version, slice */
     uint64_t v_first;           /* first step computed; UINT64_MAX: none */
     double t_first;
+    uint64_t v_settled;         /* step SETTLE_STEPS after v_first, or 0 */
+    double t_settled;           /*   when it began */
     int epoch;                  /* of the steps being summed, -1: none yet */
     double t0, loss_sum;        /*   its start, its loss × samples */
     long correct;
@@ -578,23 +591,52 @@ static void sync_report(const struct run *r, const struct sync_run *y)
         hc_info("%llu of %llu gradients came too late for their step "
                 "(backup workers)", (unsigned long long)r->late,
                 (unsigned long long)r->clock);
+    if (r->sat_out)
+        hc_info("sat out %ld of %ld steps: given no share (it would not "
+                "have paid for this worker's round trip)", r->sat_out,
+                r->sat_out + r->steps);
     if (y->v_first != UINT64_MAX && y->st.version > y->v_first) {
         double dt = hc_now_s() - y->t_first;
-        uint64_t steps = (y->st.version < y->s.total ? y->st.version
-                                                     : y->s.total) - y->v_first;
-        char steady[64];
+        uint64_t end = y->st.version < y->s.total ? y->st.version
+                                                  : y->s.total;
+        uint64_t steps = end - y->v_first;
+        char steady[64], settled[80] = "";
 
         /* Steps of G samples, all workers together (the last batch of an
-         * epoch may be shorter: close enough for a rate). */
+         * epoch may be shorter: close enough for a rate); and the same
+         * after the first SETTLE_STEPS (speeds measured, shares settled). */
+        if (y->t_settled && end > y->v_settled &&
+            hc_now_s() > y->t_settled)
+            snprintf(settled, sizeof settled, " (%.0f after the first %d "
+                     "steps)", (double)(end - y->v_settled) *
+                     (double)y->s.G / (hc_now_s() - y->t_settled),
+                     SETTLE_STEPS);
         hc_info("sync: %llu steps of global batch %lld in %.2f s: %.0f "
-                "samples/s over all workers; this worker %.0f samples/s, "
+                "samples/s over all workers%s; this worker %.0f samples/s, "
                 "per step %.2f ms computing, %.2f ms in push-and-pull%s",
                 (unsigned long long)steps, y->s.G, dt,
-                dt > 0 ? (double)steps * (double)y->s.G / dt : 0.0, r->speed,
+                dt > 0 ? (double)steps * (double)y->s.G / dt : 0.0, settled,
+                r->speed,
                 r->steps ? 1e3 * r->t_compute / (double)r->steps : 0.0,
                 r->steps ? 1e3 * r->t_exchange / (double)r->steps : 0.0,
                 steady_text(r, steady, sizeof steady));
     }
+}
+
+/* After step v: when it ended an epoch this worker computed samples of,
+ * the epoch's summary (and evaluation). */
+static int sync_epoch_end(struct run *r, struct sync_run *y, uint64_t v,
+                          int epoch)
+{
+    int rv;
+
+    if ((v + 1) % (uint64_t)y->s.steps_per_epoch != 0 || !y->seen)
+        return HC_OK;
+    if ((rv = epoch_end(r, epoch, hc_now_s() - y->t0, y->loss_sum,
+                        y->correct, y->seen, v + 1)) != HC_OK)
+        return rv;
+    y->seen = 0;
+    return HC_OK;
 }
 
 /*
@@ -605,8 +647,9 @@ static void sync_report(const struct run *r, const struct sync_run *y)
  * v + 1 — in one round trip. A fresh pull is needed only when the hand is
  * empty or stale: at the start, when the job's batch differs from this
  * worker's idea of it, when the slice was cut for another step's batch,
- * after a step that gave this worker nothing, and after an epoch's
- * evaluation.
+ * after a step that gave this worker nothing (it sits the step out: its
+ * pull of the next version is all the shards hear from it), and after an
+ * epoch's evaluation.
  */
 static int run_sync(struct run *r)
 {
@@ -648,6 +691,10 @@ static int run_sync(struct run *r)
             y.v_first = v;
             y.t_first = hc_now_s();
         }
+        if (!y.t_settled && v >= y.v_first + SETTLE_STEPS) {
+            y.v_settled = v;
+            y.t_settled = hc_now_s();
+        }
         wk_sync_place(&y.s, v, &epoch, &t);
         if (epoch != y.epoch)
             sync_epoch_begin(r, &y, epoch);
@@ -657,18 +704,21 @@ static int run_sync(struct run *r)
                 hc_warn("step %llu: slice of %u samples is over the %d this "
                         "worker holds: skipped", (unsigned long long)v,
                         y.st.count, r->max_batch);
-            y.st.version = v + 1;   /* nothing to push: wait for the next */
-            if ((rv = fresh_pull(r, &y)) != HC_OK)
+            /* Nothing to push (no share: it would not pay for this
+             * worker's round trip): the pull of the next version tells the
+             * shards not to wait for it, and waits there. */
+            y.st.version = v + 1;
+            r->sat_out++;
+            if ((rv = sync_epoch_end(r, &y, v, epoch)) != HC_OK ||
+                (rv = fresh_pull(r, &y)) != HC_OK)
                 return rv;
             continue;
         }
         if ((rv = one_step(r, &y, v, epoch, t)) != HC_OK)
             return rv;
         if ((v + 1) % (uint64_t)y.s.steps_per_epoch == 0 && y.seen) {
-            if ((rv = epoch_end(r, epoch, hc_now_s() - y.t0, y.loss_sum,
-                                y.correct, y.seen, v + 1)) != HC_OK)
+            if ((rv = sync_epoch_end(r, &y, v, epoch)) != HC_OK)
                 return rv;
-            y.seen = 0;
             y.st.version = v + 1;   /* epoch_end pulled without a slice */
             if ((rv = fresh_pull(r, &y)) != HC_OK)
                 return rv;

@@ -112,8 +112,15 @@ printf '%s' "$extra"
 # and a large one (what a GPU server would run), see balance.sh.
 echo
 echo "== sync balancing (tests/bench/balance.sh)"
-HETPS_BIN=bin BENCH_GLOBAL_BATCH=64 BENCH_STEPS_SYNC=1000 sh tests/bench/balance.sh | tail -7
-HETPS_BIN=bin BENCH_GLOBAL_BATCH=1024 BENCH_STEPS_SYNC=60 sh tests/bench/balance.sh | tail -7
+HETPS_BIN=bin BENCH_GLOBAL_BATCH=64 BENCH_STEPS_SYNC=1000 sh tests/bench/balance.sh | tail -8
+HETPS_BIN=bin BENCH_GLOBAL_BATCH=1024 BENCH_STEPS_SYNC=60 sh tests/bench/balance.sh | tail -8
+# A worker 20x slower sits out (its share does not pay for its round
+# trip), one 2x slower keeps its share: each pair against the fast worker
+# alone, the job's 590 steps.
+for f in 20 2; do
+    HETPS_BIN=bin BENCH_RUNS="fast on" BENCH_SLOWDOWN=$f BENCH_GLOBAL_BATCH=1024 \
+        BENCH_STEPS_SYNC=590 sh tests/bench/balance.sh | tail -8
+done
 
 # What one synchronous step's exchange costs at the transport: hetps's
 # request/reply layer against raw nng with the same bytes (a worker's

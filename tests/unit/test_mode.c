@@ -4,13 +4,15 @@
  * every worker has reported a speed or with balance off; by speed; by
  * speed and each worker's measured fixed time per step), that shares
  * always tile the batch, when a step is complete (with and without backup
- * workers), late and refused pushes, ssp's bound, and which step a worker
- * that comes back takes part in.
+ * workers), late and refused pushes, ssp's bound, which step a worker
+ * that comes back takes part in, and who sits a step out (a share that does
+ * not pay for its round trip: none, not waited for, tried again).
  */
 #include "cu.h"
 #include "ps/mode.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 static struct ps_mode *make(int n_workers, enum hc_mode mode, int balance,
@@ -143,8 +145,9 @@ static void test_by_speed_and_lag(void)
     CU_ASSERT(spread < 1.0 / speed[1] && spread > -1.0 / speed[1]);
 }
 
-/* A worker whose fixed time alone is past the others' finish keeps the
- * minimum of one sample; the batch is still tiled. */
+/* A worker whose fixed time alone is past the others' finish would make
+ * every step longer: it gets nothing, not even one sample (it sits out);
+ * the batch is still tiled. */
 static void test_lag_beyond_step(void)
 {
     const float speed[2] = { 10000, 10000 };
@@ -152,8 +155,232 @@ static void test_lag_beyond_step(void)
     uint32_t c[2];
 
     settled_shares(speed, lag, c);
-    CU_ASSERT_EQUAL(c[0], 63);
-    CU_ASSERT_EQUAL(c[1], 1);
+    CU_ASSERT_EQUAL(c[0], 64);
+    CU_ASSERT_EQUAL(c[1], 0);
+}
+
+/*
+ * Steps as a shard sees them, with what the prediction leaves out: every
+ * push after the first costs `extra` seconds more of the step (adding it
+ * up, one more reply, two processes on the same cores) — seen only in the
+ * step's time, answer to answer. A worker given no share does not push: it
+ * pulls the next version (ps_mode_sits_out), and the step is complete
+ * without it. Fills got[i]: steps in which worker i had a share; returns
+ * the share of worker 1 in the last step.
+ */
+static uint32_t run_steps(struct ps_mode *s, int n, uint64_t *v, int steps,
+                          uint32_t G, double *t, const float *speed,
+                          const double *lag, double extra, int *got)
+{
+    uint32_t count[8], off;
+    uint64_t total;
+    int i, k;
+
+    for (k = 0; k < steps; k++, (*v)++) {
+        double end = *t;
+        int pushes = 0;
+
+        for (i = 0; i < n; i++) {
+            ps_mode_assign(s, i, G, *v, &off, &count[i]);
+            ps_mode_answered(s, i, count[i], *t);
+        }
+        for (i = 0; i < n; i++) {
+            double at = *t + lag[i] + count[i] / speed[i];
+
+            if (!count[i]) {
+                CU_ASSERT(ps_mode_sits_out(s, i, *v + 1, *v, 1.0));
+                continue;
+            }
+            got[i]++;
+            CU_ASSERT_EQUAL(ps_mode_push(s, i, *v, *v, count[i], speed[i],
+                                         at), PS_PUSH_ACCUMULATE);
+            end = at > end ? at : end;
+            pushes++;
+        }
+        CU_ASSERT(ps_mode_step_ready(s, *v, &total));
+        CU_ASSERT_EQUAL(total, G);
+        ps_mode_step_done(s);
+        *t = end + 0.0005 + extra * (pushes - 1);
+    }
+    return count[1];
+}
+
+/*
+ * Who gets a share, as a table: worker 1 beside worker 0 (10 000
+ * samples/s, 1 ms fixed time), global batch 1024, 2 000 steps. The
+ * prediction alone keeps a worker 20x slower in (it would save ~5 % of a
+ * step) but the step pays 10 % more for its push: measured, it sits out,
+ * and tries (12 steps, 6 of them with the flip, waits doubling to 3 200
+ * steps) cost under 1 %.
+ * 2x slower, the same cost is far outweighed: it keeps its share. A fixed
+ * time past the step is never worth a share; equal workers without the
+ * extra cost both work; a share that would save under 3 % (MARGIN) is not
+ * given.
+ */
+static void test_sit_out_table(void)
+{
+    static const struct {
+        const char *what;
+        float speed1;
+        double lag1, extra;
+        int in_at_end;          /* worker 1 has a share at the end */
+        int max_with;           /* at most this many steps with a share */
+        int min_with;           /* at least this many */
+    } t[] = {
+        {"20x slower, costs more than it saves", 500, 0.001, 0.010, 0, 60, 5},
+        {"2x slower, pays", 5000, 0.001, 0.010, 1, 2000, 1900},
+        {"fixed time past the step", 10000, 0.5, 0, 0, 20, 0},
+        {"equal, nothing unmodelled", 10000, 0.001, 0, 1, 2000, 1950},
+        {"50x slower, saves under 3 %: no share", 200, 0.001, 0, 0, 60, 1},
+    };
+    size_t k;
+
+    for (k = 0; k < sizeof t / sizeof t[0]; k++) {
+        struct ps_mode *s = make(2, HC_MODE_SYNC, 1, 0);
+        const float speed[2] = { 10000, t[k].speed1 };
+        const double lag[2] = { 0.001, t[k].lag1 };
+        int got[2] = { 0, 0 };
+        uint64_t v = 0;
+        double t0 = 1.0;
+        uint32_t last;
+
+        last = run_steps(s, 2, &v, 2000, 1024, &t0, speed, lag, t[k].extra,
+                         got);
+        if ((last > 0) != t[k].in_at_end || got[1] > t[k].max_with ||
+            got[1] < t[k].min_with)
+            fprintf(stderr, "\n%s: worker 1 had a share in %d steps, "
+                    "%u at the end\n", t[k].what, got[1], last);
+        CU_ASSERT_EQUAL(last > 0, t[k].in_at_end);
+        CU_ASSERT(got[1] <= t[k].max_with);
+        CU_ASSERT(got[1] >= t[k].min_with);
+        CU_ASSERT_EQUAL(got[0], 2000);  /* the fastest never sits out */
+        ps_mode_free(s);
+    }
+}
+
+/* A worker sitting out is given a share again once it would pay: worker
+ * 1 (20x slower, sitting out) becomes as fast as worker 0; a later try
+ * brings it back and it stays. */
+static void test_sit_out_comes_back(void)
+{
+    struct ps_mode *s = make(2, HC_MODE_SYNC, 1, 0);
+    float speed[2] = { 10000, 500 };
+    const double lag[2] = { 0.001, 0.001 };
+    int got[2] = { 0, 0 };
+    uint64_t v = 0;
+    double t = 1.0;
+
+    CU_ASSERT_EQUAL(run_steps(s, 2, &v, 300, 1024, &t, speed, lag, 0.010,
+                              got), 0);
+    speed[1] = 10000;           /* reported with its next push: a try's */
+    got[1] = 0;
+    CU_ASSERT(run_steps(s, 2, &v, 3500, 1024, &t, speed, lag, 0.002,
+                        got) > 0);
+    CU_ASSERT(got[1] > 1000);
+    ps_mode_free(s);
+}
+
+/* ps_mode_sits_out: only a pull past the open step, from a worker taking
+ * part in it that has not pushed to it, in sync, is news; such a worker is
+ * then neither waited for nor named. */
+static void test_sits_out_rules(void)
+{
+    static const struct {
+        const char *what;
+        enum hc_mode mode;
+        int worker;
+        uint64_t min_version, version;
+        int pushed_first;
+        int expect;
+    } t[] = {
+        {"past the open step", HC_MODE_SYNC, 1, 1, 0, 0, 1},
+        {"two steps past", HC_MODE_SYNC, 1, 2, 0, 0, 1},
+        {"the open step itself", HC_MODE_SYNC, 1, 0, 0, 0, 0},
+        {"an older step", HC_MODE_SYNC, 1, 3, 5, 0, 0},
+        {"already pushed to it", HC_MODE_SYNC, 1, 1, 0, 1, 0},
+        {"no such worker", HC_MODE_SYNC, 7, 1, 0, 0, 0},
+        {"negative worker", HC_MODE_SYNC, -1, 1, 0, 0, 0},
+        {"async", HC_MODE_ASYNC, 1, 1, 0, 0, 0},
+        {"ssp", HC_MODE_SSP, 1, 1, 0, 0, 0},
+    };
+    size_t k;
+
+    for (k = 0; k < sizeof t / sizeof t[0]; k++) {
+        struct ps_mode *s = make(2, t[k].mode, 1, 0);
+        int got;
+
+        if (t[k].pushed_first)
+            ps_mode_push(s, t[k].worker, t[k].version, t[k].version, 8,
+                         100, 1.0);
+        got = ps_mode_sits_out(s, t[k].worker, t[k].min_version,
+                               t[k].version, 1.0);
+        if (got != t[k].expect)
+            fprintf(stderr, "\nsits_out: %s: %d\n", t[k].what, got);
+        CU_ASSERT_EQUAL(got, t[k].expect);
+        /* a repeat is no news */
+        CU_ASSERT_EQUAL(ps_mode_sits_out(s, t[k].worker, t[k].min_version,
+                                         t[k].version, 2.0), 0);
+        ps_mode_free(s);
+    }
+}
+
+/* A step with one worker sitting out: complete on the others' pushes, the
+ * total theirs, nobody named as missing but the others; the next step
+ * waits for it again. With a backup worker, the backup is one of those
+ * awaited. */
+static void test_sit_out_step(void)
+{
+    struct ps_mode *s = make(3, HC_MODE_SYNC, 1, 0);
+    uint64_t total;
+    int who[4];
+    char buf[64];
+    double since;
+
+    CU_ASSERT(ps_mode_sits_out(s, 2, 1, 0, 1.0));
+    CU_ASSERT_EQUAL(ps_mode_push(s, 0, 0, 0, 40, 100, 1.0),
+                    PS_PUSH_ACCUMULATE);
+    CU_ASSERT(!ps_mode_step_ready(s, 0, &total));
+    CU_ASSERT_EQUAL(ps_mode_missing(s, 0, who, 4), 1);
+    CU_ASSERT_EQUAL(who[0], 1);
+    CU_ASSERT_EQUAL(ps_mode_waiting_for(s, 0, buf, sizeof buf, &since), 1);
+    CU_ASSERT_STRING_EQUAL(buf, "worker:1");
+    CU_ASSERT_EQUAL(ps_mode_push(s, 1, 0, 0, 24, 100, 1.0),
+                    PS_PUSH_ACCUMULATE);
+    CU_ASSERT(ps_mode_step_ready(s, 0, &total));
+    CU_ASSERT_EQUAL(total, 64);
+    ps_mode_step_done(s);
+    /* step 1: worker 2 is waited for again */
+    CU_ASSERT_EQUAL(ps_mode_push(s, 0, 1, 1, 32, 100, 2.0),
+                    PS_PUSH_ACCUMULATE);
+    CU_ASSERT_EQUAL(ps_mode_push(s, 1, 1, 1, 32, 100, 2.0),
+                    PS_PUSH_ACCUMULATE);
+    CU_ASSERT(!ps_mode_step_ready(s, 1, &total));
+    CU_ASSERT_EQUAL(ps_mode_missing(s, 1, who, 4), 1);
+    CU_ASSERT_EQUAL(who[0], 2);
+    ps_mode_free(s);
+
+    /* Nobody pushed, the others sat out: the step has started for them,
+     * and the one with the share is named (a paused worker must not hold
+     * the job unnamed and without a deadline). */
+    s = make(3, HC_MODE_SYNC, 1, 0);
+    CU_ASSERT_EQUAL(ps_mode_missing(s, 0, who, 4), 0);
+    CU_ASSERT(ps_mode_sits_out(s, 1, 1, 0, 5.0));
+    CU_ASSERT(ps_mode_sits_out(s, 2, 1, 0, 6.0));
+    CU_ASSERT(!ps_mode_step_ready(s, 0, &total));
+    CU_ASSERT_EQUAL(ps_mode_missing(s, 0, who, 4), 1);
+    CU_ASSERT_EQUAL(who[0], 0);
+    CU_ASSERT_EQUAL(ps_mode_waiting_for(s, 0, buf, sizeof buf, &since), 1);
+    CU_ASSERT_STRING_EQUAL(buf, "worker:0");
+    CU_ASSERT_DOUBLE_EQUAL(since, 5.0, 1e-9);
+    ps_mode_free(s);
+
+    s = make(3, HC_MODE_SYNC, 1, 1);            /* backup_workers 1 */
+    CU_ASSERT(ps_mode_sits_out(s, 2, 1, 0, 1.0));
+    CU_ASSERT_EQUAL(ps_mode_push(s, 0, 0, 0, 40, 100, 1.0),
+                    PS_PUSH_ACCUMULATE);
+    CU_ASSERT(ps_mode_step_ready(s, 0, &total)); /* 2 awaited − 1 backup */
+    CU_ASSERT_EQUAL(total, 40);
+    ps_mode_free(s);
 }
 
 static void test_step_complete_backup_late(void)
@@ -266,6 +493,47 @@ static void test_join_agreed_start(void)
     ps_mode_free(b);
 }
 
+/* Nobody left to push a step but workers that sat it out (the one with a
+ * share left, before or after they pulled): they are recalled — their
+ * pulls are ready at this version, with the whole batch — instead of
+ * waiting for ever. */
+static void test_sit_out_recalled(void)
+{
+    static const struct {
+        const char *what;
+        int leave_first;        /* worker 0 leaves before 1's pull */
+    } t[] = {
+        {"left after the pull", 0},
+        {"left before the pull", 1},
+    };
+    size_t k;
+
+    for (k = 0; k < sizeof t / sizeof t[0]; k++) {
+        struct ps_mode *s = make(2, HC_MODE_SYNC, 1, 0);
+        uint32_t off, count;
+        uint64_t total;
+
+        ps_mode_assign(s, 0, 64, 0, &off, &count);  /* the step is cut */
+        if (t[k].leave_first)
+            ps_mode_member(s, 0, 0);
+        CU_ASSERT(ps_mode_sits_out(s, 1, 1, 0, 1.0));
+        if (!t[k].leave_first) {
+            CU_ASSERT(!ps_mode_pull_ready(s, 1, 1, 0, 0));
+            ps_mode_member(s, 0, 0);
+        }
+        CU_ASSERT(ps_mode_pull_ready(s, 1, 1, 0, 0));
+        ps_mode_assign(s, 1, 64, 0, &off, &count);
+        ps_mode_answered(s, 1, count, 1.0);
+        CU_ASSERT_EQUAL(count, 64);
+        CU_ASSERT(!ps_mode_pull_ready(s, 1, 1, 0, 0)); /* answered once */
+        CU_ASSERT_EQUAL(ps_mode_push(s, 1, 0, 0, 64, 100, 1.5),
+                        PS_PUSH_ACCUMULATE);
+        CU_ASSERT(ps_mode_step_ready(s, 0, &total));
+        CU_ASSERT_EQUAL(total, 64);
+        ps_mode_free(s);
+    }
+}
+
 /* What each mode asks of the service, as a table: whether a pull may
  * wait for other workers, whether pushes make common steps, whether a step
  * reads gradients from kept messages. */
@@ -298,7 +566,12 @@ void hp_test_register(void)
     CU_add_test(s, "equal shares until speeds are known", test_equal_until_known);
     CU_add_test(s, "shares by speed; balance off", test_by_speed);
     CU_add_test(s, "shares by speed and fixed time per step", test_by_speed_and_lag);
-    CU_add_test(s, "fixed time past the step: one sample", test_lag_beyond_step);
+    CU_add_test(s, "fixed time past the step: no share", test_lag_beyond_step);
+    CU_add_test(s, "who sits out: a table", test_sit_out_table);
+    CU_add_test(s, "a worker sitting out comes back", test_sit_out_comes_back);
+    CU_add_test(s, "sits out: the rules", test_sits_out_rules);
+    CU_add_test(s, "a step without the worker sitting out", test_sit_out_step);
+    CU_add_test(s, "sat out, nobody else left: recalled", test_sit_out_recalled);
     CU_add_test(s, "step completion, backup workers, late pushes",
                 test_step_complete_backup_late);
     CU_add_test(s, "ssp bound", test_ssp_bound);
