@@ -63,11 +63,6 @@ static enum ps_record_kind record_kind(Hetps__Envelope__PayloadCase c)
 _Static_assert(PS_RECORD_LANES == HC_MAX_LANES,
                "a worker's lanes: one record each");
 
-uint32_t service_lane(const Hetps__Envelope *e)
-{
-    return e->has_lane ? e->lane : 0;   /* checked below HC_MAX_LANES */
-}
-
 /* Which of a member's records a request goes to (service_impl.h). */
 static struct ps_record *record_of(struct member *m,
                                    const Hetps__Envelope *e,

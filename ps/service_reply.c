@@ -2,7 +2,8 @@
  * service_reply.c — the service's own short replies: an Error naming what
  * was wrong with a request (counted by reason in the metrics), and an Ack
  * carrying a version (the shard's now, or the one a request was answered
- * at). Replies with values are the shard's (ps/shard.c).
+ * at). Replies with values are the shard's (ps/shard.c). And the lane a
+ * request came on (service_lane), which picks its record.
  */
 #include <stddef.h>
 
@@ -43,4 +44,9 @@ nng_msg *service_ack_at(struct ps_service *s, uint64_t id, uint64_t version,
 nng_msg *service_ack_reply(struct ps_service *s, uint64_t id)
 {
     return service_ack_at(s, id, s->shard ? ps_shard_version(s->shard) : 0, 0);
+}
+
+uint32_t service_lane(const Hetps__Envelope *e)
+{
+    return e->has_lane ? e->lane : 0;   /* checked below HC_MAX_LANES */
 }
