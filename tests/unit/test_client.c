@@ -302,6 +302,23 @@ static void test_bad_reply(void)
     hc_cluster_free(&cl);
 }
 
+/* Start shards 0 .. n-1 of cl in this process, each over a fresh store
+ * in dir[k]. */
+static void shards_start(const struct hc_cluster *cl, int n,
+                         struct ps_service **svc, char (*dir)[256])
+{
+    for (int k = 0; k < n; k++) {
+        struct ps_service_conf c = { 0 };
+
+        hp_tmpdir(dir[k], sizeof dir[k]);
+        c.cluster = cl;
+        c.shard = k;
+        c.data_dir = dir[k];
+        c.heartbeat_timeout_ms = 60000;
+        CU_ASSERT_EQUAL_FATAL(ps_service_start(&svc[k], &c), HC_OK);
+    }
+}
+
 /* A model of 4.5 MB (over client_big's 4 MiB) on two shards: each shard's
  * push is encoded and copied on a core of its own, each answer decoded and
  * its values copied out likewise (worker/fanout.h); the values must be
@@ -347,16 +364,7 @@ static void test_big_two_shards(void)
         grads[i] = 0.25f * (float)(i % 7 + 1);  /* 0.5 g is exact */
     }
     g.data = grads;
-    for (k = 0; k < 2; k++) {
-        struct ps_service_conf c = { 0 };
-
-        hp_tmpdir(dir[k], sizeof dir[k]);
-        c.cluster = &cl;
-        c.shard = k;
-        c.data_dir = dir[k];
-        c.heartbeat_timeout_ms = 60000;
-        CU_ASSERT_EQUAL_FATAL(ps_service_start(&svc[k], &c), HC_OK);
-    }
+    shards_start(&cl, 2, svc, dir);
     CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &cl, HC_JOB_WORKER, 0, &quick), HC_OK);
     CU_ASSERT_EQUAL(pc_join(pc, "cpu"), HC_OK);
     CU_ASSERT_EQUAL(pc_set_model(pc, &m, 0), HC_OK);
@@ -419,16 +427,7 @@ static void more_shards_case(const char *mode)
         init[i] = (float)i;
         grads[i] = 0.25f * (float)(i + 1);
     }
-    for (k = 0; k < SHARDS; k++) {
-        struct ps_service_conf c = { 0 };
-
-        hp_tmpdir(dir[k], sizeof dir[k]);
-        c.cluster = &cl;
-        c.shard = k;
-        c.data_dir = dir[k];
-        c.heartbeat_timeout_ms = 60000;
-        CU_ASSERT_EQUAL_FATAL(ps_service_start(&svc[k], &c), HC_OK);
-    }
+    shards_start(&cl, SHARDS, svc, dir);
     CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &cl, HC_JOB_WORKER, 0, &quick), HC_OK);
     CU_ASSERT_EQUAL(pc_join(pc, "cpu"), HC_OK);
     CU_ASSERT_EQUAL(pc_set_model(pc, &m, 0), HC_OK);
@@ -981,16 +980,7 @@ static void parts_case(const char *mode)
         if (nw == 2)
             ((float *)w[1].g.data)[i] = 0.5f * (float)(i % 5 + 1);
     }
-    for (k = 0; k < 2; k++) {
-        struct ps_service_conf c = { 0 };
-
-        hp_tmpdir(dir[k], sizeof dir[k]);
-        c.cluster = &cl;
-        c.shard = k;
-        c.data_dir = dir[k];
-        c.heartbeat_timeout_ms = 60000;
-        CU_ASSERT_EQUAL_FATAL(ps_service_start(&svc[k], &c), HC_OK);
-    }
+    shards_start(&cl, 2, svc, dir);
     for (k = 0; k < nw; k++) {
         CU_ASSERT_EQUAL_FATAL(pc_open(&w[k].pc, &cl, HC_JOB_WORKER, k, &parts),
                               HC_OK);
