@@ -226,51 +226,54 @@ static int stepper(struct ps_store *s, struct store_step **out)
     return HC_OK;
 }
 
-/* Queue j; the blocks it names are kept for a commit that redoes it all. */
-static int queue(struct ps_store *s, struct store_step *st,
-                 struct step_job *j)
+/* Queue a job for u[0 .. n) (copied; the commit's with its records), with
+ * st->mu held; its blocks are also kept for a commit that redoes it all.
+ * HC_OK, or HC_ERR_NOMEM with nothing queued. */
+static int enqueue(struct ps_store *s, struct store_step *st,
+                   const struct ps_update *u, size_t n,
+                   const struct ps_record *recs, size_t n_recs, int commit)
 {
-    if (st->n_all + j->n > st->cap_all) {
+    struct step_job *j = calloc(1, sizeof *j);
+
+    if (j)
+        j->u = malloc((n + 1) * sizeof *u);
+    if (j && j->u && st->n_all + n > st->cap_all) {
         size_t cap = st->cap_all ? 2 * st->cap_all : 64;
         struct ps_update *a;
 
-        while (cap < st->n_all + j->n)
+        while (cap < st->n_all + n)
             cap *= 2;
-        if (!(a = realloc(st->all, cap * sizeof *a)))
-            return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory for a "
-                              "step's blocks", s->dir);
-        st->all = a;
-        st->cap_all = cap;
+        if ((a = realloc(st->all, cap * sizeof *a)) != NULL) {
+            st->all = a;
+            st->cap_all = cap;
+        }
     }
-    memcpy(st->all + st->n_all, j->u, j->n * sizeof *j->u);
-    st->n_all += j->n;
+    if (!j || !j->u || st->n_all + n > st->cap_all) {
+        if (j)
+            free(j->u);
+        free(j);
+        return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory for a "
+                          "step's blocks", s->dir);
+    }
+    if (n) {
+        memcpy(j->u, u, n * sizeof *u);
+        memcpy(st->all + st->n_all, u, n * sizeof *u);
+    }
+    j->n = n;
+    st->n_all += n;
+    j->commit = commit;
+    j->recs = recs;
+    j->n_recs = n_recs;
     *st->tail = j;
     st->tail = &j->next;
     pthread_cond_broadcast(&st->cv);
     return HC_OK;
 }
 
-/* A job for u[0 .. n), the updates copied. */
-static struct step_job *job_new(const struct ps_update *u, size_t n)
-{
-    struct step_job *j = calloc(1, sizeof *j);
-
-    if (j && !(j->u = malloc((n + 1) * sizeof *u))) {
-        free(j);
-        return NULL;
-    }
-    if (j && n)
-        memcpy(j->u, u, n * sizeof *u);
-    if (j)
-        j->n = n;
-    return j;
-}
-
 int ps_store_step_add(struct ps_store *s, const struct hc_optim_conf *c,
                       const struct ps_update *u, size_t n)
 {
     struct store_step *st = NULL;
-    struct step_job *j;
     int rv;
 
     if (s->read_only || !atomic_load(&s->initialised))
@@ -280,14 +283,9 @@ int ps_store_step_add(struct ps_store *s, const struct hc_optim_conf *c,
         return HC_OK;
     if ((rv = stepper(s, &st)) != HC_OK)
         return rv;
-    if (!(j = job_new(u, n)))
-        return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory", s->dir);
     pthread_mutex_lock(&st->mu);
     st->c = c;
-    if ((rv = queue(s, st, j)) != HC_OK) {
-        free(j->u);
-        free(j);
-    }
+    rv = enqueue(s, st, u, n, NULL, 0, 0);
     pthread_mutex_unlock(&st->mu);
     return rv;
 }
@@ -310,7 +308,6 @@ int ps_store_step_commit(struct ps_store *s, const struct hc_optim_conf *c,
                          uint64_t *new_step)
 {
     struct store_step *st = s->stepper;
-    struct step_job *j;
     int rv;
 
     if (!st)
@@ -321,18 +318,9 @@ int ps_store_step_commit(struct ps_store *s, const struct hc_optim_conf *c,
         return ps_store_apply(s, c, u, n, recs, n_recs, new_step);
     }
     /* Parts were added: the rest and the commit on the step's thread. */
-    if (!(j = job_new(u, n))) {
-        pthread_mutex_unlock(&st->mu);
-        return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory", s->dir);
-    }
-    j->commit = 1;
-    j->recs = recs;
-    j->n_recs = n_recs;
     st->c = c;
     st->done = 0;
-    if ((rv = queue(s, st, j)) != HC_OK) {
-        free(j->u);
-        free(j);
+    if ((rv = enqueue(s, st, u, n, recs, n_recs, 1)) != HC_OK) {
         pthread_mutex_unlock(&st->mu);
         return rv;
     }

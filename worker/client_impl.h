@@ -162,6 +162,16 @@ void client_free_reqs(struct pc_client *c);
 int client_simple_reqs(struct pc_client *c, Hetps__Envelope *env,
                        uint64_t *ids);
 
+/* Check the answer d of shard `shard` against its plan's blocks
+ * [lo, hi) and copy their values into params (client_parts.c; a whole
+ * shard's answer is its blocks [0, n_blocks)). HC_OK, or a
+ * code with the reason, beginning with `what`, in why. Thread-safe for
+ * distinct shards or ranges. */
+int client_take_blocks(const struct pc_client *c, int shard, uint32_t lo,
+                       uint32_t hi, const struct hc_wire_msg *d,
+                       float *params, const char *what, char *why,
+                       size_t why_n);
+
 /* Join shard i alone (after it restarted). */
 int client_join_one(struct pc_client *c, int i);
 

@@ -72,6 +72,40 @@ int client_parts_used(const struct pc_client *c)
     return 0;
 }
 
+int client_take_blocks(const struct pc_client *c, int shard, uint32_t lo,
+                       uint32_t hi, const struct hc_wire_msg *d,
+                       float *params, const char *what, char *why,
+                       size_t why_n)
+{
+    const struct shard_plan *p = &c->plan[shard];
+    uint32_t k;
+    int rv;
+
+    if (d->n_tensors != hi - lo) {
+        snprintf(why, why_n, "%s: ps:%d sent %zu blocks, asked for %u", what,
+                 shard, d->n_tensors, hi - lo);
+        return HC_ERR_PROTO;
+    }
+    for (k = lo; k < hi; k++) {
+        const struct hc_block *b = &c->layout.blocks[p->blocks[k]];
+        const Hetps__TensorRef *t = d->env->tensors[k - lo];
+
+        if (t->key != b->var || t->offset != b->offset ||
+            t->length != b->length) {
+            snprintf(why, why_n, "%s: ps:%d sent block (%u, %llu, %u), asked "
+                     "for (%u, %llu, %u)", what, shard, t->key,
+                     (unsigned long long)t->offset, t->length, b->var,
+                     (unsigned long long)b->offset, b->length);
+            return HC_ERR_PROTO;
+        }
+        if ((rv = hc_wire_take(d, k - lo, params + b->flat)) != HC_OK) {
+            snprintf(why, why_n, "%s: ps:%d: %s", what, shard, hc_err_msg());
+            return rv;
+        }
+    }
+    return HC_OK;
+}
+
 /* One step's parts: call j is part pc->part[j] of shard pc->shard[j]. */
 struct parts_job {
     struct pc_client *c;
@@ -235,7 +269,7 @@ static int take_part(struct pc_client *c, struct parts_job *jb, int j,
 {
     const struct part_call *pcl = &c->pcalls[j];
     const struct shard_plan *p = &c->plan[pcl->shard];
-    uint32_t lo = p->part_at[pcl->part], hi = p->part_at[pcl->part + 1], k;
+    uint32_t lo = p->part_at[pcl->part], hi = p->part_at[pcl->part + 1];
     const struct hc_wire_msg *d = &c->p_dec[j];
     const Hetps__Envelope *e;
     int rv;
@@ -264,31 +298,8 @@ static int take_part(struct pc_client *c, struct parts_job *jb, int j,
                  (unsigned long long)e->request_id);
         return HC_ERR_PROTO;
     }
-    if (d->n_tensors != hi - lo) {
-        snprintf(why, why_n, "push-and-pull: ps:%d sent %zu blocks for part "
-                 "%u, asked for %u", pcl->shard, d->n_tensors, pcl->part,
-                 hi - lo);
-        return HC_ERR_PROTO;
-    }
-    for (k = lo; k < hi; k++) {
-        const struct hc_block *b = &c->layout.blocks[p->blocks[k]];
-        const Hetps__TensorRef *t = e->tensors[k - lo];
-
-        if (t->key != b->var || t->offset != b->offset ||
-            t->length != b->length) {
-            snprintf(why, why_n, "push-and-pull: ps:%d sent block (%u, %llu, "
-                     "%u), asked for (%u, %llu, %u)", pcl->shard, t->key,
-                     (unsigned long long)t->offset, t->length, b->var,
-                     (unsigned long long)b->offset, b->length);
-            return HC_ERR_PROTO;
-        }
-        if ((rv = hc_wire_take(d, k - lo, jb->params + b->flat)) != HC_OK) {
-            snprintf(why, why_n, "push-and-pull: ps:%d: %s", pcl->shard,
-                     hc_err_msg());
-            return rv;
-        }
-    }
-    return HC_OK;
+    return client_take_blocks(c, pcl->shard, lo, hi, d, jb->params,
+                              "push-and-pull", why, why_n);
 }
 
 static void take_one(void *arg, int j)

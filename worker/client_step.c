@@ -90,38 +90,12 @@ static void values_one(void *arg, int i)
 {
     const struct values_job *j = arg;
     const struct pc_client *c = j->c;
-    const struct shard_plan *p = &c->plan[i];
-    const struct hc_wire_msg *d = &c->dec[i];
-    size_t k;
 
     j->rv[i] = HC_OK;
-    if (!p->n_blocks)
-        return;                 /* not asked: it holds no block */
-    if (d->n_tensors != p->n_blocks) {
-        j->rv[i] = HC_ERR_PROTO;
-        snprintf(j->why[i], sizeof j->why[i], "pull: ps:%d sent %zu blocks, "
-                 "asked for %u", i, d->n_tensors, p->n_blocks);
-        return;
-    }
-    for (k = 0; k < d->n_tensors; k++) {
-        const struct hc_block *b = &c->layout.blocks[p->blocks[k]];
-        const Hetps__TensorRef *t = d->env->tensors[k];
-
-        if (t->key != b->var || t->offset != b->offset ||
-            t->length != b->length) {
-            j->rv[i] = HC_ERR_PROTO;
-            snprintf(j->why[i], sizeof j->why[i], "pull: ps:%d sent block "
-                     "(%u, %llu, %u), asked for (%u, %llu, %u)", i, t->key,
-                     (unsigned long long)t->offset, t->length, b->var,
-                     (unsigned long long)b->offset, b->length);
-            return;
-        }
-        if ((j->rv[i] = hc_wire_take(d, k, j->params + b->flat)) != HC_OK) {
-            snprintf(j->why[i], sizeof j->why[i], "pull: ps:%d: %s", i,
-                     hc_err_msg());
-            return;
-        }
-    }
+    if (c->plan[i].n_blocks)    /* else not asked: it holds no block */
+        j->rv[i] = client_take_blocks(c, i, 0, c->plan[i].n_blocks,
+                                      &c->dec[i], j->params, "pull",
+                                      j->why[i], sizeof j->why[i]);
 }
 
 /* Copy the values of every shard's answer (in c->dec) into params, check
