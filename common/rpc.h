@@ -155,8 +155,9 @@ int hc_rpc_call_all_kept(hc_rpc_client *c, int n, const int *peers,
 
 /* Makes call index i's request again for a re-send: the very bytes of the
  * first attempt (same request id). Called on the calling thread while a
- * call runs. Returns HC_OK, or a code with its message set (the call then
- * fails for that peer). */
+ * call runs; a first attempt's, in target order, may wait for what it
+ * sends. Returns HC_OK, or a code with its message set: the call then
+ * fails, its other targets ended at once. */
 typedef int (*hc_rpc_remake_fn)(void *arg, int i, nng_msg **out);
 
 /* hc_rpc_call_all, where every reqs[i] is sent as it is (taken, set NULL)

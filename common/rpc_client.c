@@ -156,9 +156,10 @@ static nng_msg *attempt_bytes(hc_rpc_link *p)
 
     p->first = NULL;
     if (!m && (rv = p->remake(p->remake_arg, p->remake_i, &m)) != HC_OK) {
-        snprintf(p->msg, sizeof p->msg, "%s at %s: making the request "
-                 "again: %s", p->name, p->url, hc_err_msg());
+        snprintf(p->msg, sizeof p->msg, "%s at %s: making the request: %s",
+                 p->name, p->url, hc_err_msg());
         peer_done(p, rv);
+        p->c->abort = 1;        /* the call fails: the others end now */
         return NULL;
     }
     return m;
@@ -319,8 +320,8 @@ static void step(hc_rpc_link *p, nng_time now)
 static void link_next(hc_rpc_link *p);
 
 /* Step every peer of the call until each is done. Past `hard` (a guard
- * against a backend that never answers nor loses) the call is aborted:
- * each peer's next step ends it. */
+ * against a backend that never answers nor loses), or once a request
+ * could not be made, the call is aborted: each peer's next step ends it. */
 static void drive(hc_rpc_client *c, int n, const int *peers, nng_time hard)
 {
     int i;
@@ -340,7 +341,7 @@ static void drive(hc_rpc_client *c, int n, const int *peers, nng_time hard)
             nng_mtx_lock(c->mtx);
             continue;
         }
-        if (now >= hard) {
+        if (now >= hard || (c->abort && hard > now + 100)) {
             c->abort = 1;
             for (i = 0; i < n; i++)
                 c->peers[peers[i]].due = now;

@@ -462,6 +462,7 @@ static int set_parts(struct pc_client *c)
                                          (int)k - 1;
         }
     }
+    client_parts_order(c);
     hc_info("each step moves in %d parts of about %.1f MiB over %d lanes "
             "per shard", n, (double)c->part_bytes / (1 << 20), c->lanes);
     return HC_OK;

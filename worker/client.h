@@ -15,6 +15,8 @@
 #ifndef HC_CLIENT_H
 #define HC_CLIENT_H
 
+#include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -72,6 +74,10 @@ int pc_leave(struct pc_client *c);
 int pc_set_model(struct pc_client *c, const struct hc_model *m,
                  uint32_t block_elems);
 
+/* Whether a step of pc_sync_step and pc_async_step moves in parts (the
+ * model set is large enough for more than one part a shard). */
+int pc_in_parts(const struct pc_client *c);
+
 /* Chief: register the model's variables on every shard with their initial
  * values `init` (n_params floats). Idempotent across restarts. */
 int pc_create(struct pc_client *c, const float *init);
@@ -114,6 +120,31 @@ int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
                  uint64_t base_version, float samples_per_s, uint64_t clock,
                  int *late);
 
+/*
+ * A gradient still being computed, pushed as it is (BytePS's priority):
+ * backward marks elements [from, n_params) final as it finishes each
+ * layer, the last layers first, and a step in parts sends each part as
+ * soon as all its elements are (a step in one message waits for all).
+ * The computing thread marks; the thread running the step waits. Reset
+ * before each step.
+ */
+struct pc_ready {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t from;                /* under mu: [from, n_params) final */
+    int failed;                 /* under mu: the computation failed */
+};
+
+void pc_ready_init(struct pc_ready *r);
+void pc_ready_destroy(struct pc_ready *r);
+/* Nothing final yet: from = n_params, failed = 0. */
+void pc_ready_reset(struct pc_ready *r, size_t n_params);
+/* Elements [from, n_params) are final (from only goes down). */
+void pc_ready_mark(struct pc_ready *r, size_t from);
+/* The gradient will never be final: every wait returns HC_ERR_CANCELLED
+ * and the step gives up. */
+void pc_ready_fail(struct pc_ready *r);
+
 /* A gradient to push: the mean over `samples` samples, computed on the
  * values of base_version, with the worker's measured speed. */
 struct pc_grad {
@@ -121,6 +152,10 @@ struct pc_grad {
     uint32_t samples;
     uint64_t base_version;
     float samples_per_s;
+    struct pc_ready *ready;     /* NULL: data is final; else sent as it
+                                   becomes final (the step then only writes
+                                   into params the blocks whose gradient
+                                   is final) */
 };
 
 /*

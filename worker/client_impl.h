@@ -184,12 +184,21 @@ size_t client_parts_plan(struct pc_client *c);
 /* Whether any shard's step moves in more than one part. */
 int client_parts_used(const struct pc_client *c);
 
+/* Order the step's parts (c->pcalls, c->p_peers) as a backward pass
+ * finishes them: the last elements of the model first. */
+void client_parts_order(struct pc_client *c);
+
 /* One step's push-and-pull in parts: env (a Push, its per-part fields
- * filled here) with grads' blocks, the answers' values into params, the
- * version, slice and late flag into st. Errors name the shard. */
+ * filled here) with g's blocks — each part sent once g->ready says its
+ * elements are final — the answers' values into params, the version,
+ * slice and late flag into st. Errors name the shard. */
 int client_parts_step(struct pc_client *c, const Hetps__Envelope *env,
-                      const float *grads, float *params, struct pc_step *st,
-                      int timeout_ms);
+                      const struct pc_grad *g, float *params,
+                      struct pc_step *st, int timeout_ms);
+
+/* Wait until elements [at, n_params) of r's gradient are final: HC_OK, or
+ * HC_ERR_CLOSED when the computation failed. r NULL: at once. */
+int client_ready_wait(struct pc_ready *r, size_t at);
 
 /* ---- the layout (client.c) --------------------------------------------- */
 

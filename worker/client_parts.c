@@ -1,12 +1,16 @@
 /*
  * client_parts.c — a step's push-and-pull in parts (BytePS's partitions):
  * each shard's blocks of the step are cut into parts of about part_bytes,
- * in layout order (the first layers' blocks first: the next forward pass
- * needs them first), and part k travels on lane k — a connection of its
+ * in layout order, and part k travels on lane k — a connection of its
  * own to the shard — so a shard receives, applies and answers one part
  * while the next is on the wire, and several cores copy at once. At most
  * one part per lane: a synchronous shard holds a worker's parts until the
  * last is in, so every part must be in flight together.
+ *
+ * Parts leave in the order a backward pass finishes them, the model's
+ * last elements first (BytePS's and P3's priority): with a gradient still
+ * being computed (pc_ready), each is made and sent as soon as its
+ * elements are final, while backward goes on with the first layers.
  *
  * Each part is its own request (its own id on its lane), made when its
  * lane takes it (encoded from the gradients again for a re-send), checked
@@ -64,6 +68,95 @@ size_t client_parts_plan(struct pc_client *c)
     return total;
 }
 
+/* The first element of call j's part: all of the part lies at or after
+ * it (a shard's blocks are in layout order). */
+static size_t part_low(const struct pc_client *c, int j)
+{
+    const struct part_call *pcl = &c->pcalls[j];
+    const struct shard_plan *p = &c->plan[pcl->shard];
+
+    return c->layout.blocks[p->blocks[p->part_at[pcl->part]]].flat;
+}
+
+void client_parts_order(struct pc_client *c)
+{
+    int j, k;
+
+    for (j = 1; j < c->n_pcalls; j++) {        /* insertion: a few hundred */
+        struct part_call pc = c->pcalls[j];
+        int peer = c->p_peers[j];
+        size_t low = part_low(c, j);
+
+        for (k = j; k > 0 && part_low(c, k - 1) < low; k--) {
+            c->pcalls[k] = c->pcalls[k - 1];
+            c->p_peers[k] = c->p_peers[k - 1];
+        }
+        c->pcalls[k] = pc;
+        c->p_peers[k] = peer;
+    }
+}
+
+void pc_ready_init(struct pc_ready *r)
+{
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    r->from = 0;
+    r->failed = 0;
+}
+
+void pc_ready_destroy(struct pc_ready *r)
+{
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->mu);
+}
+
+void pc_ready_reset(struct pc_ready *r, size_t n_params)
+{
+    pthread_mutex_lock(&r->mu);
+    r->from = n_params;
+    r->failed = 0;
+    pthread_mutex_unlock(&r->mu);
+}
+
+void pc_ready_mark(struct pc_ready *r, size_t from)
+{
+    pthread_mutex_lock(&r->mu);
+    if (from < r->from) {
+        r->from = from;
+        pthread_cond_broadcast(&r->cv);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+void pc_ready_fail(struct pc_ready *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->failed = 1;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+int client_ready_wait(struct pc_ready *r, size_t at)
+{
+    int failed;
+
+    if (!r)
+        return HC_OK;
+    pthread_mutex_lock(&r->mu);
+    while (r->from > at && !r->failed)
+        pthread_cond_wait(&r->cv, &r->mu);
+    failed = r->failed;
+    pthread_mutex_unlock(&r->mu);
+    return failed ? hc_err_set(HC_ERR_CLOSED, "the gradient to push was "
+                               "not computed")
+                  : HC_OK;
+}
+
+int pc_in_parts(const struct pc_client *c)
+{
+    return c->have_layout && client_parts_used(c);
+}
+
 int client_parts_used(const struct pc_client *c)
 {
     for (int i = 0; i < c->n; i++)
@@ -111,6 +204,7 @@ struct parts_job {
     struct pc_client *c;
     const Hetps__Envelope *env;
     const float *grads;
+    struct pc_ready *ready;     /* NULL: grads final */
     float *params;
 };
 
@@ -125,7 +219,11 @@ static int part_request(struct parts_job *jb, int j, nng_msg **out)
     uint32_t lo = p->part_at[pcl->part], hi = p->part_at[pcl->part + 1], k;
     Hetps__Envelope env = *jb->env;
     Hetps__Push push = *jb->env->push;
+    int rv;
 
+    *out = NULL;
+    if ((rv = client_ready_wait(jb->ready, part_low(c, j))) != HC_OK)
+        return rv;
     for (k = lo; k < hi; k++)
         p->src[k].data = jb->grads + c->layout.blocks[p->blocks[k]].flat;
     push.n_ranges = hi - lo;
@@ -137,7 +235,6 @@ static int part_request(struct parts_job *jb, int j, nng_msg **out)
     env.request_id = pcl->id;
     env.has_lane = 1;
     env.lane = pcl->part;
-    *out = NULL;
     return hc_wire_encode(out, &env, p->src + lo, hi - lo);
 }
 
@@ -325,12 +422,12 @@ static void part_landed(void *arg, int j, nng_msg *reply)
 }
 
 int client_parts_step(struct pc_client *c, const Hetps__Envelope *env,
-                      const float *grads, float *params, struct pc_step *st,
-                      int timeout_ms)
+                      const struct pc_grad *g, float *params,
+                      struct pc_step *st, int timeout_ms)
 {
-    struct parts_job jb = {c, env, grads, params};
-    uint64_t vmin = UINT64_MAX, shard_v = 0;
-    int j, rv, first = -1;
+    struct parts_job jb = {c, env, g->data, g->ready, params};
+    uint64_t vmin = UINT64_MAX;
+    int i, j, rv, first = -1;
 
     /* The ids in lane order within each shard: part k's lane carries only
      * it this step, so any increasing order keeps each lane's. */
@@ -353,26 +450,31 @@ int client_parts_step(struct pc_client *c, const Hetps__Envelope *env,
     hc_fanout_run(client_big(c) ? c->fan : NULL, c->n_pcalls, take_one, &jb);
     st->has_slice = 0;
     st->late = 0;
-    for (j = 0; j < c->n_pcalls; j++) {
-        const Hetps__Ack *a;
+    for (j = 0; j < c->n_pcalls; j++)
+        if (c->p_rv[j] != HC_OK && first < 0)
+            first = j;
+    /* A shard's version: its newest part's (async: a later part may be
+     * answered before the one that counted the push); the step's, the
+     * smallest shard's. */
+    for (i = 0; first < 0 && i < c->n; i++) {
+        uint64_t shard_v = 0;
+        int any = 0;
 
-        if (c->p_rv[j] != HC_OK) {
-            if (first < 0)
-                first = j;
-            continue;
+        for (j = 0; j < c->n_pcalls; j++) {
+            const Hetps__Ack *a = c->p_dec[j].env->ack;
+
+            if (c->pcalls[j].shard != i)
+                continue;
+            any = 1;
+            if (a->has_version && a->version > shard_v)
+                shard_v = a->version;
         }
-        a = c->p_dec[j].env->ack;
-        /* A shard's version: its newest part's (async: a later part may
-         * be answered before the first counted the push); the step's, the
-         * smallest shard's (calls are in shard order). */
-        if (a->has_version && a->version > shard_v)
-            shard_v = a->version;
-        if (j + 1 == c->n_pcalls ||
-            c->pcalls[j + 1].shard != c->pcalls[j].shard) {
-            if (shard_v < vmin)
-                vmin = shard_v;
-            shard_v = 0;
-        }
+        if (any && shard_v < vmin)
+            vmin = shard_v;
+    }
+    for (j = 0; first < 0 && j < c->n_pcalls; j++) {
+        const Hetps__Ack *a = c->p_dec[j].env->ack;
+
         if (a->has_late && a->late)
             st->late = 1;
         /* ps:0's slice (it holds the model's first block): any of its

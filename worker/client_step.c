@@ -305,8 +305,10 @@ static int push_pull(struct pc_client *c, const struct pc_grad *g,
 
         push_env(c, &env, &push, g->samples, g->base_version,
                  g->samples_per_s, st);
-        return client_parts_step(c, &env, g->data, params, st, wait_ms);
+        return client_parts_step(c, &env, g, params, st, wait_ms);
     }
+    if ((rv = client_ready_wait(g->ready, 0)) != HC_OK)
+        return hc_err_set(rv, "push-and-pull: %s", hc_err_msg());
     rv = send_push(c, g->data, g->samples, g->base_version,
                    g->samples_per_s, st, 1, wait_ms);
     return rv == HC_OK ? take_values(c, params, st) : rv;

@@ -123,6 +123,9 @@ static void usage(FILE *f)
 "                            own (1 to 8, default 4; 1: one message per shard)\n"
 "      --part-size BYTES     about this many bytes a part (K/M suffixes;\n"
 "                            default 4M)\n"
+"      --early-push on|off   a step in parts: push each part as soon as\n"
+"                            backward has computed it, the last layers first\n"
+"                            (default on, CPU devices; off: after backward)\n"
 "  -h, --help                show this help and exit\n"
 "\n"
 "Exit status: 0 when done, 1 on a runtime failure (an unreachable shard is\n"
@@ -607,7 +610,7 @@ static int parse_args(int argc, char **argv, struct worker_args *a)
            O_MAXSTEPS, O_OVERLAP, O_THREADS, O_EVAL, O_NOEVAL, O_SLOWDOWN, O_MODE,
            O_VERBOSE, O_PROGRESS, O_LOGDIR, O_METRICS,
            O_EXPORT, O_BEST, O_NPDATA, O_VALDATA, O_INITIAL, O_LOSS, O_OPTIM,
-           O_LANES, O_PART };
+           O_LANES, O_PART, O_EARLY };
     static const struct option opts[] = {
         { "cluster", required_argument, NULL, 'c' },
         { "task", required_argument, NULL, 't' },
@@ -640,6 +643,7 @@ static int parse_args(int argc, char **argv, struct worker_args *a)
         { "retry", required_argument, NULL, O_RETRY },
         { "lanes", required_argument, NULL, O_LANES },
         { "part-size", required_argument, NULL, O_PART },
+        { "early-push", required_argument, NULL, O_EARLY },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -723,6 +727,14 @@ static int parse_args(int argc, char **argv, struct worker_args *a)
         case O_PART:
             if (parse_bytes("--part-size", optarg, &a->po.part_bytes))
                 return 2;
+            break;
+        case O_EARLY:
+            if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
+                fprintf(stderr, "hetps-worker: --early-push: '%s'; use on or "
+                        "off\n", optarg);
+                return 2;
+            }
+            a->train.push_late = !strcmp(optarg, "off");
             break;
         case 'h': usage(stdout); return 0;
         default:

@@ -462,10 +462,54 @@ int wk_net_backward(struct wk_net *net, const float *params, float *grads)
                            dev_grads(d, grads), dy, dx,
                            i > net->first_param))
             dy = dx;
+        if (net->on_grads && (l->n_w || l->n_b))
+            net->on_grads(net->on_grads_arg, l->n_w ? l->off_w : l->off_b);
     }
     if ((rv = check_all(net)) || (rv = download_grads(net, grads)))
         return rv;
     return HC_OK;
+}
+
+/* Whether each layer's parameters lie after the previous layer's (kernel,
+ * then bias): then once layer i's gradient is in, so is everything from
+ * its first element on. */
+static int params_in_layer_order(const struct wk_net *net)
+{
+    size_t end = 0;
+    int i;
+
+    for (i = 0; i < net->n_layers; i++) {
+        const struct nn_layer *l = &net->layers[i];
+
+        if (l->n_w) {
+            if (l->off_w < end)
+                return 0;
+            end = l->off_w + l->n_w;
+        }
+        if (l->n_b) {
+            if (l->off_b < end)
+                return 0;
+            end = l->off_b + l->n_b;
+        }
+    }
+    return end == net->n_params;
+}
+
+int wk_net_on_grads(struct wk_net *net, void (*fn)(void *arg, size_t from),
+                    void *arg)
+{
+    int k;
+
+    net->on_grads = NULL;
+    net->on_grads_arg = NULL;
+    if (!fn || !params_in_layer_order(net))
+        return 0;
+    for (k = 0; k < net->n_devs; k++)
+        if (!net->devs[k].be->host_memory)
+            return 0;
+    net->on_grads = fn;
+    net->on_grads_arg = arg;
+    return 1;
 }
 
 /* ---- convenience ---- */

@@ -83,6 +83,8 @@ struct wk_net {
     int *labels_d;          /* (max_B)    on out_be, device only, CCE */
     float *stage_h;         /* (max_B, max crossing size) host staging of
                              * a copy between two device backends */
+    void (*on_grads)(void *arg, size_t from); /* wk_net_on_grads */
+    void *on_grads_arg;
     /* state of the current step */
     int B;
     int stage;              /* 0 nothing, 1 forward done, 2 loss done */

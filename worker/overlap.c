@@ -1,5 +1,5 @@
 /*
- * overlap.c — asynchronous push-and-pulls on a thread (overlap.h).
+ * overlap.c — push-and-pulls on a thread (overlap.h).
  */
 #include "overlap.h"
 
@@ -18,7 +18,8 @@ static void *exchange_main(void *arg)
         if (!x->busy)
             break;
         pthread_mutex_unlock(&x->mu);
-        x->rv = pc_async_step(x->pc, &x->g, x->params, &x->st);
+        x->rv = (x->step ? x->step : pc_async_step)(x->pc, &x->g, x->params,
+                                                    &x->st);
         if (x->rv != HC_OK)   /* hc_err is per thread: carry it back */
             snprintf(x->err, sizeof x->err, "%s", hc_err_msg());
         pthread_mutex_lock(&x->mu);

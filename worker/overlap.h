@@ -1,8 +1,9 @@
 /*
- * overlap.h — asynchronous push-and-pulls on a thread of their own, so
- * that the trainer computes the next step while one travels (`hetps-worker
- * --overlap`, async mode: trainer.c). One thread for the whole run, woken
- * per step.
+ * overlap.h — push-and-pulls on a thread of their own, so that the trainer
+ * computes while one travels: the next step (`hetps-worker --overlap`,
+ * async mode: trainer.c), or the step's own backward, the push begun
+ * before it (a gradient with pc_ready: its parts leave as backward
+ * finishes them). One thread for the whole run, woken per step.
  *
  * The trainer owns two parameter buffers and two gradient buffers: an
  * exchange reads one gradient buffer and writes one parameter buffer while
@@ -22,6 +23,8 @@ struct wk_overlap {
                                    trainer until wk_overlap_wait) */
     float *params;              /* where the pulled values go */
     struct pc_step st;          /* in: clock, place; out: version */
+    int (*step)(struct pc_client *, const struct pc_grad *, float *,
+                struct pc_step *); /* the exchange (NULL: pc_async_step) */
     int running;                /* one is asked for or under way */
 
     /* the thread's side */

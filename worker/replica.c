@@ -733,6 +733,16 @@ void wk_replicas_set_share(struct wk_replicas *r, int on)
     r->solo = WK_SHARE_ALL;
 }
 
+int wk_replicas_on_grads(struct wk_replicas *r,
+                         void (*fn)(void *arg, size_t from), void *arg)
+{
+    int single = r->n == 1 || r->placed;
+
+    if (!single || r->dev[0].slowdown > 1.0)
+        fn = NULL;
+    return wk_net_on_grads(r->dev[0].net, fn, arg);
+}
+
 int wk_replicas_set_slowdown(struct wk_replicas *r, int dev, double factor)
 {
     if (dev < 0 || dev >= r->n)
@@ -744,5 +754,7 @@ int wk_replicas_set_slowdown(struct wk_replicas *r, int dev, double factor)
                           "wk_replicas_set_slowdown: factor %g; use 1 to 1000",
                           factor);
     r->dev[dev].slowdown = factor;
+    if (factor > 1.0 && dev == 0)       /* its gradient only once slept */
+        wk_net_on_grads(r->dev[0].net, NULL, NULL);
     return HC_OK;
 }

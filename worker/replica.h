@@ -151,6 +151,17 @@ int wk_replicas_set_split(struct wk_replicas *r, const int *counts);
  */
 void wk_replicas_set_share(struct wk_replicas *r, int on);
 
+/*
+ * Have each later wk_replicas_step call fn(arg, from) as soon as the
+ * gradient's elements [from, n_params) are final (wk_net_on_grads), while
+ * backward still computes the rest. Only a single net in host memory
+ * (one CPU device, or layers placed on CPUs) and no test slowdown; 0 when
+ * fn will not be called (mirrored devices are reduced at the end, a GPU's
+ * gradients downloaded at the end), 1 when it will. fn NULL: no more.
+ */
+int wk_replicas_on_grads(struct wk_replicas *r,
+                         void (*fn)(void *arg, size_t from), void *arg);
+
 /* For tests: device dev sleeps (factor − 1) × its compute time after each
  * slice, so it looks factor times slower. factor ≥ 1 (1 = off).
  * HC_ERR_INVAL for a bad device or factor. No effect in placed mode. */

@@ -60,6 +60,9 @@ struct run {
     double speed;               /* samples/s, moving average */
     double t_compute, t_exchange; /* s spent computing / in push-and-pull */
     double t_exchange_warm;     /* of t_exchange: the first WARM_STEPS */
+    int early;                  /* push during backward (compute_pushing) */
+    struct pc_ready ready;      /*   how much of r->grads is final */
+    struct wk_overlap ex;       /*   the exchange thread */
     long n_exchanges;           /* push-and-pulls timed */
     struct wk_watch *watch;     /* what the user sees (watch.h) */
 };
@@ -98,6 +101,61 @@ static int compute(struct run *r, int n, double *loss, int *correct)
     }
     r->steps++;
     return rv;
+}
+
+/* Backward finished every element from `from` on (wk_replicas_on_grads). */
+static void grads_final(void *arg, size_t from)
+{
+    pc_ready_mark(arg, from);
+}
+
+typedef int (*step_fn)(struct pc_client *, const struct pc_grad *, float *,
+                       struct pc_step *);
+
+/*
+ * compute() with the step's push-and-pull begun before it, on the exchange
+ * thread (overlap.h): each part of the gradient leaves as soon as backward
+ * has finished its layers, the last layers first, while backward computes
+ * the first (r->early). g (all but its data, samples and speed) and st are
+ * the step's; the values come back into r->params — only blocks whose
+ * gradient is final, which backward no longer reads. *waited: the time the
+ * exchange took after computing.
+ */
+static int compute_pushing(struct run *r, int n, double *loss, int *k,
+                           struct pc_grad *g, struct pc_step *st,
+                           step_fn step, double *waited)
+{
+    struct wk_overlap *x = &r->ex;
+    char why[512];
+    double t;
+    int rv, xrv;
+
+    pc_ready_reset(&r->ready, r->m->n_params);
+    g->data = r->grads;
+    g->samples = (uint32_t)n;
+    g->samples_per_s = (float)r->speed;    /* as measured up to now */
+    g->ready = &r->ready;
+    x->pc = r->pc;
+    x->g = *g;
+    x->st = *st;
+    x->params = r->params;
+    x->step = step;
+    if ((rv = wk_overlap_start(x)) != HC_OK)
+        return rv;
+    rv = compute(r, n, loss, k);
+    snprintf(why, sizeof why, "%s", rv == HC_OK ? "" : hc_err_msg());
+    if (rv != HC_OK)
+        pc_ready_fail(&r->ready);       /* the exchange gives up */
+    else
+        pc_ready_mark(&r->ready, 0);
+    t = hc_now_s();
+    xrv = wk_overlap_wait(x);
+    *waited = hc_now_s() - t;
+    if (rv != HC_OK)
+        return hc_err_set(rv, "%s", why);
+    if (xrv == HC_OK)
+        *st = x->st;
+    return xrv;
 }
 
 /* 1 when every worker but `self` has left (or died), by every shard's
@@ -422,38 +480,43 @@ static int run_async(struct run *r)
         wk_watch_begin(r->watch, epoch, nb, t0);
         for (b = epoch == (int)e0 ? (int)b0 : 0; b < nb && !stopping(r); b++) {
             struct pc_grad g;
-            double loss, tc = r->t_compute, tx;
+            double loss, tc = r->t_compute, tx, dx = 0;
             int n, k;
 
             rv = wk_shard_batch(&r->shard, epoch, b, r->B, &r->train, r->x,
                                 r->y, &n);
-            if (rv == HC_OK)
-                rv = compute(r, n, &loss, &k);
             if (rv != HC_OK)
                 goto out;
             g = (struct pc_grad){ .data = r->grads, .samples = (uint32_t)n,
-                                  .base_version = version,
-                                  .samples_per_s = (float)r->speed };
+                                  .base_version = version };
             st.clock = r->clock;
             st.epoch = (uint32_t)epoch;
             st.batches = (uint32_t)b + 1;
-            tx = hc_now_s();
-            if (r->c->overlap) {
-                rv = overlap_step(r, &x, &g, &st, &version);
-            } else {
-                rv = ssp ? pc_ssp_step(r->pc, &g, r->params, &st)
-                         : pc_async_step(r->pc, &g, r->params, &st);
+            if (r->early) {
+                rv = compute_pushing(r, n, &loss, &k, &g, &st, pc_async_step,
+                                     &dx);
                 version = st.version;
+            } else if ((rv = compute(r, n, &loss, &k)) == HC_OK) {
+                g.samples_per_s = (float)r->speed;
+                tx = hc_now_s();
+                if (r->c->overlap) {
+                    rv = overlap_step(r, &x, &g, &st, &version);
+                } else {
+                    rv = ssp ? pc_ssp_step(r->pc, &g, r->params, &st)
+                             : pc_async_step(r->pc, &g, r->params, &st);
+                    version = st.version;
+                }
+                dx = hc_now_s() - tx;
             }
             if (rv != HC_OK)
                 goto out;
-            note_exchange(r, hc_now_s() - tx);
+            note_exchange(r, dx);
             r->clock++;
             loss_sum += loss * n;
             correct += k;
             seen += n;
-            wk_watch_step(r->watch, b + 1, n, loss, k, r->t_compute - tc,
-                          hc_now_s() - tx, hc_now_s());
+            wk_watch_step(r->watch, b + 1, n, loss, k, r->t_compute - tc, dx,
+                          hc_now_s());
         }
         {   /* the epoch's last exchange, before its values are judged */
             double tx = hc_now_s();
@@ -533,7 +596,7 @@ static int one_step(struct run *r, struct sync_run *y, uint64_t v, int epoch,
                     long long t)
 {
     struct pc_grad g;
-    double loss, tx, tc = r->t_compute;
+    double loss, tx, dx = 0, tc = r->t_compute;
     int n, k, rv;
 
     rv = wk_shard_slice(&r->shard, epoch, t * y->s.G + y->st.offset,
@@ -543,24 +606,29 @@ static int one_step(struct run *r, struct sync_run *y, uint64_t v, int epoch,
     if (n == 0)
         return hc_err_set(HC_ERR_DATA, "step %llu: empty slice",
                           (unsigned long long)v);
-    if ((rv = compute(r, n, &loss, &k)) != HC_OK)
-        return rv;
     g = (struct pc_grad){ .data = r->grads, .samples = (uint32_t)n,
-                          .base_version = v, .samples_per_s = (float)r->speed };
+                          .base_version = v };
     y->st.clock = r->clock;
     y->st.global_batch = (uint32_t)wk_sync_batch_of(&y->s, v + 1);
-    tx = hc_now_s();
-    if ((rv = pc_sync_step(r->pc, &g, r->params, &y->st)) != HC_OK)
+    if (r->early) {
+        rv = compute_pushing(r, n, &loss, &k, &g, &y->st, pc_sync_step, &dx);
+    } else if ((rv = compute(r, n, &loss, &k)) == HC_OK) {
+        g.samples_per_s = (float)r->speed;
+        tx = hc_now_s();
+        rv = pc_sync_step(r->pc, &g, r->params, &y->st);
+        dx = hc_now_s() - tx;
+    }
+    if (rv != HC_OK)
         return rv;
-    note_exchange(r, hc_now_s() - tx);
+    note_exchange(r, dx);
     r->clock++;
     if (y->st.late)
         r->late++;
     y->loss_sum += loss * n;
     y->correct += k;
     y->seen += n;
-    wk_watch_step(r->watch, t + 1, n, loss, k, r->t_compute - tc,
-                  hc_now_s() - tx, hc_now_s());
+    wk_watch_step(r->watch, t + 1, n, loss, k, r->t_compute - tc, dx,
+                  hc_now_s());
     return HC_OK;
 }
 
@@ -761,6 +829,8 @@ int wk_train(const struct wk_train_conf *c)
     char devstr[256];
     int rv, joined = 0, have_devs = 0;
 
+    pc_ready_init(&r.ready);
+
     if (c->overlap && c->cluster->mode != HC_MODE_ASYNC)
         return hc_err_set(HC_ERR_CONFIG, "--overlap pushes each step while "
                           "the next computes, on values one exchange staler: "
@@ -858,6 +928,13 @@ int wk_train(const struct wk_train_conf *c)
     }
     if (rv != HC_OK)
         goto out;
+    if (!c->push_late && !c->overlap && c->cluster->mode != HC_MODE_SSP &&
+        c->slowdown <= 1.0 && pc_in_parts(r.pc) &&
+        wk_replicas_on_grads(r.rep, grads_final, &r.ready)) {
+        r.early = 1;
+        hc_info("each part is pushed as soon as backward has computed it, "
+                "the last layers first");
+    }
 
     if (sync)
         hc_info("training %s (sync): %d epoch(s), global batch %d over %d "
@@ -872,6 +949,7 @@ int wk_train(const struct wk_train_conf *c)
     if (rv == HC_OK && r.do_eval && r.chief && !(c->stop && *c->stop))
         rv = final_eval(&r);
 out:
+    wk_overlap_stop(&r.ex);     /* idle: compute_pushing waits for it */
     if (r.pc && joined) {
         int lrv, keep = rv;
         char msg[1024];
@@ -896,5 +974,6 @@ out:
     wk_shard_free(&r.shard);
     wk_data_free(&r.train);
     wk_data_free(&r.test);
+    pc_ready_destroy(&r.ready);
     return rv;
 }

@@ -35,6 +35,9 @@ struct wk_train_conf {
     int max_steps;              /* stop after this many steps (0: no limit) */
     int overlap;                /* async: push-and-pull each step on its own
                                    thread while the next computes (overlap.h) */
+    int push_late;              /* push a step in parts only after the whole
+                                   backward (--early-push off); 0: each part
+                                   as soon as backward computed it */
     const char *data_dir;       /* NULL: Fashion-MNIST's default */
     const char *data;           /* NumPy arrays instead: "X.npy,Y.npy" or
                                    "F.npz" (data.h); NULL: data_dir */

@@ -41,6 +41,8 @@ for p in hetps-ps hetps-worker; do
     "$BIN/$p" --cluster "$T/good.json" --task ${p#hetps-}:0 --mode ssp > "$T/out.txt" 2>&1
     [ $? -eq 2 ] && grep -q -- '--mode: "ssp" is not a mode' "$T/out.txt" || { cat "$T/out.txt"; fail "$p --mode ssp: no exit 2 with the reason"; }
 done
+"$BIN/hetps-worker" --cluster "$T/good.json" --task worker:0 --early-push maybe > "$T/out.txt" 2>&1
+[ $? -eq 2 ] && grep -q -- "--early-push: 'maybe'; use on or off" "$T/out.txt" || { cat "$T/out.txt"; fail "hetps-worker --early-push maybe: no exit 2 with the reason"; }
 "$BIN/hetps" launch --mode fast "$T/good.json" > "$T/out.txt" 2>&1
 [ $? -eq 2 ] && grep -q -- '--mode: "fast" is not a mode' "$T/out.txt" || { cat "$T/out.txt"; fail "hetps launch --mode fast: no exit 2 with the reason"; }
 ok "configuration mistakes exit 2 with a message"

@@ -2,7 +2,9 @@
 # sync.sh — the consistency modes with real processes on loopback:
 #   1. sync with 2 workers × batch 32 gives the same parameters as 1 worker
 #      × batch 64 after 20 steps on the same samples (relative ≤ 1e-5), and
-#      so does every step in parts (--lanes 4 --part-size 4K);
+#      so does every step in parts (--lanes 4 --part-size 4K), each part
+#      pushed as soon as backward computed it, and after backward
+#      (--early-push off);
 #   2. sync with backup_workers 1 and one worker slowed 5×: steps go on at
 #      the fast worker's pace and the late gradients are counted;
 #   3. ssp:2 with one worker slowed 3×: no worker is ever served more than
@@ -91,11 +93,17 @@ two two
 ok "sync 2 × 32 equals 1 × 64 after 20 steps"
 # The same with every step in parts (4 a shard, each on its own lane: each
 # part added to the step as it comes, a block applied once both workers
-# gave it, the step committed with its last part).
+# gave it, the step committed with its last part), each part pushed while
+# backward computes the layers before it; then each only after backward.
 cluster parts 2 '{ "mode": "sync" }'
 two parts --lanes 4 --part-size 4K
 grep -q "each step moves in 8 parts" "$T/parts-w0.log" || { cat "$T/parts-w0.log"; fail "the workers' steps did not move in parts"; }
-ok "sync 2 × 32 in parts equals 1 × 64 after 20 steps"
+grep -q "each part is pushed as soon as backward has computed it" "$T/parts-w0.log" || { cat "$T/parts-w0.log"; fail "the parts were not pushed during backward"; }
+ok "sync 2 × 32 in parts, pushed during backward, equals 1 × 64 after 20 steps"
+cluster late 2 '{ "mode": "sync" }'
+two late --lanes 4 --part-size 4K --early-push off
+grep -q "each part is pushed as soon" "$T/late-w0.log" && fail "--early-push off still pushed during backward"
+ok "sync 2 × 32 in parts, pushed after backward, equals 1 × 64 after 20 steps"
 
 # 2. Backup worker: worker 1 is 5× slower; 150 steps at the fast pace.
 cluster backup 2 '{ "mode": "sync", "backup_workers": 1 }'

@@ -12,6 +12,7 @@
 #include "worker/client_hook.h"
 
 #include <arpa/inet.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -906,7 +907,30 @@ struct parts_worker {
     float *params;
     int rv;
     int sync;
+    /* early: the gradient is written into g.data (NaN before) from its
+     * end, an eighth at a time, while the step runs (as a backward pass
+     * does), each eighth marked final in `ready` when written */
+    int early;
+    float *truth;               /* (n) the gradient */
+    size_t n;
+    struct pc_ready ready;
 };
+
+static void *parts_fill_main(void *arg)
+{
+    struct parts_worker *w = arg;
+    float *dst = (float *)w->g.data;
+    int c;
+
+    for (c = 7; c >= 0; c--) {
+        size_t lo = w->n * (size_t)c / 8, hi = w->n * (size_t)(c + 1) / 8;
+
+        usleep(3000);
+        memcpy(dst + lo, w->truth + lo, (hi - lo) * sizeof *dst);
+        pc_ready_mark(&w->ready, lo);
+    }
+    return NULL;
+}
 
 static void *parts_step_main(void *arg)
 {
@@ -927,12 +951,16 @@ static void *parts_step_main(void *arg)
  * the last, then judged as one push; async, one worker: every part
  * applied as it comes, the version counted once per push (by its first
  * part). Two steps each; the shards' versions and request counts say each
- * part was applied once.
+ * part was applied once. "sync-early" and "async-early": the same while
+ * the gradients are still being written (pc_ready): a part sent before its
+ * elements were final would carry NaN and the values would differ.
  */
 static void parts_case(const char *mode)
 {
     int backup = strcmp(mode, "sync-backup") == 0;
-    int sync = backup || strcmp(mode, "sync") == 0, nw = sync && !backup ? 2 : 1;
+    int early = strstr(mode, "-early") != NULL;
+    int sync = backup || strncmp(mode, "sync", 4) == 0;
+    int nw = sync && !backup ? 2 : 1;
     static const struct pc_opts parts = { .timeout_ms = 2000,
                                           .retry_ms = 10000, .wait_ms = 5000,
                                           .lanes = 4,
@@ -954,7 +982,7 @@ static void parts_case(const char *mode)
              "\"worker\":[\"127.0.0.1:%d\",\"127.0.0.1:%d\"]},"
              "\"hetps\":{\"mode\":\"%s\"%s}}",
              free_port(), free_port(), free_port(), free_port(),
-             sync ? "sync" : mode, backup ? ",\"backup_workers\":1" : "");
+             sync ? "sync" : "async", backup ? ",\"backup_workers\":1" : "");
     CU_ASSERT_EQUAL_FATAL(hc_cluster_parse(json, strlen(json), "parts cluster",
                                            &cl, &diag), HC_OK);
     cl.insecure = 1;
@@ -973,6 +1001,13 @@ static void parts_case(const char *mode)
         w[k].g.samples = 4;
         w[k].g.samples_per_s = 100;
         w[k].sync = sync;
+        w[k].early = early;
+        w[k].n = n;
+        w[k].truth = malloc(n * sizeof(float));
+        CU_ASSERT_FATAL(w[k].truth != NULL);
+        pc_ready_init(&w[k].ready);
+        if (early)
+            w[k].g.ready = &w[k].ready;
     }
     for (i = 0; i < n; i++) {
         init[i] = expect[i] = (float)(i % 1000);
@@ -988,17 +1023,29 @@ static void parts_case(const char *mode)
         CU_ASSERT_EQUAL_FATAL(pc_set_model(w[k].pc, &m, 0), HC_OK);
     }
     CU_ASSERT_EQUAL_FATAL(pc_create(w[0].pc, init), HC_OK);
+    for (k = 0; k < nw; k++)
+        memcpy(w[k].truth, w[k].g.data, n * sizeof(float));
     for (step = 1; step <= 2; step++) {
-        pthread_t t;
+        pthread_t t, fill[2];
 
-        for (k = 0; k < nw; k++)
+        for (k = 0; k < nw; k++) {
             w[k].g.base_version = (uint64_t)step - 1;
+            if (!early)
+                continue;
+            for (i = 0; i < n; i++)
+                ((float *)w[k].g.data)[i] = NAN;
+            pc_ready_reset(&w[k].ready, n);
+            CU_ASSERT_EQUAL_FATAL(pthread_create(&fill[k], NULL,
+                                                 parts_fill_main, &w[k]), 0);
+        }
         if (nw == 2)
             CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, parts_step_main,
                                                  &w[1]), 0);
         parts_step_main(&w[0]);
         if (nw == 2)
             pthread_join(t, NULL);
+        for (k = 0; early && k < nw; k++)
+            pthread_join(fill[k], NULL);
         /* sgd 0.5: the mean of the workers' gradients, half of it. */
         for (i = 0; i < n; i++)
             expect[i] -= nw == 2 ? 0.25f * (((float *)w[0].g.data)[i] +
@@ -1028,6 +1075,8 @@ static void parts_case(const char *mode)
         pc_close(w[k].pc);
         free(w[k].params);
         free((float *)w[k].g.data);
+        free(w[k].truth);
+        pc_ready_destroy(&w[k].ready);
     }
     for (k = 0; k < 2; k++) {
         ps_service_stop(svc[k]);
@@ -1043,6 +1092,8 @@ static void test_parts(void)
     parts_case("sync");
     parts_case("sync-backup");
     parts_case("async");
+    parts_case("sync-early");
+    parts_case("async-early");
 }
 
 void hp_test_register(void)
@@ -1066,7 +1117,7 @@ void hp_test_register(void)
                    "from its record", test_restart_resend);
     CU_add_test(s, "a step in parts over four lanes: sync adds each to the "
                 "step as it comes (held with backups), async counts a push "
-                "once", test_parts);
+                "once; each sent once its gradient is final", test_parts);
     CU_add_test(s, "more shards than blocks: the empty ones are not asked",
                 test_more_shards_than_blocks);
 }

@@ -169,6 +169,63 @@ static void test_reuse_and_smaller_batch(void)
     nc_close(&b);
 }
 
+/* What wk_net_on_grads reported during one backward: each `from` and a
+ * copy of the gradient's [from, n) at that moment. */
+struct grads_seen {
+    const float *grads;         /* (n) the vector backward writes */
+    size_t n, from[16];
+    float *at[16];
+    int calls;
+};
+
+static void grads_seen_fn(void *arg, size_t from)
+{
+    struct grads_seen *s = arg;
+
+    if (s->calls < 16) {
+        s->from[s->calls] = from;
+        s->at[s->calls] = nr_falloc(s->n - from + 1);
+        memcpy(s->at[s->calls], s->grads + from,
+               (s->n - from) * sizeof *s->grads);
+    }
+    s->calls++;
+}
+
+/* wk_net_on_grads: backward reports each layer's gradient final as it
+ * goes, last layers first, down to 0; what it reported final is what the
+ * gradient is at the end, bit for bit. NULL stops the reports. */
+static void test_on_grads(void)
+{
+    struct nc_fixture f;
+    struct grads_seen s = { 0 };
+    size_t n;
+    int k;
+
+    nc_open(&f, nc_model_two_convs, 3, 3, 41);
+    n = f.m.n_params;
+    s.grads = f.grads;
+    s.n = n;
+    CU_ASSERT_EQUAL_FATAL(wk_net_on_grads(f.net, grads_seen_fn, &s), 1);
+    CU_ASSERT_EQUAL_FATAL(wk_net_step(f.net, f.params, f.x, f.labels, NULL, 3,
+                                      f.grads, NULL, NULL), HC_OK);
+    CU_ASSERT(s.calls >= 3 && s.calls <= 16);
+    for (k = 0; k < s.calls && k < 16; k++) {
+        CU_ASSERT(s.from[k] < n);
+        if (k > 0)
+            CU_ASSERT(s.from[k] < s.from[k - 1]);
+        CU_ASSERT(memcmp(s.at[k], f.grads + s.from[k],
+                         (n - s.from[k]) * sizeof *f.grads) == 0);
+        free(s.at[k]);
+    }
+    CU_ASSERT_EQUAL(s.from[s.calls - 1], 0u);
+    k = s.calls;
+    CU_ASSERT_EQUAL(wk_net_on_grads(f.net, NULL, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(wk_net_step(f.net, f.params, f.x, f.labels, NULL, 3,
+                                      f.grads, NULL, NULL), HC_OK);
+    CU_ASSERT_EQUAL(s.calls, k);
+    nc_close(&f);
+}
+
 /* Inference: dropout is off, the output equals the same model without
  * dropout layers, predict returns the loss SUM and the correct count. */
 static void test_predict_inference(void)
@@ -418,6 +475,7 @@ void hp_test_register(void)
         {"grad reference model (fashion_cnn) batch 4", test_grad_reference_model},
         {"gradient is the batch mean", test_batch_mean},
         {"reuse and smaller batch", test_reuse_and_smaller_batch},
+        {"gradients reported final layer by layer", test_on_grads},
         {"predict: inference without dropout", test_predict_inference},
         {"wk_net_new errors", test_new_errors},
         {"call-order and data errors", test_call_errors},
