@@ -153,9 +153,8 @@ struct pc_grad {
     uint64_t base_version;
     float samples_per_s;
     struct pc_ready *ready;     /* NULL: data is final; else sent as it
-                                   becomes final (the step then only writes
-                                   into params the blocks whose gradient
-                                   is final) */
+                                   becomes final (params is written only
+                                   once all of it is) */
 };
 
 /*

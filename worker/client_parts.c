@@ -371,6 +371,12 @@ static int take_part(struct pc_client *c, struct parts_job *jb, int j,
     const Hetps__Envelope *e;
     int rv;
 
+    /* Values only once the whole gradient is: until then its computing
+     * may still read the parameters. */
+    if ((rv = client_ready_wait(jb->ready, 0)) != HC_OK) {
+        snprintf(why, why_n, "push-and-pull: %s", hc_err_msg());
+        return rv;
+    }
     if (!d->env &&
         (rv = hc_wire_decode_lazy(nng_msg_body(c->p_replies[j]),
                                   nng_msg_len(c->p_replies[j]), c->cl->id,

@@ -345,6 +345,14 @@ int wk_net_loss(struct wk_net *net, const int *labels, const float *targets,
 
 /* ---- backward ---- */
 
+/* Layer l's parameter gradients are final (its input gradient may still
+ * be computed, reading its parameters): wk_net_on_grads's report. */
+static void grads_final(const struct wk_net *net, const struct nn_layer *l)
+{
+    if (net->on_grads && (l->n_w || l->n_b))
+        net->on_grads(net->on_grads_arg, l->n_w ? l->off_w : l->off_b);
+}
+
 /* Backward of layer i: dy (B, out_size) is its output gradient (and may be
  * overwritten); writes its parameter gradients into grads and, when
  * need_dx, the input gradient into dx. Returns 1 when the input gradient
@@ -371,6 +379,7 @@ static int layer_backward(struct wk_net *net, int i, const float *params,
         /* dW (K, F) = colsᵀ · dY */
         wk_be_sgemm(be, 1, 0, K, F, M, 1.0f, l->direct ? x : l->cols, K, dy,
                     F, 0.0f, grads + l->doff_w, F);
+        grads_final(net, l);
         if (!need_dx)
             return 0;
         if (l->direct) {
@@ -388,6 +397,7 @@ static int layer_backward(struct wk_net *net, int i, const float *params,
         /* dW (in, out) = Xᵀ · dY */
         wk_be_sgemm(be, 1, 0, l->in_size, l->units, B, 1.0f, x, l->in_size,
                     dy, l->units, 0.0f, grads + l->doff_w, l->units);
+        grads_final(net, l);
         if (!need_dx)
             return 0;
         wk_be_sgemm(be, 0, 1, B, l->in_size, l->units, 1.0f, dy, l->units,
@@ -397,6 +407,7 @@ static int layer_backward(struct wk_net *net, int i, const float *params,
         if (l->post_act)
             wk_be_act_bias_backward(be, l->y, dy, B * l->out_size / l->out_c,
                                     l->out_c, l->act, db);
+        grads_final(net, l);
         if (!need_dx)
             return 0;
         wk_be_maxpool_backward(be, &g, dy, l->idx, dx);
@@ -462,8 +473,6 @@ int wk_net_backward(struct wk_net *net, const float *params, float *grads)
                            dev_grads(d, grads), dy, dx,
                            i > net->first_param))
             dy = dx;
-        if (net->on_grads && (l->n_w || l->n_b))
-            net->on_grads(net->on_grads_arg, l->n_w ? l->off_w : l->off_b);
     }
     if ((rv = check_all(net)) || (rv = download_grads(net, grads)))
         return rv;

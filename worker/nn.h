@@ -136,8 +136,9 @@ int wk_net_backward(struct wk_net *net, const float *params, float *grads);
 /*
  * Have every later wk_net_backward call fn(arg, from) on its own thread as
  * soon as the gradient's elements [from, n_params) are final: after each
- * layer with parameters, the last layers first — so a push can send them
- * while backward computes the first layers. Only when every device of the
+ * layer's parameter gradients (before its input gradient), the last layers
+ * first — so a push can send them while backward computes the rest. The
+ * parameters are read until backward returns. Only when every device of the
  * net works in host memory and the layers' parameters lie in layer order;
  * otherwise (a GPU's gradients arrive in one download at the end) fn is
  * never called and 0 is returned. 1 when it will be called. fn NULL: no

@@ -116,10 +116,10 @@ typedef int (*step_fn)(struct pc_client *, const struct pc_grad *, float *,
  * compute() with the step's push-and-pull begun before it, on the exchange
  * thread (overlap.h): each part of the gradient leaves as soon as backward
  * has finished its layers, the last layers first, while backward computes
- * the first (r->early). g (all but its data, samples and speed) and st are
- * the step's; the values come back into r->params — only blocks whose
- * gradient is final, which backward no longer reads. *waited: the time the
- * exchange took after computing.
+ * the rest (r->early). g (all but its data, samples and speed) and st are
+ * the step's; the values come back into r->params once the whole gradient
+ * is final (backward no longer reads them). *waited: the time the exchange
+ * took after computing.
  */
 static int compute_pushing(struct run *r, int n, double *loss, int *k,
                            struct pc_grad *g, struct pc_step *st,
