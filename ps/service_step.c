@@ -524,6 +524,32 @@ static int release_held(struct ps_service *s, int w, enum ps_push_verdict v,
 
 /* A push: judged by the mode, then applied, added to the step, or counted
  * as late. */
+/* One NaN applied poisons the store for good: a push holding one is
+ * refused before it counts for anything (the sync step, the record). */
+static int refuse_nonfinite(struct ps_service *s, const struct hc_wire_msg *in)
+{
+    const Hetps__TensorRef *t;
+    size_t bad_t;
+    uint32_t bad_e;
+
+    if (s->conf.allow_nonfinite || !find_nonfinite(in, &bad_t, &bad_e))
+        return HC_OK;
+    t = in->env->tensors[bad_t];
+    if (s->nonfinite++ < 10 || s->nonfinite % 1000 == 0)
+        hc_warn("refused a push from worker:%u (request %llu): variable "
+                "key %u element %llu is %s (%llu refused so far; "
+                "--allow-nonfinite keeps them)", in->env->sender->index,
+                (unsigned long long)in->env->request_id, t->key,
+                (unsigned long long)(t->offset + bad_e),
+                isnan(in->data[bad_t][bad_e]) ? "NaN" : "infinite",
+                (unsigned long long)s->nonfinite);
+    return hc_err_set(HC_ERR_INVAL, "push refused: variable key %u element "
+                      "%llu of the gradient is %s; the store is unchanged "
+                      "(the worker's training diverged: lower the learning "
+                      "rate)", t->key, (unsigned long long)(t->offset + bad_e),
+                      isnan(in->data[bad_t][bad_e]) ? "NaN" : "infinite");
+}
+
 int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
                        nng_msg *msg_in, hc_rpc_req *req, int *deferred,
                        int *outside, nng_msg **reply,
@@ -534,29 +560,9 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
     int and_pull = p->n_ranges > 0, added = 0;
     char why[512];
     enum ps_push_verdict v;
-    size_t bad_t;
-    uint32_t bad_e;
 
-    /* One NaN applied poisons the store for good: refuse it before it
-     * counts for anything (the sync step, the record). */
-    if (!s->conf.allow_nonfinite && find_nonfinite(in, &bad_t, &bad_e)) {
-        const Hetps__TensorRef *t = in->env->tensors[bad_t];
-
-        if (s->nonfinite++ < 10 || s->nonfinite % 1000 == 0)
-            hc_warn("refused a push from worker:%d (request %llu): variable "
-                    "key %u element %llu is %s (%llu refused so far; "
-                    "--allow-nonfinite keeps them)", w,
-                    (unsigned long long)in->env->request_id, t->key,
-                    (unsigned long long)(t->offset + bad_e),
-                    isnan(in->data[bad_t][bad_e]) ? "NaN" : "infinite",
-                    (unsigned long long)s->nonfinite);
-        return hc_err_set(HC_ERR_INVAL, "push refused: variable key %u element "
-                          "%llu of the gradient is %s; the store is "
-                          "unchanged (the worker's training diverged: lower "
-                          "the learning rate)", t->key,
-                          (unsigned long long)(t->offset + bad_e),
-                          isnan(in->data[bad_t][bad_e]) ? "NaN" : "infinite");
-    }
+    if ((rv = refuse_nonfinite(s, in)) != HC_OK)
+        return rv;
     if (held_part(s, in)) {
         if (!and_pull)
             return hc_err_set(HC_ERR_PROTO, "a push in parts to a "

@@ -109,6 +109,23 @@ static void grads_final(void *arg, size_t from)
     pc_ready_mark(arg, from);
 }
 
+/* Whether each step's parts are pushed during its backward: sync and
+ * async steps in parts (not --overlap, which pushes during the next step,
+ * nor a test slowdown, which must hold the push back), on devices whose
+ * backward reports its gradients layer by layer (host memory). */
+static int early_push(struct run *r)
+{
+    const struct wk_train_conf *c = r->c;
+
+    if (c->push_late || c->overlap || c->cluster->mode == HC_MODE_SSP ||
+        c->slowdown > 1.0 || !pc_in_parts(r->pc) ||
+        !wk_replicas_on_grads(r->rep, grads_final, &r->ready))
+        return 0;
+    hc_info("each part is pushed as soon as backward has computed it, the "
+            "last layers first");
+    return 1;
+}
+
 typedef int (*step_fn)(struct pc_client *, const struct pc_grad *, float *,
                        struct pc_step *);
 
@@ -928,13 +945,7 @@ int wk_train(const struct wk_train_conf *c)
     }
     if (rv != HC_OK)
         goto out;
-    if (!c->push_late && !c->overlap && c->cluster->mode != HC_MODE_SSP &&
-        c->slowdown <= 1.0 && pc_in_parts(r.pc) &&
-        wk_replicas_on_grads(r.rep, grads_final, &r.ready)) {
-        r.early = 1;
-        hc_info("each part is pushed as soon as backward has computed it, "
-                "the last layers first");
-    }
+    r.early = early_push(&r);
 
     if (sync)
         hc_info("training %s (sync): %d epoch(s), global batch %d over %d "
