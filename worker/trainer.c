@@ -402,6 +402,18 @@ static const char *steady_text(const struct run *r, char *buf, size_t len)
     return buf;
 }
 
+/* What a summary's "ms in push-and-pull" counts: the time waited for it
+ * after computing, which is all of it unless computing overlapped it. */
+static const char *exchange_text(const struct run *r)
+{
+    if (r->c->overlap)
+        return " not hidden by computing (--overlap)";
+    if (r->early)
+        return " left after backward (the parts pushed during it: "
+               "--early-push)";
+    return "";
+}
+
 /* The exchange in flight is done: its values become the ones to compute
  * on (*version: theirs). */
 static int overlap_finish(struct run *r, struct wk_overlap *x,
@@ -558,8 +570,7 @@ static int run_async(struct run *r)
                 dt > 0 ? (double)n * r->B / dt : 0.0,
                 1e3 * r->t_compute / (double)r->steps,
                 1e3 * r->t_exchange / (double)r->steps,
-                r->c->overlap ? " not hidden by computing (--overlap)" : "",
-                steady_text(r, steady, sizeof steady));
+                exchange_text(r), steady_text(r, steady, sizeof steady));
     }
     rv = HC_OK;
 out:
@@ -698,13 +709,13 @@ static void sync_report(const struct run *r, const struct sync_run *y)
                      SETTLE_STEPS);
         hc_info("sync: %llu steps of global batch %lld in %.2f s: %.0f "
                 "samples/s over all workers%s; this worker %.0f samples/s, "
-                "per step %.2f ms computing, %.2f ms in push-and-pull%s",
+                "per step %.2f ms computing, %.2f ms in push-and-pull%s%s",
                 (unsigned long long)steps, y->s.G, dt,
                 dt > 0 ? (double)steps * (double)y->s.G / dt : 0.0, settled,
                 r->speed,
                 r->steps ? 1e3 * r->t_compute / (double)r->steps : 0.0,
                 r->steps ? 1e3 * r->t_exchange / (double)r->steps : 0.0,
-                steady_text(r, steady, sizeof steady));
+                exchange_text(r), steady_text(r, steady, sizeof steady));
     }
 }
 

@@ -10,8 +10,10 @@
 # computing, Y ms in push-and-pull"), its samples/s, and each shard's peak
 # RSS (VmHWM) and store file size; last, the async run with each step's
 # push-and-pull overlapping the next step's computing (--overlap).
-# BENCH_BIG_RUNS ("sync async sync-plain async-overlap") picks the runs
-# (also async-plain and async-overlap-plain); BENCH_BIG_SHARDS (2) the
+# BENCH_BIG_RUNS ("sync async sync-plain sync-plain-late async-overlap")
+# picks the runs — sync-plain-late: each part pushed after backward, not
+# during it (--early-push off) — (also async-plain and
+# async-overlap-plain); BENCH_BIG_SHARDS (2) the
 # number of parameter servers; BENCH_BIG_WORKER_ARGS flags added to every
 # worker (tests/gpu/run.sh: --devices gpu:0 --data-dir DIR).
 # Processes run on loopback ports of
@@ -86,10 +88,11 @@ run() {
 }
 
 # Whole words: "async" alone must not run the sync case too.
-RUNS=" ${BENCH_BIG_RUNS:-sync async sync-plain async-overlap} "
+RUNS=" ${BENCH_BIG_RUNS:-sync async sync-plain sync-plain-late async-overlap} "
 case "$RUNS" in *" sync "*) run sync1 sync 1 ;; esac
 case "$RUNS" in *" async "*) run async2 async 2 ;; esac
 case "$RUNS" in *" sync-plain "*) run plain1 sync 1 plain ;; esac
+case "$RUNS" in *" sync-plain-late "*) run late1 sync 1 plain "--early-push off" ;; esac
 case "$RUNS" in *" async-overlap "*) run overlap2 async 2 tls --overlap ;; esac
 case "$RUNS" in *" async-plain "*) run aplain2 async 2 plain ;; esac
 case "$RUNS" in *" async-overlap-plain "*) run oplain2 async 2 plain --overlap ;; esac
