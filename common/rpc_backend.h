@@ -38,7 +38,6 @@
 typedef struct hc_rpc_link hc_rpc_link;
 
 struct hc_rpc_dial_ops {
-    const char *name;           /* "nng", "relay": for logs */
     /* Connect to url in the background (again whenever lost), for peer
      * `name`; l is what the callbacks below are given. HC_OK, or an error
      * with its message set. */
@@ -68,7 +67,6 @@ extern const struct hc_rpc_dial_ops hc_rpc_nng_dial, hc_rpc_tls_dial;
 /* ---- server ---------------------------------------------------------- */
 
 struct hc_rpc_listen_ops {
-    const char *name;
     /* Whether the thread that hands a request may run its handler (nng's
      * task threads: a pool meant for it) rather than the server's own
      * threads (the relay's: one loop serves many connections). */
@@ -102,9 +100,5 @@ extern const struct hc_rpc_listen_ops hc_rpc_nng_listen, hc_rpc_tls_listen;
 
 /* An nng code as an hc_err code, recording nothing (for nng's threads). */
 int hc_rpc_code_of(int nng_rv);
-
-/* The address of connection conn ("10.0.0.5:41234"), whichever backend
- * made it. */
-void hc_rpc_conn_peer(uint32_t conn, char *buf, size_t n);
 
 #endif

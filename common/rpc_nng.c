@@ -189,7 +189,7 @@ static void dial_cancel(void *be, uint32_t id)
 }
 
 const struct hc_rpc_dial_ops hc_rpc_nng_dial = {
-    "nng", dial_open, dial_send, dial_cancel, dial_close,
+    dial_open, dial_send, dial_cancel, dial_close,
 };
 
 /* ---- server ---------------------------------------------------------- */
@@ -474,6 +474,6 @@ static uint64_t listen_relistens(void *be)
 }
 
 const struct hc_rpc_listen_ops hc_rpc_nng_listen = {
-    "nng", 1, listen_start, listen_reply, listen_drop, listen_stop,
+    1, listen_start, listen_reply, listen_drop, listen_stop,
     listen_relistens,
 };

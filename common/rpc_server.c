@@ -279,8 +279,9 @@ uint32_t hc_rpc_msg_pipe(nng_msg *msg)
     return msg ? nng_msg_get_pipe(msg).id : 0;
 }
 
-void hc_rpc_conn_peer(uint32_t conn, char *buf, size_t n)
+void hc_rpc_msg_peer(nng_msg *msg, char *buf, size_t n)
 {
+    uint32_t conn = hc_rpc_msg_pipe(msg);
     hc_rpc_server *s;
     struct conn_info *ci = NULL;
 
@@ -293,11 +294,6 @@ void hc_rpc_conn_peer(uint32_t conn, char *buf, size_t n)
         nng_mtx_unlock(s->mtx);
     }
     pthread_mutex_unlock(&servers_mtx);
-}
-
-void hc_rpc_msg_peer(nng_msg *msg, char *buf, size_t n)
-{
-    hc_rpc_conn_peer(hc_rpc_msg_pipe(msg), buf, n);
 }
 
 /* ---- the receive deadline --------------------------------------------- */

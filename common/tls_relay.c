@@ -89,7 +89,7 @@ struct hc_relay_ep {
     struct tag tag;
     SSL_CTX *ctx;
     size_t recv_max;
-    struct sockaddr_storage to; /* client: the server */
+    struct sockaddr_storage to; /* the server's address (a server's own) */
     socklen_t to_len;
     char name[160];
     pthread_mutex_t mu;         /* dead and fd, against close */
@@ -384,20 +384,6 @@ static void sock_method_make(void)
         BIO_meth_free(m);
 }
 
-/* OpenSSL reads and writes c's network socket through our BIO; 0 or -1. */
-static int ssl_on(struct conn *c)
-{
-    BIO *b;
-
-    pthread_once(&sock_once, sock_method_make);
-    if (!sock_method || !(b = BIO_new(sock_method)))
-        return -1;
-    BIO_set_data(b, c);
-    BIO_set_init(b, 1);
-    SSL_set_bio(c->ssl, b, b);
-    return 0;
-}
-
 /* ------------------------------------------------------------------ */
 /* Waking a loop                                                        */
 
@@ -534,49 +520,6 @@ static int resolve(struct sockaddr_storage *to, socklen_t *len,
     return HC_OK;
 }
 
-/* A client's server by name again (a restarted container or pod may come
- * back at another address); the old address is kept when that fails. */
-static void re_resolve(struct hc_relay_ep *ep)
-{
-    struct sockaddr_storage to;
-    socklen_t len;
-
-    ep->resolved_at = now_ms();
-    if (resolve(&to, &len, ep->host, ep->port, 0) == HC_OK) {
-        ep->to = to;
-        ep->to_len = len;
-    }
-}
-
-static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R)
-{
-    struct conn *c = calloc(1, sizeof *c);
-
-    if (!c)
-        return NULL;
-    /* The buffers come with the handshake (handshake_done): a peer that
-     * never finishes one costs no more than its SSL. */
-    if (!(c->ssl = SSL_new(ep->ctx))) {
-        free(c);
-        ERR_clear_error();
-        return NULL;
-    }
-    pthread_mutex_init(&c->smu, NULL);
-    c->ep = ep;
-    c->loop = R;
-    /* Above nng's pipe ids (1 to 2^31 - 1): one space for both. */
-    c->id = 0x80000000u | ((uint32_t)__atomic_add_fetch(&next_conn_id, 1,
-                                                        __ATOMIC_RELAXED) &
-                           0x7fffffffu);
-    c->net = -1;
-    c->net_tag = (struct tag){SIDE_NET, c};
-    c->deadline = now_ms() + HANDSHAKE_MS;
-    c->next = R->conns;
-    R->conns = c;
-    R->n_conns++;
-    return c;
-}
-
 /* TCP keepalive and no Nagle on a network socket. */
 static void net_opts(int fd)
 {
@@ -586,18 +529,51 @@ static void net_opts(int fd)
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
 }
 
-/* Connect fd (non-blocking) to ep->to; 0, or -1 on failure. */
-static int start_connect(int *fd, const struct hc_relay_ep *ep)
+/* A connection of ep in loop R on socket fd (closed on failure), to or
+ * from sa, its SSL reading and writing fd through our BIO; NULL when out
+ * of memory or at MAX_CONNS. The buffers come with the handshake
+ * (handshake_done): a peer that never finishes one costs no more than its
+ * SSL. */
+static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R, int fd,
+                             const struct sockaddr *sa)
 {
-    *fd = socket(ep->to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                 0);
-    if (*fd < 0)
-        return -1;
-    net_opts(*fd);
-    if (connect(*fd, (const struct sockaddr *)&ep->to, ep->to_len) == 0 ||
-        errno == EINPROGRESS)
-        return 0;
-    return -1;
+    struct conn *c = R->n_conns < MAX_CONNS ? calloc(1, sizeof *c) : NULL;
+    BIO *b = NULL;
+
+    pthread_once(&sock_once, sock_method_make);
+    if (!c || !sock_method || !(c->ssl = SSL_new(ep->ctx)) ||
+        !(b = BIO_new(sock_method))) {
+        if (c)
+            SSL_free(c->ssl);
+        free(c);
+        close(fd);
+        ERR_clear_error();
+        return NULL;
+    }
+    BIO_set_data(b, c);
+    BIO_set_init(b, 1);
+    SSL_set_bio(c->ssl, b, b);
+    if (ep->server)
+        SSL_set_accept_state(c->ssl);
+    else
+        SSL_set_connect_state(c->ssl);
+    c->state = ep->server ? C_HANDSHAKE : C_CONNECT;
+    net_opts(fd);
+    addr_text(sa, c->peer, sizeof c->peer);
+    pthread_mutex_init(&c->smu, NULL);
+    c->ep = ep;
+    c->loop = R;
+    /* Above nng's pipe ids (1 to 2^31 - 1): one space for both. */
+    c->id = 0x80000000u | ((uint32_t)__atomic_add_fetch(&next_conn_id, 1,
+                                                        __ATOMIC_RELAXED) &
+                           0x7fffffffu);
+    c->net = fd;
+    c->net_tag = (struct tag){SIDE_NET, c};
+    c->deadline = now_ms() + HANDSHAKE_MS;
+    c->next = R->conns;
+    R->conns = c;
+    R->n_conns++;
+    return c;
 }
 
 /* Whether a non-blocking connect on fd has finished: 1 yes, 0 not yet,
@@ -925,11 +901,6 @@ static void step_locked(struct conn *c)
             unreachable(c);
             return;
         }
-        if (ssl_on(c) != 0) {
-            refuse(c, "out of memory");
-            return;
-        }
-        SSL_set_connect_state(c->ssl);
         c->state = C_HANDSHAKE;
     }
     if (c->state == C_HANDSHAKE) {
@@ -993,22 +964,27 @@ static void step(struct conn *c)
 static void client_connect(struct hc_relay_ep *ep, struct loop *R)
 {
     struct conn *c;
+    int fd;
 
-    if (R->n_conns >= MAX_CONNS || !(c = conn_new(ep, R))) {
+    /* The host looked up again (a restarted container or pod may come back
+     * at another address); the old address is kept when that fails. */
+    if (!ep->numeric &&
+        (ep->failing || now_ms() >= ep->resolved_at + RESOLVE_MS)) {
+        ep->resolved_at = now_ms();
+        (void)resolve(&ep->to, &ep->to_len, ep->host, ep->port, 0);
+    }
+    fd = socket(ep->to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                0);
+    if (fd < 0 || !(c = conn_new(ep, R, fd, (struct sockaddr *)&ep->to))) {
         ep->retry_at = now_ms() + RETRY_MAX_MS;
         return;
     }
     ep->conn = c;
-    if (!ep->numeric &&
-        (ep->failing || now_ms() >= ep->resolved_at + RESOLVE_MS))
-        re_resolve(ep);
-    addr_text((struct sockaddr *)&ep->to, c->peer, sizeof c->peer);
-    if (start_connect(&c->net, ep) != 0) {
+    if (connect(fd, (const struct sockaddr *)&ep->to, ep->to_len) != 0 &&
+        errno != EINPROGRESS)
         unreachable(c);
-        return;
-    }
-    c->state = C_CONNECT;
-    step(c);
+    else
+        step(c);
 }
 
 /* Take the connections waiting on server endpoint ep into loop R (its
@@ -1031,38 +1007,15 @@ static void accept_all(struct hc_relay_ep *ep, struct loop *R)
         pthread_mutex_unlock(&ep->mu);
         if (fd < 0)
             return;                     /* EAGAIN, or try at the next event */
-        if (R->n_conns >= MAX_CONNS || !(c = conn_new(ep, R))) {
+        if (!(c = conn_new(ep, R, fd, (struct sockaddr *)&sa))) {
             if (++R->over_cap <= 10 || R->over_cap % 1000 == 0)
                 hc_warn("rpc relay %s: closed a connection at once (%d "
                         "open, the most there may be; %llu so far)",
                         ep->name, R->n_conns, (unsigned long long)R->over_cap);
-            close(fd);
             continue;
         }
-        net_opts(fd);
-        addr_text((struct sockaddr *)&sa, c->peer, sizeof c->peer);
-        c->net = fd;
-        if (ssl_on(c) != 0) {
-            refuse(c, "out of memory");
-            continue;
-        }
-        SSL_set_accept_state(c->ssl);
-        c->state = C_HANDSHAKE;
         step(c);
     }
-}
-
-/* Out of the registry; under reg_mu. */
-static void unregister_locked(struct conn *c)
-{
-    struct conn **pc;
-
-    for (pc = &reg_list; *pc; pc = &(*pc)->reg_next)
-        if (*pc == c) {
-            *pc = c->reg_next;
-            break;
-        }
-    c->registered = false;
 }
 
 /* Free a dead connection (reap took it out of the registry), outside any
@@ -1106,18 +1059,22 @@ static void conn_free(struct conn *c)
  * (released while freeing). */
 static void reap(struct loop *R)
 {
-    struct conn **pc = &R->conns, *c, *dead = NULL;
+    struct conn **pc = &R->conns, **pr, *c, *dead = NULL;
 
     while ((c = *pc) != NULL) {
         bool busy = false;
 
         if (c->dead && c->registered) {
             /* A caller still writing into it: at a later batch (it rings
-             * the loop when it is done); else no caller finds it again. */
+             * the loop when it is done); else out of the registry. */
             pthread_mutex_lock(&reg_mu);
             busy = c->senders > 0;
-            if (!busy)
-                unregister_locked(c);
+            for (pr = &reg_list; !busy && *pr; pr = &(*pr)->reg_next)
+                if (*pr == c) {
+                    *pr = c->reg_next;
+                    break;
+                }
+            c->registered = busy;
             pthread_mutex_unlock(&reg_mu);
         }
         if (!c->dead || busy) {
@@ -1364,35 +1321,23 @@ static int listen_on(const struct sockaddr_storage *addr, socklen_t len)
     return fd;
 }
 
-/* Start loop R if need be and watch server ep's listening socket there. */
-static int watch(struct loop *R, hc_relay_ep *ep)
+/* Start loop R if need be and give it ep: a server's listening socket
+ * watched there, a client dealt to it (which connects it at once). */
+static int attach(struct loop *R, hc_relay_ep *ep)
 {
     struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE,
                              .data.ptr = &ep->tag};
     int err;
 
     pthread_mutex_lock(&R->mu);
-    if ((err = start(R)) == HC_OK &&
-        epoll_ctl(R->epfd, EPOLL_CTL_ADD, ep->fd, &ev) != 0)
+    err = start(R);
+    if (err == HC_OK && ep->server &&
+        epoll_ctl(R->epfd, EPOLL_CTL_ADD, ep->fd, &ev) != 0) {
         err = hc_err_set(HC_ERR_TRANSPORT, "%s: epoll: %s", ep->name,
                          strerror(errno));
-    pthread_mutex_unlock(&R->mu);
-    return err;
-}
-
-/* Deal client ep to a loop, which connects it at once. */
-static int deal(hc_relay_ep *ep)
-{
-    struct loop *R = &loops[__atomic_fetch_add(&next_loop, 1,
-                                               __ATOMIC_RELAXED) %
-                            (unsigned)n_loops];
-    int err;
-
-    pthread_mutex_lock(&R->mu);
-    if ((err = start(R)) == HC_OK) {
+    } else if (err == HC_OK && !ep->server) {
         ep->loop = R;
         ep->backoff_ms = RETRY_MIN_MS;
-        ep->retry_at = 0;
         ep->loop_next = R->clients;
         R->clients = ep;
         ring(R);
@@ -1406,9 +1351,7 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
                   const char *cert_key_file, const char *name,
                   const struct hc_relay_cb *cb)
 {
-    struct sockaddr_storage la;
     struct in6_addr a6;
-    socklen_t ll;
     hc_relay_ep *ep;
     char host[256];
     int err = HC_OK, i, port = url_split(host, sizeof host, url);
@@ -1434,12 +1377,9 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
         free(ep);
         return hc_err_set(HC_ERR_CONFIG, "%s: %s", name, hc_err_msg());
     }
-    if (!server) {
-        if ((err = resolve(&ep->to, &ep->to_len, host, port, 0)) != HC_OK)
-            goto fail;
-    } else if ((err = resolve(&la, &ll, host, port, 1)) != HC_OK) {
+    if ((err = resolve(&ep->to, &ep->to_len, host, port, server)) != HC_OK)
         goto fail;
-    } else if ((ep->fd = listen_on(&la, ll)) < 0) {
+    if (server && (ep->fd = listen_on(&ep->to, ep->to_len)) < 0) {
         err = hc_err_set(HC_ERR_TRANSPORT, "%s: cannot listen on %s:%d: %s%s",
                          name, host, port, strerror(errno),
                          errno == EADDRINUSE
@@ -1456,12 +1396,13 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
     all_eps = ep;
     pthread_mutex_unlock(&eps_mu);
     /* A server's listening socket in every loop; a client in one. */
-    if (server) {
+    if (server)
         for (i = 0; i < n_loops && err == HC_OK; i++)
-            err = watch(&loops[i], ep);
-    } else {
-        err = deal(ep);
-    }
+            err = attach(&loops[i], ep);
+    else
+        err = attach(&loops[__atomic_fetch_add(&next_loop, 1,
+                                               __ATOMIC_RELAXED) %
+                           (unsigned)n_loops], ep);
     if (err != HC_OK) {
         hc_relay_close(ep);             /* kept in all_eps: never freed */
         return err;
@@ -1476,9 +1417,8 @@ fail:
     return err;
 }
 
-/* Connection conn of ep, if up, with a sender counted (a caller
-, if up, with a sender counted (a caller
- * puts it back with put_conn); else NULL. */
+/* Connection conn of ep, if up, with a sender counted (a caller puts it
+ * back with put_conn); else NULL. */
 static struct conn *get_conn(hc_relay_ep *ep, uint32_t conn)
 {
     struct conn *c;
@@ -1523,12 +1463,16 @@ int hc_relay_send(hc_relay_ep *ep, uint32_t conn, uint32_t id, nng_msg *m)
         c->outq[at] = m;
         c->outq_id[at] = id;
     } else {
-        err = HC_ERR_LIMIT;
+        err = HC_ERR_LIMIT;     /* a server's peer that does not read */
+        c->dropped = c->dropped || ep->server;
     }
     pthread_mutex_unlock(&R->kmu);
+    if (err != HC_OK && ep->server)
+        hc_warn("rpc server %s: the peer at %s does not take its replies: "
+                "closing its connection", ep->name, c->peer);
     /* Written here, in the caller's thread, when the connection is free;
-     * else its loop writes it. */
-    if (err == HC_OK && !send_inline(c)) {
+     * else (or to close it) its loop does. */
+    if (err != HC_OK ? ep->server : !send_inline(c)) {
         pthread_mutex_lock(&R->kmu);
         kick_locked(c);
         pthread_mutex_unlock(&R->kmu);

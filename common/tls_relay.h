@@ -61,10 +61,10 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
                   const char *cert_key_file, const char *name,
                   const struct hc_relay_cb *cb);
 
-/* Send m with request id on connection conn of ep (one on_conn
- * said is up): taken and HC_OK; else m stays the caller's and
- * HC_ERR_CLOSED (conn is not up), HC_ERR_LIMIT (8 messages wait already)
- * or HC_ERR_NOMEM. Any thread. */
+/* Send m with request id on connection conn of ep (one on_conn said is
+ * up): taken and HC_OK; else m stays the caller's and HC_ERR_CLOSED (conn
+ * is not up) or HC_ERR_LIMIT (8 messages wait already: a server's
+ * connection is then closed, with a warning). Any thread. */
 int hc_relay_send(hc_relay_ep *ep, uint32_t conn, uint32_t id, nng_msg *m);
 
 /* Close connection conn of ep, if up (its relay thread does; then
