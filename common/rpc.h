@@ -184,10 +184,6 @@ int hc_rpc_call(hc_rpc_client *c, int peer, nng_msg *req, nng_msg **reply,
 /* Whether peer currently has a connection up. */
 int hc_rpc_connected(hc_rpc_client *c, int peer);
 
-int hc_rpc_client_peers(const hc_rpc_client *c);
-const char *hc_rpc_peer_name(const hc_rpc_client *c, int peer);
-const char *hc_rpc_peer_url(const hc_rpc_client *c, int peer);
-
 void hc_rpc_client_close(hc_rpc_client *c);
 
 /* Translate an nng error to an hc_err code, recording `what` and nng's
