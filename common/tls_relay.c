@@ -1,32 +1,28 @@
 /*
  * tls_relay.c — see tls_relay.h.
  *
- * Loops: a thread each (as many as the machine has cores, at most 8,
- * started as endpoints come), each with its epoll set, level-triggered,
- * and an eventfd that senders ring. A client's endpoint is dealt to one
- * loop (in turn); a server's listening socket is watched by every loop,
- * so its connections spread over them; a connection stays in the loop
- * that took it. What a connection reads goes to its endpoint's callbacks;
- * hc_relay_send queues what is to go (found by the connection's number in
- * the registry). After any event the connection is pumped until nothing
- * moves: OpenSSL may hold decrypted bytes epoll knows nothing of, so
- * reading stops only on "want read".
+ * Loops: a thread each (one a core, at most 8, started as endpoints
+ * come), with a level-triggered epoll set and an eventfd senders ring. A
+ * client's endpoint is dealt to one loop in turn; a server's listening
+ * socket is in every loop's set, so its connections spread over them; a
+ * connection stays in the loop that took it. After any event it is pumped
+ * until nothing moves: OpenSSL may hold decrypted bytes epoll knows
+ * nothing of, so reading stops only on "want read".
  *
  * Output: up to OUTQ messages queue per connection (under the loop's
- * kmu); whoever gives one writes it into TLS at once if it can take the
+ * kmu); the giver writes one into TLS at once if it can take the
  * connection's smu (trylock), else rings the loop (kick).
  *
- * Lifetimes: a loop's endpoints and connections are under its mutex mu;
- * its thread takes it per batch of events. Another thread closing an
- * endpoint marks it and its connections dead and closes their sockets;
- * only the loop's thread frees, at the end of a batch (reap), once no
- * sender holds the connection (counted under reg_mu), so an event or a
- * sender for a dead connection finds it marked, never freed.
+ * Lifetimes: a loop's endpoints and connections are under its mu, which
+ * its thread holds through a batch of events. Closing an endpoint marks it
+ * and its connections dead and closes their sockets; only the loop's
+ * thread frees, at the end of a batch (reap), once no sender holds the
+ * connection (counted under reg_mu): an event or a sender for a dead one
+ * finds it marked, never freed.
  *
- * Lock order: mu, then smu, then reg_mu, then kmu. The callbacks run with
- * mu and smu held (so they must not close an endpoint); hc_relay_send and
- * hc_relay_drop take only reg_mu, kmu and smu by trylock, so any thread
- * may call them, callbacks included.
+ * Lock order: mu, smu, reg_mu, kmu. The callbacks run with mu and smu held
+ * (so must not close an endpoint); hc_relay_send and hc_relay_drop take
+ * only reg_mu, kmu and smu by trylock: any thread may call them.
  */
 #include "tls_relay.h"
 
@@ -68,10 +64,8 @@
 #define RESOLVE_MS 30000          /* a client's server looked up again */
 #define RETRY_MIN_MS 20           /* a client connects again after … */
 #define RETRY_MAX_MS 1000         /* … doubling up to this */
-#define TRIM_BYTES ((uint64_t)8 << 20) /* a dropped body this large: its
-                                          memory goes back to the system */
-#define BUDGET_MAX ((uint64_t)4 << 30) /* default budget: this, or a
-                                        * quarter of the memory if less */
+#define TRIM_BYTES ((uint64_t)8 << 20) /* a dropped body: memory trimmed */
+#define BUDGET_MAX ((uint64_t)4 << 30) /* or a quarter of memory if less */
 
 /* What each side sends first, inside TLS (tls_frame.h). */
 static const unsigned char PREAMBLE[8] = HC_FRAME_PREAMBLE;
@@ -96,8 +90,7 @@ struct hc_relay_ep {
     bool dead;
     uint64_t refused;           /* atomic: a server's loops share it */
     uint64_t logged_at;         /* ms of the last refusal logged (atomic) */
-    /* client: the server's host, looked up again now and then */
-    char host[256];
+    char host[256];             /* client: looked up again now and then */
     int port;
     bool numeric, failing;
     uint64_t resolved_at;
@@ -114,10 +107,8 @@ struct hc_relay_ep {
 enum state { C_CONNECT, C_HANDSHAKE, C_RELAY };
 
 struct conn {
-    /* Held through every use of the SSL, the socket and the fields below:
-     * by the loop's thread while it steps the connection, by a sender
-     * that writes its message itself. */
-    pthread_mutex_t smu;
+    pthread_mutex_t smu;        /* the SSL, socket and fields below: the
+                                 * loop stepping it, or a sender writing */
     struct hc_relay_ep *ep;
     struct loop *loop;          /* the loop that took it */
     int net;                    /* -1 when not (yet) open */
@@ -128,21 +119,17 @@ struct conn {
     bool dead, net_eof;
     bool w_failed;              /* a send of wbuf failed: the peer is gone */
     bool net_want_in, net_want_out;
-    /* A read that came back short or empty: the socket is drained until
-     * its next event (level-triggered epoll reports what is left). */
-    bool net_dry;
+    bool net_dry;               /* drained until its next event */
     uint64_t deadline;          /* ms, while not relaying */
-    uint8_t *wbuf;              /* TLS records not sent yet (OpenSSL writes
-                                 * a record at a time; sent together) */
+    uint8_t *wbuf;              /* TLS records gathered, sent together */
     size_t w_off, w_len;
     char peer[64];
-    char who[32];               /* a server's: the task the client's
-                                 * certificate names ("worker:1") */
+    char who[32];               /* a server's: the client's task */
     uint32_t id;                /* in this process, never 0 */
     int senders;                /* reg_mu: callers holding it (get_conn) */
     bool announced;             /* on_conn said it is up */
-    uint64_t out_at;            /* ms its output last moved (atomic; 0:
-                                 * none waits) */
+    uint64_t out_at;            /* ms output last moved (atomic; 0: none
+                                 * waits) */
     /* network → rpc */
     struct hc_frame_in in;      /* the frames being read */
     bool hello;                 /* the peer's preamble is in */
@@ -183,13 +170,12 @@ static struct loop loops[MAX_LOOPS];
 static int n_loops;
 static unsigned next_loop;
 static uint64_t next_conn_id;
-/* Endpoints are never freed (a loop may hold an event for a closed one):
- * a closed one keeps a few hundred bytes, its TLS context freed. */
+/* Endpoints are never freed (a loop may hold an event for a closed one;
+ * it keeps a few hundred bytes, its TLS context freed). */
 static pthread_mutex_t eps_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct hc_relay_ep *all_eps;
 static pthread_once_t loops_once = PTHREAD_ONCE_INIT;
-/* The bytes held by the messages being read, process-wide, and their
- * budget (atomic both): a peer that would take them over it is closed. */
+/* The bytes messages being read hold, and their budget (atomic both). */
 static uint64_t inflight, budget;
 /* Connections up, found by their number (hc_relay_send). */
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -271,10 +257,8 @@ static const char *ssl_reason(SSL *ssl, char *buf, size_t n)
     return buf;
 }
 
-/* ------------------------------------------------------------------ */
-/* The network side's BIO: OpenSSL's socket BIO writes without
- * MSG_NOSIGNAL, and a peer gone mid-write would kill the process with
- * SIGPIPE.                                                             */
+/* ---- the network's BIO: OpenSSL's socket BIO writes without
+ * MSG_NOSIGNAL (a peer gone mid-write would SIGPIPE the process) ---- */
 
 static BIO_METHOD *sock_method;
 static pthread_once_t sock_once = PTHREAD_ONCE_INIT;
@@ -384,8 +368,7 @@ static void sock_method_make(void)
         BIO_meth_free(m);
 }
 
-/* ------------------------------------------------------------------ */
-/* Waking a loop                                                        */
+/* ---- waking a loop ---- */
 
 static void ring(struct loop *R)
 {
@@ -408,8 +391,7 @@ static void kick_locked(struct conn *c)
     ring(R);
 }
 
-/* ------------------------------------------------------------------ */
-/* Connections (all under their loop's mu, in its thread)             */
+/* ---- connections (under their loop's mu, in its thread) ---- */
 
 /* Watch c's socket for want (0: not at all — epoll reports a hang-up even
  * unasked: a connection with nothing to do would busy the loop). */
@@ -604,8 +586,7 @@ static bool ssl_waits(struct conn *c, int r)
     return true;
 }
 
-/* ------------------------------------------------------------------ */
-/* Network → rpc                                                        */
+/* ---- network → rpc ---- */
 
 /* A connection is up: findable by its id (hc_relay_send). A
  * client's callee hears of it here; a server's said yes before. */
@@ -722,8 +703,7 @@ static bool net_in(struct conn *c)
     return moved;
 }
 
-/* ------------------------------------------------------------------ */
-/* rpc → network                                                        */
+/* ---- rpc → network ---- */
 
 /* The next message given to send, staged: false when there is none. */
 static bool tx_take(struct conn *c)
