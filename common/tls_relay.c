@@ -144,8 +144,7 @@ struct conn {
     int oq_head, oq_len;
     bool dropped, kicked;       /* hc_relay_drop; on the kicks list */
     struct conn *kick_next;
-    /* reg_mu: the conns up (the registry) */
-    struct conn *reg_next;
+    struct conn *reg_next;      /* reg_mu: the conns up (the registry) */
     bool registered;
     struct conn *next;
 };
@@ -998,12 +997,11 @@ static void accept_all(struct hc_relay_ep *ep, struct loop *R)
     }
 }
 
-/* Free a dead connection (reap took it out of the registry), outside any
- * loop's mu. A message it was still
- * receiving is dropped; when that was large (a peer that announced a big
- * body and left, or was closed, before sending it all) the memory goes
- * back to the system: common/tune.c keeps freed memory for the next
- * message of a model's size, which such a body will not be. */
+/* Free a dead connection (out of the registry), outside any loop's mu.
+ * A large message it was still receiving (a peer that left, or was
+ * closed, mid-body) gives its memory back to the system: common/tune.c
+ * keeps freed memory for the next message of a model's size, which such a
+ * body will not be. */
 static void conn_free(struct conn *c)
 {
     struct loop *R = c->loop;
