@@ -1,23 +1,22 @@
 /*
- * rpc_backend.h — inside the rpc module only: the interface between rpc's
- * core (rpc_client.c's calls, rpc_server.c's serve loop) and a transport
- * that moves whole messages (callers' contract: rpc.h). A backend is a
- * table of operations with a context pointer of its own; it only sends,
+ * rpc_backend.h — inside the rpc module only: what lies between rpc's core
+ * (rpc_client.c's calls, rpc_server.c's serve loop; callers' contract:
+ * rpc.h) and a transport that moves whole messages. A backend is a table
+ * of operations with a context pointer of its own; it only sends,
  * receives and tells the core what happened:
  *
  *   hc_rpc_nng_dial, hc_rpc_nng_listen   plain TCP: nng REQ/REP (rpc_nng.c)
  *   hc_rpc_tls_dial, hc_rpc_tls_listen   mutual TLS: the relay (rpc_tls.c)
  *
- * Client: an attempt is a message with a request id (new for every
- * attempt); the backend delivers it once a connection is up and hands
- * back the reply with the id it answers (the core drops one not the
- * attempt's). Server: the backend hands each request with its connection
- * and an id of its own; the core answers by the same pair, from any
- * thread, once. Connections are numbered in one space for every backend
- * (nng's pipe ids, the relay's with the top bit set).
+ * Client: an attempt is a message with a request id (new every attempt),
+ * delivered once a connection is up; the reply comes back with the id it
+ * answers (the core drops one not the attempt's). Server: each request
+ * comes with its connection and an id of the backend's; the core answers
+ * by that pair, once, from any thread. Connections are numbered in one
+ * space (nng's pipe ids, the relay's with the top bit set).
  *
  * Callbacks come on the backend's threads, never two at once for one
- * client link; they must not call back into the backend's close or stop.
+ * client link, and must not call the backend's close or stop.
  */
 #ifndef HC_RPC_BACKEND_H
 #define HC_RPC_BACKEND_H
@@ -38,15 +37,14 @@
 typedef struct hc_rpc_link hc_rpc_link;
 
 struct hc_rpc_dial_ops {
-    const char *name;           /* "nng", "relay": for logs */
-    /* Connect to url in the background (again whenever lost), for peer
-     * `name`; l is what the callbacks below are given. HC_OK, or an error
-     * with its message set. */
+    /* Connect to url for peer `name` in the background, again whenever
+     * lost; the callbacks below get l. HC_OK, or an error with its
+     * message. */
     int (*open)(void **be, hc_rpc_link *l, const char *url, const char *name,
                 const struct hc_rpc_client_opts *o);
-    /* Send m (always taken) as attempt `id`: now, or once a connection is
-     * up. HC_OK, or HC_ERR_LIMIT / HC_ERR_NOMEM: the attempt failed now.
-     * Called by the calling thread, one attempt in flight per link. */
+    /* Send m (taken) as attempt `id`, now or once a connection is up;
+     * HC_ERR_LIMIT or HC_ERR_NOMEM: it failed now. The calling thread's,
+     * one attempt in flight per link. */
     int (*send)(void *be, uint32_t id, nng_msg *m);
     /* Forget attempt id (given up): what waits to go is dropped. */
     void (*cancel)(void *be, uint32_t id);
@@ -58,9 +56,9 @@ struct hc_rpc_dial_ops {
 void hc_rpc_link_conn(hc_rpc_link *l, int delta);
 /* A reply m (taken) answering attempt id. */
 void hc_rpc_link_reply(hc_rpc_link *l, uint32_t id, nng_msg *m);
-/* Attempt id can no longer be answered: code HC_ERR_CLOSED (its
- * connection was lost: the core tries again) or another (final); why is
- * the transport's word for it. */
+/* Attempt id can no longer be answered: HC_ERR_CLOSED (its connection was
+ * lost: the core tries again) or another code (final); why: the
+ * transport's word. */
 void hc_rpc_link_lost(hc_rpc_link *l, uint32_t id, int code, const char *why);
 
 extern const struct hc_rpc_dial_ops hc_rpc_nng_dial, hc_rpc_tls_dial;
@@ -68,21 +66,20 @@ extern const struct hc_rpc_dial_ops hc_rpc_nng_dial, hc_rpc_tls_dial;
 /* ---- server ---------------------------------------------------------- */
 
 struct hc_rpc_listen_ops {
-    const char *name;
-    /* Whether the thread that hands a request may run its handler (nng's
-     * task threads: a pool meant for it) rather than the server's own
-     * threads (the relay's: one loop serves many connections). */
+    /* Whether the thread that hands a request runs its handler (nng's task
+     * threads, a pool meant for it) rather than the server's own (the
+     * relay's loops serve many connections). */
     int handler_here;
     /* Listen on url for server s (its callbacks below). */
     int (*start)(void **be, hc_rpc_server *s, const char *url,
                  const struct hc_rpc_server_opts *o);
-    /* Answer request (conn, id) with m (taken, whatever the outcome), or
-     * with m NULL let it go unanswered. Any thread, once per request. */
+    /* Answer request (conn, id) with m (taken whatever the outcome), or
+     * with m NULL leave it unanswered. Any thread, once per request. */
     void (*reply)(void *be, uint32_t conn, uint32_t id, nng_msg *m);
     /* Close connection conn (its client reconnects). Any thread. */
     void (*drop)(void *be, uint32_t conn);
-    /* Stop: no new connection or request, no callback once this returns;
-     * requests not answered yet need no reply. */
+    /* Stop: no new connection, request or callback once this returns;
+     * requests not answered need no reply. */
     void (*stop)(void *be);
     /* Times the backend listened again (rpc_listen.h); NULL: never. */
     uint64_t (*relistens)(void *be);
@@ -98,13 +95,7 @@ void hc_rpc_serve_msg(hc_rpc_server *s, uint32_t conn, uint32_t id,
 
 extern const struct hc_rpc_listen_ops hc_rpc_nng_listen, hc_rpc_tls_listen;
 
-/* ---- shared ---------------------------------------------------------- */
-
 /* An nng code as an hc_err code, recording nothing (for nng's threads). */
 int hc_rpc_code_of(int nng_rv);
-
-/* The address of connection conn ("10.0.0.5:41234"), whichever backend
- * made it. */
-void hc_rpc_conn_peer(uint32_t conn, char *buf, size_t n);
 
 #endif

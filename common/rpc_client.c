@@ -52,20 +52,13 @@ struct hc_rpc_link {
 
     /* One call's state, the calling thread's. */
     int in_call;
-    int q_head, q_tail;        /* the call's later indices for this link, in
-                                  order (-1: none; linked by c->q_next) */
+    int target;                /* the call's index this link carries now */
     nng_msg *first;            /* what the first attempt sends, or NULL */
-    hc_rpc_remake_fn remake;   /* makes every other attempt's bytes */
-    void *remake_arg;
-    int remake_i;              /* this peer's index in the call */
     nng_msg *reply;
     int err;
     int attempts;
     char last_why[120];        /* the last attempt's failure */
     int backoff_ms;
-    int attempt_ms;
-    nng_time begin;
-    nng_time deadline;         /* begin + retry_ms */
     nng_time last_warn;
     char msg[512];
 };
@@ -78,16 +71,16 @@ struct hc_rpc_client {
     nng_cv *cv;
     int pending;               /* targets of this call not done */
     int abort;
-    /* The call under way (call_all): where each target's outcome goes as
-     * its link finishes it, and the links' queues. */
-    nng_msg **out_replies;     /* (n) */
-    int *out_errs;             /* (n) */
-    nng_msg **out_first;       /* (n) first attempts' bytes given, or NULL */
-    int *q_next;               /* (cap_q) */
-    int cap_q;
+    /* The call under way (call_all): its targets, and where each one's
+     * outcome goes as its link finishes it. */
+    int call_n;
+    const int *call_peers;     /* (call_n) */
+    nng_msg **out_replies;     /* (call_n) */
+    int *out_errs;             /* (call_n) */
+    nng_msg **out_first;       /* (call_n) first attempts' bytes, or NULL */
     int first_failed;          /* the first target that failed, or -1 */
     char fail_msg[512];
-    hc_rpc_remake_fn remake;
+    hc_rpc_remake_fn remake;   /* makes every other attempt's bytes */
     void *remake_arg;
     int attempt_ms;
     nng_time begin;
@@ -106,11 +99,16 @@ void hc_rpc_link_conn(hc_rpc_link *l, int delta)
     nng_mtx_unlock(l->c->mtx);
 }
 
-void hc_rpc_link_reply(hc_rpc_link *l, uint32_t id, nng_msg *m)
+/* Attempt id's reply m, or (m NULL) its loss: taken for the attempt in
+ * flight, else dropped. */
+static void link_hand(hc_rpc_link *l, uint32_t id, nng_msg *m, int code,
+                      const char *why)
 {
     nng_mtx_lock(l->c->mtx);
     if (l->state == CALL_WAIT && id == l->want_id && !l->got && !l->lost) {
         l->got = m;
+        l->lost = m ? 0 : code;
+        snprintf(l->lost_why, sizeof l->lost_why, "%s", why);
         m = NULL;
         nng_cv_wake(l->c->cv);
     }
@@ -119,15 +117,14 @@ void hc_rpc_link_reply(hc_rpc_link *l, uint32_t id, nng_msg *m)
         nng_msg_free(m);
 }
 
+void hc_rpc_link_reply(hc_rpc_link *l, uint32_t id, nng_msg *m)
+{
+    link_hand(l, id, m, 0, "");
+}
+
 void hc_rpc_link_lost(hc_rpc_link *l, uint32_t id, int code, const char *why)
 {
-    nng_mtx_lock(l->c->mtx);
-    if (l->state == CALL_WAIT && id == l->want_id && !l->got && !l->lost) {
-        l->lost = code;
-        snprintf(l->lost_why, sizeof l->lost_why, "%s", why);
-        nng_cv_wake(l->c->cv);
-    }
-    nng_mtx_unlock(l->c->mtx);
+    link_hand(l, id, NULL, code, why);
 }
 
 /* ---- one peer's call, in the calling thread --------------------------- */
@@ -155,7 +152,7 @@ static nng_msg *attempt_bytes(hc_rpc_link *p)
     int rv;
 
     p->first = NULL;
-    if (!m && (rv = p->remake(p->remake_arg, p->remake_i, &m)) != HC_OK) {
+    if (!m && (rv = p->c->remake(p->c->remake_arg, p->target, &m)) != HC_OK) {
         snprintf(p->msg, sizeof p->msg, "%s at %s: making the request: %s",
                  p->name, p->url, hc_err_msg());
         peer_done(p, rv);
@@ -185,7 +182,7 @@ static void peer_send(hc_rpc_link *p)
     p->lost = 0;
     p->want_id = id;
     p->state = CALL_WAIT;
-    p->due = nng_clock() + (nng_time)p->attempt_ms;
+    p->due = nng_clock() + (nng_time)p->c->attempt_ms;
     nng_mtx_unlock(p->c->mtx);
     if ((rv = p->ops->send(p->be, id, m)) != HC_OK)
         peer_failed(p, rv, rv == HC_ERR_LIMIT ? "send: the connection is busy"
@@ -194,7 +191,7 @@ static void peer_send(hc_rpc_link *p)
 
 static void peer_unreachable(hc_rpc_link *p)
 {
-    double secs = (double)(nng_clock() - p->begin) / 1000.0;
+    double secs = (double)(nng_clock() - p->c->begin) / 1000.0;
     char why[200];
 
     if (!atomic_load(&p->ever_connected))
@@ -227,12 +224,13 @@ static void peer_failed(hc_rpc_link *p, int code, const char *why)
 {
     hc_rpc_client *c = p->c;
     nng_time now = nng_clock();
+    nng_time deadline = c->begin + (nng_time)c->opts.retry_ms;
     int b = p->backoff_ms, sleep_ms;
 
     snprintf(p->last_why, sizeof p->last_why, "%s", why);
     if (c->abort) {
         snprintf(p->msg, sizeof p->msg, "%s at %s: call aborted after %.1f s",
-                 p->name, p->url, (double)(now - p->begin) / 1000.0);
+                 p->name, p->url, (double)(now - c->begin) / 1000.0);
         peer_done(p, HC_ERR_TIMEOUT);
         return;
     }
@@ -241,7 +239,7 @@ static void peer_failed(hc_rpc_link *p, int code, const char *why)
         peer_done(p, code);
         return;
     }
-    if (now >= p->deadline) {
+    if (now >= deadline) {
         peer_unreachable(p);
         return;
     }
@@ -249,15 +247,15 @@ static void peer_failed(hc_rpc_link *p, int code, const char *why)
     sleep_ms = b - b / 4 + (int)(nng_random() % (uint32_t)(b / 2 + 1));
     if (sleep_ms < 1)
         sleep_ms = 1;
-    if ((nng_time)sleep_ms > p->deadline - now)
-        sleep_ms = (int)(p->deadline - now);
+    if ((nng_time)sleep_ms > deadline - now)
+        sleep_ms = (int)(deadline - now);
     p->backoff_ms = b > c->opts.backoff_max_ms / 2 ? c->opts.backoff_max_ms
                                                     : 2 * b;
     if (p->last_warn == 0 || now - p->last_warn >= HC_RPC_WARN_EVERY_MS) {
         p->last_warn = now;
         hc_warn("rpc: %s at %s: %s; retrying in %d ms (attempt %d, "
                 "%.1f s of %.1f s)", p->name, p->url, why, sleep_ms,
-                p->attempts, (double)(now - p->begin) / 1000.0,
+                p->attempts, (double)(now - c->begin) / 1000.0,
                 c->opts.retry_ms / 1000.0);
     }
     set_state(p, CALL_SLEEP, now + (nng_time)sleep_ms);
@@ -376,7 +374,6 @@ void hc_rpc_client_close(hc_rpc_client *c)
     if (c->mtx)
         nng_mtx_free(c->mtx);
     free(c->peers);
-    free(c->q_next);
     free(c);
 }
 
@@ -497,8 +494,8 @@ static int check_targets(hc_rpc_client *c, int n, const int *peers,
 }
 
 /* Peer p set up for target i of the call: its first attempt's bytes
- * (c->out_first[i], taken, or NULL) and how every other attempt's are
- * made (c->remake). */
+ * (c->out_first[i], taken, or NULL; every other attempt's are made by
+ * c->remake). */
 static void call_begin(hc_rpc_link *p, int i)
 {
     hc_rpc_client *c = p->c;
@@ -507,17 +504,12 @@ static void call_begin(hc_rpc_link *p, int i)
     p->first = c->out_first ? c->out_first[i] : NULL;
     if (c->out_first)
         c->out_first[i] = NULL;
-    p->remake = c->remake;
-    p->remake_arg = c->remake_arg;
-    p->remake_i = i;
+    p->target = i;
     p->reply = NULL;
     p->err = HC_OK;
     p->attempts = 0;
     snprintf(p->last_why, sizeof p->last_why, "none");
     p->backoff_ms = c->opts.backoff_min_ms;
-    p->attempt_ms = c->attempt_ms;
-    p->begin = c->begin;
-    p->deadline = c->begin + (nng_time)c->opts.retry_ms;
     p->last_warn = 0;
     p->msg[0] = '\0';
 }
@@ -528,9 +520,10 @@ static void call_begin(hc_rpc_link *p, int i)
 static void link_next(hc_rpc_link *p)
 {
     hc_rpc_client *c = p->c;
+    int me = (int)(p - c->peers);
 
     while (p->state == CALL_DONE) {
-        int i = p->remake_i;
+        int i = p->target;
 
         if (p->first)           /* never sent: the call failed first */
             nng_msg_free(p->first);
@@ -546,30 +539,13 @@ static void link_next(hc_rpc_link *p)
             c->first_failed = i;
             snprintf(c->fail_msg, sizeof c->fail_msg, "%s", p->msg);
         }
-        if (p->q_head < 0)
+        while (++i < c->call_n && c->call_peers[i] != me)
+            ;
+        if (i == c->call_n)
             return;
-        i = p->q_head;
-        p->q_head = c->q_next[i];
-        if (p->q_head < 0)
-            p->q_tail = -1;
         call_begin(p, i);
         peer_send(p);
     }
-}
-
-/* Room for the queue links of n targets. */
-static int queue_room(hc_rpc_client *c, int n)
-{
-    int *q;
-
-    if (n <= c->cap_q)
-        return HC_OK;
-    if (!(q = realloc(c->q_next, (size_t)n * sizeof *q)))
-        return hc_err_set(HC_ERR_NOMEM, "rpc call: out of memory for %d "
-                          "targets", n);
-    c->q_next = q;
-    c->cap_q = n;
-    return HC_OK;
 }
 
 /* The calls of hc_rpc_call_all: reqs[i] target i's request; taken (set
@@ -584,8 +560,8 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
 
     if (!c || n < 0 || (n > 0 && (!peers || !reqs || !replies || !errs)))
         rv = hc_err_set(HC_ERR_INVAL, "rpc call: bad arguments");
-    else if ((rv = check_targets(c, n, peers, reqs, take)) == HC_OK)
-        rv = queue_room(c, n);
+    else
+        rv = check_targets(c, n, peers, reqs, take);
     if (rv != HC_OK) {
         drop_all(n, take ? reqs : NULL, replies, errs, rv);
         return rv;
@@ -597,6 +573,8 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
     c->begin = nng_clock();
     c->abort = 0;
     c->pending = n;
+    c->call_n = n;
+    c->call_peers = peers;
     c->out_replies = replies;
     c->out_errs = errs;
     c->out_first = take ? reqs : NULL;
@@ -606,32 +584,21 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
     for (i = 0; i < n; i++) {
         replies[i] = NULL;
         errs[i] = HC_OK;
-        c->peers[peers[i]].q_head = c->peers[peers[i]].q_tail = -1;
     }
+    for (i = 0; i < n; i++)     /* each link's first target */
+        if (!c->peers[peers[i]].in_call)
+            call_begin(&c->peers[peers[i]], i);
     for (i = 0; i < n; i++) {
         hc_rpc_link *p = &c->peers[peers[i]];
 
-        c->q_next[i] = -1;
-        if (!p->in_call) {
-            call_begin(p, i);
-            continue;
-        }
-        if (p->q_tail < 0)
-            p->q_head = i;
-        else
-            c->q_next[p->q_tail] = i;
-        p->q_tail = i;
-    }
-    for (i = 0; i < n; i++) {
-        hc_rpc_link *p = &c->peers[peers[i]];
-
-        if (p->in_call && p->remake_i == i && p->state == CALL_IDLE) {
+        if (p->in_call && p->target == i && p->state == CALL_IDLE) {
             peer_send(p);
             link_next(p);       /* failed at once: its next target */
         }
     }
     drive(c, n, peers, c->begin + (nng_time)c->opts.retry_ms +
                            2 * (nng_time)c->attempt_ms + ABORT_SLACK_MS);
+    c->call_n = 0;
     c->out_replies = NULL;
     c->out_errs = NULL;
     c->out_first = NULL;
@@ -700,23 +667,4 @@ int hc_rpc_connected(hc_rpc_client *c, int peer)
     if (!c || peer < 0 || peer >= c->n)
         return 0;
     return atomic_load(&c->peers[peer].connected) > 0;
-}
-
-int hc_rpc_client_peers(const hc_rpc_client *c)
-{
-    return c ? c->n : 0;
-}
-
-const char *hc_rpc_peer_name(const hc_rpc_client *c, int peer)
-{
-    if (!c || peer < 0 || peer >= c->n)
-        return "?";
-    return c->peers[peer].name;
-}
-
-const char *hc_rpc_peer_url(const hc_rpc_client *c, int peer)
-{
-    if (!c || peer < 0 || peer >= c->n)
-        return "?";
-    return c->peers[peer].url;
 }

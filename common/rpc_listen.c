@@ -6,17 +6,13 @@
  */
 #include "rpc_listen.h"
 
-#include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/util/platform.h>
 
-#include "clock.h"
 #include "log.h"
 
 #define TICK_MS 500
@@ -37,11 +33,10 @@ struct hc_listen {
     atomic_int probe_up;        /* the probe's connection came up */
     atomic_uint_least64_t restarts;
     int unreachable_told;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;          /* CLOCK_MONOTONIC */
+    nng_mtx *mu;
+    nng_cv *cv;
     int stop;                   /* under mu */
-    pthread_t thread;
-    int running;
+    nng_thread *thread;         /* NULL: not watched */
 };
 
 static int listen_now(hc_listen *l)
@@ -87,15 +82,14 @@ static void set_urls(hc_listen *l, const char *turl, int port)
 /* Sleep ms unless stopped; 1 when stopped. */
 static int wait_stop(hc_listen *l, int ms)
 {
-    struct timespec until = hc_time_in(CLOCK_MONOTONIC, ms);
+    nng_time until = nng_clock() + (nng_time)ms;
     int stop;
 
-    pthread_mutex_lock(&l->mu);
-    while (!l->stop &&
-           pthread_cond_timedwait(&l->cv, &l->mu, &until) != ETIMEDOUT)
+    nng_mtx_lock(l->mu);
+    while (!l->stop && nng_cv_until(l->cv, until) != NNG_ETIMEDOUT)
         ;
     stop = l->stop;
-    pthread_mutex_unlock(&l->mu);
+    nng_mtx_unlock(l->mu);
     return stop;
 }
 
@@ -177,7 +171,7 @@ static void relisten(hc_listen *l)
                 "%d ms)", l->url, nng_strerror(rv), TICK_MS);
 }
 
-static void *guard_run(void *arg)
+static void guard_run(void *arg)
 {
     hc_listen *l = arg;
     uint64_t seen = atomic_load(l->took);
@@ -209,14 +203,13 @@ static void *guard_run(void *arg)
         seen = atomic_load(l->took);
         changed = nng_clock();
     }
-    return NULL;
 }
 
 int hc_listen_start(hc_listen **out, nng_socket sock, const char *turl,
                     atomic_uint_least64_t *took)
 {
     hc_listen *l;
-    pthread_condattr_t ca;
+    nng_thread *t;
     int rv, port = 0;
 
     *out = NULL;
@@ -233,13 +226,10 @@ int hc_listen_start(hc_listen **out, nng_socket sock, const char *turl,
     }
     if (nng_listener_get_int(l->lst, NNG_OPT_TCP_BOUND_PORT, &port) == 0)
         set_urls(l, turl, port);
-    pthread_mutex_init(&l->mu, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&l->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    l->running = pthread_create(&l->thread, NULL, guard_run, l) == 0;
-    if (!l->running)
+    if (nng_mtx_alloc(&l->mu) == 0 && nng_cv_alloc(&l->cv, l->mu) == 0 &&
+        nng_thread_create(&t, guard_run, l) == 0)
+        l->thread = t;
+    else
         hc_warn("rpc server %s: no thread for the listener's guard: the "
                 "listener is not watched", l->url);
     *out = l;
@@ -255,14 +245,16 @@ void hc_listen_stop(hc_listen *l)
 {
     if (!l)
         return;
-    if (l->running) {
-        pthread_mutex_lock(&l->mu);
+    if (l->thread) {
+        nng_mtx_lock(l->mu);
         l->stop = 1;
-        pthread_cond_broadcast(&l->cv);
-        pthread_mutex_unlock(&l->mu);
-        pthread_join(l->thread, NULL);
-        pthread_cond_destroy(&l->cv);
-        pthread_mutex_destroy(&l->mu);
+        nng_cv_wake(l->cv);
+        nng_mtx_unlock(l->mu);
+        nng_thread_destroy(l->thread);
     }
+    if (l->cv)
+        nng_cv_free(l->cv);
+    if (l->mu)
+        nng_mtx_free(l->mu);
     free(l);
 }

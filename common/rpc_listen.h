@@ -3,17 +3,14 @@
  * accepting (rpc_nng.c only).
  *
  * nng 1.5.2 (Debian 12's) ends a listener's accept loop for good when a
- * client drops its connection during nng's connection handshake
- * (nanomsg/nng#1518, fixed in nng 1.6): the port still completes TCP
- * handshakes, but no connection reaches the socket. A port scanner or a
- * health check can do it.
- *
- * The guard: when the listener has taken no connection for a while, a
- * probe connects to it from inside the process. A probe whose connection
- * comes up on the client side but is never taken by the server, twice in
- * a row, means the accept loop is gone: the listener is closed (and with
- * it its connections, whose clients reconnect) and a new one listens on
- * the same address, with a warning.
+ * client drops its connection during nng's handshake (nanomsg/nng#1518,
+ * fixed in 1.6; a port scanner or health check can do it): the port still
+ * completes TCP handshakes, but no connection reaches the socket. So when
+ * the listener has taken no connection for a while, a probe connects from
+ * inside the process; a probe that comes up on its side but is never
+ * taken, twice in a row, means the accept loop is gone: the listener is
+ * closed (its connections' clients reconnect) and a new one listens on the
+ * same address, with a warning.
  */
 #ifndef HC_RPC_LISTEN_H
 #define HC_RPC_LISTEN_H
@@ -25,11 +22,10 @@
 
 typedef struct hc_listen hc_listen;
 
-/* Listen on turl ("tcp://host:port") for sock and start the guard.
- * took: a counter the caller's NNG_PIPE_EV_ADD_PRE callback adds one to
- * for every connection the socket takes (before refusing any). A wildcard
- * host is probed on loopback; port 0 becomes the bound port, so a new
- * listener gets the same. 0 or an nng error code (NNG_EADDRINUSE …). */
+/* Listen on turl ("tcp://host:port") for sock and start the guard. took:
+ * what the caller's NNG_PIPE_EV_ADD_PRE callback counts every connection
+ * taken (refused too) in. A wildcard host is probed on loopback; port 0
+ * becomes the bound port, for a new listener too. 0 or an nng error. */
 int hc_listen_start(hc_listen **out, nng_socket sock, const char *turl,
                     atomic_uint_least64_t *took);
 

@@ -7,7 +7,8 @@
  * REP socket with n_ctx contexts, each cycling RECV → (the core owns the
  * request: WAIT) → SEND → RECV, its index the request's id; a send not
  * taken within the send timeout closes its pipe (a peer that does not
- * read). The listener is watched (rpc_listen.h).
+ * read). The listener is watched (rpc_listen.h). Also nng's error codes
+ * as hetps's, for the core and both backends (hc_rpc_err, hc_rpc_code_of).
  */
 #include "rpc_backend.h"
 
@@ -31,6 +32,30 @@
 #define RECV_ERR_PAUSE_MS 50 /* pause after an unexpected receive error */
 #define DEFAULT_SEND_TIMEOUT_MS 10000
 
+int hc_rpc_code_of(int rv)
+{
+    switch (rv) {
+    case 0:
+        return HC_OK;
+    case NNG_ETIMEDOUT:
+        return HC_ERR_TIMEOUT;
+    case NNG_ECLOSED:
+        return HC_ERR_CLOSED;
+    case NNG_ENOMEM:
+        return HC_ERR_NOMEM;
+    default:
+        return HC_ERR_TRANSPORT;
+    }
+}
+
+int hc_rpc_err(int nng_rv, const char *what)
+{
+    if (nng_rv == 0)
+        return HC_OK;
+    return hc_err_set(hc_rpc_code_of(nng_rv), "%s: %s", what ? what : "nng",
+                      nng_strerror(nng_rv));
+}
+
 /* ---- client ---------------------------------------------------------- */
 
 struct dial {
@@ -46,19 +71,10 @@ struct dial {
 /* Whether a failed send or receive is the connection's (try again). */
 static bool lost_conn(int rv)
 {
-    switch (rv) {
-    case NNG_ETIMEDOUT:
-    case NNG_ECLOSED:
-    case NNG_ECONNREFUSED:
-    case NNG_ECONNRESET:
-    case NNG_ECONNABORTED:
-    case NNG_ECONNSHUT:
-    case NNG_EUNREACHABLE:
-    case NNG_EAGAIN:
-        return true;
-    default:
-        return false;
-    }
+    return rv == NNG_ETIMEDOUT || rv == NNG_ECLOSED ||
+           rv == NNG_ECONNREFUSED || rv == NNG_ECONNRESET ||
+           rv == NNG_ECONNABORTED || rv == NNG_ECONNSHUT ||
+           rv == NNG_EUNREACHABLE || rv == NNG_EAGAIN;
 }
 
 static void dial_cb(void *arg)
@@ -189,12 +205,10 @@ static void dial_cancel(void *be, uint32_t id)
 }
 
 const struct hc_rpc_dial_ops hc_rpc_nng_dial = {
-    "nng", dial_open, dial_send, dial_cancel, dial_close,
+    dial_open, dial_send, dial_cancel, dial_close,
 };
 
 /* ---- server ---------------------------------------------------------- */
-
-enum ctx_state { CTX_RECV, CTX_WAIT, CTX_SEND, CTX_PAUSE, CTX_STOPPED };
 
 struct listen;
 
@@ -205,7 +219,7 @@ struct rep_ctx {
     nng_aio *aio;
     nng_aio *pause;             /* timer only: nng_sleep_aio marks an aio
                                  * so a later timeout reads as success */
-    enum ctx_state state;
+    bool recv;                  /* receiving (else sending, or paused) */
     nng_pipe pipe;              /* the request's connection */
 };
 
@@ -252,7 +266,7 @@ static void listen_warn(struct listen *L, const char *what, int rv)
 
 static void ctx_recv(struct rep_ctx *r)
 {
-    r->state = CTX_RECV;
+    r->recv = true;
     nng_aio_set_timeout(r->aio, NNG_DURATION_INFINITE);
     nng_ctx_recv(r->ctx, r->aio);
 }
@@ -271,22 +285,21 @@ static void ctx_cb(void *arg)
     if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
         if (m)
             nng_msg_free(m);
-        r->state = CTX_STOPPED;
         return;
     }
-    if (r->state == CTX_RECV && rv == 0) {
+    if (r->recv && rv == 0) {
         r->pipe = nng_msg_get_pipe(m);
-        r->state = CTX_WAIT;
+        r->recv = false;
         hc_rpc_serve_msg(L->s, (uint32_t)nng_pipe_id(r->pipe),
                          (uint32_t)(r - L->ctxs), m);
         return;
     }
     if (m)                      /* a send not taken: still ours */
         nng_msg_free(m);
-    if (r->state == CTX_RECV) {
+    if (r->recv) {
         /* Unexpected: a pause, so a persistent error cannot spin. */
         listen_warn(L, "receive", rv);
-        r->state = CTX_PAUSE;
+        r->recv = false;
         nng_sleep_aio(RECV_ERR_PAUSE_MS, r->pause);
         return;
     }
@@ -308,11 +321,8 @@ static void pause_cb(void *arg)
 {
     struct rep_ctx *r = arg;
 
-    if (nng_aio_result(r->pause) == NNG_ECANCELED) {
-        r->state = CTX_STOPPED;
-        return;
-    }
-    ctx_recv(r);
+    if (nng_aio_result(r->pause) != NNG_ECANCELED)
+        ctx_recv(r);
 }
 
 /* A client connected (the core may refuse it) or is gone. A pipe closed
@@ -343,7 +353,6 @@ static void listen_reply(void *be, uint32_t conn, uint32_t id, nng_msg *m)
         ctx_recv(r);            /* a fresh receive abandons the request */
         return;
     }
-    r->state = CTX_SEND;
     nng_aio_set_msg(r->aio, m);
     nng_aio_set_timeout(r->aio, L->send_timeout_ms);
     nng_ctx_send(r->ctx, r->aio);
@@ -407,7 +416,6 @@ static int listen_ctxs(struct listen *L, int n)
         struct rep_ctx *r = &L->ctxs[i];
 
         r->L = L;
-        r->state = CTX_STOPPED;
         L->n_ctx = i + 1;
         if ((rv = nng_aio_alloc(&r->aio, ctx_cb, r)) != 0 ||
             (rv = nng_aio_alloc(&r->pause, pause_cb, r)) != 0 ||
@@ -474,6 +482,6 @@ static uint64_t listen_relistens(void *be)
 }
 
 const struct hc_rpc_listen_ops hc_rpc_nng_listen = {
-    "nng", 1, listen_start, listen_reply, listen_drop, listen_stop,
+    1, listen_start, listen_reply, listen_drop, listen_stop,
     listen_relistens,
 };

@@ -1,13 +1,12 @@
 /*
- * rpc_server.c — the server of rpc.h: one serve loop, whatever carries
- * the requests (rpc_backend.h). The backend hands each request with its
- * connection and id (hc_rpc_serve_msg); the handler runs on the backend's
- * thread where that is a pool meant for it (nng's), else on the server's
- * own threads, fed by a queue; a reply, now or later from any thread, goes
- * back through the backend by the same pair. The server keeps a table of
- * open connections: the task each one's certificate names, the replies it
- * is owed (more than n_ctx: closed), when it last moved (the receive
- * deadline), its peer's address.
+ * rpc_server.c — the server of rpc.h, whatever carries the requests
+ * (rpc_backend.h). The backend hands each request with its connection and
+ * id (hc_rpc_serve_msg); the handler runs on the backend's thread where
+ * that is a pool meant for it (nng's), else on the server's own, fed by a
+ * queue; a reply, from any thread, goes back by the same pair. The table
+ * of open connections keeps each one's task (its certificate's), the
+ * replies it is owed (over n_ctx: closed), its last move (the receive
+ * deadline) and its address.
  */
 #include "rpc.h"
 
@@ -157,24 +156,22 @@ void hc_rpc_serve_msg(hc_rpc_server *s, uint32_t conn, uint32_t id,
 {
     struct conn_info *ci;
     hc_rpc_req *r = calloc(1, sizeof *r);
-    char warn[160];
-    int over = 0, stopping;
+    char peer[64];
+    int stopping;
 
     nng_mtx_lock(s->mtx);
     stopping = s->stopping;
     ci = r && !stopping ? conn_entry(s, conn, 0) : NULL;
-    if (ci && ci->owed >= s->n_ctx)
-        over = 1;
-    if (!ci || over) {
-        if (over)
-            snprintf(warn, sizeof warn, "the peer at %s has %d requests "
-                     "unanswered: closing its connection", ci->peer,
-                     s->n_ctx);
+    if (!ci || ci->owed >= s->n_ctx) {      /* gone, or too many owed */
+        if (ci)
+            memcpy(peer, ci->peer, sizeof peer);
         nng_mtx_unlock(s->mtx);
         nng_msg_free(m);
         free(r);
-        if (over) {
-            hc_warn("rpc server %s: %s", s->url, warn);
+        if (ci) {
+            hc_warn("rpc server %s: the peer at %s has %d requests "
+                    "unanswered: closing its connection", s->url, peer,
+                    s->n_ctx);
             s->ops->drop(s->be, conn);
         }
         if (!stopping)          /* not answered: the backend's slot free */
@@ -279,8 +276,9 @@ uint32_t hc_rpc_msg_pipe(nng_msg *msg)
     return msg ? nng_msg_get_pipe(msg).id : 0;
 }
 
-void hc_rpc_conn_peer(uint32_t conn, char *buf, size_t n)
+void hc_rpc_msg_peer(nng_msg *msg, char *buf, size_t n)
 {
+    uint32_t conn = hc_rpc_msg_pipe(msg);
     hc_rpc_server *s;
     struct conn_info *ci = NULL;
 
@@ -295,22 +293,13 @@ void hc_rpc_conn_peer(uint32_t conn, char *buf, size_t n)
     pthread_mutex_unlock(&servers_mtx);
 }
 
-void hc_rpc_msg_peer(nng_msg *msg, char *buf, size_t n)
-{
-    hc_rpc_conn_peer(hc_rpc_msg_pipe(msg), buf, n);
-}
-
 /* ---- the receive deadline --------------------------------------------- */
 
-/*
- * A connection owed no reply that has not completed a request within
- * recv_deadline_ms of connecting, or of its last request or reply, is
- * closed: a peer that sends a length and then trickles the body, or
- * nothing, would otherwise hold its connection (one of max_conns) for
- * ever. A client of ours that was merely idle redials on its next call; a
- * request the server keeps (a sync pull) is owed a reply, so its
- * connection stays.
- */
+/* A connection owed no reply that completed no request within
+ * recv_deadline_ms of connecting or of its last request or reply is
+ * closed: a peer trickling a body, or sending nothing, would hold one of
+ * max_conns for ever. An idle client of ours redials on its next call; a
+ * kept request (a sync pull) is owed a reply, so its connection stays. */
 static void sweep_cb(void *arg)
 {
     hc_rpc_server *s = arg;

@@ -7,12 +7,9 @@
 #include "rpc_backend.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "err.h"
-#include "log.h"
 #include "tls_relay.h"
 
 /* ---- client ---------------------------------------------------------- */
@@ -123,13 +120,11 @@ static int dial_open(void **be, hc_rpc_link *l, const char *url,
     d->l = l;
     pthread_mutex_init(&d->mu, NULL);
     if ((err = hc_relay_open(&d->ep, 0, url, o->recv_max, o->tls->ca_file,
-                             o->tls->cert_key_file, name, &cb)) != HC_OK) {
-        pthread_mutex_destroy(&d->mu);
-        free(d);
-        return err;
-    }
-    *be = d;
-    return HC_OK;
+                             o->tls->cert_key_file, name, &cb)) != HC_OK)
+        dial_close(d);
+    else
+        *be = d;
+    return err;
 }
 
 static void dial_cancel(void *be, uint32_t id)
@@ -147,89 +142,58 @@ static void dial_cancel(void *be, uint32_t id)
 }
 
 const struct hc_rpc_dial_ops hc_rpc_tls_dial = {
-    "relay", dial_open, dial_send, dial_cancel, dial_close,
+    dial_open, dial_send, dial_cancel, dial_close,
 };
 
 /* ---- server ---------------------------------------------------------- */
 
-struct listen {
-    hc_rpc_server *s;
-    hc_relay_ep *ep;
-    char url[160];
-};
+/* A server's backend is its relay endpoint; the callbacks' arg the server. */
 
 static int listen_conn(void *arg, uint32_t conn, int up, const char *peer,
                        const char *who)
 {
-    struct listen *L = arg;
-
-    return hc_rpc_serve_conn(L->s, conn, up, peer, who);
+    return hc_rpc_serve_conn(arg, conn, up, peer, who);
 }
 
 static void listen_msg(void *arg, uint32_t conn, uint32_t id, nng_msg *m)
 {
-    struct listen *L = arg;
     nng_pipe pipe = NNG_PIPE_INITIALIZER;
 
     pipe.id = conn;
     nng_msg_set_pipe(m, pipe);
-    hc_rpc_serve_msg(L->s, conn, id, m);
+    hc_rpc_serve_msg(arg, conn, id, m);
 }
 
+/* A reply the relay cannot take is dropped (a peer with eight waiting
+ * already is closed by the relay, with a warning). */
 static void listen_reply(void *be, uint32_t conn, uint32_t id, nng_msg *m)
 {
-    struct listen *L = be;
-    char addr[80];
-    int err;
-
-    if (!m || (err = hc_relay_send(L->ep, conn, id, m)) == HC_OK)
-        return;
-    nng_msg_free(m);
-    if (err == HC_ERR_LIMIT) {
-        /* Eight replies wait already: a peer that does not read. */
-        hc_rpc_conn_peer(conn, addr, sizeof addr);
-        hc_warn("rpc server %s: the peer at %s does not take its replies: "
-                "closing its connection", L->url, addr);
-        hc_relay_drop(L->ep, conn);
-    }
+    if (m && hc_relay_send(be, conn, id, m) != HC_OK)
+        nng_msg_free(m);
 }
 
 static void listen_drop(void *be, uint32_t conn)
 {
-    hc_relay_drop(((struct listen *)be)->ep, conn);
+    hc_relay_drop(be, conn);
 }
 
 static void listen_stop(void *be)
 {
-    struct listen *L = be;
-
-    if (!L)
-        return;
-    hc_relay_close(L->ep);
-    free(L);
+    hc_relay_close(be);
 }
 
 static int listen_start(void **be, hc_rpc_server *s, const char *url,
                         const struct hc_rpc_server_opts *o)
 {
-    struct listen *L = calloc(1, sizeof *L);
-    struct hc_relay_cb cb = {listen_conn, listen_msg, L, o->send_timeout_ms};
-    int err;
+    struct hc_relay_cb cb = {listen_conn, listen_msg, s, o->send_timeout_ms};
+    hc_relay_ep *ep;
+    int err = hc_relay_open(&ep, 1, url, o->recv_max, o->tls->ca_file,
+                            o->tls->cert_key_file, url, &cb);
 
-    *be = NULL;
-    if (!L)
-        return hc_err_set(HC_ERR_NOMEM, "rpc server %s: out of memory", url);
-    L->s = s;
-    snprintf(L->url, sizeof L->url, "%s", url);
-    if ((err = hc_relay_open(&L->ep, 1, url, o->recv_max, o->tls->ca_file,
-                             o->tls->cert_key_file, url, &cb)) != HC_OK) {
-        free(L);
-        return err;
-    }
-    *be = L;
-    return HC_OK;
+    *be = ep;
+    return err;
 }
 
 const struct hc_rpc_listen_ops hc_rpc_tls_listen = {
-    "relay", 0, listen_start, listen_reply, listen_drop, listen_stop, NULL,
+    0, listen_start, listen_reply, listen_drop, listen_stop, NULL,
 };

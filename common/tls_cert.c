@@ -110,39 +110,34 @@ static int ssl_err(const char *what, const char *path)
     return hc_err_set(HC_ERR_IO, "hetps certs: %s %s: %s", what, path, why);
 }
 
-/* What a memory BIO holds, written to path, created with `mode`; never
- * overwrites. */
-static int write_bio(const char *path, BIO *b, mode_t mode)
+/* A certificate and its key (either may be NULL) as PEM into a new file
+ * path, created with `mode`; never overwrites. */
+static int write_pem(const char *path, X509 *x, EVP_PKEY *key, mode_t mode)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-    char *data;
-    long got = BIO_get_mem_data(b, &data);
-    size_t at = 0, len = got > 0 ? (size_t)got : 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode), rv;
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
 
-    if (fd < 0)
-        return hc_err_set(HC_ERR_IO, "hetps certs: cannot create %s: %s",
-                          path, strerror(errno));
-    while (at < len) {
-        ssize_t n = write(fd, data + at, len - at);
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int e = errno;
-
+    if (!f) {
+        rv = hc_err_set(HC_ERR_IO, "hetps certs: cannot create %s: %s", path,
+                        strerror(errno));
+        if (fd >= 0)
             close(fd);
-            unlink(path);
-            return hc_err_set(HC_ERR_IO, "hetps certs: writing %s: %s", path,
-                              strerror(e));
-        }
-        at += (size_t)n;
+        return rv;
     }
-    if (fsync(fd) != 0 || close(fd) != 0) {
+    if ((x && !PEM_write_X509(f, x)) ||
+        (key && !PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL)))
+        rv = ssl_err("encoding", path);
+    else if (fflush(f) != 0 || fsync(fd) != 0)
+        rv = hc_err_set(HC_ERR_IO, "hetps certs: writing %s: %s", path,
+                        strerror(errno));
+    else
+        rv = HC_OK;
+    if (fclose(f) != 0 && rv == HC_OK)
+        rv = hc_err_set(HC_ERR_IO, "hetps certs: writing %s: %s", path,
+                        strerror(errno));
+    if (rv != HC_OK)
         unlink(path);
-        return hc_err_set(HC_ERR_IO, "hetps certs: writing %s: %s", path,
-                          strerror(errno));
-    }
-    return HC_OK;
+    return rv;
 }
 
 /* One extension of the X.509v3 configuration syntax ("critical,CA:TRUE"). */
@@ -222,14 +217,6 @@ static X509 *make_crt(struct maker *m, const char *cn, EVP_PKEY *key,
     return NULL;
 }
 
-/* PEM of a certificate and its key into b (either may be NULL). */
-static int pem_of(BIO *b, X509 *x, EVP_PKEY *key)
-{
-    return (!x || PEM_write_bio_X509(b, x)) &&
-           (!key || PEM_write_bio_PrivateKey(b, key, NULL, NULL, 0, NULL,
-                                             NULL));
-}
-
 /* The CA's key and certificate from their files. */
 static int load_ca(struct maker *m, const char *crt_path, const char *key_path)
 {
@@ -260,8 +247,6 @@ static int load_ca(struct maker *m, const char *crt_path, const char *key_path)
 static int load_or_make_ca(struct maker *m, int *made)
 {
     char crt_path[PATH_MAX + 16], key_path[PATH_MAX + 16];
-    X509 *ca = NULL;
-    BIO *kb = NULL, *cb = NULL;
     int rv, have_crt, have_key;
 
     snprintf(crt_path, sizeof crt_path, "%s/ca.crt", m->dir);
@@ -279,18 +264,11 @@ static int load_or_make_ca(struct maker *m, int *made)
         return load_ca(m, crt_path, key_path);
     if (!(m->ca_key = EVP_EC_gen("P-256")))
         return ssl_err("generating a key for", m->dir);
-    if (!(ca = make_crt(m, "hetps CA", m->ca_key, NULL, crt_path)))
+    if (!(m->ca = make_crt(m, "hetps CA", m->ca_key, NULL, crt_path)))
         return HC_ERR_IO;
-    rv = HC_ERR_IO;
-    if (!(kb = BIO_new(BIO_s_mem())) || !(cb = BIO_new(BIO_s_mem())) ||
-        !pem_of(kb, NULL, m->ca_key) || !pem_of(cb, ca, NULL))
-        ssl_err("encoding the CA for", m->dir);
-    else if ((rv = write_bio(key_path, kb, 0600)) == HC_OK &&
-             (rv = write_bio(crt_path, cb, 0644)) == HC_OK)
+    if ((rv = write_pem(key_path, NULL, m->ca_key, 0600)) == HC_OK &&
+        (rv = write_pem(crt_path, m->ca, NULL, 0644)) == HC_OK)
         *made += 2;
-    BIO_free(kb);
-    BIO_free(cb);
-    m->ca = ca;
     return rv;
 }
 
@@ -301,27 +279,17 @@ static int make_task(struct maker *m, const char *name, const char *host,
     char file[64], path[PATH_MAX + 64];
     EVP_PKEY *key = NULL;
     X509 *x = NULL;
-    BIO *b = NULL;
     int rv = HC_ERR_IO;
 
     hc_tls_file_name(file, sizeof file, name);
     snprintf(path, sizeof path, "%s/%s", m->dir, file);
     if (access(path, F_OK) == 0)
         return HC_OK;
-    if (!(key = EVP_EC_gen("P-256"))) {
+    if (!(key = EVP_EC_gen("P-256")))
         rv = ssl_err("generating a key for", path);
-        goto out;
-    }
-    if (!(x = make_crt(m, name, key, host, path)))
-        goto out;
-    if (!(b = BIO_new(BIO_s_mem())) || !pem_of(b, x, key)) {
-        rv = ssl_err("encoding", path);
-        goto out;
-    }
-    if ((rv = write_bio(path, b, 0600)) == HC_OK)
+    else if ((x = make_crt(m, name, key, host, path)) &&
+             (rv = write_pem(path, x, key, 0600)) == HC_OK)
         (*made)++;
-out:
-    BIO_free(b);
     X509_free(x);
     EVP_PKEY_free(key);
     return rv;

@@ -15,11 +15,10 @@
 typedef struct ssl_ctx_st SSL_CTX;
 typedef struct ssl_st SSL;
 
-/* A context: mutual TLS with the CA in ca_file and this process's
- * certificate and key in cert_key_file (PEM; a client may have none, to
- * play a peer from outside in the tests); a client (server 0) checks that
- * the server's certificate names server_name. NULL with the error set
- * (err.h) naming the file. Free with hc_tls_ctx_close. */
+/* A context trusting the CA in ca_file, presenting cert_key_file (PEM; a
+ * client may have none: a peer from outside, in the tests); a client
+ * (server 0) checks that the server's certificate names server_name. NULL
+ * with the error set naming the file. Free with hc_tls_ctx_close. */
 SSL_CTX *hc_tls_ctx_open(int server, const char *ca_file,
                          const char *cert_key_file, const char *server_name);
 void hc_tls_ctx_close(SSL_CTX *ctx);

@@ -2,15 +2,14 @@
  * tls_frame.h — the relay's framing inside TLS, apart from sockets and
  * TLS (tls_relay.c reads into it; tests/fuzz/fuzz_frame.c feeds it bytes).
  *
- * Each side first sends 8 bytes, "HETPSr1\n"; then messages, each a
- * 12-byte head (the body's length, 8 bytes big-endian, and a 4-byte
- * request id) and the body. The reader says where the next bytes go
- * (hc_frame_want, read up to that many there, hc_frame_got). Memory for
- * a body comes as its bytes do, never at the length a head announces:
- * its first quarter is read into a buffer that doubles from 64 KiB, then
- * the nng message its callee takes is allocated whole, that quarter
- * copied in and the rest read straight into it — what a body holds is
- * at most 4 times what arrived, plus 64 KiB. Each growth is the caller's
+ * Each side first sends 8 bytes, "HETPSr1\n"; then messages: a 12-byte
+ * head (the body's length, 8 bytes big-endian, and a 4-byte request id)
+ * and the body. The reader says where the next bytes go (hc_frame_want;
+ * read up to that many there; hc_frame_got). A body's memory comes with
+ * its bytes, never at the length announced: its first quarter goes into a
+ * buffer doubling from 64 KiB, then the nng message is allocated whole,
+ * that quarter copied in and the rest read straight into it — at most 4
+ * times what arrived, plus 64 KiB. Each growth is the caller's
  * (HC_FRAME_HEAD, HC_FRAME_ROOM): it counts hc_frame_room against its
  * limits and calls hc_frame_grow, or refuses the peer.
  */

@@ -1,32 +1,28 @@
 /*
  * tls_relay.c — see tls_relay.h.
  *
- * Loops: a thread each (as many as the machine has cores, at most 8,
- * started as endpoints come), each with its epoll set, level-triggered,
- * and an eventfd that senders ring. A client's endpoint is dealt to one
- * loop (in turn); a server's listening socket is watched by every loop,
- * so its connections spread over them; a connection stays in the loop
- * that took it. What a connection reads goes to its endpoint's callbacks;
- * hc_relay_send queues what is to go (found by the connection's number in
- * the registry). After any event the connection is pumped until nothing
- * moves: OpenSSL may hold decrypted bytes epoll knows nothing of, so
- * reading stops only on "want read".
+ * Loops: a thread each (one a core, at most 8, started as endpoints
+ * come), with a level-triggered epoll set and an eventfd senders ring. A
+ * client's endpoint is dealt to one loop in turn; a server's listening
+ * socket is in every loop's set, so its connections spread over them; a
+ * connection stays in the loop that took it. After any event it is pumped
+ * until nothing moves: OpenSSL may hold decrypted bytes epoll knows
+ * nothing of, so reading stops only on "want read".
  *
  * Output: up to OUTQ messages queue per connection (under the loop's
- * kmu); whoever gives one writes it into TLS at once if it can take the
+ * kmu); the giver writes one into TLS at once if it can take the
  * connection's smu (trylock), else rings the loop (kick).
  *
- * Lifetimes: a loop's endpoints and connections are under its mutex mu;
- * its thread takes it per batch of events. Another thread closing an
- * endpoint marks it and its connections dead and closes their sockets;
- * only the loop's thread frees, at the end of a batch (reap), once no
- * sender holds the connection (counted under reg_mu), so an event or a
- * sender for a dead connection finds it marked, never freed.
+ * Lifetimes: a loop's endpoints and connections are under its mu, which
+ * its thread holds through a batch of events. Closing an endpoint marks it
+ * and its connections dead and closes their sockets; only the loop's
+ * thread frees, at the end of a batch (reap), once no sender holds the
+ * connection (counted under reg_mu): an event or a sender for a dead one
+ * finds it marked, never freed.
  *
- * Lock order: mu, then smu, then reg_mu, then kmu. The callbacks run with
- * mu and smu held (so they must not close an endpoint); hc_relay_send and
- * hc_relay_drop take only reg_mu, kmu and smu by trylock, so any thread
- * may call them, callbacks included.
+ * Lock order: mu, smu, reg_mu, kmu. The callbacks run with mu and smu held
+ * (so must not close an endpoint); hc_relay_send and hc_relay_drop take
+ * only reg_mu, kmu and smu by trylock: any thread may call them.
  */
 #include "tls_relay.h"
 
@@ -68,10 +64,8 @@
 #define RESOLVE_MS 30000          /* a client's server looked up again */
 #define RETRY_MIN_MS 20           /* a client connects again after … */
 #define RETRY_MAX_MS 1000         /* … doubling up to this */
-#define TRIM_BYTES ((uint64_t)8 << 20) /* a dropped body this large: its
-                                          memory goes back to the system */
-#define BUDGET_MAX ((uint64_t)4 << 30) /* default budget: this, or a
-                                        * quarter of the memory if less */
+#define TRIM_BYTES ((uint64_t)8 << 20) /* a dropped body: memory trimmed */
+#define BUDGET_MAX ((uint64_t)4 << 30) /* or a quarter of memory if less */
 
 /* What each side sends first, inside TLS (tls_frame.h). */
 static const unsigned char PREAMBLE[8] = HC_FRAME_PREAMBLE;
@@ -89,15 +83,14 @@ struct hc_relay_ep {
     struct tag tag;
     SSL_CTX *ctx;
     size_t recv_max;
-    struct sockaddr_storage to; /* client: the server */
+    struct sockaddr_storage to; /* the server's address (a server's own) */
     socklen_t to_len;
     char name[160];
     pthread_mutex_t mu;         /* dead and fd, against close */
     bool dead;
     uint64_t refused;           /* atomic: a server's loops share it */
     uint64_t logged_at;         /* ms of the last refusal logged (atomic) */
-    /* client: the server's host, looked up again now and then */
-    char host[256];
+    char host[256];             /* client: looked up again now and then */
     int port;
     bool numeric, failing;
     uint64_t resolved_at;
@@ -114,10 +107,8 @@ struct hc_relay_ep {
 enum state { C_CONNECT, C_HANDSHAKE, C_RELAY };
 
 struct conn {
-    /* Held through every use of the SSL, the socket and the fields below:
-     * by the loop's thread while it steps the connection, by a sender
-     * that writes its message itself. */
-    pthread_mutex_t smu;
+    pthread_mutex_t smu;        /* the SSL, socket and fields below: the
+                                 * loop stepping it, or a sender writing */
     struct hc_relay_ep *ep;
     struct loop *loop;          /* the loop that took it */
     int net;                    /* -1 when not (yet) open */
@@ -128,21 +119,17 @@ struct conn {
     bool dead, net_eof;
     bool w_failed;              /* a send of wbuf failed: the peer is gone */
     bool net_want_in, net_want_out;
-    /* A read that came back short or empty: the socket is drained until
-     * its next event (level-triggered epoll reports what is left). */
-    bool net_dry;
+    bool net_dry;               /* drained until its next event */
     uint64_t deadline;          /* ms, while not relaying */
-    uint8_t *wbuf;              /* TLS records not sent yet (OpenSSL writes
-                                 * a record at a time; sent together) */
+    uint8_t *wbuf;              /* TLS records gathered, sent together */
     size_t w_off, w_len;
     char peer[64];
-    char who[32];               /* a server's: the task the client's
-                                 * certificate names ("worker:1") */
+    char who[32];               /* a server's: the client's task */
     uint32_t id;                /* in this process, never 0 */
     int senders;                /* reg_mu: callers holding it (get_conn) */
     bool announced;             /* on_conn said it is up */
-    uint64_t out_at;            /* ms its output last moved (atomic; 0:
-                                 * none waits) */
+    uint64_t out_at;            /* ms output last moved (atomic; 0: none
+                                 * waits) */
     /* network → rpc */
     struct hc_frame_in in;      /* the frames being read */
     bool hello;                 /* the peer's preamble is in */
@@ -157,8 +144,7 @@ struct conn {
     int oq_head, oq_len;
     bool dropped, kicked;       /* hc_relay_drop; on the kicks list */
     struct conn *kick_next;
-    /* reg_mu: the conns up (the registry) */
-    struct conn *reg_next;
+    struct conn *reg_next;      /* reg_mu: the conns up (the registry) */
     bool registered;
     struct conn *next;
 };
@@ -183,13 +169,12 @@ static struct loop loops[MAX_LOOPS];
 static int n_loops;
 static unsigned next_loop;
 static uint64_t next_conn_id;
-/* Endpoints are never freed (a loop may hold an event for a closed one):
- * a closed one keeps a few hundred bytes, its TLS context freed. */
+/* Endpoints are never freed (a loop may hold an event for a closed one;
+ * it keeps a few hundred bytes, its TLS context freed). */
 static pthread_mutex_t eps_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct hc_relay_ep *all_eps;
 static pthread_once_t loops_once = PTHREAD_ONCE_INIT;
-/* The bytes held by the messages being read, process-wide, and their
- * budget (atomic both): a peer that would take them over it is closed. */
+/* The bytes messages being read hold, and their budget (atomic both). */
 static uint64_t inflight, budget;
 /* Connections up, found by their number (hc_relay_send). */
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -271,10 +256,8 @@ static const char *ssl_reason(SSL *ssl, char *buf, size_t n)
     return buf;
 }
 
-/* ------------------------------------------------------------------ */
-/* The network side's BIO: OpenSSL's socket BIO writes without
- * MSG_NOSIGNAL, and a peer gone mid-write would kill the process with
- * SIGPIPE.                                                             */
+/* ---- the network's BIO: OpenSSL's socket BIO writes without
+ * MSG_NOSIGNAL (a peer gone mid-write would SIGPIPE the process) ---- */
 
 static BIO_METHOD *sock_method;
 static pthread_once_t sock_once = PTHREAD_ONCE_INIT;
@@ -384,22 +367,7 @@ static void sock_method_make(void)
         BIO_meth_free(m);
 }
 
-/* OpenSSL reads and writes c's network socket through our BIO; 0 or -1. */
-static int ssl_on(struct conn *c)
-{
-    BIO *b;
-
-    pthread_once(&sock_once, sock_method_make);
-    if (!sock_method || !(b = BIO_new(sock_method)))
-        return -1;
-    BIO_set_data(b, c);
-    BIO_set_init(b, 1);
-    SSL_set_bio(c->ssl, b, b);
-    return 0;
-}
-
-/* ------------------------------------------------------------------ */
-/* Waking a loop                                                        */
+/* ---- waking a loop ---- */
 
 static void ring(struct loop *R)
 {
@@ -422,8 +390,7 @@ static void kick_locked(struct conn *c)
     ring(R);
 }
 
-/* ------------------------------------------------------------------ */
-/* Connections (all under their loop's mu, in its thread)             */
+/* ---- connections (under their loop's mu, in its thread) ---- */
 
 /* Watch c's socket for want (0: not at all — epoll reports a hang-up even
  * unasked: a connection with nothing to do would busy the loop). */
@@ -534,49 +501,6 @@ static int resolve(struct sockaddr_storage *to, socklen_t *len,
     return HC_OK;
 }
 
-/* A client's server by name again (a restarted container or pod may come
- * back at another address); the old address is kept when that fails. */
-static void re_resolve(struct hc_relay_ep *ep)
-{
-    struct sockaddr_storage to;
-    socklen_t len;
-
-    ep->resolved_at = now_ms();
-    if (resolve(&to, &len, ep->host, ep->port, 0) == HC_OK) {
-        ep->to = to;
-        ep->to_len = len;
-    }
-}
-
-static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R)
-{
-    struct conn *c = calloc(1, sizeof *c);
-
-    if (!c)
-        return NULL;
-    /* The buffers come with the handshake (handshake_done): a peer that
-     * never finishes one costs no more than its SSL. */
-    if (!(c->ssl = SSL_new(ep->ctx))) {
-        free(c);
-        ERR_clear_error();
-        return NULL;
-    }
-    pthread_mutex_init(&c->smu, NULL);
-    c->ep = ep;
-    c->loop = R;
-    /* Above nng's pipe ids (1 to 2^31 - 1): one space for both. */
-    c->id = 0x80000000u | ((uint32_t)__atomic_add_fetch(&next_conn_id, 1,
-                                                        __ATOMIC_RELAXED) &
-                           0x7fffffffu);
-    c->net = -1;
-    c->net_tag = (struct tag){SIDE_NET, c};
-    c->deadline = now_ms() + HANDSHAKE_MS;
-    c->next = R->conns;
-    R->conns = c;
-    R->n_conns++;
-    return c;
-}
-
 /* TCP keepalive and no Nagle on a network socket. */
 static void net_opts(int fd)
 {
@@ -586,18 +510,51 @@ static void net_opts(int fd)
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
 }
 
-/* Connect fd (non-blocking) to ep->to; 0, or -1 on failure. */
-static int start_connect(int *fd, const struct hc_relay_ep *ep)
+/* A connection of ep in loop R on socket fd (closed on failure), to or
+ * from sa, its SSL reading and writing fd through our BIO; NULL when out
+ * of memory or at MAX_CONNS. The buffers come with the handshake
+ * (handshake_done): a peer that never finishes one costs no more than its
+ * SSL. */
+static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R, int fd,
+                             const struct sockaddr *sa)
 {
-    *fd = socket(ep->to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                 0);
-    if (*fd < 0)
-        return -1;
-    net_opts(*fd);
-    if (connect(*fd, (const struct sockaddr *)&ep->to, ep->to_len) == 0 ||
-        errno == EINPROGRESS)
-        return 0;
-    return -1;
+    struct conn *c = R->n_conns < MAX_CONNS ? calloc(1, sizeof *c) : NULL;
+    BIO *b = NULL;
+
+    pthread_once(&sock_once, sock_method_make);
+    if (!c || !sock_method || !(c->ssl = SSL_new(ep->ctx)) ||
+        !(b = BIO_new(sock_method))) {
+        if (c)
+            SSL_free(c->ssl);
+        free(c);
+        close(fd);
+        ERR_clear_error();
+        return NULL;
+    }
+    BIO_set_data(b, c);
+    BIO_set_init(b, 1);
+    SSL_set_bio(c->ssl, b, b);
+    if (ep->server)
+        SSL_set_accept_state(c->ssl);
+    else
+        SSL_set_connect_state(c->ssl);
+    c->state = ep->server ? C_HANDSHAKE : C_CONNECT;
+    net_opts(fd);
+    addr_text(sa, c->peer, sizeof c->peer);
+    pthread_mutex_init(&c->smu, NULL);
+    c->ep = ep;
+    c->loop = R;
+    /* Above nng's pipe ids (1 to 2^31 - 1): one space for both. */
+    c->id = 0x80000000u | ((uint32_t)__atomic_add_fetch(&next_conn_id, 1,
+                                                        __ATOMIC_RELAXED) &
+                           0x7fffffffu);
+    c->net = fd;
+    c->net_tag = (struct tag){SIDE_NET, c};
+    c->deadline = now_ms() + HANDSHAKE_MS;
+    c->next = R->conns;
+    R->conns = c;
+    R->n_conns++;
+    return c;
 }
 
 /* Whether a non-blocking connect on fd has finished: 1 yes, 0 not yet,
@@ -628,8 +585,7 @@ static bool ssl_waits(struct conn *c, int r)
     return true;
 }
 
-/* ------------------------------------------------------------------ */
-/* Network → rpc                                                        */
+/* ---- network → rpc ---- */
 
 /* A connection is up: findable by its id (hc_relay_send). A
  * client's callee hears of it here; a server's said yes before. */
@@ -746,8 +702,7 @@ static bool net_in(struct conn *c)
     return moved;
 }
 
-/* ------------------------------------------------------------------ */
-/* rpc → network                                                        */
+/* ---- rpc → network ---- */
 
 /* The next message given to send, staged: false when there is none. */
 static bool tx_take(struct conn *c)
@@ -925,11 +880,6 @@ static void step_locked(struct conn *c)
             unreachable(c);
             return;
         }
-        if (ssl_on(c) != 0) {
-            refuse(c, "out of memory");
-            return;
-        }
-        SSL_set_connect_state(c->ssl);
         c->state = C_HANDSHAKE;
     }
     if (c->state == C_HANDSHAKE) {
@@ -993,22 +943,27 @@ static void step(struct conn *c)
 static void client_connect(struct hc_relay_ep *ep, struct loop *R)
 {
     struct conn *c;
+    int fd;
 
-    if (R->n_conns >= MAX_CONNS || !(c = conn_new(ep, R))) {
+    /* The host looked up again (a restarted container or pod may come back
+     * at another address); the old address is kept when that fails. */
+    if (!ep->numeric &&
+        (ep->failing || now_ms() >= ep->resolved_at + RESOLVE_MS)) {
+        ep->resolved_at = now_ms();
+        (void)resolve(&ep->to, &ep->to_len, ep->host, ep->port, 0);
+    }
+    fd = socket(ep->to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                0);
+    if (fd < 0 || !(c = conn_new(ep, R, fd, (struct sockaddr *)&ep->to))) {
         ep->retry_at = now_ms() + RETRY_MAX_MS;
         return;
     }
     ep->conn = c;
-    if (!ep->numeric &&
-        (ep->failing || now_ms() >= ep->resolved_at + RESOLVE_MS))
-        re_resolve(ep);
-    addr_text((struct sockaddr *)&ep->to, c->peer, sizeof c->peer);
-    if (start_connect(&c->net, ep) != 0) {
+    if (connect(fd, (const struct sockaddr *)&ep->to, ep->to_len) != 0 &&
+        errno != EINPROGRESS)
         unreachable(c);
-        return;
-    }
-    c->state = C_CONNECT;
-    step(c);
+    else
+        step(c);
 }
 
 /* Take the connections waiting on server endpoint ep into loop R (its
@@ -1031,46 +986,22 @@ static void accept_all(struct hc_relay_ep *ep, struct loop *R)
         pthread_mutex_unlock(&ep->mu);
         if (fd < 0)
             return;                     /* EAGAIN, or try at the next event */
-        if (R->n_conns >= MAX_CONNS || !(c = conn_new(ep, R))) {
+        if (!(c = conn_new(ep, R, fd, (struct sockaddr *)&sa))) {
             if (++R->over_cap <= 10 || R->over_cap % 1000 == 0)
                 hc_warn("rpc relay %s: closed a connection at once (%d "
                         "open, the most there may be; %llu so far)",
                         ep->name, R->n_conns, (unsigned long long)R->over_cap);
-            close(fd);
             continue;
         }
-        net_opts(fd);
-        addr_text((struct sockaddr *)&sa, c->peer, sizeof c->peer);
-        c->net = fd;
-        if (ssl_on(c) != 0) {
-            refuse(c, "out of memory");
-            continue;
-        }
-        SSL_set_accept_state(c->ssl);
-        c->state = C_HANDSHAKE;
         step(c);
     }
 }
 
-/* Out of the registry; under reg_mu. */
-static void unregister_locked(struct conn *c)
-{
-    struct conn **pc;
-
-    for (pc = &reg_list; *pc; pc = &(*pc)->reg_next)
-        if (*pc == c) {
-            *pc = c->reg_next;
-            break;
-        }
-    c->registered = false;
-}
-
-/* Free a dead connection (reap took it out of the registry), outside any
- * loop's mu. A message it was still
- * receiving is dropped; when that was large (a peer that announced a big
- * body and left, or was closed, before sending it all) the memory goes
- * back to the system: common/tune.c keeps freed memory for the next
- * message of a model's size, which such a body will not be. */
+/* Free a dead connection (out of the registry), outside any loop's mu.
+ * A large message it was still receiving (a peer that left, or was
+ * closed, mid-body) gives its memory back to the system: common/tune.c
+ * keeps freed memory for the next message of a model's size, which such a
+ * body will not be. */
 static void conn_free(struct conn *c)
 {
     struct loop *R = c->loop;
@@ -1106,18 +1037,22 @@ static void conn_free(struct conn *c)
  * (released while freeing). */
 static void reap(struct loop *R)
 {
-    struct conn **pc = &R->conns, *c, *dead = NULL;
+    struct conn **pc = &R->conns, **pr, *c, *dead = NULL;
 
     while ((c = *pc) != NULL) {
         bool busy = false;
 
         if (c->dead && c->registered) {
             /* A caller still writing into it: at a later batch (it rings
-             * the loop when it is done); else no caller finds it again. */
+             * the loop when it is done); else out of the registry. */
             pthread_mutex_lock(&reg_mu);
             busy = c->senders > 0;
-            if (!busy)
-                unregister_locked(c);
+            for (pr = &reg_list; !busy && *pr; pr = &(*pr)->reg_next)
+                if (*pr == c) {
+                    *pr = c->reg_next;
+                    break;
+                }
+            c->registered = busy;
             pthread_mutex_unlock(&reg_mu);
         }
         if (!c->dead || busy) {
@@ -1364,35 +1299,23 @@ static int listen_on(const struct sockaddr_storage *addr, socklen_t len)
     return fd;
 }
 
-/* Start loop R if need be and watch server ep's listening socket there. */
-static int watch(struct loop *R, hc_relay_ep *ep)
+/* Start loop R if need be and give it ep: a server's listening socket
+ * watched there, a client dealt to it (which connects it at once). */
+static int attach(struct loop *R, hc_relay_ep *ep)
 {
     struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE,
                              .data.ptr = &ep->tag};
     int err;
 
     pthread_mutex_lock(&R->mu);
-    if ((err = start(R)) == HC_OK &&
-        epoll_ctl(R->epfd, EPOLL_CTL_ADD, ep->fd, &ev) != 0)
+    err = start(R);
+    if (err == HC_OK && ep->server &&
+        epoll_ctl(R->epfd, EPOLL_CTL_ADD, ep->fd, &ev) != 0) {
         err = hc_err_set(HC_ERR_TRANSPORT, "%s: epoll: %s", ep->name,
                          strerror(errno));
-    pthread_mutex_unlock(&R->mu);
-    return err;
-}
-
-/* Deal client ep to a loop, which connects it at once. */
-static int deal(hc_relay_ep *ep)
-{
-    struct loop *R = &loops[__atomic_fetch_add(&next_loop, 1,
-                                               __ATOMIC_RELAXED) %
-                            (unsigned)n_loops];
-    int err;
-
-    pthread_mutex_lock(&R->mu);
-    if ((err = start(R)) == HC_OK) {
+    } else if (err == HC_OK && !ep->server) {
         ep->loop = R;
         ep->backoff_ms = RETRY_MIN_MS;
-        ep->retry_at = 0;
         ep->loop_next = R->clients;
         R->clients = ep;
         ring(R);
@@ -1406,9 +1329,7 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
                   const char *cert_key_file, const char *name,
                   const struct hc_relay_cb *cb)
 {
-    struct sockaddr_storage la;
     struct in6_addr a6;
-    socklen_t ll;
     hc_relay_ep *ep;
     char host[256];
     int err = HC_OK, i, port = url_split(host, sizeof host, url);
@@ -1434,12 +1355,9 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
         free(ep);
         return hc_err_set(HC_ERR_CONFIG, "%s: %s", name, hc_err_msg());
     }
-    if (!server) {
-        if ((err = resolve(&ep->to, &ep->to_len, host, port, 0)) != HC_OK)
-            goto fail;
-    } else if ((err = resolve(&la, &ll, host, port, 1)) != HC_OK) {
+    if ((err = resolve(&ep->to, &ep->to_len, host, port, server)) != HC_OK)
         goto fail;
-    } else if ((ep->fd = listen_on(&la, ll)) < 0) {
+    if (server && (ep->fd = listen_on(&ep->to, ep->to_len)) < 0) {
         err = hc_err_set(HC_ERR_TRANSPORT, "%s: cannot listen on %s:%d: %s%s",
                          name, host, port, strerror(errno),
                          errno == EADDRINUSE
@@ -1456,12 +1374,13 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
     all_eps = ep;
     pthread_mutex_unlock(&eps_mu);
     /* A server's listening socket in every loop; a client in one. */
-    if (server) {
+    if (server)
         for (i = 0; i < n_loops && err == HC_OK; i++)
-            err = watch(&loops[i], ep);
-    } else {
-        err = deal(ep);
-    }
+            err = attach(&loops[i], ep);
+    else
+        err = attach(&loops[__atomic_fetch_add(&next_loop, 1,
+                                               __ATOMIC_RELAXED) %
+                           (unsigned)n_loops], ep);
     if (err != HC_OK) {
         hc_relay_close(ep);             /* kept in all_eps: never freed */
         return err;
@@ -1476,9 +1395,8 @@ fail:
     return err;
 }
 
-/* Connection conn of ep, if up, with a sender counted (a caller
-, if up, with a sender counted (a caller
- * puts it back with put_conn); else NULL. */
+/* Connection conn of ep, if up, with a sender counted (a caller puts it
+ * back with put_conn); else NULL. */
 static struct conn *get_conn(hc_relay_ep *ep, uint32_t conn)
 {
     struct conn *c;
@@ -1523,12 +1441,16 @@ int hc_relay_send(hc_relay_ep *ep, uint32_t conn, uint32_t id, nng_msg *m)
         c->outq[at] = m;
         c->outq_id[at] = id;
     } else {
-        err = HC_ERR_LIMIT;
+        err = HC_ERR_LIMIT;     /* a server's peer that does not read */
+        c->dropped = c->dropped || ep->server;
     }
     pthread_mutex_unlock(&R->kmu);
+    if (err != HC_OK && ep->server)
+        hc_warn("rpc server %s: the peer at %s does not take its replies: "
+                "closing its connection", ep->name, c->peer);
     /* Written here, in the caller's thread, when the connection is free;
-     * else its loop writes it. */
-    if (err == HC_OK && !send_inline(c)) {
+     * else (or to close it) its loop does. */
+    if (err != HC_OK ? ep->server : !send_inline(c)) {
         pthread_mutex_lock(&R->kmu);
         kick_locked(c);
         pthread_mutex_unlock(&R->kmu);
