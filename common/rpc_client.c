@@ -79,6 +79,8 @@ struct hc_rpc_client {
     int *out_errs;             /* (call_n) */
     nng_msg **out_first;       /* (call_n) first attempts' bytes, or NULL */
     int first_failed;          /* the first target that failed, or -1 */
+    int cause;                 /* the target whose request could not be
+                                  made (the call's failure), or -1 */
     char fail_msg[512];
     hc_rpc_remake_fn remake;   /* makes every other attempt's bytes */
     void *remake_arg;
@@ -157,6 +159,8 @@ static nng_msg *attempt_bytes(hc_rpc_link *p)
                  p->name, p->url, hc_err_msg());
         peer_done(p, rv);
         p->c->abort = 1;        /* the call fails: the others end now */
+        if (p->c->cause < 0)
+            p->c->cause = p->target;
         return NULL;
     }
     return m;
@@ -535,7 +539,9 @@ static void link_next(hc_rpc_link *p)
         c->out_errs[i] = p->err;
         if (c->out_replies[i] && c->on_reply)
             c->on_reply(c->on_reply_arg, i, c->out_replies[i]);
-        if (p->err != HC_OK && (c->first_failed < 0 || i < c->first_failed)) {
+        if (p->err != HC_OK && (c->first_failed < 0 || i == c->cause ||
+                                (i < c->first_failed &&
+                                 c->first_failed != c->cause))) {
             c->first_failed = i;
             snprintf(c->fail_msg, sizeof c->fail_msg, "%s", p->msg);
         }
@@ -581,6 +587,7 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
     c->remake = remake;
     c->remake_arg = arg;
     c->first_failed = -1;
+    c->cause = -1;
     for (i = 0; i < n; i++) {
         replies[i] = NULL;
         errs[i] = HC_OK;

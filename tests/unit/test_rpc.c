@@ -638,7 +638,7 @@ static void remade_case(int fail)
         CU_ASSERT_EQUAL(err, HC_ERR_NOMEM);
         CU_ASSERT_PTR_NULL(reply);
         CU_ASSERT(strstr(hc_err_msg(), "ps:3") != NULL &&
-                  strstr(hc_err_msg(), "making the request again") != NULL);
+                  strstr(hc_err_msg(), "making the request") != NULL);
         /* No remake function: refused, the request freed. */
         req = make_msg(payload, sizeof payload);
         rv = hc_rpc_call_all_remade(c, 1, &peer, &req, NULL, NULL, &reply,
@@ -1098,6 +1098,54 @@ static void test_call_queue(void)
         CU_ASSERT(at[1] < at[3]);
     }
     CU_ASSERT_EQUAL(tsrv_recv_count(&t), 6);
+out:
+    hc_rpc_client_close(c);
+    tsrv_fini(&t);
+}
+
+static int remake_fails(void *arg, int i, nng_msg **out)
+{
+    (void)arg;
+    (void)i;
+    *out = NULL;
+    return hc_err_set(HC_ERR_CLOSED, "remake test: nothing to send");
+}
+
+/* A request that cannot be made (a part whose gradient was never
+ * computed) fails the whole call at once: the other target, held
+ * unanswered by its server, is not waited for its 5 s, and the call's
+ * error is the cause, not the others' abort. */
+static void test_call_cause(void)
+{
+    struct tsrv t;
+    hc_rpc_client *c = NULL;
+    const char *urls[2], *names[2] = {"ps:0", "ps:0"};
+    int peers[2] = {0, 1}, errs[2], rv;
+    nng_msg *reqs[2] = {NULL, NULL}, *replies[2] = {NULL, NULL};
+    nng_time t0;
+
+    tsrv_init(&t, 0, T_HOLD, 0);
+    if (tsrv_start(&t, NULL) != HC_OK) {
+        CU_FAIL("server start");
+        goto out;
+    }
+    urls[0] = urls[1] = t.url;
+    if (client_open(&c, 2, urls, names, 5000, 10000) != HC_OK ||
+        !wait_connected(c, 0, 1, 3000)) {
+        CU_FAIL("client open");
+        goto out;
+    }
+    reqs[0] = make_str("held");
+    t0 = nng_clock();
+    rv = hc_rpc_call_all_remade(c, 2, peers, reqs, remake_fails, NULL,
+                                replies, errs, 0);
+    CU_ASSERT(nng_clock() - t0 < 2000);
+    CU_ASSERT_EQUAL(rv, HC_ERR_CLOSED);
+    CU_ASSERT_EQUAL(errs[1], HC_ERR_CLOSED);
+    CU_ASSERT(errs[0] != HC_OK);
+    CU_ASSERT(strstr(hc_err_msg(), "nothing to send") != NULL);
+    CU_ASSERT_PTR_NULL(replies[0]);
+    CU_ASSERT_PTR_NULL(replies[1]);
 out:
     hc_rpc_client_close(c);
     tsrv_fini(&t);
@@ -2095,6 +2143,8 @@ void hp_test_register(void)
     CU_add_test(s, "nng error mapping", test_err_map);
     CU_add_test(s, "several targets on one peer: queued in order",
                 test_call_queue);
+    CU_add_test(s, "a request that cannot be made ends the call at once, "
+                "naming its cause", test_call_cause);
     CU_add_test(s, "echo, accessors, connected count", test_echo);
     CU_add_test(s, "call_all to 3 servers runs concurrently",
                 test_call_all_parallel);
