@@ -7,8 +7,7 @@
  * REP socket with n_ctx contexts, each cycling RECV → (the core owns the
  * request: WAIT) → SEND → RECV, its index the request's id; a send not
  * taken within the send timeout closes its pipe (a peer that does not
- * read). The listener is watched (rpc_listen.h). Also nng's error codes
- * as hetps's, for the core and both backends (hc_rpc_err, hc_rpc_code_of).
+ * read). The listener is watched (rpc_listen.h).
  */
 #include "rpc_backend.h"
 
@@ -31,30 +30,6 @@
 #define RECONNECT_MAX_MS 1000
 #define RECV_ERR_PAUSE_MS 50 /* pause after an unexpected receive error */
 #define DEFAULT_SEND_TIMEOUT_MS 10000
-
-int hc_rpc_code_of(int rv)
-{
-    switch (rv) {
-    case 0:
-        return HC_OK;
-    case NNG_ETIMEDOUT:
-        return HC_ERR_TIMEOUT;
-    case NNG_ECLOSED:
-        return HC_ERR_CLOSED;
-    case NNG_ENOMEM:
-        return HC_ERR_NOMEM;
-    default:
-        return HC_ERR_TRANSPORT;
-    }
-}
-
-int hc_rpc_err(int nng_rv, const char *what)
-{
-    if (nng_rv == 0)
-        return HC_OK;
-    return hc_err_set(hc_rpc_code_of(nng_rv), "%s: %s", what ? what : "nng",
-                      nng_strerror(nng_rv));
-}
 
 /* ---- client ---------------------------------------------------------- */
 
