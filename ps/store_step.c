@@ -27,6 +27,7 @@
 
 /* What the thread is asked: a part's blocks to add, or the commit. */
 struct step_job {
+    const struct hc_optim_conf *c;
     struct ps_update *u;        /* (n) a copy of the caller's */
     size_t n;
     int commit;
@@ -41,7 +42,6 @@ struct store_step {
     pthread_cond_t cv;          /* work queued, or the thread went idle */
     struct step_job *head, **tail;
     int busy, stop;
-    const struct hc_optim_conf *c;
     /* The open step, the thread's: */
     MDB_txn *txn;
     uint64_t step;              /* the step it applies at */
@@ -87,21 +87,22 @@ static void step_abort(struct ps_store *s, struct store_step *st)
 
 /* A part's blocks into the open step (opened now if need be). */
 static int step_add(struct ps_store *s, struct store_step *st,
-                    const struct ps_update *u, size_t n)
+                    const struct hc_optim_conf *c, const struct ps_update *u,
+                    size_t n)
 {
     struct ps_apply g = {u, n, NULL, 0, 1};
     int rv;
 
     if (!st->txn && (rv = step_open(s, st)) != HC_OK)
         return rv;
-    if ((rv = store_apply_check(s, st->c, u, n, NULL, 0)) == HC_OK) {
+    if ((rv = store_apply_check(s, c, u, n, NULL, 0)) == HC_OK) {
         for (size_t i = 0; i < n; i++) {
             uint64_t bytes = HDR_SIZE + (uint64_t)u[i].length * 4 + 16;
 
-            st->pages += (uint64_t)(1 + ps_optim_slots(st->c)) *
+            st->pages += (uint64_t)(1 + ps_optim_slots(c)) *
                          ((bytes + s->psize - 1) / s->psize + 8);
         }
-        rv = store_apply_blocks(s, st->txn, st->c, st->step, &g,
+        rv = store_apply_blocks(s, st->txn, c, st->step, &g,
                                 st->pages <= s->direct_max_pages);
     }
     if (rv != HC_OK)
@@ -118,15 +119,15 @@ static int step_commit(struct ps_store *s, struct store_step *st,
 
     if (st->failed) {
         /* An add failed: every block of the step again, in one apply. */
-        return ps_store_apply(s, st->c, st->all, st->n_all, j->recs,
+        return ps_store_apply(s, j->c, st->all, st->n_all, j->recs,
                               j->n_recs, &st->new_step);
     }
-    if ((rv = step_add(s, st, j->u, j->n)) != HC_OK)
+    if ((rv = step_add(s, st, j->c, j->u, j->n)) != HC_OK)
         return rv == HC_ERR_MAPFULL
-                   ? ps_store_apply(s, st->c, st->all, st->n_all, j->recs,
+                   ? ps_store_apply(s, j->c, st->all, st->n_all, j->recs,
                                     j->n_recs, &st->new_step)
                    : rv;
-    if ((rv = store_apply_check(s, st->c, NULL, 0, j->recs, j->n_recs)) !=
+    if ((rv = store_apply_check(s, j->c, NULL, 0, j->recs, j->n_recs)) !=
         HC_OK) {
         step_abort(s, st);
         return rv;
@@ -175,7 +176,7 @@ static void *step_main(void *arg)
         st->busy = 1;
         pthread_mutex_unlock(&st->mu);
         if (!j->commit) {
-            if (!st->failed && step_add(s, st, j->u, j->n) != HC_OK)
+            if (!st->failed && step_add(s, st, j->c, j->u, j->n) != HC_OK)
                 st->failed = 1;
         } else {
             int rv = step_commit(s, st, j);
@@ -230,8 +231,9 @@ static int stepper(struct ps_store *s, struct store_step **out)
  * st->mu held; its blocks are also kept for a commit that redoes it all.
  * HC_OK, or HC_ERR_NOMEM with nothing queued. */
 static int enqueue(struct ps_store *s, struct store_step *st,
-                   const struct ps_update *u, size_t n,
-                   const struct ps_record *recs, size_t n_recs, int commit)
+                   const struct hc_optim_conf *c, const struct ps_update *u,
+                   size_t n, const struct ps_record *recs, size_t n_recs,
+                   int commit)
 {
     struct step_job *j = calloc(1, sizeof *j);
 
@@ -259,6 +261,7 @@ static int enqueue(struct ps_store *s, struct store_step *st,
         memcpy(j->u, u, n * sizeof *u);
         memcpy(st->all + st->n_all, u, n * sizeof *u);
     }
+    j->c = c;
     j->n = n;
     st->n_all += n;
     j->commit = commit;
@@ -284,8 +287,7 @@ int ps_store_step_add(struct ps_store *s, const struct hc_optim_conf *c,
     if ((rv = stepper(s, &st)) != HC_OK)
         return rv;
     pthread_mutex_lock(&st->mu);
-    st->c = c;
-    rv = enqueue(s, st, u, n, NULL, 0, 0);
+    rv = enqueue(s, st, c, u, n, NULL, 0, 0);
     pthread_mutex_unlock(&st->mu);
     return rv;
 }
@@ -318,9 +320,8 @@ int ps_store_step_commit(struct ps_store *s, const struct hc_optim_conf *c,
         return ps_store_apply(s, c, u, n, recs, n_recs, new_step);
     }
     /* Parts were added: the rest and the commit on the step's thread. */
-    st->c = c;
     st->done = 0;
-    if ((rv = enqueue(s, st, u, n, recs, n_recs, 1)) != HC_OK) {
+    if ((rv = enqueue(s, st, c, u, n, recs, n_recs, 1)) != HC_OK) {
         pthread_mutex_unlock(&st->mu);
         return rv;
     }
