@@ -842,7 +842,6 @@ static int handshake_done(struct conn *c)
         refuse(c, "out of memory for its buffers");
         return -1;
     }
-    c->ep->failing = false;
     if (c->ep->server) {
         /* The identity is the certificate just verified: its CN. */
         if (hc_tls_peer_task(c->ssl, c->who, sizeof c->who) != 0) {
@@ -855,6 +854,8 @@ static int handshake_done(struct conn *c)
             return -1;
         }
         announce(c);
+    } else {
+        c->ep->failing = false; /* a client's: in its one loop */
     }
     c->state = C_RELAY;
     if (SSL_write_ex(c->ssl, PREAMBLE, sizeof PREAMBLE, &put) != 1 ||
