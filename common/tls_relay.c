@@ -86,7 +86,7 @@ struct hc_relay_ep {
     struct sockaddr_storage to; /* the server's address (a server's own) */
     socklen_t to_len;
     char name[160];
-    pthread_mutex_t mu;         /* dead and fd, against close */
+    pthread_mutex_t mu;         /* dead (atomic) and fd, against close */
     bool dead;
     uint64_t refused;           /* atomic: a server's loops share it */
     uint64_t logged_at;         /* ms of the last refusal logged (atomic) */
@@ -842,7 +842,6 @@ static int handshake_done(struct conn *c)
         refuse(c, "out of memory for its buffers");
         return -1;
     }
-    c->ep->failing = false;
     if (c->ep->server) {
         /* The identity is the certificate just verified: its CN. */
         if (hc_tls_peer_task(c->ssl, c->who, sizeof c->who) != 0) {
@@ -855,6 +854,8 @@ static int handshake_done(struct conn *c)
             return -1;
         }
         announce(c);
+    } else {
+        c->ep->failing = false; /* a client's: in its one loop */
     }
     c->state = C_RELAY;
     if (SSL_write_ex(c->ssl, PREAMBLE, sizeof PREAMBLE, &put) != 1 ||
@@ -1104,7 +1105,7 @@ static int clients_due(struct loop *R)
     int wait = WAIT_MS;
 
     for (ep = R->clients; ep; ep = ep->loop_next) {
-        if (ep->dead || ep->conn)
+        if (__atomic_load_n(&ep->dead, __ATOMIC_RELAXED) || ep->conn)
             continue;
         if (now >= ep->retry_at) {
             client_connect(ep, R);
@@ -1486,7 +1487,7 @@ void hc_relay_close(hc_relay_ep *ep)
         pthread_mutex_unlock(&ep->mu);
         return;
     }
-    ep->dead = true;
+    __atomic_store_n(&ep->dead, true, __ATOMIC_RELAXED);
     if (ep->fd >= 0)
         close(ep->fd);                  /* out of every epoll set */
     ep->fd = -1;
