@@ -94,7 +94,6 @@ struct hc_relay_ep {
     int port;
     bool numeric, failing;
     uint64_t resolved_at;
-    struct loop *loop;          /* a client's loop; NULL: a server's, in all */
     /* client, under its loop's mu: the connection now, and the next try */
     struct conn *conn;
     uint64_t retry_at;
@@ -116,9 +115,9 @@ struct conn {
     uint32_t net_ev;            /* registered interest (0: not registered) */
     SSL *ssl;
     enum state state;
-    bool dead, net_eof;
-    bool w_failed;              /* a send of wbuf failed: the peer is gone */
-    bool net_want_in, net_want_out;
+    bool dead;
+    bool net_eof;               /* the peer closed, or a send failed */
+    bool net_want_out;          /* OpenSSL or wbuf waits for EPOLLOUT */
     bool net_dry;               /* drained until its next event */
     uint64_t deadline;          /* ms, while not relaying */
     uint8_t *wbuf;              /* TLS records gathered, sent together */
@@ -127,17 +126,15 @@ struct conn {
     char who[32];               /* a server's: the client's task */
     uint32_t id;                /* in this process, never 0 */
     int senders;                /* reg_mu: callers holding it (get_conn) */
-    bool announced;             /* on_conn said it is up */
     uint64_t out_at;            /* ms output last moved (atomic; 0: none
                                  * waits) */
     /* network → rpc */
     struct hc_frame_in in;      /* the frames being read */
-    bool hello;                 /* the peer's preamble is in */
     uint64_t rx_charged;        /* what the message holds, in `inflight` */
     /* rpc → network */
     nng_msg *tx_msg;            /* the message being written */
     uint8_t *stage;             /* its head and first bytes: one record */
-    size_t stage_len, tx_staged, tx_off, tx_total;
+    size_t tx_staged, tx_off;   /* its bytes in stage; head + body sent */
     /* Under the loop's kmu: shared with senders. */
     nng_msg *outq[OUTQ];
     uint32_t outq_id[OUTQ];     /* their request ids */
@@ -145,7 +142,7 @@ struct conn {
     bool dropped, kicked;       /* hc_relay_drop; on the kicks list */
     struct conn *kick_next;
     struct conn *reg_next;      /* reg_mu: the conns up (the registry) */
-    bool registered;
+    bool registered;            /* announced (on_conn said it is up) */
     struct conn *next;
 };
 
@@ -263,7 +260,7 @@ static BIO_METHOD *sock_method;
 static pthread_once_t sock_once = PTHREAD_ONCE_INIT;
 
 /* Send what wbuf holds: true once it is empty, false if the socket is full
- * (wait for EPOLLOUT) or failed (c->w_failed). */
+ * (wait for EPOLLOUT) or failed (c->net_eof). */
 static bool wflush(struct conn *c)
 {
     while (c->w_len) {
@@ -276,7 +273,7 @@ static bool wflush(struct conn *c)
         }
         if (k < 0 && (errno == EAGAIN || errno == EINTR))
             return false;
-        c->w_failed = true;
+        c->net_eof = true;
         c->w_len = 0;
         return false;
     }
@@ -290,11 +287,13 @@ static int sock_write(BIO *b, const char *buf, int len)
     ssize_t k;
 
     BIO_clear_retry_flags(b);
-    if (c->wbuf && !c->w_failed && (size_t)len <= WBUF_BYTES) {
+    if (c->net_eof)
+        return -1;
+    if (c->wbuf && (size_t)len <= WBUF_BYTES) {
         /* Gathered; pump() sends them when its writing is done. */
         if (c->w_off + c->w_len + (size_t)len > WBUF_BYTES) {
             (void)wflush(c);
-            if (c->w_failed)
+            if (c->net_eof)
                 return -1;
             if (c->w_len + (size_t)len > WBUF_BYTES) {
                 BIO_set_retry_write(b);
@@ -307,12 +306,11 @@ static int sock_write(BIO *b, const char *buf, int len)
         c->w_len += (size_t)len;
         return len;
     }
-    if (c->w_len && !wflush(c) && !c->w_failed) {
-        BIO_set_retry_write(b);         /* what is gathered goes first */
+    if (c->w_len && !wflush(c)) {
+        if (!c->net_eof)
+            BIO_set_retry_write(b);     /* what is gathered goes first */
         return -1;
     }
-    if (c->w_failed)
-        return -1;
     k = send(c->net, buf, (size_t)len, MSG_NOSIGNAL);
     if (k < 0 && (errno == EAGAIN || errno == EINTR))
         BIO_set_retry_write(b);
@@ -350,7 +348,7 @@ static long sock_ctrl(BIO *b, int cmd, long num, void *ptr)
     BIO_clear_retry_flags(b);
     if (!c->wbuf || wflush(c))
         return 1;
-    if (!c->w_failed)
+    if (!c->net_eof)
         BIO_set_retry_write(b);
     return -1;
 }
@@ -421,10 +419,8 @@ static void conn_kill(struct conn *c)
         c->net = -1;
     }
     c->loop->n_conns--;
-    if (c->announced) {
-        c->announced = false;
+    if (c->registered)
         ep->cb.on_conn(ep->cb.arg, c->id, 0, c->peer, c->who);
-    }
     if (!ep->server && ep->conn == c) {
         ep->conn = NULL;
         ep->retry_at = now_ms() + (uint64_t)ep->backoff_ms;
@@ -571,7 +567,7 @@ static int connected(int fd)
 }
 
 /* After an OpenSSL call on c returned r: whether it only waits for the
- * network (which way noted in c; the error queue emptied), or the
+ * network (EPOLLOUT noted in c; the error queue emptied), or the
  * connection failed or closed (the queue kept for ssl_reason). */
 static bool ssl_waits(struct conn *c, int r)
 {
@@ -579,7 +575,6 @@ static bool ssl_waits(struct conn *c, int r)
 
     if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
         return false;
-    c->net_want_in |= e == SSL_ERROR_WANT_READ;
     c->net_want_out |= e == SSL_ERROR_WANT_WRITE;
     ERR_clear_error();
     return true;
@@ -596,7 +591,6 @@ static void announce(struct conn *c)
     reg_list = c;
     c->registered = true;
     pthread_mutex_unlock(&reg_mu);
-    c->announced = true;
     if (!c->ep->server)
         c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer, NULL);
 }
@@ -664,7 +658,7 @@ static bool net_in(struct conn *c)
             r = SSL_read_ex(c->ssl, to, want, &got);
             if (r != 1) {
                 /* close-notify, reset, bad record: the connection ends */
-                c->net_eof = !ssl_waits(c, r);
+                c->net_eof |= !ssl_waits(c, r);
                 ERR_clear_error();
                 break;
             }
@@ -677,7 +671,6 @@ static bool net_in(struct conn *c)
         case HC_FRAME_HELLO:    /* a server sends it once it took our
                                  * certificate: only now does a client's
                                  * callee hear of the connection */
-            c->hello = true;
             if (!c->ep->server) {
                 c->ep->backoff_ms = RETRY_MIN_MS;
                 announce(c);
@@ -727,8 +720,6 @@ static bool tx_take(struct conn *c)
     c->tx_staged = len < STAGE_BYTES - HEAD_BYTES ? len
                                                   : STAGE_BYTES - HEAD_BYTES;
     memcpy(c->stage + HEAD_BYTES, nng_msg_body(m), c->tx_staged);
-    c->stage_len = HEAD_BYTES + c->tx_staged;
-    c->tx_total = c->stage_len + (len - c->tx_staged);
     c->tx_off = 0;
     c->tx_msg = m;
     return true;
@@ -739,31 +730,34 @@ static bool net_out(struct conn *c)
 {
     bool moved = false;
     const uint8_t *from;
-    size_t n, put;
+    size_t n, put, staged, total;
     int r;
 
     while (!c->net_eof && !c->dead) {
         if (!c->tx_msg && !tx_take(c))
             break;
-        if (c->tx_off < c->stage_len) {
+        /* The head and first bytes from stage, the rest from the body. */
+        staged = HEAD_BYTES + c->tx_staged;
+        total = HEAD_BYTES + nng_msg_len(c->tx_msg);
+        if (c->tx_off < staged) {
             from = c->stage + c->tx_off;
-            n = c->stage_len - c->tx_off;
+            n = staged - c->tx_off;
         } else {
-            from = (const uint8_t *)nng_msg_body(c->tx_msg) + c->tx_staged +
-                   (c->tx_off - c->stage_len);
-            n = c->tx_total - c->tx_off;
+            from = (const uint8_t *)nng_msg_body(c->tx_msg) + c->tx_off -
+                   HEAD_BYTES;
+            n = total - c->tx_off;
         }
         /* A write OpenSSL must finish is retried at the same place with
          * as many bytes (partial writes are on: a record at a time). */
         r = SSL_write_ex(c->ssl, from, n, &put);
         if (r != 1) {
-            c->net_eof = !ssl_waits(c, r);
+            c->net_eof |= !ssl_waits(c, r);
             ERR_clear_error();
             break;
         }
         moved = true;
         __atomic_store_n(&c->out_at, now_ms(), __ATOMIC_RELAXED);
-        if ((c->tx_off += put) == c->tx_total) {
+        if ((c->tx_off += put) == total) {
             nng_msg_free(c->tx_msg);
             c->tx_msg = NULL;
         }
@@ -780,12 +774,10 @@ static bool send_inline(struct conn *c)
     if (pthread_mutex_trylock(&c->smu) != 0)
         return false;
     if (!c->dead && c->state == C_RELAY && !c->net_eof) {
-        c->net_want_in = c->net_want_out = false;
+        /* Anything OpenSSL waits for leaves tx_msg or wbuf unsent. */
         (void)net_out(c);
-        if (c->w_len && !wflush(c) && !c->w_failed)
-            c->net_want_out = true;
-        done = !c->tx_msg && !c->w_len && !c->w_failed && !c->net_eof &&
-               !c->net_want_in && !c->net_want_out;
+        done = (!c->w_len || wflush(c)) && !c->tx_msg && !c->net_eof;
+
     }
     pthread_mutex_unlock(&c->smu);
     return done;
@@ -796,17 +788,15 @@ static void pump(struct conn *c)
 {
     bool moved;
 
-    c->net_want_in = c->net_want_out = false;
+    c->net_want_out = false;
     do {
         moved = net_in(c);
         if (c->dead)
             return;
         moved |= net_out(c);
         /* The records gathered, in as few sends as the socket takes. */
-        if (c->w_len && !wflush(c) && !c->w_failed)
+        if (c->w_len && !wflush(c) && !c->net_eof)
             c->net_want_out = true;
-        if (c->w_failed)
-            c->net_eof = true;
     } while (moved && !c->net_eof);
 }
 
@@ -884,7 +874,7 @@ static void step_locked(struct conn *c)
         c->state = C_HANDSHAKE;
     }
     if (c->state == C_HANDSHAKE) {
-        c->net_want_in = c->net_want_out = false;
+        c->net_want_out = false;
         r = SSL_do_handshake(c->ssl);
         if (r != 1) {
             if (ssl_waits(c, r))
@@ -1148,8 +1138,9 @@ static void *relay_main(void *arg)
 {
     struct loop *R = arg;
     struct epoll_event evs[64];
-    uint64_t next_check = 0;
+    uint64_t next_check = 0, now;
     int n, i, wait = WAIT_MS;
+
 
     pthread_setname_np(pthread_self(), "hetps:relay");
     for (;;) {
@@ -1171,15 +1162,15 @@ static void *relay_main(void *arg)
                 }
             }
         }
-        if (now_ms() >= next_check) {
-            uint64_t now = now_ms();
+        if ((now = now_ms()) >= next_check) {
             struct conn *c;
 
             for (c = R->conns; c; c = c->next) {
                 if (!c->dead && c->state == C_RELAY && slow_reader(c, now))
                     continue;
+                /* Until the peer's preamble is in (hc_frame_got's HELLO). */
                 if (c->dead || now < c->deadline ||
-                    (c->state == C_RELAY && c->hello))
+                    (c->state == C_RELAY && c->in.pre_got == sizeof c->in.pre))
                     continue;
                 pthread_mutex_lock(&c->smu);
                 if (c->state == C_CONNECT)
@@ -1249,8 +1240,6 @@ static int start(struct loop *R)
 {
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &R->wake_tag};
     pthread_t th;
-    pthread_attr_t at;
-
     int rv;
 
     if (R->started)
@@ -1262,11 +1251,8 @@ static int start(struct loop *R)
                         strerror(errno));
         goto fail;
     }
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    rv = pthread_create(&th, &at, relay_main, R);
-    pthread_attr_destroy(&at);
-    if (rv == 0) {
+    if (pthread_create(&th, NULL, relay_main, R) == 0) {
+        pthread_detach(th);
         R->started = true;
         return HC_OK;
     }
@@ -1315,7 +1301,6 @@ static int attach(struct loop *R, hc_relay_ep *ep)
         err = hc_err_set(HC_ERR_TRANSPORT, "%s: epoll: %s", ep->name,
                          strerror(errno));
     } else if (err == HC_OK && !ep->server) {
-        ep->loop = R;
         ep->backoff_ms = RETRY_MIN_MS;
         ep->loop_next = R->clients;
         R->clients = ep;
