@@ -57,13 +57,12 @@ struct hc_rpc_server {
     void *arg;
     void (*on_close)(void *arg, uint32_t pipe);
     int n_ctx, max_conns, recv_deadline_ms;
-    atomic_int conns;           /* connections now open */
     atomic_uint_least64_t deadline_closed;
     atomic_uint_least64_t last_warn;
     nng_aio *sweep;             /* every deadline/4: sweep_cb */
     nng_mtx *mtx;
     /* Under mtx: */
-    struct conn_info *cs;       /* (n_cs) open connections */
+    struct conn_info *cs;       /* (n_cs) open connections, max_conns */
     int n_cs, cap_cs;
     int stopping;               /* replies are dropped */
     int replying;               /* hc_rpc_reply calls in the backend */
@@ -121,9 +120,9 @@ int hc_rpc_serve_conn(hc_rpc_server *s, uint32_t conn, int up,
                       const char *peer, const char *who)
 {
     struct conn_info *ci = NULL;
+    int full;
 
     if (!up) {                  /* its entry dropped, the service told */
-        atomic_fetch_sub(&s->conns, 1);
         nng_mtx_lock(s->mtx);
         if ((ci = conn_entry(s, conn, 0)) != NULL)
             *ci = s->cs[--s->n_cs];
@@ -132,23 +131,18 @@ int hc_rpc_serve_conn(hc_rpc_server *s, uint32_t conn, int up,
             s->on_close(s->arg, conn);
         return 0;
     }
-    if (atomic_fetch_add(&s->conns, 1) >= s->max_conns) {
-        atomic_fetch_sub(&s->conns, 1);
-        server_warn(s, "accepting a connection failed: over the cap of "
-                       "connections");
-        return -1;
-    }
     nng_mtx_lock(s->mtx);
-    if (!s->stopping && (ci = conn_entry(s, conn, 1)) != NULL) {
+    full = s->n_cs >= s->max_conns;
+    if (!s->stopping && !full && (ci = conn_entry(s, conn, 1)) != NULL) {
         ci->last = nng_clock();
         snprintf(ci->who, sizeof ci->who, "%s", who ? who : "");
         snprintf(ci->peer, sizeof ci->peer, "%s", peer ? peer : "?");
     }
     nng_mtx_unlock(s->mtx);
-    if (ci)
-        return 0;
-    atomic_fetch_sub(&s->conns, 1);
-    return -1;
+    if (full)
+        server_warn(s, "accepting a connection failed: over the cap of "
+                       "connections");
+    return ci ? 0 : -1;
 }
 
 void hc_rpc_serve_msg(hc_rpc_server *s, uint32_t conn, uint32_t id,
@@ -458,8 +452,8 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     s->max_conns = o.max_conns;
     s->recv_deadline_ms = o.recv_deadline_ms;
     s->ops = o.tls ? &hc_rpc_tls_listen : &hc_rpc_nng_listen;
-    atomic_init(&s->conns, 0);
     atomic_init(&s->deadline_closed, 0);
+
     atomic_init(&s->last_warn, 0);
     if ((rv = nng_mtx_alloc(&s->mtx)) != 0 ||
         (rv = nng_cv_alloc(&s->cv, s->mtx)) != 0 ||
