@@ -92,7 +92,7 @@ struct hc_relay_ep {
     uint64_t logged_at;         /* ms of the last refusal logged (atomic) */
     char host[256];             /* client: looked up again now and then */
     int port;
-    bool numeric, failing;
+    bool failing;
     uint64_t resolved_at;
     /* client, under its loop's mu: the connection now, and the next try */
     struct conn *conn;
@@ -497,14 +497,6 @@ static int resolve(struct sockaddr_storage *to, socklen_t *len,
     return HC_OK;
 }
 
-/* TCP keepalive and no Nagle on a network socket. */
-static void net_opts(int fd)
-{
-    int one = 1;
-
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-}
 
 /* A connection of ep in loop R on socket fd (closed on failure), to or
  * from sa, its SSL reading and writing fd through our BIO; NULL when out
@@ -516,6 +508,7 @@ static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R, int fd,
 {
     struct conn *c = R->n_conns < MAX_CONNS ? calloc(1, sizeof *c) : NULL;
     BIO *b = NULL;
+    int one = 1;
 
     pthread_once(&sock_once, sock_method_make);
     if (!c || !sock_method || !(c->ssl = SSL_new(ep->ctx)) ||
@@ -535,7 +528,8 @@ static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R, int fd,
     else
         SSL_set_connect_state(c->ssl);
     c->state = ep->server ? C_HANDSHAKE : C_CONNECT;
-    net_opts(fd);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
     addr_text(sa, c->peer, sizeof c->peer);
     pthread_mutex_init(&c->smu, NULL);
     c->ep = ep;
@@ -860,7 +854,7 @@ static int handshake_done(struct conn *c)
 /* Everything a connection can do now; under c->smu. */
 static void step_locked(struct conn *c)
 {
-    char why[200];
+    char why[200], ssl_why[160];
     bool gone;
     int r;
 
@@ -887,16 +881,12 @@ static void step_locked(struct conn *c)
                 conn_kill(c);
                 return;
             }
-            if (c->ep->server) {
-                char r2[160];
-
-                snprintf(why, sizeof why, "no client certificate, or one not "
-                         "signed by this cluster's CA, or no TLS (%s)",
-                         ssl_reason(c->ssl, r2, sizeof r2));
-            } else {
-                ssl_reason(c->ssl, why, sizeof why);
-            }
+            ssl_reason(c->ssl, ssl_why, sizeof ssl_why);
+            snprintf(why, sizeof why, c->ep->server
+                     ? "no client certificate, or one not signed by this "
+                       "cluster's CA, or no TLS (%s)" : "%s", ssl_why);
             refuse(c, why);
+
             return;
         }
         if (handshake_done(c) != 0)
@@ -938,8 +928,7 @@ static void client_connect(struct hc_relay_ep *ep, struct loop *R)
 
     /* The host looked up again (a restarted container or pod may come back
      * at another address); the old address is kept when that fails. */
-    if (!ep->numeric &&
-        (ep->failing || now_ms() >= ep->resolved_at + RESOLVE_MS)) {
+    if (ep->failing || now_ms() >= ep->resolved_at + RESOLVE_MS) {
         ep->resolved_at = now_ms();
         (void)resolve(&ep->to, &ep->to_len, ep->host, ep->port, 0);
     }
@@ -1315,7 +1304,6 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
                   const char *cert_key_file, const char *name,
                   const struct hc_relay_cb *cb)
 {
-    struct in6_addr a6;
     hc_relay_ep *ep;
     char host[256];
     int err = HC_OK, i, port = url_split(host, sizeof host, url);
@@ -1333,8 +1321,6 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
     snprintf(ep->name, sizeof ep->name, "%s", name);
     snprintf(ep->host, sizeof ep->host, "%s", host);
     ep->port = port;
-    ep->numeric = inet_pton(AF_INET, host, &a6) == 1 ||
-                  inet_pton(AF_INET6, host, &a6) == 1;
     ep->resolved_at = now_ms();
     if (!(ep->ctx = hc_tls_ctx_open(server, ca_file, cert_key_file,
                                     server ? NULL : host))) {
