@@ -58,12 +58,12 @@ struct hc_rpc_server {
     void (*on_close)(void *arg, uint32_t pipe);
     int n_ctx, max_conns, recv_deadline_ms;
     atomic_uint_least64_t deadline_closed;
-    atomic_uint_least64_t last_warn;
     nng_aio *sweep;             /* every deadline/4: sweep_cb */
     nng_mtx *mtx;
     /* Under mtx: */
     struct conn_info *cs;       /* (n_cs) open connections, max_conns */
     int n_cs, cap_cs;
+    nng_time last_warn;         /* the last "over the cap" warning */
     int stopping;               /* replies are dropped */
     int replying;               /* hc_rpc_reply calls in the backend */
     hc_rpc_req *q_head, *q_tail; /* requests waiting for a thread */
@@ -104,22 +104,13 @@ static struct conn_info *conn_entry(hc_rpc_server *s, uint32_t conn, int make)
     return ci;
 }
 
-static void server_warn(hc_rpc_server *s, const char *what)
-{
-    uint64_t now = nng_clock(), last = atomic_load(&s->last_warn);
-
-    if (last != 0 && now - last < HC_RPC_WARN_EVERY_MS)
-        return;
-    atomic_store(&s->last_warn, now);
-    hc_warn("rpc server %s: %s", s->url, what);
-}
-
 /* ---- what the backend hands ------------------------------------------- */
 
 int hc_rpc_serve_conn(hc_rpc_server *s, uint32_t conn, int up,
                       const char *peer, const char *who)
 {
     struct conn_info *ci = NULL;
+    nng_time now = nng_clock();
     int full;
 
     if (!up) {                  /* its entry dropped, the service told */
@@ -134,14 +125,19 @@ int hc_rpc_serve_conn(hc_rpc_server *s, uint32_t conn, int up,
     nng_mtx_lock(s->mtx);
     full = s->n_cs >= s->max_conns;
     if (!s->stopping && !full && (ci = conn_entry(s, conn, 1)) != NULL) {
-        ci->last = nng_clock();
+        ci->last = now;
         snprintf(ci->who, sizeof ci->who, "%s", who ? who : "");
         snprintf(ci->peer, sizeof ci->peer, "%s", peer ? peer : "?");
     }
+    /* Refused over the cap: one warning a second at most. */
+    full = full && (!s->last_warn ||
+                    now - s->last_warn >= HC_RPC_WARN_EVERY_MS);
+    if (full)
+        s->last_warn = now;
     nng_mtx_unlock(s->mtx);
     if (full)
-        server_warn(s, "accepting a connection failed: over the cap of "
-                       "connections");
+        hc_warn("rpc server %s: accepting a connection failed: over the cap "
+                "of connections", s->url);
     return ci ? 0 : -1;
 }
 
@@ -454,7 +450,6 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     s->ops = o.tls ? &hc_rpc_tls_listen : &hc_rpc_nng_listen;
     atomic_init(&s->deadline_closed, 0);
 
-    atomic_init(&s->last_warn, 0);
     if ((rv = nng_mtx_alloc(&s->mtx)) != 0 ||
         (rv = nng_cv_alloc(&s->cv, s->mtx)) != 0 ||
         (rv = nng_aio_alloc(&s->sweep, sweep_cb, s)) != 0) {
