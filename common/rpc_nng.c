@@ -2,12 +2,12 @@
  * rpc_nng.c — rpc's plain-TCP backend (rpc_backend.h): nng REQ/REP.
  *
  * A client's link is one REQ socket (nng's own timed re-send off: the
- * core re-sends) with one context and one aio: SEND → RECV per attempt;
- * a new attempt first cancels what is left of the last. A server is one
- * REP socket with n_ctx contexts, each cycling RECV → (the core owns the
- * request: WAIT) → SEND → RECV, its index the request's id; a send not
- * taken within the send timeout closes its pipe (a peer that does not
- * read). The listener is watched (rpc_listen.h).
+ * core re-sends) and one aio: SEND → RECV per attempt, on the socket's own
+ * context; a new attempt first cancels what is left of the last. A server
+ * is one REP socket with n_ctx contexts, each cycling RECV → (the core
+ * owns the request: WAIT) → SEND → RECV, its index the request's id; a
+ * send not taken within the send timeout closes its pipe (a peer that
+ * does not read). The listener is watched (rpc_listen.h).
  */
 #include "rpc_backend.h"
 
@@ -36,8 +36,7 @@
 struct dial {
     hc_rpc_link *l;
     nng_socket sock;
-    bool sock_open, ctx_open;
-    nng_ctx ctx;
+    bool sock_open;
     nng_aio *aio;
     uint32_t id;                /* the attempt the aio carries */
     bool recv;                  /* its send is done: waiting for the reply */
@@ -61,7 +60,7 @@ static void dial_cb(void *arg)
     nng_aio_set_msg(d->aio, NULL);
     if (rv == 0 && !d->recv) {
         d->recv = true;
-        nng_ctx_recv(d->ctx, d->aio);
+        nng_recv_aio(d->sock, d->aio);
         return;
     }
     if (rv == 0) {
@@ -88,8 +87,6 @@ static void dial_close(void *be)
 
     if (d->aio)
         nng_aio_stop(d->aio);
-    if (d->ctx_open)
-        nng_ctx_close(d->ctx);
     if (d->sock_open) {
         /* No pipe callback may reach the link once this returns. */
         nng_pipe_notify(d->sock, NNG_PIPE_EV_ADD_POST, NULL, NULL);
@@ -132,14 +129,7 @@ static int dial_open(void **be, hc_rpc_link *l, const char *url,
                                 RECONNECT_MAX_MS)) ||
         (rv = nng_socket_set_bool(d->sock, NNG_OPT_TCP_KEEPALIVE, true)) ||
         (rv = nng_pipe_notify(d->sock, NNG_PIPE_EV_ADD_POST, dial_pipe_cb, l)) ||
-        (rv = nng_pipe_notify(d->sock, NNG_PIPE_EV_REM_POST, dial_pipe_cb, l)))
-        goto fail;
-    step = "opening context";
-    if ((rv = nng_ctx_open(&d->ctx, d->sock)) != 0)
-        goto fail;
-    d->ctx_open = true;
-    if ((rv = nng_ctx_set_ms(d->ctx, NNG_OPT_REQ_RESENDTIME,
-                             NNG_DURATION_INFINITE)) ||
+        (rv = nng_pipe_notify(d->sock, NNG_PIPE_EV_REM_POST, dial_pipe_cb, l)) ||
         (rv = nng_aio_alloc(&d->aio, dial_cb, d)))
         goto fail;
     step = "dialling (is the URL valid?)";
@@ -167,7 +157,8 @@ static int dial_send(void *be, uint32_t id, nng_msg *m)
     d->recv = false;
     nng_aio_set_msg(d->aio, m);
     nng_aio_set_timeout(d->aio, NNG_DURATION_INFINITE);
-    nng_ctx_send(d->ctx, d->aio);
+    nng_send_aio(d->sock, d->aio);
+
     return HC_OK;
 }
 
