@@ -101,16 +101,15 @@ void hc_rpc_link_conn(hc_rpc_link *l, int delta)
     nng_mtx_unlock(l->c->mtx);
 }
 
-/* Attempt id's reply m, or (m NULL) its loss: taken for the attempt in
- * flight, else dropped. */
-static void link_hand(hc_rpc_link *l, uint32_t id, nng_msg *m, int code,
+/* Taken for the attempt in flight, else dropped. */
+void hc_rpc_link_done(hc_rpc_link *l, uint32_t id, nng_msg *m, int code,
                       const char *why)
 {
     nng_mtx_lock(l->c->mtx);
     if (l->state == CALL_WAIT && id == l->want_id && !l->got && !l->lost) {
         l->got = m;
         l->lost = m ? 0 : code;
-        snprintf(l->lost_why, sizeof l->lost_why, "%s", why);
+        snprintf(l->lost_why, sizeof l->lost_why, "%s", m ? "" : why);
         m = NULL;
         nng_cv_wake(l->c->cv);
     }
@@ -119,15 +118,6 @@ static void link_hand(hc_rpc_link *l, uint32_t id, nng_msg *m, int code,
         nng_msg_free(m);
 }
 
-void hc_rpc_link_reply(hc_rpc_link *l, uint32_t id, nng_msg *m)
-{
-    link_hand(l, id, m, 0, "");
-}
-
-void hc_rpc_link_lost(hc_rpc_link *l, uint32_t id, int code, const char *why)
-{
-    link_hand(l, id, NULL, code, why);
-}
 
 /* ---- one peer's call, in the calling thread --------------------------- */
 

@@ -63,14 +63,12 @@ static void dial_cb(void *arg)
         nng_recv_aio(d->sock, d->aio);
         return;
     }
-    if (rv == 0) {
-        hc_rpc_link_reply(d->l, d->id, m);
-        return;
-    }
-    if (m)                      /* a failed send leaves the message to us */
+    if (rv != 0 && m) {         /* a failed send leaves the message to us */
         nng_msg_free(m);
+        m = NULL;
+    }
     if (rv != NNG_ECANCELED)
-        hc_rpc_link_lost(d->l, d->id,
+        hc_rpc_link_done(d->l, d->id, m,
                          lost_conn(rv) ? HC_ERR_CLOSED : hc_rpc_code_of(rv),
                          nng_strerror(rv));
 }
@@ -158,7 +156,6 @@ static int dial_send(void *be, uint32_t id, nng_msg *m)
     nng_aio_set_msg(d->aio, m);
     nng_aio_set_timeout(d->aio, NNG_DURATION_INFINITE);
     nng_send_aio(d->sock, d->aio);
-
     return HC_OK;
 }
 
