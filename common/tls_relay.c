@@ -150,9 +150,8 @@ struct conn {
  * two shards are encrypted on two cores; a shard's clients on all). */
 struct loop {
     pthread_mutex_t mu;
-    int epfd, wakefd;
+    int epfd, wakefd;           /* -1: its thread not started */
     struct tag wake_tag;
-    bool started;
     struct conn *conns;
     int n_conns;
     uint64_t over_cap;
@@ -771,7 +770,6 @@ static bool send_inline(struct conn *c)
         /* Anything OpenSSL waits for leaves tx_msg or wbuf unsent. */
         (void)net_out(c);
         done = (!c->w_len || wflush(c)) && !c->tx_msg && !c->net_eof;
-
     }
     pthread_mutex_unlock(&c->smu);
     return done;
@@ -886,7 +884,6 @@ static void step_locked(struct conn *c)
                      ? "no client certificate, or one not signed by this "
                        "cluster's CA, or no TLS (%s)" : "%s", ssl_why);
             refuse(c, why);
-
             return;
         }
         if (handshake_done(c) != 0)
@@ -1130,7 +1127,6 @@ static void *relay_main(void *arg)
     uint64_t next_check = 0, now;
     int n, i, wait = WAIT_MS;
 
-
     pthread_setname_np(pthread_self(), "hetps:relay");
     for (;;) {
         n = epoll_wait(R->epfd, evs, 64, wait);
@@ -1216,7 +1212,6 @@ static void forget_in_child(void)
             close(R->wakefd);
         parents_conns[i] = R->conns;
         R->epfd = R->wakefd = -1;
-        R->started = false;
         R->conns = NULL;
         R->n_conns = 0;
         R->clients = NULL;
@@ -1231,7 +1226,7 @@ static int start(struct loop *R)
     pthread_t th;
     int rv;
 
-    if (R->started)
+    if (R->epfd >= 0)
         return HC_OK;
     if ((R->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
         (R->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
@@ -1242,7 +1237,6 @@ static int start(struct loop *R)
     }
     if (pthread_create(&th, NULL, relay_main, R) == 0) {
         pthread_detach(th);
-        R->started = true;
         return HC_OK;
     }
     rv = hc_err_set(HC_ERR_NOMEM, "TLS relay: no thread");
@@ -1375,10 +1369,9 @@ static struct conn *get_conn(hc_relay_ep *ep, uint32_t conn)
 
     pthread_mutex_lock(&reg_mu);
     for (c = reg_list; c; c = c->reg_next)
-        if (c->id == conn && c->ep == ep)
+        if (c->id == conn && c->ep == ep &&
+            !__atomic_load_n(&c->dead, __ATOMIC_ACQUIRE))
             break;
-    if (c && __atomic_load_n(&c->dead, __ATOMIC_ACQUIRE))
-        c = NULL;
     if (c)
         c->senders++;
     pthread_mutex_unlock(&reg_mu);
