@@ -449,7 +449,6 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     s->recv_deadline_ms = o.recv_deadline_ms;
     s->ops = o.tls ? &hc_rpc_tls_listen : &hc_rpc_nng_listen;
     atomic_init(&s->deadline_closed, 0);
-
     if ((rv = nng_mtx_alloc(&s->mtx)) != 0 ||
         (rv = nng_cv_alloc(&s->cv, s->mtx)) != 0 ||
         (rv = nng_aio_alloc(&s->sweep, sweep_cb, s)) != 0) {

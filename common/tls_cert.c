@@ -334,7 +334,6 @@ int hc_tls_make(const struct hc_cluster *cl, const char *dir, int *made)
         rv = make_task(&m, name, host, &n);
     }
     X509_free(m.ca);
-
     EVP_PKEY_free(m.ca_key);
     if (made)
         *made = n;
