@@ -194,6 +194,14 @@ static uint64_t budget_default(void)
     return q < BUDGET_MAX ? q : BUDGET_MAX;
 }
 
+/* Loop R as new: no thread, no endpoints, no connections. */
+static void loop_init(struct loop *R)
+{
+    *R = (struct loop){.epfd = -1, .wakefd = -1, .wake_tag = {SIDE_WAKE, R}};
+    pthread_mutex_init(&R->mu, NULL);
+    pthread_mutex_init(&R->kmu, NULL);
+}
+
 static void loops_init(void)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -202,12 +210,8 @@ static void loops_init(void)
     budget = budget_default();
     n_loops = cpus < 1 ? 1 : cpus > MAX_LOOPS ? MAX_LOOPS : (int)cpus;
     (void)pthread_atfork(NULL, NULL, forget_in_child);
-    for (i = 0; i < MAX_LOOPS; i++) {
-        pthread_mutex_init(&loops[i].mu, NULL);
-        pthread_mutex_init(&loops[i].kmu, NULL);
-        loops[i].epfd = loops[i].wakefd = -1;
-        loops[i].wake_tag = (struct tag){SIDE_WAKE, &loops[i]};
-    }
+    for (i = 0; i < MAX_LOOPS; i++)
+        loop_init(&loops[i]);
 }
 
 static uint64_t now_ms(void)
@@ -1201,8 +1205,6 @@ static void forget_in_child(void)
     for (i = 0; i < MAX_LOOPS; i++) {
         struct loop *R = &loops[i];
 
-        pthread_mutex_init(&R->mu, NULL);
-        pthread_mutex_init(&R->kmu, NULL);
         for (c = R->conns; c; c = c->next)
             if (c->net >= 0)
                 close(c->net);
@@ -1211,11 +1213,7 @@ static void forget_in_child(void)
         if (R->wakefd >= 0)
             close(R->wakefd);
         parents_conns[i] = R->conns;
-        R->epfd = R->wakefd = -1;
-        R->conns = NULL;
-        R->n_conns = 0;
-        R->clients = NULL;
-        R->kicks = NULL;
+        loop_init(R);
     }
 }
 
