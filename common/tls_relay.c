@@ -853,19 +853,20 @@ static int handshake_done(struct conn *c)
     return 0;
 }
 
-/* Everything a connection can do now; under c->smu. */
-static void step_locked(struct conn *c)
+/* Everything a connection can do now. */
+static void step(struct conn *c)
 {
     char why[200], ssl_why[160];
     bool gone;
     int r;
 
+    pthread_mutex_lock(&c->smu);
     if (c->state == C_CONNECT) {
         if ((r = connected(c->net)) == 0)
             goto out;
         if (r < 0) {
             unreachable(c);
-            return;
+            goto out;
         }
         c->state = C_HANDSHAKE;
     }
@@ -881,21 +882,21 @@ static void step_locked(struct conn *c)
                  * not logged: nothing was refused. */
                 __atomic_add_fetch(&c->ep->refused, 1, __ATOMIC_RELAXED);
                 conn_kill(c);
-                return;
+                goto out;
             }
             ssl_reason(c->ssl, ssl_why, sizeof ssl_why);
             snprintf(why, sizeof why, c->ep->server
                      ? "no client certificate, or one not signed by this "
                        "cluster's CA, or no TLS (%s)" : "%s", ssl_why);
             refuse(c, why);
-            return;
+            goto out;
         }
         if (handshake_done(c) != 0)
-            return;
+            goto out;
     }
     pump(c);
     if (c->dead)
-        return;
+        goto out;
     pthread_mutex_lock(&c->loop->kmu);
     gone = c->dropped;
     pthread_mutex_unlock(&c->loop->kmu);
@@ -908,16 +909,10 @@ static void step_locked(struct conn *c)
         }
         ERR_clear_error();
         conn_kill(c);
-        return;
+        goto out;
     }
 out:
-    update_interest(c);
-}
-
-static void step(struct conn *c)
-{
-    pthread_mutex_lock(&c->smu);
-    step_locked(c);
+    update_interest(c);         /* none for a dead one: its socket closed */
     pthread_mutex_unlock(&c->smu);
 }
 
