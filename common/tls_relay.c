@@ -1242,25 +1242,6 @@ fail:
     return rv;
 }
 
-/* A listening socket on addr, or -1 (errno set). */
-static int listen_on(const struct sockaddr_storage *addr, socklen_t len)
-{
-    int fd, one = 1;
-
-    fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (const struct sockaddr *)addr, len) != 0 ||
-        listen(fd, 128) != 0) {
-        int e = errno;
-
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    return fd;
-}
 
 /* Start loop R if need be and give it ep: a server's listening socket
  * watched there, a client dealt to it (which connects it at once). */
@@ -1293,7 +1274,7 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
 {
     hc_relay_ep *ep;
     char host[256];
-    int err = HC_OK, i, port = url_split(host, sizeof host, url);
+    int err = HC_OK, i, one = 1, port = url_split(host, sizeof host, url);
 
     *out = NULL;
     if (!cb || !cb->on_msg || !cb->on_conn)
@@ -1316,7 +1297,13 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
     }
     if ((err = resolve(&ep->to, &ep->to_len, host, port, server)) != HC_OK)
         goto fail;
-    if (server && (ep->fd = listen_on(&ep->to, ep->to_len)) < 0) {
+    /* A server listens (a socket made is closed at fail). */
+    if (server &&
+        ((ep->fd = socket(ep->to.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+                          SOCK_CLOEXEC, 0)) < 0 ||
+         setsockopt(ep->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
+         bind(ep->fd, (const struct sockaddr *)&ep->to, ep->to_len) != 0 ||
+         listen(ep->fd, 128) != 0)) {
         err = hc_err_set(HC_ERR_TRANSPORT, "%s: cannot listen on %s:%d: %s%s",
                          name, host, port, strerror(errno),
                          errno == EADDRINUSE
