@@ -53,7 +53,6 @@ struct hc_rpc_link {
     /* One call's state, the calling thread's. */
     int in_call;
     int target;                /* the call's index this link carries now */
-    nng_msg *first;            /* what the first attempt sends, or NULL */
     nng_msg *reply;
     int err;
     int attempts;
@@ -136,14 +135,16 @@ static void peer_done(hc_rpc_link *p, int err)
     p->c->pending--;
 }
 
-/* The bytes of the next attempt: given for the first (first) or made
- * (remake). NULL when they cannot be, the peer then done. */
+/* The bytes of the next attempt: the caller's for a target's first when
+ * given (c->out_first, taken), else made (remake). NULL when they cannot
+ * be, the peer then done. */
 static nng_msg *attempt_bytes(hc_rpc_link *p)
 {
-    nng_msg *m = p->first;
+    nng_msg *m = p->c->out_first ? p->c->out_first[p->target] : NULL;
     int rv;
 
-    p->first = NULL;
+    if (m)
+        p->c->out_first[p->target] = NULL;
     if (!m && (rv = p->c->remake(p->c->remake_arg, p->target, &m)) != HC_OK) {
         snprintf(p->msg, sizeof p->msg, "%s at %s: making the request: %s",
                  p->name, p->url, hc_err_msg());
@@ -301,17 +302,12 @@ static void step(hc_rpc_link *p, nng_time now)
                                            : "no connection");
 }
 
-/* Peer p set up for target i of the call: its first attempt's bytes
- * (c->out_first[i], taken, or NULL; every other attempt's are made by
- * c->remake). */
+/* Peer p set up for target i of the call (its first attempt follows). */
 static void call_begin(hc_rpc_link *p, int i)
 {
     hc_rpc_client *c = p->c;
 
     p->in_call = 1;
-    p->first = c->out_first ? c->out_first[i] : NULL;
-    if (c->out_first)
-        c->out_first[i] = NULL;
     p->target = i;
     p->reply = NULL;
     p->err = HC_OK;
@@ -333,9 +329,6 @@ static void link_next(hc_rpc_link *p)
     while (p->state == CALL_DONE) {
         int i = p->target;
 
-        if (p->first)           /* never sent: the call failed first */
-            nng_msg_free(p->first);
-        p->first = NULL;
         p->in_call = 0;
         set_state(p, CALL_IDLE, 0);
         c->out_replies[i] = p->reply;
