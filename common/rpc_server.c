@@ -10,7 +10,6 @@
  */
 #include "rpc.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,12 +71,7 @@ struct hc_rpc_server {
     nng_cv *cv;                 /* the queue; the last reply when stopping */
     nng_thread *threads[MAX_SERVE_THREADS];
     int n_threads;
-    hc_rpc_server *next;        /* every server of the process (servers) */
 };
-
-/* Every server running, for the peer address of a message. */
-static pthread_mutex_t servers_mtx = PTHREAD_MUTEX_INITIALIZER;
-static hc_rpc_server *servers;
 
 /* The entry of conn (made when `make`), or NULL. Under s->mtx. */
 static struct conn_info *conn_entry(hc_rpc_server *s, uint32_t conn, int make)
@@ -266,21 +260,15 @@ uint32_t hc_rpc_msg_pipe(nng_msg *msg)
     return msg ? nng_msg_get_pipe(msg).id : 0;
 }
 
-void hc_rpc_msg_peer(nng_msg *msg, char *buf, size_t n)
+void hc_rpc_req_peer(const hc_rpc_req *req, char *buf, size_t n)
 {
-    uint32_t conn = hc_rpc_msg_pipe(msg);
-    hc_rpc_server *s;
-    struct conn_info *ci = NULL;
+    struct conn_info *ci;
 
     snprintf(buf, n, "an unknown address");
-    pthread_mutex_lock(&servers_mtx);
-    for (s = servers; s && !ci; s = s->next) {
-        nng_mtx_lock(s->mtx);
-        if ((ci = conn_entry(s, conn, 0)) != NULL)
-            snprintf(buf, n, "%s", ci->peer);
-        nng_mtx_unlock(s->mtx);
-    }
-    pthread_mutex_unlock(&servers_mtx);
+    nng_mtx_lock(req->s->mtx);
+    if ((ci = conn_entry(req->s, req->conn, 0)) != NULL)
+        snprintf(buf, n, "%s", ci->peer);
+    nng_mtx_unlock(req->s->mtx);
 }
 
 /* ---- the receive deadline --------------------------------------------- */
@@ -335,7 +323,6 @@ uint64_t hc_rpc_server_deadline_closed(const hc_rpc_server *s)
 
 void hc_rpc_server_stop(hc_rpc_server *s)
 {
-    hc_rpc_server **ps;
     hc_rpc_req *r;
     int i;
 
@@ -366,13 +353,6 @@ void hc_rpc_server_stop(hc_rpc_server *s)
             nng_msg_free(r->msg);
         free(r);
     }
-    pthread_mutex_lock(&servers_mtx);
-    for (ps = &servers; *ps; ps = &(*ps)->next)
-        if (*ps == s) {
-            *ps = s->next;
-            break;
-        }
-    pthread_mutex_unlock(&servers_mtx);
     if (s->cv)
         nng_cv_free(s->cv);
     if (s->mtx)
@@ -455,10 +435,6 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
         err = hc_rpc_err(rv, "rpc server: allocating");
         goto fail;
     }
-    pthread_mutex_lock(&servers_mtx);
-    s->next = servers;
-    servers = s;
-    pthread_mutex_unlock(&servers_mtx);
     if ((!s->ops->handler_here && (err = serve_threads(s)) != HC_OK) ||
         (err = s->ops->start(&s->be, s, url, &o)) != HC_OK)
         goto fail;
