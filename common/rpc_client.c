@@ -117,7 +117,6 @@ void hc_rpc_link_done(hc_rpc_link *l, uint32_t id, nng_msg *m, int code,
         nng_msg_free(m);
 }
 
-
 /* ---- one peer's call, in the calling thread --------------------------- */
 
 static void set_state(hc_rpc_link *p, enum call_state st, nng_time due)

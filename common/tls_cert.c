@@ -156,7 +156,6 @@ static int add_ext(X509 *x, X509 *issuer, int nid, const char *value)
     return ok;
 }
 
-
 /*
  * A certificate for CN `cn` with key `key`, signed by the CA (or by
  * itself when m->ca is NULL: the CA's own), naming `host` when not NULL.

@@ -500,7 +500,6 @@ static int resolve(struct sockaddr_storage *to, socklen_t *len,
     return HC_OK;
 }
 
-
 /* A connection of ep in loop R on socket fd (closed on failure), to or
  * from sa, its SSL reading and writing fd through our BIO; NULL when out
  * of memory or at MAX_CONNS. The buffers come with the handshake
@@ -1241,7 +1240,6 @@ fail:
     R->epfd = R->wakefd = -1;
     return rv;
 }
-
 
 /* Start loop R if need be and give it ep: a server's listening socket
  * watched there, a client dealt to it (which connects it at once). */
