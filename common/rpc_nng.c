@@ -35,8 +35,7 @@
 
 struct dial {
     hc_rpc_link *l;
-    nng_socket sock;
-    bool sock_open;
+    nng_socket sock;            /* id 0 (nng_socket_id -1): not opened */
     nng_aio *aio;
     uint32_t id;                /* the attempt the aio carries */
     bool recv;                  /* its send is done: waiting for the reply */
@@ -85,7 +84,7 @@ static void dial_close(void *be)
 
     if (d->aio)
         nng_aio_stop(d->aio);
-    if (d->sock_open) {
+    if (nng_socket_id(d->sock) > 0) {
         /* No pipe callback may reach the link once this returns. */
         nng_pipe_notify(d->sock, NNG_PIPE_EV_ADD_POST, NULL, NULL);
         nng_pipe_notify(d->sock, NNG_PIPE_EV_REM_POST, NULL, NULL);
@@ -116,7 +115,6 @@ static int dial_open(void **be, hc_rpc_link *l, const char *url,
     step = "opening REQ socket";
     if ((rv = nng_req0_open(&d->sock)) != 0)
         goto fail;
-    d->sock_open = true;
     step = "setting options";
     if ((rv = nng_socket_set_size(d->sock, NNG_OPT_RECVMAXSZ, o->recv_max)) ||
         (rv = nng_socket_set_ms(d->sock, NNG_OPT_REQ_RESENDTIME,
@@ -177,8 +175,7 @@ struct listen;
 
 struct rep_ctx {
     struct listen *L;
-    nng_ctx ctx;
-    bool ctx_open;
+    nng_ctx ctx;                /* id 0 (nng_ctx_id -1): not opened */
     nng_aio *aio;
     nng_aio *pause;             /* timer only: nng_sleep_aio marks an aio
                                  * so a later timeout reads as success */
@@ -189,8 +186,7 @@ struct rep_ctx {
 struct listen {
     hc_rpc_server *s;
     char url[160];
-    nng_socket sock;
-    bool sock_open;
+    nng_socket sock;            /* id 0: not opened */
     int send_timeout_ms;
     atomic_uint_least64_t took; /* connections taken (ADD_PRE), refused too */
     atomic_uint_least64_t last_warn;
@@ -348,7 +344,7 @@ static void listen_stop(void *be)
         struct rep_ctx *r = &L->ctxs[i];
         nng_msg *left;
 
-        if (r->ctx_open)
+        if (nng_ctx_id(r->ctx) > 0)
             nng_ctx_close(r->ctx);
         if (r->aio) {
             if ((left = nng_aio_get_msg(r->aio)) != NULL)
@@ -358,7 +354,7 @@ static void listen_stop(void *be)
         if (r->pause)
             nng_aio_free(r->pause);
     }
-    if (L->sock_open) {
+    if (nng_socket_id(L->sock) > 0) {
         /* No pipe callback may reach the core once this returns. */
         nng_pipe_notify(L->sock, NNG_PIPE_EV_ADD_PRE, NULL, NULL);
         nng_pipe_notify(L->sock, NNG_PIPE_EV_REM_POST, NULL, NULL);
@@ -384,7 +380,6 @@ static int listen_ctxs(struct listen *L, int n)
             (rv = nng_aio_alloc(&r->pause, pause_cb, r)) != 0 ||
             (rv = nng_ctx_open(&r->ctx, L->sock)) != 0)
             return rv;
-        r->ctx_open = true;
     }
     for (i = 0; i < n; i++)
         ctx_recv(&L->ctxs[i]);
@@ -409,7 +404,6 @@ static int listen_start(void **be, hc_rpc_server *s, const char *url,
     atomic_init(&L->last_warn, 0);
     if ((rv = nng_rep0_open(&L->sock)) != 0)
         goto fail;
-    L->sock_open = true;
     step = "setting options";
     /* Keepalive: a vanished peer's connection is found and closed. */
     if ((rv = nng_socket_set_size(L->sock, NNG_OPT_RECVMAXSZ,
