@@ -72,8 +72,9 @@ uint32_t hc_rpc_msg_pipe(nng_msg *msg);
  * Valid until hc_rpc_reply. */
 const char *hc_rpc_req_identity(const hc_rpc_req *req);
 
-/* The address a message came from ("127.0.0.1:54321"). */
-void hc_rpc_msg_peer(nng_msg *msg, char *buf, size_t n);
+/* The address req came from ("127.0.0.1:54321"; "an unknown address"
+ * once its connection is gone). Valid until hc_rpc_reply. */
+void hc_rpc_req_peer(const hc_rpc_req *req, char *buf, size_t n);
 
 /* Listen on `url` ("tcp://127.0.0.1:2222"); HC_ERR_TRANSPORT naming the
  * URL when it cannot (address in use, bad host). */

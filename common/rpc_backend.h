@@ -54,12 +54,11 @@ struct hc_rpc_dial_ops {
 
 /* A connection came up (+1) or went (-1). */
 void hc_rpc_link_conn(hc_rpc_link *l, int delta);
-/* A reply m (taken) answering attempt id. */
-void hc_rpc_link_reply(hc_rpc_link *l, uint32_t id, nng_msg *m);
-/* Attempt id can no longer be answered: HC_ERR_CLOSED (its connection was
- * lost: the core tries again) or another code (final); why: the
- * transport's word. */
-void hc_rpc_link_lost(hc_rpc_link *l, uint32_t id, int code, const char *why);
+/* Attempt id's reply m (taken), or with m NULL its loss: code
+ * HC_ERR_CLOSED (its connection was lost: the core tries again) or another
+ * (final); why: the transport's word. */
+void hc_rpc_link_done(hc_rpc_link *l, uint32_t id, nng_msg *m, int code,
+                      const char *why);
 
 extern const struct hc_rpc_dial_ops hc_rpc_nng_dial, hc_rpc_tls_dial;
 

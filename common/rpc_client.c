@@ -53,7 +53,6 @@ struct hc_rpc_link {
     /* One call's state, the calling thread's. */
     int in_call;
     int target;                /* the call's index this link carries now */
-    nng_msg *first;            /* what the first attempt sends, or NULL */
     nng_msg *reply;
     int err;
     int attempts;
@@ -101,32 +100,21 @@ void hc_rpc_link_conn(hc_rpc_link *l, int delta)
     nng_mtx_unlock(l->c->mtx);
 }
 
-/* Attempt id's reply m, or (m NULL) its loss: taken for the attempt in
- * flight, else dropped. */
-static void link_hand(hc_rpc_link *l, uint32_t id, nng_msg *m, int code,
+/* Taken for the attempt in flight, else dropped. */
+void hc_rpc_link_done(hc_rpc_link *l, uint32_t id, nng_msg *m, int code,
                       const char *why)
 {
     nng_mtx_lock(l->c->mtx);
     if (l->state == CALL_WAIT && id == l->want_id && !l->got && !l->lost) {
         l->got = m;
         l->lost = m ? 0 : code;
-        snprintf(l->lost_why, sizeof l->lost_why, "%s", why);
+        snprintf(l->lost_why, sizeof l->lost_why, "%s", m ? "" : why);
         m = NULL;
         nng_cv_wake(l->c->cv);
     }
     nng_mtx_unlock(l->c->mtx);
     if (m)                      /* a late answer to an attempt given up */
         nng_msg_free(m);
-}
-
-void hc_rpc_link_reply(hc_rpc_link *l, uint32_t id, nng_msg *m)
-{
-    link_hand(l, id, m, 0, "");
-}
-
-void hc_rpc_link_lost(hc_rpc_link *l, uint32_t id, int code, const char *why)
-{
-    link_hand(l, id, NULL, code, why);
 }
 
 /* ---- one peer's call, in the calling thread --------------------------- */
@@ -146,14 +134,16 @@ static void peer_done(hc_rpc_link *p, int err)
     p->c->pending--;
 }
 
-/* The bytes of the next attempt: given for the first (first) or made
- * (remake). NULL when they cannot be, the peer then done. */
+/* The bytes of the next attempt: the caller's for a target's first when
+ * given (c->out_first, taken), else made (remake). NULL when they cannot
+ * be, the peer then done. */
 static nng_msg *attempt_bytes(hc_rpc_link *p)
 {
-    nng_msg *m = p->first;
+    nng_msg *m = p->c->out_first ? p->c->out_first[p->target] : NULL;
     int rv;
 
-    p->first = NULL;
+    if (m)
+        p->c->out_first[p->target] = NULL;
     if (!m && (rv = p->c->remake(p->c->remake_arg, p->target, &m)) != HC_OK) {
         snprintf(p->msg, sizeof p->msg, "%s at %s: making the request: %s",
                  p->name, p->url, hc_err_msg());
@@ -164,33 +154,6 @@ static nng_msg *attempt_bytes(hc_rpc_link *p)
         return NULL;
     }
     return m;
-}
-
-static void peer_failed(hc_rpc_link *p, int code, const char *why);
-
-/* An attempt: the bytes out under a request id of their own. */
-static void peer_send(hc_rpc_link *p)
-{
-    nng_msg *m = attempt_bytes(p);
-    uint32_t id;
-    int rv;
-
-    if (!m)
-        return;
-    p->attempts++;
-    id = 0x80000000u | (++p->next_id & 0x7fffffffu);
-    nng_mtx_lock(p->c->mtx);
-    if (p->got)
-        nng_msg_free(p->got);
-    p->got = NULL;
-    p->lost = 0;
-    p->want_id = id;
-    p->state = CALL_WAIT;
-    p->due = nng_clock() + (nng_time)p->c->attempt_ms;
-    nng_mtx_unlock(p->c->mtx);
-    if ((rv = p->ops->send(p->be, id, m)) != HC_OK)
-        peer_failed(p, rv, rv == HC_ERR_LIMIT ? "send: the connection is busy"
-                                              : hc_strerror(rv));
 }
 
 static void peer_unreachable(hc_rpc_link *p)
@@ -216,13 +179,6 @@ static void peer_unreachable(hc_rpc_link *p)
     peer_done(p, HC_ERR_UNREACHABLE);
 }
 
-/* Whether an attempt that failed with code is tried again. */
-static int retryable(int code)
-{
-    return code == HC_ERR_CLOSED || code == HC_ERR_TIMEOUT ||
-           code == HC_ERR_LIMIT;
-}
-
 /* An attempt failed: back off and send again, or give up. */
 static void peer_failed(hc_rpc_link *p, int code, const char *why)
 {
@@ -238,7 +194,8 @@ static void peer_failed(hc_rpc_link *p, int code, const char *why)
         peer_done(p, HC_ERR_TIMEOUT);
         return;
     }
-    if (!retryable(code)) {
+    if (code != HC_ERR_CLOSED && code != HC_ERR_TIMEOUT &&
+        code != HC_ERR_LIMIT) {             /* not the connection's: final */
         snprintf(p->msg, sizeof p->msg, "%s at %s: %s", p->name, p->url, why);
         peer_done(p, code);
         return;
@@ -263,6 +220,31 @@ static void peer_failed(hc_rpc_link *p, int code, const char *why)
                 c->opts.retry_ms / 1000.0);
     }
     set_state(p, CALL_SLEEP, now + (nng_time)sleep_ms);
+}
+
+/* An attempt: the bytes out under a request id of their own. */
+static void peer_send(hc_rpc_link *p)
+{
+    nng_msg *m = attempt_bytes(p);
+    uint32_t id;
+    int rv;
+
+    if (!m)
+        return;
+    p->attempts++;
+    id = 0x80000000u | (++p->next_id & 0x7fffffffu);
+    nng_mtx_lock(p->c->mtx);
+    if (p->got)
+        nng_msg_free(p->got);
+    p->got = NULL;
+    p->lost = 0;
+    p->want_id = id;
+    p->state = CALL_WAIT;
+    p->due = nng_clock() + (nng_time)p->c->attempt_ms;
+    nng_mtx_unlock(p->c->mtx);
+    if ((rv = p->ops->send(p->be, id, m)) != HC_OK)
+        peer_failed(p, rv, rv == HC_ERR_LIMIT ? "send: the connection is busy"
+                                              : hc_strerror(rv));
 }
 
 /* Whether peer p has a step to take now (under c->mtx); if not, *next is
@@ -319,7 +301,54 @@ static void step(hc_rpc_link *p, nng_time now)
                                            : "no connection");
 }
 
-static void link_next(hc_rpc_link *p);
+/* Peer p set up for target i of the call (its first attempt follows). */
+static void call_begin(hc_rpc_link *p, int i)
+{
+    hc_rpc_client *c = p->c;
+
+    p->in_call = 1;
+    p->target = i;
+    p->reply = NULL;
+    p->err = HC_OK;
+    p->attempts = 0;
+    snprintf(p->last_why, sizeof p->last_why, "none");
+    p->backoff_ms = c->opts.backoff_min_ms;
+    p->last_warn = 0;
+    p->msg[0] = '\0';
+}
+
+/* Link p finished its target: the outcome to the call's arrays, and the
+ * link's next target, if any, begun (each link carries one at a time, in
+ * the order given: a lane's requests keep their order). */
+static void link_next(hc_rpc_link *p)
+{
+    hc_rpc_client *c = p->c;
+    int me = (int)(p - c->peers);
+
+    while (p->state == CALL_DONE) {
+        int i = p->target;
+
+        p->in_call = 0;
+        set_state(p, CALL_IDLE, 0);
+        c->out_replies[i] = p->reply;
+        p->reply = NULL;
+        c->out_errs[i] = p->err;
+        if (c->out_replies[i] && c->on_reply)
+            c->on_reply(c->on_reply_arg, i, c->out_replies[i]);
+        if (p->err != HC_OK && (c->first_failed < 0 || i == c->cause ||
+                                (i < c->first_failed &&
+                                 c->first_failed != c->cause))) {
+            c->first_failed = i;
+            snprintf(c->fail_msg, sizeof c->fail_msg, "%s", p->msg);
+        }
+        while (++i < c->call_n && c->call_peers[i] != me)
+            ;
+        if (i == c->call_n)
+            return;
+        call_begin(p, i);
+        peer_send(p);
+    }
+}
 
 /* Step every peer of the call until each is done. Past `hard` (a guard
  * against a backend that never answers nor loses), or once a request
@@ -497,63 +526,6 @@ static int check_targets(hc_rpc_client *c, int n, const int *peers,
     return HC_OK;
 }
 
-/* Peer p set up for target i of the call: its first attempt's bytes
- * (c->out_first[i], taken, or NULL; every other attempt's are made by
- * c->remake). */
-static void call_begin(hc_rpc_link *p, int i)
-{
-    hc_rpc_client *c = p->c;
-
-    p->in_call = 1;
-    p->first = c->out_first ? c->out_first[i] : NULL;
-    if (c->out_first)
-        c->out_first[i] = NULL;
-    p->target = i;
-    p->reply = NULL;
-    p->err = HC_OK;
-    p->attempts = 0;
-    snprintf(p->last_why, sizeof p->last_why, "none");
-    p->backoff_ms = c->opts.backoff_min_ms;
-    p->last_warn = 0;
-    p->msg[0] = '\0';
-}
-
-/* Link p finished its target: the outcome to the call's arrays, and the
- * link's next target, if any, begun (each link carries one at a time, in
- * the order given: a lane's requests keep their order). */
-static void link_next(hc_rpc_link *p)
-{
-    hc_rpc_client *c = p->c;
-    int me = (int)(p - c->peers);
-
-    while (p->state == CALL_DONE) {
-        int i = p->target;
-
-        if (p->first)           /* never sent: the call failed first */
-            nng_msg_free(p->first);
-        p->first = NULL;
-        p->in_call = 0;
-        set_state(p, CALL_IDLE, 0);
-        c->out_replies[i] = p->reply;
-        p->reply = NULL;
-        c->out_errs[i] = p->err;
-        if (c->out_replies[i] && c->on_reply)
-            c->on_reply(c->on_reply_arg, i, c->out_replies[i]);
-        if (p->err != HC_OK && (c->first_failed < 0 || i == c->cause ||
-                                (i < c->first_failed &&
-                                 c->first_failed != c->cause))) {
-            c->first_failed = i;
-            snprintf(c->fail_msg, sizeof c->fail_msg, "%s", p->msg);
-        }
-        while (++i < c->call_n && c->call_peers[i] != me)
-            ;
-        if (i == c->call_n)
-            return;
-        call_begin(p, i);
-        peer_send(p);
-    }
-}
-
 /* The calls of hc_rpc_call_all: reqs[i] target i's request; taken (set
  * NULL) as its first attempt's bytes when `take`, else left the caller's.
  * Every attempt not given is made by remake(arg, i). A peer named by
@@ -588,13 +560,12 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
     c->remake_arg = arg;
     c->first_failed = -1;
     c->cause = -1;
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < n; i++) {   /* each link's first target */
         replies[i] = NULL;
         errs[i] = HC_OK;
-    }
-    for (i = 0; i < n; i++)     /* each link's first target */
         if (!c->peers[peers[i]].in_call)
             call_begin(&c->peers[peers[i]], i);
+    }
     for (i = 0; i < n; i++) {
         hc_rpc_link *p = &c->peers[peers[i]];
 

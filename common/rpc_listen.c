@@ -126,12 +126,11 @@ static int probe(hc_listen *l)
         }
         if (!up_at && atomic_load(&l->probe_up))
             up_at = now;
-        if (up_at && now - up_at >= PROBE_MS) {
-            verdict = atomic_load(l->took) != before ? 1 : 0;
+        /* Up but not taken: stopped; never up: no verdict. */
+        if (up_at ? now - up_at >= PROBE_MS : now - start >= PROBE_UP_MS) {
+            verdict = up_at ? 0 : -1;
             break;
         }
-        if (!up_at && now - start >= PROBE_UP_MS)
-            break;
     }
     nng_pipe_notify(ps, NNG_PIPE_EV_ADD_POST, NULL, NULL);
     nng_close(ps);

@@ -2,12 +2,12 @@
  * rpc_nng.c — rpc's plain-TCP backend (rpc_backend.h): nng REQ/REP.
  *
  * A client's link is one REQ socket (nng's own timed re-send off: the
- * core re-sends) with one context and one aio: SEND → RECV per attempt;
- * a new attempt first cancels what is left of the last. A server is one
- * REP socket with n_ctx contexts, each cycling RECV → (the core owns the
- * request: WAIT) → SEND → RECV, its index the request's id; a send not
- * taken within the send timeout closes its pipe (a peer that does not
- * read). The listener is watched (rpc_listen.h).
+ * core re-sends) and one aio: SEND → RECV per attempt, on the socket's own
+ * context; a new attempt first cancels what is left of the last. A server
+ * is one REP socket with n_ctx contexts, each cycling RECV → (the core
+ * owns the request: WAIT) → SEND → RECV, its index the request's id; a
+ * send not taken within the send timeout closes its pipe (a peer that
+ * does not read). The listener is watched (rpc_listen.h).
  */
 #include "rpc_backend.h"
 
@@ -35,9 +35,7 @@
 
 struct dial {
     hc_rpc_link *l;
-    nng_socket sock;
-    bool sock_open, ctx_open;
-    nng_ctx ctx;
+    nng_socket sock;            /* id 0 (nng_socket_id -1): not opened */
     nng_aio *aio;
     uint32_t id;                /* the attempt the aio carries */
     bool recv;                  /* its send is done: waiting for the reply */
@@ -61,17 +59,15 @@ static void dial_cb(void *arg)
     nng_aio_set_msg(d->aio, NULL);
     if (rv == 0 && !d->recv) {
         d->recv = true;
-        nng_ctx_recv(d->ctx, d->aio);
+        nng_recv_aio(d->sock, d->aio);
         return;
     }
-    if (rv == 0) {
-        hc_rpc_link_reply(d->l, d->id, m);
-        return;
-    }
-    if (m)                      /* a failed send leaves the message to us */
+    if (rv != 0 && m) {         /* a failed send leaves the message to us */
         nng_msg_free(m);
+        m = NULL;
+    }
     if (rv != NNG_ECANCELED)
-        hc_rpc_link_lost(d->l, d->id,
+        hc_rpc_link_done(d->l, d->id, m,
                          lost_conn(rv) ? HC_ERR_CLOSED : hc_rpc_code_of(rv),
                          nng_strerror(rv));
 }
@@ -88,9 +84,7 @@ static void dial_close(void *be)
 
     if (d->aio)
         nng_aio_stop(d->aio);
-    if (d->ctx_open)
-        nng_ctx_close(d->ctx);
-    if (d->sock_open) {
+    if (nng_socket_id(d->sock) > 0) {
         /* No pipe callback may reach the link once this returns. */
         nng_pipe_notify(d->sock, NNG_PIPE_EV_ADD_POST, NULL, NULL);
         nng_pipe_notify(d->sock, NNG_PIPE_EV_REM_POST, NULL, NULL);
@@ -121,7 +115,6 @@ static int dial_open(void **be, hc_rpc_link *l, const char *url,
     step = "opening REQ socket";
     if ((rv = nng_req0_open(&d->sock)) != 0)
         goto fail;
-    d->sock_open = true;
     step = "setting options";
     if ((rv = nng_socket_set_size(d->sock, NNG_OPT_RECVMAXSZ, o->recv_max)) ||
         (rv = nng_socket_set_ms(d->sock, NNG_OPT_REQ_RESENDTIME,
@@ -132,14 +125,7 @@ static int dial_open(void **be, hc_rpc_link *l, const char *url,
                                 RECONNECT_MAX_MS)) ||
         (rv = nng_socket_set_bool(d->sock, NNG_OPT_TCP_KEEPALIVE, true)) ||
         (rv = nng_pipe_notify(d->sock, NNG_PIPE_EV_ADD_POST, dial_pipe_cb, l)) ||
-        (rv = nng_pipe_notify(d->sock, NNG_PIPE_EV_REM_POST, dial_pipe_cb, l)))
-        goto fail;
-    step = "opening context";
-    if ((rv = nng_ctx_open(&d->ctx, d->sock)) != 0)
-        goto fail;
-    d->ctx_open = true;
-    if ((rv = nng_ctx_set_ms(d->ctx, NNG_OPT_REQ_RESENDTIME,
-                             NNG_DURATION_INFINITE)) ||
+        (rv = nng_pipe_notify(d->sock, NNG_PIPE_EV_REM_POST, dial_pipe_cb, l)) ||
         (rv = nng_aio_alloc(&d->aio, dial_cb, d)))
         goto fail;
     step = "dialling (is the URL valid?)";
@@ -167,7 +153,7 @@ static int dial_send(void *be, uint32_t id, nng_msg *m)
     d->recv = false;
     nng_aio_set_msg(d->aio, m);
     nng_aio_set_timeout(d->aio, NNG_DURATION_INFINITE);
-    nng_ctx_send(d->ctx, d->aio);
+    nng_send_aio(d->sock, d->aio);
     return HC_OK;
 }
 
@@ -189,8 +175,7 @@ struct listen;
 
 struct rep_ctx {
     struct listen *L;
-    nng_ctx ctx;
-    bool ctx_open;
+    nng_ctx ctx;                /* id 0 (nng_ctx_id -1): not opened */
     nng_aio *aio;
     nng_aio *pause;             /* timer only: nng_sleep_aio marks an aio
                                  * so a later timeout reads as success */
@@ -201,8 +186,7 @@ struct rep_ctx {
 struct listen {
     hc_rpc_server *s;
     char url[160];
-    nng_socket sock;
-    bool sock_open;
+    nng_socket sock;            /* id 0: not opened */
     int send_timeout_ms;
     atomic_uint_least64_t took; /* connections taken (ADD_PRE), refused too */
     atomic_uint_least64_t last_warn;
@@ -360,7 +344,7 @@ static void listen_stop(void *be)
         struct rep_ctx *r = &L->ctxs[i];
         nng_msg *left;
 
-        if (r->ctx_open)
+        if (nng_ctx_id(r->ctx) > 0)
             nng_ctx_close(r->ctx);
         if (r->aio) {
             if ((left = nng_aio_get_msg(r->aio)) != NULL)
@@ -370,7 +354,7 @@ static void listen_stop(void *be)
         if (r->pause)
             nng_aio_free(r->pause);
     }
-    if (L->sock_open) {
+    if (nng_socket_id(L->sock) > 0) {
         /* No pipe callback may reach the core once this returns. */
         nng_pipe_notify(L->sock, NNG_PIPE_EV_ADD_PRE, NULL, NULL);
         nng_pipe_notify(L->sock, NNG_PIPE_EV_REM_POST, NULL, NULL);
@@ -396,7 +380,6 @@ static int listen_ctxs(struct listen *L, int n)
             (rv = nng_aio_alloc(&r->pause, pause_cb, r)) != 0 ||
             (rv = nng_ctx_open(&r->ctx, L->sock)) != 0)
             return rv;
-        r->ctx_open = true;
     }
     for (i = 0; i < n; i++)
         ctx_recv(&L->ctxs[i]);
@@ -421,7 +404,6 @@ static int listen_start(void **be, hc_rpc_server *s, const char *url,
     atomic_init(&L->last_warn, 0);
     if ((rv = nng_rep0_open(&L->sock)) != 0)
         goto fail;
-    L->sock_open = true;
     step = "setting options";
     /* Keepalive: a vanished peer's connection is found and closed. */
     if ((rv = nng_socket_set_size(L->sock, NNG_OPT_RECVMAXSZ,

@@ -10,7 +10,6 @@
  */
 #include "rpc.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,14 +56,13 @@ struct hc_rpc_server {
     void *arg;
     void (*on_close)(void *arg, uint32_t pipe);
     int n_ctx, max_conns, recv_deadline_ms;
-    atomic_int conns;           /* connections now open */
     atomic_uint_least64_t deadline_closed;
-    atomic_uint_least64_t last_warn;
     nng_aio *sweep;             /* every deadline/4: sweep_cb */
     nng_mtx *mtx;
     /* Under mtx: */
-    struct conn_info *cs;       /* (n_cs) open connections */
+    struct conn_info *cs;       /* (n_cs) open connections, max_conns */
     int n_cs, cap_cs;
+    nng_time last_warn;         /* the last "over the cap" warning */
     int stopping;               /* replies are dropped */
     int replying;               /* hc_rpc_reply calls in the backend */
     hc_rpc_req *q_head, *q_tail; /* requests waiting for a thread */
@@ -73,12 +71,7 @@ struct hc_rpc_server {
     nng_cv *cv;                 /* the queue; the last reply when stopping */
     nng_thread *threads[MAX_SERVE_THREADS];
     int n_threads;
-    hc_rpc_server *next;        /* every server of the process (servers) */
 };
-
-/* Every server running, for the peer address of a message. */
-static pthread_mutex_t servers_mtx = PTHREAD_MUTEX_INITIALIZER;
-static hc_rpc_server *servers;
 
 /* The entry of conn (made when `make`), or NULL. Under s->mtx. */
 static struct conn_info *conn_entry(hc_rpc_server *s, uint32_t conn, int make)
@@ -105,25 +98,16 @@ static struct conn_info *conn_entry(hc_rpc_server *s, uint32_t conn, int make)
     return ci;
 }
 
-static void server_warn(hc_rpc_server *s, const char *what)
-{
-    uint64_t now = nng_clock(), last = atomic_load(&s->last_warn);
-
-    if (last != 0 && now - last < HC_RPC_WARN_EVERY_MS)
-        return;
-    atomic_store(&s->last_warn, now);
-    hc_warn("rpc server %s: %s", s->url, what);
-}
-
 /* ---- what the backend hands ------------------------------------------- */
 
 int hc_rpc_serve_conn(hc_rpc_server *s, uint32_t conn, int up,
                       const char *peer, const char *who)
 {
     struct conn_info *ci = NULL;
+    nng_time now = nng_clock();
+    int full;
 
     if (!up) {                  /* its entry dropped, the service told */
-        atomic_fetch_sub(&s->conns, 1);
         nng_mtx_lock(s->mtx);
         if ((ci = conn_entry(s, conn, 0)) != NULL)
             *ci = s->cs[--s->n_cs];
@@ -132,23 +116,23 @@ int hc_rpc_serve_conn(hc_rpc_server *s, uint32_t conn, int up,
             s->on_close(s->arg, conn);
         return 0;
     }
-    if (atomic_fetch_add(&s->conns, 1) >= s->max_conns) {
-        atomic_fetch_sub(&s->conns, 1);
-        server_warn(s, "accepting a connection failed: over the cap of "
-                       "connections");
-        return -1;
-    }
     nng_mtx_lock(s->mtx);
-    if (!s->stopping && (ci = conn_entry(s, conn, 1)) != NULL) {
-        ci->last = nng_clock();
+    full = s->n_cs >= s->max_conns;
+    if (!s->stopping && !full && (ci = conn_entry(s, conn, 1)) != NULL) {
+        ci->last = now;
         snprintf(ci->who, sizeof ci->who, "%s", who ? who : "");
         snprintf(ci->peer, sizeof ci->peer, "%s", peer ? peer : "?");
     }
+    /* Refused over the cap: one warning a second at most. */
+    full = full && (!s->last_warn ||
+                    now - s->last_warn >= HC_RPC_WARN_EVERY_MS);
+    if (full)
+        s->last_warn = now;
     nng_mtx_unlock(s->mtx);
-    if (ci)
-        return 0;
-    atomic_fetch_sub(&s->conns, 1);
-    return -1;
+    if (full)
+        hc_warn("rpc server %s: accepting a connection failed: over the cap "
+                "of connections", s->url);
+    return ci ? 0 : -1;
 }
 
 void hc_rpc_serve_msg(hc_rpc_server *s, uint32_t conn, uint32_t id,
@@ -276,21 +260,15 @@ uint32_t hc_rpc_msg_pipe(nng_msg *msg)
     return msg ? nng_msg_get_pipe(msg).id : 0;
 }
 
-void hc_rpc_msg_peer(nng_msg *msg, char *buf, size_t n)
+void hc_rpc_req_peer(const hc_rpc_req *req, char *buf, size_t n)
 {
-    uint32_t conn = hc_rpc_msg_pipe(msg);
-    hc_rpc_server *s;
-    struct conn_info *ci = NULL;
+    struct conn_info *ci;
 
     snprintf(buf, n, "an unknown address");
-    pthread_mutex_lock(&servers_mtx);
-    for (s = servers; s && !ci; s = s->next) {
-        nng_mtx_lock(s->mtx);
-        if ((ci = conn_entry(s, conn, 0)) != NULL)
-            snprintf(buf, n, "%s", ci->peer);
-        nng_mtx_unlock(s->mtx);
-    }
-    pthread_mutex_unlock(&servers_mtx);
+    nng_mtx_lock(req->s->mtx);
+    if ((ci = conn_entry(req->s, req->conn, 0)) != NULL)
+        snprintf(buf, n, "%s", ci->peer);
+    nng_mtx_unlock(req->s->mtx);
 }
 
 /* ---- the receive deadline --------------------------------------------- */
@@ -345,7 +323,6 @@ uint64_t hc_rpc_server_deadline_closed(const hc_rpc_server *s)
 
 void hc_rpc_server_stop(hc_rpc_server *s)
 {
-    hc_rpc_server **ps;
     hc_rpc_req *r;
     int i;
 
@@ -376,13 +353,6 @@ void hc_rpc_server_stop(hc_rpc_server *s)
             nng_msg_free(r->msg);
         free(r);
     }
-    pthread_mutex_lock(&servers_mtx);
-    for (ps = &servers; *ps; ps = &(*ps)->next)
-        if (*ps == s) {
-            *ps = s->next;
-            break;
-        }
-    pthread_mutex_unlock(&servers_mtx);
     if (s->cv)
         nng_cv_free(s->cv);
     if (s->mtx)
@@ -458,19 +428,13 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     s->max_conns = o.max_conns;
     s->recv_deadline_ms = o.recv_deadline_ms;
     s->ops = o.tls ? &hc_rpc_tls_listen : &hc_rpc_nng_listen;
-    atomic_init(&s->conns, 0);
     atomic_init(&s->deadline_closed, 0);
-    atomic_init(&s->last_warn, 0);
     if ((rv = nng_mtx_alloc(&s->mtx)) != 0 ||
         (rv = nng_cv_alloc(&s->cv, s->mtx)) != 0 ||
         (rv = nng_aio_alloc(&s->sweep, sweep_cb, s)) != 0) {
         err = hc_rpc_err(rv, "rpc server: allocating");
         goto fail;
     }
-    pthread_mutex_lock(&servers_mtx);
-    s->next = servers;
-    servers = s;
-    pthread_mutex_unlock(&servers_mtx);
     if ((!s->ops->handler_here && (err = serve_threads(s)) != HC_OK) ||
         (err = s->ops->start(&s->be, s, url, &o)) != HC_OK)
         goto fail;

@@ -81,9 +81,9 @@ static int dial_conn(void *arg, uint32_t conn, int up, const char *peer,
     pthread_mutex_unlock(&d->mu);
     hc_rpc_link_conn(d->l, up ? 1 : -1);
     if (lost)
-        hc_rpc_link_lost(d->l, lost, HC_ERR_CLOSED, "connection lost");
+        hc_rpc_link_done(d->l, lost, NULL, HC_ERR_CLOSED, "connection lost");
     if (out && dial_send(d, out_id, out) != HC_OK)
-        hc_rpc_link_lost(d->l, out_id, HC_ERR_LIMIT, "send failed");
+        hc_rpc_link_done(d->l, out_id, NULL, HC_ERR_LIMIT, "send failed");
     return 0;
 }
 
@@ -92,7 +92,7 @@ static void dial_msg(void *arg, uint32_t conn, uint32_t id, nng_msg *m)
     struct dial *d = arg;
 
     (void)conn;
-    hc_rpc_link_reply(d->l, id, m);
+    hc_rpc_link_done(d->l, id, m, 0, "");
 }
 
 static void dial_close(void *be)

@@ -156,19 +156,6 @@ static int add_ext(X509 *x, X509 *issuer, int nid, const char *value)
     return ok;
 }
 
-/* The subjectAltName of host: a dNSName always (what certificates made
- * before 2026-12 held, and what their readers compare), an iPAddress too
- * for an address. */
-static void san_of(char *out, size_t n, const char *host)
-{
-    unsigned char a[16];
-
-    if (inet_pton(AF_INET, host, a) == 1 || inet_pton(AF_INET6, host, a) == 1)
-        snprintf(out, n, "DNS:%s,IP:%s", host, host);
-    else
-        snprintf(out, n, "DNS:%s", host);
-}
-
 /*
  * A certificate for CN `cn` with key `key`, signed by the CA (or by
  * itself when m->ca is NULL: the CA's own), naming `host` when not NULL.
@@ -180,7 +167,7 @@ static X509 *make_crt(struct maker *m, const char *cn, EVP_PKEY *key,
     X509 *x = X509_new();
     X509_NAME *name = X509_NAME_new();
     BIGNUM *bn = NULL;
-    unsigned char sn[16];
+    unsigned char sn[16], a[16];
     char san[600];
     int is_ca = m->ca == NULL, ok;
 
@@ -204,7 +191,12 @@ static X509 *make_crt(struct maker *m, const char *cn, EVP_PKEY *key,
                  is_ca ? "critical,keyCertSign,cRLSign"
                        : "critical,digitalSignature");
     if (ok && host && host[0]) {
-        san_of(san, sizeof san, host);
+        /* A dNSName always (what certificates made before 2026-12 held,
+         * and what their readers compare), an iPAddress too for an
+         * address. */
+        snprintf(san, sizeof san, inet_pton(AF_INET, host, a) == 1 ||
+                 inet_pton(AF_INET6, host, a) == 1 ? "DNS:%s,IP:%s"
+                                                   : "DNS:%s", host, host);
         ok = add_ext(x, m->ca, NID_subject_alt_name, san);
     }
     ok = ok && X509_sign(x, is_ca ? key : m->ca_key, EVP_sha256()) > 0;
@@ -272,7 +264,8 @@ static int load_or_make_ca(struct maker *m, int *made)
     return rv;
 }
 
-/* Task `name`'s certificate and key in one file, unless it exists. */
+/* Task `name`'s certificate and key in one file, unless it exists (the CA
+ * loaded first if need be). */
 static int make_task(struct maker *m, const char *name, const char *host,
                      int *made)
 {
@@ -285,6 +278,8 @@ static int make_task(struct maker *m, const char *name, const char *host,
     snprintf(path, sizeof path, "%s/%s", m->dir, file);
     if (access(path, F_OK) == 0)
         return HC_OK;
+    if (!m->ca && (rv = load_or_make_ca(m, made)) != HC_OK)
+        return rv;
     if (!(key = EVP_EC_gen("P-256")))
         rv = ssl_err("generating a key for", path);
     else if ((x = make_crt(m, name, key, host, path)) &&
@@ -312,30 +307,10 @@ static const char *task_of(const struct hc_cluster *cl, int i, char *name,
     return NULL;
 }
 
-/* 1 when dir holds ca.crt and every task's file (ca.key is not needed:
- * a mounted set without it is complete). */
-static int all_there(const struct hc_cluster *cl, const char *dir)
-{
-    char name[32], file[64], path[PATH_MAX + 64];
-    int i;
-
-    snprintf(path, sizeof path, "%s/ca.crt", dir);
-    if (access(path, F_OK) != 0)
-        return 0;
-    for (i = 0; i <= cl->n_ps + cl->n_worker; i++) {
-        task_of(cl, i, name, sizeof name);
-        hc_tls_file_name(file, sizeof file, name);
-        snprintf(path, sizeof path, "%s/%s", dir, file);
-        if (access(path, F_OK) != 0)
-            return 0;
-    }
-    return 1;
-}
-
 int hc_tls_make(const struct hc_cluster *cl, const char *dir, int *made)
 {
     struct maker m;
-    char name[32];
+    char name[32], ca[PATH_MAX + 16];
     int n = 0, rv = HC_OK, i;
 
     if (made)
@@ -343,20 +318,20 @@ int hc_tls_make(const struct hc_cluster *cl, const char *dir, int *made)
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
         return hc_err_set(HC_ERR_IO, "hetps certs: cannot create %s: %s", dir,
                           strerror(errno));
-    if (all_there(cl, dir))
-        return HC_OK;
     memset(&m, 0, sizeof m);
     m.dir = dir;
     snprintf(m.org, sizeof m.org, "hetps cluster %016llx",
              (unsigned long long)cl->id);
-    if ((rv = load_or_make_ca(&m, &n)) != HC_OK)
-        goto out;
+    /* The CA is read only when a file is missing: a mounted set without
+     * ca.key is complete. */
+    snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+    if (access(ca, F_OK) != 0)
+        rv = load_or_make_ca(&m, &n);
     for (i = 0; i <= cl->n_ps + cl->n_worker && rv == HC_OK; i++) {
         const char *host = task_of(cl, i, name, sizeof name);
 
         rv = make_task(&m, name, host, &n);
     }
-out:
     X509_free(m.ca);
     EVP_PKEY_free(m.ca_key);
     if (made)

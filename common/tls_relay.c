@@ -92,9 +92,8 @@ struct hc_relay_ep {
     uint64_t logged_at;         /* ms of the last refusal logged (atomic) */
     char host[256];             /* client: looked up again now and then */
     int port;
-    bool numeric, failing;
+    bool failing;
     uint64_t resolved_at;
-    struct loop *loop;          /* a client's loop; NULL: a server's, in all */
     /* client, under its loop's mu: the connection now, and the next try */
     struct conn *conn;
     uint64_t retry_at;
@@ -116,9 +115,9 @@ struct conn {
     uint32_t net_ev;            /* registered interest (0: not registered) */
     SSL *ssl;
     enum state state;
-    bool dead, net_eof;
-    bool w_failed;              /* a send of wbuf failed: the peer is gone */
-    bool net_want_in, net_want_out;
+    bool dead;
+    bool net_eof;               /* the peer closed, or a send failed */
+    bool net_want_out;          /* OpenSSL or wbuf waits for EPOLLOUT */
     bool net_dry;               /* drained until its next event */
     uint64_t deadline;          /* ms, while not relaying */
     uint8_t *wbuf;              /* TLS records gathered, sent together */
@@ -127,17 +126,15 @@ struct conn {
     char who[32];               /* a server's: the client's task */
     uint32_t id;                /* in this process, never 0 */
     int senders;                /* reg_mu: callers holding it (get_conn) */
-    bool announced;             /* on_conn said it is up */
     uint64_t out_at;            /* ms output last moved (atomic; 0: none
                                  * waits) */
     /* network → rpc */
     struct hc_frame_in in;      /* the frames being read */
-    bool hello;                 /* the peer's preamble is in */
     uint64_t rx_charged;        /* what the message holds, in `inflight` */
     /* rpc → network */
     nng_msg *tx_msg;            /* the message being written */
     uint8_t *stage;             /* its head and first bytes: one record */
-    size_t stage_len, tx_staged, tx_off, tx_total;
+    size_t tx_staged, tx_off;   /* its bytes in stage; head + body sent */
     /* Under the loop's kmu: shared with senders. */
     nng_msg *outq[OUTQ];
     uint32_t outq_id[OUTQ];     /* their request ids */
@@ -145,7 +142,7 @@ struct conn {
     bool dropped, kicked;       /* hc_relay_drop; on the kicks list */
     struct conn *kick_next;
     struct conn *reg_next;      /* reg_mu: the conns up (the registry) */
-    bool registered;
+    bool registered;            /* announced (on_conn said it is up) */
     struct conn *next;
 };
 
@@ -153,9 +150,8 @@ struct conn {
  * two shards are encrypted on two cores; a shard's clients on all). */
 struct loop {
     pthread_mutex_t mu;
-    int epfd, wakefd;
+    int epfd, wakefd;           /* -1: its thread not started */
     struct tag wake_tag;
-    bool started;
     struct conn *conns;
     int n_conns;
     uint64_t over_cap;
@@ -198,6 +194,14 @@ static uint64_t budget_default(void)
     return q < BUDGET_MAX ? q : BUDGET_MAX;
 }
 
+/* Loop R as new: no thread, no endpoints, no connections. */
+static void loop_init(struct loop *R)
+{
+    *R = (struct loop){.epfd = -1, .wakefd = -1, .wake_tag = {SIDE_WAKE, R}};
+    pthread_mutex_init(&R->mu, NULL);
+    pthread_mutex_init(&R->kmu, NULL);
+}
+
 static void loops_init(void)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -206,12 +210,8 @@ static void loops_init(void)
     budget = budget_default();
     n_loops = cpus < 1 ? 1 : cpus > MAX_LOOPS ? MAX_LOOPS : (int)cpus;
     (void)pthread_atfork(NULL, NULL, forget_in_child);
-    for (i = 0; i < MAX_LOOPS; i++) {
-        pthread_mutex_init(&loops[i].mu, NULL);
-        pthread_mutex_init(&loops[i].kmu, NULL);
-        loops[i].epfd = loops[i].wakefd = -1;
-        loops[i].wake_tag = (struct tag){SIDE_WAKE, &loops[i]};
-    }
+    for (i = 0; i < MAX_LOOPS; i++)
+        loop_init(&loops[i]);
 }
 
 static uint64_t now_ms(void)
@@ -263,7 +263,7 @@ static BIO_METHOD *sock_method;
 static pthread_once_t sock_once = PTHREAD_ONCE_INIT;
 
 /* Send what wbuf holds: true once it is empty, false if the socket is full
- * (wait for EPOLLOUT) or failed (c->w_failed). */
+ * (wait for EPOLLOUT) or failed (c->net_eof). */
 static bool wflush(struct conn *c)
 {
     while (c->w_len) {
@@ -276,7 +276,7 @@ static bool wflush(struct conn *c)
         }
         if (k < 0 && (errno == EAGAIN || errno == EINTR))
             return false;
-        c->w_failed = true;
+        c->net_eof = true;
         c->w_len = 0;
         return false;
     }
@@ -290,11 +290,13 @@ static int sock_write(BIO *b, const char *buf, int len)
     ssize_t k;
 
     BIO_clear_retry_flags(b);
-    if (c->wbuf && !c->w_failed && (size_t)len <= WBUF_BYTES) {
+    if (c->net_eof)
+        return -1;
+    if (c->wbuf && (size_t)len <= WBUF_BYTES) {
         /* Gathered; pump() sends them when its writing is done. */
         if (c->w_off + c->w_len + (size_t)len > WBUF_BYTES) {
             (void)wflush(c);
-            if (c->w_failed)
+            if (c->net_eof)
                 return -1;
             if (c->w_len + (size_t)len > WBUF_BYTES) {
                 BIO_set_retry_write(b);
@@ -307,12 +309,11 @@ static int sock_write(BIO *b, const char *buf, int len)
         c->w_len += (size_t)len;
         return len;
     }
-    if (c->w_len && !wflush(c) && !c->w_failed) {
-        BIO_set_retry_write(b);         /* what is gathered goes first */
+    if (c->w_len && !wflush(c)) {
+        if (!c->net_eof)
+            BIO_set_retry_write(b);     /* what is gathered goes first */
         return -1;
     }
-    if (c->w_failed)
-        return -1;
     k = send(c->net, buf, (size_t)len, MSG_NOSIGNAL);
     if (k < 0 && (errno == EAGAIN || errno == EINTR))
         BIO_set_retry_write(b);
@@ -350,7 +351,7 @@ static long sock_ctrl(BIO *b, int cmd, long num, void *ptr)
     BIO_clear_retry_flags(b);
     if (!c->wbuf || wflush(c))
         return 1;
-    if (!c->w_failed)
+    if (!c->net_eof)
         BIO_set_retry_write(b);
     return -1;
 }
@@ -421,10 +422,8 @@ static void conn_kill(struct conn *c)
         c->net = -1;
     }
     c->loop->n_conns--;
-    if (c->announced) {
-        c->announced = false;
+    if (c->registered)
         ep->cb.on_conn(ep->cb.arg, c->id, 0, c->peer, c->who);
-    }
     if (!ep->server && ep->conn == c) {
         ep->conn = NULL;
         ep->retry_at = now_ms() + (uint64_t)ep->backoff_ms;
@@ -501,15 +500,6 @@ static int resolve(struct sockaddr_storage *to, socklen_t *len,
     return HC_OK;
 }
 
-/* TCP keepalive and no Nagle on a network socket. */
-static void net_opts(int fd)
-{
-    int one = 1;
-
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-}
-
 /* A connection of ep in loop R on socket fd (closed on failure), to or
  * from sa, its SSL reading and writing fd through our BIO; NULL when out
  * of memory or at MAX_CONNS. The buffers come with the handshake
@@ -520,6 +510,7 @@ static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R, int fd,
 {
     struct conn *c = R->n_conns < MAX_CONNS ? calloc(1, sizeof *c) : NULL;
     BIO *b = NULL;
+    int one = 1;
 
     pthread_once(&sock_once, sock_method_make);
     if (!c || !sock_method || !(c->ssl = SSL_new(ep->ctx)) ||
@@ -539,7 +530,8 @@ static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R, int fd,
     else
         SSL_set_connect_state(c->ssl);
     c->state = ep->server ? C_HANDSHAKE : C_CONNECT;
-    net_opts(fd);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
     addr_text(sa, c->peer, sizeof c->peer);
     pthread_mutex_init(&c->smu, NULL);
     c->ep = ep;
@@ -571,7 +563,7 @@ static int connected(int fd)
 }
 
 /* After an OpenSSL call on c returned r: whether it only waits for the
- * network (which way noted in c; the error queue emptied), or the
+ * network (EPOLLOUT noted in c; the error queue emptied), or the
  * connection failed or closed (the queue kept for ssl_reason). */
 static bool ssl_waits(struct conn *c, int r)
 {
@@ -579,7 +571,6 @@ static bool ssl_waits(struct conn *c, int r)
 
     if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
         return false;
-    c->net_want_in |= e == SSL_ERROR_WANT_READ;
     c->net_want_out |= e == SSL_ERROR_WANT_WRITE;
     ERR_clear_error();
     return true;
@@ -596,7 +587,6 @@ static void announce(struct conn *c)
     reg_list = c;
     c->registered = true;
     pthread_mutex_unlock(&reg_mu);
-    c->announced = true;
     if (!c->ep->server)
         c->ep->cb.on_conn(c->ep->cb.arg, c->id, 1, c->peer, NULL);
 }
@@ -664,7 +654,7 @@ static bool net_in(struct conn *c)
             r = SSL_read_ex(c->ssl, to, want, &got);
             if (r != 1) {
                 /* close-notify, reset, bad record: the connection ends */
-                c->net_eof = !ssl_waits(c, r);
+                c->net_eof |= !ssl_waits(c, r);
                 ERR_clear_error();
                 break;
             }
@@ -677,7 +667,6 @@ static bool net_in(struct conn *c)
         case HC_FRAME_HELLO:    /* a server sends it once it took our
                                  * certificate: only now does a client's
                                  * callee hear of the connection */
-            c->hello = true;
             if (!c->ep->server) {
                 c->ep->backoff_ms = RETRY_MIN_MS;
                 announce(c);
@@ -727,8 +716,6 @@ static bool tx_take(struct conn *c)
     c->tx_staged = len < STAGE_BYTES - HEAD_BYTES ? len
                                                   : STAGE_BYTES - HEAD_BYTES;
     memcpy(c->stage + HEAD_BYTES, nng_msg_body(m), c->tx_staged);
-    c->stage_len = HEAD_BYTES + c->tx_staged;
-    c->tx_total = c->stage_len + (len - c->tx_staged);
     c->tx_off = 0;
     c->tx_msg = m;
     return true;
@@ -739,31 +726,34 @@ static bool net_out(struct conn *c)
 {
     bool moved = false;
     const uint8_t *from;
-    size_t n, put;
+    size_t n, put, staged, total;
     int r;
 
     while (!c->net_eof && !c->dead) {
         if (!c->tx_msg && !tx_take(c))
             break;
-        if (c->tx_off < c->stage_len) {
+        /* The head and first bytes from stage, the rest from the body. */
+        staged = HEAD_BYTES + c->tx_staged;
+        total = HEAD_BYTES + nng_msg_len(c->tx_msg);
+        if (c->tx_off < staged) {
             from = c->stage + c->tx_off;
-            n = c->stage_len - c->tx_off;
+            n = staged - c->tx_off;
         } else {
-            from = (const uint8_t *)nng_msg_body(c->tx_msg) + c->tx_staged +
-                   (c->tx_off - c->stage_len);
-            n = c->tx_total - c->tx_off;
+            from = (const uint8_t *)nng_msg_body(c->tx_msg) + c->tx_off -
+                   HEAD_BYTES;
+            n = total - c->tx_off;
         }
         /* A write OpenSSL must finish is retried at the same place with
          * as many bytes (partial writes are on: a record at a time). */
         r = SSL_write_ex(c->ssl, from, n, &put);
         if (r != 1) {
-            c->net_eof = !ssl_waits(c, r);
+            c->net_eof |= !ssl_waits(c, r);
             ERR_clear_error();
             break;
         }
         moved = true;
         __atomic_store_n(&c->out_at, now_ms(), __ATOMIC_RELAXED);
-        if ((c->tx_off += put) == c->tx_total) {
+        if ((c->tx_off += put) == total) {
             nng_msg_free(c->tx_msg);
             c->tx_msg = NULL;
         }
@@ -780,12 +770,9 @@ static bool send_inline(struct conn *c)
     if (pthread_mutex_trylock(&c->smu) != 0)
         return false;
     if (!c->dead && c->state == C_RELAY && !c->net_eof) {
-        c->net_want_in = c->net_want_out = false;
+        /* Anything OpenSSL waits for leaves tx_msg or wbuf unsent. */
         (void)net_out(c);
-        if (c->w_len && !wflush(c) && !c->w_failed)
-            c->net_want_out = true;
-        done = !c->tx_msg && !c->w_len && !c->w_failed && !c->net_eof &&
-               !c->net_want_in && !c->net_want_out;
+        done = (!c->w_len || wflush(c)) && !c->tx_msg && !c->net_eof;
     }
     pthread_mutex_unlock(&c->smu);
     return done;
@@ -796,17 +783,15 @@ static void pump(struct conn *c)
 {
     bool moved;
 
-    c->net_want_in = c->net_want_out = false;
+    c->net_want_out = false;
     do {
         moved = net_in(c);
         if (c->dead)
             return;
         moved |= net_out(c);
         /* The records gathered, in as few sends as the socket takes. */
-        if (c->w_len && !wflush(c) && !c->w_failed)
+        if (c->w_len && !wflush(c) && !c->net_eof)
             c->net_want_out = true;
-        if (c->w_failed)
-            c->net_eof = true;
     } while (moved && !c->net_eof);
 }
 
@@ -867,24 +852,25 @@ static int handshake_done(struct conn *c)
     return 0;
 }
 
-/* Everything a connection can do now; under c->smu. */
-static void step_locked(struct conn *c)
+/* Everything a connection can do now. */
+static void step(struct conn *c)
 {
-    char why[200];
+    char why[200], ssl_why[160];
     bool gone;
     int r;
 
+    pthread_mutex_lock(&c->smu);
     if (c->state == C_CONNECT) {
         if ((r = connected(c->net)) == 0)
             goto out;
         if (r < 0) {
             unreachable(c);
-            return;
+            goto out;
         }
         c->state = C_HANDSHAKE;
     }
     if (c->state == C_HANDSHAKE) {
-        c->net_want_in = c->net_want_out = false;
+        c->net_want_out = false;
         r = SSL_do_handshake(c->ssl);
         if (r != 1) {
             if (ssl_waits(c, r))
@@ -895,26 +881,21 @@ static void step_locked(struct conn *c)
                  * not logged: nothing was refused. */
                 __atomic_add_fetch(&c->ep->refused, 1, __ATOMIC_RELAXED);
                 conn_kill(c);
-                return;
+                goto out;
             }
-            if (c->ep->server) {
-                char r2[160];
-
-                snprintf(why, sizeof why, "no client certificate, or one not "
-                         "signed by this cluster's CA, or no TLS (%s)",
-                         ssl_reason(c->ssl, r2, sizeof r2));
-            } else {
-                ssl_reason(c->ssl, why, sizeof why);
-            }
+            ssl_reason(c->ssl, ssl_why, sizeof ssl_why);
+            snprintf(why, sizeof why, c->ep->server
+                     ? "no client certificate, or one not signed by this "
+                       "cluster's CA, or no TLS (%s)" : "%s", ssl_why);
             refuse(c, why);
-            return;
+            goto out;
         }
         if (handshake_done(c) != 0)
-            return;
+            goto out;
     }
     pump(c);
     if (c->dead)
-        return;
+        goto out;
     pthread_mutex_lock(&c->loop->kmu);
     gone = c->dropped;
     pthread_mutex_unlock(&c->loop->kmu);
@@ -927,16 +908,10 @@ static void step_locked(struct conn *c)
         }
         ERR_clear_error();
         conn_kill(c);
-        return;
+        goto out;
     }
 out:
-    update_interest(c);
-}
-
-static void step(struct conn *c)
-{
-    pthread_mutex_lock(&c->smu);
-    step_locked(c);
+    update_interest(c);         /* none for a dead one: its socket closed */
     pthread_mutex_unlock(&c->smu);
 }
 
@@ -948,8 +923,7 @@ static void client_connect(struct hc_relay_ep *ep, struct loop *R)
 
     /* The host looked up again (a restarted container or pod may come back
      * at another address); the old address is kept when that fails. */
-    if (!ep->numeric &&
-        (ep->failing || now_ms() >= ep->resolved_at + RESOLVE_MS)) {
+    if (ep->failing || now_ms() >= ep->resolved_at + RESOLVE_MS) {
         ep->resolved_at = now_ms();
         (void)resolve(&ep->to, &ep->to_len, ep->host, ep->port, 0);
     }
@@ -1148,7 +1122,7 @@ static void *relay_main(void *arg)
 {
     struct loop *R = arg;
     struct epoll_event evs[64];
-    uint64_t next_check = 0;
+    uint64_t next_check = 0, now;
     int n, i, wait = WAIT_MS;
 
     pthread_setname_np(pthread_self(), "hetps:relay");
@@ -1171,15 +1145,15 @@ static void *relay_main(void *arg)
                 }
             }
         }
-        if (now_ms() >= next_check) {
-            uint64_t now = now_ms();
+        if ((now = now_ms()) >= next_check) {
             struct conn *c;
 
             for (c = R->conns; c; c = c->next) {
                 if (!c->dead && c->state == C_RELAY && slow_reader(c, now))
                     continue;
+                /* Until the peer's preamble is in (hc_frame_got's HELLO). */
                 if (c->dead || now < c->deadline ||
-                    (c->state == C_RELAY && c->hello))
+                    (c->state == C_RELAY && c->in.pre_got == sizeof c->in.pre))
                     continue;
                 pthread_mutex_lock(&c->smu);
                 if (c->state == C_CONNECT)
@@ -1225,8 +1199,6 @@ static void forget_in_child(void)
     for (i = 0; i < MAX_LOOPS; i++) {
         struct loop *R = &loops[i];
 
-        pthread_mutex_init(&R->mu, NULL);
-        pthread_mutex_init(&R->kmu, NULL);
         for (c = R->conns; c; c = c->next)
             if (c->net >= 0)
                 close(c->net);
@@ -1235,12 +1207,7 @@ static void forget_in_child(void)
         if (R->wakefd >= 0)
             close(R->wakefd);
         parents_conns[i] = R->conns;
-        R->epfd = R->wakefd = -1;
-        R->started = false;
-        R->conns = NULL;
-        R->n_conns = 0;
-        R->clients = NULL;
-        R->kicks = NULL;
+        loop_init(R);
     }
 }
 
@@ -1249,11 +1216,9 @@ static int start(struct loop *R)
 {
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &R->wake_tag};
     pthread_t th;
-    pthread_attr_t at;
-
     int rv;
 
-    if (R->started)
+    if (R->epfd >= 0)
         return HC_OK;
     if ((R->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
         (R->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
@@ -1262,12 +1227,8 @@ static int start(struct loop *R)
                         strerror(errno));
         goto fail;
     }
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    rv = pthread_create(&th, &at, relay_main, R);
-    pthread_attr_destroy(&at);
-    if (rv == 0) {
-        R->started = true;
+    if (pthread_create(&th, NULL, relay_main, R) == 0) {
+        pthread_detach(th);
         return HC_OK;
     }
     rv = hc_err_set(HC_ERR_NOMEM, "TLS relay: no thread");
@@ -1278,26 +1239,6 @@ fail:
         close(R->epfd);
     R->epfd = R->wakefd = -1;
     return rv;
-}
-
-/* A listening socket on addr, or -1 (errno set). */
-static int listen_on(const struct sockaddr_storage *addr, socklen_t len)
-{
-    int fd, one = 1;
-
-    fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (const struct sockaddr *)addr, len) != 0 ||
-        listen(fd, 128) != 0) {
-        int e = errno;
-
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    return fd;
 }
 
 /* Start loop R if need be and give it ep: a server's listening socket
@@ -1315,7 +1256,6 @@ static int attach(struct loop *R, hc_relay_ep *ep)
         err = hc_err_set(HC_ERR_TRANSPORT, "%s: epoll: %s", ep->name,
                          strerror(errno));
     } else if (err == HC_OK && !ep->server) {
-        ep->loop = R;
         ep->backoff_ms = RETRY_MIN_MS;
         ep->loop_next = R->clients;
         R->clients = ep;
@@ -1330,10 +1270,9 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
                   const char *cert_key_file, const char *name,
                   const struct hc_relay_cb *cb)
 {
-    struct in6_addr a6;
     hc_relay_ep *ep;
     char host[256];
-    int err = HC_OK, i, port = url_split(host, sizeof host, url);
+    int err = HC_OK, i, one = 1, port = url_split(host, sizeof host, url);
 
     *out = NULL;
     if (!cb || !cb->on_msg || !cb->on_conn)
@@ -1348,8 +1287,6 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
     snprintf(ep->name, sizeof ep->name, "%s", name);
     snprintf(ep->host, sizeof ep->host, "%s", host);
     ep->port = port;
-    ep->numeric = inet_pton(AF_INET, host, &a6) == 1 ||
-                  inet_pton(AF_INET6, host, &a6) == 1;
     ep->resolved_at = now_ms();
     if (!(ep->ctx = hc_tls_ctx_open(server, ca_file, cert_key_file,
                                     server ? NULL : host))) {
@@ -1358,7 +1295,13 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
     }
     if ((err = resolve(&ep->to, &ep->to_len, host, port, server)) != HC_OK)
         goto fail;
-    if (server && (ep->fd = listen_on(&ep->to, ep->to_len)) < 0) {
+    /* A server listens (a socket made is closed at fail). */
+    if (server &&
+        ((ep->fd = socket(ep->to.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+                          SOCK_CLOEXEC, 0)) < 0 ||
+         setsockopt(ep->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
+         bind(ep->fd, (const struct sockaddr *)&ep->to, ep->to_len) != 0 ||
+         listen(ep->fd, 128) != 0)) {
         err = hc_err_set(HC_ERR_TRANSPORT, "%s: cannot listen on %s:%d: %s%s",
                          name, host, port, strerror(errno),
                          errno == EADDRINUSE
@@ -1404,10 +1347,9 @@ static struct conn *get_conn(hc_relay_ep *ep, uint32_t conn)
 
     pthread_mutex_lock(&reg_mu);
     for (c = reg_list; c; c = c->reg_next)
-        if (c->id == conn && c->ep == ep)
+        if (c->id == conn && c->ep == ep &&
+            !__atomic_load_n(&c->dead, __ATOMIC_ACQUIRE))
             break;
-    if (c && __atomic_load_n(&c->dead, __ATOMIC_ACQUIRE))
-        c = NULL;
     if (c)
         c->senders++;
     pthread_mutex_unlock(&reg_mu);

@@ -474,7 +474,7 @@ static int is_admin(const Hetps__Task *t)
  * connection proved: "worker:I" for worker I, "admin" for the front door.
  * 0, with the refusal in hc_err and the log naming the peer, when not.
  */
-static int claim_matches(struct ps_service *s, hc_rpc_req *req, nng_msg *msg,
+static int claim_matches(struct ps_service *s, hc_rpc_req *req,
                          const Hetps__Envelope *e)
 {
     const char *cert = hc_rpc_req_identity(req);
@@ -494,7 +494,7 @@ static int claim_matches(struct ps_service *s, hc_rpc_req *req, nng_msg *msg,
     s->rejected++;
     n = ++s->claims_refused;
     pthread_mutex_unlock(&s->mu);
-    hc_rpc_msg_peer(msg, peer, sizeof peer);
+    hc_rpc_req_peer(req, peer, sizeof peer);
     if (n <= 10 || n % 1000 == 0)
         hc_warn("refused a %s from %s (%llu so far): it claims %s "
                 "but its certificate is %s",
@@ -544,7 +544,7 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
         if (rejected <= 10 || rejected % 1000 == 0) {
             char peer[80];
 
-            hc_rpc_msg_peer(msg, peer, sizeof peer);
+            hc_rpc_req_peer(req, peer, sizeof peer);
             hc_warn("rejected a message from %s (%llu so far): %s", peer,
                     (unsigned long long)rejected, hc_err_msg());
         }
@@ -554,7 +554,7 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
         return;
     }
 
-    if (!claim_matches(s, req, msg, in.env)) {
+    if (!claim_matches(s, req, in.env)) {
         reply = service_error_reply(s, in.env->request_id,
                                     HETPS__ERROR_CODE__E_FORBIDDEN,
                                     hc_err_msg());
