@@ -574,6 +574,9 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
             link_next(p);       /* failed at once: its next target */
         }
     }
+    /* The retry budget counts from here: a first attempt may have been
+     * made late (a part waits for backward to compute its gradient). */
+    c->begin = nng_clock();
     drive(c, n, peers, c->begin + (nng_time)c->opts.retry_ms +
                            2 * (nng_time)c->attempt_ms + ABORT_SLACK_MS);
     c->call_n = 0;

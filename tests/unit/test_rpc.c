@@ -1151,6 +1151,59 @@ out:
     tsrv_fini(&t);
 }
 
+struct slow_make {
+    int ms;                     /* how long target 1's bytes take to make */
+};
+
+static int remake_slowly(void *arg, int i, nng_msg **out)
+{
+    const struct slow_make *m = arg;
+
+    if (i == 1)
+        nng_msleep(m->ms);
+    *out = make_str(i == 1 ? "late" : "early");
+    return HC_OK;
+}
+
+/* The retry budget counts once the requests are out: target 0 goes to a
+ * server that drops its first request, target 1's bytes take longer to
+ * make than the whole budget (a part waiting for backward); target 0 is
+ * still re-sent and answered. */
+static void test_call_made_late(void)
+{
+    struct tsrv t;
+    hc_rpc_client *c = NULL;
+    struct slow_make slow = { 600 };
+    int peers[2] = {0, 1}, errs[2] = {-1, -1}, rv, i;
+    nng_msg *reqs[2] = {NULL, NULL}, *replies[2] = {NULL, NULL};
+
+    tsrv_init(&t, 0, T_DROP_FIRST, 0);
+    if (tsrv_start(&t, NULL) != HC_OK) {
+        CU_FAIL("server start");
+        goto out;
+    }
+    {
+        const char *urls[2] = {t.url, t.url}, *names[2] = {"ps:0", "ps:0"};
+
+        if (client_open(&c, 2, urls, names, 100, 300) != HC_OK ||
+            !wait_connected(c, 0, 1, 2000) || !wait_connected(c, 1, 1, 2000)) {
+            CU_FAIL("client open");
+            goto out;
+        }
+    }
+    rv = hc_rpc_call_all_remade(c, 2, peers, reqs, remake_slowly, &slow,
+                                replies, errs, 0);
+    CU_ASSERT_EQUAL(rv, HC_OK);
+    CU_ASSERT(replies[0] && body_is(replies[0], "s0:early"));
+    CU_ASSERT(replies[1] && body_is(replies[1], "s0:late"));
+    for (i = 0; i < 2; i++)
+        if (replies[i])
+            nng_msg_free(replies[i]);
+out:
+    hc_rpc_client_close(c);
+    tsrv_fini(&t);
+}
+
 static void test_client_open_errors(void)
 {
     hc_rpc_client *c = (hc_rpc_client *)&c;
@@ -2145,6 +2198,8 @@ void hp_test_register(void)
                 test_call_queue);
     CU_add_test(s, "a request that cannot be made ends the call at once, "
                 "naming its cause", test_call_cause);
+    CU_add_test(s, "a request made late does not eat the others' retry "
+                "budget", test_call_made_late);
     CU_add_test(s, "echo, accessors, connected count", test_echo);
     CU_add_test(s, "call_all to 3 servers runs concurrently",
                 test_call_all_parallel);
