@@ -418,13 +418,16 @@ static int listen_start(void **be, hc_rpc_server *s, const char *url,
     step = "cannot listen";
     if ((rv = hc_listen_start(&L->guard, L->sock, url, &L->took)) != 0)
         goto fail;
+    /* Known to the server before a context can hand it a request (whose
+     * answer goes through it): a client may already be waiting. */
+    *be = L;
     step = "opening contexts";
     if ((rv = listen_ctxs(L, o->n_ctx)) != 0)
         goto fail;
-    *be = L;
     return HC_OK;
 fail:
-    listen_stop(L);
+    listen_stop(L);     /* no callback after it */
+    *be = NULL;
     return hc_err_set(hc_rpc_code_of(rv), "rpc server %s: %s: %s%s", url,
                       step, nng_strerror(rv),
                       rv == NNG_EADDRINUSE
