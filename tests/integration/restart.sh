@@ -13,12 +13,6 @@ need_data
 pick_ports
 MODEL=deploy/models/fashion_cnn.json
 cluster2 '{ "mode": "async" }'
-start_ps() {
-    "$BIN/hetps-ps" --cluster "$T/cluster.json" --task ps:$1 \
-        --data-dir "$T/data/ps-$1" >> "$T/ps-$1.log" 2>&1 &
-    eval "ps$1=\$!"
-    track $!
-}
 start_ps 0
 start_ps 1
 wait_for 10 "$BIN/hetps" status "$T/cluster.json" || fail "servers did not start"
