@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
 
 /* `list` (comma-separated) holds `point` as a whole item. */
@@ -31,5 +32,6 @@ void ps_fault_point(const char *point)
         return;
     hc_warn("fault point %s (HETPS_FAULT): killing this process with SIGKILL",
             point);
+    hc_sleep_s(0.2);
     raise(SIGKILL);
 }

@@ -11,6 +11,15 @@
  *   create:inside_init   the init transaction written, not yet committed
  *   create:after_init    committed (store whole), not yet answered
  *
+ * and in a synchronous step in parts (ps/service_step.c):
+ *
+ *   step:before_commit   parts of the step applied into its open store
+ *                        transaction and answered (early), its last parts
+ *                        in, its commit not yet made
+ *
+ * A point waits 0.2 s before the kill: replies already handed to the
+ * transport leave first, as they would on a machine that fails later.
+ *
  * Compiled in always, so the binaries that are tested are the ones that
  * run. Thread-safe.
  */

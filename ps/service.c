@@ -799,6 +799,10 @@ void ps_service_stop(struct ps_service *s)
     for (i = 0; i < s->n_pending; i++)
         nng_msg_free(s->pending[i].msg);   /* no step is applied after */
     free(s->pending);
+    free(s->early);             /* empty: each request answers its own */
+    for (i = 0; i < s->n_spent; i++)
+        nng_msg_free(s->spent[i]);
+    free(s->spent);
     free(s->step_recs);
     if (s->shard)
         ps_shard_close(s->shard);

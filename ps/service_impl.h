@@ -74,6 +74,9 @@ struct member {
     unsigned in_step;           /* sync: bit l: its push on lane l
                                    (rec[REC_PUSH + l]) is in the open step,
                                    recorded with the step's apply */
+    unsigned early;             /* sync: bit l: that push was answered
+                                   before the commit (its record says so
+                                   once the step is committed) */
     /* sync: the parts of its push to the open step held so far (Push.part
      * and parts): counted as pushed once all are in. */
     uint64_t parts_base;        /* the step they are for */
@@ -93,6 +96,9 @@ struct pending {
     uint32_t lane;              /* its sender's lane */
     int held;                   /* sync: a part of a push not yet whole
                                    (its worker's other parts to come) */
+    int early;                  /* sync: a part in the open step, not its
+                                   worker's last: answered as soon as its
+                                   blocks are applied, before the commit */
     uint64_t request_id;        /* (and the sender's incarnation in msg) */
     uint64_t min_version, clock; /* what it waits for (see pull_wants) */
     double t0;                  /* when it was kept (metrics) */
@@ -108,6 +114,14 @@ struct ps_service {
     struct ps_mode *sync;
     struct pending *pending;    /* (n_pending) */
     int n_pending, cap_pending;
+    struct pending *early;      /* (n_early) taken from pending, to answer
+                                   from the open step outside s->mu */
+    int n_early, cap_early;
+    atomic_int early_sent;      /* early answers sent in the open step */
+    nng_msg **spent;            /* (n_spent) their messages, kept until the
+                                   step is applied (a failed add redoes the
+                                   step from the gradients lent in them) */
+    int n_spent, cap_spent;
 
     pthread_mutex_t wmu;        /* one writer of the shard at a time */
     /* Group commit of async pushes (service_step.c): pushes queue here,
@@ -138,6 +152,7 @@ struct ps_service {
     struct svc_metrics {        /* series of conf.metrics (NULL: none) */
         struct hc_series *requests[4], *seconds[4]; /* by request kind */
         struct hc_series *bytes_in, *bytes_out, *apply, *staleness;
+        struct hc_series *early;    /* parts answered before the commit */
     } met;
     uint64_t wait_version;      /* sync: the step whose wait was logged */
     double wait_logged_s;       /*   after this long (next: twice as long) */

@@ -119,6 +119,10 @@ void service_metrics_init(struct ps_service *s)
                                  "Versions between the values a gradient "
                                  "was computed on and the shard's", l,
                                  staleness_bounds, 8);
+    s->met.early = hc_metric(m, HC_COUNTER, "hetps_early_answers_total",
+                             "Parts of a synchronous step answered as soon "
+                             "as their blocks were applied, before the "
+                             "step's commit", l, NULL, 0);
     hc_metrics_on_render(m, on_render, s);
 }
 

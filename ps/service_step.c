@@ -15,6 +15,7 @@
 
 #include "clock.h"
 #include "err.h"
+#include "fault.h"
 #include "log.h"
 #include "rpc.h"
 #include "service_impl.h"
@@ -221,6 +222,7 @@ static int defer(struct ps_service *s, const struct hc_wire_msg *in,
     s->pending[s->n_pending].is_push = is_push;
     s->pending[s->n_pending].lane = lane;
     s->pending[s->n_pending].held = held;
+    s->pending[s->n_pending].early = 0;
     s->pending[s->n_pending].request_id = in->env->request_id;
     s->pending[s->n_pending].t0 = hc_now_s();
     pull_wants(s, in, &s->pending[s->n_pending].min_version,
@@ -291,6 +293,69 @@ static void serve_pending(struct ps_service *s)
     }
 }
 
+static int grow_early(struct ps_service *s)
+{
+    int cap = s->cap_early ? 2 * s->cap_early : 16;
+    struct pending *e = realloc(s->early, (size_t)cap * sizeof *e);
+
+    if (!e)
+        return HC_ERR_NOMEM;    /* answered after the commit instead */
+    s->early = e;
+    s->cap_early = cap;
+    return HC_OK;
+}
+
+/* Answer the parts take_early took, from the open step (outside s->mu:
+ * each waits for the store's step thread). The version is the one they
+ * wait for, the open step's; a part whose values cannot be read at it (the
+ * step failed) gets no answer: its worker sends it again and is answered
+ * from its record after the commit. */
+static void answer_early(struct ps_service *s, struct pending *e, int n)
+{
+    for (int i = 0; i < n; i++) {
+        struct hc_wire_msg in;
+        nng_msg *reply = NULL;
+
+        if (hc_wire_redecode(nng_msg_body(e[i].msg), nng_msg_len(e[i].msg),
+                             s->cl->id, &in) == HC_OK) {
+            if (ps_shard_answer_early(s->shard, &in, &s->me, e[i].min_version,
+                                      &reply) != HC_OK)
+                hc_warn("shard ps:%d: a part of worker:%d's push answered "
+                        "after the step instead: %s", s->conf.shard,
+                        e[i].worker, hc_err_msg());
+            hc_wire_msg_free(&in);
+        }
+        service_metrics_request(s, HETPS__ENVELOPE__PAYLOAD_PUSH,
+                                nng_msg_len(e[i].msg),
+                                reply ? nng_msg_len(reply) : 0,
+                                hc_now_s() - e[i].t0);
+        hc_rpc_reply(e[i].req, reply);
+        if (reply) {
+            atomic_fetch_add(&s->early_sent, 1);
+            if (s->conf.metrics)
+                hc_series_add(s->met.early, 1);
+        }
+    }
+}
+
+/* An early answer's message kept until its step is applied (its lent
+ * gradient is read again if the step must be redone); with s->mu. */
+static void keep_spent(struct ps_service *s, nng_msg *msg)
+{
+    if (s->n_spent == s->cap_spent) {
+        int cap = s->cap_spent ? 2 * s->cap_spent : 16;
+        nng_msg **a = realloc(s->spent, (size_t)cap * sizeof *a);
+
+        if (!a) {
+            service_free_kept(s, msg);  /* its gradient copied first */
+            return;
+        }
+        s->spent = a;
+        s->cap_spent = cap;
+    }
+    s->spent[s->n_spent++] = msg;
+}
+
 /* A complete synchronous step is marked due (service_unlock applies it);
  * the pulls the mode allows now are answered. */
 void service_advance(struct ps_service *s)
@@ -336,6 +401,24 @@ static size_t step_records(struct ps_service *s)
     return n;
 }
 
+/* The step committed (ok) or failed: the records of the pushes answered
+ * before it say so now (answered at its version: a re-send is answered
+ * from the store from now on; before, it waited as one in flight). */
+static void early_recorded(struct ps_service *s, int ok)
+{
+    for (int i = 0; i < s->n_members; i++) {
+        struct member *m = &s->members[i];
+
+        for (uint32_t l = 0; ok && l < PS_RECORD_LANES; l++) {
+            struct ps_record *r = &m->rec[REC_PUSH + l];
+
+            if ((m->early >> l & 1u) && !(r->flags & PS_REC_ANSWERED))
+                ps_record_answered(r, ps_shard_version(s->shard));
+        }
+        m->early = 0;
+    }
+}
+
 void service_unlock(struct ps_service *s)
 {
     while (s->applying == STEP_DUE) {
@@ -351,6 +434,8 @@ void service_unlock(struct ps_service *s)
         pthread_mutex_lock(&s->wmu);
         if (hook)
             hook(hook_arg);
+        if (atomic_exchange(&s->early_sent, 0) > 0)
+            ps_fault_point("step:before_commit");
         rv = ps_shard_apply_step(s->shard, total, s->step_recs, n_recs);
         pthread_mutex_unlock(&s->wmu);
         hc_series_observe(s->met.apply, hc_now_s() - t0);
@@ -359,10 +444,35 @@ void service_unlock(struct ps_service *s)
                      (unsigned long long)ps_shard_version(s->shard),
                      hc_err_msg());
         pthread_mutex_lock(&s->mu);
+        early_recorded(s, rv == HC_OK);
+        while (s->n_spent > 0)
+            nng_msg_free(s->spent[--s->n_spent]);
         ps_mode_step_done(s->sync);
         s->applying = STEP_NONE;
         pthread_cond_broadcast(&s->applied);
         service_advance(s);     /* the pulls it frees; the next step */
+    }
+    if (s->n_early) {
+        int n = s->n_early;
+        struct pending *e = malloc((size_t)n * sizeof *e);
+
+        if (e) {
+            memcpy(e, s->early, (size_t)n * sizeof *e);
+            s->n_early = 0;
+            pthread_mutex_unlock(&s->mu);
+            answer_early(s, e, n);
+            pthread_mutex_lock(&s->mu);
+            for (int i = 0; i < n; i++)
+                keep_spent(s, e[i].msg);
+            pthread_mutex_unlock(&s->mu);
+            free(e);
+            return;
+        }
+        /* No memory to take them out: answered here, under s->mu. */
+        answer_early(s, s->early, n);
+        for (int i = 0; i < n; i++)
+            keep_spent(s, s->early[i].msg);
+        s->n_early = 0;
     }
     pthread_mutex_unlock(&s->mu);
 }
@@ -440,6 +550,36 @@ static int add_part(struct ps_service *s, const struct hc_wire_msg *in)
         s->members[in->env->sender->index].in_step |=
             1u << service_lane(in->env);
     return rv;
+}
+
+/* Take from s->pending every early part whose blocks the open step has
+ * applied: service_unlock answers them outside s->mu, before the step
+ * commits. With s->mu. */
+static void take_early(struct ps_service *s)
+{
+    int i = 0;
+
+    pthread_mutex_lock(&s->wmu);
+    while (i < s->n_pending) {
+        struct pending *p = &s->pending[i];
+        struct hc_wire_msg in;
+        int ready = 0;
+
+        if (p->early && !p->held &&
+            hc_wire_redecode(nng_msg_body(p->msg), nng_msg_len(p->msg),
+                             s->cl->id, &in) == HC_OK) {
+            ready = ps_shard_applied(s->shard, &in);
+            hc_wire_msg_free(&in);
+        }
+        if (!ready || (s->n_early == s->cap_early && grow_early(s) != HC_OK)) {
+            i++;
+            continue;
+        }
+        s->members[p->worker].early |= 1u << p->lane;
+        s->early[s->n_early++] = *p;
+        *p = s->pending[--s->n_pending];
+    }
+    pthread_mutex_unlock(&s->wmu);
 }
 
 /* Count in's part; 1 when it is the worker's last of its push. */
@@ -580,9 +720,12 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
                     give_back(s, msg_in);
                     return rv;
                 }
+                s->pending[s->n_pending - 1].early = 1;
+                take_early(s);
                 *deferred = 1;
                 return HC_OK;
             }
+            take_early(s);      /* its blocks may complete others' parts */
         } else if (!last) {
             if ((rv = defer(s, in, msg_in, req, 1)) != HC_OK)
                 return rv;

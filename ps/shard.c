@@ -463,9 +463,12 @@ static void *pull_scratch(size_t n, struct pull_scratch *ps)
     return p;
 }
 
+/* A pull's answer: from a snapshot (early 0), or from the open step at
+ * version `early` (ps_shard_answer_early). */
 static int serve_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
                       const struct hc_sender *me,
-                      const struct ps_pull_extra *extra, nng_msg **reply)
+                      const struct ps_pull_extra *extra, uint64_t early,
+                      nng_msg **reply)
 {
     const Hetps__Envelope *e = in->env;
     int is_push = e->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH;
@@ -501,15 +504,23 @@ static int serve_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
     }
     /* The snapshot first: its step is the version the answer names, however
      * many pushes commit while it is read. */
-    if ((rv = ps_store_snap_begin(sh->store, &snap, &step)) != HC_OK)
+    step = early;
+    if (!early && (rv = ps_store_snap_begin(sh->store, &snap, &step)) != HC_OK)
         goto out;
     rv = ack_with(sh, in, me, step, ps.src, n, ps.dst, extra, reply);
     if (rv != HC_OK)
         goto out;
     for (i = 0; i < n; i++)
         ps.reads[i].dst = ps.dst[i];
-    rv = ps_store_snap_read(&snap, ps.reads, n);
-    ps_store_snap_end(&snap);
+    if (!early) {
+        rv = ps_store_snap_read(&snap, ps.reads, n);
+        ps_store_snap_end(&snap);
+    } else if ((rv = ps_store_step_read(sh->store, ps.reads, n, &step)) ==
+                   HC_OK && step != early) {
+        rv = hc_err_set(HC_ERR_STALE, "shard ps:%d: the open step's values "
+                        "are version %llu, not %llu", sh->index,
+                        (unsigned long long)step, (unsigned long long)early);
+    }
     /* A whole block goes out with the CRC stored with it: no second pass
      * over the data, and the worker checks it end to end. */
     for (i = 0; rv == HC_OK && i < n; i++) {
@@ -819,7 +830,30 @@ int ps_shard_answer_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
     if (!atomic_load(&sh->ready))
         return hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables yet",
                           sh->index);
-    return serve_pull(sh, in, me, extra, reply);
+    return serve_pull(sh, in, me, extra, 0, reply);
+}
+
+int ps_shard_applied(struct ps_shard *sh, const struct hc_wire_msg *in)
+{
+    const Hetps__Push *p = in->env->push;
+
+    for (size_t i = 0; i < p->n_ranges; i++) {
+        long b = find_block(sh, p->ranges[i]->key, p->ranges[i]->offset);
+
+        if (b < 0 || !sh->applied[b])
+            return 0;
+    }
+    return p->n_ranges > 0;
+}
+
+int ps_shard_answer_early(struct ps_shard *sh, const struct hc_wire_msg *in,
+                          const struct hc_sender *me, uint64_t version,
+                          nng_msg **reply)
+{
+    struct ps_pull_extra extra = { 0 };
+
+    *reply = NULL;
+    return serve_pull(sh, in, me, &extra, version, reply);
 }
 
 int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
@@ -837,7 +871,7 @@ int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
                               "yet: the chief (worker:0) creates them",
                               sh->index);
         return in->env->payload_case == HETPS__ENVELOPE__PAYLOAD_PULL
-                   ? serve_pull(sh, in, me, extra, reply)
+                   ? serve_pull(sh, in, me, extra, 0, reply)
                    : serve_push(sh, in, me, reply);
     default:
         return hc_err_set(HC_ERR_PROTO, "not a variable request");

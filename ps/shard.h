@@ -119,6 +119,21 @@ int ps_shard_answer_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
                          const struct hc_sender *me,
                          const struct ps_pull_extra *extra, nng_msg **reply);
 
+/* Whether every range in's push-and-pull asks for is of a block the open
+ * step has applied (ps_shard_apply_ready): its answer is known before the
+ * step commits. Under the lock of ps_shard_accumulate. */
+int ps_shard_applied(struct ps_shard *sh, const struct hc_wire_msg *in);
+
+/* The answer to in's push-and-pull from the open step, before its commit
+ * (ranges ps_shard_applied found applied): the values of `version`, the
+ * open step's. HC_ERR_STALE when the values read are another version's
+ * (the step failed and will be redone). No slice in it: the worker's last
+ * part brings that, after the commit. Not under the service's locks (it
+ * waits for the store's step thread). */
+int ps_shard_answer_early(struct ps_shard *sh, const struct hc_wire_msg *in,
+                          const struct hc_sender *me, uint64_t version,
+                          nng_msg **reply);
+
 /* Updates applied so far (the shard's global step). */
 uint64_t ps_shard_version(const struct ps_shard *sh);
 

@@ -362,6 +362,15 @@ int ps_store_apply_group(struct ps_store *s, const struct hc_optim_conf *c,
 int ps_store_step_add(struct ps_store *s, const struct hc_optim_conf *c,
                       const struct ps_update *u, size_t n);
 void ps_store_step_drain(struct ps_store *s);
+/* Read ranges r[0 .. n) (as ps_store_read) of blocks the open step has
+ * applied, before its commit: on the step's thread, once every add queued
+ * before has gone in; *step is the version they are (the open step's, its
+ * step + 1). With no step open (committed meanwhile, or an add failed and
+ * the commit will redo it) the committed values, *step their step: the
+ * caller compares. Waits for the step thread; not with the service's
+ * locks held. */
+int ps_store_step_read(struct ps_store *s, struct ps_read *r, size_t n,
+                       uint64_t *step);
 int ps_store_step_commit(struct ps_store *s, const struct hc_optim_conf *c,
                          const struct ps_update *u, size_t n,
                          const struct ps_record *recs, size_t n_recs,

@@ -82,9 +82,8 @@ int store_get_block(struct ps_store *s, MDB_txn *txn, MDB_dbi dbi,
 
 /* ---- pulls ------------------------------------------------------------- */
 
-/* Read the ranges r[0 .. n) in the read transaction txn. */
-static int read_in(struct ps_store *s, MDB_txn *txn, struct ps_read *r,
-                   size_t n)
+int store_read_in(struct ps_store *s, MDB_txn *txn, struct ps_read *r,
+                  size_t n)
 {
     int rv = HC_OK;
 
@@ -139,7 +138,7 @@ int ps_store_snap_begin(struct ps_store *s, struct ps_snap *snap,
 
 int ps_store_snap_read(struct ps_snap *snap, struct ps_read *r, size_t n)
 {
-    return read_in(snap->store, snap->txn, r, n);
+    return store_read_in(snap->store, snap->txn, r, n);
 }
 
 void ps_store_snap_end(struct ps_snap *snap)

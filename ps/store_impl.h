@@ -108,6 +108,11 @@ int store_apply_blocks(struct ps_store *s, MDB_txn *txn,
                        const struct ps_apply *g, int direct);
 int store_maybe_sync(struct ps_store *s);
 
+/* Read the ranges r[0 .. n) in transaction txn (a reader's, or the open
+ * step's on its thread). */
+int store_read_in(struct ps_store *s, MDB_txn *txn, struct ps_read *r,
+                  size_t n);
+
 /* The step thread of store_step.c, stopped by ps_store_close. */
 void store_step_stop(struct ps_store *s);
 

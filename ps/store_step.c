@@ -5,7 +5,9 @@
  * transaction, kept open until the step's last blocks, its records and
  * its count go in and it commits — the same bits and the same
  * all-or-nothing as one ps_store_apply of the whole step, while the apply
- * of the first parts overlaps the arrival of the last.
+ * of the first parts overlaps the arrival of the last. The values a part
+ * made can be read before the commit (ps_store_step_read), for an answer
+ * that need not wait for the step's last part.
  *
  * LMDB's write transaction belongs to the thread that began it, so the
  * open step lives on a thread of the store's own (started at the first
@@ -25,7 +27,8 @@
 #include "err.h"
 #include "optimizer.h"
 
-/* What the thread is asked: a part's blocks to add, or the commit. */
+/* What the thread is asked: a part's blocks to add, the commit, or a read
+ * of applied values (the caller's, on its stack: answered, not freed). */
 struct step_job {
     const struct hc_optim_conf *c;
     struct ps_update *u;        /* (n) a copy of the caller's */
@@ -33,6 +36,10 @@ struct step_job {
     int commit;
     const struct ps_record *recs;   /* commit: (n_recs) */
     size_t n_recs;
+    struct ps_read *reads;      /* a read: (n) */
+    int done, rv;               /* a read's outcome */
+    uint64_t at;
+    char err[256];
     struct step_job *next;
 };
 
@@ -156,6 +163,21 @@ static int step_commit(struct ps_store *s, struct store_step *st,
     return rv;
 }
 
+/* A read of the open step's values (or, with none open, the committed
+ * ones), its outcome into j. */
+static void step_read(struct ps_store *s, struct store_step *st,
+                      struct step_job *j)
+{
+    if (st->txn && !st->failed) {
+        j->rv = store_read_in(s, st->txn, j->reads, j->n);
+        j->at = st->step + 1;
+    } else {
+        j->rv = ps_store_read(s, j->reads, j->n, &j->at);
+    }
+    if (j->rv != HC_OK)
+        snprintf(j->err, sizeof j->err, "%s", hc_err_msg());
+}
+
 static void *step_main(void *arg)
 {
     struct ps_store *s = arg;
@@ -175,6 +197,14 @@ static void *step_main(void *arg)
             st->tail = &st->head;
         st->busy = 1;
         pthread_mutex_unlock(&st->mu);
+        if (j->reads) {
+            step_read(s, st, j);
+            pthread_mutex_lock(&st->mu);
+            j->done = 1;
+            st->busy = 0;
+            pthread_cond_broadcast(&st->cv);
+            continue;
+        }
         if (!j->commit) {
             if (!st->failed && step_add(s, st, j->c, j->u, j->n) != HC_OK)
                 st->failed = 1;
@@ -334,6 +364,31 @@ int ps_store_step_commit(struct ps_store *s, const struct hc_optim_conf *c,
         *new_step = st->new_step;
     pthread_mutex_unlock(&st->mu);
     return rv;
+}
+
+int ps_store_step_read(struct ps_store *s, struct ps_read *r, size_t n,
+                       uint64_t *step)
+{
+    struct store_step *st = s->stepper;
+    struct step_job j = { .reads = r, .n = n };
+
+    if (!st)
+        return ps_store_read(s, r, n, step);
+    pthread_mutex_lock(&st->mu);
+    if (st->stop) {             /* closing: no step to read from */
+        pthread_mutex_unlock(&st->mu);
+        return ps_store_read(s, r, n, step);
+    }
+    *st->tail = &j;
+    st->tail = &j.next;
+    pthread_cond_broadcast(&st->cv);
+    while (!j.done)
+        pthread_cond_wait(&st->cv, &st->mu);
+    pthread_mutex_unlock(&st->mu);
+    if (j.rv != HC_OK)
+        return hc_err_set(j.rv, "%s", j.err);
+    *step = j.at;
+    return HC_OK;
 }
 
 void store_step_stop(struct ps_store *s)

@@ -317,9 +317,31 @@ static int not_joined(struct pc_client *c, int j)
            e->error->code == HETPS__ERROR_CODE__E_NOT_JOINED;
 }
 
+/* Whether shard i's answers this step came from two processes of it: a
+ * part answered early (before the step's commit) by one that died before
+ * committing, the rest by its restart — every part goes again. */
+static int mixed_answers(struct pc_client *c, int i)
+{
+    uint64_t first = 0;
+    int seen = 0;
+
+    for (int j = 0; j < c->n_pcalls; j++) {
+        if (c->pcalls[j].shard != i || !c->p_replies[j])
+            continue;
+        (void)not_joined(c, j);         /* decodes it */
+        if (!c->p_dec[j].env)
+            continue;
+        if (seen++ && c->p_dec[j].env->incarnation != first)
+            return 1;
+        first = c->p_dec[j].env->incarnation;
+    }
+    return 0;
+}
+
 /* Join again every shard that forgot this worker and send it all its
  * parts once more (the same ids: one it had applied is answered from its
- * record). A few rounds at most. */
+ * record); the same, without the join, to a shard whose answers came from
+ * two of its processes. A few rounds at most. */
 static int rejoin_resend(struct pc_client *c, struct parts_job *jb,
                          int timeout_ms)
 {
@@ -335,12 +357,13 @@ static int rejoin_resend(struct pc_client *c, struct parts_job *jb,
             for (j = 0; j < c->n_pcalls; j++)
                 if (c->pcalls[j].shard == i && not_joined(c, j))
                     forgot = 1;
-            if (!forgot)
+            if (!forgot && !mixed_answers(c, i))
                 continue;
-            hc_warn("ps:%d (%s) does not know this worker (it restarted?): "
-                    "joining it again and re-sending the step's parts", i,
-                    c->urls[i]);
-            if ((rv = client_join_one(c, i)) != HC_OK)
+            hc_warn("ps:%d (%s) %s re-sending the step's parts", i,
+                    c->urls[i], forgot ? "does not know this worker (it "
+                    "restarted?): joining it again and" : "answered from "
+                    "two of its processes (it restarted mid-step):");
+            if (forgot && (rv = client_join_one(c, i)) != HC_OK)
                 break;
             for (j = 0; j < c->n_pcalls; j++) {
                 if (c->pcalls[j].shard != i)
@@ -415,15 +438,31 @@ static void take_one(void *arg, int j)
     c->p_taken[j] = 1;
 }
 
+/* Whether the whole gradient is final, without waiting. */
+static int ready_whole(struct pc_ready *r)
+{
+    size_t from;
+
+    if (!r)
+        return 1;
+    pthread_mutex_lock(&r->mu);
+    from = r->failed ? 1 : r->from;
+    pthread_mutex_unlock(&r->mu);
+    return from == 0;
+}
+
 /* A part's answer landed while others are on the wire: its values out now
- * (an answer saying the shard restarted is left for rejoin_resend). */
+ * — once the whole gradient is computed (a shard answers a part as soon as
+ * it is applied, maybe while backward still reads the parameters: then
+ * after the call); an answer saying the shard restarted is left for
+ * rejoin_resend. */
 static void part_landed(void *arg, int j, nng_msg *reply)
 {
     struct parts_job *jb = arg;
     struct pc_client *c = jb->c;
 
     (void)reply;
-    if (!not_joined(c, j))
+    if (!not_joined(c, j) && ready_whole(jb->ready))
         take_one(jb, j);
 }
 

@@ -89,7 +89,59 @@ JSON
     wait $ps0 $ps1 2>/dev/null
 }
 
+# early MODE=sync: a step in parts whose applied parts a shard answers
+# before the step commits (early), the shard killed between those answers
+# and the commit (the fault point step:before_commit) and started again:
+# the worker holds values of a step the store never committed, so it must
+# send that shard every part of the step again (its restart does not know
+# it), and each value must still be exactly the pushes acknowledged.
+early() {
+    D="$T/early"
+    mkdir -p "$D"
+    cat > "$D/cluster.json" <<JSON
+{ "cluster": { "ps": ["127.0.0.1:$((PORT + 4))", "127.0.0.1:$((PORT + 5))"],
+               "worker": ["127.0.0.1:$((PORT + 6))"] },
+  "hetps": { "mode": "sync" } }
+JSON
+    "$BIN/hetps-ps" --cluster "$D/cluster.json" --task ps:0 \
+        --data-dir "$D/ps-0" --metrics-addr "127.0.0.1:$((PORT + 7))" \
+        >> "$D/ps-0.log" 2>&1 &
+    ps0=$!; track $ps0
+    HETPS_FAULT=step:before_commit "$BIN/hetps-ps" --cluster "$D/cluster.json" \
+        --task ps:1 --data-dir "$D/ps-1" >> "$D/ps-1.log" 2>&1 &
+    ps1=$!; track $ps1
+    wait_for 10 "$BIN/hetps" status "$D/cluster.json" || fail "early: servers did not start"
+    COUNTER_LANES=4 "$B/tools/counter" "$D/cluster.json" 60 0 sync 4 \
+        > "$D/counter.log" 2>&1 &
+    cpid=$!; track $cpid
+    gone() { ! kill -0 $ps1 2>/dev/null; }
+    wait_for 30 gone || { cat "$D/counter.log"; fail "early: ps:1 never reached its fault point"; }
+    wait $ps1 2>/dev/null
+    grep -q "fault point step:before_commit" "$D/ps-1.log" || fail "early: ps:1 died elsewhere"
+    "$BIN/hetps-ps" --cluster "$D/cluster.json" --task ps:1 \
+        --data-dir "$D/ps-1" >> "$D/ps-1.log" 2>&1 &
+    ps1=$!; track $ps1
+    ok "early: ps:1 killed between its early answers and the commit, started again"
+    cdone() { ! kill -0 $cpid 2>/dev/null; }
+    wait_for 120 cdone || { tail -20 "$D/counter.log"; fail "early: the counter stalled after the restart"; }
+    wait $cpid || { tail -20 "$D/counter.log"; fail "early: counter: values differ from the acknowledged pushes"; }
+    grep -q "counter: 60 acknowledged, every value 60.0" "$D/counter.log" || fail "early: counter did not finish"
+    grep -q "re-sending the step's parts" "$D/counter.log" ||
+        fail "early: the worker never sent the step's parts again"
+    early=$(/usr/bin/python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' \
+        "http://127.0.0.1:$((PORT + 7))/metrics" | sed -n 's/^hetps_early_answers_total{[^}]*} \([0-9]*\).*/\1/p')
+    # 4 parts a step on each shard, the last answered after the commit.
+    [ -n "$early" ] && [ "$early" -ge 60 ] ||
+        fail "early: ps:0 answered ${early:-no} parts before their step's commit (want >= 60: 3 of each step's 4)"
+    ok "early: 60 pushes, $early parts answered before their step's commit on ps:0, through ps:1's kill: every value exactly 60"
+    kill -TERM $ps0 $ps1
+    wait $ps0 $ps1 2>/dev/null
+}
+
+[ -n "${EARLY_ONLY:-}" ] || {
 run async 1000
 run sync 400
 run async 300 4
 run sync 200 4
+}
+early

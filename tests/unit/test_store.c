@@ -766,10 +766,32 @@ static void run_adam_equivalence(uint64_t direct_max_pages, int group,
             for (uint32_t k = 0; k + 1 < nu; k++)
                 CU_ASSERT_EQUAL(ps_store_step_add(s, &c, &u[h][k], 1),
                                 HC_OK);
+            /* Before the commit: the added blocks' new values, read from
+             * the open step (an early answer), are the step's; nothing
+             * committed yet. */
+            for (uint32_t k = 0; k + 1 < nu; k++) {
+                uint32_t b = u[h][k].local;
+                struct ps_read r = {b, 0, v.len[b], got, 0};
+                uint64_t at = 0;
+
+                CU_ASSERT_EQUAL(ps_store_step_read(s, &r, 1, &at), HC_OK);
+                CU_ASSERT_EQUAL(at, t + 1);
+                CU_ASSERT(memcmp(got, v.b[b], v.len[b] * 4) == 0);
+            }
+            CU_ASSERT_EQUAL(ps_store_step(s), t);
             CU_ASSERT_EQUAL(ps_store_step_commit(s, &c, &u[h][nu - 1], 1,
                                                  NULL, 0, &step), HC_OK);
             CU_ASSERT_EQUAL(step, t + 1);
             CU_ASSERT_EQUAL(ps_store_step(s), t + 1);
+            {   /* no step open: the committed values and their step */
+                uint32_t b = u[h][nu - 1].local;
+                struct ps_read r = {b, 0, v.len[b], got, 0};
+                uint64_t at = 0;
+
+                CU_ASSERT_EQUAL(ps_store_step_read(s, &r, 1, &at), HC_OK);
+                CU_ASSERT_EQUAL(at, t + 1);
+                CU_ASSERT(memcmp(got, v.b[b], v.len[b] * 4) == 0);
+            }
         } else if (!group) {
             CU_ASSERT_EQUAL(ps_store_apply(s, &c, u[h], nu, NULL, 0, &step),
                             HC_OK);
@@ -1422,8 +1444,8 @@ void hp_test_register(void)
                 test_apply_group);
     CU_add_test(s, "a large step split over threads = one thread",
                 test_apply_split);
-    CU_add_test(s, "a step in parts = one apply; left open = not applied",
-                test_apply_step_parts);
+    CU_add_test(s, "a step in parts = one apply, read before its commit; "
+                   "left open = not applied", test_apply_step_parts);
     CU_add_test(s, "apply errors roll back", test_apply_errors);
     CU_add_test(s, "records survive reopen; format 1 read", test_records);
     CU_add_test(s, "map full, then growth", test_map_full);
