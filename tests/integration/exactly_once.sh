@@ -12,23 +12,33 @@
 . "$(dirname "$0")/lib.inc"
 pick_ports
 
+# cluster MODE BASE: $D/cluster.json, 2 shards and a worker in MODE on
+# loopback ports BASE .. BASE + 2.
+cluster() {
+    mkdir -p "$D"
+    cat > "$D/cluster.json" <<JSON
+{ "cluster": { "ps": ["127.0.0.1:$2", "127.0.0.1:$(($2 + 1))"],
+               "worker": ["127.0.0.1:$(($2 + 2))"] },
+  "hetps": { "mode": "$1" } }
+JSON
+}
+
+# start_ps J [FLAG...]: ps:J of $D/cluster.json on $D/ps-J (its log
+# appended to), its pid in $psJ; $FAULT armed in it (ps/fault.h).
+start_ps() {
+    j=$1; shift
+    HETPS_FAULT=${FAULT:-} "$BIN/hetps-ps" --cluster "$D/cluster.json" \
+        --task ps:$j --data-dir "$D/ps-$j" "$@" >> "$D/ps-$j.log" 2>&1 &
+    eval "ps$j=\$!"
+    track $!
+}
+
 # run MODE PUSHES [LANES]: the counter through the kills above, in MODE;
 # with LANES each step moves in parts over that many lanes a shard (a part
 # a block: every part exactly once; no lost replies on purpose then).
 run() {
     mode=$1 lanes=${3:-} D="$T/$1${3:+-parts}"
-    mkdir -p "$D"
-    cat > "$D/cluster.json" <<JSON
-{ "cluster": { "ps": ["127.0.0.1:$PORT", "127.0.0.1:$((PORT + 1))"],
-               "worker": ["127.0.0.1:$((PORT + 2))"] },
-  "hetps": { "mode": "$mode" } }
-JSON
-    start_ps() {
-        "$BIN/hetps-ps" --cluster "$D/cluster.json" --task ps:$1 \
-            --data-dir "$D/ps-$1" >> "$D/ps-$1.log" 2>&1 &
-        eval "ps$1=\$!"
-        track $!
-    }
+    cluster "$mode" $PORT
     start_ps 0
     start_ps 1
     wait_for 10 "$BIN/hetps" status "$D/cluster.json" || fail "$mode: servers did not start"
@@ -97,19 +107,11 @@ JSON
 # it), and each value must still be exactly the pushes acknowledged.
 early() {
     D="$T/early"
-    mkdir -p "$D"
-    cat > "$D/cluster.json" <<JSON
-{ "cluster": { "ps": ["127.0.0.1:$((PORT + 4))", "127.0.0.1:$((PORT + 5))"],
-               "worker": ["127.0.0.1:$((PORT + 6))"] },
-  "hetps": { "mode": "sync" } }
-JSON
-    "$BIN/hetps-ps" --cluster "$D/cluster.json" --task ps:0 \
-        --data-dir "$D/ps-0" --metrics-addr "127.0.0.1:$((PORT + 7))" \
-        >> "$D/ps-0.log" 2>&1 &
-    ps0=$!; track $ps0
-    HETPS_FAULT=step:before_commit "$BIN/hetps-ps" --cluster "$D/cluster.json" \
-        --task ps:1 --data-dir "$D/ps-1" >> "$D/ps-1.log" 2>&1 &
-    ps1=$!; track $ps1
+    cluster sync $((PORT + 4))
+    start_ps 0 --metrics-addr "127.0.0.1:$((PORT + 7))"
+    FAULT=step:before_commit
+    start_ps 1
+    FAULT=
     wait_for 10 "$BIN/hetps" status "$D/cluster.json" || fail "early: servers did not start"
     COUNTER_LANES=4 "$B/tools/counter" "$D/cluster.json" 60 0 sync 4 \
         > "$D/counter.log" 2>&1 &
@@ -118,9 +120,7 @@ JSON
     wait_for 30 gone || { cat "$D/counter.log"; fail "early: ps:1 never reached its fault point"; }
     wait $ps1 2>/dev/null
     grep -q "fault point step:before_commit" "$D/ps-1.log" || fail "early: ps:1 died elsewhere"
-    "$BIN/hetps-ps" --cluster "$D/cluster.json" --task ps:1 \
-        --data-dir "$D/ps-1" >> "$D/ps-1.log" 2>&1 &
-    ps1=$!; track $ps1
+    start_ps 1
     ok "early: ps:1 killed between its early answers and the commit, started again"
     cdone() { ! kill -0 $cpid 2>/dev/null; }
     wait_for 120 cdone || { tail -20 "$D/counter.log"; fail "early: the counter stalled after the restart"; }

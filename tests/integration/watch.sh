@@ -17,8 +17,11 @@ MODEL=deploy/models/fashion_cnn.json
 MP=$((PORT + 5))            # ps:0 $MP, ps:1 $MP+1, worker:0 $MP+2, worker:1 $MP+3
 cluster2 "{ \"mode\": \"sync\", \"metrics_port\": $MP }"
 
-"$BIN/hetps" launch --data-dir "$T/data" "$T/cluster.json" -- \
-    --model $MODEL --epochs 2 > "$T/launch.log" 2>&1 &
+# Equal shares (--balance off): with balancing, a loaded machine can make
+# the shards seat the chief out of steps (its share would not pay), and
+# the counts below assume both workers compute every step.
+"$BIN/hetps" launch --ps-arg --balance=off --data-dir "$T/data" \
+    "$T/cluster.json" -- --model $MODEL --epochs 2 > "$T/launch.log" 2>&1 &
 LPID=$!
 track $LPID
 get() { /usr/bin/python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' "$1"; }
