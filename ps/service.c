@@ -820,6 +820,13 @@ void ps_service_stop(struct ps_service *s)
     free(s);
 }
 
+void ps_service_set_unconfirmed(struct ps_service *s, int on)
+{
+    pthread_mutex_lock(&s->mu);
+    s->unconfirmed = on;
+    pthread_mutex_unlock(&s->mu);
+}
+
 void ps_service_set_apply_hook(struct ps_service *s, void (*fn)(void *),
                                void *arg)
 {

@@ -78,4 +78,9 @@ void ps_service_stop(struct ps_service *s);
 void ps_service_set_apply_hook(struct ps_service *s, void (*fn)(void *),
                                void *arg);
 
+/* Tests' seam: on 1, a synchronous step's last part of a worker's push is
+ * answered before the commit too (from the open step, as the others are),
+ * so no answer confirms the step — what a worker must not accept. */
+void ps_service_set_unconfirmed(struct ps_service *s, int on);
+
 #endif

@@ -166,6 +166,7 @@ struct ps_service {
     struct ps_record *step_recs; /* (n_members) the records of its pushes,
                                     applied with it (service_unlock) */
     pthread_cond_t applied;
+    int unconfirmed;            /* tests: ps_service_set_unconfirmed */
     void (*apply_hook)(void *); /* tests: ps_service_set_apply_hook */
     void *apply_hook_arg;
 };

@@ -246,6 +246,10 @@ static int ack_with(const struct ps_shard *sh, const struct hc_wire_msg *in,
         ack.has_job_batch = 1;
         ack.job_batch = extra->job_batch;
     }
+    if (extra && extra->uncommitted) {
+        ack.has_uncommitted = 1;
+        ack.uncommitted = 1;
+    }
     if (extra && extra->has_slice) {
         ack.has_batch_offset = ack.has_batch_count = 1;
         ack.batch_offset = extra->offset;
@@ -850,7 +854,7 @@ int ps_shard_answer_early(struct ps_shard *sh, const struct hc_wire_msg *in,
                           const struct hc_sender *me, uint64_t version,
                           nng_msg **reply)
 {
-    struct ps_pull_extra extra = { 0 };
+    struct ps_pull_extra extra = { .uncommitted = 1 };
 
     *reply = NULL;
     return serve_pull(sh, in, me, &extra, version, reply);

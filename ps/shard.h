@@ -49,6 +49,7 @@ struct ps_pull_extra {
     uint32_t offset, count;
     int late;                   /* push-and-pull: the push came too late */
     uint32_t job_batch;         /* sync: the job's global batch (0: none) */
+    int uncommitted;            /* sync part: from the open step */
 };
 
 /* Serve a create, pull or push (applied at once, answered with an Ack at

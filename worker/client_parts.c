@@ -338,6 +338,30 @@ static int mixed_answers(struct pc_client *c, int i)
     return 0;
 }
 
+/* Whether every answer shard i gave this step says it came before the
+ * step's commit: the shard never confirmed that the step is stored (its
+ * last part of a worker's push always waits for the commit), so the step
+ * goes to it again. */
+static int none_committed(struct pc_client *c, int i)
+{
+    int any = 0;
+
+    for (int j = 0; j < c->n_pcalls; j++) {
+        const Hetps__Envelope *e;
+
+        if (c->pcalls[j].shard != i || !c->p_replies[j])
+            continue;
+        (void)not_joined(c, j);         /* decodes it */
+        if (!(e = c->p_dec[j].env) ||
+            e->payload_case != HETPS__ENVELOPE__PAYLOAD_ACK)
+            return 0;
+        if (!e->ack->has_uncommitted || !e->ack->uncommitted)
+            return 0;
+        any = 1;
+    }
+    return any;
+}
+
 /* Join again every shard that forgot this worker and send it all its
  * parts once more (the same ids: one it had applied is answered from its
  * record); the same, without the join, to a shard whose answers came from
@@ -352,17 +376,24 @@ static int rejoin_resend(struct pc_client *c, struct parts_job *jb,
         int n = 0;
 
         for (i = 0; i < c->n && rv == HC_OK; i++) {
+            const char *what;
             int forgot = 0;
 
             for (j = 0; j < c->n_pcalls; j++)
                 if (c->pcalls[j].shard == i && not_joined(c, j))
                     forgot = 1;
-            if (!forgot && !mixed_answers(c, i))
+            if (forgot)
+                what = "does not know this worker (it restarted?): joining "
+                       "it again and";
+            else if (mixed_answers(c, i))
+                what = "answered from two of its processes (it restarted "
+                       "mid-step):";
+            else if (none_committed(c, i))
+                what = "answered every part before committing the step:";
+            else
                 continue;
             hc_warn("ps:%d (%s) %s re-sending the step's parts", i,
-                    c->urls[i], forgot ? "does not know this worker (it "
-                    "restarted?): joining it again and" : "answered from "
-                    "two of its processes (it restarted mid-step):");
+                    c->urls[i], what);
             if (forgot && (rv = client_join_one(c, i)) != HC_OK)
                 break;
             for (j = 0; j < c->n_pcalls; j++) {

@@ -954,9 +954,13 @@ static void *parts_step_main(void *arg)
  * part was applied once. "sync-early" and "async-early": the same while
  * the gradients are still being written (pc_ready): a part sent before its
  * elements were final would carry NaN and the values would differ.
+ * "sync-unconfirmed": shards that answer every part before the step's
+ * commit (ps_service_set_unconfirmed): the workers send each step's parts
+ * again until an answer confirms it (the shards count them as duplicates).
  */
 static void parts_case(const char *mode)
 {
+    int unconfirmed = strcmp(mode, "sync-unconfirmed") == 0;
     int backup = strcmp(mode, "sync-backup") == 0;
     int early = strstr(mode, "-early") != NULL;
     int sync = backup || strncmp(mode, "sync", 4) == 0;
@@ -1016,6 +1020,8 @@ static void parts_case(const char *mode)
             ((float *)w[1].g.data)[i] = 0.5f * (float)(i % 5 + 1);
     }
     shards_start(&cl, 2, svc, dir);
+    for (k = 0; unconfirmed && k < 2; k++)
+        ps_service_set_unconfirmed(svc[k], 1);
     for (k = 0; k < nw; k++) {
         CU_ASSERT_EQUAL_FATAL(pc_open(&w[k].pc, &cl, HC_JOB_WORKER, k, &parts),
                               HC_OK);
@@ -1066,7 +1072,11 @@ static void parts_case(const char *mode)
         CU_ASSERT_EQUAL(pc_status(door, ss), HC_OK);
         for (k = 0; k < 2; k++) {
             CU_ASSERT_EQUAL(ss[k].version, 2u);
-            CU_ASSERT_EQUAL(ss[k].duplicates, 0u);
+            /* unconfirmed: every step's parts sent again (each answered
+             * from its record), the step never taken on early answers */
+            CU_ASSERT(unconfirmed
+                          ? ss[k].duplicates >= 2u * 4u * (unsigned)nw
+                          : ss[k].duplicates == 0u);
         }
         pc_status_free(ss, 2);
         pc_close(door);
@@ -1094,6 +1104,7 @@ static void test_parts(void)
     parts_case("async");
     parts_case("sync-early");
     parts_case("async-early");
+    parts_case("sync-unconfirmed");
 }
 
 void hp_test_register(void)
