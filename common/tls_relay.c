@@ -11,7 +11,9 @@
  *
  * Output: up to OUTQ messages queue per connection (under the loop's
  * kmu); the giver writes one into TLS at once if it can take the
- * connection's smu (trylock), else rings the loop (kick).
+ * connection's smu (trylock), else rings the loop (kick). Once relaying,
+ * the TLS records go through OpenSSL's buffering BIO (up to WBUF_BYTES),
+ * flushed to the socket when a writing is done: few sends, not one each.
  *
  * Lifetimes: a loop's endpoints and connections are under its mu, which
  * its thread holds through a batch of events. Closing an endpoint marks it
@@ -26,7 +28,6 @@
  */
 #include "tls_relay.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
@@ -42,12 +43,13 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+
+#include <nng/supplemental/util/platform.h>
 
 #include "err.h"
 #include "log.h"
@@ -66,9 +68,6 @@
 #define RETRY_MAX_MS 1000         /* … doubling up to this */
 #define TRIM_BYTES ((uint64_t)8 << 20) /* a dropped body: memory trimmed */
 #define BUDGET_MAX ((uint64_t)4 << 30) /* or a quarter of memory if less */
-
-/* What each side sends first, inside TLS (tls_frame.h). */
-static const unsigned char PREAMBLE[8] = HC_FRAME_PREAMBLE;
 
 enum side { SIDE_LISTEN, SIDE_NET, SIDE_WAKE };
 
@@ -117,11 +116,9 @@ struct conn {
     enum state state;
     bool dead;
     bool net_eof;               /* the peer closed, or a send failed */
-    bool net_want_out;          /* OpenSSL or wbuf waits for EPOLLOUT */
+    bool net_want_out;          /* OpenSSL or its buffer waits: EPOLLOUT */
     bool net_dry;               /* drained until its next event */
     uint64_t deadline;          /* ms, while not relaying */
-    uint8_t *wbuf;              /* TLS records gathered, sent together */
-    size_t w_off, w_len;
     char peer[64];
     char who[32];               /* a server's: the client's task */
     uint32_t id;                /* in this process, never 0 */
@@ -214,30 +211,18 @@ static void loops_init(void)
         loop_init(&loops[i]);
 }
 
-static uint64_t now_ms(void)
+/* "127.0.0.1:54321" or "[::1]:54321". */
+static void addr_text(const struct sockaddr_storage *sa, char *buf, size_t n)
 {
-    struct timespec ts;
+    char host[NI_MAXHOST], port[NI_MAXSERV];
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static void addr_text(const struct sockaddr *sa, char *buf, size_t n)
-{
-    const struct sockaddr_in *a4 = (const void *)sa;
-    const struct sockaddr_in6 *a6 = (const void *)sa;
-    char host[INET6_ADDRSTRLEN] = "?";
-    bool v6 = sa->sa_family == AF_INET6;
-
-    if (!v6 && sa->sa_family != AF_INET) {
+    if (getnameinfo((const struct sockaddr *)sa, sizeof *sa, host,
+                    sizeof host, port, sizeof port,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
         snprintf(buf, n, "an unknown address");
-        return;
-    }
-    inet_ntop(sa->sa_family, v6 ? (const void *)&a6->sin6_addr
-                                : (const void *)&a4->sin_addr, host,
-              sizeof host);
-    snprintf(buf, n, v6 ? "[%s]:%d" : "%s:%d", host,
-             ntohs(v6 ? a6->sin6_port : a4->sin_port));
+    else
+        snprintf(buf, n, sa->ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s",
+                 host, port);
 }
 
 /* OpenSSL's reason for the last failure on this thread, then cleared. */
@@ -262,28 +247,7 @@ static const char *ssl_reason(SSL *ssl, char *buf, size_t n)
 static BIO_METHOD *sock_method;
 static pthread_once_t sock_once = PTHREAD_ONCE_INIT;
 
-/* Send what wbuf holds: true once it is empty, false if the socket is full
- * (wait for EPOLLOUT) or failed (c->net_eof). */
-static bool wflush(struct conn *c)
-{
-    while (c->w_len) {
-        ssize_t k = send(c->net, c->wbuf + c->w_off, c->w_len, MSG_NOSIGNAL);
-
-        if (k > 0) {
-            c->w_off += (size_t)k;
-            c->w_len -= (size_t)k;
-            continue;
-        }
-        if (k < 0 && (errno == EAGAIN || errno == EINTR))
-            return false;
-        c->net_eof = true;
-        c->w_len = 0;
-        return false;
-    }
-    c->w_off = 0;
-    return true;
-}
-
+/* A failed send ends the connection (c->net_eof); a full socket waits. */
 static int sock_write(BIO *b, const char *buf, int len)
 {
     struct conn *c = BIO_get_data(b);
@@ -292,31 +256,11 @@ static int sock_write(BIO *b, const char *buf, int len)
     BIO_clear_retry_flags(b);
     if (c->net_eof)
         return -1;
-    if (c->wbuf && (size_t)len <= WBUF_BYTES) {
-        /* Gathered; pump() sends them when its writing is done. */
-        if (c->w_off + c->w_len + (size_t)len > WBUF_BYTES) {
-            (void)wflush(c);
-            if (c->net_eof)
-                return -1;
-            if (c->w_len + (size_t)len > WBUF_BYTES) {
-                BIO_set_retry_write(b);
-                return -1;
-            }
-            memmove(c->wbuf, c->wbuf + c->w_off, c->w_len);
-            c->w_off = 0;
-        }
-        memcpy(c->wbuf + c->w_off + c->w_len, buf, (size_t)len);
-        c->w_len += (size_t)len;
-        return len;
-    }
-    if (c->w_len && !wflush(c)) {
-        if (!c->net_eof)
-            BIO_set_retry_write(b);     /* what is gathered goes first */
-        return -1;
-    }
     k = send(c->net, buf, (size_t)len, MSG_NOSIGNAL);
     if (k < 0 && (errno == EAGAIN || errno == EINTR))
         BIO_set_retry_write(b);
+    else if (k < 0)
+        c->net_eof = true;
     return (int)k;
 }
 
@@ -340,20 +284,14 @@ static int sock_read(BIO *b, char *buf, int len)
     return (int)k;
 }
 
+/* Nothing is held here: a flush (the buffer's above, once it is empty)
+ * is done. */
 static long sock_ctrl(BIO *b, int cmd, long num, void *ptr)
 {
-    struct conn *c = BIO_get_data(b);
-
+    (void)b;
     (void)num;
     (void)ptr;
-    if (cmd != BIO_CTRL_FLUSH)
-        return 0;
-    BIO_clear_retry_flags(b);
-    if (!c->wbuf || wflush(c))
-        return 1;
-    if (!c->net_eof)
-        BIO_set_retry_write(b);
-    return -1;
+    return cmd == BIO_CTRL_FLUSH;
 }
 
 static void sock_method_make(void)
@@ -426,7 +364,7 @@ static void conn_kill(struct conn *c)
         ep->cb.on_conn(ep->cb.arg, c->id, 0, c->peer, c->who);
     if (!ep->server && ep->conn == c) {
         ep->conn = NULL;
-        ep->retry_at = now_ms() + (uint64_t)ep->backoff_ms;
+        ep->retry_at = nng_clock() + (uint64_t)ep->backoff_ms;
         ep->backoff_ms = ep->backoff_ms * 2 > RETRY_MAX_MS
                              ? RETRY_MAX_MS
                              : ep->backoff_ms * 2;
@@ -438,7 +376,7 @@ static void refuse(struct conn *c, const char *why)
 {
     struct hc_relay_ep *ep = c->ep;
     uint64_t n = __atomic_add_fetch(&ep->refused, 1, __ATOMIC_RELAXED);
-    uint64_t now = now_ms();
+    uint64_t now = nng_clock();
     /* The first 20, then at most one a second: a flood cannot fill the
      * log, and each kind of refused peer still shows. */
     bool log = n <= 20 ||
@@ -506,7 +444,7 @@ static int resolve(struct sockaddr_storage *to, socklen_t *len,
  * (handshake_done): a peer that never finishes one costs no more than its
  * SSL. */
 static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R, int fd,
-                             const struct sockaddr *sa)
+                             const struct sockaddr_storage *sa)
 {
     struct conn *c = R->n_conns < MAX_CONNS ? calloc(1, sizeof *c) : NULL;
     BIO *b = NULL;
@@ -542,7 +480,7 @@ static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R, int fd,
                            0x7fffffffu);
     c->net = fd;
     c->net_tag = (struct tag){SIDE_NET, c};
-    c->deadline = now_ms() + HANDSHAKE_MS;
+    c->deadline = nng_clock() + HANDSHAKE_MS;
     c->next = R->conns;
     R->conns = c;
     R->n_conns++;
@@ -684,8 +622,6 @@ static bool net_in(struct conn *c)
             c->ep->cb.on_msg(c->ep->cb.arg, c->id, id, m);
             break;
         }
-        default:
-            break;
         }
     }
     return moved;
@@ -752,7 +688,7 @@ static bool net_out(struct conn *c)
             break;
         }
         moved = true;
-        __atomic_store_n(&c->out_at, now_ms(), __ATOMIC_RELAXED);
+        __atomic_store_n(&c->out_at, nng_clock(), __ATOMIC_RELAXED);
         if ((c->tx_off += put) == total) {
             nng_msg_free(c->tx_msg);
             c->tx_msg = NULL;
@@ -770,9 +706,10 @@ static bool send_inline(struct conn *c)
     if (pthread_mutex_trylock(&c->smu) != 0)
         return false;
     if (!c->dead && c->state == C_RELAY && !c->net_eof) {
-        /* Anything OpenSSL waits for leaves tx_msg or wbuf unsent. */
+        /* Anything OpenSSL waits for leaves tx_msg or its buffer unsent. */
         (void)net_out(c);
-        done = (!c->w_len || wflush(c)) && !c->tx_msg && !c->net_eof;
+        done = BIO_flush(SSL_get_wbio(c->ssl)) == 1 && !c->tx_msg &&
+               !c->net_eof;
     }
     pthread_mutex_unlock(&c->smu);
     return done;
@@ -790,7 +727,7 @@ static void pump(struct conn *c)
             return;
         moved |= net_out(c);
         /* The records gathered, in as few sends as the socket takes. */
-        if (c->w_len && !wflush(c) && !c->net_eof)
+        if (BIO_flush(SSL_get_wbio(c->ssl)) != 1 && !c->net_eof)
             c->net_want_out = true;
     } while (moved && !c->net_eof);
 }
@@ -810,7 +747,7 @@ static void update_interest(struct conn *c)
     case C_RELAY:
         if (!c->net_eof)
             net |= EPOLLIN;
-        if (c->net_want_out || c->w_len)
+        if (c->net_want_out)      /* pump's flush waits for the socket */
             net |= EPOLLOUT;
         break;
     }
@@ -821,12 +758,18 @@ static void update_interest(struct conn *c)
  * to its callee; either side sends its preamble. */
 static int handshake_done(struct conn *c)
 {
+    BIO *net = SSL_get_rbio(c->ssl), *buf = BIO_new(BIO_f_buffer());
     size_t put;
 
-    if (!(c->wbuf = malloc(WBUF_BYTES)) || !(c->stage = malloc(STAGE_BYTES))) {
+    if (!buf || BIO_set_write_buffer_size(buf, WBUF_BYTES) != 1 ||
+        !(c->stage = malloc(STAGE_BYTES)) || !BIO_up_ref(net)) {
+        BIO_free(buf);
         refuse(c, "out of memory for its buffers");
         return -1;
     }
+    /* Writes through buf into net, still the read BIO (the reference taken
+     * is the chain's; the write one it held is given back). */
+    SSL_set0_wbio(c->ssl, BIO_push(buf, net));
     if (c->ep->server) {
         /* The identity is the certificate just verified: its CN. */
         if (hc_tls_peer_task(c->ssl, c->who, sizeof c->who) != 0) {
@@ -843,8 +786,8 @@ static int handshake_done(struct conn *c)
         c->ep->failing = false; /* a client's: in its one loop */
     }
     c->state = C_RELAY;
-    if (SSL_write_ex(c->ssl, PREAMBLE, sizeof PREAMBLE, &put) != 1 ||
-        put != sizeof PREAMBLE) {
+    if (SSL_write_ex(c->ssl, HC_FRAME_PREAMBLE, sizeof c->in.pre, &put) != 1 ||
+        put != sizeof c->in.pre) {
         ERR_clear_error();
         conn_kill(c);
         return -1;
@@ -902,10 +845,9 @@ static void step(struct conn *c)
     /* The peer gone, or dropped by the rpc side: closed (its callee hears
      * it is gone). */
     if (c->net_eof || gone) {
-        if (!c->net_eof) {
-            SSL_shutdown(c->ssl);       /* a close-notify, not waited for */
-            (void)wflush(c);
-        }
+        if (!c->net_eof)    /* a close-notify (sent by its flush), not
+                             * waited for */
+            SSL_shutdown(c->ssl);
         ERR_clear_error();
         conn_kill(c);
         goto out;
@@ -923,14 +865,14 @@ static void client_connect(struct hc_relay_ep *ep, struct loop *R)
 
     /* The host looked up again (a restarted container or pod may come back
      * at another address); the old address is kept when that fails. */
-    if (ep->failing || now_ms() >= ep->resolved_at + RESOLVE_MS) {
-        ep->resolved_at = now_ms();
+    if (ep->failing || nng_clock() >= ep->resolved_at + RESOLVE_MS) {
+        ep->resolved_at = nng_clock();
         (void)resolve(&ep->to, &ep->to_len, ep->host, ep->port, 0);
     }
     fd = socket(ep->to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
                 0);
-    if (fd < 0 || !(c = conn_new(ep, R, fd, (struct sockaddr *)&ep->to))) {
-        ep->retry_at = now_ms() + RETRY_MAX_MS;
+    if (fd < 0 || !(c = conn_new(ep, R, fd, &ep->to))) {
+        ep->retry_at = nng_clock() + RETRY_MAX_MS;
         return;
     }
     ep->conn = c;
@@ -961,7 +903,7 @@ static void accept_all(struct hc_relay_ep *ep, struct loop *R)
         pthread_mutex_unlock(&ep->mu);
         if (fd < 0)
             return;                     /* EAGAIN, or try at the next event */
-        if (!(c = conn_new(ep, R, fd, (struct sockaddr *)&sa))) {
+        if (!(c = conn_new(ep, R, fd, &sa))) {
             if (++R->over_cap <= 10 || R->over_cap % 1000 == 0)
                 hc_warn("rpc relay %s: closed a connection at once (%d "
                         "open, the most there may be; %llu so far)",
@@ -1000,7 +942,6 @@ static void conn_free(struct conn *c)
     if (c->tx_msg)
         nng_msg_free(c->tx_msg);
     SSL_free(c->ssl);
-    free(c->wbuf);
     free(c->stage);
     pthread_mutex_destroy(&c->smu);
     free(c);
@@ -1075,7 +1016,7 @@ static void run_kicks(struct loop *R)
 static int clients_due(struct loop *R)
 {
     struct hc_relay_ep *ep;
-    uint64_t now = now_ms();
+    uint64_t now = nng_clock();
     int wait = WAIT_MS;
 
     for (ep = R->clients; ep; ep = ep->loop_next) {
@@ -1105,7 +1046,8 @@ static bool slow_reader(struct conn *c, uint64_t now)
         return false;
     pthread_mutex_lock(&c->smu);
     pthread_mutex_lock(&c->loop->kmu);
-    waits = c->tx_msg || c->w_len || c->oq_len;
+    waits = c->tx_msg || BIO_wpending(SSL_get_wbio(c->ssl)) > 0 ||
+            c->oq_len;
     pthread_mutex_unlock(&c->loop->kmu);
     if (waits) {
         hc_warn("rpc server %s: the peer at %s did not take its reply within "
@@ -1145,7 +1087,7 @@ static void *relay_main(void *arg)
                 }
             }
         }
-        if ((now = now_ms()) >= next_check) {
+        if ((now = nng_clock()) >= next_check) {
             struct conn *c;
 
             for (c = R->conns; c; c = c->next) {
@@ -1287,7 +1229,7 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
     snprintf(ep->name, sizeof ep->name, "%s", name);
     snprintf(ep->host, sizeof ep->host, "%s", host);
     ep->port = port;
-    ep->resolved_at = now_ms();
+    ep->resolved_at = nng_clock();
     if (!(ep->ctx = hc_tls_ctx_open(server, ca_file, cert_key_file,
                                     server ? NULL : host))) {
         free(ep);
@@ -1379,7 +1321,7 @@ int hc_relay_send(hc_relay_ep *ep, uint32_t conn, uint32_t id, nng_msg *m)
     pthread_mutex_lock(&R->kmu);
     if (c->oq_len < OUTQ) {
         if (c->oq_len == 0)     /* the send timeout counts from here */
-            __atomic_store_n(&c->out_at, now_ms(), __ATOMIC_RELAXED);
+            __atomic_store_n(&c->out_at, nng_clock(), __ATOMIC_RELAXED);
         at = (c->oq_head + c->oq_len++) % OUTQ;
         c->outq[at] = m;
         c->outq_id[at] = id;
