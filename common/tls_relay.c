@@ -1276,7 +1276,7 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
 fail:
     if (ep->fd >= 0)
         close(ep->fd);
-    hc_tls_ctx_close(ep->ctx);
+    SSL_CTX_free(ep->ctx);
     free(ep);
     return err;
 }
@@ -1396,7 +1396,7 @@ void hc_relay_close(hc_relay_ep *ep)
             }
         pthread_mutex_unlock(&R->mu);
     }
-    hc_tls_ctx_close(ep->ctx);
+    SSL_CTX_free(ep->ctx);
     ep->ctx = NULL;
 }
 
