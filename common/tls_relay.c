@@ -102,7 +102,9 @@ struct hc_relay_ep {
     struct hc_relay_ep *next;   /* every endpoint ever opened (all_eps) */
 };
 
-enum state { C_CONNECT, C_HANDSHAKE, C_RELAY };
+/* A connection's, C_HANDSHAKE from calloc: a client's connect completes
+ * under the handshake's first write (a connecting socket says EAGAIN). */
+enum state { C_HANDSHAKE, C_RELAY };
 
 struct conn {
     pthread_mutex_t smu;        /* the SSL, socket and fields below: the
@@ -393,13 +395,17 @@ static void refuse(struct conn *c, const char *why)
     conn_kill(c);
 }
 
-/* A client's connect failed (the server is down, or moved): the rpc
- * layer reports a peer it never reached, so this is not logged; the next
- * connect looks the host up again. */
-static void unreachable(struct conn *c)
+/* A client's connection that failed before a byte went out: its connect
+ * failed or never finished (the server is down, or moved). The rpc layer
+ * reports a peer it never reached, so this is not logged; the next
+ * connect looks the host up again. Else false: c is left as it is. */
+static bool unreachable(struct conn *c)
 {
+    if (c->ep->server || BIO_number_written(SSL_get_wbio(c->ssl)))
+        return false;
     c->ep->failing = true;
     conn_kill(c);
+    return true;
 }
 
 /* The host of "tcp://host:port" or "tcp://[v6]:port" into out, and the
@@ -467,7 +473,6 @@ static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R, int fd,
         SSL_set_accept_state(c->ssl);
     else
         SSL_set_connect_state(c->ssl);
-    c->state = ep->server ? C_HANDSHAKE : C_CONNECT;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
     addr_text(sa, c->peer, sizeof c->peer);
@@ -485,19 +490,6 @@ static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R, int fd,
     R->conns = c;
     R->n_conns++;
     return c;
-}
-
-/* Whether a non-blocking connect on fd has finished: 1 yes, 0 not yet,
- * -1 failed. */
-static int connected(int fd)
-{
-    struct sockaddr_storage sa;
-    socklen_t len = sizeof sa, el = sizeof(int);
-    int err = 0;
-
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err)
-        return -1;
-    return getpeername(fd, (struct sockaddr *)&sa, &len) == 0;
 }
 
 /* After an OpenSSL call on c returned r: whether it only waits for the
@@ -738,9 +730,6 @@ static void update_interest(struct conn *c)
     uint32_t net = 0;
 
     switch (c->state) {
-    case C_CONNECT:
-        net = EPOLLOUT;
-        break;
     case C_HANDSHAKE:
         net = c->net_want_out ? EPOLLOUT : EPOLLIN;
         break;
@@ -803,20 +792,11 @@ static void step(struct conn *c)
     int r;
 
     pthread_mutex_lock(&c->smu);
-    if (c->state == C_CONNECT) {
-        if ((r = connected(c->net)) == 0)
-            goto out;
-        if (r < 0) {
-            unreachable(c);
-            goto out;
-        }
-        c->state = C_HANDSHAKE;
-    }
     if (c->state == C_HANDSHAKE) {
         c->net_want_out = false;
         r = SSL_do_handshake(c->ssl);
         if (r != 1) {
-            if (ssl_waits(c, r))
+            if (ssl_waits(c, r) || unreachable(c))
                 goto out;
             if (c->ep->server && !BIO_number_read(SSL_get_rbio(c->ssl))) {
                 /* Connected and closed without a byte: a TCP health check
@@ -1098,13 +1078,11 @@ static void *relay_main(void *arg)
                     (c->state == C_RELAY && c->in.pre_got == sizeof c->in.pre))
                     continue;
                 pthread_mutex_lock(&c->smu);
-                if (c->state == C_CONNECT)
-                    unreachable(c);
-                else if (c->state == C_HANDSHAKE)
-                    refuse(c, "no TLS handshake within 10 s");
-                else
+                if (c->state == C_RELAY)
                     refuse(c, "nothing of hetps's relay protocol within "
                               "10 s of the TLS handshake");
+                else if (!unreachable(c))
+                    refuse(c, "no TLS handshake within 10 s");
                 pthread_mutex_unlock(&c->smu);
             }
             next_check = now + WAIT_MS;
