@@ -134,28 +134,6 @@ static void peer_done(hc_rpc_link *p, int err)
     p->c->pending--;
 }
 
-/* The bytes of the next attempt: the caller's for a target's first when
- * given (c->out_first, taken), else made (remake). NULL when they cannot
- * be, the peer then done. */
-static nng_msg *attempt_bytes(hc_rpc_link *p)
-{
-    nng_msg *m = p->c->out_first ? p->c->out_first[p->target] : NULL;
-    int rv;
-
-    if (m)
-        p->c->out_first[p->target] = NULL;
-    if (!m && (rv = p->c->remake(p->c->remake_arg, p->target, &m)) != HC_OK) {
-        snprintf(p->msg, sizeof p->msg, "%s at %s: making the request: %s",
-                 p->name, p->url, hc_err_msg());
-        peer_done(p, rv);
-        p->c->abort = 1;        /* the call fails: the others end now */
-        if (p->c->cause < 0)
-            p->c->cause = p->target;
-        return NULL;
-    }
-    return m;
-}
-
 static void peer_unreachable(hc_rpc_link *p)
 {
     double secs = (double)(nng_clock() - p->c->begin) / 1000.0;
@@ -222,15 +200,26 @@ static void peer_failed(hc_rpc_link *p, int code, const char *why)
     set_state(p, CALL_SLEEP, now + (nng_time)sleep_ms);
 }
 
-/* An attempt: the bytes out under a request id of their own. */
+/* An attempt: the bytes out under a request id of their own, the caller's
+ * for a target's first when given (c->out_first, taken), else made
+ * (remake); when they cannot be, the peer is done. */
 static void peer_send(hc_rpc_link *p)
 {
-    nng_msg *m = attempt_bytes(p);
+    nng_msg *m = p->c->out_first ? p->c->out_first[p->target] : NULL;
     uint32_t id;
     int rv;
 
-    if (!m)
+    if (m)
+        p->c->out_first[p->target] = NULL;
+    if (!m && (rv = p->c->remake(p->c->remake_arg, p->target, &m)) != HC_OK) {
+        snprintf(p->msg, sizeof p->msg, "%s at %s: making the request: %s",
+                 p->name, p->url, hc_err_msg());
+        peer_done(p, rv);
+        p->c->abort = 1;        /* the call fails: the others end now */
+        if (p->c->cause < 0)
+            p->c->cause = p->target;
         return;
+    }
     p->attempts++;
     id = 0x80000000u | (++p->next_id & 0x7fffffffu);
     nng_mtx_lock(p->c->mtx);
@@ -507,25 +496,6 @@ static void drop_all(int n, nng_msg **reqs, nng_msg **replies, int *errs,
     }
 }
 
-/* Every target is a valid peer with a request (or a remake to make it). */
-static int check_targets(hc_rpc_client *c, int n, const int *peers,
-                         nng_msg **reqs, int lazy)
-{
-    int i;
-
-    for (i = 0; i < n; i++) {
-        if (peers[i] < 0 || peers[i] >= c->n)
-            return hc_err_set(HC_ERR_INVAL,
-                              "rpc call: target %d: peer %d is not one of "
-                              "the %d peers", i, peers[i], c->n);
-        if (!reqs[i] && !lazy)
-            return hc_err_set(HC_ERR_INVAL,
-                              "rpc call: target %d (%s): request is NULL", i,
-                              c->peers[peers[i]].name);
-    }
-    return HC_OK;
-}
-
 /* The calls of hc_rpc_call_all: reqs[i] target i's request; taken (set
  * NULL) as its first attempt's bytes when `take`, else left the caller's.
  * Every attempt not given is made by remake(arg, i). A peer named by
@@ -534,12 +504,19 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
                     nng_msg **reqs, int take, hc_rpc_remake_fn remake,
                     void *arg, nng_msg **replies, int *errs, int timeout_ms)
 {
-    int i, rv;
+    int i, rv = HC_OK;
 
     if (!c || n < 0 || (n > 0 && (!peers || !reqs || !replies || !errs)))
         rv = hc_err_set(HC_ERR_INVAL, "rpc call: bad arguments");
-    else
-        rv = check_targets(c, n, peers, reqs, take);
+    /* Every target a valid peer with a request (or a remake to make it). */
+    for (i = 0; rv == HC_OK && i < n; i++) {
+        if (peers[i] < 0 || peers[i] >= c->n)
+            rv = hc_err_set(HC_ERR_INVAL, "rpc call: target %d: peer %d is "
+                            "not one of the %d peers", i, peers[i], c->n);
+        else if (!reqs[i] && !take)
+            rv = hc_err_set(HC_ERR_INVAL, "rpc call: target %d (%s): "
+                            "request is NULL", i, c->peers[peers[i]].name);
+    }
     if (rv != HC_OK) {
         drop_all(n, take ? reqs : NULL, replies, errs, rv);
         return rv;
@@ -579,10 +556,6 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
     c->begin = nng_clock();
     drive(c, n, peers, c->begin + (nng_time)c->opts.retry_ms +
                            2 * (nng_time)c->attempt_ms + ABORT_SLACK_MS);
-    c->call_n = 0;
-    c->out_replies = NULL;
-    c->out_errs = NULL;
-    c->out_first = NULL;
     if (c->first_failed < 0)
         return HC_OK;
     return hc_err_set(errs[c->first_failed], "%s", c->fail_msg);
