@@ -288,7 +288,7 @@ static int make_task(struct maker *m, const char *name, const char *host,
 
 int hc_tls_make(const struct hc_cluster *cl, const char *dir, int *made)
 {
-    struct maker m;
+    struct maker m = {.dir = dir};
     char name[32], ca[PATH_MAX + 16];
     int n = 0, rv = HC_OK, i;
 
@@ -297,8 +297,6 @@ int hc_tls_make(const struct hc_cluster *cl, const char *dir, int *made)
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
         return hc_err_set(HC_ERR_IO, "hetps certs: cannot create %s: %s", dir,
                           strerror(errno));
-    memset(&m, 0, sizeof m);
-    m.dir = dir;
     snprintf(m.org, sizeof m.org, "hetps cluster %016llx",
              (unsigned long long)cl->id);
     /* The CA is read only when a file is missing: a mounted set without

@@ -318,17 +318,20 @@ static void ring(struct loop *R)
         (void)!write(R->wakefd, &one, sizeof one);
 }
 
-/* c has something for its loop to do; under R->kmu. */
-static void kick_locked(struct conn *c)
+/* c has something for its loop to do: output, or (drop) to be closed. */
+static void kick(struct conn *c, bool drop)
 {
     struct loop *R = c->loop;
 
-    if (c->kicked)
-        return;
-    c->kicked = true;
-    c->kick_next = R->kicks;
-    R->kicks = c;
-    ring(R);
+    pthread_mutex_lock(&R->kmu);
+    c->dropped |= drop;
+    if (!c->kicked) {
+        c->kicked = true;
+        c->kick_next = R->kicks;
+        R->kicks = c;
+        ring(R);
+    }
+    pthread_mutex_unlock(&R->kmu);
 }
 
 /* ---- connections (under their loop's mu, in its thread) ---- */
@@ -1002,11 +1005,8 @@ static int clients_due(struct loop *R)
     for (ep = R->clients; ep; ep = ep->loop_next) {
         if (__atomic_load_n(&ep->dead, __ATOMIC_RELAXED) || ep->conn)
             continue;
-        if (now >= ep->retry_at) {
+        if (now >= ep->retry_at)        /* if it fails, retry_at moves on */
             client_connect(ep, R);
-            if (ep->conn)
-                continue;
-        }
         if (ep->retry_at > now && ep->retry_at - now < (uint64_t)wait)
             wait = (int)(ep->retry_at - now);
     }
@@ -1191,8 +1191,7 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
                   const struct hc_relay_cb *cb)
 {
     hc_relay_ep *ep;
-    char host[256];
-    int err = HC_OK, i, one = 1, port = url_split(host, sizeof host, url);
+    int err = HC_OK, i, one = 1;
 
     *out = NULL;
     if (!cb || !cb->on_msg || !cb->on_conn)
@@ -1205,15 +1204,15 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
     ep->recv_max = recv_max;
     ep->cb = *cb;
     snprintf(ep->name, sizeof ep->name, "%s", name);
-    snprintf(ep->host, sizeof ep->host, "%s", host);
-    ep->port = port;
+    ep->port = url_split(ep->host, sizeof ep->host, url);
     ep->resolved_at = nng_clock();
     if (!(ep->ctx = hc_tls_ctx_open(server, ca_file, cert_key_file,
-                                    server ? NULL : host))) {
-        free(ep);
-        return hc_err_set(HC_ERR_CONFIG, "%s: %s", name, hc_err_msg());
+                                    server ? NULL : ep->host))) {
+        err = hc_err_set(HC_ERR_CONFIG, "%s: %s", name, hc_err_msg());
+        goto fail;
     }
-    if ((err = resolve(&ep->to, &ep->to_len, host, port, server)) != HC_OK)
+    if ((err = resolve(&ep->to, &ep->to_len, ep->host, ep->port, server)) !=
+        HC_OK)
         goto fail;
     /* A server listens (a socket made is closed at fail). */
     if (server &&
@@ -1223,7 +1222,7 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
          bind(ep->fd, (const struct sockaddr *)&ep->to, ep->to_len) != 0 ||
          listen(ep->fd, 128) != 0)) {
         err = hc_err_set(HC_ERR_TRANSPORT, "%s: cannot listen on %s:%d: %s%s",
-                         name, host, port, strerror(errno),
+                         name, ep->host, ep->port, strerror(errno),
                          errno == EADDRINUSE
                              ? " (another process holds the port; stop it "
                                "or pick another port)"
@@ -1305,19 +1304,15 @@ int hc_relay_send(hc_relay_ep *ep, uint32_t conn, uint32_t id, nng_msg *m)
         c->outq_id[at] = id;
     } else {
         err = HC_ERR_LIMIT;     /* a server's peer that does not read */
-        c->dropped = c->dropped || ep->server;
     }
     pthread_mutex_unlock(&R->kmu);
     if (err != HC_OK && ep->server)
         hc_warn("rpc server %s: the peer at %s does not take its replies: "
                 "closing its connection", ep->name, c->peer);
     /* Written here, in the caller's thread, when the connection is free;
-     * else (or to close it) its loop does. */
-    if (err != HC_OK ? ep->server : !send_inline(c)) {
-        pthread_mutex_lock(&R->kmu);
-        kick_locked(c);
-        pthread_mutex_unlock(&R->kmu);
-    }
+     * else (or to close a server's) its loop does. */
+    if (err != HC_OK ? ep->server : !send_inline(c))
+        kick(c, err != HC_OK);
     put_conn(c);
     return err;
 }
@@ -1328,11 +1323,7 @@ void hc_relay_drop(hc_relay_ep *ep, uint32_t conn)
 
     if (!c)
         return;
-    /* Its loop closes it. */
-    pthread_mutex_lock(&c->loop->kmu);
-    c->dropped = true;
-    kick_locked(c);
-    pthread_mutex_unlock(&c->loop->kmu);
+    kick(c, true);              /* its loop closes it */
     put_conn(c);
 }
 
