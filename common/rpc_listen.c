@@ -39,18 +39,13 @@ struct hc_listen {
     nng_thread *thread;         /* NULL: not watched */
 };
 
+/* nng_listen: created and started, or closed again on failure. */
 static int listen_now(hc_listen *l)
 {
-    int rv;
+    int rv = nng_listen(l->sock, l->url, &l->lst, 0);
 
-    if ((rv = nng_listener_create(&l->lst, l->sock, l->url)) != 0)
-        return rv;
-    if ((rv = nng_listener_start(l->lst, 0)) != 0) {
-        nng_listener_close(l->lst);
-        return rv;
-    }
-    l->listening = 1;
-    return 0;
+    l->listening = rv == 0;
+    return rv;
 }
 
 /* "tcp://0.0.0.0:0" → url with the bound port, probe_url on loopback. */

@@ -63,11 +63,10 @@ struct hc_rpc_server {
     struct conn_info *cs;       /* (n_cs) open connections, max_conns */
     int n_cs, cap_cs;
     nng_time last_warn;         /* the last "over the cap" warning */
-    int stopping;               /* replies are dropped */
+    int stopping;               /* replies are dropped, threads end */
     int replying;               /* hc_rpc_reply calls in the backend */
     hc_rpc_req *q_head, *q_tail; /* requests waiting for a thread */
     hc_rpc_req *live;           /* requests not answered yet */
-    int quit;
     nng_cv *cv;                 /* the queue; the last reply when stopping */
     nng_thread *threads[MAX_SERVE_THREADS];
     int n_threads;
@@ -195,9 +194,9 @@ static void serve_thread(void *arg)
 
     nng_mtx_lock(s->mtx);
     for (;;) {
-        while (!s->q_head && !s->quit)
+        while (!s->q_head && !s->stopping)
             nng_cv_wait(s->cv);
-        if (s->quit)
+        if (s->stopping)        /* a queued request's reply would be lost */
             break;
         r = s->q_head;
         if (!(s->q_head = r->qnext))
@@ -330,21 +329,16 @@ void hc_rpc_server_stop(hc_rpc_server *s)
         return;
     if (s->sweep)
         nng_aio_stop(s->sweep);
-    if (s->mtx) {
+    if (s->cv) {                /* else nothing was started */
         nng_mtx_lock(s->mtx);
         s->stopping = 1;
+        nng_cv_wake(s->cv);     /* the handler threads end */
         while (s->replying > 0)
             nng_cv_wait(s->cv);
         nng_mtx_unlock(s->mtx);
     }
     if (s->be)
         s->ops->stop(s->be);    /* no callback of the backend from here */
-    if (s->cv) {
-        nng_mtx_lock(s->mtx);
-        s->quit = 1;
-        nng_cv_wake(s->cv);
-        nng_mtx_unlock(s->mtx);
-    }
     for (i = 0; i < s->n_threads; i++) /* a running handler finishes */
         nng_thread_destroy(s->threads[i]);
     while ((r = s->live) != NULL) {
@@ -362,24 +356,6 @@ void hc_rpc_server_stop(hc_rpc_server *s)
     free(s->cs);
     free(s->url);
     free(s);
-}
-
-/* The handler threads: as many as nng's task threads would be, 2 a
- * core, 4 to 16. */
-static int serve_threads(hc_rpc_server *s)
-{
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int n = cpus < 2 ? 4 : cpus > MAX_SERVE_THREADS / 2 ? MAX_SERVE_THREADS
-                                                        : 2 * (int)cpus;
-    int rv;
-
-    while (s->n_threads < n) {
-        if ((rv = nng_thread_create(&s->threads[s->n_threads], serve_thread,
-                                    s)) != 0)
-            return hc_rpc_err(rv, "rpc server: starting a thread");
-        s->n_threads++;
-    }
-    return HC_OK;
 }
 
 /* The options, defaults filled in. */
@@ -408,6 +384,9 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
 {
     struct hc_rpc_server_opts o;
     hc_rpc_server *s = NULL;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = cpus < 2 ? 4 : cpus > MAX_SERVE_THREADS / 2
+                                     ? MAX_SERVE_THREADS : 2 * (int)cpus;
     int rv, err;
 
     if (out)
@@ -435,8 +414,17 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
         err = hc_rpc_err(rv, "rpc server: allocating");
         goto fail;
     }
-    if ((!s->ops->handler_here && (err = serve_threads(s)) != HC_OK) ||
-        (err = s->ops->start(&s->be, s, url, &o)) != HC_OK)
+    /* The handler threads, unless the backend's run the handler: as many
+     * as nng's task threads would be, 2 a core, 4 to 16. */
+    while (!s->ops->handler_here && s->n_threads < threads) {
+        if ((rv = nng_thread_create(&s->threads[s->n_threads], serve_thread,
+                                    s)) != 0) {
+            err = hc_rpc_err(rv, "rpc server: starting a thread");
+            goto fail;
+        }
+        s->n_threads++;
+    }
+    if ((err = s->ops->start(&s->be, s, url, &o)) != HC_OK)
         goto fail;
     nng_sleep_aio(0, s->sweep);
     *out = s;
