@@ -11,9 +11,7 @@
  *
  * Output: up to OUTQ messages queue per connection (under the loop's
  * kmu); the giver writes one into TLS at once if it can take the
- * connection's smu (trylock), else rings the loop (kick). Once relaying,
- * the TLS records go through OpenSSL's buffering BIO (up to WBUF_BYTES),
- * flushed to the socket when a writing is done: few sends, not one each.
+ * connection's smu (trylock), else rings the loop (kick).
  *
  * Lifetimes: a loop's endpoints and connections are under its mu, which
  * its thread holds through a batch of events. Closing an endpoint marks it
@@ -118,9 +116,11 @@ struct conn {
     enum state state;
     bool dead;
     bool net_eof;               /* the peer closed, or a send failed */
-    bool net_want_out;          /* OpenSSL or its buffer waits: EPOLLOUT */
+    bool net_want_out;          /* OpenSSL or wbuf waits for EPOLLOUT */
     bool net_dry;               /* drained until its next event */
     uint64_t deadline;          /* ms, while not relaying */
+    uint8_t *wbuf;              /* TLS records gathered, sent together */
+    size_t w_off, w_len;
     char peer[64];
     char who[32];               /* a server's: the client's task */
     uint32_t id;                /* in this process, never 0 */
@@ -249,7 +249,28 @@ static const char *ssl_reason(SSL *ssl, char *buf, size_t n)
 static BIO_METHOD *sock_method;
 static pthread_once_t sock_once = PTHREAD_ONCE_INIT;
 
-/* A failed send ends the connection (c->net_eof); a full socket waits. */
+/* Send what wbuf holds: true once it is empty, false if the socket is full
+ * (wait for EPOLLOUT) or failed (c->net_eof). */
+static bool wflush(struct conn *c)
+{
+    while (c->w_len) {
+        ssize_t k = send(c->net, c->wbuf + c->w_off, c->w_len, MSG_NOSIGNAL);
+
+        if (k > 0) {
+            c->w_off += (size_t)k;
+            c->w_len -= (size_t)k;
+            continue;
+        }
+        if (k < 0 && (errno == EAGAIN || errno == EINTR))
+            return false;
+        c->net_eof = true;
+        c->w_len = 0;
+        return false;
+    }
+    c->w_off = 0;
+    return true;
+}
+
 static int sock_write(BIO *b, const char *buf, int len)
 {
     struct conn *c = BIO_get_data(b);
@@ -258,11 +279,31 @@ static int sock_write(BIO *b, const char *buf, int len)
     BIO_clear_retry_flags(b);
     if (c->net_eof)
         return -1;
+    if (c->wbuf && (size_t)len <= WBUF_BYTES) {
+        /* Gathered; pump() sends them when its writing is done. */
+        if (c->w_off + c->w_len + (size_t)len > WBUF_BYTES) {
+            (void)wflush(c);
+            if (c->net_eof)
+                return -1;
+            if (c->w_len + (size_t)len > WBUF_BYTES) {
+                BIO_set_retry_write(b);
+                return -1;
+            }
+            memmove(c->wbuf, c->wbuf + c->w_off, c->w_len);
+            c->w_off = 0;
+        }
+        memcpy(c->wbuf + c->w_off + c->w_len, buf, (size_t)len);
+        c->w_len += (size_t)len;
+        return len;
+    }
+    if (c->w_len && !wflush(c)) {
+        if (!c->net_eof)
+            BIO_set_retry_write(b);     /* what is gathered goes first */
+        return -1;
+    }
     k = send(c->net, buf, (size_t)len, MSG_NOSIGNAL);
     if (k < 0 && (errno == EAGAIN || errno == EINTR))
         BIO_set_retry_write(b);
-    else if (k < 0)
-        c->net_eof = true;
     return (int)k;
 }
 
@@ -286,14 +327,20 @@ static int sock_read(BIO *b, char *buf, int len)
     return (int)k;
 }
 
-/* Nothing is held here: a flush (the buffer's above, once it is empty)
- * is done. */
 static long sock_ctrl(BIO *b, int cmd, long num, void *ptr)
 {
-    (void)b;
+    struct conn *c = BIO_get_data(b);
+
     (void)num;
     (void)ptr;
-    return cmd == BIO_CTRL_FLUSH;
+    if (cmd != BIO_CTRL_FLUSH)
+        return 0;
+    BIO_clear_retry_flags(b);
+    if (!c->wbuf || wflush(c))
+        return 1;
+    if (!c->net_eof)
+        BIO_set_retry_write(b);
+    return -1;
 }
 
 static void sock_method_make(void)
@@ -701,10 +748,9 @@ static bool send_inline(struct conn *c)
     if (pthread_mutex_trylock(&c->smu) != 0)
         return false;
     if (!c->dead && c->state == C_RELAY && !c->net_eof) {
-        /* Anything OpenSSL waits for leaves tx_msg or its buffer unsent. */
+        /* Anything OpenSSL waits for leaves tx_msg or wbuf unsent. */
         (void)net_out(c);
-        done = BIO_flush(SSL_get_wbio(c->ssl)) == 1 && !c->tx_msg &&
-               !c->net_eof;
+        done = (!c->w_len || wflush(c)) && !c->tx_msg && !c->net_eof;
     }
     pthread_mutex_unlock(&c->smu);
     return done;
@@ -722,7 +768,7 @@ static void pump(struct conn *c)
             return;
         moved |= net_out(c);
         /* The records gathered, in as few sends as the socket takes. */
-        if (BIO_flush(SSL_get_wbio(c->ssl)) != 1 && !c->net_eof)
+        if (c->w_len && !wflush(c) && !c->net_eof)
             c->net_want_out = true;
     } while (moved && !c->net_eof);
 }
@@ -739,7 +785,7 @@ static void update_interest(struct conn *c)
     case C_RELAY:
         if (!c->net_eof)
             net |= EPOLLIN;
-        if (c->net_want_out)      /* pump's flush waits for the socket */
+        if (c->net_want_out || c->w_len)
             net |= EPOLLOUT;
         break;
     }
@@ -750,18 +796,12 @@ static void update_interest(struct conn *c)
  * to its callee; either side sends its preamble. */
 static int handshake_done(struct conn *c)
 {
-    BIO *net = SSL_get_rbio(c->ssl), *buf = BIO_new(BIO_f_buffer());
     size_t put;
 
-    if (!buf || BIO_set_write_buffer_size(buf, WBUF_BYTES) != 1 ||
-        !(c->stage = malloc(STAGE_BYTES)) || !BIO_up_ref(net)) {
-        BIO_free(buf);
+    if (!(c->wbuf = malloc(WBUF_BYTES)) || !(c->stage = malloc(STAGE_BYTES))) {
         refuse(c, "out of memory for its buffers");
         return -1;
     }
-    /* Writes through buf into net, still the read BIO (the reference taken
-     * is the chain's; the write one it held is given back). */
-    SSL_set0_wbio(c->ssl, BIO_push(buf, net));
     if (c->ep->server) {
         /* The identity is the certificate just verified: its CN. */
         if (hc_tls_peer_task(c->ssl, c->who, sizeof c->who) != 0) {
@@ -828,9 +868,10 @@ static void step(struct conn *c)
     /* The peer gone, or dropped by the rpc side: closed (its callee hears
      * it is gone). */
     if (c->net_eof || gone) {
-        if (!c->net_eof)    /* a close-notify (sent by its flush), not
-                             * waited for */
-            SSL_shutdown(c->ssl);
+        if (!c->net_eof) {
+            SSL_shutdown(c->ssl);       /* a close-notify, not waited for */
+            (void)wflush(c);
+        }
         ERR_clear_error();
         conn_kill(c);
         goto out;
@@ -925,6 +966,7 @@ static void conn_free(struct conn *c)
     if (c->tx_msg)
         nng_msg_free(c->tx_msg);
     SSL_free(c->ssl);
+    free(c->wbuf);
     free(c->stage);
     pthread_mutex_destroy(&c->smu);
     free(c);
@@ -1026,8 +1068,7 @@ static bool slow_reader(struct conn *c, uint64_t now)
         return false;
     pthread_mutex_lock(&c->smu);
     pthread_mutex_lock(&c->loop->kmu);
-    waits = c->tx_msg || BIO_wpending(SSL_get_wbio(c->ssl)) > 0 ||
-            c->oq_len;
+    waits = c->tx_msg || c->w_len || c->oq_len;
     pthread_mutex_unlock(&c->loop->kmu);
     if (waits) {
         hc_warn("rpc server %s: the peer at %s did not take its reply within "
