@@ -88,7 +88,7 @@ struct hc_relay_ep {
     uint64_t refused;           /* atomic: a server's loops share it */
     uint64_t logged_at;         /* ms of the last refusal logged (atomic) */
     char host[256];             /* client: looked up again now and then */
-    int port;
+    char port[16];
     bool failing;
     uint64_t resolved_at;
     /* client, under its loop's mu: the connection now, and the next try */
@@ -458,35 +458,19 @@ static bool unreachable(struct conn *c)
     return true;
 }
 
-/* The host of "tcp://host:port" or "tcp://[v6]:port" into out, and the
- * port. */
-static int url_split(char *out, size_t n, const char *url)
-{
-    const char *h = strstr(url, "://"), *e, *colon = strrchr(url, ':');
-
-    h = h ? h + 3 : url;
-    e = *h == '[' ? strchr(++h, ']') : strrchr(h, ':');
-    if (!e)
-        e = h + strlen(h);
-    snprintf(out, n, "%.*s", (int)(e - h), h);
-    return colon ? atoi(colon + 1) : 0;
-}
-
-/* host:port into *to (the first address); HC_OK or an error. */
+/* host:port into *to (the first address; host "": any, nng's URL of
+ * "*"); HC_OK or an error. */
 static int resolve(struct sockaddr_storage *to, socklen_t *len,
-                   const char *host, int port, int passive)
+                   const char *host, const char *port, int passive)
 {
     struct addrinfo hints = {0}, *ai = NULL;
-    char ps[16];
     int rv;
 
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = passive ? AI_PASSIVE : 0;
-    snprintf(ps, sizeof ps, "%d", port);
-    if (!strcmp(host, "*") || !host[0])
-        host = NULL;
-    if ((rv = getaddrinfo(host, ps, &hints, &ai)) != 0 || !ai)
-        return hc_err_set(HC_ERR_TRANSPORT, "%s:%d: %s", host ? host : "*",
+    if ((rv = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai)) != 0 ||
+        !ai)
+        return hc_err_set(HC_ERR_TRANSPORT, "%s:%s: %s", host[0] ? host : "*",
                           port, gai_strerror(rv));
     memcpy(to, ai->ai_addr, ai->ai_addrlen);
     *len = ai->ai_addrlen;
@@ -1232,6 +1216,7 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
                   const struct hc_relay_cb *cb)
 {
     hc_relay_ep *ep;
+    nng_url *u = NULL;
     int err = HC_OK, i, one = 1;
 
     *out = NULL;
@@ -1245,7 +1230,13 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
     ep->recv_max = recv_max;
     ep->cb = *cb;
     snprintf(ep->name, sizeof ep->name, "%s", name);
-    ep->port = url_split(ep->host, sizeof ep->host, url);
+    if (nng_url_parse(&u, url) != 0) {
+        err = hc_err_set(HC_ERR_TRANSPORT, "%s: not a URL: %s", name, url);
+        goto fail;
+    }
+    snprintf(ep->host, sizeof ep->host, "%s", u->u_hostname);
+    snprintf(ep->port, sizeof ep->port, "%s", u->u_port);
+    nng_url_free(u);
     ep->resolved_at = nng_clock();
     if (!(ep->ctx = hc_tls_ctx_open(server, ca_file, cert_key_file,
                                     server ? NULL : ep->host))) {
@@ -1262,8 +1253,9 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
          setsockopt(ep->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
          bind(ep->fd, (const struct sockaddr *)&ep->to, ep->to_len) != 0 ||
          listen(ep->fd, 128) != 0)) {
-        err = hc_err_set(HC_ERR_TRANSPORT, "%s: cannot listen on %s:%d: %s%s",
-                         name, ep->host, ep->port, strerror(errno),
+        err = hc_err_set(HC_ERR_TRANSPORT, "%s: cannot listen on %s:%s: %s%s",
+                         name, ep->host[0] ? ep->host : "*", ep->port,
+                         strerror(errno),
                          errno == EADDRINUSE
                              ? " (another process holds the port; stop it "
                                "or pick another port)"
