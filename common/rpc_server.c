@@ -54,8 +54,7 @@ struct hc_rpc_server {
     void *be;                   /* the backend's */
     hc_rpc_handler handler;
     void *arg;
-    void (*on_close)(void *arg, uint32_t pipe);
-    int n_ctx, max_conns, recv_deadline_ms;
+    struct hc_rpc_server_opts o; /* defaults filled in (tls not kept) */
     atomic_uint_least64_t deadline_closed;
     nng_aio *sweep;             /* every deadline/4: sweep_cb */
     nng_mtx *mtx;
@@ -111,12 +110,12 @@ int hc_rpc_serve_conn(hc_rpc_server *s, uint32_t conn, int up,
         if ((ci = conn_entry(s, conn, 0)) != NULL)
             *ci = s->cs[--s->n_cs];
         nng_mtx_unlock(s->mtx);
-        if (s->on_close && conn)
-            s->on_close(s->arg, conn);
+        if (s->o.on_close && conn)
+            s->o.on_close(s->arg, conn);
         return 0;
     }
     nng_mtx_lock(s->mtx);
-    full = s->n_cs >= s->max_conns;
+    full = s->n_cs >= s->o.max_conns;
     if (!s->stopping && !full && (ci = conn_entry(s, conn, 1)) != NULL) {
         ci->last = now;
         snprintf(ci->who, sizeof ci->who, "%s", who ? who : "");
@@ -145,7 +144,7 @@ void hc_rpc_serve_msg(hc_rpc_server *s, uint32_t conn, uint32_t id,
     nng_mtx_lock(s->mtx);
     stopping = s->stopping;
     ci = r && !stopping ? conn_entry(s, conn, 0) : NULL;
-    if (!ci || ci->owed >= s->n_ctx) {      /* gone, or too many owed */
+    if (!ci || ci->owed >= s->o.n_ctx) {      /* gone, or too many owed */
         if (ci)
             memcpy(peer, ci->peer, sizeof peer);
         nng_mtx_unlock(s->mtx);
@@ -154,7 +153,7 @@ void hc_rpc_serve_msg(hc_rpc_server *s, uint32_t conn, uint32_t id,
         if (ci) {
             hc_warn("rpc server %s: the peer at %s has %d requests "
                     "unanswered: closing its connection", s->url, peer,
-                    s->n_ctx);
+                    s->o.n_ctx);
             s->ops->drop(s->be, conn);
         }
         if (!stopping)          /* not answered: the backend's slot free */
@@ -291,7 +290,7 @@ static void sweep_cb(void *arg)
     for (i = 0; i < s->n_cs && n < (int)(sizeof late / sizeof *late); i++) {
         struct conn_info *ci = &s->cs[i];
 
-        if (ci->owed == 0 && now - ci->last > (nng_time)s->recv_deadline_ms) {
+        if (ci->owed == 0 && now - ci->last > (nng_time)s->o.recv_deadline_ms) {
             memcpy(peers[n], ci->peer, sizeof peers[n]);
             late[n++] = ci->conn;
             ci->last = now;     /* one close per deadline at most */
@@ -305,11 +304,11 @@ static void sweep_cb(void *arg)
             hc_info("rpc server %s: closing the connection from %s (%llu so "
                     "far): no complete request for %d ms (idle, or a message "
                     "that never ends); a client of ours reconnects", s->url,
-                    peers[i], (unsigned long long)k, s->recv_deadline_ms);
+                    peers[i], (unsigned long long)k, s->o.recv_deadline_ms);
         s->ops->drop(s->be, late[i]);
     }
-    nng_sleep_aio(s->recv_deadline_ms / 4 > 1000 ? 1000
-                                                 : s->recv_deadline_ms / 4,
+    nng_sleep_aio(s->o.recv_deadline_ms / 4 > 1000 ? 1000
+                                                 : s->o.recv_deadline_ms / 4,
                   s->sweep);
 }
 
@@ -402,10 +401,8 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     }
     s->handler = handler;
     s->arg = arg;
-    s->on_close = o.on_close;
-    s->n_ctx = o.n_ctx;
-    s->max_conns = o.max_conns;
-    s->recv_deadline_ms = o.recv_deadline_ms;
+    s->o = o;
+    s->o.tls = NULL;            /* the caller's, read by start alone */
     s->ops = o.tls ? &hc_rpc_tls_listen : &hc_rpc_nng_listen;
     atomic_init(&s->deadline_closed, 0);
     if ((rv = nng_mtx_alloc(&s->mtx)) != 0 ||
