@@ -53,8 +53,6 @@ struct hc_rpc_link {
     /* One call's state, the calling thread's. */
     int in_call;
     int target;                /* the call's index this link carries now */
-    nng_msg *reply;
-    int err;
     int attempts;
     char last_why[120];        /* the last attempt's failure */
     int backoff_ms;
@@ -127,9 +125,10 @@ static void set_state(hc_rpc_link *p, enum call_state st, nng_time due)
     nng_mtx_unlock(p->c->mtx);
 }
 
+/* The target's outcome: err into the call's errs (a reply is in replies). */
 static void peer_done(hc_rpc_link *p, int err)
 {
-    p->err = err;
+    p->c->out_errs[p->target] = err;
     set_state(p, CALL_DONE, 0);
     p->c->pending--;
 }
@@ -275,7 +274,7 @@ static void step(hc_rpc_link *p, nng_time now)
         return;
     }
     if (m) {
-        p->reply = m;
+        p->c->out_replies[p->target] = m;
         peer_done(p, HC_OK);
         return;
     }
@@ -297,8 +296,6 @@ static void call_begin(hc_rpc_link *p, int i)
 
     p->in_call = 1;
     p->target = i;
-    p->reply = NULL;
-    p->err = HC_OK;
     p->attempts = 0;
     snprintf(p->last_why, sizeof p->last_why, "none");
     p->backoff_ms = c->opts.backoff_min_ms;
@@ -306,9 +303,10 @@ static void call_begin(hc_rpc_link *p, int i)
     p->msg[0] = '\0';
 }
 
-/* Link p finished its target: the outcome to the call's arrays, and the
- * link's next target, if any, begun (each link carries one at a time, in
- * the order given: a lane's requests keep their order). */
+/* Link p finished its target (its outcome in the call's arrays): a reply
+ * handed on, a failure noted, and the link's next target, if any, begun
+ * (each link carries one at a time, in the order given: a lane's requests
+ * keep their order). */
 static void link_next(hc_rpc_link *p)
 {
     hc_rpc_client *c = p->c;
@@ -319,14 +317,11 @@ static void link_next(hc_rpc_link *p)
 
         p->in_call = 0;
         set_state(p, CALL_IDLE, 0);
-        c->out_replies[i] = p->reply;
-        p->reply = NULL;
-        c->out_errs[i] = p->err;
         if (c->out_replies[i] && c->on_reply)
             c->on_reply(c->on_reply_arg, i, c->out_replies[i]);
-        if (p->err != HC_OK && (c->first_failed < 0 || i == c->cause ||
-                                (i < c->first_failed &&
-                                 c->first_failed != c->cause))) {
+        if (c->out_errs[i] != HC_OK &&
+            (c->first_failed < 0 || i == c->cause ||
+             (i < c->first_failed && c->first_failed != c->cause))) {
             c->first_failed = i;
             snprintf(c->fail_msg, sizeof c->fail_msg, "%s", p->msg);
         }
