@@ -331,8 +331,6 @@ static void listen_stop(void *be)
     struct listen *L = be;
     int i;
 
-    if (!L)
-        return;
     hc_listen_stop(L->guard);   /* no new listener from here on */
     for (i = 0; i < L->n_ctx; i++) { /* waits for running callbacks */
         if (L->ctxs[i].pause)
