@@ -394,28 +394,6 @@ void hc_rpc_client_close(hc_rpc_client *c)
     free(c);
 }
 
-/* The options, defaults filled in; HC_OK or HC_ERR_INVAL. */
-static int client_opts(struct hc_rpc_client_opts *o,
-                       const struct hc_rpc_client_opts *given)
-{
-    *o = given ? *given : (struct hc_rpc_client_opts){0};
-    if (o->timeout_ms < 0 || o->retry_ms < 0 || o->backoff_min_ms < 0 ||
-        o->backoff_max_ms < 0)
-        return hc_err_set(HC_ERR_INVAL,
-                          "rpc client: negative timeout_ms, retry_ms or "
-                          "backoff (use 0 for the default)");
-    o->timeout_ms = o->timeout_ms ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
-    o->retry_ms = o->retry_ms ? o->retry_ms : DEFAULT_RETRY_MS;
-    o->backoff_min_ms = o->backoff_min_ms ? o->backoff_min_ms
-                                          : DEFAULT_BACKOFF_MIN_MS;
-    o->backoff_max_ms = o->backoff_max_ms ? o->backoff_max_ms
-                                          : DEFAULT_BACKOFF_MAX_MS;
-    o->recv_max = o->recv_max ? o->recv_max : HC_RPC_DEFAULT_RECV_MAX;
-    if (o->backoff_max_ms < o->backoff_min_ms)
-        o->backoff_max_ms = o->backoff_min_ms;
-    return HC_OK;
-}
-
 int hc_rpc_client_open(hc_rpc_client **out, int n, const char *const *urls,
                        const char *const *names,
                        const struct hc_rpc_client_opts *opts)
@@ -429,8 +407,22 @@ int hc_rpc_client_open(hc_rpc_client **out, int n, const char *const *urls,
     if (!out || n < 0 || (n > 0 && (!urls || !names)))
         return hc_err_set(HC_ERR_INVAL, "rpc client: bad arguments "
                                         "(out, n >= 0, urls and names)");
-    if ((rv = client_opts(&o, opts)) != HC_OK)
-        return rv;
+    /* The options, defaults filled in. */
+    o = opts ? *opts : (struct hc_rpc_client_opts){0};
+    if (o.timeout_ms < 0 || o.retry_ms < 0 || o.backoff_min_ms < 0 ||
+        o.backoff_max_ms < 0)
+        return hc_err_set(HC_ERR_INVAL,
+                          "rpc client: negative timeout_ms, retry_ms or "
+                          "backoff (use 0 for the default)");
+    o.timeout_ms = o.timeout_ms ? o.timeout_ms : DEFAULT_TIMEOUT_MS;
+    o.retry_ms = o.retry_ms ? o.retry_ms : DEFAULT_RETRY_MS;
+    o.backoff_min_ms = o.backoff_min_ms ? o.backoff_min_ms
+                                        : DEFAULT_BACKOFF_MIN_MS;
+    o.backoff_max_ms = o.backoff_max_ms ? o.backoff_max_ms
+                                        : DEFAULT_BACKOFF_MAX_MS;
+    o.recv_max = o.recv_max ? o.recv_max : HC_RPC_DEFAULT_RECV_MAX;
+    if (o.backoff_max_ms < o.backoff_min_ms)
+        o.backoff_max_ms = o.backoff_min_ms;
     for (i = 0; i < n; i++)
         if (!urls[i] || !names[i])
             return hc_err_set(HC_ERR_INVAL,

@@ -357,26 +357,6 @@ void hc_rpc_server_stop(hc_rpc_server *s)
     free(s);
 }
 
-/* The options, defaults filled in. */
-static int server_opts(struct hc_rpc_server_opts *o, const char *url,
-                       const struct hc_rpc_server_opts *given)
-{
-    *o = given ? *given : (struct hc_rpc_server_opts){0};
-    o->n_ctx = o->n_ctx ? o->n_ctx : DEFAULT_N_CTX;
-    o->recv_max = o->recv_max ? o->recv_max : HC_RPC_DEFAULT_RECV_MAX;
-    o->max_conns = o->max_conns ? o->max_conns : DEFAULT_MAX_CONNS;
-    o->recv_deadline_ms = o->recv_deadline_ms ? o->recv_deadline_ms
-                                              : DEFAULT_RECV_DEADLINE_MS;
-    if (o->n_ctx < 1 || o->n_ctx > MAX_N_CTX)
-        return hc_err_set(HC_ERR_INVAL,
-                          "rpc server %s: n_ctx %d out of range 1..%d", url,
-                          o->n_ctx, MAX_N_CTX);
-    if (o->recv_deadline_ms < 4)
-        return hc_err_set(HC_ERR_INVAL, "rpc server %s: receive deadline %d "
-                          "ms is too short", url, o->recv_deadline_ms);
-    return HC_OK;
-}
-
 int hc_rpc_server_start(hc_rpc_server **out, const char *url,
                         const struct hc_rpc_server_opts *opts,
                         hc_rpc_handler handler, void *arg)
@@ -393,8 +373,20 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     if (!out || !url || !handler)
         return hc_err_set(HC_ERR_INVAL,
                           "rpc server: out, url and handler are required");
-    if ((err = server_opts(&o, url, opts)) != HC_OK)
-        return err;
+    /* The options, defaults filled in. */
+    o = opts ? *opts : (struct hc_rpc_server_opts){0};
+    o.n_ctx = o.n_ctx ? o.n_ctx : DEFAULT_N_CTX;
+    o.recv_max = o.recv_max ? o.recv_max : HC_RPC_DEFAULT_RECV_MAX;
+    o.max_conns = o.max_conns ? o.max_conns : DEFAULT_MAX_CONNS;
+    o.recv_deadline_ms = o.recv_deadline_ms ? o.recv_deadline_ms
+                                            : DEFAULT_RECV_DEADLINE_MS;
+    if (o.n_ctx < 1 || o.n_ctx > MAX_N_CTX)
+        return hc_err_set(HC_ERR_INVAL,
+                          "rpc server %s: n_ctx %d out of range 1..%d", url,
+                          o.n_ctx, MAX_N_CTX);
+    if (o.recv_deadline_ms < 4)
+        return hc_err_set(HC_ERR_INVAL, "rpc server %s: receive deadline %d "
+                          "ms is too short", url, o.recv_deadline_ms);
     if (!(s = calloc(1, sizeof *s)) || !(s->url = strdup(url))) {
         free(s);
         return hc_err_set(HC_ERR_NOMEM, "rpc server %s: out of memory", url);
