@@ -53,8 +53,6 @@ struct hc_rpc_link {
     /* One call's state, the calling thread's. */
     int in_call;
     int target;                /* the call's index this link carries now */
-    nng_msg *reply;
-    int err;
     int attempts;
     char last_why[120];        /* the last attempt's failure */
     int backoff_ms;
@@ -127,33 +125,12 @@ static void set_state(hc_rpc_link *p, enum call_state st, nng_time due)
     nng_mtx_unlock(p->c->mtx);
 }
 
+/* The target's outcome: err into the call's errs (a reply is in replies). */
 static void peer_done(hc_rpc_link *p, int err)
 {
-    p->err = err;
+    p->c->out_errs[p->target] = err;
     set_state(p, CALL_DONE, 0);
     p->c->pending--;
-}
-
-/* The bytes of the next attempt: the caller's for a target's first when
- * given (c->out_first, taken), else made (remake). NULL when they cannot
- * be, the peer then done. */
-static nng_msg *attempt_bytes(hc_rpc_link *p)
-{
-    nng_msg *m = p->c->out_first ? p->c->out_first[p->target] : NULL;
-    int rv;
-
-    if (m)
-        p->c->out_first[p->target] = NULL;
-    if (!m && (rv = p->c->remake(p->c->remake_arg, p->target, &m)) != HC_OK) {
-        snprintf(p->msg, sizeof p->msg, "%s at %s: making the request: %s",
-                 p->name, p->url, hc_err_msg());
-        peer_done(p, rv);
-        p->c->abort = 1;        /* the call fails: the others end now */
-        if (p->c->cause < 0)
-            p->c->cause = p->target;
-        return NULL;
-    }
-    return m;
 }
 
 static void peer_unreachable(hc_rpc_link *p)
@@ -222,15 +199,26 @@ static void peer_failed(hc_rpc_link *p, int code, const char *why)
     set_state(p, CALL_SLEEP, now + (nng_time)sleep_ms);
 }
 
-/* An attempt: the bytes out under a request id of their own. */
+/* An attempt: the bytes out under a request id of their own, the caller's
+ * for a target's first when given (c->out_first, taken), else made
+ * (remake); when they cannot be, the peer is done. */
 static void peer_send(hc_rpc_link *p)
 {
-    nng_msg *m = attempt_bytes(p);
+    nng_msg *m = p->c->out_first ? p->c->out_first[p->target] : NULL;
     uint32_t id;
     int rv;
 
-    if (!m)
+    if (m)
+        p->c->out_first[p->target] = NULL;
+    if (!m && (rv = p->c->remake(p->c->remake_arg, p->target, &m)) != HC_OK) {
+        snprintf(p->msg, sizeof p->msg, "%s at %s: making the request: %s",
+                 p->name, p->url, hc_err_msg());
+        peer_done(p, rv);
+        p->c->abort = 1;        /* the call fails: the others end now */
+        if (p->c->cause < 0)
+            p->c->cause = p->target;
         return;
+    }
     p->attempts++;
     id = 0x80000000u | (++p->next_id & 0x7fffffffu);
     nng_mtx_lock(p->c->mtx);
@@ -286,7 +274,7 @@ static void step(hc_rpc_link *p, nng_time now)
         return;
     }
     if (m) {
-        p->reply = m;
+        p->c->out_replies[p->target] = m;
         peer_done(p, HC_OK);
         return;
     }
@@ -308,8 +296,6 @@ static void call_begin(hc_rpc_link *p, int i)
 
     p->in_call = 1;
     p->target = i;
-    p->reply = NULL;
-    p->err = HC_OK;
     p->attempts = 0;
     snprintf(p->last_why, sizeof p->last_why, "none");
     p->backoff_ms = c->opts.backoff_min_ms;
@@ -317,9 +303,10 @@ static void call_begin(hc_rpc_link *p, int i)
     p->msg[0] = '\0';
 }
 
-/* Link p finished its target: the outcome to the call's arrays, and the
- * link's next target, if any, begun (each link carries one at a time, in
- * the order given: a lane's requests keep their order). */
+/* Link p finished its target (its outcome in the call's arrays): a reply
+ * handed on, a failure noted, and the link's next target, if any, begun
+ * (each link carries one at a time, in the order given: a lane's requests
+ * keep their order). */
 static void link_next(hc_rpc_link *p)
 {
     hc_rpc_client *c = p->c;
@@ -330,14 +317,11 @@ static void link_next(hc_rpc_link *p)
 
         p->in_call = 0;
         set_state(p, CALL_IDLE, 0);
-        c->out_replies[i] = p->reply;
-        p->reply = NULL;
-        c->out_errs[i] = p->err;
         if (c->out_replies[i] && c->on_reply)
             c->on_reply(c->on_reply_arg, i, c->out_replies[i]);
-        if (p->err != HC_OK && (c->first_failed < 0 || i == c->cause ||
-                                (i < c->first_failed &&
-                                 c->first_failed != c->cause))) {
+        if (c->out_errs[i] != HC_OK &&
+            (c->first_failed < 0 || i == c->cause ||
+             (i < c->first_failed && c->first_failed != c->cause))) {
             c->first_failed = i;
             snprintf(c->fail_msg, sizeof c->fail_msg, "%s", p->msg);
         }
@@ -410,28 +394,6 @@ void hc_rpc_client_close(hc_rpc_client *c)
     free(c);
 }
 
-/* The options, defaults filled in; HC_OK or HC_ERR_INVAL. */
-static int client_opts(struct hc_rpc_client_opts *o,
-                       const struct hc_rpc_client_opts *given)
-{
-    *o = given ? *given : (struct hc_rpc_client_opts){0};
-    if (o->timeout_ms < 0 || o->retry_ms < 0 || o->backoff_min_ms < 0 ||
-        o->backoff_max_ms < 0)
-        return hc_err_set(HC_ERR_INVAL,
-                          "rpc client: negative timeout_ms, retry_ms or "
-                          "backoff (use 0 for the default)");
-    o->timeout_ms = o->timeout_ms ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
-    o->retry_ms = o->retry_ms ? o->retry_ms : DEFAULT_RETRY_MS;
-    o->backoff_min_ms = o->backoff_min_ms ? o->backoff_min_ms
-                                          : DEFAULT_BACKOFF_MIN_MS;
-    o->backoff_max_ms = o->backoff_max_ms ? o->backoff_max_ms
-                                          : DEFAULT_BACKOFF_MAX_MS;
-    o->recv_max = o->recv_max ? o->recv_max : HC_RPC_DEFAULT_RECV_MAX;
-    if (o->backoff_max_ms < o->backoff_min_ms)
-        o->backoff_max_ms = o->backoff_min_ms;
-    return HC_OK;
-}
-
 int hc_rpc_client_open(hc_rpc_client **out, int n, const char *const *urls,
                        const char *const *names,
                        const struct hc_rpc_client_opts *opts)
@@ -445,8 +407,22 @@ int hc_rpc_client_open(hc_rpc_client **out, int n, const char *const *urls,
     if (!out || n < 0 || (n > 0 && (!urls || !names)))
         return hc_err_set(HC_ERR_INVAL, "rpc client: bad arguments "
                                         "(out, n >= 0, urls and names)");
-    if ((rv = client_opts(&o, opts)) != HC_OK)
-        return rv;
+    /* The options, defaults filled in. */
+    o = opts ? *opts : (struct hc_rpc_client_opts){0};
+    if (o.timeout_ms < 0 || o.retry_ms < 0 || o.backoff_min_ms < 0 ||
+        o.backoff_max_ms < 0)
+        return hc_err_set(HC_ERR_INVAL,
+                          "rpc client: negative timeout_ms, retry_ms or "
+                          "backoff (use 0 for the default)");
+    o.timeout_ms = o.timeout_ms ? o.timeout_ms : DEFAULT_TIMEOUT_MS;
+    o.retry_ms = o.retry_ms ? o.retry_ms : DEFAULT_RETRY_MS;
+    o.backoff_min_ms = o.backoff_min_ms ? o.backoff_min_ms
+                                        : DEFAULT_BACKOFF_MIN_MS;
+    o.backoff_max_ms = o.backoff_max_ms ? o.backoff_max_ms
+                                        : DEFAULT_BACKOFF_MAX_MS;
+    o.recv_max = o.recv_max ? o.recv_max : HC_RPC_DEFAULT_RECV_MAX;
+    if (o.backoff_max_ms < o.backoff_min_ms)
+        o.backoff_max_ms = o.backoff_min_ms;
     for (i = 0; i < n; i++)
         if (!urls[i] || !names[i])
             return hc_err_set(HC_ERR_INVAL,
@@ -507,25 +483,6 @@ static void drop_all(int n, nng_msg **reqs, nng_msg **replies, int *errs,
     }
 }
 
-/* Every target is a valid peer with a request (or a remake to make it). */
-static int check_targets(hc_rpc_client *c, int n, const int *peers,
-                         nng_msg **reqs, int lazy)
-{
-    int i;
-
-    for (i = 0; i < n; i++) {
-        if (peers[i] < 0 || peers[i] >= c->n)
-            return hc_err_set(HC_ERR_INVAL,
-                              "rpc call: target %d: peer %d is not one of "
-                              "the %d peers", i, peers[i], c->n);
-        if (!reqs[i] && !lazy)
-            return hc_err_set(HC_ERR_INVAL,
-                              "rpc call: target %d (%s): request is NULL", i,
-                              c->peers[peers[i]].name);
-    }
-    return HC_OK;
-}
-
 /* The calls of hc_rpc_call_all: reqs[i] target i's request; taken (set
  * NULL) as its first attempt's bytes when `take`, else left the caller's.
  * Every attempt not given is made by remake(arg, i). A peer named by
@@ -534,12 +491,19 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
                     nng_msg **reqs, int take, hc_rpc_remake_fn remake,
                     void *arg, nng_msg **replies, int *errs, int timeout_ms)
 {
-    int i, rv;
+    int i, rv = HC_OK;
 
     if (!c || n < 0 || (n > 0 && (!peers || !reqs || !replies || !errs)))
         rv = hc_err_set(HC_ERR_INVAL, "rpc call: bad arguments");
-    else
-        rv = check_targets(c, n, peers, reqs, take);
+    /* Every target a valid peer with a request (or a remake to make it). */
+    for (i = 0; rv == HC_OK && i < n; i++) {
+        if (peers[i] < 0 || peers[i] >= c->n)
+            rv = hc_err_set(HC_ERR_INVAL, "rpc call: target %d: peer %d is "
+                            "not one of the %d peers", i, peers[i], c->n);
+        else if (!reqs[i] && !take)
+            rv = hc_err_set(HC_ERR_INVAL, "rpc call: target %d (%s): "
+                            "request is NULL", i, c->peers[peers[i]].name);
+    }
     if (rv != HC_OK) {
         drop_all(n, take ? reqs : NULL, replies, errs, rv);
         return rv;
@@ -579,10 +543,6 @@ static int call_all(hc_rpc_client *c, int n, const int *peers,
     c->begin = nng_clock();
     drive(c, n, peers, c->begin + (nng_time)c->opts.retry_ms +
                            2 * (nng_time)c->attempt_ms + ABORT_SLACK_MS);
-    c->call_n = 0;
-    c->out_replies = NULL;
-    c->out_errs = NULL;
-    c->out_first = NULL;
     if (c->first_failed < 0)
         return HC_OK;
     return hc_err_set(errs[c->first_failed], "%s", c->fail_msg);

@@ -39,44 +39,38 @@ struct hc_listen {
     nng_thread *thread;         /* NULL: not watched */
 };
 
+/* nng_listen: created and started, or closed again on failure. */
 static int listen_now(hc_listen *l)
 {
-    int rv;
+    int rv = nng_listen(l->sock, l->url, &l->lst, 0);
 
-    if ((rv = nng_listener_create(&l->lst, l->sock, l->url)) != 0)
-        return rv;
-    if ((rv = nng_listener_start(l->lst, 0)) != 0) {
-        nng_listener_close(l->lst);
-        return rv;
-    }
-    l->listening = 1;
-    return 0;
+    l->listening = rv == 0;
+    return rv;
 }
 
-/* "tcp://0.0.0.0:0" → url with the bound port, probe_url on loopback. */
-static void set_urls(hc_listen *l, const char *turl, int port)
+/* "tcp://0.0.0.0:0" → url as the listener has it (the bound port: nng's
+ * NNG_OPT_URL), probe_url that port on loopback. */
+static void set_urls(hc_listen *l)
 {
-    const char *h = strstr(turl, "://"), *colon;
-    char host[URL_LEN];
-    int scheme;
+    const char *h;
+    nng_url *u;
+    char *s;
 
-    h = h ? h + 3 : turl;
-    scheme = (int)(h - turl);
-    if (!(colon = strrchr(h, ':')))
-        colon = h + strlen(h);
-    snprintf(host, sizeof host, "%.*s", (int)(colon - h), h);
-    if (port <= 0 ||
-        snprintf(l->url, sizeof l->url, "%.*s%s:%d", scheme, turl, host,
-                 port) >= (int)sizeof l->url)
-        snprintf(l->url, sizeof l->url, "%s", turl);
-    if (!host[0] || !strcmp(host, "*") || !strcmp(host, "0.0.0.0"))
-        snprintf(host, sizeof host, "127.0.0.1");
-    else if (!strcmp(host, "[::]"))
-        snprintf(host, sizeof host, "[::1]");
-    colon = strrchr(l->url + scheme, ':');
-    if (snprintf(l->probe_url, sizeof l->probe_url, "%.*s%s%s", scheme, turl,
-                 host, colon ? colon : "") >= (int)sizeof l->probe_url)
-        snprintf(l->probe_url, sizeof l->probe_url, "%s", l->url);
+    if (nng_listener_get_string(l->lst, NNG_OPT_URL, &s) == 0) {
+        snprintf(l->url, sizeof l->url, "%s", s);
+        nng_strfree(s);
+    }
+    snprintf(l->probe_url, sizeof l->probe_url, "%s", l->url);
+    if (nng_url_parse(&u, l->url) != 0)
+        return;
+    h = u->u_hostname;              /* "*" is "" */
+    h = !h[0] || !strcmp(h, "0.0.0.0") ? "127.0.0.1"
+        : !strcmp(h, "::")             ? "::1"
+                                       : h;
+    snprintf(l->probe_url, sizeof l->probe_url,
+             strchr(h, ':') ? "%s://[%s]:%s" : "%s://%s:%s", u->u_scheme, h,
+             u->u_port);
+    nng_url_free(u);
 }
 
 /* Sleep ms unless stopped; 1 when stopped. */
@@ -209,7 +203,7 @@ int hc_listen_start(hc_listen **out, nng_socket sock, const char *turl,
 {
     hc_listen *l;
     nng_thread *t;
-    int rv, port = 0;
+    int rv;
 
     *out = NULL;
     if (!(l = calloc(1, sizeof *l)))
@@ -218,13 +212,12 @@ int hc_listen_start(hc_listen **out, nng_socket sock, const char *turl,
     l->took = took;
     atomic_init(&l->probe_up, 0);
     atomic_init(&l->restarts, 0);
-    set_urls(l, turl, 0);
+    snprintf(l->url, sizeof l->url, "%s", turl);
     if ((rv = listen_now(l)) != 0) {
         hc_listen_stop(l);
         return rv;
     }
-    if (nng_listener_get_int(l->lst, NNG_OPT_TCP_BOUND_PORT, &port) == 0)
-        set_urls(l, turl, port);
+    set_urls(l);
     if (nng_mtx_alloc(&l->mu) == 0 && nng_cv_alloc(&l->cv, l->mu) == 0 &&
         nng_thread_create(&t, guard_run, l) == 0)
         l->thread = t;

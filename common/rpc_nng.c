@@ -331,8 +331,6 @@ static void listen_stop(void *be)
     struct listen *L = be;
     int i;
 
-    if (!L)
-        return;
     hc_listen_stop(L->guard);   /* no new listener from here on */
     for (i = 0; i < L->n_ctx; i++) { /* waits for running callbacks */
         if (L->ctxs[i].pause)
@@ -364,34 +362,12 @@ static void listen_stop(void *be)
     free(L);
 }
 
-/* n contexts, each receiving. */
-static int listen_ctxs(struct listen *L, int n)
-{
-    int i, rv;
-
-    if (!(L->ctxs = calloc((size_t)n, sizeof *L->ctxs)))
-        return NNG_ENOMEM;
-    for (i = 0; i < n; i++) {
-        struct rep_ctx *r = &L->ctxs[i];
-
-        r->L = L;
-        L->n_ctx = i + 1;
-        if ((rv = nng_aio_alloc(&r->aio, ctx_cb, r)) != 0 ||
-            (rv = nng_aio_alloc(&r->pause, pause_cb, r)) != 0 ||
-            (rv = nng_ctx_open(&r->ctx, L->sock)) != 0)
-            return rv;
-    }
-    for (i = 0; i < n; i++)
-        ctx_recv(&L->ctxs[i]);
-    return 0;
-}
-
 static int listen_start(void **be, hc_rpc_server *s, const char *url,
                         const struct hc_rpc_server_opts *o)
 {
     struct listen *L = calloc(1, sizeof *L);
     const char *step = "opening REP socket";
-    int rv = NNG_ENOMEM;
+    int rv = NNG_ENOMEM, i;
 
     *be = NULL;
     if (!L)
@@ -422,8 +398,21 @@ static int listen_start(void **be, hc_rpc_server *s, const char *url,
      * answer goes through it): a client may already be waiting. */
     *be = L;
     step = "opening contexts";
-    if ((rv = listen_ctxs(L, o->n_ctx)) != 0)
+    rv = NNG_ENOMEM;
+    if (!(L->ctxs = calloc((size_t)o->n_ctx, sizeof *L->ctxs)))
         goto fail;
+    for (i = 0; i < o->n_ctx; i++) {
+        struct rep_ctx *r = &L->ctxs[i];
+
+        r->L = L;
+        L->n_ctx = i + 1;
+        if ((rv = nng_aio_alloc(&r->aio, ctx_cb, r)) != 0 ||
+            (rv = nng_aio_alloc(&r->pause, pause_cb, r)) != 0 ||
+            (rv = nng_ctx_open(&r->ctx, L->sock)) != 0)
+            goto fail;
+    }
+    for (i = 0; i < o->n_ctx; i++)      /* each receiving */
+        ctx_recv(&L->ctxs[i]);
     return HC_OK;
 fail:
     listen_stop(L);     /* no callback after it */

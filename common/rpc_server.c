@@ -54,8 +54,7 @@ struct hc_rpc_server {
     void *be;                   /* the backend's */
     hc_rpc_handler handler;
     void *arg;
-    void (*on_close)(void *arg, uint32_t pipe);
-    int n_ctx, max_conns, recv_deadline_ms;
+    struct hc_rpc_server_opts o; /* defaults filled in (tls not kept) */
     atomic_uint_least64_t deadline_closed;
     nng_aio *sweep;             /* every deadline/4: sweep_cb */
     nng_mtx *mtx;
@@ -63,11 +62,10 @@ struct hc_rpc_server {
     struct conn_info *cs;       /* (n_cs) open connections, max_conns */
     int n_cs, cap_cs;
     nng_time last_warn;         /* the last "over the cap" warning */
-    int stopping;               /* replies are dropped */
+    int stopping;               /* replies are dropped, threads end */
     int replying;               /* hc_rpc_reply calls in the backend */
     hc_rpc_req *q_head, *q_tail; /* requests waiting for a thread */
     hc_rpc_req *live;           /* requests not answered yet */
-    int quit;
     nng_cv *cv;                 /* the queue; the last reply when stopping */
     nng_thread *threads[MAX_SERVE_THREADS];
     int n_threads;
@@ -112,12 +110,12 @@ int hc_rpc_serve_conn(hc_rpc_server *s, uint32_t conn, int up,
         if ((ci = conn_entry(s, conn, 0)) != NULL)
             *ci = s->cs[--s->n_cs];
         nng_mtx_unlock(s->mtx);
-        if (s->on_close && conn)
-            s->on_close(s->arg, conn);
+        if (s->o.on_close && conn)
+            s->o.on_close(s->arg, conn);
         return 0;
     }
     nng_mtx_lock(s->mtx);
-    full = s->n_cs >= s->max_conns;
+    full = s->n_cs >= s->o.max_conns;
     if (!s->stopping && !full && (ci = conn_entry(s, conn, 1)) != NULL) {
         ci->last = now;
         snprintf(ci->who, sizeof ci->who, "%s", who ? who : "");
@@ -146,7 +144,7 @@ void hc_rpc_serve_msg(hc_rpc_server *s, uint32_t conn, uint32_t id,
     nng_mtx_lock(s->mtx);
     stopping = s->stopping;
     ci = r && !stopping ? conn_entry(s, conn, 0) : NULL;
-    if (!ci || ci->owed >= s->n_ctx) {      /* gone, or too many owed */
+    if (!ci || ci->owed >= s->o.n_ctx) {      /* gone, or too many owed */
         if (ci)
             memcpy(peer, ci->peer, sizeof peer);
         nng_mtx_unlock(s->mtx);
@@ -155,7 +153,7 @@ void hc_rpc_serve_msg(hc_rpc_server *s, uint32_t conn, uint32_t id,
         if (ci) {
             hc_warn("rpc server %s: the peer at %s has %d requests "
                     "unanswered: closing its connection", s->url, peer,
-                    s->n_ctx);
+                    s->o.n_ctx);
             s->ops->drop(s->be, conn);
         }
         if (!stopping)          /* not answered: the backend's slot free */
@@ -195,9 +193,9 @@ static void serve_thread(void *arg)
 
     nng_mtx_lock(s->mtx);
     for (;;) {
-        while (!s->q_head && !s->quit)
+        while (!s->q_head && !s->stopping)
             nng_cv_wait(s->cv);
-        if (s->quit)
+        if (s->stopping)        /* a queued request's reply would be lost */
             break;
         r = s->q_head;
         if (!(s->q_head = r->qnext))
@@ -292,7 +290,7 @@ static void sweep_cb(void *arg)
     for (i = 0; i < s->n_cs && n < (int)(sizeof late / sizeof *late); i++) {
         struct conn_info *ci = &s->cs[i];
 
-        if (ci->owed == 0 && now - ci->last > (nng_time)s->recv_deadline_ms) {
+        if (ci->owed == 0 && now - ci->last > (nng_time)s->o.recv_deadline_ms) {
             memcpy(peers[n], ci->peer, sizeof peers[n]);
             late[n++] = ci->conn;
             ci->last = now;     /* one close per deadline at most */
@@ -306,11 +304,11 @@ static void sweep_cb(void *arg)
             hc_info("rpc server %s: closing the connection from %s (%llu so "
                     "far): no complete request for %d ms (idle, or a message "
                     "that never ends); a client of ours reconnects", s->url,
-                    peers[i], (unsigned long long)k, s->recv_deadline_ms);
+                    peers[i], (unsigned long long)k, s->o.recv_deadline_ms);
         s->ops->drop(s->be, late[i]);
     }
-    nng_sleep_aio(s->recv_deadline_ms / 4 > 1000 ? 1000
-                                                 : s->recv_deadline_ms / 4,
+    nng_sleep_aio(s->o.recv_deadline_ms / 4 > 1000 ? 1000
+                                                 : s->o.recv_deadline_ms / 4,
                   s->sweep);
 }
 
@@ -330,21 +328,16 @@ void hc_rpc_server_stop(hc_rpc_server *s)
         return;
     if (s->sweep)
         nng_aio_stop(s->sweep);
-    if (s->mtx) {
+    if (s->cv) {                /* else nothing was started */
         nng_mtx_lock(s->mtx);
         s->stopping = 1;
+        nng_cv_wake(s->cv);     /* the handler threads end */
         while (s->replying > 0)
             nng_cv_wait(s->cv);
         nng_mtx_unlock(s->mtx);
     }
     if (s->be)
         s->ops->stop(s->be);    /* no callback of the backend from here */
-    if (s->cv) {
-        nng_mtx_lock(s->mtx);
-        s->quit = 1;
-        nng_cv_wake(s->cv);
-        nng_mtx_unlock(s->mtx);
-    }
     for (i = 0; i < s->n_threads; i++) /* a running handler finishes */
         nng_thread_destroy(s->threads[i]);
     while ((r = s->live) != NULL) {
@@ -364,50 +357,15 @@ void hc_rpc_server_stop(hc_rpc_server *s)
     free(s);
 }
 
-/* The handler threads: as many as nng's task threads would be, 2 a
- * core, 4 to 16. */
-static int serve_threads(hc_rpc_server *s)
-{
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int n = cpus < 2 ? 4 : cpus > MAX_SERVE_THREADS / 2 ? MAX_SERVE_THREADS
-                                                        : 2 * (int)cpus;
-    int rv;
-
-    while (s->n_threads < n) {
-        if ((rv = nng_thread_create(&s->threads[s->n_threads], serve_thread,
-                                    s)) != 0)
-            return hc_rpc_err(rv, "rpc server: starting a thread");
-        s->n_threads++;
-    }
-    return HC_OK;
-}
-
-/* The options, defaults filled in. */
-static int server_opts(struct hc_rpc_server_opts *o, const char *url,
-                       const struct hc_rpc_server_opts *given)
-{
-    *o = given ? *given : (struct hc_rpc_server_opts){0};
-    o->n_ctx = o->n_ctx ? o->n_ctx : DEFAULT_N_CTX;
-    o->recv_max = o->recv_max ? o->recv_max : HC_RPC_DEFAULT_RECV_MAX;
-    o->max_conns = o->max_conns ? o->max_conns : DEFAULT_MAX_CONNS;
-    o->recv_deadline_ms = o->recv_deadline_ms ? o->recv_deadline_ms
-                                              : DEFAULT_RECV_DEADLINE_MS;
-    if (o->n_ctx < 1 || o->n_ctx > MAX_N_CTX)
-        return hc_err_set(HC_ERR_INVAL,
-                          "rpc server %s: n_ctx %d out of range 1..%d", url,
-                          o->n_ctx, MAX_N_CTX);
-    if (o->recv_deadline_ms < 4)
-        return hc_err_set(HC_ERR_INVAL, "rpc server %s: receive deadline %d "
-                          "ms is too short", url, o->recv_deadline_ms);
-    return HC_OK;
-}
-
 int hc_rpc_server_start(hc_rpc_server **out, const char *url,
                         const struct hc_rpc_server_opts *opts,
                         hc_rpc_handler handler, void *arg)
 {
     struct hc_rpc_server_opts o;
     hc_rpc_server *s = NULL;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = cpus < 2 ? 4 : cpus > MAX_SERVE_THREADS / 2
+                                     ? MAX_SERVE_THREADS : 2 * (int)cpus;
     int rv, err;
 
     if (out)
@@ -415,18 +373,28 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
     if (!out || !url || !handler)
         return hc_err_set(HC_ERR_INVAL,
                           "rpc server: out, url and handler are required");
-    if ((err = server_opts(&o, url, opts)) != HC_OK)
-        return err;
+    /* The options, defaults filled in. */
+    o = opts ? *opts : (struct hc_rpc_server_opts){0};
+    o.n_ctx = o.n_ctx ? o.n_ctx : DEFAULT_N_CTX;
+    o.recv_max = o.recv_max ? o.recv_max : HC_RPC_DEFAULT_RECV_MAX;
+    o.max_conns = o.max_conns ? o.max_conns : DEFAULT_MAX_CONNS;
+    o.recv_deadline_ms = o.recv_deadline_ms ? o.recv_deadline_ms
+                                            : DEFAULT_RECV_DEADLINE_MS;
+    if (o.n_ctx < 1 || o.n_ctx > MAX_N_CTX)
+        return hc_err_set(HC_ERR_INVAL,
+                          "rpc server %s: n_ctx %d out of range 1..%d", url,
+                          o.n_ctx, MAX_N_CTX);
+    if (o.recv_deadline_ms < 4)
+        return hc_err_set(HC_ERR_INVAL, "rpc server %s: receive deadline %d "
+                          "ms is too short", url, o.recv_deadline_ms);
     if (!(s = calloc(1, sizeof *s)) || !(s->url = strdup(url))) {
         free(s);
         return hc_err_set(HC_ERR_NOMEM, "rpc server %s: out of memory", url);
     }
     s->handler = handler;
     s->arg = arg;
-    s->on_close = o.on_close;
-    s->n_ctx = o.n_ctx;
-    s->max_conns = o.max_conns;
-    s->recv_deadline_ms = o.recv_deadline_ms;
+    s->o = o;
+    s->o.tls = NULL;            /* the caller's, read by start alone */
     s->ops = o.tls ? &hc_rpc_tls_listen : &hc_rpc_nng_listen;
     atomic_init(&s->deadline_closed, 0);
     if ((rv = nng_mtx_alloc(&s->mtx)) != 0 ||
@@ -435,8 +403,17 @@ int hc_rpc_server_start(hc_rpc_server **out, const char *url,
         err = hc_rpc_err(rv, "rpc server: allocating");
         goto fail;
     }
-    if ((!s->ops->handler_here && (err = serve_threads(s)) != HC_OK) ||
-        (err = s->ops->start(&s->be, s, url, &o)) != HC_OK)
+    /* The handler threads, unless the backend's run the handler: as many
+     * as nng's task threads would be, 2 a core, 4 to 16. */
+    while (!s->ops->handler_here && s->n_threads < threads) {
+        if ((rv = nng_thread_create(&s->threads[s->n_threads], serve_thread,
+                                    s)) != 0) {
+            err = hc_rpc_err(rv, "rpc server: starting a thread");
+            goto fail;
+        }
+        s->n_threads++;
+    }
+    if ((err = s->ops->start(&s->be, s, url, &o)) != HC_OK)
         goto fail;
     nng_sleep_aio(0, s->sweep);
     *out = s;

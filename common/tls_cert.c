@@ -39,11 +39,6 @@ void hc_tls_file_name(char *buf, size_t n, const char *name)
         snprintf(buf, n, "%s.pem", name);
 }
 
-static int readable(const char *path)
-{
-    return access(path, R_OK) == 0;
-}
-
 int hc_tls_resolve(const struct hc_cluster *cl, const char *name,
                    struct hc_tls *out)
 {
@@ -73,7 +68,7 @@ int hc_tls_resolve(const struct hc_cluster *cl, const char *name,
     hc_tls_file_name(file, sizeof file, name);
     snprintf(out->ca, sizeof out->ca, "%s/ca.crt", out->dir);
     snprintf(out->cert_key, sizeof out->cert_key, "%s/%s", out->dir, file);
-    if (!readable(out->ca) || !readable(out->cert_key))
+    if (access(out->ca, R_OK) != 0 || access(out->cert_key, R_OK) != 0)
         return hc_err_set(HC_ERR_CONFIG,
                           "%s: cannot read %s (certificate directory %s, from "
                           "%s): make the cluster's certificates with `hetps "
@@ -81,7 +76,8 @@ int hc_tls_resolve(const struct hc_cluster *cl, const char *name,
                           "itself), point HETPS_CERTS or \"hetps\": "
                           "{\"certs\": DIR} at them, or set \"insecure\": "
                           "true in the cluster file for plain TCP",
-                          name, readable(out->ca) ? out->cert_key : out->ca,
+                          name,
+                          access(out->ca, R_OK) == 0 ? out->cert_key : out->ca,
                           out->dir, from, out->dir);
     out->files.ca_file = out->ca;
     out->files.cert_key_file = out->cert_key;
@@ -290,26 +286,9 @@ static int make_task(struct maker *m, const char *name, const char *host,
     return rv;
 }
 
-/* Task i of cl's certificates (its ps, its workers, then "admin" at
- * n_ps + n_worker): its name into name and its host (NULL for admin). */
-static const char *task_of(const struct hc_cluster *cl, int i, char *name,
-                           size_t n)
-{
-    if (i < cl->n_ps) {
-        snprintf(name, n, "ps:%d", i);
-        return cl->ps[i].host;
-    }
-    if ((i -= cl->n_ps) < cl->n_worker) {
-        snprintf(name, n, "worker:%d", i);
-        return cl->worker[i].host;
-    }
-    snprintf(name, n, "admin");
-    return NULL;
-}
-
 int hc_tls_make(const struct hc_cluster *cl, const char *dir, int *made)
 {
-    struct maker m;
+    struct maker m = {.dir = dir};
     char name[32], ca[PATH_MAX + 16];
     int n = 0, rv = HC_OK, i;
 
@@ -318,8 +297,6 @@ int hc_tls_make(const struct hc_cluster *cl, const char *dir, int *made)
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
         return hc_err_set(HC_ERR_IO, "hetps certs: cannot create %s: %s", dir,
                           strerror(errno));
-    memset(&m, 0, sizeof m);
-    m.dir = dir;
     snprintf(m.org, sizeof m.org, "hetps cluster %016llx",
              (unsigned long long)cl->id);
     /* The CA is read only when a file is missing: a mounted set without
@@ -327,11 +304,17 @@ int hc_tls_make(const struct hc_cluster *cl, const char *dir, int *made)
     snprintf(ca, sizeof ca, "%s/ca.crt", dir);
     if (access(ca, F_OK) != 0)
         rv = load_or_make_ca(&m, &n);
-    for (i = 0; i <= cl->n_ps + cl->n_worker && rv == HC_OK; i++) {
-        const char *host = task_of(cl, i, name, sizeof name);
-
-        rv = make_task(&m, name, host, &n);
+    /* Its ps, its workers, then the front door's (no host). */
+    for (i = 0; i < cl->n_ps && rv == HC_OK; i++) {
+        snprintf(name, sizeof name, "ps:%d", i);
+        rv = make_task(&m, name, cl->ps[i].host, &n);
     }
+    for (i = 0; i < cl->n_worker && rv == HC_OK; i++) {
+        snprintf(name, sizeof name, "worker:%d", i);
+        rv = make_task(&m, name, cl->worker[i].host, &n);
+    }
+    if (rv == HC_OK)
+        rv = make_task(&m, "admin", NULL, &n);
     X509_free(m.ca);
     EVP_PKEY_free(m.ca_key);
     if (made)

@@ -18,10 +18,9 @@ typedef struct ssl_st SSL;
 /* A context trusting the CA in ca_file, presenting cert_key_file (PEM; a
  * client may have none: a peer from outside, in the tests); a client
  * (server 0) checks that the server's certificate names server_name. NULL
- * with the error set naming the file. Free with hc_tls_ctx_close. */
+ * with the error set naming the file. The caller's: SSL_CTX_free. */
 SSL_CTX *hc_tls_ctx_open(int server, const char *ca_file,
                          const char *cert_key_file, const char *server_name);
-void hc_tls_ctx_close(SSL_CTX *ctx);
 
 /* The task a verified peer's certificate names: its subject CN ("ps:0",
  * "worker:1", "admin") into who. 0, or -1 (no verified certificate, or

@@ -23,18 +23,6 @@ uint8_t *hc_frame_want(struct hc_frame_in *f, size_t *n)
     return (f->msg ? (uint8_t *)nng_msg_body(f->msg) : f->stage) + f->got;
 }
 
-/* The head's fields. */
-static void read_head(struct hc_frame_in *f)
-{
-    int i;
-
-    f->len = 0;
-    for (i = 0; i < 8; i++)
-        f->len = f->len << 8 | f->head[i];
-    f->id = (uint32_t)f->head[8] << 24 | (uint32_t)f->head[9] << 16 |
-            (uint32_t)f->head[10] << 8 | f->head[11];
-}
-
 void hc_frame_head(uint8_t *p, uint64_t len, uint32_t id)
 {
     int i;
@@ -47,6 +35,8 @@ void hc_frame_head(uint8_t *p, uint64_t len, uint32_t id)
 
 int hc_frame_got(struct hc_frame_in *f, size_t n, char *why, size_t wn)
 {
+    int i;
+
     if (f->pre_got < sizeof f->pre) {
         if ((f->pre_got += n) < sizeof f->pre)
             return HC_FRAME_MORE;
@@ -65,7 +55,11 @@ int hc_frame_got(struct hc_frame_in *f, size_t n, char *why, size_t wn)
             return HC_FRAME_MORE;
         f->head_got = 0;
         f->in_body = 1;
-        read_head(f);
+        f->len = 0;             /* the head's fields (hc_frame_head's) */
+        for (i = 0; i < 8; i++)
+            f->len = f->len << 8 | f->head[i];
+        f->id = (uint32_t)f->head[8] << 24 | (uint32_t)f->head[9] << 16 |
+                (uint32_t)f->head[10] << 8 | f->head[11];
         return HC_FRAME_HEAD;
     }
     f->got += n;

@@ -26,7 +26,6 @@
  */
 #include "tls_relay.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
@@ -42,12 +41,13 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+
+#include <nng/supplemental/util/platform.h>
 
 #include "err.h"
 #include "log.h"
@@ -66,9 +66,6 @@
 #define RETRY_MAX_MS 1000         /* … doubling up to this */
 #define TRIM_BYTES ((uint64_t)8 << 20) /* a dropped body: memory trimmed */
 #define BUDGET_MAX ((uint64_t)4 << 30) /* or a quarter of memory if less */
-
-/* What each side sends first, inside TLS (tls_frame.h). */
-static const unsigned char PREAMBLE[8] = HC_FRAME_PREAMBLE;
 
 enum side { SIDE_LISTEN, SIDE_NET, SIDE_WAKE };
 
@@ -91,7 +88,7 @@ struct hc_relay_ep {
     uint64_t refused;           /* atomic: a server's loops share it */
     uint64_t logged_at;         /* ms of the last refusal logged (atomic) */
     char host[256];             /* client: looked up again now and then */
-    int port;
+    char port[16];
     bool failing;
     uint64_t resolved_at;
     /* client, under its loop's mu: the connection now, and the next try */
@@ -103,7 +100,9 @@ struct hc_relay_ep {
     struct hc_relay_ep *next;   /* every endpoint ever opened (all_eps) */
 };
 
-enum state { C_CONNECT, C_HANDSHAKE, C_RELAY };
+/* A connection's, C_HANDSHAKE from calloc: a client's connect completes
+ * under the handshake's first write (a connecting socket says EAGAIN). */
+enum state { C_HANDSHAKE, C_RELAY };
 
 struct conn {
     pthread_mutex_t smu;        /* the SSL, socket and fields below: the
@@ -214,30 +213,18 @@ static void loops_init(void)
         loop_init(&loops[i]);
 }
 
-static uint64_t now_ms(void)
+/* "127.0.0.1:54321" or "[::1]:54321". */
+static void addr_text(const struct sockaddr_storage *sa, char *buf, size_t n)
 {
-    struct timespec ts;
+    char host[NI_MAXHOST], port[NI_MAXSERV];
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static void addr_text(const struct sockaddr *sa, char *buf, size_t n)
-{
-    const struct sockaddr_in *a4 = (const void *)sa;
-    const struct sockaddr_in6 *a6 = (const void *)sa;
-    char host[INET6_ADDRSTRLEN] = "?";
-    bool v6 = sa->sa_family == AF_INET6;
-
-    if (!v6 && sa->sa_family != AF_INET) {
+    if (getnameinfo((const struct sockaddr *)sa, sizeof *sa, host,
+                    sizeof host, port, sizeof port,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
         snprintf(buf, n, "an unknown address");
-        return;
-    }
-    inet_ntop(sa->sa_family, v6 ? (const void *)&a6->sin6_addr
-                                : (const void *)&a4->sin_addr, host,
-              sizeof host);
-    snprintf(buf, n, v6 ? "[%s]:%d" : "%s:%d", host,
-             ntohs(v6 ? a6->sin6_port : a4->sin_port));
+    else
+        snprintf(buf, n, sa->ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s",
+                 host, port);
 }
 
 /* OpenSSL's reason for the last failure on this thread, then cleared. */
@@ -378,17 +365,20 @@ static void ring(struct loop *R)
         (void)!write(R->wakefd, &one, sizeof one);
 }
 
-/* c has something for its loop to do; under R->kmu. */
-static void kick_locked(struct conn *c)
+/* c has something for its loop to do: output, or (drop) to be closed. */
+static void kick(struct conn *c, bool drop)
 {
     struct loop *R = c->loop;
 
-    if (c->kicked)
-        return;
-    c->kicked = true;
-    c->kick_next = R->kicks;
-    R->kicks = c;
-    ring(R);
+    pthread_mutex_lock(&R->kmu);
+    c->dropped |= drop;
+    if (!c->kicked) {
+        c->kicked = true;
+        c->kick_next = R->kicks;
+        R->kicks = c;
+        ring(R);
+    }
+    pthread_mutex_unlock(&R->kmu);
 }
 
 /* ---- connections (under their loop's mu, in its thread) ---- */
@@ -426,7 +416,7 @@ static void conn_kill(struct conn *c)
         ep->cb.on_conn(ep->cb.arg, c->id, 0, c->peer, c->who);
     if (!ep->server && ep->conn == c) {
         ep->conn = NULL;
-        ep->retry_at = now_ms() + (uint64_t)ep->backoff_ms;
+        ep->retry_at = nng_clock() + (uint64_t)ep->backoff_ms;
         ep->backoff_ms = ep->backoff_ms * 2 > RETRY_MAX_MS
                              ? RETRY_MAX_MS
                              : ep->backoff_ms * 2;
@@ -438,7 +428,7 @@ static void refuse(struct conn *c, const char *why)
 {
     struct hc_relay_ep *ep = c->ep;
     uint64_t n = __atomic_add_fetch(&ep->refused, 1, __ATOMIC_RELAXED);
-    uint64_t now = now_ms();
+    uint64_t now = nng_clock();
     /* The first 20, then at most one a second: a flood cannot fill the
      * log, and each kind of refused peer still shows. */
     bool log = n <= 20 ||
@@ -455,44 +445,32 @@ static void refuse(struct conn *c, const char *why)
     conn_kill(c);
 }
 
-/* A client's connect failed (the server is down, or moved): the rpc
- * layer reports a peer it never reached, so this is not logged; the next
- * connect looks the host up again. */
-static void unreachable(struct conn *c)
+/* A client's connection that failed before a byte went out: its connect
+ * failed or never finished (the server is down, or moved). The rpc layer
+ * reports a peer it never reached, so this is not logged; the next
+ * connect looks the host up again. Else false: c is left as it is. */
+static bool unreachable(struct conn *c)
 {
+    if (c->ep->server || BIO_number_written(SSL_get_wbio(c->ssl)))
+        return false;
     c->ep->failing = true;
     conn_kill(c);
+    return true;
 }
 
-/* The host of "tcp://host:port" or "tcp://[v6]:port" into out, and the
- * port. */
-static int url_split(char *out, size_t n, const char *url)
-{
-    const char *h = strstr(url, "://"), *e, *colon = strrchr(url, ':');
-
-    h = h ? h + 3 : url;
-    e = *h == '[' ? strchr(++h, ']') : strrchr(h, ':');
-    if (!e)
-        e = h + strlen(h);
-    snprintf(out, n, "%.*s", (int)(e - h), h);
-    return colon ? atoi(colon + 1) : 0;
-}
-
-/* host:port into *to (the first address); HC_OK or an error. */
+/* host:port into *to (the first address; host "": any, nng's URL of
+ * "*"); HC_OK or an error. */
 static int resolve(struct sockaddr_storage *to, socklen_t *len,
-                   const char *host, int port, int passive)
+                   const char *host, const char *port, int passive)
 {
     struct addrinfo hints = {0}, *ai = NULL;
-    char ps[16];
     int rv;
 
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = passive ? AI_PASSIVE : 0;
-    snprintf(ps, sizeof ps, "%d", port);
-    if (!strcmp(host, "*") || !host[0])
-        host = NULL;
-    if ((rv = getaddrinfo(host, ps, &hints, &ai)) != 0 || !ai)
-        return hc_err_set(HC_ERR_TRANSPORT, "%s:%d: %s", host ? host : "*",
+    if ((rv = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai)) != 0 ||
+        !ai)
+        return hc_err_set(HC_ERR_TRANSPORT, "%s:%s: %s", host[0] ? host : "*",
                           port, gai_strerror(rv));
     memcpy(to, ai->ai_addr, ai->ai_addrlen);
     *len = ai->ai_addrlen;
@@ -506,7 +484,7 @@ static int resolve(struct sockaddr_storage *to, socklen_t *len,
  * (handshake_done): a peer that never finishes one costs no more than its
  * SSL. */
 static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R, int fd,
-                             const struct sockaddr *sa)
+                             const struct sockaddr_storage *sa)
 {
     struct conn *c = R->n_conns < MAX_CONNS ? calloc(1, sizeof *c) : NULL;
     BIO *b = NULL;
@@ -529,7 +507,6 @@ static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R, int fd,
         SSL_set_accept_state(c->ssl);
     else
         SSL_set_connect_state(c->ssl);
-    c->state = ep->server ? C_HANDSHAKE : C_CONNECT;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
     addr_text(sa, c->peer, sizeof c->peer);
@@ -542,24 +519,11 @@ static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R, int fd,
                            0x7fffffffu);
     c->net = fd;
     c->net_tag = (struct tag){SIDE_NET, c};
-    c->deadline = now_ms() + HANDSHAKE_MS;
+    c->deadline = nng_clock() + HANDSHAKE_MS;
     c->next = R->conns;
     R->conns = c;
     R->n_conns++;
     return c;
-}
-
-/* Whether a non-blocking connect on fd has finished: 1 yes, 0 not yet,
- * -1 failed. */
-static int connected(int fd)
-{
-    struct sockaddr_storage sa;
-    socklen_t len = sizeof sa, el = sizeof(int);
-    int err = 0;
-
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err)
-        return -1;
-    return getpeername(fd, (struct sockaddr *)&sa, &len) == 0;
 }
 
 /* After an OpenSSL call on c returned r: whether it only waits for the
@@ -684,8 +648,6 @@ static bool net_in(struct conn *c)
             c->ep->cb.on_msg(c->ep->cb.arg, c->id, id, m);
             break;
         }
-        default:
-            break;
         }
     }
     return moved;
@@ -752,7 +714,7 @@ static bool net_out(struct conn *c)
             break;
         }
         moved = true;
-        __atomic_store_n(&c->out_at, now_ms(), __ATOMIC_RELAXED);
+        __atomic_store_n(&c->out_at, nng_clock(), __ATOMIC_RELAXED);
         if ((c->tx_off += put) == total) {
             nng_msg_free(c->tx_msg);
             c->tx_msg = NULL;
@@ -801,9 +763,6 @@ static void update_interest(struct conn *c)
     uint32_t net = 0;
 
     switch (c->state) {
-    case C_CONNECT:
-        net = EPOLLOUT;
-        break;
     case C_HANDSHAKE:
         net = c->net_want_out ? EPOLLOUT : EPOLLIN;
         break;
@@ -843,8 +802,8 @@ static int handshake_done(struct conn *c)
         c->ep->failing = false; /* a client's: in its one loop */
     }
     c->state = C_RELAY;
-    if (SSL_write_ex(c->ssl, PREAMBLE, sizeof PREAMBLE, &put) != 1 ||
-        put != sizeof PREAMBLE) {
+    if (SSL_write_ex(c->ssl, HC_FRAME_PREAMBLE, sizeof c->in.pre, &put) != 1 ||
+        put != sizeof c->in.pre) {
         ERR_clear_error();
         conn_kill(c);
         return -1;
@@ -860,20 +819,11 @@ static void step(struct conn *c)
     int r;
 
     pthread_mutex_lock(&c->smu);
-    if (c->state == C_CONNECT) {
-        if ((r = connected(c->net)) == 0)
-            goto out;
-        if (r < 0) {
-            unreachable(c);
-            goto out;
-        }
-        c->state = C_HANDSHAKE;
-    }
     if (c->state == C_HANDSHAKE) {
         c->net_want_out = false;
         r = SSL_do_handshake(c->ssl);
         if (r != 1) {
-            if (ssl_waits(c, r))
+            if (ssl_waits(c, r) || unreachable(c))
                 goto out;
             if (c->ep->server && !BIO_number_read(SSL_get_rbio(c->ssl))) {
                 /* Connected and closed without a byte: a TCP health check
@@ -923,14 +873,14 @@ static void client_connect(struct hc_relay_ep *ep, struct loop *R)
 
     /* The host looked up again (a restarted container or pod may come back
      * at another address); the old address is kept when that fails. */
-    if (ep->failing || now_ms() >= ep->resolved_at + RESOLVE_MS) {
-        ep->resolved_at = now_ms();
+    if (ep->failing || nng_clock() >= ep->resolved_at + RESOLVE_MS) {
+        ep->resolved_at = nng_clock();
         (void)resolve(&ep->to, &ep->to_len, ep->host, ep->port, 0);
     }
     fd = socket(ep->to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
                 0);
-    if (fd < 0 || !(c = conn_new(ep, R, fd, (struct sockaddr *)&ep->to))) {
-        ep->retry_at = now_ms() + RETRY_MAX_MS;
+    if (fd < 0 || !(c = conn_new(ep, R, fd, &ep->to))) {
+        ep->retry_at = nng_clock() + RETRY_MAX_MS;
         return;
     }
     ep->conn = c;
@@ -961,7 +911,7 @@ static void accept_all(struct hc_relay_ep *ep, struct loop *R)
         pthread_mutex_unlock(&ep->mu);
         if (fd < 0)
             return;                     /* EAGAIN, or try at the next event */
-        if (!(c = conn_new(ep, R, fd, (struct sockaddr *)&sa))) {
+        if (!(c = conn_new(ep, R, fd, &sa))) {
             if (++R->over_cap <= 10 || R->over_cap % 1000 == 0)
                 hc_warn("rpc relay %s: closed a connection at once (%d "
                         "open, the most there may be; %llu so far)",
@@ -1075,17 +1025,14 @@ static void run_kicks(struct loop *R)
 static int clients_due(struct loop *R)
 {
     struct hc_relay_ep *ep;
-    uint64_t now = now_ms();
+    uint64_t now = nng_clock();
     int wait = WAIT_MS;
 
     for (ep = R->clients; ep; ep = ep->loop_next) {
         if (__atomic_load_n(&ep->dead, __ATOMIC_RELAXED) || ep->conn)
             continue;
-        if (now >= ep->retry_at) {
+        if (now >= ep->retry_at)        /* if it fails, retry_at moves on */
             client_connect(ep, R);
-            if (ep->conn)
-                continue;
-        }
         if (ep->retry_at > now && ep->retry_at - now < (uint64_t)wait)
             wait = (int)(ep->retry_at - now);
     }
@@ -1145,7 +1092,7 @@ static void *relay_main(void *arg)
                 }
             }
         }
-        if ((now = now_ms()) >= next_check) {
+        if ((now = nng_clock()) >= next_check) {
             struct conn *c;
 
             for (c = R->conns; c; c = c->next) {
@@ -1156,13 +1103,11 @@ static void *relay_main(void *arg)
                     (c->state == C_RELAY && c->in.pre_got == sizeof c->in.pre))
                     continue;
                 pthread_mutex_lock(&c->smu);
-                if (c->state == C_CONNECT)
-                    unreachable(c);
-                else if (c->state == C_HANDSHAKE)
-                    refuse(c, "no TLS handshake within 10 s");
-                else
+                if (c->state == C_RELAY)
                     refuse(c, "nothing of hetps's relay protocol within "
                               "10 s of the TLS handshake");
+                else if (!unreachable(c))
+                    refuse(c, "no TLS handshake within 10 s");
                 pthread_mutex_unlock(&c->smu);
             }
             next_check = now + WAIT_MS;
@@ -1271,8 +1216,8 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
                   const struct hc_relay_cb *cb)
 {
     hc_relay_ep *ep;
-    char host[256];
-    int err = HC_OK, i, one = 1, port = url_split(host, sizeof host, url);
+    nng_url *u = NULL;
+    int err = HC_OK, i, one = 1;
 
     *out = NULL;
     if (!cb || !cb->on_msg || !cb->on_conn)
@@ -1285,15 +1230,21 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
     ep->recv_max = recv_max;
     ep->cb = *cb;
     snprintf(ep->name, sizeof ep->name, "%s", name);
-    snprintf(ep->host, sizeof ep->host, "%s", host);
-    ep->port = port;
-    ep->resolved_at = now_ms();
-    if (!(ep->ctx = hc_tls_ctx_open(server, ca_file, cert_key_file,
-                                    server ? NULL : host))) {
-        free(ep);
-        return hc_err_set(HC_ERR_CONFIG, "%s: %s", name, hc_err_msg());
+    if (nng_url_parse(&u, url) != 0) {
+        err = hc_err_set(HC_ERR_TRANSPORT, "%s: not a URL: %s", name, url);
+        goto fail;
     }
-    if ((err = resolve(&ep->to, &ep->to_len, host, port, server)) != HC_OK)
+    snprintf(ep->host, sizeof ep->host, "%s", u->u_hostname);
+    snprintf(ep->port, sizeof ep->port, "%s", u->u_port);
+    nng_url_free(u);
+    ep->resolved_at = nng_clock();
+    if (!(ep->ctx = hc_tls_ctx_open(server, ca_file, cert_key_file,
+                                    server ? NULL : ep->host))) {
+        err = hc_err_set(HC_ERR_CONFIG, "%s: %s", name, hc_err_msg());
+        goto fail;
+    }
+    if ((err = resolve(&ep->to, &ep->to_len, ep->host, ep->port, server)) !=
+        HC_OK)
         goto fail;
     /* A server listens (a socket made is closed at fail). */
     if (server &&
@@ -1302,8 +1253,9 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
          setsockopt(ep->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
          bind(ep->fd, (const struct sockaddr *)&ep->to, ep->to_len) != 0 ||
          listen(ep->fd, 128) != 0)) {
-        err = hc_err_set(HC_ERR_TRANSPORT, "%s: cannot listen on %s:%d: %s%s",
-                         name, host, port, strerror(errno),
+        err = hc_err_set(HC_ERR_TRANSPORT, "%s: cannot listen on %s:%s: %s%s",
+                         name, ep->host[0] ? ep->host : "*", ep->port,
+                         strerror(errno),
                          errno == EADDRINUSE
                              ? " (another process holds the port; stop it "
                                "or pick another port)"
@@ -1334,7 +1286,7 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
 fail:
     if (ep->fd >= 0)
         close(ep->fd);
-    hc_tls_ctx_close(ep->ctx);
+    SSL_CTX_free(ep->ctx);
     free(ep);
     return err;
 }
@@ -1379,25 +1331,21 @@ int hc_relay_send(hc_relay_ep *ep, uint32_t conn, uint32_t id, nng_msg *m)
     pthread_mutex_lock(&R->kmu);
     if (c->oq_len < OUTQ) {
         if (c->oq_len == 0)     /* the send timeout counts from here */
-            __atomic_store_n(&c->out_at, now_ms(), __ATOMIC_RELAXED);
+            __atomic_store_n(&c->out_at, nng_clock(), __ATOMIC_RELAXED);
         at = (c->oq_head + c->oq_len++) % OUTQ;
         c->outq[at] = m;
         c->outq_id[at] = id;
     } else {
         err = HC_ERR_LIMIT;     /* a server's peer that does not read */
-        c->dropped = c->dropped || ep->server;
     }
     pthread_mutex_unlock(&R->kmu);
     if (err != HC_OK && ep->server)
         hc_warn("rpc server %s: the peer at %s does not take its replies: "
                 "closing its connection", ep->name, c->peer);
     /* Written here, in the caller's thread, when the connection is free;
-     * else (or to close it) its loop does. */
-    if (err != HC_OK ? ep->server : !send_inline(c)) {
-        pthread_mutex_lock(&R->kmu);
-        kick_locked(c);
-        pthread_mutex_unlock(&R->kmu);
-    }
+     * else (or to close a server's) its loop does. */
+    if (err != HC_OK ? ep->server : !send_inline(c))
+        kick(c, err != HC_OK);
     put_conn(c);
     return err;
 }
@@ -1408,11 +1356,7 @@ void hc_relay_drop(hc_relay_ep *ep, uint32_t conn)
 
     if (!c)
         return;
-    /* Its loop closes it. */
-    pthread_mutex_lock(&c->loop->kmu);
-    c->dropped = true;
-    kick_locked(c);
-    pthread_mutex_unlock(&c->loop->kmu);
+    kick(c, true);              /* its loop closes it */
     put_conn(c);
 }
 
@@ -1454,7 +1398,7 @@ void hc_relay_close(hc_relay_ep *ep)
             }
         pthread_mutex_unlock(&R->mu);
     }
-    hc_tls_ctx_close(ep->ctx);
+    SSL_CTX_free(ep->ctx);
     ep->ctx = NULL;
 }
 

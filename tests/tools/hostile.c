@@ -388,7 +388,7 @@ static int announce(const struct hc_cluster *cl, int shard, int n, int mib,
                     &(struct addrinfo){ .ai_socktype = SOCK_STREAM }, &ai)) {
         check(0, "worker:0's certificate and the shard's address",
               hc_err_msg());
-        hc_tls_ctx_close(ctx);
+        SSL_CTX_free(ctx);
         return 1;
     }
     for (i = 0; i < n; i++)
@@ -415,7 +415,7 @@ static int announce(const struct hc_cluster *cl, int shard, int n, int mib,
     snprintf(detail, sizeof detail, "%d of %d after %d s", kept, n, seconds);
     check(kept == n, "the shard kept every connection open", detail);
     freeaddrinfo(ai);
-    hc_tls_ctx_close(ctx);
+    SSL_CTX_free(ctx);
     return failed ? 1 : 0;
 }
 

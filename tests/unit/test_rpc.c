@@ -1811,7 +1811,7 @@ static void raw_close(struct raw_peer *r)
 {
     if (r->ssl)
         SSL_free(r->ssl);
-    hc_tls_ctx_close(r->ctx);
+    SSL_CTX_free(r->ctx);
     if (r->fd >= 0)
         close(r->fd);
     r->ssl = NULL;
