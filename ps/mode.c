@@ -220,6 +220,11 @@ void ps_mode_start_at(struct ps_mode *s, int worker, uint64_t version)
         s->w[worker].pushed || version <= s->w[worker].from)
         return;
     s->w[worker].from = version;
+    /* Out of the open step now: those that sat it out for it may be all
+     * that is left (a restarted worker's second join, after the others
+     * pulled past a step whose share it had been given). */
+    if (s->c.mode == HC_MODE_SYNC && s->seat.cut_version != UINT64_MAX)
+        recall_if_alone(s, s->seat.cut_version);
 }
 
 uint32_t ps_mode_job_batch(struct ps_mode *s, uint32_t proposed)

@@ -494,17 +494,28 @@ static void test_join_agreed_start(void)
 }
 
 /* Nobody left to push a step but workers that sat it out (the one with a
- * share left, before or after they pulled): they are recalled — their
- * pulls are ready at this version, with the whole batch — instead of
- * waiting for ever. */
+ * share left, before or after they pulled, or moved to the next step by
+ * the shards' agreed start, as a restarted worker's second join does):
+ * they are recalled — their pulls are ready at this version, with the
+ * whole batch — instead of waiting for ever. */
+static void leave_or_move(struct ps_mode *s, int move)
+{
+    if (move)
+        ps_mode_start_at(s, 0, 1);
+    else
+        ps_mode_member(s, 0, 0);
+}
+
 static void test_sit_out_recalled(void)
 {
     static const struct {
         const char *what;
         int leave_first;        /* worker 0 leaves before 1's pull */
+        int move;               /* worker 0's first step moved to 1 */
     } t[] = {
-        {"left after the pull", 0},
-        {"left before the pull", 1},
+        {"left after the pull", 0, 0},
+        {"left before the pull", 1, 0},
+        {"moved to the next step after the pull", 0, 1},
     };
     size_t k;
 
@@ -515,12 +526,14 @@ static void test_sit_out_recalled(void)
 
         ps_mode_assign(s, 0, 64, 0, &off, &count);  /* the step is cut */
         if (t[k].leave_first)
-            ps_mode_member(s, 0, 0);
+            leave_or_move(s, t[k].move);
         CU_ASSERT(ps_mode_sits_out(s, 1, 1, 0, 1.0));
         if (!t[k].leave_first) {
             CU_ASSERT(!ps_mode_pull_ready(s, 1, 1, 0, 0));
-            ps_mode_member(s, 0, 0);
+            leave_or_move(s, t[k].move);
         }
+        if (!ps_mode_pull_ready(s, 1, 1, 0, 0))
+            printf("\n  %s: worker 1 not recalled\n", t[k].what);
         CU_ASSERT(ps_mode_pull_ready(s, 1, 1, 0, 0));
         ps_mode_assign(s, 1, 64, 0, &off, &count);
         ps_mode_answered(s, 1, count, 1.0);
