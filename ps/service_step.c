@@ -453,26 +453,24 @@ void service_unlock(struct ps_service *s)
         service_advance(s);     /* the pulls it frees; the next step */
     }
     if (s->n_early) {
-        int n = s->n_early;
-        struct pending *e = malloc((size_t)n * sizeof *e);
+        /* Taken out whole (another request may take more meanwhile);
+         * the array comes back for reuse unless one grew in its place. */
+        struct pending *e = s->early;
+        int n = s->n_early, cap = s->cap_early;
 
-        if (e) {
-            memcpy(e, s->early, (size_t)n * sizeof *e);
-            s->n_early = 0;
-            pthread_mutex_unlock(&s->mu);
-            answer_early(s, e, n);
-            pthread_mutex_lock(&s->mu);
-            for (int i = 0; i < n; i++)
-                keep_spent(s, e[i].msg);
-            pthread_mutex_unlock(&s->mu);
-            free(e);
-            return;
-        }
-        /* No memory to take them out: answered here, under s->mu. */
-        answer_early(s, s->early, n);
+        s->early = NULL;
+        s->n_early = s->cap_early = 0;
+        pthread_mutex_unlock(&s->mu);
+        answer_early(s, e, n);
+        pthread_mutex_lock(&s->mu);
         for (int i = 0; i < n; i++)
-            keep_spent(s, s->early[i].msg);
-        s->n_early = 0;
+            keep_spent(s, e[i].msg);
+        if (!s->early) {
+            s->early = e;
+            s->cap_early = cap;
+        } else {
+            free(e);
+        }
     }
     pthread_mutex_unlock(&s->mu);
 }
