@@ -59,8 +59,9 @@ crash() {
     grep -q "joining it again and re-sending create variables" "$D/w0.log" ||
         { cat "$D/w0.log"; fail "$1 $2: the chief did not re-send its create to the restarted shard"; }
     for j in 0 1; do
-        v=$(shard_version "$T/cluster.json" $j)
-        [ -n "$v" ] && [ "$v" -ge "$STEPS" ] ||
+        need_version "$T/cluster.json" $j
+        v=$V
+        [ "$v" -ge "$STEPS" ] ||
             fail "$1 $2: ps:$j is at version '$v' after $STEPS steps of each worker"
     done
     acc=""

@@ -40,9 +40,9 @@ grep -q "each part is pushed as soon as backward has computed it" "$T/w0.log" ||
     { cat "$T/w0.log"; fail "the parts were not pushed during backward"; }
 grep -q "joining it again and re-sending the step's parts" "$T/w0.log" "$T/w1.log" ||
     { cat "$T/w0.log"; fail "no worker re-sent its parts to the restarted shard"; }
-v0=$(shard_version "$T/cluster.json" 0)
-v1=$(shard_version "$T/cluster.json" 1)
-[ -n "$v0" ] && [ "$v0" = "$v1" ] || { "$BIN/hetps" status "$T/cluster.json"; fail "the shards ended at versions $v0 and $v1"; }
+need_version "$T/cluster.json" 0; v0=$V
+need_version "$T/cluster.json" 1; v1=$V
+[ "$v0" = "$v1" ] || { "$BIN/hetps" status "$T/cluster.json"; fail "the shards ended at versions $v0 and $v1"; }
 acc=$(sed -n 's/.*Final weights.*val_accuracy: \([0-9.]*\).*/\1/p' "$T/w0.log")
 [ -n "$acc" ] || { tail "$T/w0.log"; fail "no final accuracy"; }
 awk -v a="$acc" 'BEGIN { exit !(a >= 0.85) }' || fail "accuracy $acc < 0.85 after the restarts"

@@ -64,12 +64,14 @@ from=$(sed -n 's/.*resuming where worker:1 left off.* from batch \([0-9]*\) of.*
 ok "the restarted worker:1 resumed its epoch at batch $from (as the shards recorded)"
 
 # The finished job started again on the same stores: nothing to train.
-v_end=$(shard_version "$T/cluster.json" 0)
+need_version "$T/cluster.json" 0
+v_end=$V
 start_workers again
 wait $w0 && wait $w1 || { cat "$T"/again*.log; fail "a worker of the finished job failed"; }
 grep -q "worker:1 has done all 1 epoch(s) of this job .*nothing to train" "$T/again1.log" ||
     { cat "$T/again1.log"; fail "worker:1 did not say the job was done"; }
-[ "$(shard_version "$T/cluster.json" 0)" = "$v_end" ] || fail "the finished job trained again"
+need_version "$T/cluster.json" 0
+[ "$V" = "$v_end" ] || fail "the finished job trained again (version $v_end, now $V)"
 ok "the finished job started again: nothing trained ($v_end steps), as the workers said"
 "$BIN/hetps" inspect "$T/data/ps-0" > "$T/inspect.txt" 2>&1 || { cat "$T/inspect.txt"; fail "hetps inspect failed"; }
 grep -q "worker:1 last request [0-9]* (incarnation [0-9a-f]*), at epoch 1 batch 469 of its data" "$T/inspect.txt" ||
@@ -100,7 +102,8 @@ sync_over() { version_at_least "$T/sync.json" 0 "$1"; }
 wait_for 60 sync_over 100 || { cat "$T"/sw*.log; fail "sync training did not start"; }
 kill -KILL $sw1
 wait $sw1 2>/dev/null
-v0=$(shard_version "$T/sync.json" 0)
+need_version "$T/sync.json" 0
+v0=$V
 wait_for 20 sync_over $((v0 + 50)) || { cat "$T/sps-0.log"; fail "steps stopped after worker:1 died"; }
 grep -q "worker:1 silent .* marked dead" "$T/sps-0.log" || { cat "$T/sps-0.log"; fail "worker:1 was not marked dead"; }
 ok "worker:1 killed: marked dead after the heartbeat timeout, steps went on"
