@@ -123,6 +123,9 @@ job() {
     before=""
     for s in ps-0 worker-0; do before="$before $s=$(started "$PA" "$FA" $s)"; done
     for s in ps-1 worker-1; do before="$before $s=$(started "$PB" "$FB" $s)"; done
+    # (a container not found has no start time: "s=" before and after
+    # would compare equal)
+    case "$before " in *"= "*) fail "$1: a container's start time is missing:$before" ;; esac
     cp "$CF" "$T/cluster.orig"
     write3
     gen

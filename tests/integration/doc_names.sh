@@ -6,7 +6,7 @@
 . "$(dirname "$0")/lib.inc"
 TOOL="$(cd "$(dirname "$0")/../tools" && pwd)/doc_names.py"
 TOP="$(cd "$(dirname "$0")/../.." && pwd)"
-command -v python3 > /dev/null || skip "no python3"
+command -v python3 > /dev/null || { echo "skipped: no python3"; exit 77; }
 
 # Names made here, so that this script does not hold them itself.
 f="ps/planted_$$.c" fn="ps_planted_$$"

@@ -14,8 +14,9 @@ track $LPID
 
 both_joined() {
     "$BIN/hetps" status "$T/cluster.json" > "$T/status.txt" 2>&1 || return 1
-    [ "$(grep -c '^worker:.*ps:0 joined.*ps:1 joined' "$T/status.txt")" -eq 2 ]
+    joined_in_status
 }
+joined_in_status() { [ "$(grep -c '^worker:.*ps:0 joined.*ps:1 joined' "$T/status.txt")" -eq 2 ]; }
 wait_for 15 both_joined || { cat "$T/status.txt" "$T/launch.log"; fail "workers did not join both shards"; }
 cat "$T/status.txt"
 for task in ps:0 ps:1 worker:0 worker:1; do
@@ -26,7 +27,8 @@ ok "status lists all four tasks, both workers joined on both shards"
 
 "$B/tools/poke" garbage "$T/cluster.json" 0 || fail "garbage to ps:0"
 "$B/tools/poke" garbage "$T/cluster.json" 1 || fail "garbage to ps:1"
-both_joined || { cat "$T/status.txt"; fail "workers lost after garbage"; }
+need_status "$T/cluster.json" "$T/status.txt"
+joined_in_status || { cat "$T/status.txt"; fail "workers lost after garbage"; }
 grep -q 'ps:0 .*rejected [1-9]' "$T/status.txt" || fail "ps:0 counted no rejected message"
 ok "servers refused garbage and kept serving the workers"
 

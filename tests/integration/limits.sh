@@ -35,7 +35,7 @@ ok "absurd layout refused, ps:0 peak RSS $peak kB"
 
 # 2. NaN and Inf pushes refused, the store unchanged, counted.
 "$B/tools/hostile" nan "$T/cluster.json" "$MODEL" || { cat "$T"/ps-*.log; fail "non-finite push"; }
-"$BIN/hetps" status "$T/cluster.json" > "$T/status.txt" 2>&1
+need_status "$T/cluster.json" "$T/status.txt"
 cat "$T/status.txt"
 for i in 0 1; do
     grep -q "^ps:$i .* nonfinite 2 " "$T/status.txt" || fail "ps:$i does not count 2 non-finite pushes"

@@ -49,7 +49,7 @@ train() {
     "$BIN/hetps-ps" --cluster "$T/cluster.json" --task ps:0 --data-dir "$T/ps" > "$T/ps-$name.log" 2>&1 &
     pspid=$!
     "$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:0 --model $MODEL \
-        --epochs 1 --verbose 2 "$@" > "$T/w-$name.log" 2>&1 || { tail "$T/w-$name.log"; kill $pspid; fail "training on $name"; }
+        --epochs 1 --verbose 2 "$@" > "$T/w-$name.log" 2>&1 || { tail "$T/w-$name.log" >&2; kill $pspid; fail "training on $name" >&2; }
     kill $pspid; wait $pspid 2>/dev/null
     sed -n 's/^Epoch 1\/1 .*val_accuracy: \([0-9.]*\) .*/\1/p' "$T/w-$name.log"
 }

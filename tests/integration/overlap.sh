@@ -56,7 +56,7 @@ pair() {
     awk -v a="$acc" 'BEGIN { exit !(a >= 0.80) }' || fail "one epoch ($name) reached only $acc"
     # Every step pushed once: each shard counted as many pushes from each
     # worker as the worker computed steps (469 a worker: 60000 / 2 / 64).
-    "$BIN/hetps" status "$T/$name.json" > "$T/$name-status.txt" 2>&1 || true
+    need_status "$T/$name.json" "$T/$name-status.txt"
     for i in 0 1; do
         steps=$(sed -n 's/.*async: \([0-9]*\) steps in.*/\1/p' "$T/$name-w$i.log")
         [ -n "$steps" ] || { cat "$T/$name-w$i.log"; fail "$name: worker:$i reported no steps"; }

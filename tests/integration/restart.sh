@@ -28,8 +28,9 @@ start_workers() {
 start_workers w
 version_over() { version_at_least "$T/cluster.json" 1 "$1"; }
 wait_for 60 version_over 150 || { cat "$T"/w*.log; fail "training did not start"; }
-"$BIN/hetps" status "$T/cluster.json" | grep -q "worker:1 .* at epoch 1 batch [1-9]" ||
-    { "$BIN/hetps" status "$T/cluster.json"; fail "hetps status does not show where worker:1 is in its data"; }
+need_status "$T/cluster.json" "$T/status.txt"
+grep -q "worker:1 .* at epoch 1 batch [1-9]" "$T/status.txt" ||
+    { cat "$T/status.txt"; fail "hetps status does not show where worker:1 is in its data"; }
 kill -KILL $ps1
 wait $ps1 2>/dev/null
 ok "ps:1 killed with SIGKILL at version >= 150"

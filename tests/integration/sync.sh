@@ -40,7 +40,7 @@ servers() {
     wait_for 10 "$BIN/hetps" status "$T/$name.json" || fail "$name: servers did not start"
 }
 stop_servers() {
-    "$BIN/hetps" status "$T/$1.json" > "$T/$1-status.txt" 2>&1
+    need_status "$T/$1.json" "$T/$1-status.txt"
     for p in $PIDS; do ours "$p" && kill -TERM "$p" 2>/dev/null; done
     for p in $PIDS; do wait "$p" 2>/dev/null; done
     PIDS=""
@@ -86,7 +86,7 @@ for v in ["conv2d/kernel", "conv2d/bias", "dense/kernel", "dense/bias"]:
 assert worst <= 1e-5, worst
 print(f"largest relative difference {worst:.2e} <= 1e-5")
 PY
-    grep -q "version 20" "$T/$name-status.txt" || { cat "$T/$name-status.txt"; fail "$name: the shards are not at version 20"; }
+    [ "$(grep -c '^ps:[01] .* version 20 ' "$T/$name-status.txt")" -eq 2 ] || { cat "$T/$name-status.txt"; fail "$name: the shards are not at version 20"; }
 }
 "$BIN/hetps" export --data-dir "$T/one-data" --out "$T/one-npy" "$T/one.json" > /dev/null 2>&1 || fail "export one"
 two two
@@ -117,7 +117,7 @@ slow=$!
 track $slow
 "$BIN/hetps-worker" --cluster "$T/backup.json" --task worker:0 --model $MODEL \
     --batch-size 32 --max-steps 150 --no-eval > "$T/backup-w0.log" 2>&1 || { cat "$T/backup-w0.log"; fail "backup: fast worker"; }
-"$BIN/hetps" status "$T/backup.json" > "$T/backup-status.txt" 2>&1
+need_status "$T/backup.json" "$T/backup-status.txt"
 kill -TERM $slow; wait $slow 2>/dev/null
 stop_servers backup
 cat "$T/backup-status.txt"

@@ -31,7 +31,7 @@ kill -STOP $W1
 waited() { grep -q 'sync step [0-9]*: waiting for worker:1 for [0-9.]* s' "$T/ps-0.log" "$T/ps-1.log"; }
 wait_for 15 waited || { kill -CONT $W1; tail "$T/ps-0.log" "$T/ps-1.log"; fail "no shard named worker:1 within 15 s"; }
 grep 'waiting for worker:1' "$T/ps-0.log" "$T/ps-1.log"
-"$BIN/hetps" status "$T/cluster.json" > "$T/status.txt" 2>&1
+need_status "$T/cluster.json" "$T/status.txt"
 kill -CONT $W1
 cat "$T/status.txt"
 grep -Eq '^ps:[01] +waits +step [0-9]+ waiting for worker:1 for [0-9.]+ s$' "$T/status.txt" || fail "hetps status does not say a shard waits for worker:1"
