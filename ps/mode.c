@@ -396,19 +396,36 @@ int ps_mode_sits_out(struct ps_mode *s, int worker, uint64_t min_version,
 /* The open step has no push and nobody left to push it but workers that
  * sat it out (the one with a share left or died): they are recalled — a
  * new cut gives them shares, and their pulls are answered at this version
- * (ps_mode_pull_ready) — or the step would wait for ever. */
+ * (ps_mode_pull_ready) — or the step would wait for ever. When those
+ * still in it were all handed nothing of its cut (the shares left with
+ * the others), the step is cut again for their next pull: they need not
+ * ever pull past it (another shard a step behind, that lost the dead
+ * worker's push, answers them there and waits for theirs: restart.sh's
+ * livelock). Only cut again, not recalled: the workers compute ps:0's
+ * cut; on another shard one handed nothing there may hold a share of
+ * ps:0's and push. */
 static void recall_if_alone(struct ps_mode *s, uint64_t version)
 {
-    int i, sat = 0;
+    int i, sat = 0, in = 0, shared = 0;
 
     if (s->step_pushes)
         return;
     for (i = 0; i < s->n; i++) {
         if (!takes_part(&s->w[i], version))
             continue;
-        if (!s->w[i].sat_out)
-            return;
-        sat++;
+        if (s->w[i].sat_out) {
+            sat++;
+        } else {
+            in++;
+            shared += s->w[i].share > 0;
+        }
+    }
+    if (in) {
+        if (!shared && s->assigned_for && s->seat.cut_version == version) {
+            s->seat.trial = -1;
+            s->assigned_for = 0;
+        }
+        return;
     }
     if (!sat)
         return;

@@ -78,7 +78,10 @@ int ps_mode_lends_messages(const struct ps_mode *s);
 
 /* A worker is expected from the start (live = 1), or left or died
  * (live = 0). Worker indices beyond n_workers grow the table (elastic
- * clusters). Shares of a step already handed out do not change. */
+ * clusters). Shares of a step already handed out do not change unless
+ * nobody left can push the step (sync, nothing pushed yet): those that
+ * sat it out are recalled (ps_mode_sits_out), or, when those still in it
+ * were all handed nothing, it is cut again for their next pull. */
 void ps_mode_member(struct ps_mode *s, int worker, int live);
 
 /* A worker joined at `version`: one expected from the start takes part

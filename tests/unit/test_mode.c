@@ -547,6 +547,65 @@ static void test_sit_out_recalled(void)
     }
 }
 
+/*
+ * The worker with the whole batch of ps:0's step leaves it before pushing
+ * (dies, or is moved to the next step), and the one left was handed
+ * nothing of it and has not pulled past it: its other shard, a step
+ * behind (the push that ended the step before there was lost with the
+ * dead worker), keeps answering its pulls of this step's version
+ * (restart.sh's livelock: 44 000 pulls answered at once with no share).
+ * The step is cut again: its next pull of the step gets the whole batch.
+ */
+static void test_unshared_recut(void)
+{
+    static const struct {
+        const char *what;
+        int answered_first;     /* worker 0 answered its 0 before 1 left */
+        int move;               /* worker 1's first step moved to the next */
+    } t[] = {
+        {"died after the other was answered nothing", 1, 0},
+        {"died before the other's pull", 0, 0},
+        {"moved to the next step", 1, 1},
+    };
+    const float speed[2] = { 10000, 10000 };
+    const double lag[2] = { 0.5, 0.001 };   /* worker 0's is past the step */
+    size_t k;
+
+    for (k = 0; k < sizeof t / sizeof t[0]; k++) {
+        struct ps_mode *s = make(2, HC_MODE_SYNC, 1, 0);
+        int got[2] = { 0, 0 };
+        uint64_t v = 0, total;
+        double now = 1.0;
+        uint32_t off, count;
+
+        run_steps(s, 2, &v, 40, 64, &now, speed, lag, 0, got);
+        ps_mode_assign(s, 1, 64, v, &off, &count);  /* the step is cut */
+        CU_ASSERT_EQUAL(count, 64);
+        if (t[k].answered_first) {
+            ps_mode_assign(s, 0, 64, v, &off, &count);
+            ps_mode_answered(s, 0, count, now);
+            CU_ASSERT_EQUAL(count, 0);
+        }
+        if (t[k].move)
+            ps_mode_start_at(s, 1, v + 1);
+        else
+            ps_mode_member(s, 1, 0);
+        /* worker 0 pulls this step's version again: not past it */
+        CU_ASSERT(!ps_mode_sits_out(s, 0, v, v, now));
+        CU_ASSERT(ps_mode_pull_ready(s, 0, v, 0, v));
+        ps_mode_assign(s, 0, 64, v, &off, &count);
+        ps_mode_answered(s, 0, count, now);
+        if (count != 64)
+            printf("\n  %s: worker 0 given %u of 64\n", t[k].what, count);
+        CU_ASSERT_EQUAL(count, 64);
+        CU_ASSERT_EQUAL(ps_mode_push(s, 0, v, v, count, speed[0], now + 0.5),
+                        PS_PUSH_ACCUMULATE);
+        CU_ASSERT(ps_mode_step_ready(s, v, &total));
+        CU_ASSERT_EQUAL(total, 64);
+        ps_mode_free(s);
+    }
+}
+
 /* What each mode asks of the service, as a table: whether a pull may
  * wait for other workers, whether pushes make common steps, whether a step
  * reads gradients from kept messages. */
@@ -585,6 +644,8 @@ void hp_test_register(void)
     CU_add_test(s, "sits out: the rules", test_sits_out_rules);
     CU_add_test(s, "a step without the worker sitting out", test_sit_out_step);
     CU_add_test(s, "sat out, nobody else left: recalled", test_sit_out_recalled);
+    CU_add_test(s, "handed nothing, the share left: cut again",
+                test_unshared_recut);
     CU_add_test(s, "step completion, backup workers, late pushes",
                 test_step_complete_backup_late);
     CU_add_test(s, "ssp bound", test_ssp_bound);
