@@ -3,9 +3,12 @@
  * server wakes every TICK_MS; after IDLE_MS without a connection taken it
  * probes (probe: alive, stopped, or no verdict when the probe's own side
  * never came up), and after STOPPED_PROBES stopped ones listens again.
+ * Also hc_nng_close: nng_close on a thread of its own, waited for only so
+ * long (rpc_listen.h).
  */
 #include "rpc_listen.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +25,7 @@
 #define STOPPED_PROBES 2    /* stopped probes in a row before a restart */
 #define RELISTEN_TRIES 50   /* 100 ms apart, while the old port is held */
 #define URL_LEN 600
+#define CLOSE_MS 3000       /* a probe's socket's close waited for */
 
 struct hc_listen {
     nng_socket sock;
@@ -127,7 +131,7 @@ static int probe(hc_listen *l)
         }
     }
     nng_pipe_notify(ps, NNG_PIPE_EV_ADD_POST, NULL, NULL);
-    nng_close(ps);
+    hc_nng_close(ps, CLOSE_MS, "the listener's probe");
     if (verdict < 0 && !l->unreachable_told) {
         l->unreachable_told = 1;
         hc_debug("rpc server %s: the listener's probe could not connect to "
@@ -249,4 +253,46 @@ void hc_listen_stop(hc_listen *l)
     if (l->mu)
         nng_mtx_free(l->mu);
     free(l);
+}
+
+struct closing {
+    nng_socket s;
+    atomic_int state;           /* 0 closing, 1 closed, 2 left by the waiter */
+};
+
+static void *close_main(void *arg)
+{
+    struct closing *c = arg;
+
+    nng_close(c->s);
+    if (atomic_exchange(&c->state, 1) == 2)
+        free(c);                /* the waiter is gone: ours to free */
+    return NULL;
+}
+
+int hc_nng_close(nng_socket s, int ms, const char *what)
+{
+    struct closing *c = malloc(sizeof *c);
+    nng_time until = nng_clock() + (nng_time)ms;
+    pthread_t th;
+
+    if (c) {
+        c->s = s;
+        atomic_init(&c->state, 0);
+    }
+    if (!c || pthread_create(&th, NULL, close_main, c) != 0) {
+        free(c);
+        nng_close(s);           /* no thread: wait as nng does */
+        return 0;
+    }
+    pthread_detach(th);
+    while (atomic_load(&c->state) == 0 && nng_clock() < until)
+        nng_msleep(1);
+    if (atomic_exchange(&c->state, 2) == 1) {
+        free(c);
+        return 0;
+    }
+    hc_warn("%s: nng did not close its socket within %d ms (nng 1.5.2 lost "
+            "a pipe closed as its receive completed); leaving it", what, ms);
+    return -1;
 }

@@ -1,6 +1,6 @@
 /*
  * rpc_listen.h — a plain-TCP server's nng listener, watched so it keeps
- * accepting (rpc_nng.c only).
+ * accepting, and an nng_close that cannot hang (rpc_nng.c only).
  *
  * nng 1.5.2 (Debian 12's) ends a listener's accept loop for good when a
  * client drops its connection during nng's handshake (nanomsg/nng#1518,
@@ -35,5 +35,13 @@ uint64_t hc_listen_restarts(hc_listen *l);
 /* Stop the guard (waits for it) and free; the listener itself closes with
  * its socket. NULL is fine. */
 void hc_listen_stop(hc_listen *l);
+
+/* nng_close(s), waited for at most ms, else left to finish on its own
+ * thread, with a warning naming what: nng 1.5.2 loses a pipe closed while
+ * its receive completes (a read restarted on a stopped aio never ends);
+ * its one reaper then waits for it for ever, and so does every nng_close
+ * (a shard that dropped a peer that never reads could not stop). 0 when
+ * closed, -1 when left. */
+int hc_nng_close(nng_socket s, int ms, const char *what);
 
 #endif

@@ -30,6 +30,7 @@
 #define RECONNECT_MAX_MS 1000
 #define RECV_ERR_PAUSE_MS 50 /* pause after an unexpected receive error */
 #define DEFAULT_SEND_TIMEOUT_MS 10000
+#define CLOSE_MS 5000        /* a socket's close waited for (hc_nng_close) */
 
 /* ---- client ---------------------------------------------------------- */
 
@@ -88,7 +89,7 @@ static void dial_close(void *be)
         /* No pipe callback may reach the link once this returns. */
         nng_pipe_notify(d->sock, NNG_PIPE_EV_ADD_POST, NULL, NULL);
         nng_pipe_notify(d->sock, NNG_PIPE_EV_REM_POST, NULL, NULL);
-        nng_close(d->sock);
+        hc_nng_close(d->sock, CLOSE_MS, "rpc client");
     }
     if (d->aio) {
         nng_msg *left = nng_aio_get_msg(d->aio);
@@ -356,7 +357,7 @@ static void listen_stop(void *be)
         /* No pipe callback may reach the core once this returns. */
         nng_pipe_notify(L->sock, NNG_PIPE_EV_ADD_PRE, NULL, NULL);
         nng_pipe_notify(L->sock, NNG_PIPE_EV_REM_POST, NULL, NULL);
-        nng_close(L->sock);
+        hc_nng_close(L->sock, CLOSE_MS, L->url);
     }
     free(L->ctxs);
     free(L);
