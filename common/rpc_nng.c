@@ -191,6 +191,7 @@ struct listen {
     int send_timeout_ms;
     atomic_uint_least64_t took; /* connections taken (ADD_PRE), refused too */
     atomic_uint_least64_t last_warn;
+    atomic_uint_least32_t dropped; /* the last pipe closed for not reading */
     hc_listen *guard;
     int n_ctx;
     struct rep_ctx *ctxs;       /* (n_ctx) */
@@ -266,10 +267,14 @@ static void ctx_cb(void *arg)
     if (rv == NNG_ETIMEDOUT) {
         /* Not read within the send timeout: a peer that does not read
          * must not hold this context (and, one by one, all of them). */
-        pipe_addr(r->pipe, addr, sizeof addr);
-        hc_warn("rpc server %s: the peer at %s did not take its reply "
-                "within %d ms: closing its connection", L->url, addr,
-                L->send_timeout_ms);
+        uint32_t id = (uint32_t)nng_pipe_id(r->pipe);
+
+        if (atomic_exchange(&L->dropped, id) != id) { /* once a pipe */
+            pipe_addr(r->pipe, addr, sizeof addr);
+            hc_warn("rpc server %s: the peer at %s did not take its reply "
+                    "within %d ms: closing its connection", L->url, addr,
+                    L->send_timeout_ms);
+        }
         nng_pipe_close(r->pipe);
     } else if (rv != 0) {
         listen_warn(L, "reply", rv);
@@ -379,6 +384,7 @@ static int listen_start(void **be, hc_rpc_server *s, const char *url,
                                             : DEFAULT_SEND_TIMEOUT_MS;
     atomic_init(&L->took, 0);
     atomic_init(&L->last_warn, 0);
+    atomic_init(&L->dropped, 0);
     if ((rv = nng_rep0_open(&L->sock)) != 0)
         goto fail;
     step = "setting options";
