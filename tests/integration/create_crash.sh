@@ -72,8 +72,7 @@ crash() {
             fail "$1 $2: one epoch reached accuracy $acc < 0.80"
         acc=", one epoch: accuracy $acc"
     fi
-    kill -TERM $ps0 $ps1
-    wait $ps0 $ps1
+    stop_within 30 $ps0 $ps1
     for j in 0 1; do
         "$BIN/hetps" inspect "$D/ps-$j" > "$D/inspect$j.txt" 2>&1 ||
             { cat "$D/inspect$j.txt"; fail "$1 $2: hetps inspect ps-$j failed"; }

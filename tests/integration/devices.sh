@@ -29,7 +29,7 @@ train() {
     "$BIN/hetps-worker" --cluster "$T/$name.json" --task worker:0 --model "$model" \
         --devices "$devices" --batch-size 64 --max-steps 20 --no-eval \
         > "$T/$name-w.log" 2>&1 || { cat "$T/$name-w.log"; fail "$name: worker"; }
-    for p in $pids; do kill -TERM $p; wait $p 2>/dev/null; done
+    stop_within 30 $pids
     "$BIN/hetps" export --data-dir "$T/$name-data" --out "$T/$name-npy" \
         "$T/$name.json" > /dev/null 2>&1 || fail "$name: export"
 }

@@ -77,8 +77,7 @@ run() {
     if [ -n "$lanes" ]; then
         grep -q "each step moves in 8 parts" "$D/counter.log" ||
             fail "$mode: the counter's steps did not move in parts"
-        kill -TERM $ps0 $ps1
-        wait $ps0 $ps1 2>/dev/null
+        stop_within 30 $ps0 $ps1
         return
     fi
     lost=$(sed -n 's/^counter: \([0-9]*\) replies lost on purpose, .*/\1/p' "$D/counter.log")
@@ -95,8 +94,7 @@ run() {
     # shown, not required.
     dups=$(sed -n 's/^ps:1 .* duplicates \([0-9]*\) .*/\1/p' "$D/status.txt")
     ok "$mode: re-sends answered from the record on ps:1: ${dups:-0}"
-    kill -TERM $ps0 $ps1
-    wait $ps0 $ps1 2>/dev/null
+    stop_within 30 $ps0 $ps1
 }
 
 # early MODE=sync: a step in parts whose applied parts a shard answers
@@ -134,8 +132,7 @@ early() {
     [ -n "$early" ] && [ "$early" -ge 60 ] ||
         fail "early: ps:0 answered ${early:-no} parts before their step's commit (want >= 60: 3 of each step's 4)"
     ok "early: 60 pushes, $early parts answered before their step's commit on ps:0, through ps:1's kill: every value exactly 60"
-    kill -TERM $ps0 $ps1
-    wait $ps0 $ps1 2>/dev/null
+    stop_within 30 $ps0 $ps1
 }
 
 [ -n "${EARLY_ONLY:-}" ] || {

@@ -38,7 +38,7 @@ run() {
     wait_for 10 "$BIN/hetps" status "$T/$1.json" || fail "$1: servers did not start"
     "$BIN/hetps-worker" --cluster "$T/$1.json" --task worker:0 --model $MODEL \
         --max-steps "$4" --no-eval > "$T/$1-w.log" 2>&1 || { cat "$T/$1-w.log"; fail "$1: worker"; }
-    for p in $pids; do kill -TERM $p; wait $p 2>/dev/null; done
+    stop_within 30 $pids
 }
 run two old 2 100
 "$BIN/hetps" export --data-dir "$T/old" --out "$T/before" "$T/two.json" > /dev/null 2>&1 || fail "export before"

@@ -41,8 +41,7 @@ servers() {
 }
 stop_servers() {
     need_status "$T/$1.json" "$T/$1-status.txt"
-    for p in $PIDS; do ours "$p" && kill -TERM "$p" 2>/dev/null; done
-    for p in $PIDS; do wait "$p" 2>/dev/null; done
+    stop_within 30 $PIDS
     PIDS=""
 }
 
