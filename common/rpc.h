@@ -60,6 +60,13 @@ struct hc_rpc_server_opts {
     int recv_deadline_ms; /* a connection owed no reply that completes no
                              request for this long is closed: idle, or a
                              body that never ends (default 120000) */
+    /* TLS: whether the task a verified certificate names (its CN,
+     * "worker:7") may connect at all, asked at the handshake on a relay
+     * thread (it must not block): 0 admits it; else why not goes in
+     * why[n] and the connection is closed, logged with the peer and the
+     * name (the first 20, then one a second). NULL admits every
+     * certificate the cluster's CA signed. */
+    int (*admit)(void *arg, const char *who, char *why, size_t n);
 };
 /* Every connection has TCP keepalive on: a vanished peer's is closed. */
 

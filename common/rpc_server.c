@@ -44,6 +44,8 @@ struct conn_info {
     uint32_t conn;
     nng_time last;              /* connected, or its last request or reply */
     int owed;                   /* its requests not yet answered */
+    int over;                   /* requests refused over n_ctx: it is being
+                                 * closed (said once, at the first) */
     char who[32];               /* TLS: the task its certificate names */
     char peer[64];              /* its address */
 };
@@ -62,6 +64,8 @@ struct hc_rpc_server {
     struct conn_info *cs;       /* (n_cs) open connections, max_conns */
     int n_cs, cap_cs;
     nng_time last_warn;         /* the last "over the cap" warning */
+    uint64_t strangers;         /* certificates refused by o.admit */
+    nng_time stranger_warn;     /* the last of them logged */
     int stopping;               /* replies are dropped, threads end */
     int replying;               /* hc_rpc_reply calls in the backend */
     hc_rpc_req *q_head, *q_tail; /* requests waiting for a thread */
@@ -103,6 +107,7 @@ int hc_rpc_serve_conn(hc_rpc_server *s, uint32_t conn, int up,
 {
     struct conn_info *ci = NULL;
     nng_time now = nng_clock();
+    char why[256];
     int full;
 
     if (!up) {                  /* its entry dropped, the service told */
@@ -113,6 +118,22 @@ int hc_rpc_serve_conn(hc_rpc_server *s, uint32_t conn, int up,
         if (s->o.on_close && conn)
             s->o.on_close(s->arg, conn);
         return 0;
+    }
+    if (who && s->o.admit && s->o.admit(s->arg, who, why, sizeof why) != 0) {
+        uint64_t n;
+        int say;
+
+        nng_mtx_lock(s->mtx);   /* the first 20, then one a second */
+        n = ++s->strangers;
+        say = n <= 20 || now - s->stranger_warn >= HC_RPC_WARN_EVERY_MS;
+        if (say)
+            s->stranger_warn = now;
+        nng_mtx_unlock(s->mtx);
+        if (say)
+            hc_warn("rpc server %s: refused the connection from %s (%llu so "
+                    "far): its certificate names %s: %s", s->url,
+                    peer ? peer : "?", (unsigned long long)n, who, why);
+        return -1;
     }
     nng_mtx_lock(s->mtx);
     full = s->n_cs >= s->o.max_conns;
@@ -145,12 +166,14 @@ void hc_rpc_serve_msg(hc_rpc_server *s, uint32_t conn, uint32_t id,
     stopping = s->stopping;
     ci = r && !stopping ? conn_entry(s, conn, 0) : NULL;
     if (!ci || ci->owed >= s->o.n_ctx) {      /* gone, or too many owed */
+        int first = ci && ci->over++ == 0;
+
         if (ci)
             memcpy(peer, ci->peer, sizeof peer);
         nng_mtx_unlock(s->mtx);
         nng_msg_free(m);
         free(r);
-        if (ci) {
+        if (first) {
             hc_warn("rpc server %s: the peer at %s has %d requests "
                     "unanswered: closing its connection", s->url, peer,
                     s->o.n_ctx);

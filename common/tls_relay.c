@@ -13,6 +13,14 @@
  * kmu); the giver writes one into TLS at once if it can take the
  * connection's smu (trylock), else rings the loop (kick).
  *
+ * Strangers: a server's connection costs its struct alone until its first
+ * byte; only then does it get an SSL (with its buffers), and only
+ * HANDSHAKES of a loop's connections at once: the others wait, unread,
+ * and a handshake that has stalled for STALL_MS is closed for them. At
+ * MAX_CONNS the oldest connection still silent makes room for a new one.
+ * Once a flood of strangers has left, the memory they took is given back
+ * to the system (malloc_trim: common/tune.c keeps freed memory otherwise).
+ *
  * Lifetimes: a loop's endpoints and connections are under its mu, which
  * its thread holds through a batch of events. Closing an endpoint marks it
  * and its connections dead and closes their sockets; only the loop's
@@ -59,7 +67,12 @@
 #define HEAD_BYTES HC_FRAME_HEAD_BYTES
 #define OUTQ 8                    /* messages waiting to go, per conn */
 #define HANDSHAKE_MS 10000        /* connect + handshake, then closed */
-#define MAX_CONNS 4096            /* the relay's connections at once */
+#define MAX_CONNS 4096            /* a loop's connections at once */
+#define HANDSHAKES 32             /* a loop's server handshakes at once */
+#define STALL_MS 250              /* a handshake idle so long, others
+                                   * waiting: closed (ours take a round
+                                   * trip between flights) */
+#define TRIM_STRANGERS 64         /* strangers freed: memory trimmed */
 #define WAIT_MS 250               /* epoll's wait: deadlines are this late */
 #define RESOLVE_MS 30000          /* a client's server looked up again */
 #define RETRY_MIN_MS 20           /* a client connects again after … */
@@ -100,9 +113,11 @@ struct hc_relay_ep {
     struct hc_relay_ep *next;   /* every endpoint ever opened (all_eps) */
 };
 
-/* A connection's, C_HANDSHAKE from calloc: a client's connect completes
- * under the handshake's first write (a connecting socket says EAGAIN). */
-enum state { C_HANDSHAKE, C_RELAY };
+/* A connection's: a server's starts in C_WAIT (no SSL until its first
+ * byte, a handshake slot free); a client's in C_HANDSHAKE, its connect
+ * completing under the handshake's first write (a connecting socket says
+ * EAGAIN). */
+enum state { C_WAIT, C_HANDSHAKE, C_RELAY };
 
 struct conn {
     pthread_mutex_t smu;        /* the SSL, socket and fields below: the
@@ -118,7 +133,11 @@ struct conn {
     bool net_eof;               /* the peer closed, or a send failed */
     bool net_want_out;          /* OpenSSL or wbuf waits for EPOLLOUT */
     bool net_dry;               /* drained until its next event */
+    bool slot;                  /* holds one of its loop's HANDSHAKES */
+    bool queued;                /* C_WAIT: has bytes, waits for a slot */
     uint64_t deadline;          /* ms, while not relaying */
+    uint64_t moved_at;          /* ms the handshake last read a byte */
+    uint64_t rd_seen;           /* its bytes read then */
     uint8_t *wbuf;              /* TLS records gathered, sent together */
     size_t w_off, w_len;
     char peer[64];
@@ -139,6 +158,7 @@ struct conn {
     uint32_t outq_id[OUTQ];     /* their request ids */
     int oq_head, oq_len;
     bool dropped, kicked;       /* hc_relay_drop; on the kicks list */
+    uint32_t refused_out;       /* replies refused: its outq was full */
     struct conn *kick_next;
     struct conn *reg_next;      /* reg_mu: the conns up (the registry) */
     bool registered;            /* announced (on_conn said it is up) */
@@ -153,6 +173,10 @@ struct loop {
     struct tag wake_tag;
     struct conn *conns;
     int n_conns;
+    int n_strangers;            /* server conns not yet relaying */
+    int n_shaking, n_queued;    /* slots taken; conns waiting for one */
+    int freed_strangers;        /* since the last trim */
+    uint64_t trimmed_at;        /* ms */
     uint64_t over_cap;
     struct hc_relay_ep *clients; /* client endpoints dealt here */
     pthread_mutex_t kmu;         /* the conns' sender-shared fields, kicks */
@@ -412,6 +436,13 @@ static void conn_kill(struct conn *c)
         c->net = -1;
     }
     c->loop->n_conns--;
+    if (ep->server && c->state != C_RELAY)
+        c->loop->n_strangers--;
+    if (c->slot)
+        c->loop->n_shaking--;
+    if (c->queued)
+        c->loop->n_queued--;
+    c->slot = c->queued = false;
     if (c->registered)
         ep->cb.on_conn(ep->cb.arg, c->id, 0, c->peer, c->who);
     if (!ep->server && ep->conn == c) {
@@ -478,40 +509,53 @@ static int resolve(struct sockaddr_storage *to, socklen_t *len,
     return HC_OK;
 }
 
-/* A connection of ep in loop R on socket fd (closed on failure), to or
- * from sa, its SSL reading and writing fd through our BIO; NULL when out
- * of memory or at MAX_CONNS. The buffers come with the handshake
- * (handshake_done): a peer that never finishes one costs no more than its
- * SSL. */
-static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R, int fd,
-                             const struct sockaddr_storage *sa)
+/* c's SSL, reading and writing its socket through our BIO: 0, or -1 when
+ * out of memory. */
+static int ssl_attach(struct conn *c)
 {
-    struct conn *c = R->n_conns < MAX_CONNS ? calloc(1, sizeof *c) : NULL;
     BIO *b = NULL;
-    int one = 1;
 
     pthread_once(&sock_once, sock_method_make);
-    if (!c || !sock_method || !(c->ssl = SSL_new(ep->ctx)) ||
+    if (!sock_method || !(c->ssl = SSL_new(c->ep->ctx)) ||
         !(b = BIO_new(sock_method))) {
-        if (c)
-            SSL_free(c->ssl);
-        free(c);
-        close(fd);
+        SSL_free(c->ssl);
+        c->ssl = NULL;
         ERR_clear_error();
-        return NULL;
+        return -1;
     }
     BIO_set_data(b, c);
     BIO_set_init(b, 1);
     SSL_set_bio(c->ssl, b, b);
-    if (ep->server)
+    if (c->ep->server)
         SSL_set_accept_state(c->ssl);
     else
         SSL_set_connect_state(c->ssl);
+    return 0;
+}
+
+/* A connection of ep in loop R on socket fd (closed on failure), to or
+ * from sa; NULL when out of memory or at MAX_CONNS. A client's has its SSL
+ * at once; a server's gets one with its first byte (wake): a peer that
+ * sends nothing costs this struct alone. The buffers come with the
+ * handshake (handshake_done). */
+static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R, int fd,
+                             const struct sockaddr_storage *sa)
+{
+    struct conn *c = R->n_conns < MAX_CONNS ? calloc(1, sizeof *c) : NULL;
+    int one = 1;
+
+    if (c)
+        c->ep = ep;
+    if (!c || (!ep->server && ssl_attach(c) != 0)) {
+        free(c);
+        close(fd);
+        return NULL;
+    }
+    c->state = ep->server ? C_WAIT : C_HANDSHAKE;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
     addr_text(sa, c->peer, sizeof c->peer);
     pthread_mutex_init(&c->smu, NULL);
-    c->ep = ep;
     c->loop = R;
     /* Above nng's pipe ids (1 to 2^31 - 1): one space for both. */
     c->id = 0x80000000u | ((uint32_t)__atomic_add_fetch(&next_conn_id, 1,
@@ -523,7 +567,45 @@ static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R, int fd,
     c->next = R->conns;
     R->conns = c;
     R->n_conns++;
+    R->n_strangers += ep->server;
     return c;
+}
+
+/* A server's silent connection (C_WAIT): its first byte come, it takes a
+ * handshake slot and an SSL (true: go on with the handshake), or queues
+ * for a slot. A peer that closes without a byte (a TCP health check, a
+ * port scan) is counted, not logged: nothing was refused. */
+static bool wake(struct conn *c)
+{
+    struct loop *R = c->loop;
+    char b;
+    ssize_t k = recv(c->net, &b, 1, MSG_PEEK);
+
+    if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
+        __atomic_add_fetch(&c->ep->refused, 1, __ATOMIC_RELAXED);
+        conn_kill(c);
+        return false;
+    }
+    if (k < 0)
+        return false;
+    if (R->n_shaking >= HANDSHAKES) {
+        if (!c->queued)
+            R->n_queued++;
+        c->queued = true;               /* not watched until a slot frees */
+        return false;
+    }
+    if (c->queued)
+        R->n_queued--;
+    c->queued = false;
+    if (ssl_attach(c) != 0) {
+        refuse(c, "out of memory for its TLS state");
+        return false;
+    }
+    R->n_shaking++;
+    c->slot = true;
+    c->state = C_HANDSHAKE;
+    c->moved_at = nng_clock();
+    return true;
 }
 
 /* After an OpenSSL call on c returned r: whether it only waits for the
@@ -763,6 +845,9 @@ static void update_interest(struct conn *c)
     uint32_t net = 0;
 
     switch (c->state) {
+    case C_WAIT:
+        net = c->queued ? 0 : EPOLLIN;
+        break;
     case C_HANDSHAKE:
         net = c->net_want_out ? EPOLLOUT : EPOLLIN;
         break;
@@ -801,6 +886,11 @@ static int handshake_done(struct conn *c)
     } else {
         c->ep->failing = false; /* a client's: in its one loop */
     }
+    if (c->ep->server)
+        c->loop->n_strangers--;
+    if (c->slot)
+        c->loop->n_shaking--;
+    c->slot = false;
     c->state = C_RELAY;
     if (SSL_write_ex(c->ssl, HC_FRAME_PREAMBLE, sizeof c->in.pre, &put) != 1 ||
         put != sizeof c->in.pre) {
@@ -819,9 +909,15 @@ static void step(struct conn *c)
     int r;
 
     pthread_mutex_lock(&c->smu);
+    if (c->state == C_WAIT && !wake(c))
+        goto out;
     if (c->state == C_HANDSHAKE) {
         c->net_want_out = false;
         r = SSL_do_handshake(c->ssl);
+        if (BIO_number_read(SSL_get_rbio(c->ssl)) != c->rd_seen) {
+            c->rd_seen = BIO_number_read(SSL_get_rbio(c->ssl));
+            c->moved_at = nng_clock();
+        }
         if (r != 1) {
             if (ssl_waits(c, r) || unreachable(c))
                 goto out;
@@ -891,6 +987,24 @@ static void client_connect(struct hc_relay_ep *ep, struct loop *R)
         step(c);
 }
 
+/* R at MAX_CONNS: its oldest connection that has sent nothing is closed
+ * (counted with the refused) to make room; false if none has. */
+static bool make_room(struct loop *R)
+{
+    struct conn *c, *oldest = NULL;
+
+    for (c = R->conns; c; c = c->next)  /* newest first */
+        if (!c->dead && c->state == C_WAIT && !c->queued)
+            oldest = c;
+    if (!oldest)
+        return false;
+    pthread_mutex_lock(&oldest->smu);
+    __atomic_add_fetch(&oldest->ep->refused, 1, __ATOMIC_RELAXED);
+    conn_kill(oldest);
+    pthread_mutex_unlock(&oldest->smu);
+    return true;
+}
+
 /* Take the connections waiting on server endpoint ep into loop R (its
  * listening socket is in every loop's epoll, EPOLLEXCLUSIVE). */
 static void accept_all(struct hc_relay_ep *ep, struct loop *R)
@@ -911,11 +1025,18 @@ static void accept_all(struct hc_relay_ep *ep, struct loop *R)
         pthread_mutex_unlock(&ep->mu);
         if (fd < 0)
             return;                     /* EAGAIN, or try at the next event */
+        if (R->n_conns >= MAX_CONNS && make_room(R) &&
+            (++R->over_cap <= 10 || R->over_cap % 1000 == 0))
+            hc_warn("rpc relay %s: at its cap of %d connections: closed the "
+                    "oldest that had sent nothing, to make room (%llu so "
+                    "far)", ep->name, MAX_CONNS,
+                    (unsigned long long)R->over_cap);
         if (!(c = conn_new(ep, R, fd, &sa))) {
             if (++R->over_cap <= 10 || R->over_cap % 1000 == 0)
                 hc_warn("rpc relay %s: closed a connection at once (%d "
-                        "open, the most there may be; %llu so far)",
-                        ep->name, R->n_conns, (unsigned long long)R->over_cap);
+                        "open, the most there may be, none of them silent; "
+                        "%llu so far)", ep->name, R->n_conns,
+                        (unsigned long long)R->over_cap);
             continue;
         }
         step(c);
@@ -932,8 +1053,10 @@ static void conn_free(struct conn *c)
     struct loop *R = c->loop;
     struct conn **pc;
     bool trim = c->rx_charged >= TRIM_BYTES;
+    uint32_t refused_out;
 
     pthread_mutex_lock(&R->kmu);
+    refused_out = c->refused_out;
     for (pc = &R->kicks; *pc; pc = &(*pc)->kick_next)
         if (*pc == c) {
             *pc = c->kick_next;
@@ -945,6 +1068,11 @@ static void conn_free(struct conn *c)
         c->oq_len--;
     }
     pthread_mutex_unlock(&R->kmu);
+    /* One line a connection, however many replies it refused. */
+    if (refused_out)
+        hc_warn("rpc server %s: closed the connection of the peer at %s "
+                "(%s): it did not take its replies (%u refused)", c->ep->name,
+                c->peer, c->who[0] ? c->who : "?", refused_out);
     hc_frame_reset(&c->in);
     uncharge(c);
     if (c->tx_msg)
@@ -993,9 +1121,49 @@ static void reap(struct loop *R)
     pthread_mutex_unlock(&R->mu);
     while ((c = dead) != NULL) {
         dead = c->next;
+        R->freed_strangers += c->ep->server && c->state != C_RELAY;
         conn_free(c);
     }
     pthread_mutex_lock(&R->mu);
+    /* A flood of strangers gone (or going on for a second more): what they
+     * took back to the system. Training's steady path never gets here. */
+    if (R->freed_strangers >= TRIM_STRANGERS &&
+        (R->n_strangers == 0 || nng_clock() >= R->trimmed_at + 1000)) {
+        R->freed_strangers = 0;
+        R->trimmed_at = nng_clock();
+        malloc_trim(0);
+    }
+}
+
+/* Handshake slots freed: the connections waiting for one, newest first
+ * (under a flood of peers that send a byte and stall, the one that came
+ * last is most likely a real client: it is not left behind them all). */
+static void admit_queued(struct loop *R)
+{
+    struct conn *c;
+
+    for (c = R->conns; c && R->n_queued > 0 && R->n_shaking < HANDSHAKES;
+         c = c->next)
+        if (!c->dead && c->queued)
+            step(c);            /* a slot, or closed: no longer queued */
+}
+
+/* Handshakes others wait for, idle for STALL_MS: closed (a peer that sends
+ * a byte and no more would hold a slot to the deadline). */
+static void close_stalled(struct loop *R, uint64_t now)
+{
+    struct conn *c;
+    char why[160];
+
+    for (c = R->conns; c && R->n_queued > 0; c = c->next) {
+        if (c->dead || !c->slot || now < c->moved_at + STALL_MS)
+            continue;
+        snprintf(why, sizeof why, "its TLS handshake stalled for %d ms "
+                 "while %d other connections waited", STALL_MS, R->n_queued);
+        pthread_mutex_lock(&c->smu);
+        refuse(c, why);
+        pthread_mutex_unlock(&c->smu);
+    }
 }
 
 /* The conns senders woke, each stepped once. */
@@ -1106,13 +1274,20 @@ static void *relay_main(void *arg)
                 if (c->state == C_RELAY)
                     refuse(c, "nothing of hetps's relay protocol within "
                               "10 s of the TLS handshake");
+                else if (c->state == C_WAIT)
+                    refuse(c, c->queued ? "no TLS handshake within 10 s "
+                                          "(it waited for a free slot)"
+                                        : "not a byte within 10 s");
                 else if (!unreachable(c))
                     refuse(c, "no TLS handshake within 10 s");
                 pthread_mutex_unlock(&c->smu);
             }
             next_check = now + WAIT_MS;
         }
+        if (R->n_queued)
+            close_stalled(R, now);
         reap(R);
+        admit_queued(R);
         wait = clients_due(R);
         pthread_mutex_unlock(&R->mu);
     }
@@ -1252,7 +1427,7 @@ int hc_relay_open(hc_relay_ep **out, int server, const char *url,
                           SOCK_CLOEXEC, 0)) < 0 ||
          setsockopt(ep->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
          bind(ep->fd, (const struct sockaddr *)&ep->to, ep->to_len) != 0 ||
-         listen(ep->fd, 128) != 0)) {
+         listen(ep->fd, SOMAXCONN) != 0)) {
         err = hc_err_set(HC_ERR_TRANSPORT, "%s: cannot listen on %s:%s: %s%s",
                          name, ep->host[0] ? ep->host : "*", ep->port,
                          strerror(errno),
@@ -1336,12 +1511,10 @@ int hc_relay_send(hc_relay_ep *ep, uint32_t conn, uint32_t id, nng_msg *m)
         c->outq[at] = m;
         c->outq_id[at] = id;
     } else {
-        err = HC_ERR_LIMIT;     /* a server's peer that does not read */
+        err = HC_ERR_LIMIT;     /* a server's peer that does not read: */
+        c->refused_out++;       /* said when it is freed (conn_free) */
     }
     pthread_mutex_unlock(&R->kmu);
-    if (err != HC_OK && ep->server)
-        hc_warn("rpc server %s: the peer at %s does not take its replies: "
-                "closing its connection", ep->name, c->peer);
     /* Written here, in the caller's thread, when the connection is free;
      * else (or to close a server's) its loop does. */
     if (err != HC_OK ? ep->server : !send_inline(c))

@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -117,13 +118,44 @@ static int member_live_elsewhere(const struct member *m, uint32_t pipe)
 }
 
 /*
+ * A refused request said in the log: once per connection (the last 16
+ * remembered), the first 20 then at most one a second, with the peer's
+ * address and the count; always counted in `rejected`. Under s->mu.
+ */
+static void refusal_said(struct ps_service *s, hc_rpc_req *req,
+                         nng_msg *msg, const char *fmt, ...)
+{
+    uint32_t conn = hc_rpc_msg_pipe(msg);
+    int64_t now = hc_now_ms();
+    char text[512], peer[80];
+    unsigned k;
+    va_list ap;
+
+    s->rejected++;
+    s->refusals++;
+    for (k = 0; conn && k < 16; k++)
+        if (s->said_conns[k] == conn)
+            return;
+    if (s->refusals > 20 && now - s->refusal_said_ms < 1000)
+        return;
+    s->refusal_said_ms = now;
+    s->said_conns[s->said_next++ % 16] = conn;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    hc_rpc_req_peer(req, peer, sizeof peer);
+    hc_warn("refused a request from %s (%llu refusals so far): %s", peer,
+            (unsigned long long)s->refusals, text);
+}
+
+/*
  * Admission of a worker's request: the sender is in the cluster, only the
  * chief creates, it has joined (but for a join) and its model is the one
  * the variables were made with. Returns the refusal, or NULL with *mp the
  * sender's member, seen now (its connection noted).
  */
 static nng_msg *admit(struct ps_service *s, const struct hc_wire_msg *in,
-                      nng_msg *msg_in, struct member **mp)
+                      nng_msg *msg_in, hc_rpc_req *req, struct member **mp)
 {
     const Hetps__Envelope *e = in->env;
     Hetps__Envelope__PayloadCase pc = e->payload_case;
@@ -135,14 +167,16 @@ static nng_msg *admit(struct ps_service *s, const struct hc_wire_msg *in,
         snprintf(text, sizeof text,
                  "sender worker:%u is not in the cluster definition (%d workers)",
                  w, s->n_active);
+        refusal_said(s, req, msg_in, "a %s: %s", hc_wire_payload_name(pc),
+                     text);
         return service_error_reply(s, e->request_id,
                                    HETPS__ERROR_CODE__E_UNKNOWN_TASK, text);
     }
     m = &s->members[w];
     if (pc == HETPS__ENVELOPE__PAYLOAD_CREATE && w != 0) {
         /* The role first: whether it has joined does not matter. */
-        hc_warn("refused create variables from worker:%u: only the chief "
-                "(worker:0) creates them", w);
+        refusal_said(s, req, msg_in, "create variables from worker:%u: only "
+                     "the chief (worker:0) creates them", w);
         return service_error_reply(s, e->request_id,
                                    HETPS__ERROR_CODE__E_FORBIDDEN,
                                    "only the chief (worker:0) may create "
@@ -170,7 +204,8 @@ static nng_msg *admit(struct ps_service *s, const struct hc_wire_msg *in,
                      "every worker the same model file", w,
                      (unsigned long long)e->model_signature, s->conf.shard,
                      (unsigned long long)mine);
-            hc_warn("refused a %s: %s", hc_wire_payload_name(pc), text);
+            refusal_said(s, req, msg_in, "a %s: %s",
+                         hc_wire_payload_name(pc), text);
             return service_error_reply(s, e->request_id,
                                        HETPS__ERROR_CODE__E_MISMATCH, text);
         }
@@ -389,7 +424,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
     char text[512];
     int rv;
 
-    if ((reply = admit(s, in, msg_in, &m)) != NULL)
+    if ((reply = admit(s, in, msg_in, req, &m)) != NULL)
         return reply;
     rec = record_of(m, e, kind);
     if (deduplicate(s, in, m, rec, msg_in, req, deferred, &reply))
@@ -506,6 +541,43 @@ static int claim_matches(struct ps_service *s, hc_rpc_req *req,
     return 0;
 }
 
+/* "job:N" with N in canonical decimal below n: 1. */
+static int task_below(const char *who, const char *job, int n)
+{
+    size_t k = strlen(job);
+    char *end;
+    unsigned long i;
+
+    if (strncmp(who, job, k) || who[k] != ':' || who[k + 1] < '0' ||
+        who[k + 1] > '9' || (who[k + 1] == '0' && who[k + 2]))
+        return 0;
+    i = strtoul(who + k + 1, &end, 10);
+    return !*end && i < (unsigned long)n;
+}
+
+/*
+ * At a TLS handshake (rpc.h's admit, on a relay thread): a certificate of
+ * the cluster's CA is let in only if it names a task of the cluster as it
+ * is now (workers come and go with the cluster file) or the front door.
+ * A CA-signed certificate of a task since removed, or of a bigger
+ * cluster's, gets no further than this.
+ */
+static int admit_cert(void *arg, const char *who, char *why, size_t n)
+{
+    struct ps_service *s = arg;
+    int workers = __atomic_load_n(&s->n_active, __ATOMIC_RELAXED);
+
+    if (!strcmp(who, "admin") || task_below(who, "ps", s->cl->n_ps) ||
+        task_below(who, "worker", workers))
+        return 0;
+    snprintf(why, n, "no task of %s (%d parameter servers, %d workers), nor "
+             "the front door (admin)",
+             s->conf.cluster_file ? s->conf.cluster_file
+                                  : "the cluster definition (TF_CONFIG)",
+             s->cl->n_ps, workers);
+    return -1;
+}
+
 /* A client's connection is gone: a worker that joined on it may now be
  * replaced by a new process at once (a restart after a crash). */
 static void on_pipe_closed(void *arg, uint32_t pipe)
@@ -580,10 +652,10 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
         break;
     case HETPS__ENVELOPE__PAYLOAD_SHUTDOWN:
         if (!admin) {
-            s->rejected++;
-            hc_warn("refused a shutdown from %s:%u: only the chief and the "
-                    "front door (admin) may shut the cluster down",
-                    sender_job(in.env->sender), in.env->sender->index);
+            refusal_said(s, req, msg, "a shutdown from %s:%u: only the "
+                         "chief and the front door (admin) may shut the "
+                         "cluster down", sender_job(in.env->sender),
+                         in.env->sender->index);
             reply = service_error_reply(s, in.env->request_id,
                                         HETPS__ERROR_CODE__E_FORBIDDEN,
                                         "only the chief (worker:0) and the "
@@ -603,6 +675,9 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
              * from a snapshot, below. */
             out.pull = 1;
         } else {
+            refusal_said(s, req, msg, "a %s from %s:%u: only workers may "
+                         "send it", hc_wire_payload_name(pc),
+                         sender_job(in.env->sender), in.env->sender->index);
             reply = service_error_reply(s, in.env->request_id,
                                         HETPS__ERROR_CODE__E_UNKNOWN_TASK,
                                         "only workers may send this request");
@@ -737,6 +812,7 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
         goto fail;
     ro.tls = s->tls.rpc;
     ro.on_close = on_pipe_closed;
+    ro.admit = admit_cert;
     ro.recv_deadline_ms = c->recv_deadline_ms;
     rv = hc_rpc_server_start(&s->rpc, url, &ro, on_request, s);
     if (rv != HC_OK)

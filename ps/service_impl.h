@@ -138,6 +138,12 @@ struct ps_service {
     uint64_t claims_refused;    /* of rejected: another task's certificate
                                    (logged on a count of its own, so one
                                    flood of bad envelopes does not hide it) */
+    /* Refusals said in the log (refusal_said): the connections already
+     * named (the last 16), how many, and when the last line was. */
+    uint32_t said_conns[16];
+    unsigned said_next;
+    uint64_t refusals;
+    int64_t refusal_said_ms;
     uint64_t nonfinite;         /* pushes refused for NaN/Inf values */
     uint64_t deadline_version;  /* sync: the step whose deadline runs … */
     int64_t deadline_since_ms;  /* … since then (its first push seen) */

@@ -373,7 +373,8 @@ void service_reload_cluster(struct ps_service *s)
             hc_info("worker:%d removed by the cluster file", i);
         }
     }
-    s->n_active = nc.n_worker;
+    /* (read without the lock by admit_cert, at a handshake) */
+    __atomic_store_n(&s->n_active, nc.n_worker, __ATOMIC_RELAXED);
     service_advance(s);
     service_unlock(s);
     if (n_old != nc.n_worker)

@@ -56,12 +56,7 @@ cat "$T/hostile.log"
 grep -q "HETPS_RECV_BUDGET" "$T/ps-0.log" && { grep "HETPS_RECV_BUDGET" "$T/ps-0.log" | head -2; fail "ps:0 refused a peer on its budget"; }
 ok "ps:0 kept all six connections under a 1 GiB budget"
 
-after="" i=0
-while [ $i -lt 50 ]; do
-    after=$(rss)
-    [ $((after - start)) -lt $((64 * 1024)) ] && break
-    sleep 0.2; i=$((i + 1))
-done
+settle_rss $PS0 $start $((64 * 1024))
 echo "ps:0 resident after they left: $((after / 1024)) MiB"
 [ $((after - start)) -lt $((64 * 1024)) ] || fail "ps:0 stayed $(((after - start) / 1024)) MiB above its start after the peers left"
 "$BIN/hetps" status "$T/cluster.json" > /dev/null 2>&1 || fail "ps:0 does not answer after the peers left"

@@ -95,9 +95,30 @@ poke "$T/cluster.json" client shutdown > "$T/p.txt" && { cat "$T/p.txt"; fail "w
 grep -q "certificate is worker:1's" "$T/p.txt" || { cat "$T/p.txt"; fail "the refusal does not name the certificate"; }
 ok "worker:1's certificate claiming worker:0 or the front door: all refused; ps:0 names the peer and both tasks"
 
+# A certificate the cluster's CA signed for a task this cluster file does
+# not have (the loopback set has 16 workers, this cluster 2): refused at
+# the handshake, whatever it asks; ps:0 names its CN and the cluster file.
+POKE_CERT=$T/certs/worker-7.pem
+for kind in join status; do
+    poke "$T/cluster.json" worker:1 $kind > "$T/p.txt" 2>&1 && { cat "$T/p.txt"; fail "worker:7's certificate: $kind accepted"; }
+done
+grep -q "refused the connection from 127.0.0.1:[0-9]* .*its certificate names worker:7: no task of $T/cluster.json (2 parameter servers, 2 workers)" "$T/ps-0.log" ||
+    { tail -5 "$T/ps-0.log"; fail "ps:0 does not name worker:7's certificate and the cluster file"; }
+ok "a CA-signed certificate of worker:7, no task of the cluster: refused at the handshake, named in ps:0's log"
+
+# A parameter server's certificate, as itself, asking to join: refused,
+# and logged with the peer.
+POKE_CERT=$T/certs/ps-1.pem
+poke "$T/cluster.json" ps:1 join > "$T/p.txt" 2>&1 && { cat "$T/p.txt"; fail "ps:1's certificate joined as a worker"; }
+grep -q "only workers" "$T/p.txt" || { cat "$T/p.txt"; fail "ps:1's join refusal does not say who may"; }
+grep -q "refused a request from 127.0.0.1:[0-9]* .*: a join from ps:1: only workers may send it" "$T/ps-0.log" ||
+    { tail -5 "$T/ps-0.log"; fail "ps:0 does not log ps:1's join"; }
+ok "ps:1's certificate sending a join: refused, and logged with the peer"
+
+POKE_CERT=$T/certs/worker-1.pem
 poke "$T/cluster.json" worker:1 shutdown > "$T/p.txt" && { cat "$T/p.txt"; fail "a worker shut the cluster down"; }
 grep -q "only the chief" "$T/p.txt" || { cat "$T/p.txt"; tail -5 "$T/ps-0.log"; fail "the shutdown refusal does not say who may"; }
-grep -q "refused a shutdown from worker:1" "$T/ps-0.log" || fail "ps:0 does not log the refused shutdown"
+grep -q "refused a request from 127.0.0.1:[0-9]* .*: a shutdown from worker:1" "$T/ps-0.log" || fail "ps:0 does not log the refused shutdown"
 poke "$T/cluster.json" worker:1 create > "$T/p.txt" && { cat "$T/p.txt"; fail "worker:1 created the variables"; }
 grep -q "only the chief" "$T/p.txt" || { cat "$T/p.txt"; fail "the create refusal does not say who may"; }
 "$B/tools/poke" as "$T/cluster.json" worker:1 status > "$T/p.txt" || fail "a worker's status (its mode) refused"
@@ -145,5 +166,5 @@ ok "the chief trained to its end alongside"
     --max-steps 5 --no-eval > "$T/w1m.log" 2>&1 && { cat "$T/w1m.log"; fail "a worker with another model was let in"; }
 grep -q "model (signature [0-9a-f]*) is not the one ps:[01]'s variables were created with ([0-9a-f]*)" "$T/w1m.log" ||
     { cat "$T/w1m.log"; fail "the worker with another model is not told why"; }
-grep -q "refused a pull: worker:1's model" "$T/ps-0.log" || fail "ps:0 does not log the other model"
+grep -q "refused a request from 127.0.0.1:[0-9]* .*: a pull: worker:1's model" "$T/ps-0.log" || fail "ps:0 does not log the other model"
 ok "a worker of another model is refused at its first pull, both signatures named"

@@ -27,6 +27,20 @@
  *                                        KiB of it, then 1 KiB a second
  *                                        for SECONDS; checks that the
  *                                        shard kept every one open
+ *   hostile flood CLUSTER_FILE SHARD N SECONDS [byte]
+ *                                        one wave of N bare TCP connections
+ *                                        (connect, send nothing, or with
+ *                                        `byte` the first byte of a TLS
+ *                                        record and no more), each held
+ *                                        until the shard closes it or
+ *                                        SECONDS pass; checks that the
+ *                                        shard closed every one
+ *   hostile chatter CLUSTER_FILE SHARD N SECONDS
+ *                                        over the relay's mutual TLS with
+ *                                        worker:0's certificate: N status
+ *                                        requests, never reading a reply,
+ *                                        then held for SECONDS; checks that
+ *                                        the shard closed the connection
  *
  * Prints one line per check and "hostile: N passed, M failed"; exits 1 on
  * any failure, 2 on bad arguments.
@@ -35,11 +49,14 @@
 #include <errno.h>
 #include <math.h>
 #include <netdb.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
@@ -419,6 +436,162 @@ static int announce(const struct hc_cluster *cl, int shard, int n, int mib,
     return failed ? 1 : 0;
 }
 
+/* One wave of n bare TCP connections to the shard, nothing sent on them:
+ * each is held until the shard closes it (its handshake deadline) or
+ * seconds pass. The kernel's backlog takes a few hundred at a time, so
+ * they are made as the shard takes them: at most 500 waiting to connect. */
+static int flood(const struct hc_cluster *cl, int shard, int n, int seconds,
+                 int byte)
+{
+    struct addrinfo *ai = NULL;
+    struct pollfd *pf = calloc((size_t)n, sizeof *pf);
+    struct rlimit rl;
+    char port[16], detail[160];
+    int made = 0, open_n = 0, closed_n = 0, i, t;
+
+    snprintf(port, sizeof port, "%d", cl->ps[shard].port);
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)n + 64) {
+        rl.rlim_cur = rl.rlim_max < (rlim_t)n + 64 ? rl.rlim_max
+                                                   : (rlim_t)n + 64;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (!pf || getaddrinfo(cl->ps[shard].host, port,
+                           &(struct addrinfo){ .ai_socktype = SOCK_STREAM },
+                           &ai)) {
+        check(0, "the shard's address", port);
+        free(pf);
+        return 1;
+    }
+    for (i = 0; i < n; i++) {
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+        pf[i].fd = -1;
+        if (fd < 0)
+            break;
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 &&
+            errno != EINPROGRESS) {
+            close(fd);
+            continue;
+        }
+        pf[i].fd = fd;
+        pf[i].events = POLLIN | (byte ? POLLOUT : 0);
+        made++;
+    }
+    open_n = made;
+    for (t = 0; t < seconds * 10 && open_n > 0; t++) {
+        if (poll(pf, (nfds_t)n, 100) <= 0)
+            continue;
+        for (i = 0; i < n; i++) {
+            char b;
+
+            if (pf[i].fd < 0 || !pf[i].revents)
+                continue;
+            if ((pf[i].revents & POLLOUT) && (pf[i].events & POLLOUT)) {
+                (void)!send(pf[i].fd, "\x16", 1, MSG_NOSIGNAL);
+                pf[i].events = POLLIN;          /* and nothing more */
+                if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                    continue;
+            }
+            if (recv(pf[i].fd, &b, 1, MSG_DONTWAIT) > 0)
+                continue;               /* the shard never sends unasked */
+            if (errno == EAGAIN && !(pf[i].revents & (POLLHUP | POLLERR)))
+                continue;
+            close(pf[i].fd);
+            pf[i].fd = -1;
+            open_n--;
+            closed_n++;
+        }
+    }
+    for (i = 0; i < n; i++)
+        if (pf[i].fd >= 0)
+            close(pf[i].fd);
+    snprintf(detail, sizeof detail, "%d made, %d closed by the shard within "
+             "%d s", made, closed_n, seconds);
+    check(made == n && closed_n == made, "bare TCP connections", detail);
+    freeaddrinfo(ai);
+    free(pf);
+    return failed ? 1 : 0;
+}
+
+/* One connection over the relay's mutual TLS as worker:0, preambles
+ * exchanged: n status requests sent and no reply read, then held for
+ * seconds. The shard must close it (its replies pile up unread). */
+static int chatter(const struct hc_cluster *cl, int shard, int n, int seconds)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Status st = HETPS__STATUS__INIT;
+    struct hc_sender me = { HETPS__JOB__JOB_WORKER, 0, 0x5eed, cl->id, 0 };
+    uint8_t head[HC_FRAME_HEAD_BYTES], pre[8];
+    struct hc_tls tls;
+    struct addrinfo *ai = NULL;
+    SSL_CTX *ctx = NULL;
+    SSL *ssl = NULL;
+    nng_msg *m = NULL;
+    char port[16], detail[160];
+    size_t got = 0;
+    int fd = -1, i, sent = 0, t, shut = 0;
+
+    snprintf(port, sizeof port, "%d", cl->ps[shard].port);
+    hc_wire_init_env(&env, &me, 1);
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_STATUS;
+    env.status = &st;
+    if (hc_tls_resolve(cl, "worker:0", &tls) != HC_OK || !tls.rpc ||
+        !(ctx = hc_tls_ctx_open(0, tls.ca, tls.cert_key,
+                                cl->ps[shard].host)) ||
+        getaddrinfo(cl->ps[shard].host, port,
+                    &(struct addrinfo){ .ai_socktype = SOCK_STREAM }, &ai) ||
+        hc_wire_encode(&m, &env, NULL, 0) != HC_OK ||
+        (fd = socket(ai->ai_family, SOCK_STREAM, 0)) < 0 ||
+        connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
+        !(ssl = SSL_new(ctx)) || SSL_set_fd(ssl, fd) != 1 ||
+        SSL_connect(ssl) != 1 ||
+        ssl_put(ssl, HC_FRAME_PREAMBLE, sizeof pre) != 0 ||
+        SSL_read_ex(ssl, pre, sizeof pre, &got) != 1 || got != sizeof pre) {
+        check(0, "a connection over mutual TLS as worker:0", hc_err_msg());
+        goto out;
+    }
+    /* A send that blocks for a second: the shard stopped reading us. */
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO,
+               &(struct timeval){ .tv_sec = 1 }, sizeof(struct timeval));
+    for (i = 0; i < n; i++) {
+        hc_frame_head(head, nng_msg_len(m), 0x80000001u + (uint32_t)i);
+        if (ssl_put(ssl, head, sizeof head) != 0 ||
+            ssl_put(ssl, nng_msg_body(m), nng_msg_len(m)) != 0)
+            break;
+        sent++;
+    }
+    printf("hostile: sent %d of %d status requests, reading nothing\n", sent,
+           n);
+    fflush(stdout);
+    /* Closed: the replies it did send, then the end of the stream (read
+     * raw, past TLS: only now, once the shard had its chance to close). */
+    for (t = 0; t < seconds * 10 && !shut; t++) {
+        char junk[65536];
+        ssize_t k;
+
+        while ((k = recv(fd, junk, sizeof junk, MSG_DONTWAIT)) > 0)
+            ;
+        if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+            shut = 1;
+        else
+            usleep(100000);
+    }
+    snprintf(detail, sizeof detail, "after %d requests, within %d s", sent,
+             seconds);
+    check(shut, "the shard closed the connection that reads nothing",
+          detail);
+out:
+    if (m)
+        nng_msg_free(m);
+    SSL_free(ssl);
+    if (fd >= 0)
+        close(fd);
+    if (ai)
+        freeaddrinfo(ai);
+    SSL_CTX_free(ctx);
+    return failed ? 1 : 0;
+}
+
 static int bad_name(const char *dir, const char *name)
 {
     struct ps_store *st = NULL;
@@ -477,7 +650,7 @@ int main(int argc, char **argv)
 
     signal(SIGPIPE, SIG_IGN);
     if (argc < 4) {
-        fprintf(stderr, "usage: hostile nan|layout|stall|noread|announce CLUSTER_FILE ... or hostile badname STORE_DIR NAME\n");
+        fprintf(stderr, "usage: hostile nan|layout|stall|noread|announce|flood|chatter CLUSTER_FILE ... or hostile badname STORE_DIR NAME\n");
         return 2;
     }
     if (!strcmp(argv[1], "badname") && argc == 4) {
@@ -498,6 +671,12 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[1], "announce") && argc == 8 && atoi(argv[3]) < cl.n_ps)
         rv = announce(&cl, atoi(argv[3]), atoi(argv[4]), atoi(argv[5]),
                       atoi(argv[6]), atoi(argv[7]));
+    else if (!strcmp(argv[1], "flood") && (argc == 6 || argc == 7) &&
+             atoi(argv[3]) < cl.n_ps)
+        rv = flood(&cl, atoi(argv[3]), atoi(argv[4]), atoi(argv[5]),
+                   argc == 7 && !strcmp(argv[6], "byte"));
+    else if (!strcmp(argv[1], "chatter") && argc == 6 && atoi(argv[3]) < cl.n_ps)
+        rv = chatter(&cl, atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
     else if (!strcmp(argv[1], "noread") && argc == 7 && atoi(argv[3]) < cl.n_ps)
         return no_read(&cl, atoi(argv[3]), argv[4], atoi(argv[5]),
                        atoi(argv[6]));

@@ -11,7 +11,7 @@
  *                                     the record and not applied twice
  *   poke as CLUSTER_FILE TASK KIND    send one KIND request (join, pull,
  *                                     push, create, shutdown, status) to
- *                                     ps:0 claiming TASK ("worker:1",
+ *                                     ps:0 claiming TASK ("worker:1", "ps:1",
  *                                     "client"); prints "poke: accepted"
  *                                     (exit 0) or "poke: refused: why"
  *                                     (exit 1)
@@ -405,6 +405,10 @@ static int as(const struct hc_cluster *cl, const char *task, const char *kind)
     if (!strncmp(task, "worker:", 7)) {
         me.job = HETPS__JOB__JOB_WORKER;
         me.index = (uint32_t)atoi(task + 7);
+        snprintf(as_name, sizeof as_name, "%s", task);
+    } else if (!strncmp(task, "ps:", 3)) {
+        me.job = HETPS__JOB__JOB_PS;
+        me.index = (uint32_t)atoi(task + 3);
         snprintf(as_name, sizeof as_name, "%s", task);
     }
     /* Request ids grow from one run to the next (one sender incarnation),
