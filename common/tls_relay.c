@@ -1023,6 +1023,9 @@ static void accept_all(struct hc_relay_ep *ep, struct loop *R)
                       : accept4(ep->fd, (struct sockaddr *)&sa, &len,
                                 SOCK_NONBLOCK | SOCK_CLOEXEC);
         pthread_mutex_unlock(&ep->mu);
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE) && make_room(R))
+            continue;                   /* out of descriptors: a silent one
+                                         * closed, the next accept takes it */
         if (fd < 0)
             return;                     /* EAGAIN, or try at the next event */
         if (R->n_conns >= MAX_CONNS && make_room(R) &&

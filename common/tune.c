@@ -4,6 +4,7 @@
 #include "tune.h"
 
 #include <malloc.h>
+#include <sys/resource.h>
 
 void hc_tune_process(void)
 {
@@ -21,4 +22,17 @@ void hc_tune_process(void)
      * (tests/bench/README.md). Our threads allocate rarely and in large
      * pieces, so they do not queue on its lock. */
     mallopt(M_ARENA_MAX, 1);
+    /* Descriptors up to the hard limit (at most 65536): a shard's relay
+     * holds up to 4096 connections a loop, and a soft limit of 1024 (a
+     * systemd unit's default) would let a flood of bare connections use
+     * up the descriptors its own clients need. */
+    {
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 &&
+            rl.rlim_cur < rl.rlim_max) {
+            rl.rlim_cur = rl.rlim_max < 65536 ? rl.rlim_max : 65536;
+            (void)setrlimit(RLIMIT_NOFILE, &rl);
+        }
+    }
 }

@@ -10,7 +10,8 @@
  * otherwise map and unmap them each time — on these VMs a fresh page costs
  * ~12 µs to touch. Sets mmap and trim thresholds with mallopt (1 GiB:
  * a process keeps up to that much freed memory for reuse), and one malloc
- * arena for all threads (what one thread frees, another reuses).
+ * arena for all threads (what one thread frees, another reuses). Raises
+ * the soft limit of open descriptors to the hard one (at most 65536).
  */
 void hc_tune_process(void);
 
