@@ -26,6 +26,19 @@ PS0=$ps0
 wait_for 10 "$BIN/hetps" status "$T/cluster.json" || { cat "$T"/ps-*.log; fail "servers did not come up over TLS"; }
 grep -q "mutual TLS" "$T/ps-0.log" || fail "ps:0 does not say it serves mutual TLS"
 
+# A sanitizer build's allocator keeps freed memory in its quarantine: its
+# resident size says nothing of glibc's malloc, so the memory bounds are
+# not checked there (said so below), the rest is.
+asan=""
+grep -q __asan_init "$BIN/hetps-ps" && asan=1
+# mem_bound WHAT: $after within 32 MiB of $start, or fail naming WHAT.
+mem_bound() {
+    if [ -n "$asan" ]; then
+        echo "not checked: the resident-memory bound $1 (a sanitizer build)"
+    elif [ $((after - start)) -ge $((32 * 1024)) ]; then
+        fail "ps:0 stayed $(((after - start) / 1024)) MiB above its start $1"
+    fi
+}
 rss() { awk '/^VmRSS:/ {print $2}' /proc/"$PS0"/status; }  # kB
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 # timed_status: one `hetps status`, its milliseconds appended to $times
@@ -60,8 +73,7 @@ done
 settle_rss $PS0 $start $((32 * 1024))
 echo "hetps status took (ms):$times"
 echo "ps:0 resident: $((start / 1024)) MiB before the first wave, $((after / 1024)) MiB after the last"
-[ $((after - start)) -lt $((32 * 1024)) ] ||
-    fail "ps:0 grew by $(((after - start) / 1024)) MiB over $WAVES waves of 3000 connections"
+mem_bound "after $WAVES waves of 3000 connections"
 ok "$WAVES waves of 3000 bare connections: ps:0 from $((start / 1024)) to $((after / 1024)) MiB"
 # (100 ms on a quiet machine; the bound leaves room for a loaded one)
 [ $worst -lt 1000 ] || fail "hetps status took $worst ms during the flood"
@@ -83,8 +95,7 @@ wait $H || { cat "$T/wave.log"; tail -5 "$T/ps-0.log"; fail "the shard did not c
 settle_rss $PS0 $start $((32 * 1024))
 echo "hetps status took (ms):$times"
 grep -q "handshake stalled" "$T/ps-0.log" || fail "ps:0 closed no stalled handshake"
-[ $((after - start)) -lt $((32 * 1024)) ] ||
-    fail "ps:0 stayed $(((after - start) / 1024)) MiB above its start after the one-byte wave"
+mem_bound "after the one-byte wave"
 [ $worst -lt 2000 ] || fail "hetps status took $worst ms during the one-byte wave"
 ok "3000 connections stalled after one byte: closed, ps:0 at $((after / 1024)) MiB, status $worst ms at worst"
 
