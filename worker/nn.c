@@ -206,6 +206,8 @@ static void layer_forward(struct wk_net *net, int i, const float *x,
         wk_be_act_forward(l->be, x, NULL, l->out, (int)(n / l->out_c),
                           l->out_c, l->act);
         break;
+    case HC_LAYER_COUNT:
+        break;
     }
 }
 
@@ -423,6 +425,7 @@ static int layer_backward(struct wk_net *net, int i, const float *params,
                                l->out_c, l->act);
         return 0;
     case HC_LAYER_FLATTEN:
+    case HC_LAYER_COUNT:
         return 0;
     }
     return 0;

@@ -14,31 +14,6 @@
 
 #include "err.h"
 
-static const char *type_name(enum hc_layer_type t)
-{
-    switch (t) {
-    case HC_LAYER_CONV2D: return "conv2d";
-    case HC_LAYER_MAXPOOL2D: return "maxpool2d";
-    case HC_LAYER_FLATTEN: return "flatten";
-    case HC_LAYER_DENSE: return "dense";
-    case HC_LAYER_DROPOUT: return "dropout";
-    case HC_LAYER_ACTIVATION: return "activation";
-    }
-    return "unknown";
-}
-
-static const char *act_name(enum hc_act a)
-{
-    switch (a) {
-    case HC_ACT_LINEAR: return "linear";
-    case HC_ACT_RELU: return "relu";
-    case HC_ACT_SIGMOID: return "sigmoid";
-    case HC_ACT_TANH: return "tanh";
-    case HC_ACT_SOFTMAX: return "softmax";
-    }
-    return "unknown";
-}
-
 static size_t shape_size(const struct hc_shape *s)
 {
     size_t n = 1;
@@ -147,7 +122,7 @@ static int setup_layer(const struct hc_model *m, const struct ctx_names *cn,
             return hc_err_set(HC_ERR_CONFIG,
                               "model %s, %s: %s needs an (H, W, C) input, "
                               "got %s", model_name(m), cn->layer,
-                              type_name(s->type), shape_str(in, b1, sizeof b1));
+                              hc_layer_type_name(s->type), shape_str(in, b1, sizeof b1));
         if (conv && s->filters < 1)
             return hc_err_set(HC_ERR_CONFIG,
                               "model %s, %s: filters = %d; must be at least 1",
@@ -267,7 +242,7 @@ static int setup_model(struct wk_net *net, const struct hc_model *m)
         const struct hc_layer_spec *s = &m->layers[i];
 
         snprintf(cn.layer, sizeof cn.layer, "layer %d (%s)", i,
-                 s->name[0] ? s->name : type_name(s->type));
+                 s->name[0] ? s->name : hc_layer_type_name(s->type));
         if ((rv = setup_layer(m, &cn, var_off, owner, i, &cur,
                               &net->layers[i])))
             return rv;
@@ -335,7 +310,7 @@ static int setup_loss(struct wk_net *net, const struct hc_model *m)
                               "activation \"%s\"; set \"activation\": "
                               "\"softmax\" on a last dense layer, or use loss "
                               "\"mse\"", model_name(m), last->name,
-                              act_name(s->act));
+                              hc_act_name(s->act));
         if (m->n_classes > 0 && (size_t)m->n_classes != net->out_size)
             return hc_err_set(HC_ERR_MISMATCH,
                               "model %s: n_classes = %d but the output has %zu "
