@@ -5,8 +5,9 @@
  * hetps's model file and in Keras's, the keys it takes and their checks,
  * its output shape and its variables, and its Keras arguments, read and
  * written. The table (layer.c) is indexed by the kind's id, enum
- * hc_layer_type (model.h). Nothing in common/ outside the rows and the
- * table asks which kind a layer is: it asks the row.
+ * hc_layer_type (model.h); a worker runs a kind through its own half,
+ * worker/nn_KIND.c, found by the same id. Nothing outside the rows and
+ * the two tables asks which kind a layer is: it asks the row.
  *
  * Rows are constant and shared; every function here may be called from
  * any thread.

@@ -1,7 +1,8 @@
 /*
  * layer_activation.c — the activation row of the layer table (layer.h),
  * Keras's Activation: one activation applied to its input, alone. Output
- * shape = input shape, no variables.
+ * shape = input shape, no variables. The worker runs it in
+ * worker/nn_activation.c.
  */
 #include "layer.h"
 

@@ -3,7 +3,7 @@
  * Conv2D: `filters` kernels of kernel_size slid over an (H, W, C) image
  * with strides and padding, a bias and an activation. Its variables are
  * "NAME/kernel" (kh, kw, C, filters), Glorot-uniform, and "NAME/bias"
- * (filters), zeros.
+ * (filters), zeros. The worker runs it in worker/nn_conv2d.c.
  */
 #include "layer.h"
 

@@ -2,7 +2,8 @@
  * layer_dense.c — the dense row of the layer table (layer.h), Keras's
  * Dense: a flat (N) input times a kernel, plus a bias, through an
  * activation. Its variables are "NAME/kernel" (N, units), Glorot-uniform,
- * and "NAME/bias" (units), zeros.
+ * and "NAME/bias" (units), zeros. The worker runs it in
+ * worker/nn_dense.c.
  */
 #include "layer.h"
 

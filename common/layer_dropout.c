@@ -2,7 +2,7 @@
  * layer_dropout.c — the dropout row of the layer table (layer.h), Keras's
  * Dropout: in training, each value zeroed with probability `rate` and the
  * rest scaled by 1 / (1 − rate); the identity otherwise. Output shape =
- * input shape, no variables.
+ * input shape, no variables. The worker runs it in worker/nn_dropout.c.
  */
 #include "layer.h"
 

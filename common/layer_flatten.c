@@ -1,7 +1,7 @@
 /*
  * layer_flatten.c — the flatten row of the layer table (layer.h), Keras's
  * Flatten: an (H, W, C) image as a flat (H·W·C) vector, in NHWC order. No
- * settings, no variables.
+ * settings, no variables. The worker runs it in worker/nn_flatten.c.
  */
 #include "layer.h"
 

@@ -2,7 +2,8 @@
  * layer_maxpool2d.c — the maxpool2d row of the layer table (layer.h),
  * Keras's MaxPooling2D: the largest value of each channel in a
  * pool_size window, slid with strides (the pool size unless given) and
- * padding over an (H, W, C) image. No variables.
+ * padding over an (H, W, C) image. No variables. The worker runs it in
+ * worker/nn_maxpool2d.c.
  */
 #include "layer.h"
 
