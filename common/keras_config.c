@@ -1,9 +1,10 @@
 /*
  * keras_config.c — a model as Keras 3 serialises a compiled Sequential
  * (keras.h: hc_keras_config_json): the config.json of the .keras archives
- * hetps writes. Every layer with Keras's class, module and arguments (the
- * values hetps computes: dilation (1, 1), channels_last, GlorotUniform
- * kernels seeded by the model's seed, Zeros biases), its build_config
+ * hetps writes. Every layer with Keras's class, module and arguments (its
+ * row of the layer table, layer.h, writes its own: the values hetps
+ * computes, dilation (1, 1), channels_last, GlorotUniform kernels seeded
+ * by the model's seed, Zeros biases), its build_config
  * and, for a placed layer, hetps's "device" beside them; then the
  * compile_config (optimizer, loss, metrics). Written so that every Keras
  * 3 reads it: a layer's dtype is "float32" (Keras 3.4 on writes a
@@ -12,10 +13,11 @@
  * model (signature and all).
  */
 #include "keras.h"
+#include "keras_impl.h"
 
 #include "err.h"
+#include "layer.h"
 
-#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -42,9 +44,7 @@ static cJSON *dtype_policy(void)
     return cJSON_CreateString("float32");
 }
 
-/* f as the shortest decimal that reads back as f (0.2, not
- * 0.20000000298023224), as Python prints Keras's settings. */
-static double tidy(float f)
+double kx_tidy(float f)
 {
     char b[32];
 
@@ -67,15 +67,14 @@ static cJSON *batch_shape(const struct hc_shape *s)
     return a;
 }
 
-static cJSON *pair(int a, int b)
+cJSON *kx_pair(int a, int b)
 {
     const int v[2] = {a, b};
 
     return cJSON_CreateIntArray(v, 2);
 }
 
-/* The arguments of a layer with weights: initializers, no regularizers. */
-static void weights_args(cJSON *c, const struct hc_model *m, int use_bias)
+void kx_weights_args(cJSON *c, const struct hc_model *m, int use_bias)
 {
     cJSON *seed = cJSON_CreateObject();
 
@@ -92,50 +91,19 @@ static void weights_args(cJSON *c, const struct hc_model *m, int use_bias)
     cJSON_AddNullToObject(c, "bias_constraint");
 }
 
+/* Layer l as Keras serialises it: what every layer has, its kind's
+ * arguments (its row's keras_config), its build_config. */
 static cJSON *layer_json(const struct hc_model *m,
                          const struct hc_layer_spec *l)
 {
+    const struct hc_layer_kind *k = hc_layer_kind(l->type);
     cJSON *c = cJSON_CreateObject(), *o, *bc;
 
     cJSON_AddStringToObject(c, "name", l->name);
     cJSON_AddBoolToObject(c, "trainable", 1);
     cJSON_AddItemToObject(c, "dtype", dtype_policy());
-    switch (l->type) {
-    case HC_LAYER_CONV2D:
-        cJSON_AddNumberToObject(c, "filters", l->filters);
-        cJSON_AddItemToObject(c, "kernel_size", pair(l->kh, l->kw));
-        cJSON_AddItemToObject(c, "strides", pair(l->sh, l->sw));
-        cJSON_AddStringToObject(c, "padding", l->same ? "same" : "valid");
-        cJSON_AddStringToObject(c, "data_format", "channels_last");
-        cJSON_AddItemToObject(c, "dilation_rate", pair(1, 1));
-        cJSON_AddNumberToObject(c, "groups", 1);
-        cJSON_AddStringToObject(c, "activation", hc_act_name(l->act));
-        weights_args(c, m, l->use_bias);
-        break;
-    case HC_LAYER_MAXPOOL2D:
-        cJSON_AddItemToObject(c, "pool_size", pair(l->ph, l->pw));
-        cJSON_AddStringToObject(c, "padding", l->same ? "same" : "valid");
-        cJSON_AddItemToObject(c, "strides", pair(l->sh, l->sw));
-        cJSON_AddStringToObject(c, "data_format", "channels_last");
-        break;
-    case HC_LAYER_FLATTEN:
-        cJSON_AddStringToObject(c, "data_format", "channels_last");
-        break;
-    case HC_LAYER_DENSE:
-        cJSON_AddNumberToObject(c, "units", l->units);
-        cJSON_AddStringToObject(c, "activation", hc_act_name(l->act));
-        weights_args(c, m, l->use_bias);
-        break;
-    case HC_LAYER_DROPOUT:
-        cJSON_AddNumberToObject(c, "rate", tidy(l->rate));
-        cJSON_AddNullToObject(c, "seed");
-        cJSON_AddNullToObject(c, "noise_shape");
-        break;
-    case HC_LAYER_ACTIVATION:
-        cJSON_AddStringToObject(c, "activation", hc_act_name(l->act));
-        break;
-    }
-    if (!(o = object("keras.layers", hc_keras_class(l->type), c)))
+    k->keras_config(c, m, l);
+    if (!(o = object("keras.layers", k->keras_class, c)))
         return NULL;
     bc = cJSON_AddObjectToObject(o, "build_config");
     cJSON_AddItemToObject(bc, "input_shape", batch_shape(&l->in));
@@ -150,7 +118,7 @@ static cJSON *optimizer_json(const struct hc_optim_conf *o)
     int adam = o->type == HC_OPT_ADAM;
 
     cJSON_AddStringToObject(c, "name", adam ? "adam" : "SGD");
-    cJSON_AddNumberToObject(c, "learning_rate", tidy(o->lr));
+    cJSON_AddNumberToObject(c, "learning_rate", kx_tidy(o->lr));
     cJSON_AddNullToObject(c, "weight_decay");
     cJSON_AddNullToObject(c, "clipnorm");
     cJSON_AddNullToObject(c, "global_clipnorm");
@@ -161,12 +129,12 @@ static cJSON *optimizer_json(const struct hc_optim_conf *o)
     /* Later Keras adds loss_scale_factor and gradient_accumulation_steps,
      * both off by default: left out, so that Keras 3.0 takes the file. */
     if (adam) {
-        cJSON_AddNumberToObject(c, "beta_1", tidy(o->beta1));
-        cJSON_AddNumberToObject(c, "beta_2", tidy(o->beta2));
-        cJSON_AddNumberToObject(c, "epsilon", tidy(o->eps));
+        cJSON_AddNumberToObject(c, "beta_1", kx_tidy(o->beta1));
+        cJSON_AddNumberToObject(c, "beta_2", kx_tidy(o->beta2));
+        cJSON_AddNumberToObject(c, "epsilon", kx_tidy(o->eps));
         cJSON_AddBoolToObject(c, "amsgrad", 0);
     } else {
-        cJSON_AddNumberToObject(c, "momentum", tidy(o->momentum));
+        cJSON_AddNumberToObject(c, "momentum", kx_tidy(o->momentum));
         cJSON_AddBoolToObject(c, "nesterov", o->nesterov);
     }
     return object("keras.optimizers", adam ? "Adam" : "SGD", c);

@@ -11,6 +11,7 @@
 #include "keras_impl.h"
 
 #include "err.h"
+#include "layer.h"
 
 #include <errno.h>
 #include <hdf5.h>
@@ -19,39 +20,27 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const classes[] = {
-    [HC_LAYER_CONV2D] = "Conv2D",   [HC_LAYER_MAXPOOL2D] = "MaxPooling2D",
-    [HC_LAYER_FLATTEN] = "Flatten", [HC_LAYER_DENSE] = "Dense",
-    [HC_LAYER_DROPOUT] = "Dropout", [HC_LAYER_ACTIVATION] = "Activation",
-};
-
-/* Keras's snake case of the class names above (naming.to_snake_case). */
-static const char *const snakes[] = {
-    [HC_LAYER_CONV2D] = "conv2d",   [HC_LAYER_MAXPOOL2D] = "max_pooling2d",
-    [HC_LAYER_FLATTEN] = "flatten", [HC_LAYER_DENSE] = "dense",
-    [HC_LAYER_DROPOUT] = "dropout", [HC_LAYER_ACTIVATION] = "activation",
-};
-
-#define N_CLASSES ((int)(sizeof classes / sizeof classes[0]))
-
 const char *hc_keras_class(enum hc_layer_type t)
 {
-    return (unsigned)t < (unsigned)N_CLASSES ? classes[t] : "Unknown";
+    const struct hc_layer_kind *k = hc_layer_kind(t);
+
+    return k ? k->keras_class : "Unknown";
 }
 
-/* "layers/SNAKE" of layer i into buf: SNAKE_N for the N-th (from 1)
- * layer of the same class before it. */
+/* "layers/SNAKE" of layer i into buf (SNAKE its kind's snake case):
+ * SNAKE_N for the N-th (from 1) layer of the same class before it. */
 static void layer_path(const struct hc_model *m, int i, char *buf,
                        size_t len)
 {
+    const char *snake = hc_layer_kind(m->layers[i].type)->snake;
     int same = 0;
 
     for (int j = 0; j < i; j++)
         same += m->layers[j].type == m->layers[i].type;
     if (same)
-        snprintf(buf, len, "layers/%s_%d", snakes[m->layers[i].type], same);
+        snprintf(buf, len, "layers/%s_%d", snake, same);
     else
-        snprintf(buf, len, "layers/%s", snakes[m->layers[i].type]);
+        snprintf(buf, len, "layers/%s", snake);
 }
 
 int hc_keras_var_path(const struct hc_model *m, int v, char *buf,

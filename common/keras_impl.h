@@ -1,12 +1,16 @@
 /*
  * keras_impl.h — what keras_h5.c (the weights file) gives keras_archive.c
- * (the .keras zip, which also chooses between the two); the contract is
+ * (the .keras zip, which also chooses between the two), and what
+ * keras_config.c (the config.json written) gives the rows of the layer
+ * table (layer_*.c) that write their Keras arguments; the contract is
  * keras.h.
  */
 #ifndef HC_KERAS_IMPL_H
 #define HC_KERAS_IMPL_H
 
 #include "keras.h"
+
+#include <cjson/cJSON.h>
 
 /* Read m's weights from an HDF5 file image in memory (a .keras archive's
  * model.weights.h5); file names the archive in messages. */
@@ -20,5 +24,19 @@ int kx_read_weights_file(const char *path, const struct hc_model *m,
 /* Write the weights file at path (no rename); name is for messages. */
 int kx_write_weights_file(const char *path, const char *name,
                           const struct hc_model *m, const float *params);
+
+/* ---- writing a layer's config (keras_config.c) ------------------------ */
+
+/* [a, b] as Keras writes a pair (kernel_size, strides …). */
+cJSON *kx_pair(int a, int b);
+
+/* f as the shortest decimal that reads back as f (0.2, not
+ * 0.20000000298023224), as Python prints Keras's settings. */
+double kx_tidy(float f);
+
+/* The arguments of a layer with a kernel and a bias into config c:
+ * use_bias, GlorotUniform kernels seeded by m's seed, Zeros biases, no
+ * regularizers or constraints. */
+void kx_weights_args(cJSON *c, const struct hc_model *m, int use_bias);
 
 #endif

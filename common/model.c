@@ -4,7 +4,8 @@
  * derive the variables in Keras's layout and names, and fingerprint it all.
  *
  * The layers (their keys, output shapes and variables) are read in
- * model_layer.c and the typed JSON values, with the key check, in
+ * model_layer.c, each by its kind's row of the layer table (layer.h,
+ * layer_*.c), and the typed JSON values, with the key check, in
  * model_json.c (shared through model_impl.h). This file reads the rest:
  * the JSON text, the top-level keys, the loss (and whether the output
  * layer suits it), the optimizer and metrics; it computes the signature,
@@ -20,9 +21,12 @@
  * a dense layer with activation "softmax" (probabilities, Keras's default
  * from_logits=False) or "linear" (logits, Keras's from_logits=True), or in
  * a standalone "softmax"/"linear" activation layer right after a linear
- * dense layer. Both give the same loss and gradients once the trainer fuses
- * softmax with the cross-entropy; n_classes is the output width (≥ 2). With
- * "mse" the output must be flat and n_classes is its width.
+ * dense layer — in the layer table's words, a kind flagged
+ * HC_LAYER_LOGITS (conv2d is too, but its output is never flat), or an
+ * HC_LAYER_ACT kind without that flag right after a linear one. Both give
+ * the same loss and gradients once the trainer fuses softmax with the
+ * cross-entropy; n_classes is the output width (≥ 2). With "mse" the
+ * output must be flat and n_classes is its width.
  *
  * Initial values (hc_model_init_params). Each variable v has its own stream
  * of the splitmix64 generator (Steele, Lea & Flood 2014) started from
@@ -47,6 +51,7 @@
 
 #include "err.h"
 #include "keras.h"
+#include "layer.h"
 #include "rng.h"
 
 #include <ctype.h>
@@ -84,6 +89,22 @@ static int parse_loss(const cJSON *root, struct hc_model *m)
     return HC_OK;
 }
 
+/* Whether l computes logits: its activation applies to values it
+ * computes from its weights (a dense layer). */
+static int logits_of(const struct hc_layer_spec *l)
+{
+    return (hc_layer_kind(l->type)->flags & HC_LAYER_LOGITS) != 0;
+}
+
+/* Whether l is an activation alone, which may take the logits of the
+ * layer before it. */
+static int takes_logits(const struct hc_layer_spec *l)
+{
+    unsigned f = hc_layer_kind(l->type)->flags;
+
+    return (f & HC_LAYER_ACT) && !(f & HC_LAYER_LOGITS);
+}
+
 /* The output layer must suit the loss (see the top of this file). */
 static int check_output(struct hc_model *m)
 {
@@ -101,9 +122,8 @@ static int check_output(struct hc_model *m)
     m->n_classes = last->out.dims[0];
     if (m->loss != HC_LOSS_SPARSE_CCE)
         return HC_OK;
-    if (!(probs && (last->type == HC_LAYER_DENSE ||
-                    (last->type == HC_LAYER_ACTIVATION && prev &&
-                     prev->type == HC_LAYER_DENSE &&
+    if (!(probs && (logits_of(last) ||
+                    (takes_logits(last) && prev && logits_of(prev) &&
                      prev->act == HC_ACT_LINEAR))))
         return md_fail(m->source, "loss \"sparse_categorical_crossentropy\" "
                        "needs the last layer to be dense with activation "

@@ -34,6 +34,8 @@
 #define HC_MODEL_MAX_VARS   128
 #define HC_NAME_MAX         64
 
+/* A layer's kind: its row in the layer table (layer.h), which says all
+ * the rest. The order is the table's and that of messages listing them. */
 enum hc_layer_type {
     HC_LAYER_CONV2D,
     HC_LAYER_MAXPOOL2D,
@@ -41,6 +43,7 @@ enum hc_layer_type {
     HC_LAYER_DENSE,
     HC_LAYER_DROPOUT,
     HC_LAYER_ACTIVATION,    /* a standalone activation layer */
+    HC_LAYER_COUNT          /* the number of kinds, not one */
 };
 
 enum hc_act {

@@ -1,11 +1,12 @@
 /*
  * model_impl.h — the inside of the model reader, shared by its files:
  * model.c (the model as a whole: loss, optimizer, metrics, signature,
- * initial values, the entry points), model_layer.c (the layers: their
- * keys, shapes and variables), model_json.c (typed JSON values and the
+ * initial values, the entry points), model_layer.c (the layers: what
+ * every kind has, and the helpers the rows of the layer table share),
+ * model_json.c (typed JSON values and the
  * key check) and model_keras.c (Keras's own JSON, translated). Nothing
- * outside common/model*.c includes this; the contract
- * is model.h.
+ * outside common/model*.c and the rows of the layer table (layer_*.c)
+ * includes this; the contract is model.h.
  *
  * Errors: each reader returns HC_OK, or the code of hc_err_set with one
  * message "WHERE: what is wrong", WHERE naming the file and the place in
@@ -70,6 +71,9 @@ int md_get_str(const cJSON *obj, const char *key, const char *where,
 
 /* ---- layers and shapes (model_layer.c) --------------------------------- */
 
+#define MD_DIM_MAX      65536               /* any one dimension, filters */
+#define MD_ELEMS_MAX    2147483647ull       /* one activation or variable */
+
 /* Read root's "layers" into m->layers and m->n_layers, inferring each
  * layer's output shape and adding its variables to m->vars; the first
  * layer's input is m->input when have_input, else its own input_shape. */
@@ -83,6 +87,40 @@ const char *md_fmt_shape(const struct hc_shape *s, char *buf, size_t len);
 
 /* 1 when s is a valid model or layer name: letters, digits, '_', '-', '.'. */
 int md_name_ok(const char *s);
+
+/* Elements of a shape. */
+uint64_t md_shape_elems(const struct hc_shape *s);
+
+/* What the rows of the layer table (layer_*.c) share. */
+
+/* Optional "activation" key: a name, or null for linear (def when
+ * absent). */
+int md_get_act(const cJSON *obj, const char *where, enum hc_act def,
+               enum hc_act *out);
+
+/* Optional "padding" key: "valid" (0, also when absent) or "same" (1). */
+int md_get_padding(const cJSON *obj, const char *where, int *same);
+
+/* A sliding window of kh × kw (size_key names it in messages) over l's
+ * image input with l's strides and padding: fails unless l->in is
+ * (H, W, C) and the window fits; else sets l->out's H and W. */
+int md_window_out(const char *where, struct hc_layer_spec *l,
+                  const char *size_key, int kh, int kw);
+
+/* Append variable "L/what" of layer l to m: shape (ndim dimensions),
+ * initialiser and fans; its index into *idx. Fails on too many variables
+ * or elements. */
+int md_add_var(struct hc_model *m, const char *where,
+               const struct hc_layer_spec *l, const char *what, int ndim,
+               const int *shape, enum hc_init init, int fan_in, int fan_out,
+               int *idx);
+
+/* Layer l's kernel "L/kernel" of shape (ndim dimensions), Glorot-uniform
+ * with fans fan_in and fan_out, into l->var_kernel; with l->use_bias its
+ * bias "L/bias" of the kernel's last dimension, zeros, into l->var_bias. */
+int md_add_weights(struct hc_model *m, const char *where,
+                   struct hc_layer_spec *l, int ndim, const int *shape,
+                   int fan_in, int fan_out);
 
 /* ---- Keras's own files (model_keras.c) ---------------------------------- */
 

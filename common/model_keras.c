@@ -9,10 +9,12 @@
  * The Keras tree is translated into the JSON of hetps's own format
  * ({"input_shape": [...], "layers": [{"type": "conv2d", ...}], "loss": ...})
  * and that is read by model.c as any model file, so shapes, variables and
- * signature are the same code. Every Keras key is either translated,
- * checked to hold the one value hetps computes ("dilation_rate" (1, 1),
- * "data_format" "channels_last", no regularizer …), or refused by name;
- * a key this file does not know is ignored only when null. All the
+ * signature are the same code. A class is found in the layer table
+ * (layer.h), whose row lists its arguments. Every Keras key is either
+ * translated, checked to hold the one value hetps computes
+ * ("dilation_rate" (1, 1), "data_format" "channels_last", no regularizer
+ * …), or refused by name; a key this file does not know is ignored only
+ * when null. All the
  * problems of a file are reported together, one line each:
  *
  *   m.json: layers[1] Conv2D "conv2d": Conv2D dilation_rate (2, 2) is
@@ -36,6 +38,7 @@
 #include "model_impl.h"
 
 #include "err.h"
+#include "layer.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -103,78 +106,37 @@ static const char *show(const cJSON *v, char *buf, size_t len)
 
 /* ---- the checks on one Keras argument ----------------------------------- */
 
-enum kind {
-    K_COPY,         /* the same key and value in hetps's format */
-    K_ACT,          /* an activation hetps has: copied */
-    K_IGNORE,       /* no effect on what hetps computes */
-    K_NULL,         /* must be null (regularizers, constraints …) */
-    K_FALSE,        /* must be false or null */
-    K_TRUE,         /* must be true */
-    K_ONES,         /* 1 or (1, 1) */
-    K_LAST,         /* "channels_last" */
-    K_DTYPE,        /* float32, a string or a DTypePolicy */
-    K_GLOROT,       /* a GlorotUniform initializer (its seed is kept) */
-    K_ZEROS,        /* a Zeros initializer */
-    K_SHAPE,        /* an input shape with the batch: first layer only */
-};
+/* Every layer's arguments (each kind's row has its own: layer.h). */
+static const struct hc_keras_arg args_common[] = {
+    {"name", HC_KA_IGNORE}, {"trainable", HC_KA_TRUE},
+    {"dtype", HC_KA_DTYPE}, {"batch_input_shape", HC_KA_SHAPE},
+    {"batch_shape", HC_KA_SHAPE}, {"input_shape", HC_KA_SHAPE},
+    {"batch_size", HC_KA_NULL}, {NULL, 0}};
+static const struct hc_keras_arg args_input[] = {
+    {"sparse", HC_KA_FALSE}, {"ragged", HC_KA_FALSE},
+    {"input_tensor", HC_KA_NULL}, {"optional", HC_KA_FALSE}, {NULL, 0}};
 
-struct karg {
-    const char *key;
-    enum kind kind;
-};
+/* The argument named key in args (ending in {NULL}), or NULL. */
+static const struct hc_keras_arg *find_arg(const struct hc_keras_arg *args,
+                                           const char *key)
+{
+    for (; args->key; args++)
+        if (!strcmp(key, args->key))
+            return args;
+    return NULL;
+}
 
-#define COMMON \
-    {"name", K_IGNORE}, {"trainable", K_TRUE}, {"dtype", K_DTYPE}, \
-    {"batch_input_shape", K_SHAPE}, {"batch_shape", K_SHAPE}, \
-    {"input_shape", K_SHAPE}, {"batch_size", K_NULL}
+/* "InputLayer, Conv2D, MaxPooling2D, …": the classes hetps has. */
+static const char *supported(char *buf, size_t len)
+{
+    const struct hc_layer_kind *kd;
+    size_t n = (size_t)snprintf(buf, len, "InputLayer");
 
-#define WEIGHTS \
-    {"use_bias", K_COPY}, {"kernel_initializer", K_GLOROT}, \
-    {"bias_initializer", K_ZEROS}, {"kernel_regularizer", K_NULL}, \
-    {"bias_regularizer", K_NULL}, {"activity_regularizer", K_NULL}, \
-    {"kernel_constraint", K_NULL}, {"bias_constraint", K_NULL}, \
-    {"lora_rank", K_NULL}, {"lora_alpha", K_IGNORE}
-
-static const struct karg args_conv[] = {
-    COMMON, WEIGHTS, {"filters", K_COPY}, {"kernel_size", K_COPY},
-    {"strides", K_COPY}, {"padding", K_COPY}, {"data_format", K_LAST},
-    {"dilation_rate", K_ONES}, {"groups", K_ONES}, {"activation", K_ACT},
-    {NULL, 0}};
-static const struct karg args_pool[] = {
-    COMMON, {"pool_size", K_COPY}, {"strides", K_COPY}, {"padding", K_COPY},
-    {"data_format", K_LAST}, {NULL, 0}};
-static const struct karg args_flatten[] = {
-    COMMON, {"data_format", K_LAST}, {NULL, 0}};
-static const struct karg args_dense[] = {
-    COMMON, WEIGHTS, {"units", K_COPY}, {"activation", K_ACT}, {NULL, 0}};
-static const struct karg args_dropout[] = {
-    COMMON, {"rate", K_COPY}, {"noise_shape", K_NULL}, {"seed", K_IGNORE},
-    {NULL, 0}};
-static const struct karg args_act[] = {
-    COMMON, {"activation", K_ACT}, {NULL, 0}};
-static const struct karg args_input[] = {
-    COMMON, {"sparse", K_FALSE}, {"ragged", K_FALSE},
-    {"input_tensor", K_NULL}, {"optional", K_FALSE}, {NULL, 0}};
-
-/* The Keras classes hetps has; type NULL is InputLayer. */
-static const struct kclass {
-    const char *cls;
-    const char *type;
-    const struct karg *args;
-} classes[] = {
-    {"InputLayer", NULL, args_input},
-    {"Conv2D", "conv2d", args_conv},
-    {"Convolution2D", "conv2d", args_conv},
-    {"MaxPooling2D", "maxpool2d", args_pool},
-    {"MaxPool2D", "maxpool2d", args_pool},
-    {"Flatten", "flatten", args_flatten},
-    {"Dense", "dense", args_dense},
-    {"Dropout", "dropout", args_dropout},
-    {"Activation", "activation", args_act},
-};
-
-#define SUPPORTED "InputLayer, Conv2D, MaxPooling2D, Flatten, Dense, " \
-                  "Dropout, Activation"
+    for (int t = 0; (kd = hc_layer_kind((enum hc_layer_type)t)) && n < len;
+         t++)
+        n += (size_t)snprintf(buf + n, len - n, ", %s", kd->keras_class);
+    return buf;
+}
 
 static int is_ones(const cJSON *v)
 {
@@ -251,17 +213,17 @@ static cJSON *drop_batch(const cJSON *v)
 
 /* One argument of a layer: check it, copy it into out when it is. */
 static void layer_arg(struct kx *k, const char *where, const char *cls,
-                      const struct karg *a, const cJSON *v, cJSON *out,
+                      const struct hc_keras_arg *a, const cJSON *v, cJSON *out,
                       int first, cJSON **input)
 {
     const cJSON *cfg;
     char buf[96];
 
-    switch (a->kind) {
-    case K_COPY:
+    switch (a->take) {
+    case HC_KA_COPY:
         cJSON_AddItemToObject(out, a->key, cJSON_Duplicate(v, 1));
         return;
-    case K_ACT:
+    case HC_KA_ACT:
         if (!act_ok(v))
             problem(k, where, "%s activation %s is not supported; hetps has "
                     "relu, sigmoid, tanh, softmax and linear", cls,
@@ -269,37 +231,37 @@ static void layer_arg(struct kx *k, const char *where, const char *cls,
         else
             cJSON_AddItemToObject(out, a->key, cJSON_Duplicate(v, 1));
         return;
-    case K_IGNORE:
+    case HC_KA_IGNORE:
         return;
-    case K_NULL:
+    case HC_KA_NULL:
         if (!cJSON_IsNull(v))
             problem(k, where, "%s %s %s is not supported; hetps has none",
                     cls, a->key, show(v, buf, sizeof buf));
         return;
-    case K_FALSE:
+    case HC_KA_FALSE:
         if (!cJSON_IsNull(v) && !cJSON_IsFalse(v))
             problem(k, where, "%s %s %s is not supported", cls, a->key,
                     show(v, buf, sizeof buf));
         return;
-    case K_TRUE:
+    case HC_KA_TRUE:
         if (!cJSON_IsTrue(v))
             problem(k, where, "%s %s %s is not supported; hetps trains every "
                     "layer", cls, a->key, show(v, buf, sizeof buf));
         return;
-    case K_ONES:
+    case HC_KA_ONES:
         if (!is_ones(v))
             problem(k, where, "%s %s %s is not supported; hetps computes %s",
                     cls, a->key, show(v, buf, sizeof buf),
                     cJSON_IsArray(v) ? "(1, 1)" : "1");
         return;
-    case K_LAST:
+    case HC_KA_LAST:
         if (!cJSON_IsNull(v) &&
             !(cJSON_IsString(v) && !strcmp(v->valuestring, "channels_last")))
             problem(k, where, "%s data_format %s is not supported; hetps "
                     "computes \"channels_last\"", cls,
                     show(v, buf, sizeof buf));
         return;
-    case K_DTYPE:
+    case HC_KA_DTYPE:
         if (!dtype_ok(v))
             problem(k, where, "%s dtype %s is not supported; hetps computes "
                     "in float32", cls,
@@ -308,7 +270,7 @@ static void layer_arg(struct kx *k, const char *where, const char *cls,
                                sizeof buf)
                         : show(v, buf, sizeof buf));
         return;
-    case K_GLOROT:
+    case HC_KA_GLOROT:
         if (!cJSON_IsNull(v) &&
             !init_is(v, "GlorotUniform", "glorot_uniform")) {
             problem(k, where, "%s kernel_initializer %s is not supported; "
@@ -322,13 +284,13 @@ static void layer_arg(struct kx *k, const char *where, const char *cls,
             md_get(cfg, "seed")->valuedouble >= 0)
             k->seed = md_get(cfg, "seed")->valuedouble;
         return;
-    case K_ZEROS:
+    case HC_KA_ZEROS:
         if (!cJSON_IsNull(v) && !init_is(v, "Zeros", "zeros"))
             problem(k, where, "%s bias_initializer %s is not supported; "
                     "hetps initialises biases Zeros", cls,
                     show(v, buf, sizeof buf));
         return;
-    case K_SHAPE:
+    case HC_KA_SHAPE:
         if (cJSON_IsNull(v))
             return;
         if (!first) {
@@ -361,10 +323,12 @@ static void layer(struct kx *k, int i, const cJSON *lj, cJSON *layers,
                   cJSON **input)
 {
     const char *cls = class_of(lj), *name = NULL;
-    const struct kclass *kc = NULL;
+    const struct hc_layer_kind *kind = NULL;
+    const struct hc_keras_arg *own;     /* the class's own arguments */
     const cJSON *cfg = md_get(lj, "config"), *v, *reg;
-    char where[160], buf[96];
+    char where[160], buf[96], classes[256];
     cJSON *out;
+    int is_input;
 
     if (cJSON_IsObject(cfg) && cJSON_IsString(md_get(cfg, "name")))
         name = md_get(cfg, "name")->valuestring;
@@ -375,15 +339,18 @@ static void layer(struct kx *k, int i, const cJSON *lj, cJSON *layers,
                 "\"config\" object");
         return;
     }
-    for (size_t c = 0; c < sizeof classes / sizeof classes[0]; c++)
-        if (!strcmp(cls, classes[c].cls))
-            kc = &classes[c];
+    is_input = !strcmp(cls, "InputLayer");
+    if (!is_input)
+        kind = hc_layer_kind_keras(cls);
     reg = md_get(lj, "registered_name");
-    if (!kc || (cJSON_IsString(reg) && strcmp(reg->valuestring, cls))) {
-        problem(k, where, "%s is not supported; hetps has " SUPPORTED,
-                cJSON_IsString(reg) ? reg->valuestring : cls);
+    if (!(is_input || kind) ||
+        (cJSON_IsString(reg) && strcmp(reg->valuestring, cls))) {
+        problem(k, where, "%s is not supported; hetps has %s",
+                cJSON_IsString(reg) ? reg->valuestring : cls,
+                supported(classes, sizeof classes));
         return;
     }
+    own = kind ? kind->keras_args : args_input;
     for (v = lj->child; v; v = v->next) {
         int known = 0;
 
@@ -395,26 +362,25 @@ static void layer(struct kx *k, int i, const cJSON *lj, cJSON *layers,
     }
     if (!(out = cJSON_CreateObject()))
         return;
-    if (kc->type)
-        cJSON_AddStringToObject(out, "type", kc->type);
+    if (kind)
+        cJSON_AddStringToObject(out, "type", kind->name);
     if (name)
         cJSON_AddStringToObject(out, "name", name);
     if ((v = md_get(lj, "device")) != NULL)
         cJSON_AddItemToObject(out, "device", cJSON_Duplicate(v, 1));
     for (v = cfg->child; v; v = v->next) {
-        const struct karg *a = NULL;
+        const struct hc_keras_arg *a = find_arg(args_common, v->string);
 
-        for (int j = 0; kc->args[j].key; j++)
-            if (!strcmp(v->string, kc->args[j].key))
-                a = &kc->args[j];
+        if (!a)
+            a = find_arg(own, v->string);
         if (a)
-            layer_arg(k, where, cls, a, v, out, i == 0 || !kc->type ||
+            layer_arg(k, where, cls, a, v, out, i == 0 || is_input ||
                       !cJSON_GetArraySize(layers), input);
         else if (!cJSON_IsNull(v))
             problem(k, where, "%s %.40s %s is not supported", cls, v->string,
                     show(v, buf, sizeof buf));
     }
-    if (kc->type)
+    if (kind)
         cJSON_AddItemToArray(layers, out);
     else
         cJSON_Delete(out);
@@ -453,30 +419,30 @@ static void loss(struct kx *k, const cJSON *v, cJSON *root)
             show(v, buf, sizeof buf));
 }
 
-static const struct karg args_adam[] = {
-    {"name", K_IGNORE}, {"learning_rate", K_COPY}, {"beta_1", K_COPY},
-    {"beta_2", K_COPY}, {"epsilon", K_COPY}, {"amsgrad", K_FALSE},
-    {"weight_decay", K_NULL}, {"clipnorm", K_NULL},
-    {"global_clipnorm", K_NULL}, {"clipvalue", K_NULL}, {"use_ema", K_FALSE},
-    {"ema_momentum", K_IGNORE}, {"ema_overwrite_frequency", K_NULL},
-    {"loss_scale_factor", K_NULL}, {"gradient_accumulation_steps", K_NULL},
-    {"jit_compile", K_IGNORE}, {"is_legacy_optimizer", K_FALSE},
-    {"decay", K_IGNORE}, {NULL, 0}};
-static const struct karg args_sgd[] = {
-    {"name", K_IGNORE}, {"learning_rate", K_COPY}, {"momentum", K_COPY},
-    {"nesterov", K_COPY}, {"weight_decay", K_NULL}, {"clipnorm", K_NULL},
-    {"global_clipnorm", K_NULL}, {"clipvalue", K_NULL}, {"use_ema", K_FALSE},
-    {"ema_momentum", K_IGNORE}, {"ema_overwrite_frequency", K_NULL},
-    {"loss_scale_factor", K_NULL}, {"gradient_accumulation_steps", K_NULL},
-    {"jit_compile", K_IGNORE}, {"is_legacy_optimizer", K_FALSE},
-    {"decay", K_IGNORE}, {NULL, 0}};
+static const struct hc_keras_arg args_adam[] = {
+    {"name", HC_KA_IGNORE}, {"learning_rate", HC_KA_COPY}, {"beta_1", HC_KA_COPY},
+    {"beta_2", HC_KA_COPY}, {"epsilon", HC_KA_COPY}, {"amsgrad", HC_KA_FALSE},
+    {"weight_decay", HC_KA_NULL}, {"clipnorm", HC_KA_NULL},
+    {"global_clipnorm", HC_KA_NULL}, {"clipvalue", HC_KA_NULL}, {"use_ema", HC_KA_FALSE},
+    {"ema_momentum", HC_KA_IGNORE}, {"ema_overwrite_frequency", HC_KA_NULL},
+    {"loss_scale_factor", HC_KA_NULL}, {"gradient_accumulation_steps", HC_KA_NULL},
+    {"jit_compile", HC_KA_IGNORE}, {"is_legacy_optimizer", HC_KA_FALSE},
+    {"decay", HC_KA_IGNORE}, {NULL, 0}};
+static const struct hc_keras_arg args_sgd[] = {
+    {"name", HC_KA_IGNORE}, {"learning_rate", HC_KA_COPY}, {"momentum", HC_KA_COPY},
+    {"nesterov", HC_KA_COPY}, {"weight_decay", HC_KA_NULL}, {"clipnorm", HC_KA_NULL},
+    {"global_clipnorm", HC_KA_NULL}, {"clipvalue", HC_KA_NULL}, {"use_ema", HC_KA_FALSE},
+    {"ema_momentum", HC_KA_IGNORE}, {"ema_overwrite_frequency", HC_KA_NULL},
+    {"loss_scale_factor", HC_KA_NULL}, {"gradient_accumulation_steps", HC_KA_NULL},
+    {"jit_compile", HC_KA_IGNORE}, {"is_legacy_optimizer", HC_KA_FALSE},
+    {"decay", HC_KA_IGNORE}, {NULL, 0}};
 
 /* Keras's optimizer, as a name or a serialised Optimizer. */
 static void optimizer(struct kx *k, const cJSON *v, cJSON *root)
 {
     const char *s = cJSON_IsString(v) ? v->valuestring : class_of(v);
     const cJSON *cfg = md_get(v, "config");
-    const struct karg *args;
+    const struct hc_keras_arg *args;
     cJSON *o;
     char n[32], buf[96], where[64];
 
@@ -495,11 +461,8 @@ static void optimizer(struct kx *k, const cJSON *v, cJSON *root)
     args = n[0] == 'a' ? args_adam : args_sgd;
     snprintf(where, sizeof where, "compile_config optimizer %s", s);
     for (const cJSON *it = cfg->child; it; it = it->next) {
-        const struct karg *a = NULL;
+        const struct hc_keras_arg *a = find_arg(args, it->string);
 
-        for (int j = 0; args[j].key; j++)
-            if (!strcmp(it->string, args[j].key))
-                a = &args[j];
         if (a && !strcmp(a->key, "learning_rate") && !cJSON_IsNumber(it))
             problem(k, where, "learning_rate %s is not supported; hetps "
                     "takes a constant learning rate",

@@ -1,23 +1,23 @@
 /*
  * model_layer.c — the layers of a model file (see model.h), read in order
- * from its "layers" array: each layer's type (Keras's class names accepted:
- * "MaxPooling2D" is maxpool2d), name (Keras's defaults conv2d, conv2d_1 …;
- * unique), device, keys and hyper-parameters; then, from its input shape,
- * its output shape and its variables in Keras's layout and names
- * ("conv2d/kernel" (kh, kw, in, out), "conv2d/bias" (out), "dense/kernel"
- * (in, out), "dense/bias" (out)). A layer that does not fit its input
- * fails naming the layer and the shapes.
+ * from its "layers" array: what every layer has, whatever its kind — its
+ * type (Keras's class names accepted: "MaxPooling2D" is maxpool2d), name
+ * (Keras's defaults conv2d, conv2d_1 …; unique), device, the key check
+ * and the input shape — with its kind's row of the layer table (layer.h)
+ * reading the rest: its settings, its output shape and its variables. A
+ * layer that does not fit its input fails naming the layer and the
+ * shapes. Also the helpers the rows share (model_impl.h): activation,
+ * padding, a sliding window's output, adding a variable.
  */
 #include "model_impl.h"
 
 #include "err.h"
+#include "layer.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
-#define DIM_MAX         65536               /* any one dimension, filters, units */
-#define ELEMS_MAX       2147483647ull       /* one activation or variable */
 #define PARAMS_MAX      (1ull << 32)        /* whole model, in floats */
 
 /* ---- names of things ---------------------------------------------------- */
@@ -28,21 +28,6 @@ static const char *const act_names[] = {
     [HC_ACT_SOFTMAX] = "softmax",
 };
 
-static const char *const type_names[] = {
-    [HC_LAYER_CONV2D] = "conv2d",   [HC_LAYER_MAXPOOL2D] = "maxpool2d",
-    [HC_LAYER_FLATTEN] = "flatten", [HC_LAYER_DENSE] = "dense",
-    [HC_LAYER_DROPOUT] = "dropout", [HC_LAYER_ACTIVATION] = "activation",
-};
-
-/* Keras's default name prefixes. */
-static const char *const type_prefix[] = {
-    [HC_LAYER_CONV2D] = "conv2d",   [HC_LAYER_MAXPOOL2D] = "max_pooling2d",
-    [HC_LAYER_FLATTEN] = "flatten", [HC_LAYER_DENSE] = "dense",
-    [HC_LAYER_DROPOUT] = "dropout", [HC_LAYER_ACTIVATION] = "activation",
-};
-
-#define N_TYPES ((int)(sizeof type_names / sizeof type_names[0]))
-
 const char *hc_act_name(enum hc_act a)
 {
     if ((unsigned)a >= sizeof act_names / sizeof act_names[0])
@@ -50,35 +35,8 @@ const char *hc_act_name(enum hc_act a)
     return act_names[a];
 }
 
-const char *hc_layer_type_name(enum hc_layer_type t)
-{
-    if ((unsigned)t >= (unsigned)N_TYPES)
-        return "unknown";
-    return type_names[t];
-}
-
-static int parse_type(const char *s, enum hc_layer_type *t)
-{
-    static const struct { const char *norm; enum hc_layer_type t; } tab[] = {
-        {"conv2d", HC_LAYER_CONV2D},       {"convolution2d", HC_LAYER_CONV2D},
-        {"maxpool2d", HC_LAYER_MAXPOOL2D}, {"maxpooling2d", HC_LAYER_MAXPOOL2D},
-        {"flatten", HC_LAYER_FLATTEN},     {"dense", HC_LAYER_DENSE},
-        {"dropout", HC_LAYER_DROPOUT},     {"activation", HC_LAYER_ACTIVATION},
-    };
-    char buf[32];
-
-    md_norm(s, buf, sizeof buf);
-    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
-        if (strcmp(buf, tab[i].norm) == 0) {
-            *t = tab[i].t;
-            return 0;
-        }
-    return -1;
-}
-
-/* Optional "activation" key: a name, or null for linear. */
-static int get_act(const cJSON *obj, const char *where, enum hc_act def,
-                   enum hc_act *out)
+int md_get_act(const cJSON *obj, const char *where, enum hc_act def,
+               enum hc_act *out)
 {
     const cJSON *it = md_get(obj, "activation");
     char buf[64], n[32];
@@ -99,7 +57,7 @@ static int get_act(const cJSON *obj, const char *where, enum hc_act def,
                    md_show(it, buf, sizeof buf));
 }
 
-static int get_padding(const cJSON *obj, const char *where, int *same)
+int md_get_padding(const cJSON *obj, const char *where, int *same)
 {
     const char *s;
     char n[16];
@@ -155,7 +113,7 @@ const char *md_fmt_shape(const struct hc_shape *s, char *buf, size_t len)
     return buf;
 }
 
-static uint64_t shape_elems(const struct hc_shape *s)
+uint64_t md_shape_elems(const struct hc_shape *s)
 {
     uint64_t n = 1;
 
@@ -184,12 +142,12 @@ int md_parse_shape(const cJSON *it, const char *where,
                        "%d dimensions", n);
     s->rank = n;
     for (const cJSON *d = it->child; d; d = d->next, i++)
-        if ((rv = md_int_value(d, "input_shape", where, 1, DIM_MAX,
+        if ((rv = md_int_value(d, "input_shape", where, 1, MD_DIM_MAX,
                                &s->dims[i])) != HC_OK)
             return rv;
-    if (shape_elems(s) > ELEMS_MAX)
+    if (md_shape_elems(s) > MD_ELEMS_MAX)
         return md_fail(where, "\"input_shape\" has more than %llu elements",
-                       ELEMS_MAX);
+                       MD_ELEMS_MAX);
     return HC_OK;
 }
 
@@ -199,12 +157,32 @@ static int out_dim(int n, int k, int s, int same)
     return same ? (n + s - 1) / s : (n - k) / s + 1;
 }
 
+int md_window_out(const char *where, struct hc_layer_spec *l,
+                  const char *size_key, int kh, int kw)
+{
+    const struct hc_shape *in = &l->in;
+    char si[48];
+
+    if (in->rank != 3)
+        return md_fail(where, "%s needs an image input (H, W, C) but its "
+                       "input has shape %s", hc_layer_type_name(l->type),
+                       md_fmt_shape(in, si, sizeof si));
+    if (!l->same && (kh > in->dims[0] || kw > in->dims[1]))
+        return md_fail(where, "%s (%d, %d) is larger than the input %s "
+                       "with padding \"valid\"; use a smaller size or "
+                       "padding \"same\"", size_key, kh, kw,
+                       md_fmt_shape(in, si, sizeof si));
+    l->out.dims[0] = out_dim(in->dims[0], kh, l->sh, l->same);
+    l->out.dims[1] = out_dim(in->dims[1], kw, l->sw, l->same);
+    return HC_OK;
+}
+
 /* ---- variables ---------------------------------------------------------- */
 
-static int add_var(struct hc_model *m, const char *where,
-                   const struct hc_layer_spec *l, const char *what, int ndim,
-                   const int *shape, enum hc_init init, int fan_in,
-                   int fan_out, int *idx)
+int md_add_var(struct hc_model *m, const char *where,
+               const struct hc_layer_spec *l, const char *what, int ndim,
+               const int *shape, enum hc_init init, int fan_in, int fan_out,
+               int *idx)
 {
     struct hc_var_def *v;
     uint64_t size = 1;
@@ -213,10 +191,10 @@ static int add_var(struct hc_model *m, const char *where,
         return md_fail(where, "more than %d variables", HC_MODEL_MAX_VARS);
     for (int i = 0; i < ndim; i++)
         size *= (uint64_t)shape[i];     /* each ≤ 65536, ndim ≤ 4: no wrap */
-    if (size > ELEMS_MAX)
+    if (size > MD_ELEMS_MAX)
         return md_fail(where, "variable \"%s/%s\" would have %llu elements, "
                        "more than %llu; make the layer smaller", l->name, what,
-                       (unsigned long long)size, ELEMS_MAX);
+                       (unsigned long long)size, MD_ELEMS_MAX);
     v = &m->vars[m->n_vars];
     snprintf(v->name, sizeof v->name, "%s/%s", l->name, what);
     v->ndim = ndim;
@@ -233,29 +211,30 @@ static int add_var(struct hc_model *m, const char *where,
     return HC_OK;
 }
 
+int md_add_weights(struct hc_model *m, const char *where,
+                   struct hc_layer_spec *l, int ndim, const int *shape,
+                   int fan_in, int fan_out)
+{
+    int rv;
+
+    if ((rv = md_add_var(m, where, l, "kernel", ndim, shape,
+                         HC_INIT_GLOROT_UNIFORM, fan_in, fan_out,
+                         &l->var_kernel)))
+        return rv;
+    if (l->use_bias &&
+        (rv = md_add_var(m, where, l, "bias", 1, &shape[ndim - 1],
+                         HC_INIT_ZEROS, 0, 0, &l->var_bias)))
+        return rv;
+    return HC_OK;
+}
+
 /* ---- layers ------------------------------------------------------------- */
 
-static const char *const keys_conv[] = {
-    "type", "name", "device", "input_shape", "filters", "kernel_size",
-    "strides", "padding", "activation", "use_bias", NULL};
-static const char *const keys_pool[] = {
-    "type", "name", "device", "input_shape", "pool_size", "strides",
-    "padding", NULL};
-static const char *const keys_flatten[] = {
+/* The keys every layer takes, before its kind's. */
+static const char *const keys_layer[] = {
     "type", "name", "device", "input_shape", NULL};
-static const char *const keys_dense[] = {
-    "type", "name", "device", "input_shape", "units", "activation",
-    "use_bias", NULL};
-static const char *const keys_dropout[] = {
-    "type", "name", "device", "input_shape", "rate", NULL};
-static const char *const keys_act[] = {
-    "type", "name", "device", "input_shape", "activation", NULL};
 
-static const char *const *const layer_keys[] = {
-    [HC_LAYER_CONV2D] = keys_conv,     [HC_LAYER_MAXPOOL2D] = keys_pool,
-    [HC_LAYER_FLATTEN] = keys_flatten, [HC_LAYER_DENSE] = keys_dense,
-    [HC_LAYER_DROPOUT] = keys_dropout, [HC_LAYER_ACTIVATION] = keys_act,
-};
+#define KEYS_MAX 32     /* a layer's keys, NULL included */
 
 int md_name_ok(const char *s)
 {
@@ -269,12 +248,32 @@ int md_name_ok(const char *s)
     return 1;
 }
 
+/* "conv2d (Conv2D), maxpool2d (MaxPooling2D), flatten, …": every kind,
+ * with its Keras class where that is not its name capitalised. */
+static const char *kinds_list(char *buf, size_t len)
+{
+    const struct hc_layer_kind *k;
+    size_t n = 0;
+
+    buf[0] = '\0';
+    for (int t = 0; (k = hc_layer_kind((enum hc_layer_type)t)) && n < len;
+         t++) {
+        int same = toupper((unsigned char)k->name[0]) == k->keras_class[0] &&
+                   strcmp(k->name + 1, k->keras_class + 1) == 0;
+
+        n += (size_t)snprintf(buf + n, len - n, same ? "%s%s" : "%s%s (%s)",
+                              t ? ", " : "", k->name, k->keras_class);
+    }
+    return buf;
+}
+
 /* Type and name of layer i; where gets "SRC: layers[i] (type "name")". */
 static int layer_ident(struct hc_model *m, int i, const cJSON *lj,
                        int *counters, struct hc_layer_spec *l, char *where)
 {
+    const struct hc_layer_kind *k;
     const char *type, *name;
-    char w0[WHERE_MAX];
+    char w0[WHERE_MAX], norm[32], kinds[256];
     int rv;
 
     snprintf(w0, sizeof w0, "%.500s: layers[%d]", m->source, i);
@@ -285,10 +284,10 @@ static int layer_ident(struct hc_model *m, int i, const cJSON *lj,
         return rv;
     if (!type)
         return md_missing(w0, "type", "\"conv2d\" or \"dense\"");
-    if (parse_type(type, &l->type) != 0)
-        return md_fail(w0, "unknown layer type \"%.40s\"; supported: conv2d "
-                       "(Conv2D), maxpool2d (MaxPooling2D), flatten, dense, "
-                       "dropout, activation", type);
+    if (hc_layer_kind_named(md_norm(type, norm, sizeof norm), &l->type) != 0)
+        return md_fail(w0, "unknown layer type \"%.40s\"; supported: %s",
+                       type, kinds_list(kinds, sizeof kinds));
+    k = hc_layer_kind(l->type);
     if ((rv = md_get_str(lj, "name", w0, &name)) != HC_OK)
         return rv;
     if (name) {
@@ -298,13 +297,12 @@ static int layer_ident(struct hc_model *m, int i, const cJSON *lj,
                            "\"%.40s\"", HC_NAME_MAX - 1, name);
         snprintf(l->name, sizeof l->name, "%s", name);
     } else if (counters[l->type]++ == 0) {
-        snprintf(l->name, sizeof l->name, "%s", type_prefix[l->type]);
+        snprintf(l->name, sizeof l->name, "%s", k->snake);
     } else {
-        snprintf(l->name, sizeof l->name, "%s_%d", type_prefix[l->type],
+        snprintf(l->name, sizeof l->name, "%s_%d", k->snake,
                  counters[l->type] - 1);
     }
-    snprintf(where, WHERE_MAX, "%.520s (%s \"%s\")", w0, type_names[l->type],
-             l->name);
+    snprintf(where, WHERE_MAX, "%.520s (%s \"%s\")", w0, k->name, l->name);
     for (int j = 0; j < i; j++)
         if (strcmp(m->layers[j].name, l->name) == 0)
             return md_fail(where, "name \"%s\" is already used by layers[%d]; "
@@ -312,157 +310,40 @@ static int layer_ident(struct hc_model *m, int i, const cJSON *lj,
     return HC_OK;
 }
 
-/* Hyper-parameters of layer l (keys already checked). */
-static int layer_params(const cJSON *lj, const char *where,
-                        struct hc_layer_spec *l)
+/* Every key of lj is one every layer takes or one of kind k's. */
+static int check_keys(const cJSON *lj, const struct hc_layer_kind *k,
+                      const char *where)
 {
-    static const struct md_range rate_r = {0, 1, 0, 1};
-    const cJSON *st;
-    int rv = HC_OK;
+    const char *keys[KEYS_MAX];
+    int n = 0;
 
-    l->sh = l->sw = 1;
-    l->use_bias = 1;
-    switch (l->type) {
-    case HC_LAYER_CONV2D:
-        if (!md_get(lj, "filters"))
-            return md_missing(where, "filters", "32");
-        if (!md_get(lj, "kernel_size"))
-            return md_missing(where, "kernel_size", "[3, 3]");
-        if ((rv = md_get_int(lj, "filters", where, 0, 1, DIM_MAX,
-                             &l->filters)) ||
-            (rv = md_get_pair(lj, "kernel_size", where, 1, DIM_MAX, &l->kh,
-                              &l->kw)) ||
-            (md_get(lj, "strides") &&
-             (rv = md_get_pair(lj, "strides", where, 1, DIM_MAX, &l->sh,
-                               &l->sw))) ||
-            (rv = get_padding(lj, where, &l->same)) ||
-            (rv = get_act(lj, where, HC_ACT_LINEAR, &l->act)) ||
-            (rv = md_get_bool(lj, "use_bias", where, 1, &l->use_bias)))
-            return rv;
-        break;
-    case HC_LAYER_MAXPOOL2D:
-        l->ph = l->pw = 2;
-        if ((md_get(lj, "pool_size") &&
-             (rv = md_get_pair(lj, "pool_size", where, 1, DIM_MAX, &l->ph,
-                               &l->pw))) ||
-            (rv = get_padding(lj, where, &l->same)))
-            return rv;
-        l->sh = l->ph;
-        l->sw = l->pw;
-        st = md_get(lj, "strides");
-        if (st && !cJSON_IsNull(st) &&
-            (rv = md_get_pair(lj, "strides", where, 1, DIM_MAX, &l->sh,
-                              &l->sw)))
-            return rv;
-        l->use_bias = 0;
-        break;
-    case HC_LAYER_DENSE:
-        if (!md_get(lj, "units"))
-            return md_missing(where, "units", "10");
-        if ((rv = md_get_int(lj, "units", where, 0, 1, 1 << 24, &l->units)) ||
-            (rv = get_act(lj, where, HC_ACT_LINEAR, &l->act)) ||
-            (rv = md_get_bool(lj, "use_bias", where, 1, &l->use_bias)))
-            return rv;
-        break;
-    case HC_LAYER_DROPOUT:
-        if (!md_get(lj, "rate"))
-            return md_missing(where, "rate", "0.2");
-        l->use_bias = 0;
-        return md_get_float(lj, "rate", where, 0, rate_r, &l->rate);
-    case HC_LAYER_ACTIVATION:
-        if (!md_get(lj, "activation"))
-            return md_missing(where, "activation", "\"relu\"");
-        l->use_bias = 0;
-        return get_act(lj, where, HC_ACT_LINEAR, &l->act);
-    case HC_LAYER_FLATTEN:
-        l->use_bias = 0;
-        break;
-    }
-    return rv;
+    for (int j = 0; keys_layer[j]; j++)
+        keys[n++] = keys_layer[j];
+    for (int j = 0; k->keys && k->keys[j] && n < KEYS_MAX - 1; j++)
+        keys[n++] = k->keys[j];
+    keys[n] = NULL;
+    return md_check_keys(lj, keys, where);
 }
 
 /* Output shape and variables of layer l, whose input is l->in. */
 static int layer_infer(struct hc_model *m, const char *where,
-                       struct hc_layer_spec *l)
+                       const struct hc_layer_kind *k, struct hc_layer_spec *l)
 {
-    struct hc_shape *in = &l->in, *out = &l->out;
     char si[48], so[48];
-    int shape[4], rv, kh = l->kh, kw = l->kw;
+    int rv;
 
     l->var_kernel = l->var_bias = -1;
-    *out = *in;
-    switch (l->type) {
-    case HC_LAYER_MAXPOOL2D:
-        kh = l->ph;
-        kw = l->pw;
-        /* fall through */
-    case HC_LAYER_CONV2D:
-        if (in->rank != 3)
-            return md_fail(where, "%s needs an image input (H, W, C) but its "
-                           "input has shape %s", type_names[l->type],
-                           md_fmt_shape(in, si, sizeof si));
-        if (!l->same && (kh > in->dims[0] || kw > in->dims[1]))
-            return md_fail(where, "%s (%d, %d) is larger than the input %s "
-                           "with padding \"valid\"; use a smaller size or "
-                           "padding \"same\"",
-                           l->type == HC_LAYER_CONV2D ? "kernel_size"
-                                                   : "pool_size",
-                           kh, kw, md_fmt_shape(in, si, sizeof si));
-        out->dims[0] = out_dim(in->dims[0], kh, l->sh, l->same);
-        out->dims[1] = out_dim(in->dims[1], kw, l->sw, l->same);
-        if (l->type == HC_LAYER_MAXPOOL2D)
-            break;
-        out->dims[2] = l->filters;
-        shape[0] = l->kh;
-        shape[1] = l->kw;
-        shape[2] = in->dims[2];
-        shape[3] = l->filters;
-        if (shape_elems(out) > ELEMS_MAX)
-            break;      /* reported below, with both shapes */
-        if ((rv = add_var(m, where, l, "kernel", 4, shape,
-                          HC_INIT_GLOROT_UNIFORM,
-                          l->kh * l->kw * in->dims[2],
-                          l->kh * l->kw * l->filters, &l->var_kernel)))
-            return rv;
-        if (l->use_bias &&
-            (rv = add_var(m, where, l, "bias", 1, &l->filters, HC_INIT_ZEROS,
-                          0, 0, &l->var_bias)))
-            return rv;
-        break;
-    case HC_LAYER_FLATTEN:
-        out->rank = 1;
-        out->dims[0] = (int)shape_elems(in);    /* in ≤ ELEMS_MAX */
-        out->dims[1] = out->dims[2] = 0;
-        break;
-    case HC_LAYER_DENSE:
-        if (in->rank != 1)
-            return md_fail(where, "dense needs a flat input (N) but its input "
-                           "has shape %s; add {\"type\": \"flatten\"} before "
-                           "it", md_fmt_shape(in, si, sizeof si));
-        out->dims[0] = l->units;
-        shape[0] = in->dims[0];
-        shape[1] = l->units;
-        if ((rv = add_var(m, where, l, "kernel", 2, shape,
-                          HC_INIT_GLOROT_UNIFORM, in->dims[0], l->units,
-                          &l->var_kernel)))
-            return rv;
-        if (l->use_bias &&
-            (rv = add_var(m, where, l, "bias", 1, &l->units, HC_INIT_ZEROS,
-                          0, 0, &l->var_bias)))
-            return rv;
-        break;
-    case HC_LAYER_DROPOUT:
-    case HC_LAYER_ACTIVATION:
-        break;
-    }
-    if (shape_elems(out) > ELEMS_MAX)
+    l->out = l->in;
+    if (k->infer && (rv = k->infer(m, where, l)))
+        return rv;
+    if (md_shape_elems(&l->out) > MD_ELEMS_MAX)
         return md_fail(where, "output shape %s (from input %s) has more than "
-                       "%llu elements", md_fmt_shape(out, so, sizeof so),
-                       md_fmt_shape(in, si, sizeof si), ELEMS_MAX);
-    if (l->act == HC_ACT_SOFTMAX && out->rank != 1)
+                       "%llu elements", md_fmt_shape(&l->out, so, sizeof so),
+                       md_fmt_shape(&l->in, si, sizeof si), MD_ELEMS_MAX);
+    if (l->act == HC_ACT_SOFTMAX && l->out.rank != 1)
         return md_fail(where, "activation \"softmax\" needs a flat output but "
                        "this layer's output has shape %s; flatten first",
-                       md_fmt_shape(out, so, sizeof so));
+                       md_fmt_shape(&l->out, so, sizeof so));
     return HC_OK;
 }
 
@@ -470,15 +351,20 @@ static int parse_layer(struct hc_model *m, int i, const cJSON *lj,
                        int *counters, int *have_input, struct hc_shape *cur)
 {
     struct hc_layer_spec *l = &m->layers[i];
+    const struct hc_layer_kind *k;
     const cJSON *is;
     char where[WHERE_MAX];
     int rv;
 
     memset(l, 0, sizeof *l);
-    if ((rv = layer_ident(m, i, lj, counters, l, where)) ||
-        (rv = md_check_keys(lj, layer_keys[l->type], where)) ||
+    if ((rv = layer_ident(m, i, lj, counters, l, where)))
+        return rv;
+    k = hc_layer_kind(l->type);
+    /* Strides of 1 on every kind: the signature hashes them. */
+    l->sh = l->sw = 1;
+    if ((rv = check_keys(lj, k, where)) ||
         (rv = get_device(lj, where, l->device, sizeof l->device)) ||
-        (rv = layer_params(lj, where, l)))
+        (k->parse && (rv = k->parse(lj, where, l))))
         return rv;
     if ((is = md_get(lj, "input_shape")) != NULL) {
         if (i > 0)
@@ -495,7 +381,7 @@ static int parse_layer(struct hc_model *m, int i, const cJSON *lj,
     if (!*have_input)
         return md_missing(m->source, "input_shape", "[28, 28, 1]");
     l->in = *cur;
-    if ((rv = layer_infer(m, where, l)))
+    if ((rv = layer_infer(m, where, k, l)))
         return rv;
     *cur = l->out;
     return HC_OK;
@@ -507,7 +393,7 @@ int md_read_layers(const cJSON *root, struct hc_model *m, int have_input)
 {
     const cJSON *layers, *it;
     struct hc_shape cur = {0, {0, 0, 0}};
-    int counters[N_TYPES] = {0}, rv, i = 0;
+    int counters[HC_LAYER_COUNT] = {0}, rv, i = 0;
     char buf[64];
 
     if (have_input)

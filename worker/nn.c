@@ -1,11 +1,10 @@
 /*
  * nn.c — running a wk_net: the forward, loss and backward passes (see nn.h
- * for the contract, nn_build.c for how the net is built). Convolution is
- * im2col + one SGEMM over the whole batch, its bias and activation fused
- * into one pass over the output (or, before a max-pool, over the pooled
- * output); backward fuses the activation derivative with the bias
- * gradient. Layers never touch backend memory: all arithmetic is in the
- * backend's ops.
+ * for the contract, nn_build.c for how the net is built): the passes
+ * over the layers in order, the loss, the parameters' and activations'
+ * crossings between backends. Each layer's own forward and backward are
+ * its kind's (nn_KIND.c, struct nn_kind in nn_impl.h). Layers never touch
+ * backend memory: all arithmetic is in the backend's ops.
  *
  * With explicit placement each layer runs on its own backend (l->be) with
  * its parameters there; cross() moves an activation, or its gradient,
@@ -127,86 +126,18 @@ static int check_all(struct wk_net *net)
 
 /* ---- forward ---- */
 
-static void conv_forward(struct nn_layer *l,
-                         const float *x, const float *params, int B)
-{
-    struct wk_geom g = l->g;
-    int M = B * g.OH * g.OW, K = g.kh * g.kw * g.C, F = l->out_c;
-    const float *cols = x;
-
-    g.B = B;
-    if (!l->direct) {
-        wk_be_im2col(l->be, &g, x, l->cols);
-        cols = l->cols;
-    }
-    wk_be_sgemm(l->be, 0, 0, M, F, K, 1.0f, cols, K, params + l->doff_w, F,
-                0.0f, l->out, F);
-    if (!l->pre_pool)
-        wk_be_act_forward(l->be, l->out,
-                          l->n_b ? params + l->doff_b : NULL,
-                          l->out, M, F, l->act);
-}
-
-static void dense_forward(struct nn_layer *l, const float *x,
-                          const float *params, int B)
-{
-    wk_be_sgemm(l->be, 0, 0, B, l->units, l->in_size, 1.0f, x, l->in_size,
-                params + l->doff_w, l->units, 0.0f, l->out, l->units);
-    wk_be_act_forward(l->be, l->out, l->n_b ? params + l->doff_b : NULL,
-                      l->out, B, l->units, l->act);
-}
-
 static void layer_forward(struct wk_net *net, int i, const float *x,
                           const float *params, int B, int training)
 {
     struct nn_layer *l = &net->layers[i];
-    struct wk_geom g = l->g;
-    size_t n = (size_t)B * l->out_size;
 
     l->x = x;
     l->y = l->out;
     l->seed = 0;
-    switch (l->type) {
-    case HC_LAYER_CONV2D:
-        conv_forward(l, x, params, B);
-        break;
-    case HC_LAYER_DENSE:
-        dense_forward(l, x, params, B);
-        break;
-    case HC_LAYER_MAXPOOL2D:
-        g.B = B;
-        wk_be_maxpool_forward(l->be, &g, x, l->out, l->idx);
-        if (l->post_act && (l->act != HC_ACT_LINEAR || l->n_b))
-            wk_be_act_forward(l->be, l->out,
-                              l->n_b ? params + l->doff_b : NULL,
-                              l->out, (int)(n / l->out_c), l->out_c, l->act);
-        break;
-    case HC_LAYER_FLATTEN:
+    if (l->kind->forward)
+        l->kind->forward(net, l, x, params, B, training);
+    else
         l->y = x;
-        break;
-    case HC_LAYER_DROPOUT:
-        if (!training || l->rate == 0.0f) {
-            l->y = x;
-            break;
-        }
-        l->seed = wk_dropout_hash(net->seed,
-                                  net->counter * HC_MODEL_MAX_LAYERS + i);
-        if (!l->seed)
-            l->seed = 1;
-        /* Rows from first_sample on of the batch's mask (wk_net_set_
-         * dropout_pos); 0 is still "off" for backward, a 2^-64 chance. */
-        if (net->first_sample)
-            l->seed = wk_dropout_seed_at(l->seed, (uint64_t)net->first_sample *
-                                                      (uint64_t)l->out_size);
-        wk_be_dropout_forward(l->be, x, l->out, n, l->rate, l->seed);
-        break;
-    case HC_LAYER_ACTIVATION:
-        if (net->fused && i == net->n_layers - 1)
-            break;  /* softmax of the loss, below */
-        wk_be_act_forward(l->be, x, NULL, l->out, (int)(n / l->out_c),
-                          l->out_c, l->act);
-        break;
-    }
 }
 
 int wk_net_forward(struct wk_net *net, const float *params, const float *x,
@@ -250,15 +181,13 @@ int wk_net_forward(struct wk_net *net, const float *params, const float *x,
     }
     net->output = in;
     if (net->fused) {
-        struct nn_layer *last = &net->layers[net->n_layers - 1];
-        float *p = last->type == HC_LAYER_DENSE ? net->probs : last->out;
-
-        /* Logits: the dense output, or the input of the activation. */
-        net->logits = last->type == HC_LAYER_DENSE ? last->out : last->x;
+        /* Logits: the last layer's output, its softmax being the loss's
+         * (act_in_loss). */
+        net->logits = net->output;
         wk_be_xent_forward(net->out_be, net->logits, NULL, B,
-                           (int)net->out_size, p, NULL, NULL);
-        net->output = p;
-        net->probs_cur = p;
+                           (int)net->out_size, net->probs, NULL, NULL);
+        net->output = net->probs;
+        net->probs_cur = net->probs;
     }
     if ((rv = check_all(net)))
         return rv;
@@ -361,71 +290,13 @@ static int layer_backward(struct wk_net *net, int i, const float *params,
                           float *grads, float *dy, float *dx, int need_dx)
 {
     struct nn_layer *l = &net->layers[i];
-    struct wk_backend *be = l->be;
-    const int B = net->B;
-    const float *x = l->x;
-    float *db = l->n_b ? grads + l->doff_b : NULL;
-    struct wk_geom g = l->g;
-    int M, K, F;
 
-    g.B = B;
-    switch (l->type) {
-    case HC_LAYER_CONV2D:
-        M = B * g.OH * g.OW;
-        K = g.kh * g.kw * g.C;
-        F = l->out_c;
-        if (!l->pre_pool)
-            wk_be_act_bias_backward(be, l->y, dy, M, F, l->act, db);
-        /* dW (K, F) = colsᵀ · dY */
-        wk_be_sgemm(be, 1, 0, K, F, M, 1.0f, l->direct ? x : l->cols, K, dy,
-                    F, 0.0f, grads + l->doff_w, F);
-        grads_final(net, l);
-        if (!need_dx)
-            return 0;
-        if (l->direct) {
-            wk_be_sgemm(be, 0, 1, M, K, F, 1.0f, dy, F, params + l->doff_w,
-                        F, 0.0f, dx, K);
-            return 1;
-        }
-        /* dcols (M, K) = dY · Wᵀ, into the cols workspace (done with). */
-        wk_be_sgemm(be, 0, 1, M, K, F, 1.0f, dy, F, params + l->doff_w, F,
-                    0.0f, l->cols, K);
-        wk_be_col2im(be, &g, l->cols, dx);
-        return 1;
-    case HC_LAYER_DENSE:
-        wk_be_act_bias_backward(be, l->y, dy, B, l->units, l->act, db);
-        /* dW (in, out) = Xᵀ · dY */
-        wk_be_sgemm(be, 1, 0, l->in_size, l->units, B, 1.0f, x, l->in_size,
-                    dy, l->units, 0.0f, grads + l->doff_w, l->units);
-        grads_final(net, l);
-        if (!need_dx)
-            return 0;
-        wk_be_sgemm(be, 0, 1, B, l->in_size, l->units, 1.0f, dy, l->units,
-                    params + l->doff_w, l->units, 0.0f, dx, l->in_size);
-        return 1;
-    case HC_LAYER_MAXPOOL2D:
-        if (l->post_act)
-            wk_be_act_bias_backward(be, l->y, dy, B * l->out_size / l->out_c,
-                                    l->out_c, l->act, db);
-        grads_final(net, l);
-        if (!need_dx)
-            return 0;
-        wk_be_maxpool_backward(be, &g, dy, l->idx, dx);
-        return 1;
-    case HC_LAYER_DROPOUT:
-        if (l->seed)
-            wk_be_dropout_backward(be, dy, dy, (size_t)B * l->out_size,
-                                   l->rate, l->seed);
+    if (l->kind->backward_params)
+        l->kind->backward_params(l, grads, dy, net->B);
+    grads_final(net, l);
+    if (!need_dx || !l->kind->backward_input)
         return 0;
-    case HC_LAYER_ACTIVATION:
-        if (!(net->fused && i == net->n_layers - 1) && l->act != HC_ACT_LINEAR)
-            wk_be_act_backward(be, l->y, dy, dy, B * l->out_size / l->out_c,
-                               l->out_c, l->act);
-        return 0;
-    case HC_LAYER_FLATTEN:
-        return 0;
-    }
-    return 0;
+    return l->kind->backward_input(l, params, dy, dx, net->B);
 }
 
 int wk_net_backward(struct wk_net *net, const float *params, float *grads)

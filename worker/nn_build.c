@@ -3,7 +3,9 @@
  * shapes, variables and settings (each message names the model and the
  * layer), choosing the supported loss, placing each layer on its backend,
  * fusing conv2d → maxpool2d, laying out each device's parameters and
- * allocating every buffer of the steady state once.
+ * allocating every buffer of the steady state once. What every layer has
+ * is checked here; its kind's half (nn_impl.h, struct nn_kind) checks
+ * and sizes the rest, with the helpers below.
  */
 #include "nn_impl.h"
 
@@ -13,33 +15,9 @@
 #include <string.h>
 
 #include "err.h"
+#include "layer.h"
 
-static const char *type_name(enum hc_layer_type t)
-{
-    switch (t) {
-    case HC_LAYER_CONV2D: return "conv2d";
-    case HC_LAYER_MAXPOOL2D: return "maxpool2d";
-    case HC_LAYER_FLATTEN: return "flatten";
-    case HC_LAYER_DENSE: return "dense";
-    case HC_LAYER_DROPOUT: return "dropout";
-    case HC_LAYER_ACTIVATION: return "activation";
-    }
-    return "unknown";
-}
-
-static const char *act_name(enum hc_act a)
-{
-    switch (a) {
-    case HC_ACT_LINEAR: return "linear";
-    case HC_ACT_RELU: return "relu";
-    case HC_ACT_SIGMOID: return "sigmoid";
-    case HC_ACT_TANH: return "tanh";
-    case HC_ACT_SOFTMAX: return "softmax";
-    }
-    return "unknown";
-}
-
-static size_t shape_size(const struct hc_shape *s)
+size_t nn_shape_size(const struct hc_shape *s)
 {
     size_t n = 1;
     int i;
@@ -61,7 +39,7 @@ static int shape_eq(const struct hc_shape *a, const struct hc_shape *b)
     return 1;
 }
 
-static const char *shape_str(const struct hc_shape *s, char *buf, size_t len)
+const char *nn_shape_str(const struct hc_shape *s, char *buf, size_t len)
 {
     if (s->rank == 3)
         snprintf(buf, len, "(%d, %d, %d)", s->dims[0], s->dims[1], s->dims[2]);
@@ -74,156 +52,112 @@ static const char *shape_str(const struct hc_shape *s, char *buf, size_t len)
 
 /* ---- building the net: checks ---- */
 
-/* Where the messages of wk_net_new point: "model NAME, layer NAME". */
-struct ctx_names {
-    char layer[HC_NAME_MAX + 32];
-};
-
 static const char *model_name(const struct hc_model *m)
 {
     return m->name[0] ? m->name : "(unnamed)";
 }
 
-/* Check variable v of the layer: in range, `size` floats; record it as
- * used (owner[v]) and return its offset in *off and its size in *n. */
-static int check_var(const struct hc_model *m, const struct ctx_names *cn,
-                     const size_t *var_off, int *owner, int li, int v,
-                     const char *what, size_t size, size_t *off, size_t *n)
+int nn_check_var(const struct nn_setup *c, int v, const char *what,
+                 size_t size, size_t *off, size_t *n)
 {
+    const struct hc_model *m = c->m;
+
     if (v < 0 || v >= m->n_vars)
         return hc_err_set(HC_ERR_MISMATCH,
-                          "model %s, %s: %s variable index %d is not one of "
-                          "the model's %d variables", model_name(m), cn->layer,
-                          what, v, m->n_vars);
+                          "%s: %s variable index %d is not one of the "
+                          "model's %d variables", c->where, what, v,
+                          m->n_vars);
     if (m->vars[v].size != size)
         return hc_err_set(HC_ERR_MISMATCH,
-                          "model %s, %s: %s variable %s has %zu values; the "
-                          "layer needs %zu", model_name(m), cn->layer, what,
-                          m->vars[v].name, m->vars[v].size, size);
-    if (owner[v] >= 0)
+                          "%s: %s variable %s has %zu values; the layer "
+                          "needs %zu", c->where, what, m->vars[v].name,
+                          m->vars[v].size, size);
+    if (c->owner[v] >= 0)
         return hc_err_set(HC_ERR_MISMATCH,
-                          "model %s, %s: variable %s is already used by layer "
-                          "%d; each variable belongs to one layer",
-                          model_name(m), cn->layer, m->vars[v].name, owner[v]);
-    owner[v] = li;
-    *off = var_off[v];
+                          "%s: variable %s is already used by layer %d; "
+                          "each variable belongs to one layer", c->where,
+                          m->vars[v].name, c->owner[v]);
+    c->owner[v] = c->li;
+    *off = c->var_off[v];
     *n = size;
     return HC_OK;
 }
 
-/* Check layer spec s (index li) against its input shape and fill l. */
-static int setup_layer(const struct hc_model *m, const struct ctx_names *cn,
-                       const size_t *var_off, int *owner, int li,
-                       const struct hc_shape *in, struct nn_layer *l)
+int nn_need_image(const struct nn_setup *c, const struct hc_layer_spec *s,
+                  const struct hc_shape *in)
 {
-    const struct hc_layer_spec *s = &m->layers[li];
+    char b1[48];
+
+    if (in->rank != 3)
+        return hc_err_set(HC_ERR_CONFIG, "%s: %s needs an (H, W, C) input, "
+                          "got %s", c->where, hc_layer_type_name(s->type),
+                          nn_shape_str(in, b1, sizeof b1));
+    return HC_OK;
+}
+
+int nn_window(const struct nn_setup *c, const struct hc_layer_spec *s,
+              const struct hc_shape *in, int kh, int kw, int sh, int sw,
+              struct nn_layer *l, struct hc_shape *out)
+{
+    char b1[48];
+
+    if (wk_geom_init(&l->g, 1, in->dims[0], in->dims[1], in->dims[2], kh, kw,
+                     sh, sw, s->same))
+        return hc_err_set(HC_ERR_CONFIG,
+                          "%s: window %d×%d, strides %d×%d and padding "
+                          "\"%s\" do not fit the input %s", c->where, kh, kw,
+                          sh, sw, s->same ? "same" : "valid",
+                          nn_shape_str(in, b1, sizeof b1));
+    out->rank = 3;
+    out->dims[0] = l->g.OH;
+    out->dims[1] = l->g.OW;
+    out->dims[2] = in->dims[2];
+    return HC_OK;
+}
+
+/* Check layer spec s (index c->li) against its input shape and fill l:
+ * what every layer has here, the rest by its kind's setup. */
+static int setup_layer(const struct nn_setup *c, const struct hc_shape *in,
+                       struct nn_layer *l)
+{
+    const struct hc_layer_spec *s = &c->m->layers[c->li];
     struct hc_shape want = *in;
     char b1[48], b2[48];
-    int rv, C;
+    int rv;
 
-    l->type = s->type;
-    snprintf(l->name, sizeof l->name, "%s", cn->layer);
+    l->kind = nn_kind_of(s->type);
+    snprintf(l->name, sizeof l->name, "%s", c->layer);
     l->act = s->act;
     l->off_w = l->off_b = NO_VAR;
     if ((unsigned)s->act > HC_ACT_SOFTMAX)
-        return hc_err_set(HC_ERR_CONFIG, "model %s, %s: unknown activation %d",
-                          model_name(m), cn->layer, (int)s->act);
+        return hc_err_set(HC_ERR_CONFIG, "%s: unknown activation %d",
+                          c->where, (int)s->act);
     if (!shape_eq(&s->in, in))
         return hc_err_set(HC_ERR_MISMATCH,
-                          "model %s, %s: input shape %s does not match the "
-                          "previous output %s", model_name(m), cn->layer,
-                          shape_str(&s->in, b1, sizeof b1),
-                          shape_str(in, b2, sizeof b2));
-    C = in->rank == 3 ? in->dims[2] : in->dims[0];
-    switch (s->type) {
-    case HC_LAYER_CONV2D:
-    case HC_LAYER_MAXPOOL2D: {
-        int conv = s->type == HC_LAYER_CONV2D;
-        int kh = conv ? s->kh : s->ph, kw = conv ? s->kw : s->pw;
-        int sh = s->sh ? s->sh : (conv ? 1 : kh);
-        int sw = s->sw ? s->sw : (conv ? 1 : kw);
-
-        if (in->rank != 3)
-            return hc_err_set(HC_ERR_CONFIG,
-                              "model %s, %s: %s needs an (H, W, C) input, "
-                              "got %s", model_name(m), cn->layer,
-                              type_name(s->type), shape_str(in, b1, sizeof b1));
-        if (conv && s->filters < 1)
-            return hc_err_set(HC_ERR_CONFIG,
-                              "model %s, %s: filters = %d; must be at least 1",
-                              model_name(m), cn->layer, s->filters);
-        if (wk_geom_init(&l->g, 1, in->dims[0], in->dims[1], C, kh, kw, sh, sw,
-                         s->same))
-            return hc_err_set(HC_ERR_CONFIG,
-                              "model %s, %s: window %d×%d, strides %d×%d and "
-                              "padding \"%s\" do not fit the input %s",
-                              model_name(m), cn->layer, kh, kw, sh, sw,
-                              s->same ? "same" : "valid",
-                              shape_str(in, b1, sizeof b1));
-        want.rank = 3;
-        want.dims[0] = l->g.OH;
-        want.dims[1] = l->g.OW;
-        want.dims[2] = conv ? s->filters : C;
-        if (conv) {
-            size_t ksize = (size_t)kh * kw * C * s->filters;
-
-            l->direct = kh == 1 && kw == 1 && sh == 1 && sw == 1;
-            if ((rv = check_var(m, cn, var_off, owner, li, s->var_kernel,
-                                "kernel", ksize, &l->off_w, &l->n_w)))
-                return rv;
-        }
-        break;
-    }
-    case HC_LAYER_FLATTEN:
-        want.rank = 1;
-        want.dims[0] = (int)shape_size(in);
-        break;
-    case HC_LAYER_DENSE:
-        if (in->rank != 1)
-            return hc_err_set(HC_ERR_CONFIG,
-                              "model %s, %s: dense needs a flat input, got %s; "
-                              "add a flatten layer before it", model_name(m),
-                              cn->layer, shape_str(in, b1, sizeof b1));
-        if (s->units < 1)
-            return hc_err_set(HC_ERR_CONFIG,
-                              "model %s, %s: units = %d; must be at least 1",
-                              model_name(m), cn->layer, s->units);
-        want.rank = 1;
-        want.dims[0] = s->units;
-        l->units = s->units;
-        if ((rv = check_var(m, cn, var_off, owner, li, s->var_kernel, "kernel",
-                            (size_t)C * s->units, &l->off_w, &l->n_w)))
-            return rv;
-        break;
-    case HC_LAYER_DROPOUT:
-        if (!(s->rate >= 0.0f && s->rate < 1.0f))
-            return hc_err_set(HC_ERR_CONFIG,
-                              "model %s, %s: rate = %g; must be in [0, 1)",
-                              model_name(m), cn->layer, (double)s->rate);
-        l->rate = s->rate;
-        break;
-    case HC_LAYER_ACTIVATION:
-        break;
-    default:
-        return hc_err_set(HC_ERR_CONFIG, "model %s, %s: unknown layer type %d",
-                          model_name(m), cn->layer, (int)s->type);
-    }
+                          "%s: input shape %s does not match the previous "
+                          "output %s", c->where,
+                          nn_shape_str(&s->in, b1, sizeof b1),
+                          nn_shape_str(in, b2, sizeof b2));
+    if (!l->kind)
+        return hc_err_set(HC_ERR_CONFIG, "%s: unknown layer type %d",
+                          c->where, (int)s->type);
+    if (l->kind->setup && (rv = l->kind->setup(c, s, in, l, &want)))
+        return rv;
     if (!shape_eq(&s->out, &want))
         return hc_err_set(HC_ERR_MISMATCH,
-                          "model %s, %s: output shape %s disagrees with the "
-                          "layer's settings, which give %s", model_name(m),
-                          cn->layer, shape_str(&s->out, b1, sizeof b1),
-                          shape_str(&want, b2, sizeof b2));
-    if ((s->type == HC_LAYER_CONV2D || s->type == HC_LAYER_DENSE) &&
-        s->var_bias >= 0) {
+                          "%s: output shape %s disagrees with the layer's "
+                          "settings, which give %s", c->where,
+                          nn_shape_str(&s->out, b1, sizeof b1),
+                          nn_shape_str(&want, b2, sizeof b2));
+    if ((l->kind->flags & NN_BIAS) && s->var_bias >= 0) {
         int n = want.rank == 3 ? want.dims[2] : want.dims[0];
 
-        if ((rv = check_var(m, cn, var_off, owner, li, s->var_bias, "bias",
-                            (size_t)n, &l->off_b, &l->n_b)))
+        if ((rv = nn_check_var(c, s->var_bias, "bias", (size_t)n, &l->off_b,
+                               &l->n_b)))
             return rv;
     }
-    l->in_size = (int)shape_size(in);
-    l->out_size = (int)shape_size(&want);
+    l->in_size = (int)nn_shape_size(in);
+    l->out_size = (int)nn_shape_size(&want);
     l->out_c = want.rank == 3 ? want.dims[2] : want.dims[0];
     return HC_OK;
 }
@@ -233,7 +167,8 @@ static int setup_model(struct wk_net *net, const struct hc_model *m)
 {
     size_t var_off[HC_MODEL_MAX_VARS], sum = 0, lim;
     int owner[HC_MODEL_MAX_VARS];
-    struct ctx_names cn;
+    char layer[HC_NAME_MAX + 32], where[2 * HC_NAME_MAX + 48];
+    struct nn_setup c = {m, layer, where, 0, var_off, owner};
     struct hc_shape cur = m->input;
     char b1[48];
     int i, rv;
@@ -246,12 +181,12 @@ static int setup_model(struct wk_net *net, const struct hc_model *m)
         return hc_err_set(HC_ERR_CONFIG, "model %s: %d variables; at most %d",
                           model_name(m), m->n_vars, HC_MODEL_MAX_VARS);
     if ((m->input.rank != 1 && m->input.rank != 3) ||
-        shape_size(&m->input) == 0 || m->input.dims[0] < 1 ||
+        nn_shape_size(&m->input) == 0 || m->input.dims[0] < 1 ||
         (m->input.rank == 3 && (m->input.dims[1] < 1 || m->input.dims[2] < 1)))
         return hc_err_set(HC_ERR_CONFIG,
                           "model %s: input shape %s; use (N) or (H, W, C) "
                           "with positive sizes", model_name(m),
-                          shape_str(&m->input, b1, sizeof b1));
+                          nn_shape_str(&m->input, b1, sizeof b1));
     for (i = 0; i < m->n_vars; i++) {
         var_off[i] = sum;
         sum += m->vars[i].size;
@@ -266,10 +201,11 @@ static int setup_model(struct wk_net *net, const struct hc_model *m)
     for (i = 0; i < m->n_layers; i++) {
         const struct hc_layer_spec *s = &m->layers[i];
 
-        snprintf(cn.layer, sizeof cn.layer, "layer %d (%s)", i,
-                 s->name[0] ? s->name : type_name(s->type));
-        if ((rv = setup_layer(m, &cn, var_off, owner, i, &cur,
-                              &net->layers[i])))
+        snprintf(layer, sizeof layer, "layer %d (%s)", i,
+                 s->name[0] ? s->name : hc_layer_type_name(s->type));
+        snprintf(where, sizeof where, "model %s, %s", model_name(m), layer);
+        c.li = i;
+        if ((rv = setup_layer(&c, &cur, &net->layers[i])))
             return rv;
         if (net->first_param < 0 && net->layers[i].off_w != NO_VAR)
             net->first_param = i;
@@ -284,8 +220,8 @@ static int setup_model(struct wk_net *net, const struct hc_model *m)
         return hc_err_set(HC_ERR_CONFIG,
                           "model %s has no layer with parameters; add a dense "
                           "or conv2d layer", model_name(m));
-    net->in_size = shape_size(&m->input);
-    net->out_size = shape_size(&cur);
+    net->in_size = nn_shape_size(&m->input);
+    net->out_size = nn_shape_size(&cur);
     net->n_params = m->n_params;
     net->loss = m->loss;
     /* Batch tensors are indexed with int (GEMM sizes, argmax indices). */
@@ -296,11 +232,8 @@ static int setup_model(struct wk_net *net, const struct hc_model *m)
                           net->max_batch);
     for (i = 0; i < m->n_layers; i++) {
         const struct nn_layer *l = &net->layers[i];
-        size_t k = l->type == HC_LAYER_CONV2D ? (size_t)l->g.kh * l->g.kw * l->g.C
-                                              : 1;
 
-        if ((size_t)l->out_size > lim ||
-            (size_t)l->g.OH * l->g.OW * k > lim)
+        if ((size_t)l->out_size > lim || l->ws_size > lim)
             return hc_err_set(HC_ERR_LIMIT,
                               "model %s, %s: its batch tensors exceed "
                               "2^31 − 1 floats at batch %d; use a smaller "
@@ -326,8 +259,8 @@ static int setup_loss(struct wk_net *net, const struct hc_model *m)
                               "outputs %s; end with flatten and a dense "
                               "softmax layer",
                               model_name(m), last->name,
-                              shape_str(&s->out, b1, sizeof b1));
-        if (!((s->type == HC_LAYER_DENSE || s->type == HC_LAYER_ACTIVATION) &&
+                              nn_shape_str(&s->out, b1, sizeof b1));
+        if (!((hc_layer_kind(s->type)->flags & HC_LAYER_ACT) &&
               s->act == HC_ACT_SOFTMAX))
             return hc_err_set(HC_ERR_CONFIG,
                               "model %s: sparse_categorical_crossentropy needs "
@@ -335,15 +268,16 @@ static int setup_loss(struct wk_net *net, const struct hc_model *m)
                               "activation \"%s\"; set \"activation\": "
                               "\"softmax\" on a last dense layer, or use loss "
                               "\"mse\"", model_name(m), last->name,
-                              act_name(s->act));
+                              hc_act_name(s->act));
         if (m->n_classes > 0 && (size_t)m->n_classes != net->out_size)
             return hc_err_set(HC_ERR_MISMATCH,
                               "model %s: n_classes = %d but the output has %zu "
                               "units", model_name(m), m->n_classes,
                               net->out_size);
         net->fused = 1;
-        /* The dense layer outputs logits; softmax is the loss's. */
+        /* The last layer outputs logits; softmax is the loss's. */
         last->act = HC_ACT_LINEAR;
+        last->act_in_loss = 1;
         return HC_OK;
     case HC_LOSS_MSE:
         return HC_OK;
@@ -362,16 +296,18 @@ static int setup_loss(struct wk_net *net, const struct hc_model *m)
  * gradient and the scatter to the argmax does the rest: the conv's other
  * outputs get no gradient either way. (Where relu ties a window at 0 the
  * argmax may differ from the unfused one, but its gradient is 0.) Only a
- * pair on one backend fuses.
+ * pair on one backend fuses. In the kinds' words: an NN_EPILOGUE_OUT layer
+ * (conv2d) followed by an NN_EPILOGUE_IN one (maxpool2d).
  */
-static void fuse_conv_pool(struct wk_net *net)
+static void fuse_epilogue(struct wk_net *net)
 {
     int i;
 
     for (i = 0; i + 1 < net->n_layers; i++) {
         struct nn_layer *c = &net->layers[i], *p = &net->layers[i + 1];
 
-        if (c->type != HC_LAYER_CONV2D || p->type != HC_LAYER_MAXPOOL2D ||
+        if (!(c->kind->flags & NN_EPILOGUE_OUT) ||
+            !(p->kind->flags & NN_EPILOGUE_IN) ||
             c->act == HC_ACT_SOFTMAX || c->dev != p->dev)
             continue;
         c->pre_pool = 1;
@@ -472,7 +408,7 @@ static void setup_layout(struct wk_net *net)
 
 /* ---- building the net: buffers ---- */
 
-static int alloc_f(struct wk_backend *be, float **p, size_t n)
+int nn_alloc_f(struct wk_backend *be, float **p, size_t n)
 {
     return wk_be_alloc(be, n * sizeof **p, (void **)p);
 }
@@ -487,26 +423,15 @@ static int setup_buffers(struct wk_net *net)
     for (i = 0; i < net->n_layers; i++) {
         struct nn_layer *l = &net->layers[i];
         struct nn_dev *d = &net->devs[l->dev];
-        int own = l->type != HC_LAYER_FLATTEN;
 
         if ((size_t)l->in_size > d->max_act)
             d->max_act = (size_t)l->in_size;
         if ((size_t)l->out_size > d->max_act)
             d->max_act = (size_t)l->out_size;
-        if (l->type == HC_LAYER_DROPOUT && l->rate == 0.0f)
-            own = 0;
-        if (own && (rv = alloc_f(l->be, &l->out, B * l->out_size)))
-            return rv;
-        if (l->type == HC_LAYER_CONV2D && !l->direct &&
-            (rv = alloc_f(l->be, &l->cols, B * l->g.OH * l->g.OW * l->g.kh *
-                                               l->g.kw * l->g.C)))
-            return rv;
-        if (l->type == HC_LAYER_MAXPOOL2D &&
-            (rv = wk_be_alloc(l->be, B * l->out_size * sizeof *l->idx,
-                              (void **)&l->idx)))
+        if (l->kind->alloc && (rv = l->kind->alloc(l, B)))
             return rv;
         if (l->cross_in) {
-            if ((rv = alloc_f(l->be, &l->xin, B * l->in_size)))
+            if ((rv = nn_alloc_f(l->be, &l->xin, B * l->in_size)))
                 return rv;
             if (!net->layers[i - 1].be->host_memory &&
                 !l->be->host_memory && (size_t)l->in_size > stage)
@@ -517,24 +442,22 @@ static int setup_buffers(struct wk_net *net)
         struct nn_dev *d = &net->devs[k];
 
         for (i = 0; i < 2; i++)
-            if ((rv = alloc_f(d->be, &d->dbuf[i], B * d->max_act)))
+            if ((rv = nn_alloc_f(d->be, &d->dbuf[i], B * d->max_act)))
                 return rv;
         if (!d->be->host_memory && d->n_params &&
-            ((rv = alloc_f(d->be, &d->params_d, d->n_params)) ||
-             (rv = alloc_f(d->be, &d->grads_d, d->n_params))))
+            ((rv = nn_alloc_f(d->be, &d->params_d, d->n_params)) ||
+             (rv = nn_alloc_f(d->be, &d->grads_d, d->n_params))))
             return rv;
     }
     if (stage && !(net->stage_h = malloc(B * stage * sizeof *net->stage_h)))
         return hc_err_set(HC_ERR_NOMEM, "net: out of host memory");
-    if (net->fused &&
-        net->layers[net->n_layers - 1].type == HC_LAYER_DENSE &&
-        (rv = alloc_f(ob, &net->probs, B * net->out_size)))
+    if (net->fused && (rv = nn_alloc_f(ob, &net->probs, B * net->out_size)))
         return rv;
-    if ((rv = alloc_f(ob, &net->loss_d, B)) ||
-        (rv = alloc_f(ob, &net->hit_d, B)))
+    if ((rv = nn_alloc_f(ob, &net->loss_d, B)) ||
+        (rv = nn_alloc_f(ob, &net->hit_d, B)))
         return rv;
     if (!net->in_be->host_memory &&
-        (rv = alloc_f(net->in_be, &net->x_d, B * net->in_size)))
+        (rv = nn_alloc_f(net->in_be, &net->x_d, B * net->in_size)))
         return rv;
     if (ob->host_memory) {
         net->loss_h = net->loss_d;
@@ -546,7 +469,7 @@ static int setup_buffers(struct wk_net *net)
     if (!net->loss_h || !net->hit_h)
         return hc_err_set(HC_ERR_NOMEM, "net: out of host memory");
     if (net->loss == HC_LOSS_MSE)
-        return alloc_f(ob, &net->targets_d, B * net->out_size);
+        return nn_alloc_f(ob, &net->targets_d, B * net->out_size);
     return wk_be_alloc(ob, B * sizeof *net->labels_d,
                        (void **)&net->labels_d);
 }
@@ -573,7 +496,7 @@ int wk_net_new_placed(const struct hc_model *m,
     if ((rv = setup_model(net, m)) || (rv = setup_loss(net, m)) ||
         (rv = setup_devices(net, m, layer_be)))
         goto fail;
-    fuse_conv_pool(net);
+    fuse_epilogue(net);
     setup_layout(net);
     if ((rv = setup_buffers(net)))
         goto fail;

@@ -1,7 +1,15 @@
 /*
  * nn_impl.h — the inside of a wk_net, shared by the files that build it
- * (nn_build.c) and run it (nn.c). Nothing outside worker/nn*.c includes
+ * (nn_build.c), run it (nn.c) and the worker's half of each layer kind
+ * (nn_KIND.c, listed in nn_kind.c). Nothing outside worker/nn*.c includes
  * this; the contract is nn.h.
+ *
+ * A kind of layer is one row of the layer table (common/layer.h: names,
+ * keys, shapes, variables) and, here, one struct nn_kind found by the
+ * same id: how the net checks a layer of that kind and sizes it, its
+ * buffers, and its forward and backward passes, in the backend's ops
+ * (backend.h) only. nn_build.c and nn.c do what every layer has and ask
+ * the kind for the rest; neither asks which kind a layer is.
  *
  * A net runs on one or more backends (explicit placement): each layer
  * names the backend it runs on (nn_layer.dev, an index into wk_net.devs)
@@ -32,31 +40,38 @@ struct nn_dev {
     float *dbuf[2];         /* (max_B, max_act) activation gradients */
 };
 
+struct nn_kind;
+
 struct nn_layer {
-    enum hc_layer_type type;
+    const struct nn_kind *kind;
     char name[HC_NAME_MAX + 32];   /* "layer 3 (dense)", for messages */
     int dev;                /* index into wk_net.devs */
     struct wk_backend *be;  /* = devs[dev].be */
     enum hc_act act;        /* applied in forward; LINEAR for the fused
                              * softmax of the output */
+    int act_in_loss;        /* the output layer whose softmax the fused
+                             * cross-entropy applies (act is LINEAR) */
     int in_size, out_size;  /* floats per sample */
     int out_c;              /* last dimension of the output (row length) */
     struct wk_geom g;       /* conv2d / maxpool2d, g.B set per call */
     int units;              /* dense */
     float rate;             /* dropout */
     int direct;             /* conv2d 1×1, stride 1: the input is the cols */
-    int pre_pool;           /* conv2d feeding a maxpool2d that applies its
-                             * bias and activation (nn_build.c,
-                             * fuse_conv_pool) */
-    int post_act;           /* maxpool2d applying act and the bias at off_b
-                             * of the conv2d before it */
+    size_t ws_size;         /* floats per sample of its workspace (conv2d:
+                             * cols), kept under 2^31 at max_batch */
+    int pre_pool;           /* NN_EPILOGUE_OUT (conv2d) feeding a layer that
+                             * applies its bias and activation (nn_build.c,
+                             * fuse_epilogue) */
+    int post_act;           /* NN_EPILOGUE_IN (maxpool2d) applying act and
+                             * the bias at off_b of the layer before it */
     size_t off_w, off_b;    /* offsets in the host params, NO_VAR if none */
     size_t n_w, n_b;        /* their sizes (0 with NO_VAR) */
     size_t doff_w, doff_b;  /* the same in the device's params / grads */
     int cross_in;           /* input comes from another backend by copy */
     float *xin;             /* (max_B, in_size) that copy, cross_in only */
     float *out;             /* (max_B, out_size) own buffer, or NULL */
-    float *cols;            /* (max_B·OH·OW, kh·kw·C) conv2d workspace */
+    float *cols;            /* (max_B, ws_size) = (max_B·OH·OW, kh·kw·C)
+                             * conv2d workspace */
     int32_t *idx;           /* (max_B, out_size) maxpool2d argmax */
     const float *x;         /* input of the last forward (own backend) */
     const float *y;         /* output of the last forward (own or alias) */
@@ -96,5 +111,96 @@ struct wk_net {
     uint64_t seed, counter;
     size_t first_sample;    /* dropout masks start at this sample */
 };
+
+/* ---- a kind's half (nn_KIND.c) ----------------------------------------- */
+
+/* What a kind's setup checks a layer against. */
+struct nn_setup {
+    const struct hc_model *m;
+    const char *layer;          /* "layer 3 (dense)" */
+    const char *where;          /* "model NAME, layer 3 (dense)" */
+    int li;                     /* the layer's index */
+    const size_t *var_off;      /* (n_vars) offsets in the host params */
+    int *owner;                 /* (n_vars) layer using each, -1 none */
+};
+
+/* nn_kind.flags */
+#define NN_BIAS         1u  /* has a bias (var_bias) of its output's last
+                             * dimension, added with its activation */
+#define NN_EPILOGUE_OUT 2u  /* may leave its bias and activation to the
+                             * next layer, one with NN_EPILOGUE_IN */
+#define NN_EPILOGUE_IN  4u  /* commutes with a per-channel bias and any
+                             * non-decreasing activation: may apply those
+                             * of the layer before it to its own output */
+
+struct nn_kind {
+    unsigned flags;
+
+    /* Check spec s against its input shape in (s->in, already checked
+     * equal) and fill l's settings, its kernel (nn_check_var) and
+     * ws_size; *out (preset to in) gets the output shape the settings
+     * give. Errors name c->where. NULL: out = in, nothing to check. */
+    int (*setup)(const struct nn_setup *c, const struct hc_layer_spec *s,
+                 const struct hc_shape *in, struct nn_layer *l,
+                 struct hc_shape *out);
+
+    /* l's buffers on l->be for batches of up to B samples: l->out
+     * (nn_alloc_f) unless its output is its input, and its workspace.
+     * wk_net_free frees out, cols and idx. NULL: none. */
+    int (*alloc)(struct nn_layer *l, size_t B);
+
+    /* Forward of B samples x (B, in_size) with the device's params:
+     * l->y (preset to l->out) is its output. training: a training
+     * forward (dropout). NULL: the output is the input (l->y = x). */
+    void (*forward)(const struct wk_net *net, struct nn_layer *l,
+                    const float *x, const float *params, int B,
+                    int training);
+
+    /* Backward, given dy (B, out_size), the gradient of its output
+     * (which it may rewrite): backward_params writes its parameter
+     * gradients into grads (NULL: it has none); backward_input then,
+     * when its input's gradient is needed, writes it to dx and returns
+     * 1, or leaves it in dy and returns 0 (NULL: dy is the input's
+     * gradient already). */
+    void (*backward_params)(struct nn_layer *l, float *grads, float *dy,
+                            int B);
+    int (*backward_input)(struct nn_layer *l, const float *params,
+                          float *dy, float *dx, int B);
+};
+
+/* The half of kind t (nn_kind.c); NULL when t is not a kind. */
+const struct nn_kind *nn_kind_of(enum hc_layer_type t);
+
+extern const struct nn_kind nn_conv2d, nn_maxpool2d, nn_flatten, nn_dense,
+    nn_dropout, nn_activation;
+
+/* What nn_build.c gives the kinds' setup and alloc. */
+
+/* Check variable v (what: "kernel", "bias") of the layer: in range,
+ * `size` floats, used by no other layer; records it as the layer's and
+ * returns its host offset in *off and its size in *n. HC_ERR_MISMATCH
+ * naming c->where. */
+int nn_check_var(const struct nn_setup *c, int v, const char *what,
+                 size_t size, size_t *off, size_t *n);
+
+/* HC_ERR_CONFIG naming c->where unless in is an image (H, W, C). */
+int nn_need_image(const struct nn_setup *c, const struct hc_layer_spec *s,
+                  const struct hc_shape *in);
+
+/* A window layer's geometry (conv2d, maxpool2d) on its image input: l->g
+ * for a kh × kw window with strides sh, sw and s's padding, and out
+ * (H', W', C); HC_ERR_CONFIG naming c->where when it does not fit. */
+int nn_window(const struct nn_setup *c, const struct hc_layer_spec *s,
+              const struct hc_shape *in, int kh, int kw, int sh, int sw,
+              struct nn_layer *l, struct hc_shape *out);
+
+/* Floats of a shape. */
+size_t nn_shape_size(const struct hc_shape *s);
+
+/* "(H, W, C)" or "(N)" into buf; returns buf. */
+const char *nn_shape_str(const struct hc_shape *s, char *buf, size_t len);
+
+/* n floats on be into *p. */
+int nn_alloc_f(struct wk_backend *be, float **p, size_t n);
 
 #endif

@@ -8,6 +8,7 @@
  */
 #include "cu.h"
 #include "err.h"
+#include "layer.h"
 #include "model.h"
 
 #include <math.h>
@@ -757,6 +758,29 @@ static void test_names(void)
         CU_ASSERT_STRING_EQUAL(hc_layer_type_name(types[i].t), types[i].name);
 }
 
+/* Every kind id has its row, and each row is found by its own names. */
+static void test_layer_table(void)
+{
+    for (int t = 0; t < HC_LAYER_COUNT; t++) {
+        const struct hc_layer_kind *k = hc_layer_kind((enum hc_layer_type)t);
+        enum hc_layer_type found = HC_LAYER_COUNT;
+
+        CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(k->name);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(k->keras_class);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(k->snake);
+        CU_ASSERT_PTR_NOT_NULL(k->keras_args);
+        CU_ASSERT_PTR_NOT_NULL(k->keras_config);
+        CU_ASSERT_EQUAL(hc_layer_kind_named(k->name, &found), 0);
+        CU_ASSERT_EQUAL(found, t);
+        CU_ASSERT_PTR_EQUAL(hc_layer_kind_keras(k->keras_class), k);
+        CU_ASSERT_STRING_EQUAL(hc_layer_type_name((enum hc_layer_type)t),
+                               k->name);
+    }
+    CU_ASSERT_PTR_NULL(hc_layer_kind(HC_LAYER_COUNT));
+    CU_ASSERT_PTR_NULL(hc_layer_kind_keras("BatchNormalization"));
+}
+
 static int suite_init(void)
 {
     model = calloc(1, sizeof *model);
@@ -786,4 +810,5 @@ void hp_test_register(void)
     CU_add_test(s, "initial values", test_init_params);
     CU_add_test(s, "signature", test_signature);
     CU_add_test(s, "names", test_names);
+    CU_add_test(s, "layer table", test_layer_table);
 }

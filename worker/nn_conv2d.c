@@ -1,0 +1,108 @@
+/*
+ * nn_conv2d.c — the worker's half of conv2d (the row in
+ * common/layer_conv2d.c): im2col + one SGEMM over the whole batch
+ * (a 1×1 stride-1 kernel reads its input as the cols, "direct"), its bias
+ * and activation fused into one pass over the output — or left to a
+ * max-pool after it (NN_EPILOGUE_OUT: nn_build.c, fuse_epilogue).
+ * Backward fuses the activation derivative with the bias gradient, then
+ * dW = colsᵀ·dY and dX = col2im(dY·Wᵀ).
+ */
+#include "nn_impl.h"
+
+#include "err.h"
+
+static int setup(const struct nn_setup *c, const struct hc_layer_spec *s,
+                 const struct hc_shape *in, struct nn_layer *l,
+                 struct hc_shape *out)
+{
+    int sh = s->sh ? s->sh : 1, sw = s->sw ? s->sw : 1, rv;
+
+    if ((rv = nn_need_image(c, s, in)))
+        return rv;
+    if (s->filters < 1)
+        return hc_err_set(HC_ERR_CONFIG, "%s: filters = %d; must be at "
+                          "least 1", c->where, s->filters);
+    if ((rv = nn_window(c, s, in, s->kh, s->kw, sh, sw, l, out)))
+        return rv;
+    out->dims[2] = s->filters;
+    l->direct = s->kh == 1 && s->kw == 1 && sh == 1 && sw == 1;
+    l->ws_size = (size_t)l->g.OH * l->g.OW * s->kh * s->kw * l->g.C;
+    return nn_check_var(c, s->var_kernel, "kernel",
+                        (size_t)s->kh * s->kw * l->g.C * s->filters,
+                        &l->off_w, &l->n_w);
+}
+
+static int alloc(struct nn_layer *l, size_t B)
+{
+    int rv;
+
+    if ((rv = nn_alloc_f(l->be, &l->out, B * l->out_size)))
+        return rv;
+    if (!l->direct)
+        return nn_alloc_f(l->be, &l->cols, B * l->ws_size);
+    return HC_OK;
+}
+
+static void forward(const struct wk_net *net, struct nn_layer *l,
+                    const float *x, const float *params, int B, int training)
+{
+    struct wk_geom g = l->g;
+    int M = B * g.OH * g.OW, K = g.kh * g.kw * g.C, F = l->out_c;
+    const float *cols = x;
+
+    (void)net;
+    (void)training;
+    g.B = B;
+    if (!l->direct) {
+        wk_be_im2col(l->be, &g, x, l->cols);
+        cols = l->cols;
+    }
+    wk_be_sgemm(l->be, 0, 0, M, F, K, 1.0f, cols, K, params + l->doff_w, F,
+                0.0f, l->out, F);
+    if (!l->pre_pool)
+        wk_be_act_forward(l->be, l->out,
+                          l->n_b ? params + l->doff_b : NULL,
+                          l->out, M, F, l->act);
+}
+
+static void backward_params(struct nn_layer *l, float *grads, float *dy,
+                            int B)
+{
+    int M = B * l->g.OH * l->g.OW, K = l->g.kh * l->g.kw * l->g.C;
+    int F = l->out_c;
+
+    if (!l->pre_pool)
+        wk_be_act_bias_backward(l->be, l->y, dy, M, F, l->act,
+                                l->n_b ? grads + l->doff_b : NULL);
+    /* dW (K, F) = colsᵀ · dY */
+    wk_be_sgemm(l->be, 1, 0, K, F, M, 1.0f, l->direct ? l->x : l->cols, K,
+                dy, F, 0.0f, grads + l->doff_w, F);
+}
+
+static int backward_input(struct nn_layer *l, const float *params, float *dy,
+                          float *dx, int B)
+{
+    struct wk_geom g = l->g;
+    int M = B * g.OH * g.OW, K = g.kh * g.kw * g.C, F = l->out_c;
+
+    g.B = B;
+    if (l->direct) {
+        wk_be_sgemm(l->be, 0, 1, M, K, F, 1.0f, dy, F, params + l->doff_w,
+                    F, 0.0f, dx, K);
+        return 1;
+    }
+    /* dcols (M, K) = dY · Wᵀ, into the cols workspace (done with). */
+    wk_be_sgemm(l->be, 0, 1, M, K, F, 1.0f, dy, F, params + l->doff_w, F,
+                0.0f, l->cols, K);
+    wk_be_col2im(l->be, &g, l->cols, dx);
+    return 1;
+}
+
+const struct nn_kind nn_conv2d = {
+    .flags = NN_BIAS | NN_EPILOGUE_OUT,
+    .setup = setup,
+    .alloc = alloc,
+    .forward = forward,
+    .backward_params = backward_params,
+    .backward_input = backward_input,
+};

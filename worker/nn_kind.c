@@ -1,0 +1,20 @@
+/*
+ * nn_kind.c — the worker's layer table: each kind's half (nn_KIND.c),
+ * indexed by the same id as its row in common/layer.c. Adding a kind adds
+ * its line here.
+ */
+#include "nn_impl.h"
+
+static const struct nn_kind *const kinds[HC_LAYER_COUNT] = {
+    [HC_LAYER_CONV2D] = &nn_conv2d,
+    [HC_LAYER_MAXPOOL2D] = &nn_maxpool2d,
+    [HC_LAYER_FLATTEN] = &nn_flatten,
+    [HC_LAYER_DENSE] = &nn_dense,
+    [HC_LAYER_DROPOUT] = &nn_dropout,
+    [HC_LAYER_ACTIVATION] = &nn_activation,
+};
+
+const struct nn_kind *nn_kind_of(enum hc_layer_type t)
+{
+    return (unsigned)t < HC_LAYER_COUNT ? kinds[t] : NULL;
+}
