@@ -177,6 +177,10 @@ static int setup_model(struct wk_net *net, const struct hc_model *m)
         return hc_err_set(HC_ERR_CONFIG,
                           "model %s: %d layers; a model has 1 to %d",
                           model_name(m), m->n_layers, HC_MODEL_MAX_LAYERS);
+    if (!hc_model_is_chain(m))
+        return hc_err_set(HC_ERR_CONFIG, "model %s is a graph (a layer reads "
+                          "other than the one before it); this worker runs "
+                          "Sequential models only", model_name(m));
     if (m->n_vars < 0 || m->n_vars > HC_MODEL_MAX_VARS)
         return hc_err_set(HC_ERR_CONFIG, "model %s: %d variables; at most %d",
                           model_name(m), m->n_vars, HC_MODEL_MAX_VARS);

@@ -199,6 +199,9 @@ void nr_mb_begin(struct hc_model *m, const char *name, int rank, int d0,
     m->input.dims[0] = d0;
     m->input.dims[1] = d1;
     m->input.dims[2] = d2;
+    m->n_inputs = 1;
+    snprintf(m->inputs[0].name, sizeof m->inputs[0].name, "input");
+    m->inputs[0].shape = m->input;
     m->loss = loss;
     m->seed = 7;
 }
@@ -247,6 +250,8 @@ struct hc_layer_spec *nr_mb_layer(struct hc_model *m,
     l->out = l->in;
     l->var_kernel = l->var_bias = -1;
     l->use_bias = 1;
+    l->n_in = 1;
+    l->in_from[0] = m->n_layers - 1;    /* a chain */
     m->n_layers++;
     return l;
 }
