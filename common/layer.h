@@ -119,6 +119,7 @@ extern const struct hc_layer_kind hc_layer_activation;
 extern const struct hc_layer_kind hc_layer_add;
 extern const struct hc_layer_kind hc_layer_subtract;
 extern const struct hc_layer_kind hc_layer_average;
+extern const struct hc_layer_kind hc_layer_multiply;
 extern const struct hc_layer_kind hc_layer_concatenate;
 
 #endif

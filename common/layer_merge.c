@@ -1,7 +1,7 @@
 /*
  * layer_merge.c — the elementwise merges of the layer table (layer.h):
  * Keras's Add (the sum of its inputs), Subtract (the first minus the
- * second) and Average (the mean). Each reads 2 or more nodes of one shape
+ * second), Average (the mean) and Multiply (the product). Each reads 2 or more nodes of one shape
  * (Subtract exactly 2) and outputs that shape; no settings, no variables.
  * The worker runs them in worker/nn_merge.c.
  */
@@ -82,6 +82,16 @@ const struct hc_layer_kind hc_layer_average = {
     .name = "average",
     .keras_class = "Average",
     .snake = "average",
+    .flags = HC_LAYER_MERGE,
+    .infer = infer_many,
+    .keras_args = keras_args,
+    .keras_config = keras_config,
+};
+
+const struct hc_layer_kind hc_layer_multiply = {
+    .name = "multiply",
+    .keras_class = "Multiply",
+    .snake = "multiply",
     .flags = HC_LAYER_MERGE,
     .infer = infer_many,
     .keras_args = keras_args,

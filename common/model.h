@@ -58,6 +58,7 @@ enum hc_layer_type {
     HC_LAYER_ADD,           /* merges: several inputs, one output */
     HC_LAYER_SUBTRACT,
     HC_LAYER_AVERAGE,
+    HC_LAYER_MULTIPLY,
     HC_LAYER_CONCATENATE,
     HC_LAYER_COUNT          /* the number of kinds, not one */
 };

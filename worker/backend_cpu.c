@@ -155,6 +155,18 @@ static void cpu_copy2d(struct wk_backend *be, int rows, int cols, float a,
     }
 }
 
+static void cpu_mul(struct wk_backend *be, size_t n, const float *x,
+                    const float *y, float *z, int accumulate)
+{
+    (void)be;
+    if (accumulate)
+        for (size_t i = 0; i < n; i++)
+            z[i] += x[i] * y[i];
+    else
+        for (size_t i = 0; i < n; i++)
+            z[i] = x[i] * y[i];
+}
+
 static void cpu_reduce(struct wk_backend *be, float *dst,
                        const float *const *src, const float *w, int n_src,
                        size_t n)
@@ -724,6 +736,7 @@ static const struct wk_backend_ops cpu_ops = {
     .axpy = cpu_axpy,
     .reduce = cpu_reduce,
     .copy2d = cpu_copy2d,
+    .mul = cpu_mul,
     .im2col = cpu_im2col,
     .col2im = cpu_col2im,
     .act_forward = cpu_act_forward,

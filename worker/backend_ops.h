@@ -76,6 +76,11 @@
                      const float *src, int lds, float *dst, int ldd,         \
                      int accumulate),                                        \
       (be, rows, cols, a, src, lds, dst, ldd, accumulate), required)         \
+    /* z (n) = x ⊙ y, or with accumulate z += x ⊙ y; z may equal x or y    \
+     * (without accumulate). */                                             \
+    X(void, mul, (struct wk_backend *be, size_t n, const float *x,           \
+                  const float *y, float *z, int accumulate),                 \
+      (be, n, x, y, z, accumulate), required)                                \
                                                                               \
     /* ---- convolution helpers ---- */                                       \
     /* cols (B·OH·OW, kh·kw·C) from x (B, H, W, C); column (i·kw + j)·C + c   \

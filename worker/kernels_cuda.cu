@@ -1,6 +1,6 @@
 /*
  * kernels_cuda.cu — the CUDA backend's compute ops other than sgemm:
- * fill/scale/axpy/reduce/copy2d, im2col/col2im over NHWC, bias add and
+ * fill/scale/axpy/reduce/copy2d/mul, im2col/col2im over NHWC, bias add and
  * gradient, activations forward and backward, softmax + sparse cross-entropy, MSE,
  * max-pool with argmax, and dropout with the CPU's counter hash. Each op
  * queues one or two kernels on the backend's stream and records a failed
@@ -71,6 +71,13 @@ __global__ static void copy2d_k(int rows, int cols, float a, const float *src,
     }
 }
 
+__global__ static void mul_k(size_t n, const float *x, const float *y,
+                             float *z, int accumulate)
+{
+    GRID_LOOP(i, n)
+        z[i] = accumulate ? z[i] + x[i] * y[i] : x[i] * y[i];
+}
+
 struct reduce_args {
     const float *src[REDUCE_SRC];
     float w[REDUCE_SRC];
@@ -137,6 +144,15 @@ void wk_cu_copy2d(struct wk_backend *be, int rows, int cols, float a,
                                                        lds, dst, ldd,
                                                        accumulate);
     wk_cu_launched(be, "copy2d kernel");
+}
+
+void wk_cu_mul(struct wk_backend *be, size_t n, const float *x,
+               const float *y, float *z, int accumulate)
+{
+    if (!n || wk_cu_enter(be))
+        return;
+    mul_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(n, x, y, z, accumulate);
+    wk_cu_launched(be, "mul kernel");
 }
 
 void wk_cu_reduce(struct wk_backend *be, float *dst, const float *const *src,

@@ -222,7 +222,7 @@ const struct nn_kind *nn_kind_of(enum hc_layer_type t);
 
 extern const struct nn_kind nn_conv2d, nn_maxpool2d, nn_flatten, nn_dense,
     nn_dropout, nn_activation, nn_add, nn_subtract, nn_average,
-    nn_concatenate;
+    nn_multiply, nn_concatenate;
 
 /* What nn_build.c gives the kinds' setup and alloc. */
 

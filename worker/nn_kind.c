@@ -15,6 +15,7 @@ static const struct nn_kind *const kinds[HC_LAYER_COUNT] = {
     [HC_LAYER_ADD] = &nn_add,
     [HC_LAYER_SUBTRACT] = &nn_subtract,
     [HC_LAYER_AVERAGE] = &nn_average,
+    [HC_LAYER_MULTIPLY] = &nn_multiply,
     [HC_LAYER_CONCATENATE] = &nn_concatenate,
 };
 

@@ -4,7 +4,9 @@
  * nodes, with no parameters, each pass a few block copies (the backend's
  * copy2d). Add, Subtract and Average are weighted sums, y = Σ coef_k·x_k
  * (coef 1, (1, −1), 1/n), so the gradient of input k is coef_k·dy.
- * Concatenate views each tensor as (B·outer, cols): outer the product of
+ * Multiply is the product, so the gradient of input k is dy times the
+ * product of the others (through a workspace when there are more than
+ * two). Concatenate views each tensor as (B·outer, cols): outer the product of
  * the dimensions before the axis, cols that of the axis and after; input
  * k is the column block at blk_off[k] of the output, and its gradient the
  * same block of dy.
@@ -107,6 +109,62 @@ const struct nn_kind nn_average = {
     .alloc = alloc,
     .forward_n = forward_sum,
     .backward_in = backward_sum,
+};
+
+/* ---- multiply ---- */
+
+static int setup_multiply(const struct nn_setup *c,
+                          const struct hc_layer_spec *s,
+                          const struct hc_shape *in, struct nn_layer *l,
+                          struct hc_shape *out)
+{
+    (void)s;
+    (void)out;
+    l->ws_size = c->n_in > 2 ? nn_shape_size(in) : 0;
+    return setup_same(c, in, l);
+}
+
+static int alloc_multiply(struct nn_layer *l, size_t B)
+{
+    int rv = alloc(l, B);
+
+    if (rv || !l->ws_size)
+        return rv;
+    return nn_alloc_f(l->be, &l->cols, B * l->ws_size);
+}
+
+static void forward_multiply(struct nn_layer *l, const float *const *xs,
+                             int B)
+{
+    size_t n = (size_t)B * l->out_size;
+
+    wk_be_mul(l->be, n, xs[0], xs[1], l->out, 0);
+    for (int k = 2; k < l->n_in; k++)
+        wk_be_mul(l->be, n, l->out, xs[k], l->out, 0);
+}
+
+/* dx (+)= dy ⊙ Π_{j≠k} x_j, the partial products in the workspace. */
+static void backward_multiply(struct nn_layer *l, int k, const float *dy,
+                              float *dx, int accumulate, int B)
+{
+    size_t n = (size_t)B * l->out_size;
+    const float *t = dy;
+    int j, last = k == l->n_in - 1 ? l->n_in - 2 : l->n_in - 1;
+
+    for (j = 0; j < l->n_in; j++) {
+        if (j == k || j == last)
+            continue;
+        wk_be_mul(l->be, n, t, l->xs[j], l->cols, 0);
+        t = l->cols;
+    }
+    wk_be_mul(l->be, n, t, l->xs[last], dx, accumulate);
+}
+
+const struct nn_kind nn_multiply = {
+    .setup = setup_multiply,
+    .alloc = alloc_multiply,
+    .forward_n = forward_multiply,
+    .backward_in = backward_multiply,
 };
 
 /* ---- concatenate ---- */

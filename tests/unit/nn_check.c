@@ -168,10 +168,11 @@ void nc_model_graph_concat(struct hc_model *m)
 
 /* Flat merges: subtract, average of three (one reading the input
  * directly), an activation reading a node with several readers, a
- * concatenation of vectors. */
+ * concatenation of vectors, products of two and of three. */
 void nc_model_graph_merges(struct hc_model *m)
 {
-    static const int sub[] = {0, 1}, avg[] = {2, 3, 4}, cat[] = {5, 1};
+    static const int sub[] = {0, 1}, avg[] = {2, 3, 4}, cat[] = {5, 1},
+                     mul2[] = {6, 6}, mul3[] = {7, 6, 6};
 
     nr_mb_begin(m, "graph_merges", 1, 6, 0, 0, HC_LOSS_MSE);
     nr_mb_dense(m, 5, HC_ACT_TANH, 1);                          /* 0 */
@@ -183,6 +184,8 @@ void nc_model_graph_merges(struct hc_model *m)
     nr_mb_dense(m, 5, HC_ACT_LINEAR, 1);                        /* 4 */
     nr_mb_merge(m, HC_LAYER_AVERAGE, 0, 3, avg);                /* 5 */
     nr_mb_merge(m, HC_LAYER_CONCATENATE, 1, 2, cat);            /* 6 */
+    nr_mb_merge(m, HC_LAYER_MULTIPLY, 0, 2, mul2);              /* 7 */
+    nr_mb_merge(m, HC_LAYER_MULTIPLY, 0, 3, mul3);              /* 8 */
     nr_mb_dense(m, 3, HC_ACT_SIGMOID, 1);
 }
 

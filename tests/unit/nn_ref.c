@@ -436,11 +436,30 @@ static size_t concat_at(const struct hc_model *m,
     return o * inner * (size_t)s->out.dims[ax] + before * inner + r;
 }
 
+/* The product of the inputs of s but input `skip` (-1: all) at element
+ * i of the batch. */
+static double product(const struct hc_layer_spec *s, double *const *y,
+                      const double *x0, size_t i, int skip)
+{
+    double p = 1;
+
+    for (int k = 0; k < s->n_in; k++)
+        if (k != skip)
+            p *= (s->in_from[k] >= 0 ? y[s->in_from[k]] : x0)[i];
+    return p;
+}
+
 static void merge_forward(const struct hc_model *m,
                           const struct hc_layer_spec *s, double *const *y,
                           const double *x0, int B, double *z)
 {
     size_t on = nr_shp_size(&s->out);
+
+    if (s->type == HC_LAYER_MULTIPLY) {
+        for (size_t i = 0; i < (size_t)B * on; i++)
+            z[i] = product(s, y, x0, i, -1);
+        return;
+    }
 
     for (int k = 0; k < s->n_in; k++) {
         const double *X = s->in_from[k] >= 0 ? y[s->in_from[k]] : x0;
@@ -459,7 +478,8 @@ static void merge_forward(const struct hc_model *m,
 
 static void merge_backward(const struct hc_model *m,
                            const struct hc_layer_spec *s, const double *dz,
-                           int B, double *const *gy)
+                           int B, double *const *gy, double *const *y,
+                           const double *x0)
 {
     size_t on = nr_shp_size(&s->out);
 
@@ -474,6 +494,8 @@ static void merge_backward(const struct hc_model *m,
                 gy[s->in_from[k]][b * n + e] +=
                     s->type == HC_LAYER_CONCATENATE
                         ? dz[b * on + concat_at(m, s, k, e)]
+                    : s->type == HC_LAYER_MULTIPLY
+                        ? dz[b * on + e] * product(s, y, x0, b * on + e, k)
                         : merge_coef(s, k) * dz[b * on + e];
     }
 }
@@ -667,7 +689,7 @@ double nr_ref_run(const struct hc_model *m, const double *P,
             for (i = 0; i < B * on; i++)
                 dx[i] = dz[i] * rb->masks[l][i];
         } else if (s->n_in > 1) {
-            merge_backward(m, s, dz, B, gy);
+            merge_backward(m, s, dz, B, gy, y, x0);
         } else {
             memcpy(dx, dz, B * on * sizeof(double));
         }

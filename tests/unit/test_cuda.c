@@ -278,6 +278,12 @@ static void test_blas1_reduce(void)
     wk_be_copy2d(p.cpu, 211, 97, 1.25f, x + 5, 300, y + 7, 401, 1);
     wk_be_copy2d(p.gpu, 211, 97, 1.25f, dx + 5, 300, dy + 7, 401, 1);
     cmp(&p, "copy2d accumulate", dy, y, N);
+    wk_be_mul(p.cpu, N, x, s[1], y, 0);
+    wk_be_mul(p.gpu, N, dx, ds[1], dy, 0);
+    cmp(&p, "mul", dy, y, N);
+    wk_be_mul(p.cpu, N, x, s[2], y, 1);
+    wk_be_mul(p.gpu, N, dx, ds[2], dy, 1);
+    cmp(&p, "mul accumulate", dy, y, N);
     for (i = 0; i < NS; i++) {
         wk_be_free(p.gpu, ds[i]);
         free(s[i]);
@@ -738,6 +744,8 @@ static const char merges_json[] =
     "[\"s\", \"r\", \"c\"]},"
     "{\"type\": \"concatenate\", \"name\": \"cat\", \"inputs\": "
     "[\"avg\", \"b\"]},"
+    "{\"type\": \"multiply\", \"name\": \"sq\", \"inputs\": "
+    "[\"cat\", \"cat\", \"cat\"]},"
     "{\"type\": \"dense\", \"name\": \"out\", \"units\": 4, "
     "\"activation\": \"softmax\"}],"
     "\"loss\": \"sparse_categorical_crossentropy\", \"optimizer\": \"sgd\"}";
@@ -784,7 +792,7 @@ void hp_test_register(void)
         {"device errors and messages", test_errors},
         {"reference model (fashion_cnn) gpu vs cpu", test_reference_model},
         {"conv/pool/dropout/mse model gpu vs cpu", test_mixed_model},
-        {"graphs (add, concatenate, merges) gpu vs cpu, and split",
+        {"graphs (add, concatenate, merges, multiply) gpu vs cpu, and split",
          test_graph_models},
     };
     CU_pSuite s = CU_add_suite("backend_cuda", NULL, NULL);

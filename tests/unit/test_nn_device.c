@@ -233,6 +233,15 @@ static void dev_copy2d(struct wk_backend *be, int rows, int cols, float a,
     dev_cpu->copy2d(be, rows, cols, a, src, lds, dst, ldd, accumulate);
 }
 
+static void dev_mul(struct wk_backend *be, size_t n, const float *x,
+                    const float *y, float *z, int accumulate)
+{
+    dev_chk(x);
+    dev_chk(y);
+    dev_chk(z);
+    dev_cpu->mul(be, n, x, y, z, accumulate);
+}
+
 /* The same step, loss, output and prediction from f's net and dnet; the
  * gradients bit for bit when exact. */
 static void same_as_cpu(struct nc_fixture *f, struct wk_net *dnet,
@@ -304,6 +313,7 @@ static void test_device_memory_path(void)
         dev_cpu = f.be->ops;
         ops = *f.be->ops;
         ops.copy2d = dev_copy2d;
+        ops.mul = dev_mul;
         ops.alloc = dev_alloc;
         ops.free = dev_free;
         ops.upload = dev_upload;

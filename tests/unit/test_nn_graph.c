@@ -3,7 +3,7 @@
  * loops, and networks with fan-out, Add, Subtract, Average and
  * Concatenate (nn_check.c's graph models) against the double reference
  * and finite differences, the gradients summed where a node has several
- * readers.
+ * readers (x ⊙ x reads one node twice).
  *
  * The reference and the shared checks are in nn_ref.c and nn_check.c;
  * each comparison prints its largest difference.
@@ -18,6 +18,25 @@
 #include "nn_ref.h"
 #include "worker/backend.h"
 #include "worker/nn.h"
+
+/* z = x ⊙ y or z += x ⊙ y. */
+static void test_mul(void)
+{
+    struct wk_backend *be = nr_cpu();
+    float x[37], y[37], z[37], want[37];
+    uint64_t s = 6;
+
+    for (int acc = 0; acc < 2; acc++) {
+        nr_fill_rand(x, 37, &s, -1, 1);
+        nr_fill_rand(y, 37, &s, -1, 1);
+        nr_fill_rand(z, 37, &s, -1, 1);
+        for (int i = 0; i < 37; i++)
+            want[i] = (acc ? z[i] : 0.0f) + x[i] * y[i];
+        wk_be_mul(be, 37, x, y, z, acc);
+        for (int i = 0; i < 37; i++)
+            CU_ASSERT_EQUAL(z[i], want[i]);
+    }
+}
 
 /* dst = a·src or dst += a·src on blocks of wider matrices. */
 static void test_copy2d(void)
@@ -62,11 +81,13 @@ void hp_test_register(void)
 {
     static const struct nc_test ops[] = {
         {"copy2d vs plain loops", test_copy2d},
+        {"mul vs a plain loop", test_mul},
     }, nets[] = {
         {"grad residual: fan-out, add, relu, dropout", test_grad_residual},
         {"grad concatenates (channels, flat), a pool beside a flatten",
          test_grad_concat},
-        {"grad subtract, average, flat concatenate", test_grad_merges},
+        {"grad subtract, average, flat concatenate, multiply of 2 and 3",
+         test_grad_merges},
     };
 
     nc_add_suite("backend_cpu graph ops", ops, sizeof ops / sizeof ops[0]);
