@@ -307,7 +307,7 @@ static int layer_ident(struct hc_model *m, struct md_file_layers *f, int i,
     char *where = f->where[i];
     const struct hc_layer_kind *k;
     const char *type, *name;
-    char w0[WHERE_MAX], norm[32], kinds[256];
+    char w0[WHERE_MAX], w1[WHERE_MAX], norm[32], kinds[256];
     int rv, j;
 
     snprintf(w0, sizeof w0, "%.500s: layers[%d]", m->source, i);
@@ -336,7 +336,9 @@ static int layer_ident(struct hc_model *m, struct md_file_layers *f, int i,
         snprintf(l->name, sizeof l->name, "%s_%d", k->snake,
                  counters[l->type] - 1);
     }
-    snprintf(where, WHERE_MAX, "%.520s (%s \"%s\")", w0, k->name, l->name);
+    /* Through w1: where and l->name both lie in f. */
+    snprintf(w1, sizeof w1, "%.520s (%s \"%s\")", w0, k->name, l->name);
+    memcpy(where, w1, sizeof w1);
     f->n = i;           /* the names so far */
     if (find_node(m, f, l->name, &j) == 0)
         return md_fail(where, j < 0 ? "name \"%s\" is already the model's "

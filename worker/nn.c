@@ -1,14 +1,15 @@
 /*
  * nn.c — running a wk_net: the forward, loss and backward passes (see nn.h
  * for the contract, nn_build.c for how the net is built): the passes
- * over the layers in order, the loss, the parameters' and activations'
- * crossings between backends. Each layer's own forward and backward are
+ * over the graph's layers in order (backward in reverse, each input's
+ * gradient written or added into its node's planned buffer), the loss,
+ * the parameters' and activations' crossings between backends. Each layer's own forward and backward are
  * its kind's (nn_KIND.c, struct nn_kind in nn_impl.h). Layers never touch
  * backend memory: all arithmetic is in the backend's ops.
  *
  * With explicit placement each layer runs on its own backend (l->be) with
  * its parameters there; cross() moves an activation, or its gradient,
- * between two backends where consecutive layers differ.
+ * along an edge between two backends.
  */
 #include "nn_impl.h"
 

@@ -65,7 +65,8 @@ def check(f):
         assert k.shape == shape and b.shape == (shape[-1],), (group, k.shape)
         assert np.array_equal(k[()], np.load(f"{t}/npy/{name}/kernel.npy")), name
         assert np.array_equal(b[()], np.load(f"{t}/npy/{name}/bias.npy")), name
-    for g in ("add", "add_1", "activation", "activation_1", "max_pooling2d", "flatten"):
+    for g in ("input_layer", "add", "add_1", "activation", "activation_1",
+              "max_pooling2d", "flatten"):
         assert len(f[f"layers/{g}/vars"]) == 0, g
 check(h5py.File(f"{t}/out.weights.h5", "r"))
 z = zipfile.ZipFile(f"{t}/out.keras")

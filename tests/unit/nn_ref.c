@@ -251,8 +251,13 @@ int nr_mb_var(struct hc_model *m, const char *layer, const char *what,
 struct hc_layer_spec *nr_mb_layer(struct hc_model *m,
                                   enum hc_layer_type t, enum hc_act act)
 {
-    static const char *const names[] = {"conv2d", "max_pooling2d", "flatten",
-                                        "dense", "dropout", "activation"};
+    static const char *const names[HC_LAYER_COUNT] = {
+        [HC_LAYER_CONV2D] = "conv2d", [HC_LAYER_MAXPOOL2D] = "max_pooling2d",
+        [HC_LAYER_FLATTEN] = "flatten", [HC_LAYER_DENSE] = "dense",
+        [HC_LAYER_DROPOUT] = "dropout", [HC_LAYER_ACTIVATION] = "activation",
+        [HC_LAYER_ADD] = "add", [HC_LAYER_SUBTRACT] = "subtract",
+        [HC_LAYER_AVERAGE] = "average", [HC_LAYER_MULTIPLY] = "multiply",
+        [HC_LAYER_CONCATENATE] = "concatenate"};
     struct hc_layer_spec *l = &m->layers[m->n_layers];
     int i, same = 0;
 

@@ -36,6 +36,7 @@ static void test_mul(void)
         for (int i = 0; i < 37; i++)
             CU_ASSERT_EQUAL(z[i], want[i]);
     }
+    wk_backend_free(be);
 }
 
 /* dst = a·src or dst += a·src on blocks of wider matrices. */
@@ -60,6 +61,7 @@ static void test_copy2d(void)
         for (r = 0; r < 5 * 9; r++)
             CU_ASSERT_EQUAL(dst[r], want[r]);
     }
+    wk_backend_free(be);
 }
 
 static void test_grad_residual(void)
