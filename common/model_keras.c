@@ -805,6 +805,14 @@ static void functional(struct kx *k, const cJSON *cfg, cJSON *n)
         }
         snprintf(where, sizeof where, "layers[%d] %.40s \"%.60s\"", i,
                  cls ? cls : "?", name);
+        if (cls && (!strcmp(cls, "TFOpLambda") ||
+                    !strcmp(cls, "SlicingOpLambda"))) {
+            problem(k, where, "%s is a TensorFlow operation on tensors "
+                    "(tf.keras writes `x + y` this way), not a layer; hetps "
+                    "reads layers only: write keras.layers.Add()(...) and "
+                    "the like instead", cls);
+            continue;
+        }
         if (!layer_module(lj)) {
             mod = md_get(lj, "module");
             problem(k, where, "%.40s from module %.60s is an operation on "

@@ -285,6 +285,10 @@ static void test_keras_refused(void)
          "{\"module\": \"keras.src.ops.numpy\", \"class_name\": \"Add\"",
          "layers[5] Add \"add\": Add from module keras.src.ops.numpy is an "
          "operation on tensors (Keras writes `x + y` this way), not a layer"},
+        {"resnet_block.keras2.json", "{\"class_name\": \"Add\"",
+         "{\"class_name\": \"TFOpLambda\"",
+         "layers[5] TFOpLambda \"add\": TFOpLambda is a TensorFlow operation "
+         "on tensors (tf.keras writes `x + y` this way), not a layer"},
         {"resnet_block.keras3.json", "\"keras_history\": [\"proj\", 0, 0]",
          "\"keras_history\": [\"projection\", 0, 0]",
          "\"inputs\" names \"projection\", which is no layer or input of "
