@@ -652,9 +652,9 @@ static void tensor_ref(struct kx *k, const char *where, const cJSON *h,
         return;
     }
     if (ni->valuedouble != 0 || ti->valuedouble != 0) {
-        problem(k, where, "reads tensor %d of call %d of \"%.60s\"; hetps "
-                "runs each layer once, with one output",
-                (int)ti->valuedouble, (int)ni->valuedouble, n->valuestring);
+        problem(k, where, "reads tensor %.10g of call %.10g of \"%.60s\"; "
+                "hetps runs each layer once, with one output",
+                ti->valuedouble, ni->valuedouble, n->valuestring);
         return;
     }
     cJSON_AddItemToArray(names, cJSON_CreateString(n->valuestring));

@@ -301,6 +301,9 @@ static void test_keras_refused(void)
         {"resnet_block.keras3.json", "\"keras_history\": [\"proj\", 0, 0]",
          "\"keras_history\": [\"proj\", 1, 0]",
          "reads tensor 0 of call 1 of \"proj\"; hetps runs each layer once"},
+        {"resnet_block.keras3.json", "\"keras_history\": [\"proj\", 0, 0]",
+         "\"keras_history\": [\"proj\", 0, 1e122]",
+         "reads tensor 1e+122 of call 0 of \"proj\""},
         {"resnet_block.keras2.json",
          "\"name\": \"proj\", \"inbound_nodes\": [[[\"stem\", 0, 0, {}]]]",
          "\"name\": \"proj\", \"inbound_nodes\": [[[\"stem\", 0, 0, {}]], "
