@@ -11,7 +11,10 @@
 #      eval gives the chief's accuracy; `--format keras` writes a
 #      .weights.h5 that h5py reads at Keras's paths with the .npy values,
 #      and a .keras whose config.json is a Functional model with its Add
-#      layers' inbound nodes, evaluated to the same accuracy.
+#      layers' inbound nodes, evaluated to the same accuracy;
+#   4. tests/unit/keras/resnet_block (a projection shortcut) from hetps's
+#      file, Keras 3's and tf.keras 2's Functional JSON trains 20 steps to
+#      the same loss.
 . "$(dirname "$0")/lib.inc"
 need_data
 /usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null || { echo "skipped: /usr/bin/python3 lacks h5py (python3-h5py)"; exit 77; }
@@ -86,3 +89,17 @@ for w in "$T/npy" "$T/out.keras"; do
     [ "$eacc" = "$acc" ] || fail "eval of $w gives $eacc, the chief said $acc"
 done
 ok "export: .npy, .weights.h5 and a Functional .keras; eval of the .npy and the .keras gives the chief's $acc"
+
+# 4. The same graph from hetps's file, Keras 3's and tf.keras 2's JSON.
+losses=""
+for m in tests/unit/keras/resnet_block.json tests/unit/keras/resnet_block.keras3.json \
+         tests/unit/keras/resnet_block.keras2.json; do
+    d="$T/same-$(basename "$m" .json)"
+    "$BIN/hetps" launch --data-dir "$d" "$T/cluster.json" -- --model "$m" \
+        --max-steps 20 --batch-size 32 --no-eval > "$d.log" 2>&1 ||
+        { tail -20 "$d.log"; fail "training $m"; }
+    losses="$losses $(sed -n 2p "$d/logs/training.csv" | cut -d, -f2)"
+done
+set -- $losses
+[ $# -eq 3 ] && [ "$1" = "$2" ] && [ "$1" = "$3" ] || fail "20 steps of the three files: losses$losses"
+ok "the residual block from hetps's file, Keras 3's and tf.keras 2's Functional JSON: the same 20 steps, loss $1"
