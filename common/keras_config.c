@@ -1,7 +1,7 @@
 /*
  * keras_config.c — a model as Keras 3 serialises a compiled Sequential
- * (keras.h: hc_keras_config_json): the config.json of the .keras archives
- * hetps writes. Every layer with Keras's class, module and arguments (its
+ * or, for a graph, a Functional model (keras.h: hc_keras_config_json):
+ * the config.json of the .keras archives hetps writes. Every layer with Keras's class, module and arguments (its
  * row of the layer table, layer.h, writes its own: the values hetps
  * computes, dilation (1, 1), channels_last, GlorotUniform kernels seeded
  * by the model's seed, Zeros biases), its build_config
@@ -161,31 +161,117 @@ static cJSON *compile_json(const struct hc_model *m)
     return c;
 }
 
+/* A Keras 3 tensor of node j of m: {"class_name": "__keras_tensor__",
+ * "config": {"shape", "dtype", "keras_history": [name, 0, 0]}}. */
+static cJSON *tensor_json(const struct hc_model *m, int j)
+{
+    cJSON *c = cJSON_CreateObject(), *h = cJSON_CreateArray(), *t;
+
+    cJSON_AddItemToObject(c, "shape",
+                          batch_shape(hc_model_node_shape(m, j)));
+    cJSON_AddStringToObject(c, "dtype", "float32");
+    cJSON_AddItemToArray(h, cJSON_CreateString(hc_model_node_name(m, j)));
+    cJSON_AddItemToArray(h, cJSON_CreateNumber(0));
+    cJSON_AddItemToArray(h, cJSON_CreateNumber(0));
+    cJSON_AddItemToObject(c, "keras_history", h);
+    t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "class_name", "__keras_tensor__");
+    cJSON_AddItemToObject(t, "config", c);
+    return t;
+}
+
+/* [name, 0, 0]: the one output of a layer's one call. */
+static cJSON *ref_json(const char *name)
+{
+    cJSON *a = cJSON_CreateArray();
+
+    cJSON_AddItemToArray(a, cJSON_CreateString(name));
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(0));
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(0));
+    return a;
+}
+
+/* Layer i of a graph: as a Sequential's, with its "name" and the one call
+ * that reads its inputs (a merge takes them as one list). */
+static cJSON *graph_layer_json(const struct hc_model *m, int i)
+{
+    const struct hc_layer_spec *l = &m->layers[i];
+    cJSON *o = layer_json(m, l), *node, *args, *list;
+
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "name", l->name);
+    node = cJSON_CreateObject();
+    args = cJSON_AddArrayToObject(node, "args");
+    list = l->n_in > 1 ? cJSON_CreateArray() : args;
+    for (int k = 0; k < l->n_in; k++)
+        cJSON_AddItemToArray(list, tensor_json(m, l->in_from[k]));
+    if (list != args)
+        cJSON_AddItemToArray(args, list);
+    cJSON_AddObjectToObject(node, "kwargs");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "inbound_nodes"), node);
+    return o;
+}
+
+/* An InputLayer of config ic named name, with its empty inbound_nodes. */
+static cJSON *input_json(const char *name, const struct hc_shape *shape,
+                         int graph)
+{
+    cJSON *ic = cJSON_CreateObject(), *in;
+
+    cJSON_AddItemToObject(ic, "batch_shape", batch_shape(shape));
+    cJSON_AddStringToObject(ic, "dtype", "float32");
+    cJSON_AddBoolToObject(ic, "sparse", 0);
+    cJSON_AddStringToObject(ic, "name", name);
+    in = object("keras.layers", "InputLayer", ic);
+    if (in && graph) {
+        cJSON_AddStringToObject(in, "name", name);
+        cJSON_AddArrayToObject(in, "inbound_nodes");
+    }
+    return in;
+}
+
 int hc_keras_config_json(const struct hc_model *m, char **json)
 {
-    cJSON *cfg = cJSON_CreateObject(), *layers, *in, *ic, *root, *bc;
+    cJSON *cfg = cJSON_CreateObject(), *layers, *root, *bc, *ins;
+    int graph = !hc_model_is_chain(m);
 
     *json = NULL;
     if (!cfg)
         return hc_err_set(HC_ERR_NOMEM, "out of memory");
     cJSON_AddStringToObject(cfg, "name", m->name);
     cJSON_AddBoolToObject(cfg, "trainable", 1);
-    cJSON_AddItemToObject(cfg, "dtype", dtype_policy());
+    if (!graph)
+        cJSON_AddItemToObject(cfg, "dtype", dtype_policy());
     layers = cJSON_AddArrayToObject(cfg, "layers");
-    ic = cJSON_CreateObject();
-    cJSON_AddItemToObject(ic, "batch_shape", batch_shape(&m->input));
-    cJSON_AddStringToObject(ic, "dtype", "float32");
-    cJSON_AddBoolToObject(ic, "sparse", 0);
-    cJSON_AddStringToObject(ic, "name", "input_layer");
-    in = object("keras.layers", "InputLayer", ic);
-    cJSON_AddItemToArray(layers, in);
-    for (int i = 0; i < m->n_layers; i++)
-        cJSON_AddItemToArray(layers, layer_json(m, &m->layers[i]));
-    cJSON_AddItemToObject(cfg, "build_input_shape", batch_shape(&m->input));
-    root = object("keras", "Sequential", cfg);
+    if (!graph) {
+        cJSON_AddItemToArray(layers, input_json("input_layer", &m->input, 0));
+        for (int i = 0; i < m->n_layers; i++)
+            cJSON_AddItemToArray(layers, layer_json(m, &m->layers[i]));
+        cJSON_AddItemToObject(cfg, "build_input_shape",
+                              batch_shape(&m->input));
+        root = object("keras", "Sequential", cfg);
+    } else {
+        /* A Functional model (keras/src/models/functional.py): the
+         * inputs, every layer with its call, input_layers, output_layers. */
+        ins = cJSON_CreateArray();
+        for (int q = 0; q < m->n_inputs; q++) {
+            cJSON_AddItemToArray(layers, input_json(m->inputs[q].name,
+                                                    &m->inputs[q].shape, 1));
+            cJSON_AddItemToArray(ins, ref_json(m->inputs[q].name));
+        }
+        for (int i = 0; i < m->n_layers; i++)
+            cJSON_AddItemToArray(layers, graph_layer_json(m, i));
+        cJSON_AddItemToObject(cfg, "input_layers", ins);
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(cfg, "output_layers"),
+                             ref_json(m->layers[m->n_layers - 1].name));
+        root = object("keras.src.models.functional", "Functional", cfg);
+    }
     if (root) {
-        bc = cJSON_AddObjectToObject(root, "build_config");
-        cJSON_AddItemToObject(bc, "input_shape", batch_shape(&m->input));
+        if (!graph) {
+            bc = cJSON_AddObjectToObject(root, "build_config");
+            cJSON_AddItemToObject(bc, "input_shape", batch_shape(&m->input));
+        }
         cJSON_AddItemToObject(root, "compile_config", compile_json(m));
         *json = cJSON_PrintUnformatted(root);
     }

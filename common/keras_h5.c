@@ -276,6 +276,22 @@ static int write_all(hid_t f, const struct hc_model *m, const float *params)
         (g = H5Gcreate2(f, "layers", H5P_DEFAULT, H5P_DEFAULT,
                         H5P_DEFAULT)) < 0 || H5Gclose(g) < 0)
         return -1;
+    /* A graph is written as a Functional model, whose layers (Keras 3's
+     * Functional.layers) begin with its InputLayers, each an empty group
+     * (a Sequential's list leaves its InputLayer out). */
+    for (int q = 0; !hc_model_is_chain(m) && q < m->n_inputs; q++) {
+        if (q)
+            snprintf(path, sizeof path, "layers/input_layer_%d", q);
+        else
+            snprintf(path, sizeof path, "layers/input_layer");
+        if ((g = H5Gcreate2(f, path, H5P_DEFAULT, H5P_DEFAULT,
+                            H5P_DEFAULT)) < 0 || H5Gclose(g) < 0)
+            return -1;
+        strcat(path, "/vars");
+        if ((g = H5Gcreate2(f, path, H5P_DEFAULT, H5P_DEFAULT,
+                            H5P_DEFAULT)) < 0 || H5Gclose(g) < 0)
+            return -1;
+    }
     for (int i = 0; i < m->n_layers; i++) {
         const struct hc_layer_spec *l = &m->layers[i];
         hid_t lg, vg;

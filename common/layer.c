@@ -14,6 +14,11 @@ static const struct hc_layer_kind *const kinds[HC_LAYER_COUNT] = {
     [HC_LAYER_DENSE] = &hc_layer_dense,
     [HC_LAYER_DROPOUT] = &hc_layer_dropout,
     [HC_LAYER_ACTIVATION] = &hc_layer_activation,
+    [HC_LAYER_ADD] = &hc_layer_add,
+    [HC_LAYER_SUBTRACT] = &hc_layer_subtract,
+    [HC_LAYER_AVERAGE] = &hc_layer_average,
+    [HC_LAYER_MULTIPLY] = &hc_layer_multiply,
+    [HC_LAYER_CONCATENATE] = &hc_layer_concatenate,
 };
 
 const struct hc_layer_kind *hc_layer_kind(enum hc_layer_type t)

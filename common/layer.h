@@ -25,6 +25,8 @@ struct cJSON;
 #define HC_LAYER_LOGITS 2u  /* computes from its weights the values its
                              * activation is applied to: with a flat
                              * output those are a classifier's logits */
+#define HC_LAYER_MERGE  4u  /* reads 2 to HC_LAYER_MAX_IN nodes (the others
+                             * read exactly one) */
 
 /* How the Keras reader (model_keras.c) takes one config argument. */
 enum hc_keras_take {
@@ -79,10 +81,12 @@ struct hc_layer_kind {
     int (*parse)(const struct cJSON *lj, const char *where,
                  struct hc_layer_spec *l);
 
-    /* Shape and variables: from l->in, l->out (preset to l->in) and the
-     * kind's variables appended to m (md_add_var, model_impl.h), kernel
-     * first. A misfit fails naming the input's shape. NULL: out = in, no
-     * variables. */
+    /* Shape and variables: from l->in (a merge: every input's shape,
+     * hc_model_node_shape(m, l->in_from[k])), l->out (preset to l->in)
+     * and the kind's variables appended to m (md_add_var, model_impl.h),
+     * kernel first. A misfit fails naming the input's shape (a merge:
+     * both shapes that differ, and the layers they come from). NULL:
+     * out = in, no variables. */
     int (*infer)(struct hc_model *m, const char *where,
                  struct hc_layer_spec *l);
 
@@ -112,5 +116,10 @@ extern const struct hc_layer_kind hc_layer_flatten;
 extern const struct hc_layer_kind hc_layer_dense;
 extern const struct hc_layer_kind hc_layer_dropout;
 extern const struct hc_layer_kind hc_layer_activation;
+extern const struct hc_layer_kind hc_layer_add;
+extern const struct hc_layer_kind hc_layer_subtract;
+extern const struct hc_layer_kind hc_layer_average;
+extern const struct hc_layer_kind hc_layer_multiply;
+extern const struct hc_layer_kind hc_layer_concatenate;
 
 #endif

@@ -39,7 +39,8 @@
  * Signature. FNV-1a 64 over a canonical text: one line per layer (type,
  * name, activation, every hyper-parameter, in and out shapes), one per
  * variable (name, shape, initialiser, fans), then the loss and the
- * optimizer with its settings. The model name, devices, batch size, epochs,
+ * optimizer with its settings; a graph that is not a chain adds its named
+ * inputs and each layer's edges. The model name, devices, batch size, epochs,
  * seed and metrics are not part of it: changing them does not change what a
  * store of trained variables means.
  *
@@ -110,7 +111,7 @@ static int check_output(struct hc_model *m)
 {
     const struct hc_layer_spec *last = &m->layers[m->n_layers - 1];
     const struct hc_layer_spec *prev =
-        m->n_layers > 1 ? &m->layers[m->n_layers - 2] : NULL;
+        last->in_from[0] >= 0 ? &m->layers[last->in_from[0]] : NULL;
     int probs = last->act == HC_ACT_SOFTMAX || last->act == HC_ACT_LINEAR;
     char so[48];
 
@@ -290,10 +291,14 @@ static uint64_t signature(const struct hc_model *m)
 {
     const struct hc_optim_conf *o = &m->optim;
     uint64_t h = FNV_OFFSET;
+    int chain = hc_model_is_chain(m);
     char si[48], so[48];
 
     sig_add(&h, "hetps-model 1\ninput %s\n",
             md_fmt_shape(&m->input, si, sizeof si));
+    for (int q = 0; !chain && q < m->n_inputs; q++)
+        sig_add(&h, "graph input %s %s\n", m->inputs[q].name,
+                md_fmt_shape(&m->inputs[q].shape, si, sizeof si));
     for (int i = 0; i < m->n_layers; i++) {
         const struct hc_layer_spec *l = &m->layers[i];
         sig_add(&h, "layer %s %s %s f%d k%d,%d s%d,%d p%d q%d,%d u%d "
@@ -302,6 +307,14 @@ static uint64_t signature(const struct hc_model *m)
                 l->same, l->ph, l->pw, l->units, (double)l->rate, l->use_bias,
                 md_fmt_shape(&l->in, si, sizeof si),
                 md_fmt_shape(&l->out, so, sizeof so));
+        if (chain)
+            continue;
+        /* A graph's edges; a chain has none of these lines, so its
+         * signature is what it was before graphs. */
+        sig_add(&h, "from");
+        for (int k = 0; k < l->n_in; k++)
+            sig_add(&h, " %s", hc_model_node_name(m, l->in_from[k]));
+        sig_add(&h, " a%d\n", l->axis);
     }
     for (int v = 0; v < m->n_vars; v++) {
         const struct hc_var_def *d = &m->vars[v];
@@ -320,8 +333,8 @@ static uint64_t signature(const struct hc_model *m)
 /* ---- the model ---------------------------------------------------------- */
 
 static const char *const keys_model[] = {
-    "name", "input_shape", "layers", "loss", "optimizer", "metrics",
-    "batch_size", "epochs", "seed", NULL};
+    "name", "input_shape", "inputs", "layers", "output", "loss",
+    "optimizer", "metrics", "batch_size", "epochs", "seed", NULL};
 
 static int parse_root(const cJSON *root, struct hc_model *m)
 {

@@ -1,6 +1,8 @@
 /*
- * model.h — a model file: a Keras-Sequential-like list of layers in JSON,
- * with the input shape, loss, optimizer, metrics and training settings.
+ * model.h — a model file: a graph of layers in JSON (a Keras-Sequential-like
+ * list, each layer reading the one before it unless it names its
+ * "inputs"), with the input shapes, loss, optimizer, metrics and training
+ * settings.
  *
  *   { "name": "fashion_cnn", "input_shape": [28, 28, 1], "seed": 42,
  *     "layers": [
@@ -21,6 +23,14 @@
  * "dense/kernel" (in, out), "dense/bias" (out)), with Keras's default
  * initialisers (Glorot-uniform kernels, zero biases) seeded by `seed`.
  * Activations are NHWC like Keras; shapes below exclude the batch.
+ *
+ * The graph. layers[] is in topological order: layer i reads n_in nodes,
+ * in_from[k] naming each — j ≥ 0 the output of layers[j] (j < i), or
+ * −1 − q the model's input q (inputs[q]). The model's one output is the
+ * last layer; every other layer is read by some layer. A Sequential model
+ * is the chain: layer i reads node i − 1 (layer 0 the input), its one
+ * input named "input". hc_model_is_chain tells the two apart; the
+ * signature of a chain is what it was before graphs existed.
  */
 #ifndef HC_MODEL_H
 #define HC_MODEL_H
@@ -33,6 +43,8 @@
 #define HC_MODEL_MAX_LAYERS 64
 #define HC_MODEL_MAX_VARS   128
 #define HC_NAME_MAX         64
+#define HC_MODEL_MAX_INPUTS 8       /* named inputs of a model */
+#define HC_LAYER_MAX_IN     8       /* nodes one layer reads (merges) */
 
 /* A layer's kind: its row in the layer table (layer.h), which says all
  * the rest. The order is the table's and that of messages listing them. */
@@ -43,6 +55,11 @@ enum hc_layer_type {
     HC_LAYER_DENSE,
     HC_LAYER_DROPOUT,
     HC_LAYER_ACTIVATION,    /* a standalone activation layer */
+    HC_LAYER_ADD,           /* merges: several inputs, one output */
+    HC_LAYER_SUBTRACT,
+    HC_LAYER_AVERAGE,
+    HC_LAYER_MULTIPLY,
+    HC_LAYER_CONCATENATE,
     HC_LAYER_COUNT          /* the number of kinds, not one */
 };
 
@@ -78,7 +95,13 @@ struct hc_layer_spec {
     int units;                  /* dense */
     float rate;                 /* dropout */
     int use_bias;               /* conv2d / dense (default 1) */
-    struct hc_shape in, out;    /* inferred at load */
+    int axis;                   /* concatenate: Keras's axis, the batch
+                                 * being axis 0 (−1 the last); 0 others */
+    int n_in;                   /* nodes it reads: 1, or 2 to
+                                 * HC_LAYER_MAX_IN for a merge */
+    int in_from[HC_LAYER_MAX_IN]; /* each: j ≥ 0 layers[j], −1 − q the
+                                 * model's input q (see the top) */
+    struct hc_shape in, out;    /* inferred at load; in is in_from[0]'s */
     int var_kernel, var_bias;   /* indices into hc_model.vars, -1 if none */
 };
 
@@ -91,10 +114,18 @@ struct hc_var_def {
     int fan_in, fan_out;        /* for Glorot: kh*kw*in, kh*kw*out / in, out */
 };
 
+/* A named input of the model. */
+struct hc_model_input {
+    char name[HC_NAME_MAX];     /* "input" when the file names none */
+    struct hc_shape shape;
+};
+
 struct hc_model {
     char name[HC_NAME_MAX];
     char source[512];           /* file it came from, for messages */
-    struct hc_shape input;
+    struct hc_shape input;      /* = inputs[0].shape */
+    int n_inputs;               /* 1 to HC_MODEL_MAX_INPUTS */
+    struct hc_model_input inputs[HC_MODEL_MAX_INPUTS];
     int n_layers;
     struct hc_layer_spec layers[HC_MODEL_MAX_LAYERS];
     int n_vars;
@@ -151,6 +182,16 @@ void hc_model_init_params(const struct hc_model *m, float *params);
 
 /* Offset (in floats) of variable v in the flat parameter vector. */
 size_t hc_model_var_offset(const struct hc_model *m, int v);
+
+/* 1 when m is a chain: one input, layer i reading node i − 1 alone. */
+int hc_model_is_chain(const struct hc_model *m);
+
+/* The shape of node j of m (j ≥ 0 layers[j]'s output, −1 − q input q);
+ * NULL when there is no such node. */
+const struct hc_shape *hc_model_node_shape(const struct hc_model *m, int j);
+
+/* The name of node j ("conv2d", an input's name); "?" when none. */
+const char *hc_model_node_name(const struct hc_model *m, int j);
 
 const char *hc_act_name(enum hc_act a);
 const char *hc_layer_type_name(enum hc_layer_type t);

@@ -315,7 +315,7 @@ static void layer_arg(struct kx *k, const char *where, const char *cls,
 
 static const char *const keys_entry[] = {
     "class_name", "config", "module", "registered_name", "build_config",
-    "name", "device", NULL};
+    "name", "device", "inbound_nodes", NULL};
 
 /* Layer i of the Keras model: its hetps form appended to layers (none for
  * an InputLayer, whose shape goes to *input). */
@@ -560,10 +560,16 @@ static const char *const keys_top[] = {
     "compile_config", "keras_version", "backend", NULL};
 static const char *const keys_seq[] = {
     "name", "layers", "trainable", "dtype", "build_input_shape", NULL};
+static const char *const keys_functional[] = {
+    "name", "layers", "trainable", "dtype", "input_layers", "output_layers",
+    NULL};
 
-/* The model's own keys (top level and Sequential's config). */
+/* The model's own keys (top level and its config's). */
 static void model_keys(struct kx *k, const cJSON *root, const cJSON *cfg)
 {
+    const char *const *keys_cfg = strcmp(class_of(root), "Sequential")
+                                      ? keys_functional : keys_seq;
+
     char buf[96];
 
     for (const cJSON *v = root->child; v; v = v->next) {
@@ -572,22 +578,22 @@ static void model_keys(struct kx *k, const cJSON *root, const cJSON *cfg)
         for (int j = 0; keys_top[j]; j++)
             known |= !strcmp(v->string, keys_top[j]);
         if (!known && !cJSON_IsNull(v))
-            problem(k, "Sequential", "key \"%.40s\" is not supported",
+            problem(k, class_of(root), "key \"%.40s\" is not supported",
                     v->string);
     }
     for (const cJSON *v = cfg->child; v; v = v->next) {
         int known = 0;
 
-        for (int j = 0; keys_seq[j]; j++)
-            known |= !strcmp(v->string, keys_seq[j]);
+        for (int j = 0; keys_cfg[j]; j++)
+            known |= !strcmp(v->string, keys_cfg[j]);
         if (!known && !cJSON_IsNull(v))
-            problem(k, "Sequential", "%.40s %s is not supported", v->string,
-                    show(v, buf, sizeof buf));
+            problem(k, class_of(root), "%.40s %s is not supported",
+                    v->string, show(v, buf, sizeof buf));
     }
     if (md_get(cfg, "trainable") && !cJSON_IsTrue(md_get(cfg, "trainable")))
-        problem(k, "Sequential", "trainable false is not supported");
+        problem(k, class_of(root), "trainable false is not supported");
     if (md_get(cfg, "dtype") && !dtype_ok(md_get(cfg, "dtype")))
-        problem(k, "Sequential", "dtype %s is not supported; hetps computes "
+        problem(k, class_of(root), "dtype %s is not supported; hetps computes "
                 "in float32", show(md_get(cfg, "dtype"), buf, sizeof buf));
 }
 
@@ -602,51 +608,332 @@ static cJSON *model_input(const cJSON *root, const cJSON *cfg)
     return s ? drop_batch(s) : NULL;
 }
 
+/* ---- Functional: the graph ---------------------------------------------- */
+
+/* Whether a class's module is one of Keras's layers: "keras.layers"
+ * (Keras 3, tf.keras 2.13 and later), "keras.src.layers…", or none
+ * (older files). Keras writes raw operations on tensors (x + y) as
+ * their op ("keras.src.ops.numpy" Add), which is no layer. */
+static int layer_module(const cJSON *lj)
+{
+    static const char *const mods[] = {
+        "keras.layers", "keras.src.layers", "tf_keras.layers",
+        "tf_keras.src.layers", "keras.src.engine.input_layer",
+        "keras.engine.input_layer", NULL};
+    const cJSON *m = md_get(lj, "module");
+
+    if (!m || cJSON_IsNull(m))
+        return 1;
+    if (!cJSON_IsString(m))
+        return 0;
+    for (int j = 0; mods[j]; j++) {
+        size_t n = strlen(mods[j]);
+
+        if (!strncmp(m->valuestring, mods[j], n) &&
+            (m->valuestring[n] == '\0' || m->valuestring[n] == '.'))
+            return 1;
+    }
+    return 0;
+}
+
+/* A tensor reference [layer, node_index, tensor_index] (Keras 3's
+ * keras_history, tf.keras 2's node entries, input_layers): its layer's
+ * name appended to names. */
+static void tensor_ref(struct kx *k, const char *where, const cJSON *h,
+                       cJSON *names)
+{
+    const cJSON *n = cJSON_IsArray(h) ? h->child : NULL;
+    const cJSON *ni = n ? n->next : NULL, *ti = ni ? ni->next : NULL;
+    char buf[96];
+
+    if (!n || !cJSON_IsString(n) || !md_is_int(ni) || !md_is_int(ti)) {
+        problem(k, where, "a tensor must be [layer, node_index, "
+                "tensor_index], got %s", show(h, buf, sizeof buf));
+        return;
+    }
+    if (ni->valuedouble != 0 || ti->valuedouble != 0) {
+        problem(k, where, "reads tensor %.10g of call %.10g of \"%.60s\"; "
+                "hetps runs each layer once, with one output",
+                ti->valuedouble, ni->valuedouble, n->valuestring);
+        return;
+    }
+    cJSON_AddItemToArray(names, cJSON_CreateString(n->valuestring));
+}
+
+/* Keras 3's call arguments: every __keras_tensor__ in v, in order. */
+static void keras3_args(struct kx *k, const char *where, const cJSON *v,
+                        cJSON *names)
+{
+    const char *cls = class_of(v);
+    char buf[96];
+
+    if (cJSON_IsArray(v)) {
+        for (const cJSON *it = v->child; it; it = it->next)
+            keras3_args(k, where, it, names);
+    } else if (cls && !strcmp(cls, "__keras_tensor__")) {
+        const cJSON *c = md_get(v, "config");
+
+        tensor_ref(k, where, cJSON_IsObject(c) ? md_get(c, "keras_history")
+                                               : NULL, names);
+    } else {
+        problem(k, where, "call argument %s is not a tensor; hetps takes "
+                "layers called on tensors only", show(v, buf, sizeof buf));
+    }
+}
+
+/* A call's keyword arguments: none but null ones or "training". */
+static void call_kwargs(struct kx *k, const char *where, const cJSON *kw)
+{
+    char buf[96];
+
+    if (!kw || cJSON_IsNull(kw))
+        return;
+    if (!cJSON_IsObject(kw)) {
+        problem(k, where, "call keywords %s are not supported",
+                show(kw, buf, sizeof buf));
+        return;
+    }
+    for (const cJSON *v = kw->child; v; v = v->next)
+        if (!cJSON_IsNull(v) && strcmp(v->string, "training"))
+            problem(k, where, "call keyword %.40s %s is not supported",
+                    v->string, show(v, buf, sizeof buf));
+}
+
+/* The names of the layers a Functional layer reads, from its
+ * "inbound_nodes": Keras 3 [{"args": [...], "kwargs": {}}] or tf.keras 2
+ * [[[name, node, tensor, kwargs], ...]]. NULL for an input (none). */
+static cJSON *inbound(struct kx *k, const char *where, const cJSON *lj)
+{
+    const cJSON *nodes = md_get(lj, "inbound_nodes"), *node;
+    cJSON *names;
+    char buf[96];
+    int n;
+
+    if (!nodes || cJSON_IsNull(nodes))
+        return NULL;
+    if (!cJSON_IsArray(nodes)) {
+        problem(k, where, "inbound_nodes must be a list, got %s",
+                show(nodes, buf, sizeof buf));
+        return NULL;
+    }
+    if ((n = cJSON_GetArraySize(nodes)) == 0)
+        return NULL;
+    if (n > 1) {
+        problem(k, where, "the layer is called %d times (a shared layer); "
+                "hetps runs each layer once", n);
+        return NULL;
+    }
+    if (!(names = cJSON_CreateArray()))
+        return NULL;
+    node = nodes->child;
+    if (cJSON_IsObject(node)) {                 /* Keras 3 */
+        keras3_args(k, where, md_get(node, "args"), names);
+        call_kwargs(k, where, md_get(node, "kwargs"));
+    } else if (cJSON_IsArray(node)) {           /* tf.keras 2 */
+        for (const cJSON *e = node->child; e; e = e->next) {
+            const cJSON *kw = cJSON_GetArrayItem(e, 3);
+
+            tensor_ref(k, where, e, names);
+            call_kwargs(k, where, kw);
+        }
+    } else {
+        problem(k, where, "inbound node %s is neither Keras 3's {\"args\": "
+                "[...]} nor tf.keras 2's list", show(node, buf, sizeof buf));
+    }
+    return names;
+}
+
+/* input_layers / output_layers: one reference [name, 0, 0], a list of
+ * them, or (Keras 3, inputs given as a dict) an object of them; their
+ * names into names. */
+static void model_refs(struct kx *k, const char *key, const cJSON *v,
+                       cJSON *names)
+{
+    char buf[96];
+
+    if (cJSON_IsArray(v) && cJSON_IsString(v->child)) {
+        tensor_ref(k, key, v, names);
+        return;
+    }
+    if (!cJSON_IsArray(v) && !cJSON_IsObject(v)) {
+        problem(k, key, "must be a list of [layer, node, tensor], got %s",
+                show(v, buf, sizeof buf));
+        return;
+    }
+    for (const cJSON *it = v->child; it; it = it->next)
+        tensor_ref(k, key, it, names);
+}
+
+/* The entry named s among the translated inputs (objects with "name"). */
+static cJSON *named(cJSON *list, const char *s)
+{
+    cJSON *it;
+
+    cJSON_ArrayForEach(it, list)
+        if (cJSON_IsString(md_get(it, "name")) &&
+            !strcmp(md_get(it, "name")->valuestring, s))
+            return it;
+    return NULL;
+}
+
+/* A Functional model's layers into n: "inputs" (its InputLayers, in
+ * input_layers' order), "layers" each with its "inputs", "output". */
+static void functional(struct kx *k, const cJSON *cfg, cJSON *n)
+{
+    const cJSON *layers = md_get(cfg, "layers");
+    cJSON *nl = cJSON_AddArrayToObject(n, "layers");
+    cJSON *found = cJSON_CreateArray(), *order = cJSON_CreateArray();
+    cJSON *outs = cJSON_CreateArray(), *ins, *it;
+    char where[160];
+    int i = 0;
+
+    if (!nl || !found || !order || !outs)
+        goto out;
+    for (const cJSON *lj = layers->child; lj; lj = lj->next, i++) {
+        const char *cls = class_of(lj);
+        const cJSON *cfg_l = md_get(lj, "config"), *mod;
+        const char *name = cJSON_IsObject(cfg_l) &&
+                           cJSON_IsString(md_get(cfg_l, "name"))
+                               ? md_get(cfg_l, "name")->valuestring : "";
+        cJSON *reads, *shape = NULL;
+        int before = cJSON_GetArraySize(nl);
+
+        if (i >= HC_MODEL_MAX_LAYERS + HC_MODEL_MAX_INPUTS) {
+            problem(k, "Functional", "more than %d layers",
+                    HC_MODEL_MAX_LAYERS);
+            break;
+        }
+        snprintf(where, sizeof where, "layers[%d] %.40s \"%.60s\"", i,
+                 cls ? cls : "?", name);
+        if (cls && (!strcmp(cls, "TFOpLambda") ||
+                    !strcmp(cls, "SlicingOpLambda"))) {
+            problem(k, where, "%s is a TensorFlow operation on tensors "
+                    "(tf.keras writes `x + y` this way), not a layer; hetps "
+                    "reads layers only: write keras.layers.Add()(...) and "
+                    "the like instead", cls);
+            continue;
+        }
+        if (!layer_module(lj)) {
+            mod = md_get(lj, "module");
+            problem(k, where, "%.40s from module %.60s is an operation on "
+                    "tensors (Keras writes `x + y` this way), not a layer; "
+                    "hetps reads layers only: write keras.layers.%.40s()"
+                    "(...) instead", cls ? cls : "?",
+                    cJSON_IsString(mod) ? mod->valuestring : "?",
+                    cls ? cls : "Add");
+            continue;
+        }
+        reads = inbound(k, where, lj);
+        if (cls && !strcmp(cls, "InputLayer")) {
+            layer(k, i, lj, nl, &shape);
+            if (shape) {
+                cJSON *o = cJSON_CreateObject();
+
+                cJSON_AddStringToObject(o, "name", name);
+                cJSON_AddItemToObject(o, "shape", shape);
+                cJSON_AddItemToArray(found, o);
+            } else {
+                problem(k, where, "an InputLayer needs its shape "
+                        "(batch_shape or batch_input_shape)");
+            }
+            cJSON_Delete(reads);
+            continue;
+        }
+        layer(k, i, lj, nl, &shape);
+        cJSON_Delete(shape);
+        if (cJSON_GetArraySize(nl) > before && reads)
+            cJSON_AddItemToObject(cJSON_GetArrayItem(nl, before), "inputs",
+                                  reads);
+        else
+            cJSON_Delete(reads);
+    }
+    /* The inputs in input_layers' order (the data's), then the output. */
+    if (!(ins = cJSON_AddArrayToObject(n, "inputs")))
+        goto out;
+    model_refs(k, "input_layers", md_get(cfg, "input_layers"), order);
+    cJSON_ArrayForEach(it, order) {
+        cJSON *o = named(found, it->valuestring);
+
+        if (!o)
+            problem(k, "input_layers", "\"%.60s\" is no InputLayer of the "
+                    "model", it->valuestring);
+        else
+            cJSON_AddItemToArray(ins, cJSON_Duplicate(o, 1));
+    }
+    model_refs(k, "output_layers", md_get(cfg, "output_layers"), outs);
+    if (cJSON_GetArraySize(outs) != 1)
+        problem(k, "output_layers", "the model has %d outputs; hetps trains "
+                "a model of one output", cJSON_GetArraySize(outs));
+    else
+        cJSON_AddStringToObject(n, "output", outs->child->valuestring);
+out:
+    cJSON_Delete(found);
+    cJSON_Delete(order);
+    cJSON_Delete(outs);
+}
+
+/* A Sequential model's layers into n: "layers", and "input_shape" when a
+ * layer or the model's build config gives one. */
+static void sequential(struct kx *k, const cJSON *root, const cJSON *cfg,
+                       cJSON *n)
+{
+    const cJSON *layers = md_get(cfg, "layers");
+    cJSON *nl = cJSON_AddArrayToObject(n, "layers"), *input = NULL;
+    int i = 0;
+
+    if (!nl)
+        return;
+    for (const cJSON *lj = layers->child; lj; lj = lj->next, i++) {
+        if (i >= HC_MODEL_MAX_LAYERS + 1) {
+            problem(k, "Sequential", "more than %d layers",
+                    HC_MODEL_MAX_LAYERS);
+            break;
+        }
+        layer(k, i, lj, nl, &input);
+    }
+    if (!input)
+        input = model_input(root, cfg);
+    if (input)
+        cJSON_AddItemToObject(n, "input_shape", input);
+}
+
 int md_keras_translate(const cJSON *root, const char *source, cJSON **out)
 {
     struct kx k = { .src = source, .seed = -1 };
     const char *cls = class_of(root);
     const cJSON *cfg = md_get(root, "config"), *layers, *name;
-    cJSON *n = NULL, *nl, *input = NULL;
-    int i = 0;
+    int seq;
+    cJSON *n = NULL;
 
     *out = NULL;
-    if (!cls || strcmp(cls, "Sequential"))
+    if (!cls || (strcmp(cls, "Sequential") && strcmp(cls, "Functional") &&
+                 strcmp(cls, "Model")))
         return hc_err_set(HC_ERR_CONFIG, "%s: a Keras %.40s model is not "
-                          "supported; hetps trains Sequential models",
-                          source, cls ? cls : "(no class_name)");
+                          "supported; hetps trains Sequential and Functional "
+                          "models", source, cls ? cls : "(no class_name)");
+    seq = !strcmp(cls, "Sequential");
     layers = cJSON_IsObject(cfg) ? md_get(cfg, "layers") : NULL;
     if (!cJSON_IsArray(layers))
-        return hc_err_set(HC_ERR_CONFIG, "%s: a Keras Sequential needs "
-                          "\"config\": {\"layers\": [...]}", source);
-    if (!(n = cJSON_CreateObject()) ||
-        !(nl = cJSON_AddArrayToObject(n, "layers")))
+        return hc_err_set(HC_ERR_CONFIG, "%s: a Keras %s model needs "
+                          "\"config\": {\"layers\": [...]}", source, cls);
+    if (!(n = cJSON_CreateObject()))
         goto nomem;
     name = md_get(cfg, "name");
     if (cJSON_IsString(name))
         cJSON_AddStringToObject(n, "name", name->valuestring);
     model_keys(&k, root, cfg);
-    for (const cJSON *lj = layers->child; lj; lj = lj->next, i++) {
-        if (i >= HC_MODEL_MAX_LAYERS + 1) {
-            problem(&k, "Sequential", "more than %d layers",
-                    HC_MODEL_MAX_LAYERS);
-            break;
-        }
-        layer(&k, i, lj, nl, &input);
-    }
+    if (seq)
+        sequential(&k, root, cfg, n);
+    else
+        functional(&k, cfg, n);
     compile_config(&k, md_get(root, "compile_config"), n);
     if (k.n_problems) {
-        cJSON_Delete(input);
         cJSON_Delete(n);
         if (k.n_problems > PROBLEMS_MAX)
             return hc_err_set(HC_ERR_CONFIG, "%s\n%s: and %d more",
                               k.msg, source, k.n_problems - PROBLEMS_MAX);
         return hc_err_set(HC_ERR_CONFIG, "%s", k.msg);
     }
-    if (!input)
-        input = model_input(root, cfg);
-    if (input)
-        cJSON_AddItemToObject(n, "input_shape", input);
     if (k.seed >= 0)
         cJSON_AddNumberToObject(n, "seed", k.seed);
     *out = n;

@@ -16,6 +16,7 @@
 
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define PARAMS_MAX      (1ull << 32)        /* whole model, in floats */
@@ -232,7 +233,7 @@ int md_add_weights(struct hc_model *m, const char *where,
 
 /* The keys every layer takes, before its kind's. */
 static const char *const keys_layer[] = {
-    "type", "name", "device", "input_shape", NULL};
+    "type", "name", "device", "input_shape", "inputs", NULL};
 
 #define KEYS_MAX 32     /* a layer's keys, NULL included */
 
@@ -267,14 +268,47 @@ static const char *kinds_list(char *buf, size_t len)
     return buf;
 }
 
-/* Type and name of layer i; where gets "SRC: layers[i] (type "name")". */
-static int layer_ident(struct hc_model *m, int i, const cJSON *lj,
-                       int *counters, struct hc_layer_spec *l, char *where)
+/* The layers of a file as read, before they are put in graph order: the
+ * specs in file order, each one's JSON and WHERE, and the nodes each reads
+ * by file index (j ≥ 0 the file's layers[j], −1 − q the model's input
+ * q). */
+struct md_file_layers {
+    int n;
+    struct hc_layer_spec l[HC_MODEL_MAX_LAYERS];
+    const cJSON *json[HC_MODEL_MAX_LAYERS];
+    char where[HC_MODEL_MAX_LAYERS][WHERE_MAX];
+    int order[HC_MODEL_MAX_LAYERS];     /* graph position → file index */
+    int pos[HC_MODEL_MAX_LAYERS];       /* file index → graph position */
+};
+
+/* The file's node named s: its index into *j (as in_from), or -1. */
+static int find_node(const struct hc_model *m, const struct md_file_layers *f,
+                     const char *s, int *j)
 {
+    for (int q = 0; q < m->n_inputs; q++)
+        if (strcmp(m->inputs[q].name, s) == 0) {
+            *j = -1 - q;
+            return 0;
+        }
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->l[i].name, s) == 0) {
+            *j = i;
+            return 0;
+        }
+    return -1;
+}
+
+/* Type and name of layer i; where gets "SRC: layers[i] (type "name")". */
+static int layer_ident(struct hc_model *m, struct md_file_layers *f, int i,
+                       int *counters)
+{
+    const cJSON *lj = f->json[i];
+    struct hc_layer_spec *l = &f->l[i];
+    char *where = f->where[i];
     const struct hc_layer_kind *k;
     const char *type, *name;
-    char w0[WHERE_MAX], norm[32], kinds[256];
-    int rv;
+    char w0[WHERE_MAX], w1[WHERE_MAX], norm[32], kinds[256];
+    int rv, j;
 
     snprintf(w0, sizeof w0, "%.500s: layers[%d]", m->source, i);
     if (!cJSON_IsObject(lj))
@@ -302,11 +336,137 @@ static int layer_ident(struct hc_model *m, int i, const cJSON *lj,
         snprintf(l->name, sizeof l->name, "%s_%d", k->snake,
                  counters[l->type] - 1);
     }
-    snprintf(where, WHERE_MAX, "%.520s (%s \"%s\")", w0, k->name, l->name);
-    for (int j = 0; j < i; j++)
-        if (strcmp(m->layers[j].name, l->name) == 0)
-            return md_fail(where, "name \"%s\" is already used by layers[%d]; "
-                           "layer names must be unique", l->name, j);
+    /* Through w1: where and l->name both lie in f. */
+    snprintf(w1, sizeof w1, "%.520s (%s \"%s\")", w0, k->name, l->name);
+    memcpy(where, w1, sizeof w1);
+    f->n = i;           /* the names so far */
+    if (find_node(m, f, l->name, &j) == 0)
+        return md_fail(where, j < 0 ? "name \"%s\" is already the model's "
+                       "input's; names must be unique"
+                       : "name \"%s\" is already used by layers[%d]; layer "
+                       "names must be unique", l->name, j);
+    return HC_OK;
+}
+
+/* "input, conv2d, …": the names a layer may read, for messages. */
+static const char *node_names(const struct hc_model *m,
+                              const struct md_file_layers *f, char *buf,
+                              size_t len)
+{
+    size_t n = 0;
+
+    buf[0] = '\0';
+    for (int j = -m->n_inputs; j < f->n && n < len; j++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s",
+                              j == -m->n_inputs ? "" : ", ",
+                              j < 0 ? m->inputs[-1 - j].name : f->l[j].name);
+    return buf;
+}
+
+/* The nodes layer i reads: its "inputs" (a name or a list of names), or
+ * else the layer before it in the file (the model's one input for the
+ * first). */
+static int layer_inputs(const struct hc_model *m, struct md_file_layers *f,
+                        int i)
+{
+    struct hc_layer_spec *l = &f->l[i];
+    const struct hc_layer_kind *k = hc_layer_kind(l->type);
+    const cJSON *in = md_get(f->json[i], "inputs"), *it;
+    const char *where = f->where[i];
+    int merge = (k->flags & HC_LAYER_MERGE) != 0;
+    char buf[64], names[400];
+
+    l->n_in = 0;
+    if (!in) {
+        if (merge)
+            return md_fail(where, "a merge layer names the layers it reads: "
+                           "\"inputs\": [\"a\", \"b\"]");
+        if (i == 0 && m->n_inputs > 1)
+            return md_fail(where, "the model has %d inputs; name the one "
+                           "this layer reads in \"inputs\"", m->n_inputs);
+        l->n_in = 1;
+        l->in_from[0] = i - 1;
+        return HC_OK;
+    }
+    if (!cJSON_IsString(in) &&
+        !(cJSON_IsArray(in) && cJSON_GetArraySize(in) >= 1))
+        return md_fail(where, "\"inputs\" must be a name or a list of names "
+                       "[\"a\", \"b\"], got %s", md_show(in, buf, sizeof buf));
+    for (it = cJSON_IsString(in) ? in : in->child; it;
+         it = cJSON_IsString(in) ? NULL : it->next) {
+        if (l->n_in == HC_LAYER_MAX_IN)
+            return md_fail(where, "\"inputs\" names more than %d nodes",
+                           HC_LAYER_MAX_IN);
+        if (!cJSON_IsString(it))
+            return md_fail(where, "\"inputs\" must hold names, got %s",
+                           md_show(it, buf, sizeof buf));
+        if (find_node(m, f, it->valuestring, &l->in_from[l->n_in]))
+            return md_fail(where, "\"inputs\" names \"%.60s\", which is no "
+                           "layer or input of the model (those are: %s)",
+                           it->valuestring, node_names(m, f, names,
+                                                       sizeof names));
+        if (l->in_from[l->n_in] == i)
+            return md_fail(where, "the layer reads itself; a model is a "
+                           "graph without cycles");
+        l->n_in++;
+    }
+    if (merge && l->n_in < 2)
+        return md_fail(where, "%s merges 2 or more inputs, got %d",
+                       k->name, l->n_in);
+    if (!merge && l->n_in != 1)
+        return md_fail(where, "%s reads one input, got %d; merge several "
+                       "with add or concatenate first", k->name, l->n_in);
+    return HC_OK;
+}
+
+/* f->order: the file's layers in topological order, each after the nodes
+ * it reads, keeping the file's order where the graph allows (Kahn's
+ * algorithm taking the first ready layer). A cycle fails naming its
+ * layers; a layer no one reads, other than the output, fails too. */
+static int graph_order(const struct hc_model *m, struct md_file_layers *f,
+                       int output)
+{
+    int done[HC_MODEL_MAX_LAYERS] = {0}, read[HC_MODEL_MAX_LAYERS] = {0};
+    char names[400];
+    size_t n = 0;
+
+    for (int i = 0; i < f->n; i++)
+        for (int k = 0; k < f->l[i].n_in; k++)
+            if (f->l[i].in_from[k] >= 0)
+                read[f->l[i].in_from[k]] = 1;
+    for (int p = 0; p < f->n; p++) {
+        int i, k;
+
+        for (i = 0; i < f->n; i++) {
+            if (done[i])
+                continue;
+            for (k = 0; k < f->l[i].n_in; k++)
+                if (f->l[i].in_from[k] >= 0 && !done[f->l[i].in_from[k]])
+                    break;
+            if (k == f->l[i].n_in)
+                break;
+        }
+        if (i == f->n) {
+            for (i = 0; i < f->n && n < sizeof names; i++)
+                if (!done[i])
+                    n += (size_t)snprintf(names + n, sizeof names - n,
+                                          "%s\"%s\"", n ? ", " : "",
+                                          f->l[i].name);
+            return md_fail(m->source, "the layers %s read each other in a "
+                           "cycle; a model is a graph without cycles", names);
+        }
+        done[i] = 1;
+        f->order[p] = i;
+        f->pos[i] = p;
+    }
+    for (int i = 0; i < f->n; i++)
+        if (!read[i] && i != output)
+            return md_fail(f->where[i], "no layer reads this layer's output; "
+                           "a model has one output, \"%s\" (the last layer, "
+                           "or the model's \"output\")", f->l[output].name);
+    if (read[output])
+        return md_fail(f->where[output], "the model's output is read by "
+                       "another layer; the output is the last layer");
     return HC_OK;
 }
 
@@ -325,7 +485,7 @@ static int check_keys(const cJSON *lj, const struct hc_layer_kind *k,
     return md_check_keys(lj, keys, where);
 }
 
-/* Output shape and variables of layer l, whose input is l->in. */
+/* Output shape and variables of layer l, whose inputs are in_from. */
 static int layer_infer(struct hc_model *m, const char *where,
                        const struct hc_layer_kind *k, struct hc_layer_spec *l)
 {
@@ -333,6 +493,7 @@ static int layer_infer(struct hc_model *m, const char *where,
     int rv;
 
     l->var_kernel = l->var_bias = -1;
+    l->in = *hc_model_node_shape(m, l->in_from[0]);
     l->out = l->in;
     if (k->infer && (rv = k->infer(m, where, l)))
         return rv;
@@ -347,57 +508,145 @@ static int layer_infer(struct hc_model *m, const char *where,
     return HC_OK;
 }
 
-static int parse_layer(struct hc_model *m, int i, const cJSON *lj,
-                       int *counters, int *have_input, struct hc_shape *cur)
+/* The layer at graph position p: its settings, its nodes in graph
+ * positions, its shapes and variables. */
+static int parse_layer(struct hc_model *m, struct md_file_layers *f, int p)
 {
-    struct hc_layer_spec *l = &m->layers[i];
+    int i = f->order[p];
+    struct hc_layer_spec *l = &m->layers[p];
     const struct hc_layer_kind *k;
-    const cJSON *is;
-    char where[WHERE_MAX];
+    const char *where = f->where[i];
     int rv;
 
-    memset(l, 0, sizeof *l);
-    if ((rv = layer_ident(m, i, lj, counters, l, where)))
-        return rv;
+    *l = f->l[i];
     k = hc_layer_kind(l->type);
+    for (int j = 0; j < l->n_in; j++)
+        if (l->in_from[j] >= 0)
+            l->in_from[j] = f->pos[l->in_from[j]];
     /* Strides of 1 on every kind: the signature hashes them. */
     l->sh = l->sw = 1;
-    if ((rv = check_keys(lj, k, where)) ||
-        (rv = get_device(lj, where, l->device, sizeof l->device)) ||
-        (k->parse && (rv = k->parse(lj, where, l))))
+    if ((rv = check_keys(f->json[i], k, where)) ||
+        (rv = get_device(f->json[i], where, l->device, sizeof l->device)) ||
+        (k->parse && (rv = k->parse(f->json[i], where, l))))
         return rv;
-    if ((is = md_get(lj, "input_shape")) != NULL) {
-        if (i > 0)
-            return md_fail(where, "\"input_shape\" belongs on the first layer "
-                           "or the model, not on layers[%d]", i);
-        if (*have_input)
+    return layer_infer(m, where, k, l);
+}
+
+/* ---- the model's inputs and the layers array ---------------------------- */
+
+/* "inputs": [{"name": "image", "shape": [28, 28, 1]}, …] into m. */
+static int read_inputs(const cJSON *root, struct hc_model *m)
+{
+    static const char *const keys_in[] = {"name", "shape", NULL};
+    const cJSON *ins = md_get(root, "inputs"), *it;
+    char where[WHERE_MAX], buf[64];
+    const char *s;
+    int q = 0, rv;
+
+    if (!cJSON_IsArray(ins) || cJSON_GetArraySize(ins) < 1 ||
+        cJSON_GetArraySize(ins) > HC_MODEL_MAX_INPUTS)
+        return md_fail(m->source, "\"inputs\" must be a list of 1 to %d "
+                       "inputs [{\"name\": \"image\", \"shape\": [28, 28, "
+                       "1]}], got %s", HC_MODEL_MAX_INPUTS,
+                       md_show(ins, buf, sizeof buf));
+    if (md_get(root, "input_shape"))
+        return md_fail(m->source, "\"inputs\" and \"input_shape\" are both "
+                       "given; keep \"inputs\"");
+    for (it = ins->child; it; it = it->next, q++) {
+        struct hc_model_input *in = &m->inputs[q];
+
+        snprintf(where, sizeof where, "%.500s: inputs[%d]", m->source, q);
+        if (!cJSON_IsObject(it))
+            return md_fail(where, "an input must be an object {\"name\": "
+                           "\"image\", \"shape\": [28, 28, 1]}");
+        if ((rv = md_check_keys(it, keys_in, where)) ||
+            (rv = md_get_str(it, "name", where, &s)))
+            return rv;
+        if (!s)
+            return md_missing(where, "name", "\"image\"");
+        if (strlen(s) >= HC_NAME_MAX || !md_name_ok(s))
+            return md_fail(where, "\"name\" must be 1 to %d letters, digits, "
+                           "'_', '-' or '.', got \"%.40s\"", HC_NAME_MAX - 1,
+                           s);
+        for (int j = 0; j < q; j++)
+            if (strcmp(m->inputs[j].name, s) == 0)
+                return md_fail(where, "name \"%s\" is already inputs[%d]'s",
+                               s, j);
+        snprintf(in->name, sizeof in->name, "%s", s);
+        if (!md_get(it, "shape"))
+            return md_missing(where, "shape", "[28, 28, 1]");
+        if ((rv = md_parse_shape(md_get(it, "shape"), where, &in->shape)))
+            return rv;
+    }
+    m->n_inputs = q;
+    m->input = m->inputs[0].shape;
+    return HC_OK;
+}
+
+/* The model's one input from "input_shape" (the model's, or else its
+ * first layer's). */
+static int read_input_shape(const cJSON *root, const cJSON *layers,
+                            struct hc_model *m, int have_input)
+{
+    const cJSON *first = layers->child, *is = NULL;
+    int rv;
+
+    if (cJSON_IsObject(first))
+        is = md_get(first, "input_shape");
+    int i = 1;
+
+    for (const cJSON *it = first ? first->next : NULL; it;
+         it = it->next, i++)
+        if (cJSON_IsObject(it) && md_get(it, "input_shape")) {
+            char where[WHERE_MAX];
+
+            snprintf(where, sizeof where, "%.500s: layers[%d]", m->source, i);
+            return md_fail(where, "\"input_shape\" belongs on the first "
+                           "layer or the model, not on layers[%d]", i);
+        }
+    m->n_inputs = 1;
+    snprintf(m->inputs[0].name, sizeof m->inputs[0].name, "input");
+    if (is) {
+        char where[WHERE_MAX];
+
+        snprintf(where, sizeof where, "%.500s: layers[0]", m->source);
+        if (have_input || md_get(root, "inputs"))
             return md_fail(where, "\"input_shape\" is given both here and on "
                            "the model; keep one");
         if ((rv = md_parse_shape(is, where, &m->input)))
             return rv;
-        *have_input = 1;
-        *cur = m->input;
+        have_input = 1;
     }
-    if (!*have_input)
+    if (!have_input)
         return md_missing(m->source, "input_shape", "[28, 28, 1]");
-    l->in = *cur;
-    if ((rv = layer_infer(m, where, k, l)))
-        return rv;
-    *cur = l->out;
+    m->inputs[0].shape = m->input;
     return HC_OK;
 }
 
-/* ---- the layers array --------------------------------------------------- */
+/* The file's output: its "output" (a layer's name), else its last layer. */
+static int read_output(const cJSON *root, const struct hc_model *m,
+                       const struct md_file_layers *f, int *out)
+{
+    const char *s;
+    int rv, j;
+
+    *out = f->n - 1;
+    if ((rv = md_get_str(root, "output", m->source, &s)) || !s)
+        return rv;
+    if (find_node(m, f, s, &j) || j < 0)
+        return md_fail(m->source, "\"output\" names \"%.60s\", which is no "
+                       "layer of the model", s);
+    *out = j;
+    return HC_OK;
+}
 
 int md_read_layers(const cJSON *root, struct hc_model *m, int have_input)
 {
     const cJSON *layers, *it;
-    struct hc_shape cur = {0, {0, 0, 0}};
-    int counters[HC_LAYER_COUNT] = {0}, rv, i = 0;
+    int counters[HC_LAYER_COUNT] = {0}, rv, i = 0, n, output;
+    struct md_file_layers *f;
     char buf[64];
 
-    if (have_input)
-        cur = m->input;
     layers = md_get(root, "layers");
     if (!layers)
         return md_missing(m->source, "layers", "[{\"type\": \"flatten\"}, "
@@ -406,13 +655,59 @@ int md_read_layers(const cJSON *root, struct hc_model *m, int have_input)
         return md_fail(m->source, "\"layers\" must be a non-empty array of "
                        "layers, got %s", cJSON_IsArray(layers) ? "[]"
                        : md_show(layers, buf, sizeof buf));
-    if (cJSON_GetArraySize(layers) > HC_MODEL_MAX_LAYERS)
+    n = cJSON_GetArraySize(layers);
+    if (n > HC_MODEL_MAX_LAYERS)
         return md_fail(m->source, "\"layers\" has %d layers, more than the "
-                       "%d supported", cJSON_GetArraySize(layers),
-                       HC_MODEL_MAX_LAYERS);
-    for (it = layers->child; it; it = it->next, i++)
-        if ((rv = parse_layer(m, i, it, counters, &have_input, &cur)))
-            return rv;
-    m->n_layers = i;
-    return HC_OK;
+                       "%d supported", n, HC_MODEL_MAX_LAYERS);
+    if ((rv = md_get(root, "inputs") ? read_inputs(root, m)
+                                     : read_input_shape(root, layers, m,
+                                                        have_input)))
+        return rv;
+    if (!(f = calloc(1, sizeof *f)))
+        return hc_err_set(HC_ERR_NOMEM, "%s: out of memory", m->source);
+    for (it = layers->child; it; it = it->next, i++) {
+        f->json[i] = it;
+        if ((rv = layer_ident(m, f, i, counters)))
+            goto out;
+    }
+    f->n = n;
+    for (i = 0; i < n; i++)
+        if ((rv = layer_inputs(m, f, i)))
+            goto out;
+    if ((rv = read_output(root, m, f, &output)) ||
+        (rv = graph_order(m, f, output)))
+        goto out;
+    m->n_layers = n;
+    for (i = 0; i < n; i++)
+        if ((rv = parse_layer(m, f, i)))
+            goto out;
+out:
+    free(f);
+    return rv;
+}
+
+/* ---- the graph ---------------------------------------------------------- */
+
+int hc_model_is_chain(const struct hc_model *m)
+{
+    if (m->n_inputs != 1)
+        return 0;
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].n_in != 1 || m->layers[i].in_from[0] != i - 1)
+            return 0;
+    return 1;
+}
+
+const struct hc_shape *hc_model_node_shape(const struct hc_model *m, int j)
+{
+    if (j >= 0)
+        return j < m->n_layers ? &m->layers[j].out : NULL;
+    return -1 - j < m->n_inputs ? &m->inputs[-1 - j].shape : NULL;
+}
+
+const char *hc_model_node_name(const struct hc_model *m, int j)
+{
+    if (j >= 0)
+        return j < m->n_layers ? m->layers[j].name : "?";
+    return -1 - j < m->n_inputs ? m->inputs[-1 - j].name : "?";
 }

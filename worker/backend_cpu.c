@@ -135,6 +135,38 @@ static void cpu_axpy(struct wk_backend *be, size_t n, float a, const float *x,
         y[i] += a * x[i];
 }
 
+static void cpu_copy2d(struct wk_backend *be, int rows, int cols, float a,
+                       const float *src, int lds, float *dst, int ldd,
+                       int accumulate)
+{
+    (void)be;
+    for (int r = 0; r < rows; r++) {
+        const float *s = src + (size_t)r * lds;
+        float *d = dst + (size_t)r * ldd;
+
+        if (accumulate)
+            for (int c = 0; c < cols; c++)
+                d[c] += a * s[c];
+        else if (a == 1.0f)
+            memcpy(d, s, (size_t)cols * sizeof *d);
+        else
+            for (int c = 0; c < cols; c++)
+                d[c] = a * s[c];
+    }
+}
+
+static void cpu_mul(struct wk_backend *be, size_t n, const float *x,
+                    const float *y, float *z, int accumulate)
+{
+    (void)be;
+    if (accumulate)
+        for (size_t i = 0; i < n; i++)
+            z[i] += x[i] * y[i];
+    else
+        for (size_t i = 0; i < n; i++)
+            z[i] = x[i] * y[i];
+}
+
 static void cpu_reduce(struct wk_backend *be, float *dst,
                        const float *const *src, const float *w, int n_src,
                        size_t n)
@@ -703,6 +735,8 @@ static const struct wk_backend_ops cpu_ops = {
     .scale = cpu_scale,
     .axpy = cpu_axpy,
     .reduce = cpu_reduce,
+    .copy2d = cpu_copy2d,
+    .mul = cpu_mul,
     .im2col = cpu_im2col,
     .col2im = cpu_col2im,
     .act_forward = cpu_act_forward,

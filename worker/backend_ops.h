@@ -69,6 +69,18 @@
                      const float *const *src, const float *w, int n_src,      \
                      size_t n),                                               \
       (be, dst, src, w, n_src, n), optional)                                  \
+    /* dst (rows, cols), its rows ldd apart, = a · src (rows, cols), its   \
+     * rows lds apart; with accumulate, dst += a · src. A block of a wider  \
+     * matrix: one input's slice of a concatenation, a merge's terms. */    \
+    X(void, copy2d, (struct wk_backend *be, int rows, int cols, float a,     \
+                     const float *src, int lds, float *dst, int ldd,         \
+                     int accumulate),                                        \
+      (be, rows, cols, a, src, lds, dst, ldd, accumulate), required)         \
+    /* z (n) = x ⊙ y, or with accumulate z += x ⊙ y; z may equal x or y    \
+     * (without accumulate). */                                             \
+    X(void, mul, (struct wk_backend *be, size_t n, const float *x,           \
+                  const float *y, float *z, int accumulate),                 \
+      (be, n, x, y, z, accumulate), required)                                \
                                                                               \
     /* ---- convolution helpers ---- */                                       \
     /* cols (B·OH·OW, kh·kw·C) from x (B, H, W, C); column (i·kw + j)·C + c   \

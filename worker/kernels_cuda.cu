@@ -1,7 +1,7 @@
 /*
  * kernels_cuda.cu — the CUDA backend's compute ops other than sgemm:
- * fill/scale/axpy/reduce, im2col/col2im over NHWC, bias add and gradient,
- * activations forward and backward, softmax + sparse cross-entropy, MSE,
+ * fill/scale/axpy/reduce/copy2d/mul, im2col/col2im over NHWC, bias add and
+ * gradient, activations forward and backward, softmax + sparse cross-entropy, MSE,
  * max-pool with argmax, and dropout with the CPU's counter hash. Each op
  * queues one or two kernels on the backend's stream and records a failed
  * launch for the check op (cuda_impl.cuh).
@@ -60,6 +60,24 @@ __global__ static void axpy_k(size_t n, float a, const float *x, float *y)
         y[i] += a * x[i];
 }
 
+__global__ static void copy2d_k(int rows, int cols, float a, const float *src,
+                                int lds, float *dst, int ldd, int accumulate)
+{
+    GRID_LOOP(i, (size_t)rows * cols) {
+        size_t r = i / cols, c = i % cols;
+        float v = a * src[r * lds + c];
+
+        dst[r * ldd + c] = accumulate ? dst[r * ldd + c] + v : v;
+    }
+}
+
+__global__ static void mul_k(size_t n, const float *x, const float *y,
+                             float *z, int accumulate)
+{
+    GRID_LOOP(i, n)
+        z[i] = accumulate ? z[i] + x[i] * y[i] : x[i] * y[i];
+}
+
 struct reduce_args {
     const float *src[REDUCE_SRC];
     float w[REDUCE_SRC];
@@ -112,6 +130,29 @@ void wk_cu_axpy(struct wk_backend *be, size_t n, float a, const float *x,
         return;
     axpy_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(n, a, x, y);
     wk_cu_launched(be, "axpy kernel");
+}
+
+void wk_cu_copy2d(struct wk_backend *be, int rows, int cols, float a,
+                  const float *src, int lds, float *dst, int ldd,
+                  int accumulate)
+{
+    size_t n = (size_t)rows * cols;
+
+    if (!n || wk_cu_enter(be))
+        return;
+    copy2d_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(rows, cols, a, src,
+                                                       lds, dst, ldd,
+                                                       accumulate);
+    wk_cu_launched(be, "copy2d kernel");
+}
+
+void wk_cu_mul(struct wk_backend *be, size_t n, const float *x,
+               const float *y, float *z, int accumulate)
+{
+    if (!n || wk_cu_enter(be))
+        return;
+    mul_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(n, x, y, z, accumulate);
+    wk_cu_launched(be, "mul kernel");
 }
 
 void wk_cu_reduce(struct wk_backend *be, float *dst, const float *const *src,

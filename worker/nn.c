@@ -1,14 +1,15 @@
 /*
  * nn.c — running a wk_net: the forward, loss and backward passes (see nn.h
  * for the contract, nn_build.c for how the net is built): the passes
- * over the layers in order, the loss, the parameters' and activations'
- * crossings between backends. Each layer's own forward and backward are
+ * over the graph's layers in order (backward in reverse, each input's
+ * gradient written or added into its node's planned buffer), the loss,
+ * the parameters' and activations' crossings between backends. Each layer's own forward and backward are
  * its kind's (nn_KIND.c, struct nn_kind in nn_impl.h). Layers never touch
  * backend memory: all arithmetic is in the backend's ops.
  *
  * With explicit placement each layer runs on its own backend (l->be) with
  * its parameters there; cross() moves an activation, or its gradient,
- * between two backends where consecutive layers differ.
+ * along an edge between two backends.
  */
 #include "nn_impl.h"
 
@@ -126,25 +127,26 @@ static int check_all(struct wk_net *net)
 
 /* ---- forward ---- */
 
-static void layer_forward(struct wk_net *net, int i, const float *x,
-                          const float *params, int B, int training)
+static void layer_forward(struct wk_net *net, int i, const float *params,
+                          int B, int training)
 {
     struct nn_layer *l = &net->layers[i];
 
-    l->x = x;
+    l->x = l->xs[0];
     l->y = l->out;
     l->seed = 0;
-    if (l->kind->forward)
-        l->kind->forward(net, l, x, params, B, training);
+    if (l->kind->forward_n)
+        l->kind->forward_n(l, l->xs, B);
+    else if (l->kind->forward)
+        l->kind->forward(net, l, l->x, params, B, training);
     else
-        l->y = x;
+        l->y = l->x;
 }
 
 int wk_net_forward(struct wk_net *net, const float *params, const float *x,
                    int B, int training)
 {
-    const float *in;
-    int i, prev, rv;
+    int i, k, rv;
 
     net->stage = 0;
     if (!params || !x)
@@ -163,23 +165,25 @@ int wk_net_forward(struct wk_net *net, const float *params, const float *x,
     }
     if (training)
         net->counter++;
-    in = x;
-    prev = net->layers[0].dev;
     for (i = 0; i < net->n_layers; i++) {
         struct nn_layer *l = &net->layers[i];
         struct nn_dev *d = &net->devs[l->dev];
 
-        if (l->cross_in) {
-            if ((rv = cross(net, net->devs[prev].be, l->be, l->xin, in,
-                            (size_t)B * l->in_size)))
-                return rv;
-            in = l->xin;
+        for (k = 0; k < l->n_in; k++) {
+            int j = l->src[k];
+            const float *in = j < 0 ? x : net->layers[j].y;
+
+            if (l->cross[k]) {
+                if ((rv = cross(net, nn_node_be(net, j), l->be, l->xin[k],
+                                in, (size_t)B * l->src_size[k])))
+                    return rv;
+                in = l->xin[k];
+            }
+            l->xs[k] = in;
         }
-        layer_forward(net, i, in, dev_params(d, params), B, training);
-        in = l->y;
-        prev = l->dev;
+        layer_forward(net, i, dev_params(d, params), B, training);
     }
-    net->output = in;
+    net->output = net->layers[net->n_layers - 1].y;
     if (net->fused) {
         /* Logits: the last layer's output, its softmax being the loss's
          * (act_in_loss). */
@@ -282,28 +286,90 @@ static void grads_final(const struct wk_net *net, const struct nn_layer *l)
         net->on_grads(net->on_grads_arg, l->n_w ? l->off_w : l->off_b);
 }
 
-/* Backward of layer i: dy (B, out_size) is its output gradient (and may be
- * overwritten); writes its parameter gradients into grads and, when
- * need_dx, the input gradient into dx. Returns 1 when the input gradient
- * is in dx, 0 when it is still dy (in-place or pass-through layers). */
+/* The output gradient of node j (its device's planned buffer). */
+static float *grad_of(struct wk_net *net, int j)
+{
+    struct nn_layer *p = &net->layers[j];
+
+    return net->devs[p->dev].gbuf[p->gbuf];
+}
+
+/* Layer l's gradient g (B, src_size[k]) of input k, on l's backend, into
+ * the planned buffer of the node it reads: written or added (gacc), and
+ * across backends (cross) through the node's device's scratch when
+ * added. */
+static int give_grad(struct wk_net *net, struct nn_layer *l, int k,
+                     const float *g)
+{
+    struct nn_layer *p = &net->layers[l->src[k]];
+    struct nn_dev *pd = &net->devs[p->dev];
+    float *dst = pd->gbuf[p->gbuf];
+    int n = l->src_size[k], rv;
+
+    if (!l->cross[k]) {
+        if (g != dst)
+            wk_be_copy2d(l->be, net->B, n, 1.0f, g, n, dst, n, l->gacc[k]);
+        return HC_OK;
+    }
+    if ((rv = cross(net, l->be, p->be, l->gacc[k] ? pd->scratch : dst, g,
+                    (size_t)net->B * n)))
+        return rv;
+    if (l->gacc[k])
+        wk_be_copy2d(p->be, net->B, n, 1.0f, pd->scratch, n, dst, n, 1);
+    return HC_OK;
+}
+
+/* Backward of layer i, whose output gradient is complete in its buffer
+ * (and may be overwritten): its parameter gradients into grads, and the
+ * gradient of each input whose node needs one to that node's buffer. */
 static int layer_backward(struct wk_net *net, int i, const float *params,
-                          float *grads, float *dy, float *dx, int need_dx)
+                          float *grads)
 {
     struct nn_layer *l = &net->layers[i];
+    struct nn_dev *d = &net->devs[l->dev];
+    float *dy = grad_of(net, i);
+    int k, rv;
 
     if (l->kind->backward_params)
         l->kind->backward_params(l, grads, dy, net->B);
     grads_final(net, l);
-    if (!need_dx || !l->kind->backward_input)
-        return 0;
-    return l->kind->backward_input(l, params, dy, dx, net->B);
+    for (k = 0; k < l->n_in; k++) {
+        const float *g = dy;
+
+        if (l->src[k] < 0 || !net->layers[l->src[k]].need_grad)
+            continue;
+        if (l->kind->backward_in) {
+            /* A merge writes or adds its input's gradient itself. */
+            if (!l->cross[k]) {
+                l->kind->backward_in(l, k, dy, grad_of(net, l->src[k]),
+                                     l->gacc[k], net->B);
+                continue;
+            }
+            l->kind->backward_in(l, k, dy, d->scratch, 0, net->B);
+            g = d->scratch;
+        } else if (l->alias) {
+            /* In place, into the buffer its one input's node now owns. */
+            if (l->kind->backward_input)
+                l->kind->backward_input(l, params, dy, dy, net->B);
+            continue;
+        } else if (l->kind->backward_input) {
+            float *dx = l->gacc[k] || l->cross[k] ? d->scratch
+                                                  : grad_of(net, l->src[k]);
+
+            if (l->kind->backward_input(l, params, dy, dx, net->B))
+                g = dx;
+        }
+        if ((rv = give_grad(net, l, k, g)))
+            return rv;
+    }
+    return HC_OK;
 }
 
 int wk_net_backward(struct wk_net *net, const float *params, float *grads)
 {
     const int B = net->B, N = (int)net->out_size;
     struct wk_backend *be = net->out_be;
-    int i, cur, rv;
+    int i, rv;
     float *dy;
 
     if (net->stage != 2)
@@ -315,35 +381,20 @@ int wk_net_backward(struct wk_net *net, const float *params, float *grads)
                           "wk_net_backward: params or grads is NULL");
     /* Gradient of the mean loss with respect to the output (or, fused,
      * the logits). */
-    cur = net->layers[net->n_layers - 1].dev;
-    dy = net->devs[cur].dbuf[0];
+    dy = grad_of(net, net->n_layers - 1);
     if (net->fused)
         wk_be_xent_backward(be, net->output, net->labels_cur, B, N,
                             1.0f / (float)B, dy);
     else
         wk_be_mse_backward(be, net->output, net->targets_cur, (size_t)B * N,
                            2.0f / ((float)N * (float)B), dy);
-    for (i = net->n_layers - 1; i >= net->first_param; i--) {
-        struct nn_layer *l = &net->layers[i];
-        struct nn_dev *d = &net->devs[l->dev];
-        float *dx;
+    for (i = net->n_layers - 1; i >= 0; i--) {
+        struct nn_dev *d = &net->devs[net->layers[i].dev];
 
-        if (l->dev != cur) {
-            /* dy, the input gradient of layer i + 1, crosses back. Both
-             * host memory: layer i works on it where it is. */
-            if (!(d->be->host_memory && net->devs[cur].be->host_memory)) {
-                if ((rv = cross(net, net->devs[cur].be, d->be, d->dbuf[0],
-                                dy, (size_t)B * l->out_size)))
-                    return rv;
-                dy = d->dbuf[0];
-            }
-            cur = l->dev;
-        }
-        dx = dy == d->dbuf[0] ? d->dbuf[1] : d->dbuf[0];
-        if (layer_backward(net, i, dev_params(d, params),
-                           dev_grads(d, grads), dy, dx,
-                           i > net->first_param))
-            dy = dx;
+        if (net->layers[i].need_grad &&
+            (rv = layer_backward(net, i, dev_params(d, params),
+                                 dev_grads(d, grads))))
+            return rv;
     }
     if ((rv = check_all(net)) || (rv = download_grads(net, grads)))
         return rv;

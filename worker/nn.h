@@ -1,12 +1,15 @@
 /*
  * nn.h — a model's network on one backend: forward, loss and backward.
  *
- * A wk_net is built once from a model (common/model.h) for one backend and
- * a maximum batch size; it allocates every buffer it will need then —
- * activations (B, H, W, C) per layer, the im2col workspace of each
- * convolution, max-pool argmax indices, two activation-gradient buffers —
- * so the training loop allocates nothing. Layers call the backend's ops
- * (backend.h) only.
+ * A wk_net is built once from a model (common/model.h: a graph of layers
+ * in topological order, one input) for one backend and a maximum batch
+ * size; it allocates every buffer it will need then — activations (B, H,
+ * W, C) per layer, the im2col workspace of each convolution, max-pool
+ * argmax indices, the activation-gradient buffers its plan needs (reused
+ * by liveness: two for a chain) — so the training loop allocates
+ * nothing. Where a layer's output has several readers their gradients are
+ * summed. Layers call the backend's ops (backend.h) only. A model of
+ * several inputs is refused (HC_ERR_CONFIG naming them).
  *
  * Parameters and gradients are flat float arrays of model->n_params, the
  * variables one after the other in definition order (the order of
@@ -35,8 +38,8 @@
  *
  * Explicit placement (wk_net_new_placed): each layer may run on its own
  * backend, with its parameters and gradients there (the net copies each
- * layer's slice of params in and of grads out). Where consecutive layers
- * sit on different backends, the activation crosses forward and its
+ * layer's slice of params in and of grads out). Where a layer reads a
+ * node on a different backend, the activation crosses forward and its
  * gradient backward: by pointer when both are host memory, else by the
  * backends' upload/download (through a host staging buffer when neither
  * is host memory). Results equal those of one backend.
@@ -57,11 +60,13 @@ struct wk_net;
 
 /*
  * Build the net of model m on backend be for batches of up to max_batch
- * samples. Checks the model: every layer's input shape matches the previous
- * output, output shapes agree with the layer settings, each variable has
+ * samples. Checks the model: every layer reads 1 node (a merge 2 or more)
+ * that comes before it, its input shape matches that node's output,
+ * output shapes agree with the layer settings, each variable has
  * the size its layer needs and belongs to exactly one layer, and the loss
  * and output activation are a supported pair. Errors: HC_ERR_INVAL (NULL
- * argument, max_batch < 1), HC_ERR_CONFIG (unsupported model; the message
+ * argument, max_batch < 1), HC_ERR_CONFIG (unsupported model, several
+ * inputs included; the message
  * names the model and layer and says what to change), HC_ERR_MISMATCH
  * (inconsistent shapes or variable sizes), HC_ERR_LIMIT (a batch tensor
  * over 2^31 − 1 elements), HC_ERR_NOMEM.

@@ -43,6 +43,7 @@ static int backward_input(struct nn_layer *l, const float *params, float *dy,
 }
 
 const struct nn_kind nn_activation = {
+    .flags = NN_IN_PLACE,
     .alloc = alloc,
     .forward = forward,
     .backward_input = backward_input,

@@ -2,8 +2,9 @@
  * nn_build.c — building a wk_net from a model: checking every layer's
  * shapes, variables and settings (each message names the model and the
  * layer), choosing the supported loss, placing each layer on its backend,
- * fusing conv2d → maxpool2d, laying out each device's parameters and
- * allocating every buffer of the steady state once. What every layer has
+ * fusing conv2d → maxpool2d, laying out each device's parameters,
+ * planning the gradient buffers of the graph by liveness and allocating
+ * every buffer of the steady state once. What every layer has
  * is checked here; its kind's half (nn_impl.h, struct nn_kind) checks
  * and sizes the rest, with the helpers below.
  */
@@ -115,15 +116,22 @@ int nn_window(const struct nn_setup *c, const struct hc_layer_spec *s,
     return HC_OK;
 }
 
-/* Check layer spec s (index c->li) against its input shape and fill l:
- * what every layer has here, the rest by its kind's setup. */
-static int setup_layer(const struct nn_setup *c, const struct hc_shape *in,
-                       struct nn_layer *l)
+/* The shape of node j of the net's model: layer j's output, or (j < 0)
+ * the input. */
+static const struct hc_shape *node_shape(const struct hc_model *m, int j)
+{
+    return j < 0 ? &m->input : &m->layers[j].out;
+}
+
+/* Check layer spec s (index c->li) against its inputs' shapes and fill
+ * l: what every layer has here, the rest by its kind's setup. */
+static int setup_layer(struct nn_setup *c, struct nn_layer *l)
 {
     const struct hc_layer_spec *s = &c->m->layers[c->li];
-    struct hc_shape want = *in;
+    const struct hc_shape *in;
+    struct hc_shape want;
     char b1[48], b2[48];
-    int rv;
+    int rv, merge;
 
     l->kind = nn_kind_of(s->type);
     snprintf(l->name, sizeof l->name, "%s", c->layer);
@@ -132,15 +140,35 @@ static int setup_layer(const struct nn_setup *c, const struct hc_shape *in,
     if ((unsigned)s->act > HC_ACT_SOFTMAX)
         return hc_err_set(HC_ERR_CONFIG, "%s: unknown activation %d",
                           c->where, (int)s->act);
-    if (!shape_eq(&s->in, in))
-        return hc_err_set(HC_ERR_MISMATCH,
-                          "%s: input shape %s does not match the previous "
-                          "output %s", c->where,
-                          nn_shape_str(&s->in, b1, sizeof b1),
-                          nn_shape_str(in, b2, sizeof b2));
     if (!l->kind)
         return hc_err_set(HC_ERR_CONFIG, "%s: unknown layer type %d",
                           c->where, (int)s->type);
+    merge = l->kind->forward_n != NULL;
+    if (s->n_in < 1 || s->n_in > HC_LAYER_MAX_IN || (merge != (s->n_in > 1)))
+        return hc_err_set(HC_ERR_CONFIG, "%s: reads %d nodes; %s", c->where,
+                          s->n_in, merge ? "a merge reads 2 or more"
+                                         : "the layer reads one");
+    l->n_in = c->n_in = s->n_in;
+    for (int k = 0; k < s->n_in; k++) {
+        int j = s->in_from[k];
+
+        if (j < -1 || j >= c->li)
+            return hc_err_set(HC_ERR_MISMATCH, "%s: reads node %d; a layer "
+                              "reads the input (-1) or an earlier layer",
+                              c->where, j);
+        l->src[k] = j;
+        c->ins[k] = node_shape(c->m, j);
+        l->src_size[k] = (int)nn_shape_size(c->ins[k]);
+    }
+    in = c->ins[0];
+    want = *in;
+    if (!shape_eq(&s->in, in))
+        return hc_err_set(HC_ERR_MISMATCH,
+                          "%s: input shape %s does not match the %s output "
+                          "%s", c->where,
+                          nn_shape_str(&s->in, b1, sizeof b1),
+                          l->src[0] == c->li - 1 ? "previous" : "input's",
+                          nn_shape_str(in, b2, sizeof b2));
     if (l->kind->setup && (rv = l->kind->setup(c, s, in, l, &want)))
         return rv;
     if (!shape_eq(&s->out, &want))
@@ -168,15 +196,25 @@ static int setup_model(struct wk_net *net, const struct hc_model *m)
     size_t var_off[HC_MODEL_MAX_VARS], sum = 0, lim;
     int owner[HC_MODEL_MAX_VARS];
     char layer[HC_NAME_MAX + 32], where[2 * HC_NAME_MAX + 48];
-    struct nn_setup c = {m, layer, where, 0, var_off, owner};
-    struct hc_shape cur = m->input;
-    char b1[48];
+    struct nn_setup c = {m, layer, where, 0, 0, {NULL}, var_off, owner};
+    char b1[48], names[HC_MODEL_MAX_INPUTS * (HC_NAME_MAX + 2)];
+    size_t n = 0;
     int i, rv;
 
     if (m->n_layers < 1 || m->n_layers > HC_MODEL_MAX_LAYERS)
         return hc_err_set(HC_ERR_CONFIG,
                           "model %s: %d layers; a model has 1 to %d",
                           model_name(m), m->n_layers, HC_MODEL_MAX_LAYERS);
+    if (m->n_inputs > 1) {
+        for (i = 0; i < m->n_inputs && i < HC_MODEL_MAX_INPUTS; i++)
+            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s",
+                                  i ? ", " : "", m->inputs[i].name);
+        return hc_err_set(HC_ERR_CONFIG, "model %s has %d inputs (%s); the "
+                          "worker feeds a model one input array (the data's "
+                          "images), so a model of several inputs is read and "
+                          "checked but not trained yet", model_name(m),
+                          m->n_inputs, names);
+    }
     if (m->n_vars < 0 || m->n_vars > HC_MODEL_MAX_VARS)
         return hc_err_set(HC_ERR_CONFIG, "model %s: %d variables; at most %d",
                           model_name(m), m->n_vars, HC_MODEL_MAX_VARS);
@@ -205,11 +243,10 @@ static int setup_model(struct wk_net *net, const struct hc_model *m)
                  s->name[0] ? s->name : hc_layer_type_name(s->type));
         snprintf(where, sizeof where, "model %s, %s", model_name(m), layer);
         c.li = i;
-        if ((rv = setup_layer(&c, &cur, &net->layers[i])))
+        if ((rv = setup_layer(&c, &net->layers[i])))
             return rv;
         if (net->first_param < 0 && net->layers[i].off_w != NO_VAR)
             net->first_param = i;
-        cur = s->out;
     }
     for (i = 0; i < m->n_vars; i++)
         if (owner[i] < 0)
@@ -221,7 +258,7 @@ static int setup_model(struct wk_net *net, const struct hc_model *m)
                           "model %s has no layer with parameters; add a dense "
                           "or conv2d layer", model_name(m));
     net->in_size = nn_shape_size(&m->input);
-    net->out_size = nn_shape_size(&cur);
+    net->out_size = nn_shape_size(&m->layers[m->n_layers - 1].out);
     net->n_params = m->n_params;
     net->loss = m->loss;
     /* Batch tensors are indexed with int (GEMM sizes, argmax indices). */
@@ -286,6 +323,17 @@ static int setup_loss(struct wk_net *net, const struct hc_model *m)
                       model_name(m), (int)m->loss);
 }
 
+/* How many inputs of the net's layers read node j. */
+static int readers(const struct wk_net *net, int j)
+{
+    int i, k, n = 0;
+
+    for (i = j + 1; i < net->n_layers; i++)
+        for (k = 0; k < net->layers[i].n_in; k++)
+            n += net->layers[i].src[k] == j;
+    return n;
+}
+
 /*
  * conv2d → maxpool2d: max commutes with a per-channel bias and with any
  * non-decreasing activation (linear, relu, sigmoid, tanh), so the conv
@@ -296,8 +344,9 @@ static int setup_loss(struct wk_net *net, const struct hc_model *m)
  * gradient and the scatter to the argmax does the rest: the conv's other
  * outputs get no gradient either way. (Where relu ties a window at 0 the
  * argmax may differ from the unfused one, but its gradient is 0.) Only a
- * pair on one backend fuses. In the kinds' words: an NN_EPILOGUE_OUT layer
- * (conv2d) followed by an NN_EPILOGUE_IN one (maxpool2d).
+ * pair on one backend fuses, the pool being the conv's one reader. In the
+ * kinds' words: an NN_EPILOGUE_OUT layer (conv2d) followed by an
+ * NN_EPILOGUE_IN one (maxpool2d).
  */
 static void fuse_epilogue(struct wk_net *net)
 {
@@ -306,7 +355,8 @@ static void fuse_epilogue(struct wk_net *net)
     for (i = 0; i + 1 < net->n_layers; i++) {
         struct nn_layer *c = &net->layers[i], *p = &net->layers[i + 1];
 
-        if (!(c->kind->flags & NN_EPILOGUE_OUT) ||
+        if (p->src[0] != i || readers(net, i) != 1 ||
+            !(c->kind->flags & NN_EPILOGUE_OUT) ||
             !(p->kind->flags & NN_EPILOGUE_IN) ||
             c->act == HC_ACT_SOFTMAX || c->dev != p->dev)
             continue;
@@ -321,6 +371,11 @@ static void fuse_epilogue(struct wk_net *net)
 }
 
 /* ---- building the net: placement ---- */
+
+struct wk_backend *nn_node_be(const struct wk_net *net, int j)
+{
+    return j < 0 ? net->in_be : net->layers[j].be;
+}
 
 /* Give each layer its backend and an index into net->devs; fill in_be and
  * out_be. layer_be has one entry per layer. */
@@ -358,8 +413,8 @@ static int setup_devices(struct wk_net *net, const struct hc_model *m,
  * Where each layer's parameters sit on its device (doff_*): the host
  * offsets on host memory and on a device holding every parameter layer
  * (so one transfer moves the whole vector); otherwise its layers' slices
- * packed one after the other. Also marks the layers whose input comes from
- * another backend by copy (cross_in): all but host-to-host hand-overs.
+ * packed one after the other. Also marks the inputs that come from
+ * another backend by copy (cross): all but host-to-host hand-overs.
  */
 static void setup_layout(struct wk_net *net)
 {
@@ -397,12 +452,91 @@ static void setup_layout(struct wk_net *net)
         if (d->all_params)
             d->n_params = net->n_params;
     }
-    for (i = 1; i < net->n_layers; i++) {
+    for (i = 0; i < net->n_layers; i++) {
         struct nn_layer *l = &net->layers[i];
-        const struct nn_layer *p = &net->layers[i - 1];
 
-        l->cross_in = l->dev != p->dev &&
-                      !(l->be->host_memory && p->be->host_memory);
+        for (k = 0; k < l->n_in; k++) {
+            struct wk_backend *from = nn_node_be(net, l->src[k]);
+
+            l->cross[k] = from != l->be &&
+                          !(l->be->host_memory && from->host_memory);
+        }
+    }
+}
+
+/* ---- building the net: the gradients' plan ---- */
+
+/* A free gradient buffer of device d: one given back, or a new one. */
+static int take_gbuf(struct nn_dev *d, int *free_list, int *n_free)
+{
+    return *n_free ? free_list[--*n_free] : d->n_gbuf++;
+}
+
+/*
+ * Which buffer holds each node's output gradient, fixed before the first
+ * step (see nn_impl.h). Backward visits the layers in reverse order; the
+ * output's buffer is taken first, for the loss's gradient. Visiting layer
+ * i, whose gradient is complete, each node it reads that needs one gets
+ * its buffer when i is its first reader so visited (gacc 0: written), or
+ * else adds to it (gacc 1). A layer of NN_IN_PLACE (or with no
+ * backward_input: flatten) leaves its input's gradient in its own buffer:
+ * when it is that node's one reader on the same device, the buffer passes
+ * to the node (alias) and nothing moves; otherwise it is copied or added.
+ * Then i's buffer is free. In a chain this is two buffers taking turns.
+ * Also marks the devices that need a scratch buffer: a term of a sum
+ * that a layer's backward_input cannot add itself, a gradient crossing
+ * to another backend.
+ */
+static void plan_grads(struct wk_net *net)
+{
+    int free_list[NN_MAX_DEVS][NN_MAX_GBUF], n_free[NN_MAX_DEVS] = {0};
+    int i, k, last = net->n_layers - 1;
+
+    for (i = 0; i < net->n_layers; i++) {
+        struct nn_layer *l = &net->layers[i];
+
+        l->gbuf = -1;
+        l->need_grad = l->n_w || l->n_b;
+        for (k = 0; k < l->n_in; k++)
+            if (l->src[k] >= 0 && net->layers[l->src[k]].need_grad)
+                l->need_grad = 1;
+    }
+    net->layers[last].gbuf = take_gbuf(&net->devs[net->layers[last].dev],
+                                       free_list[net->layers[last].dev],
+                                       &n_free[net->layers[last].dev]);
+    for (i = last; i >= 0; i--) {
+        struct nn_layer *l = &net->layers[i];
+        int in_place = (l->kind->flags & NN_IN_PLACE) ||
+                       (!l->kind->backward_input && !l->kind->backward_in);
+
+        l->alias = 0;
+        if (!l->need_grad)
+            continue;
+        for (k = 0; k < l->n_in; k++) {
+            struct nn_layer *p;
+
+            l->gacc[k] = 0;
+            if (l->src[k] < 0 || !(p = &net->layers[l->src[k]])->need_grad)
+                continue;
+            if (p->gbuf >= 0) {
+                l->gacc[k] = 1;
+            } else if (in_place && l->n_in == 1 && p->dev == l->dev &&
+                       readers(net, l->src[k]) == 1) {
+                p->gbuf = l->gbuf;
+                l->alias = 1;
+                continue;
+            } else {
+                p->gbuf = take_gbuf(&net->devs[p->dev], free_list[p->dev],
+                                    &n_free[p->dev]);
+            }
+            if (l->cross[k] ||
+                (l->gacc[k] && !in_place && !l->kind->backward_in))
+                net->devs[l->dev].need_scratch = 1;
+            if (l->gacc[k] && l->cross[k])
+                net->devs[p->dev].need_scratch = 1;
+        }
+        if (!l->alias)
+            free_list[l->dev][n_free[l->dev]++] = l->gbuf;
     }
 }
 
@@ -424,26 +558,32 @@ static int setup_buffers(struct wk_net *net)
         struct nn_layer *l = &net->layers[i];
         struct nn_dev *d = &net->devs[l->dev];
 
-        if ((size_t)l->in_size > d->max_act)
-            d->max_act = (size_t)l->in_size;
+        for (k = 0; k < l->n_in; k++)
+            if ((size_t)l->src_size[k] > d->max_act)
+                d->max_act = (size_t)l->src_size[k];
         if ((size_t)l->out_size > d->max_act)
             d->max_act = (size_t)l->out_size;
         if (l->kind->alloc && (rv = l->kind->alloc(l, B)))
             return rv;
-        if (l->cross_in) {
-            if ((rv = nn_alloc_f(l->be, &l->xin, B * l->in_size)))
+        for (k = 0; k < l->n_in; k++) {
+            if (!l->cross[k])
+                continue;
+            if ((rv = nn_alloc_f(l->be, &l->xin[k], B * l->src_size[k])))
                 return rv;
-            if (!net->layers[i - 1].be->host_memory &&
-                !l->be->host_memory && (size_t)l->in_size > stage)
-                stage = (size_t)l->in_size;
+            if (!nn_node_be(net, l->src[k])->host_memory &&
+                !l->be->host_memory && (size_t)l->src_size[k] > stage)
+                stage = (size_t)l->src_size[k];
         }
     }
     for (k = 0; k < net->n_devs; k++) {
         struct nn_dev *d = &net->devs[k];
 
-        for (i = 0; i < 2; i++)
-            if ((rv = nn_alloc_f(d->be, &d->dbuf[i], B * d->max_act)))
+        for (i = 0; i < d->n_gbuf; i++)
+            if ((rv = nn_alloc_f(d->be, &d->gbuf[i], B * d->max_act)))
                 return rv;
+        if (d->need_scratch &&
+            (rv = nn_alloc_f(d->be, &d->scratch, B * d->max_act)))
+            return rv;
         if (!d->be->host_memory && d->n_params &&
             ((rv = nn_alloc_f(d->be, &d->params_d, d->n_params)) ||
              (rv = nn_alloc_f(d->be, &d->grads_d, d->n_params))))
@@ -498,6 +638,7 @@ int wk_net_new_placed(const struct hc_model *m,
         goto fail;
     fuse_epilogue(net);
     setup_layout(net);
+    plan_grads(net);
     if ((rv = setup_buffers(net)))
         goto fail;
     *out = net;
@@ -534,13 +675,15 @@ void wk_net_free(struct wk_net *net)
         wk_be_free(l->be, l->out);
         wk_be_free(l->be, l->cols);
         wk_be_free(l->be, l->idx);
-        wk_be_free(l->be, l->xin);
+        for (k = 0; k < l->n_in; k++)
+            wk_be_free(l->be, l->xin[k]);
     }
     for (k = 0; k < net->n_devs; k++) {
         struct nn_dev *d = &net->devs[k];
 
-        wk_be_free(d->be, d->dbuf[0]);
-        wk_be_free(d->be, d->dbuf[1]);
+        for (i = 0; i < d->n_gbuf; i++)
+            wk_be_free(d->be, d->gbuf[i]);
+        wk_be_free(d->be, d->scratch);
         wk_be_free(d->be, d->params_d);
         wk_be_free(d->be, d->grads_d);
     }

@@ -66,6 +66,7 @@ static int backward_input(struct nn_layer *l, const float *params, float *dy,
 }
 
 const struct nn_kind nn_dropout = {
+    .flags = NN_IN_PLACE,
     .setup = setup,
     .alloc = alloc,
     .forward = forward,

@@ -11,11 +11,21 @@
  * (backend.h) only. nn_build.c and nn.c do what every layer has and ask
  * the kind for the rest; neither asks which kind a layer is.
  *
+ * A net is the model's graph (common/model.h): layers in topological
+ * order, each reading n_in nodes (src: an earlier layer, or −1 the net's
+ * input). Every layer keeps its output (backward reads it); the gradients
+ * of the outputs live in each device's pool of gradient buffers, planned
+ * once by liveness (nn_build.c, plan_grads): a buffer is taken when the
+ * first of a node's readers writes its gradient and given back once the
+ * node's own backward has run, and a layer whose backward works in place
+ * (NN_IN_PLACE) hands its buffer on to the one node it reads. Where a node
+ * has several readers their gradients are summed into its buffer (gacc).
+ *
  * A net runs on one or more backends (explicit placement): each layer
  * names the backend it runs on (nn_layer.dev, an index into wk_net.devs)
- * and keeps every buffer it writes there. Where consecutive layers sit on
- * different backends the activation, and in backward its gradient, cross
- * between them (nn.c, cross()).
+ * and keeps every buffer it writes there. Where a layer reads a node on
+ * another backend the activation, and in backward its gradient, cross on
+ * that edge (nn.c, cross()).
  */
 #ifndef WK_NN_IMPL_H
 #define WK_NN_IMPL_H
@@ -27,6 +37,9 @@
 /* Distinct backends one net may run on. */
 #define NN_MAX_DEVS 16
 
+/* Gradient buffers of one device: at most one per node, and one more. */
+#define NN_MAX_GBUF (HC_MODEL_MAX_LAYERS + 1)
+
 /* One backend of the net and what lives on it. */
 struct nn_dev {
     struct wk_backend *be;
@@ -37,7 +50,10 @@ struct nn_dev {
     float *params_d;        /* (n_params) non-host backends only */
     float *grads_d;         /* (n_params) non-host backends only */
     size_t max_act;         /* floats per sample of its largest activation */
-    float *dbuf[2];         /* (max_B, max_act) activation gradients */
+    int n_gbuf;             /* gradient buffers the plan needs here */
+    float *gbuf[NN_MAX_GBUF]; /* (max_B, max_act) each: output gradients */
+    int need_scratch;       /* the plan sums or crosses a gradient here */
+    float *scratch;         /* (max_B, max_act) that sum's term, or NULL */
 };
 
 struct nn_kind;
@@ -51,7 +67,29 @@ struct nn_layer {
                              * softmax of the output */
     int act_in_loss;        /* the output layer whose softmax the fused
                              * cross-entropy applies (act is LINEAR) */
-    int in_size, out_size;  /* floats per sample */
+    int n_in;               /* nodes it reads (1; a merge 2 or more) */
+    int src[HC_LAYER_MAX_IN]; /* each: a layer's index, or -1 the input */
+    int src_size[HC_LAYER_MAX_IN]; /* floats per sample of each */
+    int cross[HC_LAYER_MAX_IN]; /* that node is on another backend and
+                             * not both host memory: copied in forward
+                             * (xin), its gradient copied back */
+    float *xin[HC_LAYER_MAX_IN]; /* (max_B, src_size[k]) those copies */
+    const float *xs[HC_LAYER_MAX_IN]; /* inputs of the last forward */
+    float coef[HC_LAYER_MAX_IN]; /* add, subtract, average: each input's
+                             * weight in the output */
+    int outer;              /* concatenate: rows per sample of its 2-D
+                             * view (dimensions before the axis) */
+    int blk_cols[HC_LAYER_MAX_IN]; /* concatenate: each input's columns */
+    int blk_off[HC_LAYER_MAX_IN]; /* concatenate: where they start */
+    int need_grad;          /* its output's gradient is needed: it, or a
+                             * node it reads from, has parameters */
+    int gbuf;               /* its output gradient's buffer: index into
+                             * devs[dev].gbuf */
+    int alias;              /* in-place backward: the gradient it leaves
+                             * in its buffer is already its input's */
+    int gacc[HC_LAYER_MAX_IN]; /* input k's gradient is added to what its
+                             * node's other readers wrote there */
+    int in_size, out_size;  /* floats per sample (in: its first input) */
     int out_c;              /* last dimension of the output (row length) */
     struct wk_geom g;       /* conv2d / maxpool2d, g.B set per call */
     int units;              /* dense */
@@ -67,8 +105,6 @@ struct nn_layer {
     size_t off_w, off_b;    /* offsets in the host params, NO_VAR if none */
     size_t n_w, n_b;        /* their sizes (0 with NO_VAR) */
     size_t doff_w, doff_b;  /* the same in the device's params / grads */
-    int cross_in;           /* input comes from another backend by copy */
-    float *xin;             /* (max_B, in_size) that copy, cross_in only */
     float *out;             /* (max_B, out_size) own buffer, or NULL */
     float *cols;            /* (max_B, ws_size) = (max_B·OH·OW, kh·kw·C)
                              * conv2d workspace */
@@ -81,12 +117,12 @@ struct nn_layer {
 struct wk_net {
     int n_devs;
     struct nn_dev devs[NN_MAX_DEVS];
-    struct wk_backend *in_be;   /* backend of the first layer */
+    struct wk_backend *in_be;   /* backend of the first layer: the input's */
     struct wk_backend *out_be;  /* backend of the last layer (loss) */
     int n_layers;
     struct nn_layer layers[HC_MODEL_MAX_LAYERS];
     int max_batch;
-    int first_param;        /* backward stops at this layer */
+    int first_param;        /* the first layer with parameters */
     size_t in_size, out_size, n_params;
     enum hc_loss loss;
     int fused;              /* softmax output + sparse CCE */
@@ -120,6 +156,8 @@ struct nn_setup {
     const char *layer;          /* "layer 3 (dense)" */
     const char *where;          /* "model NAME, layer 3 (dense)" */
     int li;                     /* the layer's index */
+    int n_in;                   /* the nodes it reads, and their shapes */
+    const struct hc_shape *ins[HC_LAYER_MAX_IN];
     const size_t *var_off;      /* (n_vars) offsets in the host params */
     int *owner;                 /* (n_vars) layer using each, -1 none */
 };
@@ -132,14 +170,17 @@ struct nn_setup {
 #define NN_EPILOGUE_IN  4u  /* commutes with a per-channel bias and any
                              * non-decreasing activation: may apply those
                              * of the layer before it to its own output */
+#define NN_IN_PLACE     8u  /* backward_input always leaves the input's
+                             * gradient in dy (returns 0) */
 
 struct nn_kind {
     unsigned flags;
 
     /* Check spec s against its input shape in (s->in, already checked
-     * equal) and fill l's settings, its kernel (nn_check_var) and
-     * ws_size; *out (preset to in) gets the output shape the settings
-     * give. Errors name c->where. NULL: out = in, nothing to check. */
+     * equal; a merge's others are c->ins) and fill l's settings, its
+     * kernel (nn_check_var) and ws_size; *out (preset to in) gets the
+     * output shape the settings give. Errors name c->where. NULL: out =
+     * in, nothing to check. */
     int (*setup)(const struct nn_setup *c, const struct hc_layer_spec *s,
                  const struct hc_shape *in, struct nn_layer *l,
                  struct hc_shape *out);
@@ -166,13 +207,22 @@ struct nn_kind {
                             int B);
     int (*backward_input)(struct nn_layer *l, const float *params,
                           float *dy, float *dx, int B);
+
+    /* A merge (reads n_in ≥ 2 nodes, no parameters), instead of forward
+     * and backward_input: forward_n writes l->out from xs[0..n_in − 1];
+     * backward_in writes the gradient of input k, from dy, into dx (with
+     * accumulate: adds it to dx). */
+    void (*forward_n)(struct nn_layer *l, const float *const *xs, int B);
+    void (*backward_in)(struct nn_layer *l, int k, const float *dy,
+                        float *dx, int accumulate, int B);
 };
 
 /* The half of kind t (nn_kind.c); NULL when t is not a kind. */
 const struct nn_kind *nn_kind_of(enum hc_layer_type t);
 
 extern const struct nn_kind nn_conv2d, nn_maxpool2d, nn_flatten, nn_dense,
-    nn_dropout, nn_activation;
+    nn_dropout, nn_activation, nn_add, nn_subtract, nn_average,
+    nn_multiply, nn_concatenate;
 
 /* What nn_build.c gives the kinds' setup and alloc. */
 
@@ -199,6 +249,9 @@ size_t nn_shape_size(const struct hc_shape *s);
 
 /* "(H, W, C)" or "(N)" into buf; returns buf. */
 const char *nn_shape_str(const struct hc_shape *s, char *buf, size_t len);
+
+/* The backend node j's output is on: layer j's, or (j < 0) the input's. */
+struct wk_backend *nn_node_be(const struct wk_net *net, int j);
 
 /* n floats on be into *p. */
 int nn_alloc_f(struct wk_backend *be, float **p, size_t n);

@@ -12,6 +12,11 @@ static const struct nn_kind *const kinds[HC_LAYER_COUNT] = {
     [HC_LAYER_DENSE] = &nn_dense,
     [HC_LAYER_DROPOUT] = &nn_dropout,
     [HC_LAYER_ACTIVATION] = &nn_activation,
+    [HC_LAYER_ADD] = &nn_add,
+    [HC_LAYER_SUBTRACT] = &nn_subtract,
+    [HC_LAYER_AVERAGE] = &nn_average,
+    [HC_LAYER_MULTIPLY] = &nn_multiply,
+    [HC_LAYER_CONCATENATE] = &nn_concatenate,
 };
 
 const struct nn_kind *nn_kind_of(enum hc_layer_type t)

@@ -126,6 +126,69 @@ void nc_model_reference(struct hc_model *m)
     nr_mb_dense(m, 10, HC_ACT_SOFTMAX, 1);
 }
 
+/* A residual block: conv 0 read by conv 1 and by a 1×1 projection 2
+ * (fan-out), their sum (add), relu, a dropout, then a softmax head. */
+void nc_model_graph_residual(struct hc_model *m)
+{
+    static const int sum[] = {1, 2};
+
+    nr_mb_begin(m, "graph_residual", 3, 5, 5, 2, HC_LOSS_SPARSE_CCE);
+    nr_mb_conv(m, 3, 3, 3, 1, 1, 1, HC_ACT_RELU, 1);            /* 0 */
+    nr_mb_conv(m, 4, 3, 3, 1, 1, 1, HC_ACT_LINEAR, 1);          /* 1 */
+    nr_mb_read(0);
+    nr_mb_conv(m, 4, 1, 1, 1, 1, 0, HC_ACT_LINEAR, 0);          /* 2 */
+    nr_mb_merge(m, HC_LAYER_ADD, 0, 2, sum);                    /* 3 */
+    nr_mb_act(m, HC_ACT_RELU);                                  /* 4 */
+    nr_mb_dropout(m, 0.3f);                                     /* 5 */
+    nr_mb_flatten(m);
+    nr_mb_dense(m, 3, HC_ACT_SOFTMAX, 1);
+}
+
+/* DenseNet-style: convs concatenated on the channels, twice; a conv read
+ * by a max-pool and by a flatten (so the pool may not fuse with it), the
+ * two concatenated flat. */
+void nc_model_graph_concat(struct hc_model *m)
+{
+    static const int cat1[] = {0, 1}, cat2[] = {0, 1, 3}, flat[] = {7, 8};
+
+    nr_mb_begin(m, "graph_concat", 3, 4, 4, 2, HC_LOSS_MSE);
+    nr_mb_conv(m, 2, 3, 3, 1, 1, 1, HC_ACT_TANH, 1);            /* 0 */
+    nr_mb_conv(m, 3, 3, 3, 1, 1, 1, HC_ACT_RELU, 1);            /* 1 */
+    nr_mb_merge(m, HC_LAYER_CONCATENATE, -1, 2, cat1);          /* 2 */
+    nr_mb_conv(m, 2, 1, 1, 1, 1, 0, HC_ACT_SIGMOID, 1);         /* 3 */
+    nr_mb_merge(m, HC_LAYER_CONCATENATE, 3, 3, cat2);           /* 4 */
+    nr_mb_conv(m, 2, 3, 3, 1, 1, 1, HC_ACT_RELU, 1);            /* 5 */
+    nr_mb_pool(m, 2, 2, 2, 2, 0);                               /* 6 */
+    nr_mb_flatten(m);                                           /* 7 */
+    nr_mb_read(5);
+    nr_mb_flatten(m);                                           /* 8 */
+    nr_mb_merge(m, HC_LAYER_CONCATENATE, -1, 2, flat);          /* 9 */
+    nr_mb_dense(m, 3, HC_ACT_SIGMOID, 1);
+}
+
+/* Flat merges: subtract, average of three (one reading the input
+ * directly), an activation reading a node with several readers, a
+ * concatenation of vectors, products of two and of three. */
+void nc_model_graph_merges(struct hc_model *m)
+{
+    static const int sub[] = {0, 1}, avg[] = {2, 3, 4}, cat[] = {5, 1},
+                     mul2[] = {6, 6}, mul3[] = {7, 6, 6};
+
+    nr_mb_begin(m, "graph_merges", 1, 6, 0, 0, HC_LOSS_MSE);
+    nr_mb_dense(m, 5, HC_ACT_TANH, 1);                          /* 0 */
+    nr_mb_dense(m, 5, HC_ACT_SIGMOID, 1);                       /* 1 */
+    nr_mb_merge(m, HC_LAYER_SUBTRACT, 0, 2, sub);               /* 2 */
+    nr_mb_read(0);
+    nr_mb_act(m, HC_ACT_RELU);                                  /* 3 */
+    nr_mb_read(-1);
+    nr_mb_dense(m, 5, HC_ACT_LINEAR, 1);                        /* 4 */
+    nr_mb_merge(m, HC_LAYER_AVERAGE, 0, 3, avg);                /* 5 */
+    nr_mb_merge(m, HC_LAYER_CONCATENATE, 1, 2, cat);            /* 6 */
+    nr_mb_merge(m, HC_LAYER_MULTIPLY, 0, 2, mul2);              /* 7 */
+    nr_mb_merge(m, HC_LAYER_MULTIPLY, 0, 3, mul3);              /* 8 */
+    nr_mb_dense(m, 3, HC_ACT_SIGMOID, 1);
+}
+
 /* ---- the fixture and the check ---- */
 
 void nc_open(struct nc_fixture *f, nc_model_fn fn, int B, int max_batch,

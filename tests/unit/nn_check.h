@@ -36,6 +36,9 @@ void nc_model_mse_softmax(struct hc_model *m);     /* MSE on softmax */
 void nc_model_mse_relu_sigmoid1(struct hc_model *m); /* MSE, one sigmoid out */
 void nc_model_conv_softmax_channels(struct hc_model *m); /* + two dropouts */
 void nc_model_reference(struct hc_model *m);       /* fashion_cnn */
+void nc_model_graph_residual(struct hc_model *m);  /* fan-out, add */
+void nc_model_graph_concat(struct hc_model *m);    /* concatenates */
+void nc_model_graph_merges(struct hc_model *m);    /* the other merges */
 
 /* ---- the fixture ---- */
 

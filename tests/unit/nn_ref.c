@@ -4,6 +4,7 @@
  */
 #include "nn_ref.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,13 +200,34 @@ void nr_mb_begin(struct hc_model *m, const char *name, int rank, int d0,
     m->input.dims[0] = d0;
     m->input.dims[1] = d1;
     m->input.dims[2] = d2;
+    m->n_inputs = 1;
+    snprintf(m->inputs[0].name, sizeof m->inputs[0].name, "input");
+    m->inputs[0].shape = m->input;
     m->loss = loss;
     m->seed = 7;
 }
 
+/* The node the next layer reads (nr_mb_read): INT_MIN the last one. */
+static int mb_next = INT_MIN;
+
+void nr_mb_read(int j)
+{
+    mb_next = j;
+}
+
+static int mb_src(const struct hc_model *m)
+{
+    return mb_next == INT_MIN ? m->n_layers - 1 : mb_next;
+}
+
+static struct hc_shape node_out(const struct hc_model *m, int j)
+{
+    return j >= 0 ? m->layers[j].out : m->input;
+}
+
 static struct hc_shape mb_cur(const struct hc_model *m)
 {
-    return m->n_layers ? m->layers[m->n_layers - 1].out : m->input;
+    return node_out(m, mb_src(m));
 }
 
 int nr_mb_var(struct hc_model *m, const char *layer, const char *what,
@@ -229,8 +251,13 @@ int nr_mb_var(struct hc_model *m, const char *layer, const char *what,
 struct hc_layer_spec *nr_mb_layer(struct hc_model *m,
                                   enum hc_layer_type t, enum hc_act act)
 {
-    static const char *const names[] = {"conv2d", "max_pooling2d", "flatten",
-                                        "dense", "dropout", "activation"};
+    static const char *const names[HC_LAYER_COUNT] = {
+        [HC_LAYER_CONV2D] = "conv2d", [HC_LAYER_MAXPOOL2D] = "max_pooling2d",
+        [HC_LAYER_FLATTEN] = "flatten", [HC_LAYER_DENSE] = "dense",
+        [HC_LAYER_DROPOUT] = "dropout", [HC_LAYER_ACTIVATION] = "activation",
+        [HC_LAYER_ADD] = "add", [HC_LAYER_SUBTRACT] = "subtract",
+        [HC_LAYER_AVERAGE] = "average", [HC_LAYER_MULTIPLY] = "multiply",
+        [HC_LAYER_CONCATENATE] = "concatenate"};
     struct hc_layer_spec *l = &m->layers[m->n_layers];
     int i, same = 0;
 
@@ -247,6 +274,9 @@ struct hc_layer_spec *nr_mb_layer(struct hc_model *m,
     l->out = l->in;
     l->var_kernel = l->var_bias = -1;
     l->use_bias = 1;
+    l->n_in = 1;
+    l->in_from[0] = mb_src(m);          /* a chain but for nr_mb_read */
+    mb_next = INT_MIN;
     m->n_layers++;
     return l;
 }
@@ -321,6 +351,26 @@ void nr_mb_act(struct hc_model *m, enum hc_act act)
     nr_mb_layer(m, HC_LAYER_ACTIVATION, act);
 }
 
+void nr_mb_merge(struct hc_model *m, enum hc_layer_type t, int axis, int n,
+                 const int *src)
+{
+    struct hc_layer_spec *l;
+    int k, ax;
+
+    nr_mb_read(src[0]);
+    l = nr_mb_layer(m, t, HC_ACT_LINEAR);
+    l->n_in = n;
+    l->axis = axis;
+    for (k = 0; k < n; k++)
+        l->in_from[k] = src[k];
+    if (t != HC_LAYER_CONCATENATE)
+        return;
+    ax = axis < 0 ? l->in.rank + axis : axis - 1;
+    l->out.dims[ax] = 0;
+    for (k = 0; k < n; k++)
+        l->out.dims[ax] += node_out(m, src[k]).dims[ax];
+}
+
 size_t nr_shp_size(const struct hc_shape *s)
 {
     return s->rank == 3 ? (size_t)s->dims[0] * s->dims[1] * s->dims[2]
@@ -363,11 +413,104 @@ void nr_rand_params(const struct hc_model *m, float *p, uint64_t *s)
  * gradient (n_params). out (B, N) receives the network output if not NULL.
  * Every layer is computed by the plainest loops, from the definition.
  */
+/* A merge, plainly: each input's weight (add, subtract, average), or for
+ * concatenate the position of input k's element e (of a sample) in the
+ * output's sample. */
+static double merge_coef(const struct hc_layer_spec *s, int k)
+{
+    if (s->type == HC_LAYER_SUBTRACT)
+        return k ? -1.0 : 1.0;
+    if (s->type == HC_LAYER_AVERAGE)
+        return 1.0 / s->n_in;
+    return 1.0;
+}
+
+static size_t concat_at(const struct hc_model *m,
+                        const struct hc_layer_spec *s, int k, size_t e)
+{
+    struct hc_shape in = node_out(m, s->in_from[k]);
+    int ax = s->axis < 0 ? in.rank + s->axis : s->axis - 1, before = 0;
+    size_t inner = 1, o, r;
+
+    for (int d = ax + 1; d < in.rank; d++)
+        inner *= (size_t)in.dims[d];
+    for (int j = 0; j < k; j++)
+        before += node_out(m, s->in_from[j]).dims[ax];
+    o = e / (inner * (size_t)in.dims[ax]);          /* before the axis */
+    r = e % (inner * (size_t)in.dims[ax]);          /* the axis and after */
+    return o * inner * (size_t)s->out.dims[ax] + before * inner + r;
+}
+
+/* The product of the inputs of s but input `skip` (-1: all) at element
+ * i of the batch. */
+static double product(const struct hc_layer_spec *s, double *const *y,
+                      const double *x0, size_t i, int skip)
+{
+    double p = 1;
+
+    for (int k = 0; k < s->n_in; k++)
+        if (k != skip)
+            p *= (s->in_from[k] >= 0 ? y[s->in_from[k]] : x0)[i];
+    return p;
+}
+
+static void merge_forward(const struct hc_model *m,
+                          const struct hc_layer_spec *s, double *const *y,
+                          const double *x0, int B, double *z)
+{
+    size_t on = nr_shp_size(&s->out);
+
+    if (s->type == HC_LAYER_MULTIPLY) {
+        for (size_t i = 0; i < (size_t)B * on; i++)
+            z[i] = product(s, y, x0, i, -1);
+        return;
+    }
+
+    for (int k = 0; k < s->n_in; k++) {
+        const double *X = s->in_from[k] >= 0 ? y[s->in_from[k]] : x0;
+        struct hc_shape in = node_out(m, s->in_from[k]);
+        size_t n = nr_shp_size(&in);
+
+        for (int b = 0; b < B; b++)
+            for (size_t e = 0; e < n; e++) {
+                if (s->type == HC_LAYER_CONCATENATE)
+                    z[b * on + concat_at(m, s, k, e)] = X[b * n + e];
+                else
+                    z[b * on + e] += merge_coef(s, k) * X[b * n + e];
+            }
+    }
+}
+
+static void merge_backward(const struct hc_model *m,
+                           const struct hc_layer_spec *s, const double *dz,
+                           int B, double *const *gy, double *const *y,
+                           const double *x0)
+{
+    size_t on = nr_shp_size(&s->out);
+
+    for (int k = 0; k < s->n_in; k++) {
+        struct hc_shape in = node_out(m, s->in_from[k]);
+        size_t n = nr_shp_size(&in);
+
+        if (s->in_from[k] < 0)
+            continue;
+        for (int b = 0; b < B; b++)
+            for (size_t e = 0; e < n; e++)
+                gy[s->in_from[k]][b * n + e] +=
+                    s->type == HC_LAYER_CONCATENATE
+                        ? dz[b * on + concat_at(m, s, k, e)]
+                    : s->type == HC_LAYER_MULTIPLY
+                        ? dz[b * on + e] * product(s, y, x0, b * on + e, k)
+                        : merge_coef(s, k) * dz[b * on + e];
+    }
+}
+
 double nr_ref_run(const struct hc_model *m, const double *P,
                   const struct nr_batch *rb, double *G, double *out)
 {
     const int B = rb->B, L = m->n_layers;
     double *z[HC_MODEL_MAX_LAYERS], *y[HC_MODEL_MAX_LAYERS];
+    double *gy[HC_MODEL_MAX_LAYERS] = {NULL};
     int *arg[HC_MODEL_MAX_LAYERS];
     size_t in_n = nr_shp_size(&m->input), N, i;
     double *x0 = nr_dalloc(B * in_n), *dy, *dx, loss = 0;
@@ -377,7 +520,7 @@ double nr_ref_run(const struct hc_model *m, const double *P,
         x0[i] = rb->x[i];
     for (l = 0; l < L; l++) {
         const struct hc_layer_spec *s = &m->layers[l];
-        const double *X = l ? y[l - 1] : x0;
+        const double *X = s->in_from[0] >= 0 ? y[s->in_from[0]] : x0;
         size_t on = nr_shp_size(&s->out), inn = nr_shp_size(&s->in);
         const double *W = s->var_kernel >= 0 ? P + var_off(m, s->var_kernel)
                                              : NULL;
@@ -442,6 +585,8 @@ double nr_ref_run(const struct hc_model *m, const double *P,
         } else if (s->type == HC_LAYER_DROPOUT && rb->masks && rb->masks[l]) {
             for (i = 0; i < B * on; i++)
                 z[l][i] = X[i] * rb->masks[l][i];
+        } else if (s->n_in > 1) {
+            merge_forward(m, s, y, x0, B, z[l]);
         } else {
             memcpy(z[l], X, B * on * sizeof(double));
         }
@@ -473,9 +618,11 @@ double nr_ref_run(const struct hc_model *m, const double *P,
     }
     if (out)
         memcpy(out, y[L - 1], B * N * sizeof(double));
+    for (l = 0; l < L; l++)
+        gy[l] = l == L - 1 ? dy : nr_dalloc(B * nr_shp_size(&m->layers[l].out));
     for (l = L - 1; G && l >= 0; l--) {
         const struct hc_layer_spec *s = &m->layers[l];
-        const double *X = l ? y[l - 1] : x0;
+        const double *X = s->in_from[0] >= 0 ? y[s->in_from[0]] : x0;
         size_t on = nr_shp_size(&s->out), inn = nr_shp_size(&s->in);
         const double *W = s->var_kernel >= 0 ? P + var_off(m, s->var_kernel)
                                              : NULL;
@@ -483,6 +630,7 @@ double nr_ref_run(const struct hc_model *m, const double *P,
         double *dB = s->var_bias >= 0 ? G + var_off(m, s->var_bias) : NULL;
         double *dz = nr_dalloc(B * on);
 
+        dy = gy[l];
         dx = nr_dalloc(B * inn);
         if (s->type == HC_LAYER_CONV2D || s->type == HC_LAYER_DENSE ||
             s->type == HC_LAYER_ACTIVATION) {
@@ -545,15 +693,21 @@ double nr_ref_run(const struct hc_model *m, const double *P,
         } else if (s->type == HC_LAYER_DROPOUT && rb->masks && rb->masks[l]) {
             for (i = 0; i < B * on; i++)
                 dx[i] = dz[i] * rb->masks[l][i];
+        } else if (s->n_in > 1) {
+            merge_backward(m, s, dz, B, gy, y, x0);
         } else {
             memcpy(dx, dz, B * on * sizeof(double));
         }
+        /* The input's gradient adds to what its node's other readers
+         * gave it. */
+        if (s->n_in == 1 && s->in_from[0] >= 0)
+            for (i = 0; i < B * inn; i++)
+                gy[s->in_from[0]][i] += dx[i];
         free(dz);
-        free(dy);
-        dy = dx;
+        free(dx);
     }
-    free(dy);
     for (l = 0; l < L; l++) {
+        free(gy[l]);
         free(z[l]);
         free(y[l]);
         free(arg[l]);

@@ -89,6 +89,13 @@ void nr_mb_dense(struct hc_model *m, int units, enum hc_act act,
 void nr_mb_dropout(struct hc_model *m, float rate);
 void nr_mb_act(struct hc_model *m, enum hc_act act);
 
+/* Graphs: the next layer appended reads node j (a layer's index, or -1
+ * the input) instead of the last layer; a merge of type t (add, subtract,
+ * average, concatenate along Keras's axis) reads the n nodes src. */
+void nr_mb_read(int j);
+void nr_mb_merge(struct hc_model *m, enum hc_layer_type t, int axis, int n,
+                 const int *src);
+
 /* The two pieces the others are made of, for building broken models:
  * append variable "layer/what" of ndim dimensions (s0..s3) and return
  * its index; append a bare layer of type t (input = output = the last

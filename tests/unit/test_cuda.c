@@ -1,7 +1,8 @@
 /*
  * test_cuda.c — the CUDA backend against the CPU backend: every op of the
- * table and whole nets (the reference model deploy/models/fashion_cnn.json
- * and a model using every other layer kind) on the same random data, each
+ * table and whole nets (the reference model deploy/models/fashion_cnn.json,
+ * a model using every other layer kind, and graphs of merges) on the same
+ * random data, each
  * element within 1e-4 · (1 + |cpu|) of the CPU's result (the largest
  * difference is printed). Index outputs (max-pool argmax, dropout masks,
  * hits) must be equal.
@@ -269,6 +270,20 @@ static void test_blas1_reduce(void)
     wk_be_reduce(p.cpu, s[0], srcs, w, NS, N);      /* dst = src[0] */
     wk_be_reduce(p.gpu, ds[0], dsrcs, w, NS, N);
     cmp(&p, "reduce 19 weighted sources in place", ds[0], s[0], N);
+    /* Blocks of wider matrices: 211 rows of 97 columns, 300 and 401
+     * apart (N ≥ 211·401), written and then added. */
+    wk_be_copy2d(p.cpu, 211, 97, -0.5f, x + 3, 300, y + 7, 401, 0);
+    wk_be_copy2d(p.gpu, 211, 97, -0.5f, dx + 3, 300, dy + 7, 401, 0);
+    cmp(&p, "copy2d", dy, y, N);
+    wk_be_copy2d(p.cpu, 211, 97, 1.25f, x + 5, 300, y + 7, 401, 1);
+    wk_be_copy2d(p.gpu, 211, 97, 1.25f, dx + 5, 300, dy + 7, 401, 1);
+    cmp(&p, "copy2d accumulate", dy, y, N);
+    wk_be_mul(p.cpu, N, x, s[1], y, 0);
+    wk_be_mul(p.gpu, N, dx, ds[1], dy, 0);
+    cmp(&p, "mul", dy, y, N);
+    wk_be_mul(p.cpu, N, x, s[2], y, 1);
+    wk_be_mul(p.gpu, N, dx, ds[2], dy, 1);
+    cmp(&p, "mul accumulate", dy, y, N);
     for (i = 0; i < NS; i++) {
         wk_be_free(p.gpu, ds[i]);
         free(s[i]);
@@ -710,6 +725,57 @@ static void test_mixed_model(void)
     free(m);
 }
 
+/* Graphs: a residual block with a projection shortcut (fan-out, Add), a
+ * DenseNet-style block (Concatenate) and flat merges, each on the GPU and
+ * split across CPU and GPU layer by layer (gradients cross and sum on the
+ * edges). */
+static const char merges_json[] =
+    "{\"name\": \"merges\", \"input_shape\": [12], \"layers\": ["
+    "{\"type\": \"dense\", \"name\": \"a\", \"units\": 8, "
+    "\"activation\": \"tanh\"},"
+    "{\"type\": \"dense\", \"name\": \"b\", \"units\": 8, "
+    "\"activation\": \"sigmoid\"},"
+    "{\"type\": \"subtract\", \"name\": \"s\", \"inputs\": [\"a\", \"b\"]},"
+    "{\"type\": \"activation\", \"name\": \"r\", \"activation\": "
+    "\"relu\", \"inputs\": \"a\"},"
+    "{\"type\": \"dense\", \"name\": \"c\", \"units\": 8, "
+    "\"inputs\": \"input\"},"
+    "{\"type\": \"average\", \"name\": \"avg\", \"inputs\": "
+    "[\"s\", \"r\", \"c\"]},"
+    "{\"type\": \"concatenate\", \"name\": \"cat\", \"inputs\": "
+    "[\"avg\", \"b\"]},"
+    "{\"type\": \"multiply\", \"name\": \"sq\", \"inputs\": "
+    "[\"cat\", \"cat\", \"cat\"]},"
+    "{\"type\": \"dense\", \"name\": \"out\", \"units\": 4, "
+    "\"activation\": \"softmax\"}],"
+    "\"loss\": \"sparse_categorical_crossentropy\", \"optimizer\": \"sgd\"}";
+
+static void test_graph_models(void)
+{
+    static const char *const files[] = {
+        "tests/unit/keras/resnet_block.json",
+        "tests/unit/keras/dense_block.json", NULL};
+    struct hc_model *m = calloc(1, sizeof *m);
+    int gpu = 1;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    for (int i = 0; i < 3; i++) {
+        int rv = files[i] ? hc_model_load(files[i], m)
+                          : hc_model_parse(merges_json, strlen(merges_json),
+                                           "merges", m);
+
+        if (rv)
+            printf("\n    %s", hc_err_msg());
+        CU_ASSERT_EQUAL_FATAL(rv, HC_OK);
+        gpu = compare_net(m, 6, 0);
+        if (gpu)
+            compare_net(m, 5, 1);
+    }
+    free(m);
+    if (!gpu)
+        HP_SKIP("no CUDA device");
+}
+
 void hp_test_register(void)
 {
     static const struct {
@@ -726,6 +792,8 @@ void hp_test_register(void)
         {"device errors and messages", test_errors},
         {"reference model (fashion_cnn) gpu vs cpu", test_reference_model},
         {"conv/pool/dropout/mse model gpu vs cpu", test_mixed_model},
+        {"graphs (add, concatenate, merges, multiply) gpu vs cpu, and split",
+         test_graph_models},
     };
     CU_pSuite s = CU_add_suite("backend_cuda", NULL, NULL);
     size_t i;

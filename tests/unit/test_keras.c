@@ -131,8 +131,9 @@ static const char *dq(const char *s, char *buf, size_t len)
 static void test_config_table(void)
 {
     static const struct { const char *json, *want; } bad[] = {
-        {"{'class_name': 'Functional', 'config': {'layers': []}}",
-         "a Keras Functional model is not supported"},
+        {"{'class_name': 'MyModel', 'config': {'layers': []}}",
+         "a Keras MyModel model is not supported; hetps trains Sequential "
+         "and Functional models"},
         {SEQ(FLAT ", {'class_name': 'LSTM', 'config': {'name': 'lstm', "
              "'units': 4}}", ""),
          "layers[2] LSTM \"lstm\": LSTM is not supported"},

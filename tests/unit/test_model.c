@@ -403,7 +403,7 @@ static void test_bad_models(void)
         {HEAD "'epoch': 3, 'layers': [" OUT "]}",
          "test.json: unknown key \"epoch\" (did you mean \"epochs\"?)"},
         {HEAD "'colour': 3, 'layers': [" OUT "]}",
-         "unknown key \"colour\"; allowed here: name, input_shape, layers"},
+         "unknown key \"colour\"; allowed here: name, input_shape, inputs, layers"},
         {HEAD "'layers': [{'type': 'conv2d', 'filter': 32, 'kernel_size': 3},"
               OUT "]}",
          "layers[0] (conv2d \"conv2d\"): unknown key \"filter\" (did you "

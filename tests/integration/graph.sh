@@ -1,0 +1,105 @@
+#!/bin/sh
+# graph.sh — a model that is a graph, with real processes on loopback:
+#   1. a model of two inputs (tests/unit/keras/two_inputs.keras3.json) is
+#      read and checked, and refused for training naming its inputs: the
+#      data feeds one array;
+#   2. deploy/models/fashion_resnet.json (two residual blocks: an identity
+#      skip and a 1×1 projection, each joined by Add) trains 300 steps on
+#      Fashion-MNIST with 1 shard and 1 worker: the loss falls from
+#      ln 10 ≈ 2.30 well below 1 and the test accuracy passes 75 %;
+#   3. `hetps export` writes its seven kernels and biases as .npy, whose
+#      eval gives the chief's accuracy; `--format keras` writes a
+#      .weights.h5 that h5py reads at Keras's paths with the .npy values,
+#      and a .keras whose config.json is a Functional model with its Add
+#      layers' inbound nodes, evaluated to the same accuracy;
+#   4. tests/unit/keras/resnet_block (a projection shortcut) from hetps's
+#      file, Keras 3's and tf.keras 2's Functional JSON trains 20 steps to
+#      the same loss.
+. "$(dirname "$0")/lib.inc"
+need_data
+/usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null || { echo "skipped: /usr/bin/python3 lacks h5py (python3-h5py)"; exit 77; }
+pick_ports
+MODEL=deploy/models/fashion_resnet.json
+PY=/usr/bin/python3
+
+cat > "$T/cluster.json" <<JSON
+{ "cluster": { "ps": ["127.0.0.1:$PORT"], "worker": ["127.0.0.1:$((PORT + 1))"] },
+  "hetps": { "mode": "async" } }
+JSON
+
+# 1. Two inputs: read, then refused by name.
+"$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:0 \
+    --model tests/unit/keras/two_inputs.keras3.json > "$T/two.txt" 2>&1
+rc=$?
+cat "$T/two.txt"
+[ $rc -ne 0 ] || fail "a model of two inputs was trained"
+grep -q "model two_inputs has 2 inputs (image, meta); the worker feeds a model one input array" "$T/two.txt" ||
+    fail "the two-input refusal does not name the inputs"
+ok "two inputs: read and checked, refused for training naming them (exit $rc)"
+
+# 2. The residual model, 300 steps.
+"$BIN/hetps" launch --data-dir "$T/data" "$T/cluster.json" -- \
+    --model $MODEL --max-steps 300 > "$T/launch.log" 2>&1 ||
+    { tail -30 "$T/launch.log"; fail "hetps launch failed"; }
+grep 'Epoch' "$T/launch.log"
+loss=$(sed -n 2p "$T/data/logs/training.csv" | cut -d, -f2)
+acc=$(sed -n 's/.*\[worker:0\] Final weights.*val_accuracy: \([0-9.]*\).*/\1/p' "$T/launch.log")
+[ -n "$loss" ] && [ -n "$acc" ] || fail "no training loss or final accuracy"
+awk -v l="$loss" -v a="$acc" 'BEGIN { exit !(l < 1.0 && a >= 0.75) }' ||
+    fail "300 steps: mean loss $loss (from ln 10 = 2.30), accuracy $acc"
+ok "residual model, 300 steps: mean training loss $loss (from 2.30), test accuracy $acc"
+
+# 3. Export.
+"$BIN/hetps" export --data-dir "$T/data" --out "$T/npy" "$T/cluster.json" > /dev/null || fail "export .npy"
+"$BIN/hetps" export --format keras --model $MODEL --data-dir "$T/data" \
+    --out "$T/out.weights.h5" "$T/cluster.json" > /dev/null || fail "export .weights.h5"
+"$BIN/hetps" export --format keras --model $MODEL --data-dir "$T/data" \
+    --out "$T/out.keras" "$T/cluster.json" > /dev/null || fail "export .keras"
+$PY - "$T" <<'PY' || fail "the export is not Keras's layout"
+import h5py, io, json, sys, zipfile, numpy as np
+t = sys.argv[1]
+layers = [("conv2d", "stem", (3, 3, 1, 8)), ("conv2d_1", "res1_a", (3, 3, 8, 8)),
+          ("conv2d_2", "res1_b", (3, 3, 8, 8)), ("conv2d_3", "res2_a", (3, 3, 8, 16)),
+          ("conv2d_4", "res2_b", (3, 3, 16, 16)), ("conv2d_5", "res2_proj", (1, 1, 8, 16)),
+          ("dense", "dense", (784, 10))]
+def check(f):
+    for group, name, shape in layers:
+        k, b = f[f"layers/{group}/vars/0"], f[f"layers/{group}/vars/1"]
+        assert k.shape == shape and b.shape == (shape[-1],), (group, k.shape)
+        assert np.array_equal(k[()], np.load(f"{t}/npy/{name}/kernel.npy")), name
+        assert np.array_equal(b[()], np.load(f"{t}/npy/{name}/bias.npy")), name
+    for g in ("input_layer", "add", "add_1", "activation", "activation_1",
+              "max_pooling2d", "flatten"):
+        assert len(f[f"layers/{g}/vars"]) == 0, g
+check(h5py.File(f"{t}/out.weights.h5", "r"))
+z = zipfile.ZipFile(f"{t}/out.keras")
+cfg = json.loads(z.read("config.json"))
+assert cfg["class_name"] == "Functional", cfg["class_name"]
+by = {l["name"]: l for l in cfg["config"]["layers"]}
+reads = [a["config"]["keras_history"][0] for a in by["res2"]["inbound_nodes"][0]["args"][0]]
+assert by["res2"]["class_name"] == "Add" and reads == ["res2_b", "res2_proj"], reads
+assert cfg["config"]["output_layers"] == [["dense", 0, 0]]
+check(h5py.File(io.BytesIO(z.read("model.weights.h5")), "r"))
+print("h5py: 7 layers' kernels and biases at Keras's paths with the .npy values; .keras: Functional, res2 = Add(res2_b, res2_proj)")
+PY
+for w in "$T/npy" "$T/out.keras"; do
+    m=$MODEL; [ "$w" = "$T/out.keras" ] && m=$w
+    "$BIN/hetps" eval --model "$m" --weights "$w" > "$T/eval.txt" 2>&1 || { cat "$T/eval.txt"; fail "eval of $w"; }
+    eacc=$(sed -n 's/.*accuracy \([0-9.]*\).*/\1/p' "$T/eval.txt")
+    [ "$eacc" = "$acc" ] || fail "eval of $w gives $eacc, the chief said $acc"
+done
+ok "export: .npy, .weights.h5 and a Functional .keras; eval of the .npy and the .keras gives the chief's $acc"
+
+# 4. The same graph from hetps's file, Keras 3's and tf.keras 2's JSON.
+losses=""
+for m in tests/unit/keras/resnet_block.json tests/unit/keras/resnet_block.keras3.json \
+         tests/unit/keras/resnet_block.keras2.json; do
+    d="$T/same-$(basename "$m" .json)"
+    "$BIN/hetps" launch --data-dir "$d" "$T/cluster.json" -- --model "$m" \
+        --max-steps 20 --batch-size 32 --no-eval > "$d.log" 2>&1 ||
+        { tail -20 "$d.log"; fail "training $m"; }
+    losses="$losses $(sed -n 2p "$d/logs/training.csv" | cut -d, -f2)"
+done
+set -- $losses
+[ $# -eq 3 ] && [ "$1" = "$2" ] && [ "$1" = "$3" ] || fail "20 steps of the three files: losses$losses"
+ok "the residual block from hetps's file, Keras 3's and tf.keras 2's Functional JSON: the same 20 steps, loss $1"
