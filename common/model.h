@@ -46,12 +46,25 @@ enum hc_layer_type {
     HC_LAYER_COUNT          /* the number of kinds, not one */
 };
 
+/* An activation, Keras's function of the same name (keras.activations):
+ * relu6 = min(max(x, 0), 6); elu = x for x > 0, else exp(x) − 1 (alpha
+ * 1); gelu = x·Φ(x), the exact form (Keras's approximate=False); swish
+ * (Keras 3's silu) = x·sigmoid(x); softplus = log(1 + exp(x));
+ * hard_sigmoid = relu6(x + 3) / 6 (Keras 3's). The order is that of
+ * messages listing them; a new one goes before HC_ACT_COUNT. */
 enum hc_act {
     HC_ACT_LINEAR,
     HC_ACT_RELU,
     HC_ACT_SIGMOID,
     HC_ACT_TANH,
     HC_ACT_SOFTMAX,
+    HC_ACT_RELU6,
+    HC_ACT_ELU,
+    HC_ACT_GELU,
+    HC_ACT_SWISH,
+    HC_ACT_SOFTPLUS,
+    HC_ACT_HARD_SIGMOID,
+    HC_ACT_COUNT            /* the number of activations, not one */
 };
 
 enum hc_loss { HC_LOSS_SPARSE_CCE, HC_LOSS_MSE };
@@ -152,7 +165,18 @@ void hc_model_init_params(const struct hc_model *m, float *params);
 /* Offset (in floats) of variable v in the flat parameter vector. */
 size_t hc_model_var_offset(const struct hc_model *m, int v);
 
+/* Keras's name of activation a ("hard_sigmoid"), "unknown" when a is
+ * none. */
 const char *hc_act_name(enum hc_act a);
+
+/* The activation named s, Keras's name or an alias ("silu" is swish),
+ * matched case-insensitively without underscores: its id into *a and 0,
+ * or -1 when none. */
+int hc_act_named(const char *s, enum hc_act *a);
+
+/* "relu", "sigmoid", … every activation's name, comma-separated, for
+ * messages; a constant string. */
+const char *hc_act_list(void);
 const char *hc_layer_type_name(enum hc_layer_type t);
 
 #endif

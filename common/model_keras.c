@@ -53,6 +53,8 @@ struct kx {
     size_t used;
     int n_problems;
     double seed;                /* -1: none seen yet */
+    int keras2;                 /* "keras_version" 2.x: tf.keras's
+                                 * meanings where they differ */
 };
 
 static void problem(struct kx *k, const char *where, const char *fmt, ...)
@@ -184,17 +186,10 @@ static int init_is(const cJSON *v, const char *cls, const char *str)
 
 static int act_ok(const cJSON *v)
 {
-    static const char *const acts[] = {
-        "relu", "sigmoid", "tanh", "softmax", "linear"};
+    enum hc_act a;
 
-    if (cJSON_IsNull(v))
-        return 1;
-    if (!cJSON_IsString(v))
-        return 0;
-    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
-        if (!strcmp(v->valuestring, acts[i]))
-            return 1;
-    return 0;
+    return cJSON_IsNull(v) ||
+           (cJSON_IsString(v) && hc_act_named(v->valuestring, &a) == 0);
 }
 
 /* [null, 28, 28, 1] → [28, 28, 1] into *shape (a new array). */
@@ -226,8 +221,13 @@ static void layer_arg(struct kx *k, const char *where, const char *cls,
     case HC_KA_ACT:
         if (!act_ok(v))
             problem(k, where, "%s activation %s is not supported; hetps has "
-                    "relu, sigmoid, tanh, softmax and linear", cls,
-                    show(v, buf, sizeof buf));
+                    "%s", cls, show(v, buf, sizeof buf), hc_act_list());
+        else if (k->keras2 && cJSON_IsString(v) &&
+                 !strcmp(md_norm(v->valuestring, buf, sizeof buf),
+                         "hardsigmoid"))
+            problem(k, where, "%s activation \"hard_sigmoid\" of Keras 2 "
+                    "(0.2·x + 0.5, clipped) is not supported; hetps computes "
+                    "Keras 3's relu6(x + 3) / 6", cls);
         else
             cJSON_AddItemToObject(out, a->key, cJSON_Duplicate(v, 1));
         return;
@@ -607,10 +607,12 @@ int md_keras_translate(const cJSON *root, const char *source, cJSON **out)
     struct kx k = { .src = source, .seed = -1 };
     const char *cls = class_of(root);
     const cJSON *cfg = md_get(root, "config"), *layers, *name;
+    const cJSON *ver = md_get(root, "keras_version");
     cJSON *n = NULL, *nl, *input = NULL;
     int i = 0;
 
     *out = NULL;
+    k.keras2 = cJSON_IsString(ver) && !strncmp(ver->valuestring, "2.", 2);
     if (!cls || strcmp(cls, "Sequential"))
         return hc_err_set(HC_ERR_CONFIG, "%s: a Keras %.40s model is not "
                           "supported; hetps trains Sequential models",

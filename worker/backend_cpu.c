@@ -264,6 +264,62 @@ static void softmax_row(const float *z, const float *bias, float *p, int n)
         p[j] /= sum;
 }
 
+/* act at v, for the activations applied element by element beyond
+ * relu, sigmoid and tanh (model.h gives their formulas). */
+static float act_value(enum hc_act act, float v)
+{
+    switch (act) {
+    case HC_ACT_RELU6:
+        return v > 0.0f ? (v < 6.0f ? v : 6.0f) : 0.0f;
+    case HC_ACT_ELU:
+        return v > 0.0f ? v : expm1f(v);
+    case HC_ACT_GELU:
+        return 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2));
+    case HC_ACT_SWISH:
+        return v / (1.0f + expf(-v));
+    case HC_ACT_SOFTPLUS:
+        return (v > 0.0f ? v : 0.0f) + log1pf(expf(-fabsf(v)));
+    case HC_ACT_HARD_SIGMOID:
+        v = (v + 3.0f) / 6.0f;
+        return v > 0.0f ? (v < 1.0f ? v : 1.0f) : 0.0f;
+    default:
+        return v;
+    }
+}
+
+/* Derivative of act (not softmax) at v: v is the op's output y, or, for
+ * an activation that reads its input (wk_act_reads_input: gelu, swish),
+ * the op's input z. */
+static inline float act_deriv(enum hc_act act, float v)
+{
+    float s;
+
+    switch (act) {
+    case HC_ACT_RELU:
+        return v > 0.0f ? 1.0f : 0.0f;
+    case HC_ACT_SIGMOID:
+        return v * (1.0f - v);
+    case HC_ACT_TANH:
+        return 1.0f - v * v;
+    case HC_ACT_RELU6:
+        return v > 0.0f && v < 6.0f ? 1.0f : 0.0f;
+    case HC_ACT_ELU:                    /* y + 1 = exp(x) for x ≤ 0 */
+        return v > 0.0f ? 1.0f : v + 1.0f;
+    case HC_ACT_GELU:                   /* Φ(z) + z·φ(z) */
+        return 0.5f * (1.0f + erff(v * (float)M_SQRT1_2)) +
+               v * expf(-0.5f * v * v) * (float)(0.5 * M_2_SQRTPI * M_SQRT1_2);
+    case HC_ACT_SWISH:                  /* s + z·s·(1 − s), s = sigmoid(z) */
+        s = 1.0f / (1.0f + expf(-v));
+        return s * (1.0f + v * (1.0f - s));
+    case HC_ACT_SOFTPLUS:               /* sigmoid(x) = 1 − exp(−y) */
+        return -expm1f(-v);
+    case HC_ACT_HARD_SIGMOID:
+        return v > 0.0f && v < 1.0f ? 1.0f / 6.0f : 0.0f;
+    default:
+        return 1.0f;
+    }
+}
+
 static void cpu_act_forward(struct wk_backend *be, const float *x,
                             const float *bias, float *y, int rows, int n,
                             enum hc_act act)
@@ -301,7 +357,6 @@ static void cpu_act_forward(struct wk_backend *be, const float *x,
                 yr[j] = tanhf(xr[j] + (bias ? bias[j] : 0.0f));
             break;
         case HC_ACT_LINEAR:
-        default:
             if (!bias) {
                 if (xr != yr)
                     memcpy(yr, xr, (size_t)n * sizeof *yr);
@@ -311,6 +366,10 @@ static void cpu_act_forward(struct wk_backend *be, const float *x,
                 st4(yr + j, ld4(xr + j) + ld4(bias + j));
             for (; j < n; j++)
                 yr[j] = xr[j] + bias[j];
+            break;
+        default:
+            for (j = 0; j < n; j++)
+                yr[j] = act_value(act, xr[j] + (bias ? bias[j] : 0.0f));
             break;
         }
     }
@@ -350,25 +409,13 @@ static void cpu_act_backward(struct wk_backend *be, const float *y,
             dx[i] = dy[i] * (1.0f - y[i] * y[i]);
         break;
     case HC_ACT_LINEAR:
-    default:
         if (dx != dy)
             memcpy(dx, dy, count * sizeof *dx);
         break;
-    }
-}
-
-/* Derivative of act at output v (act is not softmax). */
-static inline float act_deriv(enum hc_act act, float v)
-{
-    switch (act) {
-    case HC_ACT_RELU:
-        return v > 0.0f ? 1.0f : 0.0f;
-    case HC_ACT_SIGMOID:
-        return v * (1.0f - v);
-    case HC_ACT_TANH:
-        return 1.0f - v * v;
     default:
-        return 1.0f;
+        for (i = 0; i < count; i++)
+            dx[i] = dy[i] * act_deriv(act, y[i]);
+        break;
     }
 }
 

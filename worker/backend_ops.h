@@ -90,7 +90,8 @@
                           const float *bias, float *y, int rows, int n,       \
                           enum hc_act act),                                   \
       (be, x, bias, y, rows, n, act), required)                               \
-    /* dx = dy · act'(…), from the op's output y; dx may equal dy. Softmax:   \
+    /* dx = dy · act'(…), from the op's output y (its input z, bias added,   \
+     * for an act of wk_act_reads_input); dx may equal dy. Softmax:           \
      * dx = y ⊙ (dy − Σ_j dy_j y_j) per row. */                               \
     X(void, act_backward, (struct wk_backend *be, const float *y,             \
                            const float *dy, float *dx, int rows, int n,       \

@@ -321,6 +321,18 @@ __device__ static float act_apply(enum hc_act act, float v)
         return 1.0f / (1.0f + expf(-v));
     case HC_ACT_TANH:
         return tanhf(v);
+    case HC_ACT_RELU6:
+        return fminf(fmaxf(v, 0.0f), 6.0f);
+    case HC_ACT_ELU:
+        return v > 0.0f ? v : expm1f(v);
+    case HC_ACT_GELU:
+        return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    case HC_ACT_SWISH:
+        return v / (1.0f + expf(-v));
+    case HC_ACT_SOFTPLUS:
+        return fmaxf(v, 0.0f) + log1pf(expf(-fabsf(v)));
+    case HC_ACT_HARD_SIGMOID:
+        return fminf(fmaxf((v + 3.0f) / 6.0f, 0.0f), 1.0f);
     default:
         return v;
     }
@@ -359,8 +371,12 @@ __global__ static void softmax_k(const float *x, const float *bias, float *y,
         y[j] /= sum;
 }
 
+/* act' at v: v is the output y, or the input z for gelu and swish
+ * (wk_act_reads_input), as backend_cpu.c's act_deriv. */
 __device__ static float act_deriv(enum hc_act act, float v)
 {
+    float s;
+
     switch (act) {
     case HC_ACT_RELU:
         return v > 0.0f ? 1.0f : 0.0f;
@@ -368,6 +384,20 @@ __device__ static float act_deriv(enum hc_act act, float v)
         return v * (1.0f - v);
     case HC_ACT_TANH:
         return 1.0f - v * v;
+    case HC_ACT_RELU6:
+        return v > 0.0f && v < 6.0f ? 1.0f : 0.0f;
+    case HC_ACT_ELU:
+        return v > 0.0f ? 1.0f : v + 1.0f;
+    case HC_ACT_GELU:
+        return 0.5f * (1.0f + erff(v * 0.70710678118654752f)) +
+               v * expf(-0.5f * v * v) * 0.39894228040143268f;
+    case HC_ACT_SWISH:
+        s = 1.0f / (1.0f + expf(-v));
+        return s * (1.0f + v * (1.0f - s));
+    case HC_ACT_SOFTPLUS:
+        return -expm1f(-v);
+    case HC_ACT_HARD_SIGMOID:
+        return v > 0.0f && v < 1.0f ? 1.0f / 6.0f : 0.0f;
     default:
         return 1.0f;
     }

@@ -129,7 +129,7 @@ static int setup_layer(const struct nn_setup *c, const struct hc_shape *in,
     snprintf(l->name, sizeof l->name, "%s", c->layer);
     l->act = s->act;
     l->off_w = l->off_b = NO_VAR;
-    if ((unsigned)s->act > HC_ACT_SOFTMAX)
+    if ((unsigned)s->act >= HC_ACT_COUNT)
         return hc_err_set(HC_ERR_CONFIG, "%s: unknown activation %d",
                           c->where, (int)s->act);
     if (!shape_eq(&s->in, in))
@@ -288,7 +288,7 @@ static int setup_loss(struct wk_net *net, const struct hc_model *m)
 
 /*
  * conv2d → maxpool2d: max commutes with a per-channel bias and with any
- * non-decreasing activation (linear, relu, sigmoid, tanh), so the conv
+ * non-decreasing activation (all but softmax, gelu and swish), so the conv
  * leaves its output raw and the pool applies bias and activation to its
  * four times smaller output: act(max(z) + b) = max(act(z + b)), bit for
  * bit in float too, since rounding is monotonic. In backward the
@@ -308,7 +308,8 @@ static void fuse_epilogue(struct wk_net *net)
 
         if (!(c->kind->flags & NN_EPILOGUE_OUT) ||
             !(p->kind->flags & NN_EPILOGUE_IN) ||
-            c->act == HC_ACT_SOFTMAX || c->dev != p->dev)
+            c->act == HC_ACT_SOFTMAX || wk_act_reads_input(c->act) ||
+            c->dev != p->dev)
             continue;
         c->pre_pool = 1;
         p->post_act = 1;
@@ -534,6 +535,7 @@ void wk_net_free(struct wk_net *net)
         wk_be_free(l->be, l->out);
         wk_be_free(l->be, l->cols);
         wk_be_free(l->be, l->idx);
+        wk_be_free(l->be, l->pre);
         wk_be_free(l->be, l->xin);
     }
     for (k = 0; k < net->n_devs; k++) {

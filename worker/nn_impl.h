@@ -73,6 +73,10 @@ struct nn_layer {
     float *cols;            /* (max_B, ws_size) = (max_B·OH·OW, kh·kw·C)
                              * conv2d workspace */
     int32_t *idx;           /* (max_B, out_size) maxpool2d argmax */
+    float *pre;             /* (max_B, out_size) conv2d / dense: the
+                             * values before an activation whose
+                             * derivative reads them (wk_act_reads_input),
+                             * else NULL */
     const float *x;         /* input of the last forward (own backend) */
     const float *y;         /* output of the last forward (own or alias) */
     uint64_t seed;          /* dropout seed of the last forward, 0 = off */
@@ -202,5 +206,16 @@ const char *nn_shape_str(const struct hc_shape *s, char *buf, size_t len);
 
 /* n floats on be into *p. */
 int nn_alloc_f(struct wk_backend *be, float **p, size_t n);
+
+/* What conv2d and dense share: their bias and activation over rows of n
+ * values, y (rows, n) in place, keeping the values before the activation
+ * in l->pre where its derivative reads them; and in backward that
+ * derivative with the bias gradient (db NULL: none). nn_alloc_pre gives
+ * l->pre when l's activation needs it. */
+int nn_alloc_pre(struct nn_layer *l, size_t B);
+void nn_bias_act(struct nn_layer *l, const float *bias, float *y, int rows,
+                 int n);
+void nn_bias_act_backward(struct nn_layer *l, float *dy, int rows, int n,
+                          float *db);
 
 #endif

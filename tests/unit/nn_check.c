@@ -93,6 +93,23 @@ void nc_model_activation_layers(struct hc_model *m)
     nr_mb_act(m, HC_ACT_SOFTMAX);
 }
 
+void nc_model_keras_acts(struct hc_model *m)
+{
+    nr_mb_begin(m, "keras_activations", 3, 6, 6, 2, HC_LOSS_SPARSE_CCE);
+    nr_mb_conv(m, 3, 3, 3, 1, 1, 1, HC_ACT_GELU, 1);    /* keeps z */
+    nr_mb_conv(m, 3, 3, 3, 1, 1, 0, HC_ACT_ELU, 1);     /* fused to the pool */
+    nr_mb_pool(m, 2, 2, 2, 2, 0);
+    nr_mb_flatten(m);
+    nr_mb_dense(m, 6, HC_ACT_SWISH, 1);
+    nr_mb_act(m, HC_ACT_SOFTPLUS);
+    nr_mb_dense(m, 5, HC_ACT_RELU6, 1);
+    nr_mb_act(m, HC_ACT_GELU);
+    nr_mb_act(m, HC_ACT_SWISH);
+    nr_mb_dense(m, 5, HC_ACT_HARD_SIGMOID, 0);
+    nr_mb_act(m, HC_ACT_ELU);
+    nr_mb_dense(m, 3, HC_ACT_SOFTMAX, 1);
+}
+
 void nc_model_mse_softmax(struct hc_model *m)
 {
     nr_mb_begin(m, "mse_softmax_output", 1, 4, 0, 0, HC_LOSS_MSE);

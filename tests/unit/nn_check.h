@@ -32,6 +32,8 @@ void nc_model_pools(struct hc_model *m);           /* overlapping, same pools */
 void nc_model_pool_leftover(struct hc_model *m);   /* pool leaves a row, MSE */
 void nc_model_mlp_dropout(struct hc_model *m);     /* dense, dropout 0.4 */
 void nc_model_activation_layers(struct hc_model *m); /* activation layers */
+void nc_model_keras_acts(struct hc_model *m);      /* relu6 … hard_sigmoid,
+                                                    * fused and alone */
 void nc_model_mse_softmax(struct hc_model *m);     /* MSE on softmax */
 void nc_model_mse_relu_sigmoid1(struct hc_model *m); /* MSE, one sigmoid out */
 void nc_model_conv_softmax_channels(struct hc_model *m); /* + two dropouts */

@@ -107,6 +107,13 @@ static double ref_act1(enum hc_act a, double z)
     case HC_ACT_RELU: return z > 0 ? z : 0;
     case HC_ACT_SIGMOID: return 1.0 / (1.0 + exp(-z));
     case HC_ACT_TANH: return tanh(z);
+    case HC_ACT_RELU6: return z < 0 ? 0 : z > 6 ? 6 : z;
+    case HC_ACT_ELU: return z > 0 ? z : exp(z) - 1;
+    case HC_ACT_GELU: return 0.5 * z * (1 + erf(z / sqrt(2.0)));
+    case HC_ACT_SWISH: return z / (1.0 + exp(-z));
+    case HC_ACT_SOFTPLUS: return log(1 + exp(z));
+    case HC_ACT_HARD_SIGMOID:
+        return z < -3 ? 0 : z > 3 ? 1 : (z + 3) / 6;
     default: return z;
     }
 }
@@ -120,6 +127,16 @@ static double ref_dact1(enum hc_act a, double z)
     case HC_ACT_RELU: return z > 0 ? 1 : 0;
     case HC_ACT_SIGMOID: s = 1.0 / (1.0 + exp(-z)); return s * (1 - s);
     case HC_ACT_TANH: s = tanh(z); return 1 - s * s;
+    case HC_ACT_RELU6: return z > 0 && z < 6 ? 1 : 0;
+    case HC_ACT_ELU: return z > 0 ? 1 : exp(z);
+    case HC_ACT_GELU:
+        return 0.5 * (1 + erf(z / sqrt(2.0))) +
+               z * exp(-z * z / 2) / sqrt(2 * M_PI);
+    case HC_ACT_SWISH:
+        s = 1.0 / (1.0 + exp(-z));
+        return s + z * s * (1 - s);
+    case HC_ACT_SOFTPLUS: return 1.0 / (1.0 + exp(-z));
+    case HC_ACT_HARD_SIGMOID: return z > -3 && z < 3 ? 1.0 / 6 : 0;
     default: return 1;
     }
 }

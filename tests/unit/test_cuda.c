@@ -365,9 +365,6 @@ static void test_conv_pool(void)
 
 static void test_activations(void)
 {
-    static const enum hc_act acts[] = {HC_ACT_LINEAR, HC_ACT_RELU,
-                                       HC_ACT_SIGMOID, HC_ACT_TANH,
-                                       HC_ACT_SOFTMAX};
     static const struct {
         int rows, n;
     } shapes[] = {{5, 10}, {3000, 37}, {2, 300}};
@@ -380,7 +377,8 @@ static void test_activations(void)
         int rows = shapes[s].rows, n = shapes[s].n;
         size_t cnt = (size_t)rows * n;
 
-        for (a = 0; a < sizeof acts / sizeof acts[0]; a++) {
+        for (a = 0; a < HC_ACT_COUNT; a++) {
+            enum hc_act act = (enum hc_act)a;
             float *x = rand_floats(cnt), *bias = rand_floats(n);
             float *dy = rand_floats(cnt), *y = malloc(cnt * 4);
             float *db = malloc(n * 4);
@@ -393,24 +391,24 @@ static void test_activations(void)
             CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, n * 4, (void **)&d_db),
                                   0);
             snprintf(what, sizeof what, "%s forward %dx%d",
-                     hc_act_name(acts[a]), rows, n);
+                     hc_act_name(act), rows, n);
             wk_be_act_forward(p.cpu, x, a % 2 ? bias : NULL, y, rows, n,
-                              acts[a]);
+                              act);
             wk_be_act_forward(p.gpu, d_x, a % 2 ? d_bias : NULL, d_y, rows,
-                              n, acts[a]);
+                              n, act);
             cmp(&p, what, d_y, y, cnt);
-            wk_be_act_forward(p.cpu, x, bias, x, rows, n, acts[a]);
-            wk_be_act_forward(p.gpu, d_x, d_bias, d_x, rows, n, acts[a]);
+            wk_be_act_forward(p.cpu, x, bias, x, rows, n, act);
+            wk_be_act_forward(p.gpu, d_x, d_bias, d_x, rows, n, act);
             strcat(what, " in place");
             cmp(&p, what, d_x, x, cnt);
-            snprintf(what, sizeof what, "%s backward", hc_act_name(acts[a]));
-            wk_be_act_backward(p.cpu, y, dy, x, rows, n, acts[a]);
-            wk_be_act_backward(p.gpu, d_y, d_dy, d_x, rows, n, acts[a]);
+            snprintf(what, sizeof what, "%s backward", hc_act_name(act));
+            wk_be_act_backward(p.cpu, y, dy, x, rows, n, act);
+            wk_be_act_backward(p.gpu, d_y, d_dy, d_x, rows, n, act);
             cmp(&p, what, d_x, x, cnt);
             snprintf(what, sizeof what, "%s fused bias backward",
-                     hc_act_name(acts[a]));
-            wk_be_act_bias_backward(p.cpu, y, dy, rows, n, acts[a], db);
-            wk_be_act_bias_backward(p.gpu, d_y, d_dy, rows, n, acts[a], d_db);
+                     hc_act_name(act));
+            wk_be_act_bias_backward(p.cpu, y, dy, rows, n, act, db);
+            wk_be_act_bias_backward(p.gpu, d_y, d_dy, rows, n, act, d_db);
             cmp(&p, what, d_dy, dy, cnt);
             cmp(&p, "  … its bias gradient", d_db, db, n);
             wk_be_bias_grad(p.cpu, x, rows, n, db);
@@ -597,6 +595,24 @@ static const char mixed_json[] =
     " \"loss\": \"mse\", \"optimizer\": {\"type\": \"sgd\","
     " \"learning_rate\": 0.01}, \"batch_size\": 8, \"seed\": 5}";
 
+/* Keras's activations beyond the reference model's, fused in conv2d (gelu
+ * keeping its input, elu left to the pool) and dense, and alone. */
+static const char acts_json[] =
+    "{\"name\": \"acts\", \"input_shape\": [10, 9, 2], \"layers\": ["
+    "{\"type\": \"conv2d\", \"filters\": 6, \"kernel_size\": [3, 3],"
+    " \"padding\": \"same\", \"activation\": \"gelu\"},"
+    "{\"type\": \"conv2d\", \"filters\": 5, \"kernel_size\": [3, 3],"
+    " \"activation\": \"elu\"},"
+    "{\"type\": \"maxpool2d\", \"pool_size\": [2, 2]},"
+    "{\"type\": \"flatten\"},"
+    "{\"type\": \"dense\", \"units\": 30, \"activation\": \"swish\"},"
+    "{\"type\": \"activation\", \"activation\": \"softplus\"},"
+    "{\"type\": \"dense\", \"units\": 20, \"activation\": \"relu6\"},"
+    "{\"type\": \"activation\", \"activation\": \"gelu\"},"
+    "{\"type\": \"dense\", \"units\": 4,"
+    " \"activation\": \"hard_sigmoid\"}],"
+    " \"loss\": \"mse\", \"optimizer\": \"adam\", \"seed\": 6}";
+
 /* The net of m on the CPU and on gpu:0 (and split across both when split):
  * one training step and one prediction on the same data compare. Returns
  * 0 (after the CPU half) when there is no CUDA device. */
@@ -692,22 +708,36 @@ static void test_reference_model(void)
     free(m);
 }
 
-static void test_mixed_model(void)
+/* Model text json (its name `name`) on the CPU and gpu:0, then split;
+ * test names the test in a skip. */
+static void compare_json(const char *test, const char *json,
+                         const char *name)
 {
     struct hc_model *m = calloc(1, sizeof *m);
     int rv;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    rv = hc_model_parse(mixed_json, strlen(mixed_json), "mixed", m);
+    rv = hc_model_parse(json, strlen(json), name, m);
     if (rv)
         printf("\n    %s", hc_err_msg());
     CU_ASSERT_EQUAL_FATAL(rv, HC_OK);
     if (!compare_net(m, 8, 0)) {
         free(m);
-        HP_SKIP("no CUDA device");
+        hp_test_skip(test, "no CUDA device");
+        return;
     }
     compare_net(m, 7, 1);
     free(m);
+}
+
+static void test_mixed_model(void)
+{
+    compare_json(__func__, mixed_json, "mixed");
+}
+
+static void test_acts_model(void)
+{
+    compare_json(__func__, acts_json, "acts");
 }
 
 void hp_test_register(void)
@@ -726,6 +756,7 @@ void hp_test_register(void)
         {"device errors and messages", test_errors},
         {"reference model (fashion_cnn) gpu vs cpu", test_reference_model},
         {"conv/pool/dropout/mse model gpu vs cpu", test_mixed_model},
+        {"relu6 … hard_sigmoid model gpu vs cpu", test_acts_model},
     };
     CU_pSuite s = CU_add_suite("backend_cuda", NULL, NULL);
     size_t i;

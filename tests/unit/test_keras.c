@@ -97,7 +97,7 @@ static void test_unsupported_fixture(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "layers[2] BatchNormalization "
                                   "\"batch_normalization\": "
                                   "BatchNormalization is not supported"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "Dense activation \"gelu\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "Dense activation \"selu\""));
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "Dense kernel_regularizer L2"));
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "Adam amsgrad true"));
 }
@@ -236,6 +236,46 @@ static void test_config_values(void)
     CU_ASSERT_EQUAL_FATAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_OK);
     CU_ASSERT_EQUAL(ma->input.rank, 1);
     CU_ASSERT_EQUAL(ma->input.dims[0], 5);
+}
+
+/* Keras's activations by their names in both versions; Keras 2's
+ * hard_sigmoid is another function and is refused by name. */
+static void test_activations(void)
+{
+    char buf[4096];
+
+    dq(SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'd', "
+           "'units': 8, 'activation': 'silu'}}, {'class_name': 'Dense', "
+           "'config': {'name': 'd1', 'units': 8, 'activation': 'gelu'}}, "
+           "{'class_name': 'Activation', 'config': {'name': 'a', "
+           "'activation': 'hard_sigmoid'}}, {'class_name': 'Dense', "
+           "'config': {'name': 'd2', 'units': 8, 'activation': 'relu6'}}, "
+           "{'class_name': 'Dense', 'config': {'name': 'd3', 'units': 8, "
+           "'activation': 'elu'}}, {'class_name': 'Activation', 'config': "
+           "{'name': 'a1', 'activation': 'softplus'}}, " OUT, ""),
+       buf, sizeof buf);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_OK);
+    CU_ASSERT_EQUAL(ma->layers[1].act, HC_ACT_SWISH);
+    CU_ASSERT_EQUAL(ma->layers[2].act, HC_ACT_GELU);
+    CU_ASSERT_EQUAL(ma->layers[3].act, HC_ACT_HARD_SIGMOID);
+    CU_ASSERT_EQUAL(ma->layers[4].act, HC_ACT_RELU6);
+    CU_ASSERT_EQUAL(ma->layers[5].act, HC_ACT_ELU);
+    CU_ASSERT_EQUAL(ma->layers[6].act, HC_ACT_SOFTPLUS);
+    dq("{'class_name': 'Sequential', 'config': {'layers': [{'class_name': "
+       "'Dense', 'config': {'name': 'dense', 'units': 3, 'activation': "
+       "'hard_sigmoid', 'batch_input_shape': [null, 5]}}]}, "
+       "'keras_version': '2.15.0', 'backend': 'tensorflow'}", buf,
+       sizeof buf);
+    CU_ASSERT_EQUAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_ERR_CONFIG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "layers[0] Dense \"dense\": "
+                                  "Dense activation \"hard_sigmoid\" of "
+                                  "Keras 2"));
+    dq(SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'd', "
+           "'units': 8, 'activation': 'selu'}}, " OUT, ""), buf, sizeof buf);
+    CU_ASSERT_EQUAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_ERR_CONFIG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "Dense \"d\": Dense "
+                                  "activation \"selu\" is not supported; "
+                                  "hetps has linear, relu, sigmoid"));
 }
 
 /* --loss and --optimizer replace what a file says, Keras's or hetps's. */
@@ -395,6 +435,7 @@ void hp_test_register(void)
     CU_add_test(s, "the unsupported fixture", test_unsupported_fixture);
     CU_add_test(s, "refused configs", test_config_table);
     CU_add_test(s, "config values", test_config_values);
+    CU_add_test(s, "activations", test_activations);
     CU_add_test(s, "--loss and --optimizer", test_compile_flags);
     CU_add_test(s, "weights paths", test_paths);
     CU_add_test(s, "weights and archives written and read", test_write_read);

@@ -464,8 +464,10 @@ static void test_bad_models(void)
         {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dropout'}]}",
          "missing required key \"rate\" (e.g. 0.2)"},
         {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
-              " 'activation': 'gelu'}]}",
-         "unsupported activation \"gelu\"; use one of \"relu\""},
+              " 'activation': 'selu'}]}",
+         "unsupported activation \"selu\"; use one of linear, relu, "
+         "sigmoid, tanh, softmax, relu6, elu, gelu, swish (silu), softplus, "
+         "hard_sigmoid"},
         {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
               " 'use_bias': 1}]}",
          "\"use_bias\" must be true or false, got 1"},
@@ -743,8 +745,20 @@ static void test_names(void)
     static const struct { enum hc_act a; const char *name; } acts[] = {
         {HC_ACT_LINEAR, "linear"}, {HC_ACT_RELU, "relu"},
         {HC_ACT_SIGMOID, "sigmoid"}, {HC_ACT_TANH, "tanh"},
-        {HC_ACT_SOFTMAX, "softmax"}, {(enum hc_act)99, "unknown"},
+        {HC_ACT_SOFTMAX, "softmax"}, {HC_ACT_RELU6, "relu6"},
+        {HC_ACT_ELU, "elu"}, {HC_ACT_GELU, "gelu"}, {HC_ACT_SWISH, "swish"},
+        {HC_ACT_SOFTPLUS, "softplus"},
+        {HC_ACT_HARD_SIGMOID, "hard_sigmoid"}, {(enum hc_act)99, "unknown"},
     };
+    /* Spellings read: Keras's names, any case, with or without '_'. */
+    static const struct { const char *s; enum hc_act a; } spelled[] = {
+        {"silu", HC_ACT_SWISH}, {"Swish", HC_ACT_SWISH},
+        {"hard_sigmoid", HC_ACT_HARD_SIGMOID},
+        {"HardSigmoid", HC_ACT_HARD_SIGMOID}, {"RELU6", HC_ACT_RELU6},
+        {"gelu", HC_ACT_GELU}, {"elu", HC_ACT_ELU},
+        {"softplus", HC_ACT_SOFTPLUS},
+    };
+    enum hc_act a;
     static const struct { enum hc_layer_type t; const char *name; } types[] = {
         {HC_LAYER_CONV2D, "conv2d"}, {HC_LAYER_MAXPOOL2D, "maxpool2d"},
         {HC_LAYER_FLATTEN, "flatten"}, {HC_LAYER_DENSE, "dense"},
@@ -754,6 +768,12 @@ static void test_names(void)
 
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
         CU_ASSERT_STRING_EQUAL(hc_act_name(acts[i].a), acts[i].name);
+    for (size_t i = 0; i < sizeof spelled / sizeof spelled[0]; i++) {
+        CU_ASSERT_EQUAL(hc_act_named(spelled[i].s, &a), 0);
+        CU_ASSERT_EQUAL(a, spelled[i].a);
+    }
+    CU_ASSERT_EQUAL(hc_act_named("selu", &a), -1);
+    CU_ASSERT_EQUAL(hc_act_named("leaky_relu", &a), -1);
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         CU_ASSERT_STRING_EQUAL(hc_layer_type_name(types[i].t), types[i].name);
 }

@@ -20,20 +20,19 @@
 
 static void test_activations(void)
 {
-    static const enum hc_act acts[] = {HC_ACT_LINEAR, HC_ACT_RELU,
-                                       HC_ACT_SIGMOID, HC_ACT_TANH,
-                                       HC_ACT_SOFTMAX};
     struct wk_backend *be = nr_cpu();
     enum { R = 9, N = 7 };
     float x[R * N], bias[N], y[R * N], dy[R * N], dx[R * N], db[N];
+    float zf[R * N];            /* x + bias in float: what gelu and swish
+                                 * differentiate from */
+    const float *from;
     float fused[R * N], db2[N];
     double z[R * N], wy[R * N], wdz[R * N], wdb[N], dyd[R * N];
     uint64_t s = 3;
-    size_t ai;
-    int r, j, wb;
+    int ai, r, j, wb;
 
-    for (ai = 0; ai < sizeof acts / sizeof acts[0]; ai++) {
-        enum hc_act a = acts[ai];
+    for (ai = 0; ai < HC_ACT_COUNT; ai++) {
+        enum hc_act a = (enum hc_act)ai;
 
         for (wb = 0; wb < 2; wb++) {
             char what[64];
@@ -43,22 +42,27 @@ static void test_activations(void)
             nr_fill_rand(dy, R * N, &s, -1, 1);
             x[0] = 0.0f;
             for (r = 0; r < R; r++)
-                for (j = 0; j < N; j++)
-                    z[r * N + j] = (double)x[r * N + j] + (wb ? bias[j] : 0.0f);
+                for (j = 0; j < N; j++) {
+                    zf[r * N + j] = x[r * N + j] + (wb ? bias[j] : 0.0f);
+                    z[r * N + j] = zf[r * N + j];
+                }
+            from = wk_act_reads_input(a) ? zf : y;
             nr_ref_act(a, z, wy, R, N);
             wk_be_act_forward(be, x, wb ? bias : NULL, y, R, N, a);
-            snprintf(what, sizeof what, "act_forward %d bias %d", (int)a, wb);
+            snprintf(what, sizeof what, "act_forward %s bias %d", hc_act_name(a),
+                     wb);
             CU_ASSERT(nr_cmp_report(what, y, NULL, wy, R * N, 1e-6, 1e-5));
             /* backward from the float outputs, against double */
             for (r = 0; r < R * N; r++)
                 dyd[r] = dy[r];
             nr_ref_dact(a, z, wy, dyd, wdz, R, N);
-            wk_be_act_backward(be, y, dy, dx, R, N, a);
-            snprintf(what, sizeof what, "act_backward %d bias %d", (int)a, wb);
+            wk_be_act_backward(be, from, dy, dx, R, N, a);
+            snprintf(what, sizeof what, "act_backward %s bias %d", hc_act_name(a),
+                     wb);
             CU_ASSERT(nr_cmp_report(what, dx, NULL, wdz, R * N, 1e-6, 1e-4));
             /* fused act + bias gradient: same as the two ops */
             memcpy(fused, dy, sizeof fused);
-            wk_be_act_bias_backward(be, y, fused, R, N, a, db);
+            wk_be_act_bias_backward(be, from, fused, R, N, a, db);
             for (j = 0; j < N; j++) {
                 wdb[j] = 0;
                 for (r = 0; r < R; r++)
@@ -73,7 +77,7 @@ static void test_activations(void)
                                     1e-4));
             /* in place, db NULL */
             memcpy(fused, dy, sizeof fused);
-            wk_be_act_bias_backward(be, y, fused, R, N, a, NULL);
+            wk_be_act_bias_backward(be, from, fused, R, N, a, NULL);
             CU_ASSERT(nr_cmp_report("act_bias_backward db=NULL", fused, NULL,
                                     wdz, R * N, 1e-6, 1e-4));
             wk_be_act_forward(be, x, wb ? bias : NULL, x, R, N, a);
@@ -187,6 +191,11 @@ static void test_grad_activation_layers(void)
     nc_check_model(nc_model_activation_layers, 4, 0, 0, 2);
 }
 
+static void test_grad_keras_acts(void)
+{
+    nc_check_model(nc_model_keras_acts, 4, 0, 0, 2);
+}
+
 static void test_grad_mse_softmax(void)
 {
     nc_check_model(nc_model_mse_softmax, 3, 0, 0, 2);
@@ -205,6 +214,8 @@ void hp_test_register(void)
         {"mse", test_mse},
     }, nets[] = {
         {"grad activation layers, fused softmax", test_grad_activation_layers},
+        {"grad relu6, elu, gelu, swish, softplus, hard_sigmoid",
+         test_grad_keras_acts},
         {"grad mse on softmax output", test_grad_mse_softmax},
         {"grad mse relu + sigmoid n=1", test_grad_mse_relu_sigmoid1},
     };
