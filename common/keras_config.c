@@ -17,9 +17,11 @@
 
 #include "err.h"
 #include "layer.h"
+#include "model_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* {"module": MODULE, "class_name": CLS, "config": CONFIG,
  *  "registered_name": null}; takes config. */
@@ -74,16 +76,29 @@ cJSON *kx_pair(int a, int b)
     return cJSON_CreateIntArray(v, 2);
 }
 
-void kx_weights_args(cJSON *c, const struct hc_model *m, int use_bias)
+/* Initialiser in as Keras serialises it. */
+static cJSON *init_json(const struct hc_initializer *in, uint64_t seed)
 {
-    cJSON *seed = cJSON_CreateObject();
+    cJSON *cfg = cJSON_CreateObject();
+    const char *cls;
 
-    cJSON_AddNumberToObject(seed, "seed", (double)m->seed);
-    cJSON_AddBoolToObject(c, "use_bias", use_bias);
+    if (!cfg)
+        return NULL;
+    cls = md_init_keras(in, (double)seed, cfg);
+    for (cJSON *v = cfg->child; v; v = v->next)
+        if (cJSON_IsNumber(v) && strcmp(v->string, "seed"))
+            cJSON_SetNumberValue(v, kx_tidy((float)v->valuedouble));
+    return object("keras.initializers", cls, cfg);
+}
+
+void kx_weights_args(cJSON *c, const struct hc_model *m,
+                     const struct hc_layer_spec *l)
+{
+    cJSON_AddBoolToObject(c, "use_bias", l->use_bias);
     cJSON_AddItemToObject(c, "kernel_initializer",
-                          object("keras.initializers", "GlorotUniform", seed));
+                          init_json(&l->kernel_init, m->seed));
     cJSON_AddItemToObject(c, "bias_initializer",
-                          object("keras.initializers", "Zeros", NULL));
+                          init_json(&l->bias_init, m->seed));
     cJSON_AddNullToObject(c, "kernel_regularizer");
     cJSON_AddNullToObject(c, "bias_regularizer");
     cJSON_AddNullToObject(c, "activity_regularizer");

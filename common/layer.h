@@ -39,6 +39,8 @@ enum hc_keras_take {
     HC_KA_DTYPE,        /* float32, a string or a DTypePolicy */
     HC_KA_GLOROT,       /* a GlorotUniform initializer (its seed is kept) */
     HC_KA_ZEROS,        /* a Zeros initializer */
+    HC_KA_INIT,         /* an initializer of keras.initializers, its
+                         * config copied (its seed kept) */
     HC_KA_SHAPE,        /* an input shape with the batch: first layer only */
 };
 
@@ -47,11 +49,11 @@ struct hc_keras_arg {
     enum hc_keras_take take;
 };
 
-/* The arguments of a Keras layer with a kernel and a bias: Keras's
+/* The arguments of a Keras layer with a kernel and a bias: its
  * initializers, no regularizer or constraint. */
 #define HC_KERAS_WEIGHT_ARGS \
-    {"use_bias", HC_KA_COPY}, {"kernel_initializer", HC_KA_GLOROT}, \
-    {"bias_initializer", HC_KA_ZEROS}, {"kernel_regularizer", HC_KA_NULL}, \
+    {"use_bias", HC_KA_COPY}, {"kernel_initializer", HC_KA_INIT}, \
+    {"bias_initializer", HC_KA_INIT}, {"kernel_regularizer", HC_KA_NULL}, \
     {"bias_regularizer", HC_KA_NULL}, {"activity_regularizer", HC_KA_NULL}, \
     {"kernel_constraint", HC_KA_NULL}, {"bias_constraint", HC_KA_NULL}, \
     {"lora_rank", HC_KA_NULL}, {"lora_alpha", HC_KA_IGNORE}

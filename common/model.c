@@ -34,7 +34,8 @@
  * splitmix64's output function; so a variable's values depend only on
  * (seed, v). A Glorot-uniform element is (2u − 1)·limit with u the top
  * 53 bits of the next output over 2^53 and limit = sqrt(6 / (fan_in +
- * fan_out)); biases are zero.
+ * fan_out)); Zeros are zero. The other initialisers draw from the same
+ * stream (model_init.c).
  *
  * Signature. FNV-1a 64 over a canonical text: one line per layer (type,
  * name, activation, every hyper-parameter, in and out shapes), one per
@@ -308,8 +309,12 @@ static uint64_t signature(const struct hc_model *m)
         sig_add(&h, "var %s", d->name);
         for (int k = 0; k < d->ndim; k++)
             sig_add(&h, " %d", d->shape[k]);
-        sig_add(&h, " init%d fan%d,%d\n", (int)d->init, d->fan_in,
-                d->fan_out);
+        sig_add(&h, " init%d fan%d,%d", (int)d->init, d->fan_in, d->fan_out);
+        if (d->init > HC_INIT_ZEROS)    /* not in older stores' signatures */
+            sig_add(&h, " par%.9g,%.9g,%d,%d", (double)d->init_par.a,
+                    (double)d->init_par.b, (int)d->init_par.mode,
+                    (int)d->init_par.dist);
+        sig_add(&h, "\n");
     }
     sig_add(&h, "loss %d\noptim %d lr%.9g m%.9g n%d b%.9g,%.9g e%.9g\n",
             (int)m->loss, (int)o->type, (double)o->lr, (double)o->momentum,
@@ -526,20 +531,9 @@ void hc_model_init_params(const struct hc_model *m, float *params)
 
     for (int v = 0; v < m->n_vars; v++) {
         const struct hc_var_def *d = &m->vars[v];
-        float *p = params + off;
 
+        md_init_values(d, m->seed, v, params + off);
         off += d->size;
-        if (d->init == HC_INIT_ZEROS || d->fan_in + d->fan_out <= 0) {
-            memset(p, 0, d->size * sizeof *p);
-            continue;
-        }
-        double limit = sqrt(6.0 / ((double)d->fan_in + (double)d->fan_out));
-        uint64_t state =
-            hc_mix64(m->seed ^ hc_mix64((uint64_t)v + HC_GOLDEN_GAMMA));
-        for (size_t i = 0; i < d->size; i++) {
-            double u = (double)(hc_splitmix64(&state) >> 11) * 0x1.0p-53;
-            p[i] = (float)((2.0 * u - 1.0) * limit);
-        }
     }
 }
 

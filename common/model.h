@@ -69,7 +69,49 @@ enum hc_act {
 
 enum hc_loss { HC_LOSS_SPARSE_CCE, HC_LOSS_MSE };
 
-enum hc_init { HC_INIT_GLOROT_UNIFORM, HC_INIT_ZEROS };
+/* A variable's initialiser: Keras's (keras.initializers) with its
+ * formula and defaults; the parameters are in struct hc_init_par. The
+ * first two are the ones every model had before the others, and keep
+ * their numbers (the signature has them). HeNormal, HeUniform,
+ * GlorotNormal, LecunNormal and LecunUniform are VarianceScaling with
+ * Keras's settings; GlorotUniform is its own, the values it always had. */
+enum hc_init {
+    HC_INIT_GLOROT_UNIFORM,     /* U(±sqrt(6 / (fan_in + fan_out))) */
+    HC_INIT_ZEROS,
+    HC_INIT_CONSTANT,           /* a (Ones: a = 1) */
+    HC_INIT_RANDOM_NORMAL,      /* N(a, b²) */
+    HC_INIT_RANDOM_UNIFORM,     /* U[a, b) */
+    HC_INIT_TRUNCATED_NORMAL,   /* N(a, b²), redrawn beyond 2b of a */
+    HC_INIT_VARIANCE_SCALING,   /* scale a over mode's fan, dist */
+};
+
+/* Which fan VarianceScaling divides its scale by. */
+enum hc_fan { HC_FAN_IN, HC_FAN_OUT, HC_FAN_AVG };
+
+/* VarianceScaling's distribution, s = scale / fan: truncated normal of
+ * stddev sqrt(s) / 0.87962566103423978 (the stddev of a unit normal
+ * truncated at ±2, so the values have variance s), normal of stddev
+ * sqrt(s), uniform within ±sqrt(3·s). */
+enum hc_dist { HC_DIST_TRUNCATED, HC_DIST_NORMAL, HC_DIST_UNIFORM };
+
+struct hc_init_par {
+    float a, b;                 /* see enum hc_init */
+    enum hc_fan mode;           /* VarianceScaling */
+    enum hc_dist dist;          /* VarianceScaling */
+};
+
+/* An initialiser as a layer names it. */
+struct hc_initializer {
+    enum hc_init kind;
+    struct hc_init_par par;
+};
+
+/* A penalty on a variable, Keras's L1, L2 and L1L2: l1·Σ|w| + l2·Σw²
+ * added to the loss, its gradient l1·sign(w) + 2·l2·w to the variable's.
+ * Both 0: none. */
+struct hc_regularizer {
+    float l1, l2;
+};
 
 /* A tensor shape without the batch dimension: (H, W, C) for images,
  * (N) for flat vectors (rank 1, dims[0] = N). */
@@ -91,6 +133,8 @@ struct hc_layer_spec {
     int units;                  /* dense */
     float rate;                 /* dropout */
     int use_bias;               /* conv2d / dense (default 1) */
+    struct hc_initializer kernel_init, bias_init;   /* conv2d / dense */
+    struct hc_regularizer kernel_reg, bias_reg;     /* conv2d / dense */
     struct hc_shape in, out;    /* inferred at load */
     int var_kernel, var_bias;   /* indices into hc_model.vars, -1 if none */
 };
@@ -102,6 +146,8 @@ struct hc_var_def {
     size_t size;                /* product of shape */
     enum hc_init init;
     int fan_in, fan_out;        /* for Glorot: kh*kw*in, kh*kw*out / in, out */
+    struct hc_init_par init_par; /* the initialiser's parameters */
+    struct hc_regularizer reg;  /* its penalty (none: zeros) */
 };
 
 struct hc_model {

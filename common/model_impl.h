@@ -115,12 +115,45 @@ int md_add_var(struct hc_model *m, const char *where,
                const int *shape, enum hc_init init, int fan_in, int fan_out,
                int *idx);
 
-/* Layer l's kernel "L/kernel" of shape (ndim dimensions), Glorot-uniform
- * with fans fan_in and fan_out, into l->var_kernel; with l->use_bias its
- * bias "L/bias" of the kernel's last dimension, zeros, into l->var_bias. */
+/* The keys of a layer with a kernel and a bias, after its own: their
+ * initialisers and regularizers. md_get_weights_args reads them into l
+ * (absent: GlorotUniform kernel, Zeros bias, no penalty). */
+#define MD_WEIGHTS_KEYS "kernel_initializer", "bias_initializer"
+int md_get_weights_args(const cJSON *lj, const char *where,
+                        struct hc_layer_spec *l);
+
+/* Layer l's kernel "L/kernel" of shape (ndim dimensions) with fans fan_in
+ * and fan_out, l->kernel_init, into l->var_kernel; with l->use_bias its
+ * bias "L/bias" of the kernel's last dimension, l->bias_init, into
+ * l->var_bias. */
 int md_add_weights(struct hc_model *m, const char *where,
                    struct hc_layer_spec *l, int ndim, const int *shape,
                    int fan_in, int fan_out);
+
+/* ---- initialisers (model_init.c) --------------------------------------- */
+
+/* Optional initialiser key (def when absent or null): a class name
+ * ("HeNormal", "he_normal") with Keras's defaults, or an object
+ * {"type": "VarianceScaling", "scale": 2, …} with Keras's config keys.
+ * An unknown class fails naming the key and listing the classes. */
+int md_get_init(const cJSON *obj, const char *key, const char *where,
+                enum hc_init def, struct hc_initializer *out);
+
+/* "GlorotUniform, …" every class, for messages; a constant string. */
+const char *md_init_list(void);
+
+/* 1 when s names an initialiser class ("HeNormal", "he_normal"). */
+int md_init_known(const char *s);
+
+/* The initial values of variable d (index v) into p (d->size floats),
+ * from its own stream of the model's seed. */
+void md_init_values(const struct hc_var_def *d, uint64_t seed, int v,
+                    float *p);
+
+/* Keras's class of in, its config (seed, then its parameters) added to
+ * cfg. */
+const char *md_init_keras(const struct hc_initializer *in, double seed,
+                          cJSON *cfg);
 
 /* ---- Keras's own files (model_keras.c) ---------------------------------- */
 

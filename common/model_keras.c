@@ -25,8 +25,8 @@
  * What Keras files do not say. Without "compile_config" (Keras 2's
  * to_json never has one) the loss is sparse_categorical_crossentropy, the
  * optimizer Adam with Keras's defaults and the metric accuracy. The seed
- * of hetps's initial values is the first "seed" of a GlorotUniform kernel
- * initializer (0 when none): hetps's generator is not Keras's, so the
+ * of hetps's initial values is the first "seed" of an initializer (0
+ * when none): hetps's generator is not Keras's, so the
  * values differ from Keras's but follow the same distribution. Keras has
  * no per-layer device: hetps reads an optional "device" beside a layer's
  * "class_name" and "config" (Keras's loader ignores keys there).
@@ -206,6 +206,43 @@ static cJSON *drop_batch(const cJSON *v)
     return s;
 }
 
+/* A Keras initializer v of argument key: "he_normal" (Keras 2's
+ * strings) or {"class_name": "HeNormal", "config": {...}} (Keras 3 with
+ * "module" keras.initializers) into out as hetps's {"type": "HeNormal",
+ * ...config}; model_init.c checks the class and its keys. Its seed, the
+ * first met, becomes the model's. */
+static void keras_init(struct kx *k, const char *where, const char *cls,
+                       const char *key, const cJSON *v, cJSON *out)
+{
+    const cJSON *cfg = md_get(v, "config"), *mod = md_get(v, "module");
+    const cJSON *seed = cJSON_IsObject(cfg) ? md_get(cfg, "seed") : NULL;
+    char buf[96];
+    cJSON *o;
+
+    if (cJSON_IsNull(v))
+        return;
+    if (cJSON_IsString(v) && md_init_known(v->valuestring)) {
+        cJSON_AddItemToObject(out, key, cJSON_Duplicate(v, 1));
+        return;
+    }
+    if (!class_of(v) || !md_init_known(class_of(v)) ||
+        (cfg && !cJSON_IsObject(cfg)) ||
+        (mod && !cJSON_IsNull(mod) &&
+         !(cJSON_IsString(mod) &&
+           !strcmp(mod->valuestring, "keras.initializers")))) {
+        problem(k, where, "%s %s %s is not supported; hetps has %s", cls,
+                key, show(v, buf, sizeof buf), md_init_list());
+        return;
+    }
+    if (!(o = cJSON_AddObjectToObject(out, key)))
+        return;
+    cJSON_AddStringToObject(o, "type", class_of(v));
+    for (const cJSON *it = cfg ? cfg->child : NULL; it; it = it->next)
+        cJSON_AddItemToObject(o, it->string, cJSON_Duplicate(it, 1));
+    if (k->seed < 0 && md_is_int(seed) && seed->valuedouble >= 0)
+        k->seed = seed->valuedouble;
+}
+
 /* One argument of a layer: check it, copy it into out when it is. */
 static void layer_arg(struct kx *k, const char *where, const char *cls,
                       const struct hc_keras_arg *a, const cJSON *v, cJSON *out,
@@ -283,6 +320,9 @@ static void layer_arg(struct kx *k, const char *where, const char *cls,
             md_is_int(md_get(cfg, "seed")) &&
             md_get(cfg, "seed")->valuedouble >= 0)
             k->seed = md_get(cfg, "seed")->valuedouble;
+        return;
+    case HC_KA_INIT:
+        keras_init(k, where, cls, a->key, v, out);
         return;
     case HC_KA_ZEROS:
         if (!cJSON_IsNull(v) && !init_is(v, "Zeros", "zeros"))

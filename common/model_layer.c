@@ -237,14 +237,29 @@ int md_add_weights(struct hc_model *m, const char *where,
     int rv;
 
     if ((rv = md_add_var(m, where, l, "kernel", ndim, shape,
-                         HC_INIT_GLOROT_UNIFORM, fan_in, fan_out,
+                         l->kernel_init.kind, fan_in, fan_out,
                          &l->var_kernel)))
         return rv;
-    if (l->use_bias &&
-        (rv = md_add_var(m, where, l, "bias", 1, &shape[ndim - 1],
-                         HC_INIT_ZEROS, 0, 0, &l->var_bias)))
-        return rv;
+    m->vars[l->var_kernel].init_par = l->kernel_init.par;
+    if (l->use_bias) {
+        if ((rv = md_add_var(m, where, l, "bias", 1, &shape[ndim - 1],
+                             l->bias_init.kind, 0, 0, &l->var_bias)))
+            return rv;
+        m->vars[l->var_bias].init_par = l->bias_init.par;
+    }
     return HC_OK;
+}
+
+int md_get_weights_args(const cJSON *lj, const char *where,
+                        struct hc_layer_spec *l)
+{
+    int rv;
+
+    if ((rv = md_get_init(lj, "kernel_initializer", where,
+                          HC_INIT_GLOROT_UNIFORM, &l->kernel_init)))
+        return rv;
+    return md_get_init(lj, "bias_initializer", where, HC_INIT_ZEROS,
+                       &l->bias_init);
 }
 
 /* ---- layers ------------------------------------------------------------- */

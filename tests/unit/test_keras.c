@@ -158,8 +158,28 @@ static void test_config_table(void)
          "Conv2D groups 2 is not supported"},
         {SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'dense', "
              "'units': 10, 'activation': 'softmax', 'kernel_initializer': "
-             "{'class_name': 'HeNormal', 'config': {}}}}", ""),
-         "Dense kernel_initializer HeNormal is not supported"},
+             "{'class_name': 'Orthogonal', 'config': {'gain': 1.0}}}}", ""),
+         "layers[2] Dense \"dense\": Dense kernel_initializer Orthogonal "
+         "is not supported; hetps has GlorotUniform, GlorotNormal, HeNormal, "
+         "HeUniform, LecunNormal, LecunUniform, RandomNormal, RandomUniform, "
+         "TruncatedNormal, VarianceScaling, Zeros, Ones, Constant"},
+        {SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'dense', "
+             "'units': 10, 'activation': 'softmax', 'bias_initializer': "
+             "'identity'}}", ""),
+         "Dense bias_initializer \"identity\" is not supported; hetps has "
+         "GlorotUniform"},
+        {SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'dense', "
+             "'units': 10, 'activation': 'softmax', 'kernel_initializer': "
+             "{'class_name': 'VarianceScaling', 'config': {'scale': 2.0, "
+             "'mode': 'fan_sum', 'distribution': 'uniform'}}}}", ""),
+         "layers[1] (dense \"dense\"): kernel_initializer (VarianceScaling): "
+         "\"mode\" \"fan_sum\" is not supported; use \"fan_in\", "
+         "\"fan_out\" or \"fan_avg\""},
+        {SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'dense', "
+             "'units': 10, 'activation': 'softmax', 'kernel_initializer': "
+             "{'class_name': 'HeNormal', 'config': {'seed': 1, 'scale': 3}}}}",
+             ""),
+         "kernel_initializer (HeNormal): unknown key \"scale\""},
         {SEQ(FLAT ", {'class_name': 'Dropout', 'config': {'name': 'x', "
              "'rate': 0.5, 'noise_shape': [1, 5]}}, " OUT, ""),
          "Dropout noise_shape (1, 5) is not supported"},
@@ -236,6 +256,58 @@ static void test_config_values(void)
     CU_ASSERT_EQUAL_FATAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_OK);
     CU_ASSERT_EQUAL(ma->input.rank, 1);
     CU_ASSERT_EQUAL(ma->input.dims[0], 5);
+}
+
+/* Initializers as Keras 3 and tf.keras 2 write them; the first seed is
+ * the model's; written back out as Keras reads them, the same model. */
+static void test_initializers(void)
+{
+    char buf[4096], *json = NULL;
+    uint64_t sig;
+
+    dq(SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'd', "
+           "'units': 8, 'kernel_initializer': {'module': "
+           "'keras.initializers', 'class_name': 'HeNormal', 'config': "
+           "{'seed': 11}, 'registered_name': null}, 'bias_initializer': "
+           "{'module': 'keras.initializers', 'class_name': 'Constant', "
+           "'config': {'value': 0.5}, 'registered_name': null}}}, "
+           "{'class_name': 'Dense', 'config': {'name': 'dense', 'units': 10, "
+           "'activation': 'softmax', 'kernel_initializer': {'class_name': "
+           "'VarianceScaling', 'config': {'scale': 2.0, 'mode': 'fan_out', "
+           "'distribution': 'uniform', 'seed': null}}, 'bias_initializer': "
+           "'ones'}}", ""), buf, sizeof buf);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_OK);
+    CU_ASSERT_EQUAL(ma->seed, 11);
+    CU_ASSERT_EQUAL(ma->vars[0].init, HC_INIT_VARIANCE_SCALING);
+    CU_ASSERT(ma->vars[0].init_par.a == 2 &&
+              ma->vars[0].init_par.mode == HC_FAN_IN &&
+              ma->vars[0].init_par.dist == HC_DIST_TRUNCATED);
+    CU_ASSERT(ma->vars[1].init == HC_INIT_CONSTANT &&
+              ma->vars[1].init_par.a == 0.5f);
+    CU_ASSERT(ma->vars[2].init_par.mode == HC_FAN_OUT &&
+              ma->vars[2].init_par.dist == HC_DIST_UNIFORM);
+    CU_ASSERT(ma->vars[3].init == HC_INIT_CONSTANT &&
+              ma->vars[3].init_par.a == 1);
+    sig = ma->signature;
+    CU_ASSERT_EQUAL_FATAL(hc_keras_config_json(ma, &json), HC_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"class_name\":\"HeNormal\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"class_name\":\"Ones\""));
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(json, strlen(json), "k2", mb),
+                          HC_OK);
+    CU_ASSERT_EQUAL(mb->signature, sig);
+    free(json);
+    /* tf.keras 2: no module, {"seed": null}. */
+    dq("{'class_name': 'Sequential', 'config': {'layers': [{'class_name': "
+       "'Dense', 'config': {'name': 'dense', 'units': 3, 'activation': "
+       "'softmax', 'batch_input_shape': [null, 5], 'kernel_initializer': "
+       "{'class_name': 'LecunUniform', 'config': {'seed': null}}, "
+       "'bias_initializer': {'class_name': 'Zeros', 'config': {}}}}]}, "
+       "'keras_version': '2.15.0', 'backend': 'tensorflow'}", buf,
+       sizeof buf);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_OK);
+    CU_ASSERT(ma->vars[0].init == HC_INIT_VARIANCE_SCALING &&
+              ma->vars[0].init_par.dist == HC_DIST_UNIFORM);
+    CU_ASSERT_EQUAL(ma->vars[1].init, HC_INIT_ZEROS);
 }
 
 /* Keras's activations by their names in both versions; Keras 2's
@@ -436,6 +508,7 @@ void hp_test_register(void)
     CU_add_test(s, "refused configs", test_config_table);
     CU_add_test(s, "config values", test_config_values);
     CU_add_test(s, "activations", test_activations);
+    CU_add_test(s, "initializers", test_initializers);
     CU_add_test(s, "--loss and --optimizer", test_compile_flags);
     CU_add_test(s, "weights paths", test_paths);
     CU_add_test(s, "weights and archives written and read", test_write_read);

@@ -469,6 +469,29 @@ static void test_bad_models(void)
          "sigmoid, tanh, softmax, relu6, elu, gelu, swish (silu), softplus, "
          "hard_sigmoid"},
         {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
+              " 'kernel_initializer': 'orthogonal'}]}",
+         "layers[1] (dense \"dense\"): \"kernel_initializer\" "
+         "\"orthogonal\" is not supported; use one of GlorotUniform, "
+         "GlorotNormal, HeNormal, HeUniform, LecunNormal, LecunUniform, "
+         "RandomNormal, RandomUniform, TruncatedNormal, VarianceScaling, "
+         "Zeros, Ones, Constant"},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
+              " 'bias_initializer': {'type': 'RandomUniform', 'minval': 1,"
+              " 'maxval': 1}}]}",
+         "bias_initializer (RandomUniform): \"minval\" 1 must be below "
+         "\"maxval\" 1"},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
+              " 'kernel_initializer': {'type': 'VarianceScaling', "
+              "'distribution': 'cauchy'}}]}",
+         "\"distribution\" \"cauchy\" is not supported; use "
+         "\"truncated_normal\", \"untruncated_normal\" or \"uniform\""},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
+              " 'kernel_initializer': {'type': 'Zeros', 'value': 2}}]}",
+         "kernel_initializer (Zeros): unknown key \"value\""},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
+              " 'kernel_initializer': {'stddev': 2}}]}",
+         "missing required key \"type\""},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
               " 'use_bias': 1}]}",
          "\"use_bias\" must be true or false, got 1"},
         {HEAD "'layers': [{'type': 'flatten', 'name': 'a'}, {'type': 'dense',"
@@ -610,6 +633,96 @@ static void test_load_errors(void)
 }
 
 /* ---- initial values and signature ------------------------------------------------ */
+
+/* Each initialiser on a dense kernel (400, 500) and its bias (500): the
+ * mean, variance and bounds of Keras's distribution, on 200000 values. */
+static void test_initializers(void)
+{
+    static const double tn = 0.87962566103423978;  /* truncated ±2 stddev */
+    static const struct {
+        const char *init;           /* kernel_initializer, quoted ' */
+        double mean, var, bound;    /* bound 0: none */
+    } t[] = {
+        {"'GlorotUniform'", 0, 2.0 / 900, 0.08164966},
+        {"'glorot_normal'", 0, 1.0 / 450, 2 * 0.04714045 / tn},
+        {"{'type': 'HeNormal', 'seed': 3}", 0, 2.0 / 400, 2 * 0.07071068 / tn},
+        {"'he_uniform'", 0, 2.0 / 400, 0.12247449},
+        {"'LecunNormal'", 0, 1.0 / 400, 2 * 0.05 / tn},
+        {"'lecun_uniform'", 0, 1.0 / 400, 0.08660254},
+        {"{'type': 'RandomNormal', 'mean': 0.1, 'stddev': 0.2}", 0.1, 0.04,
+         0},
+        {"'random_normal'", 0, 0.0025, 0},
+        {"{'type': 'RandomUniform', 'minval': -0.2, 'maxval': 0.6}", 0.2,
+         0.64 / 12, 0.6},
+        {"'RandomUniform'", 0, 0.01 / 12, 0.05},
+        {"'TruncatedNormal'", 0, 0.0025 * tn * tn, 0.1},
+        {"{'type': 'VarianceScaling', 'scale': 3, 'mode': 'fan_out', "
+         "'distribution': 'untruncated_normal'}", 0, 3.0 / 500, 0},
+        {"{'type': 'variance_scaling', 'scale': 0.5, 'mode': 'fan_avg', "
+         "'distribution': 'uniform'}", 0, 0.5 / 450, 0.05773503},
+        {"{'type': 'VarianceScaling'}", 0, 1.0 / 400, 2 * 0.05 / tn},
+        {"'zeros'", 0, 0, 0},
+        {"'Ones'", 1, 0, 0},
+        {"{'type': 'Constant', 'value': 0.25}", 0.25, 0, 0},
+    };
+    char json[1024], q[512];
+    float *p = NULL;
+
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        double sum = 0, sq = 0, amax = 0, mean, var, sd;
+        size_t n = 400 * 500, out = 0;
+        int rv;
+
+        snprintf(q, sizeof q, "{'input_shape': [400], 'seed': 9, 'loss': "
+                 "'mse', 'optimizer': 'adam', 'layers': [{'type': 'dense', "
+                 "'units': 500, 'kernel_initializer': %s, "
+                 "'bias_initializer': 'he_normal'}]}", t[i].init);
+        dq(q, json, sizeof json);
+        rv = hc_model_parse(json, strlen(json), "init", model2);
+        if (rv)
+            printf("\n  %s: %s\n", t[i].init, hc_err_msg());
+        CU_ASSERT_EQUAL_FATAL(rv, HC_OK);
+        p = realloc(p, model2->n_params * sizeof *p);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+        hc_model_init_params(model2, p);
+        for (size_t j = 0; j < n; j++) {
+            double d = p[j] - t[i].mean;
+
+            sum += p[j];
+            sq += d * d;
+            amax = fabs(p[j]) > amax ? fabs(p[j]) : amax;
+            out += t[i].bound && fabs(p[j]) > t[i].bound * (1 + 1e-6);
+        }
+        mean = sum / n;
+        var = sq / n;
+        sd = sqrt(t[i].var);
+        printf("\n    %-40.40s mean %9.6f (%g) var %.6g (%g) max %.5g", t[i].init,
+               mean, t[i].mean, var, t[i].var, amax);
+        CU_ASSERT(fabs(mean - t[i].mean) <= 5 * sd / sqrt((double)n) + 1e-7);
+        CU_ASSERT(fabs(var - t[i].var) <= 0.015 * t[i].var + 1e-12);
+        CU_ASSERT_EQUAL(out, 0);
+        if (t[i].bound)             /* the values reach near the bound */
+            CU_ASSERT(amax > 0.97 * t[i].bound);
+        /* The bias: HeNormal over Keras's fans of a vector (its length). */
+        sq = 0;
+        for (size_t j = n; j < n + 500; j++)
+            sq += (double)p[j] * p[j];
+        CU_ASSERT(fabs(sq / 500 / (2.0 / 500) - 1) < 0.2);
+    }
+    /* GlorotUniform named or defaulted: today's values and signature. */
+    dq("{'input_shape': [4], 'loss': 'mse', 'optimizer': 'adam', 'layers': "
+       "[{'type': 'dense', 'units': 3}]}", json, sizeof json);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(json, strlen(json), "a", model),
+                          HC_OK);
+    dq("{'input_shape': [4], 'loss': 'mse', 'optimizer': 'adam', 'layers': "
+       "[{'type': 'dense', 'units': 3, 'kernel_initializer': "
+       "{'type': 'GlorotUniform', 'seed': 5}, 'bias_initializer': 'zeros'}]}",
+       json, sizeof json);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(json, strlen(json), "b", model2),
+                          HC_OK);
+    CU_ASSERT_EQUAL(model->signature, model2->signature);
+    free(p);
+}
 
 static void test_init_params(void)
 {
@@ -828,6 +941,7 @@ void hp_test_register(void)
     CU_add_test(s, "bad model files", test_bad_models);
     CU_add_test(s, "load errors", test_load_errors);
     CU_add_test(s, "initial values", test_init_params);
+    CU_add_test(s, "initialisers: Keras's distributions", test_initializers);
     CU_add_test(s, "signature", test_signature);
     CU_add_test(s, "names", test_names);
     CU_add_test(s, "layer table", test_layer_table);
