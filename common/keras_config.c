@@ -155,14 +155,37 @@ static cJSON *optimizer_json(const struct hc_optim_conf *o)
     return object("keras.optimizers", adam ? "Adam" : "SGD", c);
 }
 
+/* The loss: Keras's name, or its class with the settings that are not
+ * the defaults. */
+static cJSON *loss_json(const struct hc_model *m)
+{
+    const struct hc_loss_par *p = &m->loss_par;
+    cJSON *c;
+
+    if (m->loss == HC_LOSS_MSE)
+        return cJSON_CreateString("mean_squared_error");
+    if (!p->from_logits && p->label_smoothing == 0 && p->delta == 1)
+        return cJSON_CreateString(m->loss == HC_LOSS_MAE
+                                  ? "mean_absolute_error"
+                                  : hc_loss_name(m->loss));
+    if (!(c = cJSON_CreateObject()))
+        return NULL;
+    if (m->loss == HC_LOSS_HUBER)
+        cJSON_AddNumberToObject(c, "delta", kx_tidy(p->delta));
+    else
+        cJSON_AddBoolToObject(c, "from_logits", p->from_logits);
+    if (m->loss == HC_LOSS_CCE || m->loss == HC_LOSS_BCE)
+        cJSON_AddNumberToObject(c, "label_smoothing",
+                                kx_tidy(p->label_smoothing));
+    return object("keras.losses", md_loss_class(m->loss), c);
+}
+
 static cJSON *compile_json(const struct hc_model *m)
 {
     cJSON *c = cJSON_CreateObject();
 
     cJSON_AddItemToObject(c, "optimizer", optimizer_json(&m->optim));
-    cJSON_AddStringToObject(c, "loss", m->loss == HC_LOSS_MSE
-                            ? "mean_squared_error"
-                            : "sparse_categorical_crossentropy");
+    cJSON_AddItemToObject(c, "loss", loss_json(m));
     cJSON_AddNullToObject(c, "loss_weights");
     if (m->metric_accuracy)
         cJSON_AddItemToObject(c, "metrics", cJSON_CreateStringArray(

@@ -67,7 +67,36 @@ enum hc_act {
     HC_ACT_COUNT            /* the number of activations, not one */
 };
 
-enum hc_loss { HC_LOSS_SPARSE_CCE, HC_LOSS_MSE };
+/* A loss, Keras's (keras.losses) with its settings in struct
+ * hc_loss_par; the per-sample value is Keras's, the batch's loss their
+ * mean. The first two keep their numbers (the signature has them).
+ *   sparse_categorical_crossentropy: integer labels, −log p[label];
+ *   categorical_crossentropy: −Σ t·log p over one-hot targets t, which
+ *     the worker makes from the integer labels;
+ *   binary_crossentropy: mean over the outputs of −(t·log p + (1 − t)·
+ *     log(1 − p)), p clipped to [1e-7, 1 − 1e-7] and 1e-7 added inside
+ *     each log as Keras does, or from logits z stably;
+ *   mse, mae: mean of (y − t)², |y − t|;
+ *   huber: mean of ½e² where |e| ≤ delta, else delta·(|e| − ½delta).
+ * The two cross-entropies over classes take a softmax output (whose
+ * logits they use, as Keras on TensorFlow does) or, with from_logits,
+ * a linear one. */
+enum hc_loss {
+    HC_LOSS_SPARSE_CCE,
+    HC_LOSS_MSE,
+    HC_LOSS_CCE,
+    HC_LOSS_BCE,
+    HC_LOSS_MAE,
+    HC_LOSS_HUBER,
+};
+
+/* A loss's settings, with Keras's defaults (hc_model.loss_par). */
+struct hc_loss_par {
+    int from_logits;            /* cross-entropies: the output is logits */
+    float label_smoothing;      /* categorical / binary: t ← t·(1 − s) +
+                                 * s / N (binary: + s / 2) */
+    float delta;                /* huber (1) */
+};
 
 /* A variable's initialiser: Keras's (keras.initializers) with its
  * formula and defaults; the parameters are in struct hc_init_par. The
@@ -160,6 +189,7 @@ struct hc_model {
     struct hc_var_def vars[HC_MODEL_MAX_VARS];
     size_t n_params;            /* sum of vars[i].size */
     enum hc_loss loss;
+    struct hc_loss_par loss_par;
     int n_classes;              /* output units: classes for sparse CCE (last
                                    layer softmax, or linear logits); targets
                                    per sample for mse */
@@ -214,6 +244,13 @@ size_t hc_model_var_offset(const struct hc_model *m, int v);
 /* Keras's name of activation a ("hard_sigmoid"), "unknown" when a is
  * none. */
 const char *hc_act_name(enum hc_act a);
+
+/* Keras's name of loss l ("binary_crossentropy"), "unknown" when none. */
+const char *hc_loss_name(enum hc_loss l);
+
+/* 1 when loss l reads a class index per sample (sparse and categorical
+ * cross-entropy): its labels must lie in [0, n_classes). */
+int hc_loss_takes_classes(enum hc_loss l);
 
 /* The activation named s, Keras's name or an alias ("silu" is swish),
  * matched case-insensitively without underscores: its id into *a and 0,

@@ -155,6 +155,21 @@ void md_init_values(const struct hc_var_def *d, uint64_t seed, int v,
 const char *md_init_keras(const struct hc_initializer *in, double seed,
                           cJSON *cfg);
 
+/* ---- the loss (model_loss.c) -------------------------------------------- */
+
+/* root's "loss" into m->loss and m->loss_par (Keras's defaults for what
+ * it does not say). */
+int md_read_loss(const cJSON *root, struct hc_model *m);
+
+/* "sparse_categorical_crossentropy, …" every loss, for messages. */
+const char *md_loss_list(void);
+
+/* 1 when s names a loss (its name, Keras's class or short name). */
+int md_loss_known(const char *s);
+
+/* Keras's class of loss l ("BinaryCrossentropy"). */
+const char *md_loss_class(enum hc_loss l);
+
 /* ---- Keras's own files (model_keras.c) ---------------------------------- */
 
 /* 1 when root is a model as Keras serialises it ("class_name" at the top). */

@@ -428,35 +428,59 @@ static void layer(struct kx *k, int i, const cJSON *lj, cJSON *layers,
 
 /* ---- compile_config: loss, optimizer, metrics --------------------------- */
 
-/* Keras's loss, as a name or a serialised Loss, into hetps's loss name. */
+/* Whether a Keras loss's key other than its settings holds what hetps
+ * computes: any name, the mean over the batch, the last axis. */
+static int loss_key_ok(const char *key, const cJSON *v)
+{
+    if (!strcmp(key, "name") || cJSON_IsNull(v))
+        return 1;
+    if (!strcmp(key, "reduction"))
+        return cJSON_IsString(v) &&
+               (!strcmp(v->valuestring, "sum_over_batch_size") ||
+                !strcmp(v->valuestring, "auto"));
+    if (!strcmp(key, "axis"))
+        return md_is_int(v) && v->valuedouble == -1;
+    if (!strcmp(key, "dtype"))
+        return dtype_ok(v);
+    return 0;
+}
+
+/* Keras's loss, as a name or a serialised Loss, into hetps's "loss": the
+ * name, or {"type": class, its settings}; model_loss.c checks that the
+ * loss takes them. Keras's own bookkeeping (name, the default reduction,
+ * axis −1) is checked here. */
 static void loss(struct kx *k, const cJSON *v, cJSON *root)
 {
-    char n[64], buf[96];
     const char *s = cJSON_IsString(v) ? v->valuestring : class_of(v);
-    const cJSON *cfg = md_get(v, "config"), *fl;
+    const cJSON *cfg = md_get(v, "config"), *mod = md_get(v, "module");
+    char buf[96];
+    cJSON *o;
 
-    if (s) {
-        md_norm(s, n, sizeof n);
-        fl = cJSON_IsObject(cfg) ? md_get(cfg, "from_logits") : NULL;
-        if (!strcmp(n, "sparsecategoricalcrossentropy") && !cJSON_IsTrue(fl)) {
-            cJSON_AddStringToObject(root, "loss",
-                                    "sparse_categorical_crossentropy");
-            return;
-        }
-        if (!strcmp(n, "mse") || !strcmp(n, "meansquarederror")) {
-            cJSON_AddStringToObject(root, "loss", "mse");
-            return;
-        }
-        if (!strcmp(n, "sparsecategoricalcrossentropy")) {
-            problem(k, "compile_config", "loss SparseCategoricalCrossentropy "
-                    "from_logits true is not supported; end the model in "
-                    "softmax and use from_logits false");
-            return;
-        }
+    if (!s || !md_loss_known(s) ||
+        (mod && !cJSON_IsNull(mod) &&
+         !(cJSON_IsString(mod) && !strcmp(mod->valuestring, "keras.losses")))) {
+        problem(k, "compile_config", "loss %s is not supported; hetps has %s",
+                show(v, buf, sizeof buf), md_loss_list());
+        return;
     }
-    problem(k, "compile_config", "loss %s is not supported; hetps has "
-            "sparse_categorical_crossentropy and mean_squared_error",
-            show(v, buf, sizeof buf));
+    if (cJSON_IsString(v)) {
+        cJSON_AddStringToObject(root, "loss", s);
+        return;
+    }
+    if (!(o = cJSON_AddObjectToObject(root, "loss")))
+        return;
+    cJSON_AddStringToObject(o, "type", s);
+    for (const cJSON *it = cJSON_IsObject(cfg) ? cfg->child : NULL; it;
+         it = it->next) {
+        const char *key = it->string;
+
+        if (!strcmp(key, "from_logits") || !strcmp(key, "label_smoothing") ||
+            !strcmp(key, "delta"))
+            cJSON_AddItemToObject(o, key, cJSON_Duplicate(it, 1));
+        else if (!loss_key_ok(key, it))
+            problem(k, "compile_config", "loss %s %.40s %s is not supported",
+                    s, key, show(it, buf, sizeof buf));
+    }
 }
 
 static const struct hc_keras_arg args_adam[] = {
@@ -700,29 +724,40 @@ nomem:
 
 /* ---- the command line's compile settings -------------------------------- */
 
+/* A command-line value, a name or a JSON object, as root's key; flag and
+ * names say what it is in the message when it is neither. */
+static int replace_value(cJSON *root, const char *key, const char *text,
+                         const char *flag, const char *names,
+                         const char *example)
+{
+    cJSON *o = text[0] == '{' ? cJSON_Parse(text) : cJSON_CreateString(text);
+
+    if (!o || (!cJSON_IsObject(o) && !cJSON_IsString(o))) {
+        cJSON_Delete(o);
+        return hc_err_set(HC_ERR_CONFIG, "%s: '%.80s' is neither a name "
+                          "(%s) nor a JSON object like %s", flag, text, names,
+                          example);
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(root, key);
+    cJSON_AddItemToObject(root, key, o);
+    return HC_OK;
+}
+
 int md_apply_compile(cJSON *root, const struct hc_model_compile *c)
 {
-    cJSON *o;
+    int rv;
 
     if (!cJSON_IsObject(root))
         return HC_OK;           /* the model's own error comes next */
-    if (c->loss) {
-        cJSON_DeleteItemFromObjectCaseSensitive(root, "loss");
-        if (!cJSON_AddStringToObject(root, "loss", c->loss))
-            return hc_err_set(HC_ERR_NOMEM, "--loss: out of memory");
-    }
-    if (!c->optimizer)
-        return HC_OK;
-    o = c->optimizer[0] == '{' ? cJSON_Parse(c->optimizer)
-                               : cJSON_CreateString(c->optimizer);
-    if (!o || (!cJSON_IsObject(o) && !cJSON_IsString(o))) {
-        cJSON_Delete(o);
-        return hc_err_set(HC_ERR_CONFIG, "--optimizer: '%.80s' is neither a "
-                          "name (adam, sgd) nor a JSON object like "
-                          "{\"type\": \"sgd\", \"learning_rate\": 0.05}",
-                          c->optimizer);
-    }
-    cJSON_DeleteItemFromObjectCaseSensitive(root, "optimizer");
-    cJSON_AddItemToObject(root, "optimizer", o);
+    if (c->loss &&
+        (rv = replace_value(root, "loss", c->loss, "--loss",
+                            "binary_crossentropy, huber, …",
+                            "{\"type\": \"huber\", \"delta\": 2}")))
+        return rv;
+    if (c->optimizer &&
+        (rv = replace_value(root, "optimizer", c->optimizer, "--optimizer",
+                            "adam, sgd",
+                            "{\"type\": \"sgd\", \"learning_rate\": 0.05}")))
+        return rv;
     return HC_OK;
 }

@@ -596,6 +596,98 @@ static void cpu_mse_backward(struct wk_backend *be, const float *y,
         dy[i] = scale * (y[i] - t[i]);
 }
 
+#define BCE_EPS 1e-7f             /* Keras's epsilon */
+
+/* One output's term of a loss summed (then averaged) over the outputs:
+ * BCE, MAE or Huber, as backend_ops.h's tloss_forward says. */
+static float tloss_term(enum hc_loss kind, int from_logits, float delta,
+                        float y, float t)
+{
+    float e = y - t, a = fabsf(e), p;
+
+    switch (kind) {
+    case HC_LOSS_BCE:
+        if (from_logits)
+            return (y > 0.0f ? y : 0.0f) - y * t + log1pf(expf(-fabsf(y)));
+        p = y < BCE_EPS ? BCE_EPS : y > 1.0f - BCE_EPS ? 1.0f - BCE_EPS : y;
+        return -(t * logf(p + BCE_EPS) + (1.0f - t) * logf(1.0f - p + BCE_EPS));
+    case HC_LOSS_HUBER:
+        return a <= delta ? 0.5f * e * e : delta * (a - 0.5f * delta);
+    default:                            /* MAE */
+        return a;
+    }
+}
+
+/* Its derivative with respect to y. */
+static float tloss_deriv(enum hc_loss kind, int from_logits, float delta,
+                         float y, float t)
+{
+    float e = y - t;
+
+    switch (kind) {
+    case HC_LOSS_BCE:
+        if (from_logits)
+            return 1.0f / (1.0f + expf(-y)) - t;
+        if (y < BCE_EPS || y > 1.0f - BCE_EPS)
+            return 0.0f;                /* clipped */
+        return (1.0f - t) / (1.0f - y + BCE_EPS) - t / (y + BCE_EPS);
+    case HC_LOSS_HUBER:
+        return e > delta ? delta : e < -delta ? -delta : e;
+    default:                            /* MAE */
+        return (float)((e > 0.0f) - (e < 0.0f));
+    }
+}
+
+static void cpu_tloss_forward(struct wk_backend *be, enum hc_loss kind,
+                              int from_logits, float delta, const float *y,
+                              const float *t, int rows, int n, float *loss,
+                              float *hit)
+{
+    int r, j;
+
+    (void)be;
+    for (r = 0; r < rows; r++) {
+        const float *yr = y + (size_t)r * n, *tr = t + (size_t)r * n;
+        float sum = 0.0f, mx = yr[0];
+
+        if (kind == HC_LOSS_CCE) {          /* logsumexp(z) − Σ t·z */
+            for (j = 1; j < n; j++)
+                mx = yr[j] > mx ? yr[j] : mx;
+            for (j = 0; j < n; j++)
+                sum += expf(yr[j] - mx);
+            loss[r] = mx + logf(sum);
+            for (j = 0; j < n; j++)
+                loss[r] -= tr[j] * yr[j];
+        } else {
+            for (j = 0; j < n; j++)
+                sum += tloss_term(kind, from_logits, delta, yr[j], tr[j]);
+            loss[r] = sum / (float)n;
+        }
+        if (n == 1)
+            hit[r] = (yr[0] > (from_logits ? 0.0f : 0.5f)) == (tr[0] > 0.5f);
+        else
+            hit[r] = argmax_row(yr, n) == argmax_row(tr, n) ? 1.0f : 0.0f;
+    }
+}
+
+static void cpu_tloss_backward(struct wk_backend *be, enum hc_loss kind,
+                               int from_logits, float delta, const float *y,
+                               const float *t, int rows, int n, float scale,
+                               float *dy)
+{
+    size_t i, count = (size_t)rows * n;
+
+    (void)be;
+    if (kind == HC_LOSS_CCE) {
+        for (i = 0; i < count; i++)
+            dy[i] = scale * (y[i] - t[i]);
+        return;
+    }
+    scale /= (float)n;
+    for (i = 0; i < count; i++)
+        dy[i] = scale * tloss_deriv(kind, from_logits, delta, y[i], t[i]);
+}
+
 /* ---- pooling ---- */
 
 /* Max over one window: the output position whose cells are (ih0 + i,
@@ -760,6 +852,8 @@ static const struct wk_backend_ops cpu_ops = {
     .xent_backward = cpu_xent_backward,
     .mse_forward = cpu_mse_forward,
     .mse_backward = cpu_mse_backward,
+    .tloss_forward = cpu_tloss_forward,
+    .tloss_backward = cpu_tloss_backward,
     .maxpool_forward = cpu_maxpool_forward,
     .maxpool_backward = cpu_maxpool_backward,
     .dropout_forward = cpu_dropout_forward,

@@ -133,6 +133,27 @@
                            const float *t, size_t count, float scale,         \
                            float *dy),                                        \
       (be, y, t, count, scale, dy), required)                                 \
+    /* The other losses of float targets t (rows, n), Keras's per-sample      \
+     * value (model.h, enum hc_loss) into loss[r] and hit[r] as mse_forward:  \
+     * kind HC_LOSS_CCE: y is the logits z, loss = logsumexp(z) − Σ t·z,     \
+     * hit argmax z == argmax t; HC_LOSS_BCE: y the probabilities (clipped    \
+     * to [1e-7, 1 − 1e-7], 1e-7 inside each log) or, from_logits, the        \
+     * logits (n = 1: hit when (y > 0) == (t > 0.5)); HC_LOSS_MAE;           \
+     * HC_LOSS_HUBER with delta. */                                           \
+    X(void, tloss_forward, (struct wk_backend *be, enum hc_loss kind,         \
+                            int from_logits, float delta, const float *y,     \
+                            const float *t, int rows, int n, float *loss,     \
+                            float *hit),                                      \
+      (be, kind, from_logits, delta, y, t, rows, n, loss, hit), required)     \
+    /* dy (rows, n) = scale · ∂loss[r]/∂y of the same loss (0 where BCE       \
+     * clips); for HC_LOSS_CCE y is the softmax p of the logits, and the      \
+     * gradient with respect to them, scale · (p − t), is written. dy may     \
+     * equal y. */                                                            \
+    X(void, tloss_backward, (struct wk_backend *be, enum hc_loss kind,        \
+                             int from_logits, float delta, const float *y,    \
+                             const float *t, int rows, int n, float scale,    \
+                             float *dy),                                      \
+      (be, kind, from_logits, delta, y, t, rows, n, scale, dy), required)     \
                                                                               \
     /* ---- pooling and dropout ---- */                                       \
     /* y (B, OH, OW, C) = max over each window (padding never wins); idx      \

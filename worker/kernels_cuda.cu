@@ -648,6 +648,127 @@ void wk_cu_mse_backward(struct wk_backend *be, const float *y, const float *t,
     wk_cu_launched(be, "mse backward kernel");
 }
 
+/* The other losses of float targets, as backend_cpu.c's tloss_term and
+ * tloss_deriv. */
+#define BCE_EPS 1e-7f
+
+__device__ static float tloss_term(enum hc_loss kind, int from_logits,
+                                   float delta, float y, float t)
+{
+    float e = y - t, a = fabsf(e), p;
+
+    switch (kind) {
+    case HC_LOSS_BCE:
+        if (from_logits)
+            return fmaxf(y, 0.0f) - y * t + log1pf(expf(-fabsf(y)));
+        p = fminf(fmaxf(y, BCE_EPS), 1.0f - BCE_EPS);
+        return -(t * logf(p + BCE_EPS) + (1.0f - t) * logf(1.0f - p + BCE_EPS));
+    case HC_LOSS_HUBER:
+        return a <= delta ? 0.5f * e * e : delta * (a - 0.5f * delta);
+    default:
+        return a;
+    }
+}
+
+__device__ static float tloss_deriv(enum hc_loss kind, int from_logits,
+                                    float delta, float y, float t)
+{
+    float e = y - t;
+
+    switch (kind) {
+    case HC_LOSS_BCE:
+        if (from_logits)
+            return 1.0f / (1.0f + expf(-y)) - t;
+        if (y < BCE_EPS || y > 1.0f - BCE_EPS)
+            return 0.0f;
+        return (1.0f - t) / (1.0f - y + BCE_EPS) - t / (y + BCE_EPS);
+    case HC_LOSS_HUBER:
+        return fminf(fmaxf(e, -delta), delta);
+    default:
+        return (float)((e > 0.0f) - (e < 0.0f));
+    }
+}
+
+/* One warp per row, as mse_k. */
+__global__ static void tloss_k(enum hc_loss kind, int from_logits,
+                               float delta, const float *y, const float *t,
+                               int rows, int n, float *loss, float *hit)
+{
+    int r = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    int lane = threadIdx.x % 32, ay, at;
+    float sum = 0.0f, mx = -INFINITY, tz = 0.0f;
+
+    if (r >= rows)
+        return;
+    y += (size_t)r * n;
+    t += (size_t)r * n;
+    if (kind == HC_LOSS_CCE) {
+        for (int j = lane; j < n; j += 32)
+            mx = fmaxf(mx, y[j]);
+        mx = warp_max(mx);
+        for (int j = lane; j < n; j += 32) {
+            sum += expf(y[j] - mx);
+            tz += t[j] * y[j];
+        }
+        tz = warp_sum(tz);
+    } else {
+        for (int j = lane; j < n; j += 32)
+            sum += tloss_term(kind, from_logits, delta, y[j], t[j]);
+    }
+    sum = warp_sum(sum);
+    ay = row_argmax(y, n, lane);
+    at = row_argmax(t, n, lane);
+    if (lane == 0) {
+        loss[r] = kind == HC_LOSS_CCE ? mx + logf(sum) - tz : sum / (float)n;
+        if (n == 1)
+            hit[r] = (y[0] > (from_logits ? 0.0f : 0.5f)) == (t[0] > 0.5f)
+                         ? 1.0f : 0.0f;
+        else
+            hit[r] = ay == at ? 1.0f : 0.0f;
+    }
+}
+
+__global__ static void tloss_back_k(enum hc_loss kind, int from_logits,
+                                    float delta, const float *y,
+                                    const float *t, size_t count, float scale,
+                                    float *dy)
+{
+    GRID_LOOP(i, count) {
+        if (kind == HC_LOSS_CCE)
+            dy[i] = scale * (y[i] - t[i]);
+        else
+            dy[i] = scale * tloss_deriv(kind, from_logits, delta, y[i], t[i]);
+    }
+}
+
+void wk_cu_tloss_forward(struct wk_backend *be, enum hc_loss kind,
+                         int from_logits, float delta, const float *y,
+                         const float *t, int rows, int n, float *loss,
+                         float *hit)
+{
+    if (rows <= 0 || n <= 0 || wk_cu_enter(be))
+        return;
+    tloss_k<<<row_blocks(rows), TPB, 0, stream_of(be)>>>(
+        kind, from_logits, delta, y, t, rows, n, loss, hit);
+    wk_cu_launched(be, "loss kernel");
+}
+
+void wk_cu_tloss_backward(struct wk_backend *be, enum hc_loss kind,
+                          int from_logits, float delta, const float *y,
+                          const float *t, int rows, int n, float scale,
+                          float *dy)
+{
+    size_t count = (size_t)rows * n;
+
+    if (!count || rows <= 0 || n <= 0 || wk_cu_enter(be))
+        return;
+    if (kind != HC_LOSS_CCE)
+        scale /= (float)n;
+    tloss_back_k<<<blocks_for(count), TPB, 0, stream_of(be)>>>(
+        kind, from_logits, delta, y, t, count, scale, dy);
+    wk_cu_launched(be, "loss backward kernel");
+}
+
 /* ---- pooling ---- */
 
 /* One thread per output (b, oh, ow, c): the window's first maximum, cells

@@ -250,40 +250,47 @@ static int setup_loss(struct wk_net *net, const struct hc_model *m)
     const struct hc_layer_spec *s = &m->layers[net->n_layers - 1];
     char b1[48];
 
-    switch (m->loss) {
-    case HC_LOSS_SPARSE_CCE:
-        if (s->out.rank != 1)
-            return hc_err_set(HC_ERR_CONFIG,
-                              "model %s: sparse_categorical_crossentropy needs "
-                              "a flat output (N), but %s, the last layer, "
-                              "outputs %s; end with flatten and a dense "
-                              "softmax layer",
-                              model_name(m), last->name,
-                              nn_shape_str(&s->out, b1, sizeof b1));
-        if (!((hc_layer_kind(s->type)->flags & HC_LAYER_ACT) &&
-              s->act == HC_ACT_SOFTMAX))
-            return hc_err_set(HC_ERR_CONFIG,
-                              "model %s: sparse_categorical_crossentropy needs "
-                              "a softmax output, but %s, the last layer, has "
-                              "activation \"%s\"; set \"activation\": "
-                              "\"softmax\" on a last dense layer, or use loss "
-                              "\"mse\"", model_name(m), last->name,
-                              hc_act_name(s->act));
-        if (m->n_classes > 0 && (size_t)m->n_classes != net->out_size)
-            return hc_err_set(HC_ERR_MISMATCH,
-                              "model %s: n_classes = %d but the output has %zu "
-                              "units", model_name(m), m->n_classes,
-                              net->out_size);
-        net->fused = 1;
-        /* The last layer outputs logits; softmax is the loss's. */
-        last->act = HC_ACT_LINEAR;
-        last->act_in_loss = 1;
+    const char *ln = hc_loss_name(m->loss);
+    const int logits = m->loss_par.from_logits;
+
+    net->loss_par = m->loss_par;
+    if (s->out.rank != 1)
+        return hc_err_set(HC_ERR_CONFIG,
+                          "model %s: %s needs a flat output (N), but %s, the "
+                          "last layer, outputs %s; end with flatten and a "
+                          "dense layer", model_name(m), ln, last->name,
+                          nn_shape_str(&s->out, b1, sizeof b1));
+    if (logits && s->act != HC_ACT_LINEAR)
+        return hc_err_set(HC_ERR_CONFIG,
+                          "model %s: %s with from_logits takes logits, but "
+                          "%s, the last layer, has activation \"%s\"; make "
+                          "it \"linear\"", model_name(m), ln, last->name,
+                          hc_act_name(s->act));
+    if ((unsigned)m->loss > HC_LOSS_HUBER)
+        return hc_err_set(HC_ERR_CONFIG, "model %s: unknown loss %d",
+                          model_name(m), (int)m->loss);
+    if (!hc_loss_takes_classes(m->loss))
         return HC_OK;
-    case HC_LOSS_MSE:
+    if (!logits && !((hc_layer_kind(s->type)->flags & HC_LAYER_ACT) &&
+                     s->act == HC_ACT_SOFTMAX))
+        return hc_err_set(HC_ERR_CONFIG,
+                          "model %s: %s needs a softmax output, but %s, the "
+                          "last layer, has activation \"%s\"; set "
+                          "\"activation\": \"softmax\" on a last dense "
+                          "layer, or \"from_logits\": true on a linear one",
+                          model_name(m), ln, last->name, hc_act_name(s->act));
+    if (m->n_classes > 0 && (size_t)m->n_classes != net->out_size)
+        return hc_err_set(HC_ERR_MISMATCH,
+                          "model %s: n_classes = %d but the output has %zu "
+                          "units", model_name(m), m->n_classes,
+                          net->out_size);
+    net->fused = 1;
+    if (logits)
         return HC_OK;
-    }
-    return hc_err_set(HC_ERR_CONFIG, "model %s: unknown loss %d",
-                      model_name(m), (int)m->loss);
+    /* The last layer outputs logits; softmax is the loss's. */
+    last->act = HC_ACT_LINEAR;
+    last->act_in_loss = 1;
+    return HC_OK;
 }
 
 /*
@@ -457,6 +464,9 @@ static int setup_buffers(struct wk_net *net)
     if ((rv = nn_alloc_f(ob, &net->loss_d, B)) ||
         (rv = nn_alloc_f(ob, &net->hit_d, B)))
         return rv;
+    if (net->loss != HC_LOSS_SPARSE_CCE &&
+        !(net->targets_h = malloc(B * net->out_size * sizeof *net->targets_h)))
+        return hc_err_set(HC_ERR_NOMEM, "net: out of host memory");
     if (!net->in_be->host_memory &&
         (rv = nn_alloc_f(net->in_be, &net->x_d, B * net->in_size)))
         return rv;
@@ -469,7 +479,7 @@ static int setup_buffers(struct wk_net *net)
     net->hit_h = malloc(B * sizeof *net->hit_h);
     if (!net->loss_h || !net->hit_h)
         return hc_err_set(HC_ERR_NOMEM, "net: out of host memory");
-    if (net->loss == HC_LOSS_MSE)
+    if (net->loss != HC_LOSS_SPARSE_CCE)
         return nn_alloc_f(ob, &net->targets_d, B * net->out_size);
     return wk_be_alloc(ob, B * sizeof *net->labels_d,
                        (void **)&net->labels_d);
@@ -547,6 +557,7 @@ void wk_net_free(struct wk_net *net)
         wk_be_free(d->be, d->grads_d);
     }
     free(net->stage_h);
+    free(net->targets_h);
     if (net->out_be) {
         wk_be_free(net->out_be, net->probs);
         wk_be_free(net->out_be, net->loss_d);

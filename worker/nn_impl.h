@@ -93,12 +93,18 @@ struct wk_net {
     int first_param;        /* backward stops at this layer */
     size_t in_size, out_size, n_params;
     enum hc_loss loss;
-    int fused;              /* softmax output + sparse CCE */
+    struct hc_loss_par loss_par;
+    int fused;              /* softmax (or logits) output + sparse or
+                             * categorical cross-entropy */
     float *probs;           /* (max_B, N) fused dense output: softmax(z) */
     float *loss_d, *hit_d;  /* (max_B) per-sample loss and hit, on out_be */
     float *loss_h, *hit_h;  /* (max_B) host copies (device backends) */
     float *x_d;             /* (max_B, in_size) on in_be, device only */
-    float *targets_d;       /* (max_B, N) on out_be, device only, MSE */
+    float *targets_d;       /* (max_B, N) on out_be, device only, all
+                             * losses but sparse CCE */
+    float *targets_h;       /* (max_B, N) host: the targets of the last
+                             * wk_net_loss, made from the labels or given,
+                             * label smoothing applied */
     int *labels_d;          /* (max_B)    on out_be, device only, CCE */
     float *stage_h;         /* (max_B, max crossing size) host staging of
                              * a copy between two device backends */

@@ -110,6 +110,61 @@ void nc_model_keras_acts(struct hc_model *m)
     nr_mb_dense(m, 3, HC_ACT_SOFTMAX, 1);
 }
 
+void nc_model_cce_smooth(struct hc_model *m)
+{
+    nr_mb_begin(m, "cce_softmax_smoothing", 1, 5, 0, 0, HC_LOSS_CCE);
+    m->loss_par.label_smoothing = 0.1f;
+    nr_mb_dense(m, 6, HC_ACT_TANH, 1);
+    nr_mb_dense(m, 4, HC_ACT_SOFTMAX, 1);
+}
+
+void nc_model_cce_logits(struct hc_model *m)
+{
+    nr_mb_begin(m, "cce_from_logits", 1, 5, 0, 0, HC_LOSS_CCE);
+    m->loss_par.from_logits = 1;
+    nr_mb_dense(m, 6, HC_ACT_SWISH, 1);
+    nr_mb_dense(m, 4, HC_ACT_LINEAR, 1);
+}
+
+void nc_model_sparse_logits(struct hc_model *m)
+{
+    nr_mb_begin(m, "sparse_cce_from_logits", 1, 5, 0, 0, HC_LOSS_SPARSE_CCE);
+    m->loss_par.from_logits = 1;
+    nr_mb_dense(m, 6, HC_ACT_ELU, 1);
+    nr_mb_dense(m, 3, HC_ACT_LINEAR, 1);
+}
+
+void nc_model_bce(struct hc_model *m)
+{
+    nr_mb_begin(m, "bce_sigmoid_smoothing", 1, 5, 0, 0, HC_LOSS_BCE);
+    m->loss_par.label_smoothing = 0.2f;
+    nr_mb_dense(m, 6, HC_ACT_TANH, 1);
+    nr_mb_dense(m, 3, HC_ACT_SIGMOID, 1);
+}
+
+void nc_model_bce_logits(struct hc_model *m)
+{
+    nr_mb_begin(m, "bce_from_logits_n1", 1, 5, 0, 0, HC_LOSS_BCE);
+    m->loss_par.from_logits = 1;
+    nr_mb_dense(m, 6, HC_ACT_TANH, 1);
+    nr_mb_dense(m, 1, HC_ACT_LINEAR, 1);
+}
+
+void nc_model_mae(struct hc_model *m)
+{
+    nr_mb_begin(m, "mae", 1, 5, 0, 0, HC_LOSS_MAE);
+    nr_mb_dense(m, 6, HC_ACT_SOFTPLUS, 1);
+    nr_mb_dense(m, 3, HC_ACT_LINEAR, 1);
+}
+
+void nc_model_huber(struct hc_model *m)
+{
+    nr_mb_begin(m, "huber_delta_0.3", 1, 5, 0, 0, HC_LOSS_HUBER);
+    m->loss_par.delta = 0.3f;
+    nr_mb_dense(m, 6, HC_ACT_TANH, 1);
+    nr_mb_dense(m, 4, HC_ACT_LINEAR, 1);
+}
+
 void nc_model_mse_softmax(struct hc_model *m)
 {
     nr_mb_begin(m, "mse_softmax_output", 1, 4, 0, 0, HC_LOSS_MSE);
@@ -172,6 +227,9 @@ void nc_open(struct nc_fixture *f, nc_model_fn fn, int B, int max_batch,
     nr_fill_rand(f->targets, (size_t)max_batch * f->N, &s, 0, 1);
     for (i = 0; i < max_batch; i++)
         f->labels[i] = (int)(nr_rng_next(&s) % f->N);
+    if (f->m.loss == HC_LOSS_CCE)       /* one-hot, as the worker makes */
+        for (i = 0; i < max_batch * (int)f->N; i++)
+            f->targets[i] = f->labels[i / f->N] == i % (int)f->N;
 }
 
 void nc_close(struct nc_fixture *f)

@@ -192,6 +192,76 @@ void nr_ref_dact(enum hc_act a, const double *z, const double *y,
     }
 }
 
+/* One sample's loss from the output yb (N): Keras's formula written out
+ * plainly (model.h, enum hc_loss), the targets smoothed here; its
+ * gradient over B samples' mean into dyb. */
+static double ref_loss(const struct hc_model *m, const double *yb, int label,
+                       const float *tf, int N, int B, double *dyb)
+{
+    const struct hc_loss_par *q = &m->loss_par;
+    const double eps = 1e-7, s = q->label_smoothing;
+    double t[256], loss = 0, mx, sum = 0;
+    int i;
+
+    CU_ASSERT_FATAL(N <= 256);
+    for (i = 0; i < N; i++) {
+        t[i] = m->loss == HC_LOSS_SPARSE_CCE ? (i == label) : tf[i];
+        t[i] = t[i] * (1 - s) + s / (m->loss == HC_LOSS_BCE ? 2.0 : N);
+    }
+    switch (m->loss) {
+    case HC_LOSS_SPARSE_CCE:
+    case HC_LOSS_CCE:
+        if (!q->from_logits) {          /* yb is the softmax */
+            for (i = 0; i < N; i++) {
+                loss -= t[i] * log(yb[i]);
+                dyb[i] = -t[i] / (B * yb[i]);
+            }
+            return loss;
+        }
+        for (mx = yb[0], i = 1; i < N; i++)
+            mx = yb[i] > mx ? yb[i] : mx;
+        for (i = 0; i < N; i++)
+            sum += exp(yb[i] - mx);
+        for (i = 0; i < N; i++) {
+            loss -= t[i] * (yb[i] - mx - log(sum));
+            dyb[i] = (exp(yb[i] - mx) / sum - t[i]) / B;
+        }
+        return loss;
+    case HC_LOSS_BCE:
+        for (i = 0; i < N; i++) {
+            double z = yb[i], p = 1 / (1 + exp(-z));
+
+            if (!q->from_logits) {
+                p = z < eps ? eps : z > 1 - eps ? 1 - eps : z;
+                loss -= t[i] * log(p + eps) + (1 - t[i]) * log(1 - p + eps);
+                dyb[i] = p != z ? 0
+                                : ((1 - t[i]) / (1 - p + eps) -
+                                   t[i] / (p + eps)) / ((double)N * B);
+                continue;
+            }
+            loss -= t[i] * log(p) + (1 - t[i]) * log(1 - p);
+            dyb[i] = (p - t[i]) / ((double)N * B);
+        }
+        return loss / N;
+    default:                            /* MSE, MAE, Huber */
+        for (i = 0; i < N; i++) {
+            double e = yb[i] - t[i], a = fabs(e), d = q->delta;
+
+            if (m->loss == HC_LOSS_MSE) {
+                loss += e * e;
+                dyb[i] = 2 * e / ((double)N * B);
+            } else if (m->loss == HC_LOSS_MAE) {
+                loss += a;
+                dyb[i] = ((e > 0) - (e < 0)) / ((double)N * B);
+            } else {
+                loss += a <= d ? e * e / 2 : d * (a - d / 2);
+                dyb[i] = (a <= d ? e : e > 0 ? d : -d) / ((double)N * B);
+            }
+        }
+        return loss / N;
+    }
+}
+
 /* Keras "same": pad_total = max((ceil(H/s) − 1)·s + k − H, 0). */
 int nr_pad_before(int H, int k, int s, int same)
 {
@@ -217,6 +287,7 @@ void nr_mb_begin(struct hc_model *m, const char *name, int rank, int d0,
     m->input.dims[1] = d1;
     m->input.dims[2] = d2;
     m->loss = loss;
+    m->loss_par.delta = 1;      /* Keras's huber default */
     m->seed = 7;
 }
 
@@ -473,21 +544,9 @@ double nr_ref_run(const struct hc_model *m, const double *P,
     }
     N = nr_shp_size(&m->layers[L - 1].out);
     dy = nr_dalloc(B * N);
-    for (b = 0; b < B; b++) {
-        const double *yb = y[L - 1] + b * N;
-
-        if (m->loss == HC_LOSS_SPARSE_CCE) {
-            loss -= log(yb[rb->labels[b]]);
-            dy[b * N + rb->labels[b]] = -1.0 / (B * yb[rb->labels[b]]);
-        } else {
-            for (i = 0; i < N; i++) {
-                double d = yb[i] - rb->targets[b * N + i];
-
-                loss += d * d / N;
-                dy[b * N + i] = 2 * d / ((double)N * B);
-            }
-        }
-    }
+    for (b = 0; b < B; b++)
+        loss += ref_loss(m, y[L - 1] + b * N, rb->labels[b],
+                         rb->targets + b * N, (int)N, B, dy + b * N);
     if (out)
         memcpy(out, y[L - 1], B * N * sizeof(double));
     for (l = L - 1; G && l >= 0; l--) {

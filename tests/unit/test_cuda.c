@@ -434,6 +434,11 @@ static void test_losses(void)
     static const struct {
         int rows, n;
     } t[] = {{64, 10}, {7, 1}, {33, 100}};
+    static const struct {
+        enum hc_loss kind;
+        int logits;
+    } tl[] = {{HC_LOSS_CCE, 1}, {HC_LOSS_BCE, 0}, {HC_LOSS_BCE, 1},
+              {HC_LOSS_MAE, 0}, {HC_LOSS_HUBER, 0}};
     struct pair p;
     size_t k;
     int r;
@@ -483,6 +488,27 @@ static void test_losses(void)
         wk_be_mse_backward(p.cpu, z, tg, cnt, 2.0f / cnt, pr);
         wk_be_mse_backward(p.gpu, d_z, d_t, cnt, 2.0f / cnt, d_p);
         cmp(&p, "mse backward", d_p, pr, cnt);
+        for (size_t f = 0; f < sizeof tl / sizeof tl[0]; f++) {
+            char what[96];
+
+            snprintf(what, sizeof what, "%s%s forward %dx%d",
+                     hc_loss_name(tl[f].kind),
+                     tl[f].logits ? " from logits" : "", rows, n);
+            wk_be_tloss_forward(p.cpu, tl[f].kind, tl[f].logits, 0.5f, z, tg,
+                                rows, n, loss, hit);
+            wk_be_tloss_forward(p.gpu, tl[f].kind, tl[f].logits, 0.5f, d_z,
+                                d_t, rows, n, d_loss, d_hit);
+            cmp(&p, what, d_loss, loss, rows);
+            h = down(&p, d_hit, rows * 4);
+            CU_ASSERT(memcmp(h, hit, rows * 4) == 0);
+            free(h);
+            strcat(what, ", backward");
+            wk_be_tloss_backward(p.cpu, tl[f].kind, tl[f].logits, 0.5f, z,
+                                 tg, rows, n, 1.0f / rows, pr);
+            wk_be_tloss_backward(p.gpu, tl[f].kind, tl[f].logits, 0.5f, d_z,
+                                 d_t, rows, n, 1.0f / rows, d_p);
+            cmp(&p, what, d_p, pr, cnt);
+        }
         wk_be_free(p.gpu, d_z);
         wk_be_free(p.gpu, d_t);
         wk_be_free(p.gpu, d_lab);
@@ -613,6 +639,21 @@ static const char acts_json[] =
     " \"activation\": \"hard_sigmoid\"}],"
     " \"loss\": \"mse\", \"optimizer\": \"adam\", \"seed\": 6}";
 
+/* Categorical cross-entropy with label smoothing on a fused softmax, and
+ * binary cross-entropy from logits: the targets made on the host go up. */
+static const char cce_json[] =
+    "{\"name\": \"cce\", \"input_shape\": [12], \"layers\": ["
+    "{\"type\": \"dense\", \"units\": 20, \"activation\": \"relu\"},"
+    "{\"type\": \"dense\", \"units\": 5, \"activation\": \"softmax\"}],"
+    " \"loss\": {\"type\": \"categorical_crossentropy\","
+    " \"label_smoothing\": 0.1}, \"optimizer\": \"adam\", \"seed\": 3}";
+static const char bce_json[] =
+    "{\"name\": \"bce\", \"input_shape\": [12], \"layers\": ["
+    "{\"type\": \"dense\", \"units\": 20, \"activation\": \"tanh\"},"
+    "{\"type\": \"dense\", \"units\": 3}],"
+    " \"loss\": {\"type\": \"binary_crossentropy\", \"from_logits\": true},"
+    " \"optimizer\": \"adam\", \"seed\": 4}";
+
 /* The net of m on the CPU and on gpu:0 (and split across both when split):
  * one training step and one prediction on the same data compare. Returns
  * 0 (after the CPU half) when there is no CUDA device. */
@@ -740,6 +781,16 @@ static void test_acts_model(void)
     compare_json(__func__, acts_json, "acts");
 }
 
+static void test_cce_model(void)
+{
+    compare_json(__func__, cce_json, "cce");
+}
+
+static void test_bce_model(void)
+{
+    compare_json(__func__, bce_json, "bce");
+}
+
 void hp_test_register(void)
 {
     static const struct {
@@ -751,12 +802,14 @@ void hp_test_register(void)
         {"fill, scale, axpy, copy, reduce", test_blas1_reduce},
         {"im2col, col2im, maxpool forward/backward", test_conv_pool},
         {"activations, bias gradients", test_activations},
-        {"softmax + CE, mse", test_losses},
+        {"softmax + CE, mse, the other losses", test_losses},
         {"dropout mask bit for bit", test_dropout},
         {"device errors and messages", test_errors},
         {"reference model (fashion_cnn) gpu vs cpu", test_reference_model},
         {"conv/pool/dropout/mse model gpu vs cpu", test_mixed_model},
         {"relu6 … hard_sigmoid model gpu vs cpu", test_acts_model},
+        {"categorical CE model gpu vs cpu", test_cce_model},
+        {"binary CE from logits model gpu vs cpu", test_bce_model},
     };
     CU_pSuite s = CU_add_suite("backend_cuda", NULL, NULL);
     size_t i;

@@ -191,8 +191,19 @@ static void test_config_table(void)
         {SEQ(FLAT ", " OUT, ", 'compile_config': {'optimizer': 'rmsprop'}"),
          "optimizer \"rmsprop\" is not supported"},
         {SEQ(FLAT ", " OUT, ", 'compile_config': {'loss': "
-             "'categorical_crossentropy'}"),
-         "loss \"categorical_crossentropy\" is not supported"},
+             "'kl_divergence'}"),
+         "compile_config: loss \"kl_divergence\" is not supported; hetps "
+         "has sparse_categorical_crossentropy, categorical_crossentropy, "
+         "binary_crossentropy, mean_squared_error (mse), mean_absolute_error "
+         "(mae), huber"},
+        {SEQ(FLAT ", " OUT, ", 'compile_config': {'loss': {'module': "
+             "'keras.losses', 'class_name': 'CategoricalCrossentropy', "
+             "'config': {'name': 'cce', 'reduction': 'sum', "
+             "'from_logits': false, 'label_smoothing': 0.0, 'axis': -1}}}"),
+         "loss CategoricalCrossentropy reduction \"sum\" is not supported"},
+        {SEQ(FLAT ", " OUT, ", 'compile_config': {'loss': {'class_name': "
+             "'MeanSquaredError', 'config': {'from_logits': true}}}"),
+         "loss (mean_squared_error): unknown key \"from_logits\""},
         {SEQ(FLAT ", " OUT, ", 'compile_config': {'metrics': ['auc']}"),
          "metric \"auc\" is not supported"},
         {SEQ(FLAT ", " OUT, ", 'compile_config': {'loss_weights': [2]}"),
@@ -310,6 +321,66 @@ static void test_initializers(void)
     CU_ASSERT_EQUAL(ma->vars[1].init, HC_INIT_ZEROS);
 }
 
+/* Losses as Keras 3 and tf.keras 2 serialise them; written back out as
+ * Keras reads them, the same model. */
+static void test_losses(void)
+{
+    static const struct {
+        const char *out_act, *loss;     /* quoted ' */
+        enum hc_loss want;
+        int logits;
+        float smooth, delta;
+    } t[] = {
+        {"softmax", "'categorical_crossentropy'", HC_LOSS_CCE, 0, 0, 1},
+        {"linear", "{'module': 'keras.losses', 'class_name': "
+         "'CategoricalCrossentropy', 'config': {'name': "
+         "'categorical_crossentropy', 'reduction': 'sum_over_batch_size', "
+         "'from_logits': true, 'label_smoothing': 0.1, 'axis': -1}, "
+         "'registered_name': null}", HC_LOSS_CCE, 1, 0.1f, 1},
+        {"sigmoid", "{'class_name': 'BinaryCrossentropy', 'config': "
+         "{'reduction': 'auto', 'name': 'binary_crossentropy', "
+         "'from_logits': false, 'label_smoothing': 0.05, 'axis': -1}}",
+         HC_LOSS_BCE, 0, 0.05f, 1},
+        {"linear", "{'module': 'keras.losses', 'class_name': 'Huber', "
+         "'config': {'name': 'huber_loss', 'reduction': "
+         "'sum_over_batch_size', 'delta': 0.5}, 'registered_name': null}",
+         HC_LOSS_HUBER, 0, 0, 0.5f},
+        {"linear", "'mae'", HC_LOSS_MAE, 0, 0, 1},
+        {"linear", "{'module': 'keras.losses', 'class_name': "
+         "'SparseCategoricalCrossentropy', 'config': {'name': 'scce', "
+         "'reduction': 'sum_over_batch_size', 'from_logits': true, "
+         "'ignore_class': null}, 'registered_name': null}",
+         HC_LOSS_SPARSE_CCE, 1, 0, 1},
+    };
+    char q[2048], buf[4096], *json = NULL;
+
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        int rv;
+
+        snprintf(q, sizeof q, SEQ(FLAT ", {'class_name': 'Dense', 'config': "
+                                  "{'name': 'dense', 'units': 10, "
+                                  "'activation': '%s'}}",
+                                  ", 'compile_config': {'loss': %s}"),
+                 t[i].out_act, t[i].loss);
+        dq(q, buf, sizeof buf);
+        rv = hc_model_parse(buf, strlen(buf), "k", ma);
+        if (rv)
+            printf("\n  case %zu: %s\n", i, hc_err_msg());
+        CU_ASSERT_EQUAL_FATAL(rv, HC_OK);
+        CU_ASSERT_EQUAL(ma->loss, t[i].want);
+        CU_ASSERT_EQUAL(ma->loss_par.from_logits, t[i].logits);
+        CU_ASSERT_EQUAL(ma->loss_par.label_smoothing, t[i].smooth);
+        CU_ASSERT_EQUAL(ma->loss_par.delta, t[i].delta);
+        CU_ASSERT_EQUAL_FATAL(hc_keras_config_json(ma, &json), HC_OK);
+        rv = hc_model_parse(json, strlen(json), "k2", mb);
+        if (rv)
+            printf("\n  case %zu written: %s\n", i, hc_err_msg());
+        CU_ASSERT_EQUAL(rv, HC_OK);
+        CU_ASSERT_EQUAL(mb->signature, ma->signature);
+        free(json);
+    }
+}
+
 /* Keras's activations by their names in both versions; Keras 2's
  * hard_sigmoid is another function and is refused by name. */
 static void test_activations(void)
@@ -358,6 +429,10 @@ static void test_compile_flags(void)
     struct hc_model_compile mse = {.loss = "mse", .optimizer = "sgd"};
     struct hc_model_compile bad = {.optimizer = "{\"type\": "};
     struct hc_model_compile rms = {.optimizer = "rmsprop"};
+    struct hc_model_compile cce = {
+        .loss = "{\"type\": \"categorical_crossentropy\", "
+                "\"label_smoothing\": 0.1}"};
+    struct hc_model_compile badloss = {.loss = "{\"type\": "};
 
     CU_ASSERT_EQUAL_FATAL(hc_model_load_compiled(K "fashion_cnn.keras2.json",
                                                  &sgd, ma), HC_OK);
@@ -380,6 +455,14 @@ static void test_compile_flags(void)
     CU_ASSERT_EQUAL_FATAL(hc_model_load_compiled(K "fashion_cnn.keras2.json",
                                                  NULL, ma), HC_OK);
     CU_ASSERT_EQUAL(ma->optim.type, HC_OPT_ADAM);
+    CU_ASSERT_EQUAL_FATAL(hc_model_load_compiled(K "fashion_cnn.keras3.json",
+                                                 &cce, ma), HC_OK);
+    CU_ASSERT(ma->loss == HC_LOSS_CCE &&
+              ma->loss_par.label_smoothing == 0.1f);
+    CU_ASSERT_EQUAL(hc_model_load_compiled(K "fashion_cnn.keras2.json",
+                                           &badloss, ma), HC_ERR_CONFIG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "--loss: '{\"type\": ' is "
+                                  "neither a name"));
 }
 
 /* ---- weights files and archives ------------------------------------------ */
@@ -509,6 +592,7 @@ void hp_test_register(void)
     CU_add_test(s, "config values", test_config_values);
     CU_add_test(s, "activations", test_activations);
     CU_add_test(s, "initializers", test_initializers);
+    CU_add_test(s, "losses", test_losses);
     CU_add_test(s, "--loss and --optimizer", test_compile_flags);
     CU_add_test(s, "weights paths", test_paths);
     CU_add_test(s, "weights and archives written and read", test_write_read);

@@ -527,9 +527,39 @@ static void test_bad_models(void)
         {"{'input_shape': [4], 'optimizer': 'adam', 'layers': ["
          "{'type': 'dense', 'units': 2}]}",
          "missing required key \"loss\""},
-        {"{'input_shape': [4], 'loss': 'categorical_crossentropy', "
+        {"{'input_shape': [4], 'loss': 'kl_divergence', "
          "'optimizer': 'adam', 'layers': [{'type': 'dense', 'units': 2}]}",
-         "unsupported loss \"categorical_crossentropy\""},
+         "test.json: unsupported loss \"kl_divergence\"; use one of "
+         "sparse_categorical_crossentropy, categorical_crossentropy, "
+         "binary_crossentropy, mean_squared_error (mse), mean_absolute_error "
+         "(mae), huber"},
+        {"{'input_shape': [4], 'loss': {'type': "
+         "'sparse_categorical_crossentropy', 'label_smoothing': 0.1}, "
+         "'optimizer': 'adam', 'layers': [{'type': 'dense', 'units': 2, "
+         "'activation': 'softmax'}]}",
+         "loss (sparse_categorical_crossentropy): unknown key "
+         "\"label_smoothing\""},
+        {"{'input_shape': [4], 'loss': {'type': 'huber', 'delta': 0}, "
+         "'optimizer': 'adam', 'layers': [{'type': 'dense', 'units': 2}]}",
+         "loss (huber): \"delta\" must be in (0, "},
+        {"{'input_shape': [4], 'loss': {'type': 'binary_crossentropy', "
+         "'label_smoothing': 1.5}, 'optimizer': 'adam', 'layers': "
+         "[{'type': 'dense', 'units': 1}]}",
+         "loss (binary_crossentropy): \"label_smoothing\" must be in [0, 1]"},
+        {"{'input_shape': [4], 'loss': {'type': 'categorical_crossentropy', "
+         "'from_logits': true}, 'optimizer': 'adam', 'layers': "
+         "[{'type': 'dense', 'units': 3, 'activation': 'softmax'}]}",
+         "loss \"categorical_crossentropy\" with \"from_logits\": true takes "
+         "logits, but the last layer (layers[0] \"dense\") has activation "
+         "\"softmax\"; make it \"linear\""},
+        {"{'input_shape': [4], 'loss': {'from_logits': true}, "
+         "'optimizer': 'adam', 'layers': [{'type': 'dense', 'units': 2}]}",
+         "missing required key \"type\""},
+        {"{'input_shape': [4], 'loss': 'categorical_crossentropy', "
+         "'optimizer': 'adam', 'layers': [{'type': 'dense', 'units': 3, "
+         "'activation': 'sigmoid'}]}",
+         "loss \"categorical_crossentropy\" needs the last layer to be dense "
+         "with activation \"softmax\""},
         {"{'input_shape': [4], 'loss': 'mse', 'layers': ["
          "{'type': 'dense', 'units': 2}]}",
          "missing required key \"optimizer\" (e.g. \"adam\")"},
@@ -630,6 +660,66 @@ static void test_load_errors(void)
     if (!strstr(hc_err_msg(), "line 3, column 22"))
         printf("\n  message: %s\n", hc_err_msg());
     hp_rmtree(dir);
+}
+
+/* ---- losses ---------------------------------------------------------------------- */
+
+/* Every loss by name and as an object with its settings; settings change
+ * the signature, the defaults written out do not. */
+static void test_losses(void)
+{
+    static const struct {
+        const char *loss, *last;    /* quoted ' */
+        enum hc_loss want;
+        int logits;
+        float smooth, delta;
+    } t[] = {
+        {"'sparse_categorical_crossentropy'", "'softmax'", HC_LOSS_SPARSE_CCE,
+         0, 0, 1},
+        {"{'type': 'SparseCategoricalCrossentropy', 'from_logits': true}",
+         "'linear'", HC_LOSS_SPARSE_CCE, 1, 0, 1},
+        {"'categorical_crossentropy'", "'softmax'", HC_LOSS_CCE, 0, 0, 1},
+        {"{'type': 'categorical_crossentropy', 'from_logits': true, "
+         "'label_smoothing': 0.1}", "null", HC_LOSS_CCE, 1, 0.1f, 1},
+        {"'BinaryCrossentropy'", "'sigmoid'", HC_LOSS_BCE, 0, 0, 1},
+        {"{'type': 'binary_crossentropy', 'label_smoothing': 0.2}",
+         "'sigmoid'", HC_LOSS_BCE, 0, 0.2f, 1},
+        {"'mse'", "'linear'", HC_LOSS_MSE, 0, 0, 1},
+        {"'mean_absolute_error'", "'linear'", HC_LOSS_MAE, 0, 0, 1},
+        {"'mae'", "'relu'", HC_LOSS_MAE, 0, 0, 1},
+        {"'huber_loss'", "'linear'", HC_LOSS_HUBER, 0, 0, 1},
+        {"{'type': 'Huber', 'delta': 2.5}", "'linear'", HC_LOSS_HUBER, 0, 0,
+         2.5f},
+    };
+    uint64_t sig[sizeof t / sizeof t[0]];
+    char q[512];
+
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        int rv;
+
+        snprintf(q, sizeof q, "{'input_shape': [4], 'loss': %s, "
+                 "'optimizer': 'adam', 'layers': [{'type': 'dense', "
+                 "'units': 3, 'activation': %s}]}", t[i].loss, t[i].last);
+        rv = parse_q(q, model);
+        if (rv)
+            printf("\n  %s: %s\n", t[i].loss, hc_err_msg());
+        CU_ASSERT_EQUAL_FATAL(rv, HC_OK);
+        CU_ASSERT_EQUAL(model->loss, t[i].want);
+        CU_ASSERT_EQUAL(model->loss_par.from_logits, t[i].logits);
+        CU_ASSERT_EQUAL(model->loss_par.label_smoothing, t[i].smooth);
+        CU_ASSERT_EQUAL(model->loss_par.delta, t[i].delta);
+        sig[i] = model->signature;
+        for (size_t j = 0; j < i; j++)      /* every pair differs but the
+                                             * two spellings of mae */
+            if (!(i == 8 && j == 7))
+                CU_ASSERT_NOT_EQUAL(sig[i], sig[j]);
+    }
+    /* A default written out is the same model. */
+    CU_ASSERT_EQUAL(parse_q("{'input_shape': [4], 'loss': {'type': 'huber', "
+                            "'delta': 1}, 'optimizer': 'adam', 'layers': "
+                            "[{'type': 'dense', 'units': 3}]}", model),
+                    HC_OK);
+    CU_ASSERT_EQUAL(model->signature, sig[9]);
 }
 
 /* ---- initial values and signature ------------------------------------------------ */
@@ -940,6 +1030,7 @@ void hp_test_register(void)
                 test_optimizers_and_outputs);
     CU_add_test(s, "bad model files", test_bad_models);
     CU_add_test(s, "load errors", test_load_errors);
+    CU_add_test(s, "losses", test_losses);
     CU_add_test(s, "initial values", test_init_params);
     CU_add_test(s, "initialisers: Keras's distributions", test_initializers);
     CU_add_test(s, "signature", test_signature);

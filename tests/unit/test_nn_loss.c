@@ -11,8 +11,10 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "err.h"
 #include "nn_check.h"
 #include "nn_ref.h"
 #include "worker/backend.h"
@@ -184,6 +186,85 @@ static void test_mse(void)
     wk_backend_free(be);
 }
 
+/* Binary cross-entropy at the clipping bounds and from logits far out:
+ * finite, Keras's values; no gradient where the probability is clipped. */
+static void test_bce_edges(void)
+{
+    struct wk_backend *be = nr_cpu();
+    const float y[4] = {0.0f, 1.0f, 1e-9f, 0.5f}, t[4] = {1, 0, 0, 1};
+    const float z[2] = {-100.0f, 80.0f}, tz[2] = {1, 0};
+    float loss[4], hit[4], dy[4];
+    /* Keras's clipped values in float32: −log(1e-7 + 1e-7); −log(1 − p +
+     * 1e-7) with p = 1 − 1e-7 rounded to float (1 − p = 2^-23); 1e-9
+     * clipped up, −log(1 − 1e-7 + 1e-7) ≈ 0; −log(0.5 + 1e-7). */
+    const double top = 1.0 - (double)(1.0f - 1e-7f);
+    const double want[4] = {-log(2e-7), -log(top + 1e-7), 0.0,
+                            -log(0.5 + 1e-7)};
+
+    for (int r = 0; r < 4; r++) {
+        wk_be_tloss_forward(be, HC_LOSS_BCE, 0, 1, y + r, t + r, 1, 1,
+                            loss + r, hit + r);
+        CU_ASSERT(fabs(loss[r] - want[r]) < 1e-3 * fabs(want[r]) + 1e-6);
+    }
+    CU_ASSERT(hit[0] == 0 && hit[1] == 0 && hit[2] == 1 && hit[3] == 0);
+    wk_be_tloss_backward(be, HC_LOSS_BCE, 0, 1, y, t, 4, 1, 1.0f, dy);
+    CU_ASSERT(dy[0] == 0 && dy[1] == 0 && dy[2] == 0);  /* clipped */
+    CU_ASSERT(fabs(dy[3] + 1 / (0.5 + 1e-7)) < 1e-5);
+    wk_be_tloss_forward(be, HC_LOSS_BCE, 1, 1, z, tz, 2, 1, loss, hit);
+    CU_ASSERT(fabs(loss[0] - 100) < 1e-4 && fabs(loss[1] - 80) < 1e-4);
+    CU_ASSERT(hit[0] == 0 && hit[1] == 0);
+    wk_be_tloss_backward(be, HC_LOSS_BCE, 1, 1, z, tz, 2, 1, 1.0f, dy);
+    CU_ASSERT(fabs(dy[0] + 1) < 1e-6 && fabs(dy[1] - 1) < 1e-6);
+    wk_backend_free(be);
+}
+
+/* The worker's targets from integer labels: one-hot for categorical CE
+ * (the same loss as one-hot targets given), the label itself for one
+ * binary output; a label that does not fit is refused by name. */
+static void test_targets_from_labels(void)
+{
+    struct nc_fixture f;
+    double a, b;
+    float *onehot;
+
+    nc_open(&f, nc_model_cce_smooth, 4, 4, 21);
+    onehot = nr_falloc(4 * f.N);
+    for (size_t i = 0; i < 4 * f.N; i++)
+        onehot[i] = f.labels[i / f.N] == (int)(i % f.N);
+    CU_ASSERT_EQUAL_FATAL(wk_net_forward(f.net, f.params, f.x, 4, 0), HC_OK);
+    CU_ASSERT_EQUAL(wk_net_loss(f.net, f.labels, NULL, &a, NULL), HC_OK);
+    CU_ASSERT_EQUAL(wk_net_loss(f.net, NULL, onehot, &b, NULL), HC_OK);
+    CU_ASSERT(a == b && a > 0);
+    f.labels[2] = 4;
+    CU_ASSERT_EQUAL(wk_net_loss(f.net, f.labels, NULL, &a, NULL),
+                    HC_ERR_DATA);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "label of sample 2 is 4; "
+                                  "the model has 4 outputs, one per class "
+                                  "(0 to 3), for categorical_crossentropy's "
+                                  "one-hot targets"));
+    free(onehot);
+    nc_close(&f);
+
+    nc_open(&f, nc_model_bce_logits, 3, 3, 22);
+    CU_ASSERT_EQUAL_FATAL(wk_net_forward(f.net, f.params, f.x, 3, 0), HC_OK);
+    f.labels[0] = 0;
+    f.labels[1] = 1;
+    f.labels[2] = 1;
+    f.targets[0] = 0;
+    f.targets[1] = 1;
+    f.targets[2] = 1;
+    CU_ASSERT_EQUAL(wk_net_loss(f.net, f.labels, NULL, &a, NULL), HC_OK);
+    CU_ASSERT_EQUAL(wk_net_loss(f.net, NULL, f.targets, &b, NULL), HC_OK);
+    CU_ASSERT(a == b);
+    f.labels[1] = 2;
+    CU_ASSERT_EQUAL(wk_net_loss(f.net, f.labels, NULL, &a, NULL),
+                    HC_ERR_DATA);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "label of sample 1 is 2; "
+                                  "binary_crossentropy with one output "
+                                  "takes labels 0 and 1"));
+    nc_close(&f);
+}
+
 /* ---- networks ---- */
 
 static void test_grad_activation_layers(void)
@@ -194,6 +275,41 @@ static void test_grad_activation_layers(void)
 static void test_grad_keras_acts(void)
 {
     nc_check_model(nc_model_keras_acts, 4, 0, 0, 2);
+}
+
+static void test_grad_cce_smooth(void)
+{
+    nc_check_model(nc_model_cce_smooth, 5, 0, 0, 2);
+}
+
+static void test_grad_cce_logits(void)
+{
+    nc_check_model(nc_model_cce_logits, 5, 0, 0, 2);
+}
+
+static void test_grad_sparse_logits(void)
+{
+    nc_check_model(nc_model_sparse_logits, 5, 0, 0, 2);
+}
+
+static void test_grad_bce(void)
+{
+    nc_check_model(nc_model_bce, 5, 0, 0, 2);
+}
+
+static void test_grad_bce_logits(void)
+{
+    nc_check_model(nc_model_bce_logits, 6, 0, 0, 2);
+}
+
+static void test_grad_mae(void)
+{
+    nc_check_model(nc_model_mae, 5, 0, 0, 2);
+}
+
+static void test_grad_huber(void)
+{
+    nc_check_model(nc_model_huber, 5, 0, 0, 2);
 }
 
 static void test_grad_mse_softmax(void)
@@ -212,10 +328,19 @@ void hp_test_register(void)
         {"activations forward/backward, fused bias grad", test_activations},
         {"softmax + sparse CCE", test_xent},
         {"mse", test_mse},
+        {"binary CE clipping and logits", test_bce_edges},
+        {"targets from integer labels", test_targets_from_labels},
     }, nets[] = {
         {"grad activation layers, fused softmax", test_grad_activation_layers},
         {"grad relu6, elu, gelu, swish, softplus, hard_sigmoid",
          test_grad_keras_acts},
+        {"grad categorical CE, label smoothing 0.1", test_grad_cce_smooth},
+        {"grad categorical CE from logits", test_grad_cce_logits},
+        {"grad sparse categorical CE from logits", test_grad_sparse_logits},
+        {"grad binary CE on sigmoid, label smoothing 0.2", test_grad_bce},
+        {"grad binary CE from logits, one output", test_grad_bce_logits},
+        {"grad mae", test_grad_mae},
+        {"grad huber delta 0.3", test_grad_huber},
         {"grad mse on softmax output", test_grad_mse_softmax},
         {"grad mse relu + sigmoid n=1", test_grad_mse_relu_sigmoid1},
     };
