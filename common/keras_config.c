@@ -91,6 +91,22 @@ static cJSON *init_json(const struct hc_initializer *in, uint64_t seed)
     return object("keras.initializers", cls, cfg);
 }
 
+/* A regularizer as Keras serialises it, null for none. */
+static cJSON *reg_json(const struct hc_regularizer *r)
+{
+    cJSON *cfg;
+    const char *cls;
+
+    if (!r->l1 && !r->l2)
+        return cJSON_CreateNull();
+    if (!(cfg = cJSON_CreateObject()))
+        return NULL;
+    cls = md_reg_keras(r, cfg);
+    for (cJSON *v = cfg->child; v; v = v->next)
+        cJSON_SetNumberValue(v, kx_tidy((float)v->valuedouble));
+    return object("keras.regularizers", cls, cfg);
+}
+
 void kx_weights_args(cJSON *c, const struct hc_model *m,
                      const struct hc_layer_spec *l)
 {
@@ -99,8 +115,8 @@ void kx_weights_args(cJSON *c, const struct hc_model *m,
                           init_json(&l->kernel_init, m->seed));
     cJSON_AddItemToObject(c, "bias_initializer",
                           init_json(&l->bias_init, m->seed));
-    cJSON_AddNullToObject(c, "kernel_regularizer");
-    cJSON_AddNullToObject(c, "bias_regularizer");
+    cJSON_AddItemToObject(c, "kernel_regularizer", reg_json(&l->kernel_reg));
+    cJSON_AddItemToObject(c, "bias_regularizer", reg_json(&l->bias_reg));
     cJSON_AddNullToObject(c, "activity_regularizer");
     cJSON_AddNullToObject(c, "kernel_constraint");
     cJSON_AddNullToObject(c, "bias_constraint");

@@ -299,6 +299,9 @@ static uint64_t signature(const struct hc_model *m)
             sig_add(&h, " par%.9g,%.9g,%d,%d", (double)d->init_par.a,
                     (double)d->init_par.b, (int)d->init_par.mode,
                     (int)d->init_par.dist);
+        if (d->reg.l1 || d->reg.l2)     /* likewise */
+            sig_add(&h, " reg%.9g,%.9g", (double)d->reg.l1,
+                    (double)d->reg.l2);
         sig_add(&h, "\n");
     }
     sig_add(&h, "loss %d", (int)m->loss);

@@ -118,7 +118,8 @@ int md_add_var(struct hc_model *m, const char *where,
 /* The keys of a layer with a kernel and a bias, after its own: their
  * initialisers and regularizers. md_get_weights_args reads them into l
  * (absent: GlorotUniform kernel, Zeros bias, no penalty). */
-#define MD_WEIGHTS_KEYS "kernel_initializer", "bias_initializer"
+#define MD_WEIGHTS_KEYS "kernel_initializer", "bias_initializer", \
+    "kernel_regularizer", "bias_regularizer"
 int md_get_weights_args(const cJSON *lj, const char *where,
                         struct hc_layer_spec *l);
 
@@ -154,6 +155,22 @@ void md_init_values(const struct hc_var_def *d, uint64_t seed, int v,
  * cfg. */
 const char *md_init_keras(const struct hc_initializer *in, double seed,
                           cJSON *cfg);
+
+/* Optional regularizer key (none when absent or null): "l2", "L1L2" with
+ * Keras 3's defaults (L1 and L2 0.01, L1L2 0 and 0), or {"type": "L2",
+ * "l2": 1e-4} with Keras's config keys, each ≥ 0. An unknown class fails
+ * naming the key and listing the classes. */
+int md_get_reg(const cJSON *obj, const char *key, const char *where,
+               struct hc_regularizer *out);
+
+/* "L1, L2, L1L2", for messages. */
+const char *md_reg_list(void);
+
+/* 1 when s names a regularizer class ("L2", "l1_l2"). */
+int md_reg_known(const char *s);
+
+/* Keras's class of r (not none), its config added to cfg. */
+const char *md_reg_keras(const struct hc_regularizer *r, cJSON *cfg);
 
 /* ---- the loss (model_loss.c) -------------------------------------------- */
 

@@ -1,7 +1,9 @@
 /*
- * model_init.c — initialisers (model.h, enum hc_init): a layer's
- * "kernel_initializer" and "bias_initializer" read from hetps's model
- * file, and the initial values of one variable drawn from them.
+ * model_init.c — what a layer says of its variables: initialisers (model.h,
+ * enum hc_init), its "kernel_initializer" and "bias_initializer", with
+ * the initial values of one variable drawn from them; and regularizers
+ * (struct hc_regularizer), its "kernel_regularizer" and
+ * "bias_regularizer", Keras's L1, L2 and L1L2 with their defaults.
  *
  * Each initialiser is Keras's class of the same name with Keras's
  * formulas and defaults; hetps draws from its own generator (each
@@ -203,6 +205,85 @@ int md_get_init(const cJSON *obj, const char *key, const char *where,
         return HC_OK;
     snprintf(w, sizeof w, "%.500s: %s (%s)", where, key, c->name);
     return read_params(it, w, c, out);
+}
+
+/* ---- regularizers ------------------------------------------------------- */
+
+static const char *const keys_l1[] = {"type", "l1", NULL};
+static const char *const keys_l2[] = {"type", "l2", NULL};
+static const char *const keys_l1l2[] = {"type", "l1", "l2", NULL};
+
+static const struct reg_class {
+    const char *name;           /* Keras's class */
+    const char *snake;          /* Keras's string for it */
+    struct hc_regularizer def;  /* Keras 3's defaults */
+    const char *const *keys;
+} regs[] = {
+    {"L1", "l1", {0.01f, 0}, keys_l1},
+    {"L2", "l2", {0, 0.01f}, keys_l2},
+    {"L1L2", "l1_l2", {0, 0}, keys_l1l2},
+};
+
+const char *md_reg_list(void)
+{
+    return "L1, L2, L1L2";
+}
+
+static const struct reg_class *reg_named(const char *s)
+{
+    char n[32], t[32];
+
+    md_norm(s, n, sizeof n);
+    for (size_t i = 0; i < sizeof regs / sizeof regs[0]; i++)
+        if (!strcmp(n, md_norm(regs[i].name, t, sizeof t)) ||
+            !strcmp(n, md_norm(regs[i].snake, t, sizeof t)))
+            return &regs[i];
+    return NULL;
+}
+
+int md_reg_known(const char *s)
+{
+    return reg_named(s) != NULL;
+}
+
+int md_get_reg(const cJSON *obj, const char *key, const char *where,
+               struct hc_regularizer *out)
+{
+    static const struct md_range nonneg = {0, HUGE_VAL, 0, 0};
+    const cJSON *it = md_get(obj, key), *t = it;
+    const struct reg_class *c = NULL;
+    char w[WHERE_MAX], buf[64];
+    int rv;
+
+    out->l1 = out->l2 = 0;
+    if (!it || cJSON_IsNull(it))
+        return HC_OK;
+    if (cJSON_IsObject(it) && !(t = md_get(it, "type")))
+        return md_missing(where, "type", "\"L2\"");
+    if (cJSON_IsString(t))
+        c = reg_named(t->valuestring);
+    if (!c)
+        return md_fail(where, "\"%s\" %s is not supported; use one of %s",
+                       key, md_show(t, buf, sizeof buf), md_reg_list());
+    *out = c->def;
+    if (!cJSON_IsObject(it))
+        return HC_OK;
+    snprintf(w, sizeof w, "%.500s: %s (%s)", where, key, c->name);
+    if ((rv = md_check_keys(it, c->keys, w)) ||
+        (rv = md_get_float(it, "l1", w, out->l1, nonneg, &out->l1)))
+        return rv;
+    return md_get_float(it, "l2", w, out->l2, nonneg, &out->l2);
+}
+
+const char *md_reg_keras(const struct hc_regularizer *r, cJSON *cfg)
+{
+    const char *cls = r->l1 && r->l2 ? "L1L2" : r->l1 ? "L1" : "L2";
+
+    if (r->l1)
+        cJSON_AddNumberToObject(cfg, "l1", r->l1);
+    if (r->l2 || !r->l1)
+        cJSON_AddNumberToObject(cfg, "l2", r->l2);
+    return cls;
 }
 
 /* ---- values ------------------------------------------------------------- */

@@ -206,32 +206,33 @@ static cJSON *drop_batch(const cJSON *v)
     return s;
 }
 
-/* A Keras initializer v of argument key: "he_normal" (Keras 2's
- * strings) or {"class_name": "HeNormal", "config": {...}} (Keras 3 with
- * "module" keras.initializers) into out as hetps's {"type": "HeNormal",
- * ...config}; model_init.c checks the class and its keys. Its seed, the
- * first met, becomes the model's. */
-static void keras_init(struct kx *k, const char *where, const char *cls,
-                       const char *key, const cJSON *v, cJSON *out)
+/* A Keras object v of argument key from module — an initializer
+ * ("he_normal", {"class_name": "HeNormal", "config": {...}}) or a
+ * regularizer ("l2", {"class_name": "L2", "config": {"l2": 1e-4}}), with
+ * "module" in Keras 3 — into out as hetps's {"type": class, ...config};
+ * known says which classes hetps has (list, for the message), and
+ * model_init.c checks their keys. */
+static void keras_object(struct kx *k, const char *where, const char *cls,
+                         const char *key, const cJSON *v, cJSON *out,
+                         const char *module, int (*known)(const char *),
+                         const char *list)
 {
     const cJSON *cfg = md_get(v, "config"), *mod = md_get(v, "module");
-    const cJSON *seed = cJSON_IsObject(cfg) ? md_get(cfg, "seed") : NULL;
     char buf[96];
     cJSON *o;
 
     if (cJSON_IsNull(v))
         return;
-    if (cJSON_IsString(v) && md_init_known(v->valuestring)) {
+    if (cJSON_IsString(v) && known(v->valuestring)) {
         cJSON_AddItemToObject(out, key, cJSON_Duplicate(v, 1));
         return;
     }
-    if (!class_of(v) || !md_init_known(class_of(v)) ||
+    if (!class_of(v) || !known(class_of(v)) ||
         (cfg && !cJSON_IsObject(cfg)) ||
         (mod && !cJSON_IsNull(mod) &&
-         !(cJSON_IsString(mod) &&
-           !strcmp(mod->valuestring, "keras.initializers")))) {
+         !(cJSON_IsString(mod) && !strcmp(mod->valuestring, module)))) {
         problem(k, where, "%s %s %s is not supported; hetps has %s", cls,
-                key, show(v, buf, sizeof buf), md_init_list());
+                key, show(v, buf, sizeof buf), list);
         return;
     }
     if (!(o = cJSON_AddObjectToObject(out, key)))
@@ -239,6 +240,14 @@ static void keras_init(struct kx *k, const char *where, const char *cls,
     cJSON_AddStringToObject(o, "type", class_of(v));
     for (const cJSON *it = cfg ? cfg->child : NULL; it; it = it->next)
         cJSON_AddItemToObject(o, it->string, cJSON_Duplicate(it, 1));
+}
+
+/* The seed of initializer v, the first met, becomes the model's. */
+static void take_seed(struct kx *k, const cJSON *v)
+{
+    const cJSON *cfg = md_get(v, "config");
+    const cJSON *seed = cJSON_IsObject(cfg) ? md_get(cfg, "seed") : NULL;
+
     if (k->seed < 0 && md_is_int(seed) && seed->valuedouble >= 0)
         k->seed = seed->valuedouble;
 }
@@ -248,7 +257,6 @@ static void layer_arg(struct kx *k, const char *where, const char *cls,
                       const struct hc_keras_arg *a, const cJSON *v, cJSON *out,
                       int first, cJSON **input)
 {
-    const cJSON *cfg;
     char buf[96];
 
     switch (a->take) {
@@ -272,8 +280,11 @@ static void layer_arg(struct kx *k, const char *where, const char *cls,
         return;
     case HC_KA_NULL:
         if (!cJSON_IsNull(v))
-            problem(k, where, "%s %s %s is not supported; hetps has none",
-                    cls, a->key, show(v, buf, sizeof buf));
+            problem(k, where, "%s %s %s is not supported; hetps has none%s",
+                    cls, a->key, show(v, buf, sizeof buf),
+                    strstr(a->key, "regularizer")
+                        ? " (it takes L1, L2 and L1L2 as kernel_regularizer "
+                          "and bias_regularizer)" : "");
         return;
     case HC_KA_FALSE:
         if (!cJSON_IsNull(v) && !cJSON_IsFalse(v))
@@ -315,14 +326,16 @@ static void layer_arg(struct kx *k, const char *where, const char *cls,
                     show(v, buf, sizeof buf));
             return;
         }
-        cfg = md_get(v, "config");
-        if (k->seed < 0 && cJSON_IsObject(cfg) &&
-            md_is_int(md_get(cfg, "seed")) &&
-            md_get(cfg, "seed")->valuedouble >= 0)
-            k->seed = md_get(cfg, "seed")->valuedouble;
+        take_seed(k, v);
         return;
     case HC_KA_INIT:
-        keras_init(k, where, cls, a->key, v, out);
+        keras_object(k, where, cls, a->key, v, out, "keras.initializers",
+                     md_init_known, md_init_list());
+        take_seed(k, v);
+        return;
+    case HC_KA_REG:
+        keras_object(k, where, cls, a->key, v, out, "keras.regularizers",
+                     md_reg_known, md_reg_list());
         return;
     case HC_KA_ZEROS:
         if (!cJSON_IsNull(v) && !init_is(v, "Zeros", "zeros"))

@@ -241,11 +241,13 @@ int md_add_weights(struct hc_model *m, const char *where,
                          &l->var_kernel)))
         return rv;
     m->vars[l->var_kernel].init_par = l->kernel_init.par;
+    m->vars[l->var_kernel].reg = l->kernel_reg;
     if (l->use_bias) {
         if ((rv = md_add_var(m, where, l, "bias", 1, &shape[ndim - 1],
                              l->bias_init.kind, 0, 0, &l->var_bias)))
             return rv;
         m->vars[l->var_bias].init_par = l->bias_init.par;
+        m->vars[l->var_bias].reg = l->bias_reg;
     }
     return HC_OK;
 }
@@ -256,10 +258,12 @@ int md_get_weights_args(const cJSON *lj, const char *where,
     int rv;
 
     if ((rv = md_get_init(lj, "kernel_initializer", where,
-                          HC_INIT_GLOROT_UNIFORM, &l->kernel_init)))
+                          HC_INIT_GLOROT_UNIFORM, &l->kernel_init)) ||
+        (rv = md_get_init(lj, "bias_initializer", where, HC_INIT_ZEROS,
+                          &l->bias_init)) ||
+        (rv = md_get_reg(lj, "kernel_regularizer", where, &l->kernel_reg)))
         return rv;
-    return md_get_init(lj, "bias_initializer", where, HC_INIT_ZEROS,
-                       &l->bias_init);
+    return md_get_reg(lj, "bias_regularizer", where, &l->bias_reg);
 }
 
 /* ---- layers ------------------------------------------------------------- */

@@ -116,6 +116,16 @@ static void cpu_fill(struct wk_backend *be, float *x, size_t n, float v)
         x[i] = v;
 }
 
+static void cpu_reg_grad(struct wk_backend *be, const float *w, float *g,
+                         size_t n, float l1, float l2)
+{
+    size_t i;
+
+    (void)be;
+    for (i = 0; i < n; i++)
+        g[i] += l1 * (float)((w[i] > 0.0f) - (w[i] < 0.0f)) + 2.0f * l2 * w[i];
+}
+
 static void cpu_scale(struct wk_backend *be, float *x, size_t n, float a)
 {
     size_t i;
@@ -839,6 +849,7 @@ static const struct wk_backend_ops cpu_ops = {
     .check = NULL,
     .sgemm = cpu_sgemm,
     .fill = cpu_fill,
+    .reg_grad = cpu_reg_grad,
     .scale = cpu_scale,
     .axpy = cpu_axpy,
     .reduce = cpu_reduce,

@@ -57,6 +57,11 @@
     /* x (n) = v. */                                                          \
     X(void, fill, (struct wk_backend *be, float *x, size_t n, float v),       \
       (be, x, n, v), required)                                                \
+    /* g (n) += l1 · sign(w) + 2 · l2 · w: the gradient of the penalty       \
+     * l1·Σ|w| + l2·Σw² (sign(0) = 0). */                                     \
+    X(void, reg_grad, (struct wk_backend *be, const float *w, float *g,       \
+                       size_t n, float l1, float l2),                         \
+      (be, w, g, n, l1, l2), required)                                        \
     /* x (n) *= a. */                                                         \
     X(void, scale, (struct wk_backend *be, float *x, size_t n, float a),      \
       (be, x, n, a), required)                                                \

@@ -54,6 +54,13 @@ __global__ static void scale_k(float *x, size_t n, float a)
         x[i] *= a;
 }
 
+__global__ static void reg_grad_k(const float *w, float *g, size_t n,
+                                  float l1, float l2)
+{
+    GRID_LOOP(i, n)
+        g[i] += l1 * (float)((w[i] > 0.0f) - (w[i] < 0.0f)) + 2.0f * l2 * w[i];
+}
+
 __global__ static void axpy_k(size_t n, float a, const float *x, float *y)
 {
     GRID_LOOP(i, n)
@@ -103,6 +110,15 @@ void wk_cu_scale(struct wk_backend *be, float *x, size_t n, float a)
         return;
     scale_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(x, n, a);
     wk_cu_launched(be, "scale kernel");
+}
+
+void wk_cu_reg_grad(struct wk_backend *be, const float *w, float *g,
+                    size_t n, float l1, float l2)
+{
+    if (!n || wk_cu_enter(be))
+        return;
+    reg_grad_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(w, g, n, l1, l2);
+    wk_cu_launched(be, "regularizer gradient kernel");
 }
 
 void wk_cu_axpy(struct wk_backend *be, size_t n, float a, const float *x,

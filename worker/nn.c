@@ -14,6 +14,7 @@
 
 #include "err.h"
 
+#include <math.h>
 #include <string.h>
 
 /* ---- parameters and crossings between backends ---- */
@@ -142,6 +143,40 @@ static void layer_forward(struct wk_net *net, int i, const float *x,
         l->y = x;
 }
 
+/* l1·Σ|w| + l2·Σw² of n values at w, in double. */
+static double reg_penalty(const struct hc_regularizer *r, const float *w,
+                          size_t n)
+{
+    double a = 0, q = 0;
+    size_t i;
+
+    if (!r->l1 && !r->l2)
+        return 0;
+    for (i = 0; i < n; i++) {
+        a += fabs((double)w[i]);
+        q += (double)w[i] * w[i];
+    }
+    return r->l1 * a + r->l2 * q;
+}
+
+/* The regularizers' penalty at the host parameters (Keras adds it to the
+ * batch's mean loss). */
+static double penalty(const struct wk_net *net, const float *params)
+{
+    double p = 0;
+    int i;
+
+    for (i = 0; i < net->n_layers; i++) {
+        const struct nn_layer *l = &net->layers[i];
+
+        if (l->n_w)
+            p += reg_penalty(&l->reg_w, params + l->off_w, l->n_w);
+        if (l->n_b)
+            p += reg_penalty(&l->reg_b, params + l->off_b, l->n_b);
+    }
+    return p;
+}
+
 int wk_net_forward(struct wk_net *net, const float *params, const float *x,
                    int B, int training)
 {
@@ -194,6 +229,7 @@ int wk_net_forward(struct wk_net *net, const float *params, const float *x,
     }
     if ((rv = check_all(net)))
         return rv;
+    net->penalty = penalty(net, params);
     net->B = B;
     net->stage = 1;
     return HC_OK;
@@ -318,6 +354,7 @@ int wk_net_loss(struct wk_net *net, const int *labels, const float *targets,
         sum += net->loss_h[i];
         hits += net->hit_h[i] != 0.0f;
     }
+    sum += B * net->penalty;
     if (loss_sum)
         *loss_sum = sum;
     if (correct)
@@ -347,6 +384,12 @@ static int layer_backward(struct wk_net *net, int i, const float *params,
 
     if (l->kind->backward_params)
         l->kind->backward_params(l, grads, dy, net->B);
+    if (l->n_w && (l->reg_w.l1 || l->reg_w.l2))
+        wk_be_reg_grad(l->be, params + l->doff_w, grads + l->doff_w, l->n_w,
+                       l->reg_w.l1, l->reg_w.l2);
+    if (l->n_b && (l->reg_b.l1 || l->reg_b.l2))
+        wk_be_reg_grad(l->be, params + l->doff_b, grads + l->doff_b, l->n_b,
+                       l->reg_b.l1, l->reg_b.l2);
     grads_final(net, l);
     if (!need_dx || !l->kind->backward_input)
         return 0;

@@ -123,19 +123,24 @@ int wk_net_forward(struct wk_net *net, const float *params, const float *x,
 int wk_net_output(struct wk_net *net, float *out);
 
 /*
- * Loss of the last forward: labels (B) for sparse CCE, targets (B, N) for
- * MSE (the other may be NULL). Sets *loss_sum to the sum over the batch of
- * the per-sample losses and *correct to the number of correct samples
+ * Loss of the last forward: labels (B) for sparse CCE; targets (B, N) for
+ * the others, or labels to make them from (see the top of this file; the
+ * other may be NULL). Sets *loss_sum to the sum over the batch of the
+ * per-sample losses, each with the regularizers' penalty at the forward's
+ * parameters added (so the mean is Keras's reported loss: the batch's
+ * mean plus the penalty), and *correct to the number of correct samples
  * (either pointer may be NULL). Errors: HC_ERR_INVAL (no forward yet, the
- * needed array missing), HC_ERR_DATA (a label outside [0, N): the message
- * gives the sample and the value).
+ * needed array missing), HC_ERR_DATA (a label that does not fit: the
+ * message gives the sample and the value).
  */
 int wk_net_loss(struct wk_net *net, const int *labels, const float *targets,
                 double *loss_sum, int *correct);
 
 /*
- * Gradient of the mean loss of the last wk_net_loss with respect to every
- * parameter, written to grads (n_params; overwritten, not accumulated).
+ * Gradient of the mean loss of the last wk_net_loss, the regularizers'
+ * penalty included (l1·sign(w) + 2·l2·w on each regularized variable),
+ * with respect to every parameter, written to grads (n_params;
+ * overwritten, not accumulated).
  * params must be the vector given to the forward. Errors: HC_ERR_INVAL
  * when wk_net_loss did not follow the last forward, or a device error.
  */

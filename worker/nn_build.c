@@ -155,7 +155,10 @@ static int setup_layer(const struct nn_setup *c, const struct hc_shape *in,
         if ((rv = nn_check_var(c, s->var_bias, "bias", (size_t)n, &l->off_b,
                                &l->n_b)))
             return rv;
+        l->reg_b = c->m->vars[s->var_bias].reg;
     }
+    if (l->n_w)
+        l->reg_w = c->m->vars[s->var_kernel].reg;
     l->in_size = (int)nn_shape_size(in);
     l->out_size = (int)nn_shape_size(&want);
     l->out_c = want.rank == 3 ? want.dims[2] : want.dims[0];
@@ -323,8 +326,10 @@ static void fuse_epilogue(struct wk_net *net)
         p->act = c->act;
         p->off_b = c->off_b;    /* the pool now owns the bias */
         p->n_b = c->n_b;
+        p->reg_b = c->reg_b;
         c->off_b = NO_VAR;
         c->n_b = 0;
+        c->reg_b = (struct hc_regularizer){0, 0};
     }
 }
 

@@ -67,6 +67,7 @@ struct nn_layer {
     size_t off_w, off_b;    /* offsets in the host params, NO_VAR if none */
     size_t n_w, n_b;        /* their sizes (0 with NO_VAR) */
     size_t doff_w, doff_b;  /* the same in the device's params / grads */
+    struct hc_regularizer reg_w, reg_b; /* their penalties (none: 0, 0) */
     int cross_in;           /* input comes from another backend by copy */
     float *xin;             /* (max_B, in_size) that copy, cross_in only */
     float *out;             /* (max_B, out_size) own buffer, or NULL */
@@ -120,6 +121,10 @@ struct wk_net {
     const float *targets_cur;
     uint64_t seed, counter;
     size_t first_sample;    /* dropout masks start at this sample */
+    double penalty;         /* the regularizers' penalty at the last
+                             * forward's parameters, added to each
+                             * sample's loss as Keras adds it to the
+                             * batch's */
 };
 
 /* ---- a kind's half (nn_KIND.c) ----------------------------------------- */

@@ -38,7 +38,7 @@ cat "$T/bad.txt"
 for want in 'layers\[1\] Conv2D "conv2d": Conv2D dilation_rate (2, 2) is not supported' \
             'layers\[2\] BatchNormalization "batch_normalization": BatchNormalization is not supported' \
             'layers\[4\] Dense "dense_1": Dense activation "selu" is not supported' \
-            'layers\[5\] Dense "dense": Dense kernel_regularizer L2 is not supported' \
+            'layers\[5\] Dense "dense": Dense activity_regularizer L2 is not supported' \
             'compile_config optimizer Adam: Adam amsgrad true is not supported'; do
     grep -q "^.*$K/unsupported.keras3.json: $want" "$T/bad.txt" || fail "no line: $want"
 done

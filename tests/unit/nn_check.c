@@ -165,6 +165,20 @@ void nc_model_huber(struct hc_model *m)
     nr_mb_dense(m, 4, HC_ACT_LINEAR, 1);
 }
 
+void nc_model_regularized(struct hc_model *m)
+{
+    nr_mb_begin(m, "l1_l2_regularizers", 3, 6, 6, 1, HC_LOSS_SPARSE_CCE);
+    nr_mb_conv(m, 3, 3, 3, 1, 1, 0, HC_ACT_TANH, 1);   /* bias to the pool */
+    m->vars[0].reg = (struct hc_regularizer){0, 0.05f};
+    m->vars[1].reg = (struct hc_regularizer){0.01f, 0};
+    nr_mb_pool(m, 2, 2, 2, 2, 0);
+    nr_mb_flatten(m);
+    nr_mb_dense(m, 5, HC_ACT_RELU, 1);
+    m->vars[2].reg = (struct hc_regularizer){0.02f, 0.03f};
+    nr_mb_dense(m, 3, HC_ACT_SOFTMAX, 0);
+    m->vars[4].reg = (struct hc_regularizer){0, 0.1f};
+}
+
 void nc_model_mse_softmax(struct hc_model *m)
 {
     nr_mb_begin(m, "mse_softmax_output", 1, 4, 0, 0, HC_LOSS_MSE);

@@ -262,6 +262,28 @@ static double ref_loss(const struct hc_model *m, const double *yb, int label,
     }
 }
 
+/* The regularizers' penalty Σ over variables of l1·Σ|w| + l2·Σw², its
+ * gradient added to G when not NULL. */
+static double ref_penalty(const struct hc_model *m, const double *P,
+                          double *G)
+{
+    double pen = 0;
+    size_t off = 0, i;
+
+    for (int v = 0; v < m->n_vars; v++) {
+        const struct hc_var_def *d = &m->vars[v];
+
+        for (i = off; i < off + d->size; i++) {
+            pen += d->reg.l1 * fabs(P[i]) + d->reg.l2 * P[i] * P[i];
+            if (G)
+                G[i] += d->reg.l1 * ((P[i] > 0) - (P[i] < 0)) +
+                        2 * d->reg.l2 * P[i];
+        }
+        off += d->size;
+    }
+    return pen;
+}
+
 /* Keras "same": pad_total = max((ceil(H/s) − 1)·s + k − H, 0). */
 int nr_pad_before(int H, int k, int s, int same)
 {
@@ -635,5 +657,5 @@ double nr_ref_run(const struct hc_model *m, const double *P,
         free(arg[l]);
     }
     free(x0);
-    return loss / B;
+    return loss / B + ref_penalty(m, P, G);
 }

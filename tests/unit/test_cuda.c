@@ -248,6 +248,9 @@ static void test_blas1_reduce(void)
     wk_be_axpy(p.cpu, N, 0.75f, x, y);
     wk_be_axpy(p.gpu, N, 0.75f, dx, dy);
     cmp(&p, "axpy", dy, y, N);
+    wk_be_reg_grad(p.cpu, x, y, N, 0.01f, 0.5f);
+    wk_be_reg_grad(p.gpu, dx, dy, N, 0.01f, 0.5f);
+    cmp(&p, "regularizer gradient (L1L2)", dy, y, N);
     wk_be_scale(p.cpu, y, N, -1.5f);
     wk_be_scale(p.gpu, dy, N, -1.5f);
     cmp(&p, "scale", dy, y, N);
@@ -639,11 +642,14 @@ static const char acts_json[] =
     " \"activation\": \"hard_sigmoid\"}],"
     " \"loss\": \"mse\", \"optimizer\": \"adam\", \"seed\": 6}";
 
-/* Categorical cross-entropy with label smoothing on a fused softmax, and
- * binary cross-entropy from logits: the targets made on the host go up. */
+/* Categorical cross-entropy with label smoothing on a fused softmax (and
+ * L1L2 and L2 regularizers), and binary cross-entropy from logits: the
+ * targets made on the host go up. */
 static const char cce_json[] =
     "{\"name\": \"cce\", \"input_shape\": [12], \"layers\": ["
-    "{\"type\": \"dense\", \"units\": 20, \"activation\": \"relu\"},"
+    "{\"type\": \"dense\", \"units\": 20, \"activation\": \"relu\","
+    " \"kernel_regularizer\": {\"type\": \"L1L2\", \"l1\": 0.01,"
+    " \"l2\": 0.02}, \"bias_regularizer\": \"l2\"},"
     "{\"type\": \"dense\", \"units\": 5, \"activation\": \"softmax\"}],"
     " \"loss\": {\"type\": \"categorical_crossentropy\","
     " \"label_smoothing\": 0.1}, \"optimizer\": \"adam\", \"seed\": 3}";

@@ -489,6 +489,16 @@ static void test_bad_models(void)
               " 'kernel_initializer': {'type': 'Zeros', 'value': 2}}]}",
          "kernel_initializer (Zeros): unknown key \"value\""},
         {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
+              " 'kernel_regularizer': 'l3'}]}",
+         "layers[1] (dense \"dense\"): \"kernel_regularizer\" \"l3\" is not "
+         "supported; use one of L1, L2, L1L2"},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
+              " 'bias_regularizer': {'type': 'L1', 'l2': 0.1}}]}",
+         "bias_regularizer (L1): unknown key \"l2\""},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
+              " 'activity_regularizer': 'l2'}]}",
+         "unknown key \"activity_regularizer\""},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
               " 'kernel_initializer': {'stddev': 2}}]}",
          "missing required key \"type\""},
         {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
@@ -713,6 +723,36 @@ static void test_losses(void)
                                              * two spellings of mae */
             if (!(i == 8 && j == 7))
                 CU_ASSERT_NOT_EQUAL(sig[i], sig[j]);
+    }
+    /* Regularizers: Keras 3's defaults by name; settings change the
+     * signature, none written out does not. */
+    CU_ASSERT_EQUAL_FATAL(parse_q("{'input_shape': [3, 3, 4], 'loss': "
+                                  "'mse', 'optimizer': 'adam', 'layers': "
+                                  "[{'type': 'conv2d' , 'filters': 2, "
+                                  "'kernel_size': 1, "
+                                  "'kernel_regularizer': 'L2', "
+                                  "'bias_regularizer': {'type': 'l1_l2', "
+                                  "'l1': 0.5}}, {'type': 'flatten'}]}", model),
+                          HC_OK);
+    CU_ASSERT(model->vars[0].reg.l1 == 0 && model->vars[0].reg.l2 == 0.01f);
+    CU_ASSERT(model->vars[1].reg.l1 == 0.5f && model->vars[1].reg.l2 == 0);
+    {
+        uint64_t with = model->signature;
+
+        CU_ASSERT_EQUAL_FATAL(parse_q("{'input_shape': [3, 3, 4], 'loss': "
+                                      "'mse', 'optimizer': 'adam', 'layers': "
+                                      "[{'type': 'conv2d' , 'filters': 2, "
+                                      "'kernel_size': 1, "
+                                      "'kernel_regularizer': null, "
+                                      "'bias_regularizer': {'type': 'L1L2'}},"
+                                      " {'type': 'flatten'}]}", model), HC_OK);
+        CU_ASSERT_NOT_EQUAL(model->signature, with);
+        CU_ASSERT_EQUAL_FATAL(parse_q("{'input_shape': [3, 3, 4], 'loss': "
+                                      "'mse', 'optimizer': 'adam', 'layers': "
+                                      "[{'type': 'conv2d' , 'filters': 2, "
+                                      "'kernel_size': 1}, {'type': "
+                                      "'flatten'}]}", model2), HC_OK);
+        CU_ASSERT_EQUAL(model->signature, model2->signature);
     }
     /* A default written out is the same model. */
     CU_ASSERT_EQUAL(parse_q("{'input_shape': [4], 'loss': {'type': 'huber', "

@@ -312,6 +312,11 @@ static void test_grad_huber(void)
     nc_check_model(nc_model_huber, 5, 0, 0, 2);
 }
 
+static void test_grad_regularized(void)
+{
+    nc_check_model(nc_model_regularized, 4, 0, 0, 2);
+}
+
 static void test_grad_mse_softmax(void)
 {
     nc_check_model(nc_model_mse_softmax, 3, 0, 0, 2);
@@ -341,6 +346,7 @@ void hp_test_register(void)
         {"grad binary CE from logits, one output", test_grad_bce_logits},
         {"grad mae", test_grad_mae},
         {"grad huber delta 0.3", test_grad_huber},
+        {"grad L1, L2, L1L2 on kernels and biases", test_grad_regularized},
         {"grad mse on softmax output", test_grad_mse_softmax},
         {"grad mse relu + sigmoid n=1", test_grad_mse_relu_sigmoid1},
     };
