@@ -14,6 +14,8 @@ static const struct hc_layer_kind *const kinds[HC_LAYER_COUNT] = {
     [HC_LAYER_DENSE] = &hc_layer_dense,
     [HC_LAYER_DROPOUT] = &hc_layer_dropout,
     [HC_LAYER_ACTIVATION] = &hc_layer_activation,
+    [HC_LAYER_RELU] = &hc_layer_relu,
+    [HC_LAYER_LEAKY_RELU] = &hc_layer_leaky_relu,
 };
 
 const struct hc_layer_kind *hc_layer_kind(enum hc_layer_type t)

@@ -116,5 +116,7 @@ extern const struct hc_layer_kind hc_layer_flatten;
 extern const struct hc_layer_kind hc_layer_dense;
 extern const struct hc_layer_kind hc_layer_dropout;
 extern const struct hc_layer_kind hc_layer_activation;
+extern const struct hc_layer_kind hc_layer_relu;
+extern const struct hc_layer_kind hc_layer_leaky_relu;
 
 #endif

@@ -288,6 +288,9 @@ static uint64_t signature(const struct hc_model *m)
                 l->same, l->ph, l->pw, l->units, (double)l->rate, l->use_bias,
                 md_fmt_shape(&l->in, si, sizeof si),
                 md_fmt_shape(&l->out, so, sizeof so));
+        if (l->max_value || l->negative_slope || l->threshold)
+            sig_add(&h, "relu %.9g,%.9g,%.9g\n", (double)l->max_value,
+                    (double)l->negative_slope, (double)l->threshold);
     }
     for (int v = 0; v < m->n_vars; v++) {
         const struct hc_var_def *d = &m->vars[v];

@@ -43,6 +43,8 @@ enum hc_layer_type {
     HC_LAYER_DENSE,
     HC_LAYER_DROPOUT,
     HC_LAYER_ACTIVATION,    /* a standalone activation layer */
+    HC_LAYER_RELU,          /* Keras's ReLU layer */
+    HC_LAYER_LEAKY_RELU,    /* Keras's LeakyReLU layer */
     HC_LAYER_COUNT          /* the number of kinds, not one */
 };
 
@@ -161,6 +163,9 @@ struct hc_layer_spec {
     int ph, pw;                 /* maxpool2d pool size */
     int units;                  /* dense */
     float rate;                 /* dropout */
+    float max_value;            /* relu: the ceiling, < 0 for none */
+    float negative_slope;       /* relu, leaky_relu */
+    float threshold;            /* relu */
     int use_bias;               /* conv2d / dense (default 1) */
     struct hc_initializer kernel_init, bias_init;   /* conv2d / dense */
     struct hc_regularizer kernel_reg, bias_reg;     /* conv2d / dense */

@@ -513,6 +513,39 @@ static void cpu_bias_grad(struct wk_backend *be, const float *dy, int rows,
     act_colsum(NULL, NULL, dy, rows, n, HC_ACT_LINEAR, db);
 }
 
+/* ---- the ReLU layer ---- */
+
+static void cpu_relu_forward(struct wk_backend *be, const float *x, float *y,
+                             size_t n, float max, float slope,
+                             float threshold)
+{
+    size_t i;
+
+    (void)be;
+    for (i = 0; i < n; i++) {
+        float v = x[i], a = v > threshold ? v : 0.0f;
+
+        if (max >= 0.0f)
+            a = a < 0.0f ? 0.0f : a > max ? max : a;
+        y[i] = v < threshold ? a + slope * (v - threshold) : a;
+    }
+}
+
+static void cpu_relu_backward(struct wk_backend *be, const float *x,
+                              const float *dy, float *dx, size_t n,
+                              float max, float slope, float threshold)
+{
+    size_t i;
+
+    (void)be;
+    for (i = 0; i < n; i++) {
+        float v = x[i];
+        int pass = v > threshold && (max < 0.0f || (v > 0.0f && v < max));
+
+        dx[i] = dy[i] * ((pass ? 1.0f : 0.0f) + (v < threshold ? slope : 0.0f));
+    }
+}
+
 /* ---- losses ---- */
 
 static void cpu_xent_forward(struct wk_backend *be, const float *z,
@@ -863,6 +896,8 @@ static const struct wk_backend_ops cpu_ops = {
     .xent_backward = cpu_xent_backward,
     .mse_forward = cpu_mse_forward,
     .mse_backward = cpu_mse_backward,
+    .relu_forward = cpu_relu_forward,
+    .relu_backward = cpu_relu_backward,
     .tloss_forward = cpu_tloss_forward,
     .tloss_backward = cpu_tloss_backward,
     .maxpool_forward = cpu_maxpool_forward,

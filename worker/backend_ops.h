@@ -113,6 +113,20 @@
                                 float *db),                                   \
       (be, y, dy, rows, n, act, db), optional)                                \
                                                                               \
+    /* Keras's ReLU layer over n values (layer_relu.c): y = min(x, max) for  \
+     * x > threshold (clipped below at 0 too when max ≥ 0), else slope ·     \
+     * (x − threshold); max < 0: no ceiling. y may equal x. */                \
+    X(void, relu_forward, (struct wk_backend *be, const float *x, float *y,   \
+                           size_t n, float max, float slope,                  \
+                           float threshold),                                  \
+      (be, x, y, n, max, slope, threshold), required)                         \
+    /* dx = dy · f'(x) of the same function, from its input x; dx may equal   \
+     * dy. */                                                                 \
+    X(void, relu_backward, (struct wk_backend *be, const float *x,            \
+                            const float *dy, float *dx, size_t n, float max,  \
+                            float slope, float threshold),                    \
+      (be, x, dy, dx, n, max, slope, threshold), required)                    \
+                                                                              \
     /* ---- losses (per-sample results; the caller reduces) ---- */           \
     /* p (rows, n) = softmax(z) per row, computed stably. If labels (rows) is \
      * not NULL also loss[r] = logsumexp(z_r) − z_r[label_r] and hit[r] = 1   \

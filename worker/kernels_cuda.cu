@@ -548,6 +548,53 @@ void wk_cu_act_bias_backward(struct wk_backend *be, const float *y, float *dy,
         wk_cu_bias_grad(be, dy, rows, n, db);
 }
 
+/* ---- the ReLU layer (as backend_cpu.c's) ---- */
+
+__global__ static void relu_k(const float *x, float *y, size_t n, float max,
+                              float slope, float threshold)
+{
+    GRID_LOOP(i, n) {
+        float v = x[i], a = v > threshold ? v : 0.0f;
+
+        if (max >= 0.0f)
+            a = fminf(fmaxf(a, 0.0f), max);
+        y[i] = v < threshold ? a + slope * (v - threshold) : a;
+    }
+}
+
+__global__ static void relu_back_k(const float *x, const float *dy,
+                                   float *dx, size_t n, float max,
+                                   float slope, float threshold)
+{
+    GRID_LOOP(i, n) {
+        float v = x[i];
+        int pass = v > threshold && (max < 0.0f || (v > 0.0f && v < max));
+
+        dx[i] = dy[i] * ((pass ? 1.0f : 0.0f) + (v < threshold ? slope : 0.0f));
+    }
+}
+
+void wk_cu_relu_forward(struct wk_backend *be, const float *x, float *y,
+                        size_t n, float max, float slope, float threshold)
+{
+    if (!n || wk_cu_enter(be))
+        return;
+    relu_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(x, y, n, max, slope,
+                                                     threshold);
+    wk_cu_launched(be, "relu layer kernel");
+}
+
+void wk_cu_relu_backward(struct wk_backend *be, const float *x,
+                         const float *dy, float *dx, size_t n, float max,
+                         float slope, float threshold)
+{
+    if (!n || wk_cu_enter(be))
+        return;
+    relu_back_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(x, dy, dx, n, max,
+                                                          slope, threshold);
+    wk_cu_launched(be, "relu layer backward kernel");
+}
+
 /* ---- losses ---- */
 
 __global__ static void xent_k(const float *z, const int *labels, int rows,

@@ -56,6 +56,7 @@ struct nn_layer {
     struct wk_geom g;       /* conv2d / maxpool2d, g.B set per call */
     int units;              /* dense */
     float rate;             /* dropout */
+    float max_value, slope, threshold; /* relu, leaky_relu (layer_relu.c) */
     int direct;             /* conv2d 1×1, stride 1: the input is the cols */
     size_t ws_size;         /* floats per sample of its workspace (conv2d:
                              * cols), kept under 2^31 at max_batch */
@@ -187,7 +188,7 @@ struct nn_kind {
 const struct nn_kind *nn_kind_of(enum hc_layer_type t);
 
 extern const struct nn_kind nn_conv2d, nn_maxpool2d, nn_flatten, nn_dense,
-    nn_dropout, nn_activation;
+    nn_dropout, nn_activation, nn_relu;
 
 /* What nn_build.c gives the kinds' setup and alloc. */
 

@@ -12,6 +12,8 @@ static const struct nn_kind *const kinds[HC_LAYER_COUNT] = {
     [HC_LAYER_DENSE] = &nn_dense,
     [HC_LAYER_DROPOUT] = &nn_dropout,
     [HC_LAYER_ACTIVATION] = &nn_activation,
+    [HC_LAYER_RELU] = &nn_relu,
+    [HC_LAYER_LEAKY_RELU] = &nn_relu,       /* a ReLU with its slope */
 };
 
 const struct nn_kind *nn_kind_of(enum hc_layer_type t)

@@ -179,6 +179,20 @@ void nc_model_regularized(struct hc_model *m)
     m->vars[4].reg = (struct hc_regularizer){0, 0.1f};
 }
 
+void nc_model_relu_layers(struct hc_model *m)
+{
+    nr_mb_begin(m, "relu_leaky_relu_layers", 1, 6, 0, 0, HC_LOSS_SPARSE_CCE);
+    nr_mb_dense(m, 8, HC_ACT_LINEAR, 1);
+    nr_mb_relu(m, HC_LAYER_RELU, 0.5f, 0, 0);           /* a ceiling */
+    nr_mb_dense(m, 8, HC_ACT_LINEAR, 1);
+    nr_mb_relu(m, HC_LAYER_LEAKY_RELU, -1, 0.3f, 0);
+    nr_mb_dense(m, 8, HC_ACT_LINEAR, 1);
+    nr_mb_relu(m, HC_LAYER_RELU, -1, 0.1f, -0.2f);      /* below 0 */
+    nr_mb_dense(m, 8, HC_ACT_LINEAR, 1);
+    nr_mb_relu(m, HC_LAYER_RELU, 1.0f, 0.05f, 0.1f);    /* all three */
+    nr_mb_dense(m, 3, HC_ACT_SOFTMAX, 1);
+}
+
 void nc_model_mse_softmax(struct hc_model *m)
 {
     nr_mb_begin(m, "mse_softmax_output", 1, 4, 0, 0, HC_LOSS_MSE);
@@ -397,7 +411,10 @@ void nc_check_model(nc_model_fn fn, int B, size_t n_fd_ref, size_t n_fd,
      */
     for (l = 0; l < f.m.n_layers; l++)
         kinks |= f.m.layers[l].act == HC_ACT_RELU ||
-                 f.m.layers[l].type == HC_LAYER_MAXPOOL2D;
+                 f.m.layers[l].act == HC_ACT_RELU6 ||
+                 f.m.layers[l].type == HC_LAYER_MAXPOOL2D ||
+                 f.m.layers[l].type == HC_LAYER_RELU ||
+                 f.m.layers[l].type == HC_LAYER_LEAKY_RELU;
     step = n_fd && n_fd < n ? n / n_fd : 1;
     cnt = (n + step - 1) / step;
     pp = nr_falloc(n);

@@ -42,6 +42,7 @@ void nc_model_bce_logits(struct hc_model *m);      /* BCE from_logits n=1 */
 void nc_model_mae(struct hc_model *m);             /* MAE */
 void nc_model_huber(struct hc_model *m);           /* Huber, delta 0.3 */
 void nc_model_regularized(struct hc_model *m);     /* L1, L2, L1L2 */
+void nc_model_relu_layers(struct hc_model *m);     /* ReLU, LeakyReLU */
 void nc_model_mse_softmax(struct hc_model *m);     /* MSE on softmax */
 void nc_model_mse_relu_sigmoid1(struct hc_model *m); /* MSE, one sigmoid out */
 void nc_model_conv_softmax_channels(struct hc_model *m); /* + two dropouts */

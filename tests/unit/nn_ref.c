@@ -284,6 +284,18 @@ static double ref_penalty(const struct hc_model *m, const double *P,
     return pen;
 }
 
+double nr_ref_relu(const struct hc_layer_spec *s, double x, double *d)
+{
+    double t = s->threshold, mx = s->max_value, a = x > t ? x : 0;
+
+    if (mx >= 0)                        /* Keras clips to [0, max_value] */
+        a = a < 0 ? 0 : a > mx ? mx : a;
+    if (d)
+        *d = (x > t && (mx < 0 || (x > 0 && x < mx))) +
+             (x < t ? s->negative_slope : 0);
+    return a - s->negative_slope * (t - x > 0 ? t - x : 0);
+}
+
 /* Keras "same": pad_total = max((ceil(H/s) − 1)·s + k − H, 0). */
 int nr_pad_before(int H, int k, int s, int same)
 {
@@ -340,7 +352,8 @@ struct hc_layer_spec *nr_mb_layer(struct hc_model *m,
                                   enum hc_layer_type t, enum hc_act act)
 {
     static const char *const names[] = {"conv2d", "max_pooling2d", "flatten",
-                                        "dense", "dropout", "activation"};
+                                        "dense", "dropout", "activation",
+                                        "re_lu", "leaky_re_lu"};
     struct hc_layer_spec *l = &m->layers[m->n_layers];
     int i, same = 0;
 
@@ -429,6 +442,16 @@ void nr_mb_dropout(struct hc_model *m, float rate)
 void nr_mb_act(struct hc_model *m, enum hc_act act)
 {
     nr_mb_layer(m, HC_LAYER_ACTIVATION, act);
+}
+
+void nr_mb_relu(struct hc_model *m, enum hc_layer_type t, float max_value,
+                float slope, float threshold)
+{
+    struct hc_layer_spec *l = nr_mb_layer(m, t, HC_ACT_LINEAR);
+
+    l->max_value = max_value;
+    l->negative_slope = slope;
+    l->threshold = threshold;
 }
 
 size_t nr_shp_size(const struct hc_shape *s)
@@ -560,6 +583,10 @@ double nr_ref_run(const struct hc_model *m, const double *P,
             int n = s->out.rank == 3 ? s->out.dims[2] : s->out.dims[0];
 
             nr_ref_act(s->act, z[l], y[l], B * on / n, n);
+        } else if (s->type == HC_LAYER_RELU ||
+                   s->type == HC_LAYER_LEAKY_RELU) {
+            for (i = 0; i < B * on; i++)
+                y[l][i] = nr_ref_relu(s, z[l][i], NULL);
         } else {
             memcpy(y[l], z[l], B * on * sizeof(double));
         }
@@ -643,6 +670,14 @@ double nr_ref_run(const struct hc_model *m, const double *P,
         } else if (s->type == HC_LAYER_DROPOUT && rb->masks && rb->masks[l]) {
             for (i = 0; i < B * on; i++)
                 dx[i] = dz[i] * rb->masks[l][i];
+        } else if (s->type == HC_LAYER_RELU ||
+                   s->type == HC_LAYER_LEAKY_RELU) {
+            for (i = 0; i < B * on; i++) {
+                double d;
+
+                nr_ref_relu(s, X[i], &d);
+                dx[i] = dz[i] * d;
+            }
         } else {
             memcpy(dx, dz, B * on * sizeof(double));
         }

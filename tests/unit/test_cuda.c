@@ -432,6 +432,49 @@ static void test_activations(void)
     pair_close(&p);
 }
 
+/* The ReLU layer's op over settings that exercise its pieces. */
+static void test_relu_layer(void)
+{
+    static const float set[][3] = {    /* max_value, slope, threshold */
+        {-1, 0, 0}, {6, 0, 0}, {-1, 0.3f, 0}, {0.5f, 0.1f, -0.4f},
+        {2, 0.2f, 0.7f}};
+    const size_t n = 100003;
+    struct pair p;
+
+    if (!pair_open(&p))
+        HP_SKIP("no CUDA device");
+    for (size_t k = 0; k < sizeof set / sizeof set[0]; k++) {
+        float *x = rand_floats(n), *dy = rand_floats(n), *y = malloc(n * 4);
+        float *d_x, *d_dy, *d_y;
+        char what[96];
+
+        for (size_t i = 0; i < n; i++)
+            x[i] *= 8;
+        d_x = up(&p, x, n * 4);
+        d_dy = up(&p, dy, n * 4);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, n * 4, (void **)&d_y), 0);
+        snprintf(what, sizeof what, "relu layer (%g, %g, %g) forward",
+                 (double)set[k][0], (double)set[k][1], (double)set[k][2]);
+        wk_be_relu_forward(p.cpu, x, y, n, set[k][0], set[k][1], set[k][2]);
+        wk_be_relu_forward(p.gpu, d_x, d_y, n, set[k][0], set[k][1],
+                           set[k][2]);
+        cmp(&p, what, d_y, y, n);
+        strcat(what, ", backward in place");
+        wk_be_relu_backward(p.cpu, x, dy, dy, n, set[k][0], set[k][1],
+                            set[k][2]);
+        wk_be_relu_backward(p.gpu, d_x, d_dy, d_dy, n, set[k][0], set[k][1],
+                            set[k][2]);
+        cmp(&p, what, d_dy, dy, n);
+        wk_be_free(p.gpu, d_x);
+        wk_be_free(p.gpu, d_dy);
+        wk_be_free(p.gpu, d_y);
+        free(x);
+        free(dy);
+        free(y);
+    }
+    pair_close(&p);
+}
+
 static void test_losses(void)
 {
     static const struct {
@@ -625,7 +668,8 @@ static const char mixed_json[] =
     " \"learning_rate\": 0.01}, \"batch_size\": 8, \"seed\": 5}";
 
 /* Keras's activations beyond the reference model's, fused in conv2d (gelu
- * keeping its input, elu left to the pool) and dense, and alone. */
+ * keeping its input, elu left to the pool) and dense, and alone; the
+ * ReLU and LeakyReLU layers. */
 static const char acts_json[] =
     "{\"name\": \"acts\", \"input_shape\": [10, 9, 2], \"layers\": ["
     "{\"type\": \"conv2d\", \"filters\": 6, \"kernel_size\": [3, 3],"
@@ -638,6 +682,10 @@ static const char acts_json[] =
     "{\"type\": \"activation\", \"activation\": \"softplus\"},"
     "{\"type\": \"dense\", \"units\": 20, \"activation\": \"relu6\"},"
     "{\"type\": \"activation\", \"activation\": \"gelu\"},"
+    "{\"type\": \"ReLU\", \"max_value\": 0.5, \"threshold\": -0.1,"
+    " \"negative_slope\": 0.05},"
+    "{\"type\": \"dense\", \"units\": 10},"
+    "{\"type\": \"LeakyReLU\", \"negative_slope\": 0.2},"
     "{\"type\": \"dense\", \"units\": 4,"
     " \"activation\": \"hard_sigmoid\"}],"
     " \"loss\": \"mse\", \"optimizer\": \"adam\", \"seed\": 6}";
@@ -808,6 +856,8 @@ void hp_test_register(void)
         {"fill, scale, axpy, copy, reduce", test_blas1_reduce},
         {"im2col, col2im, maxpool forward/backward", test_conv_pool},
         {"activations, bias gradients", test_activations},
+        {"ReLU layer (max_value, negative_slope, threshold)",
+         test_relu_layer},
         {"softmax + CE, mse, the other losses", test_losses},
         {"dropout mask bit for bit", test_dropout},
         {"device errors and messages", test_errors},

@@ -321,6 +321,55 @@ static void test_initializers(void)
     CU_ASSERT_EQUAL(ma->vars[1].init, HC_INIT_ZEROS);
 }
 
+/* ReLU (MobileNetV2's ReLU(6.0)) and LeakyReLU of Keras 3, LeakyReLU's
+ * alpha of tf.keras 2; written back out, the same model. */
+static void test_relu_layers(void)
+{
+    char buf[4096], *json = NULL;
+
+    dq(SEQ(FLAT ", {'module': 'keras.layers', 'class_name': 'Dense', "
+           "'config': {'name': 'd', 'units': 8}}, {'module': "
+           "'keras.layers', 'class_name': 'ReLU', 'config': {'name': 're_lu', "
+           "'trainable': true, 'dtype': 'float32', 'max_value': 6.0, "
+           "'negative_slope': 0.0, 'threshold': 0.0}, 'registered_name': "
+           "null}, {'module': 'keras.layers', 'class_name': 'LeakyReLU', "
+           "'config': {'name': 'leaky_re_lu', 'negative_slope': 0.2}}, "
+           "{'class_name': 'ReLU', 'config': {'name': 'r2', 'max_value': "
+           "null, 'negative_slope': 0.1, 'threshold': -0.5}}, " OUT, ""),
+       buf, sizeof buf);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_OK);
+    CU_ASSERT_EQUAL(ma->layers[2].type, HC_LAYER_RELU);
+    CU_ASSERT(ma->layers[2].max_value == 6 &&
+              ma->layers[2].negative_slope == 0 &&
+              ma->layers[2].threshold == 0);
+    CU_ASSERT_EQUAL(ma->layers[3].type, HC_LAYER_LEAKY_RELU);
+    CU_ASSERT(ma->layers[3].negative_slope == 0.2f);
+    CU_ASSERT(ma->layers[4].max_value < 0 &&
+              ma->layers[4].negative_slope == 0.1f &&
+              ma->layers[4].threshold == -0.5f);
+    CU_ASSERT_EQUAL_FATAL(hc_keras_config_json(ma, &json), HC_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"class_name\":\"LeakyReLU\""));
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(json, strlen(json), "k2", mb),
+                          HC_OK);
+    CU_ASSERT_EQUAL(mb->signature, ma->signature);
+    free(json);
+    dq("{'class_name': 'Sequential', 'config': {'layers': [{'class_name': "
+       "'Dense', 'config': {'name': 'dense', 'units': 3, "
+       "'batch_input_shape': [null, 5]}}, {'class_name': 'LeakyReLU', "
+       "'config': {'name': 'leaky_re_lu', 'alpha': 0.1}}, {'class_name': "
+       "'Dense', 'config': {'name': 'dense_1', 'units': 3, 'activation': "
+       "'softmax'}}]}, 'keras_version': '2.15.0', 'backend': 'tensorflow'}",
+       buf, sizeof buf);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_OK);
+    CU_ASSERT(ma->layers[1].type == HC_LAYER_LEAKY_RELU &&
+              ma->layers[1].negative_slope == 0.1f);
+    dq(SEQ(FLAT ", {'class_name': 'ReLU', 'config': {'name': 'r', "
+           "'max_value': -1}}, " OUT, ""), buf, sizeof buf);
+    CU_ASSERT_EQUAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_ERR_CONFIG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "layers[1] (relu \"r\"): "
+                                  "\"max_value\" must be in [0, "));
+}
+
 /* Regularizers as Keras 3 and tf.keras 2 write them, with Keras 3's
  * defaults; written back out, the same model; on activity, refused. */
 static void test_regularizers(void)
@@ -659,6 +708,7 @@ void hp_test_register(void)
     CU_add_test(s, "initializers", test_initializers);
     CU_add_test(s, "losses", test_losses);
     CU_add_test(s, "regularizers", test_regularizers);
+    CU_add_test(s, "ReLU and LeakyReLU layers", test_relu_layers);
     CU_add_test(s, "--loss and --optimizer", test_compile_flags);
     CU_add_test(s, "weights paths", test_paths);
     CU_add_test(s, "weights and archives written and read", test_write_read);

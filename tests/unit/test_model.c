@@ -488,6 +488,18 @@ static void test_bad_models(void)
         {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
               " 'kernel_initializer': {'type': 'Zeros', 'value': 2}}]}",
          "kernel_initializer (Zeros): unknown key \"value\""},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'leaky_relu', "
+              "'alpha': 0.1, 'negative_slope': 0.1}, {'type': 'dense', "
+              "'units': 3}]}",
+         "layers[1] (leaky_relu \"leaky_re_lu\"): give \"negative_slope\" "
+         "(Keras 3) or \"alpha\" (tf.keras 2), not both"},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'relu', "
+              "'negative_slope': -0.1}, {'type': 'dense', 'units': 3}]}",
+         "layers[1] (relu \"re_lu\"): \"negative_slope\" must be in [0, "},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'relu', "
+              "'max': 6}, {'type': 'dense', 'units': 3}]}",
+         "unknown key \"max\"; allowed here: type, name, device, "
+         "input_shape, max_value, negative_slope, threshold"},
         {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
               " 'kernel_regularizer': 'l3'}]}",
          "layers[1] (dense \"dense\"): \"kernel_regularizer\" \"l3\" is not "
@@ -724,6 +736,22 @@ static void test_losses(void)
             if (!(i == 8 && j == 7))
                 CU_ASSERT_NOT_EQUAL(sig[i], sig[j]);
     }
+    /* ReLU layers: Keras's defaults, Keras's class names and settings. */
+    CU_ASSERT_EQUAL_FATAL(parse_q("{'input_shape': [4], 'loss': 'mse', "
+                                  "'optimizer': 'adam', 'layers': [{'type': "
+                                  "'dense', 'units': 3}, {'type': 'ReLU', "
+                                  "'max_value': 6}, {'type': 'LeakyReLU'}, "
+                                  "{'type': 'leaky_relu', 'alpha': 0.1}, "
+                                  "{'type': 'relu'}]}", model), HC_OK);
+    CU_ASSERT(model->layers[1].type == HC_LAYER_RELU &&
+              model->layers[1].max_value == 6);
+    CU_ASSERT_STRING_EQUAL(model->layers[1].name, "re_lu");
+    CU_ASSERT(model->layers[2].type == HC_LAYER_LEAKY_RELU &&
+              model->layers[2].negative_slope == 0.3f);
+    CU_ASSERT_STRING_EQUAL(model->layers[3].name, "leaky_re_lu_1");
+    CU_ASSERT(model->layers[3].negative_slope == 0.1f);
+    CU_ASSERT(model->layers[4].max_value < 0 &&
+              model->layers[4].negative_slope == 0);
     /* Regularizers: Keras 3's defaults by name; settings change the
      * signature, none written out does not. */
     CU_ASSERT_EQUAL_FATAL(parse_q("{'input_shape': [3, 3, 4], 'loss': "

@@ -186,6 +186,46 @@ static void test_mse(void)
     wk_backend_free(be);
 }
 
+/* The ReLU layer's op, forward and backward, against the reference over
+ * settings that exercise each piece (ceiling, slope, threshold). */
+static void test_relu_op(void)
+{
+    static const float set[][3] = {    /* max_value, slope, threshold */
+        {-1, 0, 0}, {6, 0, 0}, {-1, 0.3f, 0}, {0.5f, 0.1f, -0.4f},
+        {2, 0.2f, 0.7f}, {-1, 0, -1}};
+    struct wk_backend *be = nr_cpu();
+    enum { N = 400 };
+    float x[N], y[N], dy[N], dx[N];
+    double wy[N], wdx[N];
+    struct hc_layer_spec s;
+    uint64_t st = 8;
+    char what[64];
+
+    for (size_t k = 0; k < sizeof set / sizeof set[0]; k++) {
+        memset(&s, 0, sizeof s);
+        s.max_value = set[k][0];
+        s.negative_slope = set[k][1];
+        s.threshold = set[k][2];
+        nr_fill_rand(x, N, &st, -8, 8);
+        nr_fill_rand(dy, N, &st, -1, 1);
+        for (int i = 0; i < N; i++) {
+            double d;
+
+            wy[i] = nr_ref_relu(&s, x[i], &d);
+            wdx[i] = dy[i] * d;
+        }
+        wk_be_relu_forward(be, x, y, N, s.max_value, s.negative_slope,
+                           s.threshold);
+        snprintf(what, sizeof what, "relu_forward (%g, %g, %g)",
+                 (double)set[k][0], (double)set[k][1], (double)set[k][2]);
+        CU_ASSERT(nr_cmp_report(what, y, NULL, wy, N, 1e-6, 1e-6));
+        wk_be_relu_backward(be, x, dy, dx, N, s.max_value,
+                            s.negative_slope, s.threshold);
+        CU_ASSERT(nr_cmp_report("  backward", dx, NULL, wdx, N, 1e-7, 1e-6));
+    }
+    wk_backend_free(be);
+}
+
 /* Binary cross-entropy at the clipping bounds and from logits far out:
  * finite, Keras's values; no gradient where the probability is clipped. */
 static void test_bce_edges(void)
@@ -317,6 +357,11 @@ static void test_grad_regularized(void)
     nc_check_model(nc_model_regularized, 4, 0, 0, 2);
 }
 
+static void test_grad_relu_layers(void)
+{
+    nc_check_model(nc_model_relu_layers, 5, 0, 0, 2);
+}
+
 static void test_grad_mse_softmax(void)
 {
     nc_check_model(nc_model_mse_softmax, 3, 0, 0, 2);
@@ -334,6 +379,7 @@ void hp_test_register(void)
         {"softmax + sparse CCE", test_xent},
         {"mse", test_mse},
         {"binary CE clipping and logits", test_bce_edges},
+        {"ReLU layer op", test_relu_op},
         {"targets from integer labels", test_targets_from_labels},
     }, nets[] = {
         {"grad activation layers, fused softmax", test_grad_activation_layers},
@@ -347,6 +393,8 @@ void hp_test_register(void)
         {"grad mae", test_grad_mae},
         {"grad huber delta 0.3", test_grad_huber},
         {"grad L1, L2, L1L2 on kernels and biases", test_grad_regularized},
+        {"grad ReLU (max_value, negative_slope, threshold), LeakyReLU",
+         test_grad_relu_layers},
         {"grad mse on softmax output", test_grad_mse_softmax},
         {"grad mse relu + sigmoid n=1", test_grad_mse_relu_sigmoid1},
     };
