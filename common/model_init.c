@@ -339,10 +339,14 @@ void md_init_values(const struct hc_var_def *d, uint64_t seed, int v,
     size_t i;
 
     switch (d->init) {
-    case HC_INIT_GLOROT_UNIFORM:
-        if (d->fan_in + d->fan_out <= 0)
-            break;
-        limit = sqrt(6.0 / ((double)d->fan_in + (double)d->fan_out));
+    case HC_INIT_GLOROT_UNIFORM:        /* the fans the layer gave, as
+                                         * always; else Keras's (a bias) */
+        keras_fans(d, &fin, &fout);
+        if (d->fan_in + d->fan_out > 0) {
+            fin = d->fan_in;
+            fout = d->fan_out;
+        }
+        limit = sqrt(6.0 / (fin + fout));
         for (i = 0; i < d->size; i++)
             p[i] = (float)((2.0 * uniform(&state) - 1.0) * limit);
         return;

@@ -867,6 +867,25 @@ static void test_initializers(void)
             sq += (double)p[j] * p[j];
         CU_ASSERT(fabs(sq / 500 / (2.0 / 500) - 1) < 0.2);
     }
+    /* GlorotUniform on a bias: Keras's fans of a vector, its length. */
+    dq("{'input_shape': [400], 'loss': 'mse', 'optimizer': 'adam', 'layers': "
+       "[{'type': 'dense', 'units': 500, 'bias_initializer': "
+       "'glorot_uniform'}]}", json, sizeof json);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(json, strlen(json), "g", model2),
+                          HC_OK);
+    p = realloc(p, model2->n_params * sizeof *p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    hc_model_init_params(model2, p);
+    {
+        double lim = sqrt(6.0 / 1000), sq = 0, mx = 0;
+
+        for (size_t j = 400 * 500; j < 400 * 500 + 500; j++) {
+            sq += (double)p[j] * p[j];
+            mx = fabs(p[j]) > mx ? fabs(p[j]) : mx;
+        }
+        CU_ASSERT(mx <= lim && mx > 0.9 * lim);
+        CU_ASSERT(fabs(sq / 500 / (lim * lim / 3) - 1) < 0.2);
+    }
     /* GlorotUniform named or defaulted: today's values and signature. */
     dq("{'input_shape': [4], 'loss': 'mse', 'optimizer': 'adam', 'layers': "
        "[{'type': 'dense', 'units': 3}]}", json, sizeof json);
