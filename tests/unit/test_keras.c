@@ -67,6 +67,7 @@ static void test_fixtures(void)
         {"deploy/models/fashion_mlp.json", K "fashion_mlp.keras3.json"},
         {"deploy/models/fashion_cnn_placed.json",
          K "fashion_cnn_placed.keras3.json"},
+        {"deploy/models/fashion_math.json", K "fashion_math.keras3.json"},
     };
 
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
@@ -77,6 +78,7 @@ static void test_fixtures(void)
         CU_ASSERT_STRING_EQUAL(mb->name, ma->name);
     }
     /* The placed model keeps its devices. */
+    load_or_fail(K "fashion_cnn_placed.keras3.json", mb);
     CU_ASSERT_STRING_EQUAL(mb->layers[0].device, "cpu:0");
     CU_ASSERT_STRING_EQUAL(mb->layers[3].device, "cpu:1");
 }
