@@ -17,9 +17,11 @@
 
 #include "err.h"
 #include "layer.h"
+#include "model_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* {"module": MODULE, "class_name": CLS, "config": CONFIG,
  *  "registered_name": null}; takes config. */
@@ -74,18 +76,47 @@ cJSON *kx_pair(int a, int b)
     return cJSON_CreateIntArray(v, 2);
 }
 
-void kx_weights_args(cJSON *c, const struct hc_model *m, int use_bias)
+/* Initialiser in as Keras serialises it. */
+static cJSON *init_json(const struct hc_initializer *in, uint64_t seed)
 {
-    cJSON *seed = cJSON_CreateObject();
+    cJSON *cfg = cJSON_CreateObject();
+    const char *cls;
 
-    cJSON_AddNumberToObject(seed, "seed", (double)m->seed);
-    cJSON_AddBoolToObject(c, "use_bias", use_bias);
+    if (!cfg)
+        return NULL;
+    cls = md_init_keras(in, (double)seed, cfg);
+    for (cJSON *v = cfg->child; v; v = v->next)
+        if (cJSON_IsNumber(v) && strcmp(v->string, "seed"))
+            cJSON_SetNumberValue(v, kx_tidy((float)v->valuedouble));
+    return object("keras.initializers", cls, cfg);
+}
+
+/* A regularizer as Keras serialises it, null for none. */
+static cJSON *reg_json(const struct hc_regularizer *r)
+{
+    cJSON *cfg;
+    const char *cls;
+
+    if (!r->l1 && !r->l2)
+        return cJSON_CreateNull();
+    if (!(cfg = cJSON_CreateObject()))
+        return NULL;
+    cls = md_reg_keras(r, cfg);
+    for (cJSON *v = cfg->child; v; v = v->next)
+        cJSON_SetNumberValue(v, kx_tidy((float)v->valuedouble));
+    return object("keras.regularizers", cls, cfg);
+}
+
+void kx_weights_args(cJSON *c, const struct hc_model *m,
+                     const struct hc_layer_spec *l)
+{
+    cJSON_AddBoolToObject(c, "use_bias", l->use_bias);
     cJSON_AddItemToObject(c, "kernel_initializer",
-                          object("keras.initializers", "GlorotUniform", seed));
+                          init_json(&l->kernel_init, m->seed));
     cJSON_AddItemToObject(c, "bias_initializer",
-                          object("keras.initializers", "Zeros", NULL));
-    cJSON_AddNullToObject(c, "kernel_regularizer");
-    cJSON_AddNullToObject(c, "bias_regularizer");
+                          init_json(&l->bias_init, m->seed));
+    cJSON_AddItemToObject(c, "kernel_regularizer", reg_json(&l->kernel_reg));
+    cJSON_AddItemToObject(c, "bias_regularizer", reg_json(&l->bias_reg));
     cJSON_AddNullToObject(c, "activity_regularizer");
     cJSON_AddNullToObject(c, "kernel_constraint");
     cJSON_AddNullToObject(c, "bias_constraint");
@@ -140,14 +171,37 @@ static cJSON *optimizer_json(const struct hc_optim_conf *o)
     return object("keras.optimizers", adam ? "Adam" : "SGD", c);
 }
 
+/* The loss: Keras's name, or its class with the settings that are not
+ * the defaults. */
+static cJSON *loss_json(const struct hc_model *m)
+{
+    const struct hc_loss_par *p = &m->loss_par;
+    cJSON *c;
+
+    if (m->loss == HC_LOSS_MSE)
+        return cJSON_CreateString("mean_squared_error");
+    if (!p->from_logits && p->label_smoothing == 0 && p->delta == 1)
+        return cJSON_CreateString(m->loss == HC_LOSS_MAE
+                                  ? "mean_absolute_error"
+                                  : hc_loss_name(m->loss));
+    if (!(c = cJSON_CreateObject()))
+        return NULL;
+    if (m->loss == HC_LOSS_HUBER)
+        cJSON_AddNumberToObject(c, "delta", kx_tidy(p->delta));
+    else
+        cJSON_AddBoolToObject(c, "from_logits", p->from_logits);
+    if (m->loss == HC_LOSS_CCE || m->loss == HC_LOSS_BCE)
+        cJSON_AddNumberToObject(c, "label_smoothing",
+                                kx_tidy(p->label_smoothing));
+    return object("keras.losses", md_loss_class(m->loss), c);
+}
+
 static cJSON *compile_json(const struct hc_model *m)
 {
     cJSON *c = cJSON_CreateObject();
 
     cJSON_AddItemToObject(c, "optimizer", optimizer_json(&m->optim));
-    cJSON_AddStringToObject(c, "loss", m->loss == HC_LOSS_MSE
-                            ? "mean_squared_error"
-                            : "sparse_categorical_crossentropy");
+    cJSON_AddItemToObject(c, "loss", loss_json(m));
     cJSON_AddNullToObject(c, "loss_weights");
     if (m->metric_accuracy)
         cJSON_AddItemToObject(c, "metrics", cJSON_CreateStringArray(

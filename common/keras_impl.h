@@ -34,9 +34,10 @@ cJSON *kx_pair(int a, int b);
  * 0.20000000298023224), as Python prints Keras's settings. */
 double kx_tidy(float f);
 
-/* The arguments of a layer with a kernel and a bias into config c:
- * use_bias, GlorotUniform kernels seeded by m's seed, Zeros biases, no
- * regularizers or constraints. */
-void kx_weights_args(cJSON *c, const struct hc_model *m, int use_bias);
+/* The arguments of a layer l with a kernel and a bias into config c:
+ * use_bias, its initialisers (seeded by m's seed) and regularizers, no
+ * constraints. */
+void kx_weights_args(cJSON *c, const struct hc_model *m,
+                     const struct hc_layer_spec *l);
 
 #endif

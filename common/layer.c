@@ -19,6 +19,8 @@ static const struct hc_layer_kind *const kinds[HC_LAYER_COUNT] = {
     [HC_LAYER_AVERAGE] = &hc_layer_average,
     [HC_LAYER_MULTIPLY] = &hc_layer_multiply,
     [HC_LAYER_CONCATENATE] = &hc_layer_concatenate,
+    [HC_LAYER_RELU] = &hc_layer_relu,
+    [HC_LAYER_LEAKY_RELU] = &hc_layer_leaky_relu,
 };
 
 const struct hc_layer_kind *hc_layer_kind(enum hc_layer_type t)

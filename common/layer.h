@@ -41,6 +41,10 @@ enum hc_keras_take {
     HC_KA_DTYPE,        /* float32, a string or a DTypePolicy */
     HC_KA_GLOROT,       /* a GlorotUniform initializer (its seed is kept) */
     HC_KA_ZEROS,        /* a Zeros initializer */
+    HC_KA_INIT,         /* an initializer of keras.initializers, its
+                         * config copied (its seed kept) */
+    HC_KA_REG,          /* null or a regularizer of keras.regularizers,
+                         * its config copied */
     HC_KA_SHAPE,        /* an input shape with the batch: first layer only */
 };
 
@@ -49,12 +53,12 @@ struct hc_keras_arg {
     enum hc_keras_take take;
 };
 
-/* The arguments of a Keras layer with a kernel and a bias: Keras's
- * initializers, no regularizer or constraint. */
+/* The arguments of a Keras layer with a kernel and a bias: its
+ * initializers and regularizers, none on its activity, no constraint. */
 #define HC_KERAS_WEIGHT_ARGS \
-    {"use_bias", HC_KA_COPY}, {"kernel_initializer", HC_KA_GLOROT}, \
-    {"bias_initializer", HC_KA_ZEROS}, {"kernel_regularizer", HC_KA_NULL}, \
-    {"bias_regularizer", HC_KA_NULL}, {"activity_regularizer", HC_KA_NULL}, \
+    {"use_bias", HC_KA_COPY}, {"kernel_initializer", HC_KA_INIT}, \
+    {"bias_initializer", HC_KA_INIT}, {"kernel_regularizer", HC_KA_REG}, \
+    {"bias_regularizer", HC_KA_REG}, {"activity_regularizer", HC_KA_NULL}, \
     {"kernel_constraint", HC_KA_NULL}, {"bias_constraint", HC_KA_NULL}, \
     {"lora_rank", HC_KA_NULL}, {"lora_alpha", HC_KA_IGNORE}
 
@@ -121,5 +125,7 @@ extern const struct hc_layer_kind hc_layer_subtract;
 extern const struct hc_layer_kind hc_layer_average;
 extern const struct hc_layer_kind hc_layer_multiply;
 extern const struct hc_layer_kind hc_layer_concatenate;
+extern const struct hc_layer_kind hc_layer_relu;
+extern const struct hc_layer_kind hc_layer_leaky_relu;
 
 #endif

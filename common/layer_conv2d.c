@@ -2,8 +2,9 @@
  * layer_conv2d.c — the conv2d row of the layer table (layer.h), Keras's
  * Conv2D: `filters` kernels of kernel_size slid over an (H, W, C) image
  * with strides and padding, a bias and an activation. Its variables are
- * "NAME/kernel" (kh, kw, C, filters), Glorot-uniform, and "NAME/bias"
- * (filters), zeros. The worker runs it in worker/nn_conv2d.c.
+ * "NAME/kernel" (kh, kw, C, filters) and "NAME/bias" (filters), their
+ * initialisers and regularizers Keras's (GlorotUniform and Zeros by
+ * default). The worker runs it in worker/nn_conv2d.c.
  */
 #include "layer.h"
 
@@ -13,7 +14,7 @@
 
 static const char *const keys[] = {
     "filters", "kernel_size", "strides", "padding", "activation", "use_bias",
-    NULL};
+    MD_WEIGHTS_KEYS, NULL};
 
 static int parse(const cJSON *lj, const char *where, struct hc_layer_spec *l)
 {
@@ -34,7 +35,7 @@ static int parse(const cJSON *lj, const char *where, struct hc_layer_spec *l)
         (rv = md_get_act(lj, where, HC_ACT_LINEAR, &l->act)) ||
         (rv = md_get_bool(lj, "use_bias", where, 1, &l->use_bias)))
         return rv;
-    return HC_OK;
+    return md_get_weights_args(lj, where, l);
 }
 
 static int infer(struct hc_model *m, const char *where,
@@ -73,7 +74,7 @@ static void keras_config(cJSON *c, const struct hc_model *m,
     cJSON_AddItemToObject(c, "dilation_rate", kx_pair(1, 1));
     cJSON_AddNumberToObject(c, "groups", 1);
     cJSON_AddStringToObject(c, "activation", hc_act_name(l->act));
-    kx_weights_args(c, m, l->use_bias);
+    kx_weights_args(c, m, l);
 }
 
 const struct hc_layer_kind hc_layer_conv2d = {

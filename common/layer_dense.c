@@ -1,8 +1,9 @@
 /*
  * layer_dense.c — the dense row of the layer table (layer.h), Keras's
  * Dense: a flat (N) input times a kernel, plus a bias, through an
- * activation. Its variables are "NAME/kernel" (N, units), Glorot-uniform,
- * and "NAME/bias" (units), zeros. The worker runs it in
+ * activation. Its variables are "NAME/kernel" (N, units) and "NAME/bias"
+ * (units), their initialisers and regularizers Keras's (GlorotUniform and
+ * Zeros by default). The worker runs it in
  * worker/nn_dense.c.
  */
 #include "layer.h"
@@ -11,7 +12,8 @@
 #include "keras_impl.h"
 #include "model_impl.h"
 
-static const char *const keys[] = {"units", "activation", "use_bias", NULL};
+static const char *const keys[] = {"units", "activation", "use_bias",
+                                   MD_WEIGHTS_KEYS, NULL};
 
 static int parse(const cJSON *lj, const char *where, struct hc_layer_spec *l)
 {
@@ -23,7 +25,7 @@ static int parse(const cJSON *lj, const char *where, struct hc_layer_spec *l)
         (rv = md_get_act(lj, where, HC_ACT_LINEAR, &l->act)) ||
         (rv = md_get_bool(lj, "use_bias", where, 1, &l->use_bias)))
         return rv;
-    return HC_OK;
+    return md_get_weights_args(lj, where, l);
 }
 
 static int infer(struct hc_model *m, const char *where,
@@ -52,7 +54,7 @@ static void keras_config(cJSON *c, const struct hc_model *m,
 {
     cJSON_AddNumberToObject(c, "units", l->units);
     cJSON_AddStringToObject(c, "activation", hc_act_name(l->act));
-    kx_weights_args(c, m, l->use_bias);
+    kx_weights_args(c, m, l);
 }
 
 const struct hc_layer_kind hc_layer_dense = {

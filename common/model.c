@@ -17,16 +17,18 @@
  * An unknown key is an error (a typo guard) naming the key and the layer
  * and, where one is close, the key that was probably meant.
  *
- * Output layer. With "sparse_categorical_crossentropy" the model must end in
- * a dense layer with activation "softmax" (probabilities, Keras's default
- * from_logits=False) or "linear" (logits, Keras's from_logits=True), or in
- * a standalone "softmax"/"linear" activation layer right after a linear
- * dense layer — in the layer table's words, a kind flagged
- * HC_LAYER_LOGITS (conv2d is too, but its output is never flat), or an
- * HC_LAYER_ACT kind without that flag right after a linear one. Both give
- * the same loss and gradients once the trainer fuses softmax with the
- * cross-entropy; n_classes is the output width (≥ 2). With "mse" the
- * output must be flat and n_classes is its width.
+ * Output layer. With "sparse_categorical_crossentropy" or
+ * "categorical_crossentropy" the model must end in a dense layer with
+ * activation "softmax" (probabilities, Keras's default from_logits=False)
+ * or "linear" (logits), or in a standalone "softmax"/"linear" activation
+ * layer right after a linear dense layer — in the layer table's words, a
+ * kind flagged HC_LAYER_LOGITS (conv2d is too, but its output is never
+ * flat), or an HC_LAYER_ACT kind without that flag right after a linear
+ * one. The worker fuses softmax with the cross-entropy; n_classes is the
+ * output width (≥ 2). With "from_logits": true (any cross-entropy) the
+ * last activation must be linear. With the other losses the output must
+ * be flat and n_classes is its width. The loss itself is read in
+ * model_loss.c.
  *
  * Initial values (hc_model_init_params). Each variable v has its own stream
  * of the splitmix64 generator (Steele, Lea & Flood 2014) started from
@@ -34,7 +36,8 @@
  * splitmix64's output function; so a variable's values depend only on
  * (seed, v). A Glorot-uniform element is (2u − 1)·limit with u the top
  * 53 bits of the next output over 2^53 and limit = sqrt(6 / (fan_in +
- * fan_out)); biases are zero.
+ * fan_out)); Zeros are zero. The other initialisers draw from the same
+ * stream (model_init.c).
  *
  * Signature. FNV-1a 64 over a canonical text: one line per layer (type,
  * name, activation, every hyper-parameter, in and out shapes), one per
@@ -68,28 +71,6 @@
 
 /* ---- loss, optimizer, metrics ------------------------------------------- */
 
-static int parse_loss(const cJSON *root, struct hc_model *m)
-{
-    const char *s;
-    char n[48];
-    int rv;
-
-    if ((rv = md_get_str(root, "loss", m->source, &s)))
-        return rv;
-    if (!s)
-        return md_missing(m->source, "loss",
-                          "\"sparse_categorical_crossentropy\"");
-    md_norm(s, n, sizeof n);
-    if (strcmp(n, "sparsecategoricalcrossentropy") == 0)
-        m->loss = HC_LOSS_SPARSE_CCE;
-    else if (strcmp(n, "mse") == 0 || strcmp(n, "meansquarederror") == 0)
-        m->loss = HC_LOSS_MSE;
-    else
-        return md_fail(m->source, "unsupported loss \"%.40s\"; use "
-                       "\"sparse_categorical_crossentropy\" or \"mse\"", s);
-    return HC_OK;
-}
-
 /* Whether l computes logits: its activation applies to values it
  * computes from its weights (a dense layer). */
 static int logits_of(const struct hc_layer_spec *l)
@@ -113,6 +94,7 @@ static int check_output(struct hc_model *m)
     const struct hc_layer_spec *prev =
         last->in_from[0] >= 0 ? &m->layers[last->in_from[0]] : NULL;
     int probs = last->act == HC_ACT_SOFTMAX || last->act == HC_ACT_LINEAR;
+    const char *ln = hc_loss_name(m->loss);
     char so[48];
 
     if (last->out.rank != 1)
@@ -121,21 +103,25 @@ static int check_output(struct hc_model *m)
                        m->n_layers - 1, last->name,
                        md_fmt_shape(&last->out, so, sizeof so));
     m->n_classes = last->out.dims[0];
-    if (m->loss != HC_LOSS_SPARSE_CCE)
+    if (m->loss_par.from_logits && last->act != HC_ACT_LINEAR)
+        return md_fail(m->source, "loss \"%s\" with \"from_logits\": true "
+                       "takes logits, but the last layer (layers[%d] \"%s\") "
+                       "has activation \"%s\"; make it \"linear\"", ln,
+                       m->n_layers - 1, last->name, hc_act_name(last->act));
+    if (!hc_loss_takes_classes(m->loss))
         return HC_OK;
     if (!(probs && (logits_of(last) ||
                     (takes_logits(last) && prev && logits_of(prev) &&
                      prev->act == HC_ACT_LINEAR))))
-        return md_fail(m->source, "loss \"sparse_categorical_crossentropy\" "
-                       "needs the last layer to be dense with activation "
-                       "\"softmax\" (or \"linear\" logits), but layers[%d] is "
-                       "%s \"%s\" with activation \"%s\"", m->n_layers - 1,
+        return md_fail(m->source, "loss \"%s\" needs the last layer to be "
+                       "dense with activation \"softmax\" (or \"linear\" "
+                       "logits), but layers[%d] is %s \"%s\" with activation "
+                       "\"%s\"", ln, m->n_layers - 1,
                        hc_layer_type_name(last->type), last->name,
                        hc_act_name(last->act));
     if (m->n_classes < 2)
-        return md_fail(m->source, "loss \"sparse_categorical_crossentropy\" "
-                       "needs at least 2 classes, but the last layer has %d "
-                       "unit", m->n_classes);
+        return md_fail(m->source, "loss \"%s\" needs at least 2 classes, "
+                       "but the last layer has %d unit", ln, m->n_classes);
     return HC_OK;
 }
 
@@ -307,6 +293,9 @@ static uint64_t signature(const struct hc_model *m)
                 l->same, l->ph, l->pw, l->units, (double)l->rate, l->use_bias,
                 md_fmt_shape(&l->in, si, sizeof si),
                 md_fmt_shape(&l->out, so, sizeof so));
+        if (l->max_value || l->negative_slope || l->threshold)
+            sig_add(&h, "relu %.9g,%.9g,%.9g\n", (double)l->max_value,
+                    (double)l->negative_slope, (double)l->threshold);
         if (chain)
             continue;
         /* A graph's edges; a chain has none of these lines, so its
@@ -321,11 +310,24 @@ static uint64_t signature(const struct hc_model *m)
         sig_add(&h, "var %s", d->name);
         for (int k = 0; k < d->ndim; k++)
             sig_add(&h, " %d", d->shape[k]);
-        sig_add(&h, " init%d fan%d,%d\n", (int)d->init, d->fan_in,
-                d->fan_out);
+        sig_add(&h, " init%d fan%d,%d", (int)d->init, d->fan_in, d->fan_out);
+        if (d->init > HC_INIT_ZEROS)    /* not in older stores' signatures */
+            sig_add(&h, " par%.9g,%.9g,%d,%d", (double)d->init_par.a,
+                    (double)d->init_par.b, (int)d->init_par.mode,
+                    (int)d->init_par.dist);
+        if (d->reg.l1 || d->reg.l2)     /* likewise */
+            sig_add(&h, " reg%.9g,%.9g", (double)d->reg.l1,
+                    (double)d->reg.l2);
+        sig_add(&h, "\n");
     }
-    sig_add(&h, "loss %d\noptim %d lr%.9g m%.9g n%d b%.9g,%.9g e%.9g\n",
-            (int)m->loss, (int)o->type, (double)o->lr, (double)o->momentum,
+    sig_add(&h, "loss %d", (int)m->loss);
+    if (m->loss > HC_LOSS_MSE || m->loss_par.from_logits) /* not in older
+                                                           * signatures */
+        sig_add(&h, " logits%d s%.9g d%.9g", m->loss_par.from_logits,
+                (double)m->loss_par.label_smoothing,
+                (double)m->loss_par.delta);
+    sig_add(&h, "\noptim %d lr%.9g m%.9g n%d b%.9g,%.9g e%.9g\n",
+            (int)o->type, (double)o->lr, (double)o->momentum,
             o->nesterov, (double)o->beta1, (double)o->beta2, (double)o->eps);
     return h;
 }
@@ -360,7 +362,7 @@ static int parse_root(const cJSON *root, struct hc_model *m)
         have_input = 1;
     }
     if ((rv = md_read_layers(root, m, have_input)) ||
-        (rv = parse_loss(root, m)) || (rv = check_output(m)) ||
+        (rv = md_read_loss(root, m)) || (rv = check_output(m)) ||
         (rv = parse_optim(root, m)) || (rv = parse_metrics(root, m)) ||
         (rv = md_get_int(root, "batch_size", m->source, 32, 1, 1 << 20,
                          &m->batch_size)) ||
@@ -539,20 +541,9 @@ void hc_model_init_params(const struct hc_model *m, float *params)
 
     for (int v = 0; v < m->n_vars; v++) {
         const struct hc_var_def *d = &m->vars[v];
-        float *p = params + off;
 
+        md_init_values(d, m->seed, v, params + off);
         off += d->size;
-        if (d->init == HC_INIT_ZEROS || d->fan_in + d->fan_out <= 0) {
-            memset(p, 0, d->size * sizeof *p);
-            continue;
-        }
-        double limit = sqrt(6.0 / ((double)d->fan_in + (double)d->fan_out));
-        uint64_t state =
-            hc_mix64(m->seed ^ hc_mix64((uint64_t)v + HC_GOLDEN_GAMMA));
-        for (size_t i = 0; i < d->size; i++) {
-            double u = (double)(hc_splitmix64(&state) >> 11) * 0x1.0p-53;
-            p[i] = (float)((2.0 * u - 1.0) * limit);
-        }
     }
 }
 

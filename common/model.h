@@ -60,20 +60,106 @@ enum hc_layer_type {
     HC_LAYER_AVERAGE,
     HC_LAYER_MULTIPLY,
     HC_LAYER_CONCATENATE,
+    HC_LAYER_RELU,          /* Keras's ReLU layer */
+    HC_LAYER_LEAKY_RELU,    /* Keras's LeakyReLU layer */
     HC_LAYER_COUNT          /* the number of kinds, not one */
 };
 
+/* An activation, Keras's function of the same name (keras.activations):
+ * relu6 = min(max(x, 0), 6); elu = x for x > 0, else exp(x) − 1 (alpha
+ * 1); gelu = x·Φ(x), the exact form (Keras's approximate=False); swish
+ * (Keras 3's silu) = x·sigmoid(x); softplus = log(1 + exp(x));
+ * hard_sigmoid = relu6(x + 3) / 6 (Keras 3's). The order is that of
+ * messages listing them; a new one goes before HC_ACT_COUNT. */
 enum hc_act {
     HC_ACT_LINEAR,
     HC_ACT_RELU,
     HC_ACT_SIGMOID,
     HC_ACT_TANH,
     HC_ACT_SOFTMAX,
+    HC_ACT_RELU6,
+    HC_ACT_ELU,
+    HC_ACT_GELU,
+    HC_ACT_SWISH,
+    HC_ACT_SOFTPLUS,
+    HC_ACT_HARD_SIGMOID,
+    HC_ACT_COUNT            /* the number of activations, not one */
 };
 
-enum hc_loss { HC_LOSS_SPARSE_CCE, HC_LOSS_MSE };
+/* A loss, Keras's (keras.losses) with its settings in struct
+ * hc_loss_par; the per-sample value is Keras's, the batch's loss their
+ * mean. The first two keep their numbers (the signature has them).
+ *   sparse_categorical_crossentropy: integer labels, −log p[label];
+ *   categorical_crossentropy: −Σ t·log p over one-hot targets t, which
+ *     the worker makes from the integer labels;
+ *   binary_crossentropy: mean over the outputs of −(t·log p + (1 − t)·
+ *     log(1 − p)), p clipped to [1e-7, 1 − 1e-7] and 1e-7 added inside
+ *     each log as Keras does, or from logits z stably;
+ *   mse, mae: mean of (y − t)², |y − t|;
+ *   huber: mean of ½e² where |e| ≤ delta, else delta·(|e| − ½delta).
+ * The two cross-entropies over classes take a softmax output (whose
+ * logits they use, as Keras on TensorFlow does) or, with from_logits,
+ * a linear one. */
+enum hc_loss {
+    HC_LOSS_SPARSE_CCE,
+    HC_LOSS_MSE,
+    HC_LOSS_CCE,
+    HC_LOSS_BCE,
+    HC_LOSS_MAE,
+    HC_LOSS_HUBER,
+};
 
-enum hc_init { HC_INIT_GLOROT_UNIFORM, HC_INIT_ZEROS };
+/* A loss's settings, with Keras's defaults (hc_model.loss_par). */
+struct hc_loss_par {
+    int from_logits;            /* cross-entropies: the output is logits */
+    float label_smoothing;      /* categorical / binary: t ← t·(1 − s) +
+                                 * s / N (binary: + s / 2) */
+    float delta;                /* huber (1) */
+};
+
+/* A variable's initialiser: Keras's (keras.initializers) with its
+ * formula and defaults; the parameters are in struct hc_init_par. The
+ * first two are the ones every model had before the others, and keep
+ * their numbers (the signature has them). HeNormal, HeUniform,
+ * GlorotNormal, LecunNormal and LecunUniform are VarianceScaling with
+ * Keras's settings; GlorotUniform is its own, the values it always had. */
+enum hc_init {
+    HC_INIT_GLOROT_UNIFORM,     /* U(±sqrt(6 / (fan_in + fan_out))) */
+    HC_INIT_ZEROS,
+    HC_INIT_CONSTANT,           /* a (Ones: a = 1) */
+    HC_INIT_RANDOM_NORMAL,      /* N(a, b²) */
+    HC_INIT_RANDOM_UNIFORM,     /* U[a, b) */
+    HC_INIT_TRUNCATED_NORMAL,   /* N(a, b²), redrawn beyond 2b of a */
+    HC_INIT_VARIANCE_SCALING,   /* scale a over mode's fan, dist */
+};
+
+/* Which fan VarianceScaling divides its scale by. */
+enum hc_fan { HC_FAN_IN, HC_FAN_OUT, HC_FAN_AVG };
+
+/* VarianceScaling's distribution, s = scale / fan: truncated normal of
+ * stddev sqrt(s) / 0.87962566103423978 (the stddev of a unit normal
+ * truncated at ±2, so the values have variance s), normal of stddev
+ * sqrt(s), uniform within ±sqrt(3·s). */
+enum hc_dist { HC_DIST_TRUNCATED, HC_DIST_NORMAL, HC_DIST_UNIFORM };
+
+struct hc_init_par {
+    float a, b;                 /* see enum hc_init */
+    enum hc_fan mode;           /* VarianceScaling */
+    enum hc_dist dist;          /* VarianceScaling */
+};
+
+/* An initialiser as a layer names it. */
+struct hc_initializer {
+    enum hc_init kind;
+    struct hc_init_par par;
+};
+
+/* A penalty on a variable, Keras's L1, L2 and L1L2: l1·Σ|w| + l2·Σw²
+ * added to the loss, its gradient l1·sign(w) + 2·l2·w to the variable's.
+ * Both 0: none. */
+struct hc_regularizer {
+    float l1, l2;
+};
 
 /* A tensor shape without the batch dimension: (H, W, C) for images,
  * (N) for flat vectors (rank 1, dims[0] = N). */
@@ -94,6 +180,9 @@ struct hc_layer_spec {
     int ph, pw;                 /* maxpool2d pool size */
     int units;                  /* dense */
     float rate;                 /* dropout */
+    float max_value;            /* relu: the ceiling, < 0 for none */
+    float negative_slope;       /* relu, leaky_relu */
+    float threshold;            /* relu */
     int use_bias;               /* conv2d / dense (default 1) */
     int axis;                   /* concatenate: Keras's axis, the batch
                                  * being axis 0 (−1 the last); 0 others */
@@ -101,6 +190,8 @@ struct hc_layer_spec {
                                  * HC_LAYER_MAX_IN for a merge */
     int in_from[HC_LAYER_MAX_IN]; /* each: j ≥ 0 layers[j], −1 − q the
                                  * model's input q (see the top) */
+    struct hc_initializer kernel_init, bias_init;   /* conv2d / dense */
+    struct hc_regularizer kernel_reg, bias_reg;     /* conv2d / dense */
     struct hc_shape in, out;    /* inferred at load; in is in_from[0]'s */
     int var_kernel, var_bias;   /* indices into hc_model.vars, -1 if none */
 };
@@ -112,6 +203,8 @@ struct hc_var_def {
     size_t size;                /* product of shape */
     enum hc_init init;
     int fan_in, fan_out;        /* for Glorot: kh*kw*in, kh*kw*out / in, out */
+    struct hc_init_par init_par; /* the initialiser's parameters */
+    struct hc_regularizer reg;  /* its penalty (none: zeros) */
 };
 
 /* A named input of the model. */
@@ -132,6 +225,7 @@ struct hc_model {
     struct hc_var_def vars[HC_MODEL_MAX_VARS];
     size_t n_params;            /* sum of vars[i].size */
     enum hc_loss loss;
+    struct hc_loss_par loss_par;
     int n_classes;              /* output units: classes for sparse CCE (last
                                    layer softmax, or linear logits); targets
                                    per sample for mse */
@@ -193,7 +287,25 @@ const struct hc_shape *hc_model_node_shape(const struct hc_model *m, int j);
 /* The name of node j ("conv2d", an input's name); "?" when none. */
 const char *hc_model_node_name(const struct hc_model *m, int j);
 
+/* Keras's name of activation a ("hard_sigmoid"), "unknown" when a is
+ * none. */
 const char *hc_act_name(enum hc_act a);
+
+/* Keras's name of loss l ("binary_crossentropy"), "unknown" when none. */
+const char *hc_loss_name(enum hc_loss l);
+
+/* 1 when loss l reads a class index per sample (sparse and categorical
+ * cross-entropy): its labels must lie in [0, n_classes). */
+int hc_loss_takes_classes(enum hc_loss l);
+
+/* The activation named s, Keras's name or an alias ("silu" is swish),
+ * matched case-insensitively without underscores: its id into *a and 0,
+ * or -1 when none. */
+int hc_act_named(const char *s, enum hc_act *a);
+
+/* "relu", "sigmoid", … every activation's name, comma-separated, for
+ * messages; a constant string. */
+const char *hc_act_list(void);
 const char *hc_layer_type_name(enum hc_layer_type t);
 
 #endif

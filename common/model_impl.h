@@ -115,12 +115,77 @@ int md_add_var(struct hc_model *m, const char *where,
                const int *shape, enum hc_init init, int fan_in, int fan_out,
                int *idx);
 
-/* Layer l's kernel "L/kernel" of shape (ndim dimensions), Glorot-uniform
- * with fans fan_in and fan_out, into l->var_kernel; with l->use_bias its
- * bias "L/bias" of the kernel's last dimension, zeros, into l->var_bias. */
+/* The keys of a layer with a kernel and a bias, after its own: their
+ * initialisers and regularizers. md_get_weights_args reads them into l
+ * (absent: GlorotUniform kernel, Zeros bias, no penalty). */
+#define MD_WEIGHTS_KEYS "kernel_initializer", "bias_initializer", \
+    "kernel_regularizer", "bias_regularizer"
+int md_get_weights_args(const cJSON *lj, const char *where,
+                        struct hc_layer_spec *l);
+
+/* Layer l's kernel "L/kernel" of shape (ndim dimensions) with fans fan_in
+ * and fan_out, l->kernel_init, into l->var_kernel; with l->use_bias its
+ * bias "L/bias" of the kernel's last dimension, l->bias_init, into
+ * l->var_bias. */
 int md_add_weights(struct hc_model *m, const char *where,
                    struct hc_layer_spec *l, int ndim, const int *shape,
                    int fan_in, int fan_out);
+
+/* ---- initialisers (model_init.c) --------------------------------------- */
+
+/* Optional initialiser key (def when absent or null): a class name
+ * ("HeNormal", "he_normal") with Keras's defaults, or an object
+ * {"type": "VarianceScaling", "scale": 2, …} with Keras's config keys.
+ * An unknown class fails naming the key and listing the classes. */
+int md_get_init(const cJSON *obj, const char *key, const char *where,
+                enum hc_init def, struct hc_initializer *out);
+
+/* "GlorotUniform, …" every class, for messages; a constant string. */
+const char *md_init_list(void);
+
+/* 1 when s names an initialiser class ("HeNormal", "he_normal"). */
+int md_init_known(const char *s);
+
+/* The initial values of variable d (index v) into p (d->size floats),
+ * from its own stream of the model's seed. */
+void md_init_values(const struct hc_var_def *d, uint64_t seed, int v,
+                    float *p);
+
+/* Keras's class of in, its config (seed, then its parameters) added to
+ * cfg. */
+const char *md_init_keras(const struct hc_initializer *in, double seed,
+                          cJSON *cfg);
+
+/* Optional regularizer key (none when absent or null): "l2", "L1L2" with
+ * Keras 3's defaults (L1 and L2 0.01, L1L2 0 and 0), or {"type": "L2",
+ * "l2": 1e-4} with Keras's config keys, each ≥ 0. An unknown class fails
+ * naming the key and listing the classes. */
+int md_get_reg(const cJSON *obj, const char *key, const char *where,
+               struct hc_regularizer *out);
+
+/* "L1, L2, L1L2", for messages. */
+const char *md_reg_list(void);
+
+/* 1 when s names a regularizer class ("L2", "l1_l2"). */
+int md_reg_known(const char *s);
+
+/* Keras's class of r (not none), its config added to cfg. */
+const char *md_reg_keras(const struct hc_regularizer *r, cJSON *cfg);
+
+/* ---- the loss (model_loss.c) -------------------------------------------- */
+
+/* root's "loss" into m->loss and m->loss_par (Keras's defaults for what
+ * it does not say). */
+int md_read_loss(const cJSON *root, struct hc_model *m);
+
+/* "sparse_categorical_crossentropy, …" every loss, for messages. */
+const char *md_loss_list(void);
+
+/* 1 when s names a loss (its name, Keras's class or short name). */
+int md_loss_known(const char *s);
+
+/* Keras's class of loss l ("BinaryCrossentropy"). */
+const char *md_loss_class(enum hc_loss l);
 
 /* ---- Keras's own files (model_keras.c) ---------------------------------- */
 

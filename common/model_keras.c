@@ -25,8 +25,8 @@
  * What Keras files do not say. Without "compile_config" (Keras 2's
  * to_json never has one) the loss is sparse_categorical_crossentropy, the
  * optimizer Adam with Keras's defaults and the metric accuracy. The seed
- * of hetps's initial values is the first "seed" of a GlorotUniform kernel
- * initializer (0 when none): hetps's generator is not Keras's, so the
+ * of hetps's initial values is the first "seed" of an initializer (0
+ * when none): hetps's generator is not Keras's, so the
  * values differ from Keras's but follow the same distribution. Keras has
  * no per-layer device: hetps reads an optional "device" beside a layer's
  * "class_name" and "config" (Keras's loader ignores keys there).
@@ -53,6 +53,8 @@ struct kx {
     size_t used;
     int n_problems;
     double seed;                /* -1: none seen yet */
+    int keras2;                 /* "keras_version" 2.x: tf.keras's
+                                 * meanings where they differ */
 };
 
 static void problem(struct kx *k, const char *where, const char *fmt, ...)
@@ -184,17 +186,10 @@ static int init_is(const cJSON *v, const char *cls, const char *str)
 
 static int act_ok(const cJSON *v)
 {
-    static const char *const acts[] = {
-        "relu", "sigmoid", "tanh", "softmax", "linear"};
+    enum hc_act a;
 
-    if (cJSON_IsNull(v))
-        return 1;
-    if (!cJSON_IsString(v))
-        return 0;
-    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
-        if (!strcmp(v->valuestring, acts[i]))
-            return 1;
-    return 0;
+    return cJSON_IsNull(v) ||
+           (cJSON_IsString(v) && hc_act_named(v->valuestring, &a) == 0);
 }
 
 /* [null, 28, 28, 1] → [28, 28, 1] into *shape (a new array). */
@@ -211,12 +206,57 @@ static cJSON *drop_batch(const cJSON *v)
     return s;
 }
 
+/* A Keras object v of argument key from module — an initializer
+ * ("he_normal", {"class_name": "HeNormal", "config": {...}}) or a
+ * regularizer ("l2", {"class_name": "L2", "config": {"l2": 1e-4}}), with
+ * "module" in Keras 3 — into out as hetps's {"type": class, ...config};
+ * known says which classes hetps has (list, for the message), and
+ * model_init.c checks their keys. */
+static void keras_object(struct kx *k, const char *where, const char *cls,
+                         const char *key, const cJSON *v, cJSON *out,
+                         const char *module, int (*known)(const char *),
+                         const char *list)
+{
+    const cJSON *cfg = md_get(v, "config"), *mod = md_get(v, "module");
+    char buf[96];
+    cJSON *o;
+
+    if (cJSON_IsNull(v))
+        return;
+    if (cJSON_IsString(v) && known(v->valuestring)) {
+        cJSON_AddItemToObject(out, key, cJSON_Duplicate(v, 1));
+        return;
+    }
+    if (!class_of(v) || !known(class_of(v)) ||
+        (cfg && !cJSON_IsObject(cfg)) ||
+        (mod && !cJSON_IsNull(mod) &&
+         !(cJSON_IsString(mod) && !strcmp(mod->valuestring, module)))) {
+        problem(k, where, "%s %s %s is not supported; hetps has %s", cls,
+                key, show(v, buf, sizeof buf), list);
+        return;
+    }
+    if (!(o = cJSON_AddObjectToObject(out, key)))
+        return;
+    cJSON_AddStringToObject(o, "type", class_of(v));
+    for (const cJSON *it = cfg ? cfg->child : NULL; it; it = it->next)
+        cJSON_AddItemToObject(o, it->string, cJSON_Duplicate(it, 1));
+}
+
+/* The seed of initializer v, the first met, becomes the model's. */
+static void take_seed(struct kx *k, const cJSON *v)
+{
+    const cJSON *cfg = md_get(v, "config");
+    const cJSON *seed = cJSON_IsObject(cfg) ? md_get(cfg, "seed") : NULL;
+
+    if (k->seed < 0 && md_is_int(seed) && seed->valuedouble >= 0)
+        k->seed = seed->valuedouble;
+}
+
 /* One argument of a layer: check it, copy it into out when it is. */
 static void layer_arg(struct kx *k, const char *where, const char *cls,
                       const struct hc_keras_arg *a, const cJSON *v, cJSON *out,
                       int first, cJSON **input)
 {
-    const cJSON *cfg;
     char buf[96];
 
     switch (a->take) {
@@ -226,8 +266,13 @@ static void layer_arg(struct kx *k, const char *where, const char *cls,
     case HC_KA_ACT:
         if (!act_ok(v))
             problem(k, where, "%s activation %s is not supported; hetps has "
-                    "relu, sigmoid, tanh, softmax and linear", cls,
-                    show(v, buf, sizeof buf));
+                    "%s", cls, show(v, buf, sizeof buf), hc_act_list());
+        else if (k->keras2 && cJSON_IsString(v) &&
+                 !strcmp(md_norm(v->valuestring, buf, sizeof buf),
+                         "hardsigmoid"))
+            problem(k, where, "%s activation \"hard_sigmoid\" of Keras 2 "
+                    "(0.2·x + 0.5, clipped) is not supported; hetps computes "
+                    "Keras 3's relu6(x + 3) / 6", cls);
         else
             cJSON_AddItemToObject(out, a->key, cJSON_Duplicate(v, 1));
         return;
@@ -235,8 +280,11 @@ static void layer_arg(struct kx *k, const char *where, const char *cls,
         return;
     case HC_KA_NULL:
         if (!cJSON_IsNull(v))
-            problem(k, where, "%s %s %s is not supported; hetps has none",
-                    cls, a->key, show(v, buf, sizeof buf));
+            problem(k, where, "%s %s %s is not supported; hetps has none%s",
+                    cls, a->key, show(v, buf, sizeof buf),
+                    strstr(a->key, "regularizer")
+                        ? " (it takes L1, L2 and L1L2 as kernel_regularizer "
+                          "and bias_regularizer)" : "");
         return;
     case HC_KA_FALSE:
         if (!cJSON_IsNull(v) && !cJSON_IsFalse(v))
@@ -278,11 +326,16 @@ static void layer_arg(struct kx *k, const char *where, const char *cls,
                     show(v, buf, sizeof buf));
             return;
         }
-        cfg = md_get(v, "config");
-        if (k->seed < 0 && cJSON_IsObject(cfg) &&
-            md_is_int(md_get(cfg, "seed")) &&
-            md_get(cfg, "seed")->valuedouble >= 0)
-            k->seed = md_get(cfg, "seed")->valuedouble;
+        take_seed(k, v);
+        return;
+    case HC_KA_INIT:
+        keras_object(k, where, cls, a->key, v, out, "keras.initializers",
+                     md_init_known, md_init_list());
+        take_seed(k, v);
+        return;
+    case HC_KA_REG:
+        keras_object(k, where, cls, a->key, v, out, "keras.regularizers",
+                     md_reg_known, md_reg_list());
         return;
     case HC_KA_ZEROS:
         if (!cJSON_IsNull(v) && !init_is(v, "Zeros", "zeros"))
@@ -388,35 +441,59 @@ static void layer(struct kx *k, int i, const cJSON *lj, cJSON *layers,
 
 /* ---- compile_config: loss, optimizer, metrics --------------------------- */
 
-/* Keras's loss, as a name or a serialised Loss, into hetps's loss name. */
+/* Whether a Keras loss's key other than its settings holds what hetps
+ * computes: any name, the mean over the batch, the last axis. */
+static int loss_key_ok(const char *key, const cJSON *v)
+{
+    if (!strcmp(key, "name") || cJSON_IsNull(v))
+        return 1;
+    if (!strcmp(key, "reduction"))
+        return cJSON_IsString(v) &&
+               (!strcmp(v->valuestring, "sum_over_batch_size") ||
+                !strcmp(v->valuestring, "auto"));
+    if (!strcmp(key, "axis"))
+        return md_is_int(v) && v->valuedouble == -1;
+    if (!strcmp(key, "dtype"))
+        return dtype_ok(v);
+    return 0;
+}
+
+/* Keras's loss, as a name or a serialised Loss, into hetps's "loss": the
+ * name, or {"type": class, its settings}; model_loss.c checks that the
+ * loss takes them. Keras's own bookkeeping (name, the default reduction,
+ * axis −1) is checked here. */
 static void loss(struct kx *k, const cJSON *v, cJSON *root)
 {
-    char n[64], buf[96];
     const char *s = cJSON_IsString(v) ? v->valuestring : class_of(v);
-    const cJSON *cfg = md_get(v, "config"), *fl;
+    const cJSON *cfg = md_get(v, "config"), *mod = md_get(v, "module");
+    char buf[96];
+    cJSON *o;
 
-    if (s) {
-        md_norm(s, n, sizeof n);
-        fl = cJSON_IsObject(cfg) ? md_get(cfg, "from_logits") : NULL;
-        if (!strcmp(n, "sparsecategoricalcrossentropy") && !cJSON_IsTrue(fl)) {
-            cJSON_AddStringToObject(root, "loss",
-                                    "sparse_categorical_crossentropy");
-            return;
-        }
-        if (!strcmp(n, "mse") || !strcmp(n, "meansquarederror")) {
-            cJSON_AddStringToObject(root, "loss", "mse");
-            return;
-        }
-        if (!strcmp(n, "sparsecategoricalcrossentropy")) {
-            problem(k, "compile_config", "loss SparseCategoricalCrossentropy "
-                    "from_logits true is not supported; end the model in "
-                    "softmax and use from_logits false");
-            return;
-        }
+    if (!s || !md_loss_known(s) ||
+        (mod && !cJSON_IsNull(mod) &&
+         !(cJSON_IsString(mod) && !strcmp(mod->valuestring, "keras.losses")))) {
+        problem(k, "compile_config", "loss %s is not supported; hetps has %s",
+                show(v, buf, sizeof buf), md_loss_list());
+        return;
     }
-    problem(k, "compile_config", "loss %s is not supported; hetps has "
-            "sparse_categorical_crossentropy and mean_squared_error",
-            show(v, buf, sizeof buf));
+    if (cJSON_IsString(v)) {
+        cJSON_AddStringToObject(root, "loss", s);
+        return;
+    }
+    if (!(o = cJSON_AddObjectToObject(root, "loss")))
+        return;
+    cJSON_AddStringToObject(o, "type", s);
+    for (const cJSON *it = cJSON_IsObject(cfg) ? cfg->child : NULL; it;
+         it = it->next) {
+        const char *key = it->string;
+
+        if (!strcmp(key, "from_logits") || !strcmp(key, "label_smoothing") ||
+            !strcmp(key, "delta"))
+            cJSON_AddItemToObject(o, key, cJSON_Duplicate(it, 1));
+        else if (!loss_key_ok(key, it))
+            problem(k, "compile_config", "loss %s %.40s %s is not supported",
+                    s, key, show(it, buf, sizeof buf));
+    }
 }
 
 static const struct hc_keras_arg args_adam[] = {
@@ -902,10 +979,12 @@ int md_keras_translate(const cJSON *root, const char *source, cJSON **out)
     struct kx k = { .src = source, .seed = -1 };
     const char *cls = class_of(root);
     const cJSON *cfg = md_get(root, "config"), *layers, *name;
+    const cJSON *ver = md_get(root, "keras_version");
     int seq;
     cJSON *n = NULL;
 
     *out = NULL;
+    k.keras2 = cJSON_IsString(ver) && !strncmp(ver->valuestring, "2.", 2);
     if (!cls || (strcmp(cls, "Sequential") && strcmp(cls, "Functional") &&
                  strcmp(cls, "Model")))
         return hc_err_set(HC_ERR_CONFIG, "%s: a Keras %.40s model is not "
@@ -945,29 +1024,40 @@ nomem:
 
 /* ---- the command line's compile settings -------------------------------- */
 
+/* A command-line value, a name or a JSON object, as root's key; flag and
+ * names say what it is in the message when it is neither. */
+static int replace_value(cJSON *root, const char *key, const char *text,
+                         const char *flag, const char *names,
+                         const char *example)
+{
+    cJSON *o = text[0] == '{' ? cJSON_Parse(text) : cJSON_CreateString(text);
+
+    if (!o || (!cJSON_IsObject(o) && !cJSON_IsString(o))) {
+        cJSON_Delete(o);
+        return hc_err_set(HC_ERR_CONFIG, "%s: '%.80s' is neither a name "
+                          "(%s) nor a JSON object like %s", flag, text, names,
+                          example);
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(root, key);
+    cJSON_AddItemToObject(root, key, o);
+    return HC_OK;
+}
+
 int md_apply_compile(cJSON *root, const struct hc_model_compile *c)
 {
-    cJSON *o;
+    int rv;
 
     if (!cJSON_IsObject(root))
         return HC_OK;           /* the model's own error comes next */
-    if (c->loss) {
-        cJSON_DeleteItemFromObjectCaseSensitive(root, "loss");
-        if (!cJSON_AddStringToObject(root, "loss", c->loss))
-            return hc_err_set(HC_ERR_NOMEM, "--loss: out of memory");
-    }
-    if (!c->optimizer)
-        return HC_OK;
-    o = c->optimizer[0] == '{' ? cJSON_Parse(c->optimizer)
-                               : cJSON_CreateString(c->optimizer);
-    if (!o || (!cJSON_IsObject(o) && !cJSON_IsString(o))) {
-        cJSON_Delete(o);
-        return hc_err_set(HC_ERR_CONFIG, "--optimizer: '%.80s' is neither a "
-                          "name (adam, sgd) nor a JSON object like "
-                          "{\"type\": \"sgd\", \"learning_rate\": 0.05}",
-                          c->optimizer);
-    }
-    cJSON_DeleteItemFromObjectCaseSensitive(root, "optimizer");
-    cJSON_AddItemToObject(root, "optimizer", o);
+    if (c->loss &&
+        (rv = replace_value(root, "loss", c->loss, "--loss",
+                            "binary_crossentropy, huber, …",
+                            "{\"type\": \"huber\", \"delta\": 2}")))
+        return rv;
+    if (c->optimizer &&
+        (rv = replace_value(root, "optimizer", c->optimizer, "--optimizer",
+                            "adam, sgd",
+                            "{\"type\": \"sgd\", \"learning_rate\": 0.05}")))
+        return rv;
     return HC_OK;
 }

@@ -23,39 +23,58 @@
 
 /* ---- names of things ---------------------------------------------------- */
 
-static const char *const act_names[] = {
+static const char *const act_names[HC_ACT_COUNT] = {
     [HC_ACT_LINEAR] = "linear",   [HC_ACT_RELU] = "relu",
     [HC_ACT_SIGMOID] = "sigmoid", [HC_ACT_TANH] = "tanh",
-    [HC_ACT_SOFTMAX] = "softmax",
+    [HC_ACT_SOFTMAX] = "softmax", [HC_ACT_RELU6] = "relu6",
+    [HC_ACT_ELU] = "elu",         [HC_ACT_GELU] = "gelu",
+    [HC_ACT_SWISH] = "swish",     [HC_ACT_SOFTPLUS] = "softplus",
+    [HC_ACT_HARD_SIGMOID] = "hard_sigmoid",
 };
 
 const char *hc_act_name(enum hc_act a)
 {
-    if ((unsigned)a >= sizeof act_names / sizeof act_names[0])
+    if ((unsigned)a >= HC_ACT_COUNT)
         return "unknown";
     return act_names[a];
+}
+
+int hc_act_named(const char *s, enum hc_act *a)
+{
+    char n[32], t[32];
+
+    md_norm(s, n, sizeof n);
+    if (strcmp(n, "silu") == 0) {
+        *a = HC_ACT_SWISH;
+        return 0;
+    }
+    for (int i = 0; i < HC_ACT_COUNT; i++)
+        if (strcmp(n, md_norm(act_names[i], t, sizeof t)) == 0) {
+            *a = (enum hc_act)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *hc_act_list(void)
+{
+    return "linear, relu, sigmoid, tanh, softmax, relu6, elu, gelu, swish "
+           "(silu), softplus, hard_sigmoid";
 }
 
 int md_get_act(const cJSON *obj, const char *where, enum hc_act def,
                enum hc_act *out)
 {
     const cJSON *it = md_get(obj, "activation");
-    char buf[64], n[32];
+    char buf[64];
 
     *out = def;
     if (!it || cJSON_IsNull(it))
         return HC_OK;
-    if (cJSON_IsString(it)) {
-        md_norm(it->valuestring, n, sizeof n);
-        for (int a = 0; a < (int)(sizeof act_names / sizeof act_names[0]); a++)
-            if (strcmp(n, act_names[a]) == 0) {
-                *out = (enum hc_act)a;
-                return HC_OK;
-            }
-    }
-    return md_fail(where, "unsupported activation %s; use one of \"relu\", "
-                   "\"sigmoid\", \"tanh\", \"softmax\", \"linear\"",
-                   md_show(it, buf, sizeof buf));
+    if (cJSON_IsString(it) && hc_act_named(it->valuestring, out) == 0)
+        return HC_OK;
+    return md_fail(where, "unsupported activation %s; use one of %s",
+                   md_show(it, buf, sizeof buf), hc_act_list());
 }
 
 int md_get_padding(const cJSON *obj, const char *where, int *same)
@@ -219,14 +238,33 @@ int md_add_weights(struct hc_model *m, const char *where,
     int rv;
 
     if ((rv = md_add_var(m, where, l, "kernel", ndim, shape,
-                         HC_INIT_GLOROT_UNIFORM, fan_in, fan_out,
+                         l->kernel_init.kind, fan_in, fan_out,
                          &l->var_kernel)))
         return rv;
-    if (l->use_bias &&
-        (rv = md_add_var(m, where, l, "bias", 1, &shape[ndim - 1],
-                         HC_INIT_ZEROS, 0, 0, &l->var_bias)))
-        return rv;
+    m->vars[l->var_kernel].init_par = l->kernel_init.par;
+    m->vars[l->var_kernel].reg = l->kernel_reg;
+    if (l->use_bias) {
+        if ((rv = md_add_var(m, where, l, "bias", 1, &shape[ndim - 1],
+                             l->bias_init.kind, 0, 0, &l->var_bias)))
+            return rv;
+        m->vars[l->var_bias].init_par = l->bias_init.par;
+        m->vars[l->var_bias].reg = l->bias_reg;
+    }
     return HC_OK;
+}
+
+int md_get_weights_args(const cJSON *lj, const char *where,
+                        struct hc_layer_spec *l)
+{
+    int rv;
+
+    if ((rv = md_get_init(lj, "kernel_initializer", where,
+                          HC_INIT_GLOROT_UNIFORM, &l->kernel_init)) ||
+        (rv = md_get_init(lj, "bias_initializer", where, HC_INIT_ZEROS,
+                          &l->bias_init)) ||
+        (rv = md_get_reg(lj, "kernel_regularizer", where, &l->kernel_reg)))
+        return rv;
+    return md_get_reg(lj, "bias_regularizer", where, &l->bias_reg);
 }
 
 /* ---- layers ------------------------------------------------------------- */

@@ -9,6 +9,11 @@
 #include "err.h"
 #include "rng.h"
 
+int wk_act_reads_input(enum hc_act act)
+{
+    return act == HC_ACT_GELU || act == HC_ACT_SWISH;
+}
+
 int wk_geom_init(struct wk_geom *g, int B, int H, int W, int C, int kh, int kw,
                  int sh, int sw, int same)
 {

@@ -47,6 +47,13 @@ struct wk_geom {
     int OH, OW;         /* output height and width */
 };
 
+/* 1 when the derivative of act cannot be had from its output alone (gelu
+ * and swish are not one-to-one): act_backward and act_bias_backward then
+ * read the op's input z (bias added) where the others read its output y,
+ * so a layer applying it keeps z. Also: such an activation is not
+ * non-decreasing, so it does not commute with a max. */
+int wk_act_reads_input(enum hc_act act);
+
 /* Fill g from an input shape, window, strides and padding mode (Keras
  * formulas: valid OH = (H − kh) / sh + 1, same OH = ceil(H / sh)). Returns
  * HC_ERR_INVAL (no message) when the output would be empty. */

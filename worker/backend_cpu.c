@@ -116,6 +116,16 @@ static void cpu_fill(struct wk_backend *be, float *x, size_t n, float v)
         x[i] = v;
 }
 
+static void cpu_reg_grad(struct wk_backend *be, const float *w, float *g,
+                         size_t n, float l1, float l2)
+{
+    size_t i;
+
+    (void)be;
+    for (i = 0; i < n; i++)
+        g[i] += l1 * (float)((w[i] > 0.0f) - (w[i] < 0.0f)) + 2.0f * l2 * w[i];
+}
+
 static void cpu_scale(struct wk_backend *be, float *x, size_t n, float a)
 {
     size_t i;
@@ -296,6 +306,62 @@ static void softmax_row(const float *z, const float *bias, float *p, int n)
         p[j] /= sum;
 }
 
+/* act at v, for the activations applied element by element beyond
+ * relu, sigmoid and tanh (model.h gives their formulas). */
+static float act_value(enum hc_act act, float v)
+{
+    switch (act) {
+    case HC_ACT_RELU6:
+        return v > 0.0f ? (v < 6.0f ? v : 6.0f) : 0.0f;
+    case HC_ACT_ELU:
+        return v > 0.0f ? v : expm1f(v);
+    case HC_ACT_GELU:
+        return 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2));
+    case HC_ACT_SWISH:
+        return v / (1.0f + expf(-v));
+    case HC_ACT_SOFTPLUS:
+        return (v > 0.0f ? v : 0.0f) + log1pf(expf(-fabsf(v)));
+    case HC_ACT_HARD_SIGMOID:
+        v = (v + 3.0f) / 6.0f;
+        return v > 0.0f ? (v < 1.0f ? v : 1.0f) : 0.0f;
+    default:
+        return v;
+    }
+}
+
+/* Derivative of act (not softmax) at v: v is the op's output y, or, for
+ * an activation that reads its input (wk_act_reads_input: gelu, swish),
+ * the op's input z. */
+static inline float act_deriv(enum hc_act act, float v)
+{
+    float s;
+
+    switch (act) {
+    case HC_ACT_RELU:
+        return v > 0.0f ? 1.0f : 0.0f;
+    case HC_ACT_SIGMOID:
+        return v * (1.0f - v);
+    case HC_ACT_TANH:
+        return 1.0f - v * v;
+    case HC_ACT_RELU6:
+        return v > 0.0f && v < 6.0f ? 1.0f : 0.0f;
+    case HC_ACT_ELU:                    /* y + 1 = exp(x) for x ≤ 0 */
+        return v > 0.0f ? 1.0f : v + 1.0f;
+    case HC_ACT_GELU:                   /* Φ(z) + z·φ(z) */
+        return 0.5f * (1.0f + erff(v * (float)M_SQRT1_2)) +
+               v * expf(-0.5f * v * v) * (float)(0.5 * M_2_SQRTPI * M_SQRT1_2);
+    case HC_ACT_SWISH:                  /* s + z·s·(1 − s), s = sigmoid(z) */
+        s = 1.0f / (1.0f + expf(-v));
+        return s * (1.0f + v * (1.0f - s));
+    case HC_ACT_SOFTPLUS:               /* sigmoid(x) = 1 − exp(−y) */
+        return -expm1f(-v);
+    case HC_ACT_HARD_SIGMOID:
+        return v > 0.0f && v < 1.0f ? 1.0f / 6.0f : 0.0f;
+    default:
+        return 1.0f;
+    }
+}
+
 static void cpu_act_forward(struct wk_backend *be, const float *x,
                             const float *bias, float *y, int rows, int n,
                             enum hc_act act)
@@ -333,7 +399,6 @@ static void cpu_act_forward(struct wk_backend *be, const float *x,
                 yr[j] = tanhf(xr[j] + (bias ? bias[j] : 0.0f));
             break;
         case HC_ACT_LINEAR:
-        default:
             if (!bias) {
                 if (xr != yr)
                     memcpy(yr, xr, (size_t)n * sizeof *yr);
@@ -343,6 +408,10 @@ static void cpu_act_forward(struct wk_backend *be, const float *x,
                 st4(yr + j, ld4(xr + j) + ld4(bias + j));
             for (; j < n; j++)
                 yr[j] = xr[j] + bias[j];
+            break;
+        default:
+            for (j = 0; j < n; j++)
+                yr[j] = act_value(act, xr[j] + (bias ? bias[j] : 0.0f));
             break;
         }
     }
@@ -382,25 +451,13 @@ static void cpu_act_backward(struct wk_backend *be, const float *y,
             dx[i] = dy[i] * (1.0f - y[i] * y[i]);
         break;
     case HC_ACT_LINEAR:
-    default:
         if (dx != dy)
             memcpy(dx, dy, count * sizeof *dx);
         break;
-    }
-}
-
-/* Derivative of act at output v (act is not softmax). */
-static inline float act_deriv(enum hc_act act, float v)
-{
-    switch (act) {
-    case HC_ACT_RELU:
-        return v > 0.0f ? 1.0f : 0.0f;
-    case HC_ACT_SIGMOID:
-        return v * (1.0f - v);
-    case HC_ACT_TANH:
-        return 1.0f - v * v;
     default:
-        return 1.0f;
+        for (i = 0; i < count; i++)
+            dx[i] = dy[i] * act_deriv(act, y[i]);
+        break;
     }
 }
 
@@ -486,6 +543,39 @@ static void cpu_bias_grad(struct wk_backend *be, const float *dy, int rows,
 {
     (void)be;
     act_colsum(NULL, NULL, dy, rows, n, HC_ACT_LINEAR, db);
+}
+
+/* ---- the ReLU layer ---- */
+
+static void cpu_relu_forward(struct wk_backend *be, const float *x, float *y,
+                             size_t n, float max, float slope,
+                             float threshold)
+{
+    size_t i;
+
+    (void)be;
+    for (i = 0; i < n; i++) {
+        float v = x[i], a = v > threshold ? v : 0.0f;
+
+        if (max >= 0.0f)
+            a = a < 0.0f ? 0.0f : a > max ? max : a;
+        y[i] = v < threshold ? a + slope * (v - threshold) : a;
+    }
+}
+
+static void cpu_relu_backward(struct wk_backend *be, const float *x,
+                              const float *dy, float *dx, size_t n,
+                              float max, float slope, float threshold)
+{
+    size_t i;
+
+    (void)be;
+    for (i = 0; i < n; i++) {
+        float v = x[i];
+        int pass = v > threshold && (max < 0.0f || (v > 0.0f && v < max));
+
+        dx[i] = dy[i] * ((pass ? 1.0f : 0.0f) + (v < threshold ? slope : 0.0f));
+    }
 }
 
 /* ---- losses ---- */
@@ -579,6 +669,98 @@ static void cpu_mse_backward(struct wk_backend *be, const float *y,
     (void)be;
     for (i = 0; i < count; i++)
         dy[i] = scale * (y[i] - t[i]);
+}
+
+#define BCE_EPS 1e-7f             /* Keras's epsilon */
+
+/* One output's term of a loss summed (then averaged) over the outputs:
+ * BCE, MAE or Huber, as backend_ops.h's tloss_forward says. */
+static float tloss_term(enum hc_loss kind, int from_logits, float delta,
+                        float y, float t)
+{
+    float e = y - t, a = fabsf(e), p;
+
+    switch (kind) {
+    case HC_LOSS_BCE:
+        if (from_logits)
+            return (y > 0.0f ? y : 0.0f) - y * t + log1pf(expf(-fabsf(y)));
+        p = y < BCE_EPS ? BCE_EPS : y > 1.0f - BCE_EPS ? 1.0f - BCE_EPS : y;
+        return -(t * logf(p + BCE_EPS) + (1.0f - t) * logf(1.0f - p + BCE_EPS));
+    case HC_LOSS_HUBER:
+        return a <= delta ? 0.5f * e * e : delta * (a - 0.5f * delta);
+    default:                            /* MAE */
+        return a;
+    }
+}
+
+/* Its derivative with respect to y. */
+static float tloss_deriv(enum hc_loss kind, int from_logits, float delta,
+                         float y, float t)
+{
+    float e = y - t;
+
+    switch (kind) {
+    case HC_LOSS_BCE:
+        if (from_logits)
+            return 1.0f / (1.0f + expf(-y)) - t;
+        if (y < BCE_EPS || y > 1.0f - BCE_EPS)
+            return 0.0f;                /* clipped */
+        return (1.0f - t) / (1.0f - y + BCE_EPS) - t / (y + BCE_EPS);
+    case HC_LOSS_HUBER:
+        return e > delta ? delta : e < -delta ? -delta : e;
+    default:                            /* MAE */
+        return (float)((e > 0.0f) - (e < 0.0f));
+    }
+}
+
+static void cpu_tloss_forward(struct wk_backend *be, enum hc_loss kind,
+                              int from_logits, float delta, const float *y,
+                              const float *t, int rows, int n, float *loss,
+                              float *hit)
+{
+    int r, j;
+
+    (void)be;
+    for (r = 0; r < rows; r++) {
+        const float *yr = y + (size_t)r * n, *tr = t + (size_t)r * n;
+        float sum = 0.0f, mx = yr[0];
+
+        if (kind == HC_LOSS_CCE) {          /* logsumexp(z) − Σ t·z */
+            for (j = 1; j < n; j++)
+                mx = yr[j] > mx ? yr[j] : mx;
+            for (j = 0; j < n; j++)
+                sum += expf(yr[j] - mx);
+            loss[r] = mx + logf(sum);
+            for (j = 0; j < n; j++)
+                loss[r] -= tr[j] * yr[j];
+        } else {
+            for (j = 0; j < n; j++)
+                sum += tloss_term(kind, from_logits, delta, yr[j], tr[j]);
+            loss[r] = sum / (float)n;
+        }
+        if (n == 1)
+            hit[r] = (yr[0] > (from_logits ? 0.0f : 0.5f)) == (tr[0] > 0.5f);
+        else
+            hit[r] = argmax_row(yr, n) == argmax_row(tr, n) ? 1.0f : 0.0f;
+    }
+}
+
+static void cpu_tloss_backward(struct wk_backend *be, enum hc_loss kind,
+                               int from_logits, float delta, const float *y,
+                               const float *t, int rows, int n, float scale,
+                               float *dy)
+{
+    size_t i, count = (size_t)rows * n;
+
+    (void)be;
+    if (kind == HC_LOSS_CCE) {
+        for (i = 0; i < count; i++)
+            dy[i] = scale * (y[i] - t[i]);
+        return;
+    }
+    scale /= (float)n;
+    for (i = 0; i < count; i++)
+        dy[i] = scale * tloss_deriv(kind, from_logits, delta, y[i], t[i]);
 }
 
 /* ---- pooling ---- */
@@ -732,6 +914,7 @@ static const struct wk_backend_ops cpu_ops = {
     .check = NULL,
     .sgemm = cpu_sgemm,
     .fill = cpu_fill,
+    .reg_grad = cpu_reg_grad,
     .scale = cpu_scale,
     .axpy = cpu_axpy,
     .reduce = cpu_reduce,
@@ -747,6 +930,10 @@ static const struct wk_backend_ops cpu_ops = {
     .xent_backward = cpu_xent_backward,
     .mse_forward = cpu_mse_forward,
     .mse_backward = cpu_mse_backward,
+    .relu_forward = cpu_relu_forward,
+    .relu_backward = cpu_relu_backward,
+    .tloss_forward = cpu_tloss_forward,
+    .tloss_backward = cpu_tloss_backward,
     .maxpool_forward = cpu_maxpool_forward,
     .maxpool_backward = cpu_maxpool_backward,
     .dropout_forward = cpu_dropout_forward,

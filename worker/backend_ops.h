@@ -57,6 +57,11 @@
     /* x (n) = v. */                                                          \
     X(void, fill, (struct wk_backend *be, float *x, size_t n, float v),       \
       (be, x, n, v), required)                                                \
+    /* g (n) += l1 · sign(w) + 2 · l2 · w: the gradient of the penalty       \
+     * l1·Σ|w| + l2·Σw² (sign(0) = 0). */                                     \
+    X(void, reg_grad, (struct wk_backend *be, const float *w, float *g,       \
+                       size_t n, float l1, float l2),                         \
+      (be, w, g, n, l1, l2), required)                                        \
     /* x (n) *= a. */                                                         \
     X(void, scale, (struct wk_backend *be, float *x, size_t n, float a),      \
       (be, x, n, a), required)                                                \
@@ -102,7 +107,8 @@
                           const float *bias, float *y, int rows, int n,       \
                           enum hc_act act),                                   \
       (be, x, bias, y, rows, n, act), required)                               \
-    /* dx = dy · act'(…), from the op's output y; dx may equal dy. Softmax:   \
+    /* dx = dy · act'(…), from the op's output y (its input z, bias added,   \
+     * for an act of wk_act_reads_input); dx may equal dy. Softmax:           \
      * dx = y ⊙ (dy − Σ_j dy_j y_j) per row. */                               \
     X(void, act_backward, (struct wk_backend *be, const float *y,             \
                            const float *dy, float *dx, int rows, int n,       \
@@ -118,6 +124,20 @@
                                 float *dy, int rows, int n, enum hc_act act,  \
                                 float *db),                                   \
       (be, y, dy, rows, n, act, db), optional)                                \
+                                                                              \
+    /* Keras's ReLU layer over n values (layer_relu.c): y = min(x, max) for  \
+     * x > threshold (clipped below at 0 too when max ≥ 0), else slope ·     \
+     * (x − threshold); max < 0: no ceiling. y may equal x. */                \
+    X(void, relu_forward, (struct wk_backend *be, const float *x, float *y,   \
+                           size_t n, float max, float slope,                  \
+                           float threshold),                                  \
+      (be, x, y, n, max, slope, threshold), required)                         \
+    /* dx = dy · f'(x) of the same function, from its input x; dx may equal   \
+     * dy. */                                                                 \
+    X(void, relu_backward, (struct wk_backend *be, const float *x,            \
+                            const float *dy, float *dx, size_t n, float max,  \
+                            float slope, float threshold),                    \
+      (be, x, dy, dx, n, max, slope, threshold), required)                    \
                                                                               \
     /* ---- losses (per-sample results; the caller reduces) ---- */           \
     /* p (rows, n) = softmax(z) per row, computed stably. If labels (rows) is \
@@ -144,6 +164,27 @@
                            const float *t, size_t count, float scale,         \
                            float *dy),                                        \
       (be, y, t, count, scale, dy), required)                                 \
+    /* The other losses of float targets t (rows, n), Keras's per-sample      \
+     * value (model.h, enum hc_loss) into loss[r] and hit[r] as mse_forward:  \
+     * kind HC_LOSS_CCE: y is the logits z, loss = logsumexp(z) − Σ t·z,     \
+     * hit argmax z == argmax t; HC_LOSS_BCE: y the probabilities (clipped    \
+     * to [1e-7, 1 − 1e-7], 1e-7 inside each log) or, from_logits, the        \
+     * logits (n = 1: hit when (y > 0) == (t > 0.5)); HC_LOSS_MAE;           \
+     * HC_LOSS_HUBER with delta. */                                           \
+    X(void, tloss_forward, (struct wk_backend *be, enum hc_loss kind,         \
+                            int from_logits, float delta, const float *y,     \
+                            const float *t, int rows, int n, float *loss,     \
+                            float *hit),                                      \
+      (be, kind, from_logits, delta, y, t, rows, n, loss, hit), required)     \
+    /* dy (rows, n) = scale · ∂loss[r]/∂y of the same loss (0 where BCE       \
+     * clips); for HC_LOSS_CCE y is the softmax p of the logits, and the      \
+     * gradient with respect to them, scale · (p − t), is written. dy may     \
+     * equal y. */                                                            \
+    X(void, tloss_backward, (struct wk_backend *be, enum hc_loss kind,        \
+                             int from_logits, float delta, const float *y,    \
+                             const float *t, int rows, int n, float scale,    \
+                             float *dy),                                      \
+      (be, kind, from_logits, delta, y, t, rows, n, scale, dy), required)     \
                                                                               \
     /* ---- pooling and dropout ---- */                                       \
     /* y (B, OH, OW, C) = max over each window (padding never wins); idx      \

@@ -54,6 +54,13 @@ __global__ static void scale_k(float *x, size_t n, float a)
         x[i] *= a;
 }
 
+__global__ static void reg_grad_k(const float *w, float *g, size_t n,
+                                  float l1, float l2)
+{
+    GRID_LOOP(i, n)
+        g[i] += l1 * (float)((w[i] > 0.0f) - (w[i] < 0.0f)) + 2.0f * l2 * w[i];
+}
+
 __global__ static void axpy_k(size_t n, float a, const float *x, float *y)
 {
     GRID_LOOP(i, n)
@@ -121,6 +128,15 @@ void wk_cu_scale(struct wk_backend *be, float *x, size_t n, float a)
         return;
     scale_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(x, n, a);
     wk_cu_launched(be, "scale kernel");
+}
+
+void wk_cu_reg_grad(struct wk_backend *be, const float *w, float *g,
+                    size_t n, float l1, float l2)
+{
+    if (!n || wk_cu_enter(be))
+        return;
+    reg_grad_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(w, g, n, l1, l2);
+    wk_cu_launched(be, "regularizer gradient kernel");
 }
 
 void wk_cu_axpy(struct wk_backend *be, size_t n, float a, const float *x,
@@ -362,6 +378,18 @@ __device__ static float act_apply(enum hc_act act, float v)
         return 1.0f / (1.0f + expf(-v));
     case HC_ACT_TANH:
         return tanhf(v);
+    case HC_ACT_RELU6:
+        return fminf(fmaxf(v, 0.0f), 6.0f);
+    case HC_ACT_ELU:
+        return v > 0.0f ? v : expm1f(v);
+    case HC_ACT_GELU:
+        return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    case HC_ACT_SWISH:
+        return v / (1.0f + expf(-v));
+    case HC_ACT_SOFTPLUS:
+        return fmaxf(v, 0.0f) + log1pf(expf(-fabsf(v)));
+    case HC_ACT_HARD_SIGMOID:
+        return fminf(fmaxf((v + 3.0f) / 6.0f, 0.0f), 1.0f);
     default:
         return v;
     }
@@ -400,8 +428,12 @@ __global__ static void softmax_k(const float *x, const float *bias, float *y,
         y[j] /= sum;
 }
 
+/* act' at v: v is the output y, or the input z for gelu and swish
+ * (wk_act_reads_input), as backend_cpu.c's act_deriv. */
 __device__ static float act_deriv(enum hc_act act, float v)
 {
+    float s;
+
     switch (act) {
     case HC_ACT_RELU:
         return v > 0.0f ? 1.0f : 0.0f;
@@ -409,6 +441,20 @@ __device__ static float act_deriv(enum hc_act act, float v)
         return v * (1.0f - v);
     case HC_ACT_TANH:
         return 1.0f - v * v;
+    case HC_ACT_RELU6:
+        return v > 0.0f && v < 6.0f ? 1.0f : 0.0f;
+    case HC_ACT_ELU:
+        return v > 0.0f ? 1.0f : v + 1.0f;
+    case HC_ACT_GELU:
+        return 0.5f * (1.0f + erff(v * 0.70710678118654752f)) +
+               v * expf(-0.5f * v * v) * 0.39894228040143268f;
+    case HC_ACT_SWISH:
+        s = 1.0f / (1.0f + expf(-v));
+        return s * (1.0f + v * (1.0f - s));
+    case HC_ACT_SOFTPLUS:
+        return -expm1f(-v);
+    case HC_ACT_HARD_SIGMOID:
+        return v > 0.0f && v < 1.0f ? 1.0f / 6.0f : 0.0f;
     default:
         return 1.0f;
     }
@@ -543,6 +589,53 @@ void wk_cu_act_bias_backward(struct wk_backend *be, const float *y, float *dy,
         wk_cu_bias_grad(be, dy, rows, n, db);
 }
 
+/* ---- the ReLU layer (as backend_cpu.c's) ---- */
+
+__global__ static void relu_k(const float *x, float *y, size_t n, float max,
+                              float slope, float threshold)
+{
+    GRID_LOOP(i, n) {
+        float v = x[i], a = v > threshold ? v : 0.0f;
+
+        if (max >= 0.0f)
+            a = fminf(fmaxf(a, 0.0f), max);
+        y[i] = v < threshold ? a + slope * (v - threshold) : a;
+    }
+}
+
+__global__ static void relu_back_k(const float *x, const float *dy,
+                                   float *dx, size_t n, float max,
+                                   float slope, float threshold)
+{
+    GRID_LOOP(i, n) {
+        float v = x[i];
+        int pass = v > threshold && (max < 0.0f || (v > 0.0f && v < max));
+
+        dx[i] = dy[i] * ((pass ? 1.0f : 0.0f) + (v < threshold ? slope : 0.0f));
+    }
+}
+
+void wk_cu_relu_forward(struct wk_backend *be, const float *x, float *y,
+                        size_t n, float max, float slope, float threshold)
+{
+    if (!n || wk_cu_enter(be))
+        return;
+    relu_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(x, y, n, max, slope,
+                                                     threshold);
+    wk_cu_launched(be, "relu layer kernel");
+}
+
+void wk_cu_relu_backward(struct wk_backend *be, const float *x,
+                         const float *dy, float *dx, size_t n, float max,
+                         float slope, float threshold)
+{
+    if (!n || wk_cu_enter(be))
+        return;
+    relu_back_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(x, dy, dx, n, max,
+                                                          slope, threshold);
+    wk_cu_launched(be, "relu layer backward kernel");
+}
+
 /* ---- losses ---- */
 
 __global__ static void xent_k(const float *z, const int *labels, int rows,
@@ -657,6 +750,127 @@ void wk_cu_mse_backward(struct wk_backend *be, const float *y, const float *t,
     mse_back_k<<<blocks_for(count), TPB, 0, stream_of(be)>>>(y, t, count,
                                                              scale, dy);
     wk_cu_launched(be, "mse backward kernel");
+}
+
+/* The other losses of float targets, as backend_cpu.c's tloss_term and
+ * tloss_deriv. */
+#define BCE_EPS 1e-7f
+
+__device__ static float tloss_term(enum hc_loss kind, int from_logits,
+                                   float delta, float y, float t)
+{
+    float e = y - t, a = fabsf(e), p;
+
+    switch (kind) {
+    case HC_LOSS_BCE:
+        if (from_logits)
+            return fmaxf(y, 0.0f) - y * t + log1pf(expf(-fabsf(y)));
+        p = fminf(fmaxf(y, BCE_EPS), 1.0f - BCE_EPS);
+        return -(t * logf(p + BCE_EPS) + (1.0f - t) * logf(1.0f - p + BCE_EPS));
+    case HC_LOSS_HUBER:
+        return a <= delta ? 0.5f * e * e : delta * (a - 0.5f * delta);
+    default:
+        return a;
+    }
+}
+
+__device__ static float tloss_deriv(enum hc_loss kind, int from_logits,
+                                    float delta, float y, float t)
+{
+    float e = y - t;
+
+    switch (kind) {
+    case HC_LOSS_BCE:
+        if (from_logits)
+            return 1.0f / (1.0f + expf(-y)) - t;
+        if (y < BCE_EPS || y > 1.0f - BCE_EPS)
+            return 0.0f;
+        return (1.0f - t) / (1.0f - y + BCE_EPS) - t / (y + BCE_EPS);
+    case HC_LOSS_HUBER:
+        return fminf(fmaxf(e, -delta), delta);
+    default:
+        return (float)((e > 0.0f) - (e < 0.0f));
+    }
+}
+
+/* One warp per row, as mse_k. */
+__global__ static void tloss_k(enum hc_loss kind, int from_logits,
+                               float delta, const float *y, const float *t,
+                               int rows, int n, float *loss, float *hit)
+{
+    int r = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    int lane = threadIdx.x % 32, ay, at;
+    float sum = 0.0f, mx = -INFINITY, tz = 0.0f;
+
+    if (r >= rows)
+        return;
+    y += (size_t)r * n;
+    t += (size_t)r * n;
+    if (kind == HC_LOSS_CCE) {
+        for (int j = lane; j < n; j += 32)
+            mx = fmaxf(mx, y[j]);
+        mx = warp_max(mx);
+        for (int j = lane; j < n; j += 32) {
+            sum += expf(y[j] - mx);
+            tz += t[j] * y[j];
+        }
+        tz = warp_sum(tz);
+    } else {
+        for (int j = lane; j < n; j += 32)
+            sum += tloss_term(kind, from_logits, delta, y[j], t[j]);
+    }
+    sum = warp_sum(sum);
+    ay = row_argmax(y, n, lane);
+    at = row_argmax(t, n, lane);
+    if (lane == 0) {
+        loss[r] = kind == HC_LOSS_CCE ? mx + logf(sum) - tz : sum / (float)n;
+        if (n == 1)
+            hit[r] = (y[0] > (from_logits ? 0.0f : 0.5f)) == (t[0] > 0.5f)
+                         ? 1.0f : 0.0f;
+        else
+            hit[r] = ay == at ? 1.0f : 0.0f;
+    }
+}
+
+__global__ static void tloss_back_k(enum hc_loss kind, int from_logits,
+                                    float delta, const float *y,
+                                    const float *t, size_t count, float scale,
+                                    float *dy)
+{
+    GRID_LOOP(i, count) {
+        if (kind == HC_LOSS_CCE)
+            dy[i] = scale * (y[i] - t[i]);
+        else
+            dy[i] = scale * tloss_deriv(kind, from_logits, delta, y[i], t[i]);
+    }
+}
+
+void wk_cu_tloss_forward(struct wk_backend *be, enum hc_loss kind,
+                         int from_logits, float delta, const float *y,
+                         const float *t, int rows, int n, float *loss,
+                         float *hit)
+{
+    if (rows <= 0 || n <= 0 || wk_cu_enter(be))
+        return;
+    tloss_k<<<row_blocks(rows), TPB, 0, stream_of(be)>>>(
+        kind, from_logits, delta, y, t, rows, n, loss, hit);
+    wk_cu_launched(be, "loss kernel");
+}
+
+void wk_cu_tloss_backward(struct wk_backend *be, enum hc_loss kind,
+                          int from_logits, float delta, const float *y,
+                          const float *t, int rows, int n, float scale,
+                          float *dy)
+{
+    size_t count = (size_t)rows * n;
+
+    if (!count || rows <= 0 || n <= 0 || wk_cu_enter(be))
+        return;
+    if (kind != HC_LOSS_CCE)
+        scale /= (float)n;
+    tloss_back_k<<<blocks_for(count), TPB, 0, stream_of(be)>>>(
+        kind, from_logits, delta, y, t, count, scale, dy);
+    wk_cu_launched(be, "loss backward kernel");
 }
 
 /* ---- pooling ---- */

@@ -73,7 +73,10 @@ static void usage(FILE *f)
 "      --initial-weights F   the chief starts the job from these weights: a\n"
 "                            .keras or .weights.h5 file, or .npy files' DIR\n"
 "      --loss NAME           instead of the model file's (or Keras's default):\n"
-"                            sparse_categorical_crossentropy or mse\n"
+"                            sparse_categorical_crossentropy,\n"
+"                            categorical_crossentropy, binary_crossentropy,\n"
+"                            mse, mae, huber, or JSON '{\"type\": \"huber\",\n"
+"                            \"delta\": 2}'\n"
 "      --optimizer SPEC      instead of the model file's: adam, sgd or JSON,\n"
 "                            '{\"type\": \"sgd\", \"learning_rate\": 0.05}'; every\n"
 "                            worker, eval and export of the job needs the same\n"
@@ -342,7 +345,7 @@ static int cmd_eval(int argc, char **argv)
     status = 1;
     if ((rv = wk_data_load_dir(a.data_dir, a.set ? a.set : "t10k", &d)) !=
             HC_OK ||
-        (a.m->loss == HC_LOSS_SPARSE_CCE &&
+        (hc_loss_takes_classes(a.m->loss) &&
          (rv = wk_data_check_classes(&d, a.m->n_classes)) != HC_OK) ||
         (rv = infer_open(&a, &d)) != HC_OK)
         goto out;

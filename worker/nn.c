@@ -15,6 +15,9 @@
 
 #include "err.h"
 
+#include <math.h>
+#include <string.h>
+
 /* ---- parameters and crossings between backends ---- */
 
 /* The parameter (gradient) vector the layers of device d index with their
@@ -143,6 +146,40 @@ static void layer_forward(struct wk_net *net, int i, const float *params,
         l->y = l->x;
 }
 
+/* l1·Σ|w| + l2·Σw² of n values at w, in double. */
+static double reg_penalty(const struct hc_regularizer *r, const float *w,
+                          size_t n)
+{
+    double a = 0, q = 0;
+    size_t i;
+
+    if (!r->l1 && !r->l2)
+        return 0;
+    for (i = 0; i < n; i++) {
+        a += fabs((double)w[i]);
+        q += (double)w[i] * w[i];
+    }
+    return r->l1 * a + r->l2 * q;
+}
+
+/* The regularizers' penalty at the host parameters (Keras adds it to the
+ * batch's mean loss). */
+static double penalty(const struct wk_net *net, const float *params)
+{
+    double p = 0;
+    int i;
+
+    for (i = 0; i < net->n_layers; i++) {
+        const struct nn_layer *l = &net->layers[i];
+
+        if (l->n_w)
+            p += reg_penalty(&l->reg_w, params + l->off_w, l->n_w);
+        if (l->n_b)
+            p += reg_penalty(&l->reg_b, params + l->off_b, l->n_b);
+    }
+    return p;
+}
+
 int wk_net_forward(struct wk_net *net, const float *params, const float *x,
                    int B, int training)
 {
@@ -190,11 +227,13 @@ int wk_net_forward(struct wk_net *net, const float *params, const float *x,
         net->logits = net->output;
         wk_be_xent_forward(net->out_be, net->logits, NULL, B,
                            (int)net->out_size, net->probs, NULL, NULL);
-        net->output = net->probs;
+        if (!net->loss_par.from_logits)     /* else the output is logits */
+            net->output = net->probs;
         net->probs_cur = net->probs;
     }
     if ((rv = check_all(net)))
         return rv;
+    net->penalty = penalty(net, params);
     net->B = B;
     net->stage = 1;
     return HC_OK;
@@ -210,6 +249,51 @@ int wk_net_output(struct wk_net *net, float *out)
 }
 
 /* ---- loss ---- */
+
+/* The targets of a loss other than sparse CCE into net->targets_h (B, N):
+ * targets when given, else made from the integer labels — one-hot over
+ * the N outputs, or with one output the label itself (0 or 1 for
+ * binary cross-entropy) — then Keras's label smoothing. */
+static int make_targets(struct wk_net *net, const int *labels,
+                        const float *targets)
+{
+    const int B = net->B, N = (int)net->out_size;
+    const float s = net->loss_par.label_smoothing;
+    float *t = net->targets_h;
+    int i, j;
+
+    if (targets) {
+        memcpy(t, targets, (size_t)B * N * sizeof *t);
+    } else if (!labels) {
+        return hc_err_set(HC_ERR_INVAL, "wk_net_loss: %s needs labels or "
+                          "targets", hc_loss_name(net->loss));
+    } else if (N == 1 && !hc_loss_takes_classes(net->loss)) {
+        for (i = 0; i < B; i++) {
+            if (net->loss == HC_LOSS_BCE && labels[i] != 0 && labels[i] != 1)
+                return hc_err_set(HC_ERR_DATA, "label of sample %d is %d; "
+                                  "binary_crossentropy with one output "
+                                  "takes labels 0 and 1", i, labels[i]);
+            t[i] = (float)labels[i];
+        }
+    } else {
+        for (i = 0; i < B; i++) {
+            if (labels[i] < 0 || labels[i] >= N)
+                return hc_err_set(HC_ERR_DATA, "label of sample %d is %d; "
+                                  "the model has %d outputs, one per class "
+                                  "(0 to %d), for %s's one-hot targets", i,
+                                  labels[i], N, N - 1,
+                                  hc_loss_name(net->loss));
+            for (j = 0; j < N; j++)
+                t[(size_t)i * N + j] = j == labels[i];
+        }
+    }
+    if (s == 0.0f)
+        return HC_OK;
+    for (i = 0; i < B * N; i++)     /* binary: towards 1/2; else 1/N */
+        t[i] = t[i] * (1.0f - s) +
+               s / (net->loss == HC_LOSS_BCE ? 2.0f : (float)N);
+    return HC_OK;
+}
 
 int wk_net_loss(struct wk_net *net, const int *labels, const float *targets,
                 double *loss_sum, int *correct)
@@ -243,17 +327,23 @@ int wk_net_loss(struct wk_net *net, const int *labels, const float *targets,
                            net->probs_cur, net->loss_d, net->hit_d);
         net->labels_cur = labels;
     } else {
-        if (!targets)
-            return hc_err_set(HC_ERR_INVAL,
-                              "wk_net_loss: mse needs targets");
+        if ((rv = make_targets(net, labels, targets)))
+            return rv;
+        targets = net->targets_h;
         if (!be->host_memory) {
             if ((rv = wk_be_upload(be, net->targets_d, targets,
                                    (size_t)B * N * sizeof *targets)))
                 return rv;
             targets = net->targets_d;
         }
-        wk_be_mse_forward(be, net->output, targets, B, N, net->loss_d,
-                          net->hit_d);
+        if (net->loss == HC_LOSS_MSE)
+            wk_be_mse_forward(be, net->output, targets, B, N, net->loss_d,
+                              net->hit_d);
+        else
+            wk_be_tloss_forward(be, net->loss, net->loss_par.from_logits,
+                                net->loss_par.delta,
+                                net->fused ? net->logits : net->output,
+                                targets, B, N, net->loss_d, net->hit_d);
         net->targets_cur = targets;
     }
     if ((rv = wk_be_check(be)))
@@ -268,6 +358,7 @@ int wk_net_loss(struct wk_net *net, const int *labels, const float *targets,
         sum += net->loss_h[i];
         hits += net->hit_h[i] != 0.0f;
     }
+    sum += B * net->penalty;
     if (loss_sum)
         *loss_sum = sum;
     if (correct)
@@ -332,6 +423,12 @@ static int layer_backward(struct wk_net *net, int i, const float *params,
 
     if (l->kind->backward_params)
         l->kind->backward_params(l, grads, dy, net->B);
+    if (l->n_w && (l->reg_w.l1 || l->reg_w.l2))
+        wk_be_reg_grad(l->be, params + l->doff_w, grads + l->doff_w, l->n_w,
+                       l->reg_w.l1, l->reg_w.l2);
+    if (l->n_b && (l->reg_b.l1 || l->reg_b.l2))
+        wk_be_reg_grad(l->be, params + l->doff_b, grads + l->doff_b, l->n_b,
+                       l->reg_b.l1, l->reg_b.l2);
     grads_final(net, l);
     for (k = 0; k < l->n_in; k++) {
         const float *g = dy;
@@ -382,12 +479,17 @@ int wk_net_backward(struct wk_net *net, const float *params, float *grads)
     /* Gradient of the mean loss with respect to the output (or, fused,
      * the logits). */
     dy = grad_of(net, net->n_layers - 1);
-    if (net->fused)
-        wk_be_xent_backward(be, net->output, net->labels_cur, B, N,
+    if (net->loss == HC_LOSS_SPARSE_CCE)
+        wk_be_xent_backward(be, net->probs_cur, net->labels_cur, B, N,
                             1.0f / (float)B, dy);
-    else
+    else if (net->loss == HC_LOSS_MSE)
         wk_be_mse_backward(be, net->output, net->targets_cur, (size_t)B * N,
                            2.0f / ((float)N * (float)B), dy);
+    else
+        wk_be_tloss_backward(be, net->loss, net->loss_par.from_logits,
+                             net->loss_par.delta,
+                             net->fused ? net->probs_cur : net->output,
+                             net->targets_cur, B, N, 1.0f / (float)B, dy);
     for (i = net->n_layers - 1; i >= 0; i--) {
         struct nn_dev *d = &net->devs[net->layers[i].dev];
 

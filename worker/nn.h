@@ -18,17 +18,25 @@
  * pointers; on a backend whose memory is not host memory the net copies
  * them in and out (on the CPU backend it uses them in place).
  *
- * Supported losses (anything else is rejected by wk_net_new):
- *   - sparse categorical cross-entropy: the output must be flat (N) and the
- *     last layer a dense or activation layer with softmax activation; the
- *     softmax is fused with the loss (loss = logsumexp(z) − z_label, stable
- *     for any logits). Labels are ints in [0, N).
- *   - mean squared error, any output activation, float targets (B, N);
- *     per-sample loss is the mean over the N outputs, as Keras.
+ * Supported losses (model.h, enum hc_loss; anything else is rejected by
+ * wk_net_new), the output always flat (N):
+ *   - sparse and categorical cross-entropy: the last layer a dense or
+ *     activation layer with softmax activation, fused with the loss
+ *     (logsumexp(z) − Σ t·z, stable for any logits), or with from_logits
+ *     a linear one (the output is then the logits). Sparse takes labels,
+ *     ints in [0, N); categorical one-hot targets, made from the labels
+ *     when none are given, then label smoothing.
+ *   - binary cross-entropy (probabilities clipped as Keras, or logits),
+ *     mean squared and absolute error, Huber: any output activation,
+ *     float targets (B, N) — or, given labels only, targets made from
+ *     them: one-hot over N > 1 outputs, the label itself for one output
+ *     (0 or 1 for binary cross-entropy) — then label smoothing (binary).
+ *     Per-sample loss is the mean over the N outputs, as Keras.
  * Gradients are those of the MEAN loss over the batch (Keras semantics).
  * "correct" counts accuracy as Keras's "accuracy" metric resolves for the
- * loss: argmax(output) == label for sparse CCE; for MSE argmax(output) ==
- * argmax(target) when N > 1, (output > 0.5) == (target > 0.5) when N = 1.
+ * loss: argmax(output) == label for sparse CCE; for the others
+ * argmax(output) == argmax(target) when N > 1, (output > 0.5) ==
+ * (target > 0.5) when N = 1 (output > 0 from logits).
  *
  * Dropout is active only in training forwards; its mask comes from the
  * backend's counter-based hash with a seed derived from the net's seed
@@ -120,19 +128,24 @@ int wk_net_forward(struct wk_net *net, const float *params, const float *x,
 int wk_net_output(struct wk_net *net, float *out);
 
 /*
- * Loss of the last forward: labels (B) for sparse CCE, targets (B, N) for
- * MSE (the other may be NULL). Sets *loss_sum to the sum over the batch of
- * the per-sample losses and *correct to the number of correct samples
+ * Loss of the last forward: labels (B) for sparse CCE; targets (B, N) for
+ * the others, or labels to make them from (see the top of this file; the
+ * other may be NULL). Sets *loss_sum to the sum over the batch of the
+ * per-sample losses, each with the regularizers' penalty at the forward's
+ * parameters added (so the mean is Keras's reported loss: the batch's
+ * mean plus the penalty), and *correct to the number of correct samples
  * (either pointer may be NULL). Errors: HC_ERR_INVAL (no forward yet, the
- * needed array missing), HC_ERR_DATA (a label outside [0, N): the message
- * gives the sample and the value).
+ * needed array missing), HC_ERR_DATA (a label that does not fit: the
+ * message gives the sample and the value).
  */
 int wk_net_loss(struct wk_net *net, const int *labels, const float *targets,
                 double *loss_sum, int *correct);
 
 /*
- * Gradient of the mean loss of the last wk_net_loss with respect to every
- * parameter, written to grads (n_params; overwritten, not accumulated).
+ * Gradient of the mean loss of the last wk_net_loss, the regularizers'
+ * penalty included (l1·sign(w) + 2·l2·w on each regularized variable),
+ * with respect to every parameter, written to grads (n_params;
+ * overwritten, not accumulated).
  * params must be the vector given to the forward. Errors: HC_ERR_INVAL
  * when wk_net_loss did not follow the last forward, or a device error.
  */

@@ -4,7 +4,8 @@
  * output's last dimension, and in backward its derivative applied to the
  * gradient in place. As the output layer of sparse cross-entropy its
  * softmax is the loss's (act_in_loss): the output is then its input, the
- * logits.
+ * logits. For gelu and swish the derivative reads the input (l->x)
+ * instead of the output.
  */
 #include "nn_impl.h"
 
@@ -37,8 +38,9 @@ static int backward_input(struct nn_layer *l, const float *params, float *dy,
     (void)params;
     (void)dx;
     if (l->act != HC_ACT_LINEAR)
-        wk_be_act_backward(l->be, l->y, dy, dy, B * l->out_size / l->out_c,
-                           l->out_c, l->act);
+        wk_be_act_backward(l->be, wk_act_reads_input(l->act) ? l->x : l->y,
+                           dy, dy, B * l->out_size / l->out_c, l->out_c,
+                           l->act);
     return 0;
 }
 

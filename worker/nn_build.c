@@ -137,7 +137,7 @@ static int setup_layer(struct nn_setup *c, struct nn_layer *l)
     snprintf(l->name, sizeof l->name, "%s", c->layer);
     l->act = s->act;
     l->off_w = l->off_b = NO_VAR;
-    if ((unsigned)s->act > HC_ACT_SOFTMAX)
+    if ((unsigned)s->act >= HC_ACT_COUNT)
         return hc_err_set(HC_ERR_CONFIG, "%s: unknown activation %d",
                           c->where, (int)s->act);
     if (!l->kind)
@@ -183,7 +183,10 @@ static int setup_layer(struct nn_setup *c, struct nn_layer *l)
         if ((rv = nn_check_var(c, s->var_bias, "bias", (size_t)n, &l->off_b,
                                &l->n_b)))
             return rv;
+        l->reg_b = c->m->vars[s->var_bias].reg;
     }
+    if (l->n_w)
+        l->reg_w = c->m->vars[s->var_kernel].reg;
     l->in_size = (int)nn_shape_size(in);
     l->out_size = (int)nn_shape_size(&want);
     l->out_c = want.rank == 3 ? want.dims[2] : want.dims[0];
@@ -287,40 +290,47 @@ static int setup_loss(struct wk_net *net, const struct hc_model *m)
     const struct hc_layer_spec *s = &m->layers[net->n_layers - 1];
     char b1[48];
 
-    switch (m->loss) {
-    case HC_LOSS_SPARSE_CCE:
-        if (s->out.rank != 1)
-            return hc_err_set(HC_ERR_CONFIG,
-                              "model %s: sparse_categorical_crossentropy needs "
-                              "a flat output (N), but %s, the last layer, "
-                              "outputs %s; end with flatten and a dense "
-                              "softmax layer",
-                              model_name(m), last->name,
-                              nn_shape_str(&s->out, b1, sizeof b1));
-        if (!((hc_layer_kind(s->type)->flags & HC_LAYER_ACT) &&
-              s->act == HC_ACT_SOFTMAX))
-            return hc_err_set(HC_ERR_CONFIG,
-                              "model %s: sparse_categorical_crossentropy needs "
-                              "a softmax output, but %s, the last layer, has "
-                              "activation \"%s\"; set \"activation\": "
-                              "\"softmax\" on a last dense layer, or use loss "
-                              "\"mse\"", model_name(m), last->name,
-                              hc_act_name(s->act));
-        if (m->n_classes > 0 && (size_t)m->n_classes != net->out_size)
-            return hc_err_set(HC_ERR_MISMATCH,
-                              "model %s: n_classes = %d but the output has %zu "
-                              "units", model_name(m), m->n_classes,
-                              net->out_size);
-        net->fused = 1;
-        /* The last layer outputs logits; softmax is the loss's. */
-        last->act = HC_ACT_LINEAR;
-        last->act_in_loss = 1;
+    const char *ln = hc_loss_name(m->loss);
+    const int logits = m->loss_par.from_logits;
+
+    net->loss_par = m->loss_par;
+    if (s->out.rank != 1)
+        return hc_err_set(HC_ERR_CONFIG,
+                          "model %s: %s needs a flat output (N), but %s, the "
+                          "last layer, outputs %s; end with flatten and a "
+                          "dense layer", model_name(m), ln, last->name,
+                          nn_shape_str(&s->out, b1, sizeof b1));
+    if (logits && s->act != HC_ACT_LINEAR)
+        return hc_err_set(HC_ERR_CONFIG,
+                          "model %s: %s with from_logits takes logits, but "
+                          "%s, the last layer, has activation \"%s\"; make "
+                          "it \"linear\"", model_name(m), ln, last->name,
+                          hc_act_name(s->act));
+    if ((unsigned)m->loss > HC_LOSS_HUBER)
+        return hc_err_set(HC_ERR_CONFIG, "model %s: unknown loss %d",
+                          model_name(m), (int)m->loss);
+    if (!hc_loss_takes_classes(m->loss))
         return HC_OK;
-    case HC_LOSS_MSE:
+    if (!logits && !((hc_layer_kind(s->type)->flags & HC_LAYER_ACT) &&
+                     s->act == HC_ACT_SOFTMAX))
+        return hc_err_set(HC_ERR_CONFIG,
+                          "model %s: %s needs a softmax output, but %s, the "
+                          "last layer, has activation \"%s\"; set "
+                          "\"activation\": \"softmax\" on a last dense "
+                          "layer, or \"from_logits\": true on a linear one",
+                          model_name(m), ln, last->name, hc_act_name(s->act));
+    if (m->n_classes > 0 && (size_t)m->n_classes != net->out_size)
+        return hc_err_set(HC_ERR_MISMATCH,
+                          "model %s: n_classes = %d but the output has %zu "
+                          "units", model_name(m), m->n_classes,
+                          net->out_size);
+    net->fused = 1;
+    if (logits)
         return HC_OK;
-    }
-    return hc_err_set(HC_ERR_CONFIG, "model %s: unknown loss %d",
-                      model_name(m), (int)m->loss);
+    /* The last layer outputs logits; softmax is the loss's. */
+    last->act = HC_ACT_LINEAR;
+    last->act_in_loss = 1;
+    return HC_OK;
 }
 
 /* How many inputs of the net's layers read node j. */
@@ -336,7 +346,7 @@ static int readers(const struct wk_net *net, int j)
 
 /*
  * conv2d → maxpool2d: max commutes with a per-channel bias and with any
- * non-decreasing activation (linear, relu, sigmoid, tanh), so the conv
+ * non-decreasing activation (all but softmax, gelu and swish), so the conv
  * leaves its output raw and the pool applies bias and activation to its
  * four times smaller output: act(max(z) + b) = max(act(z + b)), bit for
  * bit in float too, since rounding is monotonic. In backward the
@@ -358,15 +368,18 @@ static void fuse_epilogue(struct wk_net *net)
         if (p->src[0] != i || readers(net, i) != 1 ||
             !(c->kind->flags & NN_EPILOGUE_OUT) ||
             !(p->kind->flags & NN_EPILOGUE_IN) ||
-            c->act == HC_ACT_SOFTMAX || c->dev != p->dev)
+            c->act == HC_ACT_SOFTMAX || wk_act_reads_input(c->act) ||
+            c->dev != p->dev)
             continue;
         c->pre_pool = 1;
         p->post_act = 1;
         p->act = c->act;
         p->off_b = c->off_b;    /* the pool now owns the bias */
         p->n_b = c->n_b;
+        p->reg_b = c->reg_b;
         c->off_b = NO_VAR;
         c->n_b = 0;
+        c->reg_b = (struct hc_regularizer){0, 0};
     }
 }
 
@@ -596,6 +609,9 @@ static int setup_buffers(struct wk_net *net)
     if ((rv = nn_alloc_f(ob, &net->loss_d, B)) ||
         (rv = nn_alloc_f(ob, &net->hit_d, B)))
         return rv;
+    if (net->loss != HC_LOSS_SPARSE_CCE &&
+        !(net->targets_h = malloc(B * net->out_size * sizeof *net->targets_h)))
+        return hc_err_set(HC_ERR_NOMEM, "net: out of host memory");
     if (!net->in_be->host_memory &&
         (rv = nn_alloc_f(net->in_be, &net->x_d, B * net->in_size)))
         return rv;
@@ -608,7 +624,7 @@ static int setup_buffers(struct wk_net *net)
     net->hit_h = malloc(B * sizeof *net->hit_h);
     if (!net->loss_h || !net->hit_h)
         return hc_err_set(HC_ERR_NOMEM, "net: out of host memory");
-    if (net->loss == HC_LOSS_MSE)
+    if (net->loss != HC_LOSS_SPARSE_CCE)
         return nn_alloc_f(ob, &net->targets_d, B * net->out_size);
     return wk_be_alloc(ob, B * sizeof *net->labels_d,
                        (void **)&net->labels_d);
@@ -675,6 +691,7 @@ void wk_net_free(struct wk_net *net)
         wk_be_free(l->be, l->out);
         wk_be_free(l->be, l->cols);
         wk_be_free(l->be, l->idx);
+        wk_be_free(l->be, l->pre);
         for (k = 0; k < l->n_in; k++)
             wk_be_free(l->be, l->xin[k]);
     }
@@ -688,6 +705,7 @@ void wk_net_free(struct wk_net *net)
         wk_be_free(d->be, d->grads_d);
     }
     free(net->stage_h);
+    free(net->targets_h);
     if (net->out_be) {
         wk_be_free(net->out_be, net->probs);
         wk_be_free(net->out_be, net->loss_d);

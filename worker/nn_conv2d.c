@@ -36,7 +36,8 @@ static int alloc(struct nn_layer *l, size_t B)
 {
     int rv;
 
-    if ((rv = nn_alloc_f(l->be, &l->out, B * l->out_size)))
+    if ((rv = nn_alloc_f(l->be, &l->out, B * l->out_size)) ||
+        (!l->pre_pool && (rv = nn_alloc_pre(l, B))))
         return rv;
     if (!l->direct)
         return nn_alloc_f(l->be, &l->cols, B * l->ws_size);
@@ -60,9 +61,7 @@ static void forward(const struct wk_net *net, struct nn_layer *l,
     wk_be_sgemm(l->be, 0, 0, M, F, K, 1.0f, cols, K, params + l->doff_w, F,
                 0.0f, l->out, F);
     if (!l->pre_pool)
-        wk_be_act_forward(l->be, l->out,
-                          l->n_b ? params + l->doff_b : NULL,
-                          l->out, M, F, l->act);
+        nn_bias_act(l, l->n_b ? params + l->doff_b : NULL, l->out, M, F);
 }
 
 static void backward_params(struct nn_layer *l, float *grads, float *dy,
@@ -72,8 +71,7 @@ static void backward_params(struct nn_layer *l, float *grads, float *dy,
     int F = l->out_c;
 
     if (!l->pre_pool)
-        wk_be_act_bias_backward(l->be, l->y, dy, M, F, l->act,
-                                l->n_b ? grads + l->doff_b : NULL);
+        nn_bias_act_backward(l, dy, M, F, l->n_b ? grads + l->doff_b : NULL);
     /* dW (K, F) = colsᵀ · dY */
     wk_be_sgemm(l->be, 1, 0, K, F, M, 1.0f, l->direct ? l->x : l->cols, K,
                 dy, F, 0.0f, grads + l->doff_w, F);

@@ -30,7 +30,11 @@ static int setup(const struct nn_setup *c, const struct hc_layer_spec *s,
 
 static int alloc(struct nn_layer *l, size_t B)
 {
-    return nn_alloc_f(l->be, &l->out, B * l->out_size);
+    int rv;
+
+    if ((rv = nn_alloc_f(l->be, &l->out, B * l->out_size)))
+        return rv;
+    return nn_alloc_pre(l, B);
 }
 
 static void forward(const struct wk_net *net, struct nn_layer *l,
@@ -40,15 +44,14 @@ static void forward(const struct wk_net *net, struct nn_layer *l,
     (void)training;
     wk_be_sgemm(l->be, 0, 0, B, l->units, l->in_size, 1.0f, x, l->in_size,
                 params + l->doff_w, l->units, 0.0f, l->out, l->units);
-    wk_be_act_forward(l->be, l->out, l->n_b ? params + l->doff_b : NULL,
-                      l->out, B, l->units, l->act);
+    nn_bias_act(l, l->n_b ? params + l->doff_b : NULL, l->out, B, l->units);
 }
 
 static void backward_params(struct nn_layer *l, float *grads, float *dy,
                             int B)
 {
-    wk_be_act_bias_backward(l->be, l->y, dy, B, l->units, l->act,
-                            l->n_b ? grads + l->doff_b : NULL);
+    nn_bias_act_backward(l, dy, B, l->units,
+                         l->n_b ? grads + l->doff_b : NULL);
     /* dW (in, out) = Xᵀ · dY */
     wk_be_sgemm(l->be, 1, 0, l->in_size, l->units, B, 1.0f, l->x,
                 l->in_size, dy, l->units, 0.0f, grads + l->doff_w, l->units);

@@ -94,6 +94,7 @@ struct nn_layer {
     struct wk_geom g;       /* conv2d / maxpool2d, g.B set per call */
     int units;              /* dense */
     float rate;             /* dropout */
+    float max_value, slope, threshold; /* relu, leaky_relu (layer_relu.c) */
     int direct;             /* conv2d 1×1, stride 1: the input is the cols */
     size_t ws_size;         /* floats per sample of its workspace (conv2d:
                              * cols), kept under 2^31 at max_batch */
@@ -105,10 +106,15 @@ struct nn_layer {
     size_t off_w, off_b;    /* offsets in the host params, NO_VAR if none */
     size_t n_w, n_b;        /* their sizes (0 with NO_VAR) */
     size_t doff_w, doff_b;  /* the same in the device's params / grads */
+    struct hc_regularizer reg_w, reg_b; /* their penalties (none: 0, 0) */
     float *out;             /* (max_B, out_size) own buffer, or NULL */
     float *cols;            /* (max_B, ws_size) = (max_B·OH·OW, kh·kw·C)
                              * conv2d workspace */
     int32_t *idx;           /* (max_B, out_size) maxpool2d argmax */
+    float *pre;             /* (max_B, out_size) conv2d / dense: the
+                             * values before an activation whose
+                             * derivative reads them (wk_act_reads_input),
+                             * else NULL */
     const float *x;         /* input of the last forward (own backend) */
     const float *y;         /* output of the last forward (own or alias) */
     uint64_t seed;          /* dropout seed of the last forward, 0 = off */
@@ -125,12 +131,18 @@ struct wk_net {
     int first_param;        /* the first layer with parameters */
     size_t in_size, out_size, n_params;
     enum hc_loss loss;
-    int fused;              /* softmax output + sparse CCE */
+    struct hc_loss_par loss_par;
+    int fused;              /* softmax (or logits) output + sparse or
+                             * categorical cross-entropy */
     float *probs;           /* (max_B, N) fused dense output: softmax(z) */
     float *loss_d, *hit_d;  /* (max_B) per-sample loss and hit, on out_be */
     float *loss_h, *hit_h;  /* (max_B) host copies (device backends) */
     float *x_d;             /* (max_B, in_size) on in_be, device only */
-    float *targets_d;       /* (max_B, N) on out_be, device only, MSE */
+    float *targets_d;       /* (max_B, N) on out_be, device only, all
+                             * losses but sparse CCE */
+    float *targets_h;       /* (max_B, N) host: the targets of the last
+                             * wk_net_loss, made from the labels or given,
+                             * label smoothing applied */
     int *labels_d;          /* (max_B)    on out_be, device only, CCE */
     float *stage_h;         /* (max_B, max crossing size) host staging of
                              * a copy between two device backends */
@@ -146,6 +158,10 @@ struct wk_net {
     const float *targets_cur;
     uint64_t seed, counter;
     size_t first_sample;    /* dropout masks start at this sample */
+    double penalty;         /* the regularizers' penalty at the last
+                             * forward's parameters, added to each
+                             * sample's loss as Keras adds it to the
+                             * batch's */
 };
 
 /* ---- a kind's half (nn_KIND.c) ----------------------------------------- */
@@ -222,7 +238,7 @@ const struct nn_kind *nn_kind_of(enum hc_layer_type t);
 
 extern const struct nn_kind nn_conv2d, nn_maxpool2d, nn_flatten, nn_dense,
     nn_dropout, nn_activation, nn_add, nn_subtract, nn_average,
-    nn_multiply, nn_concatenate;
+    nn_multiply, nn_concatenate, nn_relu;
 
 /* What nn_build.c gives the kinds' setup and alloc. */
 
@@ -255,5 +271,16 @@ struct wk_backend *nn_node_be(const struct wk_net *net, int j);
 
 /* n floats on be into *p. */
 int nn_alloc_f(struct wk_backend *be, float **p, size_t n);
+
+/* What conv2d and dense share: their bias and activation over rows of n
+ * values, y (rows, n) in place, keeping the values before the activation
+ * in l->pre where its derivative reads them; and in backward that
+ * derivative with the bias gradient (db NULL: none). nn_alloc_pre gives
+ * l->pre when l's activation needs it. */
+int nn_alloc_pre(struct nn_layer *l, size_t B);
+void nn_bias_act(struct nn_layer *l, const float *bias, float *y, int rows,
+                 int n);
+void nn_bias_act_backward(struct nn_layer *l, float *dy, int rows, int n,
+                          float *db);
 
 #endif

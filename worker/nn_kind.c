@@ -17,6 +17,8 @@ static const struct nn_kind *const kinds[HC_LAYER_COUNT] = {
     [HC_LAYER_AVERAGE] = &nn_average,
     [HC_LAYER_MULTIPLY] = &nn_multiply,
     [HC_LAYER_CONCATENATE] = &nn_concatenate,
+    [HC_LAYER_RELU] = &nn_relu,
+    [HC_LAYER_LEAKY_RELU] = &nn_relu,       /* a ReLU with its slope */
 };
 
 const struct nn_kind *nn_kind_of(enum hc_layer_type t)

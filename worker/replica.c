@@ -55,7 +55,8 @@ struct wk_replicas {
     int placed;
     int max_batch;
     size_t in_size, out_size, n_params;
-    int sparse;                 /* sparse CCE: labels are checked up front */
+    int sparse;                 /* a loss over classes: labels are checked
+                                 * up front */
     struct rep_dev dev[WK_MAX_DEVICES];
     /* the current job, read by the threads */
     enum job job;
@@ -492,7 +493,7 @@ static struct wk_replicas *alloc_replicas(const struct hc_model *m,
     r->max_batch = max_batch;
     r->seed = m->seed;
     r->n_params = m->n_params;
-    r->sparse = m->loss == HC_LOSS_SPARSE_CCE;
+    r->sparse = hc_loss_takes_classes(m->loss);
     for (i = 0; i < r->n; i++) {
         r->dev[i].r = r;
         r->dev[i].slowdown = 1.0;

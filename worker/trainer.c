@@ -880,7 +880,7 @@ int wk_train(const struct wk_train_conf *c)
     if (rv == HC_OK && r.do_eval)
         rv = wk_data_load_any(c->data, c->validation_data, c->data_dir,
                               "t10k", &r.test);
-    if (rv == HC_OK && m->loss == HC_LOSS_SPARSE_CCE)
+    if (rv == HC_OK && hc_loss_takes_classes(m->loss))
         rv = wk_data_check_classes(&r.train, m->n_classes);
     if (rv != HC_OK)
         goto out;

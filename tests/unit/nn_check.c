@@ -93,6 +93,106 @@ void nc_model_activation_layers(struct hc_model *m)
     nr_mb_act(m, HC_ACT_SOFTMAX);
 }
 
+void nc_model_keras_acts(struct hc_model *m)
+{
+    nr_mb_begin(m, "keras_activations", 3, 6, 6, 2, HC_LOSS_SPARSE_CCE);
+    nr_mb_conv(m, 3, 3, 3, 1, 1, 1, HC_ACT_GELU, 1);    /* keeps z */
+    nr_mb_conv(m, 3, 3, 3, 1, 1, 0, HC_ACT_ELU, 1);     /* fused to the pool */
+    nr_mb_pool(m, 2, 2, 2, 2, 0);
+    nr_mb_flatten(m);
+    nr_mb_dense(m, 6, HC_ACT_SWISH, 1);
+    nr_mb_act(m, HC_ACT_SOFTPLUS);
+    nr_mb_dense(m, 5, HC_ACT_RELU6, 1);
+    nr_mb_act(m, HC_ACT_GELU);
+    nr_mb_act(m, HC_ACT_SWISH);
+    nr_mb_dense(m, 5, HC_ACT_HARD_SIGMOID, 0);
+    nr_mb_act(m, HC_ACT_ELU);
+    nr_mb_dense(m, 3, HC_ACT_SOFTMAX, 1);
+}
+
+void nc_model_cce_smooth(struct hc_model *m)
+{
+    nr_mb_begin(m, "cce_softmax_smoothing", 1, 5, 0, 0, HC_LOSS_CCE);
+    m->loss_par.label_smoothing = 0.1f;
+    nr_mb_dense(m, 6, HC_ACT_TANH, 1);
+    nr_mb_dense(m, 4, HC_ACT_SOFTMAX, 1);
+}
+
+void nc_model_cce_logits(struct hc_model *m)
+{
+    nr_mb_begin(m, "cce_from_logits", 1, 5, 0, 0, HC_LOSS_CCE);
+    m->loss_par.from_logits = 1;
+    nr_mb_dense(m, 6, HC_ACT_SWISH, 1);
+    nr_mb_dense(m, 4, HC_ACT_LINEAR, 1);
+}
+
+void nc_model_sparse_logits(struct hc_model *m)
+{
+    nr_mb_begin(m, "sparse_cce_from_logits", 1, 5, 0, 0, HC_LOSS_SPARSE_CCE);
+    m->loss_par.from_logits = 1;
+    nr_mb_dense(m, 6, HC_ACT_ELU, 1);
+    nr_mb_dense(m, 3, HC_ACT_LINEAR, 1);
+}
+
+void nc_model_bce(struct hc_model *m)
+{
+    nr_mb_begin(m, "bce_sigmoid_smoothing", 1, 5, 0, 0, HC_LOSS_BCE);
+    m->loss_par.label_smoothing = 0.2f;
+    nr_mb_dense(m, 6, HC_ACT_TANH, 1);
+    nr_mb_dense(m, 3, HC_ACT_SIGMOID, 1);
+}
+
+void nc_model_bce_logits(struct hc_model *m)
+{
+    nr_mb_begin(m, "bce_from_logits_n1", 1, 5, 0, 0, HC_LOSS_BCE);
+    m->loss_par.from_logits = 1;
+    nr_mb_dense(m, 6, HC_ACT_TANH, 1);
+    nr_mb_dense(m, 1, HC_ACT_LINEAR, 1);
+}
+
+void nc_model_mae(struct hc_model *m)
+{
+    nr_mb_begin(m, "mae", 1, 5, 0, 0, HC_LOSS_MAE);
+    nr_mb_dense(m, 6, HC_ACT_SOFTPLUS, 1);
+    nr_mb_dense(m, 3, HC_ACT_LINEAR, 1);
+}
+
+void nc_model_huber(struct hc_model *m)
+{
+    nr_mb_begin(m, "huber_delta_0.3", 1, 5, 0, 0, HC_LOSS_HUBER);
+    m->loss_par.delta = 0.3f;
+    nr_mb_dense(m, 6, HC_ACT_TANH, 1);
+    nr_mb_dense(m, 4, HC_ACT_LINEAR, 1);
+}
+
+void nc_model_regularized(struct hc_model *m)
+{
+    nr_mb_begin(m, "l1_l2_regularizers", 3, 6, 6, 1, HC_LOSS_SPARSE_CCE);
+    nr_mb_conv(m, 3, 3, 3, 1, 1, 0, HC_ACT_TANH, 1);   /* bias to the pool */
+    m->vars[0].reg = (struct hc_regularizer){0, 0.05f};
+    m->vars[1].reg = (struct hc_regularizer){0.01f, 0};
+    nr_mb_pool(m, 2, 2, 2, 2, 0);
+    nr_mb_flatten(m);
+    nr_mb_dense(m, 5, HC_ACT_RELU, 1);
+    m->vars[2].reg = (struct hc_regularizer){0.02f, 0.03f};
+    nr_mb_dense(m, 3, HC_ACT_SOFTMAX, 0);
+    m->vars[4].reg = (struct hc_regularizer){0, 0.1f};
+}
+
+void nc_model_relu_layers(struct hc_model *m)
+{
+    nr_mb_begin(m, "relu_leaky_relu_layers", 1, 6, 0, 0, HC_LOSS_SPARSE_CCE);
+    nr_mb_dense(m, 8, HC_ACT_LINEAR, 1);
+    nr_mb_relu(m, HC_LAYER_RELU, 0.5f, 0, 0);           /* a ceiling */
+    nr_mb_dense(m, 8, HC_ACT_LINEAR, 1);
+    nr_mb_relu(m, HC_LAYER_LEAKY_RELU, -1, 0.3f, 0);
+    nr_mb_dense(m, 8, HC_ACT_LINEAR, 1);
+    nr_mb_relu(m, HC_LAYER_RELU, -1, 0.1f, -0.2f);      /* below 0 */
+    nr_mb_dense(m, 8, HC_ACT_LINEAR, 1);
+    nr_mb_relu(m, HC_LAYER_RELU, 1.0f, 0.05f, 0.1f);    /* all three */
+    nr_mb_dense(m, 3, HC_ACT_SOFTMAX, 1);
+}
+
 void nc_model_mse_softmax(struct hc_model *m)
 {
     nr_mb_begin(m, "mse_softmax_output", 1, 4, 0, 0, HC_LOSS_MSE);
@@ -218,6 +318,9 @@ void nc_open(struct nc_fixture *f, nc_model_fn fn, int B, int max_batch,
     nr_fill_rand(f->targets, (size_t)max_batch * f->N, &s, 0, 1);
     for (i = 0; i < max_batch; i++)
         f->labels[i] = (int)(nr_rng_next(&s) % f->N);
+    if (f->m.loss == HC_LOSS_CCE)       /* one-hot, as the worker makes */
+        for (i = 0; i < max_batch * (int)f->N; i++)
+            f->targets[i] = f->labels[i / f->N] == i % (int)f->N;
 }
 
 void nc_close(struct nc_fixture *f)
@@ -371,7 +474,10 @@ void nc_check_model(nc_model_fn fn, int B, size_t n_fd_ref, size_t n_fd,
      */
     for (l = 0; l < f.m.n_layers; l++)
         kinks |= f.m.layers[l].act == HC_ACT_RELU ||
-                 f.m.layers[l].type == HC_LAYER_MAXPOOL2D;
+                 f.m.layers[l].act == HC_ACT_RELU6 ||
+                 f.m.layers[l].type == HC_LAYER_MAXPOOL2D ||
+                 f.m.layers[l].type == HC_LAYER_RELU ||
+                 f.m.layers[l].type == HC_LAYER_LEAKY_RELU;
     step = n_fd && n_fd < n ? n / n_fd : 1;
     cnt = (n + step - 1) / step;
     pp = nr_falloc(n);

@@ -32,6 +32,17 @@ void nc_model_pools(struct hc_model *m);           /* overlapping, same pools */
 void nc_model_pool_leftover(struct hc_model *m);   /* pool leaves a row, MSE */
 void nc_model_mlp_dropout(struct hc_model *m);     /* dense, dropout 0.4 */
 void nc_model_activation_layers(struct hc_model *m); /* activation layers */
+void nc_model_keras_acts(struct hc_model *m);      /* relu6 … hard_sigmoid,
+                                                    * fused and alone */
+void nc_model_cce_smooth(struct hc_model *m);      /* CCE, smoothing 0.1 */
+void nc_model_cce_logits(struct hc_model *m);      /* CCE from_logits */
+void nc_model_sparse_logits(struct hc_model *m);   /* sparse from_logits */
+void nc_model_bce(struct hc_model *m);             /* BCE sigmoid, 0.2 */
+void nc_model_bce_logits(struct hc_model *m);      /* BCE from_logits n=1 */
+void nc_model_mae(struct hc_model *m);             /* MAE */
+void nc_model_huber(struct hc_model *m);           /* Huber, delta 0.3 */
+void nc_model_regularized(struct hc_model *m);     /* L1, L2, L1L2 */
+void nc_model_relu_layers(struct hc_model *m);     /* ReLU, LeakyReLU */
 void nc_model_mse_softmax(struct hc_model *m);     /* MSE on softmax */
 void nc_model_mse_relu_sigmoid1(struct hc_model *m); /* MSE, one sigmoid out */
 void nc_model_conv_softmax_channels(struct hc_model *m); /* + two dropouts */

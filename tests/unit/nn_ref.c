@@ -108,6 +108,13 @@ static double ref_act1(enum hc_act a, double z)
     case HC_ACT_RELU: return z > 0 ? z : 0;
     case HC_ACT_SIGMOID: return 1.0 / (1.0 + exp(-z));
     case HC_ACT_TANH: return tanh(z);
+    case HC_ACT_RELU6: return z < 0 ? 0 : z > 6 ? 6 : z;
+    case HC_ACT_ELU: return z > 0 ? z : exp(z) - 1;
+    case HC_ACT_GELU: return 0.5 * z * (1 + erf(z / sqrt(2.0)));
+    case HC_ACT_SWISH: return z / (1.0 + exp(-z));
+    case HC_ACT_SOFTPLUS: return log(1 + exp(z));
+    case HC_ACT_HARD_SIGMOID:
+        return z < -3 ? 0 : z > 3 ? 1 : (z + 3) / 6;
     default: return z;
     }
 }
@@ -121,6 +128,16 @@ static double ref_dact1(enum hc_act a, double z)
     case HC_ACT_RELU: return z > 0 ? 1 : 0;
     case HC_ACT_SIGMOID: s = 1.0 / (1.0 + exp(-z)); return s * (1 - s);
     case HC_ACT_TANH: s = tanh(z); return 1 - s * s;
+    case HC_ACT_RELU6: return z > 0 && z < 6 ? 1 : 0;
+    case HC_ACT_ELU: return z > 0 ? 1 : exp(z);
+    case HC_ACT_GELU:
+        return 0.5 * (1 + erf(z / sqrt(2.0))) +
+               z * exp(-z * z / 2) / sqrt(2 * M_PI);
+    case HC_ACT_SWISH:
+        s = 1.0 / (1.0 + exp(-z));
+        return s + z * s * (1 - s);
+    case HC_ACT_SOFTPLUS: return 1.0 / (1.0 + exp(-z));
+    case HC_ACT_HARD_SIGMOID: return z > -3 && z < 3 ? 1.0 / 6 : 0;
     default: return 1;
     }
 }
@@ -176,6 +193,110 @@ void nr_ref_dact(enum hc_act a, const double *z, const double *y,
     }
 }
 
+/* One sample's loss from the output yb (N): Keras's formula written out
+ * plainly (model.h, enum hc_loss), the targets smoothed here; its
+ * gradient over B samples' mean into dyb. */
+static double ref_loss(const struct hc_model *m, const double *yb, int label,
+                       const float *tf, int N, int B, double *dyb)
+{
+    const struct hc_loss_par *q = &m->loss_par;
+    const double eps = 1e-7, s = q->label_smoothing;
+    double t[256], loss = 0, mx, sum = 0;
+    int i;
+
+    CU_ASSERT_FATAL(N <= 256);
+    for (i = 0; i < N; i++) {
+        t[i] = m->loss == HC_LOSS_SPARSE_CCE ? (i == label) : tf[i];
+        t[i] = t[i] * (1 - s) + s / (m->loss == HC_LOSS_BCE ? 2.0 : N);
+    }
+    switch (m->loss) {
+    case HC_LOSS_SPARSE_CCE:
+    case HC_LOSS_CCE:
+        if (!q->from_logits) {          /* yb is the softmax */
+            for (i = 0; i < N; i++) {
+                loss -= t[i] * log(yb[i]);
+                dyb[i] = -t[i] / (B * yb[i]);
+            }
+            return loss;
+        }
+        for (mx = yb[0], i = 1; i < N; i++)
+            mx = yb[i] > mx ? yb[i] : mx;
+        for (i = 0; i < N; i++)
+            sum += exp(yb[i] - mx);
+        for (i = 0; i < N; i++) {
+            loss -= t[i] * (yb[i] - mx - log(sum));
+            dyb[i] = (exp(yb[i] - mx) / sum - t[i]) / B;
+        }
+        return loss;
+    case HC_LOSS_BCE:
+        for (i = 0; i < N; i++) {
+            double z = yb[i], p = 1 / (1 + exp(-z));
+
+            if (!q->from_logits) {
+                p = z < eps ? eps : z > 1 - eps ? 1 - eps : z;
+                loss -= t[i] * log(p + eps) + (1 - t[i]) * log(1 - p + eps);
+                dyb[i] = p != z ? 0
+                                : ((1 - t[i]) / (1 - p + eps) -
+                                   t[i] / (p + eps)) / ((double)N * B);
+                continue;
+            }
+            loss -= t[i] * log(p) + (1 - t[i]) * log(1 - p);
+            dyb[i] = (p - t[i]) / ((double)N * B);
+        }
+        return loss / N;
+    default:                            /* MSE, MAE, Huber */
+        for (i = 0; i < N; i++) {
+            double e = yb[i] - t[i], a = fabs(e), d = q->delta;
+
+            if (m->loss == HC_LOSS_MSE) {
+                loss += e * e;
+                dyb[i] = 2 * e / ((double)N * B);
+            } else if (m->loss == HC_LOSS_MAE) {
+                loss += a;
+                dyb[i] = ((e > 0) - (e < 0)) / ((double)N * B);
+            } else {
+                loss += a <= d ? e * e / 2 : d * (a - d / 2);
+                dyb[i] = (a <= d ? e : e > 0 ? d : -d) / ((double)N * B);
+            }
+        }
+        return loss / N;
+    }
+}
+
+/* The regularizers' penalty Σ over variables of l1·Σ|w| + l2·Σw², its
+ * gradient added to G when not NULL. */
+static double ref_penalty(const struct hc_model *m, const double *P,
+                          double *G)
+{
+    double pen = 0;
+    size_t off = 0, i;
+
+    for (int v = 0; v < m->n_vars; v++) {
+        const struct hc_var_def *d = &m->vars[v];
+
+        for (i = off; i < off + d->size; i++) {
+            pen += d->reg.l1 * fabs(P[i]) + d->reg.l2 * P[i] * P[i];
+            if (G)
+                G[i] += d->reg.l1 * ((P[i] > 0) - (P[i] < 0)) +
+                        2 * d->reg.l2 * P[i];
+        }
+        off += d->size;
+    }
+    return pen;
+}
+
+double nr_ref_relu(const struct hc_layer_spec *s, double x, double *d)
+{
+    double t = s->threshold, mx = s->max_value, a = x > t ? x : 0;
+
+    if (mx >= 0)                        /* Keras clips to [0, max_value] */
+        a = a < 0 ? 0 : a > mx ? mx : a;
+    if (d)
+        *d = (x > t && (mx < 0 || (x > 0 && x < mx))) +
+             (x < t ? s->negative_slope : 0);
+    return a - s->negative_slope * (t - x > 0 ? t - x : 0);
+}
+
 /* Keras "same": pad_total = max((ceil(H/s) − 1)·s + k − H, 0). */
 int nr_pad_before(int H, int k, int s, int same)
 {
@@ -204,6 +325,7 @@ void nr_mb_begin(struct hc_model *m, const char *name, int rank, int d0,
     snprintf(m->inputs[0].name, sizeof m->inputs[0].name, "input");
     m->inputs[0].shape = m->input;
     m->loss = loss;
+    m->loss_par.delta = 1;      /* Keras's huber default */
     m->seed = 7;
 }
 
@@ -257,7 +379,8 @@ struct hc_layer_spec *nr_mb_layer(struct hc_model *m,
         [HC_LAYER_DROPOUT] = "dropout", [HC_LAYER_ACTIVATION] = "activation",
         [HC_LAYER_ADD] = "add", [HC_LAYER_SUBTRACT] = "subtract",
         [HC_LAYER_AVERAGE] = "average", [HC_LAYER_MULTIPLY] = "multiply",
-        [HC_LAYER_CONCATENATE] = "concatenate"};
+        [HC_LAYER_CONCATENATE] = "concatenate", [HC_LAYER_RELU] = "re_lu",
+        [HC_LAYER_LEAKY_RELU] = "leaky_re_lu"};
     struct hc_layer_spec *l = &m->layers[m->n_layers];
     int i, same = 0;
 
@@ -369,6 +492,16 @@ void nr_mb_merge(struct hc_model *m, enum hc_layer_type t, int axis, int n,
     l->out.dims[ax] = 0;
     for (k = 0; k < n; k++)
         l->out.dims[ax] += node_out(m, src[k]).dims[ax];
+}
+
+void nr_mb_relu(struct hc_model *m, enum hc_layer_type t, float max_value,
+                float slope, float threshold)
+{
+    struct hc_layer_spec *l = nr_mb_layer(m, t, HC_ACT_LINEAR);
+
+    l->max_value = max_value;
+    l->negative_slope = slope;
+    l->threshold = threshold;
 }
 
 size_t nr_shp_size(const struct hc_shape *s)
@@ -595,27 +728,19 @@ double nr_ref_run(const struct hc_model *m, const double *P,
             int n = s->out.rank == 3 ? s->out.dims[2] : s->out.dims[0];
 
             nr_ref_act(s->act, z[l], y[l], B * on / n, n);
+        } else if (s->type == HC_LAYER_RELU ||
+                   s->type == HC_LAYER_LEAKY_RELU) {
+            for (i = 0; i < B * on; i++)
+                y[l][i] = nr_ref_relu(s, z[l][i], NULL);
         } else {
             memcpy(y[l], z[l], B * on * sizeof(double));
         }
     }
     N = nr_shp_size(&m->layers[L - 1].out);
     dy = nr_dalloc(B * N);
-    for (b = 0; b < B; b++) {
-        const double *yb = y[L - 1] + b * N;
-
-        if (m->loss == HC_LOSS_SPARSE_CCE) {
-            loss -= log(yb[rb->labels[b]]);
-            dy[b * N + rb->labels[b]] = -1.0 / (B * yb[rb->labels[b]]);
-        } else {
-            for (i = 0; i < N; i++) {
-                double d = yb[i] - rb->targets[b * N + i];
-
-                loss += d * d / N;
-                dy[b * N + i] = 2 * d / ((double)N * B);
-            }
-        }
-    }
+    for (b = 0; b < B; b++)
+        loss += ref_loss(m, y[L - 1] + b * N, rb->labels[b],
+                         rb->targets + b * N, (int)N, B, dy + b * N);
     if (out)
         memcpy(out, y[L - 1], B * N * sizeof(double));
     for (l = 0; l < L; l++)
@@ -695,6 +820,14 @@ double nr_ref_run(const struct hc_model *m, const double *P,
                 dx[i] = dz[i] * rb->masks[l][i];
         } else if (s->n_in > 1) {
             merge_backward(m, s, dz, B, gy, y, x0);
+        } else if (s->type == HC_LAYER_RELU ||
+                   s->type == HC_LAYER_LEAKY_RELU) {
+            for (i = 0; i < B * on; i++) {
+                double d;
+
+                nr_ref_relu(s, X[i], &d);
+                dx[i] = dz[i] * d;
+            }
         } else {
             memcpy(dx, dz, B * on * sizeof(double));
         }
@@ -713,5 +846,5 @@ double nr_ref_run(const struct hc_model *m, const double *P,
         free(arg[l]);
     }
     free(x0);
-    return loss / B;
+    return loss / B + ref_penalty(m, P, G);
 }

@@ -88,6 +88,14 @@ void nr_mb_dense(struct hc_model *m, int units, enum hc_act act,
                  int use_bias);
 void nr_mb_dropout(struct hc_model *m, float rate);
 void nr_mb_act(struct hc_model *m, enum hc_act act);
+/* A relu (t HC_LAYER_RELU) or leaky_relu layer with Keras's settings
+ * (max_value < 0: none). */
+void nr_mb_relu(struct hc_model *m, enum hc_layer_type t, float max_value,
+                float slope, float threshold);
+
+/* Keras's ReLU layer of s at x, written out plainly; its derivative into
+ * *d when d is not NULL. */
+double nr_ref_relu(const struct hc_layer_spec *s, double x, double *d);
 
 /* Graphs: the next layer appended reads node j (a layer's index, or -1
  * the input) instead of the last layer; a merge of type t (add, subtract,

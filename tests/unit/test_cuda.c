@@ -249,6 +249,9 @@ static void test_blas1_reduce(void)
     wk_be_axpy(p.cpu, N, 0.75f, x, y);
     wk_be_axpy(p.gpu, N, 0.75f, dx, dy);
     cmp(&p, "axpy", dy, y, N);
+    wk_be_reg_grad(p.cpu, x, y, N, 0.01f, 0.5f);
+    wk_be_reg_grad(p.gpu, dx, dy, N, 0.01f, 0.5f);
+    cmp(&p, "regularizer gradient (L1L2)", dy, y, N);
     wk_be_scale(p.cpu, y, N, -1.5f);
     wk_be_scale(p.gpu, dy, N, -1.5f);
     cmp(&p, "scale", dy, y, N);
@@ -380,9 +383,6 @@ static void test_conv_pool(void)
 
 static void test_activations(void)
 {
-    static const enum hc_act acts[] = {HC_ACT_LINEAR, HC_ACT_RELU,
-                                       HC_ACT_SIGMOID, HC_ACT_TANH,
-                                       HC_ACT_SOFTMAX};
     static const struct {
         int rows, n;
     } shapes[] = {{5, 10}, {3000, 37}, {2, 300}};
@@ -395,7 +395,8 @@ static void test_activations(void)
         int rows = shapes[s].rows, n = shapes[s].n;
         size_t cnt = (size_t)rows * n;
 
-        for (a = 0; a < sizeof acts / sizeof acts[0]; a++) {
+        for (a = 0; a < HC_ACT_COUNT; a++) {
+            enum hc_act act = (enum hc_act)a;
             float *x = rand_floats(cnt), *bias = rand_floats(n);
             float *dy = rand_floats(cnt), *y = malloc(cnt * 4);
             float *db = malloc(n * 4);
@@ -408,24 +409,24 @@ static void test_activations(void)
             CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, n * 4, (void **)&d_db),
                                   0);
             snprintf(what, sizeof what, "%s forward %dx%d",
-                     hc_act_name(acts[a]), rows, n);
+                     hc_act_name(act), rows, n);
             wk_be_act_forward(p.cpu, x, a % 2 ? bias : NULL, y, rows, n,
-                              acts[a]);
+                              act);
             wk_be_act_forward(p.gpu, d_x, a % 2 ? d_bias : NULL, d_y, rows,
-                              n, acts[a]);
+                              n, act);
             cmp(&p, what, d_y, y, cnt);
-            wk_be_act_forward(p.cpu, x, bias, x, rows, n, acts[a]);
-            wk_be_act_forward(p.gpu, d_x, d_bias, d_x, rows, n, acts[a]);
+            wk_be_act_forward(p.cpu, x, bias, x, rows, n, act);
+            wk_be_act_forward(p.gpu, d_x, d_bias, d_x, rows, n, act);
             strcat(what, " in place");
             cmp(&p, what, d_x, x, cnt);
-            snprintf(what, sizeof what, "%s backward", hc_act_name(acts[a]));
-            wk_be_act_backward(p.cpu, y, dy, x, rows, n, acts[a]);
-            wk_be_act_backward(p.gpu, d_y, d_dy, d_x, rows, n, acts[a]);
+            snprintf(what, sizeof what, "%s backward", hc_act_name(act));
+            wk_be_act_backward(p.cpu, y, dy, x, rows, n, act);
+            wk_be_act_backward(p.gpu, d_y, d_dy, d_x, rows, n, act);
             cmp(&p, what, d_x, x, cnt);
             snprintf(what, sizeof what, "%s fused bias backward",
-                     hc_act_name(acts[a]));
-            wk_be_act_bias_backward(p.cpu, y, dy, rows, n, acts[a], db);
-            wk_be_act_bias_backward(p.gpu, d_y, d_dy, rows, n, acts[a], d_db);
+                     hc_act_name(act));
+            wk_be_act_bias_backward(p.cpu, y, dy, rows, n, act, db);
+            wk_be_act_bias_backward(p.gpu, d_y, d_dy, rows, n, act, d_db);
             cmp(&p, what, d_dy, dy, cnt);
             cmp(&p, "  … its bias gradient", d_db, db, n);
             wk_be_bias_grad(p.cpu, x, rows, n, db);
@@ -446,11 +447,59 @@ static void test_activations(void)
     pair_close(&p);
 }
 
+/* The ReLU layer's op over settings that exercise its pieces. */
+static void test_relu_layer(void)
+{
+    static const float set[][3] = {    /* max_value, slope, threshold */
+        {-1, 0, 0}, {6, 0, 0}, {-1, 0.3f, 0}, {0.5f, 0.1f, -0.4f},
+        {2, 0.2f, 0.7f}};
+    const size_t n = 100003;
+    struct pair p;
+
+    if (!pair_open(&p))
+        HP_SKIP("no CUDA device");
+    for (size_t k = 0; k < sizeof set / sizeof set[0]; k++) {
+        float *x = rand_floats(n), *dy = rand_floats(n), *y = malloc(n * 4);
+        float *d_x, *d_dy, *d_y;
+        char what[96];
+
+        for (size_t i = 0; i < n; i++)
+            x[i] *= 8;
+        d_x = up(&p, x, n * 4);
+        d_dy = up(&p, dy, n * 4);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, n * 4, (void **)&d_y), 0);
+        snprintf(what, sizeof what, "relu layer (%g, %g, %g) forward",
+                 (double)set[k][0], (double)set[k][1], (double)set[k][2]);
+        wk_be_relu_forward(p.cpu, x, y, n, set[k][0], set[k][1], set[k][2]);
+        wk_be_relu_forward(p.gpu, d_x, d_y, n, set[k][0], set[k][1],
+                           set[k][2]);
+        cmp(&p, what, d_y, y, n);
+        strcat(what, ", backward in place");
+        wk_be_relu_backward(p.cpu, x, dy, dy, n, set[k][0], set[k][1],
+                            set[k][2]);
+        wk_be_relu_backward(p.gpu, d_x, d_dy, d_dy, n, set[k][0], set[k][1],
+                            set[k][2]);
+        cmp(&p, what, d_dy, dy, n);
+        wk_be_free(p.gpu, d_x);
+        wk_be_free(p.gpu, d_dy);
+        wk_be_free(p.gpu, d_y);
+        free(x);
+        free(dy);
+        free(y);
+    }
+    pair_close(&p);
+}
+
 static void test_losses(void)
 {
     static const struct {
         int rows, n;
     } t[] = {{64, 10}, {7, 1}, {33, 100}};
+    static const struct {
+        enum hc_loss kind;
+        int logits;
+    } tl[] = {{HC_LOSS_CCE, 1}, {HC_LOSS_BCE, 0}, {HC_LOSS_BCE, 1},
+              {HC_LOSS_MAE, 0}, {HC_LOSS_HUBER, 0}};
     struct pair p;
     size_t k;
     int r;
@@ -500,6 +549,27 @@ static void test_losses(void)
         wk_be_mse_backward(p.cpu, z, tg, cnt, 2.0f / cnt, pr);
         wk_be_mse_backward(p.gpu, d_z, d_t, cnt, 2.0f / cnt, d_p);
         cmp(&p, "mse backward", d_p, pr, cnt);
+        for (size_t f = 0; f < sizeof tl / sizeof tl[0]; f++) {
+            char what[96];
+
+            snprintf(what, sizeof what, "%s%s forward %dx%d",
+                     hc_loss_name(tl[f].kind),
+                     tl[f].logits ? " from logits" : "", rows, n);
+            wk_be_tloss_forward(p.cpu, tl[f].kind, tl[f].logits, 0.5f, z, tg,
+                                rows, n, loss, hit);
+            wk_be_tloss_forward(p.gpu, tl[f].kind, tl[f].logits, 0.5f, d_z,
+                                d_t, rows, n, d_loss, d_hit);
+            cmp(&p, what, d_loss, loss, rows);
+            h = down(&p, d_hit, rows * 4);
+            CU_ASSERT(memcmp(h, hit, rows * 4) == 0);
+            free(h);
+            strcat(what, ", backward");
+            wk_be_tloss_backward(p.cpu, tl[f].kind, tl[f].logits, 0.5f, z,
+                                 tg, rows, n, 1.0f / rows, pr);
+            wk_be_tloss_backward(p.gpu, tl[f].kind, tl[f].logits, 0.5f, d_z,
+                                 d_t, rows, n, 1.0f / rows, d_p);
+            cmp(&p, what, d_p, pr, cnt);
+        }
         wk_be_free(p.gpu, d_z);
         wk_be_free(p.gpu, d_t);
         wk_be_free(p.gpu, d_lab);
@@ -612,6 +682,47 @@ static const char mixed_json[] =
     " \"loss\": \"mse\", \"optimizer\": {\"type\": \"sgd\","
     " \"learning_rate\": 0.01}, \"batch_size\": 8, \"seed\": 5}";
 
+/* Keras's activations beyond the reference model's, fused in conv2d (gelu
+ * keeping its input, elu left to the pool) and dense, and alone; the
+ * ReLU and LeakyReLU layers. */
+static const char acts_json[] =
+    "{\"name\": \"acts\", \"input_shape\": [10, 9, 2], \"layers\": ["
+    "{\"type\": \"conv2d\", \"filters\": 6, \"kernel_size\": [3, 3],"
+    " \"padding\": \"same\", \"activation\": \"gelu\"},"
+    "{\"type\": \"conv2d\", \"filters\": 5, \"kernel_size\": [3, 3],"
+    " \"activation\": \"elu\"},"
+    "{\"type\": \"maxpool2d\", \"pool_size\": [2, 2]},"
+    "{\"type\": \"flatten\"},"
+    "{\"type\": \"dense\", \"units\": 30, \"activation\": \"swish\"},"
+    "{\"type\": \"activation\", \"activation\": \"softplus\"},"
+    "{\"type\": \"dense\", \"units\": 20, \"activation\": \"relu6\"},"
+    "{\"type\": \"activation\", \"activation\": \"gelu\"},"
+    "{\"type\": \"ReLU\", \"max_value\": 0.5, \"threshold\": -0.1,"
+    " \"negative_slope\": 0.05},"
+    "{\"type\": \"dense\", \"units\": 10},"
+    "{\"type\": \"LeakyReLU\", \"negative_slope\": 0.2},"
+    "{\"type\": \"dense\", \"units\": 4,"
+    " \"activation\": \"hard_sigmoid\"}],"
+    " \"loss\": \"mse\", \"optimizer\": \"adam\", \"seed\": 6}";
+
+/* Categorical cross-entropy with label smoothing on a fused softmax (and
+ * L1L2 and L2 regularizers), and binary cross-entropy from logits: the
+ * targets made on the host go up. */
+static const char cce_json[] =
+    "{\"name\": \"cce\", \"input_shape\": [12], \"layers\": ["
+    "{\"type\": \"dense\", \"units\": 20, \"activation\": \"relu\","
+    " \"kernel_regularizer\": {\"type\": \"L1L2\", \"l1\": 0.01,"
+    " \"l2\": 0.02}, \"bias_regularizer\": \"l2\"},"
+    "{\"type\": \"dense\", \"units\": 5, \"activation\": \"softmax\"}],"
+    " \"loss\": {\"type\": \"categorical_crossentropy\","
+    " \"label_smoothing\": 0.1}, \"optimizer\": \"adam\", \"seed\": 3}";
+static const char bce_json[] =
+    "{\"name\": \"bce\", \"input_shape\": [12], \"layers\": ["
+    "{\"type\": \"dense\", \"units\": 20, \"activation\": \"tanh\"},"
+    "{\"type\": \"dense\", \"units\": 3}],"
+    " \"loss\": {\"type\": \"binary_crossentropy\", \"from_logits\": true},"
+    " \"optimizer\": \"adam\", \"seed\": 4}";
+
 /* The net of m on the CPU and on gpu:0 (and split across both when split):
  * one training step and one prediction on the same data compare. Returns
  * 0 (after the CPU half) when there is no CUDA device. */
@@ -707,22 +818,46 @@ static void test_reference_model(void)
     free(m);
 }
 
-static void test_mixed_model(void)
+/* Model text json (its name `name`) on the CPU and gpu:0, then split;
+ * test names the test in a skip. */
+static void compare_json(const char *test, const char *json,
+                         const char *name)
 {
     struct hc_model *m = calloc(1, sizeof *m);
     int rv;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    rv = hc_model_parse(mixed_json, strlen(mixed_json), "mixed", m);
+    rv = hc_model_parse(json, strlen(json), name, m);
     if (rv)
         printf("\n    %s", hc_err_msg());
     CU_ASSERT_EQUAL_FATAL(rv, HC_OK);
     if (!compare_net(m, 8, 0)) {
         free(m);
-        HP_SKIP("no CUDA device");
+        hp_test_skip(test, "no CUDA device");
+        return;
     }
     compare_net(m, 7, 1);
     free(m);
+}
+
+static void test_mixed_model(void)
+{
+    compare_json(__func__, mixed_json, "mixed");
+}
+
+static void test_acts_model(void)
+{
+    compare_json(__func__, acts_json, "acts");
+}
+
+static void test_cce_model(void)
+{
+    compare_json(__func__, cce_json, "cce");
+}
+
+static void test_bce_model(void)
+{
+    compare_json(__func__, bce_json, "bce");
 }
 
 /* Graphs: a residual block with a projection shortcut (fan-out, Add), a
@@ -787,13 +922,18 @@ void hp_test_register(void)
         {"fill, scale, axpy, copy, reduce", test_blas1_reduce},
         {"im2col, col2im, maxpool forward/backward", test_conv_pool},
         {"activations, bias gradients", test_activations},
-        {"softmax + CE, mse", test_losses},
+        {"ReLU layer (max_value, negative_slope, threshold)",
+         test_relu_layer},
+        {"softmax + CE, mse, the other losses", test_losses},
         {"dropout mask bit for bit", test_dropout},
         {"device errors and messages", test_errors},
         {"reference model (fashion_cnn) gpu vs cpu", test_reference_model},
         {"conv/pool/dropout/mse model gpu vs cpu", test_mixed_model},
         {"graphs (add, concatenate, merges, multiply) gpu vs cpu, and split",
          test_graph_models},
+        {"relu6 … hard_sigmoid model gpu vs cpu", test_acts_model},
+        {"categorical CE model gpu vs cpu", test_cce_model},
+        {"binary CE from logits model gpu vs cpu", test_bce_model},
     };
     CU_pSuite s = CU_add_suite("backend_cuda", NULL, NULL);
     size_t i;

@@ -67,6 +67,7 @@ static void test_fixtures(void)
         {"deploy/models/fashion_mlp.json", K "fashion_mlp.keras3.json"},
         {"deploy/models/fashion_cnn_placed.json",
          K "fashion_cnn_placed.keras3.json"},
+        {"deploy/models/fashion_math.json", K "fashion_math.keras3.json"},
     };
 
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
@@ -77,6 +78,7 @@ static void test_fixtures(void)
         CU_ASSERT_STRING_EQUAL(mb->name, ma->name);
     }
     /* The placed model keeps its devices. */
+    load_or_fail(K "fashion_cnn_placed.keras3.json", mb);
     CU_ASSERT_STRING_EQUAL(mb->layers[0].device, "cpu:0");
     CU_ASSERT_STRING_EQUAL(mb->layers[3].device, "cpu:1");
 }
@@ -97,8 +99,8 @@ static void test_unsupported_fixture(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "layers[2] BatchNormalization "
                                   "\"batch_normalization\": "
                                   "BatchNormalization is not supported"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "Dense activation \"gelu\""));
-    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "Dense kernel_regularizer L2"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "Dense activation \"selu\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "Dense activity_regularizer L2 is not supported; hetps has none"));
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "Adam amsgrad true"));
 }
 
@@ -159,8 +161,28 @@ static void test_config_table(void)
          "Conv2D groups 2 is not supported"},
         {SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'dense', "
              "'units': 10, 'activation': 'softmax', 'kernel_initializer': "
-             "{'class_name': 'HeNormal', 'config': {}}}}", ""),
-         "Dense kernel_initializer HeNormal is not supported"},
+             "{'class_name': 'Orthogonal', 'config': {'gain': 1.0}}}}", ""),
+         "layers[2] Dense \"dense\": Dense kernel_initializer Orthogonal "
+         "is not supported; hetps has GlorotUniform, GlorotNormal, HeNormal, "
+         "HeUniform, LecunNormal, LecunUniform, RandomNormal, RandomUniform, "
+         "TruncatedNormal, VarianceScaling, Zeros, Ones, Constant"},
+        {SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'dense', "
+             "'units': 10, 'activation': 'softmax', 'bias_initializer': "
+             "'identity'}}", ""),
+         "Dense bias_initializer \"identity\" is not supported; hetps has "
+         "GlorotUniform"},
+        {SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'dense', "
+             "'units': 10, 'activation': 'softmax', 'kernel_initializer': "
+             "{'class_name': 'VarianceScaling', 'config': {'scale': 2.0, "
+             "'mode': 'fan_sum', 'distribution': 'uniform'}}}}", ""),
+         "layers[1] (dense \"dense\"): kernel_initializer (VarianceScaling): "
+         "\"mode\" \"fan_sum\" is not supported; use \"fan_in\", "
+         "\"fan_out\" or \"fan_avg\""},
+        {SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'dense', "
+             "'units': 10, 'activation': 'softmax', 'kernel_initializer': "
+             "{'class_name': 'HeNormal', 'config': {'seed': 1, 'scale': 3}}}}",
+             ""),
+         "kernel_initializer (HeNormal): unknown key \"scale\""},
         {SEQ(FLAT ", {'class_name': 'Dropout', 'config': {'name': 'x', "
              "'rate': 0.5, 'noise_shape': [1, 5]}}, " OUT, ""),
          "Dropout noise_shape (1, 5) is not supported"},
@@ -172,8 +194,19 @@ static void test_config_table(void)
         {SEQ(FLAT ", " OUT, ", 'compile_config': {'optimizer': 'rmsprop'}"),
          "optimizer \"rmsprop\" is not supported"},
         {SEQ(FLAT ", " OUT, ", 'compile_config': {'loss': "
-             "'categorical_crossentropy'}"),
-         "loss \"categorical_crossentropy\" is not supported"},
+             "'kl_divergence'}"),
+         "compile_config: loss \"kl_divergence\" is not supported; hetps "
+         "has sparse_categorical_crossentropy, categorical_crossentropy, "
+         "binary_crossentropy, mean_squared_error (mse), mean_absolute_error "
+         "(mae), huber"},
+        {SEQ(FLAT ", " OUT, ", 'compile_config': {'loss': {'module': "
+             "'keras.losses', 'class_name': 'CategoricalCrossentropy', "
+             "'config': {'name': 'cce', 'reduction': 'sum', "
+             "'from_logits': false, 'label_smoothing': 0.0, 'axis': -1}}}"),
+         "loss CategoricalCrossentropy reduction \"sum\" is not supported"},
+        {SEQ(FLAT ", " OUT, ", 'compile_config': {'loss': {'class_name': "
+             "'MeanSquaredError', 'config': {'from_logits': true}}}"),
+         "loss (mean_squared_error): unknown key \"from_logits\""},
         {SEQ(FLAT ", " OUT, ", 'compile_config': {'metrics': ['auc']}"),
          "metric \"auc\" is not supported"},
         {SEQ(FLAT ", " OUT, ", 'compile_config': {'loss_weights': [2]}"),
@@ -239,6 +272,272 @@ static void test_config_values(void)
     CU_ASSERT_EQUAL(ma->input.dims[0], 5);
 }
 
+/* Initializers as Keras 3 and tf.keras 2 write them; the first seed is
+ * the model's; written back out as Keras reads them, the same model. */
+static void test_initializers(void)
+{
+    char buf[4096], *json = NULL;
+    uint64_t sig;
+
+    dq(SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'd', "
+           "'units': 8, 'kernel_initializer': {'module': "
+           "'keras.initializers', 'class_name': 'HeNormal', 'config': "
+           "{'seed': 11}, 'registered_name': null}, 'bias_initializer': "
+           "{'module': 'keras.initializers', 'class_name': 'Constant', "
+           "'config': {'value': 0.5}, 'registered_name': null}}}, "
+           "{'class_name': 'Dense', 'config': {'name': 'dense', 'units': 10, "
+           "'activation': 'softmax', 'kernel_initializer': {'class_name': "
+           "'VarianceScaling', 'config': {'scale': 2.0, 'mode': 'fan_out', "
+           "'distribution': 'uniform', 'seed': null}}, 'bias_initializer': "
+           "'ones'}}", ""), buf, sizeof buf);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_OK);
+    CU_ASSERT_EQUAL(ma->seed, 11);
+    CU_ASSERT_EQUAL(ma->vars[0].init, HC_INIT_VARIANCE_SCALING);
+    CU_ASSERT(ma->vars[0].init_par.a == 2 &&
+              ma->vars[0].init_par.mode == HC_FAN_IN &&
+              ma->vars[0].init_par.dist == HC_DIST_TRUNCATED);
+    CU_ASSERT(ma->vars[1].init == HC_INIT_CONSTANT &&
+              ma->vars[1].init_par.a == 0.5f);
+    CU_ASSERT(ma->vars[2].init_par.mode == HC_FAN_OUT &&
+              ma->vars[2].init_par.dist == HC_DIST_UNIFORM);
+    CU_ASSERT(ma->vars[3].init == HC_INIT_CONSTANT &&
+              ma->vars[3].init_par.a == 1);
+    sig = ma->signature;
+    CU_ASSERT_EQUAL_FATAL(hc_keras_config_json(ma, &json), HC_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"class_name\":\"HeNormal\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"class_name\":\"Ones\""));
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(json, strlen(json), "k2", mb),
+                          HC_OK);
+    CU_ASSERT_EQUAL(mb->signature, sig);
+    free(json);
+    /* tf.keras 2: no module, {"seed": null}. */
+    dq("{'class_name': 'Sequential', 'config': {'layers': [{'class_name': "
+       "'Dense', 'config': {'name': 'dense', 'units': 3, 'activation': "
+       "'softmax', 'batch_input_shape': [null, 5], 'kernel_initializer': "
+       "{'class_name': 'LecunUniform', 'config': {'seed': null}}, "
+       "'bias_initializer': {'class_name': 'Zeros', 'config': {}}}}]}, "
+       "'keras_version': '2.15.0', 'backend': 'tensorflow'}", buf,
+       sizeof buf);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_OK);
+    CU_ASSERT(ma->vars[0].init == HC_INIT_VARIANCE_SCALING &&
+              ma->vars[0].init_par.dist == HC_DIST_UNIFORM);
+    CU_ASSERT_EQUAL(ma->vars[1].init, HC_INIT_ZEROS);
+}
+
+/* ReLU (MobileNetV2's ReLU(6.0)) and LeakyReLU of Keras 3, LeakyReLU's
+ * alpha of tf.keras 2; written back out, the same model. */
+static void test_relu_layers(void)
+{
+    char buf[4096], *json = NULL;
+
+    dq(SEQ(FLAT ", {'module': 'keras.layers', 'class_name': 'Dense', "
+           "'config': {'name': 'd', 'units': 8}}, {'module': "
+           "'keras.layers', 'class_name': 'ReLU', 'config': {'name': 're_lu', "
+           "'trainable': true, 'dtype': 'float32', 'max_value': 6.0, "
+           "'negative_slope': 0.0, 'threshold': 0.0}, 'registered_name': "
+           "null}, {'module': 'keras.layers', 'class_name': 'LeakyReLU', "
+           "'config': {'name': 'leaky_re_lu', 'negative_slope': 0.2}}, "
+           "{'class_name': 'ReLU', 'config': {'name': 'r2', 'max_value': "
+           "null, 'negative_slope': 0.1, 'threshold': -0.5}}, " OUT, ""),
+       buf, sizeof buf);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_OK);
+    CU_ASSERT_EQUAL(ma->layers[2].type, HC_LAYER_RELU);
+    CU_ASSERT(ma->layers[2].max_value == 6 &&
+              ma->layers[2].negative_slope == 0 &&
+              ma->layers[2].threshold == 0);
+    CU_ASSERT_EQUAL(ma->layers[3].type, HC_LAYER_LEAKY_RELU);
+    CU_ASSERT(ma->layers[3].negative_slope == 0.2f);
+    CU_ASSERT(ma->layers[4].max_value < 0 &&
+              ma->layers[4].negative_slope == 0.1f &&
+              ma->layers[4].threshold == -0.5f);
+    CU_ASSERT_EQUAL_FATAL(hc_keras_config_json(ma, &json), HC_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"class_name\":\"LeakyReLU\""));
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(json, strlen(json), "k2", mb),
+                          HC_OK);
+    CU_ASSERT_EQUAL(mb->signature, ma->signature);
+    free(json);
+    dq("{'class_name': 'Sequential', 'config': {'layers': [{'class_name': "
+       "'Dense', 'config': {'name': 'dense', 'units': 3, "
+       "'batch_input_shape': [null, 5]}}, {'class_name': 'LeakyReLU', "
+       "'config': {'name': 'leaky_re_lu', 'alpha': 0.1}}, {'class_name': "
+       "'Dense', 'config': {'name': 'dense_1', 'units': 3, 'activation': "
+       "'softmax'}}]}, 'keras_version': '2.15.0', 'backend': 'tensorflow'}",
+       buf, sizeof buf);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_OK);
+    CU_ASSERT(ma->layers[1].type == HC_LAYER_LEAKY_RELU &&
+              ma->layers[1].negative_slope == 0.1f);
+    dq(SEQ(FLAT ", {'class_name': 'ReLU', 'config': {'name': 'r', "
+           "'max_value': -1}}, " OUT, ""), buf, sizeof buf);
+    CU_ASSERT_EQUAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_ERR_CONFIG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "layers[1] (relu \"r\"): "
+                                  "\"max_value\" must be in [0, "));
+}
+
+/* Regularizers as Keras 3 and tf.keras 2 write them, with Keras 3's
+ * defaults; written back out, the same model; on activity, refused. */
+static void test_regularizers(void)
+{
+    char buf[4096], *json = NULL;
+
+    dq(SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'd', "
+           "'units': 8, 'kernel_regularizer': {'module': "
+           "'keras.regularizers', 'class_name': 'L2', 'config': {'l2': "
+           "0.0001}, 'registered_name': null}, 'bias_regularizer': "
+           "{'module': 'keras.regularizers', 'class_name': 'L1', 'config': "
+           "{}, 'registered_name': null}}}, {'class_name': 'Dense', "
+           "'config': {'name': 'dense', 'units': 10, 'activation': "
+           "'softmax', 'kernel_regularizer': {'class_name': 'L1L2', "
+           "'config': {'l1': 0.001, 'l2': 0.002}}, 'bias_regularizer': "
+           "'l2'}}", ""), buf, sizeof buf);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_OK);
+    CU_ASSERT(ma->vars[0].reg.l1 == 0 && ma->vars[0].reg.l2 == 0.0001f);
+    CU_ASSERT(ma->vars[1].reg.l1 == 0.01f && ma->vars[1].reg.l2 == 0);
+    CU_ASSERT(ma->vars[2].reg.l1 == 0.001f && ma->vars[2].reg.l2 == 0.002f);
+    CU_ASSERT(ma->vars[3].reg.l1 == 0 && ma->vars[3].reg.l2 == 0.01f);
+    CU_ASSERT_EQUAL_FATAL(hc_keras_config_json(ma, &json), HC_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"class_name\":\"L1L2\""));
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(json, strlen(json), "k2", mb),
+                          HC_OK);
+    CU_ASSERT_EQUAL(mb->signature, ma->signature);
+    free(json);
+    /* tf.keras 2: {"l2": ...} with no module. */
+    dq("{'class_name': 'Sequential', 'config': {'layers': [{'class_name': "
+       "'Dense', 'config': {'name': 'dense', 'units': 3, 'activation': "
+       "'softmax', 'batch_input_shape': [null, 5], 'kernel_regularizer': "
+       "{'class_name': 'L2', 'config': {'l2': 0.0005}}}}]}, "
+       "'keras_version': '2.15.0', 'backend': 'tensorflow'}", buf,
+       sizeof buf);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_OK);
+    CU_ASSERT(ma->vars[0].reg.l2 == 0.0005f);
+    dq(SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'dense', "
+           "'units': 10, 'activation': 'softmax', 'kernel_regularizer': "
+           "{'module': 'keras.regularizers', 'class_name': "
+           "'OrthogonalRegularizer', 'config': {'factor': 0.01}}}}", ""),
+       buf, sizeof buf);
+    CU_ASSERT_EQUAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_ERR_CONFIG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "layers[2] Dense \"dense\": "
+                                  "Dense kernel_regularizer "
+                                  "OrthogonalRegularizer is not supported; "
+                                  "hetps has L1, L2, L1L2"));
+    dq(SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'dense', "
+           "'units': 10, 'activation': 'softmax', 'activity_regularizer': "
+           "{'class_name': 'L2', 'config': {'l2': 0.01}}}}", ""), buf,
+       sizeof buf);
+    CU_ASSERT_EQUAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_ERR_CONFIG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "layers[2] Dense \"dense\": "
+                                  "Dense activity_regularizer L2 is not "
+                                  "supported; hetps has none (it takes L1, L2 "
+                                  "and L1L2 as kernel_regularizer and "
+                                  "bias_regularizer)"));
+    dq(SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'dense', "
+           "'units': 10, 'activation': 'softmax', 'kernel_regularizer': "
+           "{'class_name': 'L2', 'config': {'l2': -1}}}}", ""), buf,
+       sizeof buf);
+    CU_ASSERT_EQUAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_ERR_CONFIG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "kernel_regularizer (L2): "
+                                  "\"l2\" must be in [0, "));
+}
+
+/* Losses as Keras 3 and tf.keras 2 serialise them; written back out as
+ * Keras reads them, the same model. */
+static void test_losses(void)
+{
+    static const struct {
+        const char *out_act, *loss;     /* quoted ' */
+        enum hc_loss want;
+        int logits;
+        float smooth, delta;
+    } t[] = {
+        {"softmax", "'categorical_crossentropy'", HC_LOSS_CCE, 0, 0, 1},
+        {"linear", "{'module': 'keras.losses', 'class_name': "
+         "'CategoricalCrossentropy', 'config': {'name': "
+         "'categorical_crossentropy', 'reduction': 'sum_over_batch_size', "
+         "'from_logits': true, 'label_smoothing': 0.1, 'axis': -1}, "
+         "'registered_name': null}", HC_LOSS_CCE, 1, 0.1f, 1},
+        {"sigmoid", "{'class_name': 'BinaryCrossentropy', 'config': "
+         "{'reduction': 'auto', 'name': 'binary_crossentropy', "
+         "'from_logits': false, 'label_smoothing': 0.05, 'axis': -1}}",
+         HC_LOSS_BCE, 0, 0.05f, 1},
+        {"linear", "{'module': 'keras.losses', 'class_name': 'Huber', "
+         "'config': {'name': 'huber_loss', 'reduction': "
+         "'sum_over_batch_size', 'delta': 0.5}, 'registered_name': null}",
+         HC_LOSS_HUBER, 0, 0, 0.5f},
+        {"linear", "'mae'", HC_LOSS_MAE, 0, 0, 1},
+        {"linear", "{'module': 'keras.losses', 'class_name': "
+         "'SparseCategoricalCrossentropy', 'config': {'name': 'scce', "
+         "'reduction': 'sum_over_batch_size', 'from_logits': true, "
+         "'ignore_class': null}, 'registered_name': null}",
+         HC_LOSS_SPARSE_CCE, 1, 0, 1},
+    };
+    char q[2048], buf[4096], *json = NULL;
+
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        int rv;
+
+        snprintf(q, sizeof q, SEQ(FLAT ", {'class_name': 'Dense', 'config': "
+                                  "{'name': 'dense', 'units': 10, "
+                                  "'activation': '%s'}}",
+                                  ", 'compile_config': {'loss': %s}"),
+                 t[i].out_act, t[i].loss);
+        dq(q, buf, sizeof buf);
+        rv = hc_model_parse(buf, strlen(buf), "k", ma);
+        if (rv)
+            printf("\n  case %zu: %s\n", i, hc_err_msg());
+        CU_ASSERT_EQUAL_FATAL(rv, HC_OK);
+        CU_ASSERT_EQUAL(ma->loss, t[i].want);
+        CU_ASSERT_EQUAL(ma->loss_par.from_logits, t[i].logits);
+        CU_ASSERT_EQUAL(ma->loss_par.label_smoothing, t[i].smooth);
+        CU_ASSERT_EQUAL(ma->loss_par.delta, t[i].delta);
+        CU_ASSERT_EQUAL_FATAL(hc_keras_config_json(ma, &json), HC_OK);
+        rv = hc_model_parse(json, strlen(json), "k2", mb);
+        if (rv)
+            printf("\n  case %zu written: %s\n", i, hc_err_msg());
+        CU_ASSERT_EQUAL(rv, HC_OK);
+        CU_ASSERT_EQUAL(mb->signature, ma->signature);
+        free(json);
+    }
+}
+
+/* Keras's activations by their names in both versions; Keras 2's
+ * hard_sigmoid is another function and is refused by name. */
+static void test_activations(void)
+{
+    char buf[4096];
+
+    dq(SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'd', "
+           "'units': 8, 'activation': 'silu'}}, {'class_name': 'Dense', "
+           "'config': {'name': 'd1', 'units': 8, 'activation': 'gelu'}}, "
+           "{'class_name': 'Activation', 'config': {'name': 'a', "
+           "'activation': 'hard_sigmoid'}}, {'class_name': 'Dense', "
+           "'config': {'name': 'd2', 'units': 8, 'activation': 'relu6'}}, "
+           "{'class_name': 'Dense', 'config': {'name': 'd3', 'units': 8, "
+           "'activation': 'elu'}}, {'class_name': 'Activation', 'config': "
+           "{'name': 'a1', 'activation': 'softplus'}}, " OUT, ""),
+       buf, sizeof buf);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_OK);
+    CU_ASSERT_EQUAL(ma->layers[1].act, HC_ACT_SWISH);
+    CU_ASSERT_EQUAL(ma->layers[2].act, HC_ACT_GELU);
+    CU_ASSERT_EQUAL(ma->layers[3].act, HC_ACT_HARD_SIGMOID);
+    CU_ASSERT_EQUAL(ma->layers[4].act, HC_ACT_RELU6);
+    CU_ASSERT_EQUAL(ma->layers[5].act, HC_ACT_ELU);
+    CU_ASSERT_EQUAL(ma->layers[6].act, HC_ACT_SOFTPLUS);
+    dq("{'class_name': 'Sequential', 'config': {'layers': [{'class_name': "
+       "'Dense', 'config': {'name': 'dense', 'units': 3, 'activation': "
+       "'hard_sigmoid', 'batch_input_shape': [null, 5]}}]}, "
+       "'keras_version': '2.15.0', 'backend': 'tensorflow'}", buf,
+       sizeof buf);
+    CU_ASSERT_EQUAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_ERR_CONFIG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "layers[0] Dense \"dense\": "
+                                  "Dense activation \"hard_sigmoid\" of "
+                                  "Keras 2"));
+    dq(SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'd', "
+           "'units': 8, 'activation': 'selu'}}, " OUT, ""), buf, sizeof buf);
+    CU_ASSERT_EQUAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_ERR_CONFIG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "Dense \"d\": Dense "
+                                  "activation \"selu\" is not supported; "
+                                  "hetps has linear, relu, sigmoid"));
+}
+
 /* --loss and --optimizer replace what a file says, Keras's or hetps's. */
 static void test_compile_flags(void)
 {
@@ -247,6 +546,10 @@ static void test_compile_flags(void)
     struct hc_model_compile mse = {.loss = "mse", .optimizer = "sgd"};
     struct hc_model_compile bad = {.optimizer = "{\"type\": "};
     struct hc_model_compile rms = {.optimizer = "rmsprop"};
+    struct hc_model_compile cce = {
+        .loss = "{\"type\": \"categorical_crossentropy\", "
+                "\"label_smoothing\": 0.1}"};
+    struct hc_model_compile badloss = {.loss = "{\"type\": "};
 
     CU_ASSERT_EQUAL_FATAL(hc_model_load_compiled(K "fashion_cnn.keras2.json",
                                                  &sgd, ma), HC_OK);
@@ -269,6 +572,14 @@ static void test_compile_flags(void)
     CU_ASSERT_EQUAL_FATAL(hc_model_load_compiled(K "fashion_cnn.keras2.json",
                                                  NULL, ma), HC_OK);
     CU_ASSERT_EQUAL(ma->optim.type, HC_OPT_ADAM);
+    CU_ASSERT_EQUAL_FATAL(hc_model_load_compiled(K "fashion_cnn.keras3.json",
+                                                 &cce, ma), HC_OK);
+    CU_ASSERT(ma->loss == HC_LOSS_CCE &&
+              ma->loss_par.label_smoothing == 0.1f);
+    CU_ASSERT_EQUAL(hc_model_load_compiled(K "fashion_cnn.keras2.json",
+                                           &badloss, ma), HC_ERR_CONFIG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "--loss: '{\"type\": ' is "
+                                  "neither a name"));
 }
 
 /* ---- weights files and archives ------------------------------------------ */
@@ -396,6 +707,11 @@ void hp_test_register(void)
     CU_add_test(s, "the unsupported fixture", test_unsupported_fixture);
     CU_add_test(s, "refused configs", test_config_table);
     CU_add_test(s, "config values", test_config_values);
+    CU_add_test(s, "activations", test_activations);
+    CU_add_test(s, "initializers", test_initializers);
+    CU_add_test(s, "losses", test_losses);
+    CU_add_test(s, "regularizers", test_regularizers);
+    CU_add_test(s, "ReLU and LeakyReLU layers", test_relu_layers);
     CU_add_test(s, "--loss and --optimizer", test_compile_flags);
     CU_add_test(s, "weights paths", test_paths);
     CU_add_test(s, "weights and archives written and read", test_write_read);

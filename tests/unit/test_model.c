@@ -464,8 +464,55 @@ static void test_bad_models(void)
         {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dropout'}]}",
          "missing required key \"rate\" (e.g. 0.2)"},
         {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
-              " 'activation': 'gelu'}]}",
-         "unsupported activation \"gelu\"; use one of \"relu\""},
+              " 'activation': 'selu'}]}",
+         "unsupported activation \"selu\"; use one of linear, relu, "
+         "sigmoid, tanh, softmax, relu6, elu, gelu, swish (silu), softplus, "
+         "hard_sigmoid"},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
+              " 'kernel_initializer': 'orthogonal'}]}",
+         "layers[1] (dense \"dense\"): \"kernel_initializer\" "
+         "\"orthogonal\" is not supported; use one of GlorotUniform, "
+         "GlorotNormal, HeNormal, HeUniform, LecunNormal, LecunUniform, "
+         "RandomNormal, RandomUniform, TruncatedNormal, VarianceScaling, "
+         "Zeros, Ones, Constant"},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
+              " 'bias_initializer': {'type': 'RandomUniform', 'minval': 1,"
+              " 'maxval': 1}}]}",
+         "bias_initializer (RandomUniform): \"minval\" 1 must be below "
+         "\"maxval\" 1"},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
+              " 'kernel_initializer': {'type': 'VarianceScaling', "
+              "'distribution': 'cauchy'}}]}",
+         "\"distribution\" \"cauchy\" is not supported; use "
+         "\"truncated_normal\", \"untruncated_normal\" or \"uniform\""},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
+              " 'kernel_initializer': {'type': 'Zeros', 'value': 2}}]}",
+         "kernel_initializer (Zeros): unknown key \"value\""},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'leaky_relu', "
+              "'alpha': 0.1, 'negative_slope': 0.1}, {'type': 'dense', "
+              "'units': 3}]}",
+         "layers[1] (leaky_relu \"leaky_re_lu\"): give \"negative_slope\" "
+         "(Keras 3) or \"alpha\" (tf.keras 2), not both"},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'relu', "
+              "'negative_slope': -0.1}, {'type': 'dense', 'units': 3}]}",
+         "layers[1] (relu \"re_lu\"): \"negative_slope\" must be in [0, "},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'relu', "
+              "'max': 6}, {'type': 'dense', 'units': 3}]}",
+         "unknown key \"max\"; allowed here: type, name, device, "
+         "input_shape, inputs, max_value, negative_slope, threshold"},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
+              " 'kernel_regularizer': 'l3'}]}",
+         "layers[1] (dense \"dense\"): \"kernel_regularizer\" \"l3\" is not "
+         "supported; use one of L1, L2, L1L2"},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
+              " 'bias_regularizer': {'type': 'L1', 'l2': 0.1}}]}",
+         "bias_regularizer (L1): unknown key \"l2\""},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
+              " 'activity_regularizer': 'l2'}]}",
+         "unknown key \"activity_regularizer\""},
+        {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
+              " 'kernel_initializer': {'stddev': 2}}]}",
+         "missing required key \"type\""},
         {HEAD "'layers': [{'type': 'flatten'}, {'type': 'dense', 'units': 3,"
               " 'use_bias': 1}]}",
          "\"use_bias\" must be true or false, got 1"},
@@ -502,9 +549,39 @@ static void test_bad_models(void)
         {"{'input_shape': [4], 'optimizer': 'adam', 'layers': ["
          "{'type': 'dense', 'units': 2}]}",
          "missing required key \"loss\""},
-        {"{'input_shape': [4], 'loss': 'categorical_crossentropy', "
+        {"{'input_shape': [4], 'loss': 'kl_divergence', "
          "'optimizer': 'adam', 'layers': [{'type': 'dense', 'units': 2}]}",
-         "unsupported loss \"categorical_crossentropy\""},
+         "test.json: unsupported loss \"kl_divergence\"; use one of "
+         "sparse_categorical_crossentropy, categorical_crossentropy, "
+         "binary_crossentropy, mean_squared_error (mse), mean_absolute_error "
+         "(mae), huber"},
+        {"{'input_shape': [4], 'loss': {'type': "
+         "'sparse_categorical_crossentropy', 'label_smoothing': 0.1}, "
+         "'optimizer': 'adam', 'layers': [{'type': 'dense', 'units': 2, "
+         "'activation': 'softmax'}]}",
+         "loss (sparse_categorical_crossentropy): unknown key "
+         "\"label_smoothing\""},
+        {"{'input_shape': [4], 'loss': {'type': 'huber', 'delta': 0}, "
+         "'optimizer': 'adam', 'layers': [{'type': 'dense', 'units': 2}]}",
+         "loss (huber): \"delta\" must be in (0, "},
+        {"{'input_shape': [4], 'loss': {'type': 'binary_crossentropy', "
+         "'label_smoothing': 1.5}, 'optimizer': 'adam', 'layers': "
+         "[{'type': 'dense', 'units': 1}]}",
+         "loss (binary_crossentropy): \"label_smoothing\" must be in [0, 1]"},
+        {"{'input_shape': [4], 'loss': {'type': 'categorical_crossentropy', "
+         "'from_logits': true}, 'optimizer': 'adam', 'layers': "
+         "[{'type': 'dense', 'units': 3, 'activation': 'softmax'}]}",
+         "loss \"categorical_crossentropy\" with \"from_logits\": true takes "
+         "logits, but the last layer (layers[0] \"dense\") has activation "
+         "\"softmax\"; make it \"linear\""},
+        {"{'input_shape': [4], 'loss': {'from_logits': true}, "
+         "'optimizer': 'adam', 'layers': [{'type': 'dense', 'units': 2}]}",
+         "missing required key \"type\""},
+        {"{'input_shape': [4], 'loss': 'categorical_crossentropy', "
+         "'optimizer': 'adam', 'layers': [{'type': 'dense', 'units': 3, "
+         "'activation': 'sigmoid'}]}",
+         "loss \"categorical_crossentropy\" needs the last layer to be dense "
+         "with activation \"softmax\""},
         {"{'input_shape': [4], 'loss': 'mse', 'layers': ["
          "{'type': 'dense', 'units': 2}]}",
          "missing required key \"optimizer\" (e.g. \"adam\")"},
@@ -607,7 +684,222 @@ static void test_load_errors(void)
     hp_rmtree(dir);
 }
 
+/* ---- losses ---------------------------------------------------------------------- */
+
+/* Every loss by name and as an object with its settings; settings change
+ * the signature, the defaults written out do not. */
+static void test_losses(void)
+{
+    static const struct {
+        const char *loss, *last;    /* quoted ' */
+        enum hc_loss want;
+        int logits;
+        float smooth, delta;
+    } t[] = {
+        {"'sparse_categorical_crossentropy'", "'softmax'", HC_LOSS_SPARSE_CCE,
+         0, 0, 1},
+        {"{'type': 'SparseCategoricalCrossentropy', 'from_logits': true}",
+         "'linear'", HC_LOSS_SPARSE_CCE, 1, 0, 1},
+        {"'categorical_crossentropy'", "'softmax'", HC_LOSS_CCE, 0, 0, 1},
+        {"{'type': 'categorical_crossentropy', 'from_logits': true, "
+         "'label_smoothing': 0.1}", "null", HC_LOSS_CCE, 1, 0.1f, 1},
+        {"'BinaryCrossentropy'", "'sigmoid'", HC_LOSS_BCE, 0, 0, 1},
+        {"{'type': 'binary_crossentropy', 'label_smoothing': 0.2}",
+         "'sigmoid'", HC_LOSS_BCE, 0, 0.2f, 1},
+        {"'mse'", "'linear'", HC_LOSS_MSE, 0, 0, 1},
+        {"'mean_absolute_error'", "'linear'", HC_LOSS_MAE, 0, 0, 1},
+        {"'mae'", "'relu'", HC_LOSS_MAE, 0, 0, 1},
+        {"'huber_loss'", "'linear'", HC_LOSS_HUBER, 0, 0, 1},
+        {"{'type': 'Huber', 'delta': 2.5}", "'linear'", HC_LOSS_HUBER, 0, 0,
+         2.5f},
+    };
+    uint64_t sig[sizeof t / sizeof t[0]];
+    char q[512];
+
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        int rv;
+
+        snprintf(q, sizeof q, "{'input_shape': [4], 'loss': %s, "
+                 "'optimizer': 'adam', 'layers': [{'type': 'dense', "
+                 "'units': 3, 'activation': %s}]}", t[i].loss, t[i].last);
+        rv = parse_q(q, model);
+        if (rv)
+            printf("\n  %s: %s\n", t[i].loss, hc_err_msg());
+        CU_ASSERT_EQUAL_FATAL(rv, HC_OK);
+        CU_ASSERT_EQUAL(model->loss, t[i].want);
+        CU_ASSERT_EQUAL(model->loss_par.from_logits, t[i].logits);
+        CU_ASSERT_EQUAL(model->loss_par.label_smoothing, t[i].smooth);
+        CU_ASSERT_EQUAL(model->loss_par.delta, t[i].delta);
+        sig[i] = model->signature;
+        for (size_t j = 0; j < i; j++)      /* every pair differs but the
+                                             * two spellings of mae */
+            if (!(i == 8 && j == 7))
+                CU_ASSERT_NOT_EQUAL(sig[i], sig[j]);
+    }
+    /* ReLU layers: Keras's defaults, Keras's class names and settings. */
+    CU_ASSERT_EQUAL_FATAL(parse_q("{'input_shape': [4], 'loss': 'mse', "
+                                  "'optimizer': 'adam', 'layers': [{'type': "
+                                  "'dense', 'units': 3}, {'type': 'ReLU', "
+                                  "'max_value': 6}, {'type': 'LeakyReLU'}, "
+                                  "{'type': 'leaky_relu', 'alpha': 0.1}, "
+                                  "{'type': 'relu'}]}", model), HC_OK);
+    CU_ASSERT(model->layers[1].type == HC_LAYER_RELU &&
+              model->layers[1].max_value == 6);
+    CU_ASSERT_STRING_EQUAL(model->layers[1].name, "re_lu");
+    CU_ASSERT(model->layers[2].type == HC_LAYER_LEAKY_RELU &&
+              model->layers[2].negative_slope == 0.3f);
+    CU_ASSERT_STRING_EQUAL(model->layers[3].name, "leaky_re_lu_1");
+    CU_ASSERT(model->layers[3].negative_slope == 0.1f);
+    CU_ASSERT(model->layers[4].max_value < 0 &&
+              model->layers[4].negative_slope == 0);
+    /* Regularizers: Keras 3's defaults by name; settings change the
+     * signature, none written out does not. */
+    CU_ASSERT_EQUAL_FATAL(parse_q("{'input_shape': [3, 3, 4], 'loss': "
+                                  "'mse', 'optimizer': 'adam', 'layers': "
+                                  "[{'type': 'conv2d' , 'filters': 2, "
+                                  "'kernel_size': 1, "
+                                  "'kernel_regularizer': 'L2', "
+                                  "'bias_regularizer': {'type': 'l1_l2', "
+                                  "'l1': 0.5}}, {'type': 'flatten'}]}", model),
+                          HC_OK);
+    CU_ASSERT(model->vars[0].reg.l1 == 0 && model->vars[0].reg.l2 == 0.01f);
+    CU_ASSERT(model->vars[1].reg.l1 == 0.5f && model->vars[1].reg.l2 == 0);
+    {
+        uint64_t with = model->signature;
+
+        CU_ASSERT_EQUAL_FATAL(parse_q("{'input_shape': [3, 3, 4], 'loss': "
+                                      "'mse', 'optimizer': 'adam', 'layers': "
+                                      "[{'type': 'conv2d' , 'filters': 2, "
+                                      "'kernel_size': 1, "
+                                      "'kernel_regularizer': null, "
+                                      "'bias_regularizer': {'type': 'L1L2'}},"
+                                      " {'type': 'flatten'}]}", model), HC_OK);
+        CU_ASSERT_NOT_EQUAL(model->signature, with);
+        CU_ASSERT_EQUAL_FATAL(parse_q("{'input_shape': [3, 3, 4], 'loss': "
+                                      "'mse', 'optimizer': 'adam', 'layers': "
+                                      "[{'type': 'conv2d' , 'filters': 2, "
+                                      "'kernel_size': 1}, {'type': "
+                                      "'flatten'}]}", model2), HC_OK);
+        CU_ASSERT_EQUAL(model->signature, model2->signature);
+    }
+    /* A default written out is the same model. */
+    CU_ASSERT_EQUAL(parse_q("{'input_shape': [4], 'loss': {'type': 'huber', "
+                            "'delta': 1}, 'optimizer': 'adam', 'layers': "
+                            "[{'type': 'dense', 'units': 3}]}", model),
+                    HC_OK);
+    CU_ASSERT_EQUAL(model->signature, sig[9]);
+}
+
 /* ---- initial values and signature ------------------------------------------------ */
+
+/* Each initialiser on a dense kernel (400, 500) and its bias (500): the
+ * mean, variance and bounds of Keras's distribution, on 200000 values. */
+static void test_initializers(void)
+{
+    static const double tn = 0.87962566103423978;  /* truncated ±2 stddev */
+    static const struct {
+        const char *init;           /* kernel_initializer, quoted ' */
+        double mean, var, bound;    /* bound 0: none */
+    } t[] = {
+        {"'GlorotUniform'", 0, 2.0 / 900, 0.08164966},
+        {"'glorot_normal'", 0, 1.0 / 450, 2 * 0.04714045 / tn},
+        {"{'type': 'HeNormal', 'seed': 3}", 0, 2.0 / 400, 2 * 0.07071068 / tn},
+        {"'he_uniform'", 0, 2.0 / 400, 0.12247449},
+        {"'LecunNormal'", 0, 1.0 / 400, 2 * 0.05 / tn},
+        {"'lecun_uniform'", 0, 1.0 / 400, 0.08660254},
+        {"{'type': 'RandomNormal', 'mean': 0.1, 'stddev': 0.2}", 0.1, 0.04,
+         0},
+        {"'random_normal'", 0, 0.0025, 0},
+        {"{'type': 'RandomUniform', 'minval': -0.2, 'maxval': 0.6}", 0.2,
+         0.64 / 12, 0.6},
+        {"'RandomUniform'", 0, 0.01 / 12, 0.05},
+        {"'TruncatedNormal'", 0, 0.0025 * tn * tn, 0.1},
+        {"{'type': 'VarianceScaling', 'scale': 3, 'mode': 'fan_out', "
+         "'distribution': 'untruncated_normal'}", 0, 3.0 / 500, 0},
+        {"{'type': 'variance_scaling', 'scale': 0.5, 'mode': 'fan_avg', "
+         "'distribution': 'uniform'}", 0, 0.5 / 450, 0.05773503},
+        {"{'type': 'VarianceScaling'}", 0, 1.0 / 400, 2 * 0.05 / tn},
+        {"'zeros'", 0, 0, 0},
+        {"'Ones'", 1, 0, 0},
+        {"{'type': 'Constant', 'value': 0.25}", 0.25, 0, 0},
+    };
+    char json[1024], q[512];
+    float *p = NULL;
+
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        double sum = 0, sq = 0, amax = 0, mean, var, sd;
+        size_t n = 400 * 500, out = 0;
+        int rv;
+
+        snprintf(q, sizeof q, "{'input_shape': [400], 'seed': 9, 'loss': "
+                 "'mse', 'optimizer': 'adam', 'layers': [{'type': 'dense', "
+                 "'units': 500, 'kernel_initializer': %s, "
+                 "'bias_initializer': 'he_normal'}]}", t[i].init);
+        dq(q, json, sizeof json);
+        rv = hc_model_parse(json, strlen(json), "init", model2);
+        if (rv)
+            printf("\n  %s: %s\n", t[i].init, hc_err_msg());
+        CU_ASSERT_EQUAL_FATAL(rv, HC_OK);
+        p = realloc(p, model2->n_params * sizeof *p);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+        hc_model_init_params(model2, p);
+        for (size_t j = 0; j < n; j++) {
+            double d = p[j] - t[i].mean;
+
+            sum += p[j];
+            sq += d * d;
+            amax = fabs(p[j]) > amax ? fabs(p[j]) : amax;
+            out += t[i].bound && fabs(p[j]) > t[i].bound * (1 + 1e-6);
+        }
+        mean = sum / n;
+        var = sq / n;
+        sd = sqrt(t[i].var);
+        printf("\n    %-40.40s mean %9.6f (%g) var %.6g (%g) max %.5g", t[i].init,
+               mean, t[i].mean, var, t[i].var, amax);
+        CU_ASSERT(fabs(mean - t[i].mean) <= 5 * sd / sqrt((double)n) + 1e-7);
+        CU_ASSERT(fabs(var - t[i].var) <= 0.015 * t[i].var + 1e-12);
+        CU_ASSERT_EQUAL(out, 0);
+        if (t[i].bound)             /* the values reach near the bound */
+            CU_ASSERT(amax > 0.97 * t[i].bound);
+        /* The bias: HeNormal over Keras's fans of a vector (its length). */
+        sq = 0;
+        for (size_t j = n; j < n + 500; j++)
+            sq += (double)p[j] * p[j];
+        CU_ASSERT(fabs(sq / 500 / (2.0 / 500) - 1) < 0.2);
+    }
+    /* GlorotUniform on a bias: Keras's fans of a vector, its length. */
+    dq("{'input_shape': [400], 'loss': 'mse', 'optimizer': 'adam', 'layers': "
+       "[{'type': 'dense', 'units': 500, 'bias_initializer': "
+       "'glorot_uniform'}]}", json, sizeof json);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(json, strlen(json), "g", model2),
+                          HC_OK);
+    p = realloc(p, model2->n_params * sizeof *p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    hc_model_init_params(model2, p);
+    {
+        double lim = sqrt(6.0 / 1000), sq = 0, mx = 0;
+
+        for (size_t j = 400 * 500; j < 400 * 500 + 500; j++) {
+            sq += (double)p[j] * p[j];
+            mx = fabs(p[j]) > mx ? fabs(p[j]) : mx;
+        }
+        CU_ASSERT(mx <= lim && mx > 0.9 * lim);
+        CU_ASSERT(fabs(sq / 500 / (lim * lim / 3) - 1) < 0.2);
+    }
+    /* GlorotUniform named or defaulted: today's values and signature. */
+    dq("{'input_shape': [4], 'loss': 'mse', 'optimizer': 'adam', 'layers': "
+       "[{'type': 'dense', 'units': 3}]}", json, sizeof json);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(json, strlen(json), "a", model),
+                          HC_OK);
+    dq("{'input_shape': [4], 'loss': 'mse', 'optimizer': 'adam', 'layers': "
+       "[{'type': 'dense', 'units': 3, 'kernel_initializer': "
+       "{'type': 'GlorotUniform', 'seed': 5}, 'bias_initializer': 'zeros'}]}",
+       json, sizeof json);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(json, strlen(json), "b", model2),
+                          HC_OK);
+    CU_ASSERT_EQUAL(model->signature, model2->signature);
+    free(p);
+}
 
 static void test_init_params(void)
 {
@@ -743,8 +1035,20 @@ static void test_names(void)
     static const struct { enum hc_act a; const char *name; } acts[] = {
         {HC_ACT_LINEAR, "linear"}, {HC_ACT_RELU, "relu"},
         {HC_ACT_SIGMOID, "sigmoid"}, {HC_ACT_TANH, "tanh"},
-        {HC_ACT_SOFTMAX, "softmax"}, {(enum hc_act)99, "unknown"},
+        {HC_ACT_SOFTMAX, "softmax"}, {HC_ACT_RELU6, "relu6"},
+        {HC_ACT_ELU, "elu"}, {HC_ACT_GELU, "gelu"}, {HC_ACT_SWISH, "swish"},
+        {HC_ACT_SOFTPLUS, "softplus"},
+        {HC_ACT_HARD_SIGMOID, "hard_sigmoid"}, {(enum hc_act)99, "unknown"},
     };
+    /* Spellings read: Keras's names, any case, with or without '_'. */
+    static const struct { const char *s; enum hc_act a; } spelled[] = {
+        {"silu", HC_ACT_SWISH}, {"Swish", HC_ACT_SWISH},
+        {"hard_sigmoid", HC_ACT_HARD_SIGMOID},
+        {"HardSigmoid", HC_ACT_HARD_SIGMOID}, {"RELU6", HC_ACT_RELU6},
+        {"gelu", HC_ACT_GELU}, {"elu", HC_ACT_ELU},
+        {"softplus", HC_ACT_SOFTPLUS},
+    };
+    enum hc_act a;
     static const struct { enum hc_layer_type t; const char *name; } types[] = {
         {HC_LAYER_CONV2D, "conv2d"}, {HC_LAYER_MAXPOOL2D, "maxpool2d"},
         {HC_LAYER_FLATTEN, "flatten"}, {HC_LAYER_DENSE, "dense"},
@@ -754,6 +1058,12 @@ static void test_names(void)
 
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
         CU_ASSERT_STRING_EQUAL(hc_act_name(acts[i].a), acts[i].name);
+    for (size_t i = 0; i < sizeof spelled / sizeof spelled[0]; i++) {
+        CU_ASSERT_EQUAL(hc_act_named(spelled[i].s, &a), 0);
+        CU_ASSERT_EQUAL(a, spelled[i].a);
+    }
+    CU_ASSERT_EQUAL(hc_act_named("selu", &a), -1);
+    CU_ASSERT_EQUAL(hc_act_named("leaky_relu", &a), -1);
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         CU_ASSERT_STRING_EQUAL(hc_layer_type_name(types[i].t), types[i].name);
 }
@@ -807,7 +1117,9 @@ void hp_test_register(void)
                 test_optimizers_and_outputs);
     CU_add_test(s, "bad model files", test_bad_models);
     CU_add_test(s, "load errors", test_load_errors);
+    CU_add_test(s, "losses", test_losses);
     CU_add_test(s, "initial values", test_init_params);
+    CU_add_test(s, "initialisers: Keras's distributions", test_initializers);
     CU_add_test(s, "signature", test_signature);
     CU_add_test(s, "names", test_names);
     CU_add_test(s, "layer table", test_layer_table);
