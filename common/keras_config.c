@@ -18,8 +18,10 @@
 #include "err.h"
 #include "layer.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* {"module": MODULE, "class_name": CLS, "config": CONFIG,
  *  "registered_name": null}; takes config. */
@@ -115,11 +117,24 @@ static cJSON *layer_json(const struct hc_model *m,
 static cJSON *optimizer_json(const struct hc_optim_conf *o)
 {
     cJSON *c = cJSON_CreateObject();
-    int adam = o->type == HC_OPT_ADAM;
+    const char *cls = hc_optim_keras_class(o->type), *keys[20];
+    /* sgd writes momentum 0 and nesterov false, as Keras's SGD does */
+    struct hc_optim_conf k = *o;
+    char name[16];
+    size_t i;
 
-    cJSON_AddStringToObject(c, "name", adam ? "adam" : "SGD");
+    if (k.type == HC_OPT_SGD)
+        k.type = HC_OPT_MOMENTUM;
+    for (i = 0; cls[i] && i + 1 < sizeof name; i++)
+        name[i] = (char)tolower((unsigned char)cls[i]);
+    name[i] = '\0';
+    cJSON_AddStringToObject(c, "name", k.type == HC_OPT_MOMENTUM ? "SGD"
+                                                                 : name);
     cJSON_AddNumberToObject(c, "learning_rate", kx_tidy(o->lr));
-    cJSON_AddNullToObject(c, "weight_decay");
+    if (o->weight_decay > 0.0f)
+        cJSON_AddNumberToObject(c, "weight_decay", kx_tidy(o->weight_decay));
+    else
+        cJSON_AddNullToObject(c, "weight_decay");
     cJSON_AddNullToObject(c, "clipnorm");
     cJSON_AddNullToObject(c, "global_clipnorm");
     cJSON_AddNullToObject(c, "clipvalue");
@@ -128,16 +143,17 @@ static cJSON *optimizer_json(const struct hc_optim_conf *o)
     cJSON_AddNullToObject(c, "ema_overwrite_frequency");
     /* Later Keras adds loss_scale_factor and gradient_accumulation_steps,
      * both off by default: left out, so that Keras 3.0 takes the file. */
-    if (adam) {
-        cJSON_AddNumberToObject(c, "beta_1", kx_tidy(o->beta1));
-        cJSON_AddNumberToObject(c, "beta_2", kx_tidy(o->beta2));
-        cJSON_AddNumberToObject(c, "epsilon", kx_tidy(o->eps));
-        cJSON_AddBoolToObject(c, "amsgrad", 0);
-    } else {
-        cJSON_AddNumberToObject(c, "momentum", kx_tidy(o->momentum));
-        cJSON_AddBoolToObject(c, "nesterov", o->nesterov);
+    hc_optim_keys(k.type, keys, sizeof keys / sizeof keys[0]);
+    for (i = 1; keys[i]; i++) {         /* keys[0] is learning_rate */
+        enum hc_optim_key kind = hc_optim_key(k.type, keys[i]);
+
+        if (kind == HC_OPTIM_KEY_FLOAT && strcmp(keys[i], "weight_decay"))
+            cJSON_AddNumberToObject(c, keys[i],
+                                    kx_tidy((float)hc_optim_get(&k, keys[i])));
+        else if (kind == HC_OPTIM_KEY_BOOL)
+            cJSON_AddBoolToObject(c, keys[i], hc_optim_get(&k, keys[i]) != 0);
     }
-    return object("keras.optimizers", adam ? "Adam" : "SGD", c);
+    return object("keras.optimizers", cls, c);
 }
 
 static cJSON *compile_json(const struct hc_model *m)

@@ -140,30 +140,62 @@ static int check_output(struct hc_model *m)
 
 static int optim_type(const char *s, const char *where, enum hc_optim *t)
 {
-    char n[32];
+    if (hc_optim_by_name(s, t) == HC_OK)
+        return HC_OK;
+    return md_fail(where, "unsupported optimizer \"%.40s\"; use one of %s", s,
+                   hc_optim_names());
+}
 
-    md_norm(s, n, sizeof n);
-    if (strcmp(n, "adam") == 0)
-        *t = HC_OPT_ADAM;
-    else if (strcmp(n, "sgd") == 0)
-        *t = HC_OPT_SGD;
-    else
-        return md_fail(where, "unsupported optimizer \"%.40s\"; use \"adam\" "
-                       "or \"sgd\"", s);
-    return HC_OK;
+/* One key of an optimizer object: a number, true/false, or the words of
+ * exclude_from_weight_decay. */
+static int read_optim_key(const cJSON *it, const char *where,
+                          struct hc_optim_conf *c)
+{
+    char buf[64];
+
+    switch (hc_optim_key(c->type, it->string)) {
+    case HC_OPTIM_KEY_FLOAT:
+        if (!cJSON_IsNumber(it))
+            return md_fail(where, "\"%s\" must be a number, got %s",
+                           it->string, md_show(it, buf, sizeof buf));
+        hc_optim_set(c, it->string, it->valuedouble);
+        return HC_OK;
+    case HC_OPTIM_KEY_BOOL:
+        if (!cJSON_IsBool(it))
+            return md_fail(where, "\"%s\" must be true or false, got %s",
+                           it->string, md_show(it, buf, sizeof buf));
+        hc_optim_set(c, it->string, cJSON_IsTrue(it));
+        return HC_OK;
+    case HC_OPTIM_KEY_WORDS:
+        if (!cJSON_IsArray(it))
+            return md_fail(where, "\"%s\" must be a list of words like "
+                           "[\"bias\"], got %s", it->string,
+                           md_show(it, buf, sizeof buf));
+        for (const cJSON *w = it->child; w; w = w->next) {
+            int rv;
+
+            if (!cJSON_IsString(w))
+                return md_fail(where, "\"%s\" must be a list of words, got "
+                               "%s in it", it->string,
+                               md_show(w, buf, sizeof buf));
+            if ((rv = hc_optim_exclude_add(c, w->valuestring, where)))
+                return rv;
+        }
+        return HC_OK;
+    case HC_OPTIM_KEY_NONE:
+        break;
+    }
+    return HC_OK;       /* "type": md_check_keys let nothing else through */
 }
 
 /* An optimizer value, "adam" or {"type": "adam", …}, into *c: Keras's
  * names and defaults (hc_optim_defaults), then hc_optim_validate — the
- * limits the shards apply too. `source` names the file. */
+ * limits the shards apply too. "sgd" with a momentum other than 0 is the
+ * momentum type. `source` names the file. */
 static int read_optim(const cJSON *o, const char *source,
                       struct hc_optim_conf *c)
 {
-    static const char *const keys_adam[] = {
-        "type", "learning_rate", "beta_1", "beta_2", "epsilon", NULL};
-    static const char *const keys_sgd[] = {
-        "type", "learning_rate", "momentum", "nesterov", NULL};
-    static const struct md_range any = {-HUGE_VAL, HUGE_VAL, 0, 0};
+    const char *keys[20];
     enum hc_optim t;
     const char *s;
     char where[WHERE_MAX], buf[64];
@@ -186,29 +218,22 @@ static int read_optim(const cJSON *o, const char *source,
         return md_missing(where, "type", "\"adam\"");
     if ((rv = optim_type(s, where, &t)))
         return rv;
-    hc_optim_defaults(t, c);
+    /* sgd's keys are the momentum type's; momentum 0 makes it sgd again */
+    hc_optim_defaults(t == HC_OPT_SGD ? HC_OPT_MOMENTUM : t, c);
     snprintf(where, sizeof where, "%.500s: optimizer (%s)", source,
              hc_optim_name(t));
-    if ((rv = md_check_keys(o, t == HC_OPT_ADAM ? keys_adam : keys_sgd,
-                            where)) ||
-        (rv = md_get_float(o, "learning_rate", where, c->lr, any, &c->lr)))
+    keys[0] = "type";
+    hc_optim_keys(c->type, keys + 1, sizeof keys / sizeof keys[0] - 1);
+    if ((rv = md_check_keys(o, keys, where)))
         return rv;
-    if (t == HC_OPT_ADAM) {
-        if ((rv = md_get_float(o, "beta_1", where, c->beta1, any,
-                               &c->beta1)) ||
-            (rv = md_get_float(o, "beta_2", where, c->beta2, any,
-                               &c->beta2)) ||
-            (rv = md_get_float(o, "epsilon", where, c->eps, any, &c->eps)))
+    for (const cJSON *it = o->child; it; it = it->next)
+        if ((rv = read_optim_key(it, where, c)))
             return rv;
-        return hc_optim_validate(c, where);
+    if (c->type == HC_OPT_MOMENTUM && c->momentum == 0.0f) {
+        if (c->nesterov)
+            return md_fail(where, "\"nesterov\": true needs \"momentum\" > 0");
+        c->type = HC_OPT_SGD;
     }
-    if ((rv = md_get_float(o, "momentum", where, 0, any, &c->momentum)) ||
-        (rv = md_get_bool(o, "nesterov", where, 0, &c->nesterov)))
-        return rv;
-    if (c->momentum != 0.0f)
-        c->type = HC_OPT_MOMENTUM;
-    else if (c->nesterov)
-        return md_fail(where, "\"nesterov\": true needs \"momentum\" > 0");
     return hc_optim_validate(c, where);
 }
 
@@ -314,6 +339,14 @@ static uint64_t signature(const struct hc_model *m)
     sig_add(&h, "loss %d\noptim %d lr%.9g m%.9g n%d b%.9g,%.9g e%.9g\n",
             (int)m->loss, (int)o->type, (double)o->lr, (double)o->momentum,
             o->nesterov, (double)o->beta1, (double)o->beta2, (double)o->eps);
+    /* Settings hetps added later: only where used, so that the models of
+     * before keep their signature (and their stores). */
+    if (o->type > HC_OPT_ADAM || o->amsgrad || o->weight_decay != 0.0f ||
+        o->wd_exclude[0]) {
+        char d[HC_OPTIM_DESCRIBE_MAX];
+
+        sig_add(&h, "optim2 %s\n", hc_optim_describe(o, d, sizeof d));
+    }
     return h;
 }
 

@@ -26,6 +26,8 @@
 #include "log.h"
 #include "model.h"         /* hc_model_optim_from_json: format 1 */
 
+#include <cJSON.h>
+
 #define DEFAULT_MAP_SIZE (1ull << 30)
 #define DEFAULT_MAP_MAX (64ull << 30)
 #define DEFAULT_DIRECT_PAGES 65536u
@@ -96,12 +98,82 @@ static int check_magic(struct ps_store *s, MDB_txn *txn, uint32_t *out)
     return HC_OK;
 }
 
+/* The names of the "vars" application meta (JSON text [{"name": …}, …])
+ * into s->decay: hc_optim_decays of each. */
+static int decay_from_names(struct ps_store *s, const MDB_val *v,
+                            const struct hc_optim_conf *c)
+{
+    cJSON *root = cJSON_ParseWithLength(v->mv_data, v->mv_size);
+    const cJSON *it;
+    uint32_t i = 0;
+    int rv = HC_OK;
+
+    if (!cJSON_IsArray(root) || (uint32_t)cJSON_GetArraySize(root) < s->n_decay)
+        rv = hc_err_set(HC_ERR_STORE, "store %s: the variables' names (meta "
+                        "\"app.vars\") do not name the %u variables of its "
+                        "blocks; the store is damaged", s->dir, s->n_decay);
+    cJSON_ArrayForEach(it, root) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
+
+        if (rv != HC_OK || i >= s->n_decay)
+            break;
+        if (!cJSON_IsString(name))
+            rv = hc_err_set(HC_ERR_STORE, "store %s: variable %u has no name "
+                            "in meta \"app.vars\"; the store is damaged",
+                            s->dir, i);
+        else
+            s->decay[i++] = (uint8_t)hc_optim_decays(c, name->valuestring);
+    }
+    cJSON_Delete(root);
+    return rv;
+}
+
+int store_decay_flags(struct ps_store *s, MDB_txn *txn,
+                      const struct hc_optim_conf *c)
+{
+    MDB_val v;
+    uint32_t n = 0;
+    int rv;
+
+    if (!(c->weight_decay > 0.0f))
+        return HC_OK;
+    if (s->decay && !memcmp(s->decay_for, c->wd_exclude, sizeof s->decay_for))
+        return HC_OK;
+    for (uint32_t b = 0; b < s->n_blocks; b++)
+        if (s->blocks[b].var + 1 > n)
+            n = s->blocks[b].var + 1;
+    free(s->decay);
+    if (!(s->decay = calloc(n ? n : 1, 1)))
+        return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory", s->dir);
+    s->n_decay = n;
+    if (!c->wd_exclude[0]) {
+        memset(s->decay, 1, n);
+    } else {
+        rv = store_meta_get(s, txn, "app.vars", &v);
+        if (rv == HC_ERR_NOTFOUND)
+            rv = hc_err_set(HC_ERR_STORE, "store %s: the optimizer excludes "
+                            "variables from weight decay by name, but the "
+                            "store keeps no names (meta \"app.vars\")",
+                            s->dir);
+        if (rv == HC_OK)
+            rv = decay_from_names(s, &v, c);
+        if (rv != HC_OK) {
+            free(s->decay);
+            s->decay = NULL;
+            return rv;
+        }
+    }
+    memcpy(s->decay_for, c->wd_exclude, sizeof s->decay_for);
+    return HC_OK;
+}
+
 /* Size a float scratch and the seen stamps for the block table. */
 static int alloc_work(struct ps_store *s)
 {
     free(s->scratch);
     free(s->seen);
-    s->scratch = calloc((size_t)6 * (s->max_len ? s->max_len : 1),
+    s->scratch = calloc((size_t)2 * SCRATCH_ARRAYS *
+                            (s->max_len ? s->max_len : 1),
                         sizeof(float));
     s->seen = calloc(s->n_blocks ? s->n_blocks : 1, sizeof(uint32_t));
     s->seen_gen = 0;
@@ -120,6 +192,8 @@ static int load_blocks(struct ps_store *s, MDB_txn *txn)
     int rc, rv = HC_OK;
 
     free(s->blocks);
+    free(s->decay);
+    s->decay = NULL;
     s->blocks = calloc(s->n_blocks ? s->n_blocks : 1, sizeof *s->blocks);
     s->max_len = 0;
     if (!s->blocks)
@@ -556,6 +630,7 @@ void ps_store_close(struct ps_store *s)
     hc_fanout_close(s->fan);
     free(s->jobs);
     free(s->blocks);
+    free(s->decay);
     free(s->scratch);
     free(s->seen);
     free(s->dir);
@@ -599,13 +674,14 @@ static int init_body(struct ps_store *s, MDB_txn *txn, void *arg)
 
         store_be32(key, i);
         if ((rv = store_put_block(s, txn, s->dbi_vars, key, 4, &a->blocks[i],
-                                  0, a->init ? a->init[i] : NULL)) != HC_OK)
+                                  0, a->init ? a->init[i] : NULL, 0.0f)))
             return rv;
         for (uint32_t k = 0; k < a->n_slots; k++) {
             store_be32(key, k);
             store_be32(key + 4, i);
             if ((rv = store_put_block(s, txn, s->dbi_slots, key, 8,
-                                      &a->blocks[i], 1 + k, NULL)) != HC_OK)
+                                      &a->blocks[i], 1 + k, NULL,
+                                      ps_optim_slot_init(&a->optim, (int)k))))
                 return rv;
         }
     }
@@ -641,7 +717,7 @@ static int init_mismatch(const struct ps_store *s, const struct init_arg *a)
                           "server is shard %u: check --data-dir and --task",
                           s->dir, s->shard, a->shard);
     if (!hc_optim_equal(&s->optim, &a->optim)) {
-        char made[160], asked[160];
+        char made[HC_OPTIM_DESCRIBE_MAX], asked[HC_OPTIM_DESCRIBE_MAX];
 
         return hc_err_set(HC_ERR_MISMATCH, "store %s: made with optimizer %s "
                           "but asked for %s: use the store's optimizer "
@@ -720,6 +796,8 @@ static int init_done(struct ps_store *s, const struct init_arg *a,
                      struct ps_block **tab, uint32_t max_len)
 {
     free(s->blocks);
+    free(s->decay);
+    s->decay = NULL;
     s->blocks = *tab;
     *tab = NULL;
     s->signature = a->signature;
@@ -740,7 +818,7 @@ int ps_store_init(struct ps_store *s, const struct ps_store_def *d,
     const struct hc_layout *layout = d->layout;
     struct init_arg a = {0};
     struct ps_block *tab = NULL;
-    char src[PATH_MAX + 32], desc[160];
+    char src[PATH_MAX + 32], desc[HC_OPTIM_DESCRIBE_MAX];
     uint32_t n = 0, max_len = 0;
     int rv;
 

@@ -30,7 +30,9 @@
  *   "vars"     u32 BE local block index → struct ps_block_hdr (24 bytes)
  *              + length float32 values.
  *   "slots"    (u32 BE slot, u32 BE local block) → ps_block_hdr + floats
- *              (Adam: slot 0 = m, slot 1 = v; momentum: slot 0 = v).
+ *              (in ps/optimizer.h's order: Adam m, v, v̂ (amsgrad);
+ *              momentum m; Adagrad and Ftrl start at
+ *              initial_accumulator_value, the rest at 0).
  *   "records"  u32 BE worker task index, then for a lane above 0 the
  *              u32 BE lane → struct ps_record (record.h)
  *              as it is: 56 bytes opening with its magic and format,
@@ -75,7 +77,7 @@
 #define PS_STORE_MAGIC  "HETPSDB"
 #define PS_STORE_FORMAT 2u
 #define PS_STORE_FORMAT_JSON_OPTIM 1u   /* older: converted on open */
-#define PS_STORE_MAX_SLOTS 2
+#define PS_STORE_MAX_SLOTS 3     /* PS_OPTIM_MAX_SLOTS */
 
 struct ps_store;
 

@@ -532,6 +532,7 @@ int pc_create(struct pc_client *c, const float *init)
     uint32_t shapes[HC_MODEL_MAX_VARS][4];
     uint64_t *ids = NULL;
     Hetps__OptimizerSettings optim = HETPS__OPTIMIZER_SETTINGS__INIT;
+    char *words[HC_OPTIM_EXCLUDE_MAX];
     const struct hc_model *m = c->model;
     int i, v, rv;
     uint32_t k;
@@ -552,7 +553,7 @@ int pc_create(struct pc_client *c, const float *init)
     cv.vars = def_ptrs;
     cv.block_elems = c->layout.block_elems;
     cv.signature = m->signature;
-    hc_optim_to_wire(&m->optim, &optim);
+    hc_optim_to_wire(&m->optim, &optim, words);
     cv.optimizer = &optim;
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_CREATE;
     env.create = &cv;

@@ -78,6 +78,7 @@ static void create_variables(const struct hc_model *m, const char *seed_dir)
     struct hc_tensor_src t[2];
     float init[15];
     Hetps__OptimizerSettings optim = HETPS__OPTIMIZER_SETTINGS__INIT;
+    char *words[HC_OPTIM_EXCLUDE_MAX];
     nng_msg *msg;
 
     for (int v = 0; v < 2; v++) {
@@ -90,7 +91,7 @@ static void create_variables(const struct hc_model *m, const char *seed_dir)
         ptrs[v] = &defs[v];
     }
     hc_model_init_params(m, init);
-    hc_optim_to_wire(&m->optim, &optim);
+    hc_optim_to_wire(&m->optim, &optim, words);
     hc_wire_init_env(&env, &chief, 1);
     cv.n_vars = 2;
     cv.vars = ptrs;
