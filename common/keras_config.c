@@ -114,6 +114,51 @@ static cJSON *layer_json(const struct hc_model *m,
     return o;
 }
 
+/* learning_rate: a number, or the schedule as Keras serialises it. */
+static cJSON *learning_rate_json(const struct hc_optim_conf *o)
+{
+    const struct hc_lr_schedule *s = &o->sched;
+    const char *keys[16];
+    cJSON *c;
+
+    if (s->kind == HC_LR_CONSTANT)
+        return cJSON_CreateNumber(kx_tidy(o->lr));
+    c = cJSON_CreateObject();
+    hc_lr_keys(s->kind, keys, sizeof keys / sizeof keys[0]);
+    for (int i = 0; keys[i]; i++) {
+        int kind = hc_lr_key(s->kind, keys[i]);
+
+        if (!strcmp(keys[i], "initial_learning_rate"))
+            cJSON_AddNumberToObject(c, keys[i], kx_tidy(o->lr));
+        else if (!strcmp(keys[i], "warmup_target") && !s->warmup)
+            cJSON_AddNullToObject(c, keys[i]);
+        else if (!strcmp(keys[i], "boundaries"))
+            cJSON_AddItemToObject(c, keys[i], cJSON_CreateIntArray(
+                                      (const int *)s->boundaries,
+                                      (int)s->n_values - 1));
+        else if (!strcmp(keys[i], "values")) {
+            cJSON *v = cJSON_AddArrayToObject(c, keys[i]);
+
+            for (uint32_t k = 0; v && k < s->n_values; k++)
+                cJSON_AddItemToArray(v, cJSON_CreateNumber(
+                                            kx_tidy(s->values[k])));
+        } else if (kind == HC_OPTIM_KEY_BOOL)
+            cJSON_AddBoolToObject(c, keys[i], s->kind == HC_LR_POLYNOMIAL
+                                                  ? s->cycle : s->staircase);
+        else
+            cJSON_AddNumberToObject(c, keys[i], kx_tidy(
+                !strcmp(keys[i], "decay_steps") ? s->decay_steps
+                : !strcmp(keys[i], "decay_rate") ? s->decay_rate
+                : !strcmp(keys[i], "end_learning_rate") ? s->end_lr
+                : !strcmp(keys[i], "power") ? s->power
+                : !strcmp(keys[i], "alpha") ? s->alpha
+                : !strcmp(keys[i], "warmup_target") ? s->warmup_target
+                : s->warmup_steps));
+    }
+    cJSON_AddStringToObject(c, "name", hc_lr_kind_name(s->kind));
+    return object("keras.optimizers.schedules", hc_lr_kind_name(s->kind), c);
+}
+
 static cJSON *optimizer_json(const struct hc_optim_conf *o)
 {
     cJSON *c = cJSON_CreateObject();
@@ -130,7 +175,7 @@ static cJSON *optimizer_json(const struct hc_optim_conf *o)
     name[i] = '\0';
     cJSON_AddStringToObject(c, "name", k.type == HC_OPT_MOMENTUM ? "SGD"
                                                                  : name);
-    cJSON_AddNumberToObject(c, "learning_rate", kx_tidy(o->lr));
+    cJSON_AddItemToObject(c, "learning_rate", learning_rate_json(o));
     if (o->weight_decay > 0.0f)
         cJSON_AddNumberToObject(c, "weight_decay", kx_tidy(o->weight_decay));
     else

@@ -469,9 +469,10 @@ static void optimizer(struct kx *k, const cJSON *v, cJSON *root)
     for (const cJSON *it = cfg->child; it; it = it->next) {
         const struct hc_keras_arg *a = find_arg(args_optimizer, it->string);
 
-        if (!strcmp(it->string, "learning_rate") && !cJSON_IsNumber(it))
+        if (!strcmp(it->string, "learning_rate") && !cJSON_IsNumber(it) &&
+            !cJSON_IsObject(it))    /* a schedule: read by model.c */
             problem(k, where, "learning_rate %s is not supported; hetps "
-                    "takes a constant learning rate",
+                    "takes a number or a schedule",
                     show(it, buf, sizeof buf));
         else if (a)
             layer_arg(k, where, s, a, it, o, 0, NULL);

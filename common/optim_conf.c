@@ -100,6 +100,261 @@ static const int wire_types[HC_OPT_COUNT] = {
     HETPS__OPTIMIZER_TYPE__OPTIMIZER_ADAMAX,
     HETPS__OPTIMIZER_TYPE__OPTIMIZER_FTRL};
 
+static int within(float x, float lo, int lo_open, float hi, int hi_open);
+
+/* ---- the schedule's settings: a table as above ---------------------------- */
+
+typedef Hetps__LearningRateSchedule SMsg;
+#define K(x) (1u << (x))
+#define DECAYS (K(HC_LR_EXPONENTIAL) | K(HC_LR_INVERSE_TIME) | \
+                K(HC_LR_POLYNOMIAL) | K(HC_LR_COSINE))
+
+struct sset {
+    const char *key;
+    size_t off, has, val;       /* in hc_lr_schedule; in SMsg */
+    int rec, is_bool;           /* record offset (bool: flag bit) */
+    float lo, hi;
+    int lo_open, hi_open;
+    unsigned kinds;
+};
+
+#define S(k, field, wire, rec, lo, lo_o, hi, hi_o, kinds)                   \
+    {k, offsetof(struct hc_lr_schedule, field), offsetof(SMsg, has_##wire), \
+     offsetof(SMsg, wire), rec, 0, lo, hi, lo_o, hi_o, kinds}
+#define SB(k, field, bit, kinds)                                            \
+    {k, offsetof(struct hc_lr_schedule, field), offsetof(SMsg, has_##field),\
+     offsetof(SMsg, field), bit, 1, 0, 1, 0, 0, kinds}
+
+static const struct sset ssets[] = {
+    S("decay_steps", decay_steps, decay_steps, 196, 0, 1, 1e12f, 0, DECAYS),
+    S("decay_rate", decay_rate, decay_rate, 200, 0, 0, BIG, 0,
+      K(HC_LR_EXPONENTIAL) | K(HC_LR_INVERSE_TIME)),
+    SB("staircase", staircase, 1, K(HC_LR_EXPONENTIAL) | K(HC_LR_INVERSE_TIME)),
+    S("end_learning_rate", end_lr, end_learning_rate, 204, 0, 0,
+      HC_OPTIM_LR_MAX, 0, K(HC_LR_POLYNOMIAL)),
+    S("power", power, power, 208, 0, 0, 1000, 0, K(HC_LR_POLYNOMIAL)),
+    SB("cycle", cycle, 2, K(HC_LR_POLYNOMIAL)),
+    S("alpha", alpha, alpha, 212, 0, 0, 1, 0, K(HC_LR_COSINE)),
+    S("warmup_steps", warmup_steps, warmup_steps, 220, 0, 0, 1e12f, 0,
+      K(HC_LR_COSINE)),
+};
+#define N_SSETS (sizeof ssets / sizeof ssets[0])
+
+static const char *const lr_names[HC_LR_KINDS] = {
+    "constant", "ExponentialDecay", "InverseTimeDecay", "PolynomialDecay",
+    "CosineDecay", "PiecewiseConstantDecay"};
+
+static int lr_known(enum hc_lr_kind k)
+{
+    return (unsigned)k < HC_LR_KINDS;
+}
+
+static int lr_uses(enum hc_lr_kind k, unsigned kinds)
+{
+    return lr_known(k) && (kinds & K(k)) != 0;
+}
+
+static float sget(const struct hc_lr_schedule *s, const struct sset *f)
+{
+    float x;
+    int b;
+
+    if (f->is_bool) {
+        memcpy(&b, (const char *)s + f->off, sizeof b);
+        return (float)b;
+    }
+    memcpy(&x, (const char *)s + f->off, sizeof x);
+    return x;
+}
+
+static void sput(struct hc_lr_schedule *s, const struct sset *f, double x)
+{
+    float v = (float)x;
+    int b = x != 0.0;
+
+    if (f->is_bool)
+        memcpy((char *)s + f->off, &b, sizeof b);
+    else
+        memcpy((char *)s + f->off, &v, sizeof v);
+}
+
+const char *hc_lr_kind_name(enum hc_lr_kind kind)
+{
+    return lr_known(kind) ? lr_names[kind] : "?";
+}
+
+int hc_lr_by_name(const char *name, enum hc_lr_kind *kind)
+{
+    for (int k = 1; k < HC_LR_KINDS; k++)
+        if (!strcmp(name, lr_names[k])) {
+            *kind = (enum hc_lr_kind)k;
+            return HC_OK;
+        }
+    return HC_ERR_NOTFOUND;
+}
+
+int hc_lr_key(enum hc_lr_kind kind, const char *key)
+{
+    if (kind == HC_LR_PIECEWISE)
+        return !strcmp(key, "boundaries") || !strcmp(key, "values")
+                   ? HC_OPTIM_KEY_WORDS : HC_OPTIM_KEY_NONE;
+    if (!lr_known(kind) || kind == HC_LR_CONSTANT)
+        return HC_OPTIM_KEY_NONE;
+    if (!strcmp(key, "initial_learning_rate") ||
+        (kind == HC_LR_COSINE && !strcmp(key, "warmup_target")))
+        return HC_OPTIM_KEY_FLOAT;
+    for (size_t i = 0; i < N_SSETS; i++)
+        if (lr_uses(kind, ssets[i].kinds) && !strcmp(key, ssets[i].key))
+            return ssets[i].is_bool ? HC_OPTIM_KEY_BOOL : HC_OPTIM_KEY_FLOAT;
+    return HC_OPTIM_KEY_NONE;
+}
+
+void hc_lr_keys(enum hc_lr_kind kind, const char **keys, size_t cap)
+{
+    size_t n = 0;
+
+    if (cap == 0)
+        return;
+    if (kind == HC_LR_PIECEWISE && cap >= 3) {
+        keys[n++] = "boundaries";
+        keys[n++] = "values";
+    } else if (kind != HC_LR_PIECEWISE && n + 1 < cap) {
+        keys[n++] = "initial_learning_rate";
+    }
+    for (size_t i = 0; i < N_SSETS && n + 1 < cap; i++)
+        if (lr_uses(kind, ssets[i].kinds))
+            keys[n++] = ssets[i].key;
+    if (kind == HC_LR_COSINE && n + 1 < cap)
+        keys[n++] = "warmup_target";
+    keys[n] = NULL;
+}
+
+void hc_lr_set(struct hc_optim_conf *c, const char *key, double x)
+{
+    if (!strcmp(key, "initial_learning_rate")) {
+        c->lr = (float)x;
+        return;
+    }
+    if (!strcmp(key, "warmup_target")) {
+        c->sched.warmup = 1;
+        c->sched.warmup_target = (float)x;
+        return;
+    }
+    for (size_t i = 0; i < N_SSETS; i++)
+        if (lr_uses(c->sched.kind, ssets[i].kinds) &&
+            !strcmp(key, ssets[i].key))
+            sput(&c->sched, &ssets[i], x);
+}
+
+/* A schedule's own limits (see optim_conf.h). */
+static int sched_validate(const struct hc_lr_schedule *s, const char *src)
+{
+    const char *name = hc_lr_kind_name(s->kind);
+
+    if (!lr_known(s->kind))
+        return hc_err_set(HC_ERR_CONFIG, "%s: learning_rate schedule %d is "
+                          "unknown", src, (int)s->kind);
+    for (size_t i = 0; i < N_SSETS; i++) {
+        const struct sset *f = &ssets[i];
+        float x = sget(s, f);
+
+        if (!lr_uses(s->kind, f->kinds))
+            continue;
+        if (f->is_bool ? (x != 0.0f && x != 1.0f)
+                       : !within(x, f->lo, f->lo_open, f->hi, f->hi_open))
+            return hc_err_set(HC_ERR_CONFIG, "%s: %s %s %g is out of range: "
+                              "it must be in %s%g, %g%s", src, name, f->key,
+                              (double)x, f->lo_open ? "(" : "[", (double)f->lo,
+                              (double)f->hi, f->hi_open ? ")" : "]");
+    }
+    if (s->kind == HC_LR_COSINE && s->warmup &&
+        !within(s->warmup_target, 0, 0, HC_OPTIM_LR_MAX, 0))
+        return hc_err_set(HC_ERR_CONFIG, "%s: CosineDecay warmup_target %g is "
+                          "out of range: it must be in [0, 10]", src,
+                          (double)s->warmup_target);
+    if (s->kind != HC_LR_PIECEWISE)
+        return HC_OK;
+    if (s->n_values < 2 || s->n_values > HC_LR_MAX_VALUES)
+        return hc_err_set(HC_ERR_CONFIG, "%s: PiecewiseConstantDecay has %u "
+                          "values; it takes 2 to %d, and one boundary fewer",
+                          src, s->n_values, HC_LR_MAX_VALUES);
+    for (uint32_t i = 0; i < s->n_values; i++)
+        if (!within(s->values[i], 0, 0, HC_OPTIM_LR_MAX, 0))
+            return hc_err_set(HC_ERR_CONFIG, "%s: PiecewiseConstantDecay "
+                              "values[%u] %g is out of range: it must be in "
+                              "[0, 10]", src, i, (double)s->values[i]);
+    for (uint32_t i = 1; i + 1 < s->n_values; i++)
+        if (s->boundaries[i] <= s->boundaries[i - 1])
+            return hc_err_set(HC_ERR_CONFIG, "%s: PiecewiseConstantDecay "
+                              "boundaries must increase: %u then %u", src,
+                              s->boundaries[i - 1], s->boundaries[i]);
+    return HC_OK;
+}
+
+static int sched_equal(const struct hc_lr_schedule *a,
+                       const struct hc_lr_schedule *b)
+{
+    if (a->kind != b->kind)
+        return 0;
+    for (size_t i = 0; i < N_SSETS; i++)
+        if (lr_uses(a->kind, ssets[i].kinds) &&
+            sget(a, &ssets[i]) != sget(b, &ssets[i]))
+            return 0;
+    if (a->kind == HC_LR_COSINE &&
+        (a->warmup != b->warmup || a->warmup_target != b->warmup_target))
+        return 0;
+    if (a->kind == HC_LR_PIECEWISE &&
+        (a->n_values != b->n_values ||
+         memcmp(a->values, b->values, sizeof a->values) ||
+         memcmp(a->boundaries, b->boundaries, sizeof a->boundaries)))
+        return 0;
+    return 1;
+}
+
+/* ", learning_rate ExponentialDecay(initial_learning_rate 0.1, …)" */
+static void sched_describe(const struct hc_optim_conf *c, char *buf,
+                           size_t cap)
+{
+    const struct hc_lr_schedule *s = &c->sched;
+    size_t n = strlen(buf);
+
+    if (s->kind == HC_LR_PIECEWISE) {
+        snprintf(buf + n, cap - n, "%s(boundaries", lr_names[s->kind]);
+        for (uint32_t i = 0; i + 1 < s->n_values; i++) {
+            n = strlen(buf);
+            snprintf(buf + n, cap - n, " %u", s->boundaries[i]);
+        }
+        n = strlen(buf);
+        snprintf(buf + n, cap - n, ", values");
+        for (uint32_t i = 0; i < s->n_values; i++) {
+            n = strlen(buf);
+            snprintf(buf + n, cap - n, " %.9g", (double)s->values[i]);
+        }
+    } else {
+        snprintf(buf + n, cap - n, "%s(initial_learning_rate %.9g",
+                 hc_lr_kind_name(s->kind), (double)c->lr);
+        for (size_t i = 0; i < N_SSETS; i++) {
+            const struct sset *f = &ssets[i];
+
+            if (!lr_uses(s->kind, f->kinds))
+                continue;
+            n = strlen(buf);
+            if (f->is_bool)
+                snprintf(buf + n, cap - n, ", %s %s", f->key,
+                         sget(s, f) != 0.0f ? "true" : "false");
+            else
+                snprintf(buf + n, cap - n, ", %s %.9g", f->key,
+                         (double)sget(s, f));
+        }
+        n = strlen(buf);
+        if (s->kind == HC_LR_COSINE && s->warmup)
+            snprintf(buf + n, cap - n, ", warmup_target %.9g",
+                     (double)s->warmup_target);
+    }
+    n = strlen(buf);
+    snprintf(buf + n, cap - n, ")");
+}
+
 static float *fptr(struct hc_optim_conf *c, const struct fset *f)
 {
     return (float *)(void *)((char *)c + f->off);
@@ -320,15 +575,31 @@ static int check_exclude(const struct hc_optim_conf *c, const char *src)
 
 int hc_optim_validate(const struct hc_optim_conf *c, const char *source)
 {
+    /* a schedule may start at 0 (a warm-up from 0, as Keras's examples) */
     static const struct fset lr = {"learning_rate", 0, 0, 0, 0, 0,
                                    HC_OPTIM_LR_MAX, 1, 0, 0, 0};
+    static const struct fset lr0 = {"initial_learning_rate", 0, 0, 0, 0, 0,
+                                    HC_OPTIM_LR_MAX, 0, 0, 0, 0};
+    int sched = c->sched.kind != HC_LR_CONSTANT;
     const char *src = source ? source : "optimizer";
 
     if (!known(c->type))
         return hc_err_set(HC_ERR_CONFIG, "%s: optimizer type %d is unknown "
                           "(known: %s)", src, (int)c->type, hc_optim_names());
-    if (!within(c->lr, 0.0f, 1, HC_OPTIM_LR_MAX, 0))
-        return out_of_range(src, "learning_rate", c->lr, &lr, "");
+    if (!within(c->lr, 0.0f, !sched, HC_OPTIM_LR_MAX, 0))
+        return out_of_range(src, sched ? "initial_learning_rate"
+                                       : "learning_rate", c->lr,
+                            sched ? &lr0 : &lr, "");
+    if (sched) {
+        int rv = sched_validate(&c->sched, src);
+
+        if (rv != HC_OK)
+            return rv;
+        if (c->sched.kind == HC_LR_PIECEWISE && c->lr != c->sched.values[0])
+            return hc_err_set(HC_ERR_CONFIG, "%s: PiecewiseConstantDecay's "
+                              "learning_rate %g is not its values[0] %g", src,
+                              (double)c->lr, (double)c->sched.values[0]);
+    }
     for (size_t i = 0; i < N_FSETS; i++) {
         const struct fset *f = &fsets[i];
         float x = fget(c, f);
@@ -362,7 +633,8 @@ int hc_optim_equal(const struct hc_optim_conf *a,
         if (uses(a->type, bsets[i].types) &&
             !bget(a, &bsets[i]) != !bget(b, &bsets[i]))
             return 0;
-    return memcmp(a->wd_exclude, b->wd_exclude, sizeof a->wd_exclude) == 0;
+    return memcmp(a->wd_exclude, b->wd_exclude, sizeof a->wd_exclude) == 0 &&
+           sched_equal(&a->sched, &b->sched);
 }
 
 const char *hc_optim_describe(const struct hc_optim_conf *c, char *buf,
@@ -372,8 +644,13 @@ const char *hc_optim_describe(const struct hc_optim_conf *c, char *buf,
 
     if (cap == 0)
         return buf;
-    snprintf(buf, cap, "%s (learning_rate %.9g", hc_optim_name(c->type),
-             (double)c->lr);
+    snprintf(buf, cap, "%s (learning_rate ", hc_optim_name(c->type));
+    if (c->sched.kind == HC_LR_CONSTANT) {
+        n = strlen(buf);
+        snprintf(buf + n, cap - n, "%.9g", (double)c->lr);
+    } else {
+        sched_describe(c, buf, cap);
+    }
     for (size_t i = 0; i < N_FSETS; i++) {
         const struct fset *f = &fsets[i];
 
@@ -416,10 +693,41 @@ int hc_optim_decays(const struct hc_optim_conf *c, const char *var)
 
 /* ---- the wire ----------------------------------------------------------- */
 
-void hc_optim_to_wire(const struct hc_optim_conf *c, Msg *m, char **words)
+static void sched_to_wire(const struct hc_lr_schedule *s, SMsg *m)
 {
+    hetps__learning_rate_schedule__init(m);
+    m->kind = (Hetps__ScheduleKind)s->kind;
+    for (size_t i = 0; i < N_SSETS; i++) {
+        const struct sset *f = &ssets[i];
+
+        if (!lr_uses(s->kind, f->kinds))
+            continue;
+        *(protobuf_c_boolean *)(void *)((char *)m + f->has) = 1;
+        if (f->is_bool)
+            *(protobuf_c_boolean *)(void *)((char *)m + f->val) =
+                sget(s, f) != 0.0f;
+        else
+            memcpy((char *)m + f->val, (const char *)s + f->off,
+                   sizeof(float));
+    }
+    if (s->kind == HC_LR_COSINE && s->warmup) {
+        m->has_warmup_target = 1;
+        m->warmup_target = s->warmup_target;
+    }
+    if (s->kind == HC_LR_PIECEWISE) {
+        m->n_values = s->n_values;
+        m->values = (float *)s->values;
+        m->n_boundaries = s->n_values - 1;
+        m->boundaries = (uint32_t *)s->boundaries;
+    }
+}
+
+void hc_optim_to_wire(const struct hc_optim_conf *c, struct hc_optim_wire *w)
+{
+    Msg *m = &w->m;
     size_t n = 0;
 
+    hetps__optimizer_settings__init(m);
     m->type = known(c->type) ? (Hetps__OptimizerType)wire_types[c->type]
                              : HETPS__OPTIMIZER_TYPE__OPTIMIZER_SGD;
     m->learning_rate = c->lr;
@@ -438,11 +746,61 @@ void hc_optim_to_wire(const struct hc_optim_conf *c, Msg *m, char **words)
         *(protobuf_c_boolean *)(void *)((char *)m + bsets[i].val) =
             bget(c, &bsets[i]) != 0;
     }
-    for (const char *w = c->wd_exclude; *w && n < HC_OPTIM_EXCLUDE_MAX &&
-         w < c->wd_exclude + sizeof c->wd_exclude; w += strlen(w) + 1)
-        words[n++] = (char *)w;
+    for (const char *x = c->wd_exclude; *x && n < HC_OPTIM_EXCLUDE_MAX &&
+         x < c->wd_exclude + sizeof c->wd_exclude; x += strlen(x) + 1)
+        w->words[n++] = (char *)x;
     m->n_exclude_from_weight_decay = n;
-    m->exclude_from_weight_decay = n ? words : NULL;
+    m->exclude_from_weight_decay = n ? w->words : NULL;
+    if (c->sched.kind != HC_LR_CONSTANT) {
+        sched_to_wire(&c->sched, &w->sched);
+        m->schedule = &w->sched;
+    }
+}
+
+/* The message's schedule into c->sched: the kind's own settings present. */
+static int sched_from_wire(const SMsg *m, const char *src,
+                           struct hc_optim_conf *c)
+{
+    struct hc_lr_schedule *s = &c->sched;
+    const char *name;
+
+    if (!lr_known((enum hc_lr_kind)m->kind) || m->kind == 0)
+        return hc_err_set(HC_ERR_CONFIG, "%s: learning_rate schedule %d is "
+                          "unknown", src, (int)m->kind);
+    s->kind = (enum hc_lr_kind)m->kind;
+    name = lr_names[s->kind];
+    for (size_t i = 0; i < N_SSETS; i++) {
+        const struct sset *f = &ssets[i];
+
+        if (!lr_uses(s->kind, f->kinds))
+            continue;
+        if (!*(const protobuf_c_boolean *)(const void *)((const char *)m +
+                                                         f->has))
+            return hc_err_set(HC_ERR_CONFIG, "%s: the %s schedule lacks %s",
+                              src, name, f->key);
+        if (f->is_bool)
+            sput(s, f, *(const protobuf_c_boolean *)(const void *)(
+                           (const char *)m + f->val) != 0);
+        else
+            memcpy((char *)s + f->off, (const char *)m + f->val,
+                   sizeof(float));
+    }
+    if (s->kind == HC_LR_COSINE && m->has_warmup_target) {
+        s->warmup = 1;
+        s->warmup_target = m->warmup_target;
+    }
+    if (s->kind == HC_LR_PIECEWISE) {
+        if (m->n_values < 2 || m->n_values > HC_LR_MAX_VALUES ||
+            m->n_boundaries + 1 != m->n_values)
+            return hc_err_set(HC_ERR_CONFIG, "%s: PiecewiseConstantDecay with "
+                              "%zu values and %zu boundaries (2 to %d values, "
+                              "one boundary fewer)", src, m->n_values,
+                              m->n_boundaries, HC_LR_MAX_VALUES);
+        s->n_values = (uint32_t)m->n_values;
+        memcpy(s->values, m->values, m->n_values * sizeof(float));
+        memcpy(s->boundaries, m->boundaries, m->n_boundaries * 4);
+    }
+    return HC_OK;
 }
 
 static int missing(const char *src, const char *type, const char *key)
@@ -517,7 +875,8 @@ int hc_optim_from_wire(const Msg *m, const char *source,
                                                         b->val) != 0;
         memcpy((char *)&c + b->off, &x, sizeof x);
     }
-    if ((rv = exclude_from_wire(m, src, &c)) != HC_OK ||
+    if ((m->schedule && (rv = sched_from_wire(m->schedule, src, &c))) ||
+        (rv = exclude_from_wire(m, src, &c)) != HC_OK ||
         (rv = hc_optim_validate(&c, src)) != HC_OK)
         return rv;
     *out = c;
@@ -564,6 +923,62 @@ static float get_f32(const unsigned char *p)
 #define CRC_AT (HC_OPTIM_RECORD_SIZE - 4)
 
 
+static void sched_to_record(const struct hc_lr_schedule *s,
+                            unsigned char *rec)
+{
+    if (s->kind == HC_LR_CONSTANT || !lr_known(s->kind))
+        return;
+    rec[192] = (unsigned char)s->kind;
+    for (size_t i = 0; i < N_SSETS; i++) {
+        const struct sset *f = &ssets[i];
+
+        if (!lr_uses(s->kind, f->kinds))
+            continue;
+        if (f->is_bool && sget(s, f) != 0.0f)
+            rec[193] |= (unsigned char)f->rec;
+        else if (!f->is_bool)
+            put_f32(rec + f->rec, sget(s, f));
+    }
+    if (s->kind == HC_LR_COSINE && s->warmup) {
+        rec[193] |= 4;
+        put_f32(rec + 216, s->warmup_target);
+    }
+    if (s->kind == HC_LR_PIECEWISE) {
+        rec[194] = (unsigned char)s->n_values;
+        for (uint32_t i = 0; i < s->n_values && i < HC_LR_MAX_VALUES; i++) {
+            if (i + 1 < HC_LR_MAX_VALUES)
+                put_u32(rec + 224 + 4 * i, i + 1 < s->n_values
+                                               ? s->boundaries[i] : 0);
+            put_f32(rec + 284 + 4 * i, s->values[i]);
+        }
+    }
+}
+
+static void sched_from_record(const unsigned char *p, struct hc_lr_schedule *s)
+{
+    s->kind = (enum hc_lr_kind)p[192];
+    for (size_t i = 0; i < N_SSETS; i++) {
+        const struct sset *f = &ssets[i];
+
+        if (!lr_uses(s->kind, f->kinds))
+            continue;
+        sput(s, f, f->is_bool ? (double)((p[193] & f->rec) != 0)
+                              : (double)get_f32(p + f->rec));
+    }
+    if (s->kind == HC_LR_COSINE && (p[193] & 4)) {
+        s->warmup = 1;
+        s->warmup_target = get_f32(p + 216);
+    }
+    if (s->kind == HC_LR_PIECEWISE) {
+        s->n_values = p[194];
+        for (uint32_t i = 0; i < s->n_values && i < HC_LR_MAX_VALUES; i++) {
+            if (i + 1 < s->n_values)
+                s->boundaries[i] = get_u32(p + 224 + 4 * i);
+            s->values[i] = get_f32(p + 284 + 4 * i);
+        }
+    }
+}
+
 void hc_optim_to_record(const struct hc_optim_conf *c,
                         unsigned char rec[HC_OPTIM_RECORD_SIZE])
 {
@@ -579,6 +994,7 @@ void hc_optim_to_record(const struct hc_optim_conf *c,
         if (uses(c->type, fsets[i].types))
             put_f32(rec + fsets[i].rec, fget(c, &fsets[i]));
     memcpy(rec + 64, c->wd_exclude, HC_OPTIM_EXCLUDE_BYTES);
+    sched_to_record(&c->sched, rec);
     put_u32(rec + CRC_AT, hc_crc32c(rec, CRC_AT));
 }
 
@@ -608,6 +1024,7 @@ static void from_v2(const unsigned char *p, struct hc_optim_conf *c)
             memcpy((char *)c + bsets[i].off, &x, sizeof x);
         }
     memcpy(c->wd_exclude, p + 64, HC_OPTIM_EXCLUDE_BYTES);
+    sched_from_record(p, &c->sched);
 }
 
 int hc_optim_from_record(const void *rec, size_t len, const char *source,

@@ -19,6 +19,9 @@
 #define HC_OPTIM_CONF_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "hetps.pb-c.h"
 
 /* The numbers are the store record's and the wire's: never renumber. */
 enum hc_optim {
@@ -37,6 +40,40 @@ enum hc_optim {
 /* exclude_from_weight_decay: at most this many bytes of names, each name
  * followed by '\0' (so a list of names ends in an empty one). */
 #define HC_OPTIM_EXCLUDE_BYTES 128
+
+/* learning_rate as a schedule (keras.optimizers.schedules), evaluated at
+ * the optimizer's iteration count: the numbers are the record's and the
+ * wire's. */
+enum hc_lr_kind {
+    HC_LR_CONSTANT,         /* learning_rate is a number */
+    HC_LR_EXPONENTIAL,      /* ExponentialDecay */
+    HC_LR_INVERSE_TIME,     /* InverseTimeDecay */
+    HC_LR_POLYNOMIAL,       /* PolynomialDecay */
+    HC_LR_COSINE,           /* CosineDecay, with or without warm-up */
+    HC_LR_PIECEWISE,        /* PiecewiseConstantDecay */
+};
+#define HC_LR_KINDS 6
+#define HC_LR_MAX_VALUES 16     /* PiecewiseConstantDecay's values */
+
+/* A schedule's settings, Keras's names; initial_learning_rate is the
+ * conf's lr (PiecewiseConstantDecay: lr is values[0]). Fields the kind
+ * does not use are 0. */
+struct hc_lr_schedule {
+    enum hc_lr_kind kind;
+    float decay_steps;      /* exponential, inverse time, polynomial, cosine */
+    float decay_rate;       /* exponential, inverse time */
+    int staircase;          /* exponential, inverse time */
+    float end_lr;           /* polynomial end_learning_rate */
+    float power;            /* polynomial */
+    int cycle;              /* polynomial */
+    float alpha;            /* cosine */
+    int warmup;             /* cosine: 1 when warmup_target is set */
+    float warmup_target;    /* cosine */
+    float warmup_steps;     /* cosine */
+    uint32_t n_values;      /* piecewise: values, boundaries one fewer */
+    uint32_t boundaries[HC_LR_MAX_VALUES - 1];
+    float values[HC_LR_MAX_VALUES];
+};
 
 /* Optimizer settings, as Keras names them; applied by the parameter
  * server. Fields the type does not use are 0. */
@@ -60,6 +97,7 @@ struct hc_optim_conf {
      * decay: Keras's exclude_from_weight_decay(var_names=…). Each word
      * '\0'-terminated, an empty word ends the list. */
     char wd_exclude[HC_OPTIM_EXCLUDE_BYTES];
+    struct hc_lr_schedule sched;    /* kind HC_LR_CONSTANT: lr throughout */
 };
 
 /*
@@ -75,6 +113,14 @@ struct hc_optim_conf {
  *   nesterov, amsgrad, centered  0 or 1
  *   exclude_from_weight_decay  words of letters, digits and '_', at most
  *                        HC_OPTIM_EXCLUDE_BYTES bytes with their ends
+ * and a schedule's:
+ *   decay_steps, warmup_steps  (0, 1e12] ([0, 1e12] warmup_steps)
+ *   decay_rate           [0, 1e6]
+ *   initial_learning_rate, end_learning_rate, warmup_target, values
+ *                        [0, 10]
+ *   power                [0, 1000]
+ *   alpha                [0, 1]
+ *   boundaries           increasing, one fewer than values (2..16 values)
  */
 #define HC_OPTIM_LR_MAX 10.0f
 
@@ -97,6 +143,28 @@ int hc_optim_by_name(const char *name, enum hc_optim *type);
 
 /* The Keras names the model files take, for messages: "sgd, adam, …". */
 const char *hc_optim_names(void);
+
+/* ---- schedules ------------------------------------------------------------ */
+
+/* Keras's class of a schedule kind ("ExponentialDecay", …; "constant"). */
+const char *hc_lr_kind_name(enum hc_lr_kind kind);
+
+/* The kind whose Keras class is `name`. HC_OK or HC_ERR_NOTFOUND. */
+int hc_lr_by_name(const char *name, enum hc_lr_kind *kind);
+
+/* Which kind of setting a schedule config's `key` is for `kind`:
+ * HC_OPTIM_KEY_FLOAT ("initial_learning_rate" and the numbers),
+ * HC_OPTIM_KEY_BOOL, HC_OPTIM_KEY_WORDS ("boundaries", "values": lists of
+ * numbers), HC_OPTIM_KEY_NONE. "name" is not a setting. */
+int hc_lr_key(enum hc_lr_kind kind, const char *key);
+
+/* The config keys `kind` takes into keys[] (cap entries, 12 suffice),
+ * NULL-terminated. */
+void hc_lr_keys(enum hc_lr_kind kind, const char **keys, size_t cap);
+
+/* Set the number or true/false `key` of c's schedule to x; the key
+ * "initial_learning_rate" sets c->lr. No check. */
+void hc_lr_set(struct hc_optim_conf *c, const char *key, double x);
 
 /* ---- the model files' keys (common/model.c) ------------------------------ */
 
@@ -156,17 +224,21 @@ int hc_optim_decays(const struct hc_optim_conf *c, const char *var);
 
 /* ---- the wire: hetps.proto's OptimizerSettings -------------------------- */
 
-struct Hetps__OptimizerSettings;
-
 /* The words of c->wd_exclude as the wire's repeated string: at most this
  * many. */
 #define HC_OPTIM_EXCLUDE_MAX 32
 
-/* Fill *m (initialised by the caller) from c: the type's own settings.
- * m->exclude_from_weight_decay points into c and into `words` (room for
- * HC_OPTIM_EXCLUDE_MAX pointers), which must outlive *m. */
-void hc_optim_to_wire(const struct hc_optim_conf *c,
-                      struct Hetps__OptimizerSettings *m, char **words);
+/* The message hc_optim_to_wire fills, with what it points to besides the
+ * conf (the schedule's message, the words' pointers). */
+struct hc_optim_wire {
+    Hetps__OptimizerSettings m;
+    Hetps__LearningRateSchedule sched;
+    char *words[HC_OPTIM_EXCLUDE_MAX];
+};
+
+/* Fill w->m from c: the type's own settings, the schedule when not
+ * constant. w->m points into w and into c, which must outlive it. */
+void hc_optim_to_wire(const struct hc_optim_conf *c, struct hc_optim_wire *w);
 
 /* Read *m into *out: a known type, the type's own settings present (others
  * ignored; weight_decay and its exclusions may be absent: 0, none), then
@@ -191,7 +263,12 @@ int hc_optim_from_wire(const struct Hetps__OptimizerSettings *m,
  *   60 u32 0 (reserved)
  *   64 exclude_from_weight_decay: HC_OPTIM_EXCLUDE_BYTES bytes, as in
  *      hc_optim_conf, zero-padded
- *   192 u32 CRC32C of bytes 0..191
+ *   192 the schedule: u8 kind (enum hc_lr_kind), u8 flags (bit 0
+ *      staircase, bit 1 cycle, bit 2 warm-up), u8 n_values, u8 0;
+ *      196 f32 decay_steps, 200 decay_rate, 204 end_learning_rate,
+ *      208 power, 212 alpha, 216 warmup_target, 220 warmup_steps;
+ *      224 u32 boundaries[15], 284 f32 values[16]
+ *   348 u32 CRC32C of bytes 0..347
  * Fields the type does not use are 0.
  *
  * Version 1 (32 bytes, hetps before RMSprop and the others; read, never
@@ -199,7 +276,7 @@ int hc_optim_from_wire(const struct Hetps__OptimizerSettings *m,
  * nesterov), f32 learning_rate, momentum, beta_1, beta_2, epsilon at 8..27,
  * u32 CRC32C of bytes 0..27.
  */
-#define HC_OPTIM_RECORD_SIZE 196
+#define HC_OPTIM_RECORD_SIZE 352
 #define HC_OPTIM_RECORD_VERSION 2
 #define HC_OPTIM_RECORD_V1_SIZE 32
 

@@ -396,9 +396,59 @@ float ps_optim_slot_init(const struct hc_optim_conf *c, int k)
     return 0.0f;
 }
 
+/* CosineDecay's decay from `from` over decay_steps, at step x. */
+static float cosine(const struct hc_lr_schedule *s, float x, float from)
+{
+    float frac = x / s->decay_steps;
+    float pi = (float)M_PI;
+    float cd = 0.5f * (1.0f + cosf(pi * frac));
+    float decayed = keras_const(s->alpha, -1.0, 1.0) * cd + s->alpha;
+
+    return from * decayed;
+}
+
 float ps_optim_lr(const struct hc_optim_conf *c, uint64_t step)
 {
-    (void)step;
+    const struct hc_lr_schedule *s = &c->sched;
+    float x = (float)step, p;
+
+    switch (s->kind) {
+    case HC_LR_CONSTANT:
+        break;
+    case HC_LR_EXPONENTIAL:
+        p = x / s->decay_steps;
+        if (s->staircase)
+            p = floorf(p);
+        return c->lr * powf(s->decay_rate, p);
+    case HC_LR_INVERSE_TIME:
+        p = x / s->decay_steps;
+        if (s->staircase)
+            p = floorf(p);
+        return c->lr / (1.0f + s->decay_rate * p);
+    case HC_LR_POLYNOMIAL: {
+        float ds = s->decay_steps;
+
+        if (s->cycle)
+            ds = ds * (x == 0.0f ? 1.0f : ceilf(x / s->decay_steps));
+        else
+            x = x < ds ? x : ds;
+        p = x / ds;
+        return (c->lr - s->end_lr) * powf(1.0f - p, s->power) + s->end_lr;
+    }
+    case HC_LR_COSINE:
+        if (!s->warmup)
+            return cosine(s, x < s->decay_steps ? x : s->decay_steps, c->lr);
+        x = x < s->decay_steps + s->warmup_steps
+                ? x : s->decay_steps + s->warmup_steps;
+        if (x < s->warmup_steps)
+            return (s->warmup_target - c->lr) * (x / s->warmup_steps) + c->lr;
+        return cosine(s, x - s->warmup_steps, s->warmup_target);
+    case HC_LR_PIECEWISE:
+        for (uint32_t i = 0; i + 1 < s->n_values; i++)
+            if (step <= s->boundaries[i])
+                return s->values[i];
+        return s->values[s->n_values - 1];
+    }
     return c->lr;
 }
 

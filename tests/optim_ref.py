@@ -50,6 +50,64 @@ def power(x, e):
                     np.asarray(x, dtype=np.float64), np.float64(e)).astype(F)
 
 
+def schedule(lr, step):
+    """keras/src/optimizers/schedules/learning_rate_schedule.py: the rate
+    at optimizer.iterations `step`, float32 throughout; a number is
+    itself."""
+    if not isinstance(lr, dict):
+        return f(lr)
+    k, c = lr["class_name"], lr["config"]
+    x = f(step)
+    if k == "PiecewiseConstantDecay":
+        b, v = c["boundaries"], c["values"]
+        if step <= b[0]:
+            return f(v[0])
+        if step > b[-1]:
+            return f(v[-1])
+        for lo, hi, val in zip(b[:-1], b[1:], v[1:-1]):
+            if lo < step <= hi:
+                return f(val)
+    init = f(c["initial_learning_rate"])
+    ds = f(c["decay_steps"])
+    if k in ("ExponentialDecay", "InverseTimeDecay"):
+        p = x / ds
+        if c.get("staircase"):
+            p = np.floor(p)
+        if k == "ExponentialDecay":
+            return init * power(f(c["decay_rate"]), p)
+        return init / (f(1) + f(c["decay_rate"]) * p)
+    if k == "PolynomialDecay":
+        end = f(c.get("end_learning_rate", 0.0001))
+        pw = f(c.get("power", 1.0))
+        if c.get("cycle"):
+            mult = f(1.0) if x == 0 else np.ceil(x / f(c["decay_steps"]))
+            ds = ds * mult
+        else:
+            x = min(x, ds)
+        p = x / ds
+        return (init - end) * power(f(1) - p, pw) + end
+    if k == "CosineDecay":
+        alpha = c.get("alpha", 0.0)
+
+        def decay(s, frm):
+            frac = s / ds
+            cd = f(0.5) * (f(1.0) + cos(f(np.pi) * frac))
+            return frm * (f(1 - alpha) * cd + f(alpha))
+        if c.get("warmup_target") is None:
+            return decay(min(x, ds), init)
+        wt, ws = f(c["warmup_target"]), f(c.get("warmup_steps", 0))
+        x = min(x, ds + ws)
+        if x < ws:
+            return (wt - init) * (x / ws) + init
+        return decay(x - ws, wt)
+    raise ValueError(k)
+
+
+def cos(x):
+    """cos in float32, correctly rounded (as power above)."""
+    return F(np.cos(np.float64(x)))
+
+
 class Ref:
     """One optimizer over a list of float32 variables, as Keras 3 runs it."""
 
@@ -94,7 +152,7 @@ class Ref:
         return any(w in leaf for w in words)
 
     def step(self, grads):
-        lr = f(self.c["learning_rate"])
+        lr = schedule(self.c["learning_rate"], self.it)
         wd = self.c.get("weight_decay", 0) or 0
         # base_optimizer._apply_weight_decay, before the update
         if wd:
@@ -227,6 +285,30 @@ DEFAULTS = {
              "l2_shrinkage_regularization_strength": 0.0, "beta": 0.0},
 }
 
+def sched(cls, **config):
+    return {"class_name": cls, "config": config}
+
+
+SCHEDULES = [
+    sched("ExponentialDecay", initial_learning_rate=0.01, decay_steps=10,
+          decay_rate=0.9),
+    sched("ExponentialDecay", initial_learning_rate=0.01, decay_steps=7,
+          decay_rate=0.5, staircase=True),
+    sched("InverseTimeDecay", initial_learning_rate=0.02, decay_steps=5,
+          decay_rate=0.5),
+    sched("InverseTimeDecay", initial_learning_rate=0.02, decay_steps=8,
+          decay_rate=1.5, staircase=True),
+    sched("PolynomialDecay", initial_learning_rate=0.01, decay_steps=60),
+    sched("PolynomialDecay", initial_learning_rate=0.01, decay_steps=30,
+          end_learning_rate=0.001, power=2.0, cycle=True),
+    sched("CosineDecay", initial_learning_rate=0.01, decay_steps=80,
+          alpha=0.1),
+    sched("CosineDecay", initial_learning_rate=0.0, decay_steps=60,
+          warmup_target=0.02, warmup_steps=20),
+    sched("PiecewiseConstantDecay", boundaries=[10, 40, 70],
+          values=[0.02, 0.01, 0.005, 0.001]),
+]
+
 # Every optimizer with its defaults, then each setting away from them.
 CASES = [
     {"type": "sgd"},
@@ -265,6 +347,16 @@ CASES = [
     {"type": "ftrl", "learning_rate": 0.1, "l1_regularization_strength": 0.001,
      "learning_rate_power": 0.0},
 ]
+
+
+# Each optimizer with its defaults under each schedule; not Ftrl with a
+# warm-up from 0: it divides by the learning rate (NaN, as in Keras).
+CASES += [{"type": t, "learning_rate": s} for t in
+          ("sgd", "rmsprop", "adagrad", "adam", "adamw", "nadam", "adamax",
+           "ftrl") for s in SCHEDULES
+          if not (t == "ftrl" and s["config"].get("warmup_target"))]
+CASES += [{"type": "sgd", "momentum": 0.9, "learning_rate": s}
+          for s in SCHEDULES[:1]]
 
 
 def rounds_apart(cfg):

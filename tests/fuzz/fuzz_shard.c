@@ -77,8 +77,7 @@ static void create_variables(const struct hc_model *m, const char *seed_dir)
     struct hc_sender chief = { HETPS__JOB__JOB_WORKER, 0, 7, 0, 0 };
     struct hc_tensor_src t[2];
     float init[15];
-    Hetps__OptimizerSettings optim = HETPS__OPTIMIZER_SETTINGS__INIT;
-    char *words[HC_OPTIM_EXCLUDE_MAX];
+    struct hc_optim_wire optim;
     nng_msg *msg;
 
     for (int v = 0; v < 2; v++) {
@@ -91,13 +90,13 @@ static void create_variables(const struct hc_model *m, const char *seed_dir)
         ptrs[v] = &defs[v];
     }
     hc_model_init_params(m, init);
-    hc_optim_to_wire(&m->optim, &optim, words);
+    hc_optim_to_wire(&m->optim, &optim);
     hc_wire_init_env(&env, &chief, 1);
     cv.n_vars = 2;
     cv.vars = ptrs;
     cv.block_elems = 4096;
     cv.signature = m->signature;
-    cv.optimizer = &optim;
+    cv.optimizer = &optim.m;
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_CREATE;
     env.create = &cv;
     t[0] = (struct hc_tensor_src){ 0, 0, 12, init };

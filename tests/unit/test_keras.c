@@ -164,8 +164,12 @@ static void test_config_table(void)
              "'rate': 0.5, 'noise_shape': [1, 5]}}, " OUT, ""),
          "Dropout noise_shape (1, 5) is not supported"},
         {SEQ(FLAT ", " OUT, ADAM("'learning_rate': {'class_name': "
+                                 "'CosineDecayRestarts', 'config': {}}")),
+         "schedule \"CosineDecayRestarts\" is not supported"},
+        {SEQ(FLAT ", " OUT, ADAM("'learning_rate': {'class_name': "
                                  "'ExponentialDecay', 'config': {}}")),
-         "learning_rate ExponentialDecay is not supported"},
+         "learning_rate ExponentialDecay: needs initial_learning_rate, "
+         "decay_steps and decay_rate"},
         {SEQ(FLAT ", " OUT, ADAM("'clipnorm': 1.0")),
          "Adam clipnorm 1 is not supported"},
         {SEQ(FLAT ", " OUT, ", 'compile_config': {'optimizer': 'lion'}"),
@@ -256,6 +260,17 @@ static void test_config_optimizers(void)
          "adam (learning_rate 0.00100000005, beta_1 0.899999976, beta_2 "
          "0.999000013, epsilon 1.00000001e-07, weight_decay 0.00999999978, "
          "amsgrad false)"},
+        {SEQ(FLAT ", " OUT, OPT("Adam", "'learning_rate': {'module': "
+                                "'keras.optimizers.schedules', 'class_name': "
+                                "'CosineDecay', 'config': "
+                                "{'initial_learning_rate': 0.0, "
+                                "'decay_steps': 1000, 'alpha': 0.0, 'name': "
+                                "'CosineDecay', 'warmup_target': 0.001, "
+                                "'warmup_steps': 100}, 'registered_name': "
+                                "null}")), HC_OPT_ADAM,
+         "adam (learning_rate CosineDecay(initial_learning_rate 0, "
+         "decay_steps 1000, alpha 0, warmup_steps 100, warmup_target "
+         "0.00100000005), beta_1"},
         /* refused, by name, with what the class takes */
         {SEQ(FLAT ", " OUT, OPT("Adagrad", "'rho': 0.9")), HC_OPT_SGD,
          "compile_config optimizer Adagrad: rho 0.9 is not supported; Adagrad "
@@ -299,6 +314,19 @@ static void test_config_optimizers(void)
             printf("\n  case %zu: \"%s\"\n", i, d);
         CU_ASSERT(strncmp(d, cases[i].describe,
                           strlen(cases[i].describe)) == 0);
+        /* what hetps writes for Keras reads back as the same settings */
+        {
+            char *json = NULL;
+
+            CU_ASSERT_EQUAL_FATAL(hc_keras_config_json(ma, &json), HC_OK);
+            rv = hc_model_parse(json, strlen(json), "written", mb);
+            CU_ASSERT_EQUAL(rv, HC_OK);
+            if (rv != HC_OK)
+                printf("\n  case %zu written: %s\n", i, hc_err_msg());
+            else
+                CU_ASSERT(hc_optim_equal(&ma->optim, &mb->optim));
+            free(json);
+        }
     }
 #undef BASE
 }

@@ -426,6 +426,35 @@ static void test_validate(void)
          "l2_shrinkage_regularization_strength 2e+06 is out of range"},
         {{.type = HC_OPT_FTRL, .lr = 1e-3f, .lr_power = -0.5f, .beta = -2},
          "beta -2 is out of range"},
+        {{.type = HC_OPT_SGD, .lr = 0.1f,
+          .sched = {.kind = HC_LR_EXPONENTIAL, .decay_steps = 0,
+                    .decay_rate = 0.5f}},
+         "ExponentialDecay decay_steps 0 is out of range: it must be in (0, "},
+        {{.type = HC_OPT_SGD, .lr = 0.1f,
+          .sched = {.kind = HC_LR_INVERSE_TIME, .decay_steps = 10,
+                    .decay_rate = -1}},
+         "InverseTimeDecay decay_rate -1 is out of range"},
+        {{.type = HC_OPT_SGD, .lr = 0,
+          .sched = {.kind = HC_LR_COSINE, .decay_steps = 10, .alpha = 2}},
+         "CosineDecay alpha 2 is out of range: it must be in [0, 1]"},
+        {{.type = HC_OPT_SGD, .lr = 0.1f,
+          .sched = {.kind = HC_LR_POLYNOMIAL, .decay_steps = 10,
+                    .power = 1, .cycle = 3}},
+         "PolynomialDecay cycle 3 is out of range"},
+        {{.type = HC_OPT_SGD, .lr = 0.1f,
+          .sched = {.kind = HC_LR_PIECEWISE, .n_values = 3,
+                    .boundaries = {10, 10}, .values = {0.1f, 0.1f, 0.1f}}},
+         "PiecewiseConstantDecay boundaries must increase: 10 then 10"},
+        {{.type = HC_OPT_SGD, .lr = 0.1f,
+          .sched = {.kind = HC_LR_PIECEWISE, .n_values = 1,
+                    .values = {0.1f}}},
+         "PiecewiseConstantDecay has 1 values; it takes 2 to 16"},
+        {{.type = HC_OPT_SGD, .lr = 0.2f,
+          .sched = {.kind = HC_LR_PIECEWISE, .n_values = 2,
+                    .boundaries = {10}, .values = {0.1f, 0.1f}}},
+         "learning_rate 0.2 is not its values[0] 0.1"},
+        {{.type = HC_OPT_SGD, .lr = 0.1f, .sched = {.kind = 9}},
+         "learning_rate schedule 9 is unknown"},
     };
 
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -501,6 +530,22 @@ static const struct hc_optim_conf ROUND_TRIP[] = {
      .eps = 1e-7f, .weight_decay = 0.01f},
     {.type = HC_OPT_FTRL, .lr = 0.05f, .lr_power = -0.5f, .init_accum = 0.1f,
      .l1 = 0.01f, .l2 = 0.02f, .l2_shrinkage = 0.03f, .beta = 0.5f},
+    {.type = HC_OPT_SGD, .lr = 0.1f,
+     .sched = {.kind = HC_LR_EXPONENTIAL, .decay_steps = 1000,
+               .decay_rate = 0.96f, .staircase = 1}},
+    {.type = HC_OPT_ADAM, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f,
+     .eps = 1e-7f, .sched = {.kind = HC_LR_INVERSE_TIME, .decay_steps = 10,
+                             .decay_rate = 0.5f}},
+    {.type = HC_OPT_RMSPROP, .lr = 1e-3f, .rho = 0.9f, .eps = 1e-7f,
+     .sched = {.kind = HC_LR_POLYNOMIAL, .decay_steps = 100, .end_lr = 1e-4f,
+               .power = 2, .cycle = 1}},
+    {.type = HC_OPT_ADAMW, .lr = 0, .beta1 = 0.9f, .beta2 = 0.999f,
+     .eps = 1e-7f, .weight_decay = 0.004f,
+     .sched = {.kind = HC_LR_COSINE, .decay_steps = 1000, .alpha = 0.1f,
+               .warmup = 1, .warmup_target = 0.01f, .warmup_steps = 100}},
+    {.type = HC_OPT_ADAGRAD, .lr = 0.1f, .init_accum = 0.1f, .eps = 1e-7f,
+     .sched = {.kind = HC_LR_PIECEWISE, .n_values = 3,
+               .boundaries = {100, 200}, .values = {0.1f, 0.01f, 0.001f}}},
 };
 
 /* Encode to the wire's message, pack, unpack, decode: the same settings,
@@ -508,14 +553,16 @@ static const struct hc_optim_conf ROUND_TRIP[] = {
 static void test_wire_round_trip(void)
 {
     for (size_t i = 0; i < sizeof ROUND_TRIP / sizeof ROUND_TRIP[0]; i++) {
-        Hetps__OptimizerSettings m = HETPS__OPTIMIZER_SETTINGS__INIT, *back;
+        Hetps__OptimizerSettings *back;
+        struct hc_optim_wire w;
         struct hc_optim_conf c;
-        char *words[HC_OPTIM_EXCLUDE_MAX];
         uint8_t buf[512];
         size_t n;
 
-        hc_optim_to_wire(&ROUND_TRIP[i], &m, words);
-        n = hetps__optimizer_settings__pack(&m, buf);
+        hc_optim_to_wire(&ROUND_TRIP[i], &w);
+        CU_ASSERT_FATAL(hetps__optimizer_settings__get_packed_size(&w.m) <=
+                        sizeof buf);
+        n = hetps__optimizer_settings__pack(&w.m, buf);
         back = hetps__optimizer_settings__unpack(NULL, n, buf);
         CU_ASSERT_PTR_NOT_NULL_FATAL(back);
         memset(&c, 0x55, sizeof c);
@@ -537,9 +584,9 @@ static void test_wire_round_trip(void)
 /* What a hostile or broken peer can send: refused, naming it. */
 static void test_wire_errors(void)
 {
+    struct hc_optim_wire w;
     Hetps__OptimizerSettings m;
     struct hc_optim_conf c = SGD;
-    char *words[HC_OPTIM_EXCLUDE_MAX];
 
 #define WIRE_REFUSED(want)                                                  \
     do {                                                                    \
@@ -556,20 +603,25 @@ static void test_wire_errors(void)
     m.type = (Hetps__OptimizerType)99;
     m.learning_rate = 0.1f;
     WIRE_REFUSED("optimizer type 99 is unknown");
-    hc_optim_to_wire(&ADAM, &m, words);
+    hc_optim_to_wire(&ADAM, &w);
+    m = w.m;
     m.has_epsilon = 0;
     WIRE_REFUSED("the adam optimizer's settings lack epsilon");
-    hc_optim_to_wire(&ADAM, &m, words);
+    hc_optim_to_wire(&ADAM, &w);
+    m = w.m;
     m.learning_rate = 1e6f;
     WIRE_REFUSED("learning_rate 1e+06 is out of range");
-    hc_optim_to_wire(&ADAM, &m, words);
+    hc_optim_to_wire(&ADAM, &w);
+    m = w.m;
     m.beta_2 = NAN;
     WIRE_REFUSED("beta_2 nan is out of range");
     hetps__optimizer_settings__init(&m);
-    hc_optim_to_wire(&MOM, &m, words);
+    hc_optim_to_wire(&MOM, &w);
+    m = w.m;
     m.has_momentum = 0;
     WIRE_REFUSED("the momentum optimizer's settings lack momentum");
-    hc_optim_to_wire(&MOM, &m, words);
+    hc_optim_to_wire(&MOM, &w);
+    m = w.m;
     m.has_momentum = 1;
     m.momentum = -0.5f;
     WIRE_REFUSED("momentum -0.5 is out of range");
@@ -648,8 +700,8 @@ static void test_record(void)
     CU_ASSERT_EQUAL(hc_optim_from_record(rec, sizeof rec - 1, "store d",
                                          &c), HC_ERR_STORE);
     CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "store d: optimizer settings "
-                                  "record version 2 of 195 bytes, expected "
-                                  "196"));
+                                  "record version 2 of 351 bytes, expected "
+                                  "352"));
     CU_ASSERT_EQUAL(hc_optim_from_record("{\"type\":\"adam\",\"learning_rat}",
                                          32, "store d", &c), HC_ERR_STORE);
     CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "JSON text"));
@@ -738,8 +790,52 @@ static void test_model_json(void)
          "it must be in [0, 1)", 0},
         {"{\"type\": \"ftrl\", \"learning_rate_power\": 0.5}",
          "learning_rate_power 0.5 is out of range: it must be in [-10, 0]", 0},
+        {"{\"type\": \"sgd\", \"learning_rate\": {\"class_name\": "
+         "\"ExponentialDecay\", \"config\": {\"initial_learning_rate\": 0.1, "
+         "\"decay_steps\": 1000, \"decay_rate\": 0.96, \"staircase\": true, "
+         "\"name\": \"ExponentialDecay\"}, \"module\": "
+         "\"keras.optimizers.schedules\", \"registered_name\": null}}",
+         "sgd (learning_rate ExponentialDecay(initial_learning_rate "
+         "0.100000001, decay_steps 1000, decay_rate 0.959999979, staircase "
+         "true))", 1},
+        {"{\"type\": \"adamw\", \"learning_rate\": {\"class_name\": "
+         "\"CosineDecay\", \"config\": {\"initial_learning_rate\": 0.0, "
+         "\"decay_steps\": 1000, \"warmup_target\": 0.01, \"warmup_steps\": "
+         "100}}}", "adamw (learning_rate CosineDecay(initial_learning_rate 0, "
+         "decay_steps 1000, alpha 0, warmup_steps 100, warmup_target "
+         "0.00999999978)", 1},
         {"{\"type\": \"adam\", \"learning_rate\": {\"class_name\": "
-         "\"ExponentialDecay\"}}", "\"learning_rate\" must be a number", 0},
+         "\"PiecewiseConstantDecay\", \"config\": {\"boundaries\": [100, "
+         "200], \"values\": [0.01, 0.001, 0.0001]}}}", "adam (learning_rate "
+         "PiecewiseConstantDecay(boundaries 100 200, values 0.00999999978 "
+         "0.00100000005 9.99999975e-05)", 1},
+        {"{\"type\": \"sgd\", \"learning_rate\": {\"class_name\": "
+         "\"PolynomialDecay\", \"config\": {\"initial_learning_rate\": 0.1, "
+         "\"decay_steps\": 10}}}", "sgd (learning_rate PolynomialDecay("
+         "initial_learning_rate 0.100000001, decay_steps 10, "
+         "end_learning_rate 9.99999975e-05, power 1, cycle false))", 1},
+        {"{\"type\": \"adam\", \"learning_rate\": {\"class_name\": "
+         "\"CosineDecayRestarts\", \"config\": {}}}", "schedule "
+         "\"CosineDecayRestarts\" is not supported; use a number or one of "
+         "ExponentialDecay, InverseTimeDecay, PolynomialDecay, CosineDecay, "
+         "PiecewiseConstantDecay", 0},
+        {"{\"type\": \"adam\", \"learning_rate\": {\"class_name\": "
+         "\"ExponentialDecay\", \"config\": {\"initial_learning_rate\": 0.1,"
+         " \"decay_steps\": 10, \"decay_rate\": 0.5, \"alpha\": 1}}}",
+         "learning_rate ExponentialDecay: unknown key \"alpha\"", 0},
+        {"{\"type\": \"adam\", \"learning_rate\": {\"class_name\": "
+         "\"ExponentialDecay\", \"config\": {\"initial_learning_rate\": 0.1,"
+         " \"decay_steps\": 10}}}", "needs initial_learning_rate, decay_steps "
+         "and decay_rate", 0},
+        {"{\"type\": \"adam\", \"learning_rate\": {\"class_name\": "
+         "\"PiecewiseConstantDecay\", \"config\": {\"boundaries\": [1.5], "
+         "\"values\": [0.1, 0.2]}}}", "\"boundaries\" must hold step counts "
+         "(whole numbers), got 1.5", 0},
+        {"{\"type\": \"adam\", \"learning_rate\": {\"class_name\": "
+         "\"PiecewiseConstantDecay\", \"config\": {\"boundaries\": [1, 2], "
+         "\"values\": [0.1, 0.2]}}}", "has 2 boundaries and 2 values", 0},
+        {"{\"type\": \"adam\", \"learning_rate\": \"fast\"}",
+         "\"learning_rate\" must be a number, got \"fast\"", 0},
     };
     char d[HC_OPTIM_DESCRIBE_MAX];
 
