@@ -182,7 +182,10 @@ static cJSON *optimizer_json(const struct hc_optim_conf *o)
         cJSON_AddNullToObject(c, "weight_decay");
     cJSON_AddNullToObject(c, "clipnorm");
     cJSON_AddNullToObject(c, "global_clipnorm");
-    cJSON_AddNullToObject(c, "clipvalue");
+    if (o->clipvalue > 0.0f)
+        cJSON_AddNumberToObject(c, "clipvalue", kx_tidy(o->clipvalue));
+    else
+        cJSON_AddNullToObject(c, "clipvalue");
     cJSON_AddBoolToObject(c, "use_ema", 0);
     cJSON_AddNumberToObject(c, "ema_momentum", 0.99);
     cJSON_AddNullToObject(c, "ema_overwrite_frequency");
@@ -192,7 +195,8 @@ static cJSON *optimizer_json(const struct hc_optim_conf *o)
     for (i = 1; keys[i]; i++) {         /* keys[0] is learning_rate */
         enum hc_optim_key kind = hc_optim_key(k.type, keys[i]);
 
-        if (kind == HC_OPTIM_KEY_FLOAT && strcmp(keys[i], "weight_decay"))
+        if (kind == HC_OPTIM_KEY_FLOAT && strcmp(keys[i], "weight_decay") &&
+            strcmp(keys[i], "clipvalue"))
             cJSON_AddNumberToObject(c, keys[i],
                                     kx_tidy((float)hc_optim_get(&k, keys[i])));
         else if (kind == HC_OPTIM_KEY_BOOL)

@@ -449,7 +449,8 @@ static uint64_t signature(const struct hc_model *m)
     /* Settings hetps added later: only where used, so that the models of
      * before keep their signature (and their stores). */
     if (o->type > HC_OPT_ADAM || o->amsgrad || o->weight_decay != 0.0f ||
-        o->wd_exclude[0] || o->sched.kind != HC_LR_CONSTANT) {
+        o->clipvalue != 0.0f || o->wd_exclude[0] ||
+        o->sched.kind != HC_LR_CONSTANT) {
         char d[HC_OPTIM_DESCRIBE_MAX];
 
         sig_add(&h, "optim2 %s\n", hc_optim_describe(o, d, sizeof d));

@@ -420,10 +420,10 @@ static void loss(struct kx *k, const cJSON *v, cJSON *root)
 }
 
 /* The base Optimizer's arguments, in every optimizer's config; the
- * type's own (hc_optim_key) and weight_decay are copied. */
+ * type's own (hc_optim_key), weight_decay and clipvalue are copied. */
 static const struct hc_keras_arg args_optimizer[] = {
     {"name", HC_KA_IGNORE}, {"clipnorm", HC_KA_NULL},
-    {"global_clipnorm", HC_KA_NULL}, {"clipvalue", HC_KA_NULL}, {"use_ema", HC_KA_FALSE},
+    {"global_clipnorm", HC_KA_NULL}, {"use_ema", HC_KA_FALSE},
     {"ema_momentum", HC_KA_IGNORE}, {"ema_overwrite_frequency", HC_KA_NULL},
     {"loss_scale_factor", HC_KA_NULL}, {"gradient_accumulation_steps", HC_KA_NULL},
     {"jit_compile", HC_KA_IGNORE}, {"is_legacy_optimizer", HC_KA_FALSE},
@@ -476,7 +476,7 @@ static void optimizer(struct kx *k, const cJSON *v, cJSON *root)
                     show(it, buf, sizeof buf));
         else if (a)
             layer_arg(k, where, s, a, it, o, 0, NULL);
-        else if (!strcmp(it->string, "weight_decay") && cJSON_IsNull(it))
+        else if (cJSON_IsNull(it))     /* Keras writes null for unset */
             continue;
         else if (hc_optim_key(kt, it->string) != HC_OPTIM_KEY_NONE)
             cJSON_AddItemToObject(o, it->string, cJSON_Duplicate(it, 1));

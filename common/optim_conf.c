@@ -64,6 +64,7 @@ static const struct fset fsets[] = {
       0),
     F("beta", beta, beta, 52, 0, 0, BIG, 0, T(HC_OPT_FTRL), 0),
     F("weight_decay", weight_decay, weight_decay, 56, 0, 0, 1, 0, ALL, 1),
+    F("clipvalue", clipvalue, clipvalue, 60, 0, 0, BIG, 0, ALL, 1),
 };
 #define N_FSETS (sizeof fsets / sizeof fsets[0])
 

@@ -92,6 +92,8 @@ struct hc_optim_conf {
     float l1, l2, l2_shrinkage; /* ftrl l1_, l2_, l2_shrinkage_regularization_strength */
     float beta;             /* ftrl beta */
     float weight_decay;     /* every type; 0: none */
+    float clipvalue;        /* every type; 0: none. Each gradient element
+                               clipped to [-clipvalue, clipvalue] */
     /* Variables whose last name component (Keras 3's variable.name,
      * "bias" of "dense/bias") contains one of these words get no weight
      * decay: Keras's exclude_from_weight_decay(var_names=…). Each word
@@ -110,6 +112,7 @@ struct hc_optim_conf {
  *   beta                 [0, 1e6]
  *   learning_rate_power  [-10, 0]
  *   weight_decay         [0, 1]
+ *   clipvalue            [0, 1e6] (0: none)
  *   nesterov, amsgrad, centered  0 or 1
  *   exclude_from_weight_decay  words of letters, digits and '_', at most
  *                        HC_OPTIM_EXCLUDE_BYTES bytes with their ends
@@ -260,7 +263,7 @@ int hc_optim_from_wire(const struct Hetps__OptimizerSettings *m,
  *   28 rho, 32 initial_accumulator_value, 36 learning_rate_power,
  *   40 l1_regularization_strength, 44 l2_regularization_strength,
  *   48 l2_shrinkage_regularization_strength, 52 beta, 56 weight_decay
- *   60 u32 0 (reserved)
+ *   60 clipvalue
  *   64 exclude_from_weight_decay: HC_OPTIM_EXCLUDE_BYTES bytes, as in
  *      hc_optim_conf, zero-padded
  *   192 the schedule: u8 kind (enum hc_lr_kind), u8 flags (bit 0

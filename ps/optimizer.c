@@ -452,13 +452,55 @@ float ps_optim_lr(const struct hc_optim_conf *c, uint64_t step)
     return c->lr;
 }
 
+static void apply_one(const struct hc_optim_conf *c,
+                      const struct ps_optim_step *at, size_t n,
+                      const float *p_in, const float *g, float gs,
+                      const float *const *s_in, float *p_out,
+                      float *const *s_out);
+
+/* clipvalue: the update in pieces of CLIP_CHUNK elements, each piece's
+ * gradient g·gscale clipped into a buffer on the stack and applied with
+ * scale 1 (every rule is elementwise, so pieces give the same bits). */
+#define CLIP_CHUNK 256
+
 void ps_optim_apply(const struct hc_optim_conf *c,
                     const struct ps_optim_step *at, size_t n,
                     const float *p_in, const float *g,
                     const float *const *s_in, float *p_out,
                     float *const *s_out)
 {
-    float lr = ps_optim_lr(c, at->step), gs = at->gscale;
+    float cv = c->clipvalue, buf[CLIP_CHUNK];
+    const float *si[PS_OPTIM_MAX_SLOTS];
+    float *so[PS_OPTIM_MAX_SLOTS];
+    int ns = ps_optim_slots(c);
+
+    if (!(cv > 0.0f)) {
+        apply_one(c, at, n, p_in, g, at->gscale, s_in, p_out, s_out);
+        return;
+    }
+    for (size_t at0 = 0; at0 < n; at0 += CLIP_CHUNK) {
+        size_t m = n - at0 < CLIP_CHUNK ? n - at0 : CLIP_CHUNK;
+
+        for (size_t i = 0; i < m; i++) {
+            float x = g[at0 + i] * at->gscale;
+
+            buf[i] = x < -cv ? -cv : x > cv ? cv : x;
+        }
+        for (int k = 0; k < ns; k++) {
+            si[k] = s_in[k] + at0;
+            so[k] = s_out[k] + at0;
+        }
+        apply_one(c, at, m, p_in + at0, buf, 1.0f, si, p_out + at0, so);
+    }
+}
+
+static void apply_one(const struct hc_optim_conf *c,
+                      const struct ps_optim_step *at, size_t n,
+                      const float *p_in, const float *g, float gs,
+                      const float *const *s_in, float *p_out,
+                      float *const *s_out)
+{
+    float lr = ps_optim_lr(c, at->step);
 
     if (at->decay && c->weight_decay > 0.0f) {
         decay(n, c->weight_decay, lr, p_in, p_out);

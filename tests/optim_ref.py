@@ -153,6 +153,9 @@ class Ref:
 
     def step(self, grads):
         lr = schedule(self.c["learning_rate"], self.it)
+        cv = self.c.get("clipvalue")
+        if cv:                              # base_optimizer._clip_gradients
+            grads = [np.clip(g, -f(cv), f(cv)) for g in grads]
         wd = self.c.get("weight_decay", 0) or 0
         # base_optimizer._apply_weight_decay, before the update
         if wd:
@@ -348,6 +351,12 @@ CASES = [
      "learning_rate_power": 0.0},
 ]
 
+
+# clipvalue, with and without a schedule
+CASES += [{"type": t, "clipvalue": 0.5} for t in
+          ("sgd", "rmsprop", "adagrad", "adam", "nadam", "adamax", "ftrl")]
+CASES += [{"type": "adamw", "clipvalue": 1.0, "learning_rate": SCHEDULES[6]},
+          {"type": "sgd", "momentum": 0.9, "nesterov": True, "clipvalue": 0.1}]
 
 # Each optimizer with its defaults under each schedule; not Ftrl with a
 # warm-up from 0: it divides by the learning rate (NaN, as in Keras).

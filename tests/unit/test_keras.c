@@ -256,10 +256,11 @@ static void test_config_optimizers(void)
         {SEQ(FLAT ", " OUT, OPT("SGD", BASE "'momentum': 0.0, 'nesterov': "
                                 "false")), HC_OPT_SGD,
          "sgd (learning_rate 0.00200000009)"},
-        {SEQ(FLAT ", " OUT, OPT("Adam", "'weight_decay': 0.01")), HC_OPT_ADAM,
+        {SEQ(FLAT ", " OUT, OPT("Adam", "'weight_decay': 0.01, 'clipvalue': "
+                                "0.5")), HC_OPT_ADAM,
          "adam (learning_rate 0.00100000005, beta_1 0.899999976, beta_2 "
          "0.999000013, epsilon 1.00000001e-07, weight_decay 0.00999999978, "
-         "amsgrad false)"},
+         "clipvalue 0.5, amsgrad false)"},
         {SEQ(FLAT ", " OUT, OPT("Adam", "'learning_rate': {'module': "
                                 "'keras.optimizers.schedules', 'class_name': "
                                 "'CosineDecay', 'config': "
@@ -283,8 +284,10 @@ static void test_config_optimizers(void)
         {SEQ(FLAT ", " OUT, OPT("Lion", "")), HC_OPT_SGD,
          "optimizer Lion is not supported; hetps has SGD, RMSprop, Adagrad, "
          "Adam, AdamW, Nadam, Adamax and Ftrl"},
-        {SEQ(FLAT ", " OUT, OPT("Nadam", "'clipvalue': 0.5")), HC_OPT_SGD,
-         "Nadam clipvalue 0.5 is not supported"},
+        {SEQ(FLAT ", " OUT, OPT("Nadam", "'clipnorm': 0.5")), HC_OPT_SGD,
+         "Nadam clipnorm 0.5 is not supported"},
+        {SEQ(FLAT ", " OUT, OPT("Nadam", "'clipvalue': -1")), HC_OPT_SGD,
+         "clipvalue -1 is out of range: it must be in [0, 1e+06]"},
     };
     char buf[4096], d[HC_OPTIM_DESCRIBE_MAX];
 

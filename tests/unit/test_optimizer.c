@@ -408,6 +408,9 @@ static void test_validate(void)
          "weight_decay 1.5 is out of range: it must be in [0, 1]"},
         {{.type = HC_OPT_SGD, .lr = 1e-3f, .weight_decay = -0.5f},
          "weight_decay -0.5 is out of range"},
+        {{.type = HC_OPT_ADAGRAD, .lr = 1e-3f, .eps = 1e-7f,
+          .clipvalue = NAN}, "clipvalue nan is out of range: it must be in "
+         "[0, 1e+06]"},
         {{.type = HC_OPT_ADAMW, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.9f,
           .eps = 1e-7f, .weight_decay = 0.1f, .wd_exclude = "bi.s"},
          "exclude_from_weight_decay word \"bi.s\" has a character other"},
@@ -530,7 +533,7 @@ static const struct hc_optim_conf ROUND_TRIP[] = {
      .eps = 1e-7f, .weight_decay = 0.01f},
     {.type = HC_OPT_FTRL, .lr = 0.05f, .lr_power = -0.5f, .init_accum = 0.1f,
      .l1 = 0.01f, .l2 = 0.02f, .l2_shrinkage = 0.03f, .beta = 0.5f},
-    {.type = HC_OPT_SGD, .lr = 0.1f,
+    {.type = HC_OPT_SGD, .lr = 0.1f, .clipvalue = 0.5f,
      .sched = {.kind = HC_LR_EXPONENTIAL, .decay_steps = 1000,
                .decay_rate = 0.96f, .staircase = 1}},
     {.type = HC_OPT_ADAM, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f,
@@ -772,7 +775,8 @@ static void test_model_json(void)
          "(adagrad): unknown key \"rho\"", 0},
         {"{\"type\": \"adagrad\", \"frobnicate\": 0.9}", "unknown key "
          "\"frobnicate\"; allowed here: type, learning_rate, epsilon, "
-         "initial_accumulator_value, weight_decay, exclude_from_weight_decay",
+         "initial_accumulator_value, weight_decay, clipvalue, "
+         "exclude_from_weight_decay",
          0},
         {"{\"type\": \"adam\", \"amsgrad\": 1}", "\"amsgrad\" must be true "
          "or false, got 1", 0},
