@@ -199,8 +199,21 @@ static void rmsprop(const struct hc_optim_conf *c, float lr, size_t n,
     float rho = c->rho, c1 = one_minus_keras(c->rho), mu = c->momentum;
     float eps = c->eps;
     int km = rms_mom(c), ka = rms_avg(c);
+    size_t i = 0;
 
-    for (size_t i = 0; i < n; i++) {
+    if (!km && !ka) {           /* the usual form, four at a time */
+        v4f vrho = splat4(rho), vc1 = splat4(c1), veps = splat4(eps);
+        v4f vlr = splat4(lr), vgs = splat4(gs);
+
+        for (; i + 4 <= n; i += 4) {
+            v4f gi = ld4(g + i) * vgs;
+            v4f s = vrho * ld4(s_in[0] + i) + vc1 * (gi * gi);
+
+            st4(s_out[0] + i, s);
+            st4(p_out + i, ld4(p_in + i) - (vlr * gi) / sqrt4(s + veps));
+        }
+    }
+    for (; i < n; i++) {
         float gi = g[i] * gs;
         float s = rho * s_in[0][i] + c1 * (gi * gi);
         float d, inc;
@@ -230,7 +243,17 @@ static void adagrad(float lr, float eps, size_t n, const float *p_in,
                     const float *g, float gs, const float *a_in,
                     float *p_out, float *a_out)
 {
-    for (size_t i = 0; i < n; i++) {
+    v4f vlr = splat4(lr), veps = splat4(eps), vgs = splat4(gs);
+    size_t i = 0;
+
+    for (; i + 4 <= n; i += 4) {
+        v4f gi = ld4(g + i) * vgs;
+        v4f a = ld4(a_in + i) + gi * gi;
+
+        st4(a_out + i, a);
+        st4(p_out + i, ld4(p_in + i) - (vlr * gi) / sqrt4(a + veps));
+    }
+    for (; i < n; i++) {
         float gi = g[i] * gs;
         float a = a_in[i] + gi * gi;
 
@@ -275,8 +298,25 @@ static void nadam(const struct hc_optim_conf *c, float lr, uint64_t step,
     float c1 = 1.0f - b1, c2 = 1.0f - b2;
     float d1 = 1.0f - up_t1, d0 = 1.0f - up_t, one_u = 1.0f - u_t;
     float dv = 1.0f - b2p;
+    v4f vgs = splat4(gs), vc1 = splat4(c1), vc2 = splat4(c2);
+    v4f vu1 = splat4(u_t1), vd1 = splat4(d1), vone = splat4(one_u);
+    v4f vd0 = splat4(d0), vdv = splat4(dv), vlr = splat4(lr);
+    v4f veps = splat4(eps);
+    size_t i = 0;
 
-    for (size_t i = 0; i < n; i++) {
+    for (; i + 4 <= n; i += 4) {
+        v4f gi = ld4(g + i) * vgs;
+        v4f m = ld4(s_in[0] + i), v = ld4(s_in[1] + i), mh, vh;
+
+        m = m + (gi - m) * vc1;
+        v = v + (gi * gi - v) * vc2;
+        st4(s_out[0] + i, m);
+        st4(s_out[1] + i, v);
+        mh = (vu1 * m) / vd1 + (vone * gi) / vd0;
+        vh = v / vdv;
+        st4(p_out + i, ld4(p_in + i) - (mh * vlr) / (sqrt4(vh) + veps));
+    }
+    for (; i < n; i++) {
         float gi = g[i] * gs;
         float m = s_in[0][i], v = s_in[1][i], mh, vh;
 
@@ -345,7 +385,15 @@ static void ftrl(const struct hc_optim_conf *c, float lr, size_t n,
 static void decay(size_t n, float wd, float lr, const float *p_in,
                   float *p_out)
 {
-    for (size_t i = 0; i < n; i++)
+    v4f vwd = splat4(wd), vlr = splat4(lr);
+    size_t i = 0;
+
+    for (; i + 4 <= n; i += 4) {
+        v4f p = ld4(p_in + i);
+
+        st4(p_out + i, p - p * vwd * vlr);
+    }
+    for (; i < n; i++)
         p_out[i] = p_in[i] - p_in[i] * wd * lr;
 }
 

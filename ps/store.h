@@ -23,7 +23,9 @@
  *              "block_elems", "n_shards", "shard", "n_blocks", "n_slots"
  *              (u32), "optimizer" (the settings as optim_conf.h's
  *              fixed record, HC_OPTIM_RECORD_SIZE bytes: magic "HOPT",
- *              version, type, values, CRC32C) and
+ *              version, type, values, CRC32C; a store written before
+ *              hetps had RMSprop and the others keeps its 32-byte
+ *              version 1 record, read as it is and never rewritten) and
  *              "step" (u64: updates applied so far = the version), and
  *              "app.vars" (the variables' names and shapes, JSON text,
  *              ps_store_meta_get's "vars"), all in init's transaction.
