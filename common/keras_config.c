@@ -180,8 +180,15 @@ static cJSON *optimizer_json(const struct hc_optim_conf *o)
         cJSON_AddNumberToObject(c, "weight_decay", kx_tidy(o->weight_decay));
     else
         cJSON_AddNullToObject(c, "weight_decay");
-    cJSON_AddNullToObject(c, "clipnorm");
-    cJSON_AddNullToObject(c, "global_clipnorm");
+    if (o->clipnorm > 0.0f)
+        cJSON_AddNumberToObject(c, "clipnorm", kx_tidy(o->clipnorm));
+    else
+        cJSON_AddNullToObject(c, "clipnorm");
+    if (o->global_clipnorm > 0.0f)
+        cJSON_AddNumberToObject(c, "global_clipnorm",
+                                kx_tidy(o->global_clipnorm));
+    else
+        cJSON_AddNullToObject(c, "global_clipnorm");
     if (o->clipvalue > 0.0f)
         cJSON_AddNumberToObject(c, "clipvalue", kx_tidy(o->clipvalue));
     else
@@ -196,7 +203,7 @@ static cJSON *optimizer_json(const struct hc_optim_conf *o)
         enum hc_optim_key kind = hc_optim_key(k.type, keys[i]);
 
         if (kind == HC_OPTIM_KEY_FLOAT && strcmp(keys[i], "weight_decay") &&
-            strcmp(keys[i], "clipvalue"))
+            strncmp(keys[i], "clip", 4) && strcmp(keys[i], "global_clipnorm"))
             cJSON_AddNumberToObject(c, keys[i],
                                     kx_tidy((float)hc_optim_get(&k, keys[i])));
         else if (kind == HC_OPTIM_KEY_BOOL)

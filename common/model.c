@@ -449,7 +449,8 @@ static uint64_t signature(const struct hc_model *m)
     /* Settings hetps added later: only where used, so that the models of
      * before keep their signature (and their stores). */
     if (o->type > HC_OPT_ADAM || o->amsgrad || o->weight_decay != 0.0f ||
-        o->clipvalue != 0.0f || o->wd_exclude[0] ||
+        o->clipvalue != 0.0f || o->clipnorm != 0.0f ||
+        o->global_clipnorm != 0.0f || o->wd_exclude[0] ||
         o->sched.kind != HC_LR_CONSTANT) {
         char d[HC_OPTIM_DESCRIBE_MAX];
 

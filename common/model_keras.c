@@ -420,10 +420,10 @@ static void loss(struct kx *k, const cJSON *v, cJSON *root)
 }
 
 /* The base Optimizer's arguments, in every optimizer's config; the
- * type's own (hc_optim_key), weight_decay and clipvalue are copied. */
+ * type's own (hc_optim_key), weight_decay and the clip settings are
+ * copied. */
 static const struct hc_keras_arg args_optimizer[] = {
-    {"name", HC_KA_IGNORE}, {"clipnorm", HC_KA_NULL},
-    {"global_clipnorm", HC_KA_NULL}, {"use_ema", HC_KA_FALSE},
+    {"name", HC_KA_IGNORE}, {"use_ema", HC_KA_FALSE},
     {"ema_momentum", HC_KA_IGNORE}, {"ema_overwrite_frequency", HC_KA_NULL},
     {"loss_scale_factor", HC_KA_NULL}, {"gradient_accumulation_steps", HC_KA_NULL},
     {"jit_compile", HC_KA_IGNORE}, {"is_legacy_optimizer", HC_KA_FALSE},

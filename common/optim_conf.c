@@ -65,6 +65,9 @@ static const struct fset fsets[] = {
     F("beta", beta, beta, 52, 0, 0, BIG, 0, T(HC_OPT_FTRL), 0),
     F("weight_decay", weight_decay, weight_decay, 56, 0, 0, 1, 0, ALL, 1),
     F("clipvalue", clipvalue, clipvalue, 60, 0, 0, BIG, 0, ALL, 1),
+    F("clipnorm", clipnorm, clipnorm, 348, 0, 0, BIG, 0, ALL, 1),
+    F("global_clipnorm", global_clipnorm, global_clipnorm, 352, 0, 0, BIG, 0,
+      ALL, 1),
 };
 #define N_FSETS (sizeof fsets / sizeof fsets[0])
 
@@ -618,6 +621,12 @@ int hc_optim_validate(const struct hc_optim_conf *c, const char *source)
             return hc_err_set(HC_ERR_CONFIG, "%s: %s is %d; it must be true "
                               "or false", src, bsets[i].key, x);
     }
+    if ((c->clipvalue != 0.0f) + (c->clipnorm != 0.0f) +
+        (c->global_clipnorm != 0.0f) > 1)
+        return hc_err_set(HC_ERR_CONFIG, "%s: clipvalue %g, clipnorm %g and "
+                          "global_clipnorm %g: only one of them can be set, "
+                          "as in Keras", src, (double)c->clipvalue,
+                          (double)c->clipnorm, (double)c->global_clipnorm);
     return check_exclude(c, src);
 }
 

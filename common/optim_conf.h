@@ -94,6 +94,10 @@ struct hc_optim_conf {
     float weight_decay;     /* every type; 0: none */
     float clipvalue;        /* every type; 0: none. Each gradient element
                                clipped to [-clipvalue, clipvalue] */
+    float clipnorm;         /* every type; 0: none. Each variable's gradient
+                               scaled to this L2 norm at most (worker) */
+    float global_clipnorm;  /* every type; 0: none. The whole gradient
+                               scaled to this L2 norm at most (worker) */
     /* Variables whose last name component (Keras 3's variable.name,
      * "bias" of "dense/bias") contains one of these words get no weight
      * decay: Keras's exclude_from_weight_decay(var_names=…). Each word
@@ -112,7 +116,8 @@ struct hc_optim_conf {
  *   beta                 [0, 1e6]
  *   learning_rate_power  [-10, 0]
  *   weight_decay         [0, 1]
- *   clipvalue            [0, 1e6] (0: none)
+ *   clipvalue, clipnorm, global_clipnorm  [0, 1e6] (0: none), at most one
+ *                        of them set (as Keras)
  *   nesterov, amsgrad, centered  0 or 1
  *   exclude_from_weight_decay  words of letters, digits and '_', at most
  *                        HC_OPTIM_EXCLUDE_BYTES bytes with their ends
@@ -271,7 +276,8 @@ int hc_optim_from_wire(const struct Hetps__OptimizerSettings *m,
  *      196 f32 decay_steps, 200 decay_rate, 204 end_learning_rate,
  *      208 power, 212 alpha, 216 warmup_target, 220 warmup_steps;
  *      224 u32 boundaries[15], 284 f32 values[16]
- *   348 u32 CRC32C of bytes 0..347
+ *   348 f32 clipnorm, 352 global_clipnorm
+ *   356 u32 CRC32C of bytes 0..355
  * Fields the type does not use are 0.
  *
  * Version 1 (32 bytes, hetps before RMSprop and the others; read, never
@@ -279,7 +285,7 @@ int hc_optim_from_wire(const struct Hetps__OptimizerSettings *m,
  * nesterov), f32 learning_rate, momentum, beta_1, beta_2, epsilon at 8..27,
  * u32 CRC32C of bytes 0..27.
  */
-#define HC_OPTIM_RECORD_SIZE 352
+#define HC_OPTIM_RECORD_SIZE 360
 #define HC_OPTIM_RECORD_VERSION 2
 #define HC_OPTIM_RECORD_V1_SIZE 32
 

@@ -14,7 +14,9 @@ $PY "$(dirname "$0")/../optim_ref.py" "$B" > "$T/ref.txt" 2>&1 || { cat "$T/ref.
 ok "$(tail -1 "$T/ref.txt") (100 steps each, through a shard store)"
 
 # Each optimizer trains the reference model (deploy/models/fashion_cnn.json,
-# --optimizer replacing its Adam) for 150 steps of batch 64 on one shard:
+# --optimizer replacing its Adam; with each of the three clip settings
+# somewhere, clipnorm and global_clipnorm done by the worker) for 150
+# steps of batch 64 on one shard:
 # the mean loss of those steps (the progress line's, over every sample
 # seen) must be below 2.0, where a model that learns nothing stays at
 # ln 10 = 2.30; and the shard's store names the optimizer.
@@ -26,9 +28,9 @@ cat > "$T/cluster.json" <<JSON
 JSON
 n=0
 for o in '{"type": "sgd", "learning_rate": 0.05, "momentum": 0.9, "nesterov": true}' \
-         '{"type": "rmsprop", "learning_rate": 0.001}' \
+         '{"type": "rmsprop", "learning_rate": 0.001, "clipnorm": 1.0}' \
          '{"type": "adagrad", "learning_rate": 0.05}' \
-         '{"type": "adam", "amsgrad": true}' \
+         '{"type": "adam", "amsgrad": true, "global_clipnorm": 5.0}' \
          '{"type": "adamw", "exclude_from_weight_decay": ["bias"], "learning_rate": {"class_name": "CosineDecay", "config": {"initial_learning_rate": 0.0, "decay_steps": 1000, "warmup_target": 0.002, "warmup_steps": 20}}}' \
          '{"type": "nadam", "clipvalue": 1.0}' \
          '{"type": "adamax", "learning_rate": 0.002}' \

@@ -170,8 +170,10 @@ static void test_config_table(void)
                                  "'ExponentialDecay', 'config': {}}")),
          "learning_rate ExponentialDecay: needs initial_learning_rate, "
          "decay_steps and decay_rate"},
-        {SEQ(FLAT ", " OUT, ADAM("'clipnorm': 1.0")),
-         "Adam clipnorm 1 is not supported"},
+        {SEQ(FLAT ", " OUT, ADAM("'gradient_accumulation_steps': 4")),
+         "Adam gradient_accumulation_steps 4 is not supported"},
+        {SEQ(FLAT ", " OUT, ADAM("'clipnorm': 1.0, 'clipvalue': 0.5")),
+         "only one of them can be set, as in Keras"},
         {SEQ(FLAT ", " OUT, ", 'compile_config': {'optimizer': 'lion'}"),
          "optimizer \"lion\" is not supported"},
         {SEQ(FLAT ", " OUT, ", 'compile_config': {'loss': "
@@ -284,8 +286,11 @@ static void test_config_optimizers(void)
         {SEQ(FLAT ", " OUT, OPT("Lion", "")), HC_OPT_SGD,
          "optimizer Lion is not supported; hetps has SGD, RMSprop, Adagrad, "
          "Adam, AdamW, Nadam, Adamax and Ftrl"},
-        {SEQ(FLAT ", " OUT, OPT("Nadam", "'clipnorm': 0.5")), HC_OPT_SGD,
-         "Nadam clipnorm 0.5 is not supported"},
+        {SEQ(FLAT ", " OUT, OPT("Nadam", "'use_ema': true")), HC_OPT_SGD,
+         "Nadam use_ema true is not supported"},
+        {SEQ(FLAT ", " OUT, OPT("Nadam", BASE "'clipnorm': 0.5")), HC_OPT_NADAM,
+         "nadam (learning_rate 0.00200000009, beta_1 0.899999976, beta_2 "
+         "0.999000013, epsilon 1.00000001e-07, clipnorm 0.5)"},
         {SEQ(FLAT ", " OUT, OPT("Nadam", "'clipvalue': -1")), HC_OPT_SGD,
          "clipvalue -1 is out of range: it must be in [0, 1e+06]"},
     };

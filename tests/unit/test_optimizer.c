@@ -528,7 +528,7 @@ static const struct hc_optim_conf ROUND_TRIP[] = {
     {.type = HC_OPT_ADAMW, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f,
      .eps = 1e-7f, .weight_decay = 0.004f, .wd_exclude = "bias\0gamma"},
     {.type = HC_OPT_NADAM, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f,
-     .eps = 1e-7f},
+     .eps = 1e-7f, .global_clipnorm = 5.0f},
     {.type = HC_OPT_ADAMAX, .lr = 2e-3f, .beta1 = 0.8f, .beta2 = 0.99f,
      .eps = 1e-7f, .weight_decay = 0.01f},
     {.type = HC_OPT_FTRL, .lr = 0.05f, .lr_power = -0.5f, .init_accum = 0.1f,
@@ -547,7 +547,7 @@ static const struct hc_optim_conf ROUND_TRIP[] = {
      .sched = {.kind = HC_LR_COSINE, .decay_steps = 1000, .alpha = 0.1f,
                .warmup = 1, .warmup_target = 0.01f, .warmup_steps = 100}},
     {.type = HC_OPT_ADAGRAD, .lr = 0.1f, .init_accum = 0.1f, .eps = 1e-7f,
-     .sched = {.kind = HC_LR_PIECEWISE, .n_values = 3,
+     .clipnorm = 2.0f, .sched = {.kind = HC_LR_PIECEWISE, .n_values = 3,
                .boundaries = {100, 200}, .values = {0.1f, 0.01f, 0.001f}}},
 };
 
@@ -703,8 +703,8 @@ static void test_record(void)
     CU_ASSERT_EQUAL(hc_optim_from_record(rec, sizeof rec - 1, "store d",
                                          &c), HC_ERR_STORE);
     CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "store d: optimizer settings "
-                                  "record version 2 of 351 bytes, expected "
-                                  "352"));
+                                  "record version 2 of 359 bytes, expected "
+                                  "360"));
     CU_ASSERT_EQUAL(hc_optim_from_record("{\"type\":\"adam\",\"learning_rat}",
                                          32, "store d", &c), HC_ERR_STORE);
     CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "JSON text"));
@@ -775,8 +775,8 @@ static void test_model_json(void)
          "(adagrad): unknown key \"rho\"", 0},
         {"{\"type\": \"adagrad\", \"frobnicate\": 0.9}", "unknown key "
          "\"frobnicate\"; allowed here: type, learning_rate, epsilon, "
-         "initial_accumulator_value, weight_decay, clipvalue, "
-         "exclude_from_weight_decay",
+         "initial_accumulator_value, weight_decay, clipvalue, clipnorm, "
+         "global_clipnorm, exclude_from_weight_decay",
          0},
         {"{\"type\": \"adam\", \"amsgrad\": 1}", "\"amsgrad\" must be true "
          "or false, got 1", 0},
