@@ -26,8 +26,6 @@
 #include "log.h"
 #include "model.h"         /* hc_model_optim_from_json: format 1 */
 
-#include <cJSON.h>
-
 #define DEFAULT_MAP_SIZE (1ull << 30)
 #define DEFAULT_MAP_MAX (64ull << 30)
 #define DEFAULT_DIRECT_PAGES 65536u
@@ -95,75 +93,6 @@ static int check_magic(struct ps_store *s, MDB_txn *txn, uint32_t *out)
                           "wrote it (export the weights with it) or start from "
                           "a fresh --data-dir", s->dir, format,
                           PS_STORE_FORMAT);
-    return HC_OK;
-}
-
-/* The names of the "vars" application meta (JSON text [{"name": …}, …])
- * into s->decay: hc_optim_decays of each. */
-static int decay_from_names(struct ps_store *s, const MDB_val *v,
-                            const struct hc_optim_conf *c)
-{
-    cJSON *root = cJSON_ParseWithLength(v->mv_data, v->mv_size);
-    const cJSON *it;
-    uint32_t i = 0;
-    int rv = HC_OK;
-
-    if (!cJSON_IsArray(root) || (uint32_t)cJSON_GetArraySize(root) < s->n_decay)
-        rv = hc_err_set(HC_ERR_STORE, "store %s: the variables' names (meta "
-                        "\"app.vars\") do not name the %u variables of its "
-                        "blocks; the store is damaged", s->dir, s->n_decay);
-    cJSON_ArrayForEach(it, root) {
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
-
-        if (rv != HC_OK || i >= s->n_decay)
-            break;
-        if (!cJSON_IsString(name))
-            rv = hc_err_set(HC_ERR_STORE, "store %s: variable %u has no name "
-                            "in meta \"app.vars\"; the store is damaged",
-                            s->dir, i);
-        else
-            s->decay[i++] = (uint8_t)hc_optim_decays(c, name->valuestring);
-    }
-    cJSON_Delete(root);
-    return rv;
-}
-
-int store_decay_flags(struct ps_store *s, MDB_txn *txn,
-                      const struct hc_optim_conf *c)
-{
-    MDB_val v;
-    uint32_t n = 0;
-    int rv;
-
-    if (!(c->weight_decay > 0.0f))
-        return HC_OK;
-    if (s->decay && !memcmp(s->decay_for, c->wd_exclude, sizeof s->decay_for))
-        return HC_OK;
-    for (uint32_t b = 0; b < s->n_blocks; b++)
-        if (s->blocks[b].var + 1 > n)
-            n = s->blocks[b].var + 1;
-    free(s->decay);
-    if (!(s->decay = calloc(n ? n : 1, 1)))
-        return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory", s->dir);
-    s->n_decay = n;
-    if (!c->wd_exclude[0]) {
-        memset(s->decay, 1, n);
-    } else {
-        rv = store_meta_get(s, txn, "app.vars", &v);
-        if (rv == HC_ERR_NOTFOUND)
-            rv = hc_err_set(HC_ERR_STORE, "store %s: the optimizer excludes "
-                            "variables from weight decay by name, but the "
-                            "store keeps no names (meta \"app.vars\")",
-                            s->dir);
-        if (rv == HC_OK)
-            rv = decay_from_names(s, &v, c);
-        if (rv != HC_OK) {
-            free(s->decay);
-            s->decay = NULL;
-            return rv;
-        }
-    }
-    memcpy(s->decay_for, c->wd_exclude, sizeof s->decay_for);
     return HC_OK;
 }
 

@@ -4,7 +4,8 @@
  * commit): check the updates, read each block's parameters and
  * slots, run the optimizer into the new values, count the step, write the
  * records of the requests it answers (store_record.c), commit, and sync
- * when group commit says so. See store.h for the contract, store_impl.h
+ * when group commit says so. Which variables take weight decay is worked
+ * out once from the store's variable names (decay_flags). See store.h for the contract, store_impl.h
  * for the other store files.
  *
  * For each block the old parameters and slots are read (mdb_get), then
@@ -28,6 +29,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cJSON.h>
 
 #include "clock.h"
 #include "crc32c.h"
@@ -183,6 +186,79 @@ static int apply_block(struct ps_store *s, MDB_txn *txn,
     return HC_OK;
 }
 
+/* The names of the "vars" application meta (JSON text [{"name": …}, …])
+ * into s->decay: hc_optim_decays of each. */
+static int decay_from_names(struct ps_store *s, const MDB_val *v,
+                            const struct hc_optim_conf *c)
+{
+    cJSON *root = cJSON_ParseWithLength(v->mv_data, v->mv_size);
+    const cJSON *it;
+    uint32_t i = 0;
+    int rv = HC_OK;
+
+    if (!cJSON_IsArray(root) || (uint32_t)cJSON_GetArraySize(root) < s->n_decay)
+        rv = hc_err_set(HC_ERR_STORE, "store %s: the variables' names (meta "
+                        "\"app.vars\") do not name the %u variables of its "
+                        "blocks; the store is damaged", s->dir, s->n_decay);
+    cJSON_ArrayForEach(it, root) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
+
+        if (rv != HC_OK || i >= s->n_decay)
+            break;
+        if (!cJSON_IsString(name))
+            rv = hc_err_set(HC_ERR_STORE, "store %s: variable %u has no name "
+                            "in meta \"app.vars\"; the store is damaged",
+                            s->dir, i);
+        else
+            s->decay[i++] = (uint8_t)hc_optim_decays(c, name->valuestring);
+    }
+    cJSON_Delete(root);
+    return rv;
+}
+
+/* Under wmu, in txn: make s->decay say, per variable, whether c's weight
+ * decay applies to it (hc_optim_decays on the names in the "vars"
+ * application meta). With no exclusions every variable decays and no
+ * names are needed; exclusions without the names are HC_ERR_STORE. */
+static int decay_flags(struct ps_store *s, MDB_txn *txn,
+                       const struct hc_optim_conf *c)
+{
+    MDB_val v;
+    uint32_t n = 0;
+    int rv;
+
+    if (!(c->weight_decay > 0.0f))
+        return HC_OK;
+    if (s->decay && !memcmp(s->decay_for, c->wd_exclude, sizeof s->decay_for))
+        return HC_OK;
+    for (uint32_t b = 0; b < s->n_blocks; b++)
+        if (s->blocks[b].var + 1 > n)
+            n = s->blocks[b].var + 1;
+    free(s->decay);
+    if (!(s->decay = calloc(n ? n : 1, 1)))
+        return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory", s->dir);
+    s->n_decay = n;
+    if (!c->wd_exclude[0]) {
+        memset(s->decay, 1, n);
+    } else {
+        rv = store_meta_get(s, txn, "app.vars", &v);
+        if (rv == HC_ERR_NOTFOUND)
+            rv = hc_err_set(HC_ERR_STORE, "store %s: the optimizer excludes "
+                            "variables from weight decay by name, but the "
+                            "store keeps no names (meta \"app.vars\")",
+                            s->dir);
+        if (rv == HC_OK)
+            rv = decay_from_names(s, &v, c);
+        if (rv != HC_OK) {
+            free(s->decay);
+            s->decay = NULL;
+            return rv;
+        }
+    }
+    memcpy(s->decay_for, c->wd_exclude, sizeof s->decay_for);
+    return HC_OK;
+}
+
 /* The deferred blocks of a split step, cut into ranges for the threads. */
 struct split {
     struct ps_store *s;
@@ -221,7 +297,7 @@ int store_apply_blocks(struct ps_store *s, MDB_txn *txn,
     uint64_t elems = 0;
     int rv, split;
 
-    if ((rv = store_decay_flags(s, txn, c)) != HC_OK)
+    if ((rv = decay_flags(s, txn, c)) != HC_OK)
         return rv;
     for (size_t i = 0; i < g->n; i++)
         elems += g->u[i].length;

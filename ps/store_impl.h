@@ -84,15 +84,6 @@ struct ps_store {
     struct store_step *stepper; /* store_step.c's thread, once used */
 };
 
-/* ---- store.c ----------------------------------------------------------- */
-
-/* Under wmu, in txn: make s->decay say, per variable, whether c's weight
- * decay applies to it (hc_optim_decays on the names in the "vars"
- * application meta). With no exclusions every variable decays and no
- * names are needed; exclusions without the names are HC_ERR_STORE. */
-int store_decay_flags(struct ps_store *s, MDB_txn *txn,
-                      const struct hc_optim_conf *c);
-
 /* ---- store_txn.c ------------------------------------------------------- */
 
 /* Write x big-endian into b[0..4) (keys sort numerically). */
