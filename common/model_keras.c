@@ -464,7 +464,8 @@ static void optimizer(struct kx *k, const cJSON *v, cJSON *root)
     cJSON_AddStringToObject(o, "type", hc_optim_name(t));
     if (!cJSON_IsObject(cfg))
         return;
-    kt = t == HC_OPT_SGD ? HC_OPT_MOMENTUM : t;    /* SGD's momentum, nesterov */
+    /* SGD's keys are the momentum type's: momentum, nesterov */
+    kt = t == HC_OPT_SGD ? HC_OPT_MOMENTUM : t;
     snprintf(where, sizeof where, "compile_config optimizer %.40s", s);
     for (const cJSON *it = cfg->child; it; it = it->next) {
         const struct hc_keras_arg *a = find_arg(args_optimizer, it->string);

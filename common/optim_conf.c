@@ -106,7 +106,7 @@ static const int wire_types[HC_OPT_COUNT] = {
 
 static int within(float x, float lo, int lo_open, float hi, int hi_open);
 
-/* ---- the schedule's settings: a table as above ---------------------------- */
+/* ---- the schedule's settings: a table as above ------------------------- */
 
 typedef Hetps__LearningRateSchedule SMsg;
 #define K(x) (1u << (x))
@@ -562,8 +562,9 @@ static int check_exclude(const struct hc_optim_conf *c, const char *src)
             break;
         for (size_t i = 0; i < n; i++)
             if (!isalnum((unsigned char)w[i]) && w[i] != '_')
-                return hc_err_set(HC_ERR_CONFIG, "%s: exclude_from_weight_decay "
-                                  "word \"%.40s\" has a character other than a "
+                return hc_err_set(HC_ERR_CONFIG, "%s: "
+                                  "exclude_from_weight_decay word \"%.40s\" "
+                                  "has a character other than a "
                                   "letter, a digit or '_' (the words are "
                                   "matched as plain text, not as a pattern)",
                                   src, w);

@@ -89,7 +89,8 @@ struct hc_optim_conf {
     int centered;           /* rmsprop */
     float init_accum;       /* initial_accumulator_value: adagrad, ftrl */
     float lr_power;         /* ftrl learning_rate_power */
-    float l1, l2, l2_shrinkage; /* ftrl l1_, l2_, l2_shrinkage_regularization_strength */
+    float l1, l2;           /* ftrl l1_, l2_regularization_strength */
+    float l2_shrinkage;     /* ftrl l2_shrinkage_regularization_strength */
     float beta;             /* ftrl beta */
     float weight_decay;     /* every type; 0: none */
     float clipvalue;        /* every type; 0: none. Each gradient element
@@ -152,7 +153,7 @@ int hc_optim_by_name(const char *name, enum hc_optim *type);
 /* The Keras names the model files take, for messages: "sgd, adam, …". */
 const char *hc_optim_names(void);
 
-/* ---- schedules ------------------------------------------------------------ */
+/* ---- schedules --------------------------------------------------------- */
 
 /* Keras's class of a schedule kind ("ExponentialDecay", …; "constant"). */
 const char *hc_lr_kind_name(enum hc_lr_kind kind);

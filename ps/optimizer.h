@@ -1,8 +1,8 @@
 /*
  * optimizer.h — the parameter server's optimizers, with the update rules
- * of Keras 3 (keras/src/optimizers/, a file per class), as pure functions over float
- * arrays. Their settings — defaults, limits, the wire's and the store's
- * forms — are common/optim_conf.h's.
+ * of Keras 3 (keras/src/optimizers/, a file per class), as pure functions
+ * over float arrays. Their settings — defaults, limits, the wire's and the
+ * store's forms — are common/optim_conf.h's.
  *
  * Update rules, for one element, with g the (scaled) gradient and every
  * vector operation elementwise. `step` counts the updates applied before

@@ -5,8 +5,8 @@
  * slots, run the optimizer into the new values, count the step, write the
  * records of the requests it answers (store_record.c), commit, and sync
  * when group commit says so. Which variables take weight decay is worked
- * out once from the store's variable names (decay_flags). See store.h for the contract, store_impl.h
- * for the other store files.
+ * out once from the store's variable names (decay_flags). See store.h for
+ * the contract, store_impl.h for the other store files.
  *
  * For each block the old parameters and slots are read (mdb_get), then
  * the new values are reserved (mdb_put with MDB_RESERVE, same size) and
