@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "crc32c.h"
@@ -700,6 +701,104 @@ int hc_optim_decays(const struct hc_optim_conf *c, const char *var)
         if (strstr(leaf, w))
             return 0;
     return 1;
+}
+
+/* ---- the rate and Keras's constants --------------------------------- */
+
+/* The shortest "%.Ng" text of x that reads back as the same float. */
+static void fmt_float(char *buf, size_t cap, float x)
+{
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(buf, cap, "%.*g", prec, (double)x);
+        if (strtof(buf, NULL) == x)
+            return;
+    }
+}
+
+/*
+ * k·x + a as Keras computes a Python-float expression of a setting: the
+ * setting is a Python float (a double holding the decimal the user wrote),
+ * the expression is taken in double and rounded to float32 when it meets
+ * a float32 tensor. The conf holds the setting as a float, so the decimal
+ * is recovered as the shortest text that reads back as that float: for
+ * β = 0.999, 1 − β gives 0.001f, where 1.0f − 0.999f would be 0.000999987f
+ * (1.3e-5 off). Cached per thread: apply runs per block.
+ */
+float hc_optim_keras_const(float x, double k, double a)
+{
+    static _Thread_local struct { float x, c; double k, a; int valid; }
+        cache[4];
+    static _Thread_local unsigned next;
+    char buf[32];
+
+    for (int i = 0; i < 4; i++)
+        if (cache[i].valid && cache[i].x == x && cache[i].k == k &&
+            cache[i].a == a)
+            return cache[i].c;
+    fmt_float(buf, sizeof buf, x);
+    next = (next + 1) & 3;
+    cache[next].c = (float)(k * strtod(buf, NULL) + a);
+    cache[next].x = x;
+    cache[next].k = k;
+    cache[next].a = a;
+    cache[next].valid = 1;
+    return cache[next].c;
+}
+
+/* CosineDecay's decay from `from` over decay_steps, at step x. */
+static float cosine(const struct hc_lr_schedule *s, float x, float from)
+{
+    float frac = x / s->decay_steps;
+    float pi = (float)M_PI;
+    float cd = 0.5f * (1.0f + cosf(pi * frac));
+    float decayed = hc_optim_keras_const(s->alpha, -1.0, 1.0) * cd + s->alpha;
+
+    return from * decayed;
+}
+
+float hc_optim_lr(const struct hc_optim_conf *c, uint64_t step)
+{
+    const struct hc_lr_schedule *s = &c->sched;
+    float x = (float)step, p;
+
+    switch (s->kind) {
+    case HC_LR_CONSTANT:
+        break;
+    case HC_LR_EXPONENTIAL:
+        p = x / s->decay_steps;
+        if (s->staircase)
+            p = floorf(p);
+        return c->lr * powf(s->decay_rate, p);
+    case HC_LR_INVERSE_TIME:
+        p = x / s->decay_steps;
+        if (s->staircase)
+            p = floorf(p);
+        return c->lr / (1.0f + s->decay_rate * p);
+    case HC_LR_POLYNOMIAL: {
+        float ds = s->decay_steps;
+
+        if (s->cycle)
+            ds = ds * (x == 0.0f ? 1.0f : ceilf(x / s->decay_steps));
+        else
+            x = x < ds ? x : ds;
+        p = x / ds;
+        return (c->lr - s->end_lr) * powf(1.0f - p, s->power) + s->end_lr;
+    }
+    case HC_LR_COSINE:
+        if (!s->warmup)
+            return cosine(s, x < s->decay_steps ? x : s->decay_steps, c->lr);
+        x = x < s->decay_steps + s->warmup_steps
+                ? x : s->decay_steps + s->warmup_steps;
+        if (x < s->warmup_steps)
+            return (s->warmup_target - c->lr) * (x / s->warmup_steps) + c->lr;
+        return cosine(s, x - s->warmup_steps, s->warmup_target);
+    case HC_LR_PIECEWISE:
+        for (uint32_t i = 0; i + 1 < s->n_values; i++)
+            if (step <= s->boundaries[i])
+                return s->values[i];
+        return s->values[s->n_values - 1];
+    }
+    return c->lr;
 }
 
 /* ---- the wire ----------------------------------------------------------- */

@@ -175,6 +175,20 @@ void hc_lr_keys(enum hc_lr_kind kind, const char **keys, size_t cap);
  * "initial_learning_rate" sets c->lr. No check. */
 void hc_lr_set(struct hc_optim_conf *c, const char *key, double x);
 
+/* The learning rate of the update after `step` updates: lr, or the
+ * schedule at `step` (keras.optimizers.schedules, float32 as Keras). The
+ * shards apply it (ps/optimizer.h); the chief reports it. */
+float hc_optim_lr(const struct hc_optim_conf *c, uint64_t step);
+
+/* k·x + a as Keras computes a Python-float expression of a setting x (1 −
+ * β: k = −1, a = 1): the setting is a Python float, a double holding the
+ * decimal the user wrote, and the expression is taken in double and
+ * rounded to float32 when it meets a float32 tensor. The conf holds x as a
+ * float, so the decimal is recovered as the shortest text that reads back
+ * as x: for β = 0.999, 1 − β gives 0.001f, where 1.0f − 0.999f would be
+ * 0.000999987f (1.3e-5 off). Cached per thread. */
+float hc_optim_keras_const(float x, double k, double a);
+
 /* ---- the model files' keys (common/model.c) ------------------------------ */
 
 enum hc_optim_key { HC_OPTIM_KEY_NONE, HC_OPTIM_KEY_FLOAT, HC_OPTIM_KEY_BOOL,

@@ -107,9 +107,6 @@ const char *ps_optim_slot_name(const struct hc_optim_conf *c, int k);
  * Ftrl's initial_accumulator_value for their accumulator. */
 float ps_optim_slot_init(const struct hc_optim_conf *c, int k);
 
-/* The learning rate of the update after `step` updates. */
-float ps_optim_lr(const struct hc_optim_conf *c, uint64_t step);
-
 /*
  * Apply one update to n elements: read p_in, g and the slots s_in[k],
  * write p_out and s_out[k], for k below ps_optim_slots(c) (the other

@@ -549,6 +549,7 @@ static int run_async(struct run *r)
             loss_sum += loss * n;
             correct += k;
             seen += n;
+            wk_watch_lr(r->watch, hc_optim_lr(&r->m->optim, g.base_version));
             wk_watch_step(r->watch, b + 1, n, loss, k, r->t_compute - tc, dx,
                           hc_now_s());
         }
@@ -660,6 +661,7 @@ static int one_step(struct run *r, struct sync_run *y, uint64_t v, int epoch,
     y->loss_sum += loss * n;
     y->correct += k;
     y->seen += n;
+    wk_watch_lr(r->watch, hc_optim_lr(&r->m->optim, v));
     wk_watch_step(r->watch, t + 1, n, loss, k, r->t_compute - tc, dx,
                   hc_now_s());
     return HC_OK;

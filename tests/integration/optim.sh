@@ -43,8 +43,10 @@ for o in '{"type": "sgd", "learning_rate": 0.05, "momentum": 0.9, "nesterov": tr
     ps_pid=$!
     track $ps_pid
     wait_for 10 "$BIN/hetps" status "$T/cluster.json" || { cat "$T/ps$n.log"; fail "$type: the shard did not start"; }
+    logs=""     # the warm-up's rate, as the chief reports it (below)
+    case "$o" in *CosineDecay*) logs="--logdir $T/logs" ;; esac
     "$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:0 --model deploy/models/fashion_cnn.json \
-        --optimizer "$o" --max-steps 150 --no-eval --verbose 1 --progress-every 0.5 > "$T/w$n.log" 2>&1 ||
+        --optimizer "$o" --max-steps 150 --no-eval --verbose 1 --progress-every 0.5 $logs > "$T/w$n.log" 2>&1 ||
         { tail -5 "$T/w$n.log"; fail "$type: the worker failed"; }
     loss=$(sed -n 's/.* - loss: \([0-9.]*\) - .*/\1/p' "$T/w$n.log" | tail -1)
     [ -n "$loss" ] || { cat "$T/w$n.log"; fail "$type: no loss printed"; }
@@ -53,5 +55,18 @@ for o in '{"type": "sgd", "learning_rate": 0.05, "momentum": 0.9, "nesterov": tr
     "$BIN/hetps" inspect "$T/d$n/ps-0" > "$T/inspect$n.txt" 2>&1
     grep -q "optimizer $want (" "$T/inspect$n.txt" || { cat "$T/inspect$n.txt"; fail "$type: the store does not name it"; }
     echo "$type: mean loss $loss over 150 steps"
+    [ -z "$logs" ] && continue
+    # The rate of step 10 (9 updates before it) under the warm-up from 0
+    # to 0.002 over 20 steps: 0.002 * 9 / 20 = 0.0009; after the warm-up,
+    # step 121 is CosineDecay's 100th of 1000 steps from 0.002.
+    ev=$(ls "$T"/logs/events.out.tfevents.* 2>/dev/null | head -1)
+    [ -n "$ev" ] || fail "no TensorBoard events in $T/logs"
+    $PY tests/integration/read_tfevents.py "$ev" > "$T/events.txt" || fail "the event file does not read back"
+    lr10=$(sed -n 's/^step 10 .*batch\/learning_rate=\([0-9.e+-]*\).*/\1/p' "$T/events.txt")
+    lr121=$(sed -n 's/^step 121 .*batch\/learning_rate=\([0-9.e+-]*\).*/\1/p' "$T/events.txt")
+    awk -v a="$lr10" -v b="$lr121" 'BEGIN { c = 0.002 * 0.5 * (1 + cos(3.14159265358979 * 100 / 1000));
+        exit !(a != "" && b != "" && (a - 0.0009) ^ 2 < 1e-16 && (b - c) ^ 2 < 1e-14) }' ||
+        { grep '^step 1[02]1\? ' "$T/events.txt" | head -3; fail "batch/learning_rate: step 10 $lr10 (want 0.0009), step 121 $lr121"; }
+    echo "$type: TensorBoard's batch/learning_rate follows the schedule: $lr10 at step 10, $lr121 at step 121"
 done
 ok "each optimizer trains the reference model: mean loss of 150 steps below 2.0"
