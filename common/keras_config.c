@@ -19,6 +19,7 @@
 #include "layer.h"
 #include "model_impl.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,32 +144,102 @@ static cJSON *layer_json(const struct hc_model *m,
     return o;
 }
 
+/* learning_rate: a number, or the schedule as Keras serialises it. */
+static cJSON *learning_rate_json(const struct hc_optim_conf *o)
+{
+    const struct hc_lr_schedule *s = &o->sched;
+    const char *keys[16];
+    cJSON *c;
+
+    if (s->kind == HC_LR_CONSTANT)
+        return cJSON_CreateNumber(kx_tidy(o->lr));
+    c = cJSON_CreateObject();
+    hc_lr_keys(s->kind, keys, sizeof keys / sizeof keys[0]);
+    for (int i = 0; keys[i]; i++) {
+        int kind = hc_lr_key(s->kind, keys[i]);
+
+        if (!strcmp(keys[i], "initial_learning_rate"))
+            cJSON_AddNumberToObject(c, keys[i], kx_tidy(o->lr));
+        else if (!strcmp(keys[i], "warmup_target") && !s->warmup)
+            cJSON_AddNullToObject(c, keys[i]);
+        else if (!strcmp(keys[i], "boundaries"))
+            cJSON_AddItemToObject(c, keys[i], cJSON_CreateIntArray(
+                                      (const int *)s->boundaries,
+                                      (int)s->n_values - 1));
+        else if (!strcmp(keys[i], "values")) {
+            cJSON *v = cJSON_AddArrayToObject(c, keys[i]);
+
+            for (uint32_t k = 0; v && k < s->n_values; k++)
+                cJSON_AddItemToArray(v, cJSON_CreateNumber(
+                                            kx_tidy(s->values[k])));
+        } else if (kind == HC_OPTIM_KEY_BOOL)
+            cJSON_AddBoolToObject(c, keys[i], s->kind == HC_LR_POLYNOMIAL
+                                                  ? s->cycle : s->staircase);
+        else
+            cJSON_AddNumberToObject(c, keys[i], kx_tidy(
+                !strcmp(keys[i], "decay_steps") ? s->decay_steps
+                : !strcmp(keys[i], "decay_rate") ? s->decay_rate
+                : !strcmp(keys[i], "end_learning_rate") ? s->end_lr
+                : !strcmp(keys[i], "power") ? s->power
+                : !strcmp(keys[i], "alpha") ? s->alpha
+                : !strcmp(keys[i], "warmup_target") ? s->warmup_target
+                : s->warmup_steps));
+    }
+    cJSON_AddStringToObject(c, "name", hc_lr_kind_name(s->kind));
+    return object("keras.optimizers.schedules", hc_lr_kind_name(s->kind), c);
+}
+
 static cJSON *optimizer_json(const struct hc_optim_conf *o)
 {
     cJSON *c = cJSON_CreateObject();
-    int adam = o->type == HC_OPT_ADAM;
+    const char *cls = hc_optim_keras_class(o->type), *keys[20];
+    /* sgd writes momentum 0 and nesterov false, as Keras's SGD does */
+    struct hc_optim_conf k = *o;
+    char name[16];
+    size_t i;
 
-    cJSON_AddStringToObject(c, "name", adam ? "adam" : "SGD");
-    cJSON_AddNumberToObject(c, "learning_rate", kx_tidy(o->lr));
-    cJSON_AddNullToObject(c, "weight_decay");
-    cJSON_AddNullToObject(c, "clipnorm");
-    cJSON_AddNullToObject(c, "global_clipnorm");
-    cJSON_AddNullToObject(c, "clipvalue");
+    if (k.type == HC_OPT_SGD)
+        k.type = HC_OPT_MOMENTUM;
+    for (i = 0; cls[i] && i + 1 < sizeof name; i++)
+        name[i] = (char)tolower((unsigned char)cls[i]);
+    name[i] = '\0';
+    cJSON_AddStringToObject(c, "name", k.type == HC_OPT_MOMENTUM ? "SGD"
+                                                                 : name);
+    cJSON_AddItemToObject(c, "learning_rate", learning_rate_json(o));
+    if (o->weight_decay > 0.0f)
+        cJSON_AddNumberToObject(c, "weight_decay", kx_tidy(o->weight_decay));
+    else
+        cJSON_AddNullToObject(c, "weight_decay");
+    if (o->clipnorm > 0.0f)
+        cJSON_AddNumberToObject(c, "clipnorm", kx_tidy(o->clipnorm));
+    else
+        cJSON_AddNullToObject(c, "clipnorm");
+    if (o->global_clipnorm > 0.0f)
+        cJSON_AddNumberToObject(c, "global_clipnorm",
+                                kx_tidy(o->global_clipnorm));
+    else
+        cJSON_AddNullToObject(c, "global_clipnorm");
+    if (o->clipvalue > 0.0f)
+        cJSON_AddNumberToObject(c, "clipvalue", kx_tidy(o->clipvalue));
+    else
+        cJSON_AddNullToObject(c, "clipvalue");
     cJSON_AddBoolToObject(c, "use_ema", 0);
     cJSON_AddNumberToObject(c, "ema_momentum", 0.99);
     cJSON_AddNullToObject(c, "ema_overwrite_frequency");
     /* Later Keras adds loss_scale_factor and gradient_accumulation_steps,
      * both off by default: left out, so that Keras 3.0 takes the file. */
-    if (adam) {
-        cJSON_AddNumberToObject(c, "beta_1", kx_tidy(o->beta1));
-        cJSON_AddNumberToObject(c, "beta_2", kx_tidy(o->beta2));
-        cJSON_AddNumberToObject(c, "epsilon", kx_tidy(o->eps));
-        cJSON_AddBoolToObject(c, "amsgrad", 0);
-    } else {
-        cJSON_AddNumberToObject(c, "momentum", kx_tidy(o->momentum));
-        cJSON_AddBoolToObject(c, "nesterov", o->nesterov);
+    hc_optim_keys(k.type, keys, sizeof keys / sizeof keys[0]);
+    for (i = 1; keys[i]; i++) {         /* keys[0] is learning_rate */
+        enum hc_optim_key kind = hc_optim_key(k.type, keys[i]);
+
+        if (kind == HC_OPTIM_KEY_FLOAT && strcmp(keys[i], "weight_decay") &&
+            strncmp(keys[i], "clip", 4) && strcmp(keys[i], "global_clipnorm"))
+            cJSON_AddNumberToObject(c, keys[i],
+                                    kx_tidy((float)hc_optim_get(&k, keys[i])));
+        else if (kind == HC_OPTIM_KEY_BOOL)
+            cJSON_AddBoolToObject(c, keys[i], hc_optim_get(&k, keys[i]) != 0);
     }
-    return object("keras.optimizers", adam ? "Adam" : "SGD", c);
+    return object("keras.optimizers", cls, c);
 }
 
 /* The loss: Keras's name, or its class with the settings that are not

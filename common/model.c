@@ -127,30 +127,169 @@ static int check_output(struct hc_model *m)
 
 static int optim_type(const char *s, const char *where, enum hc_optim *t)
 {
-    char n[32];
+    if (hc_optim_by_name(s, t) == HC_OK)
+        return HC_OK;
+    return md_fail(where, "unsupported optimizer \"%.40s\"; use one of %s", s,
+                   hc_optim_names());
+}
 
-    md_norm(s, n, sizeof n);
-    if (strcmp(n, "adam") == 0)
-        *t = HC_OPT_ADAM;
-    else if (strcmp(n, "sgd") == 0)
-        *t = HC_OPT_SGD;
-    else
-        return md_fail(where, "unsupported optimizer \"%.40s\"; use \"adam\" "
-                       "or \"sgd\"", s);
+/* A list of numbers (a schedule's boundaries or values) into dst, at most
+ * cap; *n their count. Boundaries must be whole steps. */
+static int read_numbers(const cJSON *it, const char *where, int whole,
+                        void *dst, uint32_t cap, uint32_t *n)
+{
+    char buf[64];
+
+    *n = 0;
+    if (!cJSON_IsArray(it))
+        return md_fail(where, "\"%s\" must be a list of numbers, got %s",
+                       it->string, md_show(it, buf, sizeof buf));
+    for (const cJSON *x = it->child; x; x = x->next) {
+        if (*n == cap)
+            return md_fail(where, "\"%s\" has more than %u numbers",
+                           it->string, cap);
+        if (!cJSON_IsNumber(x) || (whole && (x->valuedouble < 0 ||
+                                             x->valuedouble > 2147483647.0 ||
+                                             x->valuedouble !=
+                                                 floor(x->valuedouble))))
+            return md_fail(where, "\"%s\" must hold %s, got %s", it->string,
+                           whole ? "step counts (whole numbers)" : "numbers",
+                           md_show(x, buf, sizeof buf));
+        if (whole)
+            ((uint32_t *)dst)[(*n)++] = (uint32_t)x->valuedouble;
+        else
+            ((float *)dst)[(*n)++] = (float)x->valuedouble;
+    }
     return HC_OK;
+}
+
+/* learning_rate as Keras serialises a schedule: {"class_name":
+ * "ExponentialDecay", "config": {…}} (and "module", "registered_name"). */
+static int read_schedule(const cJSON *o, const char *source,
+                         struct hc_optim_conf *c)
+{
+    static const char *const outer[] = {"class_name", "config", "module",
+                                        "registered_name", NULL};
+    const char *keys[16];
+    const cJSON *cls = md_get(o, "class_name"), *cfg = md_get(o, "config");
+    struct hc_lr_schedule *s = &c->sched;
+    char where[WHERE_MAX], buf[64];
+    uint32_t nb = 0;
+    int rv, k;
+
+    snprintf(where, sizeof where, "%.500s: learning_rate", source);
+    if ((rv = md_check_keys(o, outer, where)))
+        return rv;
+    if (!cJSON_IsString(cls) || hc_lr_by_name(cls->valuestring, &s->kind))
+        return md_fail(where, "schedule %s is not supported; use a number or "
+                       "one of ExponentialDecay, InverseTimeDecay, "
+                       "PolynomialDecay, CosineDecay, PiecewiseConstantDecay",
+                       md_show(cls ? cls : o, buf, sizeof buf));
+    snprintf(where, sizeof where, "%.500s: learning_rate %s", source,
+             cls->valuestring);
+    if (!cJSON_IsObject(cfg))
+        return md_fail(where, "needs \"config\": {…}");
+    /* Keras's defaults */
+    s->end_lr = s->kind == HC_LR_POLYNOMIAL ? 1e-4f : 0.0f;
+    s->power = s->kind == HC_LR_POLYNOMIAL ? 1.0f : 0.0f;
+    keys[0] = "name";
+    hc_lr_keys(s->kind, keys + 1, sizeof keys / sizeof keys[0] - 1);
+    if ((rv = md_check_keys(cfg, keys, where)))
+        return rv;
+    for (const cJSON *it = cfg->child; it; it = it->next) {
+        if (!strcmp(it->string, "name"))
+            continue;
+        k = hc_lr_key(s->kind, it->string);
+        if (k == HC_OPTIM_KEY_WORDS)
+            rv = read_numbers(it, where, !strcmp(it->string, "boundaries"),
+                              !strcmp(it->string, "boundaries")
+                                  ? (void *)s->boundaries : (void *)s->values,
+                              !strcmp(it->string, "boundaries")
+                                  ? HC_LR_MAX_VALUES - 1 : HC_LR_MAX_VALUES,
+                              !strcmp(it->string, "boundaries") ? &nb
+                                                                : &s->n_values);
+        else if (k == HC_OPTIM_KEY_BOOL && !cJSON_IsBool(it))
+            rv = md_fail(where, "\"%s\" must be true or false, got %s",
+                         it->string, md_show(it, buf, sizeof buf));
+        else if (k == HC_OPTIM_KEY_BOOL)
+            hc_lr_set(c, it->string, cJSON_IsTrue(it));
+        else if (cJSON_IsNull(it) && !strcmp(it->string, "warmup_target"))
+            continue;
+        else if (!cJSON_IsNumber(it))
+            rv = md_fail(where, "\"%s\" must be a number, got %s",
+                         it->string, md_show(it, buf, sizeof buf));
+        else
+            hc_lr_set(c, it->string, it->valuedouble);
+        if (rv)
+            return rv;
+    }
+    if (s->kind == HC_LR_PIECEWISE) {
+        if (nb + 1 != s->n_values)
+            return md_fail(where, "has %u boundaries and %u values; it needs "
+                           "one value more than boundaries", nb, s->n_values);
+        c->lr = s->values[0];
+    } else if (!md_get(cfg, "initial_learning_rate") ||
+               !md_get(cfg, "decay_steps") ||
+               ((s->kind == HC_LR_EXPONENTIAL ||
+                 s->kind == HC_LR_INVERSE_TIME) && !md_get(cfg, "decay_rate")))
+        return md_fail(where, "needs initial_learning_rate, decay_steps%s",
+                       s->kind == HC_LR_EXPONENTIAL ||
+                       s->kind == HC_LR_INVERSE_TIME ? " and decay_rate" : "");
+    return HC_OK;
+}
+
+/* One key of an optimizer object: a number, true/false, or the words of
+ * exclude_from_weight_decay. */
+static int read_optim_key(const cJSON *it, const char *where,
+                          struct hc_optim_conf *c)
+{
+    char buf[64];
+
+    switch (hc_optim_key(c->type, it->string)) {
+    case HC_OPTIM_KEY_FLOAT:
+        if (cJSON_IsObject(it) && !strcmp(it->string, "learning_rate"))
+            return read_schedule(it, where, c);
+        if (!cJSON_IsNumber(it))
+            return md_fail(where, "\"%s\" must be a number, got %s",
+                           it->string, md_show(it, buf, sizeof buf));
+        hc_optim_set(c, it->string, it->valuedouble);
+        return HC_OK;
+    case HC_OPTIM_KEY_BOOL:
+        if (!cJSON_IsBool(it))
+            return md_fail(where, "\"%s\" must be true or false, got %s",
+                           it->string, md_show(it, buf, sizeof buf));
+        hc_optim_set(c, it->string, cJSON_IsTrue(it));
+        return HC_OK;
+    case HC_OPTIM_KEY_WORDS:
+        if (!cJSON_IsArray(it))
+            return md_fail(where, "\"%s\" must be a list of words like "
+                           "[\"bias\"], got %s", it->string,
+                           md_show(it, buf, sizeof buf));
+        for (const cJSON *w = it->child; w; w = w->next) {
+            int rv;
+
+            if (!cJSON_IsString(w))
+                return md_fail(where, "\"%s\" must be a list of words, got "
+                               "%s in it", it->string,
+                               md_show(w, buf, sizeof buf));
+            if ((rv = hc_optim_exclude_add(c, w->valuestring, where)))
+                return rv;
+        }
+        return HC_OK;
+    case HC_OPTIM_KEY_NONE:
+        break;
+    }
+    return HC_OK;       /* "type": md_check_keys let nothing else through */
 }
 
 /* An optimizer value, "adam" or {"type": "adam", …}, into *c: Keras's
  * names and defaults (hc_optim_defaults), then hc_optim_validate — the
- * limits the shards apply too. `source` names the file. */
+ * limits the shards apply too. "sgd" with a momentum other than 0 is the
+ * momentum type. `source` names the file. */
 static int read_optim(const cJSON *o, const char *source,
                       struct hc_optim_conf *c)
 {
-    static const char *const keys_adam[] = {
-        "type", "learning_rate", "beta_1", "beta_2", "epsilon", NULL};
-    static const char *const keys_sgd[] = {
-        "type", "learning_rate", "momentum", "nesterov", NULL};
-    static const struct md_range any = {-HUGE_VAL, HUGE_VAL, 0, 0};
+    const char *keys[20];
     enum hc_optim t;
     const char *s;
     char where[WHERE_MAX], buf[64];
@@ -173,29 +312,22 @@ static int read_optim(const cJSON *o, const char *source,
         return md_missing(where, "type", "\"adam\"");
     if ((rv = optim_type(s, where, &t)))
         return rv;
-    hc_optim_defaults(t, c);
+    /* sgd's keys are the momentum type's; momentum 0 makes it sgd again */
+    hc_optim_defaults(t == HC_OPT_SGD ? HC_OPT_MOMENTUM : t, c);
     snprintf(where, sizeof where, "%.500s: optimizer (%s)", source,
              hc_optim_name(t));
-    if ((rv = md_check_keys(o, t == HC_OPT_ADAM ? keys_adam : keys_sgd,
-                            where)) ||
-        (rv = md_get_float(o, "learning_rate", where, c->lr, any, &c->lr)))
+    keys[0] = "type";
+    hc_optim_keys(c->type, keys + 1, sizeof keys / sizeof keys[0] - 1);
+    if ((rv = md_check_keys(o, keys, where)))
         return rv;
-    if (t == HC_OPT_ADAM) {
-        if ((rv = md_get_float(o, "beta_1", where, c->beta1, any,
-                               &c->beta1)) ||
-            (rv = md_get_float(o, "beta_2", where, c->beta2, any,
-                               &c->beta2)) ||
-            (rv = md_get_float(o, "epsilon", where, c->eps, any, &c->eps)))
+    for (const cJSON *it = o->child; it; it = it->next)
+        if ((rv = read_optim_key(it, where, c)))
             return rv;
-        return hc_optim_validate(c, where);
+    if (c->type == HC_OPT_MOMENTUM && c->momentum == 0.0f) {
+        if (c->nesterov)
+            return md_fail(where, "\"nesterov\": true needs \"momentum\" > 0");
+        c->type = HC_OPT_SGD;
     }
-    if ((rv = md_get_float(o, "momentum", where, 0, any, &c->momentum)) ||
-        (rv = md_get_bool(o, "nesterov", where, 0, &c->nesterov)))
-        return rv;
-    if (c->momentum != 0.0f)
-        c->type = HC_OPT_MOMENTUM;
-    else if (c->nesterov)
-        return md_fail(where, "\"nesterov\": true needs \"momentum\" > 0");
     return hc_optim_validate(c, where);
 }
 
@@ -329,6 +461,16 @@ static uint64_t signature(const struct hc_model *m)
     sig_add(&h, "\noptim %d lr%.9g m%.9g n%d b%.9g,%.9g e%.9g\n",
             (int)o->type, (double)o->lr, (double)o->momentum,
             o->nesterov, (double)o->beta1, (double)o->beta2, (double)o->eps);
+    /* Settings hetps added later: only where used, so that the models of
+     * before keep their signature (and their stores). */
+    if (o->type > HC_OPT_ADAM || o->amsgrad || o->weight_decay != 0.0f ||
+        o->clipvalue != 0.0f || o->clipnorm != 0.0f ||
+        o->global_clipnorm != 0.0f || o->wd_exclude[0] ||
+        o->sched.kind != HC_LR_CONSTANT) {
+        char d[HC_OPTIM_DESCRIBE_MAX];
+
+        sig_add(&h, "optim2 %s\n", hc_optim_describe(o, d, sizeof d));
+    }
     return h;
 }
 

@@ -496,59 +496,72 @@ static void loss(struct kx *k, const cJSON *v, cJSON *root)
     }
 }
 
-static const struct hc_keras_arg args_adam[] = {
-    {"name", HC_KA_IGNORE}, {"learning_rate", HC_KA_COPY}, {"beta_1", HC_KA_COPY},
-    {"beta_2", HC_KA_COPY}, {"epsilon", HC_KA_COPY}, {"amsgrad", HC_KA_FALSE},
-    {"weight_decay", HC_KA_NULL}, {"clipnorm", HC_KA_NULL},
-    {"global_clipnorm", HC_KA_NULL}, {"clipvalue", HC_KA_NULL}, {"use_ema", HC_KA_FALSE},
+/* The base Optimizer's arguments, in every optimizer's config; the
+ * type's own (hc_optim_key), weight_decay and the clip settings are
+ * copied. */
+static const struct hc_keras_arg args_optimizer[] = {
+    {"name", HC_KA_IGNORE}, {"use_ema", HC_KA_FALSE},
     {"ema_momentum", HC_KA_IGNORE}, {"ema_overwrite_frequency", HC_KA_NULL},
     {"loss_scale_factor", HC_KA_NULL}, {"gradient_accumulation_steps", HC_KA_NULL},
     {"jit_compile", HC_KA_IGNORE}, {"is_legacy_optimizer", HC_KA_FALSE},
     {"decay", HC_KA_IGNORE}, {NULL, 0}};
-static const struct hc_keras_arg args_sgd[] = {
-    {"name", HC_KA_IGNORE}, {"learning_rate", HC_KA_COPY}, {"momentum", HC_KA_COPY},
-    {"nesterov", HC_KA_COPY}, {"weight_decay", HC_KA_NULL}, {"clipnorm", HC_KA_NULL},
-    {"global_clipnorm", HC_KA_NULL}, {"clipvalue", HC_KA_NULL}, {"use_ema", HC_KA_FALSE},
-    {"ema_momentum", HC_KA_IGNORE}, {"ema_overwrite_frequency", HC_KA_NULL},
-    {"loss_scale_factor", HC_KA_NULL}, {"gradient_accumulation_steps", HC_KA_NULL},
-    {"jit_compile", HC_KA_IGNORE}, {"is_legacy_optimizer", HC_KA_FALSE},
-    {"decay", HC_KA_IGNORE}, {NULL, 0}};
+
+/* "learning_rate, momentum, nesterov": the Keras keys type t takes. */
+static const char *optim_keys(enum hc_optim t, char *buf, size_t cap)
+{
+    const char *keys[20];
+    size_t n = 0;
+
+    hc_optim_keys(t, keys, sizeof keys / sizeof keys[0]);
+    buf[0] = '\0';
+    for (int i = 0; keys[i] && n + 1 < cap; i++)
+        if (strcmp(keys[i], "exclude_from_weight_decay"))
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? ", " : "",
+                                  keys[i]);
+    return buf;
+}
 
 /* Keras's optimizer, as a name or a serialised Optimizer. */
 static void optimizer(struct kx *k, const cJSON *v, cJSON *root)
 {
     const char *s = cJSON_IsString(v) ? v->valuestring : class_of(v);
     const cJSON *cfg = md_get(v, "config");
-    const struct hc_keras_arg *args;
+    enum hc_optim t, kt;
     cJSON *o;
-    char n[32], buf[96], where[64];
+    char buf[96], where[80], keys[400];
 
-    if (s)
-        md_norm(s, n, sizeof n);
-    if (!s || (strcmp(n, "adam") && strcmp(n, "sgd"))) {
+    if (!s || hc_optim_by_name(s, &t) != HC_OK) {
         problem(k, "compile_config", "optimizer %s is not supported; hetps "
-                "has Adam and SGD", show(v, buf, sizeof buf));
+                "has SGD, RMSprop, Adagrad, Adam, AdamW, Nadam, Adamax and "
+                "Ftrl", show(v, buf, sizeof buf));
         return;
     }
     if (!(o = cJSON_AddObjectToObject(root, "optimizer")))
         return;
-    cJSON_AddStringToObject(o, "type", n);
+    cJSON_AddStringToObject(o, "type", hc_optim_name(t));
     if (!cJSON_IsObject(cfg))
         return;
-    args = n[0] == 'a' ? args_adam : args_sgd;
-    snprintf(where, sizeof where, "compile_config optimizer %s", s);
+    /* SGD's keys are the momentum type's: momentum, nesterov */
+    kt = t == HC_OPT_SGD ? HC_OPT_MOMENTUM : t;
+    snprintf(where, sizeof where, "compile_config optimizer %.40s", s);
     for (const cJSON *it = cfg->child; it; it = it->next) {
-        const struct hc_keras_arg *a = find_arg(args, it->string);
+        const struct hc_keras_arg *a = find_arg(args_optimizer, it->string);
 
-        if (a && !strcmp(a->key, "learning_rate") && !cJSON_IsNumber(it))
+        if (!strcmp(it->string, "learning_rate") && !cJSON_IsNumber(it) &&
+            !cJSON_IsObject(it))    /* a schedule: read by model.c */
             problem(k, where, "learning_rate %s is not supported; hetps "
-                    "takes a constant learning rate",
+                    "takes a number or a schedule",
                     show(it, buf, sizeof buf));
         else if (a)
             layer_arg(k, where, s, a, it, o, 0, NULL);
+        else if (cJSON_IsNull(it))     /* Keras writes null for unset */
+            continue;
+        else if (hc_optim_key(kt, it->string) != HC_OPTIM_KEY_NONE)
+            cJSON_AddItemToObject(o, it->string, cJSON_Duplicate(it, 1));
         else if (!cJSON_IsNull(it))
-            problem(k, where, "%.40s %s is not supported", it->string,
-                    show(it, buf, sizeof buf));
+            problem(k, where, "%.40s %s is not supported; %s takes %s",
+                    it->string, show(it, buf, sizeof buf),
+                    hc_optim_keras_class(t), optim_keys(kt, keys, sizeof keys));
     }
 }
 

@@ -215,7 +215,7 @@ int ps_inspect(const char *dir, FILE *out)
     struct ps_store_opts o = { .read_only = 1 };
     struct ps_store *s = NULL;
     struct ps_store_info info;
-    char *json;
+    char *json, optim[HC_OPTIM_DESCRIBE_MAX];
     size_t len = 0;
     int rv;
 
@@ -232,14 +232,13 @@ int ps_inspect(const char *dir, FILE *out)
     }
     fprintf(out, "  shard %u of %u, %u blocks of up to %u elements, %u slot(s)\n"
             "  step %llu\n  model signature %016llx, layout %016llx\n"
-            "  optimizer %s lr %g\n  map %llu MiB\n",
+            "  optimizer %s\n  map %llu MiB\n",
             info.shard, info.n_shards, info.n_blocks, info.block_elems,
             info.n_slots, (unsigned long long)info.step,
             (unsigned long long)info.signature,
             (unsigned long long)info.layout_hash,
-            info.optim.type == HC_OPT_ADAM ? "adam"
-            : info.optim.type == HC_OPT_MOMENTUM ? "momentum" : "sgd",
-            (double)info.optim.lr, (unsigned long long)(info.map_size >> 20));
+            hc_optim_describe(&info.optim, optim, sizeof optim),
+            (unsigned long long)(info.map_size >> 20));
     json = malloc(PS_VARS_JSON_MAX);
     if (json && ps_store_meta_get(s, "vars", json, PS_VARS_JSON_MAX - 1, &len) == HC_OK) {
         json[len] = '\0';

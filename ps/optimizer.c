@@ -1,12 +1,14 @@
 /*
- * optimizer.c — SGD, momentum and Adam with Keras's semantics (see
- * optimizer.h for the formulas).
+ * optimizer.c — Keras's optimizers (see optimizer.h for the formulas):
+ * one kernel per update rule, each a loop over the elements written in
+ * Keras's order of operations.
  *
- * The kernels walk the arrays four floats at a time (vec.h): no alignment
- * needed, and an output may be its own input. The tail runs the same formula one float at a time; the square
- * root is the only operation that needs a target intrinsic (SSE, NEON,
- * else per lane). Everything is IEEE float32 without contraction, so the
- * vector and scalar paths give the same bits.
+ * SGD, momentum and Adam walk the arrays four floats at a time (vec.h): no
+ * alignment needed, and an output may be its own input. The tail runs the
+ * same formula one float at a time; the square root is the only operation
+ * that needs a target intrinsic (SSE, NEON, else per lane). The others are
+ * plain loops the compiler may vectorise. Everything is IEEE float32
+ * without contraction, so the vector and scalar paths give the same bits.
  */
 #include "optimizer.h"
 
@@ -112,36 +114,247 @@ static void adam(size_t n, float lr_t, float c1, float c2, float eps,
     }
 }
 
-/* The shortest "%.Ng" text of x that reads back as the same float. */
-static void fmt_float(char *buf, size_t cap, float x)
+static float one_minus_keras(float beta)
 {
-    for (int prec = 6; prec <= 9; prec++) {
-        snprintf(buf, cap, "%.*g", prec, (double)x);
-        if (strtof(buf, NULL) == x)
-            return;
+    return hc_optim_keras_const(beta, -1.0, 1.0);
+}
+
+/* v̂ ← max(v̂, v) after Adam's m, v; p ← p − (m·lr_t) / (sqrt(v̂) + ε) */
+static void adam_amsgrad(size_t n, float lr_t, float c1, float c2, float eps,
+                         const float *p_in, const float *g, float gs,
+                         const float *const *s_in, float *p_out,
+                         float *const *s_out)
+{
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * gs;
+        float m = s_in[0][i], v = s_in[1][i], vh = s_in[2][i];
+
+        m = m + (gi - m) * c1;
+        v = v + (gi * gi - v) * c2;
+        vh = vh > v ? vh : v;
+        s_out[0][i] = m;
+        s_out[1][i] = v;
+        s_out[2][i] = vh;
+        p_out[i] = p_in[i] - (m * lr_t) / (sqrtf(vh) + eps);
     }
 }
 
-/*
- * 1 − β as Keras computes it: β is a Python float (a double holding the
- * decimal the user wrote), 1 − β is taken in double and rounded to
- * float32 when it meets the float32 tensor. The conf holds β as a float,
- * so the decimal is recovered as the shortest text that reads back as
- * that float: for β = 0.999 this gives 0.001f, where 1.0f − 0.999f would
- * be 0.000999987f (1.3e-5 off). Cached per thread: apply runs per block.
- */
-static float one_minus_keras(float beta, int which)
+/* The RMSprop slots: velocity, then momentum (μ > 0), then
+ * average_gradient (centered). */
+static int rms_mom(const struct hc_optim_conf *c)
 {
-    static _Thread_local struct { float beta, c; int valid; } cache[2];
-    char buf[32];
+    return c->momentum > 0.0f ? 1 : 0;
+}
 
-    if (cache[which].valid && cache[which].beta == beta)
-        return cache[which].c;
-    fmt_float(buf, sizeof buf, beta);
-    cache[which].c = (float)(1.0 - strtod(buf, NULL));
-    cache[which].beta = beta;
-    cache[which].valid = 1;
-    return cache[which].c;
+static int rms_avg(const struct hc_optim_conf *c)
+{
+    return c->centered ? 1 + rms_mom(c) : 0;
+}
+
+static void rmsprop(const struct hc_optim_conf *c, float lr, size_t n,
+                    const float *p_in, const float *g, float gs,
+                    const float *const *s_in, float *p_out,
+                    float *const *s_out)
+{
+    float rho = c->rho, c1 = one_minus_keras(c->rho), mu = c->momentum;
+    float eps = c->eps;
+    int km = rms_mom(c), ka = rms_avg(c);
+    size_t i = 0;
+
+    if (!km && !ka) {           /* the usual form, four at a time */
+        v4f vrho = splat4(rho), vc1 = splat4(c1), veps = splat4(eps);
+        v4f vlr = splat4(lr), vgs = splat4(gs);
+
+        for (; i + 4 <= n; i += 4) {
+            v4f gi = ld4(g + i) * vgs;
+            v4f s = vrho * ld4(s_in[0] + i) + vc1 * (gi * gi);
+
+            st4(s_out[0] + i, s);
+            st4(p_out + i, ld4(p_in + i) - (vlr * gi) / sqrt4(s + veps));
+        }
+    }
+    for (; i < n; i++) {
+        float gi = g[i] * gs;
+        float s = rho * s_in[0][i] + c1 * (gi * gi);
+        float d, inc;
+
+        s_out[0][i] = s;
+        if (ka) {
+            float a = rho * s_in[ka][i] + c1 * gi;
+
+            s_out[ka][i] = a;
+            d = (s - a * a) + eps;
+        } else {
+            d = s + eps;
+        }
+        inc = (lr * gi) / sqrtf(d);
+        if (km) {
+            float m = mu * s_in[km][i] + inc;
+
+            s_out[km][i] = m;
+            p_out[i] = p_in[i] - m;
+        } else {
+            p_out[i] = p_in[i] - inc;
+        }
+    }
+}
+
+static void adagrad(float lr, float eps, size_t n, const float *p_in,
+                    const float *g, float gs, const float *a_in,
+                    float *p_out, float *a_out)
+{
+    v4f vlr = splat4(lr), veps = splat4(eps), vgs = splat4(gs);
+    size_t i = 0;
+
+    for (; i + 4 <= n; i += 4) {
+        v4f gi = ld4(g + i) * vgs;
+        v4f a = ld4(a_in + i) + gi * gi;
+
+        st4(a_out + i, a);
+        st4(p_out + i, ld4(p_in + i) - (vlr * gi) / sqrt4(a + veps));
+    }
+    for (; i < n; i++) {
+        float gi = g[i] * gs;
+        float a = a_in[i] + gi * gi;
+
+        a_out[i] = a;
+        p_out[i] = p_in[i] - (lr * gi) / sqrtf(a + eps);
+    }
+}
+
+/* Keras's _u_product after t updates: Π_{i=1..t} β1·(1 − 0.5·0.96^i) in
+ * float32, one factor per step as Keras multiplies it in. Cached per
+ * thread and extended forward; 0 stays 0. */
+static float nadam_u_product(float beta1, uint64_t t)
+{
+    static _Thread_local struct { float beta1, u; uint64_t t; int valid; } c;
+    uint64_t i = 1;
+    float u = 1.0f;
+
+    if (c.valid && c.beta1 == beta1 && c.t <= t) {
+        i = c.t + 1;
+        u = c.u;
+    }
+    for (; i <= t && u != 0.0f; i++)
+        u = u * beta1 * (1.0f - 0.5f * powf(0.96f, (float)i));
+    c.beta1 = beta1;
+    c.u = u;
+    c.t = t;
+    c.valid = 1;
+    return u;
+}
+
+static void nadam(const struct hc_optim_conf *c, float lr, uint64_t step,
+                  size_t n, const float *p_in, const float *g, float gs,
+                  const float *const *s_in, float *p_out, float *const *s_out)
+{
+    float t = (float)(step + 1), t1 = (float)(step + 2);
+    float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
+    float u_t = b1 * (1.0f - 0.5f * powf(0.96f, t));
+    float u_t1 = b1 * (1.0f - 0.5f * powf(0.96f, t1));
+    float up_t = nadam_u_product(b1, step + 1);
+    float up_t1 = up_t * u_t1;
+    float b2p = powf(b2, t);
+    float c1 = 1.0f - b1, c2 = 1.0f - b2;
+    float d1 = 1.0f - up_t1, d0 = 1.0f - up_t, one_u = 1.0f - u_t;
+    float dv = 1.0f - b2p;
+    v4f vgs = splat4(gs), vc1 = splat4(c1), vc2 = splat4(c2);
+    v4f vu1 = splat4(u_t1), vd1 = splat4(d1), vone = splat4(one_u);
+    v4f vd0 = splat4(d0), vdv = splat4(dv), vlr = splat4(lr);
+    v4f veps = splat4(eps);
+    size_t i = 0;
+
+    for (; i + 4 <= n; i += 4) {
+        v4f gi = ld4(g + i) * vgs;
+        v4f m = ld4(s_in[0] + i), v = ld4(s_in[1] + i), mh, vh;
+
+        m = m + (gi - m) * vc1;
+        v = v + (gi * gi - v) * vc2;
+        st4(s_out[0] + i, m);
+        st4(s_out[1] + i, v);
+        mh = (vu1 * m) / vd1 + (vone * gi) / vd0;
+        vh = v / vdv;
+        st4(p_out + i, ld4(p_in + i) - (mh * vlr) / (sqrt4(vh) + veps));
+    }
+    for (; i < n; i++) {
+        float gi = g[i] * gs;
+        float m = s_in[0][i], v = s_in[1][i], mh, vh;
+
+        m = m + (gi - m) * c1;
+        v = v + (gi * gi - v) * c2;
+        s_out[0][i] = m;
+        s_out[1][i] = v;
+        mh = (u_t1 * m) / d1 + (one_u * gi) / d0;
+        vh = v / dv;
+        p_out[i] = p_in[i] - (mh * lr) / (sqrtf(vh) + eps);
+    }
+}
+
+static void adamax(const struct hc_optim_conf *c, float lr, uint64_t step,
+                   size_t n, const float *p_in, const float *g, float gs,
+                   const float *const *s_in, float *p_out, float *const *s_out)
+{
+    float c1 = one_minus_keras(c->beta1), b2 = c->beta2, eps = c->eps;
+    float d = 1.0f - powf(c->beta1, (float)(step + 1));
+
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * gs;
+        float m = s_in[0][i], u = b2 * s_in[1][i], ag = fabsf(gi);
+
+        m = m + (gi - m) * c1;
+        u = u > ag ? u : ag;
+        s_out[0][i] = m;
+        s_out[1][i] = u;
+        p_out[i] = p_in[i] - (lr * m) / (d * (u + eps));
+    }
+}
+
+/* x^e as Keras's ops.power; a square root when e is ½, its usual value. */
+static inline float pow_e(float x, float e)
+{
+    return e == 0.5f ? sqrtf(x) : powf(x, e);
+}
+
+static void ftrl(const struct hc_optim_conf *c, float lr, size_t n,
+                 const float *p_in, const float *g, float gs,
+                 const float *const *s_in, float *p_out, float *const *s_out)
+{
+    float e = -c->lr_power;
+    float l2r = c->l2 + c->beta / (2.0f * lr);
+    float shrink2 = hc_optim_keras_const(c->l2_shrinkage, 2.0, 0.0);
+    float l1 = c->l1, q2 = 2.0f * l2r;
+
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * gs, p = p_in[i];
+        float a = s_in[0][i], lin = s_in[1][i];
+        float gu = gi + shrink2 * p;
+        float na = a + gi * gi;
+        float pa = pow_e(na, e);
+        float q, lc;
+
+        lin = lin + (gu - ((pa - pow_e(a, e)) / lr) * p);
+        q = pa / lr + q2;
+        lc = lin < -l1 ? -l1 : lin > l1 ? l1 : lin;
+        s_out[0][i] = na;
+        s_out[1][i] = lin;
+        p_out[i] = (lc - lin) / q;
+    }
+}
+
+/* p ← p − p·wd·lr */
+static void decay(size_t n, float wd, float lr, const float *p_in,
+                  float *p_out)
+{
+    v4f vwd = splat4(wd), vlr = splat4(lr);
+    size_t i = 0;
+
+    for (; i + 4 <= n; i += 4) {
+        v4f p = ld4(p_in + i);
+
+        st4(p_out + i, p - p * vwd * vlr);
+    }
+    for (; i < n; i++)
+        p_out[i] = p_in[i] - p_in[i] * wd * lr;
 }
 
 int ps_optim_slots(const struct hc_optim_conf *c)
@@ -149,34 +362,140 @@ int ps_optim_slots(const struct hc_optim_conf *c)
     switch (c->type) {
     case HC_OPT_SGD: return 0;
     case HC_OPT_MOMENTUM: return 1;
-    case HC_OPT_ADAM: return 2;
+    case HC_OPT_ADAM:
+    case HC_OPT_ADAMW: return c->amsgrad ? 3 : 2;
+    case HC_OPT_RMSPROP: return 1 + rms_mom(c) + (c->centered ? 1 : 0);
+    case HC_OPT_ADAGRAD: return 1;
+    case HC_OPT_NADAM:
+    case HC_OPT_ADAMAX:
+    case HC_OPT_FTRL: return 2;
     }
     return 0;
 }
 
-void ps_optim_apply(const struct hc_optim_conf *c, uint64_t step, size_t n,
-                    const float *p_in, const float *g, float gscale,
-                    const float *s0_in, const float *s1_in,
-                    float *p_out, float *s0_out, float *s1_out)
+const char *ps_optim_slot_name(const struct hc_optim_conf *c, int k)
 {
+    static const char *const adam[] = {"momentum", "velocity", "velocity_hat"};
+    static const char *const adamax[] = {"momentum", "norm"};
+    static const char *const ftrl[] = {"accumulator", "linear"};
+
+    if (k < 0 || k >= ps_optim_slots(c))
+        return "?";
+    switch (c->type) {
+    case HC_OPT_MOMENTUM: return "momentum";
+    case HC_OPT_ADAM:
+    case HC_OPT_ADAMW:
+    case HC_OPT_NADAM: return adam[k];
+    case HC_OPT_ADAMAX: return adamax[k];
+    case HC_OPT_FTRL: return ftrl[k];
+    case HC_OPT_ADAGRAD: return "accumulator";
+    case HC_OPT_RMSPROP:
+        return k == 0 ? "velocity" : k == rms_avg(c) ? "average_gradient"
+                                                     : "momentum";
+    case HC_OPT_SGD: break;
+    }
+    return "?";
+}
+
+float ps_optim_slot_init(const struct hc_optim_conf *c, int k)
+{
+    if (k == 0 && (c->type == HC_OPT_ADAGRAD || c->type == HC_OPT_FTRL))
+        return c->init_accum;
+    return 0.0f;
+}
+
+static void apply_one(const struct hc_optim_conf *c,
+                      const struct ps_optim_step *at, size_t n,
+                      const float *p_in, const float *g, float gs,
+                      const float *const *s_in, float *p_out,
+                      float *const *s_out);
+
+/* clipvalue: the update in pieces of CLIP_CHUNK elements, each piece's
+ * gradient g·gscale clipped into a buffer on the stack and applied with
+ * scale 1 (every rule is elementwise, so pieces give the same bits). */
+#define CLIP_CHUNK 256
+
+void ps_optim_apply(const struct hc_optim_conf *c,
+                    const struct ps_optim_step *at, size_t n,
+                    const float *p_in, const float *g,
+                    const float *const *s_in, float *p_out,
+                    float *const *s_out)
+{
+    float cv = c->clipvalue, buf[CLIP_CHUNK];
+    const float *si[PS_OPTIM_MAX_SLOTS];
+    float *so[PS_OPTIM_MAX_SLOTS];
+    int ns = ps_optim_slots(c);
+
+    if (!(cv > 0.0f)) {
+        apply_one(c, at, n, p_in, g, at->gscale, s_in, p_out, s_out);
+        return;
+    }
+    for (size_t at0 = 0; at0 < n; at0 += CLIP_CHUNK) {
+        size_t m = n - at0 < CLIP_CHUNK ? n - at0 : CLIP_CHUNK;
+
+        for (size_t i = 0; i < m; i++) {
+            float x = g[at0 + i] * at->gscale;
+
+            buf[i] = x < -cv ? -cv : x > cv ? cv : x;
+        }
+        for (int k = 0; k < ns; k++) {
+            si[k] = s_in[k] + at0;
+            so[k] = s_out[k] + at0;
+        }
+        apply_one(c, at, m, p_in + at0, buf, 1.0f, si, p_out + at0, so);
+    }
+}
+
+static void apply_one(const struct hc_optim_conf *c,
+                      const struct ps_optim_step *at, size_t n,
+                      const float *p_in, const float *g, float gs,
+                      const float *const *s_in, float *p_out,
+                      float *const *s_out)
+{
+    float lr = hc_optim_lr(c, at->step);   /* a schedule's, at this step */
+
+    if (at->decay && c->weight_decay > 0.0f) {
+        decay(n, c->weight_decay, lr, p_in, p_out);
+        p_in = p_out;
+    }
     switch (c->type) {
     case HC_OPT_SGD:
-        sgd(n, c->lr, p_in, g, gscale, p_out);
+        sgd(n, lr, p_in, g, gs, p_out);
         break;
     case HC_OPT_MOMENTUM:
-        momentum(n, c->lr, c->momentum, c->nesterov, p_in, g, gscale,
-                 s0_in, p_out, s0_out);
+        momentum(n, lr, c->momentum, c->nesterov, p_in, g, gs, s_in[0], p_out,
+                 s_out[0]);
         break;
-    case HC_OPT_ADAM: {
-        double t = (double)step + 1.0;
+    case HC_OPT_ADAM:
+    case HC_OPT_ADAMW: {
+        double t = (double)at->step + 1.0;
         double b1t = pow((double)c->beta1, t);
         double b2t = pow((double)c->beta2, t);
-        float lr_t = (float)((double)c->lr * sqrt(1.0 - b2t) / (1.0 - b1t));
+        float lr_t = (float)((double)lr * sqrt(1.0 - b2t) / (1.0 - b1t));
+        float c1 = one_minus_keras(c->beta1), c2 = one_minus_keras(c->beta2);
 
-        adam(n, lr_t, one_minus_keras(c->beta1, 0),
-             one_minus_keras(c->beta2, 1), c->eps, p_in, g,
-             gscale, s0_in, s1_in, p_out, s0_out, s1_out);
+        if (c->amsgrad)
+            adam_amsgrad(n, lr_t, c1, c2, c->eps, p_in, g, gs, s_in, p_out,
+                         s_out);
+        else
+            adam(n, lr_t, c1, c2, c->eps, p_in, g, gs, s_in[0], s_in[1],
+                 p_out, s_out[0], s_out[1]);
         break;
     }
+    case HC_OPT_RMSPROP:
+        rmsprop(c, lr, n, p_in, g, gs, s_in, p_out, s_out);
+        break;
+    case HC_OPT_ADAGRAD:
+        adagrad(lr, c->eps, n, p_in, g, gs, s_in[0], p_out, s_out[0]);
+        break;
+    case HC_OPT_NADAM:
+        nadam(c, lr, at->step, n, p_in, g, gs, s_in, p_out, s_out);
+        break;
+    case HC_OPT_ADAMAX:
+        adamax(c, lr, at->step, n, p_in, g, gs, s_in, p_out, s_out);
+        break;
+    case HC_OPT_FTRL:
+        ftrl(c, lr, n, p_in, g, gs, s_in, p_out, s_out);
+        break;
     }
 }

@@ -103,7 +103,9 @@ int ps_reshard(const struct hc_cluster *from, const char *from_dir,
 
         for (k = 0; k < (int)g.n_slots; k++)
             sl[k] = calloc(lay.shard_blocks[j] + 1, sizeof *sl[k]);
-        if (!init || (g.n_slots > 0 && !sl[0]) || (g.n_slots > 1 && !sl[1])) {
+        for (k = 0; k < (int)g.n_slots && sl[k]; k++)
+            ;
+        if (!init || k < (int)g.n_slots) {
             rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
             goto next;
         }

@@ -330,7 +330,7 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
     struct hc_layout layout = { 0 };
     struct hc_optim_conf oc;
     struct ps_store_def def = { 0 };
-    char optim[160], *defs = NULL;
+    char optim[HC_OPTIM_DESCRIBE_MAX], *defs = NULL;
     size_t v, k, b;
     int rv, created = 0, have_layout = 0;
 

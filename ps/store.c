@@ -101,7 +101,8 @@ static int alloc_work(struct ps_store *s)
 {
     free(s->scratch);
     free(s->seen);
-    s->scratch = calloc((size_t)6 * (s->max_len ? s->max_len : 1),
+    s->scratch = calloc((size_t)2 * SCRATCH_ARRAYS *
+                            (s->max_len ? s->max_len : 1),
                         sizeof(float));
     s->seen = calloc(s->n_blocks ? s->n_blocks : 1, sizeof(uint32_t));
     s->seen_gen = 0;
@@ -120,6 +121,8 @@ static int load_blocks(struct ps_store *s, MDB_txn *txn)
     int rc, rv = HC_OK;
 
     free(s->blocks);
+    free(s->decay);
+    s->decay = NULL;
     s->blocks = calloc(s->n_blocks ? s->n_blocks : 1, sizeof *s->blocks);
     s->max_len = 0;
     if (!s->blocks)
@@ -556,6 +559,7 @@ void ps_store_close(struct ps_store *s)
     hc_fanout_close(s->fan);
     free(s->jobs);
     free(s->blocks);
+    free(s->decay);
     free(s->scratch);
     free(s->seen);
     free(s->dir);
@@ -599,13 +603,14 @@ static int init_body(struct ps_store *s, MDB_txn *txn, void *arg)
 
         store_be32(key, i);
         if ((rv = store_put_block(s, txn, s->dbi_vars, key, 4, &a->blocks[i],
-                                  0, a->init ? a->init[i] : NULL)) != HC_OK)
+                                  0, a->init ? a->init[i] : NULL, 0.0f)))
             return rv;
         for (uint32_t k = 0; k < a->n_slots; k++) {
             store_be32(key, k);
             store_be32(key + 4, i);
             if ((rv = store_put_block(s, txn, s->dbi_slots, key, 8,
-                                      &a->blocks[i], 1 + k, NULL)) != HC_OK)
+                                      &a->blocks[i], 1 + k, NULL,
+                                      ps_optim_slot_init(&a->optim, (int)k))))
                 return rv;
         }
     }
@@ -641,7 +646,7 @@ static int init_mismatch(const struct ps_store *s, const struct init_arg *a)
                           "server is shard %u: check --data-dir and --task",
                           s->dir, s->shard, a->shard);
     if (!hc_optim_equal(&s->optim, &a->optim)) {
-        char made[160], asked[160];
+        char made[HC_OPTIM_DESCRIBE_MAX], asked[HC_OPTIM_DESCRIBE_MAX];
 
         return hc_err_set(HC_ERR_MISMATCH, "store %s: made with optimizer %s "
                           "but asked for %s: use the store's optimizer "
@@ -720,6 +725,8 @@ static int init_done(struct ps_store *s, const struct init_arg *a,
                      struct ps_block **tab, uint32_t max_len)
 {
     free(s->blocks);
+    free(s->decay);
+    s->decay = NULL;
     s->blocks = *tab;
     *tab = NULL;
     s->signature = a->signature;
@@ -740,7 +747,7 @@ int ps_store_init(struct ps_store *s, const struct ps_store_def *d,
     const struct hc_layout *layout = d->layout;
     struct init_arg a = {0};
     struct ps_block *tab = NULL;
-    char src[PATH_MAX + 32], desc[160];
+    char src[PATH_MAX + 32], desc[HC_OPTIM_DESCRIBE_MAX];
     uint32_t n = 0, max_len = 0;
     int rv;
 

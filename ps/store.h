@@ -23,14 +23,18 @@
  *              "block_elems", "n_shards", "shard", "n_blocks", "n_slots"
  *              (u32), "optimizer" (the settings as optim_conf.h's
  *              fixed record, HC_OPTIM_RECORD_SIZE bytes: magic "HOPT",
- *              version, type, values, CRC32C) and
+ *              version, type, values, CRC32C; a store written before
+ *              hetps had RMSprop and the others keeps its 32-byte
+ *              version 1 record, read as it is and never rewritten) and
  *              "step" (u64: updates applied so far = the version), and
  *              "app.vars" (the variables' names and shapes, JSON text,
  *              ps_store_meta_get's "vars"), all in init's transaction.
  *   "vars"     u32 BE local block index → struct ps_block_hdr (24 bytes)
  *              + length float32 values.
  *   "slots"    (u32 BE slot, u32 BE local block) → ps_block_hdr + floats
- *              (Adam: slot 0 = m, slot 1 = v; momentum: slot 0 = v).
+ *              (in ps/optimizer.h's order: Adam m, v, v̂ (amsgrad);
+ *              momentum m; Adagrad and Ftrl start at
+ *              initial_accumulator_value, the rest at 0).
  *   "records"  u32 BE worker task index, then for a lane above 0 the
  *              u32 BE lane → struct ps_record (record.h)
  *              as it is: 56 bytes opening with its magic and format,
@@ -75,7 +79,7 @@
 #define PS_STORE_MAGIC  "HETPSDB"
 #define PS_STORE_FORMAT 2u
 #define PS_STORE_FORMAT_JSON_OPTIM 1u   /* older: converted on open */
-#define PS_STORE_MAX_SLOTS 2
+#define PS_STORE_MAX_SLOTS 3     /* PS_OPTIM_MAX_SLOTS */
 
 struct ps_store;
 

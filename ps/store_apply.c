@@ -4,8 +4,9 @@
  * commit): check the updates, read each block's parameters and
  * slots, run the optimizer into the new values, count the step, write the
  * records of the requests it answers (store_record.c), commit, and sync
- * when group commit says so. See store.h for the contract, store_impl.h
- * for the other store files.
+ * when group commit says so. Which variables take weight decay is worked
+ * out once from the store's variable names (decay_flags). See store.h for
+ * the contract, store_impl.h for the other store files.
  *
  * For each block the old parameters and slots are read (mdb_get), then
  * the new values are reserved (mdb_put with MDB_RESERVE, same size) and
@@ -29,6 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cJSON.h>
+
 #include "clock.h"
 #include "crc32c.h"
 #include "err.h"
@@ -51,14 +54,32 @@ static int is_aligned4(const void *p)
 struct store_job {
     const struct ps_block *b;
     const struct ps_update *u;
-    const float *in[3];         /* parameters, slots: the values before */
-    unsigned char *dst[3];      /* the reserved values: header, floats */
+    const float *in[SCRATCH_ARRAYS];      /* parameters, slots: before */
+    unsigned char *dst[SCRATCH_ARRAYS];   /* the reserved values */
 };
+
+_Static_assert(PS_STORE_MAX_SLOTS == PS_OPTIM_MAX_SLOTS,
+               "the store keeps every slot an optimizer has");
+
+/* Run the optimizer on one block: in[0] the parameters, in[1 + k] slot
+ * k; the same for out. */
+static void block_compute(struct ps_store *s, const struct hc_optim_conf *c,
+                          uint64_t step, const struct ps_block *b,
+                          const struct ps_update *u, const float *const *in,
+                          float *const *out)
+{
+    struct ps_optim_step at = {step, u->scale,
+                               s->decay && b->var < s->n_decay
+                                   ? s->decay[b->var] : 0};
+
+    ps_optim_apply(c, &at, b->length, in[0], u->grad, in + 1, out[0],
+                   out + 1);
+}
 
 /* Copy the new values into their reserved records unless computed there,
  * and write each record's header with the CRC32C of its floats. */
 static void block_finish(const struct ps_block *b, int na,
-                         float *const out[3], unsigned char *const dst[3])
+                         float *const *out, unsigned char *const *dst)
 {
     size_t bytes = (size_t)b->length * 4;
 
@@ -101,15 +122,16 @@ static int apply_block(struct ps_store *s, MDB_txn *txn,
                        const struct ps_update *u, int direct,
                        struct store_job *job, int *deferred)
 {
-    static const char *const kinds[] = {"parameters", "slot 0", "slot 1"};
+    static const char *const kinds[] = {"parameters", "slot 0", "slot 1",
+                                        "slot 2"};
     const struct ps_block *b = &s->blocks[u->local];
     size_t bytes = (size_t)b->length * 4, ml = s->max_len;
     int na = 1 + ps_optim_slots(c);
     int own_pages = HDR_SIZE + bytes >= s->psize, aligned = 1;
-    unsigned char keys[3][8], *dst[3] = {NULL, NULL, NULL};
-    MDB_val key[3], old[3];
-    const float *in[3] = {NULL, NULL, NULL};
-    float *out[3] = {NULL, NULL, NULL};
+    unsigned char keys[SCRATCH_ARRAYS][8], *dst[SCRATCH_ARRAYS] = {NULL};
+    MDB_val key[SCRATCH_ARRAYS], old[SCRATCH_ARRAYS];
+    const float *in[SCRATCH_ARRAYS] = {NULL};
+    float *out[SCRATCH_ARRAYS] = {NULL};
     int rv;
 
     for (int k = 0; k < na; k++) {
@@ -139,7 +161,7 @@ static int apply_block(struct ps_store *s, MDB_txn *txn,
         }
     }
     for (int k = 0; k < na; k++) {
-        out[k] = s->scratch + (3 + k) * ml;
+        out[k] = s->scratch + (SCRATCH_ARRAYS + k) * ml;
         if (!direct)
             continue;
         if ((rv = reserve(s, txn, k, &key[k], bytes, &dst[k])) != HC_OK)
@@ -150,13 +172,13 @@ static int apply_block(struct ps_store *s, MDB_txn *txn,
             aligned = 0;
     }
     if (job && direct && aligned && own_pages) {
-        *job = (struct store_job){b, u, {in[0], in[1], in[2]},
-                                  {dst[0], dst[1], dst[2]}};
+        *job = (struct store_job){b, u, {NULL}, {NULL}};
+        memcpy(job->in, in, sizeof in);
+        memcpy(job->dst, dst, sizeof dst);
         *deferred = 1;
         return HC_OK;
     }
-    ps_optim_apply(c, step, b->length, in[0], u->grad, u->scale, in[1], in[2],
-                   out[0], out[1], out[2]);
+    block_compute(s, c, step, b, u, in, out);
     for (int k = 0; k < na && !direct; k++)
         if ((rv = reserve(s, txn, k, &key[k], bytes, &dst[k])) != HC_OK)
             return rv;
@@ -164,8 +186,82 @@ static int apply_block(struct ps_store *s, MDB_txn *txn,
     return HC_OK;
 }
 
+/* The names of the "vars" application meta (JSON text [{"name": …}, …])
+ * into s->decay: hc_optim_decays of each. */
+static int decay_from_names(struct ps_store *s, const MDB_val *v,
+                            const struct hc_optim_conf *c)
+{
+    cJSON *root = cJSON_ParseWithLength(v->mv_data, v->mv_size);
+    const cJSON *it;
+    uint32_t i = 0;
+    int rv = HC_OK;
+
+    if (!cJSON_IsArray(root) || (uint32_t)cJSON_GetArraySize(root) < s->n_decay)
+        rv = hc_err_set(HC_ERR_STORE, "store %s: the variables' names (meta "
+                        "\"app.vars\") do not name the %u variables of its "
+                        "blocks; the store is damaged", s->dir, s->n_decay);
+    cJSON_ArrayForEach(it, root) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
+
+        if (rv != HC_OK || i >= s->n_decay)
+            break;
+        if (!cJSON_IsString(name))
+            rv = hc_err_set(HC_ERR_STORE, "store %s: variable %u has no name "
+                            "in meta \"app.vars\"; the store is damaged",
+                            s->dir, i);
+        else
+            s->decay[i++] = (uint8_t)hc_optim_decays(c, name->valuestring);
+    }
+    cJSON_Delete(root);
+    return rv;
+}
+
+/* Under wmu, in txn: make s->decay say, per variable, whether c's weight
+ * decay applies to it (hc_optim_decays on the names in the "vars"
+ * application meta). With no exclusions every variable decays and no
+ * names are needed; exclusions without the names are HC_ERR_STORE. */
+static int decay_flags(struct ps_store *s, MDB_txn *txn,
+                       const struct hc_optim_conf *c)
+{
+    MDB_val v;
+    uint32_t n = 0;
+    int rv;
+
+    if (!(c->weight_decay > 0.0f))
+        return HC_OK;
+    if (s->decay && !memcmp(s->decay_for, c->wd_exclude, sizeof s->decay_for))
+        return HC_OK;
+    for (uint32_t b = 0; b < s->n_blocks; b++)
+        if (s->blocks[b].var + 1 > n)
+            n = s->blocks[b].var + 1;
+    free(s->decay);
+    if (!(s->decay = calloc(n ? n : 1, 1)))
+        return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory", s->dir);
+    s->n_decay = n;
+    if (!c->wd_exclude[0]) {
+        memset(s->decay, 1, n);
+    } else {
+        rv = store_meta_get(s, txn, "app.vars", &v);
+        if (rv == HC_ERR_NOTFOUND)
+            rv = hc_err_set(HC_ERR_STORE, "store %s: the optimizer excludes "
+                            "variables from weight decay by name, but the "
+                            "store keeps no names (meta \"app.vars\")",
+                            s->dir);
+        if (rv == HC_OK)
+            rv = decay_from_names(s, &v, c);
+        if (rv != HC_OK) {
+            free(s->decay);
+            s->decay = NULL;
+            return rv;
+        }
+    }
+    memcpy(s->decay_for, c->wd_exclude, sizeof s->decay_for);
+    return HC_OK;
+}
+
 /* The deferred blocks of a split step, cut into ranges for the threads. */
 struct split {
+    struct ps_store *s;
     const struct hc_optim_conf *c;
     uint64_t step;
     int na, pieces;
@@ -181,13 +277,11 @@ static void compute_range(void *arg, int i)
 
     for (size_t j = lo; j < hi; j++) {
         const struct store_job *jb = &sp->jobs[j];
-        float *out[3] = {NULL, NULL, NULL};
+        float *out[SCRATCH_ARRAYS] = {NULL};
 
         for (int k = 0; k < sp->na; k++)
             out[k] = (float *)(void *)(jb->dst[k] + HDR_SIZE);
-        ps_optim_apply(sp->c, sp->step, jb->b->length, jb->in[0], jb->u->grad,
-                       jb->u->scale, jb->in[1], jb->in[2], out[0], out[1],
-                       out[2]);
+        block_compute(sp->s, sp->c, sp->step, jb->b, jb->u, jb->in, out);
         block_finish(jb->b, sp->na, out, jb->dst);
     }
 }
@@ -199,10 +293,12 @@ int store_apply_blocks(struct ps_store *s, MDB_txn *txn,
                       const struct hc_optim_conf *c, uint64_t step,
                       const struct ps_apply *g, int direct)
 {
-    struct split sp = {c, step, 1 + ps_optim_slots(c), 0, s->jobs, 0};
+    struct split sp = {s, c, step, 1 + ps_optim_slots(c), 0, s->jobs, 0};
     uint64_t elems = 0;
     int rv, split;
 
+    if ((rv = decay_flags(s, txn, c)) != HC_OK)
+        return rv;
     for (size_t i = 0; i < g->n; i++)
         elems += g->u[i].length;
     split = direct && s->fan && elems >= s->split_min;
@@ -283,7 +379,7 @@ int store_apply_check(struct ps_store *s, const struct hc_optim_conf *c,
     if ((rv = hc_optim_validate(c, s->dir)) != HC_OK)
         return rv;
     if ((uint32_t)ps_optim_slots(c) > s->n_slots) {
-        char made[160];
+        char made[HC_OPTIM_DESCRIBE_MAX];
 
         return hc_err_set(HC_ERR_MISMATCH, "store %s: optimizer %s needs %d "
                           "slot arrays but the store was made with %s (%u)",

@@ -36,7 +36,7 @@ size_t store_block_key(unsigned char *key, int k, uint32_t local)
 /* Put a block value (header + data, or zeros when data is NULL). */
 int store_put_block(struct ps_store *s, MDB_txn *txn, MDB_dbi dbi,
                     const void *key, size_t klen, const struct ps_block *b,
-                    uint32_t kind, const float *data)
+                    uint32_t kind, const float *data, float fill)
 {
     MDB_val k = {klen, (void *)key};
     MDB_val v = {HDR_SIZE + (size_t)b->length * 4, NULL};
@@ -49,8 +49,11 @@ int store_put_block(struct ps_store *s, MDB_txn *txn, MDB_dbi dbi,
     dst = v.mv_data;
     if (data)
         memcpy(dst + HDR_SIZE, data, (size_t)b->length * 4);
-    else
+    else if (fill == 0.0f)
         memset(dst + HDR_SIZE, 0, (size_t)b->length * 4);
+    else
+        for (uint32_t i = 0; i < b->length; i++)
+            memcpy(dst + HDR_SIZE + 4 * (size_t)i, &fill, 4);
     h.crc = hc_crc32c(dst + HDR_SIZE, (size_t)b->length * 4);
     memcpy(dst, &h, HDR_SIZE);
     return HC_OK;
@@ -225,7 +228,9 @@ static int restore_body(struct ps_store *s, MDB_txn *txn, void *arg)
             store_be32(key + 4, i);
             if ((rv = store_put_block(s, txn, s->dbi_slots, key, 8,
                                       &s->blocks[i], 1 + k,
-                                      a->slots ? a->slots[k][i] : NULL)))
+                                      a->slots ? a->slots[k][i] : NULL,
+                                      ps_optim_slot_init(&s->optim,
+                                                         (int)k))))
                 return rv;
         }
     }
@@ -252,7 +257,8 @@ int ps_store_restore(struct ps_store *s, const float *const *const *slots,
 
 int ps_store_verify(struct ps_store *s)
 {
-    static const char *const kinds[] = {"parameters", "slot 0", "slot 1"};
+    static const char *const kinds[] = {"parameters", "slot 0", "slot 1",
+                                        "slot 2"};
     MDB_txn *txn = NULL;
     MDB_stat st;
     int rc, rv = HC_OK;

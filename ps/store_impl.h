@@ -32,6 +32,7 @@
 
 #define HDR_SIZE sizeof(struct ps_block_hdr)
 #define POOL_MAX 8
+#define SCRATCH_ARRAYS (1 + PS_STORE_MAX_SLOTS) /* parameters, slots */
 
 struct ps_store {
     char *dir;
@@ -62,7 +63,11 @@ struct ps_store {
 
     struct ps_block *blocks;    /* (n_blocks) */
     uint32_t max_len;           /* longest block */
-    float *scratch;             /* (2 * 3, max_len): in 0..2, out 3..5 */
+    float *scratch;             /* (2 * SCRATCH_ARRAYS, max_len): in, out */
+    uint8_t *decay;             /* (n_vars) under wmu: weight decay per
+                                   variable (store_decay_flags), or NULL */
+    uint32_t n_decay;
+    char decay_for[HC_OPTIM_EXCLUDE_BYTES]; /* the exclusions it is for */
     struct hc_fanout *fan;      /* a large step's compute; NULL: one thread */
     uint64_t split_min;         /* elements of a step worth splitting */
     struct store_job *jobs;     /* under wmu: a split step's blocks */
@@ -153,10 +158,10 @@ int store_app_meta_put(struct ps_store *s, MDB_txn *txn, const char *key,
 size_t store_block_key(unsigned char *key, int k, uint32_t local);
 
 /* Reserve and write a block value: header (with the CRC) + b->length
- * floats of data, or zeros when data is NULL. */
+ * floats of data, or every float `fill` when data is NULL. */
 int store_put_block(struct ps_store *s, MDB_txn *txn, MDB_dbi dbi,
                     const void *key, size_t klen, const struct ps_block *b,
-                    uint32_t kind, const float *data);
+                    uint32_t kind, const float *data, float fill);
 
 /* Fetch a block value into *v and its header into *h, checking the size
  * against the header; `kind` names it in messages. */

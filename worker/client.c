@@ -531,7 +531,7 @@ int pc_create(struct pc_client *c, const float *init)
     Hetps__VariableDef defs[HC_MODEL_MAX_VARS], *def_ptrs[HC_MODEL_MAX_VARS];
     uint32_t shapes[HC_MODEL_MAX_VARS][4];
     uint64_t *ids = NULL;
-    Hetps__OptimizerSettings optim = HETPS__OPTIMIZER_SETTINGS__INIT;
+    struct hc_optim_wire optim;
     const struct hc_model *m = c->model;
     int i, v, rv;
     uint32_t k;
@@ -553,7 +553,7 @@ int pc_create(struct pc_client *c, const float *init)
     cv.block_elems = c->layout.block_elems;
     cv.signature = m->signature;
     hc_optim_to_wire(&m->optim, &optim);
-    cv.optimizer = &optim;
+    cv.optimizer = &optim.m;
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_CREATE;
     env.create = &cv;
     ids = calloc((size_t)c->n, sizeof *ids);

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "clip.h"
 #include "clock.h"
 #include "checkpoint.h"
 #include "data.h"
@@ -82,6 +83,9 @@ static int compute(struct run *r, int n, double *loss, int *correct)
     int rv = wk_replicas_step(r->rep, r->params, r->x, r->y, NULL, n, r->grads,
                               loss, correct);
 
+    if (rv == HC_OK && wk_clip_by_norm(&r->m->optim))
+        wk_clip_grads(r->m, r->grads);      /* before any of it leaves */
+
     dt = hc_now_s() - t0;
     if (r->c->slowdown > 1) {
         hc_sleep_s(dt * (r->c->slowdown - 1));
@@ -119,6 +123,7 @@ static int early_push(struct run *r)
 
     if (c->push_late || c->overlap || c->cluster->mode == HC_MODE_SSP ||
         c->slowdown > 1.0 || !pc_in_parts(r->pc) ||
+        wk_clip_by_norm(&r->m->optim) ||   /* needs the whole gradient */
         !wk_replicas_on_grads(r->rep, grads_final, &r->ready))
         return 0;
     hc_info("each part is pushed as soon as backward has computed it, the "
@@ -544,6 +549,7 @@ static int run_async(struct run *r)
             loss_sum += loss * n;
             correct += k;
             seen += n;
+            wk_watch_lr(r->watch, hc_optim_lr(&r->m->optim, g.base_version));
             wk_watch_step(r->watch, b + 1, n, loss, k, r->t_compute - tc, dx,
                           hc_now_s());
         }
@@ -655,6 +661,7 @@ static int one_step(struct run *r, struct sync_run *y, uint64_t v, int epoch,
     y->loss_sum += loss * n;
     y->correct += k;
     y->seen += n;
+    wk_watch_lr(r->watch, hc_optim_lr(&r->m->optim, v));
     wk_watch_step(r->watch, t + 1, n, loss, k, r->t_compute - tc, dx,
                   hc_now_s());
     return HC_OK;

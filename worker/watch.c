@@ -54,6 +54,10 @@ int wk_watch_open(struct wk_watch *w, const struct wk_watch_conf *c)
                            "of the epoch so far (ratio)", l, NULL, 0);
         w->epoch = hc_metric(m, HC_GAUGE, "hetps_epoch", "Epoch in progress "
                              "(1-based)", l, NULL, 0);
+        w->lr_series = hc_metric(m, HC_GAUGE, "hetps_learning_rate",
+                                 "The optimizer's learning rate at the last "
+                                 "step (a schedule's, at the step count)", l,
+                                 NULL, 0);
         if (c->worker == 0) {
             w->val_loss = hc_metric(m, HC_GAUGE, "hetps_val_loss", "Test "
                                     "set loss at the last epoch end", l,
@@ -75,7 +79,7 @@ int wk_watch_open(struct wk_watch *w, const struct wk_watch_conf *c)
             "samples_per_s,seconds");
     for (i = 0; i < w->c.n_workers; i++)
         fprintf(w->csv, ",worker_%d_compute_samples_per_s", i);
-    fprintf(w->csv, "\n");
+    fprintf(w->csv, ",learning_rate\n");
     fflush(w->csv);
     hc_info("summaries: %s (TensorBoard) and %s", hc_tfevents_path(w->tf),
             w->csv_path);
@@ -123,6 +127,11 @@ static void keep_point(struct wk_watch *w, const struct wk_watch_point *p)
     pthread_mutex_unlock(&w->mu);
 }
 
+void wk_watch_lr(struct wk_watch *w, float lr)
+{
+    w->lr = lr;
+}
+
 void wk_watch_step(struct wk_watch *w, long step, int n, double loss,
                    long correct, double compute_s, double exchange_s,
                    double now)
@@ -142,6 +151,7 @@ void wk_watch_step(struct wk_watch *w, long step, int n, double loss,
         hc_series_observe(w->compute, compute_s);
         hc_series_observe(w->exchange, exchange_s);
         hc_series_set(w->rate, p.rate);
+        hc_series_set(w->lr_series, w->lr);
         if (w->prog.samples) {
             hc_series_set(w->loss, w->prog.loss_sum / (double)w->prog.samples);
             hc_series_set(w->acc, (double)w->prog.correct /
@@ -151,10 +161,11 @@ void wk_watch_step(struct wk_watch *w, long step, int n, double loss,
     keep_point(w, &p);
     if (w->tf) {
         static const char *const tags[] = { "batch/loss", "batch/accuracy",
-                                            "batch/samples_per_s" };
-        float v[3] = { p.loss, p.acc, p.rate };
+                                            "batch/samples_per_s",
+                                            "batch/learning_rate" };
+        float v[4] = { p.loss, p.acc, p.rate, w->lr };
 
-        if (hc_tfevents_scalars(w->tf, w->step, 3, tags, v) != HC_OK) {
+        if (hc_tfevents_scalars(w->tf, w->step, 4, tags, v) != HC_OK) {
             hc_warn("summaries stopped: %s", hc_err_msg());
             hc_tfevents_close(w->tf);
             w->tf = NULL;
@@ -197,9 +208,9 @@ static void workers_of(struct wk_watch_epoch *e, struct pc_client *pc,
 
 static void write_summaries(struct wk_watch *w, const struct wk_watch_epoch *e)
 {
-    const char *tags[5 + 3 * WK_WATCH_MAX_WORKERS];
+    const char *tags[6 + 3 * WK_WATCH_MAX_WORKERS];
     char names[3 * WK_WATCH_MAX_WORKERS][48];
-    float v[5 + 3 * WK_WATCH_MAX_WORKERS];
+    float v[6 + 3 * WK_WATCH_MAX_WORKERS];
     const struct wk_epoch_stats *s = &e->s;
     float rate = s->seconds > 0 ? (float)(s->samples / s->seconds) : 0;
     int n = 0, k;
@@ -207,6 +218,7 @@ static void write_summaries(struct wk_watch *w, const struct wk_watch_epoch *e)
     tags[n] = "epoch/loss", v[n++] = (float)s->loss;
     tags[n] = "epoch/accuracy", v[n++] = (float)s->acc;
     tags[n] = "epoch/samples_per_s", v[n++] = rate;
+    tags[n] = "epoch/learning_rate", v[n++] = w->lr;
     if (s->has_val) {
         tags[n] = "epoch/val_loss", v[n++] = (float)s->val_loss;
         tags[n] = "epoch/val_accuracy", v[n++] = (float)s->val_acc;
@@ -237,7 +249,7 @@ static void write_summaries(struct wk_watch *w, const struct wk_watch_epoch *e)
     fprintf(w->csv, "%.1f,%.3f", rate, s->seconds);
     for (k = 0; k < e->n_workers; k++)
         fprintf(w->csv, ",%.1f", e->speed[k]);
-    fprintf(w->csv, "\n");
+    fprintf(w->csv, ",%.9g\n", (double)w->lr);
     if (fflush(w->csv) != 0)
         hc_warn("cannot write %s: %s", w->csv_path, strerror(errno));
 }

@@ -61,7 +61,8 @@ struct wk_watch {
     struct wk_watch_conf c;
     struct wk_progress prog;
     struct hc_series *steps, *samples, *compute, *exchange, *loss, *acc,
-        *val_loss, *val_acc, *epoch, *rate;
+        *val_loss, *val_acc, *epoch, *rate, *lr_series;
+    float lr;                   /* the learning rate now (wk_watch_lr) */
     struct hc_tfevents *tf;     /* chief with a logdir */
     FILE *csv;
     char csv_path[1024];
@@ -87,6 +88,13 @@ void wk_watch_begin(struct wk_watch *w, int epoch, long target, double now);
 void wk_watch_step(struct wk_watch *w, long step, int n, double loss,
                    long correct, double compute_s, double exchange_s,
                    double now);
+
+/* The learning rate the shards apply at this step (hc_optim_lr of the
+ * model's optimizer at the step the pushed gradient was computed from):
+ * reported by the next wk_watch_step (/metrics hetps_learning_rate,
+ * TensorBoard batch/learning_rate) and epoch end (epoch/learning_rate,
+ * training.csv's last column, learning_rate, as Keras's CSVLogger). */
+void wk_watch_lr(struct wk_watch *w, float lr);
 
 /* The epoch's end; pc (may be NULL) is asked for every worker's figures
  * when there are summaries to write. */

@@ -15,6 +15,12 @@
  *
  * Usage: apply [ELEMS] [STEPS] [ROUNDS] [BLOCK]
  *        (defaults 4194304 10 5, and the layout's default block size)
+ *
+ * apply --optimizers [ELEMS] (default 20000000): the optimizers' own cost,
+ * without the store: one ps_optim_apply of every optimizer (and a few
+ * settings) over ELEMS floats in memory, one run each, as GB/s of the
+ * bytes it reads and writes (parameters, gradient and slots in;
+ * parameters and slots out), against memcpy of the same number of bytes.
  */
 #include <lmdb.h>
 #include <stdio.h>
@@ -25,6 +31,7 @@
 #include "err.h"
 #include "layout.h"
 #include "log.h"
+#include "model.h"
 #include "ps/optimizer.h"
 #include "ps/store.h"
 
@@ -86,6 +93,83 @@ static size_t pages_freed_last(const char *dir)
     return n;
 }
 
+/* One optimizer of the --optimizers table: its settings as the model file
+ * writes them. */
+static const char *const optimizers[] = {
+    "\"sgd\"",
+    "{\"type\": \"sgd\", \"momentum\": 0.9}",
+    "{\"type\": \"sgd\", \"momentum\": 0.9, \"nesterov\": true}",
+    "\"rmsprop\"",
+    "{\"type\": \"rmsprop\", \"momentum\": 0.9, \"centered\": true}",
+    "\"adagrad\"",
+    "\"adam\"",
+    "{\"type\": \"adam\", \"amsgrad\": true}",
+    "\"adamw\"",
+    "\"nadam\"",
+    "\"adamax\"",
+    "\"ftrl\"",
+    "{\"type\": \"ftrl\", \"learning_rate_power\": -0.7}",
+    "{\"type\": \"adam\", \"clipvalue\": 0.5}",
+    "{\"type\": \"sgd\", \"learning_rate\": {\"class_name\": "
+    "\"CosineDecay\", \"config\": {\"initial_learning_rate\": 0.1, "
+    "\"decay_steps\": 1000}}}",
+};
+
+/* The --optimizers table: memcpy first, then each optimizer once. */
+static int optimizers_table(size_t n)
+{
+    float *a[2 + PS_OPTIM_MAX_SLOTS] = {NULL};     /* p, g, slots: (n) each */
+    double t0, copy_s, gbs_copy;
+    int rv = 1;
+
+    for (int k = 0; k < 2 + PS_OPTIM_MAX_SLOTS; k++) {
+        if (!(a[k] = malloc(n * sizeof(float)))) {
+            fprintf(stderr, "apply bench: out of memory for %zu floats\n", n);
+            goto out;
+        }
+        for (size_t e = 0; e < n; e++)      /* touched: no first-touch cost */
+            a[k][e] = (float)((e * 7 + (size_t)k) % 13) / 8.0f - 0.75f;
+    }
+    t0 = hc_now_s();
+    memcpy(a[2], a[0], n * sizeof(float));
+    copy_s = hc_now_s() - t0;
+    gbs_copy = 2.0 * (double)n * 4 / copy_s / 1e9;
+    printf("apply --optimizers: %zu floats, one run each; memcpy of %zu MB: "
+           "%.1f ms, %.2f GB/s (read + written)\n", n, n * 4 / 1000000,
+           copy_s * 1e3, gbs_copy);
+    printf("%-62s %5s %9s %7s %9s\n", "optimizer", "slots", "ms", "GB/s",
+           "x memcpy");
+    for (size_t i = 0; i < sizeof optimizers / sizeof optimizers[0]; i++) {
+        struct hc_optim_conf c;
+        struct ps_optim_step at = {10, 0.5f, 1};
+        const float *in[PS_OPTIM_MAX_SLOTS];
+        float *out[PS_OPTIM_MAX_SLOTS];
+        double s, bytes, gbs;
+        int ns;
+
+        if (hc_model_optim_from_json(optimizers[i], strlen(optimizers[i]),
+                                     "bench", &c) != HC_OK) {
+            fprintf(stderr, "apply bench: %s\n", hc_err_msg());
+            goto out;
+        }
+        ns = ps_optim_slots(&c);
+        for (int k = 0; k < ns; k++)
+            in[k] = out[k] = a[2 + k];
+        t0 = hc_now_s();
+        ps_optim_apply(&c, &at, n, a[0], a[1], in, a[0], out);
+        s = hc_now_s() - t0;
+        bytes = (double)n * 4 * ((2 + ns) + (1 + ns));
+        gbs = bytes / s / 1e9;
+        printf("%-62.62s %5d %9.1f %7.2f %9.2f\n", optimizers[i], ns, s * 1e3,
+               gbs, gbs / gbs_copy);
+    }
+    rv = 0;
+out:
+    for (int k = 0; k < 2 + PS_OPTIM_MAX_SLOTS; k++)
+        free(a[k]);
+    return rv;
+}
+
 int main(int argc, char **argv)
 {
     size_t elems = argc > 1 ? strtoull(argv[1], NULL, 10) : 4194304;
@@ -101,6 +185,15 @@ int main(int argc, char **argv)
     int rv = 1;
 
     hc_log_set_level(HC_LOG_WARN);      /* not a line per store opened */
+    if (argc > 1 && !strcmp(argv[1], "--optimizers")) {
+        size_t n = argc > 2 ? strtoull(argv[2], NULL, 10) : 20000000;
+
+        if (n < 1 || n > ((size_t)1 << 30)) {
+            fprintf(stderr, "usage: apply --optimizers [ELEMS 1..2^30]\n");
+            return 2;
+        }
+        return optimizers_table(n);
+    }
     if (elems < 1 || elems > ((size_t)1 << 30) || steps < 1 || rounds < 1 ||
         block < 1 || block > (1L << 24)) {
         fprintf(stderr, "usage: apply [ELEMS 1..2^30] [STEPS] [ROUNDS] "

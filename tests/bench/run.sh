@@ -155,7 +155,7 @@ done
 # A shard's optimizer step through its store (tests/bench/apply.c): on one
 # thread and split over the cores (hetps-ps --apply-threads), in one run.
 echo "== a shard's optimizer step, one thread and split (tests/bench/apply.c)"
-for args in "262144 40 5" "10000000 5 5"; do
+for args in "262144 40 5" "10000000 5 5" "--optimizers"; do
     echo "\$ $BUILD/bench/apply $args"
     "$BUILD/bench/apply" $args
 done

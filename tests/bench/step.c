@@ -105,8 +105,14 @@ static int train_step(struct wk_net *net, const struct hc_model *m,
         (rv = wk_net_step(net, params, x, y, NULL, *n, grads, loss,
                           NULL)) != HC_OK)
         return rv;
-    ps_optim_apply(&m->optim, *step, m->n_params, params, grads, 1.0f,
-                   s_m, s_v, params, s_m, s_v);
+    {
+        const float *in[PS_OPTIM_MAX_SLOTS] = {s_m, s_v, NULL};
+        float *out[PS_OPTIM_MAX_SLOTS] = {s_m, s_v, NULL};
+        struct ps_optim_step at = {*step, 1.0f, 1};
+
+        ps_optim_apply(&m->optim, &at, m->n_params, params, grads, in, params,
+                       out);
+    }
     (*step)++;
     (*next_batch)++;
     return HC_OK;
@@ -140,6 +146,12 @@ int main(int argc, char **argv)
         rv = hc_err_set(HC_ERR_MISMATCH, "%s: images of %dx%dx%d do not fit "
                         "the input of model %s (%zu floats)", d.images_path,
                         d.h, d.w, d.c, a.model, wk_net_input_size(net));
+        goto out;
+    }
+    if (ps_optim_slots(&m.optim) > 2 || ps_optim_slot_init(&m.optim, 0)) {
+        rv = hc_err_set(HC_ERR_CONFIG, "model %s: optimizer %s keeps slots "
+                        "this bench does not (at most two, starting at 0)",
+                        a.model, hc_optim_name(m.optim.type));
         goto out;
     }
     params = malloc(m.n_params * sizeof *params);

@@ -7,9 +7,11 @@
  * pull or push, applied to the store, or refused with an error.
  *
  * HETPS_FUZZ_SEEDS=DIR fuzz_shard writes the seed messages (this create,
+ * creates with the other optimizers' settings, schedules and clipping,
  * pulls, pushes, push-and-pull, join, status) as DIR/NAME.msg and
  * exits: tests/fuzz/corpus/{shard,wire} were made so.
  */
+#include <string.h>
 #include <sys/stat.h>
 
 #include "fuzz.h"
@@ -67,8 +69,13 @@ static void seed(const char *dir, const char *name, Hetps__Envelope *env,
     nng_msg_free(msg);
 }
 
-/* The chief's create for the model, as pc_create sends it. */
-static void create_variables(const struct hc_model *m, const char *seed_dir)
+/* The chief's create for the model with optimizer oc, as pc_create sends
+ * it: served (the set-up's, with the model's own optimizer), or only
+ * written as seed `name` into seed_dir. */
+static void create_variables(const struct hc_model *m,
+                             const struct hc_optim_conf *oc,
+                             const char *seed_dir, const char *name,
+                             int serve_it)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__CreateVariables cv = HETPS__CREATE_VARIABLES__INIT;
@@ -77,7 +84,7 @@ static void create_variables(const struct hc_model *m, const char *seed_dir)
     struct hc_sender chief = { HETPS__JOB__JOB_WORKER, 0, 7, 0, 0 };
     struct hc_tensor_src t[2];
     float init[15];
-    Hetps__OptimizerSettings optim = HETPS__OPTIMIZER_SETTINGS__INIT;
+    struct hc_optim_wire optim;
     nng_msg *msg;
 
     for (int v = 0; v < 2; v++) {
@@ -90,13 +97,13 @@ static void create_variables(const struct hc_model *m, const char *seed_dir)
         ptrs[v] = &defs[v];
     }
     hc_model_init_params(m, init);
-    hc_optim_to_wire(&m->optim, &optim);
+    hc_optim_to_wire(oc, &optim);
     hc_wire_init_env(&env, &chief, 1);
     cv.n_vars = 2;
     cv.vars = ptrs;
     cv.block_elems = 4096;
     cv.signature = m->signature;
-    cv.optimizer = &optim;
+    cv.optimizer = &optim.m;
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_CREATE;
     env.create = &cv;
     t[0] = (struct hc_tensor_src){ 0, 0, 12, init };
@@ -106,16 +113,49 @@ static void create_variables(const struct hc_model *m, const char *seed_dir)
         abort();
     }
     if (seed_dir)
-        seed(seed_dir, "create", &env, t, 2);
-    if (serve(nng_msg_body(msg), nng_msg_len(msg)) != HC_OK) {
+        seed(seed_dir, name, &env, t, 2);
+    if (serve_it && serve(nng_msg_body(msg), nng_msg_len(msg)) != HC_OK) {
         fprintf(stderr, "fuzz_shard: create refused: %s\n", hc_err_msg());
         abort();
     }
     nng_msg_free(msg);
 }
 
+/* Creates with every field of the optimizer's settings somewhere: the
+ * other types, a schedule of each kind, weight decay with exclusions,
+ * clipvalue. */
+static const char *const optim_seeds[][2] = {
+    {"create_rmsprop", "{\"type\": \"rmsprop\", \"momentum\": 0.5, "
+     "\"centered\": true, \"learning_rate\": {\"class_name\": "
+     "\"ExponentialDecay\", \"config\": {\"initial_learning_rate\": 0.1, "
+     "\"decay_steps\": 100, \"decay_rate\": 0.5, \"staircase\": true}}}"},
+    {"create_adamw", "{\"type\": \"adamw\", \"amsgrad\": true, "
+     "\"clipvalue\": 1.0, \"exclude_from_weight_decay\": [\"bias\", "
+     "\"gamma\"], \"learning_rate\": {\"class_name\": \"CosineDecay\", "
+     "\"config\": {\"initial_learning_rate\": 0.0, \"decay_steps\": 1000, "
+     "\"alpha\": 0.1, \"warmup_target\": 0.01, \"warmup_steps\": 10}}}"},
+    {"create_ftrl", "{\"type\": \"ftrl\", \"l1_regularization_strength\": "
+     "0.01, \"l2_regularization_strength\": 0.02, "
+     "\"l2_shrinkage_regularization_strength\": 0.03, \"beta\": 0.5, "
+     "\"learning_rate\": {\"class_name\": \"PiecewiseConstantDecay\", "
+     "\"config\": {\"boundaries\": [10, 20], \"values\": [0.1, 0.01, "
+     "0.001]}}}"},
+    {"create_adagrad", "{\"type\": \"adagrad\", "
+     "\"initial_accumulator_value\": 0.5, \"weight_decay\": 0.01, "
+     "\"learning_rate\": {\"class_name\": \"PolynomialDecay\", \"config\": "
+     "{\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"cycle\": "
+     "true}}}"},
+    {"create_nadam", "{\"type\": \"nadam\", \"learning_rate\": "
+     "{\"class_name\": \"InverseTimeDecay\", \"config\": "
+     "{\"initial_learning_rate\": 0.1, \"decay_steps\": 10, "
+     "\"decay_rate\": 0.5}}}"},
+    {"create_adamax", "\"adamax\""},
+    {"create_nesterov", "{\"type\": \"sgd\", \"momentum\": 0.9, "
+     "\"nesterov\": true}"},
+};
+
 /* The seeds besides the create (see the header comment). */
-static void write_seeds(const char *dir)
+static void write_seeds(const struct hc_model *m, const char *dir)
 {
     static const float grad[15] = { 0.5f, -1, 2, 0, 1e-3f, 3, -2, 1, 0.25f,
                                     -0.5f, 4, 1, 0.1f, -0.1f, 0 };
@@ -129,6 +169,17 @@ static void write_seeds(const char *dir)
     Hetps__Range r[2] = { HETPS__RANGE__INIT, HETPS__RANGE__INIT };
     Hetps__Range *rp[2] = { &r[0], &r[1] };
 
+    for (size_t i = 0; i < sizeof optim_seeds / sizeof optim_seeds[0]; i++) {
+        struct hc_optim_conf oc;
+        const char *json = optim_seeds[i][1];
+
+        if (hc_model_optim_from_json(json, strlen(json), "seed", &oc) !=
+            HC_OK) {
+            fprintf(stderr, "fuzz_shard: %s\n", hc_err_msg());
+            abort();
+        }
+        create_variables(m, &oc, dir, optim_seeds[i][0], 0);
+    }
     r[0].key = 0; r[0].length = 12;
     r[1].key = 1; r[1].length = 3;
     hetps__envelope__init(&env);
@@ -175,9 +226,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         fprintf(stderr, "fuzz_shard: set-up: %s\n", hc_err_msg());
         abort();
     }
-    create_variables(&m, getenv("HETPS_FUZZ_SEEDS"));
+    create_variables(&m, &m.optim, getenv("HETPS_FUZZ_SEEDS"), "create", 1);
     if (getenv("HETPS_FUZZ_SEEDS")) {
-        write_seeds(getenv("HETPS_FUZZ_SEEDS"));
+        write_seeds(&m, getenv("HETPS_FUZZ_SEEDS"));
         exit(0);
     }
     return 0;

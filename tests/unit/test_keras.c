@@ -101,7 +101,7 @@ static void test_unsupported_fixture(void)
                                   "BatchNormalization is not supported"));
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "Dense activation \"selu\""));
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "Dense activity_regularizer L2 is not supported; hetps has none"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "Adam amsgrad true"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "Adam use_ema true"));
 }
 
 /* ---- a table of Keras configs -------------------------------------------- */
@@ -187,12 +187,18 @@ static void test_config_table(void)
              "'rate': 0.5, 'noise_shape': [1, 5]}}, " OUT, ""),
          "Dropout noise_shape (1, 5) is not supported"},
         {SEQ(FLAT ", " OUT, ADAM("'learning_rate': {'class_name': "
+                                 "'CosineDecayRestarts', 'config': {}}")),
+         "schedule \"CosineDecayRestarts\" is not supported"},
+        {SEQ(FLAT ", " OUT, ADAM("'learning_rate': {'class_name': "
                                  "'ExponentialDecay', 'config': {}}")),
-         "learning_rate ExponentialDecay is not supported"},
-        {SEQ(FLAT ", " OUT, ADAM("'clipnorm': 1.0")),
-         "Adam clipnorm 1 is not supported"},
-        {SEQ(FLAT ", " OUT, ", 'compile_config': {'optimizer': 'rmsprop'}"),
-         "optimizer \"rmsprop\" is not supported"},
+         "learning_rate ExponentialDecay: needs initial_learning_rate, "
+         "decay_steps and decay_rate"},
+        {SEQ(FLAT ", " OUT, ADAM("'gradient_accumulation_steps': 4")),
+         "Adam gradient_accumulation_steps 4 is not supported"},
+        {SEQ(FLAT ", " OUT, ADAM("'clipnorm': 1.0, 'clipvalue': 0.5")),
+         "only one of them can be set, as in Keras"},
+        {SEQ(FLAT ", " OUT, ", 'compile_config': {'optimizer': 'lion'}"),
+         "optimizer \"lion\" is not supported"},
         {SEQ(FLAT ", " OUT, ", 'compile_config': {'loss': "
              "'kl_divergence'}"),
          "compile_config: loss \"kl_divergence\" is not supported; hetps "
@@ -230,6 +236,141 @@ static void test_config_table(void)
                    rv, rv ? hc_err_msg() : "", bad[i].want);
         CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), bad[i].want));
     }
+}
+
+#define OPT(CLS, CFG) ", 'compile_config': {'optimizer': {'class_name': " \
+                       "'" CLS "', 'config': {" CFG "}}, 'loss': " \
+                       "'sparse_categorical_crossentropy'}"
+
+/* Keras 3's optimizers as get_config writes them (every key, nulls
+ * included): read into the settings; unknown keys and values refused by
+ * name with what the class takes. */
+static void test_config_optimizers(void)
+{
+#define BASE "'name': 'o', 'learning_rate': 0.002, 'weight_decay': null, " \
+             "'clipnorm': null, 'global_clipnorm': null, 'clipvalue': null, " \
+             "'use_ema': false, 'ema_momentum': 0.99, " \
+             "'ema_overwrite_frequency': null, 'loss_scale_factor': null, " \
+             "'gradient_accumulation_steps': null, "
+    static const struct {
+        const char *json;
+        enum hc_optim type;
+        const char *describe;   /* or the refusal */
+    } cases[] = {
+        {SEQ(FLAT ", " OUT, OPT("RMSprop", BASE "'rho': 0.8, 'momentum': "
+                                "0.5, 'epsilon': 1e-07, 'centered': true")),
+         HC_OPT_RMSPROP, "rmsprop (learning_rate 0.00200000009, momentum 0.5, "
+         "rho 0.800000012, epsilon 1.00000001e-07, centered true)"},
+        {SEQ(FLAT ", " OUT, OPT("Adagrad", BASE "'initial_accumulator_value':"
+                                " 0.25, 'epsilon': 1e-07")),
+         HC_OPT_ADAGRAD, "adagrad (learning_rate 0.00200000009, epsilon "
+         "1.00000001e-07, initial_accumulator_value 0.25)"},
+        {SEQ(FLAT ", " OUT, OPT("AdamW", "'name': 'adamw', 'learning_rate': "
+                                "0.001, 'weight_decay': 0.004, 'beta_1': 0.9, "
+                                "'beta_2': 0.999, 'epsilon': 1e-07, "
+                                "'amsgrad': true, 'clipnorm': null")),
+         HC_OPT_ADAMW, "adamw (learning_rate 0.00100000005, beta_1 "
+         "0.899999976, beta_2 0.999000013, epsilon 1.00000001e-07, "
+         "weight_decay 0.00400000019, amsgrad true)"},
+        {SEQ(FLAT ", " OUT, OPT("Nadam", BASE "'beta_1': 0.9, 'beta_2': "
+                                "0.999, 'epsilon': 1e-07")), HC_OPT_NADAM,
+         "nadam (learning_rate 0.00200000009, beta_1 0.899999976, beta_2 "
+         "0.999000013, epsilon 1.00000001e-07)"},
+        {SEQ(FLAT ", " OUT, OPT("Adamax", BASE "'beta_1': 0.9, 'beta_2': "
+                                "0.999, 'epsilon': 1e-07")), HC_OPT_ADAMAX,
+         "adamax (learning_rate 0.00200000009"},
+        {SEQ(FLAT ", " OUT, OPT("Ftrl", BASE "'learning_rate_power': -0.5, "
+                                "'initial_accumulator_value': 0.1, "
+                                "'l1_regularization_strength': 0.01, "
+                                "'l2_regularization_strength': 0.0, "
+                                "'l2_shrinkage_regularization_strength': 0.0, "
+                                "'beta': 0.0")), HC_OPT_FTRL,
+         "ftrl (learning_rate 0.00200000009, initial_accumulator_value "
+         "0.100000001, learning_rate_power -0.5, l1_regularization_strength "
+         "0.00999999978, l2_regularization_strength 0, "
+         "l2_shrinkage_regularization_strength 0, beta 0)"},
+        {SEQ(FLAT ", " OUT, OPT("SGD", BASE "'momentum': 0.0, 'nesterov': "
+                                "false")), HC_OPT_SGD,
+         "sgd (learning_rate 0.00200000009)"},
+        {SEQ(FLAT ", " OUT, OPT("Adam", "'weight_decay': 0.01, 'clipvalue': "
+                                "0.5")), HC_OPT_ADAM,
+         "adam (learning_rate 0.00100000005, beta_1 0.899999976, beta_2 "
+         "0.999000013, epsilon 1.00000001e-07, weight_decay 0.00999999978, "
+         "clipvalue 0.5, amsgrad false)"},
+        {SEQ(FLAT ", " OUT, OPT("Adam", "'learning_rate': {'module': "
+                                "'keras.optimizers.schedules', 'class_name': "
+                                "'CosineDecay', 'config': "
+                                "{'initial_learning_rate': 0.0, "
+                                "'decay_steps': 1000, 'alpha': 0.0, 'name': "
+                                "'CosineDecay', 'warmup_target': 0.001, "
+                                "'warmup_steps': 100}, 'registered_name': "
+                                "null}")), HC_OPT_ADAM,
+         "adam (learning_rate CosineDecay(initial_learning_rate 0, "
+         "decay_steps 1000, alpha 0, warmup_steps 100, warmup_target "
+         "0.00100000005), beta_1"},
+        /* refused, by name, with what the class takes */
+        {SEQ(FLAT ", " OUT, OPT("Adagrad", "'rho': 0.9")), HC_OPT_SGD,
+         "compile_config optimizer Adagrad: rho 0.9 is not supported; Adagrad "
+         "takes learning_rate, epsilon, initial_accumulator_value, "
+         "weight_decay"},
+        {SEQ(FLAT ", " OUT, OPT("RMSprop", "'rho': 1.5")), HC_OPT_SGD,
+         "rho 1.5 is out of range: it must be in [0, 1)"},
+        {SEQ(FLAT ", " OUT, OPT("Ftrl", "'beta': 'big'")), HC_OPT_SGD,
+         "\"beta\" must be a number, got \"big\""},
+        {SEQ(FLAT ", " OUT, OPT("Lion", "")), HC_OPT_SGD,
+         "optimizer Lion is not supported; hetps has SGD, RMSprop, Adagrad, "
+         "Adam, AdamW, Nadam, Adamax and Ftrl"},
+        {SEQ(FLAT ", " OUT, OPT("Nadam", "'use_ema': true")), HC_OPT_SGD,
+         "Nadam use_ema true is not supported"},
+        {SEQ(FLAT ", " OUT, OPT("Nadam", BASE "'clipnorm': 0.5")), HC_OPT_NADAM,
+         "nadam (learning_rate 0.00200000009, beta_1 0.899999976, beta_2 "
+         "0.999000013, epsilon 1.00000001e-07, clipnorm 0.5)"},
+        {SEQ(FLAT ", " OUT, OPT("Nadam", "'clipvalue': -1")), HC_OPT_SGD,
+         "clipvalue -1 is out of range: it must be in [0, 1e+06]"},
+    };
+    char buf[4096], d[HC_OPTIM_DESCRIBE_MAX];
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rv, refused = cases[i].type == HC_OPT_SGD &&
+                          strncmp(cases[i].describe, "sgd", 3) != 0;
+
+        dq(cases[i].json, buf, sizeof buf);
+        rv = hc_model_parse(buf, strlen(buf), "k.json", ma);
+        if (refused) {
+            CU_ASSERT_EQUAL(rv, HC_ERR_CONFIG);
+            if (rv != HC_ERR_CONFIG || !strstr(hc_err_msg(),
+                                               cases[i].describe))
+                printf("\n  case %zu: rv %d \"%s\", wanted \"%s\"\n", i, rv,
+                       rv ? hc_err_msg() : "", cases[i].describe);
+            CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), cases[i].describe));
+            continue;
+        }
+        CU_ASSERT_EQUAL(rv, HC_OK);
+        if (rv != HC_OK) {
+            printf("\n  case %zu: %s\n", i, hc_err_msg());
+            continue;
+        }
+        CU_ASSERT_EQUAL(ma->optim.type, cases[i].type);
+        hc_optim_describe(&ma->optim, d, sizeof d);
+        if (strncmp(d, cases[i].describe, strlen(cases[i].describe)))
+            printf("\n  case %zu: \"%s\"\n", i, d);
+        CU_ASSERT(strncmp(d, cases[i].describe,
+                          strlen(cases[i].describe)) == 0);
+        /* what hetps writes for Keras reads back as the same settings */
+        {
+            char *json = NULL;
+
+            CU_ASSERT_EQUAL_FATAL(hc_keras_config_json(ma, &json), HC_OK);
+            rv = hc_model_parse(json, strlen(json), "written", mb);
+            CU_ASSERT_EQUAL(rv, HC_OK);
+            if (rv != HC_OK)
+                printf("\n  case %zu written: %s\n", i, hc_err_msg());
+            else
+                CU_ASSERT(hc_optim_equal(&ma->optim, &mb->optim));
+            free(json);
+        }
+    }
+#undef BASE
 }
 
 static void test_config_values(void)
@@ -545,7 +686,7 @@ static void test_compile_flags(void)
         .optimizer = "{\"type\": \"sgd\", \"learning_rate\": 0.05}"};
     struct hc_model_compile mse = {.loss = "mse", .optimizer = "sgd"};
     struct hc_model_compile bad = {.optimizer = "{\"type\": "};
-    struct hc_model_compile rms = {.optimizer = "rmsprop"};
+    struct hc_model_compile rms = {.optimizer = "lion"};
     struct hc_model_compile cce = {
         .loss = "{\"type\": \"categorical_crossentropy\", "
                 "\"label_smoothing\": 0.1}"};
@@ -568,7 +709,7 @@ static void test_compile_flags(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "--optimizer"));
     CU_ASSERT_EQUAL(hc_model_load_compiled(K "fashion_cnn.keras2.json", &rms,
                                            ma), HC_ERR_CONFIG);
-    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "\"rmsprop\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "\"lion\""));
     CU_ASSERT_EQUAL_FATAL(hc_model_load_compiled(K "fashion_cnn.keras2.json",
                                                  NULL, ma), HC_OK);
     CU_ASSERT_EQUAL(ma->optim.type, HC_OPT_ADAM);
@@ -713,6 +854,7 @@ void hp_test_register(void)
     CU_add_test(s, "regularizers", test_regularizers);
     CU_add_test(s, "ReLU and LeakyReLU layers", test_relu_layers);
     CU_add_test(s, "--loss and --optimizer", test_compile_flags);
+    CU_add_test(s, "compile_config optimizers", test_config_optimizers);
     CU_add_test(s, "weights paths", test_paths);
     CU_add_test(s, "weights and archives written and read", test_write_read);
     CU_add_test(s, "bad archives", test_bad_archives);

@@ -585,10 +585,10 @@ static void test_bad_models(void)
         {"{'input_shape': [4], 'loss': 'mse', 'layers': ["
          "{'type': 'dense', 'units': 2}]}",
          "missing required key \"optimizer\" (e.g. \"adam\")"},
-        {"{'input_shape': [4], 'loss': 'mse', 'optimizer': 'rmsprop', "
+        {"{'input_shape': [4], 'loss': 'mse', 'optimizer': 'lion', "
          "'layers': [{'type': 'dense', 'units': 2}]}",
-         "test.json: optimizer: unsupported optimizer \"rmsprop\"; use "
-         "\"adam\" or \"sgd\""},
+         "test.json: optimizer: unsupported optimizer \"lion\"; use one of "
+         "sgd, rmsprop, adagrad, adam, adamw, nadam, adamax, ftrl"},
         {"{'input_shape': [4], 'loss': 'mse', 'optimizer': {'type': 'adam', "
          "'lr': 0.1}, 'layers': [{'type': 'dense', 'units': 2}]}",
          "optimizer (adam): unknown key \"lr\" (did you mean "

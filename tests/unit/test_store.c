@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "crc32c.h"
 #include "err.h"
 #include "log.h"
 #include "ps/optimizer.h"
@@ -489,7 +490,7 @@ static void test_format1_converted(void)
     const size_t sizes[] = {600, 10};
     struct ps_store_opts ro = {.read_only = 1};
     char tmp[256], dir[300];
-    unsigned char rec[64];
+    unsigned char rec[HC_OPTIM_RECORD_SIZE];
     struct hc_layout l;
     struct vals v;
     struct ps_store *s;
@@ -551,6 +552,101 @@ static void test_format1_converted(void)
     CHECK_MSG("not an optimizer settings record");
     CHECK_MSG("JSON text");
     CHECK_MSG("the store is damaged");
+    vals_free(&v);
+    tl_free(&l);
+    hp_rmtree(tmp);
+}
+
+/*
+ * A store written before the optimizers of issue #39 keeps its settings as
+ * a version 1 record (32 bytes): written here byte for byte as that hetps
+ * wrote it (Adam, lr 0.001), the store opens, trains on with the same
+ * numbers as in memory, keeps its record as it was, and refuses a model
+ * with another optimizer naming both. A new store writes version 2 and
+ * starts Adagrad's accumulator at its initial value.
+ */
+static void test_optim_record_v1(void)
+{
+    static const unsigned char v1[28] = {
+        'H', 'O', 'P', 'T', 1, 0, 2, 0,
+        0x6f, 0x12, 0x83, 0x3a,     /* learning_rate 0.001f */
+        0, 0, 0, 0,                 /* momentum */
+        0x66, 0x66, 0x66, 0x3f,     /* beta_1 0.9f */
+        0x77, 0xbe, 0x7f, 0x3f,     /* beta_2 0.999f */
+        0x95, 0xbf, 0xd6, 0x33,     /* epsilon 1e-7f */
+    };
+    const size_t sizes[] = {100, 10};
+    unsigned char rec[HC_OPTIM_RECORD_SIZE];
+    struct hc_optim_conf rms, ada;
+    char tmp[256], dir[300];
+    struct hc_layout l;
+    struct vals v;
+    struct ps_store *s;
+    struct ps_store_info info;
+    float g[64], m[2][64] = {{0}}, vv[2][64] = {{0}}, got[64];
+    struct ps_update u[2];
+    uint32_t crc;
+
+    hp_tmpdir(tmp, sizeof tmp);
+    tl_build(&l, sizes, 2, 2, 64);          /* shard 0: blocks of 64, 10 */
+    vals_make(&v, &l, 0);
+    sub(dir, sizeof dir, tmp, "v1");
+    s = open_ok(dir, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, ADAM_OPTS,
+                                  (const float *const *)v.b, NULL), HC_OK);
+    ps_store_close(s);
+    memcpy(rec, v1, 28);
+    crc = hc_crc32c(rec, 28);
+    for (int i = 0; i < 4; i++)
+        rec[28 + i] = (unsigned char)(crc >> (8 * i));
+    CU_ASSERT_EQUAL_FATAL(raw_put(dir, "meta", "optimizer", rec, 32), 0);
+    s = open_ok(dir, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    ps_store_info(s, &info);
+    CU_ASSERT(memcmp(&info.optim, &ADAM_OPT, sizeof ADAM_OPT) == 0);
+    for (int t = 0; t < 3; t++) {
+        for (int i = 0; i < 64; i++)
+            g[i] = (float)((i * 5 + t * 3) % 11) / 4.0f - 1.0f;
+        for (uint32_t b = 0; b < v.n; b++) {
+            const float *in[PS_OPTIM_MAX_SLOTS] = {m[b], vv[b], NULL};
+            float *out[PS_OPTIM_MAX_SLOTS] = {m[b], vv[b], NULL};
+            struct ps_optim_step at = {(uint64_t)t, 1.0f, 0};
+
+            u[b] = (struct ps_update){b, v.len[b], g, 1.0f};
+            ps_optim_apply(&ADAM_OPT, &at, v.len[b], v.b[b], g, in, v.b[b],
+                           out);
+        }
+        CU_ASSERT_EQUAL(ps_store_apply(s, &ADAM_OPT, u, v.n, NULL, 0, NULL),
+                        HC_OK);
+    }
+    CU_ASSERT(store_equals(s, &v));
+    CU_ASSERT_EQUAL(ps_store_read_slot(s, 1, 0, got, v.len[0]), HC_OK);
+    CU_ASSERT(memcmp(got, vv[0], v.len[0] * sizeof(float)) == 0);
+    /* another optimizer: refused, both named */
+    hc_optim_defaults(HC_OPT_RMSPROP, &rms);
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, &rms, NULL, NULL),
+                    HC_ERR_MISMATCH);
+    CHECK_MSG("made with optimizer adam (learning_rate 0.00100000005");
+    CHECK_MSG("but asked for rmsprop (learning_rate 0.00100000005, momentum 0,"
+              " rho 0.899999976");
+    ps_store_close(s);
+    CU_ASSERT_EQUAL(raw_meta(dir, "optimizer", rec, sizeof rec), 32);
+    CU_ASSERT(memcmp(rec, v1, 28) == 0);        /* left as it was */
+
+    /* a new store: version 2; Adagrad's accumulator starts at 0.25 */
+    hc_optim_defaults(HC_OPT_ADAGRAD, &ada);
+    ada.init_accum = 0.25f;
+    sub(dir, sizeof dir, tmp, "v2");
+    s = open_ok(dir, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL_FATAL(init_as(s, SIG, &l, 0, &ada, NULL, NULL), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_read_slot(s, 0, 1, got, v.len[1]), HC_OK);
+    CU_ASSERT(got[0] == 0.25f && got[v.len[1] - 1] == 0.25f);
+    ps_store_close(s);
+    CU_ASSERT_EQUAL(raw_meta(dir, "optimizer", rec, sizeof rec),
+                    HC_OPTIM_RECORD_SIZE);
+    CU_ASSERT(memcmp(rec, "HOPT\2\0\4", 7) == 0);
     vals_free(&v);
     tl_free(&l);
     hp_rmtree(tmp);
@@ -756,8 +852,14 @@ static void run_adam_equivalence(uint64_t direct_max_pages, int group,
                 g[h][i][e] = (float)((e * 7 + i * 3 + t * 5) % 13) / 8.0f -
                              0.75f;
             u[h][nu++] = (struct ps_update){i, v.len[i], g[h][i], 0.5f};
-            ps_optim_apply(&c, t, v.len[i], v.b[i], g[h][i], 0.5f, m[i],
-                           vv[i], v.b[i], m[i], vv[i]);
+            {
+                const float *in[PS_OPTIM_MAX_SLOTS] = {m[i], vv[i], NULL};
+                float *out[PS_OPTIM_MAX_SLOTS] = {m[i], vv[i], NULL};
+                struct ps_optim_step at = {t, 0.5f, 0};
+
+                ps_optim_apply(&c, &at, v.len[i], v.b[i], g[h][i], in, v.b[i],
+                               out);
+            }
         }
         a[h] = (struct ps_apply){u[h], nu, NULL, 0, 0};
         if (group == 2) {
@@ -1432,6 +1534,8 @@ void hp_test_register(void)
     CU_add_test(s, "open fresh, incarnations", test_open_fresh);
     CU_add_test(s, "init, reopen, idempotent init", test_init_reopen);
     CU_add_test(s, "init mismatches", test_init_mismatch);
+    CU_add_test(s, "optimizer record version 1 opens and trains on",
+                test_optim_record_v1);
     CU_add_test(s, "format 1 (JSON optimizer) read, converted on open",
                 test_format1_converted);
     CU_add_test(s, "init is whole or nothing, with the definitions",

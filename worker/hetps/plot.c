@@ -129,6 +129,9 @@ int hetps_cmd_plot(int argc, char **argv)
             "plot '%s' using 1:6 with linespoints lw 2 "
             "title 'worker:0, its epoch lines (computing and push-and-pull)'",
             out, csv, csv, csv, csv);
+    /* the last column, learning_rate, is not a worker's */
+    if (strstr(header, ",learning_rate"))
+        n_cols--;
     for (k = 7; k < n_cols; k++)
         fprintf(g, ", '%s' using 1:%d with linespoints lw 2 "
                 "title 'worker:%d computing only'", csv, k + 1, k - 7);
