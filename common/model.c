@@ -307,6 +307,9 @@ static uint64_t signature(const struct hc_model *m)
                 l->same, l->ph, l->pw, l->units, (double)l->rate, l->use_bias,
                 md_fmt_shape(&l->in, si, sizeof si),
                 md_fmt_shape(&l->out, so, sizeof so));
+        if (l->pad[0] || l->pad[1] || l->pad[2] || l->pad[3])
+            sig_add(&h, "pad %d,%d,%d,%d\n", l->pad[0], l->pad[1],
+                    l->pad[2], l->pad[3]);
         if (chain)
             continue;
         /* A graph's edges; a chain has none of these lines, so its
