@@ -94,16 +94,22 @@ for w in "$T/npy" "$T/out.keras"; do
 done
 ok "export: .npy, .weights.h5 and a Functional .keras; eval of the .npy and the .keras gives the chief's $acc"
 
+# 20 steps of each model file given, at batch 32; the losses, in order,
+# into $losses.
+twenty_steps() {
+    losses=""
+    for m in "$@"; do
+        d="$T/same-$(basename "$m" .json)"
+        "$BIN/hetps" launch --data-dir "$d" "$T/cluster.json" -- --model "$m" \
+            --max-steps 20 --batch-size 32 --no-eval > "$d.log" 2>&1 ||
+            { tail -20 "$d.log"; fail "training $m"; }
+        losses="$losses $(sed -n 2p "$d/logs/training.csv" | cut -d, -f2)"
+    done
+}
+
 # 4. The same graph from hetps's file, Keras 3's and tf.keras 2's JSON.
-losses=""
-for m in tests/unit/keras/resnet_block.json tests/unit/keras/resnet_block.keras3.json \
-         tests/unit/keras/resnet_block.keras2.json; do
-    d="$T/same-$(basename "$m" .json)"
-    "$BIN/hetps" launch --data-dir "$d" "$T/cluster.json" -- --model "$m" \
-        --max-steps 20 --batch-size 32 --no-eval > "$d.log" 2>&1 ||
-        { tail -20 "$d.log"; fail "training $m"; }
-    losses="$losses $(sed -n 2p "$d/logs/training.csv" | cut -d, -f2)"
-done
+twenty_steps tests/unit/keras/resnet_block.json tests/unit/keras/resnet_block.keras3.json \
+    tests/unit/keras/resnet_block.keras2.json
 set -- $losses
 [ $# -eq 3 ] && [ "$1" = "$2" ] && [ "$1" = "$3" ] || fail "20 steps of the three files: losses$losses"
 ok "the residual block from hetps's file, Keras 3's and tf.keras 2's Functional JSON: the same 20 steps, loss $1"
@@ -118,15 +124,8 @@ acc=$(sed -n 's/.*\[worker:0\] Final weights.*val_accuracy: \([0-9.]*\).*/\1/p' 
 awk -v l="$loss" -v a="$acc" 'BEGIN { exit !(l < 1.5 && a >= 0.6) }' ||
     fail "fashion_gap, 500 steps: mean loss $loss (from ln 10 = 2.30), accuracy $acc"
 ok "global average pooling model, 500 steps: mean training loss $loss (from 2.30), test accuracy $acc"
-losses=""
-for m in deploy/models/fashion_gap.json deploy/models/keras/fashion_gap.keras3.json \
-         deploy/models/keras/fashion_gap.keras2.json; do
-    d="$T/gap-$(basename "$m" .json)"
-    "$BIN/hetps" launch --data-dir "$d" "$T/cluster.json" -- --model "$m" \
-        --max-steps 20 --batch-size 32 --no-eval > "$d.log" 2>&1 ||
-        { tail -20 "$d.log"; fail "training $m"; }
-    losses="$losses $(sed -n 2p "$d/logs/training.csv" | cut -d, -f2)"
-done
+twenty_steps deploy/models/fashion_gap.json deploy/models/keras/fashion_gap.keras3.json \
+    deploy/models/keras/fashion_gap.keras2.json
 set -- $losses
 [ $# -eq 3 ] && [ "$1" = "$2" ] && [ "$1" = "$3" ] || fail "20 steps of fashion_gap's three files: losses$losses"
 ok "fashion_gap from hetps's file, Keras 3's and tf.keras 2's JSON: the same 20 steps, loss $1"

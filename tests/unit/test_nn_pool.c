@@ -104,6 +104,32 @@ static void test_maxpool(void)
     wk_backend_free(be);
 }
 
+/* Ties: the max-pool's gradient goes to the first maximum of the window,
+ * row by row, and to no other cell (GlobalMaxPooling2D's rule too: one
+ * window of the whole image). */
+static void test_maxpool_ties(void)
+{
+    /* (1, 3, 3, 2): channel 0 all 1; channel 1 has its maximum 2 at the
+     * cells 4 and 8 (row-major). */
+    static const float x[18] = {1, 0, 1, 0, 1, 0, 1, 0, 1, 2,
+                                1, 0, 1, 0, 1, 0, 1, 2};
+    const float dy[2] = {0.5f, -3.0f};
+    struct wk_backend *be = nr_cpu();
+    struct wk_geom g;
+    float y[2], dx[18];
+    int32_t idx[2];
+
+    CU_ASSERT_FATAL(wk_geom_init(&g, 1, 3, 3, 2, 3, 3, 1, 1, 0) == HC_OK);
+    CU_ASSERT_FATAL(g.OH == 1 && g.OW == 1);
+    wk_be_maxpool_forward(be, &g, x, y, idx);
+    wk_be_maxpool_backward(be, &g, dy, idx, dx);
+    CU_ASSERT(y[0] == 1.0f && y[1] == 2.0f);
+    CU_ASSERT(idx[0] == 0 && idx[1] == 4 * 2 + 1);
+    for (int i = 0; i < 18; i++)
+        CU_ASSERT_EQUAL(dx[i], i == 0 ? 0.5f : i == 9 ? -3.0f : 0.0f);
+    wk_backend_free(be);
+}
+
 /* The average pool against naive loops: "same" windows count only their
  * cells inside the image (Keras), the extra pixel bottom/right. */
 static void test_avgpool(void)
@@ -211,6 +237,7 @@ void hp_test_register(void)
 {
     static const struct nc_test ops[] = {
         {"maxpool forward/backward", test_maxpool},
+        {"maxpool ties: the gradient to the first maximum", test_maxpool_ties},
         {"avgpool forward/backward, padding not counted", test_avgpool},
     }, nets[] = {
         {"grad overlapping and same pools", test_grad_pools},
