@@ -26,7 +26,11 @@ static int parse(const cJSON *lj, const char *where, struct hc_layer_spec *l)
                        cJSON_IsArray(t) ? "another length" : "no array");
     l->target.rank = n;
     cJSON_ArrayForEach(d, t) {
-        if (md_is_int(d) && d->valuedouble == -1 && !free_dim++) {
+        if (md_is_int(d) && d->valuedouble == -1) {
+            if (free_dim++)
+                return md_fail(where, "reshape target_shape may have one "
+                               "-1 (the dimension the others leave), "
+                               "not two");
             l->target.dims[k++] = -1;
             continue;
         }

@@ -312,7 +312,10 @@ static void test_pool_pad_reshape(void)
          "reshape target_shape must be [N] or [H, W, C] (one of them may be "
          "-1); hetps has shapes of 1 or 3 dimensions"},
         {"[7, 5, 3]", "{'type': 'reshape', 'target_shape': [-1, 5, -1]}",
-         "\"target_shape\" must be from 1 to 65536, got -1"},
+         "reshape target_shape may have one -1 (the dimension the others "
+         "leave), not two"},
+        {"[7, 5, 3]", "{'type': 'reshape', 'target_shape': [0, 5, 21]}",
+         "\"target_shape\" must be from 1 to 65536, got 0"},
         {"[7, 5, 3]", "{'type': 'reshape', 'target_shape': [4, -1, 1]}",
          "reshape target_shape (4, -1, 1) does not hold the 105 values of "
          "its input (7, 5, 3)"},
