@@ -21,6 +21,11 @@ static const struct hc_layer_kind *const kinds[HC_LAYER_COUNT] = {
     [HC_LAYER_CONCATENATE] = &hc_layer_concatenate,
     [HC_LAYER_RELU] = &hc_layer_relu,
     [HC_LAYER_LEAKY_RELU] = &hc_layer_leaky_relu,
+    [HC_LAYER_AVGPOOL2D] = &hc_layer_avgpool2d,
+    [HC_LAYER_GLOBALAVGPOOL2D] = &hc_layer_globalavgpool2d,
+    [HC_LAYER_GLOBALMAXPOOL2D] = &hc_layer_globalmaxpool2d,
+    [HC_LAYER_ZEROPADDING2D] = &hc_layer_zeropadding2d,
+    [HC_LAYER_RESHAPE] = &hc_layer_reshape,
 };
 
 const struct hc_layer_kind *hc_layer_kind(enum hc_layer_type t)

@@ -127,5 +127,10 @@ extern const struct hc_layer_kind hc_layer_multiply;
 extern const struct hc_layer_kind hc_layer_concatenate;
 extern const struct hc_layer_kind hc_layer_relu;
 extern const struct hc_layer_kind hc_layer_leaky_relu;
+extern const struct hc_layer_kind hc_layer_avgpool2d;
+extern const struct hc_layer_kind hc_layer_globalavgpool2d;
+extern const struct hc_layer_kind hc_layer_globalmaxpool2d;
+extern const struct hc_layer_kind hc_layer_zeropadding2d;
+extern const struct hc_layer_kind hc_layer_reshape;
 
 #endif

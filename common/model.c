@@ -428,6 +428,9 @@ static uint64_t signature(const struct hc_model *m)
         if (l->max_value || l->negative_slope || l->threshold)
             sig_add(&h, "relu %.9g,%.9g,%.9g\n", (double)l->max_value,
                     (double)l->negative_slope, (double)l->threshold);
+        if (l->pad[0] || l->pad[1] || l->pad[2] || l->pad[3])
+            sig_add(&h, "pad %d,%d,%d,%d\n", l->pad[0], l->pad[1],
+                    l->pad[2], l->pad[3]);
         if (chain)
             continue;
         /* A graph's edges; a chain has none of these lines, so its

@@ -62,6 +62,11 @@ enum hc_layer_type {
     HC_LAYER_CONCATENATE,
     HC_LAYER_RELU,          /* Keras's ReLU layer */
     HC_LAYER_LEAKY_RELU,    /* Keras's LeakyReLU layer */
+    HC_LAYER_AVGPOOL2D,
+    HC_LAYER_GLOBALAVGPOOL2D,
+    HC_LAYER_GLOBALMAXPOOL2D,
+    HC_LAYER_ZEROPADDING2D,
+    HC_LAYER_RESHAPE,
     HC_LAYER_COUNT          /* the number of kinds, not one */
 };
 
@@ -175,9 +180,13 @@ struct hc_layer_spec {
     enum hc_act act;            /* fused activation (conv2d, dense, activation) */
     int filters;                /* conv2d */
     int kh, kw;                 /* conv2d kernel size */
-    int sh, sw;                 /* conv2d / maxpool2d strides */
+    int sh, sw;                 /* conv2d / maxpool2d / avgpool2d strides */
     int same;                   /* padding: 1 = "same", 0 = "valid" */
-    int ph, pw;                 /* maxpool2d pool size */
+    int ph, pw;                 /* maxpool2d / avgpool2d pool size */
+    int pad[4];                 /* zeropadding2d: rows on top, bottom,
+                                 * columns on the left, right */
+    struct hc_shape target;     /* reshape: target_shape as given, one
+                                 * dimension may be −1 */
     int units;                  /* dense */
     float rate;                 /* dropout */
     float max_value;            /* relu: the ceiling, < 0 for none */

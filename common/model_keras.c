@@ -288,8 +288,9 @@ static void layer_arg(struct kx *k, const char *where, const char *cls,
         return;
     case HC_KA_FALSE:
         if (!cJSON_IsNull(v) && !cJSON_IsFalse(v))
-            problem(k, where, "%s %s %s is not supported", cls, a->key,
-                    show(v, buf, sizeof buf));
+            problem(k, where, "%s %s %s is not supported; hetps computes "
+                    "%s false", cls, a->key, show(v, buf, sizeof buf),
+                    a->key);
         return;
     case HC_KA_TRUE:
         if (!cJSON_IsTrue(v))

@@ -765,24 +765,44 @@ static void cpu_tloss_backward(struct wk_backend *be, enum hc_loss kind,
 
 /* ---- pooling ---- */
 
-/* Max over one window: the output position whose cells are (ih0 + i,
- * iw0 + j), i in [i0, i1), j in [j0, j1), in image img of x. The first
- * cell initialises y and idx (C values each, in cache); every other cell
- * updates them where it is strictly greater, four channels a step. */
+/* Window (oh, ow)'s first input row and column and its cells inside x:
+ * rows i0..i1 − 1, columns j0..j1 − 1 of the window, as pool_window
+ * reads them. */
+struct win {
+    int ih0, iw0, i0, i1, j0, j1;
+};
+
+static struct win window_at(const struct wk_geom *g, int oh, int ow)
+{
+    struct win w;
+
+    w.ih0 = oh * g->sh - g->pt;
+    w.iw0 = ow * g->sw - g->pl;
+    w.i0 = w.ih0 < 0 ? -w.ih0 : 0;
+    w.i1 = w.ih0 + g->kh > g->H ? g->H - w.ih0 : g->kh;
+    w.j0 = w.iw0 < 0 ? -w.iw0 : 0;
+    w.j1 = w.iw0 + g->kw > g->W ? g->W - w.iw0 : g->kw;
+    return w;
+}
+
+/* Max over window w in image img of x: its cells are (ih0 + i, iw0 + j),
+ * i in [i0, i1), j in [j0, j1). The first cell initialises y and idx (C
+ * values each, in cache); every other cell updates them where it is
+ * strictly greater, four channels a step. */
 static void pool_window(const struct wk_geom *g, const float *x, size_t img,
-                        int ih0, int iw0, int i0, int i1, int j0, int j1,
-                        float *y, int32_t *idx)
+                        const struct win *w, float *y, int32_t *idx)
 {
     const int C = g->C;
     const v4i lane = {0, 1, 2, 3};
     int i, j, c;
 
-    for (i = i0; i < i1; i++) {
-        for (j = j0; j < j1; j++) {
-            int32_t at = (int32_t)(img + ((size_t)(ih0 + i) * g->W + iw0 + j) * C);
+    for (i = w->i0; i < w->i1; i++) {
+        for (j = w->j0; j < w->j1; j++) {
+            int32_t at = (int32_t)(img + ((size_t)(w->ih0 + i) * g->W +
+                                          w->iw0 + j) * C);
             const float *px = x + at;
 
-            if (i == i0 && j == j0) {
+            if (i == w->i0 && j == w->j0) {
                 for (c = 0; c + 4 <= C; c += 4) {
                     v4i arg = at + c + lane;
 
@@ -824,16 +844,10 @@ static void cpu_maxpool_forward(struct wk_backend *be, const struct wk_geom *g,
         size_t img = (size_t)b * g->H * g->W * g->C;
 
         for (oh = 0; oh < g->OH; oh++) {
-            int ih0 = oh * g->sh - g->pt;
-            int i0 = ih0 < 0 ? -ih0 : 0;
-            int i1 = ih0 + g->kh > g->H ? g->H - ih0 : g->kh;
-
             for (ow = 0; ow < g->OW; ow++) {
-                int iw0 = ow * g->sw - g->pl;
-                int j0 = iw0 < 0 ? -iw0 : 0;
-                int j1 = iw0 + g->kw > g->W ? g->W - iw0 : g->kw;
+                struct win w = window_at(g, oh, ow);
 
-                pool_window(g, x, img, ih0, iw0, i0, i1, j0, j1, y, idx);
+                pool_window(g, x, img, &w, y, idx);
                 y += g->C;
                 idx += g->C;
             }
@@ -873,6 +887,66 @@ static void cpu_maxpool_backward(struct wk_backend *be,
         }
         memset(xb + g->OH * band_in, 0,
                (img - g->OH * band_in) * sizeof *dx);
+    }
+}
+
+static void cpu_avgpool_forward(struct wk_backend *be,
+                                const struct wk_geom *g, const float *x,
+                                float *y)
+{
+    const int C = g->C;
+    int b, oh, ow, i, j, c;
+
+    (void)be;
+    for (b = 0; b < g->B; b++) {
+        const float *xb = x + (size_t)b * g->H * g->W * C;
+
+        for (oh = 0; oh < g->OH; oh++)
+            for (ow = 0; ow < g->OW; ow++, y += C) {
+                struct win w = window_at(g, oh, ow);
+                float inv = 1.0f / (float)((w.i1 - w.i0) * (w.j1 - w.j0));
+
+                memset(y, 0, (size_t)C * sizeof *y);
+                for (i = w.i0; i < w.i1; i++)
+                    for (j = w.j0; j < w.j1; j++) {
+                        const float *px = xb + ((size_t)(w.ih0 + i) * g->W +
+                                                w.iw0 + j) * C;
+
+                        for (c = 0; c < C; c++)
+                            y[c] += px[c];
+                    }
+                for (c = 0; c < C; c++)
+                    y[c] *= inv;
+            }
+    }
+}
+
+static void cpu_avgpool_backward(struct wk_backend *be,
+                                 const struct wk_geom *g, const float *dy,
+                                 float *dx)
+{
+    const int C = g->C;
+    int b, oh, ow, i, j, c;
+
+    (void)be;
+    memset(dx, 0, (size_t)g->B * g->H * g->W * C * sizeof *dx);
+    for (b = 0; b < g->B; b++) {
+        float *xb = dx + (size_t)b * g->H * g->W * C;
+
+        for (oh = 0; oh < g->OH; oh++)
+            for (ow = 0; ow < g->OW; ow++, dy += C) {
+                struct win w = window_at(g, oh, ow);
+                float inv = 1.0f / (float)((w.i1 - w.i0) * (w.j1 - w.j0));
+
+                for (i = w.i0; i < w.i1; i++)
+                    for (j = w.j0; j < w.j1; j++) {
+                        float *px = xb + ((size_t)(w.ih0 + i) * g->W +
+                                          w.iw0 + j) * C;
+
+                        for (c = 0; c < C; c++)
+                            px[c] += dy[c] * inv;
+                    }
+            }
     }
 }
 
@@ -936,6 +1010,8 @@ static const struct wk_backend_ops cpu_ops = {
     .tloss_backward = cpu_tloss_backward,
     .maxpool_forward = cpu_maxpool_forward,
     .maxpool_backward = cpu_maxpool_backward,
+    .avgpool_forward = cpu_avgpool_forward,
+    .avgpool_backward = cpu_avgpool_backward,
     .dropout_forward = cpu_dropout_forward,
     .dropout_backward = cpu_dropout_backward,
 };

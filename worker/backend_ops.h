@@ -198,6 +198,19 @@
                                const struct wk_geom *g, const float *dy,      \
                                const int32_t *idx, float *dx),                \
       (be, g, dy, idx, dx), required)                                         \
+    /* y (B, OH, OW, C) = the mean over each window of its cells inside x:   \
+     * padding is not counted (Keras's "same" average pooling). A window    \
+     * of the whole image (kh = H, kw = W, valid) is a global average. */   \
+    X(void, avgpool_forward, (struct wk_backend *be,                          \
+                              const struct wk_geom *g, const float *x,        \
+                              float *y),                                      \
+      (be, g, x, y), required)                                                \
+    /* dx (B, H, W, C) = Σ over the windows holding each cell of dy / that    \
+     * window's count of cells inside x. Overwrites dx. */                    \
+    X(void, avgpool_backward, (struct wk_backend *be,                         \
+                               const struct wk_geom *g, const float *dy,      \
+                               float *dx),                                    \
+      (be, g, dy, dx), required)                                              \
     /* y = x ⊙ mask(seed) / (1 − rate), mask as wk_dropout_hash documents;    \
      * y may equal x. 0 ≤ rate < 1. */                                        \
     X(void, dropout_forward, (struct wk_backend *be, const float *x,          \

@@ -2,14 +2,16 @@
  * kernels_cuda.cu — the CUDA backend's compute ops other than sgemm:
  * fill/scale/axpy/reduce/copy2d/mul, im2col/col2im over NHWC, bias add and
  * gradient, activations forward and backward, softmax + sparse cross-entropy, MSE,
- * max-pool with argmax, and dropout with the CPU's counter hash. Each op
+ * max-pool with argmax, average pool, and dropout with the CPU's counter
+ * hash. Each op
  * queues one or two kernels on the backend's stream and records a failed
  * launch for the check op (cuda_impl.cuh).
  *
  * The kernels follow backend_cpu.c op by op and pick the same elements
  * (first maximum on ties, same dropout mask); only the order of float
  * additions in sums differs. Sums with no atomics anywhere, so results are
- * deterministic: col2im and max-pool backward gather per input element,
+ * deterministic: col2im and max- and average-pool backward gather per
+ * input element,
  * bias gradients use per-chunk partial sums added up in double.
  */
 #include "cuda_impl.cuh"
@@ -875,6 +877,43 @@ void wk_cu_tloss_backward(struct wk_backend *be, enum hc_loss kind,
 
 /* ---- pooling ---- */
 
+/* Output element e (b, oh, ow, c) of a pool and its window's cells inside
+ * the input: rows ih0 + i for i in [i0, i1), columns iw0 + j for j in
+ * [j0, j1), as window_at in backend_cpu.c. */
+struct pool_win {
+    int b, c, ih0, iw0, i0, i1, j0, j1;
+};
+
+__device__ static struct pool_win pool_window(const struct wk_geom &g,
+                                              size_t e)
+{
+    struct pool_win w;
+    size_t t = e;
+    int ow, oh;
+
+    w.c = (int)(t % g.C);
+    t /= g.C;
+    ow = (int)(t % g.OW);
+    t /= g.OW;
+    oh = (int)(t % g.OH);
+    w.b = (int)(t / g.OH);
+    w.ih0 = oh * g.sh - g.pt;
+    w.iw0 = ow * g.sw - g.pl;
+    w.i0 = w.ih0 < 0 ? -w.ih0 : 0;
+    w.i1 = w.ih0 + g.kh > g.H ? g.H - w.ih0 : g.kh;
+    w.j0 = w.iw0 < 0 ? -w.iw0 : 0;
+    w.j1 = w.iw0 + g.kw > g.W ? g.W - w.iw0 : g.kw;
+    return w;
+}
+
+/* Flat index into x of cell (i, j) of window w. */
+__device__ static int32_t pool_cell(const struct wk_geom &g,
+                                    const struct pool_win &w, int i, int j)
+{
+    return (int32_t)((((size_t)w.b * g.H + w.ih0 + i) * g.W + w.iw0 + j) *
+                     g.C + w.c);
+}
+
 /* One thread per output (b, oh, ow, c): the window's first maximum, cells
  * visited row by row as pool_window in backend_cpu.c. */
 __global__ static void maxpool_k(struct wk_geom g, const float *x, float *y,
@@ -883,26 +922,13 @@ __global__ static void maxpool_k(struct wk_geom g, const float *x, float *y,
     size_t total = (size_t)g.B * g.OH * g.OW * g.C;
 
     GRID_LOOP(e, total) {
-        size_t t = e;
-        int c = (int)(t % g.C), ow, oh, b, ih0, iw0, i0, i1, j0, j1;
+        struct pool_win w = pool_window(g, e);
         float best = 0.0f;
         int32_t arg = -1;
 
-        t /= g.C;
-        ow = (int)(t % g.OW);
-        t /= g.OW;
-        oh = (int)(t % g.OH);
-        b = (int)(t / g.OH);
-        ih0 = oh * g.sh - g.pt;
-        iw0 = ow * g.sw - g.pl;
-        i0 = ih0 < 0 ? -ih0 : 0;
-        i1 = ih0 + g.kh > g.H ? g.H - ih0 : g.kh;
-        j0 = iw0 < 0 ? -iw0 : 0;
-        j1 = iw0 + g.kw > g.W ? g.W - iw0 : g.kw;
-        for (int i = i0; i < i1; i++) {
-            for (int j = j0; j < j1; j++) {
-                int32_t at = (int32_t)((((size_t)b * g.H + ih0 + i) * g.W +
-                                        iw0 + j) * g.C + c);
+        for (int i = w.i0; i < w.i1; i++) {
+            for (int j = w.j0; j < w.j1; j++) {
+                int32_t at = pool_cell(g, w, i, j);
 
                 if (arg < 0 || x[at] > best) {
                     best = x[at];
@@ -958,6 +984,77 @@ void wk_cu_maxpool_backward(struct wk_backend *be, const struct wk_geom *g,
         return;
     maxpool_back_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(*g, dy, idx, dx);
     wk_cu_launched(be, "max-pool backward kernel");
+}
+
+/* Cells of window (oh, ow) inside the input: the mean's divisor. */
+__device__ static int window_cells(const struct wk_geom &g, int oh, int ow)
+{
+    int ih0 = oh * g.sh - g.pt, iw0 = ow * g.sw - g.pl;
+    int ih1 = ih0 + g.kh < g.H ? ih0 + g.kh : g.H;
+    int iw1 = iw0 + g.kw < g.W ? iw0 + g.kw : g.W;
+
+    return (ih1 - (ih0 < 0 ? 0 : ih0)) * (iw1 - (iw0 < 0 ? 0 : iw0));
+}
+
+/* One thread per output (b, oh, ow, c): the mean of the window's cells
+ * inside x, summed row by row as cpu_avgpool_forward does. */
+__global__ static void avgpool_k(struct wk_geom g, const float *x, float *y)
+{
+    size_t total = (size_t)g.B * g.OH * g.OW * g.C;
+
+    GRID_LOOP(e, total) {
+        struct pool_win w = pool_window(g, e);
+        float sum = 0.0f;
+
+        for (int i = w.i0; i < w.i1; i++)
+            for (int j = w.j0; j < w.j1; j++)
+                sum += x[pool_cell(g, w, i, j)];
+        y[e] = sum * (1.0f / (float)((w.i1 - w.i0) * (w.j1 - w.j0)));
+    }
+}
+
+/* One thread per element of dx: dy over each window holding it, divided
+ * by that window's cells, windows in output order. */
+__global__ static void avgpool_back_k(struct wk_geom g, const float *dy,
+                                      float *dx)
+{
+    size_t total = (size_t)g.B * g.H * g.W * g.C;
+
+    GRID_LOOP(e, total) {
+        struct covering w = covering_windows(g, e);
+        float sum = 0.0f;
+
+        for (int oh = w.oh0; oh <= w.oh1; oh++) {
+            for (int ow = w.ow0; ow <= w.ow1; ow++) {
+                size_t o = (((size_t)w.b * g.OH + oh) * g.OW + ow) * g.C + w.c;
+
+                sum += dy[o] * (1.0f / (float)window_cells(g, oh, ow));
+            }
+        }
+        dx[e] = sum;
+    }
+}
+
+void wk_cu_avgpool_forward(struct wk_backend *be, const struct wk_geom *g,
+                           const float *x, float *y)
+{
+    size_t n = (size_t)g->B * g->OH * g->OW * g->C;
+
+    if (!n || wk_cu_enter(be))
+        return;
+    avgpool_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(*g, x, y);
+    wk_cu_launched(be, "average-pool kernel");
+}
+
+void wk_cu_avgpool_backward(struct wk_backend *be, const struct wk_geom *g,
+                            const float *dy, float *dx)
+{
+    size_t n = (size_t)g->B * g->H * g->W * g->C;
+
+    if (!n || wk_cu_enter(be))
+        return;
+    avgpool_back_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(*g, dy, dx);
+    wk_cu_launched(be, "average-pool backward kernel");
 }
 
 /* ---- dropout ---- */

@@ -116,6 +116,21 @@ int nn_window(const struct nn_setup *c, const struct hc_layer_spec *s,
     return HC_OK;
 }
 
+int nn_global_window(const struct nn_setup *c,
+                     const struct hc_layer_spec *s, const struct hc_shape *in,
+                     struct nn_layer *l, struct hc_shape *out)
+{
+    int rv;
+
+    if ((rv = nn_need_image(c, s, in)) ||
+        (rv = nn_window(c, s, in, in->dims[0], in->dims[1], 1, 1, l, out)))
+        return rv;
+    out->rank = 1;
+    out->dims[0] = in->dims[2];
+    out->dims[1] = out->dims[2] = 0;
+    return HC_OK;
+}
+
 /* The shape of node j of the net's model: layer j's output, or (j < 0)
  * the input. */
 static const struct hc_shape *node_shape(const struct hc_model *m, int j)

@@ -91,7 +91,8 @@ struct nn_layer {
                              * node's other readers wrote there */
     int in_size, out_size;  /* floats per sample (in: its first input) */
     int out_c;              /* last dimension of the output (row length) */
-    struct wk_geom g;       /* conv2d / maxpool2d, g.B set per call */
+    struct wk_geom g;       /* conv2d, the pools, zeropadding2d (a 1×1
+                             * window), g.B set per call */
     int units;              /* dense */
     float rate;             /* dropout */
     float max_value, slope, threshold; /* relu, leaky_relu (layer_relu.c) */
@@ -238,7 +239,8 @@ const struct nn_kind *nn_kind_of(enum hc_layer_type t);
 
 extern const struct nn_kind nn_conv2d, nn_maxpool2d, nn_flatten, nn_dense,
     nn_dropout, nn_activation, nn_add, nn_subtract, nn_average,
-    nn_multiply, nn_concatenate, nn_relu;
+    nn_multiply, nn_concatenate, nn_relu, nn_avgpool2d, nn_globalavgpool2d,
+    nn_globalmaxpool2d, nn_zeropadding2d, nn_reshape;
 
 /* What nn_build.c gives the kinds' setup and alloc. */
 
@@ -259,6 +261,13 @@ int nn_need_image(const struct nn_setup *c, const struct hc_layer_spec *s,
 int nn_window(const struct nn_setup *c, const struct hc_layer_spec *s,
               const struct hc_shape *in, int kh, int kw, int sh, int sw,
               struct nn_layer *l, struct hc_shape *out);
+
+/* A global pool's geometry (globalmaxpool2d, globalavgpool2d): l->g for
+ * one window of the whole image input, out (C). HC_ERR_CONFIG naming
+ * c->where unless in is an image. */
+int nn_global_window(const struct nn_setup *c,
+                     const struct hc_layer_spec *s, const struct hc_shape *in,
+                     struct nn_layer *l, struct hc_shape *out);
 
 /* Floats of a shape. */
 size_t nn_shape_size(const struct hc_shape *s);

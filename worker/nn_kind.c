@@ -19,6 +19,11 @@ static const struct nn_kind *const kinds[HC_LAYER_COUNT] = {
     [HC_LAYER_CONCATENATE] = &nn_concatenate,
     [HC_LAYER_RELU] = &nn_relu,
     [HC_LAYER_LEAKY_RELU] = &nn_relu,       /* a ReLU with its slope */
+    [HC_LAYER_AVGPOOL2D] = &nn_avgpool2d,
+    [HC_LAYER_GLOBALAVGPOOL2D] = &nn_globalavgpool2d,
+    [HC_LAYER_GLOBALMAXPOOL2D] = &nn_globalmaxpool2d,
+    [HC_LAYER_ZEROPADDING2D] = &nn_zeropadding2d,
+    [HC_LAYER_RESHAPE] = &nn_reshape,
 };
 
 const struct nn_kind *nn_kind_of(enum hc_layer_type t)

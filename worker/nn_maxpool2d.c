@@ -1,9 +1,11 @@
 /*
- * nn_maxpool2d.c — the worker's half of maxpool2d (the row in
- * common/layer_maxpool2d.c): the backend's max-pool with its argmax
- * indices kept for backward, which scatters the gradient to them. After a
- * conv2d on the same backend it applies that layer's bias and activation
- * to its own, smaller output (NN_EPILOGUE_IN: nn_build.c, fuse_epilogue).
+ * nn_maxpool2d.c — the worker's half of maxpool2d and globalmaxpool2d
+ * (the rows in common/layer_pool2d.c): the backend's max-pool, over
+ * windows or over the whole image, with its argmax indices kept for
+ * backward, which scatters the gradient to them: on a tie, to the first
+ * maximum in row-major order only (backend_ops.h). After a conv2d on the
+ * same backend it applies that layer's bias and activation to its own,
+ * smaller output (NN_EPILOGUE_IN: nn_build.c, fuse_epilogue).
  */
 #include "nn_impl.h"
 
@@ -69,6 +71,15 @@ static int backward_input(struct nn_layer *l, const float *params, float *dy,
 const struct nn_kind nn_maxpool2d = {
     .flags = NN_EPILOGUE_IN,
     .setup = setup,
+    .alloc = alloc,
+    .forward = forward,
+    .backward_params = backward_params,
+    .backward_input = backward_input,
+};
+
+const struct nn_kind nn_globalmaxpool2d = {
+    .flags = NN_EPILOGUE_IN,
+    .setup = nn_global_window,
     .alloc = alloc,
     .forward = forward,
     .backward_params = backward_params,

@@ -14,7 +14,11 @@
 #      layers' inbound nodes, evaluated to the same accuracy;
 #   4. tests/unit/keras/resnet_block (a projection shortcut) from hetps's
 #      file, Keras 3's and tf.keras 2's Functional JSON trains 20 steps to
-#      the same loss.
+#      the same loss;
+#   5. deploy/models/fashion_gap.json (ZeroPadding2D, convolutions, max
+#      and "same" average pooling, GlobalAveragePooling2D) trains 500 steps:
+#      the loss falls well below ln 10 and the test accuracy passes 60 %;
+#      its Keras 3 and tf.keras 2 twins train 20 steps to the same loss.
 . "$(dirname "$0")/lib.inc"
 need_data
 /usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null || { echo "skipped: /usr/bin/python3 lacks h5py (python3-h5py)"; exit 77; }
@@ -90,16 +94,38 @@ for w in "$T/npy" "$T/out.keras"; do
 done
 ok "export: .npy, .weights.h5 and a Functional .keras; eval of the .npy and the .keras gives the chief's $acc"
 
+# 20 steps of each model file given, at batch 32; the losses, in order,
+# into $losses.
+twenty_steps() {
+    losses=""
+    for m in "$@"; do
+        d="$T/same-$(basename "$m" .json)"
+        "$BIN/hetps" launch --data-dir "$d" "$T/cluster.json" -- --model "$m" \
+            --max-steps 20 --batch-size 32 --no-eval > "$d.log" 2>&1 ||
+            { tail -20 "$d.log"; fail "training $m"; }
+        losses="$losses $(sed -n 2p "$d/logs/training.csv" | cut -d, -f2)"
+    done
+}
+
 # 4. The same graph from hetps's file, Keras 3's and tf.keras 2's JSON.
-losses=""
-for m in tests/unit/keras/resnet_block.json tests/unit/keras/resnet_block.keras3.json \
-         tests/unit/keras/resnet_block.keras2.json; do
-    d="$T/same-$(basename "$m" .json)"
-    "$BIN/hetps" launch --data-dir "$d" "$T/cluster.json" -- --model "$m" \
-        --max-steps 20 --batch-size 32 --no-eval > "$d.log" 2>&1 ||
-        { tail -20 "$d.log"; fail "training $m"; }
-    losses="$losses $(sed -n 2p "$d/logs/training.csv" | cut -d, -f2)"
-done
+twenty_steps tests/unit/keras/resnet_block.json tests/unit/keras/resnet_block.keras3.json \
+    tests/unit/keras/resnet_block.keras2.json
 set -- $losses
 [ $# -eq 3 ] && [ "$1" = "$2" ] && [ "$1" = "$3" ] || fail "20 steps of the three files: losses$losses"
 ok "the residual block from hetps's file, Keras 3's and tf.keras 2's Functional JSON: the same 20 steps, loss $1"
+
+# 5. Global average pooling after convolutions, 500 steps; its Keras twins.
+"$BIN/hetps" launch --data-dir "$T/gap" "$T/cluster.json" -- \
+    --model deploy/models/fashion_gap.json --max-steps 500 > "$T/gap.log" 2>&1 ||
+    { tail -30 "$T/gap.log"; fail "training fashion_gap"; }
+loss=$(sed -n 2p "$T/gap/logs/training.csv" | cut -d, -f2)
+acc=$(sed -n 's/.*\[worker:0\] Final weights.*val_accuracy: \([0-9.]*\).*/\1/p' "$T/gap.log")
+[ -n "$loss" ] && [ -n "$acc" ] || fail "fashion_gap: no training loss or final accuracy"
+awk -v l="$loss" -v a="$acc" 'BEGIN { exit !(l < 1.5 && a >= 0.6) }' ||
+    fail "fashion_gap, 500 steps: mean loss $loss (from ln 10 = 2.30), accuracy $acc"
+ok "global average pooling model, 500 steps: mean training loss $loss (from 2.30), test accuracy $acc"
+twenty_steps deploy/models/fashion_gap.json deploy/models/keras/fashion_gap.keras3.json \
+    deploy/models/keras/fashion_gap.keras2.json
+set -- $losses
+[ $# -eq 3 ] && [ "$1" = "$2" ] && [ "$1" = "$3" ] || fail "20 steps of fashion_gap's three files: losses$losses"
+ok "fashion_gap from hetps's file, Keras 3's and tf.keras 2's JSON: the same 20 steps, loss $1"

@@ -72,6 +72,47 @@ void nc_model_pool_leftover(struct hc_model *m)
     nr_mb_dense(m, 2, HC_ACT_LINEAR, 1);
 }
 
+void nc_model_avgpools(struct hc_model *m)
+{
+    nr_mb_begin(m, "avgpools_same_valid", 3, 9, 8, 2, HC_LOSS_SPARSE_CCE);
+    nr_mb_conv(m, 3, 2, 2, 1, 1, 0, HC_ACT_RELU, 1);   /* 8×7 */
+    nr_mb_avgpool(m, 3, 3, 2, 2, 1);    /* 4×4, the extra pixel bottom/right */
+    nr_mb_avgpool(m, 3, 3, 1, 1, 1);    /* 4×4, one pixel each side */
+    nr_mb_avgpool(m, 2, 2, 1, 1, 0);    /* 3×3, overlapping */
+    nr_mb_flatten(m);
+    nr_mb_dense(m, 3, HC_ACT_SOFTMAX, 1);
+}
+
+void nc_model_global_pools(struct hc_model *m)
+{
+    nr_mb_begin(m, "zeropad_global_pools", 3, 6, 5, 2, HC_LOSS_SPARSE_CCE);
+    nr_mb_conv(m, 4, 2, 2, 1, 1, 0, HC_ACT_RELU, 1);   /* 5×4 */
+    nr_mb_zeropad(m, 1, 2, 0, 1);                       /* 8×5 */
+    nr_mb_conv(m, 3, 3, 3, 1, 1, 0, HC_ACT_TANH, 1);   /* 6×3 */
+    nr_mb_global(m, HC_LAYER_GLOBALAVGPOOL2D);          /* (3) */
+    nr_mb_dense(m, 3, HC_ACT_SOFTMAX, 1);
+}
+
+void nc_model_global_max(struct hc_model *m)
+{
+    nr_mb_begin(m, "global_max", 3, 5, 6, 2, HC_LOSS_MSE);
+    nr_mb_conv(m, 4, 3, 3, 1, 1, 1, HC_ACT_RELU, 1);   /* 5×6, fused into */
+    nr_mb_global(m, HC_LAYER_GLOBALMAXPOOL2D);          /* (4) */
+    nr_mb_dense(m, 2, HC_ACT_LINEAR, 1);
+}
+
+void nc_model_reshapes(struct hc_model *m)
+{
+    nr_mb_begin(m, "reshapes", 3, 4, 3, 2, HC_LOSS_MSE);
+    nr_mb_reshape(m, 1, 24, 0, 0);                      /* (24) */
+    nr_mb_dense(m, 12, HC_ACT_TANH, 1);
+    nr_mb_reshape(m, 3, 2, 3, 2);                       /* (2, 3, 2) */
+    nr_mb_conv(m, 3, 2, 2, 1, 1, 1, HC_ACT_RELU, 1);   /* (2, 3, 3) */
+    nr_mb_reshape(m, 3, 3, 2, 3);                       /* rank 3 → 3 */
+    nr_mb_global(m, HC_LAYER_GLOBALAVGPOOL2D);
+    nr_mb_dense(m, 2, HC_ACT_LINEAR, 1);
+}
+
 void nc_model_mlp_dropout(struct hc_model *m)
 {
     nr_mb_begin(m, "mlp_dropout", 1, 6, 0, 0, HC_LOSS_SPARSE_CCE);

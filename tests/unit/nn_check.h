@@ -30,6 +30,10 @@ void nc_model_two_convs(struct hc_model *m);       /* two convs + pool, CCE */
 void nc_model_conv_1x1(struct hc_model *m);        /* 1x1 convs, no bias */
 void nc_model_pools(struct hc_model *m);           /* overlapping, same pools */
 void nc_model_pool_leftover(struct hc_model *m);   /* pool leaves a row, MSE */
+void nc_model_avgpools(struct hc_model *m);       /* same and valid */
+void nc_model_global_pools(struct hc_model *m);   /* zeropad, global avg */
+void nc_model_global_max(struct hc_model *m);     /* conv fused into it */
+void nc_model_reshapes(struct hc_model *m);       /* (N) ↔ (H, W, C) */
 void nc_model_mlp_dropout(struct hc_model *m);     /* dense, dropout 0.4 */
 void nc_model_activation_layers(struct hc_model *m); /* activation layers */
 void nc_model_keras_acts(struct hc_model *m);      /* relu6 … hard_sigmoid,

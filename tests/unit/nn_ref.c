@@ -380,7 +380,12 @@ struct hc_layer_spec *nr_mb_layer(struct hc_model *m,
         [HC_LAYER_ADD] = "add", [HC_LAYER_SUBTRACT] = "subtract",
         [HC_LAYER_AVERAGE] = "average", [HC_LAYER_MULTIPLY] = "multiply",
         [HC_LAYER_CONCATENATE] = "concatenate", [HC_LAYER_RELU] = "re_lu",
-        [HC_LAYER_LEAKY_RELU] = "leaky_re_lu"};
+        [HC_LAYER_LEAKY_RELU] = "leaky_re_lu",
+        [HC_LAYER_AVGPOOL2D] = "average_pooling2d",
+        [HC_LAYER_GLOBALAVGPOOL2D] = "global_average_pooling2d",
+        [HC_LAYER_GLOBALMAXPOOL2D] = "global_max_pooling2d",
+        [HC_LAYER_ZEROPADDING2D] = "zero_padding2d",
+        [HC_LAYER_RESHAPE] = "reshape"};
     struct hc_layer_spec *l = &m->layers[m->n_layers];
     int i, same = 0;
 
@@ -425,10 +430,11 @@ void nr_mb_conv(struct hc_model *m, int F, int kh, int kw, int sh, int sw,
         l->var_bias = nr_mb_var(m, l->name, "bias", 1, F, 0, 0, 0);
 }
 
-void nr_mb_pool(struct hc_model *m, int ph, int pw, int sh, int sw,
-                int same)
+/* A pool of type t (maxpool2d, avgpool2d) after the last layer. */
+static void mb_pool(struct hc_model *m, enum hc_layer_type t, int ph, int pw,
+                    int sh, int sw, int same)
 {
-    struct hc_layer_spec *l = nr_mb_layer(m, HC_LAYER_MAXPOOL2D, HC_ACT_LINEAR);
+    struct hc_layer_spec *l = nr_mb_layer(m, t, HC_ACT_LINEAR);
 
     l->ph = ph;
     l->pw = pw;
@@ -437,6 +443,49 @@ void nr_mb_pool(struct hc_model *m, int ph, int pw, int sh, int sw,
     l->same = same;
     l->out.dims[0] = nr_out_dim(l->in.dims[0], ph, sh, same);
     l->out.dims[1] = nr_out_dim(l->in.dims[1], pw, sw, same);
+}
+
+void nr_mb_pool(struct hc_model *m, int ph, int pw, int sh, int sw,
+                int same)
+{
+    mb_pool(m, HC_LAYER_MAXPOOL2D, ph, pw, sh, sw, same);
+}
+
+void nr_mb_avgpool(struct hc_model *m, int ph, int pw, int sh, int sw,
+                   int same)
+{
+    mb_pool(m, HC_LAYER_AVGPOOL2D, ph, pw, sh, sw, same);
+}
+
+void nr_mb_global(struct hc_model *m, enum hc_layer_type t)
+{
+    struct hc_layer_spec *l = nr_mb_layer(m, t, HC_ACT_LINEAR);
+
+    l->out.rank = 1;
+    l->out.dims[0] = l->in.dims[2];
+    l->out.dims[1] = l->out.dims[2] = 0;
+}
+
+void nr_mb_zeropad(struct hc_model *m, int top, int bottom, int left,
+                   int right)
+{
+    struct hc_layer_spec *l = nr_mb_layer(m, HC_LAYER_ZEROPADDING2D,
+                                          HC_ACT_LINEAR);
+
+    l->pad[0] = top;
+    l->pad[1] = bottom;
+    l->pad[2] = left;
+    l->pad[3] = right;
+    l->out.dims[0] += top + bottom;
+    l->out.dims[1] += left + right;
+}
+
+void nr_mb_reshape(struct hc_model *m, int rank, int d0, int d1, int d2)
+{
+    struct hc_layer_spec *l = nr_mb_layer(m, HC_LAYER_RESHAPE, HC_ACT_LINEAR);
+
+    l->out = (struct hc_shape){rank, {d0, d1, d2}};
+    l->target = l->out;
 }
 
 void nr_mb_flatten(struct hc_model *m)
@@ -638,6 +687,71 @@ static void merge_backward(const struct hc_model *m,
     }
 }
 
+/* A window layer's geometry in the reference: conv2d, the pools (a
+ * global pool is one valid window of the whole image). 0 for others. */
+struct ref_win {
+    int kind;                   /* 0 none, 1 conv, 2 max, 3 average */
+    int H, W, C, OH, OW, F, kh, kw, sh, sw, pt, pl;
+};
+
+static struct ref_win ref_win(const struct hc_layer_spec *s)
+{
+    struct ref_win w = {0};
+    int global = s->type == HC_LAYER_GLOBALAVGPOOL2D ||
+                 s->type == HC_LAYER_GLOBALMAXPOOL2D;
+
+    w.kind = s->type == HC_LAYER_CONV2D ? 1
+           : s->type == HC_LAYER_MAXPOOL2D ||
+                     s->type == HC_LAYER_GLOBALMAXPOOL2D ? 2
+           : s->type == HC_LAYER_AVGPOOL2D ||
+                     s->type == HC_LAYER_GLOBALAVGPOOL2D ? 3 : 0;
+    if (!w.kind)
+        return w;
+    w.H = s->in.dims[0];
+    w.W = s->in.dims[1];
+    w.C = s->in.dims[2];
+    w.OH = global ? 1 : s->out.dims[0];
+    w.OW = global ? 1 : s->out.dims[1];
+    w.F = global ? s->out.dims[0] : s->out.dims[2];
+    w.kh = global ? w.H : w.kind == 1 ? s->kh : s->ph;
+    w.kw = global ? w.W : w.kind == 1 ? s->kw : s->pw;
+    w.sh = global ? 1 : s->sh;
+    w.sw = global ? 1 : s->sw;
+    w.pt = nr_pad_before(w.H, w.kh, w.sh, s->same);
+    w.pl = nr_pad_before(w.W, w.kw, w.sw, s->same);
+    return w;
+}
+
+/* Cells of window (oh, ow) inside the image: an average's divisor. */
+static int ref_cells(const struct ref_win *w, int oh, int ow)
+{
+    int n = 0;
+
+    for (int a = 0; a < w->kh * w->kw; a++) {
+        int ih = oh * w->sh - w->pt + a / w->kw;
+        int iw = ow * w->sw - w->pl + a % w->kw;
+
+        n += ih >= 0 && ih < w->H && iw >= 0 && iw < w->W;
+    }
+    return n;
+}
+
+/* zeropadding2d: element o of the output (B, OH, OW, C) reads input
+ * element *xi, or the padding (returns 0). */
+static int ref_pad_at(const struct hc_layer_spec *s, size_t o, size_t *xi)
+{
+    int C = s->in.dims[2], H = s->in.dims[0], W = s->in.dims[1];
+    int OH = s->out.dims[0], OW = s->out.dims[1];
+    size_t t = o / C;
+    int c = (int)(o % C), ow = (int)(t % OW), oh = (int)(t / OW % OH);
+    int b = (int)(t / OW / OH), ih = oh - s->pad[0], iw = ow - s->pad[2];
+
+    if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+        return 0;
+    *xi = (((size_t)b * H + ih) * W + iw) * C + c;
+    return 1;
+}
+
 double nr_ref_run(const struct hc_model *m, const double *P,
                   const struct nr_batch *rb, double *G, double *out)
 {
@@ -664,13 +778,10 @@ double nr_ref_run(const struct hc_model *m, const double *P,
         y[l] = nr_dalloc(B * on);
         arg[l] = calloc(B * on, sizeof(int));
         CU_ASSERT_FATAL(arg[l] != NULL);
-        if (s->type == HC_LAYER_CONV2D || s->type == HC_LAYER_MAXPOOL2D) {
-            int H = s->in.dims[0], Wd = s->in.dims[1], C = s->in.dims[2];
-            int OH = s->out.dims[0], OW = s->out.dims[1], F = s->out.dims[2];
-            int conv = s->type == HC_LAYER_CONV2D;
-            int kh = conv ? s->kh : s->ph, kw = conv ? s->kw : s->pw;
-            int pt = nr_pad_before(H, kh, s->sh, s->same);
-            int pl = nr_pad_before(Wd, kw, s->sw, s->same);
+        if (ref_win(s).kind) {
+            struct ref_win w = ref_win(s);
+            int H = w.H, Wd = w.W, C = w.C, OH = w.OH, OW = w.OW, F = w.F;
+            int conv = w.kind == 1, kh = w.kh, kw = w.kw, pt = w.pt, pl = w.pl;
             int oh, ow, f, a, c, bb;
 
             for (bb = 0; bb < B; bb++)
@@ -682,8 +793,8 @@ double nr_ref_run(const struct hc_model *m, const double *P,
                             int best = -1;
 
                             for (a = 0; a < kh * kw; a++) {
-                                int ih = oh * s->sh - pt + a / kw;
-                                int iw = ow * s->sw - pl + a % kw;
+                                int ih = oh * w.sh - pt + a / kw;
+                                int iw = ow * w.sw - pl + a % kw;
 
                                 if (ih < 0 || ih >= H || iw < 0 || iw >= Wd)
                                     continue;
@@ -692,6 +803,8 @@ double nr_ref_run(const struct hc_model *m, const double *P,
 
                                     if (conv)
                                         acc += X[xi] * W[((size_t)a * C + c) * F + f];
+                                    else if (c == f && w.kind == 3)
+                                        acc += X[xi];
                                     else if (c == f &&
                                              (best < 0 || X[xi] > X[best]))
                                         best = (int)xi;
@@ -699,11 +812,18 @@ double nr_ref_run(const struct hc_model *m, const double *P,
                             }
                             if (conv) {
                                 z[l][o] = acc;
+                            } else if (w.kind == 3) {
+                                z[l][o] = acc / ref_cells(&w, oh, ow);
                             } else {
                                 z[l][o] = X[best];
                                 arg[l][o] = best;
                             }
                         }
+        } else if (s->type == HC_LAYER_ZEROPADDING2D) {
+            size_t xi;
+
+            for (i = 0; i < B * on; i++)
+                z[l][i] = ref_pad_at(s, i, &xi) ? X[xi] : 0;
         } else if (s->type == HC_LAYER_DENSE) {
             int U = s->units, u;
 
@@ -765,13 +885,10 @@ double nr_ref_run(const struct hc_model *m, const double *P,
         } else {
             memcpy(dz, dy, B * on * sizeof(double));
         }
-        if (s->type == HC_LAYER_CONV2D || s->type == HC_LAYER_MAXPOOL2D) {
-            int H = s->in.dims[0], Wd = s->in.dims[1], C = s->in.dims[2];
-            int OH = s->out.dims[0], OW = s->out.dims[1], F = s->out.dims[2];
-            int conv = s->type == HC_LAYER_CONV2D;
-            int kh = conv ? s->kh : s->ph, kw = conv ? s->kw : s->pw;
-            int pt = nr_pad_before(H, kh, s->sh, s->same);
-            int pl = nr_pad_before(Wd, kw, s->sw, s->same);
+        if (ref_win(s).kind) {
+            struct ref_win w = ref_win(s);
+            int H = w.H, Wd = w.W, C = w.C, OH = w.OH, OW = w.OW, F = w.F;
+            int conv = w.kind == 1, kh = w.kh, kw = w.kw, pt = w.pt, pl = w.pl;
             int oh, ow, f, a, c, bb;
 
             for (bb = 0; bb < B; bb++)
@@ -780,15 +897,15 @@ double nr_ref_run(const struct hc_model *m, const double *P,
                         for (f = 0; f < F; f++) {
                             size_t o = (((size_t)bb * OH + oh) * OW + ow) * F + f;
 
-                            if (!conv) {
+                            if (w.kind == 2) {
                                 dx[arg[l][o]] += dz[o];
                                 continue;
                             }
-                            if (dB)
+                            if (conv && dB)
                                 dB[f] += dz[o];
                             for (a = 0; a < kh * kw; a++) {
-                                int ih = oh * s->sh - pt + a / kw;
-                                int iw = ow * s->sw - pl + a % kw;
+                                int ih = oh * w.sh - pt + a / kw;
+                                int iw = ow * w.sw - pl + a % kw;
 
                                 if (ih < 0 || ih >= H || iw < 0 || iw >= Wd)
                                     continue;
@@ -796,11 +913,22 @@ double nr_ref_run(const struct hc_model *m, const double *P,
                                     size_t xi = (((size_t)bb * H + ih) * Wd + iw) * C + c;
                                     size_t wi = ((size_t)a * C + c) * F + f;
 
+                                    if (!conv) {
+                                        if (c == f)
+                                            dx[xi] += dz[o] / ref_cells(&w, oh, ow);
+                                        continue;
+                                    }
                                     dW[wi] += dz[o] * X[xi];
                                     dx[xi] += dz[o] * W[wi];
                                 }
                             }
                         }
+        } else if (s->type == HC_LAYER_ZEROPADDING2D) {
+            size_t xi;
+
+            for (i = 0; i < B * on; i++)
+                if (ref_pad_at(s, i, &xi))
+                    dx[xi] = dz[i];
         } else if (s->type == HC_LAYER_DENSE) {
             int U = s->units, u;
 

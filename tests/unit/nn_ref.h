@@ -82,6 +82,14 @@ void nr_mb_conv(struct hc_model *m, int F, int kh, int kw, int sh, int sw,
                 int same, enum hc_act act, int use_bias);
 void nr_mb_pool(struct hc_model *m, int ph, int pw, int sh, int sw,
                 int same);
+/* avgpool2d as nr_mb_pool; a global pool (t: globalavgpool2d or
+ * globalmaxpool2d); zeropadding2d; reshape to (d0) or (d0, d1, d2). */
+void nr_mb_avgpool(struct hc_model *m, int ph, int pw, int sh, int sw,
+                   int same);
+void nr_mb_global(struct hc_model *m, enum hc_layer_type t);
+void nr_mb_zeropad(struct hc_model *m, int top, int bottom, int left,
+                   int right);
+void nr_mb_reshape(struct hc_model *m, int rank, int d0, int d1, int d2);
 void nr_mb_flatten(struct hc_model *m);
 /* A softmax dense layer also sets m->n_classes. */
 void nr_mb_dense(struct hc_model *m, int units, enum hc_act act,

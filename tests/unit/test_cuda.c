@@ -306,7 +306,7 @@ static void test_conv_pool(void)
         {3, 28, 28, 1, 3, 3, 1, 1, 0}, {2, 9, 11, 5, 3, 3, 2, 2, 1},
         {2, 7, 7, 8, 1, 1, 1, 1, 0},   {1, 10, 9, 3, 5, 4, 3, 2, 1},
         {4, 26, 26, 32, 2, 2, 2, 2, 0}, {2, 7, 9, 6, 3, 3, 2, 2, 0},
-        {2, 8, 8, 4, 3, 3, 1, 1, 1},
+        {2, 8, 8, 4, 3, 3, 1, 1, 1},   {3, 7, 6, 5, 7, 6, 1, 1, 0},
     };
     struct pair p;
     size_t i;
@@ -363,6 +363,16 @@ static void test_conv_pool(void)
         strcat(what, " backward");
         wk_be_maxpool_backward(p.cpu, &g, dy, idx, dx);
         wk_be_maxpool_backward(p.gpu, &g, d_dy, d_idx, d_dx);
+        cmp(&p, what, d_dx, dx, nx);
+
+        snprintf(what, sizeof what, "avgpool %dx%d s%d%s C%d", g.kh, g.kw,
+                 g.sh, t[i].same ? " same" : "", g.C);
+        wk_be_avgpool_forward(p.cpu, &g, x, y);
+        wk_be_avgpool_forward(p.gpu, &g, d_x, d_y);
+        cmp(&p, what, d_y, y, ny);
+        strcat(what, " backward");
+        wk_be_avgpool_backward(p.cpu, &g, dy, dx);
+        wk_be_avgpool_backward(p.gpu, &g, d_dy, d_dx);
         cmp(&p, what, d_dx, dx, nx);
 
         wk_be_free(p.gpu, d_x);
@@ -885,6 +895,46 @@ static const char merges_json[] =
     "\"activation\": \"softmax\"}],"
     "\"loss\": \"sparse_categorical_crossentropy\", \"optimizer\": \"sgd\"}";
 
+/* Zero padding, average pools (same), global max and average pools and
+ * reshapes both ways, with a branch joined by concatenate. */
+static const char pools_json[] =
+    "{\"name\": \"pools\", \"input_shape\": [10, 9, 3], \"layers\": ["
+    "{\"type\": \"zeropadding2d\", \"padding\": [[1, 0], [2, 1]]},"
+    "{\"type\": \"conv2d\", \"filters\": 6, \"kernel_size\": [3, 3],"
+    " \"activation\": \"relu\"},"
+    "{\"type\": \"avgpool2d\", \"pool_size\": [3, 3], \"strides\": [2, 2],"
+    " \"padding\": \"same\"},"
+    "{\"type\": \"conv2d\", \"name\": \"c2\", \"filters\": 4,"
+    " \"kernel_size\": [2, 2], \"padding\": \"same\","
+    " \"activation\": \"tanh\"},"
+    "{\"type\": \"reshape\", \"target_shape\": [-1]},"
+    "{\"type\": \"dense\", \"units\": 12, \"activation\": \"relu\"},"
+    "{\"type\": \"reshape\", \"name\": \"r2\", \"target_shape\": [2, 2, 3]},"
+    "{\"type\": \"globalavgpool2d\", \"name\": \"gavg\"},"
+    "{\"type\": \"globalmaxpool2d\", \"name\": \"gmax\","
+    " \"inputs\": \"c2\"},"
+    "{\"type\": \"concatenate\", \"inputs\": [\"gavg\", \"gmax\"]},"
+    "{\"type\": \"dense\", \"units\": 3, \"activation\": \"softmax\"}],"
+    "\"loss\": \"sparse_categorical_crossentropy\", \"optimizer\": \"sgd\"}";
+
+static void test_pool_models(void)
+{
+    struct hc_model *m = calloc(1, sizeof *m);
+    int rv;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    rv = hc_model_parse(pools_json, strlen(pools_json), "pools", m);
+    if (rv)
+        printf("\n    %s", hc_err_msg());
+    CU_ASSERT_EQUAL_FATAL(rv, HC_OK);
+    if (!compare_net(m, 6, 0)) {
+        free(m);
+        HP_SKIP("no CUDA device");
+    }
+    compare_net(m, 5, 1);
+    free(m);
+}
+
 static void test_graph_models(void)
 {
     static const char *const files[] = {
@@ -920,7 +970,8 @@ void hp_test_register(void)
         {"host memory: pinned and pageable copies", test_host_memory},
         {"sgemm (transposes, ld, alpha, beta, k = 0)", test_blas},
         {"fill, scale, axpy, copy, reduce", test_blas1_reduce},
-        {"im2col, col2im, maxpool forward/backward", test_conv_pool},
+        {"im2col, col2im, max and average pool forward/backward",
+         test_conv_pool},
         {"activations, bias gradients", test_activations},
         {"ReLU layer (max_value, negative_slope, threshold)",
          test_relu_layer},
@@ -934,6 +985,8 @@ void hp_test_register(void)
         {"relu6 … hard_sigmoid model gpu vs cpu", test_acts_model},
         {"categorical CE model gpu vs cpu", test_cce_model},
         {"binary CE from logits model gpu vs cpu", test_bce_model},
+        {"pools, zero padding, reshapes gpu vs cpu, and split",
+         test_pool_models},
     };
     CU_pSuite s = CU_add_suite("backend_cuda", NULL, NULL);
     size_t i;

@@ -65,6 +65,8 @@ static void test_fixtures(void)
         {"deploy/models/fashion_cnn.json", K "fashion_cnn.keras2.json"},
         {"deploy/models/fashion_cnn.json", K "fashion_cnn.keras3.json"},
         {"deploy/models/fashion_mlp.json", K "fashion_mlp.keras3.json"},
+        {"deploy/models/fashion_gap.json", K "fashion_gap.keras3.json"},
+        {"deploy/models/fashion_gap.json", K "fashion_gap.keras2.json"},
         {"deploy/models/fashion_cnn_placed.json",
          K "fashion_cnn_placed.keras3.json"},
         {"deploy/models/fashion_math.json", K "fashion_math.keras3.json"},
@@ -222,6 +224,26 @@ static void test_config_table(void)
              ""), "Dense input_shape belongs on the first layer"},
         {"{'class_name': 'Sequential', 'config': {'layers': 3}}",
          "needs \"config\": {\"layers\": [...]}"},
+        {SEQ("{'class_name': 'GlobalAveragePooling2D', 'config': {'name': "
+             "'g', 'keepdims': true}}, " OUT, ""),
+         "layers[1] GlobalAveragePooling2D \"g\": GlobalAveragePooling2D "
+         "keepdims true is not supported; hetps computes keepdims false"},
+        {SEQ("{'class_name': 'GlobalMaxPooling2D', 'config': {'name': 'g', "
+             "'data_format': 'channels_first'}}, " OUT, ""),
+         "GlobalMaxPooling2D data_format \"channels_first\" is not "
+         "supported; hetps computes \"channels_last\""},
+        {SEQ("{'class_name': 'AveragePooling2D', 'config': {'name': 'a', "
+             "'pool_size': [2, 2], 'data_format': 'channels_first'}}, "
+             FLAT ", " OUT, ""),
+         "AveragePooling2D data_format \"channels_first\" is not supported"},
+        {SEQ("{'class_name': 'ZeroPadding2D', 'config': {'name': 'z', "
+             "'padding': [[1, 1], [1, 1]], 'data_format': "
+             "'channels_first'}}, " FLAT ", " OUT, ""),
+         "ZeroPadding2D data_format \"channels_first\" is not supported"},
+        {SEQ("{'class_name': 'Reshape', 'config': {'name': 'r', "
+             "'target_shape': [28, 28]}}, " FLAT ", " OUT, ""),
+         "reshape target_shape must be [N] or [H, W, C] (one of them may be "
+         "-1); hetps has shapes of 1 or 3 dimensions"},
     };
     char buf[4096];
 
@@ -679,6 +701,47 @@ static void test_activations(void)
                                   "hetps has linear, relu, sigmoid"));
 }
 
+/* Reshape, ZeroPadding2D, AveragePooling2D and GlobalMaxPooling2D read
+ * from Keras 3's config, then written back as Keras's config and read
+ * again as the same model. */
+static void test_pool_pad_reshape(void)
+{
+    char buf[4096], *json = NULL;
+
+    dq(SEQ("{'class_name': 'Reshape', 'config': {'name': 'r', "
+           "'target_shape': [14, -1, 1]}}, "
+           "{'class_name': 'ZeroPadding2D', 'config': {'name': 'z', "
+           "'padding': [[0, 1], [2, 3]], 'data_format': 'channels_last'}}, "
+           "{'class_name': 'AvgPool2D', 'config': {'name': 'a', "
+           "'pool_size': [2, 2], 'padding': 'same', 'strides': null}}, "
+           "{'class_name': 'GlobalMaxPool2D', 'config': {'name': 'g', "
+           "'keepdims': false, 'data_format': null}}, "
+           "{'class_name': 'Reshape', 'config': {'name': 'r2', "
+           "'target_shape': [1, 1, -1]}}, "
+           "{'class_name': 'GlobalAveragePooling2D', 'config': {'name': "
+           "'g2'}}, " OUT, ""), buf, sizeof buf);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(ma->n_layers, 7);
+    CU_ASSERT_EQUAL(ma->layers[0].type, HC_LAYER_RESHAPE);
+    CU_ASSERT(ma->layers[0].out.rank == 3 && ma->layers[0].out.dims[1] == 56);
+    CU_ASSERT(ma->layers[1].out.dims[0] == 15 &&
+              ma->layers[1].out.dims[1] == 61);
+    CU_ASSERT_EQUAL(ma->layers[1].pad[2], 2);
+    CU_ASSERT(ma->layers[2].type == HC_LAYER_AVGPOOL2D &&
+              ma->layers[2].out.dims[0] == 8 &&
+              ma->layers[2].out.dims[1] == 31);
+    CU_ASSERT(ma->layers[3].type == HC_LAYER_GLOBALMAXPOOL2D &&
+              ma->layers[3].out.rank == 1 && ma->layers[3].out.dims[0] == 1);
+    CU_ASSERT(ma->layers[5].type == HC_LAYER_GLOBALAVGPOOL2D);
+    CU_ASSERT_EQUAL_FATAL(hc_keras_config_json(ma, &json), HC_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"padding\": [[0, 1], [2, 3]]") ||
+                           strstr(json, "\"padding\":[[0,1],[2,3]]"));
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(json, strlen(json), "k2", mb),
+                          HC_OK);
+    expect_same(ma, mb);
+    free(json);
+}
+
 /* --loss and --optimizer replace what a file says, Keras's or hetps's. */
 static void test_compile_flags(void)
 {
@@ -853,6 +916,8 @@ void hp_test_register(void)
     CU_add_test(s, "losses", test_losses);
     CU_add_test(s, "regularizers", test_regularizers);
     CU_add_test(s, "ReLU and LeakyReLU layers", test_relu_layers);
+    CU_add_test(s, "pools, zero padding, reshape: read and written",
+                test_pool_pad_reshape);
     CU_add_test(s, "--loss and --optimizer", test_compile_flags);
     CU_add_test(s, "compile_config optimizers", test_config_optimizers);
     CU_add_test(s, "weights paths", test_paths);

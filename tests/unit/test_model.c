@@ -247,6 +247,111 @@ static void test_shape_table(void)
     }
 }
 
+/* The layers that pool or move values: each written as hetps reads it,
+ * with its output shape; then its refusals, each message read. */
+static void test_pool_pad_reshape(void)
+{
+    static const struct {
+        const char *input, *layer;
+        int rank, d0, d1, d2;
+    } t[] = {
+        {"[7, 5, 3]", "{'type': 'avgpool2d'}", 3, 3, 2, 3},
+        {"[7, 5, 3]", "{'type': 'average_pooling2d', 'pool_size': 3, "
+                      "'strides': 2, 'padding': 'same'}", 3, 4, 3, 3},
+        {"[7, 5, 3]", "{'type': 'AveragePooling2D', 'pool_size': [2, 3], "
+                      "'strides': [1, 1]}", 3, 6, 3, 3},
+        {"[7, 5, 3]", "{'type': 'globalavgpool2d'}", 1, 3, 0, 0},
+        {"[7, 5, 3]", "{'type': 'GlobalAveragePooling2D', "
+                      "'keepdims': false}", 1, 3, 0, 0},
+        {"[7, 5, 3]", "{'type': 'global_max_pooling2d'}", 1, 3, 0, 0},
+        {"[7, 5, 3]", "{'type': 'maxpool2d', 'padding': 'same'}", 3, 4, 3, 3},
+        {"[7, 5, 3]", "{'type': 'zeropadding2d'}", 3, 9, 7, 3},
+        {"[7, 5, 3]", "{'type': 'zero_padding2d', 'padding': 2}", 3, 11, 9, 3},
+        {"[7, 5, 3]", "{'type': 'ZeroPadding2D', 'padding': [1, 3]}",
+         3, 9, 11, 3},
+        {"[7, 5, 3]", "{'type': 'zeropadding2d', 'padding': [[0, 2], "
+                      "[3, 1]]}", 3, 9, 9, 3},
+        {"[7, 5, 3]", "{'type': 'reshape', 'target_shape': [105]}",
+         1, 105, 0, 0},
+        {"[7, 5, 3]", "{'type': 'reshape', 'target_shape': [-1]}",
+         1, 105, 0, 0},
+        {"[7, 5, 3]", "{'type': 'Reshape', 'target_shape': [5, -1, 7]}",
+         3, 5, 3, 7},
+        {"[12]", "{'type': 'reshape', 'target_shape': [2, 3, 2]}",
+         3, 2, 3, 2},
+    };
+    static const struct {
+        const char *input, *layer, *want;
+    } bad[] = {
+        {"[7, 5, 3]", "{'type': 'globalavgpool2d', 'keepdims': true}",
+         "(globalavgpool2d \"global_average_pooling2d\"): globalavgpool2d "
+         "keepdims true is not supported; hetps computes keepdims false, "
+         "(H, W, C) → (C)"},
+        {"[12]", "{'type': 'globalmaxpool2d'}",
+         "globalmaxpool2d needs an image input (H, W, C) but its input has "
+         "shape (12)"},
+        {"[12]", "{'type': 'avgpool2d'}",
+         "avgpool2d needs an image input (H, W, C) but its input has shape "
+         "(12)"},
+        {"[1, 5, 3]", "{'type': 'avgpool2d'}",
+         "pool_size (2, 2) is larger than the input (1, 5, 3)"},
+        {"[7, 5, 3]", "{'type': 'zeropadding2d', 'padding': [1, 2, 3]}",
+         "\"padding\" must be an integer or [height, width], got an array "
+         "of 3"},
+        {"[7, 5, 3]", "{'type': 'zeropadding2d', 'padding': [[1, 2], 3]}",
+         "\"padding\" must be an integer, [h, w] or [[top, bottom], "
+         "[left, right]] of integers"},
+        {"[7, 5, 3]", "{'type': 'zeropadding2d', 'padding': -1}",
+         "\"padding\" must be from 0 to 65536, got -1"},
+        {"[12]", "{'type': 'zeropadding2d'}",
+         "zeropadding2d needs an image input (H, W, C) but its input has "
+         "shape (12)"},
+        {"[7, 5, 3]", "{'type': 'reshape'}",
+         "missing required key \"target_shape\""},
+        {"[7, 5, 3]", "{'type': 'reshape', 'target_shape': [5, 21]}",
+         "reshape target_shape must be [N] or [H, W, C] (one of them may be "
+         "-1); hetps has shapes of 1 or 3 dimensions"},
+        {"[7, 5, 3]", "{'type': 'reshape', 'target_shape': [-1, 5, -1]}",
+         "reshape target_shape may have one -1 (the dimension the others "
+         "leave), not two"},
+        {"[7, 5, 3]", "{'type': 'reshape', 'target_shape': [0, 5, 21]}",
+         "\"target_shape\" must be from 1 to 65536, got 0"},
+        {"[7, 5, 3]", "{'type': 'reshape', 'target_shape': [4, -1, 1]}",
+         "reshape target_shape (4, -1, 1) does not hold the 105 values of "
+         "its input (7, 5, 3)"},
+        {"[7, 5, 3]", "{'type': 'reshape', 'target_shape': [104]}",
+         "reshape target_shape (104) does not hold the 105 values of its "
+         "input (7, 5, 3)"},
+    };
+    char json[1024];
+
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        snprintf(json, sizeof json, "{'input_shape': %s, 'loss': 'mse', "
+                 "'optimizer': 'sgd', 'layers': [%s%s]}", t[i].input,
+                 t[i].layer, t[i].rank == 3 ? ", {'type': 'flatten'}" : "");
+        int rv = parse_q(json, model);
+        if (rv != HC_OK)
+            printf("\n  row %zu: %s\n", i, hc_err_msg());
+        CU_ASSERT_EQUAL_FATAL(rv, HC_OK);
+        expect_shape(&model->layers[0].out, t[i].rank, t[i].d0, t[i].d1,
+                     t[i].d2);
+        CU_ASSERT_EQUAL(model->n_vars, 0);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(json, sizeof json, "{'input_shape': %s, 'loss': 'mse', "
+                 "'optimizer': 'sgd', 'layers': [%s, {'type': 'flatten'}]}",
+                 bad[i].input, bad[i].layer);
+        hc_err_clear();
+        int rv = parse_q(json, model);
+        const char *msg = hc_err_msg();
+        if (rv != HC_ERR_CONFIG || !strstr(msg, bad[i].want))
+            printf("\n  row %zu: rv %d, message: %s\n  wanted: %s\n", i,
+                   rv, msg, bad[i].want);
+        CU_ASSERT_EQUAL(rv, HC_ERR_CONFIG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(msg, bad[i].want));
+    }
+}
+
 /* ---- Keras defaults and spellings -------------------------------------------- */
 
 static void test_defaults_and_names(void)
@@ -1112,6 +1217,7 @@ void hp_test_register(void)
     CU_add_test(s, "fashion_cnn.json", test_cnn_file);
     CU_add_test(s, "fashion_mlp.json", test_mlp_file);
     CU_add_test(s, "shape inference table", test_shape_table);
+    CU_add_test(s, "pools, zero padding, reshape", test_pool_pad_reshape);
     CU_add_test(s, "Keras defaults and names", test_defaults_and_names);
     CU_add_test(s, "optimizers and output layers",
                 test_optimizers_and_outputs);

@@ -1,0 +1,64 @@
+/*
+ * nn_avgpool2d.c — the worker's half of avgpool2d and globalavgpool2d
+ * (the rows in common/layer_pool2d.c): the backend's average pool, over
+ * windows (padding not counted in the mean, as Keras) or over the whole
+ * image, and its adjoint, which spreads each output's gradient evenly
+ * over the cells it averaged. No parameters, no state kept for backward.
+ */
+#include "nn_impl.h"
+
+#include "err.h"
+
+static int setup(const struct nn_setup *c, const struct hc_layer_spec *s,
+                 const struct hc_shape *in, struct nn_layer *l,
+                 struct hc_shape *out)
+{
+    int rv;
+
+    if ((rv = nn_need_image(c, s, in)))
+        return rv;
+    return nn_window(c, s, in, s->ph, s->pw, s->sh ? s->sh : s->ph,
+                     s->sw ? s->sw : s->pw, l, out);
+}
+
+static int alloc(struct nn_layer *l, size_t B)
+{
+    return nn_alloc_f(l->be, &l->out, B * l->out_size);
+}
+
+static void forward(const struct wk_net *net, struct nn_layer *l,
+                    const float *x, const float *params, int B, int training)
+{
+    struct wk_geom g = l->g;
+
+    (void)net;
+    (void)params;
+    (void)training;
+    g.B = B;
+    wk_be_avgpool_forward(l->be, &g, x, l->out);
+}
+
+static int backward_input(struct nn_layer *l, const float *params, float *dy,
+                          float *dx, int B)
+{
+    struct wk_geom g = l->g;
+
+    (void)params;
+    g.B = B;
+    wk_be_avgpool_backward(l->be, &g, dy, dx);
+    return 1;
+}
+
+const struct nn_kind nn_avgpool2d = {
+    .setup = setup,
+    .alloc = alloc,
+    .forward = forward,
+    .backward_input = backward_input,
+};
+
+const struct nn_kind nn_globalavgpool2d = {
+    .setup = nn_global_window,
+    .alloc = alloc,
+    .forward = forward,
+    .backward_input = backward_input,
+};
