@@ -34,7 +34,7 @@ static const char *const err_text[HC_ERR__COUNT] = {
     [HC_ERR_UNSUPPORTED] = "not supported in this build",
 };
 
-static _Thread_local char err_detail[1024];
+static _Thread_local char err_detail[4096];
 static _Thread_local int err_code;
 
 const char *hc_strerror(int code)

@@ -49,7 +49,7 @@
 /* One translation: where it reads from and what it found wrong so far. */
 struct kx {
     const char *src;
-    char msg[1000];             /* the problems, one line each */
+    char msg[4096];             /* the problems, one line each */
     size_t used;
     int n_problems;
     double seed;                /* -1: none seen yet */
