@@ -8,7 +8,7 @@
 # its loss falls (below).
 . "$(dirname "$0")/lib.inc"
 PY=/usr/bin/python3
-$PY -c 'import numpy' 2>/dev/null || { echo "skip: no NumPy for $PY"; exit 77; }
+$PY -c 'import numpy' 2>/dev/null || { echo "skipped: no NumPy for $PY (Debian: python3-numpy)"; exit 77; }
 
 $PY "$(dirname "$0")/../optim_ref.py" "$B" > "$T/ref.txt" 2>&1 || { cat "$T/ref.txt"; fail "a shard's optimizer differs from Keras's formulas"; }
 ok "$(tail -1 "$T/ref.txt") (100 steps each, through a shard store)"
