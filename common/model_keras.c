@@ -582,8 +582,11 @@ static void metrics(struct kx *k, const cJSON *v, cJSON *root)
     }
     if (!(ms = cJSON_AddArrayToObject(root, "metrics")))
         return;
+    /* Keras 3 may nest a model's one output's list: [["accuracy", "AUC"]],
+     * or each metric: [["accuracy"], ["AUC"]]. */
+    if (cJSON_GetArraySize(v) == 1 && cJSON_IsArray(v->child))
+        v = v->child;
     for (const cJSON *it = v->child; it; it = it->next) {
-        /* Keras 3 may nest a model's one output's list: [["accuracy"]]. */
         const cJSON *m = cJSON_IsArray(it) && cJSON_GetArraySize(it) == 1
                              ? it->child : it;
 

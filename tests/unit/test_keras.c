@@ -756,6 +756,31 @@ static void test_pool_pad_reshape(void)
     free(json);
 }
 
+/* compile_config's metrics, as strings and Keras 3 objects, are read and
+ * written back so that reading the export gives the same metrics. */
+static void test_metrics_round_trip(void)
+{
+    char buf[4096], *json = NULL;
+
+    dq(SEQ(FLAT ", " OUT, ", 'compile_config': {'metrics': [['accuracy', "
+           "{'module': 'keras.metrics', 'class_name': 'AUC', 'config': "
+           "{'name': 'auc', 'dtype': 'float32', 'num_thresholds': 200, "
+           "'curve': 'ROC'}, 'registered_name': null}, {'class_name': "
+           "'SparseTopKCategoricalAccuracy', 'config': {'name': 'top3', "
+           "'k': 3}}, 'binary_accuracy']]}"), buf, sizeof buf);
+    if (hc_model_parse(buf, strlen(buf), "k", ma) != HC_OK)
+        printf("\n  %s\n", hc_err_msg());
+    CU_ASSERT_EQUAL_FATAL(ma->n_metrics, 4);
+    CU_ASSERT_STRING_EQUAL(ma->metrics[1].name, "auc");
+    CU_ASSERT_EQUAL(ma->metrics[2].k, 3);
+    CU_ASSERT_EQUAL(ma->metrics[3].kind, HC_EM_BINARY_ACCURACY);
+    CU_ASSERT_EQUAL_FATAL(hc_keras_config_json(ma, &json), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(json, strlen(json), "k2", mb),
+                          HC_OK);
+    expect_same(ma, mb);
+    free(json);
+}
+
 /* --loss and --optimizer replace what a file says, Keras's or hetps's. */
 static void test_compile_flags(void)
 {
@@ -925,6 +950,7 @@ void hp_test_register(void)
     CU_add_test(s, "the unsupported fixture", test_unsupported_fixture);
     CU_add_test(s, "refused configs", test_config_table);
     CU_add_test(s, "config values", test_config_values);
+    CU_add_test(s, "metrics round trip", test_metrics_round_trip);
     CU_add_test(s, "activations", test_activations);
     CU_add_test(s, "initializers", test_initializers);
     CU_add_test(s, "losses", test_losses);
