@@ -267,6 +267,42 @@ static cJSON *loss_json(const struct hc_model *m)
     return object("keras.losses", md_loss_class(m->loss), c);
 }
 
+/* Keras's class of each metric kind (enum hc_eval_metric_kind order). */
+static const char *const metric_class[] = {
+    "Accuracy", "BinaryAccuracy", "CategoricalAccuracy",
+    "SparseCategoricalAccuracy", "TopKCategoricalAccuracy",
+    "SparseTopKCategoricalAccuracy", "AUC" };
+
+/* The model's metrics: "accuracy" as the string (Keras resolves it by the
+ * loss), the others as Keras 3 metric objects with their settings. */
+static cJSON *metrics_json(const struct hc_model *m)
+{
+    cJSON *a = cJSON_CreateArray();
+    int i;
+
+    for (i = 0; i < m->n_metrics; i++) {
+        const struct hc_eval_metric *e = &m->metrics[i];
+        cJSON *c;
+
+        if (e->kind == HC_EM_ACCURACY) {
+            cJSON_AddItemToArray(a, cJSON_CreateString("accuracy"));
+            continue;
+        }
+        c = cJSON_CreateObject();
+        cJSON_AddStringToObject(c, "name", e->name);
+        cJSON_AddStringToObject(c, "dtype", "float32");
+        if (e->kind == HC_EM_BINARY_ACCURACY)
+            cJSON_AddNumberToObject(c, "threshold", kx_tidy(e->threshold));
+        if (e->kind == HC_EM_TOP_K || e->kind == HC_EM_SPARSE_TOP_K)
+            cJSON_AddNumberToObject(c, "k", e->k);
+        if (e->kind == HC_EM_AUC)
+            cJSON_AddStringToObject(c, "curve", "ROC");
+        cJSON_AddItemToArray(a, object("keras.metrics",
+                                       metric_class[e->kind], c));
+    }
+    return a;
+}
+
 static cJSON *compile_json(const struct hc_model *m)
 {
     cJSON *c = cJSON_CreateObject();
@@ -274,9 +310,8 @@ static cJSON *compile_json(const struct hc_model *m)
     cJSON_AddItemToObject(c, "optimizer", optimizer_json(&m->optim));
     cJSON_AddItemToObject(c, "loss", loss_json(m));
     cJSON_AddNullToObject(c, "loss_weights");
-    if (m->metric_accuracy)
-        cJSON_AddItemToObject(c, "metrics", cJSON_CreateStringArray(
-                                  (const char *[]){"accuracy"}, 1));
+    if (m->n_metrics)
+        cJSON_AddItemToObject(c, "metrics", metrics_json(m));
     else
         cJSON_AddNullToObject(c, "metrics");
     cJSON_AddNullToObject(c, "weighted_metrics");

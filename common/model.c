@@ -356,10 +356,160 @@ int hc_model_optim_from_json(const char *text, size_t len, const char *source,
     return rv;
 }
 
+/* Keras's metrics: the spellings matched (md_norm), the name Keras gives
+ * each, and the config keys each takes besides "name" and "dtype". */
+static const struct metric_row {
+    const char *norm, *name;
+    enum hc_eval_metric_kind kind;
+} metric_rows[] = {
+    { "accuracy", "accuracy", HC_EM_ACCURACY },
+    { "acc", "accuracy", HC_EM_ACCURACY },
+    { "binaryaccuracy", "binary_accuracy", HC_EM_BINARY_ACCURACY },
+    { "categoricalaccuracy", "categorical_accuracy",
+      HC_EM_CATEGORICAL_ACCURACY },
+    { "sparsecategoricalaccuracy", "sparse_categorical_accuracy",
+      HC_EM_SPARSE_CATEGORICAL_ACCURACY },
+    { "topkcategoricalaccuracy", "top_k_categorical_accuracy",
+      HC_EM_TOP_K },
+    { "sparsetopkcategoricalaccuracy", "sparse_top_k_categorical_accuracy",
+      HC_EM_SPARSE_TOP_K },
+    { "auc", "auc", HC_EM_AUC },
+};
+
+#define METRICS_SUPPORTED "accuracy, binary_accuracy (threshold), " \
+    "categorical_accuracy, sparse_categorical_accuracy, " \
+    "top_k_categorical_accuracy (k), sparse_top_k_categorical_accuracy (k), " \
+    "AUC (curve \"ROC\", exact)"
+
+static const struct metric_row *metric_row(const char *s)
+{
+    char n[48];
+    size_t i;
+
+    md_norm(s, n, sizeof n);
+    for (i = 0; i < sizeof metric_rows / sizeof metric_rows[0]; i++)
+        if (!strcmp(metric_rows[i].norm, n))
+            return &metric_rows[i];
+    return NULL;
+}
+
+/* AUC's config: what computes the exact ROC AUC of one flattened list is
+ * accepted; num_thresholds only tunes Keras's approximation. */
+static int auc_key(const cJSON *v, const char *where)
+{
+    char buf[64], n[48];
+    const char *k = v->string;
+
+    if (!strcmp(k, "num_thresholds"))
+        return HC_OK;
+    if (!strcmp(k, "curve")) {
+        if (cJSON_IsString(v) && !strcmp(md_norm(v->valuestring, n, sizeof n),
+                                         "roc"))
+            return HC_OK;
+        return md_fail(where, "curve %s is not supported; hetps computes "
+                       "the ROC AUC (curve \"ROC\")", md_show(v, buf,
+                                                             sizeof buf));
+    }
+    if (!strcmp(k, "summation_method")) {
+        if (cJSON_IsString(v) && !strcmp(v->valuestring, "interpolation"))
+            return HC_OK;
+        return md_fail(where, "summation_method %s is not supported; hetps "
+                       "computes the exact AUC (\"interpolation\")",
+                       md_show(v, buf, sizeof buf));
+    }
+    if ((!strcmp(k, "multi_label") || !strcmp(k, "from_logits")) &&
+        (cJSON_IsFalse(v) || cJSON_IsNull(v)))
+        return HC_OK;
+    if ((!strcmp(k, "num_labels") || !strcmp(k, "label_weights") ||
+         !strcmp(k, "thresholds")) && cJSON_IsNull(v))
+        return HC_OK;
+    return md_fail(where, "%.40s %s is not supported; AUC takes num_thresholds,"
+                   " curve \"ROC\", summation_method \"interpolation\", "
+                   "multi_label false, from_logits false, num_labels, "
+                   "label_weights and thresholds null", k,
+                   md_show(v, buf, sizeof buf));
+}
+
+/* One config key of a metric object (not name or dtype). */
+static int metric_key(struct hc_eval_metric *e, const cJSON *v,
+                      const char *where)
+{
+    char buf[64];
+
+    if (e->kind == HC_EM_AUC)
+        return auc_key(v, where);
+    if (e->kind == HC_EM_BINARY_ACCURACY && !strcmp(v->string, "threshold")) {
+        if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 1) {
+            e->threshold = (float)v->valuedouble;
+            return HC_OK;
+        }
+        return md_fail(where, "threshold %s must be a number in [0, 1]",
+                       md_show(v, buf, sizeof buf));
+    }
+    if ((e->kind == HC_EM_TOP_K || e->kind == HC_EM_SPARSE_TOP_K) &&
+        !strcmp(v->string, "k")) {
+        if (cJSON_IsNumber(v) && v->valuedouble >= 1 &&
+            v->valuedouble <= 1e6 && v->valuedouble == (int)v->valuedouble) {
+            e->k = (int)v->valuedouble;
+            return HC_OK;
+        }
+        return md_fail(where, "k %s must be a whole number >= 1",
+                       md_show(v, buf, sizeof buf));
+    }
+    return md_fail(where, "%.40s %s is not supported; %s takes name, dtype%s",
+                   v->string, md_show(v, buf, sizeof buf), e->name,
+                   e->kind == HC_EM_BINARY_ACCURACY ? " and threshold"
+                   : e->kind == HC_EM_TOP_K || e->kind == HC_EM_SPARSE_TOP_K
+                   ? " and k" : "");
+}
+
+/* A metric object: Keras 3 {"module": "keras.metrics", "class_name": "AUC",
+ * "config": {...}, "registered_name": null} or tf.keras 2's
+ * {"class_name": "AUC", "config": {...}}. */
+static int metric_object(const cJSON *it, const char *where,
+                         struct hc_eval_metric *e)
+{
+    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(it, "class_name");
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(it, "config");
+    const cJSON *mod = cJSON_GetObjectItemCaseSensitive(it, "module");
+    const struct metric_row *r;
+    char buf[96];
+    int rv;
+
+    if (cJSON_IsString(cls) && !metric_row(cls->valuestring))
+        return md_fail(where, "unsupported metric class %s; supported: "
+                       METRICS_SUPPORTED, md_show(cls, buf, sizeof buf));
+    if (!cJSON_IsString(cls) || !(r = metric_row(cls->valuestring)) ||
+        (mod && !cJSON_IsNull(mod) && (!cJSON_IsString(mod) ||
+                                        strcmp(mod->valuestring,
+                                               "keras.metrics"))))
+        return md_fail(where, "unsupported metric %s; supported: "
+                       METRICS_SUPPORTED, md_show(it, buf, sizeof buf));
+    e->kind = r->kind;
+    snprintf(e->name, sizeof e->name, "%s", r->name);
+    if (cfg && !cJSON_IsNull(cfg) && !cJSON_IsObject(cfg))
+        return md_fail(where, "%s: config must be an object, got %s",
+                       r->name, md_show(cfg, buf, sizeof buf));
+    for (const cJSON *v = cfg ? cfg->child : NULL; v; v = v->next) {
+        if (!strcmp(v->string, "name") && cJSON_IsString(v) &&
+            v->valuestring[0] && strlen(v->valuestring) < sizeof e->name) {
+            snprintf(e->name, sizeof e->name, "%s", v->valuestring);
+            continue;
+        }
+        if (!strcmp(v->string, "dtype"))
+            continue;
+        if ((rv = metric_key(e, v, where)) != HC_OK)
+            return rv;
+    }
+    return HC_OK;
+}
+
 static int parse_metrics(const cJSON *root, struct hc_model *m)
 {
     const cJSON *ms = md_get(root, "metrics");
-    char where[WHERE_MAX], buf[64], n[48];
+    char where[WHERE_MAX], buf[96];
+    const struct metric_row *r;
+    int rv, i;
 
     snprintf(where, sizeof where, "%.500s: metrics", m->source);
     if (!ms)
@@ -368,16 +518,31 @@ static int parse_metrics(const cJSON *root, struct hc_model *m)
         return md_fail(where, "must be an array like [\"accuracy\"], got %s",
                        md_show(ms, buf, sizeof buf));
     for (const cJSON *it = ms->child; it; it = it->next) {
+        struct hc_eval_metric e = { .threshold = 0.5f, .k = 5 };
+
         if (cJSON_IsString(it)) {
-            md_norm(it->valuestring, n, sizeof n);
-            if (strcmp(n, "accuracy") == 0 || strcmp(n, "acc") == 0 ||
-                strcmp(n, "sparsecategoricalaccuracy") == 0) {
-                m->metric_accuracy = 1;
-                continue;
-            }
+            if (!(r = metric_row(it->valuestring)))
+                return md_fail(where, "unsupported metric %s; supported: "
+                               METRICS_SUPPORTED, md_show(it, buf,
+                                                          sizeof buf));
+            e.kind = r->kind;
+            snprintf(e.name, sizeof e.name, "%s", r->name);
+        } else if (cJSON_IsObject(it)) {
+            if ((rv = metric_object(it, where, &e)) != HC_OK)
+                return rv;
+        } else {
+            return md_fail(where, "unsupported metric %s; supported: "
+                           METRICS_SUPPORTED, md_show(it, buf, sizeof buf));
         }
-        return md_fail(where, "unsupported metric %s; the one supported is "
-                       "\"accuracy\"", md_show(it, buf, sizeof buf));
+        for (i = 0; i < m->n_metrics; i++)
+            if (!strcmp(m->metrics[i].name, e.name))
+                return md_fail(where, "metric %s is listed twice", e.name);
+        if (m->n_metrics == HC_MODEL_MAX_METRICS)
+            return md_fail(where, "more than %d metrics",
+                           HC_MODEL_MAX_METRICS);
+        m->metrics[m->n_metrics++] = e;
+        if (e.kind == HC_EM_ACCURACY)
+            m->metric_accuracy = 1;
     }
     return HC_OK;
 }

@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "eval_metric.h"
 #include "optim_conf.h"
 
 #define HC_MODEL_MAX_LAYERS 64
@@ -239,7 +240,9 @@ struct hc_model {
                                    layer softmax, or linear logits); targets
                                    per sample for mse */
     struct hc_optim_conf optim;
-    int metric_accuracy;
+    int metric_accuracy;        /* "accuracy" is among metrics */
+    int n_metrics;              /* 0 to HC_MODEL_MAX_METRICS */
+    struct hc_eval_metric metrics[HC_MODEL_MAX_METRICS]; /* in file order */
     int batch_size;
     int epochs;
     uint64_t seed;

@@ -566,37 +566,31 @@ static void optimizer(struct kx *k, const cJSON *v, cJSON *root)
     }
 }
 
+/* The metrics pass as they are (strings or serialized metric objects):
+ * the model reader checks them (model.c). */
 static void metrics(struct kx *k, const cJSON *v, cJSON *root)
 {
     cJSON *ms;
-    char n[48], buf[96];
+    char buf[96];
 
     if (cJSON_IsNull(v))
         return;
     if (!cJSON_IsArray(v)) {
-        problem(k, "compile_config", "metrics %s is not supported; use "
-                "[\"accuracy\"]", show(v, buf, sizeof buf));
+        problem(k, "compile_config", "metrics %s is not supported; use a "
+                "list like [\"accuracy\", \"AUC\"]", show(v, buf, sizeof buf));
         return;
     }
     if (!(ms = cJSON_AddArrayToObject(root, "metrics")))
         return;
+    /* Keras 3 may nest a model's one output's list: [["accuracy", "AUC"]],
+     * or each metric: [["accuracy"], ["AUC"]]. */
+    if (cJSON_GetArraySize(v) == 1 && cJSON_IsArray(v->child))
+        v = v->child;
     for (const cJSON *it = v->child; it; it = it->next) {
-        /* Keras 3 may nest a model's one output's list: [["accuracy"]]. */
         const cJSON *m = cJSON_IsArray(it) && cJSON_GetArraySize(it) == 1
                              ? it->child : it;
-        const char *s = cJSON_IsString(m) ? m->valuestring : class_of(m);
 
-        if (s) {
-            md_norm(s, n, sizeof n);
-            if (!strcmp(n, "accuracy") || !strcmp(n, "acc") ||
-                !strcmp(n, "sparsecategoricalaccuracy")) {
-                if (!cJSON_GetArraySize(ms))
-                    cJSON_AddItemToArray(ms, cJSON_CreateString("accuracy"));
-                continue;
-            }
-        }
-        problem(k, "compile_config", "metric %s is not supported; hetps has "
-                "accuracy", show(m, buf, sizeof buf));
+        cJSON_AddItemToArray(ms, cJSON_Duplicate(m, 1));
     }
 }
 

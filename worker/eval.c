@@ -42,6 +42,35 @@ int wk_evaluate(struct wk_replicas *r, const float *params,
     return HC_OK;
 }
 
+int wk_evaluate_metrics(struct wk_replicas *r, const struct hc_model *m,
+                        const float *params, const struct wk_dataset *d,
+                        int batch, float *x, double *vals)
+{
+    const int c = (int)wk_replicas_output_size(r);
+    const int bce = m->loss == HC_LOSS_BCE;
+    float *out;
+    int i, rv, any = 0;
+
+    for (i = 0; i < m->n_metrics; i++)
+        any |= m->metrics[i].kind != HC_EM_ACCURACY;
+    if (!any || d->n < 1)
+        return HC_OK;
+    if (!d->y)
+        return hc_err_set(HC_ERR_DATA, "metrics need the labels of %s",
+                          d->images_path);
+    if (!(out = malloc((size_t)d->n * (size_t)c * sizeof *out)))
+        return hc_err_set(HC_ERR_NOMEM, "out of memory for the outputs of "
+                          "%d samples (metrics)", d->n);
+    rv = wk_predict_all(r, params, d, batch, x, out);
+    for (i = 0; rv == HC_OK && i < m->n_metrics; i++)
+        if (m->metrics[i].kind != HC_EM_ACCURACY)
+            rv = hc_eval_metric_value(&m->metrics[i], bce,
+                                      m->loss_par.from_logits, out, d->y,
+                                      d->n, c, &vals[i]);
+    free(out);
+    return rv;
+}
+
 int wk_check_input(const struct hc_model *m, const struct wk_dataset *d)
 {
     const int *in = m->input.dims;

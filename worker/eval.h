@@ -22,6 +22,18 @@ int wk_evaluate(struct wk_replicas *r, const float *params,
                 double *loss, double *acc);
 
 /*
+ * The model's metrics other than "accuracy" (which wk_evaluate gives, as
+ * training does) on all of d (labelled): vals[i] for each m->metrics[i] of
+ * another kind, the others untouched; nothing to do when there are none.
+ * Predicts every sample once more (wk_predict_all) and holds all outputs:
+ * allocates d->n × wk_replicas_output_size(r) floats for the call.
+ * HC_ERR_NOMEM, or errors as wk_predict_all.
+ */
+int wk_evaluate_metrics(struct wk_replicas *r, const struct hc_model *m,
+                        const float *params, const struct wk_dataset *d,
+                        int batch, float *x, double *vals);
+
+/*
  * HC_ERR_MISMATCH, naming the images file, its image shape (H, W, C) and
  * the model's input shape, when d's images are not the model's input: an
  * input (H, W, C) takes images of exactly that shape, a flat input (N)

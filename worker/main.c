@@ -30,6 +30,7 @@
 #include "device.h"
 #include "err.h"
 #include "eval.h"
+#include "progress.h"
 #include "log.h"
 #include "metrics.h"
 #include "model.h"
@@ -317,7 +318,8 @@ static int cmd_eval(int argc, char **argv)
     struct infer a = { .cmd = "eval", .devices = "auto", .batch = 256 };
     struct wk_dataset d = { 0 };
     int32_t *y = NULL;
-    double loss, acc;
+    double loss, acc, vm[HC_MODEL_MAX_METRICS] = { 0 };
+    char more[640];
     int c, rv, status;
 
     optind = 1;
@@ -354,9 +356,13 @@ static int cmd_eval(int argc, char **argv)
         goto out;
     }
     rv = wk_evaluate(a.rep, a.params, &d, a.batch, a.x, y, &loss, &acc);
+    if (rv == HC_OK)
+        rv = wk_evaluate_metrics(a.rep, a.m, a.params, &d, a.batch, a.x, vm);
     if (rv == HC_OK) {
-        printf("eval: %s on %d samples of %s: loss %.4f - accuracy %.4f\n",
-               a.m->name, d.n, d.images_path, loss, acc);
+        wk_progress_metrics(more, sizeof more, "", a.m->metrics,
+                            a.m->n_metrics, vm);
+        printf("eval: %s on %d samples of %s: loss %.4f - accuracy %.4f%s\n",
+               a.m->name, d.n, d.images_path, loss, acc, more);
         status = 0;
     }
 out:
@@ -524,6 +530,8 @@ static int start_watch(struct wk_watch *w, const struct hc_cluster *cl,
     wc.progress_interval_s = progress_s;
     wc.metrics = *metrics;
     wc.logdir = chief ? logdir : NULL;
+    wc.val_metrics = m->metrics;
+    wc.n_val_metrics = m->n_metrics;
     if ((rv = wk_watch_open(w, &wc)) != HC_OK)
         return rv;
     if (!*http)

@@ -21,6 +21,27 @@ void wk_progress_init(struct wk_progress *p, FILE *out, int verbose, int tty,
     p->interval_s = interval_s > 0 ? interval_s : 5.0;
 }
 
+size_t wk_progress_metrics(char *buf, size_t len, const char *prefix,
+                           const struct hc_eval_metric *ms, int n,
+                           const double *v)
+{
+    size_t k = 0;
+    int i, w;
+
+    if (len)
+        buf[0] = '\0';
+    for (i = 0; i < n && k < len; i++) {
+        if (ms[i].kind == HC_EM_ACCURACY)
+            continue;
+        w = snprintf(buf + k, len - k, " - %s%s: %.4f", prefix, ms[i].name,
+                     v[i]);
+        if (w < 0)
+            break;
+        k += (size_t)w < len - k ? (size_t)w : len - k - 1;
+    }
+    return k;
+}
+
 void wk_progress_eta(double s, char *buf, size_t len)
 {
     long t = s > 0 ? (long)(s + 0.5) : 0;
@@ -133,16 +154,19 @@ void wk_progress_step(struct wk_progress *p, long step, int n, double loss,
 
 void wk_progress_end(struct wk_progress *p, const struct wk_epoch_stats *s)
 {
-    char line[640], ps[32], val[96] = "";
+    char line[1280], ps[32], val[640] = "";
     double rate = s->seconds > 0 ? (double)s->samples / s->seconds : 0;
     int k;
 
     if (p->verbose == 0)
         return;
     per_step(s->steps > 0 ? s->seconds / (double)s->steps : 0, ps, sizeof ps);
-    if (s->has_val)
-        snprintf(val, sizeof val, " - val_loss: %.4f - val_accuracy: %.4f",
-                 s->val_loss, s->val_acc);
+    if (s->has_val) {
+        k = snprintf(val, sizeof val, " - val_loss: %.4f - val_accuracy: "
+                     "%.4f", s->val_loss, s->val_acc);
+        wk_progress_metrics(val + k, sizeof val - (size_t)k, "val_",
+                            p->metrics, p->n_metrics, s->val_metric);
+    }
     if (p->verbose == 1 && p->tty) {
         long steps = p->target > 0 ? p->target : s->steps;
 

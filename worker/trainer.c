@@ -30,6 +30,7 @@
 #include "data.h"
 #include "err.h"
 #include "eval.h"
+#include "progress.h"
 #include "log.h"
 #include "device.h"
 #include "watch.h"
@@ -298,6 +299,9 @@ static int epoch_end(struct run *r, int epoch, double dt, double loss_sum,
         if (rv == HC_OK)
             rv = wk_evaluate(r->rep, r->params, &r->test, r->max_batch, r->x,
                              r->y, &s.val_loss, &s.val_acc);
+        if (rv == HC_OK)
+            rv = wk_evaluate_metrics(r->rep, r->m, r->params, &r->test,
+                                     r->max_batch, r->x, s.val_metric);
         if (rv != HC_OK)
             return rv;
         s.has_val = 1;
@@ -837,7 +841,8 @@ static int run_sync(struct run *r)
  * waited for like the others. */
 static int final_eval(struct run *r)
 {
-    double t_end = hc_now_s() + 600, vl, va;
+    double t_end = hc_now_s() + 600, vl, va, vm[HC_MODEL_MAX_METRICS] = { 0 };
+    char more[640];
     int waited = 0, rv, others = others_in_job(r);
 
     while (others && !others_done(r->pc, r->c->cluster, r->c->worker) && hc_now_s() < t_end &&
@@ -848,10 +853,14 @@ static int final_eval(struct run *r)
     }
     if ((rv = pc_pull(r->pc, r->params, NULL)) ||
         (rv = wk_evaluate(r->rep, r->params, &r->test, r->max_batch, r->x, r->y,
-                          &vl, &va)))
+                          &vl, &va)) ||
+        (rv = wk_evaluate_metrics(r->rep, r->m, r->params, &r->test,
+                                  r->max_batch, r->x, vm)))
         return rv;
+    wk_progress_metrics(more, sizeof more, "val_", r->m->metrics,
+                        r->m->n_metrics, vm);
     printf("Final weights (all workers done): val_loss: %.4f - "
-           "val_accuracy: %.4f\n", vl, va);
+           "val_accuracy: %.4f%s\n", vl, va, more);
     fflush(stdout);
     return HC_OK;
 }

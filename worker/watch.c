@@ -27,6 +27,8 @@ int wk_watch_open(struct wk_watch *w, const struct wk_watch_conf *c)
     w->pt_every = 1;
     wk_progress_init(&w->prog, stdout, c->verbose, c->tty, c->epochs,
                      c->progress_interval_s);
+    w->prog.metrics = c->val_metrics;
+    w->prog.n_metrics = c->n_val_metrics;
     w->pts = calloc(WK_WATCH_POINTS, sizeof *w->pts);
     w->ep = calloc(WK_WATCH_EPOCHS, sizeof *w->ep);
     if (!w->pts || !w->ep)
@@ -79,7 +81,11 @@ int wk_watch_open(struct wk_watch *w, const struct wk_watch_conf *c)
             "samples_per_s,seconds");
     for (i = 0; i < w->c.n_workers; i++)
         fprintf(w->csv, ",worker_%d_compute_samples_per_s", i);
-    fprintf(w->csv, ",learning_rate\n");
+    fprintf(w->csv, ",learning_rate");
+    for (i = 0; i < c->n_val_metrics; i++)
+        if (c->val_metrics[i].kind != HC_EM_ACCURACY)
+            fprintf(w->csv, ",val_%s", c->val_metrics[i].name);
+    fprintf(w->csv, "\n");
     fflush(w->csv);
     hc_info("summaries: %s (TensorBoard) and %s", hc_tfevents_path(w->tf),
             w->csv_path);
@@ -208,9 +214,10 @@ static void workers_of(struct wk_watch_epoch *e, struct pc_client *pc,
 
 static void write_summaries(struct wk_watch *w, const struct wk_watch_epoch *e)
 {
-    const char *tags[6 + 3 * WK_WATCH_MAX_WORKERS];
-    char names[3 * WK_WATCH_MAX_WORKERS][48];
-    float v[6 + 3 * WK_WATCH_MAX_WORKERS];
+    const char *tags[6 + HC_MODEL_MAX_METRICS + 3 * WK_WATCH_MAX_WORKERS];
+    char names[3 * WK_WATCH_MAX_WORKERS][48], mnames[HC_MODEL_MAX_METRICS][64];
+    float v[6 + HC_MODEL_MAX_METRICS + 3 * WK_WATCH_MAX_WORKERS];
+    const struct hc_eval_metric *ms = w->c.val_metrics;
     const struct wk_epoch_stats *s = &e->s;
     float rate = s->seconds > 0 ? (float)(s->samples / s->seconds) : 0;
     int n = 0, k;
@@ -222,6 +229,12 @@ static void write_summaries(struct wk_watch *w, const struct wk_watch_epoch *e)
     if (s->has_val) {
         tags[n] = "epoch/val_loss", v[n++] = (float)s->val_loss;
         tags[n] = "epoch/val_accuracy", v[n++] = (float)s->val_acc;
+        for (k = 0; k < w->c.n_val_metrics; k++) {
+            if (ms[k].kind == HC_EM_ACCURACY)
+                continue;
+            snprintf(mnames[k], sizeof mnames[k], "epoch/val_%s", ms[k].name);
+            tags[n] = mnames[k], v[n++] = (float)s->val_metric[k];
+        }
     }
     for (k = 0; k < e->n_workers; k++) {
         snprintf(names[3 * k], sizeof names[0], "worker_%d/compute_samples_per_s", k);
@@ -249,7 +262,15 @@ static void write_summaries(struct wk_watch *w, const struct wk_watch_epoch *e)
     fprintf(w->csv, "%.1f,%.3f", rate, s->seconds);
     for (k = 0; k < e->n_workers; k++)
         fprintf(w->csv, ",%.1f", e->speed[k]);
-    fprintf(w->csv, ",%.9g\n", (double)w->lr);
+    fprintf(w->csv, ",%.9g", (double)w->lr);
+    for (k = 0; k < w->c.n_val_metrics; k++)
+        if (ms[k].kind != HC_EM_ACCURACY) {
+            if (s->has_val)
+                fprintf(w->csv, ",%.6f", s->val_metric[k]);
+            else
+                fprintf(w->csv, ",");
+        }
+    fprintf(w->csv, "\n");
     if (fflush(w->csv) != 0)
         hc_warn("cannot write %s: %s", w->csv_path, strerror(errno));
 }

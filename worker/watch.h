@@ -39,6 +39,11 @@ struct wk_watch_conf {
     double progress_interval_s;
     struct hc_metrics *metrics; /* NULL: no series */
     const char *logdir;         /* summaries here (chief); NULL: none */
+    const struct hc_eval_metric *val_metrics; /* the model's metrics
+                                                 (n_val_metrics), printed
+                                                 and written as val_<name>
+                                                 after val_accuracy */
+    int n_val_metrics;
 };
 
 /* One point of the step curve. */

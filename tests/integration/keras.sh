@@ -18,7 +18,9 @@
 #   5. a Keras 3 model of the newer mathematics (HeNormal with L2,
 #      ReLU(6.0), swish, gelu with L1L2, LeakyReLU, categorical
 #      cross-entropy with label smoothing, the labels made one-hot on the
-#      worker) trains: one epoch reaches 0.8 validation accuracy;
+#      worker) trains: one epoch reaches 0.8 validation accuracy; compiled
+#      with metrics ["accuracy", AUC], val_auc is in the epoch line and
+#      training.csv;
 #   6. --optimizer replaces what a file says (Keras 2's to_json has no
 #      compile_config): the shards apply SGD at 0.05.
 . "$(dirname "$0")/lib.inc"
@@ -164,12 +166,30 @@ aacc=$(sed -n 's/.*\[worker:0\] Final weights.*val_accuracy: \([0-9.]*\).*/\1/p'
 awk -v a="$aacc" 'BEGIN { exit !(a >= 0.8) }' || fail "a job started from the .keras is at $aacc after one step"
 ok "round trip: eval of the .keras $eacc = the job's $acc; a job started from it: $aacc after one step"
 
-# 5. The newer mathematics, from Keras 3's file, trains.
-mout=$(train math $K/fashion_math.keras3.json)
+# 5. The newer mathematics, from Keras 3's file, trains; compiled with
+#    metrics ["accuracy", AUC] it prints val_auc and writes it to
+#    training.csv.
+$PY - $K/fashion_math.keras3.json "$T/math.json" <<'PY' || fail "cannot add AUC to fashion_math"
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["compile_config"]["metrics"] = ["accuracy", {"module": "keras.metrics",
+    "class_name": "AUC", "config": {"name": "auc", "dtype": "float32",
+    "num_thresholds": 200, "curve": "ROC", "summation_method": "interpolation",
+    "multi_label": False, "num_labels": None, "label_weights": None,
+    "from_logits": False, "thresholds": None}, "registered_name": None}]
+json.dump(d, open(sys.argv[2], "w"))
+PY
+mout=$(train math "$T/math.json")
 macc=$(sed -n 2p "$T/math/logs/training.csv" 2>/dev/null | cut -d, -f5)
 awk -v a="$macc" 'BEGIN { exit !(a >= 0.8) }' ||
     fail "fashion_math.keras3.json: val_accuracy '$macc' after one epoch ($mout)"
 ok "HeNormal + L2, ReLU(6.0), swish, gelu + L1L2, LeakyReLU, categorical CE with label smoothing: val_accuracy $macc after one epoch"
+head -1 "$T/math/logs/training.csv" | grep -q ',val_auc$' || fail "training.csv has no val_auc column: $(head -1 "$T/math/logs/training.csv")"
+mauc=$(sed -n 2p "$T/math/logs/training.csv" | awk -F, '{ print $NF }')
+lauc=$(sed -n 's/.*\[worker:0\] Epoch 1\/1 .* - val_auc: \([0-9.]*\) .*/\1/p' "$T/math.log")
+awk -v a="$mauc" 'BEGIN { exit !(a >= 0.9 && a <= 1) }' || fail "val_auc '$mauc' after one epoch"
+[ -n "$lauc" ] && [ "$lauc" = "$(printf '%.4f' "$mauc")" ] || { grep 'Epoch 1/1' "$T/math.log"; fail "the epoch line's val_auc '$lauc' is not training.csv's $mauc"; }
+ok "metrics [accuracy, AUC]: val_auc $lauc in the epoch line and training.csv"
 
 # 6. The command line's optimizer, to the shards.
 "$BIN/hetps-ps" --cluster "$T/cluster.json" --task ps:0 --data-dir "$T/sgd/ps-0" > "$T/sgd-ps.log" 2>&1 &

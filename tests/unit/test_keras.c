@@ -44,6 +44,13 @@ static void expect_same(const struct hc_model *a, const struct hc_model *b)
     CU_ASSERT_EQUAL(a->seed, b->seed);
     CU_ASSERT_EQUAL(a->n_layers, b->n_layers);
     CU_ASSERT_EQUAL(a->metric_accuracy, b->metric_accuracy);
+    CU_ASSERT_EQUAL_FATAL(a->n_metrics, b->n_metrics);
+    for (int i = 0; i < a->n_metrics; i++) {
+        CU_ASSERT_EQUAL(a->metrics[i].kind, b->metrics[i].kind);
+        CU_ASSERT_STRING_EQUAL(a->metrics[i].name, b->metrics[i].name);
+        CU_ASSERT_EQUAL(a->metrics[i].k, b->metrics[i].k);
+        CU_ASSERT_EQUAL(a->metrics[i].threshold, b->metrics[i].threshold);
+    }
     CU_ASSERT_EQUAL_FATAL(a->n_params, b->n_params);
     for (int i = 0; i < a->n_layers && i < b->n_layers; i++)
         CU_ASSERT_STRING_EQUAL(a->layers[i].device, b->layers[i].device);
@@ -215,8 +222,12 @@ static void test_config_table(void)
         {SEQ(FLAT ", " OUT, ", 'compile_config': {'loss': {'class_name': "
              "'MeanSquaredError', 'config': {'from_logits': true}}}"),
          "loss (mean_squared_error): unknown key \"from_logits\""},
-        {SEQ(FLAT ", " OUT, ", 'compile_config': {'metrics': ['auc']}"),
-         "metric \"auc\" is not supported"},
+        {SEQ(FLAT ", " OUT, ", 'compile_config': {'metrics': ['precision']}"),
+         "unsupported metric \"precision\"; supported: accuracy"},
+        {SEQ(FLAT ", " OUT, ", 'compile_config': {'metrics': [{'module': "
+             "'keras.metrics', 'class_name': 'AUC', 'config': {'name': "
+             "'auc', 'curve': 'PR'}, 'registered_name': null}]}"),
+         "curve \"PR\" is not supported; hetps computes the ROC AUC"},
         {SEQ(FLAT ", " OUT, ", 'compile_config': {'loss_weights': [2]}"),
          "compile_config: loss_weights (2) is not supported"},
         {SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'dense', "
@@ -424,7 +435,10 @@ static void test_config_values(void)
     CU_ASSERT_EQUAL(ma->optim.type, HC_OPT_MOMENTUM);
     CU_ASSERT(ma->optim.lr == 0.05f && ma->optim.momentum == 0.9f);
     CU_ASSERT_EQUAL(ma->optim.nesterov, 1);
-    CU_ASSERT_EQUAL(ma->metric_accuracy, 1);
+    CU_ASSERT_EQUAL(ma->n_metrics, 1);
+    CU_ASSERT_EQUAL(ma->metrics[0].kind, HC_EM_SPARSE_CATEGORICAL_ACCURACY);
+    CU_ASSERT_STRING_EQUAL(ma->metrics[0].name,
+                           "sparse_categorical_accuracy");
     /* Keras 2: the input from the first layer's batch_input_shape. */
     dq("{'class_name': 'Sequential', 'config': {'layers': [{'class_name': "
        "'Dense', 'config': {'name': 'dense', 'units': 3, 'activation': "
@@ -742,6 +756,31 @@ static void test_pool_pad_reshape(void)
     free(json);
 }
 
+/* compile_config's metrics, as strings and Keras 3 objects, are read and
+ * written back so that reading the export gives the same metrics. */
+static void test_metrics_round_trip(void)
+{
+    char buf[4096], *json = NULL;
+
+    dq(SEQ(FLAT ", " OUT, ", 'compile_config': {'metrics': [['accuracy', "
+           "{'module': 'keras.metrics', 'class_name': 'AUC', 'config': "
+           "{'name': 'auc', 'dtype': 'float32', 'num_thresholds': 200, "
+           "'curve': 'ROC'}, 'registered_name': null}, {'class_name': "
+           "'SparseTopKCategoricalAccuracy', 'config': {'name': 'top3', "
+           "'k': 3}}, 'binary_accuracy']]}"), buf, sizeof buf);
+    if (hc_model_parse(buf, strlen(buf), "k", ma) != HC_OK)
+        printf("\n  %s\n", hc_err_msg());
+    CU_ASSERT_EQUAL_FATAL(ma->n_metrics, 4);
+    CU_ASSERT_STRING_EQUAL(ma->metrics[1].name, "auc");
+    CU_ASSERT_EQUAL(ma->metrics[2].k, 3);
+    CU_ASSERT_EQUAL(ma->metrics[3].kind, HC_EM_BINARY_ACCURACY);
+    CU_ASSERT_EQUAL_FATAL(hc_keras_config_json(ma, &json), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(json, strlen(json), "k2", mb),
+                          HC_OK);
+    expect_same(ma, mb);
+    free(json);
+}
+
 /* --loss and --optimizer replace what a file says, Keras's or hetps's. */
 static void test_compile_flags(void)
 {
@@ -911,6 +950,7 @@ void hp_test_register(void)
     CU_add_test(s, "the unsupported fixture", test_unsupported_fixture);
     CU_add_test(s, "refused configs", test_config_table);
     CU_add_test(s, "config values", test_config_values);
+    CU_add_test(s, "metrics round trip", test_metrics_round_trip);
     CU_add_test(s, "activations", test_activations);
     CU_add_test(s, "initializers", test_initializers);
     CU_add_test(s, "losses", test_losses);

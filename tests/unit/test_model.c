@@ -487,6 +487,50 @@ static void test_optimizers_and_outputs(void)
 
 /* ---- bad model files ------------------------------------------------------------ */
 
+/* The metrics in each form: names, Keras 3 and tf.keras 2 objects, their
+ * settings and names; the refusals are rows of test_bad_models. */
+static void test_metrics(void)
+{
+    static const char q[] =
+        "{'input_shape': [4], 'loss': 'sparse_categorical_crossentropy', "
+        "'optimizer': 'sgd', 'layers': [{'type': 'dense', 'units': 3, "
+        "'activation': 'softmax'}], 'metrics': ['acc', 'AUC', "
+        "{'class_name': 'SparseTopKCategoricalAccuracy', 'config': "
+        "{'name': 'top2', 'dtype': 'float32', 'k': 2}}, "
+        "{'module': 'keras.metrics', 'class_name': 'BinaryAccuracy', "
+        "'config': {'name': 'binary_accuracy', 'dtype': 'float32', "
+        "'threshold': 0.7}, 'registered_name': null}, "
+        "'sparse_top_k_categorical_accuracy', "
+        "{'module': 'keras.metrics', 'class_name': 'AUC', 'config': "
+        "{'name': 'auc_1', 'dtype': 'float32', 'num_thresholds': 200, "
+        "'curve': 'ROC', 'summation_method': 'interpolation', "
+        "'multi_label': false, 'num_labels': null, 'label_weights': null, "
+        "'from_logits': false, 'thresholds': null}, "
+        "'registered_name': null}]}";
+    struct hc_model *m = model;
+
+    if (parse_q(q, m) != HC_OK) {
+        printf("\n  %s\n", hc_err_msg());
+        CU_FAIL_FATAL("parse");
+    }
+    CU_ASSERT_EQUAL(m->n_metrics, 6);
+    CU_ASSERT_EQUAL(m->metric_accuracy, 1);
+    CU_ASSERT_EQUAL(m->metrics[0].kind, HC_EM_ACCURACY);
+    CU_ASSERT_STRING_EQUAL(m->metrics[0].name, "accuracy");
+    CU_ASSERT_EQUAL(m->metrics[1].kind, HC_EM_AUC);
+    CU_ASSERT_STRING_EQUAL(m->metrics[1].name, "auc");
+    CU_ASSERT_EQUAL(m->metrics[2].kind, HC_EM_SPARSE_TOP_K);
+    CU_ASSERT_STRING_EQUAL(m->metrics[2].name, "top2");
+    CU_ASSERT_EQUAL(m->metrics[2].k, 2);
+    CU_ASSERT_EQUAL(m->metrics[3].kind, HC_EM_BINARY_ACCURACY);
+    CU_ASSERT_DOUBLE_EQUAL(m->metrics[3].threshold, 0.7, 1e-6);
+    CU_ASSERT_STRING_EQUAL(m->metrics[4].name,
+                           "sparse_top_k_categorical_accuracy");
+    CU_ASSERT_EQUAL(m->metrics[4].k, 5);
+    CU_ASSERT_STRING_EQUAL(m->metrics[5].name, "auc_1");
+}
+
+
 #define HEAD "{'input_shape': [28, 28, 1], 'loss': " \
              "'sparse_categorical_crossentropy', 'optimizer': 'adam', "
 #define OUT  "{'type': 'flatten'}, {'type': 'dense', 'units': 10, " \
@@ -725,8 +769,43 @@ static void test_bad_models(void)
          " 0.1}, 'layers': [{'type': 'dense', 'units': 2}]}",
          "optimizer: missing required key \"type\""},
         {"{'input_shape': [4], 'loss': 'mse', 'optimizer': 'sgd', "
-         "'metrics': ['auc'], 'layers': [{'type': 'dense', 'units': 2}]}",
-         "test.json: metrics: unsupported metric \"auc\""},
+         "'metrics': ['precision'], 'layers': [{'type': 'dense', 'units': 2}]}",
+         "test.json: metrics: unsupported metric \"precision\"; supported: "
+         "accuracy, binary_accuracy (threshold), categorical_accuracy, "
+         "sparse_categorical_accuracy, top_k_categorical_accuracy (k), "
+         "sparse_top_k_categorical_accuracy (k), AUC (curve \"ROC\", exact)"},
+        {"{'input_shape': [4], 'loss': 'mse', 'optimizer': 'sgd', "
+         "'metrics': [{'class_name': 'AUC', 'config': {'curve': 'PR'}}], "
+         "'layers': [{'type': 'dense', 'units': 2}]}",
+         "test.json: metrics: curve \"PR\" is not supported; hetps "
+         "computes the ROC AUC (curve \"ROC\")"},
+        {"{'input_shape': [4], 'loss': 'mse', 'optimizer': 'sgd', "
+         "'metrics': [{'class_name': 'AUC', 'config': {'multi_label': "
+         "true}}], 'layers': [{'type': 'dense', 'units': 2}]}",
+         "metrics: multi_label true is not supported; AUC takes "
+         "num_thresholds"},
+        {"{'input_shape': [4], 'loss': 'mse', 'optimizer': 'sgd', "
+         "'metrics': [{'class_name': 'AUC', 'config': {'summation_method': "
+         "'minoring'}}], 'layers': [{'type': 'dense', 'units': 2}]}",
+         "summation_method \"minoring\" is not supported"},
+        {"{'input_shape': [4], 'loss': 'mse', 'optimizer': 'sgd', "
+         "'metrics': [{'class_name': 'Precision', 'config': {}}], "
+         "'layers': [{'type': 'dense', 'units': 2}]}",
+         "metrics: unsupported metric class \"Precision\"; supported: "
+         "accuracy"},
+        {"{'input_shape': [4], 'loss': 'mse', 'optimizer': 'sgd', "
+         "'metrics': [{'class_name': 'TopKCategoricalAccuracy', 'config': "
+         "{'k': 0}}], 'layers': [{'type': 'dense', 'units': 2}]}",
+         "metrics: k 0 must be a whole number >= 1"},
+        {"{'input_shape': [4], 'loss': 'mse', 'optimizer': 'sgd', "
+         "'metrics': [{'class_name': 'BinaryAccuracy', 'config': "
+         "{'k': 3}}], 'layers': [{'type': 'dense', 'units': 2}]}",
+         "metrics: k 3 is not supported; binary_accuracy takes name, dtype "
+         "and threshold"},
+        {"{'input_shape': [4], 'loss': 'mse', 'optimizer': 'sgd', "
+         "'metrics': ['accuracy', 'acc'], 'layers': [{'type': 'dense', "
+         "'units': 2}]}",
+         "metrics: metric accuracy is listed twice"},
         {"{'input_shape': [4], 'loss': 'mse', 'optimizer': 'sgd', "
          "'batch_size': 0, 'layers': [{'type': 'dense', 'units': 2}]}",
          "\"batch_size\" must be from 1 to 1048576, got 0"},
@@ -1221,6 +1300,7 @@ void hp_test_register(void)
     CU_add_test(s, "Keras defaults and names", test_defaults_and_names);
     CU_add_test(s, "optimizers and output layers",
                 test_optimizers_and_outputs);
+    CU_add_test(s, "metrics", test_metrics);
     CU_add_test(s, "bad model files", test_bad_models);
     CU_add_test(s, "load errors", test_load_errors);
     CU_add_test(s, "losses", test_losses);

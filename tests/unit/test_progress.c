@@ -2,7 +2,8 @@
  * test_progress.c — Keras-style progress output (worker/progress.c), driven
  * by a fake clock into a memory stream: the plain lines' period and format
  * (never a '\r'), the terminal bar's redraws, padding and final line,
- * verbose 2 and 0, and Keras's ETA texts.
+ * verbose 2 and 0, the model's metrics (val_auc …) and Keras's ETA
+ * texts.
  */
 #include "cu.h"
 #include "worker/progress.h"
@@ -63,6 +64,41 @@ static void test_plain_lines(void)
     free(out);
 }
 
+/* The model's other metrics follow val_accuracy in its order, with
+ * Keras's names; "accuracy" itself is not repeated. */
+static void test_metrics(void)
+{
+    const struct hc_eval_metric ms[3] = {
+        { .kind = HC_EM_ACCURACY, .name = "accuracy" },
+        { .kind = HC_EM_AUC, .name = "auc" },
+        { .kind = HC_EM_SPARSE_TOP_K, .name = "sparse_top_k_categorical_accuracy",
+          .k = 5 } };
+    struct wk_epoch_stats s = { .steps = 1, .samples = 32, .seconds = 1,
+                                .has_val = 1, .val_loss = 0.25,
+                                .val_acc = 0.875,
+                                .val_metric = { 0, 0.96875, 1 } };
+    struct wk_progress p;
+    char *buf = NULL, small[24];
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+
+    wk_progress_init(&p, f, 2, 0, 1, 1.0);
+    p.metrics = ms;
+    p.n_metrics = 3;
+    wk_progress_begin(&p, 0, 1, 0.0);
+    wk_progress_end(&p, &s);
+    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, " - val_loss: 0.2500 - val_accuracy: "
+                                       "0.8750 - val_auc: 0.9688 - "
+                                       "val_sparse_top_k_categorical_accuracy"
+                                       ": 1.0000 - 32 samples/s\n"));
+    free(buf);
+    /* a short buffer is cut, terminated */
+    CU_ASSERT_EQUAL(wk_progress_metrics(small, sizeof small, "", ms, 3,
+                                        s.val_metric), sizeof small - 1);
+    CU_ASSERT_STRING_EQUAL(small, " - auc: 0.9688 - sparse");
+}
+
 static void test_terminal_bar(void)
 {
     char *out = epoch_of_10(1, 1, 3.0);
@@ -114,6 +150,7 @@ void hp_test_register(void)
 
     CU_add_test(s, "plain lines, not a terminal", test_plain_lines);
     CU_add_test(s, "terminal bar", test_terminal_bar);
+    CU_add_test(s, "the model's metrics after val_accuracy", test_metrics);
     CU_add_test(s, "verbose 2 and 0", test_verbose_2_and_0);
     CU_add_test(s, "ETA texts", test_eta);
 }
