@@ -18,7 +18,14 @@
 #   5. deploy/models/fashion_gap.json (ZeroPadding2D, convolutions, max
 #      and "same" average pooling, GlobalAveragePooling2D) trains 500 steps:
 #      the loss falls well below ln 10 and the test accuracy passes 60 %;
-#      its Keras 3 and tf.keras 2 twins train 20 steps to the same loss.
+#      its Keras 3 and tf.keras 2 twins train 20 steps to the same loss;
+#   6. deploy/models/fashion_mobile.json (MobileNetV2-style: DepthwiseConv2D,
+#      ReLU(6.0), Add) trains 300 steps: the loss falls below 1 and the test
+#      accuracy passes 75 %; its .weights.h5 holds each depthwise layer's
+#      depthwise_kernel (kh, kw, C, depth_multiplier) and bias at vars/0
+#      and vars/1 with the .npy values; tests/unit/keras/mobile_block from
+#      hetps's file, Keras 3's and tf.keras 2's JSON trains 20 steps to the
+#      same loss.
 . "$(dirname "$0")/lib.inc"
 need_data
 /usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null || { echo "skipped: /usr/bin/python3 lacks h5py (python3-h5py)"; exit 77; }
@@ -129,3 +136,36 @@ twenty_steps deploy/models/fashion_gap.json deploy/models/keras/fashion_gap.kera
 set -- $losses
 [ $# -eq 3 ] && [ "$1" = "$2" ] && [ "$1" = "$3" ] || fail "20 steps of fashion_gap's three files: losses$losses"
 ok "fashion_gap from hetps's file, Keras 3's and tf.keras 2's JSON: the same 20 steps, loss $1"
+
+# 6. MobileNetV2-style: depthwise convolutions, ReLU(6.0), Add; 300 steps.
+"$BIN/hetps" launch --data-dir "$T/mobile" "$T/cluster.json" -- \
+    --model deploy/models/fashion_mobile.json --max-steps 300 > "$T/mobile.log" 2>&1 ||
+    { tail -30 "$T/mobile.log"; fail "training fashion_mobile"; }
+loss=$(sed -n 2p "$T/mobile/logs/training.csv" | cut -d, -f2)
+acc=$(sed -n 's/.*\[worker:0\] Final weights.*val_accuracy: \([0-9.]*\).*/\1/p' "$T/mobile.log")
+[ -n "$loss" ] && [ -n "$acc" ] || fail "fashion_mobile: no training loss or final accuracy"
+awk -v l="$loss" -v a="$acc" 'BEGIN { exit !(l < 1.0 && a >= 0.75) }' ||
+    fail "fashion_mobile, 300 steps: mean loss $loss (from ln 10 = 2.30), accuracy $acc"
+ok "MobileNetV2-style model, 300 steps: mean training loss $loss (from 2.30), test accuracy $acc"
+"$BIN/hetps" export --data-dir "$T/mobile" --out "$T/mobile-npy" "$T/cluster.json" > /dev/null ||
+    fail "export fashion_mobile .npy"
+"$BIN/hetps" export --format keras --model deploy/models/fashion_mobile.json \
+    --data-dir "$T/mobile" --out "$T/mobile.weights.h5" "$T/cluster.json" > /dev/null ||
+    fail "export fashion_mobile .weights.h5"
+$PY - "$T" <<'PY' || fail "fashion_mobile's export is not Keras's layout"
+import h5py, sys, numpy as np
+t = sys.argv[1]
+f = h5py.File(f"{t}/mobile.weights.h5", "r")
+for group, name, shape in (("depthwise_conv2d", "block1_dw", (3, 3, 32, 1)),
+                           ("depthwise_conv2d_1", "down_dw", (3, 3, 16, 2))):
+    k, b = f[f"layers/{group}/vars/0"], f[f"layers/{group}/vars/1"]
+    assert k.shape == shape and b.shape == (shape[2] * shape[3],), (group, k.shape, b.shape)
+    assert np.array_equal(k[()], np.load(f"{t}/mobile-npy/{name}/depthwise_kernel.npy")), name
+    assert np.array_equal(b[()], np.load(f"{t}/mobile-npy/{name}/bias.npy")), name
+print("h5py: both depthwise layers' depthwise_kernel and bias at vars/0, vars/1 with the .npy values")
+PY
+twenty_steps tests/unit/keras/mobile_block.json tests/unit/keras/mobile_block.keras3.json \
+    tests/unit/keras/mobile_block.keras2.json
+set -- $losses
+[ $# -eq 3 ] && [ "$1" = "$2" ] && [ "$1" = "$3" ] || fail "20 steps of mobile_block's three files: losses$losses"
+ok "mobile_block from hetps's file, Keras 3's and tf.keras 2's JSON: the same 20 steps, loss $1"
