@@ -121,15 +121,22 @@ set -- $losses
 [ $# -eq 3 ] && [ "$1" = "$2" ] && [ "$1" = "$3" ] || fail "20 steps of the three files: losses$losses"
 ok "the residual block from hetps's file, Keras 3's and tf.keras 2's Functional JSON: the same 20 steps, loss $1"
 
+# train_check MODEL DIR STEPS MAX_LOSS MIN_ACC: MODEL trains STEPS steps
+# into $T/DIR; its mean training loss ($loss) must fall below MAX_LOSS
+# and its final test accuracy ($acc) reach MIN_ACC.
+train_check() {
+    "$BIN/hetps" launch --data-dir "$T/$2" "$T/cluster.json" -- \
+        --model "$1" --max-steps "$3" > "$T/$2.log" 2>&1 ||
+        { tail -30 "$T/$2.log"; fail "training $1"; }
+    loss=$(sed -n 2p "$T/$2/logs/training.csv" | cut -d, -f2)
+    acc=$(sed -n 's/.*\[worker:0\] Final weights.*val_accuracy: \([0-9.]*\).*/\1/p' "$T/$2.log")
+    [ -n "$loss" ] && [ -n "$acc" ] || fail "$1: no training loss or final accuracy"
+    awk -v l="$loss" -v a="$acc" -v ml="$4" -v ma="$5" 'BEGIN { exit !(l < ml && a >= ma) }' ||
+        fail "$1, $3 steps: mean loss $loss (from ln 10 = 2.30), accuracy $acc"
+}
+
 # 5. Global average pooling after convolutions, 500 steps; its Keras twins.
-"$BIN/hetps" launch --data-dir "$T/gap" "$T/cluster.json" -- \
-    --model deploy/models/fashion_gap.json --max-steps 500 > "$T/gap.log" 2>&1 ||
-    { tail -30 "$T/gap.log"; fail "training fashion_gap"; }
-loss=$(sed -n 2p "$T/gap/logs/training.csv" | cut -d, -f2)
-acc=$(sed -n 's/.*\[worker:0\] Final weights.*val_accuracy: \([0-9.]*\).*/\1/p' "$T/gap.log")
-[ -n "$loss" ] && [ -n "$acc" ] || fail "fashion_gap: no training loss or final accuracy"
-awk -v l="$loss" -v a="$acc" 'BEGIN { exit !(l < 1.5 && a >= 0.6) }' ||
-    fail "fashion_gap, 500 steps: mean loss $loss (from ln 10 = 2.30), accuracy $acc"
+train_check deploy/models/fashion_gap.json gap 500 1.5 0.6
 ok "global average pooling model, 500 steps: mean training loss $loss (from 2.30), test accuracy $acc"
 twenty_steps deploy/models/fashion_gap.json deploy/models/keras/fashion_gap.keras3.json \
     deploy/models/keras/fashion_gap.keras2.json
@@ -138,14 +145,7 @@ set -- $losses
 ok "fashion_gap from hetps's file, Keras 3's and tf.keras 2's JSON: the same 20 steps, loss $1"
 
 # 6. MobileNetV2-style: depthwise convolutions, ReLU(6.0), Add; 300 steps.
-"$BIN/hetps" launch --data-dir "$T/mobile" "$T/cluster.json" -- \
-    --model deploy/models/fashion_mobile.json --max-steps 300 > "$T/mobile.log" 2>&1 ||
-    { tail -30 "$T/mobile.log"; fail "training fashion_mobile"; }
-loss=$(sed -n 2p "$T/mobile/logs/training.csv" | cut -d, -f2)
-acc=$(sed -n 's/.*\[worker:0\] Final weights.*val_accuracy: \([0-9.]*\).*/\1/p' "$T/mobile.log")
-[ -n "$loss" ] && [ -n "$acc" ] || fail "fashion_mobile: no training loss or final accuracy"
-awk -v l="$loss" -v a="$acc" 'BEGIN { exit !(l < 1.0 && a >= 0.75) }' ||
-    fail "fashion_mobile, 300 steps: mean loss $loss (from ln 10 = 2.30), accuracy $acc"
+train_check deploy/models/fashion_mobile.json mobile 300 1.0 0.75
 ok "MobileNetV2-style model, 300 steps: mean training loss $loss (from 2.30), test accuracy $acc"
 "$BIN/hetps" export --data-dir "$T/mobile" --out "$T/mobile-npy" "$T/cluster.json" > /dev/null ||
     fail "export fashion_mobile .npy"
