@@ -111,15 +111,25 @@ static cJSON *reg_json(const struct hc_regularizer *r)
 void kx_weights_args(cJSON *c, const struct hc_model *m,
                      const struct hc_layer_spec *l)
 {
+    kx_weights_args_as(c, m, l, "kernel");
+}
+
+void kx_weights_args_as(cJSON *c, const struct hc_model *m,
+                        const struct hc_layer_spec *l, const char *kernel)
+{
+    char key[48];
+
     cJSON_AddBoolToObject(c, "use_bias", l->use_bias);
-    cJSON_AddItemToObject(c, "kernel_initializer",
-                          init_json(&l->kernel_init, m->seed));
+    snprintf(key, sizeof key, "%s_initializer", kernel);
+    cJSON_AddItemToObject(c, key, init_json(&l->kernel_init, m->seed));
     cJSON_AddItemToObject(c, "bias_initializer",
                           init_json(&l->bias_init, m->seed));
-    cJSON_AddItemToObject(c, "kernel_regularizer", reg_json(&l->kernel_reg));
+    snprintf(key, sizeof key, "%s_regularizer", kernel);
+    cJSON_AddItemToObject(c, key, reg_json(&l->kernel_reg));
     cJSON_AddItemToObject(c, "bias_regularizer", reg_json(&l->bias_reg));
     cJSON_AddNullToObject(c, "activity_regularizer");
-    cJSON_AddNullToObject(c, "kernel_constraint");
+    snprintf(key, sizeof key, "%s_constraint", kernel);
+    cJSON_AddNullToObject(c, key);
     cJSON_AddNullToObject(c, "bias_constraint");
 }
 

@@ -40,4 +40,9 @@ double kx_tidy(float f);
 void kx_weights_args(cJSON *c, const struct hc_model *m,
                      const struct hc_layer_spec *l);
 
+/* The same for a kernel Keras names otherwise ("depthwise":
+ * depthwise_initializer, depthwise_regularizer, depthwise_constraint). */
+void kx_weights_args_as(cJSON *c, const struct hc_model *m,
+                        const struct hc_layer_spec *l, const char *kernel);
+
 #endif

@@ -62,6 +62,15 @@ struct hc_keras_arg {
     {"kernel_constraint", HC_KA_NULL}, {"bias_constraint", HC_KA_NULL}, \
     {"lora_rank", HC_KA_NULL}, {"lora_alpha", HC_KA_IGNORE}
 
+/* The same for DepthwiseConv2D's kernel, which Keras names
+ * depthwise_kernel: depthwise_initializer, depthwise_regularizer,
+ * depthwise_constraint. */
+#define HC_KERAS_DEPTHWISE_ARGS \
+    {"use_bias", HC_KA_COPY}, {"depthwise_initializer", HC_KA_INIT}, \
+    {"bias_initializer", HC_KA_INIT}, {"depthwise_regularizer", HC_KA_REG}, \
+    {"bias_regularizer", HC_KA_REG}, {"activity_regularizer", HC_KA_NULL}, \
+    {"depthwise_constraint", HC_KA_NULL}, {"bias_constraint", HC_KA_NULL}
+
 struct hc_layer_kind {
     /* Names. */
     const char *name;           /* hetps's "type" ("maxpool2d"): in
@@ -132,5 +141,6 @@ extern const struct hc_layer_kind hc_layer_globalavgpool2d;
 extern const struct hc_layer_kind hc_layer_globalmaxpool2d;
 extern const struct hc_layer_kind hc_layer_zeropadding2d;
 extern const struct hc_layer_kind hc_layer_reshape;
+extern const struct hc_layer_kind hc_layer_depthwise_conv2d;
 
 #endif

@@ -68,6 +68,7 @@ enum hc_layer_type {
     HC_LAYER_GLOBALMAXPOOL2D,
     HC_LAYER_ZEROPADDING2D,
     HC_LAYER_RESHAPE,
+    HC_LAYER_DEPTHWISE_CONV2D,
     HC_LAYER_COUNT          /* the number of kinds, not one */
 };
 
@@ -180,6 +181,8 @@ struct hc_layer_spec {
     char device[32];            /* explicit placement ("cpu:1"), "" = default */
     enum hc_act act;            /* fused activation (conv2d, dense, activation) */
     int filters;                /* conv2d */
+    int depth_multiplier;       /* depthwise_conv2d: outputs per input
+                                 * channel */
     int kh, kw;                 /* conv2d kernel size */
     int sh, sw;                 /* conv2d / maxpool2d / avgpool2d strides */
     int same;                   /* padding: 1 = "same", 0 = "valid" */

@@ -123,6 +123,14 @@ int md_add_var(struct hc_model *m, const char *where,
 int md_get_weights_args(const cJSON *lj, const char *where,
                         struct hc_layer_spec *l);
 
+/* The same for a kernel Keras names otherwise ("depthwise": the keys
+ * depthwise_initializer and depthwise_regularizer, into l->kernel_init
+ * and l->kernel_reg). */
+#define MD_DEPTHWISE_KEYS "depthwise_initializer", "bias_initializer", \
+    "depthwise_regularizer", "bias_regularizer"
+int md_get_weights_args_as(const cJSON *lj, const char *where,
+                           const char *kernel, struct hc_layer_spec *l);
+
 /* Layer l's kernel "L/kernel" of shape (ndim dimensions) with fans fan_in
  * and fan_out, l->kernel_init, into l->var_kernel; with l->use_bias its
  * bias "L/bias" of the kernel's last dimension, l->bias_init, into

@@ -256,13 +256,22 @@ int md_add_weights(struct hc_model *m, const char *where,
 int md_get_weights_args(const cJSON *lj, const char *where,
                         struct hc_layer_spec *l)
 {
+    return md_get_weights_args_as(lj, where, "kernel", l);
+}
+
+int md_get_weights_args_as(const cJSON *lj, const char *where,
+                           const char *kernel, struct hc_layer_spec *l)
+{
+    char ki[48], kr[48];
     int rv;
 
-    if ((rv = md_get_init(lj, "kernel_initializer", where,
-                          HC_INIT_GLOROT_UNIFORM, &l->kernel_init)) ||
+    snprintf(ki, sizeof ki, "%s_initializer", kernel);
+    snprintf(kr, sizeof kr, "%s_regularizer", kernel);
+    if ((rv = md_get_init(lj, ki, where, HC_INIT_GLOROT_UNIFORM,
+                          &l->kernel_init)) ||
         (rv = md_get_init(lj, "bias_initializer", where, HC_INIT_ZEROS,
                           &l->bias_init)) ||
-        (rv = md_get_reg(lj, "kernel_regularizer", where, &l->kernel_reg)))
+        (rv = md_get_reg(lj, kr, where, &l->kernel_reg)))
         return rv;
     return md_get_reg(lj, "bias_regularizer", where, &l->bias_reg);
 }

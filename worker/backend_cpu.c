@@ -950,6 +950,107 @@ static void cpu_avgpool_backward(struct wk_backend *be,
     }
 }
 
+/* ---- depthwise convolution ---- */
+
+/* Direct loops over each output's window, the cells inside x row by row,
+ * channels innermost: y's C·dm values of one output position are summed
+ * in place, one kernel row (C·dm values of w) per cell. */
+static void cpu_dwconv_forward(struct wk_backend *be, const struct wk_geom *g,
+                               int dm, const float *x, const float *w,
+                               float *y)
+{
+    const int C = g->C, CM = C * dm;
+    int b, oh, ow, i, j, c, m;
+
+    (void)be;
+    for (b = 0; b < g->B; b++) {
+        const float *xb = x + (size_t)b * g->H * g->W * C;
+
+        for (oh = 0; oh < g->OH; oh++)
+            for (ow = 0; ow < g->OW; ow++, y += CM) {
+                struct win v = window_at(g, oh, ow);
+
+                memset(y, 0, (size_t)CM * sizeof *y);
+                for (i = v.i0; i < v.i1; i++)
+                    for (j = v.j0; j < v.j1; j++) {
+                        const float *px = xb + ((size_t)(v.ih0 + i) * g->W +
+                                                v.iw0 + j) * C;
+                        const float *pw = w + ((size_t)i * g->kw + j) * CM;
+
+                        for (c = 0; c < C; c++)
+                            for (m = 0; m < dm; m++)
+                                y[c * dm + m] += px[c] * pw[c * dm + m];
+                    }
+            }
+    }
+}
+
+static void cpu_dwconv_backward_filter(struct wk_backend *be,
+                                       const struct wk_geom *g, int dm,
+                                       const float *x, const float *dy,
+                                       float *dw)
+{
+    const int C = g->C, CM = C * dm;
+    int b, oh, ow, i, j, c, m;
+
+    (void)be;
+    memset(dw, 0, (size_t)g->kh * g->kw * CM * sizeof *dw);
+    for (b = 0; b < g->B; b++) {
+        const float *xb = x + (size_t)b * g->H * g->W * C;
+
+        for (oh = 0; oh < g->OH; oh++)
+            for (ow = 0; ow < g->OW; ow++, dy += CM) {
+                struct win v = window_at(g, oh, ow);
+
+                for (i = v.i0; i < v.i1; i++)
+                    for (j = v.j0; j < v.j1; j++) {
+                        const float *px = xb + ((size_t)(v.ih0 + i) * g->W +
+                                                v.iw0 + j) * C;
+                        float *pw = dw + ((size_t)i * g->kw + j) * CM;
+
+                        for (c = 0; c < C; c++)
+                            for (m = 0; m < dm; m++)
+                                pw[c * dm + m] += px[c] * dy[c * dm + m];
+                    }
+            }
+    }
+}
+
+static void cpu_dwconv_backward_input(struct wk_backend *be,
+                                      const struct wk_geom *g, int dm,
+                                      const float *dy, const float *w,
+                                      float *dx)
+{
+    const int C = g->C, CM = C * dm;
+    int b, oh, ow, i, j, c, m;
+
+    (void)be;
+    memset(dx, 0, (size_t)g->B * g->H * g->W * C * sizeof *dx);
+    for (b = 0; b < g->B; b++) {
+        float *xb = dx + (size_t)b * g->H * g->W * C;
+
+        for (oh = 0; oh < g->OH; oh++)
+            for (ow = 0; ow < g->OW; ow++, dy += CM) {
+                struct win v = window_at(g, oh, ow);
+
+                for (i = v.i0; i < v.i1; i++)
+                    for (j = v.j0; j < v.j1; j++) {
+                        float *px = xb + ((size_t)(v.ih0 + i) * g->W +
+                                          v.iw0 + j) * C;
+                        const float *pw = w + ((size_t)i * g->kw + j) * CM;
+
+                        for (c = 0; c < C; c++) {
+                            float sum = 0.0f;
+
+                            for (m = 0; m < dm; m++)
+                                sum += dy[c * dm + m] * pw[c * dm + m];
+                            px[c] += sum;
+                        }
+                    }
+            }
+    }
+}
+
 /* ---- dropout ---- */
 
 static void cpu_dropout(const float *x, float *y, size_t n, float rate,
@@ -1012,6 +1113,9 @@ static const struct wk_backend_ops cpu_ops = {
     .maxpool_backward = cpu_maxpool_backward,
     .avgpool_forward = cpu_avgpool_forward,
     .avgpool_backward = cpu_avgpool_backward,
+    .dwconv_forward = cpu_dwconv_forward,
+    .dwconv_backward_filter = cpu_dwconv_backward_filter,
+    .dwconv_backward_input = cpu_dwconv_backward_input,
     .dropout_forward = cpu_dropout_forward,
     .dropout_backward = cpu_dropout_backward,
 };

@@ -211,6 +211,28 @@
                                const struct wk_geom *g, const float *dy,      \
                                float *dx),                                    \
       (be, g, dy, dx), required)                                              \
+    /* Depthwise convolution, g over the input (B, H, W, C), dm outputs per \
+     * channel: y (B, OH, OW, C·dm) at channel c·dm + m = Σ over the       \
+     * window's cells inside x of x[…, c] · w[i, j, c, m], w (kh, kw, C,   \
+     * dm). Overwrites y. */                                                  \
+    X(void, dwconv_forward, (struct wk_backend *be, const struct wk_geom *g,  \
+                             int dm, const float *x, const float *w,          \
+                             float *y),                                       \
+      (be, g, dm, x, w, y), required)                                         \
+    /* dw (kh, kw, C, dm) = Σ over samples and windows of x · dy, the same    \
+     * pairs dwconv_forward multiplies. Overwrites dw. */                     \
+    X(void, dwconv_backward_filter, (struct wk_backend *be,                   \
+                                     const struct wk_geom *g, int dm,         \
+                                     const float *x, const float *dy,         \
+                                     float *dw),                              \
+      (be, g, dm, x, dy, dw), required)                                       \
+    /* dx (B, H, W, C) = Σ over the windows holding each cell and the dm     \
+     * outputs of its channel of dy · w. Overwrites dx. */                    \
+    X(void, dwconv_backward_input, (struct wk_backend *be,                    \
+                                    const struct wk_geom *g, int dm,          \
+                                    const float *dy, const float *w,          \
+                                    float *dx),                               \
+      (be, g, dm, dy, w, dx), required)                                       \
     /* y = x ⊙ mask(seed) / (1 − rate), mask as wk_dropout_hash documents;    \
      * y may equal x. 0 ≤ rate < 1. */                                        \
     X(void, dropout_forward, (struct wk_backend *be, const float *x,          \

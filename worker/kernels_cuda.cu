@@ -2,7 +2,7 @@
  * kernels_cuda.cu — the CUDA backend's compute ops other than sgemm:
  * fill/scale/axpy/reduce/copy2d/mul, im2col/col2im over NHWC, bias add and
  * gradient, activations forward and backward, softmax + sparse cross-entropy, MSE,
- * max-pool with argmax, average pool, and dropout with the CPU's counter
+ * max-pool with argmax, average pool, depthwise convolution, and dropout with the CPU's counter
  * hash. Each op
  * queues one or two kernels on the backend's stream and records a failed
  * launch for the check op (cuda_impl.cuh).
@@ -1055,6 +1055,137 @@ void wk_cu_avgpool_backward(struct wk_backend *be, const struct wk_geom *g,
         return;
     avgpool_back_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(*g, dy, dx);
     wk_cu_launched(be, "average-pool backward kernel");
+}
+
+/* ---- depthwise convolution ---- */
+
+/* One thread per output (b, oh, ow, c·dm + m): its window's cells inside
+ * x row by row, as cpu_dwconv_forward sums them. */
+__global__ static void dwconv_k(struct wk_geom g, int dm, const float *x,
+                                const float *w, float *y)
+{
+    const int CM = g.C * dm;
+    size_t total = (size_t)g.B * g.OH * g.OW * CM;
+
+    GRID_LOOP(e, total) {
+        size_t t = e / CM;
+        int k = (int)(e % CM), c = k / dm;
+        int ow = (int)(t % g.OW), oh = (int)(t / g.OW % g.OH);
+        int b = (int)(t / g.OW / g.OH);
+        int ih0 = oh * g.sh - g.pt, iw0 = ow * g.sw - g.pl;
+        int i0 = ih0 < 0 ? -ih0 : 0, j0 = iw0 < 0 ? -iw0 : 0;
+        int i1 = ih0 + g.kh > g.H ? g.H - ih0 : g.kh;
+        int j1 = iw0 + g.kw > g.W ? g.W - iw0 : g.kw;
+        float sum = 0.0f;
+
+        for (int i = i0; i < i1; i++)
+            for (int j = j0; j < j1; j++)
+                sum += x[(((size_t)b * g.H + ih0 + i) * g.W + iw0 + j) *
+                         g.C + c] * w[((size_t)i * g.kw + j) * CM + k];
+        y[e] = sum;
+    }
+}
+
+/* One block per kernel element (i, j, c, m): its threads stride over the
+ * B·OH·OW output positions whose window holds a cell of x there, then
+ * add their sums in shared memory in a fixed tree: no atomics. */
+__global__ static void dwconv_filter_k(struct wk_geom g, int dm,
+                                       const float *x, const float *dy,
+                                       float *dw)
+{
+    __shared__ float part[TPB];
+    const int CM = g.C * dm;
+    int e = blockIdx.x, k = e % CM, c = k / dm;
+    int j = e / CM % g.kw, i = e / CM / g.kw;
+    size_t n = (size_t)g.B * g.OH * g.OW;
+    float sum = 0.0f;
+
+    for (size_t p = threadIdx.x; p < n; p += blockDim.x) {
+        int ow = (int)(p % g.OW), oh = (int)(p / g.OW % g.OH);
+        int b = (int)(p / g.OW / g.OH);
+        int ih = oh * g.sh - g.pt + i, iw = ow * g.sw - g.pl + j;
+
+        if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
+            sum += x[(((size_t)b * g.H + ih) * g.W + iw) * g.C + c] *
+                   dy[p * CM + k];
+    }
+    part[threadIdx.x] = sum;
+    __syncthreads();
+    for (int s = TPB / 2; s > 0; s /= 2) {
+        if ((int)threadIdx.x < s)
+            part[threadIdx.x] += part[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        dw[e] = part[0];
+}
+
+/* One thread per element of dx (b, ih, iw, c): dy · w over the windows
+ * holding it, in output order, and its channel's dm outputs. */
+__global__ static void dwconv_input_k(struct wk_geom g, int dm,
+                                      const float *dy, const float *w,
+                                      float *dx)
+{
+    const int CM = g.C * dm;
+    size_t total = (size_t)g.B * g.H * g.W * g.C;
+
+    GRID_LOOP(e, total) {
+        struct covering v = covering_windows(g, e);
+        float sum = 0.0f;
+
+        for (int oh = v.oh0; oh <= v.oh1; oh++) {
+            int i = v.ih + g.pt - oh * g.sh;
+
+            for (int ow = v.ow0; ow <= v.ow1; ow++) {
+                int j = v.iw + g.pl - ow * g.sw;
+                const float *py = dy + (((size_t)v.b * g.OH + oh) * g.OW +
+                                        ow) * CM + (size_t)v.c * dm;
+                const float *pw = w + ((size_t)i * g.kw + j) * CM +
+                                  (size_t)v.c * dm;
+
+                for (int m = 0; m < dm; m++)
+                    sum += py[m] * pw[m];
+            }
+        }
+        dx[e] = sum;
+    }
+}
+
+void wk_cu_dwconv_forward(struct wk_backend *be, const struct wk_geom *g,
+                          int dm, const float *x, const float *w, float *y)
+{
+    size_t n = (size_t)g->B * g->OH * g->OW * g->C * dm;
+
+    if (!n || wk_cu_enter(be))
+        return;
+    dwconv_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(*g, dm, x, w, y);
+    wk_cu_launched(be, "depthwise convolution kernel");
+}
+
+void wk_cu_dwconv_backward_filter(struct wk_backend *be,
+                                  const struct wk_geom *g, int dm,
+                                  const float *x, const float *dy, float *dw)
+{
+    size_t n = (size_t)g->kh * g->kw * g->C * dm;
+
+    if (!n || wk_cu_enter(be))
+        return;
+    dwconv_filter_k<<<(unsigned)n, TPB, 0, stream_of(be)>>>(*g, dm, x, dy,
+                                                            dw);
+    wk_cu_launched(be, "depthwise convolution filter-gradient kernel");
+}
+
+void wk_cu_dwconv_backward_input(struct wk_backend *be,
+                                 const struct wk_geom *g, int dm,
+                                 const float *dy, const float *w, float *dx)
+{
+    size_t n = (size_t)g->B * g->H * g->W * g->C;
+
+    if (!n || wk_cu_enter(be))
+        return;
+    dwconv_input_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(*g, dm, dy, w,
+                                                             dx);
+    wk_cu_launched(be, "depthwise convolution input-gradient kernel");
 }
 
 /* ---- dropout ---- */

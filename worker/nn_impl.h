@@ -91,9 +91,11 @@ struct nn_layer {
                              * node's other readers wrote there */
     int in_size, out_size;  /* floats per sample (in: its first input) */
     int out_c;              /* last dimension of the output (row length) */
-    struct wk_geom g;       /* conv2d, the pools, zeropadding2d (a 1×1
-                             * window), g.B set per call */
-    int units;              /* dense */
+    struct wk_geom g;       /* conv2d, depthwise_conv2d, the pools,
+                             * zeropadding2d (a 1×1 window), g.B set
+                             * per call */
+    int units;              /* dense; depthwise_conv2d: its
+                             * depth_multiplier */
     float rate;             /* dropout */
     float max_value, slope, threshold; /* relu, leaky_relu (layer_relu.c) */
     int direct;             /* conv2d 1×1, stride 1: the input is the cols */
@@ -240,7 +242,7 @@ const struct nn_kind *nn_kind_of(enum hc_layer_type t);
 extern const struct nn_kind nn_conv2d, nn_maxpool2d, nn_flatten, nn_dense,
     nn_dropout, nn_activation, nn_add, nn_subtract, nn_average,
     nn_multiply, nn_concatenate, nn_relu, nn_avgpool2d, nn_globalavgpool2d,
-    nn_globalmaxpool2d, nn_zeropadding2d, nn_reshape;
+    nn_globalmaxpool2d, nn_zeropadding2d, nn_reshape, nn_depthwise_conv2d;
 
 /* What nn_build.c gives the kinds' setup and alloc. */
 

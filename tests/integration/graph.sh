@@ -18,7 +18,14 @@
 #   5. deploy/models/fashion_gap.json (ZeroPadding2D, convolutions, max
 #      and "same" average pooling, GlobalAveragePooling2D) trains 500 steps:
 #      the loss falls well below ln 10 and the test accuracy passes 60 %;
-#      its Keras 3 and tf.keras 2 twins train 20 steps to the same loss.
+#      its Keras 3 and tf.keras 2 twins train 20 steps to the same loss;
+#   6. deploy/models/fashion_mobile.json (MobileNetV2-style: DepthwiseConv2D,
+#      ReLU(6.0), Add) trains 300 steps: the loss falls below 1 and the test
+#      accuracy passes 75 %; its .weights.h5 holds each depthwise layer's
+#      depthwise_kernel (kh, kw, C, depth_multiplier) and bias at vars/0
+#      and vars/1 with the .npy values; tests/unit/keras/mobile_block from
+#      hetps's file, Keras 3's and tf.keras 2's JSON trains 20 steps to the
+#      same loss.
 . "$(dirname "$0")/lib.inc"
 need_data
 /usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null || { echo "skipped: /usr/bin/python3 lacks h5py (python3-h5py)"; exit 77; }
@@ -114,18 +121,51 @@ set -- $losses
 [ $# -eq 3 ] && [ "$1" = "$2" ] && [ "$1" = "$3" ] || fail "20 steps of the three files: losses$losses"
 ok "the residual block from hetps's file, Keras 3's and tf.keras 2's Functional JSON: the same 20 steps, loss $1"
 
+# train_check MODEL DIR STEPS MAX_LOSS MIN_ACC: MODEL trains STEPS steps
+# into $T/DIR; its mean training loss ($loss) must fall below MAX_LOSS
+# and its final test accuracy ($acc) reach MIN_ACC.
+train_check() {
+    "$BIN/hetps" launch --data-dir "$T/$2" "$T/cluster.json" -- \
+        --model "$1" --max-steps "$3" > "$T/$2.log" 2>&1 ||
+        { tail -30 "$T/$2.log"; fail "training $1"; }
+    loss=$(sed -n 2p "$T/$2/logs/training.csv" | cut -d, -f2)
+    acc=$(sed -n 's/.*\[worker:0\] Final weights.*val_accuracy: \([0-9.]*\).*/\1/p' "$T/$2.log")
+    [ -n "$loss" ] && [ -n "$acc" ] || fail "$1: no training loss or final accuracy"
+    awk -v l="$loss" -v a="$acc" -v ml="$4" -v ma="$5" 'BEGIN { exit !(l < ml && a >= ma) }' ||
+        fail "$1, $3 steps: mean loss $loss (from ln 10 = 2.30), accuracy $acc"
+}
+
 # 5. Global average pooling after convolutions, 500 steps; its Keras twins.
-"$BIN/hetps" launch --data-dir "$T/gap" "$T/cluster.json" -- \
-    --model deploy/models/fashion_gap.json --max-steps 500 > "$T/gap.log" 2>&1 ||
-    { tail -30 "$T/gap.log"; fail "training fashion_gap"; }
-loss=$(sed -n 2p "$T/gap/logs/training.csv" | cut -d, -f2)
-acc=$(sed -n 's/.*\[worker:0\] Final weights.*val_accuracy: \([0-9.]*\).*/\1/p' "$T/gap.log")
-[ -n "$loss" ] && [ -n "$acc" ] || fail "fashion_gap: no training loss or final accuracy"
-awk -v l="$loss" -v a="$acc" 'BEGIN { exit !(l < 1.5 && a >= 0.6) }' ||
-    fail "fashion_gap, 500 steps: mean loss $loss (from ln 10 = 2.30), accuracy $acc"
+train_check deploy/models/fashion_gap.json gap 500 1.5 0.6
 ok "global average pooling model, 500 steps: mean training loss $loss (from 2.30), test accuracy $acc"
 twenty_steps deploy/models/fashion_gap.json deploy/models/keras/fashion_gap.keras3.json \
     deploy/models/keras/fashion_gap.keras2.json
 set -- $losses
 [ $# -eq 3 ] && [ "$1" = "$2" ] && [ "$1" = "$3" ] || fail "20 steps of fashion_gap's three files: losses$losses"
 ok "fashion_gap from hetps's file, Keras 3's and tf.keras 2's JSON: the same 20 steps, loss $1"
+
+# 6. MobileNetV2-style: depthwise convolutions, ReLU(6.0), Add; 300 steps.
+train_check deploy/models/fashion_mobile.json mobile 300 1.0 0.75
+ok "MobileNetV2-style model, 300 steps: mean training loss $loss (from 2.30), test accuracy $acc"
+"$BIN/hetps" export --data-dir "$T/mobile" --out "$T/mobile-npy" "$T/cluster.json" > /dev/null ||
+    fail "export fashion_mobile .npy"
+"$BIN/hetps" export --format keras --model deploy/models/fashion_mobile.json \
+    --data-dir "$T/mobile" --out "$T/mobile.weights.h5" "$T/cluster.json" > /dev/null ||
+    fail "export fashion_mobile .weights.h5"
+$PY - "$T" <<'PY' || fail "fashion_mobile's export is not Keras's layout"
+import h5py, sys, numpy as np
+t = sys.argv[1]
+f = h5py.File(f"{t}/mobile.weights.h5", "r")
+for group, name, shape in (("depthwise_conv2d", "block1_dw", (3, 3, 32, 1)),
+                           ("depthwise_conv2d_1", "down_dw", (3, 3, 16, 2))):
+    k, b = f[f"layers/{group}/vars/0"], f[f"layers/{group}/vars/1"]
+    assert k.shape == shape and b.shape == (shape[2] * shape[3],), (group, k.shape, b.shape)
+    assert np.array_equal(k[()], np.load(f"{t}/mobile-npy/{name}/depthwise_kernel.npy")), name
+    assert np.array_equal(b[()], np.load(f"{t}/mobile-npy/{name}/bias.npy")), name
+print("h5py: both depthwise layers' depthwise_kernel and bias at vars/0, vars/1 with the .npy values")
+PY
+twenty_steps tests/unit/keras/mobile_block.json tests/unit/keras/mobile_block.keras3.json \
+    tests/unit/keras/mobile_block.keras2.json
+set -- $losses
+[ $# -eq 3 ] && [ "$1" = "$2" ] && [ "$1" = "$3" ] || fail "20 steps of mobile_block's three files: losses$losses"
+ok "mobile_block from hetps's file, Keras 3's and tf.keras 2's JSON: the same 20 steps, loss $1"

@@ -285,6 +285,36 @@ void nc_model_graph_residual(struct hc_model *m)
     nr_mb_dense(m, 3, HC_ACT_SOFTMAX, 1);
 }
 
+/* Depthwise convolutions: valid with two outputs per channel, then same
+ * with strides 2 and no bias (an odd image: the extra pixel bottom and
+ * right), a 1×1 conv mixing the channels. */
+void nc_model_dwconv(struct hc_model *m)
+{
+    nr_mb_begin(m, "depthwise_valid_same_s2", 3, 7, 6, 2, HC_LOSS_MSE);
+    nr_mb_dwconv(m, 2, 3, 2, 1, 1, 0, HC_ACT_TANH, 1);
+    nr_mb_dwconv(m, 1, 3, 3, 2, 2, 1, HC_ACT_LINEAR, 0);
+    nr_mb_conv(m, 3, 1, 1, 1, 1, 0, HC_ACT_SIGMOID, 1);
+    nr_mb_flatten(m);
+    nr_mb_dense(m, 2, HC_ACT_SIGMOID, 1);
+}
+
+/* MobileNetV2-style: expand (1×1), depthwise 3×3 same, ReLU(6.0),
+ * project (1×1), added to the block's input. */
+void nc_model_graph_mobile(struct hc_model *m)
+{
+    static const int sum[] = {0, 4};
+
+    nr_mb_begin(m, "graph_mobile", 3, 5, 5, 2, HC_LOSS_SPARSE_CCE);
+    nr_mb_conv(m, 3, 3, 3, 1, 1, 1, HC_ACT_RELU, 1);            /* 0 */
+    nr_mb_conv(m, 6, 1, 1, 1, 1, 0, HC_ACT_RELU6, 1);           /* 1 */
+    nr_mb_dwconv(m, 1, 3, 3, 1, 1, 1, HC_ACT_LINEAR, 1);        /* 2 */
+    nr_mb_relu(m, HC_LAYER_RELU, 6.0f, 0, 0);                   /* 3 */
+    nr_mb_conv(m, 3, 1, 1, 1, 1, 0, HC_ACT_LINEAR, 0);          /* 4 */
+    nr_mb_merge(m, HC_LAYER_ADD, 0, 2, sum);                    /* 5 */
+    nr_mb_flatten(m);
+    nr_mb_dense(m, 3, HC_ACT_SOFTMAX, 1);
+}
+
 /* DenseNet-style: convs concatenated on the channels, twice; a conv read
  * by a max-pool and by a flatten (so the pool may not fuse with it), the
  * two concatenated flat. */

@@ -54,6 +54,8 @@ void nc_model_reference(struct hc_model *m);       /* fashion_cnn */
 void nc_model_graph_residual(struct hc_model *m);  /* fan-out, add */
 void nc_model_graph_concat(struct hc_model *m);    /* concatenates */
 void nc_model_graph_merges(struct hc_model *m);    /* the other merges */
+void nc_model_dwconv(struct hc_model *m);          /* depthwise, dm 2, s2 */
+void nc_model_graph_mobile(struct hc_model *m);    /* dwconv, ReLU(6), add */
 
 /* ---- the fixture ---- */
 

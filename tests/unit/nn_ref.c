@@ -385,7 +385,8 @@ struct hc_layer_spec *nr_mb_layer(struct hc_model *m,
         [HC_LAYER_GLOBALAVGPOOL2D] = "global_average_pooling2d",
         [HC_LAYER_GLOBALMAXPOOL2D] = "global_max_pooling2d",
         [HC_LAYER_ZEROPADDING2D] = "zero_padding2d",
-        [HC_LAYER_RESHAPE] = "reshape"};
+        [HC_LAYER_RESHAPE] = "reshape",
+        [HC_LAYER_DEPTHWISE_CONV2D] = "depthwise_conv2d"};
     struct hc_layer_spec *l = &m->layers[m->n_layers];
     int i, same = 0;
 
@@ -409,13 +410,11 @@ struct hc_layer_spec *nr_mb_layer(struct hc_model *m,
     return l;
 }
 
-void nr_mb_conv(struct hc_model *m, int F, int kh, int kw, int sh, int sw,
-                int same, enum hc_act act, int use_bias)
+/* A window layer's settings and output's height and width (conv2d,
+ * depthwise_conv2d). */
+static void mb_window(struct hc_layer_spec *l, int kh, int kw, int sh,
+                      int sw, int same, int use_bias)
 {
-    struct hc_layer_spec *l = nr_mb_layer(m, HC_LAYER_CONV2D, act);
-    int C = l->in.dims[2];
-
-    l->filters = F;
     l->kh = kh;
     l->kw = kw;
     l->sh = sh;
@@ -424,10 +423,35 @@ void nr_mb_conv(struct hc_model *m, int F, int kh, int kw, int sh, int sw,
     l->use_bias = use_bias;
     l->out.dims[0] = nr_out_dim(l->in.dims[0], kh, sh, same);
     l->out.dims[1] = nr_out_dim(l->in.dims[1], kw, sw, same);
+}
+
+void nr_mb_conv(struct hc_model *m, int F, int kh, int kw, int sh, int sw,
+                int same, enum hc_act act, int use_bias)
+{
+    struct hc_layer_spec *l = nr_mb_layer(m, HC_LAYER_CONV2D, act);
+    int C = l->in.dims[2];
+
+    l->filters = F;
+    mb_window(l, kh, kw, sh, sw, same, use_bias);
     l->out.dims[2] = F;
     l->var_kernel = nr_mb_var(m, l->name, "kernel", 4, kh, kw, C, F);
     if (use_bias)
         l->var_bias = nr_mb_var(m, l->name, "bias", 1, F, 0, 0, 0);
+}
+
+void nr_mb_dwconv(struct hc_model *m, int dm, int kh, int kw, int sh, int sw,
+                  int same, enum hc_act act, int use_bias)
+{
+    struct hc_layer_spec *l = nr_mb_layer(m, HC_LAYER_DEPTHWISE_CONV2D, act);
+    int C = l->in.dims[2];
+
+    l->depth_multiplier = dm;
+    mb_window(l, kh, kw, sh, sw, same, use_bias);
+    l->out.dims[2] = C * dm;
+    l->var_kernel = nr_mb_var(m, l->name, "depthwise_kernel", 4, kh, kw, C,
+                              dm);
+    if (use_bias)
+        l->var_bias = nr_mb_var(m, l->name, "bias", 1, C * dm, 0, 0, 0);
 }
 
 /* A pool of type t (maxpool2d, avgpool2d) after the last layer. */
@@ -690,7 +714,9 @@ static void merge_backward(const struct hc_model *m,
 /* A window layer's geometry in the reference: conv2d, the pools (a
  * global pool is one valid window of the whole image). 0 for others. */
 struct ref_win {
-    int kind;                   /* 0 none, 1 conv, 2 max, 3 average */
+    int kind;                   /* 0 none, 1 conv, 2 max, 3 average,
+                                 * 4 depthwise conv (output f reads channel
+                                 * f / dm, its kernel column is f) */
     int H, W, C, OH, OW, F, kh, kw, sh, sw, pt, pl;
 };
 
@@ -704,7 +730,8 @@ static struct ref_win ref_win(const struct hc_layer_spec *s)
            : s->type == HC_LAYER_MAXPOOL2D ||
                      s->type == HC_LAYER_GLOBALMAXPOOL2D ? 2
            : s->type == HC_LAYER_AVGPOOL2D ||
-                     s->type == HC_LAYER_GLOBALAVGPOOL2D ? 3 : 0;
+                     s->type == HC_LAYER_GLOBALAVGPOOL2D ? 3
+           : s->type == HC_LAYER_DEPTHWISE_CONV2D ? 4 : 0;
     if (!w.kind)
         return w;
     w.H = s->in.dims[0];
@@ -713,8 +740,8 @@ static struct ref_win ref_win(const struct hc_layer_spec *s)
     w.OH = global ? 1 : s->out.dims[0];
     w.OW = global ? 1 : s->out.dims[1];
     w.F = global ? s->out.dims[0] : s->out.dims[2];
-    w.kh = global ? w.H : w.kind == 1 ? s->kh : s->ph;
-    w.kw = global ? w.W : w.kind == 1 ? s->kw : s->pw;
+    w.kh = global ? w.H : w.kind == 1 || w.kind == 4 ? s->kh : s->ph;
+    w.kw = global ? w.W : w.kind == 1 || w.kind == 4 ? s->kw : s->pw;
     w.sh = global ? 1 : s->sh;
     w.sw = global ? 1 : s->sw;
     w.pt = nr_pad_before(w.H, w.kh, w.sh, s->same);
@@ -781,7 +808,8 @@ double nr_ref_run(const struct hc_model *m, const double *P,
         if (ref_win(s).kind) {
             struct ref_win w = ref_win(s);
             int H = w.H, Wd = w.W, C = w.C, OH = w.OH, OW = w.OW, F = w.F;
-            int conv = w.kind == 1, kh = w.kh, kw = w.kw, pt = w.pt, pl = w.pl;
+            int conv = w.kind == 1 || w.kind == 4, dwc = w.kind == 4;
+            int kh = w.kh, kw = w.kw, pt = w.pt, pl = w.pl;
             int oh, ow, f, a, c, bb;
 
             for (bb = 0; bb < B; bb++)
@@ -801,7 +829,11 @@ double nr_ref_run(const struct hc_model *m, const double *P,
                                 for (c = 0; c < C; c++) {
                                     size_t xi = (((size_t)bb * H + ih) * Wd + iw) * C + c;
 
-                                    if (conv)
+                                    if (dwc && c != f / (F / C))
+                                        continue;
+                                    if (dwc)
+                                        acc += X[xi] * W[(size_t)a * F + f];
+                                    else if (conv)
                                         acc += X[xi] * W[((size_t)a * C + c) * F + f];
                                     else if (c == f && w.kind == 3)
                                         acc += X[xi];
@@ -844,6 +876,7 @@ double nr_ref_run(const struct hc_model *m, const double *P,
             memcpy(z[l], X, B * on * sizeof(double));
         }
         if (s->type == HC_LAYER_CONV2D || s->type == HC_LAYER_DENSE ||
+            s->type == HC_LAYER_DEPTHWISE_CONV2D ||
             s->type == HC_LAYER_ACTIVATION) {
             int n = s->out.rank == 3 ? s->out.dims[2] : s->out.dims[0];
 
@@ -878,6 +911,7 @@ double nr_ref_run(const struct hc_model *m, const double *P,
         dy = gy[l];
         dx = nr_dalloc(B * inn);
         if (s->type == HC_LAYER_CONV2D || s->type == HC_LAYER_DENSE ||
+            s->type == HC_LAYER_DEPTHWISE_CONV2D ||
             s->type == HC_LAYER_ACTIVATION) {
             int n = s->out.rank == 3 ? s->out.dims[2] : s->out.dims[0];
 
@@ -888,7 +922,8 @@ double nr_ref_run(const struct hc_model *m, const double *P,
         if (ref_win(s).kind) {
             struct ref_win w = ref_win(s);
             int H = w.H, Wd = w.W, C = w.C, OH = w.OH, OW = w.OW, F = w.F;
-            int conv = w.kind == 1, kh = w.kh, kw = w.kw, pt = w.pt, pl = w.pl;
+            int conv = w.kind == 1 || w.kind == 4, dwc = w.kind == 4;
+            int kh = w.kh, kw = w.kw, pt = w.pt, pl = w.pl;
             int oh, ow, f, a, c, bb;
 
             for (bb = 0; bb < B; bb++)
@@ -911,8 +946,11 @@ double nr_ref_run(const struct hc_model *m, const double *P,
                                     continue;
                                 for (c = 0; c < C; c++) {
                                     size_t xi = (((size_t)bb * H + ih) * Wd + iw) * C + c;
-                                    size_t wi = ((size_t)a * C + c) * F + f;
+                                    size_t wi = dwc ? (size_t)a * F + f
+                                                    : ((size_t)a * C + c) * F + f;
 
+                                    if (dwc && c != f / (F / C))
+                                        continue;
                                     if (!conv) {
                                         if (c == f)
                                             dx[xi] += dz[o] / ref_cells(&w, oh, ow);

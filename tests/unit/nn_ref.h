@@ -80,6 +80,10 @@ void nr_mb_begin(struct hc_model *m, const char *name, int rank, int d0,
                  int d1, int d2, enum hc_loss loss);
 void nr_mb_conv(struct hc_model *m, int F, int kh, int kw, int sh, int sw,
                 int same, enum hc_act act, int use_bias);
+/* A depthwise_conv2d: dm outputs per channel, its kernel (kh, kw, C, dm)
+ * and bias (C·dm) named as Keras names them. */
+void nr_mb_dwconv(struct hc_model *m, int dm, int kh, int kw, int sh, int sw,
+                  int same, enum hc_act act, int use_bias);
 void nr_mb_pool(struct hc_model *m, int ph, int pw, int sh, int sw,
                 int same);
 /* avgpool2d as nr_mb_pool; a global pool (t: globalavgpool2d or

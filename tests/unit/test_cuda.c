@@ -391,6 +391,78 @@ static void test_conv_pool(void)
     pair_close(&p);
 }
 
+/* Depthwise convolution forward, filter and input gradients, GPU vs CPU,
+ * over geometries with strides, "same" padding and depth multipliers. */
+static void test_dwconv(void)
+{
+    static const struct {
+        int B, H, W, C, kh, kw, sh, sw, same, dm;
+    } t[] = {
+        {3, 28, 28, 1, 3, 3, 1, 1, 0, 1}, {2, 9, 11, 5, 3, 3, 2, 2, 1, 2},
+        {2, 7, 7, 8, 1, 1, 1, 1, 0, 3},   {1, 10, 9, 3, 5, 4, 3, 2, 1, 1},
+        {4, 14, 14, 32, 3, 3, 1, 1, 1, 1}, {2, 8, 8, 4, 3, 3, 2, 2, 1, 2},
+        {16, 14, 14, 16, 3, 3, 1, 1, 1, 1},
+    };
+    struct pair p;
+
+    if (!pair_open(&p))
+        HP_SKIP("no CUDA device");
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        struct wk_geom g;
+        size_t nx, ny, nw;
+        float *x, *w, *y, *dy, *dx, *dw, *d_x, *d_w, *d_y, *d_dy, *d_dx, *d_dw;
+        int dm = t[i].dm;
+        char what[96];
+
+        CU_ASSERT_EQUAL_FATAL(wk_geom_init(&g, t[i].B, t[i].H, t[i].W,
+                                           t[i].C, t[i].kh, t[i].kw, t[i].sh,
+                                           t[i].sw, t[i].same), HC_OK);
+        nx = (size_t)g.B * g.H * g.W * g.C;
+        ny = (size_t)g.B * g.OH * g.OW * g.C * dm;
+        nw = (size_t)g.kh * g.kw * g.C * dm;
+        x = rand_floats(nx);
+        w = rand_floats(nw);
+        dy = rand_floats(ny);
+        y = malloc(ny * 4);
+        dx = malloc(nx * 4);
+        dw = malloc(nw * 4);
+        d_x = up(&p, x, nx * 4);
+        d_w = up(&p, w, nw * 4);
+        d_dy = up(&p, dy, ny * 4);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, ny * 4, (void **)&d_y), 0);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, nx * 4, (void **)&d_dx), 0);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, nw * 4, (void **)&d_dw), 0);
+
+        snprintf(what, sizeof what, "dwconv %dx%d s%d%s C%d dm%d B%d", g.kh,
+                 g.kw, g.sh, t[i].same ? " same" : "", g.C, dm, g.B);
+        wk_be_dwconv_forward(p.cpu, &g, dm, x, w, y);
+        wk_be_dwconv_forward(p.gpu, &g, dm, d_x, d_w, d_y);
+        cmp(&p, what, d_y, y, ny);
+        strcat(what, " filter");
+        wk_be_dwconv_backward_filter(p.cpu, &g, dm, x, dy, dw);
+        wk_be_dwconv_backward_filter(p.gpu, &g, dm, d_x, d_dy, d_dw);
+        cmp(&p, what, d_dw, dw, nw);
+        strcpy(what + strlen(what) - strlen("filter"), "input");
+        wk_be_dwconv_backward_input(p.cpu, &g, dm, dy, w, dx);
+        wk_be_dwconv_backward_input(p.gpu, &g, dm, d_dy, d_w, d_dx);
+        cmp(&p, what, d_dx, dx, nx);
+
+        wk_be_free(p.gpu, d_x);
+        wk_be_free(p.gpu, d_w);
+        wk_be_free(p.gpu, d_y);
+        wk_be_free(p.gpu, d_dy);
+        wk_be_free(p.gpu, d_dx);
+        wk_be_free(p.gpu, d_dw);
+        free(x);
+        free(w);
+        free(y);
+        free(dy);
+        free(dx);
+        free(dw);
+    }
+    pair_close(&p);
+}
+
 static void test_activations(void)
 {
     static const struct {
@@ -939,12 +1011,13 @@ static void test_graph_models(void)
 {
     static const char *const files[] = {
         "tests/unit/keras/resnet_block.json",
-        "tests/unit/keras/dense_block.json", NULL};
+        "tests/unit/keras/dense_block.json",
+        "tests/unit/keras/mobile_block.json", NULL};
     struct hc_model *m = calloc(1, sizeof *m);
     int gpu = 1;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         int rv = files[i] ? hc_model_load(files[i], m)
                           : hc_model_parse(merges_json, strlen(merges_json),
                                            "merges", m);
@@ -972,6 +1045,8 @@ void hp_test_register(void)
         {"fill, scale, axpy, copy, reduce", test_blas1_reduce},
         {"im2col, col2im, max and average pool forward/backward",
          test_conv_pool},
+        {"depthwise convolution forward, filter and input gradients",
+         test_dwconv},
         {"activations, bias gradients", test_activations},
         {"ReLU layer (max_value, negative_slope, threshold)",
          test_relu_layer},
@@ -980,7 +1055,8 @@ void hp_test_register(void)
         {"device errors and messages", test_errors},
         {"reference model (fashion_cnn) gpu vs cpu", test_reference_model},
         {"conv/pool/dropout/mse model gpu vs cpu", test_mixed_model},
-        {"graphs (add, concatenate, merges, multiply) gpu vs cpu, and split",
+        {"graphs (add, concatenate, merges, multiply, depthwise) gpu vs cpu, "
+         "and split",
          test_graph_models},
         {"relu6 … hard_sigmoid model gpu vs cpu", test_acts_model},
         {"categorical CE model gpu vs cpu", test_cce_model},

@@ -2,7 +2,8 @@
  * test_graph.c — a model as a graph: hetps's own file naming each layer's
  * inputs, the fixtures of tests/unit/keras/ (a residual block with a
  * projection shortcut and Add, a DenseNet-style block of Concatenates, a
- * model of two inputs) read from Keras 3's and tf.keras 2's Functional
+ * model of two inputs, a MobileNetV2-style block of DepthwiseConv2D,
+ * ReLU(6.0) and Add) read from Keras 3's and tf.keras 2's Functional
  * JSON as the same models as hetps's files, a chain keeping the
  * signature it had before graphs, and every refusal's message.
  *
@@ -79,6 +80,26 @@ static void test_native(void)
     CU_ASSERT_EQUAL(ma->inputs[1].shape.dims[0], 8);
     CU_ASSERT_STRING_EQUAL(reads(ma, "meta_dense", 0), "meta");
     CU_ASSERT_EQUAL(ma->layers[3].out.dims[0], 32);
+
+    /* Depthwise: Keras's variable names, shapes, order and fans. */
+    load_or_fail(G "mobile_block.json", ma);
+    CU_ASSERT_EQUAL(ma->layers[3].type, HC_LAYER_DEPTHWISE_CONV2D);
+    CU_ASSERT_EQUAL(ma->layers[7].depth_multiplier, 2);
+    CU_ASSERT_EQUAL(ma->layers[7].out.dims[0], 14);
+    CU_ASSERT_EQUAL(ma->layers[7].out.dims[2], 16);     /* 8 · 2 */
+    CU_ASSERT_STRING_EQUAL(ma->vars[4].name, "dw/depthwise_kernel");
+    CU_ASSERT_EQUAL(ma->vars[4].shape[2], 16);
+    CU_ASSERT_EQUAL(ma->vars[4].shape[3], 1);
+    CU_ASSERT_EQUAL(ma->vars[4].fan_in, 9 * 16);        /* kh·kw·in */
+    CU_ASSERT_EQUAL(ma->vars[4].fan_out, 9 * 1);        /* kh·kw·dm */
+    CU_ASSERT_EQUAL(ma->vars[4].init, HC_INIT_VARIANCE_SCALING); /* He */
+    CU_ASSERT_EQUAL(ma->vars[4].init_par.mode, HC_FAN_IN);
+    CU_ASSERT(ma->vars[4].reg.l2 > 0.99e-4f && ma->vars[4].reg.l2 < 1.01e-4f);
+    CU_ASSERT_STRING_EQUAL(ma->vars[5].name, "dw/bias");
+    CU_ASSERT_EQUAL(ma->vars[5].size, 16);
+    CU_ASSERT_STRING_EQUAL(ma->vars[8].name, "down/depthwise_kernel");
+    CU_ASSERT_EQUAL(ma->vars[8].size, 3 * 3 * 8 * 2);
+    CU_ASSERT_STRING_EQUAL(ma->vars[9].name, "dense/kernel");  /* no bias */
 }
 
 /* Layers listed out of order are put after what they read; the order of
@@ -144,7 +165,7 @@ static void test_chain(void)
 static void test_keras_fixtures(void)
 {
     static const char *const names[] = {
-        "resnet_block", "dense_block", "two_inputs"};
+        "resnet_block", "dense_block", "two_inputs", "mobile_block"};
     char p[256];
 
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -180,6 +201,30 @@ static void test_keras_fixtures(void)
 static void test_refused(void)
 {
     static const struct { const char *json, *want; } bad[] = {
+        {"{'input_shape': [6, 6, 2], 'layers': [{'type': "
+         "'depthwise_conv2d', 'kernel_size': 3, 'depth_multiplier': 0}, "
+         "{'type': 'flatten'}, " OUT "], " TAIL,
+         "layers[0] (depthwise_conv2d \"depthwise_conv2d\"): "
+         "\"depth_multiplier\" must be from 1 to 65536, got 0"},
+        {"{'input_shape': [6, 6, 2], 'layers': [{'type': "
+         "'depthwise_conv2d', 'kernel_size': 3, 'kernel_initializer': "
+         "'he_normal'}, {'type': 'flatten'}, " OUT "], " TAIL,
+         "unknown key \"kernel_initializer\"; allowed here: type, name, "
+         "device, input_shape, inputs, kernel_size, strides, padding, "
+         "depth_multiplier, activation, use_bias, depthwise_initializer, "
+         "bias_initializer, depthwise_regularizer, bias_regularizer"},
+        {"{'input_shape': [6, 6, 2], 'layers': [{'type': "
+         "'depthwise_conv2d', 'kernel_size': 3, 'dilation_rate': 2}, "
+         "{'type': 'flatten'}, " OUT "], " TAIL,
+         "unknown key \"dilation_rate\""},
+        {"{'input_shape': [6, 6, 2], 'layers': [{'type': "
+         "'depthwise_conv2d', 'kernel_size': 7}, "
+         "{'type': 'flatten'}, " OUT "], " TAIL,
+         "kernel_size (7, 7) is larger than the input (6, 6, 2) with padding "
+         "\"valid\""},
+        {"{'input_shape': [6, 6, 2], 'layers': [{'type': "
+         "'depthwise_conv2d'}, {'type': 'flatten'}, " OUT "], " TAIL,
+         "missing required key \"kernel_size\" (e.g. [3, 3])"},
         {"{'input_shape': [4], 'layers': [{'type': 'dense', 'units': 3},"
          "{'type': 'add', 'inputs': ['dense', 'nope']}, " OUT "], " TAIL,
          "layers[1] (add \"add\"): \"inputs\" names \"nope\", which is no "
@@ -316,6 +361,24 @@ static void test_keras_refused(void)
          "\"kernel_size\": [3, 3], \"strides\": [1, 1], \"padding\": "
          "\"valid\"", "(add \"add\"): add needs inputs of one shape, but "
          "\"res_b\" gives (28, 28, 16) and \"proj\" gives (26, 26, 16)"},
+        /* DepthwiseConv2D: what hetps does not compute, by name */
+        {"mobile_block.keras3.json",
+         "\"depth_multiplier\": 1, \"kernel_size\": [3, 3], \"strides\": [1, "
+         "1], \"padding\": \"same\", \"data_format\": \"channels_last\", "
+         "\"dilation_rate\": [1, 1]",
+         "\"depth_multiplier\": 1, \"kernel_size\": [3, 3], \"strides\": [1, "
+         "1], \"padding\": \"same\", \"data_format\": \"channels_last\", "
+         "\"dilation_rate\": [2, 2]", "layers[4] DepthwiseConv2D \"dw\": "
+         "DepthwiseConv2D dilation_rate (2, 2) is not supported; hetps "
+         "computes (1, 1)"},
+        {"mobile_block.keras2.json", "\"depthwise_constraint\": null",
+         "\"depthwise_constraint\": {\"class_name\": \"NonNeg\", "
+         "\"config\": {}}", "DepthwiseConv2D depthwise_constraint NonNeg is "
+         "not supported; hetps has none"},
+        /* its kernel's arguments are depthwise_*: kernel_* is no key */
+        {"mobile_block.keras3.json", "\"depthwise_regularizer\": {",
+         "\"kernel_regularizer\": \"l2\", \"depthwise_regularizer\": {",
+         "DepthwiseConv2D kernel_regularizer \"l2\" is not supported"},
     };
     char p[256];
 
@@ -341,7 +404,7 @@ static void test_keras_refused(void)
 static void test_keras_written(void)
 {
     static const char *const names[] = {
-        "resnet_block", "dense_block", "two_inputs"};
+        "resnet_block", "dense_block", "two_inputs", "mobile_block"};
     char p[256], *json = NULL;
 
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

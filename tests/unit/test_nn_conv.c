@@ -1,7 +1,8 @@
 /*
  * test_nn_conv.c — convolutions: the Keras geometry (same/valid,
  * strides), im2col/col2im against naive loops and as adjoints, and
- * networks with conv2d layers against the double reference.
+ * networks with conv2d and depthwise_conv2d layers against the double
+ * reference.
  *
  * The reference and the shared checks are in nn_ref.c and nn_check.c;
  * each comparison prints its largest difference.
@@ -150,6 +151,16 @@ static void test_grad_conv_softmax_channels(void)
     nc_check_model(nc_model_conv_softmax_channels, 2, 0, 0, 2);
 }
 
+static void test_grad_dwconv(void)
+{
+    nc_check_model(nc_model_dwconv, 3, 0, 0, 2);
+}
+
+static void test_grad_mobile_block(void)
+{
+    nc_check_model(nc_model_graph_mobile, 2, 0, 0, 2);
+}
+
 void hp_test_register(void)
 {
     static const struct nc_test ops[] = {
@@ -161,6 +172,8 @@ void hp_test_register(void)
         {"grad two convs (col2im) + pool", test_grad_two_convs},
         {"grad 1x1 convs, no bias", test_grad_conv_1x1},
         {"grad conv softmax channels + dropouts", test_grad_conv_softmax_channels},
+        {"grad depthwise valid dm 2, same s2 no bias", test_grad_dwconv},
+        {"grad MobileNetV2 block: depthwise, ReLU(6), add", test_grad_mobile_block},
     };
 
     nc_add_suite("backend_cpu conv", ops, sizeof ops / sizeof ops[0]);
