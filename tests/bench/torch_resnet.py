@@ -37,30 +37,13 @@ times the training step on random data instead and prints
 "torch resnet: N samples/s (batch B, T threads)".
 """
 import argparse
-import gzip
 import math
-import os
-import struct
 import sys
 import time
 
 
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    magic = struct.unpack(">I", data[:4])[0]
-    dims = [struct.unpack(">I", data[4 + 4 * i:8 + 4 * i])[0]
-            for i in range(magic & 0xFF)]
-    return dims, data[4 + 4 * len(dims):]
-
-
-def load(torch, data_dir, prefix):
-    dims, img = read_idx(os.path.join(data_dir, prefix + "-images-idx3-ubyte.gz"))
-    _, lab = read_idx(os.path.join(data_dir, prefix + "-labels-idx1-ubyte.gz"))
-    x = torch.frombuffer(bytearray(img), dtype=torch.uint8).float().div_(255.0)
-    x = x.view(dims[0], 1, dims[1], dims[2])
-    y = torch.frombuffer(bytearray(lab), dtype=torch.uint8).long()
-    return x, y
+# The data as torch_train.py reads it (the same folder).
+from torch_train import load  # noqa: E402
 
 
 def build(torch, nn, gen, replicas):
