@@ -51,10 +51,11 @@ int hc_keras_var_path(const struct hc_model *m, int v, char *buf,
     for (int i = 0; i < m->n_layers; i++) {
         const struct hc_layer_spec *l = &m->layers[i];
 
-        if (l->var_kernel != v && l->var_bias != v)
+        if (l->n_var == 0 || v < l->var_first ||
+            v >= l->var_first + l->n_var)
             continue;
         layer_path(m, i, lp, sizeof lp);
-        snprintf(buf, len, "%s/vars/%d", lp, l->var_kernel == v ? 0 : 1);
+        snprintf(buf, len, "%s/vars/%d", lp, v - l->var_first);
         return HC_OK;
     }
     return hc_err_set(HC_ERR_INVAL, "variable %d is not one of the model's",
@@ -154,7 +155,7 @@ static int count_vars(hid_t f, const char *file, const struct hc_model *m)
 {
     for (int i = 0; i < m->n_layers; i++) {
         const struct hc_layer_spec *l = &m->layers[i];
-        int want = (l->var_kernel >= 0) + (l->var_bias >= 0);
+        int want = l->n_var;
         char path[HC_NAME_MAX + 32];
         H5G_info_t info;
 
@@ -303,12 +304,13 @@ static int write_all(hid_t f, const struct hc_model *m, const float *params)
             return -1;
         vg = H5Gcreate2(lg, "vars", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         bad = vg < 0;
-        if (!bad && l->var_kernel >= 0)
-            bad = write_var(vg, "0", &m->vars[l->var_kernel],
-                            params + var_at(m, l->var_kernel));
-        if (!bad && l->var_bias >= 0)
-            bad = write_var(vg, "1", &m->vars[l->var_bias],
-                            params + var_at(m, l->var_bias));
+        for (int k = 0; !bad && k < l->n_var; k++) {
+            char key[16];
+            int v = l->var_first + k;
+
+            snprintf(key, sizeof key, "%d", k);
+            bad = write_var(vg, key, &m->vars[v], params + var_at(m, v));
+        }
         if (vg >= 0)
             bad |= H5Gclose(vg) < 0;
         bad |= H5Gclose(lg) < 0;

@@ -207,6 +207,10 @@ struct hc_layer_spec {
     struct hc_regularizer kernel_reg, bias_reg;     /* conv2d / dense */
     struct hc_shape in, out;    /* inferred at load; in is in_from[0]'s */
     int var_kernel, var_bias;   /* indices into hc_model.vars, -1 if none */
+    int var_first, n_var;       /* every variable of the layer, in Keras's
+                                 * order (its weights file's vars/0, 1, …):
+                                 * vars[var_first … var_first + n_var − 1],
+                                 * appended together by its kind's infer */
 };
 
 struct hc_var_def {

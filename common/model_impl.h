@@ -108,10 +108,11 @@ int md_window_out(const char *where, struct hc_layer_spec *l,
                   const char *size_key, int kh, int kw);
 
 /* Append variable "L/what" of layer l to m: shape (ndim dimensions),
- * initialiser and fans; its index into *idx. Fails on too many variables
- * or elements. */
+ * initialiser and fans; its index into *idx, counted in l->n_var (a
+ * layer's variables are appended one after another, in Keras's order).
+ * Fails on too many variables or elements. */
 int md_add_var(struct hc_model *m, const char *where,
-               const struct hc_layer_spec *l, const char *what, int ndim,
+               struct hc_layer_spec *l, const char *what, int ndim,
                const int *shape, enum hc_init init, int fan_in, int fan_out,
                int *idx);
 

@@ -200,7 +200,7 @@ int md_window_out(const char *where, struct hc_layer_spec *l,
 /* ---- variables ---------------------------------------------------------- */
 
 int md_add_var(struct hc_model *m, const char *where,
-               const struct hc_layer_spec *l, const char *what, int ndim,
+               struct hc_layer_spec *l, const char *what, int ndim,
                const int *shape, enum hc_init init, int fan_in, int fan_out,
                int *idx)
 {
@@ -227,6 +227,9 @@ int md_add_var(struct hc_model *m, const char *where,
         return md_fail(where, "the model would have more than %llu parameters",
                        PARAMS_MAX);
     m->n_params += v->size;
+    if (l->n_var == 0)
+        l->var_first = m->n_vars;
+    l->n_var++;
     *idx = m->n_vars++;
     return HC_OK;
 }
@@ -540,6 +543,8 @@ static int layer_infer(struct hc_model *m, const char *where,
     int rv;
 
     l->var_kernel = l->var_bias = -1;
+    l->var_first = -1;
+    l->n_var = 0;
     l->in = *hc_model_node_shape(m, l->in_from[0]);
     l->out = l->in;
     if (k->infer && (rv = k->infer(m, where, l)))

@@ -32,6 +32,27 @@ static float *dev_grads(const struct nn_dev *d, float *host)
     return d->be->host_memory ? host : d->grads_d;
 }
 
+/* Variable k of layer l, k < 2 + l->n_extra: the kernel, the bias, then
+ * the extras; 0 when the layer has no such variable. */
+struct layer_var {
+    size_t off, doff, n;
+    struct hc_regularizer reg;
+};
+
+static int layer_var(const struct nn_layer *l, int k, struct layer_var *v)
+{
+    if (k == 0)
+        *v = (struct layer_var){l->off_w, l->doff_w, l->n_w, l->reg_w};
+    else if (k == 1)
+        *v = (struct layer_var){l->off_b, l->doff_b, l->n_b, l->reg_b};
+    else
+        *v = (struct layer_var){l->off_x[k - 2], l->doff_x[k - 2],
+                                l->size_x[k - 2], l->reg_x[k - 2]};
+    return v->n != 0;
+}
+
+#define LAYER_VARS(l) (2 + (l)->n_extra)
+
 /* Host parameters → every non-host device: the slices its layers own, or
  * the whole vector when it holds them all. */
 static int upload_params(struct wk_net *net, const float *params)
@@ -54,13 +75,14 @@ static int upload_params(struct wk_net *net, const float *params)
 
             if (l->dev != k)
                 continue;
-            if ((l->n_w && (rv = wk_be_upload(d->be, d->params_d + l->doff_w,
-                                              params + l->off_w,
-                                              l->n_w * sizeof *params))) ||
-                (l->n_b && (rv = wk_be_upload(d->be, d->params_d + l->doff_b,
-                                              params + l->off_b,
-                                              l->n_b * sizeof *params))))
-                return rv;
+            for (int x = 0; x < LAYER_VARS(l); x++) {
+                struct layer_var v;
+
+                if (layer_var(l, x, &v) &&
+                    (rv = wk_be_upload(d->be, d->params_d + v.doff,
+                                       params + v.off, v.n * sizeof *params)))
+                    return rv;
+            }
         }
     }
     return HC_OK;
@@ -87,13 +109,15 @@ static int download_grads(struct wk_net *net, float *grads)
 
             if (l->dev != k)
                 continue;
-            if ((l->n_w && (rv = wk_be_download(d->be, grads + l->off_w,
-                                                d->grads_d + l->doff_w,
-                                                l->n_w * sizeof *grads))) ||
-                (l->n_b && (rv = wk_be_download(d->be, grads + l->off_b,
-                                                d->grads_d + l->doff_b,
-                                                l->n_b * sizeof *grads))))
-                return rv;
+            for (int x = 0; x < LAYER_VARS(l); x++) {
+                struct layer_var v;
+
+                if (layer_var(l, x, &v) &&
+                    (rv = wk_be_download(d->be, grads + v.off,
+                                         d->grads_d + v.doff,
+                                         v.n * sizeof *grads)))
+                    return rv;
+            }
         }
     }
     return HC_OK;
@@ -172,10 +196,12 @@ static double penalty(const struct wk_net *net, const float *params)
     for (i = 0; i < net->n_layers; i++) {
         const struct nn_layer *l = &net->layers[i];
 
-        if (l->n_w)
-            p += reg_penalty(&l->reg_w, params + l->off_w, l->n_w);
-        if (l->n_b)
-            p += reg_penalty(&l->reg_b, params + l->off_b, l->n_b);
+        for (int x = 0; x < LAYER_VARS(l); x++) {
+            struct layer_var v;
+
+            if (layer_var(l, x, &v))
+                p += reg_penalty(&v.reg, params + v.off, v.n);
+        }
     }
     return p;
 }
@@ -373,8 +399,16 @@ int wk_net_loss(struct wk_net *net, const int *labels, const float *targets,
  * be computed, reading its parameters): wk_net_on_grads's report. */
 static void grads_final(const struct wk_net *net, const struct nn_layer *l)
 {
-    if (net->on_grads && (l->n_w || l->n_b))
-        net->on_grads(net->on_grads_arg, l->n_w ? l->off_w : l->off_b);
+    size_t from = NO_VAR;
+
+    for (int k = 0; k < LAYER_VARS(l); k++) {
+        struct layer_var v;
+
+        if (layer_var(l, k, &v) && (from == NO_VAR || v.off < from))
+            from = v.off;
+    }
+    if (net->on_grads && from != NO_VAR)
+        net->on_grads(net->on_grads_arg, from);
 }
 
 /* The output gradient of node j (its device's planned buffer). */
@@ -423,12 +457,13 @@ static int layer_backward(struct wk_net *net, int i, const float *params,
 
     if (l->kind->backward_params)
         l->kind->backward_params(l, grads, dy, net->B);
-    if (l->n_w && (l->reg_w.l1 || l->reg_w.l2))
-        wk_be_reg_grad(l->be, params + l->doff_w, grads + l->doff_w, l->n_w,
-                       l->reg_w.l1, l->reg_w.l2);
-    if (l->n_b && (l->reg_b.l1 || l->reg_b.l2))
-        wk_be_reg_grad(l->be, params + l->doff_b, grads + l->doff_b, l->n_b,
-                       l->reg_b.l1, l->reg_b.l2);
+    for (k = 0; k < LAYER_VARS(l); k++) {
+        struct layer_var v;
+
+        if (layer_var(l, k, &v) && (v.reg.l1 || v.reg.l2))
+            wk_be_reg_grad(l->be, params + v.doff, grads + v.doff, v.n,
+                           v.reg.l1, v.reg.l2);
+    }
     grads_final(net, l);
     for (k = 0; k < l->n_in; k++) {
         const float *g = dy;
@@ -514,15 +549,14 @@ static int params_in_layer_order(const struct wk_net *net)
     for (i = 0; i < net->n_layers; i++) {
         const struct nn_layer *l = &net->layers[i];
 
-        if (l->n_w) {
-            if (l->off_w < end)
+        for (int k = 0; k < LAYER_VARS(l); k++) {
+            struct layer_var v;
+
+            if (!layer_var(l, k, &v))
+                continue;
+            if (v.off < end)
                 return 0;
-            end = l->off_w + l->n_w;
-        }
-        if (l->n_b) {
-            if (l->off_b < end)
-                return 0;
-            end = l->off_b + l->n_b;
+            end = v.off + v.n;
         }
     }
     return end == net->n_params;

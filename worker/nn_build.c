@@ -263,7 +263,7 @@ static int setup_model(struct wk_net *net, const struct hc_model *m)
         c.li = i;
         if ((rv = setup_layer(&c, &net->layers[i])))
             return rv;
-        if (net->first_param < 0 && net->layers[i].off_w != NO_VAR)
+        if (net->first_param < 0 && nn_layer_has_vars(&net->layers[i]))
             net->first_param = i;
     }
     for (i = 0; i < m->n_vars; i++)
@@ -437,6 +437,27 @@ static int setup_devices(struct wk_net *net, const struct hc_model *m,
     return HC_OK;
 }
 
+int nn_check_extra(const struct nn_setup *c, struct nn_layer *l, int v,
+                   const char *what, size_t size)
+{
+    int rv, k = l->n_extra;
+
+    if (k >= NN_MAX_EXTRA)
+        return hc_err_set(HC_ERR_MISMATCH, "%s: more than %d variables "
+                          "besides a kernel and a bias", c->where,
+                          NN_MAX_EXTRA);
+    if ((rv = nn_check_var(c, v, what, size, &l->off_x[k], &l->size_x[k])))
+        return rv;
+    l->reg_x[k] = c->m->vars[v].reg;
+    l->n_extra++;
+    return HC_OK;
+}
+
+int nn_layer_has_vars(const struct nn_layer *l)
+{
+    return l->n_w || l->n_b || l->n_extra;
+}
+
 /*
  * Where each layer's parameters sit on its device (doff_*): the host
  * offsets on host memory and on a device holding every parameter layer
@@ -449,14 +470,14 @@ static void setup_layout(struct wk_net *net)
     int i, k, n_owners = 0;
 
     for (i = 0; i < net->n_layers; i++)
-        n_owners += net->layers[i].n_w || net->layers[i].n_b;
+        n_owners += nn_layer_has_vars(&net->layers[i]);
     for (k = 0; k < net->n_devs; k++) {
         struct nn_dev *d = &net->devs[k];
         int mine = 0;
 
         for (i = 0; i < net->n_layers; i++)
             mine += net->layers[i].dev == k &&
-                    (net->layers[i].n_w || net->layers[i].n_b);
+                    nn_layer_has_vars(&net->layers[i]);
         d->all_params = mine == n_owners;
         d->n_params = 0;
         for (i = 0; i < net->n_layers; i++) {
@@ -466,6 +487,8 @@ static void setup_layout(struct wk_net *net)
                 continue;
             l->doff_w = l->off_w;
             l->doff_b = l->off_b;
+            for (int x = 0; x < l->n_extra; x++)
+                l->doff_x[x] = l->off_x[x];
             if (d->be->host_memory || d->all_params)
                 continue;
             if (l->n_w) {
@@ -475,6 +498,10 @@ static void setup_layout(struct wk_net *net)
             if (l->n_b) {
                 l->doff_b = d->n_params;
                 d->n_params += l->n_b;
+            }
+            for (int x = 0; x < l->n_extra; x++) {
+                l->doff_x[x] = d->n_params;
+                d->n_params += l->size_x[x];
             }
         }
         if (d->all_params)
@@ -524,7 +551,7 @@ static void plan_grads(struct wk_net *net)
         struct nn_layer *l = &net->layers[i];
 
         l->gbuf = -1;
-        l->need_grad = l->n_w || l->n_b;
+        l->need_grad = nn_layer_has_vars(l);
         for (k = 0; k < l->n_in; k++)
             if (l->src[k] >= 0 && net->layers[l->src[k]].need_grad)
                 l->need_grad = 1;

@@ -34,6 +34,9 @@
 
 #define NO_VAR ((size_t)-1)
 
+/* Variables a layer may have beyond a kernel and a bias. */
+#define NN_MAX_EXTRA 2
+
 /* Distinct backends one net may run on. */
 #define NN_MAX_DEVS 16
 
@@ -110,6 +113,12 @@ struct nn_layer {
     size_t n_w, n_b;        /* their sizes (0 with NO_VAR) */
     size_t doff_w, doff_b;  /* the same in the device's params / grads */
     struct hc_regularizer reg_w, reg_b; /* their penalties (none: 0, 0) */
+    int n_extra;            /* variables beyond a kernel and a bias, set
+                             * by the kind's setup (nn_check_var) */
+    size_t off_x[NN_MAX_EXTRA], size_x[NN_MAX_EXTRA]; /* host offsets and
+                             * sizes of those */
+    size_t doff_x[NN_MAX_EXTRA]; /* the same in the device's params */
+    struct hc_regularizer reg_x[NN_MAX_EXTRA]; /* their penalties */
     float *out;             /* (max_B, out_size) own buffer, or NULL */
     float *cols;            /* (max_B, ws_size) = (max_B·OH·OW, kh·kw·C)
                              * conv2d workspace */
@@ -252,6 +261,14 @@ extern const struct nn_kind nn_conv2d, nn_maxpool2d, nn_flatten, nn_dense,
  * naming c->where. */
 int nn_check_var(const struct nn_setup *c, int v, const char *what,
                  size_t size, size_t *off, size_t *n);
+
+/* nn_check_var for the layer's next extra variable (off_x[n_extra]),
+ * its penalty taken from the model. */
+int nn_check_extra(const struct nn_setup *c, struct nn_layer *l, int v,
+                   const char *what, size_t size);
+
+/* 1 when l has any variable (kernel, bias or extra). */
+int nn_layer_has_vars(const struct nn_layer *l);
 
 /* HC_ERR_CONFIG naming c->where unless in is an image (H, W, C). */
 int nn_need_image(const struct nn_setup *c, const struct hc_layer_spec *s,
