@@ -74,6 +74,8 @@
                                    * trip between flights) */
 #define TRIM_STRANGERS 64         /* strangers freed: memory trimmed */
 #define WAIT_MS 250               /* epoll's wait: deadlines are this late */
+#define CLOSE_WAIT_MS 2000        /* hc_relay_close: for the loops to free
+                                   * its connections */
 #define RESOLVE_MS 30000          /* a client's server looked up again */
 #define RETRY_MIN_MS 20           /* a client connects again after … */
 #define RETRY_MAX_MS 1000         /* … doubling up to this */
@@ -110,6 +112,7 @@ struct hc_relay_ep {
     int backoff_ms;
     struct hc_relay_ep *loop_next; /* client: its loop's endpoints */
     struct hc_relay_cb cb;      /* who gets what is read */
+    int live;                   /* its connections not yet freed (atomic) */
     struct hc_relay_ep *next;   /* every endpoint ever opened (all_eps) */
 };
 
@@ -179,6 +182,7 @@ struct loop {
     uint64_t trimmed_at;        /* ms */
     uint64_t over_cap;
     struct hc_relay_ep *clients; /* client endpoints dealt here */
+    pthread_t th;                /* its thread, once started */
     pthread_mutex_t kmu;         /* the conns' sender-shared fields, kicks */
     struct conn *kicks;          /* conns senders woke */
 };
@@ -567,6 +571,7 @@ static struct conn *conn_new(struct hc_relay_ep *ep, struct loop *R, int fd,
     c->next = R->conns;
     R->conns = c;
     R->n_conns++;
+    __atomic_add_fetch(&ep->live, 1, __ATOMIC_RELAXED);
     R->n_strangers += ep->server;
     return c;
 }
@@ -1054,6 +1059,7 @@ static void accept_all(struct hc_relay_ep *ep, struct loop *R)
 static void conn_free(struct conn *c)
 {
     struct loop *R = c->loop;
+    struct hc_relay_ep *ep = c->ep;
     struct conn **pc;
     bool trim = c->rx_charged >= TRIM_BYTES;
     uint32_t refused_out;
@@ -1087,6 +1093,7 @@ static void conn_free(struct conn *c)
     free(c);
     if (trim)
         malloc_trim(0);
+    __atomic_sub_fetch(&ep->live, 1, __ATOMIC_RELEASE);
 }
 
 /* Free what is dead; by the loop's thread only, called with R->mu held
@@ -1244,6 +1251,7 @@ static void *relay_main(void *arg)
     int n, i, wait = WAIT_MS;
 
     pthread_setname_np(pthread_self(), "hetps:relay");
+    R->th = pthread_self();
     for (;;) {
         n = epoll_wait(R->epfd, evs, 64, wait);
         pthread_mutex_lock(&R->mu);
@@ -1536,6 +1544,30 @@ void hc_relay_drop(hc_relay_ep *ep, uint32_t conn)
     put_conn(c);
 }
 
+/* Until the loops have freed every connection of ep (killed by
+ * hc_relay_close), at most CLOSE_WAIT_MS: so that no relay thread is still
+ * freeing one of its SSLs when the caller goes on — to exit(), say, whose
+ * handlers take OpenSSL down under it. Not on a loop's own thread, which
+ * is the one that frees them. */
+static void wait_freed(hc_relay_ep *ep)
+{
+    int i, k;
+
+    for (k = 0; k < n_loops; k++)
+        if (loops[k].epfd >= 0 && pthread_equal(pthread_self(), loops[k].th))
+            return;
+    for (i = 0; i < CLOSE_WAIT_MS &&
+                __atomic_load_n(&ep->live, __ATOMIC_ACQUIRE) > 0; i++) {
+        for (k = 0; k < n_loops; k++)
+            ring(&loops[k]);
+        nng_msleep(1);
+    }
+    if (i == CLOSE_WAIT_MS)
+        hc_warn("TLS relay %s: %d connections not freed %d ms after its "
+                "close; going on", ep->name,
+                __atomic_load_n(&ep->live, __ATOMIC_ACQUIRE), CLOSE_WAIT_MS);
+}
+
 void hc_relay_close(hc_relay_ep *ep)
 {
     struct hc_relay_ep **pe;
@@ -1574,6 +1606,7 @@ void hc_relay_close(hc_relay_ep *ep)
             }
         pthread_mutex_unlock(&R->mu);
     }
+    wait_freed(ep);
     SSL_CTX_free(ep->ctx);
     ep->ctx = NULL;
 }
