@@ -618,6 +618,8 @@ static int setup_buffers(struct wk_net *net)
                 d->max_act = (size_t)l->src_size[k];
         if ((size_t)l->out_size > d->max_act)
             d->max_act = (size_t)l->out_size;
+        if ((l->kind->flags & NN_SHARED_WS) && l->ws_size > d->max_ws)
+            d->max_ws = l->ws_size;
         if (l->kind->alloc && (rv = l->kind->alloc(l, B)))
             return rv;
         for (k = 0; k < l->n_in; k++) {
@@ -639,10 +641,20 @@ static int setup_buffers(struct wk_net *net)
         if (d->need_scratch &&
             (rv = nn_alloc_f(d->be, &d->scratch, B * d->max_act)))
             return rv;
+        if (d->max_ws && (rv = nn_alloc_f(d->be, &d->ws, B * d->max_ws)))
+            return rv;
         if (!d->be->host_memory && d->n_params &&
             ((rv = nn_alloc_f(d->be, &d->params_d, d->n_params)) ||
              (rv = nn_alloc_f(d->be, &d->grads_d, d->n_params))))
             return rv;
+    }
+    for (i = 0; i < net->n_layers; i++) {
+        struct nn_layer *l = &net->layers[i];
+
+        if ((l->kind->flags & NN_SHARED_WS) && l->ws_size) {
+            l->cols = net->devs[l->dev].ws;
+            l->ws_holder = &net->devs[l->dev].ws_holder;
+        }
     }
     if (stage && !(net->stage_h = malloc(B * stage * sizeof *net->stage_h)))
         return hc_err_set(HC_ERR_NOMEM, "net: out of host memory");
@@ -731,7 +743,8 @@ void wk_net_free(struct wk_net *net)
         if (!l->be)
             continue;
         wk_be_free(l->be, l->out);
-        wk_be_free(l->be, l->cols);
+        if (!(l->kind->flags & NN_SHARED_WS))
+            wk_be_free(l->be, l->cols);
         wk_be_free(l->be, l->idx);
         wk_be_free(l->be, l->pre);
         for (k = 0; k < l->n_in; k++)
@@ -743,6 +756,7 @@ void wk_net_free(struct wk_net *net)
         for (i = 0; i < d->n_gbuf; i++)
             wk_be_free(d->be, d->gbuf[i]);
         wk_be_free(d->be, d->scratch);
+        wk_be_free(d->be, d->ws);
         wk_be_free(d->be, d->params_d);
         wk_be_free(d->be, d->grads_d);
     }

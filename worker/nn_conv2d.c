@@ -5,7 +5,11 @@
  * and activation fused into one pass over the output — or left to a
  * max-pool after it (NN_EPILOGUE_OUT: nn_build.c, fuse_epilogue).
  * Backward fuses the activation derivative with the bias gradient, then
- * dW = colsᵀ·dY and dX = col2im(dY·Wᵀ).
+ * dW = colsᵀ·dY and dX = col2im(dY·Wᵀ). The cols are the device's shared
+ * workspace (NN_SHARED_WS), not kept from forward: backward unrolls the
+ * input again unless the workspace still holds it (the last conv2d of a
+ * device, the first in backward), so a deep net holds one layer's cols,
+ * not one per layer.
  */
 #include "nn_impl.h"
 
@@ -26,7 +30,8 @@ static int setup(const struct nn_setup *c, const struct hc_layer_spec *s,
         return rv;
     out->dims[2] = s->filters;
     l->direct = s->kh == 1 && s->kw == 1 && sh == 1 && sw == 1;
-    l->ws_size = (size_t)l->g.OH * l->g.OW * s->kh * s->kw * l->g.C;
+    l->ws_size = l->direct ? 0 : (size_t)l->g.OH * l->g.OW * s->kh * s->kw *
+                                 l->g.C;
     return nn_check_var(c, s->var_kernel, "kernel",
                         (size_t)s->kh * s->kw * l->g.C * s->filters,
                         &l->off_w, &l->n_w);
@@ -39,8 +44,6 @@ static int alloc(struct nn_layer *l, size_t B)
     if ((rv = nn_alloc_f(l->be, &l->out, B * l->out_size)) ||
         (!l->pre_pool && (rv = nn_alloc_pre(l, B))))
         return rv;
-    if (!l->direct)
-        return nn_alloc_f(l->be, &l->cols, B * l->ws_size);
     return HC_OK;
 }
 
@@ -57,6 +60,7 @@ static void forward(const struct wk_net *net, struct nn_layer *l,
     if (!l->direct) {
         wk_be_im2col(l->be, &g, x, l->cols);
         cols = l->cols;
+        *l->ws_holder = l;
     }
     wk_be_sgemm(l->be, 0, 0, M, F, K, 1.0f, cols, K, params + l->doff_w, F,
                 0.0f, l->out, F);
@@ -72,6 +76,13 @@ static void backward_params(struct nn_layer *l, float *grads, float *dy,
 
     if (!l->pre_pool)
         nn_bias_act_backward(l, dy, M, F, l->n_b ? grads + l->doff_b : NULL);
+    if (!l->direct && *l->ws_holder != l) {
+        struct wk_geom g = l->g;
+
+        g.B = B;
+        wk_be_im2col(l->be, &g, l->x, l->cols);
+        *l->ws_holder = l;
+    }
     /* dW (K, F) = colsᵀ · dY */
     wk_be_sgemm(l->be, 1, 0, K, F, M, 1.0f, l->direct ? l->x : l->cols, K,
                 dy, F, 0.0f, grads + l->doff_w, F);
@@ -89,15 +100,17 @@ static int backward_input(struct nn_layer *l, const float *params, float *dy,
                     F, 0.0f, dx, K);
         return 1;
     }
-    /* dcols (M, K) = dY · Wᵀ, into the cols workspace (done with). */
+    /* dcols (M, K) = dY · Wᵀ, into the workspace (backward_params is done
+     * with it). */
     wk_be_sgemm(l->be, 0, 1, M, K, F, 1.0f, dy, F, params + l->doff_w, F,
                 0.0f, l->cols, K);
+    *l->ws_holder = NULL;
     wk_be_col2im(l->be, &g, l->cols, dx);
     return 1;
 }
 
 const struct nn_kind nn_conv2d = {
-    .flags = NN_BIAS | NN_EPILOGUE_OUT,
+    .flags = NN_BIAS | NN_EPILOGUE_OUT | NN_SHARED_WS,
     .setup = setup,
     .alloc = alloc,
     .forward = forward,

@@ -55,6 +55,11 @@ struct nn_dev {
     size_t max_act;         /* floats per sample of its largest activation */
     int n_gbuf;             /* gradient buffers the plan needs here */
     float *gbuf[NN_MAX_GBUF]; /* (max_B, max_act) each: output gradients */
+    size_t max_ws;          /* floats per sample of the largest shared
+                             * workspace (NN_SHARED_WS) of its layers */
+    float *ws;              /* (max_B, max_ws) that workspace, or NULL */
+    const struct nn_layer *ws_holder; /* the layer whose unrolled input ws
+                             * holds now (its forward's), or NULL */
     int need_scratch;       /* the plan sums or crosses a gradient here */
     float *scratch;         /* (max_B, max_act) that sum's term, or NULL */
 };
@@ -121,7 +126,9 @@ struct nn_layer {
     struct hc_regularizer reg_x[NN_MAX_EXTRA]; /* their penalties */
     float *out;             /* (max_B, out_size) own buffer, or NULL */
     float *cols;            /* (max_B, ws_size) = (max_B·OH·OW, kh·kw·C)
-                             * conv2d workspace */
+                             * conv2d workspace: its device's ws */
+    const struct nn_layer **ws_holder; /* NN_SHARED_WS: &its device's
+                             * ws_holder */
     int32_t *idx;           /* (max_B, out_size) maxpool2d argmax */
     float *pre;             /* (max_B, out_size) conv2d / dense: the
                              * values before an activation whose
@@ -200,6 +207,11 @@ struct nn_setup {
                              * of the layer before it to its own output */
 #define NN_IN_PLACE     8u  /* backward_input always leaves the input's
                              * gradient in dy (returns 0) */
+#define NN_SHARED_WS   16u  /* its workspace (ws_size floats a sample) is
+                             * its device's, shared by every such layer:
+                             * l->cols holds nothing from one call (forward,
+                             * or backward_params with backward_input) to
+                             * the next */
 
 struct nn_kind {
     unsigned flags;
