@@ -618,8 +618,6 @@ static int setup_buffers(struct wk_net *net)
                 d->max_act = (size_t)l->src_size[k];
         if ((size_t)l->out_size > d->max_act)
             d->max_act = (size_t)l->out_size;
-        if ((l->kind->flags & NN_SHARED_WS) && l->ws_size > d->max_ws)
-            d->max_ws = l->ws_size;
         if (l->kind->alloc && (rv = l->kind->alloc(l, B)))
             return rv;
         for (k = 0; k < l->n_in; k++) {
@@ -641,7 +639,21 @@ static int setup_buffers(struct wk_net *net)
         if (d->need_scratch &&
             (rv = nn_alloc_f(d->be, &d->scratch, B * d->max_act)))
             return rv;
-        if (d->max_ws && (rv = nn_alloc_f(d->be, &d->ws, B * d->max_ws)))
+        for (i = 0; i < net->n_layers; i++) {
+            struct nn_layer *l = &net->layers[i];
+            size_t need;
+
+            if (l->dev != k || !(l->kind->flags & NN_SHARED_WS) ||
+                !l->ws_size)
+                continue;
+            need = B * l->ws_size;
+            if (need > B * d->max_act)
+                need = B * d->max_act > l->ws_size ? B * d->max_act
+                                                   : l->ws_size;
+            if (need > d->ws_floats)
+                d->ws_floats = need;
+        }
+        if (d->ws_floats && (rv = nn_alloc_f(d->be, &d->ws, d->ws_floats)))
             return rv;
         if (!d->be->host_memory && d->n_params &&
             ((rv = nn_alloc_f(d->be, &d->params_d, d->n_params)) ||
@@ -652,8 +664,11 @@ static int setup_buffers(struct wk_net *net)
         struct nn_layer *l = &net->layers[i];
 
         if ((l->kind->flags & NN_SHARED_WS) && l->ws_size) {
+            size_t chunk = net->devs[l->dev].ws_floats / l->ws_size;
+
             l->cols = net->devs[l->dev].ws;
             l->ws_holder = &net->devs[l->dev].ws_holder;
+            l->ws_chunk = chunk < B ? (int)chunk : (int)B;
         }
     }
     if (stage && !(net->stage_h = malloc(B * stage * sizeof *net->stage_h)))

@@ -9,7 +9,9 @@
  * workspace (NN_SHARED_WS), not kept from forward: backward unrolls the
  * input again unless the workspace still holds it (the last conv2d of a
  * device, the first in backward), so a deep net holds one layer's cols,
- * not one per layer.
+ * not one per layer. Where a whole batch's cols would be larger than the
+ * device's largest activation, the batch goes through in chunks of
+ * ws_chunk samples (one GEMM each, M = chunk·OH·OW rows).
  */
 #include "nn_impl.h"
 
@@ -47,65 +49,89 @@ static int alloc(struct nn_layer *l, size_t B)
     return HC_OK;
 }
 
+/* The samples [b0, b0 + n) of the batch unrolled into the workspace. */
+static void unroll(const struct nn_layer *l, const float *x, int b0, int n)
+{
+    struct wk_geom g = l->g;
+
+    g.B = n;
+    wk_be_im2col(l->be, &g, x + (size_t)b0 * l->in_size, l->cols);
+}
+
 static void forward(const struct wk_net *net, struct nn_layer *l,
                     const float *x, const float *params, int B, int training)
 {
-    struct wk_geom g = l->g;
-    int M = B * g.OH * g.OW, K = g.kh * g.kw * g.C, F = l->out_c;
-    const float *cols = x;
+    int P = l->g.OH * l->g.OW, K = l->g.kh * l->g.kw * l->g.C, F = l->out_c;
 
     (void)net;
     (void)training;
-    g.B = B;
-    if (!l->direct) {
-        wk_be_im2col(l->be, &g, x, l->cols);
-        cols = l->cols;
-        *l->ws_holder = l;
+    if (l->direct) {
+        wk_be_sgemm(l->be, 0, 0, B * P, F, K, 1.0f, x, K, params + l->doff_w,
+                    F, 0.0f, l->out, F);
+    } else {
+        for (int b0 = 0; b0 < B; b0 += l->ws_chunk) {
+            int n = B - b0 < l->ws_chunk ? B - b0 : l->ws_chunk;
+
+            unroll(l, x, b0, n);
+            wk_be_sgemm(l->be, 0, 0, n * P, F, K, 1.0f, l->cols, K,
+                        params + l->doff_w, F, 0.0f,
+                        l->out + (size_t)b0 * l->out_size, F);
+        }
+        *l->ws_holder = l->ws_chunk >= B ? l : NULL;
     }
-    wk_be_sgemm(l->be, 0, 0, M, F, K, 1.0f, cols, K, params + l->doff_w, F,
-                0.0f, l->out, F);
     if (!l->pre_pool)
-        nn_bias_act(l, l->n_b ? params + l->doff_b : NULL, l->out, M, F);
+        nn_bias_act(l, l->n_b ? params + l->doff_b : NULL, l->out, B * P, F);
 }
 
 static void backward_params(struct nn_layer *l, float *grads, float *dy,
                             int B)
 {
-    int M = B * l->g.OH * l->g.OW, K = l->g.kh * l->g.kw * l->g.C;
+    int P = l->g.OH * l->g.OW, K = l->g.kh * l->g.kw * l->g.C;
     int F = l->out_c;
 
     if (!l->pre_pool)
-        nn_bias_act_backward(l, dy, M, F, l->n_b ? grads + l->doff_b : NULL);
-    if (!l->direct && *l->ws_holder != l) {
-        struct wk_geom g = l->g;
-
-        g.B = B;
-        wk_be_im2col(l->be, &g, l->x, l->cols);
-        *l->ws_holder = l;
+        nn_bias_act_backward(l, dy, B * P, F, l->n_b ? grads + l->doff_b
+                                                    : NULL);
+    /* dW (K, F) = colsᵀ · dY, summed over the workspace's chunks */
+    if (l->direct) {
+        wk_be_sgemm(l->be, 1, 0, K, F, B * P, 1.0f, l->x, K, dy, F, 0.0f,
+                    grads + l->doff_w, F);
+        return;
     }
-    /* dW (K, F) = colsᵀ · dY */
-    wk_be_sgemm(l->be, 1, 0, K, F, M, 1.0f, l->direct ? l->x : l->cols, K,
-                dy, F, 0.0f, grads + l->doff_w, F);
+    for (int b0 = 0; b0 < B; b0 += l->ws_chunk) {
+        int n = B - b0 < l->ws_chunk ? B - b0 : l->ws_chunk;
+
+        if (*l->ws_holder != l)
+            unroll(l, l->x, b0, n);
+        wk_be_sgemm(l->be, 1, 0, K, F, n * P, 1.0f, l->cols, K,
+                    dy + (size_t)b0 * l->out_size, F, b0 ? 1.0f : 0.0f,
+                    grads + l->doff_w, F);
+    }
 }
 
 static int backward_input(struct nn_layer *l, const float *params, float *dy,
                           float *dx, int B)
 {
     struct wk_geom g = l->g;
-    int M = B * g.OH * g.OW, K = g.kh * g.kw * g.C, F = l->out_c;
+    int P = g.OH * g.OW, K = g.kh * g.kw * g.C, F = l->out_c;
 
-    g.B = B;
     if (l->direct) {
-        wk_be_sgemm(l->be, 0, 1, M, K, F, 1.0f, dy, F, params + l->doff_w,
+        wk_be_sgemm(l->be, 0, 1, B * P, K, F, 1.0f, dy, F, params + l->doff_w,
                     F, 0.0f, dx, K);
         return 1;
     }
-    /* dcols (M, K) = dY · Wᵀ, into the workspace (backward_params is done
-     * with it). */
-    wk_be_sgemm(l->be, 0, 1, M, K, F, 1.0f, dy, F, params + l->doff_w, F,
-                0.0f, l->cols, K);
+    /* dcols (n·P, K) = dY · Wᵀ a chunk at a time, into the workspace
+     * (backward_params is done with it), then back onto dX. */
     *l->ws_holder = NULL;
-    wk_be_col2im(l->be, &g, l->cols, dx);
+    for (int b0 = 0; b0 < B; b0 += l->ws_chunk) {
+        int n = B - b0 < l->ws_chunk ? B - b0 : l->ws_chunk;
+
+        g.B = n;
+        wk_be_sgemm(l->be, 0, 1, n * P, K, F, 1.0f,
+                    dy + (size_t)b0 * l->out_size, F, params + l->doff_w, F,
+                    0.0f, l->cols, K);
+        wk_be_col2im(l->be, &g, l->cols, dx + (size_t)b0 * l->in_size);
+    }
     return 1;
 }
 

@@ -55,9 +55,11 @@ struct nn_dev {
     size_t max_act;         /* floats per sample of its largest activation */
     int n_gbuf;             /* gradient buffers the plan needs here */
     float *gbuf[NN_MAX_GBUF]; /* (max_B, max_act) each: output gradients */
-    size_t max_ws;          /* floats per sample of the largest shared
-                             * workspace (NN_SHARED_WS) of its layers */
-    float *ws;              /* (max_B, max_ws) that workspace, or NULL */
+    size_t ws_floats;       /* its layers' shared workspace (NN_SHARED_WS):
+                             * the largest one's for the whole batch, but
+                             * no more than its largest activation's
+                             * (max_B·max_act) or one sample's if larger */
+    float *ws;              /* (ws_floats) that workspace, or NULL */
     const struct nn_layer *ws_holder; /* the layer whose unrolled input ws
                              * holds now (its forward's), or NULL */
     int need_scratch;       /* the plan sums or crosses a gradient here */
@@ -129,6 +131,8 @@ struct nn_layer {
                              * conv2d workspace: its device's ws */
     const struct nn_layer **ws_holder; /* NN_SHARED_WS: &its device's
                              * ws_holder */
+    int ws_chunk;           /* NN_SHARED_WS: samples whose workspace fits
+                             * the device's at once (1 to max_B) */
     int32_t *idx;           /* (max_B, out_size) maxpool2d argmax */
     float *pre;             /* (max_B, out_size) conv2d / dense: the
                              * values before an activation whose
