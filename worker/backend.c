@@ -66,7 +66,16 @@ void wk_backend_free(struct wk_backend *be)
 
 int wk_be_alloc(struct wk_backend *be, size_t bytes, void **out)
 {
-    return be->ops->alloc(be, bytes, out);
+    int rv = be->ops->alloc(be, bytes, out);
+
+    if (rv == HC_OK)
+        __atomic_add_fetch(&be->allocated, bytes, __ATOMIC_RELAXED);
+    return rv;
+}
+
+size_t wk_be_allocated(const struct wk_backend *be)
+{
+    return __atomic_load_n(&be->allocated, __ATOMIC_RELAXED);
 }
 
 void wk_be_free(struct wk_backend *be, void *p)

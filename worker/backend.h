@@ -92,7 +92,13 @@ struct wk_backend {
     void *ctx;              /* the implementation's state */
     char name[32];          /* "cpu", "cuda:0" */
     int host_memory;        /* 1: backend pointers are plain host memory */
+    size_t allocated;       /* bytes wk_be_alloc gave out (atomic) */
 };
+
+/* Bytes wk_be_alloc has given out on be since it was made, frees not
+ * subtracted: what a net took of a backend is the difference across its
+ * wk_net_new (a net allocates only there). Any thread. */
+size_t wk_be_allocated(const struct wk_backend *be);
 
 /*
  * The CPU backend: host memory, cblas_sgemm from OpenBLAS, plain loops for

@@ -96,6 +96,10 @@ void wk_net_free(struct wk_net *net);              /* NULL allowed */
 
 /* Floats per sample of the input (H·W·C) and of the output (N). */
 size_t wk_net_input_size(const struct wk_net *net);
+/* Floats per sample that a training step must hold from forward to
+ * backward: the input and every layer's output (the least a net can keep
+ * without recomputing; what its memory is measured against). */
+size_t wk_net_kept_size(const struct wk_net *net);
 size_t wk_net_output_size(const struct wk_net *net);
 
 /* Seed of dropout masks; also restarts the counter of training forwards,

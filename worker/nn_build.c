@@ -699,6 +699,15 @@ static int setup_buffers(struct wk_net *net)
                        (void **)&net->labels_d);
 }
 
+size_t wk_net_kept_size(const struct wk_net *net)
+{
+    size_t n = net->in_size;
+
+    for (int i = 0; i < net->n_layers; i++)
+        n += (size_t)net->layers[i].out_size;
+    return n;
+}
+
 int wk_net_new_placed(const struct hc_model *m,
                       struct wk_backend *const *layer_be, int max_batch,
                       struct wk_net **out)

@@ -16,7 +16,10 @@
  *   hetps: loss first F last L
  * (the mean batch loss of the first warm-up step and of the last timed one:
  * a check that the loop really trains), and with --rss the peak resident
- * set size from getrusage. Exits 1 with a message on any error.
+ * set size from getrusage and the net's memory (all its buffers plus the
+ * parameters and gradients) as a ratio to the least a step must hold
+ * (the activations kept for backward plus the same parameters and
+ * gradients). Exits 1 with a message on any error.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +47,25 @@ static double now_s(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The net's own buffers (all it allocated on its backend) plus the
+ * parameters and gradients, against the least a step must hold: the
+ * activations kept from forward to backward plus the same parameters and
+ * gradients. */
+static void print_net_memory(const struct wk_net *net,
+                             const struct wk_backend *be,
+                             const struct hc_model *m, int batch)
+{
+    const double MiB = 1024.0 * 1024.0;
+    double pg = 2.0 * (double)m->n_params * sizeof(float);
+    double kept = (double)batch * (double)wk_net_kept_size(net) *
+                  sizeof(float);
+    double got = (double)wk_be_allocated(be) + pg;
+
+    printf("hetps: net memory %.1f MiB = %.2fx (kept activations %.1f MiB "
+           "+ parameters and gradients %.1f MiB)\n", got / MiB,
+           got / (kept + pg), kept / MiB, pg / MiB);
 }
 
 static int parse_int(const char *s, const char *what, int lo, int hi, int *out)
@@ -193,6 +215,7 @@ int main(int argc, char **argv)
 
         if (getrusage(RUSAGE_SELF, &ru) == 0)
             printf("hetps: peak RSS %.1f MiB\n", (double)ru.ru_maxrss / 1024);
+        print_net_memory(net, be, &m, a.batch);
     }
     rv = HC_OK;
 out:
