@@ -2,16 +2,34 @@
 # optim.sh — every optimizer of a shard equals Keras's formulas: 100 steps
 # of seeded random gradients through a real shard store (tools/optim_check:
 # ps_store_apply, closed and reopened half-way) for each optimizer and
-# setting, against the NumPy transcription of keras/src/optimizers in
-# tests/optim_ref.py (its top says what "equal" means). Then real
-# processes: each optimizer trains the reference model for 150 steps and
-# its loss falls (below).
+# setting, then through live hetps-ps processes in sync and async
+# (tools/optim_check shard, every optimizer × rate schedule × clipping), against
+# the NumPy transcription of keras/src/optimizers in tests/optim_ref.py
+# (its top says what "equal" means). Then real processes: each optimizer
+# trains the reference model for 150 steps and its loss falls (below).
 . "$(dirname "$0")/lib.inc"
 PY=/usr/bin/python3
 $PY -c 'import numpy' 2>/dev/null || { echo "skipped: no NumPy for $PY (Debian: python3-numpy)"; exit 77; }
 
 $PY "$(dirname "$0")/../optim_ref.py" "$B" > "$T/ref.txt" 2>&1 || { cat "$T/ref.txt"; fail "a shard's optimizer differs from Keras's formulas"; }
-ok "$(tail -1 "$T/ref.txt") (100 steps each, through a shard store)"
+ok "$(tail -1 "$T/ref.txt")"
+
+# The same through live shards: every optimizer × (a constant rate, each
+# schedule) × (no clipping, clipvalue, clipnorm, global_clipnorm), 100
+# steps each on two fresh hetps-ps and one worker (tools/optim_check shard), in
+# sync and in async at once, each mode on its own port block.
+pick_ports
+p_sync=$PORT
+while [ "$PORT" = "$p_sync" ]; do pick_ports; done
+$PY "$(dirname "$0")/../optim_ref.py" --shard sync "$B" "$BIN" "$p_sync" > "$T/sync.txt" 2>&1 &
+sync_pid=$!
+track $sync_pid
+$PY "$(dirname "$0")/../optim_ref.py" --shard async "$B" "$BIN" "$PORT" > "$T/async.txt" 2>&1 ||
+    { grep -v '^ok' "$T/async.txt" | head -20; fail "through live shards in async, an optimizer differs from Keras's formulas"; }
+wait $sync_pid ||
+    { grep -v '^ok' "$T/sync.txt" | head -20; fail "through live shards in sync, an optimizer differs from Keras's formulas"; }
+ok "$(tail -1 "$T/sync.txt")"
+ok "$(tail -1 "$T/async.txt")"
 
 # Each optimizer trains the reference model (deploy/models/fashion_cnn.json,
 # --optimizer replacing its Adam; with each of the three clip settings
