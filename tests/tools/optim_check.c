@@ -325,7 +325,7 @@ static int shard_slots(const struct hc_cluster *cl, const char *data_dir,
 {
     struct ps_gathered g;
     float *out = NULL;
-    int rv = ps_gather(cl, data_dir, 1, 1, &g, NULL);
+    int rv = ps_gather(cl, data_dir, PS_GATHER_SLOTS, 1, &g, NULL);
 
     if (rv != HC_OK)
         return rv;
