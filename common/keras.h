@@ -75,9 +75,10 @@ int hc_keras_read_weights(const char *path, const struct hc_model *m,
  *   RMSprop's momentum and average_gradient); lead is 2 for Adam, AdamW,
  *   Nadam, Adamax and Ftrl (their build's first loop makes two), 1 for SGD
  *   with momentum, RMSprop and Adagrad.
- * Keras releases whose build makes them in another order (each kind for
- * every variable in turn throughout) read them by index as theirs:
- * load_model there refuses the shapes, or swaps slots of equal shapes.
+ * Keras releases whose build makes them in another order (Nadam's
+ * u_product after its slots; in some, each kind for every variable in
+ * turn) read them by index as theirs: load_model there refuses the
+ * shapes, or swaps slots of equal shapes.
  */
 #define HC_KERAS_MAX_SLOTS 3
 struct hc_keras_optim {
