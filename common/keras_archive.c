@@ -119,8 +119,10 @@ int hc_keras_archive_config(const char *path, size_t max, char **json,
     return rv;
 }
 
-int hc_keras_read_weights(const char *path, const struct hc_model *m,
-                          float *params)
+/* The weights (params not NULL) and the optimizer's state (o not NULL)
+ * of a weights file or an archive's model.weights.h5. */
+static int read_h5(const char *path, const struct hc_model *m, float *params,
+                   struct hc_keras_optim *o)
 {
     char *image = NULL;
     size_t len = 0;
@@ -128,17 +130,30 @@ int hc_keras_read_weights(const char *path, const struct hc_model *m,
     int rv;
 
     if (!hc_keras_is_archive(path))
-        return kx_read_weights_file(path, m, params);
+        return kx_read_weights_file(path, m, params, o);
     if ((rv = open_archive(path, &z)) != HC_OK)
         return rv;
+    /* the parameters and, with the optimizer, up to as many again a slot */
     rv = read_member(z, path, "model.weights.h5",
-                     m->n_params * sizeof(float) + WEIGHTS_SLACK, &image,
-                     &len);
+                     (1 + HC_KERAS_MAX_SLOTS) * m->n_params * sizeof(float) +
+                         WEIGHTS_SLACK, &image, &len);
     zip_discard(z);
     if (rv == HC_OK)
-        rv = kx_read_weights_image(path, image, len, m, params);
+        rv = kx_read_weights_image(path, image, len, m, params, o);
     free(image);
     return rv;
+}
+
+int hc_keras_read_weights(const char *path, const struct hc_model *m,
+                          float *params)
+{
+    return read_h5(path, m, params, NULL);
+}
+
+int hc_keras_read_optim(const char *path, const struct hc_model *m,
+                        struct hc_keras_optim *o)
+{
+    return read_h5(path, m, NULL, o);
 }
 
 /* ---- writing an archive ------------------------------------------------- */
@@ -158,7 +173,8 @@ static int add_buffer(zip_t *z, const char *name, const char *buf)
 }
 
 int hc_keras_write_archive(const char *path, const struct hc_model *m,
-                           const float *params)
+                           const float *params,
+                           const struct hc_keras_optim *o)
 {
     char tmp[4096], h5[4096], meta[128], date[32];
     char *config = NULL;
@@ -177,7 +193,7 @@ int hc_keras_write_archive(const char *path, const struct hc_model *m,
     snprintf(meta, sizeof meta, "{\"keras_version\": \"%s\", "
              "\"date_saved\": \"%s\"}", HC_KERAS_VERSION, date);
     if ((rv = hc_keras_config_json(m, &config)) != HC_OK ||
-        (rv = kx_write_weights_file(h5, path, m, params)) != HC_OK)
+        (rv = kx_write_weights_file(h5, path, m, params, o)) != HC_OK)
         goto out;
     if (!(z = zip_open(tmp, ZIP_CREATE | ZIP_TRUNCATE, &code))) {
         rv = hc_err_set(HC_ERR_IO, "%s: cannot create the archive (zip "

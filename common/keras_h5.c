@@ -74,6 +74,41 @@ static size_t var_at(const struct hc_model *m, int v)
     return off;
 }
 
+/* ---- the optimizer's variables (keras.h: their order) ------------------ */
+
+/* The scalars before the slots: iteration, learning_rate when constant,
+ * Nadam's u_product. */
+static int optim_scalars(const struct hc_model *m)
+{
+    return 1 + (m->optim.sched.kind == HC_LR_CONSTANT) +
+           (m->optim.type == HC_OPT_NADAM);
+}
+
+int hc_keras_optim_count(const struct hc_model *m, int n_slots)
+{
+    return optim_scalars(m) + n_slots * m->n_vars;
+}
+
+/* Slot entry e (0 = the first after the scalars) as (kind, variable). */
+static void optim_slot_at(const struct hc_model *m, int n_slots, int e,
+                          int *kind, int *var)
+{
+    enum hc_optim t = m->optim.type;
+    int lead = t == HC_OPT_ADAM || t == HC_OPT_ADAMW || t == HC_OPT_NADAM ||
+               t == HC_OPT_ADAMAX || t == HC_OPT_FTRL ? 2 : 1;
+
+    if (lead > n_slots)
+        lead = n_slots;
+    if (e < lead * m->n_vars) {
+        *var = e / lead;
+        *kind = e % lead;
+    } else {
+        e -= lead * m->n_vars;
+        *kind = lead + e / m->n_vars;
+        *var = e % m->n_vars;
+    }
+}
+
 /* ---- reading ------------------------------------------------------------ */
 
 /* 1 when every group on the way to path and path itself exist. */
@@ -198,8 +233,103 @@ static int read_all(hid_t f, const char *file, const struct hc_model *m,
     return HC_OK;
 }
 
+/* A scalar dataset of f at path into *dst as `mem` (H5T_NATIVE_*),
+ * after checking it is one value of class `cls`. */
+static int read_scalar(hid_t f, const char *file, const char *path,
+                       const char *what, H5T_class_t cls, hid_t mem,
+                       void *dst)
+{
+    hid_t ds = -1, type = -1, space = -1;
+    int rv = HC_OK;
+
+    if ((ds = H5Dopen2(f, path, H5P_DEFAULT)) < 0)
+        return hc_err_set(HC_ERR_MISMATCH, "%s: no dataset %s (the "
+                          "optimizer's %s)", file, path, what);
+    type = H5Dget_type(ds);
+    space = H5Dget_space(ds);
+    if (type < 0 || space < 0 || H5Tget_class(type) != cls ||
+        H5Sget_simple_extent_npoints(space) != 1)
+        rv = hc_err_set(HC_ERR_MISMATCH, "%s: %s is not one %s (the "
+                        "optimizer's %s)", file, path,
+                        cls == H5T_INTEGER ? "integer" : "float", what);
+    else if (H5Dread(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0)
+        rv = hc_err_set(HC_ERR_DATA, "%s: %s: cannot read its value", file,
+                        path);
+    if (space >= 0)
+        H5Sclose(space);
+    if (type >= 0)
+        H5Tclose(type);
+    H5Dclose(ds);
+    return rv;
+}
+
+static int read_optim(hid_t f, const char *file, const struct hc_model *m,
+                      struct hc_keras_optim *o)
+{
+    int n = hc_keras_optim_count(m, o->n_slots), s = optim_scalars(m), rv;
+    char path[64];
+    H5G_info_t info;
+    int64_t it = 0;
+    float lr;
+
+    if (o->n_slots < 0 || o->n_slots > HC_KERAS_MAX_SLOTS)
+        return hc_err_set(HC_ERR_INVAL, "%d optimizer slots: 0 to %d",
+                          o->n_slots, HC_KERAS_MAX_SLOTS);
+    if (!exists(f, "optimizer/vars"))
+        return hc_err_set(HC_ERR_NOTFOUND, "%s: no optimizer/vars (saved "
+                          "without the optimizer's state)", file);
+    if (H5Gget_info_by_name(f, "optimizer/vars", &info, H5P_DEFAULT) < 0 ||
+        info.nlinks != (hsize_t)n)
+        return hc_err_set(HC_ERR_MISMATCH, "%s: optimizer/vars holds %llu "
+                          "variables; %s of this model keeps %d (iteration%s"
+                          "%s and %d slot(s) for each of %d variables)",
+                          file, (unsigned long long)info.nlinks,
+                          hc_optim_name(m->optim.type), n,
+                          m->optim.sched.kind == HC_LR_CONSTANT
+                              ? ", learning_rate" : "",
+                          m->optim.type == HC_OPT_NADAM ? ", u_product" : "",
+                          o->n_slots, m->n_vars);
+    if ((rv = read_scalar(f, file, "optimizer/vars/0", "iteration",
+                          H5T_INTEGER, H5T_NATIVE_INT64, &it)) != HC_OK)
+        return rv;
+    if (it < 0)
+        return hc_err_set(HC_ERR_MISMATCH, "%s: optimizer/vars/0: iteration "
+                          "%lld", file, (long long)it);
+    o->iterations = (uint64_t)it;
+    if (m->optim.sched.kind == HC_LR_CONSTANT &&
+        (rv = read_scalar(f, file, "optimizer/vars/1", "learning_rate",
+                          H5T_FLOAT, H5T_NATIVE_FLOAT, &lr)) != HC_OK)
+        return rv;
+    if (m->optim.type == HC_OPT_NADAM) {
+        snprintf(path, sizeof path, "optimizer/vars/%d", s - 1);
+        if ((rv = read_scalar(f, file, path, "u_product", H5T_FLOAT,
+                              H5T_NATIVE_FLOAT, &o->u_product)) != HC_OK)
+            return rv;
+    }
+    for (int e = 0; e < n - s; e++) {
+        int k, v;
+
+        optim_slot_at(m, o->n_slots, e, &k, &v);
+        snprintf(path, sizeof path, "optimizer/vars/%d", s + e);
+        if ((rv = read_var(f, file, path, &m->vars[v],
+                           o->slots[k] + var_at(m, v))) != HC_OK)
+            return rv;
+    }
+    return HC_OK;
+}
+
+/* What the caller asked for from the open file f. */
+static int read_what(hid_t f, const char *file, const struct hc_model *m,
+                     float *params, struct hc_keras_optim *o)
+{
+    int rv = params ? read_all(f, file, m, params) : HC_OK;
+
+    return rv == HC_OK && o ? read_optim(f, file, m, o) : rv;
+}
+
 int kx_read_weights_image(const char *file, void *image, size_t len,
-                          const struct hc_model *m, float *params)
+                          const struct hc_model *m, float *params,
+                          struct hc_keras_optim *o)
 {
     hid_t fapl, f;
     int rv;
@@ -218,13 +348,13 @@ int kx_read_weights_image(const char *file, void *image, size_t len,
     if (f < 0)
         return hc_err_set(HC_ERR_DATA, "%s: model.weights.h5 is not a "
                           "readable HDF5 file (truncated or damaged?)", file);
-    rv = read_all(f, file, m, params);
+    rv = read_what(f, file, m, params, o);
     H5Fclose(f);
     return rv;
 }
 
 int kx_read_weights_file(const char *path, const struct hc_model *m,
-                         float *params)
+                         float *params, struct hc_keras_optim *o)
 {
     hid_t f;
     int rv;
@@ -238,7 +368,7 @@ int kx_read_weights_file(const char *path, const struct hc_model *m,
         return hc_err_set(HC_ERR_DATA, "%s: not a readable HDF5 file "
                           "(truncated or damaged?); give a .weights.h5 "
                           "file or a .keras archive", path);
-    rv = read_all(f, path, m, params);
+    rv = read_what(f, path, m, params, o);
     H5Fclose(f);
     return rv;
 }
@@ -264,6 +394,64 @@ static int write_var(hid_t g, const char *name, const struct hc_var_def *d,
         ok = H5Dclose(ds) >= 0 && ok;
     H5Sclose(space);
     return ok ? 0 : -1;
+}
+
+/* A scalar dataset `name` of g: one value at src, stored as `file`
+ * (H5T_STD_I64LE, H5T_IEEE_F32LE) from `mem`. */
+static int write_scalar(hid_t g, const char *name, hid_t file, hid_t mem,
+                        const void *src)
+{
+    hid_t space = H5Screate(H5S_SCALAR), ds;
+    int ok;
+
+    if (space < 0)
+        return -1;
+    ds = H5Dcreate2(g, name, file, space, H5P_DEFAULT, H5P_DEFAULT,
+                    H5P_DEFAULT);
+    ok = ds >= 0 && H5Dwrite(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                             src) >= 0;
+    if (ds >= 0)
+        ok = H5Dclose(ds) >= 0 && ok;
+    H5Sclose(space);
+    return ok ? 0 : -1;
+}
+
+/* "optimizer/vars" of o, in Keras's order (keras.h). */
+static int write_optim(hid_t f, const struct hc_model *m,
+                       const struct hc_keras_optim *o)
+{
+    int n = hc_keras_optim_count(m, o->n_slots), s, bad;
+    int64_t it = (int64_t)o->iterations;
+    hid_t g, vg;
+    char key[16];
+
+    if ((g = H5Gcreate2(f, "optimizer", H5P_DEFAULT, H5P_DEFAULT,
+                        H5P_DEFAULT)) < 0)
+        return -1;
+    vg = H5Gcreate2(g, "vars", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    bad = vg < 0 || write_scalar(vg, "0", H5T_STD_I64LE, H5T_NATIVE_INT64,
+                                 &it);
+    s = 1;
+    if (!bad && m->optim.sched.kind == HC_LR_CONSTANT)
+        bad = write_scalar(vg, "1", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT,
+                           &m->optim.lr);
+    s = optim_scalars(m);
+    if (!bad && m->optim.type == HC_OPT_NADAM) {
+        snprintf(key, sizeof key, "%d", s - 1);
+        bad = write_scalar(vg, key, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT,
+                           &o->u_product);
+    }
+    for (int e = 0; !bad && e < n - s; e++) {
+        int k, v;
+
+        optim_slot_at(m, o->n_slots, e, &k, &v);
+        snprintf(key, sizeof key, "%d", s + e);
+        bad = write_var(vg, key, &m->vars[v], o->slots[k] + var_at(m, v));
+    }
+    if (vg >= 0)
+        bad |= H5Gclose(vg) < 0;
+    bad |= H5Gclose(g) < 0;
+    return bad ? -1 : 0;
 }
 
 /* The groups and datasets of m into the new file f. */
@@ -321,7 +509,8 @@ static int write_all(hid_t f, const struct hc_model *m, const float *params)
 }
 
 int kx_write_weights_file(const char *path, const char *name,
-                          const struct hc_model *m, const float *params)
+                          const struct hc_model *m, const float *params,
+                          const struct hc_keras_optim *o)
 {
     hid_t f;
     int bad;
@@ -330,6 +519,8 @@ int kx_write_weights_file(const char *path, const char *name,
     if ((f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)) < 0)
         return hc_err_set(HC_ERR_IO, "%s: HDF5 cannot create it", name);
     bad = write_all(f, m, params);
+    if (!bad && o)
+        bad = write_optim(f, m, o);
     bad |= H5Fclose(f) < 0;
     if (bad) {
         unlink(path);
@@ -340,7 +531,8 @@ int kx_write_weights_file(const char *path, const char *name,
 }
 
 int hc_keras_write_weights(const char *path, const struct hc_model *m,
-                           const float *params)
+                           const float *params,
+                           const struct hc_keras_optim *o)
 {
     char tmp[4096];
     int rv;
@@ -348,7 +540,7 @@ int hc_keras_write_weights(const char *path, const struct hc_model *m,
     if (snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid()) >=
         (int)sizeof tmp)
         return hc_err_set(HC_ERR_INVAL, "%.64s…: path too long", path);
-    if ((rv = kx_write_weights_file(tmp, path, m, params)) != HC_OK)
+    if ((rv = kx_write_weights_file(tmp, path, m, params, o)) != HC_OK)
         return rv;
     if (rename(tmp, path) != 0) {
         rv = hc_err_set(HC_ERR_IO, "%s: %s", path, strerror(errno));

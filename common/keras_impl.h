@@ -12,18 +12,22 @@
 
 #include <cjson/cJSON.h>
 
-/* Read m's weights from an HDF5 file image in memory (a .keras archive's
+/* Read m's weights (params not NULL) and the optimizer's state (o not
+ * NULL) from an HDF5 file image in memory (a .keras archive's
  * model.weights.h5); file names the archive in messages. */
 int kx_read_weights_image(const char *file, void *image, size_t len,
-                          const struct hc_model *m, float *params);
+                          const struct hc_model *m, float *params,
+                          struct hc_keras_optim *o);
 
-/* Read m's weights from the .weights.h5 file at path. */
+/* The same from the .weights.h5 file at path. */
 int kx_read_weights_file(const char *path, const struct hc_model *m,
-                         float *params);
+                         float *params, struct hc_keras_optim *o);
 
-/* Write the weights file at path (no rename); name is for messages. */
+/* Write the weights file at path (no rename), with the optimizer's state
+ * o (NULL: none); name is for messages. */
 int kx_write_weights_file(const char *path, const char *name,
-                          const struct hc_model *m, const float *params);
+                          const struct hc_model *m, const float *params,
+                          const struct hc_keras_optim *o);
 
 /* ---- writing a layer's config (keras_config.c) ------------------------ */
 

@@ -22,6 +22,7 @@
 #include "keras.h"
 #include "name.h"
 #include "npy.h"
+#include "optimizer.h"
 #include "store.h"
 
 /* Make the output directory the user named, and its parents (their path is
@@ -159,18 +160,60 @@ static int check_model(const struct ps_gathered *g, const struct hc_model *m)
     return HC_OK;
 }
 
+/* The optimizer's state as Keras keeps it (keras.h), from what the stores
+ * hold: the slots laid out as the parameters (o->slots[0] owns the
+ * memory), the largest shard's step as the iteration count (in sync every
+ * shard's), Nadam's u_product at that step. */
+static int optim_state(const struct ps_gathered *g, const struct hc_model *m,
+                       struct hc_keras_optim *o)
+{
+    float *all;
+
+    memset(o, 0, sizeof *o);
+    o->iterations = g->step;
+    o->n_slots = (int)g->n_slots;
+    if (m->optim.type == HC_OPT_NADAM)
+        o->u_product = ps_optim_nadam_u_product(&m->optim, g->step);
+    if (!o->n_slots)
+        return HC_OK;
+    if (!(all = malloc((size_t)o->n_slots * m->n_params * sizeof *all)))
+        return hc_err_set(HC_ERR_NOMEM, "out of memory for %d optimizer "
+                          "slots of %zu parameters", o->n_slots, m->n_params);
+    for (int k = 0; k < o->n_slots; k++) {
+        o->slots[k] = all + (size_t)k * m->n_params;
+        for (int v = 0; v < m->n_vars; v++)
+            memcpy(o->slots[k] + hc_model_var_offset(m, v), g->slots[k][v],
+                   g->vars[v].size * sizeof *all);
+    }
+    return HC_OK;
+}
+
 int ps_export_keras(const struct hc_cluster *cl, const char *data_dir,
                     const struct hc_model *m, const char *out, FILE *log)
 {
     struct ps_gathered g;
+    struct hc_keras_optim o = {0};
     float *params = NULL;
     size_t n = strlen(out);
-    int rv = ps_gather(cl, data_dir, 0, 0, &g, log);
+    int rv = ps_gather(cl, data_dir, PS_GATHER_SLOTS, 0, &g, log);
 
     if (rv != HC_OK)
         return rv;
     if ((rv = check_model(&g, m)) != HC_OK)
         goto out;
+    /* The slots are the stores' optimizer's: the archive's compile_config
+     * must name that one. */
+    if (!hc_optim_equal(&g.info0.optim, &m->optim)) {
+        char made[HC_OPTIM_DESCRIBE_MAX], asked[HC_OPTIM_DESCRIBE_MAX];
+
+        rv = hc_err_set(HC_ERR_MISMATCH, "the stores were trained with "
+                        "optimizer %s; the model file %s (and --optimizer) "
+                        "says %s: give the job's --optimizer",
+                        hc_optim_describe(&g.info0.optim, made, sizeof made),
+                        m->source,
+                        hc_optim_describe(&m->optim, asked, sizeof asked));
+        goto out;
+    }
     if (!(params = malloc(m->n_params * sizeof *params))) {
         rv = hc_err_set(HC_ERR_NOMEM, "out of memory for %zu parameters",
                         m->n_params);
@@ -179,16 +222,24 @@ int ps_export_keras(const struct hc_cluster *cl, const char *data_dir,
     for (int v = 0; v < m->n_vars; v++)
         memcpy(params + hc_model_var_offset(m, v), g.vars[v].data,
                g.vars[v].size * sizeof *params);
+    if ((rv = optim_state(&g, m, &o)) != HC_OK)
+        goto out;
     rv = n > 6 && !strcmp(out + n - 6, ".keras")
-             ? hc_keras_write_archive(out, m, params)
-             : hc_keras_write_weights(out, m, params);
+             ? hc_keras_write_archive(out, m, params, &o)
+             : hc_keras_write_weights(out, m, params, &o);
     for (int v = 0; rv == HC_OK && log && v < m->n_vars; v++) {
         char path[HC_NAME_MAX + 32];
 
         hc_keras_var_path(m, v, path, sizeof path);
         fprintf(log, "%s: %s (%s) float32\n", out, path, m->vars[v].name);
     }
+    if (rv == HC_OK && log)
+        fprintf(log, "%s: optimizer/vars: %s's %d variables (iteration %llu, "
+                "%d slot(s) a variable)\n", out, hc_optim_name(m->optim.type),
+                hc_keras_optim_count(m, o.n_slots),
+                (unsigned long long)o.iterations, o.n_slots);
 out:
+    free(o.slots[0]);
     free(params);
     ps_gathered_free(&g);
     return rv;

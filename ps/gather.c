@@ -134,17 +134,19 @@ static int gather_place(struct ps_store *st, uint32_t w, struct ps_place *at)
     return rv;
 }
 
-int ps_gather(const struct hc_cluster *cl, const char *data_dir,
-              int with_slots, int verify, struct ps_gathered *g, FILE *log)
+int ps_gather(const struct hc_cluster *cl, const char *data_dir, int what,
+              int verify, struct ps_gathered *g, FILE *log)
 {
-    /* Moving stores (with_slots: reshard) needs them idle: a shard still
-     * writing would change them under the copy. A live export is fine. */
-    struct ps_store_opts o = { .read_only = 1, .require_idle = with_slots };
+    /* Moving stores (reshard) needs them idle: a shard still writing
+     * would change them under the copy. A live export is fine. */
+    const int move = (what & PS_GATHER_MOVE) != 0;
+    const int with_slots = move || (what & PS_GATHER_SLOTS);
+    struct ps_store_opts o = { .read_only = 1, .require_idle = move };
     char dir[PATH_MAX];
     int j, v, k, w, rv = HC_OK;
 
     memset(g, 0, sizeof *g);
-    if (with_slots && cl->n_worker > 0) {
+    if (move && cl->n_worker > 0) {
         g->places = calloc((size_t)cl->n_worker, sizeof *g->places);
         if (!g->places)
             return hc_err_set(HC_ERR_NOMEM, "out of memory");

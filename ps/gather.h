@@ -37,20 +37,25 @@ struct ps_gathered {
     struct ps_store_info info0; /* of shard 0 */
     char *json;                 /* (json_len) shard 0's variable definitions */
     size_t json_len;
-    struct ps_place *places;    /* (n_workers) with_slots: each worker's
+    struct ps_place *places;    /* (n_workers) PS_GATHER_MOVE: each worker's
                                    furthest recorded place in its data */
     int n_workers;
 };
 
+/* What ps_gather reads besides the variables. */
+#define PS_GATHER_SLOTS 1   /* every optimizer slot (a live store is fine) */
+#define PS_GATHER_MOVE 2    /* to move the stores (reshard): the slots and
+                               each worker's furthest place recorded by any
+                               shard, from stores no shard has open */
+
 /*
- * Read every block (and, with_slots, every optimizer slot) of the stores
- * of `cl` — shard J in DATA_DIR/ps-J, opened read-only — into *g, and
- * with_slots each worker's furthest place recorded by any shard. Every
- * element must come from exactly one block; `verify` checks every checksum
- * first. Frees *g on failure.
+ * Read every block (and, as `what` says, every optimizer slot and the
+ * workers' places) of the stores of `cl` — shard J in DATA_DIR/ps-J,
+ * opened read-only — into *g. Every element must come from exactly one
+ * block; `verify` checks every checksum first. Frees *g on failure.
  */
-int ps_gather(const struct hc_cluster *cl, const char *data_dir,
-              int with_slots, int verify, struct ps_gathered *g, FILE *log);
+int ps_gather(const struct hc_cluster *cl, const char *data_dir, int what,
+              int verify, struct ps_gathered *g, FILE *log);
 
 /* Free what ps_gather assembled; *g is zeroed. */
 void ps_gathered_free(struct ps_gathered *g);

@@ -163,8 +163,9 @@ static int cmd_export(int argc, char **argv)
                    "loadable with numpy.load and into the same Keras model.\n"
                    "With --format keras and the job's model file: Keras 3's weights\n"
                    "file (model.load_weights) or, for an OUT ending in .keras, a whole\n"
-                   "model archive (keras.models.load_model); --loss and --optimizer\n"
-                   "as the job was given them.\n"
+                   "model archive (keras.models.load_model), both with the optimizer's\n"
+                   "iteration count and slots in Keras's optimizer/vars; --loss and\n"
+                   "--optimizer as the job was given them.\n"
                    "The stores are read-only: this runs beside live servers.\n");
             return 0;
         default:

@@ -3,12 +3,14 @@
  * one kernel per update rule, each a loop over the elements written in
  * Keras's order of operations.
  *
- * SGD, momentum and Adam walk the arrays four floats at a time (vec.h): no
- * alignment needed, and an output may be its own input. The tail runs the
- * same formula one float at a time; the square root is the only operation
- * that needs a target intrinsic (SSE, NEON, else per lane). The others are
- * plain loops the compiler may vectorise. Everything is IEEE float32
- * without contraction, so the vector and scalar paths give the same bits.
+ * Every rule walks the arrays four floats at a time (vec.h): no alignment
+ * needed, and an output may be its own input. The tail runs the same
+ * formula one float at a time; the square root is the only operation that
+ * needs a target intrinsic (SSE, NEON, else per lane); a maximum, a clip
+ * and |x| are lane masks (max4, sel4, abs4), with the scalar ternary's
+ * answer for NaN. Ftrl at a learning_rate_power other than −0.5 calls powf
+ * per element. Everything is IEEE float32 without contraction, so the
+ * vector and scalar paths give the same bits.
  */
 #include "optimizer.h"
 
@@ -37,6 +39,26 @@ static inline v4f sqrt4(v4f x)
 
     return r;
 #endif
+}
+
+/* m ? a : b per lane (m from a vector comparison: all ones or zeros). */
+static inline v4f sel4(v4u m, v4f a, v4f b)
+{
+    return (v4f)(((v4u)a & m) | ((v4u)b & ~m));
+}
+
+/* a > b ? a : b per lane, as the scalar code writes it (a NaN a gives b). */
+static inline v4f max4(v4f a, v4f b)
+{
+    return sel4((v4u)(a > b), a, b);
+}
+
+/* |x| per lane (the sign bit cleared, as fabsf). */
+static inline v4f abs4(v4f x)
+{
+    const v4u m = {0x7fffffffu, 0x7fffffffu, 0x7fffffffu, 0x7fffffffu};
+
+    return (v4f)((v4u)x & m);
 }
 
 /* p ← p + (−(g·s)·lr) */
@@ -125,7 +147,24 @@ static void adam_amsgrad(size_t n, float lr_t, float c1, float c2, float eps,
                          const float *const *s_in, float *p_out,
                          float *const *s_out)
 {
-    for (size_t i = 0; i < n; i++) {
+    v4f vlr = splat4(lr_t), vc1 = splat4(c1), vc2 = splat4(c2);
+    v4f veps = splat4(eps), vgs = splat4(gs);
+    size_t i = 0;
+
+    for (; i + 4 <= n; i += 4) {
+        v4f gi = ld4(g + i) * vgs;
+        v4f m = ld4(s_in[0] + i), v = ld4(s_in[1] + i);
+        v4f vh = ld4(s_in[2] + i);
+
+        m = m + (gi - m) * vc1;
+        v = v + (gi * gi - v) * vc2;
+        vh = max4(vh, v);
+        st4(s_out[0] + i, m);
+        st4(s_out[1] + i, v);
+        st4(s_out[2] + i, vh);
+        st4(p_out + i, ld4(p_in + i) - (m * vlr) / (sqrt4(vh) + veps));
+    }
+    for (; i < n; i++) {
         float gi = g[i] * gs;
         float m = s_in[0][i], v = s_in[1][i], vh = s_in[2][i];
 
@@ -161,16 +200,40 @@ static void rmsprop(const struct hc_optim_conf *c, float lr, size_t n,
     int km = rms_mom(c), ka = rms_avg(c);
     size_t i = 0;
 
-    if (!km && !ka) {           /* the usual form, four at a time */
-        v4f vrho = splat4(rho), vc1 = splat4(c1), veps = splat4(eps);
-        v4f vlr = splat4(lr), vgs = splat4(gs);
+    v4f vrho = splat4(rho), vc1 = splat4(c1), veps = splat4(eps);
+    v4f vlr = splat4(lr), vgs = splat4(gs), vmu = splat4(mu);
 
+    if (!km && !ka) {           /* the usual form */
         for (; i + 4 <= n; i += 4) {
             v4f gi = ld4(g + i) * vgs;
             v4f s = vrho * ld4(s_in[0] + i) + vc1 * (gi * gi);
 
             st4(s_out[0] + i, s);
             st4(p_out + i, ld4(p_in + i) - (vlr * gi) / sqrt4(s + veps));
+        }
+    }
+    for (; i + 4 <= n; i += 4) {     /* momentum, centered or both */
+        v4f gi = ld4(g + i) * vgs;
+        v4f s = vrho * ld4(s_in[0] + i) + vc1 * (gi * gi);
+        v4f d, inc;
+
+        st4(s_out[0] + i, s);
+        if (ka) {
+            v4f a = vrho * ld4(s_in[ka] + i) + vc1 * gi;
+
+            st4(s_out[ka] + i, a);
+            d = (s - a * a) + veps;
+        } else {
+            d = s + veps;
+        }
+        inc = (vlr * gi) / sqrt4(d);
+        if (km) {
+            v4f m = vmu * ld4(s_in[km] + i) + inc;
+
+            st4(s_out[km] + i, m);
+            st4(p_out + i, ld4(p_in + i) - m);
+        } else {
+            st4(p_out + i, ld4(p_in + i) - inc);
         }
     }
     for (; i < n; i++) {
@@ -244,6 +307,11 @@ static float nadam_u_product(float beta1, uint64_t t)
     return u;
 }
 
+float ps_optim_nadam_u_product(const struct hc_optim_conf *c, uint64_t step)
+{
+    return nadam_u_product(c->beta1, step);
+}
+
 static void nadam(const struct hc_optim_conf *c, float lr, uint64_t step,
                   size_t n, const float *p_in, const float *g, float gs,
                   const float *const *s_in, float *p_out, float *const *s_out)
@@ -296,8 +364,21 @@ static void adamax(const struct hc_optim_conf *c, float lr, uint64_t step,
 {
     float c1 = one_minus_keras(c->beta1), b2 = c->beta2, eps = c->eps;
     float d = 1.0f - powf(c->beta1, (float)(step + 1));
+    v4f vc1 = splat4(c1), vb2 = splat4(b2), veps = splat4(eps);
+    v4f vlr = splat4(lr), vd = splat4(d), vgs = splat4(gs);
+    size_t i = 0;
 
-    for (size_t i = 0; i < n; i++) {
+    for (; i + 4 <= n; i += 4) {
+        v4f gi = ld4(g + i) * vgs;
+        v4f m = ld4(s_in[0] + i), u = vb2 * ld4(s_in[1] + i);
+
+        m = m + (gi - m) * vc1;
+        u = max4(u, abs4(gi));
+        st4(s_out[0] + i, m);
+        st4(s_out[1] + i, u);
+        st4(p_out + i, ld4(p_in + i) - (vlr * m) / (vd * (u + veps)));
+    }
+    for (; i < n; i++) {
         float gi = g[i] * gs;
         float m = s_in[0][i], u = b2 * s_in[1][i], ag = fabsf(gi);
 
@@ -323,8 +404,30 @@ static void ftrl(const struct hc_optim_conf *c, float lr, size_t n,
     float l2r = c->l2 + c->beta / (2.0f * lr);
     float shrink2 = hc_optim_keras_const(c->l2_shrinkage, 2.0, 0.0);
     float l1 = c->l1, q2 = 2.0f * l2r;
+    size_t i = 0;
 
-    for (size_t i = 0; i < n; i++) {
+    if (e == 0.5f) {            /* the usual power: square roots */
+        v4f vgs = splat4(gs), vs2 = splat4(shrink2), vlr = splat4(lr);
+        v4f vq2 = splat4(q2), vl1 = splat4(l1), vnl1 = splat4(-l1);
+
+        for (; i + 4 <= n; i += 4) {
+            v4f gi = ld4(g + i) * vgs, p = ld4(p_in + i);
+            v4f a = ld4(s_in[0] + i), lin = ld4(s_in[1] + i);
+            v4f gu = gi + vs2 * p;
+            v4f na = a + gi * gi;
+            v4f pa = sqrt4(na);
+            v4f q, lc;
+
+            lin = lin + (gu - ((pa - sqrt4(a)) / vlr) * p);
+            q = pa / vlr + vq2;
+            lc = sel4((v4u)(lin < vnl1), vnl1,
+                      sel4((v4u)(lin > vl1), vl1, lin));
+            st4(s_out[0] + i, na);
+            st4(s_out[1] + i, lin);
+            st4(p_out + i, (lc - lin) / q);
+        }
+    }
+    for (; i < n; i++) {
         float gi = g[i] * gs, p = p_in[i];
         float a = s_in[0][i], lin = s_in[1][i];
         float gu = gi + shrink2 * p;

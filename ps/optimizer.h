@@ -56,9 +56,10 @@
  * float32 tensor (for β2 = 0.999 that is 0.001f, not 1.0f − 0.999f; Nadam
  * casts β first, so there it is 1.0f − β). Powers of β and 0.96 are
  * float32 powf as Keras's ops.power; Adam's lr_t keeps its double form
- * (results agree with Keras to an ulp or two of the update). Adam and
- * momentum are vectorised; vector and scalar paths give the same bits, so
- * results do not depend on n, alignment or in-place use.
+ * (results agree with Keras to an ulp or two of the update). Every rule
+ * runs four floats at a time (Ftrl at a learning_rate_power other than
+ * −0.5 aside: powf per element); vector and scalar paths give the same
+ * bits, so results do not depend on n, alignment or in-place use.
  *
  * Nadam's U_t is a product over every step so far in Keras's variable; with
  * β1 fixed it is a pure function of t, computed here as Keras accumulates
@@ -122,5 +123,10 @@ void ps_optim_apply(const struct hc_optim_conf *c,
                     const float *p_in, const float *g,
                     const float *const *s_in, float *p_out,
                     float *const *s_out);
+
+/* Nadam's u_product after `step` updates, as Keras's scalar variable
+ * holds it (the factor of the list above, one a step, in float32); what
+ * `hetps export --format keras` writes as that variable. */
+float ps_optim_nadam_u_product(const struct hc_optim_conf *c, uint64_t step);
 
 #endif

@@ -84,7 +84,7 @@ int ps_reshard(const struct hc_cluster *from, const char *from_dir,
     int j, v, k, rv, have_lay = 0;
 
     /* 1. Everything the old shards hold, checksums verified. */
-    if ((rv = ps_gather(from, from_dir, 1, 1, &g, log)) != HC_OK)
+    if ((rv = ps_gather(from, from_dir, PS_GATHER_MOVE, 1, &g, log)) != HC_OK)
         return rv;
     /* 2. The new layout and fresh stores. */
     for (v = 0; v < g.n_vars; v++)

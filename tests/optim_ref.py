@@ -23,10 +23,20 @@ update by an ulp; an element near zero, the difference of two close numbers
 operands, which is many of its own. Every other case must come out bit for
 bit, and does.
 
-Usage: optim_ref.py BUILD_DIR [STEPS]    (exit 0 when every case passes)
+With --shard, the same through two live hetps-ps processes and one worker
+(tools/optim_check shard: the worker's client, sync or async), over MATRIX:
+every optimizer, under a constant rate and each schedule, with no
+clipping and each clipping (clipnorm and global_clipnorm done by the
+worker before the push, as the trainer does). Norm clipping sums squares
+in double where Keras sums float32 in no fixed order: those cases, too,
+are held to the tolerance rather than to the bit.
 """
+import concurrent.futures
+import ctypes
 import json
 import os
+import queue
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,6 +44,7 @@ import tempfile
 import numpy as np
 
 F = np.float32
+JOBS = 3                        # --shard: cases at a time, 3 ports each
 KERNEL, BIAS = 300, 10          # "dense/kernel", "dense/bias"
 
 
@@ -103,6 +114,15 @@ def schedule(lr, step):
     raise ValueError(k)
 
 
+def clip_norm(g, clipnorm):
+    """keras/src/optimizers/base_optimizer.py _clip_by_norm: g scaled to
+    an L2 norm of at most clipnorm."""
+    l2sum = F(np.sum(np.square(g.astype(np.float64))))
+    if not l2sum > 0:
+        return g
+    return (g * f(clipnorm)) / np.maximum(np.sqrt(l2sum), f(clipnorm))
+
+
 def cos(x):
     """cos in float32, correctly rounded (as power above)."""
     return F(np.cos(np.float64(x)))
@@ -153,8 +173,20 @@ class Ref:
 
     def step(self, grads):
         lr = schedule(self.c["learning_rate"], self.it)
+        # base_optimizer._clip_gradients: clipnorm per variable
+        # (_clip_by_norm), global_clipnorm over all (clip_by_global_norm),
+        # clipvalue elementwise; the sums of squares in double (Keras's
+        # float32 reduction has no fixed order)
+        cn, gcn = self.c.get("clipnorm"), self.c.get("global_clipnorm")
+        if cn:
+            grads = [clip_norm(g, cn) for g in grads]
+        if gcn:
+            n = np.sqrt(F(sum(np.sum(np.square(g.astype(np.float64)))
+                              for g in grads)))
+            scale = f(gcn) * np.minimum(f(1.0) / n, f(1.0) / f(gcn))
+            grads = [g * scale for g in grads]
         cv = self.c.get("clipvalue")
-        if cv:                              # base_optimizer._clip_gradients
+        if cv:
             grads = [np.clip(g, -f(cv), f(cv)) for g in grads]
         wd = self.c.get("weight_decay", 0) or 0
         # base_optimizer._apply_weight_decay, before the update
@@ -368,10 +400,25 @@ CASES += [{"type": "sgd", "momentum": 0.9, "learning_rate": s}
           for s in SCHEDULES[:1]]
 
 
+# clipnorm and global_clipnorm (the worker's, tools/optim_check shard only)
+CLIPS = [{}, {"clipvalue": 0.5}, {"clipnorm": 5.0}, {"global_clipnorm": 10.0}]
+
+# What the shards must show: every optimizer with its defaults, under a
+# constant rate and each schedule, with no clipping and each clipping
+# (not Ftrl with a warm-up from 0, as above).
+MATRIX = [dict({"type": t}, **({"learning_rate": s} if s else {}), **c)
+          for t in ("sgd", "rmsprop", "adagrad", "adam", "adamw", "nadam",
+                    "adamax", "ftrl")
+          for s in [None] + SCHEDULES
+          if not (t == "ftrl" and s and s["config"].get("warmup_target"))
+          for c in CLIPS]
+
+
 def rounds_apart(cfg):
     """Where hetps rounds once differently from the transcription (see the
     top): Adam's lr_t, powf at a power other than 1/2."""
-    return cfg["type"] in ("adam", "adamw") or (
+    return cfg["type"] in ("adam", "adamw") or "clipnorm" in cfg or \
+        "global_clipnorm" in cfg or (
         cfg["type"] == "ftrl" and cfg.get("learning_rate_power", -0.5) != -0.5)
 
 
@@ -393,7 +440,103 @@ def check(a, b, what, exact):
     return worst, None
 
 
-def run_case(tool, cfg, steps, seed, tmp):
+def store_run(tool, cfg, steps, tmp):
+    """The case on a shard store (tools/optim_check): (params, slots,
+    n_slots) or an error."""
+    out = subprocess.run([tool, json.dumps(cfg), tmp, str(KERNEL), str(BIAS),
+                          str(steps)], capture_output=True, text=True)
+    if out.returncode != 0:
+        return None, "optim_check failed: " + out.stderr.strip()
+    return read_run(tmp, out.stdout), None
+
+
+def read_run(tmp, stdout):
+    n_slots = int(stdout.split()[1])
+    got = np.fromfile(os.path.join(tmp, "params.f32"), dtype=F)
+    got_slots = np.fromfile(os.path.join(tmp, "slots.f32"), dtype=F)
+    return got, got_slots, n_slots
+
+
+def die_with_parent():
+    """In a child, before exec: SIGTERM when the thread that started it
+    ends (prctl PR_SET_PDEATHSIG), so that a test stopped by its pid
+    leaves no shard behind."""
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)
+
+
+class Shards:
+    """The case through two live hetps-ps processes (tools/optim_check shard):
+    a fresh cluster of two shards and one worker in `mode` on ports
+    port..port+2, started for the case and stopped before the slots are
+    read from their stores."""
+
+    def __init__(self, build, bin_dir, mode, port):
+        self.tool = os.path.join(build, "tools", "optim_check")
+        self.ps = os.path.join(bin_dir, "hetps-ps")
+        self.mode, self.port = mode, port
+        self.slots = queue.Queue()          # each case's ports
+        for k in range(JOBS):
+            self.slots.put(k)
+
+    def __call__(self, tool, cfg, steps, tmp):
+        slot = self.slots.get()
+        try:
+            return self.case(cfg, steps, tmp, self.port + 3 * slot)
+        finally:
+            self.slots.put(slot)
+
+    def case(self, cfg, steps, tmp, port):
+        addr = ["127.0.0.1:%d" % (port + k) for k in range(3)]
+        cluster = os.path.join(tmp, "cluster.json")
+        with open(cluster, "w") as fh:
+            json.dump({"cluster": {"ps": addr[:2], "worker": addr[2:]},
+                       "hetps": {"mode": self.mode}}, fh)
+        data = os.path.join(tmp, "data")
+        procs = []
+        try:
+            for j in range(2):
+                log = open(os.path.join(tmp, "ps%d.log" % j), "w")
+                procs.append(subprocess.Popen(
+                    [self.ps, "--cluster", cluster, "--task", "ps:%d" % j,
+                     "--data-dir", os.path.join(data, "ps-%d" % j)],
+                    stdout=log, stderr=subprocess.STDOUT,
+                    preexec_fn=die_with_parent))
+                log.close()
+            out = subprocess.run([self.tool, "shard", cluster, json.dumps(cfg),
+                                  tmp, str(steps)], capture_output=True,
+                                 text=True, timeout=120,
+                                 preexec_fn=die_with_parent)
+            if out.returncode != 0:
+                return None, "optim_check shard failed: %s%s" % (
+                    out.stderr.strip(), self.logs(tmp))
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                try:
+                    p.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        if any(p.returncode != 0 for p in procs):
+            return None, "a shard exited with %s%s" % (
+                [p.returncode for p in procs], self.logs(tmp))
+        out = subprocess.run([self.tool, "slots", cluster, data, tmp],
+                             capture_output=True, text=True, timeout=60)
+        if out.returncode != 0:
+            return None, "optim_check slots failed: " + out.stderr.strip()
+        return read_run(tmp, out.stdout), None
+
+    @staticmethod
+    def logs(tmp):
+        text = ""
+        for j in range(2):
+            with open(os.path.join(tmp, "ps%d.log" % j)) as fh:
+                text += "\nps:%d: %s" % (j, fh.read()[-2000:])
+        return text
+
+
+def run_case(runner, tool, cfg, steps, seed, tmp):
     rng = np.random.default_rng(seed)
     total = KERNEL + BIAS
     init = rng.standard_normal(total).astype(F)
@@ -403,14 +546,11 @@ def run_case(tool, cfg, steps, seed, tmp):
                         p=[0.05, 0.25, 0.5, 0.2])).astype(F)
     init.tofile(os.path.join(tmp, "init.f32"))
     grads.tofile(os.path.join(tmp, "grads.f32"))
-    out = subprocess.run([tool, json.dumps(cfg), tmp, str(KERNEL), str(BIAS),
-                          str(steps)], capture_output=True, text=True)
-    if out.returncode != 0:
-        return None, "optim_check failed: " + out.stderr.strip()
-    n_slots = int(out.stdout.split()[1])
-    got = np.fromfile(os.path.join(tmp, "params.f32"), dtype=F)
+    res, err = runner(tool, cfg, steps, tmp)
+    if err:
+        return None, None, err
+    got, got_slots, n_slots = res
     got = got.reshape(steps, total)
-    got_slots = np.fromfile(os.path.join(tmp, "slots.f32"), dtype=F)
     ref = Ref(cfg, [init[:KERNEL], init[KERNEL:]],
               ["dense/kernel", "dense/bias"])
     want = np.empty((steps, total), dtype=F)
@@ -420,39 +560,86 @@ def run_case(tool, cfg, steps, seed, tmp):
     want_slots = [np.concatenate([ref.slots[0][k], ref.slots[1][k]])
                   for k in range(len(ref.slots[0]))]
     if n_slots != len(want_slots):
-        return None, "%d slots, Keras keeps %d" % (n_slots, len(want_slots))
+        return None, None, "%d slots, Keras keeps %d" % (n_slots,
+                                                         len(want_slots))
     exact = not rounds_apart(cfg)
     worst, err = check(got, want, "parameters", exact)
     if err:
-        return None, err
+        return None, None, err
+    rel = relative(got, want)
     if n_slots:
         w2, err = check(got_slots.reshape(n_slots, total),
                         np.stack(want_slots), "slots", exact)
         if err:
-            return None, err
+            return None, None, err
         worst = max(worst, w2)
-    return worst, None
+        rel = max(rel, relative(got_slots.reshape(n_slots, total),
+                                np.stack(want_slots)))
+    return worst, rel, None
+
+
+def relative(a, b):
+    """The largest |a - b| over the largest |b| of the same variable and
+    row (a step's parameters, a slot): the difference as a fraction of the
+    variable's scale (elementwise, an element near 0 that differs by an
+    ulp of its operands reads as a large fraction of itself)."""
+    worst = 0.0
+    for lo, hi in ((0, KERNEL), (KERNEL, KERNEL + BIAS)):
+        x, y = a[..., lo:hi].astype(np.float64), b[..., lo:hi].astype(np.float64)
+        scale = np.max(np.abs(y), axis=-1, keepdims=True)
+        scale[scale == 0] = 1.0
+        worst = max(worst, float(np.max(np.abs(x - y) / scale)))
+    return worst
+
+
+USAGE = """Usage: optim_ref.py BUILD_DIR [STEPS]
+       optim_ref.py --shard sync|async BUILD_DIR BIN_DIR PORT [STEPS]
+The first runs CASES on a shard store (tools/optim_check); the second
+MATRIX through two live hetps-ps of BIN_DIR in that mode, one worker
+(tools/optim_check shard), JOBS cases at a time on ports PORT..PORT+3*JOBS-1. Exit 0 when every case passes."""
 
 
 def main():
-    if len(sys.argv) not in (2, 3):
-        sys.exit(__doc__.split("\n\n")[-1].strip())
-    tool = os.path.join(sys.argv[1], "tools", "optim_check")
-    steps = int(sys.argv[2]) if len(sys.argv) == 3 else 100
-    failed = 0
-    for n, cfg in enumerate(CASES):
+    args = sys.argv[1:]
+    if args[:1] == ["--shard"] and len(args) in (5, 6) and \
+            args[1] in ("sync", "async"):
+        runner = Shards(args[2], args[3], args[1], int(args[4]))
+        tool, cases = None, MATRIX
+        steps = int(args[5]) if len(args) == 6 else 100
+        where = "through two live shards, %s, one worker" % args[1]
+    elif len(args) in (1, 2) and not args[0].startswith("-"):
+        runner, cases = store_run, CASES
+        tool = os.path.join(args[0], "tools", "optim_check")
+        steps = int(args[1]) if len(args) == 2 else 100
+        where = "through a shard store"
+    else:
+        sys.exit(USAGE)
+    failed, worst_rel, worst_ulp = 0, 0.0, 0.0
+
+    def one(n):
         with tempfile.TemporaryDirectory(prefix="hetps-optim-") as tmp:
-            worst, err = run_case(tool, cfg, steps, 1000 + n, tmp)
-        label = json.dumps(cfg, sort_keys=True)
-        if err:
-            failed += 1
-            print("FAIL %s: %s" % (label, err))
-        else:
+            return run_case(runner, tool, cases[n], steps, 1000 + n, tmp)
+    # Live shards spend most of a case starting and stopping: JOBS cases
+    # at a time, each on its own ports.
+    with concurrent.futures.ThreadPoolExecutor(JOBS if tool is None
+                                               else 1) as pool:
+        results = pool.map(one, range(len(cases)))
+        for cfg, (worst, rel, err) in zip(cases, results):
+            label = json.dumps(cfg, sort_keys=True)
+            if err:
+                failed += 1
+                print("FAIL %s: %s" % (label, err))
+                continue
+            worst_rel, worst_ulp = max(worst_rel, rel), max(worst_ulp, worst)
             print("ok   %s: %d steps, %s" % (
                 label, steps, "bit for bit" if worst == 0 else
-                "largest difference %.3g ulp of the variable's scale" % worst))
-    print("%d of %d cases equal Keras's formulas" % (len(CASES) - failed,
-                                                      len(CASES)))
+                "largest difference %.3g ulp of the variable's scale, "
+                "%.3g of it" % (worst, rel)))
+            sys.stdout.flush()
+    print("%d of %d cases equal Keras's formulas %s (%d steps each; largest "
+          "difference %.3g ulp, %.3g of the variable's largest value)"
+          % (len(cases) - failed, len(cases), where, steps, worst_ulp,
+             worst_rel))
     return 1 if failed else 0
 
 

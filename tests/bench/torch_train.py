@@ -4,12 +4,15 @@ trained to the end in PyTorch (Debian's python3-torch), so hetps's test
 accuracy can be set beside PyTorch's for the same model and settings.
 
     torch_train.py [--seeds 42,1,2] [--epochs 10] [--batch 64]
-                   [--threads 2] [--data DIR]
+                   [--threads 2] [--data DIR] [--optimizer adam|adagrad]
+                   [--lr LR]
 
 The model of deploy/models/fashion_cnn.json: Conv2D(32, 3x3, relu) ->
 MaxPool(2x2) -> Flatten -> Dense(10, softmax); Keras's initialisers
 (Glorot-uniform kernels, zero biases); Adam(lr 1e-3, beta 0.9/0.999,
-epsilon 1e-7, PyTorch's form of the update); sparse categorical
+epsilon 1e-7, PyTorch's form of the update; or --optimizer adagrad:
+PyTorch's Adagrad with Keras's initial_accumulator_value 0.1 and epsilon
+1e-7, lr 1e-3 unless --lr says); sparse categorical
 cross-entropy averaged over the batch; the 60000 training images scaled
 to [0, 1] and reshuffled every epoch from the seed; the last, shorter
 batch of an epoch kept (as Keras's fit does). Prints one line per epoch
@@ -56,8 +59,12 @@ def train(torch, nn, seed, args, xtr, ytr, xte, yte):
     nn.init.zeros_(conv.bias)
     nn.init.zeros_(dense.bias)
     model = nn.Sequential(conv, nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), dense)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999),
-                           eps=1e-7)
+    if args.optimizer == "adagrad":
+        opt = torch.optim.Adagrad(model.parameters(), lr=args.lr,
+                                  initial_accumulator_value=0.1, eps=1e-7)
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=args.lr,
+                               betas=(0.9, 0.999), eps=1e-7)
     loss_fn = nn.CrossEntropyLoss()
     n = xtr.shape[0]
     acc = 0.0
@@ -87,6 +94,8 @@ def main():
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--optimizer", choices=("adam", "adagrad"), default="adam")
+    p.add_argument("--lr", type=float, default=1e-3)
     args = p.parse_args()
     try:
         seeds = [int(s) for s in args.seeds.split(",")]

@@ -10,7 +10,8 @@
 #      zipfile, as Keras writes it) ends its first epoch at the same loss
 #      (training.csv, 6 decimals);
 #   3. `hetps export --format keras` writes a .weights.h5 that h5py reads at
-#      Keras's paths with Keras's shapes and the .npy export's values, and a
+#      Keras's paths with Keras's shapes and the .npy export's values (and
+#      Adam's state under optimizer/vars), and a
 #      .keras archive whose config.json names the same layers;
 #   4. round trip: `hetps eval` of the .keras archive gives the job's final
 #      accuracy, and a new job started from it (--initial-weights) is
@@ -131,7 +132,11 @@ want = {"layers/conv2d/vars/0": ("conv2d/kernel", (3, 3, 1, 32)),
 def check(f):
     found = []
     f.visititems(lambda n, o: found.append(n) if isinstance(o, h5py.Dataset) else None)
-    assert sorted(found) == sorted(want), found
+    # the model's variables, and Adam's state (optim.sh checks its order):
+    # iteration, learning_rate, momentum and velocity of each variable
+    opt = [n for n in found if n.startswith("optimizer/vars/")]
+    assert sorted(set(found) - set(opt)) == sorted(want), found
+    assert len(opt) == 2 + 2 * len(want), opt
     assert "vars" in f and len(f["vars"]) == 0
     for g in ("layers/max_pooling2d/vars", "layers/flatten/vars"):
         assert g in f and len(f[g]) == 0, g

@@ -2,16 +2,34 @@
 # optim.sh — every optimizer of a shard equals Keras's formulas: 100 steps
 # of seeded random gradients through a real shard store (tools/optim_check:
 # ps_store_apply, closed and reopened half-way) for each optimizer and
-# setting, against the NumPy transcription of keras/src/optimizers in
-# tests/optim_ref.py (its top says what "equal" means). Then real
-# processes: each optimizer trains the reference model for 150 steps and
-# its loss falls (below).
+# setting, then through live hetps-ps processes in sync and async
+# (tools/optim_check shard, every optimizer × rate schedule × clipping), against
+# the NumPy transcription of keras/src/optimizers in tests/optim_ref.py
+# (its top says what "equal" means). Then real processes: each optimizer
+# trains the reference model for 150 steps and its loss falls (below).
 . "$(dirname "$0")/lib.inc"
 PY=/usr/bin/python3
 $PY -c 'import numpy' 2>/dev/null || { echo "skipped: no NumPy for $PY (Debian: python3-numpy)"; exit 77; }
 
 $PY "$(dirname "$0")/../optim_ref.py" "$B" > "$T/ref.txt" 2>&1 || { cat "$T/ref.txt"; fail "a shard's optimizer differs from Keras's formulas"; }
-ok "$(tail -1 "$T/ref.txt") (100 steps each, through a shard store)"
+ok "$(tail -1 "$T/ref.txt")"
+
+# The same through live shards: every optimizer × (a constant rate, each
+# schedule) × (no clipping, clipvalue, clipnorm, global_clipnorm), 100
+# steps each on two fresh hetps-ps and one worker (tools/optim_check shard), in
+# sync and in async at once, each mode on its own port block.
+pick_ports
+p_sync=$PORT
+while [ "$PORT" = "$p_sync" ]; do pick_ports; done
+$PY "$(dirname "$0")/../optim_ref.py" --shard sync "$B" "$BIN" "$p_sync" > "$T/sync.txt" 2>&1 &
+sync_pid=$!
+track $sync_pid
+$PY "$(dirname "$0")/../optim_ref.py" --shard async "$B" "$BIN" "$PORT" > "$T/async.txt" 2>&1 ||
+    { grep -v '^ok' "$T/async.txt" | head -20; fail "through live shards in async, an optimizer differs from Keras's formulas"; }
+wait $sync_pid ||
+    { grep -v '^ok' "$T/sync.txt" | head -20; fail "through live shards in sync, an optimizer differs from Keras's formulas"; }
+ok "$(tail -1 "$T/sync.txt")"
+ok "$(tail -1 "$T/async.txt")"
 
 # Each optimizer trains the reference model (deploy/models/fashion_cnn.json,
 # --optimizer replacing its Adam; with each of the three clip settings
@@ -70,3 +88,41 @@ for o in '{"type": "sgd", "learning_rate": 0.05, "momentum": 0.9, "nesterov": tr
     echo "$type: TensorBoard's batch/learning_rate follows the schedule: $lr10 at step 10, $lr121 at step 121"
 done
 ok "each optimizer trains the reference model: mean loss of 150 steps below 2.0"
+
+# `hetps export --format keras` carries the optimizer's state: the Adam
+# (amsgrad) store above as a .keras archive, whose model.weights.h5 holds
+# Keras 3.3's optimizer.variables in its order (common/keras.h):
+# iteration 150, learning_rate 0.001, then momentum and velocity of each
+# variable in turn, then velocity_hat of each — told apart by their values
+# (a velocity is never negative, a momentum is; velocity_hat >= velocity).
+# Another optimizer than the store's is refused (the model's signature
+# covers its optimizer; settings it does not cover, by both names).
+adam='{"type": "adam", "amsgrad": true, "global_clipnorm": 5.0}'
+"$BIN/hetps" export --format keras --model deploy/models/fashion_cnn.json --optimizer "$adam" \
+    --data-dir "$T/d4" --out "$T/adam.keras" "$T/cluster.json" > "$T/export.txt" 2>&1 ||
+    { cat "$T/export.txt"; fail "export --format keras of the Adam store"; }
+grep -q "optimizer/vars: adam's 14 variables (iteration 150, 3 slot(s) a variable)" "$T/export.txt" ||
+    { cat "$T/export.txt"; fail "the export does not say it wrote Adam's 14 variables"; }
+$PY - "$T/adam.keras" <<'PY' || fail "the .keras archive's optimizer/vars are not Keras's"
+import io, sys, zipfile
+import h5py, numpy as np
+z = zipfile.ZipFile(sys.argv[1])
+f = h5py.File(io.BytesIO(z.read("model.weights.h5")), "r")
+v = f["optimizer/vars"]
+assert len(v) == 14, len(v)
+assert v["0"][()] == 150 and v["0"].dtype == np.int64, v["0"][()]
+assert abs(v["1"][()] - 0.001) < 1e-9 and v["1"].dtype == np.float32
+shapes = [(3, 3, 1, 32), (32,), (5408, 10), (10,)]
+for i, s in enumerate(shapes):
+    m, vel, vh = v[str(2 + 2 * i)][()], v[str(3 + 2 * i)][()], v[str(10 + i)][()]
+    assert m.shape == vel.shape == vh.shape == s, (i, m.shape, vel.shape, vh.shape)
+    assert (m < 0).any() and (vel >= 0).all() and (vel > 0).any(), i
+    assert (vh >= vel).all(), i
+print("optimizer/vars: iteration, learning_rate, (momentum, velocity) x 4, velocity_hat x 4")
+PY
+"$BIN/hetps" export --format keras --model deploy/models/fashion_cnn.json \
+    --data-dir "$T/d4" --out "$T/plain.keras" "$T/cluster.json" > "$T/export2.txt" 2>&1 &&
+    fail "an export with another optimizer than the store's was not refused"
+grep -q "signature .* has .*give the job's own model file\|trained with optimizer adam.*says adam" "$T/export2.txt" ||
+    { cat "$T/export2.txt"; fail "the refusal does not say what differs"; }
+ok "hetps export --format keras writes the Adam store's iteration, learning rate and slots in Keras's optimizer/vars order"

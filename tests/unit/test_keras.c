@@ -869,14 +869,14 @@ static void test_write_read(void)
     CU_ASSERT_FATAL(p && q);
     fill(ma, p);
 
-    CU_ASSERT_EQUAL_FATAL(hc_keras_write_weights(h5, ma, p), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(hc_keras_write_weights(h5, ma, p, NULL), HC_OK);
     memset(q, 0, ma->n_params * sizeof *q);
     CU_ASSERT_EQUAL(hc_keras_read_weights(h5, ma, q), HC_OK);
     CU_ASSERT(memcmp(p, q, ma->n_params * sizeof *p) == 0);
     CU_ASSERT_EQUAL(hc_keras_is_archive(h5), 0);
 
     /* An archive: the model from its config.json, the same weights. */
-    CU_ASSERT_EQUAL_FATAL(hc_keras_write_archive(ar, ma, p), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(hc_keras_write_archive(ar, ma, p, NULL), HC_OK);
     CU_ASSERT_EQUAL(hc_keras_is_archive(ar), 1);
     load_or_fail(ar, mb);
     expect_same(ma, mb);
@@ -901,11 +901,91 @@ static void test_write_read(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), h5));
     CU_ASSERT_EQUAL(hc_keras_read_weights(cut, ma, q), HC_ERR_NOTFOUND);
     /* A weights file given as the model. */
-    CU_ASSERT_EQUAL(hc_keras_write_weights(cut, ma, p), HC_OK);
+    CU_ASSERT_EQUAL(hc_keras_write_weights(cut, ma, p, NULL), HC_OK);
     CU_ASSERT_EQUAL(hc_model_load(cut, mb), HC_ERR_CONFIG);
     CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "is an HDF5 file"));
     free(p);
     free(q);
+    hp_rmtree(dir);
+}
+
+/* The optimizer's state (keras.h) written with the weights and read back:
+ * each optimizer's count of Keras variables, slots, iteration and Nadam's
+ * u_product the same; a file without it, or read for another optimizer,
+ * refused. */
+static void test_optim_state(void)
+{
+    static const struct {
+        const char *json;
+        int n_slots, count;     /* fashion_cnn: 4 variables */
+    } cases[] = {
+        {"{\"type\": \"adam\", \"amsgrad\": true}", 3, 2 + 3 * 4},
+        {"{\"type\": \"rmsprop\", \"momentum\": 0.5, \"centered\": true}",
+         3, 2 + 3 * 4},
+        {"{\"type\": \"nadam\", \"learning_rate\": {\"class_name\": "
+         "\"ExponentialDecay\", \"config\": {\"initial_learning_rate\": "
+         "0.01, \"decay_steps\": 10, \"decay_rate\": 0.9}}}", 2, 2 + 2 * 4},
+        {"{\"type\": \"ftrl\"}", 2, 2 + 2 * 4},
+        {"{\"type\": \"sgd\"}", 0, 2},
+    };
+    char dir[256], ar[320], h5[320];
+    float *p, *all, *back;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(hp_tmpdir(dir, sizeof dir));
+    snprintf(ar, sizeof ar, "%s/o.keras", dir);
+    snprintf(h5, sizeof h5, "%s/o.weights.h5", dir);
+    load_or_fail("deploy/models/fashion_cnn.json", ma);
+    p = malloc(ma->n_params * sizeof *p);
+    all = malloc(3 * ma->n_params * sizeof *all);
+    back = malloc(3 * ma->n_params * sizeof *back);
+    CU_ASSERT_FATAL(p && all && back);
+    fill(ma, p);
+    for (size_t i = 0; i < 3 * ma->n_params; i++)
+        all[i] = (float)(i % 7919) * 0.5f - 17.0f;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct hc_keras_optim o = {.iterations = 1234 + c, .u_product = 0.25f,
+                                   .n_slots = cases[c].n_slots};
+        struct hc_keras_optim r = {.n_slots = cases[c].n_slots};
+
+        CU_ASSERT_EQUAL_FATAL(hc_model_optim_from_json(cases[c].json,
+                              strlen(cases[c].json), "test", &ma->optim),
+                              HC_OK);
+        CU_ASSERT_EQUAL(hc_keras_optim_count(ma, o.n_slots), cases[c].count);
+        for (int k = 0; k < o.n_slots; k++) {
+            o.slots[k] = all + (size_t)k * ma->n_params;
+            r.slots[k] = back + (size_t)k * ma->n_params;
+        }
+        memset(back, 0, 3 * ma->n_params * sizeof *back);
+        CU_ASSERT_EQUAL_FATAL(hc_keras_write_archive(ar, ma, p, &o), HC_OK);
+        CU_ASSERT_EQUAL(hc_keras_read_optim(ar, ma, &r), HC_OK);
+        CU_ASSERT_EQUAL(r.iterations, o.iterations);
+        CU_ASSERT(memcmp(all, back, (size_t)o.n_slots * ma->n_params *
+                         sizeof *all) == 0);
+        if (ma->optim.type == HC_OPT_NADAM)
+            CU_ASSERT_EQUAL(r.u_product, 0.25f);
+        /* the weights beside it are as before */
+        CU_ASSERT_EQUAL(hc_keras_read_weights(ar, ma, back), HC_OK);
+        CU_ASSERT(memcmp(p, back, ma->n_params * sizeof *p) == 0);
+        /* read for an optimizer with another slot count */
+        r.n_slots = o.n_slots ? o.n_slots - 1 : 1;
+        r.slots[0] = back;
+        CU_ASSERT_EQUAL(hc_keras_read_optim(ar, ma, &r), HC_ERR_MISMATCH);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "optimizer/vars holds"));
+    }
+    /* a weights file too; and one written without the optimizer */
+    {
+        struct hc_keras_optim o = {.iterations = 7, .n_slots = 0};
+        struct hc_keras_optim r = {.n_slots = 0};
+
+        CU_ASSERT_EQUAL(hc_keras_write_weights(h5, ma, p, &o), HC_OK);
+        CU_ASSERT_EQUAL(hc_keras_read_optim(h5, ma, &r), HC_OK);
+        CU_ASSERT_EQUAL(r.iterations, 7);
+        CU_ASSERT_EQUAL(hc_keras_write_weights(h5, ma, p, NULL), HC_OK);
+        CU_ASSERT_EQUAL(hc_keras_read_optim(h5, ma, &r), HC_ERR_NOTFOUND);
+    }
+    free(p);
+    free(all);
+    free(back);
     hp_rmtree(dir);
 }
 
@@ -962,5 +1042,6 @@ void hp_test_register(void)
     CU_add_test(s, "compile_config optimizers", test_config_optimizers);
     CU_add_test(s, "weights paths", test_paths);
     CU_add_test(s, "weights and archives written and read", test_write_read);
+    CU_add_test(s, "the optimizer's state written and read", test_optim_state);
     CU_add_test(s, "bad archives", test_bad_archives);
 }
