@@ -1079,6 +1079,73 @@ static void cpu_dropout_backward(struct wk_backend *be, const float *dy,
     cpu_dropout(dy, dx, n, rate, seed);
 }
 
+/* ---- layer normalisation ---- */
+
+static void cpu_layernorm_forward(struct wk_backend *be, int rows, int n,
+                                  float eps, const float *x,
+                                  const float *gamma, const float *beta,
+                                  float *y, float *xhat, float *rstd)
+{
+    (void)be;
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * n;
+        float *hr = xhat + (size_t)r * n, *yr = y + (size_t)r * n;
+        double mu = 0, var = 0;
+        float rs;
+
+        for (int j = 0; j < n; j++)
+            mu += xr[j];
+        mu /= n;
+        for (int j = 0; j < n; j++)
+            var += (xr[j] - mu) * (xr[j] - mu);
+        rs = (float)(1.0 / sqrt(var / n + eps));
+        rstd[r] = rs;
+        for (int j = 0; j < n; j++) {
+            hr[j] = (float)(xr[j] - mu) * rs;
+            yr[j] = hr[j] * (gamma ? gamma[j] : 1.0f) + (beta ? beta[j] : 0.0f);
+        }
+    }
+}
+
+static void cpu_layernorm_backward(struct wk_backend *be, int rows, int n,
+                                   const float *dy, const float *xhat,
+                                   const float *rstd, const float *gamma,
+                                   float *dx, float *dgamma, float *dbeta)
+{
+    (void)be;
+    for (int j = 0; j < n && (dgamma || dbeta); j++) {
+        double sg = 0, sb = 0;
+
+        for (int r = 0; r < rows; r++) {
+            sg += (double)dy[(size_t)r * n + j] * xhat[(size_t)r * n + j];
+            sb += dy[(size_t)r * n + j];
+        }
+        if (dgamma)
+            dgamma[j] = (float)sg;
+        if (dbeta)
+            dbeta[j] = (float)sb;
+    }
+    for (int r = 0; dx && r < rows; r++) {
+        const float *dr = dy + (size_t)r * n, *hr = xhat + (size_t)r * n;
+        float *xr = dx + (size_t)r * n;
+        double mg = 0, mgh = 0;
+
+        for (int j = 0; j < n; j++) {
+            double g = (double)dr[j] * (gamma ? gamma[j] : 1.0f);
+
+            mg += g;
+            mgh += g * hr[j];
+        }
+        mg /= n;
+        mgh /= n;
+        for (int j = 0; j < n; j++) {
+            double g = (double)dr[j] * (gamma ? gamma[j] : 1.0f);
+
+            xr[j] = (float)(rstd[r] * (g - mg - hr[j] * mgh));
+        }
+    }
+}
+
 static const struct wk_backend_ops cpu_ops = {
     .destroy = cpu_destroy,
     .alloc = cpu_alloc,
@@ -1116,6 +1183,8 @@ static const struct wk_backend_ops cpu_ops = {
     .dwconv_forward = cpu_dwconv_forward,
     .dwconv_backward_filter = cpu_dwconv_backward_filter,
     .dwconv_backward_input = cpu_dwconv_backward_input,
+    .layernorm_forward = cpu_layernorm_forward,
+    .layernorm_backward = cpu_layernorm_backward,
     .dropout_forward = cpu_dropout_forward,
     .dropout_backward = cpu_dropout_backward,
 };

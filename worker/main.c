@@ -88,8 +88,12 @@ static void usage(FILE *f)
 "      --data X.npy,Y.npy | F.npz  train on NumPy arrays instead: images\n"
 "                            (N,H,W[,C]) float32 or uint8 (scaled by 1/255),\n"
 "                            integer labels (N,); an .npz holds x_train,\n"
-"                            y_train, x_test, y_test\n"
+"                            y_train, x_test, y_test; a model of several\n"
+"                            inputs: one .npy per input by the model's\n"
+"                            input names, then the labels:\n"
+"                            image=X1.npy,meta=X2.npy,Y.npy\n"
 "      --validation-data XT.npy,YT.npy  the test set with X.npy,Y.npy data\n"
+"                            (several inputs: as --data)\n"
 "      --max-steps N         stop after N steps (tests; sync: the job's steps,\n"
 "                            those this worker sat out included)\n"
 "      --overlap             async: push and pull each step's gradient on its\n"
@@ -394,6 +398,24 @@ static void print_classes(const float *out /* (n, k) */, int n, size_t k)
     }
 }
 
+/* predict's images: an IDX or .npy file; for a model of several inputs
+ * NAME=X.npy per input (wk_data_load_inputs; labels may follow). */
+static int load_images(const struct hc_model *m, const char *images,
+                       struct wk_dataset *d)
+{
+    const char *names[HC_MODEL_MAX_INPUTS];
+
+    if (m->n_inputs > 1 || strchr(images, '=')) {
+        for (int q = 0; q < m->n_inputs; q++)
+            names[q] = m->inputs[q].name;
+        return wk_data_load_inputs(images, names, m->n_inputs, 0,
+                                   "--images", d);
+    }
+    if (strlen(images) > 4 && !strcmp(images + strlen(images) - 4, ".npy"))
+        return wk_data_load_npy(images, NULL, d);
+    return wk_data_load_images(images, d);
+}
+
 /* `hetps-worker predict …` / `hetps predict …`: weights and images →
  * the model's outputs (Keras's model.predict). */
 static int cmd_predict(int argc, char **argv)
@@ -434,6 +456,9 @@ static int cmd_predict(int argc, char **argv)
                    "a NumPy .npy of images (float32, or uint8 scaled by 1/255)\n"
                    "or a data set's images (default: Fashion-MNIST's 10,000 test images).\n"
                    "\n"
+                   "A model of several inputs takes one .npy per input, named by the\n"
+                   "model's input names: --images image=X1.npy,meta=X2.npy\n"
+                   "\n"
                    "  --out FILE.npy   write the outputs, float32 (N_images, N_outputs)\n"
                    "                   (softmax probabilities), and print one summary line\n"
                    "Without --out, one line per image: INDEX CLASS PROBABILITY (the\n"
@@ -458,10 +483,7 @@ static int cmd_predict(int argc, char **argv)
             goto out;
         images = path;
     }
-    if ((rv = (strlen(images) > 4 &&
-               !strcmp(images + strlen(images) - 4, ".npy")
-                   ? wk_data_load_npy(images, NULL, &d)
-                   : wk_data_load_images(images, &d))) != HC_OK ||
+    if ((rv = load_images(a.m, images, &d)) != HC_OK ||
         (rv = infer_open(&a, &d)) != HC_OK)
         goto out;
     k = wk_replicas_output_size(a.rep);
