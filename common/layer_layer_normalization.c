@@ -83,6 +83,7 @@ static int infer(struct hc_model *m, const char *where,
                        "%s; layer_normalization normalises over the last "
                        "axis only (-1, or %d)", l->axis,
                        md_fmt_shape(&l->in, s, sizeof s), l->in.rank);
+    l->axis = -1;           /* one axis, however it was written */
     if (l->scale) {
         if ((rv = md_add_var(m, where, l, "gamma", 1, &n, l->kernel_init.kind,
                              0, 0, &l->var_kernel)))
