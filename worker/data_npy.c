@@ -522,6 +522,7 @@ static int split_spec(const char *spec, const char *const *names, int n,
                       char *y)
 {
     char part[2 * WK_DATA_PATH_MAX], list[WK_DATA_MAX_INPUTS * 66];
+    char ex[WK_DATA_MAX_INPUTS * 160];
     const char *p = spec;
 
     y[0] = '\0';
@@ -543,8 +544,11 @@ static int split_spec(const char *spec, const char *const *names, int n,
         if (!(eq = strchr(part, '='))) {
             if (y[0] || *p)
                 return hc_err_set(HC_ERR_INVAL, "%s %s: \"%s\" names no "
-                                  "input; only the labels, last, come "
-                                  "without NAME=", flag, spec, part);
+                                  "input; the model's inputs are %s: give "
+                                  "%s (only the labels, last, without "
+                                  "NAME=)", flag, spec, part,
+                                  input_list(names, n, list, sizeof list),
+                                  input_example(names, n, ex, sizeof ex));
             if (len >= WK_DATA_PATH_MAX)
                 return hc_err_set(HC_ERR_INVAL, "%s: path too long", flag);
             strcpy(y, part);

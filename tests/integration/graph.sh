@@ -1,8 +1,8 @@
 #!/bin/sh
 # graph.sh — a model that is a graph, with real processes on loopback:
 #   1. a model of two inputs (tests/unit/keras/two_inputs.keras3.json) is
-#      read and checked, and refused for training naming its inputs: the
-#      data feeds one array;
+#      read and checked, and without --data asks for one .npy per input,
+#      naming them (inputs.sh trains one);
 #   2. deploy/models/fashion_resnet.json (two residual blocks: an identity
 #      skip and a 1×1 projection, each joined by Add) trains 300 steps on
 #      Fashion-MNIST with 1 shard and 1 worker: the loss falls from
@@ -38,15 +38,15 @@ cat > "$T/cluster.json" <<JSON
   "hetps": { "mode": "async" } }
 JSON
 
-# 1. Two inputs: read, then refused by name.
+# 1. Two inputs: read, then asked for their arrays by name.
 "$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:0 \
     --model tests/unit/keras/two_inputs.keras3.json > "$T/two.txt" 2>&1
 rc=$?
 cat "$T/two.txt"
-[ $rc -ne 0 ] || fail "a model of two inputs was trained"
-grep -q "model two_inputs has 2 inputs (image, meta); the worker feeds a model one input array" "$T/two.txt" ||
-    fail "the two-input refusal does not name the inputs"
-ok "two inputs: read and checked, refused for training naming them (exit $rc)"
+[ $rc -ne 0 ] || fail "a model of two inputs was trained without its arrays"
+grep -q "the model has 2 inputs (image, meta): give --data image=X_image.npy,meta=X_meta.npy,Y.npy" "$T/two.txt" ||
+    fail "the two-input model's data is not asked for by input name"
+ok "two inputs: read and checked, their arrays asked for by name (exit $rc)"
 
 # 2. The residual model, 300 steps.
 "$BIN/hetps" launch --data-dir "$T/data" "$T/cluster.json" -- \
