@@ -612,8 +612,13 @@ int wk_data_load_inputs(const char *spec, const char *const *names,
     for (q = 0; q < n_names; q++, loaded++) {
         struct wk_data_input *in = &out->inputs[q];
 
-        if ((rv = wk_data_load_npy(paths[q], NULL, &a[q])) != HC_OK)
+        if ((rv = wk_data_load_npy(paths[q], NULL, &a[q])) != HC_OK) {
+            char msg[1024];
+
+            snprintf(msg, sizeof msg, "%s", hc_err_msg());
+            rv = hc_err_set(rv, "%s: input %s: %s", flag, names[q], msg);
             goto out;
+        }
         if (a[q].n != a[0].n) {
             rv = hc_err_set(HC_ERR_DATA, "%s: input %s (%s) has %d samples "
                             "but input %s (%s) has %d", flag, names[q],

@@ -866,13 +866,14 @@ static int final_eval(struct run *r)
 }
 
 /* The training ("train") or test ("t10k") set: --data's, or for a model
- * of several inputs one .npy per input named by the model's inputs. */
+ * of several inputs (or arrays named by input, NAME=X.npy) one .npy per
+ * input named by the model's inputs. */
 static int load_data(const struct wk_train_conf *c, const struct hc_model *m,
                      const char *which, struct wk_dataset *d)
 {
     const char *names[HC_MODEL_MAX_INPUTS];
 
-    if (m->n_inputs < 2)
+    if (m->n_inputs < 2 && !(c->data && strchr(c->data, '=')))
         return wk_data_load_any(c->data, c->validation_data, c->data_dir,
                                 which, d);
     for (int q = 0; q < m->n_inputs; q++)
