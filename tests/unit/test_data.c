@@ -683,6 +683,17 @@ static void write_labels(const char *name, int n)
     fclose(f);
 }
 
+/* in with each '@' replaced by the temporary directory, into out. */
+static void at_tmp(const char *in, char *out, size_t len)
+{
+    size_t at = 0;
+
+    out[0] = '\0';
+    for (; *in && at + 300 < len; in++)
+        at += (size_t)(*in == '@' ? snprintf(out + at, len - at, "%s", tmp)
+                                  : snprintf(out + at, len - at, "%c", *in));
+}
+
 static void test_inputs(void)
 {
     static const char *const names[] = {"image", "vector"};
@@ -767,24 +778,10 @@ static void test_inputs(void)
 
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
             char want[512];
-            size_t at = 0;
             int rv;
 
-            for (const char *c = bad[i].spec; *c && at + 300 < sizeof spec;
-                 c++)
-                at += (size_t)(*c == '@'
-                                   ? snprintf(spec + at, sizeof spec - at,
-                                              "%s", tmp)
-                                   : snprintf(spec + at, sizeof spec - at,
-                                              "%c", *c));
-            at = 0;
-            for (const char *c = bad[i].want; *c && at + 300 < sizeof want;
-                 c++)
-                at += (size_t)(*c == '@'
-                                   ? snprintf(want + at, sizeof want - at,
-                                              "%s", tmp)
-                                   : snprintf(want + at, sizeof want - at,
-                                              "%c", *c));
+            at_tmp(bad[i].spec, spec, sizeof spec);
+            at_tmp(bad[i].want, want, sizeof want);
             rv = wk_data_load_inputs(spec, names, 2, 1, "--data", &d);
             printf("\n    case %zu: %s", i, hc_err_msg());
             CU_ASSERT_EQUAL(rv, bad[i].code);
