@@ -316,11 +316,30 @@ static void infer_close(struct infer *a)
 }
 
 /* `hetps-worker eval …` / `hetps eval …`: weights → loss and accuracy. */
+/* eval's data: --data's arrays (X.npy,Y.npy, an .npz's test set, or
+ * NAME=X.npy,…,Y.npy for a model of several inputs), else the IDX set. */
+static int eval_data(const struct infer *a, const char *data,
+                     struct wk_dataset *d)
+{
+    const char *names[HC_MODEL_MAX_INPUTS];
+
+    if (!data)
+        return wk_data_load_dir(a->data_dir, a->set ? a->set : "t10k", d);
+    if (a->m->n_inputs < 2 && !strchr(data, '='))
+        return wk_data_load_any(data, data, NULL, "t10k", d);
+    for (int q = 0; q < a->m->n_inputs; q++)
+        names[q] = a->m->inputs[q].name;
+    return wk_data_load_inputs(data, names, a->m->n_inputs, 1, "--data", d);
+}
+
 static int cmd_eval(int argc, char **argv)
 {
-    static const struct option opts[] = { INFER_OPTS, { NULL, 0, NULL, 0 } };
+    static const struct option opts[] = {
+        INFER_OPTS, { "data", required_argument, NULL, 'A' },
+        { NULL, 0, NULL, 0 } };
     struct infer a = { .cmd = "eval", .devices = "auto", .batch = 256 };
     struct wk_dataset d = { 0 };
+    const char *data = NULL;
     int32_t *y = NULL;
     double loss, acc, vm[HC_MODEL_MAX_METRICS] = { 0 };
     char more[640];
@@ -333,14 +352,22 @@ static int cmd_eval(int argc, char **argv)
                 return 2;
             continue;
         }
+        if (c == 'A') {
+            data = optarg;
+            continue;
+        }
         if (c == 'h') {
             printf("Usage: hetps eval --model FILE (--weights DIR|FILE | --cluster FILE)\n"
                    "                  [--data-dir DIR] [--set t10k|train] [--batch-size N]\n"
+                   "                  [--data X.npy,Y.npy | F.npz | NAME=X.npy,...,Y.npy]\n"
                    "                  [--devices LIST] [--loss NAME] [--optimizer SPEC]\n"
                    "Evaluate a model's weights — exported .npy files (hetps export),\n"
                    "a Keras .weights.h5 or .keras file, or the live values of a\n"
                    "running cluster — on an IDX data set\n"
-                   "(default: Fashion-MNIST's 10,000 test images).\n");
+                   "(default: Fashion-MNIST's 10,000 test images) or on NumPy arrays:\n"
+                   "images and labels, an .npz's x_test and y_test, or for a model of\n"
+                   "several inputs one .npy per input named by the model's inputs, then\n"
+                   "the labels (image=X1.npy,meta=X2.npy,Y.npy).\n");
             return 0;
         }
         fprintf(stderr, "Try 'hetps eval --help' for more information.\n");
@@ -349,8 +376,12 @@ static int cmd_eval(int argc, char **argv)
     if ((status = infer_setup(&a, argc, argv)) != 0)
         goto out;
     status = 1;
-    if ((rv = wk_data_load_dir(a.data_dir, a.set ? a.set : "t10k", &d)) !=
-            HC_OK ||
+    if (data && (a.data_dir || a.set)) {
+        rv = hc_err_set(HC_ERR_INVAL, "--data: give arrays or "
+                        "--data-dir/--set, not both");
+        goto out;
+    }
+    if ((rv = eval_data(&a, data, &d)) != HC_OK ||
         (hc_loss_takes_classes(a.m->loss) &&
          (rv = wk_data_check_classes(&d, a.m->n_classes)) != HC_OK) ||
         (rv = infer_open(&a, &d)) != HC_OK)

@@ -13,7 +13,8 @@
 #      image=…,vector=…,y.npy: the test accuracy passes 90 %;
 #   3. `hetps export` (.npy and .keras, whose config has both input
 #      layers) then `hetps predict --images image=…,vector=…` gives
-#      outputs whose accuracy on the test set is the final one.
+#      outputs whose accuracy on the test set is the final one, and
+#      `hetps eval --data image=…,vector=…,yt.npy` that accuracy.
 . "$(dirname "$0")/lib.inc"
 /usr/bin/python3 -c 'import numpy' 2>/dev/null || { echo "skipped: no python3-numpy"; exit 77; }
 pick_ports
@@ -129,3 +130,10 @@ assert ins == ["image", "vector"], ins
 print(f"predict: accuracy {got:.4f}; .keras inputs {ins}")
 PY
 ok "export (.npy, .keras with inputs image and vector) and predict --images image=…,vector=…: accuracy $acc"
+"$BIN/hetps" eval --model "$M" --weights "$T/npy" \
+    --data "image=$T/imgt.npy,vector=$T/vect.npy,$T/yt.npy" > "$T/eval.txt" 2>&1 ||
+    { cat "$T/eval.txt"; fail "eval with two inputs"; }
+cat "$T/eval.txt"
+eacc=$(sed -n 's/.* - accuracy \([0-9.]*\).*/\1/p' "$T/eval.txt")
+[ "$eacc" = "$acc" ] || fail "eval --data gives '$eacc', the chief said $acc"
+ok "hetps eval --data image=…,vector=…,yt.npy: accuracy $eacc, the chief's"
