@@ -269,6 +269,31 @@ static void test_refused(void)
         {"{'input_shape': [6, 6, 2], 'layers': [{'type': "
          "'depthwise_conv2d'}, {'type': 'flatten'}, " OUT "], " TAIL,
          "missing required key \"kernel_size\" (e.g. [3, 3])"},
+        {"{'input_shape': [6, 6, 2], 'layers': [{'type': "
+         "'separable_conv2d', 'kernel_size': 3}, {'type': 'flatten'}, "
+         OUT "], " TAIL, "layers[0] (separable_conv2d "
+         "\"separable_conv2d\"): missing required key \"filters\""},
+        {"{'input_shape': [6, 6, 2], 'layers': [{'type': "
+         "'separable_conv2d', 'filters': 4, 'kernel_size': 3, "
+         "'kernel_regularizer': 'l2'}, {'type': 'flatten'}, " OUT "], " TAIL,
+         "unknown key \"kernel_regularizer\"; allowed here: type, name, "
+         "device, input_shape, inputs, filters, kernel_size, strides, "
+         "padding, depth_multiplier, activation, use_bias, "
+         "depthwise_initializer, bias_initializer, depthwise_regularizer, "
+         "bias_regularizer, pointwise_initializer, pointwise_regularizer"},
+        {"{'input_shape': [6, 6, 2], 'layers': [{'type': "
+         "'layer_normalization', 'axis': [1, 2]}, {'type': 'flatten'}, "
+         OUT "], " TAIL, "layers[0] (layer_normalization "
+         "\"layer_normalization\"): \"axis\" [1,2] is not supported; "
+         "layer_normalization normalises over the last axis only"},
+        {"{'input_shape': [6, 6, 2], 'layers': [{'type': "
+         "'layer_normalization', 'axis': 1}, {'type': 'flatten'}, "
+         OUT "], " TAIL, "\"axis\" 1 is not supported for its input "
+         "(6, 6, 2); layer_normalization normalises over the last axis only "
+         "(-1, or 3)"},
+        {"{'input_shape': [6, 6, 2], 'layers': [{'type': "
+         "'layer_normalization', 'epsilon': 0}, {'type': 'flatten'}, "
+         OUT "], " TAIL, "\"epsilon\" must be in (0, 1], got 0"},
         {"{'input_shape': [4], 'layers': [{'type': 'dense', 'units': 3},"
          "{'type': 'add', 'inputs': ['dense', 'nope']}, " OUT "], " TAIL,
          "layers[1] (add \"add\"): \"inputs\" names \"nope\", which is no "
