@@ -94,17 +94,19 @@ struct nn_layer {
                              * node's other readers wrote there */
     int in_size, out_size;  /* floats per sample (in: its first input) */
     int out_c;              /* last dimension of the output (row length) */
-    struct wk_geom g;       /* conv2d, depthwise_conv2d, the pools,
-                             * zeropadding2d (a 1×1 window), g.B set
-                             * per call */
-    int units;              /* dense; depthwise_conv2d: its
-                             * depth_multiplier */
+    struct wk_geom g;       /* conv2d, depthwise_conv2d,
+                             * separable_conv2d, the pools, zeropadding2d
+                             * (a 1×1 window), g.B set per call */
+    int units;              /* dense; depthwise_conv2d, separable_conv2d:
+                             * the depth_multiplier */
     float rate;             /* dropout */
     float eps;              /* layer_normalization: its epsilon */
     float max_value, slope, threshold; /* relu, leaky_relu (layer_relu.c) */
     int direct;             /* conv2d 1×1, stride 1: the input is the cols */
     size_t ws_size;         /* floats per sample of its workspace (conv2d:
-                             * cols), kept under 2^31 at max_batch */
+                             * cols; separable_conv2d: its depthwise
+                             * output; layer_normalization: x̂), kept
+                             * under 2^31 at max_batch */
     int pre_pool;           /* NN_EPILOGUE_OUT (conv2d) feeding a layer that
                              * applies its bias and activation (nn_build.c,
                              * fuse_epilogue) */
