@@ -46,7 +46,19 @@ void kx_weights_args(cJSON *c, const struct hc_model *m,
 
 /* The same for a kernel Keras names otherwise ("depthwise":
  * depthwise_initializer, depthwise_regularizer, depthwise_constraint). */
+/* Keras's initializer object for in (its seed, or the model's), and its
+ * regularizer object (null for none): new items for the caller to add. */
+cJSON *kx_init_json(const struct hc_initializer *in, uint64_t seed);
+cJSON *kx_reg_json(const struct hc_regularizer *r);
+
 void kx_weights_args_as(cJSON *c, const struct hc_model *m,
                         const struct hc_layer_spec *l, const char *kernel);
+
+/* A depthwise convolution's Keras config (layer_depthwise_conv2d.c,
+ * written by separable_conv2d too): kernel_size, strides, padding,
+ * depth_multiplier, data_format, dilation_rate, activation and the
+ * depthwise and bias arguments. */
+void kx_dwconv_config(cJSON *c, const struct hc_model *m,
+                      const struct hc_layer_spec *l);
 
 #endif

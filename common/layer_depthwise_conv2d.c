@@ -20,7 +20,8 @@ static const char *const keys[] = {
     "kernel_size", "strides", "padding", "depth_multiplier", "activation",
     "use_bias", MD_DEPTHWISE_KEYS, NULL};
 
-static int parse(const cJSON *lj, const char *where, struct hc_layer_spec *l)
+int md_get_dwconv_args(const cJSON *lj, const char *where,
+                       struct hc_layer_spec *l)
 {
     int rv;
 
@@ -40,6 +41,11 @@ static int parse(const cJSON *lj, const char *where, struct hc_layer_spec *l)
         (rv = md_get_bool(lj, "use_bias", where, 1, &l->use_bias)))
         return rv;
     return md_get_weights_args_as(lj, where, "depthwise", l);
+}
+
+static int parse(const cJSON *lj, const char *where, struct hc_layer_spec *l)
+{
+    return md_get_dwconv_args(lj, where, l);
 }
 
 static int infer(struct hc_model *m, const char *where,
@@ -86,8 +92,8 @@ static const struct hc_keras_arg keras_args[] = {
     {"dilation_rate", HC_KA_ONES}, {"groups", HC_KA_ONES},
     {"activation", HC_KA_ACT}, {NULL, 0}};
 
-static void keras_config(cJSON *c, const struct hc_model *m,
-                         const struct hc_layer_spec *l)
+void kx_dwconv_config(cJSON *c, const struct hc_model *m,
+                      const struct hc_layer_spec *l)
 {
     cJSON_AddItemToObject(c, "kernel_size", kx_pair(l->kh, l->kw));
     cJSON_AddItemToObject(c, "strides", kx_pair(l->sh, l->sw));
@@ -97,6 +103,12 @@ static void keras_config(cJSON *c, const struct hc_model *m,
     cJSON_AddItemToObject(c, "dilation_rate", kx_pair(1, 1));
     cJSON_AddStringToObject(c, "activation", hc_act_name(l->act));
     kx_weights_args_as(c, m, l, "depthwise");
+}
+
+static void keras_config(cJSON *c, const struct hc_model *m,
+                         const struct hc_layer_spec *l)
+{
+    kx_dwconv_config(c, m, l);
 }
 
 const struct hc_layer_kind hc_layer_depthwise_conv2d = {

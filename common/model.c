@@ -596,6 +596,8 @@ static uint64_t signature(const struct hc_model *m)
         if (l->pad[0] || l->pad[1] || l->pad[2] || l->pad[3])
             sig_add(&h, "pad %d,%d,%d,%d\n", l->pad[0], l->pad[1],
                     l->pad[2], l->pad[3]);
+        if (l->epsilon)
+            sig_add(&h, "eps %.9g\n", (double)l->epsilon);
         if (chain)
             continue;
         /* A graph's edges; a chain has none of these lines, so its

@@ -69,6 +69,8 @@ enum hc_layer_type {
     HC_LAYER_ZEROPADDING2D,
     HC_LAYER_RESHAPE,
     HC_LAYER_DEPTHWISE_CONV2D,
+    HC_LAYER_SEPARABLE_CONV2D,
+    HC_LAYER_LAYER_NORMALIZATION,
     HC_LAYER_COUNT          /* the number of kinds, not one */
 };
 
@@ -181,8 +183,14 @@ struct hc_layer_spec {
     char device[32];            /* explicit placement ("cpu:1"), "" = default */
     enum hc_act act;            /* fused activation (conv2d, dense, activation) */
     int filters;                /* conv2d */
-    int depth_multiplier;       /* depthwise_conv2d: outputs per input
-                                 * channel */
+    int depth_multiplier;       /* depthwise_conv2d, separable_conv2d:
+                                 * outputs per input channel */
+    struct hc_initializer pointwise_init; /* separable_conv2d: its second
+                                 * kernel's (the first's is kernel_init) */
+    struct hc_regularizer pointwise_reg;
+    float epsilon;              /* layer_normalization: added to the
+                                 * variance (0 others) */
+    int center, scale;          /* layer_normalization: has beta, gamma */
     int kh, kw;                 /* conv2d kernel size */
     int sh, sw;                 /* conv2d / maxpool2d / avgpool2d strides */
     int same;                   /* padding: 1 = "same", 0 = "valid" */

@@ -132,6 +132,13 @@ int md_get_weights_args(const cJSON *lj, const char *where,
 int md_get_weights_args_as(const cJSON *lj, const char *where,
                            const char *kernel, struct hc_layer_spec *l);
 
+/* A depthwise convolution's keys (layer_depthwise_conv2d.c, read by
+ * separable_conv2d too): kernel_size (required), strides,
+ * depth_multiplier, padding, activation, use_bias and MD_DEPTHWISE_KEYS
+ * into l. */
+int md_get_dwconv_args(const cJSON *lj, const char *where,
+                       struct hc_layer_spec *l);
+
 /* Layer l's kernel "L/kernel" of shape (ndim dimensions) with fans fan_in
  * and fan_out, l->kernel_init, into l->var_kernel; with l->use_bias its
  * bias "L/bias" of the kernel's last dimension, l->bias_init, into

@@ -955,6 +955,24 @@ static void cpu_avgpool_backward(struct wk_backend *be,
 /* Direct loops over each output's window, the cells inside x row by row,
  * channels innermost: y's C·dm values of one output position are summed
  * in place, one kernel row (C·dm values of w) per cell. */
+/* y (n) += a ⊙ b, four elements a step so the compiler may pair them
+ * (depth_multiplier 1: a channel's products in the order the general
+ * loops add them, so the sums are the same). */
+static void madd(float *restrict y, const float *restrict a,
+                 const float *restrict b, int n)
+{
+    int c = 0;
+
+    for (; c + 4 <= n; c += 4) {
+        y[c] += a[c] * b[c];
+        y[c + 1] += a[c + 1] * b[c + 1];
+        y[c + 2] += a[c + 2] * b[c + 2];
+        y[c + 3] += a[c + 3] * b[c + 3];
+    }
+    for (; c < n; c++)
+        y[c] += a[c] * b[c];
+}
+
 static void cpu_dwconv_forward(struct wk_backend *be, const struct wk_geom *g,
                                int dm, const float *x, const float *w,
                                float *y)
@@ -977,6 +995,10 @@ static void cpu_dwconv_forward(struct wk_backend *be, const struct wk_geom *g,
                                                 v.iw0 + j) * C;
                         const float *pw = w + ((size_t)i * g->kw + j) * CM;
 
+                        if (dm == 1) {
+                            madd(y, px, pw, C);
+                            continue;
+                        }
                         for (c = 0; c < C; c++)
                             for (m = 0; m < dm; m++)
                                 y[c * dm + m] += px[c] * pw[c * dm + m];
@@ -1008,6 +1030,10 @@ static void cpu_dwconv_backward_filter(struct wk_backend *be,
                                                 v.iw0 + j) * C;
                         float *pw = dw + ((size_t)i * g->kw + j) * CM;
 
+                        if (dm == 1) {
+                            madd(pw, px, dy, C);
+                            continue;
+                        }
                         for (c = 0; c < C; c++)
                             for (m = 0; m < dm; m++)
                                 pw[c * dm + m] += px[c] * dy[c * dm + m];
@@ -1039,6 +1065,10 @@ static void cpu_dwconv_backward_input(struct wk_backend *be,
                                           v.iw0 + j) * C;
                         const float *pw = w + ((size_t)i * g->kw + j) * CM;
 
+                        if (dm == 1) {
+                            madd(px, dy, pw, C);
+                            continue;
+                        }
                         for (c = 0; c < C; c++) {
                             float sum = 0.0f;
 
@@ -1079,6 +1109,73 @@ static void cpu_dropout_backward(struct wk_backend *be, const float *dy,
     cpu_dropout(dy, dx, n, rate, seed);
 }
 
+/* ---- layer normalisation ---- */
+
+static void cpu_layernorm_forward(struct wk_backend *be, int rows, int n,
+                                  float eps, const float *x,
+                                  const float *gamma, const float *beta,
+                                  float *y, float *xhat, float *rstd)
+{
+    (void)be;
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * n;
+        float *hr = xhat + (size_t)r * n, *yr = y + (size_t)r * n;
+        double mu = 0, var = 0;
+        float rs;
+
+        for (int j = 0; j < n; j++)
+            mu += xr[j];
+        mu /= n;
+        for (int j = 0; j < n; j++)
+            var += (xr[j] - mu) * (xr[j] - mu);
+        rs = (float)(1.0 / sqrt(var / n + eps));
+        rstd[r] = rs;
+        for (int j = 0; j < n; j++) {
+            hr[j] = (float)(xr[j] - mu) * rs;
+            yr[j] = hr[j] * (gamma ? gamma[j] : 1.0f) + (beta ? beta[j] : 0.0f);
+        }
+    }
+}
+
+static void cpu_layernorm_backward(struct wk_backend *be, int rows, int n,
+                                   const float *dy, const float *xhat,
+                                   const float *rstd, const float *gamma,
+                                   float *dx, float *dgamma, float *dbeta)
+{
+    (void)be;
+    for (int j = 0; j < n && (dgamma || dbeta); j++) {
+        double sg = 0, sb = 0;
+
+        for (int r = 0; r < rows; r++) {
+            sg += (double)dy[(size_t)r * n + j] * xhat[(size_t)r * n + j];
+            sb += dy[(size_t)r * n + j];
+        }
+        if (dgamma)
+            dgamma[j] = (float)sg;
+        if (dbeta)
+            dbeta[j] = (float)sb;
+    }
+    for (int r = 0; dx && r < rows; r++) {
+        const float *dr = dy + (size_t)r * n, *hr = xhat + (size_t)r * n;
+        float *xr = dx + (size_t)r * n;
+        double mg = 0, mgh = 0;
+
+        for (int j = 0; j < n; j++) {
+            double g = (double)dr[j] * (gamma ? gamma[j] : 1.0f);
+
+            mg += g;
+            mgh += g * hr[j];
+        }
+        mg /= n;
+        mgh /= n;
+        for (int j = 0; j < n; j++) {
+            double g = (double)dr[j] * (gamma ? gamma[j] : 1.0f);
+
+            xr[j] = (float)(rstd[r] * (g - mg - hr[j] * mgh));
+        }
+    }
+}
+
 static const struct wk_backend_ops cpu_ops = {
     .destroy = cpu_destroy,
     .alloc = cpu_alloc,
@@ -1116,6 +1213,8 @@ static const struct wk_backend_ops cpu_ops = {
     .dwconv_forward = cpu_dwconv_forward,
     .dwconv_backward_filter = cpu_dwconv_backward_filter,
     .dwconv_backward_input = cpu_dwconv_backward_input,
+    .layernorm_forward = cpu_layernorm_forward,
+    .layernorm_backward = cpu_layernorm_backward,
     .dropout_forward = cpu_dropout_forward,
     .dropout_backward = cpu_dropout_backward,
 };

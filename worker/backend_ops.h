@@ -233,6 +233,25 @@
                                     const float *dy, const float *w,          \
                                     float *dx),                               \
       (be, g, dm, dy, w, dx), required)                                       \
+    /* Layer normalisation of rows (rows, n): per row μ and the biased σ²,  \
+     * rstd (rows) = 1 / sqrt(σ² + eps), xhat (rows, n) = (x − μ) · rstd,    \
+     * y = xhat · gamma + beta (gamma, beta (n) each may be NULL: 1, 0).    \
+     * Sums in double, row by row. Overwrites y, xhat, rstd. */              \
+    X(void, layernorm_forward, (struct wk_backend *be, int rows, int n,       \
+                                float eps, const float *x,                    \
+                                const float *gamma, const float *beta,        \
+                                float *y, float *xhat, float *rstd),          \
+      (be, rows, n, eps, x, gamma, beta, y, xhat, rstd), required)            \
+    /* Its gradients from dy (rows, n) and the forward's xhat and rstd:      \
+     * dgamma (n) = Σ_rows dy·xhat, dbeta (n) = Σ_rows dy, and with         \
+     * g = dy·gamma, dx = rstd · (g − mean(g) − xhat · mean(g·xhat)) per    \
+     * row. Each output may be NULL: not wanted. Overwrites them; dx may    \
+     * equal dy. */                                                          \
+    X(void, layernorm_backward, (struct wk_backend *be, int rows, int n,      \
+                                 const float *dy, const float *xhat,          \
+                                 const float *rstd, const float *gamma,       \
+                                 float *dx, float *dgamma, float *dbeta),     \
+      (be, rows, n, dy, xhat, rstd, gamma, dx, dgamma, dbeta), required)      \
     /* y = x ⊙ mask(seed) / (1 − rate), mask as wk_dropout_hash documents;    \
      * y may equal x. 0 ≤ rate < 1. */                                        \
     X(void, dropout_forward, (struct wk_backend *be, const float *x,          \

@@ -32,15 +32,32 @@
 #define WK_DATA_DEFAULT_DIR "/usr/share/datasets/fashion-mnist/"
 #define WK_DATA_PATH_MAX 512
 
+#define WK_DATA_MAX_INPUTS 8
+
+/* One named array of a data set for a model of several inputs
+ * (wk_data_load_inputs). */
+struct wk_data_input {
+    char name[64];          /* the model's input it feeds */
+    char path[WK_DATA_PATH_MAX];
+    int h, w, c;            /* a sample's shape, as wk_dataset's */
+    size_t off;             /* where it starts in a sample's row of x */
+};
+
 struct wk_dataset {
     int n;                  /* samples */
-    int h, w, c;            /* image rows, cols, channels (1) */
-    float *x;               /* (n, h, w, c) pixels scaled to [0, 1] */
+    int h, w, c;            /* image rows, cols, channels (1); several
+                               inputs: 1, 1 and the row's length */
+    float *x;               /* (n, h, w, c) pixels scaled to [0, 1];
+                               several inputs: (n, row), each row a
+                               sample's arrays one after another */
     int32_t *y;             /* (n) labels; NULL when loaded without them
                                (wk_data_load_images) */
     int n_classes;          /* 1 + the largest label present (0: no labels) */
     char images_path[WK_DATA_PATH_MAX];
     char labels_path[WK_DATA_PATH_MAX];    /* "" without labels */
+    int n_inputs;           /* 0: one array; else the named arrays packed
+                               in x, in the model's input order */
+    struct wk_data_input inputs[WK_DATA_MAX_INPUTS];
     void *map;              /* x lies in this mapping (data_npy.c), not in
                                malloc'd memory; NULL: x is malloc'd */
     size_t map_len;
@@ -124,6 +141,38 @@ int wk_data_load_npz(const char *path, const char *which,
  */
 int wk_data_load_any(const char *data, const char *test, const char *dir,
                      const char *which, struct wk_dataset *out);
+
+/*
+ * Several inputs, as Keras's fit({"image": X1, "meta": X2}, y): spec is
+ * "NAME=X.npy,NAME=X.npy,…[,Y.npy]", one .npy per input named by the
+ * model's input names (any order; each array as wk_data_load_npy takes
+ * images: (N, D), (N, H, W) or (N, H, W, C), float32 or uint8) and the
+ * labels last, with no name. names (n_names, 1 to WK_DATA_MAX_INPUTS)
+ * are the model's inputs in its order: x packs each sample's arrays one
+ * after another in that order (the row a wk_net takes, nn.h), so
+ * batches, shards and slices move a sample's inputs together. labels:
+ * 1 the labels file is required, 0 it may be left out (predict).
+ * flag ("--data") names spec in messages. Errors, HC_ERR_DATA or
+ * HC_ERR_INVAL naming the input and file: an input of the model with no
+ * array, a name that is not one of its inputs or given twice, arrays
+ * whose sample counts differ, a missing labels file; and those of
+ * wk_data_load_npy. A data reader of several inputs (a CTR set's dense
+ * and sparse features) fills the same fields: n_inputs, inputs[] (off
+ * ascending in names' order), x packed, h = w = 1 and c the row.
+ */
+int wk_data_load_inputs(const char *spec, const char *const *names,
+                        int n_names, int labels, const char *flag,
+                        struct wk_dataset *out);
+
+/*
+ * wk_data_load_any for a model of several inputs: `data` (train) or
+ * `test` (the test set, which = "t10k") in wk_data_load_inputs's spec;
+ * NULL fails naming the inputs and the syntax (there is no default
+ * data set of several inputs).
+ */
+int wk_data_load_any_inputs(const char *data, const char *test,
+                            const char *which, const char *const *names,
+                            int n_names, struct wk_dataset *out);
 
 /* One worker's share of a data set of n_total samples. */
 struct wk_shard {

@@ -484,3 +484,209 @@ int wk_data_load_any(const char *data, const char *test, const char *dir,
         return rv;
     return wk_data_load_npy(x, y, out);
 }
+
+/* ---- several inputs ----------------------------------------------------- */
+
+/* "image, meta": the model's inputs, for messages. */
+static const char *input_list(const char *const *names, int n, char *buf,
+                              size_t len)
+{
+    size_t at = 0;
+
+    buf[0] = '\0';
+    for (int q = 0; q < n && at < len; q++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%s", q ? ", " : "",
+                               names[q]);
+    return buf;
+}
+
+/* "image=X_image.npy,meta=X_meta.npy,Y.npy": the example for names. */
+static const char *input_example(const char *const *names, int n, char *buf,
+                                 size_t len)
+{
+    size_t at = 0;
+
+    buf[0] = '\0';
+    for (int q = 0; q < n && at < len; q++)
+        at += (size_t)snprintf(buf + at, len - at, "%s=X_%s.npy,", names[q],
+                               names[q]);
+    if (at < len)
+        snprintf(buf + at, len - at, "Y.npy");
+    return buf;
+}
+
+/* Split spec into each input's path (paths[q] for names[q]) and the
+ * labels' (y, "" when none). */
+static int split_spec(const char *spec, const char *const *names, int n,
+                      const char *flag, char paths[][WK_DATA_PATH_MAX],
+                      char *y)
+{
+    char part[2 * WK_DATA_PATH_MAX], list[WK_DATA_MAX_INPUTS * 66];
+    char ex[WK_DATA_MAX_INPUTS * 160];
+    const char *p = spec;
+
+    y[0] = '\0';
+    for (int q = 0; q < n; q++)
+        paths[q][0] = '\0';
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char *eq;
+        int q;
+
+        if (len == 0 || len >= sizeof part)
+            return hc_err_set(HC_ERR_INVAL, "%s %s: an empty or too long "
+                              "part; give NAME=X.npy for each input, then "
+                              "Y.npy", flag, spec);
+        memcpy(part, p, len);
+        part[len] = '\0';
+        p += len + (end != NULL);
+        if (!(eq = strchr(part, '='))) {
+            if (y[0] || *p)
+                return hc_err_set(HC_ERR_INVAL, "%s %s: \"%s\" names no "
+                                  "input; the model's inputs are %s: give "
+                                  "%s (only the labels, last, without "
+                                  "NAME=)", flag, spec, part,
+                                  input_list(names, n, list, sizeof list),
+                                  input_example(names, n, ex, sizeof ex));
+            if (len >= WK_DATA_PATH_MAX)
+                return hc_err_set(HC_ERR_INVAL, "%s: path too long", flag);
+            strcpy(y, part);
+            continue;
+        }
+        *eq = '\0';
+        for (q = 0; q < n && strcmp(names[q], part); q++)
+            ;
+        if (q == n)
+            return hc_err_set(HC_ERR_DATA, "%s: \"%s\" is not an input of "
+                              "the model; its inputs are %s", flag, part,
+                              input_list(names, n, list, sizeof list));
+        if (paths[q][0])
+            return hc_err_set(HC_ERR_DATA, "%s: input %s is given twice",
+                              flag, part);
+        if (!eq[1] || strlen(eq + 1) >= WK_DATA_PATH_MAX)
+            return hc_err_set(HC_ERR_INVAL, "%s: input %s has no file (or "
+                              "too long a path)", flag, part);
+        strcpy(paths[q], eq + 1);
+    }
+    for (int q = 0; q < n; q++)
+        if (!paths[q][0])
+            return hc_err_set(HC_ERR_DATA, "%s %s: no array for input %s; "
+                              "the model's inputs are %s: give %s", flag,
+                              spec, names[q],
+                              input_list(names, n, list, sizeof list),
+                              input_example(names, n, part, sizeof part));
+    return HC_OK;
+}
+
+/* Copy input a's rows (n × size floats) into x's rows of `row`, at off. */
+static void pack(float *x, size_t row, size_t off, const struct wk_dataset *a)
+{
+    const size_t size = (size_t)a->h * a->w * a->c;
+
+    for (size_t i = 0; i < (size_t)a->n; i++)
+        memcpy(x + i * row + off, a->x + i * size, size * sizeof *x);
+}
+
+int wk_data_load_inputs(const char *spec, const char *const *names,
+                        int n_names, int labels, const char *flag,
+                        struct wk_dataset *out)
+{
+    char paths[WK_DATA_MAX_INPUTS][WK_DATA_PATH_MAX], y[WK_DATA_PATH_MAX];
+    char ex[WK_DATA_MAX_INPUTS * 160];
+    struct wk_dataset a[WK_DATA_MAX_INPUTS];
+    size_t row = 0;
+    int q, rv, loaded = 0;
+
+    memset(out, 0, sizeof *out);
+    memset(a, 0, sizeof a);
+    if (!spec || !names || n_names < 1 || n_names > WK_DATA_MAX_INPUTS)
+        return hc_err_set(HC_ERR_INVAL, "%s: 1 to %d inputs", flag,
+                          WK_DATA_MAX_INPUTS);
+    if ((rv = split_spec(spec, names, n_names, flag, paths, y)))
+        return rv;
+    if (labels && !y[0])
+        return hc_err_set(HC_ERR_DATA, "%s %s: no labels file; give it "
+                          "last, without a name: %s", flag, spec,
+                          input_example(names, n_names, ex, sizeof ex));
+    for (q = 0; q < n_names; q++, loaded++) {
+        struct wk_data_input *in = &out->inputs[q];
+
+        if ((rv = wk_data_load_npy(paths[q], NULL, &a[q])) != HC_OK) {
+            char msg[1024];
+
+            snprintf(msg, sizeof msg, "%s", hc_err_msg());
+            rv = hc_err_set(rv, "%s: input %s: %s", flag, names[q], msg);
+            goto out;
+        }
+        if (a[q].n != a[0].n) {
+            rv = hc_err_set(HC_ERR_DATA, "%s: input %s (%s) has %d samples "
+                            "but input %s (%s) has %d", flag, names[q],
+                            paths[q], a[q].n, names[0], paths[0], a[0].n);
+            loaded++;
+            goto out;
+        }
+        snprintf(in->name, sizeof in->name, "%s", names[q]);
+        snprintf(in->path, sizeof in->path, "%s", paths[q]);
+        in->h = a[q].h;
+        in->w = a[q].w;
+        in->c = a[q].c;
+        in->off = row;
+        row += (size_t)a[q].h * a[q].w * a[q].c;
+    }
+    out->n = a[0].n;
+    out->h = out->w = 1;
+    if (row > 0x7fffffff) {
+        rv = hc_err_set(HC_ERR_DATA, "%s: a sample's inputs hold %zu "
+                        "floats, more than 2^31 − 1", flag, row);
+        goto out;
+    }
+    out->c = (int)row;
+    out->n_inputs = n_names;
+    if (!(out->x = malloc((size_t)out->n * row * sizeof *out->x))) {
+        rv = hc_err_set(HC_ERR_NOMEM, "%s: out of memory for %d samples of "
+                        "%zu floats", flag, out->n, row);
+        goto out;
+    }
+    for (q = 0; q < n_names; q++)
+        pack(out->x, row, out->inputs[q].off, &a[q]);
+    snprintf(out->images_path, sizeof out->images_path, "%s", spec);
+    if (y[0]) {
+        struct map my = { 0 };
+        struct npy ay;
+
+        if ((rv = map_file(y, &my)) == HC_OK &&
+            (rv = npy_parse(my.p, my.len, y, &ay)) == HC_OK)
+            rv = take_labels(&ay, y, out);
+        unmap(&my);
+        if (rv != HC_OK)
+            goto out;
+        snprintf(out->labels_path, sizeof out->labels_path, "%s", y);
+    }
+out:
+    for (q = 0; q < loaded && q < n_names; q++)
+        wk_data_free(&a[q]);
+    if (rv != HC_OK)
+        wk_data_free(out);
+    return rv;
+}
+
+int wk_data_load_any_inputs(const char *data, const char *test,
+                            const char *which, const char *const *names,
+                            int n_names, struct wk_dataset *out)
+{
+    char list[WK_DATA_MAX_INPUTS * 66], ex[WK_DATA_MAX_INPUTS * 160];
+    int is_test = strcmp(which, "train") != 0;
+
+    memset(out, 0, sizeof *out);
+    if (!data || (is_test && !test))
+        return hc_err_set(HC_ERR_NOTFOUND, "the model has %d inputs (%s): "
+                          "give %s %s, one .npy per input and the labels",
+                          n_names, input_list(names, n_names, list,
+                                              sizeof list),
+                          is_test ? "--validation-data" : "--data",
+                          input_example(names, n_names, ex, sizeof ex));
+    return wk_data_load_inputs(is_test ? test : data, names, n_names, 1,
+                               is_test ? "--validation-data" : "--data",
+                               out);
+}

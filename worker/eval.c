@@ -71,11 +71,56 @@ int wk_evaluate_metrics(struct wk_replicas *r, const struct hc_model *m,
     return rv;
 }
 
+/* 1 when arrays of shape (h, w, c) per sample feed input shape s. */
+static int fits(const struct hc_shape *s, int h, int w, int c, char *shape,
+                size_t len)
+{
+    const int *in = s->dims;
+
+    if (s->rank == 3) {
+        snprintf(shape, len, "(%d, %d, %d)", in[0], in[1], in[2]);
+        return h == in[0] && w == in[1] && c == in[2];
+    }
+    snprintf(shape, len, "(%d,)", in[0]);
+    return (long)h * w * c == in[0];
+}
+
+/* wk_check_input for a data set of named arrays. */
+static int check_inputs(const struct hc_model *m, const struct wk_dataset *d)
+{
+    char shape[64];
+
+    if (d->n_inputs != m->n_inputs)
+        return hc_err_set(HC_ERR_MISMATCH, "%s holds %d array(s), but model "
+                          "%s (%s) has %d inputs", d->images_path,
+                          d->n_inputs ? d->n_inputs : 1, m->name, m->source,
+                          m->n_inputs);
+    for (int q = 0; q < m->n_inputs; q++) {
+        const struct wk_data_input *in = &d->inputs[q];
+
+        if (strcmp(in->name, m->inputs[q].name))
+            return hc_err_set(HC_ERR_MISMATCH, "array %d of %s feeds input "
+                              "%s, but the model's input %d is %s", q,
+                              d->images_path, in->name, q,
+                              m->inputs[q].name);
+        if (!fits(&m->inputs[q].shape, in->h, in->w, in->c, shape,
+                  sizeof shape))
+            return hc_err_set(HC_ERR_MISMATCH, "input %s: %s holds samples "
+                              "of shape (%d, %d, %d), but model %s (%s) "
+                              "takes input %s of shape %s", in->name,
+                              in->path, in->h, in->w, in->c, m->name,
+                              m->source, in->name, shape);
+    }
+    return HC_OK;
+}
+
 int wk_check_input(const struct hc_model *m, const struct wk_dataset *d)
 {
     const int *in = m->input.dims;
     char shape[64];
 
+    if (m->n_inputs > 1 || d->n_inputs > 0)
+        return check_inputs(m, d);
     if (m->input.rank == 3) {
         if (d->h == in[0] && d->w == in[1] && d->c == in[2])
             return HC_OK;

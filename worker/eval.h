@@ -37,7 +37,10 @@ int wk_evaluate_metrics(struct wk_replicas *r, const struct hc_model *m,
  * HC_ERR_MISMATCH, naming the images file, its image shape (H, W, C) and
  * the model's input shape, when d's images are not the model's input: an
  * input (H, W, C) takes images of exactly that shape, a flat input (N)
- * images of N values (flattened in NHWC order).
+ * images of N values (flattened in NHWC order). A model of several inputs
+ * takes a data set of as many arrays (wk_data_load_inputs), each checked
+ * so against its input (the message names the input and its file); one
+ * array for several inputs, or several for one, fails naming the inputs.
  */
 int wk_check_input(const struct hc_model *m, const struct wk_dataset *d);
 

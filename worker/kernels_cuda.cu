@@ -1188,6 +1188,112 @@ void wk_cu_dwconv_backward_input(struct wk_backend *be,
     wk_cu_launched(be, "depthwise convolution input-gradient kernel");
 }
 
+/* ---- layer normalisation ---- */
+
+/* One thread per row, summing in double as cpu_layernorm_forward does. */
+__global__ static void layernorm_k(int rows, int n, float eps,
+                                   const float *x, const float *gamma,
+                                   const float *beta, float *y, float *xhat,
+                                   float *rstd)
+{
+    GRID_LOOP(r, (size_t)rows) {
+        const float *xr = x + r * n;
+        float *hr = xhat + r * n, *yr = y + r * n;
+        double mu = 0, var = 0;
+        float rs;
+
+        for (int j = 0; j < n; j++)
+            mu += xr[j];
+        mu /= n;
+        for (int j = 0; j < n; j++)
+            var += (xr[j] - mu) * (xr[j] - mu);
+        rs = (float)(1.0 / sqrt(var / n + eps));
+        rstd[r] = rs;
+        for (int j = 0; j < n; j++) {
+            hr[j] = (float)(xr[j] - mu) * rs;
+            yr[j] = hr[j] * (gamma ? gamma[j] : 1.0f) +
+                    (beta ? beta[j] : 0.0f);
+        }
+    }
+}
+
+/* dgamma, dbeta: one thread per column, rows in order. */
+__global__ static void layernorm_params_k(int rows, int n, const float *dy,
+                                          const float *xhat, float *dgamma,
+                                          float *dbeta)
+{
+    GRID_LOOP(j, (size_t)n) {
+        double sg = 0, sb = 0;
+
+        for (int r = 0; r < rows; r++) {
+            sg += (double)dy[(size_t)r * n + j] * xhat[(size_t)r * n + j];
+            sb += dy[(size_t)r * n + j];
+        }
+        if (dgamma)
+            dgamma[j] = (float)sg;
+        if (dbeta)
+            dbeta[j] = (float)sb;
+    }
+}
+
+/* dx: one thread per row. */
+__global__ static void layernorm_input_k(int rows, int n, const float *dy,
+                                         const float *xhat, const float *rstd,
+                                         const float *gamma, float *dx)
+{
+    GRID_LOOP(r, (size_t)rows) {
+        const float *dr = dy + r * n, *hr = xhat + r * n;
+        float *xr = dx + r * n;
+        double mg = 0, mgh = 0;
+
+        for (int j = 0; j < n; j++) {
+            double g = (double)dr[j] * (gamma ? gamma[j] : 1.0f);
+
+            mg += g;
+            mgh += g * hr[j];
+        }
+        mg /= n;
+        mgh /= n;
+        for (int j = 0; j < n; j++) {
+            double g = (double)dr[j] * (gamma ? gamma[j] : 1.0f);
+
+            xr[j] = (float)(rstd[r] * (g - mg - hr[j] * mgh));
+        }
+    }
+}
+
+void wk_cu_layernorm_forward(struct wk_backend *be, int rows, int n,
+                             float eps, const float *x, const float *gamma,
+                             const float *beta, float *y, float *xhat,
+                             float *rstd)
+{
+    if (rows < 1 || n < 1 || wk_cu_enter(be))
+        return;
+    layernorm_k<<<blocks_for((size_t)rows), TPB, 0, stream_of(be)>>>(
+        rows, n, eps, x, gamma, beta, y, xhat, rstd);
+    wk_cu_launched(be, "layer normalisation kernel");
+}
+
+void wk_cu_layernorm_backward(struct wk_backend *be, int rows, int n,
+                              const float *dy, const float *xhat,
+                              const float *rstd, const float *gamma,
+                              float *dx, float *dgamma, float *dbeta)
+{
+    if (rows < 1 || n < 1 || wk_cu_enter(be))
+        return;
+    if (dgamma || dbeta) {
+        layernorm_params_k<<<blocks_for((size_t)n), TPB, 0,
+                             stream_of(be)>>>(rows, n, dy, xhat, dgamma,
+                                              dbeta);
+        wk_cu_launched(be, "layer normalisation parameter-gradient kernel");
+    }
+    if (!dx)
+        return;
+    layernorm_input_k<<<blocks_for((size_t)rows), TPB, 0, stream_of(be)>>>(
+        rows, n, dy, xhat, rstd, gamma, dx);
+    wk_cu_launched(be, "layer normalisation input-gradient kernel");
+}
+
 /* ---- dropout ---- */
 
 /* wk_dropout_hash (backend.c) bit for bit: the device twin of hc_mix64

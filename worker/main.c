@@ -88,8 +88,12 @@ static void usage(FILE *f)
 "      --data X.npy,Y.npy | F.npz  train on NumPy arrays instead: images\n"
 "                            (N,H,W[,C]) float32 or uint8 (scaled by 1/255),\n"
 "                            integer labels (N,); an .npz holds x_train,\n"
-"                            y_train, x_test, y_test\n"
+"                            y_train, x_test, y_test; a model of several\n"
+"                            inputs: one .npy per input by the model's\n"
+"                            input names, then the labels:\n"
+"                            image=X1.npy,meta=X2.npy,Y.npy\n"
 "      --validation-data XT.npy,YT.npy  the test set with X.npy,Y.npy data\n"
+"                            (several inputs: as --data)\n"
 "      --max-steps N         stop after N steps (tests; sync: the job's steps,\n"
 "                            those this worker sat out included)\n"
 "      --overlap             async: push and pull each step's gradient on its\n"
@@ -312,11 +316,30 @@ static void infer_close(struct infer *a)
 }
 
 /* `hetps-worker eval …` / `hetps eval …`: weights → loss and accuracy. */
+/* eval's data: --data's arrays (X.npy,Y.npy, an .npz's test set, or
+ * NAME=X.npy,…,Y.npy for a model of several inputs), else the IDX set. */
+static int eval_data(const struct infer *a, const char *data,
+                     struct wk_dataset *d)
+{
+    const char *names[HC_MODEL_MAX_INPUTS];
+
+    if (!data)
+        return wk_data_load_dir(a->data_dir, a->set ? a->set : "t10k", d);
+    if (a->m->n_inputs < 2 && !strchr(data, '='))
+        return wk_data_load_any(data, data, NULL, "t10k", d);
+    for (int q = 0; q < a->m->n_inputs; q++)
+        names[q] = a->m->inputs[q].name;
+    return wk_data_load_inputs(data, names, a->m->n_inputs, 1, "--data", d);
+}
+
 static int cmd_eval(int argc, char **argv)
 {
-    static const struct option opts[] = { INFER_OPTS, { NULL, 0, NULL, 0 } };
+    static const struct option opts[] = {
+        INFER_OPTS, { "data", required_argument, NULL, 'A' },
+        { NULL, 0, NULL, 0 } };
     struct infer a = { .cmd = "eval", .devices = "auto", .batch = 256 };
     struct wk_dataset d = { 0 };
+    const char *data = NULL;
     int32_t *y = NULL;
     double loss, acc, vm[HC_MODEL_MAX_METRICS] = { 0 };
     char more[640];
@@ -329,14 +352,22 @@ static int cmd_eval(int argc, char **argv)
                 return 2;
             continue;
         }
+        if (c == 'A') {
+            data = optarg;
+            continue;
+        }
         if (c == 'h') {
             printf("Usage: hetps eval --model FILE (--weights DIR|FILE | --cluster FILE)\n"
                    "                  [--data-dir DIR] [--set t10k|train] [--batch-size N]\n"
+                   "                  [--data X.npy,Y.npy | F.npz | NAME=X.npy,...,Y.npy]\n"
                    "                  [--devices LIST] [--loss NAME] [--optimizer SPEC]\n"
                    "Evaluate a model's weights — exported .npy files (hetps export),\n"
                    "a Keras .weights.h5 or .keras file, or the live values of a\n"
                    "running cluster — on an IDX data set\n"
-                   "(default: Fashion-MNIST's 10,000 test images).\n");
+                   "(default: Fashion-MNIST's 10,000 test images) or on NumPy arrays:\n"
+                   "images and labels, an .npz's x_test and y_test, or for a model of\n"
+                   "several inputs one .npy per input named by the model's inputs, then\n"
+                   "the labels (image=X1.npy,meta=X2.npy,Y.npy).\n");
             return 0;
         }
         fprintf(stderr, "Try 'hetps eval --help' for more information.\n");
@@ -345,8 +376,12 @@ static int cmd_eval(int argc, char **argv)
     if ((status = infer_setup(&a, argc, argv)) != 0)
         goto out;
     status = 1;
-    if ((rv = wk_data_load_dir(a.data_dir, a.set ? a.set : "t10k", &d)) !=
-            HC_OK ||
+    if (data && (a.data_dir || a.set)) {
+        rv = hc_err_set(HC_ERR_INVAL, "--data: give arrays or "
+                        "--data-dir/--set, not both");
+        goto out;
+    }
+    if ((rv = eval_data(&a, data, &d)) != HC_OK ||
         (hc_loss_takes_classes(a.m->loss) &&
          (rv = wk_data_check_classes(&d, a.m->n_classes)) != HC_OK) ||
         (rv = infer_open(&a, &d)) != HC_OK)
@@ -394,6 +429,24 @@ static void print_classes(const float *out /* (n, k) */, int n, size_t k)
     }
 }
 
+/* predict's images: an IDX or .npy file; for a model of several inputs
+ * NAME=X.npy per input (wk_data_load_inputs; labels may follow). */
+static int load_images(const struct hc_model *m, const char *images,
+                       struct wk_dataset *d)
+{
+    const char *names[HC_MODEL_MAX_INPUTS];
+
+    if (m->n_inputs > 1 || strchr(images, '=')) {
+        for (int q = 0; q < m->n_inputs; q++)
+            names[q] = m->inputs[q].name;
+        return wk_data_load_inputs(images, names, m->n_inputs, 0,
+                                   "--images", d);
+    }
+    if (strlen(images) > 4 && !strcmp(images + strlen(images) - 4, ".npy"))
+        return wk_data_load_npy(images, NULL, d);
+    return wk_data_load_images(images, d);
+}
+
 /* `hetps-worker predict …` / `hetps predict …`: weights and images →
  * the model's outputs (Keras's model.predict). */
 static int cmd_predict(int argc, char **argv)
@@ -434,6 +487,9 @@ static int cmd_predict(int argc, char **argv)
                    "a NumPy .npy of images (float32, or uint8 scaled by 1/255)\n"
                    "or a data set's images (default: Fashion-MNIST's 10,000 test images).\n"
                    "\n"
+                   "A model of several inputs takes one .npy per input, named by the\n"
+                   "model's input names: --images image=X1.npy,meta=X2.npy\n"
+                   "\n"
                    "  --out FILE.npy   write the outputs, float32 (N_images, N_outputs)\n"
                    "                   (softmax probabilities), and print one summary line\n"
                    "Without --out, one line per image: INDEX CLASS PROBABILITY (the\n"
@@ -458,10 +514,7 @@ static int cmd_predict(int argc, char **argv)
             goto out;
         images = path;
     }
-    if ((rv = (strlen(images) > 4 &&
-               !strcmp(images + strlen(images) - 4, ".npy")
-                   ? wk_data_load_npy(images, NULL, &d)
-                   : wk_data_load_images(images, &d))) != HC_OK ||
+    if ((rv = load_images(a.m, images, &d)) != HC_OK ||
         (rv = infer_open(&a, &d)) != HC_OK)
         goto out;
     k = wk_replicas_output_size(a.rep);

@@ -206,6 +206,24 @@ static double penalty(const struct wk_net *net, const float *params)
     return p;
 }
 
+/* x (B, in_size), each sample's inputs one after another, regrouped
+ * into net->x_split input by input: input q (B, its size) at
+ * B·in_off[q], as the layers reading it take it. */
+static const float *split_inputs(struct wk_net *net, const float *x, int B)
+{
+    for (int q = 0; q < net->n_inputs; q++) {
+        size_t off = net->in_off[q];
+        size_t n = (q + 1 < net->n_inputs ? net->in_off[q + 1]
+                                          : net->in_size) - off;
+        float *dst = net->x_split + (size_t)B * off;
+
+        for (int b = 0; b < B; b++)
+            memcpy(dst + (size_t)b * n, x + (size_t)b * net->in_size + off,
+                   n * sizeof *x);
+    }
+    return net->x_split;
+}
+
 int wk_net_forward(struct wk_net *net, const float *params, const float *x,
                    int B, int training)
 {
@@ -220,6 +238,8 @@ int wk_net_forward(struct wk_net *net, const float *params, const float *x,
                           "takes 1 to %d", B, net->max_batch);
     if ((rv = upload_params(net, params)))
         return rv;
+    if (net->n_inputs > 1)
+        x = split_inputs(net, x, B);
     if (!net->in_be->host_memory) {
         if ((rv = wk_be_upload(net->in_be, net->x_d, x,
                                (size_t)B * net->in_size * sizeof *x)))
@@ -234,7 +254,8 @@ int wk_net_forward(struct wk_net *net, const float *params, const float *x,
 
         for (k = 0; k < l->n_in; k++) {
             int j = l->src[k];
-            const float *in = j < 0 ? x : net->layers[j].y;
+            const float *in = j < 0 ? x + (size_t)B * net->in_off[-1 - j]
+                                    : net->layers[j].y;
 
             if (l->cross[k]) {
                 if ((rv = cross(net, nn_node_be(net, j), l->be, l->xin[k],

@@ -8,8 +8,15 @@
  * argmax indices, the activation-gradient buffers its plan needs (reused
  * by liveness: two for a chain) — so the training loop allocates
  * nothing. Where a layer's output has several readers their gradients are
- * summed. Layers call the backend's ops (backend.h) only. A model of
- * several inputs is refused (HC_ERR_CONFIG naming them).
+ * summed. Layers call the backend's ops (backend.h) only.
+ *
+ * Several inputs: a sample is one row of x holding the model's inputs
+ * one after another in the model's order (inputs[0]'s floats, then
+ * inputs[1]'s, …; each NHWC or flat as its shape), so whatever moves
+ * whole samples (batches, shards, replicas' slices) keeps a sample's
+ * inputs together; the net regroups a batch input by input before its
+ * first layer. wk_net_input_size is the row's length, the sum of the
+ * inputs' sizes.
  *
  * Parameters and gradients are flat float arrays of model->n_params, the
  * variables one after the other in definition order (the order of
@@ -73,8 +80,7 @@ struct wk_net;
  * output shapes agree with the layer settings, each variable has
  * the size its layer needs and belongs to exactly one layer, and the loss
  * and output activation are a supported pair. Errors: HC_ERR_INVAL (NULL
- * argument, max_batch < 1), HC_ERR_CONFIG (unsupported model, several
- * inputs included; the message
+ * argument, max_batch < 1), HC_ERR_CONFIG (unsupported model; the message
  * names the model and layer and says what to change), HC_ERR_MISMATCH
  * (inconsistent shapes or variable sizes), HC_ERR_LIMIT (a batch tensor
  * over 2^31 − 1 elements), HC_ERR_NOMEM.
@@ -94,7 +100,8 @@ int wk_net_new_placed(const struct hc_model *m,
                       struct wk_net **out);
 void wk_net_free(struct wk_net *net);              /* NULL allowed */
 
-/* Floats per sample of the input (H·W·C) and of the output (N). */
+/* Floats per sample of the input (H·W·C; several inputs: the sum of
+ * theirs) and of the output (N). */
 size_t wk_net_input_size(const struct wk_net *net);
 /* Floats per sample that a training step must hold from forward to
  * backward: the input and every layer's output (the least a net can keep
@@ -119,8 +126,8 @@ void wk_net_set_dropout_pos(struct wk_net *net, uint64_t seed,
 
 /*
  * Forward pass of B samples x (B, H, W, C) (row-major, NHWC, like the
- * model's input_shape) with parameters params (n_params). training = 1
- * applies dropout. The parameters must stay unchanged until the matching
+ * model's input_shape; several inputs: (B, in_size) rows as above)
+ * with parameters params (n_params). training = 1 applies dropout. The parameters must stay unchanged until the matching
  * wk_net_backward. Errors: HC_ERR_INVAL (B outside [1, max_batch], NULL),
  * or a device error.
  */

@@ -132,10 +132,10 @@ int nn_global_window(const struct nn_setup *c,
 }
 
 /* The shape of node j of the net's model: layer j's output, or (j < 0)
- * the input. */
+ * input −1 − j. */
 static const struct hc_shape *node_shape(const struct hc_model *m, int j)
 {
-    return j < 0 ? &m->input : &m->layers[j].out;
+    return j < 0 ? &m->inputs[-1 - j].shape : &m->layers[j].out;
 }
 
 /* Check layer spec s (index c->li) against its inputs' shapes and fill
@@ -167,10 +167,10 @@ static int setup_layer(struct nn_setup *c, struct nn_layer *l)
     for (int k = 0; k < s->n_in; k++) {
         int j = s->in_from[k];
 
-        if (j < -1 || j >= c->li)
+        if (j < -c->m->n_inputs || j >= c->li)
             return hc_err_set(HC_ERR_MISMATCH, "%s: reads node %d; a layer "
-                              "reads the input (-1) or an earlier layer",
-                              c->where, j);
+                              "reads an input (-1 to -%d) or an earlier "
+                              "layer", c->where, j, c->m->n_inputs);
         l->src[k] = j;
         c->ins[k] = node_shape(c->m, j);
         l->src_size[k] = (int)nn_shape_size(c->ins[k]);
@@ -215,7 +215,7 @@ static int setup_model(struct wk_net *net, const struct hc_model *m)
     int owner[HC_MODEL_MAX_VARS];
     char layer[HC_NAME_MAX + 32], where[2 * HC_NAME_MAX + 48];
     struct nn_setup c = {m, layer, where, 0, 0, {NULL}, var_off, owner};
-    char b1[48], names[HC_MODEL_MAX_INPUTS * (HC_NAME_MAX + 2)];
+    char b1[48];
     size_t n = 0;
     int i, rv;
 
@@ -223,26 +223,29 @@ static int setup_model(struct wk_net *net, const struct hc_model *m)
         return hc_err_set(HC_ERR_CONFIG,
                           "model %s: %d layers; a model has 1 to %d",
                           model_name(m), m->n_layers, HC_MODEL_MAX_LAYERS);
-    if (m->n_inputs > 1) {
-        for (i = 0; i < m->n_inputs && i < HC_MODEL_MAX_INPUTS; i++)
-            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s",
-                                  i ? ", " : "", m->inputs[i].name);
-        return hc_err_set(HC_ERR_CONFIG, "model %s has %d inputs (%s); the "
-                          "worker feeds a model one input array (the data's "
-                          "images), so a model of several inputs is read and "
-                          "checked but not trained yet", model_name(m),
-                          m->n_inputs, names);
-    }
     if (m->n_vars < 0 || m->n_vars > HC_MODEL_MAX_VARS)
         return hc_err_set(HC_ERR_CONFIG, "model %s: %d variables; at most %d",
                           model_name(m), m->n_vars, HC_MODEL_MAX_VARS);
-    if ((m->input.rank != 1 && m->input.rank != 3) ||
-        nn_shape_size(&m->input) == 0 || m->input.dims[0] < 1 ||
-        (m->input.rank == 3 && (m->input.dims[1] < 1 || m->input.dims[2] < 1)))
-        return hc_err_set(HC_ERR_CONFIG,
-                          "model %s: input shape %s; use (N) or (H, W, C) "
-                          "with positive sizes", model_name(m),
-                          nn_shape_str(&m->input, b1, sizeof b1));
+    if (m->n_inputs < 1 || m->n_inputs > HC_MODEL_MAX_INPUTS)
+        return hc_err_set(HC_ERR_CONFIG, "model %s: %d inputs; a model has "
+                          "1 to %d", model_name(m), m->n_inputs,
+                          HC_MODEL_MAX_INPUTS);
+    for (i = 0; i < m->n_inputs; i++) {
+        const struct hc_shape *s = &m->inputs[i].shape;
+
+        if ((s->rank != 1 && s->rank != 3) || nn_shape_size(s) == 0 ||
+            s->dims[0] < 1 ||
+            (s->rank == 3 && (s->dims[1] < 1 || s->dims[2] < 1)))
+            return hc_err_set(HC_ERR_CONFIG,
+                              "model %s: input \"%s\" of shape %s; use (N) or "
+                              "(H, W, C) with positive sizes", model_name(m),
+                              m->inputs[i].name,
+                              nn_shape_str(s, b1, sizeof b1));
+        /* A sample's inputs lie one after another in x (nn.h). */
+        net->in_off[i] = n;
+        n += nn_shape_size(s);
+    }
+    net->n_inputs = m->n_inputs;
     for (i = 0; i < m->n_vars; i++) {
         var_off[i] = sum;
         sum += m->vars[i].size;
@@ -275,7 +278,7 @@ static int setup_model(struct wk_net *net, const struct hc_model *m)
         return hc_err_set(HC_ERR_CONFIG,
                           "model %s has no layer with parameters; add a dense "
                           "or conv2d layer", model_name(m));
-    net->in_size = nn_shape_size(&m->input);
+    net->in_size = n;
     net->out_size = nn_shape_size(&m->layers[m->n_layers - 1].out);
     net->n_params = m->n_params;
     net->loss = m->loss;
@@ -288,7 +291,8 @@ static int setup_model(struct wk_net *net, const struct hc_model *m)
     for (i = 0; i < m->n_layers; i++) {
         const struct nn_layer *l = &net->layers[i];
 
-        if ((size_t)l->out_size > lim || l->ws_size > lim)
+        if ((size_t)l->out_size > lim || l->ws_size > lim ||
+            l->aux_size > lim)
             return hc_err_set(HC_ERR_LIMIT,
                               "model %s, %s: its batch tensors exceed "
                               "2^31 − 1 floats at batch %d; use a smaller "
@@ -684,6 +688,9 @@ static int setup_buffers(struct wk_net *net)
     if (!net->in_be->host_memory &&
         (rv = nn_alloc_f(net->in_be, &net->x_d, B * net->in_size)))
         return rv;
+    if (net->n_inputs > 1 &&
+        !(net->x_split = malloc(B * net->in_size * sizeof *net->x_split)))
+        return hc_err_set(HC_ERR_NOMEM, "net: out of host memory");
     if (ob->host_memory) {
         net->loss_h = net->loss_d;
         net->hit_h = net->hit_d;
@@ -771,6 +778,7 @@ void wk_net_free(struct wk_net *net)
             wk_be_free(l->be, l->cols);
         wk_be_free(l->be, l->idx);
         wk_be_free(l->be, l->pre);
+        wk_be_free(l->be, l->aux);
         for (k = 0; k < l->n_in; k++)
             wk_be_free(l->be, l->xin[k]);
     }
@@ -785,6 +793,7 @@ void wk_net_free(struct wk_net *net)
         wk_be_free(d->be, d->grads_d);
     }
     free(net->stage_h);
+    free(net->x_split);
     free(net->targets_h);
     if (net->out_be) {
         wk_be_free(net->out_be, net->probs);

@@ -101,16 +101,19 @@ struct nn_layer {
                              * node's other readers wrote there */
     int in_size, out_size;  /* floats per sample (in: its first input) */
     int out_c;              /* last dimension of the output (row length) */
-    struct wk_geom g;       /* conv2d, depthwise_conv2d, the pools,
-                             * zeropadding2d (a 1×1 window), g.B set
-                             * per call */
-    int units;              /* dense; depthwise_conv2d: its
-                             * depth_multiplier */
+    struct wk_geom g;       /* conv2d, depthwise_conv2d,
+                             * separable_conv2d, the pools, zeropadding2d
+                             * (a 1×1 window), g.B set per call */
+    int units;              /* dense; depthwise_conv2d, separable_conv2d:
+                             * the depth_multiplier */
     float rate;             /* dropout */
+    float eps;              /* layer_normalization: its epsilon */
     float max_value, slope, threshold; /* relu, leaky_relu (layer_relu.c) */
     int direct;             /* conv2d 1×1, stride 1: the input is the cols */
     size_t ws_size;         /* floats per sample of its workspace (conv2d:
-                             * cols), kept under 2^31 at max_batch */
+                             * cols; separable_conv2d: its depthwise
+                             * output; layer_normalization: x̂), kept
+                             * under 2^31 at max_batch */
     int pre_pool;           /* NN_EPILOGUE_OUT (conv2d) feeding a layer that
                              * applies its bias and activation (nn_build.c,
                              * fuse_epilogue) */
@@ -138,6 +141,13 @@ struct nn_layer {
                              * values before an activation whose
                              * derivative reads them (wk_act_reads_input),
                              * else NULL */
+    float *aux;             /* (max_B, aux_size) a kind's second buffer:
+                             * separable_conv2d the gradient of its
+                             * depthwise output, layer_normalization
+                             * 1 / σ per row */
+    size_t aux_size;
+    const float *w2;        /* separable_conv2d: its pointwise kernel in
+                             * the last forward's params */
     const float *x;         /* input of the last forward (own backend) */
     const float *y;         /* output of the last forward (own or alias) */
     uint64_t seed;          /* dropout seed of the last forward, 0 = off */
@@ -146,11 +156,17 @@ struct nn_layer {
 struct wk_net {
     int n_devs;
     struct nn_dev devs[NN_MAX_DEVS];
-    struct wk_backend *in_be;   /* backend of the first layer: the input's */
+    struct wk_backend *in_be;   /* backend of the first layer: the inputs' */
     struct wk_backend *out_be;  /* backend of the last layer (loss) */
     int n_layers;
     struct nn_layer layers[HC_MODEL_MAX_LAYERS];
     int max_batch;
+    int n_inputs;           /* the model's inputs, 1 or more */
+    size_t in_off[HC_MODEL_MAX_INPUTS]; /* where input q starts in a
+                             * sample's row of x (nn.h) */
+    float *x_split;         /* (max_B, in_size) host, several inputs
+                             * only: x regrouped input by input, input q
+                             * at B·in_off[q] as (B, its size) */
     int first_param;        /* the first layer with parameters */
     size_t in_size, out_size, n_params;
     enum hc_loss loss;
@@ -231,7 +247,7 @@ struct nn_kind {
 
     /* l's buffers on l->be for batches of up to B samples: l->out
      * (nn_alloc_f) unless its output is its input, and its workspace.
-     * wk_net_free frees out, cols and idx. NULL: none. */
+     * wk_net_free frees out, cols, idx, pre and aux. NULL: none. */
     int (*alloc)(struct nn_layer *l, size_t B);
 
     /* Forward of B samples x (B, in_size) with the device's params:
@@ -267,7 +283,8 @@ const struct nn_kind *nn_kind_of(enum hc_layer_type t);
 extern const struct nn_kind nn_conv2d, nn_maxpool2d, nn_flatten, nn_dense,
     nn_dropout, nn_activation, nn_add, nn_subtract, nn_average,
     nn_multiply, nn_concatenate, nn_relu, nn_avgpool2d, nn_globalavgpool2d,
-    nn_globalmaxpool2d, nn_zeropadding2d, nn_reshape, nn_depthwise_conv2d;
+    nn_globalmaxpool2d, nn_zeropadding2d, nn_reshape, nn_depthwise_conv2d,
+    nn_separable_conv2d, nn_layer_normalization;
 
 /* What nn_build.c gives the kinds' setup and alloc. */
 

@@ -865,6 +865,23 @@ static int final_eval(struct run *r)
     return HC_OK;
 }
 
+/* The training ("train") or test ("t10k") set: --data's, or for a model
+ * of several inputs (or arrays named by input, NAME=X.npy) one .npy per
+ * input named by the model's inputs. */
+static int load_data(const struct wk_train_conf *c, const struct hc_model *m,
+                     const char *which, struct wk_dataset *d)
+{
+    const char *names[HC_MODEL_MAX_INPUTS];
+
+    if (m->n_inputs < 2 && !(c->data && strchr(c->data, '=')))
+        return wk_data_load_any(c->data, c->validation_data, c->data_dir,
+                                which, d);
+    for (int q = 0; q < m->n_inputs; q++)
+        names[q] = m->inputs[q].name;
+    return wk_data_load_any_inputs(c->data, c->validation_data, which,
+                                   names, m->n_inputs, d);
+}
+
 int wk_train(const struct wk_train_conf *c)
 {
     const struct hc_model *m = c->model;
@@ -891,11 +908,9 @@ int wk_train(const struct wk_train_conf *c)
     r.max_batch = sync ? r.B * c->cluster->n_worker : r.B;
     r.watch = c->watch;
 
-    rv = wk_data_load_any(c->data, c->validation_data, c->data_dir, "train",
-                          &r.train);
+    rv = load_data(c, m, "train", &r.train);
     if (rv == HC_OK && r.do_eval)
-        rv = wk_data_load_any(c->data, c->validation_data, c->data_dir,
-                              "t10k", &r.test);
+        rv = load_data(c, m, "t10k", &r.test);
     if (rv == HC_OK && hc_loss_takes_classes(m->loss))
         rv = wk_data_check_classes(&r.train, m->n_classes);
     if (rv != HC_OK)

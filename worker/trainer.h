@@ -40,7 +40,8 @@ struct wk_train_conf {
                                    as soon as backward computed it */
     const char *data_dir;       /* NULL: Fashion-MNIST's default */
     const char *data;           /* NumPy arrays instead: "X.npy,Y.npy" or
-                                   "F.npz" (data.h); NULL: data_dir */
+                                   "F.npz"; several inputs "a=A.npy,b=B.npy,
+                                   Y.npy" (data.h); NULL: data_dir */
     const char *validation_data; /* the test set with X.npy,Y.npy data */
     const char *devices;        /* reported to the shards */
     int n_threads;              /* BLAS threads of the CPU device (0: 1) */

@@ -4,7 +4,7 @@
 # stored), the same compressed (np.savez_compressed, deflated), and float32
 # x.npy + y.npy with --validation-data — train one synchronous epoch on one
 # worker to exactly the val_accuracy of the IDX files; `hetps predict`
-# reads .npy images; bad arrays (float64 images, a shape the model does not
+# reads .npy images and `hetps eval --data` .npy arrays; bad arrays (float64 images, a shape the model does not
 # take, a label out of range, a negative label, a truncated file, an .npz
 # without x_test) are refused with a message naming the file. The
 # one-worker job ends with the "Final weights" line, as a job of two does.
@@ -78,6 +78,11 @@ a, b = np.load('$T/p-npy.npy'), np.load('$T/p-idx.npy')
 assert a.shape == b.shape == (10000, 10) and np.array_equal(a, b), 'outputs differ'
 " || fail "predict on .npy images differs from predict on the IDX images"
 ok "hetps predict --images xt.npy: the outputs of the IDX images, to the bit"
+"$BIN/hetps" eval --model $MODEL --weights "$T/ck/epoch-001" --data "$T/xt.npy,$T/yt.npy" > "$T/eval.txt" 2>&1 ||
+    { cat "$T/eval.txt"; fail "eval --data xt.npy,yt.npy"; }
+eacc=$(sed -n 's/.* - accuracy \([0-9.]*\).*/\1/p' "$T/eval.txt")
+[ "$eacc" = "$idx" ] || fail "eval --data xt.npy,yt.npy gives '$eacc', the IDX run $idx"
+ok "hetps eval --data xt.npy,yt.npy: accuracy $eacc, the IDX run's"
 bad() { # bad WANT ARGS...: the worker exits 1 naming WANT
     want=$1; shift
     "$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:0 --model $MODEL --epochs 1 "$@" > "$T/bad.txt" 2>&1

@@ -315,6 +315,68 @@ void nc_model_graph_mobile(struct hc_model *m)
     nr_mb_dense(m, 3, HC_ACT_SOFTMAX, 1);
 }
 
+/* Separable convolutions: valid with two outputs per channel and a
+ * bias, then same with strides 2 on an odd image and no bias. */
+void nc_model_sepconv(struct hc_model *m)
+{
+    nr_mb_begin(m, "separable_valid_same_s2", 3, 7, 6, 2, HC_LOSS_MSE);
+    nr_mb_sepconv(m, 3, 2, 3, 2, 1, 1, 0, HC_ACT_TANH, 1);
+    nr_mb_sepconv(m, 4, 1, 3, 3, 2, 2, 1, HC_ACT_LINEAR, 0);
+    nr_mb_flatten(m);
+    nr_mb_dense(m, 2, HC_ACT_SIGMOID, 1);
+}
+
+/* Xception-style: a conv, separable conv, layer norm on the channels
+ * (ConvNeXt's), a 1×1 projection of the block's input added to it. */
+void nc_model_graph_xception(struct hc_model *m)
+{
+    static const int sum[] = {2, 4};
+
+    nr_mb_begin(m, "graph_xception", 3, 5, 5, 2, HC_LOSS_SPARSE_CCE);
+    nr_mb_conv(m, 3, 3, 3, 1, 1, 1, HC_ACT_TANH, 1);            /* 0 */
+    nr_mb_sepconv(m, 4, 1, 3, 3, 1, 1, 1, HC_ACT_GELU, 1);      /* 1 */
+    nr_mb_layernorm(m, 1e-3f, 1, 1);                            /* 2 */
+    nr_mb_read(0);
+    nr_mb_conv(m, 4, 1, 1, 1, 1, 0, HC_ACT_LINEAR, 0);          /* 3 */
+    nr_mb_sepconv(m, 4, 2, 1, 1, 1, 1, 0, HC_ACT_LINEAR, 1);    /* 4 */
+    nr_mb_merge(m, HC_LAYER_ADD, 0, 2, sum);                    /* 5 */
+    nr_mb_flatten(m);
+    nr_mb_dense(m, 3, HC_ACT_SOFTMAX, 1);
+}
+
+/* Layer norm over a flat input with gamma only, then over channels with
+ * beta only and a large epsilon. */
+void nc_model_layernorm(struct hc_model *m)
+{
+    nr_mb_begin(m, "layernorm_flat_image", 3, 3, 3, 4, HC_LOSS_MSE);
+    nr_mb_layernorm(m, 0.5f, 0, 1);
+    nr_mb_conv(m, 3, 2, 2, 1, 1, 0, HC_ACT_TANH, 1);
+    nr_mb_flatten(m);
+    nr_mb_layernorm(m, 1e-3f, 1, 0);
+    nr_mb_dense(m, 2, HC_ACT_SIGMOID, 1);
+}
+
+/* Two inputs: an image through a conv and a vector through a dense,
+ * concatenated flat; the vector also read by a second dense (fan-out
+ * of an input). */
+void nc_model_two_inputs(struct hc_model *m)
+{
+    static const int cat[] = {1, 2, 3};
+    int vec;
+
+    nr_mb_begin(m, "two_inputs", 3, 4, 4, 2, HC_LOSS_SPARSE_CCE);
+    snprintf(m->inputs[0].name, sizeof m->inputs[0].name, "image");
+    vec = nr_mb_input(m, "vector", 1, 5, 0, 0);
+    nr_mb_conv(m, 2, 3, 3, 1, 1, 0, HC_ACT_RELU, 1);            /* 0 */
+    nr_mb_flatten(m);                                           /* 1 */
+    nr_mb_read(vec);
+    nr_mb_dense(m, 4, HC_ACT_TANH, 1);                          /* 2 */
+    nr_mb_read(vec);
+    nr_mb_dense(m, 3, HC_ACT_LINEAR, 0);                        /* 3 */
+    nr_mb_merge(m, HC_LAYER_CONCATENATE, -1, 3, cat);           /* 4 */
+    nr_mb_dense(m, 3, HC_ACT_SOFTMAX, 1);
+}
+
 /* DenseNet-style: convs concatenated on the channels, twice; a conv read
  * by a max-pool and by a flatten (so the pool may not fuse with it), the
  * two concatenated flat. */
@@ -366,6 +428,7 @@ void nc_open(struct nc_fixture *f, nc_model_fn fn, int B, int max_batch,
              uint64_t seed)
 {
     uint64_t s = seed;
+    size_t n_in = 0;
     int i, rv;
 
     memset(f, 0, sizeof *f);
@@ -377,15 +440,17 @@ void nc_open(struct nc_fixture *f, nc_model_fn fn, int B, int max_batch,
     CU_ASSERT_EQUAL_FATAL(rv, HC_OK);
     f->B = B;
     f->N = wk_net_output_size(f->net);
-    CU_ASSERT_EQUAL(wk_net_input_size(f->net), nr_shp_size(&f->m.input));
+    for (i = 0; i < f->m.n_inputs; i++)     /* a sample's row (nn.h) */
+        n_in += nr_shp_size(&f->m.inputs[i].shape);
+    CU_ASSERT_EQUAL(wk_net_input_size(f->net), n_in);
     f->params = nr_falloc(f->m.n_params);
     f->grads = nr_falloc(f->m.n_params);
-    f->x = nr_falloc((size_t)max_batch * nr_shp_size(&f->m.input));
+    f->x = nr_falloc((size_t)max_batch * n_in);
     f->targets = nr_falloc((size_t)max_batch * f->N);
     f->labels = calloc((size_t)max_batch, sizeof *f->labels);
     CU_ASSERT_FATAL(f->labels != NULL);
     nr_rand_params(&f->m, f->params, &s);
-    nr_fill_rand(f->x, (size_t)max_batch * nr_shp_size(&f->m.input), &s, -1, 1);
+    nr_fill_rand(f->x, (size_t)max_batch * n_in, &s, -1, 1);
     nr_fill_rand(f->targets, (size_t)max_batch * f->N, &s, 0, 1);
     for (i = 0; i < max_batch; i++)
         f->labels[i] = (int)(nr_rng_next(&s) % f->N);

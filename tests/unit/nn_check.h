@@ -56,6 +56,10 @@ void nc_model_graph_concat(struct hc_model *m);    /* concatenates */
 void nc_model_graph_merges(struct hc_model *m);    /* the other merges */
 void nc_model_dwconv(struct hc_model *m);          /* depthwise, dm 2, s2 */
 void nc_model_graph_mobile(struct hc_model *m);    /* dwconv, ReLU(6), add */
+void nc_model_sepconv(struct hc_model *m);         /* separable, dm 2, s2 */
+void nc_model_graph_xception(struct hc_model *m);  /* separable, layernorm */
+void nc_model_layernorm(struct hc_model *m);       /* flat and channels */
+void nc_model_two_inputs(struct hc_model *m);      /* image + vector */
 
 /* ---- the fixture ---- */
 

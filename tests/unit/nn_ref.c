@@ -344,7 +344,7 @@ static int mb_src(const struct hc_model *m)
 
 static struct hc_shape node_out(const struct hc_model *m, int j)
 {
-    return j >= 0 ? m->layers[j].out : m->input;
+    return j >= 0 ? m->layers[j].out : m->inputs[-1 - j].shape;
 }
 
 static struct hc_shape mb_cur(const struct hc_model *m)
@@ -386,7 +386,9 @@ struct hc_layer_spec *nr_mb_layer(struct hc_model *m,
         [HC_LAYER_GLOBALMAXPOOL2D] = "global_max_pooling2d",
         [HC_LAYER_ZEROPADDING2D] = "zero_padding2d",
         [HC_LAYER_RESHAPE] = "reshape",
-        [HC_LAYER_DEPTHWISE_CONV2D] = "depthwise_conv2d"};
+        [HC_LAYER_DEPTHWISE_CONV2D] = "depthwise_conv2d",
+        [HC_LAYER_SEPARABLE_CONV2D] = "separable_conv2d",
+        [HC_LAYER_LAYER_NORMALIZATION] = "layer_normalization"};
     struct hc_layer_spec *l = &m->layers[m->n_layers];
     int i, same = 0;
 
@@ -452,6 +454,59 @@ void nr_mb_dwconv(struct hc_model *m, int dm, int kh, int kw, int sh, int sw,
                               dm);
     if (use_bias)
         l->var_bias = nr_mb_var(m, l->name, "bias", 1, C * dm, 0, 0, 0);
+}
+
+void nr_mb_sepconv(struct hc_model *m, int F, int dm, int kh, int kw,
+                   int sh, int sw, int same, enum hc_act act, int use_bias)
+{
+    struct hc_layer_spec *l = nr_mb_layer(m, HC_LAYER_SEPARABLE_CONV2D, act);
+    int C = l->in.dims[2];
+
+    l->filters = F;
+    l->depth_multiplier = dm;
+    mb_window(l, kh, kw, sh, sw, same, use_bias);
+    l->out.dims[2] = F;
+    l->var_first = l->var_kernel =
+        nr_mb_var(m, l->name, "depthwise_kernel", 4, kh, kw, C, dm);
+    nr_mb_var(m, l->name, "pointwise_kernel", 4, 1, 1, C * dm, F);
+    if (use_bias)
+        l->var_bias = nr_mb_var(m, l->name, "bias", 1, F, 0, 0, 0);
+    l->n_var = 2 + use_bias;
+}
+
+void nr_mb_layernorm(struct hc_model *m, float epsilon, int scale,
+                     int center)
+{
+    struct hc_layer_spec *l = nr_mb_layer(m, HC_LAYER_LAYER_NORMALIZATION,
+                                          HC_ACT_LINEAR);
+    int n = l->in.dims[l->in.rank - 1];
+
+    l->axis = -1;
+    l->epsilon = epsilon;
+    l->scale = scale;
+    l->center = center;
+    l->use_bias = 0;
+    if (scale)
+        l->var_first = l->var_kernel = nr_mb_var(m, l->name, "gamma", 1, n,
+                                                 0, 0, 0);
+    if (center)
+        l->var_bias = nr_mb_var(m, l->name, "beta", 1, n, 0, 0, 0);
+    if (!scale && center)
+        l->var_first = l->var_bias;
+    l->n_var = scale + center;
+}
+
+int nr_mb_input(struct hc_model *m, const char *name, int rank, int d0,
+                int d1, int d2)
+{
+    struct hc_model_input *in = &m->inputs[m->n_inputs];
+
+    snprintf(in->name, sizeof in->name, "%s", name);
+    in->shape.rank = rank;
+    in->shape.dims[0] = d0;
+    in->shape.dims[1] = d1;
+    in->shape.dims[2] = d2;
+    return -1 - m->n_inputs++;
 }
 
 /* A pool of type t (maxpool2d, avgpool2d) after the last layer. */
@@ -647,33 +702,39 @@ static size_t concat_at(const struct hc_model *m,
     return o * inner * (size_t)s->out.dims[ax] + before * inner + r;
 }
 
+/* Node j's values: layer j's output y[j], or (j < 0) input −1 − j. */
+static const double *ref_node(int j, double *const *y, double *const *xin)
+{
+    return j >= 0 ? y[j] : xin[-1 - j];
+}
+
 /* The product of the inputs of s but input `skip` (-1: all) at element
  * i of the batch. */
 static double product(const struct hc_layer_spec *s, double *const *y,
-                      const double *x0, size_t i, int skip)
+                      double *const *xin, size_t i, int skip)
 {
     double p = 1;
 
     for (int k = 0; k < s->n_in; k++)
         if (k != skip)
-            p *= (s->in_from[k] >= 0 ? y[s->in_from[k]] : x0)[i];
+            p *= ref_node(s->in_from[k], y, xin)[i];
     return p;
 }
 
 static void merge_forward(const struct hc_model *m,
                           const struct hc_layer_spec *s, double *const *y,
-                          const double *x0, int B, double *z)
+                          double *const *xin, int B, double *z)
 {
     size_t on = nr_shp_size(&s->out);
 
     if (s->type == HC_LAYER_MULTIPLY) {
         for (size_t i = 0; i < (size_t)B * on; i++)
-            z[i] = product(s, y, x0, i, -1);
+            z[i] = product(s, y, xin, i, -1);
         return;
     }
 
     for (int k = 0; k < s->n_in; k++) {
-        const double *X = s->in_from[k] >= 0 ? y[s->in_from[k]] : x0;
+        const double *X = ref_node(s->in_from[k], y, xin);
         struct hc_shape in = node_out(m, s->in_from[k]);
         size_t n = nr_shp_size(&in);
 
@@ -690,7 +751,7 @@ static void merge_forward(const struct hc_model *m,
 static void merge_backward(const struct hc_model *m,
                            const struct hc_layer_spec *s, const double *dz,
                            int B, double *const *gy, double *const *y,
-                           const double *x0)
+                           double *const *xin)
 {
     size_t on = nr_shp_size(&s->out);
 
@@ -706,7 +767,7 @@ static void merge_backward(const struct hc_model *m,
                     s->type == HC_LAYER_CONCATENATE
                         ? dz[b * on + concat_at(m, s, k, e)]
                     : s->type == HC_LAYER_MULTIPLY
-                        ? dz[b * on + e] * product(s, y, x0, b * on + e, k)
+                        ? dz[b * on + e] * product(s, y, xin, b * on + e, k)
                         : merge_coef(s, k) * dz[b * on + e];
     }
 }
@@ -779,6 +840,125 @@ static int ref_pad_at(const struct hc_layer_spec *s, size_t o, size_t *xi)
     return 1;
 }
 
+/* separable_conv2d in the reference: the depthwise step into mid (B,
+ * OH, OW, C·dm), then the pointwise step and the bias into z (B, OH, OW,
+ * F). With dz given instead (backward): the gradients of the bias,
+ * both kernels and the input (dx), from mid. */
+static void ref_separable(const struct hc_layer_spec *s, int B,
+                          const double *X, const double *DW,
+                          const double *PW, const double *bias, double *mid,
+                          double *z, const double *dz, double *dDW,
+                          double *dPW, double *dB, double *dx)
+{
+    const int H = s->in.dims[0], Wd = s->in.dims[1], C = s->in.dims[2];
+    const int OH = s->out.dims[0], OW = s->out.dims[1], F = s->out.dims[2];
+    const int dm = s->depth_multiplier, K = C * dm;
+    const int pt = nr_pad_before(H, s->kh, s->sh, s->same);
+    const int pl = nr_pad_before(Wd, s->kw, s->sw, s->same);
+    double *dmid = nr_dalloc(K);
+
+    for (int b = 0; b < B; b++)
+        for (int oh = 0; oh < OH; oh++)
+            for (int ow = 0; ow < OW; ow++) {
+                size_t pix = ((size_t)b * OH + oh) * OW + ow;
+                double *mr = mid + pix * K;
+
+                if (!dz) {
+                    for (int k = 0; k < K; k++) {
+                        double acc = 0;
+
+                        for (int i = 0; i < s->kh; i++)
+                            for (int j = 0; j < s->kw; j++) {
+                                int ih = oh * s->sh - pt + i;
+                                int iw = ow * s->sw - pl + j;
+
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= Wd)
+                                    continue;
+                                acc += X[(((size_t)b * H + ih) * Wd + iw) * C +
+                                         k / dm] *
+                                       DW[((size_t)i * s->kw + j) * K + k];
+                            }
+                        mr[k] = acc;
+                    }
+                    for (int f = 0; f < F; f++) {
+                        double acc = bias ? bias[f] : 0;
+
+                        for (int k = 0; k < K; k++)
+                            acc += mr[k] * PW[(size_t)k * F + f];
+                        z[pix * F + f] = acc;
+                    }
+                    continue;
+                }
+                for (int k = 0; k < K; k++) {
+                    dmid[k] = 0;
+                    for (int f = 0; f < F; f++) {
+                        dmid[k] += dz[pix * F + f] * PW[(size_t)k * F + f];
+                        dPW[(size_t)k * F + f] += mr[k] * dz[pix * F + f];
+                    }
+                }
+                for (int f = 0; dB && f < F; f++)
+                    dB[f] += dz[pix * F + f];
+                for (int k = 0; k < K; k++)
+                    for (int i = 0; i < s->kh; i++)
+                        for (int j = 0; j < s->kw; j++) {
+                            int ih = oh * s->sh - pt + i;
+                            int iw = ow * s->sw - pl + j;
+                            size_t xi, wi;
+
+                            if (ih < 0 || ih >= H || iw < 0 || iw >= Wd)
+                                continue;
+                            xi = (((size_t)b * H + ih) * Wd + iw) * C + k / dm;
+                            wi = ((size_t)i * s->kw + j) * K + k;
+                            dDW[wi] += X[xi] * dmid[k];
+                            dx[xi] += DW[wi] * dmid[k];
+                        }
+            }
+    free(dmid);
+}
+
+/* layer_normalization in the reference, rows of n: z = x̂·γ + β with
+ * x̂ = (x − μ)/sqrt(σ² + ε). Backward (dz given): γ's and β's gradients
+ * and dx through the Jacobian ∂x̂_j/∂x_i = (δ_ij − 1/n − x̂_i·x̂_j/n) /
+ * sqrt(σ² + ε), summed whole. */
+static void ref_layernorm(const struct hc_layer_spec *s, size_t rows,
+                          const double *X, const double *gamma,
+                          const double *beta, double *z, const double *dz,
+                          double *dG, double *dBeta, double *dx)
+{
+    const int n = s->in.dims[s->in.rank - 1];
+    double *xh = nr_dalloc((size_t)n);
+
+    for (size_t r = 0; r < rows; r++) {
+        const double *xr = X + r * n;
+        double mu = 0, var = 0, rs;
+
+        for (int j = 0; j < n; j++)
+            mu += xr[j] / n;
+        for (int j = 0; j < n; j++)
+            var += (xr[j] - mu) * (xr[j] - mu) / n;
+        rs = 1 / sqrt(var + s->epsilon);
+        for (int j = 0; j < n; j++)
+            xh[j] = (xr[j] - mu) * rs;
+        if (!dz) {
+            for (int j = 0; j < n; j++)
+                z[r * n + j] = xh[j] * (gamma ? gamma[j] : 1) +
+                               (beta ? beta[j] : 0);
+            continue;
+        }
+        for (int j = 0; j < n; j++) {
+            if (dG)
+                dG[j] += dz[r * n + j] * xh[j];
+            if (dBeta)
+                dBeta[j] += dz[r * n + j];
+        }
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++)
+                dx[r * n + i] += dz[r * n + j] * (gamma ? gamma[j] : 1) *
+                                 ((i == j) - 1.0 / n - xh[i] * xh[j] / n) * rs;
+    }
+    free(xh);
+}
+
 double nr_ref_run(const struct hc_model *m, const double *P,
                   const struct nr_batch *rb, double *G, double *out)
 {
@@ -786,15 +966,26 @@ double nr_ref_run(const struct hc_model *m, const double *P,
     double *z[HC_MODEL_MAX_LAYERS], *y[HC_MODEL_MAX_LAYERS];
     double *gy[HC_MODEL_MAX_LAYERS] = {NULL};
     int *arg[HC_MODEL_MAX_LAYERS];
-    size_t in_n = nr_shp_size(&m->input), N, i;
-    double *x0 = nr_dalloc(B * in_n), *dy, *dx, loss = 0;
+    double *xin[HC_MODEL_MAX_INPUTS] = {NULL}, *mid[HC_MODEL_MAX_LAYERS];
+    size_t in_n = 0, N, i;
+    double *dy, *dx, loss = 0;
     int l, b;
 
-    for (i = 0; i < B * in_n; i++)
-        x0[i] = rb->x[i];
+    /* Each input (B, its size) from the samples' rows (nn.h). */
+    for (int q = 0; q < m->n_inputs; q++)
+        in_n += nr_shp_size(&m->inputs[q].shape);
+    for (int q = 0, off = 0; q < m->n_inputs; q++) {
+        size_t n = nr_shp_size(&m->inputs[q].shape);
+
+        xin[q] = nr_dalloc(B * n);
+        for (b = 0; b < B; b++)
+            for (i = 0; i < n; i++)
+                xin[q][b * n + i] = rb->x[b * in_n + off + i];
+        off += (int)n;
+    }
     for (l = 0; l < L; l++) {
         const struct hc_layer_spec *s = &m->layers[l];
-        const double *X = s->in_from[0] >= 0 ? y[s->in_from[0]] : x0;
+        const double *X = ref_node(s->in_from[0], y, xin);
         size_t on = nr_shp_size(&s->out), inn = nr_shp_size(&s->in);
         const double *W = s->var_kernel >= 0 ? P + var_off(m, s->var_kernel)
                                              : NULL;
@@ -803,6 +994,7 @@ double nr_ref_run(const struct hc_model *m, const double *P,
 
         z[l] = nr_dalloc(B * on);
         y[l] = nr_dalloc(B * on);
+        mid[l] = NULL;
         arg[l] = calloc(B * on, sizeof(int));
         CU_ASSERT_FATAL(arg[l] != NULL);
         if (ref_win(s).kind) {
@@ -851,6 +1043,14 @@ double nr_ref_run(const struct hc_model *m, const double *P,
                                 arg[l][o] = best;
                             }
                         }
+        } else if (s->type == HC_LAYER_SEPARABLE_CONV2D) {
+            mid[l] = nr_dalloc((size_t)B * s->out.dims[0] * s->out.dims[1] *
+                               s->in.dims[2] * s->depth_multiplier);
+            ref_separable(s, B, X, W, P + var_off(m, s->var_first + 1),
+                          bias, mid[l], z[l], NULL, NULL, NULL, NULL, NULL);
+        } else if (s->type == HC_LAYER_LAYER_NORMALIZATION) {
+            ref_layernorm(s, B * on / s->out.dims[s->out.rank - 1], X, W,
+                          bias, z[l], NULL, NULL, NULL, NULL);
         } else if (s->type == HC_LAYER_ZEROPADDING2D) {
             size_t xi;
 
@@ -871,12 +1071,13 @@ double nr_ref_run(const struct hc_model *m, const double *P,
             for (i = 0; i < B * on; i++)
                 z[l][i] = X[i] * rb->masks[l][i];
         } else if (s->n_in > 1) {
-            merge_forward(m, s, y, x0, B, z[l]);
+            merge_forward(m, s, y, xin, B, z[l]);
         } else {
             memcpy(z[l], X, B * on * sizeof(double));
         }
         if (s->type == HC_LAYER_CONV2D || s->type == HC_LAYER_DENSE ||
             s->type == HC_LAYER_DEPTHWISE_CONV2D ||
+            s->type == HC_LAYER_SEPARABLE_CONV2D ||
             s->type == HC_LAYER_ACTIVATION) {
             int n = s->out.rank == 3 ? s->out.dims[2] : s->out.dims[0];
 
@@ -900,7 +1101,7 @@ double nr_ref_run(const struct hc_model *m, const double *P,
         gy[l] = l == L - 1 ? dy : nr_dalloc(B * nr_shp_size(&m->layers[l].out));
     for (l = L - 1; G && l >= 0; l--) {
         const struct hc_layer_spec *s = &m->layers[l];
-        const double *X = s->in_from[0] >= 0 ? y[s->in_from[0]] : x0;
+        const double *X = ref_node(s->in_from[0], y, xin);
         size_t on = nr_shp_size(&s->out), inn = nr_shp_size(&s->in);
         const double *W = s->var_kernel >= 0 ? P + var_off(m, s->var_kernel)
                                              : NULL;
@@ -912,6 +1113,7 @@ double nr_ref_run(const struct hc_model *m, const double *P,
         dx = nr_dalloc(B * inn);
         if (s->type == HC_LAYER_CONV2D || s->type == HC_LAYER_DENSE ||
             s->type == HC_LAYER_DEPTHWISE_CONV2D ||
+            s->type == HC_LAYER_SEPARABLE_CONV2D ||
             s->type == HC_LAYER_ACTIVATION) {
             int n = s->out.rank == 3 ? s->out.dims[2] : s->out.dims[0];
 
@@ -961,6 +1163,14 @@ double nr_ref_run(const struct hc_model *m, const double *P,
                                 }
                             }
                         }
+        } else if (s->type == HC_LAYER_SEPARABLE_CONV2D) {
+            size_t pv = var_off(m, s->var_first + 1);
+
+            ref_separable(s, B, X, W, P + pv, NULL, mid[l], NULL, dz, dW,
+                          G + pv, dB, dx);
+        } else if (s->type == HC_LAYER_LAYER_NORMALIZATION) {
+            ref_layernorm(s, B * on / s->out.dims[s->out.rank - 1], X, W,
+                          NULL, NULL, dz, dW, dB, dx);
         } else if (s->type == HC_LAYER_ZEROPADDING2D) {
             size_t xi;
 
@@ -985,7 +1195,7 @@ double nr_ref_run(const struct hc_model *m, const double *P,
             for (i = 0; i < B * on; i++)
                 dx[i] = dz[i] * rb->masks[l][i];
         } else if (s->n_in > 1) {
-            merge_backward(m, s, dz, B, gy, y, x0);
+            merge_backward(m, s, dz, B, gy, y, xin);
         } else if (s->type == HC_LAYER_RELU ||
                    s->type == HC_LAYER_LEAKY_RELU) {
             for (i = 0; i < B * on; i++) {
@@ -1010,7 +1220,9 @@ double nr_ref_run(const struct hc_model *m, const double *P,
         free(z[l]);
         free(y[l]);
         free(arg[l]);
+        free(mid[l]);
     }
-    free(x0);
+    for (int q = 0; q < m->n_inputs; q++)
+        free(xin[q]);
     return loss / B + ref_penalty(m, P, G);
 }

@@ -84,6 +84,18 @@ void nr_mb_conv(struct hc_model *m, int F, int kh, int kw, int sh, int sw,
  * and bias (C·dm) named as Keras names them. */
 void nr_mb_dwconv(struct hc_model *m, int dm, int kh, int kw, int sh, int sw,
                   int same, enum hc_act act, int use_bias);
+/* A separable_conv2d: its depthwise kernel (kh, kw, C, dm), pointwise
+ * kernel (1, 1, C·dm, F) and bias (F), as Keras names and orders them. */
+void nr_mb_sepconv(struct hc_model *m, int F, int dm, int kh, int kw,
+                   int sh, int sw, int same, enum hc_act act, int use_bias);
+/* A layer_normalization over the last axis: gamma with scale, beta with
+ * center. */
+void nr_mb_layernorm(struct hc_model *m, float epsilon, int scale,
+                     int center);
+/* Another input of the model, named name: returns its node (−1 − q) for
+ * nr_mb_read. */
+int nr_mb_input(struct hc_model *m, const char *name, int rank, int d0,
+                int d1, int d2);
 void nr_mb_pool(struct hc_model *m, int ph, int pw, int sh, int sw,
                 int same);
 /* avgpool2d as nr_mb_pool; a global pool (t: globalavgpool2d or

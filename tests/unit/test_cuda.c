@@ -391,6 +391,76 @@ static void test_conv_pool(void)
     pair_close(&p);
 }
 
+/* Layer normalisation forward and backward, GPU vs CPU: rows of one to
+ * many values, with and without gamma and beta. */
+static void test_layernorm(void)
+{
+    static const struct { int rows, n, affine; } t[] = {
+        {1, 1, 1}, {7, 3, 1}, {64, 16, 0}, {200, 64, 1}, {3, 1000, 1},
+    };
+    struct pair p;
+
+    if (!pair_open(&p))
+        HP_SKIP("no CUDA device");
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        const int rows = t[i].rows, n = t[i].n, af = t[i].affine;
+        const size_t nx = (size_t)rows * n;
+        float *x = rand_floats(nx), *dy = rand_floats(nx);
+        float *g = rand_floats(n), *b = rand_floats(n);
+        float *y = malloc(nx * 4), *xh = malloc(nx * 4), *rs = malloc(rows * 4);
+        float *dx = malloc(nx * 4), *dg = malloc(n * 4), *db = malloc(n * 4);
+        float *d_x = up(&p, x, nx * 4), *d_dy = up(&p, dy, nx * 4);
+        float *d_g = up(&p, g, n * 4), *d_b = up(&p, b, n * 4);
+        float *d_y, *d_xh, *d_rs, *d_dx, *d_dg, *d_db;
+        char what[64];
+
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, nx * 4, (void **)&d_y), 0);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, nx * 4, (void **)&d_xh), 0);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, rows * 4, (void **)&d_rs), 0);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, nx * 4, (void **)&d_dx), 0);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, n * 4, (void **)&d_dg), 0);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, n * 4, (void **)&d_db), 0);
+        snprintf(what, sizeof what, "layernorm %d×%d%s", rows, n,
+                 af ? " γ β" : "");
+        wk_be_layernorm_forward(p.cpu, rows, n, 1e-3f, x, af ? g : NULL,
+                                af ? b : NULL, y, xh, rs);
+        wk_be_layernorm_forward(p.gpu, rows, n, 1e-3f, d_x, af ? d_g : NULL,
+                                af ? d_b : NULL, d_y, d_xh, d_rs);
+        cmp(&p, what, d_y, y, nx);
+        wk_be_layernorm_backward(p.cpu, rows, n, dy, xh, rs, af ? g : NULL,
+                                 dx, dg, db);
+        wk_be_layernorm_backward(p.gpu, rows, n, d_dy, d_xh, d_rs,
+                                 af ? d_g : NULL, d_dx, d_dg, d_db);
+        strcat(what, " dx");
+        cmp(&p, what, d_dx, dx, nx);
+        strcat(what, " dγ");
+        cmp(&p, what, d_dg, dg, n);
+        strcat(what, " dβ");
+        cmp(&p, what, d_db, db, n);
+        wk_be_free(p.gpu, d_x);
+        wk_be_free(p.gpu, d_dy);
+        wk_be_free(p.gpu, d_g);
+        wk_be_free(p.gpu, d_b);
+        wk_be_free(p.gpu, d_y);
+        wk_be_free(p.gpu, d_xh);
+        wk_be_free(p.gpu, d_rs);
+        wk_be_free(p.gpu, d_dx);
+        wk_be_free(p.gpu, d_dg);
+        wk_be_free(p.gpu, d_db);
+        free(x);
+        free(dy);
+        free(g);
+        free(b);
+        free(y);
+        free(xh);
+        free(rs);
+        free(dx);
+        free(dg);
+        free(db);
+    }
+    pair_close(&p);
+}
+
 /* Depthwise convolution forward, filter and input gradients, GPU vs CPU,
  * over geometries with strides, "same" padding and depth multipliers. */
 static void test_dwconv(void)
@@ -1012,12 +1082,15 @@ static void test_graph_models(void)
     static const char *const files[] = {
         "tests/unit/keras/resnet_block.json",
         "tests/unit/keras/dense_block.json",
-        "tests/unit/keras/mobile_block.json", NULL};
+        "tests/unit/keras/mobile_block.json",
+        "tests/unit/keras/xception_block.json",
+        "tests/unit/keras/convnext_block.json",
+        "tests/unit/keras/two_inputs.json", NULL};
     struct hc_model *m = calloc(1, sizeof *m);
     int gpu = 1;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    for (int i = 0; i < 4; i++) {
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         int rv = files[i] ? hc_model_load(files[i], m)
                           : hc_model_parse(merges_json, strlen(merges_json),
                                            "merges", m);
@@ -1047,6 +1120,7 @@ void hp_test_register(void)
          test_conv_pool},
         {"depthwise convolution forward, filter and input gradients",
          test_dwconv},
+        {"layer normalisation forward and backward", test_layernorm},
         {"activations, bias gradients", test_activations},
         {"ReLU layer (max_value, negative_slope, threshold)",
          test_relu_layer},
@@ -1055,8 +1129,8 @@ void hp_test_register(void)
         {"device errors and messages", test_errors},
         {"reference model (fashion_cnn) gpu vs cpu", test_reference_model},
         {"conv/pool/dropout/mse model gpu vs cpu", test_mixed_model},
-        {"graphs (add, concatenate, merges, multiply, depthwise) gpu vs cpu, "
-         "and split",
+        {"graphs (add, concatenate, merges, multiply, depthwise, separable, "
+         "layer norm, two inputs) gpu vs cpu, and split",
          test_graph_models},
         {"relu6 … hard_sigmoid model gpu vs cpu", test_acts_model},
         {"categorical CE model gpu vs cpu", test_cce_model},

@@ -4,11 +4,14 @@
  * without (prediction); every malformed file checked for its message; shards disjoint and complete with Keras's
  * partial last batch; the per-epoch shuffle deterministic per (seed, epoch,
  * shard) and different across epochs; and, where Debian's Fashion-MNIST is
- * installed, the real test set.
+ * installed, the real test set. Several inputs: .npy arrays named by
+ * input packed into one row per sample, in the model's order, rows kept
+ * whole by shards; each refusal read by message.
  */
 #include "cu.h"
 #include "worker/data.h"
 #include "err.h"
+#include "npy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -640,6 +643,154 @@ static void test_fashion_mnist(void)
     wk_data_free(&d);
 }
 
+/* TMP/name: a float32 .npy of shape (n, d) with value base + 10·i + k at
+ * row i, column k. */
+static void write_f32(const char *name, int n, int d, float base)
+{
+    size_t shape[2] = {(size_t)n, (size_t)d};
+    float *v = malloc((size_t)n * d * sizeof *v);
+    char path[512];
+
+    CU_ASSERT_FATAL(v != NULL);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < d; k++)
+            v[i * d + k] = base + 10.0f * i + k;
+    snprintf(path, sizeof path, "%s/%s", tmp, name);
+    CU_ASSERT_EQUAL_FATAL(hc_npy_write_f32(path, shape, 2, v), HC_OK);
+    free(v);
+}
+
+/* TMP/name: int64 labels 0 … n − 1, an .npy written by hand (version
+ * 1.0, a header padded to 128 bytes). */
+static void write_labels(const char *name, int n)
+{
+    char path[512], hdr[128];
+    int len;
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/%s", tmp, name);
+    memset(hdr, ' ', sizeof hdr);
+    len = snprintf(hdr, sizeof hdr, "\x93NUMPY\x01%c%c%c{'descr': '<i8', "
+                   "'fortran_order': False, 'shape': (%d,), }", 0, 118, 0,
+                   n);
+    hdr[len] = ' ';
+    hdr[127] = '\n';
+    f = fopen(path, "wb");
+    CU_ASSERT_FATAL(f != NULL);
+    fwrite(hdr, 1, sizeof hdr, f);
+    for (int64_t i = 0; i < n; i++)
+        fwrite(&i, sizeof i, 1, f);
+    fclose(f);
+}
+
+/* in with each '@' replaced by the temporary directory, into out. */
+static void at_tmp(const char *in, char *out, size_t len)
+{
+    size_t at = 0;
+
+    out[0] = '\0';
+    for (; *in && at + 300 < len; in++)
+        at += (size_t)(*in == '@' ? snprintf(out + at, len - at, "%s", tmp)
+                                  : snprintf(out + at, len - at, "%c", *in));
+}
+
+static void test_inputs(void)
+{
+    static const char *const names[] = {"image", "vector"};
+    struct wk_dataset d;
+    struct wk_shard sh;
+    char spec[2048];
+    float row[7 * 3];
+    int32_t y[3];
+    int n;
+
+    write_f32("img.npy", 5, 4, 0);          /* (5, 4): 2×2 images flat */
+    write_f32("vec.npy", 5, 3, 1000);
+    write_f32("vec4.npy", 4, 3, 1000);
+    write_labels("y.npy", 5);
+    snprintf(spec, sizeof spec, "vector=%s/vec.npy,image=%s/img.npy,%s/y.npy",
+             tmp, tmp, tmp);
+    n = wk_data_load_inputs(spec, names, 2, 1, "--data", &d);
+    if (n)
+        printf("\n    %s", hc_err_msg());
+    CU_ASSERT_EQUAL_FATAL(n, HC_OK);
+    CU_ASSERT_EQUAL(d.n, 5);
+    CU_ASSERT_EQUAL(d.c, 7);
+    CU_ASSERT_EQUAL(d.n_inputs, 2);
+    CU_ASSERT_STRING_EQUAL(d.inputs[0].name, "image");
+    CU_ASSERT_EQUAL(d.inputs[0].off, 0);
+    CU_ASSERT_EQUAL(d.inputs[0].w, 4);
+    CU_ASSERT_STRING_EQUAL(d.inputs[1].name, "vector");
+    CU_ASSERT_EQUAL(d.inputs[1].off, 4);
+    CU_ASSERT_EQUAL(d.inputs[1].w, 3);
+    CU_ASSERT_EQUAL(d.x[2 * 7 + 1], 21.0f);     /* image of sample 2 */
+    CU_ASSERT_EQUAL(d.x[2 * 7 + 4], 1020.0f);   /* its vector */
+    CU_ASSERT_EQUAL(d.y[4], 4);
+    /* A shuffled shard's rows keep each sample's image, vector and
+     * label together. */
+    CU_ASSERT_EQUAL_FATAL(wk_shard_init(&sh, d.n, 2, 1, 9), HC_OK);
+    CU_ASSERT_EQUAL(wk_shard_batch(&sh, 0, 0, 3, &d, row, y, &n), HC_OK);
+    CU_ASSERT_EQUAL(n, 2);
+    for (int i = 0; i < n; i++) {
+        CU_ASSERT_EQUAL(row[i * 7], 10.0f * y[i]);
+        CU_ASSERT_EQUAL(row[i * 7 + 4], 1000.0f + 10.0f * y[i]);
+        CU_ASSERT_EQUAL(y[i] % 2, 1);
+    }
+    wk_shard_free(&sh);
+    wk_data_free(&d);
+    /* One input, named as the model names it. */
+    snprintf(spec, sizeof spec, "vector=%s/vec.npy,%s/y.npy", tmp, tmp);
+    CU_ASSERT_EQUAL(wk_data_load_inputs(spec, names + 1, 1, 1, "--data",
+                                        &d), HC_OK);
+    CU_ASSERT_EQUAL(d.n_inputs, 1);
+    CU_ASSERT_EQUAL(d.c, 3);
+    CU_ASSERT_EQUAL(d.x[3], 1010.0f);
+    wk_data_free(&d);
+    /* Predict: no labels needed. */
+    snprintf(spec, sizeof spec, "image=%s/img.npy,vector=%s/vec.npy", tmp,
+             tmp);
+    CU_ASSERT_EQUAL(wk_data_load_inputs(spec, names, 2, 0, "--images", &d),
+                    HC_OK);
+    CU_ASSERT_PTR_NULL(d.y);
+    wk_data_free(&d);
+
+    {
+        static const struct { const char *spec, *want; int code; } bad[] = {
+            {"image=@/img.npy,@/y.npy", "no array for input vector; the "
+             "model's inputs are image, vector: give image=X_image.npy,"
+             "vector=X_vector.npy,Y.npy", HC_ERR_DATA},
+            {"image=@/img.npy,meta=@/vec.npy,@/y.npy", "\"meta\" is not an "
+             "input of the model; its inputs are image, vector", HC_ERR_DATA},
+            {"image=@/img.npy,image=@/img.npy,vector=@/vec.npy,@/y.npy",
+             "input image is given twice", HC_ERR_DATA},
+            {"image=@/img.npy,vector=@/vec4.npy,@/y.npy", "input vector "
+             "(@/vec4.npy) has 4 samples but input image (@/img.npy) has 5",
+             HC_ERR_DATA},
+            {"image=@/img.npy,vector=@/vec.npy", "no labels file; give it "
+             "last, without a name", HC_ERR_DATA},
+            {"@/img.npy,@/y.npy", "names no input; the model's inputs are "
+             "image, vector", HC_ERR_INVAL},
+            {"image=,vector=@/vec.npy,@/y.npy", "input image has no file",
+             HC_ERR_INVAL},
+            {"image=@/nope.npy,vector=@/vec.npy,@/y.npy", "--data: input "
+             "image: @/nope.npy", HC_ERR_NOTFOUND},
+        };
+
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            char want[512];
+            int rv;
+
+            at_tmp(bad[i].spec, spec, sizeof spec);
+            at_tmp(bad[i].want, want, sizeof want);
+            rv = wk_data_load_inputs(spec, names, 2, 1, "--data", &d);
+            printf("\n    case %zu: %s", i, hc_err_msg());
+            CU_ASSERT_EQUAL(rv, bad[i].code);
+            CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), want));
+            CU_ASSERT_PTR_NULL(d.x);
+        }
+    }
+}
+
 static int suite_init(void)
 {
     hp_tmpdir(tmp, sizeof tmp);
@@ -668,5 +819,7 @@ void hp_test_register(void)
     CU_add_test(s, "per-epoch shuffle", test_shuffle);
     CU_add_test(s, "shuffle as documented", test_shuffle_documented);
     CU_add_test(s, "shard errors and eval batches", test_shard_errors);
+    CU_add_test(s, "several inputs: packed rows, shards, refusals",
+                test_inputs);
     CU_add_test(s, "Fashion-MNIST t10k", test_fashion_mnist);
 }

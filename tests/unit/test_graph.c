@@ -100,6 +100,49 @@ static void test_native(void)
     CU_ASSERT_STRING_EQUAL(ma->vars[8].name, "down/depthwise_kernel");
     CU_ASSERT_EQUAL(ma->vars[8].size, 3 * 3 * 8 * 2);
     CU_ASSERT_STRING_EQUAL(ma->vars[9].name, "dense/kernel");  /* no bias */
+
+    /* Separable: depthwise, pointwise, bias in Keras's order, fans. */
+    load_or_fail(G "xception_block.json", ma);
+    CU_ASSERT_EQUAL(ma->layers[1].type, HC_LAYER_SEPARABLE_CONV2D);
+    CU_ASSERT_EQUAL(ma->layers[1].var_first, 2);
+    CU_ASSERT_EQUAL(ma->layers[1].n_var, 3);
+    CU_ASSERT_STRING_EQUAL(ma->vars[2].name, "sep1/depthwise_kernel");
+    CU_ASSERT_EQUAL(ma->vars[2].size, 3 * 3 * 8 * 1);
+    CU_ASSERT_EQUAL(ma->vars[2].fan_in, 9 * 8);         /* kh·kw·in */
+    CU_ASSERT_EQUAL(ma->vars[2].fan_out, 9 * 1);        /* kh·kw·dm */
+    CU_ASSERT_EQUAL(ma->vars[2].init, HC_INIT_VARIANCE_SCALING); /* He */
+    CU_ASSERT_STRING_EQUAL(ma->vars[3].name, "sep1/pointwise_kernel");
+    CU_ASSERT_EQUAL(ma->vars[3].ndim, 4);
+    CU_ASSERT_EQUAL(ma->vars[3].shape[0], 1);
+    CU_ASSERT_EQUAL(ma->vars[3].shape[2], 8);
+    CU_ASSERT_EQUAL(ma->vars[3].shape[3], 16);
+    CU_ASSERT_EQUAL(ma->vars[3].fan_in, 8);
+    CU_ASSERT_EQUAL(ma->vars[3].fan_out, 16);
+    CU_ASSERT_EQUAL(ma->vars[3].init, HC_INIT_GLOROT_UNIFORM);
+    CU_ASSERT(ma->vars[3].reg.l2 > 0.99e-4f && ma->vars[3].reg.l2 < 1.01e-4f);
+    CU_ASSERT_EQUAL(ma->vars[2].reg.l2, 0);
+    CU_ASSERT_STRING_EQUAL(ma->vars[4].name, "sep1/bias");
+    CU_ASSERT_STRING_EQUAL(ma->vars[5].name, "sep2/depthwise_kernel");
+    CU_ASSERT_EQUAL(ma->vars[5].shape[3], 2);
+    CU_ASSERT_STRING_EQUAL(ma->vars[6].name, "sep2/pointwise_kernel");
+    CU_ASSERT_EQUAL(ma->vars[6].shape[2], 32);          /* 16 · 2 */
+    CU_ASSERT_EQUAL(ma->layers[2].n_var, 2);            /* no bias */
+    CU_ASSERT_STRING_EQUAL(ma->vars[7].name, "shortcut/kernel");
+
+    /* Layer norm: gamma (Ones) then beta, the last axis long. */
+    load_or_fail(G "convnext_block.json", ma);
+    CU_ASSERT_EQUAL(ma->layers[1].type, HC_LAYER_LAYER_NORMALIZATION);
+    CU_ASSERT(ma->layers[1].epsilon > 0.99e-6f &&
+              ma->layers[1].epsilon < 1.01e-6f);
+    CU_ASSERT_STRING_EQUAL(ma->vars[2].name, "stem_ln/gamma");
+    CU_ASSERT_EQUAL(ma->vars[2].size, 16);
+    CU_ASSERT_EQUAL(ma->vars[2].init, HC_INIT_CONSTANT);
+    CU_ASSERT_EQUAL(ma->vars[2].init_par.a, 1.0f);
+    CU_ASSERT_STRING_EQUAL(ma->vars[3].name, "stem_ln/beta");
+    CU_ASSERT_EQUAL(ma->vars[3].init, HC_INIT_ZEROS);
+    CU_ASSERT_STRING_EQUAL(ma->vars[6].name, "ln/gamma");
+    CU_ASSERT(ma->vars[6].reg.l2 > 0.99e-4f && ma->vars[6].reg.l2 < 1.01e-4f);
+    CU_ASSERT_EQUAL(ma->layers[8].out.rank, 1);         /* head_ln, flat */
 }
 
 /* Layers listed out of order are put after what they read; the order of
@@ -165,7 +208,8 @@ static void test_chain(void)
 static void test_keras_fixtures(void)
 {
     static const char *const names[] = {
-        "resnet_block", "dense_block", "two_inputs", "mobile_block"};
+        "resnet_block", "dense_block", "two_inputs", "mobile_block",
+        "xception_block", "convnext_block"};
     char p[256];
 
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -225,6 +269,31 @@ static void test_refused(void)
         {"{'input_shape': [6, 6, 2], 'layers': [{'type': "
          "'depthwise_conv2d'}, {'type': 'flatten'}, " OUT "], " TAIL,
          "missing required key \"kernel_size\" (e.g. [3, 3])"},
+        {"{'input_shape': [6, 6, 2], 'layers': [{'type': "
+         "'separable_conv2d', 'kernel_size': 3}, {'type': 'flatten'}, "
+         OUT "], " TAIL, "layers[0] (separable_conv2d "
+         "\"separable_conv2d\"): missing required key \"filters\""},
+        {"{'input_shape': [6, 6, 2], 'layers': [{'type': "
+         "'separable_conv2d', 'filters': 4, 'kernel_size': 3, "
+         "'kernel_regularizer': 'l2'}, {'type': 'flatten'}, " OUT "], " TAIL,
+         "unknown key \"kernel_regularizer\"; allowed here: type, name, "
+         "device, input_shape, inputs, filters, kernel_size, strides, "
+         "padding, depth_multiplier, activation, use_bias, "
+         "depthwise_initializer, bias_initializer, depthwise_regularizer, "
+         "bias_regularizer, pointwise_initializer, pointwise_regularizer"},
+        {"{'input_shape': [6, 6, 2], 'layers': [{'type': "
+         "'layer_normalization', 'axis': [1, 2]}, {'type': 'flatten'}, "
+         OUT "], " TAIL, "layers[0] (layer_normalization "
+         "\"layer_normalization\"): \"axis\" [1,2] is not supported; "
+         "layer_normalization normalises over the last axis only"},
+        {"{'input_shape': [6, 6, 2], 'layers': [{'type': "
+         "'layer_normalization', 'axis': 1}, {'type': 'flatten'}, "
+         OUT "], " TAIL, "\"axis\" 1 is not supported for its input "
+         "(6, 6, 2); layer_normalization normalises over the last axis only "
+         "(-1, or 3)"},
+        {"{'input_shape': [6, 6, 2], 'layers': [{'type': "
+         "'layer_normalization', 'epsilon': 0}, {'type': 'flatten'}, "
+         OUT "], " TAIL, "\"epsilon\" must be in (0, 1], got 0"},
         {"{'input_shape': [4], 'layers': [{'type': 'dense', 'units': 3},"
          "{'type': 'add', 'inputs': ['dense', 'nope']}, " OUT "], " TAIL,
          "layers[1] (add \"add\"): \"inputs\" names \"nope\", which is no "
@@ -375,6 +444,39 @@ static void test_keras_refused(void)
          "\"depthwise_constraint\": {\"class_name\": \"NonNeg\", "
          "\"config\": {}}", "DepthwiseConv2D depthwise_constraint NonNeg is "
          "not supported; hetps has none"},
+        /* SeparableConv2D and LayerNormalization, by name */
+        {"xception_block.keras3.json",
+         "\"padding\": \"same\", \"data_format\": \"channels_last\", "
+         "\"dilation_rate\": [1, 1], \"depth_multiplier\": 2",
+         "\"padding\": \"same\", \"data_format\": \"channels_last\", "
+         "\"dilation_rate\": [2, 2], \"depth_multiplier\": 2",
+         "layers[3] SeparableConv2D \"sep2\": SeparableConv2D "
+         "dilation_rate (2, 2) is not supported; hetps computes (1, 1)"},
+        {"xception_block.keras2.json", "\"pointwise_constraint\": null",
+         "\"pointwise_constraint\": {\"class_name\": \"MaxNorm\", "
+         "\"config\": {}}", "SeparableConv2D pointwise_constraint MaxNorm "
+         "is not supported; hetps has none"},
+        {"xception_block.keras3.json", "\"padding\": \"same\", "
+         "\"data_format\": \"channels_last\", \"dilation_rate\": [1, 1], "
+         "\"depth_multiplier\": 1",
+         "\"padding\": \"same\", \"data_format\": \"channels_first\", "
+         "\"dilation_rate\": [1, 1], \"depth_multiplier\": 1",
+         "SeparableConv2D data_format \"channels_first\" is not supported"},
+        {"convnext_block.keras3.json", "\"rms_scaling\": false",
+         "\"rms_scaling\": true", "layers[2] LayerNormalization "
+         "\"stem_ln\": LayerNormalization rms_scaling true is not "
+         "supported; hetps computes rms_scaling false"},
+        {"convnext_block.keras2.json", "\"axis\": [3]",
+         "\"axis\": [1, 2, 3]", "(layer_normalization \"stem_ln\"): "
+         "\"axis\" [1,2,3] is not supported; layer_normalization "
+         "normalises over the last axis only: -1, [-1] or its number"},
+        {"convnext_block.keras2.json", "\"axis\": [3]", "\"axis\": [2]",
+         "(layer_normalization \"stem_ln\"): \"axis\" 2 is not supported "
+         "for its input (7, 7, 16); layer_normalization normalises over the "
+         "last axis only (-1, or 3)"},
+        {"convnext_block.keras3.json", "\"gamma_constraint\": null",
+         "\"gamma_constraint\": \"non_neg\"", "LayerNormalization "
+         "gamma_constraint \"non_neg\" is not supported"},
         /* its kernel's arguments are depthwise_*: kernel_* is no key */
         {"mobile_block.keras3.json", "\"depthwise_regularizer\": {",
          "\"kernel_regularizer\": \"l2\", \"depthwise_regularizer\": {",
@@ -404,7 +506,8 @@ static void test_keras_refused(void)
 static void test_keras_written(void)
 {
     static const char *const names[] = {
-        "resnet_block", "dense_block", "two_inputs", "mobile_block"};
+        "resnet_block", "dense_block", "two_inputs", "mobile_block",
+        "xception_block", "convnext_block"};
     char p[256], *json = NULL;
 
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

@@ -989,6 +989,48 @@ static void test_optim_state(void)
     hp_rmtree(dir);
 }
 
+/* Separable convolutions and layer norms: their variables at Keras's
+ * paths in Keras's order (vars/0, 1, 2), and a .keras archive of each
+ * block read back as the same model and values. */
+static void test_new_layers_weights(void)
+{
+    static const char *const sep[] = {
+        "layers/separable_conv2d/vars/0", "layers/separable_conv2d/vars/1",
+        "layers/separable_conv2d/vars/2", "layers/separable_conv2d_1/vars/0",
+        "layers/separable_conv2d_1/vars/1"};
+    static const char *const files[] = {
+        "tests/unit/keras/xception_block.keras3.json",
+        "tests/unit/keras/convnext_block.keras2.json"};
+    char dir[256], ar[320], path[96];
+    float *p, *q;
+
+    load_or_fail("tests/unit/keras/xception_block.json", ma);
+    for (int v = 2; v < 7; v++) {
+        CU_ASSERT_EQUAL(hc_keras_var_path(ma, v, path, sizeof path), HC_OK);
+        CU_ASSERT_STRING_EQUAL(path, sep[v - 2]);
+    }
+    load_or_fail("tests/unit/keras/convnext_block.json", ma);
+    CU_ASSERT_EQUAL(hc_keras_var_path(ma, 3, path, sizeof path), HC_OK);
+    CU_ASSERT_STRING_EQUAL(path, "layers/layer_normalization/vars/1");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(hp_tmpdir(dir, sizeof dir));
+    snprintf(ar, sizeof ar, "%s/m.keras", dir);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        load_or_fail(files[i], ma);
+        p = malloc(ma->n_params * sizeof *p);
+        q = calloc(ma->n_params, sizeof *q);
+        CU_ASSERT_FATAL(p && q);
+        fill(ma, p);
+        CU_ASSERT_EQUAL_FATAL(hc_keras_write_archive(ar, ma, p, NULL), HC_OK);
+        load_or_fail(ar, mb);
+        expect_same(ma, mb);
+        CU_ASSERT_EQUAL(hc_keras_read_weights(ar, mb, q), HC_OK);
+        CU_ASSERT(memcmp(p, q, ma->n_params * sizeof *p) == 0);
+        free(p);
+        free(q);
+    }
+    hp_rmtree(dir);
+}
+
 /* A .keras made bad in each way a clumsy operator or an attacker might. */
 static void test_bad_archives(void)
 {
@@ -1041,6 +1083,8 @@ void hp_test_register(void)
     CU_add_test(s, "--loss and --optimizer", test_compile_flags);
     CU_add_test(s, "compile_config optimizers", test_config_optimizers);
     CU_add_test(s, "weights paths", test_paths);
+    CU_add_test(s, "separable and layer norm weights, archives",
+                test_new_layers_weights);
     CU_add_test(s, "weights and archives written and read", test_write_read);
     CU_add_test(s, "the optimizer's state written and read", test_optim_state);
     CU_add_test(s, "bad archives", test_bad_archives);

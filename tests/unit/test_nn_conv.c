@@ -1,8 +1,8 @@
 /*
  * test_nn_conv.c — convolutions: the Keras geometry (same/valid,
  * strides), im2col/col2im against naive loops and as adjoints, and
- * networks with conv2d and depthwise_conv2d layers against the double
- * reference.
+ * networks with conv2d, depthwise_conv2d, separable_conv2d and
+ * layer_normalization layers against the double reference.
  *
  * The reference and the shared checks are in nn_ref.c and nn_check.c;
  * each comparison prints its largest difference.
@@ -161,6 +161,21 @@ static void test_grad_mobile_block(void)
     nc_check_model(nc_model_graph_mobile, 2, 0, 0, 2);
 }
 
+static void test_grad_sepconv(void)
+{
+    nc_check_model(nc_model_sepconv, 3, 0, 0, 2);
+}
+
+static void test_grad_xception_block(void)
+{
+    nc_check_model(nc_model_graph_xception, 2, 0, 0, 2);
+}
+
+static void test_grad_layernorm(void)
+{
+    nc_check_model(nc_model_layernorm, 3, 0, 0, 2);
+}
+
 void hp_test_register(void)
 {
     static const struct nc_test ops[] = {
@@ -174,6 +189,11 @@ void hp_test_register(void)
         {"grad conv softmax channels + dropouts", test_grad_conv_softmax_channels},
         {"grad depthwise valid dm 2, same s2 no bias", test_grad_dwconv},
         {"grad MobileNetV2 block: depthwise, ReLU(6), add", test_grad_mobile_block},
+        {"grad separable valid dm 2, same s2 no bias", test_grad_sepconv},
+        {"grad Xception block: separable gelu, layer norm, add",
+         test_grad_xception_block},
+        {"grad layer norm: flat gamma only, channels beta only",
+         test_grad_layernorm},
     };
 
     nc_add_suite("backend_cpu conv", ops, sizeof ops / sizeof ops[0]);

@@ -79,6 +79,11 @@ static void test_grad_merges(void)
     nc_check_model(nc_model_graph_merges, 4, 0, 0, 2);
 }
 
+static void test_grad_two_inputs(void)
+{
+    nc_check_model(nc_model_two_inputs, 3, 0, 0, 2);
+}
+
 void hp_test_register(void)
 {
     static const struct nc_test ops[] = {
@@ -90,6 +95,8 @@ void hp_test_register(void)
          test_grad_concat},
         {"grad subtract, average, flat concatenate, multiply of 2 and 3",
          test_grad_merges},
+        {"grad two inputs: image conv and vector dense (read twice), "
+         "concatenated", test_grad_two_inputs},
     };
 
     nc_add_suite("backend_cpu graph ops", ops, sizeof ops / sizeof ops[0]);

@@ -356,7 +356,14 @@ static void e_shared_var(struct hc_model *m)
 static void e_bad_input(struct hc_model *m)
 {
     nc_model_mse_softmax(m);
-    m->input.rank = 2;
+    m->input.rank = m->inputs[0].shape.rank = 2;
+}
+
+/* A layer reading a third input of a model of two. */
+static void e_bad_node(struct hc_model *m)
+{
+    nc_model_two_inputs(m);
+    m->layers[2].in_from[0] = -3;
 }
 
 static void test_new_errors(void)
@@ -391,7 +398,10 @@ static void test_new_errors(void)
         {e_no_params, HC_ERR_CONFIG, "has no layer with parameters"},
         {e_shared_var, HC_ERR_MISMATCH, "variable dense/kernel is already used "
                                         "by layer 0"},
-        {e_bad_input, HC_ERR_CONFIG, "input shape (rank 2)"},
+        {e_bad_input, HC_ERR_CONFIG, "input \"input\" of shape (rank 2)"},
+        {e_bad_node, HC_ERR_MISMATCH, "layer 2 (dense): reads node -3; a "
+                                      "layer reads an input (-1 to -2) or an "
+                                      "earlier layer"},
     };
     struct wk_backend *be = nr_cpu();
     struct hc_model *m = malloc(sizeof *m);
