@@ -349,7 +349,8 @@ static int apply_body(struct ps_store *s, MDB_txn *txn, void *arg)
         uint64_t t = g->uncounted && step > 0 ? step - 1 : step;
 
         if ((rv = store_apply_blocks(s, txn, a->c, t, g, a->direct)) != HC_OK ||
-            (rv = store_rows_apply(s, txn, a->c, g->rows, g->n_rows)) != HC_OK)
+            (rv = store_rows_apply(s, txn, a->c, t, g->rows,
+                                       g->n_rows)) != HC_OK)
             return rv;
         if ((g->n > 0 || g->n_rows > 0) && !g->uncounted)
             step++;

@@ -206,10 +206,12 @@ int store_rows_adopt(struct ps_store *s, const struct ps_table *t,
 int store_rows_check_update(struct ps_store *s, const struct ps_rows *r,
                             size_t n);
 
-/* Apply row updates r[0 .. n) in txn (under wmu). */
+/* Apply row updates r[0 .. n) in txn at the store's `step` (a learning
+ * rate schedule's; each row's own count is the optimizer's step). Under
+ * wmu. */
 int store_rows_apply(struct ps_store *s, MDB_txn *txn,
-                     const struct hc_optim_conf *c, const struct ps_rows *r,
-                     size_t n);
+                     const struct hc_optim_conf *c, uint64_t step,
+                     const struct ps_rows *r, size_t n);
 
 void store_rows_free(struct ps_store *s);
 

@@ -496,16 +496,21 @@ static int apply_table(struct ps_store *s, MDB_txn *txn,
 }
 
 int store_rows_apply(struct ps_store *s, MDB_txn *txn,
-                     const struct hc_optim_conf *c, const struct ps_rows *r,
-                     size_t n)
+                     const struct hc_optim_conf *conf, uint64_t step,
+                     const struct ps_rows *r, size_t n)
 {
     uint64_t counts[PS_STORE_MAX_TABLES];
     struct store_rows *R = s->rows;
+    struct hc_optim_conf at_step = *conf, *c = &at_step;
     size_t bytes;
     int rv, any = 0;
 
     if (n == 0)
         return HC_OK;
+    /* A schedule's rate is the step's (the store's), not the row's: the
+     * row's own count is the optimizer's step for bias correction alone. */
+    c->lr = hc_optim_lr(conf, step);
+    c->sched.kind = HC_LR_CONSTANT;
     if (!R || !R->have_db)
         return no_table(s, r[0].var);
     memset(R->added, 0, sizeof R->added);
