@@ -86,6 +86,29 @@ int pc_create(struct pc_client *c, const float *init);
  * receives the smallest shard version seen. */
 int pc_pull(struct pc_client *c, float *params, uint64_t *version);
 
+/*
+ * Row-sparse tables (client_rows.c): a model variable with table_rows > 0
+ * (model.h), its rows spread over every shard by hc_row_shard. The caller
+ * gives a batch's ids as they come (any order, repeats allowed); the
+ * client de-duplicates them (rowmap.h), sends each shard its sorted
+ * unique ids in parallel, and scatters the rows back — or sums the
+ * gradients of repeated ids before the push. Only touched rows travel.
+ *
+ * pc_pull_rows: rows ids[0 .. n) of table `var` into out (n, dim), the
+ * smallest shard version read into *version (may be NULL).
+ * pc_push_rows: the per-position gradients grad (n, dim) of ids[0 .. n),
+ * summed by id, applied by each shard holding some (async, ssp: at once,
+ * exactly once; the gradient used is sum / samples), the largest version
+ * after it into *version (may be NULL). A shard in sync mode refuses it.
+ * Errors: HC_ERR_INVAL (var is no table of the model, an id ≥ its
+ * input_dim: named; no model set), the shards' refusals, transport errors.
+ */
+int pc_pull_rows(struct pc_client *c, uint32_t var, const uint64_t *ids,
+                 size_t n, float *out, uint64_t *version);
+int pc_push_rows(struct pc_client *c, uint32_t var, const uint64_t *ids,
+                 size_t n, const float *grad, uint32_t samples,
+                 uint64_t *version);
+
 /* One step of a synchronous or bounded-staleness worker. */
 struct pc_step {
     uint64_t min_version;   /* in: sync: wait until every shard reaches it */
