@@ -7,8 +7,9 @@
 # run's (the rows files are compared byte for byte), each shard's version
 # must be exactly the pushes that reached it (nothing applied twice,
 # nothing acknowledged lost), and `hetps inspect` must show each table's
-# rows on each shard, adding up to the rows touched. In sync mode a rows
-# push is refused with a sentence, the shards serving on.
+# rows on each shard, adding up to the rows touched, as /metrics does;
+# `hetps export` refuses the stores, naming the table (not built yet). In
+# sync mode a rows push is refused with a sentence, the shards serving on.
 . "$(dirname "$0")/lib.inc"
 pick_ports
 
@@ -18,7 +19,7 @@ cluster() {
     cat > "$D/cluster.json" <<JSON
 { "cluster": { "ps": ["127.0.0.1:$PORT", "127.0.0.1:$((PORT + 1))"],
                "worker": ["127.0.0.1:$((PORT + 2))"] },
-  "hetps": { "mode": "$1" } }
+  "hetps": { "mode": "$1", "metrics_port": $((PORT + 5)) } }
 JSON
 }
 
@@ -60,6 +61,22 @@ run() {
         [ "$V" = "$want" ] || fail "$1: ps:$j is at version $V, the pushes that reached it $want"
     done
     ok "$1: each shard's version is exactly the pushes that reached it"
+    # /metrics: each shard's stored rows of each table, adding up to the
+    # rows the tool touched; the pulled-only table none.
+    sum=0
+    for j in 0 1; do
+        /usr/bin/python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' \
+            "http://127.0.0.1:$((PORT + 5 + j))/metrics" > "$D/metrics$j.txt" ||
+            fail "$1: no /metrics from ps:$j"
+        grep -q '^hetps_table_rows{shard="'$j'",variable="3"} 0$' "$D/metrics$j.txt" ||
+            { grep hetps_table "$D/metrics$j.txt"; fail "$1: ps:$j's /metrics lacks table 3 at 0 rows"; }
+        r=$(sed -n 's/^hetps_table_rows{shard="'$j'",variable="2"} \([0-9]*\)$/\1/p' "$D/metrics$j.txt")
+        [ -n "$r" ] || { grep hetps_table "$D/metrics$j.txt"; fail "$1: ps:$j's /metrics lacks table 2"; }
+        sum=$((sum + r))
+    done
+    [ "$sum" -eq "$(wc -l < "$D/rows.txt")" ] ||
+        fail "$1: /metrics counts $sum rows of table 2, the tool touched $(wc -l < "$D/rows.txt")"
+    ok "$1: /metrics: table 2's rows per shard add up to the $sum touched"
     stop_within 30 $ps0 $ps1
 }
 
@@ -82,6 +99,13 @@ done
 [ "$total" -eq "$(wc -l < "$T/clean/rows.txt")" ] ||
     fail "hetps inspect counts $total rows of table 2, the tool touched $(wc -l < "$T/clean/rows.txt")"
 ok "hetps inspect: table 2's rows per shard add up to the $total touched"
+
+if "$BIN/hetps" export --data-dir "$T/faults" --out "$T/npy" "$T/faults/cluster.json" > "$T/export.txt" 2>&1; then
+    fail "hetps export of a store with tables did not say tables are not exported"
+fi
+grep -q "embedding/embeddings is a row-sparse table: exporting" "$T/export.txt" ||
+    { cat "$T/export.txt"; fail "hetps export's refusal does not name the table"; }
+ok "hetps export refuses a model with tables, naming the table"
 
 D="$T/sync"
 cluster sync
