@@ -213,6 +213,10 @@ int store_rows_apply(struct ps_store *s, MDB_txn *txn,
                      const struct hc_optim_conf *c, uint64_t step,
                      const struct ps_rows *r, size_t n);
 
+/* ps_store_verify's part: every stored row's key, size and CRC32C, and
+ * each table's count against meta "table_rows". */
+int store_rows_verify(struct ps_store *s, MDB_txn *txn);
+
 void store_rows_free(struct ps_store *s);
 
 #endif

@@ -409,6 +409,59 @@ int ps_store_table_rows(struct ps_store *s, uint32_t var, uint64_t *rows)
     return rv;
 }
 
+int store_rows_verify(struct ps_store *s, MDB_txn *txn)
+{
+    struct store_rows *R = s->rows;
+    uint64_t counts[PS_STORE_MAX_TABLES], seen[PS_STORE_MAX_TABLES] = {0};
+    MDB_cursor *cur = NULL;
+    MDB_val k, v;
+    int rc, rv = HC_OK;
+
+    if (!R || !R->have_db || R->n_tables == 0)
+        return HC_OK;
+    if ((rv = store_meta_fixed(s, txn, "table_rows", counts,
+                               R->n_tables * sizeof *counts)) != HC_OK)
+        return rv;
+    if ((rc = mdb_cursor_open(txn, R->dbi, &cur)) != 0)
+        return store_lmdb_err(s, rc, "verifying the rows");
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && rv == HC_OK;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        const unsigned char *kb = k.mv_data;
+        uint32_t var = (uint32_t)kb[0] << 24 | (uint32_t)kb[1] << 16 |
+                       (uint32_t)kb[2] << 8 | kb[3], ti = 0;
+        const struct ps_table *t = k.mv_size == KEY_SIZE
+                                       ? table_of(s, var, &ti) : NULL;
+        size_t nf = t ? (size_t)(1 + s->n_slots) * t->dim : 0;
+        struct ps_row_hdr h;
+
+        if (!t || v.mv_size != sizeof h + nf * 4) {
+            rv = hc_err_set(HC_ERR_STORE, "store %s: a row of %zu bytes keyed "
+                            "by %zu bytes (variable %u) is not a row of a "
+                            "table here; the store is damaged", s->dir,
+                            v.mv_size, k.mv_size, var);
+            break;
+        }
+        memcpy(&h, v.mv_data, sizeof h);
+        if (h.dim != t->dim ||
+            hc_crc32c((const char *)v.mv_data + sizeof h, nf * 4) != h.crc)
+            rv = hc_err_set(HC_ERR_CRC, "store %s: a row of variable %u fails "
+                            "its checksum; the store is damaged: restore it "
+                            "from a checkpoint", s->dir, var);
+        seen[ti]++;
+    }
+    mdb_cursor_close(cur);
+    if (rv == HC_OK && rc != 0 && rc != MDB_NOTFOUND)
+        rv = store_lmdb_err(s, rc, "verifying the rows");
+    for (uint32_t i = 0; rv == HC_OK && i < R->n_tables; i++)
+        if (seen[i] != counts[i])
+            rv = hc_err_set(HC_ERR_STORE, "store %s: table %u holds %llu rows "
+                            "but meta counts %llu; the store is damaged",
+                            s->dir, R->tables[i].var,
+                            (unsigned long long)seen[i],
+                            (unsigned long long)counts[i]);
+    return rv;
+}
+
 /* ---- updates ------------------------------------------------------------- */
 
 int store_rows_check_update(struct ps_store *s, const struct ps_rows *r,

@@ -7,9 +7,12 @@
  * per-row update count (a row touched once at step 3 moves as Adam's first
  * step); ids up to 2^40 − 1; an apply cut short inside its transaction
  * (a full map) leaves no row, count or step; records and row counts
- * beside the rows; the refusals and a create that disagrees.
+ * beside the rows; the refusals and a create that disagrees; a row's
+ * bytes changed through raw LMDB, found by the read and by verify.
  */
 #include "cu.h"
+
+#include <lmdb.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -200,6 +203,7 @@ static int run_against_memory(const struct hc_optim_conf *c)
     }
     bad += ps_store_table_rows(s, VAR, &n_rows) != HC_OK || n_rows != 5;
     bad += ps_store_step(s) != 3;
+    bad += ps_store_verify(s) != HC_OK;
     {
         struct ps_record rec;
 
@@ -409,6 +413,55 @@ static void test_refusals(void)
     hp_rmtree(dir);
 }
 
+/* A row's bytes changed through raw LMDB: the read and verify say so. */
+static void test_damage(void)
+{
+    struct hc_optim_conf c = optim(HC_OPT_SGD);
+    uint64_t id = 77, n_rows = 0;
+    float g[DIM] = {1, 2, 3, 4}, out[DIM];
+    struct ps_rows r = {VAR, 1, &id, g, 1.0f};
+    struct ps_store *s;
+    MDB_env *env = NULL;
+    MDB_txn *txn = NULL;
+    MDB_cursor *cur = NULL;
+    MDB_dbi dbi;
+    MDB_val k, v;
+    char dir[256];
+    unsigned char buf[256];
+
+    hp_tmpdir(dir, sizeof dir);
+    s = open_table(dir, 0, 1, &c, NULL);
+    CU_ASSERT_FATAL(s != NULL);
+    CU_ASSERT_EQUAL(ps_store_apply_rows(s, &c, NULL, 0, &r, 1, NULL, 0,
+                                        NULL), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
+    ps_store_close(s);
+    CU_ASSERT_FATAL(mdb_env_create(&env) == 0 &&
+                    mdb_env_set_maxdbs(env, 8) == 0 &&
+                    mdb_env_open(env, dir, 0, 0644) == 0 &&
+                    mdb_txn_begin(env, NULL, 0, &txn) == 0 &&
+                    mdb_dbi_open(txn, "rows", 0, &dbi) == 0 &&
+                    mdb_cursor_open(txn, dbi, &cur) == 0 &&
+                    mdb_cursor_get(cur, &k, &v, MDB_FIRST) == 0 &&
+                    v.mv_size <= sizeof buf);
+    memcpy(buf, v.mv_data, v.mv_size);
+    buf[sizeof(struct ps_row_hdr) + 1] ^= 0x40;     /* a parameter's bits */
+    v.mv_data = buf;
+    CU_ASSERT_EQUAL(mdb_cursor_put(cur, &k, &v, MDB_CURRENT), 0);
+    mdb_cursor_close(cur);
+    CU_ASSERT_EQUAL(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    s = open_table(dir, 0, 1, &c, NULL);
+    CU_ASSERT_FATAL(s != NULL);
+    CU_ASSERT_EQUAL(ps_store_verify(s), HC_ERR_CRC);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "checksum"));
+    CU_ASSERT_EQUAL(ps_store_rows_read(s, VAR, &id, 1, out, NULL), HC_ERR_CRC);
+    CU_ASSERT_EQUAL(ps_store_table_rows(s, VAR, &n_rows), HC_OK);
+    CU_ASSERT_EQUAL(n_rows, 1);
+    ps_store_close(s);
+    hp_rmtree(dir);
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("store rows", NULL, NULL);
@@ -422,4 +475,5 @@ void hp_test_register(void)
     CU_add_test(s, "lazy Adam: each row's own step count", test_lazy_adam);
     CU_add_test(s, "an apply cut short leaves nothing", test_abort);
     CU_add_test(s, "refusals", test_refusals);
+    CU_add_test(s, "a damaged row: read and verify refuse it", test_damage);
 }
