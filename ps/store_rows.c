@@ -254,12 +254,14 @@ const struct ps_table *ps_store_tables(const struct ps_store *s, uint32_t *n)
 
 /* ---- one row ------------------------------------------------------------- */
 
-/* Row `id` of table t in txn into out ((1 + ns) × dim floats): the stored
- * one (checksum verified) or the initial one; *hdr its header (updates 0
- * when not stored), *stored whether it is. */
-static int row_load(struct ps_store *s, MDB_txn *txn, const struct ps_table *t,
-                    uint64_t id, uint32_t ns, float *out,
-                    struct ps_row_hdr *hdr, int *stored)
+/* Row `id` of table t into out ((1 + ns) × dim floats), found with
+ * cursor cur (NULL: a store without rows), left on it when stored: the
+ * stored row (checksum verified) or the initial one; *hdr its header
+ * (updates 0 when not stored), *stored whether it is. Ids in ascending
+ * order cost a walk along the leaf pages, not a descent each. */
+static int row_load(struct ps_store *s, MDB_cursor *cur,
+                    const struct ps_table *t, uint64_t id, uint32_t ns,
+                    float *out, struct ps_row_hdr *hdr, int *stored)
 {
     unsigned char key[KEY_SIZE];
     size_t nf = (size_t)(1 + ns) * t->dim;
@@ -267,8 +269,8 @@ static int row_load(struct ps_store *s, MDB_txn *txn, const struct ps_table *t,
     int rc = MDB_NOTFOUND;
 
     row_key(key, t->var, id);
-    if (s->rows->have_db)
-        rc = mdb_get(txn, s->rows->dbi, &k, &v);
+    if (cur)
+        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY);
     if (rc == MDB_NOTFOUND) {
         *stored = 0;
         *hdr = (struct ps_row_hdr){t->dim, 0, 0};
@@ -333,7 +335,8 @@ static int read_rows(struct ps_store *s, const struct ps_table *t,
     size_t nf = (size_t)(1 + ns) * t->dim;
     float *buf = malloc(nf * sizeof *buf);
     MDB_txn *txn = NULL;
-    int rv, st = 0;
+    MDB_cursor *cur = NULL;
+    int rv, rc, st = 0;
     struct ps_row_hdr h;
 
     if (!buf)
@@ -344,8 +347,13 @@ static int read_rows(struct ps_store *s, const struct ps_table *t,
     if (step && (rv = store_meta_fixed(s, txn, "step", step,
                                        sizeof *step)) != HC_OK)
         goto end;
+    if (s->rows->have_db &&
+        (rc = mdb_cursor_open(txn, s->rows->dbi, &cur)) != 0) {
+        rv = store_lmdb_err(s, rc, "reading rows");
+        goto end;
+    }
     for (size_t i = 0; i < n; i++) {
-        if ((rv = row_load(s, txn, t, ids[i], ns, buf, &h, &st)) != HC_OK)
+        if ((rv = row_load(s, cur, t, ids[i], ns, buf, &h, &st)) != HC_OK)
             goto end;
         memcpy(out + i * (whole ? nf : t->dim), buf,
                (whole ? nf : t->dim) * sizeof *buf);
@@ -355,6 +363,8 @@ static int read_rows(struct ps_store *s, const struct ps_table *t,
     if (stored)
         *stored = st;
 end:
+    if (cur)
+        mdb_cursor_close(cur);
     store_rtxn_end(s, txn);
 out:
     free(buf);
@@ -515,22 +525,25 @@ static int apply_table(struct ps_store *s, MDB_txn *txn,
     size_t nf = (size_t)(1 + s->n_slots) * dim;
     unsigned char key[KEY_SIZE];
     float *p, *sl[PS_OPTIM_MAX_SLOTS] = {0};
-    int rv;
+    MDB_cursor *cur = NULL;
+    int rv, rc;
 
     if ((rv = scratch_for(s, nf)) != HC_OK)
         return rv;
+    if ((rc = mdb_cursor_open(txn, s->rows->dbi, &cur)) != 0)
+        return store_lmdb_err(s, rc, "writing rows");
     p = s->rows->scratch;
     for (uint32_t k = 0; k < ns; k++)
         sl[k] = p + (size_t)(1 + k) * dim;
-    for (size_t i = 0; i < r->n; i++) {
+    for (size_t i = 0; i < r->n && rv == HC_OK; i++) {
         struct ps_row_hdr h;
         struct ps_optim_step at;
         MDB_val k, v;
-        int stored, rc;
+        int stored;
 
-        if ((rv = row_load(s, txn, t, r->ids[i], s->n_slots, p, &h,
+        if ((rv = row_load(s, cur, t, r->ids[i], s->n_slots, p, &h,
                            &stored)) != HC_OK)
-            return rv;
+            break;
         at = (struct ps_optim_step){h.updates, r->scale, 0};
         ps_optim_apply(c, &at, dim, p, r->grad + i * dim,
                        (const float *const *)sl, p, sl);
@@ -539,13 +552,19 @@ static int apply_table(struct ps_store *s, MDB_txn *txn,
         row_key(key, t->var, r->ids[i]);
         k = (MDB_val){KEY_SIZE, key};
         v = (MDB_val){sizeof h + nf * sizeof *p, NULL};
-        if ((rc = mdb_put(txn, s->rows->dbi, &k, &v, MDB_RESERVE)) != 0)
-            return store_lmdb_err(s, rc, "writing a row");
+        /* In place when stored (the cursor is on it), else inserted. */
+        rc = mdb_cursor_put(cur, &k, &v,
+                            MDB_RESERVE | (stored ? MDB_CURRENT : 0));
+        if (rc != 0) {
+            rv = store_lmdb_err(s, rc, "writing a row");
+            break;
+        }
         memcpy(v.mv_data, &h, sizeof h);
         memcpy((char *)v.mv_data + sizeof h, p, nf * sizeof *p);
         s->rows->added[ti] += !stored;
     }
-    return HC_OK;
+    mdb_cursor_close(cur);
+    return rv;
 }
 
 int store_rows_apply(struct ps_store *s, MDB_txn *txn,

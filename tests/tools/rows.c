@@ -163,7 +163,7 @@ int main(int argc, char **argv)
     struct hc_diag diag;
     uint64_t ids[BATCH], st = 20261207, expect[64] = {0}, *all = NULL;
     float *p = NULL, got[BATCH][DIM], g[BATCH][DIM];
-    int refused = argc == 5 && strcmp(argv[4], "refused") == 0;
+    int refused = argc == 5 && strcmp(argv[4], "refused") == 0, status = 1;
     long pause_ms = argc == 5 && !refused ? atol(argv[4]) : 0;
     long steps = argc >= 4 ? atol(argv[2]) : 0, s;
     size_t k, n_all = 0;
@@ -174,10 +174,16 @@ int main(int argc, char **argv)
         !cdf) {
         fprintf(stderr, "usage: rows CLUSTER_FILE STEPS(1..1000) OUT "
                 "[PAUSE_MS | refused]\n");
+        free(m);
+        free(mir);
+        free(cdf);
         return 2;
     }
     if (hc_cluster_load_file(argv[1], &cl, &diag) != HC_OK) {
         hc_diag_print(&diag, stderr);
+        free(m);
+        free(mir);
+        free(cdf);
         return 2;
     }
     rv = hc_model_parse(model_json, sizeof model_json - 1, "rows model", m);
@@ -220,12 +226,12 @@ int main(int argc, char **argv)
         if (refused) {
             if (rv == HC_ERR_UNSUPPORTED || strstr(hc_err_msg(), "sync")) {
                 printf("rows: push refused in sync mode: %s\n", hc_err_msg());
-                pc_close(pc);
-                return 0;
+                status = 0;
+            } else {
+                fprintf(stderr, "rows: the push in sync mode was %s\n",
+                        rv == HC_OK ? "applied" : hc_err_msg());
             }
-            fprintf(stderr, "rows: the push in sync mode was %s\n",
-                    rv == HC_OK ? "applied" : hc_err_msg());
-            return 1;
+            goto done;
         }
         for (k = 0; rv == HC_OK && k < BATCH; k++) {
             float *r = mirror_row(mir, ids[k]);
@@ -276,14 +282,15 @@ int main(int argc, char **argv)
         fclose(out);
     if (rv != HC_OK) {
         fprintf(stderr, "rows: %s\n", hc_err_msg());
-        pc_close(pc);
-        return 1;
+        goto done;
     }
     for (int j = 0; j < cl.n_ps && j < 64; j++)
         printf("rows: ps:%d expects version %" PRIu64 "\n", j, expect[j]);
     printf("rows: %ld steps, %zu rows, every row as the mirror\n", steps,
            n_all);
     pc_leave(pc);
+    status = 0;
+done:
     pc_close(pc);
     hc_cluster_free(&cl);
     free(all);
@@ -291,5 +298,5 @@ int main(int argc, char **argv)
     free(mir);
     free(m);
     free(p);
-    return 0;
+    return status;
 }
