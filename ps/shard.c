@@ -911,15 +911,6 @@ int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
         return in->env->payload_case == HETPS__ENVELOPE__PAYLOAD_PULL
                    ? serve_pull(sh, in, me, extra, 0, reply)
                    : serve_push(sh, in, me, reply);
-    case HETPS__ENVELOPE__PAYLOAD_PULL_ROWS:
-        return ps_shard_pull_rows(sh, in, me, reply);
-    case HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS: {
-        uint64_t version;
-        int rv = ps_shard_push_rows(sh, in, &version);
-
-        return rv ? rv : ack_with(sh, in, me, version, NULL, 0, NULL, NULL,
-                                  reply);
-    }
     default:
         return hc_err_set(HC_ERR_PROTO, "not a variable request");
     }

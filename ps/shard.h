@@ -52,8 +52,8 @@ struct ps_pull_extra {
     int uncommitted;            /* sync part: from the open step */
 };
 
-/* Serve a create, pull or push, or a pull or push of rows (a push
- * applied at once, answered with an Ack at the version after it). `extra` (may be NULL) adds to a pull's answer.
+/* Serve a create, pull or push (applied at once, answered with an Ack at
+ * the version after it); rows: ps_shard_pull_rows, ps_shard_push_rows. `extra` (may be NULL) adds to a pull's answer.
  * On success *reply is the answer (owned by the caller); on failure
  * returns a code with the reason in hc_err_msg(). */
 int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,

@@ -604,14 +604,3 @@ int store_rows_apply(struct ps_store *s, MDB_txn *txn,
         counts[i] += R->added[i];
     return store_meta_put(s, txn, "table_rows", counts, bytes);
 }
-
-int ps_store_apply_rows(struct ps_store *s, const struct hc_optim_conf *c,
-                        const struct ps_update *u, size_t n,
-                        const struct ps_rows *rows, size_t n_rows,
-                        const struct ps_record *recs, size_t n_recs,
-                        uint64_t *new_step)
-{
-    struct ps_apply g = {u, n, recs, n_recs, 0, rows, n_rows};
-
-    return ps_store_apply_group(s, c, &g, 1, new_step);
-}

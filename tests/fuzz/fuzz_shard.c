@@ -2,7 +2,8 @@
  * fuzz_shard.c — libFuzzer target: a shard's request handler (ps/shard.c)
  * over a temporary LMDB store. At start the chief's CreateVariables for a
  * small model (Dense(3) over 4 inputs: kernel (4, 3), bias (3,), one shard;
- * and a row-sparse table of 2^40 rows of 4)
+ * and a row-sparse table of 2^40 rows of 4; rows requests are served by
+ * ps/shard_rows.c, as the service does)
  * is served, so pulls and pushes find variables; each input is then one
  * message body, decoded as the service decodes it and served: a create,
  * pull or push, applied to the store, or refused with an error.
@@ -45,7 +46,15 @@ static int serve(const void *data, size_t size)
     memcpy(body, data, size);
     rv = hc_wire_decode(body, size, 0, &in);
     if (rv == HC_OK) {
-        rv = ps_shard_serve(shard, &in, &me, NULL, &reply);
+        uint64_t version;
+
+        /* As the service dispatches them: rows to their own calls. */
+        if (in.env->payload_case == HETPS__ENVELOPE__PAYLOAD_PULL_ROWS)
+            rv = ps_shard_pull_rows(shard, &in, &me, &reply);
+        else if (in.env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS)
+            rv = ps_shard_push_rows(shard, &in, &version);
+        else
+            rv = ps_shard_serve(shard, &in, &me, NULL, &reply);
         if (reply)
             nng_msg_free(reply);
         hc_wire_msg_free(&in);
