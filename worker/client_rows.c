@@ -133,9 +133,9 @@ int pc_pull_rows(struct pc_client *c, uint32_t var, const uint64_t *ids,
             rv = hc_err_set(HC_ERR_PROTO, "pull rows: %s answered %zu "
                             "tensors, not the %zu rows of %u asked for",
                             c->names[i], d->n_tensors, k, dim);
-        else
-            memcpy(c->rows_buf + lo * dim, d->data[0],
-                   k * dim * sizeof *c->rows_buf);
+        else if (hc_wire_take(d, 0, c->rows_buf + lo * dim) != HC_OK)
+            rv = hc_err_set(HC_ERR_CRC, "pull rows: %s: %s", c->names[i],
+                            hc_err_msg());   /* checked as it is copied */
         if (d->env->ack->version < vmin)
             vmin = d->env->ack->version;
     }
