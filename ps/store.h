@@ -431,7 +431,11 @@ struct ps_row_hdr {
     uint64_t updates;           /* updates applied to this row */
 };
 
-/* One table's part of an update: n rows' summed gradients. */
+/* One table's part of an update: n rows' summed gradients. A table may
+ * appear in several of one step's updates (a synchronous step's pushes,
+ * one a worker): its rows' gradients are then summed — Σ grad·scale, in
+ * the order given — before one optimizer step per row, each row counted
+ * once. */
 struct ps_rows {
     uint32_t var;               /* a table's variable */
     size_t n;

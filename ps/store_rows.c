@@ -490,12 +490,69 @@ int store_rows_check_update(struct ps_store *s, const struct ps_rows *r,
                               "non-finite scale", s->dir, k, r[k].var);
         if ((rv = check_ids(s, t, r[k].ids, r[k].n, 1)) != HC_OK)
             return rv;
-        for (size_t j = 0; j < k; j++)
-            if (r[j].var == r[k].var)
-                return hc_err_set(HC_ERR_INVAL, "store %s: variable %u has "
-                                  "two row updates in one step", s->dir,
-                                  r[k].var);
     }
+    return HC_OK;
+}
+
+/* A table's updates in one step, several (a synchronous step's pushes):
+ * their ids merged and each row's gradients summed — Σ grad·scale, in the
+ * order of r — into one update of scale 1, its arrays malloc'd into
+ * *ids_out and *grad_out (the caller frees them). */
+struct merge_key {
+    uint64_t id;
+    uint32_t k, i;              /* r[k]'s row i */
+};
+
+static int merge_cmp(const void *pa, const void *pb)
+{
+    const struct merge_key *a = pa, *b = pb;
+
+    if (a->id != b->id)
+        return a->id < b->id ? -1 : 1;
+    return a->k < b->k ? -1 : a->k > b->k;
+}
+
+static int merge_rows(struct ps_store *s, const struct ps_rows *r, size_t n,
+                      uint32_t var, uint32_t dim, struct ps_rows *out,
+                      uint64_t **ids_out, float **grad_out)
+{
+    struct merge_key *keys;
+    size_t total = 0, u = 0, at = 0;
+    uint64_t *ids;
+    float *g;
+
+    for (size_t k = 0; k < n; k++)
+        total += r[k].var == var ? r[k].n : 0;
+    keys = malloc((total ? total : 1) * sizeof *keys);
+    ids = malloc((total ? total : 1) * sizeof *ids);
+    g = calloc(total ? total * dim : 1, sizeof *g);
+    if (!keys || !ids || !g) {
+        free(keys);
+        free(ids);
+        free(g);
+        return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory summing a "
+                          "step's rows", s->dir);
+    }
+    for (size_t k = 0; k < n; k++)
+        for (size_t i = 0; r[k].var == var && i < r[k].n; i++)
+            keys[at++] = (struct merge_key){r[k].ids[i], (uint32_t)k,
+                                            (uint32_t)i};
+    qsort(keys, total, sizeof *keys, merge_cmp);
+    for (size_t j = 0; j < total; j++) {
+        const struct ps_rows *q = &r[keys[j].k];
+        const float *src = q->grad + (size_t)keys[j].i * dim;
+        float *dst;
+
+        if (u == 0 || ids[u - 1] != keys[j].id)
+            ids[u++] = keys[j].id;
+        dst = g + (u - 1) * dim;
+        for (uint32_t e = 0; e < dim; e++)
+            dst[e] += src[e] * q->scale;
+    }
+    free(keys);
+    *out = (struct ps_rows){var, u, ids, g, 1.0f};
+    *ids_out = ids;
+    *grad_out = g;
     return HC_OK;
 }
 
@@ -567,6 +624,15 @@ static int apply_table(struct ps_store *s, MDB_txn *txn,
     return rv;
 }
 
+/* Whether r[k]'s table came earlier in r. */
+static int seen_before(const struct ps_rows *r, size_t k)
+{
+    for (size_t j = 0; j < k; j++)
+        if (r[j].var == r[k].var)
+            return 1;
+    return 0;
+}
+
 int store_rows_apply(struct ps_store *s, MDB_txn *txn,
                      const struct hc_optim_conf *conf, uint64_t step,
                      const struct ps_rows *r, size_t n)
@@ -587,10 +653,23 @@ int store_rows_apply(struct ps_store *s, MDB_txn *txn,
         return no_table(s, r[0].var);
     memset(R->added, 0, sizeof R->added);
     for (size_t k = 0; k < n; k++) {
-        uint32_t ti = 0;
+        uint32_t ti = 0, more = 0;
+        struct ps_rows merged = r[k];
+        uint64_t *ids = NULL;
+        float *g = NULL;
 
+        if (seen_before(r, k))
+            continue;           /* summed with the first of its table */
+        for (size_t j = k + 1; j < n; j++)
+            more += r[j].var == r[k].var;
         table_of(s, r[k].var, &ti);
-        if ((rv = apply_table(s, txn, c, &r[k], ti)) != HC_OK)
+        if (more && (rv = merge_rows(s, r, n, r[k].var, R->tables[ti].dim,
+                                     &merged, &ids, &g)) != HC_OK)
+            return rv;
+        rv = apply_table(s, txn, c, &merged, ti);
+        free(ids);
+        free(g);
+        if (rv != HC_OK)
             return rv;
     }
     for (uint32_t i = 0; i < R->n_tables; i++)

@@ -384,12 +384,6 @@ static void test_refusals(void)
         CU_ASSERT_EQUAL(ps_store_rows_read(s, 0, ok, 2, out, NULL),
                         HC_ERR_NOTFOUND);
     }
-    {
-        struct ps_rows r[] = {{VAR, 2, ok, g, 1}, {VAR, 2, ok, g, 1}};
-
-        CU_ASSERT_EQUAL(ps_store_apply_rows(s, &c, NULL, 0, r, 2, NULL, 0,
-                                            NULL), HC_ERR_INVAL);
-    }
     CU_ASSERT_EQUAL(ps_store_step(s), 0);
     ps_store_close(s);
     /* A create of other tables on this store is refused. */
@@ -462,6 +456,62 @@ static void test_damage(void)
     hp_rmtree(dir);
 }
 
+/* A synchronous step's pushes of one table in one apply: summed by row
+ * (Σ grad·scale, in push order) before one optimizer step per row — the
+ * same bits as one push of the sums, each row counted once. */
+static void test_summed(void)
+{
+    struct hc_optim_conf c = optim(HC_OPT_ADAM);
+    static const uint64_t a_ids[] = {1, 5, 9}, b_ids[] = {5, 9, 12};
+    static const uint64_t all[] = {1, 5, 9, 12};
+    float ga[3 * DIM], gb[3 * DIM], sum[4 * DIM] = {0};
+    float x[3 * DIM], y[3 * DIM];
+    struct ps_store *s1, *s2;
+    char d1[256], d2[256];
+    int bad = 0;
+
+    for (int i = 0; i < 3 * DIM; i++) {
+        ga[i] = 0.1f * (float)(i % 7) - 0.2f;
+        gb[i] = 0.3f - 0.05f * (float)(i % 5);
+    }
+    /* The sums as the store makes them: 0 + a·s, then + b·s. */
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < DIM; j++) {
+            sum[i * DIM + j] += ga[i * DIM + j] * 0.25f;
+            sum[(i + 1) * DIM + j] += gb[i * DIM + j] * 0.25f;
+        }
+    hp_tmpdir(d1, sizeof d1);
+    hp_tmpdir(d2, sizeof d2);
+    s1 = open_table(d1, 0, 1, &c, NULL);
+    s2 = open_table(d2, 0, 1, &c, NULL);
+    CU_ASSERT_FATAL(s1 && s2);
+    {
+        struct ps_rows two[] = {{VAR, 3, a_ids, ga, 0.25f},
+                                {VAR, 3, b_ids, gb, 0.25f}};
+        struct ps_rows one = {VAR, 4, all, sum, 1.0f};
+
+        CU_ASSERT_EQUAL(ps_store_apply_rows(s1, &c, NULL, 0, two, 2, NULL, 0,
+                                            NULL), HC_OK);
+        CU_ASSERT_EQUAL(ps_store_apply_rows(s2, &c, NULL, 0, &one, 1, NULL,
+                                            0, NULL), HC_OK);
+    }
+    for (int i = 0; i < 4; i++) {
+        uint64_t u1 = 0, u2 = 0;
+        int st1 = 0, st2 = 0;
+
+        bad += ps_store_row_get(s1, VAR, all[i], x, &u1, &st1) != HC_OK;
+        bad += ps_store_row_get(s2, VAR, all[i], y, &u2, &st2) != HC_OK;
+        bad += memcmp(x, y, sizeof x) != 0 || u1 != 1 || u2 != 1 || !st1;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(ps_store_step(s1), 1);
+    CU_ASSERT_EQUAL(ps_store_verify(s1), HC_OK);
+    ps_store_close(s1);
+    ps_store_close(s2);
+    hp_rmtree(d1);
+    hp_rmtree(d2);
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("store rows", NULL, NULL);
@@ -474,6 +524,8 @@ void hp_test_register(void)
     CU_add_test(s, "Ftrl rows", test_ftrl);
     CU_add_test(s, "lazy Adam: each row's own step count", test_lazy_adam);
     CU_add_test(s, "an apply cut short leaves nothing", test_abort);
+    CU_add_test(s, "a step's updates of one table summed by row = one "
+                   "update of the sums", test_summed);
     CU_add_test(s, "refusals", test_refusals);
     CU_add_test(s, "a damaged row: read and verify refuse it", test_damage);
 }
