@@ -419,8 +419,9 @@ static int check_rows(const Hetps__Envelope *env, size_t n_tables,
                               HC_WIRE_MAX_TENSOR);
         for (size_t j = 0; j < k; j++)
             if (r[j]->key == r[k]->key)
-                return hc_err_set(HC_ERR_PROTO, "push_rows names variable %u "
-                                  "twice", r[k]->key);
+                return hc_err_set(HC_ERR_PROTO, "%s names variable %u "
+                                  "twice", push ? "push_rows" : "pull_rows",
+                                  r[k]->key);
         want += r[k]->n ? (push ? 2 : 1) : 0;
     }
     if (env->n_tensors != want)
@@ -488,7 +489,8 @@ static int check_payload(const Hetps__Envelope *env)
         }
         return HC_OK;
     case HETPS__ENVELOPE__PAYLOAD_PULL_ROWS:
-        return check_rows(env, 1, &env->pull_rows->rows, 0);
+        return check_rows(env, env->pull_rows->n_tables,
+                          env->pull_rows->tables, 0);
     case HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS:
         if (env->push_rows->samples == 0)
             return hc_err_set(HC_ERR_PROTO, "push_rows has samples 0; a "

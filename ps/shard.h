@@ -137,9 +137,9 @@ int ps_shard_answer_early(struct ps_shard *sh, const struct hc_wire_msg *in,
 
 /* ---- row-sparse tables (shard_rows.c) ----------------------------------- */
 
-/* The answer to a PullRows: an Ack carrying the rows of its ids, in
- * their order, read from one snapshot (rows never written: their initial
- * values), and the version they are. Any thread, as a pull. Errors:
+/* The answer to a PullRows: an Ack carrying, per table with ids, the rows
+ * of its ids in their order, each table read from one snapshot (rows
+ * never written: their initial values), and the smallest version read. Any thread, as a pull. Errors:
  * HC_ERR_NOTFOUND (no variables yet, or the key is no table here),
  * HC_ERR_MISMATCH (dim is not the table's), HC_ERR_INVAL (an id ≥ the
  * table's input_dim), HC_ERR_STORE, HC_ERR_NOMEM. */

@@ -54,40 +54,51 @@ static uint64_t *ids_of(const float *data, uint32_t n)
 int ps_shard_pull_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
                        const struct hc_sender *me, nng_msg **reply)
 {
-    const Hetps__RowsRef *r = in->env->pull_rows->rows;
+    const Hetps__PullRows *p = in->env->pull_rows;
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__Ack ack = HETPS__ACK__INIT;
-    struct hc_tensor_src t = {r->key, 0, r->n * r->dim, NULL};
-    const struct ps_table *tab;
-    struct ps_store *store;
-    uint64_t *ids = NULL;
-    float *rows = NULL;         /* (n, dim) */
-    int rv;
+    struct hc_tensor_src t[HC_WIRE_MAX_TABLES];
+    float *rows[HC_WIRE_MAX_TABLES] = {0};  /* each (n, dim) */
+    struct ps_store *store = NULL;
+    size_t k, nt = 0;
+    int rv = HC_OK;
 
     *reply = NULL;
-    if ((rv = find_table(sh, r->key, r->dim, &store, &tab)) != HC_OK)
-        return rv;
     ack.has_version = 1;
-    ack.version = ps_store_step(store);
-    if (r->n) {
-        if (!(ids = ids_of(in->data[0], r->n)) ||
-            !(rows = malloc((size_t)r->n * r->dim * sizeof *rows))) {
+    ack.version = UINT64_MAX;
+    for (k = 0; k < p->n_tables && rv == HC_OK; k++) {
+        const Hetps__RowsRef *r = p->tables[k];
+        const struct ps_table *tab;
+        uint64_t *ids, step;
+
+        if ((rv = find_table(sh, r->key, r->dim, &store, &tab)) != HC_OK ||
+            r->n == 0)
+            continue;
+        ids = ids_of(in->data[nt], r->n);
+        rows[nt] = malloc((size_t)r->n * r->dim * sizeof *rows[nt]);
+        if (!ids || !rows[nt])
             rv = hc_err_set(HC_ERR_NOMEM, "rows: out of memory for %u rows "
                             "of %u", r->n, r->dim);
-            goto out;
-        }
-        if ((rv = ps_store_rows_read(store, r->key, ids, r->n, rows,
-                                     &ack.version)) != HC_OK)
-            goto out;
-        t.data = rows;
+        else
+            rv = ps_store_rows_read(store, r->key, ids, r->n, rows[nt],
+                                    &step);
+        free(ids);
+        if (rv == HC_OK && step < ack.version)
+            ack.version = step;
+        t[nt] = (struct hc_tensor_src){r->key, 0, r->n * r->dim, rows[nt]};
+        nt++;
     }
-    hc_wire_init_env(&env, me, in->env->request_id);
-    env.payload_case = HETPS__ENVELOPE__PAYLOAD_ACK;
-    env.ack = &ack;
-    rv = hc_wire_reserve(reply, &env, &t, r->n ? 1 : 0, NULL);
-out:
-    free(rows);
-    free(ids);
+    if (rv == HC_OK) {
+        /* The smallest step a table was read at (each from a snapshot). */
+        if (ack.version == UINT64_MAX)
+            ack.version = store ? ps_store_step(store) : 0;
+        hc_wire_init_env(&env, me, in->env->request_id);
+        env.payload_case = HETPS__ENVELOPE__PAYLOAD_ACK;
+        env.ack = &ack;
+        rv = hc_wire_reserve(reply, &env, t, nt, NULL);
+    }
+    for (k = 0; k < nt; k++)
+        free(rows[k]);
     return rv;
 }
 

@@ -613,7 +613,9 @@ void pc_close(struct pc_client *c)
     heartbeat_stop(c);
     if (c->rpc)
         hc_rpc_client_close(c->rpc);
-    hc_rowmap_free(&c->rowmap);
+    for (i = 0; c->rowmaps && i < (int)HC_WIRE_MAX_TABLES; i++)
+        hc_rowmap_free(&c->rowmaps[i]);
+    free(c->rowmaps);
     free(c->rows_buf);
     hc_fanout_close(c->fan);
     free(c->piece_rv);

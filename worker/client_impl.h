@@ -121,9 +121,10 @@ struct pc_client {
     struct hc_wire_msg *p_dec;  /* (n_pcalls) */
     char (*p_why)[256];         /* (n_pcalls) */
 
-    /* Row-sparse tables (client_rows.c): a call's ids by shard, and the
-     * unique rows or summed gradients, kept between calls. */
-    struct hc_rowmap rowmap;
+    /* Row-sparse tables (client_rows.c): a call's ids of each table by
+     * shard, and their unique rows or summed gradients, table after table,
+     * kept between calls. */
+    struct hc_rowmap *rowmaps;  /* (HC_WIRE_MAX_TABLES) once used */
     float *rows_buf;            /* (rows_cap) floats */
     size_t rows_cap;
 

@@ -200,7 +200,8 @@ static void write_rows_seeds(const char *dir)
     ref.n = 3;
     ref.dim = 4;
     hc_wire_init_env(&env, &w1, 7);
-    pull.rows = &ref;
+    pull.n_tables = 1;
+    pull.tables = refs;
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_PULL_ROWS;
     env.pull_rows = &pull;
     seed(dir, "pull_rows", &env, t, 1);

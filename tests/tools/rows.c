@@ -13,8 +13,8 @@
  * and checks them against a mirror kept here, then pushes per-position
  * gradients (small integers, so every sum is exact in any order) that the
  * client sums by id; the mirror applies the same SGD. Every 10 steps the
- * batch's rows of B are pulled and must equal hc_init_row's values (rows
- * never written). The test around it kills and restarts shards
+ * batch's rows of A and B are pulled in one call: A's must equal the
+ * mirror's, B's hc_init_row's values (rows never written). The test around it kills and restarts shards
  * meanwhile; the client re-sends each request with its id until answered.
  *
  * At the end every touched row of A is pulled and compared with the
@@ -134,20 +134,27 @@ static void add_tables(struct hc_model *m)
     }
 }
 
-static int check_b(struct pc_client *pc, const struct hc_model *m,
-                   const uint64_t *ids, size_t n)
+/* Both tables' rows of the batch in one call: A's as the mirror holds
+ * them, B's (never written) as hc_init_row computes them. */
+static int check_both(struct pc_client *pc, const struct hc_model *m,
+                      struct mirror *mir, const uint64_t *ids, size_t n)
 {
-    float got[BATCH][DIM], want[DIM];
+    float a[BATCH][DIM], b[BATCH][DIM], want[DIM];
     const struct hc_var_def *d = &m->vars[3];
     struct hc_initializer in = {d->init, d->init_par};
-    int rv = pc_pull_rows(pc, 3, ids, n, &got[0][0], NULL);
+    struct pc_rows t[2] = {{2, ids, n, &a[0][0], NULL},
+                           {3, ids, n, &b[0][0], NULL}};
+    int rv = pc_pull_rows(pc, t, 2, NULL);
 
     for (size_t i = 0; rv == HC_OK && i < n; i++) {
         hc_init_row(&in, TABLE_ROWS, DIM, m->seed, 3, ids[i], want);
-        if (memcmp(got[i], want, sizeof want))
+        if (memcmp(b[i], want, sizeof want))
             rv = hc_err_set(HC_ERR_MISMATCH, "table B row %" PRIu64 " is "
                             "%g…, its initial value %g…", ids[i],
-                            (double)got[i][0], (double)want[0]);
+                            (double)b[i][0], (double)want[0]);
+        else if (memcmp(a[i], mirror_row(mir, ids[i]), sizeof a[i]))
+            rv = hc_err_set(HC_ERR_MISMATCH, "table A row %" PRIu64 " pulled "
+                            "with B differs from the mirror", ids[i]);
     }
     return rv;
 }
@@ -207,8 +214,12 @@ int main(int argc, char **argv)
 
         for (k = 0; k < BATCH; k++)
             ids[k] = zipf_id(cdf, &st);
-        if ((rv = pc_pull_rows(pc, 2, ids, BATCH, &got[0][0], NULL)))
-            break;
+        {
+            struct pc_rows t = {2, ids, BATCH, &got[0][0], NULL};
+
+            if ((rv = pc_pull_rows(pc, &t, 1, NULL)))
+                break;
+        }
         for (k = 0; k < BATCH; k++)
             if (memcmp(got[k], mirror_row(mir, ids[k]), sizeof got[k])) {
                 rv = hc_err_set(HC_ERR_MISMATCH, "step %ld: row %" PRIu64
@@ -221,8 +232,11 @@ int main(int argc, char **argv)
             for (int j = 0; j < DIM; j++)
                 g[k][j] = (float)((ids[k] + (uint64_t)j + (uint64_t)s) % 5) -
                           2.0f;
-        if (rv == HC_OK)
-            rv = pc_push_rows(pc, 2, ids, BATCH, &g[0][0], 1, NULL);
+        if (rv == HC_OK) {
+            struct pc_rows t = {2, ids, BATCH, NULL, &g[0][0]};
+
+            rv = pc_push_rows(pc, &t, 1, 1, NULL);
+        }
         if (refused) {
             if (rv == HC_ERR_UNSUPPORTED || strstr(hc_err_msg(), "sync")) {
                 printf("rows: push refused in sync mode: %s\n", hc_err_msg());
@@ -243,7 +257,7 @@ int main(int argc, char **argv)
         for (int j = 0; j < cl.n_ps && j < 64; j++)
             expect[j] += (uint64_t)hit[j];
         if (rv == HC_OK && s % 10 == 0)
-            rv = check_b(pc, m, ids, BATCH);
+            rv = check_both(pc, m, mir, ids, BATCH);
         if (rv == HC_OK && (s + 1) % 10 == 0)
             printf("rows: %ld steps acknowledged\n", s + 1);
         fflush(stdout);
@@ -265,7 +279,9 @@ int main(int argc, char **argv)
     for (k = 0; rv == HC_OK && k < n_all; k += BATCH) {
         size_t n = n_all - k < BATCH ? n_all - k : BATCH;
 
-        if ((rv = pc_pull_rows(pc, 2, all + k, n, &got[0][0], NULL)))
+        struct pc_rows t = {2, all + k, n, &got[0][0], NULL};
+
+        if ((rv = pc_pull_rows(pc, &t, 1, NULL)))
             break;
         for (size_t i = 0; i < n; i++) {
             if (memcmp(got[i], mirror_row(mir, all[k + i]), sizeof got[i]))

@@ -1558,7 +1558,8 @@ static int rows_msg(int push, uint32_t key, uint32_t dim, const uint64_t *ids,
         env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS;
         env.push_rows = &pr;
     } else {
-        pull.rows = &ref;
+        pull.n_tables = 1;
+        pull.tables = refs;
         env.payload_case = HETPS__ENVELOPE__PAYLOAD_PULL_ROWS;
         env.pull_rows = &pull;
     }
@@ -1579,7 +1580,8 @@ static void test_rows(void)
 
     /* A pull of ids up to 2^62 − 1, read back exactly; a push of them. */
     CU_ASSERT_EQUAL_FATAL(rows_msg(0, 7, 4, good, 4, 8, 0, &m, &msg), HC_OK);
-    CU_ASSERT_EQUAL(m.env->pull_rows->rows->n, 4);
+    CU_ASSERT_EQUAL(m.env->pull_rows->n_tables, 1);
+    CU_ASSERT_EQUAL(m.env->pull_rows->tables[0]->n, 4);
     for (uint32_t j = 0; j < 4; j++)
         CU_ASSERT_EQUAL(hc_wire_row_id(m.data[0], j), good[j]);
     hc_wire_msg_free(&m);
@@ -1592,6 +1594,51 @@ static void test_rows(void)
     CU_ASSERT_EQUAL(rows_msg(0, 7, 4, NULL, 0, 0, 0, &m, &msg), HC_OK);
     hc_wire_msg_free(&m);
     nng_msg_free(msg);
+
+    /* Two tables in one push (ids and gradients each), and the same table
+     * twice refused. */
+    {
+        Hetps__Envelope env;
+        Hetps__PushRows pr = HETPS__PUSH_ROWS__INIT;
+        Hetps__RowsRef r0 = HETPS__ROWS_REF__INIT, r1 = HETPS__ROWS_REF__INIT;
+        Hetps__RowsRef *refs[2] = {&r0, &r1};
+        static const float g[16];
+        struct hc_tensor_src t[4] = {{2, 0, 8, (const float *)good},
+                                     {2, 0, 8, g},
+                                     {5, 0, 4, NULL},
+                                     {5, 0, 4, g}};
+
+        r0.key = 2;
+        r0.n = 4;
+        r0.dim = 2;
+        r1.key = 5;
+        r1.n = 2;
+        r1.dim = 2;
+        t[2].data = (const float *)big;     /* 1, 2^62: refused below */
+        pr.samples = 3;
+        pr.n_tables = 2;
+        pr.tables = refs;
+        hc_wire_init_env(&env, &worker1, 9);
+        env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS;
+        env.push_rows = &pr;
+        CU_ASSERT_EQUAL_FATAL(hc_wire_encode(&msg, &env, t, 4), HC_OK);
+        expect_err("second table's ids",
+                   hc_wire_decode(nng_msg_body(msg), nng_msg_len(msg),
+                                  CLUSTER, &m),
+                   HC_ERR_PROTO, "rows of variable 5: id 4611686018427387904");
+        nng_msg_free(msg);
+        t[2].data = (const float *)good;    /* 0, 3: ascending */
+        CU_ASSERT_EQUAL_FATAL(hc_wire_encode(&msg, &env, t, 4), HC_OK);
+        CU_ASSERT_EQUAL(hc_wire_decode(nng_msg_body(msg), nng_msg_len(msg),
+                                       CLUSTER, &m), HC_OK);
+        CU_ASSERT_EQUAL(m.n_tensors, 4);
+        hc_wire_msg_free(&m);
+        nng_msg_free(msg);
+        r1.key = 2;
+        t[2].key = t[3].key = 2;
+        expect_err("twice", hc_wire_encode(&msg, &env, t, 4), HC_ERR_PROTO,
+                   "push_rows names variable 2 twice");
+    }
 
     /* Refusals, each naming what is wrong. */
     static const struct {
