@@ -10,11 +10,11 @@
  * over its vocabulary V_f (V_f = 4 · (V/4)^(f/25), rounded: 4 values for
  * C1 up to V for C26), written as the 8 hex digits of a hash of
  * (seed, f, k); empty with probability 0.02 · (f mod 6). 13 integer fields,
- * field j: floor(exp(N(μ_j, 1.2))) − 1 with μ_j = 0.5 + 0.3 j; I2 is −1
+ * field j: floor(exp(N(μ_j, 1.2))) with μ_j = 0.5 + 0.3 j; I2 is −1
  * or −2 one time in 20 (as Criteo's I2); empty with probability
  * 0.02 · (j mod 4). The label is Bernoulli(sigmoid(z)) with the planted
  * logit
- *   z = −1.2 + Σ_f C · g(seed, key(f, value)) + Σ_j w_j · (log(1 + x_j⁺) − μ_j)
+ *   z = −1.6 + Σ_f C · g(seed, key(f, value)) + Σ_j w_j · (log(1 + x_j⁺) − μ_j)
  * — g a standard normal drawn by Box–Muller from splitmix64 hashes (no
  * table stored; an empty field has its own effect), key the reader's
  * (field · 2^33 + value, or + 2^32 for empty), C the --scale (0.25), w_j =
@@ -169,7 +169,7 @@ static char *row(const struct gen *g, uint64_t *st, char *p, double *prob,
                  int *label)
 {
     char body[512], *q = body;
-    double z = -1.2;
+    double z = -1.6;
 
     for (int j = 0; j < N_NUM; j++) {
         double mu = 0.5 + 0.3 * j, l = 0;
@@ -186,7 +186,7 @@ static char *row(const struct gen *g, uint64_t *st, char *p, double *prob,
             double r = uniform(st), s2 = uniform(st);
             double n01 = sqrt(-2 * log(1 - r)) * cos(2 * M_PI * s2);
 
-            x = (long long)floor(exp(mu + 1.2 * n01)) - 1;
+            x = (long long)floor(exp(mu + 1.2 * n01));
             l = log1p((double)x);
         }
         z += g->w[j] * (l - mu);
