@@ -4,7 +4,7 @@
  * accuracy can be checked against the truth.
  *
  *   ctrgen [--train-rows N] [--test-rows M] [--seed S] [--vocab V]
- *          [--zipf A] [--scale C] TRAIN.tsv TEST.tsv
+ *          [--zipf A] [--scale C] [--head H] TRAIN.tsv TEST.tsv
  *
  * Each row: 26 categorical fields, field f drawing a rank k from Zipf(A)
  * over its vocabulary V_f (V_f = 4 · (V/4)^(f/25), rounded: 4 values for
@@ -39,7 +39,7 @@
 
 struct gen {
     uint64_t seed;
-    double zipf, scale;
+    double zipf, scale, head;
     long long vocab[N_CAT];
     double w[N_NUM];
     /* Zipf rejection-inversion constants per field (Hörmann & Derflinger
@@ -115,11 +115,12 @@ static double gauss(uint64_t hash)
 }
 
 static void gen_init(struct gen *g, uint64_t seed, long long vocab,
-                     double zipf_a, double scale)
+                     double zipf_a, double scale, double head)
 {
     g->seed = seed;
     g->zipf = zipf_a;
     g->scale = scale;
+    g->head = head;
     for (int f = 0; f < N_CAT; f++) {
         double a = zipf_a;
         double v = 4.0 * pow((double)vocab / 4.0, f / 25.0);
@@ -194,6 +195,7 @@ static char *row(const struct gen *g, uint64_t *st, char *p, double *prob,
     }
     for (int f = 0; f < N_CAT; f++) {
         uint64_t key;
+        double shrink = 1;
 
         *q++ = '\t';
         if (uniform(st) < 0.02 * (f % 6)) {
@@ -205,8 +207,9 @@ static char *row(const struct gen *g, uint64_t *st, char *p, double *prob,
 
             key = (uint64_t)f << 33 | v;
             q = put_hex8(q, v);
+            shrink = sqrt(g->head / (g->head + (double)k));
         }
-        z += g->scale * gauss(hc_mix64(g->seed ^ 0xA5A5A5A5A5A5A5A5ull ^
+        z += g->scale * shrink * gauss(hc_mix64(g->seed ^ 0xA5A5A5A5A5A5A5A5ull ^
                                        hc_mix64(key)));
     }
     *prob = 1 / (1 + exp(-z));
@@ -266,7 +269,7 @@ static long long write_rows(const struct gen *g, const char *path,
 static int usage(void)
 {
     fprintf(stderr, "usage: ctrgen [--train-rows N] [--test-rows M] [--seed S] "
-            "[--vocab V] [--zipf A] [--scale C] TRAIN.tsv TEST.tsv\n");
+            "[--vocab V] [--zipf A] [--scale C] [--head H] TRAIN.tsv TEST.tsv\n");
     return 2;
 }
 
@@ -274,7 +277,7 @@ int main(int argc, char **argv)
 {
     long long n_train = 2000000, n_test = 200000, vocab = 1000000;
     unsigned long long seed = 1;
-    double zipf_a = 1.05, scale = 0.25, t0 = hc_now_s(), auc = 0, ll = 0;
+    double zipf_a = 1.05, scale = 0.25, head = 100, t0 = hc_now_s(), auc = 0, ll = 0;
     const char *train = NULL, *test = NULL;
     struct gen g;
     struct hc_eval_metric mt = { .kind = HC_EM_AUC };
@@ -293,18 +296,19 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--vocab") == 0 && v) vocab = atoll(v), i++;
         else if (strcmp(a, "--zipf") == 0 && v) zipf_a = atof(v), i++;
         else if (strcmp(a, "--scale") == 0 && v) scale = atof(v), i++;
+        else if (strcmp(a, "--head") == 0 && v) head = atof(v), i++;
         else if (a[0] == '-') return usage();
         else if (!train) train = a;
         else if (!test) test = a;
         else return usage();
     }
     if (!train || !test || n_train < 1 || n_test < 2 || n_test > 1 << 30 ||
-        vocab < 4 || vocab > 1ll << 32 || !(zipf_a > 0) || zipf_a == 1.0) {
+        vocab < 4 || vocab > 1ll << 32 || !(zipf_a > 0) || zipf_a == 1.0 || !(head > 0)) {
         fprintf(stderr, "ctrgen: need both files, rows ≥ 1 (test ≥ 2, "
                 "< 2^30), 4 ≤ vocab ≤ 2^32, zipf > 0 and ≠ 1\n");
         return usage();
     }
-    gen_init(&g, seed, vocab, zipf_a, scale);
+    gen_init(&g, seed, vocab, zipf_a, scale, head);
     probs = malloc((size_t)n_test * sizeof *probs);
     labels = malloc((size_t)n_test * sizeof *labels);
     if (!probs || !labels) {
