@@ -5,6 +5,7 @@
  * and row ids. The formats, the id rule and the split are the header's.
  */
 #include "worker/data_ctr.h"
+#include "crc32c.h"
 #include "err.h"
 #include "rng.h"
 
@@ -13,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define CHUNK (1 << 20)                 /* bytes a read of the index pass */
 #define N_FIELDS (1 + WK_CTR_NUM + WK_CTR_CAT)
@@ -26,6 +29,7 @@ struct wk_ctr {
     long long *index;           /* (ceil(N / WK_CTR_INDEX_EVERY)) byte offset
                                    of line i · WK_CTR_INDEX_EVERY */
     long long at;               /* line the file position is at; -1 unknown */
+    int cached;                 /* the index came from opts.index_path */
     char *line;                 /* getline's buffer */
     size_t cap;
 };
@@ -175,6 +179,109 @@ out:
     return rv;
 }
 
+/* --- the index cache ---------------------------------------------------- */
+
+#define IDX_MAGIC "HPCTRIDX"
+#define IDX_VERSION 1u
+
+/* The cache file's header; the offsets (n_index int64) follow. */
+struct idx_head {
+    char magic[8];
+    uint32_t version;
+    uint32_t format;
+    int32_t width_opt;          /* opts.width as given */
+    int32_t width;              /* the width found */
+    uint64_t size, mtime_ns, ino;   /* the data file's */
+    int64_t n_lines, n_index;
+    uint32_t crc;               /* CRC-32C of the offsets */
+    uint32_t zero;
+};
+
+static void head_of(const struct wk_ctr *c, const struct stat *st,
+                    struct idx_head *h)
+{
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, IDX_MAGIC, 8);
+    h->version = IDX_VERSION;
+    h->format = (uint32_t)c->o.format;
+    h->width_opt = c->o.width;
+    h->size = (uint64_t)st->st_size;
+    h->mtime_ns = (uint64_t)st->st_mtim.tv_sec * 1000000000ull +
+                  (uint64_t)st->st_mtim.tv_nsec;
+    h->ino = (uint64_t)st->st_ino;
+}
+
+static long long n_index(long long lines)
+{
+    return (lines + WK_CTR_INDEX_EVERY - 1) / WK_CTR_INDEX_EVERY;
+}
+
+/* The index from the cache into c when it is there and matches st: 1;
+ * otherwise 0, c untouched. */
+static int load_index(struct wk_ctr *c, const struct stat *st)
+{
+    struct idx_head want, h;
+    FILE *f = fopen(c->o.index_path, "rb");
+    long long *idx = NULL;
+    int ok = 0;
+
+    if (f == NULL)
+        return 0;
+    head_of(c, st, &want);
+    if (fread(&h, sizeof h, 1, f) != 1 || memcmp(h.magic, want.magic, 8) ||
+        h.version != want.version || h.format != want.format ||
+        h.width_opt != want.width_opt || h.size != want.size ||
+        h.mtime_ns != want.mtime_ns || h.ino != want.ino || h.n_lines < 1 ||
+        h.n_index != n_index(h.n_lines) || h.width < 0 ||
+        h.width > WK_CTR_WIDTH_MAX)
+        goto out;
+    if ((idx = malloc((size_t)h.n_index * sizeof *idx)) == NULL ||
+        fread(idx, sizeof *idx, (size_t)h.n_index, f) != (size_t)h.n_index ||
+        fgetc(f) != EOF ||
+        hc_crc32c(idx, (size_t)h.n_index * sizeof *idx) != h.crc)
+        goto out;
+    free(c->index);
+    c->index = idx;
+    idx = NULL;
+    c->n_lines = h.n_lines;
+    c->width = h.width;
+    ok = 1;
+out:
+    free(idx);
+    fclose(f);
+    return ok;
+}
+
+/* Write c's index to the cache: a temporary file renamed over it. Quiet
+ * on failure (a cache). */
+static void save_index(const struct wk_ctr *c, const struct stat *st)
+{
+    struct idx_head h;
+    char tmp[600];
+    size_t n = (size_t)n_index(c->n_lines);
+    FILE *f;
+    int bad;
+
+    head_of(c, st, &h);
+    h.width = c->width;
+    h.n_lines = c->n_lines;
+    h.n_index = (int64_t)n;
+    h.crc = hc_crc32c(c->index, n * sizeof *c->index);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", c->o.index_path, (long)getpid());
+    if ((f = fopen(tmp, "wb")) == NULL)
+        return;
+    bad = fwrite(&h, sizeof h, 1, f) != 1 ||
+          fwrite(c->index, sizeof *c->index, n, f) != n;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, c->o.index_path) != 0)
+        unlink(tmp);
+}
+
+int wk_ctr_index_cached(const struct wk_ctr *c)
+{
+    return c->cached;
+}
+
 int wk_ctr_format_parse(const char *name, enum wk_ctr_format *f)
 {
     if (name != NULL && strcmp(name, "criteo") == 0)
@@ -214,8 +321,24 @@ int wk_ctr_open(const char *path, const struct wk_ctr_opts *o,
                         "%s: cannot open: %s", path, strerror(errno));
         goto fail;
     }
-    if ((rv = index_file(c)) != HC_OK)
+    if (o->index_path != NULL) {
+        struct stat st;
+
+        if (fstat(fileno(c->f), &st) != 0) {
+            rv = hc_err_set(HC_ERR_IO, "%s: cannot stat: %s", path,
+                            strerror(errno));
+            goto fail;
+        }
+        if (load_index(c, &st)) {
+            c->cached = 1;
+        } else {
+            if ((rv = index_file(c)) != HC_OK)
+                goto fail;
+            save_index(c, &st);
+        }
+    } else if ((rv = index_file(c)) != HC_OK) {
         goto fail;
+    }
     *out = c;
     return HC_OK;
 fail:

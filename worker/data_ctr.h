@@ -49,6 +49,16 @@
  * skips nothing. Memory is the index, one line buffer and stdio's buffer,
  * whatever the file's size.
  *
+ * Index cache. With opts.index_path set, the index is also kept in that
+ * file (magic "HPCTRIDX", version, the data file's size, mtime and inode,
+ * the options, the offsets and their CRC-32C). Opening again loads it
+ * instead of reading the data file — a restarted worker goes straight to
+ * its batch — when everything matches; a cache that does not match (the
+ * data file changed, another version, a torn or corrupt cache) is
+ * rebuilt by the pass and rewritten (to a temporary name, then renamed).
+ * It is only a cache: when it cannot be written, the reader works
+ * without it.
+ *
  * Split. Worker k of n holds the contiguous lines
  *   [floor(k · N / n), floor((k + 1) · N / n))       (N lines in the file)
  * so the workers' parts are disjoint, cover every line once, differ in size
@@ -84,6 +94,8 @@ struct wk_ctr_opts {
     uint64_t input_dim;         /* rows of the table the ids index, ≥ 1 */
     int width;                  /* libsvm: features a line (W); 0: the most
                                    on any line. Criteo: ignored */
+    const char *index_path;     /* NULL: the line index lives in memory
+                                   only; else its cache file (below) */
 };
 
 struct wk_ctr;                  /* an open file, its index and its place */
@@ -100,6 +112,10 @@ int wk_ctr_open(const char *path, const struct wk_ctr_opts *o,
                 struct wk_ctr **out);
 
 void wk_ctr_close(struct wk_ctr *c);
+
+/* 1 when wk_ctr_open loaded the index from opts.index_path (the data file
+ * was not read to open it), 0 when it read the file. */
+int wk_ctr_index_cached(const struct wk_ctr *c);
 
 /* Lines in the file (N). */
 long long wk_ctr_lines(const struct wk_ctr *c);

@@ -4,12 +4,14 @@
  * --dump, in tests/integration/ctr_ids.sh) and for timing it.
  *
  *   ctrids [--format criteo|libsvm] [--input-dim D] [--workers N] [--batch B]
- *          [--time] FILE
+ *          [--batches K] [--index CACHE] [--time] FILE
  *
  * Prints, for every line of every worker's part in worker order (worker k
  * of N, batch after batch of B): the label, the num floats (%.9g) and the
  * cat ids, space-separated, one line a sample. --time prints instead one
- * line: samples, seconds, samples/s, reading every batch and discarding it.
+ * line: samples, seconds, samples/s, reading every batch and discarding it;
+ * with --batches K, only each worker's first K batches (the cost of
+ * opening: with --index, the index cache of data_ctr.h).
  */
 #include "worker/data_ctr.h"
 #include "clock.h"
@@ -21,10 +23,10 @@
 
 int main(int argc, char **argv)
 {
-    struct wk_ctr_opts o = { WK_CTR_CRITEO, 1u << 20, 0 };
+    struct wk_ctr_opts o = { .format = WK_CTR_CRITEO, .input_dim = 1u << 20 };
     struct wk_ctr *c;
     const char *path = NULL;
-    int workers = 1, B = 512, timing = 0, rv = HC_OK;
+    int workers = 1, B = 512, timing = 0, rv = HC_OK, max_batches = -1;
     long long samples = 0;
     double t0 = hc_now_s();
     float *label, *num;
@@ -42,16 +44,20 @@ int main(int argc, char **argv)
             o.input_dim = strtoull(v, NULL, 0);
         } else if (strcmp(argv[i], "--workers") == 0 && ++i < argc) {
             workers = atoi(v);
+        } else if (strcmp(argv[i], "--batches") == 0 && ++i < argc) {
+            max_batches = atoi(v);
         } else if (strcmp(argv[i], "--batch") == 0 && ++i < argc) {
             B = atoi(v);
+        } else if (strcmp(argv[i], "--index") == 0 && ++i < argc) {
+            o.index_path = v;
         } else if (strcmp(argv[i], "--time") == 0) {
             timing = 1;
         } else if (argv[i][0] != '-' && path == NULL) {
             path = argv[i];
         } else {
             fprintf(stderr, "usage: ctrids [--format criteo|libsvm] "
-                    "[--input-dim D] [--workers N] [--batch B] [--time] "
-                    "FILE\n");
+                    "[--input-dim D] [--workers N] [--batch B] "
+                    "[--batches K] [--index CACHE] [--time] FILE\n");
             return 2;
         }
     }
@@ -73,6 +79,8 @@ int main(int argc, char **argv)
     for (int k = 0; k < workers && rv == HC_OK; k++) {
         int nb = wk_ctr_n_batches(c, workers, k, B);
 
+        if (max_batches >= 0 && nb > max_batches)
+            nb = max_batches;
         if (nb == 0) {
             rv = wk_ctr_part(c, workers, k, &(long long){ 0 },
                              &(long long){ 0 });
@@ -101,8 +109,10 @@ int main(int argc, char **argv)
     if (timing) {
         double s = hc_now_s() - t0;
 
-        printf("ctrids: %lld samples in %.2f s (index pass included): "
-               "%.0f samples/s\n", samples, s, (double)samples / s);
+        printf("ctrids: %lld samples in %.3f s (opening included, index "
+               "%s): %.0f samples/s\n", samples, s,
+               wk_ctr_index_cached(c) ? "from its cache" : "built",
+               (double)samples / s);
     }
     wk_ctr_close(c);
     free(label);

@@ -73,7 +73,7 @@ static void test_criteo_parse(void)
     char text[4096], l1[1024], l2[1024], l3[1024];
     float label[4], num[4 * 13];
     int64_t cat[4 * 26];
-    struct wk_ctr_opts o = { WK_CTR_CRITEO, dim, 0 };
+    struct wk_ctr_opts o = { .format = WK_CTR_CRITEO, .input_dim = dim };
     struct wk_ctr *c;
     int n;
 
@@ -174,7 +174,8 @@ static const char *numbered_file(void)
 static void test_split_cover(void)
 {
     static const int ns[] = { 1, 2, 3, 7, 64 }, Bs[] = { 1, 100, 1024, 3000 };
-    struct wk_ctr_opts o = { WK_CTR_CRITEO, WK_CTR_EXACT_DIM, 0 };
+    struct wk_ctr_opts o = { .format = WK_CTR_CRITEO,
+                             .input_dim = WK_CTR_EXACT_DIM };
     struct wk_ctr *c;
     unsigned char *seen = calloc(N_LINES, 1);
     float *label = malloc(3000 * sizeof *label);
@@ -234,7 +235,8 @@ static void test_split_cover(void)
  * or after reading elsewhere: the same lines as reading in sequence. */
 static void test_resume(void)
 {
-    struct wk_ctr_opts o = { WK_CTR_CRITEO, WK_CTR_EXACT_DIM, 0 };
+    struct wk_ctr_opts o = { .format = WK_CTR_CRITEO,
+                             .input_dim = WK_CTR_EXACT_DIM };
     struct wk_ctr *a, *b;
     enum { B = 97, N = 3, K = 1 };
     float la[B], lb[B], na[B * 13], nb_[B * 13];
@@ -270,9 +272,96 @@ static void test_resume(void)
     wk_ctr_close(a);
 }
 
+/* The index cache: written, then loaded (the same batches); rebuilt when
+ * the data file changed or the cache is corrupt, torn or garbage; a cache
+ * that cannot be written leaves the reader working. */
+static void test_index_cache(void)
+{
+    enum { B = 50 };
+    float l0[B], l1[B], n0[B * 13], n1[B * 13];
+    int64_t c0[B * 26], c1[B * 26];
+    char idx[512], nowhere[512];
+    struct wk_ctr_opts o = { .format = WK_CTR_CRITEO, .input_dim = 1000,
+                             .index_path = idx };
+    struct wk_ctr *c;
+    const char *path = numbered_file();
+    int g0, g1;
+    FILE *f;
+
+    snprintf(idx, sizeof idx, "%s/numbered.idx", tmp);
+    remove(idx);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_index_cached(c), 0);
+    CU_ASSERT_EQUAL(wk_ctr_batch(c, 3, 2, 0, 30, B, l0, n0, c0, &g0), HC_OK);
+    CU_ASSERT_EQUAL(g0, B);
+    wk_ctr_close(c);
+
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_index_cached(c), 1);
+    CU_ASSERT_EQUAL(wk_ctr_lines(c), N_LINES);
+    CU_ASSERT_EQUAL(wk_ctr_batch(c, 3, 2, 0, 30, B, l1, n1, c1, &g1), HC_OK);
+    CU_ASSERT_EQUAL(g1, g0);
+    CU_ASSERT(memcmp(c0, c1, sizeof c0) == 0 && memcmp(n0, n1, sizeof n0) == 0
+              && memcmp(l0, l1, sizeof l0) == 0);
+    wk_ctr_close(c);
+
+    /* a flipped offset: the CRC refuses it, the pass rebuilds it */
+    f = fopen(idx, "r+b");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fseek(f, -5, SEEK_END);
+    fputc(0x5a, f);
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_index_cached(c), 0);
+    CU_ASSERT_EQUAL(wk_ctr_batch(c, 3, 2, 0, 30, B, l1, n1, c1, &g1), HC_OK);
+    CU_ASSERT(memcmp(c0, c1, sizeof c0) == 0);
+    wk_ctr_close(c);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_index_cached(c), 1);            /* rewritten */
+    wk_ctr_close(c);
+
+    /* other options (libsvm) do not take this cache, and rewrite it */
+    o.format = WK_CTR_LIBSVM;
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_index_cached(c), 0);
+    wk_ctr_close(c);
+    o.format = WK_CTR_CRITEO;
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_index_cached(c), 0);
+    wk_ctr_close(c);
+
+    /* the data file grows: the cache no longer matches */
+    f = fopen(path, "ab");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("1\t1\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t"
+          "\t\t\t\t\t\t\t\t\t\t\t\t\n", f);
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_index_cached(c), 0);
+    CU_ASSERT_EQUAL(wk_ctr_lines(c), N_LINES + 1);
+    wk_ctr_close(c);
+
+    /* garbage in the cache's place; a cache that cannot be written */
+    f = fopen(idx, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("HPCTRIDX", f);
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_index_cached(c), 0);
+    CU_ASSERT_EQUAL(wk_ctr_lines(c), N_LINES + 1);
+    wk_ctr_close(c);
+    snprintf(nowhere, sizeof nowhere, "%s/no/such/dir.idx", tmp);
+    o.index_path = nowhere;
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_index_cached(c), 0);
+    CU_ASSERT_EQUAL(wk_ctr_batch(c, 1, 0, 0, 0, B, l1, n1, c1, &g1), HC_OK);
+    CU_ASSERT_EQUAL(g1, B);
+    wk_ctr_close(c);
+}
+
 static void test_libsvm(void)
 {
-    struct wk_ctr_opts o = { WK_CTR_LIBSVM, 100, 0 };
+    struct wk_ctr_opts o = { .format = WK_CTR_LIBSVM, .input_dim = 100 };
     struct wk_ctr *c;
     float label[3], num[3 * 4];
     int64_t cat[3 * 4];
@@ -363,7 +452,7 @@ static void test_refusals(void)
     char text[2048];
 
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        struct wk_ctr_opts o = { t[i].fmt, 1000, 0 };
+        struct wk_ctr_opts o = { .format = t[i].fmt, .input_dim = 1000 };
         struct wk_ctr *c;
         int n = -1, rv;
 
@@ -388,7 +477,7 @@ static void test_refusals(void)
 
 static void test_open_errors(void)
 {
-    struct wk_ctr_opts o = { WK_CTR_CRITEO, 10, 0 };
+    struct wk_ctr_opts o = { .format = WK_CTR_CRITEO, .input_dim = 10 };
     struct wk_ctr *c = NULL;
     long long first, count;
     float label[1], num[13];
@@ -418,7 +507,7 @@ static void test_open_errors(void)
     o.width = WK_CTR_WIDTH_MAX + 1;
     CU_ASSERT_EQUAL(wk_ctr_open(path, &o, &c), HC_ERR_INVAL);
 
-    o = (struct wk_ctr_opts){ WK_CTR_CRITEO, 10, 0 };
+    o = (struct wk_ctr_opts){ .format = WK_CTR_CRITEO, .input_dim = 10 };
     CU_ASSERT_EQUAL_FATAL(wk_ctr_open(write_file("two.tsv", "0\n0\n"), &o,
                                       &c), HC_OK);
     CU_ASSERT_EQUAL(wk_ctr_part(c, 3, 0, &first, &count), HC_ERR_INVAL);
@@ -472,6 +561,7 @@ void hp_test_register(void)
     CU_add_test(s, "worker k of n covers every line once", test_split_cover);
     CU_add_test(s, "a batch read out of order equals it in order",
                 test_resume);
+    CU_add_test(s, "the index cache", test_index_cache);
     CU_add_test(s, "libsvm lines, padding, width", test_libsvm);
     CU_add_test(s, "malformed lines refused with file and line",
                 test_refusals);
