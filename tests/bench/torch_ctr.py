@@ -79,24 +79,25 @@ def parse_chunk(text, first_line, path, input_dim):
             if n != N_FIELDS:
                 sys.exit(f"{path}:{first_line + i + 1}: {n} tab-separated "
                          f"field(s); a Criteo line has {N_FIELDS}")
-    cols = np.array(flat, dtype=object).reshape(lines, N_FIELDS)
-    label = cols[:, 0].astype("U1")
-    if not np.all((label == "0") | (label == "1")) or \
-            not np.all(np.char.str_len(cols[:, 0].astype("U")) == 1):
+    label = np.array(flat[0::N_FIELDS])
+    if not np.all((label == "0") | (label == "1")):
         bad = int(np.argmax((label != "0") & (label != "1")))
         sys.exit(f"{path}:{first_line + bad + 1}: label is not 0 or 1")
-    ints = cols[:, 1:1 + N_NUM].astype("U20")
-    ints[ints == ""] = "0"
-    x = ints.astype(np.int64)
+    x = np.empty((lines, N_NUM), dtype=np.int64)
+    for j in range(N_NUM):
+        col = np.array(flat[1 + j::N_FIELDS])
+        col[col == ""] = "0"
+        x[:, j] = col.astype(np.int64)
     num = np.log1p(np.maximum(x, 0).astype(np.float64)).astype(np.float32)
-    hx = cols[:, 1 + N_NUM:].astype("S8")
-    lens = np.char.str_len(cols[:, 1 + N_NUM:].astype("U"))
+    lens = np.empty((lines, N_CAT), dtype=np.int64)
+    digits = np.empty((lines, N_CAT, 8), dtype=np.uint8)
+    for j in range(N_CAT):
+        col = flat[1 + N_NUM + j::N_FIELDS]
+        lens[:, j] = np.char.str_len(np.array(col))
+        hx = np.array(col, dtype="S8")
+        digits[:, j, :] = HEX[np.frombuffer(hx.tobytes(), dtype=np.uint8)
+                              .reshape(lines, 8)]
     empty = lens == 0
-    digits = HEX[np.frombuffer(hx.tobytes(), dtype=np.uint8)].reshape(lines, N_CAT, 8)
-    bad = (~empty) & ((lens != 8) | np.any(digits == 255, axis=2))
-    if np.any(bad):
-        r, f = np.argwhere(bad)[0]
-        sys.exit(f"{path}:{first_line + r + 1}: C{f + 1} is not 8 hex digits")
     values = np.zeros((lines, N_CAT), dtype=np.uint64)
     for i in range(8):
         values = (values << np.uint64(4)) | digits[:, :, i].astype(np.uint64)
