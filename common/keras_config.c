@@ -78,7 +78,7 @@ cJSON *kx_pair(int a, int b)
 }
 
 /* Initialiser in as Keras serialises it. */
-static cJSON *init_json(const struct hc_initializer *in, uint64_t seed)
+cJSON *kx_init_json(const struct hc_initializer *in, uint64_t seed)
 {
     cJSON *cfg = cJSON_CreateObject();
     const char *cls;
@@ -93,7 +93,7 @@ static cJSON *init_json(const struct hc_initializer *in, uint64_t seed)
 }
 
 /* A regularizer as Keras serialises it, null for none. */
-static cJSON *reg_json(const struct hc_regularizer *r)
+cJSON *kx_reg_json(const struct hc_regularizer *r)
 {
     cJSON *cfg;
     const char *cls;
@@ -121,12 +121,12 @@ void kx_weights_args_as(cJSON *c, const struct hc_model *m,
 
     cJSON_AddBoolToObject(c, "use_bias", l->use_bias);
     snprintf(key, sizeof key, "%s_initializer", kernel);
-    cJSON_AddItemToObject(c, key, init_json(&l->kernel_init, m->seed));
+    cJSON_AddItemToObject(c, key, kx_init_json(&l->kernel_init, m->seed));
     cJSON_AddItemToObject(c, "bias_initializer",
-                          init_json(&l->bias_init, m->seed));
+                          kx_init_json(&l->bias_init, m->seed));
     snprintf(key, sizeof key, "%s_regularizer", kernel);
-    cJSON_AddItemToObject(c, key, reg_json(&l->kernel_reg));
-    cJSON_AddItemToObject(c, "bias_regularizer", reg_json(&l->bias_reg));
+    cJSON_AddItemToObject(c, key, kx_reg_json(&l->kernel_reg));
+    cJSON_AddItemToObject(c, "bias_regularizer", kx_reg_json(&l->bias_reg));
     cJSON_AddNullToObject(c, "activity_regularizer");
     snprintf(key, sizeof key, "%s_constraint", kernel);
     cJSON_AddNullToObject(c, key);

@@ -27,6 +27,7 @@ static const struct hc_layer_kind *const kinds[HC_LAYER_COUNT] = {
     [HC_LAYER_ZEROPADDING2D] = &hc_layer_zeropadding2d,
     [HC_LAYER_RESHAPE] = &hc_layer_reshape,
     [HC_LAYER_DEPTHWISE_CONV2D] = &hc_layer_depthwise_conv2d,
+    [HC_LAYER_BATCHNORM] = &hc_layer_batchnorm,
 };
 
 const struct hc_layer_kind *hc_layer_kind(enum hc_layer_type t)

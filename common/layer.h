@@ -142,5 +142,6 @@ extern const struct hc_layer_kind hc_layer_globalmaxpool2d;
 extern const struct hc_layer_kind hc_layer_zeropadding2d;
 extern const struct hc_layer_kind hc_layer_reshape;
 extern const struct hc_layer_kind hc_layer_depthwise_conv2d;
+extern const struct hc_layer_kind hc_layer_batchnorm;
 
 #endif

@@ -69,6 +69,7 @@ enum hc_layer_type {
     HC_LAYER_ZEROPADDING2D,
     HC_LAYER_RESHAPE,
     HC_LAYER_DEPTHWISE_CONV2D,
+    HC_LAYER_BATCHNORM,     /* Keras's BatchNormalization */
     HC_LAYER_COUNT          /* the number of kinds, not one */
 };
 
@@ -197,8 +198,16 @@ struct hc_layer_spec {
     float negative_slope;       /* relu, leaky_relu */
     float threshold;            /* relu */
     int use_bias;               /* conv2d / dense (default 1) */
-    int axis;                   /* concatenate: Keras's axis, the batch
-                                 * being axis 0 (−1 the last); 0 others */
+    int axis;                   /* concatenate, batchnorm: Keras's axis, the
+                                 * batch being axis 0 (−1 the last); 0
+                                 * others */
+    float momentum, epsilon;    /* batchnorm (0.99, 1e-3) */
+    int center, scale;          /* batchnorm: has beta, gamma (1, 1) */
+    struct hc_initializer mm_init, mv_init; /* batchnorm: moving_mean,
+                                 * moving_variance (Zeros, Ones); gamma's
+                                 * and beta's are kernel_init and
+                                 * bias_init, their penalties kernel_reg
+                                 * and bias_reg */
     int n_in;                   /* nodes it reads: 1, or 2 to
                                  * HC_LAYER_MAX_IN for a merge */
     int in_from[HC_LAYER_MAX_IN]; /* each: j ≥ 0 layers[j], −1 − q the
@@ -222,6 +231,15 @@ struct hc_var_def {
     int fan_in, fan_out;        /* for Glorot: kh*kw*in, kh*kw*out / in, out */
     struct hc_init_par init_par; /* the initialiser's parameters */
     struct hc_regularizer reg;  /* its penalty (none: zeros) */
+    int trainable;              /* 1: the optimizer's. 0: a moving
+                                 * statistic of a batch norm, which the
+                                 * shards move by the pushed batch moments,
+                                 * outside the optimizer */
+    float momentum;             /* not trainable: moving = moving·momentum
+                                 * + batch·(1 − momentum) */
+    int moments_of;             /* a moving_variance: the index of its
+                                 * layer's moving_mean (the batch's mean is
+                                 * needed to pool variances); −1 otherwise */
 };
 
 /* A named input of the model. */

@@ -101,6 +101,7 @@ struct nn_layer {
                              * depth_multiplier */
     float rate;             /* dropout */
     float max_value, slope, threshold; /* relu, leaky_relu (layer_relu.c) */
+    float eps;              /* batchnorm: epsilon */
     int direct;             /* conv2d 1×1, stride 1: the input is the cols */
     size_t ws_size;         /* floats per sample of its workspace (conv2d:
                              * cols), kept under 2^31 at max_batch */
@@ -251,7 +252,8 @@ const struct nn_kind *nn_kind_of(enum hc_layer_type t);
 extern const struct nn_kind nn_conv2d, nn_maxpool2d, nn_flatten, nn_dense,
     nn_dropout, nn_activation, nn_add, nn_subtract, nn_average,
     nn_multiply, nn_concatenate, nn_relu, nn_avgpool2d, nn_globalavgpool2d,
-    nn_globalmaxpool2d, nn_zeropadding2d, nn_reshape, nn_depthwise_conv2d;
+    nn_globalmaxpool2d, nn_zeropadding2d, nn_reshape, nn_depthwise_conv2d,
+    nn_batchnorm;
 
 /* What nn_build.c gives the kinds' setup and alloc. */
 

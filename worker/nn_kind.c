@@ -25,6 +25,7 @@ static const struct nn_kind *const kinds[HC_LAYER_COUNT] = {
     [HC_LAYER_ZEROPADDING2D] = &nn_zeropadding2d,
     [HC_LAYER_RESHAPE] = &nn_reshape,
     [HC_LAYER_DEPTHWISE_CONV2D] = &nn_depthwise_conv2d,
+    [HC_LAYER_BATCHNORM] = &nn_batchnorm,
 };
 
 const struct nn_kind *nn_kind_of(enum hc_layer_type t)
