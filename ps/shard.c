@@ -261,12 +261,14 @@ static int ack_with(const struct ps_shard *sh, const struct hc_wire_msg *in,
 }
 
 /* The variables' names and shapes as the store keeps them ("vars": JSON
- * text, for `hetps export` and `hetps inspect`) into *out (malloc'd, *len
- * bytes). Names are checked by the wire's decoder (no quotes). */
+ * text, for `hetps export` and `hetps inspect`; a moving statistic's
+ * "moving" momentum and "moments_of_prev" for the store's apply) into
+ * *out (malloc'd, *len bytes). Names are checked by the wire's decoder (no quotes). */
 static int var_defs_json(const Hetps__CreateVariables *cv, char **out,
                          size_t *len)
 {
-    size_t cap = 64 + cv->n_vars * (HC_WIRE_MAX_NAME + 16 * HC_WIRE_MAX_DIMS);
+    size_t cap = 64 + cv->n_vars * (HC_WIRE_MAX_NAME +
+                                    16 * HC_WIRE_MAX_DIMS + 64);
     char *json = malloc(cap);
     size_t n = 0, v, k;
 
@@ -279,7 +281,13 @@ static int var_defs_json(const Hetps__CreateVariables *cv, char **out,
         for (k = 0; k < cv->vars[v]->n_shape; k++)
             n += (size_t)snprintf(json + n, cap - n, "%s%u", k ? "," : "",
                                   cv->vars[v]->shape[k]);
-        n += (size_t)snprintf(json + n, cap - n, "]}");
+        n += (size_t)snprintf(json + n, cap - n, "]");
+        if (cv->vars[v]->has_moving_momentum)
+            n += (size_t)snprintf(json + n, cap - n, ",\"moving\":%.9g%s",
+                                  (double)cv->vars[v]->moving_momentum,
+                                  cv->vars[v]->moments_of_prev
+                                      ? ",\"moments_of_prev\":true" : "");
+        n += (size_t)snprintf(json + n, cap - n, "}");
     }
     n += (size_t)snprintf(json + n, cap - n, "]");
     *len = n;
@@ -326,6 +334,7 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
 {
     const Hetps__CreateVariables *cv = in->env->create;
     size_t sizes[HC_MODEL_MAX_VARS];
+    unsigned char with_prev[HC_MODEL_MAX_VARS];
     const float **init = NULL;
     struct hc_layout layout = { 0 };
     struct hc_optim_conf oc;
@@ -352,11 +361,12 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
         for (k = 0; k < cv->vars[v]->n_shape; k++)
             size *= cv->vars[v]->shape[k];
         sizes[v] = size;
+        with_prev[v] = cv->vars[v]->moments_of_prev;
     }
     if ((rv = check_layout_size(sh, cv, sizes, in)) != HC_OK)
         return rv;
-    rv = hc_layout_build(sizes, (int)cv->n_vars, sh->n_shards, cv->block_elems,
-                         &layout);
+    rv = hc_layout_build_with(sizes, with_prev, (int)cv->n_vars, sh->n_shards,
+                              cv->block_elems, &layout);
     if (rv != HC_OK)
         goto out;
     have_layout = 1;
@@ -777,7 +787,10 @@ static void step_update(struct ps_shard *sh, uint32_t b, uint64_t total,
         u->grad = sh->lent[b];
         u->scale = w ? sh->lent_w[b] / (float)w : 0.0f;
     } else if (sh->acc_used[b] == ACC_NONE) {
+        /* No samples behind it: a zero gradient, and a batch norm's
+         * moving statistic kept (scale 0, store_apply.c). */
         memset(sh->acc[b], 0, sh->blocks[b].length * sizeof(float));
+        u->scale = 0.0f;
     }
 }
 
