@@ -142,7 +142,7 @@ static int infer(struct hc_model *m, const char *where,
         (rv = add_c(m, where, l, "moving_mean", &l->mm_init, NULL, &mm)) ||
         (rv = add_c(m, where, l, "moving_variance", &l->mv_init, NULL, &mv)))
         return rv;
-    m->vars[mm].trainable = m->vars[mv].trainable = 0;
+    m->vars[mm].moving = m->vars[mv].moving = 1;
     m->vars[mm].momentum = m->vars[mv].momentum = l->momentum;
     m->vars[mv].moments_of = mm;
     return HC_OK;

@@ -621,7 +621,7 @@ static uint64_t signature(const struct hc_model *m)
         if (d->reg.l1 || d->reg.l2)     /* likewise */
             sig_add(&h, " reg%.9g,%.9g", (double)d->reg.l1,
                     (double)d->reg.l2);
-        if (!d->trainable)              /* likewise */
+        if (d->moving)              /* likewise */
             sig_add(&h, " moving%.9g,%d", (double)d->momentum, d->moments_of);
         sig_add(&h, "\n");
     }

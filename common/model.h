@@ -231,15 +231,16 @@ struct hc_var_def {
     int fan_in, fan_out;        /* for Glorot: kh*kw*in, kh*kw*out / in, out */
     struct hc_init_par init_par; /* the initialiser's parameters */
     struct hc_regularizer reg;  /* its penalty (none: zeros) */
-    int trainable;              /* 1: the optimizer's. 0: a moving
-                                 * statistic of a batch norm, which the
-                                 * shards move by the pushed batch moments,
-                                 * outside the optimizer */
-    float momentum;             /* not trainable: moving = moving·momentum
+    int moving;                 /* 1: not trainable — a batch norm's
+                                 * moving statistic, which the shards move
+                                 * by the pushed batch moments, outside the
+                                 * optimizer; 0 (the default): trained */
+    float momentum;             /* moving: moving = moving·momentum
                                  * + batch·(1 − momentum) */
-    int moments_of;             /* a moving_variance: the index of its
-                                 * layer's moving_mean (the batch's mean is
-                                 * needed to pool variances); −1 otherwise */
+    int moments_of;             /* moving, a moving_variance: the index
+                                 * of its layer's moving_mean, the variable
+                                 * before it (the batch's mean is needed to
+                                 * pool variances); −1 otherwise */
 };
 
 /* A named input of the model. */

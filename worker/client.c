@@ -478,7 +478,7 @@ int pc_set_model(struct pc_client *c, const struct hc_model *m,
 
     for (v = 0; v < m->n_vars; v++) {
         sizes[v] = m->vars[v].size;
-        with_prev[v] = m->vars[v].moments_of >= 0;
+        with_prev[v] = m->vars[v].moving && m->vars[v].moments_of >= 0;
     }
     if (!block_elems)
         block_elems = c->store_block ? c->store_block : HC_LAYOUT_DEFAULT_BLOCK;
@@ -549,7 +549,7 @@ int pc_create(struct pc_client *c, const float *init)
             shapes[v][i] = (uint32_t)m->vars[v].shape[i];
         defs[v].n_shape = (size_t)m->vars[v].ndim;
         defs[v].shape = shapes[v];
-        if (!m->vars[v].trainable) {
+        if (m->vars[v].moving) {
             defs[v].has_moving_momentum = 1;
             defs[v].moving_momentum = m->vars[v].momentum;
             defs[v].has_moments_of_prev = m->vars[v].moments_of >= 0;

@@ -32,7 +32,7 @@ void wk_clip_grads(const struct hc_model *m, float *grads)
             size_t n = m->vars[v].size;
             float s2, norm, d;
 
-            if (!m->vars[v].trainable)
+            if (m->vars[v].moving)
                 continue;       /* batch moments, not a gradient */
             s2 = (float)sum_squares(g, n);
             norm = s2 > 0.0f ? sqrtf(s2) : s2;    /* as Keras's where */
@@ -46,7 +46,7 @@ void wk_clip_grads(const struct hc_model *m, float *grads)
         float norm, inv_n, inv_c, scale;
 
         for (int v = 0; v < m->n_vars; v++)
-            if (m->vars[v].trainable)
+            if (!m->vars[v].moving)
                 s2 += sum_squares(grads + hc_model_var_offset(m, v),
                                   m->vars[v].size);
         norm = sqrtf((float)s2);
@@ -56,7 +56,7 @@ void wk_clip_grads(const struct hc_model *m, float *grads)
         for (int v = 0; v < m->n_vars; v++) {
             float *g = grads + hc_model_var_offset(m, v);
 
-            if (!m->vars[v].trainable)
+            if (m->vars[v].moving)
                 continue;
             for (size_t i = 0; i < m->vars[v].size; i++)
                 g[i] = g[i] * scale;

@@ -635,7 +635,7 @@ int wk_replicas_open(const struct hc_model *m, const struct wk_devices *devs,
      * slices are equal, as Keras's MirroredStrategy cuts them, never by
      * speed, so what is computed does not depend on timing. */
     for (i = 0; m && i < m->n_vars; i++)
-        if (!m->vars[i].trainable) {
+        if (m->vars[i].moving) {
             (*out)->fixed = 1;
             for (int d = 0; d < (*out)->n; d++)
                 (*out)->weight[d] = 1;

@@ -56,6 +56,7 @@ void nc_model_graph_concat(struct hc_model *m);    /* concatenates */
 void nc_model_graph_merges(struct hc_model *m);    /* the other merges */
 void nc_model_dwconv(struct hc_model *m);          /* depthwise, dm 2, s2 */
 void nc_model_graph_mobile(struct hc_model *m);    /* dwconv, ReLU(6), add */
+void nc_model_batchnorm(struct hc_model *m);      /* image and vector, add */
 
 /* ---- the fixture ---- */
 

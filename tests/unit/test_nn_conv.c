@@ -161,6 +161,11 @@ static void test_grad_mobile_block(void)
     nc_check_model(nc_model_graph_mobile, 2, 0, 0, 2);
 }
 
+static void test_grad_batchnorm(void)
+{
+    nc_check_model(nc_model_batchnorm, 4, 0, 0, 2);
+}
+
 void hp_test_register(void)
 {
     static const struct nc_test ops[] = {
@@ -174,6 +179,8 @@ void hp_test_register(void)
         {"grad conv softmax channels + dropouts", test_grad_conv_softmax_channels},
         {"grad depthwise valid dm 2, same s2 no bias", test_grad_dwconv},
         {"grad MobileNetV2 block: depthwise, ReLU(6), add", test_grad_mobile_block},
+        {"grad batch norm (image, vector; batch moments pushed)",
+         test_grad_batchnorm},
     };
 
     nc_add_suite("backend_cpu conv", ops, sizeof ops / sizeof ops[0]);
