@@ -135,6 +135,7 @@ static int infer(struct hc_model *m, const char *where,
         return md_fail(where, "\"axis\" %d is not the last axis of its input "
                        "%s; batchnorm normalises the last axis only (-1)",
                        l->axis, md_fmt_shape(&l->in, s, sizeof s));
+    l->axis = -1;       /* 3 of an image is its last: the same layer */
     if ((l->scale && (rv = add_c(m, where, l, "gamma", &l->kernel_init,
                                  &l->kernel_reg, &l->var_kernel))) ||
         (l->center && (rv = add_c(m, where, l, "beta", &l->bias_init,

@@ -1089,12 +1089,13 @@ static void test_graph_models(void)
     static const char *const files[] = {
         "tests/unit/keras/resnet_block.json",
         "tests/unit/keras/dense_block.json",
-        "tests/unit/keras/mobile_block.json", NULL};
+        "tests/unit/keras/mobile_block.json",
+        "tests/unit/keras/resnet_bn.json", NULL};
     struct hc_model *m = calloc(1, sizeof *m);
     int gpu = 1;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         int rv = files[i] ? hc_model_load(files[i], m)
                           : hc_model_parse(merges_json, strlen(merges_json),
                                            "merges", m);
@@ -1133,7 +1134,8 @@ void hp_test_register(void)
         {"device errors and messages", test_errors},
         {"reference model (fashion_cnn) gpu vs cpu", test_reference_model},
         {"conv/pool/dropout/mse model gpu vs cpu", test_mixed_model},
-        {"graphs (add, concatenate, merges, multiply, depthwise) gpu vs cpu, "
+        {"graphs (add, concatenate, merges, multiply, depthwise, batch norm) "
+         "gpu vs cpu, "
          "and split",
          test_graph_models},
         {"relu6 … hard_sigmoid model gpu vs cpu", test_acts_model},
