@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cJSON.h>
+
 #include "err.h"
 #include "fault.h"
 #include "layout.h"
@@ -53,6 +55,8 @@ struct ps_shard {
     uint64_t *acc_w;                /* (n_blocks) their samples */
     unsigned char *applied;         /* (n_blocks) given to the open step
                                        (ps_shard_apply_ready) */
+    int has_moving;                 /* batch norm's moving statistics here
+                                       (set with the blocks, before ready) */
 };
 
 /* A block's gradient in the open synchronous step. */
@@ -98,6 +102,31 @@ static void free_scratch(struct ps_shard *sh)
 }
 
 /* Size the scratch arrays and the lookup index for the store's blocks. */
+/* Whether the store's variable definitions ("vars" meta) name a moving
+ * statistic; a store without them (an older hetps's) has none. */
+static int defs_have_moving(struct ps_store *st)
+{
+    size_t cap = 1u << 20, len = 0;
+    char *json = malloc(cap);
+    cJSON *root = NULL;
+    const cJSON *it;
+    int any = 0;
+
+    if (json && ps_store_meta_get(st, "vars", json, cap, &len) == HC_OK &&
+        (root = cJSON_ParseWithLength(json, len)) != NULL)
+        cJSON_ArrayForEach(it, root)
+            any |= cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(it,
+                                                                   "moving"));
+    cJSON_Delete(root);
+    free(json);
+    return any;
+}
+
+int ps_shard_has_moving(const struct ps_shard *sh)
+{
+    return atomic_load(&sh->ready) && sh->has_moving;
+}
+
 static int load_blocks(struct ps_shard *sh)
 {
     struct ps_store_info info;
@@ -108,6 +137,7 @@ static int load_blocks(struct ps_shard *sh)
     ps_store_info(sh->store, &info);
     if (!info.initialised)
         return HC_OK;
+    sh->has_moving = defs_have_moving(sh->store);
     sh->optim = info.optim;
     sh->blocks = ps_store_blocks(sh->store, &n);
     sh->n_blocks = n;

@@ -6,7 +6,9 @@
 #      (cpu:0,cpu:1) × 32 each — every variable, the moving statistics
 #      included, to 1e-5 relative: each replica normalises by its own
 #      slice's moments, and the shards move the statistics once a step by
-#      the pooled moments of all 64 samples;
+#      the pooled moments of all 64 samples. The shards split the sync
+#      batches equally for such a model (by speed, the slices would change
+#      what is computed), and so does the mirrored worker;
 #   2. the moving statistics moved (not their initial zeros and ones), and
 #      `hetps eval` reads them: the exported weights give another loss
 #      once the moving means are shifted;
@@ -36,7 +38,7 @@ cluster() {
 servers() {
     for i in 0 1; do
         "$BIN/hetps-ps" --cluster "$T/$1.json" --task ps:$i \
-            --data-dir "$T/$1-data/ps-$i" --balance off > "$T/$1-ps$i.log" 2>&1 &
+            --data-dir "$T/$1-data/ps-$i" > "$T/$1-ps$i.log" 2>&1 &
         track $!
     done
     wait_for 10 "$BIN/hetps" status "$T/$1.json" || fail "$1: servers did not start"
@@ -58,6 +60,7 @@ for i in 0 1; do
 done
 wait $w0 || { cat "$T/two-w0.log"; fail "2 × 32: worker 0"; }
 wait $w1 || { cat "$T/two-w1.log"; fail "2 × 32: worker 1"; }
+grep -q "batch norm: sync batches are split equally" "$T/two-ps0.log" || { cat "$T/two-ps0.log"; fail "ps:0 did not split the batches equally for batch norm"; }
 finish two
 
 cluster mirrored 1
