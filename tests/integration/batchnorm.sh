@@ -136,3 +136,43 @@ with h5py.File(f"{t}/two.weights.h5", "r") as f:
 print("ok")
 PY
 ok "export --format keras writes gamma, beta, moving_mean, moving_variance in Keras's order"
+
+# 4. Resharded 2 → 3: every variable kept, the moving statistics still
+#    outside the optimizer and each variance with its mean — one more
+#    sync step moves them by that step's moments only.
+ps0=$next; next=$((next + 3))
+printf '{ "cluster": { "ps": ["127.0.0.1:%s", "127.0.0.1:%s", "127.0.0.1:%s"], "worker": ["127.0.0.1:%s"] },\n  "hetps": { "mode": "sync" } }\n' \
+    $ps0 $((ps0 + 1)) $((ps0 + 2)) $((ps0 + 3)) > "$T/three.json"
+next=$((next + 1))
+"$BIN/hetps" reshard --from "$T/two.json" --to "$T/three.json" --data-dir "$T/two-data" \
+    --out-dir "$T/three-data" > "$T/reshard.txt" 2>&1 || { cat "$T/reshard.txt"; fail "reshard"; }
+"$BIN/hetps" export --data-dir "$T/three-data" --out "$T/three-npy" "$T/three.json" \
+    > /dev/null 2>&1 || fail "export after resharding"
+for f in stem_bn/gamma stem_bn/moving_mean stem_bn/moving_variance res3_proj_bn/moving_variance dense/kernel; do
+    cmp "$T/two-npy/$f.npy" "$T/three-npy/$f.npy" || fail "$f differs after resharding"
+done
+for i in 0 1 2; do
+    "$BIN/hetps-ps" --cluster "$T/three.json" --task ps:$i \
+        --data-dir "$T/three-data/ps-$i" > "$T/three-ps$i.log" 2>&1 &
+    track $!
+done
+wait_for 10 "$BIN/hetps" status "$T/three.json" || fail "three: servers did not start"
+"$BIN/hetps-worker" --cluster "$T/three.json" --task worker:0 --model $MODEL \
+    --batch-size 64 --max-steps 1 --no-eval > "$T/three-w.log" 2>&1 ||
+    { cat "$T/three-w.log"; fail "a step after resharding"; }
+stop_within 30 $PIDS
+PIDS=""
+"$BIN/hetps" export --data-dir "$T/three-data" --out "$T/three2-npy" "$T/three.json" \
+    > /dev/null 2>&1 || fail "export after a step"
+/usr/bin/python3 - "$T" <<'PY' || fail "the moving statistics after resharding did not move as one step's moments move them"
+import sys, numpy as np
+t = sys.argv[1]
+for v in ("moving_mean", "moving_variance"):
+    a = np.load(f"{t}/three-npy/stem_bn/{v}.npy").astype(np.float64)
+    b = np.load(f"{t}/three2-npy/stem_bn/{v}.npy").astype(np.float64)
+    assert np.abs(b - a).max() > 0, v + " did not move"
+# moving = 0.99·moving + 0.01·(a variance ≥ 0): never below 0.99 of before
+assert np.all(b >= 0.99 * a - 1e-6), "moving_variance fell faster than its momentum allows"
+print("ok")
+PY
+ok "resharded 2 → 3: batch norm's variables kept bitwise, one more step moves the statistics"
