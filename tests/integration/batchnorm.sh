@@ -14,7 +14,9 @@
 #      once the moving means are shifted;
 #   3. `hetps export --format keras` writes each batch norm's variables in
 #      Keras's order (gamma, beta, moving_mean, moving_variance) and
-#      values, as the .npy export has them.
+#      values, as the .npy export has them, and eval reads them back;
+#   4. resharded 2 → 3, the variables are kept and a step still moves the
+#      statistics (each variance kept with its mean).
 . "$(dirname "$0")/lib.inc"
 need_data
 pick_ports
@@ -136,6 +138,10 @@ with h5py.File(f"{t}/two.weights.h5", "r") as f:
 print("ok")
 PY
 ok "export --format keras writes gamma, beta, moving_mean, moving_variance in Keras's order"
+"$BIN/hetps" eval --model $MODEL --weights "$T/two.weights.h5" > "$T/eval-h5.txt" 2>&1 || { cat "$T/eval-h5.txt"; fail "eval from the .weights.h5"; }
+h5loss=$(grep -o 'loss [0-9.e+-]*' "$T/eval-h5.txt" | head -1)
+[ "$h5loss" = "$loss" ] || { cat "$T/eval.txt" "$T/eval-h5.txt"; fail "the .weights.h5 read back evaluates otherwise"; }
+ok "the .weights.h5 read back gives the same eval ($h5loss)"
 
 # 4. Resharded 2 → 3: every variable kept, the moving statistics still
 #    outside the optimizer and each variance with its mean — one more
