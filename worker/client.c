@@ -486,6 +486,19 @@ int pc_set_model(struct pc_client *c, const struct hc_model *m,
                               &c->layout);
     if (rv != HC_OK)
         return rv;
+    for (b = 0; b < c->layout.n_blocks; b++) {
+        const struct hc_block *bk = &c->layout.blocks[b];
+
+        if (with_prev[bk->var] && !bk->joined) {
+            rv = hc_err_set(HC_ERR_CONFIG, "%s: %zu channels are more than "
+                            "a block of %u elements; a batch norm's moving "
+                            "statistics must each fit one block (a "
+                            "narrower layer)", m->vars[bk->var].name,
+                            m->vars[bk->var].size, block_elems);
+            hc_layout_free(&c->layout);
+            return rv;
+        }
+    }
     c->have_layout = 1;
     c->model = m;
     atomic_store(&c->model_sig, m->signature);
