@@ -1,7 +1,7 @@
 #!/bin/sh
 # resnet_accuracy.sh — the small ResNet with batch norm on Fashion-MNIST,
 # hetps beside PyTorch, both printed by this one command (not part of
-# `make bench`: about 30 minutes on a 2-core VM):
+# `make bench`: about 15 minutes on a 2-core VM):
 #   hetps   deploy/models/fashion_resnet_bn.json, 2 parameter servers and 2
 #           sync workers × 32 (global batch 64), EPOCHS epochs; the chief's
 #           val_accuracy of the final weights (the shards' moving
