@@ -38,6 +38,12 @@ cJSON *kx_pair(int a, int b);
  * 0.20000000298023224), as Python prints Keras's settings. */
 double kx_tidy(float f);
 
+/* An initialiser as Keras serialises it ({"module", "class_name",
+ * "config"}, its seed from the model's), and a regularizer (null for
+ * none). */
+cJSON *kx_init_json(const struct hc_initializer *in, uint64_t seed);
+cJSON *kx_reg_json(const struct hc_regularizer *r);
+
 /* The arguments of a layer l with a kernel and a bias into config c:
  * use_bias, its initialisers (seeded by m's seed) and regularizers, no
  * constraints. */

@@ -144,5 +144,6 @@ extern const struct hc_layer_kind hc_layer_reshape;
 extern const struct hc_layer_kind hc_layer_depthwise_conv2d;
 extern const struct hc_layer_kind hc_layer_separable_conv2d;
 extern const struct hc_layer_kind hc_layer_layer_normalization;
+extern const struct hc_layer_kind hc_layer_batchnorm;
 
 #endif

@@ -75,6 +75,14 @@ static int count_blocks(const size_t *sizes, int n_vars, uint32_t block_elems,
 int hc_layout_build(const size_t *sizes, int n_vars, int n_shards,
                     uint32_t block_elems, struct hc_layout *out)
 {
+    return hc_layout_build_with(sizes, NULL, n_vars, n_shards, block_elems,
+                                out);
+}
+
+int hc_layout_build_with(const size_t *sizes, const unsigned char *with_prev,
+                         int n_vars, int n_shards, uint32_t block_elems,
+                         struct hc_layout *out)
+{
     struct hc_layout l = {0};
     struct pending *order = NULL;
     size_t b = 0;
@@ -119,11 +127,18 @@ int hc_layout_build(const size_t *sizes, int n_vars, int n_shards,
             l.blocks[b].flat = flat + off;
             order[b].length = l.blocks[b].length;
             order[b].index = b;
+            /* One block kept with the one block of the variable before. */
+            l.blocks[b].joined = with_prev && with_prev[v] && v > 0 &&
+                                 sizes[v] <= block_elems &&
+                                 sizes[v - 1] <= block_elems &&
+                                 sizes[v - 1] >= sizes[v];
             if (left <= block_elems)
                 flat += sizes[v];
         }
 
-    /* Assign: largest first, each to the emptiest shard. */
+    /* Assign: largest first, each to the emptiest shard; a joined block
+     * to the shard of the one before it (as long or longer: assigned
+     * first). */
     qsort(order, l.n_blocks, sizeof *order, by_length_desc);
     for (b = 0; b < l.n_blocks; b++) {
         struct hc_block *blk = &l.blocks[order[b].index];
@@ -131,6 +146,8 @@ int hc_layout_build(const size_t *sizes, int n_vars, int n_shards,
         for (int s = 1; s < n_shards; s++)
             if (l.shard_elems[s] < l.shard_elems[best])
                 best = s;
+        if (blk->joined)
+            best = (int)blk[-1].shard;
         blk->shard = (uint32_t)best;
         l.shard_elems[best] += blk->length;
     }

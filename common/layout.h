@@ -28,6 +28,10 @@ struct hc_block {
     uint32_t shard;         /* owner */
     uint64_t flat;          /* offset in the flat parameter vector */
     uint32_t local;         /* index among its shard's blocks */
+    uint32_t joined;        /* 1: the variable's one block, kept with the
+                             * block before it (the one block of the
+                             * variable before): on its shard, and in the
+                             * same part of a push (hc_layout_build_with) */
 };
 
 struct hc_layout {
@@ -46,6 +50,16 @@ struct hc_layout {
 int hc_layout_build(const size_t *sizes, int n_vars, int n_shards,
                     uint32_t block_elems, struct hc_layout *out);
 void hc_layout_free(struct hc_layout *l);
+
+/* The same, where with_prev[v] = 1 keeps variable v with variable v − 1:
+ * when both are one block each, v's goes to the shard v − 1's went to
+ * (and is marked joined) instead of the emptiest. A batch norm's
+ * moving_variance is kept so with its moving_mean: the shard moves the
+ * variance with the same push's mean (ps/README.md). with_prev NULL:
+ * hc_layout_build. */
+int hc_layout_build_with(const size_t *sizes, const unsigned char *with_prev,
+                         int n_vars, int n_shards, uint32_t block_elems,
+                         struct hc_layout *out);
 
 /* A 64-bit fingerprint of the layout (for stores to check). */
 uint64_t hc_layout_hash(const struct hc_layout *l);

@@ -593,6 +593,9 @@ static uint64_t signature(const struct hc_model *m)
         if (l->max_value || l->negative_slope || l->threshold)
             sig_add(&h, "relu %.9g,%.9g,%.9g\n", (double)l->max_value,
                     (double)l->negative_slope, (double)l->threshold);
+        if (l->type == HC_LAYER_BATCHNORM)
+            sig_add(&h, "bn %.9g,%.9g,%d,%d\n", (double)l->momentum,
+                    (double)l->epsilon, l->center, l->scale);
         if (l->pad[0] || l->pad[1] || l->pad[2] || l->pad[3])
             sig_add(&h, "pad %d,%d,%d,%d\n", l->pad[0], l->pad[1],
                     l->pad[2], l->pad[3]);
@@ -620,6 +623,8 @@ static uint64_t signature(const struct hc_model *m)
         if (d->reg.l1 || d->reg.l2)     /* likewise */
             sig_add(&h, " reg%.9g,%.9g", (double)d->reg.l1,
                     (double)d->reg.l2);
+        if (d->moving)              /* likewise */
+            sig_add(&h, " moving%.9g,%d", (double)d->momentum, d->moments_of);
         sig_add(&h, "\n");
     }
     sig_add(&h, "loss %d", (int)m->loss);

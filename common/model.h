@@ -71,6 +71,7 @@ enum hc_layer_type {
     HC_LAYER_DEPTHWISE_CONV2D,
     HC_LAYER_SEPARABLE_CONV2D,
     HC_LAYER_LAYER_NORMALIZATION,
+    HC_LAYER_BATCHNORM,     /* Keras's BatchNormalization */
     HC_LAYER_COUNT          /* the number of kinds, not one */
 };
 
@@ -188,9 +189,10 @@ struct hc_layer_spec {
     struct hc_initializer pointwise_init; /* separable_conv2d: its second
                                  * kernel's (the first's is kernel_init) */
     struct hc_regularizer pointwise_reg;
-    float epsilon;              /* layer_normalization: added to the
-                                 * variance (0 others) */
-    int center, scale;          /* layer_normalization: has beta, gamma */
+    float epsilon;              /* layer_normalization, batchnorm: added to
+                                 * the variance (1e-3; 0 others) */
+    int center, scale;          /* layer_normalization, batchnorm: has
+                                 * beta, gamma (1, 1) */
     int kh, kw;                 /* conv2d kernel size */
     int sh, sw;                 /* conv2d / maxpool2d / avgpool2d strides */
     int same;                   /* padding: 1 = "same", 0 = "valid" */
@@ -205,8 +207,15 @@ struct hc_layer_spec {
     float negative_slope;       /* relu, leaky_relu */
     float threshold;            /* relu */
     int use_bias;               /* conv2d / dense (default 1) */
-    int axis;                   /* concatenate: Keras's axis, the batch
-                                 * being axis 0 (−1 the last); 0 others */
+    int axis;                   /* concatenate, batchnorm: Keras's axis, the
+                                 * batch being axis 0 (−1 the last); 0
+                                 * others */
+    float momentum;             /* batchnorm (0.99) */
+    struct hc_initializer mm_init, mv_init; /* batchnorm: moving_mean,
+                                 * moving_variance (Zeros, Ones); gamma's
+                                 * and beta's are kernel_init and
+                                 * bias_init, their penalties kernel_reg
+                                 * and bias_reg */
     int n_in;                   /* nodes it reads: 1, or 2 to
                                  * HC_LAYER_MAX_IN for a merge */
     int in_from[HC_LAYER_MAX_IN]; /* each: j ≥ 0 layers[j], −1 − q the
@@ -236,6 +245,16 @@ struct hc_var_def {
      * (rowmap.h), never laid out in blocks: size is 0, and a row never
      * written is hc_init_row's. 0 for a dense variable. */
     uint64_t table_rows;
+    int moving;                 /* 1: not trainable — a batch norm's
+                                 * moving statistic, which the shards move
+                                 * by the pushed batch moments, outside the
+                                 * optimizer; 0 (the default): trained */
+    float momentum;             /* moving: moving = moving·momentum
+                                 * + batch·(1 − momentum) */
+    int moments_of;             /* moving, a moving_variance: the index
+                                 * of its layer's moving_mean, the variable
+                                 * before it (the batch's mean is needed to
+                                 * pool variances); −1 otherwise */
 };
 
 /* A named input of the model. */

@@ -223,6 +223,9 @@ int md_add_var(struct hc_model *m, const char *where,
     v->init = init;
     v->fan_in = fan_in;
     v->fan_out = fan_out;
+    v->moving = 0;
+    v->momentum = 0.0f;
+    v->moments_of = -1;
     if ((uint64_t)m->n_params + size > PARAMS_MAX)
         return md_fail(where, "the model would have more than %llu parameters",
                        PARAMS_MAX);

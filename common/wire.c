@@ -261,6 +261,15 @@ static int shape_elems(size_t i, const Hetps__VariableDef *v, uint64_t *elems)
                               (unsigned long long)HC_WIRE_MAX_VAR_ELEMS);
         p *= v->shape[d];
     }
+    if (v->has_moving_momentum &&
+        !(v->moving_momentum >= 0.0f && v->moving_momentum < 1.0f))
+        return hc_err_set(HC_ERR_PROTO, "variable %zu (%s) has moving "
+                          "momentum %g; must be in [0, 1)", i, v->name,
+                          (double)v->moving_momentum);
+    if (v->moments_of_prev && (!v->has_moving_momentum || i == 0))
+        return hc_err_set(HC_ERR_PROTO, "variable %zu (%s) pools moments with "
+                          "the variable before it but is not a moving "
+                          "statistic after one", i, v->name);
     *elems = p;
     return HC_OK;
 }

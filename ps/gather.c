@@ -60,6 +60,8 @@ static int parse_vars(const char *json, size_t len, const char *dir,
             goto out;
         }
         snprintf(v->name, sizeof v->name, "%s", name->valuestring);
+        v->moments_of_prev = cJSON_IsTrue(
+            cJSON_GetObjectItemCaseSensitive(it, "moments_of_prev"));
         v->size = 1;
         cJSON_ArrayForEach(d, shape) {
             if (!cJSON_IsNumber(d) || d->valuedouble < 1 ||

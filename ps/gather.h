@@ -25,6 +25,8 @@ struct ps_gathered_var {
     size_t size;
     float *data;            /* (size) */
     unsigned char *seen;    /* (size) elements filled */
+    int moments_of_prev;    /* a batch norm's moving_variance: kept with
+                             * its moving_mean, the variable before */
 };
 
 /* Everything the shards of one cluster hold, assembled per variable. */

@@ -166,6 +166,11 @@ int ps_mode_lends_messages(const struct ps_mode *s)
 
 static void recall_if_alone(struct ps_mode *s, uint64_t version);
 
+void ps_mode_set_balance(struct ps_mode *s, int on)
+{
+    s->c.balance = on;
+}
+
 void ps_mode_member(struct ps_mode *s, int worker, int live)
 {
     if (worker < 0 || grow(s, worker))

@@ -84,6 +84,10 @@ int ps_mode_lends_messages(const struct ps_mode *s);
  * were all handed nothing, it is cut again for their next pull. */
 void ps_mode_member(struct ps_mode *s, int worker, int live);
 
+/* sync: split batches by speed (on, as the conf's balance) or equally
+ * (off) from the next assignment on. */
+void ps_mode_set_balance(struct ps_mode *s, int on);
+
 /* A worker joined at `version`: one expected from the start takes part
  * from where it is; any other (added to the cluster file, or back after
  * dying or leaving) from the next step boundary, version + 1 — or in sync

@@ -80,6 +80,7 @@ int ps_reshard(const struct hc_cluster *from, const char *from_dir,
     struct hc_layout lay = { 0 };
     struct ps_gathered g;
     size_t sizes[HC_MODEL_MAX_VARS] = { 0 };
+    unsigned char with_prev[HC_MODEL_MAX_VARS] = { 0 };
     char dir[PATH_MAX];
     int j, v, k, rv, have_lay = 0;
 
@@ -87,9 +88,12 @@ int ps_reshard(const struct hc_cluster *from, const char *from_dir,
     if ((rv = ps_gather(from, from_dir, PS_GATHER_MOVE, 1, &g, log)) != HC_OK)
         return rv;
     /* 2. The new layout and fresh stores. */
-    for (v = 0; v < g.n_vars; v++)
+    for (v = 0; v < g.n_vars; v++) {
         sizes[v] = g.vars[v].size;
-    rv = hc_layout_build(sizes, g.n_vars, to->n_ps, g.block_elems, &lay);
+        with_prev[v] = (unsigned char)g.vars[v].moments_of_prev;
+    }
+    rv = hc_layout_build_with(sizes, with_prev, g.n_vars, to->n_ps,
+                              g.block_elems, &lay);
     if (rv == HC_OK)
         have_lay = 1;
     for (j = 0; rv == HC_OK && j < to->n_ps; j++) {

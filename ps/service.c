@@ -407,6 +407,20 @@ static void record_outcome(struct ps_service *s, const struct hc_wire_msg *in,
     service_record_answered(rec, info);
 }
 
+/* With s->mu held (or before serving): a model with batch norm is cut
+ * into equal sync slices, never by speed — each worker normalises by its
+ * own slice's moments, so the slices are part of what is computed (N
+ * workers × B then equal one worker with N mirrored devices × B). */
+static void equal_slices_for_bn(struct ps_service *s)
+{
+    if (!s->conf.balance || !ps_shard_has_moving(s->shard))
+        return;
+    s->conf.balance = 0;
+    ps_mode_set_balance(s->sync, 0);
+    hc_info("batch norm: sync batches are split equally among the workers "
+            "(as --balance off)");
+}
+
 /*
  * Requests from workers: admit the sender, answer repeats from the record,
  * apply the rest. Called with s->mu held; returns the reply, or NULL with
@@ -457,6 +471,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         if (rv != HC_OK)
             return service_error_reply(s, e->request_id,
                                        hc_wire_error_code(rv), hc_err_msg());
+        equal_slices_for_bn(s);
         break;
     case HETPS__ENVELOPE__PAYLOAD_PULL:
         /* sync: a pull past the open step from a worker that did not push
@@ -790,6 +805,7 @@ int ps_service_start(struct ps_service **out, const struct ps_service_conf *c)
                        c->durability, c->sync_ms, c->apply_threads);
     if (rv != HC_OK)
         goto fail;
+    equal_slices_for_bn(s);
     {
         /* The pushes applied before a restart: a repeat of one is still
          * answered from its record, never applied twice. */

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cJSON.h>
+
 #include "err.h"
 #include "fault.h"
 #include "layout.h"
@@ -53,6 +55,8 @@ struct ps_shard {
     uint64_t *acc_w;                /* (n_blocks) their samples */
     unsigned char *applied;         /* (n_blocks) given to the open step
                                        (ps_shard_apply_ready) */
+    int has_moving;                 /* batch norm's moving statistics here
+                                       (set with the blocks, before ready) */
 };
 
 /* A block's gradient in the open synchronous step. */
@@ -98,6 +102,31 @@ static void free_scratch(struct ps_shard *sh)
 }
 
 /* Size the scratch arrays and the lookup index for the store's blocks. */
+/* Whether the store's variable definitions ("vars" meta) name a moving
+ * statistic; a store without them (an older hetps's) has none. */
+static int defs_have_moving(struct ps_store *st)
+{
+    size_t cap = 1u << 20, len = 0;
+    char *json = malloc(cap);
+    cJSON *root = NULL;
+    const cJSON *it;
+    int any = 0;
+
+    if (json && ps_store_meta_get(st, "vars", json, cap, &len) == HC_OK &&
+        (root = cJSON_ParseWithLength(json, len)) != NULL)
+        cJSON_ArrayForEach(it, root)
+            any |= cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(it,
+                                                                   "moving"));
+    cJSON_Delete(root);
+    free(json);
+    return any;
+}
+
+int ps_shard_has_moving(const struct ps_shard *sh)
+{
+    return atomic_load(&sh->ready) && sh->has_moving;
+}
+
 static int load_blocks(struct ps_shard *sh)
 {
     struct ps_store_info info;
@@ -108,6 +137,7 @@ static int load_blocks(struct ps_shard *sh)
     ps_store_info(sh->store, &info);
     if (!info.initialised)
         return HC_OK;
+    sh->has_moving = defs_have_moving(sh->store);
     sh->optim = info.optim;
     sh->blocks = ps_store_blocks(sh->store, &n);
     sh->n_blocks = n;
@@ -261,13 +291,14 @@ static int ack_with(const struct ps_shard *sh, const struct hc_wire_msg *in,
 }
 
 /* The variables' names and shapes as the store keeps them ("vars": JSON
- * text, for `hetps export` and `hetps inspect`) into *out (malloc'd, *len
- * bytes). Names are checked by the wire's decoder (no quotes). */
+ * text, for `hetps export` and `hetps inspect`; a moving statistic's
+ * "moving" momentum and "moments_of_prev" for the store's apply) into
+ * *out (malloc'd, *len bytes). Names are checked by the wire's decoder (no quotes). */
 static int var_defs_json(const Hetps__CreateVariables *cv, char **out,
                          size_t *len)
 {
-    size_t cap = 64 + cv->n_vars * (HC_WIRE_MAX_NAME + 16 * HC_WIRE_MAX_DIMS +
-                                    40);
+    size_t cap = 64 + cv->n_vars * (HC_WIRE_MAX_NAME +
+                                    16 * HC_WIRE_MAX_DIMS + 96);
     char *json = malloc(cap);
     size_t n = 0, v, k;
 
@@ -280,11 +311,16 @@ static int var_defs_json(const Hetps__CreateVariables *cv, char **out,
         for (k = 0; k < cv->vars[v]->n_shape; k++)
             n += (size_t)snprintf(json + n, cap - n, "%s%u", k ? "," : "",
                                   cv->vars[v]->shape[k]);
+        n += (size_t)snprintf(json + n, cap - n, "]");
         if (cv->vars[v]->has_table_rows)
-            n += (size_t)snprintf(json + n, cap - n, "],\"table_rows\":%llu}",
+            n += (size_t)snprintf(json + n, cap - n, ",\"table_rows\":%llu",
                                   (unsigned long long)cv->vars[v]->table_rows);
-        else
-            n += (size_t)snprintf(json + n, cap - n, "]}");
+        if (cv->vars[v]->has_moving_momentum)
+            n += (size_t)snprintf(json + n, cap - n, ",\"moving\":%.9g%s",
+                                  (double)cv->vars[v]->moving_momentum,
+                                  cv->vars[v]->moments_of_prev
+                                      ? ",\"moments_of_prev\":true" : "");
+        n += (size_t)snprintf(json + n, cap - n, "}");
     }
     n += (size_t)snprintf(json + n, cap - n, "]");
     *len = n;
@@ -355,6 +391,7 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
 {
     const Hetps__CreateVariables *cv = in->env->create;
     size_t sizes[HC_MODEL_MAX_VARS];
+    unsigned char with_prev[HC_MODEL_MAX_VARS];
     const float **init = NULL;
     struct hc_layout layout = { 0 };
     struct hc_optim_conf oc;
@@ -382,13 +419,14 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
         for (k = 0; k < cv->vars[v]->n_shape; k++)
             size *= cv->vars[v]->shape[k];
         sizes[v] = cv->vars[v]->has_table_rows ? 0 : size;
+        with_prev[v] = cv->vars[v]->moments_of_prev;
     }
     if ((rv = create_tables(cv, tables, &def.n_tables)) != HC_OK)
         return rv;
     if ((rv = check_layout_size(sh, cv, sizes, in)) != HC_OK)
         return rv;
-    rv = hc_layout_build(sizes, (int)cv->n_vars, sh->n_shards, cv->block_elems,
-                         &layout);
+    rv = hc_layout_build_with(sizes, with_prev, (int)cv->n_vars, sh->n_shards,
+                              cv->block_elems, &layout);
     if (rv != HC_OK)
         goto out;
     have_layout = 1;
@@ -811,7 +849,10 @@ static void step_update(struct ps_shard *sh, uint32_t b, uint64_t total,
         u->grad = sh->lent[b];
         u->scale = w ? sh->lent_w[b] / (float)w : 0.0f;
     } else if (sh->acc_used[b] == ACC_NONE) {
+        /* No samples behind it: a zero gradient, and a batch norm's
+         * moving statistic kept (scale 0, store_apply.c). */
         memset(sh->acc[b], 0, sh->blocks[b].length * sizeof(float));
+        u->scale = 0.0f;
     }
 }
 

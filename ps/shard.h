@@ -31,6 +31,10 @@ int ps_shard_open(struct ps_shard **out, const char *dir, int shard,
                   int n_shards, int durability, unsigned sync_ms,
                   int apply_threads);
 
+/* 1 once the shard holds variables of which some are a batch norm's
+ * moving statistics (their definitions' "moving"), else 0. Any thread. */
+int ps_shard_has_moving(const struct ps_shard *sh);
+
 /* The record of the last push the store applied for worker w on `lane`
  * (after a restart: so a repeat is still answered from it).
  * HC_ERR_NOTFOUND when none. */

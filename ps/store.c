@@ -123,6 +123,8 @@ static int load_blocks(struct ps_store *s, MDB_txn *txn)
     free(s->blocks);
     free(s->decay);
     s->decay = NULL;
+    free(s->moving);
+    s->moving = NULL;
     s->blocks = calloc(s->n_blocks ? s->n_blocks : 1, sizeof *s->blocks);
     s->max_len = 0;
     if (!s->blocks)
@@ -562,6 +564,7 @@ void ps_store_close(struct ps_store *s)
     free(s->jobs);
     free(s->blocks);
     free(s->decay);
+    free(s->moving);
     free(s->scratch);
     free(s->seen);
     store_rows_free(s);
@@ -740,6 +743,8 @@ static int init_done(struct ps_store *s, const struct init_arg *a,
     free(s->blocks);
     free(s->decay);
     s->decay = NULL;
+    free(s->moving);
+    s->moving = NULL;
     s->blocks = *tab;
     *tab = NULL;
     s->signature = a->signature;

@@ -5,7 +5,9 @@
  * slots, run the optimizer into the new values, count the step, write the
  * records of the requests it answers (store_record.c), commit, and sync
  * when group commit says so. Which variables take weight decay is worked
- * out once from the store's variable names (decay_flags). See store.h for
+ * out once from the store's variable names (decay_flags); a batch norm's
+ * moving statistics (moving_flags) are moved by their pushed moments
+ * instead of the optimizer, without slots (moving_compute). See store.h for
  * the contract, store_impl.h for the other store files.
  *
  * For each block the old parameters and slots are read (mdb_get), then
@@ -108,6 +110,70 @@ static int reserve(struct ps_store *s, MDB_txn *txn, int k, MDB_val *key,
     return HC_OK;
 }
 
+/* Variable var's part in batch norm, or NULL for a trained one. */
+static const struct store_moving *moving_of(const struct ps_store *s,
+                                            uint32_t var)
+{
+    return s->moving && var < s->n_moving &&
+           s->moving[var].kind != MOVING_NONE ? &s->moving[var] : NULL;
+}
+
+/* The update of the block of variable var at offset off in step g, or
+ * NULL. */
+static const struct ps_update *update_of(const struct ps_store *s,
+                                         const struct ps_apply *g,
+                                         uint32_t var, uint64_t off)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        const struct ps_block *b = &s->blocks[g->u[i].local];
+
+        if (b->var == var && b->offset == off)
+            return &g->u[i];
+    }
+    return NULL;
+}
+
+/*
+ * A moving statistic's block, outside the optimizer: moving = moving ·
+ * momentum + batch · (1 − momentum), the batch's statistic from the
+ * pushed moments (their sample-weighted mean: grad · scale). A
+ * moving_mean's are the batch's mean; a moving_variance's the batch's
+ * mean of squares, its variance that less the square of the mean pushed
+ * for its moving_mean in the same step (the block before it: the same
+ * shard and push part, layout.h) — the parallel-axis rule. No samples
+ * behind the moments (scale 0: a sync step no push gave them), or a
+ * variance without its mean's update in the step: unchanged.
+ */
+static void moving_compute(const struct ps_store *s, const struct ps_block *b,
+                           const struct store_moving *mv,
+                           const struct ps_apply *g, const struct ps_update *u,
+                           const float *in, float *out)
+{
+    const struct ps_update *m = NULL;
+    const float keep = mv->momentum, take = 1.0f - mv->momentum;
+
+    if (mv->kind == MOVING_VARIANCE && b->var > 0)
+        m = update_of(s, g, b->var - 1, b->offset);
+    if (!(u->scale > 0.0f) ||
+        (mv->kind == MOVING_VARIANCE && (!m || !(m->scale > 0.0f) ||
+                                         m->length != u->length))) {
+        memmove(out, in, (size_t)b->length * sizeof *out);
+        return;
+    }
+    for (uint32_t i = 0; i < b->length; i++) {
+        double batch = (double)u->grad[i] * u->scale;
+
+        if (m) {
+            double mean = (double)m->grad[i] * m->scale;
+
+            batch -= mean * mean;
+            if (batch < 0.0)
+                batch = 0.0;
+        }
+        out[i] = (float)((double)in[i] * keep + batch * take);
+    }
+}
+
 /*
  * Update one block: see the file comment for why both paths are safe.
  * With `job` (a split step) a direct update whose values are overflow
@@ -119,14 +185,15 @@ static int reserve(struct ps_store *s, MDB_txn *txn, int k, MDB_val *key,
  */
 static int apply_block(struct ps_store *s, MDB_txn *txn,
                        const struct hc_optim_conf *c, uint64_t step,
-                       const struct ps_update *u, int direct,
-                       struct store_job *job, int *deferred)
+                       const struct ps_apply *g, const struct ps_update *u,
+                       int direct, struct store_job *job, int *deferred)
 {
     static const char *const kinds[] = {"parameters", "slot 0", "slot 1",
                                         "slot 2"};
     const struct ps_block *b = &s->blocks[u->local];
     size_t bytes = (size_t)b->length * 4, ml = s->max_len;
-    int na = 1 + ps_optim_slots(c);
+    const struct store_moving *mv = moving_of(s, b->var);
+    int na = mv ? 1 : 1 + ps_optim_slots(c);
     int own_pages = HDR_SIZE + bytes >= s->psize, aligned = 1;
     unsigned char keys[SCRATCH_ARRAYS][8], *dst[SCRATCH_ARRAYS] = {NULL};
     MDB_val key[SCRATCH_ARRAYS], old[SCRATCH_ARRAYS];
@@ -170,6 +237,14 @@ static int apply_block(struct ps_store *s, MDB_txn *txn,
             out[k] = (float *)(void *)(dst[k] + HDR_SIZE);
         else
             aligned = 0;
+    }
+    if (mv) {
+        moving_compute(s, b, mv, g, u, in[0], out[0]);
+        for (int k = 0; k < na && !direct; k++)
+            if ((rv = reserve(s, txn, k, &key[k], bytes, &dst[k])) != HC_OK)
+                return rv;
+        block_finish(b, na, out, dst);
+        return HC_OK;
     }
     if (job && direct && aligned && own_pages) {
         *job = (struct store_job){b, u, {NULL}, {NULL}};
@@ -259,6 +334,62 @@ static int decay_flags(struct ps_store *s, MDB_txn *txn,
     return HC_OK;
 }
 
+/* Under wmu, in txn, once: s->moving from the definitions in meta
+ * "app.vars" (a definition's "moving" momentum, and "moments_of_prev" for
+ * a moving_variance). A store without them (made before batch norm, or
+ * without names) trains every variable. */
+static int moving_flags(struct ps_store *s, MDB_txn *txn)
+{
+    cJSON *root = NULL;
+    const cJSON *it;
+    MDB_val v;
+    uint32_t n = 0, i = 0;
+    int rv;
+
+    if (s->moving)
+        return HC_OK;
+    for (uint32_t b = 0; b < s->n_blocks; b++)
+        if (s->blocks[b].var + 1 > n)
+            n = s->blocks[b].var + 1;
+    if (!(s->moving = calloc(n ? n : 1, sizeof *s->moving)))
+        return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory", s->dir);
+    s->n_moving = n;
+    rv = store_meta_get(s, txn, "app.vars", &v);
+    if (rv == HC_ERR_NOTFOUND)
+        return HC_OK;
+    if (rv != HC_OK)
+        goto fail;
+    root = cJSON_ParseWithLength(v.mv_data, v.mv_size);
+    cJSON_ArrayForEach(it, root) {
+        const cJSON *mom = cJSON_GetObjectItemCaseSensitive(it, "moving");
+        const cJSON *prev = cJSON_GetObjectItemCaseSensitive(it,
+                                                             "moments_of_prev");
+
+        if (i >= n)
+            break;
+        if (cJSON_IsNumber(mom)) {
+            if (!(mom->valuedouble >= 0.0 && mom->valuedouble < 1.0)) {
+                rv = hc_err_set(HC_ERR_STORE, "store %s: variable %u's moving "
+                                "momentum %g in meta \"app.vars\" is not in "
+                                "[0, 1); the store is damaged", s->dir, i,
+                                mom->valuedouble);
+                goto fail;
+            }
+            s->moving[i].momentum = (float)mom->valuedouble;
+            s->moving[i].kind = cJSON_IsTrue(prev) ? MOVING_VARIANCE
+                                                   : MOVING_MEAN;
+        }
+        i++;
+    }
+    cJSON_Delete(root);
+    return HC_OK;
+fail:
+    cJSON_Delete(root);
+    free(s->moving);
+    s->moving = NULL;
+    return rv;
+}
+
 /* The deferred blocks of a split step, cut into ranges for the threads. */
 struct split {
     struct ps_store *s;
@@ -297,7 +428,8 @@ int store_apply_blocks(struct ps_store *s, MDB_txn *txn,
     uint64_t elems = 0;
     int rv, split;
 
-    if ((rv = decay_flags(s, txn, c)) != HC_OK)
+    if ((rv = decay_flags(s, txn, c)) != HC_OK ||
+        (rv = moving_flags(s, txn)) != HC_OK)
         return rv;
     for (size_t i = 0; i < g->n; i++)
         elems += g->u[i].length;
@@ -314,7 +446,7 @@ int store_apply_blocks(struct ps_store *s, MDB_txn *txn,
     for (size_t i = 0; i < g->n; i++) {
         int deferred = 0;
 
-        if ((rv = apply_block(s, txn, c, step, &g->u[i], direct,
+        if ((rv = apply_block(s, txn, c, step, g, &g->u[i], direct,
                               split ? &s->jobs[sp.n] : NULL, &deferred)))
             return rv;
         sp.n += (size_t)deferred;

@@ -36,6 +36,14 @@
 #define POOL_MAX 8
 #define SCRATCH_ARRAYS (1 + PS_STORE_MAX_SLOTS) /* parameters, slots */
 
+/* A variable the optimizer does not train: a batch norm's moving
+ * statistic (the "moving" of its definition in meta "app.vars"). */
+enum { MOVING_NONE, MOVING_MEAN, MOVING_VARIANCE };
+struct store_moving {
+    uint8_t kind;               /* MOVING_*; NONE: trained */
+    float momentum;
+};
+
 struct ps_store {
     char *dir;
     MDB_env *env;
@@ -70,6 +78,10 @@ struct ps_store {
                                    variable (store_decay_flags), or NULL */
     uint32_t n_decay;
     char decay_for[HC_OPTIM_EXCLUDE_BYTES]; /* the exclusions it is for */
+    struct store_moving *moving; /* (n_moving) under wmu: each variable's
+                                   part in batch norm (store_moving_flags),
+                                   or NULL before the first apply */
+    uint32_t n_moving;
     struct hc_fanout *fan;      /* a large step's compute; NULL: one thread */
     uint64_t split_min;         /* elements of a step worth splitting */
     struct store_job *jobs;     /* under wmu: a split step's blocks */

@@ -1137,6 +1137,42 @@ static void cpu_layernorm_forward(struct wk_backend *be, int rows, int n,
     }
 }
 
+/* ---- batch normalization: channels in chunks of BN_CHUNK, each chunk's
+ * sums in double on the stack, the rows walked in order ---- */
+
+#define BN_CHUNK 256
+
+static void cpu_bn_stats(struct wk_backend *be, const float *x, int rows,
+                         int c, float *st)
+{
+    double s[BN_CHUNK], q[BN_CHUNK];
+
+    (void)be;
+    for (int c0 = 0; c0 < c; c0 += BN_CHUNK) {
+        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK;
+
+        memset(s, 0, sizeof s);
+        memset(q, 0, sizeof q);
+        for (int r = 0; r < rows; r++)
+            for (int j = 0; j < n; j++)
+                s[j] += x[(size_t)r * c + c0 + j];
+        for (int j = 0; j < n; j++)
+            s[j] /= rows;
+        for (int r = 0; r < rows; r++)
+            for (int j = 0; j < n; j++) {
+                double d = x[(size_t)r * c + c0 + j] - s[j];
+                q[j] += d * d;
+            }
+        for (int j = 0; j < n; j++) {
+            double var = q[j] / rows;
+
+            st[c0 + j] = (float)s[j];
+            st[c + c0 + j] = (float)var;
+            st[2 * c + c0 + j] = (float)(var + s[j] * s[j]);
+        }
+    }
+}
+
 static void cpu_layernorm_backward(struct wk_backend *be, int rows, int n,
                                    const float *dy, const float *xhat,
                                    const float *rstd, const float *gamma,
@@ -1173,6 +1209,86 @@ static void cpu_layernorm_backward(struct wk_backend *be, int rows, int n,
 
             xr[j] = (float)(rstd[r] * (g - mg - hr[j] * mgh));
         }
+    }
+}
+
+static void cpu_bn_forward(struct wk_backend *be, const float *x, int rows,
+                           int c, const float *mean, const float *var,
+                           float eps, const float *gamma, const float *beta,
+                           float *y)
+{
+    float a[BN_CHUNK], b[BN_CHUNK];
+
+    (void)be;
+    for (int c0 = 0; c0 < c; c0 += BN_CHUNK) {
+        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK;
+
+        /* y = a·x + b per channel */
+        for (int j = 0; j < n; j++) {
+            float inv = 1.0f / sqrtf(var[c0 + j] + eps);
+            float g = gamma ? gamma[c0 + j] : 1.0f;
+
+            a[j] = g * inv;
+            b[j] = (beta ? beta[c0 + j] : 0.0f) - a[j] * mean[c0 + j];
+        }
+        for (int r = 0; r < rows; r++)
+            for (int j = 0; j < n; j++)
+                y[(size_t)r * c + c0 + j] =
+                    a[j] * x[(size_t)r * c + c0 + j] + b[j];
+    }
+}
+
+static void cpu_bn_backward_params(struct wk_backend *be, const float *x,
+                                   const float *dy, int rows, int c,
+                                   const float *st, float eps, float *sums)
+{
+    double sg[BN_CHUNK], sb[BN_CHUNK];
+
+    (void)be;
+    for (int c0 = 0; c0 < c; c0 += BN_CHUNK) {
+        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK;
+
+        memset(sg, 0, sizeof sg);
+        memset(sb, 0, sizeof sb);
+        for (int r = 0; r < rows; r++)
+            for (int j = 0; j < n; j++) {
+                size_t i = (size_t)r * c + c0 + j;
+
+                sg[j] += (double)dy[i] * (x[i] - st[c0 + j]);
+                sb[j] += dy[i];
+            }
+        for (int j = 0; j < n; j++) {
+            sums[c0 + j] = (float)(sg[j] / sqrt((double)st[c + c0 + j] + eps));
+            sums[c + c0 + j] = (float)sb[j];
+        }
+    }
+}
+
+static void cpu_bn_backward_input(struct wk_backend *be, const float *x,
+                                  const float *dy, int rows, int c,
+                                  const float *st, float eps,
+                                  const float *gamma, const float *sums,
+                                  float *dx)
+{
+    float k[BN_CHUNK], inv[BN_CHUNK], mg[BN_CHUNK], mb[BN_CHUNK];
+
+    (void)be;
+    for (int c0 = 0; c0 < c; c0 += BN_CHUNK) {
+        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK;
+
+        for (int j = 0; j < n; j++) {
+            inv[j] = 1.0f / sqrtf(st[c + c0 + j] + eps);
+            k[j] = (gamma ? gamma[c0 + j] : 1.0f) * inv[j];
+            mg[j] = sums[c0 + j] / (float)rows;
+            mb[j] = sums[c + c0 + j] / (float)rows;
+        }
+        for (int r = 0; r < rows; r++)
+            for (int j = 0; j < n; j++) {
+                size_t i = (size_t)r * c + c0 + j;
+                float xh = (x[i] - st[c0 + j]) * inv[j];
+
+                dx[i] = k[j] * (dy[i] - mb[j] - xh * mg[j]);
+            }
     }
 }
 
@@ -1217,6 +1333,10 @@ static const struct wk_backend_ops cpu_ops = {
     .layernorm_backward = cpu_layernorm_backward,
     .dropout_forward = cpu_dropout_forward,
     .dropout_backward = cpu_dropout_backward,
+    .bn_stats = cpu_bn_stats,
+    .bn_forward = cpu_bn_forward,
+    .bn_backward_params = cpu_bn_backward_params,
+    .bn_backward_input = cpu_bn_backward_input,
 };
 
 int wk_backend_cpu_new(int n_threads, struct wk_backend **out)

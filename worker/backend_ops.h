@@ -261,7 +261,38 @@
     X(void, dropout_backward, (struct wk_backend *be, const float *dy,        \
                                float *dx, size_t n, float rate,               \
                                uint64_t seed),                                \
-      (be, dy, dx, n, rate, seed), required)
+      (be, dy, dx, n, rate, seed), required)                                                                              \
+    /* ---- batch normalization over the last axis (rows, C) ---- */          \
+    /* st (3, C): each channel's mean, biased variance and mean of squares    \
+     * (variance + mean²) over the rows of x (rows, C), summed in double,     \
+     * two passes. rows ≥ 1. Overwrites st. */                                \
+    X(void, bn_stats, (struct wk_backend *be, const float *x, int rows,       \
+                       int c, float *st),                                     \
+      (be, x, rows, c, st), required)                                         \
+    /* y (rows, C) = gamma · (x − mean) / sqrt(var + eps) + beta, mean and    \
+     * var (C) each; gamma NULL: 1, beta NULL: 0. y may equal x. */           \
+    X(void, bn_forward, (struct wk_backend *be, const float *x, int rows,     \
+                         int c, const float *mean, const float *var,          \
+                         float eps, const float *gamma, const float *beta,    \
+                         float *y),                                           \
+      (be, x, rows, c, mean, var, eps, gamma, beta, y), required)             \
+    /* sums (2, C): Σ dy · x̂ (gamma's gradient) and Σ dy (beta's) over the   \
+     * rows, x̂ = (x − mean) / sqrt(var + eps) with st's mean and var (the    \
+     * batch's, bn_stats). Overwrites sums. */                                \
+    X(void, bn_backward_params, (struct wk_backend *be, const float *x,       \
+                                 const float *dy, int rows, int c,            \
+                                 const float *st, float eps, float *sums),    \
+      (be, x, dy, rows, c, st, eps, sums), required)                          \
+    /* dx (rows, C): the gradient through the batch's own moments,            \
+     * gamma / sqrt(var + eps) · (dy − Σdy / rows − x̂ · Σ(dy·x̂) / rows),     \
+     * the sums those of bn_backward_params; gamma NULL: 1. dx may equal     \
+     * dy. */                                                                 \
+    X(void, bn_backward_input, (struct wk_backend *be, const float *x,        \
+                                const float *dy, int rows, int c,             \
+                                const float *st, float eps,                   \
+                                const float *gamma, const float *sums,        \
+                                float *dx),                                   \
+      (be, x, dy, rows, c, st, eps, gamma, sums, dx), required)
 
 /* Every entry but destroy, in the table's order. */
 #define WK_BACKEND_OPS(X) WK_BACKEND_MEMORY_OPS(X) WK_BACKEND_COMPUTE_OPS(X)

@@ -472,16 +472,33 @@ int pc_set_model(struct pc_client *c, const struct hc_model *m,
                  uint32_t block_elems)
 {
     size_t sizes[HC_MODEL_MAX_VARS];
+    unsigned char with_prev[HC_MODEL_MAX_VARS];
     size_t b;
     int i, v, rv;
 
-    for (v = 0; v < m->n_vars; v++)
+    for (v = 0; v < m->n_vars; v++) {
         sizes[v] = m->vars[v].size;
+        with_prev[v] = m->vars[v].moving && m->vars[v].moments_of >= 0;
+    }
     if (!block_elems)
         block_elems = c->store_block ? c->store_block : HC_LAYOUT_DEFAULT_BLOCK;
-    rv = hc_layout_build(sizes, m->n_vars, c->n, block_elems, &c->layout);
+    rv = hc_layout_build_with(sizes, with_prev, m->n_vars, c->n, block_elems,
+                              &c->layout);
     if (rv != HC_OK)
         return rv;
+    for (b = 0; b < c->layout.n_blocks; b++) {
+        const struct hc_block *bk = &c->layout.blocks[b];
+
+        if (with_prev[bk->var] && !bk->joined) {
+            rv = hc_err_set(HC_ERR_CONFIG, "%s: %zu channels are more than "
+                            "a block of %u elements; a batch norm's moving "
+                            "statistics must each fit one block (a "
+                            "narrower layer)", m->vars[bk->var].name,
+                            m->vars[bk->var].size, block_elems);
+            hc_layout_free(&c->layout);
+            return rv;
+        }
+    }
     c->have_layout = 1;
     c->model = m;
     atomic_store(&c->model_sig, m->signature);
@@ -565,6 +582,12 @@ int pc_create(struct pc_client *c, const float *init)
             shapes[v][i] = (uint32_t)m->vars[v].shape[i];
         defs[v].n_shape = (size_t)m->vars[v].ndim;
         defs[v].shape = shapes[v];
+        if (m->vars[v].moving) {
+            defs[v].has_moving_momentum = 1;
+            defs[v].moving_momentum = m->vars[v].momentum;
+            defs[v].has_moments_of_prev = m->vars[v].moments_of >= 0;
+            defs[v].moments_of_prev = m->vars[v].moments_of >= 0;
+        }
         def_ptrs[v] = &defs[v];
         if (m->vars[v].table_rows)
             table_def(&m->vars[v], &defs[v], &tinit[v], shapes[v]);

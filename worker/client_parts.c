@@ -5,7 +5,9 @@
  * own to the shard — so a shard receives, applies and answers one part
  * while the next is on the wire, and several cores copy at once. At most
  * one part per lane: a synchronous shard holds a worker's parts until the
- * last is in, so every part must be in flight together.
+ * last is in, so every part must be in flight together. A joined block
+ * (layout.h: a batch norm's moving_variance) is never cut from the block
+ * before it.
  *
  * Parts leave in the order a backward pass finishes them, the model's
  * last elements first (BytePS's and P3's priority): with a gradient still
@@ -56,6 +58,8 @@ size_t client_parts_plan(struct pc_client *c)
         p->part_at[0] = 0;
         for (k = 0, n = 0; k + 1 < p->n_blocks && n + 1 < p->n_parts; k++) {
             at += (uint64_t)c->layout.blocks[p->blocks[k]].length * 4;
+            if (c->layout.blocks[p->blocks[k + 1]].joined)
+                continue;       /* travels with block k */
             if (at >= each * (n + 1) &&
                 p->n_blocks - (k + 1) >= p->n_parts - (n + 1))
                 p->part_at[++n] = k + 1;

@@ -20,7 +20,9 @@ int wk_clip_by_norm(const struct hc_optim_conf *c);
 
 /*
  * Clip grads, the model's mean gradient laid out as hc_model_var_offset
- * says (m->n_params floats), in place, as Keras's base optimizer does:
+ * says (m->n_params floats), in place, as Keras's base optimizer does
+ * (over the trained variables only: a batch norm's moving statistics
+ * carry the batch's moments, not a gradient, and are left as they are):
  *   clipnorm:        per variable, with s² = Σ g² and n = sqrt(s²):
  *                    when s² > 0, g ← (g·clipnorm) / max(n, clipnorm)
  *   global_clipnorm: n = sqrt(Σ over all variables of Σ g²),

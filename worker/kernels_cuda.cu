@@ -1339,3 +1339,143 @@ void wk_cu_dropout_backward(struct wk_backend *be, const float *dy, float *dx,
 {
     dropout(be, dy, dx, n, rate, seed);
 }
+
+/* ---- batch normalization: one block per channel for the sums (its
+ * threads stride the rows, then a tree in shared memory, in double), a
+ * thread per element for the rest ---- */
+
+/* The block's sum of v (TPB threads), in thread 0. */
+__device__ static double block_sum(double v, double *sh)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = TPB / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s)
+            sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    v = sh[0];
+    __syncthreads();
+    return v;
+}
+
+__global__ static void bn_stats_k(const float *x, int rows, int c, float *st)
+{
+    __shared__ double sh[TPB];
+    int j = blockIdx.x;
+    double s = 0.0, q = 0.0, mean;
+
+    for (int r = threadIdx.x; r < rows; r += TPB)
+        s += x[(size_t)r * c + j];
+    mean = block_sum(s, sh) / rows;
+    for (int r = threadIdx.x; r < rows; r += TPB) {
+        double d = x[(size_t)r * c + j] - mean;
+        q += d * d;
+    }
+    q = block_sum(q, sh) / rows;
+    if (threadIdx.x == 0) {
+        st[j] = (float)mean;
+        st[c + j] = (float)q;
+        st[2 * c + j] = (float)(q + mean * mean);
+    }
+}
+
+__global__ static void bn_forward_k(const float *x, size_t n, int c,
+                                    const float *mean, const float *var,
+                                    float eps, const float *gamma,
+                                    const float *beta, float *y)
+{
+    GRID_LOOP(i, n) {
+        int j = (int)(i % (size_t)c);
+        float a = (gamma ? gamma[j] : 1.0f) / sqrtf(var[j] + eps);
+
+        y[i] = a * (x[i] - mean[j]) + (beta ? beta[j] : 0.0f);
+    }
+}
+
+__global__ static void bn_back_params_k(const float *x, const float *dy,
+                                        int rows, int c, const float *st,
+                                        float eps, float *sums)
+{
+    __shared__ double sh[TPB];
+    int j = blockIdx.x;
+    double sg = 0.0, sb = 0.0;
+
+    for (int r = threadIdx.x; r < rows; r += TPB) {
+        size_t i = (size_t)r * c + j;
+
+        sg += (double)dy[i] * (x[i] - st[j]);
+        sb += dy[i];
+    }
+    sg = block_sum(sg, sh);
+    sb = block_sum(sb, sh);
+    if (threadIdx.x == 0) {
+        sums[j] = (float)(sg / sqrt((double)st[c + j] + eps));
+        sums[c + j] = (float)sb;
+    }
+}
+
+__global__ static void bn_back_input_k(const float *x, const float *dy,
+                                       size_t n, int rows, int c,
+                                       const float *st, float eps,
+                                       const float *gamma, const float *sums,
+                                       float *dx)
+{
+    GRID_LOOP(i, n) {
+        int j = (int)(i % (size_t)c);
+        float inv = 1.0f / sqrtf(st[c + j] + eps);
+        float xh = (x[i] - st[j]) * inv;
+
+        dx[i] = (gamma ? gamma[j] : 1.0f) * inv *
+                (dy[i] - sums[c + j] / (float)rows -
+                 xh * (sums[j] / (float)rows));
+    }
+}
+
+void wk_cu_bn_stats(struct wk_backend *be, const float *x, int rows, int c,
+                    float *st)
+{
+    if (rows <= 0 || c <= 0 || wk_cu_enter(be))
+        return;
+    bn_stats_k<<<(unsigned)c, TPB, 0, stream_of(be)>>>(x, rows, c, st);
+    wk_cu_launched(be, "batch norm statistics kernel");
+}
+
+void wk_cu_bn_forward(struct wk_backend *be, const float *x, int rows, int c,
+                      const float *mean, const float *var, float eps,
+                      const float *gamma, const float *beta, float *y)
+{
+    size_t n = (size_t)rows * (size_t)c;
+
+    if (rows <= 0 || c <= 0 || wk_cu_enter(be))
+        return;
+    bn_forward_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(x, n, c, mean, var,
+                                                           eps, gamma, beta,
+                                                           y);
+    wk_cu_launched(be, "batch norm forward kernel");
+}
+
+void wk_cu_bn_backward_params(struct wk_backend *be, const float *x,
+                              const float *dy, int rows, int c,
+                              const float *st, float eps, float *sums)
+{
+    if (rows <= 0 || c <= 0 || wk_cu_enter(be))
+        return;
+    bn_back_params_k<<<(unsigned)c, TPB, 0, stream_of(be)>>>(x, dy, rows, c,
+                                                             st, eps, sums);
+    wk_cu_launched(be, "batch norm parameter gradient kernel");
+}
+
+void wk_cu_bn_backward_input(struct wk_backend *be, const float *x,
+                             const float *dy, int rows, int c,
+                             const float *st, float eps, const float *gamma,
+                             const float *sums, float *dx)
+{
+    size_t n = (size_t)rows * (size_t)c;
+
+    if (rows <= 0 || c <= 0 || wk_cu_enter(be))
+        return;
+    bn_back_input_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(
+        x, dy, n, rows, c, st, eps, gamma, sums, dx);
+    wk_cu_launched(be, "batch norm input gradient kernel");
+}

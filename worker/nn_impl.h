@@ -107,7 +107,7 @@ struct nn_layer {
     int units;              /* dense; depthwise_conv2d, separable_conv2d:
                              * the depth_multiplier */
     float rate;             /* dropout */
-    float eps;              /* layer_normalization: its epsilon */
+    float eps;              /* layer_normalization, batchnorm: epsilon */
     float max_value, slope, threshold; /* relu, leaky_relu (layer_relu.c) */
     int direct;             /* conv2d 1×1, stride 1: the input is the cols */
     size_t ws_size;         /* floats per sample of its workspace (conv2d:
@@ -284,7 +284,8 @@ extern const struct nn_kind nn_conv2d, nn_maxpool2d, nn_flatten, nn_dense,
     nn_dropout, nn_activation, nn_add, nn_subtract, nn_average,
     nn_multiply, nn_concatenate, nn_relu, nn_avgpool2d, nn_globalavgpool2d,
     nn_globalmaxpool2d, nn_zeropadding2d, nn_reshape, nn_depthwise_conv2d,
-    nn_separable_conv2d, nn_layer_normalization;
+    nn_separable_conv2d, nn_layer_normalization,
+    nn_batchnorm;
 
 /* What nn_build.c gives the kinds' setup and alloc. */
 

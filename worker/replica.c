@@ -624,12 +624,24 @@ fail:
 int wk_replicas_open(const struct hc_model *m, const struct wk_devices *devs,
                      int max_batch, struct wk_replicas **out)
 {
-    int i;
+    int i, rv;
 
     for (i = 0; m && i < m->n_layers && i < HC_MODEL_MAX_LAYERS; i++)
         if (m->layers[i].device[0])
             return wk_replicas_new_placed(m, devs, max_batch, out);
-    return wk_replicas_new(m, devs, max_batch, out);
+    if ((rv = wk_replicas_new(m, devs, max_batch, out)) != HC_OK)
+        return rv;
+    /* Batch norm normalises each replica by its own slice's moments: the
+     * slices are equal, as Keras's MirroredStrategy cuts them, never by
+     * speed, so what is computed does not depend on timing. */
+    for (i = 0; m && i < m->n_vars; i++)
+        if (m->vars[i].moving) {
+            (*out)->fixed = 1;
+            for (int d = 0; d < (*out)->n; d++)
+                (*out)->weight[d] = 1;
+            break;
+        }
+    return HC_OK;
 }
 
 void wk_replicas_free(struct wk_replicas *r)
@@ -725,6 +737,11 @@ int wk_replicas_set_split(struct wk_replicas *r, const int *counts)
         r->weight[i] = counts[i];
     r->fixed = 1;
     return HC_OK;
+}
+
+int wk_replicas_fixed(const struct wk_replicas *r)
+{
+    return r->fixed;
 }
 
 void wk_replicas_set_share(struct wk_replicas *r, int on)

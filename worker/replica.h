@@ -141,6 +141,11 @@ int wk_replicas_split(const struct wk_replicas *r, int B, int *counts);
  */
 int wk_replicas_set_split(struct wk_replicas *r, const int *counts);
 
+/* 1 when the split is fixed (wk_replicas_set_split, or a model with batch
+ * norm: its replicas always get equal slices, as Keras's
+ * MirroredStrategy gives them, each normalised by its own moments). */
+int wk_replicas_fixed(const struct wk_replicas *r);
+
 /*
  * Measured balancing (no fixed split) also asks whether the devices are
  * faster together than the fastest alone, timing whole steps and trying

@@ -936,7 +936,9 @@ int wk_train(const struct wk_train_conf *c)
     if (r.devs.n > 1)
         hc_info("devices %s: %s", devstr,
                 wk_replicas_is_placed(r.rep) ? "layers placed as the model "
-                "file says" : "mirrored, batch split by measured speed");
+                "file says" : wk_replicas_fixed(r.rep) ? "mirrored, batch "
+                "split equally (batch norm)" : "mirrored, batch split by "
+                "measured speed");
     /* What is uploaded and downloaded each step: page-locked on a GPU. */
     r.params = wk_devices_host_alloc(&r.devs, m->n_params * sizeof *r.params);
     r.grads = wk_devices_host_alloc(&r.devs, m->n_params * sizeof *r.grads);

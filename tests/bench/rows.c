@@ -50,7 +50,7 @@ static struct ps_store *open_table(const char *dir, uint64_t rows,
                                    uint32_t dim,
                                    const struct hc_optim_conf *c)
 {
-    static struct hc_block b0 = {1, 0, 1, 0, 0, 0};
+    static struct hc_block b0 = {1, 0, 1, 0, 0, 0, 0};
     static uint64_t elems[1] = {1};
     static uint32_t blocks[1] = {1};
     struct hc_layout l = {1, 4086, 1, &b0, 1, elems, blocks};

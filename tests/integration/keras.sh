@@ -43,7 +43,7 @@ rc=$?
 cat "$T/bad.txt"
 [ $rc -eq 2 ] || fail "the unsupported fixture: exit $rc, not 2"
 for want in 'layers\[1\] Conv2D "conv2d": Conv2D dilation_rate (2, 2) is not supported' \
-            'layers\[2\] BatchNormalization "batch_normalization": BatchNormalization is not supported' \
+            'layers\[2\] BatchNormalization "batch_normalization": BatchNormalization gamma_constraint NonNeg is not supported' \
             'layers\[4\] Dense "dense_1": Dense activation "selu" is not supported' \
             'layers\[5\] Dense "dense": Dense activity_regularizer L2 is not supported' \
             'compile_config optimizer Adam: Adam use_ema true is not supported'; do

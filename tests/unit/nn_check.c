@@ -377,6 +377,24 @@ void nc_model_two_inputs(struct hc_model *m)
     nr_mb_dense(m, 3, HC_ACT_SOFTMAX, 1);
 }
 
+/* Batch norm: after a conv (an image's channels, with gamma and beta)
+ * feeding a residual add, and on a dense layer's vector without scale. */
+void nc_model_batchnorm(struct hc_model *m)
+{
+    static const int sum[] = {1, 3};
+
+    nr_mb_begin(m, "batchnorm", 3, 5, 5, 2, HC_LOSS_SPARSE_CCE);
+    nr_mb_conv(m, 3, 3, 3, 1, 1, 1, HC_ACT_LINEAR, 0);          /* 0 */
+    nr_mb_batchnorm(m, 1, 1, 1e-3f);                            /* 1 */
+    nr_mb_conv(m, 3, 3, 3, 1, 1, 1, HC_ACT_TANH, 0);            /* 2 */
+    nr_mb_batchnorm(m, 1, 1, 1e-3f);                            /* 3 */
+    nr_mb_merge(m, HC_LAYER_ADD, 0, 2, sum);                    /* 4 */
+    nr_mb_flatten(m);
+    nr_mb_dense(m, 4, HC_ACT_SIGMOID, 1);
+    nr_mb_batchnorm(m, 0, 1, 1e-2f);
+    nr_mb_dense(m, 3, HC_ACT_SOFTMAX, 1);
+}
+
 /* DenseNet-style: convs concatenated on the channels, twice; a conv read
  * by a max-pool and by a flatten (so the pool may not fuse with it), the
  * two concatenated flat. */
@@ -525,6 +543,21 @@ static double fd_float(struct nc_fixture *f, float *pp, size_t i, float h)
     return (lp - lm) / ((double)hp - hm);
 }
 
+/* (n_params) 1 where a parameter is a moving statistic. */
+static unsigned char *moving_mask(const struct hc_model *m)
+{
+    unsigned char *k = calloc(m->n_params + 1, 1);
+    size_t at = 0;
+
+    CU_ASSERT_FATAL(k != NULL);
+    for (int v = 0; v < m->n_vars; v++) {
+        if (m->vars[v].moving)
+            memset(k + at, 1, m->vars[v].size);
+        at += m->vars[v].size;
+    }
+    return k;
+}
+
 void nc_check_model(nc_model_fn fn, int B, size_t n_fd_ref, size_t n_fd,
                     int n_dir)
 {
@@ -533,6 +566,7 @@ void nc_check_model(nc_model_fn fn, int B, size_t n_fd_ref, size_t n_fd,
         loss_mean, worst = 0;
     struct nr_batch rb;
     float *netout, *pp;
+    unsigned char *moving;
     size_t n, i, k, step, cnt, outliers = 0, worst_at = 0;
     uint64_t s = 99;
     char what[96];
@@ -579,13 +613,19 @@ void nc_check_model(nc_model_fn fn, int B, size_t n_fd_ref, size_t n_fd,
         CU_ASSERT_EQUAL(correct, want);
     }
 
-    /* the reference itself against double central differences */
+    /* the reference itself against double central differences (but for
+     * batch norm's moving statistics: their slots carry the batch's
+     * moments, checked against the reference above, no gradient) */
+    moving = moving_mask(&f.m);
     step = n_fd_ref && n_fd_ref < n ? n / n_fd_ref : 1;
     cnt = (n + step - 1) / step;
     fd = nr_dalloc(cnt);
     gsel = nr_dalloc(cnt);
     for (i = 0, k = 0; i < n; i += step, k++) {
         double keep = P[i], lp, lm;
+
+        if (moving[i])
+            continue;       /* fd[k] = gsel[k] = 0 */
 
         P[i] = keep + 1e-6;
         lp = nr_ref_run(&f.m, P, &rb, NULL, NULL);
@@ -619,7 +659,11 @@ void nc_check_model(nc_model_fn fn, int B, size_t n_fd_ref, size_t n_fd,
     pp = nr_falloc(n);
     memcpy(pp, f.params, n * sizeof *pp);
     for (i = 0; i < n; i += step) {
-        double g = f.grads[i], e = fd_float(&f, pp, i, 1e-3f), diff;
+        double g = f.grads[i], e, diff;
+
+        if (moving[i])
+            continue;
+        e = fd_float(&f, pp, i, 1e-3f);
 
         if (fabs(g - e) > 2e-4 + 2e-2 * fabs(e))
             e = fd_float(&f, pp, i, 2.5e-4f);
@@ -646,7 +690,7 @@ void nc_check_model(nc_model_fn fn, int B, size_t n_fd_ref, size_t n_fd,
         double dot = 0, lp, lm, fdd, dn = 0;
 
         for (i = 0; i < n; i++) {
-            double v = nr_urand(&s, -1, 1);
+            double v = moving[i] ? 0 : nr_urand(&s, -1, 1);
 
             vp[i] = (float)(f.params[i] + 1e-3 * v);
             vm[i] = (float)(f.params[i] - 1e-3 * v);
@@ -664,6 +708,7 @@ void nc_check_model(nc_model_fn fn, int B, size_t n_fd_ref, size_t n_fd,
     }
     for (l = 0; l < f.m.n_layers; l++)
         free(masks[l]);
+    free(moving);
     free(pp);
     free(P);
     free(G);

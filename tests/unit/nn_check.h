@@ -60,6 +60,7 @@ void nc_model_sepconv(struct hc_model *m);         /* separable, dm 2, s2 */
 void nc_model_graph_xception(struct hc_model *m);  /* separable, layernorm */
 void nc_model_layernorm(struct hc_model *m);       /* flat and channels */
 void nc_model_two_inputs(struct hc_model *m);      /* image + vector */
+void nc_model_batchnorm(struct hc_model *m);      /* image and vector, add */
 
 /* ---- the fixture ---- */
 

@@ -388,7 +388,8 @@ struct hc_layer_spec *nr_mb_layer(struct hc_model *m,
         [HC_LAYER_RESHAPE] = "reshape",
         [HC_LAYER_DEPTHWISE_CONV2D] = "depthwise_conv2d",
         [HC_LAYER_SEPARABLE_CONV2D] = "separable_conv2d",
-        [HC_LAYER_LAYER_NORMALIZATION] = "layer_normalization"};
+        [HC_LAYER_LAYER_NORMALIZATION] = "layer_normalization",
+        [HC_LAYER_BATCHNORM] = "batch_normalization"};
     struct hc_layer_spec *l = &m->layers[m->n_layers];
     int i, same = 0;
 
@@ -410,6 +411,103 @@ struct hc_layer_spec *nr_mb_layer(struct hc_model *m,
     mb_next = INT_MIN;
     m->n_layers++;
     return l;
+}
+
+static size_t var_off(const struct hc_model *m, int v);
+
+void nr_mb_batchnorm(struct hc_model *m, int scale, int center, float eps)
+{
+    struct hc_layer_spec *l = nr_mb_layer(m, HC_LAYER_BATCHNORM,
+                                          HC_ACT_LINEAR);
+    int C = l->in.dims[l->in.rank - 1], mm;
+
+    l->momentum = 0.99f;
+    l->epsilon = eps;
+    l->scale = scale;
+    l->center = center;
+    l->axis = -1;
+    l->var_first = m->n_vars;
+    if (scale)
+        l->var_kernel = nr_mb_var(m, l->name, "gamma", 1, C, 0, 0, 0);
+    if (center)
+        l->var_bias = nr_mb_var(m, l->name, "beta", 1, C, 0, 0, 0);
+    mm = nr_mb_var(m, l->name, "moving_mean", 1, C, 0, 0, 0);
+    nr_mb_var(m, l->name, "moving_variance", 1, C, 0, 0, 0);
+    m->vars[mm].moving = m->vars[mm + 1].moving = 1;
+    m->vars[mm].momentum = m->vars[mm + 1].momentum = 0.99f;
+    m->vars[mm].moments_of = -1;
+    m->vars[mm + 1].moments_of = mm;
+    l->n_var = m->n_vars - l->var_first;
+}
+
+/* Batch norm over the rows of X (R, C) by the batch's own moments: z, and
+ * with G the moments for the push in the moving statistics' slots. */
+static void ref_bn_forward(const struct hc_model *m,
+                           const struct hc_layer_spec *s, const double *P,
+                           const double *X, size_t R, double *z, double *G)
+{
+    int C = s->out.dims[s->out.rank - 1], mm = s->var_first + s->n_var - 2;
+    const double *g = s->var_kernel >= 0 ? P + var_off(m, s->var_kernel)
+                                         : NULL;
+    const double *b = s->var_bias >= 0 ? P + var_off(m, s->var_bias) : NULL;
+
+    for (int c = 0; c < C; c++) {
+        double mean = 0, var = 0;
+
+        for (size_t r = 0; r < R; r++)
+            mean += X[r * C + c];
+        mean /= R;
+        for (size_t r = 0; r < R; r++)
+            var += (X[r * C + c] - mean) * (X[r * C + c] - mean);
+        var /= R;
+        for (size_t r = 0; r < R; r++)
+            z[r * C + c] = (g ? g[c] : 1) * (X[r * C + c] - mean) /
+                           sqrt(var + s->epsilon) + (b ? b[c] : 0);
+        if (G) {
+            G[var_off(m, mm) + c] = mean;
+            G[var_off(m, mm + 1) + c] = var + mean * mean;
+        }
+    }
+}
+
+/* Its backward, by the chain rule through the mean and the variance. */
+static void ref_bn_backward(const struct hc_model *m,
+                            const struct hc_layer_spec *s, const double *P,
+                            const double *X, const double *dz, size_t R,
+                            double *G, double *dx)
+{
+    int C = s->out.dims[s->out.rank - 1];
+    const double *g = s->var_kernel >= 0 ? P + var_off(m, s->var_kernel)
+                                         : NULL;
+    double *dg = s->var_kernel >= 0 ? G + var_off(m, s->var_kernel) : NULL;
+    double *db = s->var_bias >= 0 ? G + var_off(m, s->var_bias) : NULL;
+
+    for (int c = 0; c < C; c++) {
+        double mean = 0, var = 0, inv, dvar = 0, dmean = 0, gc = g ? g[c] : 1;
+
+        for (size_t r = 0; r < R; r++)
+            mean += X[r * C + c];
+        mean /= R;
+        for (size_t r = 0; r < R; r++)
+            var += (X[r * C + c] - mean) * (X[r * C + c] - mean);
+        var /= R;
+        inv = 1 / sqrt(var + s->epsilon);
+        for (size_t r = 0; r < R; r++) {
+            double xh = (X[r * C + c] - mean) * inv, d = dz[r * C + c];
+
+            if (dg)
+                dg[c] += d * xh;
+            if (db)
+                db[c] += d;
+            /* x̂ = (x − μ)·(σ² + ε)^(−½): ∂/∂σ², ∂/∂μ directly */
+            dvar += d * gc * (X[r * C + c] - mean) * -0.5 * inv * inv * inv;
+            dmean += -d * gc * inv;
+        }
+        /* σ² depends on μ too, but Σ(x − μ) = 0 cancels it */
+        for (size_t r = 0; r < R; r++)
+            dx[r * C + c] = dz[r * C + c] * gc * inv +
+                            dvar * 2 * (X[r * C + c] - mean) / R + dmean / R;
+    }
 }
 
 /* A window layer's settings and output's height and width (conv2d,
@@ -1072,6 +1170,9 @@ double nr_ref_run(const struct hc_model *m, const double *P,
                 z[l][i] = X[i] * rb->masks[l][i];
         } else if (s->n_in > 1) {
             merge_forward(m, s, y, xin, B, z[l]);
+        } else if (s->type == HC_LAYER_BATCHNORM) {
+            ref_bn_forward(m, s, P, X,
+                           B * on / s->out.dims[s->out.rank - 1], z[l], G);
         } else {
             memcpy(z[l], X, B * on * sizeof(double));
         }
@@ -1196,6 +1297,9 @@ double nr_ref_run(const struct hc_model *m, const double *P,
                 dx[i] = dz[i] * rb->masks[l][i];
         } else if (s->n_in > 1) {
             merge_backward(m, s, dz, B, gy, y, xin);
+        } else if (s->type == HC_LAYER_BATCHNORM) {
+            ref_bn_backward(m, s, P, X, dz,
+                            B * on / s->out.dims[s->out.rank - 1], G, dx);
         } else if (s->type == HC_LAYER_RELU ||
                    s->type == HC_LAYER_LEAKY_RELU) {
             for (i = 0; i < B * on; i++) {

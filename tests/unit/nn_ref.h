@@ -114,6 +114,9 @@ void nr_mb_dropout(struct hc_model *m, float rate);
 void nr_mb_act(struct hc_model *m, enum hc_act act);
 /* A relu (t HC_LAYER_RELU) or leaky_relu layer with Keras's settings
  * (max_value < 0: none). */
+/* A batch norm over the last axis (gamma with scale, beta with center,
+ * then moving_mean and moving_variance, not trainable). */
+void nr_mb_batchnorm(struct hc_model *m, int scale, int center, float eps);
 void nr_mb_relu(struct hc_model *m, enum hc_layer_type t, float max_value,
                 float slope, float threshold);
 

@@ -252,6 +252,44 @@ static void test_unreachable(void)
     hc_cluster_free(&cl);
 }
 
+/* A batch norm whose moving statistics do not fit one block each is
+ * refused when the layout is made (its variance could not be moved with
+ * its mean), naming the variable; one that fits keeps them together. */
+static void test_batchnorm_layout(void)
+{
+    static const char *const json[2] = {
+        "{\"input_shape\": [8], \"loss\": \"mse\", \"optimizer\": "
+        "\"sgd\", \"layers\": [{\"type\": \"dense\", \"units\": 5000},"
+        " {\"type\": \"batchnorm\", \"name\": \"bn\"}]}",
+        "{\"input_shape\": [8], \"loss\": \"mse\", \"optimizer\": "
+        "\"sgd\", \"layers\": [{\"type\": \"dense\", \"units\": 50},"
+        " {\"type\": \"batchnorm\", \"name\": \"bn\"}]}"};
+    struct hc_cluster cl;
+    struct hc_model *m = calloc(1, sizeof *m);
+    struct pc_client *pc = NULL;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    make_cluster(free_port(), &cl);
+    for (int k = 0; k < 2; k++) {
+        CU_ASSERT_EQUAL_FATAL(hc_model_parse(json[k], strlen(json[k]), "bn",
+                                             m), HC_OK);
+        CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &cl, HC_JOB_WORKER, 0, &quick),
+                              HC_OK);
+        if (k == 0) {
+            CU_ASSERT_EQUAL(pc_set_model(pc, m, 0), HC_ERR_CONFIG);
+            CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "bn/moving_variance: "
+                                          "5000 channels are more than a "
+                                          "block of 4086 elements"));
+        } else {
+            CU_ASSERT_EQUAL(pc_set_model(pc, m, 0), HC_OK);
+        }
+        pc_close(pc);
+        pc = NULL;
+    }
+    hc_cluster_free(&cl);
+    free(m);
+}
+
 /* A "shard" that answers every request with bytes no decoder accepts. */
 struct liar {
     nng_socket sock;
@@ -1115,6 +1153,8 @@ void hp_test_register(void)
                 test_round_trip);
     CU_add_test(s, "pull before the model is set", test_pull_without_model);
     CU_add_test(s, "a shard nobody answers at", test_unreachable);
+    CU_add_test(s, "batch norm's statistics over a block: refused",
+                test_batchnorm_layout);
     CU_add_test(s, "a shard answering garbage", test_bad_reply);
     CU_add_test(s, "a 4.5 MB model on two shards, a shard per core",
                 test_big_two_shards);

@@ -533,6 +533,83 @@ static void test_dwconv(void)
     pair_close(&p);
 }
 
+/* Batch norm's four ops, with and without gamma and beta, on rows of
+ * an image batch and of vectors; the backward through the CPU's moments. */
+static void test_batchnorm(void)
+{
+    static const struct {
+        int rows, c, affine;
+    } t[] = {{3 * 28 * 28, 16, 1}, {64, 10, 0}, {2 * 7 * 7, 300, 1},
+             {1, 4, 1}, {5000, 1, 0}};
+    struct pair p;
+
+    if (!pair_open(&p))
+        HP_SKIP("no CUDA device");
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        size_t n = (size_t)t[i].rows * t[i].c, c = (size_t)t[i].c;
+        float *x = rand_floats(n), *dy = rand_floats(n), *g = rand_floats(c);
+        float *b = rand_floats(c), *st = malloc(3 * c * 4);
+        float *sums = malloc(2 * c * 4), *y = malloc(n * 4), *dx = malloc(n * 4);
+        float *d_x = up(&p, x, n * 4), *d_dy = up(&p, dy, n * 4);
+        float *d_g = up(&p, g, c * 4), *d_b = up(&p, b, c * 4);
+        float *d_st, *d_sums, *d_y, *d_dx;
+        const float *gg = t[i].affine ? d_g : NULL, *bb = t[i].affine ? d_b
+                                                                      : NULL;
+        char what[96];
+
+        for (size_t k = 0; k < n; k++)
+            x[k] = 3.0f + 2.0f * x[k];      /* a mean and a spread */
+        wk_be_upload(p.gpu, d_x, x, n * 4);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, 3 * c * 4, (void **)&d_st), 0);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, 2 * c * 4, (void **)&d_sums),
+                              0);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, n * 4, (void **)&d_y), 0);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, n * 4, (void **)&d_dx), 0);
+        snprintf(what, sizeof what, "bn rows %d C %d%s stats", t[i].rows,
+                 t[i].c, t[i].affine ? " affine" : "");
+        wk_be_bn_stats(p.cpu, x, t[i].rows, t[i].c, st);
+        wk_be_bn_stats(p.gpu, d_x, t[i].rows, t[i].c, d_st);
+        cmp(&p, what, d_st, st, 3 * c);
+        wk_be_upload(p.gpu, d_st, st, 3 * c * 4);
+        strcpy(strstr(what, " stats"), " forward");
+        wk_be_bn_forward(p.cpu, x, t[i].rows, t[i].c, st, st + c, 1e-3f,
+                         t[i].affine ? g : NULL, t[i].affine ? b : NULL, y);
+        wk_be_bn_forward(p.gpu, d_x, t[i].rows, t[i].c, d_st, d_st + c, 1e-3f,
+                         gg, bb, d_y);
+        cmp(&p, what, d_y, y, n);
+        strcpy(strstr(what, " forward"), " sums");
+        wk_be_bn_backward_params(p.cpu, x, dy, t[i].rows, t[i].c, st, 1e-3f,
+                                 sums);
+        wk_be_bn_backward_params(p.gpu, d_x, d_dy, t[i].rows, t[i].c, d_st,
+                                 1e-3f, d_sums);
+        cmp(&p, what, d_sums, sums, 2 * c);
+        wk_be_upload(p.gpu, d_sums, sums, 2 * c * 4);
+        strcpy(strstr(what, " sums"), " input");
+        wk_be_bn_backward_input(p.cpu, x, dy, t[i].rows, t[i].c, st, 1e-3f,
+                                t[i].affine ? g : NULL, sums, dx);
+        wk_be_bn_backward_input(p.gpu, d_x, d_dy, t[i].rows, t[i].c, d_st,
+                                1e-3f, gg, d_sums, d_dx);
+        cmp(&p, what, d_dx, dx, n);
+        wk_be_free(p.gpu, d_x);
+        wk_be_free(p.gpu, d_dy);
+        wk_be_free(p.gpu, d_g);
+        wk_be_free(p.gpu, d_b);
+        wk_be_free(p.gpu, d_st);
+        wk_be_free(p.gpu, d_sums);
+        wk_be_free(p.gpu, d_y);
+        wk_be_free(p.gpu, d_dx);
+        free(x);
+        free(dy);
+        free(g);
+        free(b);
+        free(st);
+        free(sums);
+        free(y);
+        free(dx);
+    }
+    pair_close(&p);
+}
+
 static void test_activations(void)
 {
     static const struct {
@@ -1085,7 +1162,8 @@ static void test_graph_models(void)
         "tests/unit/keras/mobile_block.json",
         "tests/unit/keras/xception_block.json",
         "tests/unit/keras/convnext_block.json",
-        "tests/unit/keras/two_inputs.json", NULL};
+        "tests/unit/keras/two_inputs.json",
+        "tests/unit/keras/resnet_bn.json", NULL};
     struct hc_model *m = calloc(1, sizeof *m);
     int gpu = 1;
 
@@ -1121,6 +1199,7 @@ void hp_test_register(void)
         {"depthwise convolution forward, filter and input gradients",
          test_dwconv},
         {"layer normalisation forward and backward", test_layernorm},
+        {"batch norm statistics, forward, gradients", test_batchnorm},
         {"activations, bias gradients", test_activations},
         {"ReLU layer (max_value, negative_slope, threshold)",
          test_relu_layer},
@@ -1130,7 +1209,7 @@ void hp_test_register(void)
         {"reference model (fashion_cnn) gpu vs cpu", test_reference_model},
         {"conv/pool/dropout/mse model gpu vs cpu", test_mixed_model},
         {"graphs (add, concatenate, merges, multiply, depthwise, separable, "
-         "layer norm, two inputs) gpu vs cpu, and split",
+         "layer norm, two inputs, batch norm) gpu vs cpu, and split",
          test_graph_models},
         {"relu6 … hard_sigmoid model gpu vs cpu", test_acts_model},
         {"categorical CE model gpu vs cpu", test_cce_model},

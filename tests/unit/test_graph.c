@@ -209,7 +209,7 @@ static void test_keras_fixtures(void)
 {
     static const char *const names[] = {
         "resnet_block", "dense_block", "two_inputs", "mobile_block",
-        "xception_block", "convnext_block"};
+        "xception_block", "convnext_block", "resnet_bn"};
     char p[256];
 
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -507,7 +507,7 @@ static void test_keras_written(void)
 {
     static const char *const names[] = {
         "resnet_block", "dense_block", "two_inputs", "mobile_block",
-        "xception_block", "convnext_block"};
+        "xception_block", "convnext_block", "resnet_bn"};
     char p[256], *json = NULL;
 
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

@@ -107,7 +107,9 @@ static void test_unsupported_fixture(void)
                                   "dilation_rate (2, 2) is not supported"));
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "layers[2] BatchNormalization "
                                   "\"batch_normalization\": "
-                                  "BatchNormalization is not supported"));
+                                  "BatchNormalization gamma_constraint "
+                                  "NonNeg is not supported; hetps has "
+                                  "none"));
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "Dense activation \"selu\""));
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "Dense activity_regularizer L2 is not supported; hetps has none"));
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "Adam use_ema true"));
@@ -195,6 +197,34 @@ static void test_config_table(void)
         {SEQ(FLAT ", {'class_name': 'Dropout', 'config': {'name': 'x', "
              "'rate': 0.5, 'noise_shape': [1, 5]}}, " OUT, ""),
          "Dropout noise_shape (1, 5) is not supported"},
+#define BN(CFG) "{'class_name': 'BatchNormalization', 'config': " \
+                "{'name': 'bn', " CFG "}}, "
+        {SEQ(BN("'synchronized': true") FLAT ", " OUT, ""),
+         "layers[0] (batchnorm \"bn\"): \"synchronized\" true is not "
+         "supported yet: hetps normalises each replica by its own batch's "
+         "moments (synchronized false)"},
+        {SEQ(BN("'renorm': true") FLAT ", " OUT, ""),
+         "\"renorm\" true is not supported; hetps's batchnorm computes "
+         "Keras's default (false)"},
+        {SEQ(BN("'virtual_batch_size': 8") FLAT ", " OUT, ""),
+         "\"virtual_batch_size\" 8 is not supported; hetps's batchnorm "
+         "computes Keras's default (null)"},
+        {SEQ(BN("'adjustment': 'f'") FLAT ", " OUT, ""),
+         "\"adjustment\" \"f\" is not supported"},
+        {SEQ(BN("'axis': 1") FLAT ", " OUT, ""),
+         "\"axis\" 1 is not the last axis of its input (28, 28, 1); "
+         "batchnorm normalises the last axis only (-1)"},
+        {SEQ(BN("'axis': [1, 2]") FLAT ", " OUT, ""),
+         "\"axis\" an array is not supported; batchnorm normalises the last "
+         "axis only"},
+        {SEQ(BN("'gamma_constraint': {'class_name': 'NonNeg', 'config': {}}")
+             FLAT ", " OUT, ""),
+         "BatchNormalization gamma_constraint"},
+        {SEQ(BN("'beta_initializer': 'orthogonal'") FLAT ", " OUT, ""),
+         "BatchNormalization beta_initializer \"orthogonal\" is not "
+         "supported"},
+        {SEQ(BN("'momentum': 1.5") FLAT ", " OUT, ""), "\"momentum\""},
+#undef BN
         {SEQ(FLAT ", " OUT, ADAM("'learning_rate': {'class_name': "
                                  "'CosineDecayRestarts', 'config': {}}")),
          "schedule \"CosineDecayRestarts\" is not supported"},

@@ -240,6 +240,43 @@ static void test_tables(void)
     hc_layout_free(&l);
 }
 
+/* A variable kept with the one before it (a batch norm's moving_variance
+ * with its moving_mean): on its shard and marked joined, where the rule
+ * alone would put it on the emptiest; not joined when it takes two
+ * blocks; without with_prev the layout is hc_layout_build's. */
+static void test_with_prev(void)
+{
+    /* gamma, beta, moving_mean, moving_variance of 16; a kernel of 100 */
+    const size_t sizes[] = {100, 16, 16, 16, 16};
+    const unsigned char with[] = {0, 0, 0, 0, 1};
+    const size_t big[] = {100, 60, 60};
+    const unsigned char with_big[] = {0, 0, 1};
+    struct hc_layout a, b;
+
+    for (int shards = 2; shards <= 4; shards++) {
+        CU_ASSERT_EQUAL_FATAL(hc_layout_build_with(sizes, with, 5, shards, 64,
+                                                   &a), HC_OK);
+        CU_ASSERT_EQUAL_FATAL(a.n_blocks, 6);
+        /* blocks: kernel 64 + 36, then one each */
+        CU_ASSERT_EQUAL(a.blocks[5].var, 4);
+        CU_ASSERT(a.blocks[5].joined);
+        CU_ASSERT_EQUAL(a.blocks[5].shard, a.blocks[4].shard);
+        for (int k = 0; k < 5; k++)
+            CU_ASSERT_FALSE(a.blocks[k].joined);
+        CU_ASSERT_EQUAL_FATAL(hc_layout_build_with(sizes, NULL, 5, shards, 64,
+                                                   &b), HC_OK);
+        if (shards == 4)        /* the rule alone parts them */
+            CU_ASSERT_NOT_EQUAL(b.blocks[5].shard, b.blocks[4].shard);
+        hc_layout_free(&a);
+        hc_layout_free(&b);
+    }
+    CU_ASSERT_EQUAL_FATAL(hc_layout_build_with(big, with_big, 3, 2, 50, &a),
+                          HC_OK);
+    for (size_t k = 0; k < a.n_blocks; k++)
+        CU_ASSERT_FALSE(a.blocks[k].joined);
+    hc_layout_free(&a);
+}
+
 static void test_errors(void)
 {
     static const size_t ok[] = {10, 20};
@@ -290,4 +327,6 @@ void hp_test_register(void)
     CU_add_test(s, "generated cases", test_generated);
     CU_add_test(s, "determinism and hash", test_determinism_and_hash);
     CU_add_test(s, "errors", test_errors);
+    CU_add_test(s, "a variable kept with the one before it",
+                test_with_prev);
 }

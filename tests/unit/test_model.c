@@ -573,6 +573,17 @@ static void test_bad_models(void)
          "\"input_shape\" has 2 dimensions; images need a channel count: "
          "write [H, W, 1]"},
         {HEAD "'layers': []}", "\"layers\" must be a non-empty array"},
+        {HEAD "'layers': [{'type': 'batchnorm', 'synchronized': true}, "
+              OUT "]}",
+         "layers[0] (batchnorm \"batch_normalization\"): \"synchronized\" "
+         "true is not supported yet"},
+        {HEAD "'layers': [{'type': 'batch_normalization', 'axis': 2}, "
+              OUT "]}",
+         "\"axis\" 2 is not the last axis of its input (28, 28, 1)"},
+        {HEAD "'layers': [{'type': 'batchnorm', 'epsilon': 0}, " OUT "]}",
+         "\"epsilon\""},
+        {HEAD "'layers': [{'type': 'batchnorm', 'gamma_regularizer': "
+              "'l3'}, " OUT "]}", "gamma_regularizer"},
         {HEAD "'layers': [{'type': 'conv2d', 'filters': 4, 'kernel_size': 3},"
               "{'type': 'dense', 'units': 10, 'activation': 'softmax'}]}",
          "layers[1] (dense \"dense\"): dense needs a flat input (N) but its "
@@ -1272,7 +1283,7 @@ static void test_layer_table(void)
                                k->name);
     }
     CU_ASSERT_PTR_NULL(hc_layer_kind(HC_LAYER_COUNT));
-    CU_ASSERT_PTR_NULL(hc_layer_kind_keras("BatchNormalization"));
+    CU_ASSERT_PTR_NULL(hc_layer_kind_keras("LayerNormalizationX"));
 }
 
 static int suite_init(void)

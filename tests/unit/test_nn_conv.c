@@ -176,6 +176,11 @@ static void test_grad_layernorm(void)
     nc_check_model(nc_model_layernorm, 3, 0, 0, 2);
 }
 
+static void test_grad_batchnorm(void)
+{
+    nc_check_model(nc_model_batchnorm, 4, 0, 0, 2);
+}
+
 void hp_test_register(void)
 {
     static const struct nc_test ops[] = {
@@ -194,6 +199,8 @@ void hp_test_register(void)
          test_grad_xception_block},
         {"grad layer norm: flat gamma only, channels beta only",
          test_grad_layernorm},
+        {"grad batch norm (image, vector; batch moments pushed)",
+         test_grad_batchnorm},
     };
 
     nc_add_suite("backend_cpu conv", ops, sizeof ops / sizeof ops[0]);

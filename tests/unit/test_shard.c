@@ -9,6 +9,7 @@
 #include "cu.h"
 #include "ps/shard.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -435,6 +436,247 @@ static void test_refused(void)
     fx_close(&f);
 }
 
+/* ---- batch norm: moving statistics outside the optimizer ---- */
+
+#define BN_C 5                  /* channels */
+#define BN_B 64                 /* samples of the step, two pushes of 32 */
+#define BN_HW 3                 /* positions per sample (an image's H·W) */
+#define BN_MOM 0.99f
+
+/* gamma, moving_mean, moving_variance of BN_C each, one shard, blocks of
+ * 8: one block each, moving_variance joined to moving_mean. */
+struct bn_fx {
+    char dir[256];
+    struct ps_shard *sh;
+    struct hc_layout lay;
+    struct hc_tensor_src src[3];
+    uint64_t next_id;
+};
+
+static void bn_open(struct bn_fx *f, const float *init)
+{
+    static const size_t sizes[3] = {BN_C, BN_C, BN_C};
+    static const unsigned char with_prev[3] = {0, 0, 1};
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__CreateVariables cv = HETPS__CREATE_VARIABLES__INIT;
+    Hetps__VariableDef def[3], *defs[3];
+    static const char *const names[3] = {"bn/gamma", "bn/moving_mean",
+                                         "bn/moving_variance"};
+    uint32_t shape[1] = {BN_C};
+    Hetps__OptimizerSettings optim = HETPS__OPTIMIZER_SETTINGS__INIT;
+    struct hc_wire_msg in;
+    nng_msg *req, *reply = NULL;
+
+    memset(f, 0, sizeof *f);
+    hp_tmpdir(f->dir, sizeof f->dir);
+    CU_ASSERT_EQUAL_FATAL(hc_layout_build_with(sizes, with_prev, 3, 1, 8,
+                                               &f->lay), HC_OK);
+    CU_ASSERT_FATAL(f->lay.n_blocks == 3 && f->lay.blocks[2].joined &&
+                    !f->lay.blocks[1].joined);
+    for (int v = 0; v < 3; v++) {
+        hetps__variable_def__init(&def[v]);
+        def[v].name = (char *)names[v];
+        def[v].n_shape = 1;
+        def[v].shape = shape;
+        def[v].has_moving_momentum = v > 0;
+        def[v].moving_momentum = BN_MOM;
+        def[v].has_moments_of_prev = v == 2;
+        def[v].moments_of_prev = v == 2;
+        defs[v] = &def[v];
+        f->src[v] = (struct hc_tensor_src){(uint32_t)v, 0, BN_C, NULL};
+    }
+    cv.n_vars = 3;
+    cv.vars = defs;
+    cv.block_elems = 8;
+    cv.signature = 0xb2ull;
+    optim.type = HETPS__OPTIMIZER_TYPE__OPTIMIZER_SGD;
+    optim.learning_rate = LR;
+    cv.optimizer = &optim;
+    f->next_id = 1;
+    CU_ASSERT_EQUAL_FATAL(ps_shard_open(&f->sh, f->dir, 0, 1, 0, 0, 0), HC_OK);
+    hc_wire_init_env(&env, &worker0, f->next_id++);
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_CREATE;
+    env.create = &cv;
+    for (int v = 0; v < 3; v++)
+        f->src[v].data = init + v * BN_C;
+    CU_ASSERT_EQUAL_FATAL(hc_wire_encode(&req, &env, f->src, 3), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(hc_wire_decode(nng_msg_body(req), nng_msg_len(req),
+                                         CLUSTER, &in), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(ps_shard_serve(f->sh, &in, &shard0, NULL, &reply),
+                          HC_OK);
+    hc_wire_msg_free(&in);
+    nng_msg_free(req);
+    nng_msg_free(reply);
+}
+
+/* A push of `samples` samples with values v (3, BN_C): gamma's gradient,
+ * then the batch's mean and mean of squares, as the worker's batch norm
+ * leaves them. sync: accumulated; else applied. */
+static void bn_push(struct bn_fx *f, const float *v, uint32_t samples,
+                    int sync)
+{
+    Hetps__Envelope env;
+    Hetps__Push p;
+    struct hc_wire_msg in;
+    nng_msg *req, *reply = NULL;
+
+    hetps__envelope__init(&env);
+    hetps__push__init(&p);
+    p.samples = samples;
+    p.has_base_version = 1;
+    p.base_version = ps_shard_version(f->sh);
+    hc_wire_init_env(&env, &worker0, f->next_id++);
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
+    env.push = &p;
+    for (int k = 0; k < 3; k++)
+        f->src[k].data = v + k * BN_C;
+    CU_ASSERT_EQUAL_FATAL(hc_wire_encode(&req, &env, f->src, 3), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(hc_wire_decode(nng_msg_body(req), nng_msg_len(req),
+                                         CLUSTER, &in), HC_OK);
+    if (sync) {
+        CU_ASSERT_EQUAL(ps_shard_accumulate(f->sh, &in, 0), HC_OK);
+    } else {
+        CU_ASSERT_EQUAL(ps_shard_serve(f->sh, &in, &shard0, NULL, &reply),
+                        HC_OK);
+    }
+    hc_wire_msg_free(&in);
+    nng_msg_free(req);
+    if (reply)
+        nng_msg_free(reply);
+}
+
+/* Every value (3, BN_C) as the shard holds it. */
+static void bn_pull(struct bn_fx *f, float *got)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Pull p = HETPS__PULL__INIT;
+    Hetps__Range r[3], *rp[3];
+    struct hc_wire_msg in, out;
+    nng_msg *req, *reply = NULL;
+
+    for (int v = 0; v < 3; v++) {
+        hetps__range__init(&r[v]);
+        r[v].key = (uint32_t)v;
+        r[v].length = BN_C;
+        rp[v] = &r[v];
+    }
+    p.n_ranges = 3;
+    p.ranges = rp;
+    hc_wire_init_env(&env, &worker0, f->next_id++);
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_PULL;
+    env.pull = &p;
+    CU_ASSERT_EQUAL_FATAL(hc_wire_encode(&req, &env, NULL, 0), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(hc_wire_decode(nng_msg_body(req), nng_msg_len(req),
+                                         CLUSTER, &in), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(ps_shard_serve(f->sh, &in, &shard0, NULL, &reply),
+                          HC_OK);
+    CU_ASSERT_EQUAL_FATAL(hc_wire_decode(nng_msg_body(reply),
+                                         nng_msg_len(reply), CLUSTER, &out),
+                          HC_OK);
+    CU_ASSERT_EQUAL_FATAL(out.n_tensors, 3);
+    for (size_t k = 0; k < out.n_tensors; k++)
+        memcpy(got + out.env->tensors[k]->key * BN_C, out.data[k],
+               BN_C * sizeof(float));
+    hc_wire_msg_free(&out);
+    hc_wire_msg_free(&in);
+    nng_msg_free(req);
+    nng_msg_free(reply);
+}
+
+/* The moments of samples [lo, hi) of x (BN_B, BN_HW, BN_C) per channel, in
+ * double, as the worker's bn_stats: mean, biased variance. */
+static void bn_moments(const float *x, int lo, int hi, double *mean,
+                       double *var)
+{
+    for (int c = 0; c < BN_C; c++) {
+        double s = 0, q = 0;
+        int n = (hi - lo) * BN_HW;
+
+        for (int i = lo * BN_HW; i < hi * BN_HW; i++)
+            s += x[i * BN_C + c];
+        mean[c] = s / n;
+        for (int i = lo * BN_HW; i < hi * BN_HW; i++)
+            q += (x[i * BN_C + c] - mean[c]) * (x[i * BN_C + c] - mean[c]);
+        var[c] = q / n;
+    }
+}
+
+/* One sync step of two workers × 32: the moving statistics move once, by
+ * the mean and biased variance of all 64 samples (computed here from the
+ * data), outside the optimizer; gamma by SGD on the mean gradient. Then
+ * an async push moves them by its own batch's. */
+static void test_batchnorm_moments(void)
+{
+    struct bn_fx f;
+    float init[3 * BN_C], push[2][3 * BN_C], got[3 * BN_C];
+    float *x = malloc(sizeof(float) * BN_B * BN_HW * BN_C);
+    double mean[BN_C], var[BN_C], m1[BN_C], v1[BN_C];
+    uint64_t seed = 7;
+    int bad = 0;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+    for (int i = 0; i < BN_B * BN_HW * BN_C; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        /* channel c: mean about c, spread growing with the sample */
+        x[i] = (float)(i % BN_C) +
+               (float)((seed >> 40) % 1000) / 250.0f * (1 + i / 500);
+    }
+    for (int c = 0; c < BN_C; c++) {
+        init[c] = 1.0f;                     /* gamma */
+        init[BN_C + c] = 0.5f * c;          /* moving_mean */
+        init[2 * BN_C + c] = 1.0f + c;      /* moving_variance */
+    }
+    bn_open(&f, init);
+    for (int w = 0; w < 2; w++) {
+        bn_moments(x, 32 * w, 32 * w + 32, m1, v1);
+        for (int c = 0; c < BN_C; c++) {
+            push[w][c] = 0.25f * (float)(w + c);
+            push[w][BN_C + c] = (float)m1[c];
+            push[w][2 * BN_C + c] = (float)(v1[c] + m1[c] * m1[c]);
+        }
+        bn_push(&f, push[w], 32, 1);
+    }
+    CU_ASSERT_EQUAL(ps_shard_apply_step(f.sh, BN_B, NULL, 0), HC_OK);
+    bn_pull(&f, got);
+    bn_moments(x, 0, BN_B, mean, var);
+    for (int c = 0; c < BN_C; c++) {
+        double g = (push[0][c] + push[1][c]) / 2.0;
+        double want_m = BN_MOM * init[BN_C + c] + (1 - BN_MOM) * mean[c];
+        double want_v = BN_MOM * init[2 * BN_C + c] + (1 - BN_MOM) * var[c];
+
+        bad += fabs(got[c] - (init[c] - LR * g)) > 1e-6;
+        bad += fabs(got[BN_C + c] - want_m) > 1e-6 * fabs(want_m) + 1e-7;
+        bad += fabs(got[2 * BN_C + c] - want_v) > 1e-5 * fabs(want_v);
+        printf("\n    channel %d: moving_mean %.7g (64 samples' %.7g), "
+               "moving_variance %.7g (%.7g)", c,
+               (double)got[BN_C + c], want_m, (double)got[2 * BN_C + c],
+               want_v);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+
+    /* async: a push moves them by its own batch's moments at once */
+    memcpy(init, got, sizeof got);
+    bn_moments(x, 10, 30, m1, v1);
+    for (int c = 0; c < BN_C; c++) {
+        push[0][BN_C + c] = (float)m1[c];
+        push[0][2 * BN_C + c] = (float)(v1[c] + m1[c] * m1[c]);
+    }
+    bn_push(&f, push[0], 20, 0);
+    bn_pull(&f, got);
+    for (int c = 0; c < BN_C; c++) {
+        double want_v = BN_MOM * init[2 * BN_C + c] + (1 - BN_MOM) * v1[c];
+
+        bad += fabs(got[BN_C + c] - (BN_MOM * init[BN_C + c] +
+                                     (1 - BN_MOM) * m1[c])) > 1e-5;
+        bad += fabs(got[2 * BN_C + c] - want_v) > 1e-5 * fabs(want_v);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    ps_shard_close(f.sh);
+    hc_layout_free(&f.lay);
+    hp_rmtree(f.dir);
+    free(x);
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("shard", NULL, NULL);
@@ -446,4 +688,6 @@ void hp_test_register(void)
                 test_sync_lent);
     CU_add_test(s, "refused: before create, bad range, bad length",
                 test_refused);
+    CU_add_test(s, "batch norm: a sync step's moving statistics = the 64 "
+                "samples' moments, async a push's own", test_batchnorm_moments);
 }

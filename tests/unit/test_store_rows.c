@@ -35,7 +35,7 @@
 
 static struct hc_layout layout;     /* one block of variable 0, 4 floats,
                                        on shard 0; shard 1 holds none */
-static struct hc_block block0 = {0, 0, 4, 0, 0, 0};
+static struct hc_block block0 = {0, 0, 4, 0, 0, 0, 0};
 static uint64_t shard_elems[2] = {4, 0};
 static uint32_t shard_blocks[2] = {1, 0};
 
