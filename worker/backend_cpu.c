@@ -255,13 +255,14 @@ static void cpu_im2col(struct wk_backend *be, const struct wk_geom *g,
 }
 
 static void cpu_col2im(struct wk_backend *be, const struct wk_geom *g,
-                       const float *cols, float *dx)
+                       const float *cols, float *dx, int add)
 {
     const int C = g->C;
     int b, oh, ow, i, j, c;
 
     (void)be;
-    memset(dx, 0, (size_t)g->B * g->H * g->W * C * sizeof *dx);
+    if (!add)
+        memset(dx, 0, (size_t)g->B * g->H * g->W * C * sizeof *dx);
     for (b = 0; b < g->B; b++) {
         float *xb = dx + (size_t)b * g->H * g->W * C;
 

@@ -96,10 +96,10 @@
                      const float *x, float *cols),                            \
       (be, g, x, cols), required)                                             \
     /* The adjoint: dx (B, H, W, C) = Σ of cols' entries over the positions   \
-     * im2col read them from. Overwrites dx. */                               \
+     * im2col read them from; add 0 overwrites dx, 1 adds to it. */          \
     X(void, col2im, (struct wk_backend *be, const struct wk_geom *g,          \
-                     const float *cols, float *dx),                           \
-      (be, g, cols, dx), required)                                            \
+                     const float *cols, float *dx, int add),                  \
+      (be, g, cols, dx, add), required)                                       \
                                                                               \
     /* ---- bias and activations (act ∈ hc_act; softmax acts on rows) ---- */ \
     /* y (rows, n) = act(x + bias); bias (n) may be NULL; y may equal x. */   \

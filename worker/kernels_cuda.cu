@@ -272,7 +272,8 @@ __device__ static struct covering covering_windows(const struct wk_geom &g,
 
 /* One thread per element of dx (B, H, W, C): the sum of every cols entry
  * im2col read from it, windows in output order. */
-__global__ static void col2im_k(struct wk_geom g, const float *cols, float *dx)
+__global__ static void col2im_k(struct wk_geom g, const float *cols, float *dx,
+                                int add)
 {
     size_t total = (size_t)g.B * g.H * g.W * g.C;
     size_t row_len = (size_t)g.kh * g.kw * g.C;
@@ -291,7 +292,7 @@ __global__ static void col2im_k(struct wk_geom g, const float *cols, float *dx)
                 sum += cols[r * row_len + ((size_t)i * g.kw + j) * g.C + w.c];
             }
         }
-        dx[e] = sum;
+        dx[e] = add ? dx[e] + sum : sum;
     }
 }
 
@@ -307,13 +308,13 @@ void wk_cu_im2col(struct wk_backend *be, const struct wk_geom *g,
 }
 
 void wk_cu_col2im(struct wk_backend *be, const struct wk_geom *g,
-                  const float *cols, float *dx)
+                  const float *cols, float *dx, int add)
 {
     size_t n = (size_t)g->B * g->H * g->W * g->C;
 
     if (!n || wk_cu_enter(be))
         return;
-    col2im_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(*g, cols, dx);
+    col2im_k<<<blocks_for(n), TPB, 0, stream_of(be)>>>(*g, cols, dx, add);
     wk_cu_launched(be, "col2im kernel");
 }
 

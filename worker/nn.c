@@ -489,7 +489,8 @@ static int layer_backward(struct wk_net *net, int i, const float *params,
     for (k = 0; k < l->n_in; k++) {
         const float *g = dy;
 
-        if (l->src[k] < 0 || !net->layers[l->src[k]].need_grad)
+        if (l->src[k] < 0 || !net->layers[l->src[k]].need_grad ||
+            l->galias[k])
             continue;
         if (l->kind->backward_in) {
             /* A merge writes or adds its input's gradient itself. */
@@ -506,11 +507,19 @@ static int layer_backward(struct wk_net *net, int i, const float *params,
                 l->kind->backward_input(l, params, dy, dy, net->B);
             continue;
         } else if (l->kind->backward_input) {
-            float *dx = l->gacc[k] || l->cross[k] ? d->scratch
-                                                  : grad_of(net, l->src[k]);
+            /* Added in place where the kind can (NN_ADDS), else written
+             * to the scratch and added by give_grad. */
+            int add = l->gacc[k] && !l->cross[k] &&
+                      (l->kind->flags & NN_ADDS);
+            float *dx = (l->gacc[k] && !add) || l->cross[k]
+                            ? d->scratch : grad_of(net, l->src[k]);
 
-            if (l->kind->backward_input(l, params, dy, dx, net->B))
+            l->dx_add = add;
+            if (l->kind->backward_input(l, params, dy, dx, net->B)) {
+                if (add)
+                    continue;
                 g = dx;
+            }
         }
         if ((rv = give_grad(net, l, k, g)))
             return rv;

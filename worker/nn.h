@@ -107,6 +107,10 @@ size_t wk_net_input_size(const struct wk_net *net);
  * backward: the input and every layer's output (the least a net can keep
  * without recomputing; what its memory is measured against). */
 size_t wk_net_kept_size(const struct wk_net *net);
+/* Floats per sample of the output gradients a training step's backward
+ * must hold at once at its widest point, each at its own size (the plan's
+ * buffers are each the device's largest activation). */
+size_t wk_net_grad_peak(const struct wk_net *net);
 size_t wk_net_output_size(const struct wk_net *net);
 
 /* Seed of dropout masks; also restarts the counter of training forwards,

@@ -88,18 +88,23 @@ static void backward_params(struct nn_layer *l, float *grads, float *dy,
     wk_be_copy(l->be, grads + l->doff_x[1], l->cols + 2 * (size_t)C, bytes);
 }
 
+/* In place: the input's gradient replaces dy (elementwise, once
+ * backward_params has taken its sums), so a batch norm read by one layer
+ * hands its gradient buffer on to the node it reads. */
 static int backward_input(struct nn_layer *l, const float *params, float *dy,
                           float *dx, int B)
 {
     int C = l->out_c, rows = B * (l->out_size / C);
 
+    (void)dx;
     wk_be_bn_backward_input(l->be, l->x, dy, rows, C, l->cols, l->eps,
                             l->n_w ? params + l->doff_w : NULL,
-                            l->cols + 3 * (size_t)C, dx);
-    return 1;
+                            l->cols + 3 * (size_t)C, dy);
+    return 0;
 }
 
 const struct nn_kind nn_batchnorm = {
+    .flags = NN_IN_PLACE,
     .setup = setup,
     .alloc = alloc,
     .forward = forward,

@@ -550,6 +550,7 @@ static void plan_grads(struct wk_net *net)
 {
     int free_list[NN_MAX_DEVS][NN_MAX_GBUF], n_free[NN_MAX_DEVS] = {0};
     int i, k, last = net->n_layers - 1;
+    size_t live;                /* floats per sample of those live now */
 
     for (i = 0; i < net->n_layers; i++) {
         struct nn_layer *l = &net->layers[i];
@@ -563,6 +564,7 @@ static void plan_grads(struct wk_net *net)
     net->layers[last].gbuf = take_gbuf(&net->devs[net->layers[last].dev],
                                        free_list[net->layers[last].dev],
                                        &n_free[net->layers[last].dev]);
+    live = net->grad_peak = (size_t)net->layers[last].out_size;
     for (i = last; i >= 0; i--) {
         struct nn_layer *l = &net->layers[i];
         int in_place = (l->kind->flags & NN_IN_PLACE) ||
@@ -574,26 +576,40 @@ static void plan_grads(struct wk_net *net)
         for (k = 0; k < l->n_in; k++) {
             struct nn_layer *p;
 
-            l->gacc[k] = 0;
+            l->gacc[k] = l->galias[k] = 0;
             if (l->src[k] < 0 || !(p = &net->layers[l->src[k]])->need_grad)
                 continue;
             if (p->gbuf >= 0) {
                 l->gacc[k] = 1;
+            } else if ((l->kind->flags & NN_SUM_GRAD) && !l->alias &&
+                       l->coef[k] == 1.0f && p->dev == l->dev &&
+                       !l->cross[k] && readers(net, l->src[k]) == 1) {
+                /* dy is input k's gradient: its node takes the buffer. */
+                p->gbuf = l->gbuf;
+                l->alias = l->galias[k] = 1;
+                live += (size_t)p->out_size;
+                continue;
             } else if (in_place && l->n_in == 1 && p->dev == l->dev &&
                        readers(net, l->src[k]) == 1) {
                 p->gbuf = l->gbuf;
                 l->alias = 1;
+                live += (size_t)p->out_size;
                 continue;
             } else {
                 p->gbuf = take_gbuf(&net->devs[p->dev], free_list[p->dev],
                                     &n_free[p->dev]);
+                live += (size_t)p->out_size;
             }
             if (l->cross[k] ||
-                (l->gacc[k] && !in_place && !l->kind->backward_in))
+                (l->gacc[k] && !in_place && !l->kind->backward_in &&
+                 !(l->kind->flags & NN_ADDS)))
                 net->devs[l->dev].need_scratch = 1;
             if (l->gacc[k] && l->cross[k])
                 net->devs[p->dev].need_scratch = 1;
         }
+        if (live > net->grad_peak)
+            net->grad_peak = live;
+        live -= (size_t)l->out_size;    /* its gradient is spent */
         if (!l->alias)
             free_list[l->dev][n_free[l->dev]++] = l->gbuf;
     }
@@ -704,6 +720,11 @@ static int setup_buffers(struct wk_net *net)
         return nn_alloc_f(ob, &net->targets_d, B * net->out_size);
     return wk_be_alloc(ob, B * sizeof *net->labels_d,
                        (void **)&net->labels_d);
+}
+
+size_t wk_net_grad_peak(const struct wk_net *net)
+{
+    return net->grad_peak;
 }
 
 size_t wk_net_kept_size(const struct wk_net *net)

@@ -11,7 +11,8 @@
  * device, the first in backward), so a deep net holds one layer's cols,
  * not one per layer. Where a whole batch's cols would be larger than the
  * device's largest activation, the batch goes through in chunks of
- * ws_chunk samples (one GEMM each, M = chunk·OH·OW rows).
+ * ws_chunk samples (one GEMM each, M = chunk·OH·OW rows). Where its
+ * input has other readers, dX is added onto their gradient (NN_ADDS).
  */
 #include "nn_impl.h"
 
@@ -117,7 +118,7 @@ static int backward_input(struct nn_layer *l, const float *params, float *dy,
 
     if (l->direct) {
         wk_be_sgemm(l->be, 0, 1, B * P, K, F, 1.0f, dy, F, params + l->doff_w,
-                    F, 0.0f, dx, K);
+                    F, l->dx_add ? 1.0f : 0.0f, dx, K);
         return 1;
     }
     /* dcols (n·P, K) = dY · Wᵀ a chunk at a time, into the workspace
@@ -130,13 +131,14 @@ static int backward_input(struct nn_layer *l, const float *params, float *dy,
         wk_be_sgemm(l->be, 0, 1, n * P, K, F, 1.0f,
                     dy + (size_t)b0 * l->out_size, F, params + l->doff_w, F,
                     0.0f, l->cols, K);
-        wk_be_col2im(l->be, &g, l->cols, dx + (size_t)b0 * l->in_size);
+        wk_be_col2im(l->be, &g, l->cols, dx + (size_t)b0 * l->in_size,
+                     l->dx_add);
     }
     return 1;
 }
 
 const struct nn_kind nn_conv2d = {
-    .flags = NN_BIAS | NN_EPILOGUE_OUT | NN_SHARED_WS,
+    .flags = NN_BIAS | NN_EPILOGUE_OUT | NN_SHARED_WS | NN_ADDS,
     .setup = setup,
     .alloc = alloc,
     .forward = forward,

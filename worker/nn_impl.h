@@ -99,6 +99,9 @@ struct nn_layer {
                              * in its buffer is already its input's */
     int gacc[HC_LAYER_MAX_IN]; /* input k's gradient is added to what its
                              * node's other readers wrote there */
+    int galias[HC_LAYER_MAX_IN]; /* NN_SUM_GRAD: input k's node took this
+                             * layer's gradient buffer, which is already
+                             * input k's gradient (dy) */
     int in_size, out_size;  /* floats per sample (in: its first input) */
     int out_c;              /* last dimension of the output (row length) */
     struct wk_geom g;       /* conv2d, depthwise_conv2d,
@@ -134,6 +137,8 @@ struct nn_layer {
                              * conv2d workspace: its device's ws */
     const struct nn_layer **ws_holder; /* NN_SHARED_WS: &its device's
                              * ws_holder */
+    int dx_add;             /* NN_ADDS: this backward_input call adds to
+                             * dx (set by nn.c per call) */
     int ws_chunk;           /* NN_SHARED_WS: samples whose workspace fits
                              * the device's at once (1 to max_B) */
     int32_t *idx;           /* (max_B, out_size) maxpool2d argmax */
@@ -169,6 +174,9 @@ struct wk_net {
                              * at B·in_off[q] as (B, its size) */
     int first_param;        /* the first layer with parameters */
     size_t in_size, out_size, n_params;
+    size_t grad_peak;       /* floats per sample of the output gradients
+                             * live at once at the plan's widest point,
+                             * each at its node's own size */
     enum hc_loss loss;
     struct hc_loss_par loss_par;
     int fused;              /* softmax (or logits) output + sparse or
@@ -232,6 +240,13 @@ struct nn_setup {
                              * l->cols holds nothing from one call (forward,
                              * or backward_params with backward_input) to
                              * the next */
+#define NN_SUM_GRAD    64u  /* a weighted sum (add, subtract, average):
+                             * input k's gradient is coef[k]·dy, so an
+                             * input of coef 1 read by it alone may take
+                             * its gradient buffer as it is (galias) */
+#define NN_ADDS        32u  /* backward_input adds its input's gradient to
+                             * what dx holds when l->dx_add is set (a node
+                             * with several readers), needing no scratch */
 
 struct nn_kind {
     unsigned flags;

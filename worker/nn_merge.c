@@ -91,6 +91,7 @@ static void backward_sum(struct nn_layer *l, int k, const float *dy,
 }
 
 const struct nn_kind nn_add = {
+    .flags = NN_SUM_GRAD,
     .setup = setup_add,
     .alloc = alloc,
     .forward_n = forward_sum,
@@ -98,6 +99,7 @@ const struct nn_kind nn_add = {
 };
 
 const struct nn_kind nn_subtract = {
+    .flags = NN_SUM_GRAD,
     .setup = setup_subtract,
     .alloc = alloc,
     .forward_n = forward_sum,
@@ -105,6 +107,7 @@ const struct nn_kind nn_subtract = {
 };
 
 const struct nn_kind nn_average = {
+    .flags = NN_SUM_GRAD,
     .setup = setup_average,
     .alloc = alloc,
     .forward_n = forward_sum,

@@ -52,7 +52,7 @@ static int backward_input(struct nn_layer *l, const float *params, float *dy,
 
     (void)params;
     g.B = B;
-    wk_be_col2im(l->be, &g, dy, dx);
+    wk_be_col2im(l->be, &g, dy, dx, 0);
     return 1;
 }
 

@@ -17,9 +17,9 @@
  * (the mean batch loss of the first warm-up step and of the last timed one:
  * a check that the loop really trains), and with --rss the peak resident
  * set size from getrusage and the net's memory (all its buffers plus the
- * parameters and gradients) as a ratio to the least a step must hold
- * (the activations kept for backward plus the same parameters and
- * gradients). Exits 1 with a message on any error.
+ * parameters and gradients) as a ratio to the least a step must hold at
+ * its widest point (the activations kept for backward, the output
+ * gradients live at once, the same parameters and gradients). Exits 1 with a message on any error.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,22 +50,25 @@ static double now_s(void)
 }
 
 /* The net's own buffers (all it allocated on its backend) plus the
- * parameters and gradients, against the least a step must hold: the
- * activations kept from forward to backward plus the same parameters and
- * gradients. */
+ * parameters and gradients, against the least a step must hold at its
+ * widest point: the activations kept from forward to backward, the output
+ * gradients live at once in backward (each at its own size), and the same
+ * parameters and gradients; and against the kept activations alone. */
 static void print_net_memory(const struct wk_net *net,
                              const struct wk_backend *be,
                              const struct hc_model *m, int batch)
 {
-    const double MiB = 1024.0 * 1024.0;
+    const double MiB = 1024.0 * 1024.0, f = (double)batch * sizeof(float);
     double pg = 2.0 * (double)m->n_params * sizeof(float);
-    double kept = (double)batch * (double)wk_net_kept_size(net) *
-                  sizeof(float);
+    double kept = f * (double)wk_net_kept_size(net);
+    double live = f * (double)wk_net_grad_peak(net);
     double got = (double)wk_be_allocated(be) + pg;
 
-    printf("hetps: net memory %.1f MiB = %.2fx (kept activations %.1f MiB "
-           "+ parameters and gradients %.1f MiB)\n", got / MiB,
-           got / (kept + pg), kept / MiB, pg / MiB);
+    printf("hetps: net memory %.1f MiB = %.2fx the least at the widest point "
+           "(kept activations %.1f MiB + live gradients %.1f MiB + "
+           "parameters and gradients %.1f MiB), %.2fx without the live "
+           "gradients\n", got / MiB, got / (kept + live + pg), kept / MiB,
+           live / MiB, pg / MiB, got / (kept + pg));
 }
 
 static int parse_int(const char *s, const char *what, int lo, int hi, int *out)

@@ -341,9 +341,14 @@ static void test_conv_pool(void)
 
         snprintf(what, sizeof what, "col2im %dx%d s%d%s C%d", g.kh, g.kw,
                  g.sh, t[i].same ? " same" : "", g.C);
-        wk_be_col2im(p.cpu, &g, cols, dx);
-        wk_be_col2im(p.gpu, &g, d_cols, d_dx);
+        wk_be_col2im(p.cpu, &g, cols, dx, 0);
+        wk_be_col2im(p.gpu, &g, d_cols, d_dx, 0);
         cmp(&p, what, d_dx, dx, nx);
+        strcat(what, " adding");        /* onto the result just made */
+        wk_be_col2im(p.cpu, &g, cols, dx, 1);
+        wk_be_col2im(p.gpu, &g, d_cols, d_dx, 1);
+        cmp(&p, what, d_dx, dx, nx);
+        what[strlen(what) - strlen(" adding")] = '\0';
         what[0] = 'i', what[1] = 'm', what[2] = '2', what[3] = 'c',
         what[4] = 'o', what[5] = 'l';
         wk_be_im2col(p.cpu, &g, x, cols);

@@ -103,7 +103,7 @@ static void test_im2col_col2im(void)
                             wx[xi] += dc[i];
                         }
         wk_be_im2col(be, &g, x, cols);
-        wk_be_col2im(be, &g, dc, dx);
+        wk_be_col2im(be, &g, dc, dx, 0);
         snprintf(what, sizeof what, "im2col geometry %zu", gi);
         CU_ASSERT(nr_cmp_report(what, cols, NULL, wc, nc, 0, 0));
         snprintf(what, sizeof what, "col2im geometry %zu", gi);
@@ -114,6 +114,12 @@ static void test_im2col_col2im(void)
         for (i = 0; i < nx; i++)
             dot2 += (double)x[i] * dx[i];
         CU_ASSERT(fabs(dot1 - dot2) <= 1e-5 * (1 + fabs(dot1)));
+        /* add 1: onto what dx holds (x here), nothing overwritten */
+        for (i = 0; i < nx; i++)
+            wx[i] += x[i];
+        wk_be_col2im(be, &g, dc, x, 1);
+        snprintf(what, sizeof what, "col2im adding, geometry %zu", gi);
+        CU_ASSERT(nr_cmp_report(what, x, NULL, wx, nx, 1e-6, 1e-6));
         free(x);
         free(cols);
         free(dc);

@@ -108,11 +108,11 @@ static void dev_im2col(struct wk_backend *be, const struct wk_geom *g,
 }
 
 static void dev_col2im(struct wk_backend *be, const struct wk_geom *g,
-                       const float *cols, float *dx)
+                       const float *cols, float *dx, int add)
 {
     dev_chk(cols);
     dev_chk(dx);
-    dev_cpu->col2im(be, g, cols, dx);
+    dev_cpu->col2im(be, g, cols, dx, add);
 }
 
 static void dev_act_forward(struct wk_backend *be, const float *x,

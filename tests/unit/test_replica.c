@@ -1144,11 +1144,11 @@ static void fk_im2col(struct wk_backend *be, const struct wk_geom *g,
 }
 
 static void fk_col2im(struct wk_backend *be, const struct wk_geom *g,
-                      const float *cols, float *dx)
+                      const float *cols, float *dx, int add)
 {
     fk_chk(be, cols);
     fk_chk(be, dx);
-    fk_cpu->col2im(be, g, cols, dx);
+    fk_cpu->col2im(be, g, cols, dx, add);
 }
 
 static void fk_act_forward(struct wk_backend *be, const float *x,
