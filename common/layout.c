@@ -56,11 +56,7 @@ static int count_blocks(const size_t *sizes, int n_vars, uint32_t block_elems,
     uint64_t nb = 0, t = 0;
 
     for (int v = 0; v < n_vars; v++) {
-        uint64_t n = sizes[v];
-        if (n == 0)
-            return hc_err_set(HC_ERR_INVAL, "layout: variable %d has size "
-                              "0; every variable needs at least one element",
-                              v);
+        uint64_t n = sizes[v];     /* 0: a row-sparse table, no blocks */
         if (t + n < t)
             return hc_err_set(HC_ERR_LIMIT, "layout: the variables' sizes "
                               "overflow 64 bits");
@@ -102,8 +98,8 @@ int hc_layout_build(const size_t *sizes, int n_vars, int n_shards,
     if ((rv = count_blocks(sizes, n_vars, block_elems, &l.n_blocks,
                            &l.total)))
         return rv;
-    l.blocks = calloc(l.n_blocks, sizeof *l.blocks);
-    order = calloc(l.n_blocks, sizeof *order);
+    l.blocks = calloc(l.n_blocks ? l.n_blocks : 1, sizeof *l.blocks);
+    order = calloc(l.n_blocks ? l.n_blocks : 1, sizeof *order);
     l.shard_elems = calloc((size_t)n_shards, sizeof *l.shard_elems);
     l.shard_blocks = calloc((size_t)n_shards, sizeof *l.shard_blocks);
     if (!l.blocks || !order || !l.shard_elems || !l.shard_blocks) {

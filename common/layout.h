@@ -40,7 +40,9 @@ struct hc_layout {
     uint32_t *shard_blocks;     /* (n_shards) blocks per shard */
 };
 
-/* sizes[v] is the element count of variable v, for v < n_vars. */
+/* sizes[v] is the element count of variable v, for v < n_vars; 0 for a
+ * row-sparse table (model.h, table_rows), which has no blocks: its rows
+ * are on every shard by hc_row_shard (rowmap.h). */
 int hc_layout_build(const size_t *sizes, int n_vars, int n_shards,
                     uint32_t block_elems, struct hc_layout *out);
 void hc_layout_free(struct hc_layout *l);

@@ -230,6 +230,12 @@ struct hc_var_def {
     int fan_in, fan_out;        /* for Glorot: kh*kw*in, kh*kw*out / in, out */
     struct hc_init_par init_par; /* the initialiser's parameters */
     struct hc_regularizer reg;  /* its penalty (none: zeros) */
+    /* A row-sparse table (an embedding's): table_rows > 0 rows (its
+     * input_dim, up to 2^62) of shape[1] floats, shape = (table_rows as an
+     * int when it fits, else 0; dim). Split by row over every shard
+     * (rowmap.h), never laid out in blocks: size is 0, and a row never
+     * written is hc_init_row's. 0 for a dense variable. */
+    uint64_t table_rows;
 };
 
 /* A named input of the model. */
@@ -300,6 +306,19 @@ int hc_model_load_compiled(const char *path, const struct hc_model_compile *c,
  * laid out variable after variable in definition order (n_params floats),
  * deterministically from m->seed. */
 void hc_model_init_params(const struct hc_model *m, float *params);
+
+/*
+ * The initial values of row `row` of a row-sparse table, variable `var` of
+ * a model with `seed`: `dim` floats of initialiser `in`, its fans those of
+ * an (input_dim, dim) matrix as Keras computes them (fan_in input_dim,
+ * fan_out dim). Counter-based: the row's own splitmix64 stream starts at
+ *     hc_mix64(hc_mix64(seed ^ hc_mix64(var + HC_GOLDEN_GAMMA)) ^ hc_mix64(row))
+ * so any process, shard, restart or reshard computes the same row without
+ * drawing the rows before it. Reentrant.
+ */
+void hc_init_row(const struct hc_initializer *in, uint64_t input_dim,
+                 uint32_t dim, uint64_t seed, uint32_t var, uint64_t row,
+                 float *p);
 
 /* Offset (in floats) of variable v in the flat parameter vector. */
 size_t hc_model_var_offset(const struct hc_model *m, int v);

@@ -330,60 +330,80 @@ static void keras_fans(const struct hc_var_def *d, double *in, double *out)
     *out = d->shape[d->ndim - 1] * rf;
 }
 
-void md_init_values(const struct hc_var_def *d, uint64_t seed, int v,
-                    float *p)
+/* n values of initialiser `in` for a variable of fans (fin, fout), drawn
+ * from the splitmix64 stream at *state. */
+static void init_fill(const struct hc_initializer *in, double fin,
+                      double fout, uint64_t *state, size_t n, float *p)
 {
-    const struct hc_init_par *q = &d->init_par;
-    uint64_t state = hc_mix64(seed ^ hc_mix64((uint64_t)v + HC_GOLDEN_GAMMA));
-    double fin, fout, fan, s, limit;
+    const struct hc_init_par *q = &in->par;
+    double fan, s, limit;
     size_t i;
 
-    switch (d->init) {
-    case HC_INIT_GLOROT_UNIFORM:        /* the fans the layer gave, as
-                                         * always; else Keras's (a bias) */
-        keras_fans(d, &fin, &fout);
-        if (d->fan_in + d->fan_out > 0) {
-            fin = d->fan_in;
-            fout = d->fan_out;
-        }
+    switch (in->kind) {
+    case HC_INIT_GLOROT_UNIFORM:
         limit = sqrt(6.0 / (fin + fout));
-        for (i = 0; i < d->size; i++)
-            p[i] = (float)((2.0 * uniform(&state) - 1.0) * limit);
+        for (i = 0; i < n; i++)
+            p[i] = (float)((2.0 * uniform(state) - 1.0) * limit);
         return;
     case HC_INIT_CONSTANT:
-        for (i = 0; i < d->size; i++)
+        for (i = 0; i < n; i++)
             p[i] = q->a;
         return;
     case HC_INIT_RANDOM_NORMAL:
-        for (i = 0; i < d->size; i++)
-            p[i] = (float)(q->a + q->b * normal(&state));
+        for (i = 0; i < n; i++)
+            p[i] = (float)(q->a + q->b * normal(state));
         return;
     case HC_INIT_RANDOM_UNIFORM:
-        for (i = 0; i < d->size; i++)
-            p[i] = (float)(q->a + (q->b - q->a) * uniform(&state));
+        for (i = 0; i < n; i++)
+            p[i] = (float)(q->a + (q->b - q->a) * uniform(state));
         return;
     case HC_INIT_TRUNCATED_NORMAL:
-        for (i = 0; i < d->size; i++)
-            p[i] = (float)(q->a + q->b * truncated(&state));
+        for (i = 0; i < n; i++)
+            p[i] = (float)(q->a + q->b * truncated(state));
         return;
     case HC_INIT_VARIANCE_SCALING:
-        keras_fans(d, &fin, &fout);
         fan = q->mode == HC_FAN_IN ? fin : q->mode == HC_FAN_OUT
                                                ? fout : (fin + fout) / 2;
         s = q->a / (fan > 1 ? fan : 1);
-        for (i = 0; i < d->size; i++) {
+        for (i = 0; i < n; i++) {
             if (q->dist == HC_DIST_UNIFORM)
-                p[i] = (float)((2.0 * uniform(&state) - 1.0) * sqrt(3 * s));
+                p[i] = (float)((2.0 * uniform(state) - 1.0) * sqrt(3 * s));
             else if (q->dist == HC_DIST_NORMAL)
-                p[i] = (float)(sqrt(s) * normal(&state));
+                p[i] = (float)(sqrt(s) * normal(state));
             else
-                p[i] = (float)(sqrt(s) / TRUNC_STDDEV * truncated(&state));
+                p[i] = (float)(sqrt(s) / TRUNC_STDDEV * truncated(state));
         }
         return;
     case HC_INIT_ZEROS:
         break;
     }
-    memset(p, 0, d->size * sizeof *p);
+    memset(p, 0, n * sizeof *p);
+}
+
+void md_init_values(const struct hc_var_def *d, uint64_t seed, int v,
+                    float *p)
+{
+    struct hc_initializer in = {d->init, d->init_par};
+    uint64_t state = hc_mix64(seed ^ hc_mix64((uint64_t)v + HC_GOLDEN_GAMMA));
+    double fin, fout;
+
+    keras_fans(d, &fin, &fout);
+    if (d->init == HC_INIT_GLOROT_UNIFORM && d->fan_in + d->fan_out > 0) {
+        fin = d->fan_in;        /* the fans the layer gave, as always; */
+        fout = d->fan_out;      /* else Keras's (a bias) */
+    }
+    init_fill(&in, fin, fout, &state, d->size, p);
+}
+
+void hc_init_row(const struct hc_initializer *in, uint64_t input_dim,
+                 uint32_t dim, uint64_t seed, uint32_t var, uint64_t row,
+                 float *p)
+{
+    uint64_t state = hc_mix64(hc_mix64(seed ^ hc_mix64((uint64_t)var +
+                                                       HC_GOLDEN_GAMMA)) ^
+                              hc_mix64(row));
+
+    init_fill(in, (double)input_dim, (double)dim, &state, dim, p);
 }
 
 /* ---- written out -------------------------------------------------------- */

@@ -71,6 +71,8 @@ static int error_code_known(int code)
 static int payload_carries_tensors(Hetps__Envelope__PayloadCase c)
 {
     return c == HETPS__ENVELOPE__PAYLOAD_PUSH ||
+           c == HETPS__ENVELOPE__PAYLOAD_PULL_ROWS ||
+           c == HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS ||
            c == HETPS__ENVELOPE__PAYLOAD_CREATE ||
            c == HETPS__ENVELOPE__PAYLOAD_ACK;
 }
@@ -91,6 +93,8 @@ const char *hc_wire_payload_name(Hetps__Envelope__PayloadCase c)
     case HETPS__ENVELOPE__PAYLOAD_ACK: return "ack";
     case HETPS__ENVELOPE__PAYLOAD_JOIN_REPLY: return "join_reply";
     case HETPS__ENVELOPE__PAYLOAD_STATUS_REPLY: return "status_reply";
+    case HETPS__ENVELOPE__PAYLOAD_PULL_ROWS: return "pull_rows";
+    case HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS: return "push_rows";
     default: return "unknown";
     }
 }
@@ -306,6 +310,23 @@ static int check_members(Hetps__Member *const *m, size_t n, const char *where)
     return HC_OK;
 }
 
+/* A row-sparse table's definition (VariableDef.table_rows set). */
+static int check_table_def(size_t i, const Hetps__VariableDef *v)
+{
+    if (v->table_rows == 0 || v->table_rows > HC_WIRE_ROW_ID_LIMIT ||
+        v->n_shape != 1 || v->shape[0] == 0 ||
+        v->shape[0] > HC_WIRE_MAX_ROW_DIM || !v->table_init ||
+        v->table_init->kind > 6 || v->table_init->mode > 2 ||
+        v->table_init->dist > 2)
+        return hc_err_set(HC_ERR_PROTO, "variable %zu (%s) is a row-sparse "
+                          "table of %llu rows: it needs 1 to 2^62 rows, a "
+                          "shape of one dimension (its output_dim, 1 to %u) "
+                          "and a known initialiser", i, v->name,
+                          (unsigned long long)v->table_rows,
+                          HC_WIRE_MAX_ROW_DIM);
+    return HC_OK;
+}
+
 static int check_create(const Hetps__Envelope *env)
 {
     const Hetps__CreateVariables *c = env->create;
@@ -318,6 +339,11 @@ static int check_create(const Hetps__Envelope *env)
     for (size_t i = 0; i < c->n_vars; i++) {
         if ((rv = check_var_name(i, c->vars[i]->name)) != HC_OK)
             return rv;
+        if (c->vars[i]->has_table_rows) {
+            if ((rv = check_table_def(i, c->vars[i])) != HC_OK)
+                return rv;
+            continue;
+        }
         if ((rv = shape_elems(i, c->vars[i], &elems)) != HC_OK)
             return rv;
     }
@@ -332,6 +358,11 @@ static int check_create(const Hetps__Envelope *env)
             return hc_err_set(HC_ERR_PROTO, "create tensor %zu has key %u but "
                               "only %zu variables are defined", i, t->key,
                               c->n_vars);
+        if (c->vars[t->key]->has_table_rows)
+            return hc_err_set(HC_ERR_PROTO, "create tensor %zu names "
+                              "variable %u (%s), a row-sparse table: tables "
+                              "have no initial tensors", i, t->key,
+                              c->vars[t->key]->name);
         if ((rv = shape_elems(t->key, c->vars[t->key], &elems)) != HC_OK)
             return rv;
         if (t->offset + t->length > elems) /* both bounded: no overflow */
@@ -341,6 +372,74 @@ static int check_create(const Hetps__Envelope *env)
                               (unsigned long long)t->offset,
                               (unsigned long long)(t->offset + t->length),
                               (unsigned long long)elems);
+    }
+    return HC_OK;
+}
+
+/* The tensor a RowsRef's ids (or, with grad, its rows' gradients) must
+ * travel as. */
+static int check_rows_tensor(const Hetps__TensorRef *t, size_t i,
+                             const Hetps__RowsRef *r, uint64_t length,
+                             const char *what)
+{
+    if (t->key != r->key || t->offset != 0 || t->length != length)
+        return hc_err_set(HC_ERR_PROTO, "rows of variable %u: tensor %zu is "
+                          "(key %u, offset %llu, length %u) but its %s must "
+                          "be (key %u, offset 0, length %llu)", r->key, i,
+                          t->key, (unsigned long long)t->offset, t->length,
+                          what, r->key, (unsigned long long)length);
+    return HC_OK;
+}
+
+/* A pull_rows (one table, its ids as the one tensor; none for n = 0) or a
+ * push_rows (each table's ids and gradients, two tensors a table, n ≥ 1):
+ * counts, dims and the tensors' shapes; the ids themselves are checked
+ * with the data (check_row_ids). */
+static int check_rows(const Hetps__Envelope *env, size_t n_tables,
+                      Hetps__RowsRef *const *r, int push)
+{
+    size_t want = 0;
+    int rv;
+
+    if (n_tables == 0 || n_tables > HC_WIRE_MAX_TABLES)
+        return hc_err_set(HC_ERR_LIMIT, "%s names %zu tables; 1 to %u",
+                          push ? "push_rows" : "pull_rows", n_tables,
+                          HC_WIRE_MAX_TABLES);
+    for (size_t k = 0; k < n_tables; k++) {
+        if (r[k]->dim == 0 || r[k]->dim > HC_WIRE_MAX_ROW_DIM)
+            return hc_err_set(HC_ERR_PROTO, "rows of variable %u have dim %u; "
+                              "1 to %u", r[k]->key, r[k]->dim,
+                              HC_WIRE_MAX_ROW_DIM);
+        if ((uint64_t)r[k]->n * r[k]->dim > HC_WIRE_MAX_TENSOR ||
+            (push && r[k]->n == 0))
+            return hc_err_set(HC_ERR_LIMIT, "rows of variable %u: %u ids of "
+                              "%u floats; %s at most %u floats", r[k]->key,
+                              r[k]->n, r[k]->dim,
+                              push ? "at least one id and" : "",
+                              HC_WIRE_MAX_TENSOR);
+        for (size_t j = 0; j < k; j++)
+            if (r[j]->key == r[k]->key)
+                return hc_err_set(HC_ERR_PROTO, "%s names variable %u "
+                                  "twice", push ? "push_rows" : "pull_rows",
+                                  r[k]->key);
+        want += r[k]->n ? (push ? 2 : 1) : 0;
+    }
+    if (env->n_tensors != want)
+        return hc_err_set(HC_ERR_PROTO, "%s carries %zu tensors; its tables "
+                          "need %zu", push ? "push_rows" : "pull_rows",
+                          env->n_tensors, want);
+    for (size_t k = 0, i = 0; k < n_tables; k++) {
+        if (r[k]->n == 0)
+            continue;
+        if ((rv = check_rows_tensor(env->tensors[i], i, r[k],
+                                    2 * (uint64_t)r[k]->n, "ids")))
+            return rv;
+        i++;
+        if (push && (rv = check_rows_tensor(env->tensors[i], i, r[k],
+                                            (uint64_t)r[k]->n * r[k]->dim,
+                                            "gradients")))
+            return rv;
+        i += push;
     }
     return HC_OK;
 }
@@ -389,6 +488,15 @@ static int check_payload(const Hetps__Envelope *env)
                 return rv;
         }
         return HC_OK;
+    case HETPS__ENVELOPE__PAYLOAD_PULL_ROWS:
+        return check_rows(env, env->pull_rows->n_tables,
+                          env->pull_rows->tables, 0);
+    case HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS:
+        if (env->push_rows->samples == 0)
+            return hc_err_set(HC_ERR_PROTO, "push_rows has samples 0; a "
+                              "gradient stands for at least one sample");
+        return check_rows(env, env->push_rows->n_tables,
+                          env->push_rows->tables, 1);
     case HETPS__ENVELOPE__PAYLOAD_ERROR:
         if (!error_code_known(env->error->code))
             return hc_err_set(HC_ERR_PROTO, "error payload has unknown code %d",
@@ -434,7 +542,7 @@ static int check_envelope(const Hetps__Envelope *env, uint64_t *elems)
         return hc_err_set(HC_ERR_PROTO, "sender has unknown job %d (known: 0 "
                           "ps, 1 worker, 2 client)", (int)env->sender->job);
     if (env->payload_case < HETPS__ENVELOPE__PAYLOAD_JOIN ||
-        env->payload_case > HETPS__ENVELOPE__PAYLOAD_STATUS_REPLY)
+        env->payload_case > HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS)
         return check_payload(env); /* says "no payload" or "unknown" */
     if (!env->join) /* any member of the union: all are pointers */
         return hc_err_set(HC_ERR_PROTO, "%s payload is selected but not set",
@@ -739,6 +847,47 @@ static int check_data(const uint8_t *b, size_t len, size_t off,
     return HC_OK;
 }
 
+/* The ids of a pull_rows or push_rows, in the data: each table's
+ * ascending, unique and below HC_WIRE_ROW_ID_LIMIT. Frees out->data on
+ * failure. */
+static int check_row_ids(const Hetps__Envelope *env, struct hc_wire_msg *out)
+{
+    int push = env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS;
+
+    if (!push && env->payload_case != HETPS__ENVELOPE__PAYLOAD_PULL_ROWS)
+        return HC_OK;
+    for (size_t i = 0; i < env->n_tensors; i += push ? 2 : 1) {
+        uint32_t n = env->tensors[i]->length / 2;
+        uint64_t prev = 0;
+
+        for (uint32_t j = 0; j < n; j++) {
+            uint64_t id = hc_wire_row_id(out->data[i], j);
+
+            if (id >= HC_WIRE_ROW_ID_LIMIT || (j > 0 && id <= prev)) {
+                free(out->data);
+                out->data = NULL;
+                return hc_err_set(HC_ERR_PROTO, "rows of variable %u: id %llu "
+                                  "at position %u is %s", env->tensors[i]->key,
+                                  (unsigned long long)id, j,
+                                  id >= HC_WIRE_ROW_ID_LIMIT
+                                      ? "not below 2^62"
+                                      : "not above the one before: ids must "
+                                        "be ascending and unique");
+            }
+            prev = id;
+        }
+    }
+    return HC_OK;
+}
+
+uint64_t hc_wire_row_id(const float *ids, uint32_t j)
+{
+    uint64_t id;
+
+    memcpy(&id, (const char *)ids + (size_t)j * 8, sizeof id);
+    return id;
+}
+
 /* The largest whole message of a kind: only messages that carry tensors
  * (create, pull, push, and the ack that answers a pull with the values)
  * may reach HC_WIRE_MAX_MSG. */
@@ -748,6 +897,8 @@ static size_t kind_limit(Hetps__Envelope__PayloadCase pc)
     case HETPS__ENVELOPE__PAYLOAD_CREATE:
     case HETPS__ENVELOPE__PAYLOAD_PULL:
     case HETPS__ENVELOPE__PAYLOAD_PUSH:
+    case HETPS__ENVELOPE__PAYLOAD_PULL_ROWS:
+    case HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS:
     case HETPS__ENVELOPE__PAYLOAD_ACK:
         return HC_WIRE_MAX_MSG;
     case HETPS__ENVELOPE__PAYLOAD_JOIN:
@@ -818,7 +969,8 @@ static int decode(const void *body, size_t len, uint64_t expect_cluster,
     if ((rv = check_envelope(env, &elems)) != HC_OK)
         goto fail;
     if ((rv = check_data(b, len, data_offset(h), env, elems, check_crc,
-                         out)))
+                         out)) ||
+        (rv = check_row_ids(env, out)))
         goto fail;
     out->env = env;
     out->n_tensors = env->n_tensors;

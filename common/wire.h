@@ -54,6 +54,9 @@
 #define HC_WIRE_MAX_VAR_ELEMS (1ull << 34) /* elements of one variable */
 #define HC_WIRE_MAX_MEMBERS  65536u        /* members in a reply */
 #define HC_WIRE_MAX_PARTS    65536u        /* parts of one push (Push.parts) */
+#define HC_WIRE_MAX_TABLES   64u           /* tables of one push_rows */
+#define HC_WIRE_MAX_ROW_DIM  65536u        /* floats of one row */
+#define HC_WIRE_ROW_ID_LIMIT (1ull << 62)  /* row ids are below it */
 #define HC_MAX_LANES         8u            /* a sender's lanes (Envelope.lane):
                                               requests in flight to one shard */
 
@@ -164,6 +167,10 @@ int hc_wire_redecode(const void *body, size_t len, uint64_t expect_cluster,
                      struct hc_wire_msg *out);
 
 void hc_wire_msg_free(struct hc_wire_msg *m);
+
+/* Id j of a rows tensor (a pull_rows' or push_rows' ids: two words an id,
+ * little-endian; data only 4-byte aligned). */
+uint64_t hc_wire_row_id(const float *ids, uint32_t j);
 
 /* The Error payload code that answers an hc_err code. */
 Hetps__ErrorCode hc_wire_error_code(int hc_code);

@@ -261,6 +261,26 @@ static int print_record(void *arg, uint32_t worker, uint64_t incarnation,
     return 0;
 }
 
+/* "  table 2: 1099511627776 rows of 4, 1234 stored here" per row-sparse
+ * table. */
+static void print_tables(struct ps_store *s, FILE *out)
+{
+    uint32_t n;
+    const struct ps_table *t = ps_store_tables(s, &n);
+
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t rows = 0;
+        int rv = ps_store_table_rows(s, t[i].var, &rows);
+
+        if (rv == HC_OK)
+            fprintf(out, "  table %u: %llu rows of %u, %llu stored here\n",
+                    t[i].var, (unsigned long long)t[i].input_dim, t[i].dim,
+                    (unsigned long long)rows);
+        else
+            fprintf(out, "  table %u: %s\n", t[i].var, hc_err_msg());
+    }
+}
+
 int ps_inspect(const char *dir, FILE *out)
 {
     struct ps_store_opts o = { .read_only = 1 };
@@ -296,6 +316,7 @@ int ps_inspect(const char *dir, FILE *out)
         fprintf(out, "  variables %s\n", json);
     }
     free(json);
+    print_tables(s, out);
     rv = ps_store_records(s, print_record, out);
     if (rv == HC_OK)
         rv = ps_store_verify(s);

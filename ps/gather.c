@@ -51,6 +51,14 @@ static int parse_vars(const char *json, size_t len, const char *dir,
                             "name", hc_err_msg());
             goto out;
         }
+        if (cJSON_GetObjectItemCaseSensitive(it, "table_rows")) {
+            rv = hc_err_set(HC_ERR_UNSUPPORTED, "store %s: variable %s is a "
+                            "row-sparse table: exporting and resharding "
+                            "tables is not built yet (its rows stay in the "
+                            "stores; `hetps inspect` counts them)", dir,
+                            name->valuestring);
+            goto out;
+        }
         snprintf(v->name, sizeof v->name, "%s", name->valuestring);
         v->size = 1;
         cJSON_ArrayForEach(d, shape) {

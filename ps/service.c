@@ -49,6 +49,7 @@ static enum ps_record_kind record_kind(Hetps__Envelope__PayloadCase c)
 {
     switch (c) {
     case HETPS__ENVELOPE__PAYLOAD_PUSH:
+    case HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS:
         return PS_REQ_PUSH;
     case HETPS__ENVELOPE__PAYLOAD_JOIN:
         return PS_REQ_JOIN;
@@ -194,7 +195,9 @@ static nng_msg *admit(struct ps_service *s, const struct hc_wire_msg *in,
     if (e->has_model_signature && e->model_signature &&
         (pc == HETPS__ENVELOPE__PAYLOAD_JOIN ||
          pc == HETPS__ENVELOPE__PAYLOAD_PULL ||
-         pc == HETPS__ENVELOPE__PAYLOAD_PUSH)) {
+         pc == HETPS__ENVELOPE__PAYLOAD_PUSH ||
+         pc == HETPS__ENVELOPE__PAYLOAD_PULL_ROWS ||
+         pc == HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS)) {
         uint64_t mine = ps_shard_signature(s->shard);
 
         if (mine && mine != e->model_signature) {
@@ -477,6 +480,16 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
                 m->requests++;
             return NULL;
         }
+        break;
+    case HETPS__ENVELOPE__PAYLOAD_PULL_ROWS:
+        if ((rv = ps_shard_pull_rows(s->shard, in, &s->me, &reply)) != HC_OK)
+            return service_error_reply(s, e->request_id,
+                                       hc_wire_error_code(rv), hc_err_msg());
+        return reply;
+    case HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS:
+        if ((reply = service_push_rows(s, in, &info)) == NULL ||
+            !info.valid)
+            return reply;
         break;
     default:
         snprintf(text, sizeof text, "a %s is a reply, not a request",

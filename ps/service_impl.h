@@ -302,6 +302,14 @@ nng_msg *service_apply_outside(struct ps_service *s,
                                const struct hc_wire_msg *in,
                                const struct ps_record *prev);
 
+/* A PushRows (service_step.c): applied at once under s->wmu as one step
+ * with its record (async, ssp), answered with an Ack at the version after
+ * it (info valid); refused in sync mode (its rows would need the step's
+ * sum by row, not built yet) and when the shard refuses it (info not
+ * valid: an Error reply). With s->mu. */
+nng_msg *service_push_rows(struct ps_service *s, const struct hc_wire_msg *in,
+                           struct answer_info *info);
+
 /* Apply a complete synchronous step, then answer the pulls it frees. */
 void service_advance(struct ps_service *s);
 

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "rpc.h"
+#include "err.h"
 #include "service_impl.h"
 
 static const char *const kinds[4] = { "push", "pull", "heartbeat", "other" };
@@ -23,6 +24,30 @@ static int kind_of(int pc)
     case HETPS__ENVELOPE__PAYLOAD_PULL: return 1;
     case HETPS__ENVELOPE__PAYLOAD_HEARTBEAT: return 2;
     default: return 3;
+    }
+}
+
+/* Each row-sparse table's rows stored on this shard (one read of the
+ * store's meta), labelled by its variable. */
+static void table_rows(struct ps_service *s, struct hc_metrics *m,
+                       const char *l)
+{
+    struct ps_store *store = s->shard ? ps_shard_store(s->shard) : NULL;
+    const struct ps_table *t;
+    uint32_t n = 0;
+    char tl[128];
+
+    t = store ? ps_store_tables(store, &n) : NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t rows;
+
+        if (ps_store_table_rows(store, t[i].var, &rows) != HC_OK)
+            continue;
+        snprintf(tl, sizeof tl, "%s,variable=\"%u\"", l, t[i].var);
+        hc_series_set(hc_metric(m, HC_GAUGE, "hetps_table_rows", "Rows of "
+                                "each row-sparse table stored on the shard "
+                                "(rows never written are not stored)", tl,
+                                NULL, 0), (double)rows);
     }
 }
 
@@ -79,6 +104,7 @@ static void on_render(void *arg, struct hc_metrics *m)
                             "(idle, or a message that never ends)", l, NULL,
                             0),
                   (double)hc_rpc_server_deadline_closed(s->rpc));
+    table_rows(s, m, l);
     snprintf(path, sizeof path, "%s/data.mdb", s->conf.data_dir);
     if (stat(path, &st) == 0)
         hc_series_set(hc_metric(m, HC_GAUGE, "hetps_store_bytes", "Disk "

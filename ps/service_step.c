@@ -118,7 +118,9 @@ nng_msg *service_answer_again(struct ps_service *s,
     nng_msg *reply = NULL;
     int rv;
 
-    if (r->kind != PS_REQ_PUSH || e->push->n_ranges == 0)
+    if (r->kind != PS_REQ_PUSH ||
+        e->payload_case != HETPS__ENVELOPE__PAYLOAD_PUSH ||
+        e->push->n_ranges == 0)
         return service_ack_at(s, e->request_id, r->version,
                               r->flags & PS_REC_LATE);
     /* Moved on, or a slice to give that the record does not hold (one
@@ -939,4 +941,29 @@ nng_msg *service_apply_outside(struct ps_service *s,
     serve_pending(s);
     pthread_mutex_unlock(&s->mu);
     return reply;
+}
+
+nng_msg *service_push_rows(struct ps_service *s, const struct hc_wire_msg *in,
+                           struct answer_info *info)
+{
+    uint64_t version = 0;
+    int rv;
+
+    memset(info, 0, sizeof *info);
+    if (ps_mode_in_steps(s->sync))
+        return service_error_reply(s, in->env->request_id,
+                                   HETPS__ERROR_CODE__E_UNSUPPORTED,
+                                   "push_rows: row-sparse pushes are applied "
+                                   "at once (async, ssp); a synchronous "
+                                   "step's sum by row is not built yet: run "
+                                   "this model with --mode async or ssp");
+    pthread_mutex_lock(&s->wmu);
+    rv = ps_shard_push_rows(s->shard, in, &version);
+    pthread_mutex_unlock(&s->wmu);
+    if (rv != HC_OK)
+        return service_error_reply(s, in->env->request_id,
+                                   hc_wire_error_code(rv), hc_err_msg());
+    info->valid = 1;
+    info->version = version;
+    return service_ack_at(s, in->env->request_id, version, 0);
 }

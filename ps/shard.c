@@ -266,7 +266,8 @@ static int ack_with(const struct ps_shard *sh, const struct hc_wire_msg *in,
 static int var_defs_json(const Hetps__CreateVariables *cv, char **out,
                          size_t *len)
 {
-    size_t cap = 64 + cv->n_vars * (HC_WIRE_MAX_NAME + 16 * HC_WIRE_MAX_DIMS);
+    size_t cap = 64 + cv->n_vars * (HC_WIRE_MAX_NAME + 16 * HC_WIRE_MAX_DIMS +
+                                    40);
     char *json = malloc(cap);
     size_t n = 0, v, k;
 
@@ -279,7 +280,11 @@ static int var_defs_json(const Hetps__CreateVariables *cv, char **out,
         for (k = 0; k < cv->vars[v]->n_shape; k++)
             n += (size_t)snprintf(json + n, cap - n, "%s%u", k ? "," : "",
                                   cv->vars[v]->shape[k]);
-        n += (size_t)snprintf(json + n, cap - n, "]}");
+        if (cv->vars[v]->has_table_rows)
+            n += (size_t)snprintf(json + n, cap - n, "],\"table_rows\":%llu}",
+                                  (unsigned long long)cv->vars[v]->table_rows);
+        else
+            n += (size_t)snprintf(json + n, cap - n, "]}");
     }
     n += (size_t)snprintf(json + n, cap - n, "]");
     *len = n;
@@ -321,6 +326,30 @@ static int check_layout_size(const struct ps_shard *sh,
     return HC_OK;
 }
 
+/* The row-sparse tables a create defines (VariableDef.table_rows; the
+ * wire's decoder checked each) into t, their count into *n. */
+static int create_tables(const Hetps__CreateVariables *cv,
+                         struct ps_table *t, uint32_t *n)
+{
+    *n = 0;
+    for (size_t v = 0; v < cv->n_vars; v++) {
+        const Hetps__VariableDef *d = cv->vars[v];
+
+        if (!d->has_table_rows)
+            continue;
+        if (*n == PS_STORE_MAX_TABLES)
+            return hc_err_set(HC_ERR_LIMIT, "create: more than %u row-sparse "
+                              "tables", PS_STORE_MAX_TABLES);
+        t[*n] = (struct ps_table){(uint32_t)v, d->shape[0], d->table_rows,
+                                  {(enum hc_init)d->table_init->kind,
+                                   {d->table_init->a, d->table_init->b,
+                                    (enum hc_fan)d->table_init->mode,
+                                    (enum hc_dist)d->table_init->dist}}};
+        ++*n;
+    }
+    return HC_OK;
+}
+
 static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
                         const struct hc_sender *me, nng_msg **reply)
 {
@@ -330,6 +359,7 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
     struct hc_layout layout = { 0 };
     struct hc_optim_conf oc;
     struct ps_store_def def = { 0 };
+    struct ps_table tables[PS_STORE_MAX_TABLES];
     char optim[HC_OPTIM_DESCRIBE_MAX], *defs = NULL;
     size_t v, k, b;
     int rv, created = 0, have_layout = 0;
@@ -351,8 +381,10 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
 
         for (k = 0; k < cv->vars[v]->n_shape; k++)
             size *= cv->vars[v]->shape[k];
-        sizes[v] = size;
+        sizes[v] = cv->vars[v]->has_table_rows ? 0 : size;
     }
+    if ((rv = create_tables(cv, tables, &def.n_tables)) != HC_OK)
+        return rv;
     if ((rv = check_layout_size(sh, cv, sizes, in)) != HC_OK)
         return rv;
     rv = hc_layout_build(sizes, (int)cv->n_vars, sh->n_shards, cv->block_elems,
@@ -398,6 +430,8 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
     def.optim = &oc;
     def.init = init;
     def.var_defs = defs;
+    def.tables = tables;
+    def.seed = cv->seed;
     ps_fault_point("create:before_init");
     rv = ps_store_init(sh->store, &def, &created);
     if (rv == HC_OK)
@@ -880,6 +914,16 @@ int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
     default:
         return hc_err_set(HC_ERR_PROTO, "not a variable request");
     }
+}
+
+struct ps_store *ps_shard_store(const struct ps_shard *sh)
+{
+    return atomic_load(&((struct ps_shard *)sh)->ready) ? sh->store : NULL;
+}
+
+const struct hc_optim_conf *ps_shard_optim(const struct ps_shard *sh)
+{
+    return &sh->optim;
 }
 
 int ps_shard_record(struct ps_shard *sh, int w, uint32_t lane,

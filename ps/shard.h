@@ -53,7 +53,7 @@ struct ps_pull_extra {
 };
 
 /* Serve a create, pull or push (applied at once, answered with an Ack at
- * the version after it). `extra` (may be NULL) adds to a pull's answer.
+ * the version after it); rows: ps_shard_pull_rows, ps_shard_push_rows. `extra` (may be NULL) adds to a pull's answer.
  * On success *reply is the answer (owned by the caller); on failure
  * returns a code with the reason in hc_err_msg(). */
 int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
@@ -134,6 +134,30 @@ int ps_shard_applied(struct ps_shard *sh, const struct hc_wire_msg *in);
 int ps_shard_answer_early(struct ps_shard *sh, const struct hc_wire_msg *in,
                           const struct hc_sender *me, uint64_t version,
                           nng_msg **reply);
+
+/* ---- row-sparse tables (shard_rows.c) ----------------------------------- */
+
+/* The answer to a PullRows: an Ack carrying, per table with ids, the rows
+ * of its ids in their order, each table read from one snapshot (rows
+ * never written: their initial values), and the smallest version read. Any thread, as a pull. Errors:
+ * HC_ERR_NOTFOUND (no variables yet, or the key is no table here),
+ * HC_ERR_MISMATCH (dim is not the table's), HC_ERR_INVAL (an id ≥ the
+ * table's input_dim), HC_ERR_STORE, HC_ERR_NOMEM. */
+int ps_shard_pull_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
+                       const struct hc_sender *me, nng_msg **reply);
+
+/* Apply a PushRows at once as one step (each table's rows' gradients
+ * divided by its samples, through the optimizer row by row), recorded
+ * as the worker's push on its lane in the same store transaction; the
+ * version after it into *version. Under the writers' lock. Errors as
+ * ps_shard_pull_rows, HC_ERR_DATA (a gradient not finite), the store's. */
+int ps_shard_push_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
+                       uint64_t *version);
+
+/* The shard's store once its variables exist (NULL before), and its
+ * optimizer settings: for shard_rows.c. */
+struct ps_store *ps_shard_store(const struct ps_shard *sh);
+const struct hc_optim_conf *ps_shard_optim(const struct ps_shard *sh);
 
 /* Updates applied so far (the shard's global step). */
 uint64_t ps_shard_version(const struct ps_shard *sh);

@@ -225,7 +225,8 @@ static int load_meta(struct ps_store *s, MDB_txn *txn, uint32_t format)
         return hc_err_set(HC_ERR_STORE, "store %s: meta disagrees with itself "
                           "(n_slots %u, block_elems %u); the store is damaged",
                           s->dir, s->n_slots, s->block_elems);
-    if ((rv = load_blocks(s, txn)) != HC_OK)
+    if ((rv = load_blocks(s, txn)) != HC_OK ||
+        (rv = store_rows_load(s, txn)) != HC_OK)
         return rv;
     atomic_store(&s->step, step);
     atomic_store(&s->initialised, 1);
@@ -306,7 +307,8 @@ static int open_body(struct ps_store *s, MDB_txn *txn, void *arg)
                                 "directory", s->dir)
                    : store_lmdb_err(s, rc, "opening the store");
     }
-    if ((rv = open_dbs(s, txn, wflags)) != HC_OK)
+    if ((rv = open_dbs(s, txn, wflags)) != HC_OK ||
+        (rv = store_rows_open(s, txn)) != HC_OK)
         return rv;
     if (fresh) {
         if ((rv = store_meta_put(s, txn, "magic", PS_STORE_MAGIC,
@@ -562,6 +564,7 @@ void ps_store_close(struct ps_store *s)
     free(s->decay);
     free(s->scratch);
     free(s->seen);
+    store_rows_free(s);
     free(s->dir);
     free(s);
 }
@@ -577,6 +580,9 @@ struct init_arg {
     const float *const *init;
     const char *var_defs;           /* (var_defs_len) or NULL */
     size_t var_defs_len;
+    const struct ps_table *tables;  /* (n_tables) */
+    uint32_t n_tables;
+    uint64_t seed;
 };
 
 static int init_body(struct ps_store *s, MDB_txn *txn, void *arg)
@@ -597,6 +603,9 @@ static int init_body(struct ps_store *s, MDB_txn *txn, void *arg)
         return rv;
     if (a->var_defs && (rv = store_app_meta_put(s, txn, "vars", a->var_defs,
                                                 a->var_defs_len)) != HC_OK)
+        return rv;
+    if ((rv = store_rows_init(s, txn, a->tables, a->n_tables,
+                              a->seed)) != HC_OK)
         return rv;
     for (uint32_t i = 0; i < a->n_blocks; i++) {
         unsigned char key[8];
@@ -645,6 +654,8 @@ static int init_mismatch(const struct ps_store *s, const struct init_arg *a)
         return hc_err_set(HC_ERR_MISMATCH, "store %s: holds shard %u but this "
                           "server is shard %u: check --data-dir and --task",
                           s->dir, s->shard, a->shard);
+    if (store_rows_mismatch(s, a->tables, a->n_tables, a->seed) != HC_OK)
+        return HC_ERR_MISMATCH;
     if (!hc_optim_equal(&s->optim, &a->optim)) {
         char made[HC_OPTIM_DESCRIBE_MAX], asked[HC_OPTIM_DESCRIBE_MAX];
 
@@ -724,6 +735,8 @@ static int init_again(struct ps_store *s, const struct init_arg *a)
 static int init_done(struct ps_store *s, const struct init_arg *a,
                      struct ps_block **tab, uint32_t max_len)
 {
+    int rv;
+
     free(s->blocks);
     free(s->decay);
     s->decay = NULL;
@@ -738,6 +751,8 @@ static int init_done(struct ps_store *s, const struct init_arg *a,
     s->n_slots = a->n_slots;
     s->max_len = max_len;
     s->optim = a->optim;
+    if ((rv = store_rows_adopt(s, a->tables, a->n_tables, a->seed)) != HC_OK)
+        return rv;
     return alloc_work(s);
 }
 
@@ -769,6 +784,8 @@ int ps_store_init(struct ps_store *s, const struct ps_store_def *d,
         return hc_err_set(HC_ERR_CONFIG, "%s: no settings given", src);
     if ((rv = hc_optim_validate(d->optim, src)) != HC_OK)
         return rv;
+    if ((rv = store_rows_check(s, d->tables, d->n_tables)) != HC_OK)
+        return rv;
     if ((rv = init_table(s, layout, d->shard, &tab, &n, &max_len)) != HC_OK)
         goto out;
     for (uint32_t i = 0; d->init && i < n; i++)
@@ -784,6 +801,7 @@ int ps_store_init(struct ps_store *s, const struct ps_store_def *d,
         .n_blocks = n, .n_slots = (uint32_t)ps_optim_slots(d->optim),
         .optim = *d->optim, .blocks = tab, .init = d->init,
         .var_defs = d->var_defs, .var_defs_len = d->var_defs_len,
+        .tables = d->tables, .n_tables = d->n_tables, .seed = d->seed,
     };
 
     hc_optim_to_record(&a.optim, a.optim_rec);

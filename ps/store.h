@@ -35,6 +35,14 @@
  *              (in ps/optimizer.h's order: Adam m, v, v̂ (amsgrad);
  *              momentum m; Adagrad and Ftrl start at
  *              initial_accumulator_value, the rest at 0).
+ *   "rows"     row-sparse tables (store_rows.c): (u32 BE variable, u64 BE
+ *              row id) → struct ps_row_hdr (16 bytes: dim, CRC32C of the
+ *              floats, the row's own update count) + dim parameters +
+ *              n_slots × dim slot values (ps/optimizer.h's order). A row
+ *              never written is absent: its value is hc_init_row's.
+ *              Meta keeps "tables" (the tables' definitions, struct
+ *              ps_table_rec each), "seed" (u64, the model's, for
+ *              hc_init_row) and "table_rows" (u64 per table: rows stored).
  *   "records"  u32 BE worker task index, then for a lane above 0 the
  *              u32 BE lane → struct ps_record (record.h)
  *              as it is: 56 bytes opening with its magic and format,
@@ -73,6 +81,7 @@
 #include <stdint.h>
 
 #include "layout.h"
+#include "model.h"
 #include "optim_conf.h"
 #include "record.h"
 
@@ -82,6 +91,8 @@
 #define PS_STORE_MAX_SLOTS 3     /* PS_OPTIM_MAX_SLOTS */
 
 struct ps_store;
+struct ps_table;     /* a row-sparse table: below */
+struct ps_rows;
 
 enum ps_durability {
     /* MDB_NOSYNC | MDB_NOMETASYNC: a commit reaches the OS page cache, so
@@ -219,6 +230,11 @@ struct ps_store_def {
      * NULL for none. */
     const char *var_defs;
     size_t var_defs_len;
+    /* The model's row-sparse tables (every shard holds rows of each, by
+     * hc_row_shard) and the seed their rows start from; NULL, 0 for none. */
+    const struct ps_table *tables;
+    uint32_t n_tables;
+    uint64_t seed;
 };
 
 /*
@@ -341,6 +357,10 @@ struct ps_apply {
     int uncounted;      /* a later part of a push whose first part counted
                            the step: applied at that step (the optimizer's
                            step number), the step not counted again */
+    const struct ps_rows *rows; /* (n_rows) row updates of the same step
+                                   (store_rows.c); a step with rows and no
+                                   blocks counts too */
+    size_t n_rows;
 };
 int ps_store_apply_group(struct ps_store *s, const struct hc_optim_conf *c,
                          const struct ps_apply *g, size_t n_g,
@@ -379,6 +399,84 @@ int ps_store_step_commit(struct ps_store *s, const struct hc_optim_conf *c,
                          const struct ps_update *u, size_t n,
                          const struct ps_record *recs, size_t n_recs,
                          uint64_t *new_step);
+
+/* ---- row-sparse tables (store_rows.c) ------------------------------------
+ *
+ * A table's rows are written only once touched: a read of a row never
+ * written yields hc_init_row(init, input_dim, dim, seed, var, row), the
+ * same on every shard, restart and reshard, so a table of 2^40 rows costs
+ * what its touched rows cost. An update applies the optimizer to each
+ * touched row alone (lazily): the row's parameters and slots (fresh:
+ * ps_optim_slot_init's values) go through ps_optim_apply at the row's own
+ * update count (`step` = updates of that row before this one: Adam's bias
+ * correction per row, TF Addons' LazyAdam), without weight decay; rows not
+ * touched do not move. Row updates ride in ps_store_apply_group's steps
+ * (struct ps_apply.rows), in the step's transaction beside its records.
+ */
+
+/* A row-sparse table: variable `var`, input_dim rows of dim floats. */
+struct ps_table {
+    uint32_t var;
+    uint32_t dim;               /* 1 .. PS_TABLE_MAX_DIM */
+    uint64_t input_dim;         /* 1 .. HC_ROW_ID_LIMIT */
+    struct hc_initializer init;
+};
+#define PS_TABLE_MAX_DIM 65536u
+#define PS_STORE_MAX_TABLES 64u
+
+/* A stored row's header, followed by (1 + n_slots) × dim floats. */
+struct ps_row_hdr {
+    uint32_t dim;
+    uint32_t crc;               /* CRC32C of the (1 + n_slots)·dim floats */
+    uint64_t updates;           /* updates applied to this row */
+};
+
+/* One table's part of an update: n rows' summed gradients. A table may
+ * appear in several of one step's updates (a synchronous step's pushes,
+ * one a worker): its rows' gradients are then summed — Σ grad·scale, in
+ * the order given — before one optimizer step per row, each row counted
+ * once. */
+struct ps_rows {
+    uint32_t var;               /* a table's variable */
+    size_t n;
+    const uint64_t *ids;        /* (n) ascending, unique, < input_dim */
+    const float *grad;          /* (n, dim) */
+    float scale;                /* the gradient used is grad · scale */
+};
+
+/* Apply one step of row updates (and dense blocks u, may be none) with
+ * its records: ps_store_apply_group of one step. */
+int ps_store_apply_rows(struct ps_store *s, const struct hc_optim_conf *c,
+                        const struct ps_update *u, size_t n,
+                        const struct ps_rows *rows, size_t n_rows,
+                        const struct ps_record *recs, size_t n_recs,
+                        uint64_t *new_step);
+
+/* The tables the store was initialised with: *n entries owned by the
+ * store, valid until ps_store_close (NULL, 0 when none). */
+const struct ps_table *ps_store_tables(const struct ps_store *s, uint32_t *n);
+
+/*
+ * Read rows ids[0 .. n) of table `var` (any order, repeats allowed) from
+ * one snapshot into out (n, dim): stored rows as stored (checksum
+ * verified), the others their initial values; *step (may be NULL) the
+ * step read. Errors: HC_ERR_NOTFOUND (var is no table of this store),
+ * HC_ERR_INVAL (an id ≥ input_dim, named), HC_ERR_CRC (a damaged row),
+ * HC_ERR_STORE, HC_ERR_LIMIT (reader slots).
+ */
+int ps_store_rows_read(struct ps_store *s, uint32_t var, const uint64_t *ids,
+                       size_t n, float *out, uint64_t *step);
+
+/* Row `id` of table `var` whole: its parameters and slots into out
+ * ((1 + n_slots) × dim floats), its update count into *updates, and
+ * *stored 1 when it is stored (0: the initial values and fresh slots).
+ * Errors as ps_store_rows_read. */
+int ps_store_row_get(struct ps_store *s, uint32_t var, uint64_t id,
+                     float *out, uint64_t *updates, int *stored);
+
+/* Rows stored of table `var` into *rows (one read of meta). Errors:
+ * HC_ERR_NOTFOUND (no such table), HC_ERR_STORE. */
+int ps_store_table_rows(struct ps_store *s, uint32_t var, uint64_t *rows);
 
 /*
  * The last request recorded for (`worker`, `lane`) into *out: who sent it, its id,

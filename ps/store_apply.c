@@ -348,9 +348,11 @@ static int apply_body(struct ps_store *s, MDB_txn *txn, void *arg)
          * counted, which it does not count again. */
         uint64_t t = g->uncounted && step > 0 ? step - 1 : step;
 
-        if ((rv = store_apply_blocks(s, txn, a->c, t, g, a->direct)) != HC_OK)
+        if ((rv = store_apply_blocks(s, txn, a->c, t, g, a->direct)) != HC_OK ||
+            (rv = store_rows_apply(s, txn, a->c, t, g->rows,
+                                       g->n_rows)) != HC_OK)
             return rv;
-        if (g->n > 0 && !g->uncounted)
+        if ((g->n > 0 || g->n_rows > 0) && !g->uncounted)
             step++;
         for (size_t i = 0; i < g->n_recs; i++)
             if ((rv = store_record_put(s, txn, &g->recs[i], step)) != HC_OK)
@@ -454,7 +456,9 @@ int ps_store_apply_group(struct ps_store *s, const struct hc_optim_conf *c,
                           "(the chief creates the variables first)", s->dir);
     pthread_mutex_lock(&s->wmu);
     for (size_t k = 0; k < n_g && rv == HC_OK; k++)
-        rv = store_apply_check(s, c, g[k].u, g[k].n, g[k].recs, g[k].n_recs);
+        if ((rv = store_apply_check(s, c, g[k].u, g[k].n, g[k].recs,
+                                    g[k].n_recs)) == HC_OK)
+            rv = store_rows_check_update(s, g[k].rows, g[k].n_rows);
     if (rv != HC_OK)
         goto out;
     /* Counted per step: a block two steps share is counted twice, which
@@ -486,7 +490,18 @@ int ps_store_apply(struct ps_store *s, const struct hc_optim_conf *c,
                    const struct ps_record *recs, size_t n_recs,
                    uint64_t *new_step)
 {
-    struct ps_apply g = {u, n, recs, n_recs, 0};
+    struct ps_apply g = {.u = u, .n = n, .recs = recs, .n_recs = n_recs};
+
+    return ps_store_apply_group(s, c, &g, 1, new_step);
+}
+
+int ps_store_apply_rows(struct ps_store *s, const struct hc_optim_conf *c,
+                        const struct ps_update *u, size_t n,
+                        const struct ps_rows *rows, size_t n_rows,
+                        const struct ps_record *recs, size_t n_recs,
+                        uint64_t *new_step)
+{
+    struct ps_apply g = {u, n, recs, n_recs, 0, rows, n_rows};
 
     return ps_store_apply_group(s, c, &g, 1, new_step);
 }

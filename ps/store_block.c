@@ -319,6 +319,8 @@ int ps_store_verify(struct ps_store *s)
                             "expected %u; the store is damaged", s->dir,
                             (size_t)st.ms_entries, s->n_blocks);
     }
+    if (rv == HC_OK)
+        rv = store_rows_verify(s, txn);
     store_rtxn_end(s, txn);
     return rv;
 }

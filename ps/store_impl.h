@@ -11,6 +11,8 @@
  *                   CRCs; pulls, verify, and moving slots for reshard
  *   store_apply.c   one optimizer step per write transaction
  *   store_record.c  the per-worker request records an apply writes
+ *   store_rows.c    row-sparse tables: their rows, lazy initial values and
+ *                   per-row optimizer steps
  */
 #ifndef PS_STORE_IMPL_H
 #define PS_STORE_IMPL_H
@@ -82,6 +84,8 @@ struct ps_store {
     uint64_t write_extra;       /* under wmu: bytes the next write transaction
                                    adds beyond what is in use (a create) */
     struct store_step *stepper; /* store_step.c's thread, once used */
+    struct store_rows *rows;    /* store_rows.c's: the "rows" database and
+                                   the tables; NULL until opened */
 };
 
 /* ---- store_txn.c ------------------------------------------------------- */
@@ -175,5 +179,44 @@ int store_get_block(struct ps_store *s, MDB_txn *txn, MDB_dbi dbi,
  * `step`, the step after the apply it answers. */
 int store_record_put(struct ps_store *s, MDB_txn *txn,
                      const struct ps_record *r, uint64_t step);
+
+/* ---- store_rows.c ------------------------------------------------------ */
+
+/* Open (writable: create) the "rows" database in the open's first
+ * transaction; a read-only open of a store without one has no rows. */
+int store_rows_open(struct ps_store *s, MDB_txn *txn);
+
+/* Load the tables from meta (an initialised store); none is fine. */
+int store_rows_load(struct ps_store *s, MDB_txn *txn);
+
+/* Write the tables of a create (init's transaction), check them
+ * (HC_ERR_INVAL naming the bad one, before any transaction), say how they
+ * differ from the store's (HC_ERR_MISMATCH), and take them over once the
+ * create committed. */
+int store_rows_check(const struct ps_store *s, const struct ps_table *t,
+                     uint32_t n);
+int store_rows_init(struct ps_store *s, MDB_txn *txn,
+                    const struct ps_table *t, uint32_t n, uint64_t seed);
+int store_rows_mismatch(const struct ps_store *s, const struct ps_table *t,
+                        uint32_t n, uint64_t seed);
+int store_rows_adopt(struct ps_store *s, const struct ps_table *t,
+                     uint32_t n, uint64_t seed);
+
+/* Check a step's row updates (under wmu, before its transaction). */
+int store_rows_check_update(struct ps_store *s, const struct ps_rows *r,
+                            size_t n);
+
+/* Apply row updates r[0 .. n) in txn at the store's `step` (a learning
+ * rate schedule's; each row's own count is the optimizer's step). Under
+ * wmu. */
+int store_rows_apply(struct ps_store *s, MDB_txn *txn,
+                     const struct hc_optim_conf *c, uint64_t step,
+                     const struct ps_rows *r, size_t n);
+
+/* ps_store_verify's part: every stored row's key, size and CRC32C, and
+ * each table's count against meta "table_rows". */
+int store_rows_verify(struct ps_store *s, MDB_txn *txn);
+
+void store_rows_free(struct ps_store *s);
 
 #endif

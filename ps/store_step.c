@@ -97,7 +97,7 @@ static int step_add(struct ps_store *s, struct store_step *st,
                     const struct hc_optim_conf *c, const struct ps_update *u,
                     size_t n)
 {
-    struct ps_apply g = {u, n, NULL, 0, 1};
+    struct ps_apply g = {.u = u, .n = n, .uncounted = 1};
     int rv;
 
     if (!st->txn && (rv = step_open(s, st)) != HC_OK)

@@ -524,11 +524,31 @@ int client_need_layout(const struct pc_client *c, const char *what)
     return HC_OK;
 }
 
+/* A row-sparse table's definition on the wire: its row's shape alone
+ * ([output_dim]), its rows and its initialiser. */
+static void table_def(const struct hc_var_def *d, Hetps__VariableDef *def,
+                      Hetps__TableInit *ti, uint32_t *shape)
+{
+    hetps__table_init__init(ti);
+    shape[0] = (uint32_t)d->shape[d->ndim - 1];
+    def->n_shape = 1;
+    def->has_table_rows = 1;
+    def->table_rows = d->table_rows;
+    ti->kind = (uint32_t)d->init;
+    ti->has_a = ti->has_b = ti->has_mode = ti->has_dist = 1;
+    ti->a = d->init_par.a;
+    ti->b = d->init_par.b;
+    ti->mode = (uint32_t)d->init_par.mode;
+    ti->dist = (uint32_t)d->init_par.dist;
+    def->table_init = ti;
+}
+
 int pc_create(struct pc_client *c, const float *init)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__CreateVariables cv = HETPS__CREATE_VARIABLES__INIT;
     Hetps__VariableDef defs[HC_MODEL_MAX_VARS], *def_ptrs[HC_MODEL_MAX_VARS];
+    Hetps__TableInit tinit[HC_MODEL_MAX_VARS];
     uint32_t shapes[HC_MODEL_MAX_VARS][4];
     uint64_t *ids = NULL;
     struct hc_optim_wire optim;
@@ -546,7 +566,11 @@ int pc_create(struct pc_client *c, const float *init)
         defs[v].n_shape = (size_t)m->vars[v].ndim;
         defs[v].shape = shapes[v];
         def_ptrs[v] = &defs[v];
+        if (m->vars[v].table_rows)
+            table_def(&m->vars[v], &defs[v], &tinit[v], shapes[v]);
     }
+    cv.has_seed = 1;
+    cv.seed = m->seed;
     hc_wire_init_env(&env, &c->me, 0);
     cv.n_vars = (size_t)m->n_vars;
     cv.vars = def_ptrs;
@@ -589,6 +613,10 @@ void pc_close(struct pc_client *c)
     heartbeat_stop(c);
     if (c->rpc)
         hc_rpc_client_close(c->rpc);
+    for (i = 0; c->rowmaps && i < (int)HC_WIRE_MAX_TABLES; i++)
+        hc_rowmap_free(&c->rowmaps[i]);
+    free(c->rowmaps);
+    free(c->rows_buf);
     hc_fanout_close(c->fan);
     free(c->piece_rv);
     free(c->piece_why);

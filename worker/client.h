@@ -86,6 +86,38 @@ int pc_create(struct pc_client *c, const float *init);
  * receives the smallest shard version seen. */
 int pc_pull(struct pc_client *c, float *params, uint64_t *version);
 
+/*
+ * Row-sparse tables (client_rows.c): a model variable with table_rows > 0
+ * (model.h), its rows spread over every shard by hc_row_shard. The caller
+ * gives each table's batch ids as they come (any order, repeats allowed);
+ * the client de-duplicates them (rowmap.h), sends each shard its sorted
+ * unique ids of every table in one request, all shards in parallel, and
+ * scatters the rows back — or sums the gradients of repeated ids before
+ * the push. Only touched rows travel.
+ *
+ * pc_pull_rows: for each of t[0 .. n_tables), rows ids[0 .. n) into
+ * rows (n, dim); the smallest shard version read into *version (may be
+ * NULL). pc_push_rows: the per-position gradients grad (n, dim) of each
+ * table's ids, summed by id, applied by each shard holding some as one
+ * step (async, ssp: at once, exactly once; the gradient used is sum /
+ * samples); the largest version after it into *version (may be NULL). A
+ * shard in sync mode refuses it. At most HC_WIRE_MAX_TABLES tables, each
+ * once. Errors: HC_ERR_INVAL (a var that is no table of the model or
+ * given twice, an id ≥ its input_dim: named; no model set), the shards'
+ * refusals, transport errors.
+ */
+struct pc_rows {
+    uint32_t var;           /* a table's variable */
+    const uint64_t *ids;    /* (n) */
+    size_t n;
+    float *rows;            /* (n, dim) pc_pull_rows writes them */
+    const float *grad;      /* (n, dim) pc_push_rows reads them */
+};
+int pc_pull_rows(struct pc_client *c, struct pc_rows *t, size_t n_tables,
+                 uint64_t *version);
+int pc_push_rows(struct pc_client *c, const struct pc_rows *t,
+                 size_t n_tables, uint32_t samples, uint64_t *version);
+
 /* One step of a synchronous or bounded-staleness worker. */
 struct pc_step {
     uint64_t min_version;   /* in: sync: wait until every shard reaches it */

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "client.h"
+#include "rowmap.h"
 #include "fanout.h"
 #include "client_hook.h"
 #include "rpc.h"
@@ -119,6 +120,13 @@ struct pc_client {
     unsigned char *p_taken;     /* (n_pcalls) its values taken (p_rv) */
     struct hc_wire_msg *p_dec;  /* (n_pcalls) */
     char (*p_why)[256];         /* (n_pcalls) */
+
+    /* Row-sparse tables (client_rows.c): a call's ids of each table by
+     * shard, and their unique rows or summed gradients, table after table,
+     * kept between calls. */
+    struct hc_rowmap *rowmaps;  /* (HC_WIRE_MAX_TABLES) once used */
+    float *rows_buf;            /* (rows_cap) floats */
+    size_t rows_cap;
 
     pthread_t hb_thread;
     int hb_running;

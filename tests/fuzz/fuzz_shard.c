@@ -1,14 +1,17 @@
 /*
  * fuzz_shard.c — libFuzzer target: a shard's request handler (ps/shard.c)
  * over a temporary LMDB store. At start the chief's CreateVariables for a
- * small model (Dense(3) over 4 inputs: kernel (4, 3), bias (3,), one shard)
+ * small model (Dense(3) over 4 inputs: kernel (4, 3), bias (3,), one shard;
+ * and a row-sparse table of 2^40 rows of 4; rows requests are served by
+ * ps/shard_rows.c, as the service does)
  * is served, so pulls and pushes find variables; each input is then one
  * message body, decoded as the service decodes it and served: a create,
  * pull or push, applied to the store, or refused with an error.
  *
  * HETPS_FUZZ_SEEDS=DIR fuzz_shard writes the seed messages (this create,
  * creates with the other optimizers' settings, schedules and clipping,
- * pulls, pushes, push-and-pull, join, status) as DIR/NAME.msg and
+ * pulls, pushes, push-and-pull, join, status, a pull and a push of rows
+ * of its row-sparse table) as DIR/NAME.msg and
  * exits: tests/fuzz/corpus/{shard,wire} were made so.
  */
 #include <string.h>
@@ -43,7 +46,15 @@ static int serve(const void *data, size_t size)
     memcpy(body, data, size);
     rv = hc_wire_decode(body, size, 0, &in);
     if (rv == HC_OK) {
-        rv = ps_shard_serve(shard, &in, &me, NULL, &reply);
+        uint64_t version;
+
+        /* As the service dispatches them: rows to their own calls. */
+        if (in.env->payload_case == HETPS__ENVELOPE__PAYLOAD_PULL_ROWS)
+            rv = ps_shard_pull_rows(shard, &in, &me, &reply);
+        else if (in.env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS)
+            rv = ps_shard_push_rows(shard, &in, &version);
+        else
+            rv = ps_shard_serve(shard, &in, &me, NULL, &reply);
         if (reply)
             nng_msg_free(reply);
         hc_wire_msg_free(&in);
@@ -79,8 +90,9 @@ static void create_variables(const struct hc_model *m,
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__CreateVariables cv = HETPS__CREATE_VARIABLES__INIT;
-    Hetps__VariableDef defs[2], *ptrs[2];
-    uint32_t shapes[2][4];
+    Hetps__VariableDef defs[3], *ptrs[3];
+    Hetps__TableInit tinit = HETPS__TABLE_INIT__INIT;
+    uint32_t shapes[3][4];
     struct hc_sender chief = { HETPS__JOB__JOB_WORKER, 0, 7, 0, 0 };
     struct hc_tensor_src t[2];
     float init[15];
@@ -96,10 +108,26 @@ static void create_variables(const struct hc_model *m,
         defs[v].shape = shapes[v];
         ptrs[v] = &defs[v];
     }
+    /* A row-sparse table beside them: 2^40 rows of 4 (variable 2). */
+    hetps__variable_def__init(&defs[2]);
+    defs[2].name = (char *)"embedding/embeddings";
+    shapes[2][0] = 4;
+    defs[2].n_shape = 1;
+    defs[2].shape = shapes[2];
+    defs[2].has_table_rows = 1;
+    defs[2].table_rows = 1ull << 40;
+    tinit.kind = HC_INIT_RANDOM_UNIFORM;
+    tinit.has_a = tinit.has_b = 1;
+    tinit.a = -0.05f;
+    tinit.b = 0.05f;
+    defs[2].table_init = &tinit;
+    ptrs[2] = &defs[2];
+    cv.has_seed = 1;
+    cv.seed = 5;
     hc_model_init_params(m, init);
     hc_optim_to_wire(oc, &optim);
     hc_wire_init_env(&env, &chief, 1);
-    cv.n_vars = 2;
+    cv.n_vars = 3;
     cv.vars = ptrs;
     cv.block_elems = 4096;
     cv.signature = m->signature;
@@ -153,6 +181,38 @@ static const char *const optim_seeds[][2] = {
     {"create_nesterov", "{\"type\": \"sgd\", \"momentum\": 0.9, "
      "\"nesterov\": true}"},
 };
+
+/* A pull of three rows of the table and a push of their gradients. */
+static void write_rows_seeds(const char *dir)
+{
+    static const uint64_t ids[3] = { 2, 9, 1ull << 39 };
+    static const float grad[12] = { 1, -2, 0.5f, 0, 3, 1, -1, 2, 0.25f, 4,
+                                    -3, 1 };
+    struct hc_sender w1 = { HETPS__JOB__JOB_WORKER, 1, 9, 0, 0 };
+    struct hc_tensor_src t[2] = { { 2, 0, 6, (const float *)ids },
+                                  { 2, 0, 12, grad } };
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__RowsRef ref = HETPS__ROWS_REF__INIT, *refs[1] = { &ref };
+    Hetps__PullRows pull = HETPS__PULL_ROWS__INIT;
+    Hetps__PushRows push = HETPS__PUSH_ROWS__INIT;
+
+    ref.key = 2;
+    ref.n = 3;
+    ref.dim = 4;
+    hc_wire_init_env(&env, &w1, 7);
+    pull.n_tables = 1;
+    pull.tables = refs;
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_PULL_ROWS;
+    env.pull_rows = &pull;
+    seed(dir, "pull_rows", &env, t, 1);
+    hc_wire_init_env(&env, &w1, 8);
+    push.samples = 3;
+    push.n_tables = 1;
+    push.tables = refs;
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS;
+    env.push_rows = &push;
+    seed(dir, "push_rows", &env, t, 2);
+}
 
 /* The seeds besides the create (see the header comment). */
 static void write_seeds(const struct hc_model *m, const char *dir)
@@ -210,6 +270,7 @@ static void write_seeds(const struct hc_model *m, const char *dir)
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_STATUS;
     env.status = &status;
     seed(dir, "status", &env, NULL, 0);
+    write_rows_seeds(dir);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -218,10 +218,31 @@ static void test_determinism_and_hash(void)
     hc_layout_free(&a);
 }
 
+/* A variable of size 0 is a row-sparse table: no blocks, the others laid
+ * out as without it; a model of tables alone has no blocks at all. */
+static void test_tables(void)
+{
+    static const size_t with[] = {10, 0, 5}, table[] = {0};
+    struct hc_layout l;
+
+    CU_ASSERT_EQUAL_FATAL(hc_layout_build(with, 3, 2, 4, &l), HC_OK);
+    CU_ASSERT_EQUAL(l.n_blocks, 5);
+    CU_ASSERT_EQUAL(l.total, 15);
+    for (size_t b = 0; b < l.n_blocks; b++)
+        CU_ASSERT_NOT_EQUAL(l.blocks[b].var, 1);
+    CU_ASSERT_EQUAL(l.blocks[3].var, 2);
+    CU_ASSERT_EQUAL(l.blocks[3].flat, 10);
+    hc_layout_free(&l);
+    CU_ASSERT_EQUAL_FATAL(hc_layout_build(table, 1, 3, 4096, &l), HC_OK);
+    CU_ASSERT_EQUAL(l.n_blocks, 0);
+    CU_ASSERT_EQUAL(l.shard_blocks[0] + l.shard_blocks[1] +
+                    l.shard_blocks[2], 0);
+    hc_layout_free(&l);
+}
+
 static void test_errors(void)
 {
     static const size_t ok[] = {10, 20};
-    static const size_t zero[] = {10, 0};
     static const size_t huge[] = {SIZE_MAX, 2};
     static const size_t many[] = {(size_t)1 << 40};
     static const struct {
@@ -238,7 +259,6 @@ static void test_errors(void)
         {ok, 2, 2, 0, HC_ERR_INVAL, "layout: block size 0"},
         {ok, 0, 2, 4096, HC_ERR_INVAL, "layout: 0 variables"},
         {NULL, 2, 2, 4096, HC_ERR_INVAL, "layout: 2 variables"},
-        {zero, 2, 2, 4096, HC_ERR_INVAL, "layout: variable 1 has size 0"},
         {huge, 2, 2, 4096, HC_ERR_LIMIT, "sizes overflow 64 bits"},
         {many, 1, 2, 1, HC_ERR_LIMIT,
          "layout: 1099511627776 blocks of 1 elements are too many; use a "
@@ -265,6 +285,7 @@ void hp_test_register(void)
     CU_pSuite s = CU_add_suite("layout", NULL, NULL);
 
     CU_add_test(s, "exact small layout", test_exact_small);
+    CU_add_test(s, "row-sparse tables have no blocks", test_tables);
     CU_add_test(s, "table of sizes and shards", test_table);
     CU_add_test(s, "generated cases", test_generated);
     CU_add_test(s, "determinism and hash", test_determinism_and_hash);

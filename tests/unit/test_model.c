@@ -1289,11 +1289,79 @@ static int suite_clean(void)
     return 0;
 }
 
+/* ---- initial rows of row-sparse tables (hc_init_row) ---- */
+
+/* Mean, standard deviation and largest |value| of `rows` rows of 16 of
+ * initialiser `in` for a (input_dim, 16) table. */
+static void row_stats(const struct hc_initializer *in, uint64_t input_dim,
+                      int rows, double *mean, double *sd, double *amax)
+{
+    double s = 0, s2 = 0;
+    float p[16];
+
+    *amax = 0;
+    for (int r = 0; r < rows; r++) {
+        hc_init_row(in, input_dim, 16, 42, 5, (uint64_t)r * 7919 + (1ull << 40),
+                    p);
+        for (int j = 0; j < 16; j++) {
+            s += p[j];
+            s2 += (double)p[j] * p[j];
+            *amax = fabs(p[j]) > *amax ? fabs(p[j]) : *amax;
+        }
+    }
+    *mean = s / (rows * 16.0);
+    *sd = sqrt(s2 / (rows * 16.0) - *mean * *mean);
+}
+
+static void test_init_row(void)
+{
+    const struct hc_initializer uni = {HC_INIT_RANDOM_UNIFORM,
+                                       {-0.05f, 0.05f, 0, 0}};
+    const struct hc_initializer zeros = {HC_INIT_ZEROS, {0, 0, 0, 0}};
+    const struct hc_initializer normal = {HC_INIT_RANDOM_NORMAL,
+                                          {0, 0.05f, 0, 0}};
+    const struct hc_initializer trunc = {HC_INIT_TRUNCATED_NORMAL,
+                                         {0, 0.05f, 0, 0}};
+    const struct hc_initializer glorot = {HC_INIT_GLOROT_UNIFORM,
+                                          {0, 0, 0, 0}};
+    float a[16], b[16], c[16];
+    double mean, sd, amax, limit = sqrt(6.0 / (1000 + 16));
+
+    /* The same row from any process, in any order; rows and variables
+     * differ. */
+    hc_init_row(&uni, 1ull << 40, 16, 42, 5, 123456789, a);
+    hc_init_row(&uni, 1ull << 40, 16, 42, 5, 7, c);
+    hc_init_row(&uni, 1ull << 40, 16, 42, 5, 123456789, b);
+    CU_ASSERT_EQUAL(memcmp(a, b, sizeof a), 0);
+    CU_ASSERT_NOT_EQUAL(memcmp(a, c, sizeof a), 0);
+    hc_init_row(&uni, 1ull << 40, 16, 42, 6, 123456789, b);
+    CU_ASSERT_NOT_EQUAL(memcmp(a, b, sizeof a), 0);
+    hc_init_row(&uni, 1ull << 40, 16, 43, 5, 123456789, b);
+    CU_ASSERT_NOT_EQUAL(memcmp(a, b, sizeof a), 0);
+    /* Keras's Embedding default: U(-0.05, 0.05), variance 0.1²/12. */
+    row_stats(&uni, 1ull << 40, 4000, &mean, &sd, &amax);
+    CU_ASSERT(fabs(mean) < 0.002 && amax <= 0.05 && amax > 0.049);
+    CU_ASSERT(fabs(sd - 0.1 / sqrt(12.0)) < 0.001);
+    row_stats(&zeros, 1ull << 40, 100, &mean, &sd, &amax);
+    CU_ASSERT_EQUAL(amax, 0);
+    row_stats(&normal, 1ull << 40, 4000, &mean, &sd, &amax);
+    CU_ASSERT(fabs(mean) < 0.002 && fabs(sd - 0.05) < 0.0015 && amax > 0.1);
+    /* Truncated at 2 stddev: narrower than the normal, nothing past 0.1. */
+    row_stats(&trunc, 1ull << 40, 4000, &mean, &sd, &amax);
+    CU_ASSERT(fabs(mean) < 0.002 && amax <= 0.1f);
+    CU_ASSERT(fabs(sd - 0.05 * 0.87962566103423978) < 0.0015);
+    /* Glorot over the table's fans (input_dim 1000, output_dim 16). */
+    row_stats(&glorot, 1000, 4000, &mean, &sd, &amax);
+    CU_ASSERT(amax <= limit && amax > 0.99 * limit);
+    CU_ASSERT(fabs(sd - limit / sqrt(3.0)) < 0.002);
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("model", suite_init, suite_clean);
 
     CU_add_test(s, "fashion_cnn.json", test_cnn_file);
+    CU_add_test(s, "initial rows of row-sparse tables", test_init_row);
     CU_add_test(s, "fashion_mlp.json", test_mlp_file);
     CU_add_test(s, "shape inference table", test_shape_table);
     CU_add_test(s, "pools, zero padding, reshape", test_pool_pad_reshape);

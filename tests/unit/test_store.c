@@ -861,7 +861,7 @@ static void run_adam_equivalence(uint64_t direct_max_pages, int group,
                                out);
             }
         }
-        a[h] = (struct ps_apply){u[h], nu, NULL, 0, 0};
+        a[h] = (struct ps_apply){.u = u[h], .n = nu};
         if (group == 2) {
             /* A step in parts: the first blocks into the open step, one
              * at a time, the rest with the commit. */

@@ -1527,6 +1527,154 @@ static void test_fuzz(void)
     free(f);
 }
 
+/* ---- row-sparse tables: pull_rows and push_rows ---- */
+
+/* A pull_rows of ids[0 .. n) (the ids tensor's length `words`, its key
+ * `key`) or, with grad, a push_rows of one table; encoded, then decoded:
+ * the first refusal's code (HC_OK when both pass), *out decoded. */
+static int rows_msg(int push, uint32_t key, uint32_t dim, const uint64_t *ids,
+                    uint32_t n, uint32_t words, uint32_t samples,
+                    struct hc_wire_msg *out, nng_msg **msg)
+{
+    Hetps__Envelope env;
+    Hetps__PullRows pull = HETPS__PULL_ROWS__INIT;
+    Hetps__PushRows pr = HETPS__PUSH_ROWS__INIT;
+    Hetps__RowsRef ref = HETPS__ROWS_REF__INIT, *refs[1] = {&ref};
+    static float grad[64 * 4];
+    struct hc_tensor_src t[2] = {{key, 0, words, (const float *)ids},
+                                 {key, 0, n * dim, grad}};
+    int rv;
+
+    memset(out, 0, sizeof *out);
+    *msg = NULL;
+    ref.key = 7;
+    ref.n = n;
+    ref.dim = dim;
+    hc_wire_init_env(&env, &worker1, 5);
+    if (push) {
+        pr.samples = samples;
+        pr.n_tables = 1;
+        pr.tables = refs;
+        env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS;
+        env.push_rows = &pr;
+    } else {
+        pull.n_tables = 1;
+        pull.tables = refs;
+        env.payload_case = HETPS__ENVELOPE__PAYLOAD_PULL_ROWS;
+        env.pull_rows = &pull;
+    }
+    if ((rv = hc_wire_encode(msg, &env, t, words ? (push ? 2 : 1) : 0)))
+        return rv;
+    return hc_wire_decode(nng_msg_body(*msg), nng_msg_len(*msg), CLUSTER,
+                          out);
+}
+
+static void test_rows(void)
+{
+    static const uint64_t good[] = {0, 3, 1ull << 40, (1ull << 62) - 1};
+    static const uint64_t unsorted[] = {5, 3}, twice[] = {5, 5};
+    static const uint64_t big[] = {1, 1ull << 62};
+    struct hc_wire_msg m;
+    nng_msg *msg;
+    int rv;
+
+    /* A pull of ids up to 2^62 − 1, read back exactly; a push of them. */
+    CU_ASSERT_EQUAL_FATAL(rows_msg(0, 7, 4, good, 4, 8, 0, &m, &msg), HC_OK);
+    CU_ASSERT_EQUAL(m.env->pull_rows->n_tables, 1);
+    CU_ASSERT_EQUAL(m.env->pull_rows->tables[0]->n, 4);
+    for (uint32_t j = 0; j < 4; j++)
+        CU_ASSERT_EQUAL(hc_wire_row_id(m.data[0], j), good[j]);
+    hc_wire_msg_free(&m);
+    nng_msg_free(msg);
+    CU_ASSERT_EQUAL(rows_msg(1, 7, 4, good, 4, 8, 2, &m, &msg), HC_OK);
+    CU_ASSERT_EQUAL(m.n_tensors, 2);
+    hc_wire_msg_free(&m);
+    nng_msg_free(msg);
+    /* A pull of no ids carries no tensor. */
+    CU_ASSERT_EQUAL(rows_msg(0, 7, 4, NULL, 0, 0, 0, &m, &msg), HC_OK);
+    hc_wire_msg_free(&m);
+    nng_msg_free(msg);
+
+    /* Two tables in one push (ids and gradients each), and the same table
+     * twice refused. */
+    {
+        Hetps__Envelope env;
+        Hetps__PushRows pr = HETPS__PUSH_ROWS__INIT;
+        Hetps__RowsRef r0 = HETPS__ROWS_REF__INIT, r1 = HETPS__ROWS_REF__INIT;
+        Hetps__RowsRef *refs[2] = {&r0, &r1};
+        static const float g[16];
+        struct hc_tensor_src t[4] = {{2, 0, 8, (const float *)good},
+                                     {2, 0, 8, g},
+                                     {5, 0, 4, NULL},
+                                     {5, 0, 4, g}};
+
+        r0.key = 2;
+        r0.n = 4;
+        r0.dim = 2;
+        r1.key = 5;
+        r1.n = 2;
+        r1.dim = 2;
+        t[2].data = (const float *)big;     /* 1, 2^62: refused below */
+        pr.samples = 3;
+        pr.n_tables = 2;
+        pr.tables = refs;
+        hc_wire_init_env(&env, &worker1, 9);
+        env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS;
+        env.push_rows = &pr;
+        CU_ASSERT_EQUAL_FATAL(hc_wire_encode(&msg, &env, t, 4), HC_OK);
+        expect_err("second table's ids",
+                   hc_wire_decode(nng_msg_body(msg), nng_msg_len(msg),
+                                  CLUSTER, &m),
+                   HC_ERR_PROTO, "rows of variable 5: id 4611686018427387904");
+        nng_msg_free(msg);
+        t[2].data = (const float *)good;    /* 0, 3: ascending */
+        CU_ASSERT_EQUAL_FATAL(hc_wire_encode(&msg, &env, t, 4), HC_OK);
+        CU_ASSERT_EQUAL(hc_wire_decode(nng_msg_body(msg), nng_msg_len(msg),
+                                       CLUSTER, &m), HC_OK);
+        CU_ASSERT_EQUAL(m.n_tensors, 4);
+        hc_wire_msg_free(&m);
+        nng_msg_free(msg);
+        r1.key = 2;
+        t[2].key = t[3].key = 2;
+        expect_err("twice", hc_wire_encode(&msg, &env, t, 4), HC_ERR_PROTO,
+                   "push_rows names variable 2 twice");
+    }
+
+    /* Refusals, each naming what is wrong. */
+    static const struct {
+        const char *what;
+        int push;
+        uint32_t key, dim;
+        const uint64_t *ids;
+        uint32_t n, words, samples;
+        int rv;
+        const char *frag;
+    } bad[] = {
+        {"unsorted", 0, 7, 4, unsorted, 2, 4, 0, HC_ERR_PROTO,
+         "ascending and unique"},
+        {"repeated", 1, 7, 4, twice, 2, 4, 1, HC_ERR_PROTO,
+         "id 5 at position 1"},
+        {"2^62", 0, 7, 4, big, 2, 4, 0, HC_ERR_PROTO, "not below 2^62"},
+        {"count", 0, 7, 4, good, 4, 6, 0, HC_ERR_PROTO,
+         "must be (key 7, offset 0, length 8)"},
+        {"key", 0, 8, 4, good, 4, 8, 0, HC_ERR_PROTO, "(key 8, offset 0"},
+        {"dim 0", 0, 7, 0, good, 4, 8, 0, HC_ERR_PROTO, "have dim 0"},
+        {"samples 0", 1, 7, 4, good, 4, 8, 0, HC_ERR_PROTO, "samples 0"},
+        {"push of none", 1, 7, 4, NULL, 0, 0, 1, HC_ERR_LIMIT,
+         "at least one id"},
+        {"ids missing", 0, 7, 4, good, 4, 0, 0, HC_ERR_PROTO,
+         "carries 0 tensors; its tables need 1"},
+    };
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rv = rows_msg(bad[i].push, bad[i].key, bad[i].dim, bad[i].ids,
+                      bad[i].n, bad[i].words, bad[i].samples, &m, &msg);
+        expect_err(bad[i].what, rv, bad[i].rv, bad[i].frag);
+        CU_ASSERT_PTR_NULL(m.env);
+        nng_msg_free(msg);
+    }
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("wire", NULL, NULL);
@@ -1556,4 +1704,6 @@ void hp_test_register(void)
     CU_add_test(s, "decode: a push's first NaN or Inf, found with its CRC",
                 test_decode_nonfinite);
     CU_add_test(s, "decode: 2000 mutations", test_fuzz);
+    CU_add_test(s, "rows: ids read back; out of order, repeated, too large, "
+                   "miscounted refused", test_rows);
 }

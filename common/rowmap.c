@@ -1,0 +1,141 @@
+/*
+ * rowmap.c — row → shard routing of row-sparse tables and the batch's
+ * de-duplication by shard (see rowmap.h for the formula and the
+ * contract): each id is tagged with its shard and position, the tags are
+ * sorted by (shard, id, position), and each run of one id becomes one
+ * unique id, every position in the run pointing back at it.
+ */
+#include "rowmap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "rng.h"
+
+uint32_t hc_row_shard(uint32_t var, uint64_t row, uint32_t n_shards)
+{
+    uint64_t h = hc_mix64(row ^ hc_mix64(HC_GOLDEN_GAMMA *
+                                         ((uint64_t)var + 1)));
+
+    return (uint32_t)(((unsigned __int128)h * n_shards) >> 64);
+}
+
+static int key_cmp(const void *pa, const void *pb)
+{
+    const struct hc_rowkey *a = pa, *b = pb;
+
+    if (a->shard != b->shard)
+        return a->shard < b->shard ? -1 : 1;
+    if (a->id != b->id)
+        return a->id < b->id ? -1 : 1;
+    return a->pos < b->pos ? -1 : a->pos > b->pos;
+}
+
+/* Room for n ids and n_shards shards. */
+static int reserve(struct hc_rowmap *m, size_t n, uint32_t n_shards)
+{
+    if (n > m->cap) {
+        size_t cap = m->cap ? m->cap : 256;
+        void *a, *b, *c;
+
+        while (cap < n)
+            cap *= 2;
+        a = realloc(m->ids, cap * sizeof *m->ids);
+        if (a)
+            m->ids = a;
+        b = realloc(m->inv, cap * sizeof *m->inv);
+        if (b)
+            m->inv = b;
+        c = realloc(m->keys, cap * sizeof *m->keys);
+        if (c)
+            m->keys = c;
+        if (!a || !b || !c)
+            return hc_err_set(HC_ERR_NOMEM, "row map: out of memory for %zu "
+                              "ids", n);
+        m->cap = cap;
+    }
+    if (!m->start || n_shards > m->shards_cap) {
+        size_t *s = realloc(m->start, ((size_t)n_shards + 1) * sizeof *s);
+
+        if (!s)
+            return hc_err_set(HC_ERR_NOMEM, "row map: out of memory for %u "
+                              "shards", n_shards);
+        m->start = s;
+        m->shards_cap = n_shards;
+    }
+    return HC_OK;
+}
+
+int hc_rowmap_build(struct hc_rowmap *m, uint32_t var, const uint64_t *ids,
+                    size_t n, uint32_t n_shards, uint64_t limit)
+{
+    size_t u = 0;
+    int rv;
+
+    m->n = m->n_unique = 0;
+    if (n_shards == 0)
+        return hc_err_set(HC_ERR_INVAL, "row map: no shards to route to");
+    if (n > UINT32_MAX)
+        return hc_err_set(HC_ERR_INVAL, "row map: %zu ids in one batch; at "
+                          "most %u", n, UINT32_MAX);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= limit)
+            return hc_err_set(HC_ERR_INVAL, "row map: id %llu at position %zu "
+                              "of variable %u is not below the table's "
+                              "input_dim %llu", (unsigned long long)ids[i], i,
+                              var, (unsigned long long)limit);
+    if ((rv = reserve(m, n, n_shards)) != HC_OK)
+        return rv;
+    for (size_t i = 0; i < n; i++)
+        m->keys[i] = (struct hc_rowkey){ids[i],
+                                        hc_row_shard(var, ids[i], n_shards),
+                                        (uint32_t)i};
+    qsort(m->keys, n, sizeof *m->keys, key_cmp);
+    memset(m->start, 0, ((size_t)n_shards + 1) * sizeof *m->start);
+    for (size_t i = 0; i < n; i++) {
+        const struct hc_rowkey *k = &m->keys[i];
+
+        if (u == 0 || k->id != m->ids[u - 1]) {
+            m->ids[u++] = k->id;
+            m->start[k->shard + 1]++;
+        }
+        m->inv[k->pos] = (uint32_t)(u - 1);
+    }
+    for (uint32_t s = 0; s < n_shards; s++)
+        m->start[s + 1] += m->start[s];
+    m->n_shards = n_shards;
+    m->n = n;
+    m->n_unique = u;
+    return HC_OK;
+}
+
+void hc_rowmap_gather(const struct hc_rowmap *m, const float *rows,
+                      size_t dim, float *out)
+{
+    for (size_t i = 0; i < m->n; i++)
+        memcpy(out + i * dim, rows + (size_t)m->inv[i] * dim,
+               dim * sizeof *out);
+}
+
+void hc_rowmap_sum(const struct hc_rowmap *m, const float *grad, size_t dim,
+                   float *out)
+{
+    memset(out, 0, m->n_unique * dim * sizeof *out);
+    for (size_t i = 0; i < m->n; i++) {
+        float *o = out + (size_t)m->inv[i] * dim;
+        const float *g = grad + i * dim;
+
+        for (size_t j = 0; j < dim; j++)
+            o[j] += g[j];
+    }
+}
+
+void hc_rowmap_free(struct hc_rowmap *m)
+{
+    free(m->ids);
+    free(m->start);
+    free(m->inv);
+    free(m->keys);
+    memset(m, 0, sizeof *m);
+}

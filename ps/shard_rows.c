@@ -1,0 +1,151 @@
+/*
+ * shard_rows.c — a shard's half of row-sparse tables (shard.h, *row-sparse
+ * tables*): a PullRows answered with its rows read straight into the
+ * reply, and a PushRows applied as one step with its record. The wire's
+ * decoder has checked the shapes and the ids (ascending, unique, below
+ * 2^62); here each table is found among the store's and its dim and
+ * input_dim checked, so a bad request is refused with a sentence and the
+ * shard serves on.
+ */
+#include "shard.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "record.h"
+
+/* The store's table `key`, or an error naming it. */
+static int find_table(struct ps_shard *sh, uint32_t key, uint32_t dim,
+                      struct ps_store **store, const struct ps_table **out)
+{
+    const struct ps_table *t;
+    uint32_t n;
+
+    if (!(*store = ps_shard_store(sh)))
+        return hc_err_set(HC_ERR_NOTFOUND, "rows: the variables do not exist "
+                          "yet: the chief (worker:0) creates them");
+    t = ps_store_tables(*store, &n);
+    for (uint32_t i = 0; i < n; i++)
+        if (t[i].var == key) {
+            if (t[i].dim != dim)
+                return hc_err_set(HC_ERR_MISMATCH, "rows of variable %u have "
+                                  "%u floats in the request but the table's "
+                                  "rows have %u", key, dim, t[i].dim);
+            *out = &t[i];
+            return HC_OK;
+        }
+    return hc_err_set(HC_ERR_NOTFOUND, "rows: variable %u is not a row-sparse "
+                      "table of this model (it has %u)", key, n);
+}
+
+/* A rows tensor's ids as an array (the wire's are only 4-byte aligned). */
+static uint64_t *ids_of(const float *data, uint32_t n)
+{
+    uint64_t *ids = malloc((n ? n : 1) * sizeof *ids);
+
+    if (ids)
+        for (uint32_t j = 0; j < n; j++)
+            ids[j] = hc_wire_row_id(data, j);
+    return ids;
+}
+
+int ps_shard_pull_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
+                       const struct hc_sender *me, nng_msg **reply)
+{
+    const Hetps__PullRows *p = in->env->pull_rows;
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Ack ack = HETPS__ACK__INIT;
+    struct hc_tensor_src t[HC_WIRE_MAX_TABLES];
+    float *rows[HC_WIRE_MAX_TABLES] = {0};  /* each (n, dim) */
+    struct ps_store *store = NULL;
+    size_t k, nt = 0;
+    int rv = HC_OK;
+
+    *reply = NULL;
+    ack.has_version = 1;
+    ack.version = UINT64_MAX;
+    for (k = 0; k < p->n_tables && rv == HC_OK; k++) {
+        const Hetps__RowsRef *r = p->tables[k];
+        const struct ps_table *tab;
+        uint64_t *ids, step;
+
+        if ((rv = find_table(sh, r->key, r->dim, &store, &tab)) != HC_OK ||
+            r->n == 0)
+            continue;
+        ids = ids_of(in->data[nt], r->n);
+        rows[nt] = malloc((size_t)r->n * r->dim * sizeof *rows[nt]);
+        if (!ids || !rows[nt])
+            rv = hc_err_set(HC_ERR_NOMEM, "rows: out of memory for %u rows "
+                            "of %u", r->n, r->dim);
+        else
+            rv = ps_store_rows_read(store, r->key, ids, r->n, rows[nt],
+                                    &step);
+        free(ids);
+        if (rv == HC_OK && step < ack.version)
+            ack.version = step;
+        t[nt] = (struct hc_tensor_src){r->key, 0, r->n * r->dim, rows[nt]};
+        nt++;
+    }
+    if (rv == HC_OK) {
+        /* The smallest step a table was read at (each from a snapshot). */
+        if (ack.version == UINT64_MAX)
+            ack.version = store ? ps_store_step(store) : 0;
+        hc_wire_init_env(&env, me, in->env->request_id);
+        env.payload_case = HETPS__ENVELOPE__PAYLOAD_ACK;
+        env.ack = &ack;
+        rv = hc_wire_reserve(reply, &env, t, nt, NULL);
+    }
+    for (k = 0; k < nt; k++)
+        free(rows[k]);
+    return rv;
+}
+
+int ps_shard_push_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
+                       uint64_t *version)
+{
+    const Hetps__PushRows *p = in->env->push_rows;
+    const Hetps__Envelope *e = in->env;
+    struct ps_rows rows[HC_WIRE_MAX_TABLES];
+    uint64_t *ids[HC_WIRE_MAX_TABLES] = {0};
+    struct ps_record rec;
+    struct ps_store *store = NULL;
+    size_t k;
+    int rv = HC_OK;
+
+    for (k = 0; k < p->n_tables && rv == HC_OK; k++) {
+        const Hetps__RowsRef *r = p->tables[k];
+        const struct ps_table *tab;
+        const float *g = in->data[2 * k + 1];
+        size_t nf = (size_t)r->n * r->dim;
+
+        if ((rv = find_table(sh, r->key, r->dim, &store, &tab)) != HC_OK)
+            break;
+        for (size_t i = 0; i < nf; i++)
+            if (!isfinite(g[i])) {
+                rv = hc_err_set(HC_ERR_DATA, "push_rows: the gradient of row "
+                                "%llu of variable %u holds %g (element %zu): "
+                                "refused, nothing applied",
+                                (unsigned long long)hc_wire_row_id(
+                                    in->data[2 * k], (uint32_t)(i / r->dim)),
+                                r->key, (double)g[i], i % r->dim);
+                break;
+            }
+        if (rv == HC_OK && !(ids[k] = ids_of(in->data[2 * k], r->n)))
+            rv = hc_err_set(HC_ERR_NOMEM, "rows: out of memory for %u ids",
+                            r->n);
+        rows[k] = (struct ps_rows){r->key, r->n, ids[k], g,
+                                   1.0f / (float)p->samples};
+    }
+    if (rv == HC_OK) {
+        ps_record_begin(&rec, e->sender->index, PS_REQ_PUSH, e->incarnation,
+                        e->request_id);
+        rec.lane = (uint16_t)(e->has_lane ? e->lane : 0);
+        rv = ps_store_apply_rows(store, ps_shard_optim(sh), NULL, 0, rows,
+                                 p->n_tables, &rec, 1, version);
+    }
+    for (k = 0; k < p->n_tables; k++)
+        free(ids[k]);
+    return rv;
+}

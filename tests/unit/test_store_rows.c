@@ -1,0 +1,531 @@
+/*
+ * test_store_rows.c — row-sparse tables in ps/store (store_rows.c) on real
+ * LMDB environments: a row never written reads as its initial value,
+ * computed here from hc_init_row's documented formula and the same on
+ * every shard and after a reopen; SGD, Adagrad and Ftrl applies against
+ * ps_optim_apply run in memory, the untouched rows unmoved; lazy Adam's
+ * per-row update count (a row touched once at step 3 moves as Adam's first
+ * step); ids up to 2^40 − 1; an apply cut short inside its transaction
+ * (a full map) leaves no row, count or step; records and row counts
+ * beside the rows; the refusals and a create that disagrees; a row's
+ * bytes changed through raw LMDB, found by the read and by verify.
+ */
+#include "cu.h"
+
+#include <lmdb.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "log.h"
+#include "model.h"
+#include "ps/optimizer.h"
+#include "ps/record.h"
+#include "ps/store.h"
+#include "rng.h"
+
+#define SIG 0x7777000055550000ull
+#define SEED 1234ull
+#define DIM 8
+#define VAR 1                       /* variable 0 is a dense bias */
+#define BIG (1ull << 40)
+
+static struct hc_layout layout;     /* one block of variable 0, 4 floats,
+                                       on shard 0; shard 1 holds none */
+static struct hc_block block0 = {0, 0, 4, 0, 0, 0};
+static uint64_t shard_elems[2] = {4, 0};
+static uint32_t shard_blocks[2] = {1, 0};
+
+static const struct ps_table TABLE = {
+    VAR, DIM, BIG, {HC_INIT_RANDOM_UNIFORM, {-0.05f, 0.05f, 0, 0}}};
+
+static void make_layout(int n_shards)
+{
+    layout = (struct hc_layout){n_shards, 4086, 1, &block0, 4, shard_elems,
+                                shard_blocks};
+}
+
+static struct ps_store *open_table(const char *dir, uint32_t shard,
+                                   int n_shards,
+                                   const struct hc_optim_conf *c,
+                                   const struct ps_store_opts *o)
+{
+    struct ps_store *s = NULL;
+    struct ps_store_def d;
+
+    make_layout(n_shards);
+    d = (struct ps_store_def){.signature = SIG, .layout = &layout,
+                              .shard = shard, .optim = c, .tables = &TABLE,
+                              .n_tables = 1, .seed = SEED};
+    if (ps_store_open(dir, o, &s) != HC_OK) {
+        printf("\n  open: %s\n", hc_err_msg());
+        return NULL;
+    }
+    if (ps_store_init(s, &d, NULL) != HC_OK) {
+        printf("\n  init: %s\n", hc_err_msg());
+        ps_store_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* hc_init_row's RandomUniform, from its documented formula. */
+static void want_row(uint64_t row, float *p)
+{
+    uint64_t st = hc_mix64(hc_mix64(SEED ^ hc_mix64(VAR + HC_GOLDEN_GAMMA)) ^
+                           hc_mix64(row));
+
+    for (int j = 0; j < DIM; j++) {
+        double u = (double)(hc_splitmix64(&st) >> 11) * 0x1.0p-53;
+
+        p[j] = (float)((double)-0.05f + ((double)0.05f - (double)-0.05f) * u);
+    }
+}
+
+static struct hc_optim_conf optim(enum hc_optim type)
+{
+    struct hc_optim_conf c;
+
+    hc_optim_defaults(type, &c);
+    c.lr = type == HC_OPT_SGD ? 0.5f : 0.01f;
+    return c;
+}
+
+static void test_initial(void)
+{
+    char d0[256], d1[256];
+    struct hc_optim_conf c = optim(HC_OPT_SGD);
+    struct ps_store *a, *b;
+    uint64_t ids[] = {0, 7, 5, 7, BIG - 1}, n_rows = 99, step = 9;
+    float got[5 * DIM], one[DIM], want[DIM];
+    int bad = 0;
+
+    hp_tmpdir(d0, sizeof d0);
+    hp_tmpdir(d1, sizeof d1);
+    a = open_table(d0, 0, 2, &c, NULL);
+    b = open_table(d1, 1, 2, &c, NULL);
+    CU_ASSERT_FATAL(a && b);
+    CU_ASSERT_EQUAL(ps_store_rows_read(a, VAR, ids, 5, got, &step), HC_OK);
+    CU_ASSERT_EQUAL(step, 0);
+    for (int i = 0; i < 5; i++) {
+        want_row(ids[i], want);
+        for (int j = 0; j < DIM; j++)
+            bad += got[i * DIM + j] != want[j] || fabsf(want[j]) > 0.05f;
+    }
+    /* The same on the other shard, a row alone, after a reopen. */
+    CU_ASSERT_EQUAL(ps_store_rows_read(b, VAR, &ids[1], 1, one, NULL), HC_OK);
+    bad += memcmp(one, got + DIM, sizeof one) != 0;
+    ps_store_close(a);
+    a = open_table(d0, 0, 2, &c, NULL);
+    CU_ASSERT_FATAL(a != NULL);
+    CU_ASSERT_EQUAL(ps_store_rows_read(a, VAR, &ids[4], 1, one, NULL), HC_OK);
+    bad += memcmp(one, got + 4 * DIM, sizeof one) != 0;
+    CU_ASSERT_EQUAL(bad, 0);
+    /* Rows differ from one another; nothing was stored by reading. */
+    CU_ASSERT(memcmp(got, got + DIM, DIM * sizeof *got) != 0);
+    CU_ASSERT_EQUAL(ps_store_table_rows(a, VAR, &n_rows), HC_OK);
+    CU_ASSERT_EQUAL(n_rows, 0);
+    ps_store_close(a);
+    ps_store_close(b);
+    hp_rmtree(d0);
+    hp_rmtree(d1);
+}
+
+/* Apply `steps` pushes of rows to a fresh store with optimizer c and
+ * compare every touched and untouched row, with its slots and update
+ * count, against ps_optim_apply run here on the initial values. Push k
+ * touches ids[k][0 .. n[k]). */
+static int run_against_memory(const struct hc_optim_conf *c)
+{
+    static const uint64_t p0[] = {3, 1000, BIG - 5};
+    static const uint64_t p1[] = {3, BIG - 5};
+    static const uint64_t p2[] = {2, 3, 77};
+    const uint64_t *ids[] = {p0, p1, p2};
+    const size_t n[] = {3, 2, 3};
+    static const uint64_t all[] = {2, 3, 77, 1000, 5000, BIG - 5};
+    int ns = ps_optim_slots(c), bad = 0;
+    float mem[6][4 * DIM], got[4 * DIM];
+    uint64_t upd[6] = {0}, stepc = 0, n_rows = 0;
+    struct ps_store *s;
+    char dir[256];
+
+    hp_tmpdir(dir, sizeof dir);
+    if (!(s = open_table(dir, 0, 1, c, NULL)))
+        return 1;
+    for (int r = 0; r < 6; r++) {
+        want_row(all[r], mem[r]);
+        for (int k = 0; k < ns; k++)
+            for (int j = 0; j < DIM; j++)
+                mem[r][(1 + k) * DIM + j] = ps_optim_slot_init(c, k);
+    }
+    for (int k = 0; k < 3; k++) {
+        float g[3 * DIM];
+        struct ps_rows ru = {VAR, n[k], ids[k], g, 0.5f};
+        struct ps_record rec;
+
+        for (size_t i = 0; i < n[k] * DIM; i++)
+            g[i] = 0.1f * (float)((i * 7 + (size_t)k) % 11) - 0.4f;
+        ps_record_begin(&rec, 2, PS_REQ_PUSH, 0xABC, 10 + (uint64_t)k);
+        bad += ps_store_apply_rows(s, c, NULL, 0, &ru, 1, &rec, 1,
+                                   &stepc) != HC_OK;
+        bad += stepc != (uint64_t)k + 1;
+        for (size_t i = 0; i < n[k]; i++) {
+            int r = 0;
+            float *sl[PS_OPTIM_MAX_SLOTS] = {0};
+            struct ps_optim_step at;
+
+            while (all[r] != ids[k][i])
+                r++;
+            for (int q = 0; q < ns; q++)
+                sl[q] = mem[r] + (1 + q) * DIM;
+            at = (struct ps_optim_step){upd[r]++, 0.5f, 0};
+            ps_optim_apply(c, &at, DIM, mem[r], g + i * DIM,
+                           (const float *const *)sl, mem[r], sl);
+        }
+    }
+    for (int r = 0; r < 6; r++) {
+        uint64_t u = 99;
+        int stored = -1;
+
+        bad += ps_store_row_get(s, VAR, all[r], got, &u, &stored) != HC_OK;
+        bad += u != upd[r] || stored != (upd[r] > 0);
+        for (int j = 0; j < (1 + ns) * DIM; j++)
+            if (got[j] != mem[r][j]) {
+                printf("\n  row %llu element %d: %.9g, memory %.9g",
+                       (unsigned long long)all[r], j, (double)got[j],
+                       (double)mem[r][j]);
+                bad++;
+                break;
+            }
+    }
+    bad += ps_store_table_rows(s, VAR, &n_rows) != HC_OK || n_rows != 5;
+    bad += ps_store_step(s) != 3;
+    bad += ps_store_verify(s) != HC_OK;
+    {
+        struct ps_record rec;
+
+        bad += ps_store_record_get(s, 2, 0, &rec) != HC_OK ||
+               rec.request_id != 12 || rec.version != 3;
+    }
+    ps_store_close(s);
+    hp_rmtree(dir);
+    return bad;
+}
+
+static void test_sgd(void)
+{
+    struct hc_optim_conf c = optim(HC_OPT_SGD);
+
+    CU_ASSERT_EQUAL(run_against_memory(&c), 0);
+}
+
+static void test_adagrad(void)
+{
+    struct hc_optim_conf c = optim(HC_OPT_ADAGRAD);
+
+    CU_ASSERT(c.init_accum > 0.09f);   /* Keras's 0.1 */
+    CU_ASSERT_EQUAL(run_against_memory(&c), 0);
+}
+
+static void test_ftrl(void)
+{
+    struct hc_optim_conf c = optim(HC_OPT_FTRL);
+
+    c.l1 = 0.001f;
+    CU_ASSERT_EQUAL(run_against_memory(&c), 0);
+}
+
+static void test_lazy_adam(void)
+{
+    struct hc_optim_conf c = optim(HC_OPT_ADAM);
+    char dir[256];
+    struct ps_store *s;
+    uint64_t hot = 9, cold = BIG - 1, u = 0;
+    float g[DIM], got[4 * DIM], want[4 * DIM];
+    float *sl[PS_OPTIM_MAX_SLOTS] = {want + DIM, want + 2 * DIM};
+    int stored = 0, bad = 0;
+
+    CU_ASSERT_EQUAL(run_against_memory(&c), 0);
+    hp_tmpdir(dir, sizeof dir);
+    s = open_table(dir, 0, 1, &c, NULL);
+    CU_ASSERT_FATAL(s != NULL);
+    for (int j = 0; j < DIM; j++)
+        g[j] = 0.3f - 0.1f * (float)j;
+    for (int k = 0; k < 3; k++) {
+        struct ps_rows r[1] = {{VAR, 1, &hot, g, 1.0f}};
+
+        CU_ASSERT_EQUAL(ps_store_apply_rows(s, &c, NULL, 0, r, 1, NULL, 0,
+                                            NULL), HC_OK);
+    }
+    {
+        uint64_t both[] = {hot, cold};
+        float g2[2 * DIM];
+        struct ps_rows r[1] = {{VAR, 2, both, g2, 1.0f}};
+
+        memcpy(g2, g, sizeof g);
+        memcpy(g2 + DIM, g, sizeof g);
+        CU_ASSERT_EQUAL(ps_store_apply_rows(s, &c, NULL, 0, r, 1, NULL, 0,
+                                            NULL), HC_OK);
+    }
+    CU_ASSERT_EQUAL(ps_store_step(s), 4);
+    /* The cold row: Adam's first step (t = 1) although the store is at 4. */
+    CU_ASSERT_EQUAL(ps_store_row_get(s, VAR, cold, got, &u, &stored), HC_OK);
+    CU_ASSERT_EQUAL(u, 1);
+    want_row(cold, want);
+    memset(want + DIM, 0, 2 * DIM * sizeof *want);
+    ps_optim_apply(&c, &(struct ps_optim_step){0, 1.0f, 0}, DIM, want, g,
+                   (const float *const *)sl, want, sl);
+    bad += memcmp(got, want, 3 * DIM * sizeof *got) != 0;
+    /* ... and differs from Adam at t = 4 (dense Adam's bias correction). */
+    want_row(cold, want);
+    memset(want + DIM, 0, 2 * DIM * sizeof *want);
+    ps_optim_apply(&c, &(struct ps_optim_step){3, 1.0f, 0}, DIM, want, g,
+                   (const float *const *)sl, want, sl);
+    bad += memcmp(got, want, DIM * sizeof *got) == 0;
+    CU_ASSERT_EQUAL(ps_store_row_get(s, VAR, hot, got, &u, &stored), HC_OK);
+    CU_ASSERT_EQUAL(u, 4);
+    CU_ASSERT_EQUAL(bad, 0);
+    ps_store_close(s);
+    hp_rmtree(dir);
+}
+
+/* A full map inside the transaction: no row, count, record or step. */
+static void test_abort(void)
+{
+    enum { N = 40000 };
+    struct hc_optim_conf c = optim(HC_OPT_ADAM);
+    struct ps_store_opts o = {.map_size = 2u << 20, .map_max = 2u << 20};
+    uint64_t *ids = malloc(N * sizeof *ids), n_rows = 9, u = 9;
+    float *g = calloc((size_t)N * DIM, sizeof *g), row[3 * DIM], init[DIM];
+    struct ps_record rec;
+    struct ps_store *s;
+    char dir[256];
+    int stored = 1;
+
+    hp_tmpdir(dir, sizeof dir);
+    s = open_table(dir, 0, 1, &c, &o);
+    CU_ASSERT_FATAL(s != NULL);
+    for (size_t i = 0; i < N; i++) {
+        ids[i] = i * (BIG / N);
+        g[i * DIM] = 1.0f;
+    }
+    ps_record_begin(&rec, 1, PS_REQ_PUSH, 0x1, 5);
+    {
+        struct ps_rows r = {VAR, N, ids, g, 1.0f};
+
+        CU_ASSERT_EQUAL(ps_store_apply_rows(s, &c, NULL, 0, &r, 1, &rec, 1,
+                                            NULL), HC_ERR_MAPFULL);
+    }
+    CU_ASSERT_EQUAL(ps_store_step(s), 0);
+    CU_ASSERT_EQUAL(ps_store_table_rows(s, VAR, &n_rows), HC_OK);
+    CU_ASSERT_EQUAL(n_rows, 0);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 1, 0, &rec), HC_ERR_NOTFOUND);
+    CU_ASSERT_EQUAL(ps_store_row_get(s, VAR, ids[0], row, &u, &stored),
+                    HC_OK);
+    want_row(ids[0], init);
+    CU_ASSERT_EQUAL(stored, 0);
+    CU_ASSERT_EQUAL(u, 0);
+    CU_ASSERT_EQUAL(memcmp(row, init, sizeof init), 0);
+    ps_store_close(s);
+    /* With room to grow, the same apply goes in whole. */
+    o.map_max = 256u << 20;
+    s = open_table(dir, 0, 1, &c, &o);
+    CU_ASSERT_FATAL(s != NULL);
+    {
+        struct ps_rows r = {VAR, N, ids, g, 1.0f};
+
+        CU_ASSERT_EQUAL(ps_store_apply_rows(s, &c, NULL, 0, &r, 1, NULL, 0,
+                                            NULL), HC_OK);
+    }
+    CU_ASSERT_EQUAL(ps_store_table_rows(s, VAR, &n_rows), HC_OK);
+    CU_ASSERT_EQUAL(n_rows, N);
+    ps_store_close(s);
+    hp_rmtree(dir);
+    free(ids);
+    free(g);
+}
+
+static void test_refusals(void)
+{
+    struct hc_optim_conf c = optim(HC_OPT_SGD);
+    uint64_t unsorted[] = {5, 3}, big[] = {1, BIG}, ok[] = {1, 2};
+    float g[2 * DIM] = {0}, out[2 * DIM];
+    struct ps_store *s, *t;
+    char dir[256];
+
+    hp_tmpdir(dir, sizeof dir);
+    s = open_table(dir, 0, 1, &c, NULL);
+    CU_ASSERT_FATAL(s != NULL);
+    {
+        struct ps_rows r[] = {{VAR, 2, unsorted, g, 1}};
+
+        CU_ASSERT_EQUAL(ps_store_apply_rows(s, &c, NULL, 0, r, 1, NULL, 0,
+                                            NULL), HC_ERR_INVAL);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "not ascending"));
+    }
+    {
+        struct ps_rows r[] = {{VAR, 2, big, g, 1}};
+
+        CU_ASSERT_EQUAL(ps_store_apply_rows(s, &c, NULL, 0, r, 1, NULL, 0,
+                                            NULL), HC_ERR_INVAL);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "1099511627776"));
+        CU_ASSERT_EQUAL(ps_store_rows_read(s, VAR, big, 2, out, NULL),
+                        HC_ERR_INVAL);
+    }
+    {
+        struct ps_rows r[] = {{0, 2, ok, g, 1}};
+
+        CU_ASSERT_EQUAL(ps_store_apply_rows(s, &c, NULL, 0, r, 1, NULL, 0,
+                                            NULL), HC_ERR_NOTFOUND);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "not a row-sparse"));
+        CU_ASSERT_EQUAL(ps_store_rows_read(s, 0, ok, 2, out, NULL),
+                        HC_ERR_NOTFOUND);
+    }
+    CU_ASSERT_EQUAL(ps_store_step(s), 0);
+    ps_store_close(s);
+    /* A create of other tables on this store is refused. */
+    CU_ASSERT_EQUAL_FATAL(ps_store_open(dir, NULL, &t), HC_OK);
+    {
+        struct ps_table other = TABLE;
+        struct ps_store_def d;
+
+        other.dim = DIM + 1;
+        make_layout(1);
+        d = (struct ps_store_def){.signature = SIG, .layout = &layout,
+                                  .optim = &c, .tables = &other,
+                                  .n_tables = 1, .seed = SEED};
+        CU_ASSERT_EQUAL(ps_store_init(t, &d, NULL), HC_ERR_MISMATCH);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "fresh --data-dir"));
+        other = TABLE;
+        other.input_dim = 0;
+        CU_ASSERT_EQUAL(ps_store_init(t, &d, NULL), HC_ERR_INVAL);
+    }
+    ps_store_close(t);
+    hp_rmtree(dir);
+}
+
+/* A row's bytes changed through raw LMDB: the read and verify say so. */
+static void test_damage(void)
+{
+    struct hc_optim_conf c = optim(HC_OPT_SGD);
+    uint64_t id = 77, n_rows = 0;
+    float g[DIM] = {1, 2, 3, 4}, out[DIM];
+    struct ps_rows r = {VAR, 1, &id, g, 1.0f};
+    struct ps_store *s;
+    MDB_env *env = NULL;
+    MDB_txn *txn = NULL;
+    MDB_cursor *cur = NULL;
+    MDB_dbi dbi;
+    MDB_val k, v;
+    char dir[256];
+    unsigned char buf[256];
+
+    hp_tmpdir(dir, sizeof dir);
+    s = open_table(dir, 0, 1, &c, NULL);
+    CU_ASSERT_FATAL(s != NULL);
+    CU_ASSERT_EQUAL(ps_store_apply_rows(s, &c, NULL, 0, &r, 1, NULL, 0,
+                                        NULL), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
+    ps_store_close(s);
+    CU_ASSERT_FATAL(mdb_env_create(&env) == 0 &&
+                    mdb_env_set_maxdbs(env, 8) == 0 &&
+                    mdb_env_open(env, dir, 0, 0644) == 0 &&
+                    mdb_txn_begin(env, NULL, 0, &txn) == 0 &&
+                    mdb_dbi_open(txn, "rows", 0, &dbi) == 0 &&
+                    mdb_cursor_open(txn, dbi, &cur) == 0 &&
+                    mdb_cursor_get(cur, &k, &v, MDB_FIRST) == 0 &&
+                    v.mv_size <= sizeof buf);
+    memcpy(buf, v.mv_data, v.mv_size);
+    buf[sizeof(struct ps_row_hdr) + 1] ^= 0x40;     /* a parameter's bits */
+    v.mv_data = buf;
+    CU_ASSERT_EQUAL(mdb_cursor_put(cur, &k, &v, MDB_CURRENT), 0);
+    mdb_cursor_close(cur);
+    CU_ASSERT_EQUAL(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    s = open_table(dir, 0, 1, &c, NULL);
+    CU_ASSERT_FATAL(s != NULL);
+    CU_ASSERT_EQUAL(ps_store_verify(s), HC_ERR_CRC);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "checksum"));
+    CU_ASSERT_EQUAL(ps_store_rows_read(s, VAR, &id, 1, out, NULL), HC_ERR_CRC);
+    CU_ASSERT_EQUAL(ps_store_table_rows(s, VAR, &n_rows), HC_OK);
+    CU_ASSERT_EQUAL(n_rows, 1);
+    ps_store_close(s);
+    hp_rmtree(dir);
+}
+
+/* A synchronous step's pushes of one table in one apply: summed by row
+ * (Σ grad·scale, in push order) before one optimizer step per row — the
+ * same bits as one push of the sums, each row counted once. */
+static void test_summed(void)
+{
+    struct hc_optim_conf c = optim(HC_OPT_ADAM);
+    static const uint64_t a_ids[] = {1, 5, 9}, b_ids[] = {5, 9, 12};
+    static const uint64_t all[] = {1, 5, 9, 12};
+    float ga[3 * DIM], gb[3 * DIM], sum[4 * DIM] = {0};
+    float x[3 * DIM], y[3 * DIM];
+    struct ps_store *s1, *s2;
+    char d1[256], d2[256];
+    int bad = 0;
+
+    for (int i = 0; i < 3 * DIM; i++) {
+        ga[i] = 0.1f * (float)(i % 7) - 0.2f;
+        gb[i] = 0.3f - 0.05f * (float)(i % 5);
+    }
+    /* The sums as the store makes them: 0 + a·s, then + b·s. */
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < DIM; j++) {
+            sum[i * DIM + j] += ga[i * DIM + j] * 0.25f;
+            sum[(i + 1) * DIM + j] += gb[i * DIM + j] * 0.25f;
+        }
+    hp_tmpdir(d1, sizeof d1);
+    hp_tmpdir(d2, sizeof d2);
+    s1 = open_table(d1, 0, 1, &c, NULL);
+    s2 = open_table(d2, 0, 1, &c, NULL);
+    CU_ASSERT_FATAL(s1 && s2);
+    {
+        struct ps_rows two[] = {{VAR, 3, a_ids, ga, 0.25f},
+                                {VAR, 3, b_ids, gb, 0.25f}};
+        struct ps_rows one = {VAR, 4, all, sum, 1.0f};
+
+        CU_ASSERT_EQUAL(ps_store_apply_rows(s1, &c, NULL, 0, two, 2, NULL, 0,
+                                            NULL), HC_OK);
+        CU_ASSERT_EQUAL(ps_store_apply_rows(s2, &c, NULL, 0, &one, 1, NULL,
+                                            0, NULL), HC_OK);
+    }
+    for (int i = 0; i < 4; i++) {
+        uint64_t u1 = 0, u2 = 0;
+        int st1 = 0, st2 = 0;
+
+        bad += ps_store_row_get(s1, VAR, all[i], x, &u1, &st1) != HC_OK;
+        bad += ps_store_row_get(s2, VAR, all[i], y, &u2, &st2) != HC_OK;
+        bad += memcmp(x, y, sizeof x) != 0 || u1 != 1 || u2 != 1 || !st1;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(ps_store_step(s1), 1);
+    CU_ASSERT_EQUAL(ps_store_verify(s1), HC_OK);
+    ps_store_close(s1);
+    ps_store_close(s2);
+    hp_rmtree(d1);
+    hp_rmtree(d2);
+}
+
+void hp_test_register(void)
+{
+    CU_pSuite s = CU_add_suite("store rows", NULL, NULL);
+
+    hc_log_set_level(HC_LOG_WARN);
+    CU_add_test(s, "a row never written reads as its initial value, the "
+                   "same on every shard and after a reopen", test_initial);
+    CU_add_test(s, "SGD rows = the optimizer in memory", test_sgd);
+    CU_add_test(s, "Adagrad rows, accumulator from 0.1", test_adagrad);
+    CU_add_test(s, "Ftrl rows", test_ftrl);
+    CU_add_test(s, "lazy Adam: each row's own step count", test_lazy_adam);
+    CU_add_test(s, "an apply cut short leaves nothing", test_abort);
+    CU_add_test(s, "a step's updates of one table summed by row = one "
+                   "update of the sums", test_summed);
+    CU_add_test(s, "refusals", test_refusals);
+    CU_add_test(s, "a damaged row: read and verify refuse it", test_damage);
+}

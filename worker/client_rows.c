@@ -1,0 +1,238 @@
+/*
+ * client_rows.c — the worker's half of row-sparse tables (client.h,
+ * pc_pull_rows and pc_push_rows): each table's ids de-duplicated and
+ * grouped by shard (rowmap.h), one PullRows or PushRows to each shard that
+ * holds some, carrying every table's share, all in flight at once through
+ * client_call (re-sent with the same request id after a timeout or a
+ * shard's restart, so a push is applied once), and the answers scattered
+ * back to the caller's positions.
+ */
+#include "client_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+
+/* A call's tables as built: each one's dim and where its unique rows (or
+ * summed gradients) start in c->rows_buf. */
+struct call {
+    size_t n;                   /* tables */
+    const struct pc_rows *t;    /* (n) */
+    uint32_t dim[HC_WIRE_MAX_TABLES];
+    size_t off[HC_WIRE_MAX_TABLES];
+    int push;
+    uint32_t samples;
+};
+
+/* Table `var` of the model: its dim and input_dim. */
+static int table_of(const struct pc_client *c, uint32_t var, uint32_t *dim,
+                    uint64_t *rows)
+{
+    const struct hc_var_def *d;
+
+    if (var >= (uint32_t)c->model->n_vars ||
+        c->model->vars[var].table_rows == 0)
+        return hc_err_set(HC_ERR_INVAL, "rows: variable %u is not a "
+                          "row-sparse table of model %s", var,
+                          c->model->name);
+    d = &c->model->vars[var];
+    *dim = (uint32_t)d->shape[d->ndim - 1];
+    *rows = d->table_rows;
+    return HC_OK;
+}
+
+/* Each table's row map, and room for its unique rows in c->rows_buf. */
+static int plan(struct pc_client *c, struct call *k)
+{
+    size_t floats = 0;
+    uint64_t rows = 0;
+    float *p;
+    int rv;
+
+    if ((rv = client_need_layout(c, "a rows call")) != HC_OK)
+        return rv;
+    if (k->n == 0 || k->n > HC_WIRE_MAX_TABLES)
+        return hc_err_set(HC_ERR_INVAL, "rows: %zu tables in one call; 1 to "
+                          "%u", k->n, HC_WIRE_MAX_TABLES);
+    if (!c->rowmaps &&
+        !(c->rowmaps = calloc(HC_WIRE_MAX_TABLES, sizeof *c->rowmaps)))
+        return hc_err_set(HC_ERR_NOMEM, "rows: out of memory");
+    for (size_t i = 0; i < k->n; i++) {
+        for (size_t j = 0; j < i; j++)
+            if (k->t[j].var == k->t[i].var)
+                return hc_err_set(HC_ERR_INVAL, "rows: variable %u given "
+                                  "twice in one call", k->t[i].var);
+        if ((rv = table_of(c, k->t[i].var, &k->dim[i], &rows)) != HC_OK ||
+            (rv = hc_rowmap_build(&c->rowmaps[i], k->t[i].var, k->t[i].ids,
+                                  k->t[i].n, (uint32_t)c->n, rows)) != HC_OK)
+            return rv;
+        k->off[i] = floats;
+        floats += c->rowmaps[i].n_unique * k->dim[i];
+    }
+    if (floats > c->rows_cap) {
+        if (!(p = realloc(c->rows_buf, floats * sizeof *p)))
+            return hc_err_set(HC_ERR_NOMEM, "rows: out of memory for %zu "
+                              "floats", floats);
+        c->rows_buf = p;
+        c->rows_cap = floats;
+    }
+    return HC_OK;
+}
+
+/* The request to shard s for its ids of every table (none: no request):
+ * a PullRows, or a PushRows of its rows' summed gradients. */
+static int rows_request(struct pc_client *c, const struct call *k, int s,
+                        uint64_t *id)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__PullRows pull = HETPS__PULL_ROWS__INIT;
+    Hetps__PushRows push = HETPS__PUSH_ROWS__INIT;
+    Hetps__RowsRef refs[HC_WIRE_MAX_TABLES], *ptrs[HC_WIRE_MAX_TABLES];
+    struct hc_tensor_src t[2 * HC_WIRE_MAX_TABLES];
+    size_t nr = 0, nt = 0;
+    struct hc_sender me;
+
+    for (size_t i = 0; i < k->n; i++) {
+        const struct hc_rowmap *m = &c->rowmaps[i];
+        size_t lo = m->start[s], n = m->start[s + 1] - lo;
+        uint32_t var = k->t[i].var;
+
+        if (n == 0)
+            continue;
+        hetps__rows_ref__init(&refs[nr]);
+        refs[nr].key = var;
+        refs[nr].n = (uint32_t)n;
+        refs[nr].dim = k->dim[i];
+        ptrs[nr] = &refs[nr];
+        nr++;
+        t[nt++] = (struct hc_tensor_src){
+            var, 0, (uint32_t)(2 * n),
+            (const float *)(const void *)(m->ids + lo)};
+        if (k->push)
+            t[nt++] = (struct hc_tensor_src){
+                var, 0, (uint32_t)(n * k->dim[i]),
+                c->rows_buf + k->off[i] + lo * k->dim[i]};
+    }
+    if (nr == 0)
+        return HC_OK;
+    client_sender(c, &me);
+    *id = client_next_id(c);
+    hc_wire_init_env(&env, &me, *id);
+    if (k->push) {
+        push.samples = k->samples;
+        push.n_tables = nr;
+        push.tables = ptrs;
+        env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS;
+        env.push_rows = &push;
+    } else {
+        pull.n_tables = nr;
+        pull.tables = ptrs;
+        env.payload_case = HETPS__ENVELOPE__PAYLOAD_PULL_ROWS;
+        env.pull_rows = &pull;
+    }
+    return hc_wire_encode(&c->reqs[s], &env, t, nt);
+}
+
+/* Build every shard's request, send them at once, wait for the answers
+ * (Acks) in c->dec. */
+static int rows_exchange(struct pc_client *c, const struct call *k,
+                         const char *what)
+{
+    uint64_t ids[64], *idp = ids;
+    int s, rv = HC_OK;
+
+    if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    for (s = 0; s < c->n && rv == HC_OK; s++)
+        rv = rows_request(c, k, s, &idp[s]);
+    if (rv != HC_OK)
+        client_free_reqs(c);
+    else
+        rv = client_call(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK, what, 0);
+    if (idp != ids)
+        free(idp);
+    return rv;
+}
+
+/* Shard s's answer to a pull: its rows of each table into c->rows_buf. */
+static int take_rows(struct pc_client *c, const struct call *k, int s)
+{
+    const struct hc_wire_msg *d = &c->dec[s];
+    size_t nt = 0;
+
+    for (size_t i = 0; i < k->n; i++) {
+        const struct hc_rowmap *m = &c->rowmaps[i];
+        size_t lo = m->start[s], n = m->start[s + 1] - lo;
+
+        if (n == 0)
+            continue;
+        if (nt >= d->n_tensors || d->env->tensors[nt]->key != k->t[i].var ||
+            d->env->tensors[nt]->length != n * k->dim[i])
+            return hc_err_set(HC_ERR_PROTO, "pull rows: %s answered %zu "
+                              "tensors, not the %zu rows of %u of variable "
+                              "%u asked for", c->names[s], d->n_tensors, n,
+                              k->dim[i], k->t[i].var);
+        /* hc_wire_take checks a lazily decoded answer's CRC as it copies. */
+        if (hc_wire_take(d, nt, c->rows_buf + k->off[i] + lo * k->dim[i]) !=
+            HC_OK)
+            return hc_err_set(HC_ERR_CRC, "pull rows: %s: %s", c->names[s],
+                              hc_err_msg());
+        nt++;
+    }
+    return HC_OK;
+}
+
+int pc_pull_rows(struct pc_client *c, struct pc_rows *t, size_t n_tables,
+                 uint64_t *version)
+{
+    struct call k = {.n = n_tables, .t = t};
+    uint64_t vmin = UINT64_MAX;
+    int s, rv;
+
+    if ((rv = plan(c, &k)) != HC_OK ||
+        (rv = rows_exchange(c, &k, "pull rows")) != HC_OK)
+        return rv;
+    for (s = 0; s < c->n && rv == HC_OK; s++) {
+        if (!c->dec[s].env)
+            continue;           /* asked nothing */
+        rv = take_rows(c, &k, s);
+        if (c->dec[s].env->ack->version < vmin)
+            vmin = c->dec[s].env->ack->version;
+    }
+    client_release(c);
+    if (rv != HC_OK)
+        return rv;
+    for (size_t i = 0; i < n_tables; i++)
+        hc_rowmap_gather(&c->rowmaps[i], c->rows_buf + k.off[i], k.dim[i],
+                         t[i].rows);
+    if (version)
+        *version = vmin == UINT64_MAX ? 0 : vmin;
+    return HC_OK;
+}
+
+int pc_push_rows(struct pc_client *c, const struct pc_rows *t,
+                 size_t n_tables, uint32_t samples, uint64_t *version)
+{
+    struct call k = {.n = n_tables, .t = t, .push = 1, .samples = samples};
+    uint64_t vmax = 0;
+    int s, rv;
+
+    if (samples == 0)
+        return hc_err_set(HC_ERR_INVAL, "push rows: samples 0; a gradient "
+                          "stands for at least one sample");
+    if ((rv = plan(c, &k)) != HC_OK)
+        return rv;
+    for (size_t i = 0; i < n_tables; i++)
+        hc_rowmap_sum(&c->rowmaps[i], t[i].grad, k.dim[i],
+                      c->rows_buf + k.off[i]);
+    if ((rv = rows_exchange(c, &k, "push rows")) != HC_OK)
+        return rv;
+    for (s = 0; s < c->n; s++)
+        if (c->dec[s].env && c->dec[s].env->ack->version > vmax)
+            vmax = c->dec[s].env->ack->version;
+    client_release(c);
+    if (version)
+        *version = vmax;
+    return HC_OK;
+}
