@@ -98,9 +98,10 @@ static double rank_auc(struct pair *v, size_t m)
 
     qsort(v, m, sizeof *v, by_score);
     while (i < m) {
-        int tie_pos = 0;
+        int tie_pos = v[i].pos;
 
-        for (j = i; j < m && v[j].score == v[i].score; j++)
+        /* from i + 1: a NaN score equals nothing, itself included */
+        for (j = i + 1; j < m && v[j].score == v[i].score; j++)
             tie_pos += v[j].pos;
         /* ranks i+1 … j, average (i + 1 + j) / 2 */
         rank_sum += tie_pos * (double)(i + 1 + j) / 2;

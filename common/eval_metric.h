@@ -53,7 +53,8 @@ int hc_eval_metric_binary(int loss_is_bce, int n_out);
  * from_logits whether out holds logits, loss_is_bce as above. Into
  * *value; returns HC_OK, HC_ERR_NOMEM (AUC's sort buffer) or HC_ERR_INVAL
  * (n < 1 or c < 1). AUC with no positive or no negative pair is 0, as
- * Keras's.
+ * Keras's. A NaN output (a model gone wrong) ties with nothing: the AUC
+ * is then some value in [0, 1], and the call still returns.
  */
 int hc_eval_metric_value(const struct hc_eval_metric *mt, int loss_is_bce,
                          int from_logits, const float *out,

@@ -97,6 +97,13 @@ static void test_ties_and_edges(void)
                                          (const int32_t[]){ 2, 0 }, 2, 3, &v),
                     HC_OK);
     CU_ASSERT_DOUBLE_EQUAL(v, 1.0, 1e-12);
+    /* a NaN score (a model gone wrong) ends, within [0, 1]; it looped
+     * forever before (found by tests/tools/ctrgen) */
+    CU_ASSERT_EQUAL(hc_eval_metric_value(&auc, 1, 0,
+                                         (const float[]){ NAN, 0.5f, 0.2f },
+                                         (const int32_t[]){ 1, 0, 1 }, 3, 1,
+                                         &v), HC_OK);
+    CU_ASSERT(v >= 0.0 && v <= 1.0);
     CU_ASSERT_EQUAL(hc_eval_metric_value(&auc, 0, 0, same, neg, 0, 1, &v),
                     HC_ERR_INVAL);
     CU_ASSERT_TRUE(hc_eval_metric_binary(1, 1));

@@ -1,0 +1,569 @@
+/*
+ * test_data_ctr.c — the click-through readers (worker/data_ctr.h): small
+ * Criteo and libsvm files written into a temporary directory and read
+ * back; empty fields, CRLF and a last line without newline; row ids
+ * against the documented rule computed here on its own (and a few fixed
+ * ids, so a change of the rule on both sides still fails); the split —
+ * worker k of n over all k reads every line exactly once, and a batch
+ * asked for out of order (a restart) equals the one read in sequence;
+ * every malformed line refused with its file and line.
+ */
+#include "cu.h"
+#include "worker/data_ctr.h"
+#include "err.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char tmp[256];
+
+static const char *write_file(const char *name, const char *text)
+{
+    static char path[512];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/%s", tmp, name);
+    f = fopen(path, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+/* The documented rule, written again here: splitmix64's output function
+ * of key = field · 2^33 + (empty ? 2^32 : value), mod input_dim. */
+static uint64_t mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static int64_t want_id(int f, uint32_t v, int empty, uint64_t dim)
+{
+    uint64_t key = (uint64_t)f << 33 | (empty ? 1ull << 32 : v);
+
+    return dim >= (26ull << 33) ? (int64_t)key : (int64_t)(mix(key) % dim);
+}
+
+/* A Criteo line: label, I1…I13 from ints (INT64_MIN: empty), C1…C26 from
+ * cats (-1: empty). */
+static void criteo_line(char *out, size_t len, int label,
+                        const long long *ints, const long long *cats)
+{
+    size_t n = (size_t)snprintf(out, len, "%d", label);
+
+    for (int j = 0; j < 13; j++)
+        n += ints[j] == INT64_MIN
+                 ? (size_t)snprintf(out + n, len - n, "\t")
+                 : (size_t)snprintf(out + n, len - n, "\t%lld", ints[j]);
+    for (int j = 0; j < 26; j++)
+        n += cats[j] < 0 ? (size_t)snprintf(out + n, len - n, "\t")
+                         : (size_t)snprintf(out + n, len - n, "\t%08llx",
+                                            cats[j]);
+    snprintf(out + n, len - n, "\n");
+}
+
+static void test_criteo_parse(void)
+{
+    const uint64_t dim = 1000003;
+    long long ints[13], cats[26];
+    char text[4096], l1[1024], l2[1024], l3[1024];
+    float label[4], num[4 * 13];
+    int64_t cat[4 * 26];
+    struct wk_ctr_opts o = { .format = WK_CTR_CRITEO, .input_dim = dim };
+    struct wk_ctr *c;
+    int n;
+
+    for (int j = 0; j < 13; j++)
+        ints[j] = j * 10;
+    ints[1] = -2;                       /* negative: as 0 */
+    ints[5] = INT64_MIN;                /* empty: 0 */
+    for (int j = 0; j < 26; j++)
+        cats[j] = (long long)(0x01000193u * (unsigned)(j + 1));
+    cats[3] = -1;                       /* empty: its own id */
+    criteo_line(l1, sizeof l1, 1, ints, cats);
+    for (int j = 0; j < 13; j++)
+        ints[j] = INT64_MIN;
+    for (int j = 0; j < 26; j++)
+        cats[j] = -1;
+    criteo_line(l2, sizeof l2, 0, ints, cats);
+    strcpy(l2 + strlen(l2) - 1, "\r\n");
+    /* upper-case hex, CRLF, and a last line without newline */
+    snprintf(l3, sizeof l3, "1\t5%s\t68FD1E64%s",
+             "\t\t\t\t\t\t\t\t\t\t\t\t",
+             "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t");
+    snprintf(text, sizeof text, "%s%s%s", l1, l2, l3);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(write_file("a.tsv", text), &o, &c),
+                          HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_lines(c), 3);
+    CU_ASSERT_EQUAL(wk_ctr_n_num(c), 13);
+    CU_ASSERT_EQUAL(wk_ctr_n_cat(c), 26);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_read(c, 0, 4, label, num, cat, &n), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(n, 3);
+    CU_ASSERT_EQUAL(label[0], 1.0f);
+    CU_ASSERT_EQUAL(label[1], 0.0f);
+    CU_ASSERT_EQUAL(label[2], 1.0f);
+    for (int j = 0; j < 13; j++) {
+        float want = j == 1 || j == 5 ? 0.0f : (float)log1p(j * 10.0);
+
+        CU_ASSERT_EQUAL(num[j], want);
+        CU_ASSERT_EQUAL(num[13 + j], 0.0f);
+    }
+    CU_ASSERT_EQUAL(num[26], (float)log1p(5.0));
+    for (int j = 0; j < 26; j++) {
+        uint32_t v = 0x01000193u * (unsigned)(j + 1);
+
+        CU_ASSERT_EQUAL(cat[j], want_id(j, v, j == 3, dim));
+        CU_ASSERT_EQUAL(cat[26 + j], want_id(j, 0, 1, dim));
+        CU_ASSERT(cat[j] >= 0 && cat[j] < (int64_t)dim);
+    }
+    CU_ASSERT_EQUAL(cat[52], want_id(0, 0x68fd1e64u, 0, dim));
+    CU_ASSERT_EQUAL(cat[53], want_id(1, 0, 1, dim));
+    wk_ctr_close(c);
+}
+
+/* Ids fixed once from the rule (by a separate Python one-liner), so a
+ * change of the rule in the reader and in this test together still fails. */
+static void test_hash_fixed(void)
+{
+    static const struct { int f; uint32_t v; int empty; uint64_t dim;
+                          int64_t id; } t[] = {
+        { 0, 0x68fd1e64u, 0, 1000003, 831258 },
+        { 5, 0, 1, 1000003, 907093 },
+        { 25, 0xffffffffu, 0, 1000003, 629213 },
+        { 13, 0x0b153874u, 0, 1000003, 672256 },
+        { 0, 0x68fd1e64u, 0, 1u << 20, 748661 },
+        { 13, 0x0b153874u, 0, 1u << 20, 33995 },
+        { 25, 0xffffffffu, 0, 26ull << 33, (25ll << 33) + 0xffffffffll },
+        { 25, 0, 1, 1ull << 62, (25ll << 33) + (1ll << 32) },
+        { 7, 0x12345678u, 0, 1, 0 },
+    };
+
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        CU_ASSERT_EQUAL(wk_ctr_cat_id(t[i].f, t[i].v, t[i].empty, t[i].dim),
+                        t[i].id);
+        CU_ASSERT_EQUAL(want_id(t[i].f, t[i].v, t[i].empty, t[i].dim),
+                        t[i].id);
+    }
+}
+
+/* N lines whose C1 holds the line number, read in exact-id mode. */
+#define N_LINES 5000
+
+static const char *numbered_file(void)
+{
+    static char path[512];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/numbered.tsv", tmp);
+    f = fopen(path, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    for (int i = 0; i < N_LINES; i++) {
+        fprintf(f, "%d\t%d\t\t\t\t\t\t\t\t\t\t\t\t\t%08x", i % 2, i, i);
+        for (int j = 1; j < 26; j++)
+            fputs("\t", f);
+        fputs("\n", f);
+    }
+    fclose(f);
+    return path;
+}
+
+static void test_split_cover(void)
+{
+    static const int ns[] = { 1, 2, 3, 7, 64 }, Bs[] = { 1, 100, 1024, 3000 };
+    struct wk_ctr_opts o = { .format = WK_CTR_CRITEO,
+                             .input_dim = WK_CTR_EXACT_DIM };
+    struct wk_ctr *c;
+    unsigned char *seen = calloc(N_LINES, 1);
+    float *label = malloc(3000 * sizeof *label);
+    float *num = malloc(3000 * 13 * sizeof *num);
+    int64_t *cat = malloc(3000 * 26 * sizeof *cat);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seen && label && num && cat);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(numbered_file(), &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_lines(c), N_LINES);
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (size_t b = 0; b < sizeof Bs / sizeof Bs[0]; b++) {
+            int n = ns[a], B = Bs[b], bad = 0;
+            long long total = 0;
+
+            memset(seen, 0, N_LINES);
+            for (int k = 0; k < n; k++) {
+                long long first, count, next;
+                int nb = wk_ctr_n_batches(c, n, k, B), got;
+
+                CU_ASSERT_EQUAL(wk_ctr_part(c, n, k, &first, &count), HC_OK);
+                CU_ASSERT(count == N_LINES / n || count == N_LINES / n + 1);
+                CU_ASSERT_EQUAL(nb, (int)((count + B - 1) / B));
+                next = first;
+                for (int q = 0; q < nb; q++) {
+                    CU_ASSERT_EQUAL_FATAL(wk_ctr_batch(c, n, k, 0, q, B,
+                                                       label, num, cat, &got),
+                                          HC_OK);
+                    CU_ASSERT_EQUAL(got, q < nb - 1 ? B
+                                                    : (int)(count - q * B));
+                    for (int i = 0; i < got; i++) {
+                        long long line = cat[i * 26] & 0xffffffffll;
+
+                        bad += line != next++ || seen[line]++ ||
+                               num[i * 13] != (float)log1p((double)line) ||
+                               label[i] != (float)(line % 2);
+                    }
+                    total += got;
+                }
+                CU_ASSERT_EQUAL(wk_ctr_batch(c, n, k, 0, nb, B, label, num,
+                                             cat, &got), HC_OK);
+                CU_ASSERT_EQUAL(got, 0);                 /* past the end */
+            }
+            CU_ASSERT_EQUAL(total, N_LINES);
+            CU_ASSERT_EQUAL(bad, 0);
+            for (int i = 0; i < N_LINES; i++)
+                bad += seen[i] != 1;
+            CU_ASSERT_EQUAL(bad, 0);
+        }
+    wk_ctr_close(c);
+    free(seen);
+    free(label);
+    free(num);
+    free(cat);
+}
+
+/* A restarted worker asks for (epoch, batch) directly, on a fresh reader
+ * or after reading elsewhere: the same lines as reading in sequence. */
+static void test_resume(void)
+{
+    struct wk_ctr_opts o = { .format = WK_CTR_CRITEO,
+                             .input_dim = WK_CTR_EXACT_DIM };
+    struct wk_ctr *a, *b;
+    enum { B = 97, N = 3, K = 1 };
+    float la[B], lb[B], na[B * 13], nb_[B * 13];
+    int64_t ca[B * 26], cb[B * 26];
+    int nb, ga, gb, diff = 0;
+    const char *path = numbered_file();
+
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &a), HC_OK);
+    nb = wk_ctr_n_batches(a, N, K, B);
+    CU_ASSERT_EQUAL_FATAL(nb, 18);      /* 1666 lines / 97 */
+    for (int epoch = 0; epoch < 2; epoch++)
+        for (int q = 0; q < nb; q++) {
+            /* b: a fresh reader per batch, or one that jumps around */
+            int q2 = (q * 7 + 3) % nb;
+
+            CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &b), HC_OK);
+            CU_ASSERT_EQUAL(wk_ctr_batch(b, N, K, epoch + 5, q2, B, lb, nb_,
+                                         cb, &gb), HC_OK);
+            CU_ASSERT_EQUAL(wk_ctr_batch(b, N, K, epoch + 5, q, B, lb, nb_,
+                                         cb, &gb), HC_OK);
+            CU_ASSERT_EQUAL(wk_ctr_batch(a, N, K, epoch, q, B, la, na, ca,
+                                         &ga), HC_OK);
+            CU_ASSERT_EQUAL(ga, gb);
+            diff += memcmp(la, lb, (size_t)ga * sizeof *la) != 0 ||
+                    memcmp(na, nb_, (size_t)ga * 13 * sizeof *na) != 0 ||
+                    memcmp(ca, cb, (size_t)ga * 26 * sizeof *ca) != 0;
+            wk_ctr_close(b);
+        }
+    CU_ASSERT_EQUAL(diff, 0);
+    /* the first line of worker 1 of 3's batch 5: 1666 + 5 · 97 */
+    CU_ASSERT_EQUAL(wk_ctr_batch(a, N, K, 0, 5, B, la, na, ca, &ga), HC_OK);
+    CU_ASSERT_EQUAL(ca[0] & 0xffffffffll, 1666 + 5 * 97);
+    wk_ctr_close(a);
+}
+
+/* The index cache: written, then loaded (the same batches); rebuilt when
+ * the data file changed or the cache is corrupt, torn or garbage; a cache
+ * that cannot be written leaves the reader working. */
+static void test_index_cache(void)
+{
+    enum { B = 50 };
+    float l0[B], l1[B], n0[B * 13], n1[B * 13];
+    int64_t c0[B * 26], c1[B * 26];
+    char idx[512], nowhere[512];
+    struct wk_ctr_opts o = { .format = WK_CTR_CRITEO, .input_dim = 1000,
+                             .index_path = idx };
+    struct wk_ctr *c;
+    const char *path = numbered_file();
+    int g0, g1;
+    FILE *f;
+
+    snprintf(idx, sizeof idx, "%s/numbered.idx", tmp);
+    remove(idx);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_index_cached(c), 0);
+    CU_ASSERT_EQUAL(wk_ctr_batch(c, 3, 2, 0, 30, B, l0, n0, c0, &g0), HC_OK);
+    CU_ASSERT_EQUAL(g0, B);
+    wk_ctr_close(c);
+
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_index_cached(c), 1);
+    CU_ASSERT_EQUAL(wk_ctr_lines(c), N_LINES);
+    CU_ASSERT_EQUAL(wk_ctr_batch(c, 3, 2, 0, 30, B, l1, n1, c1, &g1), HC_OK);
+    CU_ASSERT_EQUAL(g1, g0);
+    CU_ASSERT(memcmp(c0, c1, sizeof c0) == 0 && memcmp(n0, n1, sizeof n0) == 0
+              && memcmp(l0, l1, sizeof l0) == 0);
+    wk_ctr_close(c);
+
+    /* a flipped offset: the CRC refuses it, the pass rebuilds it */
+    f = fopen(idx, "r+b");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fseek(f, -5, SEEK_END);
+    fputc(0x5a, f);
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_index_cached(c), 0);
+    CU_ASSERT_EQUAL(wk_ctr_batch(c, 3, 2, 0, 30, B, l1, n1, c1, &g1), HC_OK);
+    CU_ASSERT(memcmp(c0, c1, sizeof c0) == 0);
+    wk_ctr_close(c);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_index_cached(c), 1);            /* rewritten */
+    wk_ctr_close(c);
+
+    /* other options (libsvm) do not take this cache, and rewrite it */
+    o.format = WK_CTR_LIBSVM;
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_index_cached(c), 0);
+    wk_ctr_close(c);
+    o.format = WK_CTR_CRITEO;
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_index_cached(c), 0);
+    wk_ctr_close(c);
+
+    /* the data file grows: the cache no longer matches */
+    f = fopen(path, "ab");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("1\t1\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t"
+          "\t\t\t\t\t\t\t\t\t\t\t\t\n", f);
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_index_cached(c), 0);
+    CU_ASSERT_EQUAL(wk_ctr_lines(c), N_LINES + 1);
+    wk_ctr_close(c);
+
+    /* garbage in the cache's place; a cache that cannot be written */
+    f = fopen(idx, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("HPCTRIDX", f);
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_index_cached(c), 0);
+    CU_ASSERT_EQUAL(wk_ctr_lines(c), N_LINES + 1);
+    wk_ctr_close(c);
+    snprintf(nowhere, sizeof nowhere, "%s/no/such/dir.idx", tmp);
+    o.index_path = nowhere;
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_index_cached(c), 0);
+    CU_ASSERT_EQUAL(wk_ctr_batch(c, 1, 0, 0, 0, B, l1, n1, c1, &g1), HC_OK);
+    CU_ASSERT_EQUAL(g1, B);
+    wk_ctr_close(c);
+}
+
+static void test_libsvm(void)
+{
+    struct wk_ctr_opts o = { .format = WK_CTR_LIBSVM, .input_dim = 100 };
+    struct wk_ctr *c;
+    float label[3], num[3 * 4];
+    int64_t cat[3 * 4];
+    int n;
+    const char *path = write_file("a.svm", "1 3:0.5 7 99:-2e1\n"
+                                           "-1\t4:1 5:2 6:3 8:4\r\n"
+                                           "+1\n");
+
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_n_cat(c), 4);                 /* widest line */
+    CU_ASSERT_EQUAL(wk_ctr_n_num(c), 4);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_read(c, 0, 3, label, num, cat, &n), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(n, 3);
+    CU_ASSERT_EQUAL(label[0], 1.0f);
+    CU_ASSERT_EQUAL(label[1], 0.0f);
+    CU_ASSERT_EQUAL(label[2], 1.0f);
+    CU_ASSERT_EQUAL(cat[0], 3);
+    CU_ASSERT_EQUAL(num[0], 0.5f);
+    CU_ASSERT_EQUAL(cat[1], 7);
+    CU_ASSERT_EQUAL(num[1], 1.0f);
+    CU_ASSERT_EQUAL(cat[2], 99);
+    CU_ASSERT_EQUAL(num[2], -20.0f);
+    CU_ASSERT_EQUAL(cat[3], 0);                          /* padding */
+    CU_ASSERT_EQUAL(num[3], 0.0f);
+    CU_ASSERT_EQUAL(cat[7], 8);
+    CU_ASSERT_EQUAL(num[7], 4.0f);
+    for (int j = 0; j < 4; j++)
+        CU_ASSERT(cat[8 + j] == 0 && num[8 + j] == 0.0f);
+    wk_ctr_close(c);
+
+    o.width = 6;
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_n_cat(c), 6);
+    wk_ctr_close(c);
+    o.width = 3;
+    CU_ASSERT_EQUAL(wk_ctr_open(path, &o, &c), HC_ERR_DATA);
+    CU_ASSERT_PTR_NULL(c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "a.svm:2: 4 features, more "
+                                  "than the width 3"));
+}
+
+/* Each malformed file: its error names the file and line. */
+static void test_refusals(void)
+{
+    static const char *const good =
+        "0\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13\t"
+        "00000001\t00000002\t00000003\t00000004\t00000005\t00000006\t"
+        "00000007\t00000008\t00000009\t0000000a\t0000000b\t0000000c\t"
+        "0000000d\t0000000e\t0000000f\t00000010\t00000011\t00000012\t"
+        "00000013\t00000014\t00000015\t00000016\t00000017\t00000018\t"
+        "00000019\t0000001a\n";
+    static const struct {
+        enum wk_ctr_format fmt;
+        const char *bad;        /* line 2; "%s" sub the good line's parts */
+        const char *want;
+    } t[] = {
+        { WK_CTR_CRITEO, "1\t2\t3\n", "x.txt:2: 3 tab-separated field(s); a "
+          "Criteo line has 40" },
+        { WK_CTR_CRITEO, "\n", "x.txt:2: 1 tab-separated field(s)" },
+        { WK_CTR_CRITEO, "2\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13"
+          "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n",
+          "x.txt:2: label is not 0 or 1: '2'" },
+        { WK_CTR_CRITEO, "0\t1\t2\t3\t4\t5\t6.5\t7\t8\t9\t10\t11\t12\t13"
+          "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n",
+          "x.txt:2: I6 is not an integer: '6.5'" },
+        { WK_CTR_CRITEO, "0\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t"
+          "\t\t\t\t\t\t\t\t\t\t\t\t\t\t0000zz00\t\t\n",
+          "x.txt:2: C24 is not 8 hex digits: '0000zz00'" },
+        { WK_CTR_CRITEO, "0\t\t\t\t\t\t\t\t\t\t\t\t\t\tabc\t\t\t\t\t\t\t"
+          "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n",
+          "x.txt:2: C1 is not 8 hex digits: 'abc'" },
+        { WK_CTR_LIBSVM, "1 3:1 x:2\n",
+          "x.txt:2: feature id is not an integer: 'x:2'" },
+        { WK_CTR_LIBSVM, "1 3:1 -4:2\n",
+          "x.txt:2: feature id -4 outside [0, input_dim 1000)" },
+        { WK_CTR_LIBSVM, "1 1000:1\n",
+          "x.txt:2: feature id 1000 outside [0, input_dim 1000)" },
+        { WK_CTR_LIBSVM, "1 3:abc\n",
+          "x.txt:2: feature value is not a finite number: '3:abc'" },
+        { WK_CTR_LIBSVM, "1 3:\n", "x.txt:2: feature value is not a number" },
+        { WK_CTR_LIBSVM, "1 3:1e999\n", "not a finite number" },
+        { WK_CTR_LIBSVM, "0.5 3:1\n",
+          "x.txt:2: label is not 0, 1, -1 or +1: '0.5'" },
+        { WK_CTR_LIBSVM, "  \n", "x.txt:2: empty line" },
+    };
+    float label[2], num[2 * 40];
+    int64_t cat[2 * 40];
+    char text[2048];
+
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        struct wk_ctr_opts o = { .format = t[i].fmt, .input_dim = 1000 };
+        struct wk_ctr *c;
+        int n = -1, rv;
+
+        snprintf(text, sizeof text, "%s%s%s",
+                 t[i].fmt == WK_CTR_CRITEO ? good : "1 1:1 2:1\n", t[i].bad,
+                 t[i].fmt == WK_CTR_CRITEO ? good : "0 5\n");
+        CU_ASSERT_EQUAL_FATAL(wk_ctr_open(write_file("x.txt", text), &o, &c),
+                              HC_OK);
+        rv = wk_ctr_read(c, 0, 2, label, num, cat, &n);
+        CU_ASSERT_EQUAL(rv, HC_ERR_DATA);
+        CU_ASSERT_EQUAL(n, 1);              /* the good line before it */
+        if (strstr(hc_err_msg(), t[i].want) == NULL)
+            fprintf(stderr, "\ncase %zu: got '%s', want '%s'\n", i,
+                    hc_err_msg(), t[i].want);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), t[i].want));
+        /* the reader goes on: the line after it reads */
+        CU_ASSERT_EQUAL(wk_ctr_read(c, 2, 1, label, num, cat, &n), HC_OK);
+        CU_ASSERT_EQUAL(n, 1);
+        wk_ctr_close(c);
+    }
+}
+
+static void test_open_errors(void)
+{
+    struct wk_ctr_opts o = { .format = WK_CTR_CRITEO, .input_dim = 10 };
+    struct wk_ctr *c = NULL;
+    long long first, count;
+    float label[1], num[13];
+    int64_t cat[26];
+    int n;
+    enum wk_ctr_format f;
+    char path[512];
+
+    snprintf(path, sizeof path, "%s/missing.tsv", tmp);
+    CU_ASSERT_EQUAL(wk_ctr_open(path, &o, &c), HC_ERR_NOTFOUND);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "missing.tsv: cannot open"));
+    CU_ASSERT_EQUAL(wk_ctr_open(write_file("empty.tsv", ""), &o, &c),
+                    HC_ERR_DATA);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "empty.tsv: no lines"));
+    o.input_dim = 0;
+    CU_ASSERT_EQUAL(wk_ctr_open(path, &o, &c), HC_ERR_INVAL);
+    o.input_dim = 10;
+    o.format = (enum wk_ctr_format)7;
+    CU_ASSERT_EQUAL(wk_ctr_open(path, &o, &c), HC_ERR_INVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "criteo, libsvm"));
+    CU_ASSERT_EQUAL(wk_ctr_format_parse("csv", &f), HC_ERR_INVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "'csv' (supported: criteo, "
+                                  "libsvm)"));
+    CU_ASSERT_EQUAL(wk_ctr_format_parse("libsvm", &f), HC_OK);
+    CU_ASSERT_EQUAL(f, WK_CTR_LIBSVM);
+    o.format = WK_CTR_LIBSVM;
+    o.width = WK_CTR_WIDTH_MAX + 1;
+    CU_ASSERT_EQUAL(wk_ctr_open(path, &o, &c), HC_ERR_INVAL);
+
+    o = (struct wk_ctr_opts){ .format = WK_CTR_CRITEO, .input_dim = 10 };
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(write_file("two.tsv", "0\n0\n"), &o,
+                                      &c), HC_OK);
+    CU_ASSERT_EQUAL(wk_ctr_part(c, 3, 0, &first, &count), HC_ERR_INVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "2 line(s) cannot be split "
+                                  "across 3 workers"));
+    CU_ASSERT_EQUAL(wk_ctr_part(c, 2, 2, &first, &count), HC_ERR_INVAL);
+    CU_ASSERT_EQUAL(wk_ctr_n_batches(c, 2, 0, 0), 0);
+    CU_ASSERT_EQUAL(wk_ctr_batch(c, 2, 0, -1, 0, 1, label, num, cat, &n),
+                    HC_ERR_INVAL);
+    CU_ASSERT_EQUAL(wk_ctr_batch(c, 2, 0, 0, 0, 0, label, num, cat, &n),
+                    HC_ERR_INVAL);
+    CU_ASSERT_EQUAL(wk_ctr_read(c, -1, 1, label, num, cat, &n),
+                    HC_ERR_INVAL);
+    CU_ASSERT_EQUAL(wk_ctr_read(c, 2, 1, label, num, cat, &n), HC_OK);
+    CU_ASSERT_EQUAL(n, 0);
+    wk_ctr_close(c);
+
+    /* a line longer than WK_CTR_LINE_MAX is refused at open */
+    {
+        char *big = malloc(WK_CTR_LINE_MAX + 16);
+
+        CU_ASSERT_PTR_NOT_NULL_FATAL(big);
+        memcpy(big, "0\n", 2);
+        memset(big + 2, 'x', WK_CTR_LINE_MAX + 1);
+        memcpy(big + 2 + WK_CTR_LINE_MAX + 1, "\n", 2);
+        CU_ASSERT_EQUAL(wk_ctr_open(write_file("long.tsv", big), &o, &c),
+                        HC_ERR_DATA);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "long.tsv:2: line of "));
+        free(big);
+    }
+}
+
+static int suite_init(void)
+{
+    hp_tmpdir(tmp, sizeof tmp);
+    return 0;
+}
+
+static int suite_clean(void)
+{
+    hp_rmtree(tmp);
+    return 0;
+}
+
+void hp_test_register(void)
+{
+    CU_pSuite s = CU_add_suite("data_ctr", suite_init, suite_clean);
+
+    CU_add_test(s, "Criteo lines, empty fields, CRLF", test_criteo_parse);
+    CU_add_test(s, "row ids fixed by the rule", test_hash_fixed);
+    CU_add_test(s, "worker k of n covers every line once", test_split_cover);
+    CU_add_test(s, "a batch read out of order equals it in order",
+                test_resume);
+    CU_add_test(s, "the index cache", test_index_cache);
+    CU_add_test(s, "libsvm lines, padding, width", test_libsvm);
+    CU_add_test(s, "malformed lines refused with file and line",
+                test_refusals);
+    CU_add_test(s, "open, split and argument errors", test_open_errors);
+}

@@ -1,0 +1,174 @@
+/*
+ * data_ctr.h — click-through data streamed from text files: the Criteo TSV
+ * format and the libsvm format, read a batch at a time (never loaded
+ * whole), split across workers by position, each batch addressable by
+ * (epoch, batch index) so a restarted worker resumes at its place.
+ *
+ * Criteo TSV: one sample a line, 40 tab-separated fields: the label (0 or
+ * 1), 13 integer fields, 26 categorical fields of 8 hex digits (either
+ * case); any integer or categorical field may be empty. A batch holds
+ *   label (B)       0.0 or 1.0;
+ *   num   (B, 13)   log(1 + x) of each integer x ≥ 0; a negative x (the
+ *                   Criteo set has −1 and −2 in its second field) counts as
+ *                   0, as DLRM's preprocessing clips it; empty is 0;
+ *   cat   (B, 26)   one row id per categorical field (below).
+ *
+ * Row ids. A categorical field f (0…25) with hex value v (0…2^32−1) has the
+ * key  key = f · 2^33 + v, and an empty field the key f · 2^33 + 2^32 (so
+ * "empty" is a value of its own, per field). Then, with D = input_dim:
+ *   D ≥ 26 · 2^33 (WK_CTR_EXACT_DIM):  id = key — collision-free, the field
+ *                   in the high bits, every id < 26 · 2^33;
+ *   otherwise:      id = mix64(key) mod D — mix64 is splitmix64's output
+ *                   function (common/rng.h's hc_mix64): the field salts the
+ *                   hash as Keras's Hashing(num_bins=D, salt=…) does with its
+ *                   SipHash (Keras's own hash is FarmHash64 of the string;
+ *                   ours hashes the parsed value so any language computes it
+ *                   in a few lines: tests/bench/torch_ctr.py does), and
+ *                   collisions are allowed.
+ *
+ * libsvm: `label id[:value] id[:value] …` separated by spaces or tabs. The
+ * label is 0, 1, −1 or +1 (−1 read as 0); an id is a decimal integer with
+ * 0 ≤ id < input_dim, taken as the row id as it is; a value defaults to 1.
+ * A batch holds label (B), cat (B, W) the ids and num (B, W) their values,
+ * W the width (wk_ctr_opts.width, or the most features on any line);
+ * shorter lines are padded with id 0 and value 0 — LIBSVM numbers features
+ * from 1, so id 0 is free to be masked (Keras's mask_zero).
+ *
+ * Every malformed line is refused with HC_ERR_DATA naming the file, the
+ * line (from 1) and what is wrong: a wrong field count, a bad label, a bad
+ * integer, a categorical field that is not 8 hex digits, a bad libsvm
+ * token, an id negative or ≥ input_dim, too many libsvm features, a line
+ * longer than WK_CTR_LINE_MAX.
+ *
+ * Position. Opening reads the file once (no parsing: newlines only, at the
+ * speed of memchr; for libsvm without a width the tokens are counted too)
+ * and keeps the byte offset of every WK_CTR_INDEX_EVERY-th line: 8 bytes a
+ * thousand lines (350 KiB for Criteo's 45 M). A read of lines [a, b) seeks
+ * to the indexed line at or before a, skips at most WK_CTR_INDEX_EVERY − 1
+ * lines, and parses B lines; reading on from where the last read ended
+ * skips nothing. Memory is the index, one line buffer and stdio's buffer,
+ * whatever the file's size.
+ *
+ * Index cache. With opts.index_path set, the index is also kept in that
+ * file (magic "HPCTRIDX", version, the data file's size, mtime and inode,
+ * the options, the offsets and their CRC-32C). Opening again loads it
+ * instead of reading the data file — a restarted worker goes straight to
+ * its batch — when everything matches; a cache that does not match (the
+ * data file changed, another version, a torn or corrupt cache) is
+ * rebuilt by the pass and rewritten (to a temporary name, then renamed).
+ * It is only a cache: when it cannot be written, the reader works
+ * without it.
+ *
+ * Split. Worker k of n holds the contiguous lines
+ *   [floor(k · N / n), floor((k + 1) · N / n))       (N lines in the file)
+ * so the workers' parts are disjoint, cover every line once, differ in size
+ * by at most one, and each worker reads only its part of the file. Batches
+ * follow Keras: ceil(part / B) per epoch, the last one partial. Lines are
+ * read in file order every epoch (click logs are in time order; shuffle the
+ * file once beforehand — `shuf` — where that is wanted), so batch b of any
+ * epoch is the same lines: a worker that restarts at (epoch, batches done)
+ * seeks straight to them.
+ *
+ * Threads: a wk_ctr holds a file position; one thread at a time. Open one
+ * per thread to read in parallel.
+ */
+#ifndef WK_DATA_CTR_H
+#define WK_DATA_CTR_H
+
+#include <stdint.h>
+
+#define WK_CTR_NUM 13                   /* Criteo's integer fields */
+#define WK_CTR_CAT 26                   /* Criteo's categorical fields */
+#define WK_CTR_EXACT_DIM (26ull << 33)  /* input_dim from which ids are keys */
+#define WK_CTR_INDEX_EVERY 1024         /* lines between indexed offsets */
+#define WK_CTR_LINE_MAX (1 << 20)       /* bytes a line, newline excluded */
+#define WK_CTR_WIDTH_MAX 4096           /* libsvm features a line */
+
+enum wk_ctr_format {
+    WK_CTR_CRITEO,
+    WK_CTR_LIBSVM,
+};
+
+struct wk_ctr_opts {
+    enum wk_ctr_format format;
+    uint64_t input_dim;         /* rows of the table the ids index, ≥ 1 */
+    int width;                  /* libsvm: features a line (W); 0: the most
+                                   on any line. Criteo: ignored */
+    const char *index_path;     /* NULL: the line index lives in memory
+                                   only; else its cache file (below) */
+};
+
+struct wk_ctr;                  /* an open file, its index and its place */
+
+/*
+ * Open path and index its lines (one pass, described above). On success
+ * *out is the reader (free with wk_ctr_close) and HC_OK is returned.
+ * Errors, with a message naming the file: HC_ERR_NOTFOUND (missing),
+ * HC_ERR_IO (unreadable), HC_ERR_DATA (no lines; a libsvm line wider than
+ * the width given), HC_ERR_INVAL (input_dim 0, a width out of
+ * [0, WK_CTR_WIDTH_MAX], an unknown format), HC_ERR_NOMEM.
+ */
+int wk_ctr_open(const char *path, const struct wk_ctr_opts *o,
+                struct wk_ctr **out);
+
+void wk_ctr_close(struct wk_ctr *c);
+
+/* 1 when wk_ctr_open loaded the index from opts.index_path (the data file
+ * was not read to open it), 0 when it read the file. */
+int wk_ctr_index_cached(const struct wk_ctr *c);
+
+/* Lines in the file (N). */
+long long wk_ctr_lines(const struct wk_ctr *c);
+
+/* Floats and ids a sample has: num (13 | W) and cat (26 | W) columns. */
+int wk_ctr_n_num(const struct wk_ctr *c);
+int wk_ctr_n_cat(const struct wk_ctr *c);
+
+/*
+ * Worker k of n's lines: into *first and *count (the formula above).
+ * HC_ERR_INVAL with a message when n < 1, k outside [0, n), or the part
+ * would be empty (n > N).
+ */
+int wk_ctr_part(const struct wk_ctr *c, int n, int k, long long *first,
+                long long *count);
+
+/* Batches of B in worker k of n's part: ceil(count / B); 0 for bad
+ * arguments (those wk_ctr_part refuses, B < 1). */
+int wk_ctr_n_batches(const struct wk_ctr *c, int n, int k, int B);
+
+/*
+ * Batch `batch` of epoch `epoch` of worker k of n: the part's lines
+ * [batch · B, batch · B + B), cut at the part's end. Fills label (B),
+ * num (B, n_num) and cat (B, n_cat) — caller's buffers of B rows — and
+ * sets *n_out to the samples filled: B, fewer for the last batch, 0 past
+ * the end. The lines do not depend on the epoch (file order); epoch is
+ * checked (≥ 0) and kept in the API so a trainer calls this as it calls
+ * wk_shard_batch. Returns HC_OK, HC_ERR_INVAL (bad arguments, *n_out 0),
+ * HC_ERR_DATA (a malformed line: file and line named; the rows before it
+ * are filled and *n_out counts them) or HC_ERR_IO.
+ */
+int wk_ctr_batch(struct wk_ctr *c, int n, int k, int epoch, int batch, int B,
+                 float *label /* (B) */, float *num /* (B, n_num) */,
+                 int64_t *cat /* (B, n_cat) */, int *n_out);
+
+/*
+ * Lines [start, start + count) of the whole file, cut at its end (a sync
+ * worker's slice of a global batch; evaluation in file order). Same
+ * buffers, returns and *n_out as wk_ctr_batch.
+ */
+int wk_ctr_read(struct wk_ctr *c, long long start, int count,
+                float *label /* (count) */, float *num /* (count, n_num) */,
+                int64_t *cat /* (count, n_cat) */, int *n_out);
+
+/*
+ * The row id of Criteo categorical field `field` (0…25) holding the hex
+ * value `value` (0…2^32−1), or empty when empty is nonzero, for a table of
+ * input_dim rows: the rule above. Pure; any thread.
+ */
+int64_t wk_ctr_cat_id(int field, uint32_t value, int empty,
+                      uint64_t input_dim);
+
+/* "criteo" or "libsvm" → *f; HC_ERR_INVAL naming the list otherwise. */
+int wk_ctr_format_parse(const char *name, enum wk_ctr_format *f);
+
+#endif
