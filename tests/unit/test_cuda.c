@@ -461,6 +461,64 @@ static void test_layernorm(void)
     pair_close(&p);
 }
 
+/* Embedding gather and its scatter-add adjoint, GPU vs CPU, with ids
+ * repeated within the batch (rows 0 and 1 hot) and rows no position
+ * names (their gradient zero). */
+static void test_embed(void)
+{
+    static const struct { size_t n, rows; int dim; } t[] = {
+        {1, 1, 1}, {7, 3, 5}, {512 * 26, 300, 16}, {40, 40, 33},
+    };
+    struct pair p;
+
+    if (!pair_open(&p))
+        HP_SKIP("no CUDA device");
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        const size_t n = t[i].n, nr = t[i].rows;
+        const int dim = t[i].dim;
+        float *rows = rand_floats(nr * dim), *dy = rand_floats(n * dim);
+        float *y = malloc(n * dim * 4), *dr = malloc(nr * dim * 4);
+        int32_t *inv = malloc(n * sizeof *inv);
+        float *d_rows, *d_dy, *d_y, *d_dr;
+        int32_t *d_inv;
+        char what[64];
+
+        CU_ASSERT_FATAL(y && dr && inv);
+        for (size_t k = 0; k < n; k++) {    /* half on rows 0 and 1 */
+            frand();
+            inv[k] = (int32_t)(k % 2 ? rng % nr : k / 2 % (nr < 2 ? 1 : 2));
+        }
+        d_rows = up(&p, rows, nr * dim * 4);
+        d_dy = up(&p, dy, n * dim * 4);
+        d_inv = up(&p, inv, n * sizeof *inv);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, n * dim * 4, (void **)&d_y),
+                              0);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, nr * dim * 4,
+                                          (void **)&d_dr), 0);
+        snprintf(what, sizeof what, "embed gather %zu ids, %zu rows × %d", n,
+                 nr, dim);
+        wk_be_embed_gather(p.cpu, rows, inv, n, dim, y);
+        wk_be_embed_gather(p.gpu, d_rows, d_inv, n, dim, d_y);
+        cmp(&p, what, d_y, y, n * dim);
+        snprintf(what, sizeof what, "embed scatter %zu ids, %zu rows × %d",
+                 n, nr, dim);
+        wk_be_embed_scatter(p.cpu, dy, inv, n, dim, nr, dr);
+        wk_be_embed_scatter(p.gpu, d_dy, d_inv, n, dim, nr, d_dr);
+        cmp(&p, what, d_dr, dr, nr * dim);
+        wk_be_free(p.gpu, d_rows);
+        wk_be_free(p.gpu, d_dy);
+        wk_be_free(p.gpu, d_inv);
+        wk_be_free(p.gpu, d_y);
+        wk_be_free(p.gpu, d_dr);
+        free(rows);
+        free(dy);
+        free(y);
+        free(dr);
+        free(inv);
+    }
+    pair_close(&p);
+}
+
 /* Depthwise convolution forward, filter and input gradients, GPU vs CPU,
  * over geometries with strides, "same" padding and depth multipliers. */
 static void test_dwconv(void)
@@ -1121,6 +1179,7 @@ void hp_test_register(void)
         {"depthwise convolution forward, filter and input gradients",
          test_dwconv},
         {"layer normalisation forward and backward", test_layernorm},
+        {"embedding gather and scatter-add", test_embed},
         {"activations, bias gradients", test_activations},
         {"ReLU layer (max_value, negative_slope, threshold)",
          test_relu_layer},
