@@ -37,6 +37,8 @@
 #include "replica.h"
 #include "sync_schedule.h"
 #include "overlap.h"
+#include "tables.h"
+#include "ctr_inputs.h"
 
 /* A sync pull may wait for the slowest worker: allow one attempt this long. */
 #define SYNC_WAIT_MS 120000
@@ -67,6 +69,9 @@ struct run {
     struct wk_overlap ex;       /*   the exchange thread */
     long n_exchanges;           /* push-and-pulls timed */
     struct wk_watch *watch;     /* what the user sees (watch.h) */
+    struct wk_tables *tables;   /* the model's row-sparse tables, or NULL:
+                                 * their rows pulled before each forward,
+                                 * pushed after each step (tables.h) */
 };
 
 static int stopping(const struct run *r)
@@ -123,6 +128,7 @@ static int early_push(struct run *r)
     const struct wk_train_conf *c = r->c;
 
     if (c->push_late || c->overlap || c->cluster->mode == HC_MODE_SSP ||
+        r->tables ||                /* rows pushed after the step */
         c->slowdown > 1.0 || !pc_in_parts(r->pc) ||
         wk_clip_by_norm(&r->m->optim) ||   /* needs the whole gradient */
         !wk_replicas_on_grads(r->rep, grads_final, &r->ready))
@@ -537,6 +543,8 @@ static int run_async(struct run *r)
             } else if ((rv = compute(r, n, &loss, &k)) == HC_OK) {
                 g.samples_per_s = (float)r->speed;
                 tx = hc_now_s();
+                if (r->tables && (rv = wk_tables_push(r->tables)) != HC_OK)
+                    goto out;
                 if (r->c->overlap) {
                     rv = overlap_step(r, &x, &g, &st, &version);
                 } else {
@@ -872,7 +880,17 @@ static int load_data(const struct wk_train_conf *c, const struct hc_model *m,
                      const char *which, struct wk_dataset *d)
 {
     const char *names[HC_MODEL_MAX_INPUTS];
+    int is_test = strcmp(which, "train") != 0;
 
+    if (wk_ctr_inputs_spec(c->data)) {
+        if (is_test && !wk_ctr_inputs_spec(c->validation_data))
+            return hc_err_set(HC_ERR_CONFIG, "--data %s is a click-through "
+                              "file: give --validation-data criteo:TEST.tsv "
+                              "(or libsvm:FILE), or --no-eval", c->data);
+        return wk_ctr_inputs_load(is_test ? c->validation_data : c->data,
+                                  is_test ? "--validation-data" : "--data",
+                                  m, d);
+    }
     if (m->n_inputs < 2 && !(c->data && strchr(c->data, '=')))
         return wk_data_load_any(c->data, c->validation_data, c->data_dir,
                                 which, d);
@@ -880,6 +898,28 @@ static int load_data(const struct wk_train_conf *c, const struct hc_model *m,
         names[q] = m->inputs[q].name;
     return wk_data_load_any_inputs(c->data, c->validation_data, which,
                                    names, m->n_inputs, d);
+}
+
+/* The model's row-sparse tables: their rows pulled before each forward
+ * (the replicas' hook), pushed after each step. Async and ssp only. */
+static int open_tables(struct run *r)
+{
+    int rv;
+
+    if ((rv = wk_tables_open(r->m, r->pc, r->max_batch, &r->tables)) ||
+        !r->tables)
+        return rv;
+    if (r->c->cluster->mode == HC_MODE_SYNC)
+        return hc_err_set(HC_ERR_CONFIG, "model %s has embedding tables, "
+                          "which train in mode async or ssp; mode sync does "
+                          "not train them yet (the shards refuse a sync "
+                          "step's rows): run --mode async or ssp",
+                          r->m->name);
+    if (r->c->overlap)
+        return hc_err_set(HC_ERR_CONFIG, "--overlap does not train models "
+                          "with embedding tables (%s): their rows are "
+                          "pulled for each step's own batch", r->m->name);
+    return wk_replicas_before_forward(r->rep, wk_tables_before, r->tables);
 }
 
 int wk_train(const struct wk_train_conf *c)
@@ -985,7 +1025,7 @@ int wk_train(const struct wk_train_conf *c)
                                 c->client.retry_ms > 0 ? c->client.retry_ms
                                                        : 60000);
     }
-    if (rv != HC_OK)
+    if (rv != HC_OK || (rv = open_tables(&r)) != HC_OK)
         goto out;
     r.early = early_push(&r);
 
@@ -1014,6 +1054,7 @@ out:
         else if (lrv != HC_OK)
             rv = lrv;
     }
+    wk_tables_close(r.tables);
     pc_close(r.pc);
     wk_devices_host_free(r.params);
     wk_devices_host_free(r.grads);
