@@ -27,35 +27,28 @@ $GEN --seed 3 --train-rows 20000 --test-rows 5000 --vocab 1000 \
     "$T/train.tsv" "$T/test.tsv" > /dev/null || fail "ctrgen failed"
 bayes=$(cat "$T/test.tsv.bayes_auc")
 
-cat > "$T/cat.json" <<'JSON'
-{"name": "ctr_cat", "seed": 7,
- "inputs": [{"name": "categorical", "shape": [26], "dtype": "int64"}],
- "layers": [
-  {"type": "embedding", "name": "embedding", "input_dim": 100000,
-   "output_dim": 8, "inputs": "categorical"},
-  {"type": "flatten", "name": "flatten"},
-  {"type": "dense", "name": "dense", "units": 32, "activation": "relu"},
-  {"type": "dense", "name": "dense_1", "units": 1, "activation": "sigmoid"}],
+# model FILE NAME INPUTS LAYERS LR BATCH: an embedding of the categorical
+# input, LAYERS, a sigmoid unit; Adagrad at LR, one epoch of BATCH.
+model() {
+    cat > "$1" <<JSON
+{"name": "$2", "seed": 7, "inputs": [$3],
+ "layers": [{"type": "embedding", "name": "embedding", "input_dim": 100000,
+             "output_dim": 8, "inputs": "categorical"}, $4,
+            {"type": "dense", "name": "out", "units": 1,
+             "activation": "sigmoid"}],
  "loss": "binary_crossentropy",
- "optimizer": {"type": "adagrad", "learning_rate": 0.1},
- "batch_size": 128, "epochs": 1, "metrics": ["AUC"]}
+ "optimizer": {"type": "adagrad", "learning_rate": $5},
+ "batch_size": $6, "epochs": 1, "metrics": ["AUC"]}
 JSON
-cat > "$T/two.json" <<'JSON'
-{"name": "ctr", "seed": 7,
- "inputs": [{"name": "numeric", "shape": [13]},
-            {"name": "categorical", "shape": [26], "dtype": "int64"}],
- "layers": [
-  {"type": "embedding", "name": "embedding", "input_dim": 100000,
-   "output_dim": 8, "inputs": "categorical"},
-  {"type": "GlobalAveragePooling1D", "name": "pooled"},
-  {"type": "concatenate", "name": "cat", "inputs": ["pooled", "numeric"]},
-  {"type": "dense", "name": "dense", "units": 64, "activation": "relu"},
-  {"type": "dense", "name": "dense_1", "units": 32, "activation": "relu"},
-  {"type": "dense", "name": "dense_2", "units": 1, "activation": "sigmoid"}],
- "loss": "binary_crossentropy",
- "optimizer": {"type": "adagrad", "learning_rate": 0.05},
- "batch_size": 256, "epochs": 1, "metrics": ["AUC"]}
-JSON
+}
+IDS_IN='{"name": "categorical", "shape": [26], "dtype": "int64"}'
+model "$T/cat.json" ctr_cat "$IDS_IN" '{"type": "flatten"},
+    {"type": "dense", "units": 32, "activation": "relu"}' 0.1 128
+model "$T/two.json" ctr "{\"name\": \"numeric\", \"shape\": [13]}, $IDS_IN" \
+    '{"type": "GlobalAveragePooling1D", "name": "pooled"},
+    {"type": "concatenate", "inputs": ["pooled", "numeric"]},
+    {"type": "dense", "units": 64, "activation": "relu"},
+    {"type": "dense", "units": 32, "activation": "relu"}' 0.05 256
 cat > "$T/floats.json" <<'JSON'
 {"name": "no_ids", "inputs": [{"name": "x", "shape": [26]}],
  "layers": [{"type": "dense", "units": 1, "activation": "sigmoid"}],
