@@ -97,6 +97,45 @@ static void test_ctr_model(void)
     free(json);
 }
 
+/* tf.keras 2's GlobalAveragePooling1D over the rows instead of Flatten:
+ * (26, 8) → (8), the first dense then (8 + 13, 256). */
+static void test_keras_pooled(void)
+{
+    static const struct hc_model_compile k2 = {"binary_crossentropy",
+                                               "sgd"};
+    static const char from[] = "\"class_name\": \"Flatten\", \"config\": "
+        "{\"name\": \"flatten\", \"trainable\": true, \"dtype\": "
+        "\"float32\", \"data_format\": \"channels_last\"}";
+    static const char to[] = "\"class_name\": \"GlobalAveragePooling1D\", "
+        "\"config\": {\"name\": \"flatten\", \"trainable\": true, "
+        "\"dtype\": \"float32\", \"data_format\": \"channels_last\", "
+        "\"keepdims\": false}";
+    char path[512], dir[256];
+    FILE *f = fopen(G "ctr.keras2.json", "rb"), *o;
+    char *text = malloc(1 << 16), *at;
+    size_t n;
+
+    CU_ASSERT_FATAL(f && text);
+    n = fread(text, 1, (1 << 16) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at = strstr(text, from));
+    hp_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/pooled.json", dir);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o = fopen(path, "wb"));
+    fwrite(text, 1, (size_t)(at - text), o);
+    fputs(to, o);
+    fputs(at + strlen(from), o);
+    fclose(o);
+    load_or_fail(path, &k2, ma);
+    CU_ASSERT_EQUAL(ma->layers[1].type, HC_LAYER_GLOBALAVGPOOL1D);
+    CU_ASSERT_EQUAL(ma->layers[1].out.dims[0], 8);
+    CU_ASSERT_EQUAL(ma->vars[1].shape[0], 8 + 13);
+    CU_ASSERT_EQUAL(ma->vars[1].shape[1], 256);
+    hp_rmtree(dir);
+    free(text);
+}
+
 /* An input_dim of 2^62 and GlobalAveragePooling1D over the rows. */
 static void test_big_table_pooled(void)
 {
@@ -439,6 +478,7 @@ void hp_test_register(void)
                 test_ctr_model);
     CU_add_test(s, "input_dim 2^62, GlobalAveragePooling1D",
                 test_big_table_pooled);
+    CU_add_test(s, "tf.keras 2's GlobalAveragePooling1D", test_keras_pooled);
     CU_add_test(s, "refused in hetps's format", test_refused);
     CU_add_test(s, "refused in Keras's", test_keras_refused);
     CU_add_test(s, "forward looks rows up by position", test_lookup);
