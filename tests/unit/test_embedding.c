@@ -97,35 +97,44 @@ static void test_ctr_model(void)
     free(json);
 }
 
-/* tf.keras 2's GlobalAveragePooling1D over the rows instead of Flatten:
- * (26, 8) → (8), the first dense then (8 + 13, 256). */
-static void test_keras_pooled(void)
+/* The fixture `path` (G …) with its first `from` replaced by `to`: a
+ * malloc'd string (the test fails when `from` is not in it). */
+static char *replaced(const char *path, const char *from, const char *to)
 {
-    static const struct hc_model_compile k2 = {"binary_crossentropy",
-                                               "sgd"};
-    static const char from[] = "\"class_name\": \"Flatten\", \"config\": "
-        "{\"name\": \"flatten\", \"trainable\": true, \"dtype\": "
-        "\"float32\", \"data_format\": \"channels_last\"}";
-    static const char to[] = "\"class_name\": \"GlobalAveragePooling1D\", "
-        "\"config\": {\"name\": \"flatten\", \"trainable\": true, "
-        "\"dtype\": \"float32\", \"data_format\": \"channels_last\", "
-        "\"keepdims\": false}";
-    char path[512], dir[256];
-    FILE *f = fopen(G "ctr.keras2.json", "rb"), *o;
-    char *text = malloc(1 << 16), *at;
+    FILE *f = fopen(path, "rb");
+    char *text = malloc(1 << 16), *out, *at;
     size_t n;
 
     CU_ASSERT_FATAL(f && text);
     n = fread(text, 1, (1 << 16) - 1, f);
     fclose(f);
     text[n] = '\0';
-    CU_ASSERT_PTR_NOT_NULL_FATAL(at = strstr(text, from));
+    at = strstr(text, from);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    out = malloc(n + strlen(to) + 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    memcpy(out, text, (size_t)(at - text));
+    strcpy(out + (at - text), to);
+    strcat(out, at + strlen(from));
+    free(text);
+    return out;
+}
+
+/* tf.keras 2's GlobalAveragePooling1D over the rows instead of Flatten:
+ * (26, 8) → (8), the first dense then (8 + 13, 256). */
+static void test_keras_pooled(void)
+{
+    static const struct hc_model_compile k2 = {"binary_crossentropy",
+                                               "sgd"};
+    char path[512], dir[256];
+    char *text = replaced(G "ctr.keras2.json", "\"class_name\": \"Flatten\"",
+                          "\"class_name\": \"GlobalAveragePooling1D\"");
+    FILE *o;
+
     hp_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/pooled.json", dir);
     CU_ASSERT_PTR_NOT_NULL_FATAL(o = fopen(path, "wb"));
-    fwrite(text, 1, (size_t)(at - text), o);
-    fputs(to, o);
-    fputs(at + strlen(from), o);
+    fputs(text, o);
     fclose(o);
     load_or_fail(path, &k2, ma);
     CU_ASSERT_EQUAL(ma->layers[1].type, HC_LAYER_GLOBALAVGPOOL1D);
@@ -236,25 +245,10 @@ static void test_keras_refused(void)
         {"\"dtype\": \"int64\"", "\"dtype\": \"string\"",
          "dtype \"string\" is not supported"},
     };
-    FILE *f = fopen(G "ctr.keras3.json", "rb");
-    char *text = malloc(1 << 16), *e;
-    size_t n;
-
-    CU_ASSERT_FATAL(f && text);
-    n = fread(text, 1, (1 << 16) - 1, f);
-    fclose(f);
-    text[n] = '\0';
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char *at = strstr(text, bad[i].from);
-        size_t fl = strlen(bad[i].from), tl = strlen(bad[i].to);
+        char *e = replaced(G "ctr.keras3.json", bad[i].from, bad[i].to);
         int rv;
 
-        CU_ASSERT_PTR_NOT_NULL_FATAL(at);
-        e = malloc(n + tl + 1);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(e);
-        memcpy(e, text, (size_t)(at - text));
-        memcpy(e + (at - text), bad[i].to, tl);
-        strcpy(e + (at - text) + tl, at + fl);
         rv = hc_model_parse(e, strlen(e), "k3", ma);
         CU_ASSERT_NOT_EQUAL(rv, HC_OK);
         if (rv == HC_OK || !strstr(hc_err_msg(), bad[i].want)) {
@@ -264,7 +258,6 @@ static void test_keras_refused(void)
         }
         free(e);
     }
-    free(text);
 }
 
 /* ---- the worker's half ---------------------------------------------- */
