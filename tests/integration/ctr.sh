@@ -14,6 +14,7 @@
 #      `hetps inspect` shows the table's rows on each shard, adding up to
 #      the distinct ids of the training file (tools/ctrids), every one
 #      pushed, none pulled only;
+#      the same in mode ssp (staleness 2): AUC above 0.62 too;
 #   3. the two-input model (numeric and categorical, the rows averaged by
 #      GlobalAveragePooling1D) trains one epoch too: AUC above 0.6 (its
 #      log loss, printed beside the constant predictor's, is within 0.01
@@ -61,6 +62,14 @@ cluster() {
   "hetps": { "mode": "$1" } }
 JSON
 }
+# train NAME MODEL: a fresh job in $T/NAME on $T/cluster.json, its log
+# $T/NAME.log.
+train() {
+    # shellcheck disable=SC2086
+    "$BIN/hetps" launch --data-dir "$T/$1" "$T/cluster.json" -- \
+        --model "$2" $DATA > "$T/$1.log" 2>&1 ||
+        { tail -30 "$T/$1.log"; fail "training $2 ($1)"; }
+}
 DATA="--data criteo:$T/train.tsv --validation-data criteo:$T/test.tsv"
 
 # 1. Refusals, read by message.
@@ -95,10 +104,7 @@ final() {
 }
 
 # 2. The categorical input alone: what it learns comes through the table.
-# shellcheck disable=SC2086
-"$BIN/hetps" launch --data-dir "$T/cat" "$T/cluster.json" -- \
-    --model "$T/cat.json" $DATA > "$T/cat.log" 2>&1 ||
-    { tail -30 "$T/cat.log"; fail "training the categorical model"; }
+train cat "$T/cat.json"
 grep 'Epoch' "$T/cat.log"
 final "$T/cat.log"
 awk -v a="$auc" -v b="$bayes" 'BEGIN { exit !(a > 0.62 && b - a < 0.16) }' ||
@@ -118,12 +124,16 @@ done
 [ "$total" -eq "$distinct" ] ||
     fail "hetps inspect counts $total rows, the training file has $distinct distinct ids"
 ok "hetps inspect: the table's rows on the 2 shards add up to the $distinct distinct ids trained"
+cluster ssp:2
+train ssp "$T/cat.json"
+final "$T/ssp.log"
+awk -v a="$auc" 'BEGIN { exit !(a > 0.62) }' ||
+    fail "categorical alone, 1 epoch, 2 ssp workers: test AUC $auc"
+ok "the same in mode ssp (staleness 2): test AUC $auc"
+cluster async
 
 # 3. Numeric and categorical inputs, GlobalAveragePooling1D over the rows.
-# shellcheck disable=SC2086
-"$BIN/hetps" launch --data-dir "$T/two" "$T/cluster.json" -- \
-    --model "$T/two.json" $DATA > "$T/two.log" 2>&1 ||
-    { tail -30 "$T/two.log"; fail "training the two-input model"; }
+train two "$T/two.json"
 final "$T/two.log"
 # The constant predictor's log loss at the test file's click rate p.
 base=$(awk -F'\t' '{ n++; c += $1 } END { p = c / n; printf "%.4f", -(p * log(p) + (1 - p) * log(1 - p)) }' "$T/test.tsv")
