@@ -14,6 +14,9 @@
 #      `hetps inspect` shows the table's rows on each shard, adding up to
 #      the distinct ids of the training file (tools/ctrids), every one
 #      pushed, none pulled only;
+#      `hetps eval --cluster` of the live shards on criteo:test.tsv gives
+#      the chief's AUC to the digit, storing no row; --weights is refused
+#      naming the tables (they are not exported);
 #      the same in mode ssp (staleness 2): AUC above 0.62 too;
 #   3. the two-input model (numeric and categorical, the rows averaged by
 #      GlobalAveragePooling1D) trains one epoch too: AUC above 0.6 (its
@@ -124,6 +127,32 @@ done
 [ "$total" -eq "$distinct" ] ||
     fail "hetps inspect counts $total rows, the training file has $distinct distinct ids"
 ok "hetps inspect: the table's rows on the 2 shards add up to the $distinct distinct ids trained"
+# `hetps eval` of the live shards on the test file: their rows pulled
+# batch by batch (none stored), the chief's final AUC to the digit.
+want=$auc
+for j in 0 1; do
+    "$BIN/hetps-ps" --cluster "$T/cluster.json" --task ps:$j \
+        --data-dir "$T/cat/ps-$j" >> "$T/eval-ps-$j.log" 2>&1 &
+    eval "ps$j=\$!"
+    track $!
+done
+wait_for 10 "$BIN/hetps" status "$T/cluster.json" || fail "the shards did not start again"
+"$BIN/hetps" eval --model "$T/cat.json" --cluster "$T/cluster.json" \
+    --data "criteo:$T/test.tsv" > "$T/eval.txt" 2>&1 || { cat "$T/eval.txt"; fail "hetps eval --cluster"; }
+eauc=$(sed -n 's/.* - auc: \([0-9.]*\).*/\1/p' "$T/eval.txt")
+[ "$eauc" = "$want" ] || { cat "$T/eval.txt"; fail "hetps eval: AUC '$eauc', the chief said $want"; }
+"$BIN/hetps" eval --model "$T/cat.json" --weights "$T/cat" \
+    --data "criteo:$T/test.tsv" > "$T/evalw.txt" 2>&1 && fail "hetps eval --weights of a model with tables"
+grep -qF "model ctr_cat has embedding tables (layer embedding), which are not exported: give --cluster" "$T/evalw.txt" ||
+    { cat "$T/evalw.txt"; fail "hetps eval --weights: no refusal naming the tables"; }
+stop_within 30 $ps0 $ps1
+for j in 0 1; do
+    n=$("$BIN/hetps" inspect "$T/cat/ps-$j" 2>/dev/null |
+        sed -n 's/^  table 0: 100000 rows of 8, \([0-9]*\) stored here/\1/p')
+    total=$((total - n))
+done
+[ "$total" -eq 0 ] || fail "hetps eval stored rows: $total fewer than before"
+ok "hetps eval --cluster --data criteo:test.tsv: AUC $eauc, the chief's, no row stored; --weights refused naming the tables"
 cluster ssp:2
 train ssp "$T/cat.json"
 final "$T/ssp.log"
