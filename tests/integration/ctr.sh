@@ -17,7 +17,8 @@
 #      `hetps eval --cluster` of the live shards on criteo:test.tsv gives
 #      the chief's AUC to the digit, storing no row; --weights is refused
 #      naming the tables (they are not exported);
-#      the same in mode ssp (staleness 2): AUC above 0.62 too;
+#      the same from libsvm files of the same ids (--data libsvm:), and
+#      in mode ssp (staleness 2): AUC above 0.62 too;
 #   3. the two-input model (numeric and categorical, the rows averaged by
 #      GlobalAveragePooling1D) trains one epoch too: AUC above 0.6 (its
 #      log loss, printed beside the constant predictor's, is within 0.01
@@ -153,6 +154,19 @@ for j in 0 1; do
 done
 [ "$total" -eq 0 ] || fail "hetps eval stored rows: $total fewer than before"
 ok "hetps eval --cluster --data criteo:test.tsv: AUC $eauc, the chief's, no row stored; --weights refused naming the tables"
+# The same ids as libsvm lines (`label id:1 …`, the reader's ids of the
+# Criteo file): --data libsvm: feeds the ids input alike.
+for f in train test; do
+    "$IDS" --input-dim 100000 "$T/$f.tsv" |
+        awk '{ printf "%s", $1; for (i = 15; i <= 40; i++) printf " %s:1", $i; print "" }' > "$T/$f.svm"
+done
+# shellcheck disable=SC2086
+"$BIN/hetps" launch --data-dir "$T/svm" "$T/cluster.json" -- --model "$T/cat.json" \
+    --data "libsvm:$T/train.svm" --validation-data "libsvm:$T/test.svm" > "$T/svm.log" 2>&1 ||
+    { tail -30 "$T/svm.log"; fail "training on libsvm files"; }
+final "$T/svm.log"
+awk -v a="$auc" 'BEGIN { exit !(a > 0.62) }' || fail "libsvm, 1 epoch: test AUC $auc"
+ok "--data libsvm:train.svm (the same ids): test AUC $auc"
 cluster ssp:2
 train ssp "$T/cat.json"
 final "$T/ssp.log"
