@@ -32,6 +32,7 @@ struct wk_tables {
     struct table t[MAX_TABLES];
     struct wk_net *net;     /* the last hook's, NULL once pushed */
     int pulled;             /* the last hook pulled rows not yet pushed */
+    struct wk_tables_stats st;
 };
 
 /* Floats of input q in a sample's row. */
@@ -164,6 +165,13 @@ int wk_tables_before(void *arg, struct wk_net *net, const float *x, int B)
             return rv;
     t->net = net;
     t->pulled = 1;
+    t->st.pulls++;
+    for (k = 0; k < t->n; k++) {
+        size_t u = t->t[k].map.n_unique;
+
+        t->st.rows_pulled += u;
+        t->st.bytes_pulled += u * (8 + 4 * (size_t)t->t[k].d.dim);
+    }
     return HC_OK;
 }
 
@@ -182,16 +190,15 @@ int wk_tables_push(struct wk_tables *t)
             return rv;
         req[k] = (struct pc_rows){(uint32_t)tb->d.var, tb->map.ids,
                                   tb->map.n_unique, NULL, tb->grad};
+        t->st.rows_pushed += tb->map.n_unique;
+        t->st.bytes_pushed += tb->map.n_unique * (8 + 4 * (size_t)tb->d.dim);
     }
+    t->st.pushes++;
     t->pulled = 0;
     return pc_push_rows(t->pc, req, (size_t)t->n, 1, NULL);
 }
 
-size_t wk_tables_last_rows(const struct wk_tables *t)
+void wk_tables_stats(const struct wk_tables *t, struct wk_tables_stats *out)
 {
-    size_t n = 0;
-
-    for (int k = 0; k < t->n; k++)
-        n += t->t[k].map.n_unique;
-    return n;
+    *out = t->st;
 }

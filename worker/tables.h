@@ -48,7 +48,14 @@ int wk_tables_before(void *arg, struct wk_net *net, const float *x, int B);
  */
 int wk_tables_push(struct wk_tables *t);
 
-/* Rows (unique ids) of every table in the last batch, for the logs. */
-size_t wk_tables_last_rows(const struct wk_tables *t);
+/* What travelled since opening, for the logs: pulls and pushes made,
+ * rows (unique ids) in them, and their bytes on the wire beyond the
+ * headers (an id's 8 bytes and its row's dim floats each way). */
+struct wk_tables_stats {
+    uint64_t pulls, pushes;
+    uint64_t rows_pulled, rows_pushed;
+    uint64_t bytes_pulled, bytes_pushed;
+};
+void wk_tables_stats(const struct wk_tables *t, struct wk_tables_stats *out);
 
 #endif

@@ -469,6 +469,23 @@ static int overlap_step(struct run *r, struct wk_overlap *x,
     return HC_OK;
 }
 
+/* What the tables' rows cost a step (tables.h). */
+static void tables_summary(const struct run *r)
+{
+    struct wk_tables_stats st;
+
+    wk_tables_stats(r->tables, &st);
+    if (!st.pushes || !st.pulls)
+        return;
+    hc_info("tables: %.0f unique rows a step; %.1f KiB of ids and rows "
+            "pulled a batch, %.1f KiB of ids and gradients pushed a step "
+            "(%llu pulls, evaluation's included; %llu pushes)",
+            (double)st.rows_pushed / (double)st.pushes,
+            (double)st.bytes_pulled / 1024.0 / (double)st.pulls,
+            (double)st.bytes_pushed / 1024.0 / (double)st.pushes,
+            (unsigned long long)st.pulls, (unsigned long long)st.pushes);
+}
+
 /*
  * async and ssp: this worker's own shard, its own pace. Each step is one
  * push-and-pull: the gradient goes out, the values for the next step come
@@ -589,6 +606,8 @@ static int run_async(struct run *r)
                 1e3 * r->t_compute / (double)r->steps,
                 1e3 * r->t_exchange / (double)r->steps,
                 exchange_text(r), steady_text(r, steady, sizeof steady));
+        if (r->tables)
+            tables_summary(r);
     }
     rv = HC_OK;
 out:
