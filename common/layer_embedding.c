@@ -12,6 +12,8 @@
  */
 #include "layer.h"
 
+#include <stdint.h>
+
 #include "err.h"
 #include "keras_impl.h"
 #include "model_impl.h"
@@ -74,7 +76,10 @@ static int parse(const cJSON *lj, const char *where, struct hc_layer_spec *l)
 static int infer(struct hc_model *m, const char *where,
                  struct hc_layer_spec *l)
 {
-    int shape[2], rv;
+    /* Added as a variable of one row, then made a table: its elements are
+     * none of the model's parameters. */
+    int one_row[2] = {1, l->units}, rows, rv;
+    struct hc_var_def *v;
     char si[48];
 
     if (l->in.rank != 1)
@@ -89,25 +94,17 @@ static int infer(struct hc_model *m, const char *where,
     l->out.dims[0] = l->in.dims[0];
     l->out.dims[1] = l->units;
     l->out.dims[2] = 0;
-    shape[0] = l->input_dim <= (uint64_t)MD_DIM_MAX ? (int)l->input_dim : 0;
-    shape[1] = l->units;
-    /* A table's elements are not the model's parameters: added as a
-     * 1-row variable, then made a table. */
-    {
-        int one[2] = {1, l->units};
-
-        if ((rv = md_add_var(m, where, l, "embeddings", 2, one,
-                             l->kernel_init.kind, 0, 0, &l->var_kernel)))
-            return rv;
-    }
-    struct hc_var_def *v = &m->vars[l->var_kernel];
-
+    if ((rv = md_add_var(m, where, l, "embeddings", 2, one_row,
+                         l->kernel_init.kind, 0, 0, &l->var_kernel)))
+        return rv;
+    rows = l->input_dim <= INT32_MAX ? (int)l->input_dim : 0;
+    v = &m->vars[l->var_kernel];
     m->n_params -= v->size;
     v->size = 0;
-    v->shape[0] = shape[0];
+    v->shape[0] = rows;             /* model.h: 0 when over an int */
     v->table_rows = l->input_dim;
     v->init_par = l->kernel_init.par;
-    v->fan_in = shape[0];
+    v->fan_in = rows;
     v->fan_out = l->units;
     return HC_OK;
 }

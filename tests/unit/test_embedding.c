@@ -71,6 +71,7 @@ static void test_ctr_model(void)
     CU_ASSERT_STRING_EQUAL(t->name, "embedding/embeddings");
     CU_ASSERT_EQUAL(t->table_rows, 100000);
     CU_ASSERT_EQUAL(t->size, 0);
+    CU_ASSERT_EQUAL(t->shape[0], 100000);
     CU_ASSERT_EQUAL(t->shape[1], 8);
     CU_ASSERT_EQUAL(t->init, HC_INIT_RANDOM_UNIFORM);
     CU_ASSERT_DOUBLE_EQUAL(t->init_par.a, -0.05, 1e-9);
