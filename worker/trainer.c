@@ -919,8 +919,29 @@ static int load_data(const struct wk_train_conf *c, const struct hc_model *m,
                                    names, m->n_inputs, d);
 }
 
+/* A model with row-sparse tables (embeddings) trains in async and ssp,
+ * without --overlap: checked before any connection. */
+static int tables_allowed(const struct wk_train_conf *c,
+                          const struct hc_model *m)
+{
+    int tables = 0;
+
+    for (int i = 0; i < m->n_layers; i++)
+        tables |= m->layers[i].type == HC_LAYER_EMBEDDING;
+    if (tables && c->cluster->mode == HC_MODE_SYNC)
+        return hc_err_set(HC_ERR_CONFIG, "model %s has embedding tables, "
+                          "which train in mode async or ssp; mode sync does "
+                          "not train them yet (the shards refuse a sync "
+                          "step's rows): run --mode async or ssp", m->name);
+    if (tables && c->overlap)
+        return hc_err_set(HC_ERR_CONFIG, "--overlap does not train models "
+                          "with embedding tables (%s): their rows are "
+                          "pulled for each step's own batch", m->name);
+    return HC_OK;
+}
+
 /* The model's row-sparse tables: their rows pulled before each forward
- * (the replicas' hook), pushed after each step. Async and ssp only. */
+ * (the replicas' hook), pushed after each step. */
 static int open_tables(struct run *r)
 {
     int rv;
@@ -928,16 +949,6 @@ static int open_tables(struct run *r)
     if ((rv = wk_tables_open(r->m, r->pc, r->max_batch, &r->tables)) ||
         !r->tables)
         return rv;
-    if (r->c->cluster->mode == HC_MODE_SYNC)
-        return hc_err_set(HC_ERR_CONFIG, "model %s has embedding tables, "
-                          "which train in mode async or ssp; mode sync does "
-                          "not train them yet (the shards refuse a sync "
-                          "step's rows): run --mode async or ssp",
-                          r->m->name);
-    if (r->c->overlap)
-        return hc_err_set(HC_ERR_CONFIG, "--overlap does not train models "
-                          "with embedding tables (%s): their rows are "
-                          "pulled for each step's own batch", r->m->name);
     return wk_replicas_before_forward(r->rep, wk_tables_before, r->tables);
 }
 
@@ -967,6 +978,8 @@ int wk_train(const struct wk_train_conf *c)
     r.max_batch = sync ? r.B * c->cluster->n_worker : r.B;
     r.watch = c->watch;
 
+    if ((rv = tables_allowed(c, m)) != HC_OK)
+        goto out;
     rv = load_data(c, m, "train", &r.train);
     if (rv == HC_OK && r.do_eval)
         rv = load_data(c, m, "t10k", &r.test);
