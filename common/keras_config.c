@@ -385,12 +385,12 @@ static cJSON *graph_layer_json(const struct hc_model *m, int i)
 
 /* An InputLayer of config ic named name, with its empty inbound_nodes. */
 static cJSON *input_json(const char *name, const struct hc_shape *shape,
-                         int graph)
+                         int graph, int ids)
 {
     cJSON *ic = cJSON_CreateObject(), *in;
 
     cJSON_AddItemToObject(ic, "batch_shape", batch_shape(shape));
-    cJSON_AddStringToObject(ic, "dtype", "float32");
+    cJSON_AddStringToObject(ic, "dtype", ids ? "int64" : "float32");
     cJSON_AddBoolToObject(ic, "sparse", 0);
     cJSON_AddStringToObject(ic, "name", name);
     in = object("keras.layers", "InputLayer", ic);
@@ -415,7 +415,7 @@ int hc_keras_config_json(const struct hc_model *m, char **json)
         cJSON_AddItemToObject(cfg, "dtype", dtype_policy());
     layers = cJSON_AddArrayToObject(cfg, "layers");
     if (!graph) {
-        cJSON_AddItemToArray(layers, input_json("input_layer", &m->input, 0));
+        cJSON_AddItemToArray(layers, input_json("input_layer", &m->input, 0, 0));
         for (int i = 0; i < m->n_layers; i++)
             cJSON_AddItemToArray(layers, layer_json(m, &m->layers[i]));
         cJSON_AddItemToObject(cfg, "build_input_shape",
@@ -427,7 +427,8 @@ int hc_keras_config_json(const struct hc_model *m, char **json)
         ins = cJSON_CreateArray();
         for (int q = 0; q < m->n_inputs; q++) {
             cJSON_AddItemToArray(layers, input_json(m->inputs[q].name,
-                                                    &m->inputs[q].shape, 1));
+                                                    &m->inputs[q].shape, 1,
+                                                    m->inputs[q].ids));
             cJSON_AddItemToArray(ins, ref_json(m->inputs[q].name));
         }
         for (int i = 0; i < m->n_layers; i++)

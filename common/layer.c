@@ -30,6 +30,8 @@ static const struct hc_layer_kind *const kinds[HC_LAYER_COUNT] = {
     [HC_LAYER_SEPARABLE_CONV2D] = &hc_layer_separable_conv2d,
     [HC_LAYER_LAYER_NORMALIZATION] = &hc_layer_layer_normalization,
     [HC_LAYER_BATCHNORM] = &hc_layer_batchnorm,
+    [HC_LAYER_EMBEDDING] = &hc_layer_embedding,
+    [HC_LAYER_GLOBALAVGPOOL1D] = &hc_layer_globalavgpool1d,
 };
 
 const struct hc_layer_kind *hc_layer_kind(enum hc_layer_type t)

@@ -27,6 +27,9 @@ struct cJSON;
                              * output those are a classifier's logits */
 #define HC_LAYER_MERGE  4u  /* reads 2 to HC_LAYER_MAX_IN nodes (the others
                              * read exactly one) */
+#define HC_LAYER_IDS    8u  /* reads a model input of int64 ids (an
+                             * input with "dtype": "int64"), which no
+                             * other kind reads */
 
 /* How the Keras reader (model_keras.c) takes one config argument. */
 enum hc_keras_take {
@@ -145,5 +148,7 @@ extern const struct hc_layer_kind hc_layer_depthwise_conv2d;
 extern const struct hc_layer_kind hc_layer_separable_conv2d;
 extern const struct hc_layer_kind hc_layer_layer_normalization;
 extern const struct hc_layer_kind hc_layer_batchnorm;
+extern const struct hc_layer_kind hc_layer_embedding;
+extern const struct hc_layer_kind hc_layer_globalavgpool1d;
 
 #endif

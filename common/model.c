@@ -580,8 +580,9 @@ static uint64_t signature(const struct hc_model *m)
     sig_add(&h, "hetps-model 1\ninput %s\n",
             md_fmt_shape(&m->input, si, sizeof si));
     for (int q = 0; !chain && q < m->n_inputs; q++)
-        sig_add(&h, "graph input %s %s\n", m->inputs[q].name,
-                md_fmt_shape(&m->inputs[q].shape, si, sizeof si));
+        sig_add(&h, "graph input %s %s%s\n", m->inputs[q].name,
+                md_fmt_shape(&m->inputs[q].shape, si, sizeof si),
+                m->inputs[q].ids ? " int64" : "");
     for (int i = 0; i < m->n_layers; i++) {
         const struct hc_layer_spec *l = &m->layers[i];
         sig_add(&h, "layer %s %s %s f%d k%d,%d s%d,%d p%d q%d,%d u%d "
@@ -625,6 +626,8 @@ static uint64_t signature(const struct hc_model *m)
                     (double)d->reg.l2);
         if (d->moving)              /* likewise */
             sig_add(&h, " moving%.9g,%d", (double)d->momentum, d->moments_of);
+        if (d->table_rows)
+            sig_add(&h, " rows%llu", (unsigned long long)d->table_rows);
         sig_add(&h, "\n");
     }
     sig_add(&h, "loss %d", (int)m->loss);

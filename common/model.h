@@ -72,6 +72,8 @@ enum hc_layer_type {
     HC_LAYER_SEPARABLE_CONV2D,
     HC_LAYER_LAYER_NORMALIZATION,
     HC_LAYER_BATCHNORM,     /* Keras's BatchNormalization */
+    HC_LAYER_EMBEDDING,     /* a row-sparse table's rows by id */
+    HC_LAYER_GLOBALAVGPOOL1D,
     HC_LAYER_COUNT          /* the number of kinds, not one */
 };
 
@@ -172,9 +174,10 @@ struct hc_regularizer {
 };
 
 /* A tensor shape without the batch dimension: (H, W, C) for images,
- * (N) for flat vectors (rank 1, dims[0] = N). */
+ * (N) for flat vectors (rank 1, dims[0] = N), (steps, C) for sequences
+ * (rank 2: an embedding's output, one row per id). */
 struct hc_shape {
-    int rank;               /* 1 or 3 */
+    int rank;               /* 1, 2 or 3 */
     int dims[3];
 };
 
@@ -201,7 +204,9 @@ struct hc_layer_spec {
                                  * columns on the left, right */
     struct hc_shape target;     /* reshape: target_shape as given, one
                                  * dimension may be −1 */
-    int units;                  /* dense */
+    int units;                  /* dense; embedding: output_dim */
+    uint64_t input_dim;         /* embedding: rows of its table (ids in
+                                 * [0, input_dim)), up to 2^62 */
     float rate;                 /* dropout */
     float max_value;            /* relu: the ceiling, < 0 for none */
     float negative_slope;       /* relu, leaky_relu */
@@ -261,7 +266,15 @@ struct hc_var_def {
 struct hc_model_input {
     char name[HC_NAME_MAX];     /* "input" when the file names none */
     struct hc_shape shape;
+    int ids;                    /* "dtype": "int64": (N) row ids, read by
+                                 * embeddings only. In a sample's row of
+                                 * floats (worker/nn.h) each id takes two
+                                 * floats' bytes, the int64 as it is
+                                 * (HC_ID_FLOATS), never a float's value */
 };
+
+/* Floats of a sample's row an int64 id takes (its 8 bytes, copied). */
+#define HC_ID_FLOATS 2
 
 struct hc_model {
     char name[HC_NAME_MAX];

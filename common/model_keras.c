@@ -175,6 +175,14 @@ static int dtype_ok(const cJSON *v)
            !strcmp(md_get(cfg, "name")->valuestring, "float32");
 }
 
+/* An InputLayer's dtype of ids: "int64" or "int32" (Keras 2 and 3 write
+ * a string), read as hetps's input "dtype": "int64". */
+static int ids_dtype(const cJSON *v)
+{
+    return cJSON_IsString(v) && (!strcmp(v->valuestring, "int64") ||
+                                 !strcmp(v->valuestring, "int32"));
+}
+
 /* An initializer of class cls (Keras 2 and 3 spell GlorotUniform the same;
  * "glorot_uniform" as a string in older files). */
 static int init_is(const cJSON *v, const char *cls, const char *str)
@@ -425,6 +433,8 @@ static void layer(struct kx *k, int i, const cJSON *lj, cJSON *layers,
     for (v = cfg->child; v; v = v->next) {
         const struct hc_keras_arg *a = find_arg(args_common, v->string);
 
+        if (is_input && !strcmp(v->string, "dtype") && ids_dtype(v))
+            continue;   /* functional() gives the input its dtype */
         if (!a)
             a = find_arg(own, v->string);
         if (a)
@@ -916,6 +926,8 @@ static void functional(struct kx *k, const cJSON *cfg, cJSON *n)
 
                 cJSON_AddStringToObject(o, "name", name);
                 cJSON_AddItemToObject(o, "shape", shape);
+                if (ids_dtype(md_get(cfg_l, "dtype")))
+                    cJSON_AddStringToObject(o, "dtype", "int64");
                 cJSON_AddItemToArray(found, o);
             } else {
                 problem(k, where, "an InputLayer needs its shape "

@@ -128,6 +128,8 @@ const char *md_fmt_shape(const struct hc_shape *s, char *buf, size_t len)
     if (s->rank == 3)
         snprintf(buf, len, "(%d, %d, %d)", s->dims[0], s->dims[1],
                  s->dims[2]);
+    else if (s->rank == 2)
+        snprintf(buf, len, "(%d, %d)", s->dims[0], s->dims[1]);
     else
         snprintf(buf, len, "(%d)", s->dims[0]);
     return buf;
@@ -538,6 +540,29 @@ static int check_keys(const cJSON *lj, const struct hc_layer_kind *k,
     return md_check_keys(lj, keys, where);
 }
 
+/* An input of ids is read by kinds that take ids (HC_LAYER_IDS), and
+ * those read one. */
+static int check_ids(const struct hc_model *m, const char *where,
+                     const struct hc_layer_kind *k,
+                     const struct hc_layer_spec *l)
+{
+    for (int j = 0; j < l->n_in; j++) {
+        int q = -1 - l->in_from[j];
+        int ids = q >= 0 && m->inputs[q].ids;
+
+        if (ids && !(k->flags & HC_LAYER_IDS))
+            return md_fail(where, "%s reads input \"%s\" of int64 ids; "
+                           "only an embedding reads ids", k->name,
+                           m->inputs[q].name);
+        if (!ids && (k->flags & HC_LAYER_IDS))
+            return md_fail(where, "%s reads \"%s\", which is no model "
+                           "input of ids; it reads an input with \"dtype\": "
+                           "\"int64\"", k->name,
+                           hc_model_node_name(m, l->in_from[j]));
+    }
+    return HC_OK;
+}
+
 /* Output shape and variables of layer l, whose inputs are in_from. */
 static int layer_infer(struct hc_model *m, const char *where,
                        const struct hc_layer_kind *k, struct hc_layer_spec *l)
@@ -550,6 +575,8 @@ static int layer_infer(struct hc_model *m, const char *where,
     l->n_var = 0;
     l->in = *hc_model_node_shape(m, l->in_from[0]);
     l->out = l->in;
+    if ((rv = check_ids(m, where, k, l)))
+        return rv;
     if (k->infer && (rv = k->infer(m, where, l)))
         return rv;
     if (md_shape_elems(&l->out) > MD_ELEMS_MAX)
@@ -589,10 +616,32 @@ static int parse_layer(struct hc_model *m, struct md_file_layers *f, int p)
 
 /* ---- the model's inputs and the layers array ---------------------------- */
 
+/* An input's "dtype": "float32" (the default) or "int64" (ids, a flat
+ * (N) of them). */
+static int read_dtype(const cJSON *it, const char *where,
+                      struct hc_model_input *in)
+{
+    const char *s;
+    int rv;
+
+    if ((rv = md_get_str(it, "dtype", where, &s)))
+        return rv;
+    in->ids = s && !strcmp(s, "int64");
+    if (s && !in->ids && strcmp(s, "float32"))
+        return md_fail(where, "\"dtype\" must be \"float32\" or \"int64\" "
+                       "(row ids for an embedding), got \"%.40s\"", s);
+    if (in->ids && (in->shape.rank != 1 ||
+                    (uint64_t)in->shape.dims[0] * HC_ID_FLOATS >
+                        MD_ELEMS_MAX))
+        return md_fail(where, "an input of int64 ids has shape [N] (N ids a "
+                       "sample)");
+    return HC_OK;
+}
+
 /* "inputs": [{"name": "image", "shape": [28, 28, 1]}, …] into m. */
 static int read_inputs(const cJSON *root, struct hc_model *m)
 {
-    static const char *const keys_in[] = {"name", "shape", NULL};
+    static const char *const keys_in[] = {"name", "shape", "dtype", NULL};
     const cJSON *ins = md_get(root, "inputs"), *it;
     char where[WHERE_MAX], buf[64];
     const char *s;
@@ -630,7 +679,8 @@ static int read_inputs(const cJSON *root, struct hc_model *m)
         snprintf(in->name, sizeof in->name, "%s", s);
         if (!md_get(it, "shape"))
             return md_missing(where, "shape", "[28, 28, 1]");
-        if ((rv = md_parse_shape(md_get(it, "shape"), where, &in->shape)))
+        if ((rv = md_parse_shape(md_get(it, "shape"), where, &in->shape)) ||
+            (rv = read_dtype(it, where, in)))
             return rv;
     }
     m->n_inputs = q;

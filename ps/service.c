@@ -702,6 +702,16 @@ static void on_request(void *arg, hc_rpc_req *req, nng_msg *msg)
             /* Reading needs no membership: `hetps eval` of live weights,
              * from a snapshot, below. */
             out.pull = 1;
+        } else if (in.env->payload_case ==
+                   HETPS__ENVELOPE__PAYLOAD_PULL_ROWS) {
+            /* Nor does reading rows: `hetps eval` of a model with
+             * embedding tables looks its batches' rows up. */
+            int prv = ps_shard_pull_rows(s->shard, &in, &s->me, &reply);
+
+            if (prv != HC_OK)
+                reply = service_error_reply(s, in.env->request_id,
+                                            hc_wire_error_code(prv),
+                                            hc_err_msg());
         } else {
             refusal_said(s, req, msg, "a %s from %s:%u: only workers may "
                          "send it", hc_wire_payload_name(pc),

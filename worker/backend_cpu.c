@@ -1110,6 +1110,32 @@ static void cpu_dropout_backward(struct wk_backend *be, const float *dy,
     cpu_dropout(dy, dx, n, rate, seed);
 }
 
+/* ---- embedding lookup ---- */
+
+static void cpu_embed_gather(struct wk_backend *be, const float *rows,
+                             const int32_t *inv, size_t n, int dim, float *y)
+{
+    (void)be;
+    for (size_t i = 0; i < n; i++)
+        memcpy(y + i * (size_t)dim, rows + (size_t)inv[i] * (size_t)dim,
+               (size_t)dim * sizeof *y);
+}
+
+static void cpu_embed_scatter(struct wk_backend *be, const float *dy,
+                              const int32_t *inv, size_t n, int dim,
+                              size_t n_rows, float *drows)
+{
+    (void)be;
+    memset(drows, 0, n_rows * (size_t)dim * sizeof *drows);
+    for (size_t i = 0; i < n; i++) {
+        float *d = drows + (size_t)inv[i] * (size_t)dim;
+        const float *g = dy + i * (size_t)dim;
+
+        for (int c = 0; c < dim; c++)
+            d[c] += g[c];
+    }
+}
+
 /* ---- layer normalisation ---- */
 
 static void cpu_layernorm_forward(struct wk_backend *be, int rows, int n,
@@ -1338,6 +1364,8 @@ static const struct wk_backend_ops cpu_ops = {
     .bn_forward = cpu_bn_forward,
     .bn_backward_params = cpu_bn_backward_params,
     .bn_backward_input = cpu_bn_backward_input,
+    .embed_gather = cpu_embed_gather,
+    .embed_scatter = cpu_embed_scatter,
 };
 
 int wk_backend_cpu_new(int n_threads, struct wk_backend **out)

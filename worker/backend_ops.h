@@ -252,6 +252,19 @@
                                  const float *rstd, const float *gamma,       \
                                  float *dx, float *dgamma, float *dbeta),     \
       (be, rows, n, dy, xhat, rstd, gamma, dx, dgamma, dbeta), required)      \
+    /* Embedding lookup: y (n, dim) row i = rows[inv[i]], rows (n_rows, dim), \
+     * inv (n) each < n_rows (a batch position's row among the step's       \
+     * unique ones). Overwrites y. */                                        \
+    X(void, embed_gather, (struct wk_backend *be, const float *rows,          \
+                           const int32_t *inv, size_t n, int dim, float *y),  \
+      (be, rows, inv, n, dim, y), required)                                   \
+    /* Its adjoint: drows (n_rows, dim) row u = Σ over i with inv[i] = u of  \
+     * dy[i] (the gradients of repeated ids summed; the CPU in batch order,  \
+     * CUDA in any). Overwrites drows, rows no position names included. */   \
+    X(void, embed_scatter, (struct wk_backend *be, const float *dy,           \
+                            const int32_t *inv, size_t n, int dim,            \
+                            size_t n_rows, float *drows),                     \
+      (be, dy, inv, n, dim, n_rows, drows), required)                         \
     /* y = x ⊙ mask(seed) / (1 − rate), mask as wk_dropout_hash documents;    \
      * y may equal x. 0 ≤ rate < 1. */                                        \
     X(void, dropout_forward, (struct wk_backend *be, const float *x,          \

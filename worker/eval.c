@@ -103,8 +103,11 @@ static int check_inputs(const struct hc_model *m, const struct wk_dataset *d)
                               "%s, but the model's input %d is %s", q,
                               d->images_path, in->name, q,
                               m->inputs[q].name);
-        if (!fits(&m->inputs[q].shape, in->h, in->w, in->c, shape,
-                  sizeof shape))
+        struct hc_shape want = m->inputs[q].shape;
+
+        if (m->inputs[q].ids)           /* each id's bytes: HC_ID_FLOATS */
+            want.dims[0] *= HC_ID_FLOATS;
+        if (!fits(&want, in->h, in->w, in->c, shape, sizeof shape))
             return hc_err_set(HC_ERR_MISMATCH, "input %s: %s holds samples "
                               "of shape (%d, %d, %d), but model %s (%s) "
                               "takes input %s of shape %s", in->name,

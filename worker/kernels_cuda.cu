@@ -1058,6 +1058,64 @@ void wk_cu_avgpool_backward(struct wk_backend *be, const struct wk_geom *g,
     wk_cu_launched(be, "average-pool backward kernel");
 }
 
+/* ---- embedding lookup ---- */
+
+/* One thread per element of y: its position's row's element. */
+__global__ static void embed_gather_k(const float *rows, const int32_t *inv,
+                                      size_t n, int dim, float *y)
+{
+    GRID_LOOP(e, n * (size_t)dim) {
+        size_t i = e / (size_t)dim;
+
+        y[e] = rows[(size_t)inv[i] * dim + e % (size_t)dim];
+    }
+}
+
+/* One thread per element of dy, added to its row's (repeated ids meet
+ * in atomicAdd: the sum's order is the GPU's). */
+__global__ static void embed_scatter_k(const float *dy, const int32_t *inv,
+                                       size_t n, int dim, float *drows)
+{
+    GRID_LOOP(e, n * (size_t)dim) {
+        size_t i = e / (size_t)dim;
+
+        atomicAdd(&drows[(size_t)inv[i] * dim + e % (size_t)dim], dy[e]);
+    }
+}
+
+void wk_cu_embed_gather(struct wk_backend *be, const float *rows,
+                        const int32_t *inv, size_t n, int dim, float *y)
+{
+    size_t total = n * (size_t)dim;
+
+    if (!total || wk_cu_enter(be))
+        return;
+    embed_gather_k<<<blocks_for(total), TPB, 0, stream_of(be)>>>(rows, inv,
+                                                                 n, dim, y);
+    wk_cu_launched(be, "embedding gather kernel");
+}
+
+void wk_cu_embed_scatter(struct wk_backend *be, const float *dy,
+                         const int32_t *inv, size_t n, int dim, size_t n_rows,
+                         float *drows)
+{
+    size_t total = n * (size_t)dim;
+
+    if (wk_cu_enter(be))
+        return;
+    if (n_rows &&
+        cudaMemsetAsync(drows, 0, n_rows * (size_t)dim * sizeof *drows,
+                        stream_of(be)) != cudaSuccess) {
+        wk_cu_launched(be, "embedding gradient clear");
+        return;
+    }
+    if (!total)
+        return;
+    embed_scatter_k<<<blocks_for(total), TPB, 0, stream_of(be)>>>(dy, inv, n,
+                                                                  dim, drows);
+    wk_cu_launched(be, "embedding scatter kernel");
+}
+
 /* ---- depthwise convolution ---- */
 
 /* One thread per output (b, oh, ow, c·dm + m): its window's cells inside

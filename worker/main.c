@@ -40,6 +40,8 @@
 #include "trainer.h"
 #include "watch.h"
 #include "tune.h"
+#include "tables.h"
+#include "ctr_inputs.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -192,6 +194,9 @@ struct infer {
     struct wk_replicas *rep;
     float *params;                  /* (n_params) */
     float *x;                       /* (batch, H, W, C) scratch */
+    struct wk_tables *tables;       /* the model's embedding tables, their
+                                     * rows pulled from the live shards
+                                     * before each forward; NULL none */
 };
 
 #define INFER_OPTS \
@@ -283,6 +288,12 @@ static int infer_open(struct infer *a, const struct wk_dataset *d)
     if (!a->params || !a->x)
         return hc_err_set(HC_ERR_NOMEM, "out of memory for batch %d",
                           a->batch);
+    for (int i = 0; i < a->m->n_layers; i++)
+        if (a->weights && a->m->layers[i].type == HC_LAYER_EMBEDDING)
+            return hc_err_set(HC_ERR_CONFIG, "model %s has embedding "
+                              "tables (layer %s), which are not exported: "
+                              "give --cluster to read them from the live "
+                              "shards", a->m->name, a->m->layers[i].name);
     if (a->weights)
         return wk_load_weights(a->m, a->weights, a->params);
     if ((rv = pc_open(&a->pc, &a->cl, -1, 0, NULL)) != HC_OK)
@@ -300,11 +311,16 @@ static int infer_open(struct infer *a, const struct wk_dataset *d)
     }
     if (rv == HC_OK && (rv = pc_set_model(a->pc, a->m, 0)) == HC_OK)
         rv = pc_pull(a->pc, a->params, NULL);
+    if (rv == HC_OK &&
+        (rv = wk_tables_open(a->m, a->pc, a->batch, &a->tables)) == HC_OK &&
+        a->tables)
+        rv = wk_replicas_before_forward(a->rep, wk_tables_before, a->tables);
     return rv;
 }
 
 static void infer_close(struct infer *a)
 {
+    wk_tables_close(a->tables);
     pc_close(a->pc);
     free(a->params);
     free(a->x);
@@ -325,6 +341,8 @@ static int eval_data(const struct infer *a, const char *data,
 
     if (!data)
         return wk_data_load_dir(a->data_dir, a->set ? a->set : "t10k", d);
+    if (wk_ctr_inputs_spec(data))
+        return wk_ctr_inputs_load(data, "--data", a->m, d);
     if (a->m->n_inputs < 2 && !strchr(data, '='))
         return wk_data_load_any(data, data, NULL, "t10k", d);
     for (int q = 0; q < a->m->n_inputs; q++)

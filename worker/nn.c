@@ -236,6 +236,12 @@ int wk_net_forward(struct wk_net *net, const float *params, const float *x,
         return hc_err_set(HC_ERR_INVAL,
                           "wk_net_forward: batch of %d samples; this net "
                           "takes 1 to %d", B, net->max_batch);
+    for (i = 0; i < net->n_layers; i++)
+        if ((net->layers[i].kind->flags & NN_TABLE) &&
+            net->layers[i].rows_B != B)
+            return hc_err_set(HC_ERR_INVAL, "wk_net_forward: %s has no rows "
+                              "set for a batch of %d (wk_net_set_rows)",
+                              net->layers[i].name, B);
     if ((rv = upload_params(net, params)))
         return rv;
     if (net->n_inputs > 1)

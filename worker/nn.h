@@ -193,6 +193,46 @@ int wk_net_predict(struct wk_net *net, const float *params, const float *x,
                    const int *labels, const float *targets, int B,
                    double *loss_sum, int *correct);
 
+/*
+ * Row-sparse tables (nn_embedding.c). An embedding layer reads a model
+ * input of int64 ids (N a sample; in x each id's 8 bytes as HC_ID_FLOATS
+ * floats, model.h) and looks them up in a table the net does not hold:
+ * before each forward the caller sets the step's rows of every table —
+ * the batch's unique ids' rows (pulled from the shards) and each
+ * position's row among them — and after backward reads their gradients,
+ * summed by row here (repeated ids' gradients added in one place).
+ *
+ * wk_net_tables: the number of embedding layers, their descriptions in
+ * t[0 .. min(n, max)) in layer order.
+ */
+struct wk_net_table {
+    int layer;              /* the embedding's layer index */
+    int var;                /* its table: the model's variable */
+    int input;              /* the model input of ids it reads */
+    int n_ids;              /* ids a sample (N) */
+    int dim;                /* floats a row (output_dim) */
+};
+int wk_net_tables(const struct wk_net *net, struct wk_net_table *t, int max);
+
+/*
+ * The rows of table k (k-th of wk_net_tables) for the next forward of B
+ * samples: rows (n_rows, dim) host memory, inv (B·N) each position's row
+ * in [0, n_rows) (hc_rowmap's inv). Copied: the arrays may be reused at
+ * once. Errors: HC_ERR_INVAL (no table k, B outside [1, max_batch],
+ * n_rows 0 or over B·N, an inv out of range: named), a device error.
+ */
+int wk_net_set_rows(struct wk_net *net, int k, const float *rows,
+                    size_t n_rows, const int32_t *inv, int B);
+
+/*
+ * After wk_net_backward: the gradient of the batch's mean loss (the
+ * dense gradients' scale) with respect to each of table k's rows set for
+ * the step, grad (n_rows, dim) host memory, overwritten. Errors:
+ * HC_ERR_INVAL (no table k, no backward since its rows were set), a
+ * device error.
+ */
+int wk_net_rows_grad(struct wk_net *net, int k, float *grad);
+
 /* The dropout seed layer `layer` used in the last forward (0 when it did
  * not drop; with wk_net_set_dropout_pos already moved to first_sample);
  * for tests and debugging, with wk_dropout_hash. */

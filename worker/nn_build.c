@@ -28,6 +28,14 @@ size_t nn_shape_size(const struct hc_shape *s)
     return n;
 }
 
+size_t nn_node_floats(const struct hc_model *m, int j)
+{
+    if (j < 0)
+        return nn_shape_size(&m->inputs[-1 - j].shape) *
+               (m->inputs[-1 - j].ids ? HC_ID_FLOATS : 1);
+    return nn_shape_size(&m->layers[j].out);
+}
+
 static int shape_eq(const struct hc_shape *a, const struct hc_shape *b)
 {
     int i;
@@ -44,6 +52,8 @@ const char *nn_shape_str(const struct hc_shape *s, char *buf, size_t len)
 {
     if (s->rank == 3)
         snprintf(buf, len, "(%d, %d, %d)", s->dims[0], s->dims[1], s->dims[2]);
+    else if (s->rank == 2)
+        snprintf(buf, len, "(%d, %d)", s->dims[0], s->dims[1]);
     else if (s->rank == 1)
         snprintf(buf, len, "(%d)", s->dims[0]);
     else
@@ -173,7 +183,7 @@ static int setup_layer(struct nn_setup *c, struct nn_layer *l)
                               "layer", c->where, j, c->m->n_inputs);
         l->src[k] = j;
         c->ins[k] = node_shape(c->m, j);
-        l->src_size[k] = (int)nn_shape_size(c->ins[k]);
+        l->src_size[k] = (int)nn_node_floats(c->m, j);
     }
     in = c->ins[0];
     want = *in;
@@ -202,9 +212,9 @@ static int setup_layer(struct nn_setup *c, struct nn_layer *l)
     }
     if (l->n_w)
         l->reg_w = c->m->vars[s->var_kernel].reg;
-    l->in_size = (int)nn_shape_size(in);
+    l->in_size = l->src_size[0];
     l->out_size = (int)nn_shape_size(&want);
-    l->out_c = want.rank == 3 ? want.dims[2] : want.dims[0];
+    l->out_c = want.dims[want.rank - 1];
     return HC_OK;
 }
 
@@ -243,7 +253,7 @@ static int setup_model(struct wk_net *net, const struct hc_model *m)
                               nn_shape_str(s, b1, sizeof b1));
         /* A sample's inputs lie one after another in x (nn.h). */
         net->in_off[i] = n;
-        n += nn_shape_size(s);
+        n += nn_node_floats(m, -1 - i);
     }
     net->n_inputs = m->n_inputs;
     for (i = 0; i < m->n_vars; i++) {
@@ -459,7 +469,7 @@ int nn_check_extra(const struct nn_setup *c, struct nn_layer *l, int v,
 
 int nn_layer_has_vars(const struct nn_layer *l)
 {
-    return l->n_w || l->n_b || l->n_extra;
+    return l->n_w || l->n_b || l->n_extra || (l->kind->flags & NN_TABLE);
 }
 
 /*
@@ -800,6 +810,7 @@ void wk_net_free(struct wk_net *net)
         wk_be_free(l->be, l->idx);
         wk_be_free(l->be, l->pre);
         wk_be_free(l->be, l->aux);
+        wk_be_free(l->be, l->rgrad);
         for (k = 0; k < l->n_in; k++)
             wk_be_free(l->be, l->xin[k]);
     }

@@ -156,6 +156,15 @@ struct nn_layer {
     const float *x;         /* input of the last forward (own backend) */
     const float *y;         /* output of the last forward (own or alias) */
     uint64_t seed;          /* dropout seed of the last forward, 0 = off */
+    /* embedding (nn_embedding.c): its table, a row-sparse variable whose
+     * step's rows the trainer sets (wk_net_set_rows) into aux (max_B·N,
+     * out_c) with each position's row in idx (max_B, N) */
+    int table;              /* the table's variable */
+    int n_ids;              /* ids a sample (N) */
+    size_t n_rows;          /* rows set for the step (≤ B·N) */
+    int rows_B;             /* the batch they were set for, 0 none */
+    float *rgrad;           /* (max_B·N, out_c) their gradients, summed by
+                             * row in backward */
 };
 
 struct wk_net {
@@ -235,6 +244,9 @@ struct nn_setup {
                              * of the layer before it to its own output */
 #define NN_IN_PLACE     8u  /* backward_input always leaves the input's
                              * gradient in dy (returns 0) */
+#define NN_TABLE       32u  /* reads ids and a row-sparse table
+                             * (embedding): needs its output's gradient
+                             * though it has no dense parameters */
 #define NN_SHARED_WS   16u  /* its workspace (ws_size floats a sample) is
                              * its device's, shared by every such layer:
                              * l->cols holds nothing from one call (forward,
@@ -300,7 +312,7 @@ extern const struct nn_kind nn_conv2d, nn_maxpool2d, nn_flatten, nn_dense,
     nn_multiply, nn_concatenate, nn_relu, nn_avgpool2d, nn_globalavgpool2d,
     nn_globalmaxpool2d, nn_zeropadding2d, nn_reshape, nn_depthwise_conv2d,
     nn_separable_conv2d, nn_layer_normalization,
-    nn_batchnorm;
+    nn_batchnorm, nn_embedding, nn_globalavgpool1d;
 
 /* What nn_build.c gives the kinds' setup and alloc. */
 
@@ -339,6 +351,10 @@ int nn_global_window(const struct nn_setup *c,
 
 /* Floats of a shape. */
 size_t nn_shape_size(const struct hc_shape *s);
+
+/* Floats per sample of node j of m: its shape's, or for an input of
+ * int64 ids HC_ID_FLOATS a value (each id's bytes as they are). */
+size_t nn_node_floats(const struct hc_model *m, int j);
 
 /* "(H, W, C)" or "(N)" into buf; returns buf. */
 const char *nn_shape_str(const struct hc_shape *s, char *buf, size_t len);

@@ -28,6 +28,8 @@ static const struct nn_kind *const kinds[HC_LAYER_COUNT] = {
     [HC_LAYER_SEPARABLE_CONV2D] = &nn_separable_conv2d,
     [HC_LAYER_LAYER_NORMALIZATION] = &nn_layer_normalization,
     [HC_LAYER_BATCHNORM] = &nn_batchnorm,
+    [HC_LAYER_EMBEDDING] = &nn_embedding,
+    [HC_LAYER_GLOBALAVGPOOL1D] = &nn_globalavgpool1d,
 };
 
 const struct nn_kind *nn_kind_of(enum hc_layer_type t)

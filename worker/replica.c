@@ -71,6 +71,8 @@ struct wk_replicas {
     int solo;                   /* the next job's: WK_SHARE_ALL or a device */
     double weight[WK_MAX_DEVICES];
     int split[WK_MAX_DEVICES];  /* of the last job */
+    int (*before)(void *arg, struct wk_net *net, const float *x, int B);
+    void *before_arg;           /* wk_replicas_before_forward */
     /* hand-off */
     int sync_init;
     pthread_mutex_t mu;
@@ -173,7 +175,9 @@ static void run_job(struct wk_replicas *r, struct rep_dev *d)
     if (!d->count)
         return;
     t0 = hc_now_s();
-    if (r->job == JOB_STEP) {
+    if (r->before && (rv = r->before(r->before_arg, d->net, x, d->count))) {
+        /* the forward does not run */
+    } else if (r->job == JOB_STEP) {
         wk_net_set_dropout_pos(d->net, r->seed, r->steps, s);
         if (!(rv = wk_net_forward(d->net, r->params, x, d->count, 1)) &&
             !(rv = wk_net_loss(d->net, labels, targets, &d->loss_sum,
@@ -759,6 +763,22 @@ int wk_replicas_on_grads(struct wk_replicas *r,
     if (!single || r->dev[0].slowdown > 1.0)
         fn = NULL;
     return wk_net_on_grads(r->dev[0].net, fn, arg);
+}
+
+int wk_replicas_before_forward(struct wk_replicas *r,
+                               int (*fn)(void *arg, struct wk_net *net,
+                                         const float *x, int B),
+                               void *arg)
+{
+    if (fn && r->n > 1 && !r->placed)
+        return hc_err_set(HC_ERR_CONFIG, "row-sparse tables (embeddings) "
+                          "train on one net a worker, but this worker "
+                          "mirrors the model on %d devices (%s, …); give it "
+                          "one device (--devices)", r->n,
+                          r->devs->dev[0].name);
+    r->before = fn;
+    r->before_arg = arg;
+    return HC_OK;
 }
 
 int wk_replicas_set_slowdown(struct wk_replicas *r, int dev, double factor)

@@ -167,6 +167,20 @@ void wk_replicas_set_share(struct wk_replicas *r, int on);
 int wk_replicas_on_grads(struct wk_replicas *r,
                          void (*fn)(void *arg, size_t from), void *arg);
 
+/*
+ * Have every later step, predict and outputs call fn(arg, net, x, B)
+ * before the forward of each net: the net, its slice's rows x (B, in_size)
+ * and B. Its error fails the call. The trainer sets a batch's rows of the
+ * model's row-sparse tables this way (tables.h). Only a single net (one
+ * device, or placed): HC_ERR_CONFIG naming the devices otherwise. fn
+ * NULL: none.
+ */
+struct wk_net;
+int wk_replicas_before_forward(struct wk_replicas *r,
+                               int (*fn)(void *arg, struct wk_net *net,
+                                         const float *x, int B),
+                               void *arg);
+
 /* For tests: device dev sleeps (factor − 1) × its compute time after each
  * slice, so it looks factor times slower. factor ≥ 1 (1 = off).
  * HC_ERR_INVAL for a bad device or factor. No effect in placed mode. */

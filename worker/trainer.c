@@ -37,6 +37,8 @@
 #include "replica.h"
 #include "sync_schedule.h"
 #include "overlap.h"
+#include "tables.h"
+#include "ctr_inputs.h"
 
 /* A sync pull may wait for the slowest worker: allow one attempt this long. */
 #define SYNC_WAIT_MS 120000
@@ -67,6 +69,9 @@ struct run {
     struct wk_overlap ex;       /*   the exchange thread */
     long n_exchanges;           /* push-and-pulls timed */
     struct wk_watch *watch;     /* what the user sees (watch.h) */
+    struct wk_tables *tables;   /* the model's row-sparse tables, or NULL:
+                                 * their rows pulled before each forward,
+                                 * pushed after each step (tables.h) */
 };
 
 static int stopping(const struct run *r)
@@ -123,6 +128,7 @@ static int early_push(struct run *r)
     const struct wk_train_conf *c = r->c;
 
     if (c->push_late || c->overlap || c->cluster->mode == HC_MODE_SSP ||
+        r->tables ||                /* rows pushed after the step */
         c->slowdown > 1.0 || !pc_in_parts(r->pc) ||
         wk_clip_by_norm(&r->m->optim) ||   /* needs the whole gradient */
         !wk_replicas_on_grads(r->rep, grads_final, &r->ready))
@@ -463,6 +469,23 @@ static int overlap_step(struct run *r, struct wk_overlap *x,
     return HC_OK;
 }
 
+/* What the tables' rows cost a step (tables.h). */
+static void tables_summary(const struct run *r)
+{
+    struct wk_tables_stats st;
+
+    wk_tables_stats(r->tables, &st);
+    if (!st.pushes || !st.pulls)
+        return;
+    hc_info("tables: %.0f unique rows a step; %.1f KiB of ids and rows "
+            "pulled a batch, %.1f KiB of ids and gradients pushed a step "
+            "(%llu pulls, evaluation's included; %llu pushes)",
+            (double)st.rows_pushed / (double)st.pushes,
+            (double)st.bytes_pulled / 1024.0 / (double)st.pulls,
+            (double)st.bytes_pushed / 1024.0 / (double)st.pushes,
+            (unsigned long long)st.pulls, (unsigned long long)st.pushes);
+}
+
 /*
  * async and ssp: this worker's own shard, its own pace. Each step is one
  * push-and-pull: the gradient goes out, the values for the next step come
@@ -537,6 +560,8 @@ static int run_async(struct run *r)
             } else if ((rv = compute(r, n, &loss, &k)) == HC_OK) {
                 g.samples_per_s = (float)r->speed;
                 tx = hc_now_s();
+                if (r->tables && (rv = wk_tables_push(r->tables)) != HC_OK)
+                    goto out;
                 if (r->c->overlap) {
                     rv = overlap_step(r, &x, &g, &st, &version);
                 } else {
@@ -581,6 +606,8 @@ static int run_async(struct run *r)
                 1e3 * r->t_compute / (double)r->steps,
                 1e3 * r->t_exchange / (double)r->steps,
                 exchange_text(r), steady_text(r, steady, sizeof steady));
+        if (r->tables)
+            tables_summary(r);
     }
     rv = HC_OK;
 out:
@@ -872,7 +899,17 @@ static int load_data(const struct wk_train_conf *c, const struct hc_model *m,
                      const char *which, struct wk_dataset *d)
 {
     const char *names[HC_MODEL_MAX_INPUTS];
+    int is_test = strcmp(which, "train") != 0;
 
+    if (wk_ctr_inputs_spec(c->data)) {
+        if (is_test && !wk_ctr_inputs_spec(c->validation_data))
+            return hc_err_set(HC_ERR_CONFIG, "--data %s is a click-through "
+                              "file: give --validation-data criteo:TEST.tsv "
+                              "(or libsvm:FILE), or --no-eval", c->data);
+        return wk_ctr_inputs_load(is_test ? c->validation_data : c->data,
+                                  is_test ? "--validation-data" : "--data",
+                                  m, d);
+    }
     if (m->n_inputs < 2 && !(c->data && strchr(c->data, '=')))
         return wk_data_load_any(c->data, c->validation_data, c->data_dir,
                                 which, d);
@@ -880,6 +917,39 @@ static int load_data(const struct wk_train_conf *c, const struct hc_model *m,
         names[q] = m->inputs[q].name;
     return wk_data_load_any_inputs(c->data, c->validation_data, which,
                                    names, m->n_inputs, d);
+}
+
+/* A model with row-sparse tables (embeddings) trains in async and ssp,
+ * without --overlap: checked before any connection. */
+static int tables_allowed(const struct wk_train_conf *c,
+                          const struct hc_model *m)
+{
+    int tables = 0;
+
+    for (int i = 0; i < m->n_layers; i++)
+        tables |= m->layers[i].type == HC_LAYER_EMBEDDING;
+    if (tables && c->cluster->mode == HC_MODE_SYNC)
+        return hc_err_set(HC_ERR_CONFIG, "model %s has embedding tables, "
+                          "which train in mode async or ssp; mode sync does "
+                          "not train them yet (the shards refuse a sync "
+                          "step's rows): run --mode async or ssp", m->name);
+    if (tables && c->overlap)
+        return hc_err_set(HC_ERR_CONFIG, "--overlap does not train models "
+                          "with embedding tables (%s): their rows are "
+                          "pulled for each step's own batch", m->name);
+    return HC_OK;
+}
+
+/* The model's row-sparse tables: their rows pulled before each forward
+ * (the replicas' hook), pushed after each step. */
+static int open_tables(struct run *r)
+{
+    int rv;
+
+    if ((rv = wk_tables_open(r->m, r->pc, r->max_batch, &r->tables)) ||
+        !r->tables)
+        return rv;
+    return wk_replicas_before_forward(r->rep, wk_tables_before, r->tables);
 }
 
 int wk_train(const struct wk_train_conf *c)
@@ -908,6 +978,8 @@ int wk_train(const struct wk_train_conf *c)
     r.max_batch = sync ? r.B * c->cluster->n_worker : r.B;
     r.watch = c->watch;
 
+    if ((rv = tables_allowed(c, m)) != HC_OK)
+        goto out;
     rv = load_data(c, m, "train", &r.train);
     if (rv == HC_OK && r.do_eval)
         rv = load_data(c, m, "t10k", &r.test);
@@ -987,7 +1059,7 @@ int wk_train(const struct wk_train_conf *c)
                                 c->client.retry_ms > 0 ? c->client.retry_ms
                                                        : 60000);
     }
-    if (rv != HC_OK)
+    if (rv != HC_OK || (rv = open_tables(&r)) != HC_OK)
         goto out;
     r.early = early_push(&r);
 
@@ -1016,6 +1088,7 @@ out:
         else if (lrv != HC_OK)
             rv = lrv;
     }
+    wk_tables_close(r.tables);
     pc_close(r.pc);
     wk_devices_host_free(r.params);
     wk_devices_host_free(r.grads);

@@ -466,6 +466,64 @@ static void test_layernorm(void)
     pair_close(&p);
 }
 
+/* Embedding gather and its scatter-add adjoint, GPU vs CPU, with ids
+ * repeated within the batch (rows 0 and 1 hot) and rows no position
+ * names (their gradient zero). */
+static void test_embed(void)
+{
+    static const struct { size_t n, rows; int dim; } t[] = {
+        {1, 1, 1}, {7, 3, 5}, {512 * 26, 300, 16}, {40, 40, 33},
+    };
+    struct pair p;
+
+    if (!pair_open(&p))
+        HP_SKIP("no CUDA device");
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        const size_t n = t[i].n, nr = t[i].rows;
+        const int dim = t[i].dim;
+        float *rows = rand_floats(nr * dim), *dy = rand_floats(n * dim);
+        float *y = malloc(n * dim * 4), *dr = malloc(nr * dim * 4);
+        int32_t *inv = malloc(n * sizeof *inv);
+        float *d_rows, *d_dy, *d_y, *d_dr;
+        int32_t *d_inv;
+        char what[64];
+
+        CU_ASSERT_FATAL(y && dr && inv);
+        for (size_t k = 0; k < n; k++) {    /* half on rows 0 and 1 */
+            frand();
+            inv[k] = (int32_t)(k % 2 ? rng % nr : k / 2 % (nr < 2 ? 1 : 2));
+        }
+        d_rows = up(&p, rows, nr * dim * 4);
+        d_dy = up(&p, dy, n * dim * 4);
+        d_inv = up(&p, inv, n * sizeof *inv);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, n * dim * 4, (void **)&d_y),
+                              0);
+        CU_ASSERT_EQUAL_FATAL(wk_be_alloc(p.gpu, nr * dim * 4,
+                                          (void **)&d_dr), 0);
+        snprintf(what, sizeof what, "embed gather %zu ids, %zu rows × %d", n,
+                 nr, dim);
+        wk_be_embed_gather(p.cpu, rows, inv, n, dim, y);
+        wk_be_embed_gather(p.gpu, d_rows, d_inv, n, dim, d_y);
+        cmp(&p, what, d_y, y, n * dim);
+        snprintf(what, sizeof what, "embed scatter %zu ids, %zu rows × %d",
+                 n, nr, dim);
+        wk_be_embed_scatter(p.cpu, dy, inv, n, dim, nr, dr);
+        wk_be_embed_scatter(p.gpu, d_dy, d_inv, n, dim, nr, d_dr);
+        cmp(&p, what, d_dr, dr, nr * dim);
+        wk_be_free(p.gpu, d_rows);
+        wk_be_free(p.gpu, d_dy);
+        wk_be_free(p.gpu, d_inv);
+        wk_be_free(p.gpu, d_y);
+        wk_be_free(p.gpu, d_dr);
+        free(rows);
+        free(dy);
+        free(y);
+        free(dr);
+        free(inv);
+    }
+    pair_close(&p);
+}
+
 /* Depthwise convolution forward, filter and input gradients, GPU vs CPU,
  * over geometries with strides, "same" padding and depth multipliers. */
 static void test_dwconv(void)
@@ -1036,6 +1094,110 @@ static int compare_net(const struct hc_model *m, int B, int split)
     return 1;
 }
 
+/* One step of a click-through net — ids through an embedding and
+ * GlobalAveragePooling1D beside a numeric input, dense layers, binary
+ * cross-entropy — on the CPU and on the GPU (split: every other layer on
+ * the CPU), the same rows set in both: outputs, dense gradients and the
+ * rows' gradients summed by row (ids repeated within the batch). Without
+ * a GPU the CPU half still builds and steps. */
+static void embed_net(struct pair *p, int have_gpu, int split)
+{
+    enum { B = 16, N = 6, NX = 3, DIM = 4 };
+    static const char json[] =
+        "{\"seed\": 3, \"inputs\": [{\"name\": \"categorical\", \"shape\": "
+        "[6], \"dtype\": \"int64\"}, {\"name\": \"numeric\", \"shape\": "
+        "[3]}], \"layers\": [{\"type\": \"embedding\", \"input_dim\": 1000, "
+        "\"output_dim\": 4, \"inputs\": \"categorical\"}, {\"type\": "
+        "\"globalavgpool1d\", \"name\": \"pooled\"}, {\"type\": "
+        "\"concatenate\", \"inputs\": [\"pooled\", \"numeric\"]}, "
+        "{\"type\": \"dense\", \"units\": 5, \"activation\": \"tanh\"}, "
+        "{\"type\": \"dense\", \"units\": 1, \"activation\": \"sigmoid\"}], "
+        "\"loss\": \"binary_crossentropy\", \"optimizer\": \"sgd\"}";
+    struct hc_model *m = calloc(1, sizeof *m);
+    struct wk_backend *layer_be[HC_MODEL_MAX_LAYERS];
+    struct wk_net *cn = NULL, *gn = NULL;
+    const int row = N * HC_ID_FLOATS + NX;
+    float x[B * (N * HC_ID_FLOATS + NX)], rows[B * N * DIM];
+    float rc[B * N * DIM], rg[B * N * DIM], oc[B], og[B], *params, *gc, *gg;
+    int64_t ids[B * N], uniq[B * N];
+    int32_t inv[B * N];
+    int lab[B], n_rows = 0, l;
+    double lc, lg;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(json, strlen(json), "embed_net",
+                                         m), HC_OK);
+    for (int i = 0; i < B * N; i++) {   /* ids from 20 values: repeats */
+        int k;
+
+        ids[i] = (int64_t)((frand() + 1.0f) * 10.0f) % 20;
+        for (k = 0; k < n_rows && uniq[k] != ids[i]; k++)
+            ;
+        if (k == n_rows)
+            uniq[n_rows++] = ids[i];
+        inv[i] = k;
+    }
+    for (int b = 0; b < B; b++) {
+        memcpy(x + b * row, ids + b * N, N * sizeof *ids);
+        for (int j = 0; j < NX; j++)
+            x[b * row + N * HC_ID_FLOATS + j] = frand();
+        lab[b] = frand() > 0;
+    }
+    for (int i = 0; i < n_rows * DIM; i++)
+        rows[i] = 0.5f * frand();
+    params = malloc(m->n_params * 4);
+    gc = malloc(m->n_params * 4);
+    gg = malloc(m->n_params * 4);
+    CU_ASSERT_FATAL(params && gc && gg);
+    hc_model_init_params(m, params);
+    CU_ASSERT_EQUAL_FATAL(wk_net_new(m, p->cpu, B, &cn), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(wk_net_set_rows(cn, 0, rows, (size_t)n_rows, inv,
+                                          B), HC_OK);
+    CU_ASSERT_EQUAL(wk_net_step(cn, params, x, lab, NULL, B, gc, &lc, NULL),
+                    HC_OK);
+    CU_ASSERT_EQUAL(wk_net_output(cn, oc), HC_OK);
+    CU_ASSERT_EQUAL(wk_net_rows_grad(cn, 0, rc), HC_OK);
+    if (have_gpu) {
+        for (l = 0; l < m->n_layers; l++)
+            layer_be[l] = split && l % 2 ? p->cpu : p->gpu;
+        CU_ASSERT_EQUAL_FATAL(wk_net_new_placed(m, layer_be, B, &gn), HC_OK);
+        CU_ASSERT_EQUAL_FATAL(wk_net_set_rows(gn, 0, rows, (size_t)n_rows,
+                                              inv, B), HC_OK);
+        if (wk_net_step(gn, params, x, lab, NULL, B, gg, &lg, NULL))
+            printf("\n    %s", hc_err_msg());
+        CU_ASSERT_EQUAL(wk_net_output(gn, og), HC_OK);
+        CU_ASSERT_EQUAL(wk_net_rows_grad(gn, 0, rg), HC_OK);
+        near(split ? "embedding net split output" : "embedding net output",
+             og, oc, B);
+        near("  … dense gradients", gg, gc, m->n_params);
+        near("  … rows' gradients", rg, rc, (size_t)n_rows * DIM);
+        near("  … mean loss", &(float){(float)lg}, &(float){(float)lc}, 1);
+    }
+    wk_net_free(gn);
+    wk_net_free(cn);
+    free(params);
+    free(gc);
+    free(gg);
+    free(m);
+}
+
+static void test_embed_model(void)
+{
+    struct pair p;
+    int gpu = pair_open(&p);
+
+    if (!gpu)
+        CU_ASSERT_EQUAL_FATAL(wk_backend_cpu_new(1, &p.cpu), HC_OK);
+    embed_net(&p, gpu, 0);
+    embed_net(&p, gpu, 1);
+    if (gpu) {
+        pair_close(&p);
+        return;
+    }
+    wk_backend_free(p.cpu);
+    HP_SKIP("no CUDA device");
+}
+
 static void test_reference_model(void)
 {
     struct hc_model *m = calloc(1, sizeof *m);
@@ -1205,6 +1367,9 @@ void hp_test_register(void)
          test_dwconv},
         {"layer normalisation forward and backward", test_layernorm},
         {"batch norm statistics, forward, gradients", test_batchnorm},
+        {"embedding gather and scatter-add", test_embed},
+        {"embedding, GlobalAveragePooling1D model gpu vs cpu, and split",
+         test_embed_model},
         {"activations, bias gradients", test_activations},
         {"ReLU layer (max_value, negative_slope, threshold)",
          test_relu_layer},

@@ -398,7 +398,7 @@ static void test_new_errors(void)
         {e_no_params, HC_ERR_CONFIG, "has no layer with parameters"},
         {e_shared_var, HC_ERR_MISMATCH, "variable dense/kernel is already used "
                                         "by layer 0"},
-        {e_bad_input, HC_ERR_CONFIG, "input \"input\" of shape (rank 2)"},
+        {e_bad_input, HC_ERR_CONFIG, "input \"input\" of shape (4, 0); use (N)"},
         {e_bad_node, HC_ERR_MISMATCH, "layer 2 (dense): reads node -3; a "
                                       "layer reads an input (-1 to -2) or an "
                                       "earlier layer"},
