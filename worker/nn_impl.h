@@ -244,21 +244,21 @@ struct nn_setup {
                              * of the layer before it to its own output */
 #define NN_IN_PLACE     8u  /* backward_input always leaves the input's
                              * gradient in dy (returns 0) */
-#define NN_TABLE       32u  /* reads ids and a row-sparse table
-                             * (embedding): needs its output's gradient
-                             * though it has no dense parameters */
 #define NN_SHARED_WS   16u  /* its workspace (ws_size floats a sample) is
                              * its device's, shared by every such layer:
                              * l->cols holds nothing from one call (forward,
                              * or backward_params with backward_input) to
                              * the next */
+#define NN_ADDS        32u  /* backward_input adds its input's gradient to
+                             * what dx holds when l->dx_add is set (a node
+                             * with several readers), needing no scratch */
 #define NN_SUM_GRAD    64u  /* a weighted sum (add, subtract, average):
                              * input k's gradient is coef[k]·dy, so an
                              * input of coef 1 read by it alone may take
                              * its gradient buffer as it is (galias) */
-#define NN_ADDS        32u  /* backward_input adds its input's gradient to
-                             * what dx holds when l->dx_add is set (a node
-                             * with several readers), needing no scratch */
+#define NN_TABLE      128u  /* reads ids and a row-sparse table
+                             * (embedding): needs its output's gradient
+                             * though it has no dense parameters */
 
 struct nn_kind {
     unsigned flags;
