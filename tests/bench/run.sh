@@ -48,7 +48,7 @@ run() {
     echo "\$ $*"
     out=$(env "$@") || { echo "$out"; echo "bench: command failed: $*" >&2; exit 1; }
     echo "$out" | sed 's/^/  /'
-    RATE=$(echo "$out" | sed -n 's/.*: \([0-9.]*\) samples\/s$/\1/p' | head -n 1)
+    RATE=$(echo "$out" | sed -n 's/.*: \([0-9.]*\) samples\/s.*/\1/p' | head -n 1)
     RSS=$(echo "$out" | sed -n 's/.*peak RSS \([0-9.]*\) MiB$/\1/p' | head -n 1)
     if [ -z "$RATE" ]; then
         echo "bench: no samples/s in the output of: $*" >&2
@@ -103,10 +103,28 @@ if [ "$have_torch" = 1 ]; then
 "
 fi
 
+# The small ResNet with batch norm (issue #38: at least 1.5x PyTorch's
+# step on 1 thread), and its net's memory against the least a step holds.
+RESNET=deploy/models/fashion_resnet_bn.json
+RSTEPS=$((STEPS / 5))
+best "$STEP" "$RSTEPS" 64 "$THREADS" --rss --model "$RESNET"
+h=$BEST
+mem=$(echo "$out" | sed -n 's/^hetps: net memory //p')
+if [ "$have_torch" = 1 ]; then
+    best "$TUNE" "$PY" tests/bench/torch_resnet.py --speed --threads "$THREADS" \
+        --steps "$RSTEPS" --batch 64
+    resnet=$(awk -v h="$h" -v t="$BEST" \
+        'BEGIN { printf "resnet (batch norm) step batch 64: hetps %.0f samples/s, torch %.0f samples/s, ratio %.2fx", h, t, h / t }')
+else
+    resnet=$(awk -v h="$h" 'BEGIN { printf "resnet (batch norm) step batch 64: hetps %.0f samples/s, torch skipped", h }')
+fi
+
 echo
 echo "== results (best of $RUNS; hetps: $STEP, torch: $PY tests/bench/torch_step.py)"
 printf '%s' "$table"
 printf '%s' "$extra"
+echo "$resnet ($STEP --model $RESNET, tests/bench/torch_resnet.py --speed)"
+echo "resnet net memory: $mem"
 
 # Heterogeneity-aware balancing in sync mode: the reference global batch
 # and a large one (what a GPU server would run), see balance.sh.
