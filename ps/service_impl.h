@@ -302,11 +302,12 @@ nng_msg *service_apply_outside(struct ps_service *s,
                                const struct hc_wire_msg *in,
                                const struct ps_record *prev);
 
-/* A PushRows (service_step.c): applied at once under s->wmu as one step
- * with its record (async, ssp), answered with an Ack at the version after
- * it (info valid); refused in sync mode (its rows would need the step's
- * sum by row, not built yet) and when the shard refuses it (info not
- * valid: an Error reply). With s->mu. */
+/* A PushRows (service_step.c), under s->wmu: async, ssp: applied at once
+ * as one step with its record, answered with an Ack at the version after
+ * it; sync: held in the store with its record for the open step (applied,
+ * summed by row with the other workers', by the step's commit), answered
+ * with an Ack at the current version (info valid both). When the shard
+ * refuses it, an Error reply (info not valid). With s->mu. */
 nng_msg *service_push_rows(struct ps_service *s, const struct hc_wire_msg *in,
                            struct answer_info *info);
 

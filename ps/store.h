@@ -452,6 +452,21 @@ int ps_store_apply_rows(struct ps_store *s, const struct hc_optim_conf *c,
                         const struct ps_record *recs, size_t n_recs,
                         uint64_t *new_step);
 
+/*
+ * Sync: hold a worker's rows push (rows r[0 .. n), its summed gradients,
+ * each table's scale ignored) for the open step, durably: written in a
+ * transaction of its own with its record rec (answered at the current
+ * step, *step, may be NULL), so a push answered survives a restart; the
+ * next counted step's commit (ps_store_step_commit, ps_store_apply) applies
+ * every push held — summed by row in (worker, request) order and scaled by
+ * 1 / (their samples summed), one optimizer step per row — counts the step
+ * even without blocks, and deletes them with it. Errors as
+ * ps_store_apply_rows.
+ */
+int ps_store_rows_hold(struct ps_store *s, const struct ps_rows *r, size_t n,
+                       uint32_t samples, const struct ps_record *rec,
+                       uint64_t *step);
+
 /* The tables the store was initialised with: *n entries owned by the
  * store, valid until ps_store_close (NULL, 0 when none). */
 const struct ps_table *ps_store_tables(const struct ps_store *s, uint32_t *n);

@@ -347,12 +347,17 @@ static int apply_body(struct ps_store *s, MDB_txn *txn, void *arg)
         /* A later part of a push (async): the step its first part
          * counted, which it does not count again. */
         uint64_t t = g->uncounted && step > 0 ? step - 1 : step;
+        int held = 0;
 
         if ((rv = store_apply_blocks(s, txn, a->c, t, g, a->direct)) != HC_OK ||
             (rv = store_rows_apply(s, txn, a->c, t, g->rows,
                                        g->n_rows)) != HC_OK)
             return rv;
-        if ((g->n > 0 || g->n_rows > 0) && !g->uncounted)
+        /* A synchronous step's held rows pushes join its first step. */
+        if (k == 0 && !g->uncounted &&
+            (rv = store_rows_apply_held(s, txn, a->c, t, &held)) != HC_OK)
+            return rv;
+        if ((g->n > 0 || g->n_rows > 0 || held) && !g->uncounted)
             step++;
         for (size_t i = 0; i < g->n_recs; i++)
             if ((rv = store_record_put(s, txn, &g->recs[i], step)) != HC_OK)

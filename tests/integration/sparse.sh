@@ -9,7 +9,10 @@
 # nothing acknowledged lost), and `hetps inspect` must show each table's
 # rows on each shard, adding up to the rows touched, as /metrics does;
 # `hetps export` refuses the stores, naming the table (not built yet). In
-# sync mode a rows push is refused with a sentence, the shards serving on.
+# sync mode (tests/tools/rows_sync.c) 50 steps of 2 workers each pushing
+# half of every batch give every row, Adam slot and count of 1 worker
+# pushing the whole batch (1e-5 relative), and bit for bit the same again
+# while ps:1 is killed mid-run and restarted.
 . "$(dirname "$0")/lib.inc"
 pick_ports
 
@@ -107,15 +110,72 @@ grep -q "embedding/embeddings is a row-sparse table: exporting" "$T/export.txt" 
     { cat "$T/export.txt"; fail "hetps export's refusal does not name the table"; }
 ok "hetps export refuses a model with tables, naming the table"
 
-D="$T/sync"
-cluster sync
-start_ps 0
-start_ps 1
-wait_for 10 "$BIN/hetps" status "$D/cluster.json" || fail "sync: servers did not start"
-"$B/tools/rows" "$D/cluster.json" 5 "$D/rows.txt" refused > "$D/rows.log" 2>&1 ||
-    { cat "$D/rows.log"; fail "sync: a rows push was not refused"; }
-grep -q 'not built yet' "$D/rows.log" || { cat "$D/rows.log"; fail "sync: the refusal does not say why"; }
-"$BIN/hetps" status "$D/cluster.json" > /dev/null || fail "sync: the shards stopped serving after the refusal"
-ok "sync: a rows push is refused with a sentence; the shards serve on"
-stop_within 30 $ps0 $ps1
+# sync_run NAME WORKERS KILL: 50 sync steps of the same batches by WORKERS
+# workers (tests/tools/rows_sync.c), each pushing its share of every
+# batch's per-position gradients; with KILL=yes ps:1 is killed mid-run and
+# restarted. Worker 0's rows in $T/NAME/rows.txt; then the shards are
+# stopped and each row's values, Adam slots and count dumped to dump.txt.
+sync_run() {
+    D="$T/$1"
+    mkdir -p "$D"
+    workers=
+    for w in $(seq 1 $2); do
+        workers="$workers${workers:+, }\"127.0.0.1:$((PORT + 1 + w))\""
+    done
+    cat > "$D/cluster.json" <<JSON
+{ "cluster": { "ps": ["127.0.0.1:$PORT", "127.0.0.1:$((PORT + 1))"],
+               "worker": [$workers] },
+  "hetps": { "mode": "sync", "metrics_port": $((PORT + 5)) } }
+JSON
+    start_ps 0
+    start_ps 1
+    wait_for 10 "$BIN/hetps" status "$D/cluster.json" || fail "$1: servers did not start"
+    wpids=
+    for w in $(seq 0 $(( $2 - 1 ))); do
+        "$B/tools/rows_sync" "$D/cluster.json" $w $2 50 "$D/rows.txt" ${4:-0} > "$D/w$w.log" 2>&1 &
+        wpids="$wpids $!"
+        track $!
+    done
+    if [ "$3" = yes ]; then
+        steps() { echo $(( $(grep -c 'steps$' "$D/w0.log") * 10 )); }
+        at_least() { [ "$(steps)" -ge "$1" ]; }
+        wait_for 60 at_least 20 || { cat "$D/w0.log"; fail "$1: the workers stalled"; }
+        kill -KILL $ps1; wait $ps1 2>/dev/null
+        sleep 0.3
+        start_ps 1
+        ok "$1: ps:1 killed after $(steps)+ sync steps and restarted"
+    fi
+    for p in $wpids; do
+        wait $p || { cat "$D"/w*.log; tail -20 "$D/ps-1.log"; fail "$1: a rows_sync worker failed"; }
+    done
+    grep -q 'version 50$' "$D/w0.log" || { cat "$D/w0.log"; fail "$1: worker 0 did not end at version 50"; }
+    for j in 0 1; do
+        need_version "$D/cluster.json" $j
+        [ "$V" = 50 ] || fail "$1: ps:$j is at version $V after 50 sync steps"
+    done
+    stop_within 30 $ps0 $ps1
+    "$B/tools/rows_sync" dump "$D/rows.txt" "$D/ps-0" "$D/ps-1" > "$D/dump.txt" ||
+        fail "$1: cannot dump the stores' rows"
+    ok "$1: 50 sync steps of $2 worker(s), each shard at version 50, $(wc -l < "$D/rows.txt") rows"
+}
+
+# same_to A B: every number of files A and B equal to 1e-5 relative.
+same_to() {
+    awk 'NR == FNR { a[FNR] = $0; n = FNR; next }
+         { split(a[FNR], x); if (NF != split(a[FNR], x)) { print "line " FNR ": fields differ"; bad = 1; exit }
+           for (i = 1; i <= NF; i++) { d = x[i] - $i; d = d < 0 ? -d : d
+             m = x[i] < 0 ? -x[i] : x[i]; m2 = $i < 0 ? -$i : $i; if (m2 > m) m = m2
+             if (d > 1e-5 * m + 1e-12) { print "line " FNR " field " i ": " x[i] " vs " $i; bad = 1; exit } } }
+         END { if (!bad && FNR != n) { print "lines: " n " vs " FNR; bad = 1 } exit bad }' "$1" "$2"
+}
+
+sync_run sync1 1 no
+sync_run sync2 2 no
+same_to "$T/sync1/dump.txt" "$T/sync2/dump.txt" ||
+    fail "sync: 2 workers × 32 positions differ from 1 worker × 64 (values, slots or counts)"
+ok "sync: 2 × 32 equals 1 × 64 to 1e-5 relative after 50 steps, $(wc -l < "$T/sync1/dump.txt") rows with Adam's slots and counts"
+sync_run syncfault 2 yes 100
+cmp "$T/sync2/dump.txt" "$T/syncfault/dump.txt" ||
+    fail "sync: rows after ps:1 was killed mid-step differ from the fault-free run's"
+ok "sync: every touched row, slot and count after ps:1 was killed equals the fault-free run's"
 echo "sparse: all passed"
