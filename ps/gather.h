@@ -23,8 +23,13 @@ struct ps_gathered_var {
     int ndim;
     size_t shape[HC_NPY_MAX_DIMS];
     size_t size;
-    float *data;            /* (size) */
-    unsigned char *seen;    /* (size) elements filled */
+    float *data;            /* (size); a table: its stored rows (n_rows, dim) */
+    unsigned char *seen;    /* (size) elements filled; NULL for a table */
+    uint64_t table_rows;    /* a row-sparse table's input_dim; 0: dense */
+    uint32_t dim;           /* a table's floats a row */
+    uint64_t *ids;          /* (n_rows) a table's stored row ids, ascending
+                               over every shard (shape (n_rows, dim)) */
+    size_t n_rows;
 };
 
 /* Everything the shards of one cluster hold, assembled per variable. */

@@ -493,6 +493,14 @@ int ps_store_row_get(struct ps_store *s, uint32_t var, uint64_t id,
  * HC_ERR_NOTFOUND (no such table), HC_ERR_STORE. */
 int ps_store_table_rows(struct ps_store *s, uint32_t var, uint64_t *rows);
 
+/* Every stored row of table `var`, in id order, from one snapshot: ids
+ * into *ids (n), values into *rows (n, dim), both malloc'd (the caller
+ * frees them; NULL when n is 0), checksums verified. Errors:
+ * HC_ERR_NOTFOUND (no such table), HC_ERR_CRC, HC_ERR_STORE,
+ * HC_ERR_NOMEM. */
+int ps_store_rows_list(struct ps_store *s, uint32_t var, uint64_t **ids,
+                       float **rows, size_t *n);
+
 /*
  * The last request recorded for (`worker`, `lane`) into *out: who sent it, its id,
  * the version it was answered at and the worker's place (a format-1

@@ -51,6 +51,12 @@ static void row_key(unsigned char *k, uint32_t var, uint64_t row)
     store_be32(k + 8, (uint32_t)row);
 }
 
+static uint32_t be32_at(const unsigned char *b)
+{
+    return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 |
+           b[3];
+}
+
 static int rows_state(struct ps_store *s)
 {
     if (!s->rows && !(s->rows = calloc(1, sizeof *s->rows)))
@@ -417,6 +423,98 @@ int ps_store_table_rows(struct ps_store *s, uint32_t var, uint64_t *rows)
     if (rv == HC_OK)
         *rows = counts[i];
     return rv;
+}
+
+int ps_store_rows_list(struct ps_store *s, uint32_t var, uint64_t **ids_out,
+                       float **rows_out, size_t *n_out)
+{
+    const struct ps_table *t;
+    size_t nf, n = 0, cap = 0;
+    unsigned char key[KEY_SIZE];
+    MDB_val k = {KEY_SIZE, key}, v;
+    MDB_txn *txn = NULL;
+    MDB_cursor *cur = NULL;
+    uint64_t *ids = NULL;
+    float *rows = NULL, *buf = NULL;
+    struct ps_row_hdr h;
+    int rv = HC_OK, rc;
+
+    *ids_out = NULL;
+    *rows_out = NULL;
+    *n_out = 0;
+    if (!atomic_load(&s->initialised) || !(t = table_of(s, var, NULL)))
+        return no_table(s, var);
+    if (!s->rows->have_db)
+        return HC_OK;
+    nf = (size_t)(1 + s->n_slots) * t->dim;
+    if (!(buf = malloc(nf * sizeof *buf)))
+        return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory", s->dir);
+    if ((rv = store_txn_begin(s, MDB_RDONLY, &txn)) != HC_OK)
+        goto out;
+    if ((rc = mdb_cursor_open(txn, s->rows->dbi, &cur)) != 0) {
+        rv = store_lmdb_err(s, rc, "listing rows");
+        goto end;
+    }
+    row_key(key, var, 0);
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        const unsigned char *kb = k.mv_data;
+        uint64_t id;
+
+        if (k.mv_size != KEY_SIZE || be32_at(kb) != var)
+            break;
+        id = (uint64_t)be32_at(kb + 4) << 32 | be32_at(kb + 8);
+        if (v.mv_size != sizeof h + nf * sizeof *buf) {
+            rv = hc_err_set(HC_ERR_STORE, "store %s: row %llu of variable %u "
+                            "has %zu bytes, expected %zu; the store is "
+                            "damaged", s->dir, (unsigned long long)id, var,
+                            v.mv_size, sizeof h + nf * sizeof *buf);
+            goto end;
+        }
+        memcpy(&h, v.mv_data, sizeof h);
+        memcpy(buf, (const char *)v.mv_data + sizeof h, nf * sizeof *buf);
+        if (h.dim != t->dim || hc_crc32c(buf, nf * sizeof *buf) != h.crc) {
+            rv = hc_err_set(HC_ERR_CRC, "store %s: row %llu of variable %u "
+                            "fails its checksum; the store is damaged",
+                            s->dir, (unsigned long long)id, var);
+            goto end;
+        }
+        if (n == cap) {
+            size_t c2 = cap ? 2 * cap : 1024;
+            uint64_t *i2 = realloc(ids, c2 * sizeof *i2);
+            float *r2 = i2 ? realloc(rows, c2 * t->dim * sizeof *r2) : NULL;
+
+            if (i2)
+                ids = i2;
+            if (!i2 || !r2) {
+                rv = hc_err_set(HC_ERR_NOMEM, "store %s: out of memory for "
+                                "%zu rows of variable %u", s->dir, c2, var);
+                goto end;
+            }
+            rows = r2;
+            cap = c2;
+        }
+        ids[n] = id;
+        memcpy(rows + n * t->dim, buf, t->dim * sizeof *buf);
+        n++;
+    }
+    if (rc != 0 && rc != MDB_NOTFOUND)
+        rv = store_lmdb_err(s, rc, "listing rows");
+end:
+    if (cur)
+        mdb_cursor_close(cur);
+    store_rtxn_end(s, txn);
+out:
+    free(buf);
+    if (rv != HC_OK) {
+        free(ids);
+        free(rows);
+        return rv;
+    }
+    *ids_out = ids;
+    *rows_out = rows;
+    *n_out = n;
+    return HC_OK;
 }
 
 int store_rows_verify(struct ps_store *s, MDB_txn *txn)

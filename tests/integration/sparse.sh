@@ -8,7 +8,7 @@
 # must be exactly the pushes that reached it (nothing applied twice,
 # nothing acknowledged lost), and `hetps inspect` must show each table's
 # rows on each shard, adding up to the rows touched, as /metrics does;
-# `hetps export` refuses the stores, naming the table (not built yet). In
+# `hetps export` writes each table as NAME.ids.npy + NAME.rows.npy. In
 # sync mode (tests/tools/rows_sync.c) 50 steps of 2 workers each pushing
 # half of every batch give every row, Adam slot and count of 1 worker
 # pushing the whole batch (1e-5 relative), and bit for bit the same again
@@ -103,12 +103,25 @@ done
     fail "hetps inspect counts $total rows of table 2, the tool touched $(wc -l < "$T/clean/rows.txt")"
 ok "hetps inspect: table 2's rows per shard add up to the $total touched"
 
-if "$BIN/hetps" export --data-dir "$T/faults" --out "$T/npy" "$T/faults/cluster.json" > "$T/export.txt" 2>&1; then
-    fail "hetps export of a store with tables did not say tables are not exported"
-fi
-grep -q "embedding/embeddings is a row-sparse table: exporting" "$T/export.txt" ||
-    { cat "$T/export.txt"; fail "hetps export's refusal does not name the table"; }
-ok "hetps export refuses a model with tables, naming the table"
+# hetps export: each table as NAME.ids.npy (sorted, uint64) and
+# NAME.rows.npy, gathered from both shards: table 2's pairs must be the
+# rows the tool pulled last (rows.txt), table 3 (never pushed) none.
+"$BIN/hetps" export --data-dir "$T/faults" --out "$T/npy" "$T/faults/cluster.json" > "$T/export.txt" 2>&1 ||
+    { cat "$T/export.txt"; fail "hetps export of a store with tables"; }
+/usr/bin/python3 -c "
+import numpy as np, sys
+d = sys.argv[1]
+ids = np.load(d + '/embedding/embeddings.ids.npy'); rows = np.load(d + '/embedding/embeddings.rows.npy')
+assert ids.dtype == np.uint64 and rows.dtype == np.float32 and rows.shape == (len(ids), 4), (ids.dtype, rows.shape)
+assert (np.diff(ids.astype(np.float64)) > 0).all() or len(ids) < 2, 'ids not ascending'
+want = np.loadtxt(sys.argv[2], dtype=np.float64, ndmin=2)
+assert len(ids) == len(want), (len(ids), len(want))
+assert (ids == want[:, 0].astype(np.uint64)).all(), 'ids differ'  # below 2^40: exact in float64
+assert np.array_equal(rows, want[:, 1:].astype(np.float32)), 'rows differ'
+e = np.load(d + '/embedding_1/embeddings.ids.npy'); r = np.load(d + '/embedding_1/embeddings.rows.npy')
+assert e.shape == (0,) and r.shape == (0, 4), (e.shape, r.shape)
+" "$T/npy" "$T/faults/rows.txt" || { cat "$T/export.txt"; fail "the exported tables are not the rows the tool holds"; }
+ok "hetps export: table 2 as ids.npy + rows.npy equal to the $(wc -l < "$T/faults/rows.txt") rows pulled; table 3 empty"
 
 # sync_run NAME WORKERS KILL: 50 sync steps of the same batches by WORKERS
 # workers (tests/tools/rows_sync.c), each pushing its share of every
