@@ -30,6 +30,9 @@ struct ps_gathered_var {
     uint64_t *ids;          /* (n_rows) a table's stored row ids, ascending
                                over every shard (shape (n_rows, dim)) */
     size_t n_rows;
+    size_t width;           /* floats a row in data: dim, or (PS_GATHER_MOVE)
+                               (1 + n_slots) · dim, its slots after it */
+    uint64_t *updates;      /* (n_rows) PS_GATHER_MOVE: each row's count */
 };
 
 /* Everything the shards of one cluster hold, assembled per variable. */
@@ -42,6 +45,9 @@ struct ps_gathered {
     struct ps_store_info info0; /* of shard 0 */
     char *json;                 /* (json_len) shard 0's variable definitions */
     size_t json_len;
+    struct ps_table tables[PS_STORE_MAX_TABLES]; /* (n_tables) shard 0's */
+    uint32_t n_tables;
+    uint64_t seed;              /* their rows' (hc_init_row) */
     struct ps_place *places;    /* (n_workers) PS_GATHER_MOVE: each worker's
                                    furthest recorded place in its data */
     int n_workers;

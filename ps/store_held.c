@@ -247,3 +247,30 @@ out:
     free(r);
     return rv;
 }
+
+int ps_store_rows_held(struct ps_store *s, size_t *n)
+{
+    MDB_val k = {sizeof HELD_PREFIX - 1, HELD_PREFIX}, v;
+    MDB_cursor *cur = NULL;
+    MDB_txn *txn = NULL;
+    int rc, rv;
+
+    *n = 0;
+    if ((rv = store_txn_begin(s, MDB_RDONLY, &txn)) != HC_OK)
+        return rv;
+    if ((rc = mdb_cursor_open(txn, s->dbi_meta, &cur)) != 0) {
+        rv = store_lmdb_err(s, rc, "reading held rows");
+        goto out;
+    }
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+         rc == 0 && k.mv_size >= sizeof HELD_PREFIX - 1 &&
+         memcmp(k.mv_data, HELD_PREFIX, sizeof HELD_PREFIX - 1) == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+        (*n)++;
+    if (rc != 0 && rc != MDB_NOTFOUND)
+        rv = store_lmdb_err(s, rc, "reading held rows");
+    mdb_cursor_close(cur);
+out:
+    store_rtxn_end(s, txn);
+    return rv;
+}

@@ -426,7 +426,8 @@ int ps_store_table_rows(struct ps_store *s, uint32_t var, uint64_t *rows)
 }
 
 int ps_store_rows_list(struct ps_store *s, uint32_t var, uint64_t **ids_out,
-                       float **rows_out, size_t *n_out)
+                       float **rows_out, uint64_t **updates_out,
+                       size_t *n_out)
 {
     const struct ps_table *t;
     size_t nf, n = 0, cap = 0;
@@ -434,19 +435,23 @@ int ps_store_rows_list(struct ps_store *s, uint32_t var, uint64_t **ids_out,
     MDB_val k = {KEY_SIZE, key}, v;
     MDB_txn *txn = NULL;
     MDB_cursor *cur = NULL;
-    uint64_t *ids = NULL;
+    uint64_t *ids = NULL, *ups = NULL;
     float *rows = NULL, *buf = NULL;
     struct ps_row_hdr h;
+    size_t w;                   /* floats kept a row */
     int rv = HC_OK, rc;
 
     *ids_out = NULL;
     *rows_out = NULL;
+    if (updates_out)
+        *updates_out = NULL;
     *n_out = 0;
     if (!atomic_load(&s->initialised) || !(t = table_of(s, var, NULL)))
         return no_table(s, var);
     if (!s->rows->have_db)
         return HC_OK;
     nf = (size_t)(1 + s->n_slots) * t->dim;
+    w = updates_out ? nf : t->dim;
     if (!(buf = malloc(nf * sizeof *buf)))
         return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory", s->dir);
     if ((rv = store_txn_begin(s, MDB_RDONLY, &txn)) != HC_OK)
@@ -482,20 +487,27 @@ int ps_store_rows_list(struct ps_store *s, uint32_t var, uint64_t **ids_out,
         if (n == cap) {
             size_t c2 = cap ? 2 * cap : 1024;
             uint64_t *i2 = realloc(ids, c2 * sizeof *i2);
-            float *r2 = i2 ? realloc(rows, c2 * t->dim * sizeof *r2) : NULL;
+            float *r2 = i2 ? realloc(rows, c2 * w * sizeof *r2) : NULL;
+            uint64_t *u2 = r2 && updates_out
+                               ? realloc(ups, c2 * sizeof *u2) : NULL;
 
             if (i2)
                 ids = i2;
-            if (!i2 || !r2) {
+            if (r2)
+                rows = r2;
+            if (u2)
+                ups = u2;
+            if (!i2 || !r2 || (updates_out && !u2)) {
                 rv = hc_err_set(HC_ERR_NOMEM, "store %s: out of memory for "
                                 "%zu rows of variable %u", s->dir, c2, var);
                 goto end;
             }
-            rows = r2;
             cap = c2;
         }
         ids[n] = id;
-        memcpy(rows + n * t->dim, buf, t->dim * sizeof *buf);
+        memcpy(rows + n * w, buf, w * sizeof *buf);
+        if (updates_out)
+            ups[n] = h.updates;
         n++;
     }
     if (rc != 0 && rc != MDB_NOTFOUND)
@@ -509,12 +521,82 @@ out:
     if (rv != HC_OK) {
         free(ids);
         free(rows);
+        free(ups);
         return rv;
     }
     *ids_out = ids;
     *rows_out = rows;
+    if (updates_out)
+        *updates_out = ups;
     *n_out = n;
     return HC_OK;
+}
+
+struct put_arg {
+    const struct ps_table *t;
+    uint32_t ti;
+    const uint64_t *ids;
+    const float *rows;          /* (n, (1 + n_slots) · dim) */
+    const uint64_t *updates;
+    size_t n;
+};
+
+static int put_body(struct ps_store *s, MDB_txn *txn, void *arg)
+{
+    struct put_arg *a = arg;
+    uint64_t counts[PS_STORE_MAX_TABLES];
+    size_t nf = (size_t)(1 + s->n_slots) * a->t->dim, added = 0;
+    size_t bytes = s->rows->n_tables * sizeof *counts;
+    unsigned char key[KEY_SIZE];
+    int rv, rc;
+
+    for (size_t i = 0; i < a->n; i++) {
+        struct ps_row_hdr h = {a->t->dim, 0, a->updates[i]};
+        MDB_val k = {KEY_SIZE, key},
+                v = {sizeof h + nf * sizeof(float), NULL};
+
+        h.crc = hc_crc32c(a->rows + i * nf, nf * sizeof(float));
+        row_key(key, a->t->var, a->ids[i]);
+        if ((rc = mdb_put(txn, s->rows->dbi, &k, &v,
+                          MDB_RESERVE | MDB_NOOVERWRITE)) != 0)
+            return rc == MDB_KEYEXIST
+                       ? hc_err_set(HC_ERR_EXISTS, "store %s: row %llu of "
+                                    "variable %u is stored already", s->dir,
+                                    (unsigned long long)a->ids[i], a->t->var)
+                       : store_lmdb_err(s, rc, "writing a row");
+        memcpy(v.mv_data, &h, sizeof h);
+        memcpy((char *)v.mv_data + sizeof h, a->rows + i * nf,
+               nf * sizeof(float));
+        added++;
+    }
+    if ((rv = store_meta_fixed(s, txn, "table_rows", counts, bytes)) != HC_OK)
+        return rv;
+    counts[a->ti] += added;
+    return store_meta_put(s, txn, "table_rows", counts, bytes);
+}
+
+int ps_store_rows_put(struct ps_store *s, uint32_t var, const uint64_t *ids,
+                      const float *rows, const uint64_t *updates, size_t n)
+{
+    struct put_arg a = {NULL, 0, ids, rows, updates, n};
+    int rv;
+
+    if (s->read_only || !atomic_load(&s->initialised) ||
+        !(a.t = table_of(s, var, &a.ti)))
+        return s->read_only ? hc_err_set(HC_ERR_INVAL, "store %s: opened "
+                                         "read-only", s->dir)
+                            : no_table(s, var);
+    if ((rv = check_ids(s, a.t, ids, n, 1)) != HC_OK)
+        return rv;
+    pthread_mutex_lock(&s->wmu);
+    rv = store_write_txn(s, put_body, &a, "writing rows");
+    pthread_mutex_unlock(&s->wmu);
+    return rv;
+}
+
+uint64_t ps_store_rows_seed(const struct ps_store *s)
+{
+    return s->rows ? s->rows->seed : 0;
 }
 
 int store_rows_verify(struct ps_store *s, MDB_txn *txn)

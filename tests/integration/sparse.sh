@@ -12,7 +12,8 @@
 # sync mode (tests/tools/rows_sync.c) 50 steps of 2 workers each pushing
 # half of every batch give every row, Adam slot and count of 1 worker
 # pushing the whole batch (1e-5 relative), and bit for bit the same again
-# while ps:1 is killed mid-run and restarted.
+# while ps:1 is killed mid-run and restarted. `hetps reshard` 2 → 3 moves
+# every row by hc_row_shard: each reads the same after, slots included.
 . "$(dirname "$0")/lib.inc"
 pick_ports
 
@@ -191,4 +192,35 @@ sync_run syncfault 2 yes 100
 cmp "$T/sync2/dump.txt" "$T/syncfault/dump.txt" ||
     fail "sync: rows after ps:1 was killed mid-step differ from the fault-free run's"
 ok "sync: every touched row, slot and count after ps:1 was killed equals the fault-free run's"
+
+# hetps reshard 2 → 3 shards: every row moves to hc_row_shard of 3 with its
+# slots and count; 3 shards started on the new stores serve every row as
+# before (pulled live), and the stopped stores dump the same rows, slots
+# and counts.
+D="$T/re3"
+mkdir -p "$D"
+cat > "$D/cluster.json" <<JSON
+{ "cluster": { "ps": ["127.0.0.1:$PORT", "127.0.0.1:$((PORT + 1))", "127.0.0.1:$((PORT + 4))"],
+               "worker": ["127.0.0.1:$((PORT + 2))", "127.0.0.1:$((PORT + 3))"] },
+  "hetps": { "mode": "sync", "metrics_port": $((PORT + 5)) } }
+JSON
+"$BIN/hetps" reshard --from "$T/syncfault/cluster.json" --data-dir "$T/syncfault" \
+    --to "$D/cluster.json" --out-dir "$D" > "$D/reshard.log" 2>&1 ||
+    { cat "$D/reshard.log"; fail "hetps reshard 2 → 3 of a store with a table"; }
+start_ps 0
+start_ps 1
+start_ps 2
+wait_for 10 "$BIN/hetps" status "$D/cluster.json" || fail "re3: servers did not start"
+"$B/tools/rows_sync" check "$D/cluster.json" "$T/syncfault/rows.txt" > "$D/check.log" 2>&1 ||
+    { cat "$D/check.log"; fail "re3: rows read differently after the reshard"; }
+stop_within 30 $ps0 $ps1 $ps2
+for j in 0 1 2; do
+    "$BIN/hetps" inspect "$D/ps-$j" > "$D/inspect$j.txt" 2>&1 || { cat "$D/inspect$j.txt"; fail "hetps inspect re3/ps-$j"; }
+    grep -q '^  table 2: 1099511627776 rows of 4, [1-9][0-9]* stored here' "$D/inspect$j.txt" ||
+        { cat "$D/inspect$j.txt"; fail "re3: ps-$j holds no rows of table 2"; }
+done
+"$B/tools/rows_sync" dump "$T/syncfault/rows.txt" "$D/ps-0" "$D/ps-1" "$D/ps-2" > "$D/dump.txt" ||
+    fail "re3: cannot dump the new stores' rows"
+cmp "$T/syncfault/dump.txt" "$D/dump.txt" || fail "re3: rows, slots or counts changed in the reshard"
+ok "hetps reshard 2 → 3: $(wc -l < "$T/syncfault/rows.txt") rows pulled live as before, spread over 3 shards, slots and counts bitwise"
 echo "sparse: all passed"

@@ -23,6 +23,11 @@
  * worker W: N steps, version V". PAUSE_MS: a pause after each step, so
  * that a shard killed by the test lands mid-run.
  *
+ * `check` joins as worker 0 of the cluster (the stores' model: a job
+ * after `hetps reshard`, say) and pulls every row of ROWS_FILE (an OUT
+ * above), each bit for bit as the file has it; "rows_sync: N rows read
+ * as ROWS_FILE".
+ *
  * `dump` opens each store DIR read-only (the shards stopped) and prints
  * each row of ROWS_FILE (an OUT above) as the store holding it has it:
  * "id count v0..v3 m0..m3 v0..v3" (its update count, values and Adam
@@ -120,6 +125,48 @@ static int dump(const char *ids_file, char **dirs, int n)
     return rv;
 }
 
+/* Every row of rows_file ("id v0 v1 v2 v3", %.9g: float32 exactly)
+ * pulled live and compared bit for bit; the rows into *n. */
+static int check(struct pc_client *pc, const char *rows_file, size_t *n)
+{
+    FILE *f = fopen(rows_file, "r");
+    uint64_t ids[BATCH];
+    float want[BATCH][DIM], got[BATCH][DIM];
+    size_t k = 0;
+    int rv = HC_OK, eof = 0;
+
+    *n = 0;
+    if (!f)
+        return hc_err_set(HC_ERR_IO, "cannot read %s", rows_file);
+    while (rv == HC_OK && !eof) {
+        struct pc_rows t = {TABLE, ids, 0, &got[0][0], NULL};
+
+        for (k = 0; k < BATCH; k++)
+            if (fscanf(f, "%" SCNu64 " %g %g %g %g", &ids[k], &want[k][0],
+                       &want[k][1], &want[k][2], &want[k][3]) != 5) {
+                eof = 1;
+                break;
+            }
+        if (k == 0)
+            break;
+        t.n = k;
+        if ((rv = pc_pull_rows(pc, &t, 1, NULL)) != HC_OK)
+            break;
+        for (size_t i = 0; i < k && rv == HC_OK; i++)
+            if (memcmp(got[i], want[i], sizeof got[i]))
+                rv = hc_err_set(HC_ERR_MISMATCH, "row %" PRIu64 " reads %.9g "
+                                "%.9g %.9g %.9g, %s has %.9g %.9g %.9g %.9g",
+                                ids[i], (double)got[i][0], (double)got[i][1],
+                                (double)got[i][2], (double)got[i][3],
+                                rows_file, (double)want[i][0],
+                                (double)want[i][1], (double)want[i][2],
+                                (double)want[i][3]);
+        *n += k;
+    }
+    fclose(f);
+    return rv;
+}
+
 int main(int argc, char **argv)
 {
     struct pc_opts po = { .timeout_ms = 1000, .retry_ms = 60000 };
@@ -134,6 +181,7 @@ int main(int argc, char **argv)
     size_t k, n_all = 0, lo, hi;
     FILE *out = NULL;
     int rv = HC_OK, status = 1;
+    int checking = argc == 4 && strcmp(argv[1], "check") == 0;
 
     if (argc >= 4 && strcmp(argv[1], "dump") == 0) {
         if ((rv = dump(argv[2], argv + 3, argc - 3)) != HC_OK) {
@@ -142,18 +190,19 @@ int main(int argc, char **argv)
         }
         return 0;
     }
-    w = argc >= 6 ? atol(argv[2]) : -1;
-    n_w = argc >= 6 ? atol(argv[3]) : 0;
+    w = argc >= 6 ? atol(argv[2]) : checking ? 0 : -1;
+    n_w = argc >= 6 ? atol(argv[3]) : checking;
     steps = argc >= 6 ? atol(argv[4]) : 0;
     pause_ms = argc == 7 ? atol(argv[6]) : 0;
-    if (argc < 6 || argc > 7 || n_w < 1 || n_w > 8 || w < 0 || w >= n_w ||
-        steps < 1 || steps > 1000) {
+    if (!checking && (argc < 6 || argc > 7 || n_w < 1 || n_w > 8 || w < 0 ||
+                      w >= n_w || steps < 1 || steps > 1000)) {
         fprintf(stderr, "usage: rows_sync CLUSTER_FILE WORKER N_WORKERS(1..8) "
                 "STEPS(1..1000) OUT [PAUSE_MS]\n"
-                "       rows_sync dump ROWS_FILE DIR...\n");
+                "       rows_sync dump ROWS_FILE DIR...\n"
+                "       rows_sync check CLUSTER_FILE ROWS_FILE\n");
         return 2;
     }
-    if (hc_cluster_load_file(argv[1], &cl, &diag) != HC_OK) {
+    if (hc_cluster_load_file(argv[checking ? 2 : 1], &cl, &diag) != HC_OK) {
         hc_diag_print(&diag, stderr);
         return 2;
     }
@@ -188,6 +237,11 @@ int main(int argc, char **argv)
         rv = HC_OK;
         nanosleep(&(struct timespec){0, 100000000L}, NULL);
     }
+    if (rv == HC_OK && checking) {
+        if ((rv = check(pc, argv[3], &n_all)) == HC_OK)
+            printf("rows_sync: %zu rows read as %s\n", n_all, argv[3]);
+        steps = 0;
+    }
     lo = (size_t)w * BATCH / (size_t)n_w;
     hi = (size_t)(w + 1) * BATCH / (size_t)n_w;
     for (s = 0; rv == HC_OK && s < steps; s++) {
@@ -218,7 +272,7 @@ int main(int argc, char **argv)
             nanosleep(&(struct timespec){pause_ms / 1000,
                                          pause_ms % 1000 * 1000000L}, NULL);
     }
-    if (rv == HC_OK && w == 0) {
+    if (rv == HC_OK && w == 0 && !checking) {
         size_t u = 0;
 
         qsort(all, n_all, sizeof *all, cmp_u64);
@@ -245,8 +299,9 @@ int main(int argc, char **argv)
     if (rv != HC_OK) {
         fprintf(stderr, "rows_sync: worker %ld: %s\n", w, hc_err_msg());
     } else {
-        printf("rows_sync: worker %ld: %ld steps, version %" PRIu64 "\n", w,
-               steps, version);
+        if (!checking)
+            printf("rows_sync: worker %ld: %ld steps, version %" PRIu64 "\n",
+                   w, steps, version);
         pc_leave(pc);
         status = 0;
     }

@@ -565,8 +565,12 @@ static void test_held(void)
     ps_store_close(s1);
     s1 = open_table(d1, 0, 1, &c, NULL);    /* held across a restart */
     CU_ASSERT_FATAL(s1 != NULL);
+    CU_ASSERT_EQUAL(ps_store_rows_held(s1, &n), HC_OK);
+    CU_ASSERT_EQUAL(n, 2);
     CU_ASSERT_EQUAL(ps_store_apply(s1, &c, NULL, 0, NULL, 0, NULL), HC_OK);
     CU_ASSERT_EQUAL(ps_store_step(s1), 1);
+    CU_ASSERT_EQUAL(ps_store_rows_held(s1, &n), HC_OK);
+    CU_ASSERT_EQUAL(n, 0);
     {
         struct ps_rows two[] = {{VAR, 3, a_ids, ga, 0.25f},
                                 {VAR, 3, b_ids, gb, 0.25f}};
@@ -578,7 +582,7 @@ static void test_held(void)
     CU_ASSERT_EQUAL(ps_store_step(s1), 1);  /* nothing held: no step */
     bad += once_alike(s1, s2, all, 4);
     CU_ASSERT_EQUAL(bad, 0);
-    CU_ASSERT_EQUAL(ps_store_rows_list(s1, VAR, &ids, &rows, &n), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_rows_list(s1, VAR, &ids, &rows, NULL, &n), HC_OK);
     CU_ASSERT_EQUAL_FATAL(n, 4);
     for (size_t i = 0; i < n; i++) {
         uint64_t u;
@@ -591,7 +595,7 @@ static void test_held(void)
     CU_ASSERT_EQUAL(bad, 0);
     free(ids);
     free(rows);
-    CU_ASSERT_EQUAL(ps_store_rows_list(s1, 7, &ids, &rows, &n),
+    CU_ASSERT_EQUAL(ps_store_rows_list(s1, 7, &ids, &rows, NULL, &n),
                     HC_ERR_NOTFOUND);
     CU_ASSERT_EQUAL(ps_store_verify(s1), HC_OK);
     ps_store_close(s1);
