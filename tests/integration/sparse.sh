@@ -77,10 +77,19 @@ run() {
         r=$(sed -n 's/^hetps_table_rows{shard="'$j'",variable="2"} \([0-9]*\)$/\1/p' "$D/metrics$j.txt")
         [ -n "$r" ] || { grep hetps_table "$D/metrics$j.txt"; fail "$1: ps:$j's /metrics lacks table 2"; }
         sum=$((sum + r))
+        # Sparse traffic: unique rows and bytes each way, 8 + 4·4 bytes a row.
+        for dir in pull push; do
+            rows=$(sed -n 's/^hetps_sparse_rows_total{shard="'$j'",direction="'$dir'"} \([0-9]*\)$/\1/p' "$D/metrics$j.txt")
+            bytes=$(sed -n 's/^hetps_sparse_bytes_total{shard="'$j'",direction="'$dir'"} \([0-9]*\)$/\1/p' "$D/metrics$j.txt")
+            [ -n "$rows" ] && [ "$rows" -gt 0 ] && [ "$bytes" = $((rows * 24)) ] ||
+                { grep hetps_sparse "$D/metrics$j.txt"; fail "$1: ps:$j's /metrics: $dir rows $rows, bytes $bytes (24 a row expected)"; }
+            grep -q '^hetps_sparse_rows_per_step_count{shard="'$j'",direction="'$dir'"} [1-9]' "$D/metrics$j.txt" ||
+                { grep hetps_sparse "$D/metrics$j.txt"; fail "$1: ps:$j's /metrics lacks rows per step ($dir)"; }
+        done
     done
     [ "$sum" -eq "$(wc -l < "$D/rows.txt")" ] ||
         fail "$1: /metrics counts $sum rows of table 2, the tool touched $(wc -l < "$D/rows.txt")"
-    ok "$1: /metrics: table 2's rows per shard add up to the $sum touched"
+    ok "$1: /metrics: table 2's rows per shard add up to the $sum touched; sparse rows and bytes each way, 24 bytes a row"
     stop_within 30 $ps0 $ps1
 }
 
