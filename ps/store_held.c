@@ -117,8 +117,13 @@ int ps_store_rows_hold(struct ps_store *s, const struct ps_rows *r, size_t n,
                 dims[k] = t[i].dim;
     }
     pthread_mutex_lock(&s->wmu);
-    if ((rv = store_apply_check(s, &s->optim, NULL, 0, rec, 1)) == HC_OK &&
-        (rv = store_rows_check_update(s, r, n)) == HC_OK &&
+    if (s->read_only || rec->magic != PS_RECORD_MAGIC ||
+        rec->format != PS_RECORD_FORMAT)
+        rv = hc_err_set(HC_ERR_INVAL, "store %s: %s", s->dir, s->read_only
+                        ? "opened read-only; cannot hold a push"
+                        : "a held push's record was not made by "
+                          "ps_record_begin");
+    else if ((rv = store_rows_check_update(s, r, n)) == HC_OK &&
         (rv = store_write_txn(s, hold_body, &a, "holding a rows push")) ==
             HC_OK) {
         if (step)

@@ -116,7 +116,6 @@ int store_apply_check(struct ps_store *s, const struct hc_optim_conf *c,
 int store_apply_blocks(struct ps_store *s, MDB_txn *txn,
                        const struct hc_optim_conf *c, uint64_t step,
                        const struct ps_apply *g, int direct);
-int store_maybe_sync(struct ps_store *s);
 
 /* Read the ranges r[0 .. n) in transaction txn (a reader's, or the open
  * step's on its thread). */
@@ -130,6 +129,10 @@ void store_step_stop(struct ps_store *s);
  * full disk fails here, before anything is written). Under wmu. */
 int store_reserve_disk(struct ps_store *s, const char *what);
 void store_rtxn_end(struct ps_store *s, MDB_txn *t);
+
+/* After a commit: flush when group commit (PS_DURABLE_MACHINE, sync_ms)
+ * says it is time. */
+int store_maybe_sync(struct ps_store *s);
 
 /* The body of a write transaction: HC_OK commits, anything else aborts. */
 typedef int (*store_write_fn)(struct ps_store *s, MDB_txn *txn, void *arg);
