@@ -13,10 +13,11 @@
 
 #include "err.h"
 
-/* The 10-byte preamble and the padded header of a float32 array of this
- * shape into buf (cap >= 512); returns the bytes written. */
-static size_t npy_header(const size_t *shape, int ndim, unsigned char *buf,
-                         size_t *count)
+/* The 10-byte preamble and the padded header of an array of dtype descr
+ * ("<f4", "<u8") and this shape into buf (cap >= 512); returns the bytes
+ * written. */
+static size_t npy_header(const char *descr, const size_t *shape, int ndim,
+                         unsigned char *buf, size_t *count)
 {
     char *header = (char *)buf + 10;
     const size_t cap = 512 - 10;
@@ -25,7 +26,8 @@ static size_t npy_header(const size_t *shape, int ndim, unsigned char *buf,
 
     *count = 1;
     n += (size_t)snprintf(header + n, cap - n,
-                          "{'descr': '<f4', 'fortran_order': False, 'shape': (");
+                          "{'descr': '%s', 'fortran_order': False, "
+                          "'shape': (", descr);
     for (i = 0; i < ndim; i++) {    /* 8 dims of 20 digits: fits */
         n += (size_t)snprintf(header + n, cap - n, "%zu%s", shape[i],
                               ndim == 1 ? "," : i + 1 < ndim ? ", " : "");
@@ -54,7 +56,7 @@ int hc_npy_write_f32(const char *path, const size_t *shape, int ndim,
         return hc_err_set(HC_ERR_INVAL, "hc_npy_write_f32: %s",
                           !path || !data ? "NULL path or data"
                                          : "ndim out of range");
-    n = npy_header(shape, ndim, hdr, &count);
+    n = npy_header("<f4", shape, ndim, hdr, &count);
     f = fopen(path, "wb");
     if (!f)
         return hc_err_set(HC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
@@ -83,8 +85,10 @@ static int write_all(int fd, const void *p, size_t len)
     return 0;
 }
 
-int hc_npy_write_f32_at(int dirfd, const char *name, const char *shown,
-                        const size_t *shape, int ndim, const float *data)
+/* hc_npy_write_f32_at of elements of `size` bytes, dtype descr. */
+static int write_at(int dirfd, const char *name, const char *shown,
+                    const char *descr, size_t size, const size_t *shape,
+                    int ndim, const void *data)
 {
     unsigned char hdr[512];
     char tmp[300];
@@ -94,7 +98,7 @@ int hc_npy_write_f32_at(int dirfd, const char *name, const char *shown,
     if (!name || !shown || !data || ndim < 0 || ndim > HC_NPY_MAX_DIMS ||
         strchr(name, '/') || strlen(name) > 255 - 24)
         return hc_err_set(HC_ERR_INVAL, "hc_npy_write_f32_at: bad arguments");
-    n = npy_header(shape, ndim, hdr, &count);
+    n = npy_header(descr, shape, ndim, hdr, &count);
     snprintf(tmp, sizeof tmp, ".%s.tmp-%ld", name, (long)getpid());
     fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
                 O_CLOEXEC, 0644);
@@ -102,7 +106,7 @@ int hc_npy_write_f32_at(int dirfd, const char *name, const char *shown,
         return hc_err_set(HC_ERR_IO, "cannot write %s: %s", shown,
                           strerror(errno));
     if (write_all(fd, hdr, n) != 0 ||
-        write_all(fd, data, count * sizeof(float)) != 0 || fsync(fd) != 0)
+        write_all(fd, data, count * size) != 0 || fsync(fd) != 0)
         rv = hc_err_set(HC_ERR_IO, "cannot write %s: %s", shown,
                         strerror(errno));
     if (close(fd) != 0 && rv == HC_OK)
@@ -117,6 +121,20 @@ int hc_npy_write_f32_at(int dirfd, const char *name, const char *shown,
     if (rv != HC_OK)
         unlinkat(dirfd, tmp, 0);
     return rv;
+}
+
+int hc_npy_write_f32_at(int dirfd, const char *name, const char *shown,
+                        const size_t *shape, int ndim, const float *data)
+{
+    return write_at(dirfd, name, shown, "<f4", sizeof *data, shape, ndim,
+                    data);
+}
+
+int hc_npy_write_u64_at(int dirfd, const char *name, const char *shown,
+                        const size_t *shape, int ndim, const uint64_t *data)
+{
+    return write_at(dirfd, name, shown, "<u8", sizeof *data, shape, ndim,
+                    data);
 }
 
 /* ---- reading ------------------------------------------------------------ */

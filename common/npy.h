@@ -52,6 +52,9 @@ int hc_npy_write_f32(const char *path, const size_t *shape, int ndim,
  */
 int hc_npy_write_f32_at(int dirfd, const char *name, const char *shown,
                         const size_t *shape, int ndim, const float *data);
+/* The same for uint64 elements ('<u8': a table's row ids). */
+int hc_npy_write_u64_at(int dirfd, const char *name, const char *shown,
+                        const size_t *shape, int ndim, const uint64_t *data);
 
 /*
  * Read the header of the .npy file f (positioned at its start; `path`

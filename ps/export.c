@@ -52,10 +52,12 @@ static int mkdir_p(const char *path)
 /* The directory that will hold variable `name` ("conv2d/kernel") under the
  * open directory out: each part but the last made (mkdirat) and entered
  * with O_NOFOLLOW, so a symlink inside the output directory is never
- * followed. Gives its fd in *dir_fd and the file name ("kernel.npy") in
- * leaf. The name was checked (name.h) before. */
+ * followed. Gives its fd in *dir_fd and the file name ("kernel.npy";
+ * with suffix ".ids", "kernel.ids.npy") in leaf. The name was checked
+ * (name.h) before. */
 static int open_parent(int out, const char *out_dir, const char *name,
-                       char *leaf, size_t cap, int *dir_fd)
+                       const char *suffix, char *leaf, size_t cap,
+                       int *dir_fd)
 {
     char part[HC_NAME_MAX_BYTES + 1];
     const char *p = name, *slash;
@@ -85,11 +87,44 @@ static int open_parent(int out, const char *out_dir, const char *name,
         fd = next;
         p = slash + 1;
     }
-    snprintf(leaf, cap, "%s.npy", p);
+    snprintf(leaf, cap, "%s%s.npy", p, suffix);
     *dir_fd = fd;
     return HC_OK;
 }
 
+
+/* A row-sparse table as two arrays: NAME.ids.npy (n,) uint64, ascending,
+ * and NAME.rows.npy (n, dim) float32, its stored rows (rows never written
+ * hold their initial values: hc_init_row). */
+static int write_table(int out, const char *out_dir,
+                       const struct ps_gathered_var *gv, FILE *log)
+{
+    static const char *const suffix[2] = {".ids", ".rows"};
+    size_t shape[2] = {gv->n_rows, gv->dim};
+    int rv = HC_OK;
+
+    for (int k = 0; k < 2 && rv == HC_OK; k++) {
+        char path[PATH_MAX], leaf[HC_NAME_MAX_BYTES + 16];
+        int dir = -1;
+
+        snprintf(path, sizeof path, "%s/%s%s.npy", out_dir, gv->name,
+                 suffix[k]);
+        if ((rv = open_parent(out, out_dir, gv->name, suffix[k], leaf,
+                              sizeof leaf, &dir)) != HC_OK)
+            break;
+        rv = k == 0 ? hc_npy_write_u64_at(dir, leaf, path, shape, 1, gv->ids)
+                    : hc_npy_write_f32_at(dir, leaf, path, shape, 2,
+                                          gv->data);
+        close(dir);
+        if (rv == HC_OK && log && k == 0)
+            fprintf(log, "%s (%zu,) uint64: the stored rows' ids of a table "
+                         "of %llu rows\n", path, gv->n_rows,
+                    (unsigned long long)gv->table_rows);
+        if (rv == HC_OK && log && k == 1)
+            fprintf(log, "%s (%zu, %u) float32\n", path, gv->n_rows, gv->dim);
+    }
+    return rv;
+}
 
 int ps_export(const struct hc_cluster *cl, const char *data_dir,
               const char *out_dir, FILE *log)
@@ -105,21 +140,26 @@ int ps_export(const struct hc_cluster *cl, const char *data_dir,
         rv = hc_err_set(HC_ERR_IO, "output directory %s: %s", out_dir,
                         strerror(errno));
     for (v = 0; rv == HC_OK && v < g.n_vars; v++) {
-        char path[PATH_MAX], leaf[HC_NAME_MAX_BYTES + 8];
+        const struct ps_gathered_var *gv = &g.vars[v];
+        char path[PATH_MAX], leaf[HC_NAME_MAX_BYTES + 16];
         int i, dir = -1;
 
-        snprintf(path, sizeof path, "%s/%s.npy", out_dir, g.vars[v].name);
-        if ((rv = open_parent(out, out_dir, g.vars[v].name, leaf,
-                              sizeof leaf, &dir)) != HC_OK)
+        if (gv->table_rows) {
+            rv = write_table(out, out_dir, gv, log);
+            continue;
+        }
+        snprintf(path, sizeof path, "%s/%s.npy", out_dir, gv->name);
+        if ((rv = open_parent(out, out_dir, gv->name, "", leaf, sizeof leaf,
+                              &dir)) != HC_OK)
             break;
-        rv = hc_npy_write_f32_at(dir, leaf, path, g.vars[v].shape,
-                                 g.vars[v].ndim, g.vars[v].data);
+        rv = hc_npy_write_f32_at(dir, leaf, path, gv->shape, gv->ndim,
+                                 gv->data);
         close(dir);
         if (rv == HC_OK && log) {
             fprintf(log, "%s (", path);
-            for (i = 0; i < g.vars[v].ndim; i++)
-                fprintf(log, "%s%zu", i ? ", " : "", g.vars[v].shape[i]);
-            fprintf(log, "%s) float32\n", g.vars[v].ndim == 1 ? "," : "");
+            for (i = 0; i < gv->ndim; i++)
+                fprintf(log, "%s%zu", i ? ", " : "", gv->shape[i]);
+            fprintf(log, "%s) float32\n", gv->ndim == 1 ? "," : "");
         }
     }
     if (out >= 0)

@@ -19,7 +19,11 @@
  * OUT_DIR/NAME.npy (NAME as the model names it, e.g. conv2d/kernel.npy),
  * float32, little-endian, in Keras's layout and shape. Every element must
  * come from exactly one block, and every store must be of the same model
- * and step-consistent; errors name the store and what is wrong.
+ * and step-consistent; errors name the store and what is wrong. A
+ * row-sparse table becomes two arrays: NAME.ids.npy (n,) uint64, its
+ * stored rows' ids ascending over every shard, and NAME.rows.npy (n, dim)
+ * float32 (rows never written are not stored: their values are
+ * hc_init_row's).
  * Prints one line per file to `log`.
  */
 int ps_export(const struct hc_cluster *cl, const char *data_dir,
@@ -31,6 +35,8 @@ int ps_export(const struct hc_cluster *cl, const char *data_dir,
  * ".keras" a whole archive (config.json, metadata.json, model.weights.h5;
  * keras.models.load_model), else a weights file (model.load_weights).
  * common/keras.h has the layout. Prints one line per variable to `log`.
+ * A model with row-sparse tables is refused, naming the table and its
+ * .npy pair (ps_export).
  */
 int ps_export_keras(const struct hc_cluster *cl, const char *data_dir,
                     const struct hc_model *m, const char *out, FILE *log);

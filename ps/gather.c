@@ -51,13 +51,25 @@ static int parse_vars(const char *json, size_t len, const char *dir,
                             "name", hc_err_msg());
             goto out;
         }
-        if (cJSON_GetObjectItemCaseSensitive(it, "table_rows")) {
-            rv = hc_err_set(HC_ERR_UNSUPPORTED, "store %s: variable %s is a "
-                            "row-sparse table: exporting and resharding "
-                            "tables is not built yet (its rows stay in the "
-                            "stores; `hetps inspect` counts them)", dir,
-                            name->valuestring);
-            goto out;
+        if ((d = cJSON_GetObjectItemCaseSensitive(it, "table_rows"))) {
+            /* A row-sparse table: its rows are gathered as (ids, rows). */
+            const cJSON *last = cJSON_GetArrayItem(shape,
+                                                   cJSON_GetArraySize(shape) - 1);
+
+            if (!cJSON_IsNumber(d) || d->valuedouble < 1 || !last ||
+                !cJSON_IsNumber(last) || last->valuedouble < 1 ||
+                last->valuedouble > PS_TABLE_MAX_DIM) {
+                rv = hc_err_set(HC_ERR_STORE, "store %s: table %s is "
+                                "damaged", dir, name->valuestring);
+                goto out;
+            }
+            snprintf(v->name, sizeof v->name, "%s", name->valuestring);
+            v->table_rows = (uint64_t)d->valuedouble;
+            v->dim = (uint32_t)last->valuedouble;
+            v->ndim = 2;
+            v->shape[1] = v->dim;
+            n++;
+            continue;
         }
         snprintf(v->name, sizeof v->name, "%s", name->valuestring);
         v->moments_of_prev = cJSON_IsTrue(
@@ -94,6 +106,8 @@ void ps_gathered_free(struct ps_gathered *g)
     for (v = 0; g->vars && v < g->n_vars; v++) {
         free(g->vars[v].data);
         free(g->vars[v].seen);
+        free(g->vars[v].ids);
+        free(g->vars[v].updates);
         for (k = 0; k < PS_STORE_MAX_SLOTS; k++)
             free(g->slots[k][v]);
     }
@@ -118,6 +132,8 @@ static int gather_defs(struct ps_gathered *g, struct ps_store *st,
     if (rv == HC_OK)
         rv = parse_vars(g->json, g->json_len, dir, &g->vars, &g->n_vars);
     for (v = 0; rv == HC_OK && v < g->n_vars; v++) {
+        if (g->vars[v].table_rows)
+            continue;       /* rows appended per shard (gather_rows) */
         g->vars[v].data = calloc(g->vars[v].size, sizeof(float));
         g->vars[v].seen = calloc(g->vars[v].size, 1);
         if (!g->vars[v].data || !g->vars[v].seen)
@@ -142,6 +158,115 @@ static int gather_place(struct ps_store *st, uint32_t w, struct ps_place *at)
          (p.epoch == at->epoch && p.batches > at->batches)))
         *at = p;
     return rv;
+}
+
+/* Append store st's rows of each table to its gathered (ids, rows), whole
+ * (slots and counts) when `whole`. */
+static int gather_rows(struct ps_gathered *g, struct ps_store *st, int whole)
+{
+    for (int v = 0; v < g->n_vars; v++) {
+        struct ps_gathered_var *var = &g->vars[v];
+        uint64_t *ids, *ups = NULL, *i2, *u2 = NULL;
+        float *rows, *r2;
+        size_t n, at = var->n_rows, w;
+        int rv;
+
+        if (!var->table_rows)
+            continue;
+        if ((rv = ps_store_rows_list(st, (uint32_t)v, &ids, &rows,
+                                     whole ? &ups : NULL, &n)) != HC_OK)
+            return rv;
+        w = var->width = whole ? (1 + (size_t)g->n_slots) * var->dim
+                               : var->dim;
+        i2 = realloc(var->ids, (at + n + 1) * sizeof *i2);
+        if (i2)
+            var->ids = i2;
+        r2 = i2 ? realloc(var->data, ((at + n) * w + 1) * sizeof *r2) : NULL;
+        if (r2)
+            var->data = r2;
+        if (r2 && whole && (u2 = realloc(var->updates,
+                                         (at + n + 1) * sizeof *u2)))
+            var->updates = u2;
+        if (i2 && r2 && (!whole || u2) && n) {
+            memcpy(var->ids + at, ids, n * sizeof *ids);
+            memcpy(var->data + at * w, rows, n * w * sizeof *rows);
+            if (whole)
+                memcpy(var->updates + at, ups, n * sizeof *ups);
+        }
+        free(ids);
+        free(rows);
+        free(ups);
+        if (!i2 || !r2 || (whole && !u2))
+            return hc_err_set(HC_ERR_NOMEM, "out of memory for the rows of "
+                              "%s", var->name);
+        var->n_rows += n;
+    }
+    return HC_OK;
+}
+
+struct by_id { uint64_t id; size_t at; };
+
+static int by_id_cmp(const void *a, const void *b)
+{
+    const struct by_id *x = a, *y = b;
+
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Each table's rows in id order (every shard's are; together they are
+ * not), a row held by two shards refused. */
+static int sort_rows(struct ps_gathered *g)
+{
+    for (int v = 0; v < g->n_vars; v++) {
+        struct ps_gathered_var *var = &g->vars[v];
+        struct by_id *o;
+        uint64_t *ids, *ups = NULL;
+        float *rows;
+        size_t n = var->n_rows, w = var->width;
+
+        if (!var->table_rows)
+            continue;
+        var->shape[0] = n;
+        var->size = n * var->dim;
+        if (n < 2)
+            continue;
+        o = malloc(n * sizeof *o);
+        ids = malloc(n * sizeof *ids);
+        rows = malloc(n * w * sizeof *rows);
+        if (var->updates)
+            ups = malloc(n * sizeof *ups);
+        if (!o || !ids || !rows || (var->updates && !ups)) {
+            free(o);
+            free(ids);
+            free(rows);
+            free(ups);
+            return hc_err_set(HC_ERR_NOMEM, "out of memory sorting the rows "
+                              "of %s", var->name);
+        }
+        for (size_t i = 0; i < n; i++)
+            o[i] = (struct by_id){var->ids[i], i};
+        qsort(o, n, sizeof *o, by_id_cmp);
+        for (size_t i = 0; i < n; i++) {
+            ids[i] = o[i].id;
+            memcpy(rows + i * w, var->data + o[i].at * w, w * sizeof *rows);
+            if (ups)
+                ups[i] = var->updates[o[i].at];
+        }
+        free(o);
+        free(var->ids);
+        free(var->data);
+        free(var->updates);
+        var->ids = ids;
+        var->data = rows;
+        var->updates = ups;
+        for (size_t i = 1; i < n; i++)
+            if (ids[i] == ids[i - 1])
+                return hc_err_set(HC_ERR_STORE, "row %llu of %s is held by "
+                                  "two stores: were they resharded by "
+                                  "another function?",
+                                  (unsigned long long)ids[i], var->name);
+    }
+    return HC_OK;
 }
 
 int ps_gather(const struct hc_cluster *cl, const char *data_dir, int what,
@@ -188,6 +313,34 @@ int ps_gather(const struct hc_cluster *cl, const char *data_dir, int what,
             g->info0 = info;
             rv = gather_defs(g, st, dir, with_slots);
         }
+        for (v = 0; rv == HC_OK && with_slots && !move && v < g->n_vars; v++)
+            if (g->vars[v].table_rows)
+                rv = hc_err_set(HC_ERR_UNSUPPORTED, "store %s: variable %s "
+                                "is a row-sparse table: Keras's files of a "
+                                "model with tables are not built yet "
+                                "(`hetps export` without a model file "
+                                "writes its rows as %s.ids.npy and "
+                                "%s.rows.npy)", dir, g->vars[v].name,
+                                g->vars[v].name, g->vars[v].name);
+        if (rv == HC_OK && j == 0) {
+            const struct ps_table *t = ps_store_tables(st, &g->n_tables);
+
+            if (g->n_tables)
+                memcpy(g->tables, t, g->n_tables * sizeof *t);
+            g->seed = ps_store_rows_seed(st);
+        }
+        if (rv == HC_OK && move) {
+            size_t held = 0;
+
+            if ((rv = ps_store_rows_held(st, &held)) == HC_OK && held)
+                rv = hc_err_set(HC_ERR_STALE, "store %s holds %zu rows "
+                                "pushes of a sync step that never "
+                                "committed: start the job again to finish "
+                                "the step, stop it, then move the stores",
+                                dir, held);
+        }
+        if (rv == HC_OK)
+            rv = gather_rows(g, st, move);
         if (rv == HC_OK && info.step != g->info0.step && log)
             fprintf(log, "note: %s is at step %llu, ps-0 at %llu (asynchronous "
                     "training: shards apply pushes independently)\n", dir,
@@ -243,9 +396,13 @@ int ps_gather(const struct hc_cluster *cl, const char *data_dir, int what,
         }
         ps_store_close(st);
     }
+    if (rv == HC_OK)
+        rv = sort_rows(g);
     for (v = 0; rv == HC_OK && v < g->n_vars; v++) {
         size_t e;
 
+        if (g->vars[v].table_rows)
+            continue;
         for (e = 0; e < g->vars[v].size; e++)
             if (!g->vars[v].seen[e])
                 break;

@@ -23,8 +23,16 @@ struct ps_gathered_var {
     int ndim;
     size_t shape[HC_NPY_MAX_DIMS];
     size_t size;
-    float *data;            /* (size) */
-    unsigned char *seen;    /* (size) elements filled */
+    float *data;            /* (size); a table: its stored rows (n_rows, dim) */
+    unsigned char *seen;    /* (size) elements filled; NULL for a table */
+    uint64_t table_rows;    /* a row-sparse table's input_dim; 0: dense */
+    uint32_t dim;           /* a table's floats a row */
+    uint64_t *ids;          /* (n_rows) a table's stored row ids, ascending
+                               over every shard (shape (n_rows, dim)) */
+    size_t n_rows;
+    size_t width;           /* floats a row in data: dim, or (PS_GATHER_MOVE)
+                               (1 + n_slots) · dim, its slots after it */
+    uint64_t *updates;      /* (n_rows) PS_GATHER_MOVE: each row's count */
     int moments_of_prev;    /* a batch norm's moving_variance: kept with
                              * its moving_mean, the variable before */
 };
@@ -39,6 +47,9 @@ struct ps_gathered {
     struct ps_store_info info0; /* of shard 0 */
     char *json;                 /* (json_len) shard 0's variable definitions */
     size_t json_len;
+    struct ps_table tables[PS_STORE_MAX_TABLES]; /* (n_tables) shard 0's */
+    uint32_t n_tables;
+    uint64_t seed;              /* their rows' (hc_init_row) */
     struct ps_place *places;    /* (n_workers) PS_GATHER_MOVE: each worker's
                                    furthest recorded place in its data */
     int n_workers;

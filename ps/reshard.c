@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "rowmap.h"
 #include "gather.h"
 #include "layout.h"
 #include "optimizer.h"
@@ -74,6 +75,48 @@ static int put_places(struct ps_store *st, const struct ps_gathered *g)
     return rv;
 }
 
+/* Table var's rows that hc_row_shard gives shard j of n: into the new
+ * store st whole (values, slots, counts), then read back bitwise. */
+static int move_rows(struct ps_store *st, const struct ps_gathered_var *gv,
+                     uint32_t var, int j, int n)
+{
+    size_t w = gv->width, k = 0, got = 0;
+    uint64_t *ids = malloc((gv->n_rows + 1) * sizeof *ids), *ups, *bi = NULL,
+             *bu = NULL;
+    float *rows = malloc((gv->n_rows * w + 1) * sizeof *rows), *br = NULL;
+    int rv = HC_OK;
+
+    ups = malloc((gv->n_rows + 1) * sizeof *ups);
+    if (!ids || !rows || !ups) {
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory for the rows of %s",
+                        gv->name);
+        goto out;
+    }
+    for (size_t i = 0; i < gv->n_rows; i++)
+        if (hc_row_shard(var, gv->ids[i], (uint32_t)n) == (uint32_t)j) {
+            ids[k] = gv->ids[i];
+            ups[k] = gv->updates[i];
+            memcpy(rows + k * w, gv->data + i * w, w * sizeof *rows);
+            k++;
+        }
+    if ((rv = ps_store_rows_put(st, var, ids, rows, ups, k)) != HC_OK ||
+        (rv = ps_store_rows_list(st, var, &bi, &br, &bu, &got)) != HC_OK)
+        goto out;
+    if (got != k || (k && (memcmp(bi, ids, k * sizeof *ids) ||
+                           memcmp(bu, ups, k * sizeof *ups) ||
+                           memcmp(br, rows, k * w * sizeof *rows))))
+        rv = hc_err_set(HC_ERR_STORE, "the rows of %s read back different "
+                        "from the new store of shard %d", gv->name, j);
+out:
+    free(ids);
+    free(rows);
+    free(ups);
+    free(bi);
+    free(br);
+    free(bu);
+    return rv;
+}
+
 int ps_reshard(const struct hc_cluster *from, const char *from_dir,
                const struct hc_cluster *to, const char *to_dir, FILE *log)
 {
@@ -88,8 +131,8 @@ int ps_reshard(const struct hc_cluster *from, const char *from_dir,
     if ((rv = ps_gather(from, from_dir, PS_GATHER_MOVE, 1, &g, log)) != HC_OK)
         return rv;
     /* 2. The new layout and fresh stores. */
-    for (v = 0; v < g.n_vars; v++) {
-        sizes[v] = g.vars[v].size;
+    for (v = 0; v < g.n_vars; v++) {     /* a table has no blocks */
+        sizes[v] = g.vars[v].table_rows ? 0 : g.vars[v].size;
         with_prev[v] = (unsigned char)g.vars[v].moments_of_prev;
     }
     rv = hc_layout_build_with(sizes, with_prev, g.n_vars, to->n_ps,
@@ -135,11 +178,16 @@ int ps_reshard(const struct hc_cluster *from, const char *from_dir,
             .signature = g.info0.signature, .layout = &lay,
             .shard = (uint32_t)j, .optim = &g.info0.optim, .init = init,
             .var_defs = g.json, .var_defs_len = g.json_len,
+            .tables = g.n_tables ? g.tables : NULL, .n_tables = g.n_tables,
+            .seed = g.seed,
         };
         if ((rv = ps_store_init(st, &def, &created)) == HC_OK &&
             (rv = ps_store_restore(st, (const float *const *const *)sl, g.step)) ==
                 HC_OK)
             rv = put_places(st, &g);
+        for (v = 0; rv == HC_OK && v < g.n_vars; v++)
+            if (g.vars[v].table_rows)
+                rv = move_rows(st, &g.vars[v], (uint32_t)v, j, to->n_ps);
         /* 3. Read back: every parameter bitwise as it was. */
         for (b = 0; rv == HC_OK && b < lay.n_blocks; b++) {
             const struct hc_block *bk = &lay.blocks[b];

@@ -17,7 +17,9 @@
  * (shard J in FROM_DIR/ps-J, read-only, checksums verified), lay the
  * variables out for the shards of `to`, and write fresh stores in
  * TO_DIR/ps-J (which must not hold variables yet); then read them back and
- * check every parameter is bitwise the value it had. The new step is the
+ * check every parameter is bitwise the value it had. Row-sparse tables'
+ * stored rows move whole (values, slots, update count) to hc_row_shard of
+ * the new count, and are read back the same way. The new step is the
  * largest old one (shards of a sync job agree; async shards differ by the
  * pushes in flight). Workers then start with the `to` cluster file.
  */

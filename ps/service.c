@@ -500,11 +500,13 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         if ((rv = ps_shard_pull_rows(s->shard, in, &s->me, &reply)) != HC_OK)
             return service_error_reply(s, e->request_id,
                                        hc_wire_error_code(rv), hc_err_msg());
+        service_metrics_rows(s, in);
         return reply;
     case HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS:
         if ((reply = service_push_rows(s, in, &info)) == NULL ||
             !info.valid)
             return reply;
+        service_metrics_rows(s, in);
         break;
     default:
         snprintf(text, sizeof text, "a %s is a reply, not a request",

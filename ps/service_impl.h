@@ -159,6 +159,9 @@ struct ps_service {
         struct hc_series *requests[4], *seconds[4]; /* by request kind */
         struct hc_series *bytes_in, *bytes_out, *apply, *staleness;
         struct hc_series *early;    /* parts answered before the commit */
+        /* row-sparse requests, [0] pulls, [1] pushes: unique rows and
+         * sparse bytes (ids and rows) in total and per request */
+        struct hc_series *rows[2], *rows_per[2], *sbytes[2], *sbytes_per[2];
     } met;
     uint64_t wait_version;      /* sync: the step whose wait was logged */
     double wait_logged_s;       /*   after this long (next: twice as long) */
@@ -210,6 +213,9 @@ void service_metrics_init(struct ps_service *s);
  * bytes in and out. Without s->mu. */
 void service_metrics_request(struct ps_service *s, int payload_case,
                              size_t in, size_t out, double seconds);
+/* A PullRows or PushRows served: its unique rows and sparse bytes (8 an
+ * id, 4 a float of a row). */
+void service_metrics_rows(struct ps_service *s, const struct hc_wire_msg *in);
 /* A request refused with `code` (the reason label). */
 void service_metrics_refusal(struct ps_service *s, int code);
 
@@ -302,11 +308,12 @@ nng_msg *service_apply_outside(struct ps_service *s,
                                const struct hc_wire_msg *in,
                                const struct ps_record *prev);
 
-/* A PushRows (service_step.c): applied at once under s->wmu as one step
- * with its record (async, ssp), answered with an Ack at the version after
- * it (info valid); refused in sync mode (its rows would need the step's
- * sum by row, not built yet) and when the shard refuses it (info not
- * valid: an Error reply). With s->mu. */
+/* A PushRows (service_step.c), under s->wmu: async, ssp: applied at once
+ * as one step with its record, answered with an Ack at the version after
+ * it; sync: held in the store with its record for the open step (applied,
+ * summed by row with the other workers', by the step's commit), answered
+ * with an Ack at the current version (info valid both). When the shard
+ * refuses it, an Error reply (info not valid). With s->mu. */
 nng_msg *service_push_rows(struct ps_service *s, const struct hc_wire_msg *in,
                            struct answer_info *info);
 

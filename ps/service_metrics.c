@@ -2,8 +2,9 @@
  * service_metrics.c — what a shard tells Prometheus (common/metrics.h):
  * requests and their latency by kind, bytes in and out, the time to apply
  * and commit an update, the staleness of applied gradients, refusals by
- * reason, and, read at each scrape, its version, its members by state,
- * each worker's speed, batch share and steps, and the store's size.
+ * reason, row-sparse rows and bytes pulled and pushed, and, read at each
+ * scrape, its version, its members by state, each worker's speed, batch
+ * share and steps, the store's size and its tables' rows.
  * Every series carries shard="j".
  */
 #include <ctype.h>
@@ -149,7 +150,57 @@ void service_metrics_init(struct ps_service *s)
                              "Parts of a synchronous step answered as soon "
                              "as their blocks were applied, before the "
                              "step's commit", l, NULL, 0);
+    for (k = 0; k < 2; k++) {
+        static const double row_bounds[] = {1, 16, 256, 1024, 4096, 16384,
+                                            65536, 262144, 1048576};
+        static const double byte_bounds[] = {1024, 16384, 65536, 262144,
+                                             1048576, 4194304, 16777216,
+                                             67108864};
+
+        snprintf(l, sizeof l, "shard=\"%d\",direction=\"%s\"",
+                 s->conf.shard, k ? "push" : "pull");
+        s->met.rows[k] = hc_metric(m, HC_COUNTER, "hetps_sparse_rows_total",
+                                   "Unique rows of row-sparse tables pulled "
+                                   "or pushed (each worker's batch "
+                                   "de-duplicated)", l, NULL, 0);
+        s->met.rows_per[k] = hc_metric(m, HC_HISTOGRAM,
+                                       "hetps_sparse_rows_per_step",
+                                       "Unique rows a worker's step pulled "
+                                       "or pushed on the shard (one "
+                                       "PullRows or PushRows)", l,
+                                       row_bounds, 9);
+        s->met.sbytes[k] = hc_metric(m, HC_COUNTER,
+                                     "hetps_sparse_bytes_total", "Sparse "
+                                     "bytes (8 an id, 4 a float of a row) "
+                                     "pulled or pushed", l, NULL, 0);
+        s->met.sbytes_per[k] = hc_metric(m, HC_HISTOGRAM,
+                                         "hetps_sparse_bytes_per_step",
+                                         "Sparse bytes of a worker's step "
+                                         "pulled or pushed on the shard", l,
+                                         byte_bounds, 8);
+    }
     hc_metrics_on_render(m, on_render, s);
+}
+
+void service_metrics_rows(struct ps_service *s, const struct hc_wire_msg *in)
+{
+    int push = in->env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS;
+    Hetps__RowsRef **t = push ? in->env->push_rows->tables
+                              : in->env->pull_rows->tables;
+    size_t n_t = push ? in->env->push_rows->n_tables
+                      : in->env->pull_rows->n_tables;
+    double rows = 0, bytes = 0;
+
+    if (!s->conf.metrics)
+        return;
+    for (size_t k = 0; k < n_t; k++) {
+        rows += t[k]->n;
+        bytes += 8.0 * t[k]->n + 4.0 * t[k]->n * t[k]->dim;
+    }
+    hc_series_add(s->met.rows[push], rows);
+    hc_series_observe(s->met.rows_per[push], rows);
+    hc_series_add(s->met.sbytes[push], bytes);
+    hc_series_observe(s->met.sbytes_per[push], bytes);
 }
 
 void service_metrics_request(struct ps_service *s, int payload_case,

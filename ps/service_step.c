@@ -529,8 +529,15 @@ static int part_now(const struct ps_service *s, const struct hc_wire_msg *in)
     const Hetps__Push *p = in->env->push;
     uint64_t v = ps_shard_version(s->shard);
 
+    struct ps_store *st = ps_shard_store(s->shard);
+    uint32_t tables = 0;
+
+    /* A model with tables holds rows pushes in the store meanwhile
+     * (ps_store_rows_hold): no step may hold its writer open. */
+    if (st)
+        ps_store_tables(st, &tables);
     return p->has_base_version && p->base_version == v &&
-           ps_mode_expected(s->sync, v) > 0;
+           ps_mode_expected(s->sync, v) > 0 && tables == 0;
 }
 
 /* Add in's part to the open step now, and send to the store every block
@@ -946,19 +953,13 @@ nng_msg *service_apply_outside(struct ps_service *s,
 nng_msg *service_push_rows(struct ps_service *s, const struct hc_wire_msg *in,
                            struct answer_info *info)
 {
+    int hold = ps_mode_in_steps(s->sync);
     uint64_t version = 0;
     int rv;
 
     memset(info, 0, sizeof *info);
-    if (ps_mode_in_steps(s->sync))
-        return service_error_reply(s, in->env->request_id,
-                                   HETPS__ERROR_CODE__E_UNSUPPORTED,
-                                   "push_rows: row-sparse pushes are applied "
-                                   "at once (async, ssp); a synchronous "
-                                   "step's sum by row is not built yet: run "
-                                   "this model with --mode async or ssp");
     pthread_mutex_lock(&s->wmu);
-    rv = ps_shard_push_rows(s->shard, in, &version);
+    rv = ps_shard_push_rows(s->shard, in, hold, &version);
     pthread_mutex_unlock(&s->wmu);
     if (rv != HC_OK)
         return service_error_reply(s, in->env->request_id,

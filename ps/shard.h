@@ -153,10 +153,12 @@ int ps_shard_pull_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
 /* Apply a PushRows at once as one step (each table's rows' gradients
  * divided by its samples, through the optimizer row by row), recorded
  * as the worker's push on its lane in the same store transaction; the
- * version after it into *version. Under the writers' lock. Errors as
- * ps_shard_pull_rows, HC_ERR_DATA (a gradient not finite), the store's. */
+ * version after it into *version. hold (sync): kept in the store with its
+ * record for the open step instead (ps_store_rows_hold), *version the
+ * current one. Under the writers' lock. Errors as ps_shard_pull_rows,
+ * HC_ERR_DATA (a gradient not finite), the store's. */
 int ps_shard_push_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
-                       uint64_t *version);
+                       int hold, uint64_t *version);
 
 /* The shard's store once its variables exist (NULL before), and its
  * optimizer settings: for shard_rows.c. */

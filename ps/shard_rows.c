@@ -102,25 +102,23 @@ int ps_shard_pull_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
     return rv;
 }
 
-int ps_shard_push_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
-                       uint64_t *version)
+/* A PushRows's tables as row updates (gradients checked finite; the
+ * ids malloc'd into ids[k], freed by the caller), its record begun. */
+static int push_of(struct ps_shard *sh, const struct hc_wire_msg *in,
+                   struct ps_rows *rows, uint64_t **ids,
+                   struct ps_store **store, struct ps_record *rec)
 {
     const Hetps__PushRows *p = in->env->push_rows;
     const Hetps__Envelope *e = in->env;
-    struct ps_rows rows[HC_WIRE_MAX_TABLES];
-    uint64_t *ids[HC_WIRE_MAX_TABLES] = {0};
-    struct ps_record rec;
-    struct ps_store *store = NULL;
-    size_t k;
     int rv = HC_OK;
 
-    for (k = 0; k < p->n_tables && rv == HC_OK; k++) {
+    for (size_t k = 0; k < p->n_tables && rv == HC_OK; k++) {
         const Hetps__RowsRef *r = p->tables[k];
         const struct ps_table *tab;
         const float *g = in->data[2 * k + 1];
         size_t nf = (size_t)r->n * r->dim;
 
-        if ((rv = find_table(sh, r->key, r->dim, &store, &tab)) != HC_OK)
+        if ((rv = find_table(sh, r->key, r->dim, store, &tab)) != HC_OK)
             break;
         for (size_t i = 0; i < nf; i++)
             if (!isfinite(g[i])) {
@@ -138,14 +136,30 @@ int ps_shard_push_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
         rows[k] = (struct ps_rows){r->key, r->n, ids[k], g,
                                    1.0f / (float)p->samples};
     }
-    if (rv == HC_OK) {
-        ps_record_begin(&rec, e->sender->index, PS_REQ_PUSH, e->incarnation,
-                        e->request_id);
-        rec.lane = (uint16_t)(e->has_lane ? e->lane : 0);
+    ps_record_begin(rec, e->sender->index, PS_REQ_PUSH, e->incarnation,
+                    e->request_id);
+    rec->lane = (uint16_t)(e->has_lane ? e->lane : 0);
+    return rv;
+}
+
+int ps_shard_push_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
+                       int hold, uint64_t *version)
+{
+    const Hetps__PushRows *p = in->env->push_rows;
+    struct ps_rows rows[HC_WIRE_MAX_TABLES];
+    uint64_t *ids[HC_WIRE_MAX_TABLES] = {0};
+    struct ps_record rec;
+    struct ps_store *store = NULL;
+    int rv;
+
+    rv = push_of(sh, in, rows, ids, &store, &rec);
+    if (rv == HC_OK && hold)
+        rv = ps_store_rows_hold(store, rows, p->n_tables, p->samples, &rec,
+                                version);
+    else if (rv == HC_OK)
         rv = ps_store_apply_rows(store, ps_shard_optim(sh), NULL, 0, rows,
                                  p->n_tables, &rec, 1, version);
-    }
-    for (k = 0; k < p->n_tables; k++)
+    for (size_t k = 0; k < p->n_tables; k++)
         free(ids[k]);
     return rv;
 }

@@ -452,6 +452,25 @@ int ps_store_apply_rows(struct ps_store *s, const struct hc_optim_conf *c,
                         const struct ps_record *recs, size_t n_recs,
                         uint64_t *new_step);
 
+/*
+ * Sync: hold a worker's rows push (rows r[0 .. n), its summed gradients,
+ * each table's scale ignored) for the open step, durably: written in a
+ * transaction of its own with its record rec (answered at the current
+ * step, *step, may be NULL), so a push answered survives a restart; the
+ * next counted step's commit (ps_store_step_commit, ps_store_apply) applies
+ * every push held — summed by row in (worker, request) order and scaled by
+ * 1 / (their samples summed), one optimizer step per row — counts the step
+ * even without blocks, and deletes them with it. Errors as
+ * ps_store_apply_rows.
+ */
+int ps_store_rows_hold(struct ps_store *s, const struct ps_rows *r, size_t n,
+                       uint32_t samples, const struct ps_record *rec,
+                       uint64_t *step);
+
+/* The rows pushes held for an uncommitted step into *n (0: none). Errors:
+ * the store's. */
+int ps_store_rows_held(struct ps_store *s, size_t *n);
+
 /* The tables the store was initialised with: *n entries owned by the
  * store, valid until ps_store_close (NULL, 0 when none). */
 const struct ps_table *ps_store_tables(const struct ps_store *s, uint32_t *n);
@@ -477,6 +496,27 @@ int ps_store_row_get(struct ps_store *s, uint32_t var, uint64_t id,
 /* Rows stored of table `var` into *rows (one read of meta). Errors:
  * HC_ERR_NOTFOUND (no such table), HC_ERR_STORE. */
 int ps_store_table_rows(struct ps_store *s, uint32_t var, uint64_t *rows);
+
+/* Every stored row of table `var`, in id order, from one snapshot: ids
+ * into *ids (n), values into *rows (n, dim) — or, with updates given
+ * (may be NULL), whole rows (n, (1 + n_slots) · dim: values and optimizer
+ * slots) and each row's update count into *updates (n) — all malloc'd
+ * (the caller frees them; NULL when n is 0), checksums verified. Errors:
+ * HC_ERR_NOTFOUND (no such table), HC_ERR_CRC, HC_ERR_STORE,
+ * HC_ERR_NOMEM. */
+int ps_store_rows_list(struct ps_store *s, uint32_t var, uint64_t **ids,
+                       float **rows, uint64_t **updates, size_t *n);
+
+/* Store rows ids[0 .. n) (ascending, none stored yet) of table `var`
+ * whole, as ps_store_rows_list gives them (values, slots, update counts),
+ * in one write transaction, counted in the table's rows (reshard).
+ * Errors: HC_ERR_NOTFOUND (no such table), HC_ERR_INVAL (ids),
+ * HC_ERR_EXISTS (a row already stored), the store's. */
+int ps_store_rows_put(struct ps_store *s, uint32_t var, const uint64_t *ids,
+                      const float *rows, const uint64_t *updates, size_t n);
+
+/* The seed the store's rows start from (hc_init_row; 0 without tables). */
+uint64_t ps_store_rows_seed(const struct ps_store *s);
 
 /*
  * The last request recorded for (`worker`, `lane`) into *out: who sent it, its id,

@@ -34,7 +34,6 @@
 
 #include <cJSON.h>
 
-#include "clock.h"
 #include "crc32c.h"
 #include "err.h"
 
@@ -479,12 +478,17 @@ static int apply_body(struct ps_store *s, MDB_txn *txn, void *arg)
         /* A later part of a push (async): the step its first part
          * counted, which it does not count again. */
         uint64_t t = g->uncounted && step > 0 ? step - 1 : step;
+        int held = 0;
 
         if ((rv = store_apply_blocks(s, txn, a->c, t, g, a->direct)) != HC_OK ||
             (rv = store_rows_apply(s, txn, a->c, t, g->rows,
                                        g->n_rows)) != HC_OK)
             return rv;
-        if ((g->n > 0 || g->n_rows > 0) && !g->uncounted)
+        /* A synchronous step's held rows pushes join its first step. */
+        if (k == 0 && !g->uncounted &&
+            (rv = store_rows_apply_held(s, txn, a->c, t, &held)) != HC_OK)
+            return rv;
+        if ((g->n > 0 || g->n_rows > 0 || held) && !g->uncounted)
             step++;
         for (size_t i = 0; i < g->n_recs; i++)
             if ((rv = store_record_put(s, txn, &g->recs[i], step)) != HC_OK)
@@ -551,27 +555,6 @@ int store_apply_check(struct ps_store *s, const struct hc_optim_conf *c,
             return hc_err_set(HC_ERR_INVAL, "store %s: record %zu (worker %u) "
                               "was not made by ps_record_begin", s->dir, i,
                               recs[i].worker);
-    return HC_OK;
-}
-
-/* Flush after a commit when group commit says it is time. */
-int store_maybe_sync(struct ps_store *s)
-{
-    uint64_t t;
-    int rc;
-
-    if (s->durability != PS_DURABLE_MACHINE || s->sync_ms == 0)
-        return HC_OK;
-    t = (uint64_t)hc_now_ms();
-    s->unsynced = 1;        /* ps_store_maintain syncs it if no commit comes */
-    if (t - s->last_sync_ms < s->sync_ms)
-        return HC_OK;
-    s->last_sync_ms = t;
-    s->unsynced = 0;
-    if ((rc = mdb_env_sync(s->env, 1)) != 0)
-        return hc_err_set(HC_ERR_IO, "store %s: sync failed: %s; the update "
-                          "is committed but may not be on disk", s->dir,
-                          mdb_strerror(rc));
     return HC_OK;
 }
 

@@ -241,9 +241,11 @@ int ps_store_restore(struct ps_store *s, const float *const *const *slots,
                      uint64_t step)
 {
     struct restore_arg a = { slots, step };
+    uint32_t tables = 0;
     int rv;
 
-    if (!s->n_blocks)
+    ps_store_tables(s, &tables);    /* a shard of rows alone has a step */
+    if (!s->n_blocks && !tables)
         return hc_err_set(HC_ERR_NOTFOUND, "store %s holds no variables", s->dir);
     pthread_mutex_lock(&s->wmu);
     rv = store_write_txn(s, restore_body, &a, "restoring the optimizer state");

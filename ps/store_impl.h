@@ -13,6 +13,7 @@
  *   store_record.c  the per-worker request records an apply writes
  *   store_rows.c    row-sparse tables: their rows, lazy initial values and
  *                   per-row optimizer steps
+ *   store_held.c    a synchronous step's rows pushes held until its commit
  */
 #ifndef PS_STORE_IMPL_H
 #define PS_STORE_IMPL_H
@@ -127,7 +128,6 @@ int store_apply_check(struct ps_store *s, const struct hc_optim_conf *c,
 int store_apply_blocks(struct ps_store *s, MDB_txn *txn,
                        const struct hc_optim_conf *c, uint64_t step,
                        const struct ps_apply *g, int direct);
-int store_maybe_sync(struct ps_store *s);
 
 /* Read the ranges r[0 .. n) in transaction txn (a reader's, or the open
  * step's on its thread). */
@@ -141,6 +141,10 @@ void store_step_stop(struct ps_store *s);
  * full disk fails here, before anything is written). Under wmu. */
 int store_reserve_disk(struct ps_store *s, const char *what);
 void store_rtxn_end(struct ps_store *s, MDB_txn *t);
+
+/* After a commit: flush when group commit (PS_DURABLE_MACHINE, sync_ms)
+ * says it is time. */
+int store_maybe_sync(struct ps_store *s);
 
 /* The body of a write transaction: HC_OK commits, anything else aborts. */
 typedef int (*store_write_fn)(struct ps_store *s, MDB_txn *txn, void *arg);
@@ -228,6 +232,16 @@ int store_rows_apply(struct ps_store *s, MDB_txn *txn,
 /* ps_store_verify's part: every stored row's key, size and CRC32C, and
  * each table's count against meta "table_rows". */
 int store_rows_verify(struct ps_store *s, MDB_txn *txn);
+
+/* ---- store_held.c ------------------------------------------------------ */
+
+/* Apply, in txn at the store's `step`, every rows push held for the
+ * synchronous step (ps_store_rows_hold), summed by row and scaled by
+ * 1 / (their samples), and delete them; *any 1 when there was one.
+ * Under wmu. */
+int store_rows_apply_held(struct ps_store *s, MDB_txn *txn,
+                          const struct hc_optim_conf *c, uint64_t step,
+                          int *any);
 
 void store_rows_free(struct ps_store *s);
 

@@ -51,6 +51,12 @@ static void row_key(unsigned char *k, uint32_t var, uint64_t row)
     store_be32(k + 8, (uint32_t)row);
 }
 
+static uint32_t be32_at(const unsigned char *b)
+{
+    return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 |
+           b[3];
+}
+
 static int rows_state(struct ps_store *s)
 {
     if (!s->rows && !(s->rows = calloc(1, sizeof *s->rows)))
@@ -417,6 +423,180 @@ int ps_store_table_rows(struct ps_store *s, uint32_t var, uint64_t *rows)
     if (rv == HC_OK)
         *rows = counts[i];
     return rv;
+}
+
+int ps_store_rows_list(struct ps_store *s, uint32_t var, uint64_t **ids_out,
+                       float **rows_out, uint64_t **updates_out,
+                       size_t *n_out)
+{
+    const struct ps_table *t;
+    size_t nf, n = 0, cap = 0;
+    unsigned char key[KEY_SIZE];
+    MDB_val k = {KEY_SIZE, key}, v;
+    MDB_txn *txn = NULL;
+    MDB_cursor *cur = NULL;
+    uint64_t *ids = NULL, *ups = NULL;
+    float *rows = NULL, *buf = NULL;
+    struct ps_row_hdr h;
+    size_t w;                   /* floats kept a row */
+    int rv = HC_OK, rc;
+
+    *ids_out = NULL;
+    *rows_out = NULL;
+    if (updates_out)
+        *updates_out = NULL;
+    *n_out = 0;
+    if (!atomic_load(&s->initialised) || !(t = table_of(s, var, NULL)))
+        return no_table(s, var);
+    if (!s->rows->have_db)
+        return HC_OK;
+    nf = (size_t)(1 + s->n_slots) * t->dim;
+    w = updates_out ? nf : t->dim;
+    if (!(buf = malloc(nf * sizeof *buf)))
+        return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory", s->dir);
+    if ((rv = store_txn_begin(s, MDB_RDONLY, &txn)) != HC_OK)
+        goto out;
+    if ((rc = mdb_cursor_open(txn, s->rows->dbi, &cur)) != 0) {
+        rv = store_lmdb_err(s, rc, "listing rows");
+        goto end;
+    }
+    row_key(key, var, 0);
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        const unsigned char *kb = k.mv_data;
+        uint64_t id;
+
+        if (k.mv_size != KEY_SIZE || be32_at(kb) != var)
+            break;
+        id = (uint64_t)be32_at(kb + 4) << 32 | be32_at(kb + 8);
+        if (v.mv_size != sizeof h + nf * sizeof *buf) {
+            rv = hc_err_set(HC_ERR_STORE, "store %s: row %llu of variable %u "
+                            "has %zu bytes, expected %zu; the store is "
+                            "damaged", s->dir, (unsigned long long)id, var,
+                            v.mv_size, sizeof h + nf * sizeof *buf);
+            goto end;
+        }
+        memcpy(&h, v.mv_data, sizeof h);
+        memcpy(buf, (const char *)v.mv_data + sizeof h, nf * sizeof *buf);
+        if (h.dim != t->dim || hc_crc32c(buf, nf * sizeof *buf) != h.crc) {
+            rv = hc_err_set(HC_ERR_CRC, "store %s: row %llu of variable %u "
+                            "fails its checksum; the store is damaged",
+                            s->dir, (unsigned long long)id, var);
+            goto end;
+        }
+        if (n == cap) {
+            size_t c2 = cap ? 2 * cap : 1024;
+            uint64_t *i2 = realloc(ids, c2 * sizeof *i2);
+            float *r2 = i2 ? realloc(rows, c2 * w * sizeof *r2) : NULL;
+            uint64_t *u2 = r2 && updates_out
+                               ? realloc(ups, c2 * sizeof *u2) : NULL;
+
+            if (i2)
+                ids = i2;
+            if (r2)
+                rows = r2;
+            if (u2)
+                ups = u2;
+            if (!i2 || !r2 || (updates_out && !u2)) {
+                rv = hc_err_set(HC_ERR_NOMEM, "store %s: out of memory for "
+                                "%zu rows of variable %u", s->dir, c2, var);
+                goto end;
+            }
+            cap = c2;
+        }
+        ids[n] = id;
+        memcpy(rows + n * w, buf, w * sizeof *buf);
+        if (updates_out)
+            ups[n] = h.updates;
+        n++;
+    }
+    if (rc != 0 && rc != MDB_NOTFOUND)
+        rv = store_lmdb_err(s, rc, "listing rows");
+end:
+    if (cur)
+        mdb_cursor_close(cur);
+    store_rtxn_end(s, txn);
+out:
+    free(buf);
+    if (rv != HC_OK) {
+        free(ids);
+        free(rows);
+        free(ups);
+        return rv;
+    }
+    *ids_out = ids;
+    *rows_out = rows;
+    if (updates_out)
+        *updates_out = ups;
+    *n_out = n;
+    return HC_OK;
+}
+
+struct put_arg {
+    const struct ps_table *t;
+    uint32_t ti;
+    const uint64_t *ids;
+    const float *rows;          /* (n, (1 + n_slots) · dim) */
+    const uint64_t *updates;
+    size_t n;
+};
+
+static int put_body(struct ps_store *s, MDB_txn *txn, void *arg)
+{
+    struct put_arg *a = arg;
+    uint64_t counts[PS_STORE_MAX_TABLES];
+    size_t nf = (size_t)(1 + s->n_slots) * a->t->dim, added = 0;
+    size_t bytes = s->rows->n_tables * sizeof *counts;
+    unsigned char key[KEY_SIZE];
+    int rv, rc;
+
+    for (size_t i = 0; i < a->n; i++) {
+        struct ps_row_hdr h = {a->t->dim, 0, a->updates[i]};
+        MDB_val k = {KEY_SIZE, key},
+                v = {sizeof h + nf * sizeof(float), NULL};
+
+        h.crc = hc_crc32c(a->rows + i * nf, nf * sizeof(float));
+        row_key(key, a->t->var, a->ids[i]);
+        if ((rc = mdb_put(txn, s->rows->dbi, &k, &v,
+                          MDB_RESERVE | MDB_NOOVERWRITE)) != 0)
+            return rc == MDB_KEYEXIST
+                       ? hc_err_set(HC_ERR_EXISTS, "store %s: row %llu of "
+                                    "variable %u is stored already", s->dir,
+                                    (unsigned long long)a->ids[i], a->t->var)
+                       : store_lmdb_err(s, rc, "writing a row");
+        memcpy(v.mv_data, &h, sizeof h);
+        memcpy((char *)v.mv_data + sizeof h, a->rows + i * nf,
+               nf * sizeof(float));
+        added++;
+    }
+    if ((rv = store_meta_fixed(s, txn, "table_rows", counts, bytes)) != HC_OK)
+        return rv;
+    counts[a->ti] += added;
+    return store_meta_put(s, txn, "table_rows", counts, bytes);
+}
+
+int ps_store_rows_put(struct ps_store *s, uint32_t var, const uint64_t *ids,
+                      const float *rows, const uint64_t *updates, size_t n)
+{
+    struct put_arg a = {NULL, 0, ids, rows, updates, n};
+    int rv;
+
+    if (s->read_only || !atomic_load(&s->initialised) ||
+        !(a.t = table_of(s, var, &a.ti)))
+        return s->read_only ? hc_err_set(HC_ERR_INVAL, "store %s: opened "
+                                         "read-only", s->dir)
+                            : no_table(s, var);
+    if ((rv = check_ids(s, a.t, ids, n, 1)) != HC_OK)
+        return rv;
+    pthread_mutex_lock(&s->wmu);
+    rv = store_write_txn(s, put_body, &a, "writing rows");
+    pthread_mutex_unlock(&s->wmu);
+    return rv;
+}
+
+uint64_t ps_store_rows_seed(const struct ps_store *s)
+{
+    return s->rows ? s->rows->seed : 0;
 }
 
 int store_rows_verify(struct ps_store *s, MDB_txn *txn)

@@ -140,6 +140,16 @@ static int step_commit(struct ps_store *s, struct store_step *st,
         return rv;
     }
     step = st->step + 1;
+    {
+        int held;   /* the step counts anyway: its blocks were added */
+
+        rv = store_rows_apply_held(s, st->txn, j->c, st->step, &held);
+        if (rv == HC_ERR_MAPFULL) {     /* the whole step in one apply */
+            step_abort(s, st);
+            return ps_store_apply(s, j->c, st->all, st->n_all, j->recs,
+                                  j->n_recs, &st->new_step);
+        }
+    }
     for (size_t i = 0; i < j->n_recs && rv == HC_OK; i++)
         rv = store_record_put(s, st->txn, &j->recs[i], step);
     if (rv == HC_OK)

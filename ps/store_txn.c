@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
 #include "err.h"
 #include "log.h"
 
@@ -386,4 +387,25 @@ int ps_store_meta_get(struct ps_store *s, const char *key, void *buf,
     }
     store_rtxn_end(s, txn);
     return rv;
+}
+
+/* Flush after a commit when group commit says it is time. */
+int store_maybe_sync(struct ps_store *s)
+{
+    uint64_t t;
+    int rc;
+
+    if (s->durability != PS_DURABLE_MACHINE || s->sync_ms == 0)
+        return HC_OK;
+    t = (uint64_t)hc_now_ms();
+    s->unsynced = 1;        /* ps_store_maintain syncs it if no commit comes */
+    if (t - s->last_sync_ms < s->sync_ms)
+        return HC_OK;
+    s->last_sync_ms = t;
+    s->unsynced = 0;
+    if ((rc = mdb_env_sync(s->env, 1)) != 0)
+        return hc_err_set(HC_ERR_IO, "store %s: sync failed: %s; the update "
+                          "is committed but may not be on disk", s->dir,
+                          mdb_strerror(rc));
+    return HC_OK;
 }

@@ -100,8 +100,11 @@ int pc_pull(struct pc_client *c, float *params, uint64_t *version);
  * NULL). pc_push_rows: the per-position gradients grad (n, dim) of each
  * table's ids, summed by id, applied by each shard holding some as one
  * step (async, ssp: at once, exactly once; the gradient used is sum /
- * samples); the largest version after it into *version (may be NULL). A
- * shard in sync mode refuses it. At most HC_WIRE_MAX_TABLES tables, each
+ * samples); the largest version after it into *version (may be NULL).
+ * In sync mode each shard holds the push (durably, answered at once, at
+ * the current version) for its open step, which sums every worker's rows
+ * by row and applies them once with 1 / (their samples) at its commit:
+ * call it before the step's pc_sync_step. At most HC_WIRE_MAX_TABLES tables, each
  * once. Errors: HC_ERR_INVAL (a var that is no table of the model or
  * given twice, an id ≥ its input_dim: named; no model set), the shards'
  * refusals, transport errors.

@@ -82,6 +82,22 @@ static void step(struct ps_store *s, const struct hc_optim_conf *c,
     (void)dim;
 }
 
+/* This process's anonymous resident memory (/proc/self/status RssAnon),
+ * MiB; -1 when it cannot be read. The store's pages are file-backed. */
+static long rss_anon_mib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "RssAnon: %ld kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib < 0 ? -1 : kib / 1024;
+}
+
 static double du_mib(const char *dir)
 {
     char path[600];
@@ -169,8 +185,8 @@ int main(int argc, char **argv)
     printf("  10^5 table:              %.0f rows/s (%.1f ms a round), "
            "store %.0f MiB\n", batch * rounds / t_small,
            1e3 * t_small / rounds, du_mib(small_dir));
-    printf("  large / small: %.2f; peak RSS %ld MiB\n", t_small / t_big,
-           ru.ru_maxrss / 1024);
+    printf("  large / small: %.2f; peak RSS %ld MiB, RssAnon %ld MiB\n",
+           t_small / t_big, ru.ru_maxrss / 1024, rss_anon_mib());
     ps_store_close(big);
     ps_store_close(small);
     {

@@ -52,7 +52,7 @@ static int serve(const void *data, size_t size)
         if (in.env->payload_case == HETPS__ENVELOPE__PAYLOAD_PULL_ROWS)
             rv = ps_shard_pull_rows(shard, &in, &me, &reply);
         else if (in.env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS)
-            rv = ps_shard_push_rows(shard, &in, &version);
+            rv = ps_shard_push_rows(shard, &in, 0, &version);
         else
             rv = ps_shard_serve(shard, &in, &me, NULL, &reply);
         if (reply)

@@ -40,11 +40,11 @@
 #include "err.h"
 #include "model.h"
 #include "rng.h"
+#include "zipf.h"
 #include "rowmap.h"
 
 #define DIM 4
 #define BATCH 64
-#define VOCAB 100000
 #define CAP (1u << 17)          /* mirror slots: steps × 64 ≤ 65536 */
 #define TABLE_ROWS (1ull << 40)
 
@@ -82,34 +82,6 @@ static int cmp_u64(const void *a, const void *b)
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
     return x < y ? -1 : x > y;
-}
-
-/* Zipf(1.05) ranks by inverse CDF, hashed into the table's ids. */
-static double *zipf_cdf(void)
-{
-    double *c = malloc(VOCAB * sizeof *c), sum = 0;
-
-    for (size_t i = 0; c && i < VOCAB; i++)
-        c[i] = (sum += 1.0 / __builtin_pow((double)(i + 1), 1.05));
-    for (size_t i = 0; c && i < VOCAB; i++)
-        c[i] /= sum;
-    return c;
-}
-
-static uint64_t zipf_id(const double *cdf, uint64_t *st)
-{
-    double u = (double)(hc_splitmix64(st) >> 11) * 0x1.0p-53;
-    size_t lo = 0, hi = VOCAB - 1;
-
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-
-        if (cdf[mid] < u)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return hc_mix64(lo) >> 24;      /* below 2^40 */
 }
 
 /* The model: the dense layer's two variables, then the two tables. */

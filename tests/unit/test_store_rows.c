@@ -456,6 +456,25 @@ static void test_damage(void)
     hp_rmtree(dir);
 }
 
+/* Rows ids[0 .. n) of s1 and s2: the same bits, each updated once and
+ * stored in s1; the number that are not. */
+static int once_alike(struct ps_store *s1, struct ps_store *s2,
+                      const uint64_t *ids, int n)
+{
+    float x[3 * DIM], y[3 * DIM];
+    int bad = 0;
+
+    for (int i = 0; i < n; i++) {
+        uint64_t u1 = 0, u2 = 0;
+        int st1 = 0, st2 = 0;
+
+        bad += ps_store_row_get(s1, VAR, ids[i], x, &u1, &st1) != HC_OK;
+        bad += ps_store_row_get(s2, VAR, ids[i], y, &u2, &st2) != HC_OK;
+        bad += memcmp(x, y, sizeof x) != 0 || u1 != 1 || u2 != 1 || !st1;
+    }
+    return bad;
+}
+
 /* A synchronous step's pushes of one table in one apply: summed by row
  * (Σ grad·scale, in push order) before one optimizer step per row — the
  * same bits as one push of the sums, each row counted once. */
@@ -465,7 +484,6 @@ static void test_summed(void)
     static const uint64_t a_ids[] = {1, 5, 9}, b_ids[] = {5, 9, 12};
     static const uint64_t all[] = {1, 5, 9, 12};
     float ga[3 * DIM], gb[3 * DIM], sum[4 * DIM] = {0};
-    float x[3 * DIM], y[3 * DIM];
     struct ps_store *s1, *s2;
     char d1[256], d2[256];
     int bad = 0;
@@ -495,16 +513,90 @@ static void test_summed(void)
         CU_ASSERT_EQUAL(ps_store_apply_rows(s2, &c, NULL, 0, &one, 1, NULL,
                                             0, NULL), HC_OK);
     }
-    for (int i = 0; i < 4; i++) {
-        uint64_t u1 = 0, u2 = 0;
-        int st1 = 0, st2 = 0;
-
-        bad += ps_store_row_get(s1, VAR, all[i], x, &u1, &st1) != HC_OK;
-        bad += ps_store_row_get(s2, VAR, all[i], y, &u2, &st2) != HC_OK;
-        bad += memcmp(x, y, sizeof x) != 0 || u1 != 1 || u2 != 1 || !st1;
-    }
+    bad += once_alike(s1, s2, all, 4);
     CU_ASSERT_EQUAL(bad, 0);
     CU_ASSERT_EQUAL(ps_store_step(s1), 1);
+    CU_ASSERT_EQUAL(ps_store_verify(s1), HC_OK);
+    ps_store_close(s1);
+    ps_store_close(s2);
+    hp_rmtree(d1);
+    hp_rmtree(d2);
+}
+
+/* Sync's held pushes (ps_store_rows_hold): two workers' rows held with
+ * their records, surviving a reopen, then applied by the next counted
+ * step summed by row and scaled by 1 / (2 + 2 samples) — the bits of the
+ * same two updates at scale 1/4 in one apply; gone after it (the next
+ * step does not apply them again). ps_store_rows_list gives the stored
+ * rows in id order, as ps_store_row_get reads them. */
+static void test_held(void)
+{
+    struct hc_optim_conf c = optim(HC_OPT_ADAM);
+    static const uint64_t a_ids[] = {1, 5, 9}, b_ids[] = {5, 9, 12};
+    static const uint64_t all[] = {1, 5, 9, 12};
+    float ga[3 * DIM], gb[3 * DIM], x[3 * DIM], *rows = NULL;
+    struct ps_rows a = {VAR, 3, a_ids, ga, 7.0f}, b = {VAR, 3, b_ids, gb, 7.0f};
+    struct ps_record r0, r1, got;
+    struct ps_store *s1, *s2;
+    uint64_t step = 9, *ids = NULL;
+    size_t n = 0;
+    char d1[256], d2[256];
+    int bad = 0;
+
+    for (int i = 0; i < 3 * DIM; i++) {
+        ga[i] = 0.1f * (float)(i % 7) - 0.2f;
+        gb[i] = 0.3f - 0.05f * (float)(i % 5);
+    }
+    ps_record_begin(&r0, 0, PS_REQ_PUSH, 11, 100);
+    ps_record_begin(&r1, 1, PS_REQ_PUSH, 12, 200);
+    hp_tmpdir(d1, sizeof d1);
+    hp_tmpdir(d2, sizeof d2);
+    s1 = open_table(d1, 0, 1, &c, NULL);
+    s2 = open_table(d2, 0, 1, &c, NULL);
+    CU_ASSERT_FATAL(s1 && s2);
+    /* Held in the order worker 1, worker 0: applied by worker. */
+    CU_ASSERT_EQUAL(ps_store_rows_hold(s1, &b, 1, 2, &r1, &step), HC_OK);
+    CU_ASSERT_EQUAL(step, 0);
+    CU_ASSERT_EQUAL(ps_store_rows_hold(s1, &a, 1, 2, &r0, NULL), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_rows_hold(s1, &a, 1, 0, &r0, NULL), HC_ERR_INVAL);
+    CU_ASSERT_EQUAL(ps_store_step(s1), 0);
+    CU_ASSERT_EQUAL(ps_store_record_get(s1, 1, 0, &got), HC_OK);
+    CU_ASSERT_EQUAL(got.request_id, 200);
+    ps_store_close(s1);
+    s1 = open_table(d1, 0, 1, &c, NULL);    /* held across a restart */
+    CU_ASSERT_FATAL(s1 != NULL);
+    CU_ASSERT_EQUAL(ps_store_rows_held(s1, &n), HC_OK);
+    CU_ASSERT_EQUAL(n, 2);
+    CU_ASSERT_EQUAL(ps_store_apply(s1, &c, NULL, 0, NULL, 0, NULL), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_step(s1), 1);
+    CU_ASSERT_EQUAL(ps_store_rows_held(s1, &n), HC_OK);
+    CU_ASSERT_EQUAL(n, 0);
+    {
+        struct ps_rows two[] = {{VAR, 3, a_ids, ga, 0.25f},
+                                {VAR, 3, b_ids, gb, 0.25f}};
+
+        CU_ASSERT_EQUAL(ps_store_apply_rows(s2, &c, NULL, 0, two, 2, NULL, 0,
+                                            NULL), HC_OK);
+    }
+    CU_ASSERT_EQUAL(ps_store_apply(s1, &c, NULL, 0, NULL, 0, NULL), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_step(s1), 1);  /* nothing held: no step */
+    bad += once_alike(s1, s2, all, 4);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(ps_store_rows_list(s1, VAR, &ids, &rows, NULL, &n), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(n, 4);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t u;
+        int st;
+
+        bad += ids[i] != all[i];
+        bad += ps_store_row_get(s1, VAR, all[i], x, &u, &st) != HC_OK;
+        bad += memcmp(rows + i * DIM, x, DIM * sizeof *x) != 0;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    free(ids);
+    free(rows);
+    CU_ASSERT_EQUAL(ps_store_rows_list(s1, 7, &ids, &rows, NULL, &n),
+                    HC_ERR_NOTFOUND);
     CU_ASSERT_EQUAL(ps_store_verify(s1), HC_OK);
     ps_store_close(s1);
     ps_store_close(s2);
@@ -526,6 +618,8 @@ void hp_test_register(void)
     CU_add_test(s, "an apply cut short leaves nothing", test_abort);
     CU_add_test(s, "a step's updates of one table summed by row = one "
                    "update of the sums", test_summed);
+    CU_add_test(s, "sync: held pushes applied once by the next step, "
+                "summed by row; the rows listed by id", test_held);
     CU_add_test(s, "refusals", test_refusals);
     CU_add_test(s, "a damaged row: read and verify refuse it", test_damage);
 }
