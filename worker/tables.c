@@ -175,7 +175,7 @@ int wk_tables_before(void *arg, struct wk_net *net, const float *x, int B)
     return HC_OK;
 }
 
-int wk_tables_push(struct wk_tables *t)
+int wk_tables_push(struct wk_tables *t, uint32_t samples)
 {
     struct pc_rows req[MAX_TABLES];
     int k, rv;
@@ -188,6 +188,8 @@ int wk_tables_push(struct wk_tables *t)
 
         if ((rv = wk_net_rows_grad(t->net, k, tb->grad)))
             return rv;
+        for (size_t i = 0; i < tb->map.n_unique * (size_t)tb->d.dim; i++)
+            tb->grad[i] *= (float)samples;
         req[k] = (struct pc_rows){(uint32_t)tb->d.var, tb->map.ids,
                                   tb->map.n_unique, NULL, tb->grad};
         t->st.rows_pushed += tb->map.n_unique;
@@ -195,7 +197,7 @@ int wk_tables_push(struct wk_tables *t)
     }
     t->st.pushes++;
     t->pulled = 0;
-    return pc_push_rows(t->pc, req, (size_t)t->n, 1, NULL);
+    return pc_push_rows(t->pc, req, (size_t)t->n, samples, NULL);
 }
 
 void wk_tables_stats(const struct wk_tables *t, struct wk_tables_stats *out)

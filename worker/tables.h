@@ -42,11 +42,15 @@ void wk_tables_close(struct wk_tables *t);     /* NULL allowed */
 int wk_tables_before(void *arg, struct wk_net *net, const float *x, int B);
 
 /*
- * After a training step: the gradients of the rows the last hook set,
- * pushed. Errors: HC_ERR_INVAL (no rows pulled since the last push), the
- * net's, the client's (a shard in sync mode refuses it).
+ * After a training step over `samples` samples: the gradients of the rows
+ * the last hook set (of the batch's mean loss), pushed as their sum over
+ * the samples with `samples` — as the dense push carries its gradient —
+ * so a sync step's shards weigh each worker's rows by its samples. In
+ * sync, call it before pc_sync_step (the shard holds it for the step).
+ * Errors: HC_ERR_INVAL (no rows pulled since the last push), the net's,
+ * the client's.
  */
-int wk_tables_push(struct wk_tables *t);
+int wk_tables_push(struct wk_tables *t, uint32_t samples);
 
 /* What travelled since opening, for the logs: pulls and pushes made,
  * rows (unique ids) in them, and their bytes on the wire beyond the

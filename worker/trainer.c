@@ -560,7 +560,8 @@ static int run_async(struct run *r)
             } else if ((rv = compute(r, n, &loss, &k)) == HC_OK) {
                 g.samples_per_s = (float)r->speed;
                 tx = hc_now_s();
-                if (r->tables && (rv = wk_tables_push(r->tables)) != HC_OK)
+                if (r->tables &&
+                    (rv = wk_tables_push(r->tables, (uint32_t)n)) != HC_OK)
                     goto out;
                 if (r->c->overlap) {
                     rv = overlap_step(r, &x, &g, &st, &version);
@@ -680,7 +681,10 @@ static int one_step(struct run *r, struct sync_run *y, uint64_t v, int epoch,
     } else if ((rv = compute(r, n, &loss, &k)) == HC_OK) {
         g.samples_per_s = (float)r->speed;
         tx = hc_now_s();
-        rv = pc_sync_step(r->pc, &g, r->params, &y->st);
+        /* The step's rows first: the shards hold them for the step. */
+        rv = r->tables ? wk_tables_push(r->tables, (uint32_t)n) : HC_OK;
+        if (rv == HC_OK)
+            rv = pc_sync_step(r->pc, &g, r->params, &y->st);
         dx = hc_now_s() - tx;
     }
     if (rv != HC_OK)
@@ -919,8 +923,8 @@ static int load_data(const struct wk_train_conf *c, const struct hc_model *m,
                                    names, m->n_inputs, d);
 }
 
-/* A model with row-sparse tables (embeddings) trains in async and ssp,
- * without --overlap: checked before any connection. */
+/* A model with row-sparse tables (embeddings) trains without --overlap:
+ * checked before any connection. */
 static int tables_allowed(const struct wk_train_conf *c,
                           const struct hc_model *m)
 {
@@ -928,11 +932,6 @@ static int tables_allowed(const struct wk_train_conf *c,
 
     for (int i = 0; i < m->n_layers; i++)
         tables |= m->layers[i].type == HC_LAYER_EMBEDDING;
-    if (tables && c->cluster->mode == HC_MODE_SYNC)
-        return hc_err_set(HC_ERR_CONFIG, "model %s has embedding tables, "
-                          "which train in mode async or ssp; mode sync does "
-                          "not train them yet (the shards refuse a sync "
-                          "step's rows): run --mode async or ssp", m->name);
     if (tables && c->overlap)
         return hc_err_set(HC_ERR_CONFIG, "--overlap does not train models "
                           "with embedding tables (%s): their rows are "
