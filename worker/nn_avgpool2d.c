@@ -23,11 +23,6 @@ static int setup(const struct nn_setup *c, const struct hc_layer_spec *s,
                      s->sw ? s->sw : s->pw, l, out);
 }
 
-static int alloc(struct nn_layer *l, size_t B)
-{
-    return nn_alloc_f(l->be, &l->out, B * l->out_size);
-}
-
 static void forward(const struct wk_net *net, struct nn_layer *l,
                     const float *x, const float *params, int B, int training)
 {
@@ -53,14 +48,14 @@ static int backward_input(struct nn_layer *l, const float *params, float *dy,
 
 const struct nn_kind nn_avgpool2d = {
     .setup = setup,
-    .alloc = alloc,
+    .alloc = nn_alloc_out,
     .forward = forward,
     .backward_input = backward_input,
 };
 
 const struct nn_kind nn_globalavgpool2d = {
     .setup = nn_global_window,
-    .alloc = alloc,
+    .alloc = nn_alloc_out,
     .forward = forward,
     .backward_input = backward_input,
 };
@@ -88,7 +83,7 @@ static int setup_1d(const struct nn_setup *c, const struct hc_layer_spec *s,
 
 const struct nn_kind nn_globalavgpool1d = {
     .setup = setup_1d,
-    .alloc = alloc,
+    .alloc = nn_alloc_out,
     .forward = forward,
     .backward_input = backward_input,
 };

@@ -632,6 +632,11 @@ int nn_alloc_f(struct wk_backend *be, float **p, size_t n)
     return wk_be_alloc(be, n * sizeof **p, (void **)p);
 }
 
+int nn_alloc_out(struct nn_layer *l, size_t B)
+{
+    return nn_alloc_f(l->be, &l->out, B * l->out_size);
+}
+
 static int setup_buffers(struct wk_net *net)
 {
     const size_t B = (size_t)net->max_batch;

@@ -365,6 +365,9 @@ struct wk_backend *nn_node_be(const struct wk_net *net, int j);
 /* n floats on be into *p. */
 int nn_alloc_f(struct wk_backend *be, float **p, size_t n);
 
+/* The alloc of a kind that needs its output buffer alone, (B, out_size). */
+int nn_alloc_out(struct nn_layer *l, size_t B);
+
 /* What conv2d and dense share: their bias and activation over rows of n
  * values, y (rows, n) in place, keeping the values before the activation
  * in l->pre where its derivative reads them; and in backward that

@@ -71,11 +71,6 @@ static int setup_average(const struct nn_setup *c,
     return setup_same(c, in, l);
 }
 
-static int alloc(struct nn_layer *l, size_t B)
-{
-    return nn_alloc_f(l->be, &l->out, B * l->out_size);
-}
-
 static void forward_sum(struct nn_layer *l, const float *const *xs, int B)
 {
     for (int k = 0; k < l->n_in; k++)
@@ -93,7 +88,7 @@ static void backward_sum(struct nn_layer *l, int k, const float *dy,
 const struct nn_kind nn_add = {
     .flags = NN_SUM_GRAD,
     .setup = setup_add,
-    .alloc = alloc,
+    .alloc = nn_alloc_out,
     .forward_n = forward_sum,
     .backward_in = backward_sum,
 };
@@ -101,7 +96,7 @@ const struct nn_kind nn_add = {
 const struct nn_kind nn_subtract = {
     .flags = NN_SUM_GRAD,
     .setup = setup_subtract,
-    .alloc = alloc,
+    .alloc = nn_alloc_out,
     .forward_n = forward_sum,
     .backward_in = backward_sum,
 };
@@ -109,7 +104,7 @@ const struct nn_kind nn_subtract = {
 const struct nn_kind nn_average = {
     .flags = NN_SUM_GRAD,
     .setup = setup_average,
-    .alloc = alloc,
+    .alloc = nn_alloc_out,
     .forward_n = forward_sum,
     .backward_in = backward_sum,
 };
@@ -129,7 +124,7 @@ static int setup_multiply(const struct nn_setup *c,
 
 static int alloc_multiply(struct nn_layer *l, size_t B)
 {
-    int rv = alloc(l, B);
+    int rv = nn_alloc_out(l, B);
 
     if (rv || !l->ws_size)
         return rv;
@@ -232,7 +227,7 @@ static void backward_concat(struct nn_layer *l, int k, const float *dy,
 
 const struct nn_kind nn_concatenate = {
     .setup = setup_concat,
-    .alloc = alloc,
+    .alloc = nn_alloc_out,
     .forward_n = forward_concat,
     .backward_in = backward_concat,
 };

@@ -23,11 +23,6 @@ static int setup(const struct nn_setup *c, const struct hc_layer_spec *s,
     return HC_OK;
 }
 
-static int alloc(struct nn_layer *l, size_t B)
-{
-    return nn_alloc_f(l->be, &l->out, B * l->out_size);
-}
-
 static void forward(const struct wk_net *net, struct nn_layer *l,
                     const float *x, const float *params, int B, int training)
 {
@@ -50,7 +45,7 @@ static int backward_input(struct nn_layer *l, const float *params, float *dy,
 
 const struct nn_kind nn_relu = {
     .setup = setup,
-    .alloc = alloc,
+    .alloc = nn_alloc_out,
     .forward = forward,
     .backward_input = backward_input,
 };
