@@ -300,10 +300,15 @@ static void layer_arg(struct kx *k, const char *where, const char *cls,
                     "%s false", cls, a->key, show(v, buf, sizeof buf),
                     a->key);
         return;
-    case HC_KA_TRUE:
+    case HC_KA_TRUE:    /* trainable: a frozen layer */
         if (!cJSON_IsTrue(v))
             problem(k, where, "%s %s %s is not supported; hetps trains every "
-                    "layer", cls, a->key, show(v, buf, sizeof buf));
+                    "layer (Keras would keep this layer's variables "
+                    "fixed%s): set it true or drop the key", cls, a->key,
+                    show(v, buf, sizeof buf),
+                    !strcmp(cls, "BatchNormalization")
+                        ? " and normalise with its moving statistics, as "
+                          "in inference" : "");
         return;
     case HC_KA_ONES:
         if (!is_ones(v))

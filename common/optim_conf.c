@@ -616,6 +616,17 @@ int hc_optim_validate(const struct hc_optim_conf *c, const char *source)
                                 c->type == HC_OPT_MOMENTUM && x == 0.0f
                                     ? " (use sgd for no momentum)" : "");
     }
+    /* Keras's Ftrl divides 0 by 0 where the accumulator is still 0: an
+     * element whose gradient has been exactly 0 so far becomes NaN. */
+    if (c->type == HC_OPT_FTRL && c->init_accum == 0.0f &&
+        c->lr_power < 0.0f && c->l2 == 0.0f && c->beta == 0.0f)
+        return hc_err_set(HC_ERR_CONFIG, "%s: ftrl initial_accumulator_value "
+                          "0 with l2_regularization_strength 0 and beta 0 "
+                          "divides 0 by 0 (Keras's formula gives NaN) for "
+                          "every element whose gradient has been exactly 0 "
+                          "so far, as a ReLU's often is: give "
+                          "initial_accumulator_value > 0 (1e-6 keeps the "
+                          "initial weights: ps/README.md, Ftrl)", src);
     for (size_t i = 0; i < N_BSETS; i++) {
         int x = bget(c, &bsets[i]);
 

@@ -224,6 +224,17 @@ static void test_config_table(void)
          "BatchNormalization beta_initializer \"orthogonal\" is not "
          "supported"},
         {SEQ(BN("'momentum': 1.5") FLAT ", " OUT, ""), "\"momentum\""},
+        {SEQ(BN("'trainable': false") FLAT ", " OUT, ""),
+         "layers[1] BatchNormalization \"bn\": BatchNormalization trainable "
+         "false is not supported; hetps trains every layer (Keras would keep "
+         "this layer's variables fixed and normalise with its moving "
+         "statistics, as in inference): set it true or drop the key"},
+        {SEQ("{'class_name': 'Conv2D', 'config': {'name': 'c', 'filters': "
+             "4, 'kernel_size': [3, 3], 'trainable': false}}, " FLAT ", " OUT,
+             ""),
+         "layers[1] Conv2D \"c\": Conv2D trainable false is not supported; "
+         "hetps trains every layer (Keras would keep this layer's variables "
+         "fixed): set it true"},
 #undef BN
         {SEQ(FLAT ", " OUT, ADAM("'learning_rate': {'class_name': "
                                  "'CosineDecayRestarts', 'config': {}}")),

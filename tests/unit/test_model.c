@@ -557,6 +557,12 @@ static void test_bad_models(void)
               OUT "]}",
          "layers[0] (conv2d \"conv2d\"): unknown key \"filter\" (did you "
          "mean \"filters\"?)"},
+        /* a frozen layer: hetps's format has no "trainable" */
+        {HEAD "'layers': [{'type': 'batchnorm', 'trainable': false}, "
+              "{'type': 'flatten'}," OUT "]}",
+         "layers[0] (batchnorm \"batch_normalization\"): unknown key "
+         "\"trainable\"; "
+         "allowed here: type, name"},
         {HEAD "'layers': [{'type': 'flatten', 'units': 3}," OUT "]}",
          "layers[0] (flatten \"flatten\"): unknown key \"units\"; allowed "
          "here: type, name, device, input_shape"},
