@@ -625,7 +625,7 @@ int hc_optim_validate(const struct hc_optim_conf *c, const char *source)
                           "divides 0 by 0 (Keras's formula gives NaN) for "
                           "every element whose gradient has been exactly 0 "
                           "so far, as a ReLU's often is: give "
-                          "initial_accumulator_value > 0 (1e-6 keeps the "
+                          "initial_accumulator_value > 0 (1e-8 keeps the "
                           "initial weights: ps/README.md, Ftrl)", src);
     for (size_t i = 0; i < N_BSETS; i++) {
         int x = bget(c, &bsets[i]);

@@ -116,6 +116,10 @@ struct hc_optim_conf {
  *   initial_accumulator_value, l1_, l2_, l2_shrinkage_regularization_strength,
  *   beta                 [0, 1e6]
  *   learning_rate_power  [-10, 0]
+ *   ftrl                 initial_accumulator_value > 0 unless
+ *                        learning_rate_power is 0 or l2_regularization_
+ *                        strength or beta is > 0 (else Keras's update
+ *                        is 0/0 = NaN where a gradient is exactly 0)
  *   weight_decay         [0, 1]
  *   clipvalue, clipnorm, global_clipnorm  [0, 1e6] (0: none), at most one
  *                        of them set (as Keras)

@@ -14,14 +14,14 @@
 # PyTorch Adagrad: yes|no, Ftrl >= PyTorch Adagrad: yes|no". One BLAS
 # thread each; exit 0 either way (a measurement), 1 if a run fails.
 #
-# Ftrl's accumulator starts at 1e-6, not Keras's 0.1: Keras's Ftrl starts
+# Ftrl's accumulator starts at 1e-8, not Keras's 0.1: Keras's Ftrl starts
 # its linear slot at 0, so its first step keeps only the fraction
 # 1 − sqrt(A/(A + g²)) of each initial weight, and with A = 0.1 and a
 # CNN's gradients (g² far below 0.1) it throws the Glorot initialisation
 # away; with A small against g² it keeps it and is Adagrad from then on
 # (ps/README.md, Ftrl; tests/bench/README.md for the figures).
 #
-# Environment: EPOCHS (10), LR (0.05), FTRL_LR (LR), FTRL_ACCUM (1e-6),
+# Environment: EPOCHS (10), LR (0.05), FTRL_LR (LR), FTRL_ACCUM (1e-8),
 # PYTHON (/usr/bin/python3, the interpreter of Debian's python3-torch),
 # HETPS_BIN (bin).
 set -eu
@@ -29,7 +29,7 @@ cd "$(dirname "$0")/../.."
 EPOCHS=${EPOCHS:-10}
 LR=${LR:-0.05}
 FTRL_LR=${FTRL_LR:-$LR}
-FTRL_ACCUM=${FTRL_ACCUM:-1e-6}
+FTRL_ACCUM=${FTRL_ACCUM:-1e-8}
 PY=${PYTHON:-/usr/bin/python3}
 BIN=${HETPS_BIN:-bin}
 T=$(mktemp -d "${TMPDIR:-/tmp}/hetps-adagrad-bench-XXXXXX")
