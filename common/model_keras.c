@@ -691,7 +691,9 @@ static void model_keys(struct kx *k, const cJSON *root, const cJSON *cfg)
                     v->string, show(v, buf, sizeof buf));
     }
     if (md_get(cfg, "trainable") && !cJSON_IsTrue(md_get(cfg, "trainable")))
-        problem(k, class_of(root), "trainable false is not supported");
+        problem(k, class_of(root), "trainable false is not supported; "
+                "hetps trains every layer (Keras would train none of this "
+                "model's variables): set it true or drop the key");
     if (md_get(cfg, "dtype") && !dtype_ok(md_get(cfg, "dtype")))
         problem(k, class_of(root), "dtype %s is not supported; hetps computes "
                 "in float32", show(md_get(cfg, "dtype"), buf, sizeof buf));

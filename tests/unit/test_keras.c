@@ -159,6 +159,12 @@ static void test_config_table(void)
         {SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'dense', "
              "'units': 10, 'activation': 'softmax', 'trainable': false}}",
              ""), "Dense trainable false is not supported"},
+        {"{'class_name': 'Sequential', 'config': {'name': 'seq', "
+         "'trainable': false, 'layers': [{'class_name': 'InputLayer', "
+         "'config': {'batch_shape': [null, 28, 28, 1], 'name': 'in'}}, "
+         FLAT ", " OUT "]}}",
+         "Sequential: trainable false is not supported; hetps trains every "
+         "layer (Keras would train none of this model's variables)"},
         {SEQ(FLAT ", {'class_name': 'Dense', 'config': {'name': 'dense', "
              "'units': 10, 'activation': 'softmax', 'dtype': {'class_name': "
              "'DTypePolicy', 'config': {'name': 'mixed_float16'}}}}", ""),
