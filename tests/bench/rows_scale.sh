@@ -9,10 +9,14 @@
 # rows from each; the large table's rate over the small one's is the
 # ratio. While it runs, each shard's anonymous resident memory (RssAnon in
 # /proc/PID/status: the process's own; the stores' LMDB pages are
-# file-backed) is read every 2 s (printed every minute). The last line:
+# file-backed) is read every 2 s (printed every minute). Printed after
+# the rounds: the milliseconds a round's pull and push took for each
+# table, and each shard's page faults, disk reads and bytes dirtied during
+# the rounds (/proc/PID/stat and /proc/PID/io). The last line:
 #
-#   rows_scale: FILL ids in S s, 2^40 table X rows/s, 10^5 table Y rows/s,
-#   ratio R; RssAnon peak ps:0 A MiB ps:1 B MiB, after …; stores …; PASS|FAIL
+#   rows_scale: FILL ids filled in S s, 2^40 table X rows/s, 10^5 table Y
+#   rows/s, ratio R; RssAnon peak ps:0 A MiB ps:1 B MiB, after …; stores
+#   (in use/on disk) …; PASS or FAIL (why)
 #
 # PASS when the ratio is at least 0.5 and every shard's peak RssAnon is
 # under 1 GiB. Exit status 0 on PASS, 1 on FAIL or error. Processes are
@@ -76,8 +80,9 @@ faults() { awk '{print $12}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 minflt() { awk '{print $10}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 rbytes() { sed -n 's/^read_bytes: //p' "/proc/$1/io" 2>/dev/null || echo 0; }
 wbytes() { sed -n 's/^write_bytes: //p' "/proc/$1/io" 2>/dev/null || echo 0; }
+: > "$T/client.log"
 "$B/bench/rows_scale" "$T/cluster.json" "$FILL" "$BATCH" "$ROUNDS" \
-    "$T/ps-0/data.mdb" "$T/ps-1/data.mdb" > "$T/client.log" 2>&1 &
+    "$T/ps-0/data.mdb" "$T/ps-1/data.mdb" >> "$T/client.log" 2>&1 &
 CLIENT=$!
 PIDS="$PIDS $CLIENT"
 tail -f "$T/client.log" --pid=$CLIENT &
