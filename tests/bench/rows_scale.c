@@ -21,6 +21,7 @@
  * timed by the wall clock. The last line, "rows_scale: fill … ratio R",
  * gives the fill's seconds, both rates and their ratio.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -71,15 +72,14 @@ static uint64_t fed_id(uint64_t k, uint64_t stride)
 static int settle(char **files, int n)
 {
     for (int i = 0; i < n; i++) {
-        int fd = open(files[i], O_RDONLY);
+        int fd = open(files[i], O_RDONLY), ok = fd >= 0 && fsync(fd) == 0;
+        int e = errno;
 
-        if (fd < 0 || fsync(fd) != 0) {
-            fprintf(stderr, "rows_scale: cannot fsync %s\n", files[i]);
-            if (fd >= 0)
-                close(fd);
-            return hc_err_set(HC_ERR_IO, "fsync of %s failed", files[i]);
-        }
-        close(fd);
+        if (fd >= 0)
+            close(fd);
+        if (!ok)
+            return hc_err_set(HC_ERR_IO, "cannot fsync %s: %s", files[i],
+                              strerror(e));
     }
     return HC_OK;
 }
@@ -181,9 +181,9 @@ int main(int argc, char **argv)
     if (rv == HC_OK && argc > 5) {
         double t1 = hc_now_s();
 
-        rv = settle(argv + 5, argc - 5);
-        printf("rows_scale: the stores' fsync took %.0f s\n",
-               hc_now_s() - t1);
+        if ((rv = settle(argv + 5, argc - 5)) == HC_OK)
+            printf("rows_scale: the stores' fsync took %.0f s\n",
+                   hc_now_s() - t1);
     }
     t_fill = hc_now_s() - t0;
     if (rv == HC_OK)
