@@ -444,8 +444,16 @@ static int open_env(struct ps_store *s, const struct ps_store_opts *o)
 
     /* Writes go straight into the map: no dirty-page copies malloc'd per
      * transaction and no write(2) of them at commit (measured: most of a
-     * push's cost without it). The file is sparse up to the map size. */
-    flags |= s->read_only ? MDB_RDONLY : MDB_WRITEMAP;
+     * push's cost without it). The file is sparse up to the map size.
+     * And no readahead on the map (MDB_NORDAHEAD: madvise MADV_RANDOM):
+     * readahead fills the page cache with large folios (Linux 6.x), and a
+     * write to one 4 KiB page of a folio dirties the whole folio, so
+     * pushes of random rows to a table far larger than the pages they
+     * touch had the kernel write back many times the bytes changed and
+     * held the shard in its dirty-page throttle (tests/bench/rows_scale.sh,
+     * 50 M ids: 2,253 rows/s with readahead, 23,715 without). A cold
+     * store is then read a page a fault. */
+    flags |= s->read_only ? MDB_RDONLY : MDB_WRITEMAP | MDB_NORDAHEAD;
     if (s->durability == PS_DURABLE_NONE)
         flags |= MDB_NOSYNC | MDB_NOMETASYNC;
     else if (s->sync_ms > 0)
