@@ -22,8 +22,9 @@
 # other work, CPU time says what each would make of a core of its own,
 # and a job of several processes is given more of a loaded machine's
 # cores than one process is.
-# Environment: ROWS (200000), VOCAB (100000), DIM (2^23), LR (0.1), RUNS (3), PLAIN
-# (1: plain TCP, "insecure": true; 0: mutual TLS, hetps's default),
+# Environment: ROWS (200000), VOCAB (100000), DIM (2^23), LR (0.1), RUNS
+# (3), PLAIN (1: plain TCP, "insecure": true; 0: mutual TLS, hetps's
+# default),
 # PYTHON (/usr/bin/python3), HETPS_BIN (bin), BASE_BIN (unset: a copy of
 # another build's bin/ to run in each round as well, its 1+1 and 2+2
 # printed beside: before and after a change in one run), CTRGEN
@@ -34,6 +35,8 @@ ROWS=${ROWS:-200000}
 VOCAB=${VOCAB:-100000}
 RUNS=${RUNS:-3}
 PLAIN=${PLAIN:-1}
+[ -x /usr/bin/time ] ||
+    { echo "ctr speed: needs /usr/bin/time (Debian: apt-get install time)" >&2; exit 1; }
 . tests/bench/ctr.inc
 [ "$PLAIN" = 1 ] && extra=', "insecure": true' || extra=''
 
