@@ -13,9 +13,10 @@
 # workers' "this worker N samples/s", which count every step from the
 # first pull to the last push, reading and parsing the file included) and
 # the ratios, then the sparse bytes a step against the issue's formula
-# unique ids × output_dim × 4 × 2 + ids × 8: the worker's own count of
-# what its rows pulls and pushes carried beyond the message headers (an
-# id's 8 bytes and its row's 16 floats each way), from its "tables:" line.
+# unique ids × output_dim × 4 × 2 + ids × 8: worker:0's rows pulls and
+# pushes, whole messages both ways (protobuf header, ids, rows or
+# gradients, checksums; not TCP's or TLS's framing), a pull's and a
+# push's, from its "tables:" line.
 # Beside the speeds, the CPU time a batch of 512 (median): torch's epoch
 # loop (time.process_time), hetps's whole job (every process of `hetps
 # launch`, start-up included, by /usr/bin/time): on a machine shared with
@@ -55,7 +56,8 @@ cluster() {
 }
 
 # hetps N [BIN] — one epoch on N shards and N workers: $RATE the workers'
-# samples/s summed, $UNIQ, $PULLED, $PUSHED (KiB) worker:0's tables line.
+# samples/s summed; $UNIQ, $PULLED, $PUSHED (KiB, whole messages a pull
+# and a push) from worker:0's tables line.
 hetps() {
     rm -rf "$T/data"
     /usr/bin/time -f '%U %S' -o "$T/cpu" \
@@ -70,8 +72,8 @@ hetps() {
            awk '{ s += $1 } END { print s + 0 }')
     line=$(grep '\[worker:0\].*tables:' "$T/hetps$1.log")
     UNIQ=$(echo "$line" | sed -n 's/.*tables: \([0-9.]*\) unique rows.*/\1/p')
-    PULLED=$(echo "$line" | sed -n 's/.* \([0-9.]*\) KiB of ids and rows pulled.*/\1/p')
-    PUSHED=$(echo "$line" | sed -n 's/.* \([0-9.]*\) KiB of ids and gradients pushed.*/\1/p')
+    PULLED=$(echo "$line" | sed -n 's/.*both ways: \([0-9.]*\) KiB a pull.*/\1/p')
+    PUSHED=$(echo "$line" | sed -n 's/.* \([0-9.]*\) KiB a push.*/\1/p')
     [ -n "$UNIQ" ] && [ -n "$PULLED" ] && [ -n "$PUSHED" ] ||
         { echo "ctr speed: no tables line in the $1+$1 log" >&2; exit 1; }
 }
@@ -140,5 +142,5 @@ for b in "1+1 $bytes1" "2+2 $bytes2"; do
     set -- $b
     awk -v c="$1" -v u="$2" -v pl="$3" -v pu="$4" 'BEGIN {
         got = (pl + pu) * 1024; want = u * 16 * 4 * 2 + u * 8
-        printf "ctr sparse bytes a step (%s, worker:0): %.0f unique ids, %.0f bytes pulled and pushed against the formula %.0f: %.3fx\n", c, u, got, want, got / want }'
+        printf "ctr sparse bytes a step (%s, worker:0): %.0f unique ids, %.0f bytes in its rows messages against the formula %.0f: %.3fx\n", c, u, got, want, got / want }'
 done
