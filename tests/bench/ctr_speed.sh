@@ -41,7 +41,7 @@ PLAIN=${PLAIN:-1}
 . tests/bench/ctr.inc
 [ "$PLAIN" = 1 ] && extra=', "insecure": true' || extra=''
 
-ctr_model
+ctr_model ''
 
 # cluster N — a cluster file of N shards and N async workers.
 cluster() {
@@ -120,22 +120,22 @@ median() {
     echo "$@" | tr ' ' '\n' | grep . | sort -g |
         awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
-t=$(median $torch_all)
-o=$(median $one_all)
-w=$(median $two_all)
+t=$(median "$torch_all")
+o=$(median "$one_all")
+w=$(median "$two_all")
 echo
 echo "== click-through speed ($ROWS rows, batch 512, $([ "$PLAIN" = 1 ] && echo "plain TCP" || echo "mutual TLS"), median of $RUNS rounds)"
 echo "samples/s each round: torch$torch_all; hetps 1+1$one_all; hetps 2+2$two_all"
 awk -v t="$t" -v o="$o" -v w="$w" 'BEGIN {
     printf "ctr speed: torch 1 thread %.0f samples/s; hetps 1 ps + 1 worker %.0f (%.2fx); 2 ps + 2 workers async %.0f (%.2fx)\n", t, o, o / t, w, w / t }'
-echo "ctr CPU a batch of 512 (median): torch $(median $tcpu) ms; hetps 1+1 $(median $cpu1) ms, 2+2 $(median $cpu2) ms"
+echo "ctr CPU a batch of 512 (median): torch $(median "$tcpu") ms; hetps 1+1 $(median "$cpu1") ms, 2+2 $(median "$cpu2") ms"
 if [ -n "${BASE_BIN:-}" ]; then
-    b1=$(median $base1_all)
-    b2=$(median $base2_all)
+    b1=$(median "$base1_all")
+    b2=$(median "$base2_all")
     echo "samples/s each round, $BASE_BIN: hetps 1+1$base1_all; hetps 2+2$base2_all"
     awk -v t="$t" -v o="$b1" -v w="$b2" -v b="$BASE_BIN" 'BEGIN {
         printf "ctr speed (%s): hetps 1 ps + 1 worker %.0f (%.2fx); 2 ps + 2 workers async %.0f (%.2fx)\n", b, o, o / t, w, w / t }'
-    echo "ctr CPU a batch of 512 ($BASE_BIN, median): hetps 1+1 $(median $bcpu1) ms, 2+2 $(median $bcpu2) ms"
+    echo "ctr CPU a batch of 512 ($BASE_BIN, median): hetps 1+1 $(median "$bcpu1") ms, 2+2 $(median "$bcpu2") ms"
 fi
 for b in "1+1 $bytes1" "2+2 $bytes2"; do
     # shellcheck disable=SC2086
