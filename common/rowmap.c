@@ -3,7 +3,11 @@
  * de-duplication by shard (see rowmap.h for the formula and the
  * contract): each id is tagged with its shard and position, the tags are
  * sorted by (shard, id, position), and each run of one id becomes one
- * unique id, every position in the run pointing back at it.
+ * unique id, every position in the run pointing back at it. The sort is
+ * a least-significant-digit radix sort, stable, so the tags (made in
+ * position order) need sorting by id and then by shard alone: a batch of
+ * 512 × 26 ids costs a few passes over 13,312 tags, not qsort's 14
+ * compares a tag (measured: 18 % of a click-through worker's time).
  */
 #include "rowmap.h"
 
@@ -21,15 +25,70 @@ uint32_t hc_row_shard(uint32_t var, uint64_t row, uint32_t n_shards)
     return (uint32_t)(((unsigned __int128)h * n_shards) >> 64);
 }
 
-static int key_cmp(const void *pa, const void *pb)
-{
-    const struct hc_rowkey *a = pa, *b = pb;
+#define DIGIT_BITS 11
+#define DIGITS (1u << DIGIT_BITS)
+#define BY_SHARD (-1)
 
-    if (a->shard != b->shard)
-        return a->shard < b->shard ? -1 : 1;
-    if (a->id != b->id)
-        return a->id < b->id ? -1 : 1;
-    return a->pos < b->pos ? -1 : a->pos > b->pos;
+/* A tag's digit: its id's bits [shift, shift + DIGIT_BITS), or its shard
+ * (shift BY_SHARD). */
+static inline size_t digit_of(const struct hc_rowkey *k, int shift)
+{
+    return shift == BY_SHARD ? k->shard : (k->id >> shift) & (DIGITS - 1);
+}
+
+/* One stable counting pass of a[0 .. n) into b by digit_of(·, shift), below
+ * n_digits; count (n_digits) its scratch. 0 when every tag has the first
+ * tag's digit (nothing moved: b is not written), else 1. */
+static int counting_pass(const struct hc_rowkey *a, struct hc_rowkey *b,
+                         size_t n, size_t n_digits, size_t *count, int shift)
+{
+    size_t sum = 0;
+
+    memset(count, 0, n_digits * sizeof *count);
+    for (size_t i = 0; i < n; i++)
+        count[digit_of(&a[i], shift)]++;
+    if (count[digit_of(&a[0], shift)] == n)
+        return 0;
+    for (size_t d = 0; d < n_digits; d++) {
+        size_t c = count[d];
+
+        count[d] = sum;
+        sum += c;
+    }
+    for (size_t i = 0; i < n; i++)
+        b[count[digit_of(&a[i], shift)]++] = a[i];
+    return 1;
+}
+
+/* m->keys[0 .. n), made in position order, sorted by (shard, id,
+ * position): by id, digit after digit from the lowest, then by shard, each
+ * pass stable. The sorted tags end in m->keys (the halves swapped). */
+static void sort_keys(struct hc_rowmap *m, size_t n, uint32_t n_shards)
+{
+    struct hc_rowkey *a = m->keys, *b = m->tmp, *t;
+    size_t count[DIGITS];
+    uint64_t all = 0;
+    int bits;
+
+    if (n < 2)
+        return;
+    for (size_t i = 0; i < n; i++)
+        all |= a[i].id;
+    bits = all ? 64 - __builtin_clzll(all) : 0;
+    for (int shift = 0; shift < bits; shift += DIGIT_BITS)
+        if (counting_pass(a, b, n, DIGITS, count, shift)) {
+            t = a;
+            a = b;
+            b = t;
+        }
+    /* m->start (n_shards + 1) counts: the build fills it afresh after. */
+    if (n_shards > 1 && counting_pass(a, b, n, n_shards, m->start, BY_SHARD)) {
+        t = a;
+        a = b;
+        b = t;
+    }
+    m->keys = a;
+    m->tmp = b;
 }
 
 /* Room for n ids and n_shards shards. */
@@ -37,7 +96,7 @@ static int reserve(struct hc_rowmap *m, size_t n, uint32_t n_shards)
 {
     if (n > m->cap) {
         size_t cap = m->cap ? m->cap : 256;
-        void *a, *b, *c;
+        void *a, *b, *c, *d;
 
         while (cap < n)
             cap *= 2;
@@ -50,7 +109,10 @@ static int reserve(struct hc_rowmap *m, size_t n, uint32_t n_shards)
         c = realloc(m->keys, cap * sizeof *m->keys);
         if (c)
             m->keys = c;
-        if (!a || !b || !c)
+        d = realloc(m->tmp, cap * sizeof *m->tmp);
+        if (d)
+            m->tmp = d;
+        if (!a || !b || !c || !d)
             return hc_err_set(HC_ERR_NOMEM, "row map: out of memory for %zu "
                               "ids", n);
         m->cap = cap;
@@ -91,7 +153,7 @@ int hc_rowmap_build(struct hc_rowmap *m, uint32_t var, const uint64_t *ids,
         m->keys[i] = (struct hc_rowkey){ids[i],
                                         hc_row_shard(var, ids[i], n_shards),
                                         (uint32_t)i};
-    qsort(m->keys, n, sizeof *m->keys, key_cmp);
+    sort_keys(m, n, n_shards);
     memset(m->start, 0, ((size_t)n_shards + 1) * sizeof *m->start);
     for (size_t i = 0; i < n; i++) {
         const struct hc_rowkey *k = &m->keys[i];
@@ -137,5 +199,6 @@ void hc_rowmap_free(struct hc_rowmap *m)
     free(m->start);
     free(m->inv);
     free(m->keys);
+    free(m->tmp);
     memset(m, 0, sizeof *m);
 }

@@ -55,6 +55,7 @@ struct hc_rowmap {
     uint32_t *inv;          /* (n) batch position i is ids[inv[i]] */
     /* Working space, kept between builds: */
     struct hc_rowkey *keys; /* (cap) */
+    struct hc_rowkey *tmp;  /* (cap) the radix sort's other half */
     size_t cap;             /* ids the arrays hold */
     uint32_t shards_cap;    /* shards start holds, less one */
 };

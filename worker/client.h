@@ -121,6 +121,13 @@ int pc_pull_rows(struct pc_client *c, struct pc_rows *t, size_t n_tables,
 int pc_push_rows(struct pc_client *c, const struct pc_rows *t,
                  size_t n_tables, uint32_t samples, uint64_t *version);
 
+/* The bytes on the wire of every pc_pull_rows (push 0) or pc_push_rows
+ * (push 1) answered so far: the requests sent and the replies received,
+ * whole messages (protobuf header, ids, rows and their checksums; not the
+ * transport's framing), each request counted once even when re-sent. */
+void pc_rows_wire(const struct pc_client *c, int push, uint64_t *sent,
+                  uint64_t *received);
+
 /* One step of a synchronous or bounded-staleness worker. */
 struct pc_step {
     uint64_t min_version;   /* in: sync: wait until every shard reaches it */

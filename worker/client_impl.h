@@ -126,6 +126,8 @@ struct pc_client {
      * kept between calls. */
     struct hc_rowmap *rowmaps;  /* (HC_WIRE_MAX_TABLES) once used */
     float *rows_buf;            /* (rows_cap) floats */
+    uint64_t rows_wire[2][2];   /* [push][0 sent, 1 received]: the rows
+                                   calls' messages, bytes (pc_rows_wire) */
     size_t rows_cap;
 
     pthread_t hb_thread;

@@ -135,21 +135,28 @@ static int rows_request(struct pc_client *c, const struct call *k, int s,
 }
 
 /* Build every shard's request, send them at once, wait for the answers
- * (Acks) in c->dec. */
+ * (Acks) in c->dec; the messages' bytes counted (pc_rows_wire). */
 static int rows_exchange(struct pc_client *c, const struct call *k,
                          const char *what)
 {
-    uint64_t ids[64], *idp = ids;
+    uint64_t ids[64] = {0}, *idp = ids, sent = 0;
     int s, rv = HC_OK;
 
     if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
         return hc_err_set(HC_ERR_NOMEM, "out of memory");
     for (s = 0; s < c->n && rv == HC_OK; s++)
-        rv = rows_request(c, k, s, &idp[s]);
+        if ((rv = rows_request(c, k, s, &idp[s])) == HC_OK && c->reqs[s])
+            sent += nng_msg_len(c->reqs[s]);
     if (rv != HC_OK)
         client_free_reqs(c);
     else
         rv = client_call(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK, what, 0);
+    if (rv == HC_OK) {
+        c->rows_wire[k->push][0] += sent;
+        for (s = 0; s < c->n; s++)
+            if (c->replies[s])
+                c->rows_wire[k->push][1] += nng_msg_len(c->replies[s]);
+    }
     if (idp != ids)
         free(idp);
     return rv;
@@ -235,4 +242,11 @@ int pc_push_rows(struct pc_client *c, const struct pc_rows *t,
     if (version)
         *version = vmax;
     return HC_OK;
+}
+
+void pc_rows_wire(const struct pc_client *c, int push, uint64_t *sent,
+                  uint64_t *received)
+{
+    *sent = c->rows_wire[push != 0][0];
+    *received = c->rows_wire[push != 0][1];
 }

@@ -202,5 +202,11 @@ int wk_tables_push(struct wk_tables *t, uint32_t samples)
 
 void wk_tables_stats(const struct wk_tables *t, struct wk_tables_stats *out)
 {
+    uint64_t a, b;
+
     *out = t->st;
+    pc_rows_wire(t->pc, 0, &a, &b);
+    out->wire_pulls = a + b;
+    pc_rows_wire(t->pc, 1, &a, &b);
+    out->wire_pushes = a + b;
 }

@@ -54,11 +54,14 @@ int wk_tables_push(struct wk_tables *t, uint32_t samples);
 
 /* What travelled since opening, for the logs: pulls and pushes made,
  * rows (unique ids) in them, and their bytes on the wire beyond the
- * headers (an id's 8 bytes and its row's dim floats each way). */
+ * headers (an id's 8 bytes and its row's dim floats each way); and the
+ * whole messages of the client's rows calls, both ways (pc_rows_wire:
+ * headers and checksums included, evaluation's pulls too). */
 struct wk_tables_stats {
     uint64_t pulls, pushes;
     uint64_t rows_pulled, rows_pushed;
     uint64_t bytes_pulled, bytes_pushed;
+    uint64_t wire_pulls, wire_pushes;
 };
 void wk_tables_stats(const struct wk_tables *t, struct wk_tables_stats *out);
 

@@ -479,11 +479,14 @@ static void tables_summary(const struct run *r)
         return;
     hc_info("tables: %.0f unique rows a step; %.1f KiB of ids and rows "
             "pulled a batch, %.1f KiB of ids and gradients pushed a step "
-            "(%llu pulls, evaluation's included; %llu pushes)",
+            "(%llu pulls, evaluation's included; %llu pushes); whole "
+            "messages both ways: %.1f KiB a pull, %.1f KiB a push",
             (double)st.rows_pushed / (double)st.pushes,
             (double)st.bytes_pulled / 1024.0 / (double)st.pulls,
             (double)st.bytes_pushed / 1024.0 / (double)st.pushes,
-            (unsigned long long)st.pulls, (unsigned long long)st.pushes);
+            (unsigned long long)st.pulls, (unsigned long long)st.pushes,
+            (double)st.wire_pulls / 1024.0 / (double)st.pulls,
+            (double)st.wire_pushes / 1024.0 / (double)st.pushes);
 }
 
 /*

@@ -20,41 +20,14 @@ set -eu
 cd "$(dirname "$0")/../.."
 ROWS=${ROWS:-2000000}
 VOCAB=${VOCAB:-1000000}
-DIM=${DIM:-8388608}
-LR=${LR:-0.1}
-PY=${PYTHON:-/usr/bin/python3}
-BIN=${HETPS_BIN:-bin}
-GEN=${CTRGEN:-build/rel/tools/ctrgen}
-T=$(mktemp -d "${TMPDIR:-/tmp}/hetps-ctr-bench-XXXXXX")
-trap 'rm -rf "$T"' EXIT INT TERM
-PORT=$(( 21000 + ( $(od -An -N2 -tu2 /dev/urandom) % 60 ) * 100 ))
-"$PY" -c 'import torch, numpy' 2>/dev/null ||
-    { echo "ctr bench: no PyTorch and numpy for $PY (Debian: python3-torch)" >&2; exit 1; }
-
-"$GEN" --seed 1 --train-rows "$ROWS" --test-rows $((ROWS / 10)) \
-    --vocab "$VOCAB" "$T/train.tsv" "$T/test.tsv"
+. tests/bench/ctr.inc
 bayes=$(cat "$T/test.tsv.bayes_auc")
 
 cat > "$T/cluster.json" <<JSON
 { "cluster": { "ps": ["127.0.0.1:$PORT"], "worker": ["127.0.0.1:$((PORT + 1))"] },
   "hetps": { "mode": "async" } }
 JSON
-cat > "$T/ctr.json" <<JSON
-{"name": "ctr", "seed": 42,
- "inputs": [{"name": "numeric", "shape": [13]},
-            {"name": "categorical", "shape": [26], "dtype": "int64"}],
- "layers": [
-  {"type": "embedding", "input_dim": $DIM, "output_dim": 16,
-   "inputs": "categorical"},
-  {"type": "flatten", "name": "flatten"},
-  {"type": "concatenate", "inputs": ["flatten", "numeric"]},
-  {"type": "dense", "units": 256, "activation": "relu"},
-  {"type": "dense", "units": 128, "activation": "relu"},
-  {"type": "dense", "units": 1, "activation": "sigmoid"}],
- "loss": "binary_crossentropy",
- "optimizer": {"type": "adagrad", "learning_rate": $LR},
- "batch_size": 512, "epochs": 1, "metrics": ["AUC"]}
-JSON
+ctr_model ', "metrics": ["AUC"]'
 "$BIN/hetps" launch --data-dir "$T/data" "$T/cluster.json" -- \
     --model "$T/ctr.json" --data "criteo:$T/train.tsv" \
     --validation-data "criteo:$T/test.tsv" > "$T/hetps.log" 2>&1 ||

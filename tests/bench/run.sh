@@ -8,6 +8,10 @@
 # ratio hetps/torch. Then two single runs of PyTorch with a setting changed
 # (NCHW layout; glibc's default malloc), to show what each is worth.
 #
+# Then issue #40's click-through speed (ctr_speed.sh): 1 ps + 1 worker
+# and 2 ps + 2 async workers against torch_ctr.py on 1 thread, median of
+# RUNS rounds, and the sparse bytes a step against the issue's formula.
+#
 # Then the parameter server's own rows: ps.c (push-and-pull through real
 # shards against raw nng and raw TCP), apply.c (a shard's optimizer step,
 # one thread and split), big.sh (the 20 M-parameter model) and
@@ -125,6 +129,18 @@ printf '%s' "$table"
 printf '%s' "$extra"
 echo "$resnet ($STEP --model $RESNET, tests/bench/torch_resnet.py --speed)"
 echo "resnet net memory: $mem"
+
+# The click-through model (issue #40): samples/s of 1+1 and 2+2 async
+# against PyTorch's 1-thread run, in one run (see ctr_speed.sh).
+echo
+echo "== click-through speed (tests/bench/ctr_speed.sh)"
+if [ "$have_torch" = 1 ]; then
+    echo "\$ RUNS=$RUNS tests/bench/ctr_speed.sh"
+    HETPS_BIN=bin CTRGEN="$BUILD/tools/ctrgen" RUNS="$RUNS" PYTHON="$PY" \
+        sh tests/bench/ctr_speed.sh | tail -7
+else
+    echo "ctr speed: skipped (python3-torch not installed)"
+fi
 
 # Heterogeneity-aware balancing in sync mode: the reference global batch
 # and a large one (what a GPU server would run), see balance.sh.

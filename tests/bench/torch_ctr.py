@@ -28,7 +28,9 @@ the batch). Adagrad as Keras's: initial accumulator 0.1 (PyTorch's default
 is 0), epsilon 1e-7; or plain SGD. File order, no shuffling (as the
 reader). Prints the epoch's training samples/s (parsing excluded), then
 test AUC (exact, ties counting 1/2), log loss and the file's Bayes AUC
-(TEST.tsv.bayes_auc, written by tests/tools/ctrgen).
+(TEST.tsv.bayes_auc, written by tests/tools/ctrgen). Beside the
+samples/s: the process's CPU time a batch over the epoch (all its
+threads), what the speed would be on a core of its own.
 """
 import argparse
 import os
@@ -196,7 +198,7 @@ def train(args):
                            torch.from_numpy(ctr))
     n, B = len(ytr), args.batch
     for epoch in range(args.epochs):
-        t1, loss_sum = time.time(), 0.0
+        t1, c1, loss_sum = time.time(), time.process_time(), 0.0
         for a in range(0, n, B):
             b = min(a + B, n)
             opt.zero_grad(set_to_none=True)
@@ -204,11 +206,12 @@ def train(args):
             loss.backward()
             opt.step()
             loss_sum += loss.item() * (b - a)
-        dt = time.time() - t1
+        dt, cpu = time.time() - t1, time.process_time() - c1
         print(f"torch_ctr: epoch {epoch + 1}: loss {loss_sum / n:.4f}, {n} "
               f"samples in {dt:.1f} s: {n / dt:.0f} samples/s "
               f"({args.threads} thread(s), batch {B}, {args.optimizer} "
-              f"lr {args.lr})", flush=True)
+              f"lr {args.lr}; {1e3 * cpu * B / n:.2f} ms CPU a batch)",
+              flush=True)
     with torch.no_grad():
         p = torch.cat([torch.sigmoid(forward(torch.from_numpy(nte[a:a + 8192]),
                                              torch.from_numpy(cte[a:a + 8192])))

@@ -21,7 +21,9 @@
  * mirror, written to OUT as "id v0 v1 v2 v3" lines in id order (two runs'
  * files are equal when every push was applied exactly once), and the
  * version each shard must be at — one step per push that reached it — is
- * printed as "rows: ps:J expects version V". Prints "rows: N steps, U
+ * printed as "rows: ps:J expects version V"; the final pulls' bytes on
+ * the wire (pc_rows_wire) must be their ids' and rows' plus at most 512
+ * bytes a message. Prints "rows: N steps, U
  * rows, every row as the mirror" and exits 0 when all held.
  *
  * With `refused` (a cluster in sync mode) the first push must be refused
@@ -131,6 +133,30 @@ static int check_both(struct pc_client *pc, const struct hc_model *m,
     return rv;
 }
 
+/* The final pulls' bytes on the wire (pc_rows_wire, since sent0 and
+ * recv0): at least each unique id's 8 bytes out and its row's 4 floats
+ * back, and no more than that and a header of 512 bytes for each
+ * message (calls pulls, each a request and a reply to every shard). */
+static int check_wire(struct pc_client *pc, uint64_t sent0, uint64_t recv0,
+                      size_t n, long calls, int n_ps)
+{
+    uint64_t sent, recv, slack = 512 * (uint64_t)calls * (uint64_t)n_ps;
+
+    pc_rows_wire(pc, 0, &sent, &recv);
+    sent -= sent0;
+    recv -= recv0;
+    if (sent < 8 * n || sent > 8 * n + slack || recv < 16 * n ||
+        recv > 16 * n + slack)
+        return hc_err_set(HC_ERR_MISMATCH, "the final pulls of %zu rows in "
+                          "%ld calls counted %" PRIu64 " bytes sent and %"
+                          PRIu64 " received; expected %zu and %zu, each "
+                          "plus at most %" PRIu64 " of headers", n, calls,
+                          sent, recv, 8 * n, 16 * n, slack);
+    printf("rows: the final pulls' messages: %" PRIu64 " bytes sent, %"
+           PRIu64 " received, for %zu rows of 4 floats\n", sent, recv, n);
+    return HC_OK;
+}
+
 int main(int argc, char **argv)
 {
     struct pc_opts po = { .timeout_ms = 1000, .retry_ms = 60000 };
@@ -141,10 +167,11 @@ int main(int argc, char **argv)
     struct hc_cluster cl;
     struct hc_diag diag;
     uint64_t ids[BATCH], st = 20261207, expect[64] = {0}, *all = NULL;
+    uint64_t sent0 = 0, recv0 = 0;
     float *p = NULL, got[BATCH][DIM], g[BATCH][DIM];
     int refused = argc == 5 && strcmp(argv[4], "refused") == 0, status = 1;
     long pause_ms = argc == 5 && !refused ? atol(argv[4]) : 0;
-    long steps = argc >= 4 ? atol(argv[2]) : 0, s;
+    long steps = argc >= 4 ? atol(argv[2]) : 0, s, calls = 0;
     size_t k, n_all = 0;
     FILE *out = NULL;
     int rv;
@@ -248,10 +275,13 @@ int main(int argc, char **argv)
         if (!(out = fopen(argv[3], "w")))
             rv = hc_err_set(HC_ERR_IO, "cannot write %s", argv[3]);
     }
+    pc_rows_wire(pc, 0, &sent0, &recv0);
     for (k = 0; rv == HC_OK && k < n_all; k += BATCH) {
         size_t n = n_all - k < BATCH ? n_all - k : BATCH;
 
         struct pc_rows t = {2, all + k, n, &got[0][0], NULL};
+
+        calls++;
 
         if ((rv = pc_pull_rows(pc, &t, 1, NULL)))
             break;
@@ -268,6 +298,8 @@ int main(int argc, char **argv)
     }
     if (out)
         fclose(out);
+    if (rv == HC_OK)
+        rv = check_wire(pc, sent0, recv0, n_all, calls, cl.n_ps);
     if (rv != HC_OK) {
         fprintf(stderr, "rows: %s\n", hc_err_msg());
         goto done;
