@@ -55,6 +55,36 @@ struct hold_arg {
     uint64_t step;
 };
 
+/* Delete the worker's held pushes: a worker pushes its rows once a
+ * step, so one held already is its restarted process's predecessor's in
+ * the same open step, which the new push replaces (the step sums each
+ * worker's slice once). */
+static int drop_worker(struct ps_store *s, MDB_txn *txn, uint32_t worker)
+{
+    char prefix[HELD_KEY_MAX];
+    MDB_cursor *cur;
+    MDB_val k, v;
+    size_t len;
+    int rc;
+
+    len = (size_t)snprintf(prefix, sizeof prefix, HELD_PREFIX "%08" PRIx32
+                           "/", worker);
+    if ((rc = mdb_cursor_open(txn, s->dbi_meta, &cur)) != 0)
+        return store_lmdb_err(s, rc, "replacing a held rows push");
+    /* Each time from the prefix again: the one found is deleted. */
+    for (;;) {
+        k = (MDB_val){len, prefix};
+        if ((rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE)) != 0 ||
+            k.mv_size < len || memcmp(k.mv_data, prefix, len) != 0 ||
+            (rc = mdb_cursor_del(cur, 0)) != 0)
+            break;
+    }
+    mdb_cursor_close(cur);
+    if (rc != 0 && rc != MDB_NOTFOUND)
+        return store_lmdb_err(s, rc, "replacing a held rows push");
+    return HC_OK;
+}
+
 static int hold_body(struct ps_store *s, MDB_txn *txn, void *arg)
 {
     struct hold_arg *a = arg;
@@ -65,7 +95,7 @@ static int hold_body(struct ps_store *s, MDB_txn *txn, void *arg)
     int rc, rv;
 
     if ((rv = store_meta_fixed(s, txn, "step", &a->step, sizeof a->step)) !=
-        HC_OK)
+        HC_OK || (rv = drop_worker(s, txn, a->rec->worker)) != HC_OK)
         return rv;
     snprintf(key, sizeof key, HELD_PREFIX "%08" PRIx32 "/%016" PRIx64,
              a->rec->worker, a->rec->request_id);
