@@ -953,7 +953,11 @@ nng_msg *service_apply_outside(struct ps_service *s,
 nng_msg *service_push_rows(struct ps_service *s, const struct hc_wire_msg *in,
                            struct answer_info *info)
 {
-    int hold = ps_mode_in_steps(s->sync);
+    /* Held for the step: sync's open step, or (async, ssp) the worker's
+     * own push that follows. */
+    int hold = ps_mode_in_steps(s->sync) ||
+               (in->env->push_rows->has_with_step &&
+                in->env->push_rows->with_step);
     uint64_t version = 0;
     int rv;
 

@@ -220,10 +220,15 @@ damaged:
 
 int store_rows_apply_held(struct ps_store *s, MDB_txn *txn,
                           const struct hc_optim_conf *c, uint64_t step,
-                          int *any)
+                          int64_t worker, int *any)
 {
+    char prefix[HELD_KEY_MAX] = HELD_PREFIX;
+    size_t len = worker < 0 ? sizeof HELD_PREFIX - 1
+                            : (size_t)snprintf(prefix, sizeof prefix,
+                                               HELD_PREFIX "%08" PRIx32 "/",
+                                               (uint32_t)worker);
     MDB_cursor *cur = NULL;
-    MDB_val k = {sizeof HELD_PREFIX - 1, HELD_PREFIX}, v;
+    MDB_val k = {len, prefix}, v;
     struct ps_rows *r = NULL;
     void **bufs = NULL;
     size_t n = 0, cap = 0, nb = 0, cap_b = 0;
@@ -237,8 +242,7 @@ int store_rows_apply_held(struct ps_store *s, MDB_txn *txn,
         return store_lmdb_err(s, rc, "reading held rows");
     /* Each time from the prefix again: the one found is deleted. */
     while ((rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE)) == 0 &&
-           k.mv_size >= sizeof HELD_PREFIX - 1 &&
-           memcmp(k.mv_data, HELD_PREFIX, sizeof HELD_PREFIX - 1) == 0) {
+           k.mv_size >= len && memcmp(k.mv_data, prefix, len) == 0) {
         if (nb == cap_b) {
             size_t c2 = cap_b ? 2 * cap_b : 8;
             void **q = realloc(bufs, c2 * sizeof *q);
@@ -261,7 +265,7 @@ int store_rows_apply_held(struct ps_store *s, MDB_txn *txn,
             rv = store_lmdb_err(s, rc, "deleting a held rows push");
             goto out;
         }
-        k = (MDB_val){sizeof HELD_PREFIX - 1, HELD_PREFIX};
+        k = (MDB_val){len, prefix};
     }
     if (rc != 0 && rc != MDB_NOTFOUND) {
         rv = store_lmdb_err(s, rc, "reading held rows");

@@ -121,6 +121,18 @@ int pc_pull_rows(struct pc_client *c, struct pc_rows *t, size_t n_tables,
 int pc_push_rows(struct pc_client *c, const struct pc_rows *t,
                  size_t n_tables, uint32_t samples, uint64_t *version);
 
+/*
+ * pc_push_rows for the rows of a worker's step whose dense push
+ * (pc_async_step, pc_ssp_step, pc_sync_step) follows: each shard holds
+ * them (durably, answered at once) and applies them with this worker's
+ * next push, in its transaction, as one step — a worker's step counts
+ * once on each shard, and its rows and dense gradient land together or
+ * not at all. A held push not yet applied is replaced by the worker's
+ * next rows push (its restarted process's). Same errors.
+ */
+int pc_push_rows_step(struct pc_client *c, const struct pc_rows *t,
+                      size_t n_tables, uint32_t samples);
+
 /* One step of a synchronous or bounded-staleness worker. */
 struct pc_step {
     uint64_t min_version;   /* in: sync: wait until every shard reaches it */

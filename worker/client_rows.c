@@ -23,6 +23,7 @@ struct call {
     size_t off[HC_WIRE_MAX_TABLES];
     int push;
     uint32_t samples;
+    int with_step;              /* push: the step's dense push follows */
 };
 
 /* Table `var` of the model: its dim and input_dim. */
@@ -121,6 +122,8 @@ static int rows_request(struct pc_client *c, const struct call *k, int s,
     hc_wire_init_env(&env, &me, *id);
     if (k->push) {
         push.samples = k->samples;
+        push.has_with_step = k->with_step;
+        push.with_step = k->with_step;
         push.n_tables = nr;
         push.tables = ptrs;
         env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS;
@@ -211,10 +214,12 @@ int pc_pull_rows(struct pc_client *c, struct pc_rows *t, size_t n_tables,
     return HC_OK;
 }
 
-int pc_push_rows(struct pc_client *c, const struct pc_rows *t,
-                 size_t n_tables, uint32_t samples, uint64_t *version)
+static int push_rows(struct pc_client *c, const struct pc_rows *t,
+                     size_t n_tables, uint32_t samples, int with_step,
+                     uint64_t *version)
 {
-    struct call k = {.n = n_tables, .t = t, .push = 1, .samples = samples};
+    struct call k = {.n = n_tables, .t = t, .push = 1, .samples = samples,
+                     .with_step = with_step};
     uint64_t vmax = 0;
     int s, rv;
 
@@ -235,4 +240,16 @@ int pc_push_rows(struct pc_client *c, const struct pc_rows *t,
     if (version)
         *version = vmax;
     return HC_OK;
+}
+
+int pc_push_rows(struct pc_client *c, const struct pc_rows *t,
+                 size_t n_tables, uint32_t samples, uint64_t *version)
+{
+    return push_rows(c, t, n_tables, samples, 0, version);
+}
+
+int pc_push_rows_step(struct pc_client *c, const struct pc_rows *t,
+                      size_t n_tables, uint32_t samples)
+{
+    return push_rows(c, t, n_tables, samples, 1, NULL);
 }
