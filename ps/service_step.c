@@ -697,6 +697,26 @@ static int refuse_nonfinite(struct ps_service *s, const struct hc_wire_msg *in)
                       isnan(in->data[bad_t][bad_e]) ? "NaN" : "infinite");
 }
 
+/*
+ * Async, ssp: a push this shard applied before the worker's process
+ * restarted — its record's place is at or past the push's. The new
+ * process resumes from the least place of its shards (pc_place), so a
+ * shard its old one's last push reached gets that step again. Later parts
+ * of a push carry its first part's place: never judged so.
+ */
+static int applied_before(struct ps_service *s, const struct hc_wire_msg *in)
+{
+    const Hetps__Push *p = in->env->push;
+    struct ps_place at;
+
+    if (ps_mode_in_steps(s->sync) || !p->has_epoch || !p->has_batches ||
+        (p->has_part && p->part > 0))
+        return 0;
+    ps_shard_place(s->shard, (int)in->env->sender->index, &at);
+    return at.known && (p->epoch < at.epoch ||
+                        (p->epoch == at.epoch && p->batches <= at.batches));
+}
+
 int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
                        nng_msg *msg_in, hc_rpc_req *req, int *deferred,
                        int *outside, nng_msg **reply,
@@ -710,6 +730,26 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
 
     if ((rv = refuse_nonfinite(s, in)) != HC_OK)
         return rv;
+    if (applied_before(s, in)) {
+        /* Answered at the version now, not applied again; the rows it
+         * held for this step (applied with it before) are dropped. */
+        hc_info("worker:%d's push of epoch %u batch %u was applied here "
+                "before its process restarted: answered, not applied "
+                "again", w, p->epoch + 1, p->batches);
+        pthread_mutex_lock(&s->wmu);
+        rv = ps_shard_drop_held(s->shard, (uint32_t)w);
+        pthread_mutex_unlock(&s->wmu);
+        if (rv != HC_OK)
+            return rv;
+        info->version = ps_shard_version(s->shard);
+        goto answer;
+    }
+    if (!ps_mode_in_steps(s->sync)) {
+        char point[32];
+
+        snprintf(point, sizeof point, "push:worker%d", w);
+        ps_fault_point(point);
+    }
     if (held_part(s, in)) {
         if (!and_pull)
             return hc_err_set(HC_ERR_PROTO, "a push in parts to a "
@@ -819,6 +859,7 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
     }
     if (rv != HC_OK)
         return rv;
+answer:
     if (!and_pull) {
         info->valid = 1;
         *reply = service_ack_at(s, in->env->request_id, info->version, late);

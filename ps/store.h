@@ -457,6 +457,11 @@ int ps_store_apply_rows(struct ps_store *s, const struct hc_optim_conf *c,
                         const struct ps_record *recs, size_t n_recs,
                         uint64_t *new_step);
 
+/* Delete worker's held rows pushes, if any, in a transaction of its own
+ * (its step was answered without an apply: applied before its process
+ * restarted). Errors: the store's. */
+int ps_store_rows_drop(struct ps_store *s, uint32_t worker);
+
 /*
  * Hold a worker's rows push (rows r[0 .. n), its summed gradients,
  * each table's scale ignored) for the open step, durably: written in a

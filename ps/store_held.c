@@ -124,6 +124,25 @@ static int hold_body(struct ps_store *s, MDB_txn *txn, void *arg)
     return store_record_put(s, txn, a->rec, a->step);
 }
 
+static int drop_body(struct ps_store *s, MDB_txn *txn, void *arg)
+{
+    return drop_worker(s, txn, *(const uint32_t *)arg);
+}
+
+int ps_store_rows_drop(struct ps_store *s, uint32_t worker)
+{
+    int rv;
+
+    if (!s->rows)
+        return HC_OK;
+    pthread_mutex_lock(&s->wmu);
+    rv = s->read_only ? HC_OK
+                      : store_write_txn(s, drop_body, &worker,
+                                        "dropping a held rows push");
+    pthread_mutex_unlock(&s->wmu);
+    return rv;
+}
+
 int ps_store_rows_hold(struct ps_store *s, const struct ps_rows *r, size_t n,
                        uint32_t samples, const struct ps_record *rec,
                        uint64_t *step)

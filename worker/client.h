@@ -51,8 +51,12 @@ int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
 int pc_join(struct pc_client *c, const char *devices);
 
 /* After pc_join: where this worker's task index left off in its data, as
- * recorded with its last push applied (pc_step.has_place) — the furthest
- * place any shard holds. Returns 0 when no shard holds one. */
+ * recorded with its last push applied (pc_step.has_place) — the least
+ * place the shards that hold one hold: a push in flight when its process
+ * died may have reached some shards and not others; resuming from the
+ * least, the worker sends that step again, and the shards that applied
+ * it already answer it without applying it twice (their record's place
+ * is at or past the push's). Returns 0 when no shard holds one. */
 int pc_place(const struct pc_client *c, uint32_t *epoch, uint32_t *batches);
 
 /* Print what the join replies said: shards, their incarnations and the

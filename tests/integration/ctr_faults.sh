@@ -6,19 +6,21 @@
 #   sync: a fault-free run (equal shares: --balance off), then the same
 #     job while ps:1 is killed with SIGKILL twice and ps:0 once and each
 #     started again on its store, then while worker:1 is killed with
-#     SIGKILL and started again. Every exported row of the table
-#     (`hetps export`: ids.npy, rows.npy) and every dense variable must
-#     equal the fault-free run's — bit for bit after the shard kills; to
-#     1e-6 (abs + rel) after the worker's, whose steps the other worker
-#     computed alone for a while (the same samples, summed in another
-#     order) —, and each shard's step count must be exactly the job's
-#     steps (8,000 / 64 = 125).
-#   async: the job while ps:1 is killed twice and started again, then
-#     while worker:1 is killed and started again (it resumes at its place
-#     in its data, as the shards recorded it): each shard's step count
-#     must be exactly the batches the workers' parts hold (2 × 4,000 / 32
-#     = 250) — one step a worker's step, its rows and its dense push
-#     together —, nothing applied twice, nothing skipped.
+#     SIGKILL and started again (its new process takes over its slice of
+#     the open step). Every exported row of the table (`hetps export`:
+#     ids.npy, rows.npy) and every dense variable must equal the
+#     fault-free run's bit for bit, and each shard's step count must be
+#     exactly the job's steps (8,000 / 64 = 125).
+#   async: the job while ps:0 and ps:1 are killed 3 times and started
+#     again; while worker:1 is killed and started again (it resumes at its
+#     place in its data, as the shards recorded it); and while ps:1 dies
+#     as worker:1's push reaches it (fault point push:worker1) and
+#     worker:1 is killed meanwhile, so that step reached ps:0 alone
+#     (started again, worker:1 resumes from the least place, and ps:0
+#     answers the repeated step without applying it). Each shard's step
+#     count must be exactly the batches the workers' parts hold
+#     (2 × 4,000 / 32 = 250) — one step a worker's step, its rows and its
+#     dense push together —: nothing applied twice, nothing skipped.
 . "$(dirname "$0")/lib.inc"
 pick_ports
 GEN=$B/tools/ctrgen
@@ -39,20 +41,21 @@ cat > "$T/cat.json" <<'JSON'
  "batch_size": 32, "epochs": 1}
 JSON
 
-# start_ps J: ps:J of $D on its store (log appended), its pid in $psJ.
+# start_ps J: ps:J of $D on its store (log appended), its pid in $psJ;
+# $FAULT armed in it (ps/fault.h).
 start_ps() {
-    "$BIN/hetps-ps" --cluster "$D/cluster.json" --task ps:$1 \
+    HETPS_FAULT=${FAULT:-} "$BIN/hetps-ps" --cluster "$D/cluster.json" --task ps:$1 \
         --data-dir "$D/ps-$1" --balance off --heartbeat-timeout 1500 \
         >> "$D/ps-$1.log" 2>&1 &
     eval "ps$1=\$!"
     track $!
 }
 # start_worker I: worker:I of $D (log appended), its pid in $wI. Each
-# step stretched 8x (--slowdown) so the kills land mid-run.
+# step stretched 16x (--slowdown) so the kills land mid-run.
 start_worker() {
     "$BIN/hetps-worker" --cluster "$D/cluster.json" --task worker:$1 \
         --model "$T/cat.json" --data "criteo:$T/train.tsv" --no-eval \
-        --slowdown 8 >> "$D/w$1.log" 2>&1 &
+        --slowdown 16 >> "$D/w$1.log" 2>&1 &
     eval "w$1=\$!"
     track $!
 }
@@ -96,6 +99,23 @@ JSON
         sleep 0.5
         start_worker 1
         ok "$name: worker:1 killed with SIGKILL at step $(($4 / 3))+ and started again" ;;
+    partial)
+        # ps:1 dies as worker:1's push reaches it (the fault point
+        # push:worker1), which ps:0 applies; worker:1 is killed while
+        # ps:1 is down, so its step reached ps:0 alone. Started again,
+        # it resumes from ps:1's place and sends that step again: ps:0
+        # answers it without applying it twice.
+        wait_for 60 over 1 $(($4 / 5)) || { tail "$D"/w*.log; fail "$name: ps:1 never reached step $(($4 / 5))"; }
+        kill -KILL $ps1; wait $ps1 2>/dev/null
+        FAULT=push:worker1 start_ps 1
+        gone() { ! kill -0 $ps1 2>/dev/null; }
+        wait_for 30 gone || fail "$name: ps:1 never reached push:worker1"
+        wait $ps1 2>/dev/null
+        kill -KILL $w1 && wait $w1 2>/dev/null
+        grep -q "fault point push:worker1" "$D/ps-1.log" || fail "$name: ps:1 died elsewhere"
+        start_ps 1
+        start_worker 1
+        ok "$name: ps:1 killed by worker:1's push, worker:1 killed meanwhile, both started again" ;;
     esac
     wait $w0 || { tail -20 "$D/w0.log"; fail "$name: worker:0 failed"; }
     wait $w1 || { tail -20 "$D/w1.log"; fail "$name: worker:1 failed"; }
@@ -145,4 +165,7 @@ job async_shards async shards 250
 job async_worker async worker 250
 grep -q "resuming where worker:1 left off" "$T/async_worker/w1.log" ||
     { tail "$T/async_worker/w1.log"; fail "async: the restarted worker:1 did not resume at its place"; }
-ok "async: step counts exact through shard kills and a worker's restart"
+job async_partial async partial 250
+grep -q "worker:1's push of epoch 1 batch [1-9][0-9]* was applied here before its process restarted" "$T/async_partial/ps-0.log" ||
+    { tail "$T/async_partial/ps-0.log"; fail "async: ps:0 never answered worker:1's repeated step without applying it"; }
+ok "async: step counts exact through shard kills, a worker's restart and a step that reached one shard of two"
