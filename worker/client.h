@@ -127,12 +127,14 @@ int pc_push_rows(struct pc_client *c, const struct pc_rows *t,
 
 /*
  * pc_push_rows for the rows of a worker's step whose dense push
- * (pc_async_step, pc_ssp_step, pc_sync_step) follows: each shard holds
- * them (durably, answered at once) and applies them with this worker's
- * next push, in its transaction, as one step — a worker's step counts
- * once on each shard, and its rows and dense gradient land together or
- * not at all. A held push not yet applied is replaced by the worker's
- * next rows push (its restarted process's). Same errors.
+ * (pc_async_step, pc_ssp_step, pc_sync_step) follows: each shard the
+ * dense push goes to (one holding a block of the model) holds them
+ * (durably, answered at once) and applies them with this worker's next
+ * push, in its transaction, as one step — a worker's step counts once on
+ * each shard, and its rows and dense gradient land together or not at
+ * all; a shard of rows alone applies them at once, as its step. A held
+ * push not yet applied is replaced by the worker's next rows push (its
+ * restarted process's). Same errors.
  */
 int pc_push_rows_step(struct pc_client *c, const struct pc_rows *t,
                       size_t n_tables, uint32_t samples);

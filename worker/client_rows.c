@@ -122,8 +122,11 @@ static int rows_request(struct pc_client *c, const struct call *k, int s,
     hc_wire_init_env(&env, &me, *id);
     if (k->push) {
         push.samples = k->samples;
-        push.has_with_step = k->with_step;
-        push.with_step = k->with_step;
+        /* Held for the dense push only where one comes: a shard with
+         * no block of the model is sent none, and applies the rows at
+         * once, as its step. */
+        push.has_with_step = k->with_step && c->plan[s].n_blocks > 0;
+        push.with_step = push.has_with_step;
         push.n_tables = nr;
         push.tables = ptrs;
         env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS;

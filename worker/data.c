@@ -462,8 +462,9 @@ static void shuffle(struct wk_shard *s, int epoch)
     s->epoch = epoch;
 }
 
-int wk_shard_init(struct wk_shard *s, int n_total, int n_shards,
-                  int shard_index, uint64_t seed)
+/* The checks of wk_shard_init (data.h); s zeroed. */
+static int shard_args(struct wk_shard *s, int n_total, int n_shards,
+                      int shard_index)
 {
     if (!s)
         return hc_err_set(HC_ERR_INVAL, "wk_shard_init: NULL shard");
@@ -478,6 +479,16 @@ int wk_shard_init(struct wk_shard *s, int n_total, int n_shards,
         return hc_err_set(HC_ERR_INVAL, "data shard %d of %d: %d samples "
                           "leave some shards empty; use at most %d workers",
                           shard_index, n_shards, n_total, n_total);
+    return HC_OK;
+}
+
+int wk_shard_init(struct wk_shard *s, int n_total, int n_shards,
+                  int shard_index, uint64_t seed)
+{
+    int rv = shard_args(s, n_total, n_shards, shard_index);
+
+    if (rv != HC_OK)
+        return rv;
     s->n_total = n_total;
     s->n_shards = n_shards;
     s->index = shard_index;
@@ -493,12 +504,14 @@ int wk_shard_init(struct wk_shard *s, int n_total, int n_shards,
 int wk_shard_init_parts(struct wk_shard *s, int n_total, int n_shards,
                         int shard_index)
 {
-    int rv = wk_shard_init(s, n_total, n_shards, shard_index, 0);
+    int rv = shard_args(s, n_total, n_shards, shard_index);
 
     if (rv != HC_OK)
         return rv;
-    free(s->order);
-    s->order = NULL;
+    s->n_total = n_total;
+    s->n_shards = n_shards;
+    s->index = shard_index;
+    s->epoch = -1;
     /* floor(k · N / K) in 64 bits: N, K < 2^31 */
     s->first = (int)((long long)shard_index * n_total / n_shards);
     s->n = (int)((long long)(shard_index + 1) * n_total / n_shards) - s->first;
