@@ -699,22 +699,28 @@ static int refuse_nonfinite(struct ps_service *s, const struct hc_wire_msg *in)
 
 /*
  * Async, ssp: a push this shard applied before the worker's process
- * restarted — its record's place is at or past the push's. The new
- * process resumes from the least place of its shards (pc_place), so a
- * shard its old one's last push reached gets that step again. Later parts
- * of a push carry its first part's place: never judged so.
+ * restarted. The new process resumes from the least place of its shards
+ * (pc_place), so a shard its old one's last push reached gets that step
+ * again. A push's parts each record its place on their lane, and one
+ * process's places grow push by push (a repeat with the same id is
+ * answered from its record before this): a place on the lane's record at
+ * or past the push's means this part was applied.
  */
 static int applied_before(struct ps_service *s, const struct hc_wire_msg *in)
 {
     const Hetps__Push *p = in->env->push;
-    struct ps_place at;
+    struct ps_record rec;
 
-    if (ps_mode_in_steps(s->sync) || !p->has_epoch || !p->has_batches ||
-        (p->has_part && p->part > 0))
+    if (ps_mode_in_steps(s->sync) || !p->has_epoch || !p->has_batches)
         return 0;
-    ps_shard_place(s->shard, (int)in->env->sender->index, &at);
-    return at.known && (p->epoch < at.epoch ||
-                        (p->epoch == at.epoch && p->batches <= at.batches));
+    if (ps_shard_record(s->shard, (int)in->env->sender->index,
+                        service_lane(in->env), &rec) != HC_OK) {
+        hc_err_clear();         /* none yet: its first push */
+        return 0;
+    }
+    return (rec.flags & PS_REC_PLACE) &&
+           (p->epoch < rec.epoch ||
+            (p->epoch == rec.epoch && p->batches <= rec.batches));
 }
 
 int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
@@ -736,11 +742,13 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
         hc_info("worker:%d's push of epoch %u batch %u was applied here "
                 "before its process restarted: answered, not applied "
                 "again", w, p->epoch + 1, p->batches);
-        pthread_mutex_lock(&s->wmu);
-        rv = ps_shard_drop_held(s->shard, (uint32_t)w);
-        pthread_mutex_unlock(&s->wmu);
-        if (rv != HC_OK)
-            return rv;
+        if (!(p->has_part && p->part > 0)) {    /* the rows join part 0 */
+            pthread_mutex_lock(&s->wmu);
+            rv = ps_shard_drop_held(s->shard, (uint32_t)w);
+            pthread_mutex_unlock(&s->wmu);
+            if (rv != HC_OK)
+                return rv;
+        }
         info->version = ps_shard_version(s->shard);
         goto answer;
     }
