@@ -17,6 +17,12 @@
  *                        transaction and answered (early), its last parts
  *                        in, its commit not yet made
  *
+ * and in async and ssp (ps/service_step.c):
+ *
+ *   push:workerN         a push of worker N received, before it is judged
+ *                        or applied (its other shards apply it: the
+ *                        worker's step reached some shards only)
+ *
  * A point waits 0.2 s before the kill: replies already handed to the
  * transport leave first, as they would on a machine that fails later.
  *

@@ -334,10 +334,11 @@ int ps_gather(const struct hc_cluster *cl, const char *data_dir, int what,
 
             if ((rv = ps_store_rows_held(st, &held)) == HC_OK && held)
                 rv = hc_err_set(HC_ERR_STALE, "store %s holds %zu rows "
-                                "pushes of a sync step that never "
-                                "committed: start the job again to finish "
-                                "the step, stop it, then move the stores",
-                                dir, held);
+                                "pushes of a step that never committed (a "
+                                "sync step, or an async worker's whose "
+                                "dense push never came): start the job "
+                                "again to finish the step, stop it, then "
+                                "move the stores", dir, held);
         }
         if (rv == HC_OK)
             rv = gather_rows(g, st, move);

@@ -251,6 +251,17 @@ static int awaited(const struct wstate *w, uint64_t version)
     return takes_part(w, version) && !w->sat_out;
 }
 
+int ps_mode_takes_over(const struct ps_mode *s, int worker, uint64_t version)
+{
+    const struct wstate *w;
+
+    if (s->c.mode != HC_MODE_SYNC || worker < 0 || worker >= s->n)
+        return 0;
+    w = &s->w[worker];
+    return awaited(w, version) && !w->pushed && s->assigned_for &&
+           s->seat.cut_version == version && w->share > 0;
+}
+
 /* A push of the current step arrived at `now`: learn the worker's lag. */
 static void learn_lag(struct wstate *w, double now)
 {

@@ -84,6 +84,17 @@ int ps_mode_lends_messages(const struct ps_mode *s);
  * were all handed nothing, it is cut again for their next pull. */
 void ps_mode_member(struct ps_mode *s, int worker, int live);
 
+/*
+ * sync: a worker's process restarted (a new incarnation joins) while the
+ * open step at `version` awaits its slice — cut, with a share for it, not
+ * pushed here, not sat out. Returns 1: the new process takes its place in
+ * that step (it stays live, ps_mode_join returns this version, and its
+ * pull is answered with the same slice), so the step still sums the
+ * whole global batch; 0 in every other case and mode (the caller takes
+ * the old process out: ps_mode_member(worker, 0)).
+ */
+int ps_mode_takes_over(const struct ps_mode *s, int worker, uint64_t version);
+
 /* sync: split batches by speed (on, as the conf's balance) or equally
  * (off) from the next assignment on. */
 void ps_mode_set_balance(struct ps_mode *s, int on);

@@ -354,8 +354,18 @@ static nng_msg *serve_join(struct ps_service *s, const struct hc_wire_msg *in,
              * already marked the old one dead. (A shard that kept the
              * old one in the open step while another had moved on
              * made the newcomer's pull wait there for ever.) */
-            ps_mode_member(s->sync, (int)w, 0);
-            service_advance(s);
+            if (ps_mode_takes_over(s->sync, (int)w,
+                                   ps_shard_version(s->shard))) {
+                /* ...unless the old one died holding a share of the open
+                 * step it had not pushed here: the new one computes that
+                 * slice again, or the step would lose its samples. */
+                hc_info("worker:%u's new process takes over its slice of "
+                        "step %llu", w,
+                        (unsigned long long)ps_shard_version(s->shard));
+            } else {
+                ps_mode_member(s->sync, (int)w, 0);
+                service_advance(s);
+            }
         }
         m->incarnation = e->incarnation;
         for (int k = 0; k < N_REC; k++)

@@ -697,6 +697,32 @@ static int refuse_nonfinite(struct ps_service *s, const struct hc_wire_msg *in)
                       isnan(in->data[bad_t][bad_e]) ? "NaN" : "infinite");
 }
 
+/*
+ * Async, ssp: a push this shard applied before the worker's process
+ * restarted. The new process resumes from the least place of its shards
+ * (pc_place), so a shard its old one's last push reached gets that step
+ * again. A push's parts each record its place on their lane, and one
+ * process's places grow push by push (a repeat with the same id is
+ * answered from its record before this): a place on the lane's record at
+ * or past the push's means this part was applied.
+ */
+static int applied_before(struct ps_service *s, const struct hc_wire_msg *in)
+{
+    const Hetps__Push *p = in->env->push;
+    struct ps_record rec;
+
+    if (ps_mode_in_steps(s->sync) || !p->has_epoch || !p->has_batches)
+        return 0;
+    if (ps_shard_record(s->shard, (int)in->env->sender->index,
+                        service_lane(in->env), &rec) != HC_OK) {
+        hc_err_clear();         /* none yet: its first push */
+        return 0;
+    }
+    return (rec.flags & PS_REC_PLACE) &&
+           (p->epoch < rec.epoch ||
+            (p->epoch == rec.epoch && p->batches <= rec.batches));
+}
+
 int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
                        nng_msg *msg_in, hc_rpc_req *req, int *deferred,
                        int *outside, nng_msg **reply,
@@ -710,6 +736,28 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
 
     if ((rv = refuse_nonfinite(s, in)) != HC_OK)
         return rv;
+    if (applied_before(s, in)) {
+        /* Answered at the version now, not applied again; the rows it
+         * held for this step (applied with it before) are dropped. */
+        hc_info("worker:%d's push of epoch %u batch %u was applied here "
+                "before its process restarted: answered, not applied "
+                "again", w, p->epoch + 1, p->batches);
+        if (!(p->has_part && p->part > 0)) {    /* the rows join part 0 */
+            pthread_mutex_lock(&s->wmu);
+            rv = ps_shard_drop_held(s->shard, (uint32_t)w);
+            pthread_mutex_unlock(&s->wmu);
+            if (rv != HC_OK)
+                return rv;
+        }
+        info->version = ps_shard_version(s->shard);
+        goto answer;
+    }
+    if (!ps_mode_in_steps(s->sync)) {
+        char point[32];
+
+        snprintf(point, sizeof point, "push:worker%d", w);
+        ps_fault_point(point);
+    }
     if (held_part(s, in)) {
         if (!and_pull)
             return hc_err_set(HC_ERR_PROTO, "a push in parts to a "
@@ -819,6 +867,7 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
     }
     if (rv != HC_OK)
         return rv;
+answer:
     if (!and_pull) {
         info->valid = 1;
         *reply = service_ack_at(s, in->env->request_id, info->version, late);
@@ -953,7 +1002,11 @@ nng_msg *service_apply_outside(struct ps_service *s,
 nng_msg *service_push_rows(struct ps_service *s, const struct hc_wire_msg *in,
                            struct answer_info *info)
 {
-    int hold = ps_mode_in_steps(s->sync);
+    /* Held for the step: sync's open step, or (async, ssp) the worker's
+     * own push that follows. */
+    int hold = ps_mode_in_steps(s->sync) ||
+               (in->env->push_rows->has_with_step &&
+                in->env->push_rows->with_step);
     uint64_t version = 0;
     int rv;
 

@@ -745,6 +745,7 @@ void ps_shard_push_group(struct ps_shard *sh, struct ps_push_item *items,
         g[n_g].n = it->in->n_tensors;
         g[n_g].recs = &recs[n_g];
         g[n_g].n_recs = 1;
+        g[n_g].held_of = recs[n_g].worker + 1;   /* its rows, if held */
         n_g++;
         at += it->in->n_tensors;
     }

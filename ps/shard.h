@@ -150,6 +150,10 @@ int ps_shard_answer_early(struct ps_shard *sh, const struct hc_wire_msg *in,
 int ps_shard_pull_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
                        const struct hc_sender *me, nng_msg **reply);
 
+/* Delete worker's held rows push (ps_store_rows_drop): its step was
+ * answered without an apply. Under the writers' lock. */
+int ps_shard_drop_held(struct ps_shard *sh, uint32_t worker);
+
 /* Apply a PushRows at once as one step (each table's rows' gradients
  * divided by its samples, through the optimizer row by row), recorded
  * as the worker's push on its lane in the same store transaction; the

@@ -142,6 +142,13 @@ static int push_of(struct ps_shard *sh, const struct hc_wire_msg *in,
     return rv;
 }
 
+int ps_shard_drop_held(struct ps_shard *sh, uint32_t worker)
+{
+    struct ps_store *store = ps_shard_store(sh);
+
+    return store ? ps_store_rows_drop(store, worker) : HC_OK;
+}
+
 int ps_shard_push_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
                        int hold, uint64_t *version)
 {

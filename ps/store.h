@@ -361,6 +361,11 @@ struct ps_apply {
                                    (store_rows.c); a step with rows and no
                                    blocks counts too */
     size_t n_rows;
+    uint32_t held_of;   /* 1 + the worker whose held rows push
+                           (ps_store_rows_hold, async: PushRows.with_step)
+                           this step applies with its blocks, as one step;
+                           0: every held push joins the group's first step
+                           (a synchronous step) */
 };
 int ps_store_apply_group(struct ps_store *s, const struct hc_optim_conf *c,
                          const struct ps_apply *g, size_t n_g,
@@ -452,16 +457,24 @@ int ps_store_apply_rows(struct ps_store *s, const struct hc_optim_conf *c,
                         const struct ps_record *recs, size_t n_recs,
                         uint64_t *new_step);
 
+/* Delete worker's held rows pushes, if any, in a transaction of its own
+ * (its step was answered without an apply: applied before its process
+ * restarted). Errors: the store's. */
+int ps_store_rows_drop(struct ps_store *s, uint32_t worker);
+
 /*
- * Sync: hold a worker's rows push (rows r[0 .. n), its summed gradients,
+ * Hold a worker's rows push (rows r[0 .. n), its summed gradients,
  * each table's scale ignored) for the open step, durably: written in a
  * transaction of its own with its record rec (answered at the current
  * step, *step, may be NULL), so a push answered survives a restart; the
  * next counted step's commit (ps_store_step_commit, ps_store_apply) applies
  * every push held — summed by row in (worker, request) order and scaled by
  * 1 / (their samples summed), one optimizer step per row — counts the step
- * even without blocks, and deletes them with it. Errors as
- * ps_store_apply_rows.
+ * even without blocks, and deletes them with it. Async (PushRows.with_step):
+ * held the same way for the worker's own next push, whose apply
+ * (ps_apply.held_of) applies them in its transaction as one step. A
+ * worker's earlier held push still there is replaced (its restarted
+ * process's predecessor's). Errors as ps_store_apply_rows.
  */
 int ps_store_rows_hold(struct ps_store *s, const struct ps_rows *r, size_t n,
                        uint32_t samples, const struct ps_record *rec,

@@ -484,9 +484,12 @@ static int apply_body(struct ps_store *s, MDB_txn *txn, void *arg)
             (rv = store_rows_apply(s, txn, a->c, t, g->rows,
                                        g->n_rows)) != HC_OK)
             return rv;
-        /* A synchronous step's held rows pushes join its first step. */
-        if (k == 0 && !g->uncounted &&
-            (rv = store_rows_apply_held(s, txn, a->c, t, &held)) != HC_OK)
+        /* A synchronous step's held rows pushes join its first step; an
+         * async step, its own worker's. */
+        if (!g->uncounted && (g->held_of || k == 0) &&
+            (rv = store_rows_apply_held(s, txn, a->c, t,
+                                        (int64_t)g->held_of - 1, &held)) !=
+                HC_OK)
             return rv;
         if ((g->n > 0 || g->n_rows > 0 || held) && !g->uncounted)
             step++;
@@ -616,7 +619,8 @@ int ps_store_apply_rows(struct ps_store *s, const struct hc_optim_conf *c,
                         const struct ps_record *recs, size_t n_recs,
                         uint64_t *new_step)
 {
-    struct ps_apply g = {u, n, recs, n_recs, 0, rows, n_rows};
+    struct ps_apply g = {.u = u, .n = n, .recs = recs, .n_recs = n_recs,
+                         .rows = rows, .n_rows = n_rows};
 
     return ps_store_apply_group(s, c, &g, 1, new_step);
 }

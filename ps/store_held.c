@@ -55,6 +55,36 @@ struct hold_arg {
     uint64_t step;
 };
 
+/* Delete the worker's held pushes: a worker pushes its rows once a
+ * step, so one held already is its restarted process's predecessor's in
+ * the same open step, which the new push replaces (the step sums each
+ * worker's slice once). */
+static int drop_worker(struct ps_store *s, MDB_txn *txn, uint32_t worker)
+{
+    char prefix[HELD_KEY_MAX];
+    MDB_cursor *cur;
+    MDB_val k, v;
+    size_t len;
+    int rc;
+
+    len = (size_t)snprintf(prefix, sizeof prefix, HELD_PREFIX "%08" PRIx32
+                           "/", worker);
+    if ((rc = mdb_cursor_open(txn, s->dbi_meta, &cur)) != 0)
+        return store_lmdb_err(s, rc, "replacing a held rows push");
+    /* Each time from the prefix again: the one found is deleted. */
+    for (;;) {
+        k = (MDB_val){len, prefix};
+        if ((rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE)) != 0 ||
+            k.mv_size < len || memcmp(k.mv_data, prefix, len) != 0 ||
+            (rc = mdb_cursor_del(cur, 0)) != 0)
+            break;
+    }
+    mdb_cursor_close(cur);
+    if (rc != 0 && rc != MDB_NOTFOUND)
+        return store_lmdb_err(s, rc, "replacing a held rows push");
+    return HC_OK;
+}
+
 static int hold_body(struct ps_store *s, MDB_txn *txn, void *arg)
 {
     struct hold_arg *a = arg;
@@ -65,7 +95,7 @@ static int hold_body(struct ps_store *s, MDB_txn *txn, void *arg)
     int rc, rv;
 
     if ((rv = store_meta_fixed(s, txn, "step", &a->step, sizeof a->step)) !=
-        HC_OK)
+        HC_OK || (rv = drop_worker(s, txn, a->rec->worker)) != HC_OK)
         return rv;
     snprintf(key, sizeof key, HELD_PREFIX "%08" PRIx32 "/%016" PRIx64,
              a->rec->worker, a->rec->request_id);
@@ -92,6 +122,25 @@ static int hold_body(struct ps_store *s, MDB_txn *txn, void *arg)
         p += ni + grad_bytes(a->r[t].n, a->dims[t]);
     }
     return store_record_put(s, txn, a->rec, a->step);
+}
+
+static int drop_body(struct ps_store *s, MDB_txn *txn, void *arg)
+{
+    return drop_worker(s, txn, *(const uint32_t *)arg);
+}
+
+int ps_store_rows_drop(struct ps_store *s, uint32_t worker)
+{
+    int rv;
+
+    if (!s->rows)
+        return HC_OK;
+    pthread_mutex_lock(&s->wmu);
+    rv = s->read_only ? HC_OK
+                      : store_write_txn(s, drop_body, &worker,
+                                        "dropping a held rows push");
+    pthread_mutex_unlock(&s->wmu);
+    return rv;
 }
 
 int ps_store_rows_hold(struct ps_store *s, const struct ps_rows *r, size_t n,
@@ -190,10 +239,15 @@ damaged:
 
 int store_rows_apply_held(struct ps_store *s, MDB_txn *txn,
                           const struct hc_optim_conf *c, uint64_t step,
-                          int *any)
+                          int64_t worker, int *any)
 {
+    char prefix[HELD_KEY_MAX] = HELD_PREFIX;
+    size_t len = worker < 0 ? sizeof HELD_PREFIX - 1
+                            : (size_t)snprintf(prefix, sizeof prefix,
+                                               HELD_PREFIX "%08" PRIx32 "/",
+                                               (uint32_t)worker);
     MDB_cursor *cur = NULL;
-    MDB_val k = {sizeof HELD_PREFIX - 1, HELD_PREFIX}, v;
+    MDB_val k = {len, prefix}, v;
     struct ps_rows *r = NULL;
     void **bufs = NULL;
     size_t n = 0, cap = 0, nb = 0, cap_b = 0;
@@ -207,8 +261,7 @@ int store_rows_apply_held(struct ps_store *s, MDB_txn *txn,
         return store_lmdb_err(s, rc, "reading held rows");
     /* Each time from the prefix again: the one found is deleted. */
     while ((rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE)) == 0 &&
-           k.mv_size >= sizeof HELD_PREFIX - 1 &&
-           memcmp(k.mv_data, HELD_PREFIX, sizeof HELD_PREFIX - 1) == 0) {
+           k.mv_size >= len && memcmp(k.mv_data, prefix, len) == 0) {
         if (nb == cap_b) {
             size_t c2 = cap_b ? 2 * cap_b : 8;
             void **q = realloc(bufs, c2 * sizeof *q);
@@ -231,7 +284,7 @@ int store_rows_apply_held(struct ps_store *s, MDB_txn *txn,
             rv = store_lmdb_err(s, rc, "deleting a held rows push");
             goto out;
         }
-        k = (MDB_val){sizeof HELD_PREFIX - 1, HELD_PREFIX};
+        k = (MDB_val){len, prefix};
     }
     if (rc != 0 && rc != MDB_NOTFOUND) {
         rv = store_lmdb_err(s, rc, "reading held rows");

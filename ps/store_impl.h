@@ -236,12 +236,12 @@ int store_rows_verify(struct ps_store *s, MDB_txn *txn);
 /* ---- store_held.c ------------------------------------------------------ */
 
 /* Apply, in txn at the store's `step`, every rows push held for the
- * synchronous step (ps_store_rows_hold), summed by row and scaled by
- * 1 / (their samples), and delete them; *any 1 when there was one.
- * Under wmu. */
+ * synchronous step (ps_store_rows_hold; worker −1) or, async, the one
+ * `worker` holds for its step, summed by row and scaled by 1 / (their
+ * samples), and delete them; *any 1 when there was one. Under wmu. */
 int store_rows_apply_held(struct ps_store *s, MDB_txn *txn,
                           const struct hc_optim_conf *c, uint64_t step,
-                          int *any);
+                          int64_t worker, int *any);
 
 void store_rows_free(struct ps_store *s);
 

@@ -37,6 +37,20 @@ int store_record_put(struct ps_store *s, MDB_txn *txn,
     int rc;
 
     ps_record_answered(&at, step);
+    if (!(at.flags & PS_REC_PLACE)) {
+        /* A request without a place (a rows push held for the step that
+         * follows) keeps the place of the record it replaces: the
+         * worker's place moves only with the pushes that say where it
+         * is, and a restart resumes from it. */
+        MDB_val old;
+        struct ps_record was;
+
+        if (mdb_get(txn, s->dbi_recs, &k, &old) == 0 &&
+            ps_record_decode(old.mv_data, old.mv_size, r->worker, &was) ==
+                0 &&
+            (was.flags & PS_REC_PLACE))
+            ps_record_set_place(&at, 1, was.epoch, was.batches);
+    }
     if ((rc = mdb_put(txn, s->dbi_recs, &k, &v, 0)) != 0)
         return store_lmdb_err(s, rc, "writing a record");
     return HC_OK;

@@ -143,7 +143,8 @@ static int step_commit(struct ps_store *s, struct store_step *st,
     {
         int held;   /* the step counts anyway: its blocks were added */
 
-        rv = store_rows_apply_held(s, st->txn, j->c, st->step, &held);
+        rv = store_rows_apply_held(s, st->txn, j->c, st->step, -1,
+                                   &held);
         if (rv == HC_ERR_MAPFULL) {     /* the whole step in one apply */
             step_abort(s, st);
             return ps_store_apply(s, j->c, st->all, st->n_all, j->recs,

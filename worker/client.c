@@ -227,9 +227,9 @@ int pc_join(struct pc_client *c, const char *devices)
             v->incarnation = jr->shard_incarnation;
             v->version = jr->has_version ? jr->version : 0;
             if (jr->has_epoch && jr->has_batches &&
-                (!c->have_place || jr->epoch > c->place_epoch ||
+                (!c->have_place || jr->epoch < c->place_epoch ||
                  (jr->epoch == c->place_epoch &&
-                  jr->batches > c->place_batches))) {
+                  jr->batches < c->place_batches))) {
                 c->have_place = 1;
                 c->place_epoch = jr->epoch;
                 c->place_batches = jr->batches;

@@ -51,8 +51,12 @@ int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
 int pc_join(struct pc_client *c, const char *devices);
 
 /* After pc_join: where this worker's task index left off in its data, as
- * recorded with its last push applied (pc_step.has_place) — the furthest
- * place any shard holds. Returns 0 when no shard holds one. */
+ * recorded with its last push applied (pc_step.has_place) — the least
+ * place the shards that hold one hold: a push in flight when its process
+ * died may have reached some shards and not others; resuming from the
+ * least, the worker sends that step again, and the shards that applied
+ * it already answer it without applying it twice (their record's place
+ * is at or past the push's). Returns 0 when no shard holds one. */
 int pc_place(const struct pc_client *c, uint32_t *epoch, uint32_t *batches);
 
 /* Print what the join replies said: shards, their incarnations and the
@@ -127,6 +131,20 @@ int pc_push_rows(struct pc_client *c, const struct pc_rows *t,
  * transport's framing), each request counted once even when re-sent. */
 void pc_rows_wire(const struct pc_client *c, int push, uint64_t *sent,
                   uint64_t *received);
+
+/*
+ * pc_push_rows for the rows of a worker's step whose dense push
+ * (pc_async_step, pc_ssp_step, pc_sync_step) follows: each shard the
+ * dense push goes to (one holding a block of the model) holds them
+ * (durably, answered at once) and applies them with this worker's next
+ * push, in its transaction, as one step — a worker's step counts once on
+ * each shard, and its rows and dense gradient land together or not at
+ * all; a shard of rows alone applies them at once, as its step. A held
+ * push not yet applied is replaced by the worker's next rows push (its
+ * restarted process's). Same errors.
+ */
+int pc_push_rows_step(struct pc_client *c, const struct pc_rows *t,
+                      size_t n_tables, uint32_t samples);
 
 /* One step of a synchronous or bounded-staleness worker. */
 struct pc_step {

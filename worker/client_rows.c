@@ -23,6 +23,7 @@ struct call {
     size_t off[HC_WIRE_MAX_TABLES];
     int push;
     uint32_t samples;
+    int with_step;              /* push: the step's dense push follows */
 };
 
 /* Table `var` of the model: its dim and input_dim. */
@@ -121,6 +122,11 @@ static int rows_request(struct pc_client *c, const struct call *k, int s,
     hc_wire_init_env(&env, &me, *id);
     if (k->push) {
         push.samples = k->samples;
+        /* Held for the dense push only where one comes: a shard with
+         * no block of the model is sent none, and applies the rows at
+         * once, as its step. */
+        push.has_with_step = k->with_step && c->plan[s].n_blocks > 0;
+        push.with_step = push.has_with_step;
         push.n_tables = nr;
         push.tables = ptrs;
         env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS;
@@ -218,10 +224,12 @@ int pc_pull_rows(struct pc_client *c, struct pc_rows *t, size_t n_tables,
     return HC_OK;
 }
 
-int pc_push_rows(struct pc_client *c, const struct pc_rows *t,
-                 size_t n_tables, uint32_t samples, uint64_t *version)
+static int push_rows(struct pc_client *c, const struct pc_rows *t,
+                     size_t n_tables, uint32_t samples, int with_step,
+                     uint64_t *version)
 {
-    struct call k = {.n = n_tables, .t = t, .push = 1, .samples = samples};
+    struct call k = {.n = n_tables, .t = t, .push = 1, .samples = samples,
+                     .with_step = with_step};
     uint64_t vmax = 0;
     int s, rv;
 
@@ -249,4 +257,16 @@ void pc_rows_wire(const struct pc_client *c, int push, uint64_t *sent,
 {
     *sent = c->rows_wire[push != 0][0];
     *received = c->rows_wire[push != 0][1];
+}
+
+int pc_push_rows(struct pc_client *c, const struct pc_rows *t,
+                 size_t n_tables, uint32_t samples, uint64_t *version)
+{
+    return push_rows(c, t, n_tables, samples, 0, version);
+}
+
+int pc_push_rows_step(struct pc_client *c, const struct pc_rows *t,
+                      size_t n_tables, uint32_t samples)
+{
+    return push_rows(c, t, n_tables, samples, 1, NULL);
 }

@@ -1,7 +1,8 @@
 /*
- * ctr_inputs.c — a click-through file (data_ctr.h) read whole into a data
- * set of the model's inputs (ctr_inputs.h): which input each column group
- * feeds, then the lines in chunks, packed a sample's row at a time.
+ * ctr_inputs.c — a click-through file (data_ctr.h) streamed as a data set
+ * of the model's inputs (ctr_inputs.h): which input each column group
+ * feeds, then, each time samples are asked for, their lines read in
+ * chunks and packed a sample's row at a time.
  */
 #include "ctr_inputs.h"
 
@@ -12,12 +13,25 @@
 #include "data_ctr.h"
 #include "err.h"
 
-#define CHUNK 65536     /* lines read at once */
+#define CHUNK 1024      /* lines parsed at once */
 
 /* What feeds what: the model's inputs q_cat (ids) and q_num (−1: none). */
 struct plan {
     int q_cat, q_num;
     uint64_t input_dim;     /* of the embedding reading q_cat */
+};
+
+/* A streamed data set's source (data.h's wk_data_source): the open file
+ * and one chunk's parsed lines. */
+struct stream {
+    struct wk_ctr *c;
+    struct plan p;
+    int n_num, n_cat;       /* the file's columns */
+    size_t row;             /* floats a sample's row holds */
+    size_t off_cat, off_num;    /* where the inputs start in a row */
+    float *label;           /* (CHUNK) */
+    float *num;             /* (CHUNK, n_num) */
+    int64_t *cat;           /* (CHUNK, n_cat) */
 };
 
 int wk_ctr_inputs_spec(const char *spec)
@@ -132,34 +146,67 @@ static void describe(const struct hc_model *m, const struct plan *p,
     d->n_classes = 2;
 }
 
-/* Lines [at, at + n) read into label, num, cat, packed into d's rows. */
-static void pack(struct wk_dataset *d, const struct plan *p, long long at,
-                 int n, const float *label, const float *num,
-                 const int64_t *cat, int n_num, int n_cat)
+/* The chunk's n lines, parsed into st's buffers, packed into rows x
+ * (n, row) and labels y (n; may be NULL). */
+static void pack(const struct stream *st, int n, float *x, int32_t *y)
 {
     for (int i = 0; i < n; i++) {
-        float *row = d->x + (size_t)(at + i) * (size_t)d->c;
+        float *row = x + (size_t)i * st->row;
 
-        memcpy(row + d->inputs[p->q_cat].off, cat + (size_t)i * n_cat,
-               (size_t)n_cat * sizeof *cat);
-        if (p->q_num >= 0)
-            memcpy(row + d->inputs[p->q_num].off, num + (size_t)i * n_num,
-                   (size_t)n_num * sizeof *num);
-        d->y[at + i] = label[i] > 0.5f;
+        memcpy(row + st->off_cat, st->cat + (size_t)i * st->n_cat,
+               (size_t)st->n_cat * sizeof *st->cat);
+        if (st->p.q_num >= 0)
+            memcpy(row + st->off_num, st->num + (size_t)i * st->n_num,
+                   (size_t)st->n_num * sizeof *st->num);
+        if (y)
+            y[i] = st->label[i] > 0.5f;
     }
+}
+
+/* wk_data_source's read: lines [start, start + count) a chunk at a time. */
+static int stream_read(void *ctx, long long start, int count, float *x,
+                       int32_t *y)
+{
+    struct stream *st = ctx;
+    int done = 0, got, rv;
+
+    while (done < count) {
+        int want = count - done < CHUNK ? count - done : CHUNK;
+
+        if ((rv = wk_ctr_read(st->c, start + done, want, st->label, st->num,
+                              st->cat, &got)))
+            return rv;
+        if (got != want)
+            return hc_err_set(HC_ERR_DATA, "%d lines read at line %lld, %d "
+                              "expected (the file changed?)", got,
+                              start + done + 1, want);
+        pack(st, got, x + (size_t)done * st->row, y ? y + done : NULL);
+        done += got;
+    }
+    return HC_OK;
+}
+
+static void stream_close(void *ctx)
+{
+    struct stream *st = ctx;
+
+    if (!st)
+        return;
+    wk_ctr_close(st->c);
+    free(st->label);
+    free(st->num);
+    free(st->cat);
+    free(st);
 }
 
 int wk_ctr_inputs_load(const char *spec, const char *flag,
                        const struct hc_model *m, struct wk_dataset *out)
 {
     struct wk_ctr_opts o = {0};
-    struct wk_ctr *c = NULL;
-    struct plan p = {0};
-    float *label = NULL, *num = NULL;
-    int64_t *cat = NULL;
+    struct stream *st = NULL;
     const char *path = spec + 7;
-    long long n_lines, at;
-    int n_num, n_cat, rv;
+    long long n_lines;
+    int rv;
 
     memset(out, 0, sizeof *out);
     if (!wk_ctr_inputs_spec(spec))
@@ -175,53 +222,43 @@ int wk_ctr_inputs_load(const char *spec, const char *flag,
         if (m->inputs[q].ids && table_dim(m, q, &dim) == HC_OK && dim)
             o.input_dim = dim;
     }
-    if ((rv = wk_ctr_open(path, &o, &c)))
+    if (!(st = calloc(1, sizeof *st)))
+        return hc_err_set(HC_ERR_NOMEM, "%s: out of memory", path);
+    if ((rv = wk_ctr_open(path, &o, &st->c)))
         goto out;
-    n_num = wk_ctr_n_num(c);
-    n_cat = wk_ctr_n_cat(c);
-    n_lines = wk_ctr_lines(c);
-    if ((rv = make_plan(m, path, n_cat, n_num, &p)))
+    st->n_num = wk_ctr_n_num(st->c);
+    st->n_cat = wk_ctr_n_cat(st->c);
+    n_lines = wk_ctr_lines(st->c);
+    if ((rv = make_plan(m, path, st->n_cat, st->n_num, &st->p)))
         goto out;
-    if (p.input_dim != o.input_dim) {
+    if (st->p.input_dim != o.input_dim) {
         rv = hc_err_set(HC_ERR_CONFIG, "model %s: its ids inputs' tables "
                         "differ in input_dim; %s feeds one", m->name, path);
         goto out;
     }
     if (n_lines > (long long)INT32_MAX) {
-        rv = hc_err_set(HC_ERR_LIMIT, "%s: %lld lines; at most 2^31 − 1 are "
-                        "read into memory", path, n_lines);
+        rv = hc_err_set(HC_ERR_LIMIT, "%s: %lld lines; a data set counts at "
+                        "most 2^31 − 1 samples (split the file)", path,
+                        n_lines);
         goto out;
     }
-    describe(m, &p, path, out);
+    describe(m, &st->p, path, out);
     out->n = (int)n_lines;
-    label = malloc(CHUNK * sizeof *label);
-    num = malloc((size_t)CHUNK * (size_t)n_num * sizeof *num);
-    cat = malloc((size_t)CHUNK * (size_t)n_cat * sizeof *cat);
-    out->x = malloc((size_t)n_lines * (size_t)out->c * sizeof *out->x);
-    out->y = malloc((size_t)n_lines * sizeof *out->y);
-    if (!label || !num || !cat || !out->x || !out->y) {
-        rv = hc_err_set(HC_ERR_NOMEM, "%s: out of memory for %lld lines of "
-                        "%d floats", path, n_lines, out->c);
+    st->row = (size_t)out->c;
+    st->off_cat = out->inputs[st->p.q_cat].off;
+    st->off_num = st->p.q_num >= 0 ? out->inputs[st->p.q_num].off : 0;
+    st->label = malloc(CHUNK * sizeof *st->label);
+    st->num = malloc((size_t)CHUNK * (size_t)st->n_num * sizeof *st->num);
+    st->cat = malloc((size_t)CHUNK * (size_t)st->n_cat * sizeof *st->cat);
+    if (!st->label || !st->num || !st->cat) {
+        rv = hc_err_set(HC_ERR_NOMEM, "%s: out of memory for %d lines",
+                        path, CHUNK);
         goto out;
     }
-    for (at = 0; at < n_lines;) {
-        int want = n_lines - at < CHUNK ? (int)(n_lines - at) : CHUNK, got;
-
-        if ((rv = wk_ctr_read(c, at, want, label, num, cat, &got)))
-            goto out;
-        if (got != want) {
-            rv = hc_err_set(HC_ERR_DATA, "%s: %d lines read at line %lld, "
-                            "%d expected", path, got, at + 1, want);
-            goto out;
-        }
-        pack(out, &p, at, got, label, num, cat, n_num, n_cat);
-        at += got;
-    }
+    out->src = (struct wk_data_source){ stream_read, stream_close, st };
+    st = NULL;
 out:
-    free(label);
-    free(num);
-    free(cat);
-    wk_ctr_close(c);
+    stream_close(st);
     if (rv != HC_OK)
         wk_data_free(out);
     return rv;

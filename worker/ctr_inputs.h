@@ -15,8 +15,14 @@
  * floats, model.h), never through a float's value; labels 0 or 1
  * (binary cross-entropy takes them as targets).
  *
- * The whole file is read into memory (read in chunks, then packed): 4 ·
- * (13 + 2 · 26) bytes a Criteo line.
+ * The file is streamed, never held: the data set has no x or y but a
+ * source (data.h) that reads the samples asked for, 1,024 lines at a
+ * time, through data_ctr.h's reader (its line index: 8 bytes a 1,024
+ * lines). Memory is that index and one chunk of parsed lines (about 300
+ * KiB for Criteo), whatever the file's size. Training splits such a set
+ * by position (wk_shard_init_for): each worker reads its own run of
+ * lines, in file order, and a restarted worker seeks straight to its
+ * batch.
  */
 #ifndef WK_CTR_INPUTS_H
 #define WK_CTR_INPUTS_H
@@ -28,8 +34,8 @@
 int wk_ctr_inputs_spec(const char *spec);
 
 /*
- * Every line of spec's file as a data set of m's inputs into *out (free
- * with wk_data_free); flag ("--data") names spec in messages. Errors:
+ * spec's file as a streamed data set of m's inputs into *out (free with
+ * wk_data_free; one thread at a time reads it); flag ("--data") names spec in messages. Errors:
  * HC_ERR_CONFIG (m has no input of ids, or inputs the file cannot feed:
  * named, with what the file holds), data_ctr.h's errors (the file and
  * line named), HC_ERR_NOMEM. *out is zeroed on error.

@@ -263,6 +263,8 @@ void wk_data_free(struct wk_dataset *d)
 {
     if (!d)
         return;
+    if (d->src.close)
+        d->src.close(d->src.ctx);
     if (d->map)
         munmap(d->map, d->map_len);
     else
@@ -417,6 +419,11 @@ int wk_data_batch(const struct wk_dataset *d, int start, int count,
         return 0;
     if (count > d->n - start)
         count = d->n - start;
+    if (d->src.read) {
+        int rv = d->src.read(d->src.ctx, start, count, x_out, y_out);
+
+        return rv == HC_OK ? count : -rv;
+    }
     memcpy(x_out, d->x + (size_t)start * px, (size_t)count * px * sizeof *x_out);
     if (y_out && d->y)
         memcpy(y_out, d->y + start, (size_t)count * sizeof *y_out);
@@ -455,8 +462,9 @@ static void shuffle(struct wk_shard *s, int epoch)
     s->epoch = epoch;
 }
 
-int wk_shard_init(struct wk_shard *s, int n_total, int n_shards,
-                  int shard_index, uint64_t seed)
+/* The checks of wk_shard_init (data.h); s zeroed. */
+static int shard_args(struct wk_shard *s, int n_total, int n_shards,
+                      int shard_index)
 {
     if (!s)
         return hc_err_set(HC_ERR_INVAL, "wk_shard_init: NULL shard");
@@ -471,6 +479,16 @@ int wk_shard_init(struct wk_shard *s, int n_total, int n_shards,
         return hc_err_set(HC_ERR_INVAL, "data shard %d of %d: %d samples "
                           "leave some shards empty; use at most %d workers",
                           shard_index, n_shards, n_total, n_total);
+    return HC_OK;
+}
+
+int wk_shard_init(struct wk_shard *s, int n_total, int n_shards,
+                  int shard_index, uint64_t seed)
+{
+    int rv = shard_args(s, n_total, n_shards, shard_index);
+
+    if (rv != HC_OK)
+        return rv;
     s->n_total = n_total;
     s->n_shards = n_shards;
     s->index = shard_index;
@@ -481,6 +499,31 @@ int wk_shard_init(struct wk_shard *s, int n_total, int n_shards,
         return hc_err_set(HC_ERR_NOMEM, "data shard: out of memory for %d "
                           "indices", s->n);
     return HC_OK;
+}
+
+int wk_shard_init_parts(struct wk_shard *s, int n_total, int n_shards,
+                        int shard_index)
+{
+    int rv = shard_args(s, n_total, n_shards, shard_index);
+
+    if (rv != HC_OK)
+        return rv;
+    s->n_total = n_total;
+    s->n_shards = n_shards;
+    s->index = shard_index;
+    s->epoch = -1;
+    /* floor(k · N / K) in 64 bits: N, K < 2^31 */
+    s->first = (int)((long long)shard_index * n_total / n_shards);
+    s->n = (int)((long long)(shard_index + 1) * n_total / n_shards) - s->first;
+    return HC_OK;
+}
+
+int wk_shard_init_for(struct wk_shard *s, const struct wk_dataset *d,
+                      int n_shards, int shard_index, uint64_t seed)
+{
+    if (d->src.read)
+        return wk_shard_init_parts(s, d->n, n_shards, shard_index);
+    return wk_shard_init(s, d->n, n_shards, shard_index, seed);
 }
 
 int wk_shard_n_batches(const struct wk_shard *s, int batch_size)
@@ -511,7 +554,7 @@ int wk_shard_slice(struct wk_shard *s, int epoch, long long start,
     int count;
 
     *n_out = 0;
-    if (!s->order || !d || batch_size < 1 || epoch < 0 || start < 0)
+    if (!s->n_total || !d || batch_size < 1 || epoch < 0 || start < 0)
         return hc_err_set(HC_ERR_INVAL, "data shard: bad batch request "
                           "(epoch %d, start %lld, size %d)", epoch, start,
                           batch_size);
@@ -521,9 +564,17 @@ int wk_shard_slice(struct wk_shard *s, int epoch, long long start,
                           d->images_path, d->n);
     if (start >= s->n)
         return HC_OK;
+    count = s->n - start < batch_size ? (int)(s->n - start) : batch_size;
+    if (!s->order) {            /* a part, in file order */
+        int got = wk_data_batch(d, s->first + (int)start, count, x_out, y_out);
+
+        if (got < 0)
+            return -got;
+        *n_out = got;
+        return HC_OK;
+    }
     if (s->epoch != epoch)
         shuffle(s, epoch);
-    count = s->n - start < batch_size ? (int)(s->n - start) : batch_size;
     px = (size_t)d->h * (size_t)d->w * (size_t)d->c;
     for (int k = 0; k < count; k++) {
         int32_t i = s->order[start + k];

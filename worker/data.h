@@ -20,8 +20,15 @@
  * Batches follow Keras: ceil(n / B) per epoch, the last one partial when B
  * does not divide the shard's n.
  *
- * Threads: a wk_dataset is read-only once loaded and may be shared; a
- * wk_shard is used by one thread at a time.
+ * A data set may instead be streamed (src.read set, x and y NULL): its
+ * samples are read from a file when asked for, so memory is a batch's,
+ * whatever the file's size (a click-through file, ctr_inputs.h). A
+ * streamed set cannot be shuffled cheaply: it is split by position
+ * instead (wk_shard_init_for), each worker's part read in file order.
+ *
+ * Threads: a wk_dataset is read-only once loaded and may be shared — a
+ * streamed one holds a file position and is used by one thread at a time;
+ * a wk_shard is used by one thread at a time.
  */
 #ifndef WK_DATA_H
 #define WK_DATA_H
@@ -43,6 +50,18 @@ struct wk_data_input {
     size_t off;             /* where it starts in a sample's row of x */
 };
 
+/* Where a streamed data set's samples come from. read fills samples
+ * [start, start + count) in file order (count ≥ 1, start + count ≤ n):
+ * x_out (count, sample's floats) and, unless NULL, y_out (count); it
+ * returns HC_OK or an error code with its message (a malformed line: the
+ * file and line named). close frees ctx. */
+struct wk_data_source {
+    int (*read)(void *ctx, long long start, int count, float *x_out,
+                int32_t *y_out);
+    void (*close)(void *ctx);
+    void *ctx;
+};
+
 struct wk_dataset {
     int n;                  /* samples */
     int h, w, c;            /* image rows, cols, channels (1); several
@@ -61,6 +80,7 @@ struct wk_dataset {
     void *map;              /* x lies in this mapping (data_npy.c), not in
                                malloc'd memory; NULL: x is malloc'd */
     size_t map_len;
+    struct wk_data_source src;  /* read set: streamed, x and y NULL */
 };
 
 /*
@@ -105,8 +125,10 @@ int wk_data_dir_paths(const char *dir, const char *which, char *images,
 int wk_data_check_classes(const struct wk_dataset *d, int n_classes);
 
 /* Copy samples [start, start + count) in file order (evaluation); count is
- * cut at the end of the set. Returns the number copied, 0 past the end.
- * y_out may be NULL, and is not written for a set without labels. */
+ * cut at the end of the set. Returns the number copied, 0 past the end,
+ * or minus the error code when a streamed set's read failed (its message
+ * set: a malformed line's file and line). y_out may be
+ * NULL, and is not written for a set without labels. */
 int wk_data_batch(const struct wk_dataset *d, int start, int count,
                   float *x_out /* (count, h, w, c) */,
                   int32_t *y_out /* (count) */);
@@ -174,20 +196,39 @@ int wk_data_load_any_inputs(const char *data, const char *test,
                             const char *which, const char *const *names,
                             int n_names, struct wk_dataset *out);
 
-/* One worker's share of a data set of n_total samples. */
+/* One worker's share of a data set of n_total samples: strided and
+ * shuffled (wk_shard_init), or a run of the file read in order
+ * (wk_shard_init_parts). */
 struct wk_shard {
     int n_total;            /* samples in the whole set */
     int n_shards, index;    /* this is shard index of n_shards */
     uint64_t seed;
     int n;                  /* samples in this shard */
-    int32_t *order;         /* (n) sample indices in the current epoch order */
+    int32_t *order;         /* (n) sample indices in the current epoch order;
+                               NULL: the part [first, first + n) in order */
     int epoch;              /* epoch `order` is shuffled for; -1 none yet */
+    int first;              /* parts: the part's first sample */
 };
 
 /* HC_ERR_INVAL with a message when n_total < 1, n_shards < 1, index out of
  * [0, n_shards) or the shard would be empty (n_shards > n_total). */
 int wk_shard_init(struct wk_shard *s, int n_total, int n_shards,
                   int shard_index, uint64_t seed);
+
+/*
+ * Split by position (a streamed set's split): shard k of K holds the
+ * samples [floor(k · N / K), floor((k + 1) · N / K)), in file order every
+ * epoch — disjoint, covering every sample once, sizes differing by at
+ * most one, each worker reading only its part of the file, batch b of any
+ * epoch the same samples. The errors of wk_shard_init.
+ */
+int wk_shard_init_parts(struct wk_shard *s, int n_total, int n_shards,
+                        int shard_index);
+
+/* d's split: wk_shard_init_parts for a streamed set (d->src.read), else
+ * wk_shard_init. */
+int wk_shard_init_for(struct wk_shard *s, const struct wk_dataset *d,
+                      int n_shards, int shard_index, uint64_t seed);
 
 /* Batches of batch_size in one epoch: ceil(n / batch_size). */
 int wk_shard_n_batches(const struct wk_shard *s, int batch_size);
@@ -199,7 +240,8 @@ int wk_shard_n_batches(const struct wk_shard *s, int batch_size);
  * batch_size, fewer for the last batch, 0 past the end of the epoch.
  * Returns HC_OK, or HC_ERR_INVAL (with a message, *n_out 0) when the
  * arguments do not fit: batch_size < 1, epoch or batch_index < 0, or a data
- * set whose size is not the shard's n_total.
+ * set whose size is not the shard's n_total; a streamed set's read error
+ * (*n_out 0).
  */
 int wk_shard_batch(struct wk_shard *s, int epoch, int batch_index,
                    int batch_size, const struct wk_dataset *d,

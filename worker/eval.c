@@ -19,6 +19,28 @@
 
 #include <sys/stat.h>
 
+/* wk_predict_all, and each sample's label into y_all (d->n) unless it is
+ * NULL. */
+static int predict_rows(struct wk_replicas *r, const float *params,
+                        const struct wk_dataset *d, int batch, float *x,
+                        float *out, int32_t *y_all)
+{
+    const size_t n_out = wk_replicas_output_size(r);
+    int start, n, rv;
+
+    for (start = 0; start < d->n; start += n) {
+        n = wk_data_batch(d, start, batch, x, y_all ? y_all + start : NULL);
+        if (n < 0)
+            return -n;
+        if (n == 0)
+            break;
+        rv = wk_replicas_outputs(r, params, x, n, out + (size_t)start * n_out);
+        if (rv != HC_OK)
+            return rv;
+    }
+    return HC_OK;
+}
+
 int wk_evaluate(struct wk_replicas *r, const float *params,
                 const struct wk_dataset *d, int batch, float *x, int32_t *y,
                 double *loss, double *acc)
@@ -29,7 +51,9 @@ int wk_evaluate(struct wk_replicas *r, const float *params,
 
     for (start = 0; start < d->n; start += n) {
         n = wk_data_batch(d, start, batch, x, y);
-        if (n <= 0)
+        if (n < 0)
+            return -n;
+        if (n == 0)
             break;
         rv = wk_replicas_predict(r, params, x, y, NULL, n, &s, &k);
         if (rv != HC_OK)
@@ -49,25 +73,33 @@ int wk_evaluate_metrics(struct wk_replicas *r, const struct hc_model *m,
     const int c = (int)wk_replicas_output_size(r);
     const int bce = m->loss == HC_LOSS_BCE;
     float *out;
+    int32_t *y = NULL;          /* (d->n) a streamed set's labels */
     int i, rv, any = 0;
 
     for (i = 0; i < m->n_metrics; i++)
         any |= m->metrics[i].kind != HC_EM_ACCURACY;
     if (!any || d->n < 1)
         return HC_OK;
-    if (!d->y)
+    if (!d->y && !d->src.read)
         return hc_err_set(HC_ERR_DATA, "metrics need the labels of %s",
                           d->images_path);
-    if (!(out = malloc((size_t)d->n * (size_t)c * sizeof *out)))
+    /* a streamed set's labels are gathered as it is read */
+    if (d->src.read && !(y = malloc((size_t)d->n * sizeof *y)))
+        return hc_err_set(HC_ERR_NOMEM, "out of memory for the labels of "
+                          "%d samples (metrics)", d->n);
+    if (!(out = malloc((size_t)d->n * (size_t)c * sizeof *out))) {
+        free(y);
         return hc_err_set(HC_ERR_NOMEM, "out of memory for the outputs of "
                           "%d samples (metrics)", d->n);
-    rv = wk_predict_all(r, params, d, batch, x, out);
+    }
+    rv = predict_rows(r, params, d, batch, x, out, y);
     for (i = 0; rv == HC_OK && i < m->n_metrics; i++)
         if (m->metrics[i].kind != HC_EM_ACCURACY)
             rv = hc_eval_metric_value(&m->metrics[i], bce,
-                                      m->loss_par.from_logits, out, d->y,
-                                      d->n, c, &vals[i]);
+                                      m->loss_par.from_logits, out,
+                                      y ? y : d->y, d->n, c, &vals[i]);
     free(out);
+    free(y);
     return rv;
 }
 
@@ -143,18 +175,7 @@ int wk_predict_all(struct wk_replicas *r, const float *params,
                    const struct wk_dataset *d, int batch, float *x,
                    float *out)
 {
-    const size_t n_out = wk_replicas_output_size(r);
-    int start, n, rv;
-
-    for (start = 0; start < d->n; start += n) {
-        n = wk_data_batch(d, start, batch, x, NULL);
-        if (n <= 0)
-            break;
-        rv = wk_replicas_outputs(r, params, x, n, out + (size_t)start * n_out);
-        if (rv != HC_OK)
-            return rv;
-    }
-    return HC_OK;
+    return predict_rows(r, params, d, batch, x, out, NULL);
 }
 
 static int load_one(const struct hc_var_def *v, const char *path, float *dst)

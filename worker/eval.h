@@ -26,7 +26,8 @@ int wk_evaluate(struct wk_replicas *r, const float *params,
  * training does) on all of d (labelled): vals[i] for each m->metrics[i] of
  * another kind, the others untouched; nothing to do when there are none.
  * Predicts every sample once more (wk_predict_all) and holds all outputs:
- * allocates d->n × wk_replicas_output_size(r) floats for the call.
+ * allocates d->n × wk_replicas_output_size(r) floats for the call (and,
+ * for a streamed set, whose labels are not held, d->n labels).
  * HC_ERR_NOMEM, or errors as wk_predict_all.
  */
 int wk_evaluate_metrics(struct wk_replicas *r, const struct hc_model *m,

@@ -197,7 +197,7 @@ int wk_tables_push(struct wk_tables *t, uint32_t samples)
     }
     t->st.pushes++;
     t->pulled = 0;
-    return pc_push_rows(t->pc, req, (size_t)t->n, samples, NULL);
+    return pc_push_rows_step(t->pc, req, (size_t)t->n, samples);
 }
 
 void wk_tables_stats(const struct wk_tables *t, struct wk_tables_stats *out)

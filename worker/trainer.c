@@ -360,10 +360,11 @@ static int refresh_membership(struct run *r, int *n_workers)
         return 1;
     }
     wk_shard_free(&r->shard);
-    rv = wk_shard_init(&r->shard, r->train.n, n, r->c->worker, r->m->seed);
+    rv = wk_shard_init_for(&r->shard, &r->train, n, r->c->worker,
+                           r->m->seed);
     if (rv != HC_OK) {
         hc_warn("cannot reshard the data for %d workers: %s", n, hc_err_msg());
-        wk_shard_init(&r->shard, r->train.n, *n_workers, r->c->worker,
+        wk_shard_init_for(&r->shard, &r->train, *n_workers, r->c->worker,
                       r->m->seed);
         return 0;
     }
@@ -994,9 +995,9 @@ int wk_train(const struct wk_train_conf *c)
         goto out;
     /* async/ssp: this worker's strided shard; sync: the whole set, in the
      * same per-epoch order on every worker. */
-    rv = sync ? wk_shard_init(&r.shard, r.train.n, 1, 0, m->seed)
-              : wk_shard_init(&r.shard, r.train.n, c->cluster->n_worker,
-                              c->worker, m->seed);
+    rv = sync ? wk_shard_init_for(&r.shard, &r.train, 1, 0, m->seed)
+              : wk_shard_init_for(&r.shard, &r.train, c->cluster->n_worker,
+                                  c->worker, m->seed);
     if (rv != HC_OK)
         goto out;
     rv = wk_devices_open(c->devices ? c->devices : "auto",

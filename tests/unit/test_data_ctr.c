@@ -6,9 +6,12 @@
  * ids, so a change of the rule on both sides still fails); the split —
  * worker k of n over all k reads every line exactly once, and a batch
  * asked for out of order (a restart) equals the one read in sequence;
- * every malformed line refused with its file and line.
+ * every malformed line refused with its file and line; the streamed data
+ * set of a model's inputs (worker/ctr_inputs.h) read by parts as training
+ * reads it, its rows and line numbers right across index blocks.
  */
 #include "cu.h"
+#include "worker/ctr_inputs.h"
 #include "worker/data_ctr.h"
 #include "err.h"
 
@@ -540,6 +543,147 @@ static void test_open_errors(void)
     }
 }
 
+/* A Criteo file of odd lines for the streamed set: line i (from 0) has
+ * label i % 2, I1 = i (empty when i % 5 == 3), an 18-digit I2 on line 7,
+ * C1 = i in hex (upper case on odd lines), C2 empty when i % 3 == 0;
+ * CRLF ends every fourth line, the last ends without a newline; line
+ * `bad` (from 1; 0: none) has a C3 that is not hex. */
+#define S_LINES 3000
+static const char *odd_file(const char *name, int bad)
+{
+    static char path[512];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/%s", tmp, name);
+    f = fopen(path, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    for (int i = 0; i < S_LINES; i++) {
+        fprintf(f, "%d\t", i % 2);
+        if (i % 5 != 3)
+            fprintf(f, "%d", i);
+        fprintf(f, "\t%s", i == 7 ? "999999999999999999" : "");
+        for (int j = 2; j < 13; j++)
+            fputs("\t", f);
+        fprintf(f, i % 2 ? "\t%08X" : "\t%08x", (unsigned)i);
+        fprintf(f, "\t%s", i % 3 ? "0000abcd" : "");
+        fprintf(f, "\t%s", i + 1 == bad ? "0000abcz" : "");
+        for (int j = 3; j < 26; j++)
+            fputs("\t", f);
+        if (i + 1 < S_LINES)
+            fputs(i % 4 == 1 ? "\r\n" : "\n", f);
+    }
+    fclose(f);
+    return path;
+}
+
+/* The two-input model the streamed set feeds: numeric (13) first, then
+ * categorical (26 ids) over a table of collision-free ids. */
+static void ctr_model(struct hc_model *m)
+{
+    const char *json =
+        "{\"name\": \"s\", \"inputs\": [{\"name\": \"numeric\", \"shape\": "
+        "[13]}, {\"name\": \"categorical\", \"shape\": [26], \"dtype\": "
+        "\"int64\"}], \"layers\": [{\"type\": \"embedding\", \"name\": "
+        "\"embedding\", \"input_dim\": 223338299392, \"output_dim\": 2, "
+        "\"inputs\": \"categorical\"}, {\"type\": "
+        "\"GlobalAveragePooling1D\", \"name\": \"pooled\"}, {\"type\": "
+        "\"concatenate\", \"inputs\": [\"pooled\", \"numeric\"]}, "
+        "{\"type\": \"dense\", \"units\": 1, \"activation\": \"sigmoid\"}],"
+        " \"loss\": \"binary_crossentropy\", \"optimizer\": \"sgd\"}";
+
+    if (hc_model_parse(json, strlen(json), "s", m) != HC_OK)
+        printf("\n  %s\n", hc_err_msg());
+}
+
+/* Sample i's row (numeric then the ids' bytes) as the file says. */
+static int row_right(const float *row, int32_t y, int i)
+{
+    int64_t c1, c2, c3;
+    float i1 = i % 5 == 3 ? 0.0f : (float)log1p((double)i);
+    float i2 = i == 7 ? (float)log1p(999999999999999999.0) : 0.0f;
+
+    memcpy(&c1, row + 13, sizeof c1);
+    memcpy(&c2, row + 13 + 2, sizeof c2);
+    memcpy(&c3, row + 13 + 4, sizeof c3);
+    return y == i % 2 && row[0] == i1 && row[1] == i2 && row[2] == 0.0f &&
+           c1 == (int64_t)want_id(0, (uint32_t)i, 0, WK_CTR_EXACT_DIM) &&
+           c2 == want_id(1, 0xabcd, i % 3 == 0, WK_CTR_EXACT_DIM) &&
+           c3 == want_id(2, 0, 1, WK_CTR_EXACT_DIM);
+}
+
+/* The streamed set as training reads it: no rows held; 3 workers' parts
+ * by position, batches asked out of order, cover every line once with
+ * its values; a malformed line deep in the file (past two index blocks)
+ * refused when its batch is read, naming file and line, the batches
+ * before it read. */
+static void test_streamed(void)
+{
+    static struct hc_model m;
+    struct wk_dataset d;
+    struct wk_shard sh;
+    enum { B = 100, K = 3 };
+    static float x[B * (13 + 52)];
+    int32_t y[B];
+    static unsigned char seen[S_LINES];
+    int wrong = 0, n, rv;
+    char spec[600];
+
+    ctr_model(&m);
+    snprintf(spec, sizeof spec, "criteo:%s", odd_file("odd.tsv", 0));
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_inputs_load(spec, "--data", &m, &d), HC_OK);
+    CU_ASSERT_PTR_NULL(d.x);
+    CU_ASSERT_PTR_NULL(d.y);
+    CU_ASSERT_PTR_NOT_NULL(d.src.read);
+    CU_ASSERT_EQUAL(d.n, S_LINES);
+    CU_ASSERT_EQUAL(d.c, 13 + 52);
+    for (int k = 0; k < K; k++) {
+        int nb;
+
+        CU_ASSERT_EQUAL_FATAL(wk_shard_init_for(&sh, &d, K, k, 1), HC_OK);
+        CU_ASSERT_PTR_NULL(sh.order);
+        CU_ASSERT_EQUAL(sh.first, k * S_LINES / K);
+        nb = wk_shard_n_batches(&sh, B);
+        for (int q = 0; q < nb; q++) {
+            int b = (q * 7 + 3) % nb;       /* nb = 10: every b once */
+
+            CU_ASSERT_EQUAL(wk_shard_batch(&sh, q % 2, b, B, &d, x, y, &n),
+                            HC_OK);
+            for (int i = 0; i < n; i++) {
+                int line = sh.first + b * B + i;
+
+                seen[line]++;
+                wrong += !row_right(x + (size_t)i * d.c, y[i], line);
+            }
+        }
+        wk_shard_free(&sh);
+    }
+    CU_ASSERT_EQUAL(wrong, 0);
+    for (int i = 0; i < S_LINES; i++)
+        wrong += seen[i] != 1;
+    CU_ASSERT_EQUAL(wrong, 0);
+    /* evaluation's read, cut at the end */
+    CU_ASSERT_EQUAL(wk_data_batch(&d, S_LINES - 3, B, x, y), 3);
+    CU_ASSERT(row_right(x + 2 * d.c, y[2], S_LINES - 1));
+    wk_data_free(&d);
+
+    snprintf(spec, sizeof spec, "criteo:%s", odd_file("odd_bad.tsv", 2900));
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_inputs_load(spec, "--data", &m, &d), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(wk_shard_init_for(&sh, &d, 2, 1, 1), HC_OK);
+    /* part 1 is lines [1500, 3000): batch 13 holds lines 2801…2900 */
+    CU_ASSERT_EQUAL(wk_shard_batch(&sh, 0, 12, B, &d, x, y, &n), HC_OK);
+    CU_ASSERT_EQUAL(n, B);
+    rv = wk_shard_batch(&sh, 0, 13, B, &d, x, y, &n);
+    CU_ASSERT_EQUAL(rv, HC_ERR_DATA);
+    CU_ASSERT_EQUAL(n, 0);
+    if (!strstr(hc_err_msg(), "odd_bad.tsv:2900: C3 is not 8 hex digits"))
+        printf("\n  got \"%s\"\n", hc_err_msg());
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(),
+                                  "odd_bad.tsv:2900: C3 is not 8 hex digits"));
+    CU_ASSERT_EQUAL(wk_data_batch(&d, 2850, B, x, y), -HC_ERR_DATA);
+    wk_shard_free(&sh);
+    wk_data_free(&d);
+}
+
 static int suite_init(void)
 {
     hp_tmpdir(tmp, sizeof tmp);
@@ -566,4 +710,6 @@ void hp_test_register(void)
     CU_add_test(s, "malformed lines refused with file and line",
                 test_refusals);
     CU_add_test(s, "open, split and argument errors", test_open_errors);
+    CU_add_test(s, "the streamed set of a model's inputs, by parts",
+                test_streamed);
 }

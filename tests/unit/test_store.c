@@ -1141,6 +1141,17 @@ static void test_records(void)
     recs[0].request_id = 42;
     CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, NULL, 0, recs, 1, &step), HC_OK);
     CU_ASSERT_EQUAL(step, 1);
+    /* a later request of worker 7 without a place (a rows push held for
+     * its step) keeps the place its record had */
+    ps_record_begin(&r, 7, PS_REQ_PUSH, 0xBBBB, 6);
+    CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, NULL, 0, &r, 1, &step), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_record_get(s, 7, 0, &r), HC_OK);
+    CU_ASSERT_EQUAL(r.request_id, 6);
+    CU_ASSERT_EQUAL(ps_store_place(s, 7, &at), HC_OK);
+    CU_ASSERT(at.known && at.epoch == 3 && at.batches == 17);
+    ps_record_begin(&r, 7, PS_REQ_PUSH, 0xBBBB, 5);  /* as it was */
+    ps_record_set_place(&r, 1, 3, 17);
+    CU_ASSERT_EQUAL(ps_store_apply(s, &sgd, NULL, 0, &r, 1, &step), HC_OK);
     ps_store_close(s);
 
     /* Records the old code wrote (format 1), one damaged. */

@@ -1,0 +1,171 @@
+#!/bin/sh
+# ctr_faults.sh — exactly-once with the click-through model (issue #40):
+# real hetps-ps and hetps-worker processes (2 shards, 2 workers) train one
+# epoch of an embedding model on a generated Criteo file (8,000 lines,
+# tests/tools/ctrgen), through faults:
+#   sync: a fault-free run (equal shares: --balance off), then the same
+#     job while ps:1 is killed with SIGKILL twice and ps:0 once and each
+#     started again on its store, then while worker:1 is killed with
+#     SIGKILL and started again (its new process takes over its slice of
+#     the open step). Every exported row of the table (`hetps export`:
+#     ids.npy, rows.npy) and every dense variable must equal the
+#     fault-free run's bit for bit, and each shard's step count must be
+#     exactly the job's steps (8,000 / 64 = 125).
+#   async: the job while ps:0 and ps:1 are killed 3 times and started
+#     again; while worker:1 is killed and started again (it resumes at its
+#     place in its data, as the shards recorded it); and while ps:1 dies
+#     as worker:1's push reaches it (fault point push:worker1) and
+#     worker:1 is killed meanwhile, so that step reached ps:0 alone
+#     (started again, worker:1 resumes from the least place, and ps:0
+#     answers the repeated step without applying it). Each shard's step
+#     count must be exactly the batches the workers' parts hold
+#     (2 × 4,000 / 32 = 250) — one step a worker's step, its rows and its
+#     dense push together —: nothing applied twice, nothing skipped.
+. "$(dirname "$0")/lib.inc"
+pick_ports
+GEN=$B/tools/ctrgen
+[ -x "$GEN" ] || fail "build $GEN first (make all)"
+$GEN --seed 5 --train-rows 8000 --test-rows 10 --vocab 1000 \
+    "$T/train.tsv" "$T/test.tsv" > /dev/null || fail "ctrgen failed"
+cat > "$T/cat.json" <<'JSON'
+{"name": "ctr_cat", "seed": 7,
+ "inputs": [{"name": "categorical", "shape": [26], "dtype": "int64"}],
+ "layers": [{"type": "embedding", "name": "embedding", "input_dim": 100000,
+             "output_dim": 8, "inputs": "categorical"},
+            {"type": "flatten"},
+            {"type": "dense", "units": 16, "activation": "relu"},
+            {"type": "dense", "name": "out", "units": 1,
+             "activation": "sigmoid"}],
+ "loss": "binary_crossentropy",
+ "optimizer": {"type": "adagrad", "learning_rate": 0.05},
+ "batch_size": 32, "epochs": 1}
+JSON
+
+# start_ps J: ps:J of $D on its store (log appended), its pid in $psJ;
+# $FAULT armed in it (ps/fault.h).
+start_ps() {
+    HETPS_FAULT=${FAULT:-} "$BIN/hetps-ps" --cluster "$D/cluster.json" --task ps:$1 \
+        --data-dir "$D/ps-$1" --balance off --heartbeat-timeout 1500 \
+        >> "$D/ps-$1.log" 2>&1 &
+    eval "ps$1=\$!"
+    track $!
+}
+# start_worker I: worker:I of $D (log appended), its pid in $wI. Each
+# step stretched 16x (--slowdown) so the kills land mid-run.
+start_worker() {
+    "$BIN/hetps-worker" --cluster "$D/cluster.json" --task worker:$1 \
+        --model "$T/cat.json" --data "criteo:$T/train.tsv" --no-eval \
+        --slowdown 16 >> "$D/w$1.log" 2>&1 &
+    eval "w$1=\$!"
+    track $!
+}
+over() { version_at_least "$D/cluster.json" "$1" "$2"; }
+# kill_ps J AT: ps:J killed with SIGKILL once it is at step AT, started
+# again.
+kill_ps() {
+    wait_for 60 over "$1" "$2" || { tail "$D"/w*.log; fail "$name: ps:$1 never reached step $2"; }
+    eval "kill -KILL \$ps$1; wait \$ps$1 2>/dev/null"
+    sleep 0.3
+    start_ps "$1"
+    ok "$name: ps:$1 killed with SIGKILL at step $2+ and started again"
+}
+
+# job NAME MODE FAULTS STEPS: one epoch in $T/NAME in MODE with FAULTS
+# (none, shards, worker); each shard's step count must be STEPS; the
+# shards' variables exported to $T/NAME/npy.
+job() {
+    name=$1 D="$T/$1"
+    mkdir -p "$D"
+    cat > "$D/cluster.json" <<JSON
+{ "cluster": { "ps": ["127.0.0.1:$PORT", "127.0.0.1:$((PORT + 1))"],
+               "worker": ["127.0.0.1:$((PORT + 2))", "127.0.0.1:$((PORT + 3))"] },
+  "hetps": { "mode": "$2" } }
+JSON
+    start_ps 0
+    start_ps 1
+    wait_for 10 "$BIN/hetps" status "$D/cluster.json" || fail "$name: the shards did not start"
+    start_worker 0
+    start_worker 1
+    case $3 in
+    shards)
+        kill_ps 1 $(($4 / 5))
+        kill_ps 0 $(($4 * 2 / 5))
+        kill_ps 1 $(($4 * 3 / 5)) ;;
+    worker)
+        wait_for 60 over 0 $(($4 / 3)) || { tail "$D"/w*.log; fail "$name: ps:0 never reached step $(($4 / 3))"; }
+        kill -KILL $w1 && wait $w1 2>/dev/null
+        [ "$(shard_version "$D/cluster.json" 0)" -lt "$4" ] ||
+            fail "$name: the job ended before worker:1 was killed"
+        sleep 0.5
+        start_worker 1
+        ok "$name: worker:1 killed with SIGKILL at step $(($4 / 3))+ and started again" ;;
+    partial)
+        # ps:1 dies as worker:1's push reaches it (the fault point
+        # push:worker1), which ps:0 applies; worker:1 is killed while
+        # ps:1 is down, so its step reached ps:0 alone. Started again,
+        # it resumes from ps:1's place and sends that step again: ps:0
+        # answers it without applying it twice.
+        wait_for 60 over 1 $(($4 / 5)) || { tail "$D"/w*.log; fail "$name: ps:1 never reached step $(($4 / 5))"; }
+        kill -KILL $ps1; wait $ps1 2>/dev/null
+        FAULT=push:worker1 start_ps 1
+        gone() { ! kill -0 $ps1 2>/dev/null; }
+        wait_for 30 gone || fail "$name: ps:1 never reached push:worker1"
+        wait $ps1 2>/dev/null
+        kill -KILL $w1 && wait $w1 2>/dev/null
+        grep -q "fault point push:worker1" "$D/ps-1.log" || fail "$name: ps:1 died elsewhere"
+        start_ps 1
+        start_worker 1
+        ok "$name: ps:1 killed by worker:1's push, worker:1 killed meanwhile, both started again" ;;
+    esac
+    wait $w0 || { tail -20 "$D/w0.log"; fail "$name: worker:0 failed"; }
+    wait $w1 || { tail -20 "$D/w1.log"; fail "$name: worker:1 failed"; }
+    for j in 0 1; do
+        need_version "$D/cluster.json" $j
+        [ "$V" = "$4" ] || { tail -5 "$D/ps-$j.log"; fail "$name: ps:$j counted $V steps, the job has $4"; }
+    done
+    stop_within 30 $ps0 $ps1
+    "$BIN/hetps" export --data-dir "$D" --out "$D/npy" "$D/cluster.json" \
+        > "$D/export.txt" 2>&1 || { cat "$D/export.txt"; fail "$name: hetps export"; }
+    [ "$3" = none ] || ok "$name: each shard counted exactly the job's $4 steps"
+}
+
+# same A B TOL: every array A/npy holds equal to B/npy's — bit for bit
+# with TOL 0, else to TOL (abs + rel); the largest difference printed.
+same() {
+    /usr/bin/python3 - "$T/$1/npy" "$T/$2/npy" "$3" <<'PY' || fail "$2: variables differ from $1's"
+import glob, os, sys
+import numpy as np
+a, b, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
+names = sorted(os.path.relpath(p, a) for p in glob.glob(a + '/**/*.npy', recursive=True))
+assert names == sorted(os.path.relpath(p, b) for p in glob.glob(b + '/**/*.npy', recursive=True)), 'different files'
+assert any(n.endswith('.rows.npy') for n in names), names
+worst = 0.0
+for n in names:
+    x, y = np.load(os.path.join(a, n)), np.load(os.path.join(b, n))
+    assert x.shape == y.shape and x.dtype == y.dtype, (n, x.shape, y.shape)
+    if tol == 0 or x.dtype == np.uint64:
+        assert x.tobytes() == y.tobytes(), n + ' differs'
+        continue
+    d = np.abs(x.astype(np.float64) - y) - tol * np.abs(x.astype(np.float64))
+    worst = max(worst, float(np.abs(x.astype(np.float64) - y).max(initial=0)))
+    assert (d <= tol).all(), '%s: largest difference %g' % (n, worst)
+print('%d arrays, %d rows of the table, largest difference %g' % (
+    len(names), len(np.load(glob.glob(a + '/**/*.ids.npy', recursive=True)[0])), worst))
+PY
+}
+
+job sync_clean sync none 125
+job sync_shards sync shards 125
+same sync_clean sync_shards 0
+ok "sync, 3 shard kills: every row and dense variable bit for bit the fault-free run's"
+job sync_worker sync worker 125
+same sync_clean sync_worker 0
+ok "sync, worker:1 killed and started again: every row and dense variable bit for bit the fault-free run's"
+job async_shards async shards 250
+job async_worker async worker 250
+grep -q "resuming where worker:1 left off" "$T/async_worker/w1.log" ||
+    { tail "$T/async_worker/w1.log"; fail "async: the restarted worker:1 did not resume at its place"; }
+job async_partial async partial 250
+grep -q "worker:1's push of epoch 1 batch [1-9][0-9]* was applied here before its process restarted" "$T/async_partial/ps-0.log" ||
+    { tail "$T/async_partial/ps-0.log"; fail "async: ps:0 never answered worker:1's repeated step without applying it"; }
+ok "async: step counts exact through shard kills, a worker's restart and a step that reached one shard of two"
