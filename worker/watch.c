@@ -138,6 +138,15 @@ void wk_watch_lr(struct wk_watch *w, float lr)
     w->lr = lr;
 }
 
+void wk_watch_sparse(struct wk_watch *w, uint64_t rows, uint64_t pulled,
+                     uint64_t pushed)
+{
+    w->sparse = 1;
+    w->rows = (float)rows;
+    w->pulled = (float)pulled;
+    w->pushed = (float)pushed;
+}
+
 void wk_watch_step(struct wk_watch *w, long step, int n, double loss,
                    long correct, double compute_s, double exchange_s,
                    double now)
@@ -146,7 +155,9 @@ void wk_watch_step(struct wk_watch *w, long step, int n, double loss,
     struct wk_watch_point p = { .t = now - w->t_start, .step = w->step + 1,
                                 .loss = (float)loss,
                                 .acc = n ? (float)correct / (float)n : 0,
-                                .rate = dt > 0 ? (float)(n / dt) : 0 };
+                                .rate = dt > 0 ? (float)(n / dt) : 0,
+                                .rows = w->rows, .pulled = w->pulled,
+                                .pushed = w->pushed };
 
     wk_progress_step(&w->prog, step, n, loss, correct, now);
     w->step++;
@@ -168,10 +179,15 @@ void wk_watch_step(struct wk_watch *w, long step, int n, double loss,
     if (w->tf) {
         static const char *const tags[] = { "batch/loss", "batch/accuracy",
                                             "batch/samples_per_s",
-                                            "batch/learning_rate" };
-        float v[4] = { p.loss, p.acc, p.rate, w->lr };
+                                            "batch/learning_rate",
+                                            "batch/sparse_unique_rows",
+                                            "batch/sparse_bytes_pulled",
+                                            "batch/sparse_bytes_pushed" };
+        float v[7] = { p.loss, p.acc, p.rate, w->lr, p.rows, p.pulled,
+                       p.pushed };
 
-        if (hc_tfevents_scalars(w->tf, w->step, 4, tags, v) != HC_OK) {
+        if (hc_tfevents_scalars(w->tf, w->step, w->sparse ? 7 : 4, tags, v) !=
+            HC_OK) {
             hc_warn("summaries stopped: %s", hc_err_msg());
             hc_tfevents_close(w->tf);
             w->tf = NULL;
