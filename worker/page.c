@@ -188,6 +188,13 @@ static void tasks(struct buf *b, const struct wk_page *pg)
             put(b, "</td><td></td><td></td><td></td><td></td></tr>\n");
     }
     put(b, "</table>\n");
+    for (j = 0, w = 0; ok && j < cl->n_ps; j++)
+        for (int k = 0; st[j].up && k < st[j].n_tables; k++)
+            put(b, "%s ps:%d variable %u: %llu", w++ ? "," : "<p id=\"rows\">"
+                "row-sparse tables' rows stored:", j, st[j].tables[k].var,
+                (unsigned long long)st[j].tables[k].rows);
+    if (w)
+        put(b, "</p>\n");
     if (st)
         pc_status_free(st, cl->n_ps);
     free(st);

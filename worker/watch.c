@@ -219,6 +219,11 @@ static void workers_of(struct wk_watch_epoch *e, struct pc_client *pc,
                     clock[m->worker] = m->clock;
             }
         }
+        for (j = 0; j < n_ps; j++)
+            for (k = 0; st[j].up && k < st[j].n_tables &&
+                        e->n_rows < WK_WATCH_MAX_ROWS; k++)
+                e->rows[e->n_rows++] = (struct wk_watch_rows){
+                    j, st[j].tables[k].var, (float)st[j].tables[k].rows };
         for (k = 0; k < n_workers; k++)
             top = clock[k] > top ? clock[k] : top;
         for (k = 0; k < n_workers; k++)
@@ -230,9 +235,12 @@ static void workers_of(struct wk_watch_epoch *e, struct pc_client *pc,
 
 static void write_summaries(struct wk_watch *w, const struct wk_watch_epoch *e)
 {
-    const char *tags[6 + HC_MODEL_MAX_METRICS + 3 * WK_WATCH_MAX_WORKERS];
+    const char *tags[6 + HC_MODEL_MAX_METRICS + 3 * WK_WATCH_MAX_WORKERS +
+                     WK_WATCH_MAX_ROWS];
     char names[3 * WK_WATCH_MAX_WORKERS][48], mnames[HC_MODEL_MAX_METRICS][64];
-    float v[6 + HC_MODEL_MAX_METRICS + 3 * WK_WATCH_MAX_WORKERS];
+    char rnames[WK_WATCH_MAX_ROWS][48];
+    float v[6 + HC_MODEL_MAX_METRICS + 3 * WK_WATCH_MAX_WORKERS +
+            WK_WATCH_MAX_ROWS];
     const struct hc_eval_metric *ms = w->c.val_metrics;
     const struct wk_epoch_stats *s = &e->s;
     float rate = s->seconds > 0 ? (float)(s->samples / s->seconds) : 0;
@@ -260,6 +268,11 @@ static void write_summaries(struct wk_watch *w, const struct wk_watch_epoch *e)
         tags[n] = names[3 * k], v[n++] = e->speed[k];
         tags[n] = names[3 * k + 1], v[n++] = e->share[k];
         tags[n] = names[3 * k + 2], v[n++] = e->behind[k];
+    }
+    for (k = 0; k < e->n_rows; k++) {
+        snprintf(rnames[k], sizeof rnames[k], "ps_%d/table_%u_rows",
+                 e->rows[k].ps, e->rows[k].var);
+        tags[n] = rnames[k], v[n++] = e->rows[k].rows;
     }
     if (w->tf && (hc_tfevents_scalars(w->tf, s->epoch + 1, n, tags, v) !=
                       HC_OK ||

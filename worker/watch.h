@@ -32,6 +32,7 @@
 #define WK_WATCH_MAX_WORKERS 64
 #define WK_WATCH_POINTS 400     /* step points kept for the page */
 #define WK_WATCH_EPOCHS 1000    /* epoch rows kept for the page */
+#define WK_WATCH_MAX_ROWS 32    /* (shard, table) rows counts an epoch */
 
 struct wk_watch_conf {
     int worker;                 /* this worker's index */
@@ -65,6 +66,13 @@ struct wk_watch_epoch {
     float speed[WK_WATCH_MAX_WORKERS];  /* samples/s each worker reports */
     float share[WK_WATCH_MAX_WORKERS];  /* sync: its samples of a step */
     float behind[WK_WATCH_MAX_WORKERS]; /* steps behind the fastest */
+    int n_rows;                         /* row-sparse tables' rows on each
+                                         * shard at the epoch's end */
+    struct wk_watch_rows {
+        int ps;
+        uint32_t var;                   /* the model's variable */
+        float rows;
+    } rows[WK_WATCH_MAX_ROWS];
 };
 
 struct wk_watch {

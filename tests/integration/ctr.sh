@@ -15,7 +15,9 @@
 #      its sparse bytes pulled and pushed (40 a row each way);
 #      `hetps inspect` shows the table's rows on each shard, adding up to
 #      the distinct ids of the training file (tools/ctrids), every one
-#      pushed, none pulled only;
+#      pushed, none pulled only; TensorBoard's epoch events each shard's
+#      rows; a longer run's live page (curl) each shard's rows and the
+#      sparse charts;
 #      `hetps eval --cluster` of the live shards on criteo:test.tsv gives
 #      the chief's AUC to the digit, storing no row; --weights of the
 #      .npy directory (the table's stored rows alone) is refused naming
@@ -153,6 +155,34 @@ done
 [ "$total" -eq "$distinct" ] ||
     fail "hetps inspect counts $total rows, the training file has $distinct distinct ids"
 ok "hetps inspect: the table's rows on the 2 shards add up to the $distinct distinct ids trained"
+# The epoch's rows on each shard in TensorBoard (the shards' status at the
+# chief's epoch end, the other worker possibly still pushing).
+for j in 0 1; do
+    r=$(sed -n "s/.* ps_$j\/table_0_rows=\([0-9.e+]*\).*/\1/p" "$T/events.txt")
+    awk -v r="$r" -v d="$distinct" 'BEGIN { exit !(r + 0 > 0 && r + 0 <= d) }' ||
+        { grep '^step 1 epoch' "$T/events.txt"; fail "TensorBoard ps_$j/table_0_rows '$r', want 1..$distinct"; }
+done
+ok "TensorBoard: epoch ps_0/table_0_rows and ps_1/table_0_rows, the rows each shard stored"
+# The live page of a longer run: its sparse charts and each shard's rows.
+cat > "$T/cluster-page.json" <<JSON
+{ "cluster": { "ps": ["127.0.0.1:$PORT", "127.0.0.1:$((PORT + 1))"],
+               "worker": ["127.0.0.1:$((PORT + 2))", "127.0.0.1:$((PORT + 3))"] },
+  "hetps": { "mode": "async", "metrics_port": $((PORT + 4)) } }
+JSON
+"$BIN/hetps" launch --data-dir "$T/page" "$T/cluster-page.json" -- --model "$T/cat.json" \
+    $DATA --epochs 40 > "$T/page.log" 2>&1 &
+LPID=$!
+track $LPID
+epoch1() { grep -q '^\[worker:0\] Epoch 1/40 - .*val_auc' "$T/page.log"; }
+wait_for 60 epoch1 || { tail -20 "$T/page.log"; fail "no first epoch of the page's run within 60 s"; }
+curl -sf "http://127.0.0.1:$((PORT + 6))/" > "$T/page.html" || fail "no live page on worker:0's metrics port"
+kill -TERM $LPID
+wait_for 30 sh -c "! kill -0 $LPID" || fail "the page's run did not stop on SIGTERM"
+grep -Eq '<p id="rows">row-sparse tables.* rows stored: ps:0 variable 0: [1-9][0-9]*, ps:1 variable 0: [1-9][0-9]*</p>' "$T/page.html" ||
+    { grep -o '<h2>Tasks.*</table>' "$T/page.html"; fail "the page does not show each shard's rows of the table"; }
+grep -q 'sparse rows a step' "$T/page.html" && grep -q '>KiB pushed</text>' "$T/page.html" ||
+    fail "the page has no sparse charts"
+ok "live page: each shard's rows of the table, the steps' unique rows and sparse KiB charts"
 # `hetps eval` of the live shards on the test file: their rows pulled
 # batch by batch (none stored), the chief's final AUC to the digit.
 want=$auc
