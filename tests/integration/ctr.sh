@@ -234,11 +234,19 @@ grep -qF "layers/embedding/vars/0 (embedding/embeddings) float32 (100000, 8): a 
     { cat "$T/pred.err"; fail "hetps predict --weights cat.weights.h5"; }
 cmp -s "$T/pred.txt" "$T/predw.txt" ||
     { diff "$T/pred.txt" "$T/predw.txt" | head; fail "hetps predict: the exported weights predict otherwise than the live shards"; }
+# The same as a .keras archive (its model.weights.h5 the same layout).
+"$BIN/hetps" export --cluster "$T/cluster.json" --data-dir "$T/cat" --format keras \
+    --model "$T/cat.json" --out "$T/cat.keras" > "$T/export.txt" 2>&1 ||
+    { cat "$T/export.txt"; fail "hetps export --format keras of a model with a table, as .keras"; }
+"$BIN/hetps" predict --model "$T/cat.json" --weights "$T/cat.keras" \
+    --images "criteo:$T/test.tsv" > "$T/predk.txt" 2> "$T/pred.err" ||
+    { cat "$T/pred.err"; fail "hetps predict --weights cat.keras"; }
+cmp -s "$T/pred.txt" "$T/predk.txt" || fail "hetps predict: the .keras archive predicts otherwise than the live shards"
 unseen=$({ "$IDS" --input-dim 100000 "$T/train.tsv" | awk '{ for (i = 15; i <= 40; i++) print "t", $i }'
            "$IDS" --input-dim 100000 "$T/test.tsv" | awk '{ for (i = 15; i <= 40; i++) print "v", $i }'; } |
          awk '$1 == "t" { seen[$2] = 1; next } !($2 in seen) && !($2 in u) { u[$2] = 1; n++ } END { print n + 0 }')
 [ "$unseen" -gt 0 ] || fail "the test file has no id the training never touched: the check of initial rows bites nothing"
-ok "hetps export --format keras: the table dense in cat.weights.h5, hetps predict --weights of it equals the live shards' on all 5,000 lines ($unseen ids never trained among them)"
+ok "hetps export --format keras: the table dense in cat.weights.h5 and cat.keras, hetps predict --weights of each equals the live shards' on all 5,000 lines ($unseen ids never trained among them)"
 stop_within 30 $ps0 $ps1
 for j in 0 1; do
     n=$("$BIN/hetps" inspect "$T/cat/ps-$j" 2>/dev/null |
