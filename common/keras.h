@@ -52,6 +52,21 @@ int hc_keras_is_archive(const char *path);
 int hc_keras_archive_config(const char *path, size_t max, char **json,
                             size_t *len);
 
+/*
+ * A model's row-sparse tables as Keras's files hold an Embedding's
+ * embeddings: one dense (input_dim, output_dim) float32 array. *dense is
+ * m with each table made a dense variable of that shape (its size counted
+ * in n_params, laid out where hc_model_var_offset puts it), for the
+ * readers and writers here. A table is written dense only when
+ * input_dim · output_dim · 4 bytes ≤ HC_KERAS_TABLE_MAX_BYTES; a larger
+ * one is HC_ERR_UNSUPPORTED naming the table, its input_dim and the
+ * limit (`hetps export` without a model file writes its stored rows as
+ * NAME.ids.npy and NAME.rows.npy). A model without tables is copied as
+ * it is.
+ */
+#define HC_KERAS_TABLE_MAX_BYTES (1ull << 30)
+int hc_keras_dense_tables(const struct hc_model *m, struct hc_model *dense);
+
 /* Read the weights of m from path — a `.weights.h5` file, or the
  * model.weights.h5 of a `.keras` archive — into params (m->n_params
  * floats, variable after variable as hc_model_var_offset lays them).

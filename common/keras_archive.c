@@ -129,6 +129,8 @@ static int read_h5(const char *path, const struct hc_model *m, float *params,
     zip_t *z;
     int rv;
 
+    if ((rv = kx_no_tables(m, path)) != HC_OK)
+        return rv;
     if (!hc_keras_is_archive(path))
         return kx_read_weights_file(path, m, params, o);
     if ((rv = open_archive(path, &z)) != HC_OK)

@@ -43,6 +43,35 @@ static void layer_path(const struct hc_model *m, int i, char *buf,
         snprintf(buf, len, "layers/%s", snake);
 }
 
+int hc_keras_dense_tables(const struct hc_model *m, struct hc_model *dense)
+{
+    *dense = *m;
+    for (int v = 0; v < m->n_vars; v++) {
+        struct hc_var_def *d = &dense->vars[v];
+        const uint64_t dim = (uint64_t)d->shape[1];
+
+        if (!d->table_rows)
+            continue;
+        if (d->table_rows > HC_KERAS_TABLE_MAX_BYTES / 4 / dim)
+            return hc_err_set(HC_ERR_UNSUPPORTED, "table %s has input_dim "
+                              "%llu: as one dense (%llu, %llu) float32 "
+                              "array it is over Keras's files' limit of "
+                              "%llu bytes a table (`hetps export` without "
+                              "a model file writes its stored rows as "
+                              "%s.ids.npy and %s.rows.npy)", d->name,
+                              (unsigned long long)d->table_rows,
+                              (unsigned long long)d->table_rows,
+                              (unsigned long long)dim,
+                              (unsigned long long)HC_KERAS_TABLE_MAX_BYTES,
+                              d->name, d->name);
+        d->shape[0] = (int)d->table_rows;
+        d->size = (size_t)d->table_rows * (size_t)dim;
+        d->table_rows = 0;
+        dense->n_params += d->size;
+    }
+    return HC_OK;
+}
+
 int hc_keras_var_path(const struct hc_model *m, int v, char *buf,
                       size_t len)
 {
@@ -508,12 +537,28 @@ static int write_all(hid_t f, const struct hc_model *m, const float *params)
     return 0;
 }
 
+int kx_no_tables(const struct hc_model *m, const char *path)
+{
+    for (int v = 0; v < m->n_vars; v++)
+        if (m->vars[v].table_rows)
+            return hc_err_set(HC_ERR_UNSUPPORTED, "%s: variable %s of "
+                              "model %s is an embedding table, which "
+                              "Keras's files hold as one dense array: "
+                              "read or written only through the model of "
+                              "hc_keras_dense_tables", path,
+                              m->vars[v].name, m->name);
+    return HC_OK;
+}
+
 int kx_write_weights_file(const char *path, const char *name,
                           const struct hc_model *m, const float *params,
                           const struct hc_keras_optim *o)
 {
     hid_t f;
     int bad;
+
+    if ((bad = kx_no_tables(m, name)) != HC_OK)
+        return bad;
 
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     if ((f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)) < 0)

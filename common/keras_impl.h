@@ -23,6 +23,11 @@ int kx_read_weights_image(const char *file, void *image, size_t len,
 int kx_read_weights_file(const char *path, const struct hc_model *m,
                          float *params, struct hc_keras_optim *o);
 
+/* HC_OK when m has no row-sparse table (size 0: the readers and writers
+ * take Keras's dense array only through hc_keras_dense_tables's model);
+ * else HC_ERR_UNSUPPORTED naming path, the table and that. */
+int kx_no_tables(const struct hc_model *m, const char *path);
+
 /* Write the weights file at path (no rename), with the optimizer's state
  * o (NULL: none); name is for messages. */
 int kx_write_weights_file(const char *path, const char *name,

@@ -186,10 +186,16 @@ static int check_model(const struct ps_gathered *g, const struct hc_model *m)
     for (int v = 0; v < m->n_vars; v++) {
         const struct hc_var_def *d = &m->vars[v];
         int same = g->vars[v].ndim == d->ndim &&
-                   g->vars[v].size == d->size &&
                    !strcmp(g->vars[v].name, d->name);
 
-        for (int k = 0; same && k < d->ndim; k++)
+        /* A table's gathered shape and size are its stored rows': its
+         * input_dim and dim are what must agree. */
+        if (d->table_rows || g->vars[v].table_rows)
+            same = same && g->vars[v].table_rows == d->table_rows &&
+                   g->vars[v].dim == (uint32_t)d->shape[1];
+        else
+            same = same && g->vars[v].size == d->size;
+        for (int k = 0; same && !d->table_rows && k < d->ndim; k++)
             same = g->vars[v].shape[k] == (size_t)d->shape[k];
         if (!same)
             return hc_err_set(HC_ERR_MISMATCH, "the stores' variable %d is "
@@ -228,15 +234,46 @@ static int optim_state(const struct ps_gathered *g, const struct hc_model *m,
     return HC_OK;
 }
 
+/* Table variable v of the gathered stores as Keras's dense array
+ * (input_dim, dim) at p: every row its initial value (hc_init_row, as a
+ * pull of a row never written yields), then the stored rows over it. */
+static int dense_table(const struct ps_gathered *g, int v, float *p)
+{
+    const struct ps_gathered_var *gv = &g->vars[v];
+    const struct ps_table *t = NULL;
+
+    for (uint32_t k = 0; k < g->n_tables; k++)
+        if (g->tables[k].var == (uint32_t)v)
+            t = &g->tables[k];
+    if (!t || t->dim != gv->dim || t->input_dim != gv->table_rows)
+        return hc_err_set(HC_ERR_MISMATCH, "the stores hold variable %s as "
+                          "a table but no table definition of its shape",
+                          gv->name);
+    for (uint64_t r = 0; r < t->input_dim; r++)
+        hc_init_row(&t->init, t->input_dim, t->dim, g->seed, t->var, r,
+                    p + r * t->dim);
+    for (size_t i = 0; i < gv->n_rows; i++)
+        memcpy(p + gv->ids[i] * t->dim, gv->data + i * gv->width,
+               t->dim * sizeof *p);
+    return HC_OK;
+}
+
 int ps_export_keras(const struct hc_cluster *cl, const char *data_dir,
                     const struct hc_model *m, const char *out, FILE *log)
 {
     struct ps_gathered g;
     struct hc_keras_optim o = {0};
+    struct hc_model *md = NULL;     /* m, its tables dense (keras.h) */
     float *params = NULL;
     size_t n = strlen(out);
-    int rv = ps_gather(cl, data_dir, PS_GATHER_SLOTS, 0, &g, log);
+    int tables = 0, rv;
 
+    for (int v = 0; v < m->n_vars; v++)
+        tables += m->vars[v].table_rows != 0;
+    /* A table's per-row slots (and lazy Adam's per-row step counts) have
+     * no form in Keras's optimizer variables: a model with tables is
+     * written without its optimizer's state. */
+    rv = ps_gather(cl, data_dir, tables ? 0 : PS_GATHER_SLOTS, 0, &g, log);
     if (rv != HC_OK)
         return rv;
     if ((rv = check_model(&g, m)) != HC_OK)
@@ -254,26 +291,44 @@ int ps_export_keras(const struct hc_cluster *cl, const char *data_dir,
                         hc_optim_describe(&m->optim, asked, sizeof asked));
         goto out;
     }
-    if (!(params = malloc(m->n_params * sizeof *params))) {
-        rv = hc_err_set(HC_ERR_NOMEM, "out of memory for %zu parameters",
-                        m->n_params);
+    if (!(md = malloc(sizeof *md))) {
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory");
         goto out;
     }
-    for (int v = 0; v < m->n_vars; v++)
-        memcpy(params + hc_model_var_offset(m, v), g.vars[v].data,
-               g.vars[v].size * sizeof *params);
-    if ((rv = optim_state(&g, m, &o)) != HC_OK)
+    if ((rv = hc_keras_dense_tables(m, md)) != HC_OK)
+        goto out;
+    if (!(params = malloc(md->n_params * sizeof *params))) {
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory for %zu parameters",
+                        md->n_params);
+        goto out;
+    }
+    for (int v = 0; rv == HC_OK && v < m->n_vars; v++)
+        if (m->vars[v].table_rows)
+            rv = dense_table(&g, v, params + hc_model_var_offset(md, v));
+        else
+            memcpy(params + hc_model_var_offset(md, v), g.vars[v].data,
+                   g.vars[v].size * sizeof *params);
+    if (rv != HC_OK || (!tables && (rv = optim_state(&g, m, &o)) != HC_OK))
         goto out;
     rv = n > 6 && !strcmp(out + n - 6, ".keras")
-             ? hc_keras_write_archive(out, m, params, &o)
-             : hc_keras_write_weights(out, m, params, &o);
-    for (int v = 0; rv == HC_OK && log && v < m->n_vars; v++) {
+             ? hc_keras_write_archive(out, md, params, tables ? NULL : &o)
+             : hc_keras_write_weights(out, md, params, tables ? NULL : &o);
+    for (int v = 0; rv == HC_OK && log && v < md->n_vars; v++) {
         char path[HC_NAME_MAX + 32];
 
-        hc_keras_var_path(m, v, path, sizeof path);
-        fprintf(log, "%s: %s (%s) float32\n", out, path, m->vars[v].name);
+        hc_keras_var_path(md, v, path, sizeof path);
+        fprintf(log, "%s: %s (%s) float32", out, path, md->vars[v].name);
+        if (m->vars[v].table_rows)
+            fprintf(log, " (%d, %d): a table's %zu stored rows, the others "
+                    "their initial values", md->vars[v].shape[0],
+                    md->vars[v].shape[1], g.vars[v].n_rows);
+        fputc('\n', log);
     }
-    if (rv == HC_OK && log)
+    if (rv == HC_OK && log && tables)
+        fprintf(log, "%s: optimizer/vars not written: a table's per-row "
+                "slots have no form in Keras's optimizer variables (keras.load_model "
+                "starts a fresh optimizer)\n", out);
+    else if (rv == HC_OK && log)
         fprintf(log, "%s: optimizer/vars: %s's %d variables (iteration %llu, "
                 "%d slot(s) a variable)\n", out, hc_optim_name(m->optim.type),
                 hc_keras_optim_count(m, o.n_slots),
@@ -281,6 +336,7 @@ int ps_export_keras(const struct hc_cluster *cl, const char *data_dir,
 out:
     free(o.slots[0]);
     free(params);
+    free(md);
     ps_gathered_free(&g);
     return rv;
 }

@@ -166,6 +166,11 @@ static int cmd_export(int argc, char **argv)
                    "model archive (keras.models.load_model), both with the optimizer's\n"
                    "iteration count and slots in Keras's optimizer/vars; --loss and\n"
                    "--optimizer as the job was given them.\n"
+                   "An embedding table (row-sparse) becomes OUT/NAME.ids.npy (uint64)\n"
+                   "and OUT/NAME.rows.npy, its stored rows; with --format keras one\n"
+                   "dense (input_dim, output_dim) array, the rows never trained their\n"
+                   "initial values, for a table of at most 1 GiB (no optimizer state\n"
+                   "is written for a model with tables).\n"
                    "The stores are read-only: this runs beside live servers.\n");
             return 0;
         default:

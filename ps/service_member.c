@@ -18,6 +18,7 @@
 #include "log.h"
 #include "service_impl.h"
 #include "shard.h"
+#include "store.h"
 #include "mode.h"
 #include "wire.h"
 
@@ -83,6 +84,31 @@ static void free_members(struct member_list *ml)
     free(ml->tasks);
 }
 
+/* Each row-sparse table's rows stored on this shard, into t (tp points
+ * at each); returns how many. */
+static size_t status_tables(struct ps_service *s, Hetps__TableRows *t,
+                            Hetps__TableRows **tp)
+{
+    struct ps_store *store = s->shard ? ps_shard_store(s->shard) : NULL;
+    const struct ps_table *def;
+    uint32_t n = 0;
+    size_t k = 0;
+
+    def = store ? ps_store_tables(store, &n) : NULL;
+    for (uint32_t i = 0; i < n && i < PS_STORE_MAX_TABLES; i++) {
+        uint64_t rows;
+
+        if (ps_store_table_rows(store, def[i].var, &rows) != HC_OK)
+            continue;
+        hetps__table_rows__init(&t[k]);
+        t[k].variable = def[i].var;
+        t[k].rows = rows;
+        tp[k] = &t[k];
+        k++;
+    }
+    return k;
+}
+
 nng_msg *service_status_reply(struct ps_service *s, uint64_t id, int full)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
@@ -91,6 +117,8 @@ nng_msg *service_status_reply(struct ps_service *s, uint64_t id, int full)
     struct member_list ml;
     nng_msg *m = NULL;
     char waiting_for[256];
+    Hetps__TableRows t[PS_STORE_MAX_TABLES], *tp[PS_STORE_MAX_TABLES];
+    size_t n_t;
 
     hc_wire_init_env(&env, &s->me, id);
     me.job = HETPS__JOB__JOB_PS;
@@ -143,6 +171,9 @@ nng_msg *service_status_reply(struct ps_service *s, uint64_t id, int full)
             st.waiting_s = hc_now_s() - since;
         }
     }
+    n_t = status_tables(s, t, tp);
+    st.n_tables = n_t;
+    st.tables = tp;
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_STATUS_REPLY;
     env.status_reply = &st;
     if (ml.n < 0 || hc_wire_encode(&m, &env, NULL, 0) != HC_OK)

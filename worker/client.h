@@ -276,6 +276,7 @@ struct pc_member {
 };
 
 /* What one shard says of itself. */
+#define PC_MAX_TABLES 16        /* tables a status lists (more: left off) */
 struct pc_shard_status {
     int up;                     /* answered */
     char error[512];            /* why not, when !up */
@@ -290,6 +291,11 @@ struct pc_shard_status {
     uint32_t block_elems;       /* the store's block size; 0: no variables */
     int n_members;
     struct pc_member *members;  /* (n_members), freed by pc_status_free */
+    int n_tables;               /* row-sparse tables, at most PC_MAX_TABLES */
+    struct pc_table_rows {
+        uint32_t var;           /* the model's variable */
+        uint64_t rows;          /* its rows stored on this shard */
+    } tables[PC_MAX_TABLES];
 };
 
 /* Ask every shard for its status in parallel; out has one entry per shard.

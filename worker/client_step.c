@@ -404,6 +404,11 @@ int pc_status(struct pc_client *c, struct pc_shard_status *out)
         o->waiting_s = r->waiting_s;
         snprintf(o->mode, sizeof o->mode, "%s", r->mode ? r->mode : "");
         o->block_elems = r->has_block_elems ? r->block_elems : 0;
+        for (k = 0; k < r->n_tables && k < PC_MAX_TABLES; k++) {
+            o->tables[k].var = r->tables[k]->variable;
+            o->tables[k].rows = r->tables[k]->rows;
+        }
+        o->n_tables = (int)k;
         if (o->block_elems && !c->store_block)
             c->store_block = o->block_elems;
         o->members = calloc(r->n_members + 1, sizeof *o->members);

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "client.h"
 #include "cluster.h"
@@ -30,6 +31,7 @@
 #include "device.h"
 #include "err.h"
 #include "eval.h"
+#include "keras.h"
 #include "progress.h"
 #include "log.h"
 #include "metrics.h"
@@ -197,6 +199,9 @@ struct infer {
     struct wk_tables *tables;       /* the model's embedding tables, their
                                      * rows pulled from the live shards
                                      * before each forward; NULL none */
+    float *dense;                   /* --weights of Keras's files with
+                                     * tables: every variable, each table
+                                     * dense (keras.h); NULL otherwise */
 };
 
 #define INFER_OPTS \
@@ -272,6 +277,50 @@ static int infer_setup(struct infer *a, int argc, char **argv)
     return 0;
 }
 
+/* --weights of a model with embedding tables (the first one `emb`): a
+ * Keras weights file or archive, which holds each table dense
+ * (`hetps export --model FILE OUT.weights.h5`), read whole; the .npy
+ * directory's tables (NAME.ids.npy, NAME.rows.npy) are refused. The
+ * dense variables into a->params, the tables looked up in a->dense. */
+static int infer_dense_tables(struct infer *a, const struct hc_layer_spec *emb)
+{
+    const float *tables[HC_MODEL_MAX_LAYERS];
+    struct hc_model *md = malloc(sizeof *md);
+    struct stat st;
+    int n = 0, rv;
+
+    if (!md)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    if (stat(a->weights, &st) == 0 && S_ISDIR(st.st_mode))
+        rv = hc_err_set(HC_ERR_CONFIG, "model %s has embedding tables "
+                        "(layer %s): a directory of .npy files holds their "
+                        "stored rows alone; give Keras's weights file "
+                        "(hetps export --model FILE OUT.weights.h5) or "
+                        "--cluster to read them from the live shards",
+                        a->m->name, emb->name);
+    else if ((rv = hc_keras_dense_tables(a->m, md)) == HC_OK &&
+             !(a->dense = malloc(md->n_params * sizeof *a->dense)))
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory for %zu parameters",
+                        md->n_params);
+    if (rv == HC_OK)
+        rv = hc_keras_read_weights(a->weights, md, a->dense);
+    for (int v = 0; rv == HC_OK && v < a->m->n_vars; v++)
+        if (!a->m->vars[v].table_rows)
+            memcpy(a->params + hc_model_var_offset(a->m, v),
+                   a->dense + hc_model_var_offset(md, v),
+                   a->m->vars[v].size * sizeof *a->params);
+    for (int i = 0; rv == HC_OK && i < a->m->n_layers; i++)
+        if (a->m->layers[i].type == HC_LAYER_EMBEDDING)
+            tables[n++] = a->dense +
+                          hc_model_var_offset(md, a->m->layers[i].var_kernel);
+    if (rv == HC_OK &&
+        (rv = wk_tables_open_dense(a->m, tables, a->batch, &a->tables)) ==
+            HC_OK)
+        rv = wk_replicas_before_forward(a->rep, wk_tables_before, a->tables);
+    free(md);
+    return rv;
+}
+
 /* For the images of d: check their shape, open the devices and the
  * replicas, and read the weights (the .npy files, or the live shards). */
 static int infer_open(struct infer *a, const struct wk_dataset *d)
@@ -290,10 +339,7 @@ static int infer_open(struct infer *a, const struct wk_dataset *d)
                           a->batch);
     for (int i = 0; i < a->m->n_layers; i++)
         if (a->weights && a->m->layers[i].type == HC_LAYER_EMBEDDING)
-            return hc_err_set(HC_ERR_CONFIG, "model %s has embedding "
-                              "tables (layer %s), which are not exported: "
-                              "give --cluster to read them from the live "
-                              "shards", a->m->name, a->m->layers[i].name);
+            return infer_dense_tables(a, &a->m->layers[i]);
     if (a->weights)
         return wk_load_weights(a->m, a->weights, a->params);
     if ((rv = pc_open(&a->pc, &a->cl, -1, 0, NULL)) != HC_OK)
@@ -321,6 +367,7 @@ static int infer_open(struct infer *a, const struct wk_dataset *d)
 static void infer_close(struct infer *a)
 {
     wk_tables_close(a->tables);
+    free(a->dense);
     pc_close(a->pc);
     free(a->params);
     free(a->x);
@@ -448,12 +495,15 @@ static void print_classes(const float *out /* (n, k) */, int n, size_t k)
 }
 
 /* predict's images: an IDX or .npy file; for a model of several inputs
- * NAME=X.npy per input (wk_data_load_inputs; labels may follow). */
+ * NAME=X.npy per input (wk_data_load_inputs; labels may follow); a
+ * click-through file, criteo:FILE or libsvm:FILE (its labels unused). */
 static int load_images(const struct hc_model *m, const char *images,
                        struct wk_dataset *d)
 {
     const char *names[HC_MODEL_MAX_INPUTS];
 
+    if (wk_ctr_inputs_spec(images))
+        return wk_ctr_inputs_load(images, "--images", m, d);
     if (m->n_inputs > 1 || strchr(images, '=')) {
         for (int q = 0; q < m->n_inputs; q++)
             names[q] = m->inputs[q].name;
@@ -507,6 +557,9 @@ static int cmd_predict(int argc, char **argv)
                    "\n"
                    "A model of several inputs takes one .npy per input, named by the\n"
                    "model's input names: --images image=X1.npy,meta=X2.npy\n"
+                   "A click-through model takes --images criteo:FILE.tsv or libsvm:FILE\n"
+                   "(its labels unused): one line per line of the file, the probability\n"
+                   "of a click last.\n"
                    "\n"
                    "  --out FILE.npy   write the outputs, float32 (N_images, N_outputs)\n"
                    "                   (softmax probabilities), and print one summary line\n"

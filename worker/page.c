@@ -188,10 +188,44 @@ static void tasks(struct buf *b, const struct wk_page *pg)
             put(b, "</td><td></td><td></td><td></td><td></td></tr>\n");
     }
     put(b, "</table>\n");
+    for (j = 0, w = 0; ok && j < cl->n_ps; j++)
+        for (int k = 0; st[j].up && k < st[j].n_tables; k++)
+            put(b, "%s ps:%d variable %u: %llu", w++ ? "," : "<p id=\"rows\">"
+                "row-sparse tables' rows stored:", j, st[j].tables[k].var,
+                (unsigned long long)st[j].tables[k].rows);
+    if (w)
+        put(b, "</p>\n");
     if (st)
         pc_status_free(st, cl->n_ps);
     free(st);
     pc_close(pc);
+}
+
+/* A model with tables (its points have rows): the chief's steps' unique
+ * rows, and the KiB of ids and rows pulled and of ids and gradients
+ * pushed (watch.h), drawn in the scratch rows, pulled, pushed (n_pts
+ * each; x holds the steps). */
+static void sparse_charts(struct buf *b, const struct wk_watch_point *pts,
+                          int n_pts, const double *x, double *rows,
+                          double *pulled, double *pushed)
+{
+    struct line l[2];
+    int any = 0;
+
+    for (int i = 0; i < n_pts; i++)
+        any |= pts[i].rows > 0;
+    if (!any)
+        return;
+    for (int i = 0; i < n_pts; i++) {
+        rows[i] = pts[i].rows;
+        pulled[i] = pts[i].pulled / 1024.0;
+        pushed[i] = pts[i].pushed / 1024.0;
+    }
+    l[0] = (struct line){ "unique rows", "#9467bd", x, rows, n_pts };
+    chart(b, "sparse rows a step", l, 1, "steps");
+    l[0] = (struct line){ "KiB pulled", "#1f77b4", x, pulled, n_pts };
+    l[1] = (struct line){ "KiB pushed", "#ff7f0e", x, pushed, n_pts };
+    chart(b, "sparse KiB a step", l, 2, "steps");
 }
 
 char *wk_page_render(void *arg, size_t *len)
@@ -243,6 +277,7 @@ char *wk_page_render(void *arg, size_t *len)
         chart(&b, "accuracy", l, 1, "steps");
         l[0] = (struct line){ "chief samples/s", "#2ca02c", sx, sr, n_pts };
         chart(&b, "throughput", l, 1, "steps");
+        sparse_charts(&b, pts, n_pts, sx, sl, sa, sr);
         for (i = 0; i < n_ep; i++) {
             ex[i] = ep[i].s.epoch + 1;
             el[i] = ep[i].s.loss;

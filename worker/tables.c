@@ -23,6 +23,8 @@ struct table {
     float *rows;            /* (max_B·N, dim) the unique rows */
     float *grad;            /* (max_B·N, dim) their gradients */
     struct hc_rowmap map;
+    const float *dense;     /* (input_dim, dim) wk_tables_open_dense's;
+                             * NULL: the rows are pulled */
 };
 
 struct wk_tables {
@@ -32,6 +34,7 @@ struct wk_tables {
     struct table t[MAX_TABLES];
     struct wk_net *net;     /* the last hook's, NULL once pushed */
     int pulled;             /* the last hook pulled rows not yet pushed */
+    uint64_t pull_bytes;    /* the last hook's */
     struct wk_tables_stats st;
 };
 
@@ -101,6 +104,16 @@ int wk_tables_open(const struct hc_model *m, struct pc_client *pc,
     return HC_OK;
 }
 
+int wk_tables_open_dense(const struct hc_model *m, const float *const *dense,
+                         int max_batch, struct wk_tables **out)
+{
+    int rv = wk_tables_open(m, NULL, max_batch, out);
+
+    for (int k = 0; rv == HC_OK && *out && k < (*out)->n; k++)
+        (*out)->t[k].dense = dense[k];
+    return rv;
+}
+
 void wk_tables_close(struct wk_tables *t)
 {
     if (!t)
@@ -157,7 +170,12 @@ int wk_tables_before(void *arg, struct wk_net *net, const float *x, int B)
         req[k] = (struct pc_rows){(uint32_t)tb->d.var, tb->map.ids,
                                   tb->map.n_unique, tb->rows, NULL};
     }
-    if ((rv = pc_pull_rows(t->pc, req, (size_t)t->n, NULL)))
+    for (k = 0; k < t->n && !t->pc; k++)
+        for (size_t i = 0; i < t->t[k].map.n_unique; i++)
+            memcpy(t->t[k].rows + i * (size_t)t->t[k].d.dim,
+                   t->t[k].dense + t->t[k].map.ids[i] * (size_t)t->t[k].d.dim,
+                   (size_t)t->t[k].d.dim * sizeof *t->t[k].rows);
+    if (t->pc && (rv = pc_pull_rows(t->pc, req, (size_t)t->n, NULL)))
         return rv;
     for (k = 0; k < t->n; k++)
         if ((rv = wk_net_set_rows(net, k, t->t[k].rows, t->t[k].map.n_unique,
@@ -166,12 +184,14 @@ int wk_tables_before(void *arg, struct wk_net *net, const float *x, int B)
     t->net = net;
     t->pulled = 1;
     t->st.pulls++;
+    t->pull_bytes = 0;
     for (k = 0; k < t->n; k++) {
         size_t u = t->t[k].map.n_unique;
 
         t->st.rows_pulled += u;
-        t->st.bytes_pulled += u * (8 + 4 * (size_t)t->t[k].d.dim);
+        t->pull_bytes += u * (8 + 4 * (size_t)t->t[k].d.dim);
     }
+    t->st.bytes_pulled += t->pull_bytes;
     return HC_OK;
 }
 
@@ -180,9 +200,10 @@ int wk_tables_push(struct wk_tables *t, uint32_t samples)
     struct pc_rows req[MAX_TABLES];
     int k, rv;
 
-    if (!t->pulled)
+    if (!t->pulled || !t->pc)
         return hc_err_set(HC_ERR_INVAL, "tables: a push without rows "
-                          "pulled for a step");
+                          "pulled from the shards for a step");
+    t->st.step_rows = t->st.step_bytes_pushed = 0;
     for (k = 0; k < t->n; k++) {
         struct table *tb = &t->t[k];
 
@@ -192,9 +213,13 @@ int wk_tables_push(struct wk_tables *t, uint32_t samples)
             tb->grad[i] *= (float)samples;
         req[k] = (struct pc_rows){(uint32_t)tb->d.var, tb->map.ids,
                                   tb->map.n_unique, NULL, tb->grad};
-        t->st.rows_pushed += tb->map.n_unique;
-        t->st.bytes_pushed += tb->map.n_unique * (8 + 4 * (size_t)tb->d.dim);
+        t->st.step_rows += tb->map.n_unique;
+        t->st.step_bytes_pushed += tb->map.n_unique *
+                                   (8 + 4 * (size_t)tb->d.dim);
     }
+    t->st.rows_pushed += t->st.step_rows;
+    t->st.bytes_pushed += t->st.step_bytes_pushed;
+    t->st.step_bytes_pulled = t->pull_bytes;
     t->st.pushes++;
     t->pulled = 0;
     return pc_push_rows_step(t->pc, req, (size_t)t->n, samples);

@@ -31,6 +31,16 @@ struct wk_tables;
  */
 int wk_tables_open(const struct hc_model *m, struct pc_client *pc,
                    int max_batch, struct wk_tables **out);
+/*
+ * The tables of m looked up in dense arrays instead of the shards:
+ * dense[k] (input_dim, dim) the k-th embedding's in layer order, as
+ * Keras's weights file holds it (keras.h's hc_keras_dense_tables), for
+ * eval and predict of exported weights. Nothing is pushed
+ * (wk_tables_push is HC_ERR_INVAL); the arrays must outlive *out.
+ * Errors: as wk_tables_open.
+ */
+int wk_tables_open_dense(const struct hc_model *m, const float *const *dense,
+                         int max_batch, struct wk_tables **out);
 void wk_tables_close(struct wk_tables *t);     /* NULL allowed */
 
 /*
@@ -56,12 +66,15 @@ int wk_tables_push(struct wk_tables *t, uint32_t samples);
  * rows (unique ids) in them, and their bytes on the wire beyond the
  * headers (an id's 8 bytes and its row's dim floats each way); and the
  * whole messages of the client's rows calls, both ways (pc_rows_wire:
- * headers and checksums included, evaluation's pulls too). */
+ * headers and checksums included, evaluation's pulls too); and the
+ * last push's step alone, for the summaries: its unique rows, its pull's
+ * bytes and its own. */
 struct wk_tables_stats {
     uint64_t pulls, pushes;
     uint64_t rows_pulled, rows_pushed;
     uint64_t bytes_pulled, bytes_pushed;
     uint64_t wire_pulls, wire_pushes;
+    uint64_t step_rows, step_bytes_pulled, step_bytes_pushed;
 };
 void wk_tables_stats(const struct wk_tables *t, struct wk_tables_stats *out);
 

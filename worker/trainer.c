@@ -470,6 +470,19 @@ static int overlap_step(struct run *r, struct wk_overlap *x,
     return HC_OK;
 }
 
+/* The step's sparse figures for the summaries (watch.h): the last push's
+ * unique rows and bytes each way. */
+static void watch_sparse(const struct run *r)
+{
+    struct wk_tables_stats st;
+
+    if (!r->tables)
+        return;
+    wk_tables_stats(r->tables, &st);
+    wk_watch_sparse(r->watch, st.step_rows, st.step_bytes_pulled,
+                    st.step_bytes_pushed);
+}
+
 /* What the tables' rows cost a step (tables.h). */
 static void tables_summary(const struct run *r)
 {
@@ -584,6 +597,7 @@ static int run_async(struct run *r)
             correct += k;
             seen += n;
             wk_watch_lr(r->watch, hc_optim_lr(&r->m->optim, g.base_version));
+            watch_sparse(r);
             wk_watch_step(r->watch, b + 1, n, loss, k, r->t_compute - tc, dx,
                           hc_now_s());
         }
@@ -701,6 +715,7 @@ static int one_step(struct run *r, struct sync_run *y, uint64_t v, int epoch,
     y->correct += k;
     y->seen += n;
     wk_watch_lr(r->watch, hc_optim_lr(&r->m->optim, v));
+    watch_sparse(r);
     wk_watch_step(r->watch, t + 1, n, loss, k, r->t_compute - tc, dx,
                   hc_now_s());
     return HC_OK;
@@ -1031,7 +1046,19 @@ int wk_train(const struct wk_train_conf *c)
         rv = hc_err_set(HC_ERR_NOMEM, "out of memory for batch %d", r.max_batch);
         goto out;
     }
-    /* The chief's first values: read (and checked) before any connection. */
+    /* The chief's first values: read (and checked) before any connection.
+     * A table's rows would have to be written to the shards as trained
+     * rows: refused by name. */
+    for (int v = 0; r.chief && c->initial_weights && v < m->n_vars; v++)
+        if (m->vars[v].table_rows) {
+            rv = hc_err_set(HC_ERR_UNSUPPORTED, "--initial-weights %s: "
+                            "model %s has embedding table %s, whose rows "
+                            "are not taken as initial values yet (they "
+                            "start from their initializer): train without "
+                            "--initial-weights", c->initial_weights,
+                            m->name, m->vars[v].name);
+            goto out;
+        }
     if (r.chief && c->initial_weights &&
         (rv = wk_load_weights(m, c->initial_weights, r.params)) != HC_OK)
         goto out;

@@ -138,6 +138,15 @@ void wk_watch_lr(struct wk_watch *w, float lr)
     w->lr = lr;
 }
 
+void wk_watch_sparse(struct wk_watch *w, uint64_t rows, uint64_t pulled,
+                     uint64_t pushed)
+{
+    w->sparse = 1;
+    w->rows = (float)rows;
+    w->pulled = (float)pulled;
+    w->pushed = (float)pushed;
+}
+
 void wk_watch_step(struct wk_watch *w, long step, int n, double loss,
                    long correct, double compute_s, double exchange_s,
                    double now)
@@ -146,7 +155,9 @@ void wk_watch_step(struct wk_watch *w, long step, int n, double loss,
     struct wk_watch_point p = { .t = now - w->t_start, .step = w->step + 1,
                                 .loss = (float)loss,
                                 .acc = n ? (float)correct / (float)n : 0,
-                                .rate = dt > 0 ? (float)(n / dt) : 0 };
+                                .rate = dt > 0 ? (float)(n / dt) : 0,
+                                .rows = w->rows, .pulled = w->pulled,
+                                .pushed = w->pushed };
 
     wk_progress_step(&w->prog, step, n, loss, correct, now);
     w->step++;
@@ -168,10 +179,15 @@ void wk_watch_step(struct wk_watch *w, long step, int n, double loss,
     if (w->tf) {
         static const char *const tags[] = { "batch/loss", "batch/accuracy",
                                             "batch/samples_per_s",
-                                            "batch/learning_rate" };
-        float v[4] = { p.loss, p.acc, p.rate, w->lr };
+                                            "batch/learning_rate",
+                                            "batch/sparse_unique_rows",
+                                            "batch/sparse_bytes_pulled",
+                                            "batch/sparse_bytes_pushed" };
+        float v[7] = { p.loss, p.acc, p.rate, w->lr, p.rows, p.pulled,
+                       p.pushed };
 
-        if (hc_tfevents_scalars(w->tf, w->step, 4, tags, v) != HC_OK) {
+        if (hc_tfevents_scalars(w->tf, w->step, w->sparse ? 7 : 4, tags, v) !=
+            HC_OK) {
             hc_warn("summaries stopped: %s", hc_err_msg());
             hc_tfevents_close(w->tf);
             w->tf = NULL;
@@ -203,6 +219,11 @@ static void workers_of(struct wk_watch_epoch *e, struct pc_client *pc,
                     clock[m->worker] = m->clock;
             }
         }
+        for (j = 0; j < n_ps; j++)
+            for (k = 0; st[j].up && k < st[j].n_tables &&
+                        e->n_rows < WK_WATCH_MAX_ROWS; k++)
+                e->rows[e->n_rows++] = (struct wk_watch_rows){
+                    j, st[j].tables[k].var, (float)st[j].tables[k].rows };
         for (k = 0; k < n_workers; k++)
             top = clock[k] > top ? clock[k] : top;
         for (k = 0; k < n_workers; k++)
@@ -214,9 +235,12 @@ static void workers_of(struct wk_watch_epoch *e, struct pc_client *pc,
 
 static void write_summaries(struct wk_watch *w, const struct wk_watch_epoch *e)
 {
-    const char *tags[6 + HC_MODEL_MAX_METRICS + 3 * WK_WATCH_MAX_WORKERS];
+    const char *tags[6 + HC_MODEL_MAX_METRICS + 3 * WK_WATCH_MAX_WORKERS +
+                     WK_WATCH_MAX_ROWS];
     char names[3 * WK_WATCH_MAX_WORKERS][48], mnames[HC_MODEL_MAX_METRICS][64];
-    float v[6 + HC_MODEL_MAX_METRICS + 3 * WK_WATCH_MAX_WORKERS];
+    char rnames[WK_WATCH_MAX_ROWS][48];
+    float v[6 + HC_MODEL_MAX_METRICS + 3 * WK_WATCH_MAX_WORKERS +
+            WK_WATCH_MAX_ROWS];
     const struct hc_eval_metric *ms = w->c.val_metrics;
     const struct wk_epoch_stats *s = &e->s;
     float rate = s->seconds > 0 ? (float)(s->samples / s->seconds) : 0;
@@ -244,6 +268,11 @@ static void write_summaries(struct wk_watch *w, const struct wk_watch_epoch *e)
         tags[n] = names[3 * k], v[n++] = e->speed[k];
         tags[n] = names[3 * k + 1], v[n++] = e->share[k];
         tags[n] = names[3 * k + 2], v[n++] = e->behind[k];
+    }
+    for (k = 0; k < e->n_rows; k++) {
+        snprintf(rnames[k], sizeof rnames[k], "ps_%d/table_%u_rows",
+                 e->rows[k].ps, e->rows[k].var);
+        tags[n] = rnames[k], v[n++] = e->rows[k].rows;
     }
     if (w->tf && (hc_tfevents_scalars(w->tf, s->epoch + 1, n, tags, v) !=
                       HC_OK ||

@@ -7,7 +7,8 @@
  *     steps, samples, compute and push-and-pull time, loss and accuracy;
  *   - on the chief with a log directory, the summaries: a TensorBoard
  *     event file (common/tfevents.h) with the step's loss, accuracy and
- *     samples/s, and each epoch's loss, accuracy, val_loss, val_accuracy,
+ *     samples/s (a model with tables: its unique rows and sparse bytes
+ *     each way, wk_watch_sparse), and each epoch's loss, accuracy, val_loss, val_accuracy,
  *     samples/s and every worker's speed, share and steps behind (as the
  *     shards report them); and training.csv with the epoch rows (Keras's
  *     CSVLogger);
@@ -20,6 +21,7 @@
 #define WK_WATCH_H
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "client.h"
@@ -30,6 +32,7 @@
 #define WK_WATCH_MAX_WORKERS 64
 #define WK_WATCH_POINTS 400     /* step points kept for the page */
 #define WK_WATCH_EPOCHS 1000    /* epoch rows kept for the page */
+#define WK_WATCH_MAX_ROWS 32    /* (shard, table) rows counts an epoch */
 
 struct wk_watch_conf {
     int worker;                 /* this worker's index */
@@ -51,6 +54,9 @@ struct wk_watch_point {
     double t;                   /* seconds since the run started */
     long step;                  /* this worker's steps so far */
     float loss, acc, rate;      /* the step's; rate: samples/s */
+    float rows, pulled, pushed; /* a model with tables: the step's unique
+                                 * rows and sparse bytes each way
+                                 * (wk_watch_sparse); 0 without */
 };
 
 /* One epoch as the summaries have it. */
@@ -60,6 +66,13 @@ struct wk_watch_epoch {
     float speed[WK_WATCH_MAX_WORKERS];  /* samples/s each worker reports */
     float share[WK_WATCH_MAX_WORKERS];  /* sync: its samples of a step */
     float behind[WK_WATCH_MAX_WORKERS]; /* steps behind the fastest */
+    int n_rows;                         /* row-sparse tables' rows on each
+                                         * shard at the epoch's end */
+    struct wk_watch_rows {
+        int ps;
+        uint32_t var;                   /* the model's variable */
+        float rows;
+    } rows[WK_WATCH_MAX_ROWS];
 };
 
 struct wk_watch {
@@ -68,6 +81,9 @@ struct wk_watch {
     struct hc_series *steps, *samples, *compute, *exchange, *loss, *acc,
         *val_loss, *val_acc, *epoch, *rate, *lr_series;
     float lr;                   /* the learning rate now (wk_watch_lr) */
+    int sparse;                 /* wk_watch_sparse was called: the model
+                                 * has tables */
+    float rows, pulled, pushed; /* its figures, for the next step */
     struct hc_tfevents *tf;     /* chief with a logdir */
     FILE *csv;
     char csv_path[1024];
@@ -100,6 +116,16 @@ void wk_watch_step(struct wk_watch *w, long step, int n, double loss,
  * TensorBoard batch/learning_rate) and epoch end (epoch/learning_rate,
  * training.csv's last column, learning_rate, as Keras's CSVLogger). */
 void wk_watch_lr(struct wk_watch *w, float lr);
+
+/* A model with row-sparse tables (worker/tables.h): the step's unique
+ * rows and the bytes of ids and rows pulled and of ids and gradients
+ * pushed, reported by the next wk_watch_step (TensorBoard
+ * batch/sparse_unique_rows, batch/sparse_bytes_pulled,
+ * batch/sparse_bytes_pushed; the page's "sparse rows" chart). The shards'
+ * /metrics count the same from their side (hetps_sparse_rows_per_step,
+ * hetps_sparse_bytes_per_step, hetps_table_rows). */
+void wk_watch_sparse(struct wk_watch *w, uint64_t rows, uint64_t pulled,
+                     uint64_t pushed);
 
 /* The epoch's end; pc (may be NULL) is asked for every worker's figures
  * when there are summaries to write. */

@@ -956,6 +956,63 @@ static void test_write_read(void)
     hp_rmtree(dir);
 }
 
+/* A model's tables as Keras's files hold them (hc_keras_dense_tables):
+ * dense (input_dim, dim), counted in n_params, written and read back at
+ * layers/embedding/vars/0; a table over the limit refused naming it, its
+ * input_dim and the limit. */
+static void test_dense_tables(void)
+{
+    static const char *const fmt =
+        "{\"name\": \"t\", \"inputs\": [{\"name\": \"categorical\", "
+        "\"shape\": [3], \"dtype\": \"int64\"}], \"layers\": ["
+        "{\"type\": \"embedding\", \"input_dim\": %s, \"output_dim\": 4},"
+        "{\"type\": \"flatten\"}, {\"type\": \"dense\", \"units\": 1, "
+        "\"activation\": \"sigmoid\"}], \"loss\": \"binary_crossentropy\", "
+        "\"optimizer\": \"adagrad\"}";
+    struct hc_model *md = calloc(1, sizeof *md);
+    char buf[1024], dir[256], h5[320], path[64];
+    float *p = NULL, *q = NULL;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(md);
+    snprintf(buf, sizeof buf, fmt, "50");
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_OK);
+    CU_ASSERT_EQUAL(ma->vars[0].size, 0);
+    CU_ASSERT_EQUAL_FATAL(hc_keras_dense_tables(ma, md), HC_OK);
+    CU_ASSERT_EQUAL(md->vars[0].table_rows, 0);
+    CU_ASSERT_EQUAL(md->vars[0].shape[0], 50);
+    CU_ASSERT_EQUAL(md->vars[0].size, 200);
+    CU_ASSERT_EQUAL(md->n_params, ma->n_params + 200);
+    CU_ASSERT_EQUAL(hc_model_var_offset(md, 1), 200);
+    CU_ASSERT_EQUAL(hc_keras_var_path(md, 0, path, sizeof path), HC_OK);
+    CU_ASSERT_STRING_EQUAL(path, "layers/embedding/vars/0");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(hp_tmpdir(dir, sizeof dir));
+    snprintf(h5, sizeof h5, "%s/t.weights.h5", dir);
+    p = malloc(md->n_params * sizeof *p);
+    q = calloc(md->n_params, sizeof *q);
+    CU_ASSERT_FATAL(p && q);
+    for (size_t i = 0; i < md->n_params; i++)
+        p[i] = (float)i * 0.25f - 3;
+    CU_ASSERT_EQUAL(hc_keras_write_weights(h5, md, p, NULL), HC_OK);
+    CU_ASSERT_EQUAL(hc_keras_read_weights(h5, md, q), HC_OK);
+    CU_ASSERT(memcmp(p, q, md->n_params * sizeof *p) == 0);
+    /* 2^26 rows of 4 floats is 1 GiB, the limit; one more row is over. */
+    snprintf(buf, sizeof buf, fmt, "67108864");
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_OK);
+    CU_ASSERT_EQUAL(hc_keras_dense_tables(ma, md), HC_OK);
+    snprintf(buf, sizeof buf, fmt, "67108865");
+    CU_ASSERT_EQUAL_FATAL(hc_model_parse(buf, strlen(buf), "k", ma), HC_OK);
+    CU_ASSERT_EQUAL(hc_keras_dense_tables(ma, md), HC_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "table embedding/embeddings "
+                                  "has input_dim 67108865"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "limit of 1073741824 bytes"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(),
+                                  "embedding/embeddings.ids.npy"));
+    free(p);
+    free(q);
+    free(md);
+    hp_rmtree(dir);
+}
+
 /* The optimizer's state (keras.h) written with the weights and read back:
  * each optimizer's count of Keras variables, slots, iteration and Nadam's
  * u_product the same; a file without it, or read for another optimizer,
@@ -1134,5 +1191,6 @@ void hp_test_register(void)
                 test_new_layers_weights);
     CU_add_test(s, "weights and archives written and read", test_write_read);
     CU_add_test(s, "the optimizer's state written and read", test_optim_state);
+    CU_add_test(s, "tables written dense, up to the limit", test_dense_tables);
     CU_add_test(s, "bad archives", test_bad_archives);
 }
