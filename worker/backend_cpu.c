@@ -254,37 +254,76 @@ static void cpu_im2col(struct wk_backend *be, const struct wk_geom *g,
     }
 }
 
+/* First output index o ≥ 0 whose window [o·s − p, o·s − p + k) holds
+ * input position v (kernels_cuda.cu's first_window). */
+static int first_window(int v, int p, int k, int s)
+{
+    int num = v + p - k + 1;
+
+    return num <= 0 ? 0 : (num + s - 1) / s;
+}
+
+/* Channels of one input pixel summed per pass (stack accumulators). */
+#define COL2IM_CHUNK 256
+
+/* A gather, as the CUDA twin's col2im_k: each input pixel's gradient is
+ * the sum, from 0 and windows in output order, of every cols entry
+ * im2col read from it — the same sums in the same order, so the same
+ * bits — written once (or added once onto dx), COL2IM_CHUNK channels at
+ * a time. */
 static void cpu_col2im(struct wk_backend *be, const struct wk_geom *g,
                        const float *cols, float *dx, int add)
 {
     const int C = g->C;
-    int b, oh, ow, i, j, c;
+    const size_t row_len = (size_t)g->kh * g->kw * C;
+    float sum[COL2IM_CHUNK];
 
     (void)be;
-    if (!add)
-        memset(dx, 0, (size_t)g->B * g->H * g->W * C * sizeof *dx);
-    for (b = 0; b < g->B; b++) {
-        float *xb = dx + (size_t)b * g->H * g->W * C;
+    for (int b = 0; b < g->B; b++)
+        for (int ih = 0; ih < g->H; ih++) {
+            int oh0 = first_window(ih, g->pt, g->kh, g->sh);
+            int oh1 = (ih + g->pt) / g->sh;
 
-        for (oh = 0; oh < g->OH; oh++) {
-            for (ow = 0; ow < g->OW; ow++) {
-                for (i = 0; i < g->kh; i++) {
-                    int ih = oh * g->sh - g->pt + i;
+            if (oh1 > g->OH - 1)
+                oh1 = g->OH - 1;
+            for (int iw = 0; iw < g->W; iw++) {
+                int ow0 = first_window(iw, g->pl, g->kw, g->sw);
+                int ow1 = (iw + g->pl) / g->sw;
+                float *px = dx + (((size_t)b * g->H + ih) * g->W + iw) * C;
 
-                    for (j = 0; j < g->kw; j++, cols += C) {
-                        int iw = ow * g->sw - g->pl + j;
-                        float *px;
+                if (ow1 > g->OW - 1)
+                    ow1 = g->OW - 1;
+                for (int c0 = 0; c0 < C; c0 += COL2IM_CHUNK) {
+                    int n = C - c0 < COL2IM_CHUNK ? C - c0 : COL2IM_CHUNK;
+                    int c;
 
-                        if (ih < 0 || ih >= g->H || iw < 0 || iw >= g->W)
-                            continue;
-                        px = xb + ((size_t)ih * g->W + iw) * C;
-                        for (c = 0; c < C; c++)
-                            px[c] += cols[c];
+                    memset(sum, 0, (size_t)n * sizeof *sum);
+                    for (int oh = oh0; oh <= oh1; oh++) {
+                        int i = ih + g->pt - oh * g->sh;
+
+                        for (int ow = ow0; ow <= ow1; ow++) {
+                            int j = iw + g->pl - ow * g->sw;
+                            size_t r = ((size_t)b * g->OH + oh) * g->OW + ow;
+                            const float *cr = cols + r * row_len +
+                                              ((size_t)i * g->kw + j) * C + c0;
+
+                            for (c = 0; c + 4 <= n; c += 4)
+                                st4(sum + c, ld4(sum + c) + ld4(cr + c));
+                            for (; c < n; c++)
+                                sum[c] += cr[c];
+                        }
+                    }
+                    if (add) {
+                        for (c = 0; c + 4 <= n; c += 4)
+                            st4(px + c0 + c, ld4(px + c0 + c) + ld4(sum + c));
+                        for (; c < n; c++)
+                            px[c0 + c] += sum[c];
+                    } else {
+                        memcpy(px + c0, sum, (size_t)n * sizeof *sum);
                     }
                 }
             }
         }
-    }
 }
 
 /* ---- bias and activations ---- */
@@ -440,7 +479,12 @@ static void cpu_act_backward(struct wk_backend *be, const float *y,
         }
         break;
     case HC_ACT_RELU:
-        for (i = 0; i < count; i++)
+        for (i = 0; i + 4 <= count; i += 4) {
+            v4f zero = {0};
+
+            st4(dx + i, vsel(ld4(y + i) > zero, ld4(dy + i), zero));
+        }
+        for (; i < count; i++)
             dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
         break;
     case HC_ACT_SIGMOID:
@@ -1165,37 +1209,81 @@ static void cpu_layernorm_forward(struct wk_backend *be, int rows, int n,
 }
 
 /* ---- batch normalization: channels in chunks of BN_CHUNK, each chunk's
- * sums in double on the stack, the rows walked in order ---- */
+ * sums in double on the stack, the rows walked in order; four channels at
+ * a time (v4f, and two v2d for the double sums: the same operations, in
+ * the same order, as one channel at a time) ---- */
 
 #define BN_CHUNK 256
+
+typedef double v2d __attribute__((vector_size(16)));
+
+/* Lanes 0–1 and 2–3 of v as doubles. */
+static inline v2d lo2d(v4f v)
+{
+    v2d d = {v[0], v[1]};
+
+    return d;
+}
+
+static inline v2d hi2d(v4f v)
+{
+    v2d d = {v[2], v[3]};
+
+    return d;
+}
+
+/* s[0..2) += lanes of v, in double: four channels' sums (v2d pairs). */
+static inline void acc4d(v2d *s, v4f v)
+{
+    s[0] += lo2d(v);
+    s[1] += hi2d(v);
+}
+
+/* Channel j's double in an array of pairs. */
+#define D2(a, j) ((a)[(j) >> 1][(j) & 1])
 
 static void cpu_bn_stats(struct wk_backend *be, const float *x, int rows,
                          int c, float *st)
 {
-    double s[BN_CHUNK], q[BN_CHUNK];
+    v2d s[BN_CHUNK / 2], q[BN_CHUNK / 2];
 
     (void)be;
     for (int c0 = 0; c0 < c; c0 += BN_CHUNK) {
-        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK;
+        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK, n4 = n & ~3;
 
         memset(s, 0, sizeof s);
         memset(q, 0, sizeof q);
-        for (int r = 0; r < rows; r++)
-            for (int j = 0; j < n; j++)
-                s[j] += x[(size_t)r * c + c0 + j];
-        for (int j = 0; j < n; j++)
-            s[j] /= rows;
-        for (int r = 0; r < rows; r++)
-            for (int j = 0; j < n; j++) {
-                double d = x[(size_t)r * c + c0 + j] - s[j];
-                q[j] += d * d;
-            }
-        for (int j = 0; j < n; j++) {
-            double var = q[j] / rows;
+        for (int r = 0; r < rows; r++) {
+            const float *xr = x + (size_t)r * c + c0;
 
-            st[c0 + j] = (float)s[j];
+            for (int j = 0; j < n4; j += 4)
+                acc4d(s + j / 2, ld4(xr + j));
+            for (int j = n4; j < n; j++)
+                D2(s, j) += xr[j];
+        }
+        for (int j = 0; j < n; j++)
+            D2(s, j) /= rows;
+        for (int r = 0; r < rows; r++) {
+            const float *xr = x + (size_t)r * c + c0;
+
+            for (int j = 0; j < n4; j += 4) {
+                v4f v = ld4(xr + j);
+                v2d d0 = lo2d(v) - s[j / 2], d1 = hi2d(v) - s[j / 2 + 1];
+
+                q[j / 2] += d0 * d0;
+                q[j / 2 + 1] += d1 * d1;
+            }
+            for (int j = n4; j < n; j++) {
+                double d = xr[j] - D2(s, j);
+                D2(q, j) += d * d;
+            }
+        }
+        for (int j = 0; j < n; j++) {
+            double mean = D2(s, j), var = D2(q, j) / rows;
+
+            st[c0 + j] = (float)mean;
             st[c + c0 + j] = (float)var;
-            st[2 * c + c0 + j] = (float)(var + s[j] * s[j]);
+            st[2 * c + c0 + j] = (float)(var + mean * mean);
         }
     }
 }
@@ -1248,7 +1336,7 @@ static void cpu_bn_forward(struct wk_backend *be, const float *x, int rows,
 
     (void)be;
     for (int c0 = 0; c0 < c; c0 += BN_CHUNK) {
-        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK;
+        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK, n4 = n & ~3;
 
         /* y = a·x + b per channel */
         for (int j = 0; j < n; j++) {
@@ -1258,10 +1346,15 @@ static void cpu_bn_forward(struct wk_backend *be, const float *x, int rows,
             a[j] = g * inv;
             b[j] = (beta ? beta[c0 + j] : 0.0f) - a[j] * mean[c0 + j];
         }
-        for (int r = 0; r < rows; r++)
-            for (int j = 0; j < n; j++)
-                y[(size_t)r * c + c0 + j] =
-                    a[j] * x[(size_t)r * c + c0 + j] + b[j];
+        for (int r = 0; r < rows; r++) {
+            const float *xr = x + (size_t)r * c + c0;
+            float *yr = y + (size_t)r * c + c0;
+
+            for (int j = 0; j < n4; j += 4)
+                st4(yr + j, ld4(a + j) * ld4(xr + j) + ld4(b + j));
+            for (int j = n4; j < n; j++)
+                yr[j] = a[j] * xr[j] + b[j];
+        }
     }
 }
 
@@ -1269,24 +1362,35 @@ static void cpu_bn_backward_params(struct wk_backend *be, const float *x,
                                    const float *dy, int rows, int c,
                                    const float *st, float eps, float *sums)
 {
-    double sg[BN_CHUNK], sb[BN_CHUNK];
+    v2d sg[BN_CHUNK / 2], sb[BN_CHUNK / 2];
 
     (void)be;
     for (int c0 = 0; c0 < c; c0 += BN_CHUNK) {
-        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK;
+        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK, n4 = n & ~3;
+        const float *mean = st + c0;
 
         memset(sg, 0, sizeof sg);
         memset(sb, 0, sizeof sb);
-        for (int r = 0; r < rows; r++)
-            for (int j = 0; j < n; j++) {
-                size_t i = (size_t)r * c + c0 + j;
+        for (int r = 0; r < rows; r++) {
+            const float *xr = x + (size_t)r * c + c0;
+            const float *dr = dy + (size_t)r * c + c0;
 
-                sg[j] += (double)dy[i] * (x[i] - st[c0 + j]);
-                sb[j] += dy[i];
+            for (int j = 0; j < n4; j += 4) {
+                v4f d = ld4(dr + j), h = ld4(xr + j) - ld4(mean + j);
+
+                sg[j / 2] += lo2d(d) * lo2d(h);
+                sg[j / 2 + 1] += hi2d(d) * hi2d(h);
+                acc4d(sb + j / 2, d);
             }
+            for (int j = n4; j < n; j++) {
+                D2(sg, j) += (double)dr[j] * (xr[j] - mean[j]);
+                D2(sb, j) += dr[j];
+            }
+        }
         for (int j = 0; j < n; j++) {
-            sums[c0 + j] = (float)(sg[j] / sqrt((double)st[c + c0 + j] + eps));
-            sums[c + c0 + j] = (float)sb[j];
+            sums[c0 + j] = (float)(D2(sg, j) /
+                                   sqrt((double)st[c + c0 + j] + eps));
+            sums[c + c0 + j] = (float)D2(sb, j);
         }
     }
 }
@@ -1301,7 +1405,8 @@ static void cpu_bn_backward_input(struct wk_backend *be, const float *x,
 
     (void)be;
     for (int c0 = 0; c0 < c; c0 += BN_CHUNK) {
-        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK;
+        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK, n4 = n & ~3;
+        const float *mean = st + c0;
 
         for (int j = 0; j < n; j++) {
             inv[j] = 1.0f / sqrtf(st[c + c0 + j] + eps);
@@ -1309,13 +1414,23 @@ static void cpu_bn_backward_input(struct wk_backend *be, const float *x,
             mg[j] = sums[c0 + j] / (float)rows;
             mb[j] = sums[c + c0 + j] / (float)rows;
         }
-        for (int r = 0; r < rows; r++)
-            for (int j = 0; j < n; j++) {
-                size_t i = (size_t)r * c + c0 + j;
-                float xh = (x[i] - st[c0 + j]) * inv[j];
+        for (int r = 0; r < rows; r++) {
+            const float *xr = x + (size_t)r * c + c0;
+            const float *dr = dy + (size_t)r * c + c0;
+            float *xo = dx + (size_t)r * c + c0;
 
-                dx[i] = k[j] * (dy[i] - mb[j] - xh * mg[j]);
+            for (int j = 0; j < n4; j += 4) {
+                v4f xh = (ld4(xr + j) - ld4(mean + j)) * ld4(inv + j);
+
+                st4(xo + j, ld4(k + j) * (ld4(dr + j) - ld4(mb + j) -
+                                          xh * ld4(mg + j)));
             }
+            for (int j = n4; j < n; j++) {
+                float xh = (xr[j] - mean[j]) * inv[j];
+
+                xo[j] = k[j] * (dr[j] - mb[j] - xh * mg[j]);
+            }
+        }
     }
 }
 
