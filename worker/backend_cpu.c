@@ -254,76 +254,44 @@ static void cpu_im2col(struct wk_backend *be, const struct wk_geom *g,
     }
 }
 
-/* First output index o ≥ 0 whose window [o·s − p, o·s − p + k) holds
- * input position v (kernels_cuda.cu's first_window). */
-static int first_window(int v, int p, int k, int s)
-{
-    int num = v + p - k + 1;
-
-    return num <= 0 ? 0 : (num + s - 1) / s;
-}
-
-/* Channels of one input pixel summed per pass (stack accumulators). */
-#define COL2IM_CHUNK 256
-
-/* A gather, as the CUDA twin's col2im_k: each input pixel's gradient is
- * the sum, from 0 and windows in output order, of every cols entry
- * im2col read from it — the same sums in the same order, so the same
- * bits — written once (or added once onto dx), COL2IM_CHUNK channels at
- * a time. */
+/* Each input pixel's gradient is the sum, from 0 (or from dx, add) and
+ * windows in output order, of every cols entry im2col read from it,
+ * four channels at a time. The CUDA twin's col2im_k gathers the same
+ * windows in the same order (with add, it adds their sum onto dx: the
+ * same to float reassociation). */
 static void cpu_col2im(struct wk_backend *be, const struct wk_geom *g,
                        const float *cols, float *dx, int add)
 {
     const int C = g->C;
-    const size_t row_len = (size_t)g->kh * g->kw * C;
-    float sum[COL2IM_CHUNK];
+    int b, oh, ow, i, j, c;
 
     (void)be;
-    for (int b = 0; b < g->B; b++)
-        for (int ih = 0; ih < g->H; ih++) {
-            int oh0 = first_window(ih, g->pt, g->kh, g->sh);
-            int oh1 = (ih + g->pt) / g->sh;
+    if (!add)
+        memset(dx, 0, (size_t)g->B * g->H * g->W * C * sizeof *dx);
+    for (b = 0; b < g->B; b++) {
+        float *xb = dx + (size_t)b * g->H * g->W * C;
 
-            if (oh1 > g->OH - 1)
-                oh1 = g->OH - 1;
-            for (int iw = 0; iw < g->W; iw++) {
-                int ow0 = first_window(iw, g->pl, g->kw, g->sw);
-                int ow1 = (iw + g->pl) / g->sw;
-                float *px = dx + (((size_t)b * g->H + ih) * g->W + iw) * C;
+        for (oh = 0; oh < g->OH; oh++) {
+            for (ow = 0; ow < g->OW; ow++) {
+                for (i = 0; i < g->kh; i++) {
+                    int ih = oh * g->sh - g->pt + i;
 
-                if (ow1 > g->OW - 1)
-                    ow1 = g->OW - 1;
-                for (int c0 = 0; c0 < C; c0 += COL2IM_CHUNK) {
-                    int n = C - c0 < COL2IM_CHUNK ? C - c0 : COL2IM_CHUNK;
-                    int c;
+                    for (j = 0; j < g->kw; j++, cols += C) {
+                        int iw = ow * g->sw - g->pl + j;
+                        float *px;
 
-                    memset(sum, 0, (size_t)n * sizeof *sum);
-                    for (int oh = oh0; oh <= oh1; oh++) {
-                        int i = ih + g->pt - oh * g->sh;
-
-                        for (int ow = ow0; ow <= ow1; ow++) {
-                            int j = iw + g->pl - ow * g->sw;
-                            size_t r = ((size_t)b * g->OH + oh) * g->OW + ow;
-                            const float *cr = cols + r * row_len +
-                                              ((size_t)i * g->kw + j) * C + c0;
-
-                            for (c = 0; c + 4 <= n; c += 4)
-                                st4(sum + c, ld4(sum + c) + ld4(cr + c));
-                            for (; c < n; c++)
-                                sum[c] += cr[c];
-                        }
-                    }
-                    if (add) {
-                        for (c = 0; c + 4 <= n; c += 4)
-                            st4(px + c0 + c, ld4(px + c0 + c) + ld4(sum + c));
-                        for (; c < n; c++)
-                            px[c0 + c] += sum[c];
-                    } else {
-                        memcpy(px + c0, sum, (size_t)n * sizeof *sum);
+                        if (ih < 0 || ih >= g->H || iw < 0 || iw >= g->W)
+                            continue;
+                        px = xb + ((size_t)ih * g->W + iw) * C;
+                        for (c = 0; c + 4 <= C; c += 4)
+                            st4(px + c, ld4(px + c) + ld4(cols + c));
+                        for (; c < C; c++)
+                            px[c] += cols[c];
                     }
                 }
             }
         }
+    }
 }
 
 /* ---- bias and activations ---- */
