@@ -254,6 +254,11 @@ static void cpu_im2col(struct wk_backend *be, const struct wk_geom *g,
     }
 }
 
+/* Each input pixel's gradient is the sum, from 0 (or from dx, add) and
+ * windows in output order, of every cols entry im2col read from it,
+ * four channels at a time. The CUDA twin's col2im_k gathers the same
+ * windows in the same order (with add, it adds their sum onto dx: the
+ * same to float reassociation). */
 static void cpu_col2im(struct wk_backend *be, const struct wk_geom *g,
                        const float *cols, float *dx, int add)
 {
@@ -278,7 +283,9 @@ static void cpu_col2im(struct wk_backend *be, const struct wk_geom *g,
                         if (ih < 0 || ih >= g->H || iw < 0 || iw >= g->W)
                             continue;
                         px = xb + ((size_t)ih * g->W + iw) * C;
-                        for (c = 0; c < C; c++)
+                        for (c = 0; c + 4 <= C; c += 4)
+                            st4(px + c, ld4(px + c) + ld4(cols + c));
+                        for (; c < C; c++)
                             px[c] += cols[c];
                     }
                 }
@@ -440,7 +447,12 @@ static void cpu_act_backward(struct wk_backend *be, const float *y,
         }
         break;
     case HC_ACT_RELU:
-        for (i = 0; i < count; i++)
+        for (i = 0; i + 4 <= count; i += 4) {
+            v4f zero = {0};
+
+            st4(dx + i, vsel(ld4(y + i) > zero, ld4(dy + i), zero));
+        }
+        for (; i < count; i++)
             dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
         break;
     case HC_ACT_SIGMOID:
@@ -1165,37 +1177,81 @@ static void cpu_layernorm_forward(struct wk_backend *be, int rows, int n,
 }
 
 /* ---- batch normalization: channels in chunks of BN_CHUNK, each chunk's
- * sums in double on the stack, the rows walked in order ---- */
+ * sums in double on the stack, the rows walked in order; four channels at
+ * a time (v4f, and two v2d for the double sums: the same operations, in
+ * the same order, as one channel at a time) ---- */
 
 #define BN_CHUNK 256
+
+typedef double v2d __attribute__((vector_size(16)));
+
+/* Lanes 0–1 and 2–3 of v as doubles. */
+static inline v2d lo2d(v4f v)
+{
+    v2d d = {v[0], v[1]};
+
+    return d;
+}
+
+static inline v2d hi2d(v4f v)
+{
+    v2d d = {v[2], v[3]};
+
+    return d;
+}
+
+/* s[0..2) += lanes of v, in double: four channels' sums (v2d pairs). */
+static inline void acc4d(v2d *s, v4f v)
+{
+    s[0] += lo2d(v);
+    s[1] += hi2d(v);
+}
+
+/* Channel j's double in an array of pairs. */
+#define D2(a, j) ((a)[(j) >> 1][(j) & 1])
 
 static void cpu_bn_stats(struct wk_backend *be, const float *x, int rows,
                          int c, float *st)
 {
-    double s[BN_CHUNK], q[BN_CHUNK];
+    v2d s[BN_CHUNK / 2], q[BN_CHUNK / 2];
 
     (void)be;
     for (int c0 = 0; c0 < c; c0 += BN_CHUNK) {
-        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK;
+        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK, n4 = n & ~3;
 
         memset(s, 0, sizeof s);
         memset(q, 0, sizeof q);
-        for (int r = 0; r < rows; r++)
-            for (int j = 0; j < n; j++)
-                s[j] += x[(size_t)r * c + c0 + j];
-        for (int j = 0; j < n; j++)
-            s[j] /= rows;
-        for (int r = 0; r < rows; r++)
-            for (int j = 0; j < n; j++) {
-                double d = x[(size_t)r * c + c0 + j] - s[j];
-                q[j] += d * d;
-            }
-        for (int j = 0; j < n; j++) {
-            double var = q[j] / rows;
+        for (int r = 0; r < rows; r++) {
+            const float *xr = x + (size_t)r * c + c0;
 
-            st[c0 + j] = (float)s[j];
+            for (int j = 0; j < n4; j += 4)
+                acc4d(s + j / 2, ld4(xr + j));
+            for (int j = n4; j < n; j++)
+                D2(s, j) += xr[j];
+        }
+        for (int j = 0; j < n; j++)
+            D2(s, j) /= rows;
+        for (int r = 0; r < rows; r++) {
+            const float *xr = x + (size_t)r * c + c0;
+
+            for (int j = 0; j < n4; j += 4) {
+                v4f v = ld4(xr + j);
+                v2d d0 = lo2d(v) - s[j / 2], d1 = hi2d(v) - s[j / 2 + 1];
+
+                q[j / 2] += d0 * d0;
+                q[j / 2 + 1] += d1 * d1;
+            }
+            for (int j = n4; j < n; j++) {
+                double d = xr[j] - D2(s, j);
+                D2(q, j) += d * d;
+            }
+        }
+        for (int j = 0; j < n; j++) {
+            double mean = D2(s, j), var = D2(q, j) / rows;
+
+            st[c0 + j] = (float)mean;
             st[c + c0 + j] = (float)var;
-            st[2 * c + c0 + j] = (float)(var + s[j] * s[j]);
+            st[2 * c + c0 + j] = (float)(var + mean * mean);
         }
     }
 }
@@ -1248,7 +1304,7 @@ static void cpu_bn_forward(struct wk_backend *be, const float *x, int rows,
 
     (void)be;
     for (int c0 = 0; c0 < c; c0 += BN_CHUNK) {
-        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK;
+        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK, n4 = n & ~3;
 
         /* y = a·x + b per channel */
         for (int j = 0; j < n; j++) {
@@ -1258,10 +1314,15 @@ static void cpu_bn_forward(struct wk_backend *be, const float *x, int rows,
             a[j] = g * inv;
             b[j] = (beta ? beta[c0 + j] : 0.0f) - a[j] * mean[c0 + j];
         }
-        for (int r = 0; r < rows; r++)
-            for (int j = 0; j < n; j++)
-                y[(size_t)r * c + c0 + j] =
-                    a[j] * x[(size_t)r * c + c0 + j] + b[j];
+        for (int r = 0; r < rows; r++) {
+            const float *xr = x + (size_t)r * c + c0;
+            float *yr = y + (size_t)r * c + c0;
+
+            for (int j = 0; j < n4; j += 4)
+                st4(yr + j, ld4(a + j) * ld4(xr + j) + ld4(b + j));
+            for (int j = n4; j < n; j++)
+                yr[j] = a[j] * xr[j] + b[j];
+        }
     }
 }
 
@@ -1269,24 +1330,35 @@ static void cpu_bn_backward_params(struct wk_backend *be, const float *x,
                                    const float *dy, int rows, int c,
                                    const float *st, float eps, float *sums)
 {
-    double sg[BN_CHUNK], sb[BN_CHUNK];
+    v2d sg[BN_CHUNK / 2], sb[BN_CHUNK / 2];
 
     (void)be;
     for (int c0 = 0; c0 < c; c0 += BN_CHUNK) {
-        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK;
+        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK, n4 = n & ~3;
+        const float *mean = st + c0;
 
         memset(sg, 0, sizeof sg);
         memset(sb, 0, sizeof sb);
-        for (int r = 0; r < rows; r++)
-            for (int j = 0; j < n; j++) {
-                size_t i = (size_t)r * c + c0 + j;
+        for (int r = 0; r < rows; r++) {
+            const float *xr = x + (size_t)r * c + c0;
+            const float *dr = dy + (size_t)r * c + c0;
 
-                sg[j] += (double)dy[i] * (x[i] - st[c0 + j]);
-                sb[j] += dy[i];
+            for (int j = 0; j < n4; j += 4) {
+                v4f d = ld4(dr + j), h = ld4(xr + j) - ld4(mean + j);
+
+                sg[j / 2] += lo2d(d) * lo2d(h);
+                sg[j / 2 + 1] += hi2d(d) * hi2d(h);
+                acc4d(sb + j / 2, d);
             }
+            for (int j = n4; j < n; j++) {
+                D2(sg, j) += (double)dr[j] * (xr[j] - mean[j]);
+                D2(sb, j) += dr[j];
+            }
+        }
         for (int j = 0; j < n; j++) {
-            sums[c0 + j] = (float)(sg[j] / sqrt((double)st[c + c0 + j] + eps));
-            sums[c + c0 + j] = (float)sb[j];
+            sums[c0 + j] = (float)(D2(sg, j) /
+                                   sqrt((double)st[c + c0 + j] + eps));
+            sums[c + c0 + j] = (float)D2(sb, j);
         }
     }
 }
@@ -1301,7 +1373,8 @@ static void cpu_bn_backward_input(struct wk_backend *be, const float *x,
 
     (void)be;
     for (int c0 = 0; c0 < c; c0 += BN_CHUNK) {
-        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK;
+        int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK, n4 = n & ~3;
+        const float *mean = st + c0;
 
         for (int j = 0; j < n; j++) {
             inv[j] = 1.0f / sqrtf(st[c + c0 + j] + eps);
@@ -1309,13 +1382,23 @@ static void cpu_bn_backward_input(struct wk_backend *be, const float *x,
             mg[j] = sums[c0 + j] / (float)rows;
             mb[j] = sums[c + c0 + j] / (float)rows;
         }
-        for (int r = 0; r < rows; r++)
-            for (int j = 0; j < n; j++) {
-                size_t i = (size_t)r * c + c0 + j;
-                float xh = (x[i] - st[c0 + j]) * inv[j];
+        for (int r = 0; r < rows; r++) {
+            const float *xr = x + (size_t)r * c + c0;
+            const float *dr = dy + (size_t)r * c + c0;
+            float *xo = dx + (size_t)r * c + c0;
 
-                dx[i] = k[j] * (dy[i] - mb[j] - xh * mg[j]);
+            for (int j = 0; j < n4; j += 4) {
+                v4f xh = (ld4(xr + j) - ld4(mean + j)) * ld4(inv + j);
+
+                st4(xo + j, ld4(k + j) * (ld4(dr + j) - ld4(mb + j) -
+                                          xh * ld4(mg + j)));
             }
+            for (int j = n4; j < n; j++) {
+                float xh = (xr[j] - mean[j]) * inv[j];
+
+                xo[j] = k[j] * (dr[j] - mb[j] - xh * mg[j]);
+            }
+        }
     }
 }
 
