@@ -35,11 +35,16 @@ OPT=${OPT:-adam}
 # its sign), large enough beside the weights for float32 to show it.
 LR=1e-3
 [ "$OPT" = sgd ] && LR=1.0
-/usr/bin/python3 - "$SEED" "$OPT" deploy/models/fashion_resnet_bn.json "$T/model.json" <<'PY'
+# DECAY=N: CosineDecay over N steps instead of the model's, so that a few
+# steps show whether both sides take step t's rate at the same t.
+DECAY=${DECAY:-0}
+/usr/bin/python3 - "$SEED" "$OPT" "$DECAY" deploy/models/fashion_resnet_bn.json "$T/model.json" <<'PY'
 import json, sys
-seed, opt, src, dst = sys.argv[1:]
+seed, opt, decay, src, dst = sys.argv[1:]
 m = json.load(open(src))
 m["seed"] = int(seed)
+if int(decay):
+    m["optimizer"]["learning_rate"]["config"]["decay_steps"] = int(decay)
 if opt == "sgd":
     lr = m["optimizer"]["learning_rate"]
     lr["config"]["initial_learning_rate"] = 1.0
@@ -55,7 +60,7 @@ resnet_job "$T" "$T/model.json" --max-steps "$STEPS" --no-eval \
 run_torch() {
     /usr/bin/python3 tests/bench/torch_resnet.py --seeds "$SEED" --threads 1 \
         --init-from "$T/init" --order hetps --optimizer "$OPT" --lr "$LR" \
-        --steps "$STEPS" "$@"
+        --steps "$STEPS" --decay-steps "$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["optimizer"]["learning_rate"]["config"]["decay_steps"])' "$T/model.json")" "$@"
 }
 run_torch --weights-out "$T/torch32" > "$T/torch32.txt"
 run_torch --double --weights-out "$T/torch64" > "$T/torch64.txt"
