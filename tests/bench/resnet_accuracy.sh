@@ -1,7 +1,7 @@
 #!/bin/sh
 # resnet_accuracy.sh — the small ResNet with batch norm on Fashion-MNIST,
 # hetps beside PyTorch for each seed of SEEDS, both printed by this one
-# command (not part of `make bench`: about 15 minutes a seed on a quiet
+# command (not part of `make bench`: about 13 minutes a seed on a quiet
 # 2-core VM, the two sides one after the other):
 #   hetps   deploy/models/fashion_resnet_bn.json with its seed set to the
 #           seed, 2 parameter servers and 2 sync workers × 32 (global batch

@@ -187,7 +187,8 @@ class KerasAdam:
     v += (g^2 - v)(1 - b2), t = iterations + 1,
     lr_t = lr sqrt(1 - b2^t) / (1 - b1^t), p -= lr_t m / (sqrt(v) + eps)
     (epsilon outside the root and before the bias correction, where
-    PyTorch's Adam puts it after), lr from the schedule at `iterations`."""
+    PyTorch's Adam puts it after), lr from the schedule at `iterations`;
+    with sgd, plain SGD steps p -= lr g at the same rates instead."""
 
     def __init__(self, torch, params, lr_at, b1=0.9, b2=0.999, eps=1e-7,
                  sgd=False):
