@@ -5,8 +5,12 @@ regularisation, batch norm and optimizer as Keras would train, so hetps's
 accuracy and step speed can be set beside PyTorch's.
 
     torch_resnet.py [--seeds 42] [--epochs 3] [--batch 64] [--replicas 2]
-                    [--threads 2] [--data DIR]
+                    [--threads 2] [--lr 1e-3] [--decay-steps N]
+                    [--order torch|hetps] [--data DIR]
     torch_resnet.py --speed --threads 1 [--steps 100] [--batch 64]
+    torch_resnet.py --seeds S --init-out DIR
+    torch_resnet.py --seeds S --init-from DIR --order hetps --steps N
+                    [--optimizer adam|sgd] [--double] --weights-out DIR
 
 The model (Keras's words): Conv2D(16, 3x3, same) -> BatchNormalization ->
 ReLU, then three stages of one residual block each, 16, 32 and 64
@@ -28,16 +32,33 @@ GlobalAveragePooling2D -> Dense(10, softmax). Keras's choices throughout:
     --replicas R the batch is normalised in R equal parts, each by its own
     moments, as R mirrored replicas (or R sync workers) do, and the moving
     statistics move once by the moments of the whole batch;
-  * Adam(1e-3, 0.9, 0.999, epsilon 1e-7); sparse categorical cross-entropy
-    averaged over the batch; images scaled to [0, 1], reshuffled each
-    epoch from the seed, the last shorter batch kept.
+  * Keras 3's Adam (beta 0.9, 0.999, epsilon 1e-7 outside the root and
+    before the bias correction: lr_t = lr sqrt(1 - b2^t) / (1 - b1^t),
+    p -= lr_t m / (sqrt(v) + eps), where PyTorch's Adam adds epsilon to
+    the bias-corrected root), its rate Keras's CosineDecay from --lr
+    (1e-3) to 0 over --decay-steps (the run's steps by default: epochs x
+    ceil(60000 / batch)), no warm-up, evaluated at the optimizer's
+    iteration count before the step as Keras and hetps's shards do;
+    sparse categorical cross-entropy averaged over the batch; images
+    scaled to [0, 1], the last shorter batch kept. Each epoch's order is
+    PyTorch's randperm from the seed, or with --order hetps the one
+    hetps's sync workers walk for that seed (worker/data.c's Fisher-Yates
+    over splitmix64), so both sides see the same batches.
 
 Prints one line per epoch and "torch seed S: val_accuracy A". --speed
-times the training step on random data instead and prints
-"torch resnet: N samples/s (batch B, T threads)".
+times the training step on random data instead (PyTorch's own Adam, a
+constant rate) and prints "torch resnet: N samples/s (batch B, T
+threads)". For tests/bench/resnet_steps.sh: --init-out writes the seed's
+initial weights as Keras-layout .npy files (hetps's names: stem/kernel,
+stem_bn/gamma, ...) and stops; --init-from starts from such files, --steps
+stops after N steps (printing each step's loss and rate),
+--optimizer sgd takes plain SGD steps at the same schedule, --double
+computes in float64, and --weights-out writes the weights at the end.
 """
 import argparse
 import math
+import os
+import struct
 import sys
 import time
 
@@ -147,6 +168,130 @@ def build(torch, nn, gen, replicas):
     return Net()
 
 
+def keras_cosine(lr, decay_steps, alpha, it):
+    """Keras's CosineDecay (no warm-up) at iteration `it`: the optimizer's
+    iteration count before the step (Keras evaluates the schedule at
+    `optimizer.iterations`, then increments it; hetps's shards at the
+    updates applied before this one), float32 as Keras computes it."""
+    f32 = struct.Struct("f")
+
+    def r(x):
+        return f32.unpack(f32.pack(x))[0]
+    frac = r(min(it, decay_steps) / decay_steps)
+    cd = r(0.5 * (1.0 + math.cos(r(math.pi) * frac)))
+    return r(lr * r(r((1.0 - alpha) * cd) + alpha))
+
+
+class KerasAdam:
+    """Keras 3's Adam, step for step: m += (g - m)(1 - b1),
+    v += (g^2 - v)(1 - b2), t = iterations + 1,
+    lr_t = lr sqrt(1 - b2^t) / (1 - b1^t), p -= lr_t m / (sqrt(v) + eps)
+    (epsilon outside the root and before the bias correction, where
+    PyTorch's Adam puts it after), lr from the schedule at `iterations`;
+    with sgd, plain SGD steps p -= lr g at the same rates instead."""
+
+    def __init__(self, torch, params, lr_at, b1=0.9, b2=0.999, eps=1e-7,
+                 sgd=False):
+        self.torch, self.params, self.lr_at = torch, list(params), lr_at
+        self.sgd = sgd
+        self.b1, self.b2, self.eps, self.it = b1, b2, eps, 0
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+    def step(self):
+        lr = self.lr_at(self.it)
+        t = self.it + 1
+        lr_t = lr * math.sqrt(1.0 - self.b2 ** t) / (1.0 - self.b1 ** t)
+        with self.torch.no_grad():
+            for p, m, v in zip(self.params, self.m, self.v):
+                g = p.grad
+                if self.sgd:
+                    p.sub_(g * lr)
+                    continue
+                m.add_((g - m) * (1.0 - self.b1))
+                v.add_((g * g - v) * (1.0 - self.b2))
+                p.sub_(m * lr_t / (v.sqrt() + self.eps))
+        self.it += 1
+        return lr
+
+
+def hetps_order(n, seed, epoch):
+    """The permutation hetps's sync workers walk in epoch `epoch` (one
+    shard of the whole set, worker/data.c: Fisher-Yates driven by
+    splitmix64 from mix64(seed ^ mix64(epoch * gamma ^ mix64(1))))."""
+    M = (1 << 64) - 1
+    G = 0x9E3779B97F4A7C15
+
+    def mix(z):
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
+        return z ^ (z >> 31)
+    state = mix(seed ^ mix(((epoch * G) & M) ^ mix(1)))
+    order = list(range(n))
+    for i in range(n - 1, 0, -1):
+        bound = i + 1
+        thr = ((1 << 64) - bound) % bound
+        while True:
+            state = (state + G) & M
+            r = mix(state)
+            if r >= thr:
+                break
+        j = r % bound
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
+def variables(model):
+    """(hetps/Keras name, tensor, to Keras layout, from Keras layout) of
+    every variable, in the names of deploy/models/fashion_resnet_bn.json."""
+    out = []
+
+    def conv(name, c):
+        w = c.conv.weight
+        out.append((name + "/kernel", w, lambda t: t.permute(2, 3, 1, 0),
+                    lambda a: a.permute(3, 2, 0, 1)))
+
+    def bn(name, b):
+        for k, t in (("gamma", b.gamma), ("beta", b.beta),
+                     ("moving_mean", b.moving_mean),
+                     ("moving_variance", b.moving_var)):
+            out.append((name + "/" + k, t, lambda x: x, lambda a: a))
+    conv("stem", model.stem)
+    bn("stem_bn", model.bn)
+    for s, blk in enumerate(model.blocks, 1):
+        conv("res%d_a" % s, blk.c1)
+        bn("res%d_a_bn" % s, blk.b1)
+        conv("res%d_b" % s, blk.c2)
+        bn("res%d_b_bn" % s, blk.b2)
+        if blk.proj is not None:
+            conv("res%d_proj" % s, blk.proj)
+            bn("res%d_proj_bn" % s, blk.pb)
+    out.append(("dense/kernel", model.dense.weight, lambda t: t.t(),
+                lambda a: a.t()))
+    out.append(("dense/bias", model.dense.bias, lambda t: t, lambda a: a))
+    return out
+
+
+def save_npy(torch, model, d):
+    import numpy as np
+    for name, t, to_k, _ in variables(model):
+        os.makedirs(os.path.join(d, os.path.dirname(name)), exist_ok=True)
+        np.save(os.path.join(d, name + ".npy"),
+                np.ascontiguousarray(to_k(t.detach()).numpy().astype(np.float32)))
+
+
+def load_npy(torch, model, d):
+    import numpy as np
+    with torch.no_grad():
+        for name, t, _, from_k in variables(model):
+            a = torch.from_numpy(np.load(os.path.join(d, name + ".npy")))
+            t.copy_(from_k(a))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", default="42")
@@ -154,9 +299,17 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--replicas", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
+    ap.add_argument("--decay-steps", type=int, default=0)
+    ap.add_argument("--order", choices=("torch", "hetps"), default="torch")
+    ap.add_argument("--init-out")
+    ap.add_argument("--init-from")
+    ap.add_argument("--steps", type=int, default=0)
+    ap.add_argument("--weights-out")
+    ap.add_argument("--double", action="store_true")
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--speed", action="store_true")
-    ap.add_argument("--steps", type=int, default=100)
     args = ap.parse_args()
     try:
         import torch
@@ -170,9 +323,10 @@ def main():
         gen = torch.Generator().manual_seed(1)
         model = build(torch, nn, gen, 1)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
+        steps = args.steps or 100
         x = torch.rand((args.batch, 1, 28, 28), generator=gen)
         y = torch.randint(0, 10, (args.batch,), generator=gen)
-        for i in range(args.steps + 10):
+        for i in range(steps + 10):
             if i == 10:
                 t0 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
@@ -180,25 +334,51 @@ def main():
             opt.step()
         dt = time.perf_counter() - t0
         print("torch resnet: %.0f samples/s (batch %d, %d threads)"
-              % (args.steps * args.batch / dt, args.batch,
+              % (steps * args.batch / dt, args.batch,
                  torch.get_num_threads()))
         return 0
     xtr, ytr = load(torch, args.data, "train")
     xte, yte = load(torch, args.data, "t10k")
+    n = xtr.shape[0]
+    steps_per_epoch = -(-n // args.batch)
+    decay_steps = args.decay_steps or args.epochs * steps_per_epoch
     for seed in [int(s) for s in args.seeds.split(",")]:
         gen = torch.Generator().manual_seed(seed)
         model = build(torch, nn, gen, args.replicas)
-        opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
-        n = xtr.shape[0]
+        if args.init_out:
+            save_npy(torch, model, args.init_out)
+            print("torch seed %d: initial weights in %s" % (seed, args.init_out))
+            return 0
+        if args.init_from:
+            load_npy(torch, model, args.init_from)
+        if args.double:
+            model.double()
+            xtr, xte = xtr.double(), xte.double()
+        opt = KerasAdam(torch, model.parameters(),
+                        lambda it: keras_cosine(args.lr, decay_steps, 0.0, it),
+                        sgd=args.optimizer == "sgd")
         acc = 0.0
+        step = 0
         for epoch in range(args.epochs):
             model.train()
-            order = torch.randperm(n, generator=gen)
+            if args.order == "hetps":
+                order = torch.tensor(hetps_order(n, seed, epoch))
+            else:
+                order = torch.randperm(n, generator=gen)
             for i in range(0, n, args.batch):
+                if args.steps and step == args.steps:
+                    break
                 idx = order[i:i + args.batch]
-                opt.zero_grad(set_to_none=True)
-                (loss_fn(model(xtr[idx]), ytr[idx]) + model.l2()).backward()
-                opt.step()
+                opt.zero_grad()
+                loss = loss_fn(model(xtr[idx]), ytr[idx]) + model.l2()
+                loss.backward()
+                lr = opt.step()
+                step += 1
+                if args.steps:
+                    print("torch seed %d: step %d loss %.6f lr %.6g"
+                          % (seed, step, loss.item(), lr))
+            if args.steps and step == args.steps:
+                break
             model.eval()
             with torch.no_grad():
                 logits = torch.cat([model(xte[i:i + 1000])
@@ -208,7 +388,10 @@ def main():
             print("torch seed %d: Epoch %d/%d - val_loss: %.4f - "
                   "val_accuracy: %.4f" % (seed, epoch + 1, args.epochs,
                                           val_loss, acc), flush=True)
-        print("torch seed %d: val_accuracy %.4f" % (seed, acc))
+        if args.weights_out:
+            save_npy(torch, model, args.weights_out)
+        if not args.steps:
+            print("torch seed %d: val_accuracy %.4f" % (seed, acc))
     return 0
 
 
