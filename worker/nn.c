@@ -474,15 +474,39 @@ static int give_grad(struct wk_net *net, struct nn_layer *l, int k,
 /* Backward of layer i, whose output gradient is complete in its buffer
  * (and may be overwritten): its parameter gradients into grads, and the
  * gradient of each input whose node needs one to that node's buffer. */
+/* Where a backward_input of layer l writes input k's gradient: added in
+ * place where the kind can (NN_ADDS; sets l->dx_add), else written to the
+ * scratch and added by give_grad. */
+static float *dx_of(struct wk_net *net, struct nn_layer *l, int k)
+{
+    int add = l->gacc[k] && !l->cross[k] && (l->kind->flags & NN_ADDS);
+
+    l->dx_add = add;
+    return (l->gacc[k] && !add) || l->cross[k] ? net->devs[l->dev].scratch
+                                               : grad_of(net, l->src[k]);
+}
+
+/* Input k of layer l wants a gradient from it. */
+static int wants_grad(const struct wk_net *net, const struct nn_layer *l,
+                      int k)
+{
+    return l->src[k] >= 0 && net->layers[l->src[k]].need_grad &&
+           !l->galias[k];
+}
+
 static int layer_backward(struct wk_net *net, int i, const float *params,
                           float *grads)
 {
     struct nn_layer *l = &net->layers[i];
     struct nn_dev *d = &net->devs[l->dev];
-    float *dy = grad_of(net, i);
-    int k, rv;
+    float *dy = grad_of(net, i), *dx0 = NULL;
+    int k, rv, both = 0;
 
-    if (l->kind->backward_params)
+    if (l->kind->backward_both && l->n_in == 1 && !l->alias) {
+        dx0 = wants_grad(net, l, 0) ? dx_of(net, l, 0) : NULL;
+        both = l->kind->backward_both(l, params, grads, dy, dx0, net->B);
+    }
+    if (!both && l->kind->backward_params)
         l->kind->backward_params(l, grads, dy, net->B);
     for (k = 0; k < LAYER_VARS(l); k++) {
         struct layer_var v;
@@ -495,10 +519,13 @@ static int layer_backward(struct wk_net *net, int i, const float *params,
     for (k = 0; k < l->n_in; k++) {
         const float *g = dy;
 
-        if (l->src[k] < 0 || !net->layers[l->src[k]].need_grad ||
-            l->galias[k])
+        if (!wants_grad(net, l, k))
             continue;
-        if (l->kind->backward_in) {
+        if (both) {
+            if (l->dx_add)
+                continue;
+            g = dx0;
+        } else if (l->kind->backward_in) {
             /* A merge writes or adds its input's gradient itself. */
             if (!l->cross[k]) {
                 l->kind->backward_in(l, k, dy, grad_of(net, l->src[k]),
@@ -513,16 +540,10 @@ static int layer_backward(struct wk_net *net, int i, const float *params,
                 l->kind->backward_input(l, params, dy, dy, net->B);
             continue;
         } else if (l->kind->backward_input) {
-            /* Added in place where the kind can (NN_ADDS), else written
-             * to the scratch and added by give_grad. */
-            int add = l->gacc[k] && !l->cross[k] &&
-                      (l->kind->flags & NN_ADDS);
-            float *dx = (l->gacc[k] && !add) || l->cross[k]
-                            ? d->scratch : grad_of(net, l->src[k]);
+            float *dx = dx_of(net, l, k);
 
-            l->dx_add = add;
             if (l->kind->backward_input(l, params, dy, dx, net->B)) {
-                if (add)
+                if (l->dx_add)
                     continue;
                 g = dx;
             }

@@ -13,6 +13,12 @@
  * device's largest activation, the batch goes through in chunks of
  * ws_chunk samples (one GEMM each, M = chunk·OH·OW rows). Where its
  * input has other readers, dX is added onto their gradient (NN_ADDS).
+ * With stride 1, where dY's cols are no larger than the input's
+ * (l->flip: this file's backward_both), backward unrolls dY instead of
+ * the input, once, and that serves both: dW = Xᵀ·im2col(dY) with the
+ * input as the GEMM's operand as it stands, and dX = im2col(dY)·Wflipᵀ,
+ * the correlation of dY with the kernel turned round — no second unroll
+ * of the input, no kh·kw times larger dcols to write and col2im.
  */
 #include "nn_impl.h"
 
@@ -35,6 +41,10 @@ static int setup(const struct nn_setup *c, const struct hc_layer_spec *s,
     l->direct = s->kh == 1 && s->kw == 1 && sh == 1 && sw == 1;
     l->ws_size = l->direct ? 0 : (size_t)l->g.OH * l->g.OW * s->kh * s->kw *
                                  l->g.C;
+    /* dY's cols (H·W, kh·kw·F) in the same workspace, when not larger */
+    l->flip = !l->direct && sh == 1 && sw == 1 &&
+              (size_t)l->g.H * l->g.W * s->kh * s->kw * s->filters <=
+              l->ws_size;
     return nn_check_var(c, s->var_kernel, "kernel",
                         (size_t)s->kh * s->kw * l->g.C * s->filters,
                         &l->off_w, &l->n_w);
@@ -45,7 +55,8 @@ static int alloc(struct nn_layer *l, size_t B)
     int rv;
 
     if ((rv = nn_alloc_f(l->be, &l->out, B * l->out_size)) ||
-        (!l->pre_pool && (rv = nn_alloc_pre(l, B))))
+        (!l->pre_pool && (rv = nn_alloc_pre(l, B))) ||
+        (l->flip && (rv = nn_alloc_f(l->be, &l->aux, 2 * l->n_w))))
         return rv;
     return HC_OK;
 }
@@ -110,6 +121,53 @@ static void backward_params(struct nn_layer *l, float *grads, float *dy,
     }
 }
 
+/* Stride 1 (l->flip): one unroll of dY a chunk at a time, its windows
+ * padded by what the input's lacked (kh − 1 − pt before), serves both
+ * gradients: dWflip (C, kh·kw·F) = Xᵀ · im2col(dY) and dX (n·H·W, C) =
+ * im2col(dY) · Wflipᵀ, Wflip the kernel's taps in reverse order, each
+ * transposed (aux: Wflip, then dWflip). */
+static int backward_both(struct nn_layer *l, const float *params,
+                         float *grads, float *dy, float *dx, int B)
+{
+    const struct wk_geom *g = &l->g;
+    int F = l->out_c, C = g->C, T = g->kh * g->kw, KF = T * F;
+    int M = g->H * g->W;
+    float *wf = l->aux, *dwf = l->aux + l->n_w;
+    struct wk_geom gd = {
+        .H = g->OH, .W = g->OW, .C = F, .kh = g->kh, .kw = g->kw,
+        .sh = 1, .sw = 1, .pt = g->kh - 1 - g->pt, .pl = g->kw - 1 - g->pl,
+        .OH = g->H, .OW = g->W,
+    };
+
+    if (!l->flip)
+        return 0;
+    if (!l->pre_pool)
+        nn_bias_act_backward(l, dy, B * g->OH * g->OW, F,
+                             l->n_b ? grads + l->doff_b : NULL);
+    for (int t = 0; dx && t < T; t++)   /* Wflip[c, T−1−t, f] = W[t, c, f] */
+        wk_be_copy2d(l->be, C, F, 1.0f,
+                     params + l->doff_w + (size_t)t * C * F, F,
+                     wf + (size_t)(T - 1 - t) * F, KF, 0);
+    *l->ws_holder = NULL;
+    for (int b0 = 0; b0 < B; b0 += l->ws_chunk) {
+        int n = B - b0 < l->ws_chunk ? B - b0 : l->ws_chunk;
+
+        gd.B = n;
+        wk_be_im2col(l->be, &gd, dy + (size_t)b0 * l->out_size, l->cols);
+        wk_be_sgemm(l->be, 1, 0, C, KF, n * M, 1.0f,
+                    l->x + (size_t)b0 * l->in_size, C, l->cols, KF,
+                    b0 ? 1.0f : 0.0f, dwf, KF);
+        if (dx)
+            wk_be_sgemm(l->be, 0, 1, n * M, C, KF, 1.0f, l->cols, KF, wf, KF,
+                        l->dx_add ? 1.0f : 0.0f,
+                        dx + (size_t)b0 * l->in_size, C);
+    }
+    for (int t = 0; t < T; t++)         /* dW[t, c, f] = dWflip[c, T−1−t, f] */
+        wk_be_copy2d(l->be, C, F, 1.0f, dwf + (size_t)(T - 1 - t) * F, KF,
+                     grads + l->doff_w + (size_t)t * C * F, F, 0);
+    return 1;
+}
+
 static int backward_input(struct nn_layer *l, const float *params, float *dy,
                           float *dx, int B)
 {
@@ -144,4 +202,5 @@ const struct nn_kind nn_conv2d = {
     .forward = forward,
     .backward_params = backward_params,
     .backward_input = backward_input,
+    .backward_both = backward_both,
 };

@@ -113,6 +113,9 @@ struct nn_layer {
     float eps;              /* layer_normalization, batchnorm: epsilon */
     float max_value, slope, threshold; /* relu, leaky_relu (layer_relu.c) */
     int direct;             /* conv2d 1×1, stride 1: the input is the cols */
+    int flip;               /* conv2d, stride 1, not direct: backward's dX
+                             * is im2col(dY) times the kernel turned round
+                             * (nn_conv2d.c), that kernel in aux */
     size_t ws_size;         /* floats per sample of its workspace (conv2d:
                              * cols; separable_conv2d: its depthwise
                              * output; layer_normalization: x̂), kept
@@ -149,7 +152,9 @@ struct nn_layer {
     float *aux;             /* (max_B, aux_size) a kind's second buffer:
                              * separable_conv2d the gradient of its
                              * depthwise output, layer_normalization
-                             * 1 / σ per row */
+                             * 1 / σ per row; conv2d with flip its kernel
+                             * turned round, (C, kh·kw·F), not per
+                             * sample */
     size_t aux_size;
     const float *w2;        /* separable_conv2d: its pointwise kernel in
                              * the last forward's params */
@@ -294,6 +299,12 @@ struct nn_kind {
                             int B);
     int (*backward_input)(struct nn_layer *l, const float *params,
                           float *dy, float *dx, int B);
+    /* Both at once, where one pass over the batch serves both (a kind
+     * with one input, optional): the parameter gradients into grads and,
+     * dx not NULL, the input's gradient into dx (added with dx_add);
+     * returns 1, or 0 having done nothing, for the two calls above. */
+    int (*backward_both)(struct nn_layer *l, const float *params,
+                         float *grads, float *dy, float *dx, int B);
 
     /* A merge (reads n_in ≥ 2 nodes, no parameters), instead of forward
      * and backward_input: forward_n writes l->out from xs[0..n_in − 1];
