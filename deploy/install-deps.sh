@@ -16,7 +16,7 @@ zlib1g-dev
 libhdf5-dev libzip-dev python3-h5py
 dataset-fashion-mnist
 python3 python3-numpy python3-yaml python3-jsonschema
-iproute2 procps iptables libnetfilter-queue-dev openssl
+iproute2 procps iptables libnetfilter-queue-dev openssl curl
 docker.io docker-compose debootstrap
 bsdutils prometheus python3-protobuf python3-crc32c gnuplot-nox chromium
 clang libclang-rt-14-dev"
