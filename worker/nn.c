@@ -471,9 +471,6 @@ static int give_grad(struct wk_net *net, struct nn_layer *l, int k,
     return HC_OK;
 }
 
-/* Backward of layer i, whose output gradient is complete in its buffer
- * (and may be overwritten): its parameter gradients into grads, and the
- * gradient of each input whose node needs one to that node's buffer. */
 /* Where a backward_input of layer l writes input k's gradient: added in
  * place where the kind can (NN_ADDS; sets l->dx_add), else written to the
  * scratch and added by give_grad. */
@@ -494,6 +491,9 @@ static int wants_grad(const struct wk_net *net, const struct nn_layer *l,
            !l->galias[k];
 }
 
+/* Backward of layer i, whose output gradient is complete in its buffer
+ * (and may be overwritten): its parameter gradients into grads, and the
+ * gradient of each input whose node needs one to that node's buffer. */
 static int layer_backward(struct wk_net *net, int i, const float *params,
                           float *grads)
 {

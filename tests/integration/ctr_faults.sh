@@ -27,19 +27,7 @@ GEN=$B/tools/ctrgen
 [ -x "$GEN" ] || fail "build $GEN first (make all)"
 $GEN --seed 5 --train-rows 8000 --test-rows 10 --vocab 1000 \
     "$T/train.tsv" "$T/test.tsv" > /dev/null || fail "ctrgen failed"
-cat > "$T/cat.json" <<'JSON'
-{"name": "ctr_cat", "seed": 7,
- "inputs": [{"name": "categorical", "shape": [26], "dtype": "int64"}],
- "layers": [{"type": "embedding", "name": "embedding", "input_dim": 100000,
-             "output_dim": 8, "inputs": "categorical"},
-            {"type": "flatten"},
-            {"type": "dense", "units": 16, "activation": "relu"},
-            {"type": "dense", "name": "out", "units": 1,
-             "activation": "sigmoid"}],
- "loss": "binary_crossentropy",
- "optimizer": {"type": "adagrad", "learning_rate": 0.05},
- "batch_size": 32, "epochs": 1}
-JSON
+ctr_cat_model "$T/cat.json" 32
 
 # start_ps J: ps:J of $D on its store (log appended), its pid in $psJ;
 # $FAULT armed in it (ps/fault.h).

@@ -15,19 +15,7 @@ ROWS=${CTR_STREAM_ROWS:-1000000}
 $GEN --seed 11 --train-rows "$ROWS" --test-rows 10 --vocab 1000 \
     "$T/train.tsv" "$T/test.tsv" > /dev/null || fail "ctrgen failed"
 head -n $((ROWS / 10)) "$T/train.tsv" > "$T/tenth.tsv"
-cat > "$T/cat.json" <<'JSON'
-{"name": "ctr_cat", "seed": 7,
- "inputs": [{"name": "categorical", "shape": [26], "dtype": "int64"}],
- "layers": [{"type": "embedding", "name": "embedding", "input_dim": 100000,
-             "output_dim": 8, "inputs": "categorical"},
-            {"type": "flatten"},
-            {"type": "dense", "units": 16, "activation": "relu"},
-            {"type": "dense", "name": "out", "units": 1,
-             "activation": "sigmoid"}],
- "loss": "binary_crossentropy",
- "optimizer": {"type": "adagrad", "learning_rate": 0.05},
- "batch_size": 256, "epochs": 1}
-JSON
+ctr_cat_model "$T/cat.json" 256
 cat > "$T/cluster.json" <<JSON
 { "cluster": { "ps": ["127.0.0.1:$PORT"], "worker": ["127.0.0.1:$((PORT + 1))"] },
   "hetps": { "mode": "async" } }
