@@ -528,6 +528,14 @@ int ps_store_rows_list(struct ps_store *s, uint32_t var, uint64_t **ids,
 int ps_store_rows_put(struct ps_store *s, uint32_t var, const uint64_t *ids,
                       const float *rows, const uint64_t *updates, size_t n);
 
+/* The "rows" database's key order, set as its LMDB comparator: the sign
+ * of memcmp over the shorter length, then the shorter first — LMDB's own
+ * order for keys without a comparator, so mdb_dump, mdb_load and a build
+ * without it see the same tree — computed for two 12-byte (u32 BE
+ * variable, u64 BE row) keys as two byte-swapped integer compares. Returns
+ * -1, 0 or 1. Pure; any thread. */
+int ps_store_row_key_cmp(const void *a, size_t na, const void *b, size_t nb);
+
 /* The seed the store's rows start from (hc_init_row; 0 without tables). */
 uint64_t ps_store_rows_seed(const struct ps_store *s);
 

@@ -51,6 +51,37 @@ static void row_key(unsigned char *k, uint32_t var, uint64_t row)
     store_be32(k + 8, (uint32_t)row);
 }
 
+int ps_store_row_key_cmp(const void *a, size_t na, const void *b, size_t nb)
+{
+    size_t n = na < nb ? na : nb;
+    int d;
+
+    if (na == KEY_SIZE && nb == KEY_SIZE) {
+        uint64_t x, y;
+        uint32_t u, w;
+
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        if (x != y)
+            return __builtin_bswap64(x) < __builtin_bswap64(y) ? -1 : 1;
+        memcpy(&u, (const char *)a + 8, 4);
+        memcpy(&w, (const char *)b + 8, 4);
+        u = __builtin_bswap32(u);
+        w = __builtin_bswap32(w);
+        return (u > w) - (u < w);
+    }
+    d = n ? memcmp(a, b, n) : 0;
+    if (d)
+        return d < 0 ? -1 : 1;
+    return (na > nb) - (na < nb);
+}
+
+static int rows_cmp(const MDB_val *a, const MDB_val *b)
+{
+    return ps_store_row_key_cmp(a->mv_data, a->mv_size, b->mv_data,
+                                b->mv_size);
+}
+
 static uint32_t be32_at(const unsigned char *b)
 {
     return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 |
@@ -74,6 +105,8 @@ int store_rows_open(struct ps_store *s, MDB_txn *txn)
                       &s->rows->dbi);
     if (rc == MDB_NOTFOUND && s->read_only)
         return HC_OK;
+    if (rc == 0)
+        rc = mdb_set_compare(txn, s->rows->dbi, rows_cmp);
     if (rc != 0)
         return store_lmdb_err(s, rc, "opening the rows database");
     s->rows->have_db = 1;

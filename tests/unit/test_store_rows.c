@@ -604,6 +604,75 @@ static void test_held(void)
     hp_rmtree(d2);
 }
 
+/* LMDB's order for a database without a comparator (mdb_cmp_memn). */
+static int memn_sign(const unsigned char *a, size_t na,
+                     const unsigned char *b, size_t nb)
+{
+    int d = memcmp(a, b, na < nb ? na : nb);
+
+    if (d)
+        return d < 0 ? -1 : 1;
+    return na < nb ? -1 : na > nb;
+}
+
+/* A 12-byte key near b's: the same bytes with one run changed to a value
+ * that exercises the byte swaps (0x00, 0x7f, 0x80, 0xff or random). */
+static void key_near(uint64_t *st, const unsigned char *b, unsigned char *k)
+{
+    static const unsigned char edge[] = {0x00, 0x01, 0x7f, 0x80, 0xfe, 0xff};
+    uint64_t r = hc_splitmix64(st);
+    unsigned at = (unsigned)(r % 12), len = 1 + (unsigned)(r >> 8) % 3;
+
+    memcpy(k, b, 12);
+    for (unsigned i = at; i < 12 && i < at + len; i++)
+        k[i] = (r >> 16) & 1 ? edge[(r >> (20 + 3 * i)) % sizeof edge]
+                             : (unsigned char)hc_splitmix64(st);
+}
+
+static void test_key_order(void)
+{
+    static const size_t sizes[] = {0, 4, 8, 11, 12, 13};
+    uint64_t st = 42;
+    long bad = 0, checked = 0;
+    unsigned char a[16], b[16];
+
+    for (int i = 0; i < 200000; i++) {
+        uint64_t r = hc_splitmix64(&st);
+        size_t na = 12, nb = 12;
+
+        for (int j = 0; j < 16; j++)
+            a[j] = (unsigned char)hc_splitmix64(&st);
+        if (r % 4 == 0)         /* a table's boundary: var v's last row */
+            memset(a + 4, 0xff, 8);
+        key_near(&st, a, b);
+        if (r % 8 == 1)         /* the same key */
+            memcpy(b, a, 12);
+        if (r % 16 == 2) {      /* LMDB's sizes other than ours */
+            na = sizes[(r >> 8) % 6];
+            nb = sizes[(r >> 12) % 6];
+        }
+        bad += ps_store_row_key_cmp(a, na, b, nb) != memn_sign(a, na, b, nb);
+        bad += ps_store_row_key_cmp(b, nb, a, na) != memn_sign(b, nb, a, na);
+        checked += 2;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(checked, 400000);
+    /* Variable boundaries, by hand: (1, 2^64 - 1) < (2, 0); row 2^32 >
+     * row 2^32 - 1 (the low word's swap alone would say otherwise). */
+    {
+        unsigned char x[12] = {0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff,
+                               0xff, 0xff, 0xff, 0xff},
+                      y[12] = {0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0},
+                      p[12] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0},
+                      q[12] = {0, 0, 0, 1, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+
+        CU_ASSERT_EQUAL(ps_store_row_key_cmp(x, 12, y, 12), -1);
+        CU_ASSERT_EQUAL(ps_store_row_key_cmp(y, 12, x, 12), 1);
+        CU_ASSERT_EQUAL(ps_store_row_key_cmp(p, 12, q, 12), 1);
+        CU_ASSERT_EQUAL(ps_store_row_key_cmp(q, 12, q, 12), 0);
+    }
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("store rows", NULL, NULL);
@@ -622,4 +691,6 @@ void hp_test_register(void)
                 "summed by row; the rows listed by id", test_held);
     CU_add_test(s, "refusals", test_refusals);
     CU_add_test(s, "a damaged row: read and verify refuse it", test_damage);
+    CU_add_test(s, "the rows' key order is memcmp's (random keys, table "
+                   "boundaries, other sizes)", test_key_order);
 }
