@@ -30,6 +30,8 @@
 #define DEFAULT_MAP_MAX (64ull << 30)
 #define DEFAULT_DIRECT_PAGES 65536u
 #define DEFAULT_SPLIT_MIN 262144u  /* elements: a step this big is split */
+#define DEFAULT_MAP_AHEAD (64ull << 30) /* bytes mapped ahead: 128 MiB of
+                                           page tables at most */
 
 /* ---- open, close ------------------------------------------------------- */
 
@@ -402,6 +404,10 @@ static int store_new(const char *dir, const struct ps_store_opts *o,
                           : o->read_only      ? DEFAULT_DIRECT_PAGES
                                               : UINT64_MAX;
     s->split_min = o->split_min ? o->split_min : DEFAULT_SPLIT_MIN;
+    s->map_ahead_max = o->map_ahead_max == PS_STORE_MAP_AHEAD_OFF ||
+                               o->read_only ? 0
+                       : o->map_ahead_max ? o->map_ahead_max
+                                          : DEFAULT_MAP_AHEAD;
     if (!o->read_only && o->apply_threads != 1)
         s->fan = hc_fanout_open(o->apply_threads > 0 ? o->apply_threads : 8);
     s->map_size = o->map_size ? o->map_size : DEFAULT_MAP_SIZE;
@@ -524,7 +530,7 @@ int ps_store_open(const char *dir, const struct ps_store_opts *o,
 {
     static const struct ps_store_opts defaults;
     struct ps_store *s = NULL;
-    char a[32];
+    char a[32], b[32];
     int rv;
 
     *out = NULL;
@@ -536,13 +542,20 @@ int ps_store_open(const char *dir, const struct ps_store_opts *o,
         ps_store_close(s);
         return rv;
     }
-    hc_info("store %s: opened (incarnation %llu, %s, step %llu, map %s)", dir,
-            (unsigned long long)s->incarnation,
+    store_map_ahead(s);
+    hc_info("store %s: opened (incarnation %llu, %s, step %llu, map %s, %s "
+            "of it mapped ahead)", dir, (unsigned long long)s->incarnation,
             atomic_load(&s->initialised) ? "initialised" : "empty",
             (unsigned long long)atomic_load(&s->step),
-            store_fmt_bytes(a, sizeof a, s->map_size));
+            store_fmt_bytes(a, sizeof a, s->map_size),
+            store_fmt_bytes(b, sizeof b, atomic_load(&s->mapped_ahead)));
     *out = s;
     return HC_OK;
+}
+
+uint64_t ps_store_mapped_ahead(const struct ps_store *s)
+{
+    return atomic_load(&s->mapped_ahead);
 }
 
 void ps_store_close(struct ps_store *s)

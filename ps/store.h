@@ -133,7 +133,16 @@ struct ps_store_opts {
      * 0 = the machine's cores (at most 8); 1 = the writer's thread only. */
     int apply_threads;
     uint64_t split_min;         /* elements; 0 = 262 144 (1 MiB of floats) */
+    /* Bytes of the store's used pages mapped into the process ahead of use
+     * (MADV_POPULATE_READ) at open and after each remap of a growing map,
+     * only pages already in the page cache (nothing is read from disk for
+     * it), the lowest offsets first: page tables, about 2 MiB a GiB, not
+     * the process's own memory. Writable opens only (a shard's store; an
+     * inspect or export reads once). 0 = 64 GiB; PS_STORE_MAP_AHEAD_OFF:
+     * none. */
+    uint64_t map_ahead_max;
 };
+#define PS_STORE_MAP_AHEAD_OFF UINT64_MAX
 
 /* Header of every stored block value ("vars" and "slots"), followed by
  * `length` floats. */
@@ -207,6 +216,11 @@ struct ps_read {
  */
 int ps_store_open(const char *dir, const struct ps_store_opts *o,
                   struct ps_store **out);
+
+/* Bytes of the store mapped ahead of use by the open or the last growth
+ * of its map (ps_store_opts.map_ahead_max), 0 where the kernel has no
+ * MADV_POPULATE_READ (Linux before 5.14). Any thread. */
+uint64_t ps_store_mapped_ahead(const struct ps_store *s);
 
 /* Sync (in every durability mode), close the environment and free the
  * store. NULL is a no-op. */

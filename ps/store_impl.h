@@ -96,6 +96,9 @@ struct ps_store {
     uint64_t disk_reserved;     /* under wmu: bytes of the data file allocated */
     uint64_t write_extra;       /* under wmu: bytes the next write transaction
                                    adds beyond what is in use (a create) */
+    _Atomic uint64_t map_ahead_max; /* bytes; 0: none (off, or no kernel
+                                   support) */
+    _Atomic uint64_t mapped_ahead; /* bytes the last store_map_ahead mapped */
     struct store_step *stepper; /* store_step.c's thread, once used */
     struct store_rows *rows;    /* store_rows.c's: the "rows" database and
                                    the tables; NULL until opened */
@@ -112,6 +115,12 @@ const char *store_fmt_bytes(char *buf, size_t cap, uint64_t b);
 /* Translate LMDB code rc into an HC_ERR_* code with a message naming the
  * store and what it was doing (`what`). */
 int store_lmdb_err(const struct ps_store *s, int rc, const char *what);
+
+/* Map the used part of the store's map that is in the page cache into the
+ * process (MADV_POPULATE_READ), at most map_ahead_max bytes, so that reads
+ * take no page fault: after the open's first transaction and after a remap
+ * (map_resize), which drops every mapping. Takes maplock shared. */
+void store_map_ahead(struct ps_store *s);
 
 /* Begin a transaction (flags: 0 or MDB_RDONLY; read ones come from the
  * pool) with maplock held shared. End a read one with store_rtxn_end, a

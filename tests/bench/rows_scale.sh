@@ -9,14 +9,15 @@
 # rows from each; the large table's rate over the small one's is the
 # ratio. While it runs, each shard's anonymous resident memory (RssAnon in
 # /proc/PID/status: the process's own; the stores' LMDB pages are
-# file-backed) is read every 2 s (printed every minute). Printed after
+# file-backed) is read every 2 s (printed every minute), and after the
+# rounds its page tables (VmPTE: the store's pages mapped into it). Printed after
 # the rounds: the milliseconds a round's pull and push took for each
 # table, and each shard's page faults, disk reads and bytes dirtied during
 # the rounds (/proc/PID/stat and /proc/PID/io). The last line:
 #
 #   rows_scale: FILL ids filled in S s, 2^40 table X rows/s, 10^5 table Y
-#   rows/s, ratio R; RssAnon peak ps:0 A MiB ps:1 B MiB, after …; stores
-#   (in use/on disk) …; PASS or FAIL (why)
+#   rows/s, ratio R; RssAnon peak ps:0 A MiB ps:1 B MiB, after … (page
+#   tables …); stores (in use/on disk) …; PASS or FAIL (why)
 #
 # PASS when the ratio is at least 0.5 and every shard's peak RssAnon is
 # under 1 GiB. Exit status 0 on PASS, 1 on FAIL or error. Processes are
@@ -52,6 +53,7 @@ for j in 0 1; do
     PIDS="$PIDS $!" SHARDS="$SHARDS $!"
 done
 anon() { a=$(sed -n 's/^RssAnon:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status" 2>/dev/null); echo "${a:-0}"; }
+pte() { a=$(sed -n 's/^VmPTE:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status" 2>/dev/null); echo "${a:-0}"; }
 for p in $SHARDS; do echo 0 > "$T/peak-$p"; done
 (
     k=0
@@ -106,7 +108,7 @@ for p in $SHARDS; do
     pk=$(( $(cat "$T/peak-$p") / 1024 ))
     [ "$pk" -lt 1024 ] || over=1
     peaks="$peaks ps:$j $pk MiB"
-    after="$after ps:$j $(( $(anon "$p") / 1024 )) MiB"
+    after="$after ps:$j $(( $(anon "$p") / 1024 )) MiB (page tables $(( $(pte "$p") / 1024 )) MiB)"
     used=$(mdb_stat -e "$T/ps-$j" 2>/dev/null | awk '/Number of pages used/ {print int($5 * 4096 / 1048576)}')
     stores="$stores ps:$j ${used:-?}/$(( $(du -k "$T/ps-$j/data.mdb" | cut -f1) / 1024 )) MiB"
     j=$((j + 1))

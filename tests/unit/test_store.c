@@ -25,6 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <ctype.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1493,6 +1496,134 @@ static void *reader(void *arg)
     return NULL;
 }
 
+/* KiB of the map of DIR/data.mdb resident in this process (smaps' Rss). */
+static long map_rss_kib(const char *dir)
+{
+    char line[512], want[300];
+    long kib = -1;
+    int in = 0;
+    FILE *f = fopen("/proc/self/smaps", "r");
+
+    snprintf(want, sizeof want, "%s/data.mdb", dir);
+    while (f && fgets(line, sizeof line, f)) {
+        char *dash = strchr(line, '-'), *sp = strchr(line, ' ');
+
+        if (isxdigit((unsigned char)line[0]) && dash && sp && dash < sp)
+            in = strstr(line, want) != NULL;        /* a mapping's line */
+        else if (in && sscanf(line, "Rss: %ld kB", &kib) == 1)
+            break;
+    }
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+/* Pages of DIR/data.mdb the page cache holds, after dropping them when
+ * drop is set. */
+static size_t cached_pages(const char *dir, int drop)
+{
+    char path[300];
+    struct stat st;
+    size_t n = 0;
+    int fd;
+
+    snprintf(path, sizeof path, "%s/data.mdb", dir);
+    if ((fd = open(path, O_RDONLY)) < 0 || fstat(fd, &st) != 0)
+        return (size_t)-1;
+    if (drop) {
+        fdatasync(fd);
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    }
+    if (st.st_size > 0) {
+        long pg = sysconf(_SC_PAGESIZE);
+        size_t np = ((size_t)st.st_size + (size_t)pg - 1) / (size_t)pg;
+        unsigned char *vec = malloc(np);
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+
+        if (vec && m != MAP_FAILED && mincore(m, (size_t)st.st_size, vec) == 0)
+            for (size_t i = 0; i < np; i++)
+                n += vec[i] & 1;
+        if (m != MAP_FAILED)
+            munmap(m, (size_t)st.st_size);
+        free(vec);
+    }
+    close(fd);
+    return n;
+}
+
+/* The open maps the used pages that the page cache holds, within its
+ * budget, and never reads the rest from disk. */
+static void test_map_ahead(void)
+{
+    const size_t sizes[] = {2u << 20};      /* 8 MiB of floats */
+    char tmp[256];
+    struct hc_layout l;
+    struct ps_store_opts o = {.map_size = 64 << 20};
+    struct ps_store *s;
+    struct vals v;
+    uint64_t ahead;
+    long rss, off;
+
+    hp_tmpdir(tmp, sizeof tmp);
+    tl_build(&l, sizes, 1, 1, 65536);
+    vals_make(&v, &l, 0);
+    s = open_ok(tmp, &o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, SGD_OPTS,
+                            (const float *const *)v.b, NULL), HC_OK);
+    ps_store_close(s);
+
+    /* Off: none; the open's own reads (with the kernel's fault-around)
+     * are the map's resident size without it. */
+    o.map_ahead_max = PS_STORE_MAP_AHEAD_OFF;
+    s = open_ok(tmp, &o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(ps_store_mapped_ahead(s), 0);
+    off = map_rss_kib(tmp);
+    CU_ASSERT(off >= 0 && off < 4 << 10);
+    ps_store_close(s);
+
+    /* A budget of 1 MiB: that much, no more. */
+    o.map_ahead_max = 1 << 20;
+    s = open_ok(tmp, &o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    ahead = ps_store_mapped_ahead(s);
+    rss = map_rss_kib(tmp);
+    printf("\n  off: Rss %ld KiB; budget 1 MiB: %llu KiB mapped ahead, Rss "
+           "%ld KiB; ", off, (unsigned long long)(ahead >> 10), rss);
+    CU_ASSERT(ahead > 0 && ahead <= (1u << 20));
+    CU_ASSERT(rss <= off + (1 << 10));
+    ps_store_close(s);
+
+    /* In the page cache (just written): all of it, mapped. */
+    o.map_ahead_max = 0;
+    s = open_ok(tmp, &o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    ahead = ps_store_mapped_ahead(s);
+    rss = map_rss_kib(tmp);
+    printf("whole: %llu KiB, Rss %ld KiB; ", (unsigned long long)(ahead >> 10),
+           rss);
+    CU_ASSERT(ahead >= (8u << 20));
+    CU_ASSERT(ahead <= (9u << 20));
+    CU_ASSERT(rss >= 8 << 10);
+    CU_ASSERT(store_equals(s, &v));
+    ps_store_close(s);
+
+    /* Out of the page cache: not read back (the open reads a few pages). */
+    CU_ASSERT(cached_pages(tmp, 1) < 64);
+    s = open_ok(tmp, &o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    ahead = ps_store_mapped_ahead(s);
+    printf("cold: %llu KiB, %zu pages cached ", (unsigned long long)(ahead >> 10),
+           cached_pages(tmp, 0));
+    CU_ASSERT(ahead < (256u << 10));
+    CU_ASSERT(cached_pages(tmp, 0) < 128);
+    ps_store_close(s);
+    vals_free(&v);
+    tl_free(&l);
+    hp_rmtree(tmp);
+}
+
 static void test_concurrent_readers(void)
 {
     const size_t sizes[] = {CB * CLEN};
@@ -1569,4 +1700,6 @@ void hp_test_register(void)
     CU_add_test(s, "verify finds CRC damage", test_verify_corruption);
     CU_add_test(s, "read-only open, durability", test_read_only_and_durability);
     CU_add_test(s, "readers during 200 applies", test_concurrent_readers);
+    CU_add_test(s, "the open maps the cached pages ahead, within its budget, "
+                   "reading nothing from disk", test_map_ahead);
 }
