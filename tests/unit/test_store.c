@@ -1274,6 +1274,29 @@ static void test_map_full(void)
 }
 
 /* An init bigger than the initial map grows it on its own. */
+/* A fresh store in a new temporary directory (its path into tmp) holding
+ * one variable of sizes[0] floats in blocks of be, initialised from v
+ * (made here) with optimizer opt; NULL when the open or init failed. */
+static struct ps_store *one_var_store(char *tmp, size_t cap,
+                                      struct hc_layout *l, struct vals *v,
+                                      const size_t *sizes, uint32_t be,
+                                      const struct ps_store_opts *o,
+                                      const struct hc_optim_conf *opt)
+{
+    struct ps_store *s;
+
+    hp_tmpdir(tmp, cap);
+    tl_build(l, sizes, 1, 1, be);
+    vals_make(v, l, 0);
+    if (!(s = open_ok(tmp, o)))
+        return NULL;
+    if (init_as(s, SIG, l, 0, opt, (const float *const *)v->b, NULL) != HC_OK) {
+        ps_store_close(s);
+        return NULL;
+    }
+    return s;
+}
+
 static void test_map_growth_init(void)
 {
     const size_t sizes[] = {40 * 256};
@@ -1284,13 +1307,8 @@ static void test_map_growth_init(void)
     struct ps_store_info info;
     struct vals v;
 
-    hp_tmpdir(tmp, sizeof tmp);
-    tl_build(&l, sizes, 1, 1, 256);
-    vals_make(&v, &l, 0);
-    s = open_ok(tmp, &o);
+    s = one_var_store(tmp, sizeof tmp, &l, &v, sizes, 256, &o, ADAM_OPTS);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, ADAM_OPTS,
-                                  (const float *const *)v.b, NULL), HC_OK);
     ps_store_info(s, &info);
     CU_ASSERT(info.map_size >= (128u << 10));
     CU_ASSERT(info.map_size <= (8u << 20));
@@ -1564,13 +1582,8 @@ static void test_map_ahead(void)
     uint64_t ahead;
     long rss, off;
 
-    hp_tmpdir(tmp, sizeof tmp);
-    tl_build(&l, sizes, 1, 1, 65536);
-    vals_make(&v, &l, 0);
-    s = open_ok(tmp, &o);
+    s = one_var_store(tmp, sizeof tmp, &l, &v, sizes, 65536, &o, SGD_OPTS);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_EQUAL(init_as(s, SIG, &l, 0, SGD_OPTS,
-                            (const float *const *)v.b, NULL), HC_OK);
     ps_store_close(s);
 
     /* Off: none; the open's own reads (with the kernel's fault-around)
