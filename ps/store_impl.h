@@ -5,8 +5,9 @@
  *
  *   store.c         open (check the magic and format, load meta and the
  *                   block table), init, close, sync, what meta says
- *   store_txn.c     LMDB errors, transactions, map growth, meta keys and
- *                   the application's meta data
+ *   store_txn.c     LMDB errors, transactions, map growth and the cached
+ *                   store mapped ahead, meta keys and the application's
+ *                   meta data
  *   store_block.c   block and optimizer-slot values: keys, headers and
  *                   CRCs; pulls, verify, and moving slots for reshard
  *   store_apply.c   one optimizer step per write transaction

@@ -12,6 +12,8 @@
  * `maplock` shared; changing the map size (growth here, or adopting a size
  * another process set: MDB_MAP_RESIZED) takes it exclusively, because
  * LMDB allows mdb_env_set_mapsize only while no transaction is active.
+ * After an open and each growth, the pages of the store the page cache
+ * holds are mapped into the process ahead of use (store_map_ahead).
  *
  * Meta: the store's own keys (magic, format, incarnation, the layout and
  * the step), and the application's keys beside them under "app.".
