@@ -9,8 +9,15 @@
  * rows, half new; for the small one: any of its 10^5). Prints rows/s for
  * each table, the ratio, the stores' sizes and this process's peak RSS.
  *
- * Usage: rows [FILL] [BATCH] [ROUNDS] [DIM]
- *        (defaults 2000000 10000 20 16)
+ * With REOPENS above 0, the large table's store is then closed and opened
+ * again REOPENS times, taking turns without and with its pages mapped
+ * ahead (ps_store_opts.map_ahead_max), each time timing the open, a pull
+ * of BATCH random stored rows and a pull + push of the same rows, with
+ * this process's minor page faults in each: what a restarted shard's
+ * first steps cost.
+ *
+ * Usage: rows [FILL] [BATCH] [ROUNDS] [DIM] [REOPENS]
+ *        (defaults 2000000 10000 20 16 0)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +55,8 @@ static size_t sorted_unique(uint64_t *ids, size_t n)
 
 static struct ps_store *open_table(const char *dir, uint64_t rows,
                                    uint32_t dim,
-                                   const struct hc_optim_conf *c)
+                                   const struct hc_optim_conf *c,
+                                   const struct ps_store_opts *o)
 {
     static struct hc_block b0 = {1, 0, 1, 0, 0, 0, 0};
     static uint64_t elems[1] = {1};
@@ -60,7 +68,7 @@ static struct ps_store *open_table(const char *dir, uint64_t rows,
                              .tables = &t, .n_tables = 1, .seed = 3};
     struct ps_store *s = NULL;
 
-    if (ps_store_open(dir, NULL, &s) != HC_OK ||
+    if (ps_store_open(dir, o, &s) != HC_OK ||
         ps_store_init(s, &d, NULL) != HC_OK) {
         fprintf(stderr, "rows: %s\n", hc_err_msg());
         exit(1);
@@ -98,6 +106,57 @@ static long rss_anon_mib(void)
     return kib < 0 ? -1 : kib / 1024;
 }
 
+static long minor_faults(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
+}
+
+/* The large table's store closed and opened again `times` times, without
+ * and with its pages mapped ahead in turn: the open, then a pull of batch
+ * random stored rows and a pull + push of them, timed, faults counted. */
+static void reopen_rounds(const char *dir, int times, uint32_t dim,
+                          const struct hc_optim_conf *c, const uint64_t *stored,
+                          uint64_t n_stored, uint64_t *ids, size_t batch,
+                          float *buf, uint64_t *st)
+{
+    for (int k = 0; k < times; k++) {
+        struct ps_store_opts o = {.map_ahead_max = k % 2
+                                      ? 0 : PS_STORE_MAP_AHEAD_OFF};
+        struct ps_store *s;
+        double t0 = hc_now_s(), t_open, t_pull, t_step;
+        long f0, f_pull, f_step;
+        size_t n;
+
+        s = open_table(dir, 1ull << 40, dim, c, &o);
+        t_open = hc_now_s() - t0;
+        for (size_t i = 0; i < batch; i++)
+            ids[i] = stored[hc_splitmix64(st) % n_stored];
+        n = sorted_unique(ids, batch);
+        f0 = minor_faults();
+        t0 = hc_now_s();
+        if (ps_store_rows_read(s, VAR, ids, n, buf, NULL) != HC_OK) {
+            fprintf(stderr, "rows: %s\n", hc_err_msg());
+            exit(1);
+        }
+        t_pull = hc_now_s() - t0;
+        f_pull = minor_faults() - f0;
+        f0 = minor_faults();
+        t0 = hc_now_s();
+        step(s, c, ids, n, dim, buf);
+        t_step = hc_now_s() - t0;
+        f_step = minor_faults() - f0;
+        printf("  reopened, %s: open %.0f ms (%llu MiB mapped ahead); pull "
+               "%.1f ms (%ld faults), then pull + push %.1f ms (%ld faults)\n",
+               k % 2 ? "mapped ahead" : "not mapped ahead", 1e3 * t_open,
+               (unsigned long long)(ps_store_mapped_ahead(s) >> 20),
+               1e3 * t_pull, f_pull, 1e3 * t_step, f_step);
+        ps_store_close(s);
+    }
+}
+
 static double du_mib(const char *dir)
 {
     char path[600];
@@ -113,6 +172,7 @@ int main(int argc, char **argv)
     size_t batch = argc > 2 ? strtoul(argv[2], NULL, 10) : 10000;
     int rounds = argc > 3 ? atoi(argv[3]) : 20;
     uint32_t dim = argc > 4 ? (uint32_t)atoi(argv[4]) : 16;
+    int reopens = argc > 5 ? atoi(argv[5]) : 0;
     struct hc_optim_conf c;
     char big_dir[] = "/tmp/hetps-bench-rows-XXXXXX";
     char small_dir[] = "/tmp/hetps-bench-rows-XXXXXX";
@@ -122,8 +182,9 @@ int main(int argc, char **argv)
     double t0, t_big = 0, t_small = 0;
     struct rusage ru;
 
-    if (batch < 2 || rounds < 1 || dim < 1 || fill < batch) {
-        fprintf(stderr, "usage: rows [FILL] [BATCH] [ROUNDS] [DIM]\n");
+    if (batch < 2 || rounds < 1 || dim < 1 || fill < batch || reopens < 0) {
+        fprintf(stderr, "usage: rows [FILL] [BATCH] [ROUNDS] [DIM] "
+                "[REOPENS]\n");
         return 2;
     }
     hc_log_set_level(HC_LOG_WARN);
@@ -133,8 +194,8 @@ int main(int argc, char **argv)
     buf = malloc(batch * dim * sizeof *buf);
     if (!ids || !stored || !buf || !mkdtemp(big_dir) || !mkdtemp(small_dir))
         return 1;
-    big = open_table(big_dir, 1ull << 40, dim, &c);
-    small = open_table(small_dir, 100000, dim, &c);
+    big = open_table(big_dir, 1ull << 40, dim, &c, NULL);
+    small = open_table(small_dir, 100000, dim, &c, NULL);
 
     /* Fill: FILL distinct ids pushed in batches; the small table whole. */
     t0 = hc_now_s();
@@ -189,6 +250,8 @@ int main(int argc, char **argv)
            t_small / t_big, ru.ru_maxrss / 1024, rss_anon_mib());
     ps_store_close(big);
     ps_store_close(small);
+    reopen_rounds(big_dir, reopens, dim, &c, stored, n_stored, ids, batch,
+                  buf, &st);
     {
         char cmd[200];
 
