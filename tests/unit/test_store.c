@@ -10,7 +10,8 @@
  * of foreign or damaged files, CRC damage found by ps_store_verify (bytes
  * changed through raw LMDB), read-only opens, durability modes, and
  * readers running alongside 200 applies that must always see whole
- * updates.
+ * updates, and the open mapping the store's cached pages ahead (within
+ * its budget, none when off, nothing read back from disk).
  *
  * Layouts are built by hand here (the store uses only struct hc_layout's
  * fields), blocks dealt round-robin to the shards.

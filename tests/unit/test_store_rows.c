@@ -8,7 +8,8 @@
  * step); ids up to 2^40 − 1; an apply cut short inside its transaction
  * (a full map) leaves no row, count or step; records and row counts
  * beside the rows; the refusals and a create that disagrees; a row's
- * bytes changed through raw LMDB, found by the read and by verify.
+ * bytes changed through raw LMDB, found by the read and by verify; the
+ * rows' key comparator ordering exactly as memcmp.
  */
 #include "cu.h"
 
