@@ -43,8 +43,7 @@
 /* A host backend's shared workspace at most (unless one sample's is
  * larger): 512 KiB, half a core's L2 cache on the machines we measure,
  * so that conv2d's GEMM packs each chunk's unrolled input from cache
- * rather than memory (ResNet step 1.08x faster than with the whole
- * activation's size, tests/bench/README.md). */
+ * rather than memory (tests/bench/README.md, the ResNet's profile). */
 #define NN_WS_HOST_FLOATS ((size_t)128 * 1024)
 
 /* Gradient buffers of one device: at most one per node, and one more. */
