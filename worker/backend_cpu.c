@@ -177,23 +177,30 @@ static void cpu_mul(struct wk_backend *be, size_t n, const float *x,
             z[i] = x[i] * y[i];
 }
 
+/* A block of REDUCE_BLOCK floats at a time, each source in turn: dst's
+ * block stays in cache, so the sum is one pass over memory — the same
+ * products added in the same order as source after source. */
+#define REDUCE_BLOCK 2048
+
 static void cpu_reduce(struct wk_backend *be, float *dst,
                        const float *const *src, const float *w, int n_src,
                        size_t n)
 {
-    size_t i;
-    int s;
-    float w0 = w ? w[0] : 1.0f;
-
     (void)be;
-    for (i = 0; i < n; i++)
-        dst[i] = w0 * src[0][i];
-    for (s = 1; s < n_src; s++) {
-        float ws = w ? w[s] : 1.0f;
-        const float *x = src[s];
+    for (size_t i0 = 0; i0 < n; i0 += REDUCE_BLOCK) {
+        size_t i1 = n - i0 < REDUCE_BLOCK ? n : i0 + REDUCE_BLOCK, i;
 
-        for (i = 0; i < n; i++)
-            dst[i] += ws * x[i];
+        for (int s = 0; s < n_src; s++) {
+            float ws = w ? w[s] : 1.0f;
+            const float *x = src[s];
+            v4f w4 = {ws, ws, ws, ws};
+
+            for (i = i0; i + 4 <= i1; i += 4)
+                st4(dst + i, s ? ld4(dst + i) + w4 * ld4(x + i)
+                               : w4 * ld4(x + i));
+            for (; i < i1; i++)
+                dst[i] = s ? dst[i] + ws * x[i] : ws * x[i];
+        }
     }
 }
 
