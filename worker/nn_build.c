@@ -675,11 +675,11 @@ static int setup_buffers(struct wk_net *net)
         if (d->need_scratch &&
             (rv = nn_alloc_f(d->be, &d->scratch, B * d->max_act)))
             return rv;
-        /* A host backend's chunk is cache-sized (NN_WS_HOST_FLOATS): the
-         * GEMM packs each chunk's cols while they are still in cache. */
+        /* Within the backend's cache bound where it has one (the CPU):
+         * the GEMM packs each chunk's cols while they are still in cache. */
         cap = B * d->max_act;
-        if (d->be->host_memory && cap > NN_WS_HOST_FLOATS)
-            cap = NN_WS_HOST_FLOATS;
+        if (d->be->ws_cache && cap > d->be->ws_cache)
+            cap = d->be->ws_cache;
         for (i = 0; i < net->n_layers; i++) {
             struct nn_layer *l = &net->layers[i];
             size_t need;

@@ -40,12 +40,6 @@
 /* Distinct backends one net may run on. */
 #define NN_MAX_DEVS 16
 
-/* A host backend's shared workspace at most (unless one sample's is
- * larger): 512 KiB, half a core's L2 cache on the machines we measure,
- * so that conv2d's GEMM packs each chunk's unrolled input from cache
- * rather than memory (tests/bench/README.md, the ResNet's profile). */
-#define NN_WS_HOST_FLOATS ((size_t)128 * 1024)
-
 /* Gradient buffers of one device: at most one per node, and one more. */
 #define NN_MAX_GBUF (HC_MODEL_MAX_LAYERS + 1)
 
@@ -64,9 +58,8 @@ struct nn_dev {
     size_t ws_floats;       /* its layers' shared workspace (NN_SHARED_WS):
                              * the largest one's for the whole batch, but
                              * no more than its largest activation's
-                             * (max_B·max_act) — on a host backend no more
-                             * than NN_WS_HOST_FLOATS — or one sample's if
-                             * larger */
+                             * (max_B·max_act) nor its backend's ws_cache,
+                             * or one sample's if larger */
     float *ws;              /* (ws_floats) that workspace, or NULL */
     const struct nn_layer *ws_holder; /* the layer whose unrolled input ws
                              * holds now (its forward's), or NULL */
