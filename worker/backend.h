@@ -92,6 +92,10 @@ struct wk_backend {
     void *ctx;              /* the implementation's state */
     char name[32];          /* "cpu", "cuda:0" */
     int host_memory;        /* 1: backend pointers are plain host memory */
+    size_t ws_cache;        /* floats a net's shared scratch workspace
+                             * should stay within, so that what one op
+                             * writes there the next reads from cache (the
+                             * CPU's: half a core's L2); 0: no bound */
     size_t allocated;       /* bytes wk_be_alloc gave out (atomic) */
 };
 

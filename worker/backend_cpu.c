@@ -22,6 +22,11 @@ struct cpu_ctx {
     int n_threads;
 };
 
+/* The CPU's ws_cache (backend.h): 512 KiB, half a core's L2 cache on the
+ * machines we measure, so that conv2d's GEMM packs each chunk of its
+ * unrolled input as im2col left it, in cache (nn_build.c). */
+#define CPU_WS_CACHE ((size_t)128 * 1024)
+
 /* Columns summed per pass of a bias gradient (stack accumulators), and
  * rows summed in float before the partial sums are added in double. */
 #define BIAS_CHUNK 256
@@ -177,23 +182,30 @@ static void cpu_mul(struct wk_backend *be, size_t n, const float *x,
             z[i] = x[i] * y[i];
 }
 
+/* A block of REDUCE_BLOCK floats at a time, each source in turn: dst's
+ * block stays in cache, so the sum is one pass over memory — the same
+ * products added in the same order as source after source. */
+#define REDUCE_BLOCK 2048
+
 static void cpu_reduce(struct wk_backend *be, float *dst,
                        const float *const *src, const float *w, int n_src,
                        size_t n)
 {
-    size_t i;
-    int s;
-    float w0 = w ? w[0] : 1.0f;
-
     (void)be;
-    for (i = 0; i < n; i++)
-        dst[i] = w0 * src[0][i];
-    for (s = 1; s < n_src; s++) {
-        float ws = w ? w[s] : 1.0f;
-        const float *x = src[s];
+    for (size_t i0 = 0; i0 < n; i0 += REDUCE_BLOCK) {
+        size_t i1 = n - i0 < REDUCE_BLOCK ? n : i0 + REDUCE_BLOCK, i;
 
-        for (i = 0; i < n; i++)
-            dst[i] += ws * x[i];
+        for (int s = 0; s < n_src; s++) {
+            float ws = w ? w[s] : 1.0f;
+            const float *x = src[s];
+            v4f w4 = {ws, ws, ws, ws};
+
+            for (i = i0; i + 4 <= i1; i += 4)
+                st4(dst + i, s ? ld4(dst + i) + w4 * ld4(x + i)
+                               : w4 * ld4(x + i));
+            for (; i < i1; i++)
+                dst[i] = s ? dst[i] + ws * x[i] : ws * x[i];
+        }
     }
 }
 
@@ -1177,9 +1189,10 @@ static void cpu_layernorm_forward(struct wk_backend *be, int rows, int n,
 }
 
 /* ---- batch normalization: channels in chunks of BN_CHUNK, each chunk's
- * sums in double on the stack, the rows walked in order; four channels at
- * a time (v4f, and two v2d for the double sums: the same operations, in
- * the same order, as one channel at a time) ---- */
+ * sums in double on the stack (of float partial sums over BIAS_ROWS rows,
+ * bn_part), the rows walked in order; four channels at a time (v4f, and
+ * two v2d for the double sums: the same operations, in the same order, as
+ * one channel at a time) ---- */
 
 #define BN_CHUNK 256
 
@@ -1210,45 +1223,69 @@ static inline void acc4d(v2d *s, v4f v)
 /* Channel j's double in an array of pairs. */
 #define D2(a, j) ((a)[(j) >> 1][(j) & 1])
 
+/* Two sums per channel over up to BIAS_ROWS rows, in float (v four
+ * channels at a time, t the last n mod 4), before bn_part_add adds them
+ * to the double sums: a pass goes as a bias gradient's does. */
+struct bn_part {
+    v4f v[2][BN_CHUNK / 4];
+    float t[2][4];
+};
+
+/* a, b (channels [0, n) as v2d pairs) += p's two sums; p zeroed. */
+static void bn_part_add(struct bn_part *p, v2d *a, v2d *b, int n, int n4)
+{
+    for (int j = 0; j < n4; j += 4) {
+        acc4d(a + j / 2, p->v[0][j / 4]);
+        acc4d(b + j / 2, p->v[1][j / 4]);
+    }
+    for (int j = n4; j < n; j++) {
+        D2(a, j) += p->t[0][j - n4];
+        D2(b, j) += p->t[1][j - n4];
+    }
+    memset(p, 0, sizeof *p);
+}
+
+/* One pass: Σ(x − k) and Σ(x − k)² (bn_part), k each channel's first
+ * value — near the mean, so that the variance Σ(x − k)²/rows −
+ * (mean − k)² loses nothing to cancellation. */
 static void cpu_bn_stats(struct wk_backend *be, const float *x, int rows,
                          int c, float *st)
 {
     v2d s[BN_CHUNK / 2], q[BN_CHUNK / 2];
+    struct bn_part p;
 
     (void)be;
     for (int c0 = 0; c0 < c; c0 += BN_CHUNK) {
         int n = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK, n4 = n & ~3;
+        const float *k = x + c0;        /* the shift: row 0 */
 
         memset(s, 0, sizeof s);
         memset(q, 0, sizeof q);
-        for (int r = 0; r < rows; r++) {
-            const float *xr = x + (size_t)r * c + c0;
-
-            for (int j = 0; j < n4; j += 4)
-                acc4d(s + j / 2, ld4(xr + j));
-            for (int j = n4; j < n; j++)
-                D2(s, j) += xr[j];
-        }
-        for (int j = 0; j < n; j++)
-            D2(s, j) /= rows;
+        memset(&p, 0, sizeof p);
         for (int r = 0; r < rows; r++) {
             const float *xr = x + (size_t)r * c + c0;
 
             for (int j = 0; j < n4; j += 4) {
-                v4f v = ld4(xr + j);
-                v2d d0 = lo2d(v) - s[j / 2], d1 = hi2d(v) - s[j / 2 + 1];
+                v4f d = ld4(xr + j) - ld4(k + j);
 
-                q[j / 2] += d0 * d0;
-                q[j / 2 + 1] += d1 * d1;
+                p.v[0][j / 4] += d;
+                p.v[1][j / 4] += d * d;
             }
             for (int j = n4; j < n; j++) {
-                double d = xr[j] - D2(s, j);
-                D2(q, j) += d * d;
+                float d = xr[j] - k[j];
+
+                p.t[0][j - n4] += d;
+                p.t[1][j - n4] += d * d;
             }
+            if ((r + 1) % BIAS_ROWS == 0 || r + 1 == rows)
+                bn_part_add(&p, s, q, n, n4);
         }
         for (int j = 0; j < n; j++) {
-            double mean = D2(s, j), var = D2(q, j) / rows;
+            double dm = D2(s, j) / rows, mean = k[j] + dm;
+            double var = D2(q, j) / rows - dm * dm;
 
+            if (var < 0.0)
+                var = 0.0;
             st[c0 + j] = (float)mean;
             st[c + c0 + j] = (float)var;
             st[2 * c + c0 + j] = (float)(var + mean * mean);
@@ -1326,11 +1363,13 @@ static void cpu_bn_forward(struct wk_backend *be, const float *x, int rows,
     }
 }
 
+/* Σ dy·(x − mean) and Σ dy in one pass (bn_part). */
 static void cpu_bn_backward_params(struct wk_backend *be, const float *x,
                                    const float *dy, int rows, int c,
                                    const float *st, float eps, float *sums)
 {
     v2d sg[BN_CHUNK / 2], sb[BN_CHUNK / 2];
+    struct bn_part p;
 
     (void)be;
     for (int c0 = 0; c0 < c; c0 += BN_CHUNK) {
@@ -1339,21 +1378,23 @@ static void cpu_bn_backward_params(struct wk_backend *be, const float *x,
 
         memset(sg, 0, sizeof sg);
         memset(sb, 0, sizeof sb);
+        memset(&p, 0, sizeof p);
         for (int r = 0; r < rows; r++) {
             const float *xr = x + (size_t)r * c + c0;
             const float *dr = dy + (size_t)r * c + c0;
 
             for (int j = 0; j < n4; j += 4) {
-                v4f d = ld4(dr + j), h = ld4(xr + j) - ld4(mean + j);
+                v4f d = ld4(dr + j);
 
-                sg[j / 2] += lo2d(d) * lo2d(h);
-                sg[j / 2 + 1] += hi2d(d) * hi2d(h);
-                acc4d(sb + j / 2, d);
+                p.v[0][j / 4] += d * (ld4(xr + j) - ld4(mean + j));
+                p.v[1][j / 4] += d;
             }
             for (int j = n4; j < n; j++) {
-                D2(sg, j) += (double)dr[j] * (xr[j] - mean[j]);
-                D2(sb, j) += dr[j];
+                p.t[0][j - n4] += dr[j] * (xr[j] - mean[j]);
+                p.t[1][j - n4] += dr[j];
             }
+            if ((r + 1) % BIAS_ROWS == 0 || r + 1 == rows)
+                bn_part_add(&p, sg, sb, n, n4);
         }
         for (int j = 0; j < n; j++) {
             sums[c0 + j] = (float)(D2(sg, j) /
@@ -1473,6 +1514,7 @@ int wk_backend_cpu_new(int n_threads, struct wk_backend **out)
     be->ops = &cpu_ops;
     be->ctx = ctx;
     be->host_memory = 1;
+    be->ws_cache = CPU_WS_CACHE;
     strcpy(be->name, "cpu");
     *out = be;
     return HC_OK;

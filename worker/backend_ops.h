@@ -277,8 +277,9 @@
       (be, dy, dx, n, rate, seed), required)                                                                              \
     /* ---- batch normalization over the last axis (rows, C) ---- */          \
     /* st (3, C): each channel's mean, biased variance and mean of squares    \
-     * (variance + mean²) over the rows of x (rows, C), summed in double,     \
-     * two passes. rows ≥ 1. Overwrites st. */                                \
+     * (variance + mean²) over the rows of x (rows, C), in one pass: Σ(x − k) \
+     * and Σ(x − k)², k the channel's value in row 0, variance = Σ(x − k)² /  \
+     * rows − (mean − k)². rows ≥ 1. Overwrites st. */                        \
     X(void, bn_stats, (struct wk_backend *be, const float *x, int rows,       \
                        int c, float *st),                                     \
       (be, x, rows, c, st), required)                                         \

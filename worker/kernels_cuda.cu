@@ -1422,20 +1422,22 @@ __global__ static void bn_stats_k(const float *x, int rows, int c, float *st)
 {
     __shared__ double sh[TPB];
     int j = blockIdx.x;
-    double s = 0.0, q = 0.0, mean;
+    double s = 0.0, q = 0.0, k = x[j], dm, mean, var;
 
-    for (int r = threadIdx.x; r < rows; r += TPB)
-        s += x[(size_t)r * c + j];
-    mean = block_sum(s, sh) / rows;
     for (int r = threadIdx.x; r < rows; r += TPB) {
-        double d = x[(size_t)r * c + j] - mean;
+        double d = x[(size_t)r * c + j] - k;
+
+        s += d;
         q += d * d;
     }
-    q = block_sum(q, sh) / rows;
+    dm = block_sum(s, sh) / rows;
+    var = block_sum(q, sh) / rows - dm * dm;
+    var = var > 0.0 ? var : 0.0;
+    mean = k + dm;
     if (threadIdx.x == 0) {
         st[j] = (float)mean;
-        st[c + j] = (float)q;
-        st[2 * c + j] = (float)(q + mean * mean);
+        st[c + j] = (float)var;
+        st[2 * c + j] = (float)(var + mean * mean);
     }
 }
 

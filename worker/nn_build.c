@@ -667,6 +667,7 @@ static int setup_buffers(struct wk_net *net)
     }
     for (k = 0; k < net->n_devs; k++) {
         struct nn_dev *d = &net->devs[k];
+        size_t cap;
 
         for (i = 0; i < d->n_gbuf; i++)
             if ((rv = nn_alloc_f(d->be, &d->gbuf[i], B * d->max_act)))
@@ -674,6 +675,11 @@ static int setup_buffers(struct wk_net *net)
         if (d->need_scratch &&
             (rv = nn_alloc_f(d->be, &d->scratch, B * d->max_act)))
             return rv;
+        /* Within the backend's cache bound where it has one (the CPU):
+         * the GEMM packs each chunk's cols while they are still in cache. */
+        cap = B * d->max_act;
+        if (d->be->ws_cache && cap > d->be->ws_cache)
+            cap = d->be->ws_cache;
         for (i = 0; i < net->n_layers; i++) {
             struct nn_layer *l = &net->layers[i];
             size_t need;
@@ -682,9 +688,8 @@ static int setup_buffers(struct wk_net *net)
                 !l->ws_size)
                 continue;
             need = B * l->ws_size;
-            if (need > B * d->max_act)
-                need = B * d->max_act > l->ws_size ? B * d->max_act
-                                                   : l->ws_size;
+            if (need > cap)
+                need = cap > l->ws_size ? cap : l->ws_size;
             if (need > d->ws_floats)
                 d->ws_floats = need;
         }

@@ -10,8 +10,10 @@
  * input again unless the workspace still holds it (the last conv2d of a
  * device, the first in backward), so a deep net holds one layer's cols,
  * not one per layer. Where a whole batch's cols would be larger than the
- * device's largest activation, the batch goes through in chunks of
- * ws_chunk samples (one GEMM each, M = chunk·OH·OW rows). Where its
+ * device's largest activation, or than its backend's cache bound (the
+ * CPU's ws_cache: each chunk's cols still in cache when the GEMM packs
+ * them), the batch goes through in chunks of ws_chunk samples (one GEMM
+ * each, M = chunk·OH·OW rows). Where its
  * input has other readers, dX is added onto their gradient (NN_ADDS).
  * With stride 1, where dY's cols are no larger than the input's
  * (l->flip: this file's backward_both), backward unrolls dY instead of

@@ -58,7 +58,8 @@ struct nn_dev {
     size_t ws_floats;       /* its layers' shared workspace (NN_SHARED_WS):
                              * the largest one's for the whole batch, but
                              * no more than its largest activation's
-                             * (max_B·max_act) or one sample's if larger */
+                             * (max_B·max_act) nor its backend's ws_cache,
+                             * or one sample's if larger */
     float *ws;              /* (ws_floats) that workspace, or NULL */
     const struct nn_layer *ws_holder; /* the layer whose unrolled input ws
                              * holds now (its forward's), or NULL */

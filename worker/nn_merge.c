@@ -3,7 +3,8 @@
  * common/layer_merge.c and layer_concatenate.c): layers reading several
  * nodes, with no parameters, each pass a few block copies (the backend's
  * copy2d). Add, Subtract and Average are weighted sums, y = Σ coef_k·x_k
- * (coef 1, (1, −1), 1/n), so the gradient of input k is coef_k·dy.
+ * (coef 1, (1, −1), 1/n: the backend's reduce, one pass), so the gradient
+ * of input k is coef_k·dy.
  * Multiply is the product, so the gradient of input k is dy times the
  * product of the others (through a workspace when there are more than
  * two). Concatenate views each tensor as (B·outer, cols): outer the product of
@@ -73,9 +74,8 @@ static int setup_average(const struct nn_setup *c,
 
 static void forward_sum(struct nn_layer *l, const float *const *xs, int B)
 {
-    for (int k = 0; k < l->n_in; k++)
-        wk_be_copy2d(l->be, B, l->out_size, l->coef[k], xs[k], l->out_size,
-                     l->out, l->out_size, k > 0);
+    wk_be_reduce(l->be, l->out, xs, l->coef, l->n_in,
+                 (size_t)B * l->out_size);
 }
 
 static void backward_sum(struct nn_layer *l, int k, const float *dy,
