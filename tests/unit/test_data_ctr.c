@@ -902,6 +902,65 @@ static void test_streamed(void)
     wk_data_free(&d);
 }
 
+/* A wide libsvm file (width 2,000: 24 KB a parsed line) shuffles in
+ * windows of one block (W shrunk to keep a window under its bytes): 3,000
+ * lines, three windows, the last partial, each line once with its own
+ * features, not in file order, the same read again. */
+static void test_shuffle_wide(void)
+{
+    enum { N = 3000, W = 2000, CH = 250 };
+    struct wk_ctr_opts o = { .format = WK_CTR_LIBSVM, .input_dim = 1 << 20,
+                             .width = W, .shuffle = 1, .seed = 9 };
+    struct wk_ctr *c;
+    float *label = malloc(CH * sizeof *label);
+    float *num = malloc((size_t)CH * W * sizeof *num);
+    int64_t *cat = malloc((size_t)CH * W * sizeof *cat);
+    static unsigned char seen[N];
+    static int64_t first[N];
+    char path[512];
+    int bad = 0, moved = 0, got;
+    FILE *f;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(label && num && cat);
+    snprintf(path, sizeof path, "%s/wide.svm", tmp);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f = fopen(path, "wb"));
+    for (int i = 0; i < N; i++)
+        fprintf(f, "%d %d:%d 7\n", i % 2, i + 1, i % 100);
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    for (int pass = 0; pass < 2; pass++)
+        for (int p = 0; p < N; p += CH) {
+            CU_ASSERT_EQUAL_FATAL(wk_ctr_read_epoch(c, 4, p, CH, label, num,
+                                                    cat, &got), HC_OK);
+            CU_ASSERT_EQUAL(got, CH);
+            for (int i = 0; i < got; i++) {
+                int64_t line = cat[(size_t)i * W] - 1;
+
+                if (line < 0 || line >= N) {
+                    bad++;
+                    continue;
+                }
+                bad += num[(size_t)i * W] != (float)(line % 100) ||
+                       cat[(size_t)i * W + 1] != 7 ||
+                       cat[(size_t)i * W + 2] != 0 ||
+                       label[i] != (float)(line % 2);
+                if (pass == 0) {
+                    bad += seen[line]++ != 0;
+                    moved += line != p + i;
+                    first[p + i] = line;
+                } else {
+                    bad += first[p + i] != line;
+                }
+            }
+        }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(moved > N / 2);
+    wk_ctr_close(c);
+    free(label);
+    free(num);
+    free(cat);
+}
+
 /* The model's "shuffle": true by default, false kept, anything else
  * refused by name. */
 static void test_shuffle_key(void)
@@ -955,6 +1014,8 @@ void hp_test_register(void)
     CU_add_test(s, "a batch read out of order equals it in order",
                 test_resume);
     CU_add_test(s, "the shuffled epoch order", test_shuffle_order);
+    CU_add_test(s, "a wide file shuffled in windows of one block",
+                test_shuffle_wide);
     CU_add_test(s, "the model's shuffle switch", test_shuffle_key);
     CU_add_test(s, "the index cache", test_index_cache);
     CU_add_test(s, "libsvm lines, padding, width", test_libsvm);
