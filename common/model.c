@@ -656,12 +656,12 @@ static uint64_t signature(const struct hc_model *m)
 
 static const char *const keys_model[] = {
     "name", "input_shape", "inputs", "layers", "output", "loss",
-    "optimizer", "metrics", "batch_size", "epochs", "seed", NULL};
+    "optimizer", "metrics", "batch_size", "epochs", "seed", "shuffle", NULL};
 
 static int parse_root(const cJSON *root, struct hc_model *m)
 {
     const cJSON *it;
-    int have_input = 0, rv;
+    int have_input = 0, shuffle, rv;
     const char *s;
     char buf[64];
 
@@ -687,8 +687,10 @@ static int parse_root(const cJSON *root, struct hc_model *m)
         (rv = md_get_int(root, "batch_size", m->source, 32, 1, 1 << 20,
                          &m->batch_size)) ||
         (rv = md_get_int(root, "epochs", m->source, 1, 1, 1000000,
-                         &m->epochs)))
+                         &m->epochs)) ||
+        (rv = md_get_bool(root, "shuffle", m->source, 1, &shuffle)))
         return rv;
+    m->file_order = !shuffle;
     if ((it = md_get(root, "seed")) != NULL) {
         if (!md_is_int(it) || it->valuedouble < 0 ||
             it->valuedouble > SEED_MAX)

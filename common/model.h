@@ -22,6 +22,9 @@
  * names ("conv2d/kernel" (kh, kw, in, out), "conv2d/bias" (out),
  * "dense/kernel" (in, out), "dense/bias" (out)), with Keras's default
  * initialisers (Glorot-uniform kernels, zero biases) seeded by `seed`.
+ * "shuffle" (default true, Keras's fit(shuffle=True)): false reads a
+ * streamed training file (click-through data) in file order every epoch;
+ * an in-memory set is shuffled either way.
  * Activations are NHWC like Keras; shapes below exclude the batch.
  *
  * The graph. layers[] is in topological order: layer i reads n_in nodes,
@@ -299,6 +302,7 @@ struct hc_model {
     int batch_size;
     int epochs;
     uint64_t seed;
+    int file_order;             /* "shuffle": false (default 0: shuffle) */
     uint64_t signature;         /* hash of layers, shapes, loss, optimizer */
 };
 

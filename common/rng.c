@@ -14,3 +14,13 @@ uint64_t hc_splitmix64(uint64_t *state)
 {
     return hc_mix64(*state += HC_GOLDEN_GAMMA);
 }
+
+uint64_t hc_rng_below(uint64_t *state, uint64_t bound)
+{
+    uint64_t threshold = (0 - bound) % bound, r;
+
+    do
+        r = hc_splitmix64(state);
+    while (r < threshold);
+    return r % bound;
+}

@@ -2,7 +2,7 @@
  * rng.h — the one pseudo-random generator of hetps: splitmix64 (Steele,
  * Lea, Flood 2014). Small, fast, and the same on every machine, so initial
  * values, shuffles and dropout masks are reproducible from a seed. Every
- * host-side use goes through these two functions; the CUDA dropout kernel
+ * host-side use goes through these functions; the CUDA dropout kernel
  * keeps a device twin of hc_mix64 (worker/kernels_cuda.cu), compared with
  * the CPU by test_cuda.
  */
@@ -19,5 +19,10 @@ uint64_t hc_mix64(uint64_t z);
 
 /* Advance *state by HC_GOLDEN_GAMMA and return its mix. */
 uint64_t hc_splitmix64(uint64_t *state);
+
+/* Uniform in [0, bound) from *state (advanced as hc_splitmix64), bound ≥ 1,
+ * without modulo bias (draws below 2^64 mod bound are redrawn): the
+ * Fisher–Yates shuffles' draw. */
+uint64_t hc_rng_below(uint64_t *state, uint64_t bound);
 
 #endif

@@ -163,18 +163,21 @@ static void pack(const struct stream *st, int n, float *x, int32_t *y)
     }
 }
 
-/* wk_data_source's read: lines [start, start + count) a chunk at a time. */
-static int stream_read(void *ctx, long long start, int count, float *x,
-                       int32_t *y)
+/* wk_data_source's read (epoch < 0: lines [start, start + count)) and
+ * read_epoch (positions of epoch's order), a chunk at a time. */
+static int stream_chunks(struct stream *st, int epoch, long long start,
+                         int count, float *x, int32_t *y)
 {
-    struct stream *st = ctx;
     int done = 0, got, rv;
 
     while (done < count) {
         int want = count - done < CHUNK ? count - done : CHUNK;
 
-        if ((rv = wk_ctr_read(st->c, start + done, want, st->label, st->num,
-                              st->cat, &got)))
+        rv = epoch < 0 ? wk_ctr_read(st->c, start + done, want, st->label,
+                                     st->num, st->cat, &got)
+                       : wk_ctr_read_epoch(st->c, epoch, start + done, want,
+                                           st->label, st->num, st->cat, &got);
+        if (rv)
             return rv;
         if (got != want)
             return hc_err_set(HC_ERR_DATA, "%d lines read at line %lld, %d "
@@ -184,6 +187,18 @@ static int stream_read(void *ctx, long long start, int count, float *x,
         done += got;
     }
     return HC_OK;
+}
+
+static int stream_read(void *ctx, long long start, int count, float *x,
+                       int32_t *y)
+{
+    return stream_chunks(ctx, -1, start, count, x, y);
+}
+
+static int stream_read_epoch(void *ctx, int epoch, long long start,
+                             int count, float *x, int32_t *y)
+{
+    return stream_chunks(ctx, epoch, start, count, x, y);
 }
 
 static void stream_close(void *ctx)
@@ -213,6 +228,8 @@ int wk_ctr_inputs_load(const char *spec, const char *flag,
         return hc_err_set(HC_ERR_CONFIG, "%s %s: a click-through file is "
                           "criteo:PATH or libsvm:PATH", flag, spec);
     o.format = strncmp(spec, "criteo:", 7) ? WK_CTR_LIBSVM : WK_CTR_CRITEO;
+    o.shuffle = !m->file_order;     /* training's order; eval reads lines */
+    o.seed = m->seed;
     /* The ids' rule needs input_dim: the plan for Criteo's widths first
      * (libsvm's are known once it is open, then checked again). */
     o.input_dim = 1;
@@ -255,7 +272,9 @@ int wk_ctr_inputs_load(const char *spec, const char *flag,
                         path, CHUNK);
         goto out;
     }
-    out->src = (struct wk_data_source){ stream_read, stream_close, st };
+    out->src = (struct wk_data_source){ .read = stream_read,
+                                        .read_epoch = stream_read_epoch,
+                                        .close = stream_close, .ctx = st };
     st = NULL;
 out:
     stream_close(st);

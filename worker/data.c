@@ -433,17 +433,6 @@ int wk_data_batch(const struct wk_dataset *d, int start, int count,
 /* ---- shards ---------------------------------------------------------------- */
 
 
-/* Uniform in [0, bound), bound ≥ 1, without modulo bias. */
-static uint64_t below(uint64_t *state, uint64_t bound)
-{
-    uint64_t threshold = (0 - bound) % bound, r;
-
-    do
-        r = hc_splitmix64(state);
-    while (r < threshold);
-    return r % bound;
-}
-
 /* Put the shard's samples in epoch's order (see data.h). */
 static void shuffle(struct wk_shard *s, int epoch)
 {
@@ -454,7 +443,7 @@ static void shuffle(struct wk_shard *s, int epoch)
     for (int j = 0; j < s->n; j++)
         s->order[j] = s->index + j * s->n_shards;
     for (int i = s->n - 1; i > 0; i--) {
-        int j = (int)below(&state, (uint64_t)i + 1);
+        int j = (int)hc_rng_below(&state, (uint64_t)i + 1);
         int32_t t = s->order[i];
         s->order[i] = s->order[j];
         s->order[j] = t;
@@ -565,6 +554,13 @@ int wk_shard_slice(struct wk_shard *s, int epoch, long long start,
     if (start >= s->n)
         return HC_OK;
     count = s->n - start < batch_size ? (int)(s->n - start) : batch_size;
+    if (!s->order && d->src.read_epoch) {   /* a part of the source's order */
+        int rv = d->src.read_epoch(d->src.ctx, epoch, s->first + start,
+                                   count, x_out, y_out);
+
+        *n_out = rv == HC_OK ? count : 0;
+        return rv;
+    }
     if (!s->order) {            /* a part, in file order */
         int got = wk_data_batch(d, s->first + (int)start, count, x_out, y_out);
 

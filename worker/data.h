@@ -23,8 +23,10 @@
  * A data set may instead be streamed (src.read set, x and y NULL): its
  * samples are read from a file when asked for, so memory is a batch's,
  * whatever the file's size (a click-through file, ctr_inputs.h). A
- * streamed set cannot be shuffled cheaply: it is split by position
- * instead (wk_shard_init_for), each worker's part read in file order.
+ * streamed set is split by position instead (wk_shard_init_for): worker
+ * k holds a run of positions of each epoch's order, which the source
+ * shuffles itself (src.read_epoch: a window of blocks at a time, as
+ * data_ctr.h says) or, without read_epoch, file order.
  *
  * Threads: a wk_dataset is read-only once loaded and may be shared — a
  * streamed one holds a file position and is used by one thread at a time;
@@ -54,10 +56,15 @@ struct wk_data_input {
  * [start, start + count) in file order (count ≥ 1, start + count ≤ n):
  * x_out (count, sample's floats) and, unless NULL, y_out (count); it
  * returns HC_OK or an error code with its message (a malformed line: the
- * file and line named). close frees ctx. */
+ * file and line named). read_epoch, when not NULL, fills positions
+ * [start, start + count) of epoch's training order instead (the source's
+ * own shuffle, data_ctr.h's for a click-through file); training reads
+ * through it, evaluation through read. close frees ctx. */
 struct wk_data_source {
     int (*read)(void *ctx, long long start, int count, float *x_out,
                 int32_t *y_out);
+    int (*read_epoch)(void *ctx, int epoch, long long start, int count,
+                      float *x_out, int32_t *y_out);
     void (*close)(void *ctx);
     void *ctx;
 };
@@ -217,10 +224,10 @@ int wk_shard_init(struct wk_shard *s, int n_total, int n_shards,
 
 /*
  * Split by position (a streamed set's split): shard k of K holds the
- * samples [floor(k · N / K), floor((k + 1) · N / K)), in file order every
- * epoch — disjoint, covering every sample once, sizes differing by at
- * most one, each worker reading only its part of the file, batch b of any
- * epoch the same samples. The errors of wk_shard_init.
+ * positions [floor(k · N / K), floor((k + 1) · N / K)) of each epoch's
+ * order (the source's read_epoch; without it file order) — disjoint,
+ * covering every sample once, sizes differing by at most one, batch b of
+ * epoch e always the same samples. The errors of wk_shard_init.
  */
 int wk_shard_init_parts(struct wk_shard *s, int n_total, int n_shards,
                         int shard_index);

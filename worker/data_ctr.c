@@ -2,7 +2,9 @@
  * data_ctr.c — the click-through readers of data_ctr.h: one streaming pass
  * that indexes a file's lines, then batches read by seeking to the nearest
  * indexed line and parsing Criteo TSV or libsvm lines into labels, floats
- * and row ids. The formats, the id rule and the split are the header's.
+ * and row ids; and each epoch's shuffled order, a window of blocks parsed
+ * at a time. The formats, the id rule, the order and the split are the
+ * header's.
  */
 #include "worker/data_ctr.h"
 #include "crc32c.h"
@@ -32,6 +34,20 @@ struct wk_ctr {
     int cached;                 /* the index came from opts.index_path */
     char *line;                 /* getline's buffer */
     size_t cap;
+    /* the shuffled order (opts.shuffle), allocated at its first read */
+    int win_blocks;             /* W */
+    uint32_t *bperm;            /* (n_blocks) the epoch's block order */
+    int bperm_epoch;            /* epoch bperm is for; -1 none */
+    long long part_at;          /* where the partial block is in bperm;
+                                   -1: the last block is whole */
+    long long win;              /* window held; -1 none */
+    long long win_start;        /* its first position */
+    int win_n;                  /* its lines */
+    int32_t *win_order;         /* (W · 1024) the window's row at each of
+                                   its positions */
+    float *w_label;             /* (W · 1024) its lines parsed, blocks */
+    float *w_num;               /* (W · 1024, n_num)    in file order */
+    int64_t *w_cat;             /* (W · 1024, n_cat) */
 };
 
 /* --- the index pass --------------------------------------------------- */
@@ -315,6 +331,8 @@ int wk_ctr_open(const char *path, const struct wk_ctr_opts *o,
         return hc_err_set(HC_ERR_NOMEM, "%s: no memory", path);
     c->o = *o;
     c->at = -1;
+    c->bperm_epoch = -1;
+    c->win = -1;
     snprintf(c->path, sizeof c->path, "%s", path);
     if ((c->f = fopen(path, "rb")) == NULL) {
         rv = hc_err_set(errno == ENOENT ? HC_ERR_NOTFOUND : HC_ERR_IO,
@@ -354,6 +372,11 @@ void wk_ctr_close(struct wk_ctr *c)
         fclose(c->f);
     free(c->index);
     free(c->line);
+    free(c->bperm);
+    free(c->win_order);
+    free(c->w_label);
+    free(c->w_num);
+    free(c->w_cat);
     free(c);
 }
 
@@ -696,6 +719,189 @@ int wk_ctr_read(struct wk_ctr *c, long long start, int count, float *label,
     return HC_OK;
 }
 
+/* --- the epoch's order ------------------------------------------------ */
+
+static long long n_blocks(const struct wk_ctr *c)
+{
+    return (c->n_lines + WK_CTR_INDEX_EVERY - 1) / WK_CTR_INDEX_EVERY;
+}
+
+/* The splitmix64 state of (seed, epoch, stream): data.h's shuffle. */
+static uint64_t order_state(const struct wk_ctr *c, int epoch,
+                            uint64_t stream)
+{
+    return hc_mix64(c->o.seed ^ hc_mix64((uint64_t)epoch * HC_GOLDEN_GAMMA ^
+                                         stream));
+}
+
+/* The window, its parsed lines and the block order: W from the row's
+ * bytes, allocated once. */
+static int alloc_order(struct wk_ctr *c)
+{
+    const int nn = wk_ctr_n_num(c), nc = wk_ctr_n_cat(c);
+    size_t row = sizeof(float) * (size_t)(1 + nn) + sizeof(int64_t) * nc;
+    size_t per_block = row * WK_CTR_INDEX_EVERY, lines;
+    long long W = WK_CTR_WINDOW;
+
+    if (c->bperm)
+        return HC_OK;
+    if ((size_t)W * per_block > WK_CTR_WINDOW_BYTES)
+        W = (long long)(WK_CTR_WINDOW_BYTES / per_block);
+    if (W < 1)
+        W = 1;
+    if (W > n_blocks(c))
+        W = n_blocks(c);
+    c->win_blocks = (int)W;
+    lines = (size_t)W * WK_CTR_INDEX_EVERY;
+    c->bperm = malloc((size_t)n_blocks(c) * sizeof *c->bperm);
+    c->win_order = malloc(lines * sizeof *c->win_order);
+    c->w_label = malloc(lines * sizeof *c->w_label);
+    c->w_num = malloc(lines * (size_t)nn * sizeof *c->w_num);
+    c->w_cat = malloc(lines * (size_t)nc * sizeof *c->w_cat);
+    if (!c->bperm || !c->win_order || !c->w_label || !c->w_num ||
+        !c->w_cat) {
+        free(c->bperm);
+        free(c->win_order);
+        free(c->w_label);
+        free(c->w_num);
+        free(c->w_cat);
+        c->bperm = NULL;
+        c->win_order = NULL;
+        c->w_label = c->w_num = NULL;
+        c->w_cat = NULL;
+        return hc_err_set(HC_ERR_NOMEM, "%s: no memory for a shuffle window "
+                          "of %zu lines", c->path, lines);
+    }
+    return HC_OK;
+}
+
+/* bperm for epoch: the blocks in a random order. */
+static void order_blocks(struct wk_ctr *c, int epoch)
+{
+    const long long nb = n_blocks(c);
+    uint64_t state = order_state(c, epoch, ~0ull);
+
+    for (long long i = 0; i < nb; i++)
+        c->bperm[i] = (uint32_t)i;
+    for (long long i = nb - 1; i > 0; i--) {
+        long long j = (long long)hc_rng_below(&state, (uint64_t)i + 1);
+        uint32_t t = c->bperm[i];
+
+        c->bperm[i] = c->bperm[j];
+        c->bperm[j] = t;
+    }
+    c->part_at = -1;
+    if (c->n_lines % WK_CTR_INDEX_EVERY != 0)
+        for (long long i = 0; i < nb; i++)
+            if (c->bperm[i] == (uint32_t)(nb - 1))
+                c->part_at = i;
+    c->bperm_epoch = epoch;
+    c->win = -1;
+}
+
+/* First position of window w (w ≤ the windows' count: N past the last). */
+static long long window_start(const struct wk_ctr *c, long long w)
+{
+    long long b = w * c->win_blocks, nb = n_blocks(c);
+    long long short_by = nb * WK_CTR_INDEX_EVERY - c->n_lines;
+
+    if (b > nb)
+        b = nb;
+    return b * WK_CTR_INDEX_EVERY -
+           (c->part_at >= 0 && c->part_at < b ? short_by : 0);
+}
+
+/* The window holding position p (0 ≤ p < N). */
+static long long window_of(const struct wk_ctr *c, long long p)
+{
+    long long w = p / ((long long)c->win_blocks * WK_CTR_INDEX_EVERY);
+
+    while (window_start(c, w + 1) <= p)  /* once at most: short_by < 1024 */
+        w++;
+    return w;
+}
+
+/* Parse window w's blocks (in file order) and shuffle its lines. */
+static int load_window(struct wk_ctr *c, int epoch, long long w)
+{
+    const int nn = wk_ctr_n_num(c), nc = wk_ctr_n_cat(c);
+    long long lo = w * c->win_blocks, hi = lo + c->win_blocks;
+    uint32_t blocks[WK_CTR_WINDOW];
+    uint64_t state = order_state(c, epoch, hc_mix64((uint64_t)w + 1));
+    int nw = 0, rows = 0, got, rv;
+
+    if (hi > n_blocks(c))
+        hi = n_blocks(c);
+    c->win = -1;
+    for (long long i = lo; i < hi; i++) {     /* insertion sort: ≤ 16 */
+        int j = nw++;
+
+        for (; j > 0 && blocks[j - 1] > c->bperm[i]; j--)
+            blocks[j] = blocks[j - 1];
+        blocks[j] = c->bperm[i];
+    }
+    for (int i = 0; i < nw; i++) {
+        long long a = (long long)blocks[i] * WK_CTR_INDEX_EVERY;
+
+        if ((rv = wk_ctr_read(c, a, WK_CTR_INDEX_EVERY, &c->w_label[rows],
+                              &c->w_num[(size_t)rows * nn],
+                              &c->w_cat[(size_t)rows * nc], &got)) != HC_OK)
+            return rv;
+        rows += got;
+    }
+    for (int i = 0; i < rows; i++)
+        c->win_order[i] = i;
+    for (int i = rows - 1; i > 0; i--) {
+        int j = (int)hc_rng_below(&state, (uint64_t)i + 1);
+        int32_t t = c->win_order[i];
+
+        c->win_order[i] = c->win_order[j];
+        c->win_order[j] = t;
+    }
+    c->win = w;
+    c->win_start = window_start(c, w);
+    c->win_n = rows;
+    return HC_OK;
+}
+
+int wk_ctr_read_epoch(struct wk_ctr *c, int epoch, long long start, int count,
+                      float *label, float *num, int64_t *cat, int *n_out)
+{
+    const int nn = wk_ctr_n_num(c), nc = wk_ctr_n_cat(c);
+    long long end;
+    int rv;
+
+    *n_out = 0;
+    if (epoch < 0)
+        return hc_err_set(HC_ERR_INVAL, "%s: bad epoch %d", c->path, epoch);
+    if (!c->o.shuffle)
+        return wk_ctr_read(c, start, count, label, num, cat, n_out);
+    if (start < 0 || count < 1)
+        return hc_err_set(HC_ERR_INVAL, "%s: bad read of %d position(s) from "
+                          "%lld", c->path, count, start);
+    if (start >= c->n_lines)
+        return HC_OK;
+    if ((rv = alloc_order(c)) != HC_OK)
+        return rv;
+    if (c->bperm_epoch != epoch)
+        order_blocks(c, epoch);
+    end = start + count < c->n_lines ? start + count : c->n_lines;
+    for (long long p = start; p < end; p++) {
+        size_t i = (size_t)(p - start), r;
+
+        if (c->win < 0 || p < c->win_start || p >= c->win_start + c->win_n) {
+            if ((rv = load_window(c, epoch, window_of(c, p))) != HC_OK)
+                return rv;
+        }
+        r = (size_t)c->win_order[p - c->win_start];
+        label[i] = c->w_label[r];
+        memcpy(&num[i * nn], &c->w_num[r * nn], (size_t)nn * sizeof *num);
+        memcpy(&cat[i * nc], &c->w_cat[r * nc], (size_t)nc * sizeof *cat);
+        (*n_out)++;
+    }
+    return HC_OK;
+}
+
 int wk_ctr_batch(struct wk_ctr *c, int n, int k, int epoch, int batch, int B,
                  float *label, float *num, int64_t *cat, int *n_out)
 {
@@ -711,7 +917,7 @@ int wk_ctr_batch(struct wk_ctr *c, int n, int k, int epoch, int batch, int B,
     at = (long long)batch * B;
     if (at >= count)
         return HC_OK;
-    return wk_ctr_read(c, first + at,
-                       (int)(count - at < B ? count - at : B), label, num,
-                       cat, n_out);
+    return wk_ctr_read_epoch(c, epoch, first + at,
+                             (int)(count - at < B ? count - at : B), label,
+                             num, cat, n_out);
 }

@@ -47,7 +47,8 @@
  * to the indexed line at or before a, skips at most WK_CTR_INDEX_EVERY − 1
  * lines, and parses B lines; reading on from where the last read ended
  * skips nothing. Memory is the index, one line buffer and stdio's buffer,
- * whatever the file's size.
+ * and when shuffling one window and the block order (4 bytes a 1,024
+ * lines), whatever the file's size.
  *
  * Index cache. With opts.index_path set, the index is also kept in that
  * file (magic "HPCTRIDX", version, the data file's size, mtime and inode,
@@ -59,17 +60,41 @@
  * It is only a cache: when it cannot be written, the reader works
  * without it.
  *
- * Split. Worker k of n holds the contiguous lines
- *   [floor(k · N / n), floor((k + 1) · N / n))       (N lines in the file)
- * so the workers' parts are disjoint, cover every line once, differ in size
- * by at most one, and each worker reads only its part of the file. Batches
- * follow Keras: ceil(part / B) per epoch, the last one partial. Lines are
- * read in file order every epoch (click logs are in time order; shuffle the
- * file once beforehand — `shuf` — where that is wanted), so batch b of any
- * epoch is the same lines: a worker that restarts at (epoch, batches done)
- * seeks straight to them.
+ * Order. With opts.shuffle the lines are read in a per-epoch order that
+ * depends only on (opts.seed, epoch) and the file — never on the number
+ * of workers, the batch size or what was read before — in two levels, as
+ * tf.data's shuffle buffer is, but addressable by position:
+ *   blocks   the file's nb = ceil(N / 1024) blocks of WK_CTR_INDEX_EVERY
+ *            lines (the index's: a block is one seek; the last may be
+ *            partial) are put in a random order by Fisher–Yates driven by
+ *            splitmix64 from mix64(seed ^ mix64(epoch · γ ^ ~0));
+ *   windows  that order is cut into windows of W consecutive blocks (the
+ *            last may hold fewer, the partial block fewer lines), and the
+ *            lines of each window w are shuffled among themselves by
+ *            Fisher–Yates from mix64(seed ^ mix64(epoch · γ ^ mix64(w + 1)))
+ *            (γ HC_GOLDEN_GAMMA, unbiased bounded draws; data.h's shuffle).
+ * Position p of the epoch is in the window whose lines it counts into;
+ * reading it parses that window's W blocks once (each a seek and 1,024
+ * lines read in file order) and keeps them while reads stay in it.
+ * W = WK_CTR_WINDOW (16) blocks, fewer when a window's parsed lines would
+ * pass WK_CTR_WINDOW_BYTES (wide libsvm files): 16,384 lines, 4.1 MiB of
+ * parsed Criteo lines — enough that a batch draws from 16 stretches of
+ * 1,024 lines anywhere in the file (a file sorted by day or label is
+ * mixed), small beside a worker's memory, and 16 sequential reads of
+ * 1,024 lines a window. Without opts.shuffle (a model's "shuffle": false;
+ * validation and evaluation always) position p is line p: file order.
  *
- * Threads: a wk_ctr holds a file position; one thread at a time. Open one
+ * Split. Worker k of n holds the contiguous positions
+ *   [floor(k · N / n), floor((k + 1) · N / n))       (N lines in the file)
+ * of the epoch's order, so the workers' parts are disjoint, cover every
+ * line once, differ in size by at most one, and put together are the one
+ * order a single worker reads (sync N × B equals 1 × N·B). Batches follow
+ * Keras: ceil(part / B) per epoch, the last one partial. Batch b of epoch
+ * e is always the same lines: a worker that restarts at (epoch, batches
+ * done) reads straight to them (at most one window parsed to get there).
+ *
+ * Threads: a wk_ctr holds a file position and a window; one thread at a
+ * time. Open one
  * per thread to read in parallel.
  */
 #ifndef WK_DATA_CTR_H
@@ -83,6 +108,9 @@
 #define WK_CTR_INDEX_EVERY 1024         /* lines between indexed offsets */
 #define WK_CTR_LINE_MAX (1 << 20)       /* bytes a line, newline excluded */
 #define WK_CTR_WIDTH_MAX 4096           /* libsvm features a line */
+#define WK_CTR_WINDOW 16                /* blocks a shuffle window (W) */
+#define WK_CTR_WINDOW_BYTES (16 << 20)  /* parsed lines a window, at most
+                                           (W shrinks, never below 1) */
 
 enum wk_ctr_format {
     WK_CTR_CRITEO,
@@ -96,6 +124,10 @@ struct wk_ctr_opts {
                                    on any line. Criteo: ignored */
     const char *index_path;     /* NULL: the line index lives in memory
                                    only; else its cache file (below) */
+    int shuffle;                /* nonzero: wk_ctr_batch and
+                                   wk_ctr_read_epoch read each epoch's
+                                   order (above); 0: file order */
+    uint64_t seed;              /* the order's seed (a model's "seed") */
 };
 
 struct wk_ctr;                  /* an open file, its index and its place */
@@ -137,23 +169,34 @@ int wk_ctr_part(const struct wk_ctr *c, int n, int k, long long *first,
 int wk_ctr_n_batches(const struct wk_ctr *c, int n, int k, int B);
 
 /*
- * Batch `batch` of epoch `epoch` of worker k of n: the part's lines
- * [batch · B, batch · B + B), cut at the part's end. Fills label (B),
- * num (B, n_num) and cat (B, n_cat) — caller's buffers of B rows — and
- * sets *n_out to the samples filled: B, fewer for the last batch, 0 past
- * the end. The lines do not depend on the epoch (file order); epoch is
- * checked (≥ 0) and kept in the API so a trainer calls this as it calls
- * wk_shard_batch. Returns HC_OK, HC_ERR_INVAL (bad arguments, *n_out 0),
- * HC_ERR_DATA (a malformed line: file and line named; the rows before it
- * are filled and *n_out counts them) or HC_ERR_IO.
+ * Batch `batch` of epoch `epoch` of worker k of n: the part's positions
+ * [batch · B, batch · B + B) of the epoch's order, cut at the part's end
+ * (wk_ctr_read_epoch). Fills label (B), num (B, n_num) and cat (B, n_cat)
+ * — caller's buffers of B rows — and sets *n_out to the samples filled:
+ * B, fewer for the last batch, 0 past the end. Returns HC_OK, HC_ERR_INVAL
+ * (bad arguments, *n_out 0), HC_ERR_DATA (a malformed line: file and line
+ * named; the rows before it are filled and *n_out counts them) or
+ * HC_ERR_IO. Without opts.shuffle the lines are the same every epoch.
  */
 int wk_ctr_batch(struct wk_ctr *c, int n, int k, int epoch, int batch, int B,
                  float *label /* (B) */, float *num /* (B, n_num) */,
                  int64_t *cat /* (B, n_cat) */, int *n_out);
 
 /*
- * Lines [start, start + count) of the whole file, cut at its end (a sync
- * worker's slice of a global batch; evaluation in file order). Same
+ * Positions [start, start + count) of epoch's order (above), cut at N: a
+ * worker's part, a sync worker's slice of a global batch. Without
+ * opts.shuffle, wk_ctr_read. The first shuffled read allocates the window
+ * (W · 1,024 parsed lines) and the block order (4 bytes a block). Same
+ * buffers and returns as wk_ctr_batch; HC_ERR_INVAL also for epoch < 0.
+ */
+int wk_ctr_read_epoch(struct wk_ctr *c, int epoch, long long start, int count,
+                      float *label /* (count) */,
+                      float *num /* (count, n_num) */,
+                      int64_t *cat /* (count, n_cat) */, int *n_out);
+
+/*
+ * Lines [start, start + count) of the whole file, cut at its end, in file
+ * order whatever opts.shuffle says (evaluation, validation). Same
  * buffers, returns and *n_out as wk_ctr_batch.
  */
 int wk_ctr_read(struct wk_ctr *c, long long start, int count,

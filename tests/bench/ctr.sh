@@ -27,7 +27,8 @@ cat > "$T/cluster.json" <<JSON
 { "cluster": { "ps": ["127.0.0.1:$PORT"], "worker": ["127.0.0.1:$((PORT + 1))"] },
   "hetps": { "mode": "async" } }
 JSON
-ctr_model ', "metrics": ["AUC"]'
+# file order, as the PyTorch peer reads it (hetps shuffles by default)
+ctr_model ', "metrics": ["AUC"], "shuffle": false'
 "$BIN/hetps" launch --data-dir "$T/data" "$T/cluster.json" -- \
     --model "$T/ctr.json" --data "criteo:$T/train.tsv" \
     --validation-data "criteo:$T/test.tsv" > "$T/hetps.log" 2>&1 ||

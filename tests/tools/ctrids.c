@@ -4,14 +4,16 @@
  * --dump, in tests/integration/ctr_ids.sh) and for timing it.
  *
  *   ctrids [--format criteo|libsvm] [--input-dim D] [--workers N] [--batch B]
- *          [--batches K] [--index CACHE] [--time] FILE
+ *          [--batches K] [--index CACHE] [--shuffle SEED] [--time] FILE
  *
  * Prints, for every line of every worker's part in worker order (worker k
  * of N, batch after batch of B): the label, the num floats (%.9g) and the
  * cat ids, space-separated, one line a sample. --time prints instead one
  * line: samples, seconds, samples/s, reading every batch and discarding it;
  * with --batches K, only each worker's first K batches (the cost of
- * opening: with --index, the index cache of data_ctr.h).
+ * opening: with --index, the index cache of data_ctr.h). --shuffle SEED
+ * reads epoch 0's shuffled order of that seed (data_ctr.h, *Order*)
+ * instead of file order.
  */
 #include "worker/data_ctr.h"
 #include "clock.h"
@@ -50,6 +52,9 @@ int main(int argc, char **argv)
             B = atoi(v);
         } else if (strcmp(argv[i], "--index") == 0 && ++i < argc) {
             o.index_path = v;
+        } else if (strcmp(argv[i], "--shuffle") == 0 && ++i < argc) {
+            o.shuffle = 1;
+            o.seed = strtoull(v, NULL, 0);
         } else if (strcmp(argv[i], "--time") == 0) {
             timing = 1;
         } else if (argv[i][0] != '-' && path == NULL) {
@@ -57,7 +62,8 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr, "usage: ctrids [--format criteo|libsvm] "
                     "[--input-dim D] [--workers N] [--batch B] "
-                    "[--batches K] [--index CACHE] [--time] FILE\n");
+                    "[--batches K] [--index CACHE] [--shuffle SEED] "
+                    "[--time] FILE\n");
             return 2;
         }
     }

@@ -8,7 +8,11 @@
  * asked for out of order (a restart) equals the one read in sequence;
  * every malformed line refused with its file and line; the streamed data
  * set of a model's inputs (worker/ctr_inputs.h) read by parts as training
- * reads it, its rows and line numbers right across index blocks.
+ * reads it, its rows and line numbers right across index blocks; the
+ * shuffled epoch order — each line once, per epoch, mixed across blocks,
+ * the same for 1 and 2 workers and after reopening mid-epoch, file order
+ * when switched off, for files under a block, a window and with a
+ * partial last block.
  */
 #include "cu.h"
 #include "worker/ctr_inputs.h"
@@ -273,6 +277,167 @@ static void test_resume(void)
     CU_ASSERT_EQUAL(wk_ctr_batch(a, N, K, 0, 5, B, la, na, ca, &ga), HC_OK);
     CU_ASSERT_EQUAL(ca[0] & 0xffffffffll, 1666 + 5 * 97);
     wk_ctr_close(a);
+}
+
+/* N lines whose C1 holds the line number (label its parity). */
+static const char *numbered_n(int n)
+{
+    static char path[512];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/numbered_%d.tsv", tmp, n);
+    f = fopen(path, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%d\t%d\t\t\t\t\t\t\t\t\t\t\t\t\t%08x", i % 2, i, i);
+        for (int j = 1; j < 26; j++)
+            fputs("\t", f);
+        fputs("\n", f);
+    }
+    fclose(f);
+    return path;
+}
+
+/* The lines of epoch's positions [0, N) read `chunk` at a time into
+ * order (N); 1 when each line came once with its own values. */
+static int epoch_order(struct wk_ctr *c, int epoch, int chunk,
+                       long long *order)
+{
+    const long long N = wk_ctr_lines(c);
+    float *label = malloc((size_t)chunk * sizeof *label);
+    float *num = malloc((size_t)chunk * 13 * sizeof *num);
+    int64_t *cat = malloc((size_t)chunk * 26 * sizeof *cat);
+    unsigned char *seen = calloc((size_t)N, 1);
+    int ok = label && num && cat && seen, got;
+
+    for (long long p = 0; ok && p < N; p += chunk) {
+        ok = wk_ctr_read_epoch(c, epoch, p, chunk, label, num, cat, &got) ==
+                 HC_OK && got == (N - p < chunk ? (int)(N - p) : chunk);
+        for (int i = 0; ok && i < got; i++) {
+            long long line = cat[i * 26] & 0xffffffffll;
+
+            ok = line < N && !seen[line]++ && label[i] == (float)(line % 2) &&
+                 num[i * 13] == (float)log1p((double)line);
+            order[p + i] = line;
+        }
+    }
+    free(label);
+    free(num);
+    free(cat);
+    free(seen);
+    return ok;
+}
+
+/* The shuffled order: for files of one line, under a block, one block,
+ * a partial last block, past a window: a permutation every epoch, read
+ * in any chunking; another one next epoch (and another seed); lines of
+ * a batch from many blocks (not a block's run); workers 0 and 1 of 2 put
+ * together equal 1 worker; a fresh reader asked a mid-epoch batch gets
+ * the same lines; shuffle 0 is file order. */
+static void test_shuffle_order(void)
+{
+    static const int sizes[] = { 1, 700, 1024, 5000, 16 * 1024 + 1,
+                                 40000 };
+    enum { B = 300 };
+    float label[B], num[B * 13];
+    int64_t cat[B * 26];
+
+    for (size_t t = 0; t < sizeof sizes / sizeof sizes[0]; t++) {
+        const int N = sizes[t];
+        const char *path = numbered_n(N);
+        struct wk_ctr_opts o = { .format = WK_CTR_CRITEO,
+                                 .input_dim = WK_CTR_EXACT_DIM,
+                                 .shuffle = 1, .seed = 42 };
+        struct wk_ctr *c, *r;
+        long long *e0 = malloc((size_t)N * sizeof *e0);
+        long long *e0b = malloc((size_t)N * sizeof *e0b);
+        long long *e1 = malloc((size_t)N * sizeof *e1);
+        int moved = 0, differ = 0, split_bad = 0, got;
+
+        CU_ASSERT_PTR_NOT_NULL_FATAL(e0 && e0b && e1);
+        CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+        CU_ASSERT_TRUE(epoch_order(c, 0, 1000, e0));
+        CU_ASSERT_TRUE(epoch_order(c, 1, 1000, e1));
+        CU_ASSERT_TRUE(epoch_order(c, 0, 77, e0b));   /* back, other chunks */
+        for (int i = 0; i < N; i++) {
+            moved += e0[i] != i;
+            differ += e0[i] != e1[i];
+            split_bad += e0[i] != e0b[i];
+        }
+        CU_ASSERT_EQUAL(split_bad, 0);
+        if (N > 1) {
+            CU_ASSERT(moved > N / 2);
+            CU_ASSERT(differ > N / 2);
+        }
+        if (N >= 40000) {       /* the first 1,024 positions' blocks */
+            unsigned char blk[64] = { 0 };
+            int distinct = 0;
+
+            for (int i = 0; i < 1024; i++)
+                distinct += !blk[e0[i] / 1024]++;
+            CU_ASSERT(distinct >= 8);
+            distinct = 0;   /* the blocks are permuted too: the first
+                               window's lines come from past its run */
+            for (int i = 0; i < 16 * 1024; i++)
+                distinct += e0[i] >= 16 * 1024;
+            CU_ASSERT(distinct > 0);
+        }
+        /* 2 workers' parts, batch by batch, put together: e0 */
+        split_bad = 0;
+        for (int k = 0, at = 0; k < 2; k++) {
+            int nb = wk_ctr_n_batches(c, 2, k, B);
+
+            for (int q = 0; N >= 2 && q < nb; q++) {
+                CU_ASSERT_EQUAL_FATAL(wk_ctr_batch(c, 2, k, 0, q, B, label,
+                                                   num, cat, &got), HC_OK);
+                for (int i = 0; i < got; i++)
+                    split_bad += (cat[i * 26] & 0xffffffffll) != e0[at++];
+            }
+        }
+        CU_ASSERT_EQUAL(split_bad, 0);
+        /* a restarted worker: a fresh reader, worker 1 of 2's middle batch
+         * of epoch 1 */
+        if (N >= 2) {
+            long long first, count;
+            int q;
+
+            CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &r), HC_OK);
+            CU_ASSERT_EQUAL(wk_ctr_part(r, 2, 1, &first, &count), HC_OK);
+            q = wk_ctr_n_batches(r, 2, 1, B) / 2;
+            CU_ASSERT_EQUAL(wk_ctr_batch(r, 2, 1, 1, q, B, label, num, cat,
+                                         &got), HC_OK);
+            CU_ASSERT(got >= 1);
+            split_bad = 0;
+            for (int i = 0; i < got; i++)
+                split_bad += (cat[i * 26] & 0xffffffffll) !=
+                             e1[first + (long long)q * B + i];
+            CU_ASSERT_EQUAL(split_bad, 0);
+            wk_ctr_close(r);
+        }
+        /* another seed: another order */
+        o.seed = 43;
+        CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &r), HC_OK);
+        CU_ASSERT_TRUE(epoch_order(r, 0, 1000, e0b));
+        differ = 0;
+        for (int i = 0; i < N; i++)
+            differ += e0[i] != e0b[i];
+        if (N > 1)
+            CU_ASSERT(differ > N / 2);
+        wk_ctr_close(r);
+        /* shuffle off: file order, every epoch */
+        o.shuffle = 0;
+        CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &r), HC_OK);
+        CU_ASSERT_TRUE(epoch_order(r, 3, 1000, e0b));
+        moved = 0;
+        for (int i = 0; i < N; i++)
+            moved += e0b[i] != i;
+        CU_ASSERT_EQUAL(moved, 0);
+        wk_ctr_close(r);
+        wk_ctr_close(c);
+        free(e0);
+        free(e0b);
+        free(e1);
+    }
 }
 
 /* The index cache: written, then loaded (the same batches); rebuilt when
@@ -629,6 +794,7 @@ static void test_streamed(void)
     char spec[600];
 
     ctr_model(&m);
+    m.file_order = 1;           /* "shuffle": false; shuffled below */
     snprintf(spec, sizeof spec, "criteo:%s", odd_file("odd.tsv", 0));
     CU_ASSERT_EQUAL_FATAL(wk_ctr_inputs_load(spec, "--data", &m, &d), HC_OK);
     CU_ASSERT_PTR_NULL(d.x);
@@ -666,6 +832,47 @@ static void test_streamed(void)
     CU_ASSERT(row_right(x + 2 * d.c, y[2], S_LINES - 1));
     wk_data_free(&d);
 
+    /* shuffled (the default): the parts cover every line once, rows right,
+     * not in file order; evaluation still reads the file in order */
+    ctr_model(&m);
+    CU_ASSERT_EQUAL(m.file_order, 0);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_inputs_load(spec, "--data", &m, &d), HC_OK);
+    memset(seen, 0, sizeof seen);
+    for (int k = 0, moved = 0; k < K; k++) {
+        int nb;
+
+        CU_ASSERT_EQUAL_FATAL(wk_shard_init_for(&sh, &d, K, k, 1), HC_OK);
+        nb = wk_shard_n_batches(&sh, B);
+        for (int q = 0; q < nb; q++) {
+            CU_ASSERT_EQUAL(wk_shard_batch(&sh, 1, q, B, &d, x, y, &n),
+                            HC_OK);
+            for (int i = 0; i < n; i++) {
+                int64_t c1;
+
+                memcpy(&c1, x + (size_t)i * d.c + 13, sizeof c1);
+                c1 &= 0xffffffffll;
+                if (c1 >= S_LINES) {
+                    wrong++;
+                    continue;
+                }
+                seen[c1]++;
+                moved += c1 != sh.first + q * B + i;
+                wrong += !row_right(x + (size_t)i * d.c, y[i], (int)c1);
+            }
+        }
+        wk_shard_free(&sh);
+        if (k == K - 1)
+            CU_ASSERT(moved > S_LINES / 2);
+    }
+    CU_ASSERT_EQUAL(wrong, 0);
+    for (int i = 0; i < S_LINES; i++)
+        wrong += seen[i] != 1;
+    CU_ASSERT_EQUAL(wrong, 0);
+    CU_ASSERT_EQUAL(wk_data_batch(&d, 5, 1, x, y), 1);
+    CU_ASSERT(row_right(x, y[0], 5));
+    wk_data_free(&d);
+    m.file_order = 1;
+
     snprintf(spec, sizeof spec, "criteo:%s", odd_file("odd_bad.tsv", 2900));
     CU_ASSERT_EQUAL_FATAL(wk_ctr_inputs_load(spec, "--data", &m, &d), HC_OK);
     CU_ASSERT_EQUAL_FATAL(wk_shard_init_for(&sh, &d, 2, 1, 1), HC_OK);
@@ -682,6 +889,107 @@ static void test_streamed(void)
     CU_ASSERT_EQUAL(wk_data_batch(&d, 2850, B, x, y), -HC_ERR_DATA);
     wk_shard_free(&sh);
     wk_data_free(&d);
+
+    /* shuffled: the window holding the bad line refuses it, named */
+    m.file_order = 0;
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_inputs_load(spec, "--data", &m, &d), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(wk_shard_init_for(&sh, &d, 1, 0, 1), HC_OK);
+    rv = wk_shard_batch(&sh, 0, 0, B, &d, x, y, &n);
+    CU_ASSERT_EQUAL(rv, HC_ERR_DATA);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(),
+                                  "odd_bad.tsv:2900: C3 is not 8 hex digits"));
+    wk_shard_free(&sh);
+    wk_data_free(&d);
+}
+
+/* A wide libsvm file (width 2,000: 24 KB a parsed line) shuffles in
+ * windows of one block (W shrunk to keep a window under its bytes): 3,000
+ * lines, three windows, the last partial, each line once with its own
+ * features, not in file order, the same read again. */
+static void test_shuffle_wide(void)
+{
+    enum { N = 3000, W = 2000, CH = 250 };
+    struct wk_ctr_opts o = { .format = WK_CTR_LIBSVM, .input_dim = 1 << 20,
+                             .width = W, .shuffle = 1, .seed = 9 };
+    struct wk_ctr *c;
+    float *label = malloc(CH * sizeof *label);
+    float *num = malloc((size_t)CH * W * sizeof *num);
+    int64_t *cat = malloc((size_t)CH * W * sizeof *cat);
+    static unsigned char seen[N];
+    static int64_t first[N];
+    char path[512];
+    int bad = 0, moved = 0, got;
+    FILE *f;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(label && num && cat);
+    snprintf(path, sizeof path, "%s/wide.svm", tmp);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f = fopen(path, "wb"));
+    for (int i = 0; i < N; i++)
+        fprintf(f, "%d %d:%d 7\n", i % 2, i + 1, i % 100);
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(path, &o, &c), HC_OK);
+    for (int pass = 0; pass < 2; pass++)
+        for (int p = 0; p < N; p += CH) {
+            CU_ASSERT_EQUAL_FATAL(wk_ctr_read_epoch(c, 4, p, CH, label, num,
+                                                    cat, &got), HC_OK);
+            CU_ASSERT_EQUAL(got, CH);
+            for (int i = 0; i < got; i++) {
+                int64_t line = cat[(size_t)i * W] - 1;
+
+                if (line < 0 || line >= N) {
+                    bad++;
+                    continue;
+                }
+                bad += num[(size_t)i * W] != (float)(line % 100) ||
+                       cat[(size_t)i * W + 1] != 7 ||
+                       cat[(size_t)i * W + 2] != 0 ||
+                       label[i] != (float)(line % 2);
+                if (pass == 0) {
+                    bad += seen[line]++ != 0;
+                    moved += line != p + i;
+                    first[p + i] = line;
+                } else {
+                    bad += first[p + i] != line;
+                }
+            }
+        }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(moved > N / 2);
+    wk_ctr_close(c);
+    free(label);
+    free(num);
+    free(cat);
+}
+
+/* The model's "shuffle": true by default, false kept, anything else
+ * refused by name. */
+static void test_shuffle_key(void)
+{
+    const char *head = "{\"name\": \"s\", \"input_shape\": [4], "
+                       "\"layers\": [{\"type\": \"dense\", \"units\": 1}], "
+                       "\"loss\": \"mse\", \"optimizer\": \"sgd\"";
+    static const struct { const char *tail; int rv, file_order; } t[] = {
+        { "}", HC_OK, 0 },
+        { ", \"shuffle\": true}", HC_OK, 0 },
+        { ", \"shuffle\": false}", HC_OK, 1 },
+        { ", \"shuffle\": 0}", HC_ERR_CONFIG, 0 },
+    };
+
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        static struct hc_model m;
+        char json[512];
+
+        snprintf(json, sizeof json, "%s%s", head, t[i].tail);
+        if (hc_model_parse(json, strlen(json), "s", &m) != t[i].rv)
+            printf("\n  %s: %s\n", json, hc_err_msg());
+        CU_ASSERT_EQUAL(hc_model_parse(json, strlen(json), "s", &m),
+                        t[i].rv);
+        if (t[i].rv == HC_OK) {
+            CU_ASSERT_EQUAL(m.file_order, t[i].file_order);
+        } else {
+            CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "\"shuffle\""));
+        }
+    }
 }
 
 static int suite_init(void)
@@ -705,6 +1013,10 @@ void hp_test_register(void)
     CU_add_test(s, "worker k of n covers every line once", test_split_cover);
     CU_add_test(s, "a batch read out of order equals it in order",
                 test_resume);
+    CU_add_test(s, "the shuffled epoch order", test_shuffle_order);
+    CU_add_test(s, "a wide file shuffled in windows of one block",
+                test_shuffle_wide);
+    CU_add_test(s, "the model's shuffle switch", test_shuffle_key);
     CU_add_test(s, "the index cache", test_index_cache);
     CU_add_test(s, "libsvm lines, padding, width", test_libsvm);
     CU_add_test(s, "malformed lines refused with file and line",
