@@ -32,7 +32,8 @@ struct table {
     struct wk_net_table d;
     uint64_t input_dim;
     size_t off;             /* where its input starts in a sample's row */
-    struct rowset s[SETS];
+    size_t max_n;           /* ids a batch at most: max_B·N */
+    struct rowset s[SETS];  /* each allocated at its first use */
     const float *dense;     /* (input_dim, dim) wk_tables_open_dense's;
                              * NULL: the rows are pulled */
 };
@@ -90,19 +91,36 @@ static int table_init(const struct hc_model *m, const struct hc_layer_spec *l,
     t->d = (struct wk_net_table){li, l->var_kernel, q,
                                  m->inputs[q].shape.dims[0], l->units};
     t->input_dim = l->input_dim;
+    t->max_n = n;
     for (int j = 0; j < q; j++)
         t->off += input_floats(m, j);
-    for (int i = 0; i < SETS; i++) {
-        struct rowset *r = &t->s[i];
+    return HC_OK;
+}
 
+/* Set i's buffers in every table, allocated at its first use (sync,
+ * evaluation and predict use one set). */
+static int set_alloc(struct wk_tables *t, int i)
+{
+    for (int k = 0; k < t->n; k++) {
+        struct rowset *r = &t->t[k].s[i];
+        const size_t n = t->t[k].max_n, dim = (size_t)t->t[k].d.dim;
+
+        if (r->ids)
+            continue;
         r->ids = malloc(n * sizeof *r->ids);
         r->inv = malloc(n * sizeof *r->inv);
-        r->rows = malloc(n * (size_t)l->units * sizeof *r->rows);
-        r->grad = malloc(n * (size_t)l->units * sizeof *r->grad);
-        if (!r->ids || !r->inv || !r->rows || !r->grad)
+        r->rows = malloc(n * dim * sizeof *r->rows);
+        r->grad = malloc(n * dim * sizeof *r->grad);
+        if (!r->ids || !r->inv || !r->rows || !r->grad) {
+            free(r->ids);
+            free(r->inv);
+            free(r->rows);
+            free(r->grad);
+            *r = (struct rowset){0};
             return hc_err_set(HC_ERR_NOMEM, "out of memory for the rows of "
-                              "table %s at batch %d",
-                              m->vars[l->var_kernel].name, max_batch);
+                              "a batch of %d (table of layer %d)",
+                              t->max_batch, t->t[k].d.layer);
+        }
     }
     return HC_OK;
 }
@@ -238,13 +256,15 @@ static int set_is(const struct wk_tables *t, int i, const float *x, int B)
     return 1;
 }
 
-/* A set no one holds, -1: none. */
-static int free_set(const struct wk_tables *t)
+/* A set no one holds into *i, allocated. Errors: HC_ERR_INVAL (every
+ * set in use), HC_ERR_NOMEM. */
+static int free_set(struct wk_tables *t, int *i)
 {
-    for (int i = 0; i < SETS; i++)
-        if (t->state[i] == SET_FREE)
-            return i;
-    return -1;
+    for (*i = 0; *i < SETS; (*i)++)
+        if (t->state[*i] == SET_FREE)
+            return set_alloc(t, *i);
+    return hc_err_set(HC_ERR_INVAL, "tables: no free rows buffer for a "
+                      "batch (%d in use)", SETS);
 }
 
 /* Set i's rows into net, as the last hook's. */
@@ -294,9 +314,8 @@ int wk_tables_before(void *arg, struct wk_net *net, const float *x, int B)
     if (t->cur >= 0 && t->state[t->cur] == SET_NET)
         t->state[t->cur] = SET_FREE;    /* its rows are the net's now */
     t->cur = -1;
-    if ((i = free_set(t)) < 0)
-        return hc_err_set(HC_ERR_INVAL, "tables: no free rows buffer for "
-                          "a batch (%d in use)", SETS);
+    if ((rv = free_set(t, &i)) != HC_OK)
+        return rv;
     if ((rv = pull_set(t, t->pc, i, x, B)) != HC_OK)
         return rv;
     return set_net(t, net, i, B);
@@ -320,9 +339,8 @@ int wk_tables_ahead_begin(struct wk_tables *t, const float *x, int B,
                           t->max_batch);
     if (!t->ahead_pc && (rv = pc_open_twin(t->pc, &t->ahead_pc)) != HC_OK)
         return rv;
-    if ((i = free_set(t)) < 0)
-        return hc_err_set(HC_ERR_INVAL, "tables: no free rows buffer to "
-                          "pull a batch ahead (%d in use)", SETS);
+    if ((rv = free_set(t, &i)) != HC_OK)
+        return rv;
     t->state[i] = SET_PULLING;
     t->x[i] = x;
     t->B[i] = B;
