@@ -442,14 +442,18 @@ static const char *exchange_text(const struct run *r)
  * by the shards for the dense push that follows), then the dense
  * push-and-pull, while the rows of a batch read ahead are pulled on the
  * tables' second client from the puller thread — the rows pull and the
- * dense pull in flight at once. Run inline, or on the exchange thread
- * under --overlap; it reads x's g, st, params and step, as an exchange
- * without tables would.
+ * dense pull in flight at once. Run inline; or, under --overlap, on the
+ * exchange thread, with the rows pulled after the push-and-pull (j->after:
+ * they are for the step after next, and so miss only the next step's
+ * update, as its dense values do). It reads x's g, st, params and step, as
+ * an exchange without tables would.
  */
 struct tables_job {
     struct run *r;
     struct wk_overlap *x;       /* the step's exchange */
     int set;                    /* the set pulled ahead, -1: none */
+    int after;                  /* pull it after the push-and-pull, not
+                                   beside it (--overlap) */
     struct wk_overlap puller;   /* its thread */
 };
 
@@ -469,6 +473,13 @@ static int tables_exchange(void *arg)
 
     if ((rv = wk_tables_send(j->r->tables)) != HC_OK)
         return rv;
+    if (j->after) {
+        rv = (x->step ? x->step : pc_async_step)(j->r->pc, &x->g, x->params,
+                                                 &x->st);
+        return rv != HC_OK || j->set < 0 ? rv
+                                         : wk_tables_ahead_pull(j->r->tables,
+                                                                j->set);
+    }
     if (j->set >= 0) {
         j->puller.job = pull_ahead;
         j->puller.job_arg = j;
@@ -698,7 +709,8 @@ static int run_async(struct run *r)
     const int wait = ssp ? SYNC_WAIT_MS : 0;
     struct pc_step st = { 0 };
     struct wk_overlap x = { 0 };
-    struct tables_job job = { .r = r, .x = &x, .set = -1 };
+    struct tables_job job = { .r = r, .x = &x, .set = -1,
+                              .after = r->c->overlap };
     uint32_t e0 = 0, b0 = 0;
     uint64_t version;           /* of the values in r->params */
     int epoch, rv, n_workers = r->c->cluster->n_worker;
