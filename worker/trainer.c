@@ -631,8 +631,9 @@ static int first_ahead(struct run *r, int epoch, int b)
 /*
  * The exchange of step b (of nb in the epoch, n samples) with tables
  * (tables_exchange), after its compute: the rows' gradients taken out of
- * the net, the batch after this one (--overlap: after the next) read into
- * r->x_alt and its rows pulled beside the dense push-and-pull. Without
+ * the net, the batch after this one read into r->x_alt and its rows
+ * pulled beside the dense push-and-pull (--overlap: the batch after the
+ * next, its rows pulled after the push-and-pull). Without
  * --overlap it runs here and the next batch ends in r->x; with it, the
  * exchange of the step before is waited for (its values become
  * r->params), this one starts on the exchange thread and the next batch,
@@ -701,7 +702,9 @@ static int tables_step(struct run *r, struct wk_overlap *x,
  * a restarted worker (or a job started again on its stores) goes on from
  * the furthest place a shard holds, as Keras's BackupAndRestore resumes
  * from the interrupted epoch — nothing is trained twice or skipped, but
- * at most the one push in flight when the worker died.
+ * at most the one push in flight when the worker died. A model with
+ * tables pushes its rows first and pulls the next batch's rows beside
+ * the push-and-pull (tables_step).
  */
 static int run_async(struct run *r)
 {
@@ -1232,7 +1235,6 @@ int wk_train(const struct wk_train_conf *c)
                  sizeof *r.x);
     r.y = malloc((size_t)r.max_batch * sizeof *r.y);
     if (!r.params || !r.grads || !r.x || !r.y ||
-
         (c->overlap && (!r.params_alt || !r.grads_alt))) {
         rv = hc_err_set(HC_ERR_NOMEM, "out of memory for batch %d", r.max_batch);
         goto out;
