@@ -115,7 +115,7 @@ int wk_tables_push(struct wk_tables *t, uint32_t samples);
  * headers and checksums included, evaluation's pulls too, the twin's
  * pulls ahead too); and the last push's step alone, for the summaries:
  * its unique rows, its pull's bytes and its own. pulls_ahead: of the
- * pulls, those pulled ahead beside a push-and-pull and used. */
+ * pulls, those pulled ahead in a step's exchange and used. */
 struct wk_tables_stats {
     uint64_t pulls, pulls_ahead, pushes;
     uint64_t rows_pulled, rows_pushed;

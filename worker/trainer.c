@@ -603,7 +603,7 @@ static void tables_summary(const struct run *r)
     hc_info("tables: %.0f unique rows a step; %.1f KiB of ids and rows "
             "pulled a batch, %.1f KiB of ids and gradients pushed a step "
             "(%llu pulls, evaluation's included, %llu of them pulled "
-            "ahead beside a push-and-pull; %llu pushes); whole "
+            "ahead in the exchange of the step before; %llu pushes); whole "
             "messages both ways: %.1f KiB a pull, %.1f KiB a push",
             (double)st.rows_pushed / (double)st.pushes,
             (double)st.bytes_pulled / 1024.0 / (double)st.pulls,
