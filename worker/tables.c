@@ -56,8 +56,7 @@ struct wk_tables {
     struct table t[MAX_TABLES];
     struct wk_net *net;     /* the last hook's */
     enum set_state state[SETS];
-    const float *x[SETS];   /* SET_PULLING: the batch (B, in_size) */
-    int B[SETS];
+    int B[SETS];            /* the batch's samples */
     uint64_t bytes[SETS];   /* its pull's ids and rows */
     int cur;                /* the SET_NET set, -1: none */
     int pushing;            /* the SET_PUSH set, -1: none */
@@ -326,36 +325,32 @@ void wk_tables_busy(struct wk_tables *t, int busy)
     t->busy = busy;
 }
 
-int wk_tables_ahead_begin(struct wk_tables *t, const float *x, int B,
-                          int *set)
+int wk_tables_ahead_begin(struct wk_tables *t, int *set)
 {
     int i, rv;
 
     if (!t->pc)
         return hc_err_set(HC_ERR_INVAL, "tables: rows pulled ahead need "
                           "the shards (a client)");
-    if (B < 1 || B > t->max_batch)
-        return hc_err_set(HC_ERR_INVAL, "tables: batch %d outside [1, %d]", B,
-                          t->max_batch);
     if (!t->ahead_pc && (rv = pc_open_twin(t->pc, &t->ahead_pc)) != HC_OK)
         return rv;
     if ((rv = free_set(t, &i)) != HC_OK)
         return rv;
     t->state[i] = SET_PULLING;
-    t->x[i] = x;
-    t->B[i] = B;
     *set = i;
     return HC_OK;
 }
 
-int wk_tables_ahead_pull(struct wk_tables *t, int set)
+int wk_tables_ahead_pull(struct wk_tables *t, int set, const float *x, int B)
 {
-    return pull_set(t, t->ahead_pc, set, t->x[set], t->B[set]);
+    if (B < 1 || B > t->max_batch)
+        return hc_err_set(HC_ERR_INVAL, "tables: batch %d outside [1, %d]", B,
+                          t->max_batch);
+    return pull_set(t, t->ahead_pc, set, x, B);
 }
 
 void wk_tables_ahead_end(struct wk_tables *t, int set, int ok)
 {
-    t->x[set] = NULL;
     if (!ok) {
         t->state[set] = SET_FREE;
         return;

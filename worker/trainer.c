@@ -53,8 +53,8 @@ struct run {
     struct wk_shard shard;
     float *params, *grads, *x;  /* (n_params) (n_params) (max_batch, H, W, C) */
     float *x_alt;               /* (max_batch, in_size) tables, async: the
-                                   batch read ahead (its rows pulled ahead
-                                   beside the push-and-pull) */
+                                   batch read ahead (written by the puller
+                                   thread while an exchange runs) */
     int32_t *y_alt;             /* (max_batch) its labels */
     int cur_b, cur_n;           /* the batch of the epoch r->x holds (-1:
                                    none), its samples */
@@ -440,28 +440,49 @@ static const char *exchange_text(const struct run *r)
 /*
  * A click-through step's exchange (tables.h): the step's rows push (held
  * by the shards for the dense push that follows), then the dense
- * push-and-pull, while the rows of a batch read ahead are pulled on the
- * tables' second client from the puller thread — the rows pull and the
- * dense pull in flight at once. Run inline; or, under --overlap, on the
- * exchange thread, with the rows pulled after the push-and-pull (j->after:
- * they are for the step after next, and so miss only the next step's
- * update, as its dense values do). It reads x's g, st, params and step, as
- * an exchange without tables would.
+ * push-and-pull, while the puller thread reads the batch to pull ahead
+ * into r->x_alt and pulls its rows on the tables' second client — the
+ * rows pull and the dense pull in flight at once. Run inline; or, under
+ * --overlap, on the exchange thread, with the rows pulled after the
+ * push-and-pull (j->after: they are for the step after next, and so miss
+ * only the next step's update, as its dense values do). It reads x's g,
+ * st, params and step, as an exchange without tables would.
  */
 struct tables_job {
     struct run *r;
     struct wk_overlap *x;       /* the step's exchange */
     int set;                    /* the set pulled ahead, -1: none */
+    int epoch, next;            /*   of that batch */
     int after;                  /* pull it after the push-and-pull, not
                                    beside it (--overlap) */
     struct wk_overlap puller;   /* its thread */
 };
 
+/* Batch j->next of j->epoch into r->x_alt. */
+static int read_next(struct tables_job *j)
+{
+    struct run *r = j->r;
+    int rv;
+
+    r->alt_b = -1;
+    rv = wk_shard_batch(&r->shard, j->epoch, j->next, r->B, &r->train,
+                        r->x_alt, r->y_alt, &r->alt_n);
+    if (rv == HC_OK)
+        r->alt_b = j->next;
+    return rv;
+}
+
+/* The puller thread: the batch read, its rows pulled (j->after: not
+ * yet). */
 static int pull_ahead(void *arg)
 {
     struct tables_job *j = arg;
+    int rv = read_next(j);
 
-    return wk_tables_ahead_pull(j->r->tables, j->set);
+    if (rv != HC_OK || j->after)
+        return rv;
+    return wk_tables_ahead_pull(j->r->tables, j->set, j->r->x_alt,
+                                j->r->alt_n);
 }
 
 static int tables_exchange(void *arg)
@@ -471,29 +492,25 @@ static int tables_exchange(void *arg)
     char why[512];
     int rv, prv = HC_OK;
 
-    if ((rv = wk_tables_send(j->r->tables)) != HC_OK)
-        return rv;
-    if (j->after) {
-        rv = (x->step ? x->step : pc_async_step)(j->r->pc, &x->g, x->params,
-                                                 &x->st);
-        return rv != HC_OK || j->set < 0 ? rv
-                                         : wk_tables_ahead_pull(j->r->tables,
-                                                                j->set);
-    }
     if (j->set >= 0) {
         j->puller.job = pull_ahead;
         j->puller.job_arg = j;
         if ((rv = wk_overlap_start(&j->puller)) != HC_OK)
             return rv;
     }
-    rv = (x->step ? x->step : pc_async_step)(j->r->pc, &x->g, x->params,
-                                             &x->st);
+    rv = wk_tables_send(j->r->tables);
+    if (rv == HC_OK)
+        rv = (x->step ? x->step : pc_async_step)(j->r->pc, &x->g, x->params,
+                                                 &x->st);
     snprintf(why, sizeof why, "%s", rv == HC_OK ? "" : hc_err_msg());
     if (j->set >= 0)
         prv = wk_overlap_wait(&j->puller);
     if (rv != HC_OK)
         return hc_err_set(rv, "%s", why);
-    return prv;
+    if (prv != HC_OK || !j->after || j->set < 0)
+        return prv;
+    return wk_tables_ahead_pull(j->r->tables, j->set, j->r->x_alt,
+                                j->r->alt_n);
 }
 
 /* The trainer's thread, after a tables_job ran (rv its result): the
@@ -505,21 +522,6 @@ static void tables_landed(struct run *r, struct tables_job *j, int rv)
     if (j->set >= 0)
         wk_tables_ahead_end(r->tables, j->set, rv == HC_OK);
     j->set = -1;
-}
-
-/* Read batch b of the epoch into r->x_alt and begin pulling its rows
- * ahead (*set). */
-static int read_ahead(struct run *r, int epoch, int b, int *set)
-{
-    int rv;
-
-    r->alt_b = -1;
-    rv = wk_shard_batch(&r->shard, epoch, b, r->B, &r->train, r->x_alt,
-                        r->y_alt, &r->alt_n);
-    if (rv != HC_OK)
-        return rv;
-    r->alt_b = b;
-    return wk_tables_ahead_begin(r->tables, r->x_alt, r->alt_n, set);
 }
 
 /* r->x and r->x_alt (their labels, which batches they hold) trade places. */
@@ -615,16 +617,18 @@ static void tables_summary(const struct run *r)
 }
 
 /* --overlap with tables, after the epoch's first step: batch b (the
- * next) read ahead into r->x_alt and its rows pulled here (nothing is in
+ * next) read into r->x_alt and its rows pulled here (nothing is in
  * flight), so that the exchanges that follow pull two batches ahead. */
 static int first_ahead(struct run *r, int epoch, int b)
 {
-    int set, rv = read_ahead(r, epoch, b, &set);
+    struct tables_job one = { .r = r, .epoch = epoch, .next = b };
+    int rv = wk_tables_ahead_begin(r->tables, &one.set);
 
     if (rv != HC_OK)
         return rv;
-    rv = wk_tables_ahead_pull(r->tables, set);
-    wk_tables_ahead_end(r->tables, set, rv == HC_OK);
+    if ((rv = read_next(&one)) == HC_OK)
+        rv = wk_tables_ahead_pull(r->tables, one.set, r->x_alt, r->alt_n);
+    wk_tables_ahead_end(r->tables, one.set, rv == HC_OK);
     return rv;
 }
 
@@ -633,17 +637,16 @@ static int first_ahead(struct run *r, int epoch, int b)
  * (tables_exchange), after its compute: the rows' gradients taken out of
  * the net, the batch after this one read into r->x_alt and its rows
  * pulled beside the dense push-and-pull (--overlap: the batch after the
- * next, its rows pulled after the push-and-pull). Without
- * --overlap it runs here and the next batch ends in r->x; with it, the
- * exchange of the step before is waited for (its values become
- * r->params), this one starts on the exchange thread and the next batch,
- * read by the step before, moves to r->x. *tx moves past the read (the
- * exchange's time does not count it).
+ * next, its rows pulled after the push-and-pull). Without --overlap it
+ * runs here and the next batch ends in r->x; with it, the exchange of the
+ * step before is waited for (its values become r->params), this one
+ * starts on the exchange thread and the next batch, read by the step
+ * before, moves to r->x.
  */
 static int tables_step(struct run *r, struct wk_overlap *x,
                        struct tables_job *j, const struct pc_grad *g,
                        struct pc_step *st, int epoch, int b, int nb, int n,
-                       double *tx, uint64_t *version)
+                       uint64_t *version)
 {
     const int overlap = r->c->overlap, next = b + (overlap ? 2 : 1);
     int rv;
@@ -658,15 +661,11 @@ static int tables_step(struct run *r, struct wk_overlap *x,
     if (overlap)
         swap_batches(r);        /* the next batch, read the step before */
     j->set = -1;
-    if (next < nb) {
-        double t = hc_now_s();
-
-        rv = read_ahead(r, epoch, next, &j->set);
-        *tx += hc_now_s() - t;
-        if (rv != HC_OK) {
-            wk_tables_sent(r->tables);
-            return rv;
-        }
+    j->epoch = epoch;
+    j->next = next;
+    if (next < nb && (rv = wk_tables_ahead_begin(r->tables, &j->set))) {
+        wk_tables_sent(r->tables);
+        return rv;
     }
     x->g = *g;
     x->st = *st;
@@ -780,7 +779,7 @@ static int run_async(struct run *r)
                 tx = hc_now_s();
                 if (r->tables) {
                     rv = tables_step(r, &x, &job, &g, &st, epoch, b, nb, n,
-                                     &tx, &version);
+                                     &version);
                 } else if (r->c->overlap) {
                     rv = overlap_step(r, &x, &g, &st, &version);
                 } else {
