@@ -29,7 +29,8 @@ void client_sender(struct pc_client *c, struct hc_sender *me)
 
 uint64_t client_next_id(struct pc_client *c)
 {
-    return atomic_fetch_add(&c->next_id, 1);
+    return atomic_fetch_add(c->id_src ? &c->id_src->next_id : &c->next_id,
+                            1);
 }
 
 int client_join_one(struct pc_client *c, int i)

@@ -18,8 +18,9 @@ static void *exchange_main(void *arg)
         if (!x->busy)
             break;
         pthread_mutex_unlock(&x->mu);
-        x->rv = (x->step ? x->step : pc_async_step)(x->pc, &x->g, x->params,
-                                                    &x->st);
+        x->rv = x->job ? x->job(x->job_arg)
+                       : (x->step ? x->step : pc_async_step)(x->pc, &x->g,
+                                                             x->params, &x->st);
         if (x->rv != HC_OK)   /* hc_err is per thread: carry it back */
             snprintf(x->err, sizeof x->err, "%s", hc_err_msg());
         pthread_mutex_lock(&x->mu);

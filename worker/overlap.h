@@ -25,6 +25,10 @@ struct wk_overlap {
     struct pc_step st;          /* in: clock, place; out: version */
     int (*step)(struct pc_client *, const struct pc_grad *, float *,
                 struct pc_step *); /* the exchange (NULL: pc_async_step) */
+    int (*job)(void *arg);      /* not NULL: run job(job_arg) instead of
+                                   step (a step with more around it: the
+                                   trainer's rows push and pull ahead) */
+    void *job_arg;
     int running;                /* one is asked for or under way */
 
     /* the thread's side */
@@ -37,7 +41,8 @@ struct wk_overlap {
 };
 
 /* Push x->g and pull into x->params (both set by the caller, with x->pc
- * and x->st's inputs) on the exchange thread, started by the first call.
+ * and x->st's inputs) on the exchange thread, started by the first call;
+ * or, with x->job set, run x->job(x->job_arg) there.
  * HC_OK, or HC_ERR_IO when no thread could be started (nothing runs). */
 int wk_overlap_start(struct wk_overlap *x);
 

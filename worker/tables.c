@@ -13,27 +13,57 @@
 
 #define MAX_TABLES 8
 
-/* One table: the model's description and this step's buffers. */
-struct table {
-    struct wk_net_table d;
-    uint64_t input_dim;
-    size_t off;             /* where its input starts in a sample's row */
+/* Buffers of rows: the one in the net, the one whose push is under way,
+ * and one pulled ahead beside each (wk_tables_ahead_*): --overlap holds
+ * all three at once. */
+#define SETS 3
+
+/* One batch's ids and rows of one table. */
+struct rowset {
     uint64_t *ids;          /* (max_B·N) the batch's */
     int32_t *inv;           /* (max_B·N) each position's unique row */
     float *rows;            /* (max_B·N, dim) the unique rows */
     float *grad;            /* (max_B·N, dim) their gradients */
     struct hc_rowmap map;
+};
+
+/* One table: the model's description and its sets' buffers. */
+struct table {
+    struct wk_net_table d;
+    uint64_t input_dim;
+    size_t off;             /* where its input starts in a sample's row */
+    size_t max_n;           /* ids a batch at most: max_B·N */
+    struct rowset s[SETS];  /* each allocated at its first use */
     const float *dense;     /* (input_dim, dim) wk_tables_open_dense's;
                              * NULL: the rows are pulled */
 };
 
+/* What a set of buffers (the same index in every table) holds. */
+enum set_state {
+    SET_FREE,
+    SET_PULLING,            /* wk_tables_ahead_begin'd, not yet ended */
+    SET_AHEAD,              /* pulled ahead, waiting for its forward */
+    SET_NET,                /* the last hook's, set in the net */
+    SET_PUSH                /* wk_tables_take'n, its push to come */
+};
+
 struct wk_tables {
     struct pc_client *pc;
+    struct pc_client *ahead_pc; /* pc's twin for pulls ahead (opened at the
+                                 * first); NULL: none yet */
     size_t in_size;         /* floats a sample's row */
     int n, max_batch;
     struct table t[MAX_TABLES];
-    struct wk_net *net;     /* the last hook's, NULL once pushed */
-    int pulled;             /* the last hook pulled rows not yet pushed */
+    struct wk_net *net;     /* the last hook's */
+    enum set_state state[SETS];
+    int B[SETS];            /* the batch's samples */
+    uint64_t bytes[SETS];   /* its pull's ids and rows */
+    int cur;                /* the SET_NET set, -1: none */
+    int pushing;            /* the SET_PUSH set, -1: none */
+    uint32_t push_samples;
+    int ahead[SETS];        /* the SET_AHEAD sets, oldest first */
+    int n_ahead;
+    int busy;               /* wk_tables_busy: pc is another thread's */
     uint64_t pull_bytes;    /* the last hook's */
     struct wk_tables_stats st;
 };
@@ -50,7 +80,7 @@ static size_t input_floats(const struct hc_model *m, int q)
 }
 
 /* Table k's description from m's k-th embedding (in layer order, as the
- * net lists them), its buffers for max_batch samples. */
+ * net lists them), its sets' buffers for max_batch samples. */
 static int table_init(const struct hc_model *m, const struct hc_layer_spec *l,
                       int li, int max_batch, struct table *t)
 {
@@ -60,16 +90,37 @@ static int table_init(const struct hc_model *m, const struct hc_layer_spec *l,
     t->d = (struct wk_net_table){li, l->var_kernel, q,
                                  m->inputs[q].shape.dims[0], l->units};
     t->input_dim = l->input_dim;
+    t->max_n = n;
     for (int j = 0; j < q; j++)
         t->off += input_floats(m, j);
-    t->ids = malloc(n * sizeof *t->ids);
-    t->inv = malloc(n * sizeof *t->inv);
-    t->rows = malloc(n * (size_t)l->units * sizeof *t->rows);
-    t->grad = malloc(n * (size_t)l->units * sizeof *t->grad);
-    if (!t->ids || !t->inv || !t->rows || !t->grad)
-        return hc_err_set(HC_ERR_NOMEM, "out of memory for the rows of "
-                          "table %s at batch %d", m->vars[l->var_kernel].name,
-                          max_batch);
+    return HC_OK;
+}
+
+/* Set i's buffers in every table, allocated at its first use (sync,
+ * evaluation and predict use one set). */
+static int set_alloc(struct wk_tables *t, int i)
+{
+    for (int k = 0; k < t->n; k++) {
+        struct rowset *r = &t->t[k].s[i];
+        const size_t n = t->t[k].max_n, dim = (size_t)t->t[k].d.dim;
+
+        if (r->ids)
+            continue;
+        r->ids = malloc(n * sizeof *r->ids);
+        r->inv = malloc(n * sizeof *r->inv);
+        r->rows = malloc(n * dim * sizeof *r->rows);
+        r->grad = malloc(n * dim * sizeof *r->grad);
+        if (!r->ids || !r->inv || !r->rows || !r->grad) {
+            free(r->ids);
+            free(r->inv);
+            free(r->rows);
+            free(r->grad);
+            *r = (struct rowset){0};
+            return hc_err_set(HC_ERR_NOMEM, "out of memory for the rows of "
+                              "a batch of %d (table of layer %d)",
+                              t->max_batch, t->t[k].d.layer);
+        }
+    }
     return HC_OK;
 }
 
@@ -91,6 +142,7 @@ int wk_tables_open(const struct hc_model *m, struct pc_client *pc,
         return hc_err_set(HC_ERR_NOMEM, "out of memory");
     t->pc = pc;
     t->max_batch = max_batch;
+    t->cur = t->pushing = -1;
     for (int q = 0; q < m->n_inputs; q++)
         t->in_size += input_floats(m, q);
     for (int i = 0; i < m->n_layers && rv == HC_OK; i++)
@@ -118,120 +170,274 @@ void wk_tables_close(struct wk_tables *t)
 {
     if (!t)
         return;
-    for (int k = 0; k < t->n; k++) {
-        free(t->t[k].ids);
-        free(t->t[k].inv);
-        free(t->t[k].rows);
-        free(t->t[k].grad);
-        hc_rowmap_free(&t->t[k].map);
-    }
+    for (int k = 0; k < t->n; k++)
+        for (int i = 0; i < SETS; i++) {
+            struct rowset *r = &t->t[k].s[i];
+
+            free(r->ids);
+            free(r->inv);
+            free(r->rows);
+            free(r->grad);
+            hc_rowmap_free(&r->map);
+        }
+    pc_close(t->ahead_pc);
     free(t);
 }
 
-/* Table k's ids of the B samples x, de-duplicated. */
-static int batch_ids(struct wk_tables *t, struct table *tb, const float *x,
-                     int B)
+/* Table tb's ids of the B samples x into r, de-duplicated. */
+static int batch_ids(const struct wk_tables *t, const struct table *tb,
+                     struct rowset *r, const float *x, int B)
 {
     const size_t N = (size_t)tb->d.n_ids, n = (size_t)B * N;
     int rv;
 
     for (int b = 0; b < B; b++)
-        memcpy(tb->ids + (size_t)b * N, x + (size_t)b * t->in_size + tb->off,
-               N * sizeof *tb->ids);
+        memcpy(r->ids + (size_t)b * N, x + (size_t)b * t->in_size + tb->off,
+               N * sizeof *r->ids);
     for (size_t i = 0; i < n; i++)
-        if ((int64_t)tb->ids[i] < 0 || tb->ids[i] >= tb->input_dim)
+        if ((int64_t)r->ids[i] < 0 || r->ids[i] >= tb->input_dim)
             return hc_err_set(HC_ERR_INVAL, "sample %zu of the batch: id "
                               "%lld (position %zu of input %d) is outside "
                               "[0, %llu), the table's input_dim", i / N,
-                              (long long)tb->ids[i], i % N, tb->d.input,
+                              (long long)r->ids[i], i % N, tb->d.input,
                               (unsigned long long)tb->input_dim);
-    if ((rv = hc_rowmap_build(&tb->map, (uint32_t)tb->d.var, tb->ids, n, 1,
+    if ((rv = hc_rowmap_build(&r->map, (uint32_t)tb->d.var, r->ids, n, 1,
                               tb->input_dim)))
         return rv;
     for (size_t i = 0; i < n; i++)
-        tb->inv[i] = (int32_t)tb->map.inv[i];
+        r->inv[i] = (int32_t)r->map.inv[i];
+    return HC_OK;
+}
+
+/* Set i's rows of the B samples x: ids de-duplicated, rows pulled through
+ * pc (one request per shard for every table) or copied from the dense
+ * arrays; their bytes in t->bytes[i]. Touches set i and pc only. */
+static int pull_set(struct wk_tables *t, struct pc_client *pc, int i,
+                    const float *x, int B)
+{
+    struct pc_rows req[MAX_TABLES];
+    int k, rv;
+
+    t->bytes[i] = 0;
+    for (k = 0; k < t->n; k++) {
+        struct table *tb = &t->t[k];
+        struct rowset *r = &tb->s[i];
+
+        if ((rv = batch_ids(t, tb, r, x, B)))
+            return rv;
+        req[k] = (struct pc_rows){(uint32_t)tb->d.var, r->map.ids,
+                                  r->map.n_unique, r->rows, NULL};
+        t->bytes[i] += r->map.n_unique * (8 + 4 * (size_t)tb->d.dim);
+        for (size_t u = 0; !pc && u < r->map.n_unique; u++)
+            memcpy(r->rows + u * (size_t)tb->d.dim,
+                   tb->dense + r->map.ids[u] * (size_t)tb->d.dim,
+                   (size_t)tb->d.dim * sizeof *r->rows);
+    }
+    t->B[i] = B;
+    return pc ? pc_pull_rows(pc, req, (size_t)t->n, NULL) : HC_OK;
+}
+
+/* Whether set i holds the ids of the B samples x, every table's. */
+static int set_is(const struct wk_tables *t, int i, const float *x, int B)
+{
+    if (t->B[i] != B)
+        return 0;
+    for (int k = 0; k < t->n; k++) {
+        const struct table *tb = &t->t[k];
+        const size_t N = (size_t)tb->d.n_ids;
+
+        for (int b = 0; b < B; b++)
+            if (memcmp(tb->s[i].ids + (size_t)b * N,
+                       x + (size_t)b * t->in_size + tb->off,
+                       N * sizeof *tb->s[i].ids) != 0)
+                return 0;
+    }
+    return 1;
+}
+
+/* A set no one holds into *i, allocated. Errors: HC_ERR_INVAL (every
+ * set in use), HC_ERR_NOMEM. */
+static int free_set(struct wk_tables *t, int *i)
+{
+    for (*i = 0; *i < SETS; (*i)++)
+        if (t->state[*i] == SET_FREE)
+            return set_alloc(t, *i);
+    return hc_err_set(HC_ERR_INVAL, "tables: no free rows buffer for a "
+                      "batch (%d in use)", SETS);
+}
+
+/* Set i's rows into net, as the last hook's. */
+static int set_net(struct wk_tables *t, struct wk_net *net, int i, int B)
+{
+    int rv;
+
+    for (int k = 0; k < t->n; k++)
+        if ((rv = wk_net_set_rows(net, k, t->t[k].s[i].rows,
+                                  t->t[k].s[i].map.n_unique,
+                                  t->t[k].s[i].inv, B)))
+            return rv;
+    if (t->cur >= 0 && t->state[t->cur] == SET_NET)
+        t->state[t->cur] = SET_FREE;
+    t->state[i] = SET_NET;
+    t->cur = i;
+    t->net = net;
+    t->st.pulls++;
+    t->pull_bytes = t->bytes[i];
+    t->st.bytes_pulled += t->bytes[i];
+    for (int k = 0; k < t->n; k++)
+        t->st.rows_pulled += t->t[k].s[i].map.n_unique;
     return HC_OK;
 }
 
 int wk_tables_before(void *arg, struct wk_net *net, const float *x, int B)
 {
     struct wk_tables *t = arg;
-    struct pc_rows req[MAX_TABLES];
-    int k, rv;
+    int i, rv;
 
     if (B < 1 || B > t->max_batch)
         return hc_err_set(HC_ERR_INVAL, "tables: batch %d outside [1, %d]", B,
                           t->max_batch);
-    for (k = 0; k < t->n; k++) {
-        struct table *tb = &t->t[k];
-
-        if ((rv = batch_ids(t, tb, x, B)))
-            return rv;
-        req[k] = (struct pc_rows){(uint32_t)tb->d.var, tb->map.ids,
-                                  tb->map.n_unique, tb->rows, NULL};
-    }
-    for (k = 0; k < t->n && !t->pc; k++)
-        for (size_t i = 0; i < t->t[k].map.n_unique; i++)
-            memcpy(t->t[k].rows + i * (size_t)t->t[k].d.dim,
-                   t->t[k].dense + t->t[k].map.ids[i] * (size_t)t->t[k].d.dim,
-                   (size_t)t->t[k].d.dim * sizeof *t->t[k].rows);
-    if (t->pc && (rv = pc_pull_rows(t->pc, req, (size_t)t->n, NULL)))
+    if (t->n_ahead > 0 && set_is(t, t->ahead[0], x, B)) {
+        i = t->ahead[0];
+        memmove(t->ahead, t->ahead + 1, (size_t)--t->n_ahead * sizeof *t->ahead);
+        if ((rv = set_net(t, net, i, B)) == HC_OK)
+            t->st.pulls_ahead++;
         return rv;
-    for (k = 0; k < t->n; k++)
-        if ((rv = wk_net_set_rows(net, k, t->t[k].rows, t->t[k].map.n_unique,
-                                  t->t[k].inv, B)))
-            return rv;
-    t->net = net;
-    t->pulled = 1;
-    t->st.pulls++;
-    t->pull_bytes = 0;
-    for (k = 0; k < t->n; k++) {
-        size_t u = t->t[k].map.n_unique;
-
-        t->st.rows_pulled += u;
-        t->pull_bytes += u * (8 + 4 * (size_t)t->t[k].d.dim);
     }
-    t->st.bytes_pulled += t->pull_bytes;
+    while (t->n_ahead > 0)          /* another batch came: not used */
+        t->state[t->ahead[--t->n_ahead]] = SET_FREE;
+    if (t->busy)
+        return hc_err_set(HC_ERR_INVAL, "tables: the rows of a batch of %d "
+                          "were not pulled ahead, and the client is in a "
+                          "push-and-pull on another thread", B);
+    if (t->cur >= 0 && t->state[t->cur] == SET_NET)
+        t->state[t->cur] = SET_FREE;    /* its rows are the net's now */
+    t->cur = -1;
+    if ((rv = free_set(t, &i)) != HC_OK)
+        return rv;
+    if ((rv = pull_set(t, t->pc, i, x, B)) != HC_OK)
+        return rv;
+    return set_net(t, net, i, B);
+}
+
+void wk_tables_busy(struct wk_tables *t, int busy)
+{
+    t->busy = busy;
+}
+
+int wk_tables_ahead_begin(struct wk_tables *t, int *set)
+{
+    int i, rv;
+
+    if (!t->pc)
+        return hc_err_set(HC_ERR_INVAL, "tables: rows pulled ahead need "
+                          "the shards (a client)");
+    if (!t->ahead_pc && (rv = pc_open_twin(t->pc, &t->ahead_pc)) != HC_OK)
+        return rv;
+    if ((rv = free_set(t, &i)) != HC_OK)
+        return rv;
+    t->state[i] = SET_PULLING;
+    *set = i;
     return HC_OK;
 }
 
-int wk_tables_push(struct wk_tables *t, uint32_t samples)
+int wk_tables_ahead_pull(struct wk_tables *t, int set, const float *x, int B)
 {
-    struct pc_rows req[MAX_TABLES];
-    int k, rv;
+    if (B < 1 || B > t->max_batch)
+        return hc_err_set(HC_ERR_INVAL, "tables: batch %d outside [1, %d]", B,
+                          t->max_batch);
+    return pull_set(t, t->ahead_pc, set, x, B);
+}
 
-    if (!t->pulled || !t->pc)
+void wk_tables_ahead_end(struct wk_tables *t, int set, int ok)
+{
+    if (!ok) {
+        t->state[set] = SET_FREE;
+        return;
+    }
+    t->state[set] = SET_AHEAD;
+    t->ahead[t->n_ahead++] = set;
+}
+
+int wk_tables_take(struct wk_tables *t, uint32_t samples)
+{
+    const int i = t->cur;
+    int rv;
+
+    if (i < 0 || !t->pc)
         return hc_err_set(HC_ERR_INVAL, "tables: a push without rows "
                           "pulled from the shards for a step");
+    if (t->pushing >= 0)
+        return hc_err_set(HC_ERR_INVAL, "tables: a step's rows taken while "
+                          "the last step's push is still to be sent");
     t->st.step_rows = t->st.step_bytes_pushed = 0;
-    for (k = 0; k < t->n; k++) {
+    for (int k = 0; k < t->n; k++) {
         struct table *tb = &t->t[k];
+        struct rowset *r = &tb->s[i];
 
-        if ((rv = wk_net_rows_grad(t->net, k, tb->grad)))
+        if ((rv = wk_net_rows_grad(t->net, k, r->grad)))
             return rv;
-        for (size_t i = 0; i < tb->map.n_unique * (size_t)tb->d.dim; i++)
-            tb->grad[i] *= (float)samples;
-        req[k] = (struct pc_rows){(uint32_t)tb->d.var, tb->map.ids,
-                                  tb->map.n_unique, NULL, tb->grad};
-        t->st.step_rows += tb->map.n_unique;
-        t->st.step_bytes_pushed += tb->map.n_unique *
+        for (size_t j = 0; j < r->map.n_unique * (size_t)tb->d.dim; j++)
+            r->grad[j] *= (float)samples;
+        t->st.step_rows += r->map.n_unique;
+        t->st.step_bytes_pushed += r->map.n_unique *
                                    (8 + 4 * (size_t)tb->d.dim);
     }
     t->st.rows_pushed += t->st.step_rows;
     t->st.bytes_pushed += t->st.step_bytes_pushed;
     t->st.step_bytes_pulled = t->pull_bytes;
     t->st.pushes++;
-    t->pulled = 0;
-    return pc_push_rows_step(t->pc, req, (size_t)t->n, samples);
+    t->state[i] = SET_PUSH;
+    t->pushing = i;
+    t->cur = -1;
+    t->push_samples = samples;
+    return HC_OK;
+}
+
+int wk_tables_send(struct wk_tables *t)
+{
+    struct pc_rows req[MAX_TABLES];
+    const int i = t->pushing;
+
+    if (i < 0)
+        return hc_err_set(HC_ERR_INVAL, "tables: no step's rows to push");
+    for (int k = 0; k < t->n; k++) {
+        struct rowset *r = &t->t[k].s[i];
+
+        req[k] = (struct pc_rows){(uint32_t)t->t[k].d.var, r->map.ids,
+                                  r->map.n_unique, NULL, r->grad};
+    }
+    return pc_push_rows_step(t->pc, req, (size_t)t->n, t->push_samples);
+}
+
+void wk_tables_sent(struct wk_tables *t)
+{
+    if (t->pushing >= 0)
+        t->state[t->pushing] = SET_FREE;
+    t->pushing = -1;
+}
+
+int wk_tables_push(struct wk_tables *t, uint32_t samples)
+{
+    int rv = wk_tables_take(t, samples);
+
+    if (rv == HC_OK)
+        rv = wk_tables_send(t);
+    wk_tables_sent(t);
+    return rv;
 }
 
 void wk_tables_stats(const struct wk_tables *t, struct wk_tables_stats *out)
 {
-    uint64_t a, b;
+    uint64_t a, b, c = 0, d = 0;
 
     *out = t->st;
+    if (!t->pc)
+        return;
+    if (t->ahead_pc)
+        pc_rows_wire(t->ahead_pc, 0, &c, &d);
     pc_rows_wire(t->pc, 0, &a, &b);
-    out->wire_pulls = a + b;
+    out->wire_pulls = a + b + c + d;
     pc_rows_wire(t->pc, 1, &a, &b);
     out->wire_pushes = a + b;
 }

@@ -13,7 +13,19 @@
  * the batch's mean loss, as the dense push's (samples 1: the shard takes
  * it as it is). Async and ssp; sync shards refuse rows pushes.
  *
- * One thread at a time; the client and the net must outlive it.
+ * Pulled ahead: in async and ssp another thread of the trainer reads its
+ * next batch and pulls that batch's rows (wk_tables_ahead_*) on a second
+ * client of the same task (pc_open_twin) while the step's push-and-pull
+ * travels; the hook then finds them and
+ * pulls nothing. --overlap pulls two batches ahead. Three sets of buffers
+ * take turns: the rows in the net, the rows whose push is under way, the
+ * rows pulled ahead.
+ *
+ * Threads: the trainer's thread calls everything, except that while it
+ * holds a set begun ahead another thread may run wk_tables_ahead_pull of
+ * that set, and while it holds a taken push another thread may run
+ * wk_tables_send; the trainer waits for those before the matching _end or
+ * _sent. The client and the net must outlive it.
  */
 #ifndef WK_TABLES_H
 #define WK_TABLES_H
@@ -52,6 +64,39 @@ void wk_tables_close(struct wk_tables *t);     /* NULL allowed */
 int wk_tables_before(void *arg, struct wk_net *net, const float *x, int B);
 
 /*
+ * Rows pulled ahead (async, ssp): _begin reserves a set (*set) for a batch
+ * whose forward is to come; wk_tables_ahead_pull, from any one thread,
+ * de-duplicates the ids of its B samples x (B, in_size) into the set and
+ * pulls their rows on pc's twin (opened by the first _begin); _end(ok)
+ * makes them the next forward's (ok 0: drops them). The hook uses the
+ * oldest set ended when it holds the forward's very ids (each table's,
+ * compared), and drops every ended set otherwise and pulls (on pc).
+ * Errors: _begin: HC_ERR_INVAL (no client; every set in use),
+ * pc_open_twin's; _pull: HC_ERR_INVAL (B out of range), as the hook's.
+ */
+int wk_tables_ahead_begin(struct wk_tables *t, int *set);
+int wk_tables_ahead_pull(struct wk_tables *t, int set, const float *x, int B);
+void wk_tables_ahead_end(struct wk_tables *t, int set, int ok);
+
+/* busy 1: pc is in a call on another thread (--overlap's exchange): a
+ * hook that finds no rows pulled ahead for its batch fails
+ * (HC_ERR_INVAL) instead of pulling on it. */
+void wk_tables_busy(struct wk_tables *t, int busy);
+
+/*
+ * A step's push in three calls, so that it may travel on another thread:
+ * wk_tables_take (the trainer's thread, after the step's backward: the
+ * rows' gradients out of the net, as wk_tables_push says), wk_tables_send
+ * (any one thread: pc_push_rows_step), wk_tables_sent (the trainer's
+ * thread, after the send returned: its buffers free). Errors: take as
+ * wk_tables_push's, and HC_ERR_INVAL when a taken push is not sent yet;
+ * send: HC_ERR_INVAL (nothing taken), the client's.
+ */
+int wk_tables_take(struct wk_tables *t, uint32_t samples);
+int wk_tables_send(struct wk_tables *t);
+void wk_tables_sent(struct wk_tables *t);
+
+/*
  * After a training step over `samples` samples: the gradients of the rows
  * the last hook set (of the batch's mean loss), pushed as their sum over
  * the samples with `samples` — as the dense push carries its gradient —
@@ -66,11 +111,12 @@ int wk_tables_push(struct wk_tables *t, uint32_t samples);
  * rows (unique ids) in them, and their bytes on the wire beyond the
  * headers (an id's 8 bytes and its row's dim floats each way); and the
  * whole messages of the client's rows calls, both ways (pc_rows_wire:
- * headers and checksums included, evaluation's pulls too); and the
- * last push's step alone, for the summaries: its unique rows, its pull's
- * bytes and its own. */
+ * headers and checksums included, evaluation's pulls too, the twin's
+ * pulls ahead too); and the last push's step alone, for the summaries:
+ * its unique rows, its pull's bytes and its own. pulls_ahead: of the
+ * pulls, those pulled ahead in a step's exchange and used. */
 struct wk_tables_stats {
-    uint64_t pulls, pushes;
+    uint64_t pulls, pulls_ahead, pushes;
     uint64_t rows_pulled, rows_pushed;
     uint64_t bytes_pulled, bytes_pushed;
     uint64_t wire_pulls, wire_pushes;

@@ -52,6 +52,13 @@ struct run {
     struct wk_dataset train, test;
     struct wk_shard shard;
     float *params, *grads, *x;  /* (n_params) (n_params) (max_batch, H, W, C) */
+    float *x_alt;               /* (max_batch, in_size) tables, async: the
+                                   batch read ahead (written by the puller
+                                   thread while an exchange runs) */
+    int32_t *y_alt;             /* (max_batch) its labels */
+    int cur_b, cur_n;           /* the batch of the epoch r->x holds (-1:
+                                   none), its samples */
+    int alt_b, alt_n;           /* the same of r->x_alt */
     float *params_alt, *grads_alt; /* --overlap: the buffers an exchange
                                    uses while the next step computes */
     int32_t *y;                 /* (max_batch) */
@@ -430,6 +437,108 @@ static const char *exchange_text(const struct run *r)
     return "";
 }
 
+/*
+ * A click-through step's exchange (tables.h): the step's rows push (held
+ * by the shards for the dense push that follows), then the dense
+ * push-and-pull, while the puller thread reads the batch to pull ahead
+ * into r->x_alt and pulls its rows on the tables' second client — the
+ * rows pull and the dense pull in flight at once. Run inline; or, under
+ * --overlap, on the exchange thread, with the rows pulled after the
+ * push-and-pull (j->after: they are for the step after next, and so miss
+ * only the next step's update, as its dense values do). It reads x's g,
+ * st, params and step, as an exchange without tables would.
+ */
+struct tables_job {
+    struct run *r;
+    struct wk_overlap *x;       /* the step's exchange */
+    int set;                    /* the set pulled ahead, -1: none */
+    int epoch, next;            /*   of that batch */
+    int after;                  /* pull it after the push-and-pull, not
+                                   beside it (--overlap) */
+    struct wk_overlap puller;   /* its thread */
+};
+
+/* Batch j->next of j->epoch into r->x_alt. */
+static int read_next(struct tables_job *j)
+{
+    struct run *r = j->r;
+    int rv;
+
+    r->alt_b = -1;
+    rv = wk_shard_batch(&r->shard, j->epoch, j->next, r->B, &r->train,
+                        r->x_alt, r->y_alt, &r->alt_n);
+    if (rv == HC_OK)
+        r->alt_b = j->next;
+    return rv;
+}
+
+/* The puller thread: the batch read, its rows pulled (j->after: not
+ * yet). */
+static int pull_ahead(void *arg)
+{
+    struct tables_job *j = arg;
+    int rv = read_next(j);
+
+    if (rv != HC_OK || j->after)
+        return rv;
+    return wk_tables_ahead_pull(j->r->tables, j->set, j->r->x_alt,
+                                j->r->alt_n);
+}
+
+static int tables_exchange(void *arg)
+{
+    struct tables_job *j = arg;
+    struct wk_overlap *x = j->x;
+    char why[512];
+    int rv, prv = HC_OK;
+
+    if (j->set >= 0) {
+        j->puller.job = pull_ahead;
+        j->puller.job_arg = j;
+        if ((rv = wk_overlap_start(&j->puller)) != HC_OK)
+            return rv;
+    }
+    rv = wk_tables_send(j->r->tables);
+    if (rv == HC_OK)
+        rv = (x->step ? x->step : pc_async_step)(j->r->pc, &x->g, x->params,
+                                                 &x->st);
+    snprintf(why, sizeof why, "%s", rv == HC_OK ? "" : hc_err_msg());
+    if (j->set >= 0)
+        prv = wk_overlap_wait(&j->puller);
+    if (rv != HC_OK)
+        return hc_err_set(rv, "%s", why);
+    if (prv != HC_OK || !j->after || j->set < 0)
+        return prv;
+    return wk_tables_ahead_pull(j->r->tables, j->set, j->r->x_alt,
+                                j->r->alt_n);
+}
+
+/* The trainer's thread, after a tables_job ran (rv its result): the
+ * push's buffers free, the rows pulled ahead the next forward's. */
+static void tables_landed(struct run *r, struct tables_job *j, int rv)
+{
+    wk_tables_busy(r->tables, 0);
+    wk_tables_sent(r->tables);
+    if (j->set >= 0)
+        wk_tables_ahead_end(r->tables, j->set, rv == HC_OK);
+    j->set = -1;
+}
+
+/* r->x and r->x_alt (their labels, which batches they hold) trade places. */
+static void swap_batches(struct run *r)
+{
+    int32_t *y = r->y;
+    int b = r->cur_b, n = r->cur_n;
+
+    swap_buffers(&r->x, &r->x_alt);
+    r->y = r->y_alt;
+    r->y_alt = y;
+    r->cur_b = r->alt_b;
+    r->cur_n = r->alt_n;
+    r->alt_b = b;
+    r->alt_n = n;
+}
+
 /* The exchange in flight is done: its values become the ones to compute
  * on (*version: theirs). */
 static int overlap_finish(struct run *r, struct wk_overlap *x,
@@ -437,6 +546,8 @@ static int overlap_finish(struct run *r, struct wk_overlap *x,
 {
     int had = x->running, rv = wk_overlap_wait(x);
 
+    if (had && x->job)
+        tables_landed(r, x->job_arg, rv);
     if (rv == HC_OK && had) {
         swap_buffers(&r->params, &r->params_alt);
         *version = x->st.version;
@@ -493,14 +604,93 @@ static void tables_summary(const struct run *r)
         return;
     hc_info("tables: %.0f unique rows a step; %.1f KiB of ids and rows "
             "pulled a batch, %.1f KiB of ids and gradients pushed a step "
-            "(%llu pulls, evaluation's included; %llu pushes); whole "
+            "(%llu pulls, evaluation's included, %llu of them pulled "
+            "ahead in the exchange of the step before; %llu pushes); whole "
             "messages both ways: %.1f KiB a pull, %.1f KiB a push",
             (double)st.rows_pushed / (double)st.pushes,
             (double)st.bytes_pulled / 1024.0 / (double)st.pulls,
             (double)st.bytes_pushed / 1024.0 / (double)st.pushes,
-            (unsigned long long)st.pulls, (unsigned long long)st.pushes,
+            (unsigned long long)st.pulls, (unsigned long long)st.pulls_ahead,
+            (unsigned long long)st.pushes,
             (double)st.wire_pulls / 1024.0 / (double)st.pulls,
             (double)st.wire_pushes / 1024.0 / (double)st.pushes);
+}
+
+/* --overlap with tables, after the epoch's first step: batch b (the
+ * next) read into r->x_alt and its rows pulled here (nothing is in
+ * flight), so that the exchanges that follow pull two batches ahead. */
+static int first_ahead(struct run *r, int epoch, int b)
+{
+    struct tables_job one = { .r = r, .epoch = epoch, .next = b };
+    int rv = wk_tables_ahead_begin(r->tables, &one.set);
+
+    if (rv != HC_OK)
+        return rv;
+    if ((rv = read_next(&one)) == HC_OK)
+        rv = wk_tables_ahead_pull(r->tables, one.set, r->x_alt, r->alt_n);
+    wk_tables_ahead_end(r->tables, one.set, rv == HC_OK);
+    return rv;
+}
+
+/*
+ * The exchange of step b (of nb in the epoch, n samples) with tables
+ * (tables_exchange), after its compute: the rows' gradients taken out of
+ * the net, the batch after this one read into r->x_alt and its rows
+ * pulled beside the dense push-and-pull (--overlap: the batch after the
+ * next, its rows pulled after the push-and-pull). Without --overlap it
+ * runs here and the next batch ends in r->x; with it, the exchange of the
+ * step before is waited for (its values become r->params), this one
+ * starts on the exchange thread and the next batch, read by the step
+ * before, moves to r->x.
+ */
+static int tables_step(struct run *r, struct wk_overlap *x,
+                       struct tables_job *j, const struct pc_grad *g,
+                       struct pc_step *st, int epoch, int b, int nb, int n,
+                       uint64_t *version)
+{
+    const int overlap = r->c->overlap, next = b + (overlap ? 2 : 1);
+    int rv;
+
+    if (overlap && (rv = overlap_finish(r, x, version)) != HC_OK)
+        return rv;
+    if (overlap && b + 1 < nb && r->alt_b != b + 1 &&
+        (rv = first_ahead(r, epoch, b + 1)) != HC_OK)
+        return rv;
+    if ((rv = wk_tables_take(r->tables, (uint32_t)n)) != HC_OK)
+        return rv;
+    if (overlap)
+        swap_batches(r);        /* the next batch, read the step before */
+    j->set = -1;
+    j->epoch = epoch;
+    j->next = next;
+    if (next < nb && (rv = wk_tables_ahead_begin(r->tables, &j->set))) {
+        wk_tables_sent(r->tables);
+        return rv;
+    }
+    x->g = *g;
+    x->st = *st;
+    x->step = r->c->cluster->mode == HC_MODE_SSP ? pc_ssp_step : pc_async_step;
+    if (overlap) {
+        x->params = r->params_alt;
+        x->job = tables_exchange;
+        x->job_arg = j;
+        wk_tables_busy(r->tables, 1);
+        if ((rv = wk_overlap_start(x)) != HC_OK) {
+            tables_landed(r, j, rv);
+            return rv;
+        }
+        swap_buffers(&r->grads, &r->grads_alt);
+        return HC_OK;
+    }
+    x->params = r->params;
+    rv = tables_exchange(j);
+    tables_landed(r, j, rv);
+    if (rv != HC_OK)
+        return rv;
+    *st = x->st;
+    *version = st->version;
+    swap_batches(r);
+    return HC_OK;
 }
 
 /*
@@ -511,7 +701,9 @@ static void tables_summary(const struct run *r)
  * a restarted worker (or a job started again on its stores) goes on from
  * the furthest place a shard holds, as Keras's BackupAndRestore resumes
  * from the interrupted epoch — nothing is trained twice or skipped, but
- * at most the one push in flight when the worker died.
+ * at most the one push in flight when the worker died. A model with
+ * tables pushes its rows first and pulls the next batch's rows beside
+ * the push-and-pull (tables_step).
  */
 static int run_async(struct run *r)
 {
@@ -519,6 +711,8 @@ static int run_async(struct run *r)
     const int wait = ssp ? SYNC_WAIT_MS : 0;
     struct pc_step st = { 0 };
     struct wk_overlap x = { 0 };
+    struct tables_job job = { .r = r, .x = &x, .set = -1,
+                              .after = r->c->overlap };
     uint32_t e0 = 0, b0 = 0;
     uint64_t version;           /* of the values in r->params */
     int epoch, rv, n_workers = r->c->cluster->n_worker;
@@ -555,16 +749,22 @@ static int run_async(struct run *r)
         if (epoch > (int)e0 && refresh_membership(r, &n_workers))
             break;
         nb = wk_shard_n_batches(&r->shard, r->B);
+        r->cur_b = r->alt_b = -1;      /* the evaluation wrote r->x */
         wk_watch_begin(r->watch, epoch, nb, t0);
         for (b = epoch == (int)e0 ? (int)b0 : 0; b < nb && !stopping(r); b++) {
             struct pc_grad g;
             double loss, tc = r->t_compute, tx, dx = 0;
             int n, k;
 
-            rv = wk_shard_batch(&r->shard, epoch, b, r->B, &r->train, r->x,
-                                r->y, &n);
-            if (rv != HC_OK)
+            if (r->cur_b == b) {
+                n = r->cur_n;   /* read ahead, its rows pulled ahead */
+            } else if ((rv = wk_shard_batch(&r->shard, epoch, b, r->B,
+                                            &r->train, r->x, r->y, &n)) !=
+                       HC_OK) {
                 goto out;
+            }
+            r->cur_b = b;
+            r->cur_n = n;
             g = (struct pc_grad){ .data = r->grads, .samples = (uint32_t)n,
                                   .base_version = version };
             st.clock = r->clock;
@@ -577,10 +777,10 @@ static int run_async(struct run *r)
             } else if ((rv = compute(r, n, &loss, &k)) == HC_OK) {
                 g.samples_per_s = (float)r->speed;
                 tx = hc_now_s();
-                if (r->tables &&
-                    (rv = wk_tables_push(r->tables, (uint32_t)n)) != HC_OK)
-                    goto out;
-                if (r->c->overlap) {
+                if (r->tables) {
+                    rv = tables_step(r, &x, &job, &g, &st, epoch, b, nb, n,
+                                     &version);
+                } else if (r->c->overlap) {
                     rv = overlap_step(r, &x, &g, &st, &version);
                 } else {
                     rv = ssp ? pc_ssp_step(r->pc, &g, r->params, &st)
@@ -638,6 +838,7 @@ out:
         hc_err_set(rv, "%s", why);
     }
     wk_overlap_stop(&x);
+    wk_overlap_stop(&job.puller);
     return rv;
 }
 
@@ -942,24 +1143,9 @@ static int load_data(const struct wk_train_conf *c, const struct hc_model *m,
                                    names, m->n_inputs, d);
 }
 
-/* A model with row-sparse tables (embeddings) trains without --overlap:
- * checked before any connection. */
-static int tables_allowed(const struct wk_train_conf *c,
-                          const struct hc_model *m)
-{
-    int tables = 0;
-
-    for (int i = 0; i < m->n_layers; i++)
-        tables |= m->layers[i].type == HC_LAYER_EMBEDDING;
-    if (tables && c->overlap)
-        return hc_err_set(HC_ERR_CONFIG, "--overlap does not train models "
-                          "with embedding tables (%s): their rows are "
-                          "pulled for each step's own batch", m->name);
-    return HC_OK;
-}
-
 /* The model's row-sparse tables: their rows pulled before each forward
- * (the replicas' hook), pushed after each step. */
+ * (the replicas' hook) or ahead, beside the step before's push-and-pull
+ * (async, ssp: a second batch buffer), pushed after each step. */
 static int open_tables(struct run *r)
 {
     int rv;
@@ -967,6 +1153,14 @@ static int open_tables(struct run *r)
     if ((rv = wk_tables_open(r->m, r->pc, r->max_batch, &r->tables)) ||
         !r->tables)
         return rv;
+    if (r->c->cluster->mode != HC_MODE_SYNC) {      /* a batch read ahead */
+        r->x_alt = malloc((size_t)r->max_batch *
+                          wk_replicas_input_size(r->rep) * sizeof *r->x_alt);
+        r->y_alt = malloc((size_t)r->max_batch * sizeof *r->y_alt);
+        if (!r->x_alt || !r->y_alt)
+            return hc_err_set(HC_ERR_NOMEM, "out of memory for a second "
+                              "batch of %d", r->max_batch);
+    }
     return wk_replicas_before_forward(r->rep, wk_tables_before, r->tables);
 }
 
@@ -996,8 +1190,6 @@ int wk_train(const struct wk_train_conf *c)
     r.max_batch = sync ? r.B * c->cluster->n_worker : r.B;
     r.watch = c->watch;
 
-    if ((rv = tables_allowed(c, m)) != HC_OK)
-        goto out;
     rv = load_data(c, m, "train", &r.train);
     if (rv == HC_OK && r.do_eval)
         rv = load_data(c, m, "t10k", &r.test);
@@ -1126,6 +1318,8 @@ out:
     wk_devices_host_free(r.grads_alt);
     free(r.x);
     free(r.y);
+    free(r.x_alt);
+    free(r.y_alt);
     wk_replicas_free(r.rep);
     if (have_devs)
         wk_devices_close(&r.devs);

@@ -15,7 +15,8 @@
 #    Bayes AUC B (B − A G)"
 # Environment: ROWS (2000000, the issue's), VOCAB (1000000), DIM (2^23),
 # LR (0.1), PYTHON (/usr/bin/python3, Debian's python3-torch), HETPS_BIN
-# (bin), CTRGEN (build/rel/tools/ctrgen).
+# (bin), CTRGEN (build/rel/tools/ctrgen), WORKER_FLAGS (more flags for
+# hetps's worker, such as --overlap).
 set -eu
 cd "$(dirname "$0")/../.."
 ROWS=${ROWS:-2000000}
@@ -29,9 +30,10 @@ cat > "$T/cluster.json" <<JSON
 JSON
 # file order, as the PyTorch peer reads it (hetps shuffles by default)
 ctr_model ', "metrics": ["AUC"], "shuffle": false'
+# shellcheck disable=SC2086
 "$BIN/hetps" launch --data-dir "$T/data" "$T/cluster.json" -- \
     --model "$T/ctr.json" --data "criteo:$T/train.tsv" \
-    --validation-data "criteo:$T/test.tsv" > "$T/hetps.log" 2>&1 ||
+    --validation-data "criteo:$T/test.tsv" ${WORKER_FLAGS:-} > "$T/hetps.log" 2>&1 ||
     { tail -20 "$T/hetps.log"; echo "ctr bench: the hetps job failed" >&2; exit 1; }
 grep -E '\[worker:0\] (Epoch|Final)|samples/s, per step' "$T/hetps.log"
 auc=$(sed -n 's/.*Final weights.*val_auc: \([0-9.]*\).*/\1/p' "$T/hetps.log")

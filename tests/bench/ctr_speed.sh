@@ -8,7 +8,13 @@
 #          on this machine; parsing not counted, as it reads the file first)
 #   1+1    hetps, 1 shard and 1 async worker
 #   2+2    hetps, 2 shards and 2 async workers (each half the file)
-# in rounds, each round running all three one after the other (RUNS
+#   1+1 and 2+2 --overlap, the same with each worker's exchange (rows
+#          push, dense push-and-pull, rows pull two batches ahead) on a
+#          thread while it computes the next step (worker/README.md)
+#   torch  again with OPENBLAS_NUM_THREADS=1: Debian's torch at 1 thread
+#          still runs OpenBLAS's 2 threads unless told; the ratios are
+#          against the faster of the two
+# in rounds, each round running all of them one after the other (RUNS
 # rounds), and prints each one's median samples/s (hetps: the sum of its
 # workers' "this worker N samples/s", which count every step from the
 # first pull to the last push, reading and parsing the file included) and
@@ -55,19 +61,21 @@ cluster() {
         "$ps" "$wk" "$extra" > "$T/cluster$1.json"
 }
 
-# hetps N [BIN] — one epoch on N shards and N workers: $RATE the workers'
+# hetps N [BIN] [WORKER FLAGS] — one epoch on N shards and N workers:
+# $RATE the workers'
 # samples/s summed; $UNIQ, $PULLED, $PUSHED (KiB, whole messages a pull
 # and a push) from worker:0's tables line.
 hetps() {
     rm -rf "$T/data"
+    # shellcheck disable=SC2086
     /usr/bin/time -f '%U %S' -o "$T/cpu" \
         "${2:-$BIN}/hetps" launch --data-dir "$T/data" "$T/cluster$1.json" -- \
-        --model "$T/ctr.json" --data "criteo:$T/train.tsv" --no-eval \
+        --model "$T/ctr.json" --data "criteo:$T/train.tsv" --no-eval ${3:-} \
         > "$T/hetps$1.log" 2>&1 ||
         { tail -20 "$T/hetps$1.log"; echo "ctr speed: the hetps job ($1+$1) failed" >&2; exit 1; }
     grep -E 'samples/s, per step|tables:' "$T/hetps$1.log" | sed 's/^/  /'
     CPU=$(awk -v n="$ROWS" '{ printf "%.2f", 1e3 * ($1 + $2) * 512 / n }' "$T/cpu")
-    echo "  hetps $1+$1: $CPU ms CPU a batch (every process)"
+    echo "  hetps $1+$1${3:+ $3}: $CPU ms CPU a batch (every process)"
     RATE=$(sed -n 's/.*this worker \([0-9.]*\) samples\/s.*/\1/p' "$T/hetps$1.log" |
            awk '{ s += $1 } END { print s + 0 }')
     line=$(grep '\[worker:0\].*tables:' "$T/hetps$1.log")
@@ -78,10 +86,13 @@ hetps() {
         { echo "ctr speed: no tables line in the $1+$1 log" >&2; exit 1; }
 }
 
+# torch_rate [ENV] — torch_ctr.py's epoch, run under env ENV (such as
+# OPENBLAS_NUM_THREADS=1): $RATE, $CPU (ms a batch).
 torch_rate() {
-    "$PY" tests/bench/torch_ctr.py --input-dim "$DIM" --batch 512 --lr 0.1 \
+    # shellcheck disable=SC2086
+    env ${1:-} "$PY" tests/bench/torch_ctr.py --input-dim "$DIM" --batch 512 --lr 0.1 \
         --threads 1 --seed 42 "$T/train.tsv" "$T/test.tsv" > "$T/torch.log"
-    grep 'epoch 1' "$T/torch.log" | sed 's/^/  /'
+    grep 'epoch 1' "$T/torch.log" | sed "s/^/  ${1:+$1 }/"
     RATE=$(sed -n 's/.*: \([0-9.]*\) samples\/s.*/\1/p' "$T/torch.log")
     CPU=$(sed -n 's/.*; \([0-9.]*\) ms CPU a batch.*/\1/p' "$T/torch.log")
     [ -n "$RATE" ] || { echo "ctr speed: no samples/s from torch_ctr.py" >&2; exit 1; }
@@ -89,14 +100,18 @@ torch_rate() {
 
 cluster 1
 cluster 2
-torch_all="" one_all="" two_all="" base1_all="" base2_all=""
-tcpu="" cpu1="" cpu2="" bcpu1="" bcpu2=""
+torch_all="" torch1_all="" one_all="" two_all="" base1_all="" base2_all=""
+ov1_all="" ov2_all=""
+tcpu="" tcpu1="" cpu1="" cpu2="" bcpu1="" bcpu2="" ocpu1="" ocpu2=""
 r=1
 while [ "$r" -le "$RUNS" ]; do
     echo "ctr speed: round $r of $RUNS"
     torch_rate
     torch_all="$torch_all $RATE"
     tcpu="$tcpu $CPU"
+    torch_rate OPENBLAS_NUM_THREADS=1
+    torch1_all="$torch1_all $RATE"
+    tcpu1="$tcpu1 $CPU"
     hetps 1
     one_all="$one_all $RATE"
     cpu1="$cpu1 $CPU"
@@ -105,6 +120,12 @@ while [ "$r" -le "$RUNS" ]; do
     two_all="$two_all $RATE"
     cpu2="$cpu2 $CPU"
     bytes2="$UNIQ $PULLED $PUSHED"
+    hetps 1 "$BIN" --overlap
+    ov1_all="$ov1_all $RATE"
+    ocpu1="$ocpu1 $CPU"
+    hetps 2 "$BIN" --overlap
+    ov2_all="$ov2_all $RATE"
+    ocpu2="$ocpu2 $CPU"
     if [ -n "${BASE_BIN:-}" ]; then
         hetps 1 "$BASE_BIN"
         base1_all="$base1_all $RATE"
@@ -120,15 +141,23 @@ median() {
     echo "$@" | tr ' ' '\n' | grep . | sort -g |
         awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
-t=$(median "$torch_all")
+t0=$(median "$torch_all")
+t1=$(median "$torch1_all")
+t=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (a > b) ? a : b }')
 o=$(median "$one_all")
 w=$(median "$two_all")
+v1=$(median "$ov1_all")
+v2=$(median "$ov2_all")
 echo
 echo "== click-through speed ($ROWS rows, batch 512, $([ "$PLAIN" = 1 ] && echo "plain TCP" || echo "mutual TLS"), median of $RUNS rounds)"
-echo "samples/s each round: torch$torch_all; hetps 1+1$one_all; hetps 2+2$two_all"
+echo "samples/s each round: torch$torch_all; torch OPENBLAS_NUM_THREADS=1$torch1_all; hetps 1+1$one_all; hetps 2+2$two_all; --overlap 1+1$ov1_all; --overlap 2+2$ov2_all"
+awk -v a="$t0" -v b="$t1" -v ca="$(median "$tcpu")" -v cb="$(median "$tcpu1")" 'BEGIN {
+    printf "ctr torch, --threads 1: %.0f samples/s at %s ms CPU a batch as Debian runs it (OpenBLAS on its own threads), %.0f at %s ms with OPENBLAS_NUM_THREADS=1; the ratios are against the faster, %.0f\n", a, ca, b, cb, (a > b) ? a : b }'
 awk -v t="$t" -v o="$o" -v w="$w" 'BEGIN {
-    printf "ctr speed: torch 1 thread %.0f samples/s; hetps 1 ps + 1 worker %.0f (%.2fx); 2 ps + 2 workers async %.0f (%.2fx)\n", t, o, o / t, w, w / t }'
-echo "ctr CPU a batch of 512 (median): torch $(median "$tcpu") ms; hetps 1+1 $(median "$cpu1") ms, 2+2 $(median "$cpu2") ms"
+    printf "ctr speed: torch fastest 1-thread process %.0f samples/s; hetps 1 ps + 1 worker %.0f (%.2fx); 2 ps + 2 workers async %.0f (%.2fx)\n", t, o, o / t, w, w / t }'
+awk -v t="$t" -v o="$v1" -v w="$v2" 'BEGIN {
+    printf "ctr speed --overlap: hetps 1 ps + 1 worker %.0f (%.2fx); 2 ps + 2 workers async %.0f (%.2fx)\n", o, o / t, w, w / t }'
+echo "ctr CPU a batch of 512 (median): torch $(median "$tcpu") ms (OPENBLAS_NUM_THREADS=1: $(median "$tcpu1") ms); hetps 1+1 $(median "$cpu1") ms, 2+2 $(median "$cpu2") ms; --overlap 1+1 $(median "$ocpu1") ms, 2+2 $(median "$ocpu2") ms"
 if [ -n "${BASE_BIN:-}" ]; then
     b1=$(median "$base1_all")
     b2=$(median "$base2_all")

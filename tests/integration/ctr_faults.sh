@@ -21,6 +21,10 @@
 #     count must be exactly the batches the workers' parts hold
 #     (2 × 4,000 / 32 = 250) — one step a worker's step, its rows and its
 #     dense push together —: nothing applied twice, nothing skipped.
+#   async --overlap: the shard kills and the worker's restart again with
+#     each worker's exchange on a thread while it computes (its rows push,
+#     dense push-and-pull and the rows two batches ahead): step counts
+#     exact as well.
 . "$(dirname "$0")/lib.inc"
 pick_ports
 GEN=$B/tools/ctrgen
@@ -38,12 +42,13 @@ start_ps() {
     eval "ps$1=\$!"
     track $!
 }
-# start_worker I: worker:I of $D (log appended), its pid in $wI. Each
-# step stretched 16x (--slowdown) so the kills land mid-run.
+# start_worker I: worker:I of $D (log appended), its pid in $wI, with
+# $WFLAGS. Each step stretched 16x (--slowdown) so the kills land mid-run.
 start_worker() {
+    # shellcheck disable=SC2086
     "$BIN/hetps-worker" --cluster "$D/cluster.json" --task worker:$1 \
         --model "$T/cat.json" --data "criteo:$T/train.tsv" --no-eval \
-        --slowdown 16 >> "$D/w$1.log" 2>&1 &
+        --slowdown 16 ${WFLAGS:-} >> "$D/w$1.log" 2>&1 &
     eval "w$1=\$!"
     track $!
 }
@@ -157,3 +162,9 @@ job async_partial async partial 250
 grep -q "worker:1's push of epoch 1 batch [1-9][0-9]* was applied here before its process restarted" "$T/async_partial/ps-0.log" ||
     { tail "$T/async_partial/ps-0.log"; fail "async: ps:0 never answered worker:1's repeated step without applying it"; }
 ok "async: step counts exact through shard kills, a worker's restart and a step that reached one shard of two"
+WFLAGS=--overlap
+job async_overlap_shards async shards 250
+job async_overlap_worker async worker 250
+grep -q "push-and-pull not hidden by computing (--overlap)" "$T/async_overlap_shards/w0.log" ||
+    fail "async --overlap: the workers did not overlap their exchanges"
+ok "async --overlap: step counts exact through shard kills and a worker's restart"

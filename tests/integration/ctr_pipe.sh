@@ -1,0 +1,80 @@
+#!/bin/sh
+# ctr_pipe.sh — a click-through step's exchanges in flight at once (issue
+# #40): 2 shards and 2 workers train one epoch of an embedding model on a
+# generated Criteo file (16,000 lines, tests/tools/ctrgen), in async, in
+# ssp (staleness 2) and in async with --overlap. In each:
+#   - every batch's rows but the epoch's first are pulled ahead, beside
+#     the step before's dense push-and-pull (--overlap: two steps before,
+#     on the exchange thread): each worker's "tables:" line counts
+#     exactly steps − 1 pulls ahead — a worker that pulled its rows in a
+#     round trip of their own after the dense exchange counts 0;
+#   - every step is applied once: each shard's step count is exactly the
+#     job's steps (2 × 8,000 / 64 = 250), each worker's exactly 125;
+#   - the chief's final test AUC and loss are finite and the AUC above
+#     0.6; --overlap's (its rows and dense values one step staler) within
+#     0.02 of async's.
+. "$(dirname "$0")/lib.inc"
+pick_ports
+GEN=$B/tools/ctrgen
+[ -x "$GEN" ] || fail "build $GEN first (make all)"
+$GEN --seed 5 --train-rows 16000 --test-rows 4000 --vocab 1000 \
+    "$T/train.tsv" "$T/test.tsv" > /dev/null || fail "ctrgen failed"
+ctr_cat_model "$T/cat.json" 64
+sed -i 's/"epochs": 1}/"epochs": 1, "metrics": ["AUC"]}/' "$T/cat.json"
+
+# job NAME MODE [WORKER FLAGS]: one epoch in $T/NAME on ports from
+# PORT + OFF; the chief's final AUC into $auc.
+OFF=0
+job() {
+    name=$1 mode=$2 D="$T/$1"
+    shift 2
+    mkdir -p "$D"
+    cat > "$D/cluster.json" <<JSON
+{ "cluster": { "ps": ["127.0.0.1:$((PORT + OFF))", "127.0.0.1:$((PORT + OFF + 1))"],
+               "worker": ["127.0.0.1:$((PORT + OFF + 2))", "127.0.0.1:$((PORT + OFF + 3))"] },
+  "hetps": { "mode": "$mode" } }
+JSON
+    OFF=$((OFF + 4))
+    for j in 0 1; do
+        "$BIN/hetps-ps" --cluster "$D/cluster.json" --task ps:$j \
+            --data-dir "$D/ps-$j" > "$D/ps-$j.log" 2>&1 &
+        eval "ps$j=\$!"
+        track $!
+    done
+    wait_for 10 "$BIN/hetps" status "$D/cluster.json" || fail "$name: the shards did not start"
+    for i in 0 1; do
+        "$BIN/hetps-worker" --cluster "$D/cluster.json" --task worker:$i \
+            --model "$T/cat.json" --data "criteo:$T/train.tsv" \
+            --validation-data "criteo:$T/test.tsv" "$@" > "$D/w$i.log" 2>&1 &
+        eval "w$i=\$!"
+        track $!
+    done
+    wait $w0 || { tail -20 "$D/w0.log"; fail "$name: worker:0 failed"; }
+    wait $w1 || { tail -20 "$D/w1.log"; fail "$name: worker:1 failed"; }
+    for j in 0 1; do
+        need_version "$D/cluster.json" $j
+        [ "$V" = 250 ] || { tail -5 "$D/ps-$j.log"; fail "$name: ps:$j counted $V steps, the job has 250"; }
+    done
+    stop_within 30 $ps0 $ps1
+    for i in 0 1; do
+        steps=$(sed -n "s/.*INFO ${mode%%:*}: \([0-9]*\) steps in.*/\1/p" "$D/w$i.log")
+        ahead=$(sed -n 's/.*tables: .* pulls, evaluation.s included, \([0-9]*\) of them pulled ahead.*/\1/p' "$D/w$i.log")
+        [ "$steps" = 125 ] || { tail -5 "$D/w$i.log"; fail "$name: worker:$i computed '$steps' steps, not 125"; }
+        [ "$ahead" = 124 ] || { grep tables: "$D/w$i.log"; fail "$name: worker:$i pulled '$ahead' batches' rows ahead, not 124 (all but the first)"; }
+    done
+    auc=$(sed -n 's/.*Final weights.*val_auc: \([0-9.]*\).*/\1/p' "$D/w0.log")
+    loss=$(sed -n 's/.*Final weights.*val_loss: \([0-9.]*\).*/\1/p' "$D/w0.log")
+    [ -n "$auc" ] && [ -n "$loss" ] || { tail -5 "$D/w0.log"; fail "$name: no finite final AUC and loss"; }
+    awk -v a="$auc" 'BEGIN { exit !(a > 0.6) }' || fail "$name: final AUC $auc"
+    ok "$name: 250 steps on each shard, 124 of each worker's 125 batches' rows pulled ahead; AUC $auc, loss $loss"
+}
+
+job async async
+base=$auc
+job ssp ssp:2
+job overlap async --overlap
+grep -q "push-and-pull not hidden by computing (--overlap)" "$T/overlap/w0.log" ||
+    fail "overlap: the summary does not say what --overlap left"
+awk -v a="$auc" -v b="$base" 'BEGIN { d = a - b; exit !(d < 0.02 && d > -0.02) }' ||
+    fail "--overlap's AUC $auc is not within 0.02 of async's $base"
+ok "--overlap with tables: AUC $auc against $base without"
