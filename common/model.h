@@ -23,8 +23,8 @@
  * "dense/kernel" (in, out), "dense/bias" (out)), with Keras's default
  * initialisers (Glorot-uniform kernels, zero biases) seeded by `seed`.
  * "shuffle" (default true, Keras's fit(shuffle=True)): false reads a
- * streamed training file (click-through data) in file order every epoch;
- * an in-memory set is shuffled either way.
+ * streamed training file (click-through data) in file order every epoch,
+ * and an in-memory set in its order (a worker's strided share).
  * Activations are NHWC like Keras; shapes below exclude the batch.
  *
  * The graph. layers[] is in topological order: layer i reads n_in nodes,

@@ -440,15 +440,17 @@ static void shuffle(struct wk_shard *s, int epoch)
                            hc_mix64((uint64_t)epoch * HC_GOLDEN_GAMMA ^
                                  hc_mix64((uint64_t)s->index + 1)));
 
+    s->epoch = epoch;
     for (int j = 0; j < s->n; j++)
         s->order[j] = s->index + j * s->n_shards;
+    if (s->file_order)
+        return;
     for (int i = s->n - 1; i > 0; i--) {
         int j = (int)hc_rng_below(&state, (uint64_t)i + 1);
         int32_t t = s->order[i];
         s->order[i] = s->order[j];
         s->order[j] = t;
     }
-    s->epoch = epoch;
 }
 
 /* The checks of wk_shard_init (data.h); s zeroed. */

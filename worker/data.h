@@ -215,6 +215,9 @@ struct wk_shard {
                                NULL: the part [first, first + n) in order */
     int epoch;              /* epoch `order` is shuffled for; -1 none yet */
     int first;              /* parts: the part's first sample */
+    int file_order;         /* set by the caller after init: no shuffle,
+                               the strided order every epoch (the model's
+                               "shuffle": false) */
 };
 
 /* HC_ERR_INVAL with a message when n_total < 1, n_shards < 1, index out of

@@ -373,8 +373,10 @@ static int refresh_membership(struct run *r, int *n_workers)
         hc_warn("cannot reshard the data for %d workers: %s", n, hc_err_msg());
         wk_shard_init_for(&r->shard, &r->train, *n_workers, r->c->worker,
                       r->m->seed);
+        r->shard.file_order = r->m->file_order;
         return 0;
     }
+    r->shard.file_order = r->m->file_order;
     hc_info("cluster file: %d worker(s), was %d: this worker now reads %d "
             "samples per epoch", n, *n_workers, r->shard.n);
     *n_workers = n;
@@ -1207,6 +1209,7 @@ int wk_train(const struct wk_train_conf *c)
                                   c->worker, m->seed);
     if (rv != HC_OK)
         goto out;
+    r.shard.file_order = m->file_order;
     rv = wk_devices_open(c->devices ? c->devices : "auto",
                          c->n_threads > 0 ? c->n_threads : 1, &r.devs);
     if (rv != HC_OK)

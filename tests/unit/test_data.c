@@ -519,6 +519,29 @@ static void test_shuffle(void)
     wk_data_free(&d);
 }
 
+/* "shuffle": false (file_order): each epoch the shard's strided samples
+ * in order, 0, k, 2k, … for shard 0 of k. */
+static void test_file_order(void)
+{
+    enum { N = 101 };
+    struct wk_dataset d;
+    struct wk_shard s;
+    static int32_t e0[N], e3[N];
+    int bad = 0;
+
+    make_set(&d, N);
+    CU_ASSERT_EQUAL_FATAL(wk_shard_init(&s, N, 2, 1, 7), HC_OK);
+    s.file_order = 1;
+    epoch_order(&s, 0, &d, e0);
+    epoch_order(&s, 3, &d, e3);
+    for (int i = 0; i < s.n; i++)
+        bad += e0[i] != 1 + 2 * i || e3[i] != e0[i];
+    CU_ASSERT_EQUAL(s.n, N / 2);
+    CU_ASSERT_EQUAL(bad, 0);
+    wk_shard_free(&s);
+    wk_data_free(&d);
+}
+
 /* The documented shuffle (data.h), recomputed independently. */
 static void test_shuffle_documented(void)
 {
@@ -819,6 +842,7 @@ void hp_test_register(void)
     CU_add_test(s, "per-epoch shuffle", test_shuffle);
     CU_add_test(s, "shuffle as documented", test_shuffle_documented);
     CU_add_test(s, "shard errors and eval batches", test_shard_errors);
+    CU_add_test(s, "shuffle false: the strided order", test_file_order);
     CU_add_test(s, "several inputs: packed rows, shards, refusals",
                 test_inputs);
     CU_add_test(s, "Fashion-MNIST t10k", test_fashion_mnist);
