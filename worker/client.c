@@ -344,7 +344,14 @@ static int send_all_simple(struct pc_client *c, hc_rpc_client *rpc,
                             i, hc_err_msg());
             break;
         }
-        if (d.env->payload_case == HETPS__ENVELOPE__PAYLOAD_ERROR) {
+        if (d.env->payload_case == HETPS__ENVELOPE__PAYLOAD_ERROR &&
+            pc == HETPS__ENVELOPE__PAYLOAD_LEAVE &&
+            d.env->error->code == HETPS__ERROR_CODE__E_NOT_JOINED) {
+            /* A shard restarted since this worker's last call: it holds
+             * nothing of the worker to leave. */
+            hc_info("leave: ps:%d no longer knows this worker (it "
+                    "restarted): nothing to leave there", i);
+        } else if (d.env->payload_case == HETPS__ENVELOPE__PAYLOAD_ERROR) {
             rv = hc_err_set(HC_ERR_REMOTE, "%s: ps:%d refused: %s", what, i,
                             d.env->error->message);
             bad = 1;

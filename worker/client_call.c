@@ -264,8 +264,13 @@ static int exchange(struct pc_client *c, const uint64_t *ids,
                                 &c->dec[i]) != HC_OK))
                 continue;
             e = c->dec[i].env;
+            /* A twin (pc_open_twin) never joins: its request ids interleave
+             * with its parent's, so its join could reach the shard after a
+             * newer request of the parent's and be refused as stale. Its
+             * call fails; the parent joins again at its next call. */
             if (e->payload_case != HETPS__ENVELOPE__PAYLOAD_ERROR ||
-                e->error->code != HETPS__ERROR_CODE__E_NOT_JOINED)
+                e->error->code != HETPS__ERROR_CODE__E_NOT_JOINED ||
+                c->id_src)
                 continue;
             hc_wire_msg_free(&c->dec[i]);
             again = 1;

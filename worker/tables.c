@@ -49,8 +49,6 @@ enum set_state {
 
 struct wk_tables {
     struct pc_client *pc;
-    struct pc_client *ahead_pc; /* pc's twin for pulls ahead (opened at the
-                                 * first); NULL: none yet */
     size_t in_size;         /* floats a sample's row */
     int n, max_batch;
     struct table t[MAX_TABLES];
@@ -180,7 +178,6 @@ void wk_tables_close(struct wk_tables *t)
             free(r->grad);
             hc_rowmap_free(&r->map);
         }
-    pc_close(t->ahead_pc);
     free(t);
 }
 
@@ -332,8 +329,6 @@ int wk_tables_ahead_begin(struct wk_tables *t, int *set)
     if (!t->pc)
         return hc_err_set(HC_ERR_INVAL, "tables: rows pulled ahead need "
                           "the shards (a client)");
-    if (!t->ahead_pc && (rv = pc_open_twin(t->pc, &t->ahead_pc)) != HC_OK)
-        return rv;
     if ((rv = free_set(t, &i)) != HC_OK)
         return rv;
     t->state[i] = SET_PULLING;
@@ -346,7 +341,7 @@ int wk_tables_ahead_pull(struct wk_tables *t, int set, const float *x, int B)
     if (B < 1 || B > t->max_batch)
         return hc_err_set(HC_ERR_INVAL, "tables: batch %d outside [1, %d]", B,
                           t->max_batch);
-    return pull_set(t, t->ahead_pc, set, x, B);
+    return pull_set(t, t->pc, set, x, B);
 }
 
 void wk_tables_ahead_end(struct wk_tables *t, int set, int ok)
@@ -429,15 +424,13 @@ int wk_tables_push(struct wk_tables *t, uint32_t samples)
 
 void wk_tables_stats(const struct wk_tables *t, struct wk_tables_stats *out)
 {
-    uint64_t a, b, c = 0, d = 0;
+    uint64_t a, b;
 
     *out = t->st;
     if (!t->pc)
         return;
-    if (t->ahead_pc)
-        pc_rows_wire(t->ahead_pc, 0, &c, &d);
     pc_rows_wire(t->pc, 0, &a, &b);
-    out->wire_pulls = a + b + c + d;
+    out->wire_pulls = a + b;
     pc_rows_wire(t->pc, 1, &a, &b);
     out->wire_pushes = a + b;
 }

@@ -14,10 +14,10 @@
  * it as it is). Async and ssp; sync shards refuse rows pushes.
  *
  * Pulled ahead: in async and ssp another thread of the trainer reads its
- * next batch and pulls that batch's rows (wk_tables_ahead_*) on a second
- * client of the same task (pc_open_twin) while the step's push-and-pull
- * travels; the hook then finds them and
- * pulls nothing. --overlap pulls two batches ahead. Three sets of buffers
+ * next batch while the step's push-and-pull travels, and that batch's
+ * rows are pulled right after it (wk_tables_ahead_*), in the step's
+ * exchange; the hook then finds them and pulls nothing. --overlap pulls
+ * two batches ahead, on its exchange thread. Three sets of buffers
  * take turns: the rows in the net, the rows whose push is under way, the
  * rows pulled ahead.
  *
@@ -67,12 +67,12 @@ int wk_tables_before(void *arg, struct wk_net *net, const float *x, int B);
  * Rows pulled ahead (async, ssp): _begin reserves a set (*set) for a batch
  * whose forward is to come; wk_tables_ahead_pull, from any one thread,
  * de-duplicates the ids of its B samples x (B, in_size) into the set and
- * pulls their rows on pc's twin (opened by the first _begin); _end(ok)
+ * pulls their rows on pc (nothing else in flight on it); _end(ok)
  * makes them the next forward's (ok 0: drops them). The hook uses the
  * oldest set ended when it holds the forward's very ids (each table's,
  * compared), and drops every ended set otherwise and pulls (on pc).
  * Errors: _begin: HC_ERR_INVAL (no client; every set in use),
- * pc_open_twin's; _pull: HC_ERR_INVAL (B out of range), as the hook's.
+ * _pull: HC_ERR_INVAL (B out of range), as the hook's.
  */
 int wk_tables_ahead_begin(struct wk_tables *t, int *set);
 int wk_tables_ahead_pull(struct wk_tables *t, int set, const float *x, int B);

@@ -457,8 +457,21 @@ struct tables_job {
     int epoch, next;            /*   of that batch */
     int after;                  /* pull it after the push-and-pull, not
                                    beside it (--overlap) */
+    int pulled;                 /* its rows came: the set is usable */
     struct wk_overlap puller;   /* its thread */
 };
+
+/* The rows of j's batch pulled ahead. A failed pull is not the step's
+ * failure: the set is dropped and the batch's forward pulls its rows
+ * itself (and reports the error if that fails too). */
+static void pull_set_ahead(struct tables_job *j)
+{
+    j->pulled = wk_tables_ahead_pull(j->r->tables, j->set, j->r->x_alt,
+                                     j->r->alt_n) == HC_OK;
+    if (!j->pulled)
+        hc_info("rows of batch %d not pulled ahead (%s): pulled at its "
+                "forward", j->next, hc_err_msg());
+}
 
 /* Batch j->next of j->epoch into r->x_alt. */
 static int read_next(struct tables_job *j)
@@ -483,8 +496,8 @@ static int pull_ahead(void *arg)
 
     if (rv != HC_OK || j->after)
         return rv;
-    return wk_tables_ahead_pull(j->r->tables, j->set, j->r->x_alt,
-                                j->r->alt_n);
+    pull_set_ahead(j);
+    return HC_OK;
 }
 
 static int tables_exchange(void *arg)
@@ -511,8 +524,8 @@ static int tables_exchange(void *arg)
         return hc_err_set(rv, "%s", why);
     if (prv != HC_OK || !j->after || j->set < 0)
         return prv;
-    return wk_tables_ahead_pull(j->r->tables, j->set, j->r->x_alt,
-                                j->r->alt_n);
+    pull_set_ahead(j);
+    return HC_OK;
 }
 
 /* The trainer's thread, after a tables_job ran (rv its result): the
@@ -522,8 +535,9 @@ static void tables_landed(struct run *r, struct tables_job *j, int rv)
     wk_tables_busy(r->tables, 0);
     wk_tables_sent(r->tables);
     if (j->set >= 0)
-        wk_tables_ahead_end(r->tables, j->set, rv == HC_OK);
+        wk_tables_ahead_end(r->tables, j->set, rv == HC_OK && j->pulled);
     j->set = -1;
+    j->pulled = 0;
 }
 
 /* r->x and r->x_alt (their labels, which batches they hold) trade places. */
@@ -623,14 +637,15 @@ static void tables_summary(const struct run *r)
  * flight), so that the exchanges that follow pull two batches ahead. */
 static int first_ahead(struct run *r, int epoch, int b)
 {
-    struct tables_job one = { .r = r, .epoch = epoch, .next = b };
+    /* after: nothing is in flight, so on the tables' own client */
+    struct tables_job one = { .r = r, .epoch = epoch, .next = b, .after = 1 };
     int rv = wk_tables_ahead_begin(r->tables, &one.set);
 
     if (rv != HC_OK)
         return rv;
     if ((rv = read_next(&one)) == HC_OK)
-        rv = wk_tables_ahead_pull(r->tables, one.set, r->x_alt, r->alt_n);
-    wk_tables_ahead_end(r->tables, one.set, rv == HC_OK);
+        pull_set_ahead(&one);
+    wk_tables_ahead_end(r->tables, one.set, rv == HC_OK && one.pulled);
     return rv;
 }
 
@@ -713,8 +728,11 @@ static int run_async(struct run *r)
     const int wait = ssp ? SYNC_WAIT_MS : 0;
     struct pc_step st = { 0 };
     struct wk_overlap x = { 0 };
-    struct tables_job job = { .r = r, .x = &x, .set = -1,
-                              .after = r->c->overlap };
+    /* after: the next batch is read beside the push-and-pull, its rows
+     * pulled after it on the worker's own client, so a step's rows hold
+     * the step before's update (a pull beside the push-and-pull, on a
+     * second client, raced the shards' restarts in the fault tests). */
+    struct tables_job job = { .r = r, .x = &x, .set = -1, .after = 1 };
     uint32_t e0 = 0, b0 = 0;
     uint64_t version;           /* of the values in r->params */
     int epoch, rv, n_workers = r->c->cluster->n_worker;
