@@ -144,32 +144,6 @@ fail:
     return rv;
 }
 
-int pc_open_twin(struct pc_client *parent, struct pc_client **out)
-{
-    struct pc_client *c;
-    int rv;
-
-    *out = NULL;
-    rv = pc_open(&c, parent->cl,
-                 parent->me.job == HETPS__JOB__JOB_WORKER ? HC_JOB_WORKER : -1,
-                 (int)parent->me.index, &parent->o);
-    if (rv != HC_OK)
-        return rv;
-    c->me.incarnation = parent->me.incarnation;
-    c->id_src = parent;
-    memcpy(c->devices, parent->devices, sizeof c->devices);
-    memcpy(c->view, parent->view, (size_t)c->n * sizeof *c->view);
-    c->store_block = parent->store_block;
-    if (parent->have_layout &&
-        (rv = pc_set_model(c, parent->model,
-                           parent->layout.block_elems)) != HC_OK) {
-        pc_close(c);
-        return rv;
-    }
-    *out = c;
-    return HC_OK;
-}
-
 int pc_join(struct pc_client *c, const char *devices)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;

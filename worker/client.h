@@ -47,18 +47,6 @@ struct pc_opts {
 int pc_open(struct pc_client **out, const struct hc_cluster *cl, int job,
             int index, const struct pc_opts *o);
 
-/*
- * A second client of the same task and process (the same sender, the same
- * incarnation, its request ids drawn from parent's counter), with its own
- * connections and scratch: a thread may call it while another thread is
- * in a call of parent — the trainer pulls a batch's rows on it beside the
- * step's push-and-pull (tables.h). After parent's pc_join and
- * pc_set_model; it joins nothing itself (a shard that restarted is
- * re-joined by whichever client meets it first), sends no heartbeats, and
- * must be closed before parent. Errors: pc_open's, pc_set_model's.
- */
-int pc_open_twin(struct pc_client *parent, struct pc_client **out);
-
 /* Join every shard in parallel; `devices` is reported in status. */
 int pc_join(struct pc_client *c, const char *devices);
 

@@ -29,8 +29,7 @@ void client_sender(struct pc_client *c, struct hc_sender *me)
 
 uint64_t client_next_id(struct pc_client *c)
 {
-    return atomic_fetch_add(c->id_src ? &c->id_src->next_id : &c->next_id,
-                            1);
+    return atomic_fetch_add(&c->next_id, 1);
 }
 
 int client_join_one(struct pc_client *c, int i)
@@ -264,13 +263,8 @@ static int exchange(struct pc_client *c, const uint64_t *ids,
                                 &c->dec[i]) != HC_OK))
                 continue;
             e = c->dec[i].env;
-            /* A twin (pc_open_twin) never joins: its request ids interleave
-             * with its parent's, so its join could reach the shard after a
-             * newer request of the parent's and be refused as stale. Its
-             * call fails; the parent joins again at its next call. */
             if (e->payload_case != HETPS__ENVELOPE__PAYLOAD_ERROR ||
-                e->error->code != HETPS__ERROR_CODE__E_NOT_JOINED ||
-                c->id_src)
+                e->error->code != HETPS__ERROR_CODE__E_NOT_JOINED)
                 continue;
             hc_wire_msg_free(&c->dec[i]);
             again = 1;

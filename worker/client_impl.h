@@ -65,10 +65,6 @@ struct pc_client {
     const struct hc_cluster *cl;
     struct hc_sender me;
     atomic_uint_fast64_t next_id;
-    struct pc_client *id_src;   /* a twin's parent (pc_open_twin): its
-                                   request ids are taken from the parent's
-                                   next_id, so the shards see one sender's
-                                   ids, increasing; NULL: its own */
     struct pc_opts o;
     int n;                      /* shards */
     const char **urls, **names;

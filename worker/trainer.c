@@ -443,20 +443,17 @@ static const char *exchange_text(const struct run *r)
  * A click-through step's exchange (tables.h): the step's rows push (held
  * by the shards for the dense push that follows), then the dense
  * push-and-pull, while the puller thread reads the batch to pull ahead
- * into r->x_alt and pulls its rows on the tables' second client — the
- * rows pull and the dense pull in flight at once. Run inline; or, under
- * --overlap, on the exchange thread, with the rows pulled after the
- * push-and-pull (j->after: they are for the step after next, and so miss
- * only the next step's update, as its dense values do). It reads x's g,
- * st, params and step, as an exchange without tables would.
+ * into r->x_alt; then that batch's rows pulled. Run inline; or, under
+ * --overlap, on the exchange thread (the rows are then for the step
+ * after next, and so miss only the next step's update, as its dense
+ * values do). It reads x's g, st, params and step, as an exchange
+ * without tables would.
  */
 struct tables_job {
     struct run *r;
     struct wk_overlap *x;       /* the step's exchange */
     int set;                    /* the set pulled ahead, -1: none */
     int epoch, next;            /*   of that batch */
-    int after;                  /* pull it after the push-and-pull, not
-                                   beside it (--overlap) */
     int pulled;                 /* its rows came: the set is usable */
     struct wk_overlap puller;   /* its thread */
 };
@@ -487,17 +484,10 @@ static int read_next(struct tables_job *j)
     return rv;
 }
 
-/* The puller thread: the batch read, its rows pulled (j->after: not
- * yet). */
-static int pull_ahead(void *arg)
+/* The puller thread: the batch read. */
+static int read_ahead(void *arg)
 {
-    struct tables_job *j = arg;
-    int rv = read_next(j);
-
-    if (rv != HC_OK || j->after)
-        return rv;
-    pull_set_ahead(j);
-    return HC_OK;
+    return read_next(arg);
 }
 
 static int tables_exchange(void *arg)
@@ -508,7 +498,7 @@ static int tables_exchange(void *arg)
     int rv, prv = HC_OK;
 
     if (j->set >= 0) {
-        j->puller.job = pull_ahead;
+        j->puller.job = read_ahead;
         j->puller.job_arg = j;
         if ((rv = wk_overlap_start(&j->puller)) != HC_OK)
             return rv;
@@ -522,7 +512,7 @@ static int tables_exchange(void *arg)
         prv = wk_overlap_wait(&j->puller);
     if (rv != HC_OK)
         return hc_err_set(rv, "%s", why);
-    if (prv != HC_OK || !j->after || j->set < 0)
+    if (prv != HC_OK || j->set < 0)
         return prv;
     pull_set_ahead(j);
     return HC_OK;
@@ -637,8 +627,7 @@ static void tables_summary(const struct run *r)
  * flight), so that the exchanges that follow pull two batches ahead. */
 static int first_ahead(struct run *r, int epoch, int b)
 {
-    /* after: nothing is in flight, so on the tables' own client */
-    struct tables_job one = { .r = r, .epoch = epoch, .next = b, .after = 1 };
+    struct tables_job one = { .r = r, .epoch = epoch, .next = b };
     int rv = wk_tables_ahead_begin(r->tables, &one.set);
 
     if (rv != HC_OK)
@@ -652,9 +641,9 @@ static int first_ahead(struct run *r, int epoch, int b)
 /*
  * The exchange of step b (of nb in the epoch, n samples) with tables
  * (tables_exchange), after its compute: the rows' gradients taken out of
- * the net, the batch after this one read into r->x_alt and its rows
- * pulled beside the dense push-and-pull (--overlap: the batch after the
- * next, its rows pulled after the push-and-pull). Without --overlap it
+ * the net, the batch after this one read into r->x_alt beside the dense
+ * push-and-pull and its rows pulled after it (--overlap: the batch after
+ * the next). Without --overlap it
  * runs here and the next batch ends in r->x; with it, the exchange of the
  * step before is waited for (its values become r->params), this one
  * starts on the exchange thread and the next batch, read by the step
@@ -719,8 +708,8 @@ static int tables_step(struct run *r, struct wk_overlap *x,
  * the furthest place a shard holds, as Keras's BackupAndRestore resumes
  * from the interrupted epoch — nothing is trained twice or skipped, but
  * at most the one push in flight when the worker died. A model with
- * tables pushes its rows first and pulls the next batch's rows beside
- * the push-and-pull (tables_step).
+ * tables pushes its rows first, reads the next batch beside the
+ * push-and-pull and pulls its rows after it (tables_step).
  */
 static int run_async(struct run *r)
 {
@@ -728,11 +717,7 @@ static int run_async(struct run *r)
     const int wait = ssp ? SYNC_WAIT_MS : 0;
     struct pc_step st = { 0 };
     struct wk_overlap x = { 0 };
-    /* after: the next batch is read beside the push-and-pull, its rows
-     * pulled after it on the worker's own client, so a step's rows hold
-     * the step before's update (a pull beside the push-and-pull, on a
-     * second client, raced the shards' restarts in the fault tests). */
-    struct tables_job job = { .r = r, .x = &x, .set = -1, .after = 1 };
+    struct tables_job job = { .r = r, .x = &x, .set = -1 };
     uint32_t e0 = 0, b0 = 0;
     uint64_t version;           /* of the values in r->params */
     int epoch, rv, n_workers = r->c->cluster->n_worker;

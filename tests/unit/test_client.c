@@ -1145,105 +1145,6 @@ static void test_parts(void)
     parts_case("sync-unconfirmed");
 }
 
-/* pc_pull_rows on a twin, round after round, from a thread of its own. */
-struct twin_pulls {
-    struct pc_client *twin;
-    struct pc_rows req;
-    int rounds, failed;
-};
-
-static void *twin_pulling(void *arg)
-{
-    struct twin_pulls *t = arg;
-
-    for (int i = 0; i < t->rounds; i++)
-        t->failed += pc_pull_rows(t->twin, &t->req, 1, NULL) != HC_OK;
-    return NULL;
-}
-
-/* A model of one table (input_dim 1000, 4 a row) and a dense unit. */
-static const char table_json[] =
-    "{\"name\":\"twin-test\",\"seed\":3,\"inputs\":[{\"name\":\"categorical\","
-    "\"shape\":[2],\"dtype\":\"int64\"}],\"layers\":[{\"type\":\"embedding\","
-    "\"input_dim\":1000,\"output_dim\":4,\"inputs\":\"categorical\"},"
-    "{\"type\":\"flatten\"},{\"type\":\"dense\",\"units\":1}],\"loss\":\"mse\","
-    "\"optimizer\":{\"type\":\"sgd\",\"learning_rate\":0.5},\"batch_size\":2}";
-
-/*
- * pc_open_twin: a second client of the same worker (its incarnation)
- * pulls rows from a thread while the first runs async push-and-pulls —
- * the shard sees one joined worker, refuses nothing, takes nothing for a
- * repeat, and applies every push once; the twin's rows are the first
- * client's.
- */
-static void test_twin(void)
-{
-    struct server s;
-    struct hc_model m;
-    struct pc_client *pc = NULL, *twin = NULL;
-    const uint64_t ids[4] = {3, 7, 3, 999};
-    float a[16], b[16], *params = NULL, *grads = NULL;
-    struct twin_pulls tp = { .rounds = 20 };
-    struct pc_shard_status st;
-    struct pc_step step = { 0 };
-    pthread_t th;
-    int var = -1, bad = 0;
-
-    CU_ASSERT_EQUAL_FATAL(hc_model_parse(table_json, strlen(table_json),
-                                         "twin model", &m), HC_OK);
-    for (int v = 0; v < m.n_vars; v++)
-        if (m.vars[v].table_rows)
-            var = v;
-    CU_ASSERT_FATAL(var >= 0);
-    params = calloc(m.n_params, sizeof *params);
-    grads = calloc(m.n_params, sizeof *grads);
-    CU_ASSERT_FATAL(params && grads);
-    CU_ASSERT_EQUAL_FATAL(server_start(&s), HC_OK);
-    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &s.cl, HC_JOB_WORKER, 0, &quick1),
-                          HC_OK);
-    CU_ASSERT_EQUAL_FATAL(pc_join(pc, "cpu"), HC_OK);
-    CU_ASSERT_EQUAL_FATAL(pc_set_model(pc, &m, 0), HC_OK);
-    hc_model_init_params(&m, params);
-    CU_ASSERT_EQUAL_FATAL(pc_create(pc, params), HC_OK);
-    CU_ASSERT_EQUAL_FATAL(pc_open_twin(pc, &twin), HC_OK);
-
-    tp.twin = twin;
-    tp.req = (struct pc_rows){(uint32_t)var, ids, 4, b, NULL};
-    CU_ASSERT_EQUAL(pc_pull_rows(pc, &(struct pc_rows){(uint32_t)var, ids, 4,
-                                                       a, NULL}, 1, NULL),
-                    HC_OK);
-    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, twin_pulling, &tp), 0);
-    for (int i = 0; i < 20; i++) {
-        struct pc_grad g = { .data = grads, .samples = 1,
-                             .base_version = step.version };
-
-        bad += pc_async_step(pc, &g, params, &step) != HC_OK;
-    }
-    pthread_join(th, NULL);
-    CU_ASSERT_EQUAL(bad, 0);
-    CU_ASSERT_EQUAL(tp.failed, 0);
-    CU_ASSERT_EQUAL(step.version, 20);
-    for (int i = 0; i < 16; i++)        /* zero gradients: rows unmoved */
-        bad += !(a[i] == b[i] && isfinite(a[i]));
-    CU_ASSERT_EQUAL(bad, 0);
-    CU_ASSERT_EQUAL(memcmp(a, a + 8, 4 * sizeof *a), 0);   /* id 3 twice */
-
-    door_status(&s.cl, &st);
-    CU_ASSERT_EQUAL(st.version, 20);
-    CU_ASSERT_EQUAL(st.n_members, 1);
-    CU_ASSERT_EQUAL(st.duplicates, 0);
-    CU_ASSERT_EQUAL(st.rejected, 0);
-    CU_ASSERT_EQUAL(st.members[0].state, PC_MEMBER_JOINED);
-    pc_status_free(&st, 1);
-
-    pc_close(twin);
-    CU_ASSERT_EQUAL(pc_leave(pc), HC_OK);
-    pc_close(pc);
-    free(params);
-    free(grads);
-    server_stop(&s);
-}
-
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("client", NULL, NULL);
@@ -1270,6 +1171,4 @@ void hp_test_register(void)
                 "once; each sent once its gradient is final", test_parts);
     CU_add_test(s, "more shards than blocks: the empty ones are not asked",
                 test_more_shards_than_blocks);
-    CU_add_test(s, "a twin pulls rows on a thread while the client pushes: "
-                   "one worker, no repeats, every push once", test_twin);
 }

@@ -157,18 +157,19 @@ static void test_hash_fixed(void)
     }
 }
 
-/* N lines whose C1 holds the line number, read in exact-id mode. */
+/* N lines whose C1 holds the line number (label its parity), read in
+ * exact-id mode. */
 #define N_LINES 5000
 
-static const char *numbered_file(void)
+static const char *numbered_n(int n)
 {
     static char path[512];
     FILE *f;
 
-    snprintf(path, sizeof path, "%s/numbered.tsv", tmp);
+    snprintf(path, sizeof path, "%s/numbered_%d.tsv", tmp, n);
     f = fopen(path, "wb");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    for (int i = 0; i < N_LINES; i++) {
+    for (int i = 0; i < n; i++) {
         fprintf(f, "%d\t%d\t\t\t\t\t\t\t\t\t\t\t\t\t%08x", i % 2, i, i);
         for (int j = 1; j < 26; j++)
             fputs("\t", f);
@@ -176,6 +177,11 @@ static const char *numbered_file(void)
     }
     fclose(f);
     return path;
+}
+
+static const char *numbered_file(void)
+{
+    return numbered_n(N_LINES);
 }
 
 static void test_split_cover(void)
@@ -277,25 +283,6 @@ static void test_resume(void)
     CU_ASSERT_EQUAL(wk_ctr_batch(a, N, K, 0, 5, B, la, na, ca, &ga), HC_OK);
     CU_ASSERT_EQUAL(ca[0] & 0xffffffffll, 1666 + 5 * 97);
     wk_ctr_close(a);
-}
-
-/* N lines whose C1 holds the line number (label its parity). */
-static const char *numbered_n(int n)
-{
-    static char path[512];
-    FILE *f;
-
-    snprintf(path, sizeof path, "%s/numbered_%d.tsv", tmp, n);
-    f = fopen(path, "wb");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    for (int i = 0; i < n; i++) {
-        fprintf(f, "%d\t%d\t\t\t\t\t\t\t\t\t\t\t\t\t%08x", i % 2, i, i);
-        for (int j = 1; j < 26; j++)
-            fputs("\t", f);
-        fputs("\n", f);
-    }
-    fclose(f);
-    return path;
 }
 
 /* The lines of epoch's positions [0, N) read `chunk` at a time into
