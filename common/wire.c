@@ -73,6 +73,7 @@ static int payload_carries_tensors(Hetps__Envelope__PayloadCase c)
     return c == HETPS__ENVELOPE__PAYLOAD_PUSH ||
            c == HETPS__ENVELOPE__PAYLOAD_PULL_ROWS ||
            c == HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS ||
+           c == HETPS__ENVELOPE__PAYLOAD_INIT_ROWS ||
            c == HETPS__ENVELOPE__PAYLOAD_CREATE ||
            c == HETPS__ENVELOPE__PAYLOAD_ACK;
 }
@@ -95,6 +96,8 @@ const char *hc_wire_payload_name(Hetps__Envelope__PayloadCase c)
     case HETPS__ENVELOPE__PAYLOAD_STATUS_REPLY: return "status_reply";
     case HETPS__ENVELOPE__PAYLOAD_PULL_ROWS: return "pull_rows";
     case HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS: return "push_rows";
+    case HETPS__ENVELOPE__PAYLOAD_INIT_ROWS: return "init_rows";
+    case HETPS__ENVELOPE__PAYLOAD_INIT_ROWS_REPLY: return "init_rows_reply";
     default: return "unknown";
     }
 }
@@ -506,6 +509,14 @@ static int check_payload(const Hetps__Envelope *env)
                               "gradient stands for at least one sample");
         return check_rows(env, env->push_rows->n_tables,
                           env->push_rows->tables, 1);
+    case HETPS__ENVELOPE__PAYLOAD_INIT_ROWS:
+        /* No table: the chief's question, or its last word (done). */
+        if (env->init_rows->n_tables == 0 && env->n_tensors == 0)
+            return HC_OK;
+        return check_rows(env, env->init_rows->n_tables,
+                          env->init_rows->tables, 1);
+    case HETPS__ENVELOPE__PAYLOAD_INIT_ROWS_REPLY:
+        return HC_OK;
     case HETPS__ENVELOPE__PAYLOAD_ERROR:
         if (!error_code_known(env->error->code))
             return hc_err_set(HC_ERR_PROTO, "error payload has unknown code %d",
@@ -550,8 +561,10 @@ static int check_envelope(const Hetps__Envelope *env, uint64_t *elems)
     if (!job_known(env->sender->job))
         return hc_err_set(HC_ERR_PROTO, "sender has unknown job %d (known: 0 "
                           "ps, 1 worker, 2 client)", (int)env->sender->job);
-    if (env->payload_case < HETPS__ENVELOPE__PAYLOAD_JOIN ||
-        env->payload_case > HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS)
+    if ((env->payload_case < HETPS__ENVELOPE__PAYLOAD_JOIN ||
+         env->payload_case > HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS) &&
+        env->payload_case != HETPS__ENVELOPE__PAYLOAD_INIT_ROWS &&
+        env->payload_case != HETPS__ENVELOPE__PAYLOAD_INIT_ROWS_REPLY)
         return check_payload(env); /* says "no payload" or "unknown" */
     if (!env->join) /* any member of the union: all are pointers */
         return hc_err_set(HC_ERR_PROTO, "%s payload is selected but not set",
@@ -861,7 +874,8 @@ static int check_data(const uint8_t *b, size_t len, size_t off,
  * failure. */
 static int check_row_ids(const Hetps__Envelope *env, struct hc_wire_msg *out)
 {
-    int push = env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS;
+    int push = env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS ||
+               env->payload_case == HETPS__ENVELOPE__PAYLOAD_INIT_ROWS;
 
     if (!push && env->payload_case != HETPS__ENVELOPE__PAYLOAD_PULL_ROWS)
         return HC_OK;
@@ -908,6 +922,7 @@ static size_t kind_limit(Hetps__Envelope__PayloadCase pc)
     case HETPS__ENVELOPE__PAYLOAD_PUSH:
     case HETPS__ENVELOPE__PAYLOAD_PULL_ROWS:
     case HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS:
+    case HETPS__ENVELOPE__PAYLOAD_INIT_ROWS:
     case HETPS__ENVELOPE__PAYLOAD_ACK:
         return HC_WIRE_MAX_MSG;
     case HETPS__ENVELOPE__PAYLOAD_JOIN:
