@@ -32,8 +32,8 @@ $GEN --seed 5 --train-rows 6000 --test-rows 1000 --vocab 1000 \
     "$T/train.tsv" "$T/test.tsv" > /dev/null || fail "ctrgen failed"
 DATA="--data criteo:$T/train.tsv --validation-data criteo:$T/test.tsv --no-eval"
 
-# model FILE LR DIM: the categorical input's embedding (10^5 rows of DIM),
-# flatten, dense 16, a sigmoid unit; Adagrad at LR.
+# model FILE OPTIMIZER DIM: the categorical input's embedding (10^5 rows of
+# DIM), flatten, dense 16, a sigmoid unit.
 model() {
     cat > "$1" <<JSON
 {"name": "ctr_init", "seed": 7,
@@ -45,13 +45,13 @@ model() {
             {"type": "dense", "name": "out", "units": 1,
              "activation": "sigmoid"}],
  "loss": "binary_crossentropy",
- "optimizer": {"type": "adagrad", "learning_rate": $2},
+ "optimizer": $2,
  "batch_size": 128, "epochs": 1}
 JSON
 }
-model "$T/a.json" 0.1
-model "$T/still.json" 1e-30
-model "$T/wide.json" 0.1 4
+model "$T/a.json" '{"type": "adagrad", "learning_rate": 0.1}'
+model "$T/still.json" '{"type": "adagrad", "learning_rate": 1e-30}'
+model "$T/wide.json" '{"type": "adam", "learning_rate": 0.01}' 4
 cat > "$T/cluster.json" <<JSON
 { "cluster": { "ps": ["127.0.0.1:$PORT", "127.0.0.1:$((PORT + 1))"],
                "worker": ["127.0.0.1:$((PORT + 2))"] },
@@ -93,6 +93,36 @@ export_h5 a "$T/a.json"
 na=$(stored a)
 [ "$na" -gt 0 ] || fail "job A stored no rows"
 ok "job A: 20 steps, $na rows stored, exported as .npy and .weights.h5"
+# The optimizer's state of a model with a table: in the .weights.h5 the
+# table's accumulator is Keras's dense (100000, 8) optimizer variable (A's
+# rows' accumulators, every other row's the initial 0.1), in Keras's order
+# (iteration, learning_rate, one accumulator a variable); in the .npy
+# export NAME.accumulator.npy and NAME.updates.npy beside NAME.ids.npy.
+grep -q "optimizer/vars: adagrad's 7 variables (iteration 20, 1 slot(s) a variable; a table's dense, its rows never stored at the slot's initial value)" "$T/a.export" ||
+    { cat "$T/a.export"; fail "the Keras export does not say it wrote Adagrad's 7 variables"; }
+/usr/bin/python3 - "$T" <<'PY' || fail "job A's optimizer state is not where Keras and the .npy export keep it"
+import sys, h5py, numpy as np
+t = sys.argv[1]
+v = h5py.File(t + '/a.weights.h5', 'r')['optimizer/vars']
+assert len(v) == 7 and v['0'][()] == 20 and v['0'].dtype == np.int64, (len(v), v['0'][()])
+assert abs(v['1'][()] - 0.1) < 1e-7
+shapes = [(100000, 8), (208, 16), (16,), (16, 1), (1,)]
+assert [v[str(2 + i)].shape for i in range(5)] == shapes, [v[str(2 + i)].shape for i in range(5)]
+acc = v['2'][()]
+e = t + '/a.npy/embedding/embeddings'
+ids, rows = np.load(e + '.ids.npy'), np.load(e + '.rows.npy')
+nacc, ups = np.load(e + '.accumulator.npy'), np.load(e + '.updates.npy')
+assert nacc.shape == rows.shape and nacc.dtype == np.float32, nacc.shape
+assert ups.shape == ids.shape and ups.dtype == np.uint64 and (ups >= 1).all() and ups.max() <= 20
+assert np.array_equal(acc[ids.astype(np.int64)], nacc), 'the dense accumulator is not the rows\''
+assert (nacc > np.float32(0.1)).any(axis=1).all(), 'a trained row with its accumulator at 0.1'
+rest = np.ones(100000, bool); rest[ids.astype(np.int64)] = False
+assert (acc[rest] == np.float32(0.1)).all(), 'a row never stored not at 0.1'
+for i in range(3, 7):
+    assert (v[str(i)][()] > np.float32(0.1)).any(), i
+print('A: optimizer/vars iteration 20, 5 accumulators; the table\'s %d rows\' in .accumulator.npy, counts 1..%d' % (len(ids), ups.max()))
+PY
+ok "hetps export of a model with a table: Adagrad's accumulators in Keras's optimizer/vars (the table's dense, 0.1 where no row is stored) and as NAME.accumulator.npy + NAME.updates.npy"
 
 # 2. Jobs B (from the .npy directory) and C (from the .weights.h5).
 job b "$T/still.json" 1 --initial-weights "$T/a.npy"
@@ -121,6 +151,17 @@ assert np.array_equal(br[at], ar), "B's rows differ from A's"
 print('B: %d variables equal to A, %d of its %d rows A\'s' % (len(names), len(ai), len(bi)))
 PY
 ok "job B from A's .npy: every variable equal to A's (Keras export), A's $na rows stored among its $nb"
+# --initial-weights takes values, not slots: B's rows its one step did not
+# touch have their accumulator at the initial 0.1 and 0 updates.
+/usr/bin/python3 - "$T" <<'PY' || fail "job B's loaded rows do not start with fresh slots"
+import sys, numpy as np
+e = sys.argv[1] + '/b.npy/embedding/embeddings'
+acc, ups = np.load(e + '.accumulator.npy'), np.load(e + '.updates.npy')
+assert set(np.unique(ups)) <= {0, 1}, np.unique(ups)
+assert (ups == 0).sum() > 0 and (acc[ups == 0] == np.float32(0.1)).all()
+assert (acc[ups == 1] > np.float32(0.1)).any(axis=1).all()
+print('B: %d loaded rows untouched at accumulator 0.1, %d touched by its step' % ((ups == 0).sum(), (ups == 1).sum()))
+PY
 job c "$T/still.json" 1 --initial-weights "$T/a.weights.h5"
 grep -q "table embedding/embeddings: 100000 stored rows sent to 2 shard(s) loading (every row of its dense array)" "$T/c.log" ||
     { grep -i initial "$T/c.log"; fail "job C: no line of the 100,000 rows sent"; }
@@ -195,6 +236,21 @@ refused "holds $((na - 1)) rows but $T/short/$E.ids.npy $na ids: one row per id"
 "$BIN/hetps" launch --data-dir "$T/w" "$T/cluster.json" -- --model "$T/wide.json" $DATA \
     --max-steps 1 > "$T/w.log" 2>&1 || { tail "$T/w.log"; fail "the 4-wide job"; }
 export_h5 w "$T/wide.json"
+# Lazy Adam: moments as Keras's dense variables, interleaved; the log says
+# the per-row step counts are not in the file.
+grep -q "optimizer/vars: adam's 12 variables (iteration 1, 2 slot(s) a variable; a table's dense" "$T/w.export" &&
+    grep -q "a table's rows were updated lazily, each at its own step count; Keras's adam corrects every row's bias by the one iteration count (1, the shards' step)" "$T/w.export" ||
+    { cat "$T/w.export"; fail "the Adam export does not say what it wrote"; }
+/usr/bin/python3 - "$T/w.weights.h5" <<'PY' || fail "the Adam export's optimizer/vars are not Keras's"
+import sys, h5py, numpy as np
+v = h5py.File(sys.argv[1], 'r')['optimizer/vars']
+assert len(v) == 12 and v['0'][()] == 1
+assert v['2'].shape == v['3'].shape == (100000, 4), (v['2'].shape, v['3'].shape)
+m, vel = v['2'][()], v['3'][()]
+assert (vel >= 0).all() and (vel > 0).any() and (m != 0).any() and (m == 0).sum() > 0
+assert v['4'].shape == v['5'].shape == (104, 16)
+PY
+ok "lazy Adam's export: momentum and velocity of the table as Keras's dense variables, interleaved; its per-row counts said to be left out"
 refused "$T/w.weights.h5" "$T/w.weights.h5"
 grep -i "embedding" "$T/refused.txt" | grep -q "shape" ||
     { tail -5 "$T/refused.txt"; fail "a table of width 4 for 8: no message naming its shape"; }
