@@ -404,7 +404,8 @@ static int check_rows_tensor(const Hetps__TensorRef *t, size_t i,
 }
 
 /* A pull_rows (one table, its ids as the one tensor; none for n = 0) or a
- * push_rows (each table's ids and gradients, two tensors a table, n ≥ 1):
+ * push_rows or init_rows (each table's ids and gradients or values, two
+ * tensors a table, n ≥ 1):
  * counts, dims and the tensors' shapes; the ids themselves are checked
  * with the data (check_row_ids). */
 static int check_rows(const Hetps__Envelope *env, size_t n_tables,
@@ -415,7 +416,7 @@ static int check_rows(const Hetps__Envelope *env, size_t n_tables,
 
     if (n_tables == 0 || n_tables > HC_WIRE_MAX_TABLES)
         return hc_err_set(HC_ERR_LIMIT, "%s names %zu tables; 1 to %u",
-                          push ? "push_rows" : "pull_rows", n_tables,
+                          hc_wire_payload_name(env->payload_case), n_tables,
                           HC_WIRE_MAX_TABLES);
     for (size_t k = 0; k < n_tables; k++) {
         if (r[k]->dim == 0 || r[k]->dim > HC_WIRE_MAX_ROW_DIM)
@@ -432,13 +433,13 @@ static int check_rows(const Hetps__Envelope *env, size_t n_tables,
         for (size_t j = 0; j < k; j++)
             if (r[j]->key == r[k]->key)
                 return hc_err_set(HC_ERR_PROTO, "%s names variable %u "
-                                  "twice", push ? "push_rows" : "pull_rows",
+                                  "twice", hc_wire_payload_name(env->payload_case),
                                   r[k]->key);
         want += r[k]->n ? (push ? 2 : 1) : 0;
     }
     if (env->n_tensors != want)
         return hc_err_set(HC_ERR_PROTO, "%s carries %zu tensors; its tables "
-                          "need %zu", push ? "push_rows" : "pull_rows",
+                          "need %zu", hc_wire_payload_name(env->payload_case),
                           env->n_tensors, want);
     for (size_t k = 0, i = 0; k < n_tables; k++) {
         if (r[k]->n == 0)
