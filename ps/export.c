@@ -460,6 +460,7 @@ int ps_inspect(const char *dir, FILE *out)
     struct ps_store *s = NULL;
     struct ps_store_info info;
     char *json, optim[HC_OPTIM_DESCRIBE_MAX];
+    unsigned char loading = 0;
     size_t len = 0;
     int rv;
 
@@ -490,6 +491,10 @@ int ps_inspect(const char *dir, FILE *out)
     }
     free(json);
     print_tables(s, out);
+    if (ps_store_meta_get(s, "rows_loading", &loading, 1, &len) == HC_OK &&
+        len == 1 && loading == 1)
+        fprintf(out, "  tables' initial rows: loading (the chief's "
+                "--initial-weights; not served until they are in)\n");
     rv = ps_store_records(s, print_record, out);
     if (rv == HC_OK)
         rv = ps_store_verify(s);

@@ -307,6 +307,17 @@ int ps_gather(const struct hc_cluster *cl, const char *data_dir, int what,
         else if (j > 0 && info.signature != g->info0.signature)
             rv = hc_err_set(HC_ERR_MISMATCH, "store %s is of another model than "
                             "%s/ps-0", dir, data_dir);
+        if (rv == HC_OK) {
+            unsigned char loading = 0;
+            size_t len = 0;
+
+            if (ps_store_meta_get(st, "rows_loading", &loading, 1, &len) ==
+                    HC_OK && len == 1 && loading == 1)
+                rv = hc_err_set(HC_ERR_STALE, "store %s is still loading its "
+                                "tables' initial rows (the chief's "
+                                "--initial-weights): start the job again to "
+                                "finish the loading, then read it", dir);
+        }
         if (rv == HC_OK && verify && (rv = ps_store_verify(st)) != HC_OK)
             rv = hc_err_set(rv, "%s: not moving a damaged store", hc_err_msg());
         if (rv == HC_OK && j == 0) {

@@ -560,6 +560,7 @@ static int serve_init_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
             return rv;
     }
     if (loading && ir->done) {
+        ps_fault_point("init_rows:before_done");
         if ((rv = ps_store_meta_put(sh->store, "rows_loading", "\0", 1)) !=
                 HC_OK ||
             (rv = load_blocks(sh)) != HC_OK)

@@ -15,6 +15,11 @@
 #      100,000 rows (each row of the dense array), equal to A's;
 #      B's Adagrad accumulators of A's rows that the step did not touch
 #      are the initial 0.1 (slots start fresh);
+#   2b. job D from the .npy directory, its shards killed as the chief's
+#      last InitRows comes (HETPS_FAULT=init_rows:before_done): the
+#      stores stay loading (hetps inspect says so, hetps export refuses
+#      them); started again, the chief sends every row again: D's rows
+#      are A's;
 #   3. job B started again with the .weights.h5 as --initial-weights
 #      (which would store all 100,000 rows): the chief says the job
 #      already has its rows and sends none; the shards keep their rows
@@ -181,6 +186,34 @@ ci = np.load(t + '/c.npy/embedding/embeddings.ids.npy')
 assert np.array_equal(ci, np.arange(100000, dtype=np.uint64)), 'C does not store every row'
 PY
 ok "job C from A's .weights.h5: all 100000 rows stored, every variable equal to A's"
+
+# 2b. Job D from the .npy directory, its shards killed when the chief's
+# last word comes (HETPS_FAULT=init_rows:before_done): the stores stay
+# loading — hetps inspect says so, hetps export refuses them — and the job
+# started again sends every row again, then trains: D's rows are A's.
+HETPS_FAULT=init_rows:before_done "$BIN/hetps" launch --data-dir "$T/d" "$T/cluster.json" -- \
+    --model "$T/still.json" $DATA --max-steps 1 --initial-weights "$T/a.npy" > "$T/d.log" 2>&1 &&
+    fail "job D ran through its fault point"
+grep -q "init_rows:before_done" "$T/d.log" || { tail "$T/d.log"; fail "job D: no shard died at init_rows:before_done"; }
+"$BIN/hetps" inspect "$T/d/ps-0" > "$T/d.inspect" 2>&1
+grep -q "tables' initial rows: loading" "$T/d.inspect" || { cat "$T/d.inspect"; fail "hetps inspect: ps-0 not loading"; }
+"$BIN/hetps" export --data-dir "$T/d" --out "$T/d.npy" "$T/cluster.json" > "$T/d.export" 2>&1 &&
+    fail "hetps export of stores still loading"
+grep -q "is still loading its tables' initial rows" "$T/d.export" || { cat "$T/d.export"; fail "hetps export: no refusal of the loading store"; }
+rm -rf "$T/d.npy"
+job d "$T/still.json" 1 --initial-weights "$T/a.npy"
+grep -q "table embedding/embeddings: $na stored rows sent to 2 shard(s) loading" "$T/d.log" ||
+    { grep -i initial "$T/d.log"; fail "job D started again: its rows not sent again"; }
+export_npy d
+/usr/bin/python3 - "$T" <<'PY' || fail "job D's rows are not job A's"
+import sys, numpy as np
+t = sys.argv[1]
+e = '/embedding/embeddings'
+ai, ar = np.load(t + '/a.npy' + e + '.ids.npy'), np.load(t + '/a.npy' + e + '.rows.npy')
+di, dr = np.load(t + '/d.npy' + e + '.ids.npy'), np.load(t + '/d.npy' + e + '.rows.npy')
+assert np.array_equal(ai, di) and np.array_equal(ar, dr)
+PY
+ok "job D: shards killed at the loading's end stay loading (inspect says so, export refuses them); started again, every row sent again and A's"
 
 # 3. B again, from the .weights.h5 this time: its shards hold their rows
 # (and trained a step), so nothing is sent and its rows stay.
