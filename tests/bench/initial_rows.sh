@@ -11,22 +11,16 @@
 #     sh tests/bench/initial_rows.sh [N]          (2000000)
 #
 # Prints "N rows: S s (R rows/s), chief peak RSS M MiB" for each, then
-# "chief's peak RSS at N against N/10: X.XXx". Processes stopped by pid,
-# files removed.
-set -eu
+# "chief's peak RSS at N against N/10: X.XXx". The integration tests'
+# lib.inc gives the ports, the directory and the certificates, and stops
+# the processes by pid.
 cd "$(dirname "$0")/../.."
-BIN=${HETPS_BIN:-bin}
-B=${HETPS_BUILD:-build/rel}
+. tests/integration/lib.inc
+set -e
+pick_ports
 N=${1:-2000000}
-T=$(mktemp -d "${TMPDIR:-/tmp}/hetps-initial-rows-XXXXXX")
-PIDS=""
-trap 'for p in $PIDS; do kill $p 2>/dev/null || true; done; rm -rf "$T"' EXIT INT TERM
-PORT=$(( 27000 + ( $(od -An -N2 -tu2 /dev/urandom) % 100 ) * 10 ))
-cat > "$T/cluster.json" <<JSON
-{ "cluster": { "ps": ["127.0.0.1:$PORT", "127.0.0.1:$((PORT + 1))"],
-               "worker": ["127.0.0.1:$((PORT + 2))"] },
-  "hetps": { "mode": "async", "insecure": true } }
-JSON
+printf '{ "cluster": { "ps": ["127.0.0.1:%d", "127.0.0.1:%d"], "worker": ["127.0.0.1:%d"] } }\n' \
+    "$PORT" $((PORT + 1)) $((PORT + 2)) > "$T/cluster.json"
 cat > "$T/model.json" <<'JSON'
 {"name": "initial_rows", "seed": 7,
  "inputs": [{"name": "categorical", "shape": [26], "dtype": "int64"}],
@@ -60,7 +54,7 @@ np.save(d + '/out/bias.npy', np.zeros((1,), np.float32))
     for j in 0 1; do
         "$BIN/hetps-ps" --cluster "$T/cluster.json" --task ps:$j --data-dir "$d/ps-$j" \
             > "$d/ps-$j.log" 2>&1 &
-        PIDS="$PIDS $!" shards="$shards $!"
+        track $! && shards="$shards $!"
     done
     sleep 1
     /usr/bin/time -v "$BIN/hetps-worker" --cluster "$T/cluster.json" --task worker:0 \
