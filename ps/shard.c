@@ -519,6 +519,21 @@ out:
     return rv;
 }
 
+/* HC_ERR_NOTFOUND for a pull or push before the shard serves: no
+ * variables yet, or the chief still loading the tables' initial rows. */
+static int not_ready(struct ps_shard *sh)
+{
+    int loading = 0;
+
+    if (ps_store_signature(sh->store) &&
+        rows_loading(sh, &loading) == HC_OK && loading)
+        return hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables yet: "
+                          "the chief (worker:0) is loading the tables' "
+                          "initial rows (--initial-weights)", sh->index);
+    return hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables yet: the "
+                      "chief (worker:0) creates them", sh->index);
+}
+
 /* The chief's initial rows (InitRows, proto/hetps.proto): each table's
  * ids and values stored while the store is loading, the last (done) ends
  * the loading and publishes the shard; answered with whether the store
@@ -787,8 +802,7 @@ void ps_shard_push_group(struct ps_shard *sh, struct ps_push_item *items,
         total += items[k].in->n_tensors;
     }
     if (!atomic_load(&sh->ready)) {
-        hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables yet: the "
-                   "chief (worker:0) creates them", sh->index);
+        not_ready(sh);
         for (k = 0; k < n; k++)
             item_fail(&items[k], HC_ERR_NOTFOUND);
         return;
@@ -1026,9 +1040,7 @@ int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
     case HETPS__ENVELOPE__PAYLOAD_PULL:
     case HETPS__ENVELOPE__PAYLOAD_PUSH:
         if (!atomic_load(&sh->ready))
-            return hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables "
-                              "yet: the chief (worker:0) creates them",
-                              sh->index);
+            return not_ready(sh);
         return in->env->payload_case == HETPS__ENVELOPE__PAYLOAD_PULL
                    ? serve_pull(sh, in, me, extra, 0, reply)
                    : serve_push(sh, in, me, reply);

@@ -1212,6 +1212,8 @@ static void test_initial_rows(void)
         CU_ASSERT_EQUAL(pc_init_rows(pc, &t, 1), HC_ERR_INVAL); /* no begin */
         CU_ASSERT_EQUAL(pc_create_loading(pc, init), HC_OK);
         CU_ASSERT_EQUAL(pc_pull(pc, params, NULL), HC_ERR_NOTFOUND);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "is loading the tables' "
+                                      "initial rows"));
         CU_ASSERT_EQUAL(rows_now(pc, &s.cl, ids, 3, got, &stored),
                         HC_ERR_NOTFOUND);
         CU_ASSERT_EQUAL(pc_init_rows_begin(pc, &loading), HC_OK);
