@@ -999,8 +999,7 @@ int ps_shard_answer_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
 {
     *reply = NULL;
     if (!atomic_load(&sh->ready))
-        return hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables yet",
-                          sh->index);
+        return not_ready(sh);
     return serve_pull(sh, in, me, extra, 0, reply);
 }
 
