@@ -1676,10 +1676,12 @@ static void test_rows(void)
 }
 
 /* An init_rows of `n_tables` (0 or 1) table 7 of dim 2 with ids[0 .. n)
- * and `tensors` tensors; done as given. Encoded, then decoded: the first
- * refusal's code (HC_OK when both pass). */
+ * and `tensors` tensors; done as given. Encoded (*msg, which *out reads:
+ * the caller frees both), then decoded: the first refusal's code (HC_OK
+ * when both pass). */
 static int init_rows_msg(size_t n_tables, const uint64_t *ids, uint32_t n,
-                         size_t tensors, int done, struct hc_wire_msg *out)
+                         size_t tensors, int done, struct hc_wire_msg *out,
+                         nng_msg **msg)
 {
     Hetps__Envelope env;
     Hetps__InitRows ir = HETPS__INIT_ROWS__INIT;
@@ -1687,10 +1689,10 @@ static int init_rows_msg(size_t n_tables, const uint64_t *ids, uint32_t n,
     static const float rows[8 * 2];
     struct hc_tensor_src t[2] = {{7, 0, 2 * n, (const float *)ids},
                                  {7, 0, 2 * n, rows}};
-    nng_msg *msg = NULL;
     int rv;
 
     memset(out, 0, sizeof *out);
+    *msg = NULL;
     ref.key = 7;
     ref.n = n;
     ref.dim = 2;
@@ -1700,10 +1702,9 @@ static int init_rows_msg(size_t n_tables, const uint64_t *ids, uint32_t n,
     hc_wire_init_env(&env, &worker1, 6);
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_INIT_ROWS;
     env.init_rows = &ir;
-    if ((rv = hc_wire_encode(&msg, &env, t, tensors)) == HC_OK)
-        rv = hc_wire_decode(nng_msg_body(msg), nng_msg_len(msg), CLUSTER,
+    if ((rv = hc_wire_encode(msg, &env, t, tensors)) == HC_OK)
+        rv = hc_wire_decode(nng_msg_body(*msg), nng_msg_len(*msg), CLUSTER,
                             out);
-    nng_msg_free(msg);
     return rv;
 }
 
@@ -1714,22 +1715,29 @@ static void test_init_rows(void)
 {
     static const uint64_t good[] = {1, 4, 9}, unsorted[] = {4, 1};
     struct hc_wire_msg m;
+    nng_msg *msg;
 
-    CU_ASSERT_EQUAL_FATAL(init_rows_msg(1, good, 3, 2, 0, &m), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(init_rows_msg(1, good, 3, 2, 0, &m, &msg), HC_OK);
     CU_ASSERT_EQUAL(m.n_tensors, 2);
     CU_ASSERT_EQUAL(hc_wire_row_id(m.data[0], 2), 9);
     CU_ASSERT_STRING_EQUAL(hc_wire_payload_name(m.env->payload_case),
                            "init_rows");
     hc_wire_msg_free(&m);
-    CU_ASSERT_EQUAL_FATAL(init_rows_msg(0, NULL, 0, 0, 1, &m), HC_OK);
+    nng_msg_free(msg);
+    CU_ASSERT_EQUAL_FATAL(init_rows_msg(0, NULL, 0, 0, 1, &m, &msg), HC_OK);
     CU_ASSERT_TRUE(m.env->init_rows->done);
     hc_wire_msg_free(&m);
-    expect_err("unsorted", init_rows_msg(1, unsorted, 2, 2, 0, &m),
+    nng_msg_free(msg);
+    expect_err("unsorted", init_rows_msg(1, unsorted, 2, 2, 0, &m, &msg),
                HC_ERR_PROTO, "ascending and unique");
-    expect_err("no values", init_rows_msg(1, good, 3, 1, 0, &m),
+    nng_msg_free(msg);
+    expect_err("no values", init_rows_msg(1, good, 3, 1, 0, &m, &msg),
                HC_ERR_PROTO, "carries 1 tensors; its tables need 2");
-    expect_err("a tensor and no table", init_rows_msg(0, good, 3, 1, 0, &m),
-               HC_ERR_LIMIT, "names 0 tables");
+    nng_msg_free(msg);
+    expect_err("a tensor and no table",
+               init_rows_msg(0, good, 3, 1, 0, &m, &msg), HC_ERR_LIMIT,
+               "names 0 tables");
+    nng_msg_free(msg);
 }
 
 void hp_test_register(void)
