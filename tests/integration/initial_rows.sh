@@ -20,6 +20,9 @@
 #      stores stay loading (hetps inspect says so, hetps export refuses
 #      them); started again, the chief sends every row again: D's rows
 #      are A's;
+#   2c. a sync job of 2 workers from the .npy directory (worker:1 waits
+#      while the chief loads): its rows are A's, byte for byte; a job from
+#      A's .keras archive: every variable A's;
 #   3. job B started again with the .weights.h5 as --initial-weights
 #      (which would store all 100,000 rows): the chief says the job
 #      already has its rows and sends none; the shards keep their rows
@@ -66,7 +69,7 @@ JSON
 job() {
     n=$1 m=$2 s=$3; shift 3
     # shellcheck disable=SC2086
-    "$BIN/hetps" launch --data-dir "$T/$n" "$T/cluster.json" -- \
+    "$BIN/hetps" launch --data-dir "$T/$n" "${CLUSTER:-$T/cluster.json}" -- \
         --model "$m" $DATA --max-steps "$s" "$@" > "$T/$n.log" 2>&1 ||
         { tail -30 "$T/$n.log"; fail "job $n ($*)"; }
 }
@@ -214,6 +217,38 @@ di, dr = np.load(t + '/d.npy' + e + '.ids.npy'), np.load(t + '/d.npy' + e + '.ro
 assert np.array_equal(ai, di) and np.array_equal(ar, dr)
 PY
 ok "job D: shards killed at the loading's end stay loading (inspect says so, export refuses them); started again, every row sent again and A's"
+
+# 2c. The same rows into a sync job of 2 workers (worker:1 waits while the
+# chief loads), and from the .keras archive of A.
+cat > "$T/sync.json" <<JSON
+{ "cluster": { "ps": ["127.0.0.1:$PORT", "127.0.0.1:$((PORT + 1))"],
+               "worker": ["127.0.0.1:$((PORT + 2))", "127.0.0.1:$((PORT + 3))"] },
+  "hetps": { "mode": "sync" } }
+JSON
+CLUSTER=$T/sync.json
+job s "$T/still.json" 2 --initial-weights "$T/a.npy"
+unset CLUSTER
+grep -q "table embedding/embeddings: $na stored rows sent" "$T/s.log" ||
+    { grep -i initial "$T/s.log"; fail "sync job: no line of the rows sent"; }
+export_npy s
+cmp -s "$T/a.npy/embedding/embeddings.ids.npy" "$T/s.npy/embedding/embeddings.ids.npy" &&
+    cmp -s "$T/a.npy/embedding/embeddings.rows.npy" "$T/s.npy/embedding/embeddings.rows.npy" ||
+    fail "the sync job's rows are not A's"
+"$BIN/hetps" export --data-dir "$T/a" --format keras --model "$T/a.json" \
+    --out "$T/a.keras" "$T/cluster.json" > "$T/a.export" 2>&1 || { cat "$T/a.export"; fail "export of A as .keras"; }
+job k "$T/still.json" 1 --initial-weights "$T/a.keras"
+[ "$(stored k)" -eq 100000 ] || fail "the job from A's .keras stores $(stored k) rows, not 100000"
+export_h5 k "$T/still.json"
+/usr/bin/python3 - "$T" <<'PY' || fail "the job from A's .keras is not A"
+import sys, h5py, numpy as np
+t = sys.argv[1]
+a, k = h5py.File(t + '/a.weights.h5', 'r'), h5py.File(t + '/k.weights.h5', 'r')
+names = []
+a['layers'].visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+for n in names:
+    assert np.array_equal(a['layers'][n][()], k['layers'][n][()]), n
+PY
+ok "a sync job of 2 workers from A's .npy stores A's rows as they are; a job from A's .keras archive equals A"
 
 # 3. B again, from the .weights.h5 this time: its shards hold their rows
 # (and trained a step), so nothing is sent and its rows stay.
