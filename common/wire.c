@@ -73,6 +73,7 @@ static int payload_carries_tensors(Hetps__Envelope__PayloadCase c)
     return c == HETPS__ENVELOPE__PAYLOAD_PUSH ||
            c == HETPS__ENVELOPE__PAYLOAD_PULL_ROWS ||
            c == HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS ||
+           c == HETPS__ENVELOPE__PAYLOAD_INIT_ROWS ||
            c == HETPS__ENVELOPE__PAYLOAD_CREATE ||
            c == HETPS__ENVELOPE__PAYLOAD_ACK;
 }
@@ -95,6 +96,8 @@ const char *hc_wire_payload_name(Hetps__Envelope__PayloadCase c)
     case HETPS__ENVELOPE__PAYLOAD_STATUS_REPLY: return "status_reply";
     case HETPS__ENVELOPE__PAYLOAD_PULL_ROWS: return "pull_rows";
     case HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS: return "push_rows";
+    case HETPS__ENVELOPE__PAYLOAD_INIT_ROWS: return "init_rows";
+    case HETPS__ENVELOPE__PAYLOAD_INIT_ROWS_REPLY: return "init_rows_reply";
     default: return "unknown";
     }
 }
@@ -401,7 +404,8 @@ static int check_rows_tensor(const Hetps__TensorRef *t, size_t i,
 }
 
 /* A pull_rows (one table, its ids as the one tensor; none for n = 0) or a
- * push_rows (each table's ids and gradients, two tensors a table, n ≥ 1):
+ * push_rows or init_rows (each table's ids and gradients or values, two
+ * tensors a table, n ≥ 1):
  * counts, dims and the tensors' shapes; the ids themselves are checked
  * with the data (check_row_ids). */
 static int check_rows(const Hetps__Envelope *env, size_t n_tables,
@@ -412,7 +416,7 @@ static int check_rows(const Hetps__Envelope *env, size_t n_tables,
 
     if (n_tables == 0 || n_tables > HC_WIRE_MAX_TABLES)
         return hc_err_set(HC_ERR_LIMIT, "%s names %zu tables; 1 to %u",
-                          push ? "push_rows" : "pull_rows", n_tables,
+                          hc_wire_payload_name(env->payload_case), n_tables,
                           HC_WIRE_MAX_TABLES);
     for (size_t k = 0; k < n_tables; k++) {
         if (r[k]->dim == 0 || r[k]->dim > HC_WIRE_MAX_ROW_DIM)
@@ -429,13 +433,13 @@ static int check_rows(const Hetps__Envelope *env, size_t n_tables,
         for (size_t j = 0; j < k; j++)
             if (r[j]->key == r[k]->key)
                 return hc_err_set(HC_ERR_PROTO, "%s names variable %u "
-                                  "twice", push ? "push_rows" : "pull_rows",
+                                  "twice", hc_wire_payload_name(env->payload_case),
                                   r[k]->key);
         want += r[k]->n ? (push ? 2 : 1) : 0;
     }
     if (env->n_tensors != want)
         return hc_err_set(HC_ERR_PROTO, "%s carries %zu tensors; its tables "
-                          "need %zu", push ? "push_rows" : "pull_rows",
+                          "need %zu", hc_wire_payload_name(env->payload_case),
                           env->n_tensors, want);
     for (size_t k = 0, i = 0; k < n_tables; k++) {
         if (r[k]->n == 0)
@@ -506,6 +510,14 @@ static int check_payload(const Hetps__Envelope *env)
                               "gradient stands for at least one sample");
         return check_rows(env, env->push_rows->n_tables,
                           env->push_rows->tables, 1);
+    case HETPS__ENVELOPE__PAYLOAD_INIT_ROWS:
+        /* No table: the chief's question, or its last word (done). */
+        if (env->init_rows->n_tables == 0 && env->n_tensors == 0)
+            return HC_OK;
+        return check_rows(env, env->init_rows->n_tables,
+                          env->init_rows->tables, 1);
+    case HETPS__ENVELOPE__PAYLOAD_INIT_ROWS_REPLY:
+        return HC_OK;
     case HETPS__ENVELOPE__PAYLOAD_ERROR:
         if (!error_code_known(env->error->code))
             return hc_err_set(HC_ERR_PROTO, "error payload has unknown code %d",
@@ -550,8 +562,10 @@ static int check_envelope(const Hetps__Envelope *env, uint64_t *elems)
     if (!job_known(env->sender->job))
         return hc_err_set(HC_ERR_PROTO, "sender has unknown job %d (known: 0 "
                           "ps, 1 worker, 2 client)", (int)env->sender->job);
-    if (env->payload_case < HETPS__ENVELOPE__PAYLOAD_JOIN ||
-        env->payload_case > HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS)
+    if ((env->payload_case < HETPS__ENVELOPE__PAYLOAD_JOIN ||
+         env->payload_case > HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS) &&
+        env->payload_case != HETPS__ENVELOPE__PAYLOAD_INIT_ROWS &&
+        env->payload_case != HETPS__ENVELOPE__PAYLOAD_INIT_ROWS_REPLY)
         return check_payload(env); /* says "no payload" or "unknown" */
     if (!env->join) /* any member of the union: all are pointers */
         return hc_err_set(HC_ERR_PROTO, "%s payload is selected but not set",
@@ -861,7 +875,8 @@ static int check_data(const uint8_t *b, size_t len, size_t off,
  * failure. */
 static int check_row_ids(const Hetps__Envelope *env, struct hc_wire_msg *out)
 {
-    int push = env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS;
+    int push = env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS ||
+               env->payload_case == HETPS__ENVELOPE__PAYLOAD_INIT_ROWS;
 
     if (!push && env->payload_case != HETPS__ENVELOPE__PAYLOAD_PULL_ROWS)
         return HC_OK;
@@ -908,6 +923,7 @@ static size_t kind_limit(Hetps__Envelope__PayloadCase pc)
     case HETPS__ENVELOPE__PAYLOAD_PUSH:
     case HETPS__ENVELOPE__PAYLOAD_PULL_ROWS:
     case HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS:
+    case HETPS__ENVELOPE__PAYLOAD_INIT_ROWS:
     case HETPS__ENVELOPE__PAYLOAD_ACK:
         return HC_WIRE_MAX_MSG;
     case HETPS__ENVELOPE__PAYLOAD_JOIN:

@@ -93,36 +93,79 @@ static int open_parent(int out, const char *out_dir, const char *name,
 }
 
 
-/* A row-sparse table as two arrays: NAME.ids.npy (n,) uint64, ascending,
- * and NAME.rows.npy (n, dim) float32, its stored rows (rows never written
- * hold their initial values: hc_init_row). */
+/* Array k of a table's gathered rows packed (n_rows, dim) into buf: 0 the
+ * values, 1 + j slot j (the rows are gathered whole: width floats a row). */
+static void table_column(const struct ps_gathered_var *gv, int k, float *buf)
+{
+    for (size_t i = 0; i < gv->n_rows; i++)
+        memcpy(buf + i * gv->dim, gv->data + i * gv->width + (size_t)k * gv->dim,
+               gv->dim * sizeof *buf);
+}
+
+/* One array of a table beside its ids: OUT/NAME<suffix>.npy, u64 (n,) or
+ * f32 (n, dim). */
+static int write_table_array(int out, const char *out_dir,
+                             const struct ps_gathered_var *gv,
+                             const char *suffix, const uint64_t *u64,
+                             const float *f32, FILE *log, const char *what)
+{
+    char path[PATH_MAX], leaf[HC_NAME_MAX_BYTES + 32];
+    size_t shape[2] = {gv->n_rows, gv->dim};
+    int dir = -1, rv;
+
+    snprintf(path, sizeof path, "%s/%s%s.npy", out_dir, gv->name, suffix);
+    if ((rv = open_parent(out, out_dir, gv->name, suffix, leaf, sizeof leaf,
+                          &dir)) != HC_OK)
+        return rv;
+    rv = u64 ? hc_npy_write_u64_at(dir, leaf, path, shape, 1, u64)
+             : hc_npy_write_f32_at(dir, leaf, path, shape, 2, f32);
+    close(dir);
+    if (rv == HC_OK && log && u64)
+        fprintf(log, "%s (%zu,) uint64: %s\n", path, gv->n_rows, what);
+    else if (rv == HC_OK && log)
+        fprintf(log, "%s (%zu, %u) float32%s%s\n", path, gv->n_rows, gv->dim,
+                *what ? ": " : "", what);
+    return rv;
+}
+
+/* A row-sparse table as arrays aligned by row: NAME.ids.npy (n,) uint64,
+ * ascending; NAME.rows.npy (n, dim) float32, its stored rows (rows never
+ * written hold their initial values: hc_init_row); per optimizer slot
+ * NAME.<slot>.npy (n, dim) by Keras's name of the slot (accumulator,
+ * momentum, velocity, …); NAME.updates.npy (n,) uint64, each row's
+ * update count (lazy Adam's per-row step). */
 static int write_table(int out, const char *out_dir,
+                       const struct ps_gathered *g,
                        const struct ps_gathered_var *gv, FILE *log)
 {
-    static const char *const suffix[2] = {".ids", ".rows"};
-    size_t shape[2] = {gv->n_rows, gv->dim};
-    int rv = HC_OK;
+    float *buf = malloc((gv->n_rows * gv->dim + 1) * sizeof *buf);
+    char what[160], suffix[48];
+    int rv;
 
-    for (int k = 0; k < 2 && rv == HC_OK; k++) {
-        char path[PATH_MAX], leaf[HC_NAME_MAX_BYTES + 16];
-        int dir = -1;
+    if (!buf)
+        return hc_err_set(HC_ERR_NOMEM, "out of memory for the rows of %s",
+                          gv->name);
+    snprintf(what, sizeof what, "the stored rows' ids of a table of %llu rows",
+             (unsigned long long)gv->table_rows);
+    rv = write_table_array(out, out_dir, gv, ".ids", gv->ids, NULL, log, what);
+    table_column(gv, 0, buf);
+    if (rv == HC_OK)
+        rv = write_table_array(out, out_dir, gv, ".rows", NULL, buf, log, "");
+    for (uint32_t k = 0; rv == HC_OK && gv->width > gv->dim && k < g->n_slots;
+         k++) {
+        const char *name = ps_optim_slot_name(&g->info0.optim, (int)k);
 
-        snprintf(path, sizeof path, "%s/%s%s.npy", out_dir, gv->name,
-                 suffix[k]);
-        if ((rv = open_parent(out, out_dir, gv->name, suffix[k], leaf,
-                              sizeof leaf, &dir)) != HC_OK)
-            break;
-        rv = k == 0 ? hc_npy_write_u64_at(dir, leaf, path, shape, 1, gv->ids)
-                    : hc_npy_write_f32_at(dir, leaf, path, shape, 2,
-                                          gv->data);
-        close(dir);
-        if (rv == HC_OK && log && k == 0)
-            fprintf(log, "%s (%zu,) uint64: the stored rows' ids of a table "
-                         "of %llu rows\n", path, gv->n_rows,
-                    (unsigned long long)gv->table_rows);
-        if (rv == HC_OK && log && k == 1)
-            fprintf(log, "%s (%zu, %u) float32\n", path, gv->n_rows, gv->dim);
+        snprintf(suffix, sizeof suffix, ".%s", name);
+        snprintf(what, sizeof what, "the rows' %s (a row never stored: %g)",
+                 name, (double)ps_optim_slot_init(&g->info0.optim, (int)k));
+        table_column(gv, 1 + (int)k, buf);
+        rv = write_table_array(out, out_dir, gv, suffix, NULL, buf, log, what);
     }
+    if (rv == HC_OK && gv->updates)
+        rv = write_table_array(out, out_dir, gv, ".updates", gv->updates, NULL,
+                               log, "the updates each row had (lazy Adam's "
+                               "per-row step count)");
+    free(buf);
     return rv;
 }
 
@@ -130,7 +173,7 @@ int ps_export(const struct hc_cluster *cl, const char *data_dir,
               const char *out_dir, FILE *log)
 {
     struct ps_gathered g;
-    int v, out = -1, rv = ps_gather(cl, data_dir, 0, 0, &g, log);
+    int v, out = -1, rv = ps_gather(cl, data_dir, PS_GATHER_ROWS, 0, &g, log);
     const int gathered = rv == HC_OK;
 
     if (rv == HC_OK)
@@ -145,7 +188,7 @@ int ps_export(const struct hc_cluster *cl, const char *data_dir,
         int i, dir = -1;
 
         if (gv->table_rows) {
-            rv = write_table(out, out_dir, gv, log);
+            rv = write_table(out, out_dir, &g, gv, log);
             continue;
         }
         snprintf(path, sizeof path, "%s/%s.npy", out_dir, gv->name);
@@ -206,12 +249,28 @@ static int check_model(const struct ps_gathered *g, const struct hc_model *m)
     return HC_OK;
 }
 
+/* Slot k of table v as Keras's dense (input_dim, dim) optimizer variable
+ * at p: the slot's initial value, the stored rows' over it. */
+static void dense_table_slot(const struct ps_gathered *g, int v, int k,
+                             float *p)
+{
+    const struct ps_gathered_var *gv = &g->vars[v];
+    const float init = ps_optim_slot_init(&g->info0.optim, k);
+
+    for (size_t e = 0; e < gv->table_rows * gv->dim; e++)
+        p[e] = init;
+    for (size_t i = 0; i < gv->n_rows; i++)
+        memcpy(p + gv->ids[i] * gv->dim,
+               gv->data + i * gv->width + (size_t)(1 + k) * gv->dim,
+               gv->dim * sizeof *p);
+}
+
 /* The optimizer's state as Keras keeps it (keras.h), from what the stores
- * hold: the slots laid out as the parameters (o->slots[0] owns the
- * memory), the largest shard's step as the iteration count (in sync every
- * shard's), Nadam's u_product at that step. */
+ * hold: the slots laid out as md's parameters (m's, its tables dense;
+ * o->slots[0] owns the memory), the largest shard's step as the iteration
+ * count (in sync every shard's), Nadam's u_product at that step. */
 static int optim_state(const struct ps_gathered *g, const struct hc_model *m,
-                       struct hc_keras_optim *o)
+                       const struct hc_model *md, struct hc_keras_optim *o)
 {
     float *all;
 
@@ -222,16 +281,29 @@ static int optim_state(const struct ps_gathered *g, const struct hc_model *m,
         o->u_product = ps_optim_nadam_u_product(&m->optim, g->step);
     if (!o->n_slots)
         return HC_OK;
-    if (!(all = malloc((size_t)o->n_slots * m->n_params * sizeof *all)))
+    if (!(all = malloc((size_t)o->n_slots * md->n_params * sizeof *all)))
         return hc_err_set(HC_ERR_NOMEM, "out of memory for %d optimizer "
-                          "slots of %zu parameters", o->n_slots, m->n_params);
+                          "slots of %zu parameters", o->n_slots, md->n_params);
     for (int k = 0; k < o->n_slots; k++) {
-        o->slots[k] = all + (size_t)k * m->n_params;
+        o->slots[k] = all + (size_t)k * md->n_params;
         for (int v = 0; v < m->n_vars; v++)
-            memcpy(o->slots[k] + hc_model_var_offset(m, v), g->slots[k][v],
-                   g->vars[v].size * sizeof *all);
+            if (m->vars[v].table_rows)
+                dense_table_slot(g, v, k,
+                                 o->slots[k] + hc_model_var_offset(md, v));
+            else
+                memcpy(o->slots[k] + hc_model_var_offset(md, v),
+                       g->slots[k][v], g->vars[v].size * sizeof *all);
     }
     return HC_OK;
+}
+
+/* Whether the optimizer's step enters its update (bias correction): a
+ * table's rows then moved each at its own count (lazily), which Keras's
+ * one iteration count does not hold. */
+static int step_counts(enum hc_optim t)
+{
+    return t == HC_OPT_ADAM || t == HC_OPT_ADAMW || t == HC_OPT_NADAM ||
+           t == HC_OPT_ADAMAX;
 }
 
 /* Table variable v of the gathered stores as Keras's dense array
@@ -270,10 +342,10 @@ int ps_export_keras(const struct hc_cluster *cl, const char *data_dir,
 
     for (int v = 0; v < m->n_vars; v++)
         tables += m->vars[v].table_rows != 0;
-    /* A table's per-row slots (and lazy Adam's per-row step counts) have
-     * no form in Keras's optimizer variables: a model with tables is
-     * written without its optimizer's state. */
-    rv = ps_gather(cl, data_dir, tables ? 0 : PS_GATHER_SLOTS, 0, &g, log);
+    /* A table's slots are Keras's dense optimizer variables of its shape
+     * (rows never stored: the slot's initial value); lazy Adam's per-row
+     * step counts have no form there (the .npy export writes them). */
+    rv = ps_gather(cl, data_dir, PS_GATHER_SLOTS, 0, &g, log);
     if (rv != HC_OK)
         return rv;
     if ((rv = check_model(&g, m)) != HC_OK)
@@ -308,11 +380,11 @@ int ps_export_keras(const struct hc_cluster *cl, const char *data_dir,
         else
             memcpy(params + hc_model_var_offset(md, v), g.vars[v].data,
                    g.vars[v].size * sizeof *params);
-    if (rv != HC_OK || (!tables && (rv = optim_state(&g, m, &o)) != HC_OK))
+    if (rv != HC_OK || (rv = optim_state(&g, m, md, &o)) != HC_OK)
         goto out;
     rv = n > 6 && !strcmp(out + n - 6, ".keras")
-             ? hc_keras_write_archive(out, md, params, tables ? NULL : &o)
-             : hc_keras_write_weights(out, md, params, tables ? NULL : &o);
+             ? hc_keras_write_archive(out, md, params, &o)
+             : hc_keras_write_weights(out, md, params, &o);
     for (int v = 0; rv == HC_OK && log && v < md->n_vars; v++) {
         char path[HC_NAME_MAX + 32];
 
@@ -324,15 +396,20 @@ int ps_export_keras(const struct hc_cluster *cl, const char *data_dir,
                     md->vars[v].shape[1], g.vars[v].n_rows);
         fputc('\n', log);
     }
-    if (rv == HC_OK && log && tables)
-        fprintf(log, "%s: optimizer/vars not written: a table's per-row "
-                "slots have no form in Keras's optimizer variables (keras.load_model "
-                "starts a fresh optimizer)\n", out);
-    else if (rv == HC_OK && log)
+    if (rv == HC_OK && log)
         fprintf(log, "%s: optimizer/vars: %s's %d variables (iteration %llu, "
-                "%d slot(s) a variable)\n", out, hc_optim_name(m->optim.type),
-                hc_keras_optim_count(m, o.n_slots),
-                (unsigned long long)o.iterations, o.n_slots);
+                "%d slot(s) a variable%s)\n", out, hc_optim_name(m->optim.type),
+                hc_keras_optim_count(md, o.n_slots),
+                (unsigned long long)o.iterations, o.n_slots,
+                tables && o.n_slots ? "; a table's dense, its rows never "
+                "stored at the slot's initial value" : "");
+    if (rv == HC_OK && log && tables && step_counts(m->optim.type))
+        fprintf(log, "%s: a table's rows were updated lazily, each at its "
+                "own step count; Keras's %s corrects every row's bias by the "
+                "one iteration count (%llu, the shards' step): the per-row "
+                "counts are not in this file (`hetps export` without "
+                "--format keras writes them as NAME.updates.npy)\n", out,
+                hc_optim_name(m->optim.type), (unsigned long long)o.iterations);
 out:
     free(o.slots[0]);
     free(params);
@@ -383,6 +460,7 @@ int ps_inspect(const char *dir, FILE *out)
     struct ps_store *s = NULL;
     struct ps_store_info info;
     char *json, optim[HC_OPTIM_DESCRIBE_MAX];
+    unsigned char loading = 0;
     size_t len = 0;
     int rv;
 
@@ -413,6 +491,10 @@ int ps_inspect(const char *dir, FILE *out)
     }
     free(json);
     print_tables(s, out);
+    if (ps_store_meta_get(s, "rows_loading", &loading, 1, &len) == HC_OK &&
+        len == 1 && loading == 1)
+        fprintf(out, "  tables' initial rows: loading (the chief's "
+                "--initial-weights; not served until they are in)\n");
     rv = ps_store_records(s, print_record, out);
     if (rv == HC_OK)
         rv = ps_store_verify(s);

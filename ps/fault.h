@@ -17,6 +17,11 @@
  *                        transaction and answered (early), its last parts
  *                        in, its commit not yet made
  *
+ * and in the loading of a table's initial rows (ps/shard.c):
+ *
+ *   init_rows:before_done  the chief's last InitRows (done) received,
+ *                        the store still loading
+ *
  * and in async and ssp (ps/service_step.c):
  *
  *   push:workerN         a push of worker N received, before it is judged

@@ -307,21 +307,23 @@ int ps_gather(const struct hc_cluster *cl, const char *data_dir, int what,
         else if (j > 0 && info.signature != g->info0.signature)
             rv = hc_err_set(HC_ERR_MISMATCH, "store %s is of another model than "
                             "%s/ps-0", dir, data_dir);
+        if (rv == HC_OK) {
+            unsigned char loading = 0;
+            size_t len = 0;
+
+            if (ps_store_meta_get(st, "rows_loading", &loading, 1, &len) ==
+                    HC_OK && len == 1 && loading == 1)
+                rv = hc_err_set(HC_ERR_STALE, "store %s is still loading its "
+                                "tables' initial rows (the chief's "
+                                "--initial-weights): start the job again to "
+                                "finish the loading, then read it", dir);
+        }
         if (rv == HC_OK && verify && (rv = ps_store_verify(st)) != HC_OK)
             rv = hc_err_set(rv, "%s: not moving a damaged store", hc_err_msg());
         if (rv == HC_OK && j == 0) {
             g->info0 = info;
             rv = gather_defs(g, st, dir, with_slots);
         }
-        for (v = 0; rv == HC_OK && with_slots && !move && v < g->n_vars; v++)
-            if (g->vars[v].table_rows)
-                rv = hc_err_set(HC_ERR_UNSUPPORTED, "store %s: variable %s "
-                                "is a row-sparse table: Keras's files of a "
-                                "model with tables are not built yet "
-                                "(`hetps export` without a model file "
-                                "writes its rows as %s.ids.npy and "
-                                "%s.rows.npy)", dir, g->vars[v].name,
-                                g->vars[v].name, g->vars[v].name);
         if (rv == HC_OK && j == 0) {
             const struct ps_table *t = ps_store_tables(st, &g->n_tables);
 
@@ -341,7 +343,7 @@ int ps_gather(const struct hc_cluster *cl, const char *data_dir, int what,
                                 "move the stores", dir, held);
         }
         if (rv == HC_OK)
-            rv = gather_rows(g, st, move);
+            rv = gather_rows(g, st, with_slots || (what & PS_GATHER_ROWS));
         if (rv == HC_OK && info.step != g->info0.step && log)
             fprintf(log, "note: %s is at step %llu, ps-0 at %llu (asynchronous "
                     "training: shards apply pushes independently)\n", dir,

@@ -56,10 +56,13 @@ struct ps_gathered {
 };
 
 /* What ps_gather reads besides the variables. */
-#define PS_GATHER_SLOTS 1   /* every optimizer slot (a live store is fine) */
+#define PS_GATHER_SLOTS 1   /* every optimizer slot (a live store is fine),
+                               a table's rows whole as PS_GATHER_ROWS */
 #define PS_GATHER_MOVE 2    /* to move the stores (reshard): the slots and
                                each worker's furthest place recorded by any
                                shard, from stores no shard has open */
+#define PS_GATHER_ROWS 4    /* each table's rows whole: its slots after
+                               each row (width) and each row's count */
 
 /*
  * Read every block (and, as `what` says, every optimizer slot and the

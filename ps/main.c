@@ -167,10 +167,14 @@ static int cmd_export(int argc, char **argv)
                    "iteration count and slots in Keras's optimizer/vars; --loss and\n"
                    "--optimizer as the job was given them.\n"
                    "An embedding table (row-sparse) becomes OUT/NAME.ids.npy (uint64)\n"
-                   "and OUT/NAME.rows.npy, its stored rows; with --format keras one\n"
-                   "dense (input_dim, output_dim) array, the rows never trained their\n"
-                   "initial values, for a table of at most 1 GiB (no optimizer state\n"
-                   "is written for a model with tables).\n"
+                   "and OUT/NAME.rows.npy, its stored rows, with each optimizer slot\n"
+                   "beside them by Keras's name (NAME.accumulator.npy, NAME.momentum.npy,\n"
+                   "…) and each row's update count (NAME.updates.npy); with --format\n"
+                   "keras one dense (input_dim, output_dim) array, the rows never\n"
+                   "trained their initial values, for a table of at most 1 GiB, and\n"
+                   "each slot dense in optimizer/vars (rows never stored: the slot's\n"
+                   "initial value; lazy Adam's per-row counts are not in Keras's file).\n"
+                   "hetps-worker --initial-weights takes either form back (values only).\n"
                    "The stores are read-only: this runs beside live servers.\n");
             return 0;
         default:

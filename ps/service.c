@@ -174,10 +174,12 @@ static nng_msg *admit(struct ps_service *s, const struct hc_wire_msg *in,
                                    HETPS__ERROR_CODE__E_UNKNOWN_TASK, text);
     }
     m = &s->members[w];
-    if (pc == HETPS__ENVELOPE__PAYLOAD_CREATE && w != 0) {
+    if ((pc == HETPS__ENVELOPE__PAYLOAD_CREATE ||
+         pc == HETPS__ENVELOPE__PAYLOAD_INIT_ROWS) && w != 0) {
         /* The role first: whether it has joined does not matter. */
-        refusal_said(s, req, msg_in, "create variables from worker:%u: only "
-                     "the chief (worker:0) creates them", w);
+        refusal_said(s, req, msg_in, "%s from worker:%u: only the chief "
+                     "(worker:0) creates the variables",
+                     hc_wire_payload_name(pc), w);
         return service_error_reply(s, e->request_id,
                                    HETPS__ERROR_CODE__E_FORBIDDEN,
                                    "only the chief (worker:0) may create "
@@ -475,6 +477,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         reply = service_ack_reply(s, e->request_id);
         break;
     case HETPS__ENVELOPE__PAYLOAD_CREATE:
+    case HETPS__ENVELOPE__PAYLOAD_INIT_ROWS:
         pthread_mutex_lock(&s->wmu);
         rv = ps_shard_serve(s->shard, in, &s->me, NULL, &reply);
         pthread_mutex_unlock(&s->wmu);

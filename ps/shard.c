@@ -12,7 +12,10 @@
  *
  * The block table and the index are written once (open, or the first
  * create) before `ready` is published, and only read after: a pull that
- * sees `ready` needs no lock.
+ * sees `ready` needs no lock. A store created for the chief's initial rows
+ * (CreateVariables.rows_follow) is published only once they are in: its
+ * InitRows store them while its meta "rows_loading" is 1, the last (done)
+ * sets it to 0 — a loaded or trained store takes no rows again.
  */
 #include "shard.h"
 
@@ -127,16 +130,31 @@ int ps_shard_has_moving(const struct ps_shard *sh)
     return atomic_load(&sh->ready) && sh->has_moving;
 }
 
+/* Whether the store waits for the chief's initial rows (meta
+ * "rows_loading" is 1) into *loading. */
+static int rows_loading(struct ps_shard *sh, int *loading)
+{
+    unsigned char b = 0;
+    size_t len = 0;
+    int rv = ps_store_meta_get(sh->store, "rows_loading", &b, 1, &len);
+
+    *loading = rv == HC_OK && len == 1 && b == 1;
+    return rv == HC_ERR_NOTFOUND ? HC_OK : rv;
+}
+
 static int load_blocks(struct ps_shard *sh)
 {
     struct ps_store_info info;
     uint32_t i, n;
+    int loading, rv;
 
     if (atomic_load(&sh->ready))
         return HC_OK;           /* blocks never change once created */
     ps_store_info(sh->store, &info);
     if (!info.initialised)
         return HC_OK;
+    if ((rv = rows_loading(sh, &loading)) != HC_OK || loading)
+        return rv;              /* not served until the rows are in */
     sh->has_moving = defs_have_moving(sh->store);
     sh->optim = info.optim;
     sh->blocks = ps_store_blocks(sh->store, &n);
@@ -245,9 +263,11 @@ int ps_shard_open(struct ps_shard **out, const char *dir, int shard,
             ps_shard_close(sh);
             return rv;
         }
-        hc_info("store %s: %u blocks at step %llu, checksums good (open #%llu)",
+        hc_info("store %s: %u blocks at step %llu, checksums good (open #%llu)%s",
                 dir, sh->n_blocks, (unsigned long long)info.step,
-                (unsigned long long)info.incarnation);
+                (unsigned long long)info.incarnation,
+                atomic_load(&sh->ready) ? "" : "; waiting for the chief's "
+                "initial rows of its tables");
     } else {
         hc_info("store %s: empty, waiting for the chief to create the variables",
                 dir);
@@ -470,6 +490,7 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
     def.var_defs = defs;
     def.tables = tables;
     def.seed = cv->seed;
+    def.rows_loading = cv->rows_follow && def.n_tables > 0;
     ps_fault_point("create:before_init");
     rv = ps_store_init(sh->store, &def, &created);
     if (rv == HC_OK)
@@ -481,9 +502,10 @@ static int serve_create(struct ps_shard *sh, const struct hc_wire_msg *in,
     if (rv != HC_OK)
         goto out;
     if (created)
-        hc_info("variables created: %zu variables, %u blocks here, optimizer %s",
-                cv->n_vars, sh->n_blocks,
-                hc_optim_describe(&oc, optim, sizeof optim));
+        hc_info("variables created: %zu variables, %u blocks here, optimizer "
+                "%s%s", cv->n_vars, sh->n_blocks,
+                hc_optim_describe(&oc, optim, sizeof optim),
+                def.rows_loading ? "; the tables' initial rows follow" : "");
     else
         hc_info("variables already exist (step %llu): kept",
                 (unsigned long long)ps_store_step(sh->store));
@@ -495,6 +517,76 @@ out:
     if (have_layout)
         hc_layout_free(&layout);
     return rv;
+}
+
+/* HC_ERR_NOTFOUND for a pull or push before the shard serves: no
+ * variables yet, or the chief still loading the tables' initial rows. */
+static int not_ready(struct ps_shard *sh)
+{
+    int loading = 0;
+
+    if (ps_store_signature(sh->store) &&
+        rows_loading(sh, &loading) == HC_OK && loading)
+        return hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables yet: "
+                          "the chief (worker:0) is loading the tables' "
+                          "initial rows (--initial-weights)", sh->index);
+    return hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables yet: the "
+                      "chief (worker:0) creates them", sh->index);
+}
+
+/* The chief's initial rows (InitRows, proto/hetps.proto): each table's
+ * ids and values stored while the store is loading, the last (done) ends
+ * the loading and publishes the shard; answered with whether the store
+ * was loading. A store not loading (loaded, or trained) changes nothing. */
+static int serve_init_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
+                           const struct hc_sender *me, nng_msg **reply)
+{
+    const Hetps__InitRows *ir = in->env->init_rows;
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__InitRowsReply ans = HETPS__INIT_ROWS_REPLY__INIT;
+    size_t k, i = 0;
+    int loading = 0, rv;
+
+    if (!ps_store_signature(sh->store))
+        return hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables yet: "
+                          "initial rows come after the create", sh->index);
+    if ((rv = rows_loading(sh, &loading)) != HC_OK)
+        return rv;
+    for (k = 0; loading && k < ir->n_tables; k++, i += 2) {
+        const Hetps__RowsRef *t = ir->tables[k];
+        uint32_t n_tab, j;
+        const struct ps_table *tab = ps_store_tables(sh->store, &n_tab);
+        uint64_t *ids;
+
+        for (j = 0; j < n_tab && tab[j].var != t->key; j++)
+            ;
+        if (j == n_tab || tab[j].dim != t->dim)
+            return hc_err_set(HC_ERR_MISMATCH, "initial rows of variable %u "
+                              "(dim %u): ps:%d holds no such table", t->key,
+                              t->dim, sh->index);
+        if (!(ids = malloc(t->n * sizeof *ids)))
+            return hc_err_set(HC_ERR_NOMEM, "out of memory for %u ids", t->n);
+        for (j = 0; j < t->n; j++)      /* the data is 4-byte aligned */
+            ids[j] = hc_wire_row_id(in->data[i], j);
+        rv = ps_store_rows_init_put(sh->store, t->key, ids, in->data[i + 1],
+                                    t->n);
+        free(ids);
+        if (rv != HC_OK)
+            return rv;
+    }
+    if (loading && ir->done) {
+        ps_fault_point("init_rows:before_done");
+        if ((rv = ps_store_meta_put(sh->store, "rows_loading", "\0", 1)) !=
+                HC_OK ||
+            (rv = load_blocks(sh)) != HC_OK)
+            return rv;
+        hc_info("the tables' initial rows are in: serving");
+    }
+    hc_wire_init_env(&env, me, in->env->request_id);
+    ans.loading = loading;
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_INIT_ROWS_REPLY;
+    env.init_rows_reply = &ans;
+    return hc_wire_encode(reply, &env, NULL, 0);
 }
 
 /* Check a pull range or pushed tensor against the blocks: HC_OK with the
@@ -710,8 +802,7 @@ void ps_shard_push_group(struct ps_shard *sh, struct ps_push_item *items,
         total += items[k].in->n_tensors;
     }
     if (!atomic_load(&sh->ready)) {
-        hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables yet: the "
-                   "chief (worker:0) creates them", sh->index);
+        not_ready(sh);
         for (k = 0; k < n; k++)
             item_fail(&items[k], HC_ERR_NOTFOUND);
         return;
@@ -908,8 +999,7 @@ int ps_shard_answer_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
 {
     *reply = NULL;
     if (!atomic_load(&sh->ready))
-        return hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables yet",
-                          sh->index);
+        return not_ready(sh);
     return serve_pull(sh, in, me, extra, 0, reply);
 }
 
@@ -944,12 +1034,12 @@ int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
     switch (in->env->payload_case) {
     case HETPS__ENVELOPE__PAYLOAD_CREATE:
         return serve_create(sh, in, me, reply);
+    case HETPS__ENVELOPE__PAYLOAD_INIT_ROWS:
+        return serve_init_rows(sh, in, me, reply);
     case HETPS__ENVELOPE__PAYLOAD_PULL:
     case HETPS__ENVELOPE__PAYLOAD_PUSH:
         if (!atomic_load(&sh->ready))
-            return hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables "
-                              "yet: the chief (worker:0) creates them",
-                              sh->index);
+            return not_ready(sh);
         return in->env->payload_case == HETPS__ENVELOPE__PAYLOAD_PULL
                    ? serve_pull(sh, in, me, extra, 0, reply)
                    : serve_push(sh, in, me, reply);

@@ -607,6 +607,7 @@ struct init_arg {
     const struct ps_table *tables;  /* (n_tables) */
     uint32_t n_tables;
     uint64_t seed;
+    int rows_loading;
 };
 
 static int init_body(struct ps_store *s, MDB_txn *txn, void *arg)
@@ -630,6 +631,9 @@ static int init_body(struct ps_store *s, MDB_txn *txn, void *arg)
         return rv;
     if ((rv = store_rows_init(s, txn, a->tables, a->n_tables,
                               a->seed)) != HC_OK)
+        return rv;
+    if (a->rows_loading &&
+        (rv = store_app_meta_put(s, txn, "rows_loading", "\1", 1)) != HC_OK)
         return rv;
     for (uint32_t i = 0; i < a->n_blocks; i++) {
         unsigned char key[8];
@@ -828,6 +832,7 @@ int ps_store_init(struct ps_store *s, const struct ps_store_def *d,
         .optim = *d->optim, .blocks = tab, .init = d->init,
         .var_defs = d->var_defs, .var_defs_len = d->var_defs_len,
         .tables = d->tables, .n_tables = d->n_tables, .seed = d->seed,
+        .rows_loading = d->rows_loading,
     };
 
     hc_optim_to_record(&a.optim, a.optim_rec);

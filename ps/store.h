@@ -249,6 +249,10 @@ struct ps_store_def {
     const struct ps_table *tables;
     uint32_t n_tables;
     uint64_t seed;
+    /* 1: the chief's initial rows of the tables follow: the store is made
+     * with application meta "rows_loading" = 1 in the same transaction
+     * (the shard serves it once its last InitRows sets it to 0). */
+    int rows_loading;
 };
 
 /*
@@ -541,6 +545,17 @@ int ps_store_rows_list(struct ps_store *s, uint32_t var, uint64_t **ids,
  * HC_ERR_EXISTS (a row already stored), the store's. */
 int ps_store_rows_put(struct ps_store *s, uint32_t var, const uint64_t *ids,
                       const float *rows, const uint64_t *updates, size_t n);
+
+/* Store rows ids[0 .. n) (ascending, unique) of table `var` as initial
+ * values (worker --initial-weights): values (n, dim), each row's slots at
+ * the optimizer's initial value (ps_optim_slot_init) and its update count
+ * 0, in one write transaction; a row stored already is replaced (a
+ * repeat of the same rows), a new one counted in the table's rows. The
+ * caller decides whether the store may still take them (the shard: only
+ * while its "rows_loading" meta says so). Errors: HC_ERR_NOTFOUND (no such
+ * table), HC_ERR_INVAL (ids: named), HC_ERR_NOMEM, the store's. */
+int ps_store_rows_init_put(struct ps_store *s, uint32_t var,
+                           const uint64_t *ids, const float *values, size_t n);
 
 /* The "rows" database's key order, set as its LMDB comparator: the sign
  * of memcmp over the shorter length, then the shorter first — LMDB's own

@@ -569,10 +569,26 @@ struct put_arg {
     const struct ps_table *t;
     uint32_t ti;
     const uint64_t *ids;
-    const float *rows;          /* (n, (1 + n_slots) · dim) */
-    const uint64_t *updates;
+    const float *rows;          /* (n, (1 + n_slots) · dim); initial:
+                                   (n, dim), the values alone */
+    const uint64_t *updates;    /* (n); initial: NULL, every count 0 */
     size_t n;
+    int initial;                /* ps_store_rows_init_put: a row stored
+                                   already is replaced, not refused */
 };
+
+static int scratch_for(struct ps_store *s, size_t nf);
+
+/* An initial row (dim values) whole into buf ((1 + n_slots) · dim): the
+ * values, then each slot at the optimizer's initial value. */
+static void initial_row(const struct ps_store *s, const float *values,
+                        uint32_t dim, float *buf)
+{
+    memcpy(buf, values, dim * sizeof *buf);
+    for (uint32_t k = 0; k < s->n_slots; k++)
+        for (uint32_t j = 0; j < dim; j++)
+            buf[(1 + k) * dim + j] = ps_optim_slot_init(&s->optim, (int)k);
+}
 
 static int put_body(struct ps_store *s, MDB_txn *txn, void *arg)
 {
@@ -583,24 +599,38 @@ static int put_body(struct ps_store *s, MDB_txn *txn, void *arg)
     unsigned char key[KEY_SIZE];
     int rv, rc;
 
+    if (a->initial && (rv = scratch_for(s, nf)) != HC_OK)
+        return rv;
     for (size_t i = 0; i < a->n; i++) {
-        struct ps_row_hdr h = {a->t->dim, 0, a->updates[i]};
+        const float *row = a->rows + i * nf;
+        struct ps_row_hdr h = {a->t->dim, 0, a->updates ? a->updates[i] : 0};
         MDB_val k = {KEY_SIZE, key},
-                v = {sizeof h + nf * sizeof(float), NULL};
+                v = {sizeof h + nf * sizeof(float), NULL}, old;
+        int had = 0;
 
-        h.crc = hc_crc32c(a->rows + i * nf, nf * sizeof(float));
+        if (a->initial) {
+            initial_row(s, a->rows + i * a->t->dim, a->t->dim,
+                        s->rows->scratch);
+            row = s->rows->scratch;
+        }
+        h.crc = hc_crc32c(row, nf * sizeof(float));
         row_key(key, a->t->var, a->ids[i]);
+        if (a->initial) {
+            rc = mdb_get(txn, s->rows->dbi, &k, &old);
+            if (rc != 0 && rc != MDB_NOTFOUND)
+                return store_lmdb_err(s, rc, "reading a row");
+            had = rc == 0;
+        }
         if ((rc = mdb_put(txn, s->rows->dbi, &k, &v,
-                          MDB_RESERVE | MDB_NOOVERWRITE)) != 0)
+                          MDB_RESERVE | (had ? 0 : MDB_NOOVERWRITE))) != 0)
             return rc == MDB_KEYEXIST
                        ? hc_err_set(HC_ERR_EXISTS, "store %s: row %llu of "
                                     "variable %u is stored already", s->dir,
                                     (unsigned long long)a->ids[i], a->t->var)
                        : store_lmdb_err(s, rc, "writing a row");
         memcpy(v.mv_data, &h, sizeof h);
-        memcpy((char *)v.mv_data + sizeof h, a->rows + i * nf,
-               nf * sizeof(float));
-        added++;
+        memcpy((char *)v.mv_data + sizeof h, row, nf * sizeof(float));
+        added += !had;
     }
     if ((rv = store_meta_fixed(s, txn, "table_rows", counts, bytes)) != HC_OK)
         return rv;
@@ -608,23 +638,37 @@ static int put_body(struct ps_store *s, MDB_txn *txn, void *arg)
     return store_meta_put(s, txn, "table_rows", counts, bytes);
 }
 
-int ps_store_rows_put(struct ps_store *s, uint32_t var, const uint64_t *ids,
-                      const float *rows, const uint64_t *updates, size_t n)
+static int rows_put(struct ps_store *s, struct put_arg *a, uint32_t var)
 {
-    struct put_arg a = {NULL, 0, ids, rows, updates, n};
     int rv;
 
     if (s->read_only || !atomic_load(&s->initialised) ||
-        !(a.t = table_of(s, var, &a.ti)))
+        !(a->t = table_of(s, var, &a->ti)))
         return s->read_only ? hc_err_set(HC_ERR_INVAL, "store %s: opened "
                                          "read-only", s->dir)
                             : no_table(s, var);
-    if ((rv = check_ids(s, a.t, ids, n, 1)) != HC_OK)
+    if ((rv = check_ids(s, a->t, a->ids, a->n, 1)) != HC_OK)
         return rv;
     pthread_mutex_lock(&s->wmu);
-    rv = store_write_txn(s, put_body, &a, "writing rows");
+    rv = store_write_txn(s, put_body, a, "writing rows");
     pthread_mutex_unlock(&s->wmu);
     return rv;
+}
+
+int ps_store_rows_init_put(struct ps_store *s, uint32_t var,
+                           const uint64_t *ids, const float *values, size_t n)
+{
+    struct put_arg a = {NULL, 0, ids, values, NULL, n, 1};
+
+    return rows_put(s, &a, var);
+}
+
+int ps_store_rows_put(struct ps_store *s, uint32_t var, const uint64_t *ids,
+                      const float *rows, const uint64_t *updates, size_t n)
+{
+    struct put_arg a = {NULL, 0, ids, rows, updates, n, 0};
+
+    return rows_put(s, &a, var);
 }
 
 uint64_t ps_store_rows_seed(const struct ps_store *s)

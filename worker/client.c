@@ -567,7 +567,7 @@ static void table_def(const struct hc_var_def *d, Hetps__VariableDef *def,
     def->table_init = ti;
 }
 
-int pc_create(struct pc_client *c, const float *init)
+static int create(struct pc_client *c, const float *init, int rows_follow)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__CreateVariables cv = HETPS__CREATE_VARIABLES__INIT;
@@ -601,6 +601,7 @@ int pc_create(struct pc_client *c, const float *init)
     }
     cv.has_seed = 1;
     cv.seed = m->seed;
+    cv.has_rows_follow = cv.rows_follow = rows_follow != 0;
     hc_wire_init_env(&env, &c->me, 0);
     cv.n_vars = (size_t)m->n_vars;
     cv.vars = def_ptrs;
@@ -634,6 +635,16 @@ out:
     return rv;
 }
 
+int pc_create(struct pc_client *c, const float *init)
+{
+    return create(c, init, 0);
+}
+
+int pc_create_loading(struct pc_client *c, const float *init)
+{
+    return create(c, init, 1);
+}
+
 void pc_close(struct pc_client *c)
 {
     int i;
@@ -647,6 +658,7 @@ void pc_close(struct pc_client *c)
         hc_rowmap_free(&c->rowmaps[i]);
     free(c->rowmaps);
     free(c->rows_buf);
+    free(c->rows_loading);
     hc_fanout_close(c->fan);
     free(c->piece_rv);
     free(c->piece_why);

@@ -86,6 +86,30 @@ int pc_in_parts(const struct pc_client *c);
  * values `init` (n_params floats). Idempotent across restarts. */
 int pc_create(struct pc_client *c, const float *init);
 
+/*
+ * The chief's initial rows of the model's tables (--initial-weights), as
+ * stored rows: pc_create_loading is pc_create whose stores, when created
+ * by it, serve nothing (pulls and pushes answer "no variables yet", so the
+ * other workers wait) until the rows are in; stores that exist already
+ * are kept as they are. pc_init_rows_begin asks every shard whether it
+ * still takes rows (*loading: how many do — 0 when the job already has
+ * values: a restarted chief then sends none). pc_init_rows sends each
+ * table's rows t[i].grad (n, dim) of ids t[i].ids (each id once, any
+ * order, below input_dim) to the shards holding them that are loading;
+ * a row stored again (a restarted chief's repeat) is replaced. Each shard
+ * writes its rows' slots at the optimizer's initial values, update count
+ * 0. pc_init_rows_done ends the loading: every shard still loading serves
+ * from then on. Call them in that order, on the chief, after
+ * pc_create_loading. Errors: HC_ERR_INVAL (an id ≥ input_dim or repeated,
+ * named; out of order calls), the shards' refusals, transport errors.
+ */
+struct pc_rows;
+int pc_create_loading(struct pc_client *c, const float *init);
+int pc_init_rows_begin(struct pc_client *c, int *loading);
+int pc_init_rows(struct pc_client *c, const struct pc_rows *t,
+                 size_t n_tables);
+int pc_init_rows_done(struct pc_client *c);
+
 /* Pull every block into params (n_params floats). *version, when not NULL,
  * receives the smallest shard version seen. */
 int pc_pull(struct pc_client *c, float *params, uint64_t *version);

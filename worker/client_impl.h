@@ -129,6 +129,8 @@ struct pc_client {
     uint64_t rows_wire[2][2];   /* [push][0 sent, 1 received]: the rows
                                    calls' messages, bytes (pc_rows_wire) */
     size_t rows_cap;
+    unsigned char *rows_loading;    /* (n) pc_init_rows_begin's answers:
+                                       shard i takes initial rows */
 
     pthread_t hb_thread;
     int hb_running;

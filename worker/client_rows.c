@@ -5,7 +5,9 @@
  * holds some, carrying every table's share, all in flight at once through
  * client_call (re-sent with the same request id after a timeout or a
  * shard's restart, so a push is applied once), and the answers scattered
- * back to the caller's positions.
+ * back to the caller's positions. The chief's initial rows (InitRows,
+ * pc_init_rows) take the push's path: ids grouped by shard, their values
+ * beside them, sent only to the shards still loading.
  */
 #include "client_impl.h"
 
@@ -22,6 +24,7 @@ struct call {
     uint32_t dim[HC_WIRE_MAX_TABLES];
     size_t off[HC_WIRE_MAX_TABLES];
     int push;
+    int init;                   /* push: InitRows of values, not gradients */
     uint32_t samples;
     int with_step;              /* push: the step's dense push follows */
 };
@@ -89,6 +92,7 @@ static int rows_request(struct pc_client *c, const struct call *k, int s,
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__PullRows pull = HETPS__PULL_ROWS__INIT;
     Hetps__PushRows push = HETPS__PUSH_ROWS__INIT;
+    Hetps__InitRows init = HETPS__INIT_ROWS__INIT;
     Hetps__RowsRef refs[HC_WIRE_MAX_TABLES], *ptrs[HC_WIRE_MAX_TABLES];
     struct hc_tensor_src t[2 * HC_WIRE_MAX_TABLES];
     size_t nr = 0, nt = 0;
@@ -115,12 +119,17 @@ static int rows_request(struct pc_client *c, const struct call *k, int s,
                 var, 0, (uint32_t)(n * k->dim[i]),
                 c->rows_buf + k->off[i] + lo * k->dim[i]};
     }
-    if (nr == 0)
+    if (nr == 0 || (k->init && !c->rows_loading[s]))
         return HC_OK;
     client_sender(c, &me);
     *id = client_next_id(c);
     hc_wire_init_env(&env, &me, *id);
-    if (k->push) {
+    if (k->init) {
+        init.n_tables = nr;
+        init.tables = ptrs;
+        env.payload_case = HETPS__ENVELOPE__PAYLOAD_INIT_ROWS;
+        env.init_rows = &init;
+    } else if (k->push) {
         push.samples = k->samples;
         /* Held for the dense push only where one comes: a shard with
          * no block of the model is sent none, and applies the rows at
@@ -156,8 +165,10 @@ static int rows_exchange(struct pc_client *c, const struct call *k,
     if (rv != HC_OK)
         client_free_reqs(c);
     else
-        rv = client_call(c, idp, HETPS__ENVELOPE__PAYLOAD_ACK, what, 0);
-    if (rv == HC_OK) {
+        rv = client_call(c, idp, k->init ? HETPS__ENVELOPE__PAYLOAD_INIT_ROWS_REPLY
+                                         : HETPS__ENVELOPE__PAYLOAD_ACK,
+                         what, 0);
+    if (rv == HC_OK && !k->init) {
         c->rows_wire[k->push][0] += sent;
         for (s = 0; s < c->n; s++)
             if (c->replies[s])
@@ -269,4 +280,92 @@ int pc_push_rows_step(struct pc_client *c, const struct pc_rows *t,
                       size_t n_tables, uint32_t samples)
 {
     return push_rows(c, t, n_tables, samples, 1, NULL);
+}
+
+/* One InitRows to every shard still loading (all: the question), no
+ * table; done: the last. How many were loading into *loading. */
+static int init_rows_all(struct pc_client *c, int done, int ask_all,
+                         int *loading)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__InitRows init = HETPS__INIT_ROWS__INIT;
+    uint64_t ids[64] = {0}, *idp = ids;
+    struct hc_sender me;
+    int s, rv = HC_OK;
+
+    if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    init.has_done = init.done = done;
+    client_sender(c, &me);
+    for (s = 0; s < c->n && rv == HC_OK; s++) {
+        if (!ask_all && !c->rows_loading[s])
+            continue;
+        idp[s] = client_next_id(c);
+        hc_wire_init_env(&env, &me, idp[s]);
+        env.payload_case = HETPS__ENVELOPE__PAYLOAD_INIT_ROWS;
+        env.init_rows = &init;
+        rv = hc_wire_encode(&c->reqs[s], &env, NULL, 0);
+    }
+    if (rv != HC_OK)
+        client_free_reqs(c);
+    else
+        rv = client_call(c, idp, HETPS__ENVELOPE__PAYLOAD_INIT_ROWS_REPLY,
+                         done ? "initial rows (done)" : "initial rows", 0);
+    *loading = 0;
+    for (s = 0; rv == HC_OK && s < c->n; s++)
+        if (c->dec[s].env) {
+            c->rows_loading[s] = c->dec[s].env->init_rows_reply->loading;
+            *loading += c->rows_loading[s];
+        }
+    if (rv == HC_OK)
+        client_release(c);
+    if (idp != ids)
+        free(idp);
+    return rv;
+}
+
+int pc_init_rows_begin(struct pc_client *c, int *loading)
+{
+    int rv;
+
+    if ((rv = client_need_layout(c, "pc_init_rows_begin")) != HC_OK)
+        return rv;
+    if (!c->rows_loading &&
+        !(c->rows_loading = calloc((size_t)c->n, 1)))
+        return hc_err_set(HC_ERR_NOMEM, "out of memory");
+    return init_rows_all(c, 0, 1, loading);
+}
+
+int pc_init_rows(struct pc_client *c, const struct pc_rows *t,
+                 size_t n_tables)
+{
+    struct call k = {.n = n_tables, .t = t, .push = 1, .init = 1};
+    int rv;
+
+    if (!c->rows_loading)
+        return hc_err_set(HC_ERR_INVAL, "pc_init_rows before "
+                          "pc_init_rows_begin");
+    if ((rv = plan(c, &k)) != HC_OK)
+        return rv;
+    for (size_t i = 0; i < n_tables; i++) {
+        if (c->rowmaps[i].n_unique != t[i].n)
+            return hc_err_set(HC_ERR_INVAL, "initial rows of variable %u: "
+                              "%zu ids, %zu of them unique: each row once",
+                              t[i].var, t[i].n, c->rowmaps[i].n_unique);
+        hc_rowmap_sum(&c->rowmaps[i], t[i].grad, k.dim[i],
+                      c->rows_buf + k.off[i]);
+    }
+    if ((rv = rows_exchange(c, &k, "initial rows")) == HC_OK)
+        client_release(c);
+    return rv;
+}
+
+int pc_init_rows_done(struct pc_client *c)
+{
+    int loading;
+
+    if (!c->rows_loading)
+        return hc_err_set(HC_ERR_INVAL, "pc_init_rows_done before "
+                          "pc_init_rows_begin");
+    return init_rows_all(c, 1, 0, &loading);
 }

@@ -235,6 +235,8 @@ int wk_load_npy(const struct hc_model *m, const char *dir, float *params)
     for (v = 0; v < m->n_vars; v++) {
         char path[PATH_MAX];
 
+        if (m->vars[v].table_rows)
+            continue;           /* rows, not params: init_tables.h */
         snprintf(path, sizeof path, "%s/%s.npy", dir, m->vars[v].name);
         rv = load_one(&m->vars[v], path, params + hc_model_var_offset(m, v));
         if (rv != HC_OK)

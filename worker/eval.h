@@ -59,7 +59,8 @@ int wk_predict_all(struct wk_replicas *r, const float *params,
 /*
  * Read every variable of m from DIR/NAME.npy (float32, C order, the
  * variable's exact shape) into params (m->n_params, variables one after
- * the other). Errors name the file and what is wrong (missing, not a
+ * the other); a row-sparse table is not in params and not read here
+ * (init_tables.h reads its NAME.ids.npy and NAME.rows.npy). Errors name the file and what is wrong (missing, not a
  * float32 .npy, shape differs from the model's).
  */
 int wk_load_npy(const struct hc_model *m, const char *dir, float *params);

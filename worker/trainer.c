@@ -39,6 +39,7 @@
 #include "overlap.h"
 #include "tables.h"
 #include "ctr_inputs.h"
+#include "init_tables.h"
 
 /* A sync pull may wait for the slowest worker: allow one attempt this long. */
 #define SYNC_WAIT_MS 120000
@@ -1174,6 +1175,7 @@ int wk_train(const struct wk_train_conf *c)
     const struct hc_model *m = c->model;
     const int sync = c->cluster->mode == HC_MODE_SYNC;
     struct run r = { 0 };
+    struct wk_init_tables *itab = NULL;    /* the chief's tables' rows */
     char devstr[256];
     int rv, joined = 0, have_devs = 0;
 
@@ -1244,24 +1246,17 @@ int wk_train(const struct wk_train_conf *c)
         rv = hc_err_set(HC_ERR_NOMEM, "out of memory for batch %d", r.max_batch);
         goto out;
     }
-    /* The chief's first values: read (and checked) before any connection.
-     * A table's rows would have to be written to the shards as trained
-     * rows: refused by name. */
-    for (int v = 0; r.chief && c->initial_weights && v < m->n_vars; v++)
-        if (m->vars[v].table_rows) {
-            rv = hc_err_set(HC_ERR_UNSUPPORTED, "--initial-weights %s: "
-                            "model %s has embedding table %s, whose rows "
-                            "are not taken as initial values yet (they "
-                            "start from their initializer): train without "
-                            "--initial-weights", c->initial_weights,
-                            m->name, m->vars[v].name);
-            goto out;
-        }
-    if (r.chief && c->initial_weights &&
-        (rv = wk_load_weights(m, c->initial_weights, r.params)) != HC_OK)
-        goto out;
-    else if (r.chief && !c->initial_weights)
+    /* The chief's first values: read (and checked) before any connection;
+     * a table's rows (init_tables.h) go to the shards as stored rows
+     * between the create and the first step. */
+    if (r.chief && c->initial_weights && wk_model_has_tables(m))
+        rv = wk_init_tables_open(m, c->initial_weights, r.params, &itab);
+    else if (r.chief && c->initial_weights)
+        rv = wk_load_weights(m, c->initial_weights, r.params);
+    else if (r.chief)
         hc_model_init_params(m, r.params);
+    if (rv != HC_OK)
+        goto out;
 
     rv = pc_open(&r.pc, c->cluster, HC_JOB_WORKER, c->worker, &c->client);
     if (rv == HC_OK)
@@ -1278,7 +1273,10 @@ int wk_train(const struct wk_train_conf *c)
     if (rv != HC_OK)
         goto out;
     if (r.chief) {
-        rv = pc_create(r.pc, r.params);
+        rv = itab ? pc_create_loading(r.pc, r.params)
+                  : pc_create(r.pc, r.params);
+        if (rv == HC_OK && itab)
+            rv = wk_init_tables_send(itab, r.pc);
         if (rv == HC_OK)
             hc_info("variables of %s registered on %d shard(s): %zu parameters",
                     m->name, c->cluster->n_ps, m->n_params);
@@ -1317,6 +1315,7 @@ out:
             rv = lrv;
     }
     wk_tables_close(r.tables);
+    wk_init_tables_close(itab);
     pc_close(r.pc);
     wk_devices_host_free(r.params);
     wk_devices_host_free(r.grads);

@@ -182,7 +182,8 @@ static const char *const optim_seeds[][2] = {
      "\"nesterov\": true}"},
 };
 
-/* A pull of three rows of the table and a push of their gradients. */
+/* A pull of three rows of the table, a push of their gradients, the
+ * chief's initial values of them and its last word (init_rows, done). */
 static void write_rows_seeds(const char *dir)
 {
     static const uint64_t ids[3] = { 2, 9, 1ull << 39 };
@@ -195,6 +196,8 @@ static void write_rows_seeds(const char *dir)
     Hetps__RowsRef ref = HETPS__ROWS_REF__INIT, *refs[1] = { &ref };
     Hetps__PullRows pull = HETPS__PULL_ROWS__INIT;
     Hetps__PushRows push = HETPS__PUSH_ROWS__INIT;
+    Hetps__InitRows init = HETPS__INIT_ROWS__INIT;
+    struct hc_sender chief = { HETPS__JOB__JOB_WORKER, 0, 9, 0, 0 };
 
     ref.key = 2;
     ref.n = 3;
@@ -212,6 +215,18 @@ static void write_rows_seeds(const char *dir)
     env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS;
     env.push_rows = &push;
     seed(dir, "push_rows", &env, t, 2);
+    hc_wire_init_env(&env, &chief, 9);
+    init.n_tables = 1;
+    init.tables = refs;
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_INIT_ROWS;
+    env.init_rows = &init;
+    seed(dir, "init_rows", &env, t, 2);
+    hc_wire_init_env(&env, &chief, 10);
+    init.n_tables = 0;
+    init.has_done = init.done = 1;
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_INIT_ROWS;
+    env.init_rows = &init;
+    seed(dir, "init_rows_done", &env, NULL, 0);
 }
 
 /* The seeds besides the create (see the header comment). */

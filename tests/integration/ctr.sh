@@ -27,7 +27,7 @@
 #      (100,000 × 8, rows never trained at their initial values) and
 #      `hetps predict --weights` of that file prints exactly the live
 #      shards' lines (the test file's ids never trained among them);
-#      --initial-weights of a model with a table is refused by name;
+#      (--initial-weights of such files: initial_rows.sh);
 #      the same from libsvm files of the same ids (--data libsvm:), and
 #      in mode ssp (staleness 2) and in mode sync (the shards hold each
 #      worker's rows push for the step, summed by row at its commit): AUC
@@ -255,10 +255,6 @@ for j in 0 1; do
 done
 [ "$total" -eq 0 ] || fail "hetps eval stored rows: $total fewer than before"
 ok "hetps eval --cluster --data criteo:test.tsv: AUC $eauc, the chief's, no row stored; --weights DIR refused naming the tables"
-# shellcheck disable=SC2086
-refused "--initial-weights $T/cat.weights.h5: model ctr_cat has embedding table embedding/embeddings, whose rows are not taken as initial values yet" \
-    --model "$T/cat.json" $DATA --initial-weights "$T/cat.weights.h5"
-ok "--initial-weights of a model with a table refused by name"
 # The same ids as libsvm lines (`label id:1 …`, the reader's ids of the
 # Criteo file): --data libsvm: feeds the ids input alike.
 for f in train test; do

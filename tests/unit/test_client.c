@@ -2,7 +2,7 @@
  * test_client.c — the worker's client (worker/client.h) against a real
  * shard service started in this process (ps/service.h) on a loopback port
  * with a temporary store: open, join, create, pull, the three modes' step
- * calls, status, leave; and the errors a worker meets — a shard nobody
+ * calls, status, leave; a table's initial rows (pc_init_rows); and the errors a worker meets — a shard nobody
  * answers at, a shard answering bytes that are no hetps message, a model
  * not set before a pull.
  */
@@ -1145,6 +1145,124 @@ static void test_parts(void)
     parts_case("sync-unconfirmed");
 }
 
+/* The rows of table 2 (ids[0 .. n), dim 4) as the shard serves them into
+ * out (n, 4); the table's rows stored there into *stored. */
+static int rows_now(struct pc_client *pc, const struct hc_cluster *cl,
+                    const uint64_t *ids, size_t n, float *out,
+                    uint64_t *stored)
+{
+    struct pc_rows t = {2, ids, n, out, NULL};
+    struct pc_shard_status st;
+    int rv = pc_pull_rows(pc, &t, 1, NULL);
+
+    door_status(cl, &st);
+    *stored = st.n_tables == 1 ? st.tables[0].rows : UINT64_MAX;
+    pc_status_free(&st, 1);
+    return rv;
+}
+
+/* A chief of m on s's shard, joined, its model set. */
+static struct pc_client *chief_of(struct server *s, const struct hc_model *m)
+{
+    struct pc_client *pc = NULL;
+
+    CU_ASSERT_EQUAL_FATAL(pc_open(&pc, &s->cl, HC_JOB_WORKER, 0, &quick),
+                          HC_OK);
+    CU_ASSERT_EQUAL(pc_join(pc, "cpu"), HC_OK);
+    CU_ASSERT_EQUAL(pc_set_model(pc, m, 0), HC_OK);
+    return pc;
+}
+
+/*
+ * --initial-weights of a table (pc_create_loading, pc_init_rows): a store
+ * created for the rows serves nothing until they are in; a chief started
+ * again while loading finds it loading and sends the rows again (replaced,
+ * not counted twice); once done the shard serves them, and a chief started
+ * again after that finds nothing loading: rows sent then are not taken.
+ */
+static void test_initial_rows(void)
+{
+    struct server s;
+    struct hc_model m;
+    struct pc_client *pc = NULL, *stale = NULL;
+    float init[8] = {0}, params[8], got[3 * 4], rows[3 * 4], other[3 * 4];
+    const uint64_t ids[3] = {900, 2, 5}, twice[2] = {7, 7}, big[1] = {1000};
+    struct pc_rows t = {2, ids, 3, NULL, rows};
+    uint64_t stored = 0;
+    int loading = -1, i;
+
+    make_model(&m);
+    m.vars[2] = m.vars[0];      /* a table of 1000 rows of 4 beside it */
+    snprintf(m.vars[2].name, sizeof m.vars[2].name, "embedding/embeddings");
+    m.vars[2].shape[0] = 1000;
+    m.vars[2].shape[1] = 4;
+    m.vars[2].size = 0;
+    m.vars[2].table_rows = 1000;
+    m.vars[2].init = HC_INIT_ZEROS;
+    m.n_vars = 3;
+    for (i = 0; i < 12; i++) {
+        rows[i] = 0.5f + (float)i;
+        other[i] = -1.0f;
+    }
+    CU_ASSERT_EQUAL_FATAL(server_start(&s), HC_OK);
+    /* Round 0 stops before its end (a chief killed while loading); round
+     * 1, a new chief, finds the store still loading. */
+    for (int round = 0; round < 2; round++) {
+        pc = chief_of(&s, &m);
+        CU_ASSERT_EQUAL(pc_init_rows(pc, &t, 1), HC_ERR_INVAL); /* no begin */
+        CU_ASSERT_EQUAL(pc_create_loading(pc, init), HC_OK);
+        CU_ASSERT_EQUAL(pc_pull(pc, params, NULL), HC_ERR_NOTFOUND);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "is loading the tables' "
+                                      "initial rows"));
+        CU_ASSERT_EQUAL(rows_now(pc, &s.cl, ids, 3, got, &stored),
+                        HC_ERR_NOTFOUND);
+        CU_ASSERT_EQUAL(pc_init_rows_begin(pc, &loading), HC_OK);
+        CU_ASSERT_EQUAL(loading, 1);
+        CU_ASSERT_EQUAL(pc_init_rows(pc, &t, 1), HC_OK);
+        CU_ASSERT_EQUAL(pc_init_rows(pc, &t, 1), HC_OK);        /* a repeat */
+        CU_ASSERT_EQUAL(pc_pull(pc, params, NULL), HC_ERR_NOTFOUND);
+        if (round == 1)
+            CU_ASSERT_EQUAL(pc_init_rows_done(pc), HC_OK);
+        CU_ASSERT_EQUAL(pc_leave(pc), HC_OK);   /* the task free again */
+        if (round == 1)
+            pc_close(pc);
+        else
+            stale = pc;
+    }
+    /* The killed chief's rows, replayed late: not taken (its client still
+     * holds the shard loading). */
+    t.grad = other;
+    CU_ASSERT_EQUAL(pc_init_rows(stale, &t, 1), HC_OK);    /* joins again */
+    CU_ASSERT_EQUAL(pc_leave(stale), HC_OK);
+    pc_close(stale);
+    pc = chief_of(&s, &m);
+    CU_ASSERT_EQUAL(pc_create_loading(pc, init), HC_OK);
+    CU_ASSERT_EQUAL(pc_pull(pc, params, NULL), HC_OK);
+    CU_ASSERT_EQUAL(rows_now(pc, &s.cl, ids, 3, got, &stored), HC_OK);
+    CU_ASSERT_EQUAL(memcmp(got, rows, sizeof rows), 0);
+    CU_ASSERT_EQUAL(stored, 3);
+    /* Loaded: a chief started again sends nothing, and what it would
+     * send is not taken. */
+    CU_ASSERT_EQUAL(pc_init_rows_begin(pc, &loading), HC_OK);
+    CU_ASSERT_EQUAL(loading, 0);
+    t.grad = other;
+    CU_ASSERT_EQUAL(pc_init_rows(pc, &t, 1), HC_OK);
+    CU_ASSERT_EQUAL(pc_init_rows_done(pc), HC_OK);
+    CU_ASSERT_EQUAL(rows_now(pc, &s.cl, ids, 3, got, &stored), HC_OK);
+    CU_ASSERT_EQUAL(memcmp(got, rows, sizeof rows), 0);
+    CU_ASSERT_EQUAL(stored, 3);
+    /* Each id once, below input_dim. */
+    t.ids = twice;
+    t.n = 2;
+    CU_ASSERT_EQUAL(pc_init_rows(pc, &t, 1), HC_ERR_INVAL);
+    t.ids = big;
+    t.n = 1;
+    CU_ASSERT_EQUAL(pc_init_rows(pc, &t, 1), HC_ERR_INVAL);
+    CU_ASSERT_EQUAL(pc_leave(pc), HC_OK);
+    pc_close(pc);
+    server_stop(&s);
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("client", NULL, NULL);
@@ -1169,6 +1287,9 @@ void hp_test_register(void)
     CU_add_test(s, "a step in parts over four lanes: sync adds each to the "
                 "step as it comes (held with backups), async counts a push "
                 "once; each sent once its gradient is final", test_parts);
+    CU_add_test(s, "initial rows of a table: served once loaded, a chief "
+                "started again sends them again while loading, none after",
+                test_initial_rows);
     CU_add_test(s, "more shards than blocks: the empty ones are not asked",
                 test_more_shards_than_blocks);
 }

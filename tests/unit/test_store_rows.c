@@ -135,6 +135,55 @@ static void test_initial(void)
     hp_rmtree(d1);
 }
 
+/* ps_store_rows_init_put: the values as given, each slot at the
+ * optimizer's initial value (Adagrad's 0.1), the update count 0; the same
+ * rows again replace themselves, counted once; an id out of order or not
+ * below input_dim refused, nothing written. */
+static void test_init_put(void)
+{
+    char d[256];
+    struct hc_optim_conf c = optim(HC_OPT_ADAGRAD);
+    struct ps_store *s;
+    uint64_t ids[3] = {3, 9, BIG - 1}, bad_ids[2] = {9, 3}, big = BIG;
+    uint64_t *got_ids = NULL, *ups = NULL, n_rows = 0;
+    float vals[3 * DIM], *whole = NULL;
+    size_t n = 0;
+    int bad = 0;
+
+    for (int i = 0; i < 3 * DIM; i++)
+        vals[i] = 0.25f * (float)i - 1.0f;
+    hp_tmpdir(d, sizeof d);
+    s = open_table(d, 0, 1, &c, NULL);
+    CU_ASSERT_FATAL(s != NULL);
+    CU_ASSERT_EQUAL(ps_store_rows_init_put(s, VAR, ids, vals, 3), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_rows_init_put(s, VAR, ids, vals, 3), HC_OK);
+    CU_ASSERT_EQUAL(ps_store_rows_init_put(s, VAR, bad_ids, vals, 2),
+                    HC_ERR_INVAL);
+    CU_ASSERT_EQUAL(ps_store_rows_init_put(s, VAR, &big, vals, 1),
+                    HC_ERR_INVAL);
+    CU_ASSERT_EQUAL(ps_store_rows_init_put(s, VAR + 1, ids, vals, 3),
+                    HC_ERR_NOTFOUND);
+    CU_ASSERT_EQUAL(ps_store_table_rows(s, VAR, &n_rows), HC_OK);
+    CU_ASSERT_EQUAL(n_rows, 3);
+    CU_ASSERT_EQUAL_FATAL(ps_store_rows_list(s, VAR, &got_ids, &whole, &ups,
+                                             &n), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(n, 3);
+    for (size_t i = 0; i < n; i++) {
+        bad += got_ids[i] != ids[i] || ups[i] != 0;
+        bad += memcmp(whole + i * 2 * DIM, vals + i * DIM,
+                      DIM * sizeof *vals) != 0;
+        for (int j = 0; j < DIM; j++)
+            bad += whole[i * 2 * DIM + DIM + j] != 0.1f;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
+    free(got_ids);
+    free(whole);
+    free(ups);
+    ps_store_close(s);
+    hp_rmtree(d);
+}
+
 /* Apply `steps` pushes of rows to a fresh store with optimizer c and
  * compare every touched and untouched row, with its slots and update
  * count, against ps_optim_apply run here on the initial values. Push k
@@ -681,6 +730,8 @@ void hp_test_register(void)
     hc_log_set_level(HC_LOG_WARN);
     CU_add_test(s, "a row never written reads as its initial value, the "
                    "same on every shard and after a reopen", test_initial);
+    CU_add_test(s, "initial rows stored: values, slots at their initial "
+                "value, count 0; again replaced", test_init_put);
     CU_add_test(s, "SGD rows = the optimizer in memory", test_sgd);
     CU_add_test(s, "Adagrad rows, accumulator from 0.1", test_adagrad);
     CU_add_test(s, "Ftrl rows", test_ftrl);

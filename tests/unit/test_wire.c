@@ -1675,6 +1675,71 @@ static void test_rows(void)
     }
 }
 
+/* An init_rows of `n_tables` (0 or 1) table 7 of dim 2 with ids[0 .. n)
+ * and `tensors` tensors; done as given. Encoded (*msg, which *out reads:
+ * the caller frees both), then decoded: the first refusal's code (HC_OK
+ * when both pass). */
+static int init_rows_msg(size_t n_tables, const uint64_t *ids, uint32_t n,
+                         size_t tensors, int done, struct hc_wire_msg *out,
+                         nng_msg **msg)
+{
+    Hetps__Envelope env;
+    Hetps__InitRows ir = HETPS__INIT_ROWS__INIT;
+    Hetps__RowsRef ref = HETPS__ROWS_REF__INIT, *refs[1] = {&ref};
+    static const float rows[8 * 2];
+    struct hc_tensor_src t[2] = {{7, 0, 2 * n, (const float *)ids},
+                                 {7, 0, 2 * n, rows}};
+    int rv;
+
+    memset(out, 0, sizeof *out);
+    *msg = NULL;
+    ref.key = 7;
+    ref.n = n;
+    ref.dim = 2;
+    ir.n_tables = n_tables;
+    ir.tables = refs;
+    ir.has_done = ir.done = done;
+    hc_wire_init_env(&env, &worker1, 6);
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_INIT_ROWS;
+    env.init_rows = &ir;
+    if ((rv = hc_wire_encode(msg, &env, t, tensors)) == HC_OK)
+        rv = hc_wire_decode(nng_msg_body(*msg), nng_msg_len(*msg), CLUSTER,
+                            out);
+    return rv;
+}
+
+/* The chief's initial rows: a table's ids and values, as a push_rows; no
+ * table (the question, or done) carries nothing; ids out of order and a
+ * table without its tensors refused. */
+static void test_init_rows(void)
+{
+    static const uint64_t good[] = {1, 4, 9}, unsorted[] = {4, 1};
+    struct hc_wire_msg m;
+    nng_msg *msg;
+
+    CU_ASSERT_EQUAL_FATAL(init_rows_msg(1, good, 3, 2, 0, &m, &msg), HC_OK);
+    CU_ASSERT_EQUAL(m.n_tensors, 2);
+    CU_ASSERT_EQUAL(hc_wire_row_id(m.data[0], 2), 9);
+    CU_ASSERT_STRING_EQUAL(hc_wire_payload_name(m.env->payload_case),
+                           "init_rows");
+    hc_wire_msg_free(&m);
+    nng_msg_free(msg);
+    CU_ASSERT_EQUAL_FATAL(init_rows_msg(0, NULL, 0, 0, 1, &m, &msg), HC_OK);
+    CU_ASSERT_TRUE(m.env->init_rows->done);
+    hc_wire_msg_free(&m);
+    nng_msg_free(msg);
+    expect_err("unsorted", init_rows_msg(1, unsorted, 2, 2, 0, &m, &msg),
+               HC_ERR_PROTO, "ascending and unique");
+    nng_msg_free(msg);
+    expect_err("no values", init_rows_msg(1, good, 3, 1, 0, &m, &msg),
+               HC_ERR_PROTO, "carries 1 tensors; its tables need 2");
+    nng_msg_free(msg);
+    expect_err("a tensor and no table",
+               init_rows_msg(0, good, 3, 1, 0, &m, &msg), HC_ERR_LIMIT,
+               "names 0 tables");
+    nng_msg_free(msg);
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("wire", NULL, NULL);
@@ -1706,4 +1771,7 @@ void hp_test_register(void)
     CU_add_test(s, "decode: 2000 mutations", test_fuzz);
     CU_add_test(s, "rows: ids read back; out of order, repeated, too large, "
                    "miscounted refused", test_rows);
+    CU_add_test(s, "init_rows: a table's ids and values, or none (the "
+                "question, done); out of order, short refused",
+                test_init_rows);
 }
