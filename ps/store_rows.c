@@ -511,7 +511,7 @@ int ps_store_rows_list(struct ps_store *s, uint32_t var, uint64_t **ids_out,
     MDB_txn *txn = NULL;
     MDB_cursor *cur = NULL;
     uint64_t *ids = NULL, *ups = NULL;
-    float *rows = NULL, *buf = NULL;
+    float *rows = NULL;
     struct ps_row_hdr h;
     size_t w;                   /* floats kept a row */
     int rv = HC_OK, rc;
@@ -527,8 +527,6 @@ int ps_store_rows_list(struct ps_store *s, uint32_t var, uint64_t **ids_out,
         return HC_OK;
     nf = (size_t)(1 + s->n_slots) * t->dim;
     w = updates_out ? nf : t->dim;
-    if (!(buf = malloc(nf * sizeof *buf)))
-        return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory", s->dir);
     if ((rv = store_txn_begin(s, MDB_RDONLY, &txn)) != HC_OK)
         goto out;
     if ((rc = mdb_cursor_open(txn, s->rows->dbi, &cur)) != 0) {
@@ -539,26 +537,14 @@ int ps_store_rows_list(struct ps_store *s, uint32_t var, uint64_t **ids_out,
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         const unsigned char *kb = k.mv_data;
+        const char *floats;
         uint64_t id;
 
         if (k.mv_size != KEY_SIZE || be32_at(kb) != var)
             break;
         id = (uint64_t)be32_at(kb + 4) << 32 | be32_at(kb + 8);
-        if (v.mv_size != sizeof h + nf * sizeof *buf) {
-            rv = hc_err_set(HC_ERR_STORE, "store %s: row %llu of variable %u "
-                            "has %zu bytes, expected %zu; the store is "
-                            "damaged", s->dir, (unsigned long long)id, var,
-                            v.mv_size, sizeof h + nf * sizeof *buf);
+        if ((rv = row_check(s, t, id, &v, &h, &floats)) != HC_OK)
             goto end;
-        }
-        memcpy(&h, v.mv_data, sizeof h);
-        memcpy(buf, (const char *)v.mv_data + sizeof h, nf * sizeof *buf);
-        if (h.dim != t->dim || hc_crc32c(buf, nf * sizeof *buf) != h.crc) {
-            rv = hc_err_set(HC_ERR_CRC, "store %s: row %llu of variable %u "
-                            "fails its checksum; the store is damaged",
-                            s->dir, (unsigned long long)id, var);
-            goto end;
-        }
         if (n == cap) {
             size_t c2 = cap ? 2 * cap : 1024;
             uint64_t *i2 = realloc(ids, c2 * sizeof *i2);
@@ -580,7 +566,7 @@ int ps_store_rows_list(struct ps_store *s, uint32_t var, uint64_t **ids_out,
             cap = c2;
         }
         ids[n] = id;
-        memcpy(rows + n * w, buf, w * sizeof *buf);
+        memcpy(rows + n * w, floats, w * sizeof *rows);
         if (updates_out)
             ups[n] = h.updates;
         n++;
@@ -592,7 +578,6 @@ end:
         mdb_cursor_close(cur);
     store_rtxn_end(s, txn);
 out:
-    free(buf);
     if (rv != HC_OK) {
         free(ids);
         free(rows);
