@@ -293,51 +293,81 @@ const struct ps_table *ps_store_tables(const struct ps_store *s, uint32_t *n)
 
 /* ---- one row ------------------------------------------------------------- */
 
-/* Row `id` of table t into out ((1 + ns) × dim floats), found with
- * cursor cur (NULL: a store without rows), left on it when stored: the
- * stored row (checksum verified) or the initial one; *hdr its header
- * (updates 0 when not stored), *stored whether it is. Ids in ascending
- * order cost a walk along the leaf pages, not a descent each. */
-static int row_load(struct ps_store *s, MDB_cursor *cur,
-                    const struct ps_table *t, uint64_t id, uint32_t ns,
-                    float *out, struct ps_row_hdr *hdr, int *stored)
+/* Row `id`'s initial value into out: its parameters (hc_init_row) and,
+ * when ns > 0, ns slot arrays at the optimizer's fresh values ((1 + ns)
+ * × dim floats); *hdr a header of 0 updates. */
+static void row_initial(const struct ps_store *s, const struct ps_table *t,
+                        uint64_t id, uint32_t ns, float *out,
+                        struct ps_row_hdr *hdr)
 {
-    unsigned char key[KEY_SIZE];
-    size_t nf = (size_t)(1 + ns) * t->dim;
-    MDB_val k = {KEY_SIZE, key}, v;
-    int rc = MDB_NOTFOUND;
+    *hdr = (struct ps_row_hdr){t->dim, 0, 0};
+    hc_init_row(&t->init, t->input_dim, t->dim, s->rows->seed, t->var, id,
+                out);
+    for (uint32_t k = 0; k < ns; k++) {
+        float f = ps_optim_slot_init(&s->optim, (int)k);
 
-    row_key(key, t->var, id);
-    if (cur)
-        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY);
-    if (rc == MDB_NOTFOUND) {
-        *stored = 0;
-        *hdr = (struct ps_row_hdr){t->dim, 0, 0};
-        hc_init_row(&t->init, t->input_dim, t->dim, s->rows->seed, t->var,
-                    id, out);
-        for (uint32_t k2 = 0; k2 < ns; k2++) {
-            float f = ps_optim_slot_init(&s->optim, (int)k2);
-
-            for (uint32_t j = 0; j < t->dim; j++)
-                out[(size_t)(1 + k2) * t->dim + j] = f;
-        }
-        return HC_OK;
+        for (uint32_t j = 0; j < t->dim; j++)
+            out[(size_t)(1 + k) * t->dim + j] = f;
     }
-    if (rc != 0)
-        return store_lmdb_err(s, rc, "reading a row");
-    if (v.mv_size != sizeof *hdr + nf * sizeof *out)
+}
+
+/* Check stored value v of row `id` in place (its size, dim and CRC32C
+ * over the mapped bytes: no copy is made to check it); *hdr its header;
+ * returns HC_OK with *floats its (1 + n_slots) × dim floats, unaligned
+ * (LMDB aligns values to 2 bytes: memcpy them out). */
+static int row_check(const struct ps_store *s, const struct ps_table *t,
+                     uint64_t id, const MDB_val *v, struct ps_row_hdr *hdr,
+                     const char **floats)
+{
+    size_t nb = (size_t)(1 + s->n_slots) * t->dim * sizeof(float);
+
+    if (v->mv_size != sizeof *hdr + nb)
         return hc_err_set(HC_ERR_STORE, "store %s: row %llu of variable %u "
                           "has %zu bytes, expected %zu; the store is damaged",
-                          s->dir, (unsigned long long)id, t->var, v.mv_size,
-                          sizeof *hdr + nf * sizeof *out);
-    memcpy(hdr, v.mv_data, sizeof *hdr);
-    memcpy(out, (const char *)v.mv_data + sizeof *hdr, nf * sizeof *out);
-    if (hdr->dim != t->dim || hc_crc32c(out, nf * sizeof *out) != hdr->crc)
+                          s->dir, (unsigned long long)id, t->var, v->mv_size,
+                          sizeof *hdr + nb);
+    memcpy(hdr, v->mv_data, sizeof *hdr);
+    *floats = (const char *)v->mv_data + sizeof *hdr;
+    if (hdr->dim != t->dim || hc_crc32c(*floats, nb) != hdr->crc)
         return hc_err_set(HC_ERR_CRC, "store %s: row %llu of variable %u "
                           "fails its checksum; the store is damaged: restore "
                           "it from a checkpoint", s->dir,
                           (unsigned long long)id, t->var);
+    return HC_OK;
+}
+
+/* Row `id` of table t found with cursor cur (NULL: a store without rows;
+ * left on the row when stored): its first w floats — its parameters
+ * (w = dim) or its parameters and slots (w = (1 + n_slots) × dim) — into
+ * out, the stored ones (checksum verified) or the initial ones; *hdr its
+ * header (updates 0 when not stored), *stored whether it is, *at where
+ * its value lies in the map (NULL when not stored). */
+static int row_load(struct ps_store *s, MDB_cursor *cur,
+                    const struct ps_table *t, uint64_t id, size_t w,
+                    float *out, struct ps_row_hdr *hdr, int *stored,
+                    const void **at)
+{
+    unsigned char key[KEY_SIZE];
+    MDB_val k = {KEY_SIZE, key}, v;
+    const char *floats;
+    int rv, rc = MDB_NOTFOUND;
+
+    row_key(key, t->var, id);
+    if (cur)
+        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY);
+    *at = NULL;
+    if (rc == MDB_NOTFOUND) {
+        *stored = 0;
+        row_initial(s, t, id, w > t->dim ? s->n_slots : 0, out, hdr);
+        return HC_OK;
+    }
+    if (rc != 0)
+        return store_lmdb_err(s, rc, "reading a row");
+    if ((rv = row_check(s, t, id, &v, hdr, &floats)) != HC_OK)
+        return rv;
+    memcpy(out, floats, w * sizeof *out);
     *stored = 1;
+    *at = v.mv_data;
     return HC_OK;
 }
 
@@ -365,24 +395,30 @@ static int check_ids(const struct ps_store *s, const struct ps_table *t,
 
 /* Rows ids[0 .. n) of t from one read transaction into out: each row's
  * parameters (whole = 0) or its parameters and slots (whole = 1); the last
- * row's header and whether it is stored into *hdr, *stored (may be NULL). */
+ * row's header and whether it is stored into *hdr, *stored (may be NULL).
+ *
+ * A cursor left on a row makes LMDB's next seek compare the key with the
+ * first and the last key of that leaf first, to stay on it when the key
+ * is there; in a read those two nodes are seldom in the CPU's cache (the
+ * binary search touched others), so when the request's rows lie on
+ * different leaves — random ids of a large table — that is two cache
+ * misses a row for nothing. The cursor is renewed (the seek descends from
+ * the root, whose pages are in cache) unless the last two rows were found
+ * on one page: neighbours, as in a dense table, keep the short cut. */
 static int read_rows(struct ps_store *s, const struct ps_table *t,
                      const uint64_t *ids, size_t n, float *out, int whole,
                      struct ps_row_hdr *hdr, int *stored, uint64_t *step)
 {
-    uint32_t ns = s->n_slots;
-    size_t nf = (size_t)(1 + ns) * t->dim;
-    float *buf = malloc(nf * sizeof *buf);
+    size_t w = whole ? (size_t)(1 + s->n_slots) * t->dim : t->dim;
     MDB_txn *txn = NULL;
     MDB_cursor *cur = NULL;
     int rv, rc, st = 0;
     struct ps_row_hdr h;
+    uintptr_t page[2] = {0, 0}; /* the last two rows' pages (0: not
+                                   stored), newest first */
 
-    if (!buf)
-        return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory for a row",
-                          s->dir);
     if ((rv = store_txn_begin(s, MDB_RDONLY, &txn)) != HC_OK)
-        goto out;
+        return rv;
     if (step && (rv = store_meta_fixed(s, txn, "step", step,
                                        sizeof *step)) != HC_OK)
         goto end;
@@ -392,10 +428,18 @@ static int read_rows(struct ps_store *s, const struct ps_table *t,
         goto end;
     }
     for (size_t i = 0; i < n; i++) {
-        if ((rv = row_load(s, cur, t, ids[i], ns, buf, &h, &st)) != HC_OK)
+        const void *at;
+
+        if (i > 0 && cur && (page[0] == 0 || page[0] != page[1]) &&
+            (rc = mdb_cursor_renew(txn, cur)) != 0) {
+            rv = store_lmdb_err(s, rc, "reading rows");
             goto end;
-        memcpy(out + i * (whole ? nf : t->dim), buf,
-               (whole ? nf : t->dim) * sizeof *buf);
+        }
+        if ((rv = row_load(s, cur, t, ids[i], w, out + i * w, &h, &st,
+                           &at)) != HC_OK)
+            goto end;
+        page[1] = page[0];
+        page[0] = (uintptr_t)at / s->psize;
     }
     if (hdr)
         *hdr = h;
@@ -405,8 +449,6 @@ end:
     if (cur)
         mdb_cursor_close(cur);
     store_rtxn_end(s, txn);
-out:
-    free(buf);
     return rv;
 }
 
@@ -469,7 +511,7 @@ int ps_store_rows_list(struct ps_store *s, uint32_t var, uint64_t **ids_out,
     MDB_txn *txn = NULL;
     MDB_cursor *cur = NULL;
     uint64_t *ids = NULL, *ups = NULL;
-    float *rows = NULL, *buf = NULL;
+    float *rows = NULL;
     struct ps_row_hdr h;
     size_t w;                   /* floats kept a row */
     int rv = HC_OK, rc;
@@ -485,8 +527,6 @@ int ps_store_rows_list(struct ps_store *s, uint32_t var, uint64_t **ids_out,
         return HC_OK;
     nf = (size_t)(1 + s->n_slots) * t->dim;
     w = updates_out ? nf : t->dim;
-    if (!(buf = malloc(nf * sizeof *buf)))
-        return hc_err_set(HC_ERR_NOMEM, "store %s: out of memory", s->dir);
     if ((rv = store_txn_begin(s, MDB_RDONLY, &txn)) != HC_OK)
         goto out;
     if ((rc = mdb_cursor_open(txn, s->rows->dbi, &cur)) != 0) {
@@ -497,26 +537,14 @@ int ps_store_rows_list(struct ps_store *s, uint32_t var, uint64_t **ids_out,
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         const unsigned char *kb = k.mv_data;
+        const char *floats;
         uint64_t id;
 
         if (k.mv_size != KEY_SIZE || be32_at(kb) != var)
             break;
         id = (uint64_t)be32_at(kb + 4) << 32 | be32_at(kb + 8);
-        if (v.mv_size != sizeof h + nf * sizeof *buf) {
-            rv = hc_err_set(HC_ERR_STORE, "store %s: row %llu of variable %u "
-                            "has %zu bytes, expected %zu; the store is "
-                            "damaged", s->dir, (unsigned long long)id, var,
-                            v.mv_size, sizeof h + nf * sizeof *buf);
+        if ((rv = row_check(s, t, id, &v, &h, &floats)) != HC_OK)
             goto end;
-        }
-        memcpy(&h, v.mv_data, sizeof h);
-        memcpy(buf, (const char *)v.mv_data + sizeof h, nf * sizeof *buf);
-        if (h.dim != t->dim || hc_crc32c(buf, nf * sizeof *buf) != h.crc) {
-            rv = hc_err_set(HC_ERR_CRC, "store %s: row %llu of variable %u "
-                            "fails its checksum; the store is damaged",
-                            s->dir, (unsigned long long)id, var);
-            goto end;
-        }
         if (n == cap) {
             size_t c2 = cap ? 2 * cap : 1024;
             uint64_t *i2 = realloc(ids, c2 * sizeof *i2);
@@ -538,7 +566,7 @@ int ps_store_rows_list(struct ps_store *s, uint32_t var, uint64_t **ids_out,
             cap = c2;
         }
         ids[n] = id;
-        memcpy(rows + n * w, buf, w * sizeof *buf);
+        memcpy(rows + n * w, floats, w * sizeof *rows);
         if (updates_out)
             ups[n] = h.updates;
         n++;
@@ -550,7 +578,6 @@ end:
         mdb_cursor_close(cur);
     store_rtxn_end(s, txn);
 out:
-    free(buf);
     if (rv != HC_OK) {
         free(ids);
         free(rows);
@@ -829,7 +856,14 @@ static int scratch_for(struct ps_store *s, size_t nf)
     return HC_OK;
 }
 
-/* One table's rows: load, run the optimizer at the row's own count, put. */
+/* One table's rows: load, run the optimizer at the row's own count, put.
+ * One descent a row: the put that would insert the row (MDB_NOOVERWRITE,
+ * MDB_RESERVE) finds it. Stored, it answers MDB_KEYEXIST with the stored
+ * value and leaves the cursor on it; the row is updated in the scratch and
+ * written back in place (MDB_CURRENT, the same size: LMDB copies the leaf
+ * once a transaction, the row not again). New, the row is inserted there
+ * and then: its initial value is updated in the scratch and written into
+ * the space the put reserved (no second descent to insert it). */
 static int apply_table(struct ps_store *s, MDB_txn *txn,
                        const struct hc_optim_conf *c, const struct ps_rows *r,
                        uint32_t ti)
@@ -840,7 +874,7 @@ static int apply_table(struct ps_store *s, MDB_txn *txn,
     unsigned char key[KEY_SIZE];
     float *p, *sl[PS_OPTIM_MAX_SLOTS] = {0};
     MDB_cursor *cur = NULL;
-    int rv, rc;
+    int rv = HC_OK, rc;
 
     if ((rv = scratch_for(s, nf)) != HC_OK)
         return rv;
@@ -849,29 +883,39 @@ static int apply_table(struct ps_store *s, MDB_txn *txn,
     p = s->rows->scratch;
     for (uint32_t k = 0; k < ns; k++)
         sl[k] = p + (size_t)(1 + k) * dim;
-    for (size_t i = 0; i < r->n && rv == HC_OK; i++) {
+    for (size_t i = 0; i < r->n; i++) {
         struct ps_row_hdr h;
         struct ps_optim_step at;
-        MDB_val k, v;
+        MDB_val k = {KEY_SIZE, key}, v = {sizeof h + nf * sizeof *p, NULL};
+        const char *floats;
         int stored;
 
-        if ((rv = row_load(s, cur, t, r->ids[i], s->n_slots, p, &h,
-                           &stored)) != HC_OK)
+        row_key(key, t->var, r->ids[i]);
+        rc = mdb_cursor_put(cur, &k, &v, MDB_RESERVE | MDB_NOOVERWRITE);
+        stored = rc == MDB_KEYEXIST;
+        if (rc != 0 && !stored) {
+            rv = store_lmdb_err(s, rc, "writing a row");
             break;
+        }
+        if (stored) {
+            if ((rv = row_check(s, t, r->ids[i], &v, &h, &floats)) != HC_OK)
+                break;
+            memcpy(p, floats, nf * sizeof *p);
+        } else {
+            row_initial(s, t, r->ids[i], s->n_slots, p, &h);
+        }
         at = (struct ps_optim_step){h.updates, r->scale, 0};
         ps_optim_apply(c, &at, dim, p, r->grad + i * dim,
                        (const float *const *)sl, p, sl);
         h.updates++;
         h.crc = hc_crc32c(p, nf * sizeof *p);
-        row_key(key, t->var, r->ids[i]);
-        k = (MDB_val){KEY_SIZE, key};
-        v = (MDB_val){sizeof h + nf * sizeof *p, NULL};
-        /* In place when stored (the cursor is on it), else inserted. */
-        rc = mdb_cursor_put(cur, &k, &v,
-                            MDB_RESERVE | (stored ? MDB_CURRENT : 0));
-        if (rc != 0) {
-            rv = store_lmdb_err(s, rc, "writing a row");
-            break;
+        if (stored) {
+            v = (MDB_val){sizeof h + nf * sizeof *p, NULL};
+            if ((rc = mdb_cursor_put(cur, &k, &v,
+                                     MDB_RESERVE | MDB_CURRENT)) != 0) {
+                rv = store_lmdb_err(s, rc, "writing a row");
+                break;
+            }
         }
         memcpy(v.mv_data, &h, sizeof h);
         memcpy((char *)v.mv_data + sizeof h, p, nf * sizeof *p);

@@ -8,8 +8,10 @@
  * step); ids up to 2^40 − 1; an apply cut short inside its transaction
  * (a full map) leaves no row, count or step; records and row counts
  * beside the rows; the refusals and a create that disagrees; a row's
- * bytes changed through raw LMDB, found by the read and by verify; the
- * rows' key comparator ordering exactly as memcmp.
+ * bytes changed through raw LMDB, found by the read and by verify; rows
+ * over many leaf pages, pushed new and stored mixed and read in dense and
+ * sparse batches, equal to each row read alone and to memory; the rows'
+ * key comparator ordering exactly as memcmp.
  */
 #include "cu.h"
 
@@ -654,6 +656,134 @@ static void test_held(void)
     hp_rmtree(d2);
 }
 
+/* Rows over many leaf pages: LEAVES_N rows stored (every third id), then a
+ * push mixing them with new rows (every second id: a third stored, two
+ * thirds new), each row against the optimizer run here; then reads of
+ * ascending ids — a dense run (neighbours on one leaf), a sparse run (a
+ * leaf each), both mixed with rows never stored, and their alternation —
+ * each batch equal, row by row, to the rows read alone and to memory. */
+#define LEAVES_N 3000
+#define LEAVES_MAX (3 * LEAVES_N)
+
+static int leaves_push(struct ps_store *s, const struct hc_optim_conf *c,
+                       const uint64_t *ids, size_t n, int k, float *mem,
+                       uint64_t *upd)
+{
+    int ns = ps_optim_slots(c), w = (1 + ns) * DIM, bad = 0;
+    float *g = malloc(n * DIM * sizeof *g);
+    struct ps_rows ru = {VAR, n, ids, g, 0.5f};
+
+    if (!g)
+        return 1;
+    for (size_t i = 0; i < n * DIM; i++)
+        g[i] = 0.05f * (float)((i * 13 + (size_t)k) % 17) - 0.4f;
+    bad += ps_store_apply_rows(s, c, NULL, 0, &ru, 1, NULL, 0, NULL) != HC_OK;
+    for (size_t i = 0; i < n; i++) {
+        float *row = mem + ids[i] * (size_t)w, *sl[PS_OPTIM_MAX_SLOTS] = {0};
+        struct ps_optim_step at = {upd[ids[i]]++, 0.5f, 0};
+
+        for (int q = 0; q < ns; q++)
+            sl[q] = row + (1 + q) * DIM;
+        ps_optim_apply(c, &at, DIM, row, g + i * DIM,
+                       (const float *const *)sl, row, sl);
+    }
+    free(g);
+    return bad;
+}
+
+/* Read ids[0 .. n) as one batch; compare with each row read alone and
+ * with memory (rows never stored: their initial value). */
+static int leaves_read(struct ps_store *s, const struct hc_optim_conf *c,
+                       const uint64_t *ids, size_t n, const float *mem,
+                       const uint64_t *upd)
+{
+    int ns = ps_optim_slots(c), w = (1 + ns) * DIM, bad = 0;
+    float *got = malloc(n * DIM * sizeof *got), one[4 * DIM], want[DIM];
+
+    if (!got)
+        return 1;
+    bad += ps_store_rows_read(s, VAR, ids, n, got, NULL) != HC_OK;
+    for (size_t i = 0; i < n && bad == 0; i++) {
+        uint64_t u = 99;
+        int stored = -1;
+        const float *m = ids[i] < LEAVES_MAX && upd[ids[i]]
+                             ? mem + ids[i] * (size_t)w : want;
+
+        want_row(ids[i], want);
+        bad += ps_store_row_get(s, VAR, ids[i], one, &u, &stored) != HC_OK;
+        bad += stored != (m != want) ||
+               u != (ids[i] < LEAVES_MAX ? upd[ids[i]] : 0);
+        if (memcmp(got + i * DIM, one, DIM * sizeof *one) ||
+            memcmp(one, m, DIM * sizeof *one)) {
+            printf("\n  row %llu (position %zu): batch %.9g, alone %.9g, "
+                   "memory %.9g", (unsigned long long)ids[i], i,
+                   (double)got[i * DIM], (double)one[0], (double)m[0]);
+            bad++;
+        }
+    }
+    free(got);
+    return bad;
+}
+
+static void test_many_leaves(void)
+{
+    struct hc_optim_conf c = optim(HC_OPT_ADAGRAD);
+    int ns = ps_optim_slots(&c), w = (1 + ns) * DIM, bad = 0;
+    float *mem = malloc((size_t)LEAVES_MAX * w * sizeof *mem);
+    uint64_t *upd = calloc(LEAVES_MAX, sizeof *upd);
+    uint64_t *ids = malloc(LEAVES_MAX * sizeof *ids), n_rows = 0;
+    struct ps_store *s;
+    size_t n = 0;
+    char dir[256];
+
+    CU_ASSERT_FATAL(mem && upd && ids);
+    hp_tmpdir(dir, sizeof dir);
+    s = open_table(dir, 0, 1, &c, NULL);
+    CU_ASSERT_FATAL(s != NULL);
+    for (uint64_t r = 0; r < LEAVES_MAX; r++) {
+        want_row(r, mem + r * w);
+        for (int k = 0; k < ns; k++)
+            for (int j = 0; j < DIM; j++)
+                mem[r * w + (1 + k) * DIM + j] = ps_optim_slot_init(&c, k);
+    }
+    for (uint64_t r = 0; r < LEAVES_MAX; r += 3)
+        ids[n++] = r;
+    bad += leaves_push(s, &c, ids, n, 0, mem, upd);
+    n = 0;
+    for (uint64_t r = 0; r < LEAVES_MAX; r += 2)
+        ids[n++] = r;
+    bad += leaves_push(s, &c, ids, n, 1, mem, upd);
+    CU_ASSERT_EQUAL(bad, 0);
+    /* Stored: every third id and every second: 3,000 + 4,500 − 1,500. */
+    CU_ASSERT_EQUAL(ps_store_table_rows(s, VAR, &n_rows), HC_OK);
+    CU_ASSERT_EQUAL(n_rows, LEAVES_N + LEAVES_MAX / 2 - LEAVES_MAX / 6);
+    /* A dense run: every id of [100, 700). */
+    n = 0;
+    for (uint64_t r = 100; r < 700; r++)
+        ids[n++] = r;
+    bad += leaves_read(s, &c, ids, n, mem, upd);
+    /* A sparse run: every 97th id, then ids far beyond the stored ones. */
+    n = 0;
+    for (uint64_t r = 1; r < LEAVES_MAX; r += 97)
+        ids[n++] = r + (r & 1);
+    ids[n++] = 1ull << 30;
+    ids[n++] = BIG - 1;
+    bad += leaves_read(s, &c, ids, n, mem, upd);
+    /* Alternating: runs of 5 neighbours 211 apart. */
+    n = 0;
+    for (uint64_t r = 0; r + 5 < LEAVES_MAX; r += 211)
+        for (uint64_t q = 0; q < 5; q++)
+            ids[n++] = r + q;
+    bad += leaves_read(s, &c, ids, n, mem, upd);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(ps_store_verify(s), HC_OK);
+    ps_store_close(s);
+    hp_rmtree(dir);
+    free(mem);
+    free(upd);
+    free(ids);
+}
+
 /* LMDB's order for a database without a comparator (mdb_cmp_memn). */
 static int memn_sign(const unsigned char *a, size_t na,
                      const unsigned char *b, size_t nb)
@@ -743,6 +873,9 @@ void hp_test_register(void)
                 "summed by row; the rows listed by id", test_held);
     CU_add_test(s, "refusals", test_refusals);
     CU_add_test(s, "a damaged row: read and verify refuse it", test_damage);
+    CU_add_test(s, "rows over many leaves: pushes mixing new and stored "
+                   "rows, dense and sparse reads = rows alone = memory",
+                test_many_leaves);
     CU_add_test(s, "the rows' key order is memcmp's (random keys, table "
                    "boundaries, other sizes)", test_key_order);
 }
