@@ -226,6 +226,7 @@ int pc_join(struct pc_client *c, const char *devices)
             v->joined = 1;
             v->incarnation = jr->shard_incarnation;
             v->version = jr->has_version ? jr->version : 0;
+            v->placed = jr->has_epoch && jr->has_batches;
             if (jr->has_epoch && jr->has_batches &&
                 (!c->have_place || jr->epoch < c->place_epoch ||
                  (jr->epoch == c->place_epoch &&
@@ -253,6 +254,12 @@ int pc_place(const struct pc_client *c, uint32_t *epoch, uint32_t *batches)
         return 0;
     *epoch = c->place_epoch;
     *batches = c->place_batches;
+    /* A shard holding dense blocks gets every push of this worker's, so
+     * one that recorded no place applied none: the worker's first step
+     * reached another shard and not it (killed on it). Start there. */
+    for (int i = 0; c->have_layout && i < c->n; i++)
+        if (!c->view[i].placed && c->plan[i].n_blocks > 0)
+            *epoch = *batches = 0;
     return 1;
 }
 

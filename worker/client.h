@@ -56,7 +56,10 @@ int pc_join(struct pc_client *c, const char *devices);
  * died may have reached some shards and not others; resuming from the
  * least, the worker sends that step again, and the shards that applied
  * it already answer it without applying it twice (their record's place
- * is at or past the push's). Returns 0 when no shard holds one. */
+ * is at or past the push's). A shard holding dense blocks of the layout
+ * (pc_set_model) that holds no place applied none of this worker's
+ * pushes while another did: the least is then the start (0, 0).
+ * Returns 0 when no shard holds one. */
 int pc_place(const struct pc_client *c, uint32_t *epoch, uint32_t *batches);
 
 /* Print what the join replies said: shards, their incarnations and the

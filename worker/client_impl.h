@@ -35,6 +35,8 @@
 
 struct shard_view {
     int joined;
+    int placed;                 /* its join reply said where this worker
+                                   stands in its data (async, ssp) */
     uint64_t incarnation;
     uint64_t version;
     char members[512];          /* "worker:0 joined, worker:1 joined" */
@@ -88,7 +90,8 @@ struct pc_client {
     uint32_t store_block;       /* elements per block of the shards' stores,
                                    as join or status replies said; 0: none
                                    holds variables yet */
-    int have_place;             /* pc_join found a recorded place: */
+    int have_place;             /* pc_join found a recorded place (the
+                                   least of the shards'; see pc_place): */
     uint32_t place_epoch, place_batches;
     int *errs;
     struct hc_wire_msg *dec;
