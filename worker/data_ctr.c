@@ -34,6 +34,8 @@ struct wk_ctr {
     int cached;                 /* the index came from opts.index_path */
     char *line;                 /* getline's buffer */
     size_t cap;
+    float log1p_small[WK_CTR_LOG1P_SMALL]; /* (float)log1p(x), x small */
+    int8_t hex[256];            /* a byte's hex digit value, −1 none */
     /* the shuffled order (opts.shuffle), allocated at its first read */
     int win_blocks;             /* W */
     uint32_t *bperm;            /* (n_blocks) the epoch's block order */
@@ -310,6 +312,19 @@ int wk_ctr_format_parse(const char *name, enum wk_ctr_format *f)
     return HC_OK;
 }
 
+/* The tables parse_criteo reads instead of calling log1p and branching
+ * on each hex digit: the same values, computed once a reader. */
+static void fill_tables(struct wk_ctr *c)
+{
+    for (int x = 0; x < WK_CTR_LOG1P_SMALL; x++)
+        c->log1p_small[x] = x > 0 ? (float)log1p((double)x) : 0.0f;
+    memset(c->hex, -1, sizeof c->hex);
+    for (int d = 0; d < 10; d++)
+        c->hex['0' + d] = (int8_t)d;
+    for (int d = 0; d < 6; d++)
+        c->hex['a' + d] = c->hex['A' + d] = (int8_t)(10 + d);
+}
+
 int wk_ctr_open(const char *path, const struct wk_ctr_opts *o,
                 struct wk_ctr **out)
 {
@@ -331,6 +346,7 @@ int wk_ctr_open(const char *path, const struct wk_ctr_opts *o,
         return hc_err_set(HC_ERR_NOMEM, "%s: no memory", path);
     c->o = *o;
     c->at = -1;
+    fill_tables(c);
     c->bperm_epoch = -1;
     c->win = -1;
     snprintf(c->path, sizeof c->path, "%s", path);
@@ -438,17 +454,6 @@ static int bad_line(const struct wk_ctr *c, long long line, const char *what,
                       what, shown, field, len > 40 ? "…" : "");
 }
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* A decimal integer of 1 to 18 digits, optionally signed by '-' when
  * `sign`; into *v. 0 when s[0, len) is not one. */
 static int parse_int(const char *s, size_t len, int sign, long long *v)
@@ -472,27 +477,34 @@ static int parse_int(const char *s, size_t len, int sign, long long *v)
     return 1;
 }
 
+/* The tab-separated fields of s[0, len): the first N_FIELDS into field
+ * and flen; returns how many there are. */
+static int split_tabs(const char *s, size_t len, const char **field,
+                      size_t *flen)
+{
+    size_t start = 0;
+    int nf = 0;
+
+    for (size_t i = 0; i <= len; i++) {
+        if (i < len && s[i] != '\t')
+            continue;
+        if (nf < N_FIELDS) {
+            field[nf] = s + start;
+            flen[nf] = i - start;
+        }
+        nf++;
+        start = i + 1;
+    }
+    return nf;
+}
+
 static int parse_criteo(const struct wk_ctr *c, long long line, char *s,
                         size_t len, float *label, float *num, int64_t *cat)
 {
     const char *field[N_FIELDS];
     size_t flen[N_FIELDS];
-    int nf = 0;
-    size_t i = 0;
+    int nf = split_tabs(s, len, field, flen);
 
-    for (;;) {
-        const char *tab = memchr(s + i, '\t', len - i);
-        size_t end = tab ? (size_t)(tab - s) : len;
-
-        if (nf < N_FIELDS) {
-            field[nf] = s + i;
-            flen[nf] = end - i;
-        }
-        nf++;
-        if (tab == NULL)
-            break;
-        i = end + 1;
-    }
     if (nf != N_FIELDS)
         return hc_err_set(HC_ERR_DATA, "%s:%lld: %d tab-separated field(s); "
                           "a Criteo line has %d (label, I1…I13, C1…C26)",
@@ -509,31 +521,30 @@ static int parse_criteo(const struct wk_ctr *c, long long line, char *s,
             snprintf(what, sizeof what, "I%d is not an integer", j + 1);
             return bad_line(c, line, what, f, flen[1 + j]);
         }
-        num[j] = x > 0 ? (float)log1p((double)x) : 0.0f;
+        num[j] = x < 0 ? 0.0f
+               : x < WK_CTR_LOG1P_SMALL ? c->log1p_small[x]
+                                        : (float)log1p((double)x);
     }
     for (int j = 0; j < WK_CTR_CAT; j++) {
-        const char *f = field[1 + WK_CTR_NUM + j];
+        const unsigned char *f =
+            (const unsigned char *)field[1 + WK_CTR_NUM + j];
         size_t fl = flen[1 + WK_CTR_NUM + j];
         uint32_t v = 0;
+        int bad = fl != 0 && fl != 8;
 
-        if (fl != 0 && fl != 8)
-            goto bad_hex;
-        for (size_t q = 0; q < fl; q++) {
-            int h = hexval(f[q]);
+        for (size_t q = 0; q < fl && !bad; q++) {
+            int h = c->hex[f[q]];
 
-            if (h < 0)
-                goto bad_hex;
+            bad = h < 0;
             v = v << 4 | (uint32_t)h;
         }
-        cat[j] = wk_ctr_cat_id(j, v, fl == 0, c->o.input_dim);
-        continue;
-bad_hex:
-        {
+        if (bad) {
             char what[64];
 
             snprintf(what, sizeof what, "C%d is not 8 hex digits", j + 1);
-            return bad_line(c, line, what, f, fl);
+            return bad_line(c, line, what, (const char *)f, fl);
         }
+        cat[j] = wk_ctr_cat_id(j, v, fl == 0, c->o.input_dim);
     }
     return HC_OK;
 }
@@ -632,6 +643,8 @@ int64_t wk_ctr_cat_id(int field, uint32_t value, int empty,
 
     if (input_dim >= WK_CTR_EXACT_DIM)
         return (int64_t)key;
+    if ((input_dim & (input_dim - 1)) == 0)    /* the same, without a divide */
+        return (int64_t)(hc_mix64(key) & (input_dim - 1));
     return (int64_t)(hc_mix64(key) % input_dim);
 }
 

@@ -107,6 +107,8 @@
 #define WK_CTR_EXACT_DIM (26ull << 33)  /* input_dim from which ids are keys */
 #define WK_CTR_INDEX_EVERY 1024         /* lines between indexed offsets */
 #define WK_CTR_LINE_MAX (1 << 20)       /* bytes a line, newline excluded */
+#define WK_CTR_LOG1P_SMALL 4096         /* integers whose log(1 + x) a
+                                           reader keeps in a table */
 #define WK_CTR_WIDTH_MAX 4096           /* libsvm features a line */
 #define WK_CTR_WINDOW 16                /* blocks a shuffle window (W) */
 #define WK_CTR_WINDOW_BYTES (16 << 20)  /* parsed lines a window, at most
