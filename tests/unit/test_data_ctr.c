@@ -89,6 +89,9 @@ static void test_criteo_parse(void)
         ints[j] = j * 10;
     ints[1] = -2;                       /* negative: as 0 */
     ints[5] = INT64_MIN;                /* empty: 0 */
+    ints[2] = WK_CTR_LOG1P_SMALL - 1;   /* the reader's table's last */
+    ints[3] = WK_CTR_LOG1P_SMALL;       /* and past it: log1p itself */
+    ints[4] = 123456789012ll;
     for (int j = 0; j < 26; j++)
         cats[j] = (long long)(0x01000193u * (unsigned)(j + 1));
     cats[3] = -1;                       /* empty: its own id */
@@ -115,7 +118,10 @@ static void test_criteo_parse(void)
     CU_ASSERT_EQUAL(label[1], 0.0f);
     CU_ASSERT_EQUAL(label[2], 1.0f);
     for (int j = 0; j < 13; j++) {
-        float want = j == 1 || j == 5 ? 0.0f : (float)log1p(j * 10.0);
+        double x = j == 2 ? WK_CTR_LOG1P_SMALL - 1
+                 : j == 3 ? WK_CTR_LOG1P_SMALL
+                 : j == 4 ? 123456789012.0 : j * 10.0;
+        float want = j == 1 || j == 5 ? 0.0f : (float)log1p(x);
 
         CU_ASSERT_EQUAL(num[j], want);
         CU_ASSERT_EQUAL(num[13 + j], 0.0f);
@@ -130,6 +136,16 @@ static void test_criteo_parse(void)
     }
     CU_ASSERT_EQUAL(cat[52], want_id(0, 0x68fd1e64u, 0, dim));
     CU_ASSERT_EQUAL(cat[53], want_id(1, 0, 1, dim));
+    wk_ctr_close(c);
+    /* a power-of-two input_dim (the reader masks): the rule's ids */
+    o.input_dim = 1u << 23;
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(write_file("a.tsv", text), &o, &c),
+                          HC_OK);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_read(c, 0, 4, label, num, cat, &n), HC_OK);
+    for (int j = 0; j < 26; j++)
+        CU_ASSERT_EQUAL(cat[j], want_id(j, 0x01000193u * (unsigned)(j + 1),
+                                        j == 3, 1u << 23));
+    CU_ASSERT_EQUAL(cat[52], want_id(0, 0x68fd1e64u, 0, 1u << 23));
     wk_ctr_close(c);
 }
 
