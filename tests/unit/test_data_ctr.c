@@ -605,6 +605,17 @@ static void test_refusals(void)
         { WK_CTR_CRITEO, "0\t\t\t\t\t\t\t\t\t\t\t\t\t\tabc\t\t\t\t\t\t\t"
           "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n",
           "x.txt:2: C1 is not 8 hex digits: 'abc'" },
+        /* bytes 0x89 (a tab with the high bit set: "É" in UTF-8, 0xC3
+         * 0x89) are no tabs: the field count is right, the field bad */
+        { WK_CTR_CRITEO, "0\t\t\t\t\t\t\t\t\t\t\t\t\t\t\xc3\x89\xc3\x89"
+          "\xc3\x89\xc3\x89\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t"
+          "\t\t\n",
+          "x.txt:2: C1 is not 8 hex digits: '\xc3\x89" },
+        /* a byte 0x08 just after a tab is no tab either (a borrow from
+         * the tab's byte into the next would make it one) */
+        { WK_CTR_CRITEO, "0\t\t\t\t\t\t\t\t\t\t\t\t\t\t\x08\x08" "000000\t\t\t"
+          "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n",
+          "x.txt:2: C1 is not 8 hex digits" },
         { WK_CTR_LIBSVM, "1 3:1 x:2\n",
           "x.txt:2: feature id is not an integer: 'x:2'" },
         { WK_CTR_LIBSVM, "1 3:1 -4:2\n",
