@@ -254,9 +254,9 @@ int wk_ctr_inputs_load(const char *spec, const char *flag,
         goto out;
     }
     if (n_lines > (long long)INT32_MAX) {
-        rv = hc_err_set(HC_ERR_LIMIT, "%s: %lld lines; a data set counts at "
-                        "most 2^31 − 1 samples (split the file)", path,
-                        n_lines);
+        rv = hc_err_set(HC_ERR_LIMIT, "%s: %lld lines; training counts a "
+                        "data set's samples in an int, at most 2^31 − 1 "
+                        "(split the file)", path, n_lines);
         goto out;
     }
     describe(m, &st->p, path, out);

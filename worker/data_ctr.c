@@ -34,12 +34,10 @@ struct wk_ctr {
     int cached;                 /* the index came from opts.index_path */
     char *line;                 /* getline's buffer */
     size_t cap;
+    float log1p_small[WK_CTR_LOG1P_SMALL]; /* (float)log1p(x), x small */
+    int8_t hex[256];            /* a byte's hex digit value, −1 none */
     /* the shuffled order (opts.shuffle), allocated at its first read */
-    int win_blocks;             /* W */
-    uint32_t *bperm;            /* (n_blocks) the epoch's block order */
-    int bperm_epoch;            /* epoch bperm is for; -1 none */
-    long long part_at;          /* where the partial block is in bperm;
-                                   -1: the last block is whole */
+    struct wk_ctr_order ord;    /* its arithmetic; bperm NULL until then */
     long long win;              /* window held; -1 none */
     long long win_start;        /* its first position */
     int win_n;                  /* its lines */
@@ -310,6 +308,19 @@ int wk_ctr_format_parse(const char *name, enum wk_ctr_format *f)
     return HC_OK;
 }
 
+/* The tables parse_criteo reads instead of calling log1p and branching
+ * on each hex digit: the same values, computed once a reader. */
+static void fill_tables(struct wk_ctr *c)
+{
+    for (int x = 0; x < WK_CTR_LOG1P_SMALL; x++)
+        c->log1p_small[x] = x > 0 ? (float)log1p((double)x) : 0.0f;
+    memset(c->hex, -1, sizeof c->hex);
+    for (int d = 0; d < 10; d++)
+        c->hex['0' + d] = (int8_t)d;
+    for (int d = 0; d < 6; d++)
+        c->hex['a' + d] = c->hex['A' + d] = (int8_t)(10 + d);
+}
+
 int wk_ctr_open(const char *path, const struct wk_ctr_opts *o,
                 struct wk_ctr **out)
 {
@@ -331,7 +342,7 @@ int wk_ctr_open(const char *path, const struct wk_ctr_opts *o,
         return hc_err_set(HC_ERR_NOMEM, "%s: no memory", path);
     c->o = *o;
     c->at = -1;
-    c->bperm_epoch = -1;
+    fill_tables(c);
     c->win = -1;
     snprintf(c->path, sizeof c->path, "%s", path);
     if ((c->f = fopen(path, "rb")) == NULL) {
@@ -372,7 +383,7 @@ void wk_ctr_close(struct wk_ctr *c)
         fclose(c->f);
     free(c->index);
     free(c->line);
-    free(c->bperm);
+    wk_ctr_order_free(&c->ord);
     free(c->win_order);
     free(c->w_label);
     free(c->w_num);
@@ -397,34 +408,43 @@ int wk_ctr_n_cat(const struct wk_ctr *c)
 
 /* --- the split -------------------------------------------------------- */
 
-int wk_ctr_part(const struct wk_ctr *c, int n, int k, long long *first,
-                long long *count)
+int wk_ctr_split(long long N, int n, int k, const char *what,
+                 long long *first, long long *count)
 {
-    long long N = c->n_lines, lo, hi;
-
     *first = *count = 0;
-    if (n < 1 || k < 0 || k >= n)
-        return hc_err_set(HC_ERR_INVAL, "%s: worker %d of %d: no such part",
-                          c->path, k, n);
+    if (N < 1 || N > WK_CTR_LINES_MAX || n < 1 || k < 0 || k >= n)
+        return hc_err_set(HC_ERR_INVAL, "%s: worker %d of %d of %lld "
+                          "line(s): no such part", what, k, n, N);
     if (n > N)
         return hc_err_set(HC_ERR_INVAL, "%s: %lld line(s) cannot be split "
                           "across %d workers (a part would be empty)",
-                          c->path, N, n);
-    /* floor(k · N / n) without overflow: N < 2^62 and n < 2^31 */
-    lo = (long long)((__int128)k * N / n);
-    hi = (long long)((__int128)(k + 1) * N / n);
-    *first = lo;
-    *count = hi - lo;
+                          what, N, n);
+    /* floor(k · N / n) without overflow: N ≤ 2^62 and n < 2^31 */
+    *first = (long long)((__int128)k * N / n);
+    *count = (long long)((__int128)(k + 1) * N / n) - *first;
     return HC_OK;
 }
 
-int wk_ctr_n_batches(const struct wk_ctr *c, int n, int k, int B)
+long long wk_ctr_batches_of(long long count, int B)
+{
+    if (B < 1 || count < 0)
+        return 0;
+    return count / B + (count % B != 0);
+}
+
+int wk_ctr_part(const struct wk_ctr *c, int n, int k, long long *first,
+                long long *count)
+{
+    return wk_ctr_split(c->n_lines, n, k, c->path, first, count);
+}
+
+long long wk_ctr_n_batches(const struct wk_ctr *c, int n, int k, int B)
 {
     long long first, count;
 
     if (B < 1 || wk_ctr_part(c, n, k, &first, &count) != HC_OK)
         return 0;
-    return (int)((count + B - 1) / B);
+    return wk_ctr_batches_of(count, B);
 }
 
 /* --- parsing ---------------------------------------------------------- */
@@ -436,17 +456,6 @@ static int bad_line(const struct wk_ctr *c, long long line, const char *what,
 
     return hc_err_set(HC_ERR_DATA, "%s:%lld: %s: '%.*s'%s", c->path, line + 1,
                       what, shown, field, len > 40 ? "…" : "");
-}
-
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
 }
 
 /* A decimal integer of 1 to 18 digits, optionally signed by '-' when
@@ -472,27 +481,61 @@ static int parse_int(const char *s, size_t len, int sign, long long *v)
     return 1;
 }
 
+/* Where w (8 bytes of a line, in memory order) holds a tab: 0x80 in each
+ * such byte, exactly (no borrow from one byte into the next). */
+static uint64_t tab_bytes(uint64_t w)
+{
+    const uint64_t low7 = 0x7f7f7f7f7f7f7f7full;
+
+    w ^= 0x0909090909090909ull;             /* a tab byte is now 0 */
+    return ~(((w & low7) + low7) | w | low7);
+}
+
+/* The tab-separated fields of s[0, len): the first N_FIELDS into field
+ * and flen; returns how many there are. Tabs are found 8 bytes at a
+ * time. */
+static int split_tabs(const char *s, size_t len, const char **field,
+                      size_t *flen)
+{
+    size_t start = 0, i = 0, at;
+    int nf = 0;
+
+#define FIELD_ENDS_AT(end)                          \
+    do {                                            \
+        if (nf < N_FIELDS) {                        \
+            field[nf] = s + start;                  \
+            flen[nf] = (end) - start;               \
+        }                                           \
+        nf++;                                       \
+        start = (end) + 1;                          \
+    } while (0)
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w, m;
+
+        memcpy(&w, s + i, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        w = __builtin_bswap64(w);           /* byte k of the line: bits 8k */
+#endif
+        for (m = tab_bytes(w); m; m &= m - 1) {
+            at = i + (size_t)(__builtin_ctzll(m) >> 3);
+            FIELD_ENDS_AT(at);
+        }
+    }
+    for (; i < len; i++)
+        if (s[i] == '\t')
+            FIELD_ENDS_AT(i);
+    FIELD_ENDS_AT(len);
+#undef FIELD_ENDS_AT
+    return nf;
+}
+
 static int parse_criteo(const struct wk_ctr *c, long long line, char *s,
                         size_t len, float *label, float *num, int64_t *cat)
 {
     const char *field[N_FIELDS];
     size_t flen[N_FIELDS];
-    int nf = 0;
-    size_t i = 0;
+    int nf = split_tabs(s, len, field, flen);
 
-    for (;;) {
-        const char *tab = memchr(s + i, '\t', len - i);
-        size_t end = tab ? (size_t)(tab - s) : len;
-
-        if (nf < N_FIELDS) {
-            field[nf] = s + i;
-            flen[nf] = end - i;
-        }
-        nf++;
-        if (tab == NULL)
-            break;
-        i = end + 1;
-    }
     if (nf != N_FIELDS)
         return hc_err_set(HC_ERR_DATA, "%s:%lld: %d tab-separated field(s); "
                           "a Criteo line has %d (label, I1…I13, C1…C26)",
@@ -509,31 +552,30 @@ static int parse_criteo(const struct wk_ctr *c, long long line, char *s,
             snprintf(what, sizeof what, "I%d is not an integer", j + 1);
             return bad_line(c, line, what, f, flen[1 + j]);
         }
-        num[j] = x > 0 ? (float)log1p((double)x) : 0.0f;
+        num[j] = x < 0 ? 0.0f
+               : x < WK_CTR_LOG1P_SMALL ? c->log1p_small[x]
+                                        : (float)log1p((double)x);
     }
     for (int j = 0; j < WK_CTR_CAT; j++) {
-        const char *f = field[1 + WK_CTR_NUM + j];
+        const unsigned char *f =
+            (const unsigned char *)field[1 + WK_CTR_NUM + j];
         size_t fl = flen[1 + WK_CTR_NUM + j];
         uint32_t v = 0;
+        int bad = fl != 0 && fl != 8;
 
-        if (fl != 0 && fl != 8)
-            goto bad_hex;
-        for (size_t q = 0; q < fl; q++) {
-            int h = hexval(f[q]);
+        for (size_t q = 0; q < fl && !bad; q++) {
+            int h = c->hex[f[q]];
 
-            if (h < 0)
-                goto bad_hex;
+            bad = h < 0;
             v = v << 4 | (uint32_t)h;
         }
-        cat[j] = wk_ctr_cat_id(j, v, fl == 0, c->o.input_dim);
-        continue;
-bad_hex:
-        {
+        if (bad) {
             char what[64];
 
             snprintf(what, sizeof what, "C%d is not 8 hex digits", j + 1);
-            return bad_line(c, line, what, f, fl);
+            return bad_line(c, line, what, (const char *)f, fl);
         }
+        cat[j] = wk_ctr_cat_id(j, v, fl == 0, c->o.input_dim);
     }
     return HC_OK;
 }
@@ -632,6 +674,8 @@ int64_t wk_ctr_cat_id(int field, uint32_t value, int empty,
 
     if (input_dim >= WK_CTR_EXACT_DIM)
         return (int64_t)key;
+    if ((input_dim & (input_dim - 1)) == 0)    /* the same, without a divide */
+        return (int64_t)(hc_mix64(key) & (input_dim - 1));
     return (int64_t)(hc_mix64(key) % input_dim);
 }
 
@@ -721,20 +765,128 @@ int wk_ctr_read(struct wk_ctr *c, long long start, int count, float *label,
 
 /* --- the epoch's order ------------------------------------------------ */
 
-static long long n_blocks(const struct wk_ctr *c)
+static long long blocks_of(long long n_lines)
 {
-    return (c->n_lines + WK_CTR_INDEX_EVERY - 1) / WK_CTR_INDEX_EVERY;
+    return (n_lines + WK_CTR_INDEX_EVERY - 1) / WK_CTR_INDEX_EVERY;
+}
+
+int wk_ctr_order_init(struct wk_ctr_order *o, long long n_lines,
+                      uint64_t seed, int win_blocks)
+{
+    long long nb = blocks_of(n_lines);
+
+    memset(o, 0, sizeof *o);
+    o->epoch = -1;
+    if (n_lines < 1 || n_lines > WK_CTR_LINES_MAX || win_blocks < 1 ||
+        win_blocks > WK_CTR_WINDOW)
+        return hc_err_set(HC_ERR_INVAL, "shuffle order: %lld lines in "
+                          "windows of %d blocks (need 1 to 2^62 lines, 1 to "
+                          "%d blocks)", n_lines, win_blocks, WK_CTR_WINDOW);
+    o->n_lines = n_lines;
+    o->seed = seed;
+    o->win_blocks = win_blocks > nb ? (int)nb : win_blocks;
+    if ((size_t)nb > SIZE_MAX / sizeof *o->bperm ||
+        !(o->bperm = malloc((size_t)nb * sizeof *o->bperm)))
+        return hc_err_set(HC_ERR_NOMEM, "shuffle order: no memory for the "
+                          "order of %lld blocks", nb);
+    return HC_OK;
+}
+
+void wk_ctr_order_free(struct wk_ctr_order *o)
+{
+    free(o->bperm);
+    memset(o, 0, sizeof *o);
+    o->epoch = -1;
 }
 
 /* The splitmix64 state of (seed, epoch, stream): data.h's shuffle. */
-static uint64_t order_state(const struct wk_ctr *c, int epoch,
+static uint64_t order_state(const struct wk_ctr_order *o, int epoch,
                             uint64_t stream)
 {
-    return hc_mix64(c->o.seed ^ hc_mix64((uint64_t)epoch * HC_GOLDEN_GAMMA ^
-                                         stream));
+    return hc_mix64(o->seed ^ hc_mix64((uint64_t)epoch * HC_GOLDEN_GAMMA ^
+                                       stream));
 }
 
-/* The window, its parsed lines and the block order: W from the row's
+void wk_ctr_order_epoch(struct wk_ctr_order *o, int epoch)
+{
+    const long long nb = blocks_of(o->n_lines);
+    uint64_t state = order_state(o, epoch, ~0ull);
+
+    if (o->epoch == epoch)
+        return;
+    for (long long i = 0; i < nb; i++)
+        o->bperm[i] = i;
+    for (long long i = nb - 1; i > 0; i--) {
+        long long j = (long long)hc_rng_below(&state, (uint64_t)i + 1);
+        int64_t t = o->bperm[i];
+
+        o->bperm[i] = o->bperm[j];
+        o->bperm[j] = t;
+    }
+    o->part_at = -1;
+    if (o->n_lines % WK_CTR_INDEX_EVERY != 0)
+        for (long long i = 0; i < nb; i++)
+            if (o->bperm[i] == nb - 1)
+                o->part_at = i;
+    o->epoch = epoch;
+}
+
+long long wk_ctr_window_start(const struct wk_ctr_order *o, long long w)
+{
+    long long nb = blocks_of(o->n_lines), b;
+    long long short_by = nb * WK_CTR_INDEX_EVERY - o->n_lines;
+
+    b = w >= (nb + o->win_blocks - 1) / o->win_blocks ? nb
+                                                       : w * o->win_blocks;
+    return b * WK_CTR_INDEX_EVERY -
+           (o->part_at >= 0 && o->part_at < b ? short_by : 0);
+}
+
+long long wk_ctr_window_of(const struct wk_ctr_order *o, long long p)
+{
+    long long w = p / ((long long)o->win_blocks * WK_CTR_INDEX_EVERY);
+
+    while (wk_ctr_window_start(o, w + 1) <= p) /* once at most: short_by
+                                                  < 1024 */
+        w++;
+    return w;
+}
+
+int wk_ctr_window(const struct wk_ctr_order *o, long long w,
+                  int64_t *blocks, int32_t *perm, int *rows)
+{
+    long long lo = w * o->win_blocks, hi = lo + o->win_blocks;
+    const long long nb = blocks_of(o->n_lines);
+    uint64_t state = order_state(o, o->epoch, hc_mix64((uint64_t)w + 1));
+    int nw = 0, n = 0;
+
+    if (hi > nb)
+        hi = nb;
+    for (long long i = lo; i < hi; i++) {     /* insertion sort: ≤ 16 */
+        int j = nw++;
+
+        for (; j > 0 && blocks[j - 1] > o->bperm[i]; j--)
+            blocks[j] = blocks[j - 1];
+        blocks[j] = o->bperm[i];
+    }
+    for (int i = 0; i < nw; i++)
+        n += blocks[i] == nb - 1 ? (int)(o->n_lines - blocks[i] *
+                                         WK_CTR_INDEX_EVERY)
+                                 : WK_CTR_INDEX_EVERY;
+    for (int i = 0; i < n; i++)
+        perm[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)hc_rng_below(&state, (uint64_t)i + 1);
+        int32_t t = perm[i];
+
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    *rows = n;
+    return nw;
+}
+
+/* The window, its parsed lines and the order's blocks: W from the row's
  * bytes, allocated once. */
 static int alloc_order(struct wk_ctr *c)
 {
@@ -742,30 +894,27 @@ static int alloc_order(struct wk_ctr *c)
     size_t row = sizeof(float) * (size_t)(1 + nn) + sizeof(int64_t) * nc;
     size_t per_block = row * WK_CTR_INDEX_EVERY, lines;
     long long W = WK_CTR_WINDOW;
+    int rv;
 
-    if (c->bperm)
+    if (c->ord.bperm)
         return HC_OK;
     if ((size_t)W * per_block > WK_CTR_WINDOW_BYTES)
         W = (long long)(WK_CTR_WINDOW_BYTES / per_block);
     if (W < 1)
         W = 1;
-    if (W > n_blocks(c))
-        W = n_blocks(c);
-    c->win_blocks = (int)W;
-    lines = (size_t)W * WK_CTR_INDEX_EVERY;
-    c->bperm = malloc((size_t)n_blocks(c) * sizeof *c->bperm);
+    if ((rv = wk_ctr_order_init(&c->ord, c->n_lines, c->o.seed, (int)W)))
+        return hc_err_set(rv, "%s: %s", c->path, hc_err_msg());
+    lines = (size_t)c->ord.win_blocks * WK_CTR_INDEX_EVERY;
     c->win_order = malloc(lines * sizeof *c->win_order);
     c->w_label = malloc(lines * sizeof *c->w_label);
     c->w_num = malloc(lines * (size_t)nn * sizeof *c->w_num);
     c->w_cat = malloc(lines * (size_t)nc * sizeof *c->w_cat);
-    if (!c->bperm || !c->win_order || !c->w_label || !c->w_num ||
-        !c->w_cat) {
-        free(c->bperm);
+    if (!c->win_order || !c->w_label || !c->w_num || !c->w_cat) {
+        wk_ctr_order_free(&c->ord);
         free(c->win_order);
         free(c->w_label);
         free(c->w_num);
         free(c->w_cat);
-        c->bperm = NULL;
         c->win_order = NULL;
         c->w_label = c->w_num = NULL;
         c->w_cat = NULL;
@@ -775,73 +924,17 @@ static int alloc_order(struct wk_ctr *c)
     return HC_OK;
 }
 
-/* bperm for epoch: the blocks in a random order. */
-static void order_blocks(struct wk_ctr *c, int epoch)
-{
-    const long long nb = n_blocks(c);
-    uint64_t state = order_state(c, epoch, ~0ull);
-
-    for (long long i = 0; i < nb; i++)
-        c->bperm[i] = (uint32_t)i;
-    for (long long i = nb - 1; i > 0; i--) {
-        long long j = (long long)hc_rng_below(&state, (uint64_t)i + 1);
-        uint32_t t = c->bperm[i];
-
-        c->bperm[i] = c->bperm[j];
-        c->bperm[j] = t;
-    }
-    c->part_at = -1;
-    if (c->n_lines % WK_CTR_INDEX_EVERY != 0)
-        for (long long i = 0; i < nb; i++)
-            if (c->bperm[i] == (uint32_t)(nb - 1))
-                c->part_at = i;
-    c->bperm_epoch = epoch;
-    c->win = -1;
-}
-
-/* First position of window w (w ≤ the windows' count: N past the last). */
-static long long window_start(const struct wk_ctr *c, long long w)
-{
-    long long b = w * c->win_blocks, nb = n_blocks(c);
-    long long short_by = nb * WK_CTR_INDEX_EVERY - c->n_lines;
-
-    if (b > nb)
-        b = nb;
-    return b * WK_CTR_INDEX_EVERY -
-           (c->part_at >= 0 && c->part_at < b ? short_by : 0);
-}
-
-/* The window holding position p (0 ≤ p < N). */
-static long long window_of(const struct wk_ctr *c, long long p)
-{
-    long long w = p / ((long long)c->win_blocks * WK_CTR_INDEX_EVERY);
-
-    while (window_start(c, w + 1) <= p)  /* once at most: short_by < 1024 */
-        w++;
-    return w;
-}
-
 /* Parse window w's blocks (in file order) and shuffle its lines. */
-static int load_window(struct wk_ctr *c, int epoch, long long w)
+static int load_window(struct wk_ctr *c, long long w)
 {
     const int nn = wk_ctr_n_num(c), nc = wk_ctr_n_cat(c);
-    long long lo = w * c->win_blocks, hi = lo + c->win_blocks;
-    uint32_t blocks[WK_CTR_WINDOW];
-    uint64_t state = order_state(c, epoch, hc_mix64((uint64_t)w + 1));
-    int nw = 0, rows = 0, got, rv;
+    int64_t blocks[WK_CTR_WINDOW];
+    int nw, rows = 0, n, got, rv;
 
-    if (hi > n_blocks(c))
-        hi = n_blocks(c);
     c->win = -1;
-    for (long long i = lo; i < hi; i++) {     /* insertion sort: ≤ 16 */
-        int j = nw++;
-
-        for (; j > 0 && blocks[j - 1] > c->bperm[i]; j--)
-            blocks[j] = blocks[j - 1];
-        blocks[j] = c->bperm[i];
-    }
+    nw = wk_ctr_window(&c->ord, w, blocks, c->win_order, &n);
     for (int i = 0; i < nw; i++) {
-        long long a = (long long)blocks[i] * WK_CTR_INDEX_EVERY;
+        long long a = blocks[i] * WK_CTR_INDEX_EVERY;
 
         if ((rv = wk_ctr_read(c, a, WK_CTR_INDEX_EVERY, &c->w_label[rows],
                               &c->w_num[(size_t)rows * nn],
@@ -849,17 +942,12 @@ static int load_window(struct wk_ctr *c, int epoch, long long w)
             return rv;
         rows += got;
     }
-    for (int i = 0; i < rows; i++)
-        c->win_order[i] = i;
-    for (int i = rows - 1; i > 0; i--) {
-        int j = (int)hc_rng_below(&state, (uint64_t)i + 1);
-        int32_t t = c->win_order[i];
-
-        c->win_order[i] = c->win_order[j];
-        c->win_order[j] = t;
-    }
+    if (rows != n)
+        return hc_err_set(HC_ERR_IO, "%s: window %lld read %d lines, %d "
+                          "expected (the file changed?)", c->path, w, rows,
+                          n);
     c->win = w;
-    c->win_start = window_start(c, w);
+    c->win_start = wk_ctr_window_start(&c->ord, w);
     c->win_n = rows;
     return HC_OK;
 }
@@ -883,14 +971,17 @@ int wk_ctr_read_epoch(struct wk_ctr *c, int epoch, long long start, int count,
         return HC_OK;
     if ((rv = alloc_order(c)) != HC_OK)
         return rv;
-    if (c->bperm_epoch != epoch)
-        order_blocks(c, epoch);
+    if (c->ord.epoch != epoch) {
+        wk_ctr_order_epoch(&c->ord, epoch);
+        c->win = -1;
+    }
     end = start + count < c->n_lines ? start + count : c->n_lines;
     for (long long p = start; p < end; p++) {
         size_t i = (size_t)(p - start), r;
 
         if (c->win < 0 || p < c->win_start || p >= c->win_start + c->win_n) {
-            if ((rv = load_window(c, epoch, window_of(c, p))) != HC_OK)
+            if ((rv = load_window(c, wk_ctr_window_of(&c->ord, p))) !=
+                HC_OK)
                 return rv;
         }
         r = (size_t)c->win_order[p - c->win_start];
@@ -902,7 +993,8 @@ int wk_ctr_read_epoch(struct wk_ctr *c, int epoch, long long start, int count,
     return HC_OK;
 }
 
-int wk_ctr_batch(struct wk_ctr *c, int n, int k, int epoch, int batch, int B,
+int wk_ctr_batch(struct wk_ctr *c, int n, int k, int epoch, long long batch,
+                 int B,
                  float *label, float *num, int64_t *cat, int *n_out)
 {
     long long first, count, at;
@@ -911,10 +1003,12 @@ int wk_ctr_batch(struct wk_ctr *c, int n, int k, int epoch, int batch, int B,
     *n_out = 0;
     if (epoch < 0 || batch < 0 || B < 1)
         return hc_err_set(HC_ERR_INVAL, "%s: bad batch request (epoch %d, "
-                          "batch %d, size %d)", c->path, epoch, batch, B);
+                          "batch %lld, size %d)", c->path, epoch, batch, B);
     if ((rv = wk_ctr_part(c, n, k, &first, &count)) != HC_OK)
         return rv;
-    at = (long long)batch * B;
+    if (batch >= wk_ctr_batches_of(count, B))
+        return HC_OK;
+    at = batch * B;
     if (at >= count)
         return HC_OK;
     return wk_ctr_read_epoch(c, epoch, first + at,

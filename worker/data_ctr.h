@@ -47,7 +47,7 @@
  * to the indexed line at or before a, skips at most WK_CTR_INDEX_EVERY − 1
  * lines, and parses B lines; reading on from where the last read ended
  * skips nothing. Memory is the index, one line buffer and stdio's buffer,
- * and when shuffling one window and the block order (4 bytes a 1,024
+ * and when shuffling one window and the block order (8 bytes a 1,024
  * lines), whatever the file's size.
  *
  * Index cache. With opts.index_path set, the index is also kept in that
@@ -92,6 +92,9 @@
  * Keras: ceil(part / B) per epoch, the last one partial. Batch b of epoch
  * e is always the same lines: a worker that restarts at (epoch, batches
  * done) reads straight to them (at most one window parsed to get there).
+ * Lines, positions, blocks, windows and batch indices are 64-bit (up to
+ * WK_CTR_LINES_MAX lines); ctr_inputs.h's data set counts samples in an
+ * int, so training takes at most 2^31 − 1 lines a file.
  *
  * Threads: a wk_ctr holds a file position and a window; one thread at a
  * time. Open one
@@ -107,6 +110,10 @@
 #define WK_CTR_EXACT_DIM (26ull << 33)  /* input_dim from which ids are keys */
 #define WK_CTR_INDEX_EVERY 1024         /* lines between indexed offsets */
 #define WK_CTR_LINE_MAX (1 << 20)       /* bytes a line, newline excluded */
+#define WK_CTR_LINES_MAX (1ll << 62)    /* lines the order and the split
+                                           count (positions are 64-bit) */
+#define WK_CTR_LOG1P_SMALL 4096         /* integers whose log(1 + x) a
+                                           reader keeps in a table */
 #define WK_CTR_WIDTH_MAX 4096           /* libsvm features a line */
 #define WK_CTR_WINDOW 16                /* blocks a shuffle window (W) */
 #define WK_CTR_WINDOW_BYTES (16 << 20)  /* parsed lines a window, at most
@@ -164,9 +171,65 @@ int wk_ctr_n_cat(const struct wk_ctr *c);
 int wk_ctr_part(const struct wk_ctr *c, int n, int k, long long *first,
                 long long *count);
 
-/* Batches of B in worker k of n's part: ceil(count / B); 0 for bad
+/* Batches of B in worker k of n's part: ceil(count / B), which passes
+ * 2^31 for a part of more than 2^31 − 1 lines at B = 1; 0 for bad
  * arguments (those wk_ctr_part refuses, B < 1). */
-int wk_ctr_n_batches(const struct wk_ctr *c, int n, int k, int B);
+long long wk_ctr_n_batches(const struct wk_ctr *c, int n, int k, int B);
+
+/*
+ * The split's and the order's arithmetic on their own, for a file of N
+ * lines that need not exist (wk_ctr_part and the shuffled reads are made
+ * of them; tests check them with N past 2^32). Lines, positions, blocks
+ * and windows are counted in 64 bits: 1 ≤ N ≤ WK_CTR_LINES_MAX.
+ *
+ * wk_ctr_split: worker k of n's part of N lines (wk_ctr_part's rule and
+ * errors; `what` names the file in the message). wk_ctr_batches_of:
+ * ceil(count / B), 0 for B < 1 or count < 0.
+ */
+int wk_ctr_split(long long N, int n, int k, const char *what,
+                 long long *first, long long *count);
+long long wk_ctr_batches_of(long long count, int B);
+
+/* The shuffled order of N lines (above): its blocks' order for one epoch
+ * and the windows cut from it. */
+struct wk_ctr_order {
+    long long n_lines;          /* N */
+    uint64_t seed;
+    int win_blocks;             /* W (at most the blocks there are) */
+    int epoch;                  /* the epoch bperm is for; −1 none */
+    int64_t *bperm;             /* (ceil(N / 1024)) the blocks in the
+                                   epoch's order: 8 bytes a block */
+    long long part_at;          /* where the partial last block is in
+                                   bperm; −1: the last block is whole */
+};
+
+/* An order of n_lines lines, windows of win_blocks (1 … WK_CTR_WINDOW)
+ * blocks, seed: bperm allocated, no epoch yet. HC_ERR_INVAL (N or W out
+ * of range), HC_ERR_NOMEM. Free with wk_ctr_order_free (also after a
+ * failed init). */
+int wk_ctr_order_init(struct wk_ctr_order *o, long long n_lines,
+                      uint64_t seed, int win_blocks);
+void wk_ctr_order_free(struct wk_ctr_order *o);
+
+/* bperm for epoch (nothing to do when it holds that epoch already). */
+void wk_ctr_order_epoch(struct wk_ctr_order *o, int epoch);
+
+/* The first position of window w (w ≥ the windows' count: N), and the
+ * window holding position p (0 ≤ p < N), of the order's epoch. */
+long long wk_ctr_window_start(const struct wk_ctr_order *o, long long w);
+long long wk_ctr_window_of(const struct wk_ctr_order *o, long long p);
+
+/*
+ * Window w of the order's epoch (w below the windows' count): its blocks
+ * in file order into blocks (WK_CTR_WINDOW), their number returned, and
+ * the shuffle of its lines into perm (W · 1024): position
+ * wk_ctr_window_start(w) + i is the window's line perm[i] counted through
+ * those blocks, i.e. file line blocks[perm[i] / 1024] · 1024 +
+ * perm[i] % 1024 (only the file's last block is partial, and it sorts
+ * last). *rows: the window's lines.
+ */
+int wk_ctr_window(const struct wk_ctr_order *o, long long w,
+                  int64_t *blocks, int32_t *perm, int *rows);
 
 /*
  * Batch `batch` of epoch `epoch` of worker k of n: the part's positions
@@ -178,15 +241,15 @@ int wk_ctr_n_batches(const struct wk_ctr *c, int n, int k, int B);
  * named; the rows before it are filled and *n_out counts them) or
  * HC_ERR_IO. Without opts.shuffle the lines are the same every epoch.
  */
-int wk_ctr_batch(struct wk_ctr *c, int n, int k, int epoch, int batch, int B,
-                 float *label /* (B) */, float *num /* (B, n_num) */,
+int wk_ctr_batch(struct wk_ctr *c, int n, int k, int epoch, long long batch,
+                 int B, float *label /* (B) */, float *num /* (B, n_num) */,
                  int64_t *cat /* (B, n_cat) */, int *n_out);
 
 /*
  * Positions [start, start + count) of epoch's order (above), cut at N: a
  * worker's part, a sync worker's slice of a global batch. Without
  * opts.shuffle, wk_ctr_read. The first shuffled read allocates the window
- * (W · 1,024 parsed lines) and the block order (4 bytes a block). Same
+ * (W · 1,024 parsed lines) and the block order (8 bytes a block). Same
  * buffers and returns as wk_ctr_batch; HC_ERR_INVAL also for epoch < 0.
  */
 int wk_ctr_read_epoch(struct wk_ctr *c, int epoch, long long start, int count,

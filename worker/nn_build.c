@@ -625,6 +625,32 @@ static void plan_grads(struct wk_net *net)
     }
 }
 
+/* Each layer's dx_lo, dx_hi: where its input's node is read by it alone,
+ * on its device, and that node's kind says which columns of its gradient
+ * its backward reads (grad_cols), those; else all. */
+static void plan_dx_cols(struct wk_net *net)
+{
+    for (int i = 0; i < net->n_layers; i++) {
+        struct nn_layer *l = &net->layers[i];
+        const struct nn_layer *p;
+        int lo, hi;
+
+        l->dx_lo = 0;
+        l->dx_hi = l->in_size;
+        if (l->n_in != 1 || l->src[0] < 0 || l->cross[0])
+            continue;
+        p = &net->layers[l->src[0]];
+        if (!p->kind->grad_cols || p->dev != l->dev ||
+            readers(net, l->src[0]) != 1)
+            continue;
+        p->kind->grad_cols(net, p, &lo, &hi);
+        if (lo < hi && lo >= 0 && hi <= l->in_size) {
+            l->dx_lo = lo;
+            l->dx_hi = hi;
+        }
+    }
+}
+
 /* ---- building the net: buffers ---- */
 
 int nn_alloc_f(struct wk_backend *be, float **p, size_t n)
@@ -781,6 +807,7 @@ int wk_net_new_placed(const struct hc_model *m,
     fuse_epilogue(net);
     setup_layout(net);
     plan_grads(net);
+    plan_dx_cols(net);
     if ((rv = setup_buffers(net)))
         goto fail;
     *out = net;

@@ -2,7 +2,8 @@
  * nn_dense.c — the worker's half of dense (the row in
  * common/layer_dense.c): Y = X·W over the batch in one SGEMM, its bias
  * and activation in one pass; backward fuses the activation derivative
- * with the bias gradient, then dW = Xᵀ·dY and dX = dY·Wᵀ.
+ * with the bias gradient, then dW = Xᵀ·dY and dX = dY·Wᵀ (the columns of
+ * dX the layer before reads: nn_impl.h's dx_lo, dx_hi).
  */
 #include "nn_impl.h"
 
@@ -57,11 +58,14 @@ static void backward_params(struct nn_layer *l, float *grads, float *dy,
                 l->in_size, dy, l->units, 0.0f, grads + l->doff_w, l->units);
 }
 
+/* dX (B, in) = dY · Wᵀ, only its columns [dx_lo, dx_hi) that the layer
+ * before reads (the embeddings' beside a concatenated numeric input). */
 static int backward_input(struct nn_layer *l, const float *params, float *dy,
                           float *dx, int B)
 {
-    wk_be_sgemm(l->be, 0, 1, B, l->in_size, l->units, 1.0f, dy, l->units,
-                params + l->doff_w, l->units, 0.0f, dx, l->in_size);
+    wk_be_sgemm(l->be, 0, 1, B, l->dx_hi - l->dx_lo, l->units, 1.0f, dy,
+                l->units, params + l->doff_w + (size_t)l->dx_lo * l->units,
+                l->units, 0.0f, dx + l->dx_lo, l->in_size);
     return 1;
 }
 

@@ -141,6 +141,11 @@ struct nn_layer {
                              * conv2d workspace: its device's ws */
     const struct nn_layer **ws_holder; /* NN_SHARED_WS: &its device's
                              * ws_holder */
+    int dx_lo, dx_hi;       /* the columns [dx_lo, dx_hi) of a sample's
+                             * input gradient that its one reader passes
+                             * on (nn_build.c, plan_dx_cols; dense
+                             * computes only those): [0, in_size), or a
+                             * concatenation's inputs that need one */
     int dx_add;             /* NN_ADDS: this backward_input call adds to
                              * dx (set by nn.c per call) */
     int ws_chunk;           /* NN_SHARED_WS: samples whose workspace fits
@@ -314,6 +319,12 @@ struct nn_kind {
     void (*forward_n)(struct nn_layer *l, const float *const *xs, int B);
     void (*backward_in)(struct nn_layer *l, int k, const float *dy,
                         float *dx, int accumulate, int B);
+
+    /* The columns [*lo, *hi) of a sample's output gradient that backward
+     * reads, given which of its inputs' nodes need a gradient (net's
+     * need_grad, planned); NULL: all of them. */
+    void (*grad_cols)(const struct wk_net *net, const struct nn_layer *l,
+                      int *lo, int *hi);
 };
 
 /* The half of kind t (nn_kind.c); NULL when t is not a kind. */

@@ -10,7 +10,8 @@
  * two). Concatenate views each tensor as (B·outer, cols): outer the product of
  * the dimensions before the axis, cols that of the axis and after; input
  * k is the column block at blk_off[k] of the output, and its gradient the
- * same block of dy.
+ * same block of dy; backward reads only the blocks of the inputs that
+ * need a gradient (grad_cols), so the layer before may write no others.
  */
 #include "nn_impl.h"
 
@@ -225,9 +226,27 @@ static void backward_concat(struct nn_layer *l, int k, const float *dy,
                  out_cols(l), dx, l->blk_cols[k], accumulate);
 }
 
+/* Backward reads the column blocks of the inputs that need a gradient:
+ * their span, in a sample's row when the axis is the last (outer 1). */
+static void grad_cols_concat(const struct wk_net *net,
+                             const struct nn_layer *l, int *lo, int *hi)
+{
+    *lo = l->outer == 1 ? l->out_size : 0;
+    *hi = l->outer == 1 ? 0 : l->out_size;
+    for (int k = 0; l->outer == 1 && k < l->n_in; k++) {
+        if (l->src[k] < 0 || !net->layers[l->src[k]].need_grad)
+            continue;
+        if (l->blk_off[k] < *lo)
+            *lo = l->blk_off[k];
+        if (l->blk_off[k] + l->blk_cols[k] > *hi)
+            *hi = l->blk_off[k] + l->blk_cols[k];
+    }
+}
+
 const struct nn_kind nn_concatenate = {
     .setup = setup_concat,
     .alloc = nn_alloc_out,
     .forward_n = forward_concat,
     .backward_in = backward_concat,
+    .grad_cols = grad_cols_concat,
 };

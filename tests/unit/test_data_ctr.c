@@ -12,7 +12,8 @@
  * shuffled epoch order — each line once, per epoch, mixed across blocks,
  * the same for 1 and 2 workers and after reopening mid-epoch, file order
  * when switched off, for files under a block, a window and with a
- * partial last block.
+ * partial last block; the order's and the split's arithmetic, which the
+ * reader reads by, checked for 2^32 + 1,000 and 2^40 + 3 lines.
  */
 #include "cu.h"
 #include "worker/ctr_inputs.h"
@@ -88,6 +89,9 @@ static void test_criteo_parse(void)
         ints[j] = j * 10;
     ints[1] = -2;                       /* negative: as 0 */
     ints[5] = INT64_MIN;                /* empty: 0 */
+    ints[2] = WK_CTR_LOG1P_SMALL - 1;   /* the reader's table's last */
+    ints[3] = WK_CTR_LOG1P_SMALL;       /* and past it: log1p itself */
+    ints[4] = 123456789012ll;
     for (int j = 0; j < 26; j++)
         cats[j] = (long long)(0x01000193u * (unsigned)(j + 1));
     cats[3] = -1;                       /* empty: its own id */
@@ -114,7 +118,10 @@ static void test_criteo_parse(void)
     CU_ASSERT_EQUAL(label[1], 0.0f);
     CU_ASSERT_EQUAL(label[2], 1.0f);
     for (int j = 0; j < 13; j++) {
-        float want = j == 1 || j == 5 ? 0.0f : (float)log1p(j * 10.0);
+        double x = j == 2 ? WK_CTR_LOG1P_SMALL - 1
+                 : j == 3 ? WK_CTR_LOG1P_SMALL
+                 : j == 4 ? 123456789012.0 : j * 10.0;
+        float want = j == 1 || j == 5 ? 0.0f : (float)log1p(x);
 
         CU_ASSERT_EQUAL(num[j], want);
         CU_ASSERT_EQUAL(num[13 + j], 0.0f);
@@ -129,6 +136,16 @@ static void test_criteo_parse(void)
     }
     CU_ASSERT_EQUAL(cat[52], want_id(0, 0x68fd1e64u, 0, dim));
     CU_ASSERT_EQUAL(cat[53], want_id(1, 0, 1, dim));
+    wk_ctr_close(c);
+    /* a power-of-two input_dim (the reader masks): the rule's ids */
+    o.input_dim = 1u << 23;
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(write_file("a.tsv", text), &o, &c),
+                          HC_OK);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_read(c, 0, 4, label, num, cat, &n), HC_OK);
+    for (int j = 0; j < 26; j++)
+        CU_ASSERT_EQUAL(cat[j], want_id(j, 0x01000193u * (unsigned)(j + 1),
+                                        j == 3, 1u << 23));
+    CU_ASSERT_EQUAL(cat[52], want_id(0, 0x68fd1e64u, 0, 1u << 23));
     wk_ctr_close(c);
 }
 
@@ -588,6 +605,17 @@ static void test_refusals(void)
         { WK_CTR_CRITEO, "0\t\t\t\t\t\t\t\t\t\t\t\t\t\tabc\t\t\t\t\t\t\t"
           "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n",
           "x.txt:2: C1 is not 8 hex digits: 'abc'" },
+        /* bytes 0x89 (a tab with the high bit set: "É" in UTF-8, 0xC3
+         * 0x89) are no tabs: the field count is right, the field bad */
+        { WK_CTR_CRITEO, "0\t\t\t\t\t\t\t\t\t\t\t\t\t\t\xc3\x89\xc3\x89"
+          "\xc3\x89\xc3\x89\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t"
+          "\t\t\n",
+          "x.txt:2: C1 is not 8 hex digits: '\xc3\x89" },
+        /* a byte 0x08 just after a tab is no tab either (a borrow from
+         * the tab's byte into the next would make it one) */
+        { WK_CTR_CRITEO, "0\t\t\t\t\t\t\t\t\t\t\t\t\t\t\x08\x08" "000000\t\t\t"
+          "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n",
+          "x.txt:2: C1 is not 8 hex digits" },
         { WK_CTR_LIBSVM, "1 3:1 x:2\n",
           "x.txt:2: feature id is not an integer: 'x:2'" },
         { WK_CTR_LIBSVM, "1 3:1 -4:2\n",
@@ -979,6 +1007,180 @@ static void test_shuffle_key(void)
     }
 }
 
+/* The file lines of window w's positions of o's epoch into lines (W ·
+ * 1024), through its blocks and shuffle (data_ctr.h's wk_ctr_window);
+ * returns its size, or −1 when the window is not what its start and the
+ * next one's say or a line repeats or is outside the file. */
+static int window_lines(const struct wk_ctr_order *o, long long w,
+                        long long *lines)
+{
+    int64_t blocks[WK_CTR_WINDOW];
+    static int32_t perm[WK_CTR_WINDOW * WK_CTR_INDEX_EVERY];
+    static unsigned char hit[WK_CTR_WINDOW * WK_CTR_INDEX_EVERY];
+    long long start = wk_ctr_window_start(o, w);
+    int rows, nw = wk_ctr_window(o, w, blocks, perm, &rows);
+
+    if (nw < 1 || nw > WK_CTR_WINDOW ||
+        wk_ctr_window_start(o, w + 1) != start + rows)
+        return -1;
+    memset(hit, 0, sizeof hit);
+    for (int i = 0; i < rows; i++) {
+        int32_t r = perm[i];
+
+        if (r < 0 || r >= rows || hit[r]++)
+            return -1;
+        lines[i] = blocks[r / WK_CTR_INDEX_EVERY] * WK_CTR_INDEX_EVERY +
+                   r % WK_CTR_INDEX_EVERY;
+        if (lines[i] < 0 || lines[i] >= o->n_lines)
+            return -1;
+    }
+    return rows;
+}
+
+/* The reader reads what the order's arithmetic says: every position of a
+ * shuffled 40,000-line file (a partial last block, 3 windows) is the line
+ * window_lines computes. */
+static void test_order_is_read(void)
+{
+    enum { N = 40000 };
+    struct wk_ctr_opts o = { .format = WK_CTR_CRITEO,
+                             .input_dim = WK_CTR_EXACT_DIM,
+                             .shuffle = 1, .seed = 42 };
+    struct wk_ctr_order ord;
+    struct wk_ctr *c;
+    long long *read = malloc(N * sizeof *read);
+    long long *lines = malloc(WK_CTR_WINDOW * WK_CTR_INDEX_EVERY *
+                              sizeof *lines);
+    long long p = 0;
+    int bad = 0;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(read && lines);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_open(numbered_n(N), &o, &c), HC_OK);
+    CU_ASSERT_FATAL(epoch_order(c, 2, 777, read));
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_order_init(&ord, N, 42, WK_CTR_WINDOW),
+                          HC_OK);
+    wk_ctr_order_epoch(&ord, 2);
+    for (long long w = 0; p < N && !bad; w++) {
+        int rows = window_lines(&ord, w, lines);
+
+        bad += rows < 1;
+        for (int i = 0; i < rows; i++)
+            bad += lines[i] != read[p++];
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(p, N);
+    wk_ctr_order_free(&ord);
+    wk_ctr_close(c);
+    free(read);
+    free(lines);
+}
+
+/* Files past 2^32 lines, as numbers (no such file is written): the order
+ * of N = 2^32 + 1000 lines (2^22 + 1 blocks, the last of 1,000 lines)
+ * puts every block once; its windows start where their blocks' lines
+ * add up to, the last ends at N; sampled windows — the first, the one
+ * holding the partial block, the last, positions past 2^32 — hold each
+ * of their lines once, all below N; the next epoch's order differs. The
+ * split of 2^40 + 3 lines over 7 workers covers them with parts whose
+ * batches of 1 pass 2^31; batch indices past 2^31 read nothing. */
+static void test_order_past_2_32(void)
+{
+    const long long N = (1ll << 32) + 1000, nb = (N + 1023) / 1024;
+    const long long n_win = (nb + WK_CTR_WINDOW - 1) / WK_CTR_WINDOW;
+    struct wk_ctr_order o;
+    unsigned char *seen = calloc((size_t)(nb + 7) / 8, 1);
+    long long *lines = malloc(WK_CTR_WINDOW * WK_CTR_INDEX_EVERY *
+                              sizeof *lines);
+    long long part_w = -1, at = 0, first, count, next = 0, sum = 0;
+    int64_t b0[64];
+    int bad = 0, differ = 0;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seen && lines);
+    CU_ASSERT_EQUAL_FATAL(wk_ctr_order_init(&o, N, 7, WK_CTR_WINDOW), HC_OK);
+    wk_ctr_order_epoch(&o, 3);
+    for (long long i = 0; i < nb; i++) {
+        int64_t b = o.bperm[i];
+
+        bad += b < 0 || b >= nb || (seen[b / 8] >> (b % 8) & 1);
+        if (b >= 0 && b < nb)
+            seen[b / 8] |= (unsigned char)(1u << (b % 8));
+        if (b == nb - 1)
+            part_w = i / WK_CTR_WINDOW;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(o.part_at >= 0, 1);
+    CU_ASSERT_EQUAL(part_w, o.part_at / WK_CTR_WINDOW);
+    /* each window's start: the lines of the blocks before it */
+    for (long long w = 0; w < n_win && !bad; w++) {
+        bad += wk_ctr_window_start(&o, w) != at;
+        for (long long i = w * WK_CTR_WINDOW;
+             i < (w + 1) * WK_CTR_WINDOW && i < nb; i++)
+            at += o.bperm[i] == nb - 1 ? 1000 : 1024;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(at, N);
+    CU_ASSERT_EQUAL(wk_ctr_window_start(&o, n_win), N);
+    CU_ASSERT_EQUAL(wk_ctr_window_of(&o, N - 1), n_win - 1);
+    {
+        const long long ws[] = { 0, part_w, n_win - 1,
+                                 wk_ctr_window_of(&o, (1ll << 32) + 5),
+                                 wk_ctr_window_of(&o, 3000000000ll) };
+
+        for (size_t t = 0; t < sizeof ws / sizeof ws[0]; t++) {
+            long long s0 = wk_ctr_window_start(&o, ws[t]);
+            long long s1 = wk_ctr_window_start(&o, ws[t] + 1);
+
+            CU_ASSERT_EQUAL(window_lines(&o, ws[t], lines), s1 - s0);
+            CU_ASSERT_EQUAL(wk_ctr_window_of(&o, s0), ws[t]);
+            CU_ASSERT_EQUAL(wk_ctr_window_of(&o, s1 - 1), ws[t]);
+        }
+    }
+    memcpy(b0, o.bperm, sizeof b0);
+    wk_ctr_order_epoch(&o, 4);
+    for (int i = 0; i < 64; i++)
+        differ += o.bperm[i] != b0[i];
+    CU_ASSERT(differ > 32);
+    wk_ctr_order_free(&o);
+    CU_ASSERT_EQUAL(wk_ctr_order_init(&o, (1ll << 62) + 1, 7, 16),
+                    HC_ERR_INVAL);
+    wk_ctr_order_free(&o);
+
+    /* the split of 2^40 + 3 lines over 7 workers */
+    for (int k = 0; k < 7; k++) {
+        CU_ASSERT_EQUAL(wk_ctr_split((1ll << 40) + 3, 7, k, "big", &first,
+                                     &count), HC_OK);
+        CU_ASSERT_EQUAL(first, next);
+        CU_ASSERT(count == ((1ll << 40) + 3) / 7 ||
+                  count == ((1ll << 40) + 3) / 7 + 1);
+        CU_ASSERT(wk_ctr_batches_of(count, 1) > 2147483647ll);
+        CU_ASSERT_EQUAL(wk_ctr_batches_of(count, 512), (count + 511) / 512);
+        next = first + count;
+        sum += count;
+    }
+    CU_ASSERT_EQUAL(sum, (1ll << 40) + 3);
+    CU_ASSERT_EQUAL(wk_ctr_split(5, 6, 0, "big", &first, &count),
+                    HC_ERR_INVAL);
+    CU_ASSERT_EQUAL(wk_ctr_split(0, 1, 0, "big", &first, &count),
+                    HC_ERR_INVAL);
+    {
+        struct wk_ctr_opts op = { .format = WK_CTR_CRITEO,
+                                  .input_dim = WK_CTR_EXACT_DIM,
+                                  .shuffle = 1, .seed = 1 };
+        struct wk_ctr *c;
+        float label[1], num[13];
+        int64_t cat[26];
+        int got = -1;
+
+        CU_ASSERT_EQUAL_FATAL(wk_ctr_open(numbered_n(700), &op, &c), HC_OK);
+        CU_ASSERT_EQUAL(wk_ctr_batch(c, 1, 0, 0, 1ll << 40, 1 << 30, label,
+                                     num, cat, &got), HC_OK);
+        CU_ASSERT_EQUAL(got, 0);
+        wk_ctr_close(c);
+    }
+    free(seen);
+    free(lines);
+}
+
 static int suite_init(void)
 {
     hp_tmpdir(tmp, sizeof tmp);
@@ -1001,6 +1203,10 @@ void hp_test_register(void)
     CU_add_test(s, "a batch read out of order equals it in order",
                 test_resume);
     CU_add_test(s, "the shuffled epoch order", test_shuffle_order);
+    CU_add_test(s, "the reader reads the order's arithmetic",
+                test_order_is_read);
+    CU_add_test(s, "order and split past 2^32 lines, as numbers",
+                test_order_past_2_32);
     CU_add_test(s, "a wide file shuffled in windows of one block",
                 test_shuffle_wide);
     CU_add_test(s, "the model's shuffle switch", test_shuffle_key);

@@ -304,8 +304,11 @@ static double mean_loss(struct wk_net *net, const float *params,
     return sum / B;
 }
 
-/* The rows' gradients against central differences, pooled one way. */
-static void check_grad(const char *pool)
+/* The rows' gradients against central differences, pooled one way, the
+ * numeric input concatenated after the pooled rows or (numeric_first)
+ * before them: the first dense layer then computes only the columns of
+ * its input's gradient past the numeric ones (nn_dense.c). */
+static void check_grad(const char *pool, int numeric_first)
 {
     char text[1024], buf[1024];
     struct wk_backend *be = nr_cpu();
@@ -322,12 +325,14 @@ static void check_grad(const char *pool)
              "'dtype': 'int64'}, {'name': 'numeric', 'shape': [%d]}], "
              "'layers': [{'type': 'embedding', 'input_dim': 1099511627777, "
              "'output_dim': %d, 'inputs': 'categorical'}, {'type': '%s'}, "
-             "{'type': 'concatenate', 'inputs': ['%s', 'numeric']}, "
+             "{'type': 'concatenate', 'inputs': [%s%s%s]}, "
              "{'type': 'dense', 'units': 6, 'activation': 'tanh'}, "
              "{'type': 'dense', 'units': 1}], 'loss': 'mse', "
              "'optimizer': 'sgd'}", NF, NX, DIM, pool,
+             numeric_first ? "'numeric', '" : "'",
              !strcmp(pool, "flatten") ? "flatten" : "global_average_"
-                                                    "pooling1d");
+                                                    "pooling1d",
+             numeric_first ? "'" : "', 'numeric'");
     dq(text, buf, sizeof buf);
     if (hc_model_parse(buf, strlen(buf), pool, ma) != HC_OK)
         printf("\n  %s\n", hc_err_msg());
@@ -393,12 +398,14 @@ static void check_grad(const char *pool)
 
 static void test_grad_flatten(void)
 {
-    check_grad("flatten");
+    check_grad("flatten", 0);
+    check_grad("flatten", 1);
 }
 
 static void test_grad_pooled(void)
 {
-    check_grad("globalavgpool1d");
+    check_grad("globalavgpool1d", 0);
+    check_grad("globalavgpool1d", 1);
 }
 
 /* Forward: the output is each position's row, exactly, in the batch's
