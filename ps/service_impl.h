@@ -213,7 +213,8 @@ void service_metrics_init(struct ps_service *s);
  * bytes in and out. Without s->mu. */
 void service_metrics_request(struct ps_service *s, int payload_case,
                              size_t in, size_t out, double seconds);
-/* A PullRows or PushRows served: its unique rows and sparse bytes (8 an
+/* A PullRows or PushRows served, or a Push's rows (Push.rows_grad: as
+ * pushed, rows_pull: as pulled): its unique rows and sparse bytes (8 an
  * id, 4 a float of a row). */
 void service_metrics_rows(struct ps_service *s, const struct hc_wire_msg *in);
 /* A request refused with `code` (the reason label). */

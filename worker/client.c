@@ -517,7 +517,8 @@ int pc_set_model(struct pc_client *c, const struct hc_model *m,
         p->blocks = calloc(n + 1, sizeof *p->blocks);
         p->ranges = calloc(n + 1, sizeof *p->ranges);
         p->range_ptrs = calloc(n + 1, sizeof *p->range_ptrs);
-        p->src = calloc(n + 1, sizeof *p->src);
+        /* Room for a step's rows after the blocks (client_step.c). */
+        p->src = calloc(n + 1 + 3 * HC_WIRE_MAX_TABLES, sizeof *p->src);
         p->part_at = calloc((size_t)c->lanes + 1, sizeof *p->part_at);
         if (!p->blocks || !p->ranges || !p->range_ptrs || !p->src ||
             !p->part_at)
@@ -643,10 +644,12 @@ void pc_close(struct pc_client *c)
     heartbeat_stop(c);
     if (c->rpc)
         hc_rpc_client_close(c->rpc);
-    for (i = 0; c->rowmaps && i < (int)HC_WIRE_MAX_TABLES; i++)
-        hc_rowmap_free(&c->rowmaps[i]);
-    free(c->rowmaps);
-    free(c->rows_buf);
+    for (int k = 0; k < 2; k++) {
+        for (i = 0; c->rowmaps[k] && i < (int)HC_WIRE_MAX_TABLES; i++)
+            hc_rowmap_free(&c->rowmaps[k][i]);
+        free(c->rowmaps[k]);
+        free(c->rows_buf[k]);
+    }
     hc_fanout_close(c->fan);
     free(c->piece_rv);
     free(c->piece_why);

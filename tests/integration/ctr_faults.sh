@@ -43,12 +43,13 @@ start_ps() {
     track $!
 }
 # start_worker I: worker:I of $D (log appended), its pid in $wI, with
-# $WFLAGS. Each step stretched 16x (--slowdown) so the kills land mid-run.
+# $WFLAGS. Each step stretched $SLOW times (--slowdown, 16 unless set) so
+# the kills land mid-run.
 start_worker() {
     # shellcheck disable=SC2086
     "$BIN/hetps-worker" --cluster "$D/cluster.json" --task worker:$1 \
         --model "$T/cat.json" --data "criteo:$T/train.tsv" --no-eval \
-        --slowdown 16 ${WFLAGS:-} >> "$D/w$1.log" 2>&1 &
+        --slowdown ${SLOW:-16} ${WFLAGS:-} >> "$D/w$1.log" 2>&1 &
     eval "w$1=\$!"
     track $!
 }
@@ -162,7 +163,10 @@ job async_partial async partial 250
 grep -q "worker:1's push of epoch 1 batch [1-9][0-9]* was applied here before its process restarted" "$T/async_partial/ps-0.log" ||
     { tail "$T/async_partial/ps-0.log"; fail "async: ps:0 never answered worker:1's repeated step without applying it"; }
 ok "async: step counts exact through shard kills, a worker's restart and a step that reached one shard of two"
-WFLAGS=--overlap
+# --overlap hides the exchange (one request a step) behind a compute of
+# tens of microseconds: at 16x a worker's 125 steps took 0.12 s, and the
+# job could end before the worker's kill; 250x makes them last seconds.
+WFLAGS=--overlap SLOW=250
 job async_overlap_shards async shards 250
 job async_overlap_worker async worker 250
 grep -q "push-and-pull not hidden by computing (--overlap)" "$T/async_overlap_shards/w0.log" ||
