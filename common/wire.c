@@ -496,6 +496,28 @@ static int check_push_rows(const Hetps__Envelope *env)
 
     if (p->n_rows_grad == 0 && p->n_rows_pull == 0)
         return HC_OK;
+    if (p->n_rows_grad > HC_WIRE_MAX_TABLES ||
+        p->n_rows_pull > HC_WIRE_MAX_TABLES)
+        return hc_err_set(HC_ERR_LIMIT, "push rows_%s names %zu tables; 1 "
+                          "to %u", p->n_rows_grad > HC_WIRE_MAX_TABLES
+                                       ? "grad" : "pull",
+                          p->n_rows_grad > HC_WIRE_MAX_TABLES
+                              ? p->n_rows_grad : p->n_rows_pull,
+                          HC_WIRE_MAX_TABLES);
+    /* Every table has its tensors (no n of 0), so that the dense ones
+     * are told from the rows' by count (hc_wire_push_dense). */
+    for (size_t k = 0; k < p->n_rows_grad + p->n_rows_pull; k++) {
+        const Hetps__RowsRef *r = k < p->n_rows_grad
+                                      ? p->rows_grad[k]
+                                      : p->rows_pull[k - p->n_rows_grad];
+
+        if (r->n == 0)
+            return hc_err_set(HC_ERR_LIMIT, "push rows_%s: rows of variable "
+                              "%u: 0 ids; a push's rows carry at least one "
+                              "id a table", k < p->n_rows_grad ? "grad"
+                                                               : "pull",
+                              r->key);
+    }
     if (p->has_parts && p->parts > 1)
         return hc_err_set(HC_ERR_PROTO, "push part %u of %u carries rows "
                           "(rows_grad, rows_pull): rows ride only on a push "

@@ -16,7 +16,9 @@
 #include "err.h"
 #include "service_impl.h"
 
-static const char *const kinds[4] = { "push", "pull", "heartbeat", "other" };
+static const char *const kinds[SVC_KINDS] = { "push", "pull", "heartbeat",
+                                              "pull_rows", "push_rows",
+                                              "other" };
 
 static int kind_of(int pc)
 {
@@ -24,7 +26,9 @@ static int kind_of(int pc)
     case HETPS__ENVELOPE__PAYLOAD_PUSH: return 0;
     case HETPS__ENVELOPE__PAYLOAD_PULL: return 1;
     case HETPS__ENVELOPE__PAYLOAD_HEARTBEAT: return 2;
-    default: return 3;
+    case HETPS__ENVELOPE__PAYLOAD_PULL_ROWS: return 3;
+    case HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS: return 4;
+    default: return 5;
     }
 }
 
@@ -122,7 +126,7 @@ void service_metrics_init(struct ps_service *s)
 
     if (!m)
         return;
-    for (k = 0; k < 4; k++) {
+    for (k = 0; k < SVC_KINDS; k++) {
         snprintf(l, sizeof l, "shard=\"%d\",type=\"%s\"", s->conf.shard,
                  kinds[k]);
         s->met.requests[k] = hc_metric(m, HC_COUNTER, "hetps_requests_total",
