@@ -128,7 +128,10 @@ int pc_push_rows(struct pc_client *c, const struct pc_rows *t,
 /* The bytes on the wire of every pc_pull_rows (push 0) or pc_push_rows
  * (push 1) answered so far: the requests sent and the replies received,
  * whole messages (protobuf header, ids, rows and their checksums; not the
- * transport's framing), each request counted once even when re-sent. */
+ * transport's framing), each request counted once even when re-sent; and
+ * of the rows riding on a step's push-and-pull (pc_grad.rows,
+ * pc_step.pull_rows), their share of its messages: their tensors and
+ * their RowsRefs and TensorRefs in the header. */
 void pc_rows_wire(const struct pc_client *c, int push, uint64_t *sent,
                   uint64_t *received);
 

@@ -108,8 +108,9 @@ void wk_tables_sent(struct wk_tables *t);
 
 /* The taken push's rows (wk_tables_take) for the step's own push-and-pull
  * instead of wk_tables_send: *rows (n tables, owned by t, valid until
- * _sent) their per-position gradients, as pc_grad.rows takes them (its
- * samples the taken push's). Any one thread, as wk_tables_send. Errors:
+ * _sent) each table's unique ids and their gradients, as pc_grad.rows
+ * takes them (the samples: the taken push's, which the caller gives as
+ * pc_grad.samples). Any one thread, as wk_tables_send. Errors:
  * HC_ERR_INVAL (nothing taken). */
 int wk_tables_step_push(struct wk_tables *t, const struct pc_rows **rows,
                         size_t *n);
@@ -128,9 +129,10 @@ int wk_tables_push(struct wk_tables *t, uint32_t samples);
 /* What travelled since opening, for the logs: pulls and pushes made,
  * rows (unique ids) in them, and their bytes on the wire beyond the
  * headers (an id's 8 bytes and its row's dim floats each way); and the
- * whole messages of the client's rows calls, both ways (pc_rows_wire:
- * headers and checksums included, evaluation's pulls too, the twin's
- * pulls ahead too); and the last push's step alone, for the summaries:
+ * client's rows on the wire, both ways (pc_rows_wire: a rows call's
+ * whole messages, headers and checksums included, evaluation's pulls
+ * too; the rows riding on a step's push-and-pull, their share of its
+ * messages); and the last push's step alone, for the summaries:
  * its unique rows, its pull's bytes and its own. pulls_ahead: of the
  * pulls, those pulled ahead in a step's exchange and used. */
 struct wk_tables_stats {

@@ -22,9 +22,9 @@
 #     (2 × 4,000 / 32 = 250) — one step a worker's step, its rows and its
 #     dense push together —: nothing applied twice, nothing skipped.
 #   async --overlap: the shard kills and the worker's restart again with
-#     each worker's exchange on a thread while it computes (its rows push,
-#     dense push-and-pull and the rows two batches ahead): step counts
-#     exact as well.
+#     each worker's exchange on a thread while it computes (one request a
+#     shard: its rows' gradients, the dense push-and-pull and the rows two
+#     batches ahead), each step stretched 250x: step counts exact as well.
 . "$(dirname "$0")/lib.inc"
 pick_ports
 GEN=$B/tools/ctrgen
