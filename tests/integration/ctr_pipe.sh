@@ -2,7 +2,8 @@
 # ctr_pipe.sh — a click-through step's exchanges in flight at once (issue
 # #40): 2 shards and 2 workers train one epoch of an embedding model on a
 # generated Criteo file (16,000 lines, tests/tools/ctrgen), in async, in
-# ssp (staleness 2) and in async with --overlap. In each:
+# ssp (staleness 2), in async with --overlap and in async with each
+# step's dense push in parts (--part-size 4K). In each:
 #   - every batch's rows but the epoch's first are pulled ahead, beside
 #     the step before's dense push-and-pull (--overlap: two steps before,
 #     on the exchange thread): each worker's "tables:" line counts
@@ -19,7 +20,11 @@
 #     plus, with --overlap, each worker's second batch of the epoch
 #     (pulled before its first exchange): a step that sent its rows push
 #     or its rows pull as a request of its own counts 250 more of one or
-#     the other;
+#     the other. A step in parts sends them so (its rows pushed before
+#     the parts, held for them, and pulled after them): there each shard
+#     counts more pushes than steps (the parts), 250 push_rows and the
+#     forwards' pull_rows plus 248 (every step's but each worker's
+#     last);
 #   - the chief's final test AUC and loss are finite and the AUC above
 #     0.6; --overlap's (its rows and dense values one step staler) within
 #     0.02 of async's.
@@ -31,14 +36,20 @@ $GEN --seed 5 --train-rows 16000 --test-rows 4000 --vocab 1000 \
     "$T/train.tsv" "$T/test.tsv" > /dev/null || fail "ctrgen failed"
 ctr_cat_model "$T/cat.json" 64
 sed -i 's/"epochs": 1}/"epochs": 1, "metrics": ["AUC"]}/' "$T/cat.json"
+# The same with a Dense 64 before the Dense 16: a shard holds the two
+# kernels' smaller with the biases, over 4 KiB in more than one block,
+# so --part-size 4K cuts its step in parts.
+sed 's/{"type": "dense", "units": 16/{"type": "dense", "units": 64, "activation": "relu"}, &/' \
+    "$T/cat.json" > "$T/cat64.json"
 
 # job NAME MODE [WORKER FLAGS]: one epoch in $T/NAME on ports from
-# PORT + OFF (the shards' /metrics on the next job's, free until it
-# starts); the chief's final AUC into $auc. $EARLY: rows pulls each
-# worker makes outside its forwards and its steps (--overlap: 1).
+# PORT + OFF (0 and 4 in turn; the shards' /metrics on PORT + 8 and 9);
+# the chief's final AUC into $auc. $EARLY: rows pulls each worker makes
+# outside its forwards and its steps (--overlap: 1); $PARTS 1: a step in
+# parts (its rows as requests of their own); $MODEL: $T/MODEL.json (cat).
 OFF=0
 job() {
-    name=$1 mode=$2 D="$T/$1" MP=$((PORT + (OFF + 4) % 12))
+    name=$1 mode=$2 D="$T/$1" MP=$((PORT + 8))
     shift 2
     mkdir -p "$D"
     cat > "$D/cluster.json" <<JSON
@@ -46,7 +57,7 @@ job() {
                "worker": ["127.0.0.1:$((PORT + OFF + 2))", "127.0.0.1:$((PORT + OFF + 3))"] },
   "hetps": { "mode": "$mode" } }
 JSON
-    OFF=$((OFF + 4))
+    OFF=$((4 - OFF))
     for j in 0 1; do
         "$BIN/hetps-ps" --cluster "$D/cluster.json" --task ps:$j \
             --metrics-addr 127.0.0.1:$((MP + j)) \
@@ -57,7 +68,7 @@ JSON
     wait_for 10 "$BIN/hetps" status "$D/cluster.json" || fail "$name: the shards did not start"
     for i in 0 1; do
         "$BIN/hetps-worker" --cluster "$D/cluster.json" --task worker:$i \
-            --model "$T/cat.json" --data "criteo:$T/train.tsv" \
+            --model "$T/${MODEL:-cat}.json" --data "criteo:$T/train.tsv" \
             --validation-data "criteo:$T/test.tsv" "$@" > "$D/w$i.log" 2>&1 &
         eval "w$i=\$!"
         track $!
@@ -85,18 +96,23 @@ JSON
         [ "$i" = 0 ] && own=$((own + pulls - steps))
     done
     # One request per shard a step: its pushes, and rows requests only
-    # where a forward pulled for itself.
+    # where a forward pulled for itself; in parts, the rows apart.
     for j in 0 1; do
         m="$D/m-$j.txt"
         pushes=$(requests push "$m") prows=$(requests push_rows "$m") lrows=$(requests pull_rows "$m")
-        [ "$pushes" = 250 ] && [ "$prows" = 0 ] && [ "$lrows" = "$own" ] ||
-            fail "$name: ps:$j served $pushes pushes, $prows push_rows, $lrows pull_rows; a step of one request each: 250, 0 and the forwards' own $own"
+        if [ "${PARTS:-0}" = 1 ]; then
+            [ "$pushes" -gt 250 ] && [ "$prows" = 250 ] && [ "$lrows" = $((own + 248)) ] ||
+                fail "$name: ps:$j served $pushes pushes, $prows push_rows, $lrows pull_rows; steps in parts: over 250, 250 and $((own + 248))"
+        else
+            [ "$pushes" = 250 ] && [ "$prows" = 0 ] && [ "$lrows" = "$own" ] ||
+                fail "$name: ps:$j served $pushes pushes, $prows push_rows, $lrows pull_rows; a step of one request each: 250, 0 and the forwards' own $own"
+        fi
     done
     auc=$(sed -n 's/.*Final weights.*val_auc: \([0-9.]*\).*/\1/p' "$D/w0.log")
     loss=$(sed -n 's/.*Final weights.*val_loss: \([0-9.]*\).*/\1/p' "$D/w0.log")
     [ -n "$auc" ] && [ -n "$loss" ] || { tail -5 "$D/w0.log"; fail "$name: no finite final AUC and loss"; }
     awk -v a="$auc" 'BEGIN { exit !(a > 0.6) }' || fail "$name: final AUC $auc"
-    ok "$name: 250 steps on each shard, one request each; 124 of each worker's 125 batches' rows pulled ahead; AUC $auc, loss $loss"
+    ok "$name: 250 steps on each shard, $([ "${PARTS:-0}" = 1 ] && echo "in parts, the rows apart" || echo "one request each"); 124 of each worker's 125 batches' rows pulled ahead; AUC $auc, loss $loss"
 }
 
 # get_metrics URL: its body; requests TYPE FILE: the shard's requests of
@@ -113,3 +129,6 @@ grep -q "push-and-pull not hidden by computing (--overlap)" "$T/overlap/w0.log" 
 awk -v a="$auc" -v b="$base" 'BEGIN { d = a - b; exit !(d < 0.02 && d > -0.02) }' ||
     fail "--overlap's AUC $auc is not within 0.02 of async's $base"
 ok "--overlap with tables: AUC $auc against $base without"
+EARLY=0 PARTS=1 MODEL=cat64 job parts async --part-size 4K
+grep -q "each step moves in [0-9]* parts" "$T/parts/w0.log" ||
+    { grep -i part "$T/parts/w0.log"; fail "parts: the worker did not step in parts"; }
