@@ -122,14 +122,16 @@ static void done(struct hc_wire_msg *out, nng_msg *keep)
         nng_msg_free(keep);
 }
 
-/* The chief's create with SGD at LR, or with `optim` (NULL: none) when
- * `own` is set. */
+/* The chief's create of "dense/w" (N) with SGD at LR, or with `optim`
+ * (NULL: none) when `own` is set; and `table` (NULL: none), variable 1. */
 static int create_with(struct fx *f, const float *init, int own,
-                       Hetps__OptimizerSettings *optim_in)
+                       Hetps__OptimizerSettings *optim_in,
+                       Hetps__VariableDef *table)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__CreateVariables cv = HETPS__CREATE_VARIABLES__INIT;
-    Hetps__VariableDef def = HETPS__VARIABLE_DEF__INIT, *defs[1] = { &def };
+    Hetps__VariableDef def = HETPS__VARIABLE_DEF__INIT;
+    Hetps__VariableDef *defs[2] = { &def, table };
     uint32_t shape[1] = { N };
     Hetps__OptimizerSettings optim = HETPS__OPTIMIZER_SETTINGS__INIT;
     struct hc_wire_msg out;
@@ -139,10 +141,12 @@ static int create_with(struct fx *f, const float *init, int own,
     def.name = "dense/w";
     def.n_shape = 1;
     def.shape = shape;
-    cv.n_vars = 1;
+    cv.n_vars = table ? 2 : 1;
     cv.vars = defs;
     cv.block_elems = BLOCK;
     cv.signature = 0xabcdefull;
+    cv.has_seed = table != NULL;
+    cv.seed = 7;
     optim.type = HETPS__OPTIMIZER_TYPE__OPTIMIZER_SGD;
     optim.learning_rate = LR;
     cv.optimizer = own ? optim_in : &optim;
@@ -158,7 +162,7 @@ static int create_with(struct fx *f, const float *init, int own,
 
 static int create(struct fx *f, const float *init)
 {
-    return create_with(f, init, 0, NULL);
+    return create_with(f, init, 0, NULL, NULL);
 }
 
 /* Pull every block into values[N]; *version the shard's. */
@@ -259,48 +263,24 @@ static void test_create_pull_push(void)
 
 #define TABLE_ROWS 1000u        /* variable 1: a table of rows of 2 */
 
-/* The chief's create of "dense/w" (N, SGD at LR) and the table "emb/t"
- * (TABLE_ROWS rows of 2, every row 1.0 until written). */
+/* The chief's create of "dense/w" (N, SGD at LR) and the table "emb/t",
+ * variable 1 (TABLE_ROWS rows of 2, every row 1.0 until written). */
 static int create_table(struct fx *f, const float *init)
 {
-    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
-    Hetps__CreateVariables cv = HETPS__CREATE_VARIABLES__INIT;
-    Hetps__VariableDef w = HETPS__VARIABLE_DEF__INIT;
-    Hetps__VariableDef t = HETPS__VARIABLE_DEF__INIT, *defs[2] = { &w, &t };
+    Hetps__VariableDef t = HETPS__VARIABLE_DEF__INIT;
     Hetps__TableInit ti = HETPS__TABLE_INIT__INIT;
-    Hetps__OptimizerSettings optim = HETPS__OPTIMIZER_SETTINGS__INIT;
-    uint32_t shape_w[1] = { N }, shape_t[1] = { 2 };
-    struct hc_wire_msg out;
-    nng_msg *keep;
-    int rv;
+    uint32_t shape[1] = { 2 };
 
-    w.name = "dense/w";
-    w.n_shape = 1;
-    w.shape = shape_w;
     t.name = "emb/t";
     t.n_shape = 1;
-    t.shape = shape_t;
+    t.shape = shape;
     t.has_table_rows = 1;
     t.table_rows = TABLE_ROWS;
     ti.kind = HC_INIT_CONSTANT;
     ti.has_a = 1;
     ti.a = 1.0f;
     t.table_init = &ti;
-    cv.n_vars = 2;
-    cv.vars = defs;
-    cv.block_elems = BLOCK;
-    cv.signature = 0xabcdefull;
-    cv.has_seed = 1;
-    cv.seed = 7;
-    optim.type = HETPS__OPTIMIZER_TYPE__OPTIMIZER_SGD;
-    optim.learning_rate = LR;
-    cv.optimizer = &optim;
-    hc_wire_init_env(&env, &worker0, f->next_id++);
-    env.payload_case = HETPS__ENVELOPE__PAYLOAD_CREATE;
-    env.create = &cv;
-    rv = serve(f, &env, init, &out, &keep);
-    done(&out, keep);
-    return rv;
+    return create_with(f, init, 0, NULL, &t);
 }
 
 /* A push of the dense blocks of `grad` (NULL: none) with the rows'
@@ -556,16 +536,16 @@ static void test_refused(void)
     {
         Hetps__OptimizerSettings o = HETPS__OPTIMIZER_SETTINGS__INIT;
 
-        CU_ASSERT_EQUAL(create_with(&f, init, 1, NULL), HC_ERR_PROTO);
+        CU_ASSERT_EQUAL(create_with(&f, init, 1, NULL, NULL), HC_ERR_PROTO);
         CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "no optimizer settings"));
         o.type = HETPS__OPTIMIZER_TYPE__OPTIMIZER_SGD;
         o.learning_rate = 1e9f;
-        CU_ASSERT_EQUAL(create_with(&f, init, 1, &o), HC_ERR_PROTO);
+        CU_ASSERT_EQUAL(create_with(&f, init, 1, &o, NULL), HC_ERR_PROTO);
         CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "create: optimizer: "
                                       "learning_rate 1e+09 is out of range"));
         o.type = HETPS__OPTIMIZER_TYPE__OPTIMIZER_ADAM;
         o.learning_rate = 0.1f;
-        CU_ASSERT_EQUAL(create_with(&f, init, 1, &o), HC_ERR_PROTO);
+        CU_ASSERT_EQUAL(create_with(&f, init, 1, &o, NULL), HC_ERR_PROTO);
         CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "lack beta_1"));
         CU_ASSERT_EQUAL(ps_shard_block_elems(f.sh), 0);  /* nothing made */
     }
