@@ -226,14 +226,9 @@ int pc_join(struct pc_client *c, const char *devices)
             v->joined = 1;
             v->incarnation = jr->shard_incarnation;
             v->version = jr->has_version ? jr->version : 0;
-            if (jr->has_epoch && jr->has_batches &&
-                (!c->have_place || jr->epoch < c->place_epoch ||
-                 (jr->epoch == c->place_epoch &&
-                  jr->batches < c->place_batches))) {
-                c->have_place = 1;
-                c->place_epoch = jr->epoch;
-                c->place_batches = jr->batches;
-            }
+            v->has_place = jr->has_epoch && jr->has_batches;
+            v->epoch = jr->epoch;
+            v->batches = jr->batches;
             v->members[0] = '\0';
             for (k = 0; k < jr->n_members && len < sizeof v->members; k++)
                 len += (size_t)snprintf(v->members + len,
@@ -247,12 +242,43 @@ int pc_join(struct pc_client *c, const char *devices)
     return rv;
 }
 
+/* Whether this worker's steps reach shard i: it holds a block of the
+ * model, or rows of its tables (every shard does). Unknown before the
+ * model is set: yes. */
+static int pushed_to(const struct pc_client *c, int i)
+{
+    if (!c->have_layout || c->plan[i].n_blocks > 0)
+        return 1;
+    for (int v = 0; v < c->model->n_vars; v++)
+        if (c->model->vars[v].table_rows)
+            return 1;
+    return 0;
+}
+
 int pc_place(const struct pc_client *c, uint32_t *epoch, uint32_t *batches)
 {
-    if (!c->have_place)
+    int any = 0, i;
+
+    *epoch = *batches = 0;
+    for (i = 0; i < c->n; i++)
+        any |= c->view[i].has_place;
+    if (!any)
         return 0;
-    *epoch = c->place_epoch;
-    *batches = c->place_batches;
+    *epoch = *batches = UINT32_MAX;
+    for (i = 0; i < c->n; i++) {
+        const struct shard_view *v = &c->view[i];
+        /* A shard this worker's steps reach that holds no place never
+         * applied one: its first step reached the others alone. */
+        uint32_t e = v->has_place ? v->epoch : 0;
+        uint32_t b = v->has_place ? v->batches : 0;
+
+        if (!v->has_place && !pushed_to(c, i))
+            continue;
+        if (e < *epoch || (e == *epoch && b < *batches)) {
+            *epoch = e;
+            *batches = b;
+        }
+    }
     return 1;
 }
 

@@ -56,7 +56,11 @@ int pc_join(struct pc_client *c, const char *devices);
  * died may have reached some shards and not others; resuming from the
  * least, the worker sends that step again, and the shards that applied
  * it already answer it without applying it twice (their record's place
- * is at or past the push's). Returns 0 when no shard holds one. */
+ * is at or past the push's). A shard the worker's steps reach (one
+ * holding a block of the model, or every shard when it has tables) that
+ * holds none counts as the start (epoch 0, no batches): the worker's
+ * first push reached the others alone. Call it after pc_set_model.
+ * Returns 0 when no shard holds one. */
 int pc_place(const struct pc_client *c, uint32_t *epoch, uint32_t *batches);
 
 /* Print what the join replies said: shards, their incarnations and the

@@ -49,6 +49,8 @@ struct shard_view {
     int joined;
     uint64_t incarnation;
     uint64_t version;
+    int has_place;              /* its join reply named this worker's */
+    uint32_t epoch, batches;    /*   place (pc_place) */
     char members[512];          /* "worker:0 joined, worker:1 joined" */
 };
 
@@ -100,8 +102,6 @@ struct pc_client {
     uint32_t store_block;       /* elements per block of the shards' stores,
                                    as join or status replies said; 0: none
                                    holds variables yet */
-    int have_place;             /* pc_join found a recorded place: */
-    uint32_t place_epoch, place_batches;
     int *errs;
     struct hc_wire_msg *dec;
 

@@ -17,7 +17,9 @@
 #     as worker:1's push reaches it (fault point push:worker1) and
 #     worker:1 is killed meanwhile, so that step reached ps:0 alone
 #     (started again, worker:1 resumes from the least place, and ps:0
-#     answers the repeated step without applying it). Each shard's step
+#     answers the repeated step without applying it); and the same at
+#     worker:1's first push (ps:1 then holds no place of worker:1's: the
+#     worker resumes from its first batch, not ps:0's place). Each shard's step
 #     count must be exactly the batches the workers' parts hold
 #     (2 × 4,000 / 32 = 250) — one step a worker's step, its rows and its
 #     dense push together —: nothing applied twice, nothing skipped.
@@ -77,7 +79,7 @@ job() {
   "hetps": { "mode": "$2" } }
 JSON
     start_ps 0
-    start_ps 1
+    if [ "$3" = first ]; then FAULT=push:worker1 start_ps 1; else start_ps 1; fi
     wait_for 10 "$BIN/hetps" status "$D/cluster.json" || fail "$name: the shards did not start"
     start_worker 0
     start_worker 1
@@ -111,6 +113,18 @@ JSON
         start_ps 1
         start_worker 1
         ok "$name: ps:1 killed by worker:1's push, worker:1 killed meanwhile, both started again" ;;
+    first)
+        # The same at worker:1's first push (the fault armed from the
+        # start): ps:1 then holds no place of worker:1's, which must not
+        # let it resume past the step ps:0 alone applied.
+        gone() { ! kill -0 $ps1 2>/dev/null; }
+        wait_for 30 gone || fail "$name: ps:1 never reached push:worker1"
+        wait $ps1 2>/dev/null
+        kill -KILL $w1 && wait $w1 2>/dev/null
+        grep -q "fault point push:worker1" "$D/ps-1.log" || fail "$name: ps:1 died elsewhere"
+        start_ps 1
+        start_worker 1
+        ok "$name: ps:1 killed by worker:1's first push, worker:1 killed meanwhile, both started again" ;;
     esac
     wait $w0 || { tail -20 "$D/w0.log"; fail "$name: worker:0 failed"; }
     wait $w1 || { tail -20 "$D/w1.log"; fail "$name: worker:1 failed"; }
@@ -166,6 +180,9 @@ grep -q "resuming where worker:1 left off" "$T/async_worker/w1.log" ||
 job async_partial async partial 250
 grep -q "worker:1's push of epoch 1 batch [1-9][0-9]* was applied here before its process restarted" "$T/async_partial/ps-0.log" ||
     { tail "$T/async_partial/ps-0.log"; fail "async: ps:0 never answered worker:1's repeated step without applying it"; }
+job async_first async first 250
+grep -q "worker:1's push of epoch 1 batch 1 was applied here before its process restarted" "$T/async_first/ps-0.log" ||
+    { tail "$T/async_first/ps-0.log"; fail "async: ps:0 never answered worker:1's repeated first step without applying it"; }
 ok "async: step counts exact through shard kills, a worker's restart and a step that reached one shard of two"
 # --overlap hides the exchange behind the compute: at 16x a worker's 125
 # steps took 0.12 s.
