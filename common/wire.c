@@ -403,45 +403,49 @@ static int check_rows_tensor(const Hetps__TensorRef *t, size_t i,
     return HC_OK;
 }
 
-/* A pull_rows (one table, its ids as the one tensor; none for n = 0) or a
- * push_rows or init_rows (each table's ids and gradients or values, two
- * tensors a table, n ≥ 1):
- * counts, dims and the tensors' shapes; the ids themselves are checked
- * with the data (check_row_ids). */
-static int check_rows(const Hetps__Envelope *env, size_t n_tables,
-                      Hetps__RowsRef *const *r, int push)
+/*
+ * Rows of one or more tables, their tensors from env->tensors[first] on:
+ * a pull_rows's (per table with ids its ids; a table of n = 0 has none) or
+ * a push_rows's (per table its ids and its gradients, n ≥ 1), `what`
+ * naming them in errors; a push's rows_pull and rows_grad are the same
+ * two with need_n (n ≥ 1 each). Counts, dims, keys once, and the tensors'
+ * shapes; *used the tensors they take. The ids themselves are checked
+ * with the data (check_row_ids).
+ */
+static int check_rows(const Hetps__Envelope *env, const char *what,
+                      size_t first, size_t n_tables,
+                      Hetps__RowsRef *const *r, int push, int need_n,
+                      size_t *used)
 {
     size_t want = 0;
     int rv;
 
     if (n_tables == 0 || n_tables > HC_WIRE_MAX_TABLES)
-        return hc_err_set(HC_ERR_LIMIT, "%s names %zu tables; 1 to %u",
-                          hc_wire_payload_name(env->payload_case), n_tables,
-                          HC_WIRE_MAX_TABLES);
+        return hc_err_set(HC_ERR_LIMIT, "%s names %zu tables; 1 to %u", what,
+                          n_tables, HC_WIRE_MAX_TABLES);
     for (size_t k = 0; k < n_tables; k++) {
         if (r[k]->dim == 0 || r[k]->dim > HC_WIRE_MAX_ROW_DIM)
-            return hc_err_set(HC_ERR_PROTO, "rows of variable %u have dim %u; "
-                              "1 to %u", r[k]->key, r[k]->dim,
+            return hc_err_set(HC_ERR_PROTO, "%s: rows of variable %u have "
+                              "dim %u; 1 to %u", what, r[k]->key, r[k]->dim,
                               HC_WIRE_MAX_ROW_DIM);
         if ((uint64_t)r[k]->n * r[k]->dim > HC_WIRE_MAX_TENSOR ||
-            (push && r[k]->n == 0))
-            return hc_err_set(HC_ERR_LIMIT, "rows of variable %u: %u ids of "
-                              "%u floats; %s at most %u floats", r[k]->key,
-                              r[k]->n, r[k]->dim,
-                              push ? "at least one id and" : "",
+            ((push || need_n) && r[k]->n == 0))
+            return hc_err_set(HC_ERR_LIMIT, "%s: rows of variable %u: %u ids "
+                              "of %u floats; %s at most %u floats", what,
+                              r[k]->key, r[k]->n, r[k]->dim,
+                              push || need_n ? "at least one id and" : "",
                               HC_WIRE_MAX_TENSOR);
         for (size_t j = 0; j < k; j++)
             if (r[j]->key == r[k]->key)
                 return hc_err_set(HC_ERR_PROTO, "%s names variable %u "
-                                  "twice", hc_wire_payload_name(env->payload_case),
-                                  r[k]->key);
+                                  "twice", what, r[k]->key);
         want += r[k]->n ? (push ? 2 : 1) : 0;
     }
-    if (env->n_tensors != want)
-        return hc_err_set(HC_ERR_PROTO, "%s carries %zu tensors; its tables "
-                          "need %zu", hc_wire_payload_name(env->payload_case),
-                          env->n_tensors, want);
-    for (size_t k = 0, i = 0; k < n_tables; k++) {
+    if (first > env->n_tensors || env->n_tensors - first < want)
+        return hc_err_set(HC_ERR_PROTO, "%s: the message carries %zu "
+                          "tensors; its tables need %zu from tensor %zu on",
+                          what, env->n_tensors, want, first);
+    for (size_t k = 0, i = first; k < n_tables; k++) {
         if (r[k]->n == 0)
             continue;
         if ((rv = check_rows_tensor(env->tensors[i], i, r[k],
@@ -454,6 +458,88 @@ static int check_rows(const Hetps__Envelope *env, size_t n_tables,
             return rv;
         i += push;
     }
+    *used = want;
+    return HC_OK;
+}
+
+/* A rows payload (pull_rows, push_rows): its tables take every tensor. */
+static int check_rows_payload(const Hetps__Envelope *env, size_t n_tables,
+                              Hetps__RowsRef *const *r, int push)
+{
+    const char *what = hc_wire_payload_name(env->payload_case);
+    size_t used = 0;
+    int rv = check_rows(env, what, 0, n_tables, r, push, 0, &used);
+
+    if (rv == HC_OK && used != env->n_tensors)
+        return hc_err_set(HC_ERR_PROTO, "%s carries %zu tensors; its tables "
+                          "need %zu", what, env->n_tensors, used);
+    return rv;
+}
+
+int hc_wire_push_pulls(const Hetps__Push *p)
+{
+    return p->n_ranges > 0 || p->n_rows_pull > 0;
+}
+
+size_t hc_wire_push_dense(const Hetps__Push *p, size_t n_tensors)
+{
+    size_t rows = 2 * p->n_rows_grad + p->n_rows_pull;
+
+    return n_tensors > rows ? n_tensors - rows : 0;
+}
+
+/* A push's row-sparse parts (Push.rows_grad, rows_pull), after its dense
+ * tensors: on a push of one part only, each list's tables with ids, the
+ * rows' tensors last. */
+static int check_push_rows(const Hetps__Envelope *env)
+{
+    const Hetps__Push *p = env->push;
+    size_t rows = 2 * p->n_rows_grad + p->n_rows_pull, dense, used;
+    int rv;
+
+    if (p->n_rows_grad == 0 && p->n_rows_pull == 0)
+        return HC_OK;
+    if (p->n_rows_grad > HC_WIRE_MAX_TABLES ||
+        p->n_rows_pull > HC_WIRE_MAX_TABLES)
+        return hc_err_set(HC_ERR_LIMIT, "push rows_%s names %zu tables; 1 "
+                          "to %u", p->n_rows_grad > HC_WIRE_MAX_TABLES
+                                       ? "grad" : "pull",
+                          p->n_rows_grad > HC_WIRE_MAX_TABLES
+                              ? p->n_rows_grad : p->n_rows_pull,
+                          HC_WIRE_MAX_TABLES);
+    /* Every table has its tensors (no n of 0), so that the dense ones
+     * are told from the rows' by count (hc_wire_push_dense). */
+    for (size_t k = 0; k < p->n_rows_grad + p->n_rows_pull; k++) {
+        const Hetps__RowsRef *r = k < p->n_rows_grad
+                                      ? p->rows_grad[k]
+                                      : p->rows_pull[k - p->n_rows_grad];
+
+        if (r->n == 0)
+            return hc_err_set(HC_ERR_LIMIT, "push rows_%s: rows of variable "
+                              "%u: 0 ids; a push's rows carry at least one "
+                              "id a table", k < p->n_rows_grad ? "grad"
+                                                               : "pull",
+                              r->key);
+    }
+    if (p->has_parts && p->parts > 1)
+        return hc_err_set(HC_ERR_PROTO, "push part %u of %u carries rows "
+                          "(rows_grad, rows_pull): rows ride only on a push "
+                          "of one part (a step in parts sends PushRows and "
+                          "PullRows)", p->part, p->parts);
+    if (env->n_tensors < rows)
+        return hc_err_set(HC_ERR_PROTO, "push carries %zu tensors but its "
+                          "rows (%zu tables of gradients, %zu to pull) need "
+                          "%zu", env->n_tensors, p->n_rows_grad,
+                          p->n_rows_pull, rows);
+    dense = env->n_tensors - rows;
+    if (p->n_rows_grad &&
+        (rv = check_rows(env, "push rows_grad", dense, p->n_rows_grad,
+                         p->rows_grad, 1, 1, &used)) != HC_OK)
+        return rv;
+    if (p->n_rows_pull &&
+        (rv = check_rows(env, "push rows_pull", dense + 2 * p->n_rows_grad,
+                         p->n_rows_pull, p->rows_pull, 0, 1, &used)) != HC_OK)
+        return rv;
     return HC_OK;
 }
 
@@ -500,22 +586,22 @@ static int check_payload(const Hetps__Envelope *env)
             if ((rv = check_span("range", i, r->key, r->offset, r->length)))
                 return rv;
         }
-        return HC_OK;
+        return check_push_rows(env);
     case HETPS__ENVELOPE__PAYLOAD_PULL_ROWS:
-        return check_rows(env, env->pull_rows->n_tables,
-                          env->pull_rows->tables, 0);
+        return check_rows_payload(env, env->pull_rows->n_tables,
+                                  env->pull_rows->tables, 0);
     case HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS:
         if (env->push_rows->samples == 0)
             return hc_err_set(HC_ERR_PROTO, "push_rows has samples 0; a "
                               "gradient stands for at least one sample");
-        return check_rows(env, env->push_rows->n_tables,
-                          env->push_rows->tables, 1);
+        return check_rows_payload(env, env->push_rows->n_tables,
+                                  env->push_rows->tables, 1);
     case HETPS__ENVELOPE__PAYLOAD_INIT_ROWS:
         /* No table: the chief's question, or its last word (done). */
         if (env->init_rows->n_tables == 0 && env->n_tensors == 0)
             return HC_OK;
-        return check_rows(env, env->init_rows->n_tables,
-                          env->init_rows->tables, 1);
+        return check_rows_payload(env, env->init_rows->n_tables,
+                                  env->init_rows->tables, 1);
     case HETPS__ENVELOPE__PAYLOAD_INIT_ROWS_REPLY:
         return HC_OK;
     case HETPS__ENVELOPE__PAYLOAD_ERROR:
@@ -777,6 +863,27 @@ out:
 
 /* ---- decoding ---- */
 
+/* Whether tensor i of a push, a push_rows or a pull_rows is a table's
+ * ids (two words an id, not floats). */
+static int ids_tensor(const Hetps__Envelope *env, size_t i)
+{
+    size_t dense, ng;
+
+    switch (env->payload_case) {
+    case HETPS__ENVELOPE__PAYLOAD_PULL_ROWS:
+        return 1;
+    case HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS:
+    case HETPS__ENVELOPE__PAYLOAD_INIT_ROWS:
+        return i % 2 == 0;
+    case HETPS__ENVELOPE__PAYLOAD_PUSH:
+        dense = hc_wire_push_dense(env->push, env->n_tensors);
+        ng = 2 * env->push->n_rows_grad;
+        return i >= dense && (i - dense >= ng || (i - dense) % 2 == 0);
+    default:
+        return 0;
+    }
+}
+
 /* Floats checksummed at a time by crc_and_finite: 24 KiB, small enough
  * to be read again from cache. */
 #define FINITE_CHUNK 6144u
@@ -845,14 +952,14 @@ static int check_data(const uint8_t *b, size_t len, size_t off,
         size_t bytes = (size_t)t->length * 4;
         uint32_t crc = t->crc32c, bad;
 
-        if (finite) {
+        if (finite && !ids_tensor(env, i)) {
             crc = crc_and_finite((const float *)(const void *)(b + off),
                                  t->length, &bad);
             if (bad < t->length && out->nonfinite_t == env->n_tensors) {
                 out->nonfinite_t = i;
                 out->nonfinite_e = bad;
             }
-        } else if (check_crc) {
+        } else if (check_crc || finite) {
             crc = hc_crc32c(b + off, bytes);
         }
         if (crc != t->crc32c) {
@@ -870,20 +977,26 @@ static int check_data(const uint8_t *b, size_t len, size_t off,
     return HC_OK;
 }
 
-/* The ids of a pull_rows or push_rows, in the data: each table's
- * ascending, unique and below HC_WIRE_ROW_ID_LIMIT. Frees out->data on
- * failure. */
+/* The ids of a pull_rows, a push_rows or a push's rows, in the data: each
+ * table's ascending, unique and below HC_WIRE_ROW_ID_LIMIT. Frees
+ * out->data on failure. */
 static int check_row_ids(const Hetps__Envelope *env, struct hc_wire_msg *out)
 {
-    int push = env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS ||
-               env->payload_case == HETPS__ENVELOPE__PAYLOAD_INIT_ROWS;
+    size_t i = env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH
+                   ? hc_wire_push_dense(env->push, env->n_tensors)
+                   : 0;
 
-    if (!push && env->payload_case != HETPS__ENVELOPE__PAYLOAD_PULL_ROWS)
+    if (env->payload_case != HETPS__ENVELOPE__PAYLOAD_PUSH &&
+        env->payload_case != HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS &&
+        env->payload_case != HETPS__ENVELOPE__PAYLOAD_INIT_ROWS &&
+        env->payload_case != HETPS__ENVELOPE__PAYLOAD_PULL_ROWS)
         return HC_OK;
-    for (size_t i = 0; i < env->n_tensors; i += push ? 2 : 1) {
+    for (; i < env->n_tensors; i++) {
         uint32_t n = env->tensors[i]->length / 2;
         uint64_t prev = 0;
 
+        if (!ids_tensor(env, i))
+            continue;
         for (uint32_t j = 0; j < n; j++) {
             uint64_t id = hc_wire_row_id(out->data[i], j);
 

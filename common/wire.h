@@ -168,6 +168,15 @@ int hc_wire_redecode(const void *body, size_t len, uint64_t expect_cluster,
 
 void hc_wire_msg_free(struct hc_wire_msg *m);
 
+/* A push's dense tensors (its blocks): the first n_tensors − 2·n_rows_grad
+ * − n_rows_pull; its rows' tensors follow (Push.rows_grad: ids and
+ * gradients per table, then Push.rows_pull: ids per table). */
+size_t hc_wire_push_dense(const Hetps__Push *p, size_t n_tensors);
+
+/* Whether a push asks for values back (a push-and-pull): ranges
+ * (Push.ranges) or rows (Push.rows_pull). */
+int hc_wire_push_pulls(const Hetps__Push *p);
+
 /* Id j of a rows tensor (a pull_rows' or push_rows' ids: two words an id,
  * little-endian; data only 4-byte aligned). */
 uint64_t hc_wire_row_id(const float *ids, uint32_t j);

@@ -500,6 +500,7 @@ static nng_msg *serve_worker(struct ps_service *s, const struct hc_wire_msg *in,
         if (rv != HC_OK)
             return service_error_reply(s, e->request_id,
                                        hc_wire_error_code(rv), hc_err_msg());
+        service_metrics_rows(s, in);
         if (out->push) {
             /* Applied outside s->mu: the record says it is being answered
              * (a repeat meanwhile is not applied again). */

@@ -50,6 +50,8 @@ enum member_state { M_NONE, M_JOINED, M_LEFT, M_DEAD };
 
 #define MEMBER_PIPES 4
 
+#define SVC_KINDS 6             /* request kinds /metrics counts apart */
+
 /* What the shard knows of one worker. Its pushes have one record per
  * lane (REC_PUSH + lane): a step's parts travel over several lanes, each
  * lane's requests in order. */
@@ -156,7 +158,9 @@ struct ps_service {
     struct timespec file_mtime; /* of the cluster file when last read */
     int n_active;               /* workers in the cluster file now */
     struct svc_metrics {        /* series of conf.metrics (NULL: none) */
-        struct hc_series *requests[4], *seconds[4]; /* by request kind */
+        /* by request kind: push, pull, heartbeat, pull_rows, push_rows,
+         * other (service_metrics.c) */
+        struct hc_series *requests[SVC_KINDS], *seconds[SVC_KINDS];
         struct hc_series *bytes_in, *bytes_out, *apply, *staleness;
         struct hc_series *early;    /* parts answered before the commit */
         /* row-sparse requests, [0] pulls, [1] pushes: unique rows and
@@ -213,7 +217,8 @@ void service_metrics_init(struct ps_service *s);
  * bytes in and out. Without s->mu. */
 void service_metrics_request(struct ps_service *s, int payload_case,
                              size_t in, size_t out, double seconds);
-/* A PullRows or PushRows served: its unique rows and sparse bytes (8 an
+/* A PullRows or PushRows served, or a Push's rows (Push.rows_grad: as
+ * pushed, rows_pull: as pulled): its unique rows and sparse bytes (8 an
  * id, 4 a float of a row). */
 void service_metrics_rows(struct ps_service *s, const struct hc_wire_msg *in);
 /* A request refused with `code` (the reason label). */

@@ -16,7 +16,9 @@
 #include "err.h"
 #include "service_impl.h"
 
-static const char *const kinds[4] = { "push", "pull", "heartbeat", "other" };
+static const char *const kinds[SVC_KINDS] = { "push", "pull", "heartbeat",
+                                              "pull_rows", "push_rows",
+                                              "other" };
 
 static int kind_of(int pc)
 {
@@ -24,7 +26,9 @@ static int kind_of(int pc)
     case HETPS__ENVELOPE__PAYLOAD_PUSH: return 0;
     case HETPS__ENVELOPE__PAYLOAD_PULL: return 1;
     case HETPS__ENVELOPE__PAYLOAD_HEARTBEAT: return 2;
-    default: return 3;
+    case HETPS__ENVELOPE__PAYLOAD_PULL_ROWS: return 3;
+    case HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS: return 4;
+    default: return 5;
     }
 }
 
@@ -122,7 +126,7 @@ void service_metrics_init(struct ps_service *s)
 
     if (!m)
         return;
-    for (k = 0; k < 4; k++) {
+    for (k = 0; k < SVC_KINDS; k++) {
         snprintf(l, sizeof l, "shard=\"%d\",type=\"%s\"", s->conf.shard,
                  kinds[k]);
         s->met.requests[k] = hc_metric(m, HC_COUNTER, "hetps_requests_total",
@@ -182,16 +186,13 @@ void service_metrics_init(struct ps_service *s)
     hc_metrics_on_render(m, on_render, s);
 }
 
-void service_metrics_rows(struct ps_service *s, const struct hc_wire_msg *in)
+/* Rows of tables t[0 .. n_t) pulled (push 0) or pushed (push 1). */
+static void rows_add(struct ps_service *s, int push,
+                     Hetps__RowsRef *const *t, size_t n_t)
 {
-    int push = in->env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS;
-    Hetps__RowsRef **t = push ? in->env->push_rows->tables
-                              : in->env->pull_rows->tables;
-    size_t n_t = push ? in->env->push_rows->n_tables
-                      : in->env->pull_rows->n_tables;
     double rows = 0, bytes = 0;
 
-    if (!s->conf.metrics)
+    if (n_t == 0)
         return;
     for (size_t k = 0; k < n_t; k++) {
         rows += t[k]->n;
@@ -201,6 +202,28 @@ void service_metrics_rows(struct ps_service *s, const struct hc_wire_msg *in)
     hc_series_observe(s->met.rows_per[push], rows);
     hc_series_add(s->met.sbytes[push], bytes);
     hc_series_observe(s->met.sbytes_per[push], bytes);
+}
+
+void service_metrics_rows(struct ps_service *s, const struct hc_wire_msg *in)
+{
+    const Hetps__Envelope *e = in->env;
+
+    if (!s->conf.metrics)
+        return;
+    switch (e->payload_case) {
+    case HETPS__ENVELOPE__PAYLOAD_PUSH_ROWS:
+        rows_add(s, 1, e->push_rows->tables, e->push_rows->n_tables);
+        break;
+    case HETPS__ENVELOPE__PAYLOAD_PULL_ROWS:
+        rows_add(s, 0, e->pull_rows->tables, e->pull_rows->n_tables);
+        break;
+    case HETPS__ENVELOPE__PAYLOAD_PUSH:
+        rows_add(s, 1, e->push->rows_grad, e->push->n_rows_grad);
+        rows_add(s, 0, e->push->rows_pull, e->push->n_rows_pull);
+        break;
+    default:
+        break;
+    }
 }
 
 void service_metrics_request(struct ps_service *s, int payload_case,

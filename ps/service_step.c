@@ -120,7 +120,7 @@ nng_msg *service_answer_again(struct ps_service *s,
 
     if (r->kind != PS_REQ_PUSH ||
         e->payload_case != HETPS__ENVELOPE__PAYLOAD_PUSH ||
-        e->push->n_ranges == 0)
+        !hc_wire_push_pulls(e->push))
         return service_ack_at(s, e->request_id, r->version,
                               r->flags & PS_REC_LATE);
     /* Moved on, or a slice to give that the record does not hold (one
@@ -730,12 +730,19 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
 {
     const Hetps__Push *p = in->env->push;
     int w = (int)in->env->sender->index, rv, late = 0, lent = 0, held = 0;
-    int and_pull = p->n_ranges > 0, added = 0;
+    int and_pull = hc_wire_push_pulls(p), added = 0;
     char why[512];
     enum ps_push_verdict v;
 
     if ((rv = refuse_nonfinite(s, in)) != HC_OK)
         return rv;
+    if (ps_mode_in_steps(s->sync) && (p->n_rows_grad || p->n_rows_pull))
+        /* Its rows are held by their own PushRows, and the next slice's
+         * ids are not known before the step's answer. */
+        return hc_err_set(HC_ERR_UNSUPPORTED, "a push to a synchronous "
+                          "step carries rows (rows_grad, rows_pull): sync "
+                          "sends them as PushRows before the step and "
+                          "PullRows after it");
     if (applied_before(s, in)) {
         /* Answered at the version now, not applied again; the rows it
          * held for this step (applied with it before) are dropped. */
@@ -956,7 +963,7 @@ nng_msg *service_apply_outside(struct ps_service *s,
                                const struct hc_wire_msg *in,
                                const struct ps_record *prev)
 {
-    int and_pull = in->env->push->n_ranges > 0, rv;
+    int and_pull = hc_wire_push_pulls(in->env->push), rv;
     uint32_t w = in->env->sender->index;
     struct ps_record *rec;
     struct answer_info info = { 0 };

@@ -641,10 +641,13 @@ static int serve_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
     const Hetps__Envelope *e = in->env;
     int is_push = e->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH;
     size_t n = is_push ? e->push->n_ranges : e->pull->n_ranges;
+    /* A push's rows to pull (Push.rows_pull): their tensors follow the
+     * ranges' in the answer. */
+    size_t nr = is_push ? e->push->n_rows_pull : 0;
     Hetps__Range **ranges = is_push ? e->push->ranges : e->pull->ranges;
     struct ps_snap snap = { 0 };
     struct pull_scratch ps;
-    uint64_t step = 0;
+    uint64_t step = 0, rstep;
     void *base;
     size_t i;
     int rv;
@@ -652,7 +655,7 @@ static int serve_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
     if (n > sh->n_blocks)
         return hc_err_set(HC_ERR_LIMIT, "pull of %zu ranges; shard ps:%d has "
                           "%u blocks", n, sh->index, sh->n_blocks);
-    if (!(base = pull_scratch(n, &ps)))
+    if (!(base = pull_scratch(n + nr, &ps)))
         return hc_err_set(HC_ERR_NOMEM, "out of memory for a pull of %zu "
                           "ranges", n);
     for (i = 0; i < n; i++) {
@@ -670,12 +673,19 @@ static int serve_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
         ps.reads[i].first = (uint32_t)(r->offset - sh->blocks[local].offset);
         ps.reads[i].count = r->length;
     }
+    for (i = 0; i < nr; i++) {
+        const Hetps__RowsRef *r = e->push->rows_pull[i];
+
+        ps.src[n + i] = (struct hc_tensor_src){r->key, 0, r->n * r->dim,
+                                               NULL};
+        ps.crc_known[n + i] = 0;
+    }
     /* The snapshot first: its step is the version the answer names, however
      * many pushes commit while it is read. */
     step = early;
     if (!early && (rv = ps_store_snap_begin(sh->store, &snap, &step)) != HC_OK)
         goto out;
-    rv = ack_with(sh, in, me, step, ps.src, n, ps.dst, extra, reply);
+    rv = ack_with(sh, in, me, step, ps.src, n + nr, ps.dst, extra, reply);
     if (rv != HC_OK)
         goto out;
     for (i = 0; i < n; i++)
@@ -697,6 +707,11 @@ static int serve_pull(struct ps_shard *sh, const struct hc_wire_msg *in,
                           ps.reads[i].count ==
                               sh->blocks[ps.reads[i].local].length;
     }
+    /* The rows, each table from a snapshot of its own (at or after the
+     * ranges' step), straight into the answer; their CRCs made by the
+     * seal. */
+    for (i = 0; rv == HC_OK && i < nr; i++)
+        rv = ps_shard_read_rows(sh, in, i, ps.dst[n + i], &rstep);
     if (rv == HC_OK)
         rv = hc_wire_seal_known(*reply, ps.crcs, ps.crc_known);
 out:
@@ -709,21 +724,23 @@ out:
     return rv;
 }
 
-/* Check a push's tensors: each a whole block of this shard, none twice;
- * fills u[0 .. in->n_tensors). */
+/* Check a push's dense tensors (its blocks: the rows' follow them,
+ * hc_wire_push_dense): each a whole block of this shard, none twice;
+ * fills u[0 .. *n) with them. A push of rows alone has none. */
 static int check_push(struct ps_shard *sh, const struct hc_wire_msg *in,
-                      struct ps_update *u)
+                      struct ps_update *u, size_t *n)
 {
     const Hetps__Envelope *e = in->env;
-    size_t i;
+    size_t i, dense = hc_wire_push_dense(e->push, in->n_tensors);
 
-    if (in->n_tensors == 0)
+    *n = dense;
+    if (dense == 0 && e->push->n_rows_grad == 0)
         return hc_err_set(HC_ERR_PROTO, "push without tensors");
-    if (in->n_tensors > sh->n_blocks)
+    if (dense > sh->n_blocks)
         return hc_err_set(HC_ERR_LIMIT, "push of %zu tensors; shard ps:%d has "
-                          "%u blocks", in->n_tensors, sh->index, sh->n_blocks);
+                          "%u blocks", dense, sh->index, sh->n_blocks);
     memset(sh->seen, 0, sh->n_blocks);
-    for (i = 0; i < in->n_tensors; i++) {
+    for (i = 0; i < dense; i++) {
         const Hetps__TensorRef *t = e->tensors[i];
         uint32_t local;
         int rv;
@@ -791,7 +808,9 @@ void ps_shard_push_group(struct ps_shard *sh, struct ps_push_item *items,
     struct ps_update *u = NULL;
     struct ps_apply *g = NULL;
     struct ps_record *recs = NULL;
-    size_t k, total = 0, n_g = 0, at = 0;
+    struct ps_rows *rows = NULL;    /* (total_rows) the steps' row updates */
+    uint64_t **ids = NULL;          /* (total_rows) their ids */
+    size_t k, total = 0, total_rows = 0, n_g = 0, at = 0, at_rows = 0, nd;
     uint64_t step;
     int rv;
 
@@ -800,6 +819,7 @@ void ps_shard_push_group(struct ps_shard *sh, struct ps_push_item *items,
         items[k].version = 0;
         items[k].err[0] = 0;
         total += items[k].in->n_tensors;
+        total_rows += items[k].in->env->push->n_rows_grad;
     }
     if (!atomic_load(&sh->ready)) {
         not_ready(sh);
@@ -810,7 +830,9 @@ void ps_shard_push_group(struct ps_shard *sh, struct ps_push_item *items,
     u = calloc(total + 1, sizeof *u);
     g = calloc(n + 1, sizeof *g);
     recs = calloc(n + 1, sizeof *recs);
-    if (!u || !g || !recs) {
+    rows = calloc(total_rows + 1, sizeof *rows);
+    ids = calloc(total_rows + 1, sizeof *ids);
+    if (!u || !g || !recs || !rows || !ids) {
         hc_err_set(HC_ERR_NOMEM, "out of memory for %zu pushes", n);
         for (k = 0; k < n; k++)
             item_fail(&items[k], HC_ERR_NOMEM);
@@ -820,8 +842,14 @@ void ps_shard_push_group(struct ps_shard *sh, struct ps_push_item *items,
     for (k = 0; k < n; k++) {
         struct ps_push_item *it = &items[k];
 
-        if ((rv = check_push(sh, it->in, u + at)) != HC_OK) {
+        if ((rv = check_push(sh, it->in, u + at, &nd)) != HC_OK ||
+            (rv = ps_shard_step_rows(sh, it->in, rows + at_rows,
+                                     ids + at_rows)) != HC_OK) {
             item_fail(it, rv);
+            for (size_t r = 0; r < it->in->env->push->n_rows_grad; r++) {
+                free(ids[at_rows + r]);
+                ids[at_rows + r] = NULL;
+            }
             continue;
         }
         /* Each push is a step of the group: its version the one after;
@@ -833,12 +861,16 @@ void ps_shard_push_group(struct ps_shard *sh, struct ps_push_item *items,
         it->version = step;
         push_record(it->in, &recs[n_g]);
         g[n_g].u = u + at;
-        g[n_g].n = it->in->n_tensors;
+        g[n_g].n = nd;
         g[n_g].recs = &recs[n_g];
         g[n_g].n_recs = 1;
-        g[n_g].held_of = recs[n_g].worker + 1;   /* its rows, if held */
+        /* Its rows: carried (Push.rows_grad), or held (PushRows). */
+        g[n_g].rows = rows + at_rows;
+        g[n_g].n_rows = it->in->env->push->n_rows_grad;
+        g[n_g].held_of = recs[n_g].worker + 1;
         n_g++;
-        at += it->in->n_tensors;
+        at += nd;
+        at_rows += it->in->env->push->n_rows_grad;
     }
     if (n_g && (rv = ps_store_apply_group(sh->store, &sh->optim, g, n_g,
                                           NULL)) != HC_OK)
@@ -846,6 +878,10 @@ void ps_shard_push_group(struct ps_shard *sh, struct ps_push_item *items,
             if (items[k].rv == HC_OK)
                 item_fail(&items[k], rv);
 out:
+    for (k = 0; ids && k < total_rows; k++)
+        free(ids[k]);
+    free(ids);
+    free(rows);
     free(u);
     free(g);
     free(recs);
@@ -864,15 +900,19 @@ int ps_shard_accumulate(struct ps_shard *sh, const struct hc_wire_msg *in,
                         int lend)
 {
     float w = (float)in->env->push->samples;
-    size_t i;
+    size_t i, n;
     int rv;
 
     if (!sh->n_blocks)
         return hc_err_set(HC_ERR_NOTFOUND, "shard ps:%d has no variables yet",
                           sh->index);
-    if ((rv = check_push(sh, in, sh->updates)) != HC_OK)
+    if (in->env->push->n_rows_grad || in->env->push->n_rows_pull)
+        return hc_err_set(HC_ERR_UNSUPPORTED, "a synchronous step's push "
+                          "carries rows (rows_grad, rows_pull): sync sends "
+                          "them as PushRows and PullRows");
+    if ((rv = check_push(sh, in, sh->updates, &n)) != HC_OK)
         return rv;
-    for (i = 0; i < in->n_tensors; i++) {
+    for (i = 0; i < n; i++) {
         uint32_t b = sh->updates[i].local;
         const float *g = in->data[i];
 

@@ -164,6 +164,21 @@ int ps_shard_drop_held(struct ps_shard *sh, uint32_t worker);
 int ps_shard_push_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
                        int hold, uint64_t *version);
 
+/* A step's Push with rows (Push.rows_grad): each table's ids and summed
+ * gradients as the step's row updates rows[0 .. n_rows_grad), scaled by
+ * 1 / samples, the ids malloc'd into ids[k] (the caller frees them, set
+ * or NULL, on success or not); their gradients point into in. Errors as
+ * ps_shard_push_rows (HC_ERR_INVAL: an id ≥ the table's input_dim).
+ * Under the writers' lock. */
+int ps_shard_step_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
+                       struct ps_rows *rows, uint64_t **ids);
+
+/* The rows of a Push's rows_pull table k (Push.rows_pull) into out
+ * (n, dim), from one snapshot, *step its step. Errors as
+ * ps_shard_pull_rows. Any thread, as a pull. */
+int ps_shard_read_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
+                       size_t k, float *out, uint64_t *step);
+
 /* The shard's store once its variables exist (NULL before), and its
  * optimizer settings: for shard_rows.c. */
 struct ps_store *ps_shard_store(const struct ps_shard *sh);

@@ -5,7 +5,10 @@
  * decoder has checked the shapes and the ids (ascending, unique, below
  * 2^62); here each table is found among the store's and its dim and
  * input_dim checked, so a bad request is refused with a sentence and the
- * shard serves on.
+ * shard serves on. A step's Push may carry rows too (Push.rows_grad,
+ * rows_pull): ps_shard_step_rows turns its gradients into the step's row
+ * updates (applied by ps_shard_push_group in the dense step's
+ * transaction), ps_shard_read_rows reads its rows into the answer.
  */
 #include "shard.h"
 
@@ -168,5 +171,67 @@ int ps_shard_push_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
                                  p->n_tables, &rec, 1, version);
     for (size_t k = 0; k < p->n_tables; k++)
         free(ids[k]);
+    return rv;
+}
+
+int ps_shard_step_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
+                       struct ps_rows *rows, uint64_t **ids)
+{
+    const Hetps__Push *p = in->env->push;
+    size_t dense = hc_wire_push_dense(p, in->n_tensors);
+    struct ps_store *store = NULL;
+    int rv = HC_OK;
+
+    for (size_t k = 0; k < p->n_rows_grad && rv == HC_OK; k++) {
+        const Hetps__RowsRef *r = p->rows_grad[k];
+        const float *id_words = in->data[dense + 2 * k];
+        const struct ps_table *tab;
+        uint64_t last;
+
+        if ((rv = find_table(sh, r->key, r->dim, &store, &tab)) != HC_OK)
+            break;
+        /* Ascending (the decoder checked): the last is the largest. A bad
+         * id is refused here, not by the group's transaction, which would
+         * fail the other workers' pushes with it. */
+        last = hc_wire_row_id(id_words, r->n - 1);
+        if (last >= tab->input_dim) {
+            rv = hc_err_set(HC_ERR_INVAL, "push rows_grad: id %llu of "
+                            "variable %u is not below the table's input_dim "
+                            "%llu: refused, nothing applied",
+                            (unsigned long long)last, r->key,
+                            (unsigned long long)tab->input_dim);
+            break;
+        }
+        if (!(ids[k] = ids_of(id_words, r->n))) {
+            rv = hc_err_set(HC_ERR_NOMEM, "rows: out of memory for %u ids",
+                            r->n);
+            break;
+        }
+        rows[k] = (struct ps_rows){r->key, r->n, ids[k],
+                                   in->data[dense + 2 * k + 1],
+                                   1.0f / (float)p->samples};
+    }
+    return rv;
+}
+
+int ps_shard_read_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
+                       size_t k, float *out, uint64_t *step)
+{
+    const Hetps__Push *p = in->env->push;
+    const Hetps__RowsRef *r = p->rows_pull[k];
+    size_t at = hc_wire_push_dense(p, in->n_tensors) +
+                2 * p->n_rows_grad + k;
+    struct ps_store *store = NULL;
+    const struct ps_table *tab;
+    uint64_t *ids;
+    int rv;
+
+    if ((rv = find_table(sh, r->key, r->dim, &store, &tab)) != HC_OK)
+        return rv;
+    if (!(ids = ids_of(in->data[at], r->n)))
+        return hc_err_set(HC_ERR_NOMEM, "rows: out of memory for %u ids",
+                          r->n);
+    rv = ps_store_rows_read(store, r->key, ids, r->n, out, step);
+    free(ids);
     return rv;
 }

@@ -226,15 +226,9 @@ int pc_join(struct pc_client *c, const char *devices)
             v->joined = 1;
             v->incarnation = jr->shard_incarnation;
             v->version = jr->has_version ? jr->version : 0;
-            v->placed = jr->has_epoch && jr->has_batches;
-            if (jr->has_epoch && jr->has_batches &&
-                (!c->have_place || jr->epoch < c->place_epoch ||
-                 (jr->epoch == c->place_epoch &&
-                  jr->batches < c->place_batches))) {
-                c->have_place = 1;
-                c->place_epoch = jr->epoch;
-                c->place_batches = jr->batches;
-            }
+            v->has_place = jr->has_epoch && jr->has_batches;
+            v->epoch = jr->epoch;
+            v->batches = jr->batches;
             v->members[0] = '\0';
             for (k = 0; k < jr->n_members && len < sizeof v->members; k++)
                 len += (size_t)snprintf(v->members + len,
@@ -248,18 +242,43 @@ int pc_join(struct pc_client *c, const char *devices)
     return rv;
 }
 
+/* Whether this worker's steps reach shard i: it holds a block of the
+ * model, or rows of its tables (every shard does). Unknown before the
+ * model is set: yes. */
+static int pushed_to(const struct pc_client *c, int i)
+{
+    if (!c->have_layout || c->plan[i].n_blocks > 0)
+        return 1;
+    for (int v = 0; v < c->model->n_vars; v++)
+        if (c->model->vars[v].table_rows)
+            return 1;
+    return 0;
+}
+
 int pc_place(const struct pc_client *c, uint32_t *epoch, uint32_t *batches)
 {
-    if (!c->have_place)
+    int any = 0, i;
+
+    *epoch = *batches = 0;
+    for (i = 0; i < c->n; i++)
+        any |= c->view[i].has_place;
+    if (!any)
         return 0;
-    *epoch = c->place_epoch;
-    *batches = c->place_batches;
-    /* A shard holding dense blocks gets every push of this worker's, so
-     * one that recorded no place applied none: the worker's first step
-     * reached another shard and not it (killed on it). Start there. */
-    for (int i = 0; c->have_layout && i < c->n; i++)
-        if (!c->view[i].placed && c->plan[i].n_blocks > 0)
-            *epoch = *batches = 0;
+    *epoch = *batches = UINT32_MAX;
+    for (i = 0; i < c->n; i++) {
+        const struct shard_view *v = &c->view[i];
+        /* A shard this worker's steps reach that holds no place never
+         * applied one: its first step reached the others alone. */
+        uint32_t e = v->has_place ? v->epoch : 0;
+        uint32_t b = v->has_place ? v->batches : 0;
+
+        if (!v->has_place && !pushed_to(c, i))
+            continue;
+        if (e < *epoch || (e == *epoch && b < *batches)) {
+            *epoch = e;
+            *batches = b;
+        }
+    }
     return 1;
 }
 
@@ -524,7 +543,8 @@ int pc_set_model(struct pc_client *c, const struct hc_model *m,
         p->blocks = calloc(n + 1, sizeof *p->blocks);
         p->ranges = calloc(n + 1, sizeof *p->ranges);
         p->range_ptrs = calloc(n + 1, sizeof *p->range_ptrs);
-        p->src = calloc(n + 1, sizeof *p->src);
+        /* Room for a step's rows after the blocks (client_step.c). */
+        p->src = calloc(n + 1 + 3 * HC_WIRE_MAX_TABLES, sizeof *p->src);
         p->part_at = calloc((size_t)c->lanes + 1, sizeof *p->part_at);
         if (!p->blocks || !p->ranges || !p->range_ptrs || !p->src ||
             !p->part_at)
@@ -661,10 +681,12 @@ void pc_close(struct pc_client *c)
     heartbeat_stop(c);
     if (c->rpc)
         hc_rpc_client_close(c->rpc);
-    for (i = 0; c->rowmaps && i < (int)HC_WIRE_MAX_TABLES; i++)
-        hc_rowmap_free(&c->rowmaps[i]);
-    free(c->rowmaps);
-    free(c->rows_buf);
+    for (int k = 0; k < 2; k++) {
+        for (i = 0; c->rowmaps[k] && i < (int)HC_WIRE_MAX_TABLES; i++)
+            hc_rowmap_free(&c->rowmaps[k][i]);
+        free(c->rowmaps[k]);
+        free(c->rows_buf[k]);
+    }
     free(c->rows_loading);
     hc_fanout_close(c->fan);
     free(c->piece_rv);

@@ -56,9 +56,10 @@ int pc_join(struct pc_client *c, const char *devices);
  * died may have reached some shards and not others; resuming from the
  * least, the worker sends that step again, and the shards that applied
  * it already answer it without applying it twice (their record's place
- * is at or past the push's). A shard holding dense blocks of the layout
- * (pc_set_model) that holds no place applied none of this worker's
- * pushes while another did: the least is then the start (0, 0).
+ * is at or past the push's). A shard the worker's steps reach (one
+ * holding a block of the model, or every shard when it has tables) that
+ * holds none counts as the start (epoch 0, no batches): the worker's
+ * first push reached the others alone. Call it after pc_set_model.
  * Returns 0 when no shard holds one. */
 int pc_place(const struct pc_client *c, uint32_t *epoch, uint32_t *batches);
 
@@ -155,7 +156,10 @@ int pc_push_rows(struct pc_client *c, const struct pc_rows *t,
 /* The bytes on the wire of every pc_pull_rows (push 0) or pc_push_rows
  * (push 1) answered so far: the requests sent and the replies received,
  * whole messages (protobuf header, ids, rows and their checksums; not the
- * transport's framing), each request counted once even when re-sent. */
+ * transport's framing), each request counted once even when re-sent; and
+ * of the rows riding on a step's push-and-pull (pc_grad.rows,
+ * pc_step.pull_rows), their share of its messages: their tensors and
+ * their RowsRefs and TensorRefs in the header. */
 void pc_rows_wire(const struct pc_client *c, int push, uint64_t *sent,
                   uint64_t *received);
 
@@ -192,6 +196,13 @@ struct pc_step {
     int late;               /* out: sync step: a shard counted the pushed
                                gradient too late for its step (backup
                                workers) */
+    /* in: pc_async_step, pc_ssp_step: rows to pull with the step's answer
+     * — their values after it, in the same request to each shard as the
+     * push (Push.rows_pull) — written into pull_rows[k].rows; none: n 0.
+     * out: rows_pulled 1 when they came. */
+    struct pc_rows *pull_rows;  /* (n_pull_rows) */
+    size_t n_pull_rows;
+    int rows_pulled;
 };
 
 /* Pull with the step's conditions; waits (up to wait_ms per attempt, 0 =
@@ -242,12 +253,29 @@ struct pc_grad {
     struct pc_ready *ready;     /* NULL: data is final; else sent as it
                                    becomes final (params is written only
                                    once all of it is) */
+    /* pc_async_step, pc_ssp_step: the step's rows' per-position gradients
+     * (pc_rows.grad, of the mean loss times samples, as pc_push_rows
+     * takes them), summed by id and pushed in the step's request to each
+     * shard (Push.rows_grad), applied there with the dense gradient in one
+     * store transaction, as one step; none: n_rows 0. */
+    const struct pc_rows *rows; /* (n_rows) */
+    size_t n_rows;
 };
 
 /*
  * One step's exchange, one round trip (as ps-lite's PushPull): push g and
  * receive into params (n_params floats) the values the mode allows next.
  * Each fills st->version (the smallest shard version pulled).
+ *
+ * A click-through step (async, ssp): g's rows and st's rows to pull ride
+ * in the same request to each shard (a shard that holds no block of the
+ * model gets a push of rows alone, or a PullRows when it has only rows to
+ * pull) — one request per shard a step. A step in parts (a large model,
+ * pc_in_parts) sends its rows as pc_push_rows_step before and
+ * pc_pull_rows after it instead; a failed pull then leaves
+ * st->rows_pulled 0 and the step is not failed. pc_sync_step refuses rows
+ * (HC_ERR_INVAL): sync pushes them with pc_push_rows, and the next slice's
+ * ids are known only from the step's answer.
  *
  * pc_sync_step: g is for step base_version; answers once every worker has
  * pushed that step, with version base_version + 1 and this worker's slice

@@ -33,12 +33,25 @@
 #include "tls_cert.h"
 #include "wire.h"
 
+/* A rows call as planned (client_rows.c): its tables, each one's dim and
+ * where its unique rows (or summed gradients) start in rows_buf[push]. */
+struct rows_call {
+    size_t n;                   /* tables */
+    const struct pc_rows *t;    /* (n) */
+    uint32_t dim[HC_WIRE_MAX_TABLES];
+    size_t off[HC_WIRE_MAX_TABLES];
+    int push;
+    int init;                   /* push: InitRows of values, not gradients */
+    uint32_t samples;
+    int with_step;              /* push: the step's dense push follows */
+};
+
 struct shard_view {
     int joined;
-    int placed;                 /* its join reply said where this worker
-                                   stands in its data (async, ssp) */
     uint64_t incarnation;
     uint64_t version;
+    int has_place;              /* its join reply named this worker's */
+    uint32_t epoch, batches;    /*   place (pc_place) */
     char members[512];          /* "worker:0 joined, worker:1 joined" */
 };
 
@@ -90,9 +103,6 @@ struct pc_client {
     uint32_t store_block;       /* elements per block of the shards' stores,
                                    as join or status replies said; 0: none
                                    holds variables yet */
-    int have_place;             /* pc_join found a recorded place (the
-                                   least of the shards'; see pc_place): */
-    uint32_t place_epoch, place_batches;
     int *errs;
     struct hc_wire_msg *dec;
 
@@ -126,12 +136,16 @@ struct pc_client {
 
     /* Row-sparse tables (client_rows.c): a call's ids of each table by
      * shard, and their unique rows or summed gradients, table after table,
-     * kept between calls. */
-    struct hc_rowmap *rowmaps;  /* (HC_WIRE_MAX_TABLES) once used */
-    float *rows_buf;            /* (rows_cap) floats */
+     * kept between calls; [0] a pull's, [1] a push's, so that a step
+     * carries both (step_rows). */
+    struct hc_rowmap *rowmaps[2]; /* (HC_WIRE_MAX_TABLES) once used */
+    float *rows_buf[2];         /* (rows_cap[i]) floats */
+    size_t rows_cap[2];
     uint64_t rows_wire[2][2];   /* [push][0 sent, 1 received]: the rows
                                    calls' messages, bytes (pc_rows_wire) */
-    size_t rows_cap;
+    struct rows_call step_rows[2]; /* the step under way's rows riding on
+                                   its pushes (Push.rows_pull, rows_grad):
+                                   [0] to pull, [1] pushed; n 0: none */
     unsigned char *rows_loading;    /* (n) pc_init_rows_begin's answers:
                                        shard i takes initial rows */
 
@@ -178,17 +192,57 @@ int client_simple_reqs(struct pc_client *c, Hetps__Envelope *env,
                        uint64_t *ids);
 
 /* Check the answer d of shard `shard` against its plan's blocks
- * [lo, hi) and copy their values into params (client_parts.c; a whole
- * shard's answer is its blocks [0, n_blocks)). HC_OK, or a
+ * [lo, hi) — followed by `extra` tensors of the step's rows — and copy
+ * their values into params (client_parts.c; a whole shard's answer is
+ * its blocks [0, n_blocks)). HC_OK, or a
  * code with the reason, beginning with `what`, in why. Thread-safe for
  * distinct shards or ranges. */
 int client_take_blocks(const struct pc_client *c, int shard, uint32_t lo,
-                       uint32_t hi, const struct hc_wire_msg *d,
-                       float *params, const char *what, char *why,
-                       size_t why_n);
+                       uint32_t hi, size_t extra,
+                       const struct hc_wire_msg *d, float *params,
+                       const char *what, char *why, size_t why_n);
 
 /* Join shard i alone (after it restarted). */
 int client_join_one(struct pc_client *c, int i);
+
+/* ---- a step's rows (client_rows.c) -------------------------------------- */
+
+/* The rows riding on a step's pushes: g's rows' gradients summed by id
+ * and st's rows to pull, planned by shard into c->step_rows (none: both
+ * n 0). Errors as pc_push_rows. */
+int client_step_rows_plan(struct pc_client *c, const struct pc_grad *g,
+                          const struct pc_step *st);
+
+/* Shard s's share of the step's rows for its Push: the RowsRefs of its
+ * tables with ids (refs: room for 2·HC_WIRE_MAX_TABLES; grad[*n_grad],
+ * pull[*n_pull] point into it) and their tensors appended to t (room for
+ * 3·HC_WIRE_MAX_TABLES): per rows_grad table its ids and gradients, then
+ * per rows_pull table its ids. Returns the tensors added. Reads only. */
+size_t client_step_rows_of(const struct pc_client *c, int s,
+                           Hetps__RowsRef *refs, Hetps__RowsRef **grad,
+                           size_t *n_grad, Hetps__RowsRef **pull,
+                           size_t *n_pull, struct hc_tensor_src *t);
+
+/* Shard s's request `id` for its share of the step's rows to pull alone,
+ * a PullRows, into *out (NULL: it has none): a shard that holds no block
+ * of the model and no row the step pushes. */
+int client_step_rows_pull_request(struct pc_client *c, int s, uint64_t id,
+                                  nng_msg **out);
+
+/* The tables of the step's rows to pull with ids on shard s: the tensors
+ * its answer carries after the values. */
+size_t client_step_rows_pulled(const struct pc_client *c, int s);
+
+/* Shard s's answer d: its rows_pull tables' rows, the tensors from
+ * `first` on, into the pull's buffer; its rows' share of the messages
+ * counted (pc_rows_wire). On the calling thread. */
+int client_step_rows_take(struct pc_client *c, int s,
+                          const struct hc_wire_msg *d, size_t first);
+
+/* The step's exchange is over: ok, the rows taken go to the caller's
+ * st->pull_rows (scattered to their positions); the step's rows forgotten
+ * either way. */
+void client_step_rows_end(struct pc_client *c, int ok);
 
 /* ---- parts (client_parts.c) -------------------------------------------- */
 

@@ -170,17 +170,18 @@ int client_parts_used(const struct pc_client *c)
 }
 
 int client_take_blocks(const struct pc_client *c, int shard, uint32_t lo,
-                       uint32_t hi, const struct hc_wire_msg *d,
-                       float *params, const char *what, char *why,
-                       size_t why_n)
+                       uint32_t hi, size_t extra,
+                       const struct hc_wire_msg *d, float *params,
+                       const char *what, char *why, size_t why_n)
 {
     const struct shard_plan *p = &c->plan[shard];
     uint32_t k;
     int rv;
 
-    if (d->n_tensors != hi - lo) {
-        snprintf(why, why_n, "%s: ps:%d sent %zu blocks, asked for %u", what,
-                 shard, d->n_tensors, hi - lo);
+    if (d->n_tensors != hi - lo + extra) {
+        snprintf(why, why_n, "%s: ps:%d sent %zu tensors, asked for %u "
+                 "blocks%s", what, shard, d->n_tensors, hi - lo,
+                 extra ? " and the step's rows" : "");
         return HC_ERR_PROTO;
     }
     for (k = lo; k < hi; k++) {
@@ -459,7 +460,7 @@ static int take_part(struct pc_client *c, struct parts_job *jb, int j,
                  (unsigned long long)e->request_id);
         return HC_ERR_PROTO;
     }
-    return client_take_blocks(c, pcl->shard, lo, hi, d, jb->params,
+    return client_take_blocks(c, pcl->shard, lo, hi, 0, d, jb->params,
                               "push-and-pull", why, why_n);
 }
 

@@ -7,7 +7,12 @@
  * shard's restart, so a push is applied once), and the answers scattered
  * back to the caller's positions. The chief's initial rows (InitRows,
  * pc_init_rows) take the push's path: ids grouped by shard, their values
- * beside them, sent only to the shards still loading.
+ * beside them, sent only to the shards still loading. A step's rows may
+ * instead ride on its
+ * pushes (client_step_rows_*: Push.rows_grad and rows_pull), one request
+ * per shard for the rows pushed, the dense push-and-pull and the rows
+ * pulled. A pull's maps and buffers ([0]) are not a push's ([1]): a step
+ * holds both.
  */
 #include "client_impl.h"
 
@@ -15,19 +20,6 @@
 #include <string.h>
 
 #include "err.h"
-
-/* A call's tables as built: each one's dim and where its unique rows (or
- * summed gradients) start in c->rows_buf. */
-struct call {
-    size_t n;                   /* tables */
-    const struct pc_rows *t;    /* (n) */
-    uint32_t dim[HC_WIRE_MAX_TABLES];
-    size_t off[HC_WIRE_MAX_TABLES];
-    int push;
-    int init;                   /* push: InitRows of values, not gradients */
-    uint32_t samples;
-    int with_step;              /* push: the step's dense push follows */
-};
 
 /* Table `var` of the model: its dim and input_dim. */
 static int table_of(const struct pc_client *c, uint32_t var, uint32_t *dim,
@@ -46,9 +38,11 @@ static int table_of(const struct pc_client *c, uint32_t var, uint32_t *dim,
     return HC_OK;
 }
 
-/* Each table's row map, and room for its unique rows in c->rows_buf. */
-static int plan(struct pc_client *c, struct call *k)
+/* Each table's row map, and room for its unique rows in
+ * c->rows_buf[k->push]. */
+static int plan(struct pc_client *c, struct rows_call *k)
 {
+    struct hc_rowmap **maps = &c->rowmaps[k->push];
     size_t floats = 0;
     uint64_t rows = 0;
     float *p;
@@ -59,8 +53,7 @@ static int plan(struct pc_client *c, struct call *k)
     if (k->n == 0 || k->n > HC_WIRE_MAX_TABLES)
         return hc_err_set(HC_ERR_INVAL, "rows: %zu tables in one call; 1 to "
                           "%u", k->n, HC_WIRE_MAX_TABLES);
-    if (!c->rowmaps &&
-        !(c->rowmaps = calloc(HC_WIRE_MAX_TABLES, sizeof *c->rowmaps)))
+    if (!*maps && !(*maps = calloc(HC_WIRE_MAX_TABLES, sizeof **maps)))
         return hc_err_set(HC_ERR_NOMEM, "rows: out of memory");
     for (size_t i = 0; i < k->n; i++) {
         for (size_t j = 0; j < i; j++)
@@ -68,38 +61,32 @@ static int plan(struct pc_client *c, struct call *k)
                 return hc_err_set(HC_ERR_INVAL, "rows: variable %u given "
                                   "twice in one call", k->t[i].var);
         if ((rv = table_of(c, k->t[i].var, &k->dim[i], &rows)) != HC_OK ||
-            (rv = hc_rowmap_build(&c->rowmaps[i], k->t[i].var, k->t[i].ids,
+            (rv = hc_rowmap_build(&(*maps)[i], k->t[i].var, k->t[i].ids,
                                   k->t[i].n, (uint32_t)c->n, rows)) != HC_OK)
             return rv;
         k->off[i] = floats;
-        floats += c->rowmaps[i].n_unique * k->dim[i];
+        floats += (*maps)[i].n_unique * k->dim[i];
     }
-    if (floats > c->rows_cap) {
-        if (!(p = realloc(c->rows_buf, floats * sizeof *p)))
+    if (floats > c->rows_cap[k->push]) {
+        if (!(p = realloc(c->rows_buf[k->push], floats * sizeof *p)))
             return hc_err_set(HC_ERR_NOMEM, "rows: out of memory for %zu "
                               "floats", floats);
-        c->rows_buf = p;
-        c->rows_cap = floats;
+        c->rows_buf[k->push] = p;
+        c->rows_cap[k->push] = floats;
     }
     return HC_OK;
 }
 
-/* The request to shard s for its ids of every table (none: no request):
- * a PullRows, or a PushRows of its rows' summed gradients. */
-static int rows_request(struct pc_client *c, const struct call *k, int s,
-                        uint64_t *id)
+/* Call k's tables with ids on shard s: their RowsRefs into refs (ptrs to
+ * them), their tensors into t (ids, and a push's gradients). */
+static size_t rows_of(const struct pc_client *c, const struct rows_call *k,
+                      int s, Hetps__RowsRef *refs, Hetps__RowsRef **ptrs,
+                      size_t *n_refs, struct hc_tensor_src *t)
 {
-    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
-    Hetps__PullRows pull = HETPS__PULL_ROWS__INIT;
-    Hetps__PushRows push = HETPS__PUSH_ROWS__INIT;
-    Hetps__InitRows init = HETPS__INIT_ROWS__INIT;
-    Hetps__RowsRef refs[HC_WIRE_MAX_TABLES], *ptrs[HC_WIRE_MAX_TABLES];
-    struct hc_tensor_src t[2 * HC_WIRE_MAX_TABLES];
     size_t nr = 0, nt = 0;
-    struct hc_sender me;
 
     for (size_t i = 0; i < k->n; i++) {
-        const struct hc_rowmap *m = &c->rowmaps[i];
+        const struct hc_rowmap *m = &c->rowmaps[k->push][i];
         size_t lo = m->start[s], n = m->start[s + 1] - lo;
         uint32_t var = k->t[i].var;
 
@@ -117,13 +104,31 @@ static int rows_request(struct pc_client *c, const struct call *k, int s,
         if (k->push)
             t[nt++] = (struct hc_tensor_src){
                 var, 0, (uint32_t)(n * k->dim[i]),
-                c->rows_buf + k->off[i] + lo * k->dim[i]};
+                c->rows_buf[1] + k->off[i] + lo * k->dim[i]};
     }
+    *n_refs = nr;
+    return nt;
+}
+
+/* The request `id` to shard s for its ids of every table into *out
+ * (none: NULL): a PullRows, or a PushRows of its rows' summed gradients. */
+static int rows_request(struct pc_client *c, const struct rows_call *k, int s,
+                        uint64_t id, nng_msg **out)
+{
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__PullRows pull = HETPS__PULL_ROWS__INIT;
+    Hetps__PushRows push = HETPS__PUSH_ROWS__INIT;
+    Hetps__InitRows init = HETPS__INIT_ROWS__INIT;
+    Hetps__RowsRef refs[HC_WIRE_MAX_TABLES], *ptrs[HC_WIRE_MAX_TABLES];
+    struct hc_tensor_src t[2 * HC_WIRE_MAX_TABLES];
+    size_t nr, nt = rows_of(c, k, s, refs, ptrs, &nr, t);
+    struct hc_sender me;
+
+    *out = NULL;
     if (nr == 0 || (k->init && !c->rows_loading[s]))
         return HC_OK;
     client_sender(c, &me);
-    *id = client_next_id(c);
-    hc_wire_init_env(&env, &me, *id);
+    hc_wire_init_env(&env, &me, id);
     if (k->init) {
         init.n_tables = nr;
         init.tables = ptrs;
@@ -146,12 +151,12 @@ static int rows_request(struct pc_client *c, const struct call *k, int s,
         env.payload_case = HETPS__ENVELOPE__PAYLOAD_PULL_ROWS;
         env.pull_rows = &pull;
     }
-    return hc_wire_encode(&c->reqs[s], &env, t, nt);
+    return hc_wire_encode(out, &env, t, nt);
 }
 
 /* Build every shard's request, send them at once, wait for the answers
  * (Acks) in c->dec; the messages' bytes counted (pc_rows_wire). */
-static int rows_exchange(struct pc_client *c, const struct call *k,
+static int rows_exchange(struct pc_client *c, const struct rows_call *k,
                          const char *what)
 {
     uint64_t ids[64] = {0}, *idp = ids, sent = 0;
@@ -160,7 +165,8 @@ static int rows_exchange(struct pc_client *c, const struct call *k,
     if (c->n > 64 && !(idp = calloc((size_t)c->n, sizeof *idp)))
         return hc_err_set(HC_ERR_NOMEM, "out of memory");
     for (s = 0; s < c->n && rv == HC_OK; s++)
-        if ((rv = rows_request(c, k, s, &idp[s])) == HC_OK && c->reqs[s])
+        if ((rv = rows_request(c, k, s, idp[s] = client_next_id(c),
+                               &c->reqs[s])) == HC_OK && c->reqs[s])
             sent += nng_msg_len(c->reqs[s]);
     if (rv != HC_OK)
         client_free_reqs(c);
@@ -179,14 +185,15 @@ static int rows_exchange(struct pc_client *c, const struct call *k,
     return rv;
 }
 
-/* Shard s's answer to a pull: its rows of each table into c->rows_buf. */
-static int take_rows(struct pc_client *c, const struct call *k, int s)
+/* Shard s's answer d to a pull, its tensors from `first` on: its rows of
+ * each table into c->rows_buf[0]. */
+static int take_rows(struct pc_client *c, const struct rows_call *k, int s,
+                     const struct hc_wire_msg *d, size_t first)
 {
-    const struct hc_wire_msg *d = &c->dec[s];
-    size_t nt = 0;
+    size_t nt = first;
 
     for (size_t i = 0; i < k->n; i++) {
-        const struct hc_rowmap *m = &c->rowmaps[i];
+        const struct hc_rowmap *m = &c->rowmaps[k->push][i];
         size_t lo = m->start[s], n = m->start[s + 1] - lo;
 
         if (n == 0)
@@ -198,19 +205,23 @@ static int take_rows(struct pc_client *c, const struct call *k, int s)
                               "%u asked for", c->names[s], d->n_tensors, n,
                               k->dim[i], k->t[i].var);
         /* hc_wire_take checks a lazily decoded answer's CRC as it copies. */
-        if (hc_wire_take(d, nt, c->rows_buf + k->off[i] + lo * k->dim[i]) !=
-            HC_OK)
+        if (hc_wire_take(d, nt, c->rows_buf[0] + k->off[i] +
+                                    lo * k->dim[i]) != HC_OK)
             return hc_err_set(HC_ERR_CRC, "pull rows: %s: %s", c->names[s],
                               hc_err_msg());
         nt++;
     }
+    if (nt != d->n_tensors)
+        return hc_err_set(HC_ERR_PROTO, "pull rows: %s answered %zu tensors, "
+                          "%zu more than the rows asked for", c->names[s],
+                          d->n_tensors, d->n_tensors - nt);
     return HC_OK;
 }
 
 int pc_pull_rows(struct pc_client *c, struct pc_rows *t, size_t n_tables,
                  uint64_t *version)
 {
-    struct call k = {.n = n_tables, .t = t};
+    struct rows_call k = {.n = n_tables, .t = t};
     uint64_t vmin = UINT64_MAX;
     int s, rv;
 
@@ -220,7 +231,7 @@ int pc_pull_rows(struct pc_client *c, struct pc_rows *t, size_t n_tables,
     for (s = 0; s < c->n && rv == HC_OK; s++) {
         if (!c->dec[s].env)
             continue;           /* asked nothing */
-        rv = take_rows(c, &k, s);
+        rv = take_rows(c, &k, s, &c->dec[s], 0);
         if (c->dec[s].env->ack->version < vmin)
             vmin = c->dec[s].env->ack->version;
     }
@@ -228,8 +239,8 @@ int pc_pull_rows(struct pc_client *c, struct pc_rows *t, size_t n_tables,
     if (rv != HC_OK)
         return rv;
     for (size_t i = 0; i < n_tables; i++)
-        hc_rowmap_gather(&c->rowmaps[i], c->rows_buf + k.off[i], k.dim[i],
-                         t[i].rows);
+        hc_rowmap_gather(&c->rowmaps[0][i], c->rows_buf[0] + k.off[i],
+                         k.dim[i], t[i].rows);
     if (version)
         *version = vmin == UINT64_MAX ? 0 : vmin;
     return HC_OK;
@@ -239,7 +250,7 @@ static int push_rows(struct pc_client *c, const struct pc_rows *t,
                      size_t n_tables, uint32_t samples, int with_step,
                      uint64_t *version)
 {
-    struct call k = {.n = n_tables, .t = t, .push = 1, .samples = samples,
+    struct rows_call k = {.n = n_tables, .t = t, .push = 1, .samples = samples,
                      .with_step = with_step};
     uint64_t vmax = 0;
     int s, rv;
@@ -250,8 +261,8 @@ static int push_rows(struct pc_client *c, const struct pc_rows *t,
     if ((rv = plan(c, &k)) != HC_OK)
         return rv;
     for (size_t i = 0; i < n_tables; i++)
-        hc_rowmap_sum(&c->rowmaps[i], t[i].grad, k.dim[i],
-                      c->rows_buf + k.off[i]);
+        hc_rowmap_sum(&c->rowmaps[1][i], t[i].grad, k.dim[i],
+                      c->rows_buf[1] + k.off[i]);
     if ((rv = rows_exchange(c, &k, "push rows")) != HC_OK)
         return rv;
     for (s = 0; s < c->n; s++)
@@ -339,7 +350,7 @@ int pc_init_rows_begin(struct pc_client *c, int *loading)
 int pc_init_rows(struct pc_client *c, const struct pc_rows *t,
                  size_t n_tables)
 {
-    struct call k = {.n = n_tables, .t = t, .push = 1, .init = 1};
+    struct rows_call k = {.n = n_tables, .t = t, .push = 1, .init = 1};
     int rv;
 
     if (!c->rows_loading)
@@ -348,12 +359,12 @@ int pc_init_rows(struct pc_client *c, const struct pc_rows *t,
     if ((rv = plan(c, &k)) != HC_OK)
         return rv;
     for (size_t i = 0; i < n_tables; i++) {
-        if (c->rowmaps[i].n_unique != t[i].n)
+        if (c->rowmaps[1][i].n_unique != t[i].n)
             return hc_err_set(HC_ERR_INVAL, "initial rows of variable %u: "
                               "%zu ids, %zu of them unique: each row once",
-                              t[i].var, t[i].n, c->rowmaps[i].n_unique);
-        hc_rowmap_sum(&c->rowmaps[i], t[i].grad, k.dim[i],
-                      c->rows_buf + k.off[i]);
+                              t[i].var, t[i].n, c->rowmaps[1][i].n_unique);
+        hc_rowmap_sum(&c->rowmaps[1][i], t[i].grad, k.dim[i],
+                      c->rows_buf[1] + k.off[i]);
     }
     if ((rv = rows_exchange(c, &k, "initial rows")) == HC_OK)
         client_release(c);
@@ -368,4 +379,127 @@ int pc_init_rows_done(struct pc_client *c)
         return hc_err_set(HC_ERR_INVAL, "pc_init_rows_done before "
                           "pc_init_rows_begin");
     return init_rows_all(c, 1, 0, &loading);
+}
+
+/* ---- a step's rows, riding on its pushes -------------------------------- */
+
+int client_step_rows_plan(struct pc_client *c, const struct pc_grad *g,
+                          const struct pc_step *st)
+{
+    struct rows_call *push = &c->step_rows[1], *pull = &c->step_rows[0];
+    int rv;
+
+    *push = (struct rows_call){.n = g->n_rows, .t = g->rows, .push = 1,
+                               .samples = g->samples};
+    *pull = (struct rows_call){.n = st->n_pull_rows, .t = st->pull_rows};
+    if (push->n && (rv = plan(c, push)) != HC_OK)
+        goto fail;
+    for (size_t i = 0; i < push->n; i++)
+        hc_rowmap_sum(&c->rowmaps[1][i], push->t[i].grad, push->dim[i],
+                      c->rows_buf[1] + push->off[i]);
+    if (pull->n && (rv = plan(c, pull)) != HC_OK)
+        goto fail;
+    return HC_OK;
+fail:
+    push->n = pull->n = 0;
+    return rv;
+}
+
+size_t client_step_rows_of(const struct pc_client *c, int s,
+                           Hetps__RowsRef *refs, Hetps__RowsRef **grad,
+                           size_t *n_grad, Hetps__RowsRef **pull,
+                           size_t *n_pull, struct hc_tensor_src *t)
+{
+    size_t nt = rows_of(c, &c->step_rows[1], s, refs, grad, n_grad, t);
+
+    return nt + rows_of(c, &c->step_rows[0], s, refs + *n_grad, pull, n_pull,
+                        t + nt);
+}
+
+/* The header bytes a tensor's TensorRef takes in an Envelope (its tag
+ * and length, and itself). */
+static size_t ref_bytes(const Hetps__TensorRef *r)
+{
+    size_t n = protobuf_c_message_get_packed_size(&r->base);
+
+    return 1 + (n < 128 ? 1 : 2) + n;
+}
+
+/* The same of a RowsRef in a Push. */
+static size_t rowsref_bytes(const Hetps__RowsRef *r)
+{
+    size_t n = protobuf_c_message_get_packed_size(&r->base);
+
+    return 1 + (n < 128 ? 1 : 2) + n;
+}
+
+/* Shard s's rows' share of its step request, bytes into sent[0] (pull)
+ * and sent[1] (push): their RowsRefs, TensorRefs and data. */
+static void step_rows_sent(const struct pc_client *c, int s, uint64_t sent[2])
+{
+    Hetps__RowsRef refs[2 * HC_WIRE_MAX_TABLES], *ptrs[2 * HC_WIRE_MAX_TABLES];
+    struct hc_tensor_src t[3 * HC_WIRE_MAX_TABLES];
+    Hetps__TensorRef tr = HETPS__TENSOR_REF__INIT;
+    size_t nr, nt;
+
+    for (int push = 0; push < 2; push++) {
+        nt = rows_of(c, &c->step_rows[push], s, refs, ptrs, &nr, t);
+        for (size_t i = 0; i < nr; i++)
+            sent[push] += rowsref_bytes(&refs[i]);
+        for (size_t i = 0; i < nt; i++) {
+            tr.key = t[i].key;
+            tr.offset = t[i].offset;
+            tr.length = t[i].length;
+            sent[push] += ref_bytes(&tr) + 4 * (uint64_t)t[i].length;
+        }
+    }
+}
+
+int client_step_rows_take(struct pc_client *c, int s,
+                          const struct hc_wire_msg *d, size_t first)
+{
+    uint64_t sent[2] = {0, 0};
+    int rv = HC_OK;
+
+    if (c->step_rows[0].n)
+        rv = take_rows(c, &c->step_rows[0], s, d, first);
+    else if (d->n_tensors != first)
+        rv = hc_err_set(HC_ERR_PROTO, "push-and-pull: %s answered %zu "
+                        "tensors after the values, no rows were asked for",
+                        c->names[s], d->n_tensors - first);
+    if (rv != HC_OK)
+        return rv;
+    step_rows_sent(c, s, sent);
+    c->rows_wire[0][0] += sent[0];
+    c->rows_wire[1][0] += sent[1];
+    for (size_t i = first; i < d->n_tensors; i++)
+        c->rows_wire[0][1] += ref_bytes(d->env->tensors[i]) +
+                              4 * (uint64_t)d->env->tensors[i]->length;
+    return HC_OK;
+}
+
+void client_step_rows_end(struct pc_client *c, int ok)
+{
+    const struct rows_call *k = &c->step_rows[0];
+
+    for (size_t i = 0; ok && i < k->n; i++)
+        hc_rowmap_gather(&c->rowmaps[0][i], c->rows_buf[0] + k->off[i],
+                         k->dim[i], k->t[i].rows);
+    c->step_rows[0].n = c->step_rows[1].n = 0;
+}
+
+int client_step_rows_pull_request(struct pc_client *c, int s, uint64_t id,
+                                  nng_msg **out)
+{
+    return rows_request(c, &c->step_rows[0], s, id, out);
+}
+
+size_t client_step_rows_pulled(const struct pc_client *c, int s)
+{
+    const struct rows_call *k = &c->step_rows[0];
+    size_t n = 0;
+
+    for (size_t i = 0; i < k->n; i++)
+        n += c->rowmaps[0][i].start[s + 1] > c->rowmaps[0][i].start[s];
+    return n;
 }

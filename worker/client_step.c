@@ -92,8 +92,9 @@ static void values_one(void *arg, int i)
     const struct pc_client *c = j->c;
 
     j->rv[i] = HC_OK;
-    if (c->plan[i].n_blocks)    /* else not asked: it holds no block */
+    if (c->plan[i].n_blocks)    /* else no values asked: it holds no block */
         j->rv[i] = client_take_blocks(c, i, 0, c->plan[i].n_blocks,
+                                      client_step_rows_pulled(c, i),
                                       &c->dec[i], j->params, "pull",
                                       j->why[i], sizeof j->why[i]);
 }
@@ -137,6 +138,12 @@ static int take_values(struct pc_client *c, float *params, struct pc_step *st)
         if (d->env->ack->has_late && d->env->ack->late)
             st->late = 1;
     }
+    /* The step's rows, after each answer's values (a shard of rows alone:
+     * from its first tensor). */
+    for (i = 0; i < c->n && rv == HC_OK; i++)
+        if (c->dec[i].env && (c->step_rows[0].n || c->step_rows[1].n))
+            rv = client_step_rows_take(c, i, &c->dec[i],
+                                       c->plan[i].n_blocks);
     client_release(c);
     st->version = vmin == UINT64_MAX ? 0 : vmin;
     return rv;
@@ -150,27 +157,44 @@ struct encode_job {
     const float *grads;
     const uint64_t *ids;
     int and_pull;
+    int rows;                   /* the step's rows ride along (step_rows) */
     int *rv;                    /* (n) */
     char (*why)[256];           /* (n): the message of a failure */
 };
 
-/* Shard i's push into *out. Shard i's plan is touched by one thread at a
- * time: the fan-out's piece i, or a re-send of it (remake_push). */
+/* Shard i's push into *out — its blocks, then its share of the step's
+ * rows (client_rows.c) — or, holding no block of the model, its rows
+ * alone: a push of rows, or a PullRows when it has only rows to pull
+ * (*out NULL: nothing for it). Shard i's plan is touched by one thread
+ * at a time: the fan-out's piece i, or a re-send of it (remake_push). */
 static int encode_push(const struct encode_job *j, int i, nng_msg **out)
 {
     struct pc_client *c = j->c;
     struct shard_plan *p = &c->plan[i];
     Hetps__Envelope env = *j->env;
     Hetps__Push push = *j->env->push;
+    Hetps__RowsRef refs[2 * HC_WIRE_MAX_TABLES];
+    Hetps__RowsRef *grad[HC_WIRE_MAX_TABLES], *pull[HC_WIRE_MAX_TABLES];
+    size_t n_grad = 0, n_pull = 0, nt = 0;
     uint32_t k;
 
+    *out = NULL;
     for (k = 0; k < p->n_blocks; k++)
         p->src[k].data = j->grads + c->layout.blocks[p->blocks[k]].flat;
+    if (j->rows)        /* p->src has room for them after the blocks */
+        nt = client_step_rows_of(c, i, refs, grad, &n_grad, pull, &n_pull,
+                                 p->src + p->n_blocks);
+    if (p->n_blocks == 0 && n_grad == 0)
+        return client_step_rows_pull_request(c, i, j->ids[i], out);
     push.n_ranges = j->and_pull ? p->n_blocks : 0;
     push.ranges = j->and_pull ? p->range_ptrs : NULL;
+    push.n_rows_grad = n_grad;
+    push.rows_grad = grad;
+    push.n_rows_pull = n_pull;
+    push.rows_pull = pull;
     env.push = &push;
     env.request_id = j->ids[i];
-    return hc_wire_encode(out, &env, p->src, p->n_blocks);
+    return hc_wire_encode(out, &env, p->src, p->n_blocks + nt);
 }
 
 static void encode_one(void *arg, int i)
@@ -178,7 +202,7 @@ static void encode_one(void *arg, int i)
     const struct encode_job *j = arg;
 
     j->rv[i] = HC_OK;
-    if (!j->c->plan[i].n_blocks)
+    if (!j->c->plan[i].n_blocks && !j->rows)
         return;                 /* no block of the model there: no push */
     j->rv[i] = encode_push(j, i, &j->c->reqs[i]);
     if (j->rv[i] != HC_OK)
@@ -248,6 +272,8 @@ static int send_push(struct pc_client *c, const float *grads, uint32_t samples,
         idp[i] = client_next_id(c);
     job = (struct encode_job){.c = c, .env = &env, .grads = grads,
                               .ids = idp, .and_pull = and_pull,
+                              .rows = c->step_rows[0].n ||
+                                      c->step_rows[1].n,
                               .rv = c->piece_rv, .why = c->piece_why};
     /* A large model's pushes are encoded a shard per core. */
     hc_fanout_run(client_big(c) ? c->fan : NULL, c->n, encode_one, &job);
@@ -290,34 +316,72 @@ int pc_push_step(struct pc_client *c, const float *grads, uint32_t samples,
     return HC_OK;
 }
 
+/* A step in parts with rows (client.h): the rows pushed before it, held
+ * by the shards for it, and pulled after it (a failed pull is no failed
+ * step: st->rows_pulled stays 0). */
+static int parts_with_rows(struct pc_client *c, const Hetps__Envelope *env,
+                           const struct pc_grad *g, float *params,
+                           struct pc_step *st, int wait_ms)
+{
+    int rv;
+
+    if (g->n_rows && (rv = pc_push_rows_step(c, g->rows, g->n_rows,
+                                             g->samples)) != HC_OK)
+        return rv;
+    if ((rv = client_parts_step(c, env, g, params, st, wait_ms)) != HC_OK)
+        return rv;
+    if (st->n_pull_rows) {
+        st->rows_pulled = pc_pull_rows(c, st->pull_rows, st->n_pull_rows,
+                                       NULL) == HC_OK;
+        if (!st->rows_pulled)
+            hc_err_clear();
+    }
+    return HC_OK;
+}
+
 /* Push g with the pull's conditions in *st, wait up to wait_ms per
- * attempt, and take the values; in parts when the model has them and
- * `parts` (sync and async). */
+ * attempt, and take the values — with the step's rows, pushed and pulled
+ * in the same requests; in parts when the model has them and `parts`
+ * (sync and async). */
 static int push_pull(struct pc_client *c, const struct pc_grad *g,
                      float *params, struct pc_step *st, int wait_ms,
                      int parts)
 {
     int rv;
 
+    st->rows_pulled = 0;
     if (parts && c->have_layout && client_parts_used(c)) {
         Hetps__Envelope env = HETPS__ENVELOPE__INIT;
         Hetps__Push push;
 
         push_env(c, &env, &push, g->samples, g->base_version,
                  g->samples_per_s, st);
-        return client_parts_step(c, &env, g, params, st, wait_ms);
+        return parts_with_rows(c, &env, g, params, st, wait_ms);
     }
-    if ((rv = client_ready_wait(g->ready, 0)) != HC_OK)
+    if ((g->n_rows || st->n_pull_rows) &&
+        (rv = client_step_rows_plan(c, g, st)) != HC_OK)
+        return rv;
+    if ((rv = client_ready_wait(g->ready, 0)) != HC_OK) {
+        client_step_rows_end(c, 0);
         return hc_err_set(rv, "push-and-pull: %s", hc_err_msg());
+    }
     rv = send_push(c, g->data, g->samples, g->base_version,
                    g->samples_per_s, st, 1, wait_ms);
-    return rv == HC_OK ? take_values(c, params, st) : rv;
+    if (rv == HC_OK)
+        rv = take_values(c, params, st);
+    client_step_rows_end(c, rv == HC_OK);
+    st->rows_pulled = rv == HC_OK && st->n_pull_rows > 0;
+    return rv;
 }
 
 int pc_sync_step(struct pc_client *c, const struct pc_grad *g, float *params,
                  struct pc_step *st)
 {
     st->has_place = 0;          /* a sync job's place is its version */
+    if (g->n_rows || st->n_pull_rows)
+        return hc_err_set(HC_ERR_INVAL, "pc_sync_step: a synchronous step "
+                          "carries no rows (pc_push_rows before it, "
+                          "pc_pull_rows after it)");
     return push_pull(c, g, params, st, c->o.wait_ms, 1);
 }
 

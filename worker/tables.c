@@ -64,6 +64,10 @@ struct wk_tables {
     int busy;               /* wk_tables_busy: pc is another thread's */
     uint64_t pull_bytes;    /* the last hook's */
     struct wk_tables_stats st;
+    /* The client's view of a step's rows (wk_tables_step_push,
+     * wk_tables_ahead_ids): the taken push's, and each set's to pull. */
+    struct pc_rows push_req[MAX_TABLES];
+    struct pc_rows pull_req[SETS][MAX_TABLES];
 };
 
 /* Floats of input q in a sample's row. */
@@ -206,13 +210,13 @@ static int batch_ids(const struct wk_tables *t, const struct table *tb,
     return HC_OK;
 }
 
-/* Set i's rows of the B samples x: ids de-duplicated, rows pulled through
- * pc (one request per shard for every table) or copied from the dense
- * arrays; their bytes in t->bytes[i]. Touches set i and pc only. */
-static int pull_set(struct wk_tables *t, struct pc_client *pc, int i,
-                    const float *x, int B)
+/* Set i's ids of the B samples x, de-duplicated, and t->pull_req[i]
+ * the rows to pull for them (into the set's buffers); or, without pc,
+ * their rows copied from the dense arrays. Their bytes in t->bytes[i].
+ * Touches set i only. */
+static int set_ids(struct wk_tables *t, const struct pc_client *pc, int i,
+                   const float *x, int B)
 {
-    struct pc_rows req[MAX_TABLES];
     int k, rv;
 
     t->bytes[i] = 0;
@@ -222,8 +226,8 @@ static int pull_set(struct wk_tables *t, struct pc_client *pc, int i,
 
         if ((rv = batch_ids(t, tb, r, x, B)))
             return rv;
-        req[k] = (struct pc_rows){(uint32_t)tb->d.var, r->map.ids,
-                                  r->map.n_unique, r->rows, NULL};
+        t->pull_req[i][k] = (struct pc_rows){(uint32_t)tb->d.var, r->map.ids,
+                                             r->map.n_unique, r->rows, NULL};
         t->bytes[i] += r->map.n_unique * (8 + 4 * (size_t)tb->d.dim);
         for (size_t u = 0; !pc && u < r->map.n_unique; u++)
             memcpy(r->rows + u * (size_t)tb->d.dim,
@@ -231,7 +235,20 @@ static int pull_set(struct wk_tables *t, struct pc_client *pc, int i,
                    (size_t)tb->d.dim * sizeof *r->rows);
     }
     t->B[i] = B;
-    return pc ? pc_pull_rows(pc, req, (size_t)t->n, NULL) : HC_OK;
+    return HC_OK;
+}
+
+/* Set i's rows of the B samples x: set_ids, then the rows pulled through
+ * pc (one request per shard for every table). Touches set i and pc
+ * only. */
+static int pull_set(struct wk_tables *t, struct pc_client *pc, int i,
+                    const float *x, int B)
+{
+    int rv = set_ids(t, pc, i, x, B);
+
+    if (rv != HC_OK || !pc)
+        return rv;
+    return pc_pull_rows(pc, t->pull_req[i], (size_t)t->n, NULL);
 }
 
 /* Whether set i holds the ids of the B samples x, every table's. */
@@ -344,6 +361,21 @@ int wk_tables_ahead_pull(struct wk_tables *t, int set, const float *x, int B)
     return pull_set(t, t->pc, set, x, B);
 }
 
+int wk_tables_ahead_ids(struct wk_tables *t, int set, const float *x, int B,
+                        struct pc_rows **rows, size_t *n)
+{
+    int rv;
+
+    if (B < 1 || B > t->max_batch)
+        return hc_err_set(HC_ERR_INVAL, "tables: batch %d outside [1, %d]", B,
+                          t->max_batch);
+    if ((rv = set_ids(t, t->pc, set, x, B)) != HC_OK)
+        return rv;
+    *rows = t->pull_req[set];
+    *n = (size_t)t->n;
+    return HC_OK;
+}
+
 void wk_tables_ahead_end(struct wk_tables *t, int set, int ok)
 {
     if (!ok) {
@@ -389,9 +421,9 @@ int wk_tables_take(struct wk_tables *t, uint32_t samples)
     return HC_OK;
 }
 
-int wk_tables_send(struct wk_tables *t)
+int wk_tables_step_push(struct wk_tables *t, const struct pc_rows **rows,
+                        size_t *n)
 {
-    struct pc_rows req[MAX_TABLES];
     const int i = t->pushing;
 
     if (i < 0)
@@ -399,10 +431,23 @@ int wk_tables_send(struct wk_tables *t)
     for (int k = 0; k < t->n; k++) {
         struct rowset *r = &t->t[k].s[i];
 
-        req[k] = (struct pc_rows){(uint32_t)t->t[k].d.var, r->map.ids,
-                                  r->map.n_unique, NULL, r->grad};
+        t->push_req[k] = (struct pc_rows){(uint32_t)t->t[k].d.var,
+                                          r->map.ids, r->map.n_unique, NULL,
+                                          r->grad};
     }
-    return pc_push_rows_step(t->pc, req, (size_t)t->n, t->push_samples);
+    *rows = t->push_req;
+    *n = (size_t)t->n;
+    return HC_OK;
+}
+
+int wk_tables_send(struct wk_tables *t)
+{
+    const struct pc_rows *req;
+    size_t n;
+    int rv = wk_tables_step_push(t, &req, &n);
+
+    return rv == HC_OK ? pc_push_rows_step(t->pc, req, n, t->push_samples)
+                       : rv;
 }
 
 void wk_tables_sent(struct wk_tables *t)

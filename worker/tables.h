@@ -13,13 +13,15 @@
  * the batch's mean loss, as the dense push's (samples 1: the shard takes
  * it as it is). Async and ssp; sync shards refuse rows pushes.
  *
- * Pulled ahead: in async and ssp another thread of the trainer reads its
- * next batch while the step's push-and-pull travels, and that batch's
- * rows are pulled right after it (wk_tables_ahead_*), in the step's
- * exchange; the hook then finds them and pulls nothing. --overlap pulls
- * two batches ahead, on its exchange thread. Three sets of buffers
- * take turns: the rows in the net, the rows whose push is under way, the
- * rows pulled ahead.
+ * One request per shard a step (async, ssp): the trainer reads its next
+ * batch while the step computes, and the step's exchange carries the
+ * rows' gradients (wk_tables_step_push), the dense push-and-pull and the
+ * next batch's rows to pull (wk_tables_ahead_ids) in one request to each
+ * shard (client.h, pc_grad.rows and pc_step.pull_rows); the hook then
+ * finds them and pulls nothing. --overlap pulls two batches ahead, its
+ * exchange thread reading that batch first. Three sets of buffers take
+ * turns: the rows in the net, the rows whose push is under way, the rows
+ * pulled ahead.
  *
  * Threads: the trainer's thread calls everything, except that while it
  * holds a set begun ahead another thread may run wk_tables_ahead_pull of
@@ -78,6 +80,14 @@ int wk_tables_ahead_begin(struct wk_tables *t, int *set);
 int wk_tables_ahead_pull(struct wk_tables *t, int set, const float *x, int B);
 void wk_tables_ahead_end(struct wk_tables *t, int set, int ok);
 
+/* wk_tables_ahead_pull without the pull: set `set`'s ids of the B samples
+ * x de-duplicated, and *rows (n tables, owned by t, valid until the set's
+ * next use) the rows to pull into the set — by a step's push-and-pull
+ * (pc_step.pull_rows), from the same thread; then _end(ok: they came).
+ * Errors as wk_tables_ahead_pull's, without the client's. */
+int wk_tables_ahead_ids(struct wk_tables *t, int set, const float *x, int B,
+                        struct pc_rows **rows, size_t *n);
+
 /* busy 1: pc is in a call on another thread (--overlap's exchange): a
  * hook that finds no rows pulled ahead for its batch fails
  * (HC_ERR_INVAL) instead of pulling on it. */
@@ -96,6 +106,15 @@ int wk_tables_take(struct wk_tables *t, uint32_t samples);
 int wk_tables_send(struct wk_tables *t);
 void wk_tables_sent(struct wk_tables *t);
 
+/* The taken push's rows (wk_tables_take) for the step's own push-and-pull
+ * instead of wk_tables_send: *rows (n tables, owned by t, valid until
+ * _sent) each table's unique ids and their gradients, as pc_grad.rows
+ * takes them (the samples: the taken push's, which the caller gives as
+ * pc_grad.samples). Any one thread, as wk_tables_send. Errors:
+ * HC_ERR_INVAL (nothing taken). */
+int wk_tables_step_push(struct wk_tables *t, const struct pc_rows **rows,
+                        size_t *n);
+
 /*
  * After a training step over `samples` samples: the gradients of the rows
  * the last hook set (of the batch's mean loss), pushed as their sum over
@@ -110,9 +129,10 @@ int wk_tables_push(struct wk_tables *t, uint32_t samples);
 /* What travelled since opening, for the logs: pulls and pushes made,
  * rows (unique ids) in them, and their bytes on the wire beyond the
  * headers (an id's 8 bytes and its row's dim floats each way); and the
- * whole messages of the client's rows calls, both ways (pc_rows_wire:
- * headers and checksums included, evaluation's pulls too, the twin's
- * pulls ahead too); and the last push's step alone, for the summaries:
+ * client's rows on the wire, both ways (pc_rows_wire: a rows call's
+ * whole messages, headers and checksums included, evaluation's pulls
+ * too; the rows riding on a step's push-and-pull, their share of its
+ * messages); and the last push's step alone, for the summaries:
  * its unique rows, its pull's bytes and its own. pulls_ahead: of the
  * pulls, those pulled ahead in a step's exchange and used. */
 struct wk_tables_stats {

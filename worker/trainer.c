@@ -441,14 +441,13 @@ static const char *exchange_text(const struct run *r)
 }
 
 /*
- * A click-through step's exchange (tables.h): the step's rows push (held
- * by the shards for the dense push that follows), then the dense
- * push-and-pull, while the puller thread reads the batch to pull ahead
- * into r->x_alt; then that batch's rows pulled. Run inline; or, under
- * --overlap, on the exchange thread (the rows are then for the step
- * after next, and so miss only the next step's update, as its dense
- * values do). It reads x's g, st, params and step, as an exchange
- * without tables would.
+ * A click-through step's exchange (tables.h), one request per shard: the
+ * step's rows' gradients, the dense push-and-pull and the rows of the
+ * batch read ahead into r->x_alt (by the puller thread while the step
+ * computed; under --overlap, by the exchange itself, on the exchange
+ * thread, and the rows are then for the step after next, so they miss
+ * only the next step's update, as its dense values do). It reads x's g,
+ * st, params and step, as an exchange without tables would.
  */
 struct tables_job {
     struct run *r;
@@ -456,12 +455,12 @@ struct tables_job {
     int set;                    /* the set pulled ahead, -1: none */
     int epoch, next;            /*   of that batch */
     int pulled;                 /* its rows came: the set is usable */
-    struct wk_overlap puller;   /* its thread */
+    struct wk_overlap puller;   /* the thread reading it (not --overlap) */
 };
 
-/* The rows of j's batch pulled ahead. A failed pull is not the step's
- * failure: the set is dropped and the batch's forward pulls its rows
- * itself (and reports the error if that fails too). */
+/* The rows of j's batch (read into r->x_alt) pulled here. A failed pull
+ * is not the step's failure: the set is dropped and the batch's forward
+ * pulls its rows itself (and reports the error if that fails too). */
 static void pull_set_ahead(struct tables_job *j)
 {
     j->pulled = wk_tables_ahead_pull(j->r->tables, j->set, j->r->x_alt,
@@ -491,32 +490,51 @@ static int read_ahead(void *arg)
     return read_next(arg);
 }
 
+/* Not --overlap, before step b (of nb) computes: batch b + 1 read into
+ * r->x_alt on the puller thread meanwhile (tables_exchange waits for
+ * it). */
+static int read_ahead_start(struct run *r, struct tables_job *j, int epoch,
+                            int b, int nb)
+{
+    if (r->c->overlap || b + 1 >= nb)
+        return HC_OK;
+    j->epoch = epoch;
+    j->next = b + 1;
+    j->puller.job = read_ahead;
+    j->puller.job_arg = j;
+    return wk_overlap_start(&j->puller);
+}
+
 static int tables_exchange(void *arg)
 {
     struct tables_job *j = arg;
     struct wk_overlap *x = j->x;
-    char why[512];
-    int rv, prv = HC_OK;
+    struct run *r = j->r;
+    int rv;
 
+    x->st.n_pull_rows = 0;
+    if ((rv = wk_tables_step_push(r->tables, &x->g.rows, &x->g.n_rows)))
+        return rv;
+    /* The batch ahead: read by the puller (waited for here) or, under
+     * --overlap, now; its ids de-duplicated, their rows asked for. */
     if (j->set >= 0) {
-        j->puller.job = read_ahead;
-        j->puller.job_arg = j;
-        if ((rv = wk_overlap_start(&j->puller)) != HC_OK)
+        rv = r->c->overlap ? read_next(j) : wk_overlap_wait(&j->puller);
+        if (rv != HC_OK)
             return rv;
+        if (wk_tables_ahead_ids(r->tables, j->set, r->x_alt, r->alt_n,
+                                &x->st.pull_rows, &x->st.n_pull_rows) !=
+            HC_OK) {
+            hc_info("rows of batch %d not pulled ahead (%s): pulled at its "
+                    "forward", j->next, hc_err_msg());
+            x->st.n_pull_rows = 0;
+        }
     }
-    rv = wk_tables_send(j->r->tables);
-    if (rv == HC_OK)
-        rv = (x->step ? x->step : pc_async_step)(j->r->pc, &x->g, x->params,
-                                                 &x->st);
-    snprintf(why, sizeof why, "%s", rv == HC_OK ? "" : hc_err_msg());
-    if (j->set >= 0)
-        prv = wk_overlap_wait(&j->puller);
-    if (rv != HC_OK)
-        return hc_err_set(rv, "%s", why);
-    if (prv != HC_OK || j->set < 0)
-        return prv;
-    pull_set_ahead(j);
-    return HC_OK;
+    rv = (x->step ? x->step : pc_async_step)(r->pc, &x->g, x->params,
+                                             &x->st);
+    j->pulled = rv == HC_OK && x->st.rows_pulled;
+    x->g.n_rows = 0;
+    x->st.n_pull_rows = 0;
+    return rv;
 }
 
 /* The trainer's thread, after a tables_job ran (rv its result): the
@@ -642,13 +660,13 @@ static int first_ahead(struct run *r, int epoch, int b)
 /*
  * The exchange of step b (of nb in the epoch, n samples) with tables
  * (tables_exchange), after its compute: the rows' gradients taken out of
- * the net, the batch after this one read into r->x_alt beside the dense
- * push-and-pull and its rows pulled after it (--overlap: the batch after
- * the next). Without --overlap it
- * runs here and the next batch ends in r->x; with it, the exchange of the
- * step before is waited for (its values become r->params), this one
- * starts on the exchange thread and the next batch, read by the step
- * before, moves to r->x.
+ * the net, and with them in one request the dense push-and-pull and the
+ * rows of the batch after this one, read into r->x_alt while the step
+ * computed (read_ahead_start; --overlap: the batch after the next, read
+ * by the exchange). Without --overlap it runs here and the next batch
+ * ends in r->x; with it, the exchange of the step before is waited for
+ * (its values become r->params), this one starts on the exchange thread
+ * and the next batch, read by the step before, moves to r->x.
  */
 static int tables_step(struct run *r, struct wk_overlap *x,
                        struct tables_job *j, const struct pc_grad *g,
@@ -668,9 +686,12 @@ static int tables_step(struct run *r, struct wk_overlap *x,
     if (overlap)
         swap_batches(r);        /* the next batch, read the step before */
     j->set = -1;
-    j->epoch = epoch;
-    j->next = next;
+    if (overlap) {      /* else read_ahead_start set them (the puller's) */
+        j->epoch = epoch;
+        j->next = next;
+    }
     if (next < nb && (rv = wk_tables_ahead_begin(r->tables, &j->set))) {
+        wk_overlap_wait(&j->puller);
         wk_tables_sent(r->tables);
         return rv;
     }
@@ -709,8 +730,9 @@ static int tables_step(struct run *r, struct wk_overlap *x,
  * the furthest place a shard holds, as Keras's BackupAndRestore resumes
  * from the interrupted epoch — nothing is trained twice or skipped, but
  * at most the one push in flight when the worker died. A model with
- * tables pushes its rows first, reads the next batch beside the
- * push-and-pull and pulls its rows after it (tables_step).
+ * tables reads the next batch while the step computes, and its step's
+ * request to each shard carries the rows' gradients, the dense
+ * push-and-pull and the next batch's rows to pull (tables_step).
  */
 static int run_async(struct run *r)
 {
@@ -780,7 +802,10 @@ static int run_async(struct run *r)
                 rv = compute_pushing(r, n, &loss, &k, &g, &st, pc_async_step,
                                      &dx);
                 version = st.version;
-            } else if ((rv = compute(r, n, &loss, &k)) == HC_OK) {
+            } else if ((rv = r->tables ? read_ahead_start(r, &job, epoch,
+                                                           b, nb)
+                                       : HC_OK) == HC_OK &&
+                       (rv = compute(r, n, &loss, &k)) == HC_OK) {
                 g.samples_per_s = (float)r->speed;
                 tx = hc_now_s();
                 if (r->tables) {

@@ -8,9 +8,10 @@
 #          on this machine; parsing not counted, as it reads the file first)
 #   1+1    hetps, 1 shard and 1 async worker
 #   2+2    hetps, 2 shards and 2 async workers (each half the file)
-#   1+1 and 2+2 --overlap, the same with each worker's exchange (rows
-#          push, dense push-and-pull, rows pull two batches ahead) on a
-#          thread while it computes the next step (worker/README.md)
+#   1+1 and 2+2 --overlap, the same with each worker's exchange (one
+#          request per shard: the rows' gradients, the dense
+#          push-and-pull and the rows two batches ahead) on a thread
+#          while it computes the next step (worker/README.md)
 #   torch  again with OPENBLAS_NUM_THREADS=1: Debian's torch at 1 thread
 #          still runs OpenBLAS's 2 threads unless told; the ratios are
 #          against the faster of the two
@@ -19,10 +20,11 @@
 # workers' "this worker N samples/s", which count every step from the
 # first pull to the last push, reading and parsing the file included) and
 # the ratios, then the sparse bytes a step against the issue's formula
-# unique ids × output_dim × 4 × 2 + ids × 8: worker:0's rows pulls and
-# pushes, whole messages both ways (protobuf header, ids, rows or
-# gradients, checksums; not TCP's or TLS's framing), a pull's and a
-# push's, from its "tables:" line.
+# unique ids × output_dim × 4 × 2 + ids × 8: worker:0's rows pulled and
+# pushed, both ways (their share of the step's messages: ids, rows or
+# gradients, their RowsRefs and TensorRefs in the protobuf header; a
+# forward's own PullRows whole; not TCP's or TLS's framing), a pull's and
+# a push's, from its "tables:" line.
 # Beside the speeds, the CPU time a batch of 512 (median): torch's epoch
 # loop (time.process_time), hetps's whole job (every process of `hetps
 # launch`, start-up included, by /usr/bin/time): on a machine shared with

@@ -11,8 +11,11 @@
  * HETPS_FUZZ_SEEDS=DIR fuzz_shard writes the seed messages (this create,
  * creates with the other optimizers' settings, schedules and clipping,
  * pulls, pushes, push-and-pull, join, status, a pull and a push of rows
- * of its row-sparse table) as DIR/NAME.msg and
- * exits: tests/fuzz/corpus/{shard,wire} were made so.
+ * of its row-sparse table, and a click-through step's push-and-pull with
+ * rows riding on it: Push.rows_grad and rows_pull) as DIR/NAME.msg and
+ * exits: tests/fuzz/corpus/{shard,wire} were made so. A push that asks
+ * for values back is answered as the service answers it
+ * (ps_shard_answer_pull: the ranges' values, then the rows).
  */
 #include <string.h>
 #include <sys/stat.h>
@@ -55,6 +58,14 @@ static int serve(const void *data, size_t size)
             rv = ps_shard_push_rows(shard, &in, 0, &version);
         else
             rv = ps_shard_serve(shard, &in, &me, NULL, &reply);
+        if (rv == HC_OK &&
+            in.env->payload_case == HETPS__ENVELOPE__PAYLOAD_PUSH &&
+            hc_wire_push_pulls(in.env->push)) {
+            if (reply)
+                nng_msg_free(reply);
+            reply = NULL;
+            rv = ps_shard_answer_pull(shard, &in, &me, NULL, &reply);
+        }
         if (reply)
             nng_msg_free(reply);
         hc_wire_msg_free(&in);
@@ -229,6 +240,48 @@ static void write_rows_seeds(const char *dir)
     seed(dir, "init_rows_done", &env, NULL, 0);
 }
 
+/* A click-through step's one request: the dense push-and-pull of both
+ * variables with the rows' gradients of three rows and the rows of two
+ * to pull (Push.rows_grad, rows_pull). */
+static void write_step_rows_seed(const char *dir)
+{
+    static const uint64_t ids[3] = { 2, 9, 1ull << 39 }, next[2] = { 9, 77 };
+    static const float grad[27] = { 0.5f, -1, 2, 0, 1e-3f, 3, -2, 1, 0.25f,
+                                    -0.5f, 4, 1, 0.1f, -0.1f, 0, 1, -2, 0.5f,
+                                    0, 3, 1, -1, 2, 0.25f, 4, -3, 1 };
+    struct hc_sender w1 = { HETPS__JOB__JOB_WORKER, 1, 9, 0, 0 };
+    struct hc_tensor_src t[5] = { { 0, 0, 12, grad }, { 1, 0, 3, grad + 12 },
+                                  { 2, 0, 6, (const float *)ids },
+                                  { 2, 0, 12, grad + 15 },
+                                  { 2, 0, 4, (const float *)next } };
+    Hetps__Envelope env = HETPS__ENVELOPE__INIT;
+    Hetps__Push push = HETPS__PUSH__INIT;
+    Hetps__Range r[2] = { HETPS__RANGE__INIT, HETPS__RANGE__INIT };
+    Hetps__Range *rp[2] = { &r[0], &r[1] };
+    Hetps__RowsRef g = HETPS__ROWS_REF__INIT, p = HETPS__ROWS_REF__INIT;
+    Hetps__RowsRef *gp[1] = { &g }, *pp[1] = { &p };
+
+    r[0].key = 0; r[0].length = 12;
+    r[1].key = 1; r[1].length = 3;
+    g.key = p.key = 2;
+    g.dim = p.dim = 4;
+    g.n = 3;
+    p.n = 2;
+    hc_wire_init_env(&env, &w1, 10);
+    push.samples = 32;
+    push.n_ranges = 2;
+    push.ranges = rp;
+    push.n_rows_grad = 1;
+    push.rows_grad = gp;
+    push.n_rows_pull = 1;
+    push.rows_pull = pp;
+    push.has_epoch = push.has_batches = 1;
+    push.batches = 4;
+    env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
+    env.push = &push;
+    seed(dir, "push_step_rows", &env, t, 5);
+}
+
 /* The seeds besides the create (see the header comment). */
 static void write_seeds(const struct hc_model *m, const char *dir)
 {
@@ -286,6 +339,7 @@ static void write_seeds(const struct hc_model *m, const char *dir)
     env.status = &status;
     seed(dir, "status", &env, NULL, 0);
     write_rows_seeds(dir);
+    write_step_rows_seed(dir);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -17,14 +17,17 @@
 #     as worker:1's push reaches it (fault point push:worker1) and
 #     worker:1 is killed meanwhile, so that step reached ps:0 alone
 #     (started again, worker:1 resumes from the least place, and ps:0
-#     answers the repeated step without applying it). Each shard's step
+#     answers the repeated step without applying it); and the same at
+#     worker:1's first push (ps:1 then holds no place of worker:1's: the
+#     worker resumes from its first batch, not ps:0's place). Each shard's step
 #     count must be exactly the batches the workers' parts hold
 #     (2 × 4,000 / 32 = 250) — one step a worker's step, its rows and its
 #     dense push together —: nothing applied twice, nothing skipped.
 #   async --overlap: the shard kills and the worker's restart again with
-#     each worker's exchange on a thread while it computes (its rows push,
-#     dense push-and-pull and the rows two batches ahead): step counts
-#     exact as well.
+#     each worker's exchange on a thread while it computes (one request a
+#     shard: its rows' gradients, the dense push-and-pull and the rows two
+#     batches ahead): step counts exact as well. Async steps are
+#     stretched 250x, sync's 16x.
 . "$(dirname "$0")/lib.inc"
 pick_ports
 GEN=$B/tools/ctrgen
@@ -43,12 +46,13 @@ start_ps() {
     track $!
 }
 # start_worker I: worker:I of $D (log appended), its pid in $wI, with
-# $WFLAGS. Each step stretched 16x (--slowdown) so the kills land mid-run.
+# $WFLAGS. Each step stretched $SLOW times (--slowdown, 16 unless set) so
+# the kills land mid-run.
 start_worker() {
     # shellcheck disable=SC2086
     "$BIN/hetps-worker" --cluster "$D/cluster.json" --task worker:$1 \
         --model "$T/cat.json" --data "criteo:$T/train.tsv" --no-eval \
-        --slowdown 16 ${WFLAGS:-} >> "$D/w$1.log" 2>&1 &
+        --slowdown ${SLOW:-16} ${WFLAGS:-} >> "$D/w$1.log" 2>&1 &
     eval "w$1=\$!"
     track $!
 }
@@ -75,7 +79,7 @@ job() {
   "hetps": { "mode": "$2" } }
 JSON
     start_ps 0
-    start_ps 1
+    if [ "$3" = first ]; then FAULT=push:worker1 start_ps 1; else start_ps 1; fi
     wait_for 10 "$BIN/hetps" status "$D/cluster.json" || fail "$name: the shards did not start"
     start_worker 0
     start_worker 1
@@ -92,15 +96,20 @@ JSON
         sleep 0.5
         start_worker 1
         ok "$name: worker:1 killed with SIGKILL at step $(($4 / 3))+ and started again" ;;
-    partial)
+    partial|first)
         # ps:1 dies as worker:1's push reaches it (the fault point
         # push:worker1), which ps:0 applies; worker:1 is killed while
         # ps:1 is down, so its step reached ps:0 alone. Started again,
         # it resumes from ps:1's place and sends that step again: ps:0
-        # answers it without applying it twice.
-        wait_for 60 over 1 $(($4 / 5)) || { tail "$D"/w*.log; fail "$name: ps:1 never reached step $(($4 / 5))"; }
-        kill -KILL $ps1; wait $ps1 2>/dev/null
-        FAULT=push:worker1 start_ps 1
+        # answers it without applying it twice. first: the fault armed
+        # from the start (job), at worker:1's first push: ps:1 then
+        # holds no place of worker:1's, which must not let it resume
+        # past the step ps:0 alone applied.
+        if [ "$3" = partial ]; then
+            wait_for 60 over 1 $(($4 / 5)) || { tail "$D"/w*.log; fail "$name: ps:1 never reached step $(($4 / 5))"; }
+            kill -KILL $ps1; wait $ps1 2>/dev/null
+            FAULT=push:worker1 start_ps 1
+        fi
         gone() { ! kill -0 $ps1 2>/dev/null; }
         wait_for 30 gone || fail "$name: ps:1 never reached push:worker1"
         wait $ps1 2>/dev/null
@@ -108,7 +117,7 @@ JSON
         grep -q "fault point push:worker1" "$D/ps-1.log" || fail "$name: ps:1 died elsewhere"
         start_ps 1
         start_worker 1
-        ok "$name: ps:1 killed by worker:1's push, worker:1 killed meanwhile, both started again" ;;
+        ok "$name: ps:1 killed by worker:1's push ($3), worker:1 killed meanwhile, both started again" ;;
     esac
     wait $w0 || { tail -20 "$D/w0.log"; fail "$name: worker:0 failed"; }
     wait $w1 || { tail -20 "$D/w1.log"; fail "$name: worker:1 failed"; }
@@ -154,6 +163,9 @@ ok "sync, 3 shard kills: every row and dense variable bit for bit the fault-free
 job sync_worker sync worker 125
 same sync_clean sync_worker 0
 ok "sync, worker:1 killed and started again: every row and dense variable bit for bit the fault-free run's"
+# Async steps are one request a shard: at 16x a worker's 125 steps
+# could end before its kill; 250x makes them last seconds.
+SLOW=250
 job async_shards async shards 250
 job async_worker async worker 250
 grep -q "resuming where worker:1 left off" "$T/async_worker/w1.log" ||
@@ -161,7 +173,12 @@ grep -q "resuming where worker:1 left off" "$T/async_worker/w1.log" ||
 job async_partial async partial 250
 grep -q "worker:1's push of epoch 1 batch [1-9][0-9]* was applied here before its process restarted" "$T/async_partial/ps-0.log" ||
     { tail "$T/async_partial/ps-0.log"; fail "async: ps:0 never answered worker:1's repeated step without applying it"; }
+job async_first async first 250
+grep -q "worker:1's push of epoch 1 batch 1 was applied here before its process restarted" "$T/async_first/ps-0.log" ||
+    { tail "$T/async_first/ps-0.log"; fail "async: ps:0 never answered worker:1's repeated first step without applying it"; }
 ok "async: step counts exact through shard kills, a worker's restart and a step that reached one shard of two"
+# --overlap hides the exchange behind the compute: at 16x a worker's 125
+# steps took 0.12 s.
 WFLAGS=--overlap
 job async_overlap_shards async shards 250
 job async_overlap_worker async worker 250

@@ -1,10 +1,11 @@
 /*
  * test_shard.c — one shard's variables (ps/shard.h) over a temporary
  * store, without a network: the chief's create (and its repeat), pulls,
- * an async push through the optimizer, a synchronous step's
+ * an async push through the optimizer, a push with a table's rows riding
+ * on it, a synchronous step's
  * sample-weighted sum, the values and version kept across a reopen, and
  * the requests refused (before create, a range outside the variables, a
- * gradient of the wrong length).
+ * gradient of the wrong length, a row id past its table).
  */
 #include "cu.h"
 #include "ps/shard.h"
@@ -19,6 +20,7 @@
 
 #include "err.h"
 #include "layout.h"
+#include "model.h"
 #include "wire.h"
 
 #define CLUSTER 0x5eedf00dull
@@ -120,14 +122,16 @@ static void done(struct hc_wire_msg *out, nng_msg *keep)
         nng_msg_free(keep);
 }
 
-/* The chief's create with SGD at LR, or with `optim` (NULL: none) when
- * `own` is set. */
+/* The chief's create of "dense/w" (N) with SGD at LR, or with `optim`
+ * (NULL: none) when `own` is set; and `table` (NULL: none), variable 1. */
 static int create_with(struct fx *f, const float *init, int own,
-                       Hetps__OptimizerSettings *optim_in)
+                       Hetps__OptimizerSettings *optim_in,
+                       Hetps__VariableDef *table)
 {
     Hetps__Envelope env = HETPS__ENVELOPE__INIT;
     Hetps__CreateVariables cv = HETPS__CREATE_VARIABLES__INIT;
-    Hetps__VariableDef def = HETPS__VARIABLE_DEF__INIT, *defs[1] = { &def };
+    Hetps__VariableDef def = HETPS__VARIABLE_DEF__INIT;
+    Hetps__VariableDef *defs[2] = { &def, table };
     uint32_t shape[1] = { N };
     Hetps__OptimizerSettings optim = HETPS__OPTIMIZER_SETTINGS__INIT;
     struct hc_wire_msg out;
@@ -137,10 +141,12 @@ static int create_with(struct fx *f, const float *init, int own,
     def.name = "dense/w";
     def.n_shape = 1;
     def.shape = shape;
-    cv.n_vars = 1;
+    cv.n_vars = table ? 2 : 1;
     cv.vars = defs;
     cv.block_elems = BLOCK;
     cv.signature = 0xabcdefull;
+    cv.has_seed = table != NULL;
+    cv.seed = 7;
     optim.type = HETPS__OPTIMIZER_TYPE__OPTIMIZER_SGD;
     optim.learning_rate = LR;
     cv.optimizer = own ? optim_in : &optim;
@@ -156,7 +162,7 @@ static int create_with(struct fx *f, const float *init, int own,
 
 static int create(struct fx *f, const float *init)
 {
-    return create_with(f, init, 0, NULL);
+    return create_with(f, init, 0, NULL, NULL);
 }
 
 /* Pull every block into values[N]; *version the shard's. */
@@ -250,6 +256,145 @@ static void test_create_pull_push(void)
     for (i = 0; i < N; i++)
         bad += got[i] != init[i] - LR * grad[i];
     CU_ASSERT_EQUAL(bad, 0);
+    fx_close(&f);
+}
+
+/* ---- a step's rows riding on its push (Push.rows_grad, rows_pull) ---- */
+
+#define TABLE_ROWS 1000u        /* variable 1: a table of rows of 2 */
+
+/* The chief's create of "dense/w" (N, SGD at LR) and the table "emb/t",
+ * variable 1 (TABLE_ROWS rows of 2, every row 1.0 until written). */
+static int create_table(struct fx *f, const float *init)
+{
+    Hetps__VariableDef t = HETPS__VARIABLE_DEF__INIT;
+    Hetps__TableInit ti = HETPS__TABLE_INIT__INIT;
+    uint32_t shape[1] = { 2 };
+
+    t.name = "emb/t";
+    t.n_shape = 1;
+    t.shape = shape;
+    t.has_table_rows = 1;
+    t.table_rows = TABLE_ROWS;
+    ti.kind = HC_INIT_CONSTANT;
+    ti.has_a = 1;
+    ti.a = 1.0f;
+    t.table_init = &ti;
+    return create_with(f, init, 0, NULL, &t);
+}
+
+/* A push of the dense blocks of `grad` (NULL: none) with the rows'
+ * gradients g of ids gi[0 .. ng) and the rows of pi[0 .. np) to pull,
+ * samples 2, decoded into *in (its message *req); the ranges asked back
+ * with the dense blocks. */
+static void rows_push(struct fx *f, const float *grad, const uint64_t *gi,
+                      uint32_t ng, const float *g, const uint64_t *pi,
+                      uint32_t np, struct hc_wire_msg *in, nng_msg **req)
+{
+    Hetps__Envelope env;
+    Hetps__Push p;
+    Hetps__RowsRef gr = HETPS__ROWS_REF__INIT, pr = HETPS__ROWS_REF__INIT;
+    Hetps__RowsRef *grp[1] = { &gr }, *prp[1] = { &pr };
+    struct hc_tensor_src t[N + 3];
+    size_t b, nt = 0;
+
+    push_env(f, &env, &p, 2, 0);
+    for (b = 0; grad && b < f->lay.n_blocks; b++) {
+        t[nt] = f->src[b];
+        t[nt++].data = grad + f->lay.blocks[b].flat;
+    }
+    p.n_ranges = grad ? f->lay.n_blocks : 0;
+    p.ranges = f->range_ptrs;
+    gr.key = pr.key = 1;
+    gr.dim = pr.dim = 2;
+    gr.n = ng;
+    pr.n = np;
+    p.n_rows_grad = 1;
+    p.rows_grad = grp;
+    p.n_rows_pull = np ? 1 : 0;
+    p.rows_pull = prp;
+    t[nt++] = (struct hc_tensor_src){ 1, 0, 2 * ng, (const float *)gi };
+    t[nt++] = (struct hc_tensor_src){ 1, 0, 2 * ng, g };
+    if (np)
+        t[nt++] = (struct hc_tensor_src){ 1, 0, 2 * np, (const float *)pi };
+    CU_ASSERT_EQUAL_FATAL(hc_wire_encode(req, &env, t, nt), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(hc_wire_decode(nng_msg_body(*req),
+                                         nng_msg_len(*req), CLUSTER, in),
+                          HC_OK);
+}
+
+static void test_step_rows(void)
+{
+    static const uint64_t gi[2] = { 3, 700 }, pi[2] = { 3, 5 };
+    static const uint64_t bad_ids[2] = { 3, TABLE_ROWS };
+    static const float g[4] = { 1, -2, 0.5f, 4 };
+    /* SGD at LR 0.5 over samples 2 from rows of 1.0: 1 − g / 4. */
+    static const float want3[2] = { 0.75f, 1.5f }, want5[2] = { 1, 1 };
+    float init[N], grad[N];
+    struct hc_wire_msg in, out;
+    nng_msg *req, *reply;
+    struct fx f;
+    int i, bad = 0;
+
+    for (i = 0; i < N; i++) {
+        init[i] = (float)i;
+        grad[i] = 2.0f;
+    }
+    fx_open(&f);
+    CU_ASSERT_EQUAL_FATAL(create_table(&f, init), HC_OK);
+
+    /* One step: the dense blocks and the rows applied together (the
+     * version moves once), then the answer: the values, then the rows
+     * pulled, read after the apply. */
+    rows_push(&f, grad, gi, 2, g, pi, 2, &in, &req);
+    CU_ASSERT_EQUAL(hc_wire_push_dense(in.env->push, in.n_tensors), 3);
+    CU_ASSERT_EQUAL(ps_shard_serve(f.sh, &in, &shard0, NULL, &reply),
+                    HC_OK);
+    nng_msg_free(reply);
+    CU_ASSERT_EQUAL(ps_shard_version(f.sh), 1);
+    CU_ASSERT_EQUAL_FATAL(ps_shard_answer_pull(f.sh, &in, &shard0, NULL,
+                                               &reply), HC_OK);
+    CU_ASSERT_EQUAL_FATAL(hc_wire_decode(nng_msg_body(reply),
+                                         nng_msg_len(reply), CLUSTER, &out),
+                          HC_OK);
+    CU_ASSERT_EQUAL_FATAL(out.n_tensors, 4);
+    for (i = 0; i < 3; i++) {
+        const Hetps__TensorRef *t = out.env->tensors[i];
+
+        for (uint32_t e = 0; e < t->length; e++)
+            bad += out.data[i][e] != init[t->offset + e] - LR * 2.0f;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(out.env->tensors[3]->key == 1 &&
+              out.env->tensors[3]->length == 4);
+    CU_ASSERT_EQUAL(memcmp(out.data[3], want3, sizeof want3), 0);
+    CU_ASSERT_EQUAL(memcmp(out.data[3] + 2, want5, sizeof want5), 0);
+    hc_wire_msg_free(&out);
+    nng_msg_free(reply);
+    hc_wire_msg_free(&in);
+    nng_msg_free(req);
+
+    /* An id past the table: refused by name, nothing applied. */
+    rows_push(&f, grad, bad_ids, 2, g, NULL, 0, &in, &req);
+    CU_ASSERT_EQUAL(ps_shard_serve(f.sh, &in, &shard0, NULL, &reply),
+                    HC_ERR_INVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "id 1000 of variable 1 is "
+                                  "not below the table's input_dim 1000"));
+    CU_ASSERT_EQUAL(ps_shard_version(f.sh), 1);
+    /* A synchronous step's push does not carry rows. */
+    CU_ASSERT_EQUAL(ps_shard_accumulate(f.sh, &in, 0), HC_ERR_UNSUPPORTED);
+    hc_wire_msg_free(&in);
+    nng_msg_free(req);
+
+    /* Rows alone (a shard holding no block of the step): a step too. */
+    rows_push(&f, NULL, gi, 2, g, NULL, 0, &in, &req);
+    CU_ASSERT_EQUAL(hc_wire_push_dense(in.env->push, in.n_tensors), 0);
+    CU_ASSERT_EQUAL(ps_shard_serve(f.sh, &in, &shard0, NULL, &reply),
+                    HC_OK);
+    nng_msg_free(reply);
+    CU_ASSERT_EQUAL(ps_shard_version(f.sh), 2);
+    hc_wire_msg_free(&in);
+    nng_msg_free(req);
     fx_close(&f);
 }
 
@@ -391,16 +536,16 @@ static void test_refused(void)
     {
         Hetps__OptimizerSettings o = HETPS__OPTIMIZER_SETTINGS__INIT;
 
-        CU_ASSERT_EQUAL(create_with(&f, init, 1, NULL), HC_ERR_PROTO);
+        CU_ASSERT_EQUAL(create_with(&f, init, 1, NULL, NULL), HC_ERR_PROTO);
         CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "no optimizer settings"));
         o.type = HETPS__OPTIMIZER_TYPE__OPTIMIZER_SGD;
         o.learning_rate = 1e9f;
-        CU_ASSERT_EQUAL(create_with(&f, init, 1, &o), HC_ERR_PROTO);
+        CU_ASSERT_EQUAL(create_with(&f, init, 1, &o, NULL), HC_ERR_PROTO);
         CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "create: optimizer: "
                                       "learning_rate 1e+09 is out of range"));
         o.type = HETPS__OPTIMIZER_TYPE__OPTIMIZER_ADAM;
         o.learning_rate = 0.1f;
-        CU_ASSERT_EQUAL(create_with(&f, init, 1, &o), HC_ERR_PROTO);
+        CU_ASSERT_EQUAL(create_with(&f, init, 1, &o, NULL), HC_ERR_PROTO);
         CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "lack beta_1"));
         CU_ASSERT_EQUAL(ps_shard_block_elems(f.sh), 0);  /* nothing made */
     }
@@ -682,6 +827,9 @@ void hp_test_register(void)
     CU_pSuite s = CU_add_suite("shard", NULL, NULL);
 
     CU_add_test(s, "create, repeat, pull, async push", test_create_pull_push);
+    CU_add_test(s, "a push with rows: one step, rows answered after the "
+                   "values; an id past the table refused; rows alone",
+                test_step_rows);
     CU_add_test(s, "sync step: sample-weighted sum, kept on reopen",
                 test_sync_sum);
     CU_add_test(s, "sync step: a gradient lent from its message = summed",

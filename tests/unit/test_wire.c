@@ -1740,6 +1740,205 @@ static void test_init_rows(void)
     nng_msg_free(msg);
 }
 
+/* ---- a step's push with rows (Push.rows_grad, rows_pull) ---- */
+
+/* A push of one dense block (key 0, 4 floats), the rows' gradients of
+ * table 2 (dim 2) and the rows to pull of table 3 (dim 2), as a worker's
+ * click-through step sends it; `mut` changes it before encoding. */
+struct push_rows_fx {
+    Hetps__Envelope env;
+    Hetps__Push push;
+    Hetps__Range range, *ranges[1];
+    Hetps__RowsRef grad, pull, *grads[1], *pulls[HC_WIRE_MAX_TABLES + 1];
+    uint64_t grad_ids[3], pull_ids[2];
+    float dense[4], g[3 * 2];
+    struct hc_tensor_src t[5];
+    size_t nt;
+};
+
+static void push_rows_fx_init(struct push_rows_fx *f)
+{
+    static const uint64_t gi[3] = {1, 7, 1ull << 40}, pi[2] = {2, 9};
+
+    memset(f, 0, sizeof *f);
+    hc_wire_init_env(&f->env, &worker1, 11);
+    hetps__push__init(&f->push);
+    hetps__range__init(&f->range);
+    f->range.key = 0;
+    f->range.length = 4;
+    f->ranges[0] = &f->range;
+    hetps__rows_ref__init(&f->grad);
+    hetps__rows_ref__init(&f->pull);
+    f->grad.key = 2;
+    f->grad.n = 3;
+    f->grad.dim = 2;
+    f->pull.key = 3;
+    f->pull.n = 2;
+    f->pull.dim = 2;
+    f->grads[0] = &f->grad;
+    for (size_t k = 0; k <= HC_WIRE_MAX_TABLES; k++)
+        f->pulls[k] = &f->pull;
+    memcpy(f->grad_ids, gi, sizeof gi);
+    memcpy(f->pull_ids, pi, sizeof pi);
+    for (int i = 0; i < 4; i++)
+        f->dense[i] = 0.5f * (float)i;
+    for (int i = 0; i < 6; i++)
+        f->g[i] = (float)i - 2.5f;
+    f->push.samples = 4;
+    f->push.n_ranges = 1;
+    f->push.ranges = f->ranges;
+    f->push.n_rows_grad = 1;
+    f->push.rows_grad = f->grads;
+    f->push.n_rows_pull = 1;
+    f->push.rows_pull = f->pulls;
+    f->t[0] = (struct hc_tensor_src){0, 0, 4, f->dense};
+    f->t[1] = (struct hc_tensor_src){2, 0, 6, (const float *)f->grad_ids};
+    f->t[2] = (struct hc_tensor_src){2, 0, 6, f->g};
+    f->t[3] = (struct hc_tensor_src){3, 0, 4, (const float *)f->pull_ids};
+    f->nt = 4;
+    f->env.payload_case = HETPS__ENVELOPE__PAYLOAD_PUSH;
+    f->env.push = &f->push;
+}
+
+/* f encoded, then decoded: the first refusal's code (HC_OK: both
+ * passed, *out decoded; the caller frees *out and *msg). */
+static int push_rows_code(struct push_rows_fx *f, struct hc_wire_msg *out,
+                          nng_msg **msg)
+{
+    int rv;
+
+    memset(out, 0, sizeof *out);
+    *msg = NULL;
+    if ((rv = hc_wire_encode(msg, &f->env, f->t, f->nt)))
+        return rv;
+    return hc_wire_decode(nng_msg_body(*msg), nng_msg_len(*msg), CLUSTER,
+                          out);
+}
+
+static void pr_parts(struct push_rows_fx *f)
+{
+    f->push.has_part = f->push.has_parts = 1;
+    f->push.part = 0;
+    f->push.parts = 2;
+}
+static void pr_pull_none(struct push_rows_fx *f) { f->pull.n = 0; f->nt = 3; }
+static void pr_grad_dim0(struct push_rows_fx *f) { f->grad.dim = 0; }
+static void pr_short(struct push_rows_fx *f) { f->nt = 2; }
+static void pr_pull_key(struct push_rows_fx *f) { f->t[3].key = 9; }
+static void pr_grad_len(struct push_rows_fx *f) { f->t[2].length = 4; }
+static void pr_pull_twice(struct push_rows_fx *f)
+{
+    f->push.n_rows_pull = 2;
+    f->t[4] = f->t[3];
+    f->nt = 5;
+}
+static void pr_pull_many(struct push_rows_fx *f)
+{
+    f->push.n_rows_pull = HC_WIRE_MAX_TABLES + 1;
+}
+static void pr_pull_unsorted(struct push_rows_fx *f)
+{
+    f->pull_ids[0] = 9;
+    f->pull_ids[1] = 2;
+}
+static void pr_grad_big(struct push_rows_fx *f)
+{
+    f->grad_ids[2] = 1ull << 62;
+}
+
+static void test_push_rows(void)
+{
+    struct push_rows_fx *f = malloc(sizeof *f);
+    struct hc_wire_msg m;
+    nng_msg *msg;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    /* Read back: the dense block first, then the rows' tensors. */
+    push_rows_fx_init(f);
+    CU_ASSERT_EQUAL_FATAL(push_rows_code(f, &m, &msg), HC_OK);
+    CU_ASSERT_EQUAL(m.n_tensors, 4);
+    CU_ASSERT_EQUAL(hc_wire_push_dense(m.env->push, m.n_tensors), 1);
+    CU_ASSERT(hc_wire_push_pulls(m.env->push));
+    CU_ASSERT_EQUAL(m.env->push->rows_grad[0]->n, 3);
+    CU_ASSERT_EQUAL(m.env->push->rows_pull[0]->key, 3);
+    CU_ASSERT_EQUAL(hc_wire_row_id(m.data[1], 2), 1ull << 40);
+    CU_ASSERT_EQUAL(hc_wire_row_id(m.data[3], 1), 9);
+    CU_ASSERT_EQUAL(m.data[2][5], 2.5f);
+    CU_ASSERT_EQUAL(m.nonfinite_t, m.n_tensors);
+    hc_wire_msg_free(&m);
+    nng_msg_free(msg);
+
+    /* An id whose words read as a NaN is an id, not a non-finite value;
+     * a NaN among the rows' gradients is found, in their tensor. */
+    push_rows_fx_init(f);
+    f->grad_ids[1] = 0x7fc00000u;
+    f->pull_ids[1] = 0x7f800000u;
+    CU_ASSERT_EQUAL_FATAL(push_rows_code(f, &m, &msg), HC_OK);
+    CU_ASSERT_EQUAL(m.nonfinite_t, m.n_tensors);
+    hc_wire_msg_free(&m);
+    nng_msg_free(msg);
+    push_rows_fx_init(f);
+    f->g[3] = NAN;
+    CU_ASSERT_EQUAL_FATAL(push_rows_code(f, &m, &msg), HC_OK);
+    CU_ASSERT_EQUAL(m.nonfinite_t, 2);
+    CU_ASSERT_EQUAL(m.nonfinite_e, 3);
+    hc_wire_msg_free(&m);
+    nng_msg_free(msg);
+
+    /* Rows alone (a shard holding no block): a push-and-pull of rows. */
+    push_rows_fx_init(f);
+    f->push.n_ranges = 0;
+    f->t[0] = f->t[1];
+    f->t[1] = f->t[2];
+    f->t[2] = f->t[3];
+    f->nt = 3;
+    CU_ASSERT_EQUAL_FATAL(push_rows_code(f, &m, &msg), HC_OK);
+    CU_ASSERT_EQUAL(hc_wire_push_dense(m.env->push, m.n_tensors), 0);
+    CU_ASSERT(hc_wire_push_pulls(m.env->push));
+    hc_wire_msg_free(&m);
+    nng_msg_free(msg);
+
+    static const struct {
+        const char *what;
+        void (*mut)(struct push_rows_fx *);
+        int code;
+        const char *frag;
+    } bad[] = {
+        {"in parts", pr_parts, HC_ERR_PROTO,
+         "rows ride only on a push of one part"},
+        {"a pull of no ids", pr_pull_none, HC_ERR_LIMIT,
+         "push rows_pull: rows of variable 3: 0 ids; a push's rows carry "
+         "at least one id"},
+        {"dim 0", pr_grad_dim0, HC_ERR_PROTO,
+         "push rows_grad: rows of variable 2 have dim 0"},
+        {"tensors missing", pr_short, HC_ERR_PROTO,
+         "push carries 2 tensors but its rows"},
+        {"pull ids' key", pr_pull_key, HC_ERR_PROTO,
+         "tensor 3 is (key 9, offset 0, length 4) but its ids must be "
+         "(key 3"},
+        {"gradients' length", pr_grad_len, HC_ERR_PROTO,
+         "its gradients must be (key 2, offset 0, length 6)"},
+        {"a table twice", pr_pull_twice, HC_ERR_PROTO,
+         "push rows_pull names variable 3 twice"},
+        {"too many tables", pr_pull_many, HC_ERR_LIMIT,
+         "push rows_pull names 65 tables; 1 to 64"},
+        {"unsorted", pr_pull_unsorted, HC_ERR_PROTO,
+         "rows of variable 3: id 2 at position 1 is not above"},
+        {"2^62", pr_grad_big, HC_ERR_PROTO,
+         "rows of variable 2: id 4611686018427387904 at position 2 is not "
+         "below 2^62"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        push_rows_fx_init(f);
+        bad[i].mut(f);
+        expect_err(bad[i].what, push_rows_code(f, &m, &msg), bad[i].code,
+                   bad[i].frag);
+        CU_ASSERT_PTR_NULL(m.env);
+        nng_msg_free(msg);
+    }
+    free(f);
+}
+
 void hp_test_register(void)
 {
     CU_pSuite s = CU_add_suite("wire", NULL, NULL);
@@ -1774,4 +1973,6 @@ void hp_test_register(void)
     CU_add_test(s, "init_rows: a table's ids and values, or none (the "
                 "question, done); out of order, short refused",
                 test_init_rows);
+    CU_add_test(s, "push with rows: dense then rows read back, ids not "
+                   "floats; parts, counts, keys, ids refused", test_push_rows);
 }
