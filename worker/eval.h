@@ -23,11 +23,11 @@ int wk_evaluate(struct wk_replicas *r, const float *params,
 
 /*
  * Metrics other than accuracy (AUC) and predictions hold every sample's
- * outputs and label at once — 8 bytes a sample for one output — so a
- * streamed file (a click-through validation file may hold billions of
- * lines) is refused above WK_EVAL_HELD_MAX samples rather than exhausting
- * memory: 2^28 samples (2 GiB for one output). Loss and accuracy stream,
- * with no bound.
+ * outputs and label at once — 8 bytes a sample for one output — so a data
+ * set of more than WK_EVAL_HELD_MAX samples (a click-through validation
+ * file may hold billions of lines) is refused for them rather than
+ * exhausting memory: 2^28 samples (2 GiB for one output), loaded or
+ * streamed alike. Loss and accuracy stream, with no bound.
  *
  * wk_eval_held_fits: HC_ERR_LIMIT naming d's file, its samples, the bound
  * and `what` (the metric, or "predict") when d->n > WK_EVAL_HELD_MAX.
