@@ -253,14 +253,8 @@ int wk_ctr_inputs_load(const char *spec, const char *flag,
                         "differ in input_dim; %s feeds one", m->name, path);
         goto out;
     }
-    if (n_lines > (long long)INT32_MAX) {
-        rv = hc_err_set(HC_ERR_LIMIT, "%s: %lld lines; training counts a "
-                        "data set's samples in an int, at most 2^31 − 1 "
-                        "(split the file)", path, n_lines);
-        goto out;
-    }
     describe(m, &st->p, path, out);
-    out->n = (int)n_lines;
+    out->n = n_lines;
     st->row = (size_t)out->c;
     st->off_cat = out->inputs[st->p.q_cat].off;
     st->off_num = st->p.q_num >= 0 ? out->inputs[st->p.q_num].off : 0;

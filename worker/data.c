@@ -401,16 +401,16 @@ int wk_data_load_dir(const char *dir, const char *which,
 
 int wk_data_check_classes(const struct wk_dataset *d, int n_classes)
 {
-    for (int i = 0; d->y && i < d->n; i++)
+    for (long long i = 0; d->y && i < d->n; i++)
         if (d->y[i] >= n_classes)
             return hc_err_set(HC_ERR_DATA, "labels file %s: label %d of "
-                              "sample %d is not below the model's %d "
+                              "sample %lld is not below the model's %d "
                               "classes", d->labels_path, d->y[i], i,
                               n_classes);
     return HC_OK;
 }
 
-int wk_data_batch(const struct wk_dataset *d, int start, int count,
+int wk_data_batch(const struct wk_dataset *d, long long start, int count,
                   float *x_out, int32_t *y_out)
 {
     size_t px = (size_t)d->h * (size_t)d->w * (size_t)d->c;
@@ -418,7 +418,7 @@ int wk_data_batch(const struct wk_dataset *d, int start, int count,
     if (start < 0 || count < 0 || start >= d->n)
         return 0;
     if (count > d->n - start)
-        count = d->n - start;
+        count = (int)(d->n - start);
     if (d->src.read) {
         int rv = d->src.read(d->src.ctx, start, count, x_out, y_out);
 
@@ -441,11 +441,11 @@ static void shuffle(struct wk_shard *s, int epoch)
                                  hc_mix64((uint64_t)s->index + 1)));
 
     s->epoch = epoch;
-    for (int j = 0; j < s->n; j++)
+    for (int j = 0; j < s->n; j++)      /* n ≤ INT32_MAX (wk_shard_init) */
         s->order[j] = s->index + j * s->n_shards;
     if (s->file_order)
         return;
-    for (int i = s->n - 1; i > 0; i--) {
+    for (int i = (int)s->n - 1; i > 0; i--) {
         int j = (int)hc_rng_below(&state, (uint64_t)i + 1);
         int32_t t = s->order[i];
         s->order[i] = s->order[j];
@@ -453,33 +453,43 @@ static void shuffle(struct wk_shard *s, int epoch)
     }
 }
 
+/* floor(k · n / parts), k ≤ parts, without overflowing 64 bits. */
+static long long part_start(long long n, int parts, int k)
+{
+    return (long long)k * (n / parts) + (long long)k * (n % parts) / parts;
+}
+
 /* The checks of wk_shard_init (data.h); s zeroed. */
-static int shard_args(struct wk_shard *s, int n_total, int n_shards,
+static int shard_args(struct wk_shard *s, long long n_total, int n_shards,
                       int shard_index)
 {
     if (!s)
         return hc_err_set(HC_ERR_INVAL, "wk_shard_init: NULL shard");
     memset(s, 0, sizeof *s);
     if (n_total < 1)
-        return hc_err_set(HC_ERR_INVAL, "data shard: the data set holds %d "
+        return hc_err_set(HC_ERR_INVAL, "data shard: the data set holds %lld "
                           "samples; need at least one", n_total);
     if (n_shards < 1 || shard_index < 0 || shard_index >= n_shards)
         return hc_err_set(HC_ERR_INVAL, "data shard %d of %d: need 0 <= "
                           "index < shards", shard_index, n_shards);
     if (n_shards > n_total)
-        return hc_err_set(HC_ERR_INVAL, "data shard %d of %d: %d samples "
-                          "leave some shards empty; use at most %d workers",
+        return hc_err_set(HC_ERR_INVAL, "data shard %d of %d: %lld samples "
+                          "leave some shards empty; use at most %lld workers",
                           shard_index, n_shards, n_total, n_total);
     return HC_OK;
 }
 
-int wk_shard_init(struct wk_shard *s, int n_total, int n_shards,
+int wk_shard_init(struct wk_shard *s, long long n_total, int n_shards,
                   int shard_index, uint64_t seed)
 {
     int rv = shard_args(s, n_total, n_shards, shard_index);
 
     if (rv != HC_OK)
         return rv;
+    if (n_total > INT32_MAX)
+        return hc_err_set(HC_ERR_LIMIT, "data shard: %lld samples; a "
+                          "shuffled shard of a set loaded whole indexes at "
+                          "most 2^31 − 1", n_total);
     s->n_total = n_total;
     s->n_shards = n_shards;
     s->index = shard_index;
@@ -487,12 +497,12 @@ int wk_shard_init(struct wk_shard *s, int n_total, int n_shards,
     s->n = n_total / n_shards + (shard_index < n_total % n_shards);
     s->epoch = -1;
     if (!(s->order = malloc((size_t)s->n * sizeof *s->order)))
-        return hc_err_set(HC_ERR_NOMEM, "data shard: out of memory for %d "
+        return hc_err_set(HC_ERR_NOMEM, "data shard: out of memory for %lld "
                           "indices", s->n);
     return HC_OK;
 }
 
-int wk_shard_init_parts(struct wk_shard *s, int n_total, int n_shards,
+int wk_shard_init_parts(struct wk_shard *s, long long n_total, int n_shards,
                         int shard_index)
 {
     int rv = shard_args(s, n_total, n_shards, shard_index);
@@ -503,9 +513,10 @@ int wk_shard_init_parts(struct wk_shard *s, int n_total, int n_shards,
     s->n_shards = n_shards;
     s->index = shard_index;
     s->epoch = -1;
-    /* floor(k · N / K) in 64 bits: N, K < 2^31 */
-    s->first = (int)((long long)shard_index * n_total / n_shards);
-    s->n = (int)((long long)(shard_index + 1) * n_total / n_shards) - s->first;
+    /* floor(k · N / K) without overflow: N = q·K + r, so k·N/K is
+     * k·q + floor(k·r / K), and k·r < K² < 2^62 */
+    s->first = part_start(n_total, n_shards, shard_index);
+    s->n = part_start(n_total, n_shards, shard_index + 1) - s->first;
     return HC_OK;
 }
 
@@ -517,23 +528,39 @@ int wk_shard_init_for(struct wk_shard *s, const struct wk_dataset *d,
     return wk_shard_init(s, d->n, n_shards, shard_index, seed);
 }
 
-int wk_shard_n_batches(const struct wk_shard *s, int batch_size)
+long long wk_shard_n_batches(const struct wk_shard *s, int batch_size)
 {
     if (batch_size < 1)
         return 0;
     return s->n / batch_size + (s->n % batch_size != 0);
 }
 
-int wk_shard_batch(struct wk_shard *s, int epoch, int batch_index,
+int wk_shard_check_place(const struct wk_shard *s, int batch_size,
+                         const char *what)
+{
+    long long nb = wk_shard_n_batches(s, batch_size);
+
+    if (nb <= WK_SHARD_PLACE_MAX)
+        return HC_OK;
+    return hc_err_set(HC_ERR_LIMIT, "%s: worker %d of %d's part holds %lld "
+                      "samples, %lld batches of %d; the shards record a "
+                      "worker's place in an epoch as a 32-bit count of "
+                      "batches, at most %lld: use a batch size of at least "
+                      "%lld, or more workers", what, s->index, s->n_shards,
+                      s->n, nb, batch_size, WK_SHARD_PLACE_MAX,
+                      (s->n + WK_SHARD_PLACE_MAX - 1) / WK_SHARD_PLACE_MAX);
+}
+
+int wk_shard_batch(struct wk_shard *s, int epoch, long long batch_index,
                    int batch_size, const struct wk_dataset *d, float *x_out,
                    int32_t *y_out, int *n_out)
 {
     *n_out = 0;
     if (batch_size < 1 || batch_index < 0)
         return hc_err_set(HC_ERR_INVAL, "data shard: bad batch request "
-                          "(epoch %d, batch %d of size %d)", epoch,
+                          "(epoch %d, batch %lld of size %d)", epoch,
                           batch_index, batch_size);
-    return wk_shard_slice(s, epoch, (long long)batch_index * batch_size,
+    return wk_shard_slice(s, epoch, batch_index * batch_size,
                           batch_size, d, x_out, y_out, n_out);
 }
 
@@ -550,8 +577,8 @@ int wk_shard_slice(struct wk_shard *s, int epoch, long long start,
                           "(epoch %d, start %lld, size %d)", epoch, start,
                           batch_size);
     if (d->n != s->n_total)
-        return hc_err_set(HC_ERR_INVAL, "data shard: made for %d samples "
-                          "but the data set %s holds %d", s->n_total,
+        return hc_err_set(HC_ERR_INVAL, "data shard: made for %lld samples "
+                          "but the data set %s holds %lld", s->n_total,
                           d->images_path, d->n);
     if (start >= s->n)
         return HC_OK;
@@ -564,7 +591,7 @@ int wk_shard_slice(struct wk_shard *s, int epoch, long long start,
         return rv;
     }
     if (!s->order) {            /* a part, in file order */
-        int got = wk_data_batch(d, s->first + (int)start, count, x_out, y_out);
+        int got = wk_data_batch(d, s->first + start, count, x_out, y_out);
 
         if (got < 0)
             return -got;

@@ -70,7 +70,8 @@ struct wk_data_source {
 };
 
 struct wk_dataset {
-    int n;                  /* samples */
+    long long n;            /* samples (a streamed set may hold more
+                               than 2^31 − 1; loaded ones fewer) */
     int h, w, c;            /* image rows, cols, channels (1); several
                                inputs: 1, 1 and the row's length */
     float *x;               /* (n, h, w, c) pixels scaled to [0, 1];
@@ -136,7 +137,7 @@ int wk_data_check_classes(const struct wk_dataset *d, int n_classes);
  * or minus the error code when a streamed set's read failed (its message
  * set: a malformed line's file and line). y_out may be
  * NULL, and is not written for a set without labels. */
-int wk_data_batch(const struct wk_dataset *d, int start, int count,
+int wk_data_batch(const struct wk_dataset *d, long long start, int count,
                   float *x_out /* (count, h, w, c) */,
                   int32_t *y_out /* (count) */);
 
@@ -207,22 +208,24 @@ int wk_data_load_any_inputs(const char *data, const char *test,
  * shuffled (wk_shard_init), or a run of the file read in order
  * (wk_shard_init_parts). */
 struct wk_shard {
-    int n_total;            /* samples in the whole set */
+    long long n_total;      /* samples in the whole set */
     int n_shards, index;    /* this is shard index of n_shards */
     uint64_t seed;
-    int n;                  /* samples in this shard */
+    long long n;            /* samples in this shard */
     int32_t *order;         /* (n) sample indices in the current epoch order;
                                NULL: the part [first, first + n) in order */
     int epoch;              /* epoch `order` is shuffled for; -1 none yet */
-    int first;              /* parts: the part's first sample */
+    long long first;        /* parts: the part's first sample */
     int file_order;         /* set by the caller after init: no shuffle,
                                the strided order every epoch (the model's
                                "shuffle": false) */
 };
 
 /* HC_ERR_INVAL with a message when n_total < 1, n_shards < 1, index out of
- * [0, n_shards) or the shard would be empty (n_shards > n_total). */
-int wk_shard_init(struct wk_shard *s, int n_total, int n_shards,
+ * [0, n_shards) or the shard would be empty (n_shards > n_total);
+ * HC_ERR_LIMIT when n_total > INT32_MAX (the order holds int32 indices:
+ * a set loaded whole is smaller). */
+int wk_shard_init(struct wk_shard *s, long long n_total, int n_shards,
                   int shard_index, uint64_t seed);
 
 /*
@@ -232,7 +235,7 @@ int wk_shard_init(struct wk_shard *s, int n_total, int n_shards,
  * covering every sample once, sizes differing by at most one, batch b of
  * epoch e always the same samples. The errors of wk_shard_init.
  */
-int wk_shard_init_parts(struct wk_shard *s, int n_total, int n_shards,
+int wk_shard_init_parts(struct wk_shard *s, long long n_total, int n_shards,
                         int shard_index);
 
 /* d's split: wk_shard_init_parts for a streamed set (d->src.read), else
@@ -240,8 +243,22 @@ int wk_shard_init_parts(struct wk_shard *s, int n_total, int n_shards,
 int wk_shard_init_for(struct wk_shard *s, const struct wk_dataset *d,
                       int n_shards, int shard_index, uint64_t seed);
 
-/* Batches of batch_size in one epoch: ceil(n / batch_size). */
-int wk_shard_n_batches(const struct wk_shard *s, int batch_size);
+/* Batches of batch_size in one epoch: ceil(n / batch_size); 0 when
+ * batch_size < 1. A streamed shard may hold more than 2^31 − 1. */
+long long wk_shard_n_batches(const struct wk_shard *s, int batch_size);
+
+/*
+ * The shards record a worker's place in an epoch as a count of batches
+ * done in 32 bits (async and ssp: a restarted worker resumes there), so a
+ * part of more than WK_SHARD_PLACE_MAX batches is refused: HC_ERR_LIMIT
+ * naming `what` (the file), the part's samples, batch_size, the count and
+ * the least batch size that fits. Only a streamed file of more than
+ * 2^32 − 1 lines a worker at a tiny batch size gets there. HC_OK else.
+ */
+#define WK_SHARD_PLACE_MAX 4294967295LL     /* UINT32_MAX */
+
+int wk_shard_check_place(const struct wk_shard *s, int batch_size,
+                         const char *what);
 
 /*
  * Fill x_out and y_out with batch batch_index of epoch (≥ 0) of a data set
@@ -253,7 +270,7 @@ int wk_shard_n_batches(const struct wk_shard *s, int batch_size);
  * set whose size is not the shard's n_total; a streamed set's read error
  * (*n_out 0).
  */
-int wk_shard_batch(struct wk_shard *s, int epoch, int batch_index,
+int wk_shard_batch(struct wk_shard *s, int epoch, long long batch_index,
                    int batch_size, const struct wk_dataset *d,
                    float *x_out /* (batch_size, h, w, c) */,
                    int32_t *y_out /* (batch_size) */, int *n_out);

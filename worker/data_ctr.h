@@ -93,8 +93,8 @@
  * e is always the same lines: a worker that restarts at (epoch, batches
  * done) reads straight to them (at most one window parsed to get there).
  * Lines, positions, blocks, windows and batch indices are 64-bit (up to
- * WK_CTR_LINES_MAX lines); ctr_inputs.h's data set counts samples in an
- * int, so training takes at most 2^31 − 1 lines a file.
+ * WK_CTR_LINES_MAX lines), and so are ctr_inputs.h's data set and a
+ * worker's shard of it (data.h).
  *
  * Threads: a wk_ctr holds a file position and a window; one thread at a
  * time. Open one

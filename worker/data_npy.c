@@ -216,7 +216,7 @@ static int take_labels(const struct npy *a, const char *name,
         return hc_err_set(HC_ERR_DATA, "%s: labels must have shape (N,); "
                           "this has %d dimension(s)", name, a->ndim);
     if (a->shape[0] != (size_t)out->n)
-        return hc_err_set(HC_ERR_DATA, "%s: %zu labels for %d images", name,
+        return hc_err_set(HC_ERR_DATA, "%s: %zu labels for %lld images", name,
                           a->shape[0], out->n);
     if (a->size != 1 && a->size != 2 && a->size != 4 && a->size != 8)
         return hc_err_set(HC_ERR_DATA, "%s: %d-byte integers", name, a->size);
@@ -620,8 +620,8 @@ int wk_data_load_inputs(const char *spec, const char *const *names,
             goto out;
         }
         if (a[q].n != a[0].n) {
-            rv = hc_err_set(HC_ERR_DATA, "%s: input %s (%s) has %d samples "
-                            "but input %s (%s) has %d", flag, names[q],
+            rv = hc_err_set(HC_ERR_DATA, "%s: input %s (%s) has %lld samples "
+                            "but input %s (%s) has %lld", flag, names[q],
                             paths[q], a[q].n, names[0], paths[0], a[0].n);
             loaded++;
             goto out;
@@ -644,7 +644,7 @@ int wk_data_load_inputs(const char *spec, const char *const *names,
     out->c = (int)row;
     out->n_inputs = n_names;
     if (!(out->x = malloc((size_t)out->n * row * sizeof *out->x))) {
-        rv = hc_err_set(HC_ERR_NOMEM, "%s: out of memory for %d samples of "
+        rv = hc_err_set(HC_ERR_NOMEM, "%s: out of memory for %lld samples of "
                         "%zu floats", flag, out->n, row);
         goto out;
     }

@@ -26,7 +26,8 @@ static int predict_rows(struct wk_replicas *r, const float *params,
                         float *out, int32_t *y_all)
 {
     const size_t n_out = wk_replicas_output_size(r);
-    int start, n, rv;
+    long long start;
+    int n, rv;
 
     for (start = 0; start < d->n; start += n) {
         n = wk_data_batch(d, start, batch, x, y_all ? y_all + start : NULL);
@@ -46,8 +47,8 @@ int wk_evaluate(struct wk_replicas *r, const float *params,
                 double *loss, double *acc)
 {
     double sum = 0, s;
-    long correct = 0;
-    int start, n, k, rv;
+    long long correct = 0, start;
+    int n, k, rv;
 
     for (start = 0; start < d->n; start += n) {
         n = wk_data_batch(d, start, batch, x, y);
@@ -61,8 +62,28 @@ int wk_evaluate(struct wk_replicas *r, const float *params,
         sum += s;
         correct += k;
     }
-    *loss = sum / d->n;
-    *acc = (double)correct / d->n;
+    *loss = sum / (double)d->n;
+    *acc = (double)correct / (double)d->n;
+    return HC_OK;
+}
+
+int wk_eval_held_fits(const struct wk_dataset *d, const char *what)
+{
+    if (d->n <= WK_EVAL_HELD_MAX)
+        return HC_OK;
+    return hc_err_set(HC_ERR_LIMIT, "%s: %lld samples; %s holds every "
+                      "sample's outputs at once, at most %lld samples "
+                      "(2^28): give a shorter file (the first lines, e.g. "
+                      "head -n %lld)", d->images_path, d->n, what,
+                      WK_EVAL_HELD_MAX, WK_EVAL_HELD_MAX);
+}
+
+int wk_evaluate_metrics_fit(const struct hc_model *m,
+                            const struct wk_dataset *d)
+{
+    for (int i = 0; i < m->n_metrics; i++)
+        if (m->metrics[i].kind != HC_EM_ACCURACY)
+            return wk_eval_held_fits(d, "the metrics other than accuracy");
     return HC_OK;
 }
 
@@ -80,24 +101,27 @@ int wk_evaluate_metrics(struct wk_replicas *r, const struct hc_model *m,
         any |= m->metrics[i].kind != HC_EM_ACCURACY;
     if (!any || d->n < 1)
         return HC_OK;
+    if ((rv = wk_evaluate_metrics_fit(m, d)) != HC_OK)
+        return rv;
     if (!d->y && !d->src.read)
         return hc_err_set(HC_ERR_DATA, "metrics need the labels of %s",
                           d->images_path);
     /* a streamed set's labels are gathered as it is read */
     if (d->src.read && !(y = malloc((size_t)d->n * sizeof *y)))
         return hc_err_set(HC_ERR_NOMEM, "out of memory for the labels of "
-                          "%d samples (metrics)", d->n);
+                          "%lld samples (metrics)", d->n);
     if (!(out = malloc((size_t)d->n * (size_t)c * sizeof *out))) {
         free(y);
         return hc_err_set(HC_ERR_NOMEM, "out of memory for the outputs of "
-                          "%d samples (metrics)", d->n);
+                          "%lld samples (metrics)", d->n);
     }
     rv = predict_rows(r, params, d, batch, x, out, y);
     for (i = 0; rv == HC_OK && i < m->n_metrics; i++)
         if (m->metrics[i].kind != HC_EM_ACCURACY)
             rv = hc_eval_metric_value(&m->metrics[i], bce,
                                       m->loss_par.from_logits, out,
-                                      y ? y : d->y, d->n, c, &vals[i]);
+                                      y ? y : d->y, (int)d->n, c,
+                                      &vals[i]);
     free(out);
     free(y);
     return rv;

@@ -22,12 +22,33 @@ int wk_evaluate(struct wk_replicas *r, const float *params,
                 double *loss, double *acc);
 
 /*
+ * Metrics other than accuracy (AUC) and predictions hold every sample's
+ * outputs and label at once — 8 bytes a sample for one output — so a data
+ * set of more than WK_EVAL_HELD_MAX samples (a click-through validation
+ * file may hold billions of lines) is refused for them rather than
+ * exhausting memory: 2^28 samples (2 GiB for one output), loaded or
+ * streamed alike. Loss and accuracy stream, with no bound.
+ *
+ * wk_eval_held_fits: HC_ERR_LIMIT naming d's file, its samples, the bound
+ * and `what` (the metric, or "predict") when d->n > WK_EVAL_HELD_MAX.
+ * wk_evaluate_metrics_fit: wk_eval_held_fits when m has a metric other
+ * than accuracy, else HC_OK; callers check it before training or
+ * evaluating, wk_evaluate_metrics again.
+ */
+#define WK_EVAL_HELD_MAX (1LL << 28)
+
+int wk_eval_held_fits(const struct wk_dataset *d, const char *what);
+int wk_evaluate_metrics_fit(const struct hc_model *m,
+                            const struct wk_dataset *d);
+
+/*
  * The model's metrics other than "accuracy" (which wk_evaluate gives, as
  * training does) on all of d (labelled): vals[i] for each m->metrics[i] of
  * another kind, the others untouched; nothing to do when there are none.
  * Predicts every sample once more (wk_predict_all) and holds all outputs:
  * allocates d->n × wk_replicas_output_size(r) floats for the call (and,
  * for a streamed set, whose labels are not held, d->n labels).
+ * HC_ERR_LIMIT above WK_EVAL_HELD_MAX samples (wk_evaluate_metrics_fit),
  * HC_ERR_NOMEM, or errors as wk_predict_all.
  */
 int wk_evaluate_metrics(struct wk_replicas *r, const struct hc_model *m,

@@ -454,6 +454,7 @@ static int cmd_eval(int argc, char **argv)
     if ((rv = eval_data(&a, data, &d)) != HC_OK ||
         (hc_loss_takes_classes(a.m->loss) &&
          (rv = wk_data_check_classes(&d, a.m->n_classes)) != HC_OK) ||
+        (rv = wk_evaluate_metrics_fit(a.m, &d)) != HC_OK ||
         (rv = infer_open(&a, &d)) != HC_OK)
         goto out;
     if (!(y = malloc((size_t)a.batch * sizeof *y))) {
@@ -466,7 +467,7 @@ static int cmd_eval(int argc, char **argv)
     if (rv == HC_OK) {
         wk_progress_metrics(more, sizeof more, "", a.m->metrics,
                             a.m->n_metrics, vm);
-        printf("eval: %s on %d samples of %s: loss %.4f - accuracy %.4f%s\n",
+        printf("eval: %s on %lld samples of %s: loss %.4f - accuracy %.4f%s\n",
                a.m->name, d.n, d.images_path, loss, acc, more);
         status = 0;
     }
@@ -482,9 +483,10 @@ out:
 /* Print `INDEX CLASS PROBABILITY` per image: the argmax of its outputs and
  * that output (one output: class 1 when it is above 0.5, as Keras's
  * accuracy reads a single output). */
-static void print_classes(const float *out /* (n, k) */, int n, size_t k)
+static void print_classes(const float *out /* (n, k) */, long long n,
+                          size_t k)
 {
-    int i;
+    long long i;
     size_t j, best;
 
     for (i = 0; i < n; i++) {
@@ -495,7 +497,7 @@ static void print_classes(const float *out /* (n, k) */, int n, size_t k)
             if (row[j] > row[best])
                 best = j;
         cls = k == 1 ? row[0] > 0.5f : (int)best;
-        printf("%d %d %.6f\n", i, cls, (double)row[best]);
+        printf("%lld %d %.6f\n", i, cls, (double)row[best]);
     }
 }
 
@@ -591,11 +593,12 @@ static int cmd_predict(int argc, char **argv)
         images = path;
     }
     if ((rv = load_images(a.m, images, &d)) != HC_OK ||
+        (rv = wk_eval_held_fits(&d, "predict")) != HC_OK ||
         (rv = infer_open(&a, &d)) != HC_OK)
         goto out;
     k = wk_replicas_output_size(a.rep);
     if (!(out = malloc((size_t)d.n * k * sizeof *out))) {
-        rv = hc_err_set(HC_ERR_NOMEM, "out of memory for %d x %zu outputs",
+        rv = hc_err_set(HC_ERR_NOMEM, "out of memory for %lld x %zu outputs",
                         d.n, k);
         goto out;
     }
@@ -607,7 +610,7 @@ static int cmd_predict(int argc, char **argv)
 
         if ((rv = hc_npy_write_f32(out_file, shape, 2, out)) != HC_OK)
             goto out;
-        printf("predict: %s on %d images of %s: outputs (%d, %zu) float32 "
+        printf("predict: %s on %lld images of %s: outputs (%lld, %zu) float32 "
                "written to %s\n", a.m->name, d.n, d.images_path, d.n, k,
                out_file);
     } else {

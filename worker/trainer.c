@@ -57,9 +57,11 @@ struct run {
                                    batch read ahead (written by the puller
                                    thread while an exchange runs) */
     int32_t *y_alt;             /* (max_batch) its labels */
-    int cur_b, cur_n;           /* the batch of the epoch r->x holds (-1:
-                                   none), its samples */
-    int alt_b, alt_n;           /* the same of r->x_alt */
+    long long cur_b;            /* the batch of the epoch r->x holds (-1:
+                                   none) */
+    int cur_n;                  /*   its samples */
+    long long alt_b;            /* the same of r->x_alt */
+    int alt_n;
     float *params_alt, *grads_alt; /* --overlap: the buffers an exchange
                                    uses while the next step computes */
     int32_t *y;                 /* (max_batch) */
@@ -298,12 +300,12 @@ static int wait_for_variables(struct pc_client *pc, float *params,
 /* The epoch's end: the chief evaluates the test set (on the values of
  * min_version or newer), then the summary line (progress.h). */
 static int epoch_end(struct run *r, int epoch, double dt, double loss_sum,
-                     long correct, int seen, uint64_t min_version)
+                     long correct, long long seen, uint64_t min_version)
 {
     struct wk_epoch_stats s = { .epoch = epoch, .steps = r->watch->prog.step,
                                 .samples = seen, .seconds = dt,
-                                .loss = loss_sum / seen,
-                                .acc = (double)correct / seen };
+                                .loss = loss_sum / (double)seen,
+                                .acc = (double)correct / (double)seen };
     int rv;
 
     if (r->do_eval) {
@@ -370,7 +372,10 @@ static int refresh_membership(struct run *r, int *n_workers)
     wk_shard_free(&r->shard);
     rv = wk_shard_init_for(&r->shard, &r->train, n, r->c->worker,
                            r->m->seed);
+    if (rv == HC_OK)
+        rv = wk_shard_check_place(&r->shard, r->B, r->train.images_path);
     if (rv != HC_OK) {
+        wk_shard_free(&r->shard);
         hc_warn("cannot reshard the data for %d workers: %s", n, hc_err_msg());
         wk_shard_init_for(&r->shard, &r->train, *n_workers, r->c->worker,
                       r->m->seed);
@@ -378,7 +383,7 @@ static int refresh_membership(struct run *r, int *n_workers)
         return 0;
     }
     r->shard.file_order = r->m->file_order;
-    hc_info("cluster file: %d worker(s), was %d: this worker now reads %d "
+    hc_info("cluster file: %d worker(s), was %d: this worker now reads %lld "
             "samples per epoch", n, *n_workers, r->shard.n);
     *n_workers = n;
     if (n > r->most_workers)
@@ -453,7 +458,8 @@ struct tables_job {
     struct run *r;
     struct wk_overlap *x;       /* the step's exchange */
     int set;                    /* the set pulled ahead, -1: none */
-    int epoch, next;            /*   of that batch */
+    int epoch;                  /*   of that batch */
+    long long next;
     int pulled;                 /* its rows came: the set is usable */
     struct wk_overlap puller;   /* the thread reading it (not --overlap) */
 };
@@ -466,7 +472,7 @@ static void pull_set_ahead(struct tables_job *j)
     j->pulled = wk_tables_ahead_pull(j->r->tables, j->set, j->r->x_alt,
                                      j->r->alt_n) == HC_OK;
     if (!j->pulled)
-        hc_info("rows of batch %d not pulled ahead (%s): pulled at its "
+        hc_info("rows of batch %lld not pulled ahead (%s): pulled at its "
                 "forward", j->next, hc_err_msg());
 }
 
@@ -553,7 +559,8 @@ static void tables_landed(struct run *r, struct tables_job *j, int rv)
 static void swap_batches(struct run *r)
 {
     int32_t *y = r->y;
-    int b = r->cur_b, n = r->cur_n;
+    long long b = r->cur_b;
+    int n = r->cur_n;
 
     swap_buffers(&r->x, &r->x_alt);
     r->y = r->y_alt;
@@ -644,7 +651,7 @@ static void tables_summary(const struct run *r)
 /* --overlap with tables, after the epoch's first step: batch b (the
  * next) read into r->x_alt and its rows pulled here (nothing is in
  * flight), so that the exchanges that follow pull two batches ahead. */
-static int first_ahead(struct run *r, int epoch, int b)
+static int first_ahead(struct run *r, int epoch, long long b)
 {
     struct tables_job one = { .r = r, .epoch = epoch, .next = b };
     int rv = wk_tables_ahead_begin(r->tables, &one.set);
@@ -670,10 +677,11 @@ static int first_ahead(struct run *r, int epoch, int b)
  */
 static int tables_step(struct run *r, struct wk_overlap *x,
                        struct tables_job *j, const struct pc_grad *g,
-                       struct pc_step *st, int epoch, int b, int nb, int n,
-                       uint64_t *version)
+                       struct pc_step *st, int epoch, long long b,
+                       long long nb, int n, uint64_t *version)
 {
-    const int overlap = r->c->overlap, next = b + (overlap ? 2 : 1);
+    const int overlap = r->c->overlap;
+    const long long next = b + (overlap ? 2 : 1);
     int rv;
 
     if (overlap && (rv = overlap_finish(r, x, version)) != HC_OK)
@@ -751,7 +759,7 @@ static int run_async(struct run *r)
         return rv;
     version = st.version;
     if (pc_place(r->pc, &e0, &b0)) {
-        if (b0 >= (uint32_t)wk_shard_n_batches(&r->shard, r->B)) {
+        if ((long long)b0 >= wk_shard_n_batches(&r->shard, r->B)) {
             e0++;           /* that epoch was done */
             b0 = 0;
         }
@@ -765,12 +773,12 @@ static int run_async(struct run *r)
             return HC_OK;
         }
         hc_info("resuming where worker:%d left off (as the shards recorded): "
-                "epoch %u/%d from batch %u of %d", r->c->worker, e0 + 1,
+                "epoch %u/%d from batch %u of %lld", r->c->worker, e0 + 1,
                 r->epochs, b0 + 1, wk_shard_n_batches(&r->shard, r->B));
     }
     st.has_place = 1;
     for (epoch = (int)e0; epoch < r->epochs && !stopping(r); epoch++) {
-        int nb, b, seen = 0;
+        long long nb, b, seen = 0;
         double t0 = hc_now_s(), loss_sum = 0;
         long correct = 0;
 
@@ -779,7 +787,8 @@ static int run_async(struct run *r)
         nb = wk_shard_n_batches(&r->shard, r->B);
         r->cur_b = r->alt_b = -1;      /* the evaluation wrote r->x */
         wk_watch_begin(r->watch, epoch, nb, t0);
-        for (b = epoch == (int)e0 ? (int)b0 : 0; b < nb && !stopping(r); b++) {
+        for (b = epoch == (int)e0 ? (long long)b0 : 0; b < nb && !stopping(r);
+             b++) {
             struct pc_grad g;
             double loss, tc = r->t_compute, tx, dx = 0;
             int n, k;
@@ -888,7 +897,7 @@ struct sync_run {
     int epoch;                  /* of the steps being summed, -1: none yet */
     double t0, loss_sum;        /*   its start, its loss × samples */
     long correct;
-    int seen;                   /*   samples computed in it */
+    long long seen;             /*   samples computed in it */
 };
 
 /* A plain pull of the newest step (at the start, after a skipped step, an
@@ -1237,6 +1246,10 @@ int wk_train(const struct wk_train_conf *c)
     rv = sync ? wk_shard_init_for(&r.shard, &r.train, 1, 0, m->seed)
               : wk_shard_init_for(&r.shard, &r.train, c->cluster->n_worker,
                                   c->worker, m->seed);
+    if (rv == HC_OK && !sync)
+        rv = wk_shard_check_place(&r.shard, r.B, r.train.images_path);
+    if (rv == HC_OK && r.do_eval)
+        rv = wk_evaluate_metrics_fit(m, &r.test);
     if (rv != HC_OK)
         goto out;
     r.shard.file_order = m->file_order;
@@ -1316,11 +1329,11 @@ int wk_train(const struct wk_train_conf *c)
 
     if (sync)
         hc_info("training %s (sync): %d epoch(s), global batch %d over %d "
-                "worker(s), %d samples", m->name, r.epochs,
+                "worker(s), %lld samples", m->name, r.epochs,
                 r.B * c->cluster->n_worker, c->cluster->n_worker, r.train.n);
     else
-        hc_info("training %s (%s): %d epoch(s), batch %d, %d of %d samples "
-                "(shard %d/%d)", m->name, hc_mode_name(c->cluster->mode),
+        hc_info("training %s (%s): %d epoch(s), batch %d, %lld of %lld "
+                "samples (shard %d/%d)", m->name, hc_mode_name(c->cluster->mode),
                 r.epochs, r.B, r.shard.n, r.train.n, c->worker,
                 c->cluster->n_worker);
     rv = sync ? run_sync(&r) : run_async(&r);

@@ -122,8 +122,9 @@ static int train_step(struct wk_net *net, const struct hc_model *m,
                       float *grads, float *s_m, float *s_v, float *x,
                       int32_t *y, double *loss, int *n)
 {
-    int nb = wk_shard_n_batches(shard, B);
-    int epoch = (int)(*next_batch / nb), b = (int)(*next_batch % nb);
+    long long nb = wk_shard_n_batches(shard, B);
+    int epoch = (int)(*next_batch / nb);
+    long long b = *next_batch % nb;
     int rv;
 
     if ((rv = wk_shard_batch(shard, epoch, b, B, d, x, y, n)) != HC_OK ||

@@ -6,10 +6,14 @@
  * shard) and different across epochs; and, where Debian's Fashion-MNIST is
  * installed, the real test set. Several inputs: .npy arrays named by
  * input packed into one row per sample, in the model's order, rows kept
- * whole by shards; each refusal read by message.
+ * whole by shards; each refusal read by message. A streamed set past
+ * 2^31 and 2^32 samples (as numbers, through a source that records what
+ * it is asked): the parts, the last batch, the shards' 32-bit place and
+ * the bound on metrics that hold every output.
  */
 #include "cu.h"
 #include "worker/data.h"
+#include "worker/eval.h"
 #include "err.h"
 #include "npy.h"
 
@@ -631,6 +635,168 @@ static void test_shard_errors(void)
     wk_data_free(&other);
 }
 
+/* A streamed source that reads nothing but records where it was asked:
+ * the counts past 2^31 checked as numbers, no file written. */
+static long long asked_start;
+static int asked_count, asked_epoch;
+
+static int fake_read(void *ctx, long long start, int count, float *x,
+                     int32_t *y)
+{
+    (void)ctx;
+    (void)x;
+    (void)y;
+    asked_epoch = -1;
+    asked_start = start;
+    asked_count = count;
+    return HC_OK;
+}
+
+static int fake_read_epoch(void *ctx, int epoch, long long start, int count,
+                           float *x, int32_t *y)
+{
+    int rv = fake_read(ctx, start, count, x, y);
+
+    asked_epoch = epoch;
+    return rv;
+}
+
+/* floor(k · N / K), independently of data.c's arithmetic. */
+static long long part_of(long long N, int K, int k)
+{
+    return (long long)((__int128)k * N / K);
+}
+
+static void test_streamed_counts(void)
+{
+    static const struct {
+        long long N;
+        int K, B;
+    } t[] = {
+        {(1LL << 32) + 1000, 3, 512},
+        {(1LL << 32) + 1000, 1, 1},         /* a part past 2^32 batches */
+        {(1LL << 40) + 3, 7, 100000},
+        {4400000000LL, 2, 7},               /* Criteo Terabyte's size */
+    };
+    struct wk_dataset d;
+    struct wk_shard s;
+    float x[4];
+    int32_t y[4];
+    int n;
+
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        long long next = 0;
+
+        memset(&d, 0, sizeof d);
+        d.n = t[i].N;
+        snprintf(d.images_path, sizeof d.images_path, "big.tsv");
+        d.src = (struct wk_data_source){ .read = fake_read,
+                                         .read_epoch = fake_read_epoch };
+        for (int k = 0; k < t[i].K; k++) {
+            long long nb, last;
+
+            CU_ASSERT_EQUAL_FATAL(wk_shard_init_for(&s, &d, t[i].K, k, 1),
+                                  HC_OK);
+            CU_ASSERT_PTR_NULL(s.order);
+            CU_ASSERT_EQUAL(s.n_total, t[i].N);
+            CU_ASSERT_EQUAL(s.first, part_of(t[i].N, t[i].K, k));
+            CU_ASSERT_EQUAL(s.first, next);           /* parts adjoin */
+            CU_ASSERT_EQUAL(s.n, part_of(t[i].N, t[i].K, k + 1) - s.first);
+            next = s.first + s.n;
+            nb = wk_shard_n_batches(&s, t[i].B);
+            CU_ASSERT_EQUAL(nb, (s.n + t[i].B - 1) / t[i].B);
+            last = s.n - (nb - 1) * t[i].B;
+            /* the last batch: its positions past 2^31, its size */
+            CU_ASSERT_EQUAL(wk_shard_batch(&s, 2, nb - 1, t[i].B, &d, x, y,
+                                           &n), HC_OK);
+            CU_ASSERT_EQUAL(n, last);
+            CU_ASSERT_EQUAL(asked_epoch, 2);
+            CU_ASSERT_EQUAL(asked_start, s.first + (nb - 1) * t[i].B);
+            CU_ASSERT_EQUAL(asked_count, last);
+            n = -1;
+            CU_ASSERT_EQUAL(wk_shard_batch(&s, 2, nb, t[i].B, &d, x, y, &n),
+                            HC_OK);
+            CU_ASSERT_EQUAL(n, 0);                    /* past the end */
+            /* the shards' 32-bit place: refused only past 2^32 − 1
+             * batches, naming the file, the batch size and the count */
+            if (nb > 4294967295LL) {
+                char want[160];
+
+                CU_ASSERT_EQUAL(wk_shard_check_place(&s, t[i].B, "big.tsv"),
+                                HC_ERR_LIMIT);
+                snprintf(want, sizeof want, "big.tsv: worker %d of %d's "
+                         "part holds %lld samples, %lld batches of %d", k,
+                         t[i].K, s.n, nb, t[i].B);
+                if (!strstr(hc_err_msg(), want))
+                    printf("\n  %s\n", hc_err_msg());
+                CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), want));
+                CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "at least 2"));
+                CU_ASSERT_EQUAL(wk_shard_check_place(&s, 2, "big.tsv"), HC_OK);
+            } else {
+                CU_ASSERT_EQUAL(wk_shard_check_place(&s, t[i].B, "big.tsv"),
+                                HC_OK);
+            }
+            wk_shard_free(&s);
+        }
+        CU_ASSERT_EQUAL(next, t[i].N);              /* every line once */
+        /* evaluation reads in file order past 2^31 */
+        CU_ASSERT_EQUAL(wk_data_batch(&d, t[i].N - 3, 4, x, y), 3);
+        CU_ASSERT_EQUAL(asked_epoch, -1);
+        CU_ASSERT_EQUAL(asked_start, t[i].N - 3);
+        CU_ASSERT_EQUAL(wk_data_batch(&d, t[i].N, 4, x, y), 0);
+    }
+
+    /* exactly 2^32 batches: one past the place's count */
+    memset(&d, 0, sizeof d);
+    d.n = 1LL << 33;
+    d.src.read = fake_read;
+    CU_ASSERT_EQUAL_FATAL(wk_shard_init_for(&s, &d, 1, 0, 1), HC_OK);
+    CU_ASSERT_EQUAL(wk_shard_check_place(&s, 2, "f"), HC_ERR_LIMIT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "4294967296 batches of 2"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "at least 3"));
+    CU_ASSERT_EQUAL(wk_shard_check_place(&s, 3, "f"), HC_OK);
+    wk_shard_free(&s);
+
+    /* a shuffled shard (a set loaded whole) indexes in 32 bits: refused */
+    CU_ASSERT_EQUAL(wk_shard_init(&s, 1LL << 31, 2, 0, 1), HC_ERR_LIMIT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "2147483648 samples"));
+    CU_ASSERT_PTR_NULL(s.order);
+}
+
+/* Metrics and predictions hold every output: a bound named, not an
+ * allocation of gigabytes that fails (or worse, succeeds). */
+static void test_eval_bound(void)
+{
+    struct wk_dataset d;
+    struct hc_model m;
+
+    memset(&d, 0, sizeof d);
+    memset(&m, 0, sizeof m);
+    snprintf(d.images_path, sizeof d.images_path, "val.tsv");
+    d.n = WK_EVAL_HELD_MAX;
+    CU_ASSERT_EQUAL(WK_EVAL_HELD_MAX, 268435456LL);
+    CU_ASSERT_EQUAL(wk_eval_held_fits(&d, "predict"), HC_OK);
+    d.n = 4400000000LL;
+    CU_ASSERT_EQUAL(wk_eval_held_fits(&d, "predict"), HC_ERR_LIMIT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "val.tsv: 4400000000 "
+                                  "samples; predict holds every sample's "
+                                  "outputs at once, at most 268435456"));
+    /* accuracy alone streams: no bound */
+    m.n_metrics = 1;
+    m.metrics[0].kind = HC_EM_ACCURACY;
+    CU_ASSERT_EQUAL(wk_evaluate_metrics_fit(&m, &d), HC_OK);
+    m.n_metrics = 2;
+    m.metrics[1].kind = HC_EM_AUC;
+    CU_ASSERT_EQUAL(wk_evaluate_metrics_fit(&m, &d), HC_ERR_LIMIT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "val.tsv"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hc_err_msg(), "metrics other than "
+                                  "accuracy"));
+    d.n = WK_EVAL_HELD_MAX + 1;
+    CU_ASSERT_EQUAL(wk_evaluate_metrics_fit(&m, &d), HC_ERR_LIMIT);
+    d.n = WK_EVAL_HELD_MAX;
+    CU_ASSERT_EQUAL(wk_evaluate_metrics_fit(&m, &d), HC_OK);
+}
+
 static void test_fashion_mnist(void)
 {
     static const int32_t first[5] = {9, 2, 1, 1, 6};
@@ -845,5 +1011,8 @@ void hp_test_register(void)
     CU_add_test(s, "shuffle false: the strided order", test_file_order);
     CU_add_test(s, "several inputs: packed rows, shards, refusals",
                 test_inputs);
+    CU_add_test(s, "streamed counts past 2^31, as numbers",
+                test_streamed_counts);
+    CU_add_test(s, "metrics' and predictions' bound", test_eval_bound);
     CU_add_test(s, "Fashion-MNIST t10k", test_fashion_mnist);
 }
