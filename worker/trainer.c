@@ -530,7 +530,7 @@ static int tables_exchange(void *arg)
         if (wk_tables_ahead_ids(r->tables, j->set, r->x_alt, r->alt_n,
                                 &x->st.pull_rows, &x->st.n_pull_rows) !=
             HC_OK) {
-            hc_info("rows of batch %d not pulled ahead (%s): pulled at its "
+            hc_info("rows of batch %lld not pulled ahead (%s): pulled at its "
                     "forward", j->next, hc_err_msg());
             x->st.n_pull_rows = 0;
         }
