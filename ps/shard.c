@@ -17,7 +17,7 @@
  * InitRows store them while its meta "rows_loading" is 1, the last (done)
  * sets it to 0 — a loaded or trained store takes no rows again.
  */
-#include "shard.h"
+#include "shard_impl.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -34,33 +34,6 @@
 #include "optimizer.h"
 #include "store.h"
 #include "vec.h"
-
-struct ps_shard {
-    int index, n_shards;
-    char dir[1024];
-    struct ps_store *store;
-    struct hc_optim_conf optim;
-    atomic_int ready;               /* blocks and index loaded (release) */
-    uint32_t n_blocks;
-    const struct ps_block *blocks;  /* (n_blocks) the store's, local order */
-    uint32_t *index_sorted;         /* (n_blocks) local indices by (var, offset) */
-    struct ps_update *updates;      /* (n_blocks) push scratch */
-    unsigned char *seen;            /* (n_blocks) duplicate-block check */
-    float **acc;                    /* (n_blocks) sync: sample-weighted sums */
-    float *acc_mem;                 /* one allocation behind acc */
-    unsigned char *acc_used;        /* (n_blocks) ACC_*: what block b's
-                                       gradient of the open step is */
-    const float **lent;             /* (n_blocks) ACC_LENT: the one push's
-                                       values, in a message the service
-                                       keeps (ps_shard_accumulate) */
-    float *lent_w;                  /* (n_blocks) its weight (samples) */
-    uint32_t *acc_n;                /* (n_blocks) pushes in block b's sum */
-    uint64_t *acc_w;                /* (n_blocks) their samples */
-    unsigned char *applied;         /* (n_blocks) given to the open step
-                                       (ps_shard_apply_ready) */
-    int has_moving;                 /* batch norm's moving statistics here
-                                       (set with the blocks, before ready) */
-};
 
 /* A block's gradient in the open synchronous step. */
 enum {
@@ -1090,13 +1063,9 @@ int ps_shard_serve(struct ps_shard *sh, const struct hc_wire_msg *in,
 
 struct ps_store *ps_shard_store(const struct ps_shard *sh)
 {
-    return atomic_load(&((struct ps_shard *)sh)->ready) ? sh->store : NULL;
+    return shard_store(sh);
 }
 
-const struct hc_optim_conf *ps_shard_optim(const struct ps_shard *sh)
-{
-    return &sh->optim;
-}
 
 int ps_shard_record(struct ps_shard *sh, int w, uint32_t lane,
                     struct ps_record *out)

@@ -179,10 +179,9 @@ int ps_shard_step_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
 int ps_shard_read_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
                        size_t k, float *out, uint64_t *step);
 
-/* The shard's store once its variables exist (NULL before), and its
- * optimizer settings: for shard_rows.c. */
+/* The shard's store once its variables exist (NULL before): what the
+ * service's status, metrics and records read. */
 struct ps_store *ps_shard_store(const struct ps_shard *sh);
-const struct hc_optim_conf *ps_shard_optim(const struct ps_shard *sh);
 
 /* Updates applied so far (the shard's global step). */
 uint64_t ps_shard_version(const struct ps_shard *sh);

@@ -10,7 +10,7 @@
  * updates (applied by ps_shard_push_group in the dense step's
  * transaction), ps_shard_read_rows reads its rows into the answer.
  */
-#include "shard.h"
+#include "shard_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -26,7 +26,7 @@ static int find_table(struct ps_shard *sh, uint32_t key, uint32_t dim,
     const struct ps_table *t;
     uint32_t n;
 
-    if (!(*store = ps_shard_store(sh)))
+    if (!(*store = shard_store(sh)))
         return hc_err_set(HC_ERR_NOTFOUND, "rows: the variables do not exist "
                           "yet: the chief (worker:0) creates them");
     t = ps_store_tables(*store, &n);
@@ -147,7 +147,7 @@ static int push_of(struct ps_shard *sh, const struct hc_wire_msg *in,
 
 int ps_shard_drop_held(struct ps_shard *sh, uint32_t worker)
 {
-    struct ps_store *store = ps_shard_store(sh);
+    struct ps_store *store = shard_store(sh);
 
     return store ? ps_store_rows_drop(store, worker) : HC_OK;
 }
@@ -167,7 +167,7 @@ int ps_shard_push_rows(struct ps_shard *sh, const struct hc_wire_msg *in,
         rv = ps_store_rows_hold(store, rows, p->n_tables, p->samples, &rec,
                                 version);
     else if (rv == HC_OK)
-        rv = ps_store_apply_rows(store, ps_shard_optim(sh), NULL, 0, rows,
+        rv = ps_store_apply_rows(store, &sh->optim, NULL, 0, rows,
                                  p->n_tables, &rec, 1, version);
     for (size_t k = 0; k < p->n_tables; k++)
         free(ids[k]);
