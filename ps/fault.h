@@ -22,11 +22,12 @@
  *   init_rows:before_done  the chief's last InitRows (done) received,
  *                        the store still loading
  *
- * and in async and ssp (ps/service_step.c):
+ * and in every mode (ps/service_step.c):
  *
  *   push:workerN         a push of worker N received, before it is judged
- *                        or applied (its other shards apply it: the
- *                        worker's step reached some shards only)
+ *                        or applied (its other shards apply it, or add it
+ *                        to their sync step: the worker's step reached
+ *                        some shards only)
  *
  * A point waits 0.2 s before the kill: replies already handed to the
  * transport leave first, as they would on a machine that fails later.

@@ -759,7 +759,7 @@ int service_serve_push(struct ps_service *s, const struct hc_wire_msg *in,
         info->version = ps_shard_version(s->shard);
         goto answer;
     }
-    if (!ps_mode_in_steps(s->sync)) {
+    {                   /* the step reaches this worker's other shards only */
         char point[32];
 
         snprintf(point, sizeof point, "push:worker%d", w);
